@@ -1,0 +1,179 @@
+"""Plain types of the data layer: queries with their text parts kept apart, a streamed
+corpus, qrels, and the Benchmark that holds them together with its provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+#: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
+Qrels = dict[str, dict[str, int]]
+
+
+class FormatError(ValueError):
+    """Bad benchmark input: the message names the file, the line (or array index) and the field."""
+
+    def __init__(self, path: str | Path, where: str | int | None, field: str | None, problem: str):
+        self.path = str(path)
+        self.where = where
+        self.field = field
+        self.problem = problem
+        loc = self.path
+        if where is not None:
+            loc += f", line {where}" if isinstance(where, int) else f", {where}"
+        if field:
+            loc += f", field '{field}'"
+        super().__init__(f"{loc}: {problem}")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query instance: the bare query and its instruction kept as separate parts.
+
+    ``group`` ties instances of one information need together (InstructIR: the original
+    MS MARCO query id; IFIR: the query id). ``level`` is IFIR's instruction level (0 for
+    single-level subsets, 1-3 otherwise) and ``None`` where the benchmark has no levels.
+    """
+
+    id: str
+    query: str
+    instruction: str = ""
+    group: str = ""
+    level: int | None = None
+    subset: str = ""
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One corpus document; ``title`` is empty where the source has none."""
+
+    id: str
+    text: str
+    title: str = ""
+
+    @property
+    def indexed_text(self) -> str:
+        """The text retrievers see: ``title + " " + text`` when a title exists (as IFIR indexes)."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+
+class Corpus:
+    """A corpus read lazily from its file(s): iterating streams documents from disk, so a
+    1 GB corpus is never held more than once (and only by whoever collects the texts).
+
+    ``stream`` makes a fresh iterator over the documents each time it is called;
+    ``paths`` names the files behind it (for messages and provenance).
+    """
+
+    def __init__(self, stream: Callable[[], Iterator[Doc]], paths: Iterable[Path] = ()):
+        self.paths = [Path(p) for p in paths]
+        self._stream = stream
+        self._ids: list[str] | None = None
+        self._id_set: frozenset[str] | None = None
+
+    @classmethod
+    def from_docs(cls, docs: Iterable[Doc]) -> "Corpus":
+        """An in-memory corpus (tests, user-built benchmarks)."""
+        held = list(docs)
+        return cls(lambda: iter(held))
+
+    def __iter__(self) -> Iterator[Doc]:
+        return self._stream()
+
+    def ids(self) -> list[str]:
+        """Document ids in file order (read once, then kept: ids are small)."""
+        if self._ids is None:
+            self._ids = [d.id for d in self]
+        return self._ids
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self.id_set()
+
+    def id_set(self) -> frozenset[str]:
+        """Document ids as a set, for membership checks."""
+        if self._id_set is None:
+            self._id_set = frozenset(self.ids())
+        return self._id_set
+
+    def get(self, doc_ids: Iterable[str]) -> dict[str, Doc]:
+        """The documents with these ids, in one streaming pass."""
+        wanted = set(doc_ids)
+        found: dict[str, Doc] = {}
+        for doc in self:
+            if doc.id in wanted:
+                found[doc.id] = doc
+                if len(found) == len(wanted):
+                    break
+        return found
+
+    def content_hash(self) -> str:
+        """SHA-256 over the indexed text of every document, in order: a cache key that
+        changes whenever any document (or the order) changes."""
+        h = hashlib.sha256()
+        for doc in self:
+            h.update(doc.id.encode())
+            h.update(b"\x00")
+            h.update(doc.indexed_text.encode())
+            h.update(b"\x01")
+        return h.hexdigest()
+
+
+@dataclass
+class Benchmark:
+    """Corpus + query instances + qrels of one benchmark (or one IFIR subset) in one setting.
+
+    ``name`` is the registry name (``instructir``, ``ifir/fiqa``, ``instructir-sample`` …),
+    ``layout`` the file layout it was read from, ``revision`` the source revision (a
+    Hugging Face commit hash, ``bundled-<version>`` for samples, ``local`` when unknown).
+    """
+
+    name: str
+    layout: str
+    revision: str
+    setting: str
+    corpus: Corpus
+    queries: dict[str, Query]
+    qrels: Qrels
+    source: str = ""
+    is_sample: bool = False
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Name for display; samples always say so."""
+        tag = " (bundled SAMPLE, not the benchmark)" if self.is_sample else ""
+        return f"{self.name} [{self.setting}]{tag}"
+
+    def groups(self) -> dict[str, list[str]]:
+        """Query ids per group, in query order."""
+        out: dict[str, list[str]] = {}
+        for q in self.queries.values():
+            out.setdefault(q.group, []).append(q.id)
+        return out
+
+    def describe(self) -> dict:
+        """Counts for summaries and reports."""
+        levels: dict[str, int] = {}
+        for q in self.queries.values():
+            key = "none" if q.level is None else str(q.level)
+            levels[key] = levels.get(key, 0) + 1
+        n_rel = [sum(1 for g in rel.values() if g > 0) for rel in self.qrels.values()]
+        return {
+            "benchmark": self.name,
+            "setting": self.setting,
+            "layout": self.layout,
+            "revision": self.revision,
+            "sample": self.is_sample,
+            "queries": len(self.queries),
+            "groups": len(self.groups()),
+            "documents": len(self.corpus),
+            "levels": json.dumps(levels, sort_keys=True),
+            "avg_relevant": round(sum(n_rel) / len(n_rel), 2) if n_rel else 0.0,
+        }

@@ -1,0 +1,61 @@
+"""The two install routes (pip via pyproject.toml, conda via environment.yml) stay in step,
+and notebooks are committed without outputs."""
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+# conda-forge spells a few packages differently from PyPI.
+CONDA_TO_PYPI = {"pytorch": "torch"}
+
+
+def _split(spec: str) -> tuple[str, str]:
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)$", spec)
+    assert m, spec
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower(), m.group(2).replace(" ", "")
+
+
+def _pyproject_specs() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        specs += extra
+    return dict(_split(s) for s in specs)
+
+
+def _environment_specs() -> dict[str, str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    out: dict[str, str] = {}
+    for dep in env["dependencies"]:
+        items = dep["pip"] if isinstance(dep, dict) else [dep]
+        for spec in items:
+            if spec.startswith("-e") or spec.split("=")[0] in ("python", "pip"):
+                continue
+            name, version = _split(spec)
+            out[CONDA_TO_PYPI.get(name, name)] = version
+    return out
+
+
+def test_environment_yml_lists_the_same_dependencies_as_pyproject():
+    assert _environment_specs() == _pyproject_specs()
+
+
+def test_environment_yml_installs_the_package_itself_with_pip():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert "-e ." in pip_section
+    assert "conda-forge" in env["channels"]
+
+
+def test_notebooks_are_committed_without_outputs_and_with_one_parameters_cell():
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    for path in notebooks:
+        nb = json.loads(path.read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), path.name
+        tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, path.name
