@@ -1,0 +1,65 @@
+"""``instir fetch`` (download a benchmark at its pinned revision) and ``instir summary``
+(dataset statistics of named benchmarks, by default the bundled samples)."""
+
+from __future__ import annotations
+
+import argparse
+
+from instir.benchmarks.ifir import IFIR_SUBSETS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``fetch`` and ``summary`` subcommands."""
+    p = subparsers.add_parser(
+        "fetch", help="download a benchmark from the Hugging Face Hub at its pinned revision",
+        description="Download InstructIR or IFIR into the instir cache ($INSTIR_HOME, default ~/.cache/instir) "
+                    "at the pinned revision, check files and record counts, and write instir-manifest.json. "
+                    "The only command that uses the network.")
+    p.add_argument("benchmark", choices=("instructir", "ifir"))
+    p.add_argument("--subset", choices=IFIR_SUBSETS, default=None, help="one IFIR subset (default: all seven)")
+    p.add_argument("--layout", default=None,
+                   help="instructir: hf (kaist-ai/InstructIR, default) or mteb; "
+                        "ifir: songtingyu (songtingyu/IFIR, default) or mteb (if-ir/<subset>)")
+    p.add_argument("--revision", default=None, help="override the pinned revision (a commit hash)")
+    p.add_argument("--cache-dir", default=None, help="cache root instead of $INSTIR_HOME")
+    p.set_defaults(handler=fetch_command)
+
+    p = subparsers.add_parser(
+        "summary", help="dataset statistics of benchmarks (default: the bundled samples)",
+        description="Print queries, groups, documents, levels and average relevant documents per benchmark.")
+    p.add_argument("names", nargs="*", help="benchmark names (default: every bundled sample)")
+    p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
+    p.add_argument("--root", default=None, help="local benchmark files (only with one name)")
+    p.set_defaults(handler=summary_command)
+
+
+def fetch_command(args: argparse.Namespace) -> int:
+    """Handler of ``instir fetch``."""
+    from instir.benchmarks.fetch import FetchError, fetch, read_manifest
+
+    try:
+        root = fetch(args.benchmark, args.subset, layout=args.layout, cache_dir=args.cache_dir,
+                     revision=args.revision)
+    except FetchError as err:
+        raise SystemExit(f"instir fetch: {err}") from None
+    folders = [root] if args.benchmark == "instructir" else [root / s for s in ([args.subset] if args.subset else IFIR_SUBSETS)]
+    for folder in folders:
+        manifest = read_manifest(folder)
+        state = "verified" if manifest["verified"] else "COUNTS DIFFER from the published ones"
+        print(f"{manifest['benchmark']}: {manifest['repo']} @ {manifest['resolved_revision']} -> {folder} ({state})")
+    print(f"load it with --root {root} or by name (it is in the cache)")
+    return 0
+
+
+def summary_command(args: argparse.Namespace) -> int:
+    """Handler of ``instir summary``."""
+    import pandas as pd
+
+    from instir.benchmarks.registry import load_benchmark, sample_benchmarks
+
+    names = args.names or sample_benchmarks()
+    if args.root and len(names) != 1:
+        raise SystemExit("instir summary: --root needs exactly one benchmark name")
+    rows = [load_benchmark(name, args.setting, root=args.root).describe() for name in names]
+    print(pd.DataFrame(rows).to_string(index=False))
+    return 0

@@ -1,0 +1,234 @@
+"""Download benchmark files from the Hugging Face Hub at pinned revisions into the instir
+cache, verify them, and write a manifest that names the exact data a report used.
+
+This is the only module that touches the network, and only when :func:`fetch` is called;
+loading a benchmark from local files never does. Cache layout (``instir_home()`` is
+``$INSTIR_HOME``, default ``~/.cache/instir``)::
+
+    instructir/<layout>/            layout hf (kaist-ai/InstructIR) or mteb (mteb/InstructIR-mteb)
+    ifir/<layout>/<subset>/         layout songtingyu (songtingyu/IFIR) or mteb (if-ir/<subset>)
+
+Each data folder gets ``instir-manifest.json``: repository, requested and resolved revision,
+time, files with sizes and SHA-256, and record counts checked against the published ones.
+
+Revisions: InstructIR's are the full commits MTEB forks use. ``songtingyu/IFIR`` has no known
+pinned revision, so ``main`` is resolved to its current commit first and the download is
+made at that commit. MTEB's ``if-ir/<subset>`` datasets are pinned by MTEB with short hashes;
+they are resolved to the full commit the Hub reports (if the Hub refuses a short hash, pass
+the full one with ``revision=`` / ``--revision``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir
+from instir.benchmarks.instructir import load_instructir
+from instir.benchmarks.readers import read_records
+from instir.benchmarks.types import Benchmark
+
+MANIFEST_NAME = "instir-manifest.json"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one layout of a benchmark comes from: a Hub dataset repo at a revision. For a
+    benchmark published as one repo per subset, ``repo`` holds ``{subset}`` and ``revision``
+    maps subsets to revisions."""
+
+    repo: str
+    revision: str | dict[str, str]
+
+    def pinned(self, subset: str | None) -> tuple[str, str]:
+        """(repo, revision) for one subset (``subset`` is ignored by single-repo sources)."""
+        if isinstance(self.revision, dict):
+            return self.repo.format(subset=subset), self.revision[subset]
+        return self.repo, self.revision
+
+
+#: Pinned sources per (benchmark, layout); the first layout of each benchmark is the default.
+SOURCES: dict[tuple[str, str], Source] = {
+    ("instructir", "hf"): Source("kaist-ai/InstructIR", "1615ed0ee07d6d33b0082362f008bfe62041a54b"),
+    ("instructir", "mteb"): Source("mteb/InstructIR-mteb", "42c3afabe480643b755a7099dbf0f9ebeedaf6ca"),
+    ("ifir", "songtingyu"): Source("songtingyu/IFIR", "main"),
+    # MTEB's pinned revisions of if-ir/<subset> (short hashes, from MTEB's task definitions).
+    ("ifir", "mteb"): Source("if-ir/{subset}", {"aila": "1cb8772", "cds": "9a05fd6", "fiqa": "1670fc6",
+                                                 "fire": "0efa7b1", "nfcorpus": "3520715", "pm": "559fdb6",
+                                                 "scifact_open": "1690191"}),
+}
+
+#: Published record counts (InstructIR paper; IFIR Table 1): instruction instances, and
+#: documents as records of the corpus file (IFIR's loader later skips empty ones).
+EXPECTED_COUNTS: dict[str, dict[str, int]] = {
+    "instructir": {"queries": 9906, "groups": 1267, "documents": 16072},
+    "ifir/fiqa": {"queries": 1718, "documents": 57638},
+    "ifir/scifact_open": {"queries": 152, "documents": 500000},
+    "ifir/nfcorpus": {"queries": 86, "documents": 3633},
+    "ifir/aila": {"queries": 85, "documents": 2914},
+    "ifir/fire": {"queries": 168, "documents": 1745},
+    "ifir/pm": {"queries": 172, "documents": 241006},
+    "ifir/cds": {"queries": 43, "documents": 633955},
+}
+#: Where MTEB's copies hold fewer queries than the paper reports.
+IFIR_MTEB_QUERY_COUNTS = {"scifact_open": 135, "fire": 167, "cds": 42}
+
+
+class FetchError(RuntimeError):
+    """A download failed; the message says what to do without network access."""
+
+
+def instir_home() -> Path:
+    """The instir cache folder: ``$INSTIR_HOME``, default ``~/.cache/instir``."""
+    return Path(os.environ.get("INSTIR_HOME") or "~/.cache/instir").expanduser()
+
+
+def layouts(benchmark: str) -> list[str]:
+    """The downloadable layouts of a benchmark, default first."""
+    found = [layout for (name, layout) in SOURCES if name == benchmark]
+    if not found:
+        raise ValueError(f"nothing to fetch for {benchmark!r}; expected one of: instructir, ifir")
+    return found
+
+
+def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: str | Path | None = None) -> Path:
+    """The folder a fetched benchmark (or IFIR subset) lives in; IFIR's data root without ``subset``."""
+    base = (Path(cache_dir) if cache_dir else instir_home()) / benchmark / layout
+    return base / subset if subset else base
+
+
+def read_manifest(folder: str | Path) -> dict | None:
+    """The manifest in ``folder``, or None when the folder was not filled by :func:`fetch`."""
+    path = Path(folder) / MANIFEST_NAME
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = None,
+          cache_dir: str | Path | None = None, revision: str | None = None) -> Path:
+    """Download ``instructir`` or ``ifir`` (one subset, or all seven without ``subset``) at
+    the pinned revision (``revision`` overrides it), verify presence and record counts, and
+    write the manifest. Returns the folder to load from: InstructIR's data folder, IFIR's data
+    root (the folder holding ``<subset>/``). A count that differs from the published one is a
+    warning and ``"verified": false`` in the manifest, not an error.
+    """
+    layout = layout or layouts(benchmark)[0]
+    if (benchmark, layout) not in SOURCES:
+        raise ValueError(f"unknown layout {layout!r} for {benchmark}; expected one of {layouts(benchmark)}")
+    source = SOURCES[(benchmark, layout)]
+    if benchmark == "instructir":
+        if subset is not None:
+            raise ValueError("instructir has no subsets")
+        names: list[str | None] = [None]
+    elif subset is None:
+        names = list(IFIR_SUBSETS)
+    elif subset in IFIR_SUBSETS:
+        names = [subset]
+    else:
+        raise ValueError(f"unknown IFIR subset {subset!r}; expected one of {', '.join(IFIR_SUBSETS)}")
+    import huggingface_hub  # imported here: loading benchmarks never needs it
+
+    root = data_dir(benchmark, layout, cache_dir=cache_dir)
+    repo_per_subset = isinstance(source.revision, dict)
+    resolved_of: dict[tuple[str, str], str] = {}
+    for name in names:
+        repo, requested = source.pinned(name)
+        requested = revision or requested
+        dest = root / name if repo_per_subset else root
+        with _hub_errors(repo, requested, dest, benchmark, name):
+            if (repo, requested) not in resolved_of:  # resolved once: every subset of one repo at one commit
+                resolved_of[(repo, requested)] = huggingface_hub.HfApi().dataset_info(repo, revision=requested).sha
+            resolved = resolved_of[(repo, requested)]
+            huggingface_hub.snapshot_download(repo, repo_type="dataset", revision=resolved, local_dir=dest,
+                                              allow_patterns=[f"{name}/*"] if name and not repo_per_subset else None)
+        folder, bench, expected = _load_fetched(root, name, layout, resolved)
+        _write_manifest(folder, bench, repo, requested, resolved, layout, expected)
+    return root
+
+
+def _load_fetched(root: Path, subset: str | None, layout: str, resolved: str) -> tuple[Path, Benchmark, dict[str, int]]:
+    """Load what was just downloaded (which checks every file and record) with the counts it
+    should have: InstructIR when ``subset`` is None, else one IFIR subset."""
+    if subset is None:
+        return root, load_instructir(root, name="instructir", revision=resolved), EXPECTED_COUNTS["instructir"]
+    expected = dict(EXPECTED_COUNTS[f"ifir/{subset}"])
+    if layout == "mteb":
+        expected["queries"] = IFIR_MTEB_QUERY_COUNTS.get(subset, expected["queries"])
+    return root / subset, load_ifir(root, subset, revision=resolved), expected
+
+
+@contextmanager
+def _hub_errors(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None) -> Iterator[None]:
+    """Turn Hub failures into a :class:`FetchError` that says what to do (offline included)."""
+    from huggingface_hub.errors import HTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        yield
+    except (RepositoryNotFoundError, RevisionNotFoundError) as err:
+        raise FetchError(f"the Hugging Face Hub has no dataset {repo} at revision {revision!r} ({err}). "
+                         "Pass a full commit hash with --revision (fetch(..., revision=...)) if a short one "
+                         "is refused.") from err
+    except (OSError, HTTPError) as err:
+        raise FetchError(_offline_message(repo, revision, dest, benchmark, subset, err)) from err
+
+
+def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None,
+                     err: Exception) -> str:
+    again = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "")
+    return (
+        f"could not download {repo} @ {revision} from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
+        "Loading local files never needs the network; to go on without it:\n"
+        f"  1. on a machine with internet run `{again}`, copy its instir cache (INSTIR_HOME, default "
+        f"~/.cache/instir) here and set INSTIR_HOME to the copy (this machine looks for {dest});\n"
+        f"  2. or download the files elsewhere (`hf download {repo} --repo-type dataset --revision {revision} "
+        "--local-dir DIR`), copy DIR here and pass --root DIR (load_benchmark(name, root=DIR));\n"
+        "  3. or set INSTIR_HOME to a folder that already holds a fetched copy.\n"
+        "The bundled samples (instructir-sample, ifir-sample/<subset>) work offline as they are."
+    )
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _count_documents(bench: Benchmark) -> int:
+    """Records in the corpus files (empty documents included), as the published counts are."""
+    if not bench.corpus.paths:
+        return len(bench.corpus)
+    return sum(1 for path in bench.corpus.paths for _ in read_records(path))
+
+
+def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, resolved: str,
+                    layout: str, expected: dict[str, int]) -> dict:
+    """Write ``instir-manifest.json`` into ``folder``; warn about counts that differ from ``expected``."""
+    found = {"queries": len(bench.queries), "groups": len(bench.groups()), "documents": _count_documents(bench)}
+    counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value} for key, value in expected.items()}
+    files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.rglob("*"))
+             if p.is_file() and p.name != MANIFEST_NAME and ".cache" not in p.relative_to(folder).parts]
+    manifest = {
+        "benchmark": bench.name, "layout": layout, "loader_layout": bench.layout, "repo": repo,
+        "requested_revision": requested, "resolved_revision": resolved,
+        "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "instir_version": importlib.metadata.version("instir"),
+        "files": files, "counts": counts, "verified": all(c["ok"] for c in counts.values()),
+        "describe": bench.describe(),
+    }
+    off = [f"{key} {c['found']} (published {c['expected']})" for key, c in counts.items() if not c["ok"]]
+    if off:
+        warnings.warn(f"{bench.name} from {repo} @ {resolved[:12]}: counts differ from the published ones: "
+                      + "; ".join(off), stacklevel=3)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest

@@ -1,0 +1,397 @@
+"""IFIR (arXiv:2503.04644): seven expert-domain subsets whose queries carry one instruction
+(``nfcorpus``, ``fire``, ``cds``: level 0) or three cumulative instruction levels 1-3
+(``fiqa``, ``scifact_open``, ``aila``, ``pm``). Every instruction instance becomes one
+:class:`Query` with its own qrels; instances of one query share a ``group``.
+
+Layouts, detected per subset folder and recorded in ``Benchmark.layout``:
+
+``songtingyu``
+    Hugging Face ``songtingyu/IFIR``: ``<subset>/test_data.json`` (authoritative, used by the
+    authors' evaluation) and ``<subset>/<subset>-corpus.jsonl``. ``rel`` holds indices into the
+    element's own ``corpus`` list (verified against the authors' ``src/eval.py``).
+``songtingyu-beir``
+    The same folder without ``test_data.json``: ``<subset>-query.jsonl`` (or the README's
+    ``-query.json``, JSON array or JSON lines) and ``<subset>-qrel.tsv`` (or ``-qrel.jsonl``).
+    Query ids end in ``_<level>``; ``_0`` is the bare query. Assumed (not verified on every
+    folder): an instance's text is ``query + " " + instruction`` as the authors' BEIR script
+    sends it; when it does not start with the bare query, the whole text is taken as the
+    instruction. In single-level subsets the one instructed record per query becomes level 0
+    (the level ``test_data.json`` uses); judgments of the bare ``_0`` queries are not kept.
+``mteb``
+    MTEB's ``if-ir/<subset>``: ``corpus.jsonl``, ``queries.jsonl`` (bare query),
+    ``instructions.jsonl`` (``query-id``, ``instruction``), ``qrels/test.jsonl`` (``.parquet``
+    and ``.tsv`` also read). The level is taken from a ``v1``/``v2``/``v3`` token inside the
+    query id (MTEB's task code tests ``"v1" in query_id``; the exact id pattern is unverified),
+    and the query id without that token is the group.
+
+Instance ids are ``<query id>_<level>`` in every layout (``.<n>`` appended when one query
+repeats a level), so one content read from different layouts gives equal queries and qrels;
+``Benchmark.meta["source_ids"]`` maps instance ids back to ids of the file where they differ.
+Corpus documents with empty text are skipped as the authors' indexer does; a relevant
+document that is in the corpus file only with empty text stays in the qrels (it can never be
+retrieved, as upstream) and is counted in ``meta["relevant_docs_without_text"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from instir.benchmarks.readers import (
+    field_str,
+    jsonl_corpus,
+    read_json_array,
+    read_qrels,
+    read_records,
+)
+from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
+
+IFIR_SUBSETS = ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
+#: Subsets with cumulative instruction levels 1, 2, 3; the others have one level-0 instruction.
+MULTI_LEVEL = frozenset({"fiqa", "scifact_open", "aila", "pm"})
+#: Domain of each subset (IFIR Table 1); domain-aware prompt templates read it from ``meta``.
+IFIR_DOMAINS = {
+    "fiqa": "finance", "scifact_open": "science", "nfcorpus": "science", "aila": "law",
+    "fire": "law", "pm": "healthcare", "cds": "healthcare",
+}
+
+# A "v<digit>" level token not preceded by a letter ("q7_v2", "7v2", "v2-q7"), with the
+# separator before it, so that removing the match leaves the query id.
+_MTEB_LEVEL = re.compile(r"[_\-.:]?(?<![A-Za-z])v([0-9])(?![0-9])")
+
+Where = tuple[Path, "str | int | None", "str | None"]
+
+
+@dataclass
+class _Instance:
+    """One instruction instance as read: the query, the id in its file, and its relevant
+    documents with their grades and where each judgment is (for error messages)."""
+
+    query: Query
+    source_id: str
+    relevant: dict[str, tuple[int, Where]] = field(default_factory=dict)
+
+
+def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revision: str = "local",
+              is_sample: bool = False) -> Benchmark:
+    """Load one IFIR subset from ``root`` (the folder holding ``<subset>/`` folders, or the
+    subset folder itself), in whichever layout is there. Reads local files only.
+
+    The benchmark is named ``<name_prefix>/<subset>`` and has the single setting
+    ``instructed``: the no-instruction run of IFIR uses the same instances and qrels with the
+    bare query (a query-only template), so it needs no setting of its own.
+    """
+    if subset not in IFIR_SUBSETS:
+        raise ValueError(f"unknown IFIR subset {subset!r}; expected one of {', '.join(IFIR_SUBSETS)}")
+    folder = subset_folder(root, subset)
+    layout, files = detect_layout(folder, subset)
+    corpus_path = files["corpus"]
+    corpus = jsonl_corpus(corpus_path, skip_empty=True)
+    if layout == "songtingyu":
+        instances = _read_test_data(files["test_data"], subset)
+    elif layout == "songtingyu-beir":
+        instances = _read_beir(files["queries"], files["qrels"], subset)
+    else:
+        instances = _read_mteb(files["queries"], files["instructions"], files["qrels"], subset)
+    queries, qrels, meta = _assemble(instances, corpus, corpus_path)
+    meta.update(subset=subset, domain=IFIR_DOMAINS[subset], multi_level=subset in MULTI_LEVEL,
+                files={k: str(p) for k, p in files.items()})
+    return Benchmark(name=f"{name_prefix}/{subset}", layout=layout, revision=revision, setting="instructed",
+                     corpus=corpus, queries=queries, qrels=qrels, source=str(folder), is_sample=is_sample,
+                     meta=meta)
+
+
+def subset_folder(root: str | Path, subset: str) -> Path:
+    """``root/<subset>`` when it exists, else ``root`` itself (a subset folder given directly)."""
+    root = Path(root)
+    inner = root / subset
+    if inner.is_dir():
+        return inner
+    if root.is_dir():
+        return root
+    raise FormatError(root, None, None, f"folder not found (expected the IFIR data root holding {subset}/)")
+
+
+def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
+    """The layout of one subset folder and the files it will be read from."""
+    corpus = folder / f"{subset}-corpus.jsonl"
+    test_data = folder / "test_data.json"
+    if test_data.is_file():
+        return "songtingyu", {"test_data": test_data, "corpus": _require(corpus, "songtingyu")}
+    beir_queries = _first_file(folder, [f"{subset}-query.jsonl", f"{subset}-query.json"])
+    if beir_queries is not None:
+        qrels = _first_file(folder, [f"{subset}-qrel.tsv", f"{subset}-qrel.jsonl"])
+        if qrels is None:
+            raise FormatError(folder / f"{subset}-qrel.tsv", None, None,
+                              f"file not found (the songtingyu-beir layout needs it beside {beir_queries.name}; "
+                              f"{subset}-qrel.jsonl is also accepted)")
+        return "songtingyu-beir", {"queries": beir_queries, "qrels": qrels, "corpus": _require(corpus, "songtingyu-beir")}
+    instructions = _first_file(folder, ["instructions.jsonl", "instructions.parquet"])
+    if instructions is not None:
+        files = {"instructions": instructions}
+        for key, names in (("queries", ["queries.jsonl", "queries.parquet"]),
+                           ("corpus", ["corpus.jsonl", "corpus.parquet"]),
+                           ("qrels", ["qrels/test.jsonl", "qrels/test.parquet", "qrels/test.tsv"])):
+            found = _first_file(folder, names)
+            if found is None:
+                raise FormatError(folder / names[0], None, None,
+                                  f"file not found (the mteb layout needs it beside {instructions.name})")
+            files[key] = found
+        return "mteb", files
+    raise FormatError(folder, None, None,
+                      f"no IFIR files found; expected test_data.json + {subset}-corpus.jsonl (songtingyu), "
+                      f"{subset}-query.jsonl + {subset}-qrel.tsv + {subset}-corpus.jsonl (songtingyu BEIR files), "
+                      "or corpus.jsonl + queries.jsonl + instructions.jsonl + qrels/test.jsonl (mteb)")
+
+
+def _first_file(folder: Path, names: list[str]) -> Path | None:
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+def _require(path: Path, layout: str) -> Path:
+    if not path.is_file():
+        raise FormatError(path, None, None, f"file not found (the {layout} layout needs the corpus file)")
+    return path
+
+
+def _check_level(level: Any, subset: str, where: Where) -> int:
+    """A level as an int, allowed for the subset: 1-3 in multi-level subsets, 0 otherwise."""
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise FormatError(*where, f"expected an integer level, got {level!r}")
+    if subset in MULTI_LEVEL and level not in (1, 2, 3):
+        raise FormatError(*where, f"level {level} outside 1-3 ({subset} is a multi-level subset)")
+    if subset not in MULTI_LEVEL and level != 0:
+        raise FormatError(*where, f"level {level} where 0 is expected ({subset} is a single-level subset)")
+    return level
+
+
+def _instance_id(group: str, level: int, seen_levels: Counter) -> str:
+    """``<group>_<level>``, with ``.<n>`` for the n-th repeat of a level within one query."""
+    seen_levels[level] += 1
+    n = seen_levels[level]
+    return f"{group}_{level}" if n == 1 else f"{group}_{level}.{n}"
+
+
+def _read_test_data(path: Path, subset: str) -> list[_Instance]:
+    """Instances of ``test_data.json``: each element's instructions, ``rel`` mapped to doc ids."""
+    out: list[_Instance] = []
+    first_at: dict[str, int] = {}
+    for i, element in enumerate(read_json_array(path)):
+        at = f"array index {i}"
+        if not isinstance(element, dict):
+            raise FormatError(path, at, None, f"expected a JSON object, got {type(element).__name__}")
+        qid = field_str(element, "_id", path, at)
+        if qid in first_at:
+            raise FormatError(path, at, "_id", f"duplicate query id {qid!r} (first at array index {first_at[qid]})")
+        first_at[qid] = i
+        text = field_str(element, "text", path, at)
+        candidates = _candidate_ids(element, path, at)
+        instructions = element.get("instructions")
+        if not isinstance(instructions, list) or not instructions:
+            raise FormatError(path, at, "instructions", "missing or empty (expected a list of instructions)")
+        seen_levels: Counter = Counter()
+        for j, item in enumerate(instructions):
+            iat = f"{at}, instructions[{j}]"
+            if not isinstance(item, dict):
+                raise FormatError(path, iat, None, f"expected a JSON object, got {type(item).__name__}")
+            level = _check_level(item.get("level"), subset, (path, iat, "level"))
+            instruction = field_str(item, "instruction", path, iat)
+            rel = item.get("rel")
+            if not isinstance(rel, list):
+                raise FormatError(path, iat, "rel", "missing (expected a list of indices into the element's corpus)")
+            iid = _instance_id(qid, level, seen_levels)  # instances have no id of their own in this file
+            inst = _Instance(Query(id=iid, query=text, instruction=instruction, group=qid, level=level,
+                                   subset=subset), iid)
+            for k, index in enumerate(rel):
+                where = (path, iat, f"rel[{k}]")
+                if isinstance(index, bool) or not isinstance(index, int):
+                    raise FormatError(*where, f"expected an integer index, got {index!r}")
+                if not 0 <= index < len(candidates):
+                    raise FormatError(*where, f"index {index} out of range: the element's corpus holds "
+                                              f"{len(candidates)} candidates (valid 0-{len(candidates) - 1})")
+                # a document listed twice (in rel or in corpus) is one judgment
+                inst.relevant.setdefault(candidates[index], (1, (path, f"{at}, corpus[{index}]", "_id")))
+            out.append(inst)
+    return out
+
+
+def _candidate_ids(element: dict, path: Path, at: str) -> list[str]:
+    candidates = element.get("corpus")
+    if not isinstance(candidates, list):
+        raise FormatError(path, at, "corpus", "missing (expected a list of {\"_id\": …} candidates)")
+    ids = []
+    for k, item in enumerate(candidates):
+        if not isinstance(item, dict):
+            raise FormatError(path, f"{at}, corpus[{k}]", None, f"expected a JSON object, got {type(item).__name__}")
+        ids.append(field_str(item, "_id", path, f"{at}, corpus[{k}]"))
+    return ids
+
+
+def _query_records(path: Path) -> Iterator[tuple[int | str, dict]]:
+    """Records of a BEIR query file: JSON lines, or (``.json``) a JSON array or JSON lines."""
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            data = None  # several JSON documents: JSON lines, read below
+        if isinstance(data, list):
+            for i, rec in enumerate(data):
+                if not isinstance(rec, dict):
+                    raise FormatError(path, f"array index {i}", None, f"expected a JSON object, got {type(rec).__name__}")
+                yield f"array index {i}", rec
+            return
+    yield from read_records(path)
+
+
+def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
+    """Instances of the BEIR-style files: ``<qid>_0`` bare, ``<qid>_<level>`` instructed."""
+    bare: dict[str, tuple[str, int | str]] = {}
+    instructed: list[tuple[str, str, int, str, int | str]] = []
+    first_at: dict[str, int | str] = {}
+    for at, rec in _query_records(query_path):
+        fid = field_str(rec, "_id", query_path, at)
+        if fid in first_at:
+            raise FormatError(query_path, at, "_id", f"duplicate query id {fid!r} (first at {first_at[fid]})")
+        first_at[fid] = at
+        text = field_str(rec, "text", query_path, at)
+        group, sep, suffix = fid.rpartition("_")
+        if not sep or not group or not suffix.isdigit():
+            raise FormatError(query_path, at, "_id", f"expected '<query id>_<level>', got {fid!r}")
+        if int(suffix) == 0:
+            bare[group] = (text, at)
+        else:
+            instructed.append((fid, group, int(suffix), text, at))
+    out: list[_Instance] = []
+    by_source: dict[str, _Instance] = {}
+    levels_of: dict[str, Counter] = {}
+    for fid, group, level, text, at in instructed:
+        if group not in bare:
+            raise FormatError(query_path, at, "_id", f"no bare query {group + '_0'!r} for instance {fid!r}")
+        query = bare[group][0]
+        instruction = (text[len(query):] if text.startswith(query) else text).strip()
+        if not instruction:
+            raise FormatError(query_path, at, "text", f"instance {fid!r} has no instruction beyond the bare query")
+        if subset not in MULTI_LEVEL:
+            if group in levels_of:
+                raise FormatError(query_path, at, "_id", f"second instructed record for query {group!r} "
+                                                         f"({subset} is a single-level subset)")
+            level = 0
+        _check_level(level, subset, (query_path, at, "_id"))
+        seen = levels_of.setdefault(group, Counter())
+        inst = _Instance(Query(id=_instance_id(group, level, seen), query=query, instruction=instruction,
+                               group=group, level=level, subset=subset), fid)
+        out.append(inst)
+        by_source[fid] = inst
+    orphan = next((group for group in bare if group not in levels_of), None)
+    if orphan is not None:
+        raise FormatError(query_path, bare[orphan][1], "_id",
+                          f"query {orphan!r} has only its bare '_0' record (no instruction instance)")
+    qrels, lines = read_qrels(qrels_path)
+    for (fid, doc_id), line in lines.items():
+        if fid not in first_at:
+            raise FormatError(qrels_path, line, "query-id", f"unknown query id {fid!r} (not in {query_path.name})")
+        if fid in by_source:
+            by_source[fid].relevant[doc_id] = (qrels[fid][doc_id], (qrels_path, line, "corpus-id"))
+    return out
+
+
+def _level_from_mteb_id(qid: str) -> tuple[str, int | None]:
+    """(group, level) of an MTEB query id: the last ``v<digit>`` token is the level."""
+    matches = list(_MTEB_LEVEL.finditer(qid))
+    if not matches:
+        return qid, None
+    m = matches[-1]
+    group = (qid[:m.start()] + qid[m.end():]).strip("_-.: ")
+    return group, int(m.group(1))
+
+
+def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
+    """Instances of MTEB's ``if-ir/<subset>``: bare queries joined with their instructions."""
+    instruction_of: dict[str, tuple[str, int]] = {}
+    for n, rec in read_records(instruction_path):
+        qid = field_str(rec, "query-id", instruction_path, n)
+        if qid in instruction_of:
+            raise FormatError(instruction_path, n, "query-id",
+                              f"duplicate instruction for query {qid!r} (first on line {instruction_of[qid][1]})")
+        instruction_of[qid] = (field_str(rec, "instruction", instruction_path, n), n)
+    out: list[_Instance] = []
+    by_source: dict[str, _Instance] = {}
+    levels_of: dict[str, Counter] = {}
+    for n, rec in read_records(query_path):
+        qid = field_str(rec, "_id", query_path, n)
+        if qid in by_source:
+            raise FormatError(query_path, n, "_id", f"duplicate query id {qid!r}")
+        if qid not in instruction_of:
+            raise FormatError(query_path, n, "_id", f"no instruction for query {qid!r} in {instruction_path.name}")
+        group, level = _level_from_mteb_id(qid)
+        if subset in MULTI_LEVEL:
+            if level is None:
+                raise FormatError(query_path, n, "_id", f"no level token v1/v2/v3 in query id {qid!r} "
+                                                        f"({subset} is a multi-level subset)")
+            _check_level(level, subset, (query_path, n, "_id"))
+        else:
+            level = 0
+        if not group:
+            raise FormatError(query_path, n, "_id", f"query id {qid!r} is only a level token")
+        seen = levels_of.setdefault(group, Counter())
+        inst = _Instance(Query(id=_instance_id(group, level, seen), query=field_str(rec, "text", query_path, n),
+                               instruction=instruction_of[qid][0], group=group, level=level, subset=subset),
+                         qid)
+        out.append(inst)
+        by_source[qid] = inst
+    for qid, (_, line) in instruction_of.items():
+        if qid not in by_source:
+            raise FormatError(instruction_path, line, "query-id", f"unknown query id {qid!r} (not in {query_path.name})")
+    qrels, lines = read_qrels(qrels_path)
+    for (qid, doc_id), line in lines.items():
+        if qid not in by_source:
+            raise FormatError(qrels_path, line, "query-id", f"unknown query id {qid!r} (not in {query_path.name})")
+        by_source[qid].relevant[doc_id] = (qrels[qid][doc_id], (qrels_path, line, "corpus-id"))
+    return out
+
+
+def _assemble(instances: list[_Instance], corpus: Corpus, corpus_path: Path) -> tuple[dict[str, Query], Qrels, dict]:
+    """Queries and qrels from the instances, after checking that every relevant document is
+    in the corpus file. Instance ids are unique by construction: the query id is unique (or
+    the group, for the BEIR and MTEB files) and levels repeat only with a ``.<n>`` suffix."""
+    queries: dict[str, Query] = {}
+    qrels: Qrels = {}
+    source_ids: dict[str, str] = {}
+    for inst in instances:
+        q = inst.query
+        queries[q.id] = q
+        if inst.source_id != q.id:
+            source_ids[q.id] = inst.source_id
+        if inst.relevant:
+            qrels[q.id] = {doc_id: grade for doc_id, (grade, _) in inst.relevant.items()}
+    missing = {doc_id: where for inst in instances for doc_id, (_, where) in inst.relevant.items()
+               if doc_id not in corpus}
+    without_text = set()
+    if missing:
+        without_text = _ids_without_text(corpus_path)
+        for doc_id, where in missing.items():
+            if doc_id not in without_text:
+                raise FormatError(*where, f"unknown document id {doc_id!r} (not in {corpus_path.name})")
+    no_relevant = [q for q in queries if q not in qrels]
+    if no_relevant:
+        warnings.warn(f"{len(no_relevant)} IFIR instances have no relevant document (first: {no_relevant[0]!r}); "
+                      "they are kept as queries but have no qrels", stacklevel=3)
+    meta = {"source_ids": source_ids, "relevant_docs_without_text": len(missing.keys() & without_text),
+            "instances_without_relevant": len(no_relevant)}
+    return queries, qrels, meta
+
+
+def _ids_without_text(corpus_path: Path) -> set[str]:
+    """Ids of corpus records whose text is empty (skipped from the corpus, as upstream)."""
+    out = set()
+    for _, rec in read_records(corpus_path):
+        text = rec.get("text")
+        if text is None or (isinstance(text, str) and not text.strip()):
+            out.add(str(rec.get("_id")))
+    return out

@@ -1,0 +1,219 @@
+"""Fetching at pinned revisions, with the Hub replaced by a fake that copies fixture folders
+(never the network): manifests, count checks, resolved commits, offline messages, CLI."""
+
+import argparse
+import fnmatch
+import hashlib
+import json
+import shutil
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import huggingface_hub
+import pytest
+from huggingface_hub.errors import RevisionNotFoundError
+
+import instir.benchmarks.fetch as fetch_module
+from instir.benchmarks.commands import register
+from instir.benchmarks.fetch import FetchError, fetch, instir_home, read_manifest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+COMMIT = "c0ffee" + "0" * 34
+
+
+class FakeHub:
+    """Stands in for HfApi().dataset_info and snapshot_download: repos are fixture folders."""
+
+    def __init__(self, repos: dict[str, Path], fail: Exception | None = None):
+        self.repos = repos
+        self.fail = fail
+        self.calls: list[tuple] = []
+
+    def dataset_info(self, repo_id, *, revision=None):
+        self.calls.append(("resolve", repo_id, revision))
+        if self.fail:
+            raise self.fail
+        return SimpleNamespace(sha=COMMIT)
+
+    def snapshot_download(self, repo_id, *, repo_type, revision, local_dir, allow_patterns=None):
+        self.calls.append(("download", repo_id, revision, allow_patterns))
+        assert repo_type == "dataset"
+        source = self.repos[repo_id]
+        for path in source.rglob("*"):
+            rel = path.relative_to(source).as_posix()
+            if path.is_file() and (allow_patterns is None or any(fnmatch.fnmatch(rel, p) for p in allow_patterns)):
+                target = Path(local_dir) / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, target)
+        return str(local_dir)
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    def install(repos: dict[str, Path], fail: Exception | None = None) -> FakeHub:
+        fake = FakeHub(repos, fail)
+        monkeypatch.setattr(huggingface_hub, "HfApi", lambda: fake)
+        monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
+        return fake
+
+    return install
+
+
+def test_ifir_subset_is_fetched_at_main_resolved_to_a_commit_with_a_manifest(hub, tmp_path):
+    fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    with pytest.warns(UserWarning, match="counts differ from the published ones: queries 6 \\(published 1718\\)"):
+        root = fetch("ifir", "fiqa", cache_dir=tmp_path)
+    assert root == tmp_path / "ifir" / "songtingyu"
+    assert fake.calls == [("resolve", "songtingyu/IFIR", "main"), ("download", "songtingyu/IFIR", COMMIT, ["fiqa/*"])]
+    assert not (root / "fire").exists()
+    manifest = read_manifest(root / "fiqa")
+    assert (manifest["benchmark"], manifest["repo"], manifest["layout"]) == ("ifir/fiqa", "songtingyu/IFIR", "songtingyu")
+    assert (manifest["requested_revision"], manifest["resolved_revision"]) == ("main", COMMIT)
+    assert manifest["counts"] == {"queries": {"expected": 1718, "found": 6, "ok": False},
+                                  "documents": {"expected": 57638, "found": 6, "ok": False}}
+    assert manifest["verified"] is False and manifest["describe"]["revision"] == COMMIT
+    corpus = FIXTURES / "ifir-songtingyu" / "fiqa" / "fiqa-corpus.jsonl"
+    assert {"path": "fiqa-corpus.jsonl", "bytes": corpus.stat().st_size,
+            "sha256": hashlib.sha256(corpus.read_bytes()).hexdigest()} in manifest["files"]
+    assert [f["path"] for f in manifest["files"]] == ["fiqa-corpus.jsonl", "test_data.json"]
+
+
+def test_counts_equal_to_the_published_ones_verify_without_warning(hub, tmp_path, monkeypatch):
+    hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    monkeypatch.setitem(fetch_module.EXPECTED_COUNTS, "ifir/fire", {"queries": 2, "documents": 4})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        root = fetch("ifir", "fire", cache_dir=tmp_path)
+    assert read_manifest(root / "fire")["verified"] is True
+
+
+def test_all_ifir_subsets_come_from_one_resolved_commit(hub, tmp_path, monkeypatch):
+    fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    monkeypatch.setattr(fetch_module, "IFIR_SUBSETS", ("fiqa", "fire"))
+    with pytest.warns(UserWarning):
+        root = fetch("ifir", cache_dir=tmp_path)
+    assert [c[0] for c in fake.calls] == ["resolve", "download", "download"]
+    assert {read_manifest(root / s)["resolved_revision"] for s in ("fiqa", "fire")} == {COMMIT}
+
+
+def test_mteb_ifir_is_one_repo_per_subset_at_mtebs_pinned_hash(hub, tmp_path):
+    fake = hub({"if-ir/fiqa": FIXTURES / "ifir-mteb" / "fiqa"})
+    with pytest.warns(UserWarning):
+        root = fetch("ifir", "fiqa", layout="mteb", cache_dir=tmp_path)
+    assert fake.calls == [("resolve", "if-ir/fiqa", "1670fc6"), ("download", "if-ir/fiqa", COMMIT, None)]
+    assert (root / "fiqa" / "instructions.jsonl").is_file()
+    manifest = read_manifest(root / "fiqa")
+    assert (manifest["layout"], manifest["loader_layout"], manifest["requested_revision"]) == ("mteb", "mteb", "1670fc6")
+
+
+def test_mteb_ifir_expects_mtebs_own_query_counts(hub, tmp_path):
+    hub({"if-ir/fire": FIXTURES / "ifir-mteb" / "fire"})
+    with pytest.warns(UserWarning, match=r"queries 2 \(published 167\)"):
+        fetch("ifir", "fire", layout="mteb", cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("layout,repo,commit", [
+    ("hf", "kaist-ai/InstructIR", "1615ed0ee07d6d33b0082362f008bfe62041a54b"),
+    ("mteb", "mteb/InstructIR-mteb", "42c3afabe480643b755a7099dbf0f9ebeedaf6ca"),
+])
+def test_instructir_is_fetched_at_its_pinned_commit(hub, tmp_path, layout, repo, commit):
+    fake = hub({repo: FIXTURES / f"instructir-{layout}"})
+    with pytest.warns(UserWarning, match=r"queries 19 \(published 9906\)"):
+        root = fetch("instructir", layout=layout, cache_dir=tmp_path)
+    assert root == tmp_path / "instructir" / layout
+    assert fake.calls[0] == ("resolve", repo, commit)
+    manifest = read_manifest(root)
+    assert manifest["counts"]["groups"] == {"expected": 1267, "found": 3, "ok": False}
+    assert manifest["counts"]["documents"]["found"] == 22 and manifest["loader_layout"] == layout
+
+
+def test_a_given_revision_overrides_the_pin(hub, tmp_path):
+    fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    with pytest.warns(UserWarning):
+        root = fetch("ifir", "fire", cache_dir=tmp_path, revision="abc1234")
+    assert fake.calls[0] == ("resolve", "songtingyu/IFIR", "abc1234")
+    assert read_manifest(root / "fire")["requested_revision"] == "abc1234"
+
+
+def test_offline_fetch_says_what_to_do_without_network(tmp_path, monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the real client, kept offline
+    with pytest.raises(FetchError) as info:
+        fetch("ifir", "fiqa", cache_dir=tmp_path)
+    message = str(info.value)
+    assert "OfflineModeIsEnabled" in message and "songtingyu/IFIR @ main" in message
+    assert "`instir fetch ifir --subset fiqa`" in message and "INSTIR_HOME" in message and "--root" in message
+    assert "hf download songtingyu/IFIR --repo-type dataset" in message and "instructir-sample" in message
+
+
+def test_a_network_failure_gives_the_offline_steps(hub, tmp_path):
+    hub({}, fail=ConnectionRefusedError("connection refused"))
+    with pytest.raises(FetchError, match="ConnectionRefusedError: connection refused") as info:
+        fetch("instructir", cache_dir=tmp_path)
+    assert "`instir fetch instructir`" in str(info.value) and str(tmp_path / "instructir" / "hf") in str(info.value)
+
+
+class _RevisionNotFound(RevisionNotFoundError):
+    """The Hub's error without an HTTP response object (its constructor needs one)."""
+
+    def __init__(self, message: str):
+        Exception.__init__(self, message)
+
+
+def test_an_unknown_revision_is_reported_as_such(hub, tmp_path):
+    hub({}, fail=_RevisionNotFound("Revision Not Found"))
+    with pytest.raises(FetchError, match="no dataset if-ir/cds at revision '9a05fd6'") as info:
+        fetch("ifir", "cds", layout="mteb", cache_dir=tmp_path)
+    assert "--revision" in str(info.value) and "INSTIR_HOME" not in str(info.value)
+
+
+def test_bad_arguments_are_refused_before_any_download(hub, tmp_path):
+    fake = hub({})
+    with pytest.raises(ValueError, match="unknown IFIR subset"):
+        fetch("ifir", "robust04", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown layout 'github'"):
+        fetch("ifir", "fiqa", layout="github", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="instructir has no subsets"):
+        fetch("instructir", "fiqa", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="nothing to fetch for 'msmarco'"):
+        fetch("msmarco", cache_dir=tmp_path)
+    assert fake.calls == []
+
+
+def test_instir_home_is_the_env_variable_or_the_user_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "cache"))
+    assert instir_home() == tmp_path / "cache"
+    monkeypatch.delenv("INSTIR_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert instir_home() == tmp_path / ".cache" / "instir"
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="instir")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_fetch_command_downloads_into_the_cache_and_reports_the_commit(hub, tmp_path, monkeypatch, capsys):
+    hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path))
+    with pytest.warns(UserWarning):
+        assert _cli(["fetch", "ifir", "--subset", "fire"]) == 0
+    out = capsys.readouterr().out
+    assert f"ifir/fire: songtingyu/IFIR @ {COMMIT} -> {tmp_path / 'ifir' / 'songtingyu' / 'fire'}" in out
+    assert "COUNTS DIFFER" in out
+
+
+def test_fetch_command_offline_exits_with_the_instructions(tmp_path, monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(SystemExit, match="instir fetch: could not download kaist-ai/InstructIR"):
+        _cli(["fetch", "instructir", "--cache-dir", str(tmp_path)])
+
+
+def test_manifest_is_json_next_to_the_data(hub, tmp_path):
+    hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    with pytest.warns(UserWarning):
+        root = fetch("ifir", "fire", cache_dir=tmp_path)
+    data = json.loads((root / "fire" / "instir-manifest.json").read_text())
+    assert data["fetched_at"].endswith("+00:00") and data["instir_version"]

@@ -1,0 +1,129 @@
+"""Benchmarks by name: bundled samples, real ones from the cache or a root, the revision
+from the fetch manifest, clear errors, no network, and ``instir summary``."""
+
+import argparse
+import importlib.metadata
+import json
+import shutil
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+
+from instir.benchmarks import list_benchmarks, load_benchmark, sample_benchmarks
+from instir.benchmarks.commands import register
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BUNDLED = f"bundled-{importlib.metadata.version('instir')}"
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Loading must never reach the Hub: any attempt fails the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the network was used while loading")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
+    monkeypatch.setattr(huggingface_hub, "HfApi", refuse)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """An empty instir cache of this test's own."""
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_list_benchmarks_names_samples_then_real_benchmarks():
+    assert list_benchmarks() == [
+        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "instructir", "ifir/fiqa",
+        "ifir/scifact_open", "ifir/nfcorpus", "ifir/aila", "ifir/fire", "ifir/pm", "ifir/cds"]
+    assert sample_benchmarks() == ["instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus"]
+
+
+def test_samples_load_as_samples_with_the_bundled_revision():
+    for name in sample_benchmarks():
+        bench = load_benchmark(name)
+        assert bench.name == name and bench.is_sample and bench.revision == BUNDLED
+        assert "SAMPLE" in bench.label
+
+
+def test_instructir_sample_passes_the_setting_on():
+    bench = load_benchmark("instructir-sample", "query-only")
+    assert bench.setting == "query-only" and all(q.instruction == "" for q in bench.queries.values())
+
+
+def test_ifir_has_only_the_instructed_setting():
+    with pytest.raises(ValueError, match="only the 'instructed' setting"):
+        load_benchmark("ifir-sample/fiqa", "query-only")
+
+
+@pytest.mark.parametrize("name", ["msmarco", "ifir", "ifir/robust04", "ifir-sample/pm", "instructir/fiqa"])
+def test_unknown_names_are_refused_with_the_known_ones(name):
+    with pytest.raises(ValueError) as info:
+        load_benchmark(name)
+    assert f"unknown benchmark {name!r}" in str(info.value) and "ifir-sample/fiqa" in str(info.value)
+
+
+@pytest.mark.parametrize("name,command", [("ifir/fiqa", "instir fetch ifir --subset fiqa"),
+                                          ("instructir", "instir fetch instructir")])
+def test_a_real_benchmark_not_in_the_cache_says_how_to_fetch_it(home, name, command):
+    with pytest.raises(FileNotFoundError) as info:
+        load_benchmark(name)
+    assert f"`{command}`" in str(info.value) and str(home) in str(info.value)
+    assert "--root" in str(info.value)
+
+
+def _cache(layout_dir: Path, source: Path, revision: str) -> None:
+    shutil.copytree(source, layout_dir)
+    (layout_dir / "instir-manifest.json").write_text(json.dumps({"resolved_revision": revision}))
+
+
+def test_a_fetched_ifir_subset_loads_from_the_cache_with_the_manifest_revision(home):
+    _cache(home / "ifir" / "songtingyu" / "fire", FIXTURES / "ifir-songtingyu" / "fire", "a" * 40)
+    bench = load_benchmark("ifir/fire")
+    assert (bench.name, bench.layout, bench.revision, bench.is_sample) == ("ifir/fire", "songtingyu", "a" * 40, False)
+
+
+def test_the_mteb_copy_is_used_when_it_is_the_only_one_cached(home):
+    _cache(home / "ifir" / "mteb" / "fiqa", FIXTURES / "ifir-mteb" / "fiqa", "b" * 40)
+    bench = load_benchmark("ifir/fiqa")
+    assert (bench.layout, bench.revision, len(bench.queries)) == ("mteb", "b" * 40, 6)
+
+
+def test_a_fetched_instructir_loads_from_the_cache(home):
+    _cache(home / "instructir" / "hf", FIXTURES / "instructir-hf", "c" * 40)
+    bench = load_benchmark("instructir")
+    assert (bench.name, bench.layout, bench.revision) == ("instructir", "hf", "c" * 40)
+
+
+def test_a_root_without_a_manifest_loads_as_local():
+    bench = load_benchmark("ifir/fire", root=FIXTURES / "ifir-beir")
+    assert (bench.layout, bench.revision, len(bench.queries)) == ("songtingyu-beir", "local", 2)
+    assert load_benchmark("instructir", root=FIXTURES / "instructir-hf").revision == "local"
+
+
+def _summary(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="instir")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["summary", *argv])
+    return args.handler(args)
+
+
+def test_summary_prints_every_bundled_sample_by_default(capsys):
+    assert _summary([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["benchmark", "setting", "layout"] and len(lines) == 4
+    fiqa = next(line.split() for line in lines if line.split()[0] == "ifir-sample/fiqa")
+    assert fiqa[1:8] == ["instructed", "songtingyu", BUNDLED, "True", "18", "6", "38"] and fiqa[-1] == "2.33"
+
+
+def test_summary_of_one_benchmark_from_a_root(capsys):
+    assert _summary(["ifir/fire", "--root", str(FIXTURES / "ifir-mteb")]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:4] == ["ifir/fire", "instructed", "mteb", "local"] and row[-1] == "1.5"
+
+
+def test_summary_refuses_a_root_for_several_names():
+    with pytest.raises(SystemExit, match="--root needs exactly one benchmark name"):
+        _summary(["ifir/fire", "ifir/fiqa", "--root", "x"])
