@@ -10,10 +10,6 @@ import sys
 #: Modules that define ``register(subparsers)``, in the order the data flows.
 COMMAND_MODULES = (
     "instir.benchmarks.commands",
-    "instir.retrieval.commands",
-    "instir.metrics.commands",
-    "instir.judge.commands",
-    "instir.pipeline",
 )
 
 

@@ -1,0 +1,21 @@
+"""The `instir` console script: bare `instir` (the main job of `make reports` before the
+notebook chain exists) prints a summary of the bundled samples."""
+
+import subprocess
+import sys
+
+from instir.cli import main
+
+
+def test_bare_instir_prints_a_summary_of_every_bundled_sample(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for name in ("instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus"):
+        assert name in out
+    assert "sample" in out.lower()
+
+
+def test_console_script_entry_point_runs_help():
+    done = subprocess.run([sys.executable, "-m", "instir.cli", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "summary" in done.stdout and "fetch" in done.stdout
