@@ -1,0 +1,27 @@
+"""Paper-reported numbers (IFIR, InstructIR, MTEB's results store) and their comparison
+with reproduced ones."""
+
+from instir.papers.compare import (
+    DEFAULT_TOLERANCE,
+    NotComparableError,
+    compare,
+    is_sample_benchmark,
+    not_comparable_reason,
+)
+from instir.papers.divergences import DIVERGENCES, Divergence, known_divergences, reasons_for
+from instir.papers.loader import (
+    MODEL_ALIASES,
+    canonical_measure,
+    hf_id_for,
+    load_reported,
+    model_key,
+    paper_models,
+    paper_names_for,
+)
+
+__all__ = [
+    "DEFAULT_TOLERANCE", "DIVERGENCES", "MODEL_ALIASES", "Divergence", "NotComparableError",
+    "canonical_measure", "compare", "hf_id_for", "is_sample_benchmark", "known_divergences",
+    "load_reported", "model_key", "not_comparable_reason", "paper_models", "paper_names_for",
+    "reasons_for",
+]

@@ -1,0 +1,161 @@
+"""Reproduced numbers next to reported ones: aligned by benchmark, subset, level, setting,
+measure and model, with the delta, a tolerance verdict and the known reasons for divergence.
+
+Numbers from a bundled SAMPLE benchmark are never compared with the papers: they come from
+a few dozen queries, so any agreement or disagreement would be meaningless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from instir.papers.divergences import reasons_for
+from instir.papers.loader import canonical_measure, model_key
+
+#: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
+#: by measure prefix; ``default`` for the rest. The printed rounding is added on top.
+DEFAULT_TOLERANCE: dict[str, float] = {"default": 0.02, "InstFol": 0.03}
+
+_KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key"]
+
+_COLUMNS = [
+    "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
+    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "within_tolerance",
+    "secondary", "reasons", "reference", "source",
+]
+
+
+class NotComparableError(ValueError):
+    """Reproduced numbers that must not be compared with reported ones (e.g. sample data)."""
+
+
+def is_sample_benchmark(name: str) -> bool:
+    """Whether a benchmark name is one of the bundled samples (``instructir-sample``,
+    ``ifir-sample/<subset>``)."""
+    return str(name).split("/", 1)[0].endswith("-sample")
+
+
+def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
+    """Why ``reproduced`` cannot be compared with the papers, or None when it can.
+
+    It can only when it names its benchmarks (a ``benchmark`` column) and none of them is a
+    bundled sample (by name, or an ``is_sample`` column that is true).
+    """
+    if "benchmark" not in reproduced.columns:
+        return ("the reproduced table has no 'benchmark' column, so nothing shows that its numbers "
+                "come from a full benchmark")
+    names = sorted({str(b) for b in reproduced["benchmark"].dropna()})
+    samples = [b for b in names if is_sample_benchmark(b)]
+    if "is_sample" in reproduced.columns and reproduced["is_sample"].fillna(False).astype(bool).any():
+        samples = samples or names
+    if samples:
+        return (f"the reproduced numbers come from the bundled SAMPLE benchmark(s) {', '.join(samples)}: "
+                "a few dozen queries, not the benchmark the papers measured, so they are not comparable")
+    return None
+
+
+def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
+            tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
+            model_map: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Align reproduced numbers with reported ones (from :func:`load_reported`).
+
+    ``reproduced`` has one row per system x measure x slice: ``benchmark`` (``instructir``,
+    ``ifir/fiqa``, …), ``measure`` (or ``metric``; ``nDCG@20[ifir-native]`` keeps its variant),
+    ``value`` on the kit's unit scale, a system name in ``system`` (or ``model``), and
+    optionally ``subset`` (``all``/empty = none, ``average`` = IFIR's Average), ``level``
+    (empty/``all`` = pooled; 0, the single level of a one-level subset, counts as pooled) and
+    ``setting`` (default ``instructed``): the layout of :mod:`instir.metrics.table`. System
+    names are matched to the papers' models through :func:`model_key`; ``model_map`` maps
+    other names first (e.g. ``{"hybrid-gritlm": "hybrid:gritlm/gritlm-7b+bm25"}``).
+
+    Returns one row per matched pair, in the reported row's printed units: ``reported``,
+    ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
+    the printed rounding), ``within_tolerance``, and ``reasons`` (keys of
+    :func:`known_divergences` that apply). Raises :class:`NotComparableError` for sample data.
+    """
+    reason = not_comparable_reason(reproduced)
+    if reason:
+        raise NotComparableError(reason)
+    ours = _normalise_reproduced(reproduced, model_map)
+    theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
+    theirs["level_key"] = theirs["level"].fillna(0).astype(int)
+    theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
+    merged = theirs.merge(ours, on=_KEYS, how="inner", suffixes=("", "_ours"))
+    merged["reported"] = merged["value"]
+    merged["reproduced"] = merged["value_ours"] * merged["scale"]
+    merged["delta"] = merged["reproduced"] - merged["reported"]
+    merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r
+                           for m, s, r in zip(merged["measure"], merged["scale"], merged["rounding"])]
+    within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
+    merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna())
+    merged["reasons"] = ["; ".join(reasons_for(row)) for row in merged.to_dict("records")]
+    merged["model"] = merged["model"].fillna(merged["model_key"])
+    return merged[_COLUMNS].reset_index(drop=True)
+
+
+def _tolerance_for(measure: str, tolerance: float | Mapping[str, float]) -> float:
+    if not isinstance(tolerance, Mapping):
+        return float(tolerance)
+    for prefix, value in tolerance.items():
+        if prefix != "default" and str(measure).startswith(prefix):
+            return float(value)
+    return float(tolerance.get("default", DEFAULT_TOLERANCE["default"]))
+
+
+def _column(df: pd.DataFrame, names: tuple[str, ...], what: str) -> pd.Series:
+    for name in names:
+        if name in df.columns:
+            return df[name]
+    raise ValueError(f"reproduced table needs a {what} column (one of {', '.join(names)})")
+
+
+def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str] | None) -> pd.DataFrame:
+    """Reproduced rows with the alignment keys of the reported tables."""
+    measures = [canonical_measure(m) for m in _column(reproduced, ("measure", "metric"), "measure")]
+    systems = _column(reproduced, ("system", "model", "retriever"), "system")
+    bench = reproduced["benchmark"].astype(str)
+    subset = bench.str.partition("/")[2]
+    if "subset" in reproduced.columns:
+        given = reproduced["subset"].fillna("").astype(str)
+        subset = given.where(given != "", subset)
+    subset = subset.replace({"all": "", "average": "avg", "Average": "avg"})
+    level = reproduced["level"] if "level" in reproduced.columns else pd.Series(pd.NA, index=reproduced.index)
+    ours = pd.DataFrame({
+        "benchmark": bench.str.partition("/")[0].to_numpy(),
+        "subset_id": subset.to_numpy(),
+        "level_key": [_level_key(v) for v in level],
+        "level_was_zero": [_is_zero(v) for v in level],
+        "setting": (reproduced["setting"].fillna("instructed").astype(str)
+                    if "setting" in reproduced.columns else "instructed"),
+        "measure": [m for m, _ in measures],
+        "measure_reproduced": [f"{m}[{v}]" if v else m for m, v in measures],
+        "model_key": [model_key(s, model_map) for s in systems],
+        "system": systems.astype(str).to_numpy(),
+        "value": pd.to_numeric(_column(reproduced, ("value",), "value")).to_numpy(dtype=float),
+    })
+    keys = _KEYS + ["measure_reproduced"]
+    zero_dupes = ours["level_was_zero"] & ours.duplicated(keys, keep=False)
+    ours = ours[~zero_dupes]
+    clash = ours[ours.duplicated(keys, keep=False)]
+    if len(clash):
+        first = clash.iloc[0]
+        raise ValueError(
+            f"reproduced table has several values for {first['system']} / {first['measure_reproduced']} / "
+            f"{first['benchmark']} {first['subset_id']} level {first['level_key']}: give each run its own system name")
+    return ours.drop(columns="level_was_zero")
+
+
+def _level_key(value: object) -> int:
+    """0 for pooled (empty, ``all``, NA, or level 0), else the level number."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return 0
+    text = str(value).strip().lower()
+    if text in ("", "all", "pooled", "none", "nan"):
+        return 0
+    return int(float(text))
+
+
+def _is_zero(value: object) -> bool:
+    return str(value).strip() in ("0", "0.0")

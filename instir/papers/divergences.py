@@ -1,0 +1,129 @@
+"""Known reasons why a reproduced number can differ from a reported one, kept as data.
+
+Each :class:`Divergence` says which numbers it affects (paper, benchmark, measure, subset,
+level, model, source kind), so :func:`instir.papers.compare` can attach the applicable
+reasons to every aligned row and a notebook can list them next to the numbers.
+Sources: the project's METRICS.md and FORMATS.md notes on the official code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One known reason for divergence and the rows it applies to.
+
+    Each filter is a tuple of accepted values (empty: any). ``measures`` match by prefix
+    (``"nDCG"`` covers ``nDCG@20``); ``levels`` use 0 for "pooled over levels";
+    ``models`` match by model-key prefix; ``secondary_only`` limits it to numbers that
+    do not come from the paper itself.
+    """
+
+    key: str
+    title: str
+    explanation: str
+    papers: tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = ()
+    measures: tuple[str, ...] = ()
+    subsets: tuple[str, ...] = ()
+    levels: tuple[int, ...] = ()
+    models: tuple[str, ...] = ()
+    secondary_only: bool = False
+
+    def applies(self, row: Mapping) -> bool:
+        """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
+        ``subset_id``, ``level``, ``model_key`` and ``secondary`` fields."""
+        level = row.get("level")
+        level = 0 if level is None or pd.isna(level) else int(level)
+        checks = (
+            not self.papers or row.get("paper") in self.papers,
+            not self.benchmarks or row.get("benchmark") in self.benchmarks,
+            not self.measures or str(row.get("measure", "")).startswith(self.measures),
+            not self.subsets or row.get("subset_id") in self.subsets,
+            not self.levels or level in self.levels,
+            not self.models or str(row.get("model_key", "")).startswith(self.models),
+            not self.secondary_only or bool(row.get("secondary")),
+        )
+        return all(checks)
+
+
+MULTI_LEVEL_SUBSETS = ("fiqa", "scifact_open", "aila", "pm")
+
+DIVERGENCES: tuple[Divergence, ...] = (
+    Divergence(
+        "ifir-native-ndcg", "IFIR-native vs standard nDCG",
+        "IFIR's Table 3 nDCG@20 most likely comes from the authors' Elasticsearch path, whose ideal "
+        "DCG is the retrieved top-20 re-sorted (not the full relevant set); it is never lower than "
+        "standard trec_eval nDCG. Compare the paper with the [ifir-native] row, MTEB with the standard one.",
+        papers=("ifir",), measures=("nDCG",)),
+    Divergence(
+        "aila-judge-prompt", "AILA judge-prompt defect",
+        "The official AILA level-2 and level-3 judge prompts never insert the passage (level 3 not the "
+        "instruction either), so the paper's AILA InstFol judged text the judge never saw; the kit "
+        "does not copy the defect.",
+        papers=("ifir",), measures=("InstFol",), subsets=("aila",), levels=(0, 2, 3)),
+    Divergence(
+        "query-only-overwrite", "Query-only scores overwritten per level",
+        "For multi-level subsets the official per-level pipeline overwrites the query-only judgments, "
+        "so S_q of one level is reused for another; the kit judges each level's query-only list.",
+        papers=("ifir",), measures=("InstFol",), subsets=MULTI_LEVEL_SUBSETS),
+    Divergence(
+        "judge-model", "Different judge",
+        "InstFol depends on the judge: the paper used gpt-4o-mini with token probabilities; another "
+        "model, a lexical baseline or a backend without log-probabilities gives other numbers.",
+        papers=("ifir",), measures=("InstFol",)),
+    Divergence(
+        "bm25-engine", "BM25 engine and parameters",
+        "InstructIR used Pyserini/Anserini (k1=0.9, b=0.4, Lucene analyzer); IFIR used Elasticsearch "
+        "8.11 defaults (k1=1.2, b=0.75, standard analyzer). The kit uses bm25s, whose tokenisation, "
+        "stemming and stopwords differ from both.",
+        models=("bm25", "hybrid:")),
+    Divergence(
+        "long-doc-windows", "Long documents split into windows",
+        "IFIR's official code splits documents over 512 tokens into 512-token windows (stride 384) "
+        "and averages the window embeddings for Contriever, GTR and ColBERT; truncating instead "
+        "changes the scores on long-document subsets.",
+        papers=("ifir",), models=("facebook/contriever", "sentence-transformers/gtr-t5", "colbert-ir/")),
+    Divergence(
+        "query-order", "Query text order (MTEB vs official)",
+        "MTEB sends '<query> <instruction>' for InstructIR, the official code '<instruction> [SEP] "
+        "<query>'; MTEB's own numbers therefore measure a different input.",
+        papers=("mteb",), benchmarks=("instructir",)),
+    Divergence(
+        "mair-legacy-task", "MAIR legacy task, not InstructIR's setup",
+        "These MTEB results come from a legacy MAIR InstructIR task (its own instruction, dataset "
+        "revision 7d24eac) that was later removed from MTEB's results store.",
+        papers=("mteb",), benchmarks=("instructir",)),
+    Divergence(
+        "mteb-data-revision", "MTEB copy has fewer queries",
+        "MTEB's copies of IFIR hold 135 SciFact-open, 167 FIRE and 42 TREC-CDS queries where the paper "
+        "has 152, 168 and 43.",
+        papers=("mteb",), subsets=("scifact_open", "fire", "cds")),
+    Divergence(
+        "mteb-mislabelled-file", "Identical MTEB result files",
+        "MTEB's GritLM-7B and e5-mistral-7b-instruct IFIR result files are byte-identical, so one is "
+        "mislabelled; neither is a reliable per-model reference.",
+        papers=("mteb",), benchmarks=("ifir",), models=("gritlm/gritlm-7b", "intfloat/e5-mistral-7b-instruct")),
+    Divergence(
+        "secondary-source", "Secondary source",
+        "The number is not printed in the benchmark's own paper (e.g. InstructIR scores from the "
+        "Promptriever paper's Table 2, or MTEB's results store); its setup may differ from the paper's.",
+        secondary_only=True),
+)
+
+
+def known_divergences() -> pd.DataFrame:
+    """The known reasons as a table (``key``, ``title``, ``explanation``) for a notebook to list."""
+    return pd.DataFrame(
+        [(d.key, d.title, d.explanation) for d in DIVERGENCES], columns=["key", "title", "explanation"]
+    )
+
+
+def reasons_for(row: Mapping) -> list[str]:
+    """Keys of the known reasons that apply to one aligned (or reported) row."""
+    return [d.key for d in DIVERGENCES if d.applies(row)]

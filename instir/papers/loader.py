@@ -1,0 +1,284 @@
+"""The numbers the papers report, as package data, loaded into one tidy shape.
+
+Three CSV files travel with the package (``instir/papers/reported/``), copied unchanged from
+the project's reference notes, each keeping its own source column:
+
+- ``ifir_reported.csv``: every number printed in the IFIR paper (arXiv:2503.04644v1).
+- ``instructir_reported.csv``: the InstructIR headline numbers (arXiv:2402.14334), dataset
+  statistics from third-party summaries, and SECONDARY scores that the Promptriever paper
+  (arXiv:2409.11136, Table 2) reports for InstructIR.
+- ``mteb_results.csv``: what MTEB's public results store holds for the IFIR tasks (standard
+  nDCG, MTEB data revisions) and a legacy InstructIR task.
+
+:func:`load_reported` keeps every original column and adds the columns the comparison needs
+(``paper``, ``benchmark``, ``subset_id``, ``level``, ``measure``, ``variant``, ``setting``,
+``scale``, ``rounding``, ``secondary``, ``reference``, ``source``, ``model_key``), so a
+notebook can show the rows as printed and :func:`instir.papers.compare` can align them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+
+import pandas as pd
+
+#: paper name -> CSV file under ``instir/papers/reported/``
+REPORTED_FILES = {
+    "ifir": "ifir_reported.csv",
+    "instructir": "instructir_reported.csv",
+    "mteb": "mteb_results.csv",
+}
+
+#: IFIR subset names as the paper prints them -> the kit's subset ids
+IFIR_SUBSETS = {
+    "FiQA": "fiqa",
+    "SciFact-open": "scifact_open",
+    "NFCorpus": "nfcorpus",
+    "AILA": "aila",
+    "FIRE": "fire",
+    "TREC-PM": "pm",
+    "TREC-CDS": "cds",
+    "avg": "avg",
+    "all": "all",
+}
+
+#: MTEB task names -> the kit's IFIR subset ids
+MTEB_IFIR_TASKS = {
+    "IFIRAila": "aila",
+    "IFIRCds": "cds",
+    "IFIRFiQA": "fiqa",
+    "IFIRFire": "fire",
+    "IFIRNFCorpus": "nfcorpus",
+    "IFIRPm": "pm",
+    "IFIRScifact": "scifact_open",
+}
+
+#: names a user or a retriever may give a model -> the key models are aligned on
+#: (lower-case Hugging Face id; ``bm25`` for BM25, which has no model id)
+MODEL_ALIASES = {
+    "bm25": "bm25",
+    "bm25s": "bm25",
+    "all-minilm-l6-v2": "sentence-transformers/all-minilm-l6-v2",
+    "minilm": "sentence-transformers/all-minilm-l6-v2",
+}
+
+#: model keys of IFIR's hybrid rows look like ``hybrid:gritlm/gritlm-7b+bm25``
+HYBRID_PREFIX = "hybrid:"
+
+#: measure names as sources spell them -> the kit's names (ir-measures style)
+_MEASURE_NAMES = {
+    "ndcg": "nDCG",
+    "mrr": "RR",
+    "rr": "RR",
+    "map": "AP",
+    "ap": "AP",
+    "recall": "R",
+    "r": "R",
+    "p": "P",
+    "robustness": "Robustness",
+    "instfol": "InstFol",
+}
+
+#: IFIR table name -> the variant of the system it reports (None: the plain model)
+_IFIR_VARIANTS = {
+    "Table 8 (hybrid retrieval with BM25)": "hybrid with BM25 (RRF)",
+    "Table 9 (no model prompt)": "no model prompt",
+    "Table 9 (with model's own task prompt)": "model's own task prompt",
+}
+
+_INSTRUCTIR_SETTINGS = {
+    "main": "instructed",
+    "secondary_promptriever_table2": "instructed",
+    "secondary_promptriever_table2_reranking": "instructed",
+}
+
+
+def canonical_measure(name: str) -> tuple[str, str]:
+    """Split a measure name into its canonical base and variant: ``"MRR@20"`` ->
+    ``("RR@20", "")``, ``"nDCG@20[ifir-native]"`` -> ``("nDCG@20", "ifir-native")``,
+    ``"ndcg_at_20"`` -> ``("nDCG@20", "")``, ``"Robustness(nDCG@10)"`` (the metrics table's
+    name) -> ``("Robustness@10", "")`` (InstructIR's name). Unknown names come back unchanged."""
+    text = str(name).strip()
+    variant = ""
+    bracket = re.fullmatch(r"(.*?)\s*\[(.+)\]", text)
+    if bracket:
+        text, variant = bracket.group(1), bracket.group(2).strip()
+    robust = re.fullmatch(r"Robustness\((.+)\)", text)
+    if robust:
+        inner, _ = canonical_measure(robust.group(1))
+        return (inner.replace("nDCG@", "Robustness@") if inner.startswith("nDCG@") else text), variant
+    parts = re.fullmatch(r"([A-Za-z]+)(?:@|_at_)(\d+)", text)
+    if parts and parts.group(1).lower() in _MEASURE_NAMES:
+        return f"{_MEASURE_NAMES[parts.group(1).lower()]}@{parts.group(2)}", variant
+    return text, variant
+
+
+def model_key(name: object, model_map: Mapping[str, str] | None = None) -> str:
+    """The key a model is aligned on: its lower-case Hugging Face id (``bm25`` for BM25).
+
+    Accepts paper names (``GTR-XL``), Hugging Face ids in any case, retriever names that
+    end in an id (``dense:sentence-transformers/all-MiniLM-L6-v2``) and the aliases in
+    :data:`MODEL_ALIASES`; ``model_map`` adds the caller's own names first. IFIR's hybrid
+    systems have keys ``hybrid:<dense key>+bm25``, which are kept as they are.
+    """
+    if name is None or (isinstance(name, float) and pd.isna(name)):
+        return ""
+    text = str(name).strip()
+    if model_map and text in model_map:
+        text = str(model_map[text]).strip()
+    low = text.lower()
+    if low in MODEL_ALIASES:
+        return MODEL_ALIASES[low]
+    by_paper_name = _paper_name_keys()
+    if low in by_paper_name:
+        return by_paper_name[low]
+    if ":" in low and not low.startswith(HYBRID_PREFIX) and "/" in low.rsplit(":", 1)[1]:
+        return model_key(low.rsplit(":", 1)[1])
+    return low
+
+
+@cache
+def _paper_name_keys() -> dict[str, str]:
+    """Lower-case paper model names -> model keys, from the reported tables themselves."""
+    keys: dict[str, str] = {}
+    for paper in ("ifir", "instructir"):
+        raw = _read_csv(paper)
+        for model, hf_id in raw[["model", "model_hf_id"]].dropna(subset=["model"]).itertuples(index=False):
+            key = str(hf_id).lower() if isinstance(hf_id, str) and hf_id else str(model).lower()
+            keys.setdefault(str(model).lower(), MODEL_ALIASES.get(key, key))
+    return keys
+
+
+def paper_models(paper: str = "ifir") -> pd.DataFrame:
+    """The models a paper reports, one row per paper name: ``model`` (as printed),
+    ``model_hf_id`` (empty for BM25; ``openai:…`` for API models), ``model_key``."""
+    raw = _read_csv(paper)
+    id_col = "model_hf_id" if "model_hf_id" in raw.columns else "model"  # MTEB names models by id
+    models = raw.dropna(subset=["model"]).drop_duplicates(subset=["model"])
+    out = pd.DataFrame({
+        "model": models["model"].astype(str),
+        "model_hf_id": models[id_col].fillna("").astype(str),
+    })
+    out["model_key"] = [model_key(m) for m in out["model"]]
+    return out.reset_index(drop=True)
+
+
+def hf_id_for(paper_name: str) -> str | None:
+    """The Hugging Face id the papers give for a model name (``GTR-XL`` ->
+    ``sentence-transformers/gtr-t5-xl``); None for BM25 or an unknown name."""
+    for paper in ("ifir", "instructir"):
+        models = paper_models(paper)
+        hit = models[models["model"].str.lower() == paper_name.strip().lower()]
+        if len(hit) and hit["model_hf_id"].iloc[0]:
+            return str(hit["model_hf_id"].iloc[0])
+    return None
+
+
+def paper_names_for(model: str, paper: str = "ifir") -> list[str]:
+    """Every name a paper prints for a model given by HF id, paper name or alias (IFIR calls
+    e5-mistral both ``E5-mistral-7B`` and ``E5-mistral-7b-inst``)."""
+    key = model_key(model)
+    models = paper_models(paper)
+    return models.loc[models["model_key"] == key, "model"].tolist()
+
+
+def load_reported(paper: str) -> pd.DataFrame:
+    """Reported numbers of ``paper`` (``"ifir"``, ``"instructir"`` or ``"mteb"``).
+
+    Every CSV column is kept (``value`` becomes a float, the printed text stays in
+    ``value_printed``). Added columns: ``paper``; ``benchmark`` (``ifir`` or
+    ``instructir``); ``subset_id`` (kit subset id, ``avg`` for the paper's Average, empty for
+    InstructIR); ``level`` (nullable int, NA = pooled over levels); ``measure`` and
+    ``variant`` (canonical measure name, e.g. ``RR@20`` for the printed ``MRR@20``);
+    ``setting`` (``instructed``/``query-only``, empty for statistics); ``scale`` (printed
+    units per unit: 100 for percentages and InstructIR's 0-100 scores, else 1);
+    ``rounding`` (half the printed step, in printed units); ``table`` (for MTEB: the
+    task); ``secondary`` (True when the number does not come from the paper itself);
+    ``reference`` (who printed it); ``source`` (URL or repository path); ``model_key``
+    (see :func:`model_key`).
+    """
+    raw = _read_csv(paper)
+    builders = {"ifir": _shape_ifir, "instructir": _shape_instructir, "mteb": _shape_mteb}
+    out = builders[paper](raw)
+    out.insert(0, "paper", paper)
+    out["value_printed"] = raw["value"].astype(str)
+    out["value"] = pd.to_numeric(raw["value"].astype(str).str.replace(",", "", regex=False))
+    out["rounding"] = [0.5 * 10.0 ** -_decimals(v) for v in out["value_printed"]]
+    return out
+
+
+@cache
+def _read_csv(paper: str) -> pd.DataFrame:
+    """The packaged CSV as read (cached; callers copy before changing it)."""
+    if paper not in REPORTED_FILES:
+        raise ValueError(f"unknown paper {paper!r}; choose one of {sorted(REPORTED_FILES)}")
+    with resources.files("instir.papers").joinpath("reported", REPORTED_FILES[paper]).open("rb") as fh:
+        return pd.read_csv(fh, dtype={"value": str})
+
+
+def _decimals(printed: str) -> int:
+    return len(printed.split(".", 1)[1]) if "." in printed else 0
+
+
+def _shape_ifir(raw: pd.DataFrame) -> pd.DataFrame:
+    out = raw.copy()
+    out["benchmark"] = "ifir"
+    out["subset_id"] = out["subset"].map(IFIR_SUBSETS).fillna("")
+    out["level"] = out["instruction_level"].astype("Int64")
+    measures = [canonical_measure(m) for m in out["metric"]]
+    out["measure"] = [m for m, _ in measures]
+    out["variant"] = out["table"].map(_IFIR_VARIANTS).fillna("")
+    is_score = out["model"].notna()
+    out["setting"] = is_score.map({True: "instructed", False: ""})
+    out["scale"] = out["measure"].str.startswith("InstFol").map({True: 100.0, False: 1.0})
+    out["secondary"] = False
+    out["reference"] = "IFIR paper (arXiv:2503.04644v1), " + out["table"]
+    out["source"] = out["source_url"]
+    hybrid = out["variant"].str.startswith("hybrid")
+    keys = [model_key(m) for m in out["model"]]
+    out["model_key"] = [f"{HYBRID_PREFIX}{k}+bm25" if h else k for k, h in zip(keys, hybrid)]
+    return out
+
+
+def _shape_instructir(raw: pd.DataFrame) -> pd.DataFrame:
+    out = raw.copy()
+    out["benchmark"] = "instructir"
+    out["subset_id"] = ""
+    out["level"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    out["measure"] = [canonical_measure(m)[0] for m in out["metric"]]
+    out["variant"] = out["setting"].str.endswith("_reranking").map({True: "reranker", False: ""})
+    out["setting"] = out["setting"].map(_INSTRUCTIR_SETTINGS).fillna("")
+    is_score = out["measure"].isin(["nDCG@10", "Robustness@10"])
+    out["scale"] = is_score.map({True: 100.0, False: 1.0})
+    from_paper = out["source_url"].str.contains("arxiv.org/abs/2402.14334", regex=False)
+    out["secondary"] = ~from_paper
+    out["reference"] = out["table"]
+    out["source"] = out["source_url"]
+    out["model_key"] = [model_key(m) for m in out["model"]]
+    return out
+
+
+def _shape_mteb(raw: pd.DataFrame) -> pd.DataFrame:
+    out = raw.copy()
+    ifir = out["task"].isin(MTEB_IFIR_TASKS.keys())
+    out["benchmark"] = ifir.map({True: "ifir", False: "instructir"})
+    out["subset_id"] = out["task"].map(MTEB_IFIR_TASKS).fillna("")
+    levels = out["metric"].str.extract(r"_level_(\d)$")[0]
+    out["level"] = pd.to_numeric(levels).astype("Int64")
+    base = (out["metric"].str.replace(r"_level_\d$", "", regex=True)
+            .str.replace(r"^NDCG@10 \(.*$", "ndcg_at_10", regex=True))  # legacy "NDCG@10 (with … instruction)"
+    out["measure"] = [canonical_measure(m)[0] for m in base]
+    out["variant"] = ""
+    without = out["metric"].str.contains("without instruction", regex=False)
+    out["setting"] = without.map({True: "query-only", False: "instructed"})
+    out["scale"] = 1.0
+    out["secondary"] = True
+    out["table"] = "MTEB results store, " + out["task"]
+    out["reference"] = "MTEB results store (embeddings-benchmark/results), " + out["task"]
+    out["source"] = out["source_path"]
+    out["model_hf_id"] = out["model"]
+    out["model_key"] = [model_key(m) for m in out["model"]]
+    return out

@@ -1,0 +1,146 @@
+"""``reports/index.html``: one self-contained page listing every report folder with its
+parameters, wall times, environment manifest and links, built from the ``report.json``
+each run leaves in its folder (so the index can always be rebuilt from the folders)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from urllib.parse import quote
+
+#: per-run metadata file inside each report folder
+REPORT_FILE = "report.json"
+INDEX_FILE = "index.html"
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+.ok { color: #146c2e; font-weight: bold; }
+.failed, .running { color: #a4161a; font-weight: bold; }
+pre { white-space: pre-wrap; margin: 0; }
+section { border-top: 2px solid #ddd; padding-top: 0.5em; margin-top: 1.5em; }
+"""
+
+
+def read_reports(reports_root: str | Path) -> list[dict]:
+    """The metadata of every report folder under ``reports_root``, newest first; each dict
+    gains ``folder`` (the folder name). Unreadable metadata becomes an entry with an
+    ``error`` so the index still shows the folder."""
+    entries = []
+    for meta_path in sorted(Path(reports_root).glob(f"*/{REPORT_FILE}")):
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {err}", "notebooks": []}
+        meta["folder"] = meta_path.parent.name
+        entries.append(meta)
+    return sorted(entries, key=lambda m: str(m.get("started", "")), reverse=True)
+
+
+def write_index(reports_root: str | Path) -> Path:
+    """(Re)write ``reports_root/index.html`` from every report folder's metadata."""
+    root = Path(reports_root)
+    reports = read_reports(root)
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        "<title>instir reports</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
+        "<h1>instir reports</h1>",
+        f"<p>{len(reports)} report(s); index written {escape(_now())}.</p>",
+    ]
+    if reports:
+        parts.append(_summary_table(reports))
+    parts.extend(_report_section(meta) for meta in reports)
+    parts += ["</body>", "</html>"]
+    path = root / INDEX_FILE
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(parts), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _link(folder: str, name: str | None, text: str) -> str:
+    if not name:
+        return ""
+    return f'<a href="{escape(quote(folder))}/{escape(quote(name))}">{escape(text)}</a>'
+
+
+def _status(meta: dict) -> str:
+    status = str(meta.get("status", "unknown"))
+    return f'<span class="{escape(status)}">{escape(status)}</span>'
+
+
+def _seconds(value: object) -> str:
+    return f"{float(value):.1f} s" if isinstance(value, (int, float)) else ""
+
+
+def _summary_table(reports: list[dict]) -> str:
+    rows = ["<table>", "<tr><th>report</th><th>status</th><th>started</th><th>wall time</th><th>notebooks</th></tr>"]
+    for meta in reports:
+        folder = meta["folder"]
+        links = " · ".join(_link(folder, nb.get("html"), nb.get("name", "")) or escape(nb.get("name", ""))
+                           for nb in meta.get("notebooks", []))
+        rows.append(
+            f'<tr><td><a href="#{escape(quote(folder))}">{escape(folder)}</a></td><td>{_status(meta)}</td>'
+            f"<td>{escape(str(meta.get('started', '')))}</td><td>{_seconds(meta.get('wall_s'))}</td>"
+            f"<td>{links}</td></tr>"
+        )
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
+def _report_section(meta: dict) -> str:
+    folder = meta["folder"]
+    out = [f'<section id="{escape(quote(folder))}">', f"<h2>{escape(folder)} — {_status(meta)}</h2>"]
+    if meta.get("error"):
+        out.append(f"<p><b>Error:</b></p><pre>{escape(str(meta['error']))}</pre>")
+    params = meta.get("parameters", {})
+    out.append("<h3>Parameters</h3>")
+    if params:
+        out.append("<table>" + "".join(
+            f"<tr><th>{escape(str(k))}</th><td><pre>{escape(json.dumps(v, ensure_ascii=False))}</pre></td></tr>"
+            for k, v in params.items()) + "</table>")
+    else:
+        out.append("<p>notebook defaults</p>")
+    out.append("<h3>Notebooks</h3><table><tr><th>notebook</th><th>status</th><th>run</th><th>render</th>"
+               "<th>report</th><th>executed notebook</th></tr>")
+    for nb in meta.get("notebooks", []):
+        out.append(
+            f"<tr><td>{escape(nb.get('name', ''))}</td><td>{_status(nb)}</td><td>{_seconds(nb.get('wall_s'))}</td>"
+            f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(folder, nb.get('html'), 'HTML')}</td>"
+            f"<td>{_link(folder, nb.get('executed'), 'ipynb')}</td></tr>"
+        )
+    out.append(f"<tr><th>total</th><td></td><td>{_seconds(meta.get('wall_s'))}</td>"
+               "<td></td><td></td><td></td></tr></table>")
+    out.append(_manifest_html(meta.get("manifest") or {}))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _manifest_html(manifest: dict) -> str:
+    git = manifest.get("git") or {}
+    commit = git.get("commit") or ("no commit yet" if git else "not a git checkout")
+    if git.get("dirty"):
+        commit += " (with uncommitted changes)"
+    rows = [
+        ("python", manifest.get("python", "")),
+        ("platform", manifest.get("platform", "")),
+        ("git commit", commit),
+        ("created", manifest.get("created", "")),
+    ]
+    for name, info in (manifest.get("datasets") or {}).items():
+        revision = info.get("revision", "") if isinstance(info, dict) else info
+        sample = " (bundled SAMPLE)" if isinstance(info, dict) and info.get("sample") else ""
+        rows.append((f"dataset {name}", f"{revision}{sample}"))
+    packages = manifest.get("packages") or {}
+    rows.append(("packages", ", ".join(f"{k} {v or 'not installed'}" for k, v in packages.items())))
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    return f"<h3>Environment</h3><table>{body}</table>"

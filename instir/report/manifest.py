@@ -1,0 +1,108 @@
+"""What a report was computed with: Python and package versions, the git commit of the
+checkout, the dataset revisions the notebooks loaded, and when. Written next to every
+report so a number can be traced to the exact code and data that produced it."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from instir.benchmarks.types import Benchmark
+
+#: distributions whose versions every manifest lists
+KEY_PACKAGES = (
+    "instir", "numpy", "pandas", "pyarrow", "scipy", "scikit-learn", "ir-measures",
+    "pytrec-eval-terrier", "bm25s", "PyStemmer", "torch", "sentence-transformers",
+    "transformers", "huggingface_hub", "matplotlib", "papermill", "nbconvert", "ipykernel",
+)
+
+#: file in a report folder where notebooks record the benchmarks they loaded
+DATASETS_FILE = "datasets.json"
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def package_versions(packages: Iterable[str] = KEY_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (None when it is not installed), read from
+    package metadata without importing anything."""
+    versions: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state(repo: Path = _PROJECT_ROOT) -> dict[str, object] | None:
+    """``{"commit": sha or None, "dirty": bool}`` for the git checkout at ``repo``; None when
+    ``repo`` is not in a git checkout or git is missing. ``commit`` is None before the first
+    commit; ``dirty`` says whether tracked files differ from it."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=20)
+
+    try:
+        inside = git("rev-parse", "--is-inside-work-tree")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        return None
+    head = git("rev-parse", "--verify", "--quiet", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    commit = head.stdout.strip() if head.returncode == 0 else ""
+    return {"commit": commit or None, "dirty": bool(status.stdout.strip())}
+
+
+def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, *,
+                         packages: Iterable[str] = KEY_PACKAGES, repo: Path = _PROJECT_ROOT) -> dict:
+    """The environment a report ran in, as a JSON-ready dict: ``python``, ``platform``,
+    ``cpu_count``, ``packages`` (name -> version), ``git`` (see :func:`git_state`),
+    ``datasets`` (the revisions passed in, e.g. ``{"ifir/fiqa": {"revision": …}}``) and
+    ``created`` (UTC, ISO 8601). Environment variables are never included."""
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "packages": package_versions(packages),
+        "git": git_state(repo),
+        "datasets": dict(dataset_revisions or {}),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
+    """Note in ``out_dir/datasets.json`` which benchmark (name, revision, layout, source,
+    sample or not) a notebook loaded, so the report's manifest names the exact data.
+    Returns everything recorded so far."""
+    path = Path(out_dir) / DATASETS_FILE
+    recorded = read_datasets(out_dir)
+    recorded[benchmark.name] = {
+        "revision": benchmark.revision,
+        "layout": benchmark.layout,
+        "source": benchmark.source,
+        "sample": benchmark.is_sample,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(recorded, indent=2, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+    return recorded
+
+
+def read_datasets(out_dir: str | Path) -> dict:
+    """The benchmarks recorded in ``out_dir`` by :func:`record_dataset` (empty if none)."""
+    path = Path(out_dir) / DATASETS_FILE
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,134 @@
+"""compare() aligns reproduced with reported numbers, computes deltas and verdicts in the
+paper's printed units, attaches known divergences, and refuses sample data."""
+
+import pandas as pd
+import pytest
+
+from instir.papers import (
+    DIVERGENCES,
+    NotComparableError,
+    compare,
+    known_divergences,
+    load_reported,
+    not_comparable_reason,
+)
+
+
+@pytest.fixture(scope="module")
+def reported():
+    return pd.concat([load_reported(p) for p in ("ifir", "instructir", "mteb")], ignore_index=True)
+
+
+def table(rows):
+    """Reproduced rows in the metrics-table layout (system, benchmark, setting, subset, level, measure, value)."""
+    return pd.DataFrame(rows, columns=["system", "benchmark", "setting", "subset", "level", "measure", "value"])
+
+
+def test_delta_and_verdict_in_printed_units(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.262)])
+    out = compare(ours, reported[reported["table"] == "Table 3"])
+    row = out.iloc[0]
+    # Table 3 prints BM25 FiQA nDCG@20 = 0.25; tolerance 0.02 + rounding 0.005
+    assert (row["reported"], row["reproduced"]) == (0.25, pytest.approx(0.262))
+    assert row["delta"] == pytest.approx(0.012) and row["tolerance"] == pytest.approx(0.025)
+    assert bool(row["within_tolerance"]) and row["measure_reproduced"] == "nDCG@20[ifir-native]"
+    assert len(out) == 1
+
+
+def test_outside_tolerance_is_flagged(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.20)])
+    row = compare(ours, reported[reported["table"] == "Table 3"], tolerance=0.01).iloc[0]
+    assert row["delta"] == pytest.approx(-0.05) and row["tolerance"] == pytest.approx(0.015)
+    assert not bool(row["within_tolerance"])
+
+
+def test_instfol_is_compared_in_percent(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.02)])
+    row = compare(ours, reported[reported["table"] == "Table 3"]).iloc[0]
+    # printed 1.10 (%); reproduced 0.02 -> 2.00 %; tolerance 0.03 x 100 + 0.005
+    assert row["reproduced"] == pytest.approx(2.0) and row["delta"] == pytest.approx(0.9)
+    assert row["tolerance"] == pytest.approx(3.005) and bool(row["within_tolerance"])
+
+
+def test_instructir_robustness_aligns_with_the_secondary_table(reported):
+    ours = table([("bm25", "instructir", "instructed", "all", "all", "Robustness(nDCG@10)", 0.25),
+                  ("bm25", "instructir", "instructed", "all", "all", "nDCG@10", 0.80)])
+    out = compare(ours, reported[reported["paper"] == "instructir"]).set_index("metric")
+    assert out.loc["Robustness@10", "reported"] == 26.9 and out.loc["Robustness@10", "delta"] == pytest.approx(-1.9)
+    assert out.loc["nDCG@10", "delta"] == pytest.approx(4.0)
+    assert out["secondary"].all() and out["reasons"].str.contains("secondary-source").all()
+
+
+def test_levels_align_with_the_per_level_table(reported):
+    ours = table([("bm25", "ifir/aila", "instructed", "aila", "2", "nDCG@20", 0.1),
+                  ("bm25", "ifir/aila", "instructed", "aila", "all", "nDCG@20", 0.1)])
+    out = compare(ours, reported[reported["table"].isin(["Table 3", "Table 10"])])
+    assert sorted(zip(out["table"], out["level"].fillna(0))) == [("Table 10", 2), ("Table 3", 0)]
+
+
+def test_single_level_subsets_treat_level_zero_as_pooled(reported):
+    ours = table([("bm25", "ifir/nfcorpus", "instructed", "nfcorpus", 0, "nDCG@20", 0.43)])
+    out = compare(ours, reported[reported["table"] == "Table 3"])
+    assert len(out) == 1 and out.iloc[0]["delta"] == pytest.approx(0.0)
+
+
+def test_average_column_aligns(reported):
+    ours = table([("bm25", "ifir", "instructed", "average", "all", "nDCG@20", 0.34)])
+    out = compare(ours, reported[reported["table"] == "Table 3"])
+    assert list(out["subset_id"]) == ["avg"] and out.iloc[0]["delta"] == pytest.approx(0.0)
+
+
+def test_hybrid_rows_need_an_explicit_hybrid_system(reported):
+    hybrid = reported[reported["table"] == "Table 8 (hybrid retrieval with BM25)"]
+    plain = table([("GritLM/GritLM-7B", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.59)])
+    assert compare(plain, hybrid).empty
+    named = table([("my-hybrid", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.59)])
+    out = compare(named, hybrid, model_map={"my-hybrid": "hybrid:gritlm/gritlm-7b+bm25"})
+    assert len(out) == 1 and out.iloc[0]["reported"] == 0.59
+
+
+def test_query_only_rows_do_not_align_with_instructed_numbers(reported):
+    ours = table([("sentence-transformers/all-MiniLM-L6-v2", "instructir", "query-only", "all", "all", "nDCG@10", 0.5)])
+    out = compare(ours, reported[reported["paper"] == "mteb"])
+    assert list(out["setting"]) == ["query-only"] and out.iloc[0]["reported"] == 0.4828
+
+
+def test_known_reasons_are_attached_to_the_numbers_they_affect(reported):
+    ours = table([("bm25", "ifir/aila", "instructed", "aila", "2", "InstFol@20", 0.0),
+                  ("bm25", "ifir/aila", "instructed", "aila", "1", "InstFol@20", 0.0)])
+    out = compare(ours, reported[reported["table"] == "Table 11"]).set_index("level")
+    assert "aila-judge-prompt" in out.loc[2, "reasons"].split("; ")
+    assert "aila-judge-prompt" not in out.loc[1, "reasons"].split("; ")
+    assert {"judge-model", "query-only-overwrite", "bm25-engine"} <= set(out.loc[1, "reasons"].split("; "))
+
+
+def test_known_divergences_have_unique_keys_and_text():
+    frame = known_divergences()
+    assert len(frame) == len(DIVERGENCES) and frame["key"].is_unique
+    assert {"ifir-native-ndcg", "aila-judge-prompt", "query-order", "bm25-engine"} <= set(frame["key"])
+    assert (frame["explanation"].str.len() > 40).all()
+
+
+@pytest.mark.parametrize("benchmark", ["instructir-sample", "ifir-sample/fiqa"])
+def test_sample_numbers_are_refused(reported, benchmark):
+    ours = table([("bm25", benchmark, "instructed", "fiqa", "all", "nDCG@20", 0.25)])
+    assert "SAMPLE" in not_comparable_reason(ours)
+    with pytest.raises(NotComparableError, match="not comparable"):
+        compare(ours, reported)
+
+
+def test_a_table_without_benchmark_names_is_refused(reported):
+    ours = pd.DataFrame({"system": ["bm25"], "measure": ["nDCG@20"], "value": [0.25]})
+    with pytest.raises(NotComparableError, match="no 'benchmark' column"):
+        compare(ours, reported)
+
+
+def test_full_benchmark_numbers_are_comparable():
+    assert not_comparable_reason(table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.2)])) is None
+
+
+def test_two_values_for_one_slice_are_an_error(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.2),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)])
+    with pytest.raises(ValueError, match="several values"):
+        compare(ours, reported)

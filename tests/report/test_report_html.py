@@ -1,0 +1,40 @@
+"""Corpus text and tables always reach HTML escaped."""
+
+import pandas as pd
+
+from instir.benchmarks.types import Doc, Query
+from instir.report import HTML, docs_table, escape_text, frame_html, queries_table, style_table, text_block
+
+SCRIPT = "<script>alert('x')</script>"
+
+
+def test_docs_with_markup_show_as_text():
+    out = docs_table([Doc("d1", f"Saffron {SCRIPT} & more", title="<b>t</b>")])
+    assert "<script>" not in out and "<b>" not in out
+    assert "&lt;script&gt;alert('x')&lt;/script&gt;" in out and "&amp; more" in out
+    assert out._repr_html_() == str(out)
+
+
+def test_queries_table_escapes_instruction_and_query():
+    out = queries_table([Query("q1_1", query=SCRIPT, instruction="I am <i>x</i>", group="q1", level=None)])
+    assert "<script>" not in out and "<i>" not in out and "&lt;i&gt;x&lt;/i&gt;" in out
+
+
+def test_text_block_and_escape_text_cut_long_text():
+    assert escape_text("a<b", None) == "a&lt;b"
+    assert escape_text("abcdef", 3) == "abc…"
+    block = text_block(SCRIPT + "tail", max_chars=10)
+    assert isinstance(block, HTML) and "<script>" not in block and "…" in block and "tail" not in block
+
+
+def test_frame_html_escapes_and_cuts_text_cells():
+    out = frame_html(pd.DataFrame({"text": [SCRIPT * 10], "n": [1]}), max_chars=20)
+    assert "<script>" not in out and out.count("&lt;script&gt;") == 1 and "<table" in out
+
+
+def test_style_table_escapes_and_flags():
+    frame = pd.DataFrame({"model": [SCRIPT, "b"], "delta": [0.12345, -0.5],
+                          "within_tolerance": pd.array([True, False], dtype="boolean")})
+    out = style_table(frame, precision=2, flag_column="within_tolerance").to_html()
+    assert "<script>" not in out and "&lt;script&gt;" in out and "0.12" in out and "0.12345" not in out
+    assert "#d4edda" in out and "#f8d7da" in out

@@ -1,0 +1,48 @@
+"""index.html lists every report folder from its report.json, escaped, with working links."""
+
+import json
+import re
+
+from instir.report import read_reports, write_index
+
+
+def make_report(root, name, started, **extra):
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "01_a.html").write_text("<html></html>")
+    (folder / "01_a.ipynb").write_text("{}")
+    meta = {"status": "ok", "started": started, "wall_s": 3.25, "parameters": {"benchmarks": ["instructir-sample"]},
+            "notebooks": [{"name": "01_a", "status": "ok", "html": "01_a.html", "executed": "01_a.ipynb",
+                           "wall_s": 3.0, "render_s": 0.25}],
+            "manifest": {"python": "3.11.7", "git": {"commit": "abc", "dirty": True},
+                         "datasets": {"ifir-sample/fiqa": {"revision": "bundled-0.1.0", "sample": True}},
+                         "packages": {"pandas": "3.1.1", "torch": None}}}
+    meta.update(extra)
+    (folder / "report.json").write_text(json.dumps(meta))
+
+
+def test_index_lists_every_report_newest_first_with_resolving_links(tmp_path):
+    make_report(tmp_path, "old", "2026-01-01T00:00:00+00:00")
+    make_report(tmp_path, "new", "2026-02-01T00:00:00+00:00")
+    html = write_index(tmp_path).read_text()
+    assert html.index('id="new"') < html.index('id="old"')
+    hrefs = [h for h in re.findall(r'href="([^"#][^"]*)"', html)]
+    assert len(hrefs) == 6 and all((tmp_path / h).is_file() for h in hrefs)
+    assert "bundled-0.1.0 (bundled SAMPLE)" in html and "abc (with uncommitted changes)" in html
+    assert "torch not installed" in html and "3.2 s" in html
+
+
+def test_index_escapes_parameters_and_errors(tmp_path):
+    make_report(tmp_path, "bad", "2026-01-01T00:00:00+00:00", status="failed",
+                parameters={"title": "<script>x</script>"}, error="ValueError: <b>boom</b>")
+    html = write_index(tmp_path).read_text()
+    assert "<script>" not in html and "<b>boom" not in html and "&lt;b&gt;boom" in html
+    assert '<span class="failed">failed</span>' in html
+
+
+def test_unreadable_metadata_still_appears(tmp_path):
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "report.json").write_text("{not json")
+    reports = read_reports(tmp_path)
+    assert reports[0]["folder"] == "broken" and "unreadable" in reports[0]["error"]
+    assert "broken" in write_index(tmp_path).read_text()

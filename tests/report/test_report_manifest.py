@@ -1,0 +1,59 @@
+"""The environment manifest names versions, the git commit and the datasets used."""
+
+import json
+import subprocess
+import sys
+
+from instir.benchmarks.types import Benchmark, Corpus
+from instir.report import environment_manifest, git_state, package_versions, read_datasets, record_dataset
+
+
+def test_manifest_lists_python_packages_datasets_and_time():
+    manifest = environment_manifest({"ifir/fiqa": {"revision": "abc123"}}, packages=["pandas", "no-such-dist-x"])
+    assert manifest["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert manifest["packages"]["pandas"] and manifest["packages"]["no-such-dist-x"] is None
+    assert manifest["datasets"] == {"ifir/fiqa": {"revision": "abc123"}}
+    assert manifest["created"].endswith("+00:00")
+    json.dumps(manifest)
+
+
+def test_manifest_never_includes_environment_values(monkeypatch):
+    monkeypatch.setenv("INSTIR_TEST_API_KEY", "sk-do-not-leak-123456")
+    assert "sk-do-not-leak" not in json.dumps(environment_manifest())
+
+
+def test_package_versions_do_not_need_imports():
+    assert package_versions(["numpy"])["numpy"].count(".") >= 1
+
+
+def git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_git_state_reads_commit_and_dirtiness(tmp_path):
+    git(tmp_path, "init", "-q")
+    assert git_state(tmp_path) == {"commit": None, "dirty": False}
+    (tmp_path / "f.txt").write_text("1")
+    git(tmp_path, "add", "f.txt")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "c")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    assert git_state(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "f.txt").write_text("2")
+    assert git_state(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_git_state_outside_a_checkout_is_none(tmp_path):
+    assert git_state(tmp_path) is None
+
+
+def test_record_dataset_accumulates_benchmarks(tmp_path):
+    def bench(name, revision, sample):
+        return Benchmark(name=name, layout="songtingyu", revision=revision, setting="instructed",
+                         corpus=Corpus.from_docs([]), queries={}, qrels={}, source="hf", is_sample=sample)
+
+    record_dataset(tmp_path, bench("ifir-sample/fiqa", "bundled-0.1.0", True))
+    recorded = record_dataset(tmp_path, bench("ifir/aila", "deadbeef", False))
+    assert recorded == read_datasets(tmp_path)
+    assert recorded["ifir-sample/fiqa"]["sample"] is True and recorded["ifir/aila"]["revision"] == "deadbeef"
+    assert read_datasets(tmp_path / "none") == {}

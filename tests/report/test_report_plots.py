@@ -1,0 +1,47 @@
+"""The plot helpers draw what they are given (checked on the artists, Agg backend)."""
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from instir.report import plot_group_minima, plot_per_level, plot_reproduced_vs_reported
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_scatter_has_one_point_per_row_and_a_diagonal():
+    compared = pd.DataFrame({
+        "metric": ["nDCG@20", "nDCG@20", "InstFol@20"], "reported": [0.4, 0.5, 1.0],
+        "reproduced": [0.41, 0.2, 2.0], "within_tolerance": pd.array([True, False, pd.NA], dtype="boolean"),
+        "subset_id": ["fiqa", "aila", "pm"],
+    })
+    ax = plot_reproduced_vs_reported(compared, label_column="subset_id")
+    points = sum(len(c.get_offsets()) for c in ax.collections)
+    assert points == 3 and len(ax.lines) == 1 and len(ax.texts) == 3
+
+
+def test_per_level_draws_a_line_per_model_and_a_panel_per_subset():
+    rows = [(m, s, lvl, 0.1 * lvl) for m in ("bm25", "gtr") for s in ("fiqa", "aila") for lvl in (1, 2, 3)]
+    rows.append(("bm25", "fiqa", None, 0.5))
+    fig = plot_per_level(pd.DataFrame(rows, columns=["model", "subset_id", "level", "value"]))
+    assert len(fig.axes) == 2
+    assert all(len(ax.lines) == 2 and len(ax.lines[0].get_xdata()) == 3 for ax in fig.axes)
+
+
+def test_group_minima_histogram_marks_the_robustness_mean():
+    ax = plot_group_minima([0.0, 0.5, 1.0], instance_values=[0.5, 1.0, 1.0, 1.0], bins=4)
+    heights = [p.get_height() for p in ax.patches]
+    assert sum(heights) == 7
+    assert any("Robustness = 0.500" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_per_level_keeps_each_model_colour_across_panels():
+    rows = [("gtr", "fiqa", lvl, 0.2) for lvl in (1, 2, 3)]
+    rows += [(m, "aila", lvl, 0.1) for m in ("bm25", "gtr") for lvl in (1, 2, 3)]
+    fig = plot_per_level(pd.DataFrame(rows, columns=["model", "subset_id", "level", "value"]))
+    by_panel = [line.get_color() for ax in fig.axes for line in ax.lines if line.get_label() == "gtr"]
+    assert len(by_panel) == 2 and by_panel[0] == by_panel[1]

@@ -1,0 +1,251 @@
+"""The papermill chain on toy notebooks: executed notebooks, offline HTML, report.json,
+index.html with resolving links, escaping, secrets, failures, the CLI, and a headless
+Chromium render."""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from instir.pipeline import NotebookFailed, check_parameters, cli_parameters, register, render_html, run_reports
+
+NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
+KEY_VAR, KEY_VALUE = "INSTIR_TOY_API_KEY", "sk-toy-NEVER-IN-OUTPUT-4242"
+
+
+def isolate(mp: pytest.MonkeyPatch, root: Path) -> None:
+    """Kernels write under HOME (~/.ipython, ~/.local/share/jupyter, matplotlib cache):
+    point all of it at ``root``. MPLBACKEND=Agg as in CI: reports must keep their figures."""
+    (root / "home").mkdir(exist_ok=True)
+    mp.setenv("HOME", str(root / "home"))
+    mp.setenv("IPYTHONDIR", str(root / "home" / ".ipython"))
+    mp.setenv("MPLCONFIGDIR", str(root / "home" / "mpl"))
+    mp.setenv("JUPYTER_RUNTIME_DIR", str(root / "home" / "runtime"))
+    mp.setenv("MPLBACKEND", "Agg")
+    mp.setenv(KEY_VAR, KEY_VALUE)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """Two toy notebooks run as one report (one kernel start each)."""
+    root = tmp_path_factory.mktemp("chain")
+    out = root / "reports" / "toy"
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, root)
+        result = run_reports([NOTEBOOKS / "01_table.ipynb", NOTEBOOKS / "02_corpus.ipynb"],
+                             {"out_dir": str(out), "rows": 4}, out)
+    return result
+
+
+@pytest.fixture(scope="module")
+def failed(tmp_path_factory):
+    """A chain whose first notebook raises; the second must never run."""
+    root = tmp_path_factory.mktemp("failed")
+    out = root / "reports" / "broken"
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, root)
+        with pytest.raises(NotebookFailed) as info:
+            run_reports([NOTEBOOKS / "03_fails.ipynb", NOTEBOOKS / "02_corpus.ipynb"], {"out_dir": str(out)}, out)
+    return info.value
+
+
+class Links(HTMLParser):
+    """Every tag's URL-bearing attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href") and value is not None:
+                self.found.append((tag, name, value))
+
+
+def links(html: str) -> list[tuple[str, str, str]]:
+    parser = Links()
+    parser.feed(html)
+    return parser.found
+
+
+def test_chain_writes_executed_notebooks_html_and_metadata(chain):
+    names = sorted(p.name for p in chain.out_dir.iterdir())
+    assert names == ["01_table.html", "01_table.ipynb", "02_corpus.html", "02_corpus.ipynb", "report.json",
+                     "toy_table.csv"]
+    meta = json.loads((chain.out_dir / "report.json").read_text())
+    assert meta["status"] == "ok" and meta["parameters"]["rows"] == 4
+    assert [nb["name"] for nb in meta["notebooks"]] == ["01_table", "02_corpus"]
+    assert all(nb["wall_s"] > 0 and nb["render_s"] > 0 for nb in meta["notebooks"])
+    assert meta["wall_s"] >= sum(nb["wall_s"] for nb in meta["notebooks"])
+    assert meta["manifest"]["packages"]["papermill"]
+
+
+def test_notebooks_exchange_data_through_files_in_the_report_folder(chain):
+    assert "4 rows read back" in (chain.out_dir / "02_corpus.html").read_text()
+
+
+def test_html_has_tables_and_inline_figures_but_no_code(chain):
+    html = (chain.out_dir / "01_table.html").read_text()
+    assert '<table border="1" class="dataframe">' in html
+    assert re.search(r'<img [^>]*src="data:image/png;base64,', html)
+    assert "table.to_csv" not in html
+
+
+def test_show_code_keeps_the_code(chain, tmp_path):
+    html = render_html(chain.out_dir / "01_table.ipynb", tmp_path / "with_code.html", show_code=True).read_text()
+    assert "to_csv" in html
+
+
+def test_reports_load_nothing_from_the_network(chain):
+    pages = sorted(chain.out_dir.glob("*.html")) + [chain.index]
+    for page in pages:
+        html = page.read_text()
+        assert "<script src" not in html
+        remote = [(tag, attr, url) for tag, attr, url in links(html)
+                  if tag != "a" and re.match(r"(https?:)?//", url)]
+        assert remote == [], page.name
+
+
+def test_corpus_markup_shows_as_text(chain):
+    html = (chain.out_dir / "02_corpus.html").read_text()
+    assert "Saffron &lt;script&gt;document.title = 'pwned'&lt;/script&gt; is a spice." in html
+    assert "<script>document.title" not in html
+
+
+def test_index_links_resolve(chain):
+    html = chain.index.read_text()
+    hrefs = [url for tag, attr, url in links(html) if tag == "a" and not url.startswith("#")]
+    assert len(hrefs) == 6
+    assert all((chain.index.parent / url).is_file() for url in hrefs)
+    assert "rows" in html and "01_table" in html and "papermill" in html
+
+
+def test_api_keys_reach_kernels_but_no_output(chain):
+    assert "API key available to the kernel: True" in (chain.out_dir / "01_table.html").read_text()
+    for path in chain.out_dir.parent.rglob("*"):
+        if path.is_file():
+            assert KEY_VALUE.encode() not in path.read_bytes(), path
+
+
+def test_failing_notebook_stops_the_chain_and_is_kept(failed):
+    message = str(failed)
+    assert "03_fails.ipynb failed in cell" in message
+    assert "ValueError: toy failure on purpose" in message and 'raise ValueError("toy failure on purpose")' in message
+    out = failed.result.out_dir
+    assert (out / "03_fails.ipynb").is_file() and not (out / "02_corpus.ipynb").exists()
+    assert [nb.status for nb in failed.result.notebooks] == ["failed"]
+    meta = json.loads((out / "report.json").read_text())
+    assert meta["status"] == "failed" and "toy failure on purpose" in meta["error"]
+    html = (out / "03_fails.html").read_text()
+    assert "toy failure on purpose" in html and "raise" in html
+    index = failed.result.index.read_text()
+    assert "broken" in index and "toy failure on purpose" in index
+
+
+@pytest.mark.parametrize("name", ["api_key", "OPENAI_API_KEY", "hf_token", "judge_secret", "password", "apikey"])
+def test_secret_looking_parameter_names_are_refused(name, tmp_path):
+    with pytest.raises(ValueError, match="looks like a secret"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {name: "x"}, tmp_path / "reports" / "r")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_ordinary_parameter_names_pass():
+    check_parameters({"max_tokens": 5, "keywords": ["a"], "benchmarks": ["instructir-sample"], "out_dir": "x"})
+
+
+def test_a_secret_value_under_any_name_is_refused(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890")
+    with pytest.raises(ValueError, match=r"\$MY_SERVICE_TOKEN"):
+        check_parameters({"judge": {"model": "m", "extra": "tok-1234567890"}})
+
+
+def test_missing_notebooks_are_reported(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.ipynb"):
+        run_reports([tmp_path / "nope.ipynb"], {}, tmp_path / "out")
+
+
+def parse_run(argv):
+    parser = argparse.ArgumentParser(prog="instir")
+    register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["run", *argv])
+
+
+def test_cli_options_map_to_notebook_parameters(tmp_path):
+    args = parse_run(["--benchmark", "instructir-sample", "ifir-sample", "--judge", "lexical",
+                      "--out", str(tmp_path / "r"), "-p", "k=3", "-p", 'names=["a"]', "-p", "title=plain text"])
+    assert cli_parameters(args) == {"benchmarks": ["instructir-sample", "ifir-sample"], "judge": "lexical",
+                                    "out_dir": str((tmp_path / "r").resolve()), "k": 3, "names": ["a"],
+                                    "title": "plain text"}
+    assert args.show_code is False and parse_run(["--show-code"]).show_code is True
+
+
+def test_cli_refuses_secret_parameters_without_running(tmp_path, capsys):
+    args = parse_run(["--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "-p", "api_key=abc"])
+    assert args.handler(args) == 2
+    assert "looks like a secret" in capsys.readouterr().out and not (tmp_path / "r").exists()
+
+
+def test_cli_run_executes_a_notebook_folder(tmp_path, monkeypatch, capsys):
+    isolate(monkeypatch, tmp_path)
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    shutil.copy(NOTEBOOKS / "01_table.ipynb", folder / "01_table.ipynb")
+    (folder / "notes.ipynb").write_text("not a report notebook")
+    args = parse_run(["--notebooks", str(folder), "--out", str(tmp_path / "reports" / "cli"), "-p", "rows=2"])
+    assert args.handler(args) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"01_table\s+ok\s+run\s+[\d.]+ s", printed) and "total" in printed
+    meta = json.loads((tmp_path / "reports" / "cli" / "report.json").read_text())
+    assert meta["parameters"] == {"out_dir": str((tmp_path / "reports" / "cli").resolve()), "rows": 2}
+    assert (tmp_path / "reports" / "index.html").is_file()
+
+
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (apt-get install chromium)")
+
+
+def chromium(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium on a local page, no network, console messages on stderr."""
+    profile = tmp_path / f"profile-{page.stem}-{len(args)}"
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--no-first-run", "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
+         "--enable-logging=stderr", "--v=0", "--window-size=1200,900", *args, page.as_uri()],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+
+
+def screenshot_ink(page: Path, tmp_path: Path) -> tuple[float, str]:
+    """Share of non-white pixels in a screenshot of ``page``, and Chromium's stderr."""
+    import matplotlib.image
+
+    png = tmp_path / f"{page.stem}.png"
+    done = chromium(page, tmp_path, f"--screenshot={png}")
+    pixels = matplotlib.image.imread(png)[..., :3]
+    return float((pixels.min(axis=2) < 0.9).mean()), done.stderr
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(chain, tmp_path):
+    ink, log = screenshot_ink(chain.out_dir / "01_table.html", tmp_path)
+    assert ink > 0.01
+    assert "Uncaught" not in log
+
+
+@needs_chromium
+def test_chromium_check_catches_script_errors(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><h1>x</h1><script>throw new Error('boom')</script></body></html>")
+    assert "Uncaught Error: boom" in screenshot_ink(page, tmp_path)[1]
+
+
+@needs_chromium
+def test_corpus_script_never_runs_in_the_browser(chain, tmp_path):
+    dom = chromium(chain.out_dir / "02_corpus.html", tmp_path, "--dump-dom").stdout
+    assert "<title>02_corpus</title>" in dom and "pwned</title>" not in dom
+    assert "&lt;script&gt;document.title" in dom
