@@ -10,6 +10,7 @@ import sys
 #: Modules that define ``register(subparsers)``, in the order the data flows.
 COMMAND_MODULES = (
     "instir.benchmarks.commands",
+    "instir.retrieval.commands",
     "instir.pipeline",
 )
 

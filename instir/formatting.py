@@ -1,0 +1,283 @@
+"""Model input templates: how a query instance (query, instruction, level, subset) and a
+document become the text a retriever sees, per benchmark and model family.
+
+A :class:`Template` is declarative (format strings), so ``describe()`` can write exactly
+what was fed to the model into a run's metadata and two runs can be told apart later.
+The built-in templates reproduce the strings of the authors' code:
+
+- InstructIR (github kaistAI/InstructIR, ``eval/``): ``instruction [SEP] query`` for BM25,
+  Contriever/TART, GTR, ColBERT; INSTRUCTOR pairs; E5-mistral ``Instruct: …\\nQuery: …``;
+  RepLLaMA ``… </s>``.
+- IFIR (github SighingSnow/IFIR, ``src/utils``): ``query instruction`` for BM25 and plain
+  encoders; the INSTRUCTOR, E5-mistral, GritLM, Promptriever and NV-Embed-v2 prompts.
+- ``mteb``: MTEB's ``query instruction`` form; ``query-only``: the bare query.
+
+Empty instructions (no-instruction settings) use the template's ``bare_query`` form, so no
+stray separator (`` [SEP] ``, trailing space) is left behind.
+
+Format fields: queries may use ``{query}``, ``{instruction}``, ``{level}`` (empty when the
+benchmark has no levels), ``{subset}`` and ``{domain}`` (the template's word for the
+subset's domain); documents may use ``{text}`` (title + text, as indexed), ``{title}`` and
+``{domain}``. A format given as a 2-tuple yields an ``[instruction, text]`` pair (INSTRUCTOR).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from instir.benchmarks.types import Doc, Query
+
+#: A format: one format string, or an (instruction, text) pair of format strings.
+Format = str | tuple[str, str]
+#: What a template produces for one query or document.
+ModelInput = str | list[str]
+
+QUERY_FIELDS = frozenset({"query", "instruction", "level", "subset", "domain"})
+DOC_FIELDS = frozenset({"text", "title", "domain"})
+
+#: Model families a retriever can declare; each maps to a default template per benchmark.
+FAMILIES = ("bm25", "dense", "instructor", "e5-mistral", "repllama", "gritlm", "promptriever", "nv-embed")
+
+
+def _fields(fmt: Format) -> set[str]:
+    parts = fmt if isinstance(fmt, tuple) else (fmt,)
+    return {name for part in parts for _, name, _, _ in string.Formatter().parse(part) if name is not None}
+
+
+@dataclass(frozen=True)
+class Template:
+    """A named pair of query/document formats for one model family.
+
+    ``query`` is used when the instance has an instruction, ``bare_query`` when its
+    instruction is empty (defaults to ``query``). ``domains`` maps IFIR subset names to the
+    domain word a ``{domain}`` field takes. ``source`` says where the strings come from.
+    """
+
+    name: str
+    family: str
+    description: str
+    query: Format
+    doc: Format = "{text}"
+    bare_query: Format | None = None
+    domains: Mapping[str, str] = field(default_factory=dict, hash=False)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for label, fmt, allowed in (("query", self.query, QUERY_FIELDS), ("bare_query", self.bare_query, QUERY_FIELDS),
+                                    ("doc", self.doc, DOC_FIELDS)):
+            if fmt is None:
+                continue
+            if isinstance(fmt, tuple) and len(fmt) != 2:
+                raise ValueError(f"template {self.name!r}: {label} pair must have 2 parts, got {len(fmt)}")
+            unknown = _fields(fmt) - allowed
+            if unknown:
+                raise ValueError(f"template {self.name!r}: unknown field(s) {sorted(unknown)} in {label} "
+                                 f"(allowed: {sorted(allowed)})")
+        object.__setattr__(self, "domains", MappingProxyType(dict(self.domains)))
+
+    def _domain(self, subset: str) -> str:
+        if not self.domains:
+            return ""
+        if subset not in self.domains:
+            raise ValueError(f"template {self.name!r} has no domain word for subset {subset!r} "
+                             f"(known: {sorted(self.domains)})")
+        return self.domains[subset]
+
+    @staticmethod
+    def _render(fmt: Format, values: dict[str, str]) -> ModelInput:
+        if isinstance(fmt, tuple):
+            return [part.format(**values) for part in fmt]
+        return fmt.format(**values)
+
+    def format_query(self, query: Query) -> ModelInput:
+        """The model input for one query instance."""
+        instruction = query.instruction.strip()
+        fmt = self.query if instruction or self.bare_query is None else self.bare_query
+        needs_domain = "domain" in _fields(fmt)
+        values = {
+            "query": query.query.strip(),
+            "instruction": instruction,
+            "level": "" if query.level is None else str(query.level),
+            "subset": query.subset,
+            "domain": self._domain(query.subset) if needs_domain else "",
+        }
+        return self._render(fmt, values)
+
+    def format_doc(self, doc: Doc, subset: str = "") -> ModelInput:
+        """The model input for one document (``subset`` fills ``{domain}`` where used)."""
+        needs_domain = "domain" in _fields(self.doc)
+        values = {"text": doc.indexed_text, "title": doc.title,
+                  "domain": self._domain(subset) if needs_domain else ""}
+        return self._render(self.doc, values)
+
+    def format_queries(self, queries: Iterable[Query]) -> list[ModelInput]:
+        """Model inputs for many query instances, in order."""
+        return [self.format_query(q) for q in queries]
+
+    def describe(self) -> dict:
+        """JSON-ready description written into run metadata."""
+        def show(fmt: Format | None):
+            return list(fmt) if isinstance(fmt, tuple) else fmt
+
+        return {
+            "name": self.name,
+            "family": self.family,
+            "description": self.description,
+            "query": show(self.query),
+            "bare_query": show(self.bare_query if self.bare_query is not None else self.query),
+            "doc": show(self.doc),
+            "domains": dict(self.domains),
+            "source": self.source,
+        }
+
+
+_INSTRUCTIR_SRC = "kaistAI/InstructIR eval/ (eval_instructir_bm25.py, src/beir_utils.py)"
+_IFIR_SRC = "SighingSnow/IFIR src/utils/ (embeddings.py, inst_llms.py, constant.py)"
+# E5-mistral's own MS MARCO task instruction (E5-mistral paper), used when an InstructIR
+# instance has no instruction: the authors' code always had one.
+_E5_MSMARCO = "Given a web search query, retrieve relevant passages that answer the query"
+_IFIR_E5_PROMPT = "Instruct: Give a query, retrieval relevant passages\nQuery: "
+_IFIR_INSTRUCTOR_DOMAINS = {"fiqa": "financial", "scifact_open": "science", "nfcorpus": "science",
+                            "cds": "biomedical", "pm": "biomedical", "aila": "legal", "fire": "legal"}
+
+_BUILTIN = (
+    Template("instructir", "raw",
+             "InstructIR official text for BM25, Contriever/TART, GTR, ColBERT: 'instruction [SEP] query'.",
+             "{instruction} [SEP] {query}", bare_query="{query}", source=_INSTRUCTIR_SRC),
+    Template("instructir-query-first", "raw",
+             "InstructIR order-sensitivity analysis: 'query [SEP] instruction' (the released file also "
+             "carries a stray '] ' prefix and ' [' suffix on every row; they are left out).",
+             "{query} [SEP] {instruction}", bare_query="{query}", source=_INSTRUCTIR_SRC),
+    Template("instructir-instructor", "instructor",
+             "InstructIR official INSTRUCTOR input: query pair [instruction, query] (the authors split "
+             "'instr [SEP] query' without stripping; parts are stripped here); docs "
+             "['Represent the document for retrieval:', doc].",
+             ("{instruction}", "{query}"), doc=("Represent the document for retrieval:", "{text}"),
+             bare_query=("", "{query}"), source=_INSTRUCTIR_SRC),
+    Template("instructir-e5-mistral", "e5-mistral",
+             "InstructIR official E5-mistral-7b-instruct query 'Instruct: <instr>\\nQuery: <query>'; docs "
+             "unprefixed. The authors appended '</s>' before tokenising; a sentence-transformers "
+             "E5-mistral tokenizer adds EOS itself, so it is not part of the text here. Without an "
+             "instruction the E5-mistral MS MARCO task instruction is used.",
+             "Instruct: {instruction}\nQuery: {query}", bare_query=f"Instruct: {_E5_MSMARCO}\nQuery: {{query}}",
+             source=_INSTRUCTIR_SRC),
+    Template("instructir-repllama", "repllama",
+             "InstructIR official RepLLaMA text: 'instruction [SEP] query</s>', docs 'doc</s>' "
+             "(last-token pooling).",
+             "{instruction} [SEP] {query}</s>", doc="{text}</s>", bare_query="{query}</s>", source=_INSTRUCTIR_SRC),
+    Template("ifir", "raw",
+             "IFIR official text for BM25 (Elasticsearch), Contriever, GTR, ColBERT, OpenAI: 'query instruction'.",
+             "{query} {instruction}", bare_query="{query}", source=_IFIR_SRC),
+    Template("ifir-instructor", "instructor",
+             "IFIR official INSTRUCTOR prompts with the domain word (financial/science/biomedical/legal): "
+             "'Represent the <domain> query for retrieve relevant paragraphs: ' + 'query instruction'; docs "
+             "'Represent the <domain> paragraph for retrieval: ' + doc. The authors passed the prompt as "
+             "sentence-transformers' prompt=, i.e. prompt and text concatenated.",
+             ("Represent the {domain} query for retrieve relevant paragraphs: ", "{query} {instruction}"),
+             doc=("Represent the {domain} paragraph for retrieval: ", "{text}"),
+             bare_query=("Represent the {domain} query for retrieve relevant paragraphs: ", "{query}"),
+             domains=_IFIR_INSTRUCTOR_DOMAINS, source=_IFIR_SRC),
+    Template("ifir-e5-mistral", "e5-mistral",
+             "IFIR official E5-mistral prompt 'Instruct: Give a query, retrieval relevant passages\\nQuery: ' "
+             "before 'query instruction'; the authors' code applies the same prompt to documents.",
+             _IFIR_E5_PROMPT + "{query} {instruction}", doc=_IFIR_E5_PROMPT + "{text}",
+             bare_query=_IFIR_E5_PROMPT + "{query}", source=_IFIR_SRC),
+    Template("ifir-gritlm", "gritlm",
+             "IFIR official GritLM-7B: query '<|user|>\\nGive a query, retrieval relevant passages\\n<|embed|>\\n' "
+             "+ 'query instruction'; docs '<|embed|>\\n' + doc.",
+             "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n{query} {instruction}",
+             doc="<|embed|>\n{text}",
+             bare_query="<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n{query}", source=_IFIR_SRC),
+    Template("ifir-promptriever", "promptriever",
+             "IFIR official Promptriever prefixes 'query:  ' / 'passage:  ' (two spaces, as in the authors' code).",
+             "query:  {query} {instruction}", doc="passage:  {text}", bare_query="query:  {query}", source=_IFIR_SRC),
+    Template("ifir-nv-embed", "nv-embed",
+             "IFIR official NV-Embed-v2: query prompt 'Instruct: Retrieve passages satisfying the query. \\nQuery: '; "
+             "queries and docs end with the EOS string '</s>' that the authors (and the model card) append.",
+             "Instruct: Retrieve passages satisfying the query. \nQuery: {query} {instruction}</s>", doc="{text}</s>",
+             bare_query="Instruct: Retrieve passages satisfying the query. \nQuery: {query}</s>", source=_IFIR_SRC),
+    Template("mteb", "raw",
+             "MTEB's instruction-retrieval input 'query instruction' (query first, one space): MTEB numbers "
+             "on InstructIR are not comparable with the paper's.",
+             "{query} {instruction}", bare_query="{query}", source="embeddings-benchmark/mteb"),
+    Template("query-only", "raw", "The bare query; the instruction is ignored.", "{query}"),
+)
+
+_REGISTRY: dict[str, Template] = {t.name: t for t in _BUILTIN}
+
+# (benchmark kind, family) -> template name; "bm25" and "dense" (plain encoders) take the raw text.
+_DEFAULTS = {
+    ("instructir", "bm25"): "instructir", ("instructir", "dense"): "instructir",
+    ("instructir", "instructor"): "instructir-instructor", ("instructir", "e5-mistral"): "instructir-e5-mistral",
+    ("instructir", "repllama"): "instructir-repllama",
+    ("ifir", "bm25"): "ifir", ("ifir", "dense"): "ifir", ("ifir", "instructor"): "ifir-instructor",
+    ("ifir", "e5-mistral"): "ifir-e5-mistral", ("ifir", "gritlm"): "ifir-gritlm",
+    ("ifir", "promptriever"): "ifir-promptriever", ("ifir", "nv-embed"): "ifir-nv-embed",
+}
+
+
+def get_template(name: str) -> Template:
+    """A registered template by name."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown template {name!r}; known: {', '.join(list_templates())}") from None
+
+
+def list_templates() -> list[str]:
+    """Names of all registered templates (built-in and user-defined)."""
+    return sorted(_REGISTRY)
+
+
+def register_template(name: str, query: Format, *, doc: Format = "{text}", bare_query: Format | None = None,
+                      family: str = "custom", description: str = "", domains: Mapping[str, str] | None = None,
+                      replace: bool = False) -> Template:
+    """Register a user-defined template from format strings, e.g.
+    ``register_template("mine", "{instruction}: {query}")``; fields are checked at once.
+
+    ``bare_query`` is used for instances without an instruction; without it the ``query``
+    format is used verbatim for them too. Built-in templates can never be replaced; a user
+    template only with ``replace=True``.
+    """
+    if name in _REGISTRY and (not replace or any(t.name == name for t in _BUILTIN)):
+        raise ValueError(f"template {name!r} already exists")
+    template = Template(name, family, description or f"user-defined: {query!r}", query, doc=doc,
+                        bare_query=bare_query, domains=domains or {}, source="user")
+    _REGISTRY[name] = template
+    return template
+
+
+def family_of_model(model: str) -> str:
+    """Guess a model family from a model id or path (``hkunlp/instructor-xl`` → ``instructor``);
+    anything unrecognised is a plain ``dense`` encoder."""
+    low = model.lower()
+    for needle, family in (("instructor", "instructor"), ("e5-mistral", "e5-mistral"), ("repllama", "repllama"),
+                           ("gritlm", "gritlm"), ("promptriever", "promptriever"), ("nv-embed", "nv-embed")):
+        if needle in low:
+            return family
+    return "dense"
+
+
+def default_template(family: str, benchmark_name: str, *, query_order: str | None = None) -> Template:
+    """The authors' template for a model family on a benchmark (``instructir*`` or ``ifir*``).
+
+    ``query_order="query-first"`` (InstructIR's order-sensitivity setting) selects the
+    query-first text, which exists only for plain-text families (bm25, dense).
+    """
+    kind = "ifir" if benchmark_name.startswith("ifir") else "instructir" if benchmark_name.startswith("instructir") else None
+    if kind is None:
+        raise ValueError(f"no default template for benchmark {benchmark_name!r}; pass a template name")
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; known: {', '.join(FAMILIES)}")
+    if query_order == "query-first":
+        if kind == "instructir" and family in ("bm25", "dense"):
+            return get_template("instructir-query-first")
+        raise ValueError(f"no official query-first template for {family} on {benchmark_name}; pass a template")
+    name = _DEFAULTS.get((kind, family))
+    if name is None:
+        raise ValueError(f"the {kind} authors did not evaluate the {family} family, so there is no official "
+                         f"template; pass one (known: {', '.join(list_templates())})")
+    return get_template(name)

@@ -1,0 +1,442 @@
+"""Runs: ranked lists per query as a DataFrame, read from and written to TREC run files with
+a JSON sidecar that holds everything needed to reproduce them.
+
+Ordering (the kit and trec_eval agree on it). trec_eval ignores the rank column of a run
+file: it reads each score into a C ``float`` (single precision), sorts by score descending
+and breaks ties by document id *descending* in ``strcmp`` (byte) order (``comp_sim_docno``
+in ``form_res_rels.c``; pytrec_eval runs the same code). Every :class:`Run` is held in
+exactly that order: score rounded to float32 descending, then docid descending. Scores are
+then made *strictly* decreasing within each query by lowering each tied score by the fewest
+float32 steps (ulps) needed, so any tool — trec_eval, pytrec_eval, ir-measures, ranx, a
+spreadsheet — sees the same order whatever its own tie-break. Scores are therefore kept at
+float32 precision (what trec_eval uses anyway); ranks are 1-based and recomputed, never read.
+
+Files: ``<name>.trec`` (``qid Q0 docid rank score tag``) and ``<name>.trec.json``. Both are
+written atomically (temporary file + ``os.replace``), the sidecar last and holding the
+SHA-256 of the TREC text: a run whose sidecar is missing or whose hash does not match is
+not complete (:func:`run_is_complete`), so a crash never leaves a half run that looks done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from instir.benchmarks.types import Benchmark, FormatError
+
+RUN_COLUMNS = ("qid", "docid", "score", "rank")
+TREC_FIELDS = ("qid", "Q0", "docid", "rank", "score", "tag")
+SIDECAR_FORMAT = "instir-run/1"
+_VERSIONED = ("instir", "numpy", "pandas", "pyarrow", "bm25s", "PyStemmer", "sentence-transformers", "torch",
+              "transformers", "ir-measures")
+
+
+def _ordered_ints(s32: np.ndarray) -> np.ndarray:
+    """float32 values as int64 whose order is the float order (sign-magnitude → two's complement)."""
+    bits = s32.view(np.int32).astype(np.int64)
+    return np.where(bits >= 0, bits, -(bits & 0x7FFFFFFF))
+
+
+def _floats_from_ordered(o: np.ndarray) -> np.ndarray:
+    bits = np.where(o >= 0, o, (-o) | 0x80000000).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def _arrow_strings(values) -> pa.Array:
+    """A column of ids as an Arrow string array (zero-copy for pandas' Arrow-backed ``str``)."""
+    arr = pa.array(values) if isinstance(values, pd.Series) and values.dtype == "str" else \
+        pa.array(np.asarray(values, dtype=object).astype(str), type=pa.string())
+    if isinstance(arr, pa.ChunkedArray):  # e.g. a column built by pd.concat
+        arr = arr.combine_chunks()
+    if arr.null_count:
+        raise ValueError("run ids must not be missing")
+    return arr
+
+
+def _to_str_series(arr: pa.Array) -> pd.Series:
+    return pd.Series(arr.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan),
+                                                 pa.large_string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get))
+
+
+def _doc_order(doc_ids: pa.Array) -> np.ndarray:
+    """Position of each id in byte-wise (``strcmp``) ascending order."""
+    order = np.empty(len(doc_ids), dtype=np.int64)
+    order[pc.sort_indices(doc_ids).to_numpy()] = np.arange(len(doc_ids))
+    return order
+
+
+def _canonical(df: pd.DataFrame) -> pd.DataFrame:
+    """Sort like trec_eval (float32 score desc, docid desc), 1-based ranks, strictly
+    decreasing float32 scores per query; queries keep their first-appearance order."""
+    missing = [c for c in ("qid", "docid", "score") if c not in df.columns]
+    if missing:
+        raise ValueError(f"a run needs columns qid, docid, score; missing {missing}")
+    scores = pd.to_numeric(df["score"], errors="raise").to_numpy(dtype=np.float64)
+    if not np.isfinite(scores).all():
+        raise ValueError("run scores must be finite numbers (found NaN or infinity)")
+    qenc = _arrow_strings(df["qid"]).dictionary_encode()
+    denc = _arrow_strings(df["docid"]).dictionary_encode()
+    qcodes = qenc.indices.to_numpy().astype(np.int64)
+    dcodes = denc.indices.to_numpy().astype(np.int64)
+    ndocs = len(denc.dictionary)
+    n = len(scores)
+    pair = np.sort(qcodes * ndocs + dcodes)
+    same = np.flatnonzero(pair[1:] == pair[:-1])
+    if len(same):
+        q, d = divmod(int(pair[same[0]]), ndocs)
+        raise ValueError(f"duplicate document {denc.dictionary[d]} for query {qenc.dictionary[q]} in run")
+    s32 = scores.astype(np.float32)
+    order = np.lexsort((-_doc_order(denc.dictionary)[dcodes], -s32, qcodes))
+    qsorted, s32 = qcodes[order], s32[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(qsorted)) + 1] if n else np.zeros(0, dtype=np.int64)
+    pos = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    # strictly decreasing: o'_i = min(o_i, o'_{i-1} - 1)  <=>  (o'_i + i) = cummin(o_i + i) per query
+    shifted = pd.Series(_ordered_ints(s32) + pos).groupby(qsorted).cummin().to_numpy()
+    columns = (_to_str_series(qenc.dictionary.take(qsorted)), _to_str_series(denc.dictionary.take(dcodes[order])),
+               _floats_from_ordered(shifted - pos).astype(np.float64), (pos + 1).astype(np.int64))
+    return pd.DataFrame(dict(zip(RUN_COLUMNS, columns)))
+
+
+@dataclass
+class Run:
+    """A ranked list per query: ``df`` has columns qid (str), docid (str), score (float),
+    rank (int, 1-based), in trec_eval order (see the module docstring); ``meta`` is the
+    sidecar content (benchmark, setting, retriever, template, k, versions, ...).
+
+    Any frame with qid/docid/score columns is accepted and put into canonical order; its
+    own rank column, if any, is ignored (as trec_eval ignores it).
+    """
+
+    df: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.df = _canonical(self.df)
+
+    @classmethod
+    def from_scores(cls, scores: Mapping[str, Mapping[str, float]], meta: dict | None = None) -> "Run":
+        """A run from ``{qid: {docid: score}}`` (the pytrec_eval / BEIR results shape)."""
+        rows = [(q, d, s) for q, docs in scores.items() for d, s in docs.items()]
+        df = pd.DataFrame(rows, columns=["qid", "docid", "score"]) if rows else _empty_frame()
+        return cls(df, dict(meta or {}))
+
+    @classmethod
+    def from_arrays(cls, qids: Sequence[str], doc_ids: Sequence[str] | np.ndarray, indices: np.ndarray,
+                    scores: np.ndarray, meta: dict | None = None, *, keep: np.ndarray | None = None) -> "Run":
+        """A run from top-k matrices (what bm25s and dense search return): row i of
+        ``indices`` (into ``doc_ids``) and ``scores`` belongs to ``qids[i]``; ``keep`` (same
+        shape, bool) drops entries (e.g. non-matches). Same result as building the frame and
+        calling ``Run(df)``, but sorted row by row, which is several times faster."""
+        indices, scores = np.asarray(indices), np.asarray(scores)
+        if indices.shape != scores.shape or indices.ndim != 2 or indices.shape[0] != len(qids):
+            raise ValueError(f"indices {indices.shape} and scores {scores.shape} must be (len(qids)={len(qids)}, k)")
+        keep = np.ones(indices.shape, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+        qarr, darr = _arrow_strings(qids), _arrow_strings(doc_ids)
+        if len(pc.unique(qarr)) != len(qarr):
+            raise ValueError("query ids of the rows must be unique")
+        if not np.isfinite(scores[keep]).all():
+            raise ValueError("run scores must be finite numbers (found NaN or infinity)")
+        width = indices.shape[1]
+        distinct = np.sort(np.where(keep, indices, -1 - np.arange(width)), axis=1)
+        rows, cols = np.nonzero(distinct[:, 1:] == distinct[:, :-1])
+        if len(rows):
+            raise ValueError(f"duplicate document {darr[int(distinct[rows[0], cols[0]])]} for query {qarr[int(rows[0])]}")
+        s32 = np.where(keep, scores.astype(np.float32), -np.inf).astype(np.float32)
+        order = np.lexsort((-_doc_order(darr)[indices], -s32), axis=1)  # kept entries first
+        indices = np.take_along_axis(indices, order, axis=1)
+        s32 = np.take_along_axis(s32, order, axis=1)
+        kept = np.take_along_axis(keep, order, axis=1)
+        pos = np.arange(width)
+        strict = _floats_from_ordered(np.minimum.accumulate(_ordered_ints(s32) + pos, axis=1) - pos)
+        df = pd.DataFrame({
+            "qid": _to_str_series(qarr.take(np.repeat(np.arange(len(qarr)), kept.sum(axis=1)))),
+            "docid": _to_str_series(darr.take(indices[kept])),
+            "score": strict[kept].astype(np.float64),
+            "rank": np.broadcast_to(pos + 1, kept.shape)[kept].astype(np.int64),
+        })
+        return cls._canonical_frame(df, dict(meta or {}))
+
+    @classmethod
+    def _canonical_frame(cls, df: pd.DataFrame, meta: dict) -> "Run":
+        """A Run around a frame already in canonical form (skips sorting again)."""
+        run = object.__new__(cls)
+        run.df, run.meta = df, meta
+        return run
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+    @property
+    def qids(self) -> list[str]:
+        """Query ids in run order."""
+        return list(pd.unique(self.df["qid"]))
+
+    def top(self, k: int) -> "Run":
+        """The first ``k`` documents of every query."""
+        return Run(self.df[self.df["rank"] <= k], {**self.meta, "k": min(k, self.meta.get("k", k))})
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        """``{qid: {docid: score}}`` for pytrec_eval / ir-measures."""
+        out: dict[str, dict[str, float]] = {}
+        for q, d, s in zip(self.df["qid"].tolist(), self.df["docid"].tolist(), self.df["score"].tolist()):
+            out.setdefault(q, {})[d] = s
+        return out
+
+
+def _empty_frame() -> pd.DataFrame:
+    return pd.DataFrame({"qid": pd.array([], dtype="str"), "docid": pd.array([], dtype="str"),
+                         "score": np.zeros(0), "rank": np.zeros(0, dtype=np.int64)})
+
+
+def as_run(obj: Run | pd.DataFrame) -> Run:
+    """A :class:`Run` from a Run (returned as is) or a bare DataFrame with qid/docid/score."""
+    if isinstance(obj, Run):
+        return obj
+    if isinstance(obj, pd.DataFrame):
+        return Run(obj)
+    raise TypeError(f"expected a Run or a pandas DataFrame, got {type(obj).__name__}")
+
+
+# ---------------------------------------------------------------- writing
+
+def sidecar_path(path: str | Path) -> Path:
+    """The JSON sidecar of a TREC run file: ``<path>.json``."""
+    path = Path(path)
+    return path.with_name(path.name + ".json")
+
+
+def _library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for dist in _VERSIONED:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def trec_bytes(run: Run, tag: str = "instir") -> bytes:
+    """The TREC text of a run (``qid Q0 docid rank score tag``), scores in shortest float32 form."""
+    if not tag or any(c.isspace() for c in tag):
+        raise ValueError(f"run tag must be one word without whitespace, got {tag!r}")
+    df = run.df
+    ids = {col: _arrow_strings(df[col]) for col in ("qid", "docid")}
+    for col, arr in ids.items():
+        bad = pc.or_(pc.match_substring_regex(arr, r"\s"), pc.equal(pc.utf8_length(arr), 0))
+        if pc.any(bad).as_py():
+            raise ValueError(f"{col} {arr.filter(bad)[0]} is empty or contains whitespace: not writable as TREC")
+    n = len(df)
+    table = pa.table({
+        "qid": ids["qid"],
+        "Q0": pa.repeat(pa.scalar("Q0", pa.string()), n),
+        "docid": ids["docid"],
+        "rank": pa.array(df["rank"].to_numpy(), type=pa.int64()),
+        "score": pa.array(df["score"].to_numpy().astype(np.float32), type=pa.float32()),
+        "tag": pa.repeat(pa.scalar(tag, pa.string()), n),
+    })
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink, write_options=pacsv.WriteOptions(include_header=False, delimiter=" ",
+                                                                   quoting_style="none"))
+    return sink.getvalue().to_pybytes()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
+    """Write ``run`` as a TREC file plus its JSON sidecar, atomically, sidecar last.
+
+    The sidecar holds ``run.meta`` plus the TREC text's SHA-256, row/query counts, library
+    versions and the write time. Returns the TREC path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tag = tag or run.meta.get("tag") or "instir"
+    data = trec_bytes(run, tag)
+    sidecar = {
+        **run.meta,
+        "format": SIDECAR_FORMAT,
+        "tag": tag,
+        "rows": len(run.df),
+        "queries": int(run.df["qid"].nunique()),
+        "versions": _library_versions(),
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "trec_sha256": hashlib.sha256(data).hexdigest(),
+    }
+    text = json.dumps(sidecar, indent=2, sort_keys=True, default=str).encode()
+    _atomic_write(path, data)
+    _atomic_write(sidecar_path(path), text)
+    return path
+
+
+def read_sidecar(path: str | Path) -> dict | None:
+    """The sidecar of a TREC run if it exists and matches the file's content hash, else None."""
+    side = sidecar_path(path)
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("trec_sha256") != digest:
+        return None
+    return meta
+
+
+def run_is_complete(path: str | Path) -> bool:
+    """True when the TREC file and its sidecar exist and the sidecar's hash matches the file."""
+    return read_sidecar(path) is not None
+
+
+# ---------------------------------------------------------------- reading
+
+def _parse_slowly(path: Path, text: str) -> pd.DataFrame:
+    """Whitespace-tolerant line-by-line parse; raises FormatError at the first bad line."""
+    rows: list[tuple[str, str, float]] = []
+    seen: dict[tuple[str, str], int] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise FormatError(path, n, None, f"expected 6 whitespace-separated fields "
+                                             f"({' '.join(TREC_FIELDS)}), got {len(parts)}")
+        qid, _, docid, rank, score, _ = parts
+        try:
+            int(rank)
+        except ValueError:
+            raise FormatError(path, n, "rank", f"expected an integer, got {rank!r}") from None
+        try:
+            value = float(score)
+        except ValueError:
+            raise FormatError(path, n, "score", f"expected a number, got {score!r}") from None
+        if not np.isfinite(value):
+            raise FormatError(path, n, "score", f"expected a finite number, got {score!r}")
+        if (qid, docid) in seen:
+            raise FormatError(path, n, "docid", f"document {docid!r} listed twice for query {qid!r} "
+                                                f"(first on line {seen[(qid, docid)]})")
+        seen[(qid, docid)] = n
+        rows.append((qid, docid, value))
+    return pd.DataFrame(rows, columns=["qid", "docid", "score"]) if rows else _empty_frame()
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run file (``qid Q0 docid rank score tag``); the rank column is checked but
+    not used (order comes from the scores, as in trec_eval). Its sidecar becomes ``meta``
+    when it matches the file; otherwise meta says where the run came from.
+    Bad lines raise :class:`FormatError` naming the file, line and field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FormatError(path, None, None, "run file not found")
+    data = path.read_bytes()
+    if not data.strip():
+        raise FormatError(path, None, None, "empty run file")
+    try:
+        table = pacsv.read_csv(io.BytesIO(data),
+                               read_options=pacsv.ReadOptions(column_names=list(TREC_FIELDS)),
+                               parse_options=pacsv.ParseOptions(delimiter=" "),
+                               convert_options=pacsv.ConvertOptions(column_types={
+                                   "qid": pa.string(), "Q0": pa.string(), "docid": pa.string(),
+                                   "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}))
+        tags = table["tag"].unique().to_pylist()
+        run = Run(pd.DataFrame({"qid": _to_str_series(table["qid"].combine_chunks()),
+                                "docid": _to_str_series(table["docid"].combine_chunks()),
+                                "score": table["score"].to_numpy()}))
+    except (pa.ArrowInvalid, ValueError):
+        # slow path: tolerant of other whitespace, and names the first bad line
+        text = data.decode("utf-8", errors="replace")
+        run = Run(_parse_slowly(path, text))
+        tags = sorted({line.split()[-1] for line in text.splitlines() if line.strip()})
+    meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags}
+    run.meta = {**meta, "path": str(path)}
+    return run
+
+
+# ---------------------------------------------------------------- checks and filters
+
+def drop_self_hits(run: Run | pd.DataFrame) -> Run:
+    """Remove documents whose id equals the query id, as the official InstructIR code does
+    before scoring; ranks are recomputed and the count is recorded in ``meta``."""
+    run = as_run(run)
+    self_hit = (run.df["qid"] == run.df["docid"]).to_numpy()
+    meta = {**run.meta, "self_hits_dropped": int(self_hit.sum()) + int(run.meta.get("self_hits_dropped", 0))}
+    if not self_hit.any():
+        return Run._canonical_frame(run.df, meta)
+    return Run(run.df[~self_hit], meta)
+
+
+@dataclass
+class RunIdCheck:
+    """Ids of a run that the benchmark does not know (reported, never silently dropped), and
+    benchmark queries the run does not answer."""
+
+    unknown_qids: list[str]
+    unknown_docids: list[str]
+    rows_with_unknown_qid: int
+    rows_with_unknown_docid: int
+    missing_qids: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when every query and document id of the run is in the benchmark."""
+        return not self.unknown_qids and not self.unknown_docids
+
+    def summary(self, limit: int = 5) -> str:
+        """One human-readable paragraph for logs and notebooks."""
+        def few(ids: list[str]) -> str:
+            more = f", … (+{len(ids) - limit})" if len(ids) > limit else ""
+            return ", ".join(ids[:limit]) + more
+
+        parts = []
+        if self.unknown_qids:
+            parts.append(f"{len(self.unknown_qids)} query ids not in the benchmark "
+                         f"({self.rows_with_unknown_qid} rows): {few(self.unknown_qids)}")
+        if self.unknown_docids:
+            parts.append(f"{len(self.unknown_docids)} document ids not in the corpus "
+                         f"({self.rows_with_unknown_docid} rows): {few(self.unknown_docids)}")
+        if self.missing_qids:
+            parts.append(f"{len(self.missing_qids)} benchmark queries have no results (they score 0): "
+                         f"{few(self.missing_qids)}")
+        return "; ".join(parts) if parts else "all run ids are in the benchmark"
+
+
+def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
+    """Compare a (bring-your-own) run's ids with the benchmark's queries and corpus."""
+    run = as_run(run)
+    known_q = set(benchmark.queries)
+    known_d = benchmark.corpus.id_set()
+    bad_q = ~run.df["qid"].isin(known_q).to_numpy()
+    bad_d = ~run.df["docid"].isin(known_d).to_numpy()
+    run_q = set(run.df["qid"].unique())
+    return RunIdCheck(
+        unknown_qids=sorted(set(run.df["qid"][bad_q])),
+        unknown_docids=sorted(set(run.df["docid"][bad_d])),
+        rows_with_unknown_qid=int(bad_q.sum()),
+        rows_with_unknown_docid=int(bad_d.sum()),
+        missing_qids=[q for q in benchmark.queries if q not in run_q],
+    )

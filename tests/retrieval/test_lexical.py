@@ -1,0 +1,125 @@
+"""BM25 (bm25s): Lucene BM25 scores by hand, per-benchmark defaults, tokenisation options,
+and rankings on the toy benchmark and the bundled InstructIR sample."""
+
+import math
+
+import pytest
+
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+from instir.formatting import get_template
+from instir.retrieval import retrieve
+from instir.retrieval.lexical import LUCENE_ENGLISH_STOPWORDS, BM25Retriever, bm25_defaults
+
+PLAIN = dict(k1=1.2, b=0.75, stemmer="none", stopwords="none", show_progress=False)
+QUERY_ONLY = get_template("query-only")
+
+
+def small(docs, queries) -> Benchmark:
+    return Benchmark("lexical-test", "hand-made", "local", "instructed", Corpus.from_docs(docs),
+                     {q.id: q for q in queries}, {q.id: {} for q in queries})
+
+
+def test_scores_match_lucene_bm25_computed_by_hand():
+    docs = [Doc("d1", "apple banana apple"), Doc("d2", "banana cherry"), Doc("d3", "cherry cherry cherry date"),
+            Doc("d4", "zebra")]
+    run = BM25Retriever(**PLAIN).search(small(docs, [Query("q", "apple cherry")]), QUERY_ONLY, k=10)
+    n, avgdl, k1, b = 4, (3 + 2 + 4 + 1) / 4, 1.2, 0.75
+
+    def idf(df):
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def tf(freq, length):
+        return freq / (freq + k1 * (1 - b + b * length / avgdl))
+
+    expected = {"d1": idf(1) * tf(2, 3), "d3": idf(2) * tf(3, 4), "d2": idf(2) * tf(1, 2)}
+    assert run.df["docid"].tolist() == ["d1", "d3", "d2"]  # d4 matches nothing: not returned
+    assert run.df["score"].tolist() == pytest.approx([expected[d] for d in ("d1", "d3", "d2")], rel=1e-6)
+
+
+def test_query_without_known_terms_gets_no_results():
+    docs = [Doc("d1", "apple pie"), Doc("d2", "cherry pie")]
+    run = BM25Retriever(**PLAIN).search(small(docs, [Query("q1", "zebra"), Query("q2", "apple")]), QUERY_ONLY, 10)
+    assert run.df["qid"].tolist() == ["q2"]
+
+
+def test_porter_stemming_matches_inflected_forms():
+    docs = [Doc("d1", "farmers harvested the crocus"), Doc("d2", "stock markets")]
+    bench = small(docs, [Query("q", "harvesting")])
+    stemmed = BM25Retriever(**{**PLAIN, "stemmer": "porter"}).search(bench, QUERY_ONLY, 10)
+    assert stemmed.df["docid"].tolist() == ["d1"]
+    assert len(BM25Retriever(**PLAIN).search(bench, QUERY_ONLY, 10)) == 0
+
+
+def test_lucene_stopwords_are_dropped_from_queries_and_documents():
+    assert len(LUCENE_ENGLISH_STOPWORDS) == 33 and "the" in LUCENE_ENGLISH_STOPWORDS
+    bench = small([Doc("d1", "the tower"), Doc("d2", "a bridge")], [Query("q", "the")])
+    assert len(BM25Retriever(**{**PLAIN, "stopwords": "lucene"}).search(bench, QUERY_ONLY, 10)) == 0
+    assert BM25Retriever(**PLAIN).search(bench, QUERY_ONLY, 10).df["docid"].tolist() == ["d1"]
+    custom = BM25Retriever(**{**PLAIN, "stopwords": ["tower"]})
+    assert custom.params()["stopwords"] == ["tower"]
+
+
+def test_defaults_follow_each_benchmarks_engine():
+    assert {k: bm25_defaults("instructir")[k] for k in ("k1", "b", "stemmer", "stopwords")} == \
+        {"k1": 0.9, "b": 0.4, "stemmer": "porter", "stopwords": "lucene"}
+    assert {k: bm25_defaults("ifir/fiqa")[k] for k in ("k1", "b", "stemmer", "stopwords")} == \
+        {"k1": 1.2, "b": 0.75, "stemmer": "none", "stopwords": "none"}
+    with pytest.raises(ValueError, match="no BM25 defaults for benchmark 'msmarco'"):
+        bm25_defaults("msmarco")
+
+
+def test_unset_parameters_resolve_per_benchmark_and_are_recorded(toy_benchmark):
+    retriever = BM25Retriever(b=0.5, show_progress=False)
+    assert retriever.params() == {"k1": None, "b": 0.5, "method": "lucene", "stemmer": None, "stopwords": None}
+    run = retriever.search(toy_benchmark("ifir-toy/fiqa"), get_template("ifir"), k=3)
+    assert run.meta["retriever"]["params"] == {"k1": 1.2, "b": 0.5, "method": "lucene", "stemmer": "none",
+                                               "stopwords": "none"}
+    with pytest.raises(ValueError, match="pass k1, b, stemmer and stopwords"):
+        retriever.search(toy_benchmark("toy"), QUERY_ONLY, k=3)
+    configured = BM25Retriever(**PLAIN).search(toy_benchmark("toy"), QUERY_ONLY, k=3)
+    assert configured.meta["retriever"]["params"]["k1"] == 1.2
+
+
+def test_instructions_pick_the_right_sibling_target(toy_benchmark):
+    bench = toy_benchmark()
+    instructed = BM25Retriever(show_progress=False).search(bench, get_template("instructir"), k=5)
+    top = instructed.df[instructed.df["rank"] == 1].set_index("qid")["docid"].to_dict()
+    assert top == {q: next(iter(rel)) for q, rel in bench.qrels.items()}
+    bare = BM25Retriever(show_progress=False).search(bench, QUERY_ONLY, k=5)
+    bare_top = bare.df[bare.df["rank"] == 1].set_index("qid")["docid"].to_dict()
+    assert sum(bare_top[q] == target for q, target in top.items()) <= 2  # one target per pair of siblings
+
+
+def test_pair_templates_are_refused(toy_benchmark):
+    with pytest.raises(ValueError, match="BM25 cannot take"):
+        BM25Retriever(show_progress=False).search(toy_benchmark(), get_template("instructir-instructor"), k=3)
+
+
+def test_unknown_stemmer_is_refused():
+    with pytest.raises(ValueError, match="unknown stemmer 'lancaster'"):
+        BM25Retriever(stemmer="lancaster")
+
+
+def test_self_hits_are_dropped_and_k_still_filled():
+    docs = [Doc("q1", "saffron saffron saffron"), Doc("d1", "saffron paella"), Doc("d2", "saffron crocus"),
+            Doc("d3", "saffron price")]
+    run = BM25Retriever(**PLAIN).search(small(docs, [Query("q1", "saffron")]), QUERY_ONLY, k=3)
+    assert "q1" not in run.df["docid"].tolist() and len(run) == 3
+    assert run.meta["self_hits_dropped"] == 1
+
+
+def test_k_larger_than_the_corpus_returns_every_match(toy_benchmark):
+    run = BM25Retriever(show_progress=False).search(toy_benchmark(), get_template("instructir"), k=1000)
+    assert run.df.groupby("qid").size().max() <= 8
+
+
+def test_bundled_instructir_sample_ranks_the_written_target_first():
+    benchmarks = pytest.importorskip("instir.benchmarks", reason="benchmark registry not available")
+    bench = benchmarks.load_benchmark("instructir-sample")
+    run = retrieve(bench, BM25Retriever(show_progress=False), k=10)
+    top = run.df[run.df["rank"] == 1]
+    hits = sum(bench.qrels[q].get(d, 0) > 0 for q, d in zip(top["qid"], top["docid"]))
+    assert hits >= 0.8 * len(bench.queries)
+    bare = retrieve(bench, BM25Retriever(show_progress=False), template="query-only", k=10)
+    bare_top = bare.df[bare.df["rank"] == 1]
+    assert sum(bench.qrels[q].get(d, 0) > 0 for q, d in zip(bare_top["qid"], bare_top["docid"])) < hits

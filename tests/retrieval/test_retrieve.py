@@ -1,0 +1,127 @@
+"""retrieve(): template choice, run files + sidecars, reuse of identical runs, the
+`instir retrieve` command, and bring-your-own runs."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from instir.retrieval import check_run_ids, make_retriever, read_run, retrieve, retriever_family, run_is_complete
+from instir.retrieval import commands
+from instir.retrieval.lexical import BM25Retriever
+from instir.retrieval.runs import sidecar_path
+
+
+class CountingBM25(BM25Retriever):
+    """BM25 that counts its searches."""
+
+    def __init__(self, **kwargs):
+        super().__init__(show_progress=False, **kwargs)
+        self.searches = 0
+
+    def search(self, benchmark, template, k):
+        self.searches += 1
+        return super().search(benchmark, template, k)
+
+
+def test_run_and_sidecar_are_written_with_a_descriptive_name(toy_benchmark, tmp_path):
+    run = retrieve(toy_benchmark(), CountingBM25(), k=3, out_dir=tmp_path)
+    path = Path(run.meta["path"])
+    assert path.name.startswith("instructir-toy__instructed__bm25__instructir__k3-") and path.suffix == ".trec"
+    assert run_is_complete(path)
+    side = json.loads(sidecar_path(path).read_text())
+    assert side["benchmark"] == {"name": "instructir-toy", "layout": "hand-made", "revision": "local",
+                                 "setting": "instructed", "sample": False}
+    assert side["template"]["name"] == "instructir" and side["template"]["query"] == "{instruction} [SEP] {query}"
+    assert side["retriever"]["params"]["k1"] is None  # configured: benchmark default ...
+    assert side["search"]["retriever"]["params"]["k1"] == 0.9  # ... resolved by the search
+    assert side["k"] == 3 and side["wall_time_s"] >= 0 and side["self_hits_dropped"] == 0
+    assert len(side["key"]["corpus_sha256"]) == 64 and "bm25s" in side["versions"]
+
+
+def test_second_call_with_identical_inputs_does_no_search(toy_benchmark, tmp_path):
+    retriever = CountingBM25()
+    first = retrieve(toy_benchmark(), retriever, k=3, out_dir=tmp_path)
+    second = retrieve(toy_benchmark(), retriever, k=3, out_dir=tmp_path)
+    assert retriever.searches == 1 and second.meta["reused"] is True
+    assert second.df.equals(first.df)
+    assert len(list(tmp_path.glob("*.trec"))) == 1
+
+
+@pytest.mark.parametrize("change", ["k", "params", "template", "corpus"])
+def test_any_changed_input_searches_again_into_a_new_file(toy_benchmark, tmp_path, change):
+    from instir.benchmarks.types import Doc
+
+    retrieve(toy_benchmark(), CountingBM25(), k=3, out_dir=tmp_path)
+    retriever = CountingBM25(k1=1.5) if change == "params" else CountingBM25()
+    bench = toy_benchmark(extra_docs=(Doc("904", "saffron tea"),)) if change == "corpus" else toy_benchmark()
+    retrieve(bench, retriever, k=4 if change == "k" else 3, template="mteb" if change == "template" else None,
+             out_dir=tmp_path)
+    assert retriever.searches == 1 and len(list(tmp_path.glob("*.trec"))) == 2
+
+
+def test_incomplete_run_is_recomputed(toy_benchmark, tmp_path):
+    first = retrieve(toy_benchmark(), CountingBM25(), k=3, out_dir=tmp_path)
+    sidecar_path(first.meta["path"]).unlink()  # as if the process died before the sidecar
+    retriever = CountingBM25()
+    again = retrieve(toy_benchmark(), retriever, k=3, out_dir=tmp_path)
+    assert retriever.searches == 1 and run_is_complete(again.meta["path"]) and "reused" not in again.meta
+
+
+def test_without_out_dir_nothing_is_written(toy_benchmark, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = retrieve(toy_benchmark(), CountingBM25(), k=2)
+    assert "path" not in run.meta and list(tmp_path.iterdir()) == []
+    assert run.df.groupby("qid").size().max() == 2
+
+
+def test_default_template_follows_family_benchmark_and_query_order(toy_benchmark):
+    assert retrieve(toy_benchmark("ifir-toy/fiqa"), CountingBM25(), k=2).meta["template"]["name"] == "ifir"
+    order = toy_benchmark(setting="order-sensitivity", meta={"query_order": "query-first"})
+    assert retrieve(order, CountingBM25(), k=2).meta["template"]["name"] == "instructir-query-first"
+
+
+def test_retriever_family_comes_from_attribute_or_name():
+    assert retriever_family(BM25Retriever()) == "bm25"
+
+    class Named:
+        name = "dense-instructor-xl"
+
+    assert retriever_family(Named()) == "instructor"
+
+
+def test_make_retriever_kinds_and_errors():
+    assert isinstance(make_retriever("bm25"), BM25Retriever)
+    with pytest.raises(ValueError, match="unknown retriever 'splade'"):
+        make_retriever("splade")
+    with pytest.raises(ValueError, match="--model applies to dense and hybrid"):
+        make_retriever("bm25", model="x")
+
+
+def test_bring_your_own_run_file_with_unknown_ids(toy_benchmark, tmp_path):
+    path = tmp_path / "mine.run"
+    path.write_text("1_1 Q0 10_1 1 9.1 mine\n1_1 Q0 404 2 3.2 mine\nnot-a-query Q0 10_2 1 1.0 mine\n")
+    run = read_run(path)
+    check = check_run_ids(run, toy_benchmark())
+    assert check.unknown_qids == ["not-a-query"] and check.unknown_docids == ["404"]
+    assert len(run) == 3 and run.meta["tag"] == "mine"
+
+
+def _cli(argv):
+    parser = argparse.ArgumentParser()
+    commands.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_cli_retrieve_writes_then_reuses(tmp_path, capsys):
+    pytest.importorskip("instir.benchmarks.registry", reason="benchmark registry not available")
+    argv = ["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", "5", "--out", str(tmp_path)]
+    assert _cli(argv) == 0
+    first = capsys.readouterr().out
+    assert "instructir-sample [instructed] (bundled SAMPLE, not the benchmark)" in first and "written in" in first
+    path = first.strip().splitlines()[-1]
+    assert run_is_complete(path) and read_run(path).meta["template"]["name"] == "instructir"
+    assert _cli(argv) == 0
+    assert "(reused)" in capsys.readouterr().out

@@ -1,0 +1,268 @@
+"""Runs: trec_eval-compatible ordering, strict scores, TREC + sidecar round trip, atomic
+writes, bad run files, self-hits and bring-your-own id checks."""
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import pytrec_eval
+
+from instir.benchmarks.types import FormatError
+from instir.retrieval import runs
+from instir.retrieval.runs import (Run, as_run, check_run_ids, drop_self_hits, read_run, run_is_complete,
+                                   sidecar_path, write_run)
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["qid", "docid", "score"])
+
+
+def random_tied_frame(seed: int, n_queries: int = 40, n_docs: int = 30) -> pd.DataFrame:
+    """Scores from a handful of values, so most queries have many ties."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(n_queries):
+        for d in rng.choice(n_docs, size=rng.integers(1, n_docs), replace=False):
+            rows.append((f"q{q}", f"d{d}", float(rng.choice([0.5, 1.25, 2.0, 7.75]))))
+    return frame(rows)
+
+
+def test_ties_break_by_docid_descending_like_trec_eval():
+    run = Run(frame([("q1", "a", 1.0), ("q1", "c", 2.0), ("q1", "b", 1.0), ("q1", "B", 1.0)]))
+    assert run.df["docid"].tolist() == ["c", "b", "a", "B"]  # byte order: "B" < "a" < "b"
+    assert run.df["rank"].tolist() == [1, 2, 3, 4]
+
+
+def test_scores_are_strictly_decreasing_float32_and_only_ties_move():
+    run = Run(frame([("q", "a", 1.0), ("q", "b", 1.0), ("q", "c", 1.0), ("q", "d", 0.5)]))
+    scores = run.df["score"].to_numpy()
+    assert scores[0] == 1.0 and scores[3] == 0.5
+    assert np.all(np.diff(scores) < 0)
+    assert scores[1] == np.nextafter(np.float32(1.0), np.float32(0)) == np.float32(scores[1])
+    assert scores[2] == np.nextafter(np.float32(scores[1]), np.float32(0))
+
+
+def test_tie_lowering_never_crosses_into_the_next_score():
+    one = np.float32(1.0)
+    just_below = float(np.nextafter(one, np.float32(0)))
+    run = Run(frame([("q", "a", 1.0), ("q", "b", 1.0), ("q", "c", just_below), ("q", "d", just_below)]))
+    assert run.df["docid"].tolist() == ["b", "a", "d", "c"]
+    assert np.all(np.diff(run.df["score"].to_numpy()) < 0)
+
+
+def test_input_order_does_not_matter():
+    df = random_tied_frame(1)
+    shuffled = df.sample(frac=1.0, random_state=7)
+    first = Run(df).df
+    # queries keep first-appearance order; put them back in the same order to compare rows
+    again = Run(shuffled).df.set_index("qid").loc[pd.unique(first["qid"])].reset_index()
+    pd.testing.assert_frame_equal(first, again[first.columns])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pytrec_eval_scores_the_canonical_run_like_the_raw_one(seed):
+    raw = random_tied_frame(seed)
+    qrels = {q: {f"d{d}": int(d % 3 == 0) for d in range(30)} for q in raw["qid"].unique()}
+    as_dict = {}
+    for q, d, s in raw.itertuples(index=False):
+        as_dict.setdefault(q, {})[d] = s
+    measures = {"P_1", "P_3", "ndcg_cut_5", "recip_rank"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(as_dict)
+    got = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(Run(raw).to_dict())
+    assert got == expected
+
+
+def test_from_arrays_equals_building_the_frame():
+    rng = np.random.default_rng(3)
+    doc_ids = np.array([f"{i}_{i % 4}" for i in range(50)], dtype=object)
+    indices = np.stack([rng.choice(50, size=12, replace=False) for _ in range(20)])
+    scores = rng.choice([0.0, 1.0, 2.5, 3.0], size=indices.shape).astype(np.float32)
+    keep = scores > 0
+    qids = [f"q{i}" for i in range(20)]
+    fast = Run.from_arrays(qids, doc_ids, indices, scores, {"k": 12}, keep=keep)
+    rows = [(qids[i], doc_ids[indices[i, j]], float(scores[i, j])) for i in range(20) for j in range(12) if keep[i, j]]
+    pd.testing.assert_frame_equal(fast.df, Run(frame(rows)).df)
+    assert fast.meta == {"k": 12}
+
+
+def test_from_arrays_rejects_duplicates_and_bad_shapes():
+    with pytest.raises(ValueError, match="duplicate document d1 for query q0"):
+        Run.from_arrays(["q0"], ["d0", "d1"], np.array([[1, 1]]), np.array([[1.0, 0.5]]))
+    with pytest.raises(ValueError, match="must be"):
+        Run.from_arrays(["q0", "q1"], ["d0"], np.array([[0]]), np.array([[1.0]]))
+    with pytest.raises(ValueError, match="query ids of the rows must be unique"):
+        Run.from_arrays(["q0", "q0"], ["d0"], np.array([[0], [0]]), np.array([[1.0], [2.0]]))
+
+
+def test_bad_frames_are_rejected():
+    with pytest.raises(ValueError, match="missing \\['score'\\]"):
+        Run(pd.DataFrame({"qid": ["q"], "docid": ["d"]}))
+    with pytest.raises(ValueError, match="duplicate document 'd' for query 'q'|duplicate document d for query q"):
+        Run(frame([("q", "d", 1.0), ("q", "d", 2.0)]))
+    with pytest.raises(ValueError, match="finite"):
+        Run(frame([("q", "d", float("nan"))]))
+
+
+def test_columns_and_dtypes_follow_the_run_contract():
+    run = Run(pd.DataFrame({"qid": [1, 1], "docid": [7, 8], "score": [1, 2], "rank": [9, 9]}))
+    assert list(run.df.columns) == ["qid", "docid", "score", "rank"]
+    assert run.df["qid"].tolist() == ["1", "1"] and run.df["docid"].tolist() == ["8", "7"]
+    assert run.df["score"].dtype == np.float64 and run.df["rank"].tolist() == [1, 2]  # given ranks ignored
+    assert as_run(run.df).df.equals(run.df) and as_run(run) is run
+    with pytest.raises(TypeError):
+        as_run({"q": {"d": 1.0}})
+
+
+def test_frames_assembled_by_concat_are_accepted():
+    parts = [frame([("q1", "a", 1.0)]).astype({"qid": "str", "docid": "str"}),
+             frame([("q1", "b", 2.0), ("q2", "a", 1.0)]).astype({"qid": "str", "docid": "str"})]
+    run = Run(pd.concat(parts, ignore_index=True))  # Arrow-backed columns in several chunks
+    assert run.df[["qid", "docid"]].values.tolist() == [["q1", "b"], ["q1", "a"], ["q2", "a"]]
+
+
+def test_from_scores_top_and_to_dict():
+    run = Run.from_scores({"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"x": 1.0}}, {"k": 3})
+    assert run.qids == ["q1", "q2"]
+    assert run.top(2).df["docid"].tolist() == ["a", "b", "x"] and run.top(2).meta["k"] == 2
+    assert run.to_dict() == {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"x": 1.0}}
+    assert len(Run.from_scores({})) == 0
+
+
+def test_trec_write_read_round_trip(tmp_path):
+    run = Run(random_tied_frame(5), {"benchmark": {"name": "toy"}, "k": 30})
+    path = write_run(run, tmp_path / "toy.trec")
+    back = read_run(path)
+    pd.testing.assert_frame_equal(back.df, run.df)
+    assert back.meta["benchmark"] == {"name": "toy"} and back.meta["k"] == 30
+    assert back.meta["path"] == str(path) and back.meta["tag"] == "instir"
+    side = json.loads(sidecar_path(path).read_text())
+    assert side["rows"] == len(run) and side["queries"] == run.df["qid"].nunique()
+    assert {"python", "numpy", "pandas", "bm25s"} <= set(side["versions"])
+    first = path.read_text().splitlines()[0].split()
+    assert first[1] == "Q0" and first[3] == "1" and first[5] == "instir"
+
+
+def test_written_scores_are_strictly_decreasing_in_the_file(tmp_path):
+    path = write_run(Run(random_tied_frame(6)), tmp_path / "r.trec")
+    lines = pd.read_csv(path, sep=" ", header=None, names=["q", "z", "d", "r", "s", "t"], dtype={"q": str})
+    assert (lines.groupby("q", sort=False)["s"].diff().dropna() < 0).all()
+
+
+def test_run_is_complete_checks_sidecar_and_hash(tmp_path):
+    path = write_run(Run(random_tied_frame(7)), tmp_path / "r.trec")
+    assert run_is_complete(path)
+    with path.open("a") as fh:
+        fh.write("q0 Q0 extra 999 0.001 instir\n")
+    assert not run_is_complete(path)
+    sidecar_path(path).unlink()
+    assert not run_is_complete(path)
+    assert not run_is_complete(tmp_path / "missing.trec")
+
+
+def _crash_on_call(monkeypatch, n: int):
+    """Make the n-th os.replace (1-based) raise, as if the process died there."""
+    real, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == n:
+            raise KeyboardInterrupt("simulated crash")
+        return real(src, dst)
+
+    monkeypatch.setattr(runs.os, "replace", replace)
+
+
+@pytest.mark.parametrize("crash_at", [1, 2])
+def test_crash_during_write_leaves_no_complete_run_and_no_temp_files(tmp_path, monkeypatch, crash_at):
+    run = Run(random_tied_frame(8))
+    _crash_on_call(monkeypatch, crash_at)
+    with pytest.raises(KeyboardInterrupt):
+        write_run(run, tmp_path / "r.trec")
+    assert not run_is_complete(tmp_path / "r.trec")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if crash_at == 1 else ["r.trec"])
+
+
+def test_crash_while_overwriting_a_complete_run_invalidates_it(tmp_path, monkeypatch):
+    path = write_run(Run(random_tied_frame(9)), tmp_path / "r.trec")
+    _crash_on_call(monkeypatch, 2)  # new TREC text in place, old sidecar left behind
+    with pytest.raises(KeyboardInterrupt):
+        write_run(Run(random_tied_frame(10)), path)
+    assert not run_is_complete(path)
+    assert read_run(path).meta["source"] == "external"  # the stale sidecar is not trusted
+
+
+def test_external_run_with_tabs_reads_and_reports_its_tag(tmp_path):
+    path = tmp_path / "theirs.run"
+    path.write_text("q1\tQ0\td1\t1\t12.5\tsystemX\nq1\tQ0\td2\t2\t11\tsystemX\n\nq2 Q0 d1 1 3 systemX\n")
+    run = read_run(path)
+    assert run.df["docid"].tolist() == ["d1", "d2", "d1"]
+    assert run.meta["source"] == "external" and run.meta["tag"] == "systemX"
+
+
+@pytest.mark.parametrize("text, line, field, problem", [
+    ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0\n", 2, None, "expected 6 whitespace-separated fields"),
+    ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 high t\n", 2, "score", "expected a number, got 'high'"),
+    ("q1 Q0 d1 first 2.0 t\n", 1, "rank", "expected an integer, got 'first'"),
+    ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 nan t\n", 2, "score", "expected a finite number"),
+    ("q1 Q0 d1 1 2.0 t\nq2 Q0 d1 1 2.0 t\nq1 Q0 d1 3 1.0 t\n", 3, "docid",
+     "document 'd1' listed twice for query 'q1' (first on line 1)"),
+])
+def test_bad_run_lines_name_file_line_and_field(tmp_path, text, line, field, problem):
+    path = tmp_path / "bad.trec"
+    path.write_text(text)
+    with pytest.raises(FormatError) as err:
+        read_run(path)
+    assert err.value.path == str(path) and err.value.where == line and err.value.field == field
+    assert problem in str(err.value)
+
+
+def test_missing_or_empty_run_file(tmp_path):
+    with pytest.raises(FormatError, match="run file not found"):
+        read_run(tmp_path / "nope.trec")
+    (tmp_path / "empty.trec").write_text("\n")
+    with pytest.raises(FormatError, match="empty run file"):
+        read_run(tmp_path / "empty.trec")
+
+
+def test_ids_that_cannot_be_written_as_trec(tmp_path):
+    with pytest.raises(ValueError, match="contains whitespace"):
+        write_run(Run(frame([("q 1", "d", 1.0)])), tmp_path / "r.trec")
+    with pytest.raises(ValueError, match="one word"):
+        write_run(Run(frame([("q", "d", 1.0)])), tmp_path / "r.trec", tag="my tag")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_drop_self_hits_removes_query_id_docs_and_reranks():
+    run = Run(frame([("5_1", "5_1", 9.0), ("5_1", "7_1", 5.0), ("5_1", "8_1", 4.0), ("6_1", "5_1", 1.0)]),
+              {"self_hits_dropped": 2})
+    out = drop_self_hits(run)
+    assert out.df[["qid", "docid", "rank"]].values.tolist() == [["5_1", "7_1", 1], ["5_1", "8_1", 2],
+                                                                 ["6_1", "5_1", 1]]
+    assert out.meta["self_hits_dropped"] == 3
+    clean = drop_self_hits(out.df)
+    assert clean.df.equals(out.df) and clean.meta["self_hits_dropped"] == 0
+
+
+def test_bring_your_own_run_reports_unknown_ids_without_dropping_them(toy_benchmark):
+    bench = toy_benchmark()
+    run = Run(frame([("1_1", "10_1", 3.0), ("1_1", "ghost-doc", 2.0), ("9_9", "10_1", 1.0), ("9_9", "x", 0.5),
+                     ("2_1", "20_1", 1.0)]))
+    check = check_run_ids(run, bench)
+    assert not check.ok
+    assert check.unknown_qids == ["9_9"] and check.rows_with_unknown_qid == 2
+    assert check.unknown_docids == ["ghost-doc", "x"] and check.rows_with_unknown_docid == 2
+    assert check.missing_qids == ["1_2", "2_2"]
+    summary = check.summary()
+    assert "1 query ids not in the benchmark (2 rows): 9_9" in summary
+    assert "2 document ids not in the corpus (2 rows): ghost-doc, x" in summary
+    assert "2 benchmark queries have no results" in summary
+    assert len(run) == 5
+
+
+def test_a_clean_run_passes_the_id_check(toy_benchmark):
+    bench = toy_benchmark()
+    run = Run(frame([(q, d, 1.0) for q, rel in bench.qrels.items() for d in rel]))
+    check = check_run_ids(run, bench)
+    assert check.ok and check.missing_qids == [] and check.summary() == "all run ids are in the benchmark"
