@@ -11,6 +11,7 @@ import sys
 COMMAND_MODULES = (
     "instir.benchmarks.commands",
     "instir.retrieval.commands",
+    "instir.metrics.commands",
     "instir.pipeline",
 )
 

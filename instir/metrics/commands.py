@@ -1,0 +1,101 @@
+"""``instir evaluate``: score one or more TREC runs on a benchmark, print the table (and,
+for several runs, the comparisons against a baseline) and write CSV/JSON next to the runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``evaluate`` subcommand."""
+    p = subparsers.add_parser(
+        "evaluate", help="score TREC runs on a benchmark",
+        description="Score TREC runs on a benchmark: standard measures (trec_eval via ir-measures), "
+                    "Robustness on InstructIR, IFIR-native nDCG/MRR on IFIR; with several runs, paired "
+                    "tests and bootstrap CIs against a baseline (Holm-corrected).")
+    p.add_argument("--benchmark", required=True, help="instructir, instructir-sample, ifir/<subset>, …")
+    p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
+    p.add_argument("--root", default=None, help="local benchmark files (default: the kit's cache)")
+    p.add_argument("--run", dest="runs", action="append", required=True, metavar="FILE",
+                   help="TREC run file; repeat for several systems (named after the file)")
+    p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
+    p.add_argument("--measures", nargs="+", default=None, help="e.g. nDCG@10 RR@10 R@100 (default per benchmark)")
+    p.add_argument("--out", default=None, help="output directory (default: the first run's directory)")
+    p.add_argument("--resamples", type=int, default=None, help="permutation/bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutation test and the bootstrap")
+    p.set_defaults(handler=evaluate_command)
+
+
+def system_name(path: Path) -> str:
+    """A run's system name: its file name without ``.trec`` / ``.run`` / ``.txt``."""
+    name = path.name
+    for suffix in (".trec", ".run", ".txt"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    """Handler of ``instir evaluate``."""
+    import pandas as pd
+
+    from instir.benchmarks import load_benchmark
+    from instir.metrics import stats, table
+    from instir.metrics.scoring import evaluate_runs
+    from instir.retrieval.runs import read_run
+
+    paths = [Path(p) for p in args.runs]
+    names = [system_name(p) for p in paths]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"run files need distinct names (got {names})")
+    baseline = args.baseline or names[0]
+    if baseline not in names:
+        raise SystemExit(f"--baseline {baseline!r} is not one of the runs {names}")
+    benchmark = load_benchmark(args.benchmark, setting=args.setting, root=args.root)
+    runs = {name: read_run(path) for name, path in zip(names, paths)}
+    result = evaluate_runs(runs, benchmark, args.measures)
+
+    print(f"benchmark: {benchmark.label}, revision {benchmark.revision}")
+    for name, check in result.checks.items():
+        if not check.ok or check.missing_qids:
+            print(f"  {name}: {check.summary()}")
+    if result.excluded:
+        print(f"  {len(result.excluded)} qrels queries have no relevant document and are not averaged")
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        print(table.wide(result.table).to_string())
+
+    comparisons = pd.DataFrame()
+    if len(runs) > 1:
+        options = {"n_resamples": args.resamples or stats.N_RESAMPLES, "seed": args.seed}
+        comparisons = pd.concat([
+            stats.compare(result.per_query, baseline, **options),
+            *([stats.compare(result.per_group, baseline, unit="group", **options)] if len(result.per_group) else []),
+        ], ignore_index=True)
+        shown = comparisons[["measure", "system", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
+                             "better", "worse", "p_ttest_holm", "p_perm_holm", "significant"]]
+        print(f"\nagainst baseline {baseline!r} (Holm-corrected across systems):")
+        with pd.option_context("display.width", 200, "display.max_columns", 50):
+            print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+
+    out = Path(args.out) if args.out else paths[0].parent
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}"
+    written = [table.export(result.table, out / f"{stem}.csv")]
+    result.per_query.to_csv(out / f"{stem}-per-query.csv", index=False)
+    written.append(out / f"{stem}-per-query.csv")
+    if len(comparisons):
+        comparisons.to_csv(out / f"{stem}-comparisons.csv", index=False)
+        written.append(out / f"{stem}-comparisons.csv")
+    summary = {
+        "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
+        "sample": benchmark.is_sample, "runs": {n: str(p) for n, p in zip(names, paths)}, "baseline": baseline,
+        "excluded_queries": result.excluded,
+        "run_checks": {n: c.summary() for n, c in result.checks.items()},
+        "table": json.loads(result.table.to_json(orient="records")),
+        "comparisons": json.loads(comparisons.to_json(orient="records")) if len(comparisons) else [],
+    }
+    (out / f"{stem}.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    written.append(out / f"{stem}.json")
+    print("\nwrote " + ", ".join(str(p) for p in written))
+    return 0

@@ -1,0 +1,215 @@
+"""Standard IR measures (nDCG@k, RR@k, R@k, P@k, …) through ir-measures' pytrec_eval
+provider (the maintained ``pytrec-eval-terrier``, i.e. trec_eval's own code).
+
+Aggregation rule (the same everywhere in the kit)
+-------------------------------------------------
+*Which queries are averaged:* every query of the qrels with at least one relevant
+document (grade > 0). *A query with no retrieved documents scores 0.* Queries of the run
+that are not in the qrels are ignored here (``check_run_ids`` reports them).
+
+What the reference tools do, for comparison: trec_eval (and pytrec_eval) averages over
+the queries present in *both* run and qrels (``-c`` adds qrels-only queries as 0), and a
+query whose judgments are all non-relevant is scored 0 and averaged in. ir-measures'
+evaluators fill every qrels query the provider did not return with 0 (``Measure.DEFAULT``),
+so they average over all qrels queries, again including the all-non-relevant ones. The
+kit drops those queries because no system can score on them: they would only pull every
+mean towards 0 by the same amount. The dropped ids are listed in ``Evaluator.excluded``.
+
+Document order follows trec_eval (see ``instir.retrieval.runs``): float32 score descending,
+ties broken by document id descending (byte order); a bare frame's ``rank`` column is not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Union
+
+import ir_measures
+import numpy as np
+import pandas as pd
+from ir_measures.measures.base import Measure
+
+from instir.benchmarks.types import Qrels
+from instir.retrieval.runs import Run
+
+RunLike = Union[Run, pd.DataFrame]
+MeasureLike = Union[str, Measure]
+
+#: Measures whose cutoff pytrec_eval cannot apply itself: for these, the uncut measure is
+#: computed on the run truncated to its top ``cutoff`` documents (exact for RR, whose value
+#: depends only on the first relevant document).
+_CUT_BY_TRUNCATION = frozenset({"RR"})
+#: Measures that, given a cutoff k, look at nothing below rank k (trec_eval's P_k, recall_k,
+#: ndcg_cut_k, map_cut_k, success_k, and RR@k above): the run can be pruned to its top k.
+_TOP_K_LOCAL = frozenset({"P", "R", "nDCG", "AP", "Success", "RR"})
+
+
+def run_frame(run: RunLike) -> pd.DataFrame:
+    """The ``qid``/``docid``/``score`` columns of a Run (its ``.df``) or of a bare DataFrame,
+    as str/str/float. Raises ``ValueError`` on missing columns or NaN scores."""
+    df = run.df if hasattr(run, "df") else run
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"expected a Run or a pandas DataFrame, got {type(run).__name__}")
+    missing = [c for c in ("qid", "docid", "score") if c not in df.columns]
+    if missing:
+        raise ValueError(f"run is missing column(s) {missing} (has {list(df.columns)})")
+    out = pd.DataFrame({
+        "qid": df["qid"].astype(str),
+        "docid": df["docid"].astype(str),
+        "score": df["score"].astype(float),
+    })
+    if out["score"].isna().any():
+        raise ValueError("run has NaN scores")
+    return out
+
+
+def top_candidates(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Rows of a run frame whose score is at least the k-th best score of their query: a
+    superset of every query's top k whatever the tie-break (ties at rank k are all kept).
+    Scores compare at float32 precision, as trec_eval reads them. A cheap numeric
+    pre-filter before sorting strings or building dicts; a run already laid out query by
+    query with non-increasing scores (as retrievers write them) is not re-sorted."""
+    codes, uniques = pd.factorize(frame["qid"])
+    scores = frame["score"].to_numpy().astype(np.float32)
+    same = codes[1:] == codes[:-1]
+    laid_out = bool(np.all(codes[1:] >= codes[:-1]) and np.all(scores[1:][same] <= scores[:-1][same]))
+    order = np.arange(len(codes)) if laid_out else np.lexsort((-scores, codes))
+    grouped = codes[order]
+    position = np.arange(len(order)) - np.searchsorted(grouped, grouped, side="left")
+    kth = np.full(len(uniques), -np.inf, dtype=np.float32)
+    at_k = position == k - 1
+    kth[grouped[at_k]] = scores[order][at_k]
+    return frame[scores >= kth[codes]]
+
+
+def ranked(run: RunLike, k: int | None = None) -> pd.DataFrame:
+    """The run in trec_eval's order with 1-based ``rank`` (a :class:`Run`'s own frame, or a
+    bare frame put into that order by ``Run``); only the top ``k`` per query if given."""
+    if isinstance(run, Run):
+        df = run.df
+    else:
+        frame = run_frame(run)
+        df = Run(top_candidates(frame, k) if k is not None else frame).df
+    return df[df["rank"] <= k].reset_index(drop=True) if k is not None else df
+
+
+def run_dict(run: RunLike) -> dict[str, dict[str, float]]:
+    """The run as ``{qid: {docid: score}}`` (pytrec_eval's input). Raises ``ValueError`` when
+    a (qid, docid) pair occurs twice: a dict would silently keep only one of them."""
+    df = run_frame(run)
+    codes, qids = pd.factorize(df["qid"])
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(qids) + 1))
+    docs = df["docid"].to_numpy(dtype=object)[order].tolist()
+    scores = df["score"].to_numpy()[order].tolist()
+    out = {q: dict(zip(docs[a:b], scores[a:b])) for q, a, b in zip(qids, bounds[:-1], bounds[1:])}
+    if sum(map(len, out.values())) != len(df):
+        dup = df[df.duplicated(["qid", "docid"])].iloc[0]
+        raise ValueError(f"run lists document {dup['docid']!r} more than once for query {dup['qid']!r}")
+    return out
+
+
+def parse_measures(measures: Iterable[MeasureLike]) -> list[Measure]:
+    """ir-measures ``Measure`` objects from strings such as ``nDCG@10``, ``RR@10``, ``R@100``,
+    ``P@10`` or ``nDCG(gains={0:0,1:1,2:3})@10``; raises ``ValueError`` for anything the
+    pytrec_eval provider cannot compute (ir-measures would otherwise fall back to another
+    provider, or silently score 0)."""
+    out: list[Measure] = []
+    for m in measures:
+        measure = ir_measures.parse_measure(m) if isinstance(m, str) else m
+        if not ir_measures.pytrec_eval.supports(_uncut(measure)):
+            raise ValueError(f"measure {measure} is not supported by the pytrec_eval provider")
+        if measure not in out:
+            out.append(measure)
+    if not out:
+        raise ValueError("no measures given")
+    return out
+
+
+def _uncut(measure: Measure) -> Measure:
+    """The measure itself, or its cutoff-free form when the cutoff is applied by truncation."""
+    if measure.NAME in _CUT_BY_TRUNCATION and "cutoff" in measure.params:
+        return type(measure)(**{k: v for k, v in measure.params.items() if k != "cutoff"})
+    return measure
+
+
+def relevant_queries(qrels: Qrels) -> list[str]:
+    """Query ids with at least one relevant document (grade > 0): the averaged set."""
+    return [q for q, docs in qrels.items() if any(g > 0 for g in docs.values())]
+
+
+class Evaluator:
+    """Scores runs against one qrels with a fixed set of measures.
+
+    Built once per qrels (pytrec_eval indexes the qrels when the evaluator is made), then
+    applied to any number of runs. ``qids`` are the averaged queries, ``excluded`` those of
+    the qrels without a relevant document (see the module docstring).
+    """
+
+    def __init__(self, qrels: Qrels, measures: Sequence[MeasureLike]):
+        self.measures = parse_measures(measures)
+        self.qids = relevant_queries(qrels)
+        if not self.qids:
+            raise ValueError("the qrels have no relevant document for any query: nothing to average")
+        self.excluded = sorted(set(qrels) - set(self.qids))
+        kept = {q: {d: int(g) for d, g in qrels[q].items()} for q in self.qids}
+        direct = [m for m in self.measures if _uncut(m) is m]
+        self._direct = ir_measures.pytrec_eval.evaluator(direct, kept) if direct else None
+        #: cutoff → (measure as labelled, cutoff-free measure) for the truncation path
+        self._cut: dict[int, list[tuple[Measure, Measure]]] = {}
+        for m in self.measures:
+            if _uncut(m) is not m:
+                self._cut.setdefault(m["cutoff"], []).append((m, _uncut(m)))
+        uncut = list(dict.fromkeys(u for pairs in self._cut.values() for _, u in pairs))
+        self._uncut = ir_measures.pytrec_eval.evaluator(uncut, kept) if uncut else None
+        #: how deep runs need to be read: the largest cutoff, or everything (None)
+        local = all(m.NAME in _TOP_K_LOCAL and "cutoff" in m.params for m in self.measures)
+        self.depth: int | None = max(m["cutoff"] for m in self.measures) if local else None
+
+    @property
+    def labels(self) -> list[str]:
+        """Measure names as they appear in result frames (``str`` of the measure)."""
+        return [str(m) for m in self.measures]
+
+    def per_query(self, run: RunLike) -> pd.DataFrame:
+        """One row per averaged query and measure: columns ``qid``, ``measure``, ``value``.
+        Queries the run does not retrieve anything for get 0."""
+        frame = run_frame(run)
+        frame = frame[frame["qid"].isin(self.qids)]
+        if self.depth is not None:
+            frame = top_candidates(frame, self.depth)
+        rows: list[tuple[str, str, float]] = []
+        if self._direct is not None:
+            rows += [(m.query_id, str(m.measure), float(m.value)) for m in self._direct.iter_calc(run_dict(frame))]
+        for cutoff, pairs in self._cut.items():
+            label = {u: str(m) for m, u in pairs}
+            for m in self._uncut.iter_calc(run_dict(ranked(frame, cutoff))):
+                if m.measure in label:
+                    rows.append((m.query_id, label[m.measure], float(m.value)))
+        out = pd.DataFrame(rows, columns=["qid", "measure", "value"])
+        # Sort into a stable layout: measures in the order asked, queries in qrels order.
+        out["measure"] = pd.Categorical(out["measure"], categories=self.labels)
+        out["qid"] = pd.Categorical(out["qid"], categories=self.qids)
+        out = out.sort_values(["measure", "qid"]).reset_index(drop=True)
+        out["measure"] = out["measure"].astype(str)
+        out["qid"] = out["qid"].astype(str)
+        expected = len(self.qids) * len(self.measures)
+        if len(out) != expected:
+            raise RuntimeError(f"pytrec_eval returned {len(out)} values, expected {expected}")
+        return out
+
+    def aggregate(self, run: RunLike) -> dict[str, float]:
+        """Mean of each measure over the averaged queries (see the aggregation rule)."""
+        return mean_by_measure(self.per_query(run))
+
+
+def mean_by_measure(per_query: pd.DataFrame) -> dict[str, float]:
+    """``{measure: mean value}`` of a per-query frame, measures in their order of appearance."""
+    means = per_query.groupby("measure", sort=False)["value"].mean()
+    return {str(k): float(v) for k, v in means.items()}
+
+
+def evaluate(run: RunLike, qrels: Qrels, measures: Sequence[MeasureLike]) -> pd.DataFrame:
+    """Per-query values of ``measures`` for one run (builds a one-off :class:`Evaluator`;
+    keep an Evaluator when scoring several runs against the same qrels)."""
+    return Evaluator(qrels, measures).per_query(run)

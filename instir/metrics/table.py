@@ -1,0 +1,98 @@
+"""The tidy result table: one row per system × measure × slice (benchmark, setting, subset,
+level) with its value and the number of queries averaged, plus paper-style wide views and
+exports (CSV, Parquet, LaTeX, Markdown).
+
+Slices: ``subset`` is the query's subset (``all`` where the benchmark has none; ``average``
+for IFIR's Average), ``level`` is ``all`` for instances pooled across levels, or the level
+(``1``, ``2``, ``3``) for per-level rows, which exist only when a benchmark has several
+levels. Values are on the 0–1 scale; the wide view scales them (papers print ×100).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from instir.benchmarks.types import Benchmark
+
+COLUMNS = ["system", "benchmark", "setting", "subset", "level", "measure", "value", "n_queries"]
+
+
+def _level(level: int | None) -> str:
+    return "all" if level is None else str(level)
+
+
+def summarise(per_query: pd.DataFrame, benchmark: Benchmark, system: str) -> pd.DataFrame:
+    """Table rows of one system's per-query values (``qid``, ``measure``, ``value``): the mean
+    per subset pooled across levels, and per level when the benchmark has several."""
+    unknown = set(per_query["qid"]) - set(benchmark.queries)
+    if unknown:
+        raise KeyError(f"{len(unknown)} scored queries are not in {benchmark.name}, e.g. {sorted(unknown)[:3]}")
+    queries = benchmark.queries
+    frame = per_query.assign(
+        subset=per_query["qid"].map(lambda q: queries[q].subset or "all"),
+        level=per_query["qid"].map(lambda q: _level(queries[q].level)),
+    )
+    slices = [frame.assign(level="all")]
+    if frame["level"].nunique() > 1:
+        slices.append(frame)
+    pooled = pd.concat(slices, ignore_index=True)
+    rows = (pooled.groupby(["subset", "level", "measure"], sort=False)["value"]
+            .agg(value="mean", n_queries="size").reset_index())
+    return with_slice(rows, benchmark, system)
+
+
+def with_slice(rows: pd.DataFrame, benchmark: Benchmark, system: str, *, subset: str = "all",
+               level: str = "all") -> pd.DataFrame:
+    """Complete ``rows`` (at least ``measure``, ``value``, ``n_queries``) with the slice
+    columns, taking ``subset``/``level`` from the rows where they have them."""
+    out = rows.assign(system=system, benchmark=benchmark.name, setting=benchmark.setting)
+    if "subset" not in out:
+        out["subset"] = subset
+    if "level" not in out:
+        out["level"] = level
+    return out[COLUMNS]
+
+
+def combine(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Several tables (systems, benchmarks, settings) as one, in the standard column order."""
+    return pd.concat([t[COLUMNS] for t in tables], ignore_index=True)
+
+
+def wide(table: pd.DataFrame, *, index: Sequence[str] = ("system",),
+         columns: Sequence[str] = ("benchmark", "setting", "subset", "level", "measure"),
+         scale: float = 100.0, digits: int = 1) -> pd.DataFrame:
+    """A paper-style view: ``index`` down, ``columns`` across (levels of the column index
+    that hold a single value are dropped), values × ``scale`` rounded to ``digits``."""
+    duplicated = table.duplicated([*index, *columns])
+    if duplicated.any():
+        raise ValueError(f"several values for one cell, e.g. {table[duplicated].iloc[0].to_dict()}")
+    view = table.pivot_table(index=list(index), columns=list(columns), values="value", aggfunc="first", sort=False)
+    if isinstance(view.columns, pd.MultiIndex):
+        constant = [name for name, lv in zip(view.columns.names, view.columns.levels) if len(lv) == 1]
+        if len(constant) < view.columns.nlevels:
+            view.columns = view.columns.droplevel(constant)
+    return (view * scale).round(digits)
+
+
+def export(table: pd.DataFrame, path: str | Path, **wide_options) -> Path:
+    """Write ``table`` by file suffix: ``.csv`` / ``.parquet`` hold the tidy table;
+    ``.tex`` (LaTeX, needs jinja2) and ``.md`` (Markdown, needs tabulate) hold the
+    :func:`wide` view, to which ``wide_options`` are passed."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        table.to_csv(path, index=False)
+    elif suffix == ".parquet":
+        table.to_parquet(path, index=False)
+    elif suffix == ".tex":
+        view = wide(table, **wide_options)
+        path.write_text(view.to_latex(float_format=f"%.{wide_options.get('digits', 1)}f", na_rep="--"),
+                        encoding="utf-8")
+    elif suffix == ".md":
+        path.write_text(wide(table, **wide_options).to_markdown() + "\n", encoding="utf-8")
+    else:
+        raise ValueError(f"unknown table format {suffix!r} (use .csv, .parquet, .tex or .md)")
+    return path

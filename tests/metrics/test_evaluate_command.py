@@ -1,0 +1,85 @@
+"""``instir evaluate`` end to end on the bundled samples."""
+
+import argparse
+import json
+
+import pandas as pd
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.metrics.commands import register, system_name
+from instir.metrics.scoring import evaluate_runs
+from instir.retrieval.runs import Run, write_run
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="instir")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def _runs(benchmark, rank_of_relevant: dict[str, int]) -> pd.DataFrame:
+    """Each query retrieves 5 documents, its relevant one at the given rank (default 1)."""
+    others = [d for d in benchmark.corpus.ids()][:8]
+    rows = []
+    for qid, rel in benchmark.qrels.items():
+        target = next(iter(rel))
+        docs = [d for d in others if d != target][:4]
+        docs.insert(rank_of_relevant.get(qid, 1) - 1, target)
+        rows += [(qid, d, 10.0 - i) for i, d in enumerate(docs)]
+    return pd.DataFrame(rows, columns=["qid", "docid", "score"])
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_benchmark("instructir-sample")
+
+
+def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(sample, tmp_path, capsys):
+    qids = list(sample.qrels)
+    strong = write_run(Run(_runs(sample, {})), tmp_path / "strong.trec")
+    weak_df = pd.concat([_runs(sample, {q: 3 for q in qids[::2]}),
+                         pd.DataFrame({"qid": ["no-such-query"], "docid": [qids[0]], "score": [1.0]})])
+    weak = write_run(Run(weak_df), tmp_path / "weak.trec")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), "--run", str(weak),
+                 "--measures", "nDCG@10", "RR@10", "--resamples", "199"]) == 0
+    out = capsys.readouterr().out
+    assert "weak: 1 query ids not in the benchmark" in out and "no-such-query" in out
+    assert "Robustness(nDCG@10)" in out and "against baseline 'strong'" in out
+
+    stem = tmp_path / "evaluation-instructir-sample-instructed"
+    table = pd.read_csv(f"{stem}.csv")
+    value = table.set_index(["system", "measure"])["value"]
+    assert value[("strong", "nDCG@10")] == 1.0 and value[("strong", "Robustness(RR@10)")] == 1.0
+    assert value[("weak", "RR@10")] == pytest.approx((len(qids[::2]) / 3 + len(qids[1::2])) / len(qids))
+    assert value[("weak", "Robustness(RR@10)")] == pytest.approx(1 / 3)  # every group has a rank-3 instance
+    summary = json.loads((tmp_path / "evaluation-instructir-sample-instructed.json").read_text())
+    assert summary["baseline"] == "strong" and summary["sample"] is True
+    assert {c["measure"] for c in summary["comparisons"]} == {"nDCG@10", "RR@10", "Robustness(nDCG@10)",
+                                                              "Robustness(RR@10)"}
+    comparisons = pd.read_csv(f"{stem}-comparisons.csv").set_index("measure")
+    assert comparisons.loc["RR@10", "worse"] == len(qids[::2]) and comparisons.loc["RR@10", "better"] == 0
+    assert comparisons.loc["Robustness(RR@10)", "n"] == len(sample.groups())
+    assert len(pd.read_csv(f"{stem}-per-query.csv")) == 2 * 2 * len(qids)
+
+
+def test_unknown_baseline_is_refused(sample, tmp_path):
+    run = write_run(Run(_runs(sample, {})), tmp_path / "a.trec")
+    with pytest.raises(SystemExit, match="baseline"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--baseline", "b"])
+
+
+def test_system_names_come_from_run_file_names(tmp_path):
+    assert system_name(tmp_path / "bm25.trec") == "bm25" and system_name(tmp_path / "e5.run") == "e5"
+
+
+def test_ifir_sample_gets_native_measures_per_level_and_no_robustness():
+    bench = load_benchmark("ifir-sample/fiqa")
+    result = evaluate_runs({"s": _runs(bench, {})}, bench)
+    measures = set(result.table["measure"])
+    assert {"nDCG@20", "nDCG@20[ifir-native]", "RR@20[ifir-native]", "R@20"} <= measures
+    assert not any(m.startswith("Robustness") for m in measures)
+    assert set(result.table["level"]) == {"all", "1", "2", "3"}
+    native = result.table.set_index(["level", "measure"])["value"]
+    assert native[("all", "RR@20[ifir-native]")] == 1.0  # first relevant doc is always at rank 1

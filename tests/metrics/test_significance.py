@@ -1,0 +1,108 @@
+"""Comparisons against a baseline: tests and CIs against independent computations."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from instir.metrics.stats import compare, holm, paired_comparison
+
+X = np.array([0.61, 0.42, 0.90, 0.33, 0.75, 0.58, 0.47, 0.81])
+Y = np.array([0.55, 0.40, 0.70, 0.35, 0.60, 0.58, 0.41, 0.62])
+
+
+def test_paired_t_test_matches_the_textbook_formula():
+    d = X - Y
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))
+    res = paired_comparison(X, Y, n_resamples=999)
+    assert res["t"] == pytest.approx(t)
+    assert res["p_ttest"] == pytest.approx(2 * sps.t.sf(abs(t), len(d) - 1))
+    assert res["p_ttest"] == pytest.approx(sps.ttest_rel(X, Y).pvalue)
+
+
+def test_permutation_test_is_exact_on_small_samples():
+    # 2^8 = 256 sign flips < n_resamples: scipy enumerates them all; so do we, by hand
+    d = X - Y
+    flips = np.array(list(itertools.product([1, -1], repeat=len(d))))
+    null = (flips * d).mean(axis=1)
+    expected = np.mean(np.abs(null) >= abs(d.mean()) - 1e-12)
+    assert paired_comparison(X, Y, n_resamples=999)["p_perm"] == pytest.approx(expected)
+
+
+def test_counts_means_and_differences():
+    res = paired_comparison(X, Y, n_resamples=999)
+    assert (res["better"], res["worse"], res["equal"], res["n"]) == (6, 1, 1, 8)
+    assert res["mean"] == pytest.approx(X.mean()) and res["baseline_mean"] == pytest.approx(Y.mean())
+    assert res["diff"] == pytest.approx((X - Y).mean())
+    assert res["ci_low"] < res["diff"] < res["ci_high"]
+
+
+def test_results_are_reproducible_with_the_same_seed():
+    assert paired_comparison(X, Y, n_resamples=500, seed=3) == paired_comparison(X, Y, n_resamples=500, seed=3)
+
+
+def test_identical_systems_get_p_one_and_a_zero_interval():
+    res = paired_comparison(X, X, n_resamples=99)
+    assert (res["p_ttest"], res["p_perm"], res["ci_low"], res["ci_high"]) == (1.0, 1.0, 0.0, 0.0)
+
+
+def test_a_constant_difference_is_certain_for_the_t_test_and_the_interval():
+    res = paired_comparison(X + 0.25, X, n_resamples=999)  # > 2^8: the exact test
+    assert (res["t"], res["p_ttest"]) == (np.inf, 0.0)
+    assert (res["ci_low"], res["ci_high"]) == pytest.approx((0.25, 0.25))
+    assert res["p_perm"] == pytest.approx(2 / 2 ** len(X))  # only the all-plus and all-minus flips
+
+
+def test_bootstrap_interval_covers_the_true_mean_difference_about_95_percent():
+    rng = np.random.default_rng(11)
+    hits = 0
+    trials = 60
+    for i in range(trials):
+        base = rng.uniform(0, 1, 40)
+        system = base + rng.normal(0.05, 0.2, 40)  # true mean difference 0.05
+        res = paired_comparison(system, base, n_resamples=600, seed=i)
+        hits += res["ci_low"] <= 0.05 <= res["ci_high"]
+    assert 0.85 <= hits / trials <= 1.0
+
+
+def test_holm_hand_worked():
+    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> monotone 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_holm_caps_at_one_and_skips_nan():
+    out = holm([0.5, float("nan"), 0.2])
+    assert out[0] == pytest.approx(0.5) and np.isnan(out[1]) and out[2] == pytest.approx(0.4)
+    # 0.8 * 2 = 1.6 -> 1; 0.9 * 1 = 0.9, raised to the running maximum -> 1
+    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
+    assert holm([]).size == 0
+
+
+def _long(systems: dict[str, np.ndarray], measure: str = "nDCG@10") -> pd.DataFrame:
+    return pd.concat([pd.DataFrame({"system": s, "qid": [f"q{i}" for i in range(len(v))], "measure": measure,
+                                    "value": v}) for s, v in systems.items()], ignore_index=True)
+
+
+def test_compare_applies_holm_across_the_systems_of_a_measure():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, 30)
+    better = base + 0.2 + rng.normal(0, 0.01, 30)
+    frame = _long({"base": base, "better": better, "same": base + rng.normal(0, 0.05, 30)})
+    out = compare(frame, "base", n_resamples=999).set_index("system")
+    assert list(out.index) == ["better", "same"]
+    assert out.loc["better", "significant"] and out.loc["better", "better"] == 30
+    raw = out["p_ttest"].to_numpy()
+    assert out["p_ttest_holm"].to_numpy() == pytest.approx(holm(raw))
+    assert out.loc["better", "diff"] == pytest.approx((better - base).mean())
+
+
+def test_compare_works_on_group_units_and_refuses_unpaired_data():
+    frame = _long({"a": X, "b": Y}).rename(columns={"qid": "group"})
+    assert compare(frame, "a", unit="group", n_resamples=99)["n"].iloc[0] == 8
+    broken = frame[~((frame["system"] == "b") & (frame["group"] == "q0"))]
+    with pytest.raises(ValueError, match="same groups"):
+        compare(broken, "a", unit="group", n_resamples=99)
+    with pytest.raises(ValueError, match="baseline"):
+        compare(frame, "zzz", unit="group")

@@ -1,0 +1,183 @@
+"""Standard measures: against pytrec_eval called directly, and against hand-worked values."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import pytrec_eval
+
+from instir.metrics.standard import Evaluator, evaluate, parse_measures, ranked, run_dict, top_candidates
+from instir.retrieval.runs import Run
+
+L2 = math.log2
+
+
+def _values(per_query: pd.DataFrame, measure: str) -> dict[str, float]:
+    part = per_query[per_query["measure"] == measure]
+    return dict(zip(part["qid"], part["value"]))
+
+
+def _random_case(seed: int, n_queries: int = 30, n_docs: int = 60):
+    """Graded qrels (some queries without relevant docs) and a run with tied scores that
+    misses some queries and has some the qrels do not know."""
+    rng = np.random.default_rng(seed)
+    docs = [f"d{i:02d}" for i in range(n_docs)]
+    qrels = {}
+    for q in range(n_queries):
+        judged = rng.choice(n_docs, size=rng.integers(1, 8), replace=False)
+        qrels[f"q{q}"] = {docs[j]: int(rng.integers(0, 3)) for j in judged}
+    run = {}
+    for q in list(qrels)[: n_queries - 4] + ["unjudged1", "unjudged2"]:
+        picked = rng.choice(n_docs, size=rng.integers(5, 40), replace=False)
+        run[q] = {docs[j]: float(rng.integers(0, 6)) / 2 for j in picked}  # coarse scores: many ties
+    return qrels, run
+
+
+def _frame(run: dict[str, dict[str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([(q, d, s) for q, docs in run.items() for d, s in docs.items()],
+                        columns=["qid", "docid", "score"])
+
+
+TREC_NAMES = {"nDCG@10": "ndcg_cut_10", "nDCG@5": "ndcg_cut_5", "P@10": "P_10", "R@100": "recall_100",
+              "R@5": "recall_5", "RR": "recip_rank", "AP": "map", "AP@10": "map_cut_10"}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_measure_matches_pytrec_eval_called_directly(seed):
+    qrels, run = _random_case(seed)
+    ev = Evaluator(qrels, list(TREC_NAMES))
+    per_query = ev.per_query(_frame(run))
+    direct = pytrec_eval.RelevanceEvaluator(qrels, set(TREC_NAMES.values())).evaluate(run)
+    for measure, trec in TREC_NAMES.items():
+        ours = _values(per_query, measure)
+        assert set(ours) == set(ev.qids)
+        for qid in ev.qids:
+            expected = direct[qid][trec] if qid in run else 0.0
+            assert ours[qid] == pytest.approx(expected, abs=1e-12), (measure, qid)
+
+
+def _rr_at_k_by_hand(run: dict[str, float], relevant: set[str], k: int) -> float:
+    """trec_eval order written out: float32 score descending, then document id descending."""
+    order = sorted(run, key=lambda d: (np.float32(run[d]), d), reverse=True)
+    return next((1 / r for r, d in enumerate(order[:k], 1) if d in relevant), 0.0)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_rr_at_k_matches_a_hand_written_trec_eval_order(seed):
+    qrels, run = _random_case(seed)
+    per_query = evaluate(_frame(run), qrels, ["RR@3", "RR@10"])
+    for k in (3, 10):
+        ours = _values(per_query, f"RR@{k}")
+        for qid, value in ours.items():
+            relevant = {d for d, g in qrels[qid].items() if g > 0}
+            assert value == pytest.approx(_rr_at_k_by_hand(run.get(qid, {}), relevant, k)), (k, qid)
+
+
+def test_graded_gains_hand_worked():
+    # run order c (grade 0), b (1), a (2): DCG = 1/log2(3) + 2/log2(4); ideal = 2 + 1/log2(3)
+    qrels = {"q": {"a": 2, "b": 1, "c": 0}}
+    run = pd.DataFrame({"qid": "q", "docid": ["c", "b", "a"], "score": [3.0, 2.0, 1.0]})
+    values = Evaluator(qrels, ["nDCG@10", "nDCG(gains={0:0,1:1,2:1})@10"]).aggregate(run)
+    assert values["nDCG@10"] == pytest.approx((1 / L2(3) + 2 / L2(4)) / (2 + 1 / L2(3)))
+    # binary gains: DCG = 1/log2(3) + 1/log2(4); ideal = 1 + 1/log2(3)
+    binary = [v for k, v in values.items() if k != "nDCG@10"]
+    assert binary == [pytest.approx((1 / L2(3) + 1 / L2(4)) / (1 + 1 / L2(3)))]
+
+
+def test_ties_are_broken_by_document_id_descending():
+    qrels = {"q": {"a": 1}}
+    run = pd.DataFrame({"qid": "q", "docid": ["a", "b"], "score": [1.0, 1.0]})
+    values = Evaluator(qrels, ["RR", "RR@1", "nDCG@10", "P@1"]).aggregate(run)
+    assert values == pytest.approx({"RR": 0.5, "RR@1": 0.0, "nDCG@10": 1 / L2(3), "P@1": 0.0})
+
+
+def test_scores_equal_at_float32_precision_are_ties():
+    qrels = {"q": {"a": 1}}
+    run = pd.DataFrame({"qid": "q", "docid": ["a", "b"], "score": [1.0000000001, 1.0]})
+    assert Evaluator(qrels, ["RR", "RR@1"]).aggregate(run) == pytest.approx({"RR": 0.5, "RR@1": 0.0})
+
+
+def test_a_query_without_retrieved_documents_scores_zero_and_is_averaged():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+    run = pd.DataFrame({"qid": ["q1"], "docid": ["a"], "score": [1.0]})
+    per_query = evaluate(run, qrels, ["nDCG@10", "RR@10"])
+    assert _values(per_query, "nDCG@10") == {"q1": 1.0, "q2": 0.0}
+    assert Evaluator(qrels, ["nDCG@10"]).aggregate(run) == {"nDCG@10": 0.5}
+
+
+def test_an_empty_run_scores_zero_everywhere():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 2}}
+    empty = pd.DataFrame({"qid": pd.Series([], dtype=str), "docid": pd.Series([], dtype=str),
+                          "score": pd.Series([], dtype=float)})
+    per_query = evaluate(empty, qrels, ["nDCG@10", "RR@10", "R@100", "P@10"])
+    assert len(per_query) == 8 and (per_query["value"] == 0).all()
+
+
+def test_queries_without_relevant_documents_are_excluded_and_listed():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 0, "c": 0}}
+    run = pd.DataFrame({"qid": ["q1", "q2"], "docid": ["a", "b"], "score": [1.0, 1.0]})
+    ev = Evaluator(qrels, ["nDCG@10"])
+    assert ev.qids == ["q1"] and ev.excluded == ["q2"]
+    assert ev.aggregate(run) == {"nDCG@10": 1.0}  # ir-measures/trec_eval would average in q2 as 0
+
+
+def test_qrels_without_any_relevant_document_are_refused():
+    with pytest.raises(ValueError, match="no relevant document"):
+        Evaluator({"q": {"a": 0}}, ["nDCG@10"])
+
+
+def test_run_queries_unknown_to_the_qrels_are_ignored():
+    qrels = {"q1": {"a": 1}}
+    run = pd.DataFrame({"qid": ["q1", "zz"], "docid": ["a", "a"], "score": [1.0, 1.0]})
+    assert set(evaluate(run, qrels, ["nDCG@10"])["qid"]) == {"q1"}
+
+
+def test_a_run_object_and_its_bare_frame_score_the_same():
+    qrels, run = _random_case(5)
+    frame = _frame(run)
+    ev = Evaluator(qrels, ["nDCG@10", "RR@10", "AP"])
+    pd.testing.assert_frame_equal(ev.per_query(Run(frame)), ev.per_query(frame))
+
+
+def test_per_query_frame_has_one_row_per_query_and_measure_in_order():
+    qrels = {"q2": {"a": 1}, "q1": {"b": 1}}
+    per_query = evaluate(pd.DataFrame({"qid": ["q1"], "docid": ["b"], "score": [1.0]}), qrels, ["P@10", "nDCG@10"])
+    assert list(per_query.columns) == ["qid", "measure", "value"]
+    assert list(zip(per_query["measure"], per_query["qid"])) == [
+        ("P@10", "q2"), ("P@10", "q1"), ("nDCG@10", "q2"), ("nDCG@10", "q1")]
+
+
+def test_duplicate_documents_in_a_query_are_refused():
+    frame = pd.DataFrame({"qid": ["q", "q"], "docid": ["a", "a"], "score": [2.0, 1.0]})
+    with pytest.raises(ValueError, match="more than once"):
+        run_dict(frame)
+
+
+def test_unsupported_or_malformed_measures_are_refused():
+    with pytest.raises(ValueError, match="not supported"):
+        parse_measures(["ERR@10"])
+    with pytest.raises(ValueError):
+        parse_measures(["nDCG@@10"])
+    with pytest.raises(ValueError, match="missing column"):
+        evaluate(pd.DataFrame({"qid": ["q"], "docid": ["a"]}), {"q": {"a": 1}}, ["P@1"])
+
+
+def test_measures_are_parsed_to_canonical_names():
+    assert [str(m) for m in parse_measures(["nDCG@10", "RR@10", "R@100", "P@10", "nDCG@10"])] == \
+        ["nDCG@10", "RR@10", "R@100", "P@10"]
+
+
+def test_evaluator_reads_runs_only_as_deep_as_its_cutoffs_need():
+    assert Evaluator({"q": {"a": 1}}, ["nDCG@10", "R@100"]).depth == 100
+    assert Evaluator({"q": {"a": 1}}, ["nDCG@10", "AP"]).depth is None
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_top_candidates_keep_every_document_of_the_top_k(seed):
+    _, run = _random_case(seed)
+    frame = _frame(run)
+    kept = top_candidates(frame, 5)
+    top = ranked(frame, 5)
+    assert set(zip(top["qid"], top["docid"])) <= set(zip(kept["qid"], kept["docid"]))
+    assert len(kept) < len(frame)
