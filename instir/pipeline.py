@@ -42,6 +42,9 @@ SECRET_NAME = re.compile(
     r"(?:^|[_.-])(?:api[_-]?key|key|token|secret|password|passwd|credentials?|auth)(?:$|[_.-])", re.IGNORECASE
 )
 
+#: what a parameter that names an environment variable (``…_env``) may hold: a variable name
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 #: ``instir run`` option -> notebook parameter name; the only place the two are tied.
 CLI_PARAMETERS = {
     "benchmark": "benchmarks",
@@ -109,9 +112,15 @@ class NotebookFailed(RuntimeError):
 def check_parameters(parameters: Mapping[str, object]) -> None:
     """Refuse parameters that could carry a secret into notebooks, outputs or HTML: a name
     that looks like a key/token/password, or a value containing the value of an
-    environment variable whose name looks like one. Also refuses values JSON cannot hold."""
-    for name in parameters:
-        if SECRET_NAME.search(str(name)):
+    environment variable whose name looks like one. A name ending in ``_env`` (such as
+    ``judge_api_key_env``) is allowed when its value is an environment variable's *name*:
+    that is how notebooks learn where to read a key. Also refuses values JSON cannot hold."""
+    for name, value in parameters.items():
+        if str(name).endswith("_env"):
+            if not (isinstance(value, str) and ENV_VAR_NAME.match(value)):
+                raise ValueError(f"parameter {name!r} must name an environment variable (e.g. OPENAI_API_KEY), "
+                                 "not hold a key")
+        elif SECRET_NAME.search(str(name)):
             raise ValueError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
     try:
         text = json.dumps(dict(parameters))

@@ -159,6 +159,12 @@ def test_ordinary_parameter_names_pass():
     check_parameters({"max_tokens": 5, "keywords": ["a"], "benchmarks": ["instructir-sample"], "out_dir": "x"})
 
 
+def test_a_parameter_naming_the_key_variable_passes_but_cannot_hold_a_key():
+    check_parameters({"judge_api_key_env": "OPENAI_API_KEY"})
+    with pytest.raises(ValueError, match="must name an environment variable"):
+        check_parameters({"judge_api_key_env": "sk-proj-abc/123+xyz"})
+
+
 def test_a_secret_value_under_any_name_is_refused(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890")
     with pytest.raises(ValueError, match=r"\$MY_SERVICE_TOKEN"):
