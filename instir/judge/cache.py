@@ -1,0 +1,209 @@
+"""A resumable judgment cache: SQLite in WAL mode, one row per judged text.
+
+Rows are keyed by backend name + model + rubric version + SHA-256 of the exact judged text (the
+rendered prompt, :func:`instir.judge.rubrics.judged_text`). :class:`CachedJudge` looks up a whole
+batch at once, sends only what is missing to its backend, and writes every judgment as soon as it
+is made, so a run killed at any point loses at most the judgments in flight and never pays twice
+for a stored one. Failed judgments are stored as failures (with their error, never as a score)
+and retried on the next run. Several processes may share one cache file: writes are short
+transactions and a busy timeout makes them wait for each other. Two processes judging the *same*
+missing item at the same moment may both pay for it; the first answer stored is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from instir.judge.rubrics import judged_text
+from instir.judge.types import Judge, Judgment, JudgeRequest, OnResult
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgments (
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL,
+    rubric_version TEXT NOT NULL,
+    text_sha256 TEXT NOT NULL,
+    rubric TEXT NOT NULL,
+    score INTEGER,
+    weighted REAL,
+    probs TEXT,
+    weighting TEXT,
+    raw TEXT NOT NULL,
+    error TEXT,
+    latency_s REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    cost REAL,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (backend, model, rubric_version, text_sha256)
+) WITHOUT ROWID
+"""
+
+_FIELDS = ("score", "weighted", "probs", "weighting", "raw", "error", "latency_s", "prompt_tokens",
+           "completion_tokens", "cost")
+
+# A stored success is never replaced; a stored failure is replaced by the next attempt.
+_UPSERT = f"""
+INSERT INTO judgments (backend, model, rubric_version, text_sha256, rubric, {", ".join(_FIELDS)}, created_at)
+VALUES ({", ".join("?" * (len(_FIELDS) + 6))})
+ON CONFLICT (backend, model, rubric_version, text_sha256) DO UPDATE SET
+    {", ".join(f"{f} = excluded.{f}" for f in _FIELDS)},
+    attempts = judgments.attempts + 1, created_at = excluded.created_at
+WHERE judgments.error IS NOT NULL
+"""
+
+#: Keys per lookup query (well under SQLite's bound-parameter limit).
+_LOOKUP_CHUNK = 500
+
+#: (rubric version, SHA-256 of the judged text): a cache key within one backend and model.
+Key = tuple[str, str]
+
+
+def request_key(request: JudgeRequest) -> Key:
+    """Cache key of a request within one backend and model."""
+    return request.rubric.version, hashlib.sha256(judged_text(request).encode("utf-8")).hexdigest()
+
+
+class JudgmentCache:
+    """The SQLite file behind :class:`CachedJudge` (created on first use, WAL mode).
+
+    ``busy_timeout_s`` is how long a write waits for another process holding the lock.
+    """
+
+    def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> "JudgmentCache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def lookup(self, backend: str, model: str, keys: Sequence[Key]) -> dict[Key, Judgment]:
+        """Stored judgments (successes and failures) for these keys, in batched queries."""
+        found: dict[Key, Judgment] = {}
+        by_version: dict[str, list[str]] = {}
+        for version, digest in set(keys):
+            by_version.setdefault(version, []).append(digest)
+        with self._lock:
+            # One query per rubric version and chunk, so SQLite walks the full primary key
+            # (backend, model, rubric_version, text_sha256) instead of scanning a model's rows.
+            for version, digests in by_version.items():
+                digests.sort()
+                for b in range(0, len(digests), _LOOKUP_CHUNK):
+                    chunk = digests[b:b + _LOOKUP_CHUNK]
+                    rows = self._db.execute(
+                        f"SELECT text_sha256, {', '.join(_FIELDS)} FROM judgments WHERE backend = ? AND model = ? "
+                        f"AND rubric_version = ? AND text_sha256 IN ({', '.join('?' * len(chunk))})",
+                        (backend, model, version, *chunk)).fetchall()
+                    for digest, *values in rows:
+                        found[(version, digest)] = _judgment(values)
+        return found
+
+    def store(self, backend: str, model: str, request: JudgeRequest, judgment: Judgment, key: Key | None = None) -> None:
+        """Write one judgment at once (its own transaction). A stored success is kept; a stored
+        failure is replaced and its attempt count raised."""
+        version, digest = key or request_key(request)
+        values = [judgment.score, judgment.weighted, json.dumps(judgment.probs) if judgment.probs is not None else None,
+                  judgment.weighting, judgment.raw, judgment.error, judgment.latency_s, judgment.prompt_tokens,
+                  judgment.completion_tokens, judgment.cost]
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock:
+            self._db.execute(_UPSERT, (backend, model, version, digest, request.rubric.name, *values, now))
+
+    def frame(self) -> pd.DataFrame:
+        """Every stored row, for inspection and reports (``probs`` as JSON text)."""
+        with self._lock:
+            return pd.read_sql_query("SELECT * FROM judgments ORDER BY created_at", self._db)
+
+
+def _judgment(values: Sequence) -> Judgment:
+    row = dict(zip(_FIELDS, values))
+    row["probs"] = json.loads(row["probs"]) if row["probs"] is not None else None
+    return Judgment(**row, from_cache=True)
+
+
+@dataclass
+class CacheStats:
+    """Counts since a :class:`CachedJudge` was made: requests answered from the cache, sent to
+    the backend, and of those, failed."""
+
+    hits: int = 0
+    judged: int = 0
+    failed: int = 0
+
+
+class CachedJudge:
+    """Wraps a backend with a :class:`JudgmentCache`; itself a :class:`~instir.judge.types.Judge`.
+
+    Only requests with no stored success go to the backend (each distinct judged text once per
+    call), and each judgment is stored the moment the backend reports it.
+    """
+
+    def __init__(self, backend: Judge, cache: JudgmentCache | str | Path):
+        self.backend = backend
+        self.cache = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
+        self.name = backend.name
+        self.model = backend.model
+        self.stats = CacheStats()
+
+    def __repr__(self) -> str:
+        return f"CachedJudge({self.backend!r}, {str(self.cache.path)!r})"
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Judgments for every request, in input order: stored ones (``from_cache=True``) and
+        fresh ones from the backend."""
+        keys = [request_key(r) for r in requests]
+        found = self.cache.lookup(self.name, self.model, keys)
+        out: list[Judgment | None] = [None] * len(requests)
+        missing: dict[Key, list[int]] = {}
+        for i, key in enumerate(keys):
+            hit = found.get(key)
+            if hit is not None and hit.ok:
+                out[i] = hit
+                self.stats.hits += 1
+                if on_result is not None:
+                    on_result(i, hit)
+            else:
+                missing.setdefault(key, []).append(i)
+        todo = list(missing)
+        stored: set[int] = set()
+
+        def store(u: int, judgment: Judgment) -> None:
+            stored.add(u)
+            key = todo[u]
+            positions = missing[key]
+            self.cache.store(self.name, self.model, requests[positions[0]], judgment, key)
+            self.stats.judged += 1
+            self.stats.failed += not judgment.ok
+            for i in positions:
+                out[i] = judgment
+                if on_result is not None:
+                    on_result(i, judgment)
+
+        if todo:
+            results = self.backend.judge([requests[missing[key][0]] for key in todo], on_result=store)
+            for u, judgment in enumerate(results):  # a backend that reports only at the end
+                if u not in stored:
+                    store(u, judgment)
+        return out  # type: ignore[return-value]

@@ -1,0 +1,93 @@
+"""Plain types shared by the judge module: what is asked of a judge (:class:`JudgeRequest`),
+what it answers (:class:`Judgment`), and the protocol every judge backend follows (:class:`Judge`).
+
+A judgment either succeeded (``error is None``; ``score`` and ``weighted`` set) or failed
+(``error`` set; ``score`` and ``weighted`` are ``None``). A failure is never a score of 0:
+InstFol drops failed positions from both lists and counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from instir.judge.rubrics import Rubric
+
+#: How ``Judgment.weighted`` was obtained: from the score token's top log-probabilities
+#: (chat API), from next-token logits over the allowed digits (in-process LM), from the parsed
+#: integer alone (server gave no usable log-probabilities), or by a no-LLM baseline.
+Weighting = Literal["logprobs", "logits", "parsed", "baseline"]
+
+#: Called by a backend as each judgment is made, with the request's index in the input list,
+#: so a cache can store it at once (a kill then loses at most the judgments in flight).
+OnResult = Callable[[int, "Judgment"], None]
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One (query, instruction, passage) triple to be scored with ``rubric``.
+
+    The query and the instruction stay separate so every rubric can show both; for a
+    query-only retrieval run the judge still sees the instance's instruction (InstFol judges
+    both lists against the same instruction).
+    """
+
+    query: str
+    instruction: str
+    passage: str
+    rubric: Rubric
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """A judge's answer for one request.
+
+    ``score`` is the integer the judge gave (argmax for logit-based backends), ``weighted`` the
+    expected score under the judge's probabilities (equal to ``score`` when ``weighting`` is
+    ``"parsed"``), ``probs`` the renormalised distribution over the allowed digits (keys are
+    the digits as strings) where one exists. ``raw`` keeps the backend's answer text for
+    inspection; ``error`` says why a judgment failed. Token counts and cost are ``None``
+    where a backend cannot tell.
+    """
+
+    score: int | None
+    weighted: float | None
+    probs: dict[str, float] | None
+    weighting: Weighting | None
+    raw: str
+    error: str | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    from_cache: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True for a usable judgment (no error and a weighted score)."""
+        return self.error is None and self.weighted is not None
+
+    @classmethod
+    def failure(cls, error: str, raw: str = "", **usage) -> "Judgment":
+        """A failed judgment: no score, the reason in ``error`` (never a score of 0)."""
+        return cls(score=None, weighted=None, probs=None, weighting=None, raw=raw, error=error, **usage)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """What every judge backend offers.
+
+    ``name`` identifies the backend kind (``openai-compatible``, ``hf-causal-lm``,
+    ``baseline-lexical`` …) and ``model`` the model behind it; together with the rubric version
+    and the judged text they key the judgment cache. ``judge`` returns one judgment per
+    request, in input order, and calls ``on_result`` (from the calling thread) as each one is made.
+    """
+
+    name: str
+    model: str
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Judge every request; failures come back as failed judgments, not exceptions."""
+        ...

@@ -1,0 +1,129 @@
+"""Test helpers for the judge tests: a real OpenAI-style HTTP server on 127.0.0.1 whose
+replies follow a script, chat-completion bodies with log-probabilities, and request builders."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from instir.judge.rubrics import rubric_for
+from instir.judge.types import JudgeRequest
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer."""
+
+    status: int = 200
+    body: str | dict = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def chat_body(content: str, tokens: list[tuple[str, dict[str, float]]] | None = None,
+              usage: tuple[int, int] = (100, 10)) -> dict:
+    """An OpenAI chat-completion body. ``tokens`` = [(token, {alternative: probability})] whose
+    texts concatenate to ``content``; each token's own logprob is taken from its alternatives."""
+    logprobs = None
+    if tokens is not None:
+        logprobs = {"content": [
+            {"token": tok, "logprob": math.log(alts.get(tok, 1.0)),
+             "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in alts.items()]}
+            for tok, alts in tokens]}
+    return {"id": "x", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "logprobs": logprobs, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
+
+
+def scored_reply(score: int, p_score: float = 0.7) -> Reply:
+    """A valid answer ``{"score": s, ...}`` whose score token puts ``p_score`` on ``s`` and the
+    rest on its neighbour digit."""
+    other = str(score - 1 if score > 0 else score + 1)
+    tokens = [('{"', {}), ("score", {}), ('":', {}), (" ", {}),
+              (str(score), {str(score): p_score, other: 1 - p_score}), (', "reason": "ok"}', {})]
+    return Reply(body=chat_body("".join(t for t, _ in tokens), tokens))
+
+
+class FakeChatServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` endpoint on loopback, in a thread.
+
+    Replies come from ``script`` in order, then from ``responder(request_body)`` (default: a
+    valid answer scoring 1). Every request's headers and JSON body are recorded in ``received``;
+    ``max_in_flight`` is the most requests handled at once.
+    """
+
+    def __init__(self, script: list[Reply] | None = None,
+                 responder: Callable[[dict], Reply] | None = None):
+        self.script = list(script or [])
+        self.responder = responder or (lambda body: scored_reply(1))
+        self.received: list[tuple[dict[str, str], dict]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server naming)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with server._lock:
+                    server.received.append((dict(self.headers), body))
+                    reply = server.script.pop(0) if server.script else None
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                reply = reply or server.responder(body)
+                time.sleep(reply.delay_s)
+                with server._lock:
+                    server.in_flight -= 1
+                payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                try:
+                    self.send_response(reply.status)
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload.encode())))
+                    self.end_headers()
+                    self.wfile.write(payload.encode())
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and hung up
+
+            def log_message(self, *args):
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.received)
+
+    def __enter__(self) -> "FakeChatServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def numbered_requests(n: int, start: int = 0, subset: str = "fiqa", level: int | None = 3) -> list[JudgeRequest]:
+    """``n`` distinct requests ``passage number start..start+n-1`` on one rubric."""
+    rubric = rubric_for(subset, level)
+    return [rubric.request("how should I save for retirement?", "I am 30 and have student debt.",
+                           f"passage number {i}") for i in range(start, start + n)]

@@ -1,0 +1,146 @@
+"""OpenAICompatibleJudge against a real HTTP server on 127.0.0.1: retries, Retry-After,
+timeouts, garbage, authentication, concurrency, usage and cost."""
+
+import re
+import socket
+import time
+
+import pytest
+from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
+
+from instir.judge.backends import OpenAICompatibleJudge
+
+
+def make_judge(url, **kw):
+    kw.setdefault("backoff_s", 0.001)
+    kw.setdefault("timeout_s", 5.0)
+    kw.setdefault("progress", False)
+    return OpenAICompatibleJudge("fake-model", url, **kw)
+
+
+def test_429_with_retry_after_is_retried_after_the_stated_wait():
+    with FakeChatServer([Reply(429, '{"error": "slow down"}', {"Retry-After": "1"})]) as server:
+        start = time.perf_counter()
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+        elapsed = time.perf_counter() - start
+    assert j.ok and j.weighting == "logprobs"
+    assert server.count == 2
+    assert elapsed >= 0.95  # the header's 1 s, not the 1 ms backoff
+    assert j.latency_s >= 0.95
+
+
+def test_server_errors_are_retried_with_backoff():
+    with FakeChatServer([Reply(500, "boom"), Reply(503, "busy")]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert j.ok and server.count == 3
+
+
+def test_timeout_is_retried():
+    with FakeChatServer([Reply(body=scored_reply(2).body, delay_s=1.5)]) as server:
+        [j] = make_judge(server.url, timeout_s=0.3).judge(numbered_requests(1))
+    assert j.ok and j.score == 1  # the second (default) reply, not the late one
+    assert server.count == 2
+
+
+def test_persistent_errors_give_a_failed_judgment_after_max_retries():
+    with FakeChatServer(responder=lambda body: Reply(502, "bad gateway")) as server:
+        [j] = make_judge(server.url, max_retries=2).judge(numbered_requests(1))
+    assert not j.ok and j.score is None and j.weighted is None
+    assert "gave up after 3 attempts" in j.error and "HTTP 502" in j.error
+    assert server.count == 3
+
+
+def test_client_error_is_not_retried():
+    with FakeChatServer([Reply(400, '{"error": "context too long"}')]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert not j.ok and j.error.startswith("HTTP 400") and server.count == 1
+
+
+def test_garbage_body_is_a_failed_judgment_not_zero():
+    with FakeChatServer([Reply(200, "<html>gateway</html>")]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert not j.ok and j.score is None and "malformed response body" in j.error
+    assert "<html>" in j.raw and server.count == 1
+
+
+def test_garbage_answer_text_is_a_failed_judgment_not_zero():
+    with FakeChatServer([Reply(body=chat_body("Relevant, I'd say."))]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert not j.ok and j.score is None and "malformed answer" in j.error
+    assert (j.prompt_tokens, j.completion_tokens) == (100, 10)  # a paid failure still records its tokens
+
+
+def test_connection_refused_is_a_failed_judgment():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    [j] = make_judge(f"http://127.0.0.1:{port}/v1", max_retries=1).judge(numbered_requests(1))
+    assert not j.ok and "connection error" in j.error
+
+
+def test_results_come_back_in_input_order_with_bounded_concurrency():
+    def by_passage(body):
+        number = int(re.search(r"passage number (\d+)", body["messages"][1]["content"]).group(1))
+        reply = scored_reply(number % 4)
+        reply.delay_s = 0.1
+        return reply
+
+    seen = []
+    with FakeChatServer(responder=by_passage) as server:
+        out = make_judge(server.url, concurrency=3).judge(numbered_requests(12), on_result=lambda i, j: seen.append(i))
+    assert [j.score for j in out] == [i % 4 for i in range(12)]
+    assert sorted(seen) == list(range(12))
+    assert server.max_in_flight == 3
+
+
+def test_request_asks_for_temperature_zero_and_logprobs():
+    with FakeChatServer() as server:
+        make_judge(server.url, top_logprobs=5).judge(numbered_requests(1))
+    _, body = server.received[0]
+    assert body["temperature"] == 0 and body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["model"] == "fake-model" and body["response_format"] == {"type": "json_object"}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_schema_response_formats_carry_the_rubric_score_range():
+    with FakeChatServer() as server:
+        make_judge(server.url, response_format="json_schema").judge(numbered_requests(1, level=2))
+        make_judge(server.url, response_format="json_object_schema").judge(numbered_requests(1, level=1))
+        make_judge(server.url, response_format=None).judge(numbered_requests(1))
+    structured, llama, plain = (body for _, body in server.received)
+    assert structured["response_format"]["type"] == "json_schema"
+    assert structured["response_format"]["json_schema"]["schema"]["properties"]["score"]["enum"] == [0, 1, 2]
+    assert llama["response_format"]["type"] == "json_object"
+    assert llama["response_format"]["schema"]["properties"]["score"]["enum"] == [0, 1]
+    assert "response_format" not in plain
+
+
+def test_api_key_comes_from_the_named_environment_variable(monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-test-123")
+    with FakeChatServer() as server:
+        make_judge(server.url, api_key_env="MY_JUDGE_KEY").judge(numbered_requests(1))
+        make_judge(server.url, api_key_env="MY_JUDGE_KEY", auth_header="api-key",
+                   query_params={"api-version": "2024-10-21"}).judge(numbered_requests(1))
+        make_judge(server.url, api_key_env="UNSET_JUDGE_KEY").judge(numbered_requests(1))
+    openai, azure, none = (headers for headers, _ in server.received)
+    assert openai["Authorization"] == "Bearer sk-test-123"
+    assert azure["api-key"] == "sk-test-123" and "Authorization" not in azure
+    assert "Authorization" not in none and "api-key" not in none
+    judge = make_judge("http://127.0.0.1:1/v1", api_key_env="MY_JUDGE_KEY")
+    assert "sk-test-123" not in repr(judge) and "sk-test-123" not in repr(vars(judge))
+
+
+def test_tokens_latency_and_cost_are_recorded():
+    with FakeChatServer() as server:
+        [j] = make_judge(server.url, price_per_1m=(0.15, 0.60)).judge(numbered_requests(1))
+    assert (j.prompt_tokens, j.completion_tokens) == (100, 10)
+    assert j.cost == pytest.approx((100 * 0.15 + 10 * 0.60) / 1e6)
+    assert j.latency_s > 0
+    assert j.probs == pytest.approx({"0": 0.3, "1": 0.7})
+    assert j.weighted == pytest.approx(0.7)
+
+
+def test_answer_without_logprobs_is_scored_by_the_parsed_integer():
+    with FakeChatServer([Reply(body=chat_body('{"score": 2, "reason": "x"}'))]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert j.ok and j.weighting == "parsed" and j.weighted == 2.0

@@ -1,0 +1,83 @@
+"""Local backends: the in-process causal LM on SmolLM2 (logit weighting, batching) and the
+no-LLM baselines."""
+
+import pytest
+
+from instir.judge.backends import BaselineJudge, HFCausalLMJudge, expected_score
+from instir.judge.rubrics import rubric_for
+
+QUERY = "how should I save for retirement?"
+INSTRUCTION = "I am 30, have student debt and want to retire early."
+PASSAGES = [
+    "Pay off high-interest student debt first, then put money into low-cost index funds in a retirement account.",
+    "Bananas are rich in potassium.",
+    "An early retirement needs a high savings rate.",
+]
+
+
+def requests_over_levels():
+    """One request per level, passages of different lengths (so batches need padding)."""
+    return [rubric_for("fiqa", level).request(QUERY, INSTRUCTION, p) for level, p in zip((1, 2, 3), PASSAGES)]
+
+
+@pytest.fixture(scope="module")
+def batched(hf_judge):
+    """Requests judged once in one padded batch, with the order ``on_result`` reported them."""
+    requests = requests_over_levels()
+    seen = []
+    return requests, hf_judge.judge(requests, on_result=lambda i, j: seen.append(i)), seen
+
+
+def test_in_process_judge_reads_a_digit_distribution_from_logits(batched):
+    requests, out, seen = batched
+    assert sorted(seen) == list(range(len(requests)))
+    for request, j in zip(requests, out):
+        top = request.rubric.max_score
+        assert j.ok and j.weighting == "logits" and j.completion_tokens == 0 and j.prompt_tokens > 100
+        assert set(j.probs) <= {str(d) for d in range(top + 1)}
+        assert sum(j.probs.values()) == pytest.approx(1.0)
+        assert j.score == int(max(j.probs, key=j.probs.get))
+        assert 0.0 <= j.weighted <= top
+        assert j.weighted == pytest.approx(expected_score({int(d): p for d, p in j.probs.items()}, top)[0])
+
+
+def test_batching_with_left_padding_gives_the_unbatched_scores(batched, hf_judge):
+    requests, out, _ = batched
+    single = HFCausalLMJudge(batch_size=1, progress=False).judge(requests)  # same loaded model
+    assert len({j.prompt_tokens for j in single}) == len(requests)  # padding was really needed
+    for a, b in zip(out, single):
+        assert a.weighted == pytest.approx(b.weighted, abs=1e-3)
+        assert a.probs == pytest.approx(b.probs, abs=1e-3)
+
+
+def test_prompt_longer_than_the_context_is_a_failure(hf_judge):
+    [j] = hf_judge.judge([rubric_for("cds", 0).request("q", "i", "word " * 9000)])
+    assert not j.ok and j.score is None and "exceeds the model's" in j.error
+
+
+def test_lexical_baseline_maps_term_overlap_onto_the_rubric_scale():
+    rubric = rubric_for("", None)
+    judge = BaselineJudge("lexical", progress=False)
+    full, half, none = judge.judge([
+        rubric.request("saving retirement", "", "We saved for our retirement."),
+        rubric.request("saving retirement", "", "Retirement accounts."),
+        rubric.request("saving retirement", "", "Bananas are yellow."),
+    ])
+    assert (full.weighted, full.score) == (3.0, 3)
+    assert (half.weighted, half.score) == (1.5, 2)
+    assert (none.weighted, none.score) == (0.0, 0)
+    assert {j.weighting for j in (full, half, none)} == {"baseline"}
+    assert judge.name == "baseline-lexical"
+
+
+def test_embedding_baseline_ranks_a_relevant_passage_above_an_unrelated_one():
+    rubric = rubric_for("fiqa", 2)
+    judge = BaselineJudge("embedding", progress=False)
+    relevant, unrelated, _ = judge.judge([rubric.request(QUERY, INSTRUCTION, p) for p in PASSAGES])
+    assert judge.name == "baseline-embedding" and relevant.weighting == "baseline"
+    assert 0.0 <= unrelated.weighted < relevant.weighted <= 2.0
+
+
+def test_unknown_baseline_method_is_an_error():
+    with pytest.raises(ValueError, match="lexical or embedding"):
+        BaselineJudge("bm25")

@@ -1,0 +1,185 @@
+"""The SQLite judgment cache: keys, failures, resume after SIGKILL, two processes at once,
+and no API key in any file it writes."""
+
+import json
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply
+from scripted_judge import ScriptedJudge
+
+from instir.judge.backends import OpenAICompatibleJudge
+from instir.judge.cache import CachedJudge, JudgmentCache, request_key
+from instir.judge.rubrics import rubric_for
+from instir.judge.types import Judgment
+
+HERE = Path(__file__).parent
+WORKER = HERE / "judge_worker.py"
+
+
+def scripted(requests, value=2.0):
+    return ScriptedJudge({r.passage: value for r in requests})
+
+
+def test_second_run_is_served_from_the_cache(tmp_path):
+    requests = numbered_requests(5)
+    backend = scripted(requests)
+    first = CachedJudge(backend, tmp_path / "c.sqlite").judge(requests)
+    again = CachedJudge(backend, tmp_path / "c.sqlite")
+    second = again.judge(requests)
+    assert len(backend.requests) == 5
+    assert again.stats.hits == 5 and again.stats.judged == 0
+    assert [j.weighted for j in second] == [j.weighted for j in first] == [2.0] * 5
+    assert all(j.from_cache for j in second) and not any(j.from_cache for j in first)
+    assert second[0].latency_s == 0.5 and second[0].cost == 0.001
+
+
+def test_stored_judgment_keeps_every_field(tmp_path):
+    [request] = numbered_requests(1)
+    made = Judgment(score=2, weighted=1.75, probs={"1": 0.25, "2": 0.75}, weighting="logprobs", raw='{"score": 2}',
+                    latency_s=0.25, prompt_tokens=300, completion_tokens=12, cost=1e-4)
+    with JudgmentCache(tmp_path / "c.sqlite") as cache:
+        cache.store("b", "m", request, made)
+        [(key, got)] = cache.lookup("b", "m", [request_key(request)]).items()
+    assert got == Judgment(**{**vars(made), "from_cache": True})
+
+
+def test_key_separates_backend_model_rubric_and_text(tmp_path):
+    [request] = numbered_requests(1)
+    other_rubric = rubric_for("fiqa", 2).request(request.query, request.instruction, request.passage)
+    other_text = rubric_for("fiqa", 3).request(request.query, request.instruction, request.passage + ".")
+    with JudgmentCache(tmp_path / "c.sqlite") as cache:
+        cache.store("b", "m", request, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="1"))
+        assert cache.lookup("b", "m", [request_key(request)])
+        assert not cache.lookup("b2", "m", [request_key(request)])
+        assert not cache.lookup("b", "m2", [request_key(request)])
+        assert not cache.lookup("b", "m", [request_key(other_rubric)])
+        assert not cache.lookup("b", "m", [request_key(other_text)])
+
+
+def test_duplicate_requests_are_judged_once(tmp_path):
+    requests = numbered_requests(3) * 2
+    backend = scripted(requests)
+    out = CachedJudge(backend, tmp_path / "c.sqlite").judge(requests)
+    assert len(backend.requests) == 3 and all(j.ok for j in out)
+
+
+def test_failures_are_stored_as_failures_and_retried_next_run(tmp_path):
+    requests = numbered_requests(4)
+    backend = ScriptedJudge({requests[0].passage: 1.0, requests[1].passage: 3.0})  # 2 and 3 fail
+    path = tmp_path / "c.sqlite"
+    first = CachedJudge(backend, path)
+    out = first.judge(requests)
+    assert [j.ok for j in out] == [True, True, False, False] and first.stats.failed == 2
+    rows = JudgmentCache(path).frame().set_index("raw")
+    assert rows.loc["???", "score"].isna().all() and rows.loc["???", "error"].notna().all()
+
+    backend.scores.update({requests[2].passage: 0.0, requests[3].passage: 2.0})
+    backend.requests.clear()
+    second = CachedJudge(backend, path)
+    out = second.judge(requests)
+    assert [r.passage for r in backend.requests] == [requests[2].passage, requests[3].passage]
+    assert [j.weighted for j in out] == [1.0, 3.0, 0.0, 2.0]
+    frame = JudgmentCache(path).frame()
+    assert frame["error"].isna().all() and sorted(frame["attempts"]) == [1, 1, 2, 2]
+
+
+def test_stored_success_is_never_replaced_by_a_failure(tmp_path):
+    [request] = numbered_requests(1)
+    with JudgmentCache(tmp_path / "c.sqlite") as cache:
+        cache.store("b", "m", request, Judgment(score=3, weighted=3.0, probs=None, weighting="parsed", raw="3"))
+        cache.store("b", "m", request, Judgment.failure("late failure"))
+        [got] = cache.lookup("b", "m", [request_key(request)]).values()
+    assert got.ok and got.score == 3
+
+
+def test_backend_that_reports_only_at_the_end_is_still_stored(tmp_path):
+    class Quiet(ScriptedJudge):
+        def judge(self, requests, on_result=None):
+            return super().judge(requests)
+
+    requests = numbered_requests(3)
+    CachedJudge(Quiet({r.passage: 1.0 for r in requests}), tmp_path / "c.sqlite").judge(requests)
+    assert len(JudgmentCache(tmp_path / "c.sqlite").frame()) == 3
+
+
+def test_cache_file_is_in_wal_mode(tmp_path):
+    JudgmentCache(tmp_path / "c.sqlite").close()
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def slow_valid(delay):
+    def reply(body):
+        r = scored_reply(2)
+        r.delay_s = delay
+        return r
+    return reply
+
+
+def worker(db, url, start, n, concurrency):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(WORKER), str(db), url, str(start), str(n), str(concurrency)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_run_killed_mid_way_resumes_without_paying_twice(tmp_path):
+    n, concurrency, db = 40, 2, tmp_path / "c.sqlite"
+    with FakeChatServer(responder=slow_valid(0.05)) as server:
+        proc = worker(db, server.url, 0, n, concurrency)
+        deadline = time.monotonic() + 60
+        while server.count < 12 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        calls_before = server.count
+        stored = len(JudgmentCache(db).frame())
+        assert 0 < stored <= calls_before < n
+
+        rerun = worker(db, server.url, 0, n, concurrency)
+        out, err = rerun.communicate(timeout=120)
+        assert rerun.returncode == 0, err
+        stats = json.loads(out)
+    assert stats["ok"] == n and stats["hits"] == stored and stats["judged"] == n - stored
+    assert n <= server.count <= n + concurrency  # only requests in flight at the kill are paid twice
+    frame = JudgmentCache(db).frame()
+    assert len(frame) == n and frame["error"].isna().all()
+
+
+def test_two_processes_share_one_cache(tmp_path):
+    db = tmp_path / "c.sqlite"
+    with FakeChatServer(responder=slow_valid(0.005)) as server:
+        a, b = worker(db, server.url, 0, 60, 4), worker(db, server.url, 30, 60, 4)
+        results = [p.communicate(timeout=120) for p in (a, b)]
+    for p, (out, err) in zip((a, b), results):
+        assert p.returncode == 0, err
+        assert json.loads(out)["ok"] == 60
+    frame = JudgmentCache(db).frame()
+    assert len(frame) == 90 and frame["error"].isna().all() and (frame["attempts"] == 1).all()
+    assert 90 <= server.count <= 120
+
+
+def test_api_key_appears_in_no_file_or_log(tmp_path, monkeypatch, caplog):
+    secret = "sk-never-write-me-8c1f2a"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    caplog.set_level(logging.DEBUG)
+    folder = tmp_path / "out"
+    script = [Reply(429, '{"error": "rate limited"}', {"Retry-After": "0"}), Reply(401, f'{{"error": "bad key {secret}"}}')]
+    with FakeChatServer(script) as server:
+        backend = OpenAICompatibleJudge("fake-model", server.url, backoff_s=0.001, progress=False, concurrency=1)
+        out = CachedJudge(backend, folder / "judgments.sqlite").judge(numbered_requests(3))
+    assert all(h["Authorization"] == f"Bearer {secret}" for h, _ in server.received)  # the key was used
+    [failed] = [j for j in out if not j.ok]
+    assert failed.error.startswith("HTTP 401") and "bad key ***" in failed.error  # an echoed key is masked
+    assert caplog.records and secret not in caplog.text
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"judgments.sqlite"}
+    for p in files:
+        assert secret.encode() not in p.read_bytes(), p

@@ -1,0 +1,192 @@
+"""InstFol@k against hand-worked examples: the formula, failures dropped from both lists, the
+constant 3 on 0-1 and 0-2 rubrics, Table 3 aggregation, stratified selection, and reruns."""
+
+import math
+
+import pandas as pd
+import pytest
+from scripted_judge import ScriptedJudge, toy_benchmark
+
+from instir.benchmarks.types import Query
+from instir.judge.cache import CachedJudge
+from instir.judge.instfol import aggregate, instfol, instfol_score, printable, score_list_pair, select_instances
+
+
+def run_frame(lists: dict[str, list[str]]) -> pd.DataFrame:
+    """A run whose documents rank in the given order."""
+    return pd.DataFrame([(qid, d, float(len(docs) - r)) for qid, docs in lists.items() for r, d in enumerate(docs)],
+                        columns=["qid", "docid", "score"])
+
+
+@pytest.mark.parametrize(("s_q", "s_inst", "expected"), [
+    (1.0, 2.0, 0.5),        # (2 - 1) / (3 - 1)
+    (0.0, 3.0, 1.0),
+    (1.5, 1.5, 0.0),        # equal
+    (3.0, 2.0, -1.0),       # S_q == 3: plain difference
+    (3.0, 3.0, 0.0),
+    (2.0, 0.0, -2.0),       # not bounded below by -1: (0 - 2) / (3 - 2)
+])
+def test_instfol_score_follows_the_official_formula(s_q, s_inst, expected):
+    assert instfol_score(s_q, s_inst) == pytest.approx(expected)
+
+
+def test_failures_are_dropped_from_both_lists_and_counted():
+    # rank 2 failed in the query list, rank 3 in the instructed list: both ranks leave both lists
+    pair = score_list_pair([3.0, None, 1.0], [2.0, 3.0, None])
+    assert (pair.s_q, pair.s_inst) == (3.0, 2.0)
+    assert pair.instfol == pytest.approx(-1.0)  # S_q == 3
+    assert (pair.n_q, pair.n_inst, pair.dropped, pair.failed) == (1, 1, 2, 2)
+
+
+def test_a_failure_at_the_same_rank_of_both_lists_counts_twice_but_drops_one_rank():
+    pair = score_list_pair([1.0, None, 2.0], [2.0, None, 3.0])
+    assert (pair.s_q, pair.s_inst) == (1.5, 2.5)
+    assert pair.instfol == pytest.approx(1.0 / 1.5)
+    assert (pair.dropped, pair.failed) == (1, 2)
+
+
+def test_a_shorter_list_is_averaged_over_what_it_has():
+    pair = score_list_pair([1.0, 2.0], [3.0, 3.0, 0.0])
+    assert (pair.s_q, pair.s_inst, pair.n_q, pair.n_inst) == (1.5, 2.0, 2, 3)
+    assert pair.instfol == pytest.approx(0.5 / 1.5)
+
+
+def test_an_instance_without_any_usable_judgment_is_nan_not_zero():
+    pair = score_list_pair([None, None], [1.0, 2.0])
+    assert math.isnan(pair.instfol) and math.isnan(pair.s_q)
+    assert (pair.dropped, pair.failed) == (2, 2)
+    assert math.isnan(score_list_pair([], [1.0]).instfol)
+
+
+QUERIES = [
+    Query("a_1", "qa", "ia1", group="a", level=1, subset="fiqa"),
+    Query("a_2", "qa", "ia2", group="a", level=2, subset="fiqa"),
+    Query("n_0", "qn", "in0", group="n", level=0, subset="nfcorpus"),
+]
+DOCS = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "e1", "e2", "e3", "e4"]
+QUERY_ONLY = {"a_1": ["d1", "d2", "d3"], "a_2": ["d5", "d6", "d7"], "n_0": ["e1", "e2"]}
+INSTRUCTED = {"a_1": ["d2", "d4", "d1"], "a_2": ["d8", "d6", "dX"], "n_0": ["e3", "e4"]}
+# a_1 is judged on the 0-1 level-1 ladder, a_2 on the 0-2 ladder; d6 fails, dX is not in the corpus
+SCORES = {"d1": 0.0, "d2": 1.0, "d3": 0.0, "d4": 1.0, "d5": 2.0, "d6": None, "d7": 1.0, "d8": 2.0,
+          "e1": 3.0, "e2": 3.0, "e3": 3.0, "e4": 2.0}
+
+
+@pytest.fixture
+def toy():
+    return toy_benchmark(QUERIES, {"a_1": {"d2": 1}, "a_2": {"d8": 1}, "n_0": {"e3": 1}}, DOCS)
+
+
+def test_instfol_per_instance_by_hand(toy):
+    judge = ScriptedJudge(SCORES)
+    result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3)
+    got = result.instances.set_index("qid")
+    # a_1: S_q = 1/3, S_inst = 2/3 on a 0-1 ladder, still divided by 3 - S_q: (1/3) / (8/3) = 1/8, not 1/2
+    assert got.loc["a_1", ["s_q", "s_inst", "instfol"]].tolist() == pytest.approx([1 / 3, 2 / 3, 0.125])
+    assert got.loc["a_1", "rubric"] == "fiqa/1"
+    # a_2: ranks 2 (d6 failed in both lists) and 3 (dX unknown) dropped; S_q = S_inst = 2
+    assert got.loc["a_2", ["s_q", "s_inst", "instfol"]].tolist() == [2.0, 2.0, 0.0]
+    assert got.loc["a_2", ["n_q", "n_inst", "dropped", "failed"]].tolist() == [1, 1, 2, 3]
+    # n_0: S_q == 3, so InstFol is S_inst - S_q
+    assert got.loc["n_0", ["s_q", "s_inst", "instfol"]].tolist() == [3.0, 2.5, -0.5]
+    missing = result.positions.query("docid == 'dX'")
+    assert missing["error"].tolist() == ["document not in the corpus"] and missing["weighted"].isna().all()
+
+
+def test_both_lists_are_judged_against_the_instance_instruction_once_per_distinct_pair(toy):
+    judge = ScriptedJudge(SCORES)
+    result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3)
+    a_1 = [r for r in judge.requests if r.passage in {"d1", "d2", "d3", "d4"}]
+    assert {(r.query, r.instruction, r.rubric.name) for r in a_1} == {("qa", "ia1", "fiqa/1")}
+    assert sorted(r.passage for r in a_1) == ["d1", "d2", "d3", "d4"]  # d1, d2 are in both lists: judged once
+    assert (result.meta["requests"], result.meta["unique_requests"], len(judge.requests)) == (16, 12, 12)
+    assert result.meta["failed_judgments"] == 1  # d6 (dX never reached the judge)
+
+
+def test_summary_aggregates_levels_subsets_and_average_with_failures(toy):
+    result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge(SCORES), k=3)
+    summary = result.summary()
+    rows = {(r.scope, r.subset, None if pd.isna(r.level) else int(r.level)): r for r in summary.itertuples()}
+    assert rows[("level", "fiqa", 1)].instfol == pytest.approx(0.125)
+    assert rows[("level", "fiqa", 2)].failed == 3
+    assert rows[("subset", "fiqa", None)].instfol == pytest.approx(0.0625)
+    assert rows[("subset", "nfcorpus", None)].instfol == pytest.approx(-0.5)
+    assert rows[("average", "average", None)].instfol == pytest.approx((0.0625 - 0.5) / 2)
+    assert (rows[("average", "average", None)].failed, rows[("average", "average", None)].dropped) == (3, 2)
+    shown = printable(summary).set_index(["scope", "subset"])
+    assert shown.loc[("average", "average"), "InstFol x100"] == pytest.approx(-21.9)
+
+
+def test_multi_level_subset_takes_the_unweighted_mean_of_its_levels():
+    instances = pd.DataFrame({
+        "qid": ["x1", "x2", "x3", "x4", "y1"],
+        "subset": ["fiqa", "fiqa", "fiqa", "fiqa", "cds"],
+        "level": pd.array([1, 1, 1, 2, 0], dtype="Int64"),
+        "s_q": [1.0, 1.0, 1.0, 1.0, 0.0], "s_inst": [1.0, 1.0, 1.0, 1.0, 0.0],
+        "instfol": [0.2, 0.4, math.nan, 0.6, -0.5],
+        "failed": [0, 1, 40, 0, 2], "dropped": [0, 1, 20, 0, 1],
+    })
+    summary = aggregate(instances).set_index(["scope", "subset"])
+    assert summary.loc[("level", "fiqa")]["instfol"].tolist() == pytest.approx([0.3, 0.6])
+    fiqa = summary.loc[("subset", "fiqa")]
+    assert fiqa["instfol"] == pytest.approx(0.45)  # not 0.4, the mean over the three scored instances
+    assert (fiqa["instances"], fiqa["scored"], fiqa["failed"], fiqa["dropped"]) == (4, 3, 41, 21)
+    assert summary.loc[("average", "average"), "instfol"] == pytest.approx((0.45 - 0.5) / 2)
+    assert summary.loc[("average", "average"), "failed"] == 43
+
+
+def queries_in_strata(sizes: dict[int, int]) -> list[Query]:
+    return [Query(f"q{level}_{i}", "q", "i", group=f"q{level}_{i}", level=level, subset="fiqa")
+            for level, n in sizes.items() for i in range(n)]
+
+
+def test_selection_shares_the_budget_across_subset_and_level_strata():
+    queries = queries_in_strata({1: 5, 2: 5, 3: 1})
+    chosen, table = select_instances(queries, 7, seed=3)
+    assert table.set_index("level")["selected"].to_dict() == {1: 3, 2: 3, 3: 1}  # the small stratum's share moves on
+    assert table["available"].tolist() == [5, 5, 1]
+    assert len(chosen) == 7 and chosen == [q.id for q in queries if q.id in set(chosen)]
+    assert select_instances(queries, 7, seed=3)[0] == chosen
+    assert {tuple(select_instances(queries, 7, seed=s)[0]) for s in range(10)} != {tuple(chosen)}
+    assert select_instances(queries, None)[0] == [q.id for q in queries]
+
+
+def test_max_instances_judges_only_the_recorded_selection(toy):
+    judge = ScriptedJudge(SCORES)
+    result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3, max_instances=2, seed=1)
+    assert len(result.meta["selected"]) == 2 and result.meta["max_instances"] == 2
+    assert result.instances["qid"].tolist() == result.meta["selected"]
+    assert result.selection["selected"].sum() == 2 and result.selection["available"].sum() == 3
+    assert {r.instruction for r in judge.requests} == {toy.queries[q].instruction for q in result.meta["selected"]}
+
+
+def test_warm_rerun_through_the_cache_calls_the_backend_only_for_earlier_failures(toy, tmp_path):
+    backend = ScriptedJudge(SCORES)
+    inst, query_only = run_frame(INSTRUCTED), run_frame(QUERY_ONLY)
+    first = instfol(inst, query_only, toy, CachedJudge(backend, tmp_path / "j.sqlite"), k=3)
+    asked = len(backend.requests)
+    second = instfol(inst, query_only, toy, CachedJudge(backend, tmp_path / "j.sqlite"), k=3)
+    assert [r.passage for r in backend.requests[asked:]] == ["d6"]  # a failure is retried, never stored as 0
+    assert (second.meta["from_cache"], second.meta["judged"]) == (11, 1)
+    pd.testing.assert_frame_equal(first.instances, second.instances)
+
+    complete = {**SCORES, "d6": 1.0}
+    backend = ScriptedJudge(complete)
+    instfol(inst, query_only, toy, CachedJudge(backend, tmp_path / "k.sqlite"), k=3)
+    rerun = ScriptedJudge(complete)
+    instfol(inst, query_only, toy, CachedJudge(rerun, tmp_path / "k.sqlite"), k=3)
+    assert rerun.requests == []
+
+
+def test_runs_without_a_shared_instance_are_refused(toy):
+    bare = run_frame({"a": ["d1"], "n": ["e1"]})  # group ids, as a query-only *setting* would have
+    with pytest.raises(ValueError, match="share no instance"):
+        instfol(run_frame(INSTRUCTED), bare, toy, ScriptedJudge(SCORES), k=3)
+
+
+def test_an_instance_missing_from_one_run_is_reported_and_not_scored(toy):
+    query_only = {q: docs for q, docs in QUERY_ONLY.items() if q != "n_0"}
+    result = instfol(run_frame(INSTRUCTED), run_frame(query_only), toy, ScriptedJudge(SCORES), k=3)
+    assert result.meta["missing_from_query_only_run"] == ["n_0"]
+    assert math.isnan(result.instances.set_index("qid").loc["n_0", "instfol"])
+    summary = result.summary().set_index(["scope", "subset"])
+    assert (summary.loc[("subset", "nfcorpus"), "instances"], summary.loc[("subset", "nfcorpus"), "scored"]) == (1, 0)

@@ -1,0 +1,89 @@
+"""Rubric ladders: ranges per subset and level, rendering, version hashes."""
+
+import dataclasses
+
+import pytest
+
+from instir.judge.rubrics import (
+    MULTI_LEVEL_SUBSETS,
+    RUBRICS,
+    SINGLE_LEVEL_SUBSETS,
+    judged_text,
+    rubric_for,
+)
+
+QUERY, INSTRUCTION, PASSAGE = "zqueryz marker", "zinstructionz marker", "zpassagez marker"
+
+
+@pytest.mark.parametrize("subset", MULTI_LEVEL_SUBSETS)
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_multi_level_rubric_range_equals_level(subset, level):
+    rubric = rubric_for(subset, level)
+    assert rubric.name == f"{subset}/{level}"
+    assert rubric.max_score == level
+    assert rubric.scores == tuple(range(level + 1))
+
+
+@pytest.mark.parametrize("subset", SINGLE_LEVEL_SUBSETS)
+@pytest.mark.parametrize("level", [0, None])
+def test_single_level_rubric_scores_zero_to_three(subset, level):
+    assert rubric_for(subset, level).max_score == 3
+
+
+@pytest.mark.parametrize("subset", ["", None, "instructir", "my-benchmark"])
+def test_other_benchmarks_get_the_generic_rubric(subset):
+    rubric = rubric_for(subset, None)
+    assert rubric.name == "generic" and rubric.max_score == 3
+
+
+def test_every_ifir_subset_and_level_has_its_own_rubric():
+    assert len(RUBRICS) == 4 * 3 + 3 + 1
+    assert len({r.version for r in RUBRICS.values()}) == len(RUBRICS)
+    assert len({r.system_text for r in RUBRICS.values()}) == len(RUBRICS)
+
+
+@pytest.mark.parametrize(("subset", "level"), [("fiqa", 0), ("aila", None), ("pm", 4), ("fire", 2), ("cds", 1)])
+def test_wrong_level_for_subset_is_an_error(subset, level):
+    with pytest.raises(ValueError, match=subset):
+        rubric_for(subset, level)
+
+
+@pytest.mark.parametrize("name", sorted(RUBRICS))
+def test_render_always_shows_query_instruction_and_passage(name):
+    rubric = RUBRICS[name]
+    messages = rubric.render(rubric.request(QUERY, INSTRUCTION, PASSAGE))
+    assert [m["role"] for m in messages] == ["system", "user"]
+    user = messages[1]["content"]
+    assert QUERY in user and INSTRUCTION in user and PASSAGE in user
+    system = messages[0]["content"]
+    assert '"score"' in system and '"reason"' in system
+    assert f"integer from 0 to {rubric.max_score}" in system
+    for i, step in enumerate(rubric.steps, start=1):
+        assert f"{i}. {step}" in system
+
+
+def test_aila_level_3_prompt_contains_passage_and_instruction():
+    # The official AILA level-2/3 prompts drop these; ours must not.
+    for level in (2, 3):
+        rubric = rubric_for("aila", level)
+        text = judged_text(rubric.request(QUERY, INSTRUCTION, PASSAGE))
+        assert PASSAGE in text and INSTRUCTION in text
+
+
+def test_empty_instruction_is_rendered_as_none_given():
+    rubric = rubric_for("", None)
+    user = rubric.render(rubric.request(QUERY, "  ", PASSAGE))[1]["content"]
+    assert "Instruction:\n(none given)" in user
+
+
+def test_version_changes_when_rubric_text_changes():
+    rubric = rubric_for("fiqa", 3)
+    reworded = dataclasses.replace(rubric, steps=(*rubric.steps[:2], rubric.steps[2] + " Really."))
+    assert reworded.version != rubric.version
+    assert dataclasses.replace(rubric).version == rubric.version
+    assert dataclasses.replace(rubric, passage_kind="a tweet").version != rubric.version
+
+
+def test_judged_text_differs_for_different_passages():
+    rubric = rubric_for("cds", 0)
+    assert judged_text(rubric.request("q", "i", "a")) != judged_text(rubric.request("q", "i", "b"))

@@ -1,0 +1,147 @@
+"""Judge validation: gold-pair strata from the qrels, agreement statistics checked against
+direct scikit-learn / SciPy calls on hand-made labels, and Kendall's tau between rankings."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from scripted_judge import ScriptedJudge, toy_benchmark
+from sklearn.metrics import cohen_kappa_score, roc_auc_score
+
+from instir.benchmarks.types import Query
+from instir.judge.validation import agreement, confusion, gold_pairs, judge_grade, ranking_agreement, validate
+
+NEGATIVES = [f"n{i}" for i in range(6)]
+
+
+@pytest.fixture
+def cumulative():
+    """One IFIR-like query with cumulative levels: rel(3) ⊆ rel(2) ⊆ rel(1); c1 is a candidate
+    that no level marks relevant."""
+    queries = [Query(f"a_{lvl}", "qa", f"ia{lvl}", group="a", level=lvl, subset="fiqa") for lvl in (1, 2, 3)]
+    qrels = {"a_1": {"d1": 1, "d2": 1, "d3": 1}, "a_2": {"d1": 1, "d2": 1}, "a_3": {"d1": 1, "d9": 0}}
+    return toy_benchmark(queries, qrels, ["d1", "d2", "d3", "c1", "d9", *NEGATIVES],
+                         meta={"candidates": {"a": ["d1", "d2", "d3", "c1"]}})
+
+
+def pairs_of(frame, level, label):
+    rows = frame[(frame["level"] == level) & (frame["label"] == label)]
+    return sorted(zip(rows["qid"], rows["docid"]))
+
+
+def test_gold_pairs_label_siblings_from_other_levels_and_candidates(cumulative):
+    pairs = gold_pairs(cumulative, per_stratum=100)
+    assert pairs_of(pairs, 1, "relevant") == [("a_1", "d1"), ("a_1", "d2"), ("a_1", "d3")]
+    assert pairs_of(pairs, 1, "sibling") == [("a_1", "c1")]
+    assert pairs_of(pairs, 2, "sibling") == [("a_2", "c1"), ("a_2", "d3")]
+    assert pairs_of(pairs, 3, "relevant") == [("a_3", "d1")]  # grade 0 is not relevant
+    assert pairs_of(pairs, 3, "sibling") == [("a_3", "c1"), ("a_3", "d2"), ("a_3", "d3")]
+    negatives = pairs[pairs["label"] == "not_relevant"]
+    assert set(negatives["docid"]) <= set(NEGATIVES + ["d9"]) and len(negatives) == 3 * 7
+    assert (pairs["grade"] == pairs["label"].map({"relevant": 2, "sibling": 1, "not_relevant": 0})).all()
+
+
+def test_gold_pairs_take_at_most_per_stratum_pairs_with_a_fixed_seed(cumulative):
+    pairs = gold_pairs(cumulative, per_stratum=2, seed=5)
+    counts = pairs.groupby(["level", "label"]).size().to_dict()
+    assert counts == {(1, "not_relevant"): 2, (1, "relevant"): 2, (1, "sibling"): 1, (2, "not_relevant"): 2,
+                      (2, "relevant"): 2, (2, "sibling"): 2, (3, "not_relevant"): 2, (3, "relevant"): 1,
+                      (3, "sibling"): 2}
+    pd.testing.assert_frame_equal(pairs, gold_pairs(cumulative, per_stratum=2, seed=5))
+    others = {tuple(map(tuple, gold_pairs(cumulative, per_stratum=2, seed=s)[["qid", "docid"]].to_numpy()))
+              for s in range(8)}
+    assert len(others) > 1
+
+
+def test_instructir_siblings_are_the_targets_of_the_other_instructions_of_the_group():
+    queries = [Query(f"g_{k}", "q", f"instruction {k}", group="g") for k in (1, 2, 3)]
+    bench = toy_benchmark(queries, {f"g_{k}": {f"t{k}": 1} for k in (1, 2, 3)}, ["t1", "t2", "t3", *NEGATIVES])
+    pairs = gold_pairs(bench, per_stratum=50)
+    assert set(pairs["subset"]) == {"toy"} and pairs["level"].isna().all()
+    sib = pairs[pairs["label"] == "sibling"]
+    assert sorted(zip(sib["qid"], sib["docid"])) == [("g_1", "t2"), ("g_1", "t3"), ("g_2", "t1"), ("g_2", "t3"),
+                                                     ("g_3", "t1"), ("g_3", "t2")]
+    assert set(pairs.loc[pairs["label"] == "not_relevant", "docid"]) <= set(NEGATIVES)
+
+
+@pytest.mark.parametrize(("score", "max_score", "grade"), [(0, 1, 0), (1, 1, 2), (1, 2, 1), (2, 2, 2), (0, 3, 0),
+                                                           (2, 3, 1), (3, 3, 2)])
+def test_judge_grade_maps_the_full_ladder_to_relevant_and_partial_steps_to_sibling(score, max_score, grade):
+    assert judge_grade(score, max_score) == grade
+
+
+def hand_made() -> pd.DataFrame:
+    return pd.DataFrame({
+        "grade": [2, 2, 2, 1, 1, 1, 0, 0, 0, 2, 0],
+        "judge_grade": pd.array([2, 1, 2, 1, 0, 2, 0, 0, 1, None, None], dtype="Int64"),
+        "norm": [0.9, 0.6, 1.0, 0.5, 0.2, 0.8, 0.0, 0.1, 0.4, math.nan, math.nan],
+        "error": [None] * 9 + ["malformed answer: no JSON object", "HTTP 500: boom"],
+        "latency_s": [1.0, 2.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 0.0],
+        "cost": [0.01] * 9 + [None, None],
+        "from_cache": [False] * 8 + [True, False, False],
+    })
+
+
+def test_agreement_matches_direct_sklearn_and_scipy_on_the_successful_judgments():
+    frame = hand_made()
+    got = agreement(frame).set_index("statistic")
+    gold = np.array([2, 2, 2, 1, 1, 1, 0, 0, 0])
+    judged = np.array([2, 1, 2, 1, 0, 2, 0, 0, 1])
+    norm = np.array([0.9, 0.6, 1.0, 0.5, 0.2, 0.8, 0.0, 0.1, 0.4])
+    assert got.loc["kappa_binary", "value"] == pytest.approx(cohen_kappa_score(gold == 2, judged == 2))
+    assert got.loc["kappa_graded_linear", "value"] == pytest.approx(cohen_kappa_score(gold, judged, weights="linear"))
+    assert got.loc["pearson_r", "value"] == pytest.approx(stats.pearsonr(norm, gold).statistic)
+    assert got.loc["spearman_rho", "value"] == pytest.approx(stats.spearmanr(norm, gold).statistic)
+    assert got.loc["roc_auc", "value"] == pytest.approx(roc_auc_score(gold == 2, norm))
+    assert got.loc["roc_auc", "value"] == pytest.approx(17 / 18)  # one relevant (0.6) below one other (0.8)
+    assert got.loc["kappa_binary", "n"] == 9
+    assert got.loc["failure_rate", "value"] == pytest.approx(2 / 11)
+    assert got.loc["parse_failure_rate", "value"] == pytest.approx(1 / 11)
+    assert got.loc["mean_latency_s", "value"] == pytest.approx((1 + 2 + 3 + 5 * 1 + 4 + 0) / 10)  # fresh ones only
+    assert got.loc["cost", "value"] == pytest.approx(0.08)
+
+
+def test_confusion_counts_gold_rows_against_judge_columns():
+    matrix = confusion(hand_made())
+    assert matrix.loc["relevant"].tolist() == [0, 1, 2]
+    assert matrix.loc["sibling"].tolist() == [1, 1, 1]
+    assert matrix.loc["not_relevant"].tolist() == [2, 1, 0]
+    assert int(matrix.to_numpy().sum()) == 9
+
+
+def test_statistics_undefined_on_one_class_are_nan():
+    frame = hand_made().iloc[:3]  # gold all relevant
+    got = agreement(frame).set_index("statistic")["value"]
+    assert math.isnan(got["roc_auc"]) and math.isnan(got["pearson_r"])
+    assert math.isnan(agreement(hand_made().iloc[9:]).set_index("statistic").loc["kappa_binary", "value"])
+
+
+def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
+    pairs = gold_pairs(cumulative, per_stratum=100)
+    judge = ScriptedJudge({"d1": 1.0, "d2": 1.0, "d3": 0.0, "c1": 0.0, "d9": 0.0, "n0": None})
+    result = validate(cumulative, judge, pairs)
+    by_pair = result.pairs.set_index(["qid", "docid"])
+    assert by_pair.loc[("a_1", "d2"), ["max_score", "judge_grade"]].tolist() == [1, 2]  # level 1: 0-1 ladder
+    assert by_pair.loc[("a_3", "d2"), ["max_score", "judge_grade"]].tolist() == [3, 1]
+    assert by_pair.loc[("a_3", "d2"), "norm"] == pytest.approx(1 / 3)
+    assert len(judge.requests) == len(pairs)
+    failed = result.pairs["error"].notna()
+    assert set(result.pairs.loc[failed, "docid"]) <= {"n0", "n1", "n2", "n3", "n4", "n5"}
+    assert failed.sum() == result.pairs["docid"].isin(NEGATIVES).sum() > 0  # unscripted passages fail
+    stats_ = result.agreement.set_index("statistic")["value"]
+    assert stats_["failure_rate"] == pytest.approx(failed.mean())
+    assert int(result.confusion.to_numpy().sum()) == (~failed).sum()
+
+
+def test_ranking_agreement_is_scipy_kendall_tau_over_common_systems():
+    judge = {"bm25": 0.10, "dense": 0.25, "hybrid": 0.20, "only-judged": 0.9}
+    gold = {"bm25": 0.40, "dense": 0.55, "hybrid": 0.60}
+    got = ranking_agreement(judge, gold)
+    expected = stats.kendalltau([0.10, 0.25, 0.20], [0.40, 0.55, 0.60])
+    assert got["systems"] == ["bm25", "dense", "hybrid"]
+    assert got["tau"] == pytest.approx(expected.statistic) and got["tau"] == pytest.approx(1 / 3)
+    assert got["p_value"] == pytest.approx(expected.pvalue)
+    with pytest.raises(ValueError, match="at least two systems"):
+        ranking_agreement({"bm25": 0.1}, gold)
