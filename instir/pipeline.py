@@ -49,9 +49,12 @@ ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CLI_PARAMETERS = {
     "benchmark": "benchmarks",
     "retrievers": "retrievers",
-    "judge": "judge",
+    "judge": "judge_backend",
     "out": "out_dir",
 }
+
+#: the project's notebooks (beside the package in a source checkout, where `make` installs it)
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
 #: notebooks ``instir run`` executes from a folder: ``NN_name.ipynb``, in name order
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
@@ -172,12 +175,13 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_parameters(parameters)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    result = ReportResult(out_dir=out, parameters=dict(parameters), show_code=show_code, kernel=kernel,
+    # Notebooks exchange files through their out_dir: always the report folder in batch runs.
+    result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)}, show_code=show_code, kernel=kernel,
                           started=_now(), manifest=environment_manifest())
     _save(result)
     start = time.perf_counter()
     for path in tqdm(paths, desc="notebooks", unit="notebook"):
-        with _inline_figures():
+        with _batch_environment():
             step, exc = _run_one(path, result)
         result.notebooks.append(step)
         result.wall_s = time.perf_counter() - start
@@ -195,16 +199,24 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
 
 
 @contextmanager
-def _inline_figures() -> Iterator[None]:
-    """Unset ``MPLBACKEND`` while a kernel starts: kernels inherit this process's environment,
-    and a backend such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing
-    the inline backend, so the figures would be missing from the reports."""
-    saved = os.environ.pop("MPLBACKEND", None)
+def _batch_environment() -> Iterator[None]:
+    """The environment kernels inherit while they run: progress bars off (they would only
+    clutter the HTML; see :mod:`instir.progress`), and ``MPLBACKEND`` unset, because a backend
+    such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing the inline
+    backend, so the figures would be missing from the reports."""
+    from instir.progress import ENV_VAR as PROGRESS_VAR
+
+    saved = {name: os.environ.get(name) for name in ("MPLBACKEND", PROGRESS_VAR)}
+    os.environ.pop("MPLBACKEND", None)
+    os.environ[PROGRESS_VAR] = "0"
     try:
         yield
     finally:
-        if saved is not None:
-            os.environ["MPLBACKEND"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseException | None]:
@@ -286,8 +298,8 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="report folder (default: reports/<UTC date-time>)")
     p.add_argument("--show-code", action="store_true", help="keep code cells in the HTML")
-    p.add_argument("--notebooks", type=Path, default=Path("notebooks"),
-                   help="folder holding the NN_name.ipynb notebooks (default: notebooks)")
+    p.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR,
+                   help=f"folder holding the NN_name.ipynb notebooks (default: {NOTEBOOKS_DIR})")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel to run them with (default: python3)")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="any other notebook parameter (repeatable)")

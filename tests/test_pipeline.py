@@ -97,6 +97,11 @@ def test_html_has_tables_and_inline_figures_but_no_code(chain):
     assert "table.to_csv" not in html
 
 
+def test_batch_runs_switch_progress_bars_off_in_the_kernels(chain):
+    assert "progress bars: 0" in (chain.out_dir / "01_table.html").read_text()
+    assert os.environ.get("INSTIR_PROGRESS") != "0"  # restored after the run
+
+
 def test_show_code_keeps_the_code(chain, tmp_path):
     html = render_html(chain.out_dir / "01_table.ipynb", tmp_path / "with_code.html", show_code=True).read_text()
     assert "to_csv" in html
@@ -185,7 +190,7 @@ def parse_run(argv):
 def test_cli_options_map_to_notebook_parameters(tmp_path):
     args = parse_run(["--benchmark", "instructir-sample", "ifir-sample", "--judge", "lexical",
                       "--out", str(tmp_path / "r"), "-p", "k=3", "-p", 'names=["a"]', "-p", "title=plain text"])
-    assert cli_parameters(args) == {"benchmarks": ["instructir-sample", "ifir-sample"], "judge": "lexical",
+    assert cli_parameters(args) == {"benchmarks": ["instructir-sample", "ifir-sample"], "judge_backend": "lexical",
                                     "out_dir": str((tmp_path / "r").resolve()), "k": 3, "names": ["a"],
                                     "title": "plain text"}
     assert args.show_code is False and parse_run(["--show-code"]).show_code is True

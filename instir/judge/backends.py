@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from tqdm.auto import tqdm
+from instir.progress import tqdm
 
 from instir.judge.rubrics import ANSWER_PREFIX, Rubric
 from instir.judge.types import Judgment, JudgeRequest, OnResult

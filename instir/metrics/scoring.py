@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
-from tqdm.auto import tqdm
+from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark
 from instir.metrics import ifir, robustness, table

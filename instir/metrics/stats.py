@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from tqdm.auto import tqdm
+from instir.progress import tqdm
 
 #: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001; both
 #: together cost about 2 s of CPU per system × measure at 10k queries), and the batch size

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from tqdm.auto import tqdm
+from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
 from instir.formatting import ModelInput, Template, family_of_model

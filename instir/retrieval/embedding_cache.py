@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
+from instir.progress import tqdm
 
 from instir.benchmarks.fetch import instir_home
 

@@ -26,7 +26,8 @@ from collections.abc import Iterable, Sequence
 import bm25s
 import numpy as np
 import Stemmer
-from tqdm.auto import tqdm
+from instir.progress import enabled as progress_enabled
+from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark, Query
 from instir.formatting import ModelInput, Template
@@ -86,14 +87,14 @@ class BM25Retriever:
 
     def __init__(self, k1: float | None = None, b: float | None = None, *, method: str = "lucene",
                  stemmer: str | None = None, stopwords: str | Sequence[str] | None = None, n_threads: int = 0,
-                 show_progress: bool = True):
+                 show_progress: bool | None = None):
         if stemmer not in (None, "none") and stemmer not in Stemmer.algorithms():
             raise ValueError(f"unknown stemmer {stemmer!r}; use 'none' or one of {Stemmer.algorithms()}")
         self.k1, self.b, self.method = k1, b, method
         self.stemmer = stemmer
         self.stopwords = stopwords if stopwords is None or isinstance(stopwords, str) else tuple(stopwords)
         self.n_threads = n_threads
-        self.show_progress = show_progress
+        self.show_progress = progress_enabled() if show_progress is None else show_progress
 
     def params(self) -> dict:
         """Configured settings (``None`` = the benchmark's default, resolved in the run's meta)."""
