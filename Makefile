@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 reports: $(STAMP)
-	$(BIN)/instir
+	$(BIN)/instir run --out reports/sample
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

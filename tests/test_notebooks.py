@@ -1,0 +1,223 @@
+"""The five report notebooks run top to bottom under papermill on the bundled samples, in
+chain order (each reads only what the previous ones wrote under ``out_dir``), and leave the
+files and tables the next notebook and the report need. The chain runs once per module."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.pipeline import CLI_PARAMETERS, check_parameters
+from instir.retrieval import read_run
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+CHAIN = ("01_data_exploration", "02_retrieval", "03_metrics", "04_judge_validation", "05_paper_tables")
+SAMPLES = ("instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus")
+
+
+def _parameters_cell(name: str) -> str:
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    tagged = [c.source for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, name
+    return tagged[0]
+
+
+def _defaults() -> dict:
+    values: dict = {}
+    exec(_parameters_cell(CHAIN[0]), {}, values)
+    return values
+
+
+@pytest.fixture(scope="module")
+def isolated_env(tmp_path_factory):
+    """HOME, IPython, matplotlib, Jupyter and instir caches in a temp dir; no network. (The
+    suite's autouse isolation is function-scoped, so module fixtures set their own.)"""
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as mp:
+        for var, sub in (("HOME", ""), ("IPYTHONDIR", ".ipython"), ("MPLCONFIGDIR", "mpl"),
+                         ("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".jupyter-data"),
+                         ("INSTIR_HOME", "instir"), ("HF_HOME", "hf")):
+            mp.setenv(var, str(home / sub))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        mp.delenv("MPLBACKEND", raising=False)
+        yield home
+
+
+def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.NotebookNode:
+    import papermill
+
+    target = cwd / f"{name}.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(target), kernel_name="python3",
+                               parameters={"out_dir": out_dir, **parameters}, cwd=str(cwd), progress_bar=False)
+    return nbformat.read(target, as_version=4)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory, isolated_env):
+    """Run the five notebooks in order with their default parameters into one out_dir, given
+    relative to the working directory as the default ``../reports/lab`` is in JupyterLab."""
+    root = tmp_path_factory.mktemp("chain")
+    cwd = root / "notebooks"
+    cwd.mkdir()
+    executed = {name: _execute(name, "../out", cwd) for name in CHAIN}
+    return root / "out", executed
+
+
+def _text_outputs(nb: nbformat.NotebookNode) -> str:
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            parts.append(output.get("text", ""))
+            parts.extend(str(v) for k, v in output.get("data", {}).items() if k.startswith("text/"))
+    return "\n".join(parts)
+
+
+def test_all_five_notebooks_share_one_identical_parameters_cell():
+    cells = {name: _parameters_cell(name) for name in CHAIN}
+    assert len(set(cells.values())) == 1, "parameters cells differ"
+    assert set(_defaults()) == {"benchmarks", "data_root", "retrievers", "dense_model", "k", "judge_backend",
+                                "judge_model", "judge_base_url", "judge_api_key_env", "judge_max_instances",
+                                "out_dir"}
+
+
+def test_instir_run_options_map_to_notebook_parameters():
+    assert set(CLI_PARAMETERS.values()) <= set(_defaults())
+
+
+def test_default_parameters_pass_the_pipeline_secret_check():
+    check_parameters(_defaults())
+
+
+def test_defaults_run_offline_on_the_bundled_samples():
+    defaults = _defaults()
+    assert tuple(defaults["benchmarks"]) == SAMPLES
+    assert defaults["data_root"] == "" and defaults["dense_model"] == ""
+    assert defaults["judge_backend"] in ("baseline", "hf")
+
+
+def test_data_exploration_records_the_datasets_and_labels_samples(chain):
+    out, executed = chain
+    datasets = json.loads((out / "datasets.json").read_text())
+    assert set(datasets) == set(SAMPLES)
+    assert all(entry["sample"] for entry in datasets.values())
+    stats = pd.read_csv(out / "data" / "statistics.csv").set_index("benchmark")
+    assert stats.loc["instructir-sample", "queries"] == len(load_benchmark("instructir-sample").queries)
+    assert stats.loc["ifir-sample/fiqa", "groups"] == len(load_benchmark("ifir-sample/fiqa").groups())
+    assert "SAMPLE statistics" in _text_outputs(executed["01_data_exploration"])
+
+
+def test_retrieval_writes_an_instructed_and_a_query_only_run_per_retriever(chain):
+    out, _ = chain
+    runs = pd.read_csv(out / "runs" / "runs.csv")
+    assert len(runs) == len(SAMPLES) * 2 * 2
+    assert set(runs["variant"]) == {"instructed", "query-only"}
+    assert runs.groupby(["benchmark", "retriever"])["variant"].nunique().eq(2).all()
+    assert (runs.loc[runs["variant"] == "query-only", "template"] == "query-only").all()
+    for row in runs.itertuples():
+        path = out / row.run_file
+        assert path.is_file() and path.with_name(path.name + ".json").is_file(), row.run_file
+
+
+def test_query_only_runs_answer_the_same_instance_ids(chain):
+    out, _ = chain
+    runs = pd.read_csv(out / "runs" / "runs.csv")
+    for name in SAMPLES:
+        ids = set(load_benchmark(name).queries)
+        for row in runs[runs["benchmark"] == name].itertuples():
+            assert set(read_run(out / row.run_file).df["qid"]) == ids, row.system
+
+
+def test_metrics_table_has_the_headline_rows(chain):
+    out, _ = chain
+    table = pd.read_csv(out / "metrics" / "metrics.csv", dtype={"level": str})
+    assert pd.read_parquet(out / "metrics" / "metrics.parquet").shape == table.shape
+    systems = set(pd.read_csv(out / "runs" / "runs.csv")["system"])
+    instructir = table[table["benchmark"] == "instructir-sample"]
+    for measure in ("nDCG@10", "Robustness(nDCG@10)"):
+        assert set(instructir.loc[instructir["measure"] == measure, "system"]) == systems
+    fiqa = table[(table["benchmark"] == "ifir-sample/fiqa") & (table["system"] == "bm25")]
+    for measure in ("nDCG@20", "nDCG@20[ifir-native]"):
+        assert set(fiqa.loc[fiqa["measure"] == measure, "level"]) == {"all", "1", "2", "3"}
+    average = table[(table["subset"] == "average") & (table["measure"] == "nDCG@20[ifir-native]")]
+    assert set(average["system"]) == systems and set(average["benchmark"]) == {"ifir-sample"}
+
+
+def test_instructions_help_every_retriever_on_the_instructir_sample(chain):
+    out, _ = chain
+    table = pd.read_csv(out / "metrics" / "metrics.csv")
+    robust = table[(table["benchmark"] == "instructir-sample") & (table["measure"] == "Robustness(nDCG@10)")]
+    value = robust.set_index("system")["value"]
+    for system in value.index[~value.index.str.endswith("(query-only)")]:
+        assert value[system] > value[f"{system} (query-only)"], system
+
+
+def test_comparisons_give_each_system_a_ci_against_the_baseline(chain):
+    out, _ = chain
+    comparisons = pd.read_csv(out / "metrics" / "comparisons.csv")
+    runs = pd.read_csv(out / "runs" / "runs.csv")
+    for name in SAMPLES:
+        part = comparisons[(comparisons["benchmark"] == name) & (comparisons["unit"] == "query")]
+        listed = runs.loc[runs["benchmark"] == name, "system"]
+        assert set(part["baseline"]) == {listed.iloc[0]}
+        assert set(part["system"]) == set(listed.iloc[1:])
+    assert ((comparisons["ci_low"] <= comparisons["diff"] + 1e-12)
+            & (comparisons["diff"] <= comparisons["ci_high"] + 1e-12)).all()
+    assert set(comparisons.loc[comparisons["unit"] == "group", "measure"]) == {"Robustness(nDCG@10)"}
+
+
+def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
+    out, executed = chain
+    limit = _defaults()["judge_max_instances"]
+    validation = pd.read_csv(out / "judge" / "validation.csv")
+    assert set(validation["benchmark"]) == {*SAMPLES, "all"}
+    assert {"kappa_binary", "roc_auc", "failure_rate"} <= set(validation["statistic"])
+    instances = pd.read_csv(out / "judge" / "instfol_instances.csv")
+    assert instances.groupby(["benchmark", "system"]).size().le(limit).all()
+    summary = pd.read_csv(out / "judge" / "instfol.csv")
+    averages = summary[summary["scope"] == "average"]
+    assert set(zip(averages["benchmark"], averages["system"])) == {
+        (family, system) for family in ("instructir-sample", "ifir-sample")
+        for system in pd.read_csv(out / "runs" / "runs.csv").query("variant == 'instructed'")["system"]}
+    with sqlite3.connect(out / "judge" / "judgments.sqlite") as db:
+        stored = db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+    assert stored >= len(pd.read_csv(out / "judge" / "validation_pairs.csv").drop_duplicates(["qid", "docid"]))
+    assert "Judge:" in _text_outputs(executed["04_judge_validation"])
+
+
+def test_paper_tables_refuse_to_compare_sample_numbers(chain):
+    out, executed = chain
+    assert not (out / "paper_tables" / "comparison.csv").exists()
+    assert "SAMPLE" in (out / "paper_tables" / "not_comparable.txt").read_text()
+    text = _text_outputs(executed["05_paper_tables"])
+    assert "Not comparable" in text and "Table 11" in text
+
+
+def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path, isolated_env):
+    """05 reads only files: given metrics and InstFol of a real IFIR subset, it aligns them
+    with the paper (BM25 on FiQA: nDCG@20 0.25 and InstFol@20 1.10 in Table 3)."""
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "judge").mkdir()
+    pd.DataFrame({
+        "system": ["bm25", "bm25", "bm25 (query-only)"], "benchmark": "ifir/fiqa", "setting": "instructed",
+        "subset": "fiqa", "level": "all", "measure": ["nDCG@20[ifir-native]", "nDCG@20", "nDCG@20"],
+        "value": [0.251, 0.10, 0.2], "n_queries": 1718,
+    }).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
+    pd.DataFrame({
+        "scope": ["level", "subset"], "subset": "fiqa", "level": [3, None], "instfol": [0.05, 0.011],
+        "s_q": 1.0, "s_inst": 1.1, "instances": 10, "scored": 10, "failed": 0, "dropped": 0,
+        "system": "bm25", "benchmark": "ifir",
+    }).to_csv(tmp_path / "judge" / "instfol.csv", index=False)
+    _execute("05_paper_tables", str(tmp_path), tmp_path)
+    compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
+    table3 = compared[(compared["table"] == "Table 3") & (compared["system"] == "bm25")].set_index("measure_reproduced")
+    assert table3.loc["nDCG@20[ifir-native]", "within_tolerance"]
+    assert not table3.loc["nDCG@20", "within_tolerance"]
+    assert table3.loc["InstFol@20", "reproduced"] == pytest.approx(1.1)
+    assert "ifir-native-ndcg" in table3.loc["nDCG@20", "reasons"]
+    assert not (tmp_path / "paper_tables" / "not_comparable.txt").exists()
+    assert "bm25 (query-only)" not in set(compared["system"])
