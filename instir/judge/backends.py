@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import inspect
 import importlib.util
 import json
 import logging
@@ -440,9 +441,60 @@ class HFCausalLMJudge:
             self._digit_plan = (len(base) - common, [ids[common] for ids in with_digit])
         return self._digit_plan
 
-    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
-        """Judge in length-sorted batches; ``on_result`` is called after each batch."""
+    def _prefix_cache(self, lm, prefix: list[int]):
+        """The key/value cache of ``prefix`` (``None`` for no prefix)."""
         import torch
+
+        if not prefix:
+            return None
+        with torch.inference_mode():
+            return lm(input_ids=torch.tensor([prefix], device=self.device), use_cache=True,
+                      logits_to_keep=1).past_key_values
+
+    def _next_token_probs(self, tokenizer, lm, batch: list[list[int]], prefix: list[int], cache):
+        """Next-token probabilities after each prompt of ``batch`` (all starting with ``prefix``,
+        whose cache is given): the suffixes run right-padded over a copy of the prefix cache, and
+        each row is read at its own last token."""
+        import copy
+
+        import torch
+
+        p = len(prefix)
+        suffixes = [ids[p:] for ids in batch]
+        width = max(len(ids) for ids in suffixes)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in suffixes], device=self.device)
+        mask = torch.tensor([[1] * (p + len(ids)) + [0] * (width - len(ids)) for ids in suffixes], device=self.device)
+        positions = torch.arange(p, p + width, device=self.device).expand(len(batch), width)
+        last = torch.tensor([len(ids) - 1 for ids in suffixes], device=self.device)
+        keep = torch.unique(last)
+        kwargs = {}
+        if cache is not None:
+            copied = copy.deepcopy(cache)
+            copied.batch_repeat_interleave(len(batch))
+            # transformers 5.x renamed the argument (past_key_values is deprecated there)
+            name = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+            kwargs[name] = copied
+        with torch.inference_mode():
+            logits = lm(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=cache is not None,
+                        logits_to_keep=keep, **kwargs).logits
+        rows = logits[torch.arange(len(batch), device=self.device), torch.searchsorted(keep, last)]
+        return torch.softmax(rows.float(), dim=-1).cpu()
+
+    def _judgment(self, tokenizer, request: JudgeRequest, probs, digit_ids: list[int], latency: float,
+                  prompt_tokens: int) -> Judgment:
+        """The judgment read from one next-token distribution over the whole vocabulary."""
+        max_score = request.rubric.max_score
+        mass = probs[digit_ids[:max_score + 1]]
+        dist_in = {d: float(v) for d, v in enumerate(mass / mass.sum())}
+        value, dist = expected_score(dist_in, max_score)  # argmax digit always >= 1/(max+1)
+        raw = json.dumps({"digit_mass": round(float(mass.sum()), 6), "top_token": tokenizer.decode([int(probs.argmax())])})
+        return Judgment(score=int(mass.argmax()), weighted=value, probs=dist, weighting="logits", raw=raw,
+                        latency_s=latency, prompt_tokens=prompt_tokens, completion_tokens=0)
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Judge in length-sorted batches that share their rubric's prompt prefix; ``on_result``
+        is called after each batch."""
 
         tokenizer, lm = self._loaded()
         drop, digit_ids = self._plan_digits(tokenizer)
@@ -459,33 +511,38 @@ class HFCausalLMJudge:
                     on_result(i, out[i])
             else:
                 encoded.append((i, ids))
-        encoded.sort(key=lambda item: len(item[1]))
+        # Requests under one rubric share the whole system prompt: encode that prefix once and
+        # run only each request's own suffix over a copy of its key/value cache.
+        groups: dict[str, list[tuple[int, list[int]]]] = {}
+        for item in encoded:
+            groups.setdefault(requests[item[0]].rubric.version, []).append(item)
         with _progress(len(requests), self.name, self.progress) as bar:
             bar.update(len(requests) - len(encoded))
-            for b in range(0, len(encoded), self.batch_size):
-                batch = encoded[b:b + self.batch_size]
-                start = time.perf_counter()
-                padded = tokenizer.pad({"input_ids": [ids for _, ids in batch]}, padding=True, return_tensors="pt")
-                mask = padded["attention_mask"].to(self.device)
-                positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                with torch.inference_mode():
-                    logits = lm(input_ids=padded["input_ids"].to(self.device), attention_mask=mask,
-                                position_ids=positions, logits_to_keep=1).logits[:, -1, :].float()
-                full = torch.softmax(logits, dim=-1).cpu()
-                latency = (time.perf_counter() - start) / len(batch)
-                for row, (i, ids) in enumerate(batch):
-                    max_score = requests[i].rubric.max_score
-                    mass = full[row, digit_ids[:max_score + 1]]
-                    probs = {d: float(p) for d, p in enumerate(mass / mass.sum())}
-                    value, dist = expected_score(probs, max_score)  # argmax digit always >= 1/(max+1)
-                    raw = json.dumps({"digit_mass": round(float(mass.sum()), 6),
-                                      "top_token": tokenizer.decode([int(full[row].argmax())])})
-                    out[i] = Judgment(score=int(mass.argmax()), weighted=value, probs=dist, weighting="logits",
-                                      raw=raw, latency_s=latency, prompt_tokens=len(ids), completion_tokens=0)
-                    if on_result is not None:
-                        on_result(i, out[i])
-                bar.update(len(batch))
+            for group in groups.values():
+                prefix = _common_prefix([ids for _, ids in group]) if len(group) > 1 else []
+                cache = self._prefix_cache(lm, prefix)
+                group.sort(key=lambda item: len(item[1]))
+                for b in range(0, len(group), self.batch_size):
+                    batch = group[b:b + self.batch_size]
+                    start = time.perf_counter()
+                    full = self._next_token_probs(tokenizer, lm, [ids for _, ids in batch], prefix, cache)
+                    latency = (time.perf_counter() - start) / len(batch)
+                    for row, (i, ids) in enumerate(batch):
+                        out[i] = self._judgment(tokenizer, requests[i], full[row], digit_ids, latency, len(ids))
+                        if on_result is not None:
+                            on_result(i, out[i])
+                    bar.update(len(batch))
         return out  # type: ignore[return-value]
+
+
+def _common_prefix(sequences: list[list[int]]) -> list[int]:
+    """The longest common prefix of token sequences, leaving every sequence at least one token
+    of its own (the position whose next-token distribution is read)."""
+    shortest = min(len(ids) for ids in sequences)
+    n = 0
+    while n < shortest - 1 and all(ids[n] == sequences[0][n] for ids in sequences):
+        n += 1
+    return sequences[0][:n]
 
 
 # --------------------------------------------------------------------------- no-LLM baseline

@@ -50,6 +50,16 @@ def test_batching_with_left_padding_gives_the_unbatched_scores(batched, hf_judge
         assert a.probs == pytest.approx(b.probs, abs=1e-3)
 
 
+def test_shared_prompt_prefix_gives_the_scores_of_whole_prompts(hf_judge):
+    rubric = rubric_for("fiqa", 3)  # one rubric: the requests share its whole system prompt
+    requests = [rubric.request(QUERY, INSTRUCTION, p) for p in PASSAGES]
+    out = hf_judge.judge(requests)
+    alone = [hf_judge.judge([request])[0] for request in requests]  # one request per call: no shared prefix
+    for a, b in zip(out, alone):
+        assert a.weighted == pytest.approx(b.weighted, abs=1e-3)
+        assert a.probs == pytest.approx(b.probs, abs=1e-3)
+
+
 def test_prompt_longer_than_the_context_is_a_failure(hf_judge):
     [j] = hf_judge.judge([rubric_for("cds", 0).request("q", "i", "word " * 9000)])
     assert not j.ok and j.score is None and "exceeds the model's" in j.error
