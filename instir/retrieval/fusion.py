@@ -9,13 +9,14 @@ ties are broken like every Run (document id descending, as trec_eval does).
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark
-from instir.formatting import Template, default_template
+from instir.formatting import Template, default_template, get_template
 from instir.retrieval.runs import Run, as_run
 
 IFIR_RRF_K = 60
@@ -43,11 +44,29 @@ def rrf(runs: Sequence[Run | pd.DataFrame], weights: Sequence[float] | None = No
     return out.top(depth) if depth is not None else out
 
 
+def lexical_template(template: Template, benchmark: Benchmark) -> Template:
+    """The template BM25 gets in a hybrid run whose dense half gets ``template``: the same
+    query text in BM25's plain form, so query-only stays query-only and instructed stays instructed.
+
+    A plain-text template (family ``raw``: ``query-only``, ``instructir``, ``ifir``, ``mteb``, …)
+    is used as it is; a model template that never uses the instruction gives ``query-only``;
+    any other model template (prompts, INSTRUCTOR pairs) gives the benchmark's BM25 default
+    (``instruction [SEP] query`` for InstructIR, ``query instruction`` for IFIR).
+    """
+    if template.family == "raw":
+        return template
+    parts = template.query if isinstance(template.query, tuple) else (template.query,)
+    if not any(name == "instruction" for part in parts for _, name, _, _ in string.Formatter().parse(part)):
+        return get_template("query-only")
+    return default_template("bm25", benchmark.name, query_order=benchmark.meta.get("query_order"))
+
+
 class HybridRetriever:
     """IFIR's hybrid: a dense retriever and BM25, each taking its top ``k``, fused by RRF.
 
-    The dense part uses the template :func:`retrieve` passes; BM25 uses the benchmark's raw
-    text template (the same query text for both, as the authors did).
+    The dense part uses the template :func:`retrieve` passes; BM25 gets that template's
+    plain-text form (:func:`lexical_template`), so both halves see the same query text (as
+    the authors did) and a query-only run is query-only in both.
     """
 
     def __init__(self, dense, lexical, *, weights: Sequence[float] = IFIR_WEIGHTS, rrf_k: int = IFIR_RRF_K):
@@ -63,13 +82,12 @@ class HybridRetriever:
                 "weights": list(self.weights), "rrf_k": self.rrf_k}
 
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
-        """Top-``k`` fused results for every query."""
-        lexical_template = default_template(self.lexical.family, benchmark.name,
-                                            query_order=benchmark.meta.get("query_order"))
+        """Top-``k`` fused results for every query; BM25 searches with :func:`lexical_template`."""
+        bm25_template = lexical_template(template, benchmark)
         dense_run = self.dense.search(benchmark, template, k)
-        lexical_run = self.lexical.search(benchmark, lexical_template, k)
+        lexical_run = self.lexical.search(benchmark, bm25_template, k)
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params(),
                               "components": [dense_run.meta.get("retriever", {}),
                                              lexical_run.meta.get("retriever", {})],
-                              "lexical_template": lexical_template.name}}
+                              "lexical_template": bm25_template.name}}
         return rrf([dense_run, lexical_run], self.weights, k=self.rrf_k, depth=k, meta=meta)

@@ -6,7 +6,7 @@ import pytest
 from instir.benchmarks.types import Benchmark
 from instir.formatting import Template, get_template
 from instir.retrieval import retrieve
-from instir.retrieval.fusion import IFIR_RRF_K, IFIR_WEIGHTS, HybridRetriever, rrf
+from instir.retrieval.fusion import IFIR_RRF_K, IFIR_WEIGHTS, HybridRetriever, lexical_template, rrf
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import Run
 
@@ -73,3 +73,61 @@ def test_hybrid_fuses_dense_and_bm25_with_ifir_weights(toy_benchmark):
     assert params["weights"] == [1.0, 0.3] and params["rrf_k"] == 60 and params["dense"]["name"] == "dense-fixed"
     assert run.meta["search"]["retriever"]["lexical_template"] == "ifir"
     assert hybrid.name == "hybrid-dense-fixed-bm25" and hybrid.family == "dense"
+
+
+class RecordingBM25(BM25Retriever):
+    """BM25 that records the query texts each search fed it."""
+
+    def __init__(self):
+        super().__init__(show_progress=False)
+        self.texts: list[str] = []
+
+    def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
+        self.texts += [template.format_query(q) for q in benchmark.queries.values()]
+        return super().search(benchmark, template, k)
+
+
+INSTRUCTION_WORDS = ("chef", "farmer", "homeowner", "sommelier")
+
+
+@pytest.mark.parametrize("name", ["instructir-toy", "ifir-toy/fiqa"])
+def test_a_query_only_hybrid_run_gives_bm25_no_instruction_words(toy_benchmark, name):
+    bench = toy_benchmark(name)
+    dense, bm25 = FixedDense({q: ["900", "901"] for q in bench.queries}), RecordingBM25()
+    run = retrieve(bench, HybridRetriever(dense, bm25), template="query-only", k=3)
+    assert dense.templates == ["query-only"]
+    assert sorted(set(bm25.texts)) == ["what is saffron", "wine cabinet"]
+    assert not any(word in text.lower() for text in bm25.texts for word in INSTRUCTION_WORDS)
+    assert run.meta["search"]["retriever"]["lexical_template"] == "query-only"
+    query_only = get_template("query-only")
+    expected = rrf([dense.search(bench, query_only, 3), BM25Retriever(show_progress=False).search(bench, query_only, 3)],
+                   IFIR_WEIGHTS, depth=3)
+    pd.testing.assert_frame_equal(run.df, expected.df)
+
+
+@pytest.mark.parametrize("name,template,bm25_template", [
+    ("instructir-toy", "instructir-e5-mistral", "instructir"),  # a model's own prompt: the benchmark's BM25 text
+    ("instructir-toy", "instructir-instructor", "instructir"),
+    ("ifir-toy/fiqa", "ifir-nv-embed", "ifir"),
+    ("instructir-toy", "mteb", "mteb"),  # a plain text template reaches BM25 as it is
+    ("instructir-toy", "instructir-query-first", "instructir-query-first"),
+])
+def test_an_instructed_hybrid_run_gives_bm25_the_plain_text_of_the_same_template(toy_benchmark, name, template,
+                                                                                   bm25_template):
+    bench = toy_benchmark(name)
+    hybrid = HybridRetriever(FixedDense({q: ["900"] for q in bench.queries}), RecordingBM25())
+    assert lexical_template(get_template(template), bench).name == bm25_template
+    retrieve(bench, hybrid, template=template, k=3)
+    expected = [get_template(bm25_template).format_query(q) for q in bench.queries.values()]
+    assert hybrid.lexical.texts == expected and any("sommelier" in text for text in expected)
+
+
+def test_bm25_gets_the_query_first_text_when_the_benchmark_asks_for_it(toy_benchmark):
+    bench = toy_benchmark(meta={"query_order": "query-first"})
+    assert lexical_template(get_template("instructir-e5-mistral"), bench).name == "instructir-query-first"
+
+
+def test_a_model_template_without_the_instruction_gives_bm25_the_bare_query(toy_benchmark):
+    prompt_only = Template("prompt-only", "e5-mistral", "a model prompt around the bare query",
+                           "Instruct: find passages\nQuery: {query}")
+    assert lexical_template(prompt_only, toy_benchmark("ifir-toy/fiqa")).name == "query-only"
