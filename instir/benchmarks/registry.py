@@ -1,6 +1,6 @@
-"""Benchmarks by name: the bundled samples and the real benchmarks, read from ``root`` or
-from the fetch cache. Never touches the network: a benchmark that is not on disk raises an
-error saying which ``instir fetch`` command gets it.
+"""Benchmarks by name: the bundled samples (always from the package) and the real
+benchmarks, read from ``root`` or from the fetch cache. Never touches the network: a
+benchmark that is not on disk raises an error saying which ``instir fetch`` command gets it.
 
 Names: ``instructir-sample``, ``ifir-sample/<subset>`` (bundled, ``is_sample=True``, revision
 ``bundled-<instir version>``), ``instructir`` and ``ifir/<subset>`` (revision from the fetch
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-from instir.benchmarks.fetch import data_dir, layouts, read_manifest
+from instir.benchmarks.fetch import SOURCES, data_dir, layouts, read_manifest
 from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir, subset_folder
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.types import Benchmark
@@ -35,8 +35,19 @@ def sample_benchmarks() -> list[str]:
 
 
 def load_benchmark(name: str, setting: str = "instructed", root: str | Path | None = None) -> Benchmark:
-    """Load a benchmark by name in a setting. ``root`` points at local files (any supported
-    layout); without it samples come from the package and real benchmarks from the fetch cache.
+    """Load a benchmark by name in a setting.
+
+    Bundled samples always come from the package; ``root`` is ignored for them, so one
+    ``root`` can be passed for every name. A real benchmark comes from ``root`` when given,
+    else from the fetch cache. ``root`` is either
+
+    - a data root serving both benchmarks, laid out like the fetch cache
+      (:func:`instir.benchmarks.fetch.data_dir`): ``<root>/instructir/<layout>/`` with layout
+      ``hf`` or ``mteb``, and ``<root>/ifir/<layout>/<subset>/`` with layout ``songtingyu`` or
+      ``mteb`` (the first layout present is used, in that order; a copy of ``INSTIR_HOME`` is
+      one). It is recognised by an ``instructir/`` or ``ifir/`` folder in it;
+    - or the benchmark's own folder in any supported layout: an InstructIR download, IFIR's
+      data root holding ``<subset>/``, or one IFIR subset's folder.
 
     IFIR has only the ``instructed`` setting (its query-only run reuses the instances with a
     query-only template); InstructIR's settings are those of ``load_instructir``.
@@ -46,13 +57,10 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     family, _, subset = name.partition("/")
     is_sample = family.endswith("-sample")
     if is_sample:
-        data_root, revision = Path(root) if root else SAMPLE_ROOT / family, _bundled_revision()
-    elif root:
-        data_root = Path(root)
-        revision = _manifest_revision(subset_folder(data_root, subset) if subset else data_root)
+        data_root, revision = SAMPLE_ROOT / family, _bundled_revision()
     else:
-        data_root = _cached(family, subset or None)
-        revision = _manifest_revision(data_root / subset if subset else data_root)
+        data_root = _located(family, subset or None, Path(root) if root else None)
+        revision = _manifest_revision(subset_folder(data_root, subset) if subset else data_root)
     if not subset:
         return load_instructir(data_root, setting, name=name, revision=revision, is_sample=is_sample)
     if setting != "instructed":
@@ -70,14 +78,29 @@ def _manifest_revision(folder: Path) -> str:
     return manifest["resolved_revision"] if manifest else "local"
 
 
-def _cached(benchmark: str, subset: str | None) -> Path:
-    """The fetched copy in the cache (first layout that has a manifest): InstructIR's data
-    folder, or IFIR's data root for ``subset``."""
+def _is_data_root(root: Path) -> bool:
+    """Whether ``root`` is laid out like the fetch cache (holds an ``instructir/`` or ``ifir/``
+    folder) rather than being one benchmark's own folder."""
+    return any((root / benchmark).is_dir() for benchmark in {name for name, _ in SOURCES})
+
+
+def _located(benchmark: str, subset: str | None, root: Path | None) -> Path:
+    """The folder to load ``benchmark`` from: ``root`` itself when it is the benchmark's own
+    folder, else its first layout folder in the data root ``root`` (one that exists) or in the
+    cache (one that a fetch completed, i.e. has a manifest); IFIR's data root for ``subset``."""
+    if root is not None and not _is_data_root(root):
+        return root
     for layout in layouts(benchmark):
-        if read_manifest(data_dir(benchmark, layout, subset)) is not None:
-            return data_dir(benchmark, layout)
-    command = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "")
+        folder = data_dir(benchmark, layout, subset, cache_dir=root)
+        if (folder.is_dir() if root is not None else read_manifest(folder) is not None):
+            return data_dir(benchmark, layout, cache_dir=root)
     name = f"{benchmark}/{subset}" if subset else benchmark
+    if root is not None:
+        expected = " or ".join(str(data_dir(benchmark, layout, subset, cache_dir=root))
+                               for layout in layouts(benchmark))
+        raise FileNotFoundError(f"{name} is not in the data root {root}: expected {expected} "
+                                "(the fetch cache's layout)")
+    command = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "")
     raise FileNotFoundError(
         f"{name} is not in the instir cache ({data_dir(benchmark, layouts(benchmark)[0]).parent}). "
         f"Run `{command}` once with internet access (or set INSTIR_HOME to a folder holding a fetched copy), "

@@ -103,6 +103,41 @@ def test_a_root_without_a_manifest_loads_as_local():
     assert load_benchmark("instructir", root=FIXTURES / "instructir-hf").revision == "local"
 
 
+def test_samples_come_from_the_package_whatever_the_root(tmp_path):
+    for root in (FIXTURES / "instructir-hf", FIXTURES / "ifir-mteb", tmp_path / "missing"):
+        for name in sample_benchmarks():
+            bench = load_benchmark(name, root=root)
+            assert bench.is_sample and bench.revision == BUNDLED
+            assert bench.queries == load_benchmark(name).queries
+
+
+def test_a_data_root_laid_out_like_the_cache_serves_both_benchmarks(tmp_path):
+    shutil.copytree(FIXTURES / "instructir-hf", tmp_path / "instructir" / "hf")
+    shutil.copytree(FIXTURES / "ifir-songtingyu" / "fire", tmp_path / "ifir" / "songtingyu" / "fire")
+    _cache(tmp_path / "ifir" / "mteb" / "fiqa", FIXTURES / "ifir-mteb" / "fiqa", "d" * 40)
+    loaded = {name: load_benchmark(name, root=tmp_path) for name in ("instructir", "ifir/fire", "ifir/fiqa")}
+    assert {name: (b.layout, b.revision, b.is_sample) for name, b in loaded.items()} == {
+        "instructir": ("hf", "local", False), "ifir/fire": ("songtingyu", "local", False),
+        "ifir/fiqa": ("mteb", "d" * 40, False)}
+    direct = load_benchmark("ifir/fire", root=FIXTURES / "ifir-songtingyu")  # a benchmark folder still works
+    assert loaded["ifir/fire"].queries == direct.queries and loaded["ifir/fire"].qrels == direct.qrels
+
+
+def test_the_default_layout_wins_in_a_data_root_holding_both(tmp_path):
+    shutil.copytree(FIXTURES / "ifir-mteb" / "fire", tmp_path / "ifir" / "mteb" / "fire")
+    shutil.copytree(FIXTURES / "ifir-songtingyu" / "fire", tmp_path / "ifir" / "songtingyu" / "fire")
+    assert load_benchmark("ifir/fire", root=tmp_path).layout == "songtingyu"
+
+
+def test_a_benchmark_missing_from_a_data_root_names_the_folders_it_looked_for(tmp_path):
+    shutil.copytree(FIXTURES / "instructir-hf", tmp_path / "instructir" / "hf")
+    with pytest.raises(FileNotFoundError) as info:
+        load_benchmark("ifir/fire", root=tmp_path)
+    message = str(info.value)
+    assert "ifir/fire is not in the data root" in message
+    assert str(tmp_path / "ifir" / "songtingyu" / "fire") in message and str(tmp_path / "ifir" / "mteb" / "fire") in message
+
+
 def _summary(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="instir")
     register(parser.add_subparsers(dest="command"))
