@@ -16,8 +16,14 @@ from instir.formatting import Template, default_template, family_of_model, get_t
 from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_self_hits, read_run, read_sidecar,
                                    run_is_complete, write_run)
 
-__all__ = ["Retriever", "Run", "RunIdCheck", "as_run", "check_run_ids", "drop_self_hits", "make_retriever",
-           "read_run", "retrieve", "retriever_family", "run_is_complete", "run_key", "run_path", "write_run"]
+__all__ = ["BUNDLED_MODEL_ID", "RETRIEVER_KINDS", "Retriever", "Run", "RunIdCheck", "as_run", "check_run_ids",
+           "drop_self_hits", "make_retriever", "read_run", "retrieve", "retriever_family", "run_is_complete", "run_key",
+           "run_path", "system_name", "write_run"]
+
+#: The retriever kinds :func:`make_retriever` builds.
+RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+#: Hugging Face id of the bundled offline encoder, the default ``model`` of dense and hybrid.
+BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 @runtime_checkable
@@ -50,12 +56,9 @@ def make_retriever(kind: str, model: str | None = None) -> Retriever:
     dense + BM25) with ``model`` (default: the bundled offline MiniLM)."""
     from instir.retrieval.lexical import BM25Retriever
 
+    _check_kind(kind, model)
     if kind == "bm25":
-        if model is not None:
-            raise ValueError("--model applies to dense and hybrid retrievers, not bm25")
         return BM25Retriever()
-    if kind not in ("dense", "hybrid"):
-        raise ValueError(f"unknown retriever {kind!r}; use bm25, dense or hybrid")
     from instir.retrieval.dense import DenseRetriever
 
     dense = DenseRetriever(model)
@@ -64,6 +67,26 @@ def make_retriever(kind: str, model: str | None = None) -> Retriever:
     from instir.retrieval.fusion import HybridRetriever
 
     return HybridRetriever(dense, BM25Retriever())
+
+
+def system_name(kind: str, model: str | None = None) -> str:
+    """The name reports give the system ``make_retriever(kind, model)`` builds: ``bm25``,
+    ``dense:<model id>`` or ``hybrid:<model id>+bm25`` (``model`` None or empty: the bundled
+    MiniLM, :data:`BUNDLED_MODEL_ID`). :func:`instir.papers.loader.model_key` maps these names
+    onto the papers' models (``hybrid:GritLM/GritLM-7B+bm25`` is IFIR's GritLM hybrid row)."""
+    _check_kind(kind, model or None)
+    if kind == "bm25":
+        return "bm25"
+    model_id = model or BUNDLED_MODEL_ID
+    return f"dense:{model_id}" if kind == "dense" else f"hybrid:{model_id}+bm25"
+
+
+def _check_kind(kind: str, model: str | None) -> None:
+    """Refuse an unknown retriever kind, and a model for BM25 (which has none)."""
+    if kind not in RETRIEVER_KINDS:
+        raise ValueError(f"unknown retriever {kind!r}; use bm25, dense or hybrid")
+    if kind == "bm25" and model is not None:
+        raise ValueError("--model applies to dense and hybrid retrievers, not bm25")
 
 
 def _slug(text: str) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from instir.retrieval import check_run_ids, make_retriever, read_run, retrieve, retriever_family, run_is_complete
+from instir.retrieval import (check_run_ids, make_retriever, read_run, retrieve, retriever_family, run_is_complete,
+                              system_name)
 from instir.retrieval import commands
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import sidecar_path
@@ -97,6 +98,24 @@ def test_make_retriever_kinds_and_errors():
         make_retriever("splade")
     with pytest.raises(ValueError, match="--model applies to dense and hybrid"):
         make_retriever("bm25", model="x")
+
+
+def test_system_names_are_the_report_names_and_map_to_the_paper_models():
+    from instir.papers.loader import load_reported, model_key
+
+    assert system_name("bm25") == "bm25"
+    assert system_name("dense") == system_name("dense", "") == "dense:sentence-transformers/all-MiniLM-L6-v2"
+    assert system_name("hybrid", "GritLM/GritLM-7B") == "hybrid:GritLM/GritLM-7B+bm25"
+    assert model_key(system_name("dense")) == "sentence-transformers/all-minilm-l6-v2"
+    assert model_key(system_name("dense", "hkunlp/instructor-xl")) == "hkunlp/instructor-xl"
+    ifir_keys = set(load_reported("ifir")["model_key"])
+    for kind, model in (("bm25", None), ("dense", "GritLM/GritLM-7B"), ("hybrid", "GritLM/GritLM-7B"),
+                        ("hybrid", "sentence-transformers/gtr-t5-xl")):
+        assert model_key(system_name(kind, model)) in ifir_keys
+    with pytest.raises(ValueError, match="unknown retriever 'splade'"):
+        system_name("splade")
+    with pytest.raises(ValueError, match="--model applies to dense and hybrid"):
+        system_name("bm25", "x")
 
 
 def test_bring_your_own_run_file_with_unknown_ids(toy_benchmark, tmp_path):
