@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from instir import atomic
 from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
 from instir.report.manifest import environment_manifest, read_datasets
 
@@ -259,10 +260,7 @@ def _now() -> str:
 
 
 def _save(result: ReportResult) -> None:
-    path = result.out_dir / REPORT_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(path)
+    atomic.write_text(result.out_dir / REPORT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False))
 
 
 def cli_parameters(args: argparse.Namespace) -> dict:

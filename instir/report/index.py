@@ -10,6 +10,8 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
+from instir import atomic
+
 #: per-run metadata file inside each report folder
 REPORT_FILE = "report.json"
 INDEX_FILE = "index.html"
@@ -57,9 +59,7 @@ def write_index(reports_root: str | Path) -> Path:
     parts += ["</body>", "</html>"]
     path = root / INDEX_FILE
     root.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(parts), encoding="utf-8")
-    tmp.replace(path)
+    atomic.write_text(path, "\n".join(parts))
     return path
 
 

@@ -15,6 +15,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from instir import atomic
+
 if TYPE_CHECKING:
     from instir.benchmarks.types import Benchmark
 
@@ -94,9 +96,7 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
         "sample": benchmark.is_sample,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(recorded, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    atomic.write_text(path, json.dumps(recorded, indent=2, sort_keys=True))
     return recorded
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from instir import atomic
 from instir.progress import tqdm
 
 from instir.benchmarks.fetch import instir_home
@@ -57,30 +58,6 @@ class Embeddings:
 
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-.")[-48:] or "model"
-
-
-def _atomic_save(path: Path, array: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -146,7 +123,7 @@ class EmbeddingCache:
                     vectors = np.asarray(encode(chunk), dtype=np.float32)
                     if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
                         raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
-                    _atomic_save(path, vectors)
+                    atomic.save_array(path, vectors)
                     encoded += len(chunk)
                 bar.update(len(chunk))
         if not chunk_files:
@@ -155,7 +132,7 @@ class EmbeddingCache:
         dim = self._join(entry, chunk_files, n_items)
         info = {"key": key, "encoder": encoder, "rows": n_items, "dim": dim,
                 "chunk_size": self.chunk_size}
-        _atomic_write_text(manifest, json.dumps(info, indent=2, sort_keys=True, default=str))
+        atomic.write_text(manifest, json.dumps(info, indent=2, sort_keys=True, default=str))
         for path in entry.glob("chunk*.npy"):  # this run's chunks and any left by another chunk size
             path.unlink(missing_ok=True)
         return Embeddings(np.load(entry / MATRIX, mmap_mode="r"), key, entry, encoded)

@@ -22,9 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import platform
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from instir import atomic
 from instir.benchmarks.types import Benchmark, FormatError
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
@@ -255,19 +254,6 @@ def trec_bytes(run: Run, tag: str = "instir") -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
     """Write ``run`` as a TREC file plus its JSON sidecar, atomically, sidecar last.
 
@@ -289,8 +275,8 @@ def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
         "trec_sha256": hashlib.sha256(data).hexdigest(),
     }
     text = json.dumps(sidecar, indent=2, sort_keys=True, default=str).encode()
-    _atomic_write(path, data)
-    _atomic_write(sidecar_path(path), text)
+    atomic.write_bytes(path, data)
+    atomic.write_bytes(sidecar_path(path), text)
     return path
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
+from instir import atomic
 from instir.benchmarks.types import FormatError
 from instir.retrieval import runs
 from instir.retrieval.runs import (Run, as_run, check_run_ids, drop_self_hits, read_run, run_is_complete,
@@ -171,7 +172,7 @@ def _crash_on_call(monkeypatch, n: int):
             raise KeyboardInterrupt("simulated crash")
         return real(src, dst)
 
-    monkeypatch.setattr(runs.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
 
 
 @pytest.mark.parametrize("crash_at", [1, 2])
