@@ -27,18 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import instructir_data
+
 N_DOCS = 16_072
 WORDS_PER_DOC = 64
 REPO = Path(__file__).resolve().parent.parent
-
-
-def data_dir(given: str | None) -> Path:
-    """The InstructIR GitHub files: --data, the repo copy, or the shared copy."""
-    for candidate in ([Path(given)] if given else []) + [REPO / "data/instructir-github",
-                                                         REPO.parent / "shared/data/instructir-github"]:
-        if (candidate / "only_instruction_queries.jsonl").is_file():
-            return candidate
-    sys.exit("InstructIR query files not found; pass --data DIR (the authors' GitHub release)")
 
 
 def generate_corpus(data: Path, out: Path, seed: int = 0) -> None:
@@ -182,7 +175,7 @@ def main() -> None:
                   "rank_bm25": lambda: part_rank_bm25(root, args.k, args.rank_bm25_queries)}[args.part]()
         print(json.dumps({**result, "peak_rss_mb": peak_rss_mb()}))
         return
-    data = data_dir(args.data)
+    data = instructir_data(args.data)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         generate_corpus(data, root)

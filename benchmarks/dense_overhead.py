@@ -27,17 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common import instructir_data
+
 WORDS_PER_DOC = 64
-
-
-def data_dir(given: str | None) -> Path:
-    """The InstructIR GitHub files: --data, the repo copy, or the shared copy."""
-    for candidate in ([Path(given)] if given else []) + [REPO / "data/instructir-github",
-                                                         REPO.parent / "shared/data/instructir-github"]:
-        if (candidate / "only_instruction_queries.jsonl").is_file():
-            return candidate
-    sys.exit("InstructIR query files not found; pass --data DIR (the authors' GitHub release)")
 
 
 def make_benchmark(data: Path, n_docs: int, n_queries: int, seed: int = 0):
@@ -93,7 +85,7 @@ def main() -> None:
     from instir.formatting import get_template
     from instir.retrieval.dense import DenseRetriever, bundled_model_path
 
-    benchmark = make_benchmark(data_dir(args.data), args.docs, args.queries)
+    benchmark = make_benchmark(instructir_data(args.data), args.docs, args.queries)
     template = get_template("instructir")
     query_texts = template.format_queries(benchmark.queries.values())
     doc_texts = [template.format_doc(doc) for doc in benchmark.corpus]

@@ -27,20 +27,16 @@ import numpy as np
 import pandas as pd
 import pytrec_eval
 
+from common import instructir_data
+
+from instir.benchmarks.instructir import group_of
 from instir.benchmarks.readers import read_qrels
 from instir.metrics.robustness import robustness
 from instir.metrics.scoring import without_self_hits
 from instir.metrics.standard import Evaluator
 from instir.retrieval.runs import Run
 
-ROOT = Path(__file__).resolve().parents[1]
-QRELS = [ROOT / "data/instructir-github/qrels/test.tsv", Path("/work/shared/data/instructir-github/qrels/test.tsv")]
 CORPUS_SIZE, DEPTH, HIT_RATE, RANK_P = 16_072, 100, 0.9, 0.3
-
-
-def group_of(qid: str) -> str:
-    """InstructIR's group key: the query id before the last ``_``."""
-    return qid.rsplit("_", 1)[0]
 
 
 def synthetic_run(qrels: dict[str, dict[str, int]], seed: int = 0) -> Run:
@@ -125,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    qrels_path = next(p for p in QRELS if p.is_file())
+    qrels_path = instructir_data() / "qrels" / "test.tsv"
     qrels, _ = read_qrels(qrels_path)
     groups = {q: group_of(q) for q in qrels}
     run = synthetic_run(qrels)
