@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from instir.judge.cache import CachedJudge
+
+#: judge backends :func:`make_judge` builds
 BACKENDS = ("openai", "hf", "baseline")
+
+#: where an openai judge sends its requests unless ``base_url`` says otherwise
+OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
@@ -23,8 +31,9 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                    help="openai: model name (required); hf: local path or model id (default: the bundled "
                         "SmolLM2-135M-Instruct GGUF); baseline: lexical (default) or embedding")
     p.add_argument("--gguf-file", default=None, help="hf: GGUF file inside --model")
-    p.add_argument("--base-url", default="https://api.openai.com/v1",
-                   help="openai: endpoint before /chat/completions (e.g. http://127.0.0.1:8000/v1 for vLLM)")
+    p.add_argument("--base-url", default=None,
+                   help=f"openai: endpoint before /chat/completions (default: {OPENAI_BASE_URL}; "
+                        "e.g. http://127.0.0.1:8000/v1 for vLLM)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY",
                    help="openai: NAME of the environment variable holding the API key (never the key itself)")
     p.add_argument("--cache", default=None, help="judgment cache file (default: $INSTIR_HOME/judgments.sqlite)")
@@ -56,25 +65,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.set_defaults(handler=validate_command)
 
 
-def make_judge(args: argparse.Namespace):
-    """The cached judge the options ask for."""
+def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None = None,
+               base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+               cache: str | Path | None = None) -> CachedJudge:
+    """The judge ``backend`` names (one of :data:`BACKENDS`), behind the SQLite judgment cache.
+
+    ``model``: openai: the served model name (required); hf: a local folder or model id (default:
+    the bundled SmolLM2-135M-Instruct GGUF, with ``gguf_file`` naming a GGUF file in the folder);
+    baseline: ``lexical`` (default) or ``embedding``. ``base_url``: openai only, the endpoint before
+    ``/chat/completions`` (default: OpenAI's). ``api_key_env``: the *name* of the environment variable
+    holding the API key. ``cache``: the cache file (default: ``$INSTIR_HOME/judgments.sqlite``).
+    Empty strings count as not given, as the notebooks' parameters use them. Raises ``ValueError``
+    for an unknown backend or an openai judge without a model."""
     from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
 
-    if args.backend == "openai":
-        if not args.model:
-            raise SystemExit("--backend openai needs --model (e.g. gpt-4o-mini)")
-        backend = OpenAICompatibleJudge(args.model, args.base_url, api_key_env=args.api_key_env)
-    elif args.backend == "hf":
-        backend = HFCausalLMJudge(args.model, gguf_file=args.gguf_file)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown judge backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend == "openai":
+        if not model:
+            raise ValueError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
+                             "or the name of the model a local server serves")
+        judge = OpenAICompatibleJudge(model, base_url or OPENAI_BASE_URL, api_key_env=api_key_env)
+    elif backend == "hf":
+        judge = HFCausalLMJudge(model or None, gguf_file=gguf_file or None)
     else:
-        backend = BaselineJudge(args.model or "lexical")
-    if args.cache:
-        cache = Path(args.cache)
-    else:
+        judge = BaselineJudge(model or "lexical")
+    if not cache:
         from instir.benchmarks import instir_home
 
         cache = instir_home() / "judgments.sqlite"
-    return CachedJudge(backend, cache)
+    return CachedJudge(judge, Path(cache))
+
+
+def _cli_judge(args: argparse.Namespace) -> CachedJudge:
+    """The judge the command-line options ask for; a bad choice ends the command with its reason."""
+    try:
+        return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
+                          api_key_env=args.api_key_env, cache=args.cache)
+    except ValueError as err:
+        raise SystemExit(f"instir {args.command}: {err}") from None
 
 
 def _judge_line(meta: dict) -> str:
@@ -90,7 +119,7 @@ def judge_command(args: argparse.Namespace) -> int:
     from instir.retrieval.runs import read_run
 
     benchmark = load_benchmark(args.benchmark, root=args.root)
-    judge = make_judge(args)
+    judge = _cli_judge(args)
     result = instfol(read_run(args.run), read_run(args.query_only_run), benchmark, judge, k=args.k,
                      max_instances=args.max_instances, seed=args.seed)
     meta = result.meta
@@ -110,7 +139,7 @@ def validate_command(args: argparse.Namespace) -> int:
     from instir.judge.validation import validate
 
     benchmark = load_benchmark(args.benchmark, root=args.root)
-    result = validate(benchmark, make_judge(args), per_stratum=args.per_stratum, seed=args.seed)
+    result = validate(benchmark, _cli_judge(args), per_stratum=args.per_stratum, seed=args.seed)
     print(f"judge validation on {benchmark.label}")
     print(_judge_line(result.meta))
     counts = result.pairs.groupby(["subset", "level", "label"], dropna=False).size().rename("pairs").reset_index()

