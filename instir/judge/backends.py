@@ -369,7 +369,6 @@ def _load_causal_lm(model: str, gguf_file: str | None, device: str, dtype_name: 
 
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
-    tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     dtype = getattr(torch, dtype_name) if dtype_name else (torch.float32 if device == "cpu" else torch.bfloat16)
@@ -383,8 +382,9 @@ class HFCausalLMJudge:
     The prompt is the rubric's chat messages through the model's chat template, followed by the
     start of the answer up to the score digit (:data:`~instir.judge.rubrics.ANSWER_PREFIX`). The
     score distribution is the next-token distribution restricted to the rubric's digits
-    (``weighting="logits"``): an exact expected score, no sampling. Requests are batched with
-    left padding. ``model`` is a local folder or a Hugging Face model id; ``gguf_file`` names a
+    (``weighting="logits"``): an exact expected score, no sampling. Requests under one rubric
+    share its prompt prefix, encoded once; their own suffixes run in right-padded batches over
+    a copy of that prefix's key/value cache. ``model`` is a local folder or a Hugging Face model id; ``gguf_file`` names a
     GGUF file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on
     CUDA when available unless ``device`` says otherwise. A prompt longer than the model's
     context is a failed judgment, never silently truncated.
@@ -448,8 +448,8 @@ class HFCausalLMJudge:
         if not prefix:
             return None
         with torch.inference_mode():
-            return lm(input_ids=torch.tensor([prefix], device=self.device), use_cache=True,
-                      logits_to_keep=1).past_key_values
+            out = lm(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1)
+        return out["cache"] if "cache" in out else out.past_key_values  # renamed in transformers 5.x
 
     def _next_token_probs(self, tokenizer, lm, batch: list[list[int]], prefix: list[int], cache):
         """Next-token probabilities after each prompt of ``batch`` (all starting with ``prefix``,

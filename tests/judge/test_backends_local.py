@@ -41,7 +41,7 @@ def test_in_process_judge_reads_a_digit_distribution_from_logits(batched):
         assert j.weighted == pytest.approx(expected_score({int(d): p for d, p in j.probs.items()}, top)[0])
 
 
-def test_batching_with_left_padding_gives_the_unbatched_scores(batched, hf_judge):
+def test_batching_with_padding_gives_the_unbatched_scores(batched, hf_judge):
     requests, out, _ = batched
     single = HFCausalLMJudge(batch_size=1, progress=False).judge(requests)  # same loaded model
     assert len({j.prompt_tokens for j in single}) == len(requests)  # padding was really needed
