@@ -27,6 +27,9 @@ Layouts, detected per subset folder and recorded in ``Benchmark.layout``:
 Instance ids are ``<query id>_<level>`` in every layout (``.<n>`` appended when one query
 repeats a level), so one content read from different layouts gives equal queries and qrels;
 ``Benchmark.meta["source_ids"]`` maps instance ids back to ids of the file where they differ.
+From ``test_data.json``, ``meta["candidates"]`` keeps each query's candidate list (``{query id:
+[doc ids]}``): passages judged for the query but not relevant to a given instruction, which
+judge validation uses as hard negatives. The other layouts do not carry that list.
 Corpus documents with empty text are skipped as the authors' indexer does; a relevant
 document that is in the corpus file only with empty text stays in the qrels (it can never be
 retrieved, as upstream) and is counted in ``meta["relevant_docs_without_text"]``.
@@ -93,8 +96,9 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     layout, files = detect_layout(folder, subset)
     corpus_path = files["corpus"]
     corpus = jsonl_corpus(corpus_path, skip_empty=True)
+    candidates: dict[str, list[str]] = {}
     if layout == "songtingyu":
-        instances = _read_test_data(files["test_data"], subset)
+        instances, candidates = _read_test_data(files["test_data"], subset)
     elif layout == "songtingyu-beir":
         instances = _read_beir(files["queries"], files["qrels"], subset)
     else:
@@ -102,6 +106,8 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     queries, qrels, meta = _assemble(instances, corpus, corpus_path)
     meta.update(subset=subset, domain=IFIR_DOMAINS[subset], multi_level=subset in MULTI_LEVEL,
                 files={k: str(p) for k, p in files.items()})
+    if candidates:
+        meta["candidates"] = candidates
     return Benchmark(name=f"{name_prefix}/{subset}", layout=layout, revision=revision, setting="instructed",
                      corpus=corpus, queries=queries, qrels=qrels, source=str(folder), is_sample=is_sample,
                      meta=meta)
@@ -178,9 +184,11 @@ def _instance_id(group: str, level: int, seen_levels: Counter) -> str:
     return f"{group}_{level}" if n == 1 else f"{group}_{level}.{n}"
 
 
-def _read_test_data(path: Path, subset: str) -> list[_Instance]:
-    """Instances of ``test_data.json``: each element's instructions, ``rel`` mapped to doc ids."""
+def _read_test_data(path: Path, subset: str) -> tuple[list[_Instance], dict[str, list[str]]]:
+    """Instances of ``test_data.json`` (each element's instructions, ``rel`` mapped to doc ids)
+    and each query's candidate list (its ``corpus``: the passages the annotators judged)."""
     out: list[_Instance] = []
+    judged: dict[str, list[str]] = {}
     first_at: dict[str, int] = {}
     for i, element in enumerate(read_json_array(path)):
         at = f"array index {i}"
@@ -191,7 +199,7 @@ def _read_test_data(path: Path, subset: str) -> list[_Instance]:
             raise FormatError(path, at, "_id", f"duplicate query id {qid!r} (first at array index {first_at[qid]})")
         first_at[qid] = i
         text = field_str(element, "text", path, at)
-        candidates = _candidate_ids(element, path, at)
+        candidates = judged[qid] = _candidate_ids(element, path, at)
         instructions = element.get("instructions")
         if not isinstance(instructions, list) or not instructions:
             raise FormatError(path, at, "instructions", "missing or empty (expected a list of instructions)")
@@ -218,7 +226,7 @@ def _read_test_data(path: Path, subset: str) -> list[_Instance]:
                 # a document listed twice (in rel or in corpus) is one judgment
                 inst.relevant.setdefault(candidates[index], (1, (path, f"{at}, corpus[{index}]", "_id")))
             out.append(inst)
-    return out
+    return out, judged
 
 
 def _candidate_ids(element: dict, path: Path, at: str) -> list[str]:

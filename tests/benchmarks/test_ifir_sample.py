@@ -118,3 +118,8 @@ def test_instructions_matter_bm25_with_instruction_beats_the_bare_query(name):
     bench = load_benchmark(name)
     bare, instructed = _bm25_ndcg20(bench, False), _bm25_ndcg20(bench, True)
     assert instructed >= bare + 0.15, (bare, instructed)
+
+
+def test_each_querys_candidate_list_is_kept_as_in_test_data(nfcorpus):
+    elements = json.loads((SAMPLE_ROOT / "ifir-sample" / "nfcorpus" / "test_data.json").read_text())
+    assert nfcorpus.meta["candidates"] == {e["_id"]: [c["_id"] for c in e["corpus"]] for e in elements}

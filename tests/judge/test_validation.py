@@ -145,3 +145,15 @@ def test_ranking_agreement_is_scipy_kendall_tau_over_common_systems():
     assert got["p_value"] == pytest.approx(expected.pvalue)
     with pytest.raises(ValueError, match="at least two systems"):
         ranking_agreement({"bm25": 0.1}, gold)
+
+
+def test_single_level_ifir_subsets_get_hard_negatives_from_the_candidate_lists():
+    from instir.benchmarks import load_benchmark
+
+    pairs = gold_pairs(load_benchmark("ifir-sample/nfcorpus"), per_stratum=50)
+    siblings = pairs[pairs["label"] == "sibling"]
+    assert len(siblings) > 0
+    bench = load_benchmark("ifir-sample/nfcorpus")
+    for qid, docid in siblings[["qid", "docid"]].itertuples(index=False):
+        assert docid in bench.meta["candidates"][bench.queries[qid].group]
+        assert docid not in bench.qrels[qid]
