@@ -82,6 +82,7 @@ class ReportResult:
 
     out_dir: Path
     parameters: dict
+    defaults: dict
     show_code: bool
     kernel: str
     started: str
@@ -153,6 +154,18 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
     return html_path
 
 
+def notebook_defaults(notebooks: Sequence[Path]) -> dict[str, str]:
+    """The parameters cells as written (name -> default, as source text), so a report says
+    which values a run used even where it set none itself."""
+    import papermill
+
+    defaults: dict[str, str] = {}
+    for path in notebooks:
+        for name, info in papermill.inspect_notebook(str(path)).items():
+            defaults.setdefault(name, info["default"])
+    return defaults
+
+
 def find_notebooks(folder: str | Path) -> list[Path]:
     """The report notebooks of a folder (``NN_name.ipynb``) in order."""
     return sorted(Path(folder).glob(NOTEBOOK_PATTERN))
@@ -177,7 +190,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
-    result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)}, show_code=show_code, kernel=kernel,
+    result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)}, defaults=notebook_defaults(paths), show_code=show_code, kernel=kernel,
                           started=_now(), manifest=environment_manifest())
     _save(result)
     start = time.perf_counter()

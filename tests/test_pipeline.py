@@ -123,6 +123,11 @@ def test_corpus_markup_shows_as_text(chain):
     assert "<script>document.title" not in html
 
 
+def test_report_records_the_notebooks_parameter_defaults(chain):
+    assert chain.defaults == {"out_dir": '"."', "rows": "3"}
+    assert json.loads((chain.out_dir / "report.json").read_text())["defaults"] == chain.defaults
+
+
 def test_index_links_resolve(chain):
     html = chain.index.read_text()
     hrefs = [url for tag, attr, url in links(html) if tag == "a" and not url.startswith("#")]

@@ -102,12 +102,16 @@ def _report_section(meta: dict) -> str:
     out = [f'<section id="{escape(quote(folder))}">', f"<h2>{escape(folder)} — {_status(meta)}</h2>"]
     if meta.get("error"):
         out.append(f"<p><b>Error:</b></p><pre>{escape(str(meta['error']))}</pre>")
-    params = meta.get("parameters", {})
+    params, defaults = meta.get("parameters", {}), meta.get("defaults", {})
     out.append("<h3>Parameters</h3>")
-    if params:
-        out.append("<table>" + "".join(
-            f"<tr><th>{escape(str(k))}</th><td><pre>{escape(json.dumps(v, ensure_ascii=False))}</pre></td></tr>"
-            for k, v in params.items()) + "</table>")
+    names = list(defaults) + [k for k in params if k not in defaults]
+    if names:
+        rows = []
+        for name in names:
+            value, origin = ((json.dumps(params[name], ensure_ascii=False), "this run") if name in params
+                             else (defaults[name], "notebook default"))
+            rows.append(f"<tr><th>{escape(str(name))}</th><td><pre>{escape(value)}</pre></td><td>{origin}</td></tr>")
+        out.append("<table><tr><th>parameter</th><th>value</th><th>set by</th></tr>" + "".join(rows) + "</table>")
     else:
         out.append("<p>notebook defaults</p>")
     out.append("<h3>Notebooks</h3><table><tr><th>notebook</th><th>status</th><th>run</th><th>render</th>"

@@ -46,3 +46,12 @@ def test_unreadable_metadata_still_appears(tmp_path):
     reports = read_reports(tmp_path)
     assert reports[0]["folder"] == "broken" and "unreadable" in reports[0]["error"]
     assert "broken" in write_index(tmp_path).read_text()
+
+
+def test_index_shows_the_notebook_defaults_a_run_did_not_override(tmp_path):
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", parameters={"k": 10},
+                defaults={"k": "100", "judge_backend": '"hf"'})
+    html = write_index(tmp_path).read_text()
+    rows = dict(re.findall(r"<tr><th>(\w+)</th><td><pre>[^<]*</pre></td><td>([^<]+)</td></tr>", html))
+    assert rows == {"k": "this run", "judge_backend": "notebook default"}
+    assert "&quot;hf&quot;" in html and "<pre>10</pre>" in html
