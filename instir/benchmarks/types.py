@@ -74,6 +74,7 @@ class Corpus:
         self._stream = stream
         self._ids: list[str] | None = None
         self._id_set: frozenset[str] | None = None
+        self._hash: str | None = None
 
     @classmethod
     def from_docs(cls, docs: Iterable[Doc]) -> "Corpus":
@@ -114,15 +115,22 @@ class Corpus:
         return found
 
     def content_hash(self) -> str:
-        """SHA-256 over the indexed text of every document, in order: a cache key that
-        changes whenever any document (or the order) changes."""
-        h = hashlib.sha256()
-        for doc in self:
-            h.update(doc.id.encode())
-            h.update(b"\x00")
-            h.update(doc.indexed_text.encode())
-            h.update(b"\x01")
-        return h.hexdigest()
+        """SHA-256 over the id and indexed text of every document, in order: a cache key that
+        changes whenever any document (or the order) changes. Computed once per Corpus (like
+        :meth:`ids`, which the same pass fills in), since every run reuse check asks for it."""
+        if self._hash is None:
+            h = hashlib.sha256()
+            ids = []
+            for doc in self:
+                ids.append(doc.id)
+                h.update(doc.id.encode())
+                h.update(b"\x00")
+                h.update(doc.indexed_text.encode())
+                h.update(b"\x01")
+            self._hash = h.hexdigest()
+            if self._ids is None:
+                self._ids = ids
+        return self._hash
 
 
 @dataclass
