@@ -9,6 +9,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+
 if TYPE_CHECKING:
     from instir.judge.cache import CachedJudge
 
@@ -21,9 +23,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
     """Options shared by both subcommands: benchmark, backend, model and cache."""
-    p.add_argument("--benchmark", required=True,
-                   help="instructir, instructir-sample, ifir/<subset>, ifir-sample/<subset>")
-    p.add_argument("--root", default=None, help="local copy of the benchmark files (default: fetch cache or bundled)")
+    add_benchmark_arguments(p)
     p.add_argument("--backend", required=True, choices=BACKENDS,
                    help="openai: any OpenAI-compatible chat API; hf: a causal LM in this process; "
                         "baseline: no LLM (term overlap or embedding similarity)")
@@ -114,11 +114,10 @@ def _judge_line(meta: dict) -> str:
 
 def judge_command(args: argparse.Namespace) -> int:
     """Print InstFol per level, subset and Average with failure counts."""
-    from instir.benchmarks import load_benchmark
     from instir.judge.instfol import instfol, printable
     from instir.retrieval.runs import read_run
 
-    benchmark = load_benchmark(args.benchmark, root=args.root)
+    benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
     result = instfol(read_run(args.run), read_run(args.query_only_run), benchmark, judge, k=args.k,
                      max_instances=args.max_instances, seed=args.seed)
@@ -135,10 +134,9 @@ def judge_command(args: argparse.Namespace) -> int:
 
 def validate_command(args: argparse.Namespace) -> int:
     """Print the agreement table and confusion matrix of a judge on gold pairs."""
-    from instir.benchmarks import load_benchmark
     from instir.judge.validation import validate
 
-    benchmark = load_benchmark(args.benchmark, root=args.root)
+    benchmark = benchmark_from_args(args)
     result = validate(benchmark, _cli_judge(args), per_stratum=args.per_stratum, seed=args.seed)
     print(f"judge validation on {benchmark.label}")
     print(_judge_line(result.meta))

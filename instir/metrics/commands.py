@@ -7,6 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``evaluate`` subcommand."""
@@ -15,9 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Score TREC runs on a benchmark: standard measures (trec_eval via ir-measures), "
                     "Robustness on InstructIR, IFIR-native nDCG/MRR on IFIR; with several runs, paired "
                     "tests and bootstrap CIs against a baseline (Holm-corrected).")
-    p.add_argument("--benchmark", required=True, help="instructir, instructir-sample, ifir/<subset>, …")
-    p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
-    p.add_argument("--root", default=None, help="local benchmark files (default: the kit's cache)")
+    add_benchmark_arguments(p)
     p.add_argument("--run", dest="runs", action="append", required=True, metavar="FILE",
                    help="TREC run file; repeat for several systems (named after the file)")
     p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
@@ -40,7 +40,6 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     import pandas as pd
 
-    from instir.benchmarks import load_benchmark
     from instir.metrics import stats, table
     from instir.metrics.scoring import evaluate_runs
     from instir.retrieval.runs import read_run
@@ -52,7 +51,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     baseline = args.baseline or names[0]
     if baseline not in names:
         raise SystemExit(f"--baseline {baseline!r} is not one of the runs {names}")
-    benchmark = load_benchmark(args.benchmark, setting=args.setting, root=args.root)
+    benchmark = benchmark_from_args(args)
     runs = {name: read_run(path) for name, path in zip(names, paths)}
     result = evaluate_runs(runs, benchmark, args.measures)
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import argparse
 
+from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``retrieve`` subcommand."""
     p = subparsers.add_parser("retrieve", help="retrieve with BM25, a dense model or a hybrid; write TREC runs",
                               description="Write a TREC run and its JSON sidecar under --out; running it again "
                                           "with the same inputs reuses the existing run.")
-    p.add_argument("--benchmark", required=True, help="instructir, instructir-sample, ifir/<subset>, ifir-sample/<subset>")
-    p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
-    p.add_argument("--root", default=None, help="local copy of the benchmark files (default: fetch cache or bundled)")
+    add_benchmark_arguments(p)
     p.add_argument("--retriever", required=True, choices=("bm25", "dense", "hybrid"))
     p.add_argument("--model", default=None,
                    help="sentence-transformers model id or path for dense/hybrid (default: bundled all-MiniLM-L6-v2)")
@@ -25,10 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
-    from instir.benchmarks import load_benchmark
     from instir.retrieval import make_retriever, retrieve
 
-    benchmark = load_benchmark(args.benchmark, args.setting, root=args.root)
+    benchmark = benchmark_from_args(args)
     run = retrieve(benchmark, make_retriever(args.retriever, args.model), template=args.template, k=args.k,
                    out_dir=args.out)
     state = "reused" if run.meta.get("reused") else f"written in {run.meta['wall_time_s']:.1f} s"
