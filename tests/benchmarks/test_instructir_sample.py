@@ -19,7 +19,16 @@ SAMPLE = Path(instructir_module.__file__).parent / "sample" / "instructir-sample
 
 GROUP_SIZES = {"1078446": 6, "792847": 6, "798883": 8, "177238": 7, "874299": 7, "922024": 10,
                "115833": 6, "245416": 6, "844658": 7, "954711": 6, "952520": 9, "375891": 8}
-N_TARGETS, N_ON_TOPIC, N_UNRELATED = 86, 27, 15
+N_TARGETS, N_ON_TOPIC, N_UNRELATED, N_NEAR_MISS = 86, 27, 15, 24
+#: near-miss passage -> the instance whose instruction's words it uses while violating it
+NEAR_MISSES = {
+    "9000043": "1078446_2", "9000044": "1078446_4", "9000045": "792847_5", "9000046": "792847_4",
+    "9000047": "798883_3", "9000048": "798883_1", "9000049": "177238_5", "9000050": "177238_2",
+    "9000051": "874299_2", "9000052": "874299_1", "9000053": "922024_7", "9000054": "922024_5",
+    "9000055": "115833_5", "9000056": "115833_1", "9000057": "245416_4", "9000058": "245416_3",
+    "9000059": "844658_5", "9000060": "844658_4", "9000061": "954711_5", "9000062": "954711_4",
+    "9000063": "952520_6", "9000064": "952520_3", "9000065": "375891_3", "9000066": "375891_6",
+}
 
 INSTR_FIRST = (
     "I am an interior designer focused on high-end kitchen remodels, and my current project includes a "
@@ -34,7 +43,7 @@ WINE, CATS = "wine cabinets definition", "how to remove cat allergens from house
 
 # file -> (number of records, first record, last record); TSV records are the raw lines.
 RECORDS = {
-    "corpus.jsonl": (N_TARGETS + N_ON_TOPIC + N_UNRELATED, {
+    "corpus.jsonl": (N_TARGETS + N_ON_TOPIC + N_UNRELATED + N_NEAR_MISS, {
         "_id": "7865137_1", "title": "",
         "text": "In kitchen design, a wine cabinet is defined as a built-in or freestanding cabinet engineered "
                 "to store wine bottles under controlled conditions. For high-end remodels, designers specify "
@@ -46,9 +55,10 @@ RECORDS = {
             "_id": "7865137", "title": "",
             "text": "A wine cabinet is a cabinet or piece of furniture designed to store bottles of wine, "
                     "usually with racks and often with temperature control."}}}, {
-        "_id": "9000042", "title": "",
-        "text": "The Colosseum in Rome was completed in 80 AD under Emperor Titus and could hold an estimated "
-                "50,000 spectators for gladiatorial games."}),
+        "_id": "9000066", "title": "",
+        "text": "Removing cat allergens from your house the traditional way, without gadgets: no air filters, "
+                "no smart home devices and no new technology, just regular vacuuming, washing bedding and "
+                "keeping the cat out of the bedroom."}),
     "queries.jsonl": (86,
         {"_id": "1078446_1", "text": f"{INSTR_FIRST} [SEP] {WINE}", "metadata": {"origin_query": WINE}},
         {"_id": "375891_8", "text": f"{INSTR_LAST} [SEP] {CATS}", "metadata": {"origin_query": CATS}}),
@@ -136,7 +146,7 @@ def test_sample_has_12_groups_86_instances_and_128_documents(sample):
     assert sample.is_sample and "SAMPLE" in sample.label
     assert {g: len(ids) for g, ids in sample.groups().items()} == GROUP_SIZES
     assert len(sample.queries) == sum(GROUP_SIZES.values()) == N_TARGETS
-    assert len(sample.corpus) == N_TARGETS + N_ON_TOPIC + N_UNRELATED == 128
+    assert len(sample.corpus) == N_TARGETS + N_ON_TOPIC + N_UNRELATED + N_NEAR_MISS == 152
 
 
 @pytest.mark.parametrize("setting", INSTRUCTIR_SETTINGS)
@@ -184,7 +194,8 @@ def test_instance_k_has_its_own_target_k_with_origin_target_and_40_to_110_words(
 def test_distractors_have_plain_unused_numeric_ids_and_no_metadata(sample, corpus_records):
     targets = {did for rel in sample.qrels.values() for did in rel}
     distractors = [rec for rec in corpus_records if rec["_id"] not in targets]
-    assert [rec["_id"] for rec in distractors] == [str(9000001 + i) for i in range(N_ON_TOPIC + N_UNRELATED)]
+    assert [rec["_id"] for rec in distractors] == [str(9000001 + i)
+                                                     for i in range(N_ON_TOPIC + N_UNRELATED + N_NEAR_MISS)]
     assert all(set(rec) == {"_id", "title", "text"} and rec["title"] == "" for rec in distractors)
 
 
@@ -195,6 +206,20 @@ def test_bm25_with_instruction_beats_bare_query_by_at_least_0_15_ndcg10(sample, 
     with_instruction = mean(m.value for m in ir_measures.iter_calc([nDCG @ 10], qrels, instructed))
     without = mean(m.value for m in ir_measures.iter_calc([nDCG @ 10], qrels, bare))
     assert with_instruction - without >= 0.15, (with_instruction, without)
+
+
+def test_near_misses_beat_some_targets_so_instructed_bm25_is_good_but_not_perfect(sample, bm25):
+    """Each near-miss uses the words of one instance's instruction while violating it: BM25, which
+    matches words and not conditions, ranks every near-miss in its instance's top 2 and above the
+    target for some instances, so instructed BM25 scores below 1 and Robustness lower still."""
+    instructed = bm25({q.id: f"{q.instruction} [SEP] {q.query}" for q in sample.queries.values()})
+    ranks = {qid: sorted(docs, key=docs.get, reverse=True) for qid, docs in instructed.items()}
+    assert all(ranks[qid].index(doc) < 2 for doc, qid in NEAR_MISSES.items())
+    above_target = [qid for doc, qid in NEAR_MISSES.items() if ranks[qid][0] == doc]
+    assert len(above_target) >= 8, above_target
+    per_query = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 10], sample.qrels, instructed)}
+    assert 0.8 < mean(per_query.values()) < 0.98
+    assert min(per_query[qid] for qid in above_target) < 1.0
 
 
 def test_bare_query_finds_all_targets_of_its_group_without_favouring_one(bm25):
