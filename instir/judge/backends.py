@@ -363,17 +363,22 @@ _LOAD_LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=4)
 def _load_causal_lm(model: str, gguf_file: str | None, device: str, dtype_name: str | None):
-    """Tokenizer and model, loaded once per process (a GGUF file is dequantised on load)."""
+    """Tokenizer and model, loaded once per process; a GGUF file is dequantised once per machine
+    (:mod:`instir.judge.dequantised` keeps the result on disk for later processes)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
+    dtype = getattr(torch, dtype_name) if dtype_name else (torch.float32 if device == "cpu" else torch.bfloat16)
+    if gguf_file:
+        from instir.judge import dequantised
+
+        tokenizer, lm = dequantised.load(model, gguf_file, dtype)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    dtype = getattr(torch, dtype_name) if dtype_name else (torch.float32 if device == "cpu" else torch.bfloat16)
-    lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, **kwargs).to(device).eval()
-    return tokenizer, lm
+    return tokenizer, lm.to(device).eval()
 
 
 class HFCausalLMJudge:

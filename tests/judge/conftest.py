@@ -31,6 +31,8 @@ def hf_judge(smollm2_gguf, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+        # the suite's INSTIR_HOME (tests/conftest.py), where the dequantised copy is saved
+        mp.setenv("INSTIR_HOME", str(tmp_path_factory.getbasetemp() / "home" / "instir"))
         judge.judge([])  # load now, so test timings exclude the load
     return judge
 
