@@ -336,3 +336,12 @@ def test_a_clean_run_passes_the_id_check(toy_benchmark):
     run = Run(frame([(q, d, 1.0) for q, rel in bench.qrels.items() for d in rel]))
     check = check_run_ids(run, bench)
     assert check.ok and check.missing_qids == [] and check.summary() == "all run ids are in the benchmark"
+
+
+def test_run_and_sidecar_respect_the_umask_so_a_team_can_share_them(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_run(Run(random_tied_frame(12)), tmp_path / "shared.trec")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644 and sidecar_path(path).stat().st_mode & 0o777 == 0o644
