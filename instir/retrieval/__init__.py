@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from instir.benchmarks.types import Benchmark
+from instir.benchmarks.types import Benchmark, quoted
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_self_hits, read_run, read_sidecar,
                                    run_is_complete, write_run)
@@ -135,7 +135,7 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
     back instead of searching again. ``k`` below 1 is refused (a run of nothing is no result).
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a whole number of documents per query, at least 1; got {k!r}")
+        raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
     if isinstance(template, str):
         template = get_template(template)
     if template is None:

@@ -152,6 +152,10 @@ def test_duplicate_documents_in_a_query_are_refused():
     frame = pd.DataFrame({"qid": ["q", "q"], "docid": ["a", "a"], "score": [2.0, 1.0]})
     with pytest.raises(ValueError, match="more than once"):
         run_dict(frame)
+    huge = "a" * 1_000_000
+    with pytest.raises(ValueError, match=r"more than once for query 'q'") as err:
+        run_dict(pd.DataFrame({"qid": ["q", "q"], "docid": [huge, huge], "score": [2.0, 1.0]}))
+    assert len(str(err.value)) < 200  # the id is quoted by its first characters only
 
 
 def test_unsupported_or_malformed_measures_are_refused():
