@@ -49,25 +49,33 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield n, decode_utf8(path, raw, n)
 
 
+#: Largest grade magnitude: trec_eval and pytrec_eval keep grades in a C ``long`` (32 bits on
+#: some platforms).
+GRADE_LIMIT = 2**31 - 1
+
+
 def grade(value: Any, path: Path, where: int | str, name: str = "score") -> int:
     """A relevance grade as an int: integers, integral floats (``2.0``) and their text forms.
-    Anything else (fractions, infinities, NaN, booleans, text) raises :class:`FormatError`."""
+    Anything else (fractions, infinities, NaN, booleans, text, beyond ±:data:`GRADE_LIMIT`)
+    raises :class:`FormatError`."""
     number: Any = value
     if isinstance(value, str):
         text = value.strip()
         try:
-            return int(text)
+            number = int(text)
         except ValueError:
             try:
                 number = float(text)
             except ValueError:
                 raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)}") from None
-    if isinstance(number, int) and not isinstance(number, bool):
-        return number
     if isinstance(number, float) and math.isfinite(number) and number.is_integer():
-        return int(number)
-    raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)} "
-                                         "(grades are whole numbers; fractions are not rounded)")
+        number = int(number)
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)} "
+                                             "(grades are whole numbers; fractions are not rounded)")
+    if abs(number) > GRADE_LIMIT:
+        raise FormatError(path, where, name, f"grade {quoted(value)} is beyond ±{GRADE_LIMIT}")
+    return number
 
 
 def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

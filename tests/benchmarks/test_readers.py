@@ -67,6 +67,9 @@ def test_grade_accepts_only_whole_numbers():
     for value in (0.9, "0.9", float("nan"), "-inf", False, [1], {}):
         with pytest.raises(FormatError, match="expected an integer grade"):
             grade(value, Path("f"), 1)
+    for value in (2**31, "-1e12", 10**30):  # beyond what trec_eval's C long holds everywhere
+        with pytest.raises(FormatError, match="is beyond"):
+            grade(value, Path("f"), 1)
 
 
 def test_instructir_fractional_grade_no_longer_drops_the_query(tmp_path):
