@@ -185,3 +185,12 @@ def test_top_candidates_keep_every_document_of_the_top_k(seed):
     top = ranked(frame, 5)
     assert set(zip(top["qid"], top["docid"])) <= set(zip(kept["qid"], kept["docid"]))
     assert len(kept) < len(frame)
+
+
+def test_negative_grades_count_as_non_relevant_like_zero():
+    """The readers keep negative grades (trec_eval accepts them); they score as grade 0."""
+    run = pd.DataFrame({"qid": "q1", "docid": ["b", "a"], "score": [2.0, 1.0]})
+    negative = evaluate(run, {"q1": {"a": 1, "b": -1}}, ["nDCG@10", "P@10", "RR@10"])
+    zero = evaluate(run, {"q1": {"a": 1, "b": 0}}, ["nDCG@10", "P@10", "RR@10"])
+    pd.testing.assert_frame_equal(negative, zero)
+    assert negative["value"].tolist() == pytest.approx([1 / L2(3), 0.1, 0.5])
