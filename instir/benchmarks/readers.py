@@ -40,13 +40,18 @@ def read_text(path: Path) -> str:
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line_number, line)`` of a UTF-8 text file, streaming; the byte-order mark is skipped
-    and line endings are kept (as a text-mode file gives them, for ``\n`` and ``\r\n``)."""
-    with Path(path).open("rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if n == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)
-            yield n, decode_utf8(path, raw, n)
+    """``(line_number, line)`` of a UTF-8 text file, streaming, line endings kept (as with
+    ``newline=""``); a byte-order mark is skipped. Bytes that are not UTF-8 raise
+    :class:`FormatError` naming the line: the file is then scanned again line by line, since
+    the decoder reads ahead and cannot say which line held them."""
+    try:
+        with Path(path).open(encoding="utf-8-sig", newline="") as fh:
+            yield from enumerate(fh, start=1)
+    except UnicodeDecodeError:
+        with Path(path).open("rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                decode_utf8(path, raw.removeprefix(codecs.BOM_UTF8) if n == 1 else raw, n)
+        raise  # not reached: the scan above raises at the bad line
 
 
 #: Largest grade magnitude: trec_eval and pytrec_eval keep grades in a C ``long`` (32 bits on
