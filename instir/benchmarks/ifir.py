@@ -52,6 +52,7 @@ from instir.benchmarks.readers import (
     read_json_array,
     read_qrels,
     read_records,
+    read_text,
 )
 from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
 
@@ -245,7 +246,7 @@ def _query_records(path: Path) -> Iterator[tuple[int | str, dict]]:
     """Records of a BEIR query file: JSON lines, or (``.json``) a JSON array or JSON lines."""
     if path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
         except json.JSONDecodeError:
             data = None  # several JSON documents: JSON lines, read below
         if isinstance(data, list):

@@ -1,15 +1,86 @@
 """Record readers shared by every benchmark loader: JSON lines, JSON arrays, Parquet and
-qrels files, each raising :class:`FormatError` that names file, line and field."""
+qrels files, each raising :class:`FormatError` that names file, line and field.
+
+Text files are UTF-8; a byte-order mark at the start is skipped (editors on Windows write
+one), and bytes that are not UTF-8 are refused with the file, line and column. Relevance
+grades are integers: ``2``, ``"2"``, ``2.0`` and ``-1`` are read (negative grades are
+non-relevant, as in trec_eval), while ``0.9``, ``1.5``, ``inf`` or ``true`` are refused rather
+than truncated (a truncated 0.9 would silently drop a query from every average).
+"""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from instir.benchmarks.types import Corpus, Doc, FormatError, Qrels
+from instir.benchmarks.types import Corpus, Doc, FormatError, Qrels, quoted
+
+
+def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
+    """``data`` (from ``path``, starting at line ``first_line``) as text; bytes that are not
+    UTF-8 raise :class:`FormatError` naming the line and the byte's column."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = first_line + data.count(b"\n", 0, err.start)
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        raise FormatError(path, line, None, f"not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}); "
+                                            "save the file as UTF-8") from None
+
+
+def read_text(path: Path) -> str:
+    """A whole UTF-8 text file, without its byte-order mark if it has one."""
+    data = Path(path).read_bytes()
+    return decode_utf8(path, data.removeprefix(codecs.BOM_UTF8))
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line_number, line)`` of a UTF-8 text file, streaming, line endings kept (as with
+    ``newline=""``); a byte-order mark is skipped. Bytes that are not UTF-8 raise
+    :class:`FormatError` naming the line: the file is then scanned again line by line, since
+    the decoder reads ahead and cannot say which line held them."""
+    try:
+        with Path(path).open(encoding="utf-8-sig", newline="") as fh:
+            yield from enumerate(fh, start=1)
+    except UnicodeDecodeError:
+        with Path(path).open("rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                decode_utf8(path, raw.removeprefix(codecs.BOM_UTF8) if n == 1 else raw, n)
+        raise  # not reached: the scan above raises at the bad line
+
+
+#: Largest grade magnitude: trec_eval and pytrec_eval keep grades in a C ``long`` (32 bits on
+#: some platforms).
+GRADE_LIMIT = 2**31 - 1
+
+
+def grade(value: Any, path: Path, where: int | str, name: str = "score") -> int:
+    """A relevance grade as an int: integers, integral floats (``2.0``) and their text forms.
+    Anything else (fractions, infinities, NaN, booleans, text, beyond ±:data:`GRADE_LIMIT`)
+    raises :class:`FormatError`."""
+    number: Any = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)}") from None
+    if isinstance(number, float) and math.isfinite(number) and number.is_integer():
+        number = int(number)
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)} "
+                                             "(grades are whole numbers; fractions are not rounded)")
+    if abs(number) > GRADE_LIMIT:
+        raise FormatError(path, where, name, f"grade {quoted(value)} is beyond ±{GRADE_LIMIT}")
+    return number
 
 
 def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -21,25 +92,33 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise FormatError(path, None, None, "file not found")
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+        yield from _parquet_records(path)
+        return
+    for n, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            raise FormatError(path, n, None, f"expected a JSON object, got {type(record).__name__}")
+        yield n, record
 
-        n = 0
+
+def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 0
+    try:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
             for row in batch.to_pylist():
                 n += 1
                 yield n, row
-        return
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(record, dict):
-                raise FormatError(path, n, None, f"expected a JSON object, got {type(record).__name__}")
-            yield n, record
+    except (pa.ArrowException, OSError) as err:
+        where = None if n == 0 else f"after row {n}"
+        raise FormatError(path, where, None, f"not a readable Parquet file ({err})") from None
 
 
 def read_json_array(path: Path) -> list[Any]:
@@ -48,7 +127,7 @@ def read_json_array(path: Path) -> list[Any]:
     if not path.is_file():
         raise FormatError(path, None, None, "file not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise FormatError(path, err.lineno, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(data, list):
@@ -93,7 +172,7 @@ def iter_corpus_docs(path: Path, *, skip_empty: bool = False) -> Iterator[Doc]:
         if not isinstance(title, str):
             raise FormatError(path, n, "title", f"expected a string or null, got {type(title).__name__}")
         if doc_id in seen:
-            raise FormatError(path, n, "_id", f"duplicate document id {doc_id!r}")
+            raise FormatError(path, n, "_id", f"duplicate document id {quoted(doc_id)}")
         seen.add(doc_id)
         yield Doc(id=doc_id, text=text, title=title)
 
@@ -118,37 +197,37 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
     qrels: Qrels = {}
     lines: dict[tuple[str, str], int] = {}
 
-    def add(qid: str, did: str, grade: Any, n: int) -> None:
-        try:
-            g = int(float(grade))
-        except (TypeError, ValueError):
-            raise FormatError(path, n, "score", f"expected a number, got {grade!r}") from None
+    def add(qid: str, did: str, value: Any, n: int, field: str) -> None:
+        g = grade(value, path, n, field)
         if (qid, did) in lines:
-            raise FormatError(path, n, "corpus-id", f"duplicate judgment for ({qid!r}, {did!r}) (first on line {lines[(qid, did)]})")
+            raise FormatError(path, n, "corpus-id", f"duplicate judgment for ({quoted(qid)}, {quoted(did)}) "
+                                                    f"(first on line {lines[(qid, did)]})")
         qrels.setdefault(qid, {})[did] = g
         lines[(qid, did)] = n
 
     if path.suffix in (".jsonl", ".parquet"):
         for n, rec in read_records(path):
-            add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec.get("score", 1), n)
+            add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec.get("score", 1), n,
+                "score")
     else:
         if not path.is_file():
             raise FormatError(path, None, None, "file not found")
-        with path.open(encoding="utf-8", newline="") as fh:
-            for n, row in enumerate(csv.reader(fh, delimiter="\t"), start=1):
-                if not row or not "".join(row).strip():
-                    continue
-                if len(row) == 1:
-                    row = row[0].split()
-                if n == 1 and row[0].strip().lower() in ("qid", "query-id", "query_id", "query"):
-                    continue
-                if len(row) == 3:
-                    qid, did, grade = row
-                elif len(row) == 4:
-                    qid, _, did, grade = row
-                else:
-                    raise FormatError(path, n, None, f"expected 3 tab-separated columns (qid, pid, score), got {len(row)}")
-                add(qid.strip(), did.strip(), grade.strip(), n)
+        rows = csv.reader((line for _, line in text_lines(path)), delimiter="\t")
+        for row in rows:
+            n = rows.line_num  # one source item per line, so this is the row's (last) line
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) == 1:
+                row = row[0].split()
+            if n == 1 and row[0].strip().lower() in ("qid", "query-id", "query_id", "query"):
+                continue
+            if len(row) == 3:
+                qid, did, value = row
+            elif len(row) == 4:
+                qid, _, did, value = row
+            else:
+                raise FormatError(path, n, None, f"expected 3 tab-separated columns (qid, pid, score), got {len(row)}")
+            add(qid.strip(), did.strip(), value, n, "score")
     if not qrels:
         raise FormatError(path, None, None, "no judgments found")
     return qrels, lines
@@ -159,6 +238,6 @@ def check_qrels(qrels: Qrels, lines: dict[tuple[str, str], int], path: Path,
     """Raise if a judgment points at a query or a document the benchmark does not have."""
     for (qid, did), n in lines.items():
         if qid not in query_ids:
-            raise FormatError(path, n, "query-id", f"unknown query id {qid!r} (not in the query file)")
+            raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in the query file)")
         if did not in doc_ids:
-            raise FormatError(path, n, "corpus-id", f"unknown document id {did!r} (not in the corpus)")
+            raise FormatError(path, n, "corpus-id", f"unknown document id {quoted(did)} (not in the corpus)")

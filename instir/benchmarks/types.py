@@ -13,15 +13,38 @@ from typing import Callable
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
 Qrels = dict[str, dict[str, int]]
 
+#: Characters of a user's value that a message quotes (ids, field values, grades).
+QUOTE_LIMIT = 80
+#: Characters of a whole problem text a :class:`FormatError` keeps (a guard for values quoted
+#: without :func:`quoted`).
+PROBLEM_LIMIT = 1000
+
+
+def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` itself, or its first ``limit`` characters followed by ``… (N chars)``."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for a message, capped: a string of more than ``limit`` characters is
+    quoted by its first ``limit`` (``'abc…'… (10485760 chars)``), so a 10 MB id from a user's
+    file never floods a terminal, a log or a report."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value)} chars)"
+    return shorten(repr(value), limit)
+
 
 class FormatError(ValueError):
-    """Bad benchmark input: the message names the file, the line (or array index) and the field."""
+    """Bad benchmark input: the message names the file, the line (or array index) and the field.
+
+    ``problem`` is capped at :data:`PROBLEM_LIMIT` characters; values in it should be quoted
+    with :func:`quoted`."""
 
     def __init__(self, path: str | Path, where: str | int | None, field: str | None, problem: str):
         self.path = str(path)
         self.where = where
         self.field = field
-        self.problem = problem
+        self.problem = problem = shorten(problem, PROBLEM_LIMIT)
         loc = self.path
         if where is not None:
             loc += f", line {where}" if isinstance(where, int) else f", {where}"

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -74,10 +76,28 @@ def request_key(request: JudgeRequest) -> Key:
     return request.rubric.version, hashlib.sha256(judged_text(request).encode("utf-8")).hexdigest()
 
 
+#: SQLite's result codes for a file that is not a database or is damaged.
+_CORRUPT = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+
+
+class CorruptCacheError(ValueError):
+    """The judgment cache file is not a readable SQLite database. The message names the file
+    and the command that moves it aside (the next run then starts a new cache; the damaged
+    file is kept for inspection and nothing else is touched)."""
+
+    def __init__(self, path: Path, detail: str):
+        self.path = path
+        moved = path.with_name(path.name + ".corrupt")
+        super().__init__(f"{path}: judgment cache is damaged ({detail}); move it aside to start a new one "
+                         f"(its judgments will be made again): mv {shlex.quote(str(path))} {shlex.quote(str(moved))}")
+
+
 class JudgmentCache:
     """The SQLite file behind :class:`CachedJudge` (created on first use, WAL mode).
 
     ``busy_timeout_s`` is how long a write waits for another process holding the lock.
+    A damaged file raises :class:`CorruptCacheError` (on opening, or when a damaged page is
+    first read), never a bare ``sqlite3.DatabaseError``.
     """
 
     def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
@@ -85,9 +105,26 @@ class JudgmentCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        try:
+            with self._readable():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(_SCHEMA)
+        except CorruptCacheError:
+            self._db.close()
+            raise
+
+    @contextmanager
+    def _readable(self) -> Iterator[None]:
+        """Turn SQLite's "not a database" / "malformed" errors into :class:`CorruptCacheError`
+        (a busy or locked database is another error and passes through)."""
+        try:
+            yield
+        except Exception as err:
+            cause = err if isinstance(err, sqlite3.DatabaseError) else err.__cause__  # pandas wraps it
+            if isinstance(cause, sqlite3.DatabaseError) and getattr(cause, "sqlite_errorname", None) in _CORRUPT:
+                raise CorruptCacheError(self.path, str(cause)) from None
+            raise
 
     def close(self) -> None:
         """Close the connection."""
@@ -105,7 +142,7 @@ class JudgmentCache:
         by_version: dict[str, list[str]] = {}
         for version, digest in set(keys):
             by_version.setdefault(version, []).append(digest)
-        with self._lock:
+        with self._lock, self._readable():
             # One query per rubric version and chunk, so SQLite walks the full primary key
             # (backend, model, rubric_version, text_sha256) instead of scanning a model's rows.
             for version, digests in by_version.items():
@@ -128,12 +165,12 @@ class JudgmentCache:
                   judgment.weighting, judgment.raw, judgment.error, judgment.latency_s, judgment.prompt_tokens,
                   judgment.completion_tokens, judgment.cost]
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._lock:
+        with self._lock, self._readable():
             self._db.execute(_UPSERT, (backend, model, version, digest, request.rubric.name, *values, now))
 
     def frame(self) -> pd.DataFrame:
         """Every stored row, for inspection and reports (``probs`` as JSON text)."""
-        with self._lock:
+        with self._lock, self._readable():
             return pd.read_sql_query("SELECT * FROM judgments ORDER BY created_at", self._db)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from ir_measures.measures.base import Measure
 
-from instir.benchmarks.types import Qrels
+from instir.benchmarks.types import Qrels, quoted
 from instir.retrieval.runs import Run
 
 RunLike = Union[Run, pd.DataFrame]
@@ -105,7 +105,7 @@ def run_dict(run: RunLike) -> dict[str, dict[str, float]]:
     out = {q: dict(zip(docs[a:b], scores[a:b])) for q, a, b in zip(qids, bounds[:-1], bounds[1:])}
     if sum(map(len, out.values())) != len(df):
         dup = df[df.duplicated(["qid", "docid"])].iloc[0]
-        raise ValueError(f"run lists document {dup['docid']!r} more than once for query {dup['qid']!r}")
+        raise ValueError(f"run lists document {quoted(dup['docid'])} more than once for query {quoted(dup['qid'])}")
     return out
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import re
 import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from instir.benchmarks.types import Benchmark
+from instir.benchmarks.types import Benchmark, quoted
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_self_hits, read_run, read_sidecar,
                                    run_is_complete, write_run)
@@ -131,8 +132,10 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
     ``template`` defaults to the authors' template for the retriever's family on this
     benchmark (query-first for InstructIR's order-sensitivity setting). With ``out_dir`` the
     run and its sidecar are written there, and a complete run with the same key is read
-    back instead of searching again.
+    back instead of searching again. ``k`` below 1 is refused (a run of nothing is no result).
     """
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
     if isinstance(template, str):
         template = get_template(template)
     if template is None:

@@ -19,8 +19,8 @@ not complete (:func:`run_is_complete`), so a crash never leaves a half run that 
 
 from __future__ import annotations
 
+import codecs
 import hashlib
-import io
 import json
 import platform
 from collections.abc import Mapping, Sequence
@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from instir import atomic
-from instir.benchmarks.types import Benchmark, FormatError
+from instir.benchmarks.readers import decode_utf8
+from instir.benchmarks.types import Benchmark, FormatError, quoted
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
 TREC_FIELDS = ("qid", "Q0", "docid", "rank", "score", "tag")
@@ -98,7 +99,8 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     same = np.flatnonzero(pair[1:] == pair[:-1])
     if len(same):
         q, d = divmod(int(pair[same[0]]), ndocs)
-        raise ValueError(f"duplicate document {denc.dictionary[d]} for query {qenc.dictionary[q]} in run")
+        raise ValueError(f"duplicate document {quoted(denc.dictionary[d].as_py())} for query "
+                         f"{quoted(qenc.dictionary[q].as_py())} in run")
     s32 = scores.astype(np.float32)
     order = np.lexsort((-_doc_order(denc.dictionary)[dcodes], -s32, qcodes))
     qsorted, s32 = qcodes[order], s32[order]
@@ -154,7 +156,8 @@ class Run:
         distinct = np.sort(np.where(keep, indices, -1 - np.arange(width)), axis=1)
         rows, cols = np.nonzero(distinct[:, 1:] == distinct[:, :-1])
         if len(rows):
-            raise ValueError(f"duplicate document {darr[int(distinct[rows[0], cols[0]])]} for query {qarr[int(rows[0])]}")
+            raise ValueError(f"duplicate document {quoted(darr[int(distinct[rows[0], cols[0]])].as_py())} "
+                             f"for query {quoted(qarr[int(rows[0])].as_py())}")
         s32 = np.where(keep, scores.astype(np.float32), -np.inf).astype(np.float32)
         order = np.lexsort((-_doc_order(darr)[indices], -s32), axis=1)  # kept entries first
         indices = np.take_along_axis(indices, order, axis=1)
@@ -232,26 +235,27 @@ def _library_versions() -> dict[str, str]:
 def trec_bytes(run: Run, tag: str = "instir") -> bytes:
     """The TREC text of a run (``qid Q0 docid rank score tag``), scores in shortest float32 form."""
     if not tag or any(c.isspace() for c in tag):
-        raise ValueError(f"run tag must be one word without whitespace, got {tag!r}")
+        raise ValueError(f"run tag must be one word without whitespace, got {quoted(tag)}")
     df = run.df
     ids = {col: _arrow_strings(df[col]) for col in ("qid", "docid")}
     for col, arr in ids.items():
         bad = pc.or_(pc.match_substring_regex(arr, r"\s"), pc.equal(pc.utf8_length(arr), 0))
         if pc.any(bad).as_py():
-            raise ValueError(f"{col} {arr.filter(bad)[0]} is empty or contains whitespace: not writable as TREC")
-    n = len(df)
-    table = pa.table({
-        "qid": ids["qid"],
-        "Q0": pa.repeat(pa.scalar("Q0", pa.string()), n),
-        "docid": ids["docid"],
-        "rank": pa.array(df["rank"].to_numpy(), type=pa.int64()),
-        "score": pa.array(df["score"].to_numpy().astype(np.float32), type=pa.float32()),
-        "tag": pa.repeat(pa.scalar(tag, pa.string()), n),
-    })
-    sink = pa.BufferOutputStream()
-    pacsv.write_csv(table, sink, write_options=pacsv.WriteOptions(include_header=False, delimiter=" ",
-                                                                   quoting_style="none"))
-    return sink.getvalue().to_pybytes()
+            raise ValueError(f"{col} {quoted(arr.filter(bad)[0].as_py())} is empty or contains whitespace: "
+                             "not writable as TREC")
+    # One "qid Q0 docid rank score tag\n" string per row, joined by Arrow (its float32 → text
+    # is the shortest round-trip form, as its CSV writer gives): no CSV quoting is involved,
+    # so an id holding '"' is written literally, as read_run reads it back.
+    big = pa.large_string()  # 64-bit offsets: the joined text may pass 2 GiB
+    lines = pc.binary_join_element_wise(
+        ids["qid"].cast(big), pa.scalar("Q0", big), ids["docid"].cast(big),
+        pa.array(df["rank"].to_numpy(), type=pa.int64()).cast(big),
+        pa.array(df["score"].to_numpy().astype(np.float32), type=pa.float32()).cast(big),
+        pa.scalar(f"{tag}\n", big), pa.scalar(" ", big))
+    if not len(lines):
+        return b""
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    return lines.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
 
 
 def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
@@ -286,7 +290,7 @@ def read_sidecar(path: str | Path) -> dict | None:
     try:
         meta = json.loads(side.read_text(encoding="utf-8"))
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
         return None
     if not isinstance(meta, dict) or meta.get("trec_sha256") != digest:
         return None
@@ -315,15 +319,15 @@ def _parse_slowly(path: Path, text: str) -> pd.DataFrame:
         try:
             int(rank)
         except ValueError:
-            raise FormatError(path, n, "rank", f"expected an integer, got {rank!r}") from None
+            raise FormatError(path, n, "rank", f"expected an integer, got {quoted(rank)}") from None
         try:
             value = float(score)
         except ValueError:
-            raise FormatError(path, n, "score", f"expected a number, got {score!r}") from None
+            raise FormatError(path, n, "score", f"expected a number, got {quoted(score)}") from None
         if not np.isfinite(value):
-            raise FormatError(path, n, "score", f"expected a finite number, got {score!r}")
+            raise FormatError(path, n, "score", f"expected a finite number, got {quoted(score)}")
         if (qid, docid) in seen:
-            raise FormatError(path, n, "docid", f"document {docid!r} listed twice for query {qid!r} "
+            raise FormatError(path, n, "docid", f"document {quoted(docid)} listed twice for query {quoted(qid)} "
                                                 f"(first on line {seen[(qid, docid)]})")
         seen[(qid, docid)] = n
         rows.append((qid, docid, value))
@@ -334,6 +338,11 @@ def read_run(path: str | Path) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag``); the rank column is checked but
     not used (order comes from the scores, as in trec_eval). Its sidecar becomes ``meta``
     when it matches the file; otherwise meta says where the run came from.
+
+    Fields are separated by whitespace and never quoted (as trec_eval reads them): a ``"``
+    is part of an id like any other character. A UTF-8 byte-order mark is skipped. An empty
+    file is an empty run (every query scores 0) only when its sidecar matches and says it
+    has 0 rows, as :func:`write_run` leaves it; any other empty file is refused.
     Bad lines raise :class:`FormatError` naming the file, line and field.
     """
     path = Path(path)
@@ -341,11 +350,16 @@ def read_run(path: str | Path) -> Run:
         raise FormatError(path, None, None, "run file not found")
     data = path.read_bytes()
     if not data.strip():
-        raise FormatError(path, None, None, "empty run file")
+        meta = read_sidecar(path)
+        if meta is None or meta.get("rows") != 0:
+            raise FormatError(path, None, None, "empty run file (no sidecar records it as a run with 0 rows)")
+        return Run(_empty_frame(), {**meta, "path": str(path)})
+    body = pa.py_buffer(data)[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else pa.py_buffer(data)
     try:
-        table = pacsv.read_csv(io.BytesIO(data),
+        table = pacsv.read_csv(pa.BufferReader(body),
                                read_options=pacsv.ReadOptions(column_names=list(TREC_FIELDS)),
-                               parse_options=pacsv.ParseOptions(delimiter=" "),
+                               parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False,
+                                                                escape_char=False, newlines_in_values=False),
                                convert_options=pacsv.ConvertOptions(column_types={
                                    "qid": pa.string(), "Q0": pa.string(), "docid": pa.string(),
                                    "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}))
@@ -355,7 +369,7 @@ def read_run(path: str | Path) -> Run:
                                 "score": table["score"].to_numpy()}))
     except (pa.ArrowInvalid, ValueError):
         # slow path: tolerant of other whitespace, and names the first bad line
-        text = data.decode("utf-8", errors="replace")
+        text = decode_utf8(path, body.to_pybytes())
         run = Run(_parse_slowly(path, text))
         tags = sorted({line.split()[-1] for line in text.splitlines() if line.strip()})
     meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags}
@@ -393,10 +407,11 @@ class RunIdCheck:
         return not self.unknown_qids and not self.unknown_docids
 
     def summary(self, limit: int = 5) -> str:
-        """One human-readable paragraph for logs and notebooks."""
+        """One human-readable paragraph for logs and notebooks: counts, and the first
+        ``limit`` ids of each kind, each capped by :func:`~instir.benchmarks.types.quoted`."""
         def few(ids: list[str]) -> str:
             more = f", … (+{len(ids) - limit})" if len(ids) > limit else ""
-            return ", ".join(ids[:limit]) + more
+            return ", ".join(quoted(i) for i in ids[:limit]) + more
 
         parts = []
         if self.unknown_qids:

@@ -11,11 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply
 from scripted_judge import ScriptedJudge
 
 from instir.judge.backends import OpenAICompatibleJudge
-from instir.judge.cache import CachedJudge, JudgmentCache, request_key
+from instir.judge.cache import CachedJudge, CorruptCacheError, JudgmentCache, request_key
 from instir.judge.rubrics import rubric_for
 from instir.judge.types import Judgment
 
@@ -113,6 +114,51 @@ def test_cache_file_is_in_wal_mode(tmp_path):
     JudgmentCache(tmp_path / "c.sqlite").close()
     with sqlite3.connect(tmp_path / "c.sqlite") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_file_that_is_not_a_database_is_named_with_the_command_to_move_it_aside(tmp_path):
+    path = tmp_path / "judgments.sqlite"
+    garbage = b"not a database " * 500
+    path.write_bytes(garbage)
+    with pytest.raises(CorruptCacheError) as err:
+        CachedJudge(scripted([]), path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: judgment cache is damaged (file is not a database)")
+    assert message.endswith(f"mv {path} {path}.corrupt")
+    assert isinstance(err.value, ValueError)  # an expected error: the CLI prints it in one line
+    assert path.read_bytes() == garbage  # nothing is overwritten or deleted
+
+
+def test_a_damaged_page_met_at_lookup_is_named_too(tmp_path):
+    path = tmp_path / "judgments.sqlite"
+    requests = numbered_requests(400)
+    with JudgmentCache(path) as cache:
+        for r in requests:
+            cache.store("b", "m", r, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="x" * 200))
+    data = bytearray(path.read_bytes())  # closing the last connection folded the WAL into the file
+    data[3 * 4096:-4096] = b"\x5a" * (len(data) - 4 * 4096)
+    path.write_bytes(bytes(data))
+    cache = JudgmentCache(path)  # the schema page is intact: opening works
+    with pytest.raises(CorruptCacheError, match="database disk image is malformed"):
+        cache.lookup("b", "m", [request_key(r) for r in requests])
+    cache.close()
+
+
+def test_a_busy_database_is_not_reported_as_damaged(tmp_path):
+    path = tmp_path / "judgments.sqlite"
+    JudgmentCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        cache = JudgmentCache(path, busy_timeout_s=0.05)
+        [request] = numbered_requests(1)
+        with pytest.raises(sqlite3.OperationalError, match="locked") as err:
+            cache.store("b", "m", request, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="1"))
+        assert not isinstance(err.value, CorruptCacheError)
+        cache.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
 
 
 def slow_valid(delay):

@@ -152,6 +152,10 @@ def test_duplicate_documents_in_a_query_are_refused():
     frame = pd.DataFrame({"qid": ["q", "q"], "docid": ["a", "a"], "score": [2.0, 1.0]})
     with pytest.raises(ValueError, match="more than once"):
         run_dict(frame)
+    huge = "a" * 1_000_000
+    with pytest.raises(ValueError, match=r"more than once for query 'q'") as err:
+        run_dict(pd.DataFrame({"qid": ["q", "q"], "docid": [huge, huge], "score": [2.0, 1.0]}))
+    assert len(str(err.value)) < 200  # the id is quoted by its first characters only
 
 
 def test_unsupported_or_malformed_measures_are_refused():
@@ -181,3 +185,12 @@ def test_top_candidates_keep_every_document_of_the_top_k(seed):
     top = ranked(frame, 5)
     assert set(zip(top["qid"], top["docid"])) <= set(zip(kept["qid"], kept["docid"]))
     assert len(kept) < len(frame)
+
+
+def test_negative_grades_count_as_non_relevant_like_zero():
+    """The readers keep negative grades (trec_eval accepts them); they score as grade 0."""
+    run = pd.DataFrame({"qid": "q1", "docid": ["b", "a"], "score": [2.0, 1.0]})
+    negative = evaluate(run, {"q1": {"a": 1, "b": -1}}, ["nDCG@10", "P@10", "RR@10"])
+    zero = evaluate(run, {"q1": {"a": 1, "b": 0}}, ["nDCG@10", "P@10", "RR@10"])
+    pd.testing.assert_frame_equal(negative, zero)
+    assert negative["value"].tolist() == pytest.approx([1 / L2(3), 0.1, 0.5])

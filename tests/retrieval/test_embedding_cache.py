@@ -1,12 +1,16 @@
 """The on-disk embedding cache: hits, misses, crash recovery, layout (no model needed: a
 deterministic fake encoder stands in)."""
 
+import hashlib
+import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from instir.retrieval import embedding_cache
 from instir.retrieval.embedding_cache import MANIFEST, MATRIX, EmbeddingCache, default_cache_dir
 
 ENCODER = {"model": "fake", "fingerprint": "abc"}
@@ -121,3 +125,116 @@ def test_encoder_returning_wrong_row_count_is_an_error(tmp_path):
 
 def test_default_cache_dir_is_under_instir_home():
     assert default_cache_dir() == Path(os.environ["INSTIR_HOME"]) / "embeddings"
+
+
+def crashed_entry(tmp_path) -> tuple[EmbeddingCache, list[str], Path]:
+    """A cache whose first encode died after two finished chunks of 3 (of 10 inputs)."""
+    cache = EmbeddingCache(tmp_path, chunk_size=3, progress=False)
+    items = texts(10)
+    with pytest.raises(RuntimeError):
+        cache.embed(ENCODER, items, FakeEncoder(fail_on_call=3), label="fake")
+    return cache, items, cache.entry_dir("fake", cache.key(ENCODER, items))
+
+
+def corrupt(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+    elif how == "zeroed bytes":
+        path.write_bytes(bytes(len(data)))
+    elif how == "zeroed vectors":  # a valid .npy of the right shape, all zeros
+        shape = np.load(path, mmap_mode="r").shape
+        np.save(path, np.zeros(shape, dtype=np.float32))
+    else:
+        raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage", "zeroed bytes", "zeroed vectors"])
+def test_a_corrupt_chunk_is_re_encoded_with_a_warning_naming_it(tmp_path, how):
+    cache, items, entry = crashed_entry(tmp_path)
+    bad = entry / "chunk3-000001.npy"
+    corrupt(bad, how)
+    resumed = FakeEncoder()
+    with pytest.warns(UserWarning, match=re.escape(str(bad))):
+        got = cache.embed(ENCODER, items, resumed, label="fake")
+    assert resumed.encoded == items[3:]  # chunk 0 reused, the corrupt chunk 1 and the missing rest encoded
+    np.testing.assert_array_equal(got.matrix, FakeEncoder()(items))
+
+
+def test_a_chunk_without_its_checksum_is_re_encoded(tmp_path):
+    cache, items, entry = crashed_entry(tmp_path)
+    (entry / "chunk3-000000.npy.sha256").unlink()
+    resumed = FakeEncoder()
+    with pytest.warns(UserWarning, match="no readable checksum"):
+        cache.embed(ENCODER, items, resumed, label="fake")
+    assert resumed.encoded[:3] == items[:3] and len(resumed.encoded) == 7
+
+
+def test_chunk_helpers_write_and_verify_one_chunk(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=5, progress=False)
+    path = cache._chunk_path(tmp_path, 2)
+    assert path.name == "chunk5-000002.npy" and not cache._chunk_ok(path, 5)
+    cache._write_chunk(path, np.ones((5, 3)))
+    assert cache._chunk_ok(path, 5)
+    with pytest.warns(UserWarning, match="where \\(4, dim\\) float32 is expected"):
+        assert not cache._chunk_ok(path, 4)
+    assert not path.exists()  # a chunk that fails is removed, never used
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage", "zeroed bytes", "zeroed vectors"])
+def test_a_corrupt_joined_matrix_is_rebuilt_with_a_warning_naming_it(tmp_path, how):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    items = texts(10)
+    entry = cache.embed(ENCODER, items, FakeEncoder(), label="fake").path
+    corrupt(entry / MATRIX, how)
+    again = FakeEncoder()
+    with pytest.warns(UserWarning, match=re.escape(str(entry / MATRIX))):
+        got = cache.embed(ENCODER, items, again, label="fake")
+    assert again.encoded == items and got.encoded == 10
+    np.testing.assert_array_equal(got.matrix, FakeEncoder()(items))
+
+
+def test_an_unreadable_manifest_rebuilds_the_entry(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed(ENCODER, texts(5), FakeEncoder(), label="fake").path
+    (entry / MANIFEST).write_text("{not json")
+    with pytest.warns(UserWarning, match=re.escape(str(entry / MANIFEST))):
+        got = cache.embed(ENCODER, texts(5), FakeEncoder(), label="fake")
+    assert got.encoded == 5
+
+
+def test_manifest_records_shape_size_and_checksum_of_the_matrix(tmp_path):
+    got = EmbeddingCache(tmp_path, chunk_size=4, progress=False).embed(ENCODER, texts(9), FakeEncoder(), label="fake")
+    recorded = json.loads((got.path / MANIFEST).read_text())["matrix"]
+    data = (got.path / MATRIX).read_bytes()
+    assert recorded == {"shape": [9, 3], "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_an_entry_written_before_checksums_is_still_a_hit(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed(ENCODER, texts(6), FakeEncoder(), label="fake").path
+    info = json.loads((entry / MANIFEST).read_text())
+    del info["matrix"]
+    (entry / MANIFEST).write_text(json.dumps(info))
+    again = FakeEncoder()
+    assert cache.embed(ENCODER, texts(6), again, label="fake").encoded == 0 and again.calls == 0
+
+
+def test_above_the_full_hash_size_size_and_header_are_still_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(embedding_cache, "FULL_HASH_BYTES", 0)
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed(ENCODER, texts(6), FakeEncoder(), label="fake").path
+    (entry / MATRIX).write_bytes((entry / MATRIX).read_bytes()[:-8])  # header intact, last row cut
+    with pytest.warns(UserWarning, match="truncated"):
+        assert cache.embed(ENCODER, texts(6), FakeEncoder(), label="fake").encoded == 6
+
+
+def test_cache_files_respect_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        got = EmbeddingCache(tmp_path, chunk_size=4, progress=False).embed(ENCODER, texts(5), FakeEncoder(), label="f")
+    finally:
+        os.umask(old)
+    assert {(got.path / name).stat().st_mode & 0o777 for name in (MATRIX, MANIFEST)} == {0o644}

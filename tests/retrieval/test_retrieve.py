@@ -77,6 +77,14 @@ def test_without_out_dir_nothing_is_written(toy_benchmark, tmp_path, monkeypatch
     assert run.df.groupby("qid").size().max() == 2
 
 
+@pytest.mark.parametrize("k", [0, -5, 2.5, "10", True])
+def test_k_below_one_or_not_a_whole_number_is_refused_before_searching(toy_benchmark, tmp_path, k):
+    retriever = CountingBM25()
+    with pytest.raises(ValueError, match="k must be a whole number of documents per query, at least 1"):
+        retrieve(toy_benchmark(), retriever, k=k, out_dir=tmp_path)
+    assert retriever.searches == 0 and list(tmp_path.iterdir()) == []
+
+
 def test_default_template_follows_family_benchmark_and_query_order(toy_benchmark):
     assert retrieve(toy_benchmark("ifir-toy/fiqa"), CountingBM25(), k=2).meta["template"]["name"] == "ifir"
     order = toy_benchmark(setting="order-sensitivity", meta={"query_order": "query-first"})

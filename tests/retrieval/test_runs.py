@@ -89,7 +89,7 @@ def test_from_arrays_equals_building_the_frame():
 
 
 def test_from_arrays_rejects_duplicates_and_bad_shapes():
-    with pytest.raises(ValueError, match="duplicate document d1 for query q0"):
+    with pytest.raises(ValueError, match="duplicate document 'd1' for query 'q0'"):
         Run.from_arrays(["q0"], ["d0", "d1"], np.array([[1, 1]]), np.array([[1.0, 0.5]]))
     with pytest.raises(ValueError, match="must be"):
         Run.from_arrays(["q0", "q1"], ["d0"], np.array([[0]]), np.array([[1.0]]))
@@ -227,6 +227,75 @@ def test_missing_or_empty_run_file(tmp_path):
         read_run(tmp_path / "empty.trec")
 
 
+def test_a_run_with_no_results_round_trips_as_an_empty_run(tmp_path):
+    path = write_run(Run.from_scores({}, {"k": 10}), tmp_path / "nothing.trec")
+    assert path.read_bytes() == b"" and run_is_complete(path)
+    assert json.loads(sidecar_path(path).read_text())["rows"] == 0
+    back = read_run(path)
+    assert len(back) == 0 and back.meta["k"] == 10
+    assert list(back.df.columns) == list(runs.RUN_COLUMNS)
+
+
+def test_an_empty_file_whose_sidecar_does_not_vouch_for_it_is_refused(tmp_path):
+    path = write_run(Run(random_tied_frame(11)), tmp_path / "r.trec")
+    path.write_bytes(b"")  # truncated: the sidecar's hash and row count no longer match
+    with pytest.raises(FormatError, match="empty run file"):
+        read_run(path)
+    sidecar_path(path).write_text(json.dumps({"rows": 0, "trec_sha256": "0" * 64}))
+    with pytest.raises(FormatError, match="empty run file"):
+        read_run(path)
+
+
+@pytest.mark.parametrize("sep", [" ", "\t"])  # single spaces take the fast path, tabs the slow one
+def test_quotes_in_run_files_are_literal_characters_on_both_paths(tmp_path, sep):
+    path = tmp_path / "quoted.trec"
+    path.write_text(sep.join(['q1', 'Q0', '"d1"', '1', '2.0', 't']) + "\n"
+                    + sep.join(['q1', 'Q0', 'x"y', '2', '1.0', 't']) + "\n")
+    assert read_run(path).df["docid"].tolist() == ['"d1"', 'x"y']
+    path.write_text(sep.join(['q1', 'Q0', '"a', 'b"', '1', '2.0', 't']) + "\n")
+    with pytest.raises(FormatError, match="expected 6 whitespace-separated fields") as err:
+        read_run(path)  # a quoted id with a space is two fields, as trec_eval reads it
+    assert err.value.where == 1
+
+
+def test_ids_holding_quotes_are_written_literally_and_read_back(tmp_path):
+    run = Run(frame([('q"1', '"d1"', 2.0), ('q"1', "d,2", 1.0)]))
+    path = write_run(run, tmp_path / "r.trec")
+    assert path.read_text() == 'q"1 Q0 "d1" 1 2 instir\nq"1 Q0 d,2 2 1 instir\n'
+    pd.testing.assert_frame_equal(read_run(path).df, run.df)
+
+
+@pytest.mark.parametrize("sep", [" ", "\t"])
+def test_run_file_with_a_byte_order_mark_reads_on_both_paths(tmp_path, sep):
+    path = tmp_path / "bom.trec"
+    path.write_bytes(b"\xef\xbb\xbf" + sep.join(["q1", "Q0", "d1", "1", "2.0", "t"]).encode() + b"\n")
+    assert read_run(path).df["qid"].tolist() == ["q1"]
+
+
+@pytest.mark.parametrize("sep", [" ", "\t"])
+def test_run_file_with_bytes_that_are_not_utf8_names_the_line(tmp_path, sep):
+    path = tmp_path / "latin1.trec"
+    path.write_bytes(sep.join(["q1", "Q0", "d1", "1", "2.0", "t"]).encode() + b"\n"
+                     + sep.join(["q1", "Q0", "caf\xe9", "2", "1.0", "t"]).encode("latin-1") + b"\n")
+    with pytest.raises(FormatError, match="not UTF-8 text") as err:
+        read_run(path)
+    assert err.value.where == 2
+
+
+def test_a_huge_id_is_quoted_short_in_run_errors_and_id_checks(tmp_path, toy_benchmark):
+    huge = "d" * 10_000_000
+    path = tmp_path / "huge.trec"
+    path.write_text(f"q1\tQ0\t{huge}\t1\t2.0\tt\nq1\tQ0\t{huge}\t2\t1.0\tt\n")
+    with pytest.raises(FormatError) as err:
+        read_run(path)
+    assert len(str(err.value)) < 400 and "(10000000 chars)" in str(err.value)
+    check = check_run_ids(Run(frame([("1_1", huge, 1.0), (huge, "10_1", 1.0)])), toy_benchmark())
+    assert len(check.summary()) < 600 and check.summary().count("(10000000 chars)") == 2
+    with pytest.raises(ValueError) as err:
+        Run(frame([("q", huge, 1.0), ("q", huge, 2.0)]))
+    assert len(str(err.value)) < 300
+
+
 def test_ids_that_cannot_be_written_as_trec(tmp_path):
     with pytest.raises(ValueError, match="contains whitespace"):
         write_run(Run(frame([("q 1", "d", 1.0)])), tmp_path / "r.trec")
@@ -256,8 +325,8 @@ def test_bring_your_own_run_reports_unknown_ids_without_dropping_them(toy_benchm
     assert check.unknown_docids == ["ghost-doc", "x"] and check.rows_with_unknown_docid == 2
     assert check.missing_qids == ["1_2", "2_2"]
     summary = check.summary()
-    assert "1 query ids not in the benchmark (2 rows): 9_9" in summary
-    assert "2 document ids not in the corpus (2 rows): ghost-doc, x" in summary
+    assert "1 query ids not in the benchmark (2 rows): '9_9'" in summary
+    assert "2 document ids not in the corpus (2 rows): 'ghost-doc', 'x'" in summary
     assert "2 benchmark queries have no results" in summary
     assert len(run) == 5
 
@@ -267,3 +336,12 @@ def test_a_clean_run_passes_the_id_check(toy_benchmark):
     run = Run(frame([(q, d, 1.0) for q, rel in bench.qrels.items() for d in rel]))
     check = check_run_ids(run, bench)
     assert check.ok and check.missing_qids == [] and check.summary() == "all run ids are in the benchmark"
+
+
+def test_run_and_sidecar_respect_the_umask_so_a_team_can_share_them(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_run(Run(random_tied_frame(12)), tmp_path / "shared.trec")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644 and sidecar_path(path).stat().st_mode & 0o777 == 0o644

@@ -1,0 +1,159 @@
+"""The shared readers on hostile input: grades that are not whole numbers, bytes that are not
+UTF-8, a byte-order mark, huge ids, and broken Parquet files. Every refusal is one
+FormatError naming the file, the line and the field; nothing is truncated silently."""
+
+import codecs
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from instir.benchmarks.ifir import load_ifir
+from instir.benchmarks.instructir import load_instructir
+from instir.benchmarks.readers import grade, jsonl_corpus, read_json_array, read_qrels, read_records
+from instir.benchmarks.types import FormatError, quoted
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def qrels_file(tmp_path: Path, kind: str, grades: list) -> Path:
+    """A qrels file in one of the read layouts with one judgment per grade."""
+    if kind == "tsv":
+        path = tmp_path / "test.tsv"
+        path.write_text("qid\tpid\tscore\n" + "".join(f"q{i}\td{i}\t{g}\n" for i, g in enumerate(grades)))
+    elif kind == "trec":
+        path = tmp_path / "qrels.txt"
+        path.write_text("".join(f"q{i} 0 d{i} {g}\n" for i, g in enumerate(grades)))
+    elif kind == "jsonl":
+        path = tmp_path / "test.jsonl"
+        path.write_text("".join(json.dumps({"query-id": f"q{i}", "corpus-id": f"d{i}", "score": g}) + "\n"
+                                for i, g in enumerate(grades)))
+    else:
+        path = tmp_path / "test.parquet"
+        pq.write_table(pa.table({"query-id": [f"q{i}" for i in range(len(grades))],
+                                 "corpus-id": [f"d{i}" for i in range(len(grades))], "score": grades}), path)
+    return path
+
+
+#: (layout, bad grade, line of the second judgment in that layout)
+BAD_GRADES = [("tsv", "0.9", 3), ("tsv", "1.5", 3), ("tsv", "inf", 3), ("tsv", "nan", 3), ("tsv", "1e400", 3),
+              ("tsv", "two", 3), ("trec", "1.5", 2), ("jsonl", 0.9, 2), ("jsonl", 1.5, 2), ("jsonl", True, 2),
+              ("jsonl", None, 2), ("jsonl", "0.5", 2), ("parquet", 1.5, 2), ("parquet", float("inf"), 2)]
+
+
+@pytest.mark.parametrize("kind, bad, line", BAD_GRADES)
+def test_fractional_infinite_or_non_numeric_grade_is_refused_with_file_line_and_field(tmp_path, kind, bad, line):
+    path = qrels_file(tmp_path, kind, [1, bad, 1] if kind != "parquet" else [1.0, bad, 1.0])
+    with pytest.raises(FormatError) as err:
+        read_qrels(path)
+    assert (err.value.path, err.value.where, err.value.field) == (str(path), line, "score")
+    assert "expected an integer grade" in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["tsv", "trec", "jsonl", "parquet"])
+def test_integral_and_negative_grades_are_read_as_ints(tmp_path, kind):
+    grades = {"tsv": ["2", "2.0", "-1", " 0 "], "trec": ["2", "2.0", "-1", "0"], "jsonl": [2, 2.0, -1, "0"],
+              "parquet": [2.0, 2.0, -1.0, 0.0]}[kind]
+    qrels, _ = read_qrels(qrels_file(tmp_path, kind, grades))
+    assert qrels == {"q0": {"d0": 2}, "q1": {"d1": 2}, "q2": {"d2": -1}, "q3": {"d3": 0}}
+    assert all(type(g) is int for rel in qrels.values() for g in rel.values())
+
+
+def test_grade_accepts_only_whole_numbers():
+    assert [grade(v, Path("f"), 1) for v in (3, "3", " 3 ", 3.0, "3.0", "-2", "1e2")] == [3, 3, 3, 3, 3, -2, 100]
+    for value in (0.9, "0.9", float("nan"), "-inf", False, [1], {}):
+        with pytest.raises(FormatError, match="expected an integer grade"):
+            grade(value, Path("f"), 1)
+    for value in (2**31, "-1e12", 10**30):  # beyond what trec_eval's C long holds everywhere
+        with pytest.raises(FormatError, match="is beyond"):
+            grade(value, Path("f"), 1)
+
+
+def test_instructir_fractional_grade_no_longer_drops_the_query(tmp_path):
+    root = tmp_path / "hf"
+    shutil.copytree(FIXTURES / "instructir-hf", root)
+    path = root / "qrels" / "test.tsv"
+    lines = path.read_text().splitlines()
+    qid, did, _ = lines[1].split("\t")
+    lines[1] = f"{qid}\t{did}\t0.9"  # was read as 0: the query lost its only relevant document
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError) as err:
+        load_instructir(root, "instructed")
+    assert (err.value.path, err.value.where, err.value.field) == (str(path), 2, "score")
+
+
+@pytest.mark.parametrize("name, content, line, column", [
+    ("corpus.jsonl", b'{"_id": "a", "text": "ok"}\n{"_id": "b", "text": "caf\xe9"}\n', 2, 26),
+    ("test.tsv", b"qid\tpid\tscore\nq1\td\xff1\t1\n", 2, 5),
+    ("test_data.json", b'[\n  {"_id": "q1",\n   "text": "\x80"}\n]\n', 3, 13),
+])
+def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path, name, content, line, column):
+    path = tmp_path / name
+    path.write_bytes(content)
+    read = {"corpus.jsonl": lambda p: list(read_records(p)), "test.tsv": read_qrels, "test_data.json": read_json_array}
+    with pytest.raises(FormatError) as err:
+        read[name](path)
+    assert (err.value.path, err.value.where) == (str(path), line)
+    assert f"not UTF-8 text (byte 0x{content.splitlines()[line - 1][column - 1]:02x} at column {column})" \
+        in str(err.value)
+
+
+def test_byte_order_mark_is_accepted_in_every_text_reader(tmp_path):
+    bom = codecs.BOM_UTF8
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(bom + b'{"_id": "d1", "text": "first"}\n{"_id": "d2", "text": "second"}\n')
+    assert jsonl_corpus(corpus).ids() == ["d1", "d2"]
+    tsv = tmp_path / "test.tsv"
+    tsv.write_bytes(bom + b"qid\tpid\tscore\nq1\td1\t1\n")
+    assert read_qrels(tsv)[0] == {"q1": {"d1": 1}}
+    array = tmp_path / "test_data.json"
+    array.write_bytes(bom + b'[{"_id": "q1"}]')
+    assert read_json_array(array) == [{"_id": "q1"}]
+
+
+@pytest.mark.parametrize("layout, files", [("songtingyu", ["fiqa/fiqa-corpus.jsonl", "fiqa/test_data.json"]),
+                                           ("beir", ["fiqa/fiqa-query.jsonl", "fiqa/fiqa-qrel.tsv"]),
+                                           ("readme", ["fiqa/fiqa-query.json", "fiqa/fiqa-qrel.jsonl"])])
+def test_ifir_files_saved_with_a_byte_order_mark_load_like_the_originals(tmp_path, layout, files):
+    root = tmp_path / layout
+    shutil.copytree(FIXTURES / f"ifir-{layout}", root)
+    plain = load_ifir(root, "fiqa")
+    for name in files:
+        (root / name).write_bytes(codecs.BOM_UTF8 + (root / name).read_bytes())
+    with_bom = load_ifir(root, "fiqa")
+    assert with_bom.queries == plain.queries and with_bom.qrels == plain.qrels
+    assert with_bom.corpus.ids() == plain.corpus.ids()
+
+
+def test_a_huge_id_is_quoted_short_in_messages(tmp_path):
+    huge = "x" * 10_000_000
+    corpus = tmp_path / "corpus.jsonl"
+    line = json.dumps({"_id": huge, "text": "t"}) + "\n"
+    corpus.write_text(line + line)
+    with pytest.raises(FormatError) as err:
+        list(jsonl_corpus(corpus))
+    message = str(err.value)
+    assert len(message) < 300 and "… (10000000 chars)" in message and "line 2" in message
+
+
+def test_quoted_caps_long_values_and_escapes_control_characters():
+    assert quoted("d1") == "'d1'"
+    assert quoted("a" * 100) == repr("a" * 80) + "… (100 chars)"
+    assert quoted("\x1b[31mred") == repr("\x1b[31mred")  # no terminal escape reaches the screen
+    assert len(quoted(list(range(10_000)))) < 120
+
+
+def test_a_problem_text_is_capped_even_when_a_value_is_not_quoted():
+    err = FormatError("f.tsv", 3, "corpus-id", "unknown document id " + "y" * 50_000)
+    assert len(str(err)) < 1100 and str(err).endswith("(50020 chars)")
+
+
+def test_a_broken_parquet_file_is_a_format_error(tmp_path):
+    path = tmp_path / "test.parquet"
+    path.write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(FormatError, match="not a readable Parquet file") as err:
+        list(read_records(path))
+    assert err.value.path == str(path)
