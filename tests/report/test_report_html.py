@@ -38,3 +38,15 @@ def test_style_table_escapes_and_flags():
     out = style_table(frame, precision=2, flag_column="within_tolerance").to_html()
     assert "<script>" not in out and "&lt;script&gt;" in out and "0.12" in out and "0.12345" not in out
     assert "#d4edda" in out and "#f8d7da" in out
+
+
+def test_every_rendered_report_links_back_to_the_index(tmp_path):
+    import nbformat
+
+    from instir.pipeline import render_html
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# hello")])
+    executed = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, executed)
+    html = render_html(executed, tmp_path / "01_x.html").read_text()
+    assert '<a href="../index.html">' in html and html.index("../index.html") < html.index("hello")

