@@ -12,9 +12,9 @@ Layout of one run (``out_dir = reports/NAME``)::
 Notebooks run with ``out_dir`` as working directory and exchange data only through files
 there. A failing notebook stops the chain: its executed notebook and HTML (code shown) are
 kept, the index is written, and :class:`NotebookFailed` names notebook, cell and exception.
-Secrets never travel as parameters: names that look like keys or tokens, and values equal
-to a secret-looking environment variable, are refused; notebooks read keys from the
-environment themselves.
+Secrets never travel as parameters: names that look like keys or tokens, values shaped like
+API keys, and values containing a secret-looking environment variable's value are refused
+(:func:`check_parameters`); notebooks read keys from the environment themselves.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 from instir import atomic
 from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
 from instir.report.manifest import environment_manifest, read_datasets
+from instir.secrets import find_token, require_env_name, secret_env_values
 
 #: nbconvert template (under instir/report/templates) without CDN scripts
 TEMPLATE_DIR = Path(__file__).resolve().parent / "report" / "templates"
@@ -42,9 +43,6 @@ TEMPLATE_NAME = "instir_offline"
 SECRET_NAME = re.compile(
     r"(?:^|[_.-])(?:api[_-]?key|key|token|secret|password|passwd|credentials?|auth)(?:$|[_.-])", re.IGNORECASE
 )
-
-#: what a parameter that names an environment variable (``…_env``) may hold: a variable name
-ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: ``instir run`` option -> notebook parameter name; the only place the two are tied.
 CLI_PARAMETERS = {
@@ -116,23 +114,29 @@ class NotebookFailed(RuntimeError):
 
 def check_parameters(parameters: Mapping[str, object]) -> None:
     """Refuse parameters that could carry a secret into notebooks, outputs or HTML: a name
-    that looks like a key/token/password, or a value containing the value of an
-    environment variable whose name looks like one. A name ending in ``_env`` (such as
-    ``judge_api_key_env``) is allowed when its value is an environment variable's *name*:
-    that is how notebooks learn where to read a key. Also refuses values JSON cannot hold."""
+    that looks like a key/token/password; a value containing something shaped like an API key
+    (a known key prefix, :func:`instir.secrets.find_token`); a value containing the value of an
+    environment variable whose name says KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL. A name
+    ending in ``_env`` (such as ``judge_api_key_env``) is allowed when its value is an
+    environment variable's *name* that does not itself look like a key
+    (:func:`instir.secrets.require_env_name`): that is how notebooks learn where to read a key.
+    Also refuses values JSON cannot hold. Messages name the parameter or variable, never the value."""
     for name, value in parameters.items():
         if str(name).endswith("_env"):
-            if not (isinstance(value, str) and ENV_VAR_NAME.match(value)):
-                raise ValueError(f"parameter {name!r} must name an environment variable (e.g. OPENAI_API_KEY), "
-                                 "not hold a key")
+            require_env_name(value, f"parameter {name!r}")
         elif SECRET_NAME.search(str(name)):
             raise ValueError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
     try:
         text = json.dumps(dict(parameters))
     except TypeError as err:
         raise ValueError(f"parameters must be JSON values (strings, numbers, lists, dicts): {err}") from None
-    for var, value in os.environ.items():
-        if SECRET_NAME.search(var) and len(value) >= 8 and value in text:
+    for name, value in parameters.items():
+        prefix = find_token(json.dumps(value))
+        if prefix:
+            raise ValueError(f"parameter {name!r} contains what looks like an API key ({prefix!r} …); secrets are "
+                             "read from the environment by the notebooks, never passed as parameters")
+    for var, value in secret_env_values().items():
+        if value in text:
             raise ValueError(f"a parameter value contains the value of ${var}; secrets are read from the "
                              "environment by the notebooks, never passed as parameters")
 

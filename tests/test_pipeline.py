@@ -175,6 +175,28 @@ def test_a_parameter_naming_the_key_variable_passes_but_cannot_hold_a_key():
         check_parameters({"judge_api_key_env": "sk-proj-abc/123+xyz"})
 
 
+@pytest.mark.parametrize("value", ["sk_live_51HxYzAbCdEfGhIjKlMnOpQr", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz",
+                                   "gsk_Q7vX2mN9pL4kR8tW1yB6cD3fG5hJ"])
+def test_a_key_shaped_like_a_variable_name_is_refused_before_anything_is_written(value, tmp_path):
+    with pytest.raises(ValueError, match="'judge_api_key_env' must name an environment variable") as err:
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {"judge_api_key_env": value}, tmp_path / "reports" / "r")
+    assert value not in str(err.value)
+    assert not (tmp_path / "reports").exists()  # no report.json, notebook or index.html holds it
+
+
+def test_a_key_anywhere_in_a_parameter_value_is_refused():
+    with pytest.raises(ValueError, match="parameter 'judge_base_url' contains what looks like an API key"):
+        check_parameters({"judge_base_url": "https://gw.example/v1?key=sk-proj-Q7vX2mN9pL4kR8tW1yB6cD3f"})
+
+
+def test_a_value_equal_to_a_variable_whose_name_says_key_is_refused(monkeypatch):
+    monkeypatch.setenv("OPENAIKEY", "plainlowercasekey")
+    with pytest.raises(ValueError, match=r"\$OPENAIKEY"):
+        check_parameters({"judge_api_key_env": "plainlowercasekey"})
+    with pytest.raises(ValueError, match=r"\$OPENAIKEY"):
+        check_parameters({"title": "run with plainlowercasekey"})
+
+
 def test_a_secret_value_under_any_name_is_refused(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890")
     with pytest.raises(ValueError, match=r"\$MY_SERVICE_TOKEN"):

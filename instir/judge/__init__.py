@@ -1,7 +1,9 @@
 """LLM judging for instruction following: rubrics, judge backends and the judgment cache."""
 
 from instir.judge.backends import (
+    CALL_SETTINGS,
     BaselineJudge,
+    CallSettings,
     HFCausalLMJudge,
     OpenAICompatibleJudge,
     default_gguf,
@@ -12,7 +14,9 @@ from instir.judge.rubrics import INSTFOL_MAX, RUBRICS, Rubric, rubric_for
 from instir.judge.types import Judge, JudgeRequest, Judgment
 
 __all__ = [
+    "CALL_SETTINGS",
     "BaselineJudge",
+    "CallSettings",
     "CacheStats",
     "CachedJudge",
     "HFCausalLMJudge",

@@ -2,17 +2,42 @@
 no-LLM baseline. Each follows :class:`instir.judge.types.Judge`.
 
 Scores are probability-weighted as IFIR does: the expected score under the judge's probabilities
-for the score digit, keeping the digits of the rubric's range with probability >= 0.01 and
-renormalising (:func:`expected_score`). A chat server that returns no log-probabilities gives the
-parsed integer instead, and the judgment says so (``weighting="parsed"``). A malformed answer is a
-failed judgment (``error`` set, no score), never a score of 0.
+for the score digit, keeping digits with probability >= 0.01 and renormalising
+(:func:`expected_score`). A chat answer whose score token cannot be weighted (the server sent
+no log-probabilities, the token is not found, no digit among its alternatives) is scored by the
+parsed integer, and the judgment says so (``weighting="parsed"``; InstFol and validation count
+them). A malformed answer is a failed judgment (``error`` set, no score), never a score of 0.
 
-Secrets: the API key is read from an environment variable at request time, sent only in the
-request header, and never stored on the object, logged or written anywhere.
+Chat call settings (:data:`CALL_SETTINGS`), checked against the authors' code (SighingSnow/IFIR
+``src/utils/llm_metrics/evaluator.py`` ``OpenAIEvaluator.score`` and
+``src/utils/llm_metrics/GEval/geval.py`` ``openai_weighted_sum_score``):
+
+- ``"ifir"`` (default) as the authors call gpt-4o-mini: temperature 0, top_p 0.7, max_tokens 512,
+  top_logprobs 10, no JSON mode, and their score rule (:func:`ifir_digit_probs`): the score token
+  is the *first* token whose text is exactly the parsed score; of its alternatives only those
+  whose text is a decimal number count (``str.isdecimal``: ``" 2"`` and ``"²"`` are skipped), each
+  with probability >= 0.01, and digits 0-5 are kept on *every* rubric (so a level-1 judgment can
+  put weight on 2-5 and its weighted score can exceed the rubric's maximum);
+- ``"kit"``: no top_p, max_tokens 200, top_logprobs 20, JSON mode (``json_object``), and the
+  kit's score rule (:func:`digit_probs_at`): the digit is located at the score's position in the
+  answer, an alternative counts when it is the chosen token with the digit replaced (``" 3"``
+  competes with ``" 2"``) or a digit up to whitespace, and only digits of the rubric's range
+  are kept.
+
+The settings are part of the judge's ``model`` string (``"gpt-4o-mini [ifir]"``), hence of every
+cache key, so judgments made under different settings never mix. Where even the ``"ifir"`` rule
+departs from the authors (it never scores 0 for an answer it cannot read), see
+:data:`instir.papers.divergences.DIVERGENCES` (``judge-fallbacks``).
+
+Secrets: the API key is read from an environment variable at request time and sent only in the
+request header; it is never stored on the object or logged, and every text field of a judgment
+(the answer ``raw``, the ``error`` quoting a server's reply) has the key masked *before* it is cut
+to length, so neither the key nor a piece of it reaches the judgment cache.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import functools
 import inspect
@@ -27,6 +52,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,29 +61,106 @@ from instir.progress import tqdm
 
 from instir.judge.rubrics import ANSWER_PREFIX, Rubric
 from instir.judge.types import Judgment, JudgeRequest, OnResult
+from instir.secrets import require_env_name
 
 log = logging.getLogger(__name__)
 
-#: Digits below this probability are dropped before renormalising (as the official code does).
+#: Digits below this probability are dropped before renormalising (the official code skips
+#: alternatives with logprob < log(0.01)).
 MIN_DIGIT_PROB = 0.01
+
+#: Highest digit the official weighting keeps, on every rubric (geval.py skips ``score > 5``).
+IFIR_MAX_DIGIT = 5
 
 #: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
 ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
 
+#: How the score token's log-probabilities become a weighted score (see the module docstring).
+ScoreRule = Literal["ifir", "kit"]
+
 #: HTTP statuses worth retrying: rate limits, request timeouts, conflicts and server errors.
 RETRY_STATUSES = frozenset({408, 409, 429})
 
-_SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*(\d)')
+#: Characters of a server's error body kept in a failed judgment's ``error`` / ``raw``.
+ERROR_BODY_CHARS = 300
+RAW_BODY_CHARS = 2000
+
+_SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*([0-9])')
+
+_MASK = "***"
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """How a chat judge is called and how its score token is read; presets in
+    :data:`CALL_SETTINGS`. ``top_p=None`` leaves it out of the request; ``response_format=None``
+    asks for no JSON mode."""
+
+    name: str
+    top_p: float | None
+    max_tokens: int
+    top_logprobs: int
+    response_format: ResponseFormat | None
+    score_rule: ScoreRule
+    temperature: float = 0.0
+
+    def __post_init__(self):
+        if self.response_format not in (None, "json_object", "json_schema", "json_object_schema"):
+            raise ValueError(f"unknown response_format {self.response_format!r}")
+        if self.score_rule not in ("ifir", "kit"):
+            raise ValueError(f"unknown score_rule {self.score_rule!r} (ifir or kit)")
+
+    @property
+    def label(self) -> str:
+        """The preset's name, followed by every field that differs from that preset
+        (``"kit+max_tokens=64"``); part of the judge's model string and so of the cache key."""
+        preset = CALL_SETTINGS.get(self.name)
+        changed = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                   if f.name != "name" and (preset is None or getattr(self, f.name) != getattr(preset, f.name))]
+        return "+".join([self.name, *changed])
+
+
+#: Named call settings: the authors' (default) and the kit's earlier choice.
+CALL_SETTINGS: dict[str, CallSettings] = {
+    "ifir": CallSettings("ifir", top_p=0.7, max_tokens=512, top_logprobs=10, response_format=None, score_rule="ifir"),
+    "kit": CallSettings("kit", top_p=None, max_tokens=200, top_logprobs=20, response_format="json_object",
+                        score_rule="kit"),
+}
+
+
+def resolve_call_settings(name: str | CallSettings = "ifir", **changes: Any) -> CallSettings:
+    """The preset ``name`` (or the given settings) with single fields changed, e.g.
+    ``resolve_call_settings("kit", max_tokens=64)``. Raises ``ValueError`` for an unknown preset or field."""
+    if isinstance(name, CallSettings):
+        base = name
+    elif name in CALL_SETTINGS:
+        base = CALL_SETTINGS[name]
+    else:
+        raise ValueError(f"unknown call settings {name!r}: choose one of {', '.join(CALL_SETTINGS)}")
+    fields = {f.name for f in dataclasses.fields(CallSettings)} - {"name"}
+    unknown = sorted(set(changes) - fields)
+    if unknown:
+        raise ValueError(f"unknown call setting(s) {', '.join(unknown)}: choose from {', '.join(sorted(fields))}")
+    return dataclasses.replace(base, **changes) if changes else base
+
+
+def mask_secret(text: str | None, secret: str) -> str | None:
+    """``text`` with every occurrence of ``secret`` replaced by ``***`` (``text`` unchanged when
+    there is no secret). Mask *before* cutting a text to length, or a cut key survives in part."""
+    if not text or not secret:
+        return text
+    return text.replace(secret, _MASK)
 
 
 # --------------------------------------------------------------------------- scoring helpers
 
 
-def expected_score(digit_probs: Mapping[int, float], max_score: int) -> tuple[float, dict[str, float]] | None:
+def expected_score(digit_probs: Mapping[int, float], max_score: int,
+                   min_prob: float = MIN_DIGIT_PROB) -> tuple[float, dict[str, float]] | None:
     """Expected score under a digit distribution: digits 0..``max_score`` with probability
-    >= :data:`MIN_DIGIT_PROB` are kept and renormalised. Returns ``(expected, kept distribution)``
+    >= ``min_prob`` are kept and renormalised. Returns ``(expected, kept distribution)``
     or ``None`` when no digit survives."""
-    kept = {d: p for d, p in digit_probs.items() if 0 <= d <= max_score and p >= MIN_DIGIT_PROB}
+    kept = {d: p for d, p in digit_probs.items() if 0 <= d <= max_score and p >= min_prob}
     total = sum(kept.values())
     if not kept or total <= 0:
         return None
@@ -69,9 +172,11 @@ def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
     """The score in a judge's answer and the character offset of its digit.
 
     Finds the first JSON object with a ``score`` key anywhere in ``text`` (code fences and
-    chatter around it are tolerated). Raises ``ValueError`` saying what is wrong when there is
-    no such object or the score is not an integer in 0..``max_score``. The offset is ``None``
-    when the digit cannot be located in the text (e.g. an escaped key).
+    chatter around it are tolerated). A string score counts when it is a decimal number
+    (``"2"``; not ``"²"``, which ``str.isdigit`` accepts but ``int`` refuses). Raises ``ValueError``
+    saying what is wrong when there is no such object or the score is not an integer in
+    0..``max_score``. The offset is ``None`` when the digit cannot be located in the text
+    (e.g. an escaped key).
     """
     decoder = json.JSONDecoder()
     for start in (m.start() for m in re.finditer(r"\{", text)):
@@ -82,7 +187,7 @@ def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
         if not isinstance(obj, dict) or "score" not in obj:
             continue
         value = obj["score"]
-        if isinstance(value, str) and value.strip().isdigit():
+        if isinstance(value, str) and value.strip().isdecimal():
             value = int(value.strip())
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -96,11 +201,13 @@ def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
 
 
 def digit_probs_at(tokens: Sequence[Mapping[str, Any]], offset: int) -> dict[int, float] | None:
-    """Digit probabilities of the token covering character ``offset`` of the concatenated
-    token texts, from its top log-probabilities (OpenAI ``logprobs.content`` entries).
+    """The kit's score rule: digit probabilities of the token covering character ``offset`` of
+    the concatenated token texts, from its top log-probabilities (OpenAI ``logprobs.content``
+    entries).
 
     An alternative token counts for digit ``d`` when it equals the chosen token with the score
-    digit replaced by ``d`` (so ``" 2"`` competes with ``" 3"``) or is ``d`` up to whitespace.
+    digit replaced by ``d`` (so ``" 2"`` competes with ``" 3"``) or is ``d`` up to whitespace;
+    ``d`` must be one decimal digit (``str.isdecimal``: ``"²"`` and ``"₃"`` are skipped).
     Returns ``None`` when the token has no top log-probabilities.
     """
     pos = 0
@@ -117,27 +224,59 @@ def digit_probs_at(tokens: Sequence[Mapping[str, Any]], offset: int) -> dict[int
                 text = alt.get("token") or ""
                 core = text[len(prefix):len(text) - len(suffix)] if (
                     len(text) == len(token) and text.startswith(prefix) and text.endswith(suffix)) else text.strip()
-                if len(core) == 1 and core.isdigit():
+                if len(core) == 1 and core.isdecimal():
                     probs[int(core)] = probs.get(int(core), 0.0) + math.exp(alt["logprob"])
             return probs
         pos += len(token)
     return None
 
 
+def ifir_digit_probs(tokens: Sequence[Mapping[str, Any]], score: int) -> dict[int, float] | None:
+    """The authors' score rule (geval.py ``openai_weighted_sum_score``): the first token whose
+    text is exactly ``str(score)``; of its top alternatives, each whose log-probability is at
+    least log(0.01) and whose text is a decimal number (``str.isdecimal``, so ``" 2"``, ``"²"``
+    are skipped) counts for ``int(text)`` when that is 0..:data:`IFIR_MAX_DIGIT`, summed per value.
+    ``None`` when no token matches (the authors then score 0.0; the kit falls back to the parsed
+    integer) or no alternative counts (the authors divide 0 by 0)."""
+    target = str(score)
+    floor = math.log(MIN_DIGIT_PROB)
+    for entry in tokens:
+        if (entry.get("token") or "") != target:
+            continue
+        probs: dict[int, float] = {}
+        for alt in entry.get("top_logprobs") or []:
+            text = alt.get("token") or ""
+            if alt["logprob"] < floor or not text.isdecimal():
+                continue
+            digit = int(text)
+            if 0 <= digit <= IFIR_MAX_DIGIT:
+                probs[digit] = probs.get(digit, 0.0) + math.exp(alt["logprob"])
+        return probs or None
+    return None
+
+
 def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | None, rubric: Rubric,
-                       **usage: Any) -> Judgment:
+                       score_rule: ScoreRule = "ifir", **usage: Any) -> Judgment:
     """Turn a chat answer (and its per-token log-probabilities, if any) into a judgment.
 
-    The score is parsed from ``content``; its digit is then located in the concatenated token
-    texts and weighted by that token's top log-probabilities. Without usable log-probabilities the
-    parsed integer is the score (``weighting="parsed"``). A malformed answer is a failure.
+    The score is parsed from ``content`` and weighted by the score token's top
+    log-probabilities under ``score_rule``: ``"ifir"`` (:func:`ifir_digit_probs`; scores 0-5 are
+    accepted and digits 0-5 kept on every rubric, as the authors do) or ``"kit"`` (the digit at
+    the score's position, :func:`digit_probs_at`; only the rubric's range). Without usable
+    log-probabilities the parsed integer is the score (``weighting="parsed"``). A malformed
+    answer is a failure.
     """
+    top = max(rubric.max_score, IFIR_MAX_DIGIT) if score_rule == "ifir" else rubric.max_score
     try:
-        score, _ = parse_answer(content, rubric.max_score)
+        score, _ = parse_answer(content, top)
     except ValueError as err:
         return Judgment.failure(f"malformed answer: {err}", raw=content, **usage)
     weighted = None
-    if logprobs:
+    if logprobs and score_rule == "ifir":
+        probs = ifir_digit_probs(logprobs, score)
+        # each alternative already passed the 1 % floor; a sum of them is never dropped again
+        weighted = expected_score(probs, top, min_prob=0.0) if probs else None
+    elif logprobs:
         joined = "".join(entry.get("token") or "" for entry in logprobs)
         try:
             token_score, offset = parse_answer(joined, rubric.max_score)
@@ -178,31 +317,48 @@ class OpenAICompatibleJudge:
 
     ``base_url`` ends before ``/chat/completions`` (e.g. ``https://api.openai.com/v1``,
     ``http://127.0.0.1:8000/v1``). The key is read from the environment variable *named*
-    ``api_key_env`` at request time (no header when it is unset, as local servers need none) and
-    sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``.
-    ``query_params`` go on every request (Azure's ``api-version``). Requests run ``concurrency`` at
-    a time with temperature 0 and ``top_logprobs`` alternatives per token; 408/409/429/5xx
-    answers, timeouts and connection errors are retried up to ``max_retries`` times with
-    exponential backoff and jitter (``backoff_s`` doubling, capped at ``max_backoff_s``), waiting
-    what a ``Retry-After`` header says instead when one is sent (capped likewise). ``response_format`` picks how JSON is
-    asked for: ``"json_object"`` (JSON mode, widely supported), ``"json_schema"`` (OpenAI
-    structured outputs with the rubric's schema; OpenAI, vLLM), ``"json_object_schema"``
-    (llama.cpp server's JSON mode with a schema, which it enforces by grammar) or ``None``.
-    ``price_per_1m`` = (input, output) price per million tokens fills ``Judgment.cost``.
+    ``api_key_env`` at request time (no header when it is unset, as local servers need none;
+    :func:`instir.judge.commands.make_judge` refuses an unset variable where a key is needed) and
+    sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``; a value
+    of ``api_key_env`` that looks like a key itself is refused (:func:`instir.secrets.require_env_name`).
+    ``query_params`` go on every request (Azure's ``api-version``).
+
+    ``call_settings`` is a preset name of :data:`CALL_SETTINGS` (``"ifir"``, the authors'
+    settings and score rule, by default; ``"kit"``) or a :class:`CallSettings`; keyword
+    ``overrides`` change single fields (``max_tokens=64``, ``response_format="json_object_schema"``).
+    ``response_format`` picks how JSON is asked for: ``"json_object"`` (JSON mode, widely
+    supported), ``"json_schema"`` (OpenAI structured outputs with the rubric's schema; OpenAI,
+    vLLM), ``"json_object_schema"`` (llama.cpp server's JSON mode with a schema, which it
+    enforces by grammar) or ``None``. The judge's ``model`` string is ``"<model> [<settings
+    label>]"`` (:attr:`CallSettings.label`), so the cache keeps judgments of different settings
+    apart; ``served_model`` is the name sent to the server.
+
+    Requests run ``concurrency`` at a time. Each connect or read waits at most ``timeout_s``;
+    408/409/429/5xx answers, timeouts and connection errors are retried up to ``max_retries``
+    times with exponential backoff and jitter (``backoff_s`` doubling, capped at
+    ``max_backoff_s``), waiting what a ``Retry-After`` header says instead when one is sent
+    (capped likewise), so a dead server costs at most about ``timeout_s × (max_retries + 1)``
+    plus the waits per request. ``price_per_1m`` = (input, output) price per million tokens
+    fills ``Judgment.cost``.
     """
 
     name = "openai-compatible"
 
     def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
-                 api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
-                 query_params: Mapping[str, str] | None = None, concurrency: int = 4,
-                 timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0, top_logprobs: int = 20, max_tokens: int = 200,
-                 response_format: ResponseFormat | None = "json_object",
-                 price_per_1m: tuple[float, float] | None = None, progress: bool = True):
-        self.model = model
+                 call_settings: str | CallSettings = "ifir", api_key_env: str = "OPENAI_API_KEY",
+                 auth_header: str = "Authorization", query_params: Mapping[str, str] | None = None,
+                 concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, price_per_1m: tuple[float, float] | None = None,
+                 progress: bool = True, **overrides: Any):
+        if not timeout_s > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
+        self.settings = resolve_call_settings(call_settings, **overrides)
+        self.served_model = model
+        self.model = f"{model} [{self.settings.label}]"
         self.base_url = base_url.rstrip("/")
-        self.api_key_env = api_key_env
+        self.api_key_env = require_env_name(api_key_env, "api_key_env")
         self.auth_header = auth_header
         self.query_params = dict(query_params or {})
         self.concurrency = max(1, concurrency)
@@ -210,11 +366,6 @@ class OpenAICompatibleJudge:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self.top_logprobs = top_logprobs
-        self.max_tokens = max_tokens
-        if response_format not in (None, "json_object", "json_schema", "json_object_schema"):
-            raise ValueError(f"unknown response_format {response_format!r}")
-        self.response_format = response_format
         self.price_per_1m = price_per_1m
         self.progress = progress
 
@@ -248,26 +399,34 @@ class OpenAICompatibleJudge:
             return {}
         return {self.auth_header: f"Bearer {key}" if self.auth_header.lower() == "authorization" else key}
 
-    def _scrub(self, text: str) -> str:
-        """``text`` with the API key masked, for server text that is stored (some servers echo it)."""
-        key = os.environ.get(self.api_key_env, "")
-        return text.replace(key, "***") if key else text
+    def _scrub(self, text: str | None) -> str | None:
+        """``text`` with the API key masked (some servers echo it, and so may a model)."""
+        return mask_secret(text, os.environ.get(self.api_key_env, ""))
+
+    def _masked(self, judgment: Judgment) -> Judgment:
+        """``judgment`` with the API key masked in every text field that gets stored."""
+        changes = {f.name: self._scrub(getattr(judgment, f.name)) for f in dataclasses.fields(judgment)
+                   if isinstance(getattr(judgment, f.name), str)}
+        return dataclasses.replace(judgment, **changes)
 
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
+        settings = self.settings
         body: dict[str, Any] = {
-            "model": self.model,
+            "model": self.served_model,
             "messages": request.rubric.render(request),
-            "temperature": 0,
-            "max_tokens": self.max_tokens,
+            "temperature": settings.temperature,
+            "max_tokens": settings.max_tokens,
             "logprobs": True,
-            "top_logprobs": self.top_logprobs,
+            "top_logprobs": settings.top_logprobs,
         }
-        if self.response_format == "json_object":
+        if settings.top_p is not None:
+            body["top_p"] = settings.top_p
+        if settings.response_format == "json_object":
             body["response_format"] = {"type": "json_object"}
-        elif self.response_format == "json_schema":
+        elif settings.response_format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "judgment", "strict": True, "schema": answer_schema(request.rubric)}}
-        elif self.response_format == "json_object_schema":
+        elif settings.response_format == "json_object_schema":
             body["response_format"] = {"type": "json_object", "schema": answer_schema(request.rubric)}
         return body
 
@@ -303,7 +462,7 @@ class OpenAICompatibleJudge:
             else:
                 if response.is_success:
                     return response
-                reason = f"HTTP {response.status_code}: {self._scrub(response.text[:300])}"
+                reason = f"HTTP {response.status_code}: {self._scrub(response.text)[:ERROR_BODY_CHARS]}"
                 if response.status_code not in RETRY_STATUSES and response.status_code < 500:
                     raise _RequestFailed(reason)
                 wait = self._retry_after(response)
@@ -316,6 +475,9 @@ class OpenAICompatibleJudge:
             time.sleep(wait)
 
     def _judge_one(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
+        return self._masked(self._judgment(client, request))
+
+    def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         start = time.perf_counter()
         try:
             response = self._post(client, self._body(request))
@@ -330,14 +492,14 @@ class OpenAICompatibleJudge:
                 raise TypeError("content is not a string")
         except (ValueError, KeyError, IndexError, TypeError) as err:
             return Judgment.failure(f"malformed response body ({type(err).__name__}: {err})",
-                                    raw=self._scrub(response.text[:2000]), latency_s=latency)
+                                    raw=self._scrub(response.text)[:RAW_BODY_CHARS], latency_s=latency)
         usage = payload.get("usage") or {}
         prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
         cost = None
         if self.price_per_1m is not None and prompt_tokens is not None and completion_tokens is not None:
             cost = (prompt_tokens * self.price_per_1m[0] + completion_tokens * self.price_per_1m[1]) / 1e6
         logprobs = (choice.get("logprobs") or {}).get("content")
-        return judgment_from_chat(content, logprobs, request.rubric, latency_s=latency,
+        return judgment_from_chat(content, logprobs, request.rubric, self.settings.score_rule, latency_s=latency,
                                   prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost)
 
 

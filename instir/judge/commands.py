@@ -1,15 +1,20 @@
 """``instir judge`` (InstFol@20 of an instructed run against a query-only run) and
 ``instir judge-validate`` (judge agreement with gold labels). Judgments go through the SQLite
 cache, so a rerun is free and a killed run resumes. API keys: only the *name* of the
-environment variable holding one is ever an argument. Heavy modules are imported in handlers."""
+environment variable holding one is ever an argument (:func:`key_env_for` says which names are
+accepted). Heavy modules are imported in handlers."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
     from instir.judge.cache import CachedJudge
@@ -19,6 +24,31 @@ BACKENDS = ("openai", "hf", "baseline")
 
 #: where an openai judge sends its requests unless ``base_url`` says otherwise
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+#: the environment variable an openai judge reads its key from unless ``api_key_env`` names another
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+#: call-settings presets of the openai judge (:data:`instir.judge.backends.CALL_SETTINGS`)
+CALL_SETTINGS_NAMES = ("ifir", "kit")
+
+_KEY_RULE = (f"Any other variable must be set; {DEFAULT_KEY_ENV} may be unset only when the endpoint is a local "
+             "server (loopback, private network or a single-label host name), which then gets no key.")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _retries(text: str) -> int:
+    if not text.isdecimal():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
 
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
@@ -34,8 +64,19 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", default=None,
                    help=f"openai: endpoint before /chat/completions (default: {OPENAI_BASE_URL}; "
                         "e.g. http://127.0.0.1:8000/v1 for vLLM)")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                   help="openai: NAME of the environment variable holding the API key (never the key itself)")
+    p.add_argument("--api-key-env", default=None,
+                   help=f"openai: NAME of the environment variable holding the API key, never the key itself "
+                        f"(default: {DEFAULT_KEY_ENV}). {_KEY_RULE}")
+    p.add_argument("--call-settings", default="ifir", choices=CALL_SETTINGS_NAMES,
+                   help="openai: ifir (default) calls as the IFIR authors did (top_p 0.7, 512 tokens, 10 top "
+                        "log-probabilities, no JSON mode) and reads the score token by their rule; kit: the kit's "
+                        "earlier settings (JSON mode, 200 tokens, 20 top log-probabilities, digit read at the score's "
+                        "position, rubric's digits only). Cached judgments of the two never mix")
+    p.add_argument("--timeout", type=_positive_seconds, default=60.0, metavar="SECONDS",
+                   help="openai: seconds each connect or read of a request may wait (default: 60)")
+    p.add_argument("--max-retries", type=_retries, default=6, metavar="N",
+                   help="openai: retries of a request after a timeout, connection error, 408/409/429 or 5xx "
+                        "(default: 6); a dead server costs about SECONDS x (N + 1) per request")
     p.add_argument("--cache", default=None, help="judgment cache file (default: $INSTIR_HOME/judgments.sqlite)")
     p.add_argument("--seed", type=int, default=0, help="seed of the stratified sample (default: 0)")
 
@@ -65,18 +106,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.set_defaults(handler=validate_command)
 
 
+def is_local_url(url: str) -> bool:
+    """Whether ``url`` points at a server on this machine or network: a loopback or private
+    address, ``localhost``, or a single-label host name (a container's service name)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return bool(host) and "." not in host
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def key_env_for(api_key_env: str | None, base_url: str) -> str:
+    """The environment variable an openai judge at ``base_url`` reads its key from, checked.
+
+    ``api_key_env`` (empty: :data:`DEFAULT_KEY_ENV`) must be a variable *name*, not a key
+    (:func:`instir.secrets.require_env_name`). A variable other than the default must be set:
+    naming one that is not set is a mistake, not a wish to send no key. The default may be unset
+    only for a local server (:func:`is_local_url`); requests then carry no key. Raises
+    ``ValueError`` saying which rule failed."""
+    name = require_env_name(api_key_env or DEFAULT_KEY_ENV, "api_key_env")
+    if os.environ.get(name):
+        return name
+    if name != DEFAULT_KEY_ENV:
+        raise ValueError(f"the environment variable {name} named by api_key_env is not set; set it to the key "
+                         f"(a local server that needs no key can go without: leave api_key_env at {DEFAULT_KEY_ENV})")
+    if not is_local_url(base_url):
+        raise ValueError(f"{DEFAULT_KEY_ENV} is not set, and {base_url} is not a local server: set it to the key, "
+                         "or name the variable that holds it with api_key_env")
+    return name
+
+
 def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None = None,
-               base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+               base_url: str | None = None, api_key_env: str | None = None, call_settings: str | None = None,
+               timeout_s: float | None = None, max_retries: int | None = None,
                cache: str | Path | None = None) -> CachedJudge:
     """The judge ``backend`` names (one of :data:`BACKENDS`), behind the SQLite judgment cache.
 
     ``model``: openai: the served model name (required); hf: a local folder or model id (default:
     the bundled SmolLM2-135M-Instruct GGUF, with ``gguf_file`` naming a GGUF file in the folder);
-    baseline: ``lexical`` (default) or ``embedding``. ``base_url``: openai only, the endpoint before
-    ``/chat/completions`` (default: OpenAI's). ``api_key_env``: the *name* of the environment variable
-    holding the API key. ``cache``: the cache file (default: ``$INSTIR_HOME/judgments.sqlite``).
-    Empty strings count as not given, as the notebooks' parameters use them. Raises ``ValueError``
-    for an unknown backend or an openai judge without a model."""
+    baseline: ``lexical`` (default) or ``embedding``. ``cache``: the cache file (default:
+    ``$INSTIR_HOME/judgments.sqlite``). Options of the openai backend only (others ignore them):
+    ``base_url``, the endpoint before ``/chat/completions`` (default: OpenAI's); ``api_key_env``,
+    the *name* of the environment variable holding the API key (default ``OPENAI_API_KEY``;
+    checked by :func:`key_env_for`: a named variable must be set, the default may be unset only
+    for a local server); ``call_settings``, ``"ifir"`` (default, the authors' call settings and
+    score rule) or ``"kit"`` (:data:`instir.judge.backends.CALL_SETTINGS`); ``timeout_s``, seconds
+    each connect or read may wait (default 60); ``max_retries``, retries per request (default 6).
+    Empty strings count as not given, as the notebooks' parameters use them. Raises
+    ``ValueError`` for an unknown backend, an openai judge without a model, a key variable that
+    breaks the rules above, unknown call settings or a timeout/retry count out of range."""
     from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
 
     if backend not in BACKENDS:
@@ -85,7 +166,11 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
         if not model:
             raise ValueError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
                              "or the name of the model a local server serves")
-        judge = OpenAICompatibleJudge(model, base_url or OPENAI_BASE_URL, api_key_env=api_key_env)
+        url = base_url or OPENAI_BASE_URL
+        options = {"timeout_s": timeout_s, "max_retries": max_retries}
+        judge = OpenAICompatibleJudge(model, url, call_settings=call_settings or "ifir",
+                                      api_key_env=key_env_for(api_key_env, url),
+                                      **{k: v for k, v in options.items() if v is not None})
     elif backend == "hf":
         judge = HFCausalLMJudge(model or None, gguf_file=gguf_file or None)
     else:
@@ -101,7 +186,8 @@ def _cli_judge(args: argparse.Namespace) -> CachedJudge:
     """The judge the command-line options ask for; a bad choice ends the command with its reason."""
     try:
         return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
-                          api_key_env=args.api_key_env, cache=args.cache)
+                          api_key_env=args.api_key_env, call_settings=args.call_settings, timeout_s=args.timeout,
+                          max_retries=args.max_retries, cache=args.cache)
     except ValueError as err:
         raise SystemExit(f"instir {args.command}: {err}") from None
 
@@ -124,7 +210,8 @@ def judge_command(args: argparse.Namespace) -> int:
     meta = result.meta
     print(f"InstFol@{args.k} on {benchmark.label}")
     print(f"instances: {len(meta['selected'])} judged (max {args.max_instances or 'all'}, seed {args.seed})")
-    print(_judge_line(meta) + f", {meta['failed_judgments']} failed")
+    print(_judge_line(meta) + f", {meta['failed_judgments']} failed, {meta['parsed_judgments']} scored by the parsed "
+          "integer (no usable log-probabilities)")
     for name in ("missing_from_query_only_run", "missing_from_instructed_run"):
         if meta[name]:
             print(f"{len(meta[name])} instances {name.replace('_', ' ')}: {', '.join(meta[name][:5])}")

@@ -14,8 +14,9 @@ The constant is 3 for every rubric, also the 0-1 and 0-2 ladders of levels 1 and
 official code. The value is at most 1 but not bounded below by -1: (0 - 2) / (3 - 2) = -2, and
 it falls without bound as S_q nears 3. Aggregation follows Table 3: the mean over instances per
 subset and level; a subset's value is the unweighted mean of its level values; the Average is
-the mean over subsets. Every value carries the number of failed judgments behind it; tables
-print values x100 (:func:`printable`).
+the mean over subsets. Every value carries the number of failed judgments behind it, and of
+the judgments scored by the parsed integer alone (``parsed``: no usable log-probabilities);
+tables print values x100 (:func:`printable`).
 
 Where the kit knowingly differs from the official release (reasons for divergence in a
 reproduction report, not defects to copy):
@@ -23,16 +24,30 @@ reproduction report, not defects to copy):
 - The released AILA level-2 and level-3 judge prompts never insert the passage (and the level-3
   prompt not the instruction either), so those scores do not depend on what was retrieved. Here
   every rubric shows query, instruction and passage (:mod:`instir.judge.rubrics`).
-- In the released per-level pipeline for multi-level subsets (fiqa, scifact_open, aila, pm),
-  the judgments of the query-only list are written into the instructed list's slots and then
-  overwritten, so the query-only scores do not survive. Here each list keeps its own judgments.
-- The release also drops a rank when a judgment at *another* level of the same query failed
-  there; here only the instance's own two lists decide which ranks are dropped.
+- In the released per-level pipeline for multi-level subsets (fiqa, scifact_open, aila, pm;
+  ``src/llm_eval_pre.py`` ``evaluate``), each level's query-only list is judged with that level's
+  prompt, but the judgments are written into the instructed list's slots and then overwritten by
+  the instructed ones, and the per-level files it exports are copies taken before any judging:
+  no scores survive, and ``src/llm_eval.py`` stops with ``KeyError: 'score'`` on them. Here each
+  list keeps its own judgments.
+- The release never drops a rank. Its filter (``get_problem_ids``) drops ranks with a negative
+  score, also at the query's other levels, but no score is ever negative: an answer it cannot
+  read or weight scores 0.0. Here a failed judgment drops its rank from both lists and is counted
+  (``failed``, ``dropped``), and a judgment without usable log-probabilities is scored by the
+  parsed integer and counted (``parsed``), so every value shows how many positions it rests on
+  that the release would have scored 0.
+- Where a query has two instructions of the same level, the release keeps the last
+  (``export_qa_ids`` stores one list per level key); here each instruction is its own instance.
 - The release samples queries at random without a fixed seed (a tenth of fiqa, a fifth of the
   other subsets) when asked to sample; :func:`select_instances` samples with a fixed seed,
   stratified by subset and level, and the selection is part of the result.
-- The judge prompts are our own wording, and the score weighting keeps only the digits of the
-  rubric's range, so individual judgments will not match the authors' token for token.
+- The judge prompts are our own wording (a system and a user message, where the authors send one
+  user message), so individual judgments will not match the authors' token for token. The chat
+  judge's call settings and score-token rule follow the authors by default
+  (:data:`instir.judge.backends.CALL_SETTINGS`).
+
+Each of these is also listed, with its expected effect, in
+:data:`instir.papers.divergences.DIVERGENCES`.
 """
 
 from __future__ import annotations
@@ -76,8 +91,9 @@ class ListPairScore:
 
     ``n_q`` and ``n_inst`` are the passages averaged in each list; ``dropped`` the ranks left
     out of both lists because a judgment there failed in either; ``failed`` the failed
-    judgments themselves (up to two per rank). With an empty list the S values and InstFol
-    are NaN.
+    judgments themselves (up to two per rank); ``parsed`` the averaged judgments scored by the
+    parsed integer alone (``weighting="parsed"``: no usable log-probabilities). With an empty
+    list the S values and InstFol are NaN.
     """
 
     s_q: float
@@ -87,25 +103,31 @@ class ListPairScore:
     n_inst: int
     dropped: int
     failed: int
+    parsed: int = 0
 
 
 def score_list_pair(query_scores: Sequence[float | None], instructed_scores: Sequence[float | None],
-                    max_score: float = INSTFOL_MAX) -> ListPairScore:
+                    max_score: float = INSTFOL_MAX, *, query_weighting: Sequence[str | None] = (),
+                    instructed_weighting: Sequence[str | None] = ()) -> ListPairScore:
     """InstFol from the weighted scores of C_q and C_inst by rank (``None`` = failed judgment).
 
-    A rank where either judgment failed is dropped from both lists (as the official code
-    drops it); a list shorter than the other (a retriever that returned fewer than k passages)
-    is averaged over what it has.
+    A rank where either judgment failed is dropped from both lists (a failure is never a score;
+    the official code has no such case, as it scores every answer it cannot read 0.0); a list
+    shorter than the other (a retriever that returned fewer than k passages) is averaged over
+    what it has. The ``*_weighting`` lists (:data:`instir.judge.types.Weighting` by rank, optional)
+    let ``parsed`` count the averaged judgments that had no usable log-probabilities.
     """
     bad = {r for scores in (query_scores, instructed_scores) for r, s in enumerate(scores) if s is None}
     failed = sum(s is None for s in query_scores) + sum(s is None for s in instructed_scores)
     kept_q = [s for r, s in enumerate(query_scores) if r not in bad]
     kept_i = [s for r, s in enumerate(instructed_scores) if r not in bad]
+    parsed = sum(w == "parsed" for weighting in (query_weighting, instructed_weighting)
+                 for r, w in enumerate(weighting) if r not in bad)
     if not kept_q or not kept_i:
-        return ListPairScore(math.nan, math.nan, math.nan, len(kept_q), len(kept_i), len(bad), failed)
+        return ListPairScore(math.nan, math.nan, math.nan, len(kept_q), len(kept_i), len(bad), failed, parsed)
     s_q, s_inst = float(np.mean(kept_q)), float(np.mean(kept_i))
     return ListPairScore(s_q, s_inst, instfol_score(s_q, s_inst, max_score), len(kept_q), len(kept_i), len(bad),
-                         failed)
+                         failed, parsed)
 
 
 def stratum_rng(seed: int, key: tuple) -> np.random.Generator:
@@ -152,10 +174,12 @@ class InstFolResult:
     """Everything one InstFol computation produced.
 
     ``instances``: one row per judged instance (qid, group, subset, level, rubric, s_q, s_inst,
-    instfol, n_q, n_inst, dropped, failed: see :class:`ListPairScore`). ``positions``: one row
+    instfol, n_q, n_inst, dropped, failed, parsed: see :class:`ListPairScore`). ``positions``: one row
     per judged list position (qid, list ``query``/``instructed``, rank, docid, score, weighted,
     weighting, error, from_cache, latency_s, cost). ``selection``: available and selected instances per (subset, level).
-    ``meta``: k, seed, max_instances, the selected ids, judge name and model, request counts.
+    ``meta``: k, seed, max_instances, the selected ids, judge name and model, request counts
+    (``failed_judgments`` and ``parsed_judgments`` over the distinct requests, ``weighting``: how
+    each list position was weighted).
     """
 
     instances: pd.DataFrame
@@ -234,18 +258,23 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     positions["score"] = positions["score"].astype("Int64")
     positions["weighted"] = positions["weighted"].astype("float64")
 
-    per_list = {(qid, name): [None if pd.isna(w) else float(w) for w in part.sort_values("rank")["weighted"]]
-                for (qid, name), part in positions.groupby(["qid", "list"], sort=False)}
+    per_list, weightings = {}, {}
+    for (qid, name), part in positions.groupby(["qid", "list"], sort=False):
+        part = part.sort_values("rank")
+        per_list[qid, name] = [None if pd.isna(w) else float(w) for w in part["weighted"]]
+        weightings[qid, name] = [None if pd.isna(w) else w for w in part["weighting"]]
     inst_rows = []
     for qid in selected:
         q = benchmark.queries[qid]
-        pair = score_list_pair(per_list.get((qid, "query"), []), per_list.get((qid, "instructed"), []))
+        pair = score_list_pair(per_list.get((qid, "query"), []), per_list.get((qid, "instructed"), []),
+                               query_weighting=weightings.get((qid, "query"), []),
+                               instructed_weighting=weightings.get((qid, "instructed"), []))
         inst_rows.append({"qid": qid, "group": q.group, "subset": _subset_label(q, benchmark), "level": q.level,
                           "rubric": rubric_for(q.subset, q.level).name, "s_q": pair.s_q, "s_inst": pair.s_inst,
                           "instfol": pair.instfol, "n_q": pair.n_q, "n_inst": pair.n_inst, "dropped": pair.dropped,
-                          "failed": pair.failed})
+                          "failed": pair.failed, "parsed": pair.parsed})
     instances = pd.DataFrame(inst_rows, columns=["qid", "group", "subset", "level", "rubric", "s_q", "s_inst",
-                                                 "instfol", "n_q", "n_inst", "dropped", "failed"])
+                                                 "instfol", "n_q", "n_inst", "dropped", "failed", "parsed"])
     instances["level"] = instances["level"].astype("Int64")
 
     fresh = [j for j in judgments if not j.from_cache]
@@ -256,6 +285,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "instfol_max": INSTFOL_MAX,
         "requests": len(slots), "unique_requests": len(requests), "from_cache": len(judgments) - len(fresh),
         "judged": len(fresh), "failed_judgments": sum(not j.ok for j in judgments),
+        "parsed_judgments": sum(j.ok and j.weighting == "parsed" for j in judgments),
         "cost": sum(j.cost for j in fresh if j.cost is not None) if any(j.cost is not None for j in fresh) else None,
         "missing_from_query_only_run": sorted(wanted - in_q),
         "missing_from_instructed_run": sorted(wanted - in_inst),
@@ -267,7 +297,8 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
 
 
 _SUMMARY_COLUMNS = ["scope", "subset", "level", "instfol", "s_q", "s_inst", "instances", "scored", "failed",
-                    "dropped"]
+                    "dropped", "parsed"]
+_COUNTS = ("failed", "dropped", "parsed")
 
 
 def aggregate(instances: pd.DataFrame) -> pd.DataFrame:
@@ -277,31 +308,30 @@ def aggregate(instances: pd.DataFrame) -> pd.DataFrame:
     Rows with ``scope`` ``level`` (mean over a subset's scored instances of one level),
     ``subset`` (unweighted mean of its level values) and one ``average`` row (mean over subsets).
     ``instances`` counts judged instances, ``scored`` those with at least one usable position;
-    ``failed`` (failed judgments) and ``dropped`` (positions left out) are summed upwards, so every
-    value has its failures beside it.
+    ``failed`` (failed judgments), ``dropped`` (positions left out) and ``parsed`` (averaged
+    judgments scored by the parsed integer alone, without log-probability weighting) are summed
+    upwards, so every value has its failures and unweighted scores beside it.
     """
     df = instances.copy()
     df["scored"] = df["instfol"].notna()
+    sums = {col: (col, "sum") for col in _COUNTS}
     levels = (df.groupby(["subset", "level"], dropna=False, sort=True)
               .agg(instfol=("instfol", "mean"), s_q=("s_q", "mean"), s_inst=("s_inst", "mean"),
-                   instances=("qid", "size"), scored=("scored", "sum"), failed=("failed", "sum"),
-                   dropped=("dropped", "sum"))
+                   instances=("qid", "size"), scored=("scored", "sum"), **sums)
               .reset_index().assign(scope="level"))
     subsets = (levels.groupby("subset", sort=True)
                .agg(instfol=("instfol", "mean"), s_q=("s_q", "mean"), s_inst=("s_inst", "mean"),
-                    instances=("instances", "sum"), scored=("scored", "sum"), failed=("failed", "sum"),
-                    dropped=("dropped", "sum"))
+                    instances=("instances", "sum"), scored=("scored", "sum"), **sums)
                .reset_index().assign(scope="subset", level=pd.NA))
     average = pd.DataFrame([{
         "scope": "average", "subset": "average", "level": pd.NA,
         "instfol": subsets["instfol"].mean(), "s_q": subsets["s_q"].mean(), "s_inst": subsets["s_inst"].mean(),
-        "instances": int(subsets["instances"].sum()), "scored": int(subsets["scored"].sum()),
-        "failed": int(subsets["failed"].sum()), "dropped": int(subsets["dropped"].sum()),
+        **{col: int(subsets[col].sum()) for col in ("instances", "scored", *_COUNTS)},
     }])
     out = pd.concat([levels[_SUMMARY_COLUMNS], subsets[_SUMMARY_COLUMNS], average[_SUMMARY_COLUMNS]],
                     ignore_index=True)
     out["level"] = out["level"].astype("Int64")
-    for col in ("instances", "scored", "failed", "dropped"):
+    for col in ("instances", "scored", *_COUNTS):
         out[col] = out[col].astype("int64")
     return out
 

@@ -16,8 +16,10 @@ divergence in reproduction reports:
   the instruction either), so their AILA level-2/3 scores do not depend on the passage judged.
 - The official prompts put query and instruction into one "instruction" slot; ours label them
   separately.
-- The official weighting keeps digits 0-5 from the score token; ours keeps only the digits of the
-  rubric's range (see :func:`instir.judge.backends.expected_score`).
+- The official weighting keeps digits 0-5 from the score token on every rubric; the chat judge
+  does the same under its default ``"ifir"`` call settings and keeps only the rubric's digits under
+  ``"kit"`` (:data:`instir.judge.backends.CALL_SETTINGS`); the in-process judge reads only the
+  rubric's digits from its next-token logits.
 
 InstFol normalises by :data:`INSTFOL_MAX` = 3 for every rubric, including the 0-1 and 0-2 ones,
 exactly as the official code does.

@@ -47,7 +47,9 @@ class Judgment:
     ``score`` is the integer the judge gave (argmax for logit-based backends), ``weighted`` the
     expected score under the judge's probabilities (equal to ``score`` when ``weighting`` is
     ``"parsed"``), ``probs`` the renormalised distribution over the allowed digits (keys are
-    the digits as strings) where one exists. ``raw`` keeps the backend's answer text for
+    the digits as strings) where one exists. Under the authors' score rule (a chat judge's
+    default ``"ifir"`` call settings) the allowed digits are 0-5 on every rubric, so ``score`` and
+    ``weighted`` can exceed the rubric's maximum, as in the authors' code. ``raw`` keeps the backend's answer text for
     inspection; ``error`` says why a judgment failed. Token counts and cost are ``None``
     where a backend cannot tell.
     """

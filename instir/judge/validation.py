@@ -19,7 +19,8 @@ some = sibling (only relevant to a looser version of the instruction); a level-1
 middle step. Statistics (:func:`agreement`): Cohen's kappa on binarised labels (relevant vs the
 rest) and on graded labels (linear weights: the labels are ordered); Pearson and Spearman
 correlation and ROC AUC of the weighted score (divided by the rubric's maximum) against the gold
-grade or relevance; the failure and parse-failure rates; latency and cost. Failed judgments are
+grade or relevance; the failure and parse-failure rates; the share of successful judgments
+scored by the parsed integer alone (no usable log-probabilities); latency and cost. Failed judgments are
 left out of the agreement figures and counted. :func:`ranking_agreement` gives Kendall's tau
 between the system rankings of a judge-based score (e.g. InstFol) and of gold nDCG.
 """
@@ -162,10 +163,11 @@ def _varies(*columns: np.ndarray) -> bool:
 
 def agreement(pairs: pd.DataFrame) -> pd.DataFrame:
     """Agreement statistics of judged pairs (columns ``grade``, ``judge_grade``, ``norm``,
-    ``error``, ``latency_s``, ``cost``, ``from_cache``) as rows ``statistic, value, n``.
+    ``error``, ``weighting``, ``latency_s``, ``cost``, ``from_cache``) as rows ``statistic, value, n``.
 
     Computed on the successful judgments (``n`` of them); a statistic that is undefined on
-    the data (one class only, a constant score) is NaN. Latency is the mean over judgments
+    the data (one class only, a constant score) is NaN. ``parsed_share`` is the share of them
+    weighted by the parsed integer alone (``weighting="parsed"``). Latency is the mean over judgments
     made now (not read from the cache); cost sums them where the backend reports cost.
     """
     ok = pairs["error"].isna() & pairs["norm"].notna()
@@ -185,6 +187,7 @@ def agreement(pairs: pd.DataFrame) -> pd.DataFrame:
         ("failure_rate", float((~ok).mean()) if len(pairs) else nan, len(pairs)),
         ("parse_failure_rate", float(errors.str.startswith("malformed").sum() / len(pairs)) if len(pairs) else nan,
          len(pairs)),
+        ("parsed_share", float((good["weighting"] == "parsed").mean()) if n else nan, n),
         ("kappa_binary", float(cohen_kappa_score(gold_bin, judge_bin))
          if _varies(np.r_[gold_bin, judge_bin]) else nan, n),
         ("kappa_graded_linear", float(cohen_kappa_score(gold, graded, weights="linear"))

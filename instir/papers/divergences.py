@@ -68,10 +68,45 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "does not copy the defect.",
         papers=("ifir",), measures=("InstFol",), subsets=("aila",), levels=(0, 2, 3)),
     Divergence(
-        "query-only-overwrite", "Query-only scores overwritten per level",
-        "For multi-level subsets the official per-level pipeline overwrites the query-only judgments, "
-        "so S_q of one level is reused for another; the kit judges each level's query-only list.",
+        "query-only-overwrite", "Released multi-level judging keeps no scores",
+        "For the multi-level subsets the released per-level pipeline (src/llm_eval_pre.py, evaluate) judges "
+        "each level's query-only list with that level's prompt, but writes those judgments into the "
+        "instructed list's slots, where the instructed judgments overwrite them, and it exports copies of "
+        "the lists taken before any judging; src/llm_eval.py then stops with KeyError: 'score'. So the "
+        "paper's multi-level InstFol cannot come from the released code as it stands. The kit keeps each "
+        "list's own judgments.",
         papers=("ifir",), measures=("InstFol",), subsets=MULTI_LEVEL_SUBSETS),
+    Divergence(
+        "judge-fallbacks", "Unreadable judge answers score 0 in the release",
+        "The release scores 0 every answer it cannot read or weight (invalid JSON or no score: taken as "
+        "score 0 and weighted at the first '0' token, if any; no log-probabilities, or no token exactly "
+        "equal to the score such as ' 2': 0.0; NaN when no alternative of that token is a digit) and never "
+        "drops a rank: its filter for negative scores (get_problem_ids) cannot fire, "
+        "as no score is negative. The kit fails an unreadable answer (that rank leaves both lists, counted "
+        "as 'failed') and scores an answer without usable log-probabilities by its parsed integer (counted "
+        "as 'parsed'). Expected effect: where such answers occur the release's S values are pulled towards "
+        "0; the failed and parsed counts beside each kit value bound how many positions are affected.",
+        papers=("ifir",), measures=("InstFol",)),
+    Divergence(
+        "judge-call-settings", "Judge call settings and score-token rule",
+        "By default the kit calls the judge as the authors do (temperature 0, top_p 0.7, max_tokens 512, "
+        "top_logprobs 10, no JSON mode) and reads the score token by their rule (the first token equal to "
+        "the parsed score; its alternatives that are decimal numbers with probability >= 0.01; digits 0-5 "
+        "kept on every level, so a score can exceed its rubric's maximum of 1, 2 or 3). With "
+        "call_settings='kit' (JSON mode, 200 tokens, 20 alternatives, the digit read at the score's "
+        "position so that whitespace tokens like ' 2' are weighted, only the rubric's digits kept) scores "
+        "can only fall where the judge puts weight above the rubric's maximum (small for "
+        "a judge that follows the scale), and answers whose score token carries a space are weighted instead "
+        "of scored by the parsed integer. The judge's model string names the settings used ('[ifir]', "
+        "'[kit]'). Either way the prompts are the kit's own wording, sent as a system and a user message "
+        "where the authors send one user message.",
+        papers=("ifir",), measures=("InstFol",)),
+    Divergence(
+        "same-level-instructions", "Two instructions at one level",
+        "Where a query has two instructions of the same level, the release keeps only the last (export_qa_ids "
+        "stores one retrieved list per level key, a later instruction replacing an earlier one); the kit "
+        "judges every instruction as its own instance, so such level means average over more instances.",
+        papers=("ifir",), measures=("InstFol",)),
     Divergence(
         "judge-model", "Different judge",
         "InstFol depends on the judge: the paper used gpt-4o-mini with token probabilities; another "

@@ -15,9 +15,14 @@ from instir.judge.rubrics import rubric_for
 from instir.judge.types import JudgeRequest
 
 
+#: placeholder in a :class:`Reply` body for the request's Authorization header
+ECHO_AUTH = "%AUTHORIZATION%"
+
+
 @dataclass
 class Reply:
-    """One scripted HTTP answer."""
+    """One scripted HTTP answer. :data:`ECHO_AUTH` anywhere in the body is replaced by the
+    request's ``Authorization`` header, as a server that echoes credentials would do."""
 
     status: int = 200
     body: str | dict = ""
@@ -81,6 +86,7 @@ class FakeChatServer:
                 with server._lock:
                     server.in_flight -= 1
                 payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                payload = payload.replace(ECHO_AUTH, self.headers.get("Authorization", ""))
                 try:
                     self.send_response(reply.status)
                     for k, v in reply.headers.items():

@@ -9,14 +9,18 @@ from instir.judge.types import Judgment
 
 class ScriptedJudge:
     """Answers ``scores[passage]`` (a weighted score, or ``None`` for a failed judgment with
-    ``error``); a passage missing from the script fails. ``requests`` records every request."""
+    ``error``); a passage missing from the script fails. Passages in ``parsed`` are answered with
+    ``weighting="parsed"`` (no log-probabilities), the others with ``"logprobs"``.
+    ``requests`` records every request."""
 
     name = "scripted"
     model = "script-v1"
 
-    def __init__(self, scores: dict[str, float | None], error: str = "malformed answer: no JSON"):
+    def __init__(self, scores: dict[str, float | None], error: str = "malformed answer: no JSON",
+                 parsed: set[str] = frozenset()):
         self.scores = scores
         self.error = error
+        self.parsed = parsed
         self.requests = []
 
     def judge(self, requests, on_result=None):
@@ -27,7 +31,8 @@ class ScriptedJudge:
             if value is None:
                 j = Judgment.failure(self.error, raw="???")
             else:
-                j = Judgment(score=round(value), weighted=value, probs=None, weighting="parsed", raw=str(value),
+                weighting = "parsed" if r.passage in self.parsed else "logprobs"
+                j = Judgment(score=round(value), weighted=value, probs=None, weighting=weighting, raw=str(value),
                              latency_s=0.5, cost=0.001)
             out.append(j)
             if on_result is not None:

