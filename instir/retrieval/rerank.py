@@ -88,10 +88,9 @@ def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
         digest = _file_sha256(Path(path))
     else:  # an in-memory run: hash the TREC text it would be written as
         path, digest = None, hashlib.sha256(trec_bytes(run, "instir")).hexdigest()
-    source = {"path": path, "trec_sha256": digest,
-              "retriever": (run.meta.get("retriever") or {}).get("name") if isinstance(run.meta.get("retriever"), dict)
-              else run.meta.get("retriever"),
-              "k": run.meta.get("k")}
+    retriever = run.meta.get("retriever")
+    source = {"path": path, "trec_sha256": digest, "k": run.meta.get("k"),
+              "retriever": retriever.get("name") if isinstance(retriever, dict) else retriever}
     return run, source
 
 
