@@ -11,6 +11,7 @@ import sys
 COMMAND_MODULES = (
     "instir.benchmarks.commands",
     "instir.retrieval.commands",
+    "instir.retrieval.rerank_commands",
     "instir.metrics.commands",
     "instir.judge.commands",
     "instir.pipeline",

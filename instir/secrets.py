@@ -112,3 +112,11 @@ def require_env_name(value: object, what: str) -> str:
         if value == secret:
             raise ValueError(f"{hint}: it is the value of ${var}, not its name")
     return value
+
+
+def mask_secret(text: str | None, secret: str) -> str | None:
+    """``text`` with every occurrence of ``secret`` replaced by ``***`` (``text`` unchanged when
+    there is no secret). Mask *before* cutting a text to length, or a cut key survives in part."""
+    if not text or not secret:
+        return text
+    return text.replace(secret, "***")

@@ -38,7 +38,6 @@ to length, so neither the key nor a piece of it reaches the judgment cache.
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import functools
 import inspect
 import importlib.util
@@ -46,7 +45,6 @@ import json
 import logging
 import math
 import os
-import random
 import re
 import threading
 import time
@@ -57,6 +55,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
+from instir.secrets import mask_secret
 from instir.progress import tqdm
 
 from instir.judge.rubrics import ANSWER_PREFIX, Rubric
@@ -78,16 +78,11 @@ ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
 #: How the score token's log-probabilities become a weighted score (see the module docstring).
 ScoreRule = Literal["ifir", "kit"]
 
-#: HTTP statuses worth retrying: rate limits, request timeouts, conflicts and server errors.
-RETRY_STATUSES = frozenset({408, 409, 429})
-
-#: Characters of a server's error body kept in a failed judgment's ``error`` / ``raw``.
-ERROR_BODY_CHARS = 300
+#: Characters of a malformed response body kept in a failed judgment's ``raw``.
 RAW_BODY_CHARS = 2000
 
 _SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*([0-9])')
 
-_MASK = "***"
 
 
 @dataclass(frozen=True)
@@ -142,14 +137,6 @@ def resolve_call_settings(name: str | CallSettings = "ifir", **changes: Any) -> 
     if unknown:
         raise ValueError(f"unknown call setting(s) {', '.join(unknown)}: choose from {', '.join(sorted(fields))}")
     return dataclasses.replace(base, **changes) if changes else base
-
-
-def mask_secret(text: str | None, secret: str) -> str | None:
-    """``text`` with every occurrence of ``secret`` replaced by ``***`` (``text`` unchanged when
-    there is no secret). Mask *before* cutting a text to length, or a cut key survives in part."""
-    if not text or not secret:
-        return text
-    return text.replace(secret, _MASK)
 
 
 # --------------------------------------------------------------------------- scoring helpers
@@ -307,10 +294,6 @@ def _progress(total: int, name: str, enabled: bool) -> tqdm:
 # --------------------------------------------------------------------------- OpenAI-compatible chat
 
 
-class _RequestFailed(Exception):
-    """A chat request that failed for good (non-retryable status, or retries exhausted)."""
-
-
 class OpenAICompatibleJudge:
     """Judge over any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Azure OpenAI's
     v1 API, vLLM, Ollama, llama.cpp server, LM Studio).
@@ -430,49 +413,11 @@ class OpenAICompatibleJudge:
             body["response_format"] = {"type": "json_object", "schema": answer_schema(request.rubric)}
         return body
 
-    def _backoff(self, attempt: int) -> float:
-        return min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
-
-    def _retry_after(self, response: httpx.Response) -> float | None:
-        value = response.headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            seconds = float(value)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                return None
-            seconds = when.timestamp() - time.time()
-        return min(self.max_backoff_s, max(0.0, seconds))
-
     def _post(self, client: httpx.Client, body: dict[str, Any]) -> httpx.Response:
-        """POST with retries; returns the successful response or raises :class:`_RequestFailed`."""
-        attempt = 0
-        while True:
-            wait: float | None = None
-            try:
-                response = client.post("/chat/completions", json=body, headers=self._headers(),
-                                       params=self.query_params or None)
-            except httpx.TimeoutException as err:
-                reason = f"timeout ({type(err).__name__})"
-            except httpx.TransportError as err:
-                reason = f"connection error ({type(err).__name__})"
-            else:
-                if response.is_success:
-                    return response
-                reason = f"HTTP {response.status_code}: {self._scrub(response.text)[:ERROR_BODY_CHARS]}"
-                if response.status_code not in RETRY_STATUSES and response.status_code < 500:
-                    raise _RequestFailed(reason)
-                wait = self._retry_after(response)
-            if attempt == self.max_retries:
-                raise _RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
-            wait = self._backoff(attempt) if wait is None else wait
-            attempt += 1
-            log.warning("judge request failed (%s); retry %d/%d in %.2f s", reason.split(":")[0],
-                        attempt, self.max_retries, wait)
-            time.sleep(wait)
+        """POST with retries; returns the successful response or raises :class:`RequestFailed`."""
+        policy = RetryPolicy(self.max_retries, self.backoff_s, self.max_backoff_s)
+        return post_with_retries(client, "/chat/completions", body, policy=policy, headers=self._headers,
+                                 params=self.query_params, scrub=self._scrub, what="judge request")
 
     def _judge_one(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         return self._masked(self._judgment(client, request))
@@ -481,7 +426,7 @@ class OpenAICompatibleJudge:
         start = time.perf_counter()
         try:
             response = self._post(client, self._body(request))
-        except _RequestFailed as err:
+        except RequestFailed as err:
             return Judgment.failure(str(err), latency_s=time.perf_counter() - start)
         latency = time.perf_counter() - start
         try:

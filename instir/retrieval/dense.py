@@ -140,6 +140,23 @@ def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str =
     return best_vals.numpy(), best_idx.numpy()
 
 
+def rank_by_embeddings(benchmark: Benchmark, qids: Sequence[str], queries: np.ndarray, docs: np.ndarray, k: int,
+                       similarity: str, meta: dict, *, normalize: bool = False, device: str | None = None,
+                       progress: bool = False) -> Run:
+    """The top-``k`` run of query vectors (rows in ``qids`` order) against the corpus's document
+    vectors (rows in corpus order) by :func:`exact_top_k`; documents whose id equals the query
+    id are dropped (as the official code does) without shortening the list, and counted in
+    ``meta["self_hits_dropped"]``."""
+    doc_ids = np.asarray(benchmark.corpus.ids(), dtype=object)
+    has_self = not benchmark.corpus.id_set().isdisjoint(qids)
+    scores, indices = exact_top_k(queries, docs, k + int(has_self), similarity, normalize=normalize,
+                                  device=device, progress=progress)
+    not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
+    keep = not_self & (np.cumsum(not_self, axis=1) <= k)
+    return Run.from_arrays(qids, doc_ids, indices, scores, {**meta, "self_hits_dropped": int((~not_self).sum())},
+                           keep=keep)
+
+
 class _CorpusTexts:
     """Re-iterable ``[title, text]`` view of a corpus (what the document cache key hashes)."""
 
@@ -361,19 +378,12 @@ class DenseRetriever:
         qids = list(benchmark.queries)
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs = self.embed_corpus(benchmark.corpus, template, subset)
-        doc_ids = np.asarray(benchmark.corpus.ids(), dtype=object)
-        has_self = not benchmark.corpus.id_set().isdisjoint(qids)
-        scores, indices = exact_top_k(queries.matrix, docs.matrix, k + int(has_self), self.similarity,
-                                      normalize=self._normalizes(), device=str(self.model.device),
-                                      progress=self.progress)
-        not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
-        keep = not_self & (np.cumsum(not_self, axis=1) <= k)
         meta = {
             "retriever": {"name": self.name, "family": self.family, "params": self.params()},
             "template": template.name,
-            "self_hits_dropped": int((~not_self).sum()),
             "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
                            "query_cache": str(queries.path), "document_cache": str(docs.path),
                            "document_cache_key": docs.key},
         }
-        return Run.from_arrays(qids, doc_ids, indices, scores, meta, keep=keep)
+        return rank_by_embeddings(benchmark, qids, queries.matrix, docs.matrix, k, self.similarity, meta,
+                                  normalize=self._normalizes(), device=str(self.model.device), progress=self.progress)

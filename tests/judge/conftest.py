@@ -2,15 +2,11 @@
 backend (loaded once) and llama-cpp-python's OpenAI-compatible server on loopback."""
 
 import importlib.util
-import socket
-import subprocess
-import sys
-import time
 
-import httpx
 import pytest
 
 from instir.judge.backends import HFCausalLMJudge, default_gguf
+from tests.llama_server import llama_server as start_llama_server
 
 
 @pytest.fixture(scope="session")
@@ -42,32 +38,6 @@ def llama_server(smollm2_gguf, tmp_path_factory):
     """Base URL of ``python -m llama_cpp.server`` serving SmolLM2 on 127.0.0.1, stopped at the end."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"  # a file: a full pipe would stall it
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf),
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
-                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}): {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not answer within 60 s")
-            time.sleep(0.2)
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    with start_llama_server(["-m", "llama_cpp.server", "--model", str(smollm2_gguf), "--n_ctx", "2048"], log) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

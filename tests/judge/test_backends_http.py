@@ -8,7 +8,8 @@ import time
 import pytest
 from judge_fakes import ECHO_AUTH, FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
 
-from instir.judge.backends import ERROR_BODY_CHARS, RAW_BODY_CHARS, OpenAICompatibleJudge
+from instir.http_retry import ERROR_BODY_CHARS
+from instir.judge.backends import RAW_BODY_CHARS, OpenAICompatibleJudge
 from instir.judge.cache import CachedJudge
 
 

@@ -1,0 +1,239 @@
+"""The rerank stage: a first-stage run in, a new run + sidecar out.
+
+Follows kaistAI/InstructIR ``eval/eval_instructir_bm25_rerank.py`` (``main``): for every query
+the first-stage documents are sorted by score and the top ``rerank_n`` (100) are rescored by the
+reranker; the reranked run holds exactly those documents with the reranker's scores (documents
+below the cut are not kept, as in the authors' pickles), and self-hits are dropped as the
+authors' ``eval_instructir_bm25_rerank_combine_and_score.py`` does before scoring.
+
+Query and instruction (``query_split``). The authors read the query file's text
+(``instruction [SEP] query``) and split it: ``query = text.split(" [SEP] ")[-1]``,
+``instruction = text.split(" [SEP] ")[0]``. For an instance with an instruction that gives the
+loaded fields back; for a bare query (no `` [SEP] ``) *both* are the whole text, so a reranker
+sees the query twice (``"q q"``). ``"authors"`` (default) reproduces that; ``"fields"`` uses the
+benchmark's query and instruction as loaded (an empty instruction stays empty).
+
+Documents (``doc_field``): the authors pass ``corpus[doc]['text']`` — the text without its
+title — which is ``"text"`` (default); ``"indexed"`` uses title + text as the retrievers see it.
+
+Scores are cached (:class:`~instir.retrieval.score_cache.ScoreCache`) under the reranker's
+identity and the exact model input, so a rerun scores nothing and a killed run resumes. With
+``out_dir`` a complete run with the same key (first-stage file hash, benchmark content,
+reranker identity, depth, split, document field) is read back instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from instir.benchmarks.types import Benchmark, FormatError, Query
+from instir.progress import tqdm
+from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, trec_bytes, write_run
+from instir.retrieval.score_cache import ScoreCache
+
+#: Separator the InstructIR query files put between instruction and query.
+SEP = " [SEP] "
+QuerySplit = Literal["authors", "fields"]
+DocField = Literal["text", "indexed"]
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """What :func:`rerank` needs from a reranker.
+
+    ``name`` is short and file-name friendly; ``identity()`` returns the JSON-ready settings
+    that change a score (model, revision, dtype, template, truncation …), recorded in the
+    sidecar and keying the score cache; ``model_input(query, instruction, text)`` is the exact
+    input the model sees for one pair (a string, or a [query, passage] pair); ``score`` maps a
+    batch of those inputs to one float each (the only call that runs the model);
+    ``batch_size`` is how many inputs go into one ``score`` call.
+    """
+
+    name: str
+    batch_size: int
+
+    def identity(self) -> dict: ...
+
+    def model_input(self, query: str, instruction: str, text: str) -> str | list[str]: ...
+
+    def score(self, inputs: Sequence[str | list[str]]) -> list[float]: ...
+
+
+def query_parts(query: Query, query_split: QuerySplit = "authors") -> tuple[str, str]:
+    """``(query, instruction)`` as the reranker receives them (see the module docstring)."""
+    if query_split == "fields":
+        return query.query, query.instruction
+    if query_split != "authors":
+        raise ValueError(f"unknown query_split {query_split!r}; use 'authors' or 'fields'")
+    text = f"{query.instruction}{SEP}{query.query}" if query.instruction else query.query
+    parts = text.split(SEP)
+    return parts[-1], parts[0]
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
+    """The first-stage run and its provenance (path and SHA-256 of its TREC text)."""
+    if isinstance(run, (str, Path)):
+        run = read_run(run)
+    path = run.meta.get("path")
+    if path and Path(path).is_file():
+        digest = _file_sha256(Path(path))
+    else:  # an in-memory run: hash the TREC text it would be written as
+        path, digest = None, hashlib.sha256(trec_bytes(run, "instir")).hexdigest()
+    retriever = run.meta.get("retriever")
+    source = {"path": path, "trec_sha256": digest, "k": run.meta.get("k"),
+              "retriever": retriever.get("name") if isinstance(retriever, dict) else retriever}
+    return run, source
+
+
+def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, depth: int,
+               query_split: QuerySplit, doc_field: DocField) -> dict:
+    """Everything that determines a reranked run: identical keys mean it can be reused."""
+    from instir.retrieval import _queries_sha256
+
+    key = {
+        "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
+                      "setting": benchmark.setting, "sample": benchmark.is_sample},
+        "corpus_sha256": benchmark.corpus.content_hash(),
+        "queries_sha256": _queries_sha256(benchmark),
+        "first_stage_sha256": first_stage["trec_sha256"],
+        "reranker": {"name": reranker.name, "identity": reranker.identity()},
+        "depth": depth,
+        "query_split": query_split,
+        "doc_field": doc_field,
+        "self_hits": "dropped",
+    }
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
+
+
+def rerank_path(out_dir: str | Path, key: dict, first_stage_path: str | None) -> Path:
+    """``<first-stage stem>__rerank-<reranker>__d<depth>-<hash8>.trec`` under ``out_dir``."""
+    from instir.retrieval import _slug
+
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    stem = Path(first_stage_path).stem if first_stage_path else f"{key['benchmark']['name']}__{key['benchmark']['setting']}"
+    return Path(out_dir) / f"{_slug(stem)}__rerank-{_slug(key['reranker']['name'])}__d{key['depth']}-{digest}.trec"
+
+
+def _pairs(run: Run, benchmark: Benchmark, depth: int, query_split: QuerySplit,
+           doc_field: DocField) -> list[tuple[str, str, str, str, str]]:
+    """``(qid, docid, query, instruction, text)`` of every pair to rescore, in run order."""
+    top = run.df[run.df["rank"] <= depth]
+    where = run.meta.get("path") or "the first-stage run"
+    unknown_q = sorted(set(top["qid"]) - set(benchmark.queries))
+    if unknown_q:
+        raise FormatError(where, None, "qid", f"{len(unknown_q)} query ids are not in {benchmark.label} "
+                                              f"(first: {unknown_q[0]!r}); rerank the run with the benchmark it was made from")
+    docs = benchmark.corpus.get(top["docid"].unique())
+    missing = sorted(set(top["docid"]) - set(docs))
+    if missing:
+        raise FormatError(where, None, "docid", f"{len(missing)} document ids are not in the corpus of "
+                                                f"{benchmark.label} (first: {missing[0]!r})")
+    parts = {qid: query_parts(benchmark.queries[qid], query_split) for qid in top["qid"].unique()}
+    out = []
+    for qid, docid in zip(top["qid"].tolist(), top["docid"].tolist()):
+        doc = docs[docid]
+        text = doc.text if doc_field == "text" else doc.indexed_text
+        out.append((qid, docid, *parts[qid], text))
+    return out
+
+
+def score_inputs(reranker: Reranker, inputs: Sequence[str | list[str]], cache: ScoreCache,
+                 progress: bool = True) -> tuple[list[float], int]:
+    """Scores of ``inputs`` (in order) through ``cache``: only inputs without a stored score are
+    sent to ``reranker.score``, ``batch_size`` at a time, each batch stored as soon as it is
+    scored. Returns the scores and how many inputs were scored now."""
+    identity = reranker.identity()
+    keys = [cache.input_key(x) for x in inputs]
+    known = cache.get(identity, keys)
+    todo: dict[str, str | list[str]] = {}
+    for key, item in zip(keys, inputs):
+        if key not in known:
+            todo.setdefault(key, item)
+    pending = list(todo.items())
+    size = max(1, reranker.batch_size)
+    with tqdm(total=len(pending), desc=f"reranking ({reranker.name})", unit="pair",
+              disable=not progress or not pending) as bar:
+        for start in range(0, len(pending), size):
+            batch = pending[start:start + size]
+            scores = reranker.score([item for _, item in batch])
+            if len(scores) != len(batch):
+                raise ValueError(f"reranker {reranker.name} returned {len(scores)} scores for {len(batch)} inputs")
+            scored = [(key, float(s)) for (key, _), s in zip(batch, scores)]
+            cache.put(identity, scored)
+            known.update(scored)
+            bar.update(len(batch))
+    return [known[k] for k in keys], len(pending)
+
+
+def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, depth: int = 100,
+           out_dir: str | Path | None = None, *, cache: ScoreCache | str | Path | None = None,
+           query_split: QuerySplit = "authors", doc_field: DocField = "text", progress: bool = True) -> Run:
+    """Rescore the top-``depth`` documents of every query of a first-stage ``run`` (a
+    :class:`Run` or a TREC file) with ``reranker`` and return the reranked run.
+
+    With ``out_dir`` the run and its sidecar (reranker identity and prompt, the first-stage
+    file's path and SHA-256, depth, split, document field, counts) are written there, and a
+    complete run with the same key is read back instead of scoring again. ``cache`` is the
+    score cache (default: :func:`~instir.retrieval.score_cache.default_score_cache_path`).
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be positive, got {depth}")
+    if doc_field not in ("text", "indexed"):
+        raise ValueError(f"unknown doc_field {doc_field!r}; use 'text' or 'indexed'")
+    run, source = _first_stage(run)
+    key = rerank_key(benchmark, reranker, source, depth, query_split, doc_field)
+    path = rerank_path(out_dir, key, source["path"]) if out_dir is not None else None
+    existing = read_sidecar(path) if path is not None else None
+    if existing is not None and existing.get("key") == key:
+        reused = read_run(path)
+        reused.meta["reused"] = True
+        return reused
+    if not isinstance(cache, ScoreCache):
+        cache = ScoreCache(cache)
+    start = time.perf_counter()
+    pairs = _pairs(run, benchmark, depth, query_split, doc_field)
+    inputs = [reranker.model_input(query, instruction, text) for _, _, query, instruction, text in pairs]
+    scores, scored = score_inputs(reranker, inputs, cache, progress)
+    wall = time.perf_counter() - start
+    found = Run.from_scores(_nested(pairs, scores))
+    out = drop_self_hits(found)
+    out.meta = {
+        "benchmark": key["benchmark"],
+        "setting": benchmark.setting,
+        "retriever": {"name": f"{source['retriever'] or 'run'}>>{reranker.name}", "family": "rerank",
+                      "params": {"reranker": key["reranker"], "depth": depth}},
+        "reranker": key["reranker"],
+        "template": {"name": key["reranker"]["identity"].get("template_name", reranker.name),
+                     "prompt": key["reranker"]["identity"].get("template")},
+        "first_stage": source,
+        "depth": depth,
+        "query_split": query_split,
+        "doc_field": doc_field,
+        "k": depth,
+        "self_hits_dropped": out.meta["self_hits_dropped"],
+        "pairs": len(inputs),
+        "scored": scored,
+        "score_cache": str(cache.path),
+        "wall_time_s": round(wall, 3),
+        "key": key,
+    }
+    if path is not None:
+        write_run(out, path)
+        out.meta["path"] = str(path)
+    return out
+
+
+def _nested(pairs: list[tuple[str, str, str, str, str]], scores: list[float]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for (qid, docid, *_), score in zip(pairs, scores):
+        out.setdefault(qid, {})[docid] = score
+    return out

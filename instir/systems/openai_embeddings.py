@@ -1,0 +1,263 @@
+"""Dense retrieval over an OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Azure's v1
+API, vLLM, llama.cpp server, …), as IFIR ran OpenAI-v3-small/-large.
+
+Recipe (SighingSnow/IFIR ``src/utils/embeddings.py``, ``OpenAIEmbedding``): every text — documents
+*and* queries (``embed_query`` calls ``embed_documents``) — is cut by ``segment_text`` into windows
+of 512 tokens starting every 384 tokens (tiktoken's encoding for the model; each window decoded
+back to text, empty ones skipped), each window is embedded, and the text's vector is the plain
+mean of its window vectors (not re-normalised); search is cosine (the Elasticsearch store's
+``distance_strategy="COSINE"``, ``src/utils/constant.py``). Search here is exact, not
+Elasticsearch's approximate kNN.
+
+Differences from the authors' client (``src/utils/openai_utils.py``), which change no vector:
+the authors send one window per request (100 requests/minute, up to 20 tries, a failed request
+becoming the string ``"Invalid Message"`` inside the matrix); here ``batch_size`` windows go in
+one request, ``concurrency`` requests run at once, 408/409/429/5xx answers are retried honouring
+``Retry-After`` (:mod:`instir.http_retry`), and a request that fails for good stops the run — the
+embedding cache keeps every finished chunk, so the rerun resumes.
+
+Tokenizer: pluggable (``encode(str) -> list[int]``, ``decode(list[int]) -> str``, the tiktoken
+``Encoding`` interface). The default, ``tiktoken.encoding_for_model(model)``, downloads its BPE
+file on first use; offline it must already be in ``TIKTOKEN_CACHE_DIR``.
+
+Secrets: the key is read from the environment variable *named* ``api_key_env`` at request time
+and sent only in the request header; it is never stored, logged or part of any cache key.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+
+from instir.benchmarks.types import Benchmark, Doc
+from instir.formatting import Template
+from instir.http_retry import ERROR_BODY_CHARS, RequestFailed, RetryPolicy, post_with_retries
+from instir.progress import tqdm
+from instir.retrieval.dense import _benchmark_subset, _CorpusTexts, rank_by_embeddings
+from instir.retrieval.embedding_cache import EmbeddingCache
+from instir.retrieval.runs import Run
+from instir.secrets import mask_secret
+
+#: IFIR's window and stride in tokens (``OpenAIEmbedding.segment_text`` defaults).
+IFIR_WINDOW, IFIR_STRIDE = 512, 384
+_SRC = "SighingSnow/IFIR src/utils/embeddings.py OpenAIEmbedding (segment_text, embed_documents, embed_query)"
+
+
+class TextTokenizer(Protocol):
+    """What windowing needs from a tokenizer (tiktoken's ``Encoding`` has both)."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, tokens: list[int]) -> str: ...
+
+
+def tiktoken_tokenizer(model: str) -> TextTokenizer:
+    """``tiktoken.encoding_for_model(model)``, with one clear line when it cannot load."""
+    try:
+        import tiktoken
+    except ModuleNotFoundError:
+        raise RuntimeError("windowing OpenAI inputs needs tiktoken (pip install 'instir[systems]') or a "
+                           "tokenizer= argument") from None
+    try:
+        return tiktoken.encoding_for_model(model)
+    except Exception as err:  # noqa: BLE001 - tiktoken raises KeyError, requests/OS errors offline
+        raise RuntimeError(f"tiktoken could not load the encoding of {model!r} ({type(err).__name__}: {err}); "
+                           "it downloads its BPE file on first use — offline, put it in TIKTOKEN_CACHE_DIR") from None
+
+
+def ifir_segments(text: str, tokenizer: TextTokenizer, window: int = IFIR_WINDOW,
+                  stride: int = IFIR_STRIDE) -> list[str]:
+    """``text`` as IFIR's ``segment_text`` cuts it: token windows ``[i, i + window)`` for
+    ``i = 0, stride, 2*stride …`` decoded back to text, empty decodings skipped. A text with no
+    tokens stays one segment (itself), so every text gets a vector."""
+    tokens = tokenizer.encode(text)
+    segments = [s for i in range(0, len(tokens), stride) if (s := tokenizer.decode(tokens[i:i + window]))]
+    return segments or [text]
+
+
+class OpenAIEmbeddingClient:
+    """Batched, concurrent, retrying client of an OpenAI-compatible ``/embeddings`` endpoint.
+
+    ``base_url`` ends before ``/embeddings`` (``https://api.openai.com/v1``,
+    ``http://127.0.0.1:8000/v1``). ``batch_size`` texts per request, ``concurrency`` requests
+    at a time; ``dimensions`` is sent when set (text-embedding-3 shortening). ``requests``
+    counts requests that succeeded and ``sent`` the texts they held.
+    """
+
+    def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
+                 api_key_env: str = "OPENAI_API_KEY", dimensions: int | None = None, batch_size: int = 256,
+                 concurrency: int = 4, timeout_s: float = 60.0, policy: RetryPolicy = RetryPolicy(),
+                 progress: bool = True):
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.dimensions = dimensions
+        self.batch_size = max(1, batch_size)
+        self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_s
+        self.policy = policy
+        self.progress = progress
+        self.requests = 0
+        self.sent = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbeddingClient(model={self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.api_key_env, "")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _scrub(self, text: str) -> str:
+        return mask_secret(text, os.environ.get(self.api_key_env, ""))
+
+    def _embed_batch(self, client: httpx.Client, texts: list[str]) -> np.ndarray:
+        body: dict[str, Any] = {"model": self.model, "input": texts}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        try:
+            response = post_with_retries(client, "/embeddings", body, policy=self.policy, headers=self._headers,
+                                         scrub=self._scrub, what="embeddings request")
+        except RequestFailed as err:
+            raise RuntimeError(f"{self.base_url}/embeddings ({self.model}): {err}") from None
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as err:
+            raise RuntimeError(f"{self.base_url}/embeddings returned a malformed body ({type(err).__name__}: "
+                               f"{err}): {self._scrub(response.text)[:ERROR_BODY_CHARS]}") from None
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise RuntimeError(f"{self.base_url}/embeddings returned {vectors.shape[0] if vectors.ndim else 0} "
+                               f"vectors for {len(texts)} inputs")
+        with self._lock:
+            self.requests += 1
+            self.sent += len(texts)
+        return vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row per text, in order."""
+        texts = list(texts)
+        if not texts:
+            raise ValueError("nothing to embed (no texts)")
+        batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+        out: list[np.ndarray | None] = [None] * len(batches)
+        with httpx.Client(base_url=self.base_url, timeout=self.timeout_s) as client, \
+                ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
+                tqdm(total=len(texts), desc=f"embedding ({self.model})", unit="text",
+                     disable=not self.progress or len(batches) < 2) as bar:
+            futures = [pool.submit(self._embed_batch, client, batch) for batch in batches]
+            try:
+                for i, fut in enumerate(futures):
+                    out[i] = fut.result()
+                    bar.update(len(batches[i]))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return np.concatenate(out)  # type: ignore[arg-type]
+
+
+class OpenAIEmbeddingsRetriever:
+    """Follows :class:`instir.retrieval.Retriever`: IFIR's OpenAI-embeddings recipe (module
+    docstring) with vectors in the :class:`~instir.retrieval.embedding_cache.EmbeddingCache`.
+
+    ``tokenizer`` (with ``tokenizer_name``, which keys the cache) replaces tiktoken;
+    ``windows=False`` sends whole texts (one vector each)."""
+
+    family = "dense"
+
+    def __init__(self, model: str = "text-embedding-3-small", base_url: str = "https://api.openai.com/v1", *,
+                 name: str | None = None, api_key_env: str = "OPENAI_API_KEY", dimensions: int | None = None,
+                 windows: bool = True, window: int = IFIR_WINDOW, stride: int = IFIR_STRIDE,
+                 tokenizer: TextTokenizer | None = None, tokenizer_name: str | None = None,
+                 similarity: str = "cosine", batch_size: int = 256, concurrency: int = 4,
+                 timeout_s: float = 60.0, policy: RetryPolicy = RetryPolicy(),
+                 cache: EmbeddingCache | str | Path | None = None, progress: bool = True):
+        if tokenizer is not None and not tokenizer_name:
+            raise ValueError("a custom tokenizer needs tokenizer_name (it keys the embedding cache)")
+        if window < 1 or not 1 <= stride <= window:
+            raise ValueError(f"need 1 <= stride <= window, got window={window}, stride={stride}")
+        self.client = OpenAIEmbeddingClient(model, base_url, api_key_env=api_key_env, dimensions=dimensions,
+                                            batch_size=batch_size, concurrency=concurrency, timeout_s=timeout_s,
+                                            policy=policy, progress=progress)
+        self.name = name or f"api-{model.rstrip('/').split('/')[-1]}"
+        self.windows, self.window, self.stride = windows, window, stride
+        self._tokenizer = tokenizer
+        self.tokenizer_name = tokenizer_name or f"tiktoken:encoding_for_model({model})"
+        self.similarity = similarity
+        self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache, progress=progress)
+        self.progress = progress
+
+    @classmethod
+    def from_card(cls, card: Any, **options: Any) -> "OpenAIEmbeddingsRetriever":
+        """From a system card (duck-typed): ``model``, ``name``, ``similarity``, ``windowing``
+        (``{"window": 512, "stride": 384}``, or None/False for whole texts) and ``params``
+        (``base_url``, ``api_key_env`` — the variable's *name* —, ``dimensions``, ``batch_size``,
+        ``concurrency``); ``options`` (tokenizer, cache, progress …) pass through."""
+        params = dict(getattr(card, "params", None) or {})
+        windowing = getattr(card, "windowing", None)
+        settings: dict[str, Any] = {"windows": bool(windowing)}
+        if isinstance(windowing, dict):
+            settings.update(window=windowing.get("window", IFIR_WINDOW), stride=windowing.get("stride", IFIR_STRIDE))
+        for key in ("base_url", "api_key_env", "dimensions", "batch_size", "concurrency"):
+            if key in params:
+                settings[key] = params[key]
+        return cls(card.model, name=card.name, similarity=getattr(card, "similarity", None) or "cosine",
+                   **settings, **options)
+
+    @property
+    def tokenizer(self) -> TextTokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = tiktoken_tokenizer(self.client.model)
+        return self._tokenizer
+
+    def encoder_description(self) -> dict:
+        """Everything that changes the vectors (part of every cache key; never the key itself)."""
+        return {"backend": "openai-embeddings", "base_url": self.client.base_url, "model": self.client.model,
+                "dimensions": self.client.dimensions,
+                "windows": [self.window, self.stride] if self.windows else None,
+                "tokenizer": self.tokenizer_name if self.windows else None, "pooling": "mean of windows"}
+
+    def params(self) -> dict:
+        """Parameters recorded in run metadata (no secret: only the variable's name)."""
+        return {**self.encoder_description(), "similarity": self.similarity, "api_key_env": self.client.api_key_env,
+                "batch_size": self.client.batch_size, "concurrency": self.client.concurrency, "source": _SRC}
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text: the mean of its window vectors (whole text when windows are off)."""
+        pieces = [ifir_segments(t, self.tokenizer, self.window, self.stride) if self.windows else [t] for t in texts]
+        vectors = self.client.embed([p for ps in pieces for p in ps])
+        counts = np.array([len(ps) for ps in pieces])
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
+
+    def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
+        """Top-``k`` documents per query by exact cosine over the cached vectors."""
+        inputs = template.format_queries(benchmark.queries.values())
+        if any(not isinstance(x, str) for x in inputs):
+            raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; an embeddings API "
+                             "takes one string per input (use a plain template such as 'ifir')")
+        subset = _benchmark_subset(benchmark)
+        queries = self.cache.embed({**self.encoder_description(), "kind": "queries"}, list(inputs), self.embed_texts,
+                                   label=self.name, desc="embedding queries")
+        described = template.describe()
+        doc_encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
+                       "domain": described["domains"].get(subset, "")}
+
+        def encode_docs(items: list[list[str]]) -> np.ndarray:
+            return self.embed_texts([template.format_doc(Doc("", text, title), subset) for title, text in items])
+
+        docs = self.cache.embed(doc_encoder, _CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
+                                desc="embedding corpus")
+        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
+                "template": template.name,
+                "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
+                               "query_cache": str(queries.path), "document_cache": str(docs.path),
+                               "document_cache_key": docs.key, "requests": self.client.requests}}
+        return rank_by_embeddings(benchmark, list(benchmark.queries), queries.matrix, docs.matrix, k,
+                                  self.similarity, meta, progress=self.progress)

@@ -1,0 +1,401 @@
+"""Rerankers as the InstructIR authors ran them (kaistAI/InstructIR ``eval/src/rerankers.py``),
+on transformers directly: monoT5 (true/false logits of the first decoder step), causal LMs
+scored by P(true) (Llama-2-7b(-chat), Mistral-7B-Instruct-v0.2, FollowIR-7B) and monoBERT
+cross-encoders. Each follows :class:`instir.retrieval.rerank.Reranker`.
+
+Why not the ``rerankers`` package: its T5 ranker builds its own prompt and has no
+query + instruction join nor the authors' P(true) LLM prompts, so the authors' strings would
+have to be passed through anyway; the few transformers calls below reproduce
+``rerankers.py`` line by line and keep the dependency list short.
+
+Models load lazily, on the first :meth:`score` call, so a fully cached rerun loads nothing.
+``calls`` counts model forward passes (batches) and ``scored`` the inputs they held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_SRC = "kaistAI/InstructIR eval/src/rerankers.py"
+
+#: The authors' label tokens per monoT5 checkpoint (``prediction_tokens``, from pygaggle);
+#: any other checkpoint falls back to castorini/monot5-base-msmarco's (``get_prediction_tokens``).
+MONOT5_PREDICTION_TOKENS: Mapping[str, tuple[str, str]] = {
+    **{f"castorini/{m}": ("▁false", "▁true") for m in (
+        "monot5-small-msmarco-10k", "monot5-small-msmarco-100k", "monot5-base-msmarco", "monot5-base-msmarco-10k",
+        "monot5-large-msmarco", "monot5-large-msmarco-10k", "monot5-base-med-msmarco", "monot5-3b-med-msmarco",
+        "monot5-3b-msmarco-10k", "monot5-3b-msmarco")},
+    **{f"unicamp-dl/{m}": ("▁no", "▁yes") for m in ("mt5-base-en-msmarco", "mt5-base-mmarco-v2", "mt5-base-mmarco-v1")},
+}
+MONOT5_TEMPLATE = "Query: {query} Document: {text} Relevant:"
+
+#: The authors' P(true) prompts (``LlamaReranker``, ``MistralReranker``, ``FollowIRReranker``),
+#: copied verbatim; ``{query}`` is ``"<query>? <instruction>"`` (``query_instruct_template``).
+LLM_TEMPLATES: Mapping[str, str] = {
+    "llama": ("Determine if the following document is relevant to the query (true/false).\n\n"
+              "Query: {query}\nDocument: {text}\nRelevant: "),
+    "llama-chat": ("<s>[INST] <<SYS>>\nYou are an expert at finding information. Determine if the following "
+                   "document is relevant to the query (true/false).\n<</SYS>>Query: {query}\nDocument: {text}\n"
+                   "Relevant: [/INST]"),
+    "mistral": ("<s>[INST] You are an expert Google searcher, whose job is to determine if the following document "
+                "is relevant to the query (true/false).\nQuery: {query}\nDocument: {text}\n"
+                "Relevant (either \"true\" or \"false\"): [/INST]"),
+    "followir": ("<s> [INST] You are an expert Google searcher, whose job is to determine if the following "
+                 "document is relevant to the query (true/false). Answer using only one word, one of those two "
+                 "choices.\n\nQuery: {query}\nDocument: {text}\nRelevant (only output one word, either \"true\" or "
+                 "\"false\"): [/INST] "),
+}
+LLM_TEMPLATE_SOURCES: Mapping[str, str] = {
+    "llama": f"{_SRC} LlamaReranker.__init__ (model name without 'chat')",
+    "llama-chat": f"{_SRC} LlamaReranker.__init__ (LLAMA_CHAT_TEMPLATE, model name with 'chat')",
+    "mistral": f"{_SRC} MistralReranker.__init__",
+    "followir": f"{_SRC} FollowIRReranker.__init__",
+}
+#: dtypes the authors forced (``MistralReranker``/``FollowIRReranker`` set fp_options="float16";
+#: ``Reranker.__init__`` defaults to float32).
+LLM_AUTHOR_DTYPES: Mapping[str, str] = {"llama": "float32", "llama-chat": "float32", "mistral": "float16",
+                                        "followir": "float16"}
+DTYPES = ("float32", "float16", "bfloat16")
+
+#: Paper reranker names → (kind, Hugging Face id), as in the authors' ``MODEL_DICT``.
+PAPER_RERANKERS: Mapping[str, tuple[str, str]] = {
+    "monoT5-small": ("monot5", "castorini/monot5-small-msmarco-10k"),
+    "monoT5-base": ("monot5", "castorini/monot5-base-msmarco-10k"),
+    "monoT5-large": ("monot5", "castorini/monot5-large-msmarco-10k"),
+    "monoT5-3b": ("monot5", "castorini/monot5-3b-msmarco-10k"),
+    "monoBERT": ("cross-encoder", "castorini/monobert-large-msmarco"),
+    "Llama-2-7b": ("llm-ptrue", "meta-llama/Llama-2-7b-hf"),
+    "Llama-2-7b-chat": ("llm-ptrue", "meta-llama/Llama-2-7b-chat-hf"),
+    "Mistral-7B-Instruct-v0.2": ("llm-ptrue", "mistralai/Mistral-7B-Instruct-v0.2"),
+    "FollowIR-7B": ("llm-ptrue", "jhu-clsp/FollowIR-7B"),
+}
+RERANKER_KINDS = ("monot5", "cross-encoder", "llm-ptrue")
+
+
+def authors_llm_prompt(model: str) -> str:
+    """The prompt the authors' ``MODEL_DICT`` gives ``model``: FollowIR → followir, Mistral →
+    mistral, a name containing 'chat' → llama-chat, else llama."""
+    lowered = model.lower()
+    if "followir" in lowered:
+        return "followir"
+    if "mistral" in lowered:
+        return "mistral"
+    return "llama-chat" if "chat" in model else "llama"
+
+
+def local_model_digest(model: str) -> str | None:
+    """For a local model folder: SHA-256 over its file names, sizes and first/last MiB (a
+    cheap content check that keys the score cache without loading the model); None for a
+    Hub id."""
+    root = Path(model)
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        size = path.stat().st_size
+        h.update(f"|{path.relative_to(root).as_posix()}|{size}|".encode())
+        with path.open("rb") as fh:
+            h.update(fh.read(1 << 20))
+            if size > 2 << 20:
+                fh.seek(-(1 << 20), 2)
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def _card_params(card: Any) -> dict:
+    return dict(getattr(card, "params", None) or {})
+
+
+class _HFReranker:
+    """Shared lazy loading, dtype, device and call counting of the transformers rerankers."""
+
+    kind = ""
+
+    def __init__(self, model: str, *, name: str | None = None, revision: str | None = None,
+                 dtype: str = "float32", batch_size: int = 64, max_length: int | None = None,
+                 device: str | None = None):
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+        self.model_name = str(model)
+        self.name = name or f"{self.kind}-{Path(self.model_name).name}"
+        self.revision = revision
+        self.dtype = dtype
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.device = device
+        self.calls = 0
+        self.scored = 0
+        self._model = None
+        self._tokenizer = None
+        self._digest = local_model_digest(self.model_name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model_name!r}, dtype={self.dtype!r})"
+
+    def _torch_dtype(self):
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def _device(self) -> str:
+        if self.device:
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def _base_identity(self) -> dict:
+        return {"kind": self.kind, "model": self.model_name, "revision": self.revision,
+                "local_files_sha256": self._digest, "dtype": self.dtype, "max_length": self.max_length}
+
+    def _load(self):
+        raise NotImplementedError
+
+    def loaded(self):
+        """``(model, tokenizer)``, loading them on first use."""
+        if self._model is None:
+            self._model, self._tokenizer = self._load()
+        return self._model, self._tokenizer
+
+    def _count(self, n: int) -> None:
+        self.calls += 1
+        self.scored += n
+
+
+class MonoT5Reranker(_HFReranker):
+    """monoT5 as ``MonoT5Reranker`` in kaistAI/InstructIR ``eval/src/rerankers.py``: query
+    ``f"{query} {instruction}".strip()``, prompt ``Query: {query} Document: {text} Relevant:``,
+    tokenised with padding and truncation at the tokenizer's ``model_max_length``; the score
+    is P(true) from a softmax over the (false, true) logits of the first decoded token.
+
+    The authors read those logits from ``generate(max_new_tokens=1, output_scores=True)``;
+    one forward pass with the decoder start token gives the same logits when the model's
+    generation config adds no logits processors (true of the castorini checkpoints), and is
+    what runs here (the tests check it against ``generate``).
+    """
+
+    kind = "monot5"
+
+    def __init__(self, model: str = "castorini/monot5-base-msmarco-10k", *, name: str | None = None,
+                 revision: str | None = None, dtype: str = "float32", batch_size: int = 64,
+                 max_length: int | None = None, device: str | None = None,
+                 token_false: str | None = None, token_true: str | None = None,
+                 template: str = MONOT5_TEMPLATE):
+        super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
+                         max_length=max_length, device=device)
+        default = MONOT5_PREDICTION_TOKENS.get(self.model_name, MONOT5_PREDICTION_TOKENS["castorini/monot5-base-msmarco"])
+        self.token_false = token_false or default[0]
+        self.token_true = token_true or default[1]
+        self.template = template
+
+    @classmethod
+    def from_card(cls, card: Any) -> "MonoT5Reranker":
+        """From a system card (duck-typed: name, model, revision, dtype, params)."""
+        params = _card_params(card)
+        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
+                   dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
+                   max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
+                   token_false=params.get("token_false"), token_true=params.get("token_true"),
+                   template=getattr(card, "template", None) or params.get("prompt") or MONOT5_TEMPLATE)
+
+    def identity(self) -> dict:
+        return {**self._base_identity(), "template": self.template, "template_name": "monot5",
+                "template_source": f"{_SRC} MonoT5Reranker.prompt_template", "query_join": "{query} {instruction}",
+                "tokens": [self.token_false, self.token_true], "decoding": "first decoder step, softmax(false, true)"}
+
+    def model_input(self, query: str, instruction: str, text: str) -> str:
+        return self.template.format(query=f"{query} {instruction}".strip(), text=text)
+
+    def _load(self):
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        model = AutoModelForSeq2SeqLM.from_pretrained(self.model_name, revision=self.revision,
+                                                      dtype=self._torch_dtype())
+        model.to(self._device()).eval()
+        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
+        vocab = tokenizer.get_vocab()
+        missing = [t for t in (self.token_false, self.token_true) if t not in vocab]
+        if missing:
+            raise ValueError(f"{self.model_name}: label token(s) {missing} not in the tokenizer's vocabulary; "
+                             "give token_false/token_true")
+        self._ids = (vocab[self.token_false], vocab[self.token_true])
+        return model, tokenizer
+
+    def score(self, inputs: Sequence[str]) -> list[float]:
+        """P(true) of each prompt."""
+        import torch
+
+        model, tokenizer = self.loaded()
+        tokens = tokenizer(list(inputs), padding=True, truncation=True, return_tensors="pt",
+                           max_length=self.max_length or tokenizer.model_max_length).to(model.device)
+        start = torch.full((len(inputs), 1), model.config.decoder_start_token_id, dtype=torch.long,
+                           device=model.device)
+        with torch.inference_mode():
+            logits = model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"],
+                           decoder_input_ids=start).logits[:, 0, :]
+        self._count(len(inputs))
+        pair = torch.log_softmax(logits[:, list(self._ids)].float(), dim=1)
+        return pair[:, 1].exp().tolist()
+
+
+class CausalLMPTrueReranker(_HFReranker):
+    """A causal LM scored by P(true), as ``LlamaReranker`` (and its Mistral / FollowIR
+    subclasses) in kaistAI/InstructIR ``eval/src/rerankers.py``: the query becomes
+    ``"{query}? {instruction}"`` (stripped), goes into the model's true/false prompt
+    (:data:`LLM_TEMPLATES`), the tokenizer pads on the left with EOS as pad and truncates
+    (from the right) at ``min(2048, model_max_length)``, and the score is the softmax over
+    the ("false", "true") logits at the last position — the vocabulary entries ``false`` and
+    ``true`` without the word-start marker, as the authors look them up.
+
+    Reproduced quirks: the chat/Mistral/FollowIR prompts start with the literal ``<s>`` and
+    the tokenizer adds its own BOS, so those inputs begin with two BOS tokens; a prompt longer
+    than the limit loses its end (``Relevant: [/INST]``) to truncation. Left padding without
+    position ids shifts the absolute positions of shorter inputs; the rotary embeddings of
+    Llama and Mistral depend only on relative positions, so scores do not depend on the batch
+    (up to float rounding), which is why a per-input score cache is sound.
+    """
+
+    kind = "llm-ptrue"
+
+    def __init__(self, model: str = "jhu-clsp/FollowIR-7B", *, name: str | None = None,
+                 revision: str | None = None, prompt: str | None = None, dtype: str | None = None,
+                 batch_size: int = 64, max_length: int | None = None, device: str | None = None):
+        self.prompt = prompt or authors_llm_prompt(str(model))
+        if self.prompt not in LLM_TEMPLATES:
+            raise ValueError(f"unknown prompt {self.prompt!r}; known: {', '.join(LLM_TEMPLATES)}")
+        super().__init__(model, name=name, revision=revision, dtype=dtype or LLM_AUTHOR_DTYPES[self.prompt],
+                         batch_size=batch_size, max_length=max_length, device=device)
+
+    @classmethod
+    def from_card(cls, card: Any) -> "CausalLMPTrueReranker":
+        """From a system card (duck-typed: name, model, revision, dtype, params['prompt'])."""
+        params = _card_params(card)
+        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
+                   prompt=params.get("prompt"), dtype=getattr(card, "dtype", None),
+                   batch_size=params.get("batch_size", 64), max_length=params.get("max_length"))
+
+    @property
+    def template(self) -> str:
+        return LLM_TEMPLATES[self.prompt]
+
+    def identity(self) -> dict:
+        return {**self._base_identity(), "template": self.template, "template_name": f"ptrue-{self.prompt}",
+                "template_source": LLM_TEMPLATE_SOURCES[self.prompt], "query_join": "{query}? {instruction}",
+                "tokens": ["false", "true"], "padding": "left, pad = eos", "truncation": "right, min(2048, model_max_length)"}
+
+    def model_input(self, query: str, instruction: str, text: str) -> str:
+        joined = "{query} {instruction}".format(instruction=instruction, query=query + "?").strip()
+        return self.template.format(query=joined, text=text)
+
+    def _load(self):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(self.model_name, revision=self.revision,
+                                                     dtype=self._torch_dtype())
+        model.to(self._device()).eval()
+        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision, padding_side="left")
+        tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        vocab = tokenizer.get_vocab()
+        missing = [t for t in ("false", "true") if t not in vocab]
+        if missing:
+            raise ValueError(f"{self.model_name}: the tokenizer has no vocabulary entry {missing} "
+                             "(the authors' P(true) scoring needs both)")
+        self._ids = (vocab["false"], vocab["true"])
+        return model, tokenizer
+
+    def score(self, inputs: Sequence[str]) -> list[float]:
+        """P(true) of each prompt."""
+        import torch
+
+        model, tokenizer = self.loaded()
+        limit = self.max_length or min(2048, tokenizer.model_max_length)
+        tokens = tokenizer(list(inputs), padding=True, truncation=True, return_tensors="pt",
+                           max_length=limit).to(model.device)
+        tokens.pop("token_type_ids", None)
+        with torch.inference_mode():
+            logits = model(**tokens, logits_to_keep=1).logits[:, -1, :]
+        self._count(len(inputs))
+        pair = torch.log_softmax(logits[:, list(self._ids)].float(), dim=1)
+        return pair[:, 1].exp().tolist()
+
+
+class CrossEncoderReranker(_HFReranker):
+    """A monoBERT-style cross-encoder as ``MonoBERTReranker`` in kaistAI/InstructIR
+    ``eval/src/rerankers.py``: the pair (``f"{query} {instruction}".strip()``, passage),
+    padded, truncated ``only_second`` at the tokenizer's ``model_max_length``; the score is
+    the softmax probability of label 1 (relevant). A single-logit cross-encoder (the
+    sentence-transformers MS MARCO kind) scores by its raw logit instead, as it ranks."""
+
+    kind = "cross-encoder"
+
+    def __init__(self, model: str = "castorini/monobert-large-msmarco", *, name: str | None = None,
+                 revision: str | None = None, dtype: str = "float32", batch_size: int = 64,
+                 max_length: int | None = None, device: str | None = None):
+        super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
+                         max_length=max_length, device=device)
+
+    @classmethod
+    def from_card(cls, card: Any) -> "CrossEncoderReranker":
+        """From a system card (duck-typed: name, model, revision, dtype, params)."""
+        params = _card_params(card)
+        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
+                   dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
+                   max_length=params.get("max_length") or getattr(card, "doc_max_length", None))
+
+    def identity(self) -> dict:
+        return {**self._base_identity(), "template": ["{query} {instruction}", "{text}"],
+                "template_name": "cross-encoder-pair", "template_source": f"{_SRC} MonoBERTReranker.rerank",
+                "truncation": "only_second", "score": "softmax label 1 (raw logit for one-label models)"}
+
+    def model_input(self, query: str, instruction: str, text: str) -> list[str]:
+        return [f"{query} {instruction}".strip(), text]
+
+    def _load(self):
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        model = AutoModelForSequenceClassification.from_pretrained(self.model_name, revision=self.revision,
+                                                                   dtype=self._torch_dtype())
+        model.to(self._device()).eval()
+        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
+        return model, tokenizer
+
+    def score(self, inputs: Sequence[list[str]]) -> list[float]:
+        """P(relevant) of each [query, passage] pair (raw logit for one-label models)."""
+        import torch
+
+        model, tokenizer = self.loaded()
+        tokens = tokenizer([q for q, _ in inputs], [p for _, p in inputs], padding=True, truncation="only_second",
+                           return_tensors="pt", max_length=self.max_length or tokenizer.model_max_length
+                           ).to(model.device)
+        with torch.inference_mode():
+            logits = model(**tokens)[0].float()
+        self._count(len(inputs))
+        if logits.shape[1] == 1:
+            return logits[:, 0].tolist()
+        return torch.log_softmax(logits, dim=1)[:, 1].exp().tolist()
+
+
+_CLASSES = {"monot5": MonoT5Reranker, "cross-encoder": CrossEncoderReranker, "llm-ptrue": CausalLMPTrueReranker}
+
+
+def make_reranker(kind: str, model: str, **options: Any) -> _HFReranker:
+    """A reranker by kind (``monot5``, ``cross-encoder``, ``llm-ptrue``) and model id or path."""
+    if kind not in _CLASSES:
+        raise ValueError(f"unknown reranker kind {kind!r}; use one of {', '.join(RERANKER_KINDS)}")
+    return _CLASSES[kind](model, **options)
+
+
+def reranker_from_name(name: str, **options: Any) -> _HFReranker:
+    """The reranker a paper row names (:data:`PAPER_RERANKERS`, e.g. ``monoT5-base``).
+
+    The seam for the system-card registry: once cards exist, this resolves ``name`` through
+    them (``build_system(card)`` → the ``from_card`` of the class above)."""
+    if name not in PAPER_RERANKERS:
+        raise ValueError(f"unknown reranker {name!r}; known: {', '.join(PAPER_RERANKERS)} "
+                         "(or give --reranker KIND --model ID)")
+    kind, model = PAPER_RERANKERS[name]
+    return make_reranker(kind, model, name=name, **options)

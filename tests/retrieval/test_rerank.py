@@ -1,0 +1,137 @@
+"""The rerank stage with a counting fake reranker: top-depth cut, authors' query split,
+sidecar provenance, run reuse, score cache (a rerun scores nothing) and resume after a crash."""
+
+import hashlib
+import json
+
+import pytest
+
+from instir.benchmarks.types import FormatError, Query
+from instir.retrieval import retrieve
+from instir.retrieval.lexical import BM25Retriever
+from instir.retrieval.rerank import query_parts, rerank
+from instir.retrieval.runs import Run, read_run, run_is_complete, write_run
+from instir.retrieval.score_cache import ScoreCache
+
+
+class WordOverlap:
+    """Scores a prompt by how many of its query words appear in its document; counts calls."""
+
+    name = "overlap"
+
+    def __init__(self, batch_size=3, fail_after=None):
+        self.batch_size = batch_size
+        self.calls = 0
+        self.inputs = []
+        self.fail_after = fail_after
+
+    def identity(self):
+        return {"kind": "fake", "template": "Q: {query} | D: {text}", "template_name": "fake"}
+
+    def model_input(self, query, instruction, text):
+        return f"Q: {f'{query} {instruction}'.strip()} | D: {text}"
+
+    def score(self, inputs):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise RuntimeError("killed")
+        self.calls += 1
+        self.inputs.extend(inputs)
+        out = []
+        for item in inputs:
+            q, d = item[3:].split(" | D: ")
+            out.append(len(set(q.lower().split()) & set(d.lower().split())) + len(d) / 1000)
+        return out
+
+
+@pytest.fixture
+def first_stage(toy_benchmark, tmp_path):
+    bench = toy_benchmark()
+    run = retrieve(bench, BM25Retriever(), k=6, out_dir=tmp_path / "runs")
+    return bench, run
+
+
+def test_rerank_rescores_exactly_the_top_depth_documents_of_each_query(first_stage, tmp_path):
+    bench, run = first_stage
+    fake = WordOverlap()
+    out = rerank(run, bench, fake, depth=3, cache=tmp_path / "s.sqlite", progress=False)
+    top = run.top(3).df
+    assert sorted(zip(out.df["qid"], out.df["docid"])) == sorted(zip(top["qid"], top["docid"]))
+    assert len(fake.inputs) == len(top)
+    expected = dict(zip(fake.inputs, fake.score(fake.inputs)))
+    docs = {d.id: d for d in bench.corpus}
+    for qid, docid, score in zip(out.df["qid"], out.df["docid"], out.df["score"]):
+        q = bench.queries[qid]
+        prompt = f"Q: {q.query} {q.instruction} | D: {docs[docid].text}"
+        assert score == pytest.approx(expected[prompt], rel=1e-6)
+
+
+def test_authors_split_gives_a_bare_query_twice_and_fields_keep_it_once():
+    bare = Query("1", "wine cabinet")
+    assert query_parts(bare, "authors") == ("wine cabinet", "wine cabinet")
+    assert query_parts(bare, "fields") == ("wine cabinet", "")
+    instructed = Query("1_1", "wine cabinet", "I am a sommelier")
+    assert query_parts(instructed, "authors") == ("wine cabinet", "I am a sommelier")
+
+
+def test_sidecar_records_reranker_first_stage_hash_and_depth(first_stage, tmp_path):
+    bench, run = first_stage
+    out = rerank(run, bench, WordOverlap(), depth=2, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite",
+                 progress=False)
+    assert run_is_complete(out.meta["path"])
+    side = json.loads((tmp_path / "rr" / (out.meta["path"].split("/")[-1] + ".json")).read_text())
+    assert side["first_stage"]["path"] == run.meta["path"]
+    assert side["first_stage"]["trec_sha256"] == hashlib.sha256(open(run.meta["path"], "rb").read()).hexdigest()
+    assert side["depth"] == 2 and side["reranker"]["name"] == "overlap"
+    assert side["template"] == {"name": "fake", "prompt": "Q: {query} | D: {text}"}
+    assert side["query_split"] == "authors" and side["doc_field"] == "text"
+
+
+def test_complete_reranked_run_is_reused_without_scoring(first_stage, tmp_path):
+    bench, run = first_stage
+    kwargs = dict(depth=3, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite", progress=False)
+    first = rerank(run.meta["path"], bench, WordOverlap(), **kwargs)
+    again = WordOverlap()
+    second = rerank(run.meta["path"], bench, again, **kwargs)
+    assert second.meta["reused"] and again.calls == 0
+    assert second.df.equals(read_run(first.meta["path"]).df)
+
+
+def test_warm_rerun_makes_zero_model_calls(first_stage, tmp_path):
+    bench, run = first_stage
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    cold = rerank(run, bench, WordOverlap(), depth=4, cache=cache, progress=False)
+    warm_reranker = WordOverlap()
+    warm = rerank(run, bench, warm_reranker, depth=4, cache=cache, progress=False)
+    assert warm_reranker.calls == 0 and warm.meta["scored"] == 0
+    assert warm.df.equals(cold.df)
+
+
+def test_killed_rerank_resumes_scoring_only_what_is_missing(first_stage, tmp_path):
+    bench, run = first_stage
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    with pytest.raises(RuntimeError, match="killed"):
+        rerank(run, bench, WordOverlap(batch_size=3, fail_after=2), depth=4, cache=cache, progress=False)
+    assert cache.count() == 6
+    resumed = WordOverlap(batch_size=3)
+    out = rerank(run, bench, resumed, depth=4, cache=cache, progress=False)
+    assert out.meta["scored"] == out.meta["pairs"] - 6 == len(resumed.inputs)
+
+
+def test_changed_first_stage_file_is_a_new_key(first_stage, tmp_path):
+    bench, run = first_stage
+    kwargs = dict(depth=2, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite", progress=False)
+    rerank(run.meta["path"], bench, WordOverlap(), **kwargs)
+    shifted = Run(run.df.assign(score=run.df["score"] + 1.0), {})
+    other = tmp_path / "other.trec"
+    write_run(shifted, other)
+    out = rerank(other, bench, WordOverlap(), **kwargs)
+    assert not out.meta.get("reused")
+    assert out.meta["first_stage"]["trec_sha256"] == hashlib.sha256(other.read_bytes()).hexdigest()
+    assert out.meta["first_stage"]["trec_sha256"] != hashlib.sha256(open(run.meta["path"], "rb").read()).hexdigest()
+
+
+def test_unknown_document_is_refused_with_the_run_file(toy_benchmark, tmp_path):
+    bench = toy_benchmark()
+    path = write_run(Run.from_scores({"1_1": {"10_1": 2.0, "nope": 1.0}}), tmp_path / "bad.trec")
+    with pytest.raises(FormatError, match=r"bad\.trec.*docid.*not in the corpus"):
+        rerank(path, bench, WordOverlap(), cache=tmp_path / "s.sqlite", progress=False)

@@ -1,0 +1,161 @@
+"""The OpenAI-compatible embeddings backend against a fake /v1/embeddings on loopback: IFIR's
+windows-then-mean recipe recomputed independently, batching, bounded concurrency, retries with
+Retry-After, the key from the named environment variable only, and a warm rerun that sends
+nothing."""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from instir.http_retry import RetryPolicy
+from instir.retrieval import retrieve
+from instir.systems.openai_embeddings import OpenAIEmbeddingClient, OpenAIEmbeddingsRetriever, ifir_segments
+from tests.judge.judge_fakes import FakeChatServer, Reply
+
+DIM = 8
+
+
+def fake_vector(text: str) -> list[float]:
+    """A deterministic vector per exact text (what the fake server returns)."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(b - 127.5) / 64 for b in digest[:DIM]]
+
+
+def embeddings_reply(body: dict) -> Reply:
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(texts)]
+    return Reply(body={"object": "list", "data": list(reversed(data)), "model": body["model"]})
+
+
+class WordTokenizer:
+    """Whitespace words as tokens (a local stand-in for tiktoken)."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+        self.words: list[str] = []
+
+    def encode(self, text):
+        ids = []
+        for w in text.split():
+            if w not in self.vocab:
+                self.vocab[w] = len(self.words)
+                self.words.append(w)
+            ids.append(self.vocab[w])
+        return ids
+
+    def decode(self, tokens):
+        return " ".join(self.words[t] for t in tokens)
+
+
+def make(server, tmp_path, **kw):
+    kw.setdefault("window", 4)
+    kw.setdefault("stride", 3)
+    return OpenAIEmbeddingsRetriever("text-embedding-3-small", server.url, tokenizer=WordTokenizer(),
+                                     tokenizer_name="words", cache=tmp_path / "emb", progress=False,
+                                     policy=RetryPolicy(max_retries=3, backoff_s=0.01, max_backoff_s=0.05), **kw)
+
+
+def ifir_vector(text: str, window: int = 4, stride: int = 3) -> np.ndarray:
+    """IFIR's OpenAIEmbedding.embed_documents for one text, step by step."""
+    tokens = text.split()
+    segments = []
+    for i in range(0, len(tokens), stride):
+        s = " ".join(tokens[i:i + window])
+        if len(s):
+            segments.append(s)
+    return np.mean(np.array([fake_vector(s) for s in segments]), axis=0)
+
+
+def test_vectors_are_ifir_window_means_and_ranking_is_exact_cosine(toy_benchmark, tmp_path):
+    bench = toy_benchmark()
+    with FakeChatServer(responder=embeddings_reply) as server:
+        kit = make(server, tmp_path, batch_size=5)
+        run = retrieve(bench, kit, template="ifir", k=3)
+    qtexts = [f"{q.query} {q.instruction}" for q in bench.queries.values()]
+    docs = list(bench.corpus)
+    Q = np.array([ifir_vector(t) for t in qtexts])
+    D = np.array([ifir_vector(d.indexed_text) for d in docs])
+    cos = (Q / np.linalg.norm(Q, axis=1, keepdims=True)) @ (D / np.linalg.norm(D, axis=1, keepdims=True)).T
+    for row, qid in enumerate(bench.queries):
+        got = run.df[run.df["qid"] == qid]
+        order = np.argsort(-cos[row], kind="stable")[:3]
+        assert got["docid"].tolist() == [docs[i].id for i in order]
+        assert got["score"].to_numpy() == pytest.approx(cos[row][order], abs=1e-5)
+    assert run.meta["retriever"]["params"]["windows"] == [4, 3]
+
+
+def test_segments_follow_ifir_segment_text():
+    tok = WordTokenizer()
+    text = "a b c d e f g h"
+    assert ifir_segments(text, tok, 4, 3) == ["a b c d", "d e f g", "g h"]
+    assert ifir_segments("", tok, 4, 3) == [""]
+
+
+def test_requests_are_batched_and_concurrency_is_bounded(tmp_path):
+    def slow(body):
+        reply = embeddings_reply(body)
+        reply.delay_s = 0.05
+        return reply
+
+    with FakeChatServer(responder=slow) as server:
+        client = OpenAIEmbeddingClient("m", server.url, batch_size=3, concurrency=2, progress=False)
+        out = client.embed([f"text {i}" for i in range(13)])
+    assert out.shape == (13, DIM)
+    assert np.allclose(out[7], fake_vector("text 7"))
+    assert server.count == 5 == client.requests
+    assert sorted(len(body["input"]) for _, body in server.received) == [1, 3, 3, 3, 3]
+    assert server.max_in_flight == 2
+
+
+def test_429_with_retry_after_is_retried(tmp_path):
+    script = [Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "0"})]
+    with FakeChatServer(script=script, responder=embeddings_reply) as server:
+        client = OpenAIEmbeddingClient("m", server.url, progress=False, policy=RetryPolicy(3, 0.01, 0.05))
+        out = client.embed(["x"])
+    assert server.count == 2 and np.allclose(out[0], fake_vector("x"))
+
+
+def test_bad_request_fails_with_one_line_and_no_key(monkeypatch):
+    monkeypatch.setenv("MY_EMB_KEY", "sk-secret-123")
+    script = [Reply(status=400, body={"error": "bad key sk-secret-123"})]
+    with FakeChatServer(script=script, responder=embeddings_reply) as server:
+        client = OpenAIEmbeddingClient("m", server.url, api_key_env="MY_EMB_KEY", progress=False)
+        with pytest.raises(RuntimeError, match=r"/embeddings \(m\): HTTP 400") as err:
+            client.embed(["x"])
+    assert "sk-secret-123" not in str(err.value)
+    assert server.received[0][0]["Authorization"] == "Bearer sk-secret-123"
+
+
+def test_key_is_in_no_run_file_and_warm_rerun_sends_nothing(toy_benchmark, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-written")
+    bench = toy_benchmark()
+    with FakeChatServer(responder=embeddings_reply) as server:
+        first = retrieve(bench, make(server, tmp_path), template="ifir", k=3, out_dir=tmp_path / "runs")
+        sent = server.count
+        warm = make(server, tmp_path)
+        second = retrieve(bench, warm, template="ifir", k=3)  # no out_dir: searches, vectors from the cache
+        assert server.count == sent and warm.client.requests == 0
+    assert second.df.equals(first.df)
+    for path in [*tmp_path.rglob("*.json"), *tmp_path.rglob("*.trec")]:
+        assert "sk-never-written" not in path.read_text()
+    assert json.loads(open(first.meta["path"] + ".json").read())["retriever"]["params"]["api_key_env"] == "OPENAI_API_KEY"
+
+
+def test_pair_template_is_refused(toy_benchmark, tmp_path):
+    with FakeChatServer(responder=embeddings_reply) as server:
+        with pytest.raises(ValueError, match="makes \\[instruction, text\\] pairs"):
+            retrieve(toy_benchmark(), make(server, tmp_path), template="instructir-instructor", k=3)
+
+
+def test_from_card_reads_windowing_and_params(tmp_path):
+    from types import SimpleNamespace
+
+    card = SimpleNamespace(name="OpenAI-v3-small", model="text-embedding-3-small", similarity="cosine",
+                           windowing={"window": 512, "stride": 384},
+                           params={"base_url": "http://127.0.0.1:1/v1", "api_key_env": "K", "dimensions": 256})
+    kit = OpenAIEmbeddingsRetriever.from_card(card, tokenizer=WordTokenizer(), tokenizer_name="words",
+                                              cache=tmp_path)
+    assert (kit.name, kit.window, kit.stride, kit.client.dimensions, kit.client.api_key_env) == \
+        ("OpenAI-v3-small", 512, 384, 256, "K")

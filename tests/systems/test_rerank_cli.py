@@ -1,0 +1,33 @@
+"""``instir rerank`` end to end on the bundled InstructIR sample with a tiny local monoT5."""
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from instir.cli import main  # noqa: E402
+from tests.systems.tiny_models import build_t5  # noqa: E402
+
+
+def test_rerank_command_writes_a_run_and_reuses_it(tmp_path, capsys):
+    model = build_t5(tmp_path / "t5", ["wine cabinet definition Query: Document: Relevant:"])
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", "5",
+                 "--out", str(tmp_path / "runs")]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    args = ["rerank", "--run", first, "--benchmark", "instructir-sample", "--reranker", "monot5", "--model",
+            str(model), "--depth", "3", "--out", str(tmp_path / "rr"), "--cache", str(tmp_path / "s.sqlite")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    path = out.strip().splitlines()[-1]
+    side = json.loads(open(path + ".json").read())
+    assert side["first_stage"]["path"] == first and side["depth"] == 3
+    assert side["reranker"]["identity"]["template"] == "Query: {query} Document: {text} Relevant:"
+    assert main(args) == 0
+    assert "(reused)" in capsys.readouterr().out
+
+
+def test_rerank_command_refuses_reranker_without_model(tmp_path):
+    with pytest.raises(SystemExit, match="--reranker needs --model"):
+        main(["rerank", "--run", "x.trec", "--benchmark", "instructir-sample", "--reranker", "monot5",
+              "--out", str(tmp_path)])

@@ -1,0 +1,183 @@
+"""monoT5, P(true) LLM and monoBERT rerankers on tiny local models, each against an independent
+step-by-step computation that follows kaistAI/InstructIR eval/src/rerankers.py (its prompt
+strings written out again here, its tokeniser settings, generate() for monoT5)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from instir.retrieval.rerank import rerank  # noqa: E402
+from instir.retrieval.score_cache import ScoreCache  # noqa: E402
+from instir.systems.rerankers import (LLM_TEMPLATES, CausalLMPTrueReranker, CrossEncoderReranker,  # noqa: E402
+                                      MonoT5Reranker, authors_llm_prompt, reranker_from_name)
+from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES  # noqa: E402
+from tests.systems.tiny_models import build_bert_classifier, build_llama, build_t5  # noqa: E402
+
+QUERIES = [q.query for q in TOY_QUERIES.values()]
+INSTRUCTIONS = [q.instruction for q in TOY_QUERIES.values()]
+PASSAGES = [d.text for d in TOY_DOCS]
+TEXTS = [*QUERIES, *INSTRUCTIONS, *PASSAGES, *LLM_TEMPLATES.values(), "Query: Document: Relevant: ?"]
+
+
+@pytest.fixture(scope="module")
+def t5_dir(tmp_path_factory):
+    return build_t5(tmp_path_factory.mktemp("t5"), TEXTS, model_max_length=24)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    return build_llama(tmp_path_factory.mktemp("llama"), TEXTS, model_max_length=70)
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    return build_bert_classifier(tmp_path_factory.mktemp("bert"), TEXTS)
+
+
+def _pairs():
+    """(query, instruction, passage) triples covering long and short passages."""
+    return [(q, i, p) for q, i in zip(QUERIES, INSTRUCTIONS) for p in PASSAGES[:4]]
+
+
+def test_monot5_scores_equal_the_authors_generate_path(t5_dir):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    kit = MonoT5Reranker(str(t5_dir), batch_size=5)
+    triples = _pairs()
+    scores = kit.score([kit.model_input(*t) for t in triples])
+
+    # the authors' MonoT5Reranker.rerank, step by step
+    tok = AutoTokenizer.from_pretrained(t5_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(t5_dir, dtype=torch.float32).eval()
+    queries = [f"{q} {i}".strip() for q, i, _ in triples]
+    prompts = ["Query: {query} Document: {text} Relevant:".format(query=q, text=t)
+               for q, (_, _, t) in zip(queries, triples)]
+    tokens = tok(prompts, padding=True, truncation=True, return_tensors="pt", max_length=tok.model_max_length)
+    assert tokens["input_ids"].shape[1] == 24  # truncation happened
+    with torch.inference_mode():
+        out = model.generate(**tokens, max_new_tokens=1, return_dict_in_generate=True, output_scores=True)
+    vocab = tok.get_vocab()
+    pair = torch.log_softmax(out.scores[0][:, [vocab["▁false"], vocab["▁true"]]], dim=1)
+    expected = pair[:, 1].exp().tolist()
+    assert scores == pytest.approx(expected, abs=1e-6)
+    assert kit.calls == 1 and kit.scored == len(triples)
+    assert len(set(round(s, 6) for s in scores)) > 1
+
+
+def test_llm_ptrue_scores_equal_the_authors_llama_reranker(llama_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kit = CausalLMPTrueReranker(str(llama_dir), prompt="llama-chat")
+    triples = _pairs()
+    scores = kit.score([kit.model_input(*t) for t in triples])
+
+    # the authors' LlamaReranker.rerank (chat template), step by step
+    template = """<s>[INST] <<SYS>>
+You are an expert at finding information. Determine if the following document is relevant to the query (true/false).
+<</SYS>>Query: {query}
+Document: {text}
+Relevant: [/INST]"""
+    tok = AutoTokenizer.from_pretrained(llama_dir, padding_side="left")
+    tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).eval()
+    queries = ["{query} {instruction}".format(instruction=i, query=q + "?").strip() for q, i, _ in triples]
+    prompts = [template.format(query=q, text=t) for q, (_, _, t) in zip(queries, triples)]
+    tokens = tok(prompts, padding=True, truncation=True, return_tensors="pt", max_length=min(2048, tok.model_max_length))
+    tokens.pop("token_type_ids", None)
+    assert tokens["input_ids"][0, -1] != tok.eos_token_id or tokens["attention_mask"][0, 0] == 0  # left padded
+    assert (tokens["input_ids"][:, :2] == tok.bos_token_id).all(dim=1).any()  # the double-BOS quirk
+    with torch.inference_mode():
+        logits = model(**tokens).logits[:, -1, :]
+    vocab = tok.get_vocab()
+    pair = torch.log_softmax(torch.stack([logits[:, vocab["false"]], logits[:, vocab["true"]]], dim=1), dim=1)
+    assert scores == pytest.approx(pair[:, 1].exp().tolist(), abs=1e-6)
+
+
+def test_llm_ptrue_score_does_not_depend_on_the_batch(llama_dir):
+    kit = CausalLMPTrueReranker(str(llama_dir), prompt="followir")
+    inputs = [kit.model_input(*t) for t in _pairs()[:6]]
+    batched = kit.score(inputs)
+    alone = [kit.score([x])[0] for x in inputs]
+    assert batched == pytest.approx(alone, abs=1e-5)
+
+
+@pytest.mark.parametrize(("model", "prompt", "dtype"), [
+    ("meta-llama/Llama-2-7b-hf", "llama", "float32"), ("meta-llama/Llama-2-7b-chat-hf", "llama-chat", "float32"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral", "float16"), ("jhu-clsp/FollowIR-7B", "followir", "float16")])
+def test_llm_prompt_and_dtype_follow_the_authors_model_dict(model, prompt, dtype):
+    assert authors_llm_prompt(model) == prompt
+    kit = CausalLMPTrueReranker(model)
+    assert (kit.prompt, kit.dtype) == (prompt, dtype)
+    assert kit.model_input("wine cabinet", "I am a sommelier", "D").count("wine cabinet? I am a sommelier") == 1
+
+
+def test_llm_templates_are_the_authors_strings():
+    assert LLM_TEMPLATES["followir"].startswith("<s> [INST] You are an expert Google searcher")
+    assert LLM_TEMPLATES["followir"].endswith('Relevant (only output one word, either "true" or "false"): [/INST] ')
+    assert LLM_TEMPLATES["mistral"].endswith('Relevant (either "true" or "false"): [/INST]')
+    assert LLM_TEMPLATES["llama"] == ("Determine if the following document is relevant to the query (true/false)."
+                                      "\n\nQuery: {query}\nDocument: {text}\nRelevant: ")
+
+
+def test_monobert_scores_equal_the_authors_cross_encoder_path(bert_dir):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    kit = CrossEncoderReranker(str(bert_dir), batch_size=4)
+    triples = _pairs()
+    scores = kit.score([kit.model_input(*t) for t in triples])
+
+    tok = AutoTokenizer.from_pretrained(bert_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(bert_dir).eval()
+    queries = [f"{q} {i}".strip() for q, i, _ in triples]
+    tokens = tok(queries, [t for _, _, t in triples], padding=True, truncation="only_second", return_tensors="pt",
+                 max_length=tok.model_max_length)
+    with torch.inference_mode():
+        out = model(**tokens)[0]
+    assert scores == pytest.approx(torch.log_softmax(out, dim=1)[:, 1].exp().tolist(), abs=1e-6)
+
+
+def test_rerank_stage_with_monot5_then_warm_rerun_loads_and_calls_nothing(t5_dir, toy_benchmark, tmp_path):
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    bench = toy_benchmark()
+    first = retrieve(bench, BM25Retriever(), k=5, out_dir=tmp_path / "runs")
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    kit = MonoT5Reranker(str(t5_dir), batch_size=4)
+    cold = rerank(first, bench, kit, depth=5, cache=cache, progress=False)
+    assert cold.meta["scored"] == len(cold) > 4 and kit.calls == -(-len(cold) // 4)
+    warm_kit = MonoT5Reranker(str(t5_dir), batch_size=4)
+    warm = rerank(first, bench, warm_kit, depth=5, cache=cache, progress=False)
+    assert warm_kit.calls == 0 and warm_kit._model is None
+    assert warm.df.equals(cold.df)
+    docs = {d.id: d for d in bench.corpus}
+    row = cold.df.iloc[0]
+    q = bench.queries[row["qid"]]
+    direct = kit.score([kit.model_input(q.query, q.instruction, docs[row["docid"]].text)])[0]
+    assert row["score"] == pytest.approx(direct, abs=1e-6)
+
+
+def test_changed_model_files_change_the_cache_identity(tmp_path):
+    a = build_t5(tmp_path / "a", TEXTS, seed=0)
+    b = build_t5(tmp_path / "b", TEXTS, seed=1)
+    ida, idb = MonoT5Reranker(str(a)).identity(), MonoT5Reranker(str(b)).identity()
+    assert ida["local_files_sha256"] != idb["local_files_sha256"]
+
+
+def test_from_card_reads_the_duck_typed_card(t5_dir):
+    card = SimpleNamespace(name="monoT5-tiny", model=str(t5_dir), revision=None, dtype="float32", template=None,
+                           doc_max_length=None, params={"depth": 100, "batch_size": 7})
+    kit = MonoT5Reranker.from_card(card)
+    assert (kit.name, kit.batch_size, kit.template) == ("monoT5-tiny", 7, "Query: {query} Document: {text} Relevant:")
+    llm = CausalLMPTrueReranker.from_card(SimpleNamespace(name="x", model="jhu-clsp/FollowIR-7B", params={}))
+    assert llm.prompt == "followir" and llm.dtype == "float16"
+
+
+def test_paper_names_resolve_to_the_authors_checkpoints():
+    assert reranker_from_name("monoT5-base").model_name == "castorini/monot5-base-msmarco-10k"
+    assert reranker_from_name("FollowIR-7B").prompt == "followir"
+    with pytest.raises(ValueError, match="unknown reranker 'monoT5-xxl'"):
+        reranker_from_name("monoT5-xxl")

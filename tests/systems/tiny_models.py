@@ -1,0 +1,100 @@
+"""Tiny random-initialised models built at test time (no downloads): a T5 with a tokenizer that
+knows "▁true"/"▁false" (monoT5), a Llama whose vocabulary has "true"/"false" (P(true)), and
+BERTs (monoBERT, ColBERT). Vocabularies are word lists, so any text tokenises offline."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+SPECIAL_T5 = ["<pad>", "</s>", "<unk>"]
+SPECIAL_LLAMA = ["<unk>", "<s>", "</s>"]
+SPECIAL_BERT = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]"]
+
+
+def words_of(texts: Iterable[str]) -> list[str]:
+    """Distinct whitespace words of ``texts``, in first-seen order."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        for w in text.split():
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def build_t5(folder: Path, texts: Iterable[str], *, model_max_length: int = 48, seed: int = 0) -> Path:
+    """A 2-layer T5 (d_model 16) and a Metaspace word-level tokenizer ending inputs with </s>."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    vocab = {t: i for i, t in enumerate(SPECIAL_T5 + ["▁false", "▁true"])}
+    for w in words_of(texts):
+        vocab.setdefault("▁" + w, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+                                   model_max_length=model_max_length)
+    torch.manual_seed(seed)
+    config = T5Config(vocab_size=len(vocab), d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=2,
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = T5ForConditionalGeneration(config).eval()
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_llama(folder: Path, texts: Iterable[str], *, model_max_length: int = 2048, seed: int = 0) -> Path:
+    """A 2-layer Llama (hidden 16) and a whitespace word-level tokenizer that adds <s> (BOS)
+    and parses a literal "<s>" in the text as BOS, like Llama's."""
+    import torch
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL_LLAMA + ["false", "true"])}
+    for w in words_of(texts):
+        for piece in re.findall(r"\w+|[^\w\s]", w):
+            vocab.setdefault(piece, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens([AddedToken(t, special=True) for t in SPECIAL_LLAMA])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   model_max_length=model_max_length)
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=1, eos_token_id=2)
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_bert_vocab(folder: Path, texts: Iterable[str]) -> Path:
+    """A WordPiece vocab.txt (lower-cased words and punctuation) and a BertTokenizerFast."""
+    from transformers import BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = dict.fromkeys(SPECIAL_BERT)
+    for w in words_of(texts):
+        for piece in re.findall(r"\w+|[^\w\s]", w.lower()):
+            vocab.setdefault(piece, None)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), model_max_length=64).save_pretrained(folder)
+    return folder
+
+
+def build_bert_classifier(folder: Path, texts: Iterable[str], *, seed: int = 0) -> Path:
+    """A 2-layer BERT (hidden 16) with a 2-label classification head (monoBERT's shape)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    build_bert_vocab(folder, texts)
+    size = len((folder / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=128, num_labels=2)
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    return folder
