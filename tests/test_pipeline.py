@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from instir.cli import main
 from instir.pipeline import NotebookFailed, check_parameters, cli_parameters, register, render_html, run_reports
 
 NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
@@ -202,9 +203,8 @@ def test_cli_options_map_to_notebook_parameters(tmp_path):
 
 
 def test_cli_refuses_secret_parameters_without_running(tmp_path, capsys):
-    args = parse_run(["--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "-p", "api_key=abc"])
-    assert args.handler(args) == 2
-    assert "looks like a secret" in capsys.readouterr().out and not (tmp_path / "r").exists()
+    assert main(["run", "--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "-p", "api_key=abc"]) == 2
+    assert "looks like a secret" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
 def test_cli_run_executes_a_notebook_folder(tmp_path, monkeypatch, capsys):

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from instir.errors import UserError
+
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
 Qrels = dict[str, dict[str, int]]
 
 
-class FormatError(ValueError):
+class FormatError(UserError, ValueError):
     """Bad benchmark input: the message names the file, the line (or array index) and the field."""
 
     def __init__(self, path: str | Path, where: str | int | None, field: str | None, problem: str):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir.errors import UserError
 from instir.judge.rubrics import judged_text
 from instir.judge.types import Judge, Judgment, JudgeRequest, OnResult
 
@@ -77,17 +78,23 @@ def request_key(request: JudgeRequest) -> Key:
 class JudgmentCache:
     """The SQLite file behind :class:`CachedJudge` (created on first use, WAL mode).
 
-    ``busy_timeout_s`` is how long a write waits for another process holding the lock.
+    ``busy_timeout_s`` is how long a write waits for another process holding the lock. A file
+    that cannot be opened as a cache raises :class:`instir.errors.UserError` naming it (and, for a
+    damaged one, how to move it aside).
     """
 
     def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+        except sqlite3.DatabaseError as err:
+            raise _open_error(self.path, err) from err
 
     def close(self) -> None:
         """Close the connection."""
@@ -135,6 +142,15 @@ class JudgmentCache:
         """Every stored row, for inspection and reports (``probs`` as JSON text)."""
         with self._lock:
             return pd.read_sql_query("SELECT * FROM judgments ORDER BY created_at", self._db)
+
+
+def _open_error(path: Path, err: sqlite3.DatabaseError) -> UserError:
+    """Why ``path`` cannot be the judgment cache: a file SQLite does not recognise (damaged, or
+    not a cache) is moved aside by the user, since deleting it would lose its judgments."""
+    if isinstance(err, sqlite3.OperationalError):  # cannot open: a folder, no permission, locked
+        return UserError(f"cannot open the judgment cache {path}: {err}")
+    return UserError(f"the judgment cache {path} is damaged or not an SQLite file ({err}); move it aside "
+                     f"(mv '{path}' '{path}.damaged') to start a new cache, or use another cache file")
 
 
 def _judgment(values: Sequence) -> Judgment:

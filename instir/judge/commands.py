@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+from instir.cli import positive_int
+from instir.errors import UsageError, unknown
 
 if TYPE_CHECKING:
     from instir.judge.cache import CachedJudge
@@ -50,9 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="TREC run retrieved with query + instruction")
     p.add_argument("--query-only-run", required=True,
                    help="TREC run of the same instances retrieved with the bare query (query-only template)")
-    p.add_argument("--max-instances", type=int, default=None,
+    p.add_argument("--max-instances", type=positive_int, default=None,
                    help="judge a stratified sample of at most N instances (default: all)")
-    p.add_argument("--k", type=int, default=20, help="list cut-off (default: 20, as InstFol@20)")
+    p.add_argument("--k", type=positive_int, default=20, help="list cut-off (default: 20, as InstFol@20)")
     p.set_defaults(handler=judge_command)
 
     v = subparsers.add_parser("judge-validate", help="agreement of a judge with gold labels from the qrels",
@@ -60,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "relevant / relevant to a sibling only / not relevant and print kappa, "
                                           "correlations, ROC AUC, the confusion matrix, failures, cost and latency.")
     _judge_options(v)
-    v.add_argument("--per-stratum", type=int, default=20,
+    v.add_argument("--per-stratum", type=positive_int, default=20,
                    help="pairs per (subset, level, label) stratum (default: 20)")
     v.set_defaults(handler=validate_command)
 
@@ -75,15 +77,15 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     baseline: ``lexical`` (default) or ``embedding``. ``base_url``: openai only, the endpoint before
     ``/chat/completions`` (default: OpenAI's). ``api_key_env``: the *name* of the environment variable
     holding the API key. ``cache``: the cache file (default: ``$INSTIR_HOME/judgments.sqlite``).
-    Empty strings count as not given, as the notebooks' parameters use them. Raises ``ValueError``
-    for an unknown backend or an openai judge without a model."""
+    Empty strings count as not given, as the notebooks' parameters use them. Raises
+    :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend or an openai judge without a model."""
     from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
 
     if backend not in BACKENDS:
-        raise ValueError(f"unknown judge backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        raise unknown("judge backend", backend, BACKENDS)
     if backend == "openai":
         if not model:
-            raise ValueError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
+            raise UsageError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
                              "or the name of the model a local server serves")
         judge = OpenAICompatibleJudge(model, base_url or OPENAI_BASE_URL, api_key_env=api_key_env)
     elif backend == "hf":
@@ -98,12 +100,9 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
 
 
 def _cli_judge(args: argparse.Namespace) -> CachedJudge:
-    """The judge the command-line options ask for; a bad choice ends the command with its reason."""
-    try:
-        return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
-                          api_key_env=args.api_key_env, cache=args.cache)
-    except ValueError as err:
-        raise SystemExit(f"instir {args.command}: {err}") from None
+    """The judge the command-line options ask for."""
+    return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
+                      api_key_env=args.api_key_env, cache=args.cache)
 
 
 def _judge_line(meta: dict) -> str:

@@ -30,6 +30,7 @@ from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark, Query
+from instir.errors import UsageError
 from instir.formatting import ModelInput, Template
 from instir.retrieval.runs import Run
 
@@ -67,7 +68,7 @@ def _stopwords_arg(stopwords: str | Sequence[str]) -> str | list[str]:
 
 def _as_text(value: ModelInput, template: Template) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"template {template.name!r} produces [instruction, text] pairs, which BM25 cannot "
+        raise UsageError(f"template {template.name!r} produces [instruction, text] pairs, which BM25 cannot "
                          f"take; use a text template (e.g. instructir, ifir, mteb)")
     return value
 

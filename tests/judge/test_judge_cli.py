@@ -2,7 +2,6 @@
 the judgment cache (a warm rerun calls no backend), and an OpenAI-style server on loopback
 reached with a key from an environment variable that never lands in a file."""
 
-import argparse
 import os
 from pathlib import Path
 
@@ -10,19 +9,11 @@ import pytest
 from judge_fakes import FakeChatServer
 
 from instir.benchmarks import load_benchmark
+from instir.cli import main
 from instir.judge import BaselineJudge, commands
 from instir.judge.instfol import instfol
 from instir.retrieval import read_run, retrieve
 from instir.retrieval.lexical import BM25Retriever
-
-
-def main(argv: list[str]) -> int:
-    """Parse and dispatch as ``instir.cli.main`` does, with the judge subcommands only (the
-    assembled CLI adds them once the judge stage is registered there)."""
-    parser = argparse.ArgumentParser(prog="instir")
-    commands.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return int(args.handler(args) or 0)
 
 
 @pytest.fixture(scope="module")
@@ -122,14 +113,14 @@ def test_openai_backend_takes_the_key_from_the_named_variable_only(tmp_path, cap
     assert secret not in out
 
 
-def test_openai_backend_without_a_model_ends_the_command_with_the_reason(tmp_path):
-    with pytest.raises(SystemExit, match="instir judge-validate: the openai judge backend needs a model name"):
-        main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "openai",
-              "--cache", str(tmp_path / "j.sqlite")])
+def test_openai_backend_without_a_model_ends_the_command_with_the_reason(tmp_path, capsys):
+    assert main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "openai",
+                 "--cache", str(tmp_path / "j.sqlite")]) == 2
+    assert capsys.readouterr().err.startswith("instir judge-validate: the openai judge backend needs a model name")
 
 
 def test_make_judge_refuses_an_unknown_backend_and_lists_the_valid_ones(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown judge backend 'lexical': choose one of openai, hf, baseline"):
+    with pytest.raises(ValueError, match=r"unknown judge backend 'lexical'; known: openai, hf, baseline"):
         commands.make_judge("lexical", cache=tmp_path / "j.sqlite")
 
 
