@@ -369,6 +369,19 @@ def _batch_environment() -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _quiet_kernel_arguments(kernel: str) -> list[str]:
+    """Kernel command-line arguments that keep an IPython kernel's start-up warnings (``Kernel is
+    running over TCP without encryption`` from every kernel, on the terminal of a batch run) out
+    of the output; errors still show. Other kernels get none: they may not take the option."""
+    from jupyter_client.kernelspec import NoSuchKernel, get_kernel_spec
+
+    try:
+        argv = get_kernel_spec(kernel).argv
+    except NoSuchKernel:
+        return []  # papermill says so in its own words
+    return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
+
+
 def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseException | None]:
     """Execute and render one notebook; a failure is returned, not raised."""
     import papermill
@@ -383,7 +396,8 @@ def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseExce
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(str(path), str(executed), parameters=result.parameters, kernel_name=result.kernel,
-                                   cwd=str(result.out_dir), progress_bar=False)
+                                   cwd=str(result.out_dir), progress_bar=False,
+                                   extra_arguments=_quiet_kernel_arguments(result.kernel))
     except PapermillExecutionError as err:
         failure = err
         cell = "\n".join(str(err.source).splitlines()[:5])
