@@ -24,8 +24,9 @@ import re
 import sqlite3
 import sys
 import traceback
+from pathlib import Path
 
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
 COMMAND_MODULES = (
@@ -63,6 +64,19 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def output_folder(path: str | Path, option: str = "--out") -> Path:
+    """Create the folder an output option names, before any work: an output that cannot be
+    written fails at once, not after minutes of retrieval or scoring."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{option} {path} is a file, not a folder") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path} is not writable")
+    return path
 
 
 def build_parser() -> Parser:

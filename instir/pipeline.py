@@ -348,17 +348,24 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     return result
 
 
+#: environment variables that switch third-party progress bars off in the kernels of a batch
+#: run: every tqdm bar whose caller does not decide itself (tqdm reads ``TQDM_*`` as defaults)
+#: and the Hugging Face Hub's download bars (the kit's own: :mod:`instir.progress`)
+QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
 @contextmanager
 def _batch_environment() -> Iterator[None]:
-    """The environment kernels inherit while they run: progress bars off (they would only
-    clutter the HTML; see :mod:`instir.progress`), and ``MPLBACKEND`` unset, because a backend
-    such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing the inline
-    backend, so the figures would be missing from the reports."""
+    """The environment kernels inherit while they run: progress bars off, the kit's and
+    :data:`QUIET_BARS` (they would only clutter the HTML), and ``MPLBACKEND`` unset, because a
+    backend such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing the
+    inline backend, so the figures would be missing from the reports."""
     from instir.progress import ENV_VAR as PROGRESS_VAR
 
-    saved = {name: os.environ.get(name) for name in ("MPLBACKEND", PROGRESS_VAR)}
+    quiet = {PROGRESS_VAR: "0", **QUIET_BARS}
+    saved = {name: os.environ.get(name) for name in ("MPLBACKEND", *quiet)}
     os.environ.pop("MPLBACKEND", None)
-    os.environ[PROGRESS_VAR] = "0"
+    os.environ.update(quiet)
     try:
         yield
     finally:
@@ -494,9 +501,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "run", help="execute the report notebooks with papermill and render HTML reports", add_help=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Execute the notebooks in order into reports/NAME, render each to HTML "
-                    "(code hidden unless --show-code) and rebuild reports/index.html.\n"
-                    "Parameters are checked against the notebooks' parameters cells before any kernel starts.")
+        description="Execute the notebooks in order into reports/NAME, render each to HTML (code hidden\n"
+                    "unless --show-code) and rebuild reports/index.html. Parameters are checked against the\n"
+                    "notebooks' parameters cells before any kernel starts.")
     p.add_argument("-h", "--help", action=_HelpWithParameters, help="show this help, the notebook parameters and examples")
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
                    help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); default: the notebooks' own")

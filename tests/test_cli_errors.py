@@ -116,6 +116,11 @@ def test_unwritable_out_of_evaluate(capsys, good_run, a_file):
     assert line.endswith(f"Not a directory: {a_file / 'sub'}")
 
 
+def test_out_that_is_a_file(capsys, a_file):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", str(a_file))
+    assert line == f"instir retrieve: --out {a_file} is a file, not a folder"
+
+
 def test_unwritable_out_of_run_before_any_kernel(capsys, a_file):
     line = fails(capsys, "run", "--notebooks", str(TOY_NOTEBOOKS), "--out", str(a_file / "report"))
     assert str(a_file / "report") in line and "Not a directory" in line

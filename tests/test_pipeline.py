@@ -113,6 +113,26 @@ def test_batch_output_has_no_kernel_warnings(tmp_path, monkeypatch, capfd):
     assert "WARNING" not in err and "without encryption" not in err, err
 
 
+def test_third_party_progress_bars_stay_out_of_the_reports(tmp_path, monkeypatch):
+    import nbformat
+
+    isolate(monkeypatch, tmp_path)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('out_dir = "."', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("from tqdm import tqdm\nfor _ in tqdm(range(3), desc='third-party'):\n    pass"),
+                nbformat.v4.new_code_cell("from tqdm.auto import tqdm as auto\nlist(auto(range(3)))\n"
+                                          "from huggingface_hub.utils import are_progress_bars_disabled\n"
+                                          "print('hub bars off:', are_progress_bars_disabled())")]
+    nbformat.write(nb, tmp_path / "01_bars.ipynb")
+    result = run_reports([tmp_path / "01_bars.ipynb"], {}, tmp_path / "reports" / "bars")
+    executed = nbformat.read(result.out_dir / "01_bars.ipynb", as_version=4)
+    outputs = [o for cell in executed.cells for o in cell.get("outputs", [])]
+    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["hub bars off: True\n"]
+    assert all("third-party" not in json.dumps(o) for o in outputs)
+    assert "TQDM_DISABLE" not in os.environ  # restored after the run
+
+
 def test_show_code_keeps_the_code(chain, tmp_path):
     html = render_html(chain.out_dir / "01_table.ipynb", tmp_path / "with_code.html", show_code=True).read_text()
     assert "to_csv" in html

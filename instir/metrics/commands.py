@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import positive_int
+from instir.cli import output_folder, positive_int
 from instir.errors import UsageError, unknown
 
 
@@ -58,6 +58,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         parse_measures(args.measures)  # a bad name fails before anything is read
     benchmark = benchmark_from_args(args)
     runs = {name: read_run(path) for name, path in zip(names, paths)}
+    out = output_folder(args.out or paths[0].parent)  # before the scoring, after the runs are found
     result = evaluate_runs(runs, benchmark, args.measures)
 
     print(f"benchmark: {benchmark.label}, revision {benchmark.revision}")
@@ -82,8 +83,6 @@ def evaluate_command(args: argparse.Namespace) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 50):
             print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
-    out = Path(args.out) if args.out else paths[0].parent
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}"
     written = [table.export(result.table, out / f"{stem}.csv")]
     result.per_query.to_csv(out / f"{stem}-per-query.csv", index=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import positive_int
+from instir.cli import output_folder, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +32,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     template = get_template(args.template) if args.template else None  # a bad name fails before any loading
     retriever = make_retriever(args.retriever, args.model)
     benchmark = benchmark_from_args(args)
+    output_folder(args.out)  # before the retrieval, after the benchmark is found
     run = retrieve(benchmark, retriever, template=template, k=args.k, out_dir=args.out)
     state = "reused" if run.meta.get("reused") else f"written in {run.meta['wall_time_s']:.1f} s"
     print(f"{benchmark.label}: {run.df['qid'].nunique()} queries, {len(run)} rows, "
