@@ -175,6 +175,14 @@ def test_unreadable_measure(capsys, good_run):
     assert "cannot read measure 'nDCG@x'" in line
 
 
+def test_two_runs_with_one_name(capsys, tmp_path, good_run):
+    (tmp_path / "other").mkdir()
+    shutil.copy(good_run, tmp_path / "other" / good_run.name)
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run),
+                 "--run", str(tmp_path / "other" / good_run.name))
+    assert "run files need distinct names (got ['good', 'good'])" in line
+
+
 def test_unknown_baseline(capsys, good_run):
     line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run), "--baseline", "bm25")
     assert "unknown --baseline 'bm25'" in line and "good" in line
@@ -205,6 +213,14 @@ def test_summary_root_with_two_names(capsys, tmp_path):
 def test_fetch_subset_of_instructir(capsys, tmp_path):
     line = fails(capsys, "fetch", "instructir", "--subset", "fiqa", "--cache-dir", str(tmp_path))
     assert "instructir has no subsets" in line
+
+
+def test_judge_runs_that_share_no_instance(capsys, tmp_path, good_run):
+    other = tmp_path / "other.trec"
+    other.write_text("no-such-query Q0 d1 1 1.0 t\n")
+    line = fails(capsys, "judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", str(good_run),
+                 "--query-only-run", str(other), "--cache", str(tmp_path / "j.sqlite"))
+    assert "the instructed and query-only runs share no instance of instructir-sample" in line
 
 
 # -- counts -----------------------------------------------------------------------------------
