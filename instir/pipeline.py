@@ -201,12 +201,6 @@ def notebook_parameters(notebooks: Sequence[Path]) -> dict[str, NotebookParamete
     return found
 
 
-def notebook_defaults(notebooks: Sequence[Path]) -> dict[str, str]:
-    """The parameters cells as written (name -> default, as source text), so a report says
-    which values a run used even where it set none itself."""
-    return {name: p.default for name, p in notebook_parameters(notebooks).items()}
-
-
 def _allowed_names(name: str) -> Sequence[str] | None:
     """The names a list or string parameter of the project's notebooks may hold, so that a typo
     fails before any kernel starts (``None``: any value)."""
@@ -325,6 +319,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
+    # The defaults as written in the cells tell which values a run used where it set none.
     result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
                           kernel=kernel, started=_now(), manifest=environment_manifest())
@@ -504,7 +499,8 @@ def register(subparsers) -> None:
         description="Execute the notebooks in order into reports/NAME, render each to HTML (code hidden\n"
                     "unless --show-code) and rebuild reports/index.html. Parameters are checked against the\n"
                     "notebooks' parameters cells before any kernel starts.")
-    p.add_argument("-h", "--help", action=_HelpWithParameters, help="show this help, the notebook parameters and examples")
+    p.add_argument("-h", "--help", action=_HelpWithParameters,
+                   help="show this help, the notebook parameters and examples")
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
                    help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); default: the notebooks' own")
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")

@@ -246,8 +246,9 @@ def test_cli_values_are_read_for_the_kind_of_their_parameter():
     params = notebook_parameters(CHAIN)
     args = parse_run(["-p", "retrievers=bm25", "-p", "benchmarks=instructir-sample, ifir-sample/fiqa", "-p", "k=7",
                       "-p", "judge_model=4", "-p", 'dense_model="quoted"', "-p", 'retrievers2=["x"]'])
-    assert cli_parameters(args, params) == {"retrievers": ["bm25"], "benchmarks": ["instructir-sample", "ifir-sample/fiqa"],
-                                            "k": 7, "judge_model": "4", "dense_model": "quoted", "retrievers2": ["x"]}
+    assert cli_parameters(args, params) == {
+        "retrievers": ["bm25"], "benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "k": 7, "judge_model": "4",
+        "dense_model": "quoted", "retrievers2": ["x"]}
 
 
 @pytest.mark.parametrize("kind, default, text, value", [
