@@ -1,11 +1,32 @@
 """The `instir` command: each pipeline stage registers its own subcommands; this module
-only assembles them. With no subcommand it prints a summary of the bundled samples."""
+assembles them and answers their errors. With no subcommand it prints the help and a
+summary of the bundled samples.
+
+Errors, the same for every subcommand (:func:`main` is the one place that handles them):
+
+- an expected failure — a :class:`instir.errors.UserError` (bad file, unknown name, bad
+  option or parameter, failed download), an ``OSError`` (missing or unwritable file or
+  folder, a model that cannot be found) or an ``sqlite3.DatabaseError`` (a damaged cache) —
+  prints ``instir <command>: <message>`` as one line on stderr and exits 2;
+- a mistake on the command line (argparse) prints one line too, and exits 2;
+- Ctrl-C prints ``instir <command>: interrupted`` and exits 130;
+- anything else is a bug: the traceback is kept, exit 1.
+
+``--debug`` (on any subcommand) or ``INSTIR_DEBUG=1`` adds the traceback to expected failures.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import re
+import sqlite3
 import sys
+import traceback
+from pathlib import Path
+
+from instir.errors import UsageError, UserError
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
 COMMAND_MODULES = (
@@ -17,26 +38,109 @@ COMMAND_MODULES = (
     "instir.pipeline",
 )
 
+#: environment variable that shows tracebacks of expected failures when set (to anything but 0)
+DEBUG_VAR = "INSTIR_DEBUG"
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (subcommands import their heavy dependencies lazily)."""
-    parser = argparse.ArgumentParser(
+#: exceptions printed as one line: the user can act on their message alone
+EXPECTED_ERRORS = (UserError, OSError, sqlite3.DatabaseError)
+
+#: longest message printed (a 10 MB document id quoted in an error must not flood the terminal)
+MAX_MESSAGE_CHARS = 2000
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (subparsers inherit it): ``instir retrieve: argument
+    --k: must be at least 1, got 0 (see instir retrieve --help)``, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type of counts and depths (``--k``, ``--max-instances`` …): an integer ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def output_folder(path: str | Path, option: str = "--out") -> Path:
+    """Create the folder an output option names, before any work: an output that cannot be
+    written fails at once, not after minutes of retrieval or scoring."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{option} {path} is a file, not a folder") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path} is not writable")
+    return path
+
+
+def build_parser() -> Parser:
+    """The full argument parser (subcommands import their heavy dependencies lazily); every
+    subcommand also takes ``--debug``."""
+    parser = Parser(
         prog="instir",
         description="Reproducibility kit for instruction-following retrieval (InstructIR, IFIR).",
+        epilog=f"Errors print one line and exit 2; add --debug to any command (or set {DEBUG_VAR}=1) "
+               "for the traceback.",
     )
+    parser.add_argument("--debug", action="store_true", help=f"show the traceback of an error (also: {DEBUG_VAR}=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for subparser in {id(p): p for p in sub.choices.values()}.values():  # aliases share a parser
+        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                               help=f"show the traceback of an error (also: {DEBUG_VAR}=1)")
     return parser
 
 
+def describe(err: BaseException) -> str:
+    """One line for an expected failure: the message, with an ``OSError``'s reason and file
+    (``Permission denied: /x/run.trec``), newlines folded, at most :data:`MAX_MESSAGE_CHARS`."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        files = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
+        text = f"{err.strerror}: {files}"
+    elif isinstance(err, sqlite3.DatabaseError):
+        text = f"database error: {err}"
+    else:
+        text = str(err) or type(err).__name__
+    text = re.sub(r"\s*\n\s*", " ", text.strip())
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = f"{text[:MAX_MESSAGE_CHARS]}… ({len(text) - MAX_MESSAGE_CHARS} more characters)"
+    return text
+
+
+def _debugging(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_VAR, "0") not in ("", "0")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script."""
+    """Entry point of the console script: run the subcommand, answer its errors (see the module
+    docstring) and return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
+        parser.print_help()
+        print()
         args = parser.parse_args(["summary"])
-    return int(args.handler(args) or 0)
+    prefix = f"{parser.prog} {args.command}"
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        if _debugging(args):
+            traceback.print_exc()
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+    except EXPECTED_ERRORS as err:
+        if _debugging(args):
+            traceback.print_exc()
+        print(f"{prefix}: {describe(err)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from instir.benchmarks.types import Doc, Query
+from instir.errors import UsageError, unknown
 
 #: A format: one format string, or an (instruction, text) pair of format strings.
 Format = str | tuple[str, str]
@@ -82,7 +83,7 @@ class Template:
         if not self.domains:
             return ""
         if subset not in self.domains:
-            raise ValueError(f"template {self.name!r} has no domain word for subset {subset!r} "
+            raise UsageError(f"template {self.name!r} has no domain word for subset {subset!r} "
                              f"(known: {sorted(self.domains)})")
         return self.domains[subset]
 
@@ -224,7 +225,7 @@ def get_template(name: str) -> Template:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown template {name!r}; known: {', '.join(list_templates())}") from None
+        raise unknown("template", name, list_templates()) from None
 
 
 def list_templates() -> list[str]:
@@ -269,15 +270,15 @@ def default_template(family: str, benchmark_name: str, *, query_order: str | Non
     """
     kind = "ifir" if benchmark_name.startswith("ifir") else "instructir" if benchmark_name.startswith("instructir") else None
     if kind is None:
-        raise ValueError(f"no default template for benchmark {benchmark_name!r}; pass a template name")
+        raise UsageError(f"no default template for benchmark {benchmark_name!r}; pass a template name")
     if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; known: {', '.join(FAMILIES)}")
+        raise unknown("model family", family, FAMILIES)
     if query_order == "query-first":
         if kind == "instructir" and family in ("bm25", "dense"):
             return get_template("instructir-query-first")
-        raise ValueError(f"no official query-first template for {family} on {benchmark_name}; pass a template")
+        raise UsageError(f"no official query-first template for {family} on {benchmark_name}; pass a template")
     name = _DEFAULTS.get((kind, family))
     if name is None:
-        raise ValueError(f"the {kind} authors did not evaluate the {family} family, so there is no official "
+        raise UsageError(f"the {kind} authors did not evaluate the {family} family, so there is no official "
                          f"template; pass one (known: {', '.join(list_templates())})")
     return get_template(name)

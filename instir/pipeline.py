@@ -20,17 +20,20 @@ API keys, and values containing a secret-looking environment variable's value ar
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
+from instir.errors import UsageError, unknown
 from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
 from instir.report.manifest import environment_manifest, read_datasets
 from instir.secrets import find_token, require_env_name, secret_env_values
@@ -125,19 +128,19 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
         if str(name).endswith("_env"):
             require_env_name(value, f"parameter {name!r}")
         elif SECRET_NAME.search(str(name)):
-            raise ValueError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
+            raise UsageError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
     try:
         text = json.dumps(dict(parameters))
     except TypeError as err:
-        raise ValueError(f"parameters must be JSON values (strings, numbers, lists, dicts): {err}") from None
+        raise UsageError(f"parameters must be JSON values (strings, numbers, lists, dicts): {err}") from None
     for name, value in parameters.items():
         prefix = find_token(json.dumps(value))
         if prefix:
-            raise ValueError(f"parameter {name!r} contains what looks like an API key ({prefix!r} …); secrets are "
+            raise UsageError(f"parameter {name!r} contains what looks like an API key ({prefix!r} …); secrets are "
                              "read from the environment by the notebooks, never passed as parameters")
     for var, value in secret_env_values().items():
         if value in text:
-            raise ValueError(f"a parameter value contains the value of ${var}; secrets are read from the "
+            raise UsageError(f"a parameter value contains the value of ${var}; secrets are read from the "
                              "environment by the notebooks, never passed as parameters")
 
 
@@ -158,16 +161,139 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
     return html_path
 
 
-def notebook_defaults(notebooks: Sequence[Path]) -> dict[str, str]:
-    """The parameters cells as written (name -> default, as source text), so a report says
-    which values a run used even where it set none itself."""
+@dataclass(frozen=True)
+class NotebookParameter:
+    """One parameter of a chain's parameters cells: ``default`` as written in the cell, its
+    ``kind`` (``int``, ``float``, ``bool``, ``str``, ``list``, ``dict``; ``""`` when the default
+    says nothing, e.g. ``None``), the cell's comment as ``help``, and the notebooks that take it."""
+
+    name: str
+    default: str
+    kind: str
+    help: str
+    notebooks: tuple[str, ...]
+
+    @property
+    def value(self) -> object:
+        """The default as a Python value (``None`` when it is not a literal)."""
+        try:
+            return ast.literal_eval(self.default)
+        except (ValueError, SyntaxError):
+            return None
+
+
+#: parameter kinds, by the type of a literal default
+_KINDS = {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list", dict: "dict"}
+
+
+def notebook_parameters(notebooks: Sequence[Path]) -> dict[str, NotebookParameter]:
+    """Every parameter of the notebooks' parameters cells (papermill's reading of them), first
+    definition first; its kind is the cell's annotation (``k: int = 10``) or else the type of
+    its literal default."""
     import papermill
 
-    defaults: dict[str, str] = {}
+    found: dict[str, NotebookParameter] = {}
     for path in notebooks:
         for name, info in papermill.inspect_notebook(str(path)).items():
-            defaults.setdefault(name, info["default"])
-    return defaults
+            if name in found:
+                found[name] = replace(found[name], notebooks=(*found[name].notebooks, path.name))
+                continue
+            annotated = info["inferred_type_name"]
+            param = NotebookParameter(name, info["default"], "", info["help"], (path.name,))
+            kind = annotated if annotated in _KINDS.values() else _KINDS.get(type(param.value), "")
+            found[name] = replace(param, kind=kind)
+    return found
+
+
+def _allowed_names(name: str) -> Sequence[str] | None:
+    """The names a list or string parameter of the project's notebooks may hold, so that a typo
+    fails before any kernel starts (``None``: any value)."""
+    if name == "benchmarks":
+        from instir.benchmarks.registry import list_benchmarks
+
+        return list_benchmarks()
+    if name == "retrievers":
+        from instir.retrieval import RETRIEVER_KINDS
+
+        return RETRIEVER_KINDS
+    if name == "judge_backend":
+        from instir.judge.commands import BACKENDS
+
+        return BACKENDS
+    return None
+
+
+#: the smallest value of the project's count parameters
+PARAMETER_MINIMUM = {"k": 1, "judge_max_instances": 1}
+
+#: parameters ``instir run`` sets itself (they need not be in a parameters cell)
+PIPELINE_PARAMETERS = ("out_dir",)
+
+
+def _is_kind(value: object, kind: str) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    types = {"bool": bool, "str": str, "list": list, "dict": dict}
+    return kind not in types or isinstance(value, types[kind])
+
+
+_KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
+               "list": "a list", "dict": "a JSON object"}
+
+
+def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> None:
+    """Refuse, before any kernel starts, a parameter that no notebook of the chain takes (with
+    the closest known name), a value of another kind than the default's, a count below its
+    minimum, and a benchmark, retriever or judge backend name that does not exist."""
+    for name, value in parameters.items():
+        if name in PIPELINE_PARAMETERS:
+            continue
+        if name not in known:
+            raise unknown("notebook parameter", name, known, more=" (see instir run --help)")
+        param = known[name]
+        if not _is_kind(value, param.kind):
+            raise UsageError(f"parameter {name!r} expects {_KIND_WORDS[param.kind]} (default: {param.default}), "
+                             f"got {json.dumps(value)}")
+        if param.kind == "list" and param.value:
+            element = _KINDS.get(type(param.value[0]), "")
+            for item in value:
+                if element and not _is_kind(item, element):
+                    raise UsageError(f"parameter {name!r} expects a list of {element} values "
+                                     f"(default: {param.default}), got {json.dumps(item)} in it")
+        if name in PARAMETER_MINIMUM and isinstance(value, (int, float)) and value < PARAMETER_MINIMUM[name]:
+            raise UsageError(f"parameter {name!r} must be at least {PARAMETER_MINIMUM[name]}, got {value}")
+        allowed = _allowed_names(name)
+        if allowed is not None:
+            for item in value if isinstance(value, list) else [value]:
+                if item not in allowed and not (item == "" and param.value == ""):
+                    raise unknown(name.removesuffix("s").replace("_", " "), item, allowed,
+                                  where=f"in parameter {name!r}")
+
+
+def parse_parameter(text: str, param: NotebookParameter | None) -> object:
+    """The value of ``-p NAME=TEXT`` for a parameter of kind ``param.kind``: text is kept as text
+    for a string (``-p judge_model=4`` is the string ``"4"``); a list takes JSON or a
+    comma-separated list (``-p retrievers=bm25`` is ``["bm25"]``, ``-p ks=10,20`` is ``[10, 20]``
+    when the default holds numbers); everything else is read as JSON, falling back to the text
+    (``true``/``false`` also as ``True``/``False``). Kinds are checked by :func:`validate_parameters`."""
+    kind = param.kind if param else ""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        parsed = text
+    if kind == "str":
+        return parsed if isinstance(parsed, str) else text
+    if kind == "bool" and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if kind == "list" and not isinstance(parsed, list):
+        items: list = [item.strip() for item in text.split(",") if item.strip()]
+        if param is not None and isinstance(param.value, (list, tuple)) and param.value \
+                and not isinstance(param.value[0], str):
+            items = [parse_parameter(item, None) for item in items]
+        return items
+    return parsed
 
 
 def find_notebooks(folder: str | Path) -> list[Path]:
@@ -180,8 +306,9 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     """Execute ``notebooks`` in order into ``out_dir`` with the same ``parameters``, render
     each to HTML, write ``out_dir/report.json`` and rebuild ``index.html`` next to
     ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
-    everything), ``ValueError`` for secret-looking parameters and ``FileNotFoundError``
-    for a missing notebook."""
+    everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
+    for secret-looking parameters and for those :func:`validate_parameters` refuses, and
+    ``FileNotFoundError`` for a missing notebook."""
     from tqdm import tqdm
 
     paths = [Path(n).resolve() for n in notebooks]
@@ -189,13 +316,17 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     if missing:
         raise FileNotFoundError(f"notebook(s) not found: {', '.join(missing)}")
     if not paths:
-        raise ValueError("no notebooks to run")
+        raise UsageError("no notebooks to run")
     check_parameters(parameters)
+    known = notebook_parameters(paths)
+    validate_parameters(parameters, known)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
-    result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)}, defaults=notebook_defaults(paths), show_code=show_code, kernel=kernel,
-                          started=_now(), manifest=environment_manifest())
+    # The defaults as written in the cells tell which values a run used where it set none.
+    result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
+                          defaults={name: p.default for name, p in known.items()}, show_code=show_code,
+                          kernel=kernel, started=_now(), manifest=environment_manifest())
     _save(result)
     start = time.perf_counter()
     for path in tqdm(paths, desc="notebooks", unit="notebook"):
@@ -216,17 +347,24 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     return result
 
 
+#: environment variables that switch third-party progress bars off in the kernels of a batch
+#: run: every tqdm bar whose caller does not decide itself (tqdm reads ``TQDM_*`` as defaults)
+#: and the Hugging Face Hub's download bars (the kit's own: :mod:`instir.progress`)
+QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
 @contextmanager
 def _batch_environment() -> Iterator[None]:
-    """The environment kernels inherit while they run: progress bars off (they would only
-    clutter the HTML; see :mod:`instir.progress`), and ``MPLBACKEND`` unset, because a backend
-    such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing the inline
-    backend, so the figures would be missing from the reports."""
+    """The environment kernels inherit while they run: progress bars off, the kit's and
+    :data:`QUIET_BARS` (they would only clutter the HTML), and ``MPLBACKEND`` unset, because a
+    backend such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing the
+    inline backend, so the figures would be missing from the reports."""
     from instir.progress import ENV_VAR as PROGRESS_VAR
 
-    saved = {name: os.environ.get(name) for name in ("MPLBACKEND", PROGRESS_VAR)}
+    quiet = {PROGRESS_VAR: "0", **QUIET_BARS}
+    saved = {name: os.environ.get(name) for name in ("MPLBACKEND", *quiet)}
     os.environ.pop("MPLBACKEND", None)
-    os.environ[PROGRESS_VAR] = "0"
+    os.environ.update(quiet)
     try:
         yield
     finally:
@@ -235,6 +373,19 @@ def _batch_environment() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _quiet_kernel_arguments(kernel: str) -> list[str]:
+    """Kernel command-line arguments that keep an IPython kernel's start-up warnings (``Kernel is
+    running over TCP without encryption`` from every kernel, on the terminal of a batch run) out
+    of the output; errors still show. Other kernels get none: they may not take the option."""
+    from jupyter_client.kernelspec import NoSuchKernel, get_kernel_spec
+
+    try:
+        argv = get_kernel_spec(kernel).argv
+    except NoSuchKernel:
+        return []  # papermill says so in its own words
+    return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
 
 
 def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseException | None]:
@@ -251,7 +402,8 @@ def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseExce
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(str(path), str(executed), parameters=result.parameters, kernel_name=result.kernel,
-                                   cwd=str(result.out_dir), progress_bar=False)
+                                   cwd=str(result.out_dir), progress_bar=False,
+                                   extra_arguments=_quiet_kernel_arguments(result.kernel))
     except PapermillExecutionError as err:
         failure = err
         cell = "\n".join(str(err.source).splitlines()[:5])
@@ -280,10 +432,12 @@ def _save(result: ReportResult) -> None:
     atomic.write_text(result.out_dir / REPORT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False))
 
 
-def cli_parameters(args: argparse.Namespace) -> dict:
+def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParameter] | None = None) -> dict:
     """Notebook parameters from ``instir run`` options: each option the user gave, under the
-    name :data:`CLI_PARAMETERS` maps it to, plus every ``-p NAME=VALUE`` (VALUE read as JSON
-    when it parses, else as a string). Options left out keep the notebooks' defaults."""
+    name :data:`CLI_PARAMETERS` maps it to, plus every ``-p NAME=VALUE``, VALUE read for the
+    kind of the parameter in ``known`` (:func:`parse_parameter`; without ``known``: JSON when it
+    parses, else a string). Options left out keep the notebooks' defaults."""
+    known = known or {}
     params: dict = {}
     for option, name in CLI_PARAMETERS.items():
         value = getattr(args, option, None)
@@ -292,22 +446,67 @@ def cli_parameters(args: argparse.Namespace) -> dict:
     for item in args.parameter:
         name, sep, raw = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"-p expects NAME=VALUE, got {item!r}")
-        try:
-            params[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[name] = raw
+            raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
+        params[name] = parse_parameter(raw, known.get(name))
     return params
+
+
+#: ``instir run --help`` examples (argument lists after ``instir run``; a test runs each through
+#: the parser and :func:`validate_parameters`, so every name in them exists)
+RUN_EXAMPLES = (
+    ("the bundled samples with the notebooks' defaults", []),
+    ("a quick pass: BM25 only, the no-LLM judge",
+     ["--benchmark", "instructir-sample", "ifir-sample/fiqa", "--retrievers", "bm25", "--judge", "baseline",
+      "--out", "reports/quick"]),
+    ("the real benchmarks from a data root (see instir fetch)",
+     ["--benchmark", "instructir", "ifir/nfcorpus", "-p", "data_root=/data/instir", "-p", "k=100"]),
+    ("an OpenAI-compatible judge; the key stays in the environment",
+     ["--judge", "openai", "-p", "judge_model=gpt-4o-mini", "-p", "judge_api_key_env=OPENAI_API_KEY"]),
+)
+
+
+def parameters_help(notebooks: Sequence[Path]) -> str:
+    """The part of ``instir run --help`` after the options: every notebook parameter with its
+    default, the comment of its parameters cell and the option that sets it, then examples."""
+    options = {name: f"--{option.replace('_', '-')}" for option, name in CLI_PARAMETERS.items()}
+    lines = ["notebook parameters (-p NAME=VALUE; lists as JSON or comma-separated), default first:"]
+    for name, param in notebook_parameters(notebooks).items():
+        via = f"  [{options[name]}]" if name in options else ""
+        lines.append(f"  {name} = {param.default}{via}")
+        if param.help:
+            lines.append(f"      {param.help}")
+    lines += ["", "examples:"]
+    for what, argv in RUN_EXAMPLES:
+        lines += [f"  instir run {' '.join(argv)}".rstrip(), f"      {what}"]
+    return "\n".join(lines)
+
+
+class _HelpWithParameters(argparse.Action):
+    """``instir run -h``: the options, then the parameters of the notebooks (those of ``--notebooks``
+    when it comes first), read only when help is asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        notebooks = find_notebooks(getattr(namespace, "notebooks", None) or NOTEBOOKS_DIR)
+        parser.epilog = parameters_help(notebooks) if notebooks else None
+        parser.print_help()
+        parser.exit()
 
 
 def register(subparsers) -> None:
     """Add ``instir run`` to the ``instir`` command."""
     p = subparsers.add_parser(
-        "run", help="execute the report notebooks with papermill and render HTML reports",
-        description="Execute the notebooks in order into reports/NAME, render each to HTML "
-                    "(code hidden unless --show-code) and rebuild reports/index.html.")
+        "run", help="execute the report notebooks with papermill and render HTML reports", add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Execute the notebooks in order into reports/NAME, render each to HTML (code hidden\n"
+                    "unless --show-code) and rebuild reports/index.html. Parameters are checked against the\n"
+                    "notebooks' parameters cells before any kernel starts.")
+    p.add_argument("-h", "--help", action=_HelpWithParameters,
+                   help="show this help, the notebook parameters and examples")
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
-                   help="benchmarks to report on (e.g. instructir-sample ifir-sample); default: the notebooks' own")
+                   help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); default: the notebooks' own")
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
     p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
     p.add_argument("--out", type=Path, default=None,
@@ -317,7 +516,7 @@ def register(subparsers) -> None:
                    help=f"folder holding the NN_name.ipynb notebooks (default: {NOTEBOOKS_DIR})")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel to run them with (default: python3)")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
-                   help="any other notebook parameter (repeatable)")
+                   help="any other notebook parameter (repeatable; listed below)")
     p.set_defaults(handler=_run_command)
 
 
@@ -326,17 +525,14 @@ def _run_command(args: argparse.Namespace) -> int:
         args.out = Path("reports") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     notebooks = find_notebooks(args.notebooks)
     if not notebooks:
-        print(f"no {NOTEBOOK_PATTERN} notebooks in {args.notebooks}")
-        return 2
+        raise UsageError(f"no {NOTEBOOK_PATTERN} notebooks in {args.notebooks}")
+    parameters = cli_parameters(args, notebook_parameters(notebooks))
     try:
-        result = run_reports(notebooks, cli_parameters(args), args.out, show_code=args.show_code, kernel=args.kernel)
+        result = run_reports(notebooks, parameters, args.out, show_code=args.show_code, kernel=args.kernel)
     except NotebookFailed as failed:
         _print_times(failed.result)
-        print(f"\nFAILED: {failed}")
+        print(f"\nFAILED: {failed}", file=sys.stderr)
         return 1
-    except ValueError as refused:
-        print(f"instir run: {refused}")
-        return 2
     _print_times(result)
     return 0
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import re
 
+from instir.errors import UsageError
+
 #: what a value naming an environment variable may look like
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -104,13 +106,13 @@ def require_env_name(value: object, what: str) -> str:
     secret environment variable."""
     hint = f"{what} must name an environment variable holding the key (e.g. OPENAI_API_KEY), not hold a key"
     if not isinstance(value, str) or not ENV_VAR_NAME.match(value):
-        raise ValueError(hint)
+        raise UsageError(hint)
     reason = token_reason(value)
     if reason:
-        raise ValueError(f"{hint}: {reason}")
+        raise UsageError(f"{hint}: {reason}")
     for var, secret in secret_env_values().items():
         if value == secret:
-            raise ValueError(f"{hint}: it is the value of ${var}, not its name")
+            raise UsageError(f"{hint}: it is the value of ${var}, not its name")
     return value
 
 

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from instir.pipeline import NotebookFailed, check_parameters, cli_parameters, register, render_html, run_reports
+from instir.cli import main
+from instir.pipeline import (RUN_EXAMPLES, NotebookFailed, NotebookParameter, check_parameters, cli_parameters,
+                             notebook_parameters, parse_parameter, register, render_html, run_reports,
+                             validate_parameters)
 
 NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
 KEY_VAR, KEY_VALUE = "INSTIR_TOY_API_KEY", "sk-toy-NEVER-IN-OUTPUT-4242"
@@ -100,6 +103,34 @@ def test_html_has_tables_and_inline_figures_but_no_code(chain):
 def test_batch_runs_switch_progress_bars_off_in_the_kernels(chain):
     assert "progress bars: 0" in (chain.out_dir / "01_table.html").read_text()
     assert os.environ.get("INSTIR_PROGRESS") != "0"  # restored after the run
+
+
+def test_batch_output_has_no_kernel_warnings(tmp_path, monkeypatch, capfd):
+    isolate(monkeypatch, tmp_path)
+    run_reports([NOTEBOOKS / "01_table.ipynb"], {}, tmp_path / "reports" / "quiet")
+    err = capfd.readouterr().err
+    assert "notebooks: 100%" in err  # instir run's own bar over the notebooks stays
+    assert "WARNING" not in err and "without encryption" not in err, err
+
+
+def test_third_party_progress_bars_stay_out_of_the_reports(tmp_path, monkeypatch):
+    import nbformat
+
+    isolate(monkeypatch, tmp_path)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('out_dir = "."', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("from tqdm import tqdm\nfor _ in tqdm(range(3), desc='third-party'):\n    pass"),
+                nbformat.v4.new_code_cell("from tqdm.auto import tqdm as auto\nlist(auto(range(3)))\n"
+                                          "from huggingface_hub.utils import are_progress_bars_disabled\n"
+                                          "print('hub bars off:', are_progress_bars_disabled())")]
+    nbformat.write(nb, tmp_path / "01_bars.ipynb")
+    result = run_reports([tmp_path / "01_bars.ipynb"], {}, tmp_path / "reports" / "bars")
+    executed = nbformat.read(result.out_dir / "01_bars.ipynb", as_version=4)
+    outputs = [o for cell in executed.cells for o in cell.get("outputs", [])]
+    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["hub bars off: True\n"]
+    assert all("third-party" not in json.dumps(o) for o in outputs)
+    assert "TQDM_DISABLE" not in os.environ  # restored after the run
 
 
 def test_show_code_keeps_the_code(chain, tmp_path):
@@ -223,10 +254,62 @@ def test_cli_options_map_to_notebook_parameters(tmp_path):
     assert args.show_code is False and parse_run(["--show-code"]).show_code is True
 
 
+CHAIN = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_parameters_are_read_from_the_cells_with_their_kind_and_help():
+    params = notebook_parameters(CHAIN)
+    assert params["k"].kind == "int" and params["k"].default == "100" and params["k"].help == "depth of every run"
+    assert params["benchmarks"].kind == "list" and params["judge_backend"].kind == "str"
+    assert params["k"].notebooks == tuple(p.name for p in CHAIN)
+
+
+def test_cli_values_are_read_for_the_kind_of_their_parameter():
+    params = notebook_parameters(CHAIN)
+    args = parse_run(["-p", "retrievers=bm25", "-p", "benchmarks=instructir-sample, ifir-sample/fiqa", "-p", "k=7",
+                      "-p", "judge_model=4", "-p", 'dense_model="quoted"', "-p", 'retrievers2=["x"]'])
+    assert cli_parameters(args, params) == {
+        "retrievers": ["bm25"], "benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "k": 7, "judge_model": "4",
+        "dense_model": "quoted", "retrievers2": ["x"]}
+
+
+@pytest.mark.parametrize("kind, default, text, value", [
+    ("bool", "False", "True", True), ("bool", "False", "false", False), ("float", "0.5", "2", 2),
+    ("list", "[10, 20]", "5,30", [5, 30]), ("list", "[]", '["a", "b"]', ["a", "b"]), ("str", '""', "a,b", "a,b"),
+    ("", "None", "[1]", [1]), ("", "None", "plain", "plain"),
+])
+def test_parse_parameter_coercions(kind, default, text, value):
+    param = NotebookParameter("x", default, kind, "", ("n.ipynb",))
+    assert parse_parameter(text, param) == value
+
+
+def test_run_reports_checks_kinds_before_any_kernel(tmp_path):
+    with pytest.raises(ValueError, match="parameter 'rows' expects a whole number"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": "abc"}, tmp_path / "reports" / "r")
+    with pytest.raises(KeyError, match="unknown notebook parameter 'rowz'; did you mean 'rows'"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {"rowz": 1}, tmp_path / "reports" / "r")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_run_help_lists_every_parameter_with_its_default_and_valid_examples(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    params = notebook_parameters(CHAIN)
+    for name, param in params.items():
+        assert f"  {name} = {param.default}" in out
+    assert "k = 100\n      depth of every run" in out and "[--benchmark]" in out
+    assert "ifir-sample " not in out and "ifir-sample/fiqa" in out
+    for _, argv in RUN_EXAMPLES:
+        assert f"instir run {' '.join(argv)}".rstrip() in out
+        args = parse_run(argv)
+        validate_parameters(cli_parameters(args, params), params)
+
+
 def test_cli_refuses_secret_parameters_without_running(tmp_path, capsys):
-    args = parse_run(["--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "-p", "api_key=abc"])
-    assert args.handler(args) == 2
-    assert "looks like a secret" in capsys.readouterr().out and not (tmp_path / "r").exists()
+    assert main(["run", "--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "-p", "api_key=abc"]) == 2
+    assert "looks like a secret" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
 def test_cli_run_executes_a_notebook_folder(tmp_path, monkeypatch, capsys):

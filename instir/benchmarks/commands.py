@@ -7,6 +7,7 @@ import argparse
 
 from instir.benchmarks.ifir import IFIR_SUBSETS
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError
 
 
 def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,13 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def fetch_command(args: argparse.Namespace) -> int:
     """Handler of ``instir fetch``."""
-    from instir.benchmarks.fetch import FetchError, fetch, read_manifest
+    from instir.benchmarks.fetch import fetch, read_manifest
 
-    try:
-        root = fetch(args.benchmark, args.subset, layout=args.layout, cache_dir=args.cache_dir,
-                     revision=args.revision)
-    except FetchError as err:
-        raise SystemExit(f"instir fetch: {err}") from None
+    root = fetch(args.benchmark, args.subset, layout=args.layout, cache_dir=args.cache_dir, revision=args.revision)
     folders = [root] if args.benchmark == "instructir" else [root / s for s in ([args.subset] if args.subset else IFIR_SUBSETS)]
     for folder in folders:
         manifest = read_manifest(folder)
@@ -77,7 +74,7 @@ def summary_command(args: argparse.Namespace) -> int:
 
     names = args.names or sample_benchmarks()
     if args.root and len(names) != 1:
-        raise SystemExit("instir summary: --root needs exactly one benchmark name")
+        raise UsageError("--root needs exactly one benchmark name")
     rows = [load_benchmark(name, args.setting, root=args.root).describe() for name in names]
     print(pd.DataFrame(rows).to_string(index=False))
     return 0

@@ -35,6 +35,7 @@ from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import read_records
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError, UserError, unknown
 
 MANIFEST_NAME = "instir-manifest.json"
 
@@ -82,7 +83,7 @@ EXPECTED_COUNTS: dict[str, dict[str, int]] = {
 IFIR_MTEB_QUERY_COUNTS = {"scifact_open": 135, "fire": 167, "cds": 42}
 
 
-class FetchError(RuntimeError):
+class FetchError(UserError, RuntimeError):
     """A download failed; the message says what to do without network access."""
 
 
@@ -95,7 +96,7 @@ def layouts(benchmark: str) -> list[str]:
     """The downloadable layouts of a benchmark, default first."""
     found = [layout for (name, layout) in SOURCES if name == benchmark]
     if not found:
-        raise ValueError(f"nothing to fetch for {benchmark!r}; expected one of: instructir, ifir")
+        raise unknown("benchmark to fetch", benchmark, ("instructir", "ifir"))
     return found
 
 
@@ -121,18 +122,18 @@ def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = Non
     """
     layout = layout or layouts(benchmark)[0]
     if (benchmark, layout) not in SOURCES:
-        raise ValueError(f"unknown layout {layout!r} for {benchmark}; expected one of {layouts(benchmark)}")
+        raise unknown("layout", layout, layouts(benchmark), where=f"for {benchmark}")
     source = SOURCES[(benchmark, layout)]
     if benchmark == "instructir":
         if subset is not None:
-            raise ValueError("instructir has no subsets")
+            raise UsageError("instructir has no subsets")
         names: list[str | None] = [None]
     elif subset is None:
         names = list(IFIR_SUBSETS)
     elif subset in IFIR_SUBSETS:
         names = [subset]
     else:
-        raise ValueError(f"unknown IFIR subset {subset!r}; expected one of {', '.join(IFIR_SUBSETS)}")
+        raise unknown("IFIR subset", subset, IFIR_SUBSETS)
     import huggingface_hub  # imported here: loading benchmarks never needs it
 
     root = data_dir(benchmark, layout, cache_dir=cache_dir)

@@ -55,6 +55,7 @@ from instir.benchmarks.readers import (
     read_text,
 )
 from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
+from instir.errors import unknown
 
 IFIR_SUBSETS = ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
 #: Subsets with cumulative instruction levels 1, 2, 3; the others have one level-0 instruction.
@@ -92,7 +93,7 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     bare query (a query-only template), so it needs no setting of its own.
     """
     if subset not in IFIR_SUBSETS:
-        raise ValueError(f"unknown IFIR subset {subset!r}; expected one of {', '.join(IFIR_SUBSETS)}")
+        raise unknown("IFIR subset", subset, IFIR_SUBSETS)
     folder = subset_folder(root, subset)
     layout, files = detect_layout(folder, subset)
     corpus_path = files["corpus"]

@@ -65,6 +65,7 @@ from instir.benchmarks.readers import (
     read_records,
 )
 from instir.benchmarks.types import Benchmark, Corpus, FormatError, Query, Qrels
+from instir.errors import unknown
 
 #: Setting names accepted by :func:`load_instructir`.
 INSTRUCTIR_SETTINGS = ("instructed", "query-only", "order-sensitivity", "prompt-sensitivity",
@@ -106,7 +107,7 @@ def load_instructir(root: str | Path, setting: str = "instructed", *, name: str 
     instances and missing files raise :class:`FormatError` naming file, line and field.
     """
     if setting not in INSTRUCTIR_SETTINGS:
-        raise ValueError(f"unknown InstructIR setting {setting!r}; choose one of {', '.join(INSTRUCTIR_SETTINGS)}")
+        raise unknown("InstructIR setting", setting, INSTRUCTIR_SETTINGS)
     root = Path(root)
     if not root.is_dir():
         raise FormatError(root, None, None, "not a directory (expected an InstructIR download)")

@@ -16,6 +16,7 @@ from instir.benchmarks.fetch import SOURCES, data_dir, layouts, read_manifest
 from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir, subset_folder
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError, unknown
 
 #: Folder of the bundled sample benchmarks (package data).
 SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
@@ -53,7 +54,7 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     query-only template); InstructIR's settings are those of ``load_instructir``.
     """
     if name not in list_benchmarks():
-        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(list_benchmarks())}")
+        raise unknown("benchmark", name, list_benchmarks())
     family, _, subset = name.partition("/")
     is_sample = family.endswith("-sample")
     if is_sample:
@@ -64,7 +65,7 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     if not subset:
         return load_instructir(data_root, setting, name=name, revision=revision, is_sample=is_sample)
     if setting != "instructed":
-        raise ValueError(f"IFIR has only the 'instructed' setting, not {setting!r}: its no-instruction run "
+        raise UsageError(f"IFIR has only the 'instructed' setting, not {setting!r}: its no-instruction run "
                          "uses the same instances and qrels with a query-only template")
     return load_ifir(data_root, subset, name_prefix=family, revision=revision, is_sample=is_sample)
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from instir.errors import UserError
+
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
 Qrels = dict[str, dict[str, int]]
 
@@ -34,7 +36,7 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     return shorten(repr(value), limit)
 
 
-class FormatError(ValueError):
+class FormatError(UserError, ValueError):
     """Bad benchmark input: the message names the file, the line (or array index) and the field.
 
     ``problem`` is capped at :data:`PROBLEM_LIMIT` characters; values in it should be quoted

@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 import httpx
 from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
+from instir.errors import UsageError
 from instir.secrets import mask_secret
 from instir.progress import tqdm
 
@@ -131,11 +132,11 @@ def resolve_call_settings(name: str | CallSettings = "ifir", **changes: Any) -> 
     elif name in CALL_SETTINGS:
         base = CALL_SETTINGS[name]
     else:
-        raise ValueError(f"unknown call settings {name!r}: choose one of {', '.join(CALL_SETTINGS)}")
+        raise UsageError(f"unknown call settings {name!r}: choose one of {', '.join(CALL_SETTINGS)}")
     fields = {f.name for f in dataclasses.fields(CallSettings)} - {"name"}
     unknown = sorted(set(changes) - fields)
     if unknown:
-        raise ValueError(f"unknown call setting(s) {', '.join(unknown)}: choose from {', '.join(sorted(fields))}")
+        raise UsageError(f"unknown call setting(s) {', '.join(unknown)}: choose from {', '.join(sorted(fields))}")
     return dataclasses.replace(base, **changes) if changes else base
 
 
@@ -334,9 +335,9 @@ class OpenAICompatibleJudge:
                  max_backoff_s: float = 60.0, price_per_1m: tuple[float, float] | None = None,
                  progress: bool = True, **overrides: Any):
         if not timeout_s > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+            raise UsageError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
+            raise UsageError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
         self.settings = resolve_call_settings(call_settings, **overrides)
         self.served_model = model
         self.model = f"{model} [{self.settings.label}]"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir.errors import UserError
 from instir.judge.rubrics import judged_text
 from instir.judge.types import Judge, Judgment, JudgeRequest, OnResult
 
@@ -80,7 +81,7 @@ def request_key(request: JudgeRequest) -> Key:
 _CORRUPT = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
 
 
-class CorruptCacheError(ValueError):
+class CorruptCacheError(UserError, ValueError):
     """The judgment cache file is not a readable SQLite database. The message names the file
     and the command that moves it aside (the next run then starts a new cache; the damaged
     file is kept for inspection and nothing else is touched)."""
@@ -97,14 +98,18 @@ class JudgmentCache:
 
     ``busy_timeout_s`` is how long a write waits for another process holding the lock.
     A damaged file raises :class:`CorruptCacheError` (on opening, or when a damaged page is
-    first read), never a bare ``sqlite3.DatabaseError``.
+    first read), a file that cannot be opened a :class:`~instir.errors.UserError` naming it;
+    never a bare ``sqlite3.DatabaseError``.
     """
 
     def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
+            raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
         try:
             with self._readable():
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -113,6 +118,9 @@ class JudgmentCache:
         except CorruptCacheError:
             self._db.close()
             raise
+        except sqlite3.OperationalError as err:  # e.g. a read-only file
+            self._db.close()
+            raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
 
     @contextmanager
     def _readable(self) -> Iterator[None]:

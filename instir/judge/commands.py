@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+from instir.cli import positive_int
+from instir.errors import UsageError, unknown
 from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
@@ -91,9 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="TREC run retrieved with query + instruction")
     p.add_argument("--query-only-run", required=True,
                    help="TREC run of the same instances retrieved with the bare query (query-only template)")
-    p.add_argument("--max-instances", type=int, default=None,
+    p.add_argument("--max-instances", type=positive_int, default=None,
                    help="judge a stratified sample of at most N instances (default: all)")
-    p.add_argument("--k", type=int, default=20, help="list cut-off (default: 20, as InstFol@20)")
+    p.add_argument("--k", type=positive_int, default=20, help="list cut-off (default: 20, as InstFol@20)")
     p.set_defaults(handler=judge_command)
 
     v = subparsers.add_parser("judge-validate", help="agreement of a judge with gold labels from the qrels",
@@ -101,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "relevant / relevant to a sibling only / not relevant and print kappa, "
                                           "correlations, ROC AUC, the confusion matrix, failures, cost and latency.")
     _judge_options(v)
-    v.add_argument("--per-stratum", type=int, default=20,
+    v.add_argument("--per-stratum", type=positive_int, default=20,
                    help="pairs per (subset, level, label) stratum (default: 20)")
     v.set_defaults(handler=validate_command)
 
@@ -131,10 +133,10 @@ def key_env_for(api_key_env: str | None, base_url: str) -> str:
     if os.environ.get(name):
         return name
     if name != DEFAULT_KEY_ENV:
-        raise ValueError(f"the environment variable {name} named by api_key_env is not set; set it to the key "
+        raise UsageError(f"the environment variable {name} named by api_key_env is not set; set it to the key "
                          f"(a local server that needs no key can go without: leave api_key_env at {DEFAULT_KEY_ENV})")
     if not is_local_url(base_url):
-        raise ValueError(f"{DEFAULT_KEY_ENV} is not set, and {base_url} is not a local server: set it to the key, "
+        raise UsageError(f"{DEFAULT_KEY_ENV} is not set, and {base_url} is not a local server: set it to the key, "
                          "or name the variable that holds it with api_key_env")
     return name
 
@@ -156,15 +158,15 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     score rule) or ``"kit"`` (:data:`instir.judge.backends.CALL_SETTINGS`); ``timeout_s``, seconds
     each connect or read may wait (default 60); ``max_retries``, retries per request (default 6).
     Empty strings count as not given, as the notebooks' parameters use them. Raises
-    ``ValueError`` for an unknown backend, an openai judge without a model, a key variable that
+    :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend, an openai judge without a model, a key variable that
     breaks the rules above, unknown call settings or a timeout/retry count out of range."""
     from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
 
     if backend not in BACKENDS:
-        raise ValueError(f"unknown judge backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        raise unknown("judge backend", backend, BACKENDS)
     if backend == "openai":
         if not model:
-            raise ValueError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
+            raise UsageError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
                              "or the name of the model a local server serves")
         url = base_url or OPENAI_BASE_URL
         options = {"timeout_s": timeout_s, "max_retries": max_retries}
@@ -183,13 +185,10 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
 
 
 def _cli_judge(args: argparse.Namespace) -> CachedJudge:
-    """The judge the command-line options ask for; a bad choice ends the command with its reason."""
-    try:
-        return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
-                          api_key_env=args.api_key_env, call_settings=args.call_settings, timeout_s=args.timeout,
-                          max_retries=args.max_retries, cache=args.cache)
-    except ValueError as err:
-        raise SystemExit(f"instir {args.command}: {err}") from None
+    """The judge the command-line options ask for."""
+    return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
+                      api_key_env=args.api_key_env, call_settings=args.call_settings, timeout_s=args.timeout,
+                      max_retries=args.max_retries, cache=args.cache)
 
 
 def _judge_line(meta: dict) -> str:

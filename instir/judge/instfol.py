@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Query
+from instir.errors import UsageError
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, Judgment, JudgeRequest
 from instir.retrieval.runs import Run, as_run
@@ -223,7 +224,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     in_q = set(query_only.df["qid"].unique())
     answered = [q for q in benchmark.queries.values() if q.id in in_inst or q.id in in_q]
     if not any(q.id in in_inst and q.id in in_q for q in answered):
-        raise ValueError(f"the instructed and query-only runs share no instance of {benchmark.name}: the query-only "
+        raise UsageError(f"the instructed and query-only runs share no instance of {benchmark.name}: the query-only "
                          "run must retrieve the same instance ids with the bare query (the query-only template), "
                          "not come from a query-only setting with its own ids")
     selected, selection = select_instances(answered, max_instances, seed)

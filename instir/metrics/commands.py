@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+from instir.cli import output_folder, positive_int
+from instir.errors import UsageError, unknown
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
     p.add_argument("--measures", nargs="+", default=None, help="e.g. nDCG@10 RR@10 R@100 (default per benchmark)")
     p.add_argument("--out", default=None, help="output directory (default: the first run's directory)")
-    p.add_argument("--resamples", type=int, default=None, help="permutation/bootstrap resamples (default 2000)")
+    p.add_argument("--resamples", type=positive_int, default=None, help="permutation/bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation test and the bootstrap")
     p.set_defaults(handler=evaluate_command)
 
@@ -42,17 +44,21 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
     from instir.metrics import stats, table
     from instir.metrics.scoring import evaluate_runs
+    from instir.metrics.standard import parse_measures
     from instir.retrieval.runs import read_run
 
     paths = [Path(p) for p in args.runs]
     names = [system_name(p) for p in paths]
     if len(set(names)) != len(names):
-        raise SystemExit(f"run files need distinct names (got {names})")
+        raise UsageError(f"run files need distinct names (got {names})")
     baseline = args.baseline or names[0]
     if baseline not in names:
-        raise SystemExit(f"--baseline {baseline!r} is not one of the runs {names}")
+        raise unknown("--baseline", baseline, names, more=" (the systems are named after the run files)")
+    if args.measures:
+        parse_measures(args.measures)  # a bad name fails before anything is read
     benchmark = benchmark_from_args(args)
     runs = {name: read_run(path) for name, path in zip(names, paths)}
+    out = output_folder(args.out or paths[0].parent)  # before the scoring, after the runs are found
     result = evaluate_runs(runs, benchmark, args.measures)
 
     print(f"benchmark: {benchmark.label}, revision {benchmark.revision}")
@@ -77,8 +83,6 @@ def evaluate_command(args: argparse.Namespace) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 50):
             print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
 
-    out = Path(args.out) if args.out else paths[0].parent
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}"
     written = [table.export(result.table, out / f"{stem}.csv")]
     result.per_query.to_csv(out / f"{stem}-per-query.csv", index=False)

@@ -30,6 +30,7 @@ import pandas as pd
 from ir_measures.measures.base import Measure
 
 from instir.benchmarks.types import Qrels, quoted
+from instir.errors import UsageError, unknown
 from instir.retrieval.runs import Run
 
 RunLike = Union[Run, pd.DataFrame]
@@ -111,19 +112,33 @@ def run_dict(run: RunLike) -> dict[str, dict[str, float]]:
 
 def parse_measures(measures: Iterable[MeasureLike]) -> list[Measure]:
     """ir-measures ``Measure`` objects from strings such as ``nDCG@10``, ``RR@10``, ``R@100``,
-    ``P@10`` or ``nDCG(gains={0:0,1:1,2:3})@10``; raises ``ValueError`` for anything the
-    pytrec_eval provider cannot compute (ir-measures would otherwise fall back to another
-    provider, or silently score 0)."""
+    ``P@10`` or ``nDCG(gains={0:0,1:1,2:3})@10``; raises :class:`instir.errors.UsageError` (a
+    ``ValueError``) for a string that is not a measure and for anything the pytrec_eval
+    provider cannot compute (ir-measures would otherwise fall back to another provider, or
+    silently score 0)."""
     out: list[Measure] = []
     for m in measures:
-        measure = ir_measures.parse_measure(m) if isinstance(m, str) else m
+        measure = _parse_measure(m) if isinstance(m, str) else m
         if not ir_measures.pytrec_eval.supports(_uncut(measure)):
-            raise ValueError(f"measure {measure} is not supported by the pytrec_eval provider")
+            raise UsageError(f"measure {measure} is not supported by the pytrec_eval provider")
         if measure not in out:
             out.append(measure)
     if not out:
-        raise ValueError("no measures given")
+        raise UsageError("no measures given")
     return out
+
+
+def _parse_measure(text: str) -> Measure:
+    """ir-measures' parser, whose errors (``NameError`` for an unknown name, ``ValueError`` or
+    ``AssertionError`` for bad parameters) become one :class:`UsageError` naming the measure."""
+    try:
+        return ir_measures.parse_measure(text)
+    except NameError:
+        name = text.split("@")[0].split("(")[0]
+        raise unknown("measure", name, sorted({m.NAME for m in ir_measures.pytrec_eval.SUPPORTED_MEASURES}),
+                      where=f"in {text!r}", more=" (e.g. nDCG@10, RR@10, R@100, P@10)") from None
+    except (ValueError, AssertionError) as err:
+        raise UsageError(f"cannot read measure {text!r}: {err}") from None
 
 
 def _uncut(measure: Measure) -> Measure:

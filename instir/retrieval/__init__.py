@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from instir.benchmarks.types import Benchmark, quoted
+from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_self_hits, read_run, read_sidecar,
                                    run_is_complete, write_run)
@@ -85,9 +86,9 @@ def system_name(kind: str, model: str | None = None) -> str:
 def _check_kind(kind: str, model: str | None) -> None:
     """Refuse an unknown retriever kind, and a model for BM25 (which has none)."""
     if kind not in RETRIEVER_KINDS:
-        raise ValueError(f"unknown retriever {kind!r}; use bm25, dense or hybrid")
+        raise unknown("retriever", kind, RETRIEVER_KINDS)
     if kind == "bm25" and model is not None:
-        raise ValueError("--model applies to dense and hybrid retrievers, not bm25")
+        raise UsageError("--model applies to dense and hybrid retrievers, not bm25")
 
 
 def _slug(text: str) -> str:

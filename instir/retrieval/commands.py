@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+from instir.cli import output_folder, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,17 +20,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="sentence-transformers model id or path for dense/hybrid (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--template", default=None,
                    help="query/document template name (default: the authors' template for the model family)")
-    p.add_argument("--k", type=int, default=100, help="documents per query (default: 100)")
+    p.add_argument("--k", type=positive_int, default=100, help="documents per query (default: 100)")
     p.add_argument("--out", required=True, help="output directory for runs")
     p.set_defaults(handler=_retrieve)
 
 
 def _retrieve(args: argparse.Namespace) -> int:
+    from instir.formatting import get_template
     from instir.retrieval import make_retriever, retrieve
 
+    template = get_template(args.template) if args.template else None  # a bad name fails before any loading
+    retriever = make_retriever(args.retriever, args.model)
     benchmark = benchmark_from_args(args)
-    run = retrieve(benchmark, make_retriever(args.retriever, args.model), template=args.template, k=args.k,
-                   out_dir=args.out)
+    output_folder(args.out)  # before the retrieval, after the benchmark is found
+    run = retrieve(benchmark, retriever, template=template, k=args.k, out_dir=args.out)
     state = "reused" if run.meta.get("reused") else f"written in {run.meta['wall_time_s']:.1f} s"
     print(f"{benchmark.label}: {run.df['qid'].nunique()} queries, {len(run)} rows, "
           f"template {run.meta['template']['name']} ({state})")

@@ -30,7 +30,8 @@ from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark, Query
-from instir.formatting import ModelInput, Template
+from instir.errors import UsageError
+from instir.formatting import Template
 from instir.retrieval.runs import Run
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (Anserini's default English stop words).
@@ -65,11 +66,12 @@ def _stopwords_arg(stopwords: str | Sequence[str]) -> str | list[str]:
     return stopwords if isinstance(stopwords, str) else list(stopwords)
 
 
-def _as_text(value: ModelInput, template: Template) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"template {template.name!r} produces [instruction, text] pairs, which BM25 cannot "
+def _require_text(template: Template) -> None:
+    """Refuse, before any work, a template whose query or document is an [instruction, text]
+    pair (a tuple format): BM25 takes one text."""
+    if any(isinstance(fmt, tuple) for fmt in (template.query, template.bare_query, template.doc)):
+        raise UsageError(f"template {template.name!r} produces [instruction, text] pairs, which BM25 cannot "
                          f"take; use a text template (e.g. instructir, ifir, mteb)")
-    return value
 
 
 class BM25Retriever:
@@ -111,6 +113,7 @@ class BM25Retriever:
 
     def index(self, benchmark: Benchmark, template: Template) -> "BM25Index":
         """Tokenise and index the benchmark's corpus as ``template`` formats its documents."""
+        _require_text(template)
         params = self.resolved(benchmark.name)
         subset = next(iter(benchmark.queries.values())).subset if benchmark.queries else ""
         doc_ids: list[str] = []
@@ -118,7 +121,7 @@ class BM25Retriever:
         for doc in tqdm(benchmark.corpus, desc="BM25 read corpus", unit="doc", disable=not self.show_progress,
                         leave=False):
             doc_ids.append(doc.id)
-            texts.append(_as_text(template.format_doc(doc, subset), template))
+            texts.append(template.format_doc(doc, subset))
         stemmer = None if params["stemmer"] == "none" else Stemmer.Stemmer(params["stemmer"])
         stopwords = _stopwords_arg(params["stopwords"])
         model = bm25s.BM25(k1=params["k1"], b=params["b"], method=params["method"])
@@ -147,9 +150,10 @@ class BM25Index:
 
         A document whose id is the query id is dropped (as the official InstructIR code
         does); one more document is fetched then, so such a query still gets ``k``."""
+        _require_text(template)
         queries = list(queries)
         qids = np.asarray([q.id for q in queries], dtype=object)
-        texts = [_as_text(template.format_query(q), template) for q in queries]
+        texts = [template.format_query(q) for q in queries]
         tokens = bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self.stemmer, return_ids=False,
                                 show_progress=self.show_progress)
         has_self = not set(qids.tolist()).isdisjoint(self.doc_ids.tolist())

@@ -175,7 +175,7 @@ def test_bad_arguments_are_refused_before_any_download(hub, tmp_path):
         fetch("ifir", "fiqa", layout="github", cache_dir=tmp_path)
     with pytest.raises(ValueError, match="instructir has no subsets"):
         fetch("instructir", "fiqa", cache_dir=tmp_path)
-    with pytest.raises(ValueError, match="nothing to fetch for 'msmarco'"):
+    with pytest.raises(ValueError, match="unknown benchmark to fetch 'msmarco'"):
         fetch("msmarco", cache_dir=tmp_path)
     assert fake.calls == []
 
@@ -207,7 +207,7 @@ def test_fetch_command_downloads_into_the_cache_and_reports_the_commit(hub, tmp_
 
 def test_fetch_command_offline_exits_with_the_instructions(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(SystemExit, match="instir fetch: could not download kaist-ai/InstructIR"):
+    with pytest.raises(FetchError, match="could not download kaist-ai/InstructIR"):
         _cli(["fetch", "instructir", "--cache-dir", str(tmp_path)])
 
 

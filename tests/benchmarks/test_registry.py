@@ -12,6 +12,7 @@ import pytest
 
 from instir.benchmarks import list_benchmarks, load_benchmark, sample_benchmarks
 from instir.benchmarks.commands import register
+from instir.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BUNDLED = f"bundled-{importlib.metadata.version('instir')}"
@@ -160,5 +161,5 @@ def test_summary_of_one_benchmark_from_a_root(capsys):
 
 
 def test_summary_refuses_a_root_for_several_names():
-    with pytest.raises(SystemExit, match="--root needs exactly one benchmark name"):
+    with pytest.raises(UsageError, match="--root needs exactly one benchmark name"):
         _summary(["ifir/fire", "ifir/fiqa", "--root", "x"])

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from instir.benchmarks import load_benchmark
+from instir.errors import UsageError
 from instir.metrics.commands import register, system_name
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run, write_run
@@ -66,7 +67,7 @@ def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(samp
 
 def test_unknown_baseline_is_refused(sample, tmp_path):
     run = write_run(Run(_runs(sample, {})), tmp_path / "a.trec")
-    with pytest.raises(SystemExit, match="baseline"):
+    with pytest.raises(UsageError, match="unknown --baseline 'b'"):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--baseline", "b"])
 
 

@@ -3,7 +3,6 @@ come back through the kit (batched, concurrent, cached) equal llama.cpp's own in
 ``create_embedding`` of the same texts."""
 
 import numpy as np
-import pytest
 
 from instir.retrieval import retrieve
 from instir.systems.openai_embeddings import OpenAIEmbeddingClient, OpenAIEmbeddingsRetriever

@@ -1,0 +1,48 @@
+"""Errors a user can fix from their message alone, as opposed to bugs.
+
+The ``instir`` command prints a :class:`UserError` as one line (``instir <command>: <message>``)
+and exits 2; any other exception is a bug and keeps its traceback (exit 1). The kit raises
+these for what a user gave it: a file (:class:`instir.benchmarks.types.FormatError`), a name
+or an option value (:class:`UsageError`, :class:`UnknownNameError`), a download
+(:class:`instir.benchmarks.fetch.FetchError`). Each also derives from the built-in exception
+that code catching errors of that kind expects (``ValueError``, ``KeyError``, ``RuntimeError``),
+so callers written before this module keep working.
+
+Why a base class rather than catching every ``ValueError`` in the CLI: numpy, pandas and
+scikit-learn raise ``ValueError`` for bugs too (``Found empty input array``, a duplicated
+table cell); turning those into a one-line message would hide the traceback a bug report needs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class UserError(Exception):
+    """A failure the user can fix from the message alone: it names the file, line and field,
+    or the bad name or value, and where it helps what would be accepted."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class UsageError(UserError, ValueError):
+    """A bad option or parameter value (wrong type or range, options that do not go together)."""
+
+
+class UnknownNameError(UsageError, KeyError):
+    """A name that is not one of the known ones (benchmark, setting, template, measure, notebook
+    parameter …); also a ``KeyError``, as a failed look-up."""
+
+
+def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", more: str = "") -> UnknownNameError:
+    """The error for ``name`` not being a known ``kind``: suggests the closest known name and
+    lists them all, e.g. ``unknown benchmark 'ifir-sample'; did you mean 'ifir-sample/fiqa'?
+    known: …``. ``where`` follows the name (``for instructir``); ``more`` ends the message (a
+    hint such as which command adds a name)."""
+    known = [str(k) for k in known]
+    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ";"
+    where = f" {where}" if where else ""
+    return UnknownNameError(f"unknown {kind} {name!r}{where}{hint} known: {', '.join(known)}{more}")

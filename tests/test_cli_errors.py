@@ -1,0 +1,373 @@
+"""The hostile suite: every user mistake, run through ``instir.cli.main`` as a user would type
+it, answers with exactly one line on stderr — ``instir <command>: <message>`` naming the file,
+line and field or the bad name — and exit status 2, with no traceback unless ``--debug`` (or
+``INSTIR_DEBUG=1``) asks for one; nothing is started or written before the check. A few cases
+run as a real process. Part of `make test-quick`."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import huggingface_hub.constants
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.benchmarks.registry import SAMPLE_ROOT
+from instir.cli import MAX_MESSAGE_CHARS, main
+
+
+TOY_NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
+
+
+def fails(capsys, *argv: str) -> str:
+    """Run ``instir ARGV``; assert exit 2, one stderr line starting ``instir <command>: `` and
+    no traceback anywhere; return that line."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    captured = capsys.readouterr()
+    assert code == 2, (code, captured)
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert lines[0].startswith(f"instir {argv[0]}: "), lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def good_run(tmp_path) -> Path:
+    """A valid run on instructir-sample: every query retrieves its relevant documents."""
+    sample = load_benchmark("instructir-sample")
+    lines = [f"{qid} Q0 {doc} {rank} {10 - rank} t" for qid, docs in sample.qrels.items()
+             for rank, doc in enumerate(sorted(docs), start=1)]
+    path = tmp_path / "good.trec"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def a_file(tmp_path) -> Path:
+    path = tmp_path / "a_file"
+    path.write_text("x\n")
+    return path
+
+
+# -- files ------------------------------------------------------------------------------------
+
+def test_missing_run_file(capsys, tmp_path):
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(tmp_path / "nope.trec"))
+    assert "nope.trec" in line and "not found" in line
+
+
+def test_malformed_run_line(capsys, tmp_path):
+    run = tmp_path / "bad.trec"
+    run.write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 two 0.5 t\n")
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run))
+    assert "bad.trec, line 2, field 'rank'" in line and "'two'" in line
+
+
+def test_a_huge_field_is_not_echoed_in_full(capsys, tmp_path):
+    run = tmp_path / "huge.trec"
+    run.write_text(f"q1 Q0 d1 {'9x' * 500_000} 1.0 t\n")
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run))
+    assert "huge.trec, line 1" in line and len(line) < MAX_MESSAGE_CHARS + 200 and "(1000000 chars)" in line
+
+
+def test_missing_qrels_file_in_a_root_folder(capsys, tmp_path):
+    root = tmp_path / "instructir"
+    shutil.copytree(SAMPLE_ROOT / "instructir-sample", root)
+    shutil.rmtree(root / "qrels")
+    line = fails(capsys, "summary", "instructir", "--root", str(root))
+    assert str(root / "qrels" / "test.tsv") in line and "missing" in line
+
+
+def test_bad_root(capsys, tmp_path):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir", "--retriever", "bm25",
+                 "--root", str(tmp_path / "nowhere"), "--out", str(tmp_path / "runs"))
+    assert str(tmp_path / "nowhere") in line and "not a directory" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_benchmark_not_fetched(capsys):
+    line = fails(capsys, "summary", "ifir/fiqa")
+    assert "not in the instir cache" in line and "`instir fetch ifir --subset fiqa`" in line
+
+
+def test_corrupt_judgment_cache(capsys, tmp_path):
+    cache = tmp_path / "judgments.sqlite"
+    cache.write_bytes(bytes(range(256)) * 16)
+    line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
+                 "--cache", str(cache), "--per-stratum", "1")
+    assert str(cache) in line and "damaged" in line and f"mv {cache} {cache}.corrupt" in line
+
+
+def test_judgment_cache_that_is_a_folder(capsys, tmp_path):
+    line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
+                 "--cache", str(tmp_path), "--per-stratum", "1")
+    assert f"cannot open the judgment cache {tmp_path}" in line
+
+
+def test_unwritable_out_of_evaluate(capsys, good_run, a_file):
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run),
+                 "--out", str(a_file / "sub"))
+    assert line.endswith(f"Not a directory: {a_file / 'sub'}")
+
+
+def test_out_that_is_a_file(capsys, a_file):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", str(a_file))
+    assert line == f"instir retrieve: --out {a_file} is a file, not a folder"
+
+
+def test_unwritable_out_of_run_before_any_kernel(capsys, a_file):
+    line = fails(capsys, "run", "--notebooks", str(TOY_NOTEBOOKS), "--out", str(a_file / "report"))
+    assert str(a_file / "report") in line and "Not a directory" in line
+
+
+def test_fetch_without_network(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    line = fails(capsys, "fetch", "instructir", "--cache-dir", str(tmp_path))
+    assert "could not download kaist-ai/InstructIR" in line
+
+
+# -- names ------------------------------------------------------------------------------------
+
+def test_unknown_benchmark(capsys):
+    line = fails(capsys, "summary", "ifir-sample")
+    assert "unknown benchmark 'ifir-sample'; did you mean 'ifir-sample/fiqa'?" in line and "ifir/cds" in line
+
+
+def test_unknown_template(capsys, tmp_path):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25",
+                 "--template", "instructor", "--out", str(tmp_path / "runs"))
+    assert "unknown template 'instructor'; did you mean 'instructir'?" in line and "query-only" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_template_bm25_cannot_take(capsys, tmp_path):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25",
+                 "--template", "instructir-instructor", "--out", str(tmp_path / "runs"))
+    assert "'instructir-instructor' produces [instruction, text] pairs, which BM25 cannot take" in line
+
+
+def test_unknown_setting(capsys, tmp_path):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25",
+                 "--setting", "instructd", "--out", str(tmp_path / "runs"))
+    assert "unknown InstructIR setting 'instructd'; did you mean 'instructed'?" in line
+
+
+def test_setting_ifir_does_not_have(capsys):
+    line = fails(capsys, "summary", "ifir-sample/fiqa", "--setting", "query-only")
+    assert "IFIR has only the 'instructed' setting, not 'query-only'" in line
+
+
+def test_unknown_measure(capsys, good_run):
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run),
+                 "--measures", "nDCG@10", "nDGC@10")
+    assert "unknown measure 'nDGC' in 'nDGC@10'; did you mean 'nDCG'?" in line
+
+
+def test_unreadable_measure(capsys, good_run):
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run),
+                 "--measures", "nDCG@x")
+    assert "cannot read measure 'nDCG@x'" in line
+
+
+def test_two_runs_with_one_name(capsys, tmp_path, good_run):
+    (tmp_path / "other").mkdir()
+    shutil.copy(good_run, tmp_path / "other" / good_run.name)
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run),
+                 "--run", str(tmp_path / "other" / good_run.name))
+    assert "run files need distinct names (got ['good', 'good'])" in line
+
+
+def test_unknown_baseline(capsys, good_run):
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(good_run), "--baseline", "bm25")
+    assert "unknown --baseline 'bm25'" in line and "good" in line
+
+
+def test_bad_judge_backend(capsys, tmp_path):
+    line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "gpt")
+    assert "argument --backend: invalid choice: 'gpt'" in line and "(see instir judge-validate --help)" in line
+
+
+def test_openai_judge_without_a_model(capsys, tmp_path):
+    line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "openai",
+                 "--cache", str(tmp_path / "j.sqlite"))
+    assert "the openai judge backend needs a model name" in line
+
+
+def test_model_given_to_bm25(capsys, tmp_path):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--model", "e5",
+                 "--out", str(tmp_path / "runs"))
+    assert "--model applies to dense and hybrid retrievers, not bm25" in line
+
+
+def test_summary_root_with_two_names(capsys, tmp_path):
+    line = fails(capsys, "summary", "instructir", "ifir/fiqa", "--root", str(tmp_path))
+    assert "--root needs exactly one benchmark name" in line
+
+
+def test_fetch_subset_of_instructir(capsys, tmp_path):
+    line = fails(capsys, "fetch", "instructir", "--subset", "fiqa", "--cache-dir", str(tmp_path))
+    assert "instructir has no subsets" in line
+
+
+def test_judge_runs_that_share_no_instance(capsys, tmp_path, good_run):
+    other = tmp_path / "other.trec"
+    other.write_text("no-such-query Q0 d1 1 1.0 t\n")
+    line = fails(capsys, "judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", str(good_run),
+                 "--query-only-run", str(other), "--cache", str(tmp_path / "j.sqlite"))
+    assert "the instructed and query-only runs share no instance of instructir-sample" in line
+
+
+# -- counts -----------------------------------------------------------------------------------
+
+def test_k_zero(capsys, tmp_path):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", "0",
+                 "--out", str(tmp_path / "runs"))
+    assert "argument --k: must be at least 1, got 0" in line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("option", ["--k", "--max-instances"])
+def test_judge_counts_below_one(capsys, tmp_path, option):
+    line = fails(capsys, "judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", "a.trec",
+                 "--query-only-run", "b.trec", option, "-3")
+    assert f"argument {option}: must be at least 1, got -3" in line
+
+
+def test_count_that_is_not_a_number(capsys, tmp_path):
+    line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
+                 "--per-stratum", "many")
+    assert "argument --per-stratum: expected a whole number, got 'many'" in line
+
+
+# -- instir run parameters (checked before any kernel starts) ----------------------------------
+
+def run_fails(capsys, tmp_path, *argv: str) -> str:
+    out = tmp_path / "reports" / "r"
+    line = fails(capsys, "run", "--out", str(out), *argv)
+    assert not out.exists(), "a refused run must not create its report folder"
+    return line
+
+
+def test_run_parameter_with_an_unknown_name(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--notebooks", str(TOY_NOTEBOOKS), "-p", "row=2")
+    assert "unknown notebook parameter 'row'; did you mean 'rows'? known: out_dir, rows" in line
+
+
+def test_run_parameter_of_the_wrong_type(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--notebooks", str(TOY_NOTEBOOKS), "-p", "rows=abc")
+    assert """parameter 'rows' expects a whole number (default: 3), got "abc\"""" in line
+
+
+def test_run_parameter_without_a_value(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--notebooks", str(TOY_NOTEBOOKS), "-p", "rows")
+    assert "-p expects NAME=VALUE, got 'rows'" in line
+
+
+def test_run_secret_parameter(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--notebooks", str(TOY_NOTEBOOKS), "-p", "api_key=abc")
+    assert "'api_key' looks like a secret" in line
+
+
+def test_run_folder_without_notebooks(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--notebooks", str(tmp_path / "empty"))
+    assert f"no [0-9][0-9]_*.ipynb notebooks in {tmp_path / 'empty'}" in line
+
+
+def test_run_unknown_benchmark(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--benchmark", "instructir-sample", "ifir-sample")
+    assert "unknown benchmark 'ifir-sample' in parameter 'benchmarks'; did you mean 'ifir-sample/fiqa'?" in line
+
+
+def test_run_k_that_is_not_a_number(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "-p", "k=abc")
+    assert """parameter 'k' expects a whole number (default: 100), got "abc\"""" in line
+
+
+def test_run_k_zero(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "-p", "k=0")
+    assert "parameter 'k' must be at least 1, got 0" in line
+
+
+def test_run_unknown_retriever_in_a_comma_list(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "-p", "retrievers=bm25,splade")
+    assert "unknown retriever 'splade' in parameter 'retrievers'" in line
+
+
+def test_run_bad_judge_backend(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--judge", "gpt4")
+    assert "unknown judge backend 'gpt4' in parameter 'judge_backend'; known: openai, hf, baseline" in line
+
+
+def test_run_list_of_numbers_where_names_are_needed(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "-p", "benchmarks=[1, 2]")
+    assert "parameter 'benchmarks' expects a list of str values" in line and "got 1 in it" in line
+
+
+# -- --debug, unexpected errors, interrupts, a real process ------------------------------------
+
+def test_debug_shows_the_traceback(capsys):
+    assert main(["summary", "ifir-sample", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "UnknownNameError" in err
+    assert err.splitlines()[-1].startswith("instir summary: unknown benchmark 'ifir-sample'")
+
+
+def test_instir_debug_variable_shows_the_traceback(capsys, monkeypatch):
+    monkeypatch.setenv("INSTIR_DEBUG", "1")
+    assert main(["summary", "ifir-sample"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_unexpected_errors_keep_their_traceback(monkeypatch):
+    import instir.benchmarks.commands as commands
+
+    def broken(args):
+        raise ValueError("a bug, not a user mistake")
+
+    monkeypatch.setattr(commands, "summary_command", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        main(["summary"])
+
+
+def test_interrupt_is_one_line(capsys, monkeypatch):
+    import instir.benchmarks.commands as commands
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "summary_command", interrupted)
+    assert main(["summary"]) == 130
+    assert capsys.readouterr().err == "instir summary: interrupted\n"
+
+
+def instir_process(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "instir.cli", *argv], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=300)
+
+
+def test_a_real_process_exits_2_with_one_line(tmp_path):
+    done = instir_process("evaluate", "--benchmark", "instructir-sample", "--run", str(tmp_path / "nope.trec"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"instir evaluate: {tmp_path / 'nope.trec'}: run file not found\n"
+
+
+def test_a_real_process_shows_the_traceback_with_instir_debug(tmp_path):
+    done = instir_process("evaluate", "--benchmark", "instructir-sample", "--run", str(tmp_path / "nope.trec"),
+                          INSTIR_DEBUG="1")
+    assert done.returncode == 2 and "Traceback" in done.stderr and "FormatError" in done.stderr
+
+
+def test_a_real_process_keeps_the_traceback_of_a_bug(tmp_path):
+    code = ("import sys, instir.benchmarks.commands as c\n"
+            "def broken(args): raise RuntimeError('a bug')\n"
+            "c.summary_command = broken\n"
+            "from instir.cli import main\nsys.exit(main(['summary']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" in done.stderr and "RuntimeError: a bug" in done.stderr
