@@ -53,16 +53,22 @@ def bundled_model_path() -> str:
 
 
 def model_fingerprint(model: SentenceTransformer) -> str:
-    """SHA-256 identifying a loaded model's behaviour: its module stack and settings, its
-    tokenizer (vocabulary, normaliser, special tokens), and every parameter's name, shape,
-    dtype and an evenly strided sample of up to 4,096 of its values (cheap even for 7B
-    models, and any fine-tuning changes it)."""
+    """SHA-256 identifying a loaded sentence-transformers model's behaviour: its module stack
+    and settings, its tokenizer and a sample of its weights (see :func:`weights_fingerprint`)."""
+    settings = f"|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}"
+    return weights_fingerprint(model, getattr(model, "tokenizer", None), settings)
+
+
+def weights_fingerprint(module: torch.nn.Module, tokenizer=None, settings: str = "") -> str:
+    """SHA-256 over a torch module's structure (``repr``), ``settings``, its tokenizer
+    (vocabulary, normaliser, special tokens) and every parameter's name, shape, dtype and an
+    evenly strided sample of up to 4,096 of its values (cheap even for 7B models, and any
+    fine-tuning changes it)."""
     import torch
 
     h = hashlib.sha256()
-    h.update(repr(model).encode())
-    h.update(f"|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}".encode())
-    tokenizer = getattr(model, "tokenizer", None)
+    h.update(repr(module).encode())
+    h.update(settings.encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:  # without its truncation/padding state, which every encode call resets
         spec = json.loads(backend.to_str())
@@ -70,7 +76,7 @@ def model_fingerprint(model: SentenceTransformer) -> str:
         spec.pop("padding", None)
         h.update(json.dumps(spec, sort_keys=True).encode())
     with torch.no_grad():
-        for name, tensor in model.state_dict().items():
+        for name, tensor in module.state_dict().items():
             h.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
             flat = tensor.reshape(-1)
             step = max(1, flat.numel() // 4096)
@@ -358,22 +364,34 @@ class DenseRetriever:
         """Top-``k`` documents for every query of ``benchmark``; documents whose id equals
         the query id are dropped (as the official code does) without shortening the list."""
         subset = _benchmark_subset(benchmark)
-        qids = list(benchmark.queries)
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs = self.embed_corpus(benchmark.corpus, template, subset)
-        doc_ids = np.asarray(benchmark.corpus.ids(), dtype=object)
-        has_self = not benchmark.corpus.id_set().isdisjoint(qids)
-        scores, indices = exact_top_k(queries.matrix, docs.matrix, k + int(has_self), self.similarity,
-                                      normalize=self._normalizes(), device=str(self.model.device),
-                                      progress=self.progress)
-        not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
-        keep = not_self & (np.cumsum(not_self, axis=1) <= k)
-        meta = {
-            "retriever": {"name": self.name, "family": self.family, "params": self.params()},
-            "template": template.name,
-            "self_hits_dropped": int((~not_self).sum()),
-            "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
-                           "query_cache": str(queries.path), "document_cache": str(docs.path),
-                           "document_cache_key": docs.key},
-        }
-        return Run.from_arrays(qids, doc_ids, indices, scores, meta, keep=keep)
+        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
+                "template": template.name}
+        return search_embeddings(benchmark, queries, docs, benchmark.corpus.ids(), k, self.similarity,
+                                 normalize=self._normalizes(), device=str(self.model.device), progress=self.progress,
+                                 meta=meta)
+
+
+def search_embeddings(benchmark: Benchmark, queries: Embeddings, docs: Embeddings, doc_ids: Sequence[str], k: int,
+                      similarity: str, *, normalize: bool = False, device: str | None = None, progress: bool = False,
+                      meta: dict | None = None) -> Run:
+    """The top-``k`` run of cached query embeddings (rows in ``benchmark.queries`` order)
+    against document embeddings (rows in ``doc_ids`` order) by exact search; a document
+    whose id equals the query id is dropped without shortening the list. ``meta`` gains
+    ``self_hits_dropped`` and the cache facts (``embeddings``)."""
+    qids = list(benchmark.queries)
+    doc_ids = np.asarray(doc_ids, dtype=object)
+    has_self = not benchmark.corpus.id_set().isdisjoint(qids)
+    scores, indices = exact_top_k(queries.matrix, docs.matrix, k + int(has_self), similarity, normalize=normalize,
+                                  device=device, progress=progress)
+    not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
+    keep = not_self & (np.cumsum(not_self, axis=1) <= k)
+    meta = {
+        **(meta or {}),
+        "self_hits_dropped": int((~not_self).sum()),
+        "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
+                       "query_cache": str(queries.path), "document_cache": str(docs.path),
+                       "document_cache_key": docs.key},
+    }
+    return Run.from_arrays(qids, doc_ids, indices, scores, meta, keep=keep)
