@@ -126,11 +126,12 @@ class DecoderRetriever:
         tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
         tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = self.padding_side
-        if self.base_model:
+        if self.base_model:  # merged in float32, then cast, as both papers' code does
             from peft import PeftModel
 
-            base = AutoModel.from_pretrained(self.base_model, dtype=dtype)
+            base = AutoModel.from_pretrained(self.base_model, dtype=torch.float32)
             model = PeftModel.from_pretrained(base, self.model_id, revision=self.revision or None).merge_and_unload()
+            model = model.to(dtype)
         else:
             model = AutoModel.from_pretrained(self.model_id, revision=self.revision or None, dtype=dtype)
         model.eval()
