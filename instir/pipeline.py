@@ -50,6 +50,7 @@ ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CLI_PARAMETERS = {
     "benchmark": "benchmarks",
     "retrievers": "retrievers",
+    "systems": "systems",
     "judge": "judge_backend",
     "out": "out_dir",
 }
@@ -305,6 +306,8 @@ def register(subparsers) -> None:
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
                    help="benchmarks to report on (e.g. instructir-sample ifir-sample); default: the notebooks' own")
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
+    p.add_argument("--systems", nargs="+", metavar="CARD",
+                   help="system cards to run as well, by name (see `instir systems`; default: none)")
     p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
     p.add_argument("--out", type=Path, default=None,
                    help="report folder (default: reports/<UTC date-time>)")
