@@ -3,6 +3,7 @@
 small IFIR-shaped benchmark whose words the tokenizer knows."""
 
 import pytest
+from tiny_models import build_tiny_bert, build_tiny_llama
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 
@@ -43,53 +44,10 @@ def benchmark():
 def tiny_llama(tmp_path_factory):
     """``(base_dir, adapter_dir)``: a tiny random Llama (+ its tokenizer) and a random LoRA adapter
     (init_lora_weights=False, so merging changes the outputs) whose config names the base."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import AutoModel, LlamaConfig, LlamaModel, PreTrainedTokenizerFast
-
-    root = tmp_path_factory.mktemp("tiny-llama")
-    base_dir, adapter_dir = root / "base", root / "adapter"
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    for word in _words():
-        vocab.setdefault(word, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   padding_side="right")
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    LlamaModel(config).save_pretrained(base_dir)
-    fast.save_pretrained(base_dir)
-    base = AutoModel.from_pretrained(base_dir)
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                      init_lora_weights=False)
-    get_peft_model(base, lora).save_pretrained(adapter_dir)
-    return base_dir, adapter_dir
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), _words())
 
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory):
     """A tiny random BERT (+ a word-level tokenizer with [CLS]/[SEP]/[PAD]) saved to a folder."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny-bert")
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
-    for word in _words():
-        vocab.setdefault(word, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
-                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
-                                   unk_token="[UNK]", model_max_length=512)
-    torch.manual_seed(1)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, max_position_embeddings=512), add_pooling_layer=False).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), _words())
