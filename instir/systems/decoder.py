@@ -72,7 +72,9 @@ class DecoderRetriever:
     """Dense retrieval with a decoder LLM embedder (see the module docstring).
 
     ``model`` is a LoRA adapter (id or path) when ``base_model`` is given, else full
-    weights. ``tokenizer`` defaults to the base model's (else the model's).
+    weights. ``tokenizer`` defaults to the base model's (else the model's). ``device``
+    defaults to CUDA when available. ``forward_calls`` counts model forward passes (a warm
+    rerun makes none).
     """
 
     def __init__(self, model: str, *, base_model: str = "", revision: str = "", tokenizer: str = "",
@@ -134,9 +136,7 @@ class DecoderRetriever:
             model = model.to(dtype)
         else:
             model = AutoModel.from_pretrained(self.model_id, revision=self.revision or None, dtype=dtype)
-        model.eval()
-        if self.device:
-            model.to(self.device)
+        model.eval().to(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self._model, self._tokenizer = model, tokenizer
         settings = (f"|pooling={self.pooling}|padding_side={self.padding_side}|pad_to={self.pad_to_multiple_of}"
                     f"|eos={tokenizer.eos_token_id}")

@@ -44,6 +44,12 @@ PIP_HINTS = {
     "gritlm": "pip install gritlm",
 }
 
+#: why an adapter a card may name is not in :data:`FACTORIES` (shown by :func:`system_status`)
+NOT_BUILT = {
+    "gritlm": "needs a GritLM adapter (gritlm.GritLM.encode, instruction tokens left out of the mean pooling; "
+              "pip install gritlm), not in this build",
+}
+
 #: adapters whose card ``model`` is an API model name, not downloadable weights
 API_ADAPTERS = ("openai-embeddings",)
 
@@ -161,7 +167,7 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
     from instir.retrieval import BUNDLED_MODEL_ID
 
     if card.adapter not in FACTORIES:
-        return False, f"adapter {card.adapter!r} not available in this build"
+        return False, NOT_BUILT.get(card.adapter, f"adapter {card.adapter!r} not available in this build")
     missing = missing_requirements(card)
     if missing:
         return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"

@@ -81,7 +81,14 @@ def test_a_missing_optional_package_names_the_card_and_the_install(monkeypatch):
 def test_an_adapter_outside_this_build_is_refused_and_reported():
     with pytest.raises(NotImplementedError, match="adapter 'gritlm' is not available in this build"):
         build_system("GritLM-7B")
-    assert system_status(get_card("GritLM-7B")) == (False, "adapter 'gritlm' not available in this build")
+    assert system_status(get_card("GritLM-7B"))[1].startswith("needs a GritLM adapter")
+    assert system_status(get_card("monoT5-base")) == (False, "adapter 'monot5' not available in this build")
+
+
+def test_sentence_transformers_card_sets_the_padding_side(tmp_path):
+    card = dataclasses.replace(MINILM, params={"padding_side": "left"})
+    system = build_system(card, cards=_cards(card), cache_dir=tmp_path, progress=False)
+    assert system.inner.model.tokenizer.padding_side == "left"
 
 
 def test_status_sees_local_weights_and_api_keys(tiny_bert, monkeypatch):
