@@ -55,7 +55,15 @@ def _retrieve(args: argparse.Namespace) -> int:
     else:
         retriever = make_retriever(args.retriever, args.model)
     benchmark = benchmark_from_args(args)
-    run = retrieve(benchmark, retriever, template=args.template, k=args.k, out_dir=args.out)
+    try:
+        run = retrieve(benchmark, retriever, template=args.template, k=args.k, out_dir=args.out)
+    except OSError as err:  # weights neither cached nor downloadable
+        if args.system is None:
+            raise
+        from instir.systems import system_status
+
+        _, why = system_status(card, cards)
+        raise SystemExit(f"system {card.name!r} cannot load its model: {why or err}") from None
     state = "reused" if run.meta.get("reused") else f"written in {run.meta['wall_time_s']:.1f} s"
     print(f"{benchmark.label}: {run.df['qid'].nunique()} queries, {len(run)} rows, "
           f"template {run.meta['template']['name']} ({state})")

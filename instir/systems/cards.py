@@ -206,7 +206,10 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
     built-in one); hybrid components and reranker first stages must name existing cards.
     """
     sources = [(Path("instir/systems/cards") / name, text) for name, text in builtin_card_files()]
-    sources += [(Path(p), Path(p).read_text(encoding="utf-8")) for p in paths]
+    for p in paths:
+        if not Path(p).is_file():
+            raise FormatError(p, None, None, "no such card file")
+        sources.append((Path(p), Path(p).read_text(encoding="utf-8")))
     cards: dict[str, SystemCard] = {}
     origin: dict[str, Path] = {}
     for path, text in sources:

@@ -89,3 +89,8 @@ def test_to_dict_is_plain_json():
 
     card = get_card("GTR-XL + BM25 (hybrid)")
     assert json.loads(json.dumps(card.to_dict()))["params"]["weights"] == [1.0, 0.3]
+
+
+def test_a_missing_card_file_is_one_clear_error(tmp_path):
+    with pytest.raises(FormatError, match="no such card file"):
+        load_cards([tmp_path / "nope.toml"])
