@@ -221,7 +221,8 @@ class DecoderRetriever:
                                 label=self.name, desc="encoding queries")
 
     def _doc_view(self, corpus: Corpus) -> tuple[_OrderedTexts, list[str]]:
-        """The corpus as ``[title, text]`` items in encoding order, and the doc ids in that order."""
+        """The corpus as ``[title, text]`` items in encoding order, and the doc ids in that order
+        (``length-desc`` holds the corpus texts in memory to sort them, as BEIR does)."""
         if not self.doc_order:
             return _OrderedTexts(corpus, None, None), corpus.ids()
         items, ids = [], []
