@@ -51,7 +51,6 @@ ADAPTER_KINDS = {
     "hf-mean-pool": "retriever",
     "peft-decoder": "retriever",
     "gritlm": "retriever",
-    "nv-embed": "retriever",
     "openai-embeddings": "retriever",
     "colbert-late": "retriever",
     "monot5": "reranker",
