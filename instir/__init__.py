@@ -22,6 +22,9 @@ _EXPORTS = {
     "retrieve": "instir.retrieval", "make_retriever": "instir.retrieval", "system_name": "instir.retrieval",
     "BM25Retriever": "instir.retrieval.lexical", "DenseRetriever": "instir.retrieval.dense",
     "rrf": "instir.retrieval.fusion",
+    # paper systems (cards and the adapters that build them)
+    "SystemCard": "instir.systems", "load_cards": "instir.systems", "get_card": "instir.systems",
+    "build_system": "instir.systems",
     # metrics
     "evaluate_runs": "instir.metrics", "compare": "instir.metrics",
     # judge

@@ -51,6 +51,7 @@ SECRET_NAME = re.compile(
 CLI_PARAMETERS = {
     "benchmark": "benchmarks",
     "retrievers": "retrievers",
+    "systems": "systems",
     "judge": "judge_backend",
     "out": "out_dir",
 }
@@ -508,6 +509,8 @@ def register(subparsers) -> None:
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
                    help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); default: the notebooks' own")
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
+    p.add_argument("--systems", nargs="+", metavar="CARD",
+                   help="system cards to run as well, by name (see `instir systems`; default: none)")
     p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
     p.add_argument("--out", type=Path, default=None,
                    help="report folder (default: reports/<UTC date-time>)")

@@ -20,7 +20,7 @@ from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_
 
 __all__ = ["BUNDLED_MODEL_ID", "RETRIEVER_KINDS", "Retriever", "Run", "RunIdCheck", "as_run", "check_run_ids",
            "drop_self_hits", "make_retriever", "read_run", "retrieve", "retriever_family", "run_is_complete", "run_key",
-           "run_path", "system_name", "write_run"]
+           "run_path", "system_name", "template_for", "write_run"]
 
 #: The retriever kinds :func:`make_retriever` builds.
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
@@ -126,22 +126,35 @@ def run_path(out_dir: str | Path, key: dict) -> Path:
     return Path(out_dir) / ("__".join(_slug(p) for p in parts) + f"__k{key['k']}-{digest}.trec")
 
 
+def template_for(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None) -> Template:
+    """The template a run of ``retriever`` on ``benchmark`` uses: ``template`` (name or
+    object) when given, else the template of the retriever's system card (a retriever from
+    :func:`instir.systems.build_system` carries ``card``), else the authors' template for the
+    retriever's family on this benchmark (query-first for InstructIR's order-sensitivity setting)."""
+    card = getattr(retriever, "card", None)
+    if template is None and card is not None and card.template:
+        template = card.template
+    if isinstance(template, str):
+        return get_template(template)
+    if template is None:
+        return default_template(retriever_family(retriever), benchmark.name,
+                                query_order=benchmark.meta.get("query_order"))
+    return template
+
+
 def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None, k: int = 100,
              out_dir: str | Path | None = None) -> Run:
     """Run ``retriever`` on ``benchmark`` and return the top-``k`` run without self-hits.
 
-    ``template`` defaults to the authors' template for the retriever's family on this
-    benchmark (query-first for InstructIR's order-sensitivity setting). With ``out_dir`` the
-    run and its sidecar are written there, and a complete run with the same key is read
-    back instead of searching again. ``k`` below 1 is refused (a run of nothing is no result).
+    ``template`` defaults as :func:`template_for` says. With ``out_dir`` the run and its
+    sidecar are written there, and a complete run with the same key is read back instead of
+    searching again. A system's full card is recorded as ``meta["system"]``. ``k`` below 1 is
+    refused (a run of nothing is no result).
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
-    if isinstance(template, str):
-        template = get_template(template)
-    if template is None:
-        template = default_template(retriever_family(retriever), benchmark.name,
-                                    query_order=benchmark.meta.get("query_order"))
+    card = getattr(retriever, "card", None)
+    template = template_for(benchmark, retriever, template)
     key = run_key(benchmark, retriever, template, k)
     path = run_path(out_dir, key) if out_dir is not None else None
     existing = read_sidecar(path) if path is not None else None
@@ -164,6 +177,8 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
         "search": found.meta,
         "key": key,
     }
+    if card is not None:
+        run.meta["system"] = card.to_dict()
     if path is not None:
         write_run(run, path)
         run.meta["path"] = str(path)

@@ -1,5 +1,6 @@
-"""``instir retrieve``: write a run + sidecar for a benchmark and retriever (reusing a
-complete run made from the same inputs). Heavy modules are imported inside the handler."""
+"""``instir retrieve``: write a run + sidecar for a benchmark and a retriever or a named
+system card (reusing a complete run made from the same inputs); ``instir systems``: list
+the cards and whether each can run here. Heavy modules are imported inside the handlers."""
 
 from __future__ import annotations
 
@@ -7,22 +8,37 @@ import argparse
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
 from instir.cli import output_folder, positive_int
+from instir.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``retrieve`` subcommand."""
-    p = subparsers.add_parser("retrieve", help="retrieve with BM25, a dense model or a hybrid; write TREC runs",
+    """Add the ``retrieve`` and ``systems`` subcommands."""
+    p = subparsers.add_parser("retrieve", help="retrieve with BM25, a dense model, a hybrid or a named system; "
+                                               "write TREC runs",
                               description="Write a TREC run and its JSON sidecar under --out; running it again "
                                           "with the same inputs reuses the existing run.")
     add_benchmark_arguments(p)
-    p.add_argument("--retriever", required=True, choices=("bm25", "dense", "hybrid"))
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--retriever", choices=("bm25", "dense", "hybrid"))
+    which.add_argument("--system", help="a system card name (see `instir systems`), e.g. 'Promptriever-7B'")
     p.add_argument("--model", default=None,
                    help="sentence-transformers model id or path for dense/hybrid (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--cards", action="append", default=[], metavar="FILE",
+                   help="extra system card file (TOML/YAML); may be repeated")
     p.add_argument("--template", default=None,
-                   help="query/document template name (default: the authors' template for the model family)")
+                   help="query/document template name (default: the system card's, else the authors' template "
+                        "for the model family)")
     p.add_argument("--k", type=positive_int, default=100, help="documents per query (default: 100)")
     p.add_argument("--out", required=True, help="output directory for runs")
     p.set_defaults(handler=_retrieve)
+
+    s = subparsers.add_parser("systems", help="list the system cards and whether each can run here",
+                              description="Every built-in card (one per paper row) and the cards of --cards files, "
+                                          "with whether it can run on this machine and why not.")
+    s.add_argument("--cards", action="append", default=[], metavar="FILE",
+                   help="extra system card file (TOML/YAML); may be repeated")
+    s.add_argument("--paper", choices=("instructir", "ifir", "user"), default=None, help="only this paper's cards")
+    s.set_defaults(handler=_systems)
 
 
 def _retrieve(args: argparse.Namespace) -> int:
@@ -30,12 +46,46 @@ def _retrieve(args: argparse.Namespace) -> int:
     from instir.retrieval import make_retriever, retrieve
 
     template = get_template(args.template) if args.template else None  # a bad name fails before any loading
-    retriever = make_retriever(args.retriever, args.model)
+    card = None
+    if args.system is not None:
+        if args.model is not None:
+            raise UsageError("--model applies to --retriever dense/hybrid; a system card names its own model")
+        from instir.systems import build_system, get_card, load_cards
+
+        cards = load_cards(args.cards)
+        card = get_card(args.system, cards)
+        if card.kind != "retriever":
+            raise UsageError(f"system {card.name!r} is a {card.kind}; it reranks a run (instir rerank) instead "
+                             "of retrieving")
+        retriever = build_system(card, cards=cards)
+    else:
+        retriever = make_retriever(args.retriever, args.model)
     benchmark = benchmark_from_args(args)
     output_folder(args.out)  # before the retrieval, after the benchmark is found
-    run = retrieve(benchmark, retriever, template=template, k=args.k, out_dir=args.out)
+    try:
+        run = retrieve(benchmark, retriever, template=template, k=args.k, out_dir=args.out)
+    except OSError as err:  # weights neither cached nor downloadable
+        if card is None:
+            raise
+        from instir.systems import system_status
+
+        _, why = system_status(card, cards)
+        raise UsageError(f"system {card.name!r} cannot load its model: {why or err}") from None
     state = "reused" if run.meta.get("reused") else f"written in {run.meta['wall_time_s']:.1f} s"
     print(f"{benchmark.label}: {run.df['qid'].nunique()} queries, {len(run)} rows, "
           f"template {run.meta['template']['name']} ({state})")
     print(run.meta["path"])
+    return 0
+
+
+def _systems(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from instir.systems.coverage import systems_table
+
+    table = systems_table(args.cards)
+    if args.paper:
+        table = table[table["paper"] == args.paper]
+    print(tabulate(table[["name", "paper", "kind", "adapter", "model", "runnable", "reason"]],
+                   headers="keys", tablefmt="simple", showindex=False))
     return 0

@@ -53,16 +53,22 @@ def bundled_model_path() -> str:
 
 
 def model_fingerprint(model: SentenceTransformer) -> str:
-    """SHA-256 identifying a loaded model's behaviour: its module stack and settings, its
-    tokenizer (vocabulary, normaliser, special tokens), and every parameter's name, shape,
-    dtype and an evenly strided sample of up to 4,096 of its values (cheap even for 7B
-    models, and any fine-tuning changes it)."""
+    """SHA-256 identifying a loaded sentence-transformers model's behaviour: its module stack
+    and settings, its tokenizer and a sample of its weights (see :func:`weights_fingerprint`)."""
+    settings = f"|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}"
+    return weights_fingerprint(model, getattr(model, "tokenizer", None), settings)
+
+
+def weights_fingerprint(module: torch.nn.Module, tokenizer=None, settings: str = "") -> str:
+    """SHA-256 over a torch module's structure (``repr``), ``settings``, its tokenizer
+    (vocabulary, normaliser, special tokens) and every parameter's name, shape, dtype and an
+    evenly strided sample of up to 4,096 of its values (cheap even for 7B models, and any
+    fine-tuning changes it)."""
     import torch
 
     h = hashlib.sha256()
-    h.update(repr(model).encode())
-    h.update(f"|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}".encode())
-    tokenizer = getattr(model, "tokenizer", None)
+    h.update(repr(module).encode())
+    h.update(settings.encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:  # without its truncation/padding state, which every encode call resets
         spec = json.loads(backend.to_str())
@@ -70,7 +76,7 @@ def model_fingerprint(model: SentenceTransformer) -> str:
         spec.pop("padding", None)
         h.update(json.dumps(spec, sort_keys=True).encode())
     with torch.no_grad():
-        for name, tensor in model.state_dict().items():
+        for name, tensor in module.state_dict().items():
             h.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
             flat = tensor.reshape(-1)
             step = max(1, flat.numel() // 4096)
@@ -140,14 +146,15 @@ def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str =
     return best_vals.numpy(), best_idx.numpy()
 
 
-def rank_by_embeddings(benchmark: Benchmark, qids: Sequence[str], queries: np.ndarray, docs: np.ndarray, k: int,
-                       similarity: str, meta: dict, *, normalize: bool = False, device: str | None = None,
-                       progress: bool = False) -> Run:
-    """The top-``k`` run of query vectors (rows in ``qids`` order) against the corpus's document
-    vectors (rows in corpus order) by :func:`exact_top_k`; documents whose id equals the query
-    id are dropped (as the official code does) without shortening the list, and counted in
-    ``meta["self_hits_dropped"]``."""
-    doc_ids = np.asarray(benchmark.corpus.ids(), dtype=object)
+def rank_by_embeddings(benchmark: Benchmark, queries: np.ndarray, docs: np.ndarray, k: int, similarity: str,
+                       meta: dict, *, doc_ids: Sequence[str] | None = None, normalize: bool = False,
+                       device: str | None = None, progress: bool = False) -> Run:
+    """The top-``k`` run of query vectors (rows in ``benchmark.queries`` order) against document
+    vectors (rows in ``doc_ids`` order, default the corpus order) by :func:`exact_top_k`;
+    documents whose id equals the query id are dropped (as the official code does) without
+    shortening the list, and counted in ``meta["self_hits_dropped"]``."""
+    qids = list(benchmark.queries)
+    doc_ids = np.asarray(benchmark.corpus.ids() if doc_ids is None else doc_ids, dtype=object)
     has_self = not benchmark.corpus.id_set().isdisjoint(qids)
     scores, indices = exact_top_k(queries, docs, k + int(has_self), similarity, normalize=normalize,
                                   device=device, progress=progress)
@@ -155,6 +162,13 @@ def rank_by_embeddings(benchmark: Benchmark, qids: Sequence[str], queries: np.nd
     keep = not_self & (np.cumsum(not_self, axis=1) <= k)
     return Run.from_arrays(qids, doc_ids, indices, scores, {**meta, "self_hits_dropped": int((~not_self).sum())},
                            keep=keep)
+
+
+def cache_facts(queries: Embeddings, docs: Embeddings) -> dict:
+    """What a run's sidecar records about its embeddings: how many inputs this search encoded
+    (0 on a cache hit) and where the cached matrices are."""
+    return {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
+            "query_cache": str(queries.path), "document_cache": str(docs.path), "document_cache_key": docs.key}
 
 
 class _CorpusTexts:
@@ -375,15 +389,9 @@ class DenseRetriever:
         """Top-``k`` documents for every query of ``benchmark``; documents whose id equals
         the query id are dropped (as the official code does) without shortening the list."""
         subset = _benchmark_subset(benchmark)
-        qids = list(benchmark.queries)
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs = self.embed_corpus(benchmark.corpus, template, subset)
-        meta = {
-            "retriever": {"name": self.name, "family": self.family, "params": self.params()},
-            "template": template.name,
-            "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
-                           "query_cache": str(queries.path), "document_cache": str(docs.path),
-                           "document_cache_key": docs.key},
-        }
-        return rank_by_embeddings(benchmark, qids, queries.matrix, docs.matrix, k, self.similarity, meta,
+        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
+                "template": template.name, "embeddings": cache_facts(queries, docs)}
+        return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta,
                                   normalize=self._normalizes(), device=str(self.model.device), progress=self.progress)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
+from instir.cli import positive_int
+from instir.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     who.add_argument("--reranker", choices=("monot5", "cross-encoder", "llm-ptrue"),
                      help="reranker kind, with --model")
     p.add_argument("--model", default=None, help="model id or local path (with --reranker)")
-    p.add_argument("--depth", type=int, default=100, help="documents rescored per query (default: 100)")
-    p.add_argument("--batch-size", type=int, default=64, help="inputs per model call (default: 64, as the authors)")
+    p.add_argument("--depth", type=positive_int, default=100, help="documents rescored per query (default: 100)")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="inputs per model call (default: 64, as the authors)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
                    help="model dtype (default: the authors' for that model)")
     p.add_argument("--query-split", default="authors", choices=("authors", "fields"),
@@ -42,11 +44,11 @@ def _rerank(args: argparse.Namespace) -> int:
         options["dtype"] = args.dtype
     if args.system:
         if args.model:
-            raise SystemExit("instir rerank: --model goes with --reranker, not --system")
+            raise UsageError("--model goes with --reranker, not --system")
         reranker = reranker_from_name(args.system, **options)
     else:
         if not args.model:
-            raise SystemExit("instir rerank: --reranker needs --model (a model id or local path)")
+            raise UsageError("--reranker needs --model (a model id or local path)")
         reranker = make_reranker(args.reranker, args.model, **options)
     benchmark = benchmark_from_args(args)
     run = rerank(args.run, benchmark, reranker, depth=args.depth, out_dir=args.out, cache=args.cache,

@@ -40,7 +40,7 @@ from instir.benchmarks.types import Benchmark, Doc
 from instir.formatting import Template
 from instir.http_retry import ERROR_BODY_CHARS, RequestFailed, RetryPolicy, post_with_retries
 from instir.progress import tqdm
-from instir.retrieval.dense import _benchmark_subset, _CorpusTexts, rank_by_embeddings
+from instir.retrieval.dense import _benchmark_subset, _CorpusTexts, cache_facts, rank_by_embeddings
 from instir.retrieval.embedding_cache import EmbeddingCache
 from instir.retrieval.runs import Run
 from instir.secrets import mask_secret
@@ -256,8 +256,6 @@ class OpenAIEmbeddingsRetriever:
                                 desc="embedding corpus")
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
                 "template": template.name,
-                "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
-                               "query_cache": str(queries.path), "document_cache": str(docs.path),
-                               "document_cache_key": docs.key, "requests": self.client.requests}}
-        return rank_by_embeddings(benchmark, list(benchmark.queries), queries.matrix, docs.matrix, k,
-                                  self.similarity, meta, progress=self.progress)
+                "embeddings": {**cache_facts(queries, docs), "requests": self.client.requests}}
+        return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta,
+                                  progress=self.progress)

@@ -1,10 +1,15 @@
-"""Fixtures for the systems tests: the toy benchmark of the retrieval tests, and llama.cpp's
-OpenAI-compatible server answering ``/v1/embeddings`` with mean-pooled SmolLM2 vectors."""
+"""Fixtures for the systems tests: the toy benchmark of the retrieval tests; llama.cpp's
+OpenAI-compatible server answering ``/v1/embeddings`` with mean-pooled SmolLM2 vectors; tiny
+models built at test time (a random-initialised Llama with a word-level tokenizer and a random
+LoRA adapter saved with peft; a tiny BERT) and a small IFIR-shaped benchmark whose words the
+tokenizer knows."""
 
 import importlib.util
 
 import pytest
+from tiny_models import build_tiny_bert, build_tiny_llama
 
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from tests.llama_server import llama_server
 from tests.retrieval.conftest import toy_benchmark  # noqa: F401
 
@@ -42,3 +47,49 @@ def llama_embedding_server(smollm2_gguf_path, tmp_path_factory):
     with llama_server(["-c", MEAN_POOLED_SERVER, "--model", str(smollm2_gguf_path), "--embedding", "true",
                        "--n_ctx", "512"], log) as url:
         yield url
+
+
+DOCS = [
+    Doc("d1", "saffron threads colour paella and risotto golden", "Saffron"),
+    Doc("d2", "farmers harvest crocus flowers by hand each autumn"),
+    Doc("d3", "keep the wine cabinet away from the oven and sunlight and heat and direct light of the sun", "Wine"),
+    Doc("d4", "a sommelier stores wine cool"),
+    Doc("d5", "markets closed higher"),
+    Doc("d6", "magma rises through the crust when volcanoes erupt and the ground shakes"),
+]
+QUERIES = {
+    "q1": Query("q1", "what is saffron", "I cook paella", subset="fiqa"),
+    "q2": Query("q2", "what is saffron", "I harvest crocus flowers by hand in autumn", subset="fiqa"),
+    "q3": Query("q3", "wine cabinet", "where should it stand", subset="fiqa"),
+    "q4": Query("q4", "wine cabinet", "", subset="fiqa"),
+    "q5": Query("q5", "volcanoes", "why do they erupt and when does the ground shake", subset="fiqa"),
+}
+
+
+def _words() -> list[str]:
+    from tokenizers.pre_tokenizers import Whitespace
+
+    texts = [d.title + " " + d.text for d in DOCS] + [q.query + " " + q.instruction for q in QUERIES.values()]
+    texts += ["query: passage: [SEP] Instruct: Query:"]
+    ws = Whitespace()
+    return sorted({w for t in texts for w, _ in ws.pre_tokenize_str(t)})
+
+
+@pytest.fixture
+def benchmark():
+    """A five-query, six-document IFIR-shaped benchmark."""
+    return Benchmark("ifir-toy/fiqa", "hand-made", "local", "instructed", Corpus.from_docs(DOCS), dict(QUERIES),
+                     {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d3": 1}, "q5": {"d6": 1}})
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    """``(base_dir, adapter_dir)``: a tiny random Llama (+ its tokenizer) and a random LoRA adapter
+    (init_lora_weights=False, so merging changes the outputs) whose config names the base."""
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), _words())
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A tiny random BERT (+ a word-level tokenizer with [CLS]/[SEP]/[PAD]) saved to a folder."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), _words())

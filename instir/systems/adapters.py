@@ -1,0 +1,119 @@
+"""Adapters that build the kit's existing retrievers from a :class:`~instir.systems.cards.SystemCard`:
+``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``hybrid``
+(:class:`~instir.retrieval.fusion.HybridRetriever` of two other cards), ``sentence-transformers``
+and ``hf-mean-pool`` (:class:`~instir.retrieval.dense.DenseRetriever`; the latter assembles a
+plain ``AutoModel`` + masked mean pooling, IFIR's ``Contriever``/``ColBERT`` classes and
+InstructIR's ``BertRetriever``, from sentence-transformers modules)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from instir.systems.cards import SystemCard
+
+_BM25_KEYS = ("k1", "b", "method", "stemmer", "stopwords")
+
+
+def bm25_from_card(card: SystemCard, **_: object):
+    """BM25 with the card's params (k1, b, method, stemmer, stopwords; missing ones take the
+    benchmark's defaults)."""
+    from instir.retrieval.lexical import BM25Retriever
+
+    unknown = set(card.params) - set(_BM25_KEYS)
+    if unknown:
+        raise ValueError(f"system {card.name!r}: unknown BM25 params {sorted(unknown)}; known: {', '.join(_BM25_KEYS)}")
+    kwargs = {key: card.params[key] for key in _BM25_KEYS if key in card.params}
+    return BM25Retriever(**kwargs)
+
+
+def hybrid_from_card(card: SystemCard, *, cards: Mapping[str, SystemCard], **options):
+    """IFIR's hybrid: the cards named by params ``dense`` and ``lexical``, fused by RRF with
+    params ``weights`` (dense, lexical) and ``rrf_k``."""
+    from instir.retrieval.fusion import IFIR_RRF_K, IFIR_WEIGHTS, HybridRetriever
+    from instir.systems.cards import get_card
+    from instir.systems.registry import build_system
+
+    dense = build_system(get_card(card.params["dense"], cards), cards=cards, **options)
+    lexical = build_system(get_card(card.params["lexical"], cards), cards=cards, **options)
+    return HybridRetriever(dense, lexical, weights=tuple(card.params.get("weights", IFIR_WEIGHTS)),
+                           rrf_k=int(card.params.get("rrf_k", IFIR_RRF_K)))
+
+
+def _single_max_length(card: SystemCard) -> int | None:
+    """The one max length a sentence-transformers model takes (query and doc must agree)."""
+    q, d = card.query_max_length, card.doc_max_length
+    if q is not None and d is not None and q != d:
+        raise ValueError(f"system {card.name!r}: a sentence-transformers model has one max length, "
+                         f"but the card sets query {q} and doc {d}")
+    return d if d is not None else q
+
+
+def _window_kwargs(card: SystemCard) -> dict:
+    """DenseRetriever's long-document window arguments for ``card.windowing``.
+
+    Until DenseRetriever takes ``windowing="ifir" | "clean" | None`` this maps any windowing
+    onto ``long_doc_windows=True`` (the kit's clean 512/384 windows); after that change,
+    return ``{"windowing": card.windowing or None}`` here."""
+    return {"long_doc_windows": bool(card.windowing)}
+
+
+def _model_location(model: str) -> str:
+    """The bundled MiniLM's local path for its Hugging Face id (offline); any other id as is."""
+    from instir.retrieval import BUNDLED_MODEL_ID
+    from instir.retrieval.dense import bundled_model_path
+
+    return bundled_model_path() if model == BUNDLED_MODEL_ID else model
+
+
+def _torch_dtype(card: SystemCard, device: str | None):
+    """The card's dtype on CUDA; float32 on CPU (half precision there is slow and not what
+    the authors ran; DenseRetriever records the precision used)."""
+    import torch
+
+    if not card.dtype or not (device or "").startswith("cuda"):
+        return None
+    return getattr(torch, card.dtype)
+
+
+def _dense(card: SystemCard, model, *, device: str | None, cache_dir: str | Path | None, progress: bool):
+    from instir.retrieval.dense import DenseRetriever
+
+    return DenseRetriever(model, batch_size=int(card.params.get("batch_size", 64)), max_length=_single_max_length(card),
+                          normalize=card.normalize, similarity=card.similarity or None, device=device,
+                          cache_dir=cache_dir, progress=progress, **_window_kwargs(card))
+
+
+def sentence_transformers_from_card(card: SystemCard, *, device: str | None = None,
+                                    cache_dir: str | Path | None = None, progress: bool = True, **_: object):
+    """A sentence-transformers model as the card loads it (revision, dtype on CUDA, params
+    ``trust_remote_code`` and ``padding_side``), searched by DenseRetriever."""
+    from sentence_transformers import SentenceTransformer
+
+    dtype = _torch_dtype(card, device)
+    model = SentenceTransformer(_model_location(card.model), device=device, revision=card.revision or None,
+                                trust_remote_code=bool(card.params.get("trust_remote_code", False)),
+                                model_kwargs={"dtype": dtype} if dtype is not None else None)
+    if "padding_side" in card.params:
+        model.tokenizer.padding_side = card.params["padding_side"]
+    return _dense(card, model, device=device, cache_dir=cache_dir, progress=progress)
+
+
+def hf_mean_pool_from_card(card: SystemCard, *, device: str | None = None, cache_dir: str | Path | None = None,
+                           progress: bool = True, **_: object):
+    """``AutoModel`` + masked mean pooling (one vector per input), whatever the repository's
+    own sentence-transformers config says: the card's pooling is ``mean`` by definition."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    if card.pooling not in ("", "mean"):
+        raise ValueError(f"system {card.name!r}: the hf-mean-pool adapter pools by mean, not {card.pooling!r}")
+    dtype = _torch_dtype(card, device)
+    model_kwargs = {"revision": card.revision} if card.revision else {}
+    if dtype is not None:
+        model_kwargs["dtype"] = dtype
+    transformer = Transformer(_model_location(card.model), max_seq_length=_single_max_length(card),
+                              model_kwargs=model_kwargs or None)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    return _dense(card, SentenceTransformer(modules=[transformer, pooling], device=device), device=device,
+                  cache_dir=cache_dir, progress=progress)

@@ -1,0 +1,264 @@
+"""System cards: one named, recorded recipe per paper row (data, not code branches).
+
+A :class:`SystemCard` holds everything that changes a system's numbers: the adapter that
+runs it, model id and revision, LoRA base weights, pooling, dtype, max lengths, long-document
+windows, similarity, the query/document template and adapter-specific ``params`` (BM25
+k1/b, hybrid components and weights, reranker depth, prompts), plus where in the authors'
+code the recipe comes from. The built-in cards live as TOML files under
+``instir/systems/cards/`` (one per paper); users add their own TOML or YAML files with the
+same layout::
+
+    [[card]]
+    name = "my-minilm"
+    paper = "user"
+    kind = "retriever"
+    adapter = "sentence-transformers"
+    model = "sentence-transformers/all-MiniLM-L6-v2"
+    template = "ifir"
+
+(YAML: a top-level ``card:`` list of mappings). Every problem in a card file (unknown
+adapter or template, missing or mistyped field, duplicate name) is one
+:class:`~instir.benchmarks.types.FormatError` naming the file, the card and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from instir.benchmarks.types import FormatError
+
+PAPERS = ("instructir", "ifir", "user")
+KINDS = ("retriever", "reranker")
+POOLINGS = ("mean", "cls", "last-token", "eos", "batch-last")
+DTYPES = ("float32", "float16", "bfloat16")
+WINDOWINGS = ("ifir", "clean")
+SIMILARITIES = ("cosine", "dot")
+
+#: Adapter names a card may use -> the kind of system they build. Which of them this build
+#: can construct is :data:`instir.systems.registry.FACTORIES`.
+ADAPTER_KINDS = {
+    "bm25": "retriever",
+    "hybrid": "retriever",
+    "sentence-transformers": "retriever",
+    "hf-mean-pool": "retriever",
+    "peft-decoder": "retriever",
+    "gritlm": "retriever",
+    "openai-embeddings": "retriever",
+    "colbert-late": "retriever",
+    "monot5": "reranker",
+    "cross-encoder": "reranker",
+    "llm-ptrue": "reranker",
+}
+
+
+@dataclass(frozen=True)
+class SystemCard:
+    """One system, as a paper ran it (see the module docstring).
+
+    ``pooling`` ``batch-last`` is RepLLaMA's quirk in the InstructIR code: the embedding is
+    ``last_hidden_state[:, -1]`` of the right-padded batch, a pad position for every input
+    shorter than the longest in its batch. ``variant_of`` names the paper card a kit
+    variant modifies (e.g. ``RepLLaMA-7B (fixed)``); such a card is not a paper row.
+    """
+
+    name: str
+    paper: str
+    kind: str
+    adapter: str
+    model: str = ""
+    revision: str = ""
+    base_model: str = ""
+    pooling: str = ""
+    dtype: str = ""
+    query_max_length: int | None = None
+    doc_max_length: int | None = None
+    windowing: str = ""
+    similarity: str = ""
+    normalize: bool | None = None
+    template: str = ""
+    params: Mapping = field(default_factory=dict, hash=False)
+    requires: tuple[str, ...] = ()
+    resources: Mapping = field(default_factory=dict, hash=False)
+    source: str = ""
+    variant_of: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
+        object.__setattr__(self, "requires", tuple(self.requires))
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict of every field (what a run sidecar records)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = _plain(value)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """Mapping proxies and tuples as plain dicts and lists (recursively)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+_REQUIRED = ("name", "paper", "kind", "adapter")
+_CHOICES = {"paper": PAPERS, "kind": KINDS, "pooling": POOLINGS, "dtype": DTYPES, "windowing": WINDOWINGS,
+            "similarity": SIMILARITIES}
+
+
+def _type_ok(name: str, value: Any) -> str | None:
+    """None when ``value`` fits field ``name``, else what was expected."""
+    if name in ("query_max_length", "doc_max_length"):
+        return None if isinstance(value, int) and not isinstance(value, bool) and value > 0 else "a positive integer"
+    if name == "normalize":
+        return None if isinstance(value, bool) else "true or false"
+    if name in ("params", "resources"):
+        return None if isinstance(value, Mapping) else "a table (mapping)"
+    if name == "requires":
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)
+        return None if ok else "a list of python import names"
+    return None if isinstance(value, str) else "a string"
+
+
+def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard:
+    """Build and check one card from a parsed mapping (``index``: its position in the file)."""
+    from instir.formatting import list_templates
+
+    label = f"card {data.get('name')!r}" if isinstance(data.get("name"), str) else f"card #{index + 1}"
+    known = {f.name for f in dataclasses.fields(SystemCard)}
+    for key in data:
+        if key not in known:
+            raise FormatError(path, label, str(key), f"unknown field; known: {', '.join(sorted(known))}")
+    for key in _REQUIRED:
+        if key not in data or data[key] in ("", None):
+            raise FormatError(path, label, key, "missing (required: name, paper, kind, adapter)")
+    for key, value in data.items():
+        expected = _type_ok(key, value)
+        if expected is not None:
+            raise FormatError(path, label, key, f"must be {expected}, got {value!r}")
+    for key, choices in _CHOICES.items():
+        value = data.get(key, "")
+        if value and value not in choices:
+            raise FormatError(path, label, key, f"unknown value {value!r}; use one of {', '.join(choices)}")
+    adapter = data["adapter"]
+    if adapter not in ADAPTER_KINDS:
+        raise FormatError(path, label, "adapter", f"unknown adapter {adapter!r}; known: {', '.join(ADAPTER_KINDS)}")
+    if ADAPTER_KINDS[adapter] != data["kind"]:
+        raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTER_KINDS[adapter]}, "
+                                               f"not a {data['kind']}")
+    template = data.get("template", "")
+    if template and template not in list_templates():
+        raise FormatError(path, label, "template", f"unknown template {template!r}; known: "
+                                                   f"{', '.join(list_templates())}")
+    return SystemCard(**dict(data))
+
+
+def _parse(path: Path, text: str) -> list:
+    """The list of card mappings in a TOML (``[[card]]``) or YAML (``card:``) file."""
+    if path.suffix == ".toml":
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise FormatError(path, None, None, f"not valid TOML: {err}") from None
+    elif path.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise FormatError(path, None, None, "YAML card files need PyYAML: pip install pyyaml") from None
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            raise FormatError(path, None, None, f"not valid YAML: {err}") from None
+    else:
+        raise FormatError(path, None, None, "card files end in .toml, .yaml or .yml")
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("card"), list):
+        raise FormatError(path, None, "card", "expected a list of cards ([[card]] tables in TOML, 'card:' in YAML)")
+    for i, item in enumerate(doc["card"]):
+        if not isinstance(item, Mapping):
+            raise FormatError(path, f"card #{i + 1}", None, "each card must be a table (mapping)")
+    return doc["card"]
+
+
+def builtin_card_files() -> list[tuple[str, str]]:
+    """``(name, text)`` of every built-in card file (package data, sorted by name)."""
+    folder = resources.files("instir.systems").joinpath("cards")
+    return sorted((entry.name, entry.read_text(encoding="utf-8")) for entry in folder.iterdir()
+                  if entry.name.endswith(".toml"))
+
+
+def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
+    """Built-in cards plus the cards in ``paths`` (TOML/YAML files), by name.
+
+    Names are unique case-insensitively across all files (a user card cannot shadow a
+    built-in one); hybrid components and reranker first stages must name existing cards.
+    """
+    sources = [(Path("instir/systems/cards") / name, text) for name, text in builtin_card_files()]
+    for p in paths:
+        if not Path(p).is_file():
+            raise FormatError(p, None, None, "no such card file")
+        sources.append((Path(p), Path(p).read_text(encoding="utf-8")))
+    cards: dict[str, SystemCard] = {}
+    origin: dict[str, Path] = {}
+    for path, text in sources:
+        for i, data in enumerate(_parse(path, text)):
+            card = card_from_mapping(data, path, i)
+            low = card.name.lower()
+            if low in origin:
+                raise FormatError(path, f"card {card.name!r}", "name",
+                                  f"duplicate name (already defined in {origin[low]})")
+            cards[card.name] = card
+            origin[low] = path
+    for card in cards.values():
+        _check_references(card, cards, origin[card.name.lower()])
+    return cards
+
+
+def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: Path) -> None:
+    """Cards named inside a card (hybrid parts, first stage, variant_of) must exist."""
+    names = {c.lower() for c in cards}
+    refs = [("variant_of", card.variant_of)] if card.variant_of else []
+    refs += [(f"params.{key}", card.params.get(key)) for key in ("dense", "lexical", "first_stage")
+             if key in card.params]
+    for fld, ref in refs:
+        if not isinstance(ref, str) or ref.lower() not in names:
+            raise FormatError(path, f"card {card.name!r}", fld, f"names no card: {ref!r}")
+
+
+def _base_name(name: str) -> str:
+    """``BM25 (IFIR)`` -> ``bm25``: the printed name without a trailing parenthesis."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", name).strip().lower()
+
+
+def get_card(name: str, cards: Mapping[str, SystemCard] | None = None) -> SystemCard:
+    """A card by name (case-insensitive), else by model id where only one card has it.
+
+    A name without its ``(…)`` suffix finds the one card that has it (``ColBERT`` ->
+    ``ColBERT (IFIR, mean-pooled)``); when several do (``BM25`` -> ``BM25 (IFIR)``,
+    ``BM25 (InstructIR)``) it is refused with the candidates listed.
+    """
+    cards = load_cards() if cards is None else cards
+    low = name.strip().lower()
+    for card in cards.values():
+        if card.name.lower() == low:
+            return card
+    by_model = [c for c in cards.values() if c.model.lower() == low and not c.variant_of]
+    if len(by_model) == 1:
+        return by_model[0]
+    candidates = [c.name for c in cards.values() if _base_name(c.name) == low] or [c.name for c in by_model]
+    if len(candidates) == 1:
+        return cards[candidates[0]]
+    if candidates:
+        raise KeyError(f"system {name!r} is ambiguous; use one of: {', '.join(sorted(candidates))}")
+    raise KeyError(f"unknown system {name!r}; `instir systems` lists the cards")

@@ -1,0 +1,90 @@
+"""Which paper rows the kit can reproduce: every model a paper reports -> its system card ->
+whether that card can run here (or why not) -> the reproduced value where a run exists.
+
+Paper rows and cards meet on the paper and the model key of
+:func:`instir.papers.loader.model_key` (lower-case Hugging Face id, ``bm25``,
+``openai:<model>``, ``hybrid:<dense key>+bm25``), so a card's name need not equal the
+printed one (IFIR prints ``E5-mistral-7B`` and ``E5-mistral-7b-inst`` for one model).
+Kit variants (cards with ``variant_of``) are not paper rows and are never joined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from instir.papers.loader import HYBRID_PREFIX, load_reported, model_key
+from instir.systems.cards import SystemCard, get_card, load_cards
+from instir.systems.registry import API_ADAPTERS, system_status
+
+#: the measure each benchmark family's coverage shows
+HEADLINE = {"instructir": "nDCG@10", "ifir": "nDCG@20"}
+
+
+def paper_row_key(card: SystemCard, cards: Mapping[str, SystemCard]) -> str:
+    """The model key of the paper row ``card`` reproduces."""
+    if card.adapter == "bm25":
+        return "bm25"
+    if card.adapter == "hybrid":
+        return f"{HYBRID_PREFIX}{paper_row_key(get_card(card.params['dense'], cards), cards)}+bm25"
+    if card.adapter in API_ADAPTERS:
+        return model_key(f"openai:{card.model}")
+    return model_key(card.model)
+
+
+def systems_table(paths: Iterable[str | Path] = (), cards: Mapping[str, SystemCard] | None = None) -> pd.DataFrame:
+    """One row per card (built-in and from ``paths``): name, paper, kind, adapter, model,
+    template, whether it can run here and why not, and its source in the authors' code."""
+    cards = load_cards(paths) if cards is None else cards
+    rows = []
+    for card in cards.values():
+        runnable, reason = system_status(card, cards)
+        rows.append({"name": card.name, "paper": card.paper, "kind": card.kind, "adapter": card.adapter,
+                     "model": card.model, "template": card.template, "runnable": runnable, "reason": reason,
+                     "source": card.source})
+    return pd.DataFrame(rows)
+
+
+def _reproduced(out_dir: Path | None) -> dict[str, str]:
+    """Card name -> the headline values that ``<out_dir>/metrics/metrics.csv`` holds for it
+    (instructed runs, all levels), one ``benchmark subset measure=value`` per slice."""
+    path = None if out_dir is None else Path(out_dir) / "metrics" / "metrics.csv"
+    if path is None or not path.is_file():
+        return {}
+    table = pd.read_csv(path, dtype={"level": str, "subset": str})
+    family = table["benchmark"].str.split("-|/", regex=True).str[0]
+    wanted = table[(table["level"] == "all") & (table["measure"] == family.map(HEADLINE))]
+    out: dict[str, list[str]] = {}
+    for row in wanted.itertuples(index=False):
+        subset = "" if row.subset in ("all", "", "nan") else f" {row.subset}"
+        out.setdefault(str(row.system), []).append(f"{row.benchmark}{subset} {row.measure}={row.value:.4f}")
+    return {system: "; ".join(values) for system, values in out.items()}
+
+
+def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, SystemCard] | None = None) -> pd.DataFrame:
+    """Every model row of the InstructIR and IFIR reported tables (hybrid rows separately),
+    with its card (empty when the kit has none), whether the card can run here, why not,
+    and the values reproduced for it in ``out_dir`` (runs named after the card, as notebook
+    02 names its ``systems``)."""
+    cards = load_cards() if cards is None else cards
+    by_key: dict[tuple[str, str], SystemCard] = {}
+    for card in cards.values():
+        if card.paper in HEADLINE and not card.variant_of:
+            by_key.setdefault((card.paper, paper_row_key(card, cards)), card)
+    reproduced = _reproduced(Path(out_dir) if out_dir is not None else None)
+    rows = []
+    for paper in ("instructir", "ifir"):
+        reported = load_reported(paper)
+        models = reported[reported["model"].notna() & (reported["model"].astype(str) != "")]
+        for (model, key), _ in models.groupby(["model", "model_key"], sort=False):
+            card = by_key.get((paper, key))
+            if card is None:
+                runnable, reason = False, "no system card"
+            else:
+                runnable, reason = system_status(card, cards)
+            rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
+                         "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
+                         "reproduced": reproduced.get(card.name, "") if card else ""})
+    return pd.DataFrame(rows)

@@ -1,0 +1,187 @@
+"""From a card to a running system: the adapter table, optional-dependency checks,
+:func:`build_system` and :func:`system_status` (can this card run here, and if not, why).
+
+:data:`FACTORIES` maps an adapter name to ``"module:callable"`` (a function or a
+``Class.from_card`` classmethod) that takes the card; keyword options it accepts
+(``cards``, ``device``, ``cache_dir``, ``progress``) are passed through. An adapter a card
+may name (:data:`instir.systems.cards.ADAPTER_KINDS`) but that is not in this table is
+reported as not available in this build.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from instir.benchmarks.types import Benchmark
+from instir.formatting import Template
+from instir.retrieval.runs import Run
+from instir.systems.cards import SystemCard, get_card, load_cards
+
+#: adapter name -> "module:callable" building it from a card
+FACTORIES = {
+    "bm25": "instir.systems.adapters:bm25_from_card",
+    "hybrid": "instir.systems.adapters:hybrid_from_card",
+    "sentence-transformers": "instir.systems.adapters:sentence_transformers_from_card",
+    "hf-mean-pool": "instir.systems.adapters:hf_mean_pool_from_card",
+    "peft-decoder": "instir.systems.decoder:DecoderRetriever.from_card",
+}
+
+#: python packages each adapter needs beyond the kit's main dependencies (import names)
+ADAPTER_REQUIRES = {
+    "peft-decoder": ("peft", "transformers"),
+    "gritlm": ("gritlm",),
+}
+
+#: import name -> what to ``pip install`` for it
+PIP_HINTS = {
+    "peft": "pip install 'instir[systems]'",
+    "gritlm": "pip install gritlm",
+}
+
+#: why an adapter a card may name is not in :data:`FACTORIES` (shown by :func:`system_status`)
+NOT_BUILT = {
+    "gritlm": "needs a GritLM adapter (gritlm.GritLM.encode, instruction tokens left out of the mean pooling; "
+              "pip install gritlm), not in this build",
+}
+
+#: adapters whose card ``model`` is an API model name, not downloadable weights
+API_ADAPTERS = ("openai-embeddings",)
+
+
+class MissingDependency(ImportError):
+    """An optional package a system needs is not installed (the message says what to install)."""
+
+
+def _resolve(target: str):
+    module_name, _, attr = target.partition(":")
+    obj = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def requirements(card: SystemCard) -> tuple[str, ...]:
+    """Import names the card needs: its adapter's and its own ``requires``, in order, once each."""
+    return tuple(dict.fromkeys((*ADAPTER_REQUIRES.get(card.adapter, ()), *card.requires)))
+
+
+def missing_requirements(card: SystemCard) -> list[str]:
+    """The card's required packages that are not importable here."""
+    return [name for name in requirements(card) if importlib.util.find_spec(name) is None]
+
+
+def _install_hint(package: str) -> str:
+    return PIP_HINTS.get(package, f"pip install {package}")
+
+
+def check_dependencies(card: SystemCard) -> None:
+    """Raise :class:`MissingDependency` naming the card and what to install."""
+    missing = missing_requirements(card)
+    if missing:
+        hints = "; ".join(dict.fromkeys(_install_hint(m) for m in missing))
+        raise MissingDependency(f"system {card.name!r} needs the python package(s) {', '.join(missing)}, "
+                                f"not installed here: {hints}")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
+class SystemRetriever:
+    """A retriever built from a card: searches with the adapter's retriever, is named after
+    the card (``system-<card name>``), records the full card in its params (so the run key
+    and sidecar hold it) and exposes ``card`` for :func:`instir.retrieval.retrieve`."""
+
+    def __init__(self, card: SystemCard, inner):
+        self.card, self.inner = card, inner
+        self.name = "system-" + _slug(card.name)
+        self.family = getattr(inner, "family", None) or "dense"
+
+    def params(self) -> dict:
+        """The card and the adapter retriever's own settings."""
+        return {"system": self.card.to_dict(), "retriever": {"name": self.inner.name, **self.inner.params()}}
+
+    def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
+        """The adapter retriever's search."""
+        return self.inner.search(benchmark, template, k)
+
+
+def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
+    """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked."""
+    if card.adapter not in FACTORIES:
+        raise NotImplementedError(f"system {card.name!r}: adapter {card.adapter!r} is not available in this build "
+                                  f"(available: {', '.join(FACTORIES)})")
+    check_dependencies(card)
+    factory = _resolve(FACTORIES[card.adapter])
+    accepted = inspect.signature(factory).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    kwargs = {key: value for key, value in {"cards": cards if cards is not None else load_cards(), **options}.items()
+              if takes_any or key in accepted}
+    return factory(card, **kwargs)
+
+
+def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | None = None, **options):
+    """A retriever (wrapped in :class:`SystemRetriever`) or a reranker for a card or a card name.
+
+    ``options`` (``device``, ``cache_dir``, ``progress``) go to adapters that accept them.
+    A missing optional package raises :class:`MissingDependency` naming the card and the
+    ``pip install`` that fixes it.
+    """
+    cards = load_cards() if cards is None else cards
+    if isinstance(card, str):
+        card = get_card(card, cards)
+    built = build_adapter(card, cards=cards, **options)
+    return SystemRetriever(card, built) if card.kind == "retriever" else built
+
+
+# ------------------------------------------------------------------ can it run here?
+
+def _weights_present(model: str, revision: str = "") -> bool:
+    """A local directory, or a Hugging Face cache snapshot holding the repo's config."""
+    if not model:
+        return True
+    if Path(model).expanduser().is_dir():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in ("config.json", "adapter_config.json", "modules.json"):
+        try:
+            hit = try_to_load_from_cache(model, filename, revision=revision or None)
+        except Exception:  # noqa: BLE001 - a malformed id is simply not present
+            return False
+        if isinstance(hit, str):
+            return True
+    return False
+
+
+def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> tuple[bool, str]:
+    """``(runnable, reason)``: whether ``card`` can run on this machine now, and why not
+    (adapter not in this build, optional package missing, weights not in the Hugging Face
+    cache or at a local path, API key variable unset, a component that cannot run)."""
+    from instir.retrieval import BUNDLED_MODEL_ID
+
+    if card.adapter not in FACTORIES:
+        return False, NOT_BUILT.get(card.adapter, f"adapter {card.adapter!r} not available in this build")
+    missing = missing_requirements(card)
+    if missing:
+        return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"
+    if card.adapter == "hybrid":
+        cards = load_cards() if cards is None else cards
+        for role in ("dense", "lexical"):
+            ok, why = system_status(get_card(card.params[role], cards), cards)
+            if not ok:
+                return False, f"{role} part {card.params[role]!r}: {why}"
+        return True, ""
+    if card.adapter in API_ADAPTERS:
+        env = card.params.get("api_key_env", "OPENAI_API_KEY")
+        return (True, "") if os.environ.get(env) else (False, f"API key variable {env} is not set")
+    for model, revision in ((card.base_model, ""), (card.model, card.revision)):
+        if model and model != BUNDLED_MODEL_ID and not _weights_present(model, revision):
+            return False, f"weights of {model} not in the Hugging Face cache or a local path"
+    return True, ""

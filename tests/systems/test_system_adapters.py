@@ -1,0 +1,118 @@
+"""Adapters built from cards give the same results as the kit's retrievers (or, for
+hf-mean-pool, as a plain AutoModel with masked mean pooling, IFIR ``src/utils/embeddings.py``
+``Contriever``/``ColBERT``); runs record the full card; missing packages and adapters get
+one clear message; ``instir retrieve --system`` and ``instir systems`` work end to end."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from instir.formatting import get_template
+from instir.retrieval import BUNDLED_MODEL_ID, retrieve
+from instir.retrieval.dense import DenseRetriever
+from instir.retrieval.fusion import HybridRetriever
+from instir.retrieval.lexical import BM25Retriever
+from instir.systems import MissingDependency, SystemCard, build_system, get_card, load_cards, system_status
+from instir.systems import registry
+
+MINILM = SystemCard(name="MiniLM (user)", paper="user", kind="retriever", adapter="sentence-transformers",
+                    model=BUNDLED_MODEL_ID, template="ifir", params={"batch_size": 16})
+
+
+def _cards(*extra):
+    cards = dict(load_cards())
+    cards.update({c.name: c for c in extra})
+    return cards
+
+
+def test_hf_mean_pool_equals_automodel_masked_mean(tiny_bert, benchmark, tmp_path):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    card = dataclasses.replace(get_card("Contriever"), model=str(tiny_bert), windowing="")
+    system = build_system(card, cache_dir=tmp_path, progress=False)
+    inputs = get_template("ifir").format_queries(benchmark.queries.values())
+    got = system.inner.embed_queries(inputs).matrix
+
+    tok, model = AutoTokenizer.from_pretrained(tiny_bert), AutoModel.from_pretrained(tiny_bert).eval()
+    with torch.no_grad():  # Contriever.embed_documents + mean_pooling
+        enc = tok(inputs, padding=True, truncation=True, return_tensors="pt")
+        hidden = model(**enc)[0].masked_fill(~enc["attention_mask"][..., None].bool(), 0.0)
+        expected = hidden.sum(dim=1) / enc["attention_mask"].sum(dim=1)[..., None]
+    np.testing.assert_allclose(got, expected.numpy(), atol=1e-5)
+    assert system.inner.similarity == "cosine" and "Pooling" in system.inner.params()["modules"]
+
+
+def test_sentence_transformers_card_runs_like_the_dense_retriever_and_records_the_card(benchmark, tmp_path):
+    run = retrieve(benchmark, build_system(MINILM, cards=_cards(MINILM), cache_dir=tmp_path, progress=False), k=3)
+    plain = retrieve(benchmark, DenseRetriever(batch_size=16, cache_dir=tmp_path, progress=False), "ifir", k=3)
+    assert run.df.equals(plain.df)
+    assert run.meta["system"] == MINILM.to_dict()
+    assert run.meta["template"]["name"] == "ifir"  # the card's template
+    assert run.meta["retriever"]["name"] == "system-MiniLM-user"
+
+
+def test_bm25_and_hybrid_cards_equal_the_kit_retrievers(benchmark, tmp_path):
+    hybrid = SystemCard(name="MiniLM + BM25", paper="user", kind="retriever", adapter="hybrid", template="ifir",
+                        params={"dense": "MiniLM (user)", "lexical": "BM25 (IFIR)", "weights": [1.0, 0.3],
+                                "rrf_k": 60})
+    cards = _cards(MINILM, hybrid)
+    bm25 = retrieve(benchmark, build_system("BM25 (IFIR)", cards=cards), k=3)
+    assert bm25.df.equals(retrieve(benchmark, BM25Retriever(1.2, 0.75, stemmer="none", stopwords="none"),
+                                   "ifir", k=3).df)
+    fused = retrieve(benchmark, build_system(hybrid, cards=cards, cache_dir=tmp_path, progress=False), k=3)
+    plain = HybridRetriever(DenseRetriever(batch_size=16, cache_dir=tmp_path, progress=False),
+                            BM25Retriever(1.2, 0.75, stemmer="none", stopwords="none"))
+    assert fused.df.equals(retrieve(benchmark, plain, "ifir", k=3).df)
+    assert fused.meta["system"]["params"]["weights"] == [1.0, 0.3]
+
+
+def test_a_missing_optional_package_names_the_card_and_the_install(monkeypatch):
+    real = registry.importlib.util.find_spec
+    monkeypatch.setattr(registry.importlib.util, "find_spec", lambda name: None if name == "peft" else real(name))
+    with pytest.raises(MissingDependency, match=r"system 'Promptriever-7B' needs .*peft.*pip install 'instir\[systems\]'"):
+        build_system("Promptriever-7B")
+    card = dataclasses.replace(MINILM, requires=("no_such_package_xyz",))
+    assert system_status(card) == (False, "needs no_such_package_xyz (pip install no_such_package_xyz)")
+
+
+def test_an_adapter_outside_this_build_is_refused_and_reported():
+    with pytest.raises(NotImplementedError, match="adapter 'gritlm' is not available in this build"):
+        build_system("GritLM-7B")
+    assert system_status(get_card("GritLM-7B"))[1].startswith("needs a GritLM adapter")
+    assert system_status(get_card("monoT5-base")) == (False, "adapter 'monot5' not available in this build")
+
+
+def test_sentence_transformers_card_sets_the_padding_side(tmp_path):
+    card = dataclasses.replace(MINILM, params={"padding_side": "left"})
+    system = build_system(card, cards=_cards(card), cache_dir=tmp_path, progress=False)
+    assert system.inner.model.tokenizer.padding_side == "left"
+
+
+def test_status_sees_local_weights_and_api_keys(tiny_bert, monkeypatch):
+    local = dataclasses.replace(get_card("Contriever"), model=str(tiny_bert))
+    assert system_status(local) == (True, "")
+    assert system_status(get_card("Contriever"))[1].startswith("weights of facebook/contriever not in")
+    assert system_status(MINILM) == (True, "")  # bundled with the kit
+    monkeypatch.setitem(registry.FACTORIES, "openai-embeddings", "instir.systems.adapters:bm25_from_card")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert system_status(get_card("OpenAI-v3-small")) == (False, "API key variable OPENAI_API_KEY is not set")
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    assert system_status(get_card("OpenAI-v3-small")) == (True, "")
+
+
+def test_cli_retrieves_a_named_system_and_lists_the_systems(tmp_path, capsys):
+    from instir.cli import main
+
+    assert main(["retrieve", "--system", "BM25 (IFIR)", "--benchmark", "ifir-sample/fiqa", "--k", "5",
+                 "--out", str(tmp_path)]) == 0
+    sidecar = next(tmp_path.glob("*.json"))
+    assert json.loads(sidecar.read_text())["system"]["name"] == "BM25 (IFIR)"
+    capsys.readouterr()
+    assert main(["systems", "--paper", "ifir"]) == 0
+    listing = capsys.readouterr().out
+    assert "Promptriever-7B" in listing and "BM25 (InstructIR)" not in listing
+    assert main(["retrieve", "--system", "monoT5-base", "--benchmark", "instructir-sample", "--out", str(tmp_path)]) == 2
+    assert "is a reranker" in capsys.readouterr().err

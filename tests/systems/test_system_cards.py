@@ -1,0 +1,96 @@
+"""Card files: loading built-in and user cards (TOML and YAML), one clear error per bad card,
+and lookup by name, by a name without its paper suffix, and by model id."""
+
+import pytest
+
+from instir.benchmarks.types import FormatError
+from instir.systems import get_card, load_cards
+
+GOOD = '''
+[[card]]
+name = "my-minilm"
+paper = "user"
+kind = "retriever"
+adapter = "sentence-transformers"
+model = "sentence-transformers/all-MiniLM-L6-v2"
+template = "ifir"
+query_max_length = 128
+doc_max_length = 128
+'''
+
+
+def _write(tmp_path, text, name="mine.toml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_builtin_cards_load_and_names_are_unique_case_insensitively():
+    cards = load_cards()
+    assert len({name.lower() for name in cards}) == len(cards)
+    assert {c.paper for c in cards.values()} == {"instructir", "ifir"}
+
+
+def test_user_toml_card_is_added_to_the_builtins(tmp_path):
+    cards = load_cards([_write(tmp_path, GOOD)])
+    assert cards["my-minilm"].query_max_length == 128
+    assert "Promptriever-7B" in cards
+
+
+def test_user_yaml_card_is_read_like_toml(tmp_path):
+    yaml_text = ("card:\n  - name: yaml-bm25\n    paper: user\n    kind: retriever\n    adapter: bm25\n"
+                 "    template: ifir\n    params: {k1: 1.5, b: 0.5}\n")
+    card = load_cards([_write(tmp_path, yaml_text, "mine.yaml")])["yaml-bm25"]
+    assert dict(card.params) == {"k1": 1.5, "b": 0.5}
+
+
+@pytest.mark.parametrize("change,field,words", [
+    (('adapter = "sentence-transformers"', 'adapter = "faiss-magic"'), "adapter", "unknown adapter"),
+    (('paper = "user"\n', ""), "paper", "missing"),
+    (("query_max_length = 128", 'query_max_length = "long"'), "query_max_length", "positive integer"),
+    (('template = "ifir"', 'template = "no-such-template"'), "template", "unknown template"),
+    (('template = "ifir"', 'template = "ifir"\ncolour = "blue"'), "colour", "unknown field"),
+    (('kind = "retriever"', 'kind = "reranker"'), "kind", "builds a retriever"),
+])
+def test_a_bad_card_is_refused_with_file_card_and_field(tmp_path, change, field, words):
+    path = _write(tmp_path, GOOD.replace(*change))
+    with pytest.raises(FormatError) as err:
+        load_cards([path])
+    message = str(err.value)
+    assert str(path) in message and "my-minilm" in message and f"'{field}'" in message and words in message
+
+
+def test_a_duplicate_name_is_refused_naming_the_first_definition(tmp_path):
+    path = _write(tmp_path, GOOD.replace("my-minilm", "promptriever-7b"))
+    with pytest.raises(FormatError, match=r"duplicate name \(already defined in instir/systems/cards/ifir.toml\)"):
+        load_cards([path])
+
+
+def test_a_hybrid_naming_a_missing_card_is_refused(tmp_path):
+    text = ('[[card]]\nname = "h"\npaper = "user"\nkind = "retriever"\nadapter = "hybrid"\n'
+            'params = { dense = "No Such Model", lexical = "BM25 (IFIR)" }\n')
+    with pytest.raises(FormatError, match=r"card 'h', field 'params.dense': names no card: 'No Such Model'"):
+        load_cards([_write(tmp_path, text)])
+
+
+def test_get_card_by_name_suffixless_name_and_model_id():
+    cards = load_cards()
+    assert get_card("promptriever-7b", cards).name == "Promptriever-7B"
+    assert get_card("ColBERT", cards).name == "ColBERT (IFIR, mean-pooled)"
+    assert get_card("castorini/repllama-v1-7b-lora-passage", cards).name == "RepLLaMA-7B"
+    with pytest.raises(KeyError, match=r"ambiguous; use one of: BM25 \(IFIR\), BM25 \(InstructIR\)"):
+        get_card("BM25", cards)
+    with pytest.raises(KeyError, match="unknown system"):
+        get_card("ColBERT-XXL", cards)
+
+
+def test_to_dict_is_plain_json():
+    import json
+
+    card = get_card("GTR-XL + BM25 (hybrid)")
+    assert json.loads(json.dumps(card.to_dict()))["params"]["weights"] == [1.0, 0.3]
+
+
+def test_a_missing_card_file_is_one_clear_error(tmp_path):
+    with pytest.raises(FormatError, match="no such card file"):
+        load_cards([tmp_path / "nope.toml"])

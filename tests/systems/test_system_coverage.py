@@ -1,0 +1,47 @@
+"""The coverage matrix joins every model row of both papers' reported tables to a card."""
+
+import pandas as pd
+
+from instir.systems.coverage import coverage_matrix, systems_table
+
+#: paper rows the kit has no card for, and why
+NO_CARD = {("instructir", "Promptriever")}  # Promptriever paper's own InstructIR run (tevatron scripts not public)
+
+
+def test_every_paper_row_has_a_card_except_the_known_gaps():
+    matrix = coverage_matrix()
+    missing = {(r.paper, r.model) for r in matrix.itertuples() if not r.card}
+    assert missing == NO_CARD
+    assert (matrix.loc[matrix["card"] == "", "reason"] == "no system card").all()
+
+
+def test_rows_join_on_paper_and_model_key():
+    matrix = coverage_matrix().set_index(["paper", "model_key"])
+    assert matrix.loc[("instructir", "castorini/repllama-v1-7b-lora-passage"), "card"] == "RepLLaMA-7B"  # not (fixed)
+    assert matrix.loc[("ifir", "hybrid:gritlm/gritlm-7b+bm25"), "card"] == "GritLM-7B + BM25 (hybrid)"
+    assert matrix.loc[("ifir", "openai:text-embedding-3-large"), "card"] == "OpenAI-v3-large"
+    assert matrix.loc[("instructir", "bm25"), "card"] == "BM25 (InstructIR)"
+    e5 = coverage_matrix().query("paper == 'ifir' and model_key == 'intfloat/e5-mistral-7b-instruct'")
+    assert set(e5["model"]) == {"E5-mistral-7B", "E5-mistral-7b-inst"} and set(e5["card"]) == {"E5-mistral-7B"}
+
+
+def test_reproduced_values_come_from_the_metrics_table(tmp_path):
+    (tmp_path / "metrics").mkdir()
+    pd.DataFrame([
+        {"system": "BM25 (IFIR)", "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa", "level": "all",
+         "measure": "nDCG@20", "value": 0.3125, "n_queries": 10},
+        {"system": "BM25 (IFIR)", "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa", "level": "1",
+         "measure": "nDCG@20", "value": 0.5, "n_queries": 3},
+        {"system": "BM25 (InstructIR)", "benchmark": "instructir", "setting": "instructed", "subset": "all",
+         "level": "all", "measure": "nDCG@10", "value": 0.5, "n_queries": 10},
+    ]).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
+    matrix = coverage_matrix(tmp_path).set_index(["paper", "card"])
+    assert matrix.loc[("ifir", "BM25 (IFIR)"), "reproduced"] == "ifir/fiqa fiqa nDCG@20=0.3125"
+    assert matrix.loc[("instructir", "BM25 (InstructIR)"), "reproduced"] == "instructir nDCG@10=0.5000"
+    assert matrix.loc[("ifir", "Promptriever-7B"), "reproduced"] == ""
+
+
+def test_systems_table_says_why_a_card_cannot_run():
+    table = systems_table().set_index("name")
+    assert table.loc["BM25 (IFIR)", "runnable"]
+    assert not table.loc["ColBERTv2", "runnable"] and "not available in this build" in table.loc["ColBERTv2", "reason"]
