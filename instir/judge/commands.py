@@ -67,14 +67,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None = None,
                base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-               cache: str | Path | None = None) -> CachedJudge:
+               timeout_s: float | None = None, cache: str | Path | None = None) -> CachedJudge:
     """The judge ``backend`` names (one of :data:`BACKENDS`), behind the SQLite judgment cache.
 
     ``model``: openai: the served model name (required); hf: a local folder or model id (default:
     the bundled SmolLM2-135M-Instruct GGUF, with ``gguf_file`` naming a GGUF file in the folder);
     baseline: ``lexical`` (default) or ``embedding``. ``base_url``: openai only, the endpoint before
     ``/chat/completions`` (default: OpenAI's). ``api_key_env``: the *name* of the environment variable
-    holding the API key. ``cache``: the cache file (default: ``$INSTIR_HOME/judgments.sqlite``).
+    holding the API key. ``timeout_s``: openai only, seconds one HTTP attempt may take (default: the
+    backend's 60). ``cache``: the cache file (default: ``$INSTIR_HOME/judgments.sqlite``).
     Empty strings count as not given, as the notebooks' parameters use them. Raises ``ValueError``
     for an unknown backend or an openai judge without a model."""
     from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
@@ -85,7 +86,8 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
         if not model:
             raise ValueError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
                              "or the name of the model a local server serves")
-        judge = OpenAICompatibleJudge(model, base_url or OPENAI_BASE_URL, api_key_env=api_key_env)
+        judge = OpenAICompatibleJudge(model, base_url or OPENAI_BASE_URL, api_key_env=api_key_env,
+                                      **({"timeout_s": float(timeout_s)} if timeout_s else {}))
     elif backend == "hf":
         judge = HFCausalLMJudge(model or None, gguf_file=gguf_file or None)
     else:

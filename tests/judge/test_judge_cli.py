@@ -149,6 +149,12 @@ def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path):
     local = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
                                 api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
     assert (local.backend.base_url, local.backend.api_key_env) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY")
+    assert local.backend.timeout_s == 60.0
+
+
+def test_make_judge_passes_the_notebooks_timeout_to_the_openai_backend(tmp_path):
+    judge = commands.make_judge("openai", model="served", timeout_s=2.5, cache=tmp_path / "j.sqlite")
+    assert judge.backend.timeout_s == 2.5
 
 
 def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):
