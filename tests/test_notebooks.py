@@ -247,6 +247,7 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, t
     assert (validation.loc[validation["statistic"] == "failure_rate", "value"] == 1.0).all()
     summary = pd.read_csv(tmp_path / "judge" / "instfol.csv")
     assert summary["instfol"].isna().all() and (summary["scored"] == 0).all()
+    assert "No ranking to compare" in text
 
 
 def test_judge_notebook_counts_how_each_judgment_was_weighted(chain):
