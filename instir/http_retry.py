@@ -83,6 +83,7 @@ def post_with_retries(client: httpx.Client, path: str, body: Any, *, policy: Ret
             raise RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
         wait = policy.backoff(attempt) if wait is None else wait
         attempt += 1
-        log.warning("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
-                    policy.max_retries, wait)
+        # INFO, not WARNING: an outage would print one line per retry of every request into a report
+        log.info("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
+                 policy.max_retries, wait)
         time.sleep(wait)

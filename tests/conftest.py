@@ -14,3 +14,19 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(home / "hf"))
     monkeypatch.setenv("MPLCONFIGDIR", str(home / "mpl"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="module")
+def isolated_env(tmp_path_factory):
+    """For module-scoped fixtures that run notebooks: HOME, IPython, matplotlib, Jupyter and
+    instir caches in a temp dir; no network. (The autouse isolation above is function-scoped.)"""
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as mp:
+        for var, sub in (("HOME", ""), ("IPYTHONDIR", ".ipython"), ("MPLCONFIGDIR", "mpl"),
+                         ("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".jupyter-data"),
+                         ("INSTIR_HOME", "instir"), ("HF_HOME", "hf")):
+            mp.setenv(var, str(home / sub))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        mp.delenv("MPLBACKEND", raising=False)
+        yield home

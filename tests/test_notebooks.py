@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+from judge.judge_fakes import FakeChatServer, Reply
 
 from instir.benchmarks import load_benchmark
 from instir.pipeline import CLI_PARAMETERS, check_parameters
@@ -32,22 +33,6 @@ def _defaults() -> dict:
     values: dict = {}
     exec(_parameters_cell(CHAIN[0]), {}, values)
     return values
-
-
-@pytest.fixture(scope="module")
-def isolated_env(tmp_path_factory):
-    """HOME, IPython, matplotlib, Jupyter and instir caches in a temp dir; no network. (The
-    suite's autouse isolation is function-scoped, so module fixtures set their own.)"""
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as mp:
-        for var, sub in (("HOME", ""), ("IPYTHONDIR", ".ipython"), ("MPLCONFIGDIR", "mpl"),
-                         ("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".jupyter-data"),
-                         ("INSTIR_HOME", "instir"), ("HF_HOME", "hf")):
-            mp.setenv(var, str(home / sub))
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("TRANSFORMERS_OFFLINE", "1")
-        mp.delenv("MPLBACKEND", raising=False)
-        yield home
 
 
 def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.NotebookNode:
@@ -84,8 +69,8 @@ def test_all_five_notebooks_share_one_identical_parameters_cell():
     cells = {name: _parameters_cell(name) for name in CHAIN}
     assert len(set(cells.values())) == 1, "parameters cells differ"
     assert set(_defaults()) == {"benchmarks", "data_root", "retrievers", "systems", "dense_model", "k", "judge_backend",
-                                "judge_model", "judge_base_url", "judge_api_key_env", "judge_max_instances",
-                                "out_dir"}
+                                "judge_model", "judge_base_url", "judge_api_key_env", "judge_timeout_s",
+                                "judge_max_instances", "out_dir"}
 
 
 def test_papermill_reads_every_parameter_with_its_help():
@@ -192,10 +177,11 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
     instances = pd.read_csv(out / "judge" / "instfol_instances.csv")
     assert instances.groupby(["benchmark", "system"]).size().eq(limit).all()
     summary = pd.read_csv(out / "judge" / "instfol.csv")
+    systems = set(pd.read_csv(out / "runs" / "runs.csv").query("variant == 'instructed'")["system"])
     averages = summary[summary["scope"] == "average"]
-    assert set(zip(averages["benchmark"], averages["system"])) == {
-        (family, system) for family in ("instructir-sample", "ifir-sample")
-        for system in pd.read_csv(out / "runs" / "runs.csv").query("variant == 'instructed'")["system"]}
+    assert set(zip(averages["benchmark"], averages["system"])) == {("ifir-sample", system) for system in systems}
+    instructir = summary[summary["benchmark"] == "instructir-sample"]  # no levels, no subsets: one row per system
+    assert sorted(instructir["system"]) == sorted(systems) and set(instructir["scope"]) == {"subset"}
     with sqlite3.connect(out / "judge" / "judgments.sqlite") as db:
         stored = db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
     assert stored >= len(pd.read_csv(out / "judge" / "validation_pairs.csv").drop_duplicates(["qid", "docid"]))
@@ -231,6 +217,49 @@ def test_judge_notebook_runs_the_default_smollm2_judge(chain, tmp_path):
     with sqlite3.connect(tmp_path / "judge" / "judgments.sqlite") as db:
         assert db.execute("SELECT DISTINCT backend FROM judgments").fetchall() == [("hf-causal-lm",)]
     assert len(pd.read_csv(tmp_path / "judge" / "instfol_instances.csv")) == 1
+
+
+def _copy_retrieval_and_metrics(out: Path, dest: Path) -> None:
+    """The files notebook 04 reads (runs, runs.csv, metrics) from the chain into ``dest``."""
+    shutil.copytree(out / "runs", dest / "runs")
+    shutil.copytree(out / "metrics", dest / "metrics")
+
+
+def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, tmp_path):
+    """Notebook 04 with an OpenAI-compatible judge whose server answers HTTP 500 to everything
+    (with Retry-After: 0, so the retries cost nothing): every judgment fails, and the page says
+    so with the error, skips the statistics that need judgments and still writes its files."""
+    out, _ = chain
+    _copy_retrieval_and_metrics(out, tmp_path)
+    down = Reply(status=500, body="upstream model is down", headers={"Retry-After": "0"})
+    with FakeChatServer(responder=lambda body: down) as server:
+        executed = _execute("04_judge_validation", str(tmp_path), tmp_path, judge_backend="openai",
+                            judge_model="served", judge_base_url=server.url, judge_timeout_s=5)
+    text = _text_outputs(executed)
+    pairs = pd.read_csv(tmp_path / "judge" / "validation_pairs.csv")
+    positions = pd.read_csv(tmp_path / "judge" / "instfol_positions.csv")
+    assert pairs["error"].notna().all() and positions["error"].notna().all()
+    assert f"**All {len(pairs)} judgments for the validation failed (100%)**" in text
+    assert f"**All {len(positions)} judgments for InstFol failed (100%)**" in text
+    assert "gave up after 7 attempts; last: HTTP 500: upstream model is down" in text
+    assert "successfully judged" not in text and "kappa_binary" not in text  # statistics skipped
+    validation = pd.read_csv(tmp_path / "judge" / "validation.csv")
+    assert (validation.loc[validation["statistic"] == "failure_rate", "value"] == 1.0).all()
+    summary = pd.read_csv(tmp_path / "judge" / "instfol.csv")
+    assert summary["instfol"].isna().all() and (summary["scored"] == 0).all()
+    assert "No ranking to compare" in text
+
+
+def test_judge_notebook_counts_how_each_judgment_was_weighted(chain):
+    out, executed = chain
+    text = _text_outputs(executed["04_judge_validation"])
+    assert "`parsed`: the score is the integer parsed from the judge's answer" in text
+    pairs = pd.read_csv(out / "judge" / "validation_pairs.csv")
+    positions = pd.read_csv(out / "judge" / "instfol_positions.csv")
+    assert set(pairs["weighting"]) == set(positions["weighting"]) == {"baseline"}
+    for what, frame in (("validation pairs", pairs), ("InstFol positions", positions)):
+        assert f"<td>{what}</td>" in text  # the weighting table has a row for each
+    assert f"<td>{len(positions)}</td>" in text
 
 
 def test_paper_tables_refuse_to_compare_sample_numbers(chain):

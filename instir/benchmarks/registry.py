@@ -21,6 +21,11 @@ from instir.errors import UsageError, unknown
 #: Folder of the bundled sample benchmarks (package data).
 SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
 
+#: Layout folders a data root may hold besides the downloadable ones (which come first): the
+#: InstructIR GitHub release, which has no download of its own and no corpus (the user puts
+#: Hugging Face's ``corpus.jsonl`` beside its files).
+LOCAL_LAYOUTS: dict[str, tuple[str, ...]] = {"instructir": ("github",)}
+
 
 def list_benchmarks() -> list[str]:
     """Every name :func:`load_benchmark` accepts: bundled samples present first, then the real ones."""
@@ -44,9 +49,10 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
 
     - a data root serving both benchmarks, laid out like the fetch cache
       (:func:`instir.benchmarks.fetch.data_dir`): ``<root>/instructir/<layout>/`` with layout
-      ``hf`` or ``mteb``, and ``<root>/ifir/<layout>/<subset>/`` with layout ``songtingyu`` or
-      ``mteb`` (the first layout present is used, in that order; a copy of ``INSTIR_HOME`` is
-      one). It is recognised by an ``instructir/`` or ``ifir/`` folder in it;
+      ``hf``, ``mteb`` or ``github`` (the GitHub release with Hugging Face's ``corpus.jsonl``
+      beside it), and ``<root>/ifir/<layout>/<subset>/`` with layout ``songtingyu`` or ``mteb``
+      (the first layout present is used, in that order; a copy of ``INSTIR_HOME`` is one). It is
+      recognised by an ``instructir/`` or ``ifir/`` folder in it;
     - or the benchmark's own folder in any supported layout: an InstructIR download, IFIR's
       data root holding ``<subset>/``, or one IFIR subset's folder.
 
@@ -87,18 +93,19 @@ def _is_data_root(root: Path) -> bool:
 
 def _located(benchmark: str, subset: str | None, root: Path | None) -> Path:
     """The folder to load ``benchmark`` from: ``root`` itself when it is the benchmark's own
-    folder, else its first layout folder in the data root ``root`` (one that exists) or in the
-    cache (one that a fetch completed, i.e. has a manifest); IFIR's data root for ``subset``."""
+    folder, else its first layout folder in the data root ``root`` (one that exists, of the
+    downloadable layouts and then :data:`LOCAL_LAYOUTS`) or in the cache (one that a fetch
+    completed, i.e. has a manifest); IFIR's data root for ``subset``."""
     if root is not None and not _is_data_root(root):
         return root
-    for layout in layouts(benchmark):
+    searched = layouts(benchmark) + list(LOCAL_LAYOUTS.get(benchmark, ()) if root is not None else ())
+    for layout in searched:
         folder = data_dir(benchmark, layout, subset, cache_dir=root)
         if (folder.is_dir() if root is not None else read_manifest(folder) is not None):
             return data_dir(benchmark, layout, cache_dir=root)
     name = f"{benchmark}/{subset}" if subset else benchmark
     if root is not None:
-        expected = " or ".join(str(data_dir(benchmark, layout, subset, cache_dir=root))
-                               for layout in layouts(benchmark))
+        expected = " or ".join(str(data_dir(benchmark, layout, subset, cache_dir=root)) for layout in searched)
         raise FileNotFoundError(f"{name} is not in the data root {root}: expected {expected} "
                                 "(the fetch cache's layout)")
     command = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "")

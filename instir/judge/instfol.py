@@ -307,7 +307,11 @@ def aggregate(instances: pd.DataFrame) -> pd.DataFrame:
     :attr:`InstFolResult.instances`).
 
     Rows with ``scope`` ``level`` (mean over a subset's scored instances of one level),
-    ``subset`` (unweighted mean of its level values) and one ``average`` row (mean over subsets).
+    ``subset`` (unweighted mean of its level values) and ``average`` (mean over subsets).
+    Only rows that say something of their own are made, as the metrics table does: ``level``
+    rows for instruction levels 1-3 (a level-0 subset has one instruction per query, and
+    InstructIR has no levels, so their subset row is the value) and the ``average`` row when
+    there are several subsets. InstructIR thus gets one row, its mean over instances.
     ``instances`` counts judged instances, ``scored`` those with at least one usable position;
     ``failed`` (failed judgments), ``dropped`` (positions left out) and ``parsed`` (averaged
     judgments scored by the parsed integer alone, without log-probability weighting) are summed
@@ -329,12 +333,24 @@ def aggregate(instances: pd.DataFrame) -> pd.DataFrame:
         "instfol": subsets["instfol"].mean(), "s_q": subsets["s_q"].mean(), "s_inst": subsets["s_inst"].mean(),
         **{col: int(subsets[col].sum()) for col in ("instances", "scored", *_COUNTS)},
     }])
-    out = pd.concat([levels[_SUMMARY_COLUMNS], subsets[_SUMMARY_COLUMNS], average[_SUMMARY_COLUMNS]],
-                    ignore_index=True)
+    levelled = levels[levels["level"].notna() & (levels["level"] > 0)]
+    parts = [levelled, subsets] + ([average] if len(subsets) > 1 else [])
+    out = pd.concat([part[_SUMMARY_COLUMNS] for part in parts], ignore_index=True)
     out["level"] = out["level"].astype("Int64")
     for col in ("instances", "scored", *_COUNTS):
         out[col] = out[col].astype("int64")
     return out
+
+
+def overall(summary: pd.DataFrame, by: Sequence[str] = ("benchmark", "system")) -> pd.DataFrame:
+    """The one row that sums up each summary of :func:`aggregate` in ``summary`` (several may be
+    concatenated, told apart by the ``by`` columns present): its ``average`` row when it has
+    several subsets, else its only ``subset`` row (InstructIR, or one IFIR subset)."""
+    keys = [key for key in by if key in summary.columns]
+    rank = summary["scope"].map({"average": 0, "subset": 1, "level": 2})
+    ordered = summary.assign(_rank=rank).sort_values("_rank", kind="stable")
+    top = ordered.drop_duplicates(keys) if keys else ordered.head(1)
+    return top.drop(columns="_rank").sort_index()
 
 
 def printable(summary: pd.DataFrame, digits: int = 1) -> pd.DataFrame:

@@ -204,9 +204,29 @@ def agreement(pairs: pd.DataFrame) -> pd.DataFrame:
 def confusion(pairs: pd.DataFrame) -> pd.DataFrame:
     """Gold label (rows) by judge label (columns), counts over the successful judgments."""
     good = pairs[pairs["error"].isna() & pairs["judge_grade"].notna()]
-    matrix = confusion_matrix(good["grade"].to_numpy(dtype=int), good["judge_grade"].to_numpy(dtype=int),
-                              labels=list(range(len(LABELS))))
+    matrix = (confusion_matrix(good["grade"].to_numpy(dtype=int), good["judge_grade"].to_numpy(dtype=int),
+                               labels=list(range(len(LABELS))))
+              if len(good) else np.zeros((len(LABELS), len(LABELS)), dtype=int))  # every judgment failed
     return pd.DataFrame(matrix, index=pd.Index(LABELS, name="gold"), columns=pd.Index(LABELS, name="judge"))
+
+
+def describe_agreement(rows: pd.DataFrame) -> str:
+    """One Markdown sentence on :func:`agreement` rows (``statistic``, ``value``, ``n``): ROC AUC
+    and binary kappa on how many successful judgments, each figure read for the reader; a
+    statistic the data leave undefined (one class only) is said to be so. Empty when no
+    judgment succeeded: then there is nothing to state but the failures."""
+    value = rows.set_index("statistic")["value"]
+    n = int(rows.set_index("statistic").loc["roc_auc", "n"])
+    if n == 0:
+        return ""
+
+    def shown(name: str) -> str:
+        return "undefined (one class only)" if pd.isna(value[name]) else f"{value[name]:.2f}"
+
+    return (f"On {n} successfully judged of {int(value['pairs'])} labelled pairs this judge reaches ROC AUC "
+            f"{shown('roc_auc')} (0.5 is chance, 1 is perfect separation of relevant from other passages) and "
+            f"Cohen's kappa {shown('kappa_binary')} on relevant-vs-rest (0 is chance agreement). These are few "
+            "pairs: treat the figures as a rough indication, not a measurement.")
 
 
 def ranking_agreement(judge_scores: Mapping[str, float], gold_scores: Mapping[str, float]) -> dict:

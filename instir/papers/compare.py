@@ -12,13 +12,16 @@ from collections.abc import Mapping
 import pandas as pd
 
 from instir.papers.divergences import reasons_for
-from instir.papers.loader import canonical_measure, model_key
+from instir.papers.loader import IFIR_SUBSETS, canonical_measure, model_key
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
 #: by measure prefix; ``default`` for the rest. The printed rounding is added on top.
 DEFAULT_TOLERANCE: dict[str, float] = {"default": 0.02, "InstFol": 0.03}
 
 _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key"]
+
+#: the subsets an IFIR Average is taken over (Table 3: all seven)
+_AVERAGED_SUBSETS = frozenset(IFIR_SUBSETS.values()) - {"avg", "all"}
 
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
@@ -68,7 +71,10 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     (empty/``all`` = pooled; 0, the single level of a one-level subset, counts as pooled) and
     ``setting`` (default ``instructed``): the layout of :mod:`instir.metrics.table`. System
     names are matched to the papers' models through :func:`model_key`; ``model_map`` maps
-    other names first (e.g. ``{"hybrid-gritlm": "hybrid:gritlm/gritlm-7b+bm25"}``).
+    other names first (e.g. ``{"hybrid-gritlm": "hybrid:gritlm/gritlm-7b+bm25"}``). An Average
+    row is compared only when the reproduced table has the same system and measure on all
+    seven IFIR subsets: an Average over the subsets a run happened to load is another number
+    than the paper's.
 
     Returns one row per matched pair, in the reported row's printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
@@ -135,6 +141,7 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "system": systems.astype(str).to_numpy(),
         "value": pd.to_numeric(_column(reproduced, ("value",), "value")).to_numpy(dtype=float),
     })
+    ours = _without_partial_averages(ours)
     keys = _KEYS + ["measure_reproduced"]
     zero_dupes = ours["level_was_zero"] & ours.duplicated(keys, keep=False)
     ours = ours[~zero_dupes]
@@ -145,6 +152,17 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
             f"reproduced table has several values for {first['system']} / {first['measure_reproduced']} / "
             f"{first['benchmark']} {first['subset_id']} level {first['level_key']}: give each run its own system name")
     return ours.drop(columns="level_was_zero")
+
+
+def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
+    """``ours`` less the Average rows whose system and measure lack one of the averaged subsets."""
+    keys = ["benchmark", "system", "measure_reproduced"]
+    covered = (ours[ours["subset_id"].isin(_AVERAGED_SUBSETS)].groupby(keys)["subset_id"]
+               .agg(lambda ids: _AVERAGED_SUBSETS <= set(ids)))
+    is_average = ours["subset_id"] == "avg"
+    complete = pd.Series([bool(covered.get(key, False)) for key in zip(*(ours[k] for k in keys))],
+                         index=ours.index, dtype=bool)
+    return ours[~is_average | complete]
 
 
 def _level_key(value: object) -> int:

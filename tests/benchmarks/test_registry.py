@@ -124,6 +124,26 @@ def test_a_data_root_laid_out_like_the_cache_serves_both_benchmarks(tmp_path):
     assert loaded["ifir/fire"].queries == direct.queries and loaded["ifir/fire"].qrels == direct.qrels
 
 
+def test_a_data_root_may_hold_the_instructir_github_release_as_a_layout(tmp_path):
+    """The README's way: the GitHub release with Hugging Face's corpus.jsonl beside it, in
+    ``<root>/instructir/github/`` next to IFIR's ``<root>/ifir/songtingyu/``."""
+    shutil.copytree(FIXTURES / "instructir-github", tmp_path / "instructir" / "github")
+    shutil.copytree(FIXTURES / "ifir-songtingyu" / "fire", tmp_path / "ifir" / "songtingyu" / "fire")
+    bench = load_benchmark("instructir", root=tmp_path)
+    direct = load_benchmark("instructir", root=FIXTURES / "instructir-github")
+    assert (bench.layout, bench.revision, bench.is_sample) == ("github", "local", False)
+    assert bench.queries == direct.queries and bench.qrels == direct.qrels
+    assert load_benchmark("instructir", "query-only", root=tmp_path).setting == "query-only"
+    shutil.copytree(FIXTURES / "instructir-hf", tmp_path / "instructir" / "hf")
+    assert load_benchmark("instructir", root=tmp_path).layout == "hf"  # a downloaded layout comes first
+
+
+def test_the_github_layout_is_not_looked_for_in_the_cache(home):
+    shutil.copytree(FIXTURES / "instructir-github", home / "instructir" / "github")
+    with pytest.raises(FileNotFoundError, match="instir fetch instructir"):
+        load_benchmark("instructir")
+
+
 def test_the_default_layout_wins_in_a_data_root_holding_both(tmp_path):
     shutil.copytree(FIXTURES / "ifir-mteb" / "fire", tmp_path / "ifir" / "mteb" / "fire")
     shutil.copytree(FIXTURES / "ifir-songtingyu" / "fire", tmp_path / "ifir" / "songtingyu" / "fire")
@@ -137,6 +157,10 @@ def test_a_benchmark_missing_from_a_data_root_names_the_folders_it_looked_for(tm
     message = str(info.value)
     assert "ifir/fire is not in the data root" in message
     assert str(tmp_path / "ifir" / "songtingyu" / "fire") in message and str(tmp_path / "ifir" / "mteb" / "fire") in message
+    shutil.rmtree(tmp_path / "instructir" / "hf")
+    shutil.copytree(FIXTURES / "ifir-songtingyu" / "fire", tmp_path / "ifir" / "songtingyu" / "fire")
+    with pytest.raises(FileNotFoundError, match="instructir/github"):
+        load_benchmark("instructir", root=tmp_path)
 
 
 def _summary(argv: list[str]) -> int:

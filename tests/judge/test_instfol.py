@@ -9,7 +9,15 @@ from scripted_judge import ScriptedJudge, toy_benchmark
 
 from instir.benchmarks.types import Query
 from instir.judge.cache import CachedJudge
-from instir.judge.instfol import aggregate, instfol, instfol_score, printable, score_list_pair, select_instances
+from instir.judge.instfol import (
+    aggregate,
+    instfol,
+    instfol_score,
+    overall,
+    printable,
+    score_list_pair,
+    select_instances,
+)
 
 
 def run_frame(lists: dict[str, list[str]]) -> pd.DataFrame:
@@ -154,6 +162,42 @@ def test_multi_level_subset_takes_the_unweighted_mean_of_its_levels():
     assert summary.loc[("average", "average"), "failed"] == 43
     assert summary.loc[("level", "fiqa")]["parsed"].tolist() == [3, 2]
     assert (fiqa["parsed"], summary.loc[("average", "average"), "parsed"]) == (5, 10)
+
+
+def test_a_benchmark_without_levels_or_subsets_gets_one_row():
+    """InstructIR: no level, one 'subset' (the benchmark's name). A level, subset and Average row
+    would be one value three times (and collide when compared with the papers)."""
+    instances = pd.DataFrame({"qid": ["1_1", "1_2", "2_1"], "subset": "instructir",
+                              "level": pd.array([None, None, None], dtype="Int64"),
+                              "s_q": [1.0, 2.0, 0.0], "s_inst": [2.0, 2.0, 1.0], "instfol": [0.5, 0.0, 1 / 3],
+                              "failed": [0, 1, 0], "dropped": [0, 1, 0], "parsed": [0, 0, 2]})
+    summary = aggregate(instances)
+    assert summary[["scope", "subset"]].values.tolist() == [["subset", "instructir"]]
+    row = summary.iloc[0]
+    assert row["instfol"] == pytest.approx((0.5 + 0 + 1 / 3) / 3)
+    assert (row["instances"], row["scored"], row["failed"], row["dropped"], row["parsed"]) == (3, 3, 1, 1, 2)
+    assert pd.isna(row["level"])
+
+
+def test_a_single_level_subset_has_no_level_row_and_one_subset_no_average():
+    instances = pd.DataFrame({"qid": ["y1", "y2"], "subset": "nfcorpus", "level": pd.array([0, 0], dtype="Int64"),
+                              "s_q": 1.0, "s_inst": 1.0, "instfol": [0.2, 0.4], "failed": 0, "dropped": 0,
+                              "parsed": 0})
+    summary = aggregate(instances)
+    assert summary[["scope", "subset"]].values.tolist() == [["subset", "nfcorpus"]]
+    assert summary["instfol"].iloc[0] == pytest.approx(0.3)
+
+
+def test_overall_takes_the_average_row_else_the_only_subset_row():
+    instances = pd.DataFrame({"qid": ["x1", "x2", "y1"], "subset": ["fiqa", "fiqa", "nfcorpus"],
+                              "level": pd.array([1, 2, 0], dtype="Int64"), "s_q": 1.0, "s_inst": 1.0,
+                              "instfol": [0.2, 0.4, -0.5], "failed": 0, "dropped": 0, "parsed": 0})
+    two = aggregate(instances).assign(system="a", benchmark="ifir")
+    one = aggregate(instances[instances["subset"] == "fiqa"]).assign(system="b", benchmark="ifir")
+    top = overall(pd.concat([two, one], ignore_index=True))
+    assert top[["system", "scope", "subset"]].values.tolist() == [["a", "average", "average"],
+                                                                  ["b", "subset", "fiqa"]]
+    assert top["instfol"].tolist() == pytest.approx([(0.3 - 0.5) / 2, 0.3])
 
 
 def queries_in_strata(sizes: dict[int, int]) -> list[Query]:

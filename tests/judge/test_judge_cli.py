@@ -48,14 +48,14 @@ def judge_args(runs, cache):
             "--backend", "baseline", "--cache", str(cache)]
 
 
-def test_judge_prints_instfol_per_level_subset_and_average(sample_runs, tmp_path, capsys, backend_calls):
+def test_judge_prints_instfol_per_level_and_subset(sample_runs, tmp_path, capsys, backend_calls):
     assert main(judge_args(sample_runs, tmp_path / "j.sqlite")) == 0
     out = capsys.readouterr().out
     assert "InstFol@20 on ifir-sample/fiqa [instructed] (bundled SAMPLE" in out
     assert "18 judged (max all, seed 0)" in out
     lines = [line.split() for line in out.splitlines()]
     rows = [cells for cells in lines if cells and cells[0] in ("level", "subset", "average")]
-    assert [cells[:2] for cells in rows] == [["level", "fiqa"]] * 3 + [["subset", "fiqa"], ["average", "average"]]
+    assert [cells[:2] for cells in rows] == [["level", "fiqa"]] * 3 + [["subset", "fiqa"]]  # one subset: no Average
     assert [cells[2] for cells in rows[:3]] == ["1", "2", "3"]
     header = next(cells for cells in lines if cells[:2] == ["scope", "subset"])
     assert header == ["scope", "subset", "level", "InstFol", "x100", "s_q", "s_inst", "instances", "scored", "failed",
@@ -63,8 +63,8 @@ def test_judge_prints_instfol_per_level_subset_and_average(sample_runs, tmp_path
     assert "0 failed, 0 scored by the parsed integer (no usable log-probabilities)" in out
     expected = instfol(read_run(sample_runs[0]), read_run(sample_runs[1]), load_benchmark("ifir-sample/fiqa"),
                        BaselineJudge(progress=False)).summary()
-    printed_average = float(rows[-1][2])  # average row: scope, subset, InstFol (level blank)
-    assert printed_average == pytest.approx(round(expected.iloc[-1]["instfol"] * 100, 1))
+    printed_subset = float(rows[-1][2])  # subset row: scope, subset, InstFol (level blank)
+    assert printed_subset == pytest.approx(round(expected.iloc[-1]["instfol"] * 100, 1))
     assert len(backend_calls) > 0
 
 
@@ -78,7 +78,7 @@ def test_warm_rerun_makes_zero_backend_calls(sample_runs, tmp_path, capsys, back
     warm = capsys.readouterr().out
     assert len(backend_calls) == made
     assert f"0 made now, {made} from the cache, 0 failed" in warm
-    assert cold.splitlines()[-6:] == warm.splitlines()[-6:]  # the same table
+    assert cold.splitlines()[-5:] == warm.splitlines()[-5:]  # the same table: header, 3 levels, subset
 
 
 def test_max_instances_limits_the_judged_sample(sample_runs, tmp_path, capsys):
@@ -147,6 +147,13 @@ def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path, monkey
     local = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
                                 api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
     assert (local.backend.base_url, local.backend.api_key_env) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY")
+    assert local.backend.timeout_s == 60.0
+
+
+def test_make_judge_passes_the_notebooks_timeout_to_the_openai_backend(tmp_path):
+    judge = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1", timeout_s=2.5,
+                                cache=tmp_path / "j.sqlite")
+    assert judge.backend.timeout_s == 2.5
 
 
 def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):

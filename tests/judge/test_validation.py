@@ -11,7 +11,15 @@ from scripted_judge import ScriptedJudge, toy_benchmark
 from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
 from instir.benchmarks.types import Query
-from instir.judge.validation import agreement, confusion, gold_pairs, judge_grade, ranking_agreement, validate
+from instir.judge.validation import (
+    agreement,
+    confusion,
+    describe_agreement,
+    gold_pairs,
+    judge_grade,
+    ranking_agreement,
+    validate,
+)
 
 NEGATIVES = [f"n{i}" for i in range(6)]
 
@@ -137,6 +145,27 @@ def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
     assert stats_["parsed_share"] == pytest.approx((result.pairs.loc[~failed, "docid"] == "d1").mean())
     assert set(result.pairs.loc[~failed, "weighting"]) == {"parsed", "logprobs"}
     assert int(result.confusion.to_numpy().sum()) == (~failed).sum()
+
+
+def test_a_judge_whose_every_judgment_fails_gives_nan_statistics_and_an_empty_confusion(cumulative):
+    """A judge outage: every request fails. The validation must still finish (no sklearn error on
+    an empty array), with failure rate 1, undefined statistics and no sentence about agreement."""
+    result = validate(cumulative, ScriptedJudge({}, error="gave up after 7 attempts; last: HTTP 500: down"),
+                      per_stratum=2)
+    got = result.agreement.set_index("statistic")
+    assert got.loc["failure_rate", "value"] == 1.0 and got.loc["pairs", "value"] == len(result.pairs) > 0
+    for name in ("kappa_binary", "kappa_graded_linear", "pearson_r", "spearman_rho", "roc_auc"):
+        assert math.isnan(got.loc[name, "value"]) and got.loc[name, "n"] == 0
+    assert result.confusion.shape == (3, 3) and int(result.confusion.to_numpy().sum()) == 0
+    assert describe_agreement(result.agreement) == ""
+
+
+def test_describe_agreement_reads_the_pooled_figures_and_names_undefined_ones():
+    text = describe_agreement(agreement(hand_made()))
+    assert "On 9 successfully judged of 11 labelled pairs" in text
+    assert f"ROC AUC {17 / 18:.2f}" in text
+    one_class = describe_agreement(agreement(hand_made().iloc[:3]))
+    assert "ROC AUC undefined (one class only)" in one_class
 
 
 def test_ranking_agreement_is_scipy_kendall_tau_over_common_systems():

@@ -1,0 +1,77 @@
+"""How a batch of judgments turned out, for reports: how many failed and why (the distinct
+error messages, counted), and how each successful score was weighted.
+
+Both read the per-judgment frames the judge stages write: :attr:`ValidationResult.pairs
+<instir.judge.validation.ValidationResult>` and :attr:`InstFolResult.positions
+<instir.judge.instfol.InstFolResult>`, which carry ``error`` (``None``/NaN for a success) and
+``weighting`` (:data:`~instir.judge.types.Weighting`; empty for a failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import get_args
+
+import pandas as pd
+
+from instir.judge.types import Weighting
+
+#: Weightings in the order reports list them.
+WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
+
+#: What ``parsed`` means, in one sentence for readers of a report.
+PARSED_MEANING = ("`parsed`: the score is the integer parsed from the judge's answer, because the answer came "
+                  "without usable log-probabilities for the score (the other weightings take the expected score "
+                  "under the judge's probabilities).")
+
+
+def _shorten(text: str, max_chars: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def _failed(errors: Iterable[object]) -> pd.Series:
+    """The error messages of the failed judgments (``None``/NaN = success)."""
+    messages = pd.Series(list(errors), dtype="object")
+    return messages[messages.notna()].astype("string")
+
+
+def error_counts(errors: Iterable[object], limit: int = 5, max_chars: int = 200) -> pd.DataFrame:
+    """The distinct error messages among ``errors`` (``None``/NaN = success), most frequent first,
+    as rows ``error, judgments``: at most ``limit`` messages, each cut to ``max_chars``
+    characters (a server's error page can be long), and one last row counting the judgments
+    behind the messages left out."""
+    counts = _failed(errors).value_counts(sort=True)
+    rows = [(_shorten(message, max_chars), int(n)) for message, n in counts.head(limit).items()]
+    rest = counts.iloc[limit:]
+    if len(rest):
+        rows.append((f"… {len(rest)} other message(s)", int(rest.sum())))
+    return pd.DataFrame(rows, columns=["error", "judgments"])
+
+
+def failure_statement(what: str, errors: Iterable[object]) -> str:
+    """One Markdown sentence: how many of the judgments of ``what`` failed, in numbers and per
+    cent, saying plainly when all of them did (then no statistic can be drawn from them)."""
+    errors = list(errors)
+    total, failed = len(errors), len(_failed(errors))
+    if total == 0:
+        return f"No judgments were needed for {what}."
+    if failed == total:
+        return (f"**All {total} judgments for {what} failed (100%)**: the judge answered none of them, so every "
+                "figure that needs a judgment is left out. The errors are listed below.")
+    if failed:
+        return (f"{failed} of {total} judgments for {what} failed ({failed / total:.0%}); they are left out of the "
+                "figures, never counted as a score of 0. The errors are listed below.")
+    return f"All {total} judgments for {what} succeeded."
+
+
+def weighting_counts(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Judgments per weighting for each named frame (e.g. ``{"validation pairs": pairs,
+    "InstFol positions": positions}``): one row per frame, a column per weighting in
+    :data:`WEIGHTINGS` order, ``failed`` (no weighting: the judgment failed) and ``total``."""
+    rows = []
+    for name, frame in frames.items():
+        weighting = frame["weighting"].astype("string")
+        counts = {w: int((weighting == w).sum()) for w in WEIGHTINGS}
+        rows.append({"judgments": name, **counts, "failed": int(weighting.isna().sum()), "total": len(frame)})
+    return pd.DataFrame(rows, columns=["judgments", *WEIGHTINGS, "failed", "total"])

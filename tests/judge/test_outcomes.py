@@ -1,0 +1,41 @@
+"""Judgment outcomes for reports: distinct errors counted and capped, a plain failure statement
+(all failed says so), and judgments counted per weighting."""
+
+import math
+
+import pandas as pd
+
+from instir.judge.outcomes import PARSED_MEANING, WEIGHTINGS, error_counts, failure_statement, weighting_counts
+
+
+def test_error_counts_lists_distinct_messages_most_frequent_first_and_caps_them():
+    errors = ["HTTP 500: down"] * 3 + [None, math.nan] + ["timeout (ReadTimeout)"] * 2 + ["a", "b", "a"]
+    table = error_counts(errors, limit=2)
+    assert table.values.tolist() == [["HTTP 500: down", 3], ["timeout (ReadTimeout)", 2], ["… 2 other message(s)", 3]]
+
+
+def test_error_counts_cuts_long_messages_and_is_empty_without_failures():
+    table = error_counts(["x" * 5000], max_chars=50)
+    assert len(table.loc[0, "error"]) == 50 and table.loc[0, "error"].endswith("…")
+    assert error_counts([None, None]).empty
+
+
+def test_failure_statement_says_plainly_when_every_judgment_failed():
+    assert failure_statement("the validation", ["HTTP 500"] * 4) == (
+        "**All 4 judgments for the validation failed (100%)**: the judge answered none of them, so every figure "
+        "that needs a judgment is left out. The errors are listed below.")
+    assert failure_statement("InstFol", ["HTTP 500", None, None, None]).startswith(
+        "1 of 4 judgments for InstFol failed (25%)")
+    assert failure_statement("InstFol", [None, None]) == "All 2 judgments for InstFol succeeded."
+    assert failure_statement("InstFol", []) == "No judgments were needed for InstFol."
+
+
+def test_weighting_counts_count_each_weighting_and_the_failures_per_frame():
+    pairs = pd.DataFrame({"weighting": ["logprobs", "parsed", "parsed", None]})
+    positions = pd.DataFrame({"weighting": ["logits"] * 3})
+    table = weighting_counts({"validation pairs": pairs, "InstFol positions": positions}).set_index("judgments")
+    assert list(table.columns) == [*WEIGHTINGS, "failed", "total"]
+    assert table.loc["validation pairs"].to_dict() == {"logprobs": 1, "logits": 0, "parsed": 2, "baseline": 0,
+                                                       "failed": 1, "total": 4}
+    assert table.loc["InstFol positions", "logits"] == 3
+    assert "parsed" in PARSED_MEANING and "log-probabilities" in PARSED_MEANING
