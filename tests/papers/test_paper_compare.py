@@ -132,3 +132,28 @@ def test_two_values_for_one_slice_are_an_error(reported):
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)])
     with pytest.raises(ValueError, match="several values"):
         compare(ours, reported)
+
+
+def test_long_doc_windows_note_follows_each_runs_windowing_mode(reported):
+    systems = {"contriever": "dense:facebook/contriever", "gtr": "dense:sentence-transformers/gtr-t5-base",
+               "instructor": "dense:hkunlp/instructor-base", "colbert": "dense:colbert-ir/colbertv2.0"}
+    ours = table([(systems[name], "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)
+                  for name in ("contriever", "gtr", "instructor")]
+                 + [(systems["colbert"], "ifir", "instructed", "average", "all", "nDCG@20", 0.3)])
+    runs = pd.DataFrame([("ifir/fiqa", systems["contriever"], "clean"), ("ifir/fiqa", systems["gtr"], "ifir"),
+                         ("ifir/fiqa", systems["instructor"], "none"), ("ifir/fiqa", systems["colbert"], "ifir"),
+                         ("ifir/nfcorpus", systems["colbert"], "clean")], columns=["benchmark", "system", "windowing"])
+    out = compare(ours, reported[reported["table"] == "Table 3"], runs=runs).set_index("system")
+    assert out["windowing"].to_dict() == {systems["contriever"]: "clean", systems["gtr"]: "ifir",
+                                          systems["instructor"]: "none", systems["colbert"]: "mixed"}
+    noted = {s for s, reasons in out["reasons"].items() if "long-doc-windows" in reasons.split("; ")}
+    assert noted == {systems["contriever"], systems["instructor"], systems["colbert"]}
+    unknown = compare(ours, reported[reported["table"] == "Table 3"])
+    assert set(unknown["windowing"]) == {"unknown"} and unknown["reasons"].str.contains("long-doc-windows").all()
+
+
+def test_long_doc_windows_note_spares_models_ifir_encoded_whole_and_bm25(reported):
+    ours = table([("dense:GritLM/GritLM-7B", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.5),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.25)])
+    out = compare(ours, reported[reported["table"] == "Table 3"])
+    assert len(out) == 2 and not out["reasons"].str.contains("long-doc-windows").any()
