@@ -44,8 +44,9 @@ class TokenizerAdapter(NamedTuple):
 
 def hf_adapter(tokenizer: Any) -> TokenizerAdapter:
     """A Hugging Face tokenizer as the IFIR authors used it: ``tokenize`` (token strings, no
-    special tokens) and ``convert_tokens_to_string``."""
-    return TokenizerAdapter(tokenizer.tokenize, tokenizer.convert_tokens_to_string)
+    special tokens) and ``convert_tokens_to_string``. ``verbose=False`` only silences the
+    tokenizer's "longer than the maximum sequence length" warning: long texts are what is cut."""
+    return TokenizerAdapter(lambda text: tokenizer.tokenize(text, verbose=False), tokenizer.convert_tokens_to_string)
 
 
 def tiktoken_adapter(encoding: Any) -> TokenizerAdapter:
