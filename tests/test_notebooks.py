@@ -294,3 +294,31 @@ def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path, isolated_e
     assert "ifir-native-ndcg" in table3.loc["nDCG@20", "reasons"]
     assert not (tmp_path / "paper_tables" / "not_comparable.txt").exists()
     assert "bm25 (query-only)" not in set(compared["system"])
+
+
+def test_paper_tables_name_each_runs_windowing(tmp_path, isolated_env):
+    """05 shows the long-text windowing each run recorded in its sidecar, and a compared row of a
+    model IFIR encoded in windows carries the long-doc-windows note unless its run used 'ifir'."""
+    from instir.retrieval import Run, write_run
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "judge").mkdir()
+    systems = {"clean": "dense:facebook/contriever", "ifir": "dense:sentence-transformers/gtr-t5-base"}
+    rows = []
+    for mode, system in systems.items():
+        run = Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]}),
+                  {"retriever": {"name": system, "params": {"windowing": mode}}})
+        write_run(run, tmp_path / "runs" / f"{mode}.trec")
+        rows.append({"benchmark": "ifir/fiqa", "system": system, "run_file": f"runs/{mode}.trec"})
+    pd.DataFrame(rows).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    pd.DataFrame({"system": list(systems.values()), "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa",
+                  "level": "all", "measure": "nDCG@20", "value": 0.3, "n_queries": 1718,
+                  }).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
+    pd.DataFrame(columns=["scope", "subset", "level", "instfol", "system", "benchmark"]).to_csv(
+        tmp_path / "judge" / "instfol.csv", index=False)
+    _execute("05_paper_tables", str(tmp_path), tmp_path)
+    compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
+    table3 = compared[compared["table"] == "Table 3"].set_index("system")
+    assert table3["windowing"].to_dict() == {systems["clean"]: "clean", systems["ifir"]: "ifir"}
+    assert "long-doc-windows" in table3.loc[systems["clean"], "reasons"]
+    assert "long-doc-windows" not in table3.loc[systems["ifir"], "reasons"]

@@ -26,7 +26,7 @@ _AVERAGED_SUBSETS = frozenset(IFIR_SUBSETS.values()) - {"avg", "all"}
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
     "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "within_tolerance",
-    "secondary", "reasons", "reference", "source",
+    "secondary", "windowing", "reasons", "reference", "source",
 ]
 
 
@@ -61,7 +61,7 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
 
 def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
             tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
-            model_map: Mapping[str, str] | None = None) -> pd.DataFrame:
+            model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Align reproduced numbers with reported ones (from :func:`load_reported`).
 
     ``reproduced`` has one row per system x measure x slice: ``benchmark`` (``instructir``,
@@ -75,16 +75,21 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     row is compared only when the reproduced table has the same system and measure on all
     seven IFIR subsets: an Average over the subsets a run happened to load is another number
     than the paper's.
+    ``runs`` (``benchmark``, ``system``, ``windowing``: one row per run, as
+    :func:`instir.retrieval.run_windowing` reads it from the sidecars) gives every reproduced
+    number the windowing mode of the run(s) behind it (an IFIR average: of all its subsets'
+    runs, ``mixed`` when they differ; ``unknown`` without ``runs`` or without a matching run).
 
     Returns one row per matched pair, in the reported row's printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
-    the printed rounding), ``within_tolerance``, and ``reasons`` (keys of
+    the printed rounding), ``within_tolerance``, ``windowing``, and ``reasons`` (keys of
     :func:`known_divergences` that apply). Raises :class:`NotComparableError` for sample data.
     """
     reason = not_comparable_reason(reproduced)
     if reason:
         raise NotComparableError(reason)
     ours = _normalise_reproduced(reproduced, model_map)
+    ours["windowing"] = _windowing_of(ours, runs)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
@@ -163,6 +168,20 @@ def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
     complete = pd.Series([bool(covered.get(key, False)) for key in zip(*(ours[k] for k in keys))],
                          index=ours.index, dtype=bool)
     return ours[~is_average | complete]
+
+
+def _windowing_of(ours: pd.DataFrame, runs: pd.DataFrame | None) -> list[str]:
+    """Per reproduced row, the windowing mode of the run(s) behind it (see :func:`compare`)."""
+    if runs is None:
+        return ["unknown"] * len(ours)
+    modes: dict[tuple[str, str, str], set[str]] = {}
+    for benchmark, system, mode in runs[["benchmark", "system", "windowing"]].itertuples(index=False):
+        family, _, subset = str(benchmark).partition("/")
+        modes.setdefault((str(system), family, subset), set()).add(str(mode))
+        modes.setdefault((str(system), family, "avg"), set()).add(str(mode))
+    found = [modes.get((system, benchmark, subset), set())
+             for system, benchmark, subset in ours[["system", "benchmark", "subset_id"]].itertuples(index=False)]
+    return [next(iter(m)) if len(m) == 1 else "mixed" if m else "unknown" for m in found]
 
 
 def _level_key(value: object) -> int:

@@ -1,8 +1,8 @@
 """Known reasons why a reproduced number can differ from a reported one, kept as data.
 
 Each :class:`Divergence` says which numbers it affects (paper, benchmark, measure, subset,
-level, model, source kind), so :func:`instir.papers.compare` can attach the applicable
-reasons to every aligned row and a notebook can list them next to the numbers.
+level, model, source kind, the reproduced run's long-text windowing), so
+:func:`instir.papers.compare` can attach the applicable reasons to every aligned row and a notebook can list them next to the numbers.
 Sources: the project's METRICS.md and FORMATS.md notes on the official code.
 """
 
@@ -21,7 +21,10 @@ class Divergence:
     Each filter is a tuple of accepted values (empty: any). ``measures`` match by prefix
     (``"nDCG"`` covers ``nDCG@20``); ``levels`` use 0 for "pooled over levels";
     ``models`` match by model-key prefix; ``secondary_only`` limits it to numbers that
-    do not come from the paper itself.
+    do not come from the paper itself; ``windowing`` lists the windowing modes of the
+    reproduced run it applies to (:func:`instir.retrieval.run_windowing`: ``ifir``,
+    ``clean``, ``none``, ``n/a``; ``unknown`` when the row does not say, ``mixed`` when the
+    runs behind an average differ).
     """
 
     key: str
@@ -34,12 +37,15 @@ class Divergence:
     levels: tuple[int, ...] = ()
     models: tuple[str, ...] = ()
     secondary_only: bool = False
+    windowing: tuple[str, ...] = ()
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
-        ``subset_id``, ``level``, ``model_key`` and ``secondary`` fields."""
+        ``subset_id``, ``level``, ``model_key``, ``secondary`` and ``windowing`` fields."""
         level = row.get("level")
         level = 0 if level is None or pd.isna(level) else int(level)
+        windowing = row.get("windowing")
+        windowing = "unknown" if windowing is None or pd.isna(windowing) or windowing == "" else str(windowing)
         checks = (
             not self.papers or row.get("paper") in self.papers,
             not self.benchmarks or row.get("benchmark") in self.benchmarks,
@@ -48,11 +54,17 @@ class Divergence:
             not self.levels or level in self.levels,
             not self.models or str(row.get("model_key", "")).startswith(self.models),
             not self.secondary_only or bool(row.get("secondary")),
+            not self.windowing or windowing in self.windowing,
         )
         return all(checks)
 
 
 MULTI_LEVEL_SUBSETS = ("fiqa", "scifact_open", "aila", "pm")
+#: Model keys of the IFIR models whose official classes encode texts as window means
+#: (SighingSnow/IFIR src/utils/embeddings.py: Contriever, ColBERT, GTR, Instructor, OpenAIEmbedding),
+#: alone and as the dense part of a hybrid.
+_IFIR_WINDOWED_MODELS = ("facebook/contriever", "colbert-ir/", "sentence-transformers/gtr-t5", "hkunlp/instructor",
+                         "openai:text-embedding")
 
 DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
@@ -119,11 +131,16 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "stemming and stopwords differ from both.",
         models=("bm25", "hybrid:")),
     Divergence(
-        "long-doc-windows", "Long documents split into windows",
-        "IFIR's official code splits documents over 512 tokens into 512-token windows (stride 384) "
-        "and averages the window embeddings for Contriever, GTR and ColBERT; truncating instead "
-        "changes the scores on long-document subsets.",
-        papers=("ifir",), models=("facebook/contriever", "sentence-transformers/gtr-t5", "colbert-ir/")),
+        "long-doc-windows", "Long texts not cut as IFIR's code cuts them",
+        "IFIR's official code encodes every document and query of Contriever, ColBERT, GTR, Instructor "
+        "and the OpenAI models as the mean of its windows: 512 tokens (Instructor: minus the "
+        "instruction's tokens) starting at every multiple of 384 tokens, detokenised, then truncated by "
+        "the model. The kit does the same with windowing 'ifir'; this run used another mode (see its "
+        "windowing): 'none' lets the model truncate long texts, 'clean' cuts documents only, only until "
+        "the text is covered and at most the model's input long. Either changes the scores on "
+        "long-document subsets.",
+        papers=("ifir",), models=_IFIR_WINDOWED_MODELS + tuple(f"hybrid:{m}" for m in _IFIR_WINDOWED_MODELS),
+        windowing=("none", "clean", "mixed", "unknown")),
     Divergence(
         "query-order", "Query text order (MTEB vs official)",
         "MTEB sends '<query> <instruction>' for InstructIR, the official code '<instruction> [SEP] "

@@ -16,11 +16,11 @@ from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_self_hits, read_run, read_sidecar,
-                                   run_is_complete, write_run)
+                                   run_is_complete, run_windowing, write_run)
 
 __all__ = ["BUNDLED_MODEL_ID", "RETRIEVER_KINDS", "Retriever", "Run", "RunIdCheck", "as_run", "check_run_ids",
-           "drop_self_hits", "make_retriever", "read_run", "retrieve", "retriever_family", "run_is_complete", "run_key",
-           "run_path", "system_name", "template_for", "write_run"]
+           "drop_self_hits", "make_retriever", "read_run", "read_sidecar", "retrieve", "retriever_family", "run_is_complete",
+           "run_key", "run_path", "run_windowing", "system_name", "template_for", "write_run"]
 
 #: The retriever kinds :func:`make_retriever` builds.
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
@@ -53,17 +53,19 @@ def retriever_family(retriever: Retriever) -> str:
     return getattr(retriever, "family", None) or family_of_model(retriever.name)
 
 
-def make_retriever(kind: str, model: str | None = None) -> Retriever:
+def make_retriever(kind: str, model: str | None = None, *, windowing: str | None = None) -> Retriever:
     """A retriever by kind: ``bm25`` (benchmark defaults), ``dense`` or ``hybrid`` (IFIR's RRF of
-    dense + BM25) with ``model`` (default: the bundled offline MiniLM)."""
+    dense + BM25) with ``model`` (default: the bundled offline MiniLM) and the dense encoder's
+    long-text ``windowing`` (``None``: none, ``"ifir"``: the IFIR authors' cut, ``"clean"``: the
+    kit's; see :class:`~instir.retrieval.dense.DenseRetriever`)."""
     from instir.retrieval.lexical import BM25Retriever
 
-    _check_kind(kind, model)
+    _check_kind(kind, model, windowing)
     if kind == "bm25":
         return BM25Retriever()
     from instir.retrieval.dense import DenseRetriever
 
-    dense = DenseRetriever(model)
+    dense = DenseRetriever(model, windowing=windowing)
     if kind == "dense":
         return dense
     from instir.retrieval.fusion import HybridRetriever
@@ -83,12 +85,14 @@ def system_name(kind: str, model: str | None = None) -> str:
     return f"dense:{model_id}" if kind == "dense" else f"hybrid:{model_id}+bm25"
 
 
-def _check_kind(kind: str, model: str | None) -> None:
-    """Refuse an unknown retriever kind, and a model for BM25 (which has none)."""
+def _check_kind(kind: str, model: str | None, windowing: str | None = None) -> None:
+    """Refuse an unknown retriever kind, and a model or windowing for BM25 (which has no encoder)."""
     if kind not in RETRIEVER_KINDS:
         raise unknown("retriever", kind, RETRIEVER_KINDS)
     if kind == "bm25" and model is not None:
         raise UsageError("--model applies to dense and hybrid retrievers, not bm25")
+    if kind == "bm25" and windowing is not None:
+        raise UsageError("--windowing applies to dense and hybrid retrievers, not bm25")
 
 
 def _slug(text: str) -> str:

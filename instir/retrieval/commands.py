@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="sentence-transformers model id or path for dense/hybrid (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--cards", action="append", default=[], metavar="FILE",
                    help="extra system card file (TOML/YAML); may be repeated")
+    p.add_argument("--windowing", default=None, choices=("ifir", "clean"),
+                   help="dense/hybrid: encode long texts as the mean of windows, cut as IFIR's code does (ifir: "
+                        "documents and queries) or the kit's way (clean: documents only); default: no windows")
     p.add_argument("--template", default=None,
                    help="query/document template name (default: the system card's, else the authors' template "
                         "for the model family)")
@@ -48,8 +51,8 @@ def _retrieve(args: argparse.Namespace) -> int:
     template = get_template(args.template) if args.template else None  # a bad name fails before any loading
     card = None
     if args.system is not None:
-        if args.model is not None:
-            raise UsageError("--model applies to --retriever dense/hybrid; a system card names its own model")
+        if args.model is not None or args.windowing is not None:
+            raise UsageError("--model and --windowing apply to --retriever dense/hybrid; a system card sets its own")
         from instir.systems import build_system, get_card, load_cards
 
         cards = load_cards(args.cards)
@@ -59,7 +62,7 @@ def _retrieve(args: argparse.Namespace) -> int:
                              "of retrieving")
         retriever = build_system(card, cards=cards)
     else:
-        retriever = make_retriever(args.retriever, args.model)
+        retriever = make_retriever(args.retriever, args.model, windowing=args.windowing)
     benchmark = benchmark_from_args(args)
     output_folder(args.out)  # before the retrieval, after the benchmark is found
     try:

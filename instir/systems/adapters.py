@@ -49,15 +49,6 @@ def _single_max_length(card: SystemCard) -> int | None:
     return d if d is not None else q
 
 
-def _window_kwargs(card: SystemCard) -> dict:
-    """DenseRetriever's long-document window arguments for ``card.windowing``.
-
-    Until DenseRetriever takes ``windowing="ifir" | "clean" | None`` this maps any windowing
-    onto ``long_doc_windows=True`` (the kit's clean 512/384 windows); after that change,
-    return ``{"windowing": card.windowing or None}`` here."""
-    return {"long_doc_windows": bool(card.windowing)}
-
-
 def _model_location(model: str) -> str:
     """The bundled MiniLM's local path for its Hugging Face id (offline); any other id as is."""
     from instir.retrieval import BUNDLED_MODEL_ID
@@ -81,7 +72,7 @@ def _dense(card: SystemCard, model, *, device: str | None, cache_dir: str | Path
 
     return DenseRetriever(model, batch_size=int(card.params.get("batch_size", 64)), max_length=_single_max_length(card),
                           normalize=card.normalize, similarity=card.similarity or None, device=device,
-                          cache_dir=cache_dir, progress=progress, **_window_kwargs(card))
+                          cache_dir=cache_dir, progress=progress, windowing=card.windowing or None)
 
 
 def sentence_transformers_from_card(card: SystemCard, *, device: str | None = None,

@@ -38,15 +38,29 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
 from instir.formatting import Template
-from instir.http_retry import ERROR_BODY_CHARS, RequestFailed, RetryPolicy, post_with_retries
+from instir.http_retry import (
+    ERROR_BODY_CHARS,
+    RequestFailed,
+    RetryPolicy,
+    post_with_retries,
+)
 from instir.progress import tqdm
-from instir.retrieval.dense import _benchmark_subset, _CorpusTexts, cache_facts, rank_by_embeddings
+from instir.retrieval.dense import (
+    _benchmark_subset,
+    _CorpusTexts,
+    cache_facts,
+    rank_by_embeddings,
+)
 from instir.retrieval.embedding_cache import EmbeddingCache
 from instir.retrieval.runs import Run
+from instir.retrieval.windows import (
+    IFIR_STRIDE,
+    IFIR_WINDOW,
+    ifir_windows,
+    tiktoken_adapter,
+)
 from instir.secrets import mask_secret
 
-#: IFIR's window and stride in tokens (``OpenAIEmbedding.segment_text`` defaults).
-IFIR_WINDOW, IFIR_STRIDE = 512, 384
 _SRC = "SighingSnow/IFIR src/utils/embeddings.py OpenAIEmbedding (segment_text, embed_documents, embed_query)"
 
 
@@ -70,16 +84,6 @@ def tiktoken_tokenizer(model: str) -> TextTokenizer:
     except Exception as err:  # noqa: BLE001 - tiktoken raises KeyError, requests/OS errors offline
         raise RuntimeError(f"tiktoken could not load the encoding of {model!r} ({type(err).__name__}: {err}); "
                            "it downloads its BPE file on first use — offline, put it in TIKTOKEN_CACHE_DIR") from None
-
-
-def ifir_segments(text: str, tokenizer: TextTokenizer, window: int = IFIR_WINDOW,
-                  stride: int = IFIR_STRIDE) -> list[str]:
-    """``text`` as IFIR's ``segment_text`` cuts it: token windows ``[i, i + window)`` for
-    ``i = 0, stride, 2*stride …`` decoded back to text, empty decodings skipped. A text with no
-    tokens stays one segment (itself), so every text gets a vector."""
-    tokens = tokenizer.encode(text)
-    segments = [s for i in range(0, len(tokens), stride) if (s := tokenizer.decode(tokens[i:i + window]))]
-    return segments or [text]
 
 
 class OpenAIEmbeddingClient:
@@ -230,7 +234,9 @@ class OpenAIEmbeddingsRetriever:
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text: the mean of its window vectors (whole text when windows are off)."""
-        pieces = [ifir_segments(t, self.tokenizer, self.window, self.stride) if self.windows else [t] for t in texts]
+        # a text without tokens has no IFIR windows (the authors averaged nothing): it is encoded whole
+        pieces = [(ifir_windows(t, *tiktoken_adapter(self.tokenizer), self.window, self.stride) or [t]) if self.windows
+                  else [t] for t in texts]
         vectors = self.client.embed([p for ps in pieces for p in ps])
         counts = np.array([len(ps) for ps in pieces])
         starts = np.r_[0, np.cumsum(counts)[:-1]]

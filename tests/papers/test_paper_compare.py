@@ -4,6 +4,7 @@ paper's printed units, attaches known divergences, and refuses sample data."""
 import pandas as pd
 import pytest
 
+from instir.benchmarks import IFIR_SUBSETS
 from instir.papers import (
     DIVERGENCES,
     NotComparableError,
@@ -174,3 +175,30 @@ def test_claims_about_the_released_judge_code_match_that_code():
     assert "*another* level" not in doc and "never drops a rank" in doc
     assert "as the official code drops it" not in instfol_module.score_list_pair.__doc__
     assert "keeps the last" in doc
+
+
+def test_long_doc_windows_note_follows_each_runs_windowing_mode(reported):
+    systems = {"contriever": "dense:facebook/contriever", "gtr": "dense:sentence-transformers/gtr-t5-base",
+               "instructor": "dense:hkunlp/instructor-base", "colbert": "dense:colbert-ir/colbertv2.0"}
+    ours = table([(systems[name], "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)
+                  for name in ("contriever", "gtr", "instructor")]
+                 + [(systems["colbert"], f"ifir/{s}", "instructed", s, "all", "nDCG@20", 0.3) for s in IFIR_SUBSETS]
+                 + [(systems["colbert"], "ifir", "instructed", "average", "all", "nDCG@20", 0.3)])
+    runs = pd.DataFrame([("ifir/fiqa", systems["contriever"], "clean"), ("ifir/fiqa", systems["gtr"], "ifir"),
+                         ("ifir/fiqa", systems["instructor"], "none"), ("ifir/fiqa", systems["colbert"], "ifir"),
+                         ("ifir/nfcorpus", systems["colbert"], "clean")], columns=["benchmark", "system", "windowing"])
+    out = compare(ours, reported[reported["table"] == "Table 3"], runs=runs)
+    out = out[(out["system"] != systems["colbert"]) | (out["subset_id"] == "avg")].set_index("system")
+    assert out["windowing"].to_dict() == {systems["contriever"]: "clean", systems["gtr"]: "ifir",
+                                          systems["instructor"]: "none", systems["colbert"]: "mixed"}
+    noted = {s for s, reasons in out["reasons"].items() if "long-doc-windows" in reasons.split("; ")}
+    assert noted == {systems["contriever"], systems["instructor"], systems["colbert"]}
+    unknown = compare(ours, reported[reported["table"] == "Table 3"])
+    assert set(unknown["windowing"]) == {"unknown"} and unknown["reasons"].str.contains("long-doc-windows").all()
+
+
+def test_long_doc_windows_note_spares_models_ifir_encoded_whole_and_bm25(reported):
+    ours = table([("dense:GritLM/GritLM-7B", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.5),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.25)])
+    out = compare(ours, reported[reported["table"] == "Table 3"])
+    assert len(out) == 2 and not out["reasons"].str.contains("long-doc-windows").any()

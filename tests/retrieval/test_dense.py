@@ -130,10 +130,10 @@ def test_changed_max_length_misses_the_cache(model, tmp_path):
     assert shorter.meta["embeddings"]["document_cache_key"] != first.meta["embeddings"]["document_cache_key"]
 
 
-def test_long_document_embedding_is_the_mean_of_its_window_embeddings(model, tmp_path):
+def test_clean_mode_document_embedding_is_the_mean_of_its_window_embeddings(model, tmp_path):
     long_text = " ".join(f"Sentence {i} tells about the history of tower number {i} in Paris." for i in range(12))
-    r = retriever(model, tmp_path, long_doc_windows=True, window=32, stride=24)
-    windows = r.split_windows([long_text])[0]
+    r = retriever(model, tmp_path, windowing="clean", window=32, stride=24)
+    windows = r.clean_split([long_text])[0]
     token_counts = [len(model.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in windows]
     n_tokens = len(model.tokenizer(long_text, add_special_tokens=False)["input_ids"])
     assert len(windows) == 1 + -(-(n_tokens - 32) // 24) and max(token_counts) <= 32
@@ -145,9 +145,10 @@ def test_long_document_embedding_is_the_mean_of_its_window_embeddings(model, tmp
     np.testing.assert_allclose(got[0], model.encode(["A short document."])[0], atol=1e-5)
 
 
-def test_window_is_capped_at_what_the_model_takes(model, tmp_path):
-    params = retriever(model, tmp_path, long_doc_windows=True).params()
+def test_clean_window_is_capped_at_what_the_model_takes(model, tmp_path):
+    params = retriever(model, tmp_path, windowing="clean").params()
     assert (params["window"], params["stride"]) == (254, 254)  # max_seq_length 256 minus [CLS], [SEP]
+    assert params["windowing"] == "clean" and params["windowed"] == ["documents"]
 
 
 def test_instructor_pairs_are_joined_unless_pooling_skips_the_prompt(model, tmp_path):
@@ -179,7 +180,7 @@ def test_run_metadata_names_model_template_and_cache(model, tmp_path):
     assert meta["retriever"]["name"] == "dense-all-MiniLM-L6-v2" and meta["retriever"]["family"] == "dense"
     assert params["similarity"] == "cosine" and params["fingerprint"] == model_fingerprint(model)
     assert params["modules"] == ["Transformer", "Pooling", "Normalize"] and params["precision"] == "float32"
-    assert params["long_doc_windows"] is False and params["window"] is None
+    assert params["windowing"] is None and params["windowed"] == [] and params["window"] is None
     assert meta["embeddings"]["documents_encoded"] == len(DOCS)
 
 

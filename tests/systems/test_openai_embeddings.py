@@ -11,7 +11,11 @@ import pytest
 
 from instir.http_retry import RetryPolicy
 from instir.retrieval import retrieve
-from instir.systems.openai_embeddings import OpenAIEmbeddingClient, OpenAIEmbeddingsRetriever, ifir_segments
+from instir.retrieval.windows import ifir_windows, tiktoken_adapter
+from instir.systems.openai_embeddings import (
+    OpenAIEmbeddingClient,
+    OpenAIEmbeddingsRetriever,
+)
 from tests.judge.judge_fakes import FakeChatServer, Reply
 
 DIM = 8
@@ -89,8 +93,8 @@ def test_vectors_are_ifir_window_means_and_ranking_is_exact_cosine(toy_benchmark
 def test_segments_follow_ifir_segment_text():
     tok = WordTokenizer()
     text = "a b c d e f g h"
-    assert ifir_segments(text, tok, 4, 3) == ["a b c d", "d e f g", "g h"]
-    assert ifir_segments("", tok, 4, 3) == [""]
+    assert ifir_windows(text, *tiktoken_adapter(tok), 4, 3) == ["a b c d", "d e f g", "g h"]
+    assert ifir_windows("", *tiktoken_adapter(tok), 4, 3) == []  # no tokens: the retriever encodes it whole
 
 
 def test_requests_are_batched_and_concurrency_is_bounded(tmp_path):
