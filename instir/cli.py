@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "instir.metrics.commands",
     "instir.judge.commands",
     "instir.pipeline",
+    "instir.distributed.commands",
 )
 
 

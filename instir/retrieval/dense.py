@@ -336,15 +336,20 @@ class DenseRetriever:
         starts = np.r_[0, np.cumsum(counts)[:-1]]
         return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
 
+    def document_encoder(self, template: Template, subset: str = "") -> dict:
+        """The cache's encoder description of document vectors: model, document format and
+        window settings (with every document's title and text, the document cache key)."""
+        window, stride = self._window_sizes()
+        described = template.describe()
+        return {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
+                "domain": described["domains"].get(subset, ""),
+                "windows": [window, stride] if self.long_doc_windows else None}
+
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
         """Document embeddings of a corpus through the cache (keyed by model, document
         format, window settings and every document's title and text in order)."""
-        window, stride = self._window_sizes()
-        described = template.describe()
-        encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
-                   "domain": described["domains"].get(subset, ""),
-                   "windows": [window, stride] if self.long_doc_windows else None}
-        return self.cache.embed(encoder, _CorpusTexts(corpus), lambda items: self._encode_docs(template, subset, items),
+        return self.cache.embed(self.document_encoder(template, subset), _CorpusTexts(corpus),
+                                lambda items: self._encode_docs(template, subset, items),
                                 label=self.name, desc="encoding corpus")
 
     def embed_queries(self, inputs: Sequence[ModelInput]) -> Embeddings:

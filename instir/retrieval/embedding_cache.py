@@ -116,14 +116,9 @@ class EmbeddingCache:
         total = len(items) if isinstance(items, Sized) else None
         with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
             for i, chunk in enumerate(_chunks(items, self.chunk_size)):
-                path = entry / f"chunk{self.chunk_size}-{i:06d}.npy"  # a size change never mixes chunks
-                chunk_files.append(path)
+                chunk_files.append(self.chunk_path(entry, i))
                 n_items += len(chunk)
-                if not (path.is_file() and np.load(path, mmap_mode="r").shape[0] == len(chunk)):
-                    vectors = np.asarray(encode(chunk), dtype=np.float32)
-                    if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
-                        raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
-                    atomic.save_array(path, vectors)
+                if self.write_chunk(entry, i, chunk, encode):
                     encoded += len(chunk)
                 bar.update(len(chunk))
         if not chunk_files:
@@ -136,6 +131,27 @@ class EmbeddingCache:
         for path in entry.glob("chunk*.npy"):  # this run's chunks and any left by another chunk size
             path.unlink(missing_ok=True)
         return Embeddings(np.load(entry / MATRIX, mmap_mode="r"), key, entry, encoded)
+
+    def chunk_path(self, entry: Path, index: int) -> Path:
+        """File of chunk ``index`` (inputs ``index * chunk_size`` onwards) of an entry; the chunk
+        size is in the name, so a size change never mixes chunks."""
+        return entry / f"chunk{self.chunk_size}-{index:06d}.npy"
+
+    def write_chunk(self, entry: Path, index: int, chunk: Sequence[Any],
+                    encode: Callable[[list[Any]], np.ndarray]) -> bool:
+        """Encode and atomically write chunk ``index`` of ``entry`` (its inputs ``chunk``) unless a
+        complete one is already there; True when it was written. :meth:`embed` calls this for
+        every chunk; a sharded encoder (:mod:`instir.distributed.encode`) calls it from many
+        workers for disjoint chunk indices, and :meth:`embed` then only joins them."""
+        path = self.chunk_path(entry, index)
+        if path.is_file() and np.load(path, mmap_mode="r").shape[0] == len(chunk):
+            return False
+        vectors = np.asarray(encode(list(chunk)), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
+            raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
+        entry.mkdir(parents=True, exist_ok=True)
+        atomic.save_array(path, vectors)
+        return True
 
     @staticmethod
     def _join(entry: Path, chunk_files: Sequence[Path], n_rows: int) -> int:
