@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,9 +29,6 @@ from instir.distributed.grid import Cell, Grid
 from instir.progress import tqdm
 
 EXECUTORS = ("ray", "serial")
-#: Ray's start-up waits (raylet for its agent, the driver for the raylet), raised from 30 s and
-#: 60 s: on a busy machine the agent alone can take longer, and Ray then aborts the start.
-STARTUP_PATIENCE = {"RAY_agent_register_timeout_ms": "300000", "RAY_raylet_start_wait_time_s": "300"}
 #: Retries of a cell task whose worker died (never for an error the cell itself reports).
 WORKER_LOSS_RETRIES = 3
 
@@ -64,8 +60,6 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     if ray.is_initialized():
         yield
         return
-    for name, value in STARTUP_PATIENCE.items():
-        os.environ.setdefault(name, value)
     options: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
     if address is None:
         options["num_cpus"] = num_cpus

@@ -2,17 +2,20 @@
 with the suite's isolated instir home passed to the workers."""
 
 import os
+from pathlib import Path
 
 import pytest
-
-from instir.distributed.sweep import STARTUP_PATIENCE
 
 
 @pytest.fixture(scope="module")
 def ray_env(isolated_env) -> dict:
     """Runtime env the Ray workers need: the test's instir home, offline HF, no bars."""
     keys = ("INSTIR_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "MPLCONFIGDIR", "MPLBACKEND")
-    return {"env_vars": {**{k: os.environ[k] for k in keys if k in os.environ}, "INSTIR_PROGRESS": "0"}}
+    # the workers import this folder's modules (functions the tests send them) and the checkout
+    path = os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[2]),
+                            *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"env_vars": {**{k: os.environ[k] for k in keys if k in os.environ}, "INSTIR_PROGRESS": "0",
+                         "PYTHONPATH": path}}
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +24,9 @@ def isolated_env(tmp_path_factory):
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
     saved = {k: os.environ.get(k) for k in ("INSTIR_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME",
-                                              "MPLCONFIGDIR", "MPLBACKEND", "INSTIR_PROGRESS", *STARTUP_PATIENCE)}
+                                              "MPLCONFIGDIR", "MPLBACKEND", "INSTIR_PROGRESS")}
     os.environ.update(INSTIR_HOME=str(home / "instir"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                       HF_HOME=str(home / "hf"), MPLCONFIGDIR=str(home / "mpl"), MPLBACKEND="Agg", INSTIR_PROGRESS="0")
-    os.environ.update(STARTUP_PATIENCE)
     yield
     for k, v in saved.items():
         if v is None:

@@ -48,7 +48,7 @@ def test_many_concurrent_tasks_share_one_cache_with_exact_counts(ray_env, tmp_pa
         shared = [JudgeRequest(f"query {i}", "prefer recent work", f"passage {i} about query {i}", rubric)
                   for i in range(10)]
 
-        @ray.remote(num_cpus=0.1)
+        @ray.remote(num_cpus=0.5)  # four at a time on two CPUs
         def task(n, judge):
             own = JudgeRequest(f"own query {n}", "no instruction", f"passage for task {n}", rubric)
             return judge.judge([*shared, own, own])
