@@ -19,7 +19,6 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -68,8 +67,7 @@ class ShardedEncoding:
 
 
 def encode_corpus(factory: Callable[[], Retriever], corpus: Corpus, template: Template, subset: str = "", *,
-                  actors: int = 2, num_gpus: float = 0, num_cpus: float = 1,
-                  extra_remote_args: dict[str, Any] | None = None) -> ShardedEncoding:
+                  actors: int = 2, num_gpus: float = 0, num_cpus: float = 1) -> ShardedEncoding:
     """Encode ``corpus``'s missing cache chunks on a pool of ``actors`` Ray actors and join the
     entry; returns the embeddings the single-process ``embed_corpus`` would return. Ray must
     be initialised (``ray.init`` or :func:`instir.distributed.sweep.ray_session`)."""
@@ -94,11 +92,10 @@ def encode_corpus(factory: Callable[[], Retriever], corpus: Corpus, template: Te
         items = list(texts)
         rows = [{"index": i, "items": json.dumps(items[i * cache.chunk_size:(i + 1) * cache.chunk_size],
                                                  ensure_ascii=False)} for i in missing]
-        remote_args = {"max_restarts": -1, "max_task_retries": -1, **(extra_remote_args or {})}
         ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
             _ChunkEncoder, fn_constructor_kwargs={"factory": factory, "template": template, "subset": subset},
             batch_size=1, compute=ray.data.ActorPoolStrategy(size=max(1, min(actors, len(rows)))),
-            num_gpus=num_gpus, num_cpus=num_cpus, **remote_args)
+            num_gpus=num_gpus, num_cpus=num_cpus)  # Ray Data restarts lost actors and retries their tasks
         with tqdm(total=len(missing), desc=f"encoding {len(corpus)} documents on {actors} actors",
                   unit="chunk", disable=not dense.progress) as bar:
             for batch in ds.iter_batches(batch_size=1, batch_format="numpy", prefetch_batches=0):
