@@ -22,7 +22,8 @@ import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
+
+from instir.distributed.sweep import start_with_retries
 
 
 def _median(values: list[float]) -> float:
@@ -45,8 +46,9 @@ def bench_sweep(repeat: int, cpus: int) -> dict:
             serial.append(time.perf_counter() - start)
             os.environ["INSTIR_HOME"] = f"{tmp}/home-ray"
             start = time.perf_counter()
-            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"INSTIR_HOME": f"{tmp}/home-ray", "INSTIR_PROGRESS": "0"}})
+            start_with_retries(lambda: ray.init(
+                num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+                runtime_env={"env_vars": {"INSTIR_HOME": f"{tmp}/home-ray", "INSTIR_PROGRESS": "0"}}))
             startup.append(time.perf_counter() - start)
             start = time.perf_counter()
             run_sweep(parse_grid(grid), f"{tmp}/ray")
@@ -86,8 +88,8 @@ def bench_encode(n_docs: int, repeat: int, cpus: int, chunk: int) -> dict:
     corpus, template = _corpus(n_docs), get_template("query-only")
     torch.set_num_threads(cpus)
     single, spread = [], []
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"INSTIR_PROGRESS": "0", "OMP_NUM_THREADS": "1"}})
+    start_with_retries(lambda: ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+                                        runtime_env={"env_vars": {"INSTIR_PROGRESS": "0", "OMP_NUM_THREADS": "1"}}))
     try:
         for _ in range(repeat):
             with tempfile.TemporaryDirectory() as tmp:
@@ -109,7 +111,7 @@ def bench_encode(n_docs: int, repeat: int, cpus: int, chunk: int) -> dict:
 def bench_tasks(repeat: int, cpus: int, n: int = 1000) -> dict:
     import ray
 
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    start_with_retries(lambda: ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False))
     try:
         @ray.remote
         def noop(x):

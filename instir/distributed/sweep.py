@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,21 @@ class SweepReport:
         return [r for r in self.results.values() if r.state == "failed"]
 
 
+def start_with_retries(start: Callable[[], Any], attempts: int = 4) -> Any:
+    """``start()`` (a Ray start-up), tried again when Ray gives up starting: its raylet waits a
+    fixed ~15 s for its agent processes, which a heavily loaded machine cannot always meet."""
+    import ray
+
+    for attempt in range(attempts):
+        try:
+            return start()
+        except Exception as e:  # Ray raises a plain Exception for a node that timed out
+            if "timed out during startup" not in str(e) or attempt == attempts - 1:
+                raise
+            ray.shutdown()
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[None]:
     """Ray for the duration of a block: the running session if there is one; else a local
@@ -63,7 +78,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     options: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
     if address is None:
         options["num_cpus"] = num_cpus
-    ray.init(**options)
+    start_with_retries(lambda: ray.init(**options))
     try:
         yield
     finally:

@@ -6,8 +6,8 @@ import sqlite3
 import pytest
 
 from instir.distributed.judge import RateLimit
+from instir.distributed.sweep import start_with_retries
 
-from ray_helpers import start_with_retries
 
 
 

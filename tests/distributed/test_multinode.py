@@ -17,11 +17,10 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from instir.benchmarks.types import Corpus, Doc  # noqa: E402
 from instir.distributed.encode import encode_corpus  # noqa: E402
 from instir.distributed.grid import parse_grid  # noqa: E402
-from instir.distributed.sweep import run_sweep  # noqa: E402
+from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
 from instir.formatting import get_template  # noqa: E402
 from instir.retrieval.dense import DenseRetriever  # noqa: E402
 
-from ray_helpers import start_with_retries  # noqa: E402
 
 
 CHUNK = 8

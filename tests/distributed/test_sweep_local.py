@@ -9,9 +9,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from instir.distributed.grid import parse_grid  # noqa: E402
-from instir.distributed.sweep import run_sweep  # noqa: E402
+from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
 
-from ray_helpers import start_with_retries  # noqa: E402
 
 
 SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"],
@@ -100,3 +99,14 @@ def test_cell_with_bad_input_fails_alone_with_a_clear_message(local_ray, tmp_pat
     assert failed.error.startswith("instructir__instructed__bm25__instructed: ")
     assert "no-such-data" in failed.error and "\n" not in failed.error
     assert len(pd.read_csv(tmp_path / "out" / "runs" / "runs.csv")) == 1
+
+
+def test_large_corpus_stage_encodes_with_ray_data_and_gives_the_same_runs(swept, tmp_path):
+    out, _ = swept
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense"], "k": 20, "shard_min_docs": 1,
+                       "cache_dir": str(tmp_path / "cache")})
+    report = run_sweep(grid, tmp_path / "out", encoder_actors=1)
+    assert report.count("done") == 2
+    assert sum(report.encoded.values()) >= 1  # the corpus chunks came from the Ray Data stage
+    for run in (tmp_path / "out" / "runs").glob("*.trec"):
+        assert run.read_bytes() == (out / "runs" / run.name).read_bytes()
