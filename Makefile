@@ -9,7 +9,7 @@ MAIN_STAMP := $(VENV)/.instir-main
 TEST_STAMP := $(VENV)/.instir-test
 LAB_STAMP := $(VENV)/.instir-lab
 # Test-only extras (llama.cpp's server compiles from source once; pip reuses the built wheel).
-TEST_EXTRAS := dev,lab,systems
+TEST_EXTRAS := dev,lab,systems,distributed
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.

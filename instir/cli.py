@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "instir.metrics.commands",
     "instir.judge.commands",
     "instir.pipeline",
+    "instir.distributed.commands",
 )
 
 #: environment variable that shows tracebacks of expected failures when set (to anything but 0)

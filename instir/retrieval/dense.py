@@ -423,13 +423,18 @@ class DenseRetriever:
         """Query vectors (window means in ``"ifir"`` mode, as IFIR's ``embed_query``)."""
         return self._encode_window_means(self.ifir_split(inputs)) if self._windows_queries() else self.encode(inputs)
 
-    def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
-        """Document embeddings of a corpus through the cache (keyed by model, document
-        format, window settings and every document's title and text in order)."""
+    def document_encoder(self, template: Template, subset: str = "") -> dict:
+        """The cache's encoder description of document vectors: model, document format and
+        windowing (with every document's title and text, the document cache key)."""
         described = template.describe()
-        encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
-                   "domain": described["domains"].get(subset, ""), "windows": self._windows_key()}
-        return self.cache.embed(encoder, _CorpusTexts(corpus), lambda items: self._encode_docs(template, subset, items),
+        return {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
+                "domain": described["domains"].get(subset, ""), "windows": self._windows_key()}
+
+    def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
+        """Document embeddings of a corpus through the cache (keyed by :meth:`document_encoder`
+        and every document's title and text in order)."""
+        return self.cache.embed(self.document_encoder(template, subset), _CorpusTexts(corpus),
+                                lambda items: self._encode_docs(template, subset, items),
                                 label=self.name, desc="encoding corpus")
 
     def embed_queries(self, inputs: Sequence[ModelInput]) -> Embeddings:

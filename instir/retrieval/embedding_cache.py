@@ -132,14 +132,9 @@ class EmbeddingCache:
         total = len(items) if isinstance(items, Sized) else None
         with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
             for i, chunk in enumerate(_chunks(items, self.chunk_size)):
-                path = self._chunk_path(entry, i)
-                chunk_files.append(path)
+                chunk_files.append(self.chunk_path(entry, i))
                 n_items += len(chunk)
-                if not self._chunk_ok(path, len(chunk)):
-                    vectors = np.asarray(encode(chunk), dtype=np.float32)
-                    if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
-                        raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
-                    self._write_chunk(path, vectors)
+                if self.write_chunk(entry, i, chunk, encode):
                     encoded += len(chunk)
                 bar.update(len(chunk))
         if not chunk_files:
@@ -155,10 +150,31 @@ class EmbeddingCache:
 
     # ------------------------------------------------------------ chunks
 
-    def _chunk_path(self, entry: Path, i: int) -> Path:
-        """File of the ``i``-th chunk of an entry; the chunk size is in the name, so a rerun
-        with another size never mixes chunks."""
-        return entry / f"chunk{self.chunk_size}-{i:06d}.npy"
+    def chunk_path(self, entry: Path, index: int) -> Path:
+        """File of chunk ``index`` (inputs ``index * chunk_size`` onwards) of an entry; the chunk
+        size is in the name, so a size change never mixes chunks."""
+        return entry / f"chunk{self.chunk_size}-{index:06d}.npy"
+
+    def has_chunk(self, entry: Path, index: int, n_rows: int) -> bool:
+        """Whether chunk ``index`` of ``entry`` is on disk, complete (``n_rows``) and matching its
+        checksum; a chunk that fails the check is removed with a warning (see :meth:`_chunk_ok`)."""
+        return self._chunk_ok(self.chunk_path(entry, index), n_rows)
+
+    def write_chunk(self, entry: Path, index: int, chunk: Sequence[Any],
+                    encode: Callable[[list[Any]], np.ndarray]) -> bool:
+        """Encode and write chunk ``index`` of ``entry`` (its inputs ``chunk``) with its checksum,
+        unless a verified complete one is already there; True when it was written. :meth:`embed`
+        calls this for every chunk; a sharded encoder (:mod:`instir.distributed.encode`) calls it
+        for disjoint chunk indices, and :meth:`embed` then only joins them."""
+        if self.has_chunk(entry, index, len(chunk)):
+            return False
+        path = self.chunk_path(entry, index)
+        vectors = np.asarray(encode(list(chunk)), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
+            raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
+        entry.mkdir(parents=True, exist_ok=True)
+        self._write_chunk(path, vectors)
+        return True
 
     @staticmethod
     def _write_chunk(path: Path, vectors: np.ndarray) -> None:

@@ -1,0 +1,100 @@
+"""One place for every judge call of a sweep: a Ray actor that owns the SQLite judgment cache
+(:class:`~instir.judge.cache.CachedJudge`) and the provider's rate limit, and a
+:class:`RemoteJudge` proxy that any task passes to :func:`instir.judge.instfol.instfol` like a
+local judge. Only the actor's process opens the cache file, so no two nodes write one SQLite
+file, and one limiter paces the whole cluster's requests.
+
+The actor runs its calls one at a time (Ray's default for an actor), so the hit/miss counts
+are exact and concurrent tasks asking for the same text pay for it once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from instir.judge.cache import CachedJudge
+from instir.judge.types import JudgeRequest, Judgment, OnResult
+
+
+class RateLimit:
+    """At most ``per_minute`` backend requests per rolling minute (None: no limit); ``wait``
+    blocks until ``n`` more may start."""
+
+    def __init__(self, per_minute: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.interval = 60.0 / per_minute if per_minute else 0.0
+        self.clock, self.sleep = clock, sleep
+        self.next_free = 0.0
+
+    def wait(self, n: int) -> None:
+        if not self.interval or n <= 0:
+            return
+        now = self.clock()
+        start = max(now, self.next_free)
+        if start > now:
+            self.sleep(start - now)
+        self.next_free = start + n * self.interval
+
+
+class JudgeService:
+    """The body of the judge actor: ``make_judge()`` builds the cached judge in the actor's
+    process (e.g. ``functools.partial(instir.judge.commands.make_judge, "openai", model=…,
+    cache=…)``: API keys are read there from its environment, never shipped; the SQLite file
+    is opened only by this process)."""
+
+    def __init__(self, make_judge: Callable[[], CachedJudge], requests_per_minute: float | None = None):
+        self.judge_ = make_judge()
+        self.limit = RateLimit(requests_per_minute)
+
+    def identity(self) -> tuple[str, str]:
+        return self.judge_.name, self.judge_.model
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Judgment]:
+        """Judgments in input order; only requests the cache lacks reach the backend, after the
+        rate limit allows that many."""
+        from instir.judge.cache import request_key
+
+        found = self.judge_.cache.lookup(self.judge_.name, self.judge_.model, [request_key(r) for r in requests])
+        self.limit.wait(len({request_key(r) for r in requests} - {k for k, j in found.items() if j.ok}))
+        return self.judge_.judge(requests)
+
+    def stats(self) -> dict[str, int]:
+        """Cache hits, backend judgments and failures since the actor started."""
+        return asdict(self.judge_.stats)
+
+
+class RemoteJudge:
+    """A :class:`~instir.judge.types.Judge` that forwards to a judge actor (picklable: tasks
+    receive it as an argument)."""
+
+    def __init__(self, actor: Any, name: str, model: str):
+        self.actor, self.name, self.model = actor, name, model
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        import ray
+
+        out = ray.get(self.actor.judge.remote(list(requests)))
+        if on_result is not None:
+            for i, judgment in enumerate(out):
+                on_result(i, judgment)
+        return out
+
+
+def start_judge(make_judge: Callable[[], CachedJudge], *, requests_per_minute: float | None = None) -> tuple[Any, RemoteJudge]:
+    """Start the judge actor (Ray must be initialised) and return it with its proxy.
+
+    The actor is pinned to the driver's node, so the cache file lives where the sweep's
+    output folder is."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    actor = ray.remote(JudgeService).options(
+        num_cpus=0, max_restarts=-1, max_task_retries=-1,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+    ).remote(make_judge, requests_per_minute)
+    name, model = ray.get(actor.identity.remote())
+    return actor, RemoteJudge(actor, name, model)

@@ -1,0 +1,110 @@
+"""Two Ray nodes on loopback (``ray.cluster_utils.Cluster``): cells land on both, results match
+the serial path, and a corpus encoding survives a killed encoder actor."""
+
+import functools
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from instir.benchmarks.types import Corpus, Doc  # noqa: E402
+from instir.distributed.encode import encode_corpus  # noqa: E402
+from instir.distributed.grid import parse_grid  # noqa: E402
+from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
+from instir.formatting import get_template  # noqa: E402
+from instir.retrieval.dense import DenseRetriever  # noqa: E402
+
+
+
+CHUNK = 8
+
+
+@pytest.fixture(scope="module")
+def two_nodes(ray_env):
+    cluster = start_with_retries(lambda: Cluster(initialize_head=True,
+                                                 head_node_args={"num_cpus": 1, "include_dashboard": False}))
+    start_with_retries(lambda: cluster.add_node(num_cpus=1))
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, runtime_env=ray_env)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_cells_land_on_both_nodes_and_match_the_serial_loop(two_nodes, tmp_path):
+    grid = parse_grid({"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25"], "k": 20})
+    spread = run_sweep(grid, tmp_path / "ray")
+    serial = run_sweep(grid, tmp_path / "serial", executor="serial")
+    assert spread.count("done") == serial.count("done") == 4
+    assert len({r.node for r in spread.results.values()}) == 2
+    for name in ("runs/runs.csv", "metrics/metrics.csv", "metrics/comparisons.csv"):
+        if name.endswith("runs.csv"):
+            import pandas as pd
+
+            cols = ["benchmark", "retriever", "system", "variant", "template", "run_file"]
+            assert pd.read_csv(tmp_path / "ray" / name)[cols].equals(pd.read_csv(tmp_path / "serial" / name)[cols])
+        else:
+            assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
+    for run in (tmp_path / "serial" / "runs").glob("*.trec"):
+        assert (tmp_path / "ray" / "runs" / run.name).read_bytes() == run.read_bytes()
+
+
+def _corpus(n: int) -> Corpus:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(500)]
+    return Corpus.from_docs(Doc(f"d{i}", " ".join(rng.choice(words, 120)), f"title {i}") for i in range(n))
+
+
+def _encoder_pids() -> set[int]:
+    """Live processes of Ray Data's encoder actors (their title names the actor class)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"_ChunkEncoder" in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
+            except OSError:
+                pass
+    return pids - {os.getpid()}
+
+
+def test_killed_encoder_costs_only_its_chunk_and_vectors_match_one_process(two_nodes, tmp_path):
+    corpus = _corpus(24 * CHUNK)
+    template = get_template("query-only")
+    factory = functools.partial(DenseRetriever, None, cache_dir=str(tmp_path / "ray"), chunk_size=CHUNK,
+                                progress=False)
+    result, killed = {}, []
+    worker = threading.Thread(target=lambda: result.update(done=encode_corpus(factory, corpus, template, actors=2)))
+    worker.start()
+    deadline = time.monotonic() + 300
+    while worker.is_alive() and time.monotonic() < deadline and not killed:
+        if list((tmp_path / "ray").rglob("chunk*.npy")) and (pids := _encoder_pids()):
+            pid = min(pids)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        time.sleep(0.05)
+    worker.join()
+    assert killed, "the encoding finished before an encoder could be killed"
+    done = result["done"]
+    indices = [i for i, _ in done.written]
+    assert sorted(indices) == list(range(24)) and done.present == []  # each chunk written exactly once
+    single = DenseRetriever(None, cache_dir=tmp_path / "single", chunk_size=CHUNK, progress=False)
+    expected = single.embed_corpus(corpus, template)
+    assert done.embeddings.key == expected.key
+    np.testing.assert_array_equal(np.asarray(done.embeddings.matrix), np.asarray(expected.matrix))
+
+
+def test_rerun_of_a_finished_encoding_encodes_nothing(two_nodes, tmp_path):
+    corpus = _corpus(3 * CHUNK)
+    factory = functools.partial(DenseRetriever, None, cache_dir=str(tmp_path), chunk_size=CHUNK, progress=False)
+    first = encode_corpus(factory, corpus, get_template("query-only"), actors=2)
+    again = encode_corpus(factory, corpus, get_template("query-only"), actors=2)
+    assert len(first.written) == 3 and again.written == [] and again.embeddings.encoded == 0

@@ -1,0 +1,113 @@
+"""A sweep of the bundled samples on a local Ray (2 CPUs) against the notebooks' serial path."""
+
+import io
+import os
+
+import pandas as pd
+import pytest
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
+
+from instir.distributed.grid import parse_grid  # noqa: E402
+from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
+
+
+
+SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"],
+               "variants": ["instructed", "query-only"], "k": 20}
+
+
+@pytest.fixture(scope="module")
+def local_ray(ray_env):
+    start_with_retries(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                                        runtime_env=ray_env))
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def swept(local_ray, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    report = run_sweep(parse_grid(SAMPLE_GRID), out)
+    return out, report
+
+
+def notebook_path(out):
+    """What notebooks 02 and 03 do for the same grid, step by step, in this process."""
+    from instir.benchmarks import load_benchmark
+    from instir.metrics import combine, evaluate_runs, ifir_average
+    from instir.retrieval import make_retriever, read_run, retrieve, system_name
+
+    rows = []
+    made = {kind: make_retriever(kind, None) for kind in ("bm25", "dense")}
+    loaded = {name: load_benchmark(name) for name in SAMPLE_GRID["benchmarks"]}
+    for name, bench in loaded.items():
+        for kind, retriever in made.items():
+            for variant, template in (("instructed", None), ("query-only", "query-only")):
+                run = retrieve(bench, retriever, template, k=20, out_dir=out / "runs")
+                rows.append({"benchmark": name, "retriever": kind, "variant": variant,
+                             "system": system_name(kind, None) + ("" if variant == "instructed" else " (query-only)"),
+                             "run_file": os.path.relpath(run.meta["path"], out)})
+    runs_table = pd.DataFrame(rows)
+    evaluations = {}
+    for name, bench in loaded.items():
+        listed = runs_table[runs_table["benchmark"] == name]
+        evaluations[name] = evaluate_runs({r.system: read_run(out / r.run_file) for r in listed.itertuples()}, bench)
+    table = combine([ev.table for ev in evaluations.values()])
+    table = combine([table, ifir_average(table[table["benchmark"].str.startswith("ifir")])])
+    per_query = pd.concat([ev.per_query.assign(benchmark=n) for n, ev in evaluations.items()], ignore_index=True)
+    return runs_table, table, per_query
+
+
+def test_sample_grid_gives_the_runs_and_metrics_of_the_serial_path(swept, tmp_path):
+    out, report = swept
+    assert report.count("failed") == 0 and report.count("done") == 8
+    runs_table, table, per_query = notebook_path(tmp_path)
+    swept_runs = pd.read_csv(out / "runs" / "runs.csv")
+    pd.testing.assert_frame_equal(swept_runs[["benchmark", "retriever", "variant", "system", "run_file"]],
+                                  runs_table, check_dtype=False)
+    for row in runs_table.itertuples():
+        assert (out / row.run_file).read_bytes() == (tmp_path / row.run_file).read_bytes()
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics" / "metrics.csv"),
+                                  pd.read_csv(io.StringIO(table.to_csv(index=False))))
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics" / "per_query.parquet"), per_query)
+
+
+def test_sample_grid_cells_ran_as_ray_tasks(swept):
+    _, report = swept
+    assert {r.pid for r in report.results.values()} - {os.getpid()}
+    assert all(not r.node.endswith(":local") for r in report.results.values())
+
+
+def test_rerun_computes_nothing(swept):
+    out, _ = swept
+    before = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.trec")}
+    before |= {p: p.stat().st_mtime_ns for p in (out / "sweep" / "cells").glob("*.parquet")}
+    report = run_sweep(parse_grid(SAMPLE_GRID), out)
+    assert report.count("reused") == 8 and report.count("done") == 0
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_cell_with_bad_input_fails_alone_with_a_clear_message(local_ray, tmp_path):
+    grid = parse_grid({"benchmarks": ["instructir-sample", "instructir"], "systems": ["bm25"],
+                       "variants": ["instructed"], "data_root": str(tmp_path / "no-such-data"), "k": 10})
+    report = run_sweep(grid, tmp_path / "out")
+    states = {cell_id: r.state for cell_id, r in report.results.items()}
+    assert states == {"instructir-sample__instructed__bm25__instructed": "done",
+                      "instructir__instructed__bm25__instructed": "failed"}
+    (failed,) = report.failed
+    assert failed.error.startswith("instructir__instructed__bm25__instructed: ")
+    assert "no-such-data" in failed.error and "\n" not in failed.error
+    assert len(pd.read_csv(tmp_path / "out" / "runs" / "runs.csv")) == 1
+
+
+def test_large_corpus_stage_encodes_with_ray_data_and_gives_the_same_runs(swept, tmp_path):
+    out, _ = swept
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense"], "k": 20, "shard_min_docs": 1,
+                       "cache_dir": str(tmp_path / "cache")})
+    report = run_sweep(grid, tmp_path / "out", encoder_actors=1)
+    assert report.count("done") == 2
+    assert sum(report.encoded.values()) >= 1  # the corpus chunks came from the Ray Data stage
+    for run in (tmp_path / "out" / "runs").glob("*.trec"):
+        assert run.read_bytes() == (out / "runs" / run.name).read_bytes()

@@ -1,0 +1,28 @@
+"""The sweep's plain loop (no Ray): the judge step writes notebook 04's InstFol files."""
+
+import pandas as pd
+
+from instir.distributed.grid import parse_grid
+from instir.distributed.sweep import run_sweep
+
+
+def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
+    from instir.benchmarks import load_benchmark
+    from instir.judge import BaselineJudge
+    from instir.judge.instfol import aggregate, instfol
+    from instir.retrieval import read_run
+
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 20,
+                       "judge": {"backend": "baseline", "model": "lexical", "max_instances": 2}})
+    report = run_sweep(grid, tmp_path, executor="serial")
+    assert report.count("done") == 2
+    runs = pd.read_csv(tmp_path / "runs" / "runs.csv").set_index("variant")
+    expected = instfol(read_run(tmp_path / runs.loc["instructed", "run_file"]),
+                       read_run(tmp_path / runs.loc["query-only", "run_file"]), load_benchmark("instructir-sample"),
+                       BaselineJudge("lexical", progress=False), max_instances=2, seed=0).instances
+    written = pd.read_csv(tmp_path / "judge" / "instfol_instances.csv")
+    assert written["system"].unique().tolist() == ["bm25"]
+    assert written["instfol"].tolist() == expected["instfol"].tolist()
+    summary = pd.read_csv(tmp_path / "judge" / "instfol.csv")
+    assert summary["instfol"].tolist() == aggregate(expected)["instfol"].tolist()
+    assert (tmp_path / "judge" / "judgments.sqlite").is_file()
