@@ -260,7 +260,8 @@ class ColBERTEncoder:
         by token length, as colbert-ai batches them."""
         import torch
 
-        lengths = [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+        lengths = [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False, truncation=True,
+                                                      max_length=self.doc_maxlen)["input_ids"]]
         order = np.argsort(lengths, kind="stable")
         out: list[np.ndarray | None] = [None] * len(texts)
         skip = torch.tensor(sorted(self.skiplist), dtype=torch.long)
