@@ -206,3 +206,11 @@ def test_description_cache_is_keyed_by_the_checkpoint_files(checkpoint, tmp_path
     other = ColBERTRetriever(str(checkpoint), query_maxlen=16, cache_dir=tmp_path, progress=False)
     assert other.encoder_description()["query_maxlen"] == 16
     assert len(list((tmp_path / "colbert-describe").glob("*.json"))) == 2
+
+
+def test_instructir_row_and_its_long_query_variant_are_named_apart(checkpoint, tmp_path):
+    authors = ColBERTRetriever.for_instructir(model=str(checkpoint), cache_dir=tmp_path, progress=False)
+    variant = ColBERTRetriever.for_instructir(True, model=str(checkpoint), cache_dir=tmp_path, progress=False)
+    assert (authors.name, variant.name) == ("ckpt", "ckpt-q128")
+    assert (authors.params()["query_maxlen"], authors.params()["doc_maxlen"]) == (32, 300)
+    assert (variant.params()["query_maxlen"], variant.params()["doc_maxlen"]) == (128, 300)
