@@ -18,7 +18,8 @@ files are removed. A hit re-checks both sub-entries and that the lengths add up 
 rows; a failing entry is rebuilt. Lengths are stored as float32 (exact below 2**24 tokens
 per input).
 
-Layout: ``<root>/<label>-<key[:24]>/{manifest.json, tokens/, doclens/, chunk<size>-NNNNNN.{tokens,doclens}.npy[.sha256]}``.
+Layout: ``<root>/<label>-<key[:24]>/{manifest.json, tokens/, doclens/,
+chunk<size>-NNNNNN.{tokens,doclens}.npy[.sha256]}``.
 Deleting any entry (or the whole root) is always safe: it is rebuilt on the next run.
 """
 

@@ -33,18 +33,22 @@ Quirk kept on purpose: InstructIR's ColBERT query text is ``instruction [SEP] qu
 (template ``instructir``) and colbertv2.0's ``query_maxlen`` is 32, so the text is cut to 29
 word pieces — most instructions are longer, and the query itself is usually cut away. That is
 what the authors ran; ``query_maxlen=128`` (:data:`LONG_QUERY_MAXLEN`, the named variant
-``colbertv2.0-q128``) keeps the whole InstructIR query (sample: 45–81 words).
+``colbertv2.0-q128``) keeps the whole InstructIR query (sample: median 56 words, at most 81).
 
 Search is exact and exhaustive: every document's token vectors are scored (blocked matrix
 products + a per-document max), not colbert-ai's PLAID index (centroid pruning, then scores from
 2-bit compressed residuals). Ranks are therefore at least as faithful to the model as the
 authors' approximation, and scores differ from theirs in low digits (see the ``colbert-plaid``
-divergence). Cost: the whole packed token matrix (about ``tokens × dim × 4`` bytes, ~60 per
-document in InstructIR, so ~30 KB a document) is read once per search from the memory-mapped
-cache, and scoring costs ``queries × query_maxlen × corpus tokens × dim`` multiply-adds —
-fine for the InstructIR corpus (16k documents) or an IFIR subset; for millions of documents
-use colbert-ai's PLAID on a GPU instead. Encoding runs in float32 (colbert-ai uses float16
-autocast on GPU).
+divergence). Cost (estimates, not measured on the full corpus): the packed token matrix holds
+``tokens × dim × 4`` bytes — InstructIR's 16,072 passages average ~63 words and marks in the
+bundled sample, so ~75 kept word pieces each, ~1.2 M vectors, ~0.6 GB in float32 — and is read
+once per search from the memory-mapped cache; scoring costs ``queries × query_maxlen × corpus
+tokens × dim`` multiply-adds, ~5·10^13 for InstructIR's 9,906 queries: minutes on a GPU
+(``device="cuda"``), tens of minutes to hours on a few CPU cores. There is no PLAID index, no
+centroid pruning and no residual compression (``nbits=2`` is not reproduced); for corpora of
+millions of passages use colbert-ai's PLAID on a GPU instead. ``device`` places the encoder
+(default: CUDA when available) and the MaxSim (default: CPU). Encoding runs in float32
+(colbert-ai uses float16 autocast on GPU).
 """
 
 from __future__ import annotations
@@ -390,7 +394,8 @@ class ColBERTRetriever:
 
         folder = _local_folder(self.model_id, self.revision)
         stamp = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
-        key = hashlib.sha256(json.dumps([str(folder.resolve()), stamp, self._options], default=str).encode()).hexdigest()
+        identity = json.dumps([str(folder.resolve()), stamp, self._options], default=str)
+        key = hashlib.sha256(identity.encode()).hexdigest()
         path = self.cache.root / "colbert-describe" / f"{key[:32]}.json"
         if path.is_file():
             try:
