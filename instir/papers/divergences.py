@@ -162,6 +162,19 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "mislabelled; neither is a reliable per-model reference.",
         papers=("mteb",), benchmarks=("ifir",), models=("gritlm/gritlm-7b", "intfloat/e5-mistral-7b-instruct")),
     Divergence(
+        "colbert-plaid", "ColBERTv2: exact MaxSim instead of a PLAID index",
+        "InstructIR searched colbertv2.0 with colbert-ai's PLAID index (nbits=2, kmeans_niters=4, "
+        "doc_maxlen=300, k=100): candidates from the nearest centroids (ncells 2, centroid score threshold "
+        "0.45, 1024 candidates for k <= 100), scored from 2-bit compressed residuals, documents encoded "
+        "in float16 on GPU. The kit encodes exactly as colbert-ai does (checked against colbert-ai 0.2.22 on a "
+        "tiny checkpoint: identical query vectors, document vectors within 1.2e-7) but in float32 and scores "
+        "every document exactly, so its ranks follow the model at least as closely and its scores differ "
+        "in low digits. The authors' script also drops documents with empty text and maps each hit back "
+        "to an id through its text, so documents with identical text share one id in their results. "
+        "The query_maxlen-32 cut of 'instruction [SEP] query' is reproduced, not a divergence (the "
+        "q128 variant lifts it on purpose).",
+        papers=("instructir",), models=("colbert-ir/colbertv2.0",)),
+    Divergence(
         "secondary-source", "Secondary source",
         "The number is not printed in the benchmark's own paper (e.g. InstructIR scores from the "
         "Promptriever paper's Table 2, or MTEB's results store); its setup may differ from the paper's.",

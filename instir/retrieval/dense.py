@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,22 +73,21 @@ def bundled_model_path() -> str:
 
 
 def model_fingerprint(model: SentenceTransformer) -> str:
-    """SHA-256 identifying a loaded sentence-transformers model's behaviour: its module stack
-    and settings, its tokenizer and a sample of its weights (see :func:`weights_fingerprint`)."""
-    settings = f"|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}"
-    return weights_fingerprint(model, getattr(model, "tokenizer", None), settings)
+    """SHA-256 identifying a loaded model's behaviour: its module stack and settings, its
+    tokenizer (vocabulary, normaliser, special tokens), and every parameter's name, shape,
+    dtype and an evenly strided sample of up to 4,096 of its values (cheap even for 7B
+    models, and any fine-tuning changes it)."""
+    header = f"{model!r}|max_seq_length={model.max_seq_length}|prompts={sorted(model.prompts.items())}"
+    return weights_fingerprint(header, getattr(model, "tokenizer", None), model.state_dict())
 
 
-def weights_fingerprint(module: torch.nn.Module, tokenizer=None, settings: str = "") -> str:
-    """SHA-256 over a torch module's structure (``repr``), ``settings``, its tokenizer
-    (vocabulary, normaliser, special tokens) and every parameter's name, shape, dtype and an
-    evenly strided sample of up to 4,096 of its values (cheap even for 7B models, and any
-    fine-tuning changes it)."""
+def weights_fingerprint(header: str, tokenizer, state_dict: dict) -> str:
+    """SHA-256 over ``header`` (the model's structure and settings), a fast tokenizer's spec
+    and a strided sample of every tensor of ``state_dict`` (see :func:`model_fingerprint`)."""
     import torch
 
     h = hashlib.sha256()
-    h.update(repr(module).encode())
-    h.update(settings.encode())
+    h.update(header.encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:  # without its truncation/padding state, which every encode call resets
         spec = json.loads(backend.to_str())
@@ -96,7 +95,7 @@ def weights_fingerprint(module: torch.nn.Module, tokenizer=None, settings: str =
         spec.pop("padding", None)
         h.update(json.dumps(spec, sort_keys=True).encode())
     with torch.no_grad():
-        for name, tensor in module.state_dict().items():
+        for name, tensor in state_dict.items():
             h.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
             flat = tensor.reshape(-1)
             step = max(1, flat.numel() // 4096)
@@ -158,26 +157,44 @@ def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str =
             v, i = _top_k_block(score_fn(q_all[q0:q0 + query_block], d).float(), kk)
             vals.append(v.cpu())
             idx.append(i.cpu() + start)
-        # earlier blocks hold lower indices, so a stable sort of [best, new] keeps index order in ties
-        merged_vals = torch.cat([best_vals, torch.cat(vals)], dim=1)
-        merged_idx = torch.cat([best_idx, torch.cat(idx)], dim=1)
-        order = torch.sort(merged_vals, dim=1, descending=True, stable=True).indices[:, :k_out]
-        best_vals, best_idx = merged_vals.gather(1, order), merged_idx.gather(1, order)
+        best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out)
     return best_vals.numpy(), best_idx.numpy()
+
+
+def merge_top_k(best_vals: torch.Tensor, best_idx: torch.Tensor, vals: torch.Tensor, idx: torch.Tensor,
+                k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top ``k`` of a running top-k and a later block's top-k (rows = queries). The later
+    block must hold higher document indices: a stable sort of [best, new] then keeps index
+    order in ties."""
+    import torch
+
+    merged_vals = torch.cat([best_vals, vals], dim=1)
+    merged_idx = torch.cat([best_idx, idx], dim=1)
+    order = torch.sort(merged_vals, dim=1, descending=True, stable=True).indices[:, :k]
+    return merged_vals.gather(1, order), merged_idx.gather(1, order)
 
 
 def rank_by_embeddings(benchmark: Benchmark, queries: np.ndarray, docs: np.ndarray, k: int, similarity: str,
                        meta: dict, *, doc_ids: Sequence[str] | None = None, normalize: bool = False,
                        device: str | None = None, progress: bool = False) -> Run:
     """The top-``k`` run of query vectors (rows in ``benchmark.queries`` order) against document
-    vectors (rows in ``doc_ids`` order, default the corpus order) by :func:`exact_top_k`;
-    documents whose id equals the query id are dropped (as the official code does) without
-    shortening the list, and counted in ``meta["self_hits_dropped"]``."""
+    vectors (rows in ``doc_ids`` order, default the corpus order) by :func:`exact_top_k`, through
+    :func:`run_from_top_k` (self-hits dropped and counted)."""
+    return run_from_top_k(benchmark, lambda depth: exact_top_k(
+        queries, docs, depth, similarity, normalize=normalize, device=device, progress=progress), k, meta,
+        doc_ids=doc_ids)
+
+
+def run_from_top_k(benchmark: Benchmark, top_k: Callable[[int], tuple[np.ndarray, np.ndarray]], k: int, meta: dict,
+                   *, doc_ids: Sequence[str] | None = None) -> Run:
+    """The top-``k`` run from ``top_k(depth) -> (scores, indices)`` (rows in ``benchmark.queries``
+    order, indices into ``doc_ids``, default the corpus order): asks one deeper when a query id is
+    also a document id, drops such self-hits (as the official code does) without shortening the
+    list, and counts them in ``meta["self_hits_dropped"]``."""
     qids = list(benchmark.queries)
     doc_ids = np.asarray(benchmark.corpus.ids() if doc_ids is None else doc_ids, dtype=object)
     has_self = not benchmark.corpus.id_set().isdisjoint(qids)
-    scores, indices = exact_top_k(queries, docs, k + int(has_self), similarity, normalize=normalize,
-                                  device=device, progress=progress)
+    scores, indices = top_k(k + int(has_self))
     not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
     keep = not_self & (np.cumsum(not_self, axis=1) <= k)
     return Run.from_arrays(qids, doc_ids, indices, scores, {**meta, "self_hits_dropped": int((~not_self).sum())},

@@ -140,7 +140,7 @@ class DecoderRetriever:
         self._model, self._tokenizer = model, tokenizer
         settings = (f"|pooling={self.pooling}|padding_side={self.padding_side}|pad_to={self.pad_to_multiple_of}"
                     f"|eos={tokenizer.eos_token_id}")
-        self._fingerprint = weights_fingerprint(model, tokenizer, settings)
+        self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())
 
     @property
     def model(self):

@@ -85,7 +85,9 @@ def build_bert_vocab(folder: Path, texts: Iterable[str]) -> Path:
         for piece in re.findall(r"\w+|[^\w\s]", w.lower()):
             vocab.setdefault(piece, None)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), model_max_length=64).save_pretrained(folder)
+    # transformers 5 ignores vocab_file= when building a fast tokenizer (it keeps only the special tokens);
+    # vocab= reads the file
+    BertTokenizerFast(vocab=str(folder / "vocab.txt"), model_max_length=64).save_pretrained(folder)
     return folder
 
 
@@ -152,3 +154,35 @@ def build_tiny_bert(root: Path, words, seed: int = 1) -> Path:
                          num_attention_heads=4, max_position_embeddings=512), add_pooling_layer=False).save_pretrained(path)
     fast.save_pretrained(path)
     return path
+
+
+def build_colbert(folder: Path, texts: Iterable[str], *, dim: int = 8, seed: int = 0,
+                  metadata: dict | None = None) -> Path:
+    """A colbert-ai checkpoint in the layout of ``colbert-ir/colbertv2.0``: a 2-layer BERT
+    (hidden 16) whose weights sit under ``bert.`` next to a bias-free ``linear.weight``
+    (hidden → ``dim``) in ``model.safetensors``, ``architectures: ["HF_ColBERT"]``, an
+    ``artifact.metadata`` with colbertv2.0's query settings (``metadata`` overrides), and a
+    WordPiece vocab with ``[unused0]``/``[unused1]``/``[MASK]`` and every ASCII punctuation mark."""
+    import json
+    import string
+
+    import torch
+    from safetensors.torch import save_file
+    from transformers import BertConfig, BertModel
+
+    build_bert_vocab(folder, [*texts, " ".join(string.punctuation)])
+    size = len((folder / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=512, architectures=["HF_ColBERT"])
+    bert = BertModel(config).eval()
+    state = {f"bert.{k}": v.contiguous() for k, v in bert.state_dict().items()}
+    state["linear.weight"] = torch.randn(dim, config.hidden_size)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(folder)
+    settings = {"query_token_id": "[unused0]", "doc_token_id": "[unused1]", "query_token": "[Q]", "doc_token": "[D]",
+                "dim": dim, "doc_maxlen": 180, "mask_punctuation": True, "query_maxlen": 32,
+                "attend_to_mask_tokens": False, "interaction": "colbert", "similarity": "cosine",
+                "checkpoint": "colbert-ir/colbertv2.0", **(metadata or {})}
+    (folder / "artifact.metadata").write_text(json.dumps(settings, indent=4), encoding="utf-8")
+    return folder

@@ -1,0 +1,82 @@
+"""The ragged token-embedding cache: packed layout, resume after a crash, damaged files rebuilt."""
+
+import numpy as np
+import pytest
+
+from instir.retrieval.token_cache import TokenEmbeddingCache
+
+ITEMS = [f"text {i}" for i in range(10)]
+
+
+def fake_encode(items):
+    """Input i of the list ``text i`` gets (i % 3 + 1) rows filled with i + row / 10."""
+    out = []
+    for item in items:
+        i = int(item.split()[1])
+        out.append(np.array([[i + r / 10, -i] for r in range(i % 3 + 1)], dtype=np.float32))
+    return out
+
+
+class Counting:
+    def __init__(self, fail_on_call=None):
+        self.calls, self.inputs, self.fail_on_call = 0, 0, fail_on_call
+
+    def __call__(self, items):
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise RuntimeError("crash")
+        self.inputs += len(items)
+        return fake_encode(items)
+
+
+def test_packed_tokens_and_offsets_give_back_every_input(tmp_path):
+    got = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, Counting())
+    assert got.encoded == 10 and len(got) == 10
+    for i, expected in enumerate(fake_encode(ITEMS)):
+        np.testing.assert_array_equal(got[i], expected)
+    assert got.offsets[-1] == got.tokens.shape[0] == sum(i % 3 + 1 for i in range(10))
+    assert not list(got.path.glob("chunk*"))
+
+
+def test_rerun_after_a_crash_encodes_only_the_missing_chunks(tmp_path):
+    cache = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    with pytest.raises(RuntimeError, match="crash"):
+        cache.embed({"m": 1}, ITEMS, Counting(fail_on_call=3))
+    resumed = Counting()
+    got = cache.embed({"m": 1}, ITEMS, resumed)
+    assert (resumed.calls, resumed.inputs, got.encoded) == (1, 2, 2)
+    np.testing.assert_array_equal(got.tokens, np.concatenate(fake_encode(ITEMS)))
+    warm = Counting()
+    assert cache.embed({"m": 1}, ITEMS, warm).encoded == 0 and warm.calls == 0
+
+
+def test_damaged_chunk_is_re_encoded_with_a_warning(tmp_path):
+    cache = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    with pytest.raises(RuntimeError):
+        cache.embed({"m": 1}, ITEMS, Counting(fail_on_call=3))
+    (tokens_chunk,) = tmp_path.glob("*/chunk4-000001.tokens.npy")
+    tokens_chunk.write_bytes(tokens_chunk.read_bytes()[:-8])
+    again = Counting()
+    with pytest.warns(UserWarning, match="chunk4-000001.tokens.npy does not match its checksum"):
+        got = cache.embed({"m": 1}, ITEMS, again)
+    assert again.inputs == 4 + 2
+    np.testing.assert_array_equal(got.tokens, np.concatenate(fake_encode(ITEMS)))
+
+
+def test_damaged_joined_matrix_is_rebuilt(tmp_path):
+    cache = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    first = cache.embed({"m": 1}, ITEMS, Counting())
+    matrix = first.path / "tokens" / "embeddings.npy"
+    data = bytearray(matrix.read_bytes())
+    data[-4:] = b"\0\0\0\0"
+    matrix.write_bytes(bytes(data))
+    again = Counting()
+    with pytest.warns(UserWarning, match="does not match the checksum"):
+        got = cache.embed({"m": 1}, ITEMS, again)
+    assert again.inputs == 10
+    np.testing.assert_array_equal(got.tokens, np.concatenate(fake_encode(ITEMS)))
+
+
+def test_encoder_returning_an_empty_matrix_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="each must be \\(n_tokens >= 1, dim\\)"):
+        TokenEmbeddingCache(tmp_path, progress=False).embed({"m": 1}, ["a"], lambda items: [np.zeros((0, 2))])
