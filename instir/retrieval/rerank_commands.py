@@ -39,17 +39,15 @@ def _rerank(args: argparse.Namespace) -> int:
     from instir.retrieval.rerank import rerank
     from instir.systems.rerankers import make_reranker, reranker_from_name
 
-    options = {"batch_size": args.batch_size}
-    if args.dtype:
-        options["dtype"] = args.dtype
+    options = {"batch_size": args.batch_size, "dtype": args.dtype or None}
     if args.system:
         if args.model:
             raise UsageError("--model goes with --reranker, not --system")
-        reranker = reranker_from_name(args.system, **options)
+        reranker = reranker_from_name(args.system, dtype=options["dtype"], batch_size=args.batch_size)
     else:
         if not args.model:
             raise UsageError("--reranker needs --model (a model id or local path)")
-        reranker = make_reranker(args.reranker, args.model, **options)
+        reranker = make_reranker(args.reranker, args.model, **{k: v for k, v in options.items() if v is not None})
     benchmark = benchmark_from_args(args)
     run = rerank(args.run, benchmark, reranker, depth=args.depth, out_dir=args.out, cache=args.cache,
                  query_split=args.query_split)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -33,7 +32,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import tomllib
+
 from instir.benchmarks.types import FormatError
+from instir.errors import UnknownNameError, unknown
 
 PAPERS = ("instructir", "ifir", "user")
 KINDS = ("retriever", "reranker")
@@ -260,5 +262,5 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None) -> System
     if len(candidates) == 1:
         return cards[candidates[0]]
     if candidates:
-        raise KeyError(f"system {name!r} is ambiguous; use one of: {', '.join(sorted(candidates))}")
-    raise KeyError(f"unknown system {name!r}; `instir systems` lists the cards")
+        raise UnknownNameError(f"system {name!r} is ambiguous; use one of: {', '.join(sorted(candidates))}")
+    raise unknown("system", name, sorted(cards), more=" (`instir systems` describes them)")

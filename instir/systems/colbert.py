@@ -64,8 +64,14 @@ import numpy as np
 from instir.benchmarks.types import Benchmark, Doc
 from instir.formatting import Template
 from instir.progress import tqdm
-from instir.retrieval.dense import _benchmark_subset, _CorpusTexts, _top_k_block, merge_top_k, run_from_top_k, \
-    weights_fingerprint
+from instir.retrieval.dense import (
+    _benchmark_subset,
+    _CorpusTexts,
+    _top_k_block,
+    merge_top_k,
+    run_from_top_k,
+    weights_fingerprint,
+)
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
 from instir.retrieval.runs import Run
 from instir.retrieval.token_cache import TokenEmbeddingCache, TokenEmbeddings

@@ -36,8 +36,17 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
 from instir.formatting import ModelInput, Template, family_of_model
-from instir.retrieval.dense import _benchmark_subset, cache_facts, rank_by_embeddings, weights_fingerprint
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, Embeddings
+from instir.retrieval.dense import (
+    _benchmark_subset,
+    cache_facts,
+    rank_by_embeddings,
+    weights_fingerprint,
+)
+from instir.retrieval.embedding_cache import (
+    DEFAULT_CHUNK_SIZE,
+    EmbeddingCache,
+    Embeddings,
+)
 from instir.retrieval.runs import Run
 
 if TYPE_CHECKING:

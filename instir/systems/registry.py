@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from instir.benchmarks.types import Benchmark
+from instir.errors import UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
 from instir.systems.cards import SystemCard, get_card, load_cards
@@ -30,17 +31,24 @@ FACTORIES = {
     "sentence-transformers": "instir.systems.adapters:sentence_transformers_from_card",
     "hf-mean-pool": "instir.systems.adapters:hf_mean_pool_from_card",
     "peft-decoder": "instir.systems.decoder:DecoderRetriever.from_card",
+    "openai-embeddings": "instir.systems.openai_embeddings:OpenAIEmbeddingsRetriever.from_card",
+    "colbert-late": "instir.systems.colbert:ColBERTRetriever.from_card",
+    "monot5": "instir.systems.rerankers:MonoT5Reranker.from_card",
+    "cross-encoder": "instir.systems.rerankers:CrossEncoderReranker.from_card",
+    "llm-ptrue": "instir.systems.rerankers:CausalLMPTrueReranker.from_card",
 }
 
 #: python packages each adapter needs beyond the kit's main dependencies (import names)
 ADAPTER_REQUIRES = {
     "peft-decoder": ("peft", "transformers"),
+    "openai-embeddings": ("tiktoken",),
     "gritlm": ("gritlm",),
 }
 
 #: import name -> what to ``pip install`` for it
 PIP_HINTS = {
     "peft": "pip install 'instir[systems]'",
+    "tiktoken": "pip install 'instir[systems]'",
     "gritlm": "pip install gritlm",
 }
 
@@ -54,7 +62,11 @@ NOT_BUILT = {
 API_ADAPTERS = ("openai-embeddings",)
 
 
-class MissingDependency(ImportError):
+class NotInThisBuild(UserError, NotImplementedError):
+    """A card names an adapter this version of the kit cannot build yet (the message says which)."""
+
+
+class MissingDependency(UserError, ImportError):
     """An optional package a system needs is not installed (the message says what to install)."""
 
 
@@ -115,8 +127,8 @@ class SystemRetriever:
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked."""
     if card.adapter not in FACTORIES:
-        raise NotImplementedError(f"system {card.name!r}: adapter {card.adapter!r} is not available in this build "
-                                  f"(available: {', '.join(FACTORIES)})")
+        raise NotInThisBuild(f"system {card.name!r}: adapter {card.adapter!r} is not available in this build "
+                             f"(available: {', '.join(FACTORIES)})")
     check_dependencies(card)
     factory = _resolve(FACTORIES[card.adapter])
     accepted = inspect.signature(factory).parameters

@@ -60,18 +60,6 @@ LLM_AUTHOR_DTYPES: Mapping[str, str] = {"llama": "float32", "llama-chat": "float
                                         "followir": "float16"}
 DTYPES = ("float32", "float16", "bfloat16")
 
-#: Paper reranker names → (kind, Hugging Face id), as in the authors' ``MODEL_DICT``.
-PAPER_RERANKERS: Mapping[str, tuple[str, str]] = {
-    "monoT5-small": ("monot5", "castorini/monot5-small-msmarco-10k"),
-    "monoT5-base": ("monot5", "castorini/monot5-base-msmarco-10k"),
-    "monoT5-large": ("monot5", "castorini/monot5-large-msmarco-10k"),
-    "monoT5-3b": ("monot5", "castorini/monot5-3b-msmarco-10k"),
-    "monoBERT": ("cross-encoder", "castorini/monobert-large-msmarco"),
-    "Llama-2-7b": ("llm-ptrue", "meta-llama/Llama-2-7b-hf"),
-    "Llama-2-7b-chat": ("llm-ptrue", "meta-llama/Llama-2-7b-chat-hf"),
-    "Mistral-7B-Instruct-v0.2": ("llm-ptrue", "mistralai/Mistral-7B-Instruct-v0.2"),
-    "FollowIR-7B": ("llm-ptrue", "jhu-clsp/FollowIR-7B"),
-}
 RERANKER_KINDS = ("monot5", "cross-encoder", "llm-ptrue")
 
 
@@ -198,7 +186,7 @@ class MonoT5Reranker(_HFReranker):
         return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
                    dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
                    max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
-                   token_false=params.get("token_false"), token_true=params.get("token_true"),
+                   token_false=params.get("false_token"), token_true=params.get("true_token"),
                    template=getattr(card, "template", None) or params.get("prompt") or MONOT5_TEMPLATE)
 
     def identity(self) -> dict:
@@ -271,10 +259,13 @@ class CausalLMPTrueReranker(_HFReranker):
 
     @classmethod
     def from_card(cls, card: Any) -> "CausalLMPTrueReranker":
-        """From a system card (duck-typed: name, model, revision, dtype, params['prompt'])."""
+        """From a system card (duck-typed: name, model, revision, dtype, params['prompt']: one of
+        the authors' prompt strings in :data:`LLM_TEMPLATES`, or its key)."""
         params = _card_params(card)
+        prompt = params.get("prompt")
+        by_text = {text: key for key, text in LLM_TEMPLATES.items()}
         return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
-                   prompt=params.get("prompt"), dtype=getattr(card, "dtype", None),
+                   prompt=by_text.get(prompt, prompt), dtype=getattr(card, "dtype", None),
                    batch_size=params.get("batch_size", 64), max_length=params.get("max_length"))
 
     @property
@@ -389,13 +380,20 @@ def make_reranker(kind: str, model: str, **options: Any) -> _HFReranker:
     return _CLASSES[kind](model, **options)
 
 
-def reranker_from_name(name: str, **options: Any) -> _HFReranker:
-    """The reranker a paper row names (:data:`PAPER_RERANKERS`, e.g. ``monoT5-base``).
+def reranker_from_name(name: str, cards: Any = None, *, dtype: str | None = None,
+                       batch_size: int | None = None) -> _HFReranker:
+    """The reranker a system card names (``monoT5-base``, ``FollowIR-7B`` …), built from its card
+    (:func:`instir.systems.build_system`); ``dtype`` and ``batch_size`` override the card's."""
+    import dataclasses
 
-    The seam for the system-card registry: once cards exist, this resolves ``name`` through
-    them (``build_system(card)`` → the ``from_card`` of the class above)."""
-    if name not in PAPER_RERANKERS:
-        raise ValueError(f"unknown reranker {name!r}; known: {', '.join(PAPER_RERANKERS)} "
-                         "(or give --reranker KIND --model ID)")
-    kind, model = PAPER_RERANKERS[name]
-    return make_reranker(kind, model, name=name, **options)
+    from instir.errors import UsageError
+    from instir.systems import build_system, get_card, load_cards
+
+    cards = cards if cards is not None else load_cards()
+    card = get_card(name, cards)
+    if card.kind != "reranker":
+        raise UsageError(f"system {card.name!r} is a {card.kind}, not a reranker (instir retrieve --system)")
+    changes: dict[str, Any] = {"dtype": dtype} if dtype else {}
+    if batch_size is not None:
+        changes["params"] = {**card.params, "batch_size": batch_size}
+    return build_system(dataclasses.replace(card, **changes) if changes else card, cards=cards)

@@ -176,8 +176,20 @@ def test_from_card_reads_the_duck_typed_card(t5_dir):
     assert llm.prompt == "followir" and llm.dtype == "float16"
 
 
-def test_paper_names_resolve_to_the_authors_checkpoints():
+def test_paper_names_resolve_to_the_authors_checkpoints_through_their_cards():
     assert reranker_from_name("monoT5-base").model_name == "castorini/monot5-base-msmarco-10k"
     assert reranker_from_name("FollowIR-7B").prompt == "followir"
-    with pytest.raises(ValueError, match="unknown reranker 'monoT5-xxl'"):
+    assert reranker_from_name("monoT5-base", batch_size=7).batch_size == 7
+    with pytest.raises(ValueError, match="monoT5-xxl"):
         reranker_from_name("monoT5-xxl")
+    with pytest.raises(ValueError, match="is a retriever, not a reranker"):
+        reranker_from_name("BM25 (InstructIR)")
+
+
+@pytest.mark.parametrize("name", ["Llama-2-7b", "Llama-2-7b-chat", "Mistral-7B-Instruct-v0.2", "FollowIR-7B"])
+def test_every_llm_card_prompt_is_one_of_the_authors_templates(name):
+    from instir.systems import get_card, load_cards
+
+    card = get_card(name, load_cards())
+    reranker = reranker_from_name(name)
+    assert reranker.template == card.params["prompt"] and reranker.dtype == (card.dtype or reranker.dtype)
