@@ -211,6 +211,9 @@ class OpenAIEmbeddingsRetriever:
         for key in ("base_url", "api_key_env", "dimensions", "batch_size", "concurrency"):
             if key in params:
                 settings[key] = params[key]
+        if "cache_dir" in options:  # the registry's name for where embeddings are cached
+            options["cache"] = options.pop("cache_dir")
+        options.pop("device", None)  # an API: nothing runs here
         return cls(card.model, name=card.name, similarity=getattr(card, "similarity", None) or "cosine",
                    **settings, **options)
 

@@ -133,8 +133,9 @@ def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = 
     factory = _resolve(FACTORIES[card.adapter])
     accepted = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
-    kwargs = {key: value for key, value in {"cards": cards if cards is not None else load_cards(), **options}.items()
-              if takes_any or key in accepted}
+    kwargs = {key: value for key, value in options.items() if takes_any or key in accepted}
+    if "cards" in accepted:  # only adapters that name other cards (hybrid) take the whole set
+        kwargs["cards"] = cards if cards is not None else load_cards()
     return factory(card, **kwargs)
 
 

@@ -127,8 +127,8 @@ def test_every_card_outside_gritlm_is_wired_to_an_adapter(tmp_path):
 
     cards = load_cards()
     for card in cards.values():
-        if card.adapter == "gritlm":
-            continue
+        if card.adapter == "gritlm" or card.params.get("dense") == "GritLM-7B":
+            continue  # no GritLM adapter yet (its status says so)
         assert card.adapter in FACTORIES, card.name
         try:
             system = build_system(card, cards=cards, cache_dir=tmp_path, progress=False)
