@@ -168,3 +168,33 @@ def test_tolerance_widening_is_the_half_width_of_the_judges_interval():
     widen = tolerance_widening(table)
     assert widen.loc[0, "widen"] == pytest.approx(0.02)
     assert widen.loc[0, "measure"] == "InstFol@20"
+
+
+def test_instir_judge_repeats_prints_both_spreads_and_reruns_free(tmp_path, capsys):
+    import argparse
+
+    from instir.benchmarks import load_benchmark
+    from instir.judge import commands
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    bench = load_benchmark("ifir-sample/fiqa")
+    retriever = BM25Retriever(show_progress=False)
+    inst = retrieve(bench, retriever, k=20, out_dir=tmp_path).meta["path"]
+    query = retrieve(bench, retriever, template="query-only", k=20, out_dir=tmp_path).meta["path"]
+    parser = argparse.ArgumentParser(prog="instir")
+    commands.register(parser.add_subparsers(dest="command"))
+    argv = ["judge", "--benchmark", "ifir-sample/fiqa", "--backend", "baseline", "--run", str(inst),
+            "--query-only-run", str(query), "--cache", str(tmp_path / "j.sqlite"), "--repeats", "3"]
+    args = parser.parse_args(argv)
+    assert args.handler(args) == 0
+    first = capsys.readouterr().out
+    assert "judged 3 times" in first and "judge_sd" in first and "sample_sd" in first
+    assert "deterministic" in first  # the baseline judge: zero spread, said so
+    args = parser.parse_args(argv)
+    args.handler(args)
+    again = capsys.readouterr().out
+    assert "repeat 2:" in again and " 0 made now" in again.split("repeat 2:")[1].splitlines()[0]
+    with pytest.raises(SystemExit, match="at least 1"):
+        bad = parser.parse_args(argv[:-1] + ["0"])
+        bad.handler(bad)
