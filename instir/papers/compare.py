@@ -22,7 +22,7 @@ _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key
 
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
-    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "within_tolerance",
+    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance",
     "secondary", "reasons", "reference", "source",
 ]
 
@@ -68,12 +68,14 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     (empty/``all`` = pooled; 0, the single level of a one-level subset, counts as pooled) and
     ``setting`` (default ``instructed``): the layout of :mod:`instir.metrics.table`. System
     names are matched to the papers' models through :func:`model_key`; ``model_map`` maps
-    other names first (e.g. ``{"hybrid-gritlm": "hybrid:gritlm/gritlm-7b+bm25"}``).
+    other names first (e.g. ``{"hybrid-gritlm": "hybrid:gritlm/gritlm-7b+bm25"}``). An optional
+    ``widen`` column (unit scale, empty = 0) widens that row's tolerance, e.g. by the judge's own
+    spread of InstFol (:func:`instir.judge.stability.tolerance_widening`).
 
     Returns one row per matched pair, in the reported row's printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
-    the printed rounding), ``within_tolerance``, and ``reasons`` (keys of
-    :func:`known_divergences` that apply). Raises :class:`NotComparableError` for sample data.
+    the printed rounding + ``widened_by``, the row's ``widen`` in printed units),
+    ``within_tolerance``, and ``reasons`` (keys of :func:`known_divergences` that apply). Raises :class:`NotComparableError` for sample data.
     """
     reason = not_comparable_reason(reproduced)
     if reason:
@@ -86,8 +88,9 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     merged["reported"] = merged["value"]
     merged["reproduced"] = merged["value_ours"] * merged["scale"]
     merged["delta"] = merged["reproduced"] - merged["reported"]
-    merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r
-                           for m, s, r in zip(merged["measure"], merged["scale"], merged["rounding"])]
+    merged["widened_by"] = merged["widen"] * merged["scale"]
+    merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r + w for m, s, r, w in
+                           zip(merged["measure"], merged["scale"], merged["rounding"], merged["widened_by"])]
     within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
     merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna())
     merged["reasons"] = ["; ".join(reasons_for(row)) for row in merged.to_dict("records")]
@@ -134,6 +137,8 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "model_key": [model_key(s, model_map) for s in systems],
         "system": systems.astype(str).to_numpy(),
         "value": pd.to_numeric(_column(reproduced, ("value",), "value")).to_numpy(dtype=float),
+        "widen": (pd.to_numeric(reproduced["widen"]).fillna(0.0).to_numpy(dtype=float)
+                  if "widen" in reproduced.columns else 0.0),
     })
     keys = _KEYS + ["measure_reproduced"]
     zero_dupes = ours["level_was_zero"] & ours.duplicated(keys, keep=False)

@@ -1,0 +1,47 @@
+"""Instance explorer speed: building and rendering one query group (``ExplorerData.group`` +
+``render_group``) with every system of an out_dir, top 10, on the largest group of a benchmark
+(instructir-sample: 10 instances). The out_dir is what notebooks 02-04 leave, e.g. after
+``instir run`` or papermill of 02/03/04 (4 systems with the defaults: bm25 and dense, each
+instructed and query-only). Reports the first call (reads runs, streams the corpus) and the
+median of 3 warm calls. Target: <= 0.5 s per group on the sample.
+
+    .venv/bin/python benchmarks/explorer_render.py OUT_DIR [--benchmark instructir-sample]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from instir.report.explorer import ExplorerData, render_group
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--benchmark", default="instructir-sample")
+    p.add_argument("--k", type=int, default=10)
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    data = ExplorerData(args.out_dir)
+    groups = data.benchmark(args.benchmark).groups()
+    group = max(groups, key=lambda g: len(groups[g]))
+    load = time.perf_counter() - t0
+
+    def once() -> tuple[float, int]:
+        t = time.perf_counter()
+        html = render_group(data.group(args.benchmark, group, k=args.k))
+        return time.perf_counter() - t, len(html)
+
+    first, size = once()
+    warm = [once()[0] for _ in range(3)]
+    systems = data.systems(args.benchmark)
+    print(f"{args.benchmark} group {group}: {len(groups[group])} instances x {len(systems)} systems x top {args.k}, "
+          f"{size:,} characters of HTML")
+    print(f"open out_dir + load benchmark: {load:.3f} s; first group: {first:.3f} s; "
+          f"warm median of 3: {statistics.median(warm):.3f} s ({', '.join(f'{w:.3f}' for w in warm)})")
+
+
+if __name__ == "__main__":
+    main()
