@@ -84,7 +84,7 @@ def test_all_five_notebooks_share_one_identical_parameters_cell():
     cells = {name: _parameters_cell(name) for name in CHAIN}
     assert len(set(cells.values())) == 1, "parameters cells differ"
     assert set(_defaults()) == {"benchmarks", "data_root", "retrievers", "dense_model", "k", "judge_backend",
-                                "judge_model", "judge_base_url", "judge_api_key_env", "judge_max_instances",
+                                "judge_model", "judge_base_url", "judge_api_key_env", "judge_max_instances", "judge_repeats",
                                 "out_dir"}
 
 

@@ -124,9 +124,10 @@ def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -
     the judge spread is unknown (NaN) and ``dominant`` is empty.
     """
     repeats = int(instances["repeat"].nunique())
-    wide = instances.pivot_table(index="qid", columns="repeat", values="instfol", dropna=False, aggfunc="first")
+    keys = ["subset", "qid"]  # ids are unique within a subset (several IFIR subsets may be pooled)
+    wide = instances.set_index([*keys, "repeat"])["instfol"].unstack("repeat")
     base = (instances[instances["repeat"] == instances["repeat"].min()]
-            .drop(columns="repeat").set_index("qid").loc[wide.index].reset_index())
+            .drop(columns="repeat").set_index(keys).loc[wide.index].reset_index())
     values = wide.to_numpy(dtype=float)
     means = wide.mean(axis=1).to_numpy(dtype=float)  # NaN-skipping; NaN where no repeat scored the instance
     point = aggregate(base.assign(instfol=means))
