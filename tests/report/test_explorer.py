@@ -151,3 +151,34 @@ def test_static_rendering_shows_marked_relevant_documents_in_chromium(data, tmp_
     assert dom.count('class="ix-rel"') == len(relevant)
     first = relevant.iloc[0]
     assert f"{first['docid']} ({first['grade']})" in dom
+
+
+def test_offline_report_shows_a_widgets_static_fallback(tmp_path):
+    """A notebook executed by papermill keeps the widget state, but the offline report has no
+    widget manager: the output must render from the static HTML its display carries."""
+    import nbformat
+
+    from instir.pipeline import render_html
+
+    view = {"model_id": "abc123", "version_major": 2, "version_minor": 0}
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("explore(out)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": view, "text/plain": "VBox(...)",
+        "text/html": "<div class='instir-explorer'>STATIC GROUP VIEW</div>"})]
+    nb.cells.append(cell)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"abc123": {"model_name": "VBoxModel", "model_module": "@jupyter-widgets/controls",
+                             "model_module_version": "2.0.0", "state": {}}}, "version_major": 2, "version_minor": 0}}
+    executed = tmp_path / "nb.ipynb"
+    nbformat.write(nb, executed)
+    html = render_html(executed, tmp_path / "nb.html").read_text(encoding="utf-8")
+    assert '<div class="instir-explorer">STATIC GROUP VIEW</div>' in html  # re-serialised by nbconvert
+    assert 'type="application/vnd.jupyter.widget-view+json"' not in html
+
+
+def test_the_cache_lists_the_judges_it_holds(out_dir):
+    from instir.judge.cache import JudgmentCache
+
+    with JudgmentCache(out_dir / "judge" / "judgments.sqlite") as cache:
+        assert cache.judges() == [("baseline-lexical", "stemmed-term-overlap")]
