@@ -5,7 +5,7 @@ cache, with the lexical baseline and with the in-process SmolLM2-135M-Instruct j
 into INSTIR_HOME/models, later loads read that copy). Per judge: the time of all R repeats, the
 judgments made, the stability table's time, and a warm rerun (all from the cache).
 
-    .venv/bin/python benchmarks/judge_stability_cost.py [--repeats 3] [--skip-hf]
+    .venv/bin/python benchmarks/judge_stability_cost.py [--repeats 3] [--skip-hf] [--subsets ifir-sample/nfcorpus]
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-hf", action="store_true")
+    p.add_argument("--subsets", nargs="+", default=list(SUBSETS), help="IFIR sample subsets (default: both)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="instir-stability-"))
     retriever = BM25Retriever(show_progress=False)
     pairs = []
-    for name in SUBSETS:
+    for name in args.subsets:
         bench = load_benchmark(name)
         pairs.append((bench, retrieve(bench, retriever, k=20, out_dir=work / "runs"),
                       retrieve(bench, retriever, "query-only", k=20, out_dir=work / "runs")))
