@@ -50,8 +50,7 @@ _CSS = """<style>
 class GroupView:
     """Everything shown for one query group of one benchmark.
 
-    ``instances``: qid, subset, level, instruction, instfol (per system pair where judged: no).
-    ``relevant``: qid, docid, grade (grade > 0 only). ``lists``: system, qid, rank, docid, grade
+    ``instances``: qid, subset, level, instruction. ``relevant``: qid, docid, grade (grade > 0 only). ``lists``: system, qid, rank, docid, grade
     (0 when not relevant), judged (the judge's weighted score of that passage for that instance,
     NaN where none is stored). ``scores``: system, qid, measure, value, group_min (True for the
     instance(s) that set the group's minimum, InstructIR's Robustness). ``instfol``: system, qid,
@@ -114,9 +113,10 @@ class ExplorerData:
     def systems(self, benchmark: str) -> list[str]:
         """Systems run on ``benchmark``: per retriever the instructed run, then its query-only run."""
         rows = self.runs_table[self.runs_table["benchmark"] == benchmark]
-        return list(rows.sort_values("variant", key=lambda v: v != "instructed", kind="stable")
-                    .sort_values("retriever", key=lambda r: r.map({x: i for i, x in enumerate(dict.fromkeys(r))}),
-                                 kind="stable")["system"])
+        order = {retriever: i for i, retriever in enumerate(dict.fromkeys(rows["retriever"]))}
+        ranked = sorted(zip(rows["retriever"], rows["variant"], rows["system"]),
+                        key=lambda r: (order[r[0]], r[1] != "instructed"))
+        return [system for _, _, system in ranked]
 
     def benchmark(self, name: str) -> Benchmark:
         """The benchmark behind ``name`` (loaded once)."""
