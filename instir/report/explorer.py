@@ -323,8 +323,8 @@ def render_static(data: ExplorerData, picks: Sequence[tuple[str, str]] | None = 
     """The static stand-in for the widget: :func:`render_group` of each picked group
     (default :func:`pick_groups`)."""
     picks = list(picks) if picks is not None else pick_groups(data)
-    intro = ("<p><em>Instance explorer, static view of {n} group(s) (open this notebook in JupyterLab for the "
-             "interactive explorer: <code>instir.explore(out_dir)</code>).</em></p>").format(n=len(picks))
+    intro = (f"<p><em>Instance explorer, static view of {len(picks)} group(s) (open this notebook in JupyterLab "
+             "for the interactive explorer: <code>instir.explore(out_dir)</code>).</em></p>")
     return HTML(intro + "".join(render_group(data.group(b, g, k=k)) for b, g in picks))
 
 
@@ -407,7 +407,7 @@ def has_widgets() -> bool:
 
 
 def explore(out_dir: str | Path, data_root: str | Path | None = None, *, k: int = TOP_K,
-            static_groups: int = 3) -> "Explorer | HTML":
+            static_groups: int = 3) -> Explorer | HTML:
     """The instance explorer on the files of ``out_dir`` (notebooks 02-04): an
     :class:`Explorer` widget when ipywidgets is installed (its display also carries the static
     rendering for reports without a kernel), else the static rendering of ``static_groups``

@@ -140,11 +140,14 @@ def test_the_query_sample_spread_recovers_the_spread_between_instances(tmp_path)
 def test_a_deterministic_judge_says_its_spread_is_exactly_zero(tmp_path):
     bench, inst, query, base = toy(per_stratum=3, depth=2)
     scripted = ScriptedJudge(base)
-    table = stability(judge_repeats(inst, query, bench, CachedJudge(scripted, tmp_path / "j.sqlite"), repeats=3),
-                      n_boot=200)
+    frames = judge_repeats(inst, query, bench, CachedJudge(scripted, tmp_path / "j.sqlite"), repeats=3)
+    table = stability(frames, n_boot=200)
     assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()
+    assert (table["judge_low"] == table["instfol"]).all() and (table["judge_high"] == table["instfol"]).all()
     assert "deterministic" in verdict(table)
-    assert len(scripted.requests) == 3 * len(set(r for r in scripted.requests[: len(scripted.requests) // 3]))
+    made = [m["judged"] for m in frames.attrs["meta"]]
+    assert made[0] > 0 and made == [made[0]] * 3 == [m["unique_requests"] for m in frames.attrs["meta"]]
+    assert len(scripted.requests) == sum(made)  # every repeat was really judged, none answered from another
 
 
 def test_one_repeat_leaves_the_judge_spread_unknown_and_says_so(tmp_path):

@@ -145,7 +145,7 @@ def test_static_rendering_shows_marked_relevant_documents_in_chromium(data, tmp_
                     f"{render_group(view)}</body></html>", encoding="utf-8")
     dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
+                          "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120,
                          env={"HOME": str(tmp_path)}).stdout
     relevant = view.lists[view.lists["grade"] > 0]
     assert dom.count('class="ix-rel"') == len(relevant)
