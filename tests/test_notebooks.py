@@ -265,3 +265,19 @@ def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path, isolated_e
     assert "ifir-native-ndcg" in table3.loc["nDCG@20", "reasons"]
     assert not (tmp_path / "paper_tables" / "not_comparable.txt").exists()
     assert "bm25 (query-only)" not in set(compared["system"])
+
+
+def test_judge_notebook_measures_the_judges_own_spread(chain):
+    out, executed = chain
+    table = pd.read_csv(out / "judge" / "stability.csv")
+    assert set(table["repeats"]) == {_defaults()["judge_repeats"]}
+    assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()  # the baseline is deterministic
+    assert "deterministic" in _text_outputs(executed["04_judge_validation"])
+
+
+def test_metrics_and_judge_notebooks_end_with_the_instance_explorer(chain):
+    out, executed = chain
+    for name in ("03_metrics", "04_judge_validation"):
+        last = executed[name].cells[-1]["outputs"]
+        html = "".join(str(o.get("data", {}).get("text/html", "")) for o in last)
+        assert "class='ix-rel'" in html and "instir-explorer" in html, name
