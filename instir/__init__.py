@@ -31,7 +31,7 @@ _EXPORTS = {
     "rubric_for": "instir.judge", "CachedJudge": "instir.judge", "instfol": "instir.judge.instfol",
     "validate": "instir.judge.validation",
     # papers and reports
-    "load_reported": "instir.papers", "run_reports": "instir.pipeline",
+    "load_reported": "instir.papers", "run_reports": "instir.pipeline", "explore": "instir.report.explorer",
 }
 
 __all__ = sorted(_EXPORTS)

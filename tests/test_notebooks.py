@@ -70,7 +70,7 @@ def test_all_five_notebooks_share_one_identical_parameters_cell():
     assert len(set(cells.values())) == 1, "parameters cells differ"
     assert set(_defaults()) == {"benchmarks", "data_root", "retrievers", "systems", "dense_model", "k", "judge_backend",
                                 "judge_model", "judge_base_url", "judge_api_key_env", "judge_timeout_s",
-                                "judge_max_instances", "out_dir"}
+                                "judge_max_instances", "judge_repeats", "out_dir"}
 
 
 def test_papermill_reads_every_parameter_with_its_help():
@@ -322,3 +322,19 @@ def test_paper_tables_name_each_runs_windowing(tmp_path, isolated_env):
     assert table3["windowing"].to_dict() == {systems["clean"]: "clean", systems["ifir"]: "ifir"}
     assert "long-doc-windows" in table3.loc[systems["clean"], "reasons"]
     assert "long-doc-windows" not in table3.loc[systems["ifir"], "reasons"]
+
+
+def test_judge_notebook_measures_the_judges_own_spread(chain):
+    out, executed = chain
+    table = pd.read_csv(out / "judge" / "stability.csv")
+    assert set(table["repeats"]) == {_defaults()["judge_repeats"]}
+    assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()  # the baseline is deterministic
+    assert "deterministic" in _text_outputs(executed["04_judge_validation"])
+
+
+def test_metrics_and_judge_notebooks_end_with_the_instance_explorer(chain):
+    out, executed = chain
+    for name in ("03_metrics", "04_judge_validation"):
+        last = executed[name].cells[-1]["outputs"]
+        html = "".join(str(o.get("data", {}).get("text/html", "")) for o in last)
+        assert "class='ix-rel'" in html and "instir-explorer" in html, name

@@ -72,9 +72,16 @@ _LOOKUP_CHUNK = 500
 Key = tuple[str, str]
 
 
-def request_key(request: JudgeRequest) -> Key:
-    """Cache key of a request within one backend and model."""
-    return request.rubric.version, hashlib.sha256(judged_text(request).encode("utf-8")).hexdigest()
+def request_key(request: JudgeRequest, repeat: int = 0) -> Key:
+    """Cache key of a request within one backend and model.
+
+    ``repeat`` numbers independent judgments of the same text (judge stability,
+    :mod:`instir.judge.stability`): repeat 0 is the plain key, so caches made before repeats
+    existed stay valid; repeat r >= 1 is stored under rubric version ``<version>#repeat=r``."""
+    if repeat < 0:
+        raise ValueError(f"repeat must be 0 or more, got {repeat}")
+    version = request.rubric.version if repeat == 0 else f"{request.rubric.version}#repeat={repeat}"
+    return version, hashlib.sha256(judged_text(request).encode("utf-8")).hexdigest()
 
 
 #: SQLite's result codes for a file that is not a database or is damaged.
@@ -176,6 +183,12 @@ class JudgmentCache:
         with self._lock, self._readable():
             self._db.execute(_UPSERT, (backend, model, version, digest, request.rubric.name, *values, now))
 
+    def judges(self) -> list[tuple[str, str]]:
+        """The (backend, model) pairs with stored judgments, sorted."""
+        with self._lock, self._readable():
+            return [tuple(row) for row in self._db.execute(
+                "SELECT DISTINCT backend, model FROM judgments ORDER BY backend, model").fetchall()]
+
     def frame(self) -> pd.DataFrame:
         """Every stored row, for inspection and reports (``probs`` as JSON text)."""
         with self._lock, self._readable():
@@ -202,23 +215,27 @@ class CachedJudge:
     """Wraps a backend with a :class:`JudgmentCache`; itself a :class:`~instir.judge.types.Judge`.
 
     Only requests with no stored success go to the backend (each distinct judged text once per
-    call), and each judgment is stored the moment the backend reports it.
+    call), and each judgment is stored the moment the backend reports it. ``repeat`` (see
+    :func:`request_key`) gives this judge its own cache entries, so repeat r of a text is judged
+    afresh once and then read back like any other judgment.
     """
 
-    def __init__(self, backend: Judge, cache: JudgmentCache | str | Path):
+    def __init__(self, backend: Judge, cache: JudgmentCache | str | Path, repeat: int = 0):
         self.backend = backend
+        self.repeat = repeat
         self.cache = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
         self.name = backend.name
         self.model = backend.model
         self.stats = CacheStats()
 
     def __repr__(self) -> str:
-        return f"CachedJudge({self.backend!r}, {str(self.cache.path)!r})"
+        extra = f", repeat={self.repeat}" if self.repeat else ""
+        return f"CachedJudge({self.backend!r}, {str(self.cache.path)!r}{extra})"
 
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         """Judgments for every request, in input order: stored ones (``from_cache=True``) and
         fresh ones from the backend."""
-        keys = [request_key(r) for r in requests]
+        keys = [request_key(r, self.repeat) for r in requests]
         found = self.cache.lookup(self.name, self.model, keys)
         out: list[Judgment | None] = [None] * len(requests)
         missing: dict[Key, list[int]] = {}

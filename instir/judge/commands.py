@@ -96,6 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-instances", type=positive_int, default=None,
                    help="judge a stratified sample of at most N instances (default: all)")
     p.add_argument("--k", type=positive_int, default=20, help="list cut-off (default: 20, as InstFol@20)")
+    p.add_argument("--repeats", type=positive_int, default=1,
+                   help="judge the sample R times (own cache entries per repeat) and print the spread of InstFol "
+                        "the judge causes next to the spread the query sample causes (default: 1)")
     p.set_defaults(handler=judge_command)
 
     v = subparsers.add_parser("judge-validate", help="agreement of a judge with gold labels from the qrels",
@@ -204,6 +207,10 @@ def judge_command(args: argparse.Namespace) -> int:
 
     benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
+    if args.repeats > 1:
+        from instir.judge.stability import stability_command
+
+        return stability_command(args, benchmark, judge)
     result = instfol(read_run(args.run), read_run(args.query_only_run), benchmark, judge, k=args.k,
                      max_instances=args.max_instances, seed=args.seed)
     meta = result.meta

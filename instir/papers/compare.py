@@ -25,7 +25,7 @@ _AVERAGED_SUBSETS = frozenset(IFIR_SUBSETS.values()) - {"avg", "all"}
 
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
-    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "within_tolerance",
+    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance",
     "secondary", "windowing", "reasons", "reference", "source",
 ]
 
@@ -74,7 +74,9 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     other names first (e.g. ``{"hybrid-gritlm": "hybrid:gritlm/gritlm-7b+bm25"}``). An Average
     row is compared only when the reproduced table has the same system and measure on all
     seven IFIR subsets: an Average over the subsets a run happened to load is another number
-    than the paper's.
+    than the paper's. An optional ``widen`` column (unit scale, empty = 0) widens that row's
+    tolerance, e.g. by the judge's own spread of InstFol
+    (:func:`instir.judge.stability.tolerance_widening`).
     ``runs`` (``benchmark``, ``system``, ``windowing``: one row per run, as
     :func:`instir.retrieval.run_windowing` reads it from the sidecars) gives every reproduced
     number the windowing mode of the run(s) behind it (an IFIR average: of all its subsets'
@@ -82,7 +84,8 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
 
     Returns one row per matched pair, in the reported row's printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
-    the printed rounding), ``within_tolerance``, ``windowing``, and ``reasons`` (keys of
+    the printed rounding + ``widened_by``, the row's ``widen`` in printed units),
+    ``within_tolerance``, ``windowing``, and ``reasons`` (keys of
     :func:`known_divergences` that apply). Raises :class:`NotComparableError` for sample data.
     """
     reason = not_comparable_reason(reproduced)
@@ -97,8 +100,9 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     merged["reported"] = merged["value"]
     merged["reproduced"] = merged["value_ours"] * merged["scale"]
     merged["delta"] = merged["reproduced"] - merged["reported"]
-    merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r
-                           for m, s, r in zip(merged["measure"], merged["scale"], merged["rounding"])]
+    merged["widened_by"] = merged["widen"] * merged["scale"]
+    merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r + w for m, s, r, w in
+                           zip(merged["measure"], merged["scale"], merged["rounding"], merged["widened_by"])]
     within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
     merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna())
     merged["reasons"] = ["; ".join(reasons_for(row)) for row in merged.to_dict("records")]
@@ -145,6 +149,8 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "model_key": [model_key(s, model_map) for s in systems],
         "system": systems.astype(str).to_numpy(),
         "value": pd.to_numeric(_column(reproduced, ("value",), "value")).to_numpy(dtype=float),
+        "widen": (pd.to_numeric(reproduced["widen"]).fillna(0.0).to_numpy(dtype=float)
+                  if "widen" in reproduced.columns else 0.0),
     })
     ours = _without_partial_averages(ours)
     keys = _KEYS + ["measure_reproduced"]

@@ -202,3 +202,15 @@ def test_long_doc_windows_note_spares_models_ifir_encoded_whole_and_bm25(reporte
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.25)])
     out = compare(ours, reported[reported["table"] == "Table 3"])
     assert len(out) == 2 and not out["reasons"].str.contains("long-doc-windows").any()
+
+
+def test_a_widen_column_widens_that_rows_tolerance_in_printed_units(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.05),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.20)]).assign(widen=[0.02, None])
+    out = compare(ours, reported[reported["table"] == "Table 3"]).set_index("metric")
+    # InstFol: printed 1.10 %, reproduced 5.00 %: outside 3.005 alone, inside once widened by 2 points
+    assert out.loc["InstFol@20", "widened_by"] == pytest.approx(2.0)
+    assert out.loc["InstFol@20", "tolerance"] == pytest.approx(5.005) and bool(out.loc["InstFol@20", "within_tolerance"])
+    assert out.loc["nDCG@20", "widened_by"] == 0 and out.loc["nDCG@20", "tolerance"] == pytest.approx(0.025)
+    plain = compare(ours.drop(columns="widen"), reported[reported["table"] == "Table 3"]).set_index("metric")
+    assert not bool(plain.loc["InstFol@20", "within_tolerance"]) and (plain["widened_by"] == 0).all()

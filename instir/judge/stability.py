@@ -1,0 +1,225 @@
+"""How much of InstFol is the judge's noise: judge the same stratified sample R times and set
+the spread the judge alone causes next to the spread the query sample causes.
+
+InstFol rests on one probability-weighted judgment per passage. A chat API answers the same
+prompt differently from call to call (even at temperature 0), so one run of the judge is one
+draw. :func:`judge_repeats` calls :func:`instir.judge.instfol.instfol` once per repeat, each
+time through a :class:`~instir.judge.cache.CachedJudge` with its own ``repeat`` (distinct cache
+entries; repeat 0 is the ordinary judgment, so an existing cache is reused, and every rerun is
+free). :func:`stability` then reports, per level, subset and Average
+(:func:`instir.judge.instfol.aggregate` rows):
+
+- **judge spread** (instances fixed, judge redrawn): a bootstrap over repeats. Each draw takes,
+  for every instance independently, the InstFol of one repeat picked at random and aggregates
+  them: the distribution of a single run's value when only the judge's answers change. The
+  R values of an instance are first spread by sqrt(R / (R - 1)) around their mean, so the draw's
+  variance is the unbiased estimate from R repeats (a plain resample of R values understates it
+  by (R - 1) / R, a third at R = 3).
+- **query-sample spread** (judge averaged over repeats, instances redrawn): a bootstrap over
+  instances, resampled with replacement within each (subset, level) stratum, as the sample
+  was drawn (:func:`~instir.judge.instfol.select_instances`).
+
+Both give mean, standard deviation and 95% percentile interval; ``dominant`` names the larger
+standard deviation. The in-process (``hf``) and baseline judges are deterministic: their
+repeats are identical and the judge spread is exactly zero, which the table says
+(``identical_repeats``) rather than presenting it as a measurement of an API's noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from instir.benchmarks.types import Benchmark
+from instir.judge.cache import CachedJudge
+from instir.judge.instfol import K, aggregate, instfol
+from instir.progress import tqdm
+from instir.retrieval.runs import Run
+
+#: Bootstrap draws per spread.
+N_BOOT = 1000
+
+_KEYS = ["scope", "subset", "level"]
+
+STABILITY_COLUMNS = [
+    "scope", "subset", "level", "instances", "repeats", "instfol",
+    "judge_mean", "judge_sd", "judge_low", "judge_high",
+    "sample_mean", "sample_sd", "sample_low", "sample_high",
+    "identical_repeats", "dominant",
+]
+
+
+def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark,
+                  judge: CachedJudge, repeats: int, *, k: int = K, max_instances: int | None = None,
+                  seed: int = 0) -> pd.DataFrame:
+    """Per-instance InstFol of ``repeats`` independent judgments of the same sample.
+
+    Repeat r judges through ``CachedJudge(judge.backend, judge.cache, repeat=r)``; every repeat
+    sees the same instances (same ``max_instances`` and ``seed``). Returns
+    :attr:`InstFolResult.instances <instir.judge.instfol.InstFolResult>` of every repeat with a
+    ``repeat`` column, and in ``attrs["meta"]`` each repeat's request counts.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    frames, metas = [], []
+    for r in tqdm(range(repeats), desc="judge repeats", disable=repeats < 2):
+        judge_r = CachedJudge(judge.backend, judge.cache, repeat=r)
+        result = instfol(instructed, query_only, benchmark, judge_r, k=k, max_instances=max_instances, seed=seed)
+        frames.append(result.instances.assign(repeat=r))
+        metas.append({"repeat": r, **{key: result.meta[key] for key in (
+            "unique_requests", "judged", "from_cache", "failed_judgments", "cost")}})
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["meta"] = metas
+    return out
+
+
+_SEP = "\x1f"
+
+
+def _aggregate_draws(draws: pd.DataFrame, n_draws: int) -> pd.DataFrame:
+    """:func:`aggregate` of many bootstrap draws in one call: each draw's subsets are renamed
+    ``<draw><SEP><subset>`` so its level and subset rows come out separately; a draw's Average is
+    the mean of its subset rows (aggregate's own rule; its pooled average row is dropped).
+    Returns one column per draw, indexed by (scope, subset, level)."""
+    summary = aggregate(draws)
+    summary = summary[summary["scope"] != "average"]
+    parts = summary["subset"].str.partition(_SEP)
+    summary = summary.assign(draw=parts[0].astype(int), subset=parts[2])
+    average = (summary[summary["scope"] == "subset"].groupby("draw")["instfol"].mean().reset_index()
+               .assign(scope="average", subset="average", level=pd.NA))
+    rows = pd.concat([summary[["draw", "scope", "subset", "level", "instfol"]], average], ignore_index=True)
+    rows["level"] = rows["level"].astype("string").fillna("")
+    return rows.pivot_table(index=["scope", "subset", "level"], columns="draw", values="instfol", dropna=False,
+                            aggfunc="first").reindex(columns=range(n_draws))
+
+
+def _spread(draws: pd.DataFrame, prefix: str) -> pd.DataFrame:
+    """Mean, sd and 95% percentile interval of bootstrap draws (one column per draw)."""
+    return pd.DataFrame({f"{prefix}_mean": draws.mean(axis=1), f"{prefix}_sd": draws.std(axis=1, ddof=1),
+                         f"{prefix}_low": draws.quantile(0.025, axis=1), f"{prefix}_high": draws.quantile(0.975, axis=1)})
+
+
+def _stacked(base: pd.DataFrame, values: np.ndarray, rows: np.ndarray) -> pd.DataFrame:
+    """Draws as one frame for :func:`_aggregate_draws`: ``values`` (draws x picked rows) of the
+    ``base`` rows ``rows`` (draws x picked rows)."""
+    n_draws, width = rows.shape
+    picked = base.iloc[rows.ravel()]
+    draw = np.repeat(np.arange(n_draws), width).astype(str)
+    return picked.assign(instfol=values.ravel(), subset=np.char.add(np.char.add(draw, _SEP),
+                                                                     picked["subset"].astype(str).to_numpy()),
+                         qid=np.arange(len(picked)))
+
+
+def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
+    """Judge spread and query-sample spread of InstFol per level, subset and Average.
+
+    ``instances``: :func:`judge_repeats` output (one system; per-instance InstFol with a
+    ``repeat`` column). ``instfol`` is the value of the per-instance means over repeats;
+    ``judge_*`` and ``sample_*`` summarise the two bootstraps (module docstring);
+    ``identical_repeats`` is true where every repeat gave every instance the same value
+    (a deterministic judge: the judge spread is then exactly 0, not an estimate), and
+    ``dominant`` is ``judge``, ``query sample`` or ``neither`` (both zero). With one repeat
+    the judge spread is unknown (NaN) and ``dominant`` is empty.
+    """
+    repeats = int(instances["repeat"].nunique())
+    keys = ["subset", "qid"]  # ids are unique within a subset (several IFIR subsets may be pooled)
+    wide = instances.set_index([*keys, "repeat"])["instfol"].unstack("repeat")
+    base = (instances[instances["repeat"] == instances["repeat"].min()]
+            .drop(columns="repeat").set_index(keys).loc[wide.index].reset_index())
+    values = wide.to_numpy(dtype=float)
+    means = wide.mean(axis=1).to_numpy(dtype=float)  # NaN-skipping; NaN where no repeat scored the instance
+    point = aggregate(base.assign(instfol=means))
+    index = pd.MultiIndex.from_frame(point[_KEYS].astype({"level": "string"}).fillna({"level": ""}))
+    out = point[["scope", "subset", "level", "instances", "instfol"]].set_index(index)
+    out["repeats"] = repeats
+    rng = np.random.default_rng(seed)
+    n = len(base)
+
+    same = bool(np.all((values == values[:, :1]) | (np.isnan(values) & np.isnan(values[:, :1]))))
+    if repeats > 1 and same:  # a deterministic judge: no estimate, the spread is exactly zero
+        out = out.assign(judge_mean=out["instfol"], judge_sd=0.0, judge_low=out["instfol"], judge_high=out["instfol"])
+    elif repeats > 1:
+        spread = means[:, None] + np.sqrt(repeats / (repeats - 1)) * (values - means[:, None])
+        pick = rng.integers(0, repeats, (n_boot, n))
+        rows = np.broadcast_to(np.arange(n), (n_boot, n))
+        out = out.join(_spread(_aggregate_draws(_stacked(base, spread[rows, pick], rows), n_boot), "judge"))
+    else:
+        out = out.assign(judge_mean=np.nan, judge_sd=np.nan, judge_low=np.nan, judge_high=np.nan)
+
+    codes = base.groupby(["subset", "level"], dropna=False, sort=False).ngroup().to_numpy()
+    strata = [np.flatnonzero(codes == code) for code in np.unique(codes)]
+    rows = np.concatenate([idx[rng.integers(0, len(idx), (n_boot, len(idx)))] for idx in strata], axis=1)
+    out = out.join(_spread(_aggregate_draws(_stacked(base, means[rows], rows), n_boot), "sample"))
+
+    out["identical_repeats"] = same if repeats > 1 else pd.NA
+    out["dominant"] = [_dominant(j, s) for j, s in zip(out["judge_sd"], out["sample_sd"])]
+    out = out.reset_index(drop=True)[STABILITY_COLUMNS]
+    out["level"] = out["level"].astype("Int64")
+    out["identical_repeats"] = out["identical_repeats"].astype("boolean")
+    return out
+
+
+def _dominant(judge_sd: float, sample_sd: float) -> str:
+    if pd.isna(judge_sd) or pd.isna(sample_sd):
+        return ""
+    if judge_sd == 0 and sample_sd == 0:
+        return "neither"
+    return "judge" if judge_sd > sample_sd else "query sample"
+
+
+def verdict(table: pd.DataFrame) -> str:
+    """One plain sentence on which spread dominates the Average, or the only subset's value (or
+    why that is unknown)."""
+    top = table[table["scope"] == "average"]
+    avg = (top if len(top) else table[table["scope"] == "subset"]).iloc[0]  # one subset: no Average row
+    if avg["repeats"] < 2:
+        return ("One repeat per judgment: the judge's own spread is unknown. Judge again with more repeats "
+                "(instir judge --repeats R) to measure it.")
+    judge = f"judge sd {avg['judge_sd'] * 100:.2f}"
+    sample = f"query-sample sd {avg['sample_sd'] * 100:.2f}"
+    if bool(avg["identical_repeats"]):
+        lead = (f"All {int(avg['repeats'])} repeats gave identical judgments: this judge is deterministic (the "
+                "in-process and baseline judges always are), so its spread is exactly 0 and says nothing about "
+                "an API judge's noise. ")
+    else:
+        lead = ""
+    if avg["dominant"] == "neither":
+        return lead + f"Average InstFol x100: {judge}, {sample}; neither varies."
+    return (lead + f"Average InstFol x100: {judge}, {sample} over {int(avg['instances'])} instances: "
+            f"the {avg['dominant']} dominates.")
+
+
+def tolerance_widening(table: pd.DataFrame, system: str | Sequence[str] | None = None) -> pd.DataFrame:
+    """Rows for :func:`instir.papers.compare.compare`'s ``widen``: the half-width of the judge's
+    95% interval per level, subset and Average (unit scale), keyed by ``system``, ``benchmark``,
+    ``subset``, ``level`` and ``measure`` (``InstFol@20``). ``table`` is one or several
+    :func:`stability` tables with ``system`` and ``benchmark`` columns; rows without a judge
+    spread (one repeat) are left out."""
+    rows = table[table["judge_sd"].notna()].copy()
+    rows["widen"] = (rows["judge_high"] - rows["judge_low"]) / 2
+    rows["measure"] = "InstFol@20"
+    return rows[["system", "benchmark", "subset", "level", "measure", "widen"]].reset_index(drop=True)
+
+
+def stability_command(args, benchmark: Benchmark, judge: CachedJudge) -> int:
+    """``instir judge --repeats R``: judge R times, print InstFol x100 with both spreads."""
+    from instir.retrieval.runs import read_run
+
+    frames = judge_repeats(read_run(args.run), read_run(args.query_only_run), benchmark, judge, args.repeats,
+                           k=args.k, max_instances=args.max_instances, seed=args.seed)
+    table = stability(frames, seed=args.seed)
+    print(f"InstFol@{args.k} on {benchmark.label}, judged {args.repeats} times")
+    print(f"instances: {frames['qid'].nunique()} judged (max {args.max_instances or 'all'}, seed {args.seed})")
+    for m in frames.attrs["meta"]:
+        print(f"repeat {m['repeat']}: {m['unique_requests']} distinct judgments, {m['judged']} made now, "
+              f"{m['from_cache']} from the cache, {m['failed_judgments']} failed")
+    shown = table.copy()
+    shown["level"] = shown["level"].astype("string").fillna("")
+    for col in ("instfol", "judge_mean", "judge_sd", "judge_low", "judge_high",
+                "sample_mean", "sample_sd", "sample_low", "sample_high"):
+        shown[col] = (shown[col] * 100).round(2)
+    print(shown.to_string(index=False))
+    print(verdict(table))
+    return 0

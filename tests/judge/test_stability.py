@@ -1,0 +1,204 @@
+"""Judge stability: repeats get their own cache entries (repeat 0 is the old key), reruns are
+free, and the reported spreads recover a scripted judge's known noise and a sample's known spread."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scripted_judge import ScriptedJudge, toy_benchmark
+
+from instir.benchmarks.types import Query
+from instir.judge.cache import CachedJudge, JudgmentCache, request_key
+from instir.judge.instfol import instfol
+from instir.judge.rubrics import rubric_for
+from instir.judge.stability import judge_repeats, stability, tolerance_widening, verdict
+from instir.judge.types import Judgment
+
+#: (subset, level) strata of the toy benchmark; the generic rubric serves them all
+STRATA = [("alpha", 1), ("alpha", 2), ("beta", None)]
+
+
+class NoisyJudge:
+    """Scores a passage ``base[passage] + N(0, sigma)``, a fresh draw on every call (as an API
+    judge varies between calls); counts the requests it gets."""
+
+    name = "noisy"
+    model = "noise-v1"
+
+    def __init__(self, base: dict[str, float], sigma: float, seed: int = 0):
+        self.base, self.sigma = base, sigma
+        self.rng = np.random.default_rng(seed)
+        self.requests = []
+
+    def judge(self, requests, on_result=None):
+        self.requests.extend(requests)
+        out = []
+        for i, r in enumerate(requests):
+            value = self.base[r.passage] + (self.rng.normal(0, self.sigma) if self.sigma else 0.0)
+            j = Judgment(score=round(value), weighted=value, probs=None, weighting="parsed", raw=f"{value:.4f}")
+            out.append(j)
+            if on_result is not None:
+                on_result(i, j)
+        return out
+
+
+def toy(per_stratum: int, depth: int):
+    """A benchmark of ``per_stratum`` instances per stratum; each instance's query-only list
+    holds passages scored exactly 0 (noise-free) and its instructed list ``depth`` passages
+    scored around the instance's own level, so InstFol = S_inst / 3."""
+    queries, lists_q, lists_i, base = [], {}, {}, {}
+    for s, (subset, level) in enumerate(STRATA):
+        for n in range(per_stratum):
+            qid = f"{subset}-{level}-{n}"
+            queries.append(Query(qid, f"query {qid}", f"instruction {qid}", group=qid, level=level, subset=subset))
+            lists_q[qid] = [f"q-{qid}-{r}" for r in range(depth)]
+            lists_i[qid] = [f"i-{qid}-{r}" for r in range(depth)]
+            base.update({d: 0.0 for d in lists_q[qid]})
+            base.update({d: 0.5 + 2.0 * ((n * 7 + s * 3) % per_stratum) / per_stratum for d in lists_i[qid]})
+    bench = toy_benchmark(queries, {q.id: {} for q in queries}, list(base))
+    return bench, run_frame(lists_i), run_frame(lists_q), base
+
+
+def run_frame(lists: dict[str, list[str]]) -> pd.DataFrame:
+    return pd.DataFrame([(qid, d, float(len(docs) - r)) for qid, docs in lists.items() for r, d in enumerate(docs)],
+                        columns=["qid", "docid", "score"])
+
+
+def row(table: pd.DataFrame, scope: str, subset: str, level=None) -> pd.Series:
+    part = table[(table["scope"] == scope) & (table["subset"] == subset)]
+    if level is not None:
+        part = part[part["level"] == level]
+    assert len(part) == 1
+    return part.iloc[0]
+
+
+def test_repeat_zero_keeps_the_old_key_and_later_repeats_get_their_own():
+    request = rubric_for("", None).request("q", "inst", "passage")
+    assert request_key(request) == request_key(request, 0)
+    assert request_key(request, 1) != request_key(request, 0)
+    assert request_key(request, 1)[1] == request_key(request)[1]  # same text hash, own rubric-version slot
+    assert request_key(request, 2) != request_key(request, 1)
+    with pytest.raises(ValueError, match="repeat"):
+        request_key(request, -1)
+
+
+def test_an_existing_cache_is_repeat_zero_and_reruns_are_free(tmp_path):
+    bench, inst, query, base = toy(per_stratum=2, depth=3)
+    cache = JudgmentCache(tmp_path / "j.sqlite")
+    first = NoisyJudge(base, sigma=0.2)
+    instfol(inst, query, bench, CachedJudge(first, cache))  # judged before repeats existed
+    one_run = len(first.requests)
+
+    second = NoisyJudge(base, sigma=0.2, seed=1)
+    frames = judge_repeats(inst, query, bench, CachedJudge(second, cache), repeats=3)
+    assert len(second.requests) == 2 * one_run  # repeat 0 came from the cache; repeats 1 and 2 were judged
+    assert sorted(frames["repeat"].unique()) == [0, 1, 2]
+    assert [m["from_cache"] for m in frames.attrs["meta"]] == [one_run, 0, 0]
+
+    third = NoisyJudge(base, sigma=0.2, seed=2)
+    again = judge_repeats(inst, query, bench, CachedJudge(third, cache), repeats=3)
+    assert third.requests == []
+    pd.testing.assert_frame_equal(again, frames)
+    versions = set(cache.frame()["rubric_version"])
+    assert any(v.endswith("#repeat=2") for v in versions) and any("#" not in v for v in versions)
+
+
+def test_the_reported_judge_spread_recovers_the_scripted_noise(tmp_path):
+    per_stratum, depth, sigma, repeats = 6, 4, 0.3, 25
+    bench, inst, query, base = toy(per_stratum, depth)
+    judge = CachedJudge(NoisyJudge(base, sigma=sigma, seed=7), tmp_path / "j.sqlite")
+    table = stability(judge_repeats(inst, query, bench, judge, repeats=repeats), seed=3)
+
+    level_sd = sigma / 3 / math.sqrt(depth * per_stratum)  # InstFol = S_inst / 3; mean of depth x instances
+    alpha_sd = level_sd / math.sqrt(2)  # unweighted mean of two level values
+    # beta has no levels: only its subset row (instir.judge aggregate gives level rows for levels 1-3)
+    expected = {("level", "alpha", 1): level_sd,
+                ("subset", "alpha", None): alpha_sd, ("subset", "beta", None): level_sd,
+                ("average", "average", None): math.sqrt(alpha_sd ** 2 + level_sd ** 2) / 2}
+    for (scope, subset, level), sd in expected.items():
+        got = row(table, scope, subset, level)
+        assert got["judge_sd"] == pytest.approx(sd, rel=0.25), (scope, subset, level)
+        assert got["judge_low"] < got["instfol"] < got["judge_high"]
+        assert got["repeats"] == repeats
+    assert not table["identical_repeats"].any()
+
+
+def test_the_query_sample_spread_recovers_the_spread_between_instances(tmp_path):
+    per_stratum, depth = 8, 2
+    bench, inst, query, base = toy(per_stratum, depth)
+    judge = CachedJudge(NoisyJudge(base, sigma=0.0), tmp_path / "j.sqlite")
+    table = stability(judge_repeats(inst, query, bench, judge, repeats=2), n_boot=2000, seed=0)
+    # per-instance InstFol = base / 3; the bootstrap sd of a stratum's mean is sd(ddof=0) / sqrt(n)
+    values = np.array([0.5 + 2.0 * ((n * 7) % per_stratum) / per_stratum for n in range(per_stratum)]) / 3
+    level = row(table, "level", "alpha", 1)
+    assert level["sample_sd"] == pytest.approx(values.std() / math.sqrt(per_stratum), rel=0.1)
+    assert level["instfol"] == pytest.approx(values.mean())
+    assert level["judge_sd"] == 0 and bool(level["identical_repeats"])
+    assert level["dominant"] == "query sample"
+
+
+def test_a_deterministic_judge_says_its_spread_is_exactly_zero(tmp_path):
+    bench, inst, query, base = toy(per_stratum=3, depth=2)
+    scripted = ScriptedJudge(base)
+    frames = judge_repeats(inst, query, bench, CachedJudge(scripted, tmp_path / "j.sqlite"), repeats=3)
+    table = stability(frames, n_boot=200)
+    assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()
+    assert (table["judge_low"] == table["instfol"]).all() and (table["judge_high"] == table["instfol"]).all()
+    assert "deterministic" in verdict(table)
+    made = [m["judged"] for m in frames.attrs["meta"]]
+    assert made[0] > 0 and made == [made[0]] * 3 == [m["unique_requests"] for m in frames.attrs["meta"]]
+    assert len(scripted.requests) == sum(made)  # every repeat was really judged, none answered from another
+
+
+def test_one_repeat_leaves_the_judge_spread_unknown_and_says_so(tmp_path):
+    bench, inst, query, base = toy(per_stratum=3, depth=2)
+    table = stability(judge_repeats(inst, query, bench, CachedJudge(ScriptedJudge(base), tmp_path / "j.sqlite"),
+                                    repeats=1), n_boot=100)
+    assert table["judge_sd"].isna().all() and (table["dominant"] == "").all()
+    assert "unknown" in verdict(table)
+    assert tolerance_widening(table.assign(system="s", benchmark="b")).empty
+
+
+def test_zero_repeats_is_refused(tmp_path):
+    bench, inst, query, base = toy(per_stratum=1, depth=1)
+    with pytest.raises(ValueError, match="at least 1"):
+        judge_repeats(inst, query, bench, CachedJudge(ScriptedJudge(base), tmp_path / "j.sqlite"), repeats=0)
+
+
+def test_tolerance_widening_is_the_half_width_of_the_judges_interval():
+    table = pd.DataFrame([{"scope": "average", "subset": "average", "level": pd.NA, "judge_sd": 0.01,
+                           "judge_low": 0.10, "judge_high": 0.14, "system": "bm25", "benchmark": "ifir"}])
+    widen = tolerance_widening(table)
+    assert widen.loc[0, "widen"] == pytest.approx(0.02)
+    assert widen.loc[0, "measure"] == "InstFol@20"
+
+
+def test_instir_judge_repeats_prints_both_spreads_and_reruns_free(tmp_path, capsys):
+    import argparse
+
+    from instir.benchmarks import load_benchmark
+    from instir.judge import commands
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    bench = load_benchmark("ifir-sample/fiqa")
+    retriever = BM25Retriever(show_progress=False)
+    inst = retrieve(bench, retriever, k=20, out_dir=tmp_path).meta["path"]
+    query = retrieve(bench, retriever, template="query-only", k=20, out_dir=tmp_path).meta["path"]
+    parser = argparse.ArgumentParser(prog="instir")
+    commands.register(parser.add_subparsers(dest="command"))
+    argv = ["judge", "--benchmark", "ifir-sample/fiqa", "--backend", "baseline", "--run", str(inst),
+            "--query-only-run", str(query), "--cache", str(tmp_path / "j.sqlite"), "--repeats", "3"]
+    args = parser.parse_args(argv)
+    assert args.handler(args) == 0
+    first = capsys.readouterr().out
+    assert "judged 3 times" in first and "judge_sd" in first and "sample_sd" in first
+    assert "deterministic" in first  # the baseline judge: zero spread, said so
+    args = parser.parse_args(argv)
+    args.handler(args)
+    again = capsys.readouterr().out
+    assert "repeat 2:" in again and " 0 made now" in again.split("repeat 2:")[1].splitlines()[0]
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv[:-1] + ["0"])
+    assert "at least 1" in capsys.readouterr().err

@@ -1,0 +1,184 @@
+"""The instance explorer on an out_dir laid out as notebooks 02-04 leave it: the group view's
+data, the static rendering (escaped, relevant documents marked), the widget's callbacks driven
+without a browser, and the static page in headless Chromium."""
+
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.benchmarks.types import Doc
+from instir.judge import BaselineJudge, CachedJudge
+from instir.judge.instfol import instfol
+from instir.metrics import evaluate_runs
+from instir.report.explorer import Explorer, ExplorerData, explore, pick_groups, render_group, render_static
+from instir.retrieval import retrieve
+from instir.retrieval.lexical import BM25Retriever
+
+BENCHMARKS = ("instructir-sample", "ifir-sample/fiqa")
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory):
+    """runs/runs.csv + runs, metrics/per_query.parquet, judge/instfol_instances.csv and
+    judge/judgments.sqlite, written as notebooks 02, 03 and 04 write them (BM25, baseline judge)."""
+    out = tmp_path_factory.mktemp("lab")
+    retriever = BM25Retriever(show_progress=False)
+    rows, per_query, judged = [], [], []
+    judge = CachedJudge(BaselineJudge("lexical"), out / "judge" / "judgments.sqlite")
+    for name in BENCHMARKS:
+        bench = load_benchmark(name)
+        runs = {}
+        for variant, template, system in (("instructed", None, "bm25"), ("query-only", "query-only", "bm25 (query-only)")):
+            run = retrieve(bench, retriever, template, k=20, out_dir=out / "runs")
+            runs[system] = run
+            rows.append({"benchmark": name, "retriever": "bm25", "system": system, "variant": variant,
+                         "run_file": f"runs/{run.meta['path'].split('/')[-1]}"})
+        per_query.append(evaluate_runs(runs, bench).per_query.assign(benchmark=name))
+        if name.startswith("ifir"):
+            result = instfol(runs["bm25"], runs["bm25 (query-only)"], bench, judge, max_instances=2)
+            judged.append(result.instances.assign(benchmark=name, family="ifir", system="bm25"))
+    pd.DataFrame(rows).to_csv(out / "runs" / "runs.csv", index=False)
+    (out / "metrics").mkdir()
+    pd.concat(per_query, ignore_index=True).to_parquet(out / "metrics" / "per_query.parquet", index=False)
+    pd.concat(judged, ignore_index=True).to_csv(out / "judge" / "instfol_instances.csv", index=False)
+    judge.cache.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(out_dir):
+    return ExplorerData(out_dir)
+
+
+def test_the_group_view_marks_exactly_the_qrels_relevant_documents(data):
+    bench = data.benchmark("instructir-sample")
+    group = data.groups("instructir-sample")[0]
+    view = data.group("instructir-sample", group)
+    assert set(view.instances["qid"]) == set(bench.groups()[group])
+    assert view.systems == ["bm25", "bm25 (query-only)"]
+    for r in view.lists.itertuples():
+        assert r.grade == max(bench.qrels.get(r.qid, {}).get(r.docid, 0), 0)
+        assert r.rank <= 10
+    assert (view.lists["grade"] > 0).any()
+    assert view.query == bench.queries[view.instances["qid"].iloc[0]].query
+
+
+def test_the_robustness_minimum_is_the_lowest_ndcg_of_the_group(data):
+    group = data.groups("instructir-sample")[0]
+    view = data.group("instructir-sample", group)
+    assert view.measure == "nDCG@10" and view.is_instructir
+    mine = view.scores[view.scores["system"] == "bm25"]
+    assert set(mine.loc[mine["group_min"], "qid"]) == set(mine.loc[mine["value"] == mine["value"].min(), "qid"])
+    html = str(render_group(view))
+    assert html.count("class='ix-min'>min</span>") == 1 + int(view.scores["group_min"].sum())  # + the legend
+
+
+def test_ifir_lists_carry_the_judges_scores_where_judged(data, out_dir):
+    judged = pd.read_csv(out_dir / "judge" / "instfol_instances.csv")
+    qid = judged["qid"].iloc[0]
+    group = data.benchmark("ifir-sample/fiqa").queries[qid].group
+    view = data.group("ifir-sample/fiqa", group)
+    assert view.judge.startswith("baseline-lexical")
+    both = view.lists[view.lists["qid"] == qid]
+    assert both["judged"].notna().all()  # instructed and query-only top 10 both judged against this instance
+    assert set(both["system"]) == {"bm25", "bm25 (query-only)"}
+    assert not view.is_instructir and view.measure == "nDCG@20"
+    assert "InstFol x100" in str(render_group(view))
+
+
+def test_passage_text_and_instructions_are_escaped(data):
+    view = data.group("instructir-sample", data.groups("instructir-sample")[0])
+    docid = view.lists["docid"].iloc[0]
+    view.docs[docid] = Doc(docid, "<script>alert('x')</script> & more", title="<b>t</b>")
+    html = str(render_group(view))
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html and "&lt;b&gt;t&lt;/b&gt;" in html
+
+
+def test_static_rendering_picks_one_group_per_benchmark(data):
+    picks = pick_groups(data, n=3)
+    assert [b for b, _ in picks] == list(BENCHMARKS)
+    html = str(render_static(data, picks))
+    for bench, group in picks:
+        assert f"group {group}" in html
+
+
+def test_widget_callbacks_rerender_without_a_browser(data):
+    pytest.importorskip("ipywidgets")
+    ex = Explorer(data)
+    assert ex.view.benchmark == "instructir-sample" and "class='ix-rel'" in ex.output.value
+    second = data.groups("instructir-sample")[1]
+    ex.group.value = second
+    assert ex.view.group == second and f"group {second}" in ex.output.value
+
+    ex.systems.value = ("bm25 (query-only)",)
+    assert ex.view.systems == ["bm25 (query-only)"] and "<th>bm25</th>" not in ex.output.value
+
+    ex.benchmark.value = "ifir-sample/fiqa"
+    assert ex.view.benchmark == "ifir-sample/fiqa"
+    assert ex.group.value in data.groups("ifir-sample/fiqa")
+    assert ex.view.systems == ["bm25", "bm25 (query-only)"]  # the new benchmark's systems, all chosen
+
+    docid = ex.passage.options[0]
+    ex.passage.value = docid
+    assert ex.view.docs[docid].text[:40].replace("&", "&amp;").replace("<", "&lt;")[:20] in ex.text.value
+
+
+def test_explore_display_carries_the_widget_and_the_static_fallback(out_dir):
+    pytest.importorskip("ipywidgets")
+    bundle = explore(out_dir)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "class='ix-rel'" in bundle["text/html"] and "static view of 2 group(s)" in bundle["text/html"]
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (apt-get install chromium)")
+def test_static_rendering_shows_marked_relevant_documents_in_chromium(data, tmp_path):
+    view = data.group("instructir-sample", data.groups("instructir-sample")[0])
+    page = tmp_path / "explorer.html"
+    page.write_text(f"<html><head><meta charset='utf-8'><title>explorer</title></head><body>"
+                    f"{render_group(view)}</body></html>", encoding="utf-8")
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
+                          "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120,
+                         env={"HOME": str(tmp_path)}).stdout
+    relevant = view.lists[view.lists["grade"] > 0]
+    assert dom.count('class="ix-rel"') == len(relevant)
+    first = relevant.iloc[0]
+    assert f"{first['docid']} ({first['grade']})" in dom
+
+
+def test_offline_report_shows_a_widgets_static_fallback(tmp_path):
+    """A notebook executed by papermill keeps the widget state, but the offline report has no
+    widget manager: the output must render from the static HTML its display carries."""
+    import nbformat
+
+    from instir.pipeline import render_html
+
+    view = {"model_id": "abc123", "version_major": 2, "version_minor": 0}
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("explore(out)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": view, "text/plain": "VBox(...)",
+        "text/html": "<div class='instir-explorer'>STATIC GROUP VIEW</div>"})]
+    nb.cells.append(cell)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"abc123": {"model_name": "VBoxModel", "model_module": "@jupyter-widgets/controls",
+                             "model_module_version": "2.0.0", "state": {}}}, "version_major": 2, "version_minor": 0}}
+    executed = tmp_path / "nb.ipynb"
+    nbformat.write(nb, executed)
+    html = render_html(executed, tmp_path / "nb.html").read_text(encoding="utf-8")
+    assert '<div class="instir-explorer">STATIC GROUP VIEW</div>' in html  # re-serialised by nbconvert
+    assert 'type="application/vnd.jupyter.widget-view+json"' not in html
+
+
+def test_the_cache_lists_the_judges_it_holds(out_dir):
+    from instir.judge.cache import JudgmentCache
+
+    with JudgmentCache(out_dir / "judge" / "judgments.sqlite") as cache:
+        assert cache.judges() == [("baseline-lexical", "stemmed-term-overlap")]
