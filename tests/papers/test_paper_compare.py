@@ -52,7 +52,7 @@ def test_instfol_is_compared_in_percent(reported):
 
 
 def test_instructir_robustness_aligns_with_the_secondary_table(reported):
-    ours = table([("bm25", "instructir", "instructed", "all", "all", "Robustness(nDCG@10)", 0.25),
+    ours = table([("bm25", "instructir", "instructed", "all", "all", "Robustness@10", 0.25),
                   ("bm25", "instructir", "instructed", "all", "all", "nDCG@10", 0.80)])
     out = compare(ours, reported[reported["paper"] == "instructir"]).set_index("metric")
     assert out.loc["Robustness@10", "reported"] == 26.9 and out.loc["Robustness@10", "delta"] == pytest.approx(-1.9)
