@@ -9,6 +9,7 @@ from importlib import import_module
 _EXPORTS = {
     "instir.report.html": ("HTML", "docs_table", "escape_text", "frame_html", "queries_table", "style_table",
                            "text_block"),
+    "instir.report.explain": ("constant_judge", "explain_instructir"),
     "instir.report.index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "instir.report.manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state",
                                "package_versions", "read_datasets", "record_dataset"),
