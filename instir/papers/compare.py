@@ -159,7 +159,8 @@ def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
     """The output of :func:`compare` as a report shows it: one row per reproduced number, the
     paper's row first (paper, table, model as printed), then system, slice, measure, and
     reported, reproduced, delta and tolerance on the unit scale (a report multiplies them by
-    100, as the papers print), the verdict and the known reasons."""
+    100, as the papers print), the verdict and the known reasons. Sources are left to a table
+    of their own (one per paper table, not one per row)."""
     scale = compared["scale"].astype(float)
     view = pd.DataFrame({
         "paper": compared["paper"], "table": compared["table"], "paper model": compared["model"],
@@ -167,7 +168,7 @@ def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
         "level": compared["level"], "measure": compared["measure_reproduced"],
         "reported": compared["reported"] / scale, "reproduced": compared["reproduced"] / scale,
         "delta": compared["delta"] / scale, "tolerance": compared["tolerance"] / scale,
-        "verdict": compared["verdict"], "reasons": compared["reasons"], "source": compared["source"],
+        "verdict": compared["verdict"], "reasons": compared["reasons"],
     })
     return view.reset_index(drop=True)
 

@@ -21,17 +21,25 @@ from instir.report.html import HTML
 #: shown for a missing value (None, NaN, NA, empty text)
 MISSING = "—"
 
+#: characters of a link's text (the full URL is the link and its tooltip)
+_LINK_CHARS = 48
+
 #: at or below this many queries (or groups), a significance test says little; tables warn
 SMALL_N = 20
 
 _STYLE = """<style>
 .instir-present { max-width: 1400px; overflow-x: auto; margin: 0.4em 0 1.2em; }
-.instir-present table { border-collapse: collapse; font-size: 0.9em; }
+.instir-present table, .jp-RenderedHTMLCommon .instir-present table {
+  border-collapse: collapse; font-size: 0.9em; table-layout: auto; margin: 0; }
 .instir-present caption { caption-side: top; text-align: left; font-weight: bold; padding: 0.2em 0; }
-.instir-present th, .instir-present td { border: 1px solid #ddd; padding: 0.2em 0.5em; vertical-align: top; }
-.instir-present th { background: #f3f3f3; text-align: left; }
-.instir-present td { text-align: left; }
-.instir-present td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.instir-present th, .instir-present td, .jp-RenderedHTMLCommon .instir-present th,
+.jp-RenderedHTMLCommon .instir-present td {
+  border: 1px solid #ddd; padding: 0.2em 0.5em; vertical-align: top; text-align: left; max-width: 18em; }
+.instir-present th, .jp-RenderedHTMLCommon .instir-present th { background: #f3f3f3; }
+.instir-present td.num, .jp-RenderedHTMLCommon .instir-present td.num {
+  text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.instir-present td.long { min-width: 11em; }
+.instir-present td.good, .instir-present td.bad, .instir-present td.muted { white-space: nowrap; }
 .instir-present td.good { background: #d4edda; }
 .instir-present td.bad { background: #f8d7da; }
 .instir-present td.muted { background: #eeeeee; color: #555; }
@@ -97,8 +105,11 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
                     cls.append("num")
                 if c == flag_column and isinstance(value, (str, bool, np.bool_)) and value in flags:
                     cls.append(flags[value])
-                text = (_link(value) if c in links else
-                        html.escape(_cut(_plain(value, c, scaled, scale, digits, other_digits, pvals, whole), max_chars)))
+                plain = "" if c in links else _cut(_plain(value, c, scaled, scale, digits, other_digits, pvals, whole),
+                                                   max_chars)
+                if len(plain) > 40:
+                    cls.append("long")
+                text = _link(value) if c in links else html.escape(plain)
                 attr = f' class="{" ".join(cls)}"' if cls else ""
                 cells.append(f"<td{attr}>{text}</td>")
             rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -143,8 +154,8 @@ def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _n_index_columns(frame: pd.DataFrame) -> int:
     index = frame.index
-    if isinstance(index, pd.RangeIndex) and index.name is None:
-        return 0
+    if index.nlevels == 1 and index.name is None and pd.api.types.is_integer_dtype(index):
+        return 0  # row numbers (also after a filter), not data
     return index.nlevels
 
 
@@ -210,5 +221,7 @@ def _link(value: object) -> str:
         return MISSING
     text = str(value).strip()
     if text.lower().startswith(("http://", "https://")) and not any(ch.isspace() for ch in text):
-        return f'<a href="{html.escape(text, quote=True)}" target="_blank" rel="noopener">{html.escape(text)}</a>'
+        shown = _cut(text.split("://", 1)[1], _LINK_CHARS)
+        return (f'<a href="{html.escape(text, quote=True)}" title="{html.escape(text, quote=True)}" target="_blank" '
+                f'rel="noopener">{html.escape(shown)}</a>')
     return html.escape(text)

@@ -81,3 +81,9 @@ def test_counts_stay_integers_and_flags_colour_cells():
 def test_small_samples_carry_a_warning():
     assert "only 5 queries" in small_n_warning([5, 40])
     assert small_n_warning([21, 40]) is None and small_n_warning([]) is None
+
+
+def test_row_numbers_left_by_a_filter_are_not_shown():
+    frame = pd.DataFrame({"paper": ["a", "b", "c"], "x": [1, 2, 3]}).iloc[[0, 2]]
+    out = present(frame, "t")
+    assert "<th>index</th>" not in out and "<th>paper</th>" in out
