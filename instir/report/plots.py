@@ -99,20 +99,27 @@ def plot_per_level(table: pd.DataFrame, *, value: str = "value", level: str = "l
 
 
 def plot_group_minima(minima: Sequence[float] | pd.Series, instance_values: Sequence[float] | pd.Series | None = None,
-                      *, bins: int = 20, ax=None, measure: str = "nDCG@10"):
+                      *, bins: int = 20, ax=None, measure: str = "nDCG@10", scale: float = 1.0):
     """Histogram of the per-group minima behind Robustness@k, with the per-instance values
     behind it for contrast, and a dashed line at each mean (mean of minima = Robustness;
-    mean of instances = the plain average). Returns the axes."""
+    mean of instances = the plain average), values × ``scale`` (100: as the papers print),
+    the legend outside the data. Returns the axes."""
+    from instir.metrics.robustness import label
+
     ax = _axes(ax, figsize=(6, 3.5))
-    minima = pd.Series(minima, dtype=float).dropna()
-    edges = [i / bins for i in range(bins + 1)]
+    minima = pd.Series(minima, dtype=float).dropna() * scale
+    edges = [scale * i / bins for i in range(bins + 1)]
+    shown = "{:.1f}" if scale >= 10 else "{:.3f}"
+    unit = f" ×{scale:g}" if scale != 1 else ""
     if instance_values is not None:
-        instances = pd.Series(instance_values, dtype=float).dropna()
+        instances = pd.Series(instance_values, dtype=float).dropna() * scale
         ax.hist(instances, bins=edges, alpha=0.35, color="C0", label=f"{measure} per instance")
-        ax.axvline(instances.mean(), color="C0", linestyle="--", linewidth=1)
+        ax.axvline(instances.mean(), color="C0", linestyle="--", linewidth=1,
+                   label=f"mean {measure} = {shown.format(instances.mean())}")
     ax.hist(minima, bins=edges, alpha=0.8, color="C3", label=f"minimum per group (n = {len(minima)})")
-    ax.axvline(minima.mean(), color="C3", linestyle="--", linewidth=1, label=f"Robustness = {minima.mean():.3f}")
-    ax.set_xlabel(measure)
+    ax.axvline(minima.mean(), color="C3", linestyle="--", linewidth=1,
+               label=f"{label(measure)} = {shown.format(minima.mean())}")
+    ax.set_xlabel(measure + unit)
     ax.set_ylabel("count")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax

@@ -36,7 +36,9 @@ def test_group_minima_histogram_marks_the_robustness_mean():
     ax = plot_group_minima([0.0, 0.5, 1.0], instance_values=[0.5, 1.0, 1.0, 1.0], bins=4)
     heights = [p.get_height() for p in ax.patches]
     assert sum(heights) == 7
-    assert any("Robustness = 0.500" in t.get_text() for t in ax.get_legend().get_texts())
+    assert any("Robustness@10 = 0.500" in t.get_text() for t in ax.get_legend().get_texts())
+    scaled = plot_group_minima([0.0, 0.5, 1.0], bins=4, scale=100, ax=plt.subplots()[1])
+    assert any("Robustness@10 = 50.0" in t.get_text() for t in scaled.get_legend().get_texts())
 
 
 def test_per_level_keeps_each_model_colour_across_panels():
