@@ -31,7 +31,7 @@ _STYLE = """<style>
 .instir-present { max-width: 1400px; overflow-x: auto; margin: 0.4em 0 1.2em; }
 .instir-present table, .jp-RenderedHTMLCommon .instir-present table {
   border-collapse: collapse; font-size: 0.9em; table-layout: auto; margin: 0; }
-.instir-present caption { caption-side: top; text-align: left; font-weight: bold; padding: 0.2em 0; }
+.instir-present .title { font-weight: bold; padding: 0.3em 0 0.2em; }
 .instir-present th, .instir-present td, .jp-RenderedHTMLCommon .instir-present th,
 .jp-RenderedHTMLCommon .instir-present td {
   border: 1px solid #ddd; padding: 0.2em 0.5em; vertical-align: top; text-align: left; max-width: 18em; }
@@ -39,6 +39,7 @@ _STYLE = """<style>
 .instir-present td.num, .jp-RenderedHTMLCommon .instir-present td.num {
   text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .instir-present td.long { min-width: 11em; }
+.instir-present td.prose, .jp-RenderedHTMLCommon .instir-present td.prose { min-width: 24em; max-width: 48em; }
 .instir-present td.good, .instir-present td.bad, .instir-present td.muted { white-space: nowrap; }
 .instir-present td.good { background: #d4edda; }
 .instir-present td.bad { background: #f8d7da; }
@@ -67,7 +68,7 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
       once above the table; missing values show as "—".
     - ``flag_column``: its cells are coloured by ``flags`` (value -> ``good``, ``bad`` or
       ``muted``; default True -> good, False -> bad).
-    - More than ``max_columns`` columns: split into several tables side by side in reading
+    - More than ``max_columns`` columns: split into several tables, one below the other in reading
       order, each repeating the leading (index) columns, so a wide table fits a 1400 px page.
     """
     shown = _flatten(frame)
@@ -90,11 +91,12 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     flags = {True: "good", False: "bad"} if flags is None else flags
     body_columns = [c for c in shown.columns if c not in leading]
     chunk = max(1, max_columns - len(leading))
-    parts = [_STYLE, '<div class="instir-present">']
+    parts = [_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>']
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     chunks = [body_columns[i:i + chunk] for i in range(0, len(body_columns), chunk)] or [[]]
     for i, columns in enumerate(chunks):
-        caption = title if len(chunks) == 1 else f"{title} ({i + 1}/{len(chunks)})"
+        if len(chunks) > 1:
+            parts.append(f'<p class="note">part {i + 1} of {len(chunks)}</p>')
         cols = leading + columns
         rows = ["<tr>" + "".join(f"<th>{html.escape(headers[c])}</th>" for c in cols) + "</tr>"]
         for record in shown[cols].itertuples(index=False):
@@ -108,12 +110,12 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
                 plain = "" if c in links else _cut(_plain(value, c, scaled, scale, digits, other_digits, pvals, whole),
                                                    max_chars)
                 if len(plain) > 40:
-                    cls.append("long")
+                    cls.append("prose" if len(plain) > 150 else "long")
                 text = _link(value) if c in links else html.escape(plain)
                 attr = f' class="{" ".join(cls)}"' if cls else ""
                 cells.append(f"<td{attr}>{text}</td>")
             rows.append("<tr>" + "".join(cells) + "</tr>")
-        parts.append(f"<table><caption>{html.escape(caption)}</caption>{''.join(rows)}</table>")
+        parts.append(f'<table>{"".join(rows)}</table>')
     parts.append("</div>")
     return HTML("".join(parts))
 

@@ -12,7 +12,7 @@ SCRIPT = "<script>alert('x')</script>"
 def test_text_is_escaped_and_the_title_is_the_caption():
     out = present(pd.DataFrame({"system": [SCRIPT, "b"], "value": [0.5, 0.25]}), "Scores <b>x</b>")
     assert "<script>" not in out and "&lt;script&gt;" in out
-    assert "<caption>Scores &lt;b&gt;x&lt;/b&gt;</caption>" in out
+    assert '<div class="title">Scores &lt;b&gt;x&lt;/b&gt;</div>' in out
 
 
 def test_only_http_urls_become_links():
@@ -68,7 +68,7 @@ def test_meaningful_index_becomes_columns_and_a_range_index_is_hidden():
 def test_wide_tables_are_split_repeating_the_leading_columns():
     frame = pd.DataFrame({f"m{i}": [0.1, 0.2] for i in range(20)}, index=pd.Index(["a", "b"], name="system"))
     out = present(frame, "Wide", max_columns=8)
-    assert out.count("<table>") == 3 and out.count("<th>system</th>") == 3 and "Wide (3/3)" in out
+    assert out.count("<table>") == 3 and out.count("<th>system</th>") == 3 and "part 3 of 3" in out
 
 
 def test_counts_stay_integers_and_flags_colour_cells():
