@@ -175,11 +175,14 @@ def _is_number(value: object) -> bool:
 
 
 def _whole_numbers(column: pd.Series) -> bool:
-    """Whether a column holds only whole numbers (counts), which show without decimals."""
+    """Whether a column holds counts (integer dtype, or Python/numpy ints in an object column),
+    which show without decimals; a float column keeps its decimals even when every value is
+    whole (a score of 44.0 stays 44.0 beside 44.5)."""
+    if pd.api.types.is_integer_dtype(column):
+        return True
     values = [v for v in column if not _missing(v)]
-    if not values or not all(_is_number(v) and math.isfinite(float(v)) and float(v).is_integer() for v in values):
-        return False
-    return pd.api.types.is_integer_dtype(column) or any(abs(float(v)) > 1 for v in values)
+    return bool(values) and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                for v in values)
 
 
 def _is_constant(column: pd.Series) -> bool:

@@ -72,9 +72,9 @@ def test_wide_tables_are_split_repeating_the_leading_columns():
 
 
 def test_counts_stay_integers_and_flags_colour_cells():
-    frame = pd.DataFrame({"n": [12.0, 30.0], "verdict": ["within", "outside"]})
-    out = present(frame, "t", flag_column="verdict", flags={"within": "good", "outside": "bad"})
-    assert ">12<" in out and ">12.000<" not in out
+    frame = pd.DataFrame({"n": [12, 30], "score": [44.0, 51.0], "verdict": ["within", "outside"]})
+    out = present(frame, "t", flag_column="verdict", flags={"within": "good", "outside": "bad"}, other_digits=1)
+    assert ">12<" in out and ">12.0<" not in out and ">44.0<" in out
     assert 'class="good">within' in out and 'class="bad">outside' in out
 
 
