@@ -10,7 +10,6 @@ integers, other numbers at a fixed number of decimals.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
