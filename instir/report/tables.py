@@ -29,7 +29,7 @@ SMALL_N = 20
 _STYLE = """<style>
 .instir-present { max-width: 1400px; overflow-x: auto; margin: 0.4em 0 1.2em; }
 .instir-present table, .jp-RenderedHTMLCommon .instir-present table {
-  border-collapse: collapse; font-size: 0.9em; table-layout: auto; margin: 0; }
+  border-collapse: collapse; font-size: 0.85em; table-layout: auto; margin: 0; }
 .instir-present .title { font-weight: bold; padding: 0.3em 0 0.2em; }
 .instir-present th, .instir-present td, .jp-RenderedHTMLCommon .instir-present th,
 .jp-RenderedHTMLCommon .instir-present td {
@@ -37,7 +37,7 @@ _STYLE = """<style>
 .instir-present th, .jp-RenderedHTMLCommon .instir-present th { background: #f3f3f3; }
 .instir-present td.num, .jp-RenderedHTMLCommon .instir-present td.num {
   text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.instir-present td.long { min-width: 11em; }
+.instir-present td.long { min-width: 9em; }
 .instir-present td.prose, .jp-RenderedHTMLCommon .instir-present td.prose { min-width: 24em; max-width: 48em; }
 .instir-present td.good, .instir-present td.bad, .instir-present td.muted { white-space: nowrap; }
 .instir-present td.good { background: #d4edda; }
