@@ -9,6 +9,7 @@ instance is its ``Query.group`` (InstructIR: the original MS MARCO query id).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import pandas as pd
@@ -17,8 +18,13 @@ from instir.benchmarks.types import Benchmark
 
 
 def label(measure: str) -> str:
-    """Name of the robustness value of a measure in result frames: ``Robustness(nDCG@10)``."""
-    return f"Robustness({measure})"
+    """Name of the robustness value of a measure in result frames, spelled one way everywhere.
+
+    nDCG@k gives ``Robustness@k``, the name InstructIR prints (their Robustness is defined on
+    nDCG); any other measure, for which no paper has a name, keeps it in parentheses:
+    ``RR@10`` -> ``Robustness(RR@10)``. :func:`instir.papers.canonical_measure` reads both."""
+    match = re.fullmatch(r"nDCG@(\d+)", measure)
+    return f"Robustness@{match.group(1)}" if match else f"Robustness({measure})"
 
 
 def query_groups(benchmark: Benchmark) -> dict[str, str]:
@@ -50,6 +56,6 @@ def average_minima(minima: pd.DataFrame) -> pd.DataFrame:
 
 def robustness(per_query: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
     """Robustness of every measure in ``per_query``: the mean over groups of the group
-    minimum. Columns ``measure`` (``Robustness(<measure>)``), ``value``, ``n_groups``,
+    minimum. Columns ``measure`` (:func:`label`), ``value``, ``n_groups``,
     ``n_queries``."""
     return average_minima(group_minima(per_query, groups))

@@ -50,7 +50,8 @@ class Evaluation:
     """Everything computed for a set of runs on one benchmark.
 
     ``per_query``: system, qid, measure, value (standard and ``[ifir-native]`` measures);
-    ``per_group``: system, group, measure (``Robustness(…)``), value, n_queries;
+    ``per_group``: system, group, measure (:func:`instir.metrics.robustness.label`, e.g.
+    ``Robustness@10``), value, n_queries;
     ``table``: the tidy table (:data:`instir.metrics.table.COLUMNS`);
     ``excluded``: qrels queries without a relevant document (not averaged);
     ``checks``: per system, the ids its run has that the benchmark lacks.

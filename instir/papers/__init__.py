@@ -5,8 +5,11 @@ from instir.papers.compare import (
     DEFAULT_TOLERANCE,
     NotComparableError,
     compare,
+    comparison_view,
     is_sample_benchmark,
+    match_systems,
     not_comparable_reason,
+    tolerance_statement,
 )
 from instir.papers.divergences import DIVERGENCES, Divergence, known_divergences, reasons_for
 from instir.papers.loader import (
@@ -21,7 +24,7 @@ from instir.papers.loader import (
 
 __all__ = [
     "DEFAULT_TOLERANCE", "DIVERGENCES", "MODEL_ALIASES", "Divergence", "NotComparableError",
-    "canonical_measure", "compare", "hf_id_for", "is_sample_benchmark", "known_divergences",
-    "load_reported", "model_key", "not_comparable_reason", "paper_models", "paper_names_for",
-    "reasons_for",
+    "canonical_measure", "compare", "comparison_view", "hf_id_for", "is_sample_benchmark", "known_divergences",
+    "load_reported", "match_systems", "model_key", "not_comparable_reason", "paper_models", "paper_names_for",
+    "reasons_for", "tolerance_statement",
 ]

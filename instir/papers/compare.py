@@ -1,18 +1,21 @@
 """Reproduced numbers next to reported ones: aligned by benchmark, subset, level, setting,
 measure and model, with the delta, a tolerance verdict and the known reasons for divergence.
 
-Numbers from a bundled SAMPLE benchmark are never compared with the papers: they come from
-a few dozen queries, so any agreement or disagreement would be meaningless.
+Numbers from a bundled SAMPLE benchmark are never judged against the papers: they come from
+a few dozen queries, so any agreement or disagreement would be meaningless. A report may still
+show them aligned (``compare(..., sample_ok=True)``), every row with the verdict
+"not comparable (SAMPLE)", so a student sees the shape of the comparison before running on the
+real data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
 from instir.papers.divergences import reasons_for
-from instir.papers.loader import IFIR_SUBSETS, canonical_measure, model_key
+from instir.papers.loader import IFIR_SUBSETS, canonical_measure, model_key, paper_names_for
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
 #: by measure prefix; ``default`` for the rest. The printed rounding is added on top.
@@ -25,9 +28,14 @@ _AVERAGED_SUBSETS = frozenset(IFIR_SUBSETS.values()) - {"avg", "all"}
 
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
-    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance",
-    "secondary", "windowing", "reasons", "reference", "source",
+    "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance", "verdict",
+    "scale", "secondary", "windowing", "reasons", "reference", "source",
 ]
+
+
+#: the verdicts of :func:`compare`
+WITHIN, OUTSIDE, NO_VALUE, SAMPLE_VERDICT = ("within tolerance", "outside tolerance", "no value",
+                                             "not comparable (SAMPLE)")
 
 
 class NotComparableError(ValueError):
@@ -61,7 +69,8 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
 
 def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
             tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
-            model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+            model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
+            sample_ok: bool = False) -> pd.DataFrame:
     """Align reproduced numbers with reported ones (from :func:`load_reported`).
 
     ``reproduced`` has one row per system x measure x slice: ``benchmark`` (``instructir``,
@@ -85,12 +94,19 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     Returns one row per matched pair, in the reported row's printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
     the printed rounding + ``widened_by``, the row's ``widen`` in printed units),
-    ``within_tolerance``, ``windowing``, and ``reasons`` (keys of
-    :func:`known_divergences` that apply). Raises :class:`NotComparableError` for sample data.
+    ``within_tolerance``, ``verdict`` (``within tolerance``, ``outside tolerance``, ``no value``),
+    ``scale`` (printed units per unit: 100 where the paper prints ×100), ``windowing``, and
+    ``reasons`` (keys of :func:`known_divergences` that apply).
+
+    Raises :class:`NotComparableError` for sample data, unless ``sample_ok``: then a bundled
+    sample is aligned as the benchmark it samples (``ifir-sample/fiqa`` as ``ifir/fiqa``) and
+    every sample row's verdict is ``not comparable (SAMPLE)``, ``within_tolerance`` empty.
     """
     reason = not_comparable_reason(reproduced)
-    if reason:
+    if reason and not (sample_ok and "benchmark" in reproduced.columns):
         raise NotComparableError(reason)
+    names = reproduced["benchmark"].astype(str)
+    reproduced = reproduced.assign(benchmark=[_sampled_benchmark(b) for b in names], _not_comparable=bool(reason))
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"] = _windowing_of(ours, runs)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
@@ -104,10 +120,61 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
     merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r + w for m, s, r, w in
                            zip(merged["measure"], merged["scale"], merged["rounding"], merged["widened_by"])]
     within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
-    merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna())
+    merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna() | merged["sample"])
+    merged["verdict"] = [SAMPLE_VERDICT if sample else NO_VALUE if pd.isna(delta) else WITHIN if ok else OUTSIDE
+                         for sample, delta, ok in zip(merged["sample"], merged["delta"], within)]
     merged["reasons"] = ["; ".join(reasons_for(row)) for row in merged.to_dict("records")]
     merged["model"] = merged["model"].fillna(merged["model_key"])
     return merged[_COLUMNS].reset_index(drop=True)
+
+
+def _sampled_benchmark(name: str) -> str:
+    """The benchmark a bundled sample samples: ``ifir-sample/fiqa`` -> ``ifir/fiqa``."""
+    family, sep, subset = name.partition("/")
+    return (family.removesuffix("-sample") + sep + subset) if is_sample_benchmark(name) else name
+
+
+def tolerance_statement(tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE) -> str:
+    """The tolerance rule of :func:`compare` in one sentence, on the ×100 scale the papers print."""
+    if not isinstance(tolerance, Mapping):
+        rule = f"{100 * float(tolerance):g} points"
+    else:
+        default = float(tolerance.get("default", DEFAULT_TOLERANCE["default"]))
+        others = ", ".join(f"{prefix}: {100 * float(v):g}" for prefix, v in tolerance.items() if prefix != "default")
+        rule = f"{100 * default:g} points" + (f" ({others})" if others else "")
+    return (f"A reproduced number is within tolerance when |reproduced − reported| ≤ {rule} on the ×100 scale, "
+            "plus half the paper's last printed digit (its rounding).")
+
+
+def match_systems(systems: Iterable[str], model_map: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """How each reproduced system name is matched to the papers' model names: ``system``,
+    ``model_key`` (:func:`model_key`), and the names InstructIR and IFIR print for that key
+    (empty when the paper reports no such model, so the system has no row to compare)."""
+    rows = []
+    for system in dict.fromkeys(str(s) for s in systems):
+        key = model_key(system, model_map)
+        rows.append({"system": system, "model_key": key,
+                     "InstructIR name": ", ".join(paper_names_for(key, "instructir")),
+                     "IFIR name": ", ".join(paper_names_for(key, "ifir"))})
+    return pd.DataFrame(rows, columns=["system", "model_key", "InstructIR name", "IFIR name"])
+
+
+def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
+    """The output of :func:`compare` as a report shows it: one row per reproduced number, the
+    paper's row first (paper, table, model as printed), then system, slice, measure, and
+    reported, reproduced, delta and tolerance on the unit scale (a report multiplies them by
+    100, as the papers print), the verdict and the known reasons. Sources are left to a table
+    of their own (one per paper table, not one per row)."""
+    scale = compared["scale"].astype(float)
+    view = pd.DataFrame({
+        "paper": compared["paper"], "table": compared["table"], "paper model": compared["model"],
+        "system": compared["system"], "subset": compared["subset_id"].replace("", pd.NA),
+        "level": compared["level"], "measure": compared["measure_reproduced"],
+        "reported": compared["reported"] / scale, "reproduced": compared["reproduced"] / scale,
+        "delta": compared["delta"] / scale, "tolerance": compared["tolerance"] / scale,
+        "verdict": compared["verdict"], "reasons": compared["reasons"],
+    })
+    return view.reset_index(drop=True)
 
 
 def _tolerance_for(measure: str, tolerance: float | Mapping[str, float]) -> float:
@@ -151,6 +218,7 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "value": pd.to_numeric(_column(reproduced, ("value",), "value")).to_numpy(dtype=float),
         "widen": (pd.to_numeric(reproduced["widen"]).fillna(0.0).to_numpy(dtype=float)
                   if "widen" in reproduced.columns else 0.0),
+        "sample": reproduced["_not_comparable"].to_numpy(dtype=bool) if "_not_comparable" in reproduced else False,
     })
     ours = _without_partial_averages(ours)
     keys = _KEYS + ["measure_reproduced"]

@@ -9,10 +9,12 @@ from importlib import import_module
 _EXPORTS = {
     "instir.report.html": ("HTML", "docs_table", "escape_text", "frame_html", "queries_table", "style_table",
                            "text_block"),
+    "instir.report.explain": ("constant_judge", "explain_instructir"),
     "instir.report.index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "instir.report.manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state",
                                "package_versions", "read_datasets", "record_dataset"),
-    "instir.report.plots": ("plot_group_minima", "plot_per_level", "plot_reproduced_vs_reported"),
+    "instir.report.plots": ("panel_name", "plot_group_minima", "plot_per_level", "plot_reproduced_vs_reported"),
+    "instir.report.tables": ("MISSING", "SMALL_N", "format_p", "present", "small_n_warning"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

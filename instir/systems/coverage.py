@@ -49,7 +49,8 @@ def systems_table(paths: Iterable[str | Path] = (), cards: Mapping[str, SystemCa
 
 def _reproduced(out_dir: Path | None) -> dict[str, str]:
     """Card name -> the headline values that ``<out_dir>/metrics/metrics.csv`` holds for it
-    (instructed runs, all levels), one ``benchmark subset measure=value`` per slice."""
+    (instructed runs, all levels), one ``benchmark subset measure=value`` per slice, the value
+    ×100 as the papers print it."""
     path = None if out_dir is None else Path(out_dir) / "metrics" / "metrics.csv"
     if path is None or not path.is_file():
         return {}
@@ -59,7 +60,7 @@ def _reproduced(out_dir: Path | None) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     for row in wanted.itertuples(index=False):
         subset = "" if row.subset in ("all", "", "nan") else f" {row.subset}"
-        out.setdefault(str(row.system), []).append(f"{row.benchmark}{subset} {row.measure}={row.value:.4f}")
+        out.setdefault(str(row.system), []).append(f"{row.benchmark}{subset} {row.measure}={100 * row.value:.1f}")
     return {system: "; ".join(values) for system, values in out.items()}
 
 

@@ -47,7 +47,7 @@ def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(samp
                  "--measures", "nDCG@10", "RR@10", "--resamples", "199"]) == 0
     out = capsys.readouterr().out
     assert "weak: 1 query ids not in the benchmark" in out and "no-such-query" in out
-    assert "Robustness(nDCG@10)" in out and "against baseline 'strong'" in out
+    assert "Robustness@10" in out and "against baseline 'strong'" in out
 
     stem = tmp_path / "evaluation-instructir-sample-instructed"
     table = pd.read_csv(f"{stem}.csv")
@@ -57,7 +57,7 @@ def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(samp
     assert value[("weak", "Robustness(RR@10)")] == pytest.approx(1 / 3)  # every group has a rank-3 instance
     summary = json.loads((tmp_path / "evaluation-instructir-sample-instructed.json").read_text())
     assert summary["baseline"] == "strong" and summary["sample"] is True
-    assert {c["measure"] for c in summary["comparisons"]} == {"nDCG@10", "RR@10", "Robustness(nDCG@10)",
+    assert {c["measure"] for c in summary["comparisons"]} == {"nDCG@10", "RR@10", "Robustness@10",
                                                               "Robustness(RR@10)"}
     comparisons = pd.read_csv(f"{stem}-comparisons.csv").set_index("measure")
     assert comparisons.loc["RR@10", "worse"] == len(qids[::2]) and comparisons.loc["RR@10", "better"] == 0

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from instir.metrics.robustness import group_minima, query_groups, robustness
+from instir.metrics.robustness import group_minima, label, query_groups, robustness
+from instir.papers import canonical_measure
 from instir.metrics.scoring import evaluate_runs
 
 
@@ -16,7 +17,7 @@ def test_robustness_takes_the_group_minimum_and_averages_over_groups():
     groups = {"1_1": "1", "1_2": "1", "1_3": "1", "2_1": "2", "2_2": "2"}
     out = robustness(per_query, groups)
     assert out.to_dict("records") == [
-        {"measure": "Robustness(nDCG@10)", "value": pytest.approx((0.5 + 0.2) / 2), "n_groups": 2, "n_queries": 5}]
+        {"measure": "Robustness@10", "value": pytest.approx((0.5 + 0.2) / 2), "n_groups": 2, "n_queries": 5}]
     minima = group_minima(per_query, groups)
     assert dict(zip(minima["group"], minima["value"])) == {"1": 0.5, "2": 0.2}
 
@@ -35,7 +36,7 @@ def test_one_failing_instance_drives_its_group_to_zero(instructir_like):
     result = evaluate_runs({"sys": run}, instructir_like, ["nDCG@10"])
     table = result.table.set_index("measure")["value"]
     assert table["nDCG@10"] == pytest.approx(5 / 6)
-    assert table["Robustness(nDCG@10)"] == pytest.approx(0.5)  # group 100 → 0, group 200 → 1
+    assert table["Robustness@10"] == pytest.approx(0.5)  # group 100 → 0, group 200 → 1
     minima = result.per_group.set_index("group")["value"]
     assert minima.to_dict() == {"100": 0.0, "200": 1.0}
 
@@ -67,3 +68,11 @@ def test_a_query_without_a_group_is_an_error():
 def test_groups_come_from_the_benchmark_queries(instructir_like):
     groups = query_groups(instructir_like)
     assert groups["100_2"] == "100" and groups["200_3"] == "200" and len(groups) == 6
+
+
+def test_ndcg_robustness_is_spelled_as_instructir_prints_it_and_others_keep_their_measure():
+    assert label("nDCG@10") == "Robustness@10"
+    assert label("nDCG@20") == "Robustness@20"
+    assert label("RR@10") == "Robustness(RR@10)"
+    assert label("nDCG@20[ifir-native]") == "Robustness(nDCG@20[ifir-native])"
+    assert canonical_measure(label("nDCG@10")) == ("Robustness@10", "")

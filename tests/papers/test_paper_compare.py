@@ -9,6 +9,9 @@ from instir.papers import (
     DIVERGENCES,
     NotComparableError,
     compare,
+    comparison_view,
+    match_systems,
+    tolerance_statement,
     known_divergences,
     load_reported,
     not_comparable_reason,
@@ -52,7 +55,7 @@ def test_instfol_is_compared_in_percent(reported):
 
 
 def test_instructir_robustness_aligns_with_the_secondary_table(reported):
-    ours = table([("bm25", "instructir", "instructed", "all", "all", "Robustness(nDCG@10)", 0.25),
+    ours = table([("bm25", "instructir", "instructed", "all", "all", "Robustness@10", 0.25),
                   ("bm25", "instructir", "instructed", "all", "all", "nDCG@10", 0.80)])
     out = compare(ours, reported[reported["paper"] == "instructir"]).set_index("metric")
     assert out.loc["Robustness@10", "reported"] == 26.9 and out.loc["Robustness@10", "delta"] == pytest.approx(-1.9)
@@ -214,3 +217,44 @@ def test_a_widen_column_widens_that_rows_tolerance_in_printed_units(reported):
     assert out.loc["nDCG@20", "widened_by"] == 0 and out.loc["nDCG@20", "tolerance"] == pytest.approx(0.025)
     plain = compare(ours.drop(columns="widen"), reported[reported["table"] == "Table 3"]).set_index("metric")
     assert not bool(plain.loc["InstFol@20", "within_tolerance"]) and (plain["widened_by"] == 0).all()
+
+
+@pytest.mark.parametrize("benchmark", ["instructir-sample", "ifir-sample/fiqa"])
+def test_sample_numbers_align_with_a_not_comparable_verdict_when_asked(reported, benchmark):
+    measure, subset = ("nDCG@10", "all") if benchmark.startswith("instructir") else ("nDCG@20", "fiqa")
+    ours = table([("bm25", benchmark, "instructed", subset, "all", measure, 0.25)])
+    out = compare(ours, reported, sample_ok=True)
+    assert len(out) and set(out["verdict"]) == {"not comparable (SAMPLE)"}
+    assert out["within_tolerance"].isna().all() and out["delta"].notna().all()
+    assert set(out["benchmark"]) == {benchmark.split("/")[0].removesuffix("-sample")}
+
+
+def test_verdicts_name_within_and_outside_tolerance(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.262),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.20)])
+    out = compare(ours, reported[reported["table"] == "Table 3"]).set_index("measure_reproduced")
+    assert out.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
+    assert out.loc["nDCG@20", "verdict"] == "outside tolerance"
+
+
+def test_comparison_view_puts_every_number_on_the_unit_scale(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.262)])
+    ifir = compare(ours, reported[reported["table"] == "Table 3"])
+    view = comparison_view(ifir)
+    assert view.loc[0, "reported"] == pytest.approx(0.25) and view.loc[0, "reproduced"] == pytest.approx(0.262)
+    assert list(view.columns[:4]) == ["paper", "table", "paper model", "system"]
+    robust = table([("bm25", "instructir", "instructed", "all", "all", "Robustness@10", 0.2)])
+    view = comparison_view(compare(robust, reported))
+    assert (view["reported"] < 1).all() and view["reproduced"].eq(0.2).all()  # InstructIR prints ×100
+
+
+def test_system_names_are_matched_to_the_names_the_papers_print():
+    matched = match_systems(["bm25", "dense:sentence-transformers/gtr-t5-xl", "my-model"]).set_index("system")
+    assert matched.loc["bm25", "IFIR name"] == "BM25"
+    assert "GTR-XL" in matched.loc["dense:sentence-transformers/gtr-t5-xl", "IFIR name"]
+    assert matched.loc["my-model", "IFIR name"] == "" and matched.loc["my-model", "InstructIR name"] == ""
+
+
+def test_the_tolerance_rule_is_stated_in_points():
+    text = tolerance_statement()
+    assert "2 points" in text and "InstFol: 3" in text and "rounding" in text

@@ -36,7 +36,9 @@ def test_group_minima_histogram_marks_the_robustness_mean():
     ax = plot_group_minima([0.0, 0.5, 1.0], instance_values=[0.5, 1.0, 1.0, 1.0], bins=4)
     heights = [p.get_height() for p in ax.patches]
     assert sum(heights) == 7
-    assert any("Robustness = 0.500" in t.get_text() for t in ax.get_legend().get_texts())
+    assert any("Robustness@10 = 0.500" in t.get_text() for t in ax.get_legend().get_texts())
+    scaled = plot_group_minima([0.0, 0.5, 1.0], bins=4, scale=100, ax=plt.subplots()[1])
+    assert any("Robustness@10 = 50.0" in t.get_text() for t in scaled.get_legend().get_texts())
 
 
 def test_per_level_keeps_each_model_colour_across_panels():
@@ -45,3 +47,20 @@ def test_per_level_keeps_each_model_colour_across_panels():
     fig = plot_per_level(pd.DataFrame(rows, columns=["model", "subset_id", "level", "value"]))
     by_panel = [line.get_color() for ax in fig.axes for line in ax.lines if line.get_label() == "gtr"]
     assert len(by_panel) == 2 and by_panel[0] == by_panel[1]
+
+
+def test_panels_are_named_as_the_paper_prints_them_and_the_legend_sits_outside():
+    rows = [(m, s, lvl, 0.1 * lvl) for m in ("bm25", "gtr") for s in ("pm", "scifact_open") for lvl in (1, 2, 3)]
+    fig = plot_per_level(pd.DataFrame(rows, columns=["model", "subset_id", "level", "value"]))
+    assert [ax.get_title() for ax in fig.axes] == ["TREC-PM", "SciFact-open"]
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["bm25", "gtr"]
+
+
+def test_scatter_marks_rows_without_a_verdict_and_puts_the_legend_outside():
+    compared = pd.DataFrame({"metric": ["nDCG@20"] * 2, "reported": [0.4, 0.5], "reproduced": [0.3, 0.6],
+                             "within_tolerance": pd.array([pd.NA, pd.NA], dtype="boolean")})
+    ax = plot_reproduced_vs_reported(compared)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["nDCG@20: no verdict"]
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1

@@ -36,8 +36,8 @@ def test_reproduced_values_come_from_the_metrics_table(tmp_path):
          "level": "all", "measure": "nDCG@10", "value": 0.5, "n_queries": 10},
     ]).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
     matrix = coverage_matrix(tmp_path).set_index(["paper", "card"])
-    assert matrix.loc[("ifir", "BM25 (IFIR)"), "reproduced"] == "ifir/fiqa fiqa nDCG@20=0.3125"
-    assert matrix.loc[("instructir", "BM25 (InstructIR)"), "reproduced"] == "instructir nDCG@10=0.5000"
+    assert matrix.loc[("ifir", "BM25 (IFIR)"), "reproduced"] == "ifir/fiqa fiqa nDCG@20=31.2"
+    assert matrix.loc[("instructir", "BM25 (InstructIR)"), "reproduced"] == "instructir nDCG@10=50.0"
     assert matrix.loc[("ifir", "Promptriever-7B"), "reproduced"] == ""
 
 

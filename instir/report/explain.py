@@ -1,0 +1,76 @@
+"""Sentences that say what a report's numbers show, computed from the numbers themselves, so
+the text stays true whatever data, retrievers or judge a run used."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from instir.judge.validation import LABELS
+
+#: suffix notebook 02 gives the query-only run of a system
+QUERY_ONLY = " (query-only)"
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def explain_instructir(table: pd.DataFrame, per_query: pd.DataFrame, measure: str = "nDCG@10",
+                       robust: str = "Robustness@10") -> str:
+    """Markdown bullets on one InstructIR(-like) benchmark's results: per retriever, the
+    instructed against the query-only run, how far Robustness falls below the mean (each
+    query group counts only its worst instance), and how many instances do not have their
+    target ranked first. ``table``: the tidy metrics rows of that benchmark (``system``,
+    ``measure``, ``value``, ``level``); ``per_query``: its per-instance values (``system``,
+    ``qid``, ``measure``, ``value``). Empty when no system has both measures."""
+    pooled = table[table["level"].astype(str) == "all"] if "level" in table.columns else table
+    values = pooled.set_index(["system", "measure"])["value"]
+    lines = []
+    for system in dict.fromkeys(pooled["system"]):
+        if system.endswith(QUERY_ONLY) or (system, measure) not in values or (system, robust) not in values:
+            continue
+        mean, worst = float(values[(system, measure)]), float(values[(system, robust)])
+        text = f"- **{system}**: {measure} {_pct(mean)}"
+        alone = (system + QUERY_ONLY, measure)
+        if alone in values:
+            gain = mean - float(values[alone])
+            text += (f" with the instruction against {_pct(float(values[alone]))} with the query alone "
+                     f"({'+' if gain >= 0 else '−'}{_pct(abs(gain))} points): "
+                     + ("the instruction steers the ranking to each instance's own target." if gain > 0 else
+                        "the instruction does not help this retriever here."))
+        text += (f" {robust} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only the worst instance "
+                 "of each query group, so one instruction the retriever fails costs the whole group.")
+        scores = per_query[(per_query["system"] == system) & (per_query["measure"] == measure)]["value"]
+        missed = int((scores < 1.0 - 1e-12).sum())
+        if len(scores):
+            text += (f" In {missed} of {len(scores)} instances the target is not ranked first"
+                     + (": another passage on the same topic — one that matches the instruction's words but not "
+                        "its conditions (a near-miss), or a sibling instruction's target — came above it."
+                        if missed else "."))
+        lines.append(text)
+    if not lines:
+        return ""
+    lexical = any(s.split(":", 1)[0].lower().startswith("bm25") for s in pooled["system"])
+    if lexical:
+        lines.append("- BM25 matches **words, not conditions**: a passage that uses the instruction's words while "
+                     "violating what it asks for scores as high as one that satisfies it; telling them apart "
+                     "needs a model that reads the instruction.")
+    return "\n".join(lines)
+
+
+def constant_judge(pairs: pd.DataFrame, labels: Mapping[int, str] | None = None) -> str | None:
+    """A plain sentence when every successful judgment of the validation got the same label
+    (the judge is constant, so it separates nothing here), else None. ``pairs``: the
+    validation pairs (``judge_grade``, ``error``)."""
+    names = dict(enumerate(LABELS)) if labels is None else dict(labels)
+    good = pairs[pairs["error"].isna() & pairs["judge_grade"].notna()]
+    grades = set(good["judge_grade"].astype(int))
+    if len(good) < 2 or len(grades) != 1:
+        return None
+    label = names.get(next(iter(grades)), str(next(iter(grades)))).replace("_", " ")
+    return (f"**The judge is constant here:** it labelled all {len(good)} successfully judged pairs "
+            f"**{label}**, whatever their gold label. It does not tell passages apart on these pairs, so its "
+            "agreement figures are undefined or at chance and its InstFol values carry no information about "
+            "the retrievers.")

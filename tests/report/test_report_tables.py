@@ -1,0 +1,89 @@
+"""present(): every report table titled, rounded, escaped, without index or constant columns."""
+
+import math
+
+import pandas as pd
+
+from instir.report.tables import MISSING, format_p, present, small_n_warning
+
+SCRIPT = "<script>alert('x')</script>"
+
+
+def test_text_is_escaped_and_the_title_is_the_caption():
+    out = present(pd.DataFrame({"system": [SCRIPT, "b"], "value": [0.5, 0.25]}), "Scores <b>x</b>")
+    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert '<div class="title">Scores &lt;b&gt;x&lt;/b&gt;</div>' in out
+
+
+def test_only_http_urls_become_links():
+    frame = pd.DataFrame({"model": ["a", "b", "c"],
+                          "source": ["https://arxiv.org/abs/2402.14334", "javascript:alert(1)", "data/ifir.csv"]})
+    out = present(frame, "Sources")
+    assert out.count("<a href=") == 1
+    assert '<a href="https://arxiv.org/abs/2402.14334"' in out
+    assert "javascript:alert(1)" in out and 'href="javascript' not in out and "data/ifir.csv" in out
+
+
+def test_a_quote_in_a_url_cannot_break_out_of_the_attribute():
+    out = present(pd.DataFrame({"source": ['https://x.org/"onmouseover="alert(1)', "https://y.org"]}), "t")
+    assert 'onmouseover="alert' not in out and "&quot;onmouseover=&quot;" in out
+
+
+def test_scaled_columns_are_multiplied_rounded_and_labelled():
+    frame = pd.DataFrame({"system": ["bm25", "dense"], "nDCG@10": [0.94123, 0.5], "n": [24, 24]})
+    out = present(frame, "t", scale=100, scaled=["nDCG@10"], digits=1)
+    assert "<th>nDCG@10 ×100</th>" in out and ">94.1<" in out and ">50.0<" in out and "0.94123" not in out
+
+
+def test_missing_values_show_a_dash_and_no_raw_reprs():
+    frame = pd.DataFrame({"a": ["x", None, "z"], "b": [1.5, math.nan, 2.0],
+                          "c": pd.array([1, pd.NA, 3], dtype="Int64"), "d": [["u", "v"], [], ["w"]]})
+    out = present(frame, "t")
+    assert "None" not in out and "nan" not in out.lower().replace("nan;", "") and "&lt;NA&gt;" not in out
+    assert f">{MISSING}<" in out and ">u, v<" in out and "[" not in out.split("</style>")[1]
+
+
+def test_p_values_below_a_thousandth_print_as_less_than():
+    assert format_p(0.0001) == "<0.001" and format_p(0.0123) == "0.012" and format_p(None) == MISSING
+    out = present(pd.DataFrame({"system": ["a", "b"], "p_ttest": [1e-6, 0.2]}), "t")
+    assert "&lt;0.001" in out and ">0.200<" in out
+
+
+def test_constant_columns_are_said_once_above_the_table():
+    frame = pd.DataFrame({"benchmark": ["instructir-sample"] * 2, "system": ["a", "b"], "value": [0.1, 0.2]})
+    out = present(frame, "t", keep=())
+    assert "<th>benchmark</th>" not in out and "Same in every row — benchmark: instructir-sample" in out
+    kept = present(frame, "t", keep=["benchmark"])
+    assert "<th>benchmark</th>" in kept
+
+
+def test_meaningful_index_becomes_columns_and_a_range_index_is_hidden():
+    wide = pd.DataFrame({("fiqa", "nDCG@20"): [10.0, 20.0]}, index=pd.Index(["bm25", "dense"], name="system"))
+    out = present(wide, "t")
+    assert "<th>system</th>" in out and "<th>fiqa · nDCG@20</th>" in out
+    plain = present(pd.DataFrame({"x": [1, 2]}), "t")
+    assert "<th></th>" not in plain and ">0<" not in plain
+
+
+def test_wide_tables_are_split_repeating_the_leading_columns():
+    frame = pd.DataFrame({f"m{i}": [0.1, 0.2] for i in range(20)}, index=pd.Index(["a", "b"], name="system"))
+    out = present(frame, "Wide", max_columns=8)
+    assert out.count("<table>") == 3 and out.count("<th>system</th>") == 3 and "part 3 of 3" in out
+
+
+def test_counts_stay_integers_and_flags_colour_cells():
+    frame = pd.DataFrame({"n": [12, 30], "score": [44.0, 51.0], "verdict": ["within", "outside"]})
+    out = present(frame, "t", flag_column="verdict", flags={"within": "good", "outside": "bad"}, other_digits=1)
+    assert ">12<" in out and ">12.0<" not in out and ">44.0<" in out
+    assert 'class="good">within' in out and 'class="bad">outside' in out
+
+
+def test_small_samples_carry_a_warning():
+    assert "only 5 queries" in small_n_warning([5, 40])
+    assert small_n_warning([21, 40]) is None and small_n_warning([]) is None
+
+
+def test_row_numbers_left_by_a_filter_are_not_shown():
+    frame = pd.DataFrame({"paper": ["a", "b", "c"], "x": [1, 2, 3]}).iloc[[0, 2]]
+    out = present(frame, "t")
+    assert "<th>index</th>" not in out and "<th>paper</th>" in out
