@@ -30,3 +30,18 @@ def isolated_env(tmp_path_factory):
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.delenv("MPLBACKEND", raising=False)
         yield home
+
+
+#: fixtures whose use puts a test in a slow tier that `make test-quick` leaves out (`make test` runs all)
+TIER_OF_FIXTURE = {
+    "chain": "notebooks", "failed": "notebooks", "llama_server": "llama_server",
+    "llama_embedding_server": "llama_server", "hf_judge": "local_llm",
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark tests by the slow fixtures they use (see :data:`TIER_OF_FIXTURE`); modules that run
+    notebooks, browsers or Ray carry their own ``pytestmark``."""
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & TIER_OF_FIXTURE.keys():
+            item.add_marker(TIER_OF_FIXTURE[fixture])

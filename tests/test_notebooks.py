@@ -18,6 +18,8 @@ from instir.benchmarks import load_benchmark
 from instir.pipeline import CLI_PARAMETERS, check_parameters
 from instir.retrieval import read_run
 
+pytestmark = pytest.mark.notebooks
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CHAIN = ("01_data_exploration", "02_retrieval", "03_metrics", "04_judge_validation", "05_paper_tables")
 SAMPLES = ("instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus")

@@ -16,6 +16,8 @@ from real_data import data_root
 from instir.cli import main
 from instir.retrieval import read_run
 
+pytestmark = pytest.mark.notebooks
+
 BENCHMARKS = ("instructir", "ifir/fiqa", "ifir/fire")
 #: InstFol instances per benchmark and gold pairs per stratum
 LIMIT = 2

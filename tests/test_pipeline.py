@@ -351,6 +351,7 @@ def screenshot_ink(page: Path, tmp_path: Path) -> tuple[float, str]:
     return float((pixels.min(axis=2) < 0.9).mean()), done.stderr
 
 
+@pytest.mark.browser
 @needs_chromium
 def test_report_renders_in_headless_chromium(chain, tmp_path):
     ink, log = screenshot_ink(chain.out_dir / "01_table.html", tmp_path)
@@ -358,6 +359,7 @@ def test_report_renders_in_headless_chromium(chain, tmp_path):
     assert "Uncaught" not in log
 
 
+@pytest.mark.browser
 @needs_chromium
 def test_chromium_check_catches_script_errors(tmp_path):
     page = tmp_path / "broken.html"
@@ -365,6 +367,7 @@ def test_chromium_check_catches_script_errors(tmp_path):
     assert "Uncaught Error: boom" in screenshot_ink(page, tmp_path)[1]
 
 
+@pytest.mark.browser
 @needs_chromium
 def test_corpus_script_never_runs_in_the_browser(chain, tmp_path):
     dom = chromium(chain.out_dir / "02_corpus.html", tmp_path, "--dump-dom").stdout

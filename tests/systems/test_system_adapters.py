@@ -120,20 +120,16 @@ def test_cli_retrieves_a_named_system_and_lists_the_systems(tmp_path, capsys):
 
 
 def test_every_card_outside_gritlm_is_wired_to_an_adapter(tmp_path):
-    """The registry builds every adapter a built-in card names; an adapter that loads its weights
-    at once (hf-mean-pool) can fail here only because the weights are not on this machine."""
+    """The registry knows every adapter a built-in card names, and builds the adapters that load
+    their models lazily (API, ColBERT, LoRA decoders, rerankers, BM25) without any weights here."""
     from instir.systems import load_cards
     from instir.systems.registry import FACTORIES
 
     cards = load_cards()
+    lazy = {"bm25", "openai-embeddings", "colbert-late", "peft-decoder", "monot5", "cross-encoder", "llm-ptrue"}
     for card in cards.values():
-        if card.adapter == "gritlm" or card.params.get("dense") == "GritLM-7B":
+        if card.adapter == "gritlm":
             continue  # no GritLM adapter yet (its status says so)
         assert card.adapter in FACTORIES, card.name
-        try:
-            system = build_system(card, cards=cards, cache_dir=tmp_path, progress=False)
-        except OSError:
-            ok, why = system_status(card, cards)
-            assert not ok and "not in the Hugging Face cache" in why, card.name
-        else:
-            assert system.name, card.name
+        if card.adapter in lazy:
+            assert build_system(card, cards=cards, cache_dir=tmp_path, progress=False).name, card.name
