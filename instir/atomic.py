@@ -9,6 +9,7 @@ process umask: ``0644`` under the usual ``022``), not the ``0600`` of a bare
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tempfile
@@ -75,3 +76,12 @@ def save_array(path: str | Path, array: np.ndarray) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array)
     write_bytes(path, buffer.getvalue())
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in 4 MB blocks (checksums of downloads, caches, runs)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()

@@ -5,7 +5,12 @@ Downloads live in :mod:`instir.benchmarks.fetch` (not re-exported, so that name 
 from instir.benchmarks.fetch import FetchError, instir_home
 from instir.benchmarks.ifir import IFIR_SUBSETS, MULTI_LEVEL, load_ifir
 from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS, load_instructir
-from instir.benchmarks.registry import SAMPLE_ROOT, list_benchmarks, load_benchmark, sample_benchmarks
+from instir.benchmarks.registry import (
+    SAMPLE_ROOT,
+    list_benchmarks,
+    load_benchmark,
+    sample_benchmarks,
+)
 from instir.benchmarks.types import Benchmark, Corpus, Doc, FormatError, Qrels, Query
 
 __all__ = [

@@ -20,7 +20,6 @@ the full one with ``revision=`` / ``--revision``).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from instir import atomic
 from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import read_records
@@ -168,7 +168,11 @@ def _load_fetched(root: Path, subset: str | None, layout: str, resolved: str) ->
 @contextmanager
 def _hub_errors(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None) -> Iterator[None]:
     """Turn Hub failures into a :class:`FetchError` that says what to do (offline included)."""
-    from huggingface_hub.errors import HTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        HTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     try:
         yield
@@ -195,14 +199,6 @@ def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subse
     )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _count_documents(bench: Benchmark) -> int:
     """Records in the corpus files (empty documents included), as the published counts are."""
     if not bench.corpus.paths:
@@ -215,7 +211,7 @@ def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, r
     """Write ``instir-manifest.json`` into ``folder``; warn about counts that differ from ``expected``."""
     found = {"queries": len(bench.queries), "groups": len(bench.groups()), "documents": _count_documents(bench)}
     counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value} for key, value in expected.items()}
-    files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": _sha256(p)}
+    files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": atomic.file_sha256(p)}
              for p in sorted(folder.rglob("*"))
              if p.is_file() and p.name != MANIFEST_NAME and ".cache" not in p.relative_to(folder).parts]
     manifest = {

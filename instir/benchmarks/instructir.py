@@ -64,7 +64,7 @@ from instir.benchmarks.readers import (
     read_qrels,
     read_records,
 )
-from instir.benchmarks.types import Benchmark, Corpus, FormatError, Query, Qrels
+from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
 from instir.errors import unknown
 
 #: Setting names accepted by :func:`load_instructir`.

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import importlib.util
+import inspect
 import json
 import logging
 import math
@@ -55,14 +55,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
-from instir.errors import UsageError
-from instir.secrets import mask_secret
-from instir.progress import tqdm
 
+from instir.errors import UsageError
+from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
 from instir.judge.rubrics import ANSWER_PREFIX, Rubric
-from instir.judge.types import Judgment, JudgeRequest, OnResult
-from instir.secrets import require_env_name
+from instir.judge.types import JudgeRequest, Judgment, OnResult
+from instir.progress import tqdm
+from instir.secrets import mask_secret, require_env_name
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from instir.errors import UserError
 from instir.judge.rubrics import judged_text
-from instir.judge.types import Judge, Judgment, JudgeRequest, OnResult
+from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (

@@ -163,7 +163,12 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     Empty strings count as not given, as the notebooks' parameters use them. Raises
     :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend, an openai judge without a model, a key variable that
     breaks the rules above, unknown call settings or a timeout/retry count out of range."""
-    from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
+    from instir.judge import (
+        BaselineJudge,
+        CachedJudge,
+        HFCausalLMJudge,
+        OpenAICompatibleJudge,
+    )
 
     if backend not in BACKENDS:
         raise unknown("judge backend", backend, BACKENDS)

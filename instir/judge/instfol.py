@@ -63,7 +63,7 @@ import pandas as pd
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
-from instir.judge.types import Judge, Judgment, JudgeRequest
+from instir.judge.types import Judge, JudgeRequest, Judgment
 from instir.retrieval.runs import Run, as_run
 
 #: List cut-off of IFIR's InstFol@20.

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
-from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark
 from instir.metrics import ifir, robustness, table
 from instir.metrics.standard import Evaluator, RunLike, parse_measures, run_frame
+from instir.progress import tqdm
 from instir.retrieval.runs import RunIdCheck, check_run_ids, drop_self_hits
 
 #: Measures reported by default, per benchmark family (the papers' headline measure first).

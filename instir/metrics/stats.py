@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
+
 from instir.progress import tqdm
 
 #: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001; both

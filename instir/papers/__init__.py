@@ -11,7 +11,12 @@ from instir.papers.compare import (
     not_comparable_reason,
     tolerance_statement,
 )
-from instir.papers.divergences import DIVERGENCES, Divergence, known_divergences, reasons_for
+from instir.papers.divergences import (
+    DIVERGENCES,
+    Divergence,
+    known_divergences,
+    reasons_for,
+)
 from instir.papers.loader import (
     MODEL_ALIASES,
     canonical_measure,

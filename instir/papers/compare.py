@@ -15,7 +15,12 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from instir.papers.divergences import reasons_for
-from instir.papers.loader import IFIR_SUBSETS, canonical_measure, model_key, paper_names_for
+from instir.papers.loader import (
+    IFIR_SUBSETS,
+    canonical_measure,
+    model_key,
+    paper_names_for,
+)
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
 #: by measure prefix; ``default`` for the rest. The printed rounding is added on top.

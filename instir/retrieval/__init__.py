@@ -15,8 +15,18 @@ from typing import Protocol, runtime_checkable
 from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
-from instir.retrieval.runs import (Run, RunIdCheck, as_run, check_run_ids, drop_self_hits, read_run, read_sidecar,
-                                   run_is_complete, run_windowing, write_run)
+from instir.retrieval.runs import (
+    Run,
+    RunIdCheck,
+    as_run,
+    check_run_ids,
+    drop_self_hits,
+    read_run,
+    read_sidecar,
+    run_is_complete,
+    run_windowing,
+    write_run,
+)
 
 __all__ = ["BUNDLED_MODEL_ID", "RETRIEVER_KINDS", "Retriever", "Run", "RunIdCheck", "as_run", "check_run_ids",
            "drop_self_hits", "make_retriever", "read_run", "read_sidecar", "retrieve", "retriever_family", "run_is_complete",

@@ -44,13 +44,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
 from instir.formatting import ModelInput, Template, family_of_model
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, Embeddings
+from instir.progress import tqdm
+from instir.retrieval.embedding_cache import (
+    DEFAULT_CHUNK_SIZE,
+    EmbeddingCache,
+    Embeddings,
+)
 from instir.retrieval.runs import Run
-from instir.retrieval.windows import IFIR_STRIDE, IFIR_WINDOW, clean_windows, hf_adapter, ifir_windows
+from instir.retrieval.windows import (
+    IFIR_STRIDE,
+    IFIR_WINDOW,
+    clean_windows,
+    hf_adapter,
+    ifir_windows,
+)
 
 if TYPE_CHECKING:
     import torch

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from instir import atomic
-from instir.progress import tqdm
 
+from instir import atomic
 from instir.benchmarks.fetch import instir_home
+from instir.progress import tqdm
 
 MANIFEST = "manifest.json"
 MATRIX = "embeddings.npy"
@@ -242,7 +242,7 @@ class EmbeddingCache:
                     problem = f"holds {shape} {dtype} where the manifest says ({rows}, {dim}) float32"
                 elif size != offset + rows * dim * 4 or size != recorded.get("bytes", size):
                     problem = f"has {size} bytes where {offset + rows * dim * 4} are expected (truncated?)"
-                elif "sha256" in recorded and size <= FULL_HASH_BYTES and _file_sha256(matrix) != recorded["sha256"]:
+                elif "sha256" in recorded and size <= FULL_HASH_BYTES and atomic.file_sha256(matrix) != recorded["sha256"]:
                     problem = "does not match the checksum in its manifest"
         if problem is None:
             return np.load(matrix, mmap_mode="r")
@@ -265,7 +265,7 @@ class EmbeddingCache:
                 row += part.shape[0]
             out.flush()
             del out
-            record = {"shape": [n_rows, dim], "bytes": tmp.stat().st_size, "sha256": _file_sha256(tmp)}
+            record = {"shape": [n_rows, dim], "bytes": tmp.stat().st_size, "sha256": atomic.file_sha256(tmp)}
         return record
 
 
@@ -286,11 +286,3 @@ def _npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
     if fortran:
         raise ValueError("Fortran-ordered array")
     return tuple(shape), dtype
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()

@@ -26,12 +26,12 @@ from collections.abc import Iterable, Sequence
 import bm25s
 import numpy as np
 import Stemmer
-from instir.progress import enabled as progress_enabled
-from instir.progress import tqdm
 
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError
 from instir.formatting import Template
+from instir.progress import enabled as progress_enabled
+from instir.progress import tqdm
 from instir.retrieval.runs import Run
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (Anserini's default English stop words).

@@ -31,9 +31,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from instir import atomic
 from instir.benchmarks.types import Benchmark, FormatError, Query
 from instir.progress import tqdm
-from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, trec_bytes, write_run
+from instir.retrieval.runs import (
+    Run,
+    drop_self_hits,
+    read_run,
+    read_sidecar,
+    trec_bytes,
+    write_run,
+)
 from instir.retrieval.score_cache import ScoreCache
 
 #: Separator the InstructIR query files put between instruction and query.
@@ -75,17 +83,13 @@ def query_parts(query: Query, query_split: QuerySplit = "authors") -> tuple[str,
     return parts[-1], parts[0]
 
 
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
     """The first-stage run and its provenance (path and SHA-256 of its TREC text)."""
     if isinstance(run, (str, Path)):
         run = read_run(run)
     path = run.meta.get("path")
     if path and Path(path).is_file():
-        digest = _file_sha256(Path(path))
+        digest = atomic.file_sha256(path)
     else:  # an in-memory run: hash the TREC text it would be written as
         path, digest = None, hashlib.sha256(trec_bytes(run, "instir")).hexdigest()
     retriever = run.meta.get("retriever")

@@ -36,7 +36,13 @@ import numpy as np
 
 from instir import atomic
 from instir.progress import tqdm
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, MANIFEST, MATRIX, EmbeddingCache, _chunks
+from instir.retrieval.embedding_cache import (
+    DEFAULT_CHUNK_SIZE,
+    MANIFEST,
+    MATRIX,
+    EmbeddingCache,
+    _chunks,
+)
 
 TOKENS, DOCLENS = "tokens", "doclens"
 
