@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Doc, Query
 from instir.errors import UsageError, unknown
 
@@ -268,7 +269,7 @@ def default_template(family: str, benchmark_name: str, *, query_order: str | Non
     ``query_order="query-first"`` (InstructIR's order-sensitivity setting) selects the
     query-first text, which exists only for plain-text families (bm25, dense).
     """
-    kind = "ifir" if benchmark_name.startswith("ifir") else "instructir" if benchmark_name.startswith("instructir") else None
+    kind = family_of(benchmark_name)
     if kind is None:
         raise UsageError(f"no default template for benchmark {benchmark_name!r}; pass a template name")
     if family not in FAMILIES:

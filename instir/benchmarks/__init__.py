@@ -3,7 +3,8 @@ streamed corpus, qrels), loaded by name from bundled samples, local files or the
 Downloads live in :mod:`instir.benchmarks.fetch` (not re-exported, so that name stays the module)."""
 
 from instir.benchmarks.fetch import FetchError, instir_home
-from instir.benchmarks.ifir import IFIR_SUBSETS, MULTI_LEVEL, load_ifir
+from instir.benchmarks.catalog import family_of, ifir_subsets, is_sample, subset
+from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS, load_instructir
 from instir.benchmarks.registry import (
     SAMPLE_ROOT,
@@ -14,8 +15,8 @@ from instir.benchmarks.registry import (
 from instir.benchmarks.types import Benchmark, Corpus, Doc, FormatError, Qrels, Query
 
 __all__ = [
-    "Benchmark", "Corpus", "Doc", "FetchError", "FormatError", "IFIR_SUBSETS", "INSTRUCTIR_SETTINGS",
-    "MULTI_LEVEL", "Qrels", "Query", "SAMPLE_ROOT", "instir_home", "list_benchmarks",
-    "load_benchmark", "load_ifir", "load_instructir", "sample_benchmarks",
+    "Benchmark", "Corpus", "Doc", "FetchError", "FormatError", "INSTRUCTIR_SETTINGS",
+    "Qrels", "Query", "SAMPLE_ROOT", "family_of", "ifir_subsets", "instir_home", "is_sample", "list_benchmarks",
+    "load_benchmark", "load_ifir", "load_instructir", "sample_benchmarks", "subset",
 ]
 

@@ -26,61 +26,18 @@ import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
-from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir
+from instir.benchmarks import catalog
+from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import read_records
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError, unknown
 
 MANIFEST_NAME = "instir-manifest.json"
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where one layout of a benchmark comes from: a Hub dataset repo at a revision. For a
-    benchmark published as one repo per subset, ``repo`` holds ``{subset}`` and ``revision``
-    maps subsets to revisions."""
-
-    repo: str
-    revision: str | dict[str, str]
-
-    def pinned(self, subset: str | None) -> tuple[str, str]:
-        """(repo, revision) for one subset (``subset`` is ignored by single-repo sources)."""
-        if isinstance(self.revision, dict):
-            return self.repo.format(subset=subset), self.revision[subset]
-        return self.repo, self.revision
-
-
-#: Pinned sources per (benchmark, layout); the first layout of each benchmark is the default.
-SOURCES: dict[tuple[str, str], Source] = {
-    ("instructir", "hf"): Source("kaist-ai/InstructIR", "1615ed0ee07d6d33b0082362f008bfe62041a54b"),
-    ("instructir", "mteb"): Source("mteb/InstructIR-mteb", "42c3afabe480643b755a7099dbf0f9ebeedaf6ca"),
-    ("ifir", "songtingyu"): Source("songtingyu/IFIR", "main"),
-    # MTEB's pinned revisions of if-ir/<subset> (short hashes, from MTEB's task definitions).
-    ("ifir", "mteb"): Source("if-ir/{subset}", {"aila": "1cb8772", "cds": "9a05fd6", "fiqa": "1670fc6",
-                                                 "fire": "0efa7b1", "nfcorpus": "3520715", "pm": "559fdb6",
-                                                 "scifact_open": "1690191"}),
-}
-
-#: Published record counts (InstructIR paper; IFIR Table 1): instruction instances, and
-#: documents as records of the corpus file (IFIR's loader later skips empty ones).
-EXPECTED_COUNTS: dict[str, dict[str, int]] = {
-    "instructir": {"queries": 9906, "groups": 1267, "documents": 16072},
-    "ifir/fiqa": {"queries": 1718, "documents": 57638},
-    "ifir/scifact_open": {"queries": 152, "documents": 500000},
-    "ifir/nfcorpus": {"queries": 86, "documents": 3633},
-    "ifir/aila": {"queries": 85, "documents": 2914},
-    "ifir/fire": {"queries": 168, "documents": 1745},
-    "ifir/pm": {"queries": 172, "documents": 241006},
-    "ifir/cds": {"queries": 43, "documents": 633955},
-}
-#: Where MTEB's copies hold fewer queries than the paper reports.
-IFIR_MTEB_QUERY_COUNTS = {"scifact_open": 135, "fire": 167, "cds": 42}
 
 
 class FetchError(UserError, RuntimeError):
@@ -94,10 +51,9 @@ def instir_home() -> Path:
 
 def layouts(benchmark: str) -> list[str]:
     """The downloadable layouts of a benchmark, default first."""
-    found = [layout for (name, layout) in SOURCES if name == benchmark]
-    if not found:
-        raise unknown("benchmark to fetch", benchmark, ("instructir", "ifir"))
-    return found
+    if benchmark not in catalog.families():
+        raise unknown("benchmark to fetch", benchmark, catalog.families())
+    return list(catalog.family(benchmark).sources)
 
 
 def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: str | Path | None = None) -> Path:
@@ -121,23 +77,21 @@ def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = Non
     warning and ``"verified": false`` in the manifest, not an error.
     """
     layout = layout or layouts(benchmark)[0]
-    if (benchmark, layout) not in SOURCES:
+    if layout not in layouts(benchmark):
         raise unknown("layout", layout, layouts(benchmark), where=f"for {benchmark}")
-    source = SOURCES[(benchmark, layout)]
+    source = catalog.family(benchmark).sources[layout]
     if benchmark == "instructir":
         if subset is not None:
             raise UsageError("instructir has no subsets")
         names: list[str | None] = [None]
     elif subset is None:
-        names = list(IFIR_SUBSETS)
-    elif subset in IFIR_SUBSETS:
-        names = [subset]
+        names = list(catalog.ifir_subsets())
     else:
-        raise unknown("IFIR subset", subset, IFIR_SUBSETS)
+        names = [catalog.subset(subset).id]
     import huggingface_hub  # imported here: loading benchmarks never needs it
 
     root = data_dir(benchmark, layout, cache_dir=cache_dir)
-    repo_per_subset = isinstance(source.revision, dict)
+    repo_per_subset = not isinstance(source.revision, str)
     resolved_of: dict[tuple[str, str], str] = {}
     for name in names:
         repo, requested = source.pinned(name)
@@ -158,10 +112,8 @@ def _load_fetched(root: Path, subset: str | None, layout: str, resolved: str) ->
     """Load what was just downloaded (which checks every file and record) with the counts it
     should have: InstructIR when ``subset`` is None, else one IFIR subset."""
     if subset is None:
-        return root, load_instructir(root, name="instructir", revision=resolved), EXPECTED_COUNTS["instructir"]
-    expected = dict(EXPECTED_COUNTS[f"ifir/{subset}"])
-    if layout == "mteb":
-        expected["queries"] = IFIR_MTEB_QUERY_COUNTS.get(subset, expected["queries"])
+        return root, load_instructir(root, name="instructir", revision=resolved), catalog.expected_counts("instructir")
+    expected = catalog.expected_counts("ifir", subset, layout)
     return root / subset, load_ifir(root, subset, revision=resolved), expected
 
 

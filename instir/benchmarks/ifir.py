@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instir.benchmarks import catalog
 from instir.benchmarks.readers import (
     field_str,
     jsonl_corpus,
@@ -55,16 +56,6 @@ from instir.benchmarks.readers import (
     read_text,
 )
 from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
-from instir.errors import unknown
-
-IFIR_SUBSETS = ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
-#: Subsets with cumulative instruction levels 1, 2, 3; the others have one level-0 instruction.
-MULTI_LEVEL = frozenset({"fiqa", "scifact_open", "aila", "pm"})
-#: Domain of each subset (IFIR Table 1); domain-aware prompt templates read it from ``meta``.
-IFIR_DOMAINS = {
-    "fiqa": "finance", "scifact_open": "science", "nfcorpus": "science", "aila": "law",
-    "fire": "law", "pm": "healthcare", "cds": "healthcare",
-}
 
 # A "v<digit>" level token not preceded by a letter ("q7_v2", "7v2", "v2-q7"), with the
 # separator before it, so that removing the match leaves the query id.
@@ -92,8 +83,7 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     ``instructed``: the no-instruction run of IFIR uses the same instances and qrels with the
     bare query (a query-only template), so it needs no setting of its own.
     """
-    if subset not in IFIR_SUBSETS:
-        raise unknown("IFIR subset", subset, IFIR_SUBSETS)
+    facts = catalog.subset(subset)
     folder = subset_folder(root, subset)
     layout, files = detect_layout(folder, subset)
     corpus_path = files["corpus"]
@@ -106,7 +96,7 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     else:
         instances = _read_mteb(files["queries"], files["instructions"], files["qrels"], subset)
     queries, qrels, meta = _assemble(instances, corpus, corpus_path)
-    meta.update(subset=subset, domain=IFIR_DOMAINS[subset], multi_level=subset in MULTI_LEVEL,
+    meta.update(subset=subset, domain=facts.domain, multi_level=facts.multi_level,
                 files={k: str(p) for k, p in files.items()})
     if candidates:
         meta["candidates"] = candidates
@@ -172,9 +162,9 @@ def _check_level(level: Any, subset: str, where: Where) -> int:
     """A level as an int, allowed for the subset: 1-3 in multi-level subsets, 0 otherwise."""
     if isinstance(level, bool) or not isinstance(level, int):
         raise FormatError(*where, f"expected an integer level, got {level!r}")
-    if subset in MULTI_LEVEL and level not in (1, 2, 3):
+    if catalog.subset(subset).multi_level and level not in (1, 2, 3):
         raise FormatError(*where, f"level {level} outside 1-3 ({subset} is a multi-level subset)")
-    if subset not in MULTI_LEVEL and level != 0:
+    if not catalog.subset(subset).multi_level and level != 0:
         raise FormatError(*where, f"level {level} where 0 is expected ({subset} is a single-level subset)")
     return level
 
@@ -287,7 +277,7 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
         instruction = (text[len(query):] if text.startswith(query) else text).strip()
         if not instruction:
             raise FormatError(query_path, at, "text", f"instance {fid!r} has no instruction beyond the bare query")
-        if subset not in MULTI_LEVEL:
+        if not catalog.subset(subset).multi_level:
             if group in levels_of:
                 raise FormatError(query_path, at, "_id", f"second instructed record for query {group!r} "
                                                          f"({subset} is a single-level subset)")
@@ -340,7 +330,7 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
         if qid not in instruction_of:
             raise FormatError(query_path, n, "_id", f"no instruction for query {qid!r} in {instruction_path.name}")
         group, level = _level_from_mteb_id(qid)
-        if subset in MULTI_LEVEL:
+        if catalog.subset(subset).multi_level:
             if level is None:
                 raise FormatError(query_path, n, "_id", f"no level token v1/v2/v3 in query id {qid!r} "
                                                         f"({subset} is a multi-level subset)")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-from instir.benchmarks.fetch import SOURCES, data_dir, layouts, read_manifest
-from instir.benchmarks.ifir import IFIR_SUBSETS, load_ifir, subset_folder
+from instir.benchmarks import catalog
+from instir.benchmarks.fetch import data_dir, layouts, read_manifest
+from instir.benchmarks.ifir import load_ifir, subset_folder
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
@@ -29,15 +30,15 @@ LOCAL_LAYOUTS: dict[str, tuple[str, ...]] = {"instructir": ("github",)}
 
 def list_benchmarks() -> list[str]:
     """Every name :func:`load_benchmark` accepts: bundled samples present first, then the real ones."""
-    ifir_samples = sorted(p.name for p in (SAMPLE_ROOT / "ifir-sample").iterdir() if p.name in IFIR_SUBSETS)
+    ifir_samples = sorted(p.name for p in (SAMPLE_ROOT / "ifir-sample").iterdir() if p.name in catalog.ifir_subsets())
     samples = ["instructir-sample"] if (SAMPLE_ROOT / "instructir-sample").is_dir() else []
     samples += [f"ifir-sample/{s}" for s in ifir_samples]
-    return samples + ["instructir"] + [f"ifir/{s}" for s in IFIR_SUBSETS]
+    return samples + ["instructir"] + [f"ifir/{s}" for s in catalog.ifir_subsets()]
 
 
 def sample_benchmarks() -> list[str]:
     """The bundled sample names (offline demos and tests)."""
-    return [name for name in list_benchmarks() if name.partition("/")[0].endswith("-sample")]
+    return [name for name in list_benchmarks() if catalog.is_sample(name)]
 
 
 def load_benchmark(name: str, setting: str = "instructed", root: str | Path | None = None) -> Benchmark:
@@ -61,19 +62,19 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     """
     if name not in list_benchmarks():
         raise unknown("benchmark", name, list_benchmarks())
-    family, _, subset = name.partition("/")
-    is_sample = family.endswith("-sample")
+    head, _, subset = name.partition("/")
+    is_sample = catalog.is_sample(name)
     if is_sample:
-        data_root, revision = SAMPLE_ROOT / family, _bundled_revision()
+        data_root, revision = SAMPLE_ROOT / head, _bundled_revision()
     else:
-        data_root = _located(family, subset or None, Path(root) if root else None)
+        data_root = _located(head, subset or None, Path(root) if root else None)
         revision = _manifest_revision(subset_folder(data_root, subset) if subset else data_root)
     if not subset:
         return load_instructir(data_root, setting, name=name, revision=revision, is_sample=is_sample)
     if setting != "instructed":
         raise UsageError(f"IFIR has only the 'instructed' setting, not {setting!r}: its no-instruction run "
                          "uses the same instances and qrels with a query-only template")
-    return load_ifir(data_root, subset, name_prefix=family, revision=revision, is_sample=is_sample)
+    return load_ifir(data_root, subset, name_prefix=head, revision=revision, is_sample=is_sample)
 
 
 def _bundled_revision() -> str:
@@ -88,7 +89,7 @@ def _manifest_revision(folder: Path) -> str:
 def _is_data_root(root: Path) -> bool:
     """Whether ``root`` is laid out like the fetch cache (holds an ``instructir/`` or ``ifir/``
     folder) rather than being one benchmark's own folder."""
-    return any((root / benchmark).is_dir() for benchmark in {name for name, _ in SOURCES})
+    return any((root / benchmark).is_dir() for benchmark in catalog.families())
 
 
 def _located(benchmark: str, subset: str | None, root: Path | None) -> Path:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from instir.benchmarks.catalog import family_of
 from instir.errors import UserError
 
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
@@ -177,6 +178,11 @@ class Benchmark:
     source: str = ""
     is_sample: bool = False
     meta: dict = field(default_factory=dict)
+
+    @property
+    def family(self) -> str | None:
+        """The benchmark family (``instructir``, ``ifir``) from the catalog, None for other names."""
+        return family_of(self.name)
 
     @property
     def label(self) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from instir import atomic
+from instir.benchmarks import catalog
 from instir.distributed.grid import Cell
 
 CELLS_DIR = Path("sweep") / "cells"
@@ -153,7 +154,7 @@ def collect(out_dir: str | Path, cells: list[Cell], results: dict[str, CellResul
 
     frames = {f: [pd.read_parquet(cell_files(out, c)[f]) for c in ok] for f in _FRAMES}
     table = combine(frames["table"])
-    ifir_rows = table[table["benchmark"].str.startswith("ifir")]
+    ifir_rows = table[table["benchmark"].map(catalog.family_of) == "ifir"]
     if len(ifir_rows):
         table = combine([table, ifir_average(ifir_rows)])
     per_query, per_group = [], []

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instir.benchmarks import catalog
 from instir.errors import UserError
 from instir.retrieval import Retriever, make_retriever, system_name
 
@@ -130,7 +131,7 @@ class Grid:
     def cells(self) -> list[Cell]:
         """Every cell, benchmark-major; IFIR benchmarks only in the ``instructed`` setting."""
         return [Cell(b, s, system, v) for b in self.benchmarks for s in self.settings
-                if s == "instructed" or not b.startswith("ifir")
+                if s == "instructed" or catalog.family_of(b) != "ifir"
                 for system in self.systems for v in self.variants]
 
 

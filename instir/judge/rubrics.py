@@ -32,6 +32,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
+from instir.benchmarks.catalog import multi_level_subsets, single_level_subsets
 from instir.judge.types import JudgeRequest
 
 #: The constant InstFol divides by, for every rubric (the official code uses 3 throughout).
@@ -41,9 +42,6 @@ INSTFOL_MAX = 3
 #: prompt and read the score distribution from the next token's logits.
 ANSWER_PREFIX = '{"score": '
 
-#: IFIR subsets with instruction levels 1-3; the others have a single level (0 in the data).
-MULTI_LEVEL_SUBSETS = ("fiqa", "scifact_open", "aila", "pm")
-SINGLE_LEVEL_SUBSETS = ("nfcorpus", "fire", "cds")
 
 _INTRO = (
     "You are an expert assessor for a search engine. A user searched with a query and added an "
@@ -198,11 +196,11 @@ def rubric_for(subset: str | None, level: int | None = None) -> Rubric:
     InstructIR, user benchmarks) gets the generic rubric.
     """
     key = (subset or "").strip().lower()
-    if key in MULTI_LEVEL_SUBSETS:
+    if key in multi_level_subsets():
         if level not in (1, 2, 3):
             raise ValueError(f"IFIR subset {key!r} has instruction levels 1-3, got {level!r}")
         return RUBRICS[f"{key}/{level}"]
-    if key in SINGLE_LEVEL_SUBSETS:
+    if key in single_level_subsets():
         if level not in (0, None):
             raise ValueError(f"IFIR subset {key!r} has a single instruction level (0), got {level!r}")
         return RUBRICS[key]

@@ -28,8 +28,6 @@ from instir.metrics.standard import RunLike, ranked, relevant_queries, run_frame
 
 NATIVE = "ifir-native"
 _NATIVE_MEASURES = ("nDCG", "RR")
-#: The IFIR subsets, in the paper's column order.
-IFIR_SUBSETS = ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
 
 
 def native_label(measure: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark
 from instir.metrics import ifir, robustness, table
 from instir.metrics.standard import Evaluator, RunLike, parse_measures, run_frame
@@ -27,14 +28,9 @@ DEFAULT_MEASURES = {
 }
 
 
-def family(benchmark_name: str) -> str:
-    """``ifir-sample/fiqa`` → ``ifir``; ``instructir-sample`` → ``instructir``."""
-    return benchmark_name.split("/")[0].removesuffix("-sample")
-
-
 def default_measures(benchmark_name: str) -> tuple[str, ...]:
     """The measures reported for a benchmark when none are asked for."""
-    return DEFAULT_MEASURES.get(family(benchmark_name), DEFAULT_MEASURES["instructir"])
+    return DEFAULT_MEASURES.get(family_of(benchmark_name), DEFAULT_MEASURES["instructir"])
 
 
 def without_self_hits(run: RunLike) -> RunLike:
@@ -73,9 +69,9 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     plain ``nDCG@k`` / ``RR@k`` among ``measures``.
     """
     measures = list(measures or default_measures(benchmark.name))
-    is_ifir = family(benchmark.name) == "ifir"
+    is_ifir = benchmark.family == "ifir"
     if with_robustness is None:
-        with_robustness = family(benchmark.name) == "instructir"
+        with_robustness = benchmark.family == "instructir"
     if native is None:
         native = [str(m) for m in parse_measures(measures)
                   if is_ifir and m.NAME in ("nDCG", "RR") and set(m.params) == {"cutoff"}]

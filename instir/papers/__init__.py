@@ -6,7 +6,6 @@ from instir.papers.compare import (
     NotComparableError,
     compare,
     comparison_view,
-    is_sample_benchmark,
     match_systems,
     not_comparable_reason,
     tolerance_statement,
@@ -29,7 +28,7 @@ from instir.papers.loader import (
 
 __all__ = [
     "DEFAULT_TOLERANCE", "DIVERGENCES", "MODEL_ALIASES", "Divergence", "NotComparableError",
-    "canonical_measure", "compare", "comparison_view", "hf_id_for", "is_sample_benchmark", "known_divergences",
+    "canonical_measure", "compare", "comparison_view", "hf_id_for", "known_divergences",
     "load_reported", "match_systems", "model_key", "not_comparable_reason", "paper_models", "paper_names_for",
     "reasons_for", "tolerance_statement",
 ]

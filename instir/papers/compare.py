@@ -15,12 +15,8 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from instir.papers.divergences import reasons_for
-from instir.papers.loader import (
-    IFIR_SUBSETS,
-    canonical_measure,
-    model_key,
-    paper_names_for,
-)
+from instir.benchmarks import catalog
+from instir.papers.loader import canonical_measure, model_key, paper_names_for
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
 #: by measure prefix; ``default`` for the rest. The printed rounding is added on top.
@@ -29,7 +25,7 @@ DEFAULT_TOLERANCE: dict[str, float] = {"default": 0.02, "InstFol": 0.03}
 _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key"]
 
 #: the subsets an IFIR Average is taken over (Table 3: all seven)
-_AVERAGED_SUBSETS = frozenset(IFIR_SUBSETS.values()) - {"avg", "all"}
+_AVERAGED_SUBSETS = frozenset(catalog.ifir_subsets())
 
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
@@ -47,12 +43,6 @@ class NotComparableError(ValueError):
     """Reproduced numbers that must not be compared with reported ones (e.g. sample data)."""
 
 
-def is_sample_benchmark(name: str) -> bool:
-    """Whether a benchmark name is one of the bundled samples (``instructir-sample``,
-    ``ifir-sample/<subset>``)."""
-    return str(name).split("/", 1)[0].endswith("-sample")
-
-
 def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
     """Why ``reproduced`` cannot be compared with the papers, or None when it can.
 
@@ -63,7 +53,7 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
         return ("the reproduced table has no 'benchmark' column, so nothing shows that its numbers "
                 "come from a full benchmark")
     names = sorted({str(b) for b in reproduced["benchmark"].dropna()})
-    samples = [b for b in names if is_sample_benchmark(b)]
+    samples = [b for b in names if catalog.is_sample(b)]
     if "is_sample" in reproduced.columns and reproduced["is_sample"].fillna(False).astype(bool).any():
         samples = samples or names
     if samples:
@@ -136,7 +126,7 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
 def _sampled_benchmark(name: str) -> str:
     """The benchmark a bundled sample samples: ``ifir-sample/fiqa`` -> ``ifir/fiqa``."""
     family, sep, subset = name.partition("/")
-    return (family.removesuffix("-sample") + sep + subset) if is_sample_benchmark(name) else name
+    return (family.removesuffix("-sample") + sep + subset) if catalog.is_sample(name) else name
 
 
 def tolerance_statement(tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE) -> str:

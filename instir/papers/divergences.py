@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from instir.benchmarks.catalog import multi_level_subsets
+
 
 @dataclass(frozen=True)
 class Divergence:
@@ -59,7 +61,6 @@ class Divergence:
         return all(checks)
 
 
-MULTI_LEVEL_SUBSETS = ("fiqa", "scifact_open", "aila", "pm")
 #: Model keys of the IFIR models whose official classes encode texts as window means
 #: (SighingSnow/IFIR src/utils/embeddings.py: Contriever, ColBERT, GTR, Instructor, OpenAIEmbedding),
 #: alone and as the dense part of a hybrid.
@@ -87,7 +88,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "the lists taken before any judging; src/llm_eval.py then stops with KeyError: 'score'. So the "
         "paper's multi-level InstFol cannot come from the released code as it stands. The kit keeps each "
         "list's own judgments.",
-        papers=("ifir",), measures=("InstFol",), subsets=MULTI_LEVEL_SUBSETS),
+        papers=("ifir",), measures=("InstFol",), subsets=multi_level_subsets()),
     Divergence(
         "judge-fallbacks", "Unreadable judge answers score 0 in the release",
         "The release scores 0 every answer it cannot read or weight (invalid JSON or no score: taken as "

@@ -25,6 +25,8 @@ from importlib import resources
 
 import pandas as pd
 
+from instir.benchmarks import catalog
+
 #: paper name -> CSV file under ``instir/papers/reported/``
 REPORTED_FILES = {
     "ifir": "ifir_reported.csv",
@@ -32,29 +34,8 @@ REPORTED_FILES = {
     "mteb": "mteb_results.csv",
 }
 
-#: IFIR subset names as the paper prints them -> the kit's subset ids
-IFIR_SUBSETS = {
-    "FiQA": "fiqa",
-    "SciFact-open": "scifact_open",
-    "NFCorpus": "nfcorpus",
-    "AILA": "aila",
-    "FIRE": "fire",
-    "TREC-PM": "pm",
-    "TREC-CDS": "cds",
-    "avg": "avg",
-    "all": "all",
-}
-
-#: MTEB task names -> the kit's IFIR subset ids
-MTEB_IFIR_TASKS = {
-    "IFIRAila": "aila",
-    "IFIRCds": "cds",
-    "IFIRFiQA": "fiqa",
-    "IFIRFire": "fire",
-    "IFIRNFCorpus": "nfcorpus",
-    "IFIRPm": "pm",
-    "IFIRScifact": "scifact_open",
-}
+#: the paper's summary columns besides the subsets (printed as they are)
+_SUMMARY_COLUMNS = {"avg": "avg", "all": "all"}
 
 #: names a user or a retriever may give a model -> the key models are aligned on
 #: (lower-case Hugging Face id; ``bm25`` for BM25, which has no model id)
@@ -226,7 +207,7 @@ def _decimals(printed: str) -> int:
 def _shape_ifir(raw: pd.DataFrame) -> pd.DataFrame:
     out = raw.copy()
     out["benchmark"] = "ifir"
-    out["subset_id"] = out["subset"].map(IFIR_SUBSETS).fillna("")
+    out["subset_id"] = out["subset"].map({**catalog.subset_by_printed_name(), **_SUMMARY_COLUMNS}).fillna("")
     out["level"] = out["instruction_level"].astype("Int64")
     measures = [canonical_measure(m) for m in out["metric"]]
     out["measure"] = [m for m, _ in measures]
@@ -263,9 +244,10 @@ def _shape_instructir(raw: pd.DataFrame) -> pd.DataFrame:
 
 def _shape_mteb(raw: pd.DataFrame) -> pd.DataFrame:
     out = raw.copy()
-    ifir = out["task"].isin(MTEB_IFIR_TASKS.keys())
+    mteb_tasks = catalog.subset_by_mteb_task()
+    ifir = out["task"].isin(mteb_tasks.keys())
     out["benchmark"] = ifir.map({True: "ifir", False: "instructir"})
-    out["subset_id"] = out["task"].map(MTEB_IFIR_TASKS).fillna("")
+    out["subset_id"] = out["task"].map(mteb_tasks).fillna("")
     levels = out["metric"].str.extract(r"_level_(\d)$")[0]
     out["level"] = pd.to_numeric(levels).astype("Int64")
     base = (out["metric"].str.replace(r"_level_\d$", "", regex=True)

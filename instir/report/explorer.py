@@ -153,7 +153,7 @@ class ExplorerData:
     def group(self, benchmark: str, group: str, systems: Sequence[str] | None = None, k: int = TOP_K) -> GroupView:
         """The :class:`GroupView` of one group: instances, relevant documents, each system's top
         ``k`` per instance with grades and stored judgments, nDCG and the group minimum."""
-        from instir.metrics.scoring import default_measures, family
+        from instir.metrics.scoring import default_measures
 
         bench = self.benchmark(benchmark)
         members = bench.groups().get(group)
@@ -195,7 +195,7 @@ class ExplorerData:
                 part = part[part["benchmark"] == benchmark]
             instfol = part[part["qid"].isin(members)][["system", "qid", "instfol"]].reset_index(drop=True)
         return GroupView(benchmark=benchmark, group=group, query=queries[0].query, systems=systems, measure=measure,
-                         k=k, is_instructir=family(benchmark) == "instructir", instances=instances,
+                         k=k, is_instructir=bench.family == "instructir", instances=instances,
                          relevant=relevant, lists=lists[["system", "qid", "rank", "docid", "grade", "judged"]],
                          scores=scores, instfol=instfol, docs=docs, judge=judge)
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from instir.papers.loader import IFIR_SUBSETS
+from instir.benchmarks import catalog
 
 
 def _axes(ax=None, **subplot_kw):
@@ -64,7 +64,7 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
 def panel_name(value: object) -> str:
     """A panel title as the paper prints it: IFIR subset ids become their printed names
     (``pm`` -> ``TREC-PM``, ``scifact_open`` -> ``SciFact-open``); anything else as it is."""
-    printed = {sid: name for name, sid in IFIR_SUBSETS.items() if sid not in ("avg", "all")}
+    printed = {sid: name for name, sid in catalog.subset_by_printed_name().items()}
     return printed.get(str(value), str(value))
 
 

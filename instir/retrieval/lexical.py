@@ -27,6 +27,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
+from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError
 from instir.formatting import Template
@@ -51,9 +52,9 @@ _DEFAULTS = {
 
 def bm25_defaults(benchmark_name: str) -> dict:
     """BM25 settings the benchmark's authors used (see the module docstring); ``engine`` says whose."""
-    for prefix, params in _DEFAULTS.items():
-        if benchmark_name.startswith(prefix):
-            return dict(params)
+    family = family_of(benchmark_name)
+    if family in _DEFAULTS:
+        return dict(_DEFAULTS[family])
     raise ValueError(f"no BM25 defaults for benchmark {benchmark_name!r}; pass k1, b, stemmer and stopwords")
 
 

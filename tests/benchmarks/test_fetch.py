@@ -14,7 +14,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub.errors import RevisionNotFoundError
 
-import instir.benchmarks.fetch as fetch_module
+from instir.benchmarks import catalog
 from instir.benchmarks.commands import register
 from instir.benchmarks.fetch import FetchError, fetch, instir_home, read_manifest
 
@@ -81,7 +81,7 @@ def test_ifir_subset_is_fetched_at_main_resolved_to_a_commit_with_a_manifest(hub
 
 def test_counts_equal_to_the_published_ones_verify_without_warning(hub, tmp_path, monkeypatch):
     hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
-    monkeypatch.setitem(fetch_module.EXPECTED_COUNTS, "ifir/fire", {"queries": 2, "documents": 4})
+    monkeypatch.setattr(catalog, "expected_counts", lambda *args: {"queries": 2, "documents": 4})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         root = fetch("ifir", "fire", cache_dir=tmp_path)
@@ -90,7 +90,7 @@ def test_counts_equal_to_the_published_ones_verify_without_warning(hub, tmp_path
 
 def test_all_ifir_subsets_come_from_one_resolved_commit(hub, tmp_path, monkeypatch):
     fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
-    monkeypatch.setattr(fetch_module, "IFIR_SUBSETS", ("fiqa", "fire"))
+    monkeypatch.setattr(catalog, "ifir_subsets", lambda: ("fiqa", "fire"))
     with pytest.warns(UserWarning):
         root = fetch("ifir", cache_dir=tmp_path)
     assert [c[0] for c in fake.calls] == ["resolve", "download", "download"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from instir.benchmarks import Doc, Query
-from instir.benchmarks.ifir import IFIR_SUBSETS, MULTI_LEVEL, load_ifir
+from instir.benchmarks.ifir import load_ifir
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LAYOUT_DIRS = {"ifir-songtingyu": "songtingyu", "ifir-beir": "songtingyu-beir", "ifir-readme": "songtingyu-beir",
@@ -27,11 +27,6 @@ FIRE_FIRST = Query(id="F12_0", query="Was the confession admissible as evidence?
 FIRE_LAST = Query(id="F40_0", query="Can a tenant be evicted without notice?", instruction="Focus on commercial leases.",
                   group="F40", level=0, subset="fire")
 FIRE_QRELS = {"F12_0": {"C101": 1, "S7": 1}, "F40_0": {"C210": 1}}
-
-
-def test_subset_constants_match_the_paper():
-    assert IFIR_SUBSETS == ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
-    assert MULTI_LEVEL == {"fiqa", "scifact_open", "aila", "pm"}
 
 
 @pytest.mark.parametrize("folder", list(LAYOUT_DIRS))

@@ -4,18 +4,13 @@ import dataclasses
 
 import pytest
 
-from instir.judge.rubrics import (
-    MULTI_LEVEL_SUBSETS,
-    RUBRICS,
-    SINGLE_LEVEL_SUBSETS,
-    judged_text,
-    rubric_for,
-)
+from instir.benchmarks.catalog import multi_level_subsets, single_level_subsets
+from instir.judge.rubrics import RUBRICS, judged_text, rubric_for
 
 QUERY, INSTRUCTION, PASSAGE = "zqueryz marker", "zinstructionz marker", "zpassagez marker"
 
 
-@pytest.mark.parametrize("subset", MULTI_LEVEL_SUBSETS)
+@pytest.mark.parametrize("subset", multi_level_subsets())
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_multi_level_rubric_range_equals_level(subset, level):
     rubric = rubric_for(subset, level)
@@ -24,7 +19,7 @@ def test_multi_level_rubric_range_equals_level(subset, level):
     assert rubric.scores == tuple(range(level + 1))
 
 
-@pytest.mark.parametrize("subset", SINGLE_LEVEL_SUBSETS)
+@pytest.mark.parametrize("subset", single_level_subsets())
 @pytest.mark.parametrize("level", [0, None])
 def test_single_level_rubric_scores_zero_to_three(subset, level):
     assert rubric_for(subset, level).max_score == 3
