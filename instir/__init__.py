@@ -26,9 +26,9 @@ _EXPORTS = {
     "SystemCard": "instir.systems", "load_cards": "instir.systems", "get_card": "instir.systems",
     "build_system": "instir.systems",
     # metrics
-    "evaluate_runs": "instir.metrics", "compare": "instir.metrics",
+    "evaluate_runs": "instir.metrics", "paired_tests": "instir.metrics",
     # judge
-    "rubric_for": "instir.judge", "CachedJudge": "instir.judge", "instfol": "instir.judge.instfol",
+    "rubric_for": "instir.judge", "CachedJudge": "instir.judge", "instfol": "instir.judge.following",
     "validate": "instir.judge.validation",
     # papers and reports
     "load_reported": "instir.papers", "run_reports": "instir.pipeline", "explore": "instir.report.explorer",

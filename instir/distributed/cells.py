@@ -139,7 +139,7 @@ def collect(out_dir: str | Path, cells: list[Cell], results: dict[str, CellResul
     """Write ``runs/runs.csv`` and the ``metrics/`` tables of every successful cell, as
     notebooks 02 and 03 do (same columns, same order: grid order; comparisons against each
     benchmark's first system). Returns the written paths."""
-    from instir.metrics import combine, compare, ifir_average
+    from instir.metrics import combine, ifir_average, paired_tests
 
     out = Path(out_dir)
     ok = [c for c in cells if c.cell_id in results and results[c.cell_id].state != "failed"]
@@ -176,11 +176,11 @@ def collect(out_dir: str | Path, cells: list[Cell], results: dict[str, CellResul
     for name in dict.fromkeys(c.benchmark for c in ok):
         baseline = runs_table.loc[runs_table["benchmark"] == name, "system"].iloc[0]
         pq = per_query[per_query["benchmark"] == name].drop(columns="benchmark")
-        comparisons.append(compare(pq[pq["measure"].isin(headline)], baseline).assign(benchmark=name, unit="query"))
+        comparisons.append(paired_tests(pq[pq["measure"].isin(headline)], baseline).assign(benchmark=name, unit="query"))
         pg = per_group[per_group["benchmark"] == name].drop(columns="benchmark")
         minima = pg[pg["measure"].isin(headline)]
         if len(minima):
-            comparisons.append(compare(minima, baseline, unit="group").assign(benchmark=name, unit="group"))
+            comparisons.append(paired_tests(minima, baseline, unit="group").assign(benchmark=name, unit="group"))
     atomic.write_text(metrics / "comparisons.csv", pd.concat(comparisons, ignore_index=True).to_csv(index=False))
     written.update(metrics=metrics / "metrics.csv", comparisons=metrics / "comparisons.csv")
     return written

@@ -1,6 +1,6 @@
 """One place for every judge call of a sweep: a Ray actor that owns the SQLite judgment cache
 (:class:`~instir.judge.cache.CachedJudge`) and the provider's rate limit, and a
-:class:`RemoteJudge` proxy that any task passes to :func:`instir.judge.instfol.instfol` like a
+:class:`RemoteJudge` proxy that any task passes to :func:`instir.judge.following.instfol` like a
 local judge. Only the actor's process opens the cache file, so no two nodes write one SQLite
 file, and one limiter paces the whole cluster's requests.
 

@@ -229,7 +229,7 @@ def judge_pair(benchmark: str, data_root: str | None, instructed: str, query_onl
                max_instances: int | None) -> pd.DataFrame:
     """InstFol instances of one system's instructed/query-only runs (as notebook 04 computes them)."""
     from instir.benchmarks import load_benchmark
-    from instir.judge.instfol import instfol
+    from instir.judge.following import instfol
     from instir.retrieval import read_run
 
     bench = load_benchmark(benchmark, root=data_root)
@@ -241,7 +241,7 @@ def _judge_pairs(grid: Grid, cells: list[Cell], results: dict[str, CellResult], 
                  remote: bool) -> None:
     """InstFol of every system with both variants done, into ``judge/instfol_instances.csv`` and
     ``judge/instfol.csv`` (notebook 04's files)."""
-    from instir.judge.instfol import aggregate
+    from instir.judge.following import aggregate
 
     pairs: dict[tuple[str, str], dict[str, CellResult]] = {}
     for cell in cells:

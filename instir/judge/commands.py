@@ -207,7 +207,7 @@ def _judge_line(meta: dict) -> str:
 
 def judge_command(args: argparse.Namespace) -> int:
     """Print InstFol per level, subset and Average with failure counts."""
-    from instir.judge.instfol import instfol, printable
+    from instir.judge.following import instfol, printable
     from instir.retrieval.runs import read_run
 
     benchmark = benchmark_from_args(args)

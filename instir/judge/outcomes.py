@@ -3,7 +3,7 @@ error messages, counted), and how each successful score was weighted.
 
 Both read the per-judgment frames the judge stages write: :attr:`ValidationResult.pairs
 <instir.judge.validation.ValidationResult>` and :attr:`InstFolResult.positions
-<instir.judge.instfol.InstFolResult>`, which carry ``error`` (``None``/NaN for a success) and
+<instir.judge.following.InstFolResult>`, which carry ``error`` (``None``/NaN for a success) and
 ``weighting`` (:data:`~instir.judge.types.Weighting`; empty for a failure).
 """
 

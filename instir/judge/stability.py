@@ -3,11 +3,11 @@ the spread the judge alone causes next to the spread the query sample causes.
 
 InstFol rests on one probability-weighted judgment per passage. A chat API answers the same
 prompt differently from call to call (even at temperature 0), so one run of the judge is one
-draw. :func:`judge_repeats` calls :func:`instir.judge.instfol.instfol` once per repeat, each
+draw. :func:`judge_repeats` calls :func:`instir.judge.following.instfol` once per repeat, each
 time through a :class:`~instir.judge.cache.CachedJudge` with its own ``repeat`` (distinct cache
 entries; repeat 0 is the ordinary judgment, so an existing cache is reused, and every rerun is
 free). :func:`stability` then reports, per level, subset and Average
-(:func:`instir.judge.instfol.aggregate` rows):
+(:func:`instir.judge.following.aggregate` rows):
 
 - **judge spread** (instances fixed, judge redrawn): a bootstrap over repeats. Each draw takes,
   for every instance independently, the InstFol of one repeat picked at random and aggregates
@@ -17,7 +17,7 @@ free). :func:`stability` then reports, per level, subset and Average
   by (R - 1) / R, a third at R = 3).
 - **query-sample spread** (judge averaged over repeats, instances redrawn): a bootstrap over
   instances, resampled with replacement within each (subset, level) stratum, as the sample
-  was drawn (:func:`~instir.judge.instfol.select_instances`).
+  was drawn (:func:`~instir.judge.following.select_instances`).
 
 Both give mean, standard deviation and 95% percentile interval; ``dominant`` names the larger
 standard deviation. The in-process (``hf``) and baseline judges are deterministic: their
@@ -34,7 +34,7 @@ import pandas as pd
 
 from instir.benchmarks.types import Benchmark
 from instir.judge.cache import CachedJudge
-from instir.judge.instfol import K, aggregate, instfol
+from instir.judge.following import K, aggregate, instfol
 from instir.progress import tqdm
 from instir.retrieval.runs import Run
 
@@ -58,7 +58,7 @@ def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame
 
     Repeat r judges through ``CachedJudge(judge.backend, judge.cache, repeat=r)``; every repeat
     sees the same instances (same ``max_instances`` and ``seed``). Returns
-    :attr:`InstFolResult.instances <instir.judge.instfol.InstFolResult>` of every repeat with a
+    :attr:`InstFolResult.instances <instir.judge.following.InstFolResult>` of every repeat with a
     ``repeat`` column, and in ``attrs["meta"]`` each repeat's request counts.
     """
     if repeats < 1:

@@ -37,7 +37,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
 from instir.benchmarks.types import Benchmark
-from instir.judge.instfol import stratum_rng
+from instir.judge.following import stratum_rng
 from instir.judge.rubrics import rubric_for
 from instir.judge.types import Judge, JudgeRequest
 

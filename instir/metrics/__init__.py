@@ -15,7 +15,7 @@ _EXPORTS = {
     "relevant_queries": "standard", "run_frame": "standard", "mean_by_measure": "standard",
     "average_minima": "robustness", "group_minima": "robustness", "query_groups": "robustness",
     "native_per_query": "ifir", "native_label": "ifir", "ifir_average": "ifir",
-    "compare": "stats", "holm": "stats", "paired_comparison": "stats",
+    "paired_tests": "stats", "holm": "stats", "paired_comparison": "stats",
     "COLUMNS": "table", "summarise": "table", "combine": "table", "wide": "table", "export": "table",
     "Evaluation": "scoring", "evaluate_runs": "scoring", "default_measures": "scoring",
 }

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=evaluate_command)
 
 
-def system_name(path: Path) -> str:
+def run_name(path: Path) -> str:
     """A run's system name: its file name without ``.trec`` / ``.run`` / ``.txt``."""
     name = path.name
     for suffix in (".trec", ".run", ".txt"):
@@ -48,7 +48,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from instir.retrieval.runs import read_run
 
     paths = [Path(p) for p in args.runs]
-    names = [system_name(p) for p in paths]
+    names = [run_name(p) for p in paths]
     if len(set(names)) != len(names):
         raise UsageError(f"run files need distinct names (got {names})")
     baseline = args.baseline or names[0]
@@ -74,8 +74,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if len(runs) > 1:
         options = {"n_resamples": args.resamples or stats.N_RESAMPLES, "seed": args.seed}
         comparisons = pd.concat([
-            stats.compare(result.per_query, baseline, **options),
-            *([stats.compare(result.per_group, baseline, unit="group", **options)] if len(result.per_group) else []),
+            stats.paired_tests(result.per_query, baseline, **options),
+            *([stats.paired_tests(result.per_group, baseline, unit="group", **options)] if len(result.per_group) else []),
         ], ignore_index=True)
         shown = comparisons[["measure", "system", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
                              "better", "worse", "p_ttest_holm", "p_perm_holm", "significant"]]

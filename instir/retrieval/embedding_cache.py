@@ -14,7 +14,7 @@ first) and checked before it is reused; the manifest records the joined matrix's
 and SHA-256. On a cache hit the matrix's size and ``.npy`` header are always checked against
 the manifest, and its SHA-256 too when it is at most :data:`FULL_HASH_BYTES` (1 GiB). A chunk
 or matrix that fails (truncated, zeroed, overwritten, not a ``.npy``) is never used: a warning
-names the file, it is removed and rebuilt. Measured cost (``benchmarks/embedding_cache_verify.py``,
+names the file, it is removed and rebuilt. Measured cost (``python -m perf.embedding_cache_verify``,
 2 shared CPU cores, file in the page cache, medians of 3): the full hash of a 20,000 × 384
 matrix (29 MiB) adds 75–85 ms to a hit (about 380 MB/s, so about 3 s at the 1 GiB limit) —
 computing the cache key over the 20,000 inputs costs about as much; one 4,096 × 384 chunk is

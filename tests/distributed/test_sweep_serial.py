@@ -9,7 +9,7 @@ from instir.distributed.sweep import run_sweep
 def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
     from instir.benchmarks import load_benchmark
     from instir.judge import BaselineJudge
-    from instir.judge.instfol import aggregate, instfol
+    from instir.judge.following import aggregate, instfol
     from instir.retrieval import read_run
 
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 20,

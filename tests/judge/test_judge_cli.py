@@ -13,7 +13,7 @@ from instir.benchmarks import load_benchmark
 from instir.cli import main
 from instir.judge import BaselineJudge, commands
 from instir.judge.backends import CALL_SETTINGS
-from instir.judge.instfol import instfol
+from instir.judge.following import instfol
 from instir.retrieval import read_run, retrieve
 from instir.retrieval.lexical import BM25Retriever
 

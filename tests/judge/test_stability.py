@@ -10,7 +10,7 @@ from scripted_judge import ScriptedJudge, toy_benchmark
 
 from instir.benchmarks.types import Query
 from instir.judge.cache import CachedJudge, JudgmentCache, request_key
-from instir.judge.instfol import instfol
+from instir.judge.following import instfol
 from instir.judge.rubrics import rubric_for
 from instir.judge.stability import judge_repeats, stability, tolerance_widening, verdict
 from instir.judge.types import Judgment

@@ -8,7 +8,7 @@ import pytest
 
 from instir.benchmarks import load_benchmark
 from instir.errors import UsageError
-from instir.metrics.commands import register, system_name
+from instir.metrics.commands import register, run_name
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run, write_run
 
@@ -72,7 +72,7 @@ def test_unknown_baseline_is_refused(sample, tmp_path):
 
 
 def test_system_names_come_from_run_file_names(tmp_path):
-    assert system_name(tmp_path / "bm25.trec") == "bm25" and system_name(tmp_path / "e5.run") == "e5"
+    assert run_name(tmp_path / "bm25.trec") == "bm25" and run_name(tmp_path / "e5.run") == "e5"
 
 
 def test_ifir_sample_gets_native_measures_per_level_and_no_robustness():

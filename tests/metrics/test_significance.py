@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from instir.metrics.stats import compare, holm, paired_comparison
+from instir.metrics.stats import holm, paired_comparison, paired_tests
 
 X = np.array([0.61, 0.42, 0.90, 0.33, 0.75, 0.58, 0.47, 0.81])
 Y = np.array([0.55, 0.40, 0.70, 0.35, 0.60, 0.58, 0.41, 0.62])
@@ -90,7 +90,7 @@ def test_compare_applies_holm_across_the_systems_of_a_measure():
     base = rng.uniform(0, 1, 30)
     better = base + 0.2 + rng.normal(0, 0.01, 30)
     frame = _long({"base": base, "better": better, "same": base + rng.normal(0, 0.05, 30)})
-    out = compare(frame, "base", n_resamples=999).set_index("system")
+    out = paired_tests(frame, "base", n_resamples=999).set_index("system")
     assert list(out.index) == ["better", "same"]
     assert out.loc["better", "significant"] and out.loc["better", "better"] == 30
     raw = out["p_ttest"].to_numpy()
@@ -100,9 +100,9 @@ def test_compare_applies_holm_across_the_systems_of_a_measure():
 
 def test_compare_works_on_group_units_and_refuses_unpaired_data():
     frame = _long({"a": X, "b": Y}).rename(columns={"qid": "group"})
-    assert compare(frame, "a", unit="group", n_resamples=99)["n"].iloc[0] == 8
+    assert paired_tests(frame, "a", unit="group", n_resamples=99)["n"].iloc[0] == 8
     broken = frame[~((frame["system"] == "b") & (frame["group"] == "q0"))]
     with pytest.raises(ValueError, match="same groups"):
-        compare(broken, "a", unit="group", n_resamples=99)
+        paired_tests(broken, "a", unit="group", n_resamples=99)
     with pytest.raises(ValueError, match="baseline"):
-        compare(frame, "zzz", unit="group")
+        paired_tests(frame, "zzz", unit="group")

@@ -169,7 +169,7 @@ def test_claims_about_the_released_judge_code_match_that_code():
     """SighingSnow/IFIR src/llm_eval_pre.py exports copies made before judging (no score survives,
     llm_eval.py raises KeyError: 'score'); each level's query-only list is judged with that level's
     prompt (never reused across levels); get_problem_ids never fires (no score is negative)."""
-    import instir.judge.instfol as instfol_module
+    import instir.judge.following as instfol_module
 
     overwrite = next(d for d in DIVERGENCES if d.key == "query-only-overwrite").explanation
     assert "reused" not in overwrite and "KeyError: 'score'" in overwrite

@@ -11,7 +11,7 @@ import pytest
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.types import Doc
 from instir.judge import BaselineJudge, CachedJudge
-from instir.judge.instfol import instfol
+from instir.judge.following import instfol
 from instir.metrics import evaluate_runs
 from instir.report.explorer import Explorer, ExplorerData, explore, pick_groups, render_group, render_static
 from instir.retrieval import retrieve

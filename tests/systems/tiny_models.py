@@ -1,5 +1,5 @@
 """Tiny random-initialised models built at test time (no downloads), for the tests and for
-``benchmarks/systems_overhead.py``: a T5 with a tokenizer that knows "▁true"/"▁false"
+``perf/systems_overhead.py``: a T5 with a tokenizer that knows "▁true"/"▁false"
 (monoT5), Llamas (P(true) with "true"/"false" in the vocabulary; an embedder base with a random
 LoRA adapter saved with peft), and BERTs (monoBERT, ColBERT, mean-pooled encoders).
 Vocabularies are word lists, so any text tokenises offline."""

@@ -14,7 +14,7 @@ each document's tokens the model actually sees without windows and in ``"ifir"``
 truncated to the model's 254 text tokens, so the tokens between 254 and 384 of every window
 are never encoded).
 
-    python benchmarks/ifir_windows.py [--docs 200] [--repeat 3] [--threads 1]
+    python -m perf.ifir_windows [--docs 200] [--repeat 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import REPO
+from perf.common import REPO
 
 MIN_TOKENS, MAX_TOKENS = 100, 3000
 BUCKETS = ((100, 383), (384, 511), (512, 1023), (1024, 2047), (2048, 3000))

@@ -5,7 +5,7 @@
 instructed and query-only). Reports the first call (reads runs, streams the corpus) and the
 median of 3 warm calls (wall and CPU time: on a shared machine the CPU time is the steadier figure). Target: <= 0.5 s per group on the sample.
 
-    .venv/bin/python benchmarks/explorer_render.py OUT_DIR [--benchmark instructir-sample]
+    .venv/bin/python -m perf.explorer_render OUT_DIR [--benchmark instructir-sample]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ cache, with the lexical baseline and with the in-process SmolLM2-135M-Instruct j
 into INSTIR_HOME/models, later loads read that copy). Per judge: the time of all R repeats, the
 judgments made, the stability table's time, and a warm rerun (all from the cache).
 
-    .venv/bin/python benchmarks/judge_stability_cost.py [--repeats 3] [--skip-hf] [--subsets ifir-sample/nfcorpus]
+    .venv/bin/python -m perf.judge_stability_cost [--repeats 3] [--skip-hf] [--subsets ifir-sample/nfcorpus]
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ once; every timed side starts from a fresh embedding cache.
 The warm rerun (same cache) is timed and its model forward calls counted. Each side runs
 ``--repeat`` times, interleaved, after one uncounted warm-up round; medians are printed.
 
-    python benchmarks/systems_overhead.py [--docs 1000] [--queries 100] [--repeat 3] [--threads N]
+    python -m perf.systems_overhead [--docs 1000] [--queries 100] [--repeat 3] [--threads N]
 """
 
 from __future__ import annotations
@@ -26,13 +26,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "systems"))
 
 K = 100
 
@@ -109,7 +106,7 @@ def main() -> None:
 
     import torch
     from transformers import AutoModel, AutoTokenizer
-    from tiny_models import build_tiny_bert, build_tiny_llama
+    from tests.systems.tiny_models import build_tiny_bert, build_tiny_llama
 
     from instir.formatting import get_template
     from instir.retrieval import BUNDLED_MODEL_ID

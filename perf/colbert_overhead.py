@@ -11,7 +11,7 @@ the kit's own cost shows: the worst case for the overhead ratio).
 
 Each side runs ``--repeat`` times; medians are reported.
 
-    python benchmarks/colbert_overhead.py [--repeat 3] [--threads 1] [--hidden 16]
+    python -m perf.colbert_overhead [--repeat 3] [--threads 1] [--hidden 16]
 """
 
 from __future__ import annotations
@@ -19,13 +19,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import string
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 def bare(folder: Path, queries: list[str], docs: list[str], k: int, query_maxlen: int = 32,

@@ -9,7 +9,7 @@ from scripted_judge import ScriptedJudge, toy_benchmark
 
 from instir.benchmarks.types import Query
 from instir.judge.cache import CachedJudge
-from instir.judge.instfol import (
+from instir.judge.following import (
     aggregate,
     instfol,
     instfol_score,

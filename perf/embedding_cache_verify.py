@@ -7,7 +7,7 @@
 2. Writing and verifying one chunk of ``--chunk`` rows (default 4,096): ``_write_chunk``
    (hash + two atomic writes) and ``_chunk_ok`` (read + hash + header) against ``np.save``.
 
-    .venv/bin/python benchmarks/embedding_cache_verify.py [--rows 20000] [--dim 384]
+    .venv/bin/python -m perf.embedding_cache_verify [--rows 20000] [--dim 384]
 """
 
 from __future__ import annotations

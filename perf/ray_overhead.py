@@ -11,7 +11,7 @@
 - ``tasks``: the scheduling cost of one small Ray task (submit + run + get of a no-op, in
   batches of 1,000) and of one actor call.
 
-    python benchmarks/ray_overhead.py [--parts sweep,encode,tasks] [--docs 20000] [--repeat 3] [--cpus 2]
+    python -m perf.ray_overhead [--parts sweep,encode,tasks] [--docs 20000] [--repeat 3] [--cpus 2]
 
 Measured 2026-11-30 on the shared 2-core helper machine (load average 11-16 from other jobs),
 medians of 3: tasks 0.65 ms per no-op task, 0.34 ms per actor call; sweep serial 40.3 s,

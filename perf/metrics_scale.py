@@ -12,7 +12,7 @@ its ``{qid: {docid: score}}`` dict for free, also before timing. Times are the b
 ``--repeats``, wall and CPU; peak RSS is the growth of the process's high-water mark over
 each phase (reset through ``/proc/self/clear_refs`` where the kernel allows).
 
-    .venv/bin/python benchmarks/metrics_scale.py [--repeats 3]
+    .venv/bin/python -m perf.metrics_scale [--repeats 3]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pytrec_eval
 
-from common import instructir_data
+from perf.common import instructir_data
 
 from instir.benchmarks.instructir import group_of
 from instir.benchmarks.readers import read_qrels

@@ -13,7 +13,7 @@ Compared, each in its own process (so peak RSS is per system):
 - ``rank_bm25``: BM25Okapi on the same tokens, searched for a few hundred queries and
   extrapolated to all 9,906 (said in the table).
 
-    python benchmarks/bm25_scale.py [--data DIR] [--rank-bm25-queries 200]
+    python -m perf.bm25_scale [--data DIR] [--rank-bm25-queries 200]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import instructir_data
+from perf.common import instructir_data
 
 N_DOCS = 16_072
 WORDS_PER_DOC = 64

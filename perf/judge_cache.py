@@ -12,7 +12,7 @@
    Hugging Face backend on the bundled SmolLM2-135M-Instruct GGUF (load time shown apart), on
    the first ``--pairs`` (instance, passage) requests of the sample's InstFol lists.
 
-    .venv/bin/python benchmarks/judge_cache.py [--stored 50000] [--pairs 32] [--skip-hf]
+    .venv/bin/python -m perf.judge_cache [--stored 50000] [--pairs 32] [--skip-hf]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 from instir.benchmarks import load_benchmark
 from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, JudgmentCache, rubric_for
 from instir.judge.cache import request_key
-from instir.judge.instfol import instfol
+from instir.judge.following import instfol
 from instir.judge.types import Judgment, JudgeRequest
 from instir.retrieval import retrieve
 from instir.retrieval.lexical import BM25Retriever

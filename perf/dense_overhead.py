@@ -16,7 +16,7 @@ Targets (issue 3): cold overhead ≤ 10 % over plain; warm ≤ 5 % of cold. Each
 kit's time spent inside ``model.encode`` is measured too, so its own cost shows apart from
 encoder noise.
 
-    python benchmarks/dense_overhead.py [--docs 2000] [--queries 200] [--repeat 2] [--threads N] [--data DIR]
+    python -m perf.dense_overhead [--docs 2000] [--queries 200] [--repeat 2] [--threads N] [--data DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import instructir_data
+from perf.common import instructir_data
 
 WORDS_PER_DOC = 64
 

@@ -17,20 +17,17 @@ a first-stage run ranks every passage for every query (depth = ``--docs``).
 Each side runs ``--repeat`` times; the median is reported, and for rerankers also the kit's
 own time (cold time minus time inside the model calls), which shared-CPU noise barely moves.
 
-    python benchmarks/rerank_overhead.py [--queries 20] [--docs 50] [--repeat 3] [--threads 1]
+    python -m perf.rerank_overhead [--queries 20] [--docs 50] [--repeat 3] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 WORDS = ("wine cabinet saffron spice chef farmer humidity cork oven sunlight market volcano magma crust "
          "harvest crocus paella risotto sommelier homeowner temperature storage flower autumn yield").split()
