@@ -35,7 +35,7 @@ COMMAND_MODULES = (
     "instir.retrieval.rerank_commands",
     "instir.metrics.commands",
     "instir.judge.commands",
-    "instir.pipeline",
+    "instir.pipeline_commands",
     "instir.distributed.commands",
 )
 

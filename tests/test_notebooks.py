@@ -15,7 +15,8 @@ import pytest
 from judge.judge_fakes import FakeChatServer, Reply
 
 from instir.benchmarks import load_benchmark
-from instir.pipeline import CLI_PARAMETERS, check_parameters
+from instir.pipeline import check_parameters
+from instir.pipeline_commands import CLI_PARAMETERS
 from instir.retrieval import read_run
 
 pytestmark = pytest.mark.notebooks

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from instir.cli import main
-from instir.pipeline import (RUN_EXAMPLES, NotebookFailed, NotebookParameter, check_parameters, cli_parameters,
-                             notebook_parameters, parse_parameter, register, render_html, run_reports,
-                             validate_parameters)
+from instir.pipeline import (NotebookFailed, NotebookParameter, check_parameters, notebook_parameters, render_html,
+                             run_reports, validate_parameters)
+from instir.pipeline_commands import RUN_EXAMPLES, cli_parameters, parse_parameter, register
 
 NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
 KEY_VAR, KEY_VALUE = "INSTIR_TOY_API_KEY", "sk-toy-NEVER-IN-OUTPUT-4242"

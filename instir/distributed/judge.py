@@ -41,7 +41,7 @@ class RateLimit:
 
 class JudgeService:
     """The body of the judge actor: ``make_judge()`` builds the cached judge in the actor's
-    process (e.g. ``functools.partial(instir.judge.commands.make_judge, "openai", model=…,
+    process (e.g. ``functools.partial(instir.judge.factory.make_judge, "openai", model=…,
     cache=…)``: API keys are read there from its environment, never shipped; the SQLite file
     is opened only by this process)."""
 

@@ -212,7 +212,7 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
 
 
 def _judge_factory(grid: Grid, out: Path) -> functools.partial:
-    from instir.judge.commands import make_judge
+    from instir.judge.factory import make_judge
 
     spec = grid.judge or {}
     return functools.partial(make_judge, spec["backend"], model=spec.get("model") or None,

@@ -301,7 +301,7 @@ class OpenAICompatibleJudge:
     ``base_url`` ends before ``/chat/completions`` (e.g. ``https://api.openai.com/v1``,
     ``http://127.0.0.1:8000/v1``). The key is read from the environment variable *named*
     ``api_key_env`` at request time (no header when it is unset, as local servers need none;
-    :func:`instir.judge.commands.make_judge` refuses an unset variable where a key is needed) and
+    :func:`instir.judge.factory.make_judge` refuses an unset variable where a key is needed) and
     sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``; a value
     of ``api_key_env`` that looks like a key itself is refused (:func:`instir.secrets.require_env_name`).
     ``query_params`` go on every request (Azure's ``api-version``).

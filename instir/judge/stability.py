@@ -201,25 +201,3 @@ def tolerance_widening(table: pd.DataFrame, system: str | Sequence[str] | None =
     rows["widen"] = (rows["judge_high"] - rows["judge_low"]) / 2
     rows["measure"] = "InstFol@20"
     return rows[["system", "benchmark", "subset", "level", "measure", "widen"]].reset_index(drop=True)
-
-
-def stability_command(args, benchmark: Benchmark, judge: CachedJudge) -> int:
-    """``instir judge --repeats R``: judge R times, print InstFol x100 with both spreads."""
-    from instir.retrieval.runs import read_run
-
-    frames = judge_repeats(read_run(args.run), read_run(args.query_only_run), benchmark, judge, args.repeats,
-                           k=args.k, max_instances=args.max_instances, seed=args.seed)
-    table = stability(frames, seed=args.seed)
-    print(f"InstFol@{args.k} on {benchmark.label}, judged {args.repeats} times")
-    print(f"instances: {frames['qid'].nunique()} judged (max {args.max_instances or 'all'}, seed {args.seed})")
-    for m in frames.attrs["meta"]:
-        print(f"repeat {m['repeat']}: {m['unique_requests']} distinct judgments, {m['judged']} made now, "
-              f"{m['from_cache']} from the cache, {m['failed_judgments']} failed")
-    shown = table.copy()
-    shown["level"] = shown["level"].astype("string").fillna("")
-    for col in ("instfol", "judge_mean", "judge_sd", "judge_low", "judge_high",
-                "sample_mean", "sample_sd", "sample_low", "sample_high"):
-        shown[col] = (shown[col] * 100).round(2)
-    print(shown.to_string(index=False))
-    print(verdict(table))
-    return 0

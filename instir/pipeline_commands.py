@@ -1,0 +1,170 @@
+"""``instir run``: execute the report notebooks (:func:`instir.pipeline.run_reports`) from the
+command line; options and ``-p NAME=VALUE`` become notebook parameters."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from instir.errors import UsageError
+from instir.pipeline import (
+    NOTEBOOK_PATTERN,
+    NOTEBOOKS_DIR,
+    NotebookFailed,
+    NotebookParameter,
+    ReportResult,
+    find_notebooks,
+    notebook_parameters,
+    run_reports,
+)
+
+#: ``instir run`` option -> notebook parameter name; the only place the two are tied.
+CLI_PARAMETERS = {
+    "benchmark": "benchmarks",
+    "retrievers": "retrievers",
+    "systems": "systems",
+    "judge": "judge_backend",
+    "out": "out_dir",
+}
+
+
+def parse_parameter(text: str, param: NotebookParameter | None) -> object:
+    """The value of ``-p NAME=TEXT`` for a parameter of kind ``param.kind``: text is kept as text
+    for a string (``-p judge_model=4`` is the string ``"4"``); a list takes JSON or a
+    comma-separated list (``-p retrievers=bm25`` is ``["bm25"]``, ``-p ks=10,20`` is ``[10, 20]``
+    when the default holds numbers); everything else is read as JSON, falling back to the text
+    (``true``/``false`` also as ``True``/``False``). Kinds are checked by :func:`instir.pipeline.validate_parameters`."""
+    kind = param.kind if param else ""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        parsed = text
+    if kind == "str":
+        return parsed if isinstance(parsed, str) else text
+    if kind == "bool" and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if kind == "list" and not isinstance(parsed, list):
+        items: list = [item.strip() for item in text.split(",") if item.strip()]
+        if param is not None and isinstance(param.value, (list, tuple)) and param.value \
+                and not isinstance(param.value[0], str):
+            items = [parse_parameter(item, None) for item in items]
+        return items
+    return parsed
+
+
+def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParameter] | None = None) -> dict:
+    """Notebook parameters from ``instir run`` options: each option the user gave, under the
+    name :data:`CLI_PARAMETERS` maps it to, plus every ``-p NAME=VALUE``, VALUE read for the
+    kind of the parameter in ``known`` (:func:`parse_parameter`; without ``known``: JSON when it
+    parses, else a string). Options left out keep the notebooks' defaults."""
+    known = known or {}
+    params: dict = {}
+    for option, name in CLI_PARAMETERS.items():
+        value = getattr(args, option, None)
+        if value is not None:
+            params[name] = str(Path(value).resolve()) if isinstance(value, Path) else value
+    for item in args.parameter:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
+        params[name] = parse_parameter(raw, known.get(name))
+    return params
+
+
+#: ``instir run --help`` examples (argument lists after ``instir run``; a test runs each through
+#: the parser and :func:`instir.pipeline.validate_parameters`, so every name in them exists)
+RUN_EXAMPLES = (
+    ("the bundled samples with the notebooks' defaults", []),
+    ("a quick pass: BM25 only, the no-LLM judge",
+     ["--benchmark", "instructir-sample", "ifir-sample/fiqa", "--retrievers", "bm25", "--judge", "baseline",
+      "--out", "reports/quick"]),
+    ("the real benchmarks from a data root (see instir fetch)",
+     ["--benchmark", "instructir", "ifir/nfcorpus", "-p", "data_root=/data/instir", "-p", "k=100"]),
+    ("an OpenAI-compatible judge; the key stays in the environment",
+     ["--judge", "openai", "-p", "judge_model=gpt-4o-mini", "-p", "judge_api_key_env=OPENAI_API_KEY"]),
+)
+
+
+def parameters_help(notebooks: Sequence[Path]) -> str:
+    """The part of ``instir run --help`` after the options: every notebook parameter with its
+    default, the comment of its parameters cell and the option that sets it, then examples."""
+    options = {name: f"--{option.replace('_', '-')}" for option, name in CLI_PARAMETERS.items()}
+    lines = ["notebook parameters (-p NAME=VALUE; lists as JSON or comma-separated), default first:"]
+    for name, param in notebook_parameters(notebooks).items():
+        via = f"  [{options[name]}]" if name in options else ""
+        lines.append(f"  {name} = {param.default}{via}")
+        if param.help:
+            lines.append(f"      {param.help}")
+    lines += ["", "examples:"]
+    for what, argv in RUN_EXAMPLES:
+        lines += [f"  instir run {' '.join(argv)}".rstrip(), f"      {what}"]
+    return "\n".join(lines)
+
+
+class _HelpWithParameters(argparse.Action):
+    """``instir run -h``: the options, then the parameters of the notebooks (those of ``--notebooks``
+    when it comes first), read only when help is asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        notebooks = find_notebooks(getattr(namespace, "notebooks", None) or NOTEBOOKS_DIR)
+        parser.epilog = parameters_help(notebooks) if notebooks else None
+        parser.print_help()
+        parser.exit()
+
+
+def register(subparsers) -> None:
+    """Add ``instir run`` to the ``instir`` command."""
+    p = subparsers.add_parser(
+        "run", help="execute the report notebooks with papermill and render HTML reports", add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Execute the notebooks in order into reports/NAME, render each to HTML (code hidden\n"
+                    "unless --show-code) and rebuild reports/index.html. Parameters are checked against the\n"
+                    "notebooks' parameters cells before any kernel starts.")
+    p.add_argument("-h", "--help", action=_HelpWithParameters,
+                   help="show this help, the notebook parameters and examples")
+    p.add_argument("--benchmark", nargs="+", metavar="NAME",
+                   help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); default: the notebooks' own")
+    p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
+    p.add_argument("--systems", nargs="+", metavar="CARD",
+                   help="system cards to run as well, by name (see `instir systems`; default: none)")
+    p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="report folder (default: reports/<UTC date-time>)")
+    p.add_argument("--show-code", action="store_true", help="keep code cells in the HTML")
+    p.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR,
+                   help=f"folder holding the NN_name.ipynb notebooks (default: {NOTEBOOKS_DIR})")
+    p.add_argument("--kernel", default="python3", help="Jupyter kernel to run them with (default: python3)")
+    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="any other notebook parameter (repeatable; listed below)")
+    p.set_defaults(handler=_run_command)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    if args.out is None:
+        args.out = Path("reports") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    notebooks = find_notebooks(args.notebooks)
+    if not notebooks:
+        raise UsageError(f"no {NOTEBOOK_PATTERN} notebooks in {args.notebooks}")
+    parameters = cli_parameters(args, notebook_parameters(notebooks))
+    try:
+        result = run_reports(notebooks, parameters, args.out, show_code=args.show_code, kernel=args.kernel)
+    except NotebookFailed as failed:
+        _print_times(failed.result)
+        print(f"\nFAILED: {failed}", file=sys.stderr)
+        return 1
+    _print_times(result)
+    return 0
+
+
+def _print_times(result: ReportResult) -> None:
+    for nb in result.notebooks:
+        print(f"{nb.name:<28} {nb.status:<7} run {nb.wall_s:7.1f} s   render {nb.render_s:5.1f} s")
+    print(f"{'total':<28} {result.status:<7} {result.wall_s:11.1f} s")
+    print(f"reports in {result.out_dir}; index: {result.index}")
