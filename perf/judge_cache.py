@@ -31,7 +31,7 @@ from instir.benchmarks import load_benchmark
 from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, JudgmentCache, rubric_for
 from instir.judge.cache import request_key
 from instir.judge.following import instfol
-from instir.judge.types import Judgment, JudgeRequest
+from instir.judge.types import JudgeRequest, Judgment
 from instir.retrieval import retrieve
 from instir.retrieval.lexical import BM25Retriever
 
@@ -69,8 +69,8 @@ def synthetic_requests(n: int, seed: int = 0) -> list[JudgeRequest]:
     rng = np.random.default_rng(seed)
     vocab = np.array([f"w{i}" for i in range(5_000)])
     rubric = rubric_for("fiqa", 3)
-    return [rubric.request("how should I save for retirement?", "I am 30, rent, and want to retire at 55.",
-                           f"passage {i}: " + " ".join(rng.choice(vocab, 100))) for i in range(n)]
+    return [JudgeRequest("how should I save for retirement?", "I am 30, rent, and want to retire at 55.",
+                           f"passage {i}: " + " ".join(rng.choice(vocab, 100)), rubric) for i in range(n)]
 
 
 def cache_speed(n: int, folder: Path) -> dict:
@@ -146,7 +146,7 @@ def pair_requests(runs, n: int) -> list[JudgeRequest]:
         docs = {d.id: d for d in benchmark.corpus}
         for qid, docid in zip(inst.df["qid"], inst.df["docid"]):
             q = benchmark.queries[qid]
-            out[rubric_for(q.subset, q.level).request(q.query, q.instruction, docs[docid].indexed_text)] = None
+            out[JudgeRequest(q.query, q.instruction, docs[docid].indexed_text, rubric_for(q.subset, q.level))] = None
             if len(out) == n:
                 return list(out)
     return list(out)

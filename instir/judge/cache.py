@@ -1,7 +1,7 @@
 """A resumable judgment cache: SQLite in WAL mode, one row per judged text.
 
 Rows are keyed by backend name + model + rubric version + SHA-256 of the exact judged text (the
-rendered prompt, :func:`instir.judge.rubrics.judged_text`). :class:`CachedJudge` looks up a whole
+rendered prompt, :func:`instir.judge.types.judged_text`). :class:`CachedJudge` looks up a whole
 batch at once, sends only what is missing to its backend, and writes every judgment as soon as it
 is made, so a run killed at any point loses at most the judgments in flight and never pays twice
 for a stored one. Failed judgments are stored as failures (with their error, never as a score)
@@ -26,8 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir.errors import UserError
-from instir.judge.rubrics import judged_text
-from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult
+from instir.judge.types import Judge, Judgment, JudgeRequest, OnResult, judged_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (

@@ -24,7 +24,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: the environment variable an openai judge reads its key from unless ``api_key_env`` names another
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
-#: call-settings presets of the openai judge (:data:`instir.judge.backends.CALL_SETTINGS`)
+#: call-settings presets of the openai judge (:data:`instir.judge.chat.CALL_SETTINGS`)
 CALL_SETTINGS_NAMES = ("ifir", "kit")
 
 
@@ -75,12 +75,17 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     the *name* of the environment variable holding the API key (default ``OPENAI_API_KEY``;
     checked by :func:`key_env_for`: a named variable must be set, the default may be unset only
     for a local server); ``call_settings``, ``"ifir"`` (default, the authors' call settings and
-    score rule) or ``"kit"`` (:data:`instir.judge.backends.CALL_SETTINGS`); ``timeout_s``, seconds
+    score rule) or ``"kit"`` (:data:`instir.judge.chat.CALL_SETTINGS`); ``timeout_s``, seconds
     each connect or read may wait (default 60); ``max_retries``, retries per request (default 6).
     Empty strings count as not given, as the notebooks' parameters use them. Raises
     :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend, an openai judge without a model, a key variable that
     breaks the rules above, unknown call settings or a timeout/retry count out of range."""
-    from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge, OpenAICompatibleJudge
+    from instir.judge import (
+        BaselineJudge,
+        CachedJudge,
+        HFCausalLMJudge,
+        OpenAICompatibleJudge,
+    )
 
     if backend not in BACKENDS:
         raise unknown("judge backend", backend, BACKENDS)

@@ -44,7 +44,7 @@ reproduction report, not defects to copy):
 - The judge prompts are our own wording (a system and a user message, where the authors send one
   user message), so individual judgments will not match the authors' token for token. The chat
   judge's call settings and score-token rule follow the authors by default
-  (:data:`instir.judge.backends.CALL_SETTINGS`).
+  (:data:`instir.judge.chat.CALL_SETTINGS`).
 
 Each of these is also listed, with its expected effect, in
 :data:`instir.papers.divergences.DIVERGENCES`.
@@ -243,7 +243,8 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
                 doc = docs.get(docid)
                 index = None
                 if doc is not None:
-                    index = requests.setdefault(rubric.request(q.query, q.instruction, doc.indexed_text), len(requests))
+                    request = JudgeRequest(q.query, q.instruction, doc.indexed_text, rubric)
+                    index = requests.setdefault(request, len(requests))
                 slots.append((qid, name, rank, docid, index))
     judgments = judge.judge(list(requests)) if requests else []
     missing = Judgment.failure("document not in the corpus")

@@ -18,7 +18,7 @@ divergence in reproduction reports:
   separately.
 - The official weighting keeps digits 0-5 from the score token on every rubric; the chat judge
   does the same under its default ``"ifir"`` call settings and keeps only the rubric's digits under
-  ``"kit"`` (:data:`instir.judge.backends.CALL_SETTINGS`); the in-process judge reads only the
+  ``"kit"`` (:data:`instir.judge.chat.CALL_SETTINGS`); the in-process judge reads only the
   rubric's digits from its next-token logits.
 
 InstFol normalises by :data:`INSTFOL_MAX` = 3 for every rubric, including the 0-1 and 0-2 ones,
@@ -28,12 +28,10 @@ exactly as the official code does.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from functools import cached_property
 
 from instir.benchmarks.catalog import multi_level_subsets, single_level_subsets
-from instir.judge.types import JudgeRequest
 
 #: The constant InstFol divides by, for every rubric (the official code uses 3 throughout).
 INSTFOL_MAX = 3
@@ -108,25 +106,15 @@ class Rubric:
         full = "\x00".join([self.name, self.system_text, _USER_TEMPLATE, _NO_INSTRUCTION, ANSWER_PREFIX])
         return hashlib.sha256(full.encode("utf-8")).hexdigest()[:16]
 
-    def render(self, request: JudgeRequest) -> list[dict[str, str]]:
-        """Chat messages for one request: the rubric as system message, then query,
-        instruction and passage (all three, always) as the user message."""
+    def render(self, query: str, instruction: str, passage: str) -> list[dict[str, str]]:
+        """Chat messages for one (query, instruction, passage): the rubric as system message, then
+        all three, always, as the user message."""
         user = _USER_TEMPLATE.format(
-            query=request.query.strip(),
-            instruction=request.instruction.strip() or _NO_INSTRUCTION,
-            passage=request.passage.strip(),
+            query=query.strip(),
+            instruction=instruction.strip() or _NO_INSTRUCTION,
+            passage=passage.strip(),
         )
         return [{"role": "system", "content": self.system_text}, {"role": "user", "content": user}]
-
-    def request(self, query: str, instruction: str, passage: str) -> JudgeRequest:
-        """A :class:`JudgeRequest` on this rubric."""
-        return JudgeRequest(query=query, instruction=instruction, passage=passage, rubric=self)
-
-
-def judged_text(request: JudgeRequest) -> str:
-    """The exact text a judge sees for a request (its rendered messages as canonical JSON);
-    the judgment cache keys on its hash."""
-    return json.dumps(request.rubric.render(request), ensure_ascii=False, separators=(",", ":"))
 
 
 _FULL = ", and it fully satisfies the instruction."

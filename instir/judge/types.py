@@ -8,6 +8,7 @@ InstFol drops failed positions from both lists and counts them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -38,6 +39,17 @@ class JudgeRequest:
     instruction: str
     passage: str
     rubric: Rubric
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages a judge is sent for this request (:meth:`Rubric.render`)."""
+        return self.rubric.render(self.query, self.instruction, self.passage)
+
+
+def judged_text(request: JudgeRequest) -> str:
+    """The exact text a judge sees for a request (its rendered messages as canonical JSON);
+    the judgment cache keys on its hash."""
+    return json.dumps(request.messages, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def validate(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | None = No
     for qid, docid in zip(pairs["qid"], pairs["docid"]):
         q = benchmark.queries[qid]
         rubric = rubric_for(q.subset, q.level)
-        index.append(requests.setdefault(rubric.request(q.query, q.instruction, docs[docid].indexed_text),
+        index.append(requests.setdefault(JudgeRequest(q.query, q.instruction, docs[docid].indexed_text, rubric),
                                          len(requests)))
     judgments = judge.judge(list(requests)) if requests else []
     maxima = [r.rubric.max_score for r in requests]

@@ -207,12 +207,13 @@ class ExplorerData:
             return nan, None
         from instir.judge.cache import request_key
         from instir.judge.rubrics import rubric_for
+        from instir.judge.types import JudgeRequest
 
         keys = []
         for qid, docid in zip(lists["qid"], lists["docid"]):
             q, doc = bench.queries[qid], docs.get(docid)
             keys.append(None if doc is None else request_key(
-                rubric_for(q.subset, q.level).request(q.query, q.instruction, doc.indexed_text)))
+                JudgeRequest(q.query, q.instruction, doc.indexed_text, rubric_for(q.subset, q.level))))
         for backend, model in self._judges:
             found = self._cache.lookup(backend, model, [key for key in keys if key is not None])
             if any(j.ok for j in found.values()):

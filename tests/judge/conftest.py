@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-from instir.judge.backends import HFCausalLMJudge
+from instir.judge.local_lm import HFCausalLMJudge
 from tests.llama_server import llama_server as start_llama_server
 
 

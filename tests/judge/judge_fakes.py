@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from instir.judge.rubrics import rubric_for
 from instir.judge.types import JudgeRequest
 
-
 #: placeholder in a :class:`Reply` body for the request's Authorization header
 ECHO_AUTH = "%AUTHORIZATION%"
 
@@ -131,5 +130,5 @@ class FakeChatServer:
 def numbered_requests(n: int, start: int = 0, subset: str = "fiqa", level: int | None = 3) -> list[JudgeRequest]:
     """``n`` distinct requests ``passage number start..start+n-1`` on one rubric."""
     rubric = rubric_for(subset, level)
-    return [rubric.request("how should I save for retirement?", "I am 30 and have student debt.",
-                           f"passage number {i}") for i in range(start, start + n)]
+    return [JudgeRequest("how should I save for retirement?", "I am 30 and have student debt.",
+                           f"passage number {i}", rubric) for i in range(start, start + n)]

@@ -10,8 +10,8 @@ from dataclasses import asdict
 
 from judge_fakes import numbered_requests
 
-from instir.judge.backends import OpenAICompatibleJudge
 from instir.judge.cache import CachedJudge
+from instir.judge.chat import OpenAICompatibleJudge
 
 if __name__ == "__main__":
     db, url, start, n, concurrency = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])

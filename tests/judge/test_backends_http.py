@@ -6,11 +6,18 @@ import socket
 import time
 
 import pytest
-from judge_fakes import ECHO_AUTH, FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
+from judge_fakes import (
+    ECHO_AUTH,
+    FakeChatServer,
+    Reply,
+    chat_body,
+    numbered_requests,
+    scored_reply,
+)
 
 from instir.http_retry import ERROR_BODY_CHARS
-from instir.judge.backends import RAW_BODY_CHARS, OpenAICompatibleJudge
 from instir.judge.cache import CachedJudge
+from instir.judge.chat import RAW_BODY_CHARS, OpenAICompatibleJudge
 
 
 def make_judge(url, **kw):

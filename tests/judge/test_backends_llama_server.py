@@ -1,18 +1,19 @@
 """OpenAICompatibleJudge against llama-cpp-python's OpenAI-compatible server running the
 offline SmolLM2 GGUF on loopback (real HTTP, real log-probabilities), under both call settings."""
 
-from instir.judge.backends import OpenAICompatibleJudge
 from instir.judge.cache import CachedJudge
+from instir.judge.chat import OpenAICompatibleJudge
 from instir.judge.rubrics import rubric_for
+from instir.judge.types import JudgeRequest
 
 
 def test_llama_server_judgments_are_logprob_weighted_and_cached(llama_server, tmp_path):
     rubric = rubric_for("fiqa", 2)
     requests = [
-        rubric.request("how should I save for retirement?", "I am 30 and have student debt.",
-                       "Pay off the debt first, then invest in index funds."),
-        rubric.request("how should I save for retirement?", "I am 30 and have student debt.",
-                       "Bananas are rich in potassium."),
+        JudgeRequest("how should I save for retirement?", "I am 30 and have student debt.",
+                       "Pay off the debt first, then invest in index funds.", rubric),
+        JudgeRequest("how should I save for retirement?", "I am 30 and have student debt.",
+                       "Bananas are rich in potassium.", rubric),
     ]
     for settings, digits in (("ifir", "012345"), ("kit", "012")):
         backend = OpenAICompatibleJudge("smollm2-135m-instruct-q4_1", llama_server, call_settings=settings,

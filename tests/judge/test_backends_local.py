@@ -3,8 +3,11 @@ no-LLM baselines."""
 
 import pytest
 
-from instir.judge.backends import BaselineJudge, HFCausalLMJudge, expected_score
+from instir.judge.baseline import BaselineJudge
+from instir.judge.local_lm import HFCausalLMJudge
 from instir.judge.rubrics import rubric_for
+from instir.judge.scoring import expected_score
+from instir.judge.types import JudgeRequest
 
 QUERY = "how should I save for retirement?"
 INSTRUCTION = "I am 30, have student debt and want to retire early."
@@ -17,7 +20,7 @@ PASSAGES = [
 
 def requests_over_levels():
     """One request per level, passages of different lengths (so batches need padding)."""
-    return [rubric_for("fiqa", level).request(QUERY, INSTRUCTION, p) for level, p in zip((1, 2, 3), PASSAGES)]
+    return [JudgeRequest(QUERY, INSTRUCTION, p, rubric_for("fiqa", level)) for level, p in zip((1, 2, 3), PASSAGES)]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,7 @@ def test_batching_with_padding_gives_the_unbatched_scores(batched, hf_judge):
 
 def test_shared_prompt_prefix_gives_the_scores_of_whole_prompts(hf_judge):
     rubric = rubric_for("fiqa", 3)  # one rubric: the requests share its whole system prompt
-    requests = [rubric.request(QUERY, INSTRUCTION, p) for p in PASSAGES]
+    requests = [JudgeRequest(QUERY, INSTRUCTION, p, rubric) for p in PASSAGES]
     out = hf_judge.judge(requests)
     alone = [hf_judge.judge([request])[0] for request in requests]  # one request per call: no shared prefix
     for a, b in zip(out, alone):
@@ -61,7 +64,7 @@ def test_shared_prompt_prefix_gives_the_scores_of_whole_prompts(hf_judge):
 
 
 def test_prompt_longer_than_the_context_is_a_failure(hf_judge):
-    [j] = hf_judge.judge([rubric_for("cds", 0).request("q", "i", "word " * 9000)])
+    [j] = hf_judge.judge([JudgeRequest("q", "i", "word " * 9000, rubric_for("cds", 0))])
     assert not j.ok and j.score is None and "exceeds the model's" in j.error
 
 
@@ -69,9 +72,9 @@ def test_lexical_baseline_maps_term_overlap_onto_the_rubric_scale():
     rubric = rubric_for("", None)
     judge = BaselineJudge("lexical", progress=False)
     full, half, none = judge.judge([
-        rubric.request("saving retirement", "", "We saved for our retirement."),
-        rubric.request("saving retirement", "", "Retirement accounts."),
-        rubric.request("saving retirement", "", "Bananas are yellow."),
+        JudgeRequest("saving retirement", "", "We saved for our retirement.", rubric),
+        JudgeRequest("saving retirement", "", "Retirement accounts.", rubric),
+        JudgeRequest("saving retirement", "", "Bananas are yellow.", rubric),
     ])
     assert (full.weighted, full.score) == (3.0, 3)
     assert (half.weighted, half.score) == (1.5, 2)
@@ -83,7 +86,7 @@ def test_lexical_baseline_maps_term_overlap_onto_the_rubric_scale():
 def test_embedding_baseline_ranks_a_relevant_passage_above_an_unrelated_one():
     rubric = rubric_for("fiqa", 2)
     judge = BaselineJudge("embedding", progress=False)
-    relevant, unrelated, _ = judge.judge([rubric.request(QUERY, INSTRUCTION, p) for p in PASSAGES])
+    relevant, unrelated, _ = judge.judge([JudgeRequest(QUERY, INSTRUCTION, p, rubric) for p in PASSAGES])
     assert judge.name == "baseline-embedding" and relevant.weighting == "baseline"
     assert 0.0 <= unrelated.weighted < relevant.weighted <= 2.0
 

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from judge_fakes import chat_body
 
-from instir.judge.backends import (
+from instir.judge.rubrics import rubric_for
+from instir.judge.scoring import (
     digit_probs_at,
     expected_score,
     ifir_digit_probs,
     judgment_from_chat,
     parse_answer,
 )
-from instir.judge.rubrics import rubric_for
 
 LEVEL3 = rubric_for("fiqa", 3)
 LEVEL1 = rubric_for("fiqa", 1)

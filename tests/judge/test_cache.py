@@ -15,10 +15,15 @@ import pytest
 from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply
 from scripted_judge import ScriptedJudge
 
-from instir.judge.backends import OpenAICompatibleJudge
-from instir.judge.cache import CachedJudge, CorruptCacheError, JudgmentCache, request_key
+from instir.judge.cache import (
+    CachedJudge,
+    CorruptCacheError,
+    JudgmentCache,
+    request_key,
+)
+from instir.judge.chat import OpenAICompatibleJudge
 from instir.judge.rubrics import rubric_for
-from instir.judge.types import Judgment
+from instir.judge.types import JudgeRequest, Judgment
 
 HERE = Path(__file__).parent
 WORKER = HERE / "judge_worker.py"
@@ -53,8 +58,8 @@ def test_stored_judgment_keeps_every_field(tmp_path):
 
 def test_key_separates_backend_model_rubric_and_text(tmp_path):
     [request] = numbered_requests(1)
-    other_rubric = rubric_for("fiqa", 2).request(request.query, request.instruction, request.passage)
-    other_text = rubric_for("fiqa", 3).request(request.query, request.instruction, request.passage + ".")
+    other_rubric = JudgeRequest(request.query, request.instruction, request.passage, rubric_for("fiqa", 2))
+    other_text = JudgeRequest(request.query, request.instruction, request.passage + ".", rubric_for("fiqa", 3))
     with JudgmentCache(tmp_path / "c.sqlite") as cache:
         cache.store("b", "m", request, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="1"))
         assert cache.lookup("b", "m", [request_key(request)])

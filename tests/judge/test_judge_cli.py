@@ -12,7 +12,7 @@ from judge_fakes import FakeChatServer, Reply, scored_reply
 from instir.benchmarks import load_benchmark
 from instir.cli import main
 from instir.judge import BaselineJudge, factory
-from instir.judge.backends import CALL_SETTINGS
+from instir.judge.chat import CALL_SETTINGS
 from instir.judge.following import instfol
 from instir.retrieval import read_run, retrieve
 from instir.retrieval.lexical import BM25Retriever

@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 from instir.benchmarks.catalog import multi_level_subsets, single_level_subsets
-from instir.judge.rubrics import RUBRICS, judged_text, rubric_for
+from instir.judge.rubrics import RUBRICS, rubric_for
+from instir.judge.types import JudgeRequest, judged_text
 
 QUERY, INSTRUCTION, PASSAGE = "zqueryz marker", "zinstructionz marker", "zpassagez marker"
 
@@ -46,7 +47,7 @@ def test_wrong_level_for_subset_is_an_error(subset, level):
 @pytest.mark.parametrize("name", sorted(RUBRICS))
 def test_render_always_shows_query_instruction_and_passage(name):
     rubric = RUBRICS[name]
-    messages = rubric.render(rubric.request(QUERY, INSTRUCTION, PASSAGE))
+    messages = rubric.render(QUERY, INSTRUCTION, PASSAGE)
     assert [m["role"] for m in messages] == ["system", "user"]
     user = messages[1]["content"]
     assert QUERY in user and INSTRUCTION in user and PASSAGE in user
@@ -61,13 +62,13 @@ def test_aila_level_3_prompt_contains_passage_and_instruction():
     # The official AILA level-2/3 prompts drop these; ours must not.
     for level in (2, 3):
         rubric = rubric_for("aila", level)
-        text = judged_text(rubric.request(QUERY, INSTRUCTION, PASSAGE))
+        text = judged_text(JudgeRequest(QUERY, INSTRUCTION, PASSAGE, rubric))
         assert PASSAGE in text and INSTRUCTION in text
 
 
 def test_empty_instruction_is_rendered_as_none_given():
     rubric = rubric_for("", None)
-    user = rubric.render(rubric.request(QUERY, "  ", PASSAGE))[1]["content"]
+    user = rubric.render(QUERY, "  ", PASSAGE)[1]["content"]
     assert "Instruction:\n(none given)" in user
 
 
@@ -81,4 +82,4 @@ def test_version_changes_when_rubric_text_changes():
 
 def test_judged_text_differs_for_different_passages():
     rubric = rubric_for("cds", 0)
-    assert judged_text(rubric.request("q", "i", "a")) != judged_text(rubric.request("q", "i", "b"))
+    assert judged_text(JudgeRequest("q", "i", "a", rubric)) != judged_text(JudgeRequest("q", "i", "b", rubric))

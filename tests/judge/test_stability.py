@@ -13,7 +13,7 @@ from instir.judge.cache import CachedJudge, JudgmentCache, request_key
 from instir.judge.following import instfol
 from instir.judge.rubrics import rubric_for
 from instir.judge.stability import judge_repeats, stability, tolerance_widening, verdict
-from instir.judge.types import Judgment
+from instir.judge.types import JudgeRequest, Judgment
 
 #: (subset, level) strata of the toy benchmark; the generic rubric serves them all
 STRATA = [("alpha", 1), ("alpha", 2), ("beta", None)]
@@ -74,7 +74,7 @@ def row(table: pd.DataFrame, scope: str, subset: str, level=None) -> pd.Series:
 
 
 def test_repeat_zero_keeps_the_old_key_and_later_repeats_get_their_own():
-    request = rubric_for("", None).request("q", "inst", "passage")
+    request = JudgeRequest("q", "inst", "passage", rubric_for("", None))
     assert request_key(request) == request_key(request, 0)
     assert request_key(request, 1) != request_key(request, 0)
     assert request_key(request, 1)[1] == request_key(request)[1]  # same text hash, own rubric-version slot

@@ -1,0 +1,256 @@
+"""A judge over any OpenAI-compatible chat API, with the authors' call settings by default.
+
+Chat call settings (:data:`CALL_SETTINGS`), checked against the authors' code (SighingSnow/IFIR
+``src/utils/llm_metrics/evaluator.py`` ``OpenAIEvaluator.score`` and
+``src/utils/llm_metrics/GEval/geval.py`` ``openai_weighted_sum_score``):
+
+- ``"ifir"`` (default): temperature 0, top_p 0.7, max_tokens 512, top_logprobs 10, no JSON mode,
+  and the authors' score rule (:func:`instir.judge.scoring.ifir_digit_probs`);
+- ``"kit"``: no top_p, max_tokens 200, top_logprobs 20, JSON mode (``json_object``), and the
+  kit's score rule (:func:`instir.judge.scoring.digit_probs_at`).
+
+The settings are part of the judge's ``model`` string (``"gpt-4o-mini [ifir]"``), hence of every
+cache key, so judgments made under different settings never mix. Where even the ``"ifir"`` rule
+departs from the authors, see :data:`instir.papers.divergences.DIVERGENCES` (``judge-fallbacks``).
+
+Secrets: the API key is read from an environment variable at request time and sent only in the
+request header; it is never stored on the object or logged, and every text field of a judgment
+has the key masked *before* it is cut to length, so no piece of it reaches the judgment cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from instir.errors import UsageError
+from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
+from instir.judge.scoring import (
+    ScoreRule,
+    answer_schema,
+    judgment_from_chat,
+    progress_bar,
+)
+from instir.judge.types import JudgeRequest, Judgment, OnResult
+from instir.secrets import mask_secret, require_env_name
+
+#: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
+ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
+
+#: Characters of a malformed response body kept in a failed judgment's ``raw``.
+RAW_BODY_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """How a chat judge is called and how its score token is read; presets in
+    :data:`CALL_SETTINGS`. ``top_p=None`` leaves it out of the request; ``response_format=None``
+    asks for no JSON mode."""
+
+    name: str
+    top_p: float | None
+    max_tokens: int
+    top_logprobs: int
+    response_format: ResponseFormat | None
+    score_rule: ScoreRule
+    temperature: float = 0.0
+
+    def __post_init__(self):
+        if self.response_format not in (None, "json_object", "json_schema", "json_object_schema"):
+            raise ValueError(f"unknown response_format {self.response_format!r}")
+        if self.score_rule not in ("ifir", "kit"):
+            raise ValueError(f"unknown score_rule {self.score_rule!r} (ifir or kit)")
+
+    @property
+    def label(self) -> str:
+        """The preset's name, followed by every field that differs from that preset
+        (``"kit+max_tokens=64"``); part of the judge's model string and so of the cache key."""
+        preset = CALL_SETTINGS.get(self.name)
+        changed = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                   if f.name != "name" and (preset is None or getattr(self, f.name) != getattr(preset, f.name))]
+        return "+".join([self.name, *changed])
+
+
+#: Named call settings: the authors' (default) and the kit's earlier choice.
+CALL_SETTINGS: dict[str, CallSettings] = {
+    "ifir": CallSettings("ifir", top_p=0.7, max_tokens=512, top_logprobs=10, response_format=None, score_rule="ifir"),
+    "kit": CallSettings("kit", top_p=None, max_tokens=200, top_logprobs=20, response_format="json_object",
+                        score_rule="kit"),
+}
+
+
+def resolve_call_settings(name: str | CallSettings = "ifir", **changes: Any) -> CallSettings:
+    """The preset ``name`` (or the given settings) with single fields changed, e.g.
+    ``resolve_call_settings("kit", max_tokens=64)``. Raises ``ValueError`` for an unknown preset or field."""
+    if isinstance(name, CallSettings):
+        base = name
+    elif name in CALL_SETTINGS:
+        base = CALL_SETTINGS[name]
+    else:
+        raise UsageError(f"unknown call settings {name!r}: choose one of {', '.join(CALL_SETTINGS)}")
+    fields = {f.name for f in dataclasses.fields(CallSettings)} - {"name"}
+    unknown = sorted(set(changes) - fields)
+    if unknown:
+        raise UsageError(f"unknown call setting(s) {', '.join(unknown)}: choose from {', '.join(sorted(fields))}")
+    return dataclasses.replace(base, **changes) if changes else base
+
+
+class OpenAICompatibleJudge:
+    """Judge over any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Azure OpenAI's
+    v1 API, vLLM, Ollama, llama.cpp server, LM Studio).
+
+    ``base_url`` ends before ``/chat/completions`` (e.g. ``https://api.openai.com/v1``,
+    ``http://127.0.0.1:8000/v1``). The key is read from the environment variable *named*
+    ``api_key_env`` at request time (no header when it is unset, as local servers need none;
+    :func:`instir.judge.factory.make_judge` refuses an unset variable where a key is needed) and
+    sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``; a value
+    of ``api_key_env`` that looks like a key itself is refused (:func:`instir.secrets.require_env_name`).
+    ``query_params`` go on every request (Azure's ``api-version``).
+
+    ``call_settings`` is a preset name of :data:`CALL_SETTINGS` (``"ifir"``, the authors'
+    settings and score rule, by default; ``"kit"``) or a :class:`CallSettings`; keyword
+    ``overrides`` change single fields (``max_tokens=64``, ``response_format="json_object_schema"``).
+    ``response_format`` picks how JSON is asked for: ``"json_object"`` (JSON mode, widely
+    supported), ``"json_schema"`` (OpenAI structured outputs with the rubric's schema; OpenAI,
+    vLLM), ``"json_object_schema"`` (llama.cpp server's JSON mode with a schema, which it
+    enforces by grammar) or ``None``. The judge's ``model`` string is ``"<model> [<settings
+    label>]"`` (:attr:`CallSettings.label`), so the cache keeps judgments of different settings
+    apart; ``served_model`` is the name sent to the server.
+
+    Requests run ``concurrency`` at a time. Each connect or read waits at most ``timeout_s``;
+    408/409/429/5xx answers, timeouts and connection errors are retried up to ``max_retries``
+    times with exponential backoff and jitter (``backoff_s`` doubling, capped at
+    ``max_backoff_s``), waiting what a ``Retry-After`` header says instead when one is sent
+    (capped likewise), so a dead server costs at most about ``timeout_s × (max_retries + 1)``
+    plus the waits per request. ``price_per_1m`` = (input, output) price per million tokens
+    fills ``Judgment.cost``.
+    """
+
+    name = "openai-compatible"
+
+    def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
+                 call_settings: str | CallSettings = "ifir", api_key_env: str = "OPENAI_API_KEY",
+                 auth_header: str = "Authorization", query_params: Mapping[str, str] | None = None,
+                 concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
+                 max_backoff_s: float = 60.0, price_per_1m: tuple[float, float] | None = None,
+                 progress: bool = True, **overrides: Any):
+        if not timeout_s > 0:
+            raise UsageError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise UsageError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
+        self.settings = resolve_call_settings(call_settings, **overrides)
+        self.served_model = model
+        self.model = f"{model} [{self.settings.label}]"
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = require_env_name(api_key_env, "api_key_env")
+        self.auth_header = auth_header
+        self.query_params = dict(query_params or {})
+        self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.price_per_1m = price_per_1m
+        self.progress = progress
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+
+    def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
+        """Judge every request concurrently; results in input order, ``on_result`` called from
+        this thread as each one arrives."""
+        if not requests:
+            return []
+        out: list[Judgment | None] = [None] * len(requests)
+        with httpx.Client(base_url=self.base_url, timeout=self.timeout_s) as client, \
+                ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
+                progress_bar(len(requests), self.name, self.progress) as bar:
+            futures = {pool.submit(self._judge_one, client, r): i for i, r in enumerate(requests)}
+            try:
+                for fut in as_completed(futures):
+                    i = futures[fut]
+                    out[i] = fut.result()
+                    if on_result is not None:
+                        on_result(i, out[i])
+                    bar.update(1)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return out  # type: ignore[return-value]
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            return {}
+        return {self.auth_header: f"Bearer {key}" if self.auth_header.lower() == "authorization" else key}
+
+    def _scrub(self, text: str | None) -> str | None:
+        """``text`` with the API key masked (some servers echo it, and so may a model)."""
+        return mask_secret(text, os.environ.get(self.api_key_env, ""))
+
+    def _masked(self, judgment: Judgment) -> Judgment:
+        """``judgment`` with the API key masked in every text field that gets stored."""
+        changes = {f.name: self._scrub(getattr(judgment, f.name)) for f in dataclasses.fields(judgment)
+                   if isinstance(getattr(judgment, f.name), str)}
+        return dataclasses.replace(judgment, **changes)
+
+    def _body(self, request: JudgeRequest) -> dict[str, Any]:
+        settings = self.settings
+        body: dict[str, Any] = {
+            "model": self.served_model,
+            "messages": request.messages,
+            "temperature": settings.temperature,
+            "max_tokens": settings.max_tokens,
+            "logprobs": True,
+            "top_logprobs": settings.top_logprobs,
+        }
+        if settings.top_p is not None:
+            body["top_p"] = settings.top_p
+        if settings.response_format == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        elif settings.response_format == "json_schema":
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "judgment", "strict": True, "schema": answer_schema(request.rubric)}}
+        elif settings.response_format == "json_object_schema":
+            body["response_format"] = {"type": "json_object", "schema": answer_schema(request.rubric)}
+        return body
+
+    def _post(self, client: httpx.Client, body: dict[str, Any]) -> httpx.Response:
+        """POST with retries; returns the successful response or raises :class:`RequestFailed`."""
+        policy = RetryPolicy(self.max_retries, self.backoff_s, self.max_backoff_s)
+        return post_with_retries(client, "/chat/completions", body, policy=policy, headers=self._headers,
+                                 params=self.query_params, scrub=self._scrub, what="judge request")
+
+    def _judge_one(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
+        return self._masked(self._judgment(client, request))
+
+    def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
+        start = time.perf_counter()
+        try:
+            response = self._post(client, self._body(request))
+        except RequestFailed as err:
+            return Judgment.failure(str(err), latency_s=time.perf_counter() - start)
+        latency = time.perf_counter() - start
+        try:
+            payload = response.json()
+            choice = payload["choices"][0]
+            content = choice["message"]["content"]
+            if not isinstance(content, str):
+                raise TypeError("content is not a string")
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            return Judgment.failure(f"malformed response body ({type(err).__name__}: {err})",
+                                    raw=self._scrub(response.text)[:RAW_BODY_CHARS], latency_s=latency)
+        usage = payload.get("usage") or {}
+        prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        cost = None
+        if self.price_per_1m is not None and prompt_tokens is not None and completion_tokens is not None:
+            cost = (prompt_tokens * self.price_per_1m[0] + completion_tokens * self.price_per_1m[1]) / 1e6
+        logprobs = (choice.get("logprobs") or {}).get("content")
+        return judgment_from_chat(content, logprobs, request.rubric, self.settings.score_rule, latency_s=latency,
+                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost)

@@ -1,0 +1,179 @@
+"""How a judge's answer becomes a score. Scores are probability-weighted as IFIR does: the
+expected score under the judge's probabilities for the score digit, keeping digits with
+probability >= 0.01 and renormalising (:func:`expected_score`). An answer whose score token
+cannot be weighted is scored by the parsed integer (``weighting="parsed"``); a malformed answer
+is a failed judgment (``error`` set, no score), never a score of 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from instir.judge.rubrics import Rubric
+from instir.judge.types import Judgment
+from instir.progress import tqdm
+
+#: Digits below this probability are dropped before renormalising (the official code skips
+#: alternatives with logprob < log(0.01)).
+MIN_DIGIT_PROB = 0.01
+
+#: Highest digit the official weighting keeps, on every rubric (geval.py skips ``score > 5``).
+IFIR_MAX_DIGIT = 5
+
+#: How the score token's log-probabilities become a weighted score (see :mod:`instir.judge.chat`).
+ScoreRule = Literal["ifir", "kit"]
+
+_SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*([0-9])')
+
+
+def expected_score(digit_probs: Mapping[int, float], max_score: int,
+                   min_prob: float = MIN_DIGIT_PROB) -> tuple[float, dict[str, float]] | None:
+    """Expected score under a digit distribution: digits 0..``max_score`` with probability
+    >= ``min_prob`` are kept and renormalised. Returns ``(expected, kept distribution)``
+    or ``None`` when no digit survives."""
+    kept = {d: p for d, p in digit_probs.items() if 0 <= d <= max_score and p >= min_prob}
+    total = sum(kept.values())
+    if not kept or total <= 0:
+        return None
+    dist = {str(d): p / total for d, p in sorted(kept.items())}
+    return sum(int(d) * p for d, p in dist.items()), dist
+
+
+def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
+    """The score in a judge's answer and the character offset of its digit.
+
+    Finds the first JSON object with a ``score`` key anywhere in ``text`` (code fences and
+    chatter around it are tolerated). A string score counts when it is a decimal number
+    (``"2"``; not ``"²"``, which ``str.isdigit`` accepts but ``int`` refuses). Raises ``ValueError``
+    saying what is wrong when there is no such object or the score is not an integer in
+    0..``max_score``. The offset is ``None`` when the digit cannot be located in the text
+    (e.g. an escaped key).
+    """
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict) or "score" not in obj:
+            continue
+        value = obj["score"]
+        if isinstance(value, str) and value.strip().isdecimal():
+            value = int(value.strip())
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"score is not an integer: {obj['score']!r}")
+        if not 0 <= value <= max_score:
+            raise ValueError(f"score {value} outside 0..{max_score}")
+        m = _SCORE_DIGIT.search(text, start, end)
+        return value, (m.start(1) if m and m.group(1) == str(value) else None)
+    raise ValueError("no JSON object with a 'score' key in the answer")
+
+
+def digit_probs_at(tokens: Sequence[Mapping[str, Any]], offset: int) -> dict[int, float] | None:
+    """The kit's score rule: digit probabilities of the token covering character ``offset`` of
+    the concatenated token texts, from its top log-probabilities (OpenAI ``logprobs.content``
+    entries).
+
+    An alternative token counts for digit ``d`` when it equals the chosen token with the score
+    digit replaced by ``d`` (so ``" 2"`` competes with ``" 3"``) or is ``d`` up to whitespace;
+    ``d`` must be one decimal digit (``str.isdecimal``: ``"²"`` and ``"₃"`` are skipped).
+    Returns ``None`` when the token has no top log-probabilities.
+    """
+    pos = 0
+    for entry in tokens:
+        token = entry.get("token") or ""
+        if pos <= offset < pos + len(token):
+            alternatives = entry.get("top_logprobs") or []
+            if not alternatives:
+                return None
+            i = offset - pos
+            prefix, suffix = token[:i], token[i + 1:]
+            probs: dict[int, float] = {}
+            for alt in alternatives:
+                text = alt.get("token") or ""
+                core = text[len(prefix):len(text) - len(suffix)] if (
+                    len(text) == len(token) and text.startswith(prefix) and text.endswith(suffix)) else text.strip()
+                if len(core) == 1 and core.isdecimal():
+                    probs[int(core)] = probs.get(int(core), 0.0) + math.exp(alt["logprob"])
+            return probs
+        pos += len(token)
+    return None
+
+
+def ifir_digit_probs(tokens: Sequence[Mapping[str, Any]], score: int) -> dict[int, float] | None:
+    """The authors' score rule (geval.py ``openai_weighted_sum_score``): the first token whose
+    text is exactly ``str(score)``; of its top alternatives, each whose log-probability is at
+    least log(0.01) and whose text is a decimal number (``str.isdecimal``, so ``" 2"``, ``"²"``
+    are skipped) counts for ``int(text)`` when that is 0..:data:`IFIR_MAX_DIGIT`, summed per value.
+    ``None`` when no token matches (the authors then score 0.0; the kit falls back to the parsed
+    integer) or no alternative counts (the authors divide 0 by 0)."""
+    target = str(score)
+    floor = math.log(MIN_DIGIT_PROB)
+    for entry in tokens:
+        if (entry.get("token") or "") != target:
+            continue
+        probs: dict[int, float] = {}
+        for alt in entry.get("top_logprobs") or []:
+            text = alt.get("token") or ""
+            if alt["logprob"] < floor or not text.isdecimal():
+                continue
+            digit = int(text)
+            if 0 <= digit <= IFIR_MAX_DIGIT:
+                probs[digit] = probs.get(digit, 0.0) + math.exp(alt["logprob"])
+        return probs or None
+    return None
+
+
+def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | None, rubric: Rubric,
+                       score_rule: ScoreRule = "ifir", **usage: Any) -> Judgment:
+    """Turn a chat answer (and its per-token log-probabilities, if any) into a judgment.
+
+    The score is parsed from ``content`` and weighted by the score token's top
+    log-probabilities under ``score_rule``: ``"ifir"`` (:func:`ifir_digit_probs`; scores 0-5 are
+    accepted and digits 0-5 kept on every rubric, as the authors do) or ``"kit"`` (the digit at
+    the score's position, :func:`digit_probs_at`; only the rubric's range). Without usable
+    log-probabilities the parsed integer is the score (``weighting="parsed"``). A malformed
+    answer is a failure.
+    """
+    top = max(rubric.max_score, IFIR_MAX_DIGIT) if score_rule == "ifir" else rubric.max_score
+    try:
+        score, _ = parse_answer(content, top)
+    except ValueError as err:
+        return Judgment.failure(f"malformed answer: {err}", raw=content, **usage)
+    weighted = None
+    if logprobs and score_rule == "ifir":
+        probs = ifir_digit_probs(logprobs, score)
+        # each alternative already passed the 1 % floor; a sum of them is never dropped again
+        weighted = expected_score(probs, top, min_prob=0.0) if probs else None
+    elif logprobs:
+        joined = "".join(entry.get("token") or "" for entry in logprobs)
+        try:
+            token_score, offset = parse_answer(joined, rubric.max_score)
+        except ValueError:
+            token_score, offset = None, None
+        if token_score == score and offset is not None:
+            probs = digit_probs_at(logprobs, offset)
+            weighted = expected_score(probs, rubric.max_score) if probs else None
+    if weighted is None:
+        return Judgment(score=score, weighted=float(score), probs=None, weighting="parsed", raw=content, **usage)
+    value, dist = weighted
+    return Judgment(score=score, weighted=value, probs=dist, weighting="logprobs", raw=content, **usage)
+
+
+def answer_schema(rubric: Rubric) -> dict[str, Any]:
+    """JSON schema of a judge's answer on ``rubric``: the score (first, one of the rubric's
+    scores) and a reason."""
+    return {"type": "object",
+            "properties": {"score": {"type": "integer", "enum": list(rubric.scores)}, "reason": {"type": "string"}},
+            "required": ["score", "reason"], "additionalProperties": False}
+
+
+def progress_bar(total: int, name: str, enabled: bool) -> tqdm:
+    """A progress bar for a judging loop (off when asked, or for a handful of requests)."""
+    return tqdm(total=total, desc=f"judging ({name})", unit="judgment", disable=not enabled or total < 8)
