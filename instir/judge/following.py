@@ -220,65 +220,16 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     sample (:func:`select_instances`).
     """
     instructed, query_only = as_run(instructed), as_run(query_only)
-    in_inst = set(instructed.df["qid"].unique())
-    in_q = set(query_only.df["qid"].unique())
-    answered = [q for q in benchmark.queries.values() if q.id in in_inst or q.id in in_q]
-    if not any(q.id in in_inst and q.id in in_q for q in answered):
-        raise UsageError(f"the instructed and query-only runs share no instance of {benchmark.name}: the query-only "
-                         "run must retrieve the same instance ids with the bare query (the query-only template), "
-                         "not come from a query-only setting with its own ids")
+    in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
+    answered = _answered_instances(benchmark, in_inst, in_q)
     selected, selection = select_instances(answered, max_instances, seed)
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
-    docs = benchmark.corpus.get({d for per_list in lists.values() for ids in per_list.values() for d in ids})
-
-    requests: dict[JudgeRequest, int] = {}
-    slots: list[tuple[str, str, int, str, int | None]] = []  # qid, list, rank, docid, request index
-    for qid in selected:
-        q = benchmark.queries[qid]
-        rubric = rubric_for(q.subset, q.level)
-        for name in _LISTS:
-            for rank, docid in enumerate(lists[name].get(qid, []), start=1):
-                doc = docs.get(docid)
-                index = None
-                if doc is not None:
-                    request = JudgeRequest(q.query, q.instruction, doc.indexed_text, rubric)
-                    index = requests.setdefault(request, len(requests))
-                slots.append((qid, name, rank, docid, index))
+    requests, slots = _judge_requests(benchmark, selected, lists)
     judgments = judge.judge(list(requests)) if requests else []
-    missing = Judgment.failure("document not in the corpus")
-
-    rows = []
-    for qid, name, rank, docid, index in slots:
-        j = judgments[index] if index is not None else missing
-        rows.append({"qid": qid, "list": name, "rank": rank, "docid": docid, "score": j.score,
-                     "weighted": j.weighted if j.ok else None, "weighting": j.weighting, "error": j.error,
-                     "from_cache": j.from_cache, "latency_s": j.latency_s, "cost": j.cost})
-    positions = pd.DataFrame(rows, columns=["qid", "list", "rank", "docid", "score", "weighted", "weighting", "error",
-                                            "from_cache", "latency_s", "cost"])
-    positions["score"] = positions["score"].astype("Int64")
-    positions["weighted"] = positions["weighted"].astype("float64")
-
-    per_list, weightings = {}, {}
-    for (qid, name), part in positions.groupby(["qid", "list"], sort=False):
-        part = part.sort_values("rank")
-        per_list[qid, name] = [None if pd.isna(w) else float(w) for w in part["weighted"]]
-        weightings[qid, name] = [None if pd.isna(w) else w for w in part["weighting"]]
-    inst_rows = []
-    for qid in selected:
-        q = benchmark.queries[qid]
-        pair = score_list_pair(per_list.get((qid, "query"), []), per_list.get((qid, "instructed"), []),
-                               query_weighting=weightings.get((qid, "query"), []),
-                               instructed_weighting=weightings.get((qid, "instructed"), []))
-        inst_rows.append({"qid": qid, "group": q.group, "subset": _subset_label(q, benchmark), "level": q.level,
-                          "rubric": rubric_for(q.subset, q.level).name, "s_q": pair.s_q, "s_inst": pair.s_inst,
-                          "instfol": pair.instfol, "n_q": pair.n_q, "n_inst": pair.n_inst, "dropped": pair.dropped,
-                          "failed": pair.failed, "parsed": pair.parsed})
-    instances = pd.DataFrame(inst_rows, columns=["qid", "group", "subset", "level", "rubric", "s_q", "s_inst",
-                                                 "instfol", "n_q", "n_inst", "dropped", "failed", "parsed"])
-    instances["level"] = instances["level"].astype("Int64")
-
+    positions = _positions(slots, judgments)
+    instances = _instances(benchmark, selected, positions)
     fresh = [j for j in judgments if not j.from_cache]
     meta = {
         "k": k, "seed": seed, "max_instances": max_instances, "benchmark": benchmark.name,
@@ -296,6 +247,80 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "weighting": positions["weighting"].value_counts().to_dict(),
     }
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
+
+
+#: One judged list position: qid, list name, rank, docid, index of its request (None: not in the corpus).
+_Slot = tuple[str, str, int, str, "int | None"]
+
+
+def _answered_instances(benchmark: Benchmark, in_inst: set[str], in_q: set[str]) -> list[Query]:
+    """The benchmark's instances either run answers; refuses runs that share none."""
+    answered = [q for q in benchmark.queries.values() if q.id in in_inst or q.id in in_q]
+    if not any(q.id in in_inst and q.id in in_q for q in answered):
+        raise UsageError(f"the instructed and query-only runs share no instance of {benchmark.name}: the query-only "
+                         "run must retrieve the same instance ids with the bare query (the query-only template), "
+                         "not come from a query-only setting with its own ids")
+    return answered
+
+
+def _judge_requests(benchmark: Benchmark, selected: Sequence[str],
+                    lists: dict[str, dict[str, list[str]]]) -> tuple[dict[JudgeRequest, int], list[_Slot]]:
+    """The distinct judge requests of every list position (identical ones once), and the slots
+    that point each position at its request."""
+    docs = benchmark.corpus.get({d for per_list in lists.values() for ids in per_list.values() for d in ids})
+    requests: dict[JudgeRequest, int] = {}
+    slots: list[_Slot] = []
+    for qid in selected:
+        q = benchmark.queries[qid]
+        rubric = rubric_for(q.subset, q.level)
+        for name in _LISTS:
+            for rank, docid in enumerate(lists[name].get(qid, []), start=1):
+                doc = docs.get(docid)
+                index = None
+                if doc is not None:
+                    request = JudgeRequest(q.query, q.instruction, doc.indexed_text, rubric)
+                    index = requests.setdefault(request, len(requests))
+                slots.append((qid, name, rank, docid, index))
+    return requests, slots
+
+
+def _positions(slots: Sequence[_Slot], judgments: Sequence[Judgment]) -> pd.DataFrame:
+    """One row per judged list position (see :class:`InstFolResult`)."""
+    missing = Judgment.failure("document not in the corpus")
+    rows = []
+    for qid, name, rank, docid, index in slots:
+        j = judgments[index] if index is not None else missing
+        rows.append({"qid": qid, "list": name, "rank": rank, "docid": docid, "score": j.score,
+                     "weighted": j.weighted if j.ok else None, "weighting": j.weighting, "error": j.error,
+                     "from_cache": j.from_cache, "latency_s": j.latency_s, "cost": j.cost})
+    positions = pd.DataFrame(rows, columns=["qid", "list", "rank", "docid", "score", "weighted", "weighting", "error",
+                                            "from_cache", "latency_s", "cost"])
+    positions["score"] = positions["score"].astype("Int64")
+    positions["weighted"] = positions["weighted"].astype("float64")
+    return positions
+
+
+def _instances(benchmark: Benchmark, selected: Sequence[str], positions: pd.DataFrame) -> pd.DataFrame:
+    """One row per selected instance: its two lists' rank-aligned scores (:func:`score_list_pair`)."""
+    per_list, weightings = {}, {}
+    for (qid, name), part in positions.groupby(["qid", "list"], sort=False):
+        part = part.sort_values("rank")
+        per_list[qid, name] = [None if pd.isna(w) else float(w) for w in part["weighted"]]
+        weightings[qid, name] = [None if pd.isna(w) else w for w in part["weighting"]]
+    rows = []
+    for qid in selected:
+        q = benchmark.queries[qid]
+        pair = score_list_pair(per_list.get((qid, "query"), []), per_list.get((qid, "instructed"), []),
+                               query_weighting=weightings.get((qid, "query"), []),
+                               instructed_weighting=weightings.get((qid, "instructed"), []))
+        rows.append({"qid": qid, "group": q.group, "subset": _subset_label(q, benchmark), "level": q.level,
+                     "rubric": rubric_for(q.subset, q.level).name, "s_q": pair.s_q, "s_inst": pair.s_inst,
+                     "instfol": pair.instfol, "n_q": pair.n_q, "n_inst": pair.n_inst, "dropped": pair.dropped,
+                     "failed": pair.failed, "parsed": pair.parsed})
+    instances = pd.DataFrame(rows, columns=["qid", "group", "subset", "level", "rubric", "s_q", "s_inst",
+                                            "instfol", "n_q", "n_inst", "dropped", "failed", "parsed"])
+    instances["level"] = instances["level"].astype("Int64")
+    return instances
 
 
 _SUMMARY_COLUMNS = ["scope", "subset", "level", "instfol", "s_q", "s_inst", "instances", "scored", "failed",
