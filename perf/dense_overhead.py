@@ -22,7 +22,6 @@ encoder noise.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path

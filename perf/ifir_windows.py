@@ -24,7 +24,6 @@ import json
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 

@@ -27,14 +27,13 @@ import numpy as np
 import pandas as pd
 import pytrec_eval
 
-from perf.common import instructir_data
-
 from instir.benchmarks.instructir import group_of
 from instir.benchmarks.readers import read_qrels
 from instir.metrics.robustness import robustness
 from instir.metrics.scoring import without_self_hits
 from instir.metrics.standard import Evaluator
 from instir.retrieval.runs import Run
+from perf.common import instructir_data
 
 CORPUS_SIZE, DEPTH, HIT_RATE, RANK_P = 16_072, 100, 0.9, 0.3
 

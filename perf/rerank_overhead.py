@@ -28,7 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 WORDS = ("wine cabinet saffron spice chef farmer humidity cork oven sunlight market volcano magma crust "
          "harvest crocus paella risotto sommelier homeowner temperature storage flower autumn yield").split()
 

@@ -30,7 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 K = 100
 
 
@@ -106,7 +105,6 @@ def main() -> None:
 
     import torch
     from transformers import AutoModel, AutoTokenizer
-    from tests.systems.tiny_models import build_tiny_bert, build_tiny_llama
 
     from instir.formatting import get_template
     from instir.retrieval import BUNDLED_MODEL_ID
@@ -114,6 +112,7 @@ def main() -> None:
     from instir.retrieval.embedding_cache import EmbeddingCache
     from instir.retrieval.lexical import BM25Retriever
     from instir.systems import SystemCard, build_system, get_card, load_cards
+    from tests.systems.tiny_models import build_tiny_bert, build_tiny_llama
 
     if args.threads:
         torch.set_num_threads(args.threads)

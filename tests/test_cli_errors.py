@@ -16,7 +16,6 @@ from instir.benchmarks import load_benchmark
 from instir.benchmarks.registry import SAMPLE_ROOT
 from instir.cli import MAX_MESSAGE_CHARS, main
 
-
 TOY_NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
 
 

@@ -14,8 +14,15 @@ from pathlib import Path
 import pytest
 
 from instir.cli import main
-from instir.pipeline import (NotebookFailed, NotebookParameter, check_parameters, notebook_parameters, render_html,
-                             run_reports, validate_parameters)
+from instir.pipeline import (
+    NotebookFailed,
+    NotebookParameter,
+    check_parameters,
+    notebook_parameters,
+    render_html,
+    run_reports,
+    validate_parameters,
+)
 from instir.pipeline_commands import RUN_EXAMPLES, cli_parameters, parse_parameter, register
 
 NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"

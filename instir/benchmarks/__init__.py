@@ -2,8 +2,8 @@
 streamed corpus, qrels), loaded by name from bundled samples, local files or the fetch cache.
 Downloads live in :mod:`instir.benchmarks.fetch` (not re-exported, so that name stays the module)."""
 
-from instir.benchmarks.fetch import FetchError, instir_home
 from instir.benchmarks.catalog import family_of, ifir_subsets, is_sample, subset
+from instir.benchmarks.fetch import FetchError, instir_home
 from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS, load_instructir
 from instir.benchmarks.registry import (

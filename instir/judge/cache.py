@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir.errors import UserError
-from instir.judge.types import Judge, Judgment, JudgeRequest, OnResult, judged_text
+from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, judged_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (

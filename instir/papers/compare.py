@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from instir.papers.divergences import reasons_for
 from instir.benchmarks import catalog
+from instir.papers.divergences import reasons_for
 from instir.papers.loader import canonical_measure, model_key, paper_names_for
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),

@@ -9,8 +9,6 @@ from instir.distributed.judge import RateLimit
 from instir.distributed.sweep import start_with_retries
 
 
-
-
 def test_rate_limit_spaces_requests_over_the_whole_minute():
     now, slept = [100.0], []
 

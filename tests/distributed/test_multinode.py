@@ -22,8 +22,6 @@ from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
 from instir.formatting import get_template  # noqa: E402
 from instir.retrieval.dense import DenseRetriever  # noqa: E402
 
-
-
 CHUNK = 8
 
 

@@ -12,8 +12,6 @@ pytestmark = pytest.mark.ray
 from instir.distributed.grid import parse_grid  # noqa: E402
 from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
 
-
-
 SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"],
                "variants": ["instructed", "query-only"], "k": 20}
 

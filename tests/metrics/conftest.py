@@ -5,7 +5,7 @@ import tempfile
 
 import pytest
 
-from instir.benchmarks.types import Benchmark, Corpus, Doc, Query, Qrels
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Qrels, Query
 
 
 def build_benchmark(name: str, queries: list[Query], qrels: Qrels, extra_docs: tuple[str, ...] = ()) -> Benchmark:

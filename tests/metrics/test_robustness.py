@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from instir.metrics.robustness import group_minima, label, query_groups, robustness
-from instir.papers import canonical_measure
 from instir.metrics.scoring import evaluate_runs
+from instir.papers import canonical_measure
 
 
 def _per_query(values: dict[str, float], measure: str = "nDCG@10") -> pd.DataFrame:

@@ -10,11 +10,11 @@ from instir.papers import (
     NotComparableError,
     compare,
     comparison_view,
-    match_systems,
-    tolerance_statement,
     known_divergences,
     load_reported,
+    match_systems,
     not_comparable_reason,
+    tolerance_statement,
 )
 
 

@@ -10,8 +10,8 @@ import torch
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.formatting import get_template
-from instir.retrieval.dense import DenseRetriever, bundled_model_path, exact_top_k, model_fingerprint
 from instir.retrieval import retrieve
+from instir.retrieval.dense import DenseRetriever, bundled_model_path, exact_top_k, model_fingerprint
 from instir.retrieval.runs import Run
 
 DOCS = [

@@ -9,7 +9,6 @@ import copy
 import numpy as np
 import pytest
 import torch
-
 from tiny_tokenizers import authors_segment_text, text_of_exactly, wordpiece_tokenizer
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from instir.retrieval import (check_run_ids, make_retriever, read_run, retrieve, retriever_family, run_is_complete,
-                              system_name)
-from instir.retrieval import commands
+from instir.retrieval import (
+    check_run_ids,
+    commands,
+    make_retriever,
+    read_run,
+    retrieve,
+    retriever_family,
+    run_is_complete,
+    system_name,
+)
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import sidecar_path
 

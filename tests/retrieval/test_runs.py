@@ -12,8 +12,16 @@ import pytrec_eval
 from instir import atomic
 from instir.benchmarks.types import FormatError
 from instir.retrieval import runs
-from instir.retrieval.runs import (Run, as_run, check_run_ids, drop_self_hits, read_run, run_is_complete,
-                                   sidecar_path, write_run)
+from instir.retrieval.runs import (
+    Run,
+    as_run,
+    check_run_ids,
+    drop_self_hits,
+    read_run,
+    run_is_complete,
+    sidecar_path,
+    write_run,
+)
 
 
 def frame(rows):

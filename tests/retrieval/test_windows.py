@@ -6,11 +6,26 @@ BPE (a tiktoken encoding: the OpenAI models); the boundary lengths 383-385, 510-
 and the kit's ``clean_windows``."""
 
 import pytest
-from tiny_tokenizers import (BOUNDARY_LENGTHS, EXPECTED_COUNTS, INSTRUCTION, LEGAL_WORDS, authors_segment_text,
-                             t5_tokenizer, text_of_exactly, tiny_tiktoken, wordpiece_tokenizer)
+from tiny_tokenizers import (
+    BOUNDARY_LENGTHS,
+    EXPECTED_COUNTS,
+    INSTRUCTION,
+    LEGAL_WORDS,
+    authors_segment_text,
+    t5_tokenizer,
+    text_of_exactly,
+    tiny_tiktoken,
+    wordpiece_tokenizer,
+)
 
-from instir.retrieval.windows import (IFIR_WINDOW, TokenizerAdapter, clean_windows, hf_adapter, ifir_windows,
-                                      tiktoken_adapter)
+from instir.retrieval.windows import (
+    IFIR_WINDOW,
+    TokenizerAdapter,
+    clean_windows,
+    hf_adapter,
+    ifir_windows,
+    tiktoken_adapter,
+)
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import torch
 from instir.benchmarks.types import Doc
 from instir.formatting import get_template
 from instir.retrieval import retrieve
-from instir.systems.colbert import ColBERTEncoder, ColBERTRetriever, maxsim_top_k
 from instir.retrieval.token_cache import TokenEmbeddingCache
+from instir.systems.colbert import ColBERTEncoder, ColBERTRetriever, maxsim_top_k
 from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES
 from tests.systems.tiny_models import build_colbert
 

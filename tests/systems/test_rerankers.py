@@ -11,8 +11,14 @@ pytest.importorskip("transformers")
 
 from instir.retrieval.rerank import rerank  # noqa: E402
 from instir.retrieval.score_cache import ScoreCache  # noqa: E402
-from instir.systems.rerankers import (LLM_TEMPLATES, CausalLMPTrueReranker, CrossEncoderReranker,  # noqa: E402
-                                      MonoT5Reranker, authors_llm_prompt, reranker_from_name)
+from instir.systems.rerankers import (  # noqa: E402
+    LLM_TEMPLATES,
+    CausalLMPTrueReranker,
+    CrossEncoderReranker,
+    MonoT5Reranker,
+    authors_llm_prompt,
+    reranker_from_name,
+)
 from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES  # noqa: E402
 from tests.systems.tiny_models import build_bert_classifier, build_llama, build_t5  # noqa: E402
 

@@ -14,8 +14,7 @@ from instir.retrieval import BUNDLED_MODEL_ID, retrieve
 from instir.retrieval.dense import DenseRetriever
 from instir.retrieval.fusion import HybridRetriever
 from instir.retrieval.lexical import BM25Retriever
-from instir.systems import MissingDependency, SystemCard, build_system, get_card, load_cards, system_status
-from instir.systems import registry
+from instir.systems import MissingDependency, SystemCard, build_system, get_card, load_cards, registry, system_status
 
 MINILM = SystemCard(name="MiniLM (user)", paper="user", kind="retriever", adapter="sentence-transformers",
                     model=BUNDLED_MODEL_ID, template="ifir", params={"batch_size": 16})
