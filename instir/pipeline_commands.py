@@ -37,7 +37,8 @@ def parse_parameter(text: str, param: NotebookParameter | None) -> object:
     for a string (``-p judge_model=4`` is the string ``"4"``); a list takes JSON or a
     comma-separated list (``-p retrievers=bm25`` is ``["bm25"]``, ``-p ks=10,20`` is ``[10, 20]``
     when the default holds numbers); everything else is read as JSON, falling back to the text
-    (``true``/``false`` also as ``True``/``False``). Kinds are checked by :func:`instir.pipeline.validate_parameters`."""
+    (``true``/``false`` also as ``True``/``False``). Kinds are checked by
+    :func:`instir.pipeline.validate_parameters`."""
     kind = param.kind if param else ""
     try:
         parsed = json.loads(text)
@@ -130,7 +131,8 @@ def register(subparsers) -> None:
     p.add_argument("-h", "--help", action=_HelpWithParameters,
                    help="show this help, the notebook parameters and examples")
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
-                   help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); default: the notebooks' own")
+                   help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); "
+                        "default: the notebooks' own")
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
     p.add_argument("--systems", nargs="+", metavar="CARD",
                    help="system cards to run as well, by name (see `instir systems`; default: none)")

@@ -72,7 +72,8 @@ def main() -> None:
         plain = median_s(lambda: np.save(path, chunk), args.repeats)
         write = median_s(lambda: cache._write_chunk(path, chunk), args.repeats)
         check = median_s(lambda: cache._chunk_ok(path, args.chunk), args.repeats)
-        print(f"one chunk of {args.chunk} x {args.dim}: np.save {plain * 1e3:.1f} ms, _write_chunk {write * 1e3:.1f} ms, "
+        print(f"one chunk of {args.chunk} x {args.dim}: np.save {plain * 1e3:.1f} ms, "
+              f"_write_chunk {write * 1e3:.1f} ms, "
               f"_chunk_ok {check * 1e3:.1f} ms")
 
 

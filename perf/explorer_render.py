@@ -3,7 +3,8 @@
 (instructir-sample: 10 instances). The out_dir is what notebooks 02-04 leave, e.g. after
 ``instir run`` or papermill of 02/03/04 (4 systems with the defaults: bm25 and dense, each
 instructed and query-only). Reports the first call (reads runs, streams the corpus) and the
-median of 3 warm calls (wall and CPU time: on a shared machine the CPU time is the steadier figure). Target: <= 0.5 s per group on the sample.
+median of 3 warm calls (wall and CPU time: on a shared machine the CPU time is the steadier
+figure). Target: <= 0.5 s per group on the sample.
 
     .venv/bin/python -m perf.explorer_render OUT_DIR [--benchmark instructir-sample]
 """

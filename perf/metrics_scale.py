@@ -65,7 +65,8 @@ def kit_way(qrels, run: Run, groups: dict[str, str]) -> tuple[dict[str, float], 
     return dict(zip(per_query["qid"], per_query["value"])), per_query["value"].mean(), robust
 
 
-def authors_way(qrels, results: dict[str, dict[str, float]], groups: dict[str, str]) -> tuple[dict[str, float], float, float]:
+def authors_way(qrels, results: dict[str, dict[str, float]],
+                groups: dict[str, str]) -> tuple[dict[str, float], float, float]:
     """The same numbers the way the InstructIR authors compute them: self-hits popped from
     the results dict, then per query group a fresh pytrec_eval evaluator over the full qrels."""
     for qid, docs in results.items():
@@ -127,7 +128,8 @@ def main() -> None:
     print(f"qrels {qrels_path}: {len(qrels)} instances, {len(set(groups.values()))} groups; "
           f"run: {len(run.df)} rows (k = {DEPTH}); peak RSS reset: {_reset_peak()}")
 
-    (kit_values, kit_mean, kit_robust), kit_wall, kit_cpu, kit_mb = timed(lambda: kit_way(qrels, run, groups), args.repeats)
+    (kit_values, kit_mean, kit_robust), kit_wall, kit_cpu, kit_mb = timed(
+        lambda: kit_way(qrels, run, groups), args.repeats)
     results = [run.to_dict() for _ in range(args.repeats)]  # the authors' input, made before timing
     (auth_values, auth_mean, auth_robust), auth_wall, auth_cpu, auth_mb = timed(
         lambda: authors_way(qrels, results.pop(), groups), args.repeats)

@@ -183,7 +183,8 @@ def main() -> None:
         print(f"  {name:22s} {value * 1000:9.1f} ms")
     for adapter, bare in (("decoder", "decoder bare"), ("mean-pool", "mean-pool bare")):
         cold = med[f"{adapter} kit cold"]
-        print(f"  {adapter}: kit cold / bare = {cold / med[bare]:.3f}; warm / cold = {med[f'{adapter} kit warm'] / cold:.3f}")
+        warm = med[f"{adapter} kit warm"]
+        print(f"  {adapter}: kit cold / bare = {cold / med[bare]:.3f}; warm / cold = {warm / cold:.3f}")
     print(f"  decoder warm rerun model forward calls: {warm_calls}")
     n = args.docs + args.queries
     print(f"  MiniLM inputs/s: today {n / med['minilm today cold']:.0f}, card {n / med['minilm card cold']:.0f}")

@@ -19,7 +19,8 @@ NV = "Instruct: Retrieve passages satisfying the query. \nQuery: "
 
 # name: (query with instruction, bare query, document) -- written out by hand
 EXPECTED = {
-    "instructir": ("I am a chef planning a menu. [SEP] what is saffron", "what is saffron", "Saffron Saffron is a spice."),
+    "instructir": ("I am a chef planning a menu. [SEP] what is saffron", "what is saffron",
+                   "Saffron Saffron is a spice."),
     "instructir-query-first": ("what is saffron [SEP] I am a chef planning a menu.", "what is saffron",
                                "Saffron Saffron is a spice."),
     "instructir-instructor": (["I am a chef planning a menu.", "what is saffron"], ["", "what is saffron"],

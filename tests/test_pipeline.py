@@ -127,7 +127,8 @@ def test_third_party_progress_bars_stay_out_of_the_reports(tmp_path, monkeypatch
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell('out_dir = "."', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("from tqdm import tqdm\nfor _ in tqdm(range(3), desc='third-party'):\n    pass"),
+                nbformat.v4.new_code_cell("from tqdm import tqdm\n"
+                                          "for _ in tqdm(range(3), desc='third-party'):\n    pass"),
                 nbformat.v4.new_code_cell("from tqdm.auto import tqdm as auto\nlist(auto(range(3)))\n"
                                           "from huggingface_hub.utils import are_progress_bars_disabled\n"
                                           "print('hub bars off:', are_progress_bars_disabled())")]

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "at the pinned revision, check files and record counts, and write instir-manifest.json. "
                     "The only command that uses the network.")
     p.add_argument("benchmark", choices=("instructir", "ifir"))
-    p.add_argument("--subset", choices=catalog.ifir_subsets(), default=None, help="one IFIR subset (default: all seven)")
+    p.add_argument("--subset", choices=catalog.ifir_subsets(), default=None,
+                   help="one IFIR subset (default: all seven)")
     p.add_argument("--layout", default=None,
                    help="instructir: hf (kaist-ai/InstructIR, default) or mteb; "
                         "ifir: songtingyu (songtingyu/IFIR, default) or mteb (if-ir/<subset>)")
@@ -57,7 +58,8 @@ def fetch_command(args: argparse.Namespace) -> int:
     from instir.benchmarks.fetch import fetch, read_manifest
 
     root = fetch(args.benchmark, args.subset, layout=args.layout, cache_dir=args.cache_dir, revision=args.revision)
-    folders = [root] if args.benchmark == "instructir" else [root / s for s in ([args.subset] if args.subset else catalog.ifir_subsets())]
+    subsets = [args.subset] if args.subset else catalog.ifir_subsets()
+    folders = [root] if args.benchmark == "instructir" else [root / s for s in subsets]
     for folder in folders:
         manifest = read_manifest(folder)
         state = "verified" if manifest["verified"] else "COUNTS DIFFER from the published ones"

@@ -162,7 +162,8 @@ def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, r
                     layout: str, expected: dict[str, int]) -> dict:
     """Write ``instir-manifest.json`` into ``folder``; warn about counts that differ from ``expected``."""
     found = {"queries": len(bench.queries), "groups": len(bench.groups()), "documents": _count_documents(bench)}
-    counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value} for key, value in expected.items()}
+    counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value}
+              for key, value in expected.items()}
     files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": atomic.file_sha256(p)}
              for p in sorted(folder.rglob("*"))
              if p.is_file() and p.name != MANIFEST_NAME and ".cache" not in p.relative_to(folder).parts]

@@ -129,7 +129,8 @@ def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
             raise FormatError(folder / f"{subset}-qrel.tsv", None, None,
                               f"file not found (the songtingyu-beir layout needs it beside {beir_queries.name}; "
                               f"{subset}-qrel.jsonl is also accepted)")
-        return "songtingyu-beir", {"queries": beir_queries, "qrels": qrels, "corpus": _require(corpus, "songtingyu-beir")}
+        return "songtingyu-beir", {"queries": beir_queries, "qrels": qrels,
+                                   "corpus": _require(corpus, "songtingyu-beir")}
     instructions = _first_file(folder, ["instructions.jsonl", "instructions.parquet"])
     if instructions is not None:
         files = {"instructions": instructions}
@@ -243,7 +244,8 @@ def _query_records(path: Path) -> Iterator[tuple[int | str, dict]]:
         if isinstance(data, list):
             for i, rec in enumerate(data):
                 if not isinstance(rec, dict):
-                    raise FormatError(path, f"array index {i}", None, f"expected a JSON object, got {type(rec).__name__}")
+                    raise FormatError(path, f"array index {i}", None,
+                                      f"expected a JSON object, got {type(rec).__name__}")
                 yield f"array index {i}", rec
             return
     yield from read_records(path)
@@ -347,7 +349,8 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
         by_source[qid] = inst
     for qid, (_, line) in instruction_of.items():
         if qid not in by_source:
-            raise FormatError(instruction_path, line, "query-id", f"unknown query id {qid!r} (not in {query_path.name})")
+            raise FormatError(instruction_path, line, "query-id",
+                              f"unknown query id {qid!r} (not in {query_path.name})")
     qrels, lines = read_qrels(qrels_path)
     for (qid, doc_id), line in lines.items():
         if qid not in by_source:

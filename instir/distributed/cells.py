@@ -176,7 +176,8 @@ def collect(out_dir: str | Path, cells: list[Cell], results: dict[str, CellResul
     for name in dict.fromkeys(c.benchmark for c in ok):
         baseline = runs_table.loc[runs_table["benchmark"] == name, "system"].iloc[0]
         pq = per_query[per_query["benchmark"] == name].drop(columns="benchmark")
-        comparisons.append(paired_tests(pq[pq["measure"].isin(headline)], baseline).assign(benchmark=name, unit="query"))
+        comparisons.append(paired_tests(pq[pq["measure"].isin(headline)], baseline)
+                           .assign(benchmark=name, unit="query"))
         pg = per_group[per_group["benchmark"] == name].drop(columns="benchmark")
         minima = pg[pg["measure"].isin(headline)]
         if len(minima):

@@ -83,7 +83,8 @@ class RemoteJudge:
         return out
 
 
-def start_judge(make_judge: Callable[[], CachedJudge], *, requests_per_minute: float | None = None) -> tuple[Any, RemoteJudge]:
+def start_judge(make_judge: Callable[[], CachedJudge], *,
+                requests_per_minute: float | None = None) -> tuple[Any, RemoteJudge]:
     """Start the judge actor (Ray must be initialised) and return it with its proxy.
 
     The actor is pinned to the driver's node, so the cache file lives where the sweep's

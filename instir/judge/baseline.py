@@ -87,7 +87,8 @@ class BaselineJudge:
                 latency = (time.perf_counter() - start) / len(batch)
                 for r, sim in zip(batch, sims):
                     weighted = sim * r.rubric.max_score
-                    out.append(Judgment(score=math.floor(weighted + 0.5), weighted=weighted, probs=None, weighting="baseline",
+                    out.append(Judgment(score=math.floor(weighted + 0.5), weighted=weighted, probs=None,
+                                        weighting="baseline",
                                         raw=f"similarity={sim:.6f}", latency_s=latency))
                     if on_result is not None:
                         on_result(len(out) - 1, out[-1])

@@ -171,7 +171,8 @@ class JudgmentCache:
                         found[(version, digest)] = _judgment(values)
         return found
 
-    def store(self, backend: str, model: str, request: JudgeRequest, judgment: Judgment, key: Key | None = None) -> None:
+    def store(self, backend: str, model: str, request: JudgeRequest, judgment: Judgment,
+              key: Key | None = None) -> None:
         """Write one judgment at once (its own transaction). A stored success is kept; a stored
         failure is replaced and its attempt count raised."""
         version, digest = key or request_key(request)

@@ -78,8 +78,9 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     score rule) or ``"kit"`` (:data:`instir.judge.chat.CALL_SETTINGS`); ``timeout_s``, seconds
     each connect or read may wait (default 60); ``max_retries``, retries per request (default 6).
     Empty strings count as not given, as the notebooks' parameters use them. Raises
-    :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend, an openai judge without a model, a key variable that
-    breaks the rules above, unknown call settings or a timeout/retry count out of range."""
+    :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend, an openai judge
+    without a model, a key variable that breaks the rules above, unknown call settings or a
+    timeout/retry count out of range."""
     from instir.judge import (
         BaselineJudge,
         CachedJudge,

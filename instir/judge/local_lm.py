@@ -63,8 +63,8 @@ class HFCausalLMJudge:
     score distribution is the next-token distribution restricted to the rubric's digits
     (``weighting="logits"``): an exact expected score, no sampling. Requests under one rubric
     share its prompt prefix, encoded once; their own suffixes run in right-padded batches over
-    a copy of that prefix's key/value cache. ``model`` is a local folder or a Hugging Face model id; ``gguf_file`` names a
-    GGUF file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on
+    a copy of that prefix's key/value cache. ``model`` is a local folder or a Hugging Face model
+    id; ``gguf_file`` names a GGUF file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on
     CUDA when available unless ``device`` says otherwise. A prompt longer than the model's
     context is a failed judgment, never silently truncated.
     """
@@ -167,7 +167,8 @@ class HFCausalLMJudge:
         mass = probs[digit_ids[:max_score + 1]]
         dist_in = {d: float(v) for d, v in enumerate(mass / mass.sum())}
         value, dist = expected_score(dist_in, max_score)  # argmax digit always >= 1/(max+1)
-        raw = json.dumps({"digit_mass": round(float(mass.sum()), 6), "top_token": tokenizer.decode([int(probs.argmax())])})
+        raw = json.dumps({"digit_mass": round(float(mass.sum()), 6),
+                          "top_token": tokenizer.decode([int(probs.argmax())])})
         return Judgment(score=int(mass.argmax()), weighted=value, probs=dist, weighting="logits", raw=raw,
                         latency_s=latency, prompt_tokens=prompt_tokens, completion_tokens=0)
 

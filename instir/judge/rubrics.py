@@ -140,18 +140,21 @@ RUBRICS: dict[str, Rubric] = {r.name: r for r in [
     )),
     *_levels("scifact_open", "a scientific abstract; the query is a scientific claim", (
         "The abstract is on the research field and topic of the claim.",
-        "The abstract bears on the claim in the way the instruction asks for (for example, it supports or it contradicts the claim).",
+        "The abstract bears on the claim in the way the instruction asks for (for example, it supports or it "
+        "contradicts the claim).",
         "The abstract meets every further requirement of the instruction.",
     )),
     *_levels("aila", "a prior court case; the query describes the facts of a current case", (
         "The prior case resembles the current case in its facts and legal issues.",
-        "The prior case is favourable to the party the instruction is concerned with (the plaintiff or appellant side, or the defendant or respondent side).",
+        "The prior case is favourable to the party the instruction is concerned with (the plaintiff or appellant "
+        "side, or the defendant or respondent side).",
         "The prior case meets every detailed requirement of the instruction.",
     )),
     *_levels("pm", "a biomedical document; the query describes a patient", (
         "The document concerns the patient's disease or condition.",
         "The document fits the patient's demographics given in the instruction, above all age and sex.",
-        "The document also fits the rest of the instruction: family medical history, treatment history and any other details.",
+        "The document also fits the rest of the instruction: family medical history, treatment history and any "
+        "other details.",
     )),
     Rubric("nfcorpus", "a medical research article", (
         "The article is in the research field and on the research topic the query and instruction ask about.",

@@ -98,7 +98,8 @@ def _aggregate_draws(draws: pd.DataFrame, n_draws: int) -> pd.DataFrame:
 def _spread(draws: pd.DataFrame, prefix: str) -> pd.DataFrame:
     """Mean, sd and 95% percentile interval of bootstrap draws (one column per draw)."""
     return pd.DataFrame({f"{prefix}_mean": draws.mean(axis=1), f"{prefix}_sd": draws.std(axis=1, ddof=1),
-                         f"{prefix}_low": draws.quantile(0.025, axis=1), f"{prefix}_high": draws.quantile(0.975, axis=1)})
+                         f"{prefix}_low": draws.quantile(0.025, axis=1),
+                         f"{prefix}_high": draws.quantile(0.975, axis=1)})
 
 
 def _stacked(base: pd.DataFrame, values: np.ndarray, rows: np.ndarray) -> pd.DataFrame:

@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
     p.add_argument("--measures", nargs="+", default=None, help="e.g. nDCG@10 RR@10 R@100 (default per benchmark)")
     p.add_argument("--out", default=None, help="output directory (default: the first run's directory)")
-    p.add_argument("--resamples", type=positive_int, default=None, help="permutation/bootstrap resamples (default 2000)")
+    p.add_argument("--resamples", type=positive_int, default=None,
+                   help="permutation/bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation test and the bootstrap")
     p.set_defaults(handler=evaluate_command)
 
@@ -75,7 +76,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
         options = {"n_resamples": args.resamples or stats.N_RESAMPLES, "seed": args.seed}
         comparisons = pd.concat([
             stats.paired_tests(result.per_query, baseline, **options),
-            *([stats.paired_tests(result.per_group, baseline, unit="group", **options)] if len(result.per_group) else []),
+            *([stats.paired_tests(result.per_group, baseline, unit="group", **options)]
+              if len(result.per_group) else []),
         ], ignore_index=True)
         shown = comparisons[["measure", "system", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
                              "better", "worse", "p_ttest_holm", "p_perm_holm", "significant"]]

@@ -92,7 +92,8 @@ def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", me
     others = [s for s in systems if s != baseline]
     measures = list(measures) if measures is not None else list(dict.fromkeys(per_unit["measure"]))
     rows = []
-    with tqdm(total=len(measures) * len(others), desc="significance tests", disable=len(others) * len(measures) < 4) as bar:
+    with tqdm(total=len(measures) * len(others), desc="significance tests",
+              disable=len(others) * len(measures) < 4) as bar:
         for measure in measures:
             wide = per_unit[per_unit["measure"] == measure].pivot(index=unit, columns="system", values="value")
             gaps = wide[[baseline, *others]].isna().any(axis=1) if others else wide[baseline].isna()

@@ -81,7 +81,8 @@ def canonical_measure(name: str) -> tuple[str, str]:
     """Split a measure name into its canonical base and variant: ``"MRR@20"`` ->
     ``("RR@20", "")``, ``"nDCG@20[ifir-native]"`` -> ``("nDCG@20", "ifir-native")``,
     ``"ndcg_at_20"`` -> ``("nDCG@20", "")``, ``"Robustness@10"`` (the metrics table's and
-    InstructIR's name) and the older spelling ``"Robustness(nDCG@10)"`` -> ``("Robustness@10", "")``. Unknown names come back unchanged."""
+    InstructIR's name) and the older spelling ``"Robustness(nDCG@10)"`` -> ``("Robustness@10", "")``.
+    Unknown names come back unchanged."""
     text = str(name).strip()
     variant = ""
     bracket = re.fullmatch(r"(.*?)\s*\[(.+)\]", text)

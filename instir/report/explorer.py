@@ -50,12 +50,12 @@ _CSS = """<style>
 class GroupView:
     """Everything shown for one query group of one benchmark.
 
-    ``instances``: qid, subset, level, instruction. ``relevant``: qid, docid, grade (grade > 0 only). ``lists``: system, qid, rank, docid, grade
-    (0 when not relevant), judged (the judge's weighted score of that passage for that instance,
-    NaN where none is stored). ``scores``: system, qid, measure, value, group_min (True for the
-    instance(s) that set the group's minimum, InstructIR's Robustness). ``instfol``: system, qid,
-    instfol where notebook 04 judged the instance. ``docs``: the texts of every listed or
-    relevant document (passage text on demand).
+    ``instances``: qid, subset, level, instruction. ``relevant``: qid, docid, grade (grade > 0
+    only). ``lists``: system, qid, rank, docid, grade (0 when not relevant), judged (the judge's
+    weighted score of that passage for that instance, NaN where none is stored). ``scores``: system,
+    qid, measure, value, group_min (True for the instance(s) that set the group's minimum,
+    InstructIR's Robustness). ``instfol``: system, qid, instfol where notebook 04 judged the
+    instance. ``docs``: the texts of every listed or relevant document (passage text on demand).
     """
 
     benchmark: str
@@ -241,7 +241,8 @@ def pick_groups(data: ExplorerData, n: int = 3) -> list[tuple[str, str]]:
             first = data.systems(benchmark)[0]
             members = {qid: q.group for qid, q in data.benchmark(benchmark).queries.items()}
             part = pq[(pq["system"] == first) & (pq["measure"] == default_measures(benchmark)[0])]
-            spread = part.assign(group=part["qid"].map(members)).groupby("group")["value"].agg(lambda v: v.max() - v.min())
+            spread = (part.assign(group=part["qid"].map(members)).groupby("group")["value"]
+                      .agg(lambda v: v.max() - v.min()))
             if len(spread):
                 best = max(groups, key=lambda g: (spread.get(g, -1.0), -groups.index(g)))
         picks.append((benchmark, best))

@@ -29,7 +29,8 @@ from instir.retrieval.runs import (
 )
 
 __all__ = ["BUNDLED_MODEL_ID", "RETRIEVER_KINDS", "Retriever", "Run", "RunIdCheck", "as_run", "check_run_ids",
-           "drop_self_hits", "make_retriever", "read_run", "read_sidecar", "retrieve", "retriever_family", "run_is_complete",
+           "drop_self_hits", "make_retriever", "read_run", "read_sidecar", "retrieve", "retriever_family",
+           "run_is_complete",
            "run_key", "run_path", "run_windowing", "system_name", "template_for", "write_run"]
 
 #: The retriever kinds :func:`make_retriever` builds.

@@ -242,7 +242,8 @@ class EmbeddingCache:
                     problem = f"holds {shape} {dtype} where the manifest says ({rows}, {dim}) float32"
                 elif size != offset + rows * dim * 4 or size != recorded.get("bytes", size):
                     problem = f"has {size} bytes where {offset + rows * dim * 4} are expected (truncated?)"
-                elif "sha256" in recorded and size <= FULL_HASH_BYTES and atomic.file_sha256(matrix) != recorded["sha256"]:
+                elif ("sha256" in recorded and size <= FULL_HASH_BYTES
+                      and atomic.file_sha256(matrix) != recorded["sha256"]):
                     problem = "does not match the checksum in its manifest"
         if problem is None:
             return np.load(matrix, mmap_mode="r")

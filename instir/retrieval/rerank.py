@@ -123,7 +123,8 @@ def rerank_path(out_dir: str | Path, key: dict, first_stage_path: str | None) ->
     from instir.retrieval import _slug
 
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
-    stem = Path(first_stage_path).stem if first_stage_path else f"{key['benchmark']['name']}__{key['benchmark']['setting']}"
+    bench = key["benchmark"]
+    stem = Path(first_stage_path).stem if first_stage_path else f"{bench['name']}__{bench['setting']}"
     return Path(out_dir) / f"{_slug(stem)}__rerank-{_slug(key['reranker']['name'])}__d{key['depth']}-{digest}.trec"
 
 
@@ -135,7 +136,8 @@ def _pairs(run: Run, benchmark: Benchmark, depth: int, query_split: QuerySplit,
     unknown_q = sorted(set(top["qid"]) - set(benchmark.queries))
     if unknown_q:
         raise FormatError(where, None, "qid", f"{len(unknown_q)} query ids are not in {benchmark.label} "
-                                              f"(first: {unknown_q[0]!r}); rerank the run with the benchmark it was made from")
+                                              f"(first: {unknown_q[0]!r}); rerank the run with the benchmark it "
+                                              "was made from")
     docs = benchmark.corpus.get(top["docid"].unique())
     missing = sorted(set(top["docid"]) - set(docs))
     if missing:

@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="reranker kind, with --model")
     p.add_argument("--model", default=None, help="model id or local path (with --reranker)")
     p.add_argument("--depth", type=positive_int, default=100, help="documents rescored per query (default: 100)")
-    p.add_argument("--batch-size", type=positive_int, default=64, help="inputs per model call (default: 64, as the authors)")
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="inputs per model call (default: 64, as the authors)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
                    help="model dtype (default: the authors' for that model)")
     p.add_argument("--query-split", default="authors", choices=("authors", "fields"),
@@ -51,7 +52,8 @@ def _rerank(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     run = rerank(args.run, benchmark, reranker, depth=args.depth, out_dir=args.out, cache=args.cache,
                  query_split=args.query_split)
-    state = "reused" if run.meta.get("reused") else f"{run.meta['scored']} pairs scored in {run.meta['wall_time_s']:.1f} s"
+    scored = f"{run.meta['scored']} pairs scored in {run.meta['wall_time_s']:.1f} s"
+    state = "reused" if run.meta.get("reused") else scored
     print(f"{benchmark.label}: {run.df['qid'].nunique()} queries, {len(run)} rows, reranker {reranker.name} ({state})")
     print(run.meta["path"])
     return 0

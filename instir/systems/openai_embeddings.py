@@ -113,7 +113,8 @@ class OpenAIEmbeddingClient:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbeddingClient(model={self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+        return (f"OpenAIEmbeddingClient(model={self.model!r}, base_url={self.base_url!r}, "
+                f"api_key_env={self.api_key_env!r})")
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.api_key_env, "")

@@ -174,7 +174,8 @@ class MonoT5Reranker(_HFReranker):
                  template: str = MONOT5_TEMPLATE):
         super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
                          max_length=max_length, device=device)
-        default = MONOT5_PREDICTION_TOKENS.get(self.model_name, MONOT5_PREDICTION_TOKENS["castorini/monot5-base-msmarco"])
+        default = MONOT5_PREDICTION_TOKENS.get(self.model_name,
+                                               MONOT5_PREDICTION_TOKENS["castorini/monot5-base-msmarco"])
         self.token_false = token_false or default[0]
         self.token_true = token_true or default[1]
         self.template = template
@@ -275,7 +276,8 @@ class CausalLMPTrueReranker(_HFReranker):
     def identity(self) -> dict:
         return {**self._base_identity(), "template": self.template, "template_name": f"ptrue-{self.prompt}",
                 "template_source": LLM_TEMPLATE_SOURCES[self.prompt], "query_join": "{query}? {instruction}",
-                "tokens": ["false", "true"], "padding": "left, pad = eos", "truncation": "right, min(2048, model_max_length)"}
+                "tokens": ["false", "true"], "padding": "left, pad = eos",
+                "truncation": "right, min(2048, model_max_length)"}
 
     def model_input(self, query: str, instruction: str, text: str) -> str:
         joined = "{query} {instruction}".format(instruction=instruction, query=query + "?").strip()

@@ -68,7 +68,8 @@ def test_ifir_subset_is_fetched_at_main_resolved_to_a_commit_with_a_manifest(hub
     assert fake.calls == [("resolve", "songtingyu/IFIR", "main"), ("download", "songtingyu/IFIR", COMMIT, ["fiqa/*"])]
     assert not (root / "fire").exists()
     manifest = read_manifest(root / "fiqa")
-    assert (manifest["benchmark"], manifest["repo"], manifest["layout"]) == ("ifir/fiqa", "songtingyu/IFIR", "songtingyu")
+    assert (manifest["benchmark"], manifest["repo"], manifest["layout"]) == ("ifir/fiqa", "songtingyu/IFIR",
+                                                                             "songtingyu")
     assert (manifest["requested_revision"], manifest["resolved_revision"]) == ("main", COMMIT)
     assert manifest["counts"] == {"queries": {"expected": 1718, "found": 6, "ok": False},
                                   "documents": {"expected": 57638, "found": 6, "ok": False}}
@@ -104,7 +105,8 @@ def test_mteb_ifir_is_one_repo_per_subset_at_mtebs_pinned_hash(hub, tmp_path):
     assert fake.calls == [("resolve", "if-ir/fiqa", "1670fc6"), ("download", "if-ir/fiqa", COMMIT, None)]
     assert (root / "fiqa" / "instructions.jsonl").is_file()
     manifest = read_manifest(root / "fiqa")
-    assert (manifest["layout"], manifest["loader_layout"], manifest["requested_revision"]) == ("mteb", "mteb", "1670fc6")
+    assert (manifest["layout"], manifest["loader_layout"], manifest["requested_revision"]) == ("mteb", "mteb",
+                                                                                               "1670fc6")
 
 
 def test_mteb_ifir_expects_mtebs_own_query_counts(hub, tmp_path):

@@ -24,7 +24,8 @@ FIQA_QRELS = {"4102_1": {"311": 1, "7420": 1, "15031": 1}, "4102_2": {"7420": 1,
 FIRE_FIRST = Query(id="F12_0", query="Was the confession admissible as evidence?",
                    instruction="Only judgments where the confession was made to a police officer.", group="F12",
                    level=0, subset="fire")
-FIRE_LAST = Query(id="F40_0", query="Can a tenant be evicted without notice?", instruction="Focus on commercial leases.",
+FIRE_LAST = Query(id="F40_0", query="Can a tenant be evicted without notice?",
+                  instruction="Focus on commercial leases.",
                   group="F40", level=0, subset="fire")
 FIRE_QRELS = {"F12_0": {"C101": 1, "S7": 1}, "F40_0": {"C210": 1}}
 

@@ -156,7 +156,8 @@ def test_a_benchmark_missing_from_a_data_root_names_the_folders_it_looked_for(tm
         load_benchmark("ifir/fire", root=tmp_path)
     message = str(info.value)
     assert "ifir/fire is not in the data root" in message
-    assert str(tmp_path / "ifir" / "songtingyu" / "fire") in message and str(tmp_path / "ifir" / "mteb" / "fire") in message
+    assert str(tmp_path / "ifir" / "songtingyu" / "fire") in message
+    assert str(tmp_path / "ifir" / "mteb" / "fire") in message
     shutil.rmtree(tmp_path / "instructir" / "hf")
     shutil.copytree(FIXTURES / "ifir-songtingyu" / "fire", tmp_path / "ifir" / "songtingyu" / "fire")
     with pytest.raises(FileNotFoundError, match="instructir/github"):

@@ -222,7 +222,8 @@ def test_api_key_appears_in_no_file_or_log(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     caplog.set_level(logging.DEBUG)
     folder = tmp_path / "out"
-    script = [Reply(429, '{"error": "rate limited"}', {"Retry-After": "0"}), Reply(401, f'{{"error": "bad key {secret}"}}')]
+    script = [Reply(429, '{"error": "rate limited"}', {"Retry-After": "0"}),
+              Reply(401, f'{{"error": "bad key {secret}"}}')]
     with FakeChatServer(script) as server:
         backend = OpenAICompatibleJudge("fake-model", server.url, backoff_s=0.001, progress=False, concurrency=1)
         out = CachedJudge(backend, folder / "judgments.sqlite").judge(numbered_requests(3))

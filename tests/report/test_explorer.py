@@ -31,7 +31,8 @@ def out_dir(tmp_path_factory):
     for name in BENCHMARKS:
         bench = load_benchmark(name)
         runs = {}
-        for variant, template, system in (("instructed", None, "bm25"), ("query-only", "query-only", "bm25 (query-only)")):
+        for variant, template, system in (("instructed", None, "bm25"),
+                                          ("query-only", "query-only", "bm25 (query-only)")):
             run = retrieve(bench, retriever, template, k=20, out_dir=out / "runs")
             runs[system] = run
             rows.append({"benchmark": name, "retriever": "bm25", "system": system, "variant": variant,

@@ -142,7 +142,8 @@ def test_a_text_without_tokens_stays_one_window(tiny, tmp_path):
 
 
 def toy_benchmark(tok) -> Benchmark:
-    docs = [Doc("long", text_of_exactly(900, tok.tokenize)), Doc("short", "the court held that the appeal was dismissed")]
+    docs = [Doc("long", text_of_exactly(900, tok.tokenize)),
+            Doc("short", "the court held that the appeal was dismissed")]
     queries = {"q": Query("q", text_of_exactly(420, tok.tokenize), "section"), "p": Query("p", "appeal", "")}
     return Benchmark("ifir-toy", "hand-made", "local", "instructed", Corpus.from_docs(docs), queries,
                      {"q": {"long": 1}, "p": {"short": 1}})
@@ -150,7 +151,8 @@ def toy_benchmark(tok) -> Benchmark:
 
 def test_windowing_mode_is_part_of_the_document_and_query_cache_keys(tiny, tmp_path):
     bench = toy_benchmark(tiny.tokenizer)
-    runs = {mode: retriever(tiny, tmp_path, windowing=mode).search(bench, IFIR, k=2) for mode in (None, "clean", "ifir")}
+    runs = {mode: retriever(tiny, tmp_path, windowing=mode).search(bench, IFIR, k=2)
+            for mode in (None, "clean", "ifir")}
     embeddings = {mode: run.meta["embeddings"] for mode, run in runs.items()}
     assert len({e["document_cache_key"] for e in embeddings.values()}) == 3
     assert [e["documents_encoded"] for e in embeddings.values()] == [2, 2, 2]

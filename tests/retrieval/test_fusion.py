@@ -100,7 +100,8 @@ def test_a_query_only_hybrid_run_gives_bm25_no_instruction_words(toy_benchmark, 
     assert not any(word in text.lower() for text in bm25.texts for word in INSTRUCTION_WORDS)
     assert run.meta["search"]["retriever"]["lexical_template"] == "query-only"
     query_only = get_template("query-only")
-    expected = rrf([dense.search(bench, query_only, 3), BM25Retriever(show_progress=False).search(bench, query_only, 3)],
+    expected = rrf([dense.search(bench, query_only, 3),
+                    BM25Retriever(show_progress=False).search(bench, query_only, 3)],
                    IFIR_WEIGHTS, depth=3)
     pd.testing.assert_frame_equal(run.df, expected.df)
 

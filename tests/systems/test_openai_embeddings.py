@@ -144,7 +144,8 @@ def test_key_is_in_no_run_file_and_warm_rerun_sends_nothing(toy_benchmark, tmp_p
     assert second.df.equals(first.df)
     for path in [*tmp_path.rglob("*.json"), *tmp_path.rglob("*.trec")]:
         assert "sk-never-written" not in path.read_text()
-    assert json.loads(open(first.meta["path"] + ".json").read())["retriever"]["params"]["api_key_env"] == "OPENAI_API_KEY"
+    sidecar = json.loads(open(first.meta["path"] + ".json").read())
+    assert sidecar["retriever"]["params"]["api_key_env"] == "OPENAI_API_KEY"
 
 
 def test_pair_template_is_refused(toy_benchmark, tmp_path):

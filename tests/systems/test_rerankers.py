@@ -91,7 +91,8 @@ Relevant: [/INST]"""
     model = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).eval()
     queries = ["{query} {instruction}".format(instruction=i, query=q + "?").strip() for q, i, _ in triples]
     prompts = [template.format(query=q, text=t) for q, (_, _, t) in zip(queries, triples)]
-    tokens = tok(prompts, padding=True, truncation=True, return_tensors="pt", max_length=min(2048, tok.model_max_length))
+    tokens = tok(prompts, padding=True, truncation=True, return_tensors="pt",
+                 max_length=min(2048, tok.model_max_length))
     tokens.pop("token_type_ids", None)
     assert tokens["input_ids"][0, -1] != tok.eos_token_id or tokens["attention_mask"][0, 0] == 0  # left padded
     assert (tokens["input_ids"][:, :2] == tok.bos_token_id).all(dim=1).any()  # the double-BOS quirk

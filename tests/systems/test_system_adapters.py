@@ -71,7 +71,8 @@ def test_bm25_and_hybrid_cards_equal_the_kit_retrievers(benchmark, tmp_path):
 def test_a_missing_optional_package_names_the_card_and_the_install(monkeypatch):
     real = registry.importlib.util.find_spec
     monkeypatch.setattr(registry.importlib.util, "find_spec", lambda name: None if name == "peft" else real(name))
-    with pytest.raises(MissingDependency, match=r"system 'Promptriever-7B' needs .*peft.*pip install 'instir\[systems\]'"):
+    needs_peft = r"system 'Promptriever-7B' needs .*peft.*pip install 'instir\[systems\]'"
+    with pytest.raises(MissingDependency, match=needs_peft):
         build_system("Promptriever-7B")
     card = dataclasses.replace(MINILM, requires=("no_such_package_xyz",))
     assert system_status(card) == (False, "needs no_such_package_xyz (pip install no_such_package_xyz)")
@@ -114,7 +115,8 @@ def test_cli_retrieves_a_named_system_and_lists_the_systems(tmp_path, capsys):
     assert main(["systems", "--paper", "ifir"]) == 0
     listing = capsys.readouterr().out
     assert "Promptriever-7B" in listing and "BM25 (InstructIR)" not in listing
-    assert main(["retrieve", "--system", "monoT5-base", "--benchmark", "instructir-sample", "--out", str(tmp_path)]) == 2
+    assert main(["retrieve", "--system", "monoT5-base", "--benchmark", "instructir-sample",
+                 "--out", str(tmp_path)]) == 2
     assert "is a reranker" in capsys.readouterr().err
 
 

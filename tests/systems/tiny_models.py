@@ -150,8 +150,9 @@ def build_tiny_bert(root: Path, words, seed: int = 1) -> Path:
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
                                    unk_token="[UNK]", model_max_length=512)
     torch.manual_seed(seed)
-    BertModel(BertConfig(vocab_size=size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, max_position_embeddings=512), add_pooling_layer=False).save_pretrained(path)
+    config = BertConfig(vocab_size=size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, max_position_embeddings=512)
+    BertModel(config, add_pooling_layer=False).save_pretrained(path)
     fast.save_pretrained(path)
     return path
 
