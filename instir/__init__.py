@@ -5,39 +5,31 @@ metrics / judgments → report). Names are imported on first use (PEP 562), so t
 command starts without loading torch, pandas or scipy.
 """
 
-from __future__ import annotations
-
-import importlib
+from instir._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
     # benchmarks
-    "Benchmark": "instir.benchmarks", "Query": "instir.benchmarks", "Doc": "instir.benchmarks",
-    "FormatError": "instir.benchmarks", "load_benchmark": "instir.benchmarks", "list_benchmarks": "instir.benchmarks",
+    "instir.benchmarks": ("Benchmark", "Query", "Doc", "FormatError", "load_benchmark", "list_benchmarks"),
     # query formatting
-    "Template": "instir.formatting", "get_template": "instir.formatting", "register_template": "instir.formatting",
+    "instir.formatting": ("Template", "get_template", "register_template"),
     # runs and retrievers
-    "Run": "instir.retrieval", "read_run": "instir.retrieval", "write_run": "instir.retrieval",
-    "retrieve": "instir.retrieval", "make_retriever": "instir.retrieval", "system_name": "instir.retrieval",
-    "BM25Retriever": "instir.retrieval.lexical", "DenseRetriever": "instir.retrieval.dense",
-    "rrf": "instir.retrieval.fusion",
+    "instir.retrieval": ("Run", "read_run", "write_run", "retrieve", "make_retriever", "system_name"),
+    "instir.retrieval.lexical": ("BM25Retriever",),
+    "instir.retrieval.dense": ("DenseRetriever",),
+    "instir.retrieval.fusion": ("rrf",),
     # paper systems (cards and the adapters that build them)
-    "SystemCard": "instir.systems", "load_cards": "instir.systems", "get_card": "instir.systems",
-    "build_system": "instir.systems",
+    "instir.systems": ("SystemCard", "load_cards", "get_card", "build_system"),
     # metrics
-    "evaluate_runs": "instir.metrics", "paired_tests": "instir.metrics",
+    "instir.metrics": ("evaluate_runs", "paired_tests"),
     # judge
-    "rubric_for": "instir.judge", "CachedJudge": "instir.judge", "instfol": "instir.judge.following",
-    "validate": "instir.judge.validation",
+    "instir.judge": ("rubric_for", "CachedJudge"),
+    "instir.judge.factory": ("make_judge",),
+    "instir.judge.following": ("instfol",),
+    "instir.judge.validation": ("validate",),
     # papers and reports
-    "load_reported": "instir.papers", "run_reports": "instir.pipeline", "explore": "instir.report.explorer",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'instir' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+    "instir.papers": ("load_reported", "compare"),
+    "instir.pipeline": ("run_reports",),
+    "instir.report.explorer": ("explore",),
+})

@@ -1,29 +1,15 @@
-"""LLM judging for instruction following: rubrics, judge backends and the judgment cache."""
+"""LLM judging for instruction following: rubrics, judge backends, the judgment cache and
+InstFol (:mod:`instir.judge.following`)."""
 
-from instir.judge.baseline import BaselineJudge
-from instir.judge.cache import CachedJudge, CacheStats, JudgmentCache
-from instir.judge.chat import CALL_SETTINGS, CallSettings, OpenAICompatibleJudge
-from instir.judge.local_lm import HFCausalLMJudge, default_gguf
-from instir.judge.rubrics import INSTFOL_MAX, RUBRICS, Rubric, rubric_for
-from instir.judge.scoring import expected_score
-from instir.judge.types import Judge, JudgeRequest, Judgment
+from instir._lazy import lazy_exports
 
-__all__ = [
-    "CALL_SETTINGS",
-    "BaselineJudge",
-    "CallSettings",
-    "CacheStats",
-    "CachedJudge",
-    "HFCausalLMJudge",
-    "INSTFOL_MAX",
-    "Judge",
-    "JudgeRequest",
-    "Judgment",
-    "JudgmentCache",
-    "OpenAICompatibleJudge",
-    "RUBRICS",
-    "Rubric",
-    "default_gguf",
-    "expected_score",
-    "rubric_for",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "baseline": ("BaselineJudge",),
+    "chat": ("CALL_SETTINGS", "CallSettings", "OpenAICompatibleJudge"),
+    "local_lm": ("HFCausalLMJudge", "default_gguf"),
+    "scoring": ("expected_score",),
+    "cache": ("CachedJudge", "CacheStats", "JudgmentCache"),
+    "factory": ("make_judge",),
+    "rubrics": ("INSTFOL_MAX", "RUBRICS", "Rubric", "rubric_for"),
+    "types": ("Judge", "JudgeRequest", "Judgment"),
+})

@@ -6,24 +6,14 @@ without loading pandas, ir-measures and scipy. The submodule ``robustness`` hold
 function of the same name (``instir.metrics.robustness.robustness``).
 """
 
-from __future__ import annotations
+from instir._lazy import lazy_exports
 
-import importlib
-
-_EXPORTS = {
-    "Evaluator": "standard", "evaluate": "standard", "parse_measures": "standard", "ranked": "standard",
-    "relevant_queries": "standard", "run_frame": "standard", "mean_by_measure": "standard",
-    "average_minima": "robustness", "group_minima": "robustness", "query_groups": "robustness",
-    "native_per_query": "ifir", "native_label": "ifir", "ifir_average": "ifir",
-    "paired_tests": "stats", "holm": "stats", "paired_comparison": "stats",
-    "COLUMNS": "table", "summarise": "table", "combine": "table", "wide": "table", "export": "table",
-    "Evaluation": "scoring", "evaluate_runs": "scoring", "default_measures": "scoring",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'instir.metrics' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"instir.metrics.{_EXPORTS[name]}"), name)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "standard": ("Evaluator", "evaluate", "parse_measures", "ranked", "relevant_queries", "run_frame",
+                 "mean_by_measure"),
+    "robustness": ("average_minima", "group_minima", "query_groups"),
+    "ifir": ("native_per_query", "native_label", "ifir_average"),
+    "stats": ("paired_tests", "holm", "paired_comparison"),
+    "table": ("COLUMNS", "summarise", "combine", "wide", "export"),
+    "scoring": ("Evaluation", "evaluate_runs", "default_measures"),
+})

@@ -101,7 +101,7 @@ def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
 def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, depth: int,
                query_split: QuerySplit, doc_field: DocField) -> dict:
     """Everything that determines a reranked run: identical keys mean it can be reused."""
-    from instir.retrieval import _queries_sha256
+    from instir.retrieval.search import _queries_sha256
 
     key = {
         "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
@@ -120,7 +120,7 @@ def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, dept
 
 def rerank_path(out_dir: str | Path, key: dict, first_stage_path: str | None) -> Path:
     """``<first-stage stem>__rerank-<reranker>__d<depth>-<hash8>.trec`` under ``out_dir``."""
-    from instir.retrieval import _slug
+    from instir.retrieval.search import _slug
 
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     bench = key["benchmark"]

@@ -1,13 +1,9 @@
 """Paper systems: cards (data: one per paper row, plus user cards), the adapters that build
 them, and the coverage of the papers' rows."""
 
-from instir.systems.cards import SystemCard, get_card, load_cards
-from instir.systems.registry import (
-           MissingDependency,
-           SystemRetriever,
-           build_system,
-           system_status,
-)
+from instir._lazy import lazy_exports
 
-__all__ = ["MissingDependency", "SystemCard", "SystemRetriever", "build_system", "get_card", "load_cards",
-           "system_status"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "cards": ("SystemCard", "get_card", "load_cards"),
+    "registry": ("MissingDependency", "SystemRetriever", "build_system", "system_status"),
+})

@@ -1,0 +1,26 @@
+"""The one lazy-export mechanism of the package's ``__init__`` modules (PEP 562): a name is
+imported from its module on first use, so ``import instir`` and the ``instir`` command start
+without torch, pandas or scipy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
+
+
+def lazy_exports(package: str, exports: Mapping[str, Sequence[str]]) -> tuple[Callable, Callable, list[str]]:
+    """``(__getattr__, __dir__, __all__)`` for ``package`` exporting ``exports`` (module path,
+    absolute or relative to the package, → names). Use as
+    ``__getattr__, __dir__, __all__ = lazy_exports(__name__, {...})``."""
+    module_of = {name: (module if module.startswith("instir") else f"{package}.{module}")
+                 for module, names in exports.items() for name in names}
+
+    def __getattr__(name: str):
+        if name not in module_of:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(import_module(module_of[name]), name)
+
+    def __dir__() -> list[str]:
+        return sorted(module_of)
+
+    return __getattr__, __dir__, sorted(module_of)

@@ -1,0 +1,190 @@
+"""The Retriever protocol and :func:`retrieve`, which formats queries with a template,
+searches, drops self-hits and writes the run + sidecar, reusing a complete run that was made
+from identical inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+import re
+import time
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from instir.benchmarks.types import Benchmark, quoted
+from instir.errors import UsageError, unknown
+from instir.formatting import Template, default_template, family_of_model, get_template
+from instir.retrieval.runs import (
+    Run,
+    drop_self_hits,
+    read_run,
+    read_sidecar,
+    write_run,
+)
+
+#: The retriever kinds :func:`make_retriever` builds.
+RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+#: Hugging Face id of the bundled offline encoder, the default ``model`` of dense and hybrid.
+BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """What :func:`retrieve` needs from a retriever.
+
+    ``name`` is short and file-name friendly (``bm25``, ``dense-all-MiniLM-L6-v2``);
+    ``params()`` returns the JSON-ready settings that change results (recorded and part of
+    the reuse key); ``search`` formats queries/docs with ``template`` and returns the top
+    ``k`` per query (its ``run.meta`` is kept under ``meta["search"]``). A retriever may
+    also declare ``family`` (one of :data:`instir.formatting.FAMILIES`), which picks the
+    default template; see :func:`retriever_family`.
+    """
+
+    name: str
+
+    def params(self) -> dict: ...
+
+    def search(self, benchmark: Benchmark, template: Template, k: int) -> Run: ...
+
+
+def retriever_family(retriever: Retriever) -> str:
+    """The retriever's ``family`` attribute, else the family its name suggests
+    (:func:`instir.formatting.family_of_model`, e.g. ``dense-instructor-xl`` → instructor)."""
+    return getattr(retriever, "family", None) or family_of_model(retriever.name)
+
+
+def make_retriever(kind: str, model: str | None = None, *, windowing: str | None = None) -> Retriever:
+    """A retriever by kind: ``bm25`` (benchmark defaults), ``dense`` or ``hybrid`` (IFIR's RRF of
+    dense + BM25) with ``model`` (default: the bundled offline MiniLM) and the dense encoder's
+    long-text ``windowing`` (``None``: none, ``"ifir"``: the IFIR authors' cut, ``"clean"``: the
+    kit's; see :class:`~instir.retrieval.dense.DenseRetriever`)."""
+    from instir.retrieval.lexical import BM25Retriever
+
+    _check_kind(kind, model, windowing)
+    if kind == "bm25":
+        return BM25Retriever()
+    from instir.retrieval.dense import DenseRetriever
+
+    dense = DenseRetriever(model, windowing=windowing)
+    if kind == "dense":
+        return dense
+    from instir.retrieval.fusion import HybridRetriever
+
+    return HybridRetriever(dense, BM25Retriever())
+
+
+def system_name(kind: str, model: str | None = None) -> str:
+    """The name reports give the system ``make_retriever(kind, model)`` builds: ``bm25``,
+    ``dense:<model id>`` or ``hybrid:<model id>+bm25`` (``model`` None or empty: the bundled
+    MiniLM, :data:`BUNDLED_MODEL_ID`). :func:`instir.papers.loader.model_key` maps these names
+    onto the papers' models (``hybrid:GritLM/GritLM-7B+bm25`` is IFIR's GritLM hybrid row)."""
+    _check_kind(kind, model or None)
+    if kind == "bm25":
+        return "bm25"
+    model_id = model or BUNDLED_MODEL_ID
+    return f"dense:{model_id}" if kind == "dense" else f"hybrid:{model_id}+bm25"
+
+
+def _check_kind(kind: str, model: str | None, windowing: str | None = None) -> None:
+    """Refuse an unknown retriever kind, and a model or windowing for BM25 (which has no encoder)."""
+    if kind not in RETRIEVER_KINDS:
+        raise unknown("retriever", kind, RETRIEVER_KINDS)
+    if kind == "bm25" and model is not None:
+        raise UsageError("--model applies to dense and hybrid retrievers, not bm25")
+    if kind == "bm25" and windowing is not None:
+        raise UsageError("--windowing applies to dense and hybrid retrievers, not bm25")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
+def _queries_sha256(benchmark: Benchmark) -> str:
+    h = hashlib.sha256()
+    for q in benchmark.queries.values():
+        h.update(json.dumps([q.id, q.query, q.instruction, q.level, q.subset]).encode())
+    return h.hexdigest()
+
+
+def run_key(benchmark: Benchmark, retriever: Retriever, template: Template, k: int) -> dict:
+    """Everything that determines a run's content: identical keys mean the run can be reused.
+    Includes content hashes of the corpus and the queries, so a changed local copy is noticed."""
+    key = {
+        "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
+                      "setting": benchmark.setting, "sample": benchmark.is_sample},
+        "corpus_sha256": benchmark.corpus.content_hash(),
+        "queries_sha256": _queries_sha256(benchmark),
+        "retriever": {"name": retriever.name, "family": retriever_family(retriever), "params": retriever.params()},
+        "template": template.describe(),
+        "k": k,
+        "self_hits": "dropped",
+    }
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
+
+
+def run_path(out_dir: str | Path, key: dict) -> Path:
+    """``<benchmark>__<setting>__<retriever>__<template>__k<k>-<hash8>.trec`` under ``out_dir``;
+    the short hash of the full key keeps runs with other parameters from overwriting each other."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    parts = [key["benchmark"]["name"], key["benchmark"]["setting"], key["retriever"]["name"], key["template"]["name"]]
+    return Path(out_dir) / ("__".join(_slug(p) for p in parts) + f"__k{key['k']}-{digest}.trec")
+
+
+def template_for(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None) -> Template:
+    """The template a run of ``retriever`` on ``benchmark`` uses: ``template`` (name or
+    object) when given, else the template of the retriever's system card (a retriever from
+    :func:`instir.systems.build_system` carries ``card``), else the authors' template for the
+    retriever's family on this benchmark (query-first for InstructIR's order-sensitivity setting)."""
+    card = getattr(retriever, "card", None)
+    if template is None and card is not None and card.template:
+        template = card.template
+    if isinstance(template, str):
+        return get_template(template)
+    if template is None:
+        return default_template(retriever_family(retriever), benchmark.name,
+                                query_order=benchmark.meta.get("query_order"))
+    return template
+
+
+def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None, k: int = 100,
+             out_dir: str | Path | None = None) -> Run:
+    """Run ``retriever`` on ``benchmark`` and return the top-``k`` run without self-hits.
+
+    ``template`` defaults as :func:`template_for` says. With ``out_dir`` the run and its
+    sidecar are written there, and a complete run with the same key is read back instead of
+    searching again. A system's full card is recorded as ``meta["system"]``. ``k`` below 1 is
+    refused (a run of nothing is no result).
+    """
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
+    card = getattr(retriever, "card", None)
+    template = template_for(benchmark, retriever, template)
+    key = run_key(benchmark, retriever, template, k)
+    path = run_path(out_dir, key) if out_dir is not None else None
+    existing = read_sidecar(path) if path is not None else None
+    if existing is not None and existing.get("key") == key:
+        run = read_run(path)
+        run.meta["reused"] = True
+        return run
+    start = time.perf_counter()
+    found = retriever.search(benchmark, template, k)
+    wall = time.perf_counter() - start
+    run = drop_self_hits(found)
+    run.meta = {
+        "benchmark": key["benchmark"],
+        "setting": benchmark.setting,
+        "retriever": key["retriever"],
+        "template": key["template"],
+        "k": k,
+        "self_hits_dropped": run.meta["self_hits_dropped"],
+        "wall_time_s": round(wall, 3),
+        "search": found.meta,
+        "key": key,
+    }
+    if card is not None:
+        run.meta["system"] = card.to_dict()
+    if path is not None:
+        write_run(run, path)
+        run.meta["path"] = str(path)
+    return run
