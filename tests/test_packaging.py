@@ -3,9 +3,9 @@ and notebooks are committed without outputs."""
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
-import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,13 +4,12 @@ file ``catalog.toml``. Every other module asks this one instead of parsing bench
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-
-import tomllib
 
 from instir.errors import unknown
 

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-
-import tomllib
 
 from instir.benchmarks.types import FormatError
 from instir.errors import UnknownNameError, unknown
