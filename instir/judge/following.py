@@ -1,53 +1,22 @@
 """InstFol@k (IFIR, arXiv:2503.04644 §4.1): how much an instruction improves what a retriever
 returns, as judged by an LLM against that instruction.
 
-For every instruction instance two top-k lists are judged against the *same* instance text
-(query + instruction, with the rubric of the instance's subset and level): C_q, retrieved with
-the bare query (the query-only run, same instance ids), and C_inst, retrieved with query +
-instruction (the instructed run). Lists are aligned by rank: a rank where either judgment
-failed is dropped from both lists and counted (a failure is never a score of 0). S_q and
-S_inst are the mean probability-weighted scores of what is left, and
+Both top-k lists of an instance, C_q (the query-only run: bare query, same instance ids) and
+C_inst (the instructed run), are judged against the same query + instruction on the rubric of
+the instance's subset and level. A rank where either judgment failed is dropped from both lists
+and counted (a failure is never a score of 0). With S_q and S_inst the mean weighted scores left,
 
     InstFol = (S_inst - S_q) / (3 - S_q);   0 when S_inst == S_q;   S_inst - S_q when S_q == 3.
 
-The constant is 3 for every rubric, also the 0-1 and 0-2 ladders of levels 1 and 2, as in the
-official code. The value is at most 1 but not bounded below by -1: (0 - 2) / (3 - 2) = -2, and
-it falls without bound as S_q nears 3. Aggregation follows Table 3: the mean over instances per
-subset and level; a subset's value is the unweighted mean of its level values; the Average is
-the mean over subsets. Every value carries the number of failed judgments behind it, and of
-the judgments scored by the parsed integer alone (``parsed``: no usable log-probabilities);
-tables print values x100 (:func:`printable`).
+The constant is 3 for every rubric, as in the official code, so a value is at most 1 but not
+bounded below. Aggregation follows Table 3: the mean over instances per subset and level; a
+subset's value is the unweighted mean of its levels; the Average the mean over subsets. Every
+value carries its failed and parsed (no usable log-probabilities) judgment counts; tables print
+values x100 (:func:`printable`).
 
-Where the kit knowingly differs from the official release (reasons for divergence in a
-reproduction report, not defects to copy):
-
-- The released AILA level-2 and level-3 judge prompts never insert the passage (and the level-3
-  prompt not the instruction either), so those scores do not depend on what was retrieved. Here
-  every rubric shows query, instruction and passage (:mod:`instir.judge.rubrics`).
-- In the released per-level pipeline for multi-level subsets (fiqa, scifact_open, aila, pm;
-  ``src/llm_eval_pre.py`` ``evaluate``), each level's query-only list is judged with that level's
-  prompt, but the judgments are written into the instructed list's slots and then overwritten by
-  the instructed ones, and the per-level files it exports are copies taken before any judging:
-  no scores survive, and ``src/llm_eval.py`` stops with ``KeyError: 'score'`` on them. Here each
-  list keeps its own judgments.
-- The release never drops a rank. Its filter (``get_problem_ids``) drops ranks with a negative
-  score, also at the query's other levels, but no score is ever negative: an answer it cannot
-  read or weight scores 0.0. Here a failed judgment drops its rank from both lists and is counted
-  (``failed``, ``dropped``), and a judgment without usable log-probabilities is scored by the
-  parsed integer and counted (``parsed``), so every value shows how many positions it rests on
-  that the release would have scored 0.
-- Where a query has two instructions of the same level, the release keeps the last
-  (``export_qa_ids`` stores one list per level key); here each instruction is its own instance.
-- The release samples queries at random without a fixed seed (a tenth of fiqa, a fifth of the
-  other subsets) when asked to sample; :func:`select_instances` samples with a fixed seed,
-  stratified by subset and level, and the selection is part of the result.
-- The judge prompts are our own wording (a system and a user message, where the authors send one
-  user message), so individual judgments will not match the authors' token for token. The chat
-  judge's call settings and score-token rule follow the authors by default
-  (:data:`instir.judge.chat.CALL_SETTINGS`).
-
-Each of these is also listed, with its expected effect, in
-:data:`instir.papers.divergences.DIVERGENCES`.
+Where the kit departs from the official release, the reason is kept once, as data, in
+:data:`instir.papers.divergences.DIVERGENCES`: ``aila-judge-prompt``, ``query-only-overwrite``,
+``judge-fallbacks``, ``same-level-instructions`` and ``judge-call-settings``.
 """
 
 from __future__ import annotations
@@ -144,7 +113,8 @@ def select_instances(queries: Sequence[Query], max_instances: int | None,
     The budget is shared as evenly as the strata allow (a small stratum gives its unused share to
     the others); within a stratum the instances are a seeded random choice. Returns the chosen
     ids in input order and a frame ``subset, level, available, selected`` per stratum.
-    ``None`` selects everything.
+    ``None`` selects everything. (The release, when asked to sample, draws a tenth of fiqa and a
+    fifth of the other subsets without a fixed seed.)
     """
     strata: dict[tuple, list[str]] = {}
     for q in queries:

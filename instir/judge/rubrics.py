@@ -1,28 +1,16 @@
 """Judge rubrics: one cumulative ladder of conditions per IFIR subset and instruction level,
 plus a generic ladder for InstructIR and user benchmarks.
 
-A passage's score is the number of ladder steps it meets in a row from the first (a step only
-counts when every earlier one holds): 0-3 for level-3 and single-level rubrics, 0-2 for level 2,
-0-1 for level 1. The judge answers with a JSON object ``{"score": …, "reason": …}``, the score
-first so the score token comes before any free text.
+A passage's score is the number of ladder steps it meets in a row from the first: 0-3 for
+level-3 and single-level rubrics, 0-2 for level 2, 0-1 for level 1; InstFol divides by
+:data:`INSTFOL_MAX` = 3 for all of them, as the official code does. The judge answers
+``{"score": …, "reason": …}``, score first, so the score token comes before any free text.
 
-The ladders follow the conditions of the IFIR authors' judge prompts (METRICS.md, "InstFol@20"),
-written in our own words; the prompt text is not theirs, so judgments will not match theirs token
-for token. Known, deliberate differences from the official release, to be cited as sources of
-divergence in reproduction reports:
-
-- Every rubric here always shows the judge the query, the instruction and the passage. The
-  official AILA level-2 and level-3 prompts never insert the passage (and the level-3 prompt not
-  the instruction either), so their AILA level-2/3 scores do not depend on the passage judged.
-- The official prompts put query and instruction into one "instruction" slot; ours label them
-  separately.
-- The official weighting keeps digits 0-5 from the score token on every rubric; the chat judge
-  does the same under its default ``"ifir"`` call settings and keeps only the rubric's digits under
-  ``"kit"`` (:data:`instir.judge.chat.CALL_SETTINGS`); the in-process judge reads only the
-  rubric's digits from its next-token logits.
-
-InstFol normalises by :data:`INSTFOL_MAX` = 3 for every rubric, including the 0-1 and 0-2 ones,
-exactly as the official code does.
+The ladders follow the conditions of the IFIR authors' judge prompts (METRICS.md, "InstFol@20")
+in our own words, and every rubric shows the query, the instruction (in its own labelled field,
+where the authors' prompts put both in one "instruction" slot) and the passage. Where this
+departs from the release, see ``aila-judge-prompt`` and ``judge-call-settings`` in
+:data:`instir.papers.divergences.DIVERGENCES`.
 """
 
 from __future__ import annotations

@@ -169,15 +169,26 @@ def test_claims_about_the_released_judge_code_match_that_code():
     """SighingSnow/IFIR src/llm_eval_pre.py exports copies made before judging (no score survives,
     llm_eval.py raises KeyError: 'score'); each level's query-only list is judged with that level's
     prompt (never reused across levels); get_problem_ids never fires (no score is negative)."""
-    import instir.judge.following as instfol_module
+    import instir.judge.following as following
 
-    overwrite = next(d for d in DIVERGENCES if d.key == "query-only-overwrite").explanation
+    explanation = {d.key: d.explanation for d in DIVERGENCES}
+    overwrite = explanation["query-only-overwrite"]
     assert "reused" not in overwrite and "KeyError: 'score'" in overwrite
-    doc = instfol_module.__doc__
-    assert "do not survive" not in doc and "no scores survive" in doc
-    assert "*another* level" not in doc and "never drops a rank" in doc
-    assert "as the official code drops it" not in instfol_module.score_list_pair.__doc__
-    assert "keeps the last" in doc
+    assert "never drops a rank" in explanation["judge-fallbacks"]
+    assert "keeps only the last" in explanation["same-level-instructions"]
+    assert "as the official code drops it" not in following.score_list_pair.__doc__
+
+
+def test_judge_modules_cite_the_divergences_they_depart_by_key():
+    import instir.judge.following as following
+    import instir.judge.rubrics as rubrics
+
+    keys = {d.key for d in DIVERGENCES}
+    for module, cited in ((following, ("aila-judge-prompt", "query-only-overwrite", "judge-fallbacks",
+                                       "same-level-instructions", "judge-call-settings")),
+                          (rubrics, ("aila-judge-prompt", "judge-call-settings"))):
+        assert set(cited) <= keys
+        assert all(f"``{key}``" in module.__doc__ for key in cited), module.__name__
 
 
 def test_long_doc_windows_note_follows_each_runs_windowing_mode(reported):
