@@ -10,6 +10,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "html": ("HTML", "docs_table", "escape_text", "frame_html", "queries_table", "style_table", "text_block"),
     "explain": ("constant_judge", "explain_instructir"),
     "index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
+    "layout": ("ReportLayout", "start_report"),
     "manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state", "package_versions",
                  "read_datasets", "record_dataset"),
     "plots": ("panel_name", "plot_group_minima", "plot_per_level", "plot_reproduced_vs_reported"),

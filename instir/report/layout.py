@@ -1,0 +1,101 @@
+"""The report folder as notebooks share it: every file one notebook writes and a later one
+reads, by name (:class:`ReportLayout`), and the setup every notebook starts with
+(:func:`start_report`: load the benchmarks, record which data they are)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from instir.benchmarks.registry import load_benchmark
+from instir.benchmarks.types import Benchmark
+from instir.report.html import escape_text
+from instir.report.manifest import DATASETS_FILE, record_dataset
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """Paths inside one report folder (``root``); folders are made by whoever writes into them."""
+
+    root: Path
+
+    @property
+    def datasets(self) -> Path:
+        """Which benchmark data the report used (:func:`instir.report.manifest.record_dataset`)."""
+        return self.root / DATASETS_FILE
+
+    # notebook 01
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def statistics(self) -> Path:
+        return self.data / "statistics.csv"
+
+    # notebook 02
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def runs_table(self) -> Path:
+        """One row per run: benchmark, system, variant, template, ``run_file`` (relative to ``root``)."""
+        return self.runs / "runs.csv"
+
+    # notebook 03
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics"
+
+    @property
+    def metrics_table(self) -> Path:
+        """The tidy result table (:data:`instir.metrics.table.COLUMNS`)."""
+        return self.metrics / "metrics.csv"
+
+    @property
+    def comparisons(self) -> Path:
+        return self.metrics / "comparisons.csv"
+
+    # notebook 04
+    @property
+    def judge(self) -> Path:
+        return self.root / "judge"
+
+    @property
+    def judgments(self) -> Path:
+        """The report's judgment cache (SQLite)."""
+        return self.judge / "judgments.sqlite"
+
+    @property
+    def instfol(self) -> Path:
+        return self.judge / "instfol.csv"
+
+    # notebook 05
+    @property
+    def paper_tables(self) -> Path:
+        return self.root / "paper_tables"
+
+
+@dataclass(frozen=True)
+class ReportStart:
+    """What :func:`start_report` returns: the layout, the loaded benchmarks by name, and a
+    Markdown list naming each with its revision."""
+
+    layout: ReportLayout
+    benchmarks: dict[str, Benchmark]
+    summary: str
+
+
+def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None) -> ReportStart:
+    """Make the report folder, load ``benchmarks`` (real ones from ``data_root`` when given, ``""``
+    meaning none, as the notebooks' parameters say) and record each in the folder's datasets
+    file, so the report's manifest names the exact data every number comes from."""
+    layout = ReportLayout(Path(out_dir))
+    layout.root.mkdir(parents=True, exist_ok=True)
+    loaded = {name: load_benchmark(name, root=data_root or None) for name in benchmarks}
+    for bench in loaded.values():
+        record_dataset(layout.root, bench)
+    summary = "\n".join(f"- {escape_text(b.label)}, revision `{escape_text(b.revision)}`" for b in loaded.values())
+    return ReportStart(layout, loaded, summary)
