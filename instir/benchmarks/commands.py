@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Download InstructIR or IFIR into the instir cache ($INSTIR_HOME, default ~/.cache/instir) "
                     "at the pinned revision, check files and record counts, and write instir-manifest.json. "
                     "The only command that uses the network.")
-    p.add_argument("benchmark", choices=("instructir", "ifir"))
+    p.add_argument("benchmark", choices=catalog.families())
     p.add_argument("--subset", choices=catalog.ifir_subsets(), default=None,
                    help="one IFIR subset (default: all seven)")
     p.add_argument("--layout", default=None,
