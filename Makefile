@@ -15,7 +15,7 @@ QUICK := not (notebooks or browser or llama_server or ray or local_llm)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: reports test test-quick lab venv clean-venv
+.PHONY: reports test test-quick lint lab venv clean-venv
 
 venv: $(MAIN_STAMP)
 
@@ -37,12 +37,17 @@ $(LAB_STAMP): $(MAIN_STAMP)
 reports: $(MAIN_STAMP)
 	$(BIN)/instir run --out reports/sample
 
+# ruff (lint + import order, configured in pyproject.toml) runs first, so CI's `make test` checks it too.
 test: $(TEST_STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge.
 test-quick: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "$(QUICK)"
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
 
 
 lab: $(LAB_STAMP)
