@@ -31,6 +31,7 @@ FACTORIES = {
     "sentence-transformers": "instir.systems.adapters:sentence_transformers_from_card",
     "hf-mean-pool": "instir.systems.adapters:hf_mean_pool_from_card",
     "peft-decoder": "instir.systems.decoder:DecoderRetriever.from_card",
+    "gritlm": "instir.systems.gritlm:GritLMRetriever.from_card",
     "openai-embeddings": "instir.systems.openai_embeddings:OpenAIEmbeddingsRetriever.from_card",
     "colbert-late": "instir.systems.colbert:ColBERTRetriever.from_card",
     "monot5": "instir.systems.rerankers:MonoT5Reranker.from_card",
@@ -42,20 +43,12 @@ FACTORIES = {
 ADAPTER_REQUIRES = {
     "peft-decoder": ("peft", "transformers"),
     "openai-embeddings": ("tiktoken",),
-    "gritlm": ("gritlm",),
 }
 
 #: import name -> what to ``pip install`` for it
 PIP_HINTS = {
     "peft": "pip install 'instir[systems]'",
     "tiktoken": "pip install 'instir[systems]'",
-    "gritlm": "pip install gritlm",
-}
-
-#: why an adapter a card may name is not in :data:`FACTORIES` (shown by :func:`system_status`)
-NOT_BUILT = {
-    "gritlm": "needs a GritLM adapter (gritlm.GritLM.encode, instruction tokens left out of the mean pooling; "
-              "pip install gritlm), not in this build",
 }
 
 #: adapters whose card ``model`` is an API model name, not downloadable weights
@@ -180,7 +173,7 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
     from instir.retrieval import BUNDLED_MODEL_ID
 
     if card.adapter not in FACTORIES:
-        return False, NOT_BUILT.get(card.adapter, f"adapter {card.adapter!r} not available in this build")
+        return False, f"adapter {card.adapter!r} not available in this build"
     missing = missing_requirements(card)
     if missing:
         return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"
