@@ -27,11 +27,12 @@ ends every GritLM instruction); text without the marker has no instruction, as
 once per call, for one instruction shared by the whole batch: the same for IFIR's inputs).
 
 Two deliberate differences, neither of which changes IFIR's vectors: the model loads as the
-stock transformers Mistral with transformers' own bidirectional mask (``config.is_causal =
-False``, ``sliding_window`` off, ``is_causal=False`` passed to the attention) instead of the
-repository's ``modeling_gritlm7b.py``, which was written for transformers 4.37 and imports
-``transformers.modeling_attn_mask_utils`` (gone in transformers 5); and a text with no token
-after its instruction pools to a zero vector, where upstream divides by zero (NaN).
+stock transformers Mistral instead of the repository's ``modeling_gritlm7b.py`` (written for
+transformers 4.37; it imports ``transformers.modeling_attn_mask_utils``, gone in transformers
+5), whose forward pass honours the same ``is_causal=False`` argument from transformers 5 on
+(``merge_with_config_defaults`` turns it into a padding-only mask), with ``sliding_window``
+switched off as GritLM's non-causal mask has none; and a text with no token after its
+instruction pools to a zero vector, where upstream divides by zero (NaN).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from instir.errors import UserError
 from instir.formatting import ModelInput
 from instir.retrieval.dense import weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
@@ -113,15 +115,18 @@ class GritLMRetriever(DecoderRetriever):
 
     def _load(self) -> None:
         import torch
+        import transformers
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+        if self.bidirectional and int(transformers.__version__.split(".")[0]) < 5:
+            raise UserError(f"the gritlm adapter needs transformers>=5 for bidirectional attention "
+                            f"(is_causal=False); this is {transformers.__version__}: pip install 'transformers>=5'")
         revision = self.revision or None
         tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id, revision=revision, padding_side="right")
         if not tokenizer.pad_token and tokenizer.eos_token:
             tokenizer.pad_token = tokenizer.eos_token
         config = AutoConfig.from_pretrained(self.model_id, revision=revision)
-        if self.bidirectional:  # GritLM's is_causal=False path: padding-only mask, no sliding window
-            config.is_causal = False
+        if self.bidirectional:  # GritLM's is_causal=False mask has no sliding window
             config.sliding_window = None
         model = AutoModel.from_pretrained(self.model_id, config=config, revision=revision,
                                           dtype=getattr(torch, self.dtype))
