@@ -173,10 +173,11 @@ class GritLMRetriever(DecoderRetriever):
                 ids, mask = batch["input_ids"].to(model.device), batch["attention_mask"].to(model.device)
                 hidden = model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
                 self.forward_calls += 1
-                pool_mask = mask.clone()
-                for row, instruction in enumerate(instructions[start:start + self.batch_size]):
-                    pool_mask[row, :self._instruction_length(instruction, max_length, known)] = 0
-                weights = pool_mask.unsqueeze(-1).to(torch.float32)
+                skip = torch.tensor([self._instruction_length(instruction, max_length, known)
+                                     for instruction in instructions[start:start + self.batch_size]],
+                                    device=mask.device)
+                keep = torch.arange(mask.shape[1], device=mask.device)[None, :] >= skip[:, None]
+                weights = (mask * keep).unsqueeze(-1).to(torch.float32)
                 reps = (hidden.to(torch.float32) * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
                 if self.normalize:
                     reps = torch.nn.functional.normalize(reps, dim=-1)
