@@ -15,11 +15,11 @@ import importlib.util
 import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from instir.benchmarks.types import Benchmark
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
 from instir.systems.cards import SystemCard, get_card, load_cards
@@ -144,6 +144,24 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
         card = get_card(card, cards)
     built = build_adapter(card, cards=cards, **options)
     return SystemRetriever(card, built) if card.kind == "retriever" else built
+
+
+def retriever_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
+    """The retriever card ``name`` finds in ``cards`` (:func:`~instir.systems.cards.get_card`);
+    a reranker card is refused with one line saying it reranks a run instead."""
+    card = get_card(name, cards)
+    if card.kind != "retriever":
+        raise UsageError(f"system {card.name!r} is a {card.kind}; it reranks a run (instir rerank) instead "
+                         "of retrieving")
+    return card
+
+
+def build_retriever(name: str, card_files: Iterable[str | Path] = (), **options) -> SystemRetriever:
+    """The retriever a system card name runs, from the built-in cards and ``card_files``:
+    what ``instir retrieve --system`` and a sweep grid's card systems build. ``options`` as
+    :func:`build_system`."""
+    cards = load_cards(card_files)
+    return build_system(retriever_card(name, cards), cards=cards, **options)
 
 
 # ------------------------------------------------------------------ can it run here?
