@@ -89,15 +89,12 @@ def tiny_bert(tmp_path_factory):
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), _words())
 
 
-#: the words of IFIR's GritLM prompts (src/utils/inst_llms.py GritLM.gritlm_instruction)
-GRITLM_PROMPT_TEXT = "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n"
-
-
 @pytest.fixture(scope="session")
 def tiny_mistral(tmp_path_factory):
     """A tiny random Mistral (+ its tokenizer, no pad token) in GritLM-7B's layout, whose
     vocabulary holds the benchmark's words and IFIR's GritLM prompts."""
     from tokenizers.pre_tokenizers import Whitespace
 
-    prompt_words = [w for w, _ in Whitespace().pre_tokenize_str(GRITLM_PROMPT_TEXT + " an other instruction")]
+    prompts = "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n an other instruction"  # IFIR's
+    prompt_words = [w for w, _ in Whitespace().pre_tokenize_str(prompts)]
     return build_tiny_mistral(tmp_path_factory.mktemp("tiny-mistral"), sorted(set(_words()) | set(prompt_words)))
