@@ -5,7 +5,8 @@ its resource hints (:func:`resolve_system`).
 Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 
     benchmarks: [instructir-sample, ifir-sample/fiqa]
-    systems: [bm25, dense, "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:BAAI/bge-base-en-v1.5"]
+    systems: [bm25, dense, "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:BAAI/bge-base-en-v1.5",
+              "BM25 (IFIR)", "Promptriever-7B"]   # ... and any retriever system card name (instir systems)
     variants: [instructed, query-only]     # the instructed template, and the query-only template
     settings: [instructed]                 # InstructIR settings; IFIR has only "instructed"
     k: 100
@@ -39,18 +40,23 @@ class GridError(UserError, ValueError):
 @dataclass(frozen=True)
 class SystemSpec:
     """A resolved grid system: ``name`` as the grid wrote it (the ``retriever`` column of
-    ``runs.csv``), ``label`` as reports name it (:func:`instir.retrieval.system_name`),
-    ``kind``/``model`` for :func:`instir.retrieval.make_retriever`, and Ray resource hints
-    (``num_gpus``, ``memory_gb``) for the tasks and encoder actors that run it."""
+    ``runs.csv``), ``label`` as reports name it (:func:`instir.retrieval.system_name`, or the
+    card's name), ``kind``/``model`` for :func:`instir.retrieval.make_retriever` (kind
+    ``system`` for a card, built by :func:`instir.systems.registry.build_retriever` from
+    ``card``), and Ray resource hints (``num_gpus``, ``memory_gb``) for the tasks and encoder
+    actors that run it."""
 
     name: str
     label: str
     kind: str
     model: str | None
     resources: dict[str, float] = field(default_factory=dict)
+    card: str = ""
 
     def factory(self, cache_dir: str | None = None) -> Callable[[], Retriever]:
         """A picklable zero-argument function that builds the retriever (on a worker)."""
+        if self.kind == "system":
+            return _CardFactory(self.card, cache_dir)
         return _Factory(self.kind, self.model, cache_dir)
 
 
@@ -67,6 +73,17 @@ class _Factory:
         return retriever
 
 
+@dataclass(frozen=True)
+class _CardFactory:
+    card: str
+    cache_dir: str | None
+
+    def __call__(self) -> Retriever:
+        from instir.systems.registry import build_retriever
+
+        return build_retriever(self.card, cache_dir=self.cache_dir)
+
+
 def _set_cache_dir(retriever: Any, cache_dir: str) -> None:
     """Point a dense retriever (or a hybrid's dense half) at ``cache_dir``."""
     from instir.retrieval.embedding_cache import EmbeddingCache
@@ -78,18 +95,36 @@ def _set_cache_dir(retriever: Any, cache_dir: str) -> None:
 
 
 def resolve_system(name: str) -> SystemSpec:
-    """The system a grid names: ``bm25``, ``dense`` / ``hybrid`` (bundled MiniLM) or
-    ``dense:MODEL`` / ``hybrid:MODEL``. Resource hints: a GPU for any model but the bundled
-    MiniLM, none for BM25. System cards plug in here (their ``resources`` replace the hints)."""
+    """The system a grid names: ``bm25``, ``dense`` / ``hybrid`` (bundled MiniLM),
+    ``dense:MODEL`` / ``hybrid:MODEL``, or a retriever system card's name (as ``instir
+    retrieve --system`` takes it). Resource hints: a GPU for any model but the bundled
+    MiniLM, none for BM25; a card's own ``resources`` (``num_gpus``, ``memory_gb``) instead."""
     kind, _, model = name.partition(":")
+    if kind not in ("bm25", "dense", "hybrid"):
+        return _card_system(name)
     model = model.strip() or None
-    if kind not in ("bm25", "dense", "hybrid") or (kind == "bm25" and model):
+    if kind == "bm25" and model:
         raise ValueError(f"unknown system {name!r}; use bm25, dense, dense:MODEL, hybrid or hybrid:MODEL")
     label = system_name(kind, model)
     resources: dict[str, float] = {}
     if kind != "bm25" and model is not None:
         resources = {"num_gpus": 1}
     return SystemSpec(name=name, label=label, kind=kind, model=model, resources=resources)
+
+
+def _card_system(name: str) -> SystemSpec:
+    """A built-in retriever card by name (:func:`instir.systems.registry.retriever_card`)."""
+    from instir.systems.cards import RESOURCE_KEYS, load_cards
+    from instir.systems.registry import retriever_card
+
+    try:
+        card = retriever_card(name, load_cards())
+    except UserError as e:  # no such card (or an ambiguous name), or a reranker card
+        hint = "; besides cards: bm25, dense, dense:MODEL, hybrid, hybrid:MODEL" if isinstance(e, KeyError) else ""
+        raise ValueError(f"{e}{hint}") from None
+    resources = {key: float(card.resources[key]) for key in RESOURCE_KEYS if key in card.resources}
+    return SystemSpec(name=name, label=card.name, kind="system", model=card.model or None, resources=resources,
+                      card=card.name)
 
 
 @dataclass(frozen=True)

@@ -53,14 +53,10 @@ def _retrieve(args: argparse.Namespace) -> int:
     if args.system is not None:
         if args.model is not None or args.windowing is not None:
             raise UsageError("--model and --windowing apply to --retriever dense/hybrid; a system card sets its own")
-        from instir.systems import build_system, get_card, load_cards
+        from instir.systems.registry import build_retriever
 
-        cards = load_cards(args.cards)
-        card = get_card(args.system, cards)
-        if card.kind != "retriever":
-            raise UsageError(f"system {card.name!r} is a {card.kind}; it reranks a run (instir rerank) instead "
-                             "of retrieving")
-        retriever = build_system(card, cards=cards)
+        retriever = build_retriever(args.system, args.cards)
+        card = retriever.card
     else:
         retriever = make_retriever(args.retriever, args.model, windowing=args.windowing)
     benchmark = benchmark_from_args(args)
@@ -70,9 +66,9 @@ def _retrieve(args: argparse.Namespace) -> int:
     except OSError as err:  # weights neither cached nor downloadable
         if card is None:
             raise
-        from instir.systems import system_status
+        from instir.systems import load_cards, system_status
 
-        _, why = system_status(card, cards)
+        _, why = system_status(card, load_cards(args.cards))
         raise UsageError(f"system {card.name!r} cannot load its model: {why or err}") from None
     state = "reused" if run.meta.get("reused") else f"written in {run.meta['wall_time_s']:.1f} s"
     print(f"{benchmark.label}: {run.df['qid'].nunique()} queries, {len(run)} rows, "

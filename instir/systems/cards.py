@@ -16,7 +16,10 @@ same layout::
     model = "sentence-transformers/all-MiniLM-L6-v2"
     template = "ifir"
 
-(YAML: a top-level ``card:`` list of mappings). Every problem in a card file (unknown
+(YAML: a top-level ``card:`` list of mappings). ``resources`` holds the hints a scale-out
+run (``instir sweep``, a grid naming the card) gives Ray for the system's tasks:
+``num_gpus`` (GPUs per task, may be fractional) and ``memory_gb`` (host memory per task);
+e.g. ``resources = { num_gpus = 1, memory_gb = 20 }``. Every problem in a card file (unknown
 adapter or template, missing or mistyped field, duplicate name) is one
 :class:`~instir.benchmarks.types.FormatError` naming the file, the card and the field.
 """
@@ -42,6 +45,8 @@ POOLINGS = ("mean", "cls", "last-token", "eos", "batch-last")
 DTYPES = ("float32", "float16", "bfloat16")
 WINDOWINGS = ("ifir", "clean")
 SIMILARITIES = ("cosine", "dot")
+#: keys of a card's ``resources`` (Ray hints for sweeps): GPUs and host memory (GiB) per task
+RESOURCE_KEYS = ("num_gpus", "memory_gb")
 
 #: Adapter names a card may use -> the kind of system they build. Which of them this build
 #: can construct is :data:`instir.systems.registry.FACTORIES`.
@@ -125,8 +130,13 @@ def _type_ok(name: str, value: Any) -> str | None:
         return None if isinstance(value, int) and not isinstance(value, bool) and value > 0 else "a positive integer"
     if name == "normalize":
         return None if isinstance(value, bool) else "true or false"
-    if name in ("params", "resources"):
+    if name == "params":
         return None if isinstance(value, Mapping) else "a table (mapping)"
+    if name == "resources":
+        ok = isinstance(value, Mapping) and all(
+            key in RESOURCE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            for key, v in value.items())
+        return None if ok else f"a table of non-negative numbers with keys among {', '.join(RESOURCE_KEYS)}"
     if name == "requires":
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)
         return None if ok else "a list of python import names"

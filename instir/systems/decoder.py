@@ -86,14 +86,18 @@ class DecoderRetriever:
     rerun makes none).
     """
 
+    #: pooling names this class accepts (a subclass with its own pooling narrows them)
+    poolings: tuple[str, ...] = POOLINGS
+
     def __init__(self, model: str, *, base_model: str = "", revision: str = "", tokenizer: str = "",
                  pooling: str = "last-token", dtype: str = "float32", query_max_length: int = 512,
                  doc_max_length: int = 512, normalize: bool = True, similarity: str = "dot", batch_size: int = 8,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, doc_order: str = "",
                  device: str | None = None, cache_dir: str | Path | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = True):
-        if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r} for a decoder embedder; use one of {', '.join(POOLINGS)}")
+        if pooling not in self.poolings:
+            raise ValueError(f"unknown pooling {pooling!r} for {type(self).__name__}; use one of "
+                             f"{', '.join(self.poolings)}")
         if padding_side not in ("left", "right"):
             raise ValueError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
         if doc_order not in DOC_ORDERS:

@@ -15,11 +15,11 @@ import importlib.util
 import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from instir.benchmarks.types import Benchmark
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
 from instir.systems.cards import SystemCard, get_card, load_cards
@@ -31,6 +31,7 @@ FACTORIES = {
     "sentence-transformers": "instir.systems.adapters:sentence_transformers_from_card",
     "hf-mean-pool": "instir.systems.adapters:hf_mean_pool_from_card",
     "peft-decoder": "instir.systems.decoder:DecoderRetriever.from_card",
+    "gritlm": "instir.systems.gritlm:GritLMRetriever.from_card",
     "openai-embeddings": "instir.systems.openai_embeddings:OpenAIEmbeddingsRetriever.from_card",
     "colbert-late": "instir.systems.colbert:ColBERTRetriever.from_card",
     "monot5": "instir.systems.rerankers:MonoT5Reranker.from_card",
@@ -42,20 +43,12 @@ FACTORIES = {
 ADAPTER_REQUIRES = {
     "peft-decoder": ("peft", "transformers"),
     "openai-embeddings": ("tiktoken",),
-    "gritlm": ("gritlm",),
 }
 
 #: import name -> what to ``pip install`` for it
 PIP_HINTS = {
     "peft": "pip install 'instir[systems]'",
     "tiktoken": "pip install 'instir[systems]'",
-    "gritlm": "pip install gritlm",
-}
-
-#: why an adapter a card may name is not in :data:`FACTORIES` (shown by :func:`system_status`)
-NOT_BUILT = {
-    "gritlm": "needs a GritLM adapter (gritlm.GritLM.encode, instruction tokens left out of the mean pooling; "
-              "pip install gritlm), not in this build",
 }
 
 #: adapters whose card ``model`` is an API model name, not downloadable weights
@@ -153,6 +146,24 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
     return SystemRetriever(card, built) if card.kind == "retriever" else built
 
 
+def retriever_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
+    """The retriever card ``name`` finds in ``cards`` (:func:`~instir.systems.cards.get_card`);
+    a reranker card is refused with one line saying it reranks a run instead."""
+    card = get_card(name, cards)
+    if card.kind != "retriever":
+        raise UsageError(f"system {card.name!r} is a {card.kind}; it reranks a run (instir rerank) instead "
+                         "of retrieving")
+    return card
+
+
+def build_retriever(name: str, card_files: Iterable[str | Path] = (), **options) -> SystemRetriever:
+    """The retriever a system card name runs, from the built-in cards and ``card_files``:
+    what ``instir retrieve --system`` and a sweep grid's card systems build. ``options`` as
+    :func:`build_system`."""
+    cards = load_cards(card_files)
+    return build_system(retriever_card(name, cards), cards=cards, **options)
+
+
 # ------------------------------------------------------------------ can it run here?
 
 def _weights_present(model: str, revision: str = "") -> bool:
@@ -180,7 +191,7 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
     from instir.retrieval import BUNDLED_MODEL_ID
 
     if card.adapter not in FACTORIES:
-        return False, NOT_BUILT.get(card.adapter, f"adapter {card.adapter!r} not available in this build")
+        return False, f"adapter {card.adapter!r} not available in this build"
     missing = missing_requirements(card)
     if missing:
         return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"

@@ -16,9 +16,29 @@ def test_system_strings_resolve_to_kind_model_label_and_resources():
     assert big.resources == {"num_gpus": 1}
 
 
-@pytest.mark.parametrize("name", ["bm25:x", "colbert", "sparse:foo"])
+@pytest.mark.parametrize("name", ["bm25:x", "splade", "sparse:foo"])
 def test_unknown_system_is_refused(name):
     with pytest.raises(ValueError, match="unknown system"):
+        resolve_system(name)
+
+
+def test_card_names_resolve_as_instir_retrieve_resolves_them_with_the_cards_resources():
+    from instir.systems.registry import SystemRetriever
+
+    grit = resolve_system("GritLM-7B")
+    assert (grit.kind, grit.label, grit.card, grit.model) == ("system", "GritLM-7B", "GritLM-7B", "GritLM/GritLM-7B")
+    assert grit.resources == {"num_gpus": 1.0, "memory_gb": 20.0}  # the card's, not the generic hint
+    bm25 = resolve_system("bm25 (ifir)")  # case-insensitive, as --system
+    assert (bm25.label, bm25.resources) == ("BM25 (IFIR)", {})
+    built = bm25.factory()()
+    assert isinstance(built, SystemRetriever) and built.card.name == "BM25 (IFIR)"
+    colbert = resolve_system("colbert")  # a card name without its (...) suffix
+    assert colbert.card == "ColBERT (IFIR, mean-pooled)"
+
+
+@pytest.mark.parametrize("name,words", [("monoT5-base", "is a reranker"), ("BM25", "is ambiguous")])
+def test_reranker_and_ambiguous_card_names_are_refused(name, words):
+    with pytest.raises(ValueError, match=words):
         resolve_system(name)
 
 

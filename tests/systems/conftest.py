@@ -1,13 +1,13 @@
 """Fixtures for the systems tests: the toy benchmark of the retrieval tests; llama.cpp's
 OpenAI-compatible server answering ``/v1/embeddings`` with mean-pooled SmolLM2 vectors; tiny
 models built at test time (a random-initialised Llama with a word-level tokenizer and a random
-LoRA adapter saved with peft; a tiny BERT) and a small IFIR-shaped benchmark whose words the
+LoRA adapter saved with peft; a tiny BERT; a tiny Mistral for GritLM) and a small IFIR-shaped benchmark whose words the
 tokenizer knows."""
 
 import importlib.util
 
 import pytest
-from tiny_models import build_tiny_bert, build_tiny_llama
+from tiny_models import build_tiny_bert, build_tiny_llama, build_tiny_mistral
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from tests.llama_server import llama_server
@@ -87,3 +87,14 @@ def tiny_llama(tmp_path_factory):
 def tiny_bert(tmp_path_factory):
     """A tiny random BERT (+ a word-level tokenizer with [CLS]/[SEP]/[PAD]) saved to a folder."""
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), _words())
+
+
+@pytest.fixture(scope="session")
+def tiny_mistral(tmp_path_factory):
+    """A tiny random Mistral (+ its tokenizer, no pad token) in GritLM-7B's layout, whose
+    vocabulary holds the benchmark's words and IFIR's GritLM prompts."""
+    from tokenizers.pre_tokenizers import Whitespace
+
+    prompts = "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n an other instruction"  # IFIR's
+    prompt_words = [w for w, _ in Whitespace().pre_tokenize_str(prompts)]
+    return build_tiny_mistral(tmp_path_factory.mktemp("tiny-mistral"), sorted(set(_words()) | set(prompt_words)))

@@ -51,6 +51,8 @@ def test_user_yaml_card_is_read_like_toml(tmp_path):
     (('template = "ifir"', 'template = "no-such-template"'), "template", "unknown template"),
     (('template = "ifir"', 'template = "ifir"\ncolour = "blue"'), "colour", "unknown field"),
     (('kind = "retriever"', 'kind = "reranker"'), "kind", "builds a retriever"),
+    (('template = "ifir"', 'template = "ifir"\nresources = { gpus = 1 }'), "resources", "keys among num_gpus"),
+    (('template = "ifir"', 'template = "ifir"\nresources = { memory_gb = -2 }'), "resources", "non-negative"),
 ])
 def test_a_bad_card_is_refused_with_file_card_and_field(tmp_path, change, field, words):
     path = _write(tmp_path, GOOD.replace(*change))

@@ -139,6 +139,27 @@ def build_tiny_llama(root: Path, words, seed: int = 0) -> tuple[Path, Path]:
     return base_dir, adapter_dir
 
 
+def build_tiny_mistral(root: Path, words, seed: int = 0) -> Path:
+    """A MistralForCausalLM (hidden 32, 2 layers, GQA 4/2 heads, a sliding window of 4 tokens,
+    shorter than the test texts so that a window left on shows) and its tokenizer (adds <s>, no
+    pad token) saved in ``root``: the layout of GritLM-7B's repository, which ``AutoModel``
+    loads as its MistralModel."""
+    import torch
+    from transformers import MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
+
+    path = Path(root)
+    tok, size = _word_tokenizer(words, {"<unk>": 0, "<s>": 1, "</s>": 2}, "<unk>", "<s> $A", [("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   model_max_length=4096)
+    torch.manual_seed(seed)
+    config = MistralConfig(vocab_size=size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                           sliding_window=4, bos_token_id=1, eos_token_id=2)
+    MistralForCausalLM(config).eval().save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
 def build_tiny_bert(root: Path, words, seed: int = 1) -> Path:
     """A BertModel (hidden 32, 2 layers, no pooler) and its tokenizer saved in ``root``."""
     import torch

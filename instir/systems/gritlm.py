@@ -1,0 +1,185 @@
+"""GritLM embedder (IFIR's GritLM-7B row), following the ``gritlm`` package that IFIR calls.
+
+IFIR ``src/utils/inst_llms.py`` ``GritLM`` builds ``gritlm.GritLM('GritLM/GritLM-7B',
+pooling_method='mean', mode='embedding', torch_dtype=float16)`` and encodes queries with
+``instruction='<|user|>\\nGive a query, retrieval relevant passages\\n<|embed|>\\n'`` and
+documents with ``instruction='<|embed|>\\n'`` (``gritlm_instruction``), ``max_length=2048``.
+What ``GritLM.encode`` (ContextualAI/gritlm ``gritlm/gritlm.py``) then does, and this module
+does the same way:
+
+- the text is ``instruction + sentence + embed_eos`` (``embed_eos`` empty by default),
+  tokenised with special tokens (BOS), right padding, pad = EOS when the tokenizer has no
+  pad token, truncated to ``max_length``;
+- the forward pass of the base model (``AutoModel``; ``mode='embedding'``) is
+  **bidirectional** when ``attn`` starts with ``bb`` (the default ``bbcc``): GritLM passes
+  ``is_causal=False`` and its modeling file then builds a padding-only mask
+  (``_prepare_4d_attention_mask``, no causal triangle, no sliding window);
+- mean pooling (``GritLM.pooling``, ``'mean'``) over the attention mask with the
+  instruction's tokens zeroed: ``attention_mask[:, :len(tokenizer(instruction)['input_ids'])] = 0``
+  after the forward pass, so the instruction is attended to but not averaged (the BOS token
+  counts as part of the instruction); the sum is taken in float32;
+- L2 normalisation (``normalized=True``), vectors returned as float32.
+
+The kit receives whole formatted texts (template ``ifir-gritlm``), so the instruction is
+the text up to and including the first ``instruction_end`` marker (``<|embed|>\\n``, which
+ends every GritLM instruction); text without the marker has no instruction, as
+``encode(instruction='')``. The instruction length is counted per text (upstream counts it
+once per call, for one instruction shared by the whole batch: the same for IFIR's inputs).
+
+Two deliberate differences, neither of which changes IFIR's vectors: the model loads as the
+stock transformers Mistral instead of the repository's ``modeling_gritlm7b.py`` (written for
+transformers 4.37; it imports ``transformers.modeling_attn_mask_utils``, gone in transformers
+5), whose forward pass honours the same ``is_causal=False`` argument from transformers 5 on
+(``merge_with_config_defaults`` turns it into a padding-only mask), with ``sliding_window``
+switched off as GritLM's non-causal mask has none; and a text with no token after its
+instruction pools to a zero vector, where upstream divides by zero (NaN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from instir.errors import UserError
+from instir.formatting import ModelInput
+from instir.retrieval.dense import weights_fingerprint
+from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
+from instir.systems.decoder import DecoderRetriever, _input_text
+
+if TYPE_CHECKING:
+    from instir.systems.cards import SystemCard
+
+#: GritLM's ``attn`` settings (``GritLM.__init__``): the first two letters are the embedding mode's
+ATTN_MODES = ("bbcc", "cccc", "bb", "cc")
+#: the marker that ends every GritLM instruction (IFIR ``gritlm_instruction``)
+EMBED_MARKER = "<|embed|>\n"
+#: card params the gritlm adapter reads
+CARD_PARAMS = ("batch_size", "attn", "embed_eos", "instruction_end", "mode")
+
+
+def split_instruction(text: str, marker: str = EMBED_MARKER) -> tuple[str, str]:
+    """``(instruction, sentence)``: the text up to and including the first ``marker``, and the
+    rest (``("", text)`` without the marker)."""
+    at = text.find(marker) if marker else -1
+    if at < 0:
+        return "", text
+    end = at + len(marker)
+    return text[:end], text[end:]
+
+
+class GritLMRetriever(DecoderRetriever):
+    """Dense retrieval with a GritLM embedder (see the module docstring); caching, corpus
+    order and search are :class:`~instir.systems.decoder.DecoderRetriever`'s."""
+
+    poolings = ("mean",)
+
+    def __init__(self, model: str, *, revision: str = "", dtype: str = "float32", query_max_length: int = 512,
+                 doc_max_length: int = 512, normalize: bool = True, similarity: str = "cosine", batch_size: int = 8,
+                 attn: str = "bbcc", embed_eos: str = "", instruction_end: str = EMBED_MARKER,
+                 device: str | None = None, cache_dir: str | Path | None = None,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = True):
+        if attn not in ATTN_MODES:
+            raise ValueError(f"unknown GritLM attn {attn!r}; use one of {', '.join(ATTN_MODES)}")
+        super().__init__(model, revision=revision, pooling="mean", dtype=dtype, query_max_length=query_max_length,
+                         doc_max_length=doc_max_length, normalize=normalize, similarity=similarity,
+                         batch_size=batch_size, padding_side="right", device=device, cache_dir=cache_dir,
+                         chunk_size=chunk_size, progress=progress)
+        self.attn, self.embed_eos, self.instruction_end = attn, embed_eos, instruction_end
+        self.bidirectional = attn.startswith("bb")
+
+    @classmethod
+    def from_card(cls, card: SystemCard, *, device: str | None = None, cache_dir: str | Path | None = None,
+                  progress: bool = True) -> GritLMRetriever:
+        """The embedder a ``gritlm`` card describes (params: batch_size, attn, embed_eos,
+        instruction_end; ``mode`` must be ``embedding``, the only mode IFIR used)."""
+        p = card.params
+        unknown = sorted(set(p) - set(CARD_PARAMS))
+        if unknown:
+            raise ValueError(f"system {card.name!r}: unknown gritlm params {unknown}; known: {', '.join(CARD_PARAMS)}")
+        if p.get("mode", "embedding") != "embedding":
+            raise ValueError(f"system {card.name!r}: the gritlm adapter embeds (mode 'embedding'), not {p['mode']!r}")
+        if card.pooling not in ("", "mean"):
+            raise ValueError(f"system {card.name!r}: the gritlm adapter pools by mean, not {card.pooling!r}")
+        return cls(card.model, revision=card.revision, dtype=card.dtype or "float32",
+                   query_max_length=card.query_max_length or 512, doc_max_length=card.doc_max_length or 512,
+                   normalize=True if card.normalize is None else card.normalize,
+                   similarity=card.similarity or "cosine", batch_size=int(p.get("batch_size", 8)),
+                   attn=p.get("attn", "bbcc"), embed_eos=p.get("embed_eos", ""),
+                   instruction_end=p.get("instruction_end", EMBED_MARKER), device=device, cache_dir=cache_dir,
+                   progress=progress)
+
+    # ------------------------------------------------------------ model
+
+    def _load(self) -> None:
+        import torch
+        import transformers
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        if self.bidirectional and int(transformers.__version__.split(".")[0]) < 5:
+            raise UserError(f"the gritlm adapter needs transformers>=5 for bidirectional attention "
+                            f"(is_causal=False); this is {transformers.__version__}: pip install 'transformers>=5'")
+        revision = self.revision or None
+        tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id, revision=revision, padding_side="right")
+        if not tokenizer.pad_token and tokenizer.eos_token:
+            tokenizer.pad_token = tokenizer.eos_token
+        config = AutoConfig.from_pretrained(self.model_id, revision=revision)
+        if self.bidirectional:  # GritLM's is_causal=False mask has no sliding window
+            config.sliding_window = None
+        model = AutoModel.from_pretrained(self.model_id, config=config, revision=revision,
+                                          dtype=getattr(torch, self.dtype))
+        model.eval().to(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self._model, self._tokenizer = model, tokenizer
+        settings = f"|attn={self.attn}|embed_eos={self.embed_eos!r}|pad={tokenizer.pad_token_id}"
+        self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())
+
+    @property
+    def name(self) -> str:
+        """Short retriever name for run files: ``gritlm-<model basename>``."""
+        return "gritlm-" + self.model_id.rstrip("/").split("/")[-1]
+
+    def encoder_description(self) -> dict:
+        """Everything that changes the vectors (part of every cache key)."""
+        return {**super().encoder_description(), "attn": self.attn, "embed_eos": self.embed_eos,
+                "instruction_end": self.instruction_end}
+
+    # ------------------------------------------------------------ encoding
+
+    def _instruction_length(self, instruction: str, max_length: int, known: dict[str, int]) -> int:
+        """Tokens of ``instruction`` alone, with special tokens (``GritLM.encode``); 0 without one."""
+        if not instruction:
+            return 0
+        if instruction not in known:
+            known[instruction] = len(self.tokenizer(instruction, padding=False, truncation=True, max_length=max_length,
+                                                    add_special_tokens=True)["input_ids"])
+        return known[instruction]
+
+    def encode(self, inputs: Sequence[ModelInput], max_length: int) -> np.ndarray:
+        """Vectors (float32) of formatted inputs, in order, in batches of ``batch_size``."""
+        import torch
+
+        texts = [_input_text(item) + self.embed_eos for item in inputs]
+        instructions = [split_instruction(text, self.instruction_end)[0] for text in texts]
+        known: dict[str, int] = {}
+        model, tok = self.model, self.tokenizer
+        extra = {"is_causal": False} if self.bidirectional else {}
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(texts), self.batch_size):
+                batch = tok(texts[start:start + self.batch_size], padding=True, truncation=True,
+                            max_length=max_length, add_special_tokens=True, return_tensors="pt")
+                ids, mask = batch["input_ids"].to(model.device), batch["attention_mask"].to(model.device)
+                hidden = model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+                self.forward_calls += 1
+                skip = torch.tensor([self._instruction_length(instruction, max_length, known)
+                                     for instruction in instructions[start:start + self.batch_size]],
+                                    device=mask.device)
+                keep = torch.arange(mask.shape[1], device=mask.device)[None, :] >= skip[:, None]
+                weights = (mask * keep).unsqueeze(-1).to(torch.float32)
+                reps = (hidden.to(torch.float32) * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+                if self.normalize:
+                    reps = torch.nn.functional.normalize(reps, dim=-1)
+                out.append(reps.cpu().numpy())
+        return np.concatenate(out, axis=0) if out else np.zeros((0, 0), dtype=np.float32)
