@@ -137,9 +137,10 @@ def _serial_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellRes
 
 
 def _task_options(resources: dict[str, float]) -> dict[str, Any]:
-    """Ray task options from a system's resource hints (``num_gpus``, ``memory_gb``)."""
-    options: dict[str, Any] = {"num_cpus": 1, "max_retries": WORKER_LOSS_RETRIES, "retry_exceptions": False,
-                               "scheduling_strategy": "SPREAD"}
+    """Ray options of a system's cell actors from its resource hints (``num_gpus``, ``memory_gb``).
+    An actor that dies is restarted and its call retried (worker loss), never a cell's own error."""
+    options: dict[str, Any] = {"num_cpus": 1, "max_restarts": WORKER_LOSS_RETRIES,
+                               "max_task_retries": WORKER_LOSS_RETRIES, "scheduling_strategy": "SPREAD"}
     if resources.get("num_gpus"):
         options["num_gpus"] = resources["num_gpus"]
     if resources.get("memory_gb"):
@@ -147,24 +148,92 @@ def _task_options(resources: dict[str, float]) -> dict[str, Any]:
     return options
 
 
-def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+class SystemWorker:
+    """A Ray actor that serves one system's cells: it builds the retriever once (and loads its
+    model while the driver is still submitting), keeps each benchmark it read, and runs a group
+    of cells in order, so the cells of one benchmark share the corpus embedding the first one
+    wrote to the cache, as they do in the serial loop."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        from instir.distributed.encode import dense_part
+
+        self.loaded: dict = {}
+        try:
+            self.retriever = factory()
+            dense = dense_part(self.retriever)
+            if dense is not None:
+                dense.model  # noqa: B018 -- load the weights now, not inside the first cell
+        except Exception:  # each cell then builds it again and reports the error, one line each
+            self.retriever = None
+
+    def run(self, cells: list[Cell], out_dir: str, k: int, data_root: str | None,
+            cache_dir: str | None) -> list[CellResult]:
+        return [run_cell(cell, out_dir, k=k, data_root=data_root, cache_dir=cache_dir, retriever=self.retriever,
+                         loaded=self.loaded) for cell in cells]
+
+
+def cell_groups(cells: list[Cell]) -> dict[str, list[list[Cell]]]:
+    """The cells by system, then by benchmark (in grid order): one group runs on one actor."""
+    groups: dict[str, dict[str, list[Cell]]] = {}
+    for cell in cells:
+        groups.setdefault(cell.system.name, {}).setdefault(cell.benchmark, []).append(cell)
+    return {system: list(by_benchmark.values()) for system, by_benchmark in groups.items()}
+
+
+def _pool_size(resources: dict[str, float], groups: int) -> int:
+    """Actors one system gets: one per group, at most as many as the cluster can run at once."""
     import ray
 
-    task = ray.remote(run_cell)
-    pending = {task.options(**_task_options(cell.system.resources)).remote(
-        cell, str(out), k=grid.k, data_root=grid.data_root, cache_dir=grid.cache_dir): cell for cell in cells}
+    total = ray.cluster_resources()
+    if resources.get("num_gpus"):
+        fit = total.get("GPU", 0) // resources["num_gpus"]
+    else:
+        fit = total.get("CPU", 1)
+    return max(1, min(groups, int(fit)))
+
+
+def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+    """Stage 2: each system's cell groups on a pool of :class:`SystemWorker` actors. Systems
+    with a model come first (their actors start, and import and load, while the cheap ones
+    wait for a CPU); an actor with nothing left of its system is ended, which frees its
+    resources for the next system's actors. Ray places the actors (resources, SPREAD)."""
+    import ray
+
+    systems = {c.system.name: c.system for c in cells}
+    queues = cell_groups(cells)
+    worker = ray.remote(SystemWorker)
+    pending: dict[Any, tuple[Any, str, list[Cell]]] = {}
+
+    def start(system: str) -> Any:
+        spec = systems[system]
+        return worker.options(**_task_options(spec.resources)).remote(spec.factory(grid.cache_dir))
+
+    def give(actor: Any, system: str) -> None:
+        if queues[system]:
+            group = queues[system].pop(0)
+            pending[actor.run.remote(group, str(out), grid.k, grid.data_root, grid.cache_dir)] = (actor, system, group)
+        else:
+            ray.kill(actor)  # frees its CPU/GPU for the actors of the systems still waiting
+
+    for system in sorted(systems, key=lambda name: systems[name].kind == "bm25"):
+        for _ in range(_pool_size(systems[system].resources, len(queues[system]))):
+            give(start(system), system)
     results: dict[str, CellResult] = {}
     with _bar(len(cells)) as bar:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            cell = pending.pop(ready[0])
+            actor, system, group = pending.pop(ready[0])
             try:
-                results[cell.cell_id] = ray.get(ready[0])
-            except ray.exceptions.RayError as e:  # the worker was lost more often than retried
-                results[cell.cell_id] = CellResult(cell.cell_id, "failed",
-                                                   error=f"{cell.cell_id}: {type(e).__name__}: "
-                                                         f"{str(e).splitlines()[0] if str(e) else ''}")
-            _show(bar, results)
+                done = ray.get(ready[0])
+            except ray.exceptions.RayError as e:  # the actor was lost more often than restarted
+                line = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                done = [CellResult(c.cell_id, "failed", error=f"{c.cell_id}: {line}") for c in group]
+                ray.kill(actor)
+                actor = start(system)  # a fresh actor for the system's remaining groups
+            for result in done:
+                results[result.cell_id] = result
+                _show(bar, results)
+            give(actor, system)
     return {c.cell_id: results[c.cell_id] for c in cells}
 
 
