@@ -20,7 +20,7 @@ SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems
 
 @pytest.fixture(scope="module")
 def local_ray(ray_env):
-    start_with_retries(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    start_with_retries(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                                         runtime_env=ray_env))
     yield
     ray.shutdown()
