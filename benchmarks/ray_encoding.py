@@ -115,7 +115,8 @@ def measure(n_docs: int, chunk: int, cpus: int, repeat: int) -> dict:
     return {"docs": n_docs, "chunk": chunk, "repeat": repeat, "single_s": round(s, 2), "ray_s": round(r, 2),
             "single_docs_per_s": round(n_docs / s, 1), "ray_docs_per_s": round(n_docs / r, 1),
             "ratio": round(statistics.median(ratios), 3), "ray_startup_s": round(statistics.median(startup), 2),
-            "vectors_identical": True}
+            "vectors_identical": True, "single_runs_s": [round(x, 2) for x in single],
+            "ray_runs_s": [round(x, 2) for x in spread]}
 
 
 def main() -> None:
