@@ -90,7 +90,7 @@ def _spawn(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
            "INSTIR_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run([sys.executable, __file__, "--child", side, "--docs", str(n_docs), "--chunk", str(chunk),
-                           "--cpus", str(cpus), "--folder", folder], env=env, capture_output=True, text=True)
+                           "--cpus", str(cpus), "--folder", folder], env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         sys.exit(f"{side} child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
