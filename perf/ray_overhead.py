@@ -1,123 +1,103 @@
-"""What Ray costs (issue 13): medians of ``--repeat`` runs on this machine's cores.
+"""What Ray costs a sweep (issue 13): medians of ``--repeat`` runs on this machine's cores.
 
 - ``sweep``: the sample grid (instructir-sample + ifir-sample/fiqa × bm25 + bundled MiniLM ×
-  instructed + query-only) with ``executor="serial"`` against a local Ray (``--cpus``) into
-  fresh folders (fresh embedding cache each time, so both sides compute everything). Ray's
-  start-up is timed apart from the sweep itself. Target: Ray ≤ 20 % over the serial loop.
-- ``encode``: ``--docs`` generated documents (about 64 words each) with the bundled MiniLM:
-  one process (``DenseRetriever.embed_corpus``, torch on all ``--cpus`` threads) against
-  Ray Data (``encode_corpus``, ``--cpus`` actors of one torch thread each), same chunk size.
-  Target: Ray ≤ 15 % over one process.
+  instructed + query-only, 8 cells) with ``executor="serial"`` against a local Ray (``--cpus``).
+  Each side runs in a FRESH Python process with a fresh instir home (so both compute every run
+  and embedding and pay their own imports and model loads), alternated serial, Ray, serial, …,
+  so the shared machine's load falls on both alike. Ray's start-up (``ray.init``) is timed
+  apart from the sweep. Printed: medians, the median of the per-repetition ratios
+  ``ray / serial`` (target ≤ 1.20) and with start-up included.
 - ``tasks``: the scheduling cost of one small Ray task (submit + run + get of a no-op, in
   batches of 1,000) and of one actor call.
+- Corpus encoding (Ray Data against one process): ``perf/ray_encoding.py``.
 
-    python -m perf.ray_overhead [--parts sweep,encode,tasks] [--docs 20000] [--repeat 3] [--cpus 2]
-
-Measured 2026-11-30 on the shared 2-core helper machine (load average 11-16 from other jobs),
-medians of 3: tasks 0.65 ms per no-op task, 0.34 ms per actor call; sweep serial 40.3 s,
-Ray 58.5 s (+45 %, Ray start-up 26.1 s on top). The encode part did not finish in the time
-available there (one Ray Data run of 2,000 documents took 491 s under that load); run it on a
-quiet machine.
+    python -m perf.ray_overhead [--parts sweep,tasks] [--repeat 3] [--cpus 2]
+    python -m perf.ray_overhead --quick     # one repetition, 200 tasks: < 2 minutes
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-from instir.distributed.sweep import start_with_retries
+REPO = Path(__file__).resolve().parent.parent
+GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"]}
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def bench_sweep(repeat: int, cpus: int) -> dict:
-    import ray
-
+def child(side: str, folder: str, cpus: int) -> dict:
+    """One sweep in this (fresh) process, into ``folder``."""
     from instir.distributed.grid import parse_grid
-    from instir.distributed.sweep import run_sweep
+    from instir.distributed.sweep import run_sweep, start_with_retries
 
-    grid = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"]}
-    serial, spread, startup = [], [], []
+    out: dict = {}
+    if side == "ray":
+        import ray
+
+        start = time.perf_counter()
+        start_with_retries(lambda: ray.init(address="local", num_cpus=cpus, include_dashboard=False,
+                                            log_to_driver=False,
+                                            runtime_env={"env_vars": {"INSTIR_HOME": os.environ["INSTIR_HOME"],
+                                                                      "INSTIR_PROGRESS": "0"}}))
+        out["startup_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    report = run_sweep(parse_grid(GRID), f"{folder}/out", executor=side)
+    out["sweep_s"] = time.perf_counter() - start
+    out["done"] = report.count("done")
+    return out
+
+
+def _spawn(side: str, folder: str, cpus: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+           "INSTIR_HOME": f"{folder}/home", "INSTIR_PROGRESS": "0", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "perf.ray_overhead", "--child", side, "--folder", folder, "--cpus", str(cpus)]
+    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"{side} child failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["process_s"] = time.perf_counter() - start
+    if out["done"] != 8:
+        sys.exit(f"{side} sweep computed {out['done']} cells, not 8")
+    return out
+
+
+def bench_sweep(repeat: int, cpus: int) -> dict:
+    """Alternated serial / Ray sweeps in fresh processes (see the module docstring)."""
+    serial, spread, startup, ratios, with_startup, process = [], [], [], [], [], []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
-            os.environ["INSTIR_HOME"] = f"{tmp}/home-serial"
-            start = time.perf_counter()
-            run_sweep(parse_grid(grid), f"{tmp}/serial", executor="serial")
-            serial.append(time.perf_counter() - start)
-            os.environ["INSTIR_HOME"] = f"{tmp}/home-ray"
-            start = time.perf_counter()
-            start_with_retries(lambda: ray.init(
-                num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-                runtime_env={"env_vars": {"INSTIR_HOME": f"{tmp}/home-ray", "INSTIR_PROGRESS": "0"}}))
-            startup.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            run_sweep(parse_grid(grid), f"{tmp}/ray")
-            spread.append(time.perf_counter() - start)
-            ray.shutdown()
-    s, r = _median(serial), _median(spread)
-    return {"serial_s": s, "ray_s": r, "ray_startup_s": _median(startup), "overhead": r / s - 1}
-
-
-def _corpus(n: int):
-    import numpy as np
-
-    from instir.benchmarks.types import Corpus, Doc
-
-    rng = np.random.default_rng(0)
-    words = [f"term{i}" for i in range(5000)]
-    return Corpus.from_docs(Doc(f"d{i}", " ".join(rng.choice(words, 64)), "") for i in range(n))
-
-
-def _ray_encoder(cache_dir: str, chunk: int):
-    import torch
-
-    from instir.retrieval.dense import DenseRetriever
-
-    torch.set_num_threads(1)
-    return DenseRetriever(None, cache_dir=cache_dir, chunk_size=chunk, progress=False)
-
-
-def bench_encode(n_docs: int, repeat: int, cpus: int, chunk: int) -> dict:
-    import ray
-    import torch
-
-    from instir.distributed.encode import encode_corpus
-    from instir.formatting import get_template
-    from instir.retrieval.dense import DenseRetriever
-
-    corpus, template = _corpus(n_docs), get_template("query-only")
-    torch.set_num_threads(cpus)
-    single, spread = [], []
-    start_with_retries(lambda: ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-                                        runtime_env={"env_vars": {"INSTIR_PROGRESS": "0", "OMP_NUM_THREADS": "1"}}))
-    try:
-        for _ in range(repeat):
-            with tempfile.TemporaryDirectory() as tmp:
-                retriever = DenseRetriever(None, cache_dir=f"{tmp}/one", chunk_size=chunk, progress=False)
-                retriever.model  # loaded before timing, as each actor loads its own before its first chunk
-                start = time.perf_counter()
-                retriever.embed_corpus(corpus, template)
-                single.append(time.perf_counter() - start)
-                start = time.perf_counter()
-                encode_corpus(functools.partial(_ray_encoder, f"{tmp}/ray", chunk), corpus, template, actors=cpus)
-                spread.append(time.perf_counter() - start)
-    finally:
-        ray.shutdown()
-    s, r = _median(single), _median(spread)
-    return {"docs": n_docs, "single_s": s, "ray_s": r, "overhead": r / s - 1,
-            "single_ms_per_doc": 1000 * s / n_docs, "ray_ms_per_doc": 1000 * r / n_docs}
+            one = _spawn("serial", f"{tmp}/serial", cpus)
+            many = _spawn("ray", f"{tmp}/ray", cpus)
+        serial.append(one["sweep_s"])
+        spread.append(many["sweep_s"])
+        startup.append(many["startup_s"])
+        ratios.append(many["sweep_s"] / one["sweep_s"])
+        with_startup.append((many["sweep_s"] + many["startup_s"]) / one["sweep_s"])
+        process.append(many["process_s"] / one["process_s"])
+    return {"repeat": repeat, "serial_s": round(_median(serial), 2), "ray_s": round(_median(spread), 2),
+            "ratio": round(_median(ratios), 3), "ray_startup_s": round(_median(startup), 2),
+            "ratio_with_startup": round(_median(with_startup), 3), "ratio_whole_process": round(_median(process), 3),
+            "serial_runs_s": [round(x, 2) for x in serial], "ray_runs_s": [round(x, 2) for x in spread]}
 
 
 def bench_tasks(repeat: int, cpus: int, n: int = 1000) -> dict:
     import ray
 
-    start_with_retries(lambda: ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False))
+    from instir.distributed.sweep import start_with_retries
+
+    start_with_retries(lambda: ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False))
     try:
         @ray.remote
         def noop(x):
@@ -145,21 +125,23 @@ def bench_tasks(repeat: int, cpus: int, n: int = 1000) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default="sweep,encode,tasks")
-    parser.add_argument("--docs", type=int, default=20000)
-    parser.add_argument("--chunk", type=int, default=1024, help="cache chunk size (one Ray task per chunk)")
+    parser.add_argument("--parts", default="sweep,tasks")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--quick", action="store_true", help="one repetition and 200 tasks (< 2 minutes)")
+    parser.add_argument("--child", choices=("serial", "ray"), help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.folder, args.cpus)))
+        return
     os.environ.setdefault("INSTIR_PROGRESS", "0")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    repeat = 1 if args.quick else args.repeat
     parts = args.parts.split(",")
     if "tasks" in parts:
-        print("tasks ", bench_tasks(args.repeat, args.cpus), flush=True)
+        print("tasks ", bench_tasks(repeat, args.cpus, 200 if args.quick else 1000), flush=True)
     if "sweep" in parts:
-        print("sweep ", bench_sweep(args.repeat, args.cpus), flush=True)
-    if "encode" in parts:
-        print("encode", bench_encode(args.docs, args.repeat, args.cpus, args.chunk), flush=True)
+        print("sweep ", bench_sweep(repeat, args.cpus), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,17 +18,22 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from instir import atomic
 from instir.benchmarks import catalog
 from instir.distributed.grid import Cell
+
+if TYPE_CHECKING:
+    from instir.benchmarks.types import Benchmark
+    from instir.retrieval import Retriever
 
 CELLS_DIR = Path("sweep") / "cells"
 _FRAMES = ("table", "per_query", "per_group")
@@ -60,9 +65,13 @@ def cell_files(out: Path, cell: Cell) -> dict[str, Path]:
 
 
 def run_cell(cell: Cell, out_dir: str | Path, *, k: int = 100, data_root: str | None = None,
-             cache_dir: str | None = None) -> CellResult:
+             cache_dir: str | None = None, retriever: Retriever | None = None,
+             loaded: dict[tuple[str, str], Benchmark] | None = None) -> CellResult:
     """Retrieve and evaluate one cell into ``out_dir``; never raises for a bad cell (its
-    error comes back as ``state="failed"`` with one line naming the cell and the cause)."""
+    error comes back as ``state="failed"`` with one line naming the cell and the cause).
+
+    A caller that runs many cells of one system passes its ``retriever`` (built once, its
+    model loaded once) and a ``loaded`` dict that keeps each benchmark read once."""
     from instir.benchmarks import load_benchmark
     from instir.metrics import evaluate_runs
     from instir.retrieval import retrieve
@@ -72,8 +81,14 @@ def run_cell(cell: Cell, out_dir: str | Path, *, k: int = 100, data_root: str | 
     start = time.perf_counter()
     where = {"node": socket.gethostname() + ":" + _node_id(), "pid": os.getpid()}
     try:
-        bench = load_benchmark(cell.benchmark, cell.setting, root=data_root)
-        retriever = cell.system.factory(cache_dir)()
+        key = (cell.benchmark, cell.setting)
+        bench = loaded.get(key) if loaded is not None else None
+        if bench is None:
+            bench = load_benchmark(cell.benchmark, cell.setting, root=data_root)
+            if loaded is not None:
+                loaded[key] = bench
+        if retriever is None:
+            retriever = cell.system.factory(cache_dir)()
         t0 = time.perf_counter()
         run = retrieve(bench, retriever, None if cell.variant == "instructed" else "query-only", k=k,
                        out_dir=out / "runs")
@@ -108,14 +123,11 @@ def run_cell(cell: Cell, out_dir: str | Path, *, k: int = 100, data_root: str | 
 
 
 def _node_id() -> str:
-    """The Ray node this runs on, or ``local`` outside Ray."""
-    try:
-        import ray
-
-        if ray.is_initialized():
-            return ray.get_runtime_context().get_node_id()[:12]
-    except ImportError:
-        pass
+    """The Ray node this runs on, or ``local`` outside Ray (a process that never imported Ray
+    does not import it here: that alone costs seconds)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return ray.get_runtime_context().get_node_id()[:12]
     return "local"
 
 

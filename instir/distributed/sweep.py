@@ -25,7 +25,7 @@ import pandas as pd
 
 from instir import atomic
 from instir.distributed.cells import CellResult, collect, run_cell, write_summary
-from instir.distributed.grid import Cell, Grid
+from instir.distributed.grid import Cell, Grid, SystemSpec
 from instir.progress import tqdm
 
 EXECUTORS = ("ray", "serial")
@@ -75,8 +75,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     if ray.is_initialized():
         yield
         return
-    options: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
-    if address is None:
+    options: dict[str, Any] = {"address": address or "local", "include_dashboard": False, "log_to_driver": False}
+    if address is None:  # "local": a new instance even where another one runs on this machine
         options["num_cpus"] = num_cpus
     start_with_retries(lambda: ray.init(**options))
     try:
@@ -137,9 +137,10 @@ def _serial_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellRes
 
 
 def _task_options(resources: dict[str, float]) -> dict[str, Any]:
-    """Ray task options from a system's resource hints (``num_gpus``, ``memory_gb``)."""
-    options: dict[str, Any] = {"num_cpus": 1, "max_retries": WORKER_LOSS_RETRIES, "retry_exceptions": False,
-                               "scheduling_strategy": "SPREAD"}
+    """Ray options of a system's cell actors from its resource hints (``num_gpus``, ``memory_gb``).
+    An actor that dies is restarted and its call retried (worker loss), never a cell's own error."""
+    options: dict[str, Any] = {"num_cpus": 1, "max_restarts": WORKER_LOSS_RETRIES,
+                               "max_task_retries": WORKER_LOSS_RETRIES, "scheduling_strategy": "SPREAD"}
     if resources.get("num_gpus"):
         options["num_gpus"] = resources["num_gpus"]
     if resources.get("memory_gb"):
@@ -147,24 +148,115 @@ def _task_options(resources: dict[str, float]) -> dict[str, Any]:
     return options
 
 
-def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+class SystemWorker:
+    """A Ray actor that runs groups of cells, one system at a time: it builds that system's
+    retriever once (loading its model when the actor starts, while the driver is still
+    submitting), keeps the benchmark it read, and runs a group's cells in order, so the cells
+    of one benchmark share the corpus embedding the first one wrote to the cache, as in the
+    serial loop. A group of another system replaces the retriever (one model in memory)."""
+
+    def __init__(self, system: SystemSpec, cache_dir: str | None):
+        self.system: str | None = None
+        self.retriever: Any = None
+        self.loaded: dict = {}
+        self._use(system, cache_dir)
+
+    def _use(self, system: SystemSpec, cache_dir: str | None) -> None:
+        from instir.distributed.encode import dense_part
+
+        self.system, self.retriever = system.name, None
+        try:
+            self.retriever = system.factory(cache_dir)()
+            dense = dense_part(self.retriever)
+            if dense is not None:
+                dense.model  # noqa: B018 -- load the weights now, not inside the first cell
+        except Exception:  # noqa: BLE001 - each cell then builds it again and reports the error, one line each
+            self.retriever = None
+
+    def run(self, cells: list[Cell], out_dir: str, k: int, data_root: str | None,
+            cache_dir: str | None) -> list[CellResult]:
+        if cells[0].system.name != self.system:
+            self._use(cells[0].system, cache_dir)
+        self.loaded = {key: bench for key, bench in self.loaded.items() if key[0] == cells[0].benchmark}
+        return [run_cell(cell, out_dir, k=k, data_root=data_root, cache_dir=cache_dir, retriever=self.retriever,
+                         loaded=self.loaded) for cell in cells]
+
+
+def cell_groups(cells: list[Cell]) -> list[list[Cell]]:
+    """The cells by system and benchmark (one group runs on one actor, in order): systems with
+    a model first, BM25 last, otherwise in grid order."""
+    groups: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.system.name, cell.benchmark), []).append(cell)
+    return sorted(groups.values(), key=lambda group: group[0].system.kind == "bm25")
+
+
+def _shape(system: SystemSpec) -> tuple:
+    """The resource hints as a key: systems with the same hints share a pool of actors."""
+    return tuple(sorted(system.resources.items()))
+
+
+def _pool_size(resources: dict[str, float], groups: int) -> int:
+    """Actors of one pool: one per group, at most as many as the cluster can run at once."""
     import ray
 
-    task = ray.remote(run_cell)
-    pending = {task.options(**_task_options(cell.system.resources)).remote(
-        cell, str(out), k=grid.k, data_root=grid.data_root, cache_dir=grid.cache_dir): cell for cell in cells}
+    total = ray.cluster_resources()
+    if resources.get("num_gpus"):
+        fit = total.get("GPU", 0) // resources["num_gpus"]
+    else:
+        fit = total.get("CPU", 1)
+    return max(1, min(groups, int(fit)))
+
+
+def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+    """Stage 2: the cell groups on pools of :class:`SystemWorker` actors, one pool per resource
+    shape (CPU only; a GPU each; …) sized to what the cluster runs at once. A free actor takes
+    the next group of the system it holds, else the next group of its pool (model systems
+    first); an actor whose pool has nothing left is ended, which frees its resources for
+    another pool's actors. Ray places the actors (resources, SPREAD) and restarts lost ones."""
+    import ray
+
+    queues: dict[tuple, list[list[Cell]]] = {}
+    for group in cell_groups(cells):
+        queues.setdefault(_shape(group[0].system), []).append(group)
+    worker = ray.remote(SystemWorker)
+    holds: dict[Any, str] = {}
+    pending: dict[Any, tuple[Any, tuple, list[Cell]]] = {}
+
+    def start(system: SystemSpec) -> Any:
+        actor = worker.options(**_task_options(system.resources)).remote(system, grid.cache_dir)
+        holds[actor] = system.name
+        return actor
+
+    def give(actor: Any, shape: tuple) -> None:
+        queue = queues[shape]
+        if not queue:
+            ray.kill(actor)  # frees its CPU/GPU for the actors still waiting
+            return
+        group = next((g for g in queue if g[0].system.name == holds[actor]), queue[0])
+        queue.remove(group)
+        holds[actor] = group[0].system.name
+        pending[actor.run.remote(group, str(out), grid.k, grid.data_root, grid.cache_dir)] = (actor, shape, group)
+
+    for shape, queue in list(queues.items()):
+        for group in queue[:_pool_size(dict(shape), len(queue))]:
+            give(start(group[0].system), shape)
     results: dict[str, CellResult] = {}
     with _bar(len(cells)) as bar:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            cell = pending.pop(ready[0])
+            actor, shape, group = pending.pop(ready[0])
             try:
-                results[cell.cell_id] = ray.get(ready[0])
-            except ray.exceptions.RayError as e:  # the worker was lost more often than retried
-                results[cell.cell_id] = CellResult(cell.cell_id, "failed",
-                                                   error=f"{cell.cell_id}: {type(e).__name__}: "
-                                                         f"{str(e).splitlines()[0] if str(e) else ''}")
-            _show(bar, results)
+                done = ray.get(ready[0])
+            except ray.exceptions.RayError as e:  # the actor was lost more often than restarted
+                line = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                done = [CellResult(c.cell_id, "failed", error=f"{c.cell_id}: {line}") for c in group]
+                ray.kill(actor)
+                actor = start(group[0].system)  # a fresh actor for the pool's remaining groups
+            for result in done:
+                results[result.cell_id] = result
+                _show(bar, results)
+            give(actor, shape)
     return {c.cell_id: results[c.cell_id] for c in cells}
 
 

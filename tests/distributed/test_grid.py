@@ -73,3 +73,15 @@ def test_unknown_field_and_broken_yaml_are_one_line_errors(tmp_path):
     path.write_text("benchmarks: [instructir-sample\nsystems: [bm25]\n")
     with pytest.raises(GridError, match=r"grid\.yaml:\d+: not valid YAML"):
         load_grid(path)
+
+
+def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
+    from instir.distributed.sweep import cell_groups
+
+    grid = parse_grid({"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"]})
+    groups = [[(c.benchmark, c.system.name, c.variant) for c in g] for g in cell_groups(grid.cells())]
+    assert groups == [
+        [("instructir-sample", "dense", "instructed"), ("instructir-sample", "dense", "query-only")],
+        [("ifir-sample/fiqa", "dense", "instructed"), ("ifir-sample/fiqa", "dense", "query-only")],
+        [("instructir-sample", "bm25", "instructed"), ("instructir-sample", "bm25", "query-only")],
+        [("ifir-sample/fiqa", "bm25", "instructed"), ("ifir-sample/fiqa", "bm25", "query-only")]]

@@ -38,7 +38,7 @@ def test_many_concurrent_tasks_share_one_cache_with_exact_counts(ray_env, tmp_pa
     from instir.judge.rubrics import rubric_for
     from instir.judge.types import JudgeRequest
 
-    start_with_retries(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    start_with_retries(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                                         runtime_env=ray_env))
     try:
         cache = tmp_path / "judgments.sqlite"

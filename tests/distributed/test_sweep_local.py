@@ -18,7 +18,7 @@ SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems
 
 @pytest.fixture(scope="module")
 def local_ray(ray_env):
-    start_with_retries(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    start_with_retries(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                                         runtime_env=ray_env))
     yield
     ray.shutdown()
@@ -76,6 +76,16 @@ def test_sample_grid_cells_ran_as_ray_tasks(swept):
     _, report = swept
     assert {r.pid for r in report.results.values()} - {os.getpid()}
     assert all(not r.node.endswith(":local") for r in report.results.values())
+
+
+def test_cells_of_one_benchmark_and_system_share_one_actor(swept):
+    _, report = swept
+    pids: dict[tuple[str, str], set[int]] = {}
+    for cell_id, result in report.results.items():
+        benchmark, _, system, _ = cell_id.split("__")
+        pids.setdefault((benchmark, system), set()).add(result.pid)
+    assert all(len(p) == 1 for p in pids.values())  # the query-only cell read the corpus vectors from the cache
+    assert len({p for ps in pids.values() for p in ps}) <= 2  # two CPUs: two actors, BM25 after MiniLM on them
 
 
 def test_rerun_computes_nothing(swept):

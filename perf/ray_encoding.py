@@ -1,0 +1,145 @@
+"""Sharded encoding on Ray Data against one process (issue 13): medians of ``--repeat``.
+
+``--docs`` documents (default 20,000; ``--sizes 5000,10000`` for several) are generated
+deterministically from the words of the bundled sample corpora (60 consecutive words from a
+random offset each, so tokenisation is that of real English, about 80 MiniLM tokens a
+document). Each side runs in a FRESH Python process, alternated (one-process, then Ray, then
+one-process ...), so both pay their own imports and model loads, and the shared machine's
+load falls on both alike:
+
+- one process: ``DenseRetriever(chunk_size=--chunk).embed_corpus`` (the kit's embedding-cache
+  path; torch on all ``--cpus`` threads);
+- Ray Data: ``instir.distributed.encode.encode_corpus`` on ``--cpus`` actors (one CPU, one
+  torch thread each; one Ray Data row per cache chunk), after ``ray.init`` (timed apart).
+
+Each writes its own cache folder; the two matrices must be identical (asserted, every
+repetition). Printed: docs/s of both, the wall times, the median of the per-repetition
+ratios ``ray / one process`` (target: ≤ 1.15) and Ray's start-up.
+
+    python -m perf.ray_encoding [--docs 20000 | --sizes 5000,10000,20000] [--repeat 3]
+    python -m perf.ray_encoding --quick      # 1,000 documents, chunks of 250: < 2 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = ("instructir-sample", "ifir-sample/fiqa")
+
+
+def corpus(n_docs: int):
+    """``n_docs`` documents of 60 consecutive words of the sample corpora, seed 0."""
+    import numpy as np
+
+    from instir.benchmarks import load_benchmark
+    from instir.benchmarks.types import Corpus, Doc
+
+    words = [w for name in SAMPLES for doc in load_benchmark(name).corpus for w in doc.text.split()]
+    starts = np.random.default_rng(0).integers(0, len(words) - 60, n_docs)
+    return Corpus.from_docs(Doc(f"d{i}", " ".join(words[s:s + 60]), f"title {i % 97}") for i, s in enumerate(starts))
+
+
+def child(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
+    """One measurement in this (fresh) process; saves the matrix beside the cache for the check."""
+    import numpy as np
+
+    from instir.formatting import get_template
+
+    docs, template = corpus(n_docs), get_template("query-only")
+    out: dict = {}
+    if side == "single":
+        import torch
+
+        from instir.retrieval.dense import DenseRetriever
+
+        torch.set_num_threads(cpus)
+        start = time.perf_counter()
+        embeddings = DenseRetriever(None, cache_dir=folder, chunk_size=chunk, progress=False).embed_corpus(
+            docs, template)
+    else:
+        import functools
+
+        import ray
+
+        from instir.distributed.encode import encode_corpus
+        from instir.distributed.sweep import start_with_retries
+        from instir.retrieval.dense import DenseRetriever
+
+        start = time.perf_counter()
+        start_with_retries(lambda: ray.init(address="local", num_cpus=cpus, include_dashboard=False,
+                                            log_to_driver=False,
+                                            runtime_env={"env_vars": {"INSTIR_PROGRESS": "0"}}))
+        out["startup_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        embeddings = encode_corpus(functools.partial(DenseRetriever, None, cache_dir=folder, chunk_size=chunk,
+                                                     progress=False), docs, template, actors=cpus).embeddings
+    out["wall_s"] = time.perf_counter() - start
+    np.save(Path(folder) / "matrix.npy", np.asarray(embeddings.matrix))
+    return out
+
+
+def _spawn(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+           "INSTIR_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "perf.ray_encoding", "--child", side, "--docs", str(n_docs),
+               "--chunk", str(chunk), "--cpus", str(cpus), "--folder", folder]
+    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"{side} child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(n_docs: int, chunk: int, cpus: int, repeat: int) -> dict:
+    """Alternated single / Ray runs; medians, the median per-repetition ratio, identity checked."""
+    import numpy as np
+
+    single, spread, startup, ratios = [], [], [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            one = _spawn("single", n_docs, chunk, cpus, f"{tmp}/single")
+            many = _spawn("ray", n_docs, chunk, cpus, f"{tmp}/ray")
+            a, b = np.load(f"{tmp}/single/matrix.npy"), np.load(f"{tmp}/ray/matrix.npy")
+            assert a.shape == (n_docs, a.shape[1]) and np.array_equal(a, b), "Ray Data vectors differ"
+        single.append(one["wall_s"])
+        spread.append(many["wall_s"])
+        startup.append(many["startup_s"])
+        ratios.append(many["wall_s"] / one["wall_s"])
+    s, r = statistics.median(single), statistics.median(spread)
+    return {"docs": n_docs, "chunk": chunk, "repeat": repeat, "single_s": round(s, 2), "ray_s": round(r, 2),
+            "single_docs_per_s": round(n_docs / s, 1), "ray_docs_per_s": round(n_docs / r, 1),
+            "ratio": round(statistics.median(ratios), 3), "ray_startup_s": round(statistics.median(startup), 2),
+            "vectors_identical": True, "single_runs_s": [round(x, 2) for x in single],
+            "ray_runs_s": [round(x, 2) for x in spread]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=20000)
+    parser.add_argument("--sizes", default="", help="comma-separated document counts (overrides --docs)")
+    parser.add_argument("--chunk", type=int, default=1000, help="cache chunk size (one Ray Data row each)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--quick", action="store_true", help="1,000 documents in chunks of 250 (< 2 minutes)")
+    parser.add_argument("--child", choices=("single", "ray"), help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.docs, args.chunk, args.cpus, args.folder)))
+        return
+    sizes = [1000] if args.quick else [int(n) for n in args.sizes.split(",") if n] or [args.docs]
+    chunk = 250 if args.quick else args.chunk
+    for n_docs in sizes:
+        print("encode", measure(n_docs, chunk, args.cpus, 1 if args.quick else args.repeat), flush=True)
+
+
+if __name__ == "__main__":
+    main()
