@@ -12,6 +12,11 @@ LAB_STAMP := $(VENV)/.instir-lab
 TEST_EXTRAS := dev,lab,systems,distributed
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm)
+# pytest-xdist workers (CI has 2 cores); a test file's tests share a worker, so module fixtures (a notebook
+# chain) run once. (--dist loadgroup would also keep Ray / SmolLM2 tests together, but xdist 3.8 cannot set
+# groups under pytest 9.) TEST_JOBS=0: one process.
+TEST_JOBS ?= 2
+WORKERS := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
@@ -38,11 +43,11 @@ reports: $(MAIN_STAMP)
 	$(BIN)/instir run --out reports/sample
 
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(WORKERS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge.
 test-quick: $(TEST_STAMP)
-	$(BIN)/python -m pytest -m "$(QUICK)"
+	$(BIN)/python -m pytest $(WORKERS) -m "$(QUICK)"
 
 
 lab: $(LAB_STAMP)

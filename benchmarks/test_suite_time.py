@@ -69,7 +69,7 @@ def main() -> int:
     python = sys.executable
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-              *(["-n", str(args.jobs), "--dist", "loadgroup"] if args.jobs else [])]
+              *(["-n", str(args.jobs), "--dist", "loadfile"] if args.jobs else [])]
     results = []
     if "quick" in parts:
         results.append(measure("make test-quick", [*pytest, "-m", QUICK], env, args.runs))
