@@ -12,10 +12,11 @@ LAB_STAMP := $(VENV)/.instir-lab
 TEST_EXTRAS := dev,lab,systems,distributed
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm)
-# pytest-xdist workers (CI has 2 cores); a test file's tests share a worker, so module fixtures (a notebook
-# chain) run once. (--dist loadgroup would also keep Ray / SmolLM2 tests together, but xdist 3.8 cannot set
-# groups under pytest 9.) TEST_JOBS=0: one process.
-TEST_JOBS ?= 2
+# TEST_JOBS=2: pytest-xdist workers, a test file's tests on one worker so module fixtures (a notebook chain)
+# run once. Off by default: on a shared 2-core machine it cost more CPU than it saved wall time
+# (benchmarks/test_suite_time.py --jobs 0 / --jobs 2 compares). (--dist loadgroup would also keep the Ray
+# and SmolLM2 tests together, but xdist 3.8 cannot set groups under pytest 9.)
+TEST_JOBS ?= 0
 WORKERS := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF

@@ -8,9 +8,10 @@ bytecode are in place, the judgments are not). CPU time is user + system of the 
 every process it waited for (kernels, servers, Ray workers); on a shared machine it is the
 steadier figure, the wall time is the target's.
 
-    .venv/bin/python benchmarks/test_suite_time.py [--runs 3] [--only quick,full,chain] [--jobs 2]
+    .venv/bin/python benchmarks/test_suite_time.py [--runs 3] [--only quick,full,chain] [--jobs 0]
 
-``--jobs`` is the Makefile's ``TEST_JOBS`` (pytest-xdist workers; 0: one process).
+``--jobs`` is the Makefile's ``TEST_JOBS`` (pytest-xdist workers; 0, the default: one process);
+run with ``--only quick,full --jobs 2`` as well to see whether two workers pay on the machine.
 
 Per-notebook wall times of the chain come from its ``report.json``.
 """
@@ -63,7 +64,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="quick,full,chain", help="comma-separated: quick, full, chain")
-    parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers as make test uses (0: none)")
+    parser.add_argument("--jobs", type=int, default=0, help="pytest-xdist workers, as make test TEST_JOBS=N (0: none)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     python = sys.executable
