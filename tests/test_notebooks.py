@@ -348,7 +348,12 @@ def test_judge_notebook_measures_the_judges_own_spread(chain):
     table = pd.read_csv(out / "judge" / "stability.csv")
     assert set(table["repeats"]) == {_defaults()["judge_repeats"]}
     assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()  # the baseline is deterministic
-    assert "deterministic" in _text_outputs(executed["04_judge_validation"])
+    assert (table["judged_repeats"] == 1).all()  # so it is judged once, and the page says so
+    text = _text_outputs(executed["04_judge_validation"])
+    assert "deterministic" in text and "judged once and that judgment stands for all" in text
+    with sqlite3.connect(out / "judge" / "judgments.sqlite") as db:
+        versions = [v for (v,) in db.execute("SELECT DISTINCT rubric_version FROM judgments")]
+    assert versions and not any("#repeat=" in v for v in versions)
 
 
 def test_metrics_and_judge_notebooks_end_with_the_instance_explorer(chain):

@@ -112,14 +112,6 @@ def test_batch_runs_switch_progress_bars_off_in_the_kernels(chain):
     assert os.environ.get("INSTIR_PROGRESS") != "0"  # restored after the run
 
 
-def test_batch_output_has_no_kernel_warnings(tmp_path, monkeypatch, capfd):
-    isolate(monkeypatch, tmp_path)
-    run_reports([NOTEBOOKS / "01_table.ipynb"], {}, tmp_path / "reports" / "quiet")
-    err = capfd.readouterr().err
-    assert "notebooks: 100%" in err  # instir run's own bar over the notebooks stays
-    assert "WARNING" not in err and "without encryption" not in err, err
-
-
 def test_third_party_progress_bars_stay_out_of_the_reports(tmp_path, monkeypatch):
     import nbformat
 
@@ -320,7 +312,9 @@ def test_cli_refuses_secret_parameters_without_running(tmp_path, capsys):
     assert "looks like a secret" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
-def test_cli_run_executes_a_notebook_folder(tmp_path, monkeypatch, capsys):
+def test_cli_run_executes_a_notebook_folder_and_prints_no_kernel_warnings(tmp_path, monkeypatch, capfd):
+    """One kernel run checks both the CLI's folder handling and its batch output (stdout and
+    stderr at the file-descriptor level, where kernel and transport warnings would land)."""
     isolate(monkeypatch, tmp_path)
     folder = tmp_path / "nbs"
     folder.mkdir()
@@ -328,7 +322,9 @@ def test_cli_run_executes_a_notebook_folder(tmp_path, monkeypatch, capsys):
     (folder / "notes.ipynb").write_text("not a report notebook")
     args = parse_run(["--notebooks", str(folder), "--out", str(tmp_path / "reports" / "cli"), "-p", "rows=2"])
     assert args.handler(args) == 0
-    printed = capsys.readouterr().out
+    printed, err = capfd.readouterr()
+    assert "notebooks: 100%" in err  # instir run's own bar over the notebooks stays
+    assert "WARNING" not in err and "without encryption" not in err, err
     assert re.search(r"01_table\s+ok\s+run\s+[\d.]+ s", printed) and "total" in printed
     meta = json.loads((tmp_path / "reports" / "cli" / "report.json").read_text())
     assert meta["parameters"] == {"out_dir": str((tmp_path / "reports" / "cli").resolve()), "rows": 2}

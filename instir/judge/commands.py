@@ -142,6 +142,10 @@ def _stability_command(args: argparse.Namespace, benchmark: Benchmark, judge: Ca
     print(f"InstFol@{args.k} on {benchmark.label}, judged {args.repeats} times")
     print(f"instances: {frames['qid'].nunique()} judged (max {args.max_instances or 'all'}, seed {args.seed})")
     for m in frames.attrs["meta"]:
+        if "copied_from" in m:
+            print(f"repeat {m['repeat']}: repeat {m['copied_from']}'s judgments (a deterministic judge is not "
+                  "judged again)")
+            continue
         print(f"repeat {m['repeat']}: {m['unique_requests']} distinct judgments, {m['judged']} made now, "
               f"{m['from_cache']} from the cache, {m['failed_judgments']} failed")
     shown = table.copy()

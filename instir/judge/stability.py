@@ -21,8 +21,11 @@ free). :func:`stability` then reports, per level, subset and Average
 
 Both give mean, standard deviation and 95% percentile interval; ``dominant`` names the larger
 standard deviation. The in-process (``hf``) and baseline judges are deterministic: their
-repeats are identical and the judge spread is exactly zero, which the table says
-(``identical_repeats``) rather than presenting it as a measurement of an API's noise.
+repeats would be identical and the judge spread is exactly zero, so repeat 0 stands for every
+repeat instead of being judged again (``judged_repeats`` = 1; each such repeat costs as much as the
+first and can only agree with it); the table says so (``identical_repeats``) rather than
+presenting it as a measurement of an API's noise. Any other backend is judged every time, and a
+deterministic one is then recognised by its identical answers.
 """
 
 from __future__ import annotations
@@ -44,11 +47,21 @@ N_BOOT = 1000
 _KEYS = ["scope", "subset", "level"]
 
 STABILITY_COLUMNS = [
-    "scope", "subset", "level", "instances", "repeats", "instfol",
+    "scope", "subset", "level", "instances", "repeats", "judged_repeats", "instfol",
     "judge_mean", "judge_sd", "judge_low", "judge_high",
     "sample_mean", "sample_sd", "sample_low", "sample_high",
     "identical_repeats", "dominant",
 ]
+
+
+def deterministic(backend: object) -> bool:
+    """Whether ``backend`` answers a request the same way on every call, by construction: the
+    in-process model (an expected score read from its next-token distribution, no sampling) and
+    the baselines (no model, or an embedding model) do; an API judge does not."""
+    from instir.judge.baseline import BaselineJudge
+    from instir.judge.local_lm import HFCausalLMJudge
+
+    return isinstance(backend, (HFCausalLMJudge, BaselineJudge))
 
 
 def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark,
@@ -59,15 +72,22 @@ def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame
     Repeat r judges through ``CachedJudge(judge.backend, judge.cache, repeat=r)``; every repeat
     sees the same instances (same ``max_instances`` and ``seed``). Returns
     :attr:`InstFolResult.instances <instir.judge.following.InstFolResult>` of every repeat with a
-    ``repeat`` column, and in ``attrs["meta"]`` each repeat's request counts.
+    ``repeat`` column and a ``judged`` column (false where the repeat is repeat 0's values because
+    the backend is :func:`deterministic`: it is not judged again), and in ``attrs["meta"]`` each
+    repeat's request counts (``copied_from`` 0 on such repeats).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     frames, metas = [], []
-    for r in tqdm(range(repeats), desc="judge repeats", disable=repeats < 2):
+    fixed = deterministic(judge.backend)
+    for r in tqdm(range(repeats), desc="judge repeats", disable=repeats < 2 or fixed):
+        if fixed and r > 0:
+            frames.append(frames[0].assign(repeat=r, judged=False))
+            metas.append({**metas[0], "repeat": r, "judged": 0, "from_cache": 0, "cost": None, "copied_from": 0})
+            continue
         judge_r = CachedJudge(judge.backend, judge.cache, repeat=r)
         result = instfol(instructed, query_only, benchmark, judge_r, k=k, max_instances=max_instances, seed=seed)
-        frames.append(result.instances.assign(repeat=r))
+        frames.append(result.instances.assign(repeat=r, judged=True))
         metas.append({"repeat": r, **{key: result.meta[key] for key in (
             "unique_requests", "judged", "from_cache", "failed_judgments", "cost")}})
     out = pd.concat(frames, ignore_index=True)
@@ -120,21 +140,25 @@ def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -
     ``repeat`` column). ``instfol`` is the value of the per-instance means over repeats;
     ``judge_*`` and ``sample_*`` summarise the two bootstraps (module docstring);
     ``identical_repeats`` is true where every repeat gave every instance the same value
-    (a deterministic judge: the judge spread is then exactly 0, not an estimate), and
+    (a deterministic judge: the judge spread is then exactly 0, not an estimate),
+    ``judged_repeats`` counts the repeats really judged (1 when a deterministic backend's repeat 0
+    stood for all; see :func:`judge_repeats`), and
     ``dominant`` is ``judge``, ``query sample`` or ``neither`` (both zero). With one repeat
     the judge spread is unknown (NaN) and ``dominant`` is empty.
     """
     repeats = int(instances["repeat"].nunique())
     keys = ["subset", "qid"]  # ids are unique within a subset (several IFIR subsets may be pooled)
     wide = instances.set_index([*keys, "repeat"])["instfol"].unstack("repeat")
+    judged = (instances.groupby("repeat")["judged"].all().sum() if "judged" in instances else repeats)
     base = (instances[instances["repeat"] == instances["repeat"].min()]
-            .drop(columns="repeat").set_index(keys).loc[wide.index].reset_index())
+            .drop(columns=["repeat", "judged"], errors="ignore").set_index(keys).loc[wide.index].reset_index())
     values = wide.to_numpy(dtype=float)
     means = wide.mean(axis=1).to_numpy(dtype=float)  # NaN-skipping; NaN where no repeat scored the instance
     point = aggregate(base.assign(instfol=means))
     index = pd.MultiIndex.from_frame(point[_KEYS].astype({"level": "string"}).fillna({"level": ""}))
     out = point[["scope", "subset", "level", "instances", "instfol"]].set_index(index)
     out["repeats"] = repeats
+    out["judged_repeats"] = int(judged)
     rng = np.random.default_rng(seed)
     n = len(base)
 
@@ -180,7 +204,11 @@ def verdict(table: pd.DataFrame) -> str:
                 "(instir judge --repeats R) to measure it.")
     judge = f"judge sd {avg['judge_sd'] * 100:.2f}"
     sample = f"query-sample sd {avg['sample_sd'] * 100:.2f}"
-    if bool(avg["identical_repeats"]):
+    if bool(avg["identical_repeats"]) and avg.get("judged_repeats", avg["repeats"]) < avg["repeats"]:
+        lead = (f"This judge is deterministic (the in-process and baseline judges always are): it was judged once "
+                f"and that judgment stands for all {int(avg['repeats'])} repeats, as judging again could only "
+                "repeat it. Its spread is exactly 0 by construction and says nothing about an API judge's noise. ")
+    elif bool(avg["identical_repeats"]):
         lead = (f"All {int(avg['repeats'])} repeats gave identical judgments: this judge is deterministic (the "
                 "in-process and baseline judges always are), so its spread is exactly 0 and says nothing about "
                 "an API judge's noise. ")

@@ -107,7 +107,9 @@ class FakeChatServer:
                 pass
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # serve_forever polls for shutdown every 0.5 s by default: every test would wait that long on exit
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
+                                        daemon=True)
 
     @property
     def url(self) -> str:

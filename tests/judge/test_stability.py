@@ -9,10 +9,11 @@ import pytest
 from scripted_judge import ScriptedJudge, toy_benchmark
 
 from instir.benchmarks.types import Query
+from instir.judge.baseline import BaselineJudge
 from instir.judge.cache import CachedJudge, JudgmentCache, request_key
 from instir.judge.following import instfol
 from instir.judge.rubrics import rubric_for
-from instir.judge.stability import judge_repeats, stability, tolerance_widening, verdict
+from instir.judge.stability import deterministic, judge_repeats, stability, tolerance_widening, verdict
 from instir.judge.types import JudgeRequest, Judgment
 
 #: (subset, level) strata of the toy benchmark; the generic rubric serves them all
@@ -151,6 +152,39 @@ def test_a_deterministic_judge_says_its_spread_is_exactly_zero(tmp_path):
     assert len(scripted.requests) == sum(made)  # every repeat was really judged, none answered from another
 
 
+class CountingBaseline(BaselineJudge):
+    """The lexical baseline judge (deterministic by construction), counting what it is asked."""
+
+    def __init__(self):
+        super().__init__("lexical", progress=False)
+        self.requests = []
+
+    def judge(self, requests, on_result=None):
+        self.requests.extend(requests)
+        return super().judge(requests, on_result)
+
+
+def test_a_deterministic_backend_is_judged_once_for_all_repeats_and_the_verdict_says_so(tmp_path):
+    bench, inst, query, base = toy(per_stratum=3, depth=2)
+    once = CountingBaseline()
+    single = instfol(inst, query, bench, CachedJudge(once, tmp_path / "once.sqlite"))
+    backend = CountingBaseline()
+    cache = JudgmentCache(tmp_path / "j.sqlite")
+    frames = judge_repeats(inst, query, bench, CachedJudge(backend, cache), repeats=3)
+    assert deterministic(backend) and not deterministic(ScriptedJudge(base))
+    assert len(backend.requests) == len(once.requests) == single.meta["unique_requests"]  # one repeat's worth
+    assert not any("#repeat=" in v for v in cache.frame()["rubric_version"])  # nothing stored for repeats 1, 2
+    assert frames.groupby("repeat")["judged"].all().tolist() == [True, False, False]
+    assert [m.get("copied_from") for m in frames.attrs["meta"]] == [None, 0, 0]
+    for r in (1, 2):
+        pd.testing.assert_series_equal(frames.loc[frames["repeat"] == r, "instfol"].reset_index(drop=True),
+                                       frames.loc[frames["repeat"] == 0, "instfol"].reset_index(drop=True))
+    table = stability(frames, n_boot=200)
+    assert (table["repeats"] == 3).all() and (table["judged_repeats"] == 1).all()
+    assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()
+    assert "judged once" in verdict(table) and "by construction" in verdict(table)
+
+
 def test_one_repeat_leaves_the_judge_spread_unknown_and_says_so(tmp_path):
     bench, inst, query, base = toy(per_stratum=3, depth=2)
     table = stability(judge_repeats(inst, query, bench, CachedJudge(ScriptedJudge(base), tmp_path / "j.sqlite"),
@@ -198,7 +232,9 @@ def test_instir_judge_repeats_prints_both_spreads_and_reruns_free(tmp_path, caps
     args = parser.parse_args(argv)
     args.handler(args)
     again = capsys.readouterr().out
-    assert "repeat 2:" in again and " 0 made now" in again.split("repeat 2:")[1].splitlines()[0]
+    assert "repeat 0:" in again and " 0 made now" in again.split("repeat 0:")[1].splitlines()[0]
+    for printed in (first, again):  # the deterministic baseline's repeats 1 and 2 are repeat 0's judgments
+        assert "not judged again" in printed.split("repeat 2:")[1].splitlines()[0]
     with pytest.raises(SystemExit):
         parser.parse_args(argv[:-1] + ["0"])
     assert "at least 1" in capsys.readouterr().err
