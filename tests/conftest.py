@@ -1,7 +1,15 @@
 """Suite-wide isolation: nothing a test runs writes into the user's home or real caches,
 and nothing reaches the network."""
 
+import os
+
 import pytest
+
+# huggingface_hub reads HF_HUB_OFFLINE once, when it is first imported (at collection, before any
+# fixture runs), so the per-test setenv below comes too late for in-process calls: without this a
+# model id missing from the cache meets ~46 s of HTTP back-off instead of an offline miss.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 
 @pytest.fixture(autouse=True)
