@@ -16,13 +16,12 @@ the tiny random Mistral of ``tests/systems/tiny_models.py``, loaded once.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import tempfile
 from pathlib import Path
 
-from perf.systems_overhead import K, _timed, _topk, make_benchmark
+from perf.systems_overhead import K, _timed, _topk, make_benchmark, parse_args
 
 QUERY_INSTRUCTION = "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n"
 DOC_INSTRUCTION = "<|embed|>\n"
@@ -51,12 +50,7 @@ def bare_gritlm(model, tok, queries, docs, batch_size=8, max_length=2048):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--docs", type=int, default=1000)
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
 
     import torch
 
@@ -65,8 +59,6 @@ def main() -> None:
     from instir.systems import build_system, get_card
     from tests.systems.tiny_models import build_tiny_mistral
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     bench, vocab = make_benchmark(args.docs, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="gritlm-overhead-"))
     words = vocab + ["<|", "user", "|>", "Give", "a", "query", ",", "retrieval", "relevant", "passages", "embed"]

@@ -95,13 +95,24 @@ def bare_mean_pool(model, tok, q_texts, d_texts, batch_size=64):
     return _topk(encode(q_texts), encode(d_texts), K, cosine=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(doc: str) -> argparse.Namespace:
+    """The options every adapter-overhead script takes (``--docs``, ``--queries``, ``--repeat``,
+    ``--threads``); sets torch's thread count when ``--threads`` is given."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    return args
+
+
+def main() -> None:
+    args = parse_args(__doc__)
 
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -114,8 +125,6 @@ def main() -> None:
     from instir.systems import SystemCard, build_system, get_card, load_cards
     from tests.systems.tiny_models import build_tiny_bert, build_tiny_llama
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     bench, vocab = make_benchmark(args.docs, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="systems-overhead-"))
     words = vocab + ["[", "SEP", "]", "query", ":", "passage"]
