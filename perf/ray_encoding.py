@@ -26,13 +26,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from perf.common import run_child
+
 SAMPLES = ("instructir-sample", "ifir-sample/fiqa")
 
 
@@ -88,14 +87,8 @@ def child(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
 
 
 def _spawn(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "INSTIR_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    command = [sys.executable, "-m", "perf.ray_encoding", "--child", side, "--docs", str(n_docs),
-               "--chunk", str(chunk), "--cpus", str(cpus), "--folder", folder]
-    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode:
-        sys.exit(f"{side} child failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_child("perf.ray_encoding", ["--child", side, "--docs", str(n_docs), "--chunk", str(chunk),
+                                           "--cpus", str(cpus), "--folder", folder])
 
 
 def measure(n_docs: int, chunk: int, cpus: int, repeat: int) -> dict:

@@ -21,13 +21,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from perf.common import run_child
+
 GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"]}
 
 
@@ -58,15 +57,9 @@ def child(side: str, folder: str, cpus: int) -> dict:
 
 
 def _spawn(side: str, folder: str, cpus: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "INSTIR_HOME": f"{folder}/home", "INSTIR_PROGRESS": "0", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
     start = time.perf_counter()
-    command = [sys.executable, "-m", "perf.ray_overhead", "--child", side, "--folder", folder, "--cpus", str(cpus)]
-    done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode:
-        sys.exit(f"{side} child failed:\n{done.stderr[-3000:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_child("perf.ray_overhead", ["--child", side, "--folder", folder, "--cpus", str(cpus)],
+                    INSTIR_HOME=f"{folder}/home")
     out["process_s"] = time.perf_counter() - start
     if out["done"] != 8:
         sys.exit(f"{side} sweep computed {out['done']} cells, not 8")
