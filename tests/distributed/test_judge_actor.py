@@ -6,7 +6,6 @@ import sqlite3
 import pytest
 
 from instir.distributed.judge import RateLimit
-from instir.distributed.sweep import start_with_retries
 
 
 def test_rate_limit_spaces_requests_over_the_whole_minute():
@@ -32,17 +31,15 @@ def _cached_lexical_judge(path):
 
 
 @pytest.mark.ray
-def test_many_concurrent_tasks_share_one_cache_with_exact_counts(ray_env, tmp_path):
+def test_many_concurrent_tasks_share_one_cache_with_exact_counts(local_ray, tmp_path):
     ray = pytest.importorskip("ray")
     from instir.distributed.judge import start_judge
     from instir.judge.rubrics import rubric_for
     from instir.judge.types import JudgeRequest
 
-    start_with_retries(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                                        runtime_env=ray_env))
+    cache = tmp_path / "judgments.sqlite"
+    actor, judge = start_judge(functools.partial(_cached_lexical_judge, cache))
     try:
-        cache = tmp_path / "judgments.sqlite"
-        actor, judge = start_judge(functools.partial(_cached_lexical_judge, cache))
         rubric = rubric_for("")
         shared = [JudgeRequest(f"query {i}", "prefer recent work", f"passage {i} about query {i}", rubric)
                   for i in range(10)]
@@ -55,11 +52,10 @@ def test_many_concurrent_tasks_share_one_cache_with_exact_counts(ray_env, tmp_pa
         n_tasks = 16
         answers = ray.get([task.remote(n, judge) for n in range(n_tasks)])
         stats = ray.get(actor.stats.remote())
-        assert all(j.ok and j.error is None for answer in answers for j in answer)
-        assert stats == {"judged": 10 + n_tasks, "hits": 10 * (n_tasks - 1), "failed": 0}
-        assert [j.weighted for j in answers[0][:10]] == [j.weighted for j in answers[-1][:10]]
-        ray.kill(actor)
     finally:
-        ray.shutdown()
+        ray.kill(actor)  # its process closes the SQLite file
+    assert all(j.ok and j.error is None for answer in answers for j in answer)
+    assert stats == {"judged": 10 + n_tasks, "hits": 10 * (n_tasks - 1), "failed": 0}
+    assert [j.weighted for j in answers[0][:10]] == [j.weighted for j in answers[-1][:10]]
     with sqlite3.connect(cache) as db:
         assert db.execute("SELECT COUNT(*), SUM(attempts) FROM judgments").fetchone() == (10 + n_tasks, 10 + n_tasks)

@@ -27,6 +27,7 @@ CHUNK = 8
 
 @pytest.fixture(scope="module")
 def two_nodes(ray_env):
+    ray.shutdown()  # the session's local Ray, if an earlier module started it (this module runs last)
     cluster = start_with_retries(lambda: Cluster(initialize_head=True,
                                                  head_node_args={"num_cpus": 1, "include_dashboard": False}))
     start_with_retries(lambda: cluster.add_node(num_cpus=1))
@@ -74,35 +75,42 @@ def _encoder_pids() -> set[int]:
     return pids - {os.getpid()}
 
 
-def test_killed_encoder_costs_only_its_chunk_and_vectors_match_one_process(two_nodes, tmp_path):
+@pytest.fixture(scope="module")
+def killed_run(two_nodes, tmp_path_factory):
+    """A sharded encoding of 24 chunks during which one encoder actor is killed (SIGKILL by
+    pid) once the first chunk is written: (result, killed pids, corpus, encoder factory)."""
+    folder = tmp_path_factory.mktemp("killed")
     corpus = _corpus(24 * CHUNK)
-    template = get_template("query-only")
-    factory = functools.partial(DenseRetriever, None, cache_dir=str(tmp_path / "ray"), chunk_size=CHUNK,
-                                progress=False)
+    factory = functools.partial(DenseRetriever, None, cache_dir=str(folder), chunk_size=CHUNK, progress=False)
     result, killed = {}, []
-    worker = threading.Thread(target=lambda: result.update(done=encode_corpus(factory, corpus, template, actors=2)))
+    worker = threading.Thread(target=lambda: result.update(
+        done=encode_corpus(factory, corpus, get_template("query-only"), actors=2)))
     worker.start()
     deadline = time.monotonic() + 300
     while worker.is_alive() and time.monotonic() < deadline and not killed:
-        if list((tmp_path / "ray").rglob("chunk*.npy")) and (pids := _encoder_pids()):
+        if list(folder.rglob("chunk*.npy")) and (pids := _encoder_pids()):
             pid = min(pids)
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
         time.sleep(0.05)
     worker.join()
+    return result["done"], killed, corpus, factory
+
+
+def test_killed_encoder_costs_only_its_chunk_and_vectors_match_one_process(killed_run, tmp_path):
+    done, killed, corpus, _ = killed_run
     assert killed, "the encoding finished before an encoder could be killed"
-    done = result["done"]
     indices = [i for i, _ in done.written]
     assert sorted(indices) == list(range(24)) and done.present == []  # each chunk written exactly once
     single = DenseRetriever(None, cache_dir=tmp_path / "single", chunk_size=CHUNK, progress=False)
-    expected = single.embed_corpus(corpus, template)
+    expected = single.embed_corpus(corpus, get_template("query-only"))
     assert done.embeddings.key == expected.key
     np.testing.assert_array_equal(np.asarray(done.embeddings.matrix), np.asarray(expected.matrix))
 
 
-def test_rerun_of_a_finished_encoding_encodes_nothing(two_nodes, tmp_path):
-    corpus = _corpus(3 * CHUNK)
-    factory = functools.partial(DenseRetriever, None, cache_dir=str(tmp_path), chunk_size=CHUNK, progress=False)
-    first = encode_corpus(factory, corpus, get_template("query-only"), actors=2)
+def test_rerun_of_a_finished_encoding_encodes_nothing(killed_run):
+    first, _, corpus, factory = killed_run
     again = encode_corpus(factory, corpus, get_template("query-only"), actors=2)
-    assert len(first.written) == 3 and again.written == [] and again.embeddings.encoded == 0
+    assert len(first.written) == 24 and again.written == [] and again.present == []
+    assert again.embeddings.encoded == 0
+    np.testing.assert_array_equal(np.asarray(again.embeddings.matrix), np.asarray(first.embeddings.matrix))

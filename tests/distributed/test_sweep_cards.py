@@ -8,15 +8,7 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 from instir.distributed.grid import load_grid  # noqa: E402
-from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def local_ray(ray_env):
-    start_with_retries(lambda: ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                                        runtime_env=ray_env))
-    yield
-    ray.shutdown()
+from instir.distributed.sweep import run_sweep  # noqa: E402
 
 
 def test_grid_with_a_card_name_writes_the_run_instir_retrieve_writes(local_ray, tmp_path):

@@ -10,18 +10,10 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 from instir.distributed.grid import parse_grid  # noqa: E402
-from instir.distributed.sweep import run_sweep, start_with_retries  # noqa: E402
+from instir.distributed.sweep import run_sweep  # noqa: E402
 
 SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"],
                "variants": ["instructed", "query-only"], "k": 20}
-
-
-@pytest.fixture(scope="module")
-def local_ray(ray_env):
-    start_with_retries(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                                        runtime_env=ray_env))
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
