@@ -23,6 +23,7 @@ ratios ``ray / one process`` (target: ≤ 1.15) and Ray's start-up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -48,40 +49,35 @@ def corpus(n_docs: int):
 
 
 def child(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
-    """One measurement in this (fresh) process; saves the matrix beside the cache for the check."""
+    """One measurement in this (fresh) process; saves the matrix beside the cache for the check.
+    The Ray side starts Ray as ``instir sweep`` does (its workers inherit this environment)."""
+    import functools
+
     import numpy as np
 
     from instir.formatting import get_template
+    from instir.retrieval.dense import DenseRetriever
 
     docs, template = corpus(n_docs), get_template("query-only")
+    factory = functools.partial(DenseRetriever, None, cache_dir=folder, chunk_size=chunk, progress=False)
     out: dict = {}
-    if side == "single":
-        import torch
+    with contextlib.ExitStack() as stack:
+        if side == "single":
+            import torch
 
-        from instir.retrieval.dense import DenseRetriever
+            torch.set_num_threads(cpus)
+            start = time.perf_counter()
+            embeddings = factory().embed_corpus(docs, template)
+        else:
+            from instir.distributed.encode import encode_corpus
+            from instir.distributed.sweep import ray_session
 
-        torch.set_num_threads(cpus)
-        start = time.perf_counter()
-        embeddings = DenseRetriever(None, cache_dir=folder, chunk_size=chunk, progress=False).embed_corpus(
-            docs, template)
-    else:
-        import functools
-
-        import ray
-
-        from instir.distributed.encode import encode_corpus
-        from instir.distributed.sweep import start_with_retries
-        from instir.retrieval.dense import DenseRetriever
-
-        start = time.perf_counter()
-        start_with_retries(lambda: ray.init(address="local", num_cpus=cpus, include_dashboard=False,
-                                            log_to_driver=False,
-                                            runtime_env={"env_vars": {"INSTIR_PROGRESS": "0"}}))
-        out["startup_s"] = time.perf_counter() - start
-        start = time.perf_counter()
-        embeddings = encode_corpus(functools.partial(DenseRetriever, None, cache_dir=folder, chunk_size=chunk,
-                                                     progress=False), docs, template, actors=cpus).embeddings
-    out["wall_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            stack.enter_context(ray_session(num_cpus=cpus))
+            out["startup_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            embeddings = encode_corpus(factory, docs, template, actors=cpus).embeddings
+        out["wall_s"] = time.perf_counter() - start
     np.save(Path(folder) / "matrix.npy", np.asarray(embeddings.matrix))
     return out
 

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,23 +36,21 @@ def _median(values: list[float]) -> float:
 
 
 def child(side: str, folder: str, cpus: int) -> dict:
-    """One sweep in this (fresh) process, into ``folder``."""
+    """One sweep in this (fresh) process, into ``folder``; the Ray side starts Ray as ``instir
+    sweep`` does (:func:`~instir.distributed.sweep.ray_session`: the workers inherit this
+    process's environment, no runtime env to set up), timed apart."""
     from instir.distributed.grid import parse_grid
-    from instir.distributed.sweep import run_sweep, start_with_retries
+    from instir.distributed.sweep import ray_session, run_sweep
 
     out: dict = {}
-    if side == "ray":
-        import ray
-
+    with contextlib.ExitStack() as stack:
+        if side == "ray":
+            start = time.perf_counter()
+            stack.enter_context(ray_session(num_cpus=cpus))
+            out["startup_s"] = time.perf_counter() - start
         start = time.perf_counter()
-        start_with_retries(lambda: ray.init(address="local", num_cpus=cpus, include_dashboard=False,
-                                            log_to_driver=False,
-                                            runtime_env={"env_vars": {"INSTIR_HOME": os.environ["INSTIR_HOME"],
-                                                                      "INSTIR_PROGRESS": "0"}}))
-        out["startup_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    report = run_sweep(parse_grid(GRID), f"{folder}/out", executor=side)
-    out["sweep_s"] = time.perf_counter() - start
+        report = run_sweep(parse_grid(GRID), f"{folder}/out", executor=side)
+        out["sweep_s"] = time.perf_counter() - start
     out["done"] = report.count("done")
     return out
 

@@ -128,12 +128,17 @@ def _show(bar, results: dict[str, CellResult]) -> None:
 
 
 def _serial_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+    """The cell groups in this process, in the actors' order, on one in-process
+    :class:`SystemWorker` (each system built, its model loaded, once; each benchmark read once)."""
     results: dict[str, CellResult] = {}
+    worker: SystemWorker | None = None
     with _bar(len(cells)) as bar:
-        for cell in cells:
-            results[cell.cell_id] = run_cell(cell, out, k=grid.k, data_root=grid.data_root, cache_dir=grid.cache_dir)
-            _show(bar, results)
-    return results
+        for group in cell_groups(cells):
+            worker = worker or SystemWorker(group[0].system, grid.cache_dir)
+            for result in worker.run(group, str(out), grid.k, grid.data_root, grid.cache_dir):
+                results[result.cell_id] = result
+                _show(bar, results)
+    return {c.cell_id: results[c.cell_id] for c in cells}
 
 
 def _task_options(resources: dict[str, float]) -> dict[str, Any]:

@@ -26,3 +26,20 @@ def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
     summary = pd.read_csv(tmp_path / "judge" / "instfol.csv")
     assert summary["instfol"].tolist() == aggregate(expected)["instfol"].tolist()
     assert (tmp_path / "judge" / "judgments.sqlite").is_file()
+
+
+def test_plain_loop_builds_each_system_once_and_reads_each_benchmark_once(tmp_path, monkeypatch):
+    import instir.benchmarks
+    from instir.distributed import grid
+
+    built, read = [], []
+    build, load = grid._Factory.__call__, instir.benchmarks.load_benchmark
+    monkeypatch.setattr(grid._Factory, "__call__", lambda self: built.append(self.kind) or build(self))
+    # run_cell imports load_benchmark from the package when it runs, so this reaches it
+    monkeypatch.setattr(instir.benchmarks, "load_benchmark",
+                        lambda name, *a, **kw: read.append(name) or load(name, *a, **kw))
+    report = run_sweep(parse_grid({"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25"],
+                                   "k": 10}), tmp_path, executor="serial")
+    assert report.count("done") == 4
+    assert built == ["bm25"]
+    assert sorted(read) == ["ifir-sample/fiqa", "instructir-sample"]
