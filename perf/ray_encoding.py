@@ -9,8 +9,10 @@ load falls on both alike:
 
 - one process: ``DenseRetriever(chunk_size=--chunk).embed_corpus`` (the kit's embedding-cache
   path; torch on all ``--cpus`` threads);
-- Ray Data: ``instir.distributed.encode.encode_corpus`` on ``--cpus`` actors (one CPU, one
-  torch thread each; one Ray Data row per cache chunk), after ``ray.init`` (timed apart).
+- Ray Data: ``instir.distributed.encode.encode_corpus`` on the actors ``instir sweep`` would
+  use (:func:`~instir.distributed.encode.encoder_pool`: on one node, one actor with all
+  ``--cpus`` CPUs as torch threads; one Ray Data row per cache chunk), after Ray starts as
+  ``instir sweep`` starts it (timed apart). The driver's model load for the cache key counts.
 
 Each writes its own cache folder; the two matrices must be identical (asserted, every
 repetition). Printed: docs/s of both, the wall times, the median of the per-repetition
@@ -69,14 +71,16 @@ def child(side: str, n_docs: int, chunk: int, cpus: int, folder: str) -> dict:
             start = time.perf_counter()
             embeddings = factory().embed_corpus(docs, template)
         else:
-            from instir.distributed.encode import encode_corpus
+            from instir.distributed.encode import encode_corpus, encoder_pool
             from instir.distributed.sweep import ray_session
 
             start = time.perf_counter()
             stack.enter_context(ray_session(num_cpus=cpus))
             out["startup_s"] = time.perf_counter() - start
             start = time.perf_counter()
-            embeddings = encode_corpus(factory, docs, template, actors=cpus).embeddings
+            actors, per_actor = encoder_pool()  # the sweep's choice: here one actor on all the CPUs
+            out["actors"], out["cpus_per_actor"] = actors, per_actor
+            embeddings = encode_corpus(factory, docs, template, actors=actors, num_cpus=per_actor).embeddings
         out["wall_s"] = time.perf_counter() - start
     np.save(Path(folder) / "matrix.npy", np.asarray(embeddings.matrix))
     return out
@@ -103,7 +107,8 @@ def measure(n_docs: int, chunk: int, cpus: int, repeat: int) -> dict:
         startup.append(many["startup_s"])
         ratios.append(many["wall_s"] / one["wall_s"])
     s, r = statistics.median(single), statistics.median(spread)
-    return {"docs": n_docs, "chunk": chunk, "repeat": repeat, "single_s": round(s, 2), "ray_s": round(r, 2),
+    return {"docs": n_docs, "chunk": chunk, "repeat": repeat, "ray_actors": many["actors"],
+            "cpus_per_actor": many["cpus_per_actor"], "single_s": round(s, 2), "ray_s": round(r, 2),
             "single_docs_per_s": round(n_docs / s, 1), "ray_docs_per_s": round(n_docs / r, 1),
             "ratio": round(statistics.median(ratios), 3), "ray_startup_s": round(statistics.median(startup), 2),
             "vectors_identical": True, "single_runs_s": [round(x, 2) for x in single],

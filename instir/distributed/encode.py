@@ -56,6 +56,23 @@ class _ChunkEncoder:
                 "pid": np.full(len(vectors), os.getpid())}
 
 
+def encoder_pool(num_gpus: float = 0, actors: int | None = None) -> tuple[int, int]:
+    """(actors, CPUs per actor) for encoding with a model that asks ``num_gpus`` per actor (Ray
+    must be initialised). With GPUs: one actor per GPU share, one CPU each. On CPUs only: one
+    actor per alive node, with as many CPUs as the smallest node has, so torch spreads each
+    chunk over a node's cores (here two one-thread actors encoded MiniLM ~10 % slower than one
+    two-thread actor, and each extra actor loads the model again). ``actors`` sets the count;
+    the CPUs are then shared among them."""
+    import ray
+
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    if num_gpus:
+        return actors or max(1, int(sum(n.get("GPU", 0) for n in nodes) // num_gpus)), 1
+    cpus = [int(n.get("CPU", 1)) for n in nodes] or [1]
+    count = actors or len(cpus)
+    return count, max(1, min(min(cpus), sum(cpus) // count))
+
+
 @dataclass
 class ShardedEncoding:
     """What :func:`encode_corpus` did: the joined embeddings, every chunk write it made as

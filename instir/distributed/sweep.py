@@ -268,10 +268,8 @@ def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult
 def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
     """Stage 1: encode large corpora with Ray Data for every dense system and document format;
     returns the chunks written per (benchmark, system, template)."""
-    import ray
-
     from instir.benchmarks import load_benchmark
-    from instir.distributed.encode import dense_part, encode_corpus
+    from instir.distributed.encode import dense_part, encode_corpus, encoder_pool
     from instir.formatting import default_template, get_template
     from instir.retrieval import retriever_family
     from instir.retrieval.dense import _benchmark_subset
@@ -280,7 +278,6 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
     dense_systems = [s for s in grid.systems if s.kind != "bm25"]
     if not dense_systems:
         return encoded
-    n_actors = actors or max(1, int(ray.cluster_resources().get("GPU", 0) or ray.cluster_resources().get("CPU", 1)))
     for name in grid.benchmarks:
         try:
             bench = load_benchmark(name, root=grid.data_root)
@@ -299,8 +296,10 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
             for variant, template in templates:
                 if variant not in grid.variants:
                     continue
+                num_gpus = system.resources.get("num_gpus", 0)
+                n_actors, num_cpus = encoder_pool(num_gpus, actors)
                 done = encode_corpus(factory, bench.corpus, get_template(template), _benchmark_subset(bench),
-                                     actors=n_actors, num_gpus=system.resources.get("num_gpus", 0))
+                                     actors=n_actors, num_gpus=num_gpus, num_cpus=num_cpus)
                 encoded[f"{name} {system.name} {template}"] = len(done.written)
     return encoded
 

@@ -56,6 +56,12 @@ def test_cells_land_on_both_nodes_and_match_the_serial_loop(two_nodes, tmp_path)
         assert (tmp_path / "ray" / "runs" / run.name).read_bytes() == run.read_bytes()
 
 
+def test_cpu_encoding_takes_one_actor_per_node(two_nodes):
+    from instir.distributed.encode import encoder_pool
+
+    assert encoder_pool() == (2, 1)
+
+
 def _corpus(n: int) -> Corpus:
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(500)]

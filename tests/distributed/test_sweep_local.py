@@ -111,3 +111,10 @@ def test_large_corpus_stage_encodes_with_ray_data_and_gives_the_same_runs(swept,
     assert sum(report.encoded.values()) >= 1  # the corpus chunks came from the Ray Data stage
     for run in (tmp_path / "out" / "runs").glob("*.trec"):
         assert run.read_bytes() == (out / "runs" / run.name).read_bytes()
+
+
+def test_cpu_encoding_takes_one_actor_per_node_with_all_its_cpus(local_ray):
+    from instir.distributed.encode import encoder_pool
+
+    assert encoder_pool() == (1, 2)  # one node with 2 CPUs: torch spreads each chunk over both
+    assert encoder_pool(actors=2) == (2, 1)
