@@ -2,6 +2,7 @@
 and nothing reaches the network."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,27 @@ import pytest
 # model id missing from the cache meets ~46 s of HTTP back-off instead of an offline miss.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+#: Dequantised GGUF judges (:mod:`instir.judge.dequantised`) kept from one test session to the next,
+#: in the checkout (git ignores it): derived only from installed files, keyed by the GGUF's hash and
+#: the transformers version, written atomically. The first session fills it (SmolLM2: ~17 s).
+MODEL_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "test-models"
+
+
+def share_models(instir_home: Path) -> None:
+    """Make ``instir_home/models`` (where the dequantised judges go) the suite's MODEL_CACHE."""
+    link = instir_home / "models"
+    if not link.exists():
+        MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+        instir_home.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(MODEL_CACHE, target_is_directory=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_models(tmp_path_factory):
+    """The session's instir home shares MODEL_CACHE (before any session fixture loads a judge)."""
+    share_models(tmp_path_factory.getbasetemp() / "home" / "instir")
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +56,7 @@ def isolated_env(tmp_path_factory):
                          ("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".jupyter-data"),
                          ("INSTIR_HOME", "instir"), ("HF_HOME", "hf")):
             mp.setenv(var, str(home / sub))
+        share_models(home / "instir")
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.delenv("MPLBACKEND", raising=False)
