@@ -60,8 +60,9 @@ def encoder_pool(num_gpus: float = 0, actors: int | None = None) -> tuple[int, i
     """(actors, CPUs per actor) for encoding with a model that asks ``num_gpus`` per actor (Ray
     must be initialised). With GPUs: one actor per GPU share, one CPU each. On CPUs only: one
     actor per alive node, with as many CPUs as the smallest node has, so torch spreads each
-    chunk over a node's cores (here two one-thread actors encoded MiniLM ~10 % slower than one
-    two-thread actor, and each extra actor loads the model again). ``actors`` sets the count;
+    chunk over a node's cores (here two one-thread actors encoded 4,000 MiniLM documents 8 %
+    slower than one two-thread actor, 60.3 s vs 55.9 s, and each extra actor loads the model
+    again). ``actors`` sets the count;
     the CPUs are then shared among them."""
     import ray
 
