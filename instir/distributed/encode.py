@@ -62,8 +62,7 @@ def encoder_pool(num_gpus: float = 0, actors: int | None = None) -> tuple[int, i
     actor per alive node, with as many CPUs as the smallest node has, so torch spreads each
     chunk over a node's cores (here two one-thread actors encoded 4,000 MiniLM documents 8 %
     slower than one two-thread actor, 60.3 s vs 55.9 s, and each extra actor loads the model
-    again). ``actors`` sets the count;
-    the CPUs are then shared among them."""
+    again). ``actors`` sets the count; the CPUs are then shared among them."""
     import ray
 
     nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
