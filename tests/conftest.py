@@ -31,19 +31,22 @@ def share_models(instir_home: Path) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _shared_models(tmp_path_factory):
     """The session's instir home shares MODEL_CACHE (before any session fixture loads a judge)."""
-    share_models(tmp_path_factory.getbasetemp() / "home" / "instir")
+    share_models(Path(isolation(tmp_path_factory)["INSTIR_HOME"]))
+
+
+def isolation(tmp_path_factory) -> dict[str, str]:
+    """The environment every test runs in: instir, Hugging Face and matplotlib homes under the
+    session's temp folder, Hugging Face offline."""
+    home = tmp_path_factory.getbasetemp() / "home"
+    home.mkdir(exist_ok=True)
+    return {"INSTIR_HOME": str(home / "instir"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "HF_HOME": str(home / "hf"), "MPLCONFIGDIR": str(home / "mpl"), "MPLBACKEND": "Agg"}
 
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
-    home = tmp_path_factory.getbasetemp() / "home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("INSTIR_HOME", str(home / "instir"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(home / "hf"))
-    monkeypatch.setenv("MPLCONFIGDIR", str(home / "mpl"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    for name, value in isolation(tmp_path_factory).items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture(scope="module")

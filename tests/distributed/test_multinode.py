@@ -26,13 +26,14 @@ CHUNK = 8
 
 
 @pytest.fixture(scope="module")
-def two_nodes(ray_env):
+def two_nodes(worker_environment):
     ray.shutdown()  # the session's local Ray, if an earlier module started it (this module runs last)
-    cluster = start_with_retries(lambda: Cluster(initialize_head=True,
-                                                 head_node_args={"num_cpus": 1, "include_dashboard": False}))
-    start_with_retries(lambda: cluster.add_node(num_cpus=1))
+    with worker_environment():
+        cluster = start_with_retries(lambda: Cluster(initialize_head=True,
+                                                     head_node_args={"num_cpus": 1, "include_dashboard": False}))
+        start_with_retries(lambda: cluster.add_node(num_cpus=1))
     cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, runtime_env=ray_env)
+    ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
     ray.shutdown()
     cluster.shutdown()
