@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 
 from instir.errors import UsageError, UserError
+from instir.progress import quiet_libraries
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
 COMMAND_MODULES = (
@@ -131,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["summary"])
     prefix = f"{parser.prog} {args.command}"
     try:
-        return int(args.handler(args) or 0)
+        with quiet_libraries():  # INSTIR_PROGRESS=0: no third-party bars either
+            return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         if _debugging(args):
             traceback.print_exc()

@@ -20,12 +20,11 @@ API keys, and values containing a secret-looking environment variable's value ar
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
-import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -313,32 +312,14 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     return result
 
 
-#: environment variables that switch third-party progress bars off in the kernels of a batch
-#: run: every tqdm bar whose caller does not decide itself (tqdm reads ``TQDM_*`` as defaults)
-#: and the Hugging Face Hub's download bars (the kit's own: :mod:`instir.progress`)
-QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+def _batch_environment() -> contextlib.AbstractContextManager[None]:
+    """The environment kernels inherit while they run: progress bars off, the kit's and the
+    libraries' (:data:`instir.progress.QUIET_BARS`; they would only clutter the HTML), and
+    ``MPLBACKEND`` unset, because a backend such as ``Agg`` (common in CI and test setups) stops
+    ipykernel from choosing the inline backend, so the figures would be missing from the reports."""
+    from instir.progress import ENV_VAR, QUIET_BARS, environment
 
-
-@contextmanager
-def _batch_environment() -> Iterator[None]:
-    """The environment kernels inherit while they run: progress bars off, the kit's and
-    :data:`QUIET_BARS` (they would only clutter the HTML), and ``MPLBACKEND`` unset, because a
-    backend such as ``Agg`` (common in CI and test setups) stops ipykernel from choosing the
-    inline backend, so the figures would be missing from the reports."""
-    from instir.progress import ENV_VAR as PROGRESS_VAR
-
-    quiet = {PROGRESS_VAR: "0", **QUIET_BARS}
-    saved = {name: os.environ.get(name) for name in ("MPLBACKEND", *quiet)}
-    os.environ.pop("MPLBACKEND", None)
-    os.environ.update(quiet)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None})
 
 
 def _quiet_kernel_arguments(kernel: str) -> list[str]:
