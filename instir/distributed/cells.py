@@ -147,6 +147,12 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
     atomic.write_bytes(path, buffer.getvalue())
 
 
+def import_collect() -> None:
+    """Import what :func:`collect` uses (the metric tables, scipy's statistics: about a second),
+    for a driver to do while it waits on the cells rather than after them."""
+    from instir.metrics import combine, ifir_average, paired_tests  # noqa: F401 -- lazy attributes load here
+
+
 def collect(out_dir: str | Path, cells: list[Cell], results: dict[str, CellResult]) -> dict[str, Path]:
     """Write ``runs/runs.csv`` and the ``metrics/`` tables of every successful cell, as
     notebooks 02 and 03 do (same columns, same order: grid order; comparisons against each

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from instir import atomic
-from instir.distributed.cells import CellResult, collect, run_cell, write_summary
+from instir.distributed.cells import CellResult, collect, import_collect, run_cell, write_summary
 from instir.distributed.grid import Cell, Grid, SystemSpec
 from instir.progress import tqdm
 
@@ -102,7 +103,11 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
     else:
         with ray_session(address, num_cpus=num_cpus):
             encoded = _shard_encodings(grid, encoder_actors)
+            # the driver waits while the actors work: it imports what ``collect`` needs meanwhile
+            imports = threading.Thread(target=import_collect, daemon=True)
+            imports.start()
             results = _ray_cells(grid, cells, out)
+            imports.join()
             if grid.judge:
                 from instir.distributed.judge import start_judge
 
@@ -141,16 +146,31 @@ def _serial_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellRes
     return {c.cell_id: results[c.cell_id] for c in cells}
 
 
-def _task_options(resources: dict[str, float]) -> dict[str, Any]:
-    """Ray options of a system's cell actors from its resource hints (``num_gpus``, ``memory_gb``).
-    An actor that dies is restarted and its call retried (worker loss), never a cell's own error."""
-    options: dict[str, Any] = {"num_cpus": 1, "max_restarts": WORKER_LOSS_RETRIES,
-                               "max_task_retries": WORKER_LOSS_RETRIES, "scheduling_strategy": "SPREAD"}
-    if resources.get("num_gpus"):
-        options["num_gpus"] = resources["num_gpus"]
-    if resources.get("memory_gb"):
-        options["memory"] = int(resources["memory_gb"] * 2**30)
-    return options
+def _task_options(system: SystemSpec) -> dict[str, Any]:
+    """Ray options of a system's cell actors: its resources (:func:`_actor_resources`) and
+    SPREAD. An actor that dies is restarted and its call retried (worker loss), never a cell's
+    own error."""
+    return {**_actor_resources(system), "max_restarts": WORKER_LOSS_RETRIES,
+            "max_task_retries": WORKER_LOSS_RETRIES, "scheduling_strategy": "SPREAD"}
+
+
+def _actor_resources(system: SystemSpec) -> dict[str, float]:
+    """What one cell actor of ``system`` holds. A system that asks for GPUs: them, one CPU and
+    its memory hint. Any other (BM25, a model on CPUs): a whole node's CPUs (the smallest
+    node's), as for corpus encoding (:func:`~instir.distributed.encode.encoder_pool`): Ray gives
+    the actor's torch as many threads, so a model spreads each batch over the node's cores and
+    a node holds one copy of it, and one warm actor per node runs the CPU groups one after
+    another instead of a process per CPU importing torch and loading the model again."""
+    from instir.distributed.encode import encoder_pool
+
+    resources: dict[str, float] = {"num_cpus": 1}
+    if system.resources.get("num_gpus"):
+        resources["num_gpus"] = system.resources["num_gpus"]
+    else:
+        resources["num_cpus"] = encoder_pool()[1]
+    if system.resources.get("memory_gb"):
+        resources["memory"] = int(system.resources["memory_gb"] * 2**30)
+    return resources
 
 
 class SystemWorker:
@@ -196,40 +216,37 @@ def cell_groups(cells: list[Cell]) -> list[list[Cell]]:
     return sorted(groups.values(), key=lambda group: group[0].system.kind == "bm25")
 
 
-def _shape(system: SystemSpec) -> tuple:
-    """The resource hints as a key: systems with the same hints share a pool of actors."""
-    return tuple(sorted(system.resources.items()))
-
-
 def _pool_size(resources: dict[str, float], groups: int) -> int:
-    """Actors of one pool: one per group, at most as many as the cluster can run at once."""
+    """Actors of one pool (one resource shape, see :func:`_actor_resources`): one per group, at
+    most as many as the cluster can run at once."""
     import ray
 
     total = ray.cluster_resources()
     if resources.get("num_gpus"):
         fit = total.get("GPU", 0) // resources["num_gpus"]
     else:
-        fit = total.get("CPU", 1)
+        fit = total.get("CPU", 1) // resources["num_cpus"]
     return max(1, min(groups, int(fit)))
 
 
 def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
     """Stage 2: the cell groups on pools of :class:`SystemWorker` actors, one pool per resource
-    shape (CPU only; a GPU each; …) sized to what the cluster runs at once. A free actor takes
-    the next group of the system it holds, else the next group of its pool (model systems
-    first); an actor whose pool has nothing left is ended, which frees its resources for
-    another pool's actors. Ray places the actors (resources, SPREAD) and restarts lost ones."""
+    shape (:func:`_actor_resources`: on CPUs a node each, a GPU each for GPU models) sized to
+    what the cluster runs at once. A free actor takes the next group of the system it holds,
+    else the next group of its pool (model systems first); an actor whose pool has nothing left
+    is ended, which frees its resources for another pool's actors. Ray places the actors
+    (resources, SPREAD) and restarts lost ones."""
     import ray
 
     queues: dict[tuple, list[list[Cell]]] = {}
     for group in cell_groups(cells):
-        queues.setdefault(_shape(group[0].system), []).append(group)
+        queues.setdefault(tuple(sorted(_actor_resources(group[0].system).items())), []).append(group)
     worker = ray.remote(SystemWorker)
     holds: dict[Any, str] = {}
     pending: dict[Any, tuple[Any, tuple, list[Cell]]] = {}
 
     def start(system: SystemSpec) -> Any:
-        actor = worker.options(**_task_options(system.resources)).remote(system, grid.cache_dir)
+        actor = worker.options(**_task_options(system)).remote(system, grid.cache_dir)
         holds[actor] = system.name
         return actor
 

@@ -78,14 +78,18 @@ def test_sample_grid_cells_ran_as_ray_tasks(swept):
     assert all(not r.node.endswith(":local") for r in report.results.values())
 
 
-def test_cells_of_one_benchmark_and_system_share_one_actor(swept):
+def test_cpu_cells_run_on_one_actor_per_node_that_keeps_its_imports_and_model(swept):
     _, report = swept
-    pids: dict[tuple[str, str], set[int]] = {}
-    for cell_id, result in report.results.items():
-        benchmark, _, system, _ = cell_id.split("__")
-        pids.setdefault((benchmark, system), set()).add(result.pid)
-    assert all(len(p) == 1 for p in pids.values())  # the query-only cell read the corpus vectors from the cache
-    assert len({p for ps in pids.values() for p in ps}) <= 2  # two CPUs: two actors, BM25 after MiniLM on them
+    assert len({r.pid for r in report.results.values()}) == 1  # one node: one actor, MiniLM then BM25
+
+
+def test_cell_actors_hold_a_node_on_cpus_and_their_gpus_and_memory_otherwise(local_ray):
+    from instir.distributed.grid import resolve_system
+    from instir.distributed.sweep import _actor_resources
+
+    assert _actor_resources(resolve_system("bm25")) == {"num_cpus": 2}
+    assert _actor_resources(resolve_system("dense")) == {"num_cpus": 2}  # torch gets both cores
+    assert _actor_resources(resolve_system("GritLM-7B")) == {"num_cpus": 1, "num_gpus": 1.0, "memory": 20 * 2**30}
 
 
 def test_rerun_computes_nothing(swept, sample_grid):
