@@ -229,6 +229,22 @@ def _pool_size(resources: dict[str, float], groups: int) -> int:
     return max(1, min(groups, int(fit)))
 
 
+def unplaceable(resources: dict[str, float]) -> str | None:
+    """Why no alive node of the Ray cluster can hold an actor asking ``resources`` (Ray would
+    keep it pending for ever), or None when one can."""
+    import ray
+
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    wants = {"CPU": resources.get("num_cpus", 1), "GPU": resources.get("num_gpus", 0),
+             "memory": resources.get("memory", 0)}
+    if any(all(node.get(key, 0) >= amount for key, amount in wants.items()) for node in nodes):
+        return None
+    have = ", ".join(f"{key} {max((n.get(key, 0) for n in nodes), default=0):g}" for key, amount in wants.items()
+                     if amount)
+    asked = ", ".join(f"{key} {amount:g}" for key, amount in wants.items() if amount)
+    return f"needs {asked} on one node; the largest node of the Ray cluster has {have}"
+
+
 def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
     """Stage 2: the cell groups on pools of :class:`SystemWorker` actors, one pool per resource
     shape (:func:`_actor_resources`: on CPUs a node each, a GPU each for GPU models) sized to
@@ -260,11 +276,18 @@ def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult
         holds[actor] = group[0].system.name
         pending[actor.run.remote(group, str(out), grid.k, grid.data_root, grid.cache_dir)] = (actor, shape, group)
 
+    results: dict[str, CellResult] = {}
     for shape, queue in list(queues.items()):
+        if (why := unplaceable(dict(shape))) is not None:  # a cell that can never run fails now, not never
+            results.update({c.cell_id: CellResult(c.cell_id, "failed", error=f"{c.cell_id}: {c.system.name} {why}")
+                            for group in queue for c in group})
+            queue.clear()
+            continue
         for group in queue[:_pool_size(dict(shape), len(queue))]:
             give(start(group[0].system), shape)
-    results: dict[str, CellResult] = {}
     with _bar(len(cells)) as bar:
+        for _ in results:
+            _show(bar, results)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             actor, shape, group = pending.pop(ready[0])
@@ -315,6 +338,8 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
                     continue
                 num_gpus = system.resources.get("num_gpus", 0)
                 n_actors, num_cpus = encoder_pool(num_gpus, actors)
+                if unplaceable({"num_gpus": num_gpus, "num_cpus": num_cpus}):
+                    continue  # its cells fail with the reason
                 done = encode_corpus(factory, bench.corpus, get_template(template), _benchmark_subset(bench),
                                      actors=n_actors, num_gpus=num_gpus, num_cpus=num_cpus)
                 encoded[f"{name} {system.name} {template}"] = len(done.written)

@@ -126,3 +126,13 @@ def test_cpu_encoding_takes_one_actor_per_node_with_all_its_cpus(local_ray):
 
     assert encoder_pool() == (1, 2)  # one node with 2 CPUs: torch spreads each chunk over both
     assert encoder_pool(actors=2) == (2, 1)
+
+
+def test_a_system_that_needs_a_gpu_fails_at_once_on_a_cluster_without_one(local_ray, tmp_path):
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25", "dense:some/model"],
+                       "variants": ["instructed"], "shard_min_docs": 1, "k": 10})
+    report = run_sweep(grid, tmp_path / "out")  # waited for ever for a GPU before
+    assert report.count("done") == 1
+    (failed,) = report.failed
+    assert failed.error == ("instructir-sample__instructed__dense-some-model__instructed: dense:some/model needs "
+                            "CPU 1, GPU 1 on one node; the largest node of the Ray cluster has CPU 2, GPU 0")
