@@ -17,6 +17,7 @@ import json
 import shlex
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -116,17 +117,25 @@ class JudgmentCache:
             self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
             raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
-        try:
-            with self._readable():
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute(_SCHEMA)
-        except CorruptCacheError:
-            self._db.close()
-            raise
-        except sqlite3.OperationalError as err:  # e.g. a read-only file
-            self._db.close()
-            raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
+        # Switching to WAL while another process writes fails at once (SQLite calls no busy
+        # handler there), as when two processes open a new cache together: wait as a write would.
+        deadline = time.monotonic() + busy_timeout_s
+        while True:
+            try:
+                with self._readable():
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                    self._db.execute(_SCHEMA)
+                break
+            except CorruptCacheError:
+                self._db.close()
+                raise
+            except sqlite3.OperationalError as err:  # e.g. a read-only file
+                if getattr(err, "sqlite_errorname", "") == "SQLITE_BUSY" and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                self._db.close()
+                raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
 
     @contextmanager
     def _readable(self) -> Iterator[None]:

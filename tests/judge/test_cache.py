@@ -15,6 +15,7 @@ import pytest
 from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply
 from scripted_judge import ScriptedJudge
 
+from instir.errors import UserError
 from instir.judge.cache import (
     CachedJudge,
     CorruptCacheError,
@@ -202,6 +203,34 @@ def test_run_killed_mid_way_resumes_without_paying_twice(tmp_path):
     assert n <= server.count <= n + concurrency  # only requests in flight at the kill are paid twice
     frame = JudgmentCache(db).frame()
     assert len(frame) == n and frame["error"].isna().all()
+
+
+def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
+    """Switching a cache to WAL while another connection holds a write lock fails at once
+    (SQLite calls no busy handler there; two processes opening a new cache together under
+    load met it): opening waits for the lock as a write does."""
+    import threading
+
+    db = tmp_path / "c.sqlite"
+    writer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE other (x)")
+    writer.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, writer.execute, ("COMMIT",)).start()
+    start = time.monotonic()
+    cache = JudgmentCache(db, busy_timeout_s=10)
+    assert 0.25 <= time.monotonic() - start < 10
+    assert cache._db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    writer.close()
+
+
+def test_a_cache_locked_for_longer_than_the_busy_timeout_is_named(tmp_path):
+    db = tmp_path / "c.sqlite"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("CREATE TABLE other (x)")
+    writer.execute("BEGIN IMMEDIATE")
+    with pytest.raises(UserError, match=f"cannot open the judgment cache {db}: database is locked"):
+        JudgmentCache(db, busy_timeout_s=0.2)
+    writer.close()
 
 
 def test_two_processes_share_one_cache(tmp_path):
