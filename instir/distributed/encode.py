@@ -56,6 +56,11 @@ class _ChunkEncoder:
                 "pid": np.full(len(vectors), os.getpid())}
 
 
+def _document_encoder(factory: Callable[[], Retriever], template: Template, subset: str) -> dict:
+    """The cache's description of the documents' encoder (it loads the model)."""
+    return dense_part(factory()).document_encoder(template, subset)
+
+
 def encoder_pool(num_gpus: float = 0, actors: int | None = None) -> tuple[int, int]:
     """(actors, CPUs per actor) for encoding with a model that asks ``num_gpus`` per actor (Ray
     must be initialised). With GPUs: one actor per GPU share, one CPU each. On CPUs only: one
@@ -92,11 +97,14 @@ def encode_corpus(factory: Callable[[], Retriever], corpus: Corpus, template: Te
 
     from instir.retrieval.dense import _CorpusTexts
 
-    dense = dense_part(factory())
+    dense = dense_part(factory())  # its cache and name; its model stays unloaded here
     if dense is None:
         raise ValueError("sharded encoding needs a dense or hybrid system")
     cache = dense.cache
-    encoder = dense.document_encoder(template, subset)
+    # the cache key holds the model's fingerprint: a worker with the encoders' resources loads
+    # the model for it, not the driver (a 7B model on a head node without a GPU)
+    describe = ray.remote(_document_encoder).options(num_gpus=num_gpus, num_cpus=num_cpus)
+    encoder = ray.get(describe.remote(factory, template, subset))
     texts = _CorpusTexts(corpus)
     key = cache.key(encoder, texts)
     entry = cache.entry_dir(dense.name, key)

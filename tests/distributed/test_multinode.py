@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sentence_transformers
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -85,27 +86,32 @@ def _encoder_pids() -> set[int]:
 @pytest.fixture(scope="module")
 def killed_run(two_nodes, tmp_path_factory):
     """A sharded encoding of 24 chunks during which one encoder actor is killed (SIGKILL by
-    pid) once the first chunk is written: (result, killed pids, corpus, encoder factory)."""
+    pid) once the first chunk is written: (result, killed pids, corpus, encoder factory, the
+    models the driver loaded)."""
     folder = tmp_path_factory.mktemp("killed")
     corpus = _corpus(24 * CHUNK)
     factory = functools.partial(DenseRetriever, None, cache_dir=str(folder), chunk_size=CHUNK, progress=False)
-    result, killed = {}, []
+    result, killed, driver_loads = {}, [], []
     worker = threading.Thread(target=lambda: result.update(
         done=encode_corpus(factory, corpus, get_template("query-only"), actors=2)))
-    worker.start()
-    deadline = time.monotonic() + 300
-    while worker.is_alive() and time.monotonic() < deadline and not killed:
-        if list(folder.rglob("chunk*.npy")) and (pids := _encoder_pids()):
-            pid = min(pids)
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        time.sleep(0.05)
-    worker.join()
-    return result["done"], killed, corpus, factory
+    with pytest.MonkeyPatch.context() as patch:  # models loaded in this (the driver's) process
+        loaded = sentence_transformers.SentenceTransformer
+        patch.setattr(sentence_transformers, "SentenceTransformer",
+                      lambda *a, **kw: driver_loads.append(a) or loaded(*a, **kw))
+        worker.start()
+        deadline = time.monotonic() + 300
+        while worker.is_alive() and time.monotonic() < deadline and not killed:
+            if list(folder.rglob("chunk*.npy")) and (pids := _encoder_pids()):
+                pid = min(pids)
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.05)
+        worker.join()
+    return result["done"], killed, corpus, factory, driver_loads
 
 
 def test_killed_encoder_costs_only_its_chunk_and_vectors_match_one_process(killed_run, tmp_path):
-    done, killed, corpus, _ = killed_run
+    done, killed, corpus, _, _ = killed_run
     assert killed, "the encoding finished before an encoder could be killed"
     indices = [i for i, _ in done.written]
     assert sorted(indices) == list(range(24)) and done.present == []  # each chunk written exactly once
@@ -116,8 +122,14 @@ def test_killed_encoder_costs_only_its_chunk_and_vectors_match_one_process(kille
 
 
 def test_rerun_of_a_finished_encoding_encodes_nothing(killed_run):
-    first, _, corpus, factory = killed_run
+    first, _, corpus, factory, _ = killed_run
     again = encode_corpus(factory, corpus, get_template("query-only"), actors=2)
     assert len(first.written) == 24 and again.written == [] and again.present == []
     assert again.embeddings.encoded == 0
     np.testing.assert_array_equal(np.asarray(again.embeddings.matrix), np.asarray(first.embeddings.matrix))
+
+
+def test_the_driver_loads_no_model_for_the_cache_key(killed_run):
+    """The key holds the model's fingerprint; a worker with the encoders' resources computes it
+    (on a cluster the driver may be a head node with no GPU and little memory)."""
+    assert killed_run[4] == []
