@@ -37,18 +37,18 @@ def environment(values: Mapping[str, str | None]) -> Iterator[None]:
     as it was: for child processes and libraries that read the environment when they start."""
     saved = {name: os.environ.get(name) for name in values}
     try:
-        for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(values)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(saved)
+
+
+def _set_environment(values: Mapping[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def quiet_libraries() -> contextlib.AbstractContextManager[None]:
