@@ -239,10 +239,12 @@ def unplaceable(resources: dict[str, float]) -> str | None:
              "memory": resources.get("memory", 0)}
     if any(all(node.get(key, 0) >= amount for key, amount in wants.items()) for node in nodes):
         return None
-    have = ", ".join(f"{key} {max((n.get(key, 0) for n in nodes), default=0):g}" for key, amount in wants.items()
-                     if amount)
-    asked = ", ".join(f"{key} {amount:g}" for key, amount in wants.items() if amount)
-    return f"needs {asked} on one node; the largest node of the Ray cluster has {have}"
+    def amounts(values: dict[str, float]) -> str:
+        return ", ".join(f"memory {value / 2**30:.4g} GiB" if key == "memory" else f"{key} {value:g}"
+                         for key, value in values.items() if wants[key])
+
+    largest = {key: max((node.get(key, 0) for node in nodes), default=0) for key in wants}
+    return f"needs {amounts(wants)} on one node; the largest node of the Ray cluster has {amounts(largest)}"
 
 
 def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:

@@ -2,6 +2,7 @@
 
 import io
 import os
+import re
 
 import pandas as pd
 import pytest
@@ -136,3 +137,12 @@ def test_a_system_that_needs_a_gpu_fails_at_once_on_a_cluster_without_one(local_
     (failed,) = report.failed
     assert failed.error == ("instructir-sample__instructed__dense-some-model__instructed: dense:some/model needs "
                             "CPU 1, GPU 1 on one node; the largest node of the Ray cluster has CPU 2, GPU 0")
+
+
+def test_a_memory_hint_no_node_meets_is_named_in_gib(local_ray):
+    from instir.distributed.sweep import unplaceable
+
+    assert unplaceable({"num_cpus": 1, "memory": 2**30}) is None
+    why = unplaceable({"num_cpus": 1, "memory": 4096 * 2**30})
+    assert re.fullmatch(r"needs CPU 1, memory 4096 GiB on one node; the largest node of the Ray cluster has "
+                        r"CPU 2, memory [\d.]+ GiB", why), why
