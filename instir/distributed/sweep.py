@@ -146,11 +146,10 @@ def _serial_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellRes
     return {c.cell_id: results[c.cell_id] for c in cells}
 
 
-def _task_options(system: SystemSpec) -> dict[str, Any]:
-    """Ray options of a system's cell actors: its resources (:func:`_actor_resources`) and
-    SPREAD. An actor that dies is restarted and its call retried (worker loss), never a cell's
-    own error."""
-    return {**_actor_resources(system), "max_restarts": WORKER_LOSS_RETRIES,
+def _task_options(resources: dict[str, float]) -> dict[str, Any]:
+    """Ray options of a cell actor holding ``resources`` (:func:`_actor_resources`), SPREAD. An
+    actor that dies is restarted and its call retried (worker loss), never a cell's own error."""
+    return {**resources, "max_restarts": WORKER_LOSS_RETRIES,
             "max_task_retries": WORKER_LOSS_RETRIES, "scheduling_strategy": "SPREAD"}
 
 
@@ -256,15 +255,16 @@ def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult
     (resources, SPREAD) and restarts lost ones."""
     import ray
 
+    held = {system.name: _actor_resources(system) for system in grid.systems}
     queues: dict[tuple, list[list[Cell]]] = {}
     for group in cell_groups(cells):
-        queues.setdefault(tuple(sorted(_actor_resources(group[0].system).items())), []).append(group)
+        queues.setdefault(tuple(sorted(held[group[0].system.name].items())), []).append(group)
     worker = ray.remote(SystemWorker)
     holds: dict[Any, str] = {}
     pending: dict[Any, tuple[Any, tuple, list[Cell]]] = {}
 
     def start(system: SystemSpec) -> Any:
-        actor = worker.options(**_task_options(system)).remote(system, grid.cache_dir)
+        actor = worker.options(**_task_options(held[system.name])).remote(system, grid.cache_dir)
         holds[actor] = system.name
         return actor
 
