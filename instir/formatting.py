@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from instir.benchmarks.catalog import family_of
-from instir.benchmarks.types import Doc, Query
+from instir.benchmarks.types import Benchmark, Doc, Query
 from instir.errors import UsageError, unknown
 
 #: A format: one format string, or an (instruction, text) pair of format strings.
@@ -219,6 +219,13 @@ _DEFAULTS = {
     ("ifir", "e5-mistral"): "ifir-e5-mistral", ("ifir", "gritlm"): "ifir-gritlm",
     ("ifir", "promptriever"): "ifir-promptriever", ("ifir", "nv-embed"): "ifir-nv-embed",
 }
+
+
+def shared_subset(benchmark: Benchmark) -> str:
+    """The IFIR subset every query of ``benchmark`` belongs to, else ``""``: the subset whose
+    domain word fills a template's ``{domain}`` in the documents (one corpus per subset)."""
+    subsets = {q.subset for q in benchmark.queries.values()}
+    return subsets.pop() if len(subsets) == 1 else ""
 
 
 def get_template(name: str) -> Template:

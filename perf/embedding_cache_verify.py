@@ -4,8 +4,8 @@
    MiniLM-sized corpus): with the full SHA-256 check (``embeddings.npy`` up to
    ``FULL_HASH_BYTES``) and with the size + header check only (what larger matrices get).
    The file is in the page cache, as on a warm rerun.
-2. Writing and verifying one chunk of ``--chunk`` rows (default 4,096): ``_write_chunk``
-   (hash + two atomic writes) and ``_chunk_ok`` (read + hash + header) against ``np.save``.
+2. Writing and verifying one chunk of ``--chunk`` rows (default 4,096): ``write_checked_chunk``
+   (hash + two atomic writes) and ``checked_chunk_ok`` (read + hash + header) against ``np.save``.
 
     .venv/bin/python -m perf.embedding_cache_verify [--rows 20000] [--dim 384]
 """
@@ -62,7 +62,7 @@ def main() -> None:
             embedding_cache.FULL_HASH_BYTES = saved
         entry = cache.entry_dir("bench", cache.key(encoder, items))
         key_only = median_s(lambda: cache.key(encoder, items), args.repeats)
-        verify_only = median_s(lambda: cache._verified_matrix(entry), args.repeats)
+        verify_only = median_s(lambda: cache.verified_matrix(entry), args.repeats)
         print(f"cache hit, {args.rows} x {args.dim} ({mib:.1f} MiB): {full * 1e3:.1f} ms with the full SHA-256, "
               f"{cheap * 1e3:.1f} ms with size + header only (the key alone: {key_only * 1e3:.1f} ms; "
               f"verification alone: {verify_only * 1e3:.1f} ms)")
@@ -70,11 +70,11 @@ def main() -> None:
         chunk = matrix[:args.chunk]
         path = Path(tmp) / "chunk.npy"
         plain = median_s(lambda: np.save(path, chunk), args.repeats)
-        write = median_s(lambda: cache._write_chunk(path, chunk), args.repeats)
-        check = median_s(lambda: cache._chunk_ok(path, args.chunk), args.repeats)
+        write = median_s(lambda: cache.write_checked_chunk(path, chunk), args.repeats)
+        check = median_s(lambda: cache.checked_chunk_ok(path, args.chunk), args.repeats)
         print(f"one chunk of {args.chunk} x {args.dim}: np.save {plain * 1e3:.1f} ms, "
-              f"_write_chunk {write * 1e3:.1f} ms, "
-              f"_chunk_ok {check * 1e3:.1f} ms")
+              f"write_checked_chunk {write * 1e3:.1f} ms, "
+              f"checked_chunk_ok {check * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ written once, by one process. Each chunk is one Ray Data row (one task per chunk
 lost mid-run costs only the chunk it was encoding: Ray restarts the actor and retries that
 task, and chunks already written are never encoded again. The vectors are those of the
 single-process path because every chunk is encoded by the same function
-(``DenseRetriever._encode_docs``) on the same inputs.
+(:meth:`DenseRetriever.encode_documents`) on the same inputs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from instir.benchmarks.types import Corpus
 from instir.formatting import Template
 from instir.progress import tqdm
 from instir.retrieval import Retriever
-from instir.retrieval.embedding_cache import MANIFEST, MATRIX, Embeddings
+from instir.retrieval.embedding_cache import MANIFEST, MATRIX, CorpusTexts, Embeddings
 
 
 def dense_part(retriever: Retriever):
@@ -47,7 +47,7 @@ class _ChunkEncoder:
         self.template, self.subset = template, subset
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        vectors = [self.dense._encode_docs(self.template, self.subset, json.loads(items)).astype(np.float32)
+        vectors = [self.dense.encode_documents(self.template, self.subset, json.loads(items)).astype(np.float32)
                    for items in batch["items"]]
         return {"index": np.asarray(batch["index"]),
                 "rows": np.array([v.shape[0] for v in vectors]),
@@ -95,8 +95,6 @@ def encode_corpus(factory: Callable[[], Retriever], corpus: Corpus, template: Te
     be initialised (``ray.init`` or :func:`instir.distributed.sweep.ray_session`)."""
     import ray.data
 
-    from instir.retrieval.dense import _CorpusTexts
-
     dense = dense_part(factory())  # its cache and name; its model stays unloaded here
     if dense is None:
         raise ValueError("sharded encoding needs a dense or hybrid system")
@@ -105,7 +103,7 @@ def encode_corpus(factory: Callable[[], Retriever], corpus: Corpus, template: Te
     # the model for it, not the driver (a 7B model on a head node without a GPU)
     describe = ray.remote(_document_encoder).options(num_gpus=num_gpus, num_cpus=num_cpus)
     encoder = ray.get(describe.remote(factory, template, subset))
-    texts = _CorpusTexts(corpus)
+    texts = CorpusTexts(corpus)
     key = cache.key(encoder, texts)
     entry = cache.entry_dir(dense.name, key)
     n_chunks = math.ceil(len(corpus) / cache.chunk_size)
@@ -132,6 +130,6 @@ def encode_corpus(factory: Callable[[], Retriever], corpus: Corpus, template: Te
                     if cache.write_chunk(entry, int(i), chunk, lambda _chunk, v=vectors: v):
                         written.append((int(i), int(pid)))
                     bar.update(1)
-    embeddings = cache.embed(encoder, texts, lambda items: dense._encode_docs(template, subset, items),
+    embeddings = cache.embed(encoder, texts, lambda items: dense.encode_documents(template, subset, items),
                              label=dense.name, desc="joining chunks")
     return ShardedEncoding(embeddings, written, present)

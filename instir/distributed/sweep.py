@@ -312,9 +312,8 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
     returns the chunks written per (benchmark, system, template)."""
     from instir.benchmarks import load_benchmark
     from instir.distributed.encode import dense_part, encode_corpus, encoder_pool
-    from instir.formatting import default_template, get_template
+    from instir.formatting import default_template, get_template, shared_subset
     from instir.retrieval import retriever_family
-    from instir.retrieval.dense import _benchmark_subset
 
     encoded: dict[str, int] = {}
     dense_systems = [s for s in grid.systems if s.kind != "bm25"]
@@ -342,7 +341,7 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
                 n_actors, num_cpus = encoder_pool(num_gpus, actors)
                 if unplaceable({"num_gpus": num_gpus, "num_cpus": num_cpus}):
                     continue  # its cells fail with the reason
-                done = encode_corpus(factory, bench.corpus, get_template(template), _benchmark_subset(bench),
+                done = encode_corpus(factory, bench.corpus, get_template(template), shared_subset(bench),
                                      actors=n_actors, num_gpus=num_gpus, num_cpus=num_cpus)
                 encoded[f"{name} {system.name} {template}"] = len(done.written)
     return encoded

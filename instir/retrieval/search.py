@@ -96,11 +96,14 @@ def _check_kind(kind: str, model: str | None, windowing: str | None = None) -> N
         raise UsageError("--windowing applies to dense and hybrid retrievers, not bm25")
 
 
-def _slug(text: str) -> str:
+def file_slug(text: str) -> str:
+    """``text`` as a file-name part: runs of anything but letters, digits, ``._-`` become ``-``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
-def _queries_sha256(benchmark: Benchmark) -> str:
+def queries_sha256(benchmark: Benchmark) -> str:
+    """SHA-256 over every query instance's id, query, instruction, level and subset, in order
+    (part of run and rerank keys, so an edited query file is noticed)."""
     h = hashlib.sha256()
     for q in benchmark.queries.values():
         h.update(json.dumps([q.id, q.query, q.instruction, q.level, q.subset]).encode())
@@ -114,7 +117,7 @@ def run_key(benchmark: Benchmark, retriever: Retriever, template: Template, k: i
         "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
                       "setting": benchmark.setting, "sample": benchmark.is_sample},
         "corpus_sha256": benchmark.corpus.content_hash(),
-        "queries_sha256": _queries_sha256(benchmark),
+        "queries_sha256": queries_sha256(benchmark),
         "retriever": {"name": retriever.name, "family": retriever_family(retriever), "params": retriever.params()},
         "template": template.describe(),
         "k": k,
@@ -128,7 +131,7 @@ def run_path(out_dir: str | Path, key: dict) -> Path:
     the short hash of the full key keeps runs with other parameters from overwriting each other."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     parts = [key["benchmark"]["name"], key["benchmark"]["setting"], key["retriever"]["name"], key["template"]["name"]]
-    return Path(out_dir) / ("__".join(_slug(p) for p in parts) + f"__k{key['k']}-{digest}.trec")
+    return Path(out_dir) / ("__".join(file_slug(p) for p in parts) + f"__k{key['k']}-{digest}.trec")
 
 
 def template_for(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None) -> Template:

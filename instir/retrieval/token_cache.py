@@ -41,7 +41,7 @@ from instir.retrieval.embedding_cache import (
     MANIFEST,
     MATRIX,
     EmbeddingCache,
-    _chunks,
+    in_chunks,
 )
 
 TOKENS, DOCLENS = "tokens", "doclens"
@@ -101,7 +101,7 @@ class TokenEmbeddingCache:
         encoded = n_items = n_tokens = 0
         total = len(items) if isinstance(items, Sized) else None
         with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
-            for i, chunk in enumerate(_chunks(items, self.chunk_size)):
+            for i, chunk in enumerate(in_chunks(items, self.chunk_size)):
                 tok_path, len_path = self._chunk_paths(entry, i)
                 token_files.append(tok_path)
                 length_files.append(len_path)
@@ -113,8 +113,8 @@ class TokenEmbeddingCache:
                         raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
                                          "be (n_tokens >= 1, dim)")
                     lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
-                    EmbeddingCache._write_chunk(tok_path, np.concatenate(mats))
-                    EmbeddingCache._write_chunk(len_path, lengths[:, None].astype(np.float32))
+                    EmbeddingCache.write_checked_chunk(tok_path, np.concatenate(mats))
+                    EmbeddingCache.write_checked_chunk(len_path, lengths[:, None].astype(np.float32))
                     encoded += len(chunk)
                 n_tokens += int(lengths.sum())
                 bar.update(len(chunk))
@@ -124,7 +124,7 @@ class TokenEmbeddingCache:
         parts = {}
         for name, files, rows in ((TOKENS, token_files, n_tokens), (DOCLENS, length_files, n_items)):
             (entry / name).mkdir(exist_ok=True)
-            record = EmbeddingCache._join(entry / name, files, rows)
+            record = EmbeddingCache.join_chunks(entry / name, files, rows)
             atomic.write_text(entry / name / MANIFEST, json.dumps(
                 {"key": key, "rows": rows, "dim": record["shape"][1], "matrix": record}, indent=2, sort_keys=True))
             parts[name] = record
@@ -145,10 +145,10 @@ class TokenEmbeddingCache:
     @staticmethod
     def _done_chunk(tok_path: Path, len_path: Path, n_inputs: int) -> np.ndarray | None:
         """The lengths of a finished chunk, or None when it must be (re-)encoded."""
-        if not EmbeddingCache._chunk_ok(len_path, n_inputs):
+        if not EmbeddingCache.checked_chunk_ok(len_path, n_inputs):
             return None
         lengths = np.load(len_path)[:, 0].astype(np.int64)
-        if EmbeddingCache._chunk_ok(tok_path, int(lengths.sum())):
+        if EmbeddingCache.checked_chunk_ok(tok_path, int(lengths.sum())):
             return lengths
         len_path.unlink(missing_ok=True)
         return None
@@ -156,8 +156,8 @@ class TokenEmbeddingCache:
     def _verified(self, entry: Path, key: str, encoded: int = 0) -> TokenEmbeddings | None:
         """The entry when both sub-entries pass :class:`EmbeddingCache`'s checks and the
         lengths add up to the token rows; else None (failing files are removed)."""
-        tokens = self._store._verified_matrix(entry / TOKENS)
-        lengths = self._store._verified_matrix(entry / DOCLENS)
+        tokens = self._store.verified_matrix(entry / TOKENS)
+        lengths = self._store.verified_matrix(entry / DOCLENS)
         if tokens is None or lengths is None:
             return None
         doclens = np.asarray(lengths[:, 0], dtype=np.int64)

@@ -62,19 +62,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
-from instir.formatting import Template
+from instir.formatting import Template, shared_subset
 from instir.progress import tqdm
-from instir.retrieval.dense import (
-    _benchmark_subset,
-    _CorpusTexts,
-    _top_k_block,
-    merge_top_k,
-    run_from_top_k,
-    weights_fingerprint,
-)
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
+from instir.retrieval.dense import weights_fingerprint
+from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, CorpusTexts
 from instir.retrieval.runs import Run
 from instir.retrieval.token_cache import TokenEmbeddingCache, TokenEmbeddings
+from instir.retrieval.topk import merge_top_k, run_from_top_k, top_k_block
 
 if TYPE_CHECKING:
     import torch
@@ -320,7 +314,7 @@ def maxsim_top_k(queries: np.ndarray, docs: TokenEmbeddings, k: int, *, token_bl
             sims = q.reshape(-1, dim) @ d.T  # (queries × Lq, tokens)
             best_tok = torch.full((sims.shape[0], d1 - d0), float("-inf"), device=dev)
             best_tok.scatter_reduce_(1, owner.expand_as(sims), sims, reduce="amax", include_self=True)
-            v, i = _top_k_block(best_tok.view(q.shape[0], n_qtok, -1).sum(1), kk)
+            v, i = top_k_block(best_tok.view(q.shape[0], n_qtok, -1).sum(1), kk)
             vals.append(v.cpu())
             idx.append(i.cpu() + d0)
         best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out)
@@ -425,7 +419,7 @@ class ColBERTRetriever:
             raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; ColBERT takes one string "
                              "per query (use a plain template such as 'instructir')")
         described = template.describe()
-        subset = _benchmark_subset(benchmark)
+        subset = shared_subset(benchmark)
         base = self.encoder_description()
         queries = self.cache.embed({**base, "kind": "queries"}, list(inputs),
                                    lambda texts: list(self.encoder.queries(texts)), label=self.name,
@@ -436,7 +430,7 @@ class ColBERTRetriever:
         def encode_docs(items: list[list[str]]) -> list[np.ndarray]:
             return self.encoder.documents([template.format_doc(Doc("", text, title), subset) for title, text in items])
 
-        docs = self.cache.embed(doc_encoder, _CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
+        docs = self.cache.embed(doc_encoder, CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
                                 desc="encoding corpus")
         q_matrix = np.asarray(queries.tokens).reshape(len(queries), base["query_maxlen"], -1)
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},

@@ -35,19 +35,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
-from instir.formatting import ModelInput, Template, family_of_model
-from instir.retrieval.dense import (
-    _benchmark_subset,
-    cache_facts,
-    rank_by_embeddings,
-    weights_fingerprint,
-)
+from instir.formatting import ModelInput, Template, family_of_model, shared_subset
+from instir.retrieval.dense import cache_facts, weights_fingerprint
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
     EmbeddingCache,
     Embeddings,
 )
 from instir.retrieval.runs import Run
+from instir.retrieval.topk import rank_by_embeddings
 
 if TYPE_CHECKING:
     from instir.systems.cards import SystemCard
@@ -71,7 +67,7 @@ class _OrderedTexts:
         return len(self.corpus)
 
 
-def _input_text(item: ModelInput) -> str:
+def input_text(item: ModelInput) -> str:
     if not isinstance(item, str):
         raise ValueError("decoder embedders take text templates, not [instruction, text] pairs")
     return item
@@ -212,7 +208,7 @@ class DecoderRetriever:
         """Vectors (float32) of formatted inputs, in order, in batches of ``batch_size``."""
         import torch
 
-        texts = [_input_text(item) for item in inputs]
+        texts = [input_text(item) for item in inputs]
         out = []
         model = self.model
         with torch.no_grad():
@@ -264,7 +260,7 @@ class DecoderRetriever:
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact search over the cached vectors."""
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
-        docs, doc_ids = self.embed_corpus(benchmark.corpus, template, _benchmark_subset(benchmark))
+        docs, doc_ids = self.embed_corpus(benchmark.corpus, template, shared_subset(benchmark))
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
                 "template": template.name, "embeddings": cache_facts(queries, docs)}
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta, doc_ids=doc_ids,

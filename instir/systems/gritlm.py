@@ -47,7 +47,7 @@ from instir.errors import UserError
 from instir.formatting import ModelInput
 from instir.retrieval.dense import weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
-from instir.systems.decoder import DecoderRetriever, _input_text
+from instir.systems.decoder import DecoderRetriever, input_text
 
 if TYPE_CHECKING:
     from instir.systems.cards import SystemCard
@@ -160,7 +160,7 @@ class GritLMRetriever(DecoderRetriever):
         """Vectors (float32) of formatted inputs, in order, in batches of ``batch_size``."""
         import torch
 
-        texts = [_input_text(item) + self.embed_eos for item in inputs]
+        texts = [input_text(item) + self.embed_eos for item in inputs]
         instructions = [split_instruction(text, self.instruction_end)[0] for text in texts]
         known: dict[str, int] = {}
         model, tok = self.model, self.tokenizer

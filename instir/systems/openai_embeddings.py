@@ -37,7 +37,7 @@ import httpx
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
-from instir.formatting import Template
+from instir.formatting import Template, shared_subset
 from instir.http_retry import (
     ERROR_BODY_CHARS,
     RequestFailed,
@@ -45,14 +45,10 @@ from instir.http_retry import (
     post_with_retries,
 )
 from instir.progress import tqdm
-from instir.retrieval.dense import (
-    _benchmark_subset,
-    _CorpusTexts,
-    cache_facts,
-    rank_by_embeddings,
-)
-from instir.retrieval.embedding_cache import EmbeddingCache
+from instir.retrieval.dense import cache_facts
+from instir.retrieval.embedding_cache import CorpusTexts, EmbeddingCache
 from instir.retrieval.runs import Run
+from instir.retrieval.topk import rank_by_embeddings
 from instir.retrieval.windows import (
     IFIR_STRIDE,
     IFIR_WINDOW,
@@ -252,7 +248,7 @@ class OpenAIEmbeddingsRetriever:
         if any(not isinstance(x, str) for x in inputs):
             raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; an embeddings API "
                              "takes one string per input (use a plain template such as 'ifir')")
-        subset = _benchmark_subset(benchmark)
+        subset = shared_subset(benchmark)
         queries = self.cache.embed({**self.encoder_description(), "kind": "queries"}, list(inputs), self.embed_texts,
                                    label=self.name, desc="embedding queries")
         described = template.describe()
@@ -262,7 +258,7 @@ class OpenAIEmbeddingsRetriever:
         def encode_docs(items: list[list[str]]) -> np.ndarray:
             return self.embed_texts([template.format_doc(Doc("", text, title), subset) for title, text in items])
 
-        docs = self.cache.embed(doc_encoder, _CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
+        docs = self.cache.embed(doc_encoder, CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
                                 desc="embedding corpus")
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
                 "template": template.name,

@@ -11,7 +11,7 @@ import torch
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.formatting import get_template
 from instir.retrieval import retrieve
-from instir.retrieval.dense import DenseRetriever, bundled_model_path, exact_top_k, model_fingerprint
+from instir.retrieval.dense import DenseRetriever, bundled_model_path, model_fingerprint
 from instir.retrieval.runs import Run
 
 DOCS = [
@@ -196,24 +196,3 @@ def test_retrieve_writes_a_reusable_dense_run(model, tmp_path):
 def test_normalize_false_on_a_normalizing_model_is_refused(model, tmp_path):
     with pytest.raises(ValueError, match="Normalize"):
         retriever(model, tmp_path, normalize=False).search(make_benchmark(), TEMPLATE, k=1)
-
-
-@pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
-def test_blocked_top_k_equals_a_full_sort(similarity):
-    rng = np.random.default_rng(0)
-    q, d = rng.normal(size=(13, 8)).astype(np.float32), rng.normal(size=(50, 8)).astype(np.float32)
-    scores, idx = exact_top_k(q, d, 7, similarity, query_block=5, doc_block=11)
-    from sentence_transformers import SimilarityFunction
-
-    full = SimilarityFunction.to_similarity_fn(similarity)(torch.from_numpy(q), torch.from_numpy(d)).numpy()
-    expected = np.argsort(-full, axis=1, kind="stable")[:, :7]
-    np.testing.assert_array_equal(idx, expected)
-    np.testing.assert_allclose(scores, np.take_along_axis(full, expected, 1), rtol=1e-5)
-
-
-def test_ties_at_the_cut_keep_the_lowest_document_indices_whatever_the_blocks():
-    q = np.array([[1.0, 0.0]], dtype=np.float32)
-    d = np.array([[0.5, 1.0]] * 9 + [[1.0, 0.0]], dtype=np.float32)  # docs 0-8 tie, doc 9 best
-    for doc_block in (2, 3, 4, 10):
-        scores, idx = exact_top_k(q, d, 4, "dot", doc_block=doc_block)
-        assert idx.tolist() == [[9, 0, 1, 2]] and scores.tolist() == [[1.0, 0.5, 0.5, 0.5]]

@@ -175,11 +175,11 @@ def test_a_chunk_without_its_checksum_is_re_encoded(tmp_path):
 def test_chunk_helpers_write_and_verify_one_chunk(tmp_path):
     cache = EmbeddingCache(tmp_path, chunk_size=5, progress=False)
     path = cache.chunk_path(tmp_path, 2)
-    assert path.name == "chunk5-000002.npy" and not cache._chunk_ok(path, 5)
-    cache._write_chunk(path, np.ones((5, 3)))
-    assert cache._chunk_ok(path, 5)
+    assert path.name == "chunk5-000002.npy" and not cache.checked_chunk_ok(path, 5)
+    cache.write_checked_chunk(path, np.ones((5, 3)))
+    assert cache.checked_chunk_ok(path, 5)
     with pytest.warns(UserWarning, match="where \\(4, dim\\) float32 is expected"):
-        assert not cache._chunk_ok(path, 4)
+        assert not cache.checked_chunk_ok(path, 4)
     assert not path.exists()  # a chunk that fails is removed, never used
 
 

@@ -1,0 +1,57 @@
+"""The exact top-k every vector retriever calls: blocked search equals a full sort, ties go
+to the lowest document index whatever the block sizes, and a run from a top-k drops self-hits
+without shortening the list."""
+
+import numpy as np
+import pytest
+import torch
+
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+from instir.retrieval.topk import exact_top_k, merge_top_k, run_from_top_k, top_k_block
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
+def test_blocked_top_k_equals_a_full_sort(similarity):
+    rng = np.random.default_rng(0)
+    q, d = rng.normal(size=(13, 8)).astype(np.float32), rng.normal(size=(50, 8)).astype(np.float32)
+    scores, idx = exact_top_k(q, d, 7, similarity, query_block=5, doc_block=11)
+    from sentence_transformers import SimilarityFunction
+
+    full = SimilarityFunction.to_similarity_fn(similarity)(torch.from_numpy(q), torch.from_numpy(d)).numpy()
+    expected = np.argsort(-full, axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(idx, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(full, expected, 1), rtol=1e-5)
+
+
+def test_ties_at_the_cut_keep_the_lowest_document_indices_whatever_the_blocks():
+    q = np.array([[1.0, 0.0]], dtype=np.float32)
+    d = np.array([[0.5, 1.0]] * 9 + [[1.0, 0.0]], dtype=np.float32)  # docs 0-8 tie, doc 9 best
+    for doc_block in (2, 3, 4, 10):
+        scores, idx = exact_top_k(q, d, 4, "dot", doc_block=doc_block)
+        assert idx.tolist() == [[9, 0, 1, 2]] and scores.tolist() == [[1.0, 0.5, 0.5, 0.5]]
+
+
+def test_top_k_block_breaks_ties_by_column_also_when_torch_would_not():
+    scores = torch.tensor([[0.5] * 6 + [0.9]])
+    vals, idx = top_k_block(scores, 3)
+    assert idx.tolist() == [[6, 0, 1]] and vals.tolist() == [[pytest.approx(0.9), 0.5, 0.5]]
+
+
+def test_merging_a_later_block_keeps_the_earlier_document_on_a_tie():
+    best_vals, best_idx = torch.tensor([[1.0, 0.5]]), torch.tensor([[3, 4]])
+    vals, idx = merge_top_k(best_vals, best_idx, torch.tensor([[0.5, 0.2]]), torch.tensor([[10, 11]]), 3)
+    assert idx.tolist() == [[3, 4, 10]] and vals.tolist() == [[1.0, 0.5, 0.5]]
+
+
+def test_a_run_from_top_k_drops_a_self_hit_and_still_holds_k_documents():
+    corpus = Corpus.from_docs([Doc("q1", "self"), Doc("d1", "a"), Doc("d2", "b"), Doc("d3", "c")])
+    bench = Benchmark("user", "test", "local", "instructed", corpus, {"q1": Query("q1", "query")}, {"q1": {"d1": 1}})
+    asked = []
+
+    def top_k(depth):
+        asked.append(depth)
+        return np.array([[0.9, 0.8, 0.7][:depth]]), np.array([[0, 1, 2][:depth]])
+
+    run = run_from_top_k(bench, top_k, 2, {})
+    assert asked == [3]  # one deeper, since a query id is also a document id
+    assert run.df["docid"].tolist() == ["d1", "d2"] and run.meta["self_hits_dropped"] == 1
