@@ -43,6 +43,15 @@ def isolation(tmp_path_factory) -> dict[str, str]:
             "HF_HOME": str(home / "hf"), "MPLCONFIGDIR": str(home / "mpl"), "MPLBACKEND": "Agg"}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_instir_home(tmp_path_factory):
+    """The session's INSTIR_HOME for module- and session-scoped fixtures too (they run before a
+    test's own isolation below), since loading a benchmark writes its corpus index there."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INSTIR_HOME", isolation(tmp_path_factory)["INSTIR_HOME"])
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     for name, value in isolation(tmp_path_factory).items():

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
+from instir.benchmarks.docstore import IndexedCorpus
 from instir.benchmarks.readers import (
     field_str,
     jsonl_corpus,
@@ -55,7 +56,7 @@ from instir.benchmarks.readers import (
     read_records,
     read_text,
 )
-from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
+from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query
 
 # A "v<digit>" level token not preceded by a letter ("q7_v2", "7v2", "v2-q7"), with the
 # separator before it, so that removing the match leaves the query id.
@@ -359,7 +360,8 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
     return out
 
 
-def _assemble(instances: list[_Instance], corpus: Corpus, corpus_path: Path) -> tuple[dict[str, Query], Qrels, dict]:
+def _assemble(instances: list[_Instance], corpus: IndexedCorpus,
+              corpus_path: Path) -> tuple[dict[str, Query], Qrels, dict]:
     """Queries and qrels from the instances, after checking that every relevant document is
     in the corpus file. Instance ids are unique by construction: the query id is unique (or
     the group, for the BEIR and MTEB files) and levels repeat only with a ``.<n>`` suffix."""
@@ -377,7 +379,7 @@ def _assemble(instances: list[_Instance], corpus: Corpus, corpus_path: Path) -> 
                if doc_id not in corpus}
     without_text = set()
     if missing:
-        without_text = _ids_without_text(corpus_path)
+        without_text = set(corpus.index().skipped_ids)  # records skipped for empty text
         for doc_id, where in missing.items():
             if doc_id not in without_text:
                 raise FormatError(*where, f"unknown document id {doc_id!r} (not in {corpus_path.name})")
@@ -389,12 +391,3 @@ def _assemble(instances: list[_Instance], corpus: Corpus, corpus_path: Path) -> 
             "instances_without_relevant": len(no_relevant)}
     return queries, qrels, meta
 
-
-def _ids_without_text(corpus_path: Path) -> set[str]:
-    """Ids of corpus records whose text is empty (skipped from the corpus, as upstream)."""
-    out = set()
-    for _, rec in read_records(corpus_path):
-        text = rec.get("text")
-        if text is None or (isinstance(text, str) and not text.strip()):
-            out.add(str(rec.get("_id")))
-    return out

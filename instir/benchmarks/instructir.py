@@ -53,13 +53,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from itertools import chain
 from pathlib import Path
 
+from instir.benchmarks.docstore import IndexedCorpus
 from instir.benchmarks.readers import (
     check_qrels,
     field_str,
-    iter_corpus_docs,
     jsonl_corpus,
     read_qrels,
     read_records,
@@ -236,7 +235,7 @@ def _corpus(root: Path, setting: str, layout: str) -> Corpus:
     paths = _require(root, _CORPUS, setting, layout, hint)
     if len(paths) == 1:
         return jsonl_corpus(paths[0])
-    corpus = Corpus(lambda: chain.from_iterable(iter_corpus_docs(p) for p in paths), paths)
+    corpus = IndexedCorpus(paths)
     if len(corpus.id_set()) != len(corpus.ids()):
         raise FormatError(paths[0].parent, None, "_id",
                           f"the same document id occurs in more than one of {len(paths)} corpus files")

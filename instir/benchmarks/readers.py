@@ -16,9 +16,12 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from instir.benchmarks.types import Corpus, Doc, FormatError, Qrels, quoted
+from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
+
+if TYPE_CHECKING:
+    from instir.benchmarks.docstore import IndexedCorpus
 
 
 def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
@@ -95,15 +98,24 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield from _parquet_records(path)
         return
     for n, line in text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise FormatError(path, n, None, f"expected a JSON object, got {type(record).__name__}")
-        yield n, record
+        record = json_line(line, path, n)
+        if record is not None:
+            yield n, record
+
+
+def json_line(line: str, path: Path, n: int) -> dict[str, Any] | None:
+    """The JSON object on line ``n`` of a JSON-lines file, ``None`` for a blank line; anything
+    else raises :class:`FormatError` (shared by :func:`read_records` and the corpus index,
+    which reads single lines by their byte offsets)."""
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(record, dict):
+        raise FormatError(path, n, None, f"expected a JSON object, got {type(record).__name__}")
+    return record
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -160,30 +172,43 @@ def iter_corpus_docs(path: Path, *, skip_empty: bool = False) -> Iterator[Doc]:
     """
     seen: set[str] = set()
     for n, rec in read_records(path):
-        doc_id = field_str(rec, "_id", path, n)
-        text = rec.get("text")
-        if text is None or (isinstance(text, str) and not text.strip()):
-            if skip_empty and (text is None or isinstance(text, str)):
-                continue
-            raise FormatError(path, n, "text", "missing or empty (expected the document text)")
-        if not isinstance(text, str):
-            raise FormatError(path, n, "text", f"expected a string, got {type(text).__name__}")
-        title = rec.get("title") or ""
-        if not isinstance(title, str):
-            raise FormatError(path, n, "title", f"expected a string or null, got {type(title).__name__}")
-        if doc_id in seen:
-            raise FormatError(path, n, "_id", f"duplicate document id {quoted(doc_id)}")
-        seen.add(doc_id)
-        yield Doc(id=doc_id, text=text, title=title)
+        doc = corpus_doc(rec, path, n, skip_empty=skip_empty)
+        if doc is None:
+            continue
+        if doc.id in seen:
+            raise FormatError(path, n, "_id", f"duplicate document id {quoted(doc.id)}")
+        seen.add(doc.id)
+        yield doc
 
 
-def jsonl_corpus(path: Path, *, skip_empty: bool = False) -> Corpus:
-    """A streamed :class:`Corpus` over one corpus file; raises at once if it is missing or empty."""
+def corpus_doc(rec: dict[str, Any], path: Path, n: int | str, *, skip_empty: bool = False) -> Doc | None:
+    """One corpus record as a :class:`Doc`, validated as :func:`iter_corpus_docs` does (less
+    the duplicate check, which needs the whole file); ``None`` when ``skip_empty`` drops it."""
+    doc_id = field_str(rec, "_id", path, n)
+    text = rec.get("text")
+    if text is None or (isinstance(text, str) and not text.strip()):
+        if skip_empty and (text is None or isinstance(text, str)):
+            return None
+        raise FormatError(path, n, "text", "missing or empty (expected the document text)")
+    if not isinstance(text, str):
+        raise FormatError(path, n, "text", f"expected a string, got {type(text).__name__}")
+    title = rec.get("title") or ""
+    if not isinstance(title, str):
+        raise FormatError(path, n, "title", f"expected a string or null, got {type(title).__name__}")
+    return Doc(id=doc_id, text=text, title=title)
+
+
+def jsonl_corpus(path: Path, *, skip_empty: bool = False) -> IndexedCorpus:
+    """A :class:`~instir.benchmarks.docstore.IndexedCorpus` over one corpus file (JSON lines or
+    Parquet): ids, length and content hash come from its cached index, iterating streams.
+    Raises at once if the file is missing or holds no document."""
+    from instir.benchmarks.docstore import IndexedCorpus  # docstore reads records with this module
+
     path = Path(path)
     first = next(iter_corpus_docs(path, skip_empty=skip_empty), None)
     if first is None:
         raise FormatError(path, None, None, "empty corpus (no documents)")
-    return Corpus(lambda: iter_corpus_docs(path, skip_empty=skip_empty), [path])
+    return IndexedCorpus([path], skip_empty=skip_empty)
 
 
 def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:

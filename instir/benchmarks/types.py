@@ -8,10 +8,13 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from instir.benchmarks.catalog import family_of
 from instir.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
 Qrels = dict[str, dict[str, int]]
@@ -87,12 +90,27 @@ class Doc:
         return f"{self.title} {self.text}" if self.title else self.text
 
 
+def add_to_content_hash(h: Any, doc: Doc) -> None:
+    r"""Feed one document to a corpus content hash ``h`` (a :func:`hashlib.sha256` object): its
+    id, ``b"\x00"``, its indexed text, ``b"\x01"``, in UTF-8 (a lone surrogate from a JSON
+    escape is kept as its code point's bytes rather than failing). Shared by
+    :meth:`Corpus.content_hash` and the corpus index, so both give the key that run files are
+    stored under."""
+    h.update(doc.id.encode("utf-8", "surrogatepass"))
+    h.update(b"\x00")
+    h.update(doc.indexed_text.encode("utf-8", "surrogatepass"))
+    h.update(b"\x01")
+
+
 class Corpus:
-    """A corpus read lazily from its file(s): iterating streams documents from disk, so a
-    1 GB corpus is never held more than once (and only by whoever collects the texts).
+    """A corpus read lazily: iterating streams documents, so a 1 GB corpus is never held more
+    than once (and only by whoever collects the texts).
 
     ``stream`` makes a fresh iterator over the documents each time it is called;
-    ``paths`` names the files behind it (for messages and provenance).
+    ``paths`` names the files behind it (for messages and provenance). This base class
+    computes ids, hash and word counts with one pass each (then keeps them); corpora read
+    from files are :class:`~instir.benchmarks.docstore.IndexedCorpus`, which take them from
+    a cached index and read single documents by seeking.
     """
 
     def __init__(self, stream: Callable[[], Iterator[Doc]], paths: Iterable[Path] = ()):
@@ -101,6 +119,7 @@ class Corpus:
         self._ids: list[str] | None = None
         self._id_set: frozenset[str] | None = None
         self._hash: str | None = None
+        self._word_counts: np.ndarray | None = None
 
     @classmethod
     def from_docs(cls, docs: Iterable[Doc]) -> "Corpus":
@@ -149,14 +168,20 @@ class Corpus:
             ids = []
             for doc in self:
                 ids.append(doc.id)
-                h.update(doc.id.encode())
-                h.update(b"\x00")
-                h.update(doc.indexed_text.encode())
-                h.update(b"\x01")
+                add_to_content_hash(h, doc)
             self._hash = h.hexdigest()
             if self._ids is None:
                 self._ids = ids
         return self._hash
+
+    def word_counts(self) -> np.ndarray:
+        """Whitespace word counts (``len(doc.indexed_text.split())``) of the documents in corpus
+        order, as an int64 array: corpus length statistics without holding the texts."""
+        if self._word_counts is None:
+            import numpy as np
+
+            self._word_counts = np.fromiter((len(d.indexed_text.split()) for d in self), dtype=np.int64)
+        return self._word_counts
 
 
 @dataclass

@@ -1,0 +1,547 @@
+"""Corpus index: what the stages ask of a corpus file (ids, size, content hash, length
+statistics, a handful of passages) without parsing the whole file in every process.
+
+:func:`build_index` makes one streaming pass over a corpus's file(s), with exactly the
+validation and messages of :func:`~instir.benchmarks.readers.iter_corpus_docs`, and records in
+corpus order each document's id, where its record is (file; byte offset and length of its line
+in JSON lines, row in Parquet), its line number (for messages), its whitespace word count
+(``len(doc.indexed_text.split())``), plus the ids of records skipped for empty text and the
+content hash exactly as :meth:`Corpus.content_hash` computes it (run files are keyed by it).
+
+:func:`load_index` keeps that index in ``instir_home() / "corpus-index"``, one folder per file
+identity (resolved paths, sizes, ``mtime_ns``, reader options, :data:`INDEX_VERSION`). Each
+index file is written atomically and ``manifest.json`` last, with the sizes and SHA-256 of the
+others. On load the entry is verified: manifest readable, index files of the recorded sizes
+and checksums, the corpus files' sizes and mtimes unchanged, and the records at the recorded
+offsets of the first, the last and a few seeded random documents parse to the recorded ids.
+Anything failing gives a :class:`CorpusIndexWarning` naming the file and the problem, and the
+entry is removed and rebuilt: never a crash, never wrong data. Further rules:
+
+- a corpus file modified less than :data:`FRESH_NS` before the build is indexed but not cached
+  (a rewrite within the file system's timestamp granularity could keep both size and mtime,
+  as git's "racily clean" files): it is cached on a later build, once it has settled;
+- an unwritable cache folder falls back to an in-memory index, with one warning per folder
+  and process;
+- index files are deterministic byte for byte, so two processes building the same entry at
+  once both end up with a valid index (each file is renamed into place; the last writer wins);
+- building the entry of a changed file removes the entries of its earlier versions.
+
+:class:`IndexedCorpus` is the :class:`Corpus` of the loaders: ``ids()``, ``id_set()``,
+``len()``, ``content_hash()`` and ``word_counts()`` come from the index, ``get(ids)`` reads
+only the requested records (JSON lines: seek and parse those lines; Parquet: pyarrow reads
+only the row groups holding them, three columns), and iterating streams and validates as
+before.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import io
+import json
+import re
+import shutil
+import stat
+import time
+import warnings
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from instir import atomic
+from instir.benchmarks.readers import (
+    corpus_doc,
+    decode_utf8,
+    field_str,
+    iter_corpus_docs,
+    json_line,
+    read_records,
+    text_lines,
+)
+from instir.benchmarks.types import Corpus, Doc, FormatError, add_to_content_hash, quoted
+
+#: Version of the on-disk index format; part of every cache key (a new version builds anew).
+INDEX_VERSION = 1
+#: A corpus file modified this recently (ns) before the build is not cached (see the module docstring).
+FRESH_NS = 2_000_000_000
+#: Random documents (besides the first and the last) whose records are re-read when a cached index loads.
+SPOT_CHECKS = 5
+
+_FORMAT = "instir-corpus-index"
+_INDEX_JSON = "index.json"
+_RECORDS = "records.npy"
+_MANIFEST = "manifest.json"
+_PARQUET_COLUMNS = ("_id", "text", "title")
+# the columns of records.npy: file number, byte offset (Parquet: row index), byte length, line, words
+_FILE, _OFFSET, _LENGTH, _LINE, _WORDS = range(5)
+_warned_unwritable: set[str] = set()
+
+
+class CorpusIndexWarning(UserWarning):
+    """A cached corpus index was damaged (it is removed and rebuilt), or the cache folder
+    could not be written (an in-memory index is used instead)."""
+
+
+class StaleIndexError(FormatError):
+    """A record is not where the index says (the corpus file changed since it was indexed)."""
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """A corpus file's identity for the cache: resolved path, size in bytes, ``st_mtime_ns``."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str | Path) -> FileStamp:
+        """The stamp of ``path`` now; a missing file raises :class:`FormatError` as the readers do."""
+        path = Path(path)
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            raise FormatError(path, None, None, "file not found") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise FormatError(path, None, None, "file not found")
+        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@dataclass(eq=False)
+class CorpusIndex:
+    """Where every document of a corpus is and what the stages need to know of it, in corpus
+    order. Arrays are int64 and read-only; ``offset`` is a byte offset into ``paths[file]``
+    (JSON lines) or a row index (Parquet), ``length`` the record line's bytes (0 for Parquet),
+    ``line`` its 1-based line (row) number."""
+
+    paths: list[Path]
+    files: tuple[FileStamp, ...]
+    skip_empty: bool
+    ids: list[str]
+    skipped_ids: list[str]
+    file: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    line: np.ndarray
+    word_counts: np.ndarray
+    content_hash: str
+    #: ``time.time_ns()`` when the build began (a file modified after it may not be in the index)
+    built_ns: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def is_current(self) -> bool:
+        """Whether every corpus file still has the size and mtime it had when indexed."""
+        try:
+            return tuple(FileStamp.of(p) for p in self.paths) == self.files
+        except FormatError:
+            return False
+
+    def read(self, positions: Iterable[int]) -> list[Doc]:
+        """The documents at these positions (indexes into :attr:`ids`), in corpus order, each
+        read at its recorded place and validated as streaming does. Raises
+        :class:`StaleIndexError` when a record there is not the indexed document."""
+        wanted = sorted(set(int(i) for i in positions))
+        by_file: dict[int, list[int]] = {}
+        for i in wanted:
+            by_file.setdefault(int(self.file[i]), []).append(i)
+        found: dict[int, Doc] = {}
+        for k, rows in by_file.items():
+            path = self.paths[k]
+            read = self._read_parquet if path.suffix == ".parquet" else self._read_jsonl
+            for i, doc in read(path, rows):
+                if doc is None or doc.id != self.ids[i]:
+                    got = "no document" if doc is None else f"document {quoted(doc.id)}"
+                    raise StaleIndexError(path, int(self.line[i]), "_id",
+                                          f"{got} where the corpus index has {quoted(self.ids[i])} "
+                                          "(the file changed since it was indexed)")
+                found[i] = doc
+        return [found[i] for i in wanted]
+
+    def _read_jsonl(self, path: Path, rows: list[int]) -> Iterator[tuple[int, Doc | None]]:
+        try:
+            with open(path, "rb") as fh:
+                for i in rows:
+                    n, length = int(self.line[i]), int(self.length[i])
+                    fh.seek(int(self.offset[i]))
+                    raw = fh.read(length)
+                    if len(raw) != length:
+                        raise StaleIndexError(path, n, None, "the file ends before the indexed record")
+                    record = json_line(decode_utf8(path, raw, n), path, n)
+                    yield i, None if record is None else corpus_doc(record, path, n, skip_empty=self.skip_empty)
+        except StaleIndexError:
+            raise
+        except (FormatError, OSError) as err:
+            raise StaleIndexError(path, None, None, f"cannot read an indexed record ({err})") from None
+
+    def _read_parquet(self, path: Path, rows: list[int]) -> Iterator[tuple[int, Doc | None]]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(path)
+            columns = [c for c in _PARQUET_COLUMNS if c in pf.schema_arrow.names]
+            starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+            by_group: dict[int, list[int]] = {}
+            for i in rows:
+                row = int(self.offset[i])
+                if not 0 <= row < starts[-1]:
+                    raise StaleIndexError(path, int(self.line[i]), None, "the file ends before the indexed row")
+                by_group.setdefault(int(np.searchsorted(starts, row, side="right")) - 1, []).append(i)
+            for g, members in by_group.items():
+                table = pf.read_row_group(g, columns=columns)
+                records = table.take([int(self.offset[i]) - int(starts[g]) for i in members]).to_pylist()
+                for i, record in zip(members, records):
+                    yield i, corpus_doc(record, path, int(self.line[i]), skip_empty=self.skip_empty)
+        except StaleIndexError:
+            raise
+        except (FormatError, pa.ArrowException, OSError) as err:
+            raise StaleIndexError(path, None, None, f"cannot read an indexed row ({err})") from None
+
+
+# --- building -------------------------------------------------------------------------------
+
+def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> CorpusIndex:
+    """The index of a corpus made of these files (in order), in one streaming pass, without
+    the cache. Raises the :class:`FormatError` that streaming the files raises."""
+    paths = [Path(p) for p in paths]
+    built_ns = time.time_ns()
+    files = tuple(FileStamp.of(p) for p in paths)
+    ids: list[str] = []
+    skipped: list[str] = []
+    columns = [array("q") for _ in range(5)]
+    file_no, offsets, lengths, lines, words = columns
+    h = hashlib.sha256()
+    for k, path in enumerate(paths):
+        seen: set[str] = set()
+        for n, offset, length, record in _located_records(path):
+            doc = corpus_doc(record, path, n, skip_empty=skip_empty)
+            if doc is None:
+                skipped.append(field_str(record, "_id", path, n))
+                continue
+            if doc.id in seen:
+                raise FormatError(path, n, "_id", f"duplicate document id {quoted(doc.id)}")
+            seen.add(doc.id)
+            ids.append(doc.id)
+            add_to_content_hash(h, doc)
+            file_no.append(k)
+            offsets.append(offset)
+            lengths.append(length)
+            lines.append(n)
+            words.append(len(doc.indexed_text.split()))
+    arrays = [_frozen(np.frombuffer(column, dtype=np.int64)) if len(column) else _frozen(np.zeros(0, np.int64))
+              for column in columns]
+    return CorpusIndex(list(paths), files, skip_empty, ids, skipped, *arrays, content_hash=h.hexdigest(),
+                       built_ns=built_ns)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    a.flags.writeable = False
+    return a
+
+
+def _located_records(path: Path) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+    """``(line, byte offset, byte length, record)`` of each record of a corpus file, read with
+    the readers' own line splitting and decoding (so messages are theirs); Parquet rows give
+    ``(row number, row index, 0, record)``."""
+    if path.suffix == ".parquet" or not path.is_file():
+        for n, record in read_records(path):
+            yield n, n - 1, 0, record
+        return
+    with open(path, "rb") as fh:
+        offset = len(codecs.BOM_UTF8) if fh.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8 else 0
+    for n, line in text_lines(path):
+        length = len(line) if line.isascii() else len(line.encode("utf-8"))  # the line's bytes, ending kept
+        record = json_line(line, path, n)
+        if record is not None:
+            yield n, offset, length, record
+        offset += length
+
+
+# --- the cache --------------------------------------------------------------------------------
+
+def cache_folder() -> Path:
+    """Where cached corpus indexes live: ``instir_home() / "corpus-index"``."""
+    from instir.benchmarks.fetch import instir_home  # fetch imports the loaders, which import this module
+
+    return instir_home() / "corpus-index"
+
+
+def load_index(paths: Iterable[str | Path], *, skip_empty: bool = False,
+               cache_dir: str | Path | None = None) -> CorpusIndex:
+    """The index of a corpus made of these files: the cached one when it verifies, else built
+    by :func:`build_index` and cached (in ``cache_dir``, default :func:`cache_folder`). A
+    damaged entry warns and is rebuilt; an unwritable cache warns and keeps the index in memory."""
+    paths = [Path(p) for p in paths]
+    files = tuple(FileStamp.of(p) for p in paths)
+    root = Path(cache_dir) if cache_dir is not None else cache_folder()
+    entry = root / _entry_name(files, skip_empty)
+    index = _load_entry(entry, paths, files, skip_empty)
+    if index is None:
+        index = build_index(paths, skip_empty=skip_empty)
+        _store(root, entry, index)
+    return index
+
+
+def _entry_name(files: Sequence[FileStamp], skip_empty: bool) -> str:
+    """The cache folder name of an index: the first file's name, a hash of the paths, options
+    and format version (the same for every version of the files), and a hash of their sizes
+    and mtimes."""
+    slot = {"version": INDEX_VERSION, "paths": [f.path for f in files], "skip_empty": skip_empty}
+    state = [[f.size, f.mtime_ns] for f in files]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(files[0].path).name if files else "empty")[:48]
+    return f"{stem}-{_sha256(json.dumps(slot).encode())[:16]}-{_sha256(json.dumps(state).encode())[:16]}"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class _Damaged(Exception):
+    def __init__(self, file: Path, problem: str):
+        super().__init__(problem)
+        self.file = file
+        self.problem = problem
+
+
+def _load_entry(entry: Path, paths: list[Path], files: tuple[FileStamp, ...], skip_empty: bool) -> CorpusIndex | None:
+    """The verified index in ``entry``; None when there is none (or it was damaged: then it
+    is removed, with a warning)."""
+    manifest_path = entry / _MANIFEST
+    try:
+        raw = manifest_path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        return _discard(entry, paths, manifest_path, f"unreadable ({err.strerror or err})")
+    try:
+        return _verified(entry, raw, paths, files, skip_empty)
+    except _Damaged as err:
+        return _discard(entry, paths, err.file, err.problem)
+
+
+def _verified(entry: Path, raw: bytes, paths: list[Path], files: tuple[FileStamp, ...],
+              skip_empty: bool) -> CorpusIndex:
+    """The index in ``entry`` after every check of the module docstring; raises _Damaged."""
+    manifest_path = entry / _MANIFEST
+    try:
+        manifest = json.loads(raw)
+        recorded = tuple(FileStamp(**f) for f in manifest["files"])
+        checksums = {name: (int(manifest["index_files"][name]["size"]), str(manifest["index_files"][name]["sha256"]))
+                     for name in (_INDEX_JSON, _RECORDS)}
+        if (manifest["format"], manifest["version"]) != (_FORMAT, INDEX_VERSION):
+            raise _Damaged(manifest_path, f"format {manifest['format']!r} version {manifest['version']!r}, "
+                                          f"expected {_FORMAT!r} version {INDEX_VERSION}")
+    except _Damaged:
+        raise
+    except (ValueError, KeyError, TypeError) as err:
+        raise _Damaged(manifest_path, f"not a readable manifest ({type(err).__name__}: {err})") from None
+    if recorded != files or manifest.get("skip_empty") != skip_empty:
+        raise _Damaged(manifest_path, "it describes other corpus files (or their size or mtime changed)")
+    contents = {}
+    for name, (size, checksum) in checksums.items():
+        path = entry / name
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise _Damaged(path, f"unreadable ({err.strerror or err})") from None
+        if len(data) != size:
+            raise _Damaged(path, f"{len(data)} bytes where the manifest records {size}")
+        if _sha256(data) != checksum:
+            raise _Damaged(path, "its SHA-256 differs from the manifest's")
+        contents[name] = data
+    try:
+        meta = json.loads(contents[_INDEX_JSON])
+        table = np.load(io.BytesIO(contents[_RECORDS]), allow_pickle=False)
+        ids, skipped, content_hash = meta["ids"], meta["skipped_ids"], meta["content_hash"]
+        ok = (isinstance(ids, list) and all(isinstance(i, str) for i in ids) and isinstance(skipped, list)
+              and isinstance(content_hash, str) and table.dtype == np.int64 and table.shape == (len(ids), 5)
+              and [FileStamp(**f) for f in meta["files"]] == list(files) and meta["skip_empty"] == skip_empty)
+    except (ValueError, KeyError, TypeError, OSError) as err:
+        raise _Damaged(entry / _RECORDS, f"unreadable index data ({type(err).__name__}: {err})") from None
+    if not ok:
+        raise _Damaged(entry / _INDEX_JSON, "its contents do not match each other or the manifest")
+    columns = [_frozen(table[:, c]) for c in range(5)]
+    if len(ids) and (columns[_FILE].min() < 0 or columns[_FILE].max() >= len(files) or columns[_OFFSET].min() < 0
+                     or columns[_LENGTH].min() < 0 or columns[_WORDS].min() < 0):
+        raise _Damaged(entry / _RECORDS, "negative or out-of-range values")
+    ends = np.array([np.iinfo(np.int64).max if p.suffix == ".parquet" else f.size for p, f in zip(paths, files)])
+    if len(ids) and np.any(columns[_OFFSET] + columns[_LENGTH] > ends[columns[_FILE]]):
+        raise _Damaged(entry / _RECORDS, "a record lies beyond the end of its corpus file")
+    index = CorpusIndex(paths, files, skip_empty, ids, skipped, *columns, content_hash=content_hash,
+                        built_ns=int(manifest.get("built_ns", 0)))
+    _spot_check(index, entry)
+    return index
+
+
+def _spot_check(index: CorpusIndex, entry: Path) -> None:
+    """Re-read the first, the last and :data:`SPOT_CHECKS` seeded random documents."""
+    n = len(index)
+    if not n:
+        return
+    rng = np.random.default_rng(int(index.content_hash[:8], 16))
+    positions = {0, n - 1, *(int(i) for i in rng.integers(0, n, size=min(SPOT_CHECKS, n)))}
+    try:
+        index.read(positions)
+    except StaleIndexError as err:
+        raise _Damaged(entry / _RECORDS, f"spot check failed: {err}") from None
+
+
+def _discard(entry: Path, paths: list[Path], file: Path, problem: str) -> None:
+    """Warn about a damaged entry and remove it; returns None, the caller's 'no cached index'."""
+    warnings.warn(f"corpus index {file}: {problem}; removed, rebuilding the index of {_corpus_name(paths)}",
+                  CorpusIndexWarning, stacklevel=2)
+    _remove_entry(entry)
+    return None
+
+
+def _corpus_name(paths: list[Path]) -> str:
+    return str(paths[0]) + (f" (+{len(paths) - 1} more files)" if len(paths) > 1 else "")
+
+
+def _remove_entry(entry: Path) -> None:
+    """Remove an entry's files, manifest first (not the folder, which a concurrent writer may
+    be writing into)."""
+    for name in (_MANIFEST, _INDEX_JSON, _RECORDS):
+        try:
+            (entry / name).unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _store(root: Path, entry: Path, index: CorpusIndex) -> None:
+    """Write ``index`` into ``entry`` (manifest last) unless a file changed during the build or
+    is too fresh to trust its stamp; then remove the entries of earlier versions of the files."""
+    if not index.is_current() or any(f.mtime_ns > index.built_ns - FRESH_NS for f in index.files):
+        return
+    meta = {"files": [asdict(f) for f in index.files], "skip_empty": index.skip_empty,
+            "content_hash": index.content_hash, "ids": index.ids, "skipped_ids": index.skipped_ids}
+    index_bytes = json.dumps(meta, separators=(",", ":")).encode()
+    buffer = io.BytesIO()
+    np.save(buffer, np.stack([index.file, index.offset, index.length, index.line, index.word_counts], axis=1)
+            if len(index) else np.zeros((0, 5), np.int64))
+    records_bytes = buffer.getvalue()
+    manifest = {"format": _FORMAT, "version": INDEX_VERSION, "files": meta["files"], "skip_empty": index.skip_empty,
+                "documents": len(index), "built_ns": index.built_ns,
+                "index_files": {_INDEX_JSON: {"size": len(index_bytes), "sha256": _sha256(index_bytes)},
+                                _RECORDS: {"size": len(records_bytes), "sha256": _sha256(records_bytes)}}}
+    try:
+        entry.mkdir(parents=True, exist_ok=True)
+        atomic.write_bytes(entry / _INDEX_JSON, index_bytes)
+        atomic.write_bytes(entry / _RECORDS, records_bytes)
+        atomic.write_text(entry / _MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    except OSError as err:
+        if str(root) not in _warned_unwritable:
+            _warned_unwritable.add(str(root))
+            warnings.warn(f"cannot write the corpus index cache {root} ({err.strerror or err}); keeping the index of "
+                          f"{index.paths[0]} in memory (every process builds it again)", CorpusIndexWarning,
+                          stacklevel=4)
+        return
+    slot = entry.name.rsplit("-", 1)[0]
+    for other in root.glob(f"{_glob_escape(slot)}-*"):
+        if other != entry and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with glob's special characters taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+# --- the corpus ---------------------------------------------------------------------------------
+
+class IndexedCorpus(Corpus):
+    """A :class:`Corpus` over JSON-lines or Parquet files (read in order) whose ids, length,
+    content hash and word counts come from the cached :class:`CorpusIndex`, and whose
+    :meth:`get` reads only the requested records. Iterating streams and validates the files
+    as :func:`~instir.benchmarks.readers.iter_corpus_docs` does (documents with empty text
+    dropped when ``skip_empty``)."""
+
+    def __init__(self, paths: Iterable[str | Path], *, skip_empty: bool = False,
+                 cache_dir: str | Path | None = None):
+        paths = [Path(p) for p in paths]
+        super().__init__(self._stream_files, paths)
+        self.skip_empty = skip_empty
+        self.cache_dir = cache_dir
+        self._loaded: CorpusIndex | None = None
+        self._members: frozenset[str] | None = None
+        self._where: dict[str, int] | None = None
+
+    def _stream_files(self) -> Iterator[Doc]:
+        return chain.from_iterable(iter_corpus_docs(p, skip_empty=self.skip_empty) for p in self.paths)
+
+    def index(self) -> CorpusIndex:
+        """The corpus index (loaded or built on first use, then kept)."""
+        if self._loaded is None:
+            self._loaded = load_index(self.paths, skip_empty=self.skip_empty, cache_dir=self.cache_dir)
+        return self._loaded
+
+    def _reload(self, *, damaged: bool = False) -> CorpusIndex:
+        """Forget the index (and, when ``damaged``, its cache entry) and load it again."""
+        if damaged:
+            root = Path(self.cache_dir) if self.cache_dir is not None else cache_folder()
+            _remove_entry(root / _entry_name(self.index().files, self.skip_empty))
+        self._loaded = self._members = self._where = None
+        return self.index()
+
+    def ids(self) -> list[str]:
+        """Document ids in corpus order (from the index)."""
+        return self.index().ids
+
+    def id_set(self) -> frozenset[str]:
+        """Document ids as a set, for membership checks."""
+        if self._members is None:
+            self._members = frozenset(self.ids())
+        return self._members
+
+    def __len__(self) -> int:
+        return len(self.index())
+
+    def content_hash(self) -> str:
+        """The content hash (as :meth:`Corpus.content_hash` computes it), from the index."""
+        return self.index().content_hash
+
+    def word_counts(self) -> np.ndarray:
+        """Whitespace word counts of the documents' indexed texts in corpus order (read-only int64)."""
+        return self.index().word_counts
+
+    def get(self, doc_ids: Iterable[str]) -> dict[str, Doc]:
+        """The documents with these ids (unknown ids are left out), in corpus order, reading
+        only their records. A corpus file changed since the index was made is indexed again
+        first; a record that is not where an unchanged file's index says is a damaged cache
+        entry: it warns, is rebuilt, and the read is retried once."""
+        wanted = set(doc_ids)
+        index = self.index()
+        if not index.is_current():
+            index = self._reload()
+        try:
+            return self._read(index, wanted)
+        except StaleIndexError as err:
+            if not index.is_current():
+                return self._read(self._reload(), wanted)
+            warnings.warn(f"corpus index of {_corpus_name(self.paths)}: {err}; rebuilding it", CorpusIndexWarning,
+                          stacklevel=2)
+            return self._read(self._reload(damaged=True), wanted)
+
+    def _read(self, index: CorpusIndex, wanted: set[str]) -> dict[str, Doc]:
+        where = self._positions()
+        return {doc.id: doc for doc in index.read(where[d] for d in wanted if d in where)}
+
+    def _positions(self) -> dict[str, int]:
+        """Position of each id in the index (the first, should files repeat an id)."""
+        if self._where is None:
+            ids = self.ids()
+            where = dict(zip(ids, range(len(ids))))
+            if len(where) != len(ids):
+                where = {}
+                for i, doc_id in enumerate(ids):
+                    where.setdefault(doc_id, i)
+            self._where = where
+        return self._where
