@@ -75,19 +75,21 @@ def ifir_average(table: pd.DataFrame, subsets: Iterable[str] | None = None) -> p
     """The paper's Average column: per system, setting and measure, the unweighted mean over
     subsets of the pooled (``level == "all"``) values. Rows come back in the table's layout
     with ``benchmark`` = the family (``ifir`` / ``ifir-sample``), ``subset`` = ``average``
-    and ``n_queries`` summed. Every system × measure must have all ``subsets`` (default:
-    all subsets in the table), otherwise the averages would not be comparable."""
+    and ``n_queries`` summed. Every system × measure must have all ``subsets`` (default: all
+    subsets the table holds of that family), otherwise the averages would not be comparable."""
     pooled = table[(table["level"] == "all") & (table["subset"] != "average")].copy()
     pooled["benchmark"] = pooled["benchmark"].str.split("/").str[0]
-    wanted = sorted(set(subsets) if subsets is not None else set(pooled["subset"]))
     keys = ["system", "benchmark", "setting", "measure"]
-    for key, part in pooled.groupby(keys, sort=False):
-        have = set(part["subset"])
-        if not set(wanted) <= have:
-            raise ValueError(f"{dict(zip(keys, key))}: subsets {sorted(have)} differ from {wanted}")
-    out = (pooled[pooled["subset"].isin(wanted)]
-           .groupby(keys, sort=False).agg(value=("value", "mean"), n_queries=("n_queries", "sum"))
-           .reset_index())
+    kept = []
+    for family, rows in pooled.groupby("benchmark", sort=False):  # ifir and ifir-sample: each its own subsets
+        wanted = sorted(set(subsets) if subsets is not None else set(rows["subset"]))
+        for key, part in rows.groupby(keys, sort=False):
+            have = set(part["subset"])
+            if not set(wanted) <= have:
+                raise ValueError(f"{dict(zip(keys, key))}: subsets {sorted(have)} differ from {wanted}")
+        kept.append(rows[rows["subset"].isin(wanted)])
+    out = (pd.concat(kept) if kept else pooled).groupby(keys, sort=False).agg(
+        value=("value", "mean"), n_queries=("n_queries", "sum")).reset_index()
     out["subset"] = "average"
     out["level"] = "all"
     return out[list(table.columns)]

@@ -57,8 +57,8 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
     if "is_sample" in reproduced.columns and reproduced["is_sample"].fillna(False).astype(bool).any():
         samples = samples or names
     if samples:
-        return (f"the reproduced numbers come from the bundled SAMPLE benchmark(s) {', '.join(samples)}: "
-                "a few dozen queries, not the benchmark the papers measured, so they are not comparable")
+        return (f"the numbers of the bundled SAMPLE benchmark(s) {', '.join(samples)} come from a few dozen queries, "
+                "not the benchmark the papers measured, so they are not comparable")
     return None
 
 
@@ -95,13 +95,17 @@ def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
 
     Raises :class:`NotComparableError` for sample data, unless ``sample_ok``: then a bundled
     sample is aligned as the benchmark it samples (``ifir-sample/fiqa`` as ``ifir/fiqa``) and
-    every sample row's verdict is ``not comparable (SAMPLE)``, ``within_tolerance`` empty.
+    every sample row's verdict is ``not comparable (SAMPLE)``, ``within_tolerance`` empty; the rows
+    of real benchmarks in the same table are compared as usual.
     """
     reason = not_comparable_reason(reproduced)
     if reason and not (sample_ok and "benchmark" in reproduced.columns):
         raise NotComparableError(reason)
     names = reproduced["benchmark"].astype(str)
-    reproduced = reproduced.assign(benchmark=[_sampled_benchmark(b) for b in names], _not_comparable=bool(reason))
+    samples = [catalog.is_sample(b) for b in names]
+    if "is_sample" in reproduced.columns:
+        samples = [s or bool(flag) for s, flag in zip(samples, reproduced["is_sample"].fillna(False))]
+    reproduced = reproduced.assign(benchmark=[_sampled_benchmark(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"] = _windowing_of(ours, runs)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
@@ -216,7 +220,7 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "sample": reproduced["_not_comparable"].to_numpy(dtype=bool) if "_not_comparable" in reproduced else False,
     })
     ours = _without_partial_averages(ours)
-    keys = _KEYS + ["measure_reproduced"]
+    keys = _KEYS + ["measure_reproduced", "sample"]  # a sample and the benchmark it samples may share a report
     zero_dupes = ours["level_was_zero"] & ours.duplicated(keys, keep=False)
     ours = ours[~zero_dupes]
     clash = ours[ours.duplicated(keys, keep=False)]

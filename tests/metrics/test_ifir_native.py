@@ -136,3 +136,11 @@ def test_average_refuses_systems_missing_a_subset():
                           _pooled("e5", "fiqa", 0.4, 1)])[COLUMNS]
     with pytest.raises(ValueError, match="subsets"):
         ifir_average(table)
+
+
+def test_the_sample_and_the_real_benchmark_are_averaged_over_their_own_subsets():
+    sample = [{**_pooled("bm25", "fiqa", 0.5, 3), "benchmark": "ifir-sample/fiqa"}]
+    table = pd.DataFrame([*sample, _pooled("bm25", "fiqa", 0.2, 10), _pooled("bm25", "fire", 0.6, 10)])[COLUMNS]
+    avg = ifir_average(table).set_index("benchmark")
+    assert avg.loc["ifir-sample", "value"] == pytest.approx(0.5)  # its one subset, not refused for lacking fire
+    assert avg.loc["ifir", "value"] == pytest.approx(0.4)
