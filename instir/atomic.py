@@ -85,3 +85,17 @@ def file_sha256(path: str | Path) -> str:
         while block := fh.read(1 << 22):
             h.update(block)
     return h.hexdigest()
+
+
+def write_frame(path: str | Path, frame) -> None:
+    """Write a pandas DataFrame atomically, as CSV or Parquet by the file's suffix, without its
+    index (the tables stages hand each other)."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        write_text(path, frame.to_csv(index=False))
+    elif path.suffix == ".parquet":
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        write_bytes(path, buffer.getvalue())
+    else:
+        raise ValueError(f"{path}: write_frame writes .csv or .parquet files")

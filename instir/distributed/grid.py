@@ -1,6 +1,6 @@
 """A sweep grid: benchmarks × systems × settings × variants (instructed / query-only), read
-from YAML, and the ONE place that turns a grid's system string into a retriever factory and
-its resource hints (:func:`resolve_system`).
+from YAML; each system string is resolved by :func:`instir.systems.specs.resolve_system`, as
+the notebooks' systems are.
 
 Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 
@@ -18,14 +18,13 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
 from instir.errors import UserError
-from instir.retrieval import Retriever, make_retriever, system_name
+from instir.systems.specs import SystemSpec, resolve_system, run_label
 
 VARIANTS = ("instructed", "query-only")
 #: Keys a grid file may hold.
@@ -35,96 +34,6 @@ GRID_KEYS = frozenset({"benchmarks", "systems", "variants", "settings", "k", "da
 
 class GridError(UserError, ValueError):
     """A grid file that cannot be used; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class SystemSpec:
-    """A resolved grid system: ``name`` as the grid wrote it (the ``retriever`` column of
-    ``runs.csv``), ``label`` as reports name it (:func:`instir.retrieval.system_name`, or the
-    card's name), ``kind``/``model`` for :func:`instir.retrieval.make_retriever` (kind
-    ``system`` for a card, built by :func:`instir.systems.registry.build_retriever` from
-    ``card``), and Ray resource hints (``num_gpus``, ``memory_gb``) for the tasks and encoder
-    actors that run it."""
-
-    name: str
-    label: str
-    kind: str
-    model: str | None
-    resources: dict[str, float] = field(default_factory=dict)
-    card: str = ""
-
-    def factory(self, cache_dir: str | None = None) -> Callable[[], Retriever]:
-        """A picklable zero-argument function that builds the retriever (on a worker)."""
-        if self.kind == "system":
-            return _CardFactory(self.card, cache_dir)
-        return _Factory(self.kind, self.model, cache_dir)
-
-
-@dataclass(frozen=True)
-class _Factory:
-    kind: str
-    model: str | None
-    cache_dir: str | None
-
-    def __call__(self) -> Retriever:
-        retriever = make_retriever(self.kind, self.model)
-        if self.cache_dir:
-            _set_cache_dir(retriever, self.cache_dir)
-        return retriever
-
-
-@dataclass(frozen=True)
-class _CardFactory:
-    card: str
-    cache_dir: str | None
-
-    def __call__(self) -> Retriever:
-        from instir.systems.registry import build_retriever
-
-        return build_retriever(self.card, cache_dir=self.cache_dir)
-
-
-def _set_cache_dir(retriever: Any, cache_dir: str) -> None:
-    """Point a dense retriever (or a hybrid's dense half) at ``cache_dir``."""
-    from instir.retrieval.embedding_cache import EmbeddingCache
-
-    for part in (retriever, getattr(retriever, "dense", None)):
-        cache = getattr(part, "cache", None)
-        if isinstance(cache, EmbeddingCache):
-            part.cache = EmbeddingCache(cache_dir, chunk_size=cache.chunk_size, progress=cache.progress)
-
-
-def resolve_system(name: str) -> SystemSpec:
-    """The system a grid names: ``bm25``, ``dense`` / ``hybrid`` (bundled MiniLM),
-    ``dense:MODEL`` / ``hybrid:MODEL``, or a retriever system card's name (as ``instir
-    retrieve --system`` takes it). Resource hints: a GPU for any model but the bundled
-    MiniLM, none for BM25; a card's own ``resources`` (``num_gpus``, ``memory_gb``) instead."""
-    kind, _, model = name.partition(":")
-    if kind not in ("bm25", "dense", "hybrid"):
-        return _card_system(name)
-    model = model.strip() or None
-    if kind == "bm25" and model:
-        raise ValueError(f"unknown system {name!r}; use bm25, dense, dense:MODEL, hybrid or hybrid:MODEL")
-    label = system_name(kind, model)
-    resources: dict[str, float] = {}
-    if kind != "bm25" and model is not None:
-        resources = {"num_gpus": 1}
-    return SystemSpec(name=name, label=label, kind=kind, model=model, resources=resources)
-
-
-def _card_system(name: str) -> SystemSpec:
-    """A built-in retriever card by name (:func:`instir.systems.registry.retriever_card`)."""
-    from instir.systems.cards import RESOURCE_KEYS, load_cards
-    from instir.systems.registry import retriever_card
-
-    try:
-        card = retriever_card(name, load_cards())
-    except UserError as e:  # no such card (or an ambiguous name), or a reranker card
-        hint = "; besides cards: bm25, dense, dense:MODEL, hybrid, hybrid:MODEL" if isinstance(e, KeyError) else ""
-        raise ValueError(f"{e}{hint}") from None
-    resources = {key: float(card.resources[key]) for key in RESOURCE_KEYS if key in card.resources}
-    return SystemSpec(name=name, label=card.name, kind="system", model=card.model or None, resources=resources,
-                      card=card.name)
 
 
 @dataclass(frozen=True)
@@ -144,9 +53,8 @@ class Cell:
 
     @property
     def run_label(self) -> str:
-        """The ``system`` column of ``runs.csv`` (as notebook 02 names it)."""
-        label = self.system.label + ("" if self.variant == "instructed" else " (query-only)")
-        return label if self.setting == "instructed" else f"{label} [{self.setting}]"
+        """The ``system`` column of ``runs.csv`` (:func:`instir.systems.specs.run_label`)."""
+        return run_label(self.system.label, self.variant, self.setting)
 
 
 @dataclass(frozen=True)

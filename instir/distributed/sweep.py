@@ -2,13 +2,14 @@
 into one output folder laid out like a notebook run's ``out_dir`` (``runs/``, ``metrics/``,
 ``judge/``), so notebooks 03–05 read a sweep unchanged.
 
-Stages: (1) corpora of at least ``shard_min_docs`` documents are encoded for each dense system
-by Ray Data (:mod:`instir.distributed.encode`); (2) cells run retrieve → evaluate as tasks
-spread over the nodes, with the system's resource hints; a task is retried only when its
-worker is lost, a bad cell fails alone; (3) with a ``judge`` in the grid, InstFol of each
-instructed/query-only pair, every judge call through one judge actor; (4) the tables are joined
-(:func:`instir.distributed.cells.collect`). Everything is resumable: a rerun recomputes only
-what is missing.
+Steps: (1) corpora of at least ``shard_min_docs`` documents are encoded for each dense system
+by Ray Data (:mod:`instir.distributed.encode`); (2) cells run the retrieve and evaluate stages
+on actors spread over the nodes, with the system's resource hints; a task is retried only when
+its worker is lost, a bad cell fails alone; (3) the cells are joined by the stages' own
+aggregation (:func:`instir.distributed.cells.collect`); (4) with a ``judge`` in the grid, InstFol
+of each instructed/query-only pair (the judge stage's :func:`~instir.stages.judge.judge_pair`),
+every judge call through one judge actor, joined by :func:`~instir.stages.judge.write_instfol`.
+Everything is resumable: a rerun recomputes only what is missing.
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from instir import atomic
 from instir.distributed.cells import CellResult, collect, import_collect, run_cell, write_summary
-from instir.distributed.grid import Cell, Grid, SystemSpec
+from instir.distributed.grid import Cell, Grid
 from instir.progress import tqdm
+from instir.systems.specs import SystemSpec
 
 EXECUTORS = ("ray", "serial")
 #: Retries of a cell task whose worker died (never for an error the cell itself reports).
@@ -97,8 +96,9 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
     cells = grid.cells()
     if executor == "serial":
         results = _serial_cells(grid, cells, out)
+        written = collect(out, cells, results)
         if grid.judge:
-            _judge_pairs(grid, cells, results, out, judge=_local_judge(grid, out), remote=False)
+            written.update(_judge_pairs(grid, out, judge=_local_judge(grid, out), remote=False))
         encoded: dict[str, int] = {}
     else:
         with ray_session(address, num_cpus=num_cpus):
@@ -108,13 +108,13 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
             imports.start()
             results = _ray_cells(grid, cells, out)
             imports.join()
+            written = collect(out, cells, results)
             if grid.judge:
                 from instir.distributed.judge import start_judge
 
                 _, judge = start_judge(_judge_factory(grid, out),
                                        requests_per_minute=grid.judge.get("requests_per_minute"))
-                _judge_pairs(grid, cells, results, out, judge=judge, remote=True)
-    written = collect(out, cells, results)
+                written.update(_judge_pairs(grid, out, judge=judge, remote=True))
     report = SweepReport(results, written, time.perf_counter() - start, encoded)
     write_summary(out, results, {"executor": executor, "address": address, "wall_s": round(report.wall_s, 3),
                                  "encoded_chunks": encoded})
@@ -364,51 +364,36 @@ def _local_judge(grid: Grid, out: Path):
     return _judge_factory(grid, out)()
 
 
-def judge_pair(benchmark: str, data_root: str | None, instructed: str, query_only: str, judge: Any,
-               max_instances: int | None) -> pd.DataFrame:
-    """InstFol instances of one system's instructed/query-only runs (as notebook 04 computes them)."""
+def judge_remote(root: str, data_root: str | None, pair: Any, judge: Any, max_instances: int | None) -> Any:
+    """InstFol of one run pair on a worker: its benchmark loaded there, then the judge stage's
+    :func:`~instir.stages.judge.judge_pair` (every judge call goes to the judge actor)."""
     from instir.benchmarks import load_benchmark
-    from instir.judge.following import instfol
-    from instir.retrieval import read_run
+    from instir.stages.judge import judge_pair
 
-    bench = load_benchmark(benchmark, root=data_root)
-    result = instfol(read_run(instructed), read_run(query_only), bench, judge, max_instances=max_instances, seed=0)
-    return result.instances
+    return judge_pair(root, load_benchmark(pair.benchmark, root=data_root), pair, judge, max_instances)
 
 
-def _judge_pairs(grid: Grid, cells: list[Cell], results: dict[str, CellResult], out: Path, *, judge: Any,
-                 remote: bool) -> None:
-    """InstFol of every system with both variants done, into ``judge/instfol_instances.csv`` and
-    ``judge/instfol.csv`` (notebook 04's files)."""
-    from instir.judge.following import aggregate
+def _judge_pairs(grid: Grid, out: Path, *, judge: Any, remote: bool) -> dict[str, Path]:
+    """InstFol of every system with both variants listed in ``runs/runs.csv``, into notebook 04's
+    InstFol files (:func:`instir.stages.judge.write_instfol`)."""
+    from instir.report.layout import ReportLayout
+    from instir.stages.judge import run_pairs, write_instfol
+    from instir.stages.retrieve import read_runs_table
 
-    pairs: dict[tuple[str, str], dict[str, CellResult]] = {}
-    for cell in cells:
-        result = results[cell.cell_id]
-        if cell.setting == "instructed" and result.state != "failed":
-            pairs.setdefault((cell.benchmark, cell.system.name), {})[cell.variant] = result
-    jobs = []
+    layout = ReportLayout(out)
+    if not layout.runs_table.is_file():
+        return {}
+    pairs = run_pairs(read_runs_table(layout))
+    if not pairs:
+        return {}
     max_instances = (grid.judge or {}).get("max_instances")
-    for (benchmark, _), pair in pairs.items():
-        if set(pair) != {"instructed", "query-only"}:
-            continue
-        args = (benchmark, grid.data_root, str(out / pair["instructed"].row["run_file"]),
-                str(out / pair["query-only"].row["run_file"]), judge, max_instances)
-        jobs.append((benchmark, pair["instructed"].row["system"], args))
-    if not jobs:
-        return
+    jobs = [(str(out), grid.data_root, pair, judge, max_instances) for pair in pairs]
     if remote:
         import ray
 
-        task = ray.remote(judge_pair).options(num_cpus=1, max_retries=WORKER_LOSS_RETRIES)
-        frames = ray.get([task.remote(*args) for *_, args in jobs])
+        task = ray.remote(judge_remote).options(num_cpus=1, max_retries=WORKER_LOSS_RETRIES)
+        results = ray.get([task.remote(*job) for job in jobs])
     else:
-        frames = [judge_pair(*args) for *_, args in jobs]
-    instances = pd.concat([f.assign(benchmark=b, family=b.split("/")[0], system=s)
-                           for (b, s, _), f in zip(jobs, frames)], ignore_index=True)
-    (out / "judge").mkdir(exist_ok=True)
-    atomic.write_text(out / "judge" / "instfol_instances.csv", instances.to_csv(index=False))
-    summary = pd.concat([aggregate(part).assign(system=system, benchmark=family)
-                         for (system, family), part in instances.groupby(["system", "family"], sort=False)],
-                        ignore_index=True)
-    atomic.write_text(out / "judge" / "instfol.csv", summary.to_csv(index=False))
+        results = [judge_remote(*job) for job in jobs]
+    write_instfol(layout, pairs, results)
+    return {"instfol": layout.instfol}

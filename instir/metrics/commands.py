@@ -47,6 +47,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from instir.metrics.scoring import evaluate_runs
     from instir.metrics.standard import parse_measures
     from instir.retrieval.runs import read_run
+    from instir.stages.evaluate import compare_to_baseline
 
     paths = [Path(p) for p in args.runs]
     names = [run_name(p) for p in paths]
@@ -73,12 +74,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
     comparisons = pd.DataFrame()
     if len(runs) > 1:
-        options = {"n_resamples": args.resamples or stats.N_RESAMPLES, "seed": args.seed}
-        comparisons = pd.concat([
-            stats.paired_tests(result.per_query, baseline, **options),
-            *([stats.paired_tests(result.per_group, baseline, unit="group", **options)]
-              if len(result.per_group) else []),
-        ], ignore_index=True)
+        comparisons = compare_to_baseline(result.per_query, result.per_group, baseline, measures=None,
+                                          n_resamples=args.resamples or stats.N_RESAMPLES, seed=args.seed)
         shown = comparisons[["measure", "system", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
                              "better", "worse", "p_ttest_holm", "p_perm_holm", "significant"]]
         print(f"\nagainst baseline {baseline!r} (Holm-corrected across systems):")

@@ -184,11 +184,11 @@ DIVERGENCES: tuple[Divergence, ...] = (
 )
 
 
-def known_divergences() -> pd.DataFrame:
-    """The known reasons as a table (``key``, ``title``, ``explanation``) for a notebook to list."""
-    return pd.DataFrame(
-        [(d.key, d.title, d.explanation) for d in DIVERGENCES], columns=["key", "title", "explanation"]
-    )
+def known_divergences(measure: str | None = None) -> pd.DataFrame:
+    """The known reasons as a table (``key``, ``title``, ``explanation``) for a notebook to list;
+    with ``measure`` (``InstFol``, ``nDCG`` …), only the reasons that concern it."""
+    chosen = [d for d in DIVERGENCES if measure is None or measure in d.measures]
+    return pd.DataFrame([(d.key, d.title, d.explanation) for d in chosen], columns=["key", "title", "explanation"])
 
 
 def reasons_for(row: Mapping) -> list[str]:

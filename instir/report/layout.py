@@ -1,6 +1,7 @@
-"""The report folder as notebooks share it: every file one notebook writes and a later one
-reads, by name (:class:`ReportLayout`), and the setup every notebook starts with
-(:func:`start_report`: load the benchmarks, record which data they are)."""
+"""The report folder as the stages share it: every file one stage writes and a later one reads,
+by name (:class:`ReportLayout`), which stage writes each (a missing input names the notebook and
+the command that make it), and the setup every stage that reads benchmarks starts with
+(:func:`start_report`: load them, record which data they are)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,18 @@ from pathlib import Path
 
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
+from instir.errors import UserError
 from instir.report.html import escape_text
 from instir.report.manifest import DATASETS_FILE, record_dataset
+
+#: The stage (its notebook) that writes each folder of a report.
+WRITTEN_BY = {"data": "01_data_exploration", "runs": "02_retrieval", "metrics": "03_metrics",
+              "judge": "04_judge_validation", "paper_tables": "05_paper_tables"}
+
+
+class MissingInput(UserError, FileNotFoundError):
+    """A stage's input file is not in the report folder: the message names the file and the
+    notebook (or ``instir run`` call) that writes it."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +36,7 @@ class ReportLayout:
         """Which benchmark data the report used (:func:`instir.report.manifest.record_dataset`)."""
         return self.root / DATASETS_FILE
 
-    # notebook 01
+    # explore (notebook 01)
     @property
     def data(self) -> Path:
         return self.root / "data"
@@ -34,31 +45,41 @@ class ReportLayout:
     def statistics(self) -> Path:
         return self.data / "statistics.csv"
 
-    # notebook 02
+    # retrieve (notebook 02)
     @property
     def runs(self) -> Path:
         return self.root / "runs"
 
     @property
     def runs_table(self) -> Path:
-        """One row per run: benchmark, system, variant, template, ``run_file`` (relative to ``root``)."""
+        """One row per run: benchmark, setting, system, variant, template, ``run_file`` (relative to ``root``)."""
         return self.runs / "runs.csv"
 
-    # notebook 03
+    # evaluate (notebook 03)
     @property
     def metrics(self) -> Path:
         return self.root / "metrics"
 
     @property
     def metrics_table(self) -> Path:
-        """The tidy result table (:data:`instir.metrics.table.COLUMNS`)."""
+        """The tidy result table (:data:`instir.metrics.table.COLUMNS`); also as ``metrics.parquet``."""
         return self.metrics / "metrics.csv"
+
+    @property
+    def per_query(self) -> Path:
+        """Every run's value per query and measure (``benchmark, system, qid, measure, value``)."""
+        return self.metrics / "per_query.parquet"
+
+    @property
+    def per_group(self) -> Path:
+        """Every run's Robustness minimum per query group (InstructIR)."""
+        return self.metrics / "per_group.parquet"
 
     @property
     def comparisons(self) -> Path:
         return self.metrics / "comparisons.csv"
 
-    # notebook 04
+    # judge (notebook 04)
     @property
     def judge(self) -> Path:
         return self.root / "judge"
@@ -72,10 +93,28 @@ class ReportLayout:
     def instfol(self) -> Path:
         return self.judge / "instfol.csv"
 
-    # notebook 05
+    @property
+    def instfol_instances(self) -> Path:
+        return self.judge / "instfol_instances.csv"
+
+    @property
+    def stability(self) -> Path:
+        return self.judge / "stability.csv"
+
+    # compare (notebook 05)
     @property
     def paper_tables(self) -> Path:
         return self.root / "paper_tables"
+
+    def require(self, path: Path) -> Path:
+        """``path`` (a file of this layout) when it exists; else :class:`MissingInput` naming it
+        and the notebook that writes it."""
+        if path.is_file():
+            return path
+        folder = path.relative_to(self.root).parts[0]
+        notebook = WRITTEN_BY.get(folder, "the earlier notebooks")
+        raise MissingInput(f"{path} is missing: run notebook {notebook} into {self.root} first "
+                           f"(or `instir run --out {self.root}` for the whole chain)")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,6 +168,7 @@ class DenseRetriever:
         self.cache = EmbeddingCache(cache_dir, chunk_size=chunk_size, progress=progress)
         self.progress = progress
         self._fingerprint: str | None = None
+        self._corpus_vectors: tuple[tuple[str, str], Embeddings] | None = None
 
     # ------------------------------------------------------------ model
 
@@ -344,10 +346,18 @@ class DenseRetriever:
 
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
         """Document embeddings of a corpus through the cache (keyed by :meth:`document_encoder`
-        and every document's title and text in order)."""
-        return self.cache.embed(self.document_encoder(template, subset), CorpusTexts(corpus),
-                                lambda items: self.encode_documents(template, subset, items),
-                                label=self.name, desc="encoding corpus")
+        and every document's title and text in order). The last corpus's vectors are kept: the
+        instructed and the query-only run of one benchmark share them without reading the
+        corpus again for the cache key."""
+        encoder = self.document_encoder(template, subset)
+        held = (corpus.content_hash(), json.dumps(encoder, sort_keys=True, default=str))
+        if self._corpus_vectors is not None and self._corpus_vectors[0] == held:
+            return replace(self._corpus_vectors[1], encoded=0)
+        embeddings = self.cache.embed(encoder, CorpusTexts(corpus),
+                                      lambda items: self.encode_documents(template, subset, items),
+                                      label=self.name, desc="encoding corpus")
+        self._corpus_vectors = (held, embeddings)
+        return embeddings
 
     def embed_queries(self, inputs: Sequence[ModelInput]) -> Embeddings:
         """Query embeddings of formatted query inputs through the cache (keyed also by the

@@ -2,8 +2,9 @@
 
 import pytest
 
-from instir.distributed.grid import GridError, load_grid, parse_grid, resolve_system
+from instir.distributed.grid import GridError, load_grid, parse_grid
 from instir.retrieval import BUNDLED_MODEL_ID
+from instir.systems.specs import resolve_system
 
 
 def test_system_strings_resolve_to_kind_model_label_and_resources():

@@ -30,11 +30,11 @@ def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
 
 def test_plain_loop_builds_each_system_once_and_reads_each_benchmark_once(tmp_path, monkeypatch):
     import instir.benchmarks
-    from instir.distributed import grid
+    from instir.systems import specs
 
     built, read = [], []
-    build, load = grid._Factory.__call__, instir.benchmarks.load_benchmark
-    monkeypatch.setattr(grid._Factory, "__call__", lambda self: built.append(self.kind) or build(self))
+    build, load = specs._Factory.__call__, instir.benchmarks.load_benchmark
+    monkeypatch.setattr(specs._Factory, "__call__", lambda self: built.append(self.kind) or build(self))
     # run_cell imports load_benchmark from the package when it runs, so this reaches it
     monkeypatch.setattr(instir.benchmarks, "load_benchmark",
                         lambda name, *a, **kw: read.append(name) or load(name, *a, **kw))

@@ -1,0 +1,133 @@
+"""The compare stage (notebook 05): every reproduced number (``metrics/metrics.csv`` and
+``judge/instfol.csv``) next to the number the papers report, with the delta, the tolerance, a
+verdict and the known reasons for divergence; InstFol tolerances widened by the judge's own
+spread (``judge/stability.csv``) where it was measured; the long-text windowing of every run;
+and the coverage of the papers' systems by the kit's cards. Written under ``paper_tables/``.
+Reads only files: no benchmark is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from instir import atomic
+from instir.judge.stability import tolerance_widening
+from instir.metrics.table import wide
+from instir.papers import compare, load_reported, match_systems, not_comparable_reason
+from instir.report.layout import ReportLayout
+from instir.retrieval.runs import read_sidecar, run_windowing
+from instir.systems.coverage import coverage_matrix
+
+#: The columns of a reproduced number.
+REPRODUCED_COLUMNS = ["system", "benchmark", "subset", "level", "measure", "value"]
+#: IFIR's tables with model rows, as the page shows them.
+IFIR_TABLES = r"Table (3|8|9|10|11)\b"
+
+
+@dataclass
+class PaperComparison:
+    """What the compare stage wrote: ``compared`` (``paper_tables/comparison.csv``), why the
+    numbers are not comparable (``reason``, None when they are), each run's ``windowing``, how
+    system names match the papers' models (``matches``), the comparison with InstFol tolerances
+    widened by the judge's spread (``widened``, None without ``judge/stability.csv``), the
+    ``coverage`` of the papers' systems and the ``reported`` tables by paper."""
+
+    compared: pd.DataFrame
+    reason: str | None
+    windowing: pd.DataFrame
+    matches: pd.DataFrame
+    widened: pd.DataFrame | None
+    coverage: pd.DataFrame
+    reported: dict[str, pd.DataFrame]
+
+    def verdicts(self) -> pd.DataFrame:
+        """How many numbers got each verdict, per paper."""
+        return self.compared.groupby(["paper", "verdict"]).size().rename("numbers").reset_index()
+
+    def sources(self) -> pd.DataFrame:
+        """The table and source of every reported number compared."""
+        return self.compared[["paper", "table", "source"]].drop_duplicates()
+
+    def changed_verdicts(self) -> int:
+        """Verdicts the judge's spread changed (0 without a widened comparison)."""
+        if self.widened is None:
+            return 0
+        return int((self.widened["within_tolerance"] != self.compared["within_tolerance"]).fillna(False).sum())
+
+    def scaled(self) -> pd.DataFrame:
+        """The compared rows with reported and reproduced ×100 (for plots)."""
+        return self.compared.assign(**{c: self.compared[c] / self.compared["scale"] * 100
+                                       for c in ("reported", "reproduced")})
+
+    def per_level(self) -> list[tuple[str, pd.DataFrame]]:
+        """The compared rows of each metric that has levels (×100), for per-level curves."""
+        shown = self.scaled()
+        return list(shown[shown["level"].notna()].groupby("metric"))
+
+    def ifir_tables(self) -> list[tuple[str, pd.DataFrame, str]]:
+        """IFIR's tables with model rows (Tables 3, 8–11), each as printed ×100, with its source."""
+        ifir = self.reported["ifir"]
+        views = []
+        for name, rows in ifir[ifir["table"].str.match(IFIR_TABLES)].groupby("table", sort=False):
+            shown = rows.assign(level=rows["level"].astype("string").fillna(""), value=rows["value"] / rows["scale"])
+            view = wide(shown, index=("model",), columns=("subset", "level", "metric"), scale=100.0, digits=1)
+            views.append((name, view, rows["source"].iloc[0]))
+        return views
+
+    def instructir_scores(self) -> pd.DataFrame:
+        """InstructIR's reported instructed scores (0–1), secondary sources marked."""
+        shown = self.reported["instructir"]
+        shown = shown[shown["setting"] == "instructed"]
+        return shown.assign(value=shown["value"] / shown["scale"])[["model", "measure", "value", "secondary",
+                                                                    "reference", "source"]]
+
+
+def _as_key(frame: pd.DataFrame) -> pd.DataFrame:
+    """``subset`` and ``level`` as text, so CSV-read NaN and ``all`` align."""
+    return frame.assign(subset=frame["subset"].astype("string").fillna(""),
+                        level=frame["level"].astype("string").fillna(""))
+
+
+def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
+    """The metrics and InstFol values of the report, one row per system, benchmark, subset,
+    level and measure (InstFol as ``InstFol@20``)."""
+    metrics = pd.read_csv(layout.require(layout.metrics_table))
+    instfol = pd.read_csv(layout.require(layout.instfol))
+    return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure="InstFol@20")],
+                     ignore_index=True)[REPRODUCED_COLUMNS]
+
+
+def compare_with_papers(out_dir: str | Path) -> PaperComparison:
+    """The compare stage (see the module docstring); bundled-sample numbers are aligned with the
+    papers' rows and given the verdict *not comparable (SAMPLE)*."""
+    layout = ReportLayout(Path(out_dir))
+    runs = (pd.read_csv(layout.runs_table) if layout.runs_table.is_file()
+            else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
+    windowing = runs[["benchmark", "system"]].assign(
+        windowing=[run_windowing(read_sidecar(layout.root / run_file)) for run_file in runs["run_file"]])
+    reported = {paper: load_reported(paper) for paper in ("ifir", "instructir", "mteb")}
+    every_reported = pd.concat(reported.values(), ignore_index=True)
+    reproduced = reproduced_numbers(layout)
+    reason = not_comparable_reason(reproduced)
+    compared = compare(reproduced, every_reported, runs=windowing, sample_ok=True)
+    layout.paper_tables.mkdir(parents=True, exist_ok=True)
+    atomic.write_frame(layout.paper_tables / "comparison.csv", compared)
+    not_comparable = layout.paper_tables / "not_comparable.txt"
+    if reason:
+        atomic.write_text(not_comparable, reason + "\n")
+    else:
+        not_comparable.unlink(missing_ok=True)
+    widened = None
+    if len(compared) and layout.stability.is_file():
+        keys = ["system", "benchmark", "subset", "level", "measure"]
+        widen = tolerance_widening(pd.read_csv(layout.stability))
+        widened = compare(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
+                          sample_ok=True)
+        atomic.write_frame(layout.paper_tables / "comparison_widened.csv", widened)
+    instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
+    coverage = coverage_matrix(layout.root)
+    atomic.write_frame(layout.paper_tables / "coverage.csv", coverage)
+    return PaperComparison(compared, reason, windowing, match_systems(instructed), widened, coverage, reported)

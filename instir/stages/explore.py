@@ -1,0 +1,115 @@
+"""The explore stage (notebook 01): the benchmarks before any model touches them: counts
+(``data/statistics.csv``), instructions per query group and per level, lengths of queries,
+instructions and documents, relevant passages per instance, the first group of each benchmark
+with its relevant passages, and the statistics the papers print. Document lengths come from the
+corpus index (computed once per corpus), and the example passages are read by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from instir import atomic
+from instir.benchmarks.types import Benchmark, Query
+from instir.papers import load_reported
+from instir.report.layout import start_report
+
+
+@dataclass
+class Example:
+    """The first query group of a benchmark: its instances and the passages relevant to each
+    (``instance, document, grade, text``)."""
+
+    label: str
+    group: str
+    queries: list[Query]
+    relevant: pd.DataFrame
+
+
+@dataclass
+class Exploration:
+    """What the explore stage found. ``overview``: one row per benchmark (``data/statistics.csv``);
+    ``instances``: one row per query instance with its word counts and relevant passages;
+    ``documents``: words per document of every benchmark; ``examples``: the first group of each."""
+
+    overview: pd.DataFrame
+    instances: pd.DataFrame
+    documents: pd.DataFrame
+    examples: list[Example]
+    summary: str
+
+    @property
+    def samples(self) -> list[str]:
+        """The bundled sample benchmarks explored (their counts describe the sample only)."""
+        return self.overview.loc[self.overview["sample"], "benchmark"].tolist()
+
+    def papers(self) -> tuple[pd.DataFrame, str, pd.DataFrame]:
+        """The statistics the papers print (:func:`paper_statistics`)."""
+        return paper_statistics()
+
+    def group_sizes(self) -> pd.DataFrame:
+        """Instances per query group: count, mean, spread and quartiles per benchmark."""
+        sizes = self.instances.groupby(["benchmark", "group"], sort=False).size().rename("instances per group")
+        return sizes.groupby("benchmark", sort=False).describe()
+
+    def levels(self) -> pd.DataFrame:
+        """Instances per benchmark and level (``<NA>``: a benchmark without levels)."""
+        return self.instances.groupby(["benchmark", "level"], dropna=False, sort=False).size().rename(
+            "instances").to_frame()
+
+    def lengths(self) -> pd.DataFrame:
+        """Words per query, instruction and document, described per benchmark (statistics down,
+        ``measure / benchmark`` across)."""
+        texts = self.instances.groupby("benchmark", sort=False)[["query_words", "instruction_words"]].describe().T
+        docs = self.documents.groupby("benchmark", sort=False)[["document_words"]].describe().T
+        return pd.concat([texts, docs])
+
+    def relevant(self) -> pd.DataFrame:
+        """Relevant passages per instance, described per benchmark and level."""
+        return self.instances.groupby(["benchmark", "level"], dropna=False, sort=False)["relevant"].describe()
+
+
+def paper_statistics() -> tuple[pd.DataFrame, str, pd.DataFrame]:
+    """The statistics the papers print: IFIR's Table 1 (subset × statistic, as printed) with its
+    source, and InstructIR's counts, each with who printed it (some are secondary sources)."""
+    ifir = load_reported("ifir")
+    table1 = ifir[ifir["table"] == "Table 1"]
+    instructir = load_reported("instructir")
+    return (table1.pivot(index="subset", columns="metric", values="value_printed"), table1["source"].iloc[0],
+            instructir[instructir["setting"] == ""][["measure", "value_printed", "reference", "source"]])
+
+
+def _instances(name: str, bench: Benchmark) -> pd.DataFrame:
+    frame = pd.DataFrame([asdict(q) for q in bench.queries.values()]).assign(benchmark=name)
+    frame["level"] = frame["level"].astype("Int64")
+    frame["query_words"] = frame["query"].str.split().str.len()
+    frame["instruction_words"] = frame["instruction"].str.split().str.len()
+    frame["relevant"] = [sum(grade > 0 for grade in bench.qrels.get(qid, {}).values()) for qid in frame["id"]]
+    return frame
+
+
+def _example(bench: Benchmark) -> Example:
+    group, ids = next(iter(bench.groups().items()))
+    judged = [(qid, d, grade) for qid in ids for d, grade in bench.qrels.get(qid, {}).items() if grade > 0]
+    docs = bench.corpus.get({d for _, d, _ in judged})
+    relevant = pd.DataFrame([(qid, d, grade, docs[d].indexed_text) for qid, d, grade in judged if d in docs],
+                            columns=["instance", "document", "grade", "text"])
+    return Example(bench.label, group, [bench.queries[qid] for qid in ids], relevant)
+
+
+def explore_benchmarks(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None) -> Exploration:
+    """The explore stage: load ``benchmarks`` (recording which data they are), describe them,
+    and write the overview to ``out_dir/data/statistics.csv``."""
+    report = start_report(out_dir, benchmarks, data_root)
+    loaded = report.benchmarks
+    overview = pd.DataFrame([bench.describe() for bench in loaded.values()])
+    report.layout.data.mkdir(parents=True, exist_ok=True)
+    atomic.write_frame(report.layout.statistics, overview)
+    instances = pd.concat([_instances(name, bench) for name, bench in loaded.items()], ignore_index=True)
+    documents = pd.concat([pd.DataFrame({"benchmark": name, "document_words": bench.corpus.word_counts()})
+                           for name, bench in loaded.items()], ignore_index=True)
+    return Exploration(overview, instances, documents, [_example(bench) for bench in loaded.values()], report.summary)

@@ -1,0 +1,257 @@
+"""The judge stage (notebook 04, ``instir judge``, ``instir sweep``'s judge step): the judge's
+agreement with gold labels, InstFol@20 of every system's instructed run against its query-only
+run, the ranking the judge gives the systems against gold nDCG, and the judge's own spread over
+repeated judgments, written under ``judge/``.
+
+InstFol of one run pair is :func:`judge_pair`; the pairs' results are joined by
+:func:`write_instfol`, the one aggregation the sweep uses too. Every judgment goes through the
+report's judgment cache (``judge/judgments.sqlite``), so a rerun pays for nothing it has. The
+judge reads only the passages it judges (the corpus index serves them by id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from instir import atomic
+from instir.benchmarks.types import Benchmark
+from instir.judge import stability
+from instir.judge.following import InstFolResult, aggregate, instfol, overall
+from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate
+from instir.report.html import escape_text
+from instir.report.layout import MissingInput, ReportLayout, start_report
+from instir.retrieval.runs import read_run
+from instir.stages.retrieve import read_runs_table
+
+#: Keys of an InstFol result's meta that the cost table shows.
+COST_KEYS = ("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments", "cost")
+
+#: What each judge backend is, for the page that shows its numbers.
+TRUST = {
+    "hf": "an LLM run in this process. ",
+    "openai": "an OpenAI-compatible chat model. The IFIR paper used gpt-4o-mini (its authors report Pearson "
+              "r = 0.704 between GPT-4o and a domain expert on 400 pairs); how far this model can be trusted is "
+              "what the validation below measures.",
+    "baseline": "a **baseline without an LLM** (term overlap mapped onto the rubric scale). It cannot read the "
+                "instruction's conditions; it is the floor an LLM judge has to beat.",
+}
+#: The bundled in-process judge, said of its numbers wherever they appear.
+WEAK_JUDGE = ("This is the bundled SmolLM2-135M-Instruct, a **weak plumbing judge**: it shows that the pipeline "
+              "works end to end, but it barely tells relevant from irrelevant passages, so its InstFol numbers say "
+              "little about the retrievers.")
+
+
+@dataclass(frozen=True)
+class RunPair:
+    """One system's instructed and query-only runs on one benchmark (run files relative to the
+    report folder): the two lists InstFol compares."""
+
+    benchmark: str
+    retriever: str
+    system: str
+    instructed: str
+    query_only: str
+
+
+def run_pairs(runs: pd.DataFrame) -> list[RunPair]:
+    """The run pairs of ``runs/runs.csv`` rows: per benchmark and retriever (in the rows' order),
+    the instructed-setting runs of both variants; a retriever missing one variant has none."""
+    pairs = []
+    rows = runs[runs["setting"] == "instructed"]
+    for (benchmark, retriever), part in rows.groupby(["benchmark", "retriever"], sort=False):
+        by_variant = {row.variant: row for row in part.itertuples(index=False)}
+        if {"instructed", "query-only"} <= by_variant.keys():
+            pairs.append(RunPair(benchmark, retriever, by_variant["instructed"].system,
+                                 by_variant["instructed"].run_file, by_variant["query-only"].run_file))
+    return pairs
+
+
+def judge_pair(root: str | Path, benchmark: Benchmark, pair: RunPair, judge: Any,
+               max_instances: int | None, seed: int = 0) -> InstFolResult:
+    """InstFol@20 of one run pair (:func:`instir.judge.following.instfol`), its runs read from
+    the report folder ``root``; a stratified sample of ``max_instances`` instances (seeded)."""
+    return instfol(read_run(Path(root) / pair.instructed), read_run(Path(root) / pair.query_only), benchmark, judge,
+                   max_instances=max_instances, seed=seed)
+
+
+def family(benchmark: str) -> str:
+    """The name InstFol's summary rows carry: the benchmark without its subset (``ifir``, ``ifir-sample``)."""
+    return benchmark.split("/")[0]
+
+
+def summarise_instfol(instances: pd.DataFrame) -> pd.DataFrame:
+    """InstFol per level, subset and Average of every system on every benchmark family
+    (:func:`instir.judge.following.aggregate`), in the instances' order."""
+    parts = [aggregate(part).assign(system=system, benchmark=name)
+             for (system, name), part in instances.groupby(["system", "family"], sort=False)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+@dataclass
+class InstFolTables:
+    """InstFol of every run pair: ``instances`` (``judge/instfol_instances.csv``), ``positions``
+    (every judged list position), ``summary`` (``judge/instfol.csv``) and ``costs`` (judgments
+    per pair: distinct, made now, from the cache, failed, parsed, cost)."""
+
+    instances: pd.DataFrame
+    positions: pd.DataFrame
+    summary: pd.DataFrame
+    costs: pd.DataFrame
+
+
+def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Sequence[InstFolResult]) -> InstFolTables:
+    """Join the InstFol results of ``pairs`` (same order) into ``judge/``'s InstFol files,
+    written atomically."""
+    if not pairs:
+        raise ValueError("no run pair to judge: InstFol needs a system's instructed and query-only runs")
+    instances = pd.concat([r.instances.assign(benchmark=p.benchmark, family=family(p.benchmark), system=p.system)
+                           for p, r in zip(pairs, results)], ignore_index=True)
+    positions = pd.concat([r.positions.assign(benchmark=p.benchmark, system=p.system) for p, r in zip(pairs, results)],
+                          ignore_index=True)
+    costs = pd.DataFrame([{"benchmark": p.benchmark, "system": p.system, **{key: r.meta[key] for key in COST_KEYS}}
+                          for p, r in zip(pairs, results)])
+    tables = InstFolTables(instances, positions, summarise_instfol(instances), costs)
+    layout.judge.mkdir(parents=True, exist_ok=True)
+    atomic.write_frame(layout.instfol_instances, instances)
+    atomic.write_frame(layout.judge / "instfol_positions.csv", positions)
+    atomic.write_frame(layout.instfol, tables.summary)
+    return tables
+
+
+@dataclass
+class Judging:
+    """What the judge stage did: the judge (name, model, call counts in ``judge.stats``), the
+    validation per benchmark and its pooled ``agreement``, InstFol of every run pair, the
+    judge's ranking of the systems against gold nDCG (``rankings``), and the judge's own spread
+    over ``repeats`` judgments (``spread``, ``judge/stability.csv``)."""
+
+    judge: Any
+    backend: str
+    max_instances: int
+    validations: dict[str, ValidationResult]
+    pairs: pd.DataFrame
+    agreement: pd.DataFrame
+    instfol: InstFolTables
+    rankings: pd.DataFrame
+    spread: pd.DataFrame
+    summary: str
+    bundled: bool = False
+    verdicts: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def validated(self) -> bool:
+        """Whether any gold pair was judged successfully (else the statistics are skipped)."""
+        return bool(self.pairs["norm"].notna().any())
+
+    def trust(self) -> str:
+        """What this judge is and how far its numbers can be trusted (Markdown)."""
+        text = TRUST[self.backend]
+        if self.backend == "hf":
+            text += WEAK_JUDGE if self.bundled else "How far it can be trusted is what the validation below measures."
+        return text
+
+    def agreement_table(self) -> pd.DataFrame:
+        """The agreement statistics by benchmark (and ``all``), statistics in their order."""
+        return self.agreement.pivot(index="statistic", columns="benchmark", values="value").loc[
+            self.agreement["statistic"].unique()]
+
+    def judged_statement(self) -> str:
+        """How many judgments stand behind the page's figures, by whom, made now or cached (Markdown)."""
+        judged = self.instfol.instances.groupby("benchmark")["qid"].nunique()
+        per_benchmark = escape_text(", ".join(f"{name}: {n}" for name, n in judged.items()))
+        stats = self.judge.stats
+        systems = self.instfol.instances["system"].nunique()
+        return (f"Judge `{escape_text(self.judge.name)}` / `{escape_text(self.judge.model)}` judged "
+                f"**{len(self.pairs)} gold pairs** for the validation and **{judged.sum()} instance(s)** for "
+                f"InstFol@20 ({per_benchmark}), each with the instructed and the query-only top-20 of {systems} "
+                f"retriever(s). "
+                f"{stats.judged} judgments were made in this run ({stats.failed} failed) and {stats.hits} answered "
+                "from the cache.")
+
+    def stability_table(self) -> pd.DataFrame:
+        """The judge spread next to the query-sample spread, per system, scope, subset and level
+        (×100, two decimals)."""
+        shown = self.spread.assign(level=self.spread["level"].astype("string").fillna(""))
+        x100 = [c for c in shown.columns if c == "instfol" or c.startswith(("judge_", "sample_"))]
+        shown[x100] = (shown[x100] * 100).round(2)
+        return shown[["benchmark", "system", "scope", "subset", "level", "instances", "repeats", "judged_repeats",
+                      "instfol", "judge_sd", "judge_low", "judge_high", "sample_sd", "sample_low", "sample_high",
+                      "identical_repeats", "dominant"]]
+
+
+def rank_systems(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Kendall's tau between the systems' ranking by InstFol (their Average, or the subset's
+    value) and by gold nDCG of their instructed runs, per benchmark family with two systems or more."""
+    rankings = []
+    for name, part in overall(summary).dropna(subset=["instfol"]).groupby("benchmark"):
+        gold = metrics[(metrics["benchmark"] == name) & (metrics["level"] == "all")
+                       & metrics["measure"].isin(["nDCG@10", "nDCG@20"])]
+        if part["system"].nunique() >= 2:
+            rankings.append({"benchmark": name, **ranking_agreement(dict(zip(part["system"], part["instfol"])),
+                                                                    dict(zip(gold["system"], gold["value"])))})
+    return pd.DataFrame(rankings)
+
+
+def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequence[RunPair], judge: Any,
+                 repeats: int, max_instances: int | None) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+    """The judge's spread over ``repeats`` judgments of every pair's InstFol sample next to the
+    query-sample spread (:mod:`instir.judge.stability`), written to ``judge/stability.csv``, and
+    each (family, system)'s verdict."""
+    tables = []
+    for pair in pairs:
+        frames = stability.judge_repeats(read_run(layout.root / pair.instructed),
+                                         read_run(layout.root / pair.query_only), loaded[pair.benchmark], judge,
+                                         repeats, max_instances=max_instances, seed=0)
+        tables.append(frames.assign(system=pair.system, benchmark=family(pair.benchmark)))
+    if not tables:
+        return pd.DataFrame(), []
+    repeated = pd.concat(tables, ignore_index=True)
+    spread = pd.concat([stability.stability(part).assign(system=system, benchmark=name)
+                        for (system, name), part in repeated.groupby(["system", "benchmark"], sort=False)],
+                       ignore_index=True)
+    atomic.write_frame(layout.stability, spread)
+    verdicts = [(name, system, stability.verdict(part))
+                for (system, name), part in spread.groupby(["system", "benchmark"], sort=False)]
+    return spread, verdicts
+
+
+def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, backend: str = "hf", model: str = "",
+               base_url: str = "", api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0,
+               max_instances: int = 1, repeats: int = 2, data_root: str | None = None) -> Judging:
+    """The judge stage: the judge (``backend``/``model``/``base_url``; the key from the
+    environment variable named ``api_key_env``, never a value) validated on at most
+    ``max_instances`` gold pairs per (subset, level, label) stratum of each benchmark, InstFol@20
+    of every run pair of ``runs/runs.csv`` on at most ``max_instances`` instances per benchmark,
+    its ranking against ``metrics/metrics.csv``, and its spread over ``repeats`` judgments."""
+    from instir.judge.factory import make_judge
+
+    layout = ReportLayout(Path(out_dir))
+    runs = read_runs_table(layout, benchmarks)
+    metrics = pd.read_csv(layout.require(layout.metrics_table), dtype={"level": str})
+    report = start_report(out_dir, benchmarks if benchmarks is not None else list(dict.fromkeys(runs["benchmark"])),
+                          data_root)
+    judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
+                       cache=layout.judgments)
+    validations = {name: validate(bench, judge, per_stratum=max_instances, seed=0)
+                   for name, bench in report.benchmarks.items()}
+    pairs = pd.concat([v.pairs.assign(benchmark=name) for name, v in validations.items()], ignore_index=True)
+    layout.judge.mkdir(parents=True, exist_ok=True)
+    atomic.write_frame(layout.judge / "validation_pairs.csv", pairs)
+    stats = pd.concat([*(v.agreement.assign(benchmark=name) for name, v in validations.items()),
+                       agreement(pairs).assign(benchmark="all")], ignore_index=True)
+    atomic.write_frame(layout.judge / "validation.csv", stats)
+    judged = run_pairs(runs)
+    if not judged:
+        raise MissingInput(f"{layout.runs_table} lists no instructed and query-only run of one system: InstFol "
+                           "compares the two (notebook 02 writes both)")
+    results = [judge_pair(layout.root, report.benchmarks[p.benchmark], p, judge, max_instances) for p in judged]
+    tables = write_instfol(layout, judged, results)
+    spread, verdicts = judge_spread(layout, report.benchmarks, judged, judge, repeats, max_instances)
+    return Judging(judge=judge, backend=backend, max_instances=max_instances, validations=validations, pairs=pairs,
+                   agreement=stats, instfol=tables, rankings=rank_systems(tables.summary, metrics), spread=spread,
+                   summary=report.summary, bundled=backend == "hf" and not model, verdicts=verdicts)

@@ -1,0 +1,121 @@
+"""The retrieve stage (notebook 02, ``instir sweep``'s cells): every system on every benchmark,
+instructed and query-only, written as TREC runs with sidecars under ``runs/`` and listed in
+``runs/runs.csv``.
+
+- **instructed**: query and instruction together, in the template the benchmark's authors used
+  for the model family (or the system card's own template);
+- **query-only**: the bare query for the *same instance ids*: the run InstFol compares against.
+
+Each system is built once per call and serves every benchmark and variant, so its index or
+document vectors are built once per (benchmark, system, document format): BM25 keeps the index
+it built or loaded from its cache, a dense encoder the corpus vectors. A run whose inputs did
+not change is read back (:func:`instir.retrieval.retrieve`). The sweep runs the same
+:func:`retrieve_variant` on its part of the grid and lists its runs with :func:`write_runs_table`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from instir import atomic
+from instir.benchmarks.types import Benchmark
+from instir.formatting import get_template
+from instir.report.layout import ReportLayout, start_report
+from instir.retrieval import Retriever, retrieve, template_for
+from instir.retrieval.runs import Run
+from instir.systems.specs import SystemSpec, resolve_system, run_label
+
+#: The two runs of every system: the benchmark's instructed template, and the bare query.
+VARIANTS = ("instructed", "query-only")
+#: The columns of ``runs/runs.csv``, in order.
+RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "k", "queries",
+                "rows", "search_s", "elapsed_s", "reused", "run_file"]
+
+
+def retrieve_variant(layout: ReportLayout, benchmark: Benchmark, system: SystemSpec, retriever: Retriever,
+                     variant: str, k: int) -> tuple[dict, Run]:
+    """Retrieve one variant of one system on one benchmark into ``layout.runs`` (reusing a run
+    with the same inputs); returns its ``runs.csv`` row and the run."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; use {' or '.join(VARIANTS)}")
+    start = time.perf_counter()
+    run = retrieve(benchmark, retriever, None if variant == "instructed" else "query-only", k=k, out_dir=layout.runs)
+    row = {"benchmark": benchmark.name, "setting": benchmark.setting, "sample": benchmark.is_sample,
+            "retriever": system.name, "system": run_label(system.label, variant, benchmark.setting),
+            "variant": variant, "template": run.meta["template"]["name"], "k": k,
+            "queries": run.df["qid"].nunique(), "rows": len(run.df), "search_s": run.meta["wall_time_s"],
+            "elapsed_s": round(time.perf_counter() - start, 3), "reused": bool(run.meta.get("reused", False)),
+            "run_file": Path(run.meta["path"]).resolve().relative_to(layout.root.resolve()).as_posix()}
+    return row, run
+
+
+def write_runs_table(layout: ReportLayout, rows: Sequence[dict]) -> pd.DataFrame:
+    """``runs/runs.csv`` from the runs' rows, in the order given (the first system of each
+    benchmark is the later stages' baseline), written atomically."""
+    table = pd.DataFrame(list(rows), columns=RUNS_COLUMNS)
+    layout.runs.mkdir(parents=True, exist_ok=True)
+    atomic.write_frame(layout.runs_table, table)
+    return table
+
+
+def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
+    """``runs/runs.csv`` (the retrieve stage's list), only ``benchmarks`` when given; a missing
+    file names the notebook that writes it."""
+    table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
+    if "setting" not in table:  # lists written before the column existed
+        table.insert(1, "setting", "instructed")
+    return table if benchmarks is None else table[table["benchmark"].isin(list(benchmarks))].reset_index(drop=True)
+
+
+@dataclass
+class Retrieval:
+    """What the retrieve stage did: ``runs`` (the rows of ``runs/runs.csv``), ``inputs`` (the
+    first instance of each benchmark as each system's instructed and query-only templates
+    format it) and ``summary`` (the benchmarks and their revisions, Markdown)."""
+
+    runs: pd.DataFrame
+    inputs: pd.DataFrame
+    summary: str
+
+    @property
+    def timing(self) -> pd.DataFrame:
+        """Seconds per retriever and benchmark (instructed + query-only), with totals."""
+        return self.runs.pivot_table(index="retriever", columns="benchmark", values="elapsed_s", aggfunc="sum",
+                                     margins=True, margins_name="total", sort=False)
+
+
+def model_inputs(benchmark: Benchmark, systems: dict[str, Retriever]) -> list[dict]:
+    """The first instance of ``benchmark`` as each system's instructed template and the
+    query-only template format it (the template's name is recorded in every run)."""
+    first = next(iter(benchmark.queries.values()))
+    query_only = get_template("query-only")
+    rows = []
+    for name, retriever in systems.items():
+        template = template_for(benchmark, retriever)
+        rows.append({"benchmark": benchmark.name, "retriever": name, "template": template.name,
+                     "instructed text": str(template.format_query(first)),
+                     "query-only text": str(query_only.format_query(first))})
+    return rows
+
+
+def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
+                 data_root: str | None = None, variants: Sequence[str] = VARIANTS,
+                 cache_dir: str | None = None) -> Retrieval:
+    """The retrieve stage: every system (named as :func:`instir.systems.specs.resolve_system`
+    takes them) on every benchmark in each variant, into ``out_dir/runs/``, listed in
+    ``runs/runs.csv`` benchmark by benchmark, systems in the order given."""
+    report = start_report(out_dir, benchmarks, data_root)
+    specs = [resolve_system(name) for name in systems]
+    built = {spec.name: spec.factory(cache_dir)() for spec in specs}
+    inputs, rows = [], []
+    for bench in report.benchmarks.values():
+        inputs += model_inputs(bench, built)
+        for spec in specs:
+            rows += [retrieve_variant(report.layout, bench, spec, built[spec.name], variant, k)[0]
+                     for variant in variants]
+    return Retrieval(write_runs_table(report.layout, rows), pd.DataFrame(inputs), report.summary)
