@@ -17,15 +17,32 @@ Where bm25s differs from Lucene/Elasticsearch (scores differ slightly, rankings 
 - Anserini's possessive filter ("'s") has no counterpart; the regex split drops the "s".
 A document that matches no query term is not returned (as with Lucene), so a query may
 have fewer than k results.
+
+Indexes are built once per corpus, BM25 setting and document format and kept on disk
+(:mod:`instir.retrieval.bm25_cache`, memory-mapped on load) and in the retriever (its last
+:attr:`BM25Retriever.keep_indexes` indexes), so a new ``k`` or another query template never
+re-indexes. Building tokenises the corpus as a stream (one document's text at a time, token ids
+kept as 32-bit arrays, :func:`_tokenize_stream`): the same scores and rankings as tokenising a
+list of every text with ``bm25s.tokenize``, at less memory and time (``python -m perf.bm25_cache``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+import re
+import string
+import time
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
+from pathlib import Path
 
 import bm25s
 import numpy as np
 import Stemmer
+from bm25s.tokenization import Tokenized, Tokenizer
 
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark, Query
@@ -33,7 +50,12 @@ from instir.errors import UsageError
 from instir.formatting import Template
 from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
+from instir.retrieval.bm25_cache import BM25IndexCache
+from instir.retrieval.bm25_cache import entry_key as cache_key
 from instir.retrieval.runs import Run
+
+#: bm25s's token pattern (its default, named here so documents and queries provably share it).
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (Anserini's default English stop words).
 LUCENE_ENGLISH_STOPWORDS = (
@@ -75,14 +97,31 @@ def _require_text(template: Template) -> None:
                          f"take; use a text template (e.g. instructir, ifir, mteb)")
 
 
+def _doc_fields(template: Template) -> set[str]:
+    """The fields the template's document format uses (``text``, ``title``, ``domain``)."""
+    return {name for _, name, _, _ in string.Formatter().parse(template.doc) if name is not None}
+
+
+def _pystemmer_version() -> str:
+    try:
+        return package_version("PyStemmer")
+    except PackageNotFoundError:  # pragma: no cover - installed as a dependency
+        return "unknown"
+
+
 class BM25Retriever:
-    """BM25 over a benchmark's corpus with bm25s; every search indexes the corpus afresh
-    (16k passages take well under a second) and scores all queries in one batched call.
+    """BM25 over a benchmark's corpus with bm25s; the corpus is indexed once per BM25 setting
+    and document format (kept on disk under ``cache_dir`` and in this object, see the module
+    docstring) and all queries are scored in one batched call.
 
     ``k1``, ``b``, ``stemmer`` and ``stopwords`` left as ``None`` take the benchmark's
     defaults (:func:`bm25_defaults`). ``stemmer``: a PyStemmer algorithm name or ``"none"``;
     ``stopwords``: ``"lucene"``, a bm25s language name (``"en"``), ``"none"`` or a list.
     ``n_threads`` is passed to bm25s (0: the calling thread only; -1: all cores).
+    ``cache_dir`` defaults to ``<instir home>/bm25``; ``cache=False`` keeps indexes in memory
+    only (throw-away corpora). ``keep_indexes`` bounds the indexes this object holds (the most
+    recently used ones; a built index of a 634k-document corpus holds about a GB, a loaded one is
+    memory-mapped). None of these change results, so none is in :meth:`params`.
     """
 
     name = "bm25"
@@ -90,14 +129,24 @@ class BM25Retriever:
 
     def __init__(self, k1: float | None = None, b: float | None = None, *, method: str = "lucene",
                  stemmer: str | None = None, stopwords: str | Sequence[str] | None = None, n_threads: int = 0,
-                 show_progress: bool | None = None):
+                 show_progress: bool | None = None, cache_dir: str | Path | None = None, cache: bool = True,
+                 keep_indexes: int = 1):
         if stemmer not in (None, "none") and stemmer not in Stemmer.algorithms():
             raise ValueError(f"unknown stemmer {stemmer!r}; use 'none' or one of {Stemmer.algorithms()}")
+        if keep_indexes < 1:
+            raise ValueError(f"keep_indexes must be at least 1, got {keep_indexes}")
         self.k1, self.b, self.method = k1, b, method
         self.stemmer = stemmer
         self.stopwords = stopwords if stopwords is None or isinstance(stopwords, str) else tuple(stopwords)
         self.n_threads = n_threads
         self.show_progress = progress_enabled() if show_progress is None else show_progress
+        self.cache = BM25IndexCache(cache_dir) if cache else None
+        self.keep_indexes = keep_indexes
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+
+    def __getstate__(self) -> dict:
+        """Pickled (sent to another process) without the indexes it holds: they are reloaded there."""
+        return {**self.__dict__, "_held": OrderedDict()}
 
     def params(self) -> dict:
         """Configured settings (``None`` = the benchmark's default, resolved in the run's meta)."""
@@ -112,39 +161,150 @@ class BM25Retriever:
         defaults = bm25_defaults(benchmark_name)
         return {key: defaults[key] if value is None else value for key, value in configured.items()}
 
-    def index(self, benchmark: Benchmark, template: Template) -> "BM25Index":
-        """Tokenise and index the benchmark's corpus as ``template`` formats its documents."""
+    def index_description(self, benchmark: Benchmark, template: Template) -> dict:
+        """Everything that changes the index of ``benchmark`` formatted by ``template`` (what its
+        cache key hashes): the corpus content, the resolved settings and stop-word list, the
+        document format (and the subset's domain word or the titles where the format uses them)
+        and the tokeniser. Query formats, ``k`` and the queries are not in it."""
         _require_text(template)
         params = self.resolved(benchmark.name)
-        subset = next(iter(benchmark.queries.values())).subset if benchmark.queries else ""
+        subset = _subset(benchmark)
+        fields = _doc_fields(template)
+        doc = {"format": template.doc, "domain": template.describe()["domains"].get(subset, "")
+               if "domain" in fields else ""}
+        if "title" in fields:  # the content hash covers "title text" joined, not the title apart
+            doc["titles_sha256"] = _titles_sha256(benchmark)
+        stemmed = params["stemmer"] != "none"
+        return {
+            "corpus_sha256": benchmark.corpus.content_hash(),
+            "bm25": {**params, "stopword_list": _stopwords_arg(params["stopwords"])},
+            "doc": doc,
+            "tokenizer": {"bm25s": bm25s.__version__, "token_pattern": TOKEN_PATTERN, "lower": True,
+                          "pystemmer": _pystemmer_version() if stemmed else None},
+            "numpy": np.__version__,
+        }
+
+    def index(self, benchmark: Benchmark, template: Template) -> "BM25Index":
+        """The index of the benchmark's corpus as ``template`` formats its documents: one this
+        retriever holds, else the verified cache entry, else built (and stored in the cache).
+        Its ``source`` says which (recorded in the search meta as ``index``)."""
+        description = self.index_description(benchmark, template)
+        key = cache_key(description)
+        held = self._held.get(key)
+        if held is not None:
+            self._held.move_to_end(key)
+            return self._wrap(held, reused=True)
+        while len(self._held) >= self.keep_indexes:  # room first: never two large indexes where one is kept
+            self._held.popitem(last=False)
+        params = description["bm25"]
+        loaded = self.cache.load(key, benchmark.corpus.ids()) if self.cache is not None else None
+        if loaded is not None:
+            held = _Held(loaded.model, np.asarray(loaded.doc_ids, dtype=object), params,
+                         {"origin": "loaded", "cache_entry": str(loaded.path), "cache_key": key,
+                          "seconds": round(loaded.seconds, 3)})
+        else:
+            start = time.perf_counter()
+            model, doc_ids = self._build(benchmark, template, params)
+            built = time.perf_counter() - start
+            path = self.cache.store(key, description, model, doc_ids) if self.cache is not None else None
+            held = _Held(model, np.asarray(doc_ids, dtype=object), params,
+                         {"origin": "built", "cache_entry": None if path is None else str(path), "cache_key": key,
+                          "seconds": round(built, 3), "store_seconds": round(time.perf_counter() - start - built, 3)})
+        self._held[key] = held
+        return self._wrap(held, reused=False)
+
+    def _build(self, benchmark: Benchmark, template: Template, params: dict) -> tuple[bm25s.BM25, list[str]]:
+        """Tokenise the corpus as a stream (one document text at a time) and index it."""
+        subset = _subset(benchmark)
         doc_ids: list[str] = []
-        texts: list[str] = []
-        for doc in tqdm(benchmark.corpus, desc="BM25 read corpus", unit="doc", disable=not self.show_progress,
-                        leave=False):
-            doc_ids.append(doc.id)
-            texts.append(template.format_doc(doc, subset))
-        stemmer = None if params["stemmer"] == "none" else Stemmer.Stemmer(params["stemmer"])
-        stopwords = _stopwords_arg(params["stopwords"])
+
+        def texts() -> Iterator[str]:
+            for doc in tqdm(benchmark.corpus, desc="BM25 tokenise corpus", unit="doc", disable=not self.show_progress,
+                            leave=False):
+                doc_ids.append(doc.id)
+                yield template.format_doc(doc, subset)
+
+        token_ids, vocab = _tokenize_stream(texts(), _stopwords_arg(params["stopwords"]), _stemmer(params["stemmer"]))
         model = bm25s.BM25(k1=params["k1"], b=params["b"], method=params["method"])
-        model.index(bm25s.tokenize(texts, stopwords=stopwords, stemmer=stemmer, show_progress=self.show_progress),
-                    show_progress=self.show_progress)
+        model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=self.show_progress)
+        return model, doc_ids
+
+    def _wrap(self, held: "_Held", reused: bool) -> "BM25Index":
+        params = {key: value for key, value in held.params.items() if key != "stopword_list"}
         meta = {"name": self.name, "family": self.family, "params": params, "engine": f"bm25s {bm25s.__version__}"}
-        return BM25Index(model, np.asarray(doc_ids, dtype=object), stemmer, stopwords, meta, self.n_threads,
-                         self.show_progress)
+        return BM25Index(held.model, held.doc_ids, _stemmer(params["stemmer"]), _stopwords_arg(params["stopwords"]),
+                         meta, self.n_threads, self.show_progress, source={**held.source, "reused_in_memory": reused})
 
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """Top-``k`` BM25 results for every query of ``benchmark`` (zero-score docs left out)."""
         return self.index(benchmark, template).search(benchmark.queries.values(), template, k)
 
 
+class _Held:
+    """An index a retriever keeps: the bm25s model, its document ids, settings and where it came from."""
+
+    def __init__(self, model: bm25s.BM25, doc_ids: np.ndarray, params: dict, source: dict):
+        self.model, self.doc_ids, self.params, self.source = model, doc_ids, params, source
+
+
+def _subset(benchmark: Benchmark) -> str:
+    """The subset of the benchmark's first query (fills a document format's ``{domain}``)."""
+    return next(iter(benchmark.queries.values())).subset if benchmark.queries else ""
+
+
+def _stemmer(name: str) -> Stemmer.Stemmer | None:
+    return None if name == "none" else Stemmer.Stemmer(name)
+
+
+def _tokenize_stream(texts: Iterable[str], stopwords: str | list[str],
+                     stemmer: Stemmer.Stemmer | None) -> tuple[list[array], dict[str, int]]:
+    """Token ids of each text (32-bit arrays) in one shared vocabulary, one text at a time, split as
+    ``bm25s.tokenize`` splits: lower-cased :data:`TOKEN_PATTERN` matches, stop words dropped before
+    stemming, each word stemmed by PyStemmer. The vocabulary maps a token (its stem when stemming)
+    to its id, numbered in order of first occurrence; ids number tokens, they do not change scores.
+    ``tests/retrieval/test_bm25_cache.py`` checks scores and rankings against ``bm25s.tokenize``."""
+    findall = re.compile(TOKEN_PATTERN).findall
+    stop = frozenset(Tokenizer(stopwords=stopwords).stopwords)  # bm25s resolves a language name
+    word_ids: dict[str, int] = {}  # word -> its (stem's) id
+    if stemmer is None:
+        vocab = word_ids
+
+        def new(word: str) -> int:
+            word_ids[word] = n = len(word_ids)
+            return n
+    else:
+        vocab, stem = {}, stemmer.stemWord
+
+        def new(word: str) -> int:
+            word_ids[word] = n = vocab.setdefault(stem(word), len(vocab))
+            return n
+
+    token_ids = [array("i", [word_ids[w] if w in word_ids else new(w) for w in findall(text.lower()) if w not in stop])
+                 for text in texts]
+    return token_ids, vocab
+
+
+def _titles_sha256(benchmark: Benchmark) -> str:
+    h = hashlib.sha256()
+    for doc in benchmark.corpus:
+        h.update(doc.title.encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
 class BM25Index:
-    """A built bm25s index with the tokenisation it was built with (from :meth:`BM25Retriever.index`)."""
+    """A bm25s index with the tokenisation it was built with (from :meth:`BM25Retriever.index`).
+    ``source`` says whether it was ``built`` or ``loaded`` (``origin``), its cache entry (None
+    when it is in memory only), its cache key, the seconds that took, and whether the
+    retriever already held it (``reused_in_memory``)."""
 
     def __init__(self, model: bm25s.BM25, doc_ids: np.ndarray, stemmer: Stemmer.Stemmer | None,
-                 stopwords: str | list[str], meta: dict, n_threads: int, show_progress: bool):
+                 stopwords: str | list[str], meta: dict, n_threads: int, show_progress: bool,
+                 source: dict | None = None):
         self.model, self.doc_ids = model, doc_ids
         self.stemmer, self.stopwords = stemmer, stopwords
         self.meta, self.n_threads, self.show_progress = meta, n_threads, show_progress
+        self.source = dict(source or {})
 
     def search(self, queries: Iterable[Query], template: Template, k: int) -> Run:
         """Top-``k`` results per query, all queries tokenised and scored in one batched call.
@@ -155,12 +315,13 @@ class BM25Index:
         queries = list(queries)
         qids = np.asarray([q.id for q in queries], dtype=object)
         texts = [template.format_query(q) for q in queries]
-        tokens = bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self.stemmer, return_ids=False,
-                                show_progress=self.show_progress)
+        tokens = bm25s.tokenize(texts, token_pattern=TOKEN_PATTERN, stopwords=self.stopwords, stemmer=self.stemmer,
+                                return_ids=False, show_progress=self.show_progress)
         has_self = not set(qids.tolist()).isdisjoint(self.doc_ids.tolist())
         top, scores = self.model.retrieve(tokens, k=min(k + has_self, len(self.doc_ids)), n_threads=self.n_threads,
                                           show_progress=self.show_progress)
         not_self = self.doc_ids[top] != qids[:, None] if has_self else np.ones(top.shape, dtype=bool)
         keep = (scores > 0) & not_self & (np.cumsum(not_self, axis=1) <= k)
-        meta = {"retriever": self.meta, "self_hits_dropped": int((~not_self & (scores > 0)).sum())}
+        meta = {"retriever": self.meta, "self_hits_dropped": int((~not_self & (scores > 0)).sum()),
+                "index": self.source}
         return Run.from_arrays(qids, self.doc_ids, top, scores, meta, keep=keep)
