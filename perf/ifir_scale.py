@@ -128,9 +128,13 @@ def chain(out: Path, data: Path, env: dict[str, str], *extra: str) -> dict:
 
 
 def index_use(out: Path, k: int) -> list[str]:
-    """How the BM25 index of each run of depth ``k`` was obtained (``built``/``loaded``/``held``), from the sidecars."""
-    runs = json.loads(json.dumps([json.loads(p.read_text()) for p in (out / "runs").glob(f"*__k{k}-*.trec.json")]))
-    return [str((run.get("search") or {}).get("index", {}).get("source", "?")) for run in runs]
+    """How the BM25 index behind each run of depth ``k`` came about (``built`` or ``loaded``, and
+    whether the retriever already held it), from the runs' sidecars."""
+    uses = []
+    for sidecar in sorted((out / "runs").glob(f"*__k{k}-*.trec.json")):
+        index = json.loads(sidecar.read_text(encoding="utf-8"))["search"]["index"]
+        uses.append(index["origin"] + (" (held)" if index["reused_in_memory"] else ""))
+    return uses
 
 
 def main() -> None:

@@ -445,14 +445,17 @@ class RunIdCheck:
 def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
     """Compare a (bring-your-own) run's ids with the benchmark's queries and corpus."""
     run = as_run(run)
-    known_q = set(benchmark.queries)
     known_d = benchmark.corpus.id_set()
-    bad_q = ~run.df["qid"].isin(known_q).to_numpy()
-    bad_d = ~run.df["docid"].isin(known_d).to_numpy()
+    # the run's distinct ids against the benchmark's sets: a run holds far fewer distinct documents
+    # than a large corpus, whose id set pandas' isin would copy on every call
+    unknown_q = sorted(q for q in run.df["qid"].unique() if q not in benchmark.queries)
+    unknown_d = sorted(d for d in run.df["docid"].unique() if d not in known_d)
+    bad_q = run.df["qid"].isin(unknown_q).to_numpy()
+    bad_d = run.df["docid"].isin(unknown_d).to_numpy()
     run_q = set(run.df["qid"].unique())
     return RunIdCheck(
-        unknown_qids=sorted(set(run.df["qid"][bad_q])),
-        unknown_docids=sorted(set(run.df["docid"][bad_d])),
+        unknown_qids=unknown_q,
+        unknown_docids=unknown_d,
         rows_with_unknown_qid=int(bad_q.sum()),
         rows_with_unknown_docid=int(bad_d.sum()),
         missing_qids=[q for q in benchmark.queries if q not in run_q],
