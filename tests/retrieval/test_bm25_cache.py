@@ -289,7 +289,7 @@ def test_an_unwritable_cache_folder_warns_and_still_retrieves(builds, tmp_path):
         bare = retrieve(bench, retriever, template="query-only", k=10)  # held in memory: no second build
         assert_same_run(run, retrieve(bench, bm25(cache=False), k=10))
     assert builds.n == 2 and bare.meta["search"]["index"]["reused_in_memory"]
-    assert not (tmp_path / "home").exists()  # cache=False wrote nothing either
+    assert not (tmp_path / "home" / "bm25").exists()  # cache=False wrote no index either
 
 
 def test_concurrent_builders_leave_one_valid_entry(builds):
