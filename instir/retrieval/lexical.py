@@ -22,17 +22,16 @@ Indexes are built once per corpus, BM25 setting and document format and kept on 
 (:mod:`instir.retrieval.bm25_cache`, memory-mapped on load) and in the retriever (its last
 :attr:`BM25Retriever.keep_indexes` indexes), so a new ``k`` or another query template never
 re-indexes. Building tokenises the corpus as a stream (one document's text at a time, token ids
-kept as 32-bit arrays, :func:`_tokenize_stream`): the same scores and rankings as tokenising a
-list of every text with ``bm25s.tokenize``, at less memory and time (``python -m perf.bm25_cache``).
+kept as 32-bit arrays, :func:`instir.retrieval.bm25_tokens.tokenize`; a large corpus in chunks on
+worker processes): the same scores and rankings as tokenising a list of every text with
+``bm25s.tokenize``, at less memory and time (``python -m perf.bm25_cache``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import string
 import time
-from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError
@@ -42,7 +41,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import Stemmer
-from bm25s.tokenization import Tokenized, Tokenizer
+from bm25s.tokenization import Tokenized
 
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark, Query
@@ -52,10 +51,8 @@ from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
 from instir.retrieval.bm25_cache import BM25IndexCache
 from instir.retrieval.bm25_cache import entry_key as cache_key
+from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, tokenize, workers
 from instir.retrieval.runs import Run
-
-#: bm25s's token pattern (its default, named here so documents and queries provably share it).
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (Anserini's default English stop words).
 LUCENE_ENGLISH_STOPWORDS = (
@@ -117,7 +114,10 @@ class BM25Retriever:
     ``k1``, ``b``, ``stemmer`` and ``stopwords`` left as ``None`` take the benchmark's
     defaults (:func:`bm25_defaults`). ``stemmer``: a PyStemmer algorithm name or ``"none"``;
     ``stopwords``: ``"lucene"``, a bm25s language name (``"en"``), ``"none"`` or a list.
-    ``n_threads`` is passed to bm25s (0: the calling thread only; -1: all cores).
+    ``n_threads`` is passed to bm25s (0: the calling thread only; -1: all cores); ``n_jobs``
+    worker processes tokenise a corpus of at least
+    :data:`~instir.retrieval.bm25_tokens.PARALLEL_MIN_TEXTS` documents (None: one per CPU this
+    process may use; 1: none), with the same result.
     ``cache_dir`` defaults to ``<instir home>/bm25``; ``cache=False`` keeps indexes in memory
     only (throw-away corpora). ``keep_indexes`` bounds the indexes this object holds (the most
     recently used ones; a built index of a 634k-document corpus holds about a GB, a loaded one is
@@ -130,7 +130,7 @@ class BM25Retriever:
     def __init__(self, k1: float | None = None, b: float | None = None, *, method: str = "lucene",
                  stemmer: str | None = None, stopwords: str | Sequence[str] | None = None, n_threads: int = 0,
                  show_progress: bool | None = None, cache_dir: str | Path | None = None, cache: bool = True,
-                 keep_indexes: int = 1):
+                 keep_indexes: int = 1, n_jobs: int | None = None):
         if stemmer not in (None, "none") and stemmer not in Stemmer.algorithms():
             raise ValueError(f"unknown stemmer {stemmer!r}; use 'none' or one of {Stemmer.algorithms()}")
         if keep_indexes < 1:
@@ -139,6 +139,7 @@ class BM25Retriever:
         self.stemmer = stemmer
         self.stopwords = stopwords if stopwords is None or isinstance(stopwords, str) else tuple(stopwords)
         self.n_threads = n_threads
+        self.n_jobs = n_jobs
         self.show_progress = progress_enabled() if show_progress is None else show_progress
         self.cache = BM25IndexCache(cache_dir) if cache else None
         self.keep_indexes = keep_indexes
@@ -224,7 +225,8 @@ class BM25Retriever:
                 doc_ids.append(doc.id)
                 yield template.format_doc(doc, subset)
 
-        token_ids, vocab = _tokenize_stream(texts(), _stopwords_arg(params["stopwords"]), _stemmer(params["stemmer"]))
+        jobs = workers(self.n_jobs) if len(benchmark.corpus) >= PARALLEL_MIN_TEXTS else 1
+        token_ids, vocab = tokenize(texts(), _stopwords_arg(params["stopwords"]), params["stemmer"], n_jobs=jobs)
         model = bm25s.BM25(k1=params["k1"], b=params["b"], method=params["method"])
         model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=self.show_progress)
         return model, doc_ids
@@ -254,34 +256,6 @@ def _subset(benchmark: Benchmark) -> str:
 
 def _stemmer(name: str) -> Stemmer.Stemmer | None:
     return None if name == "none" else Stemmer.Stemmer(name)
-
-
-def _tokenize_stream(texts: Iterable[str], stopwords: str | list[str],
-                     stemmer: Stemmer.Stemmer | None) -> tuple[list[array], dict[str, int]]:
-    """Token ids of each text (32-bit arrays) in one shared vocabulary, one text at a time, split as
-    ``bm25s.tokenize`` splits: lower-cased :data:`TOKEN_PATTERN` matches, stop words dropped before
-    stemming, each word stemmed by PyStemmer. The vocabulary maps a token (its stem when stemming)
-    to its id, numbered in order of first occurrence; ids number tokens, they do not change scores.
-    ``tests/retrieval/test_bm25_cache.py`` checks scores and rankings against ``bm25s.tokenize``."""
-    findall = re.compile(TOKEN_PATTERN).findall
-    stop = frozenset(Tokenizer(stopwords=stopwords).stopwords)  # bm25s resolves a language name
-    word_ids: dict[str, int] = {}  # word -> its (stem's) id
-    if stemmer is None:
-        vocab = word_ids
-
-        def new(word: str) -> int:
-            word_ids[word] = n = len(word_ids)
-            return n
-    else:
-        vocab, stem = {}, stemmer.stemWord
-
-        def new(word: str) -> int:
-            word_ids[word] = n = vocab.setdefault(stem(word), len(vocab))
-            return n
-
-    token_ids = [array("i", [word_ids[w] if w in word_ids else new(w) for w in findall(text.lower()) if w not in stop])
-                 for text in texts]
-    return token_ids, vocab
 
 
 def _titles_sha256(benchmark: Benchmark) -> str:

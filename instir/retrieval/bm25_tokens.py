@@ -1,0 +1,117 @@
+"""BM25 tokenisation as ``bm25s.tokenize`` splits a text (lower-cased :data:`TOKEN_PATTERN`
+matches, stop words dropped before stemming, each word stemmed by PyStemmer), streamed one text
+at a time into 32-bit token-id arrays over one vocabulary numbered in order of first occurrence.
+
+A large corpus is tokenised in chunks by worker processes (forked, on systems that fork), each
+chunk over its own vocabulary; the chunks are merged in corpus order, each chunk's words taking
+the next free ids in its own order of first occurrence, which is exactly the numbering of one
+pass over the whole corpus: the arrays and the vocabulary do not depend on the number of
+workers. Ids only number tokens, they do not change scores (``tests/retrieval/test_bm25_cache.py``
+checks scores and rankings against ``bm25s.tokenize``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+from array import array
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import islice
+
+import numpy as np
+import Stemmer
+from bm25s.tokenization import Tokenizer
+
+#: bm25s's token pattern (its default, named here so documents and queries provably share it).
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+#: Texts from which :func:`tokenize` uses worker processes (fewer: starting them costs more than they save).
+PARALLEL_MIN_TEXTS = 50_000
+#: Texts per chunk a worker tokenises.
+CHUNK_TEXTS = 20_000
+
+
+def stop_words(stopwords: str | Sequence[str]) -> frozenset[str]:
+    """The stop words bm25s would drop: a word list, or a language name it knows (``en``)."""
+    return frozenset(Tokenizer(stopwords=stopwords).stopwords)
+
+
+class _Splitter:
+    """Token ids of one text after another over a vocabulary of its own (first occurrence first)."""
+
+    def __init__(self, stopwords: str | Sequence[str], stemmer: str):
+        self.findall = re.compile(TOKEN_PATTERN).findall
+        self.stop = stop_words(stopwords)
+        self.word_ids: dict[str, int] = {}  # word -> its (stem's) id
+        stem = None if stemmer == "none" else Stemmer.Stemmer(stemmer).stemWord
+        self.vocab = self.word_ids if stem is None else {}
+        self.stem = stem
+
+    def _new(self, word: str) -> int:
+        if self.stem is None:
+            self.word_ids[word] = n = len(self.word_ids)
+        else:
+            self.word_ids[word] = n = self.vocab.setdefault(self.stem(word), len(self.vocab))
+        return n
+
+    def ids(self, text: str) -> array:
+        word_ids, new, stop = self.word_ids, self._new, self.stop
+        return array("i", [word_ids[w] if w in word_ids else new(w) for w in self.findall(text.lower())
+                           if w not in stop])
+
+
+def _chunk(texts: list[str], stopwords: str | Sequence[str], stemmer: str) -> tuple[list[str], np.ndarray, bytes]:
+    """A worker's chunk: its vocabulary in id order, tokens per text, and every token id (int32 bytes)."""
+    splitter = _Splitter(stopwords, stemmer)
+    per_text = [splitter.ids(text) for text in texts]
+    flat = array("i")
+    for ids in per_text:
+        flat.extend(ids)
+    return list(splitter.vocab), np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text)), flat.tobytes()
+
+
+def workers(n_jobs: int | None) -> int:
+    """Worker processes for ``n_jobs`` (None: the CPUs this process may use); 1 where the system
+    cannot fork (a fresh interpreter per worker would re-run an unguarded ``__main__``)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(n_jobs or available, available))
+
+
+def tokenize(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str, *, n_jobs: int = 1,
+             chunk: int = CHUNK_TEXTS) -> tuple[list[array], dict[str, int]]:
+    """Token ids of each text (32-bit arrays) and the vocabulary (token → id); ``stemmer`` is a
+    PyStemmer algorithm or ``"none"``. With ``n_jobs`` above 1 the texts are tokenised ``chunk``
+    at a time by that many forked workers (the same result, see the module docstring), a few
+    chunks in flight at once, so the texts are never all held."""
+    if n_jobs <= 1:
+        splitter = _Splitter(stopwords, stemmer)
+        return [splitter.ids(text) for text in texts], splitter.vocab
+    token_ids: list[array] = []
+    vocab: dict[str, int] = {}
+
+    def merge(done: Future) -> None:
+        words, lengths, flat = done.result()
+        remap = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words))
+        ids = remap[np.frombuffer(flat, dtype=np.int32)]
+        ends = np.cumsum(lengths)
+        token_ids.extend(array("i", ids[end - n:end].tobytes()) for end, n in zip(ends.tolist(), lengths.tolist()))
+
+    pending: deque[Future] = deque()
+    with ProcessPoolExecutor(n_jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        for part in _parts(texts, chunk):
+            pending.append(pool.submit(_chunk, part, stopwords, stemmer))
+            if len(pending) > n_jobs:
+                merge(pending.popleft())
+        while pending:
+            merge(pending.popleft())
+    return token_ids, vocab
+
+
+def _parts(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(texts)
+    while part := list(islice(it, size)):
+        yield part
