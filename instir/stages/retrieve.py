@@ -89,33 +89,35 @@ class Retrieval:
                                      margins=True, margins_name="total", sort=False)
 
 
-def model_inputs(benchmark: Benchmark, systems: dict[str, Retriever]) -> list[dict]:
-    """The first instance of ``benchmark`` as each system's instructed template and the
+def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
+    """The first instance of ``benchmark`` as the system ``name``'s instructed template and the
     query-only template format it (the template's name is recorded in every run)."""
     first = next(iter(benchmark.queries.values()))
-    query_only = get_template("query-only")
-    rows = []
-    for name, retriever in systems.items():
-        template = template_for(benchmark, retriever)
-        rows.append({"benchmark": benchmark.name, "retriever": name, "template": template.name,
-                     "instructed text": str(template.format_query(first)),
-                     "query-only text": str(query_only.format_query(first))})
-    return rows
+    template = template_for(benchmark, retriever)
+    return {"benchmark": benchmark.name, "retriever": name, "template": template.name,
+            "instructed text": str(template.format_query(first)),
+            "query-only text": str(get_template("query-only").format_query(first))}
 
 
 def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
-                 data_root: str | None = None, variants: Sequence[str] = VARIANTS,
-                 cache_dir: str | None = None) -> Retrieval:
+                  data_root: str | None = None, variants: Sequence[str] = VARIANTS,
+                  cache_dir: str | None = None) -> Retrieval:
     """The retrieve stage: every system (named as :func:`instir.systems.specs.resolve_system`
     takes them) on every benchmark in each variant, into ``out_dir/runs/``, listed in
-    ``runs/runs.csv`` benchmark by benchmark, systems in the order given."""
+    ``runs/runs.csv`` benchmark by benchmark, systems in the order given. One system is built
+    (its model loaded) at a time and serves every benchmark before the next is built, so a
+    machine holds one model, and one BM25 index, at a time."""
     report = start_report(out_dir, benchmarks, data_root)
     specs = [resolve_system(name) for name in systems]
-    built = {spec.name: spec.factory(cache_dir)() for spec in specs}
-    inputs, rows = [], []
-    for bench in report.benchmarks.values():
-        inputs += model_inputs(bench, built)
-        for spec in specs:
-            rows += [retrieve_variant(report.layout, bench, spec, built[spec.name], variant, k)[0]
-                     for variant in variants]
-    return Retrieval(write_runs_table(report.layout, rows), pd.DataFrame(inputs), report.summary)
+    inputs: dict[tuple[str, str], dict] = {}
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for spec in specs:
+        retriever = spec.factory(cache_dir)()
+        for name, bench in report.benchmarks.items():
+            inputs[name, spec.name] = model_inputs(bench, spec.name, retriever)
+            rows[name, spec.name] = [retrieve_variant(report.layout, bench, spec, retriever, variant, k)[0]
+                                     for variant in variants]
+        del retriever
+    order = [(name, spec.name) for name in report.benchmarks for spec in specs]
+    return Retrieval(write_runs_table(report.layout, [row for key in order for row in rows[key]]),
+                     pd.DataFrame([inputs[key] for key in order]), report.summary)

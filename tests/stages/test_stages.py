@@ -1,0 +1,136 @@
+"""The stages on their own, as notebooks, the CLI and the sweep call them: each reads only the
+files (and the parts of the corpus) it needs, builds each index once, names the notebook that
+writes a missing input, and joins per-run scores into what scoring all runs at once gives."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from real_data import write_ifir_songtingyu
+
+from instir.benchmarks import docstore, load_benchmark
+from instir.metrics import evaluate_runs, paired_tests
+from instir.report.layout import MissingInput, ReportLayout
+from instir.retrieval import read_run
+from instir.stages import compare_with_papers, explore_benchmarks, judge_runs, retrieve_runs, score_runs
+
+SAMPLES = ["instructir-sample", "ifir-sample/fiqa"]
+
+
+def settle(folder: Path) -> None:
+    """Date every file under ``folder`` back an hour: files written moments ago are indexed but not
+    cached (their modification time could still change within the file system's resolution)."""
+    t = time.time_ns() - 3600 * 10**9
+    for path in folder.rglob("*"):
+        os.utime(path, ns=(t, t))
+
+
+@pytest.fixture
+def bm25_builds(monkeypatch):
+    """The benchmark of every BM25 index the retrievers build (not load from the cache)."""
+    from instir.retrieval.lexical import BM25Retriever
+
+    built, real = [], BM25Retriever._build
+
+    def counting(self, benchmark, template, params):
+        built.append(benchmark.name)
+        return real(self, benchmark, template, params)
+
+    monkeypatch.setattr(BM25Retriever, "_build", counting)
+    return built
+
+
+@pytest.fixture
+def ifir_root(tmp_path) -> Path:
+    """IFIR's fiqa and fire in the songtingyu layout, settled so their corpus indexes are cached."""
+    root = write_ifir_songtingyu(tmp_path / "data" / "ifir" / "songtingyu")
+    settle(root)
+    return tmp_path / "data"
+
+
+def test_one_retriever_serves_both_variants_of_a_benchmark_from_one_index(tmp_path, bm25_builds):
+    runs = retrieve_runs(tmp_path, SAMPLES, ["bm25"], k=10).runs
+    assert runs[["benchmark", "variant"]].values.tolist() == [[b, v] for b in SAMPLES
+                                                              for v in ("instructed", "query-only")]
+    assert bm25_builds == SAMPLES  # one index per benchmark, shared by its two runs
+    again = retrieve_runs(tmp_path, SAMPLES, ["bm25"], k=5).runs  # another k: new runs, loaded indexes
+    assert bm25_builds == SAMPLES and not again["reused"].any()
+    sidecars = [json.loads((tmp_path / f"{run}.json").read_text())["search"]["index"] for run in again["run_file"]]
+    assert [s["origin"] for s in sidecars] == ["loaded", "loaded"] * 2
+
+
+def test_runs_are_listed_benchmark_by_benchmark_in_the_order_of_the_systems(tmp_path):
+    runs = retrieve_runs(tmp_path, ["ifir-sample/fiqa", "instructir-sample"], ["dense", "bm25"], k=5).runs
+    assert runs["benchmark"].tolist() == ["ifir-sample/fiqa"] * 4 + ["instructir-sample"] * 4
+    assert runs["retriever"].tolist() == ["dense", "dense", "bm25", "bm25"] * 2
+    assert set(pd.read_csv(ReportLayout(tmp_path).runs_table)["system"]) == set(runs["system"])
+
+
+@pytest.mark.parametrize("stage", [score_runs, lambda out: judge_runs(out, backend="baseline")])
+def test_a_stage_without_its_input_names_the_notebook_that_writes_it(tmp_path, stage):
+    with pytest.raises(MissingInput, match=r"runs/runs.csv is missing: run notebook 02_retrieval into"):
+        stage(tmp_path)
+
+
+def test_the_compare_stage_without_metrics_names_notebook_03(tmp_path):
+    with pytest.raises(MissingInput, match=r"metrics.csv is missing: run notebook 03_metrics"):
+        compare_with_papers(tmp_path)
+
+
+def test_scores_joined_run_by_run_equal_scoring_every_run_at_once(tmp_path):
+    retrieve_runs(tmp_path, SAMPLES, ["bm25", "dense"], k=20)
+    metrics = score_runs(tmp_path)
+    runs = pd.read_csv(ReportLayout(tmp_path).runs_table)
+    for name in SAMPLES:
+        listed = runs[runs["benchmark"] == name]
+        at_once = evaluate_runs({r.system: read_run(tmp_path / r.run_file) for r in listed.itertuples()},
+                                load_benchmark(name))
+        table = metrics.table[(metrics.table["benchmark"] == name) & (metrics.table["subset"] != "average")]
+        pd.testing.assert_frame_equal(table.reset_index(drop=True), at_once.table)
+        baseline = listed["system"].iloc[0]
+        expected = paired_tests(at_once.per_query[at_once.per_query["measure"].isin(["nDCG@10", "nDCG@20"])],
+                                baseline)
+        got = metrics.comparisons[(metrics.comparisons["benchmark"] == name) & (metrics.comparisons["unit"] == "query")
+                                  & metrics.comparisons["measure"].isin(["nDCG@10", "nDCG@20"])]
+        assert got["diff"].tolist() == expected["diff"].tolist()
+        assert got["p_ttest_holm"].tolist() == expected["p_ttest_holm"].tolist()
+    groups = metrics.comparisons[metrics.comparisons["unit"] == "group"]
+    assert set(groups["measure"]) == {"Robustness@10"} and set(groups["benchmark"]) == {"instructir-sample"}
+
+
+def test_evaluate_judge_and_compare_read_no_corpus_beyond_the_passages_they_show(ifir_root, monkeypatch, tmp_path):
+    out = tmp_path / "report"
+    names = ["ifir/fiqa", "ifir/fire"]
+    retrieve_runs(out, names, ["bm25"], k=20, data_root=str(ifir_root))  # the corpus indexes are made here
+
+    def no_stream(*args, **kwargs):
+        raise AssertionError("the corpus was streamed")
+
+    monkeypatch.setattr(docstore, "build_index", no_stream)
+    monkeypatch.setattr(docstore.IndexedCorpus, "_stream_files", no_stream)
+    score_runs(out, data_root=str(ifir_root))
+    judging = judge_runs(out, backend="baseline", max_instances=2, repeats=1, data_root=str(ifir_root))
+    assert judging.instfol.positions["error"].isna().all()  # every judged passage was read, by id
+    compare_with_papers(out)
+
+
+def test_the_compare_stage_loads_no_benchmark(tmp_path, monkeypatch):
+    retrieve_runs(tmp_path, SAMPLES, ["bm25"], k=20)
+    score_runs(tmp_path)
+    judge_runs(tmp_path, backend="baseline", repeats=1)
+    monkeypatch.setattr("instir.benchmarks.registry.load_benchmark", lambda *a, **k: pytest.fail("loaded"))
+    papers = compare_with_papers(tmp_path)
+    assert set(papers.compared["verdict"]) == {"not comparable (SAMPLE)"}
+    assert (tmp_path / "paper_tables" / "comparison.csv").is_file()
+
+
+def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
+    data = explore_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
+    bench = load_benchmark("ifir/fiqa", root=str(ifir_root))
+    assert data.documents["document_words"].tolist() == [len(d.indexed_text.split()) for d in bench.corpus]
+    assert data.overview.set_index("benchmark").loc["ifir/fiqa", "documents"] == len(bench.corpus)
+    assert pd.read_csv(tmp_path / "data" / "statistics.csv")["queries"].tolist() == [len(bench.queries)]
+    assert data.examples[0].relevant["instance"].isin(list(bench.queries)).all()
