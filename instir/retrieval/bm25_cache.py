@@ -58,6 +58,7 @@ import numpy as np
 
 from instir import atomic
 from instir.benchmarks.fetch import instir_home
+from instir.retrieval.embedding_cache import npy_header
 
 #: Bumped when the entry layout or what the key describes changes (older entries are then never found).
 FORMAT_VERSION = 1
@@ -286,13 +287,7 @@ class BM25IndexCache:
 
 def _npy_bytes(fh) -> int:
     """The size in bytes a ``.npy`` file must have by its header (raises ValueError without one)."""
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-    else:
-        raise ValueError(f".npy format version {version} is not one numpy.save writes here")
+    shape, dtype = npy_header(fh)
     if dtype.hasobject:
         raise ValueError("object array")
     return fh.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

@@ -219,7 +219,7 @@ class EmbeddingCache:
             if hashlib.sha256(data).hexdigest() != expected:
                 problem = "does not match its checksum (truncated, zeroed or overwritten)"
             else:
-                shape, dtype = _npy_header(io.BytesIO(data))
+                shape, dtype = npy_header(io.BytesIO(data))
                 if dtype != np.float32 or len(shape) != 2 or shape[0] != n_rows:
                     problem = f"holds {shape} {dtype} where ({n_rows}, dim) float32 is expected"
         if problem is None:
@@ -249,7 +249,7 @@ class EmbeddingCache:
             try:
                 size = matrix.stat().st_size
                 with matrix.open("rb") as fh:
-                    shape, dtype = _npy_header(fh)
+                    shape, dtype = npy_header(fh)
                     offset = fh.tell()
             except (OSError, ValueError):
                 problem = "is missing or has no valid .npy header"
@@ -290,16 +290,16 @@ def _checksum_path(chunk: Path) -> Path:
     return chunk.with_name(chunk.name + ".sha256")
 
 
-def _npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype from a ``.npy`` header (the file position is left at the data);
-    raises ValueError when there is no valid header."""
+def npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from a C-ordered ``.npy`` header (the file position is left at the data);
+    raises ValueError when there is no valid header. The caches check their matrices with it."""
     version = np.lib.format.read_magic(fh)
     if version == (1, 0):
         shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
     elif version == (2, 0):
         shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
     else:
-        raise ValueError(f".npy format version {version} is not one the cache writes")
+        raise ValueError(f".npy format version {version} is not one numpy.save writes")
     if fortran:
         raise ValueError("Fortran-ordered array")
     return tuple(shape), dtype
