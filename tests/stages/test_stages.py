@@ -51,14 +51,16 @@ def ifir_root(tmp_path) -> Path:
     return tmp_path / "data"
 
 
-def test_one_retriever_serves_both_variants_of_a_benchmark_from_one_index(tmp_path, bm25_builds):
-    runs = retrieve_runs(tmp_path, SAMPLES, ["bm25"], k=10).runs
+def test_one_retriever_serves_both_variants_of_a_benchmark_from_one_index(tmp_path, bm25_builds, monkeypatch):
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))  # no index cached by another test
+    runs = retrieve_runs(tmp_path / "report", SAMPLES, ["bm25"], k=10).runs
     assert runs[["benchmark", "variant"]].values.tolist() == [[b, v] for b in SAMPLES
                                                               for v in ("instructed", "query-only")]
     assert bm25_builds == SAMPLES  # one index per benchmark, shared by its two runs
-    again = retrieve_runs(tmp_path, SAMPLES, ["bm25"], k=5).runs  # another k: new runs, loaded indexes
+    again = retrieve_runs(tmp_path / "report", SAMPLES, ["bm25"], k=5).runs  # another k: new runs, loaded indexes
     assert bm25_builds == SAMPLES and not again["reused"].any()
-    sidecars = [json.loads((tmp_path / f"{run}.json").read_text())["search"]["index"] for run in again["run_file"]]
+    sidecars = [json.loads((tmp_path / "report" / f"{run}.json").read_text())["search"]["index"]
+                for run in again["run_file"]]
     assert [s["origin"] for s in sidecars] == ["loaded", "loaded"] * 2
 
 
