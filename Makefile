@@ -42,8 +42,7 @@ reports: $(MAIN_STAMP)
 # processes on one core each (notebook kernels, Chromium, llama.cpp's server) next to the rest
 # (unit tests, Ray, the in-process judge); the side's report is printed after the main one, and
 # either failing fails the target. OMP_WAIT_POLICY=PASSIVE: idle torch threads sleep instead of
-# spinning on the core the other process needs. (Side by side: 223 s, 1 run, with the stage tests and the
-# three-way folder test of this round; 161 s, median of 3, before them.)
+# spinning on the core the other process needs. (Side by side: 223 s, 1 run.)
 SIDE := notebooks or browser or llama_server
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
