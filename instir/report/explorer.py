@@ -29,6 +29,7 @@ import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Doc
 from instir.report.html import HTML, escape_text
+from instir.report.layout import user_path
 
 #: list depth shown per system
 TOP_K = 10
@@ -413,8 +414,9 @@ def explore(out_dir: str | Path, data_root: str | Path | None = None, *, k: int 
     """The instance explorer on the files of ``out_dir`` (notebooks 02-04): an
     :class:`Explorer` widget when ipywidgets is installed (its display also carries the static
     rendering for reports without a kernel), else the static rendering of ``static_groups``
-    groups. ``data_root``: where the real benchmarks live, as in the notebooks' parameters."""
-    data = ExplorerData(out_dir, data_root)
+    groups. ``data_root``: where the real benchmarks live, as in the notebooks' parameters (both
+    paths as :func:`instir.report.layout.user_path` reads them)."""
+    data = ExplorerData(user_path(out_dir), user_path(data_root) if data_root else None)
     if has_widgets():
         return Explorer(data, k=k, static_groups=static_groups)
     return render_static(data, pick_groups(data, static_groups), k=k)

@@ -11,9 +11,12 @@ from pathlib import Path
 
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 from instir.report.html import escape_text
 from instir.report.manifest import DATASETS_FILE, record_dataset
+
+#: The report notebooks of a folder: ``NN_name.ipynb``, in name order.
+NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
 
 #: The stage (its notebook) that writes each folder of a report.
 WRITTEN_BY = {"data": "01_data_exploration", "runs": "02_retrieval", "metrics": "03_metrics",
@@ -23,6 +26,35 @@ WRITTEN_BY = {"data": "01_data_exploration", "runs": "02_retrieval", "metrics": 
 class MissingInput(UserError, FileNotFoundError):
     """A stage's input file is not in the report folder: the message names the file and the
     notebook (or ``instir run`` call) that writes it."""
+
+
+def user_path(path: str | Path) -> Path:
+    """A path from a parameter as the user meant it: an absolute one as it is; a relative one
+    from the working directory, except in a folder of report notebooks (``NN_name.ipynb``:
+    JupyterLab runs a notebook in its own folder, ``notebooks/`` or a working copy), where it is
+    relative to the folder above, the repository. So ``reports/sample`` and ``data/…`` mean the
+    same folder in JupyterLab, in ``papermill`` run from the repository and in ``instir run``
+    (which makes paths absolute before the kernels start)."""
+    path = Path(path).expanduser()
+    if path.is_absolute():
+        return path
+    here = Path.cwd()
+    return (here.parent if any(here.glob(NOTEBOOK_PATTERN)) else here) / path
+
+
+def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
+    """A list parameter as a list: a list as it is, a string as its comma-separated items
+    (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list)."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if not all(isinstance(item, str) for item in value):
+        raise UsageError(f"parameter {parameter!r} takes names, got {list(value)!r}")
+    return list(value)
+
+
+def report_layout(out_dir: str | Path) -> ReportLayout:
+    """The layout of the report folder a parameter names (:func:`user_path`)."""
+    return ReportLayout(user_path(out_dir))
 
 
 @dataclass(frozen=True)
@@ -129,11 +161,13 @@ class ReportStart:
 
 def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None) -> ReportStart:
     """Make the report folder, load ``benchmarks`` (real ones from ``data_root`` when given, ``""``
-    meaning none, as the notebooks' parameters say) and record each in the folder's datasets
-    file, so the report's manifest names the exact data every number comes from."""
-    layout = ReportLayout(Path(out_dir))
+    meaning none, as the notebooks' parameters say; both paths as :func:`user_path` reads them)
+    and record each in the folder's datasets file, so the report's manifest names the exact data
+    every number comes from."""
+    layout = report_layout(out_dir)
     layout.root.mkdir(parents=True, exist_ok=True)
-    loaded = {name: load_benchmark(name, root=data_root or None) for name in benchmarks}
+    root = user_path(data_root) if data_root else None
+    loaded = {name: load_benchmark(name, root=root) for name in names(benchmarks, "benchmarks")}
     for bench in loaded.values():
         record_dataset(layout.root, bench)
     summary = "\n".join(f"- {escape_text(b.label)}, revision `{escape_text(b.revision)}`" for b in loaded.values())

@@ -17,7 +17,7 @@ from instir import atomic
 from instir.judge.stability import tolerance_widening
 from instir.metrics.table import wide
 from instir.papers import compare, load_reported, match_systems, not_comparable_reason
-from instir.report.layout import ReportLayout
+from instir.report.layout import ReportLayout, report_layout
 from instir.retrieval.runs import read_sidecar, run_windowing
 from instir.systems.coverage import coverage_matrix
 
@@ -103,7 +103,7 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
 def compare_with_papers(out_dir: str | Path) -> PaperComparison:
     """The compare stage (see the module docstring); bundled-sample numbers are aligned with the
     papers' rows and given the verdict *not comparable (SAMPLE)*."""
-    layout = ReportLayout(Path(out_dir))
+    layout = report_layout(out_dir)
     runs = (pd.read_csv(layout.runs_table) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     windowing = runs[["benchmark", "system"]].assign(

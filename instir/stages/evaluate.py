@@ -27,7 +27,7 @@ from instir.metrics.ifir import ifir_average, native_label
 from instir.metrics.scoring import default_measures, evaluate_runs
 from instir.metrics.table import combine, wide
 from instir.report.explain import explain_instructir
-from instir.report.layout import ReportLayout
+from instir.report.layout import ReportLayout, names, report_layout, user_path
 from instir.report.manifest import record_dataset
 from instir.retrieval.runs import Run, RunIdCheck, read_run
 from instir.stages.retrieve import read_runs_table
@@ -171,14 +171,14 @@ def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
                data_root: str | None = None) -> Metrics:
     """The evaluate stage: every run ``runs/runs.csv`` lists (of ``benchmarks`` only, when
     given) scored on its benchmark and written under ``metrics/`` (:func:`write_metrics`)."""
-    layout = ReportLayout(Path(out_dir))
-    runs = read_runs_table(layout, benchmarks)
+    layout = report_layout(out_dir)
+    runs = read_runs_table(layout, None if benchmarks is None else names(benchmarks, "benchmarks"))
     loaded: dict[tuple[str, str], Benchmark] = {}
     scores = []
     for row in runs.itertuples(index=False):
         key = (row.benchmark, row.setting)
         if key not in loaded:
-            loaded[key] = load_benchmark(row.benchmark, row.setting, root=data_root or None)
+            loaded[key] = load_benchmark(row.benchmark, row.setting, root=user_path(data_root) if data_root else None)
             record_dataset(layout.root, loaded[key])
         scores.append(score_run(loaded[key], read_run(layout.root / row.run_file), row.system))
     return write_metrics(layout, runs, scores)

@@ -24,7 +24,7 @@ from instir.judge import stability
 from instir.judge.following import InstFolResult, aggregate, instfol, overall
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate
 from instir.report.html import escape_text
-from instir.report.layout import MissingInput, ReportLayout, start_report
+from instir.report.layout import MissingInput, ReportLayout, names, report_layout, start_report
 from instir.retrieval.runs import read_run
 from instir.stages.retrieve import read_runs_table
 
@@ -230,7 +230,8 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     its ranking against ``metrics/metrics.csv``, and its spread over ``repeats`` judgments."""
     from instir.judge.factory import make_judge
 
-    layout = ReportLayout(Path(out_dir))
+    layout = report_layout(out_dir)
+    benchmarks = None if benchmarks is None else names(benchmarks, "benchmarks")
     runs = read_runs_table(layout, benchmarks)
     metrics = pd.read_csv(layout.require(layout.metrics_table), dtype={"level": str})
     report = start_report(out_dir, benchmarks if benchmarks is not None else list(dict.fromkeys(runs["benchmark"])),

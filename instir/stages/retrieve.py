@@ -25,7 +25,7 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.formatting import get_template
-from instir.report.layout import ReportLayout, start_report
+from instir.report.layout import ReportLayout, names, start_report
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run
 from instir.systems.specs import SystemSpec, resolve_system, run_label
@@ -108,7 +108,7 @@ def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Seque
     (its model loaded) at a time and serves every benchmark before the next is built, so a
     machine holds one model, and one BM25 index, at a time."""
     report = start_report(out_dir, benchmarks, data_root)
-    specs = [resolve_system(name) for name in systems]
+    specs = [resolve_system(name) for name in names(systems, "systems")]
     inputs: dict[tuple[str, str], dict] = {}
     rows: dict[tuple[str, str], list[dict]] = {}
     for spec in specs:

@@ -2,7 +2,10 @@
 
 import json
 
-from instir.report.layout import ReportLayout, start_report
+import pytest
+
+from instir.errors import UsageError
+from instir.report.layout import MissingInput, ReportLayout, names, report_layout, start_report, user_path
 
 
 def test_the_files_notebooks_hand_each_other_keep_their_names(tmp_path):
@@ -23,3 +26,36 @@ def test_start_report_loads_the_benchmarks_and_records_their_data(tmp_path):
     assert set(recorded) == {"instructir-sample", "ifir-sample/fiqa"} and recorded["ifir-sample/fiqa"]["sample"]
     assert report.summary.splitlines()[0].startswith("- instructir-sample [instructed] (bundled SAMPLE")
     assert "revision `bundled-" in report.summary
+
+
+def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(tmp_path, monkeypatch):
+    notebooks = tmp_path / "lab"
+    notebooks.mkdir()
+    (notebooks / "01_data_exploration.ipynb").write_text("{}")
+    monkeypatch.chdir(notebooks)  # where JupyterLab runs a notebook
+    assert user_path("reports/sample") == tmp_path / "reports" / "sample"
+    assert report_layout("reports/sample").root == tmp_path / "reports" / "sample"
+    assert user_path(tmp_path / "x") == tmp_path / "x"
+
+
+def test_a_relative_path_elsewhere_means_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # papermill run from the repository
+    assert user_path("reports/sample") == tmp_path / "reports" / "sample"
+
+
+def test_a_list_parameter_given_as_text_is_its_comma_separated_names():
+    assert names("instructir-sample") == ["instructir-sample"]
+    assert names("instructir-sample, ifir-sample/fiqa,") == ["instructir-sample", "ifir-sample/fiqa"]
+    assert names(("bm25",)) == ["bm25"]
+    with pytest.raises(UsageError, match="parameter 'benchmarks' takes names"):
+        names([1, 2], "benchmarks")
+
+
+def test_a_missing_input_shows_in_a_notebook_as_one_line_naming_the_notebook_that_writes_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    with pytest.raises(MissingInput) as caught:
+        ReportLayout(tmp_path).require(ReportLayout(tmp_path).runs_table)
+    [line] = caught.value._render_traceback_()  # what IPython shows instead of the traceback
+    assert "MissingInput" in line and "runs.csv is missing: run notebook 02_retrieval" in line
+    monkeypatch.setenv("INSTIR_DEBUG", "1")
+    assert len(caught.value._render_traceback_()) > 1  # the traceback, on request
