@@ -15,7 +15,7 @@ QUICK := not (notebooks or browser or llama_server or ray or local_llm)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: reports test test-quick lint lab venv clean-venv
+.PHONY: reports test test-quick lint lab lab-copies lab-fresh venv clean-venv
 
 venv: $(MAIN_STAMP)
 
@@ -60,8 +60,20 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
 
-lab: $(LAB_STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
+# JupyterLab on working copies of the notebooks (lab/, git-ignored): running and saving them changes the
+# copies, never the tracked notebooks. A notebook missing from lab/ is copied in; `make lab-fresh` moves
+# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones.
+LAB_DIR := lab
+lab: $(LAB_STAMP) lab-copies
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+lab-copies:
+	@mkdir -p $(LAB_DIR); for nb in notebooks/*.ipynb; do test -e $(LAB_DIR)/$${nb##*/} || cp $$nb $(LAB_DIR)/; done
+
+lab-fresh:
+	@if ls $(LAB_DIR)/*.ipynb >/dev/null 2>&1; then old=$(LAB_DIR)/previous-$$(date +%Y%m%d-%H%M%S); \
+	mkdir -p $$old && mv $(LAB_DIR)/*.ipynb $$old/ && echo "your copies are in $$old"; fi
+	@$(MAKE) --no-print-directory lab-copies
 
 clean-venv:
 	rm -rf $(VENV)

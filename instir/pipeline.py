@@ -275,6 +275,8 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     ``FileNotFoundError`` for a missing notebook."""
     from tqdm import tqdm
 
+    from instir.progress import enabled as progress_enabled
+
     paths = [Path(n).resolve() for n in notebooks]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -293,9 +295,10 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
                           kernel=kernel, started=_now(), manifest=environment_manifest())
     _save(result)
     start = time.perf_counter()
-    for path in tqdm(paths, desc="notebooks", unit="notebook"):
+    bars = progress_enabled()  # read before the kernels' environment switches the bars off
+    for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):
         with _batch_environment():
-            step, exc = _run_one(path, result)
+            step, exc = _run_one(path, result, cell_bar=bars)
         result.notebooks.append(step)
         result.wall_s = time.perf_counter() - start
         result.manifest["datasets"] = read_datasets(out)
@@ -334,8 +337,10 @@ def _quiet_kernel_arguments(kernel: str) -> list[str]:
     return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
 
 
-def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseException | None]:
-    """Execute and render one notebook; a failure is returned, not raised."""
+def _run_one(path: Path, result: ReportResult, *, cell_bar: bool = False) -> tuple[NotebookResult,
+                                                                                   BaseException | None]:
+    """Execute and render one notebook; a failure is returned, not raised. ``cell_bar`` shows the
+    notebook's cells as a second progress bar under the notebooks' one (a long notebook moves)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -348,7 +353,9 @@ def _run_one(path: Path, result: ReportResult) -> tuple[NotebookResult, BaseExce
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(str(path), str(executed), parameters=result.parameters, kernel_name=result.kernel,
-                                   cwd=str(result.out_dir), progress_bar=False,
+                                   cwd=str(result.out_dir),
+                                   progress_bar={"desc": path.stem, "leave": False, "position": 1,
+                                                 "disable": False} if cell_bar else False,
                                    extra_arguments=_quiet_kernel_arguments(result.kernel))
     except PapermillExecutionError as err:
         failure = err

@@ -385,3 +385,16 @@ def test_paths_given_to_instir_run_are_taken_from_where_it_runs_not_from_the_ker
     assert cli_parameters(args) == {"data_root": str(tmp_path / "data" / "instructir-github"),
                                     "out_dir": str(tmp_path / "reports" / "mine"), "k": 3}
     assert cli_parameters(parse_run(["-p", "data_root="])) == {"data_root": ""}  # empty: the fetch cache
+
+
+def test_the_batch_console_shows_each_notebooks_cells_moving(tmp_path, monkeypatch, capfd):
+    monkeypatch.delenv("INSTIR_PROGRESS", raising=False)
+    run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
+    console = capfd.readouterr().err
+    assert "notebooks:" in console and re.search(r"01_table:.*cell", console)
+
+
+def test_no_bar_at_all_with_progress_off(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("INSTIR_PROGRESS", "0")
+    run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
+    assert "cell/s" not in capfd.readouterr().err
