@@ -1,0 +1,191 @@
+"""The guided tour's glue (:mod:`instir.report.tour`): the release beside the sample, ranking one
+typed query, the side-by-side tables, the playground's two displays and the exercises' checks
+(placeholder, wrong and right answers)."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+from instir.report import tour
+from instir.retrieval.lexical import BM25Retriever
+
+GROUP = "1078446"
+DOCS = [Doc("d1", "a wine cabinet stores bottles of wine"), Doc("d2", "compact wine cabinet for a small dining room"),
+        Doc("d3", "convert an old armoire into a wine cabinet with racks"), Doc("d4", "growing squash in the garden")]
+
+
+def toy() -> Benchmark:
+    queries = [Query("g_1", "wine cabinet", "small dining room", group="g"),
+               Query("g_2", "wine cabinet", "old armoire conversion", group="g")]
+    return Benchmark("instructir-toy", "hand-made", "local", "instructed", Corpus.from_docs(DOCS),
+                     {q.id: q for q in queries}, {"g_1": {"d2": 1}, "g_2": {"d3": 1}})
+
+
+def bm25() -> BM25Retriever:
+    return BM25Retriever(show_progress=False)
+
+
+def test_the_quiet_environment_is_the_kits_and_importing_the_module_imports_no_tqdm():
+    from instir.progress import ENV_VAR, QUIET_BARS
+
+    assert tour.QUIET_ENV == {ENV_VAR: "0", **QUIET_BARS}
+    heavy = ("tqdm", "huggingface_hub", "torch")
+    code = ("import json, sys, instir.report.tour; "
+            f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []  # quiet_kernel must run before either reads its environment
+
+
+def test_quiet_kernel_sets_the_environment_and_imports_tqdm_without_a_warning(monkeypatch):
+    for name in tour.QUIET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    tour.quiet_kernel()
+    import os
+
+    assert {name: os.environ[name] for name in tour.QUIET_ENV} == tour.QUIET_ENV
+
+
+def test_release_group_reads_one_group_of_the_authors_files(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    rows = [{"_id": "7_1", "text": "I am a chef.", "metadata": {"origin_query": "soup"}},
+            {"_id": "8_1", "text": "other", "metadata": {"origin_query": "x"}},
+            {"_id": "7_2", "text": "I am a child.", "metadata": {"origin_query": "soup"}}]
+    (tmp_path / "only_instruction_queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "qrels" / "test.tsv").write_text("qid\tpid\tscore\n7_1\t70_1\t1\n7_2\t70_2\t1\n8_1\t80_1\t1\n")
+    frame = tour.release_group(tmp_path, "7")
+    assert frame.to_dict(orient="list") == {"qid": ["7_1", "7_2"], "query": ["soup", "soup"],
+                                            "instruction": ["I am a chef.", "I am a child."],
+                                            "target": ["70_1", "70_2"]}
+
+
+def test_the_bundled_sample_holds_the_releases_group_with_its_targets_origins():
+    folder = tour.release_folder()
+    if folder is None:
+        pytest.skip("no data/instructir-github in this checkout")
+    sample = load_benchmark("instructir-sample")
+    check = tour.provenance(sample, tour.release_group(folder, GROUP))
+    assert list(check["qid"]) == sample.groups()[GROUP] and len(check) == 6
+    flags = ["in sample", "same query", "same instruction", "same target", "origin = target's MS MARCO id"]
+    assert check[flags].all().all()
+    assert set(check["origin_target"]) == {"7865137"}
+
+
+def test_provenance_notices_an_edited_instruction_and_a_missing_instance():
+    sample = load_benchmark("instructir-sample")
+    release = pd.DataFrame({"qid": [f"{GROUP}_1", f"{GROUP}_2", f"{GROUP}_99"], "query": "wine cabinets definition",
+                            "instruction": [sample.queries[f"{GROUP}_1"].instruction, "edited", "new"],
+                            "target": ["7865137_1", "7865137_2", "7865137_99"]})
+    check = tour.provenance(sample, release).set_index("qid")
+    assert check.loc[f"{GROUP}_1", "same instruction"] and not check.loc[f"{GROUP}_2", "same instruction"]
+    assert check.loc[f"{GROUP}_2", "same target"]
+    assert not check.loc[f"{GROUP}_99", "in sample"] and not check.loc[f"{GROUP}_99", "same target"]
+
+
+def test_only_keeps_the_instances_and_shares_the_corpus():
+    bench = toy()
+    one = tour.only(bench, ["g_2"])
+    assert list(one.queries) == ["g_2"] and one.qrels == {"g_2": {"d3": 1}} and one.corpus is bench.corpus
+
+
+def test_rank_text_uses_the_instructed_template_and_the_bare_query_without_instruction():
+    bench, retriever = toy(), bm25()
+    bare = tour.rank_text(bench, retriever, "wine cabinet", "", k=3)
+    assert set(bare["docid"]) == {"d1", "d2", "d3"} and list(bare["rank"]) == [1, 2, 3]
+    typed = tour.rank_text(bench, retriever, "wine cabinet", "an old armoire", k=3)
+    assert typed["docid"].iloc[0] == "d3" and set(typed["qid"]) == {"typed"}
+    assert list(tour.rank(bench, retriever, "query-only", k=2).columns) == ["qid", "rank", "docid", "score"]
+
+
+def test_side_by_side_marks_documents_and_leaves_short_lists_blank():
+    lists = {"A": pd.DataFrame({"qid": "q", "rank": [1, 2], "docid": ["d2", "d9"]}),
+             "B": pd.DataFrame({"qid": ["q", "other"], "rank": [1, 1], "docid": ["d1", "d2"]})}
+    frame = tour.side_by_side(lists, "q", {"d2": tour.TARGET}, k=3)
+    assert frame.to_dict(orient="list") == {"rank": [1, 2, 3], "A": ["d2 ★", "d9", ""], "B": ["d1", "", ""]}
+
+
+def test_marks_and_target_ranks_of_a_group():
+    bench = toy()
+    assert tour.marks_for(bench, ["g_1", "g_2"], focus="g_2") == {"d2": "target of _1", "d3": tour.TARGET}
+    lists = {"run": pd.DataFrame({"qid": ["g_1", "g_1", "g_2"], "rank": [1, 2, 1], "docid": ["d1", "d2", "d1"]})}
+    ranks = tour.target_ranks(lists, bench.qrels, ["g_1", "g_2"])
+    assert ranks["run"].tolist()[0] == 2 and pd.isna(ranks["run"].iloc[1])
+
+
+def test_the_playground_always_carries_the_static_rankings_of_its_example(monkeypatch):
+    bench = toy()
+    playground = tour.Playground(bench, {"BM25": bm25()}, "wine cabinet", "an old armoire <b>", marks={"d3": "★"})
+    monkeypatch.setattr(tour, "has_widgets", lambda: False)
+    bundle = playground._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"}
+    assert "d3 ★" in bundle["text/html"] and "&lt;b&gt;" in bundle["text/html"] and "<b>" not in bundle["text/html"]
+
+
+def test_the_playground_widget_reranks_on_a_new_instruction():
+    pytest.importorskip("ipywidgets")
+    playground = tour.Playground(toy(), {"BM25": bm25()}, "wine cabinet", "an old armoire")
+    bundle = playground._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "text/html" in bundle
+    box, out = playground.widget().children
+    assert out.value.index("d3") < out.value.index("d2")
+    box.value = "a small dining room"
+    assert out.value.index("d2") < out.value.index("d3")
+
+
+@pytest.mark.parametrize("placeholder", [None, "", "   ", float("nan"), True])
+def test_every_check_says_not_yet_to_a_placeholder(placeholder):
+    bench = toy()
+    table = pd.DataFrame({"qid": ["a"], "group": ["A"], "nDCG@10": [1.0]})
+    verdicts = [tour.check_ndcg_single_target(placeholder, rank=3), tour.check_robustness(placeholder, table),
+                tour.check_template(placeholder), tour.check_instfol_zero(placeholder),
+                tour.check_top_document(placeholder, bench, bm25(), bench.queries["g_1"])]
+    for verdict in verdicts:
+        assert verdict.ok is not True and str(verdict).startswith("not yet: ")
+
+
+def test_ndcg_check_knows_the_answer_and_the_usual_mistakes():
+    assert tour.check_ndcg_single_target(0.5, rank=3).ok
+    assert tour.check_ndcg_single_target("50", rank=3).ok  # ×100, as the papers print
+    assert "reciprocal rank" in tour.check_ndcg_single_target(1 / 3, rank=3).message
+    assert "off by one" in tour.check_ndcg_single_target(0.631, rank=3).message
+    assert tour.check_ndcg_single_target(0, rank=11).ok  # below the cut-off
+
+
+def test_robustness_check_computes_the_mean_of_group_minima():
+    table = pd.DataFrame({"qid": ["A_1", "A_2", "B_1", "B_2"], "group": ["A", "A", "B", "B"],
+                          "nDCG@10": [1.0, 0.5, 0.2, 0.4]})
+    assert tour.check_robustness(0.35, table).ok
+    assert not tour.check_robustness(0.525, table).ok
+    assert "mean over instances" in tour.check_robustness(0.525, table).message
+    assert "best instance" in tour.check_robustness(0.7, table).message
+
+
+def test_template_check_wants_the_e5_mistral_template():
+    right = tour.check_template("instructir-e5-mistral")
+    assert right.ok and repr("Instruct: {instruction}\nQuery: {query}") in right.message and "task" in right.message
+    assert tour.check_template("Instruct: {instruction}\nQuery: {query}").ok
+    assert tour.check_template("instructir").ok is False
+
+
+def test_instfol_check_accepts_only_b():
+    assert tour.check_instfol_zero(" B ").ok
+    assert tour.check_instfol_zero("a").ok is False
+
+
+def test_top_document_check_compares_with_the_bare_query():
+    bench = toy()
+    query = bench.queries["g_2"]
+    bare_top = tour.rank_text(bench, bm25(), query.query, "", k=1)["docid"].iloc[0]
+    changed = tour.check_top_document("convert an old armoire", bench, bm25(), query)
+    assert changed.ok and "target of g_2" in changed.message and bare_top != "d3"
+    assert tour.check_top_document("wine", replace(bench), bm25(), query).ok is False
+
+
+def test_a_verdict_shows_escaped_html():
+    html = tour.Verdict(False, "<script>x</script>")._repr_html_()
+    assert "&lt;script&gt;" in html and "<script>" not in html and "not yet" in html
