@@ -134,8 +134,12 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
 
 def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> Path:
     """Render an executed notebook to one self-contained HTML file (inline CSS and images,
-    no CDN scripts); code cells and prompts are left out unless ``show_code``."""
+    no CDN scripts); code cells and prompts are left out unless ``show_code`` or the notebook
+    asks to show them (metadata ``instir.show_code``: the tour, whose code is what it teaches)."""
+    import nbformat
     from nbconvert import HTMLExporter
+
+    show_code = show_code or bool(nbformat.read(executed, as_version=4).metadata.get("instir", {}).get("show_code"))
 
     exporter = HTMLExporter(
         template_name=TEMPLATE_NAME,

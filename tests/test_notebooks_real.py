@@ -52,7 +52,7 @@ def test_every_notebook_runs_and_the_index_lists_the_report(report):
     _, out = report
     meta = json.loads((out / "report.json").read_text())
     assert meta["status"] == "ok"
-    assert [nb["status"] for nb in meta["notebooks"]] == ["ok"] * 5
+    assert [nb["status"] for nb in meta["notebooks"]] == ["ok"] * 6  # the tour and 01-05
     assert meta["parameters"]["benchmarks"] == list(BENCHMARKS)
     assert "real" in (out.parent / "index.html").read_text()
 

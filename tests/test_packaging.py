@@ -53,7 +53,7 @@ def test_environment_yml_installs_the_package_itself_with_pip():
 
 def test_notebooks_are_committed_without_outputs_and_with_one_parameters_cell():
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    assert [p.stem for p in notebooks] == ["01_data_exploration", "02_retrieval", "03_metrics",
+    assert [p.stem for p in notebooks] == ["00_tour", "01_data_exploration", "02_retrieval", "03_metrics",
                                            "04_judge_validation", "05_paper_tables"]
     for path in notebooks:
         nb = json.loads(path.read_text())

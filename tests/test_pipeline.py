@@ -254,7 +254,7 @@ def test_cli_options_map_to_notebook_parameters(tmp_path):
     assert args.show_code is False and parse_run(["--show-code"]).show_code is True
 
 
-CHAIN = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHAIN = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))[1:]  # 01-05, not the tour
 
 
 def test_parameters_are_read_from_the_cells_with_their_kind_and_help():
@@ -398,3 +398,13 @@ def test_no_bar_at_all_with_progress_off(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("INSTIR_PROGRESS", "0")
     run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
     assert "cell/s" not in capfd.readouterr().err
+
+
+def test_a_notebook_that_asks_for_its_code_shows_it_in_the_html(chain, tmp_path):
+    import nbformat
+
+    nb = nbformat.read(chain.out_dir / "01_table.ipynb", as_version=4)
+    nb.metadata["instir"] = {"show_code": True}  # as the tour asks: its code is what it teaches
+    nbformat.write(nb, tmp_path / "01_table.ipynb")
+    assert "to_csv" in render_html(tmp_path / "01_table.ipynb", tmp_path / "shown.html").read_text()
+    assert "to_csv" not in render_html(chain.out_dir / "01_table.ipynb", tmp_path / "hidden.html").read_text()

@@ -40,6 +40,7 @@ def test_the_tour_takes_the_chains_out_dir_line_as_its_only_parameter():
 
 def test_the_tour_has_the_metadata_jupyterlab_writes():
     nb, chain = _load(TOUR), _load(NOTEBOOKS / "01_data_exploration.ipynb")
+    assert nb["metadata"].pop("instir") == {"show_code": True}  # its HTML page shows the computations it teaches
     assert nb["metadata"] == chain["metadata"]
     assert (nb["nbformat"], nb["nbformat_minor"]) == (4, 5)
     ids = [c.get("id") for c in nb["cells"]]
