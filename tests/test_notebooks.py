@@ -4,6 +4,7 @@ files and tables the next notebook and the report need. The chain runs once per 
 the lexical baseline judge; one separate test runs notebook 04 with the default SmolLM2 judge."""
 
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -48,17 +49,29 @@ def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.Noteb
     return nbformat.read(target, as_version=4)
 
 
+def _without_ipywidgets(folder: Path) -> str:
+    """A ``PYTHONPATH`` on which ``import ipywidgets`` fails, as in the kernel of ``make reports``
+    (which installs no ``lab`` extra): a package of that name in ``folder`` that raises ImportError."""
+    package = folder / "ipywidgets"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('raise ImportError("ipywidgets hidden by the test")\n')
+    return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+
+
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory, isolated_env):
     """Run the five notebooks in order with their default parameters into one out_dir, from a
     folder of working copies as JupyterLab runs them (``make lab``): the relative ``out`` means
-    the folder above the notebooks, as the default ``reports/sample`` does in the lab."""
+    the folder above the notebooks, as the default ``reports/sample`` does in the lab. The kernel
+    has no ipywidgets, as ``make reports`` installs it."""
     root = tmp_path_factory.mktemp("chain")
     cwd = root / "notebooks"
     cwd.mkdir()
     for name in CHAIN:
         shutil.copy(NOTEBOOKS / f"{name}.ipynb", cwd)
-    executed = {name: _execute(name, "out", cwd) for name in CHAIN}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", _without_ipywidgets(root / "hidden"))
+        executed = {name: _execute(name, "out", cwd) for name in CHAIN}
     return root / "out", executed
 
 
@@ -69,6 +82,20 @@ def _text_outputs(nb: nbformat.NotebookNode) -> str:
             parts.append(output.get("text", ""))
             parts.extend(str(v) for k, v in output.get("data", {}).items() if k.startswith("text/"))
     return "\n".join(parts)
+
+
+def _stderr(nb: nbformat.NotebookNode) -> str:
+    return "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
+                     if o.get("output_type") == "stream" and o.get("name") == "stderr")
+
+
+def test_no_notebook_of_the_chain_shows_a_warning(chain):
+    """No red warning box on any page: tqdm.auto's "IProgress not found" in a kernel without
+    ipywidgets, or any other warning a library writes to stderr."""
+    _, executed = chain
+    for name, nb in executed.items():
+        assert "TqdmWarning" not in _text_outputs(nb), name
+        assert "Warning" not in _stderr(nb), name
 
 
 def test_all_five_notebooks_share_one_identical_parameters_cell():
