@@ -25,6 +25,7 @@ from instir.judge.following import InstFolResult, aggregate, instfol, overall
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate
 from instir.report.html import escape_text
 from instir.report.layout import MissingInput, ReportLayout, names, report_layout, start_report
+from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
 from instir.stages.retrieve import read_runs_table
 
@@ -156,9 +157,11 @@ class Judging:
         return text
 
     def agreement_table(self) -> pd.DataFrame:
-        """The agreement statistics by benchmark (and ``all``), statistics in their order."""
-        return self.agreement.pivot(index="statistic", columns="benchmark", values="value").loc[
+        """The agreement statistics by benchmark (and ``all``), statistics in their order, the
+        number of pairs as an integer."""
+        table = self.agreement.pivot(index="statistic", columns="benchmark", values="value").loc[
             self.agreement["statistic"].unique()]
+        return integer_rows(table, ["pairs"])
 
     def judged_statement(self) -> str:
         """How many judgments stand behind the page's figures, by whom, made now or cached (Markdown)."""
