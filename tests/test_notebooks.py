@@ -382,6 +382,14 @@ def test_judge_notebook_measures_the_judges_own_spread(chain):
     assert (table["judged_repeats"] == 1).all()  # so it is judged once, and the page says so
     text = _text_outputs(executed["04_judge_validation"])
     assert "deterministic" in text and "judged once and that judgment stands for all" in text
+    systems = table[["benchmark", "system"]].drop_duplicates()
+    assert len(systems) > 1 and text.count("judged once and that judgment stands for all") == 1  # said once
+    assert all(f"**{b} / {s}**" in text for b, s in systems.itertuples(index=False))  # then each system's figures
+    assert 'class="dataframe"' not in text  # no raw DataFrame on the page: the table goes through present
+    title = '<div class="title">The judge&#x27;s spread next to the query sample&#x27;s'
+    shown = re.search(re.escape(title) + r".*?</div></div>", text, flags=re.S)
+    assert shown and "<th>system</th>" in shown.group(0)
+    assert all(row.count("<th>") <= 12 for row in re.findall(r"<tr><th>.*?</tr>", shown.group(0)))  # fits 1400 px
     with sqlite3.connect(out / "judge" / "judgments.sqlite") as db:
         versions = [v for (v,) in db.execute("SELECT DISTINCT rubric_version FROM judgments")]
     assert versions and not any("#repeat=" in v for v in versions)
