@@ -71,7 +71,12 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
       ``muted``; default True -> good, False -> bad).
     - More than ``max_columns`` columns: split into several tables, one below the other in reading
       order, each repeating the leading (index) columns, so a wide table fits a 1400 px page.
+    - No rows: the title and "none", never an empty table (or empty parts of one).
     """
+    if not len(frame):
+        return HTML("".join([_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>',
+                             *(f'<p class="note">{html.escape(n)}</p>' for n in notes), '<p class="note">none</p>',
+                             "</div>"]))
     shown = _flatten(frame)
     leading = [c for c in shown.columns[: _n_index_columns(frame)]]
     links = [c for c in (link_columns if link_columns is not None else ("source", "url", "source_url"))

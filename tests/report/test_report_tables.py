@@ -136,3 +136,10 @@ def test_the_data_overview_reads_without_json_decimals_or_unnamed_levels(tmp_pat
     shown = present(counts, "InstructIR statistics")
     assert shown.count("<td>num_corpus_documents</td>") == 1
     assert "henilp105/InstructIR" in shown and "Samoed/InstructIR" in shown
+
+
+def test_a_table_without_rows_says_none_instead_of_showing_empty_parts():
+    empty = pd.DataFrame(columns=[f"c{i}" for i in range(20)])
+    out = present(empty, "Widened rows", max_columns=8, notes=["a note"])
+    assert "<table>" not in out and "part 1 of" not in out and '<p class="note">none</p>' in out
+    assert "Widened rows" in out and "a note" in out
