@@ -138,6 +138,15 @@ def integer_rows(frame: pd.DataFrame, labels: Iterable[object], level: str | int
     return out
 
 
+def format_fixed(value: object, digits: int = 1) -> str:
+    """A number at ``digits`` decimals as the reports print it: ``0.0``, never ``-0.0``, for what
+    rounds to zero; "—" when missing."""
+    if _missing(value):
+        return MISSING
+    text = f"{float(value):.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def format_p(value: object) -> str:
     """A p-value as printed in the reports: ``<0.001`` below 0.001, else three decimals."""
     if _missing(value):
@@ -223,10 +232,10 @@ def _plain(value: object, column: str, scaled: Sequence[str], scale: float, digi
         return "yes" if value else "no"
     if _is_number(value):
         if column in scaled:
-            return _fixed(float(value) * scale, digits)
+            return format_fixed(float(value) * scale, digits)
         if column in whole or isinstance(value, (int, np.integer)):
             return str(int(value))
-        return _fixed(float(value), other_digits)
+        return format_fixed(float(value), other_digits)
     if isinstance(value, (list, tuple, set)):
         return ", ".join(str(v) for v in value) or MISSING
     if isinstance(value, Mapping):
@@ -234,10 +243,6 @@ def _plain(value: object, column: str, scaled: Sequence[str], scale: float, digi
     return str(value)
 
 
-def _fixed(value: float, digits: int) -> str:
-    """``value`` at ``digits`` decimals; ``0.0``, never ``-0.0``, for what rounds to zero."""
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def _cut(text: str, max_chars: int | None) -> str:

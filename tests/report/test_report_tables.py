@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-from instir.report.tables import MISSING, format_p, integer_rows, present, small_n_warning
+from instir.report.tables import MISSING, format_fixed, format_p, integer_rows, present, small_n_warning
 from instir.stages import explore_benchmarks
 
 SCRIPT = "<script>alert('x')</script>"
@@ -143,3 +143,8 @@ def test_a_table_without_rows_says_none_instead_of_showing_empty_parts():
     out = present(empty, "Widened rows", max_columns=8, notes=["a note"])
     assert "<table>" not in out and "part 1 of" not in out and '<p class="note">none</p>' in out
     assert "Widened rows" in out and "a note" in out
+
+
+def test_format_fixed_prints_zero_without_a_sign():
+    assert format_fixed(-0.04) == "0.0" and format_fixed(-0.06) == "-0.1" and format_fixed(93.56) == "93.6"
+    assert format_fixed(None) == MISSING and format_fixed(-0.0004, 3) == "0.000"
