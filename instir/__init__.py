@@ -5,9 +5,16 @@ metrics / judgments → report). Names are imported on first use (PEP 562), so t
 command starts without loading torch, pandas or scipy.
 """
 
+import warnings
+
 from instir._lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+# tqdm.auto (the kit's bars, and bm25s', huggingface_hub's) in a Jupyter kernel without ipywidgets: the
+# plain text bar, the one wanted there, without the "IProgress not found" warning it gives first (a red
+# box on every report page). Set before any submodule, so before any library imports tqdm.auto.
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     # benchmarks

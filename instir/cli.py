@@ -1,6 +1,6 @@
 """The `instir` command: each pipeline stage registers its own subcommands; this module
-assembles them and answers their errors. With no subcommand it prints the help and a
-summary of the bundled samples.
+assembles them and answers their errors. With no subcommand it prints the help and a short
+pointer to the bundled samples (``instir summary`` lists them).
 
 Errors, the same for every subcommand (:func:`main` is the one place that handles them):
 
@@ -49,6 +49,9 @@ EXPECTED_ERRORS = (UserError, OSError, sqlite3.DatabaseError)
 #: longest message printed (a 10 MB document id quoted in an error must not flood the terminal)
 MAX_MESSAGE_CHARS = 2000
 
+#: the widest line a command prints on its own (tables are wrapped to fit)
+TEXT_WIDTH = 120
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (subparsers inherit it): ``instir retrieve: argument
@@ -80,6 +83,36 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path} is not writable")
     return path
+
+
+def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:
+    """``rows`` as a plain text table (tabulate's ``simple`` style) at most ``width`` columns wide:
+    the ``wrap`` columns, in that order, are wrapped onto several lines as far as needed (never
+    below 12 characters) when the table would be wider."""
+    from tabulate import tabulate
+
+    columns = list(rows[0]) if rows else []
+    natural = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
+    limits = dict(natural)
+    excess = sum(natural.values()) + 2 * (len(columns) - 1) - width
+    for column in wrap:
+        if excess <= 0:
+            break
+        cut = min(excess, max(0, natural[column] - 12))
+        limits[column] -= cut
+        excess -= cut
+    text = tabulate([[r[c] for c in columns] for r in rows], headers=columns, tablefmt="simple", disable_numparse=True,
+                    maxcolwidths=[limits[c] if limits[c] < natural[c] else None for c in columns])
+    return text
+
+
+def samples_pointer() -> str:
+    """What bare ``instir`` prints after the help: where to look next (no benchmark is loaded)."""
+    from instir.benchmarks.registry import sample_benchmarks
+
+    return (f"bundled samples: {', '.join(sample_benchmarks())}\n"
+            "  instir summary   their counts (queries, groups, documents, levels)\n"
+            "  instir run       the five report notebooks on them, as HTML pages")
 
 
 def build_parser() -> Parser:
@@ -129,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         print()
-        args = parser.parse_args(["summary"])
+        print(samples_pointer())
+        return 0
     prefix = f"{parser.prog} {args.command}"
     try:
         with quiet_libraries():  # INSTIR_PROGRESS=0: no third-party bars either

@@ -1,6 +1,9 @@
 """Progress bars for every long loop in the kit: tqdm's auto flavour (a widget in JupyterLab,
 text in a terminal), switched off everywhere when ``INSTIR_PROGRESS=0`` — which ``instir run``
-sets for batch reports, where bars would only clutter the HTML."""
+sets for batch reports, where bars would only clutter the HTML. In a kernel without ipywidgets
+(``make reports`` installs no ``lab`` extra) tqdm.auto is the plain text bar; the warning it
+gives there ("IProgress not found", a red box on every report page) is silenced by ``import
+instir``, before any library imports tqdm.auto."""
 
 from __future__ import annotations
 

@@ -1,24 +1,45 @@
-"""The `instir` console script: bare `instir` prints the help and a summary of the bundled
-samples. Its error handling is tested in test_cli_errors."""
+"""The `instir` console script: bare `instir` prints the help and a pointer to the bundled
+samples; `instir systems` fits 120 columns. Its error handling is tested in test_cli_errors."""
 
 import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from instir.benchmarks import commands
-from instir.cli import main
+from instir.cli import TEXT_WIDTH, main
 from instir.progress import QUIET_BARS
+from instir.retrieval.commands import systems_text
 
 
-def test_bare_instir_prints_the_help_and_a_summary_of_every_bundled_sample(capsys):
+def test_bare_instir_prints_the_help_and_a_short_pointer_to_the_bundled_samples(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: instir") and "evaluate" in out and "--debug" in out
-    for name in ("instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus"):
-        assert name in out
-    assert "sample" in out.lower()
+    pointer = out.split("for the traceback.\n", 1)[1].strip()
+    assert pointer.startswith("bundled samples: instructir-sample, ifir-sample/fiqa, ifir-sample/nfcorpus")
+    assert "instir summary" in pointer and len(pointer.splitlines()) == 3  # a pointer, not the sample table
+    assert "avg_relevant" not in out and "{" not in out
+    assert max(len(line) for line in out.splitlines()) <= TEXT_WIDTH
+
+
+def test_instir_systems_fits_120_columns_and_says_each_reason_once(capsys):
+    assert main(["systems"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= TEXT_WIDTH
+    assert "ifir: " in out and "instructir: " in out and "BM25 (IFIR)" in out and "FollowIR-7B" in out
+    notes = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(notes) == len(set(notes)) and "not in the Hugging Face cache" in out
+
+
+def test_a_long_card_is_wrapped_to_fit():
+    table = pd.DataFrame([{"name": "my card " * 12, "paper": "user", "kind": "retriever", "adapter": "hf-mean-pool",
+                           "model": "org/" + "m" * 80, "runnable": False, "reason": "needs peft " * 30}])
+    text = systems_text(table)
+    assert max(len(line) for line in text.splitlines()) <= TEXT_WIDTH
+    assert "no [1]" in text and "[1] needs peft" in text
 
 
 def test_console_script_entry_point_runs_help():

@@ -4,6 +4,7 @@ files and tables the next notebook and the report need. The chain runs once per 
 the lexical baseline judge; one separate test runs notebook 04 with the default SmolLM2 judge."""
 
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -48,17 +49,29 @@ def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.Noteb
     return nbformat.read(target, as_version=4)
 
 
+def _without_ipywidgets(folder: Path) -> str:
+    """A ``PYTHONPATH`` on which ``import ipywidgets`` fails, as in the kernel of ``make reports``
+    (which installs no ``lab`` extra): a package of that name in ``folder`` that raises ImportError."""
+    package = folder / "ipywidgets"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('raise ImportError("ipywidgets hidden by the test")\n')
+    return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+
+
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory, isolated_env):
     """Run the five notebooks in order with their default parameters into one out_dir, from a
     folder of working copies as JupyterLab runs them (``make lab``): the relative ``out`` means
-    the folder above the notebooks, as the default ``reports/sample`` does in the lab."""
+    the folder above the notebooks, as the default ``reports/sample`` does in the lab. The kernel
+    has no ipywidgets, as ``make reports`` installs it."""
     root = tmp_path_factory.mktemp("chain")
     cwd = root / "notebooks"
     cwd.mkdir()
     for name in CHAIN:
         shutil.copy(NOTEBOOKS / f"{name}.ipynb", cwd)
-    executed = {name: _execute(name, "out", cwd) for name in CHAIN}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", _without_ipywidgets(root / "hidden"))
+        executed = {name: _execute(name, "out", cwd) for name in CHAIN}
     return root / "out", executed
 
 
@@ -69,6 +82,20 @@ def _text_outputs(nb: nbformat.NotebookNode) -> str:
             parts.append(output.get("text", ""))
             parts.extend(str(v) for k, v in output.get("data", {}).items() if k.startswith("text/"))
     return "\n".join(parts)
+
+
+def _stderr(nb: nbformat.NotebookNode) -> str:
+    return "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
+                     if o.get("output_type") == "stream" and o.get("name") == "stderr")
+
+
+def test_no_notebook_of_the_chain_shows_a_warning(chain):
+    """No red warning box on any page: tqdm.auto's "IProgress not found" in a kernel without
+    ipywidgets, or any other warning a library writes to stderr."""
+    _, executed = chain
+    for name, nb in executed.items():
+        assert "TqdmWarning" not in _text_outputs(nb), name
+        assert "Warning" not in _stderr(nb), name
 
 
 def test_all_five_notebooks_share_one_identical_parameters_cell():
@@ -196,7 +223,9 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
     assert "Judge:** `baseline-lexical`" in text and "baseline without an LLM" in text
     pairs = pd.read_csv(out / "judge" / "validation_pairs.csv")
     assert f"judged **{len(pairs)} gold pairs** for the validation and **{len(SAMPLES) * limit} instance(s)**" in text
-    assert "aila-judge-prompt" in text  # the known divergence from the official AILA judge prompts
+    prose = "\n".join(c.source for c in executed["04_judge_validation"].cells if c.cell_type == "markdown")
+    assert "AILA levels 2 and 3 do not" in prose and "**Appendix** at\nthe end of notebook 05" in prose  # a pointer
+    assert "aila-judge-prompt" not in text  # the table of InstFol's known divergences is in 05's Appendix
 
 
 def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(chain, tmp_path):
@@ -282,6 +311,29 @@ def test_paper_tables_align_sample_numbers_but_judge_none_of_them(chain):
     assert "System → paper model name" in text
 
 
+def test_paper_tables_end_with_the_maintainers_appendix(chain):
+    """Results first: the divergence tables (05's own and 04's InstFol reasons) and the coverage
+    matrix come after 05's Appendix heading, and every paper row has a card."""
+    _, executed = chain
+    cells = executed["05_paper_tables"].cells
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Appendix"))
+    assert not any(c.source.startswith("## ") for c in cells[start + 1:] if c.cell_type == "markdown")
+    before, after = (_text_outputs(nbformat.v4.new_notebook(cells=part)) for part in (cells[:start], cells[start:]))
+    for title in ("Why the kit&#x27;s InstFol can differ", "The other known reasons for divergence",
+                  "Coverage of the papers&#x27; systems"):
+        assert title in after and title not in before, title
+    assert "aila-judge-prompt" in after and "no system card" not in after
+    assert "the ifir paper&#x27;s card of this model" in after  # InstructIR's Promptriever row
+
+
+def test_no_page_shows_an_empty_table(chain):
+    """A table without rows (e.g. no InstFol row widened) says "none" instead of showing headers only."""
+    _, executed = chain
+    for name, nb in executed.items():
+        for table in re.findall(r"<table>(.*?)</table>", _text_outputs(nb), flags=re.S):
+            assert table.count("<tr>") >= 2, (name, table[:200])
+
+
 def test_report_tables_show_no_raw_missing_values_or_list_reprs(chain):
     _, executed = chain
     for name in ("03_metrics", "04_judge_validation", "05_paper_tables"):
@@ -355,6 +407,14 @@ def test_judge_notebook_measures_the_judges_own_spread(chain):
     assert (table["judged_repeats"] == 1).all()  # so it is judged once, and the page says so
     text = _text_outputs(executed["04_judge_validation"])
     assert "deterministic" in text and "judged once and that judgment stands for all" in text
+    systems = table[["benchmark", "system"]].drop_duplicates()
+    assert len(systems) > 1 and text.count("judged once and that judgment stands for all") == 1  # said once
+    assert all(f"**{b} / {s}**" in text for b, s in systems.itertuples(index=False))  # then each system's figures
+    assert 'class="dataframe"' not in text  # no raw DataFrame on the page: the table goes through present
+    title = '<div class="title">The judge&#x27;s spread next to the query sample&#x27;s'
+    shown = re.search(re.escape(title) + r".*?</div></div>", text, flags=re.S)
+    assert shown and "<th>system</th>" in shown.group(0)
+    assert "part 1 of" not in shown.group(0)  # 13 columns in one table fit 1400 px
     with sqlite3.connect(out / "judge" / "judgments.sqlite") as db:
         versions = [v for (v,) in db.execute("SELECT DISTINCT rubric_version FROM judgments")]
     assert versions and not any("#repeat=" in v for v in versions)

@@ -39,6 +39,28 @@ def run_name(path: Path) -> str:
     return name
 
 
+#: the comparison's columns that hold scores (printed ×100, one decimal, as the report tables do)
+SCORE_COLUMNS = ("mean", "baseline_mean", "diff", "ci_low", "ci_high")
+
+
+def comparison_text(comparisons) -> str:
+    """The comparisons against the baseline as printed: scores ×100 with one decimal, p-values
+    as the report tables print them (``<0.001``), ``significant`` as yes/no."""
+    import pandas as pd
+
+    from instir.report.tables import format_fixed, format_p
+
+    shown = comparisons[["measure", "system", *SCORE_COLUMNS, "better", "worse", "p_ttest_holm", "p_perm_holm",
+                         "significant"]].copy()
+    for column in SCORE_COLUMNS:
+        shown[column] = [format_fixed(100 * v, 1) for v in shown[column]]
+    for column in ("p_ttest_holm", "p_perm_holm"):
+        shown[column] = shown[column].map(format_p)
+    shown["significant"] = shown["significant"].map({True: "yes", False: "no"})
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        return shown.to_string(index=False)
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     import pandas as pd
@@ -69,6 +91,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
             print(f"  {name}: {check.summary()}")
     if result.excluded:
         print(f"  {len(result.excluded)} qrels queries have no relevant document and are not averaged")
+    print("scores ×100:")
     with pd.option_context("display.width", 200, "display.max_columns", 50):
         print(table.wide(result.table).to_string())
 
@@ -76,11 +99,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if len(runs) > 1:
         comparisons = compare_to_baseline(result.per_query, result.per_group, baseline, measures=None,
                                           n_resamples=args.resamples or stats.N_RESAMPLES, seed=args.seed)
-        shown = comparisons[["measure", "system", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
-                             "better", "worse", "p_ttest_holm", "p_perm_holm", "significant"]]
-        print(f"\nagainst baseline {baseline!r} (Holm-corrected across systems):")
-        with pd.option_context("display.width", 200, "display.max_columns", 50):
-            print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        print(f"\nagainst baseline {baseline!r} (scores ×100; p-values Holm-corrected across systems):")
+        print(comparison_text(comparisons))
 
     stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}"
     written = [table.export(result.table, out / f"{stem}.csv")]

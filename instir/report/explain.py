@@ -3,7 +3,8 @@ the text stays true whatever data, retrievers or judge a run used."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -74,3 +75,20 @@ def constant_judge(pairs: pd.DataFrame, labels: Mapping[int, str] | None = None)
             f"**{label}**, whatever their gold label. It does not tell passages apart on these pairs, so its "
             "agreement figures are undefined or at chance and its InstFol values carry no information about "
             "the retrievers.")
+
+
+def said_once(texts: Sequence[tuple[str, str]]) -> str:
+    """Markdown for one text per label (``label``, ``text``): the sentences every text begins with
+    said once, as a paragraph, then a bullet per label with the rest of its text. Four systems
+    judged by a deterministic judge get one paragraph saying so, not four copies of it. One
+    text, or texts sharing no whole sentence: a bullet each, as written."""
+    shared = _shared_sentences([text for _, text in texts]) if len(texts) > 1 else ""
+    lines = [f"- **{label}**: {text[len(shared):]}" for label, text in texts]
+    return "\n\n".join([shared.strip(), "\n".join(lines)]) if shared else "\n".join(lines)
+
+
+def _shared_sentences(texts: Sequence[str]) -> str:
+    """The longest run of whole sentences (each ending in ``". "``) that all ``texts`` begin with."""
+    common = os.path.commonprefix(list(texts))
+    end = common.rfind(". ")
+    return common[:end + 2] if end >= 0 else ""

@@ -262,13 +262,15 @@ def _passage(doc: Doc | None, label: str, max_chars: int) -> str:
 def render_group(view: GroupView, max_chars: int = 600) -> HTML:
     """Static, escaped HTML of a :class:`GroupView`: per instance its instruction, relevant
     documents and each system's top-k side by side (relevant ranks green, with the grade; the
-    judge's weighted score where one is stored), nDCG per system and, for InstructIR, the
-    instance(s) that set the group's Robustness minimum."""
+    judge's weighted score where one is stored), nDCG per system ×100 as every table of the
+    reports prints it (and InstFol ×100 where judged) and, for InstructIR, the instance(s) that
+    set the group's Robustness minimum."""
     out = [_CSS, "<div class='instir-explorer'>",
            f"<h3>{escape_text(view.benchmark)} &middot; group {escape_text(view.group)}</h3>",
            f"<p><strong>Query:</strong> {escape_text(view.query)}</p>",
            f"<p>{len(view.instances)} instance(s); top {view.k} of {len(view.systems)} system(s); "
-           "green = relevant (grade in brackets)"
+           "green = relevant (grade in brackets); "
+           f"under each list its {escape_text(view.measure)} ×100, as in the tables"
            + ("; <span class='ix-min'>min</span> = the instance that sets the group's Robustness minimum"
               if view.is_instructir else "")
            + (f"; small numbers = weighted score of judge {escape_text(view.judge)}" if view.judge else "")
@@ -295,12 +297,12 @@ def render_group(view: GroupView, max_chars: int = 600) -> HTML:
         foot = []
         for s in view.systems:
             value, is_min = scores.get((s, inst.qid), (None, False))
-            cell = "" if value is None or pd.isna(value) else f"{escape_text(view.measure)} {value:.3f}"
+            cell = "" if value is None or pd.isna(value) else f"{escape_text(view.measure)} ×100 {value * 100:.1f}"
             if is_min and view.is_instructir and cell:
                 cell += " <span class='ix-min'>min</span>"
             fol = judged_instfol.get((s, inst.qid))
             if fol is not None and not pd.isna(fol):
-                cell += f"<br>InstFol x100 {fol * 100:.1f}"
+                cell += f"<br>InstFol ×100 {fol * 100:.1f}"
             foot.append(f"<td>{cell}</td>")
         rows = []
         for rank in range(1, view.k + 1):

@@ -21,44 +21,91 @@ def _axes(ax=None, **subplot_kw):
     return plt.subplots(**subplot_kw)[1]
 
 
+#: characters of a metric's name in the scatter's legend (the reported tables print some at length)
+LEGEND_CHARS = 36
+
+
 def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column: str | None = None,
-                                x: str = "reported", y: str = "reproduced", unit: str = ""):
+                                x: str = "reported", y: str = "reproduced", unit: str = "", max_labels: int = 8):
     """Scatter of ``y`` against ``x`` (default the ``reproduced`` and ``reported`` columns of
-    :func:`instir.papers.compare`), one marker shape per reported ``metric``: points within
-    tolerance filled, outside hollow, without a verdict (``within_tolerance`` empty, e.g. a
-    SAMPLE) as crosses; the y = x diagonal; the legend outside the data. Optional text labels
-    from ``label_column`` (e.g. ``"subset_id"``); ``unit`` is appended to the axis labels
-    (e.g. ``" (×100)"``). Returns the axes."""
-    ax = _axes(ax, figsize=(7, 5))
+    :func:`instir.papers.compare`), one marker shape and colour per reported ``metric`` (the
+    legend's entries, names cut at :data:`LEGEND_CHARS`): points within tolerance filled,
+    outside hollow, without a verdict (``within_tolerance`` empty, e.g. a SAMPLE) as crosses,
+    the styles in the legend only when the plot mixes them (all without a verdict: said once in
+    the title); the y = x diagonal on equal axes; the legend below the axes, so it never narrows
+    them. Text labels from ``label_column`` (e.g. ``"subset_id"``) for the ``max_labels`` spots
+    farthest from the diagonal (the largest differences), the labels of points at one spot
+    merged, so labels do not pile up. ``unit`` is appended to the axis labels (e.g. ``" ×100"``).
+    Returns the axes."""
+    from matplotlib.lines import Line2D
+
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.subplots(figsize=(7.5, 7.5), layout="constrained")[1]
     markers = "osD^vP*X"
     verdict = compared["within_tolerance"].astype("boolean")
+    styles = {"within tolerance": verdict.fillna(False), "outside": (~verdict).fillna(False),
+              "no verdict": verdict.isna()}
+    mixed = sum(bool(rows.any()) for rows in styles.values()) > 1
+    handles = []
     for i, (metric, rows) in enumerate(compared.groupby("metric", sort=True)):
         marker, colour = markers[i % len(markers)], f"C{i}"
-        known = verdict.loc[rows.index]
-        inside, outside, open_ = known.fillna(False), (~known).fillna(False), known.isna()
-        if inside.any():
-            ax.scatter(rows.loc[inside, x], rows.loc[inside, y], marker=marker, color=colour,
-                       label=f"{metric}: within tolerance")
-        if outside.any():
-            ax.scatter(rows.loc[outside, x], rows.loc[outside, y], marker=marker, facecolors="none",
-                       edgecolors=colour, label=f"{metric}: outside")
-        if open_.any():
-            ax.scatter(rows.loc[open_, x], rows.loc[open_, y], marker="x", color=colour,
-                       label=f"{metric}: no verdict")
-        if label_column:
-            for px, py, text in zip(rows[x], rows[y], rows[label_column]):
-                ax.annotate(str(text), (px, py), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        for style, chosen in styles.items():
+            shown = rows[chosen.loc[rows.index]]
+            if style == "within tolerance":
+                ax.scatter(shown[x], shown[y], marker=marker, color=colour)
+            elif style == "outside":
+                ax.scatter(shown[x], shown[y], marker=marker, facecolors="none", edgecolors=colour)
+            else:
+                ax.scatter(shown[x], shown[y], marker="x", color=colour)
+        judged = bool(verdict.loc[rows.index].notna().any())
+        handles.append(Line2D([], [], linestyle="", marker=marker if judged else "x", color=colour,
+                              label=_cut(str(metric))))
+    if mixed:
+        handles += [Line2D([], [], linestyle="", marker="o", color="grey", label="within tolerance"),
+                    Line2D([], [], linestyle="", marker="o", markerfacecolor="none", color="grey", label="outside"),
+                    Line2D([], [], linestyle="", marker="x", color="grey", label="no verdict")]
+    if label_column:
+        for (px, py), text in _spot_labels(compared, x, y, label_column, max_labels):
+            ax.annotate(text, (px, py), fontsize=7, xytext=(3, 3), textcoords="offset points")
     values = pd.concat([compared[x], compared[y]]).dropna()
     if len(values):
         low, high = float(values.min()), float(values.max())
         pad = 0.05 * (high - low or 1.0)
         ax.plot([low - pad, high + pad], [low - pad, high + pad], color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xlim(low - pad, high + pad)
+        ax.set_ylim(low - pad, high + pad)
+        ax.set_aspect("equal")
     ax.set_xlabel(f"reported (paper){unit}")
     ax.set_ylabel(f"reproduced{unit}")
-    ax.set_title("Reproduced vs reported")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-    ax.figure.tight_layout()
+    ax.set_title("Reproduced vs reported" + ("" if mixed or not styles["no verdict"].all() else
+                                             " (no verdicts: every point is a cross)"))
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3,
+              borderaxespad=0.0)
     return ax
+
+
+def _cut(text: str, chars: int = LEGEND_CHARS) -> str:
+    return text if len(text) <= chars else text[:chars - 1].rstrip() + "…"
+
+
+def _spot_labels(frame: pd.DataFrame, x: str, y: str, column: str, limit: int) -> list[tuple[tuple[float, float], str]]:
+    """The text labels of the ``limit`` spots farthest from the diagonal. Points are taken farthest
+    first; one within 6% of the data's range of a spot (on both axes) joins that spot's label
+    (its distinct texts, comma-separated) instead of starting a label of its own."""
+    rows = frame[[x, y, column]].dropna(subset=[x, y])
+    both = pd.concat([rows[x], rows[y]])
+    near = 0.06 * (float(both.max() - both.min()) or 1.0) if len(rows) else 0.0
+    spots: list[tuple[tuple[float, float], list[str]]] = []
+    ordered = rows.iloc[(-(rows[y] - rows[x]).abs()).argsort(kind="stable")]  # farthest first, ties in order
+    for px, py, text in zip(ordered[x], ordered[y], ordered[column].astype(str)):
+        spot = next((s for s in spots if abs(s[0][0] - px) <= near and abs(s[0][1] - py) <= near), None)
+        if spot is None:
+            spots.append(((px, py), [text]))
+        elif text not in spot[1]:
+            spot[1].append(text)
+    return [(at, ", ".join(texts)) for at, texts in spots[:limit]]
 
 
 def panel_name(value: object) -> str:

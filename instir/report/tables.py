@@ -4,7 +4,7 @@ missing values, p-values as ``<0.001``, source links clickable, everything else 
 
 Every notebook table goes through :func:`present`, so a student sees the same conventions
 on every page: scores ×100 as the papers print them (the header says so), counts as
-integers, other numbers at a fixed number of decimals.
+integers, other numbers at a fixed number of decimals (never ``-0.0``).
 """
 
 from __future__ import annotations
@@ -57,19 +57,26 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     - A meaningful index (anything but a plain 0..n-1 range) becomes leading columns; a
       column MultiIndex is flattened to ``a · b`` headers.
     - ``scaled`` columns are multiplied by ``scale`` and shown at ``digits`` decimals, their
-      header marked ``×100`` (for ``scale=100``); other floats at ``other_digits``; integer
-      columns as integers.
+      header marked ``×100`` (for ``scale=100``); other floats at ``other_digits``; integers
+      (integer columns, and integer values anywhere: see :func:`integer_rows`) as integers; a
+      value that rounds to zero without its minus sign; a mapping as ``key: value, …``.
     - ``p_columns`` (default: columns named ``p`` or starting with ``p_``) show ``<0.001``
       below 0.001, else three decimals.
     - ``link_columns`` (default: ``source``, ``url``, ``source_url``) become ``<a href>`` links
-      when the value is an http(s) URL; any other text stays plain escaped text.
+      when the value is an http(s) URL (a list of them: one link each); any other text stays
+      plain escaped text.
     - Columns with one value in every row (unless listed in ``keep``) are removed and said
       once above the table; missing values show as "—".
     - ``flag_column``: its cells are coloured by ``flags`` (value -> ``good``, ``bad`` or
       ``muted``; default True -> good, False -> bad).
     - More than ``max_columns`` columns: split into several tables, one below the other in reading
       order, each repeating the leading (index) columns, so a wide table fits a 1400 px page.
+    - No rows: the title and "none", never an empty table (or empty parts of one).
     """
+    if not len(frame):
+        return HTML("".join([_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>',
+                             *(f'<p class="note">{html.escape(n)}</p>' for n in notes), '<p class="note">none</p>',
+                             "</div>"]))
     shown = _flatten(frame)
     leading = [c for c in shown.columns[: _n_index_columns(frame)]]
     links = [c for c in (link_columns if link_columns is not None else ("source", "url", "source_url"))
@@ -77,15 +84,15 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     pvals = [c for c in (p_columns if p_columns is not None else
                          [c for c in shown.columns if c == "p" or str(c).startswith("p_")]) if c in shown.columns]
     notes = list(notes)
+    whole = [c for c in shown.columns if _whole_numbers(shown[c])]
     if len(shown) > 1:
         constant = [c for c in shown.columns if c not in keep and c != flag_column and _is_constant(shown[c])]
         if constant and len(constant) < len(shown.columns):
-            said = "; ".join(f"{c}: {_plain(shown[c].iloc[0], c, scaled, scale, digits, other_digits, pvals)}"
+            said = "; ".join(f"{c}: {_plain(shown[c].iloc[0], c, scaled, scale, digits, other_digits, pvals, whole)}"
                              for c in constant)
             notes.insert(0, f"Same in every row — {said}")
             shown = shown.drop(columns=constant)
             leading = [c for c in leading if c in shown.columns]
-    whole = [c for c in shown.columns if _whole_numbers(shown[c])]
     headers = {c: (f"{c} ×{scale:g}" if c in scaled and scale != 1 else str(c)) for c in shown.columns}
     flags = {True: "good", False: "bad"} if flags is None else flags
     body_columns = [c for c in shown.columns if c not in leading]
@@ -117,6 +124,27 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
         parts.append(f'<table>{"".join(rows)}</table>')
     parts.append("</div>")
     return HTML("".join(parts))
+
+
+def integer_rows(frame: pd.DataFrame, labels: Iterable[object], level: str | int | None = None) -> pd.DataFrame:
+    """``frame`` with the rows whose index (or index ``level``) is in ``labels`` as integers:
+    for a table of one statistic per row (``describe().T``, the judge's agreement), whose float
+    columns would show a count such as ``pairs`` as ``15.000``; :func:`present` shows integer
+    values without decimals, the other rows keep theirs."""
+    index = frame.index if level is None else frame.index.get_level_values(level)
+    rows = index.isin(list(labels))
+    out = frame.astype(object)
+    out.loc[rows] = out.loc[rows].map(lambda v: v if _missing(v) or not _is_number(v) else int(v))
+    return out
+
+
+def format_fixed(value: object, digits: int = 1) -> str:
+    """A number at ``digits`` decimals as the reports print it: ``0.0``, never ``-0.0``, for what
+    rounds to zero; "—" when missing."""
+    if _missing(value):
+        return MISSING
+    text = f"{float(value):.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def format_p(value: object) -> str:
@@ -204,13 +232,17 @@ def _plain(value: object, column: str, scaled: Sequence[str], scale: float, digi
         return "yes" if value else "no"
     if _is_number(value):
         if column in scaled:
-            return f"{float(value) * scale:.{digits}f}"
-        if column in whole:
+            return format_fixed(float(value) * scale, digits)
+        if column in whole or isinstance(value, (int, np.integer)):
             return str(int(value))
-        return f"{float(value):.{other_digits}f}"
+        return format_fixed(float(value), other_digits)
     if isinstance(value, (list, tuple, set)):
         return ", ".join(str(v) for v in value) or MISSING
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or MISSING
     return str(value)
+
+
 
 
 def _cut(text: str, max_chars: int | None) -> str:
@@ -220,7 +252,10 @@ def _cut(text: str, max_chars: int | None) -> str:
 
 
 def _link(value: object) -> str:
-    """An ``<a href>`` for an http(s) URL; anything else as escaped text (never a link)."""
+    """An ``<a href>`` for an http(s) URL (a list of values: each, comma-separated); anything
+    else as escaped text (never a link)."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_link(v) for v in value) or MISSING
     if _missing(value):
         return MISSING
     text = str(value).strip()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import output_folder, positive_int
+from instir.cli import TEXT_WIDTH, output_folder, positive_int, text_table
 from instir.errors import UsageError
 
 
@@ -78,13 +78,35 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 
 def _systems(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     from instir.systems.coverage import systems_table
 
     table = systems_table(args.cards)
     if args.paper:
         table = table[table["paper"] == args.paper]
-    print(tabulate(table[["name", "paper", "kind", "adapter", "model", "runnable", "reason"]],
-                   headers="keys", tablefmt="simple", showindex=False))
+    print(systems_text(table))
     return 0
+
+
+def systems_text(table, width: int = TEXT_WIDTH) -> str:
+    """The cards as ``instir systems`` prints them, no line wider than ``width``: one table per
+    paper (name, kind, adapter, model, whether it runs here), and why a card cannot run as a
+    numbered note below, each distinct reason once (a card's own model id said as "the card's
+    model", so the cards that lack only their weights share one note)."""
+    import textwrap
+
+    notes: dict[str, int] = {}
+    parts = []
+    for paper, cards in table.groupby("paper", sort=False):
+        rows = []
+        for card in cards.itertuples(index=False):
+            runs = "yes"
+            if not card.runnable:
+                why = card.reason.replace(f" {card.model} ", " the card's model ") if card.model else card.reason
+                runs = f"no [{notes.setdefault(why, len(notes) + 1)}]"
+            rows.append({"name": card.name, "kind": card.kind, "adapter": card.adapter, "model": card.model or "",
+                         "runs": runs})
+        runnable = int(cards["runnable"].sum())
+        parts.append(f"{paper}: {len(cards)} cards, {runnable} can run here\n"
+                     + text_table(rows, width, wrap=("model", "name", "adapter")))
+    parts.append("\n".join(textwrap.fill(f"[{n}] {why}", width, subsequent_indent="    ") for why, n in notes.items()))
+    return "\n\n".join(part for part in parts if part)

@@ -16,7 +16,7 @@ import pandas as pd
 from instir import atomic
 from instir.judge.stability import tolerance_widening
 from instir.metrics.table import wide
-from instir.papers import compare, load_reported, match_systems, not_comparable_reason
+from instir.papers import compare, known_divergences, load_reported, match_systems, not_comparable_reason
 from instir.report.layout import ReportLayout, report_layout
 from instir.retrieval.runs import read_sidecar, run_windowing
 from instir.systems.coverage import coverage_matrix
@@ -25,6 +25,8 @@ from instir.systems.coverage import coverage_matrix
 REPRODUCED_COLUMNS = ["system", "benchmark", "subset", "level", "measure", "value"]
 #: IFIR's tables with model rows, as the page shows them.
 IFIR_TABLES = r"Table (3|8|9|10|11)\b"
+#: the fewest points a plot is drawn with (one point says nothing a table does not: a line says so instead)
+MIN_POINTS = 2
 
 
 @dataclass
@@ -62,10 +64,35 @@ class PaperComparison:
         return self.compared.assign(**{c: self.compared[c] / self.compared["scale"] * 100
                                        for c in ("reported", "reproduced")})
 
+    def scatter_rows(self) -> pd.DataFrame | None:
+        """The rows of the reproduced-vs-reported scatter (×100), None with fewer than
+        :data:`MIN_POINTS` (see :meth:`plot_notes`)."""
+        return self.scaled() if len(self.compared) >= MIN_POINTS else None
+
     def per_level(self) -> list[tuple[str, pd.DataFrame]]:
-        """The compared rows of each metric that has levels (×100), for per-level curves."""
+        """The compared rows of each metric that has levels (×100), for per-level curves; a
+        metric with fewer than :data:`MIN_POINTS` such rows has none (see :meth:`plot_notes`)."""
+        return [(metric, rows) for metric, rows in self._levelled() if len(rows) >= MIN_POINTS]
+
+    def plot_notes(self) -> list[str]:
+        """A line for each plot left out because it would show a single point."""
+        notes = []
+        if len(self.compared) == 1:
+            notes.append("One aligned number: no scatter of reproduced against reported (the table above has it).")
+        notes += [f"{metric} per level: one aligned number, no curve (the table above has it)."
+                  for metric, rows in self._levelled() if len(rows) < MIN_POINTS]
+        return notes
+
+    def _levelled(self) -> list[tuple[str, pd.DataFrame]]:
         shown = self.scaled()
         return list(shown[shown["level"].notna()].groupby("metric"))
+
+    def divergences(self) -> list[tuple[str, pd.DataFrame]]:
+        """The known reasons for divergence (the keys the ``reasons`` column lists) as the
+        Appendix shows them: those that concern InstFol (notebook 04's numbers), then the others."""
+        every, instfol = known_divergences(), known_divergences("InstFol")
+        return [("Why the kit's InstFol can differ from the paper's (notebook 04)", instfol),
+                ("The other known reasons for divergence", every[~every["key"].isin(instfol["key"])])]
 
     def ifir_tables(self) -> list[tuple[str, pd.DataFrame, str]]:
         """IFIR's tables with model rows (Tables 3, 8–11), each as printed ×100, with its source."""

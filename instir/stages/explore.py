@@ -7,6 +7,7 @@ corpus index (computed once per corpus), and the example passages are read by id
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +18,10 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark, Query
 from instir.papers import load_reported
 from instir.report.layout import start_report
+from instir.report.tables import integer_rows
+
+#: the statistics of ``describe()`` that are whole numbers when what it describes is (words, passages)
+WHOLE = ("count", "min", "max")
 
 
 @dataclass
@@ -47,6 +52,14 @@ class Exploration:
         """The bundled sample benchmarks explored (their counts describe the sample only)."""
         return self.overview.loc[self.overview["sample"], "benchmark"].tolist()
 
+    def counts(self) -> pd.DataFrame:
+        """The overview as the page shows it: instances per level as ``1: 6, 2: 6, 3: 6`` (``no
+        level: 86`` for a benchmark without levels) instead of the JSON the CSV holds."""
+        def readable(levels: str) -> dict[str, int]:
+            return {("no level" if key == "none" else key): n for key, n in json.loads(levels).items()}
+
+        return self.overview.assign(levels=self.overview["levels"].map(readable))
+
     def papers(self) -> tuple[pd.DataFrame, str, pd.DataFrame]:
         """The statistics the papers print (:func:`paper_statistics`)."""
         return paper_statistics()
@@ -54,7 +67,7 @@ class Exploration:
     def group_sizes(self) -> pd.DataFrame:
         """Instances per query group: count, mean, spread and quartiles per benchmark."""
         sizes = self.instances.groupby(["benchmark", "group"], sort=False).size().rename("instances per group")
-        return sizes.groupby("benchmark", sort=False).describe()
+        return _whole_count(sizes.groupby("benchmark", sort=False).describe())
 
     def levels(self) -> pd.DataFrame:
         """Instances per benchmark and level (``<NA>``: a benchmark without levels)."""
@@ -62,15 +75,22 @@ class Exploration:
             "instances").to_frame()
 
     def lengths(self) -> pd.DataFrame:
-        """Words per query, instruction and document, described per benchmark (statistics down,
-        ``measure / benchmark`` across)."""
+        """Words per query, instruction and document, described per benchmark (``measure`` and
+        ``statistic`` down, one column per benchmark; count, min and max as integers)."""
         texts = self.instances.groupby("benchmark", sort=False)[["query_words", "instruction_words"]].describe().T
         docs = self.documents.groupby("benchmark", sort=False)[["document_words"]].describe().T
-        return pd.concat([texts, docs])
+        described = pd.concat([texts, docs]).rename_axis(["measure", "statistic"])
+        return integer_rows(described, WHOLE, level="statistic")
 
     def relevant(self) -> pd.DataFrame:
         """Relevant passages per instance, described per benchmark and level."""
-        return self.instances.groupby(["benchmark", "level"], dropna=False, sort=False)["relevant"].describe()
+        return _whole_count(self.instances.groupby(["benchmark", "level"], dropna=False, sort=False)["relevant"]
+                            .describe())
+
+
+def _whole_count(described: pd.DataFrame) -> pd.DataFrame:
+    """A ``describe()`` of counts with its count, min and max as integers (pandas gives floats)."""
+    return described.astype(dict.fromkeys(WHOLE, int))
 
 
 def paper_statistics() -> tuple[pd.DataFrame, str, pd.DataFrame]:
@@ -79,8 +99,10 @@ def paper_statistics() -> tuple[pd.DataFrame, str, pd.DataFrame]:
     ifir = load_reported("ifir")
     table1 = ifir[ifir["table"] == "Table 1"]
     instructir = load_reported("instructir")
-    return (table1.pivot(index="subset", columns="metric", values="value_printed"), table1["source"].iloc[0],
-            instructir[instructir["setting"] == ""][["measure", "value_printed", "reference", "source"]])
+    counts = instructir[instructir["setting"] == ""]
+    said = ["measure", "value_printed", "reference"]  # two HF mirrors print the same count: one row, both sources
+    counts = counts.groupby(said, sort=False)["source"].agg(lambda sources: list(dict.fromkeys(sources))).reset_index()
+    return table1.pivot(index="subset", columns="metric", values="value_printed"), table1["source"].iloc[0], counts
 
 
 def _instances(name: str, bench: Benchmark) -> pd.DataFrame:

@@ -23,8 +23,10 @@ from instir.benchmarks.types import Benchmark
 from instir.judge import stability
 from instir.judge.following import InstFolResult, aggregate, instfol, overall
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate
+from instir.report.explain import said_once
 from instir.report.html import escape_text
 from instir.report.layout import MissingInput, ReportLayout, names, report_layout, start_report
+from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
 from instir.stages.retrieve import read_runs_table
 
@@ -156,9 +158,11 @@ class Judging:
         return text
 
     def agreement_table(self) -> pd.DataFrame:
-        """The agreement statistics by benchmark (and ``all``), statistics in their order."""
-        return self.agreement.pivot(index="statistic", columns="benchmark", values="value").loc[
+        """The agreement statistics by benchmark (and ``all``), statistics in their order, the
+        number of pairs as an integer."""
+        table = self.agreement.pivot(index="statistic", columns="benchmark", values="value").loc[
             self.agreement["statistic"].unique()]
+        return integer_rows(table, ["pairs"])
 
     def judged_statement(self) -> str:
         """How many judgments stand behind the page's figures, by whom, made now or cached (Markdown)."""
@@ -173,15 +177,21 @@ class Judging:
                 f"{stats.judged} judgments were made in this run ({stats.failed} failed) and {stats.hits} answered "
                 "from the cache.")
 
+    def stability_statement(self) -> str:
+        """Each system's verdict on the judge's spread (Markdown, escaped), what the verdicts share
+        (a deterministic judge) said once (:func:`instir.report.explain.said_once`)."""
+        return said_once([(f"{escape_text(name)} / {escape_text(system)}", escape_text(verdict))
+                          for name, system, verdict in self.verdicts])
+
     def stability_table(self) -> pd.DataFrame:
-        """The judge spread next to the query-sample spread, per system, scope, subset and level
-        (×100, two decimals)."""
+        """The judge spread next to the query-sample spread (×100, two decimals), indexed by
+        benchmark, system, scope, subset and level, so each part of a split table repeats them."""
         shown = self.spread.assign(level=self.spread["level"].astype("string").fillna(""))
         x100 = [c for c in shown.columns if c == "instfol" or c.startswith(("judge_", "sample_"))]
         shown[x100] = (shown[x100] * 100).round(2)
-        return shown[["benchmark", "system", "scope", "subset", "level", "instances", "repeats", "judged_repeats",
-                      "instfol", "judge_sd", "judge_low", "judge_high", "sample_sd", "sample_low", "sample_high",
-                      "identical_repeats", "dominant"]]
+        return shown.set_index(["benchmark", "system", "scope", "subset", "level"])[[
+            "instances", "repeats", "judged_repeats", "instfol", "judge_sd", "judge_low", "judge_high", "sample_sd",
+            "sample_low", "sample_high", "identical_repeats", "dominant"]]
 
 
 def rank_systems(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:

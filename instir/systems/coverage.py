@@ -4,8 +4,11 @@ whether that card can run here (or why not) -> the reproduced value where a run 
 Paper rows and cards meet on the paper and the model key of
 :func:`instir.papers.loader.model_key` (lower-case Hugging Face id, ``bm25``,
 ``openai:<model>``, ``hybrid:<dense key>+bm25``), so a card's name need not equal the
-printed one (IFIR prints ``E5-mistral-7B`` and ``E5-mistral-7b-inst`` for one model).
-Kit variants (cards with ``variant_of``) are not paper rows and are never joined.
+printed one (IFIR prints ``E5-mistral-7B`` and ``E5-mistral-7b-inst`` for one model). A
+paper row with no card of its own paper is joined to the other paper's card of the same model
+(InstructIR's Promptriever row, from the Promptriever paper, runs with the IFIR card
+``Promptriever-7B``), and its reason says so. Kit variants (cards with ``variant_of``) are not
+paper rows and are never joined.
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ def _reproduced(out_dir: Path | None) -> dict[str, str]:
     return {system: "; ".join(values) for system, values in out.items()}
 
 
+def _other_papers_card(by_key: Mapping[tuple[str, str], SystemCard], paper: str, key: str) -> SystemCard | None:
+    """The card of model ``key`` made for another paper than ``paper``, if any."""
+    return next((card for (other, k), card in by_key.items() if k == key and other != paper), None)
+
+
 def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, SystemCard] | None = None) -> pd.DataFrame:
     """Every model row of the InstructIR and IFIR reported tables (hybrid rows separately),
     with its card (empty when the kit has none), whether the card can run here, why not,
@@ -80,11 +88,14 @@ def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, Syste
         reported = load_reported(paper)
         models = reported[reported["model"].notna() & (reported["model"].astype(str) != "")]
         for (model, key), _ in models.groupby(["model", "model_key"], sort=False):
-            card = by_key.get((paper, key))
+            card = by_key.get((paper, key)) or _other_papers_card(by_key, paper, key)
             if card is None:
                 runnable, reason = False, "no system card"
             else:
                 runnable, reason = system_status(card, cards)
+                if card.paper != paper:
+                    borrowed = f"the {card.paper} paper's card of this model (settings as that paper ran it)"
+                    reason = f"{borrowed}; {reason}" if reason else borrowed
             rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
                          "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
                          "reproduced": reproduced.get(card.name, "") if card else ""})

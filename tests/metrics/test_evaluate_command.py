@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -47,7 +48,11 @@ def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(samp
                  "--measures", "nDCG@10", "RR@10", "--resamples", "199"]) == 0
     out = capsys.readouterr().out
     assert "weak: 1 query ids not in the benchmark" in out and "no-such-query" in out
-    assert "Robustness@10" in out and "against baseline 'strong'" in out
+    assert "Robustness@10" in out and "against baseline 'strong' (scores ×100;" in out
+    comparison = out.split("against baseline")[1].split("\nwrote ")[0]
+    nDCG = next(line.split() for line in comparison.splitlines() if line.split()[:2] == ["nDCG@10", "weak"])
+    assert nDCG[3] == "100.0" and re.fullmatch(r"\d+\.\d", nDCG[2])  # means ×100, one decimal, as the tables
+    assert "<0.001" in comparison and not re.search(r"\b0\.\d{4}\b", comparison)  # no 0.9356, no p 0.0000
 
     stem = tmp_path / "evaluation-instructir-sample-instructed"
     table = pd.read_csv(f"{stem}.csv")

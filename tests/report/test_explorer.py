@@ -77,6 +77,15 @@ def test_the_robustness_minimum_is_the_lowest_ndcg_of_the_group(data):
     assert html.count("class='ix-min'>min</span>") == 1 + int(view.scores["group_min"].sum())  # + the legend
 
 
+def test_ndcg_under_each_list_is_on_the_tables_scale(data):
+    """×100 with one decimal, as every table of the reports prints it, and the page says so."""
+    view = data.group("instructir-sample", data.groups("instructir-sample")[0])
+    html = str(render_group(view))
+    value = view.scores.loc[view.scores["system"] == "bm25", "value"].iloc[0]
+    assert f"nDCG@10 ×100 {value * 100:.1f}" in html and f"nDCG@10 {value:.3f}" not in html
+    assert "under each list its nDCG@10 ×100, as in the tables" in html
+
+
 def test_ifir_lists_carry_the_judges_scores_where_judged(data, out_dir):
     judged = pd.read_csv(out_dir / "judge" / "instfol_instances.csv")
     qid = judged["qid"].iloc[0]
@@ -87,7 +96,7 @@ def test_ifir_lists_carry_the_judges_scores_where_judged(data, out_dir):
     assert both["judged"].notna().all()  # instructed and query-only top 10 both judged against this instance
     assert set(both["system"]) == {"bm25", "bm25 (query-only)"}
     assert not view.is_instructir and view.measure == "nDCG@20"
-    assert "InstFol x100" in str(render_group(view))
+    assert "InstFol ×100" in str(render_group(view))
 
 
 def test_passage_text_and_instructions_are_escaped(data):

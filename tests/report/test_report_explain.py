@@ -3,7 +3,7 @@ notebook 04's plain statement of a constant judge."""
 
 import pandas as pd
 
-from instir.report.explain import constant_judge, explain_instructir
+from instir.report.explain import constant_judge, explain_instructir, said_once
 
 
 def _table(rows):
@@ -40,3 +40,14 @@ def test_a_judge_that_gives_one_label_is_called_constant():
     assert "constant" in text and "all 3 successfully judged pairs **not relevant**" in text
     varied = pd.DataFrame({"judge_grade": [0, 2], "error": [None, None]})
     assert constant_judge(varied) is None
+
+
+def test_what_every_verdict_begins_with_is_said_once():
+    lead = "This judge is deterministic: judged once. Its spread is 0. "
+    texts = [("a / bm25", lead + "Average: sd 0.36."), ("b / dense", lead + "Average: sd 0.09.")]
+    out = said_once(texts)
+    assert out.count("deterministic") == 1 and out.startswith("This judge is deterministic")
+    assert "- **a / bm25**: Average: sd 0.36." in out and "- **b / dense**: Average: sd 0.09." in out
+    different = said_once([("a", "One. Two."), ("b", "Three. Four.")])
+    assert different == "- **a**: One. Two.\n- **b**: Three. Four."
+    assert said_once([("a", lead + "x.")]) == f"- **a**: {lead}x."

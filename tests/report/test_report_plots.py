@@ -57,10 +57,30 @@ def test_panels_are_named_as_the_paper_prints_them_and_the_legend_sits_outside()
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["bm25", "gtr"]
 
 
-def test_scatter_marks_rows_without_a_verdict_and_puts_the_legend_outside():
-    compared = pd.DataFrame({"metric": ["nDCG@20"] * 2, "reported": [0.4, 0.5], "reproduced": [0.3, 0.6],
-                             "within_tolerance": pd.array([pd.NA, pd.NA], dtype="boolean")})
+def test_scatter_says_no_verdict_once_and_puts_the_legend_below_the_axes():
+    compared = pd.DataFrame({"metric": ["nDCG@20", "nDCG@20", "NDCG@10 (with MAIR instruction; inferred from the "
+                                        "results folder suffix)"], "reported": [0.4, 0.5, 0.7],
+                             "reproduced": [0.3, 0.6, 0.7], "within_tolerance": pd.array([pd.NA] * 3, dtype="boolean")})
     ax = plot_reproduced_vs_reported(compared)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["nDCG@20: no verdict"]
-    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1
+    assert labels == ["NDCG@10 (with MAIR instruction; inf…", "nDCG@20"]  # metrics only, long names cut
+    assert "no verdict" in ax.get_title() and not any("verdict" in label for label in labels)
+    ax.figure.canvas.draw()
+    legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= axes.y0 and legend.width <= axes.width  # below the axes, never wider than the plot
+
+
+def test_scatter_explains_the_verdict_styles_only_when_they_mix():
+    compared = pd.DataFrame({"metric": ["nDCG@20"] * 3, "reported": [0.4, 0.5, 0.6], "reproduced": [0.41, 0.2, 0.6],
+                             "within_tolerance": pd.array([True, False, pd.NA], dtype="boolean")})
+    labels = [t.get_text() for t in plot_reproduced_vs_reported(compared).get_legend().get_texts()]
+    assert labels == ["nDCG@20", "within tolerance", "outside", "no verdict"]
+
+
+def test_scatter_labels_the_largest_differences_once_per_spot():
+    compared = pd.DataFrame({"metric": "nDCG@20", "reported": [0.25, 0.25, 0.26, 0.5, 0.9, 0.1],
+                             "reproduced": [0.95, 0.95, 0.95, 0.5, 0.9, 0.12], "subset_id": ["fiqa", "fiqa", "pm",
+                                                                                            "aila", "fire", "cds"],
+                             "within_tolerance": pd.array([pd.NA] * 6, dtype="boolean")})
+    ax = plot_reproduced_vs_reported(compared, label_column="subset_id", max_labels=2)
+    assert sorted(t.get_text() for t in ax.texts) == ["cds", "fiqa, pm"]

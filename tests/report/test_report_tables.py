@@ -1,10 +1,12 @@
 """present(): every report table titled, rounded, escaped, without index or constant columns."""
 
 import math
+import re
 
 import pandas as pd
 
-from instir.report.tables import MISSING, format_p, present, small_n_warning
+from instir.report.tables import MISSING, format_fixed, format_p, integer_rows, present, small_n_warning
+from instir.stages import explore_benchmarks
 
 SCRIPT = "<script>alert('x')</script>"
 
@@ -87,3 +89,62 @@ def test_row_numbers_left_by_a_filter_are_not_shown():
     frame = pd.DataFrame({"paper": ["a", "b", "c"], "x": [1, 2, 3]}).iloc[[0, 2]]
     out = present(frame, "t")
     assert "<th>index</th>" not in out and "<th>paper</th>" in out
+
+
+def test_an_integer_said_once_above_the_table_stays_an_integer():
+    frame = pd.DataFrame({"system": ["a", "b"], "k": [100, 100], "search_s": [0.5, 1.25]})
+    out = present(frame, "t", other_digits=2)
+    assert "Same in every row — k: 100</p>" in out and "100.00" not in out
+
+
+def test_integer_values_show_without_decimals_in_a_statistic_per_row_table():
+    table = pd.DataFrame({"all": [75.0, 0.4321], "fiqa": [45.0, 0.5]},
+                         index=pd.Index(["pairs", "kappa"], name="statistic"))
+    out = present(integer_rows(table, ["pairs"]), "Agreement")
+    assert ">75<" in out and ">45<" in out and "75.000" not in out and ">0.432<" in out
+
+
+def test_a_value_that_rounds_to_zero_has_no_minus_sign():
+    frame = pd.DataFrame({"system": ["a", "b", "c"], "delta": [-0.0004, -0.0123, 0.0], "x": [-0.00001, 1.0, 2.0]})
+    out = present(frame, "t", scale=100, scaled=["delta"], digits=1)
+    assert ">-0.0<" not in out and ">-0.000<" not in out and ">0.0<" in out and ">0.000<" in out and ">-1.2<" in out
+
+
+def test_a_mapping_reads_as_keys_and_values_and_a_list_of_urls_as_links():
+    frame = pd.DataFrame({"benchmark": ["a", "b"], "levels": [{"1": 6, "2": 6, "3": 6}, {"no level": 86}],
+                          "source": [["https://x.org/1", "https://y.org/2"], "https://z.org"]})
+    out = present(frame, "t")
+    assert ">1: 6, 2: 6, 3: 6<" in out and ">no level: 86<" in out
+    assert out.count("<a href=") == 3 and "[" not in out.split("</style>")[1]
+
+
+def test_the_data_overview_reads_without_json_decimals_or_unnamed_levels(tmp_path):
+    """Notebook 01's tables: levels as ``1: 6, …``, counts as integers, the length table's rows
+    named ``measure`` and ``statistic``, InstructIR's corpus size once with both its sources."""
+    data = explore_benchmarks(tmp_path, ["instructir-sample", "ifir-sample/fiqa"])
+    overview = present(data.counts(), "Counts", keep=list(data.overview.columns), other_digits=2)
+    assert "{" not in overview.split("</style>")[1] and ">no level: 86<" in overview
+    assert re.search(r">1: \d+, 2: \d+, 3: \d+<", overview)
+    lengths = present(data.lengths(), "Lengths", other_digits=1)
+    assert "<th>measure</th><th>statistic</th>" in lengths and "index 0" not in lengths
+    assert ">86<" in lengths and ">86.0<" not in lengths
+    groups = present(data.group_sizes(), "Groups", keep=["count"], other_digits=1)
+    assert '<td>instructir-sample</td><td class="num">12</td><td class="num">7.2</td>' in groups  # count, mean
+    relevant = present(data.relevant(), "Relevant", keep=["count"], other_digits=1)
+    assert '<td>instructir-sample</td><td>—</td><td class="num">86</td>' in relevant
+    _, _, counts = data.papers()
+    shown = present(counts, "InstructIR statistics")
+    assert shown.count("<td>num_corpus_documents</td>") == 1
+    assert "henilp105/InstructIR" in shown and "Samoed/InstructIR" in shown
+
+
+def test_a_table_without_rows_says_none_instead_of_showing_empty_parts():
+    empty = pd.DataFrame(columns=[f"c{i}" for i in range(20)])
+    out = present(empty, "Widened rows", max_columns=8, notes=["a note"])
+    assert "<table>" not in out and "part 1 of" not in out and '<p class="note">none</p>' in out
+    assert "Widened rows" in out and "a note" in out
+
+
+def test_format_fixed_prints_zero_without_a_sign():
+    assert format_fixed(-0.04) == "0.0" and format_fixed(-0.06) == "-0.1" and format_fixed(93.56) == "93.6"
+    assert format_fixed(None) == MISSING and format_fixed(-0.0004, 3) == "0.000"

@@ -1,0 +1,32 @@
+"""The display methods of the stages' result objects, on small hand-made results: what the
+notebooks show is computed here, where a test reaches it."""
+
+import pandas as pd
+
+from instir.stages.compare import PaperComparison
+
+
+def _comparison(compared: pd.DataFrame) -> PaperComparison:
+    return PaperComparison(compared, None, pd.DataFrame(), pd.DataFrame(), None, pd.DataFrame(), {})
+
+
+def _rows(levels: list[object], metric: str = "InstFol@20") -> pd.DataFrame:
+    return pd.DataFrame({"metric": metric, "level": levels, "reported": 10.0, "reproduced": 12.0, "scale": 100.0,
+                         "within_tolerance": pd.array([pd.NA] * len(levels), dtype="boolean")})
+
+
+def test_a_plot_of_one_point_is_left_out_and_a_line_says_so():
+    one = _comparison(_rows([1.0]))
+    assert one.scatter_rows() is None and one.per_level() == []
+    assert one.plot_notes() == [
+        "One aligned number: no scatter of reproduced against reported (the table above has it).",
+        "InstFol@20 per level: one aligned number, no curve (the table above has it)."]
+    mixed = _comparison(pd.concat([_rows([1.0, 2.0, None]), _rows([3.0], "nDCG@20")], ignore_index=True))
+    assert len(mixed.scatter_rows()) == 4 and [metric for metric, _ in mixed.per_level()] == ["InstFol@20"]
+    assert mixed.plot_notes() == ["nDCG@20 per level: one aligned number, no curve (the table above has it)."]
+
+
+def test_the_appendix_lists_each_known_reason_once_instfol_first():
+    (instfol_title, instfol), (other_title, other) = _comparison(_rows([])).divergences()
+    assert "InstFol" in instfol_title and "aila-judge-prompt" in set(instfol["key"])
+    assert not set(instfol["key"]) & set(other["key"]) and "ifir-native-ndcg" in set(other["key"])
