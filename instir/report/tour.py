@@ -12,8 +12,7 @@ that tests reach it.
 - the exercises' check cells: :class:`Verdict` and the ``check_*`` functions, which answer
   "not yet" (never an exception) to a placeholder or a wrong answer.
 
-:func:`quiet_kernel` is the tour's first call: progress bars off for the kernel, and no tqdm
-warning where ipywidgets is missing.
+:func:`quiet_kernel` is the tour's first call: progress bars off for the kernel.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,12 +45,9 @@ TARGET = "★"
 
 def quiet_kernel() -> None:
     """Progress bars off in this process (every step of the tour takes seconds), set before tqdm
-    and the Hugging Face Hub are imported; then ``tqdm.auto`` imported once with its "IProgress
-    not found" warning (a kernel without ipywidgets) silenced: no bar is ever drawn."""
+    and the Hugging Face Hub are imported (importing ``instir`` already silenced tqdm's "IProgress
+    not found" warning of a kernel without ipywidgets)."""
     os.environ.update(QUIET_ENV)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        import tqdm.auto  # noqa: F401
 
 
 # ------------------------------------------------------------------ the release and the sample
