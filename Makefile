@@ -40,10 +40,10 @@ reports: $(MAIN_STAMP)
 # ruff (lint + import order, configured in pyproject.toml) runs first, so CI's `make test` checks it too.
 # Then two pytest processes side by side, so both cores work: the tiers whose time goes to child
 # processes on one core each (notebook kernels, Chromium, llama.cpp's server) next to the rest
-# (unit tests, Ray, the in-process judge); the side's report is printed after the main one, and
-# either failing fails the target. OMP_WAIT_POLICY=PASSIVE: idle torch threads sleep instead of
-# spinning on the core the other process needs. (Side by side: 223 s, 1 run.)
-SIDE := notebooks or browser or llama_server
+# (unit tests, Ray — with the notebook tests that also start Ray —, the in-process judge); the side's
+# report is printed after the main one, and either failing fails the target. OMP_WAIT_POLICY=PASSIVE:
+# idle torch threads sleep instead of spinning on the core the other process needs.
+SIDE := (notebooks or browser or llama_server) and not ray
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	@export OMP_WAIT_POLICY=PASSIVE; log=$$(mktemp); \

@@ -43,8 +43,9 @@ def test_the_quiet_environment_is_the_kits_and_importing_the_module_imports_no_t
 
 
 def test_quiet_kernel_sets_the_environment_and_imports_tqdm_without_a_warning(monkeypatch):
-    for name in tour.QUIET_ENV:
-        monkeypatch.delenv(name, raising=False)
+    for name in tour.QUIET_ENV:  # set, then removed: the monkeypatch restores each as it was after the test
+        monkeypatch.setenv(name, "before")
+        monkeypatch.delenv(name)
     tour.quiet_kernel()
     import os
 
