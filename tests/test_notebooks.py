@@ -155,6 +155,20 @@ def test_retrieval_writes_an_instructed_and_a_query_only_run_per_retriever(chain
         assert path.is_file() and path.with_name(path.name + ".json").is_file(), row.run_file
 
 
+def test_the_chain_takes_its_list_parameters_as_text_as_papermill_p_gives_them(tmp_path, isolated_env):
+    """``papermill … -p benchmarks instructir-sample -p retrievers bm25`` hands the kernels strings:
+    each is a one-item list (``bm25``, not the systems ``b``, ``m``, ``2``, ``5``)."""
+    cwd = tmp_path / "notebooks"
+    cwd.mkdir()
+    text = {"benchmarks": "instructir-sample", "retrievers": "bm25", "systems": "", "k": 20}
+    for name in CHAIN:
+        _execute(name, "out", cwd, **text)
+    runs = pd.read_csv(tmp_path / "out" / "runs" / "runs.csv")
+    assert set(runs["system"]) == {"bm25", "bm25 (query-only)"} and set(runs["benchmark"]) == {"instructir-sample"}
+    metrics = pd.read_csv(tmp_path / "out" / "metrics" / "metrics.csv")
+    assert set(metrics["benchmark"]) == {"instructir-sample"} and "Robustness@10" in set(metrics["measure"])
+
+
 def test_query_only_runs_answer_the_same_instance_ids(chain):
     out, _ = chain
     runs = pd.read_csv(out / "runs" / "runs.csv")

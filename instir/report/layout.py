@@ -11,7 +11,8 @@ from pathlib import Path
 
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError, UserError
+from instir.errors import UserError
+from instir.parameters import names
 from instir.report.html import escape_text
 from instir.report.manifest import DATASETS_FILE, record_dataset
 
@@ -40,16 +41,6 @@ def user_path(path: str | Path) -> Path:
         return path
     here = Path.cwd()
     return (here.parent if any(here.glob(NOTEBOOK_PATTERN)) else here) / path
-
-
-def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
-    """A list parameter as a list: a list as it is, a string as its comma-separated items
-    (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list)."""
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    if not all(isinstance(item, str) for item in value):
-        raise UsageError(f"parameter {parameter!r} takes names, got {list(value)!r}")
-    return list(value)
 
 
 def report_layout(out_dir: str | Path) -> ReportLayout:

@@ -26,8 +26,9 @@ from instir.metrics import robustness, stats
 from instir.metrics.ifir import ifir_average, native_label
 from instir.metrics.scoring import default_measures, evaluate_runs
 from instir.metrics.table import combine, wide
+from instir.parameters import names
 from instir.report.explain import explain_instructir
-from instir.report.layout import ReportLayout, names, report_layout, user_path
+from instir.report.layout import ReportLayout, report_layout, user_path
 from instir.report.manifest import record_dataset
 from instir.retrieval.runs import Run, RunIdCheck, read_run
 from instir.stages.retrieve import read_runs_table

@@ -23,9 +23,10 @@ from instir.benchmarks.types import Benchmark
 from instir.judge import stability
 from instir.judge.following import InstFolResult, aggregate, instfol, overall
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate
+from instir.parameters import names
 from instir.report.explain import said_once
 from instir.report.html import escape_text
-from instir.report.layout import MissingInput, ReportLayout, names, report_layout, start_report
+from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
 from instir.stages.retrieve import read_runs_table

@@ -25,7 +25,8 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.formatting import get_template
-from instir.report.layout import ReportLayout, names, start_report
+from instir.parameters import names
+from instir.report.layout import ReportLayout, start_report
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run
 from instir.systems.specs import SystemSpec, resolve_system, run_label

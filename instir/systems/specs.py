@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instir.errors import UserError
+from instir.parameters import names
 from instir.retrieval import Retriever, make_retriever, system_name
 
 
@@ -112,8 +113,11 @@ def run_label(label: str, variant: str, setting: str = "instructed") -> str:
     return name if setting == "instructed" else f"{name} [{setting}]"
 
 
-def notebook_systems(retrievers: Sequence[str], dense_model: str = "", systems: Sequence[str] = ()) -> list[str]:
+def notebook_systems(retrievers: str | Sequence[str], dense_model: str = "",
+                     systems: str | Sequence[str] = ()) -> list[str]:
     """The system names the notebooks' parameters choose: each retriever kind (``dense`` and
-    ``hybrid`` with ``dense_model`` when one is set: ``dense:MODEL``), then the card names."""
+    ``hybrid`` with ``dense_model`` when one is set: ``dense:MODEL``), then the card names (each
+    list as :func:`instir.parameters.names` reads it: papermill's ``-p retrievers bm25`` is a string)."""
     model = f":{dense_model}" if dense_model else ""
-    return [kind if kind == "bm25" else f"{kind}{model}" for kind in retrievers] + list(systems)
+    return ([kind if kind == "bm25" else f"{kind}{model}" for kind in names(retrievers, "retrievers")]
+            + names(systems, "systems"))

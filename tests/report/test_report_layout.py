@@ -5,7 +5,7 @@ import json
 import pytest
 
 from instir.errors import UsageError
-from instir.report.layout import MissingInput, ReportLayout, names, report_layout, start_report, user_path
+from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report, user_path
 
 
 def test_the_files_notebooks_hand_each_other_keep_their_names(tmp_path):
@@ -41,14 +41,6 @@ def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(
 def test_a_relative_path_elsewhere_means_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # papermill run from the repository
     assert user_path("reports/sample") == tmp_path / "reports" / "sample"
-
-
-def test_a_list_parameter_given_as_text_is_its_comma_separated_names():
-    assert names("instructir-sample") == ["instructir-sample"]
-    assert names("instructir-sample, ifir-sample/fiqa,") == ["instructir-sample", "ifir-sample/fiqa"]
-    assert names(("bm25",)) == ["bm25"]
-    with pytest.raises(UsageError, match="parameter 'benchmarks' takes names"):
-        names([1, 2], "benchmarks")
 
 
 def test_a_missing_input_shows_in_a_notebook_as_one_line_naming_the_notebook_that_writes_it(tmp_path, monkeypatch):

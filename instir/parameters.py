@@ -1,0 +1,19 @@
+"""Notebook parameters as papermill hands them over: ``-p benchmarks instructir-sample`` gives
+the kernel a string where the parameters cell has a list, so every list-of-names parameter goes
+through :func:`names` before it is used."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from instir.errors import UsageError
+
+
+def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
+    """A list parameter as a list: a list as it is, a string as its comma-separated items
+    (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list)."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if not all(isinstance(item, str) for item in value):
+        raise UsageError(f"parameter {parameter!r} takes names, got {list(value)!r}")
+    return list(value)
