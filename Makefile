@@ -62,10 +62,12 @@ lint: $(TEST_STAMP)
 
 # JupyterLab on working copies of the notebooks (lab/, git-ignored): running and saving them changes the
 # copies, never the tracked notebooks. A notebook missing from lab/ is copied in; `make lab-fresh` moves
-# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones.
+# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones. LAB_ARGS go to
+# `jupyter lab` as they are (a classroom server: make lab LAB_ARGS="--ip=0.0.0.0 --port=8888").
 LAB_DIR := lab
+LAB_ARGS ?=
 lab: $(LAB_STAMP) lab-copies
-	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 lab-copies:
 	@mkdir -p $(LAB_DIR); for nb in notebooks/*.ipynb; do test -e $(LAB_DIR)/$${nb##*/} || cp $$nb $(LAB_DIR)/; done

@@ -35,7 +35,6 @@ EXEMPT = {
     "make test-quick": "runs part of this very suite (and installs the test extras)",
     "make lint": "installs the test extras first; make test runs the same ruff check",
     "make lab": "starts a JupyterLab server that waits for a browser",
-    "make lab-fresh": "starts a JupyterLab server that waits for a browser",
 }
 SUBSTITUTED = "make reports"
 #: A placeholder in a command is a NAME in capitals, never an ellipsis.

@@ -10,7 +10,8 @@ that tests reach it.
   :func:`target_ranks` (where each instance's target lands), :class:`Playground` (type an
   instruction, see the rankings change: ipywidgets when importable, else static HTML);
 - the exercises' check cells: :class:`Verdict` and the ``check_*`` functions, which answer
-  "not yet" (never an exception) to a placeholder or a wrong answer.
+  "not yet" (never an exception) to a placeholder or a wrong answer; :func:`answer_key`, the
+  teacher's answers, each one passed through its check.
 
 :func:`quiet_kernel` is the tour's first call: progress bars off for the kernel.
 """
@@ -41,6 +42,8 @@ QUIET_ENV = {"INSTIR_PROGRESS": "0", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRE
 
 #: the mark of an instance's own relevant document in :func:`side_by_side`
 TARGET = "★"
+#: the tour's InstructIR query group: MS MARCO query 1078446, "wine cabinets definition"
+GROUP = "1078446"
 
 
 def quiet_kernel() -> None:
@@ -350,6 +353,13 @@ def check_template(answer: object, family: str = "e5-mistral", benchmark: str = 
                           "instir.formatting.default_template and the family of the model.")
 
 
+def robustness_exercise() -> pd.DataFrame:
+    """Exercise 3's per-instance table: nDCG@10 of eight instances in three query groups."""
+    return pd.DataFrame({"qid": ["A_1", "A_2", "A_3", "B_1", "B_2", "C_1", "C_2", "C_3"],
+                         "group": ["A", "A", "A", "B", "B", "C", "C", "C"],
+                         "nDCG@10": [1.0, 0.631, 0.5, 1.0, 1.0, 0.0, 0.431, 1.0]})
+
+
 def check_robustness(answer: object, table: pd.DataFrame, value: str = "nDCG@10") -> Verdict:
     """Robustness of a per-instance ``table`` (columns ``qid``, ``group``, ``value``) as the
     kit computes it (:func:`instir.metrics.robustness.robustness`)."""
@@ -390,3 +400,37 @@ def check_instfol_zero(answer: object) -> Verdict:
                                                        "measures only what the instruction changed.")
     return Verdict(False, f"({choice}) is not why: InstFol compares two lists of the same retriever; what is "
                           "the same in both when the retriever ignores the instruction?")
+
+
+#: the answer key's instruction for exercise 2: it puts the target of ``1078446_2`` first for BM25,
+#: where the same request phrased with "homeowner" and "dining area" ranks near-miss 9000043 first
+TOP_DOCUMENT_EXAMPLE = "compact wine cabinet types with built-in temperature control for a dining room"
+
+
+def answer_key(benchmark: Benchmark | None = None, retriever: Retriever | None = None) -> pd.DataFrame:
+    """The teacher's answers to the tour's exercises, each passed through its own check cell's
+    function (``correct`` is the check's verdict, ``why`` its explanation), computed, not stored.
+    ``benchmark`` / ``retriever``: exercise 2's (default: ``instructir-sample`` and BM25)."""
+    from instir.benchmarks import load_benchmark
+    from instir.formatting import default_template
+    from instir.metrics.robustness import robustness
+    from instir.retrieval.lexical import BM25Retriever
+
+    benchmark = benchmark or load_benchmark("instructir-sample")
+    retriever = retriever or BM25Retriever(show_progress=False)
+    table = robustness_exercise()
+    per_query = table.rename(columns={"nDCG@10": "value"}).assign(measure="nDCG@10")
+    answers = {
+        "1": (1 / math.log2(3 + 1), lambda a: check_ndcg_single_target(a, rank=3)),
+        "2": (TOP_DOCUMENT_EXAMPLE,
+              lambda a: check_top_document(a, benchmark, retriever, benchmark.queries[GROUP + "_2"])),
+        "3": (round(float(robustness(per_query, dict(zip(table["qid"], table["group"])))["value"].iloc[0]), 4),
+              lambda a: check_robustness(a, table)),
+        "4": (default_template("e5-mistral", "instructir").name, check_template),
+        "5": (INSTFOL_ANSWER, check_instfol_zero),
+    }
+    rows = []
+    for exercise, (answer, check) in answers.items():
+        verdict = check(answer)
+        rows.append({"exercise": exercise, "answer": answer, "correct": verdict.ok, "why": verdict.message})
+    return pd.DataFrame(rows)

@@ -190,3 +190,13 @@ def test_top_document_check_compares_with_the_bare_query():
 def test_a_verdict_shows_escaped_html():
     html = tour.Verdict(False, "<script>x</script>")._repr_html_()
     assert "&lt;script&gt;" in html and "<script>" not in html and "not yet" in html
+
+
+def test_the_answer_key_passes_every_check_with_the_hand_worked_answers():
+    key = tour.answer_key().set_index("exercise")
+    assert list(key.index) == ["1", "2", "3", "4", "5"] and key["correct"].tolist() == [True] * 5
+    assert key.loc["1", "answer"] == pytest.approx(0.5)  # 1/log2(3 + 1)
+    assert key.loc["3", "answer"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)  # minima of A, B, C
+    assert key.loc["4", "answer"] == "instructir-e5-mistral" and key.loc["5", "answer"] == "b"
+    assert "target of 1078446_2" in key.loc["2", "why"]  # the bonus too
+
