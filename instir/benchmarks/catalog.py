@@ -43,6 +43,7 @@ class Subset:
     queries: int
     documents: int
     mteb_queries: int
+    mteb_ignore_identical_ids: bool = False
 
     @property
     def multi_level(self) -> bool:
@@ -60,6 +61,27 @@ class Family:
     paper: str
     sources: Mapping[str, Source]
     counts: Mapping[str, int]
+    mteb_task: str = ""
+    mteb_main_score: str = ""
+
+
+@dataclass(frozen=True)
+class MtebTask:
+    """How MTEB 2.26 defines the task of one benchmark (``mteb/tasks/instruction_retrieval/eng/``):
+    its ``name`` (``InstructIR``, ``IFIRFiQA`` …, also the stem of its ``<name>_predictions.json``
+    and ``<name>.json`` result files), its ``main_score``, whether the task class sets
+    ``ignore_identical_ids`` (drop documents whose id is the query id before scoring; only
+    ``IFIRFiQA`` does), and whether its ``task_specific_scores`` reads instruction levels from
+    ``v1``/``v2``/``v3`` in the query ids (the multi-level IFIR subsets) or computes
+    ``robustness_at_10`` (InstructIR)."""
+
+    name: str
+    family: str
+    subset: str
+    main_score: str
+    ignore_identical_ids: bool
+    level_scores: bool
+    robustness: bool
 
 
 @cache
@@ -77,7 +99,8 @@ def _data() -> tuple[dict[str, Family], dict[str, Subset]]:
         sources = {s["layout"]: Source(s["repo"], per_subset if s["revision"] == "per-subset" else s["revision"])
                    for s in entry["sources"]}
         families[name] = Family(name, entry["printed"], entry["paper"], MappingProxyType(sources),
-                                MappingProxyType(dict(entry.get("counts", {}))))
+                                MappingProxyType(dict(entry.get("counts", {}))), entry.get("mteb_task", ""),
+                                entry.get("mteb_main_score", ""))
     return families, subsets
 
 
@@ -152,3 +175,23 @@ def expected_counts(family_name: str, subset_id: str | None = None, layout: str 
     entry = subset(subset_id)
     queries = entry.mteb_queries if layout == "mteb" else entry.queries
     return {"queries": queries, "documents": entry.documents}
+
+
+def mteb_task(benchmark_name: str) -> MtebTask:
+    """The MTEB task of a benchmark name: ``instructir`` (and its sample) → ``InstructIR``,
+    ``ifir/<subset>`` (and ``ifir-sample/<subset>``) → that subset's task (``IFIRFiQA`` …)."""
+    name = family_of(benchmark_name)
+    if name is None:
+        raise unknown("benchmark", benchmark_name, families(), more=" (MTEB has tasks for InstructIR and IFIR)")
+    entry = family(name)
+    if name == "ifir":
+        sub = subset(str(benchmark_name).partition("/")[2])
+        return MtebTask(sub.mteb_task, name, sub.id, entry.mteb_main_score, sub.mteb_ignore_identical_ids,
+                        level_scores=sub.multi_level, robustness=False)
+    return MtebTask(entry.mteb_task, name, "", entry.mteb_main_score, False, level_scores=False, robustness=True)
+
+
+def mteb_tasks() -> dict[str, MtebTask]:
+    """Every MTEB task the catalog knows, by task name (InstructIR first, then IFIR's seven)."""
+    tasks = [mteb_task("instructir"), *(mteb_task(f"ifir/{s}") for s in ifir_subsets())]
+    return {t.name: t for t in tasks}

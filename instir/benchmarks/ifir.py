@@ -304,7 +304,7 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     return out
 
 
-def _level_from_mteb_id(qid: str) -> tuple[str, int | None]:
+def level_from_mteb_id(qid: str) -> tuple[str, int | None]:
     """(group, level) of an MTEB query id: the last ``v<digit>`` token is the level."""
     matches = list(_MTEB_LEVEL.finditer(qid))
     if not matches:
@@ -332,7 +332,7 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
             raise FormatError(query_path, n, "_id", f"duplicate query id {qid!r}")
         if qid not in instruction_of:
             raise FormatError(query_path, n, "_id", f"no instruction for query {qid!r} in {instruction_path.name}")
-        group, level = _level_from_mteb_id(qid)
+        group, level = level_from_mteb_id(qid)
         if catalog.subset(subset).multi_level:
             if level is None:
                 raise FormatError(query_path, n, "_id", f"no level token v1/v2/v3 in query id {qid!r} "

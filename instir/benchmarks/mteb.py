@@ -1,0 +1,99 @@
+"""MTEB's query ids for the kit's benchmarks, both ways.
+
+MTEB 2.26 scores InstructIR and IFIR as tasks of its own (``mteb/tasks/instruction_retrieval/
+eng/``; their facts are :func:`instir.benchmarks.catalog.mteb_task`). A run or a prediction file
+crosses between the two tools only if every query id is translated:
+
+- **InstructIR**: the ids are the same (``<original query id>_<k>``: MTEB's
+  ``mteb/InstructIR-mteb`` is the authors' data). MTEB's ``robustness_at_10``
+  (``mteb/_evaluators/retrieval_metrics.py``) groups them by ``id.split("_")[0]``, the kit by
+  the part before the last ``_``: the same group for every one of the 9,906 real ids.
+- **IFIR**: the kit names an instance ``<query id>_<level>`` (level 0 in the single-level
+  subsets, ``.<n>`` appended when one query repeats a level: :mod:`instir.benchmarks.ifir`).
+  MTEB's multi-level tasks read the level from the id: their ``task_specific_scores`` put a
+  query into ``level_1`` when ``"v1" in query_id`` (``"v2"``, ``"v3"`` likewise) and divide by
+  the count of each level, so an id must carry ``v<level>`` (the kit's ``<qid>_1`` makes all
+  three lists empty, a division by zero). The ids written here are ``<query id>_v<level>`` in
+  the multi-level subsets and the bare ``<query id>`` in the single-level ones (the form of the
+  kit's MTEB-layout test files; the real ``if-ir/<subset>`` files were not at hand to check the
+  separator, which MTEB's substring test does not look at). A benchmark read from MTEB's own
+  files (layout ``mteb``) keeps each file's ids exactly (``Benchmark.meta["source_ids"]``).
+
+Reading MTEB ids back (:meth:`MtebIds.kit_id`) takes the exact table first, then any id whose
+``v<digit>`` token and query id name one of the benchmark's instances
+(:func:`instir.benchmarks.ifir.level_from_mteb_id`), so ``4102_v1``, ``4102-v1`` and
+``v1_4102`` all read as ``4102_1``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from instir.benchmarks import catalog
+from instir.benchmarks.ifir import level_from_mteb_id
+from instir.benchmarks.types import Benchmark, Query
+from instir.errors import UsageError
+
+
+@dataclass(frozen=True)
+class MtebIds:
+    """The query ids of one benchmark in MTEB's spelling: ``to_mteb`` (kit id → MTEB id) and
+    ``to_kit`` (MTEB id → kit id), one entry per query instance; ``task`` is the MTEB task."""
+
+    task: catalog.MtebTask
+    to_mteb: Mapping[str, str]
+    to_kit: Mapping[str, str]
+
+    def mteb_id(self, kit_id: str) -> str:
+        """The MTEB id of a kit query id (``KeyError`` for an id the benchmark lacks)."""
+        return self.to_mteb[kit_id]
+
+    def kit_id(self, mteb_id: str) -> str | None:
+        """The kit id of an MTEB query id, or None when it names no instance of the benchmark:
+        the exact table, else the query id and ``v<level>`` token read from the id (see the
+        module docstring)."""
+        found = self.to_kit.get(mteb_id)
+        if found is not None or self.task.family != "ifir":
+            return found
+        group, level = level_from_mteb_id(mteb_id)
+        if not self.task.level_scores:
+            group, level = mteb_id, 0
+        if level is None:
+            return None
+        candidate = f"{group}_{level}"
+        return candidate if candidate in self.to_mteb else None
+
+
+def _ifir_id(query: Query, repeat: int, multi_level: bool) -> str:
+    """``<query id>_v<level>`` (multi-level) or ``<query id>`` (single level), ``.<n>`` for the
+    n-th instance of one level, as the kit's own ids carry it."""
+    base = f"{query.group}_v{query.level}" if multi_level else query.group
+    return base if repeat == 1 else f"{base}.{repeat}"
+
+
+def mteb_ids(benchmark: Benchmark) -> MtebIds:
+    """The MTEB spelling of every query id of ``benchmark`` (see the module docstring). Only
+    the instructed setting is an MTEB task (InstructIR's other settings have other ids and
+    qrels); any other raises :class:`~instir.errors.UsageError`."""
+    if benchmark.setting != "instructed":
+        raise UsageError(f"MTEB's {catalog.mteb_task(benchmark.name).name} task is the instructed setting; "
+                         f"{benchmark.label} is the {benchmark.setting!r} setting")
+    task = catalog.mteb_task(benchmark.name)
+    to_mteb: dict[str, str] = {}
+    if task.family == "instructir" or benchmark.layout == "mteb":
+        source = benchmark.meta.get("source_ids", {}) if benchmark.layout == "mteb" else {}
+        to_mteb = {qid: source.get(qid, qid) for qid in benchmark.queries}
+    else:
+        seen: dict[str, Counter] = {}
+        for qid, query in benchmark.queries.items():
+            counts = seen.setdefault(query.group, Counter())
+            counts[query.level] += 1
+            to_mteb[qid] = _ifir_id(query, counts[query.level], task.level_scores)
+    to_kit = {m: k for k, m in to_mteb.items()}
+    if len(to_kit) != len(to_mteb):
+        clash = next(m for m, n in Counter(to_mteb.values()).items() if n > 1)
+        raise UsageError(f"{benchmark.label}: two queries would have the MTEB id {clash!r}")
+    return MtebIds(task, MappingProxyType(to_mteb), MappingProxyType(to_kit))

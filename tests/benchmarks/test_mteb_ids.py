@@ -1,0 +1,62 @@
+"""MTEB's task facts and query ids for the kit's benchmarks (MTEB 2.26,
+``mteb/tasks/instruction_retrieval/eng/``: ``instruct_ir.py``, ``ifir_*.py``)."""
+
+from pathlib import Path
+
+import pytest
+
+from instir.benchmarks import catalog, load_benchmark
+from instir.benchmarks.ifir import load_ifir
+from instir.benchmarks.mteb import mteb_ids
+from instir.errors import UsageError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_mteb_tasks_carry_main_score_self_hit_rule_and_task_specific_scores():
+    tasks = catalog.mteb_tasks()
+    assert list(tasks) == ["InstructIR", "IFIRFiQA", "IFIRScifact", "IFIRNFCorpus", "IFIRAila", "IFIRFire",
+                           "IFIRPm", "IFIRCds"]
+    assert tasks["InstructIR"].main_score == "robustness_at_10" and tasks["InstructIR"].robustness
+    assert {t.main_score for name, t in tasks.items() if name != "InstructIR"} == {"ndcg_at_20"}
+    # only IFIRFiQA sets ignore_identical_ids = True; InstructIR keeps the self-hits the authors drop
+    assert [name for name, t in tasks.items() if t.ignore_identical_ids] == ["IFIRFiQA"]
+    # task_specific_scores with v1/v2/v3 levels: the four multi-level subsets' classes only
+    assert [t.subset for t in tasks.values() if t.level_scores] == list(catalog.multi_level_subsets())
+    assert catalog.mteb_task("ifir-sample/pm").name == "IFIRPm"
+
+
+def test_instructir_ids_are_the_same_in_mteb():
+    sample = load_benchmark("instructir-sample")
+    ids = mteb_ids(sample)
+    assert dict(ids.to_mteb) == {q: q for q in sample.queries}
+    # MTEB's robustness_at_10 groups by id.split("_")[0], the kit by the part before the last "_"
+    assert all(q.split("_")[0] == query.group for q, query in sample.queries.items())
+
+
+def test_ifir_ids_carry_v_level_in_multi_level_subsets_and_drop_level_zero_elsewhere():
+    fiqa = mteb_ids(load_benchmark("ifir-sample/fiqa"))
+    assert fiqa.mteb_id("sample-fiqa-q1_1") == "sample-fiqa-q1_v1"
+    assert fiqa.mteb_id("sample-fiqa-q1_3") == "sample-fiqa-q1_v3"
+    nf = mteb_ids(load_benchmark("ifir-sample/nfcorpus"))
+    assert nf.mteb_id("sample-nf-q1_0") == "sample-nf-q1" and nf.kit_id("sample-nf-q1") == "sample-nf-q1_0"
+
+
+def test_the_songtingyu_files_and_mtebs_own_files_give_the_same_mteb_ids():
+    songtingyu = mteb_ids(load_ifir(FIXTURES / "ifir-songtingyu", "fiqa"))
+    own = mteb_ids(load_ifir(FIXTURES / "ifir-mteb", "fiqa"))
+    assert dict(songtingyu.to_mteb) == dict(own.to_mteb)
+    assert dict(mteb_ids(load_ifir(FIXTURES / "ifir-mteb", "fire")).to_mteb) == {"F12_0": "F12", "F40_0": "F40"}
+
+
+def test_other_spellings_of_the_level_token_read_back_and_strangers_do_not():
+    ids = mteb_ids(load_benchmark("ifir-sample/fiqa"))
+    assert [ids.kit_id(m) for m in ("sample-fiqa-q2_v2", "sample-fiqa-q2-v2", "v2_sample-fiqa-q2")] == [
+        "sample-fiqa-q2_2"] * 3
+    assert ids.kit_id("sample-fiqa-q2_2") is None  # the kit's own spelling is not MTEB's
+    assert ids.kit_id("sample-fiqa-q99_v1") is None and ids.kit_id("sample-fiqa-q2_v7") is None
+
+
+def test_only_the_instructed_setting_is_an_mteb_task():
+    with pytest.raises(UsageError, match="MTEB's InstructIR task is the instructed setting"):
+        mteb_ids(load_benchmark("instructir-sample", "query-only"))
