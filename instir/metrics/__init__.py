@@ -1,5 +1,6 @@
 """Metrics: standard measures via ir-measures (pytrec_eval), Robustness@k, IFIR-native
-nDCG/MRR, significance tests against a baseline, and the tidy result table.
+nDCG/MRR, significance tests against a baseline, the tidy result table, and the ``mteb``
+protocol (runs scored as MTEB 2.26 scores its InstructIR and IFIR tasks).
 
 Names are imported on first use (PEP 562), so that ``instir`` subcommands can register
 without loading pandas, ir-measures and scipy. The submodule ``robustness`` holds the
@@ -15,5 +16,6 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "ifir": ("native_per_query", "native_label", "ifir_average"),
     "stats": ("paired_tests", "holm", "paired_comparison"),
     "table": ("COLUMNS", "summarise", "combine", "wide", "export"),
-    "scoring": ("Evaluation", "evaluate_runs", "default_measures"),
+    "scoring": ("Evaluation", "evaluate_runs", "default_measures", "PROTOCOLS"),
+    "mteb": ("MtebScores", "mteb_scores", "evaluate_mteb", "mteb_measure", "default_mteb_measures", "task_scores"),
 })

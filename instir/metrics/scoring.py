@@ -16,6 +16,7 @@ import pandas as pd
 
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark
+from instir.errors import unknown
 from instir.metrics import ifir, robustness, table
 from instir.metrics.standard import Evaluator, RunLike, parse_measures, run_frame
 from instir.progress import tqdm
@@ -50,7 +51,8 @@ class Evaluation:
     ``Robustness@10``), value, n_queries;
     ``table``: the tidy table (:data:`instir.metrics.table.COLUMNS`);
     ``excluded``: qrels queries without a relevant document (not averaged);
-    ``checks``: per system, the ids its run has that the benchmark lacks.
+    ``checks``: per system, the ids its run has that the benchmark lacks;
+    ``notes``: what the scoring left out and why (the ``mteb`` protocol's, one line each).
     """
 
     per_query: pd.DataFrame
@@ -58,16 +60,31 @@ class Evaluation:
     table: pd.DataFrame
     excluded: list[str] = field(default_factory=list)
     checks: dict[str, RunIdCheck] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+#: Scoring protocols: ``authors`` (the default: the papers' official code) and ``mteb``
+#: (MTEB 2.26's task definitions, :mod:`instir.metrics.mteb`).
+PROTOCOLS = ("authors", "mteb")
 
 
 def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[str] | None = None, *,
-                  with_robustness: bool | None = None, native: Sequence[str] | None = None) -> Evaluation:
+                  with_robustness: bool | None = None, native: Sequence[str] | None = None,
+                  protocol: str = "authors") -> Evaluation:
     """Score ``runs`` (``{system name: Run or DataFrame}``) on ``benchmark``.
 
     ``with_robustness`` defaults to True for InstructIR benchmarks (Robustness of every
     measure); ``native`` lists IFIR-native measures and defaults, on IFIR benchmarks, to the
-    plain ``nDCG@k`` / ``RR@k`` among ``measures``.
+    plain ``nDCG@k`` / ``RR@k`` among ``measures``. ``protocol="mteb"`` scores as MTEB does
+    instead (:func:`instir.metrics.mteb.evaluate_mteb`: MTEB's measure names, averaging,
+    rounding and self-hit rule; ``with_robustness`` and ``native`` do not apply).
     """
+    if protocol not in PROTOCOLS:
+        raise unknown("protocol", protocol, PROTOCOLS)
+    if protocol == "mteb":
+        from instir.metrics.mteb import evaluate_mteb
+
+        return evaluate_mteb(runs, benchmark, measures)
     measures = list(measures or default_measures(benchmark.name))
     is_ifir = benchmark.family == "ifir"
     if with_robustness is None:
