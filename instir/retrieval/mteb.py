@@ -1,0 +1,273 @@
+"""MTEB's files, read and written: prediction files as runs, and a copy of a benchmark that
+MTEB loads with the query text the authors sent.
+
+Prediction files (MTEB 2.26 ``mteb/abstasks/abstask.py`` ``AbsTask._save_task_predictions``,
+called by ``AbsTaskRetrieval._evaluate_subset`` when ``mteb.evaluate(...,
+prediction_folder=…)`` is given): one JSON file per task, ``<task name>_predictions.json``
+(``AbsTask.prediction_file_name``), holding ``{"mteb_model_meta": {"model_name": …,
+"revision": …}, "<hf subset>": {"<split>": {query id: {document id: score}}}}``. For InstructIR
+and IFIR the subset is ``default`` and the split ``test``; the results are the top 1,000 per
+query (``max(k_values)``), written *before* ``ignore_identical_ids`` removes self-hits, under
+MTEB's query ids. :func:`read_mteb_predictions` checks that layout (every problem is one
+:class:`~instir.benchmarks.types.FormatError` naming the file and the field);
+:func:`predictions_run` maps the ids to the kit's (:mod:`instir.benchmarks.mteb`), and
+:func:`write_mteb_predictions` writes a kit run in MTEB's layout and ids.
+
+MTEB-ready copies (:func:`write_mteb_dataset`): MTEB builds a query's text as
+``query + " " + instruction`` (``mteb/_create_dataloaders.py``
+``_combine_queries_with_instruction_text``, called by ``_retrieval_texts``). Its InstructIR task
+says scores differ "unless you include instruction first, then [SEP] and then the query via
+redefining ``combine_query_and_instruction`` in your model", but no code of MTEB 2.26 calls
+that method (it is defined only in ``models/model_implementations/repllama_models.py`` and
+named only in that task's description), so overriding it changes nothing. The copy written
+here puts the authors' text (template ``instructir``: ``instruction [SEP] query``) into the
+queries' ``text`` and leaves the ``instruction`` config out, so MTEB sends that text as is.
+IFIR's copy keeps MTEB's own layout (bare query + ``instruction`` config: MTEB's
+``query instruction`` is the IFIR authors' text) with ids that carry ``v<level>``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from instir import atomic
+from instir.benchmarks.mteb import MtebIds, mteb_ids
+from instir.benchmarks.readers import read_text
+from instir.benchmarks.types import Benchmark, FormatError, quoted
+from instir.errors import UsageError
+from instir.formatting import Template, get_template
+from instir.retrieval.runs import Run, as_run
+
+#: the suffix of MTEB's prediction files (``AbsTask.prediction_file_name``)
+PREDICTIONS_SUFFIX = "_predictions.json"
+#: MTEB's subset and split names for InstructIR and IFIR (one subset, ``eval_splits=["test"]``)
+DEFAULT_SUBSET, DEFAULT_SPLIT = "default", "test"
+#: the template whose text an MTEB-ready InstructIR copy carries by default (the authors')
+AUTHORS_INSTRUCTIR_TEMPLATE = "instructir"
+
+
+@dataclass
+class MtebPredictions:
+    """One MTEB prediction file as read: ``scores`` (``{query id: {document id: score}}``,
+    MTEB's ids, the scores as written), the ``task`` its name says (``InstructIR`` for
+    ``InstructIR_predictions.json``; empty when the name does not follow MTEB's pattern), the
+    ``model_name`` and ``revision`` of its ``mteb_model_meta``, and the ``subset`` and ``split``
+    read."""
+
+    path: Path
+    task: str
+    model_name: str
+    revision: str
+    subset: str
+    split: str
+    scores: dict[str, dict[str, float]] = field(repr=False)
+
+
+def is_mteb_predictions(path: str | Path) -> bool:
+    """Whether a file name is an MTEB prediction file's (``…_predictions.json``) or any
+    ``.json`` file (a run file of the kit is TREC text, never JSON)."""
+    return Path(path).name.lower().endswith(".json")
+
+
+def task_of_file(path: str | Path) -> str:
+    """The task a prediction file's name says: ``IFIRFiQA_predictions.json`` → ``IFIRFiQA``,
+    ``""`` for another name."""
+    name = Path(path).name
+    return name[: -len(PREDICTIONS_SUFFIX)] if name.endswith(PREDICTIONS_SUFFIX) else ""
+
+
+def _object(value, path: Path, where: str | None, name: str | None, expected: str) -> dict:
+    if not isinstance(value, dict):
+        raise FormatError(path, where, name, f"expected {expected}, got {type(value).__name__}")
+    return value
+
+
+def read_mteb_predictions(path: str | Path, *, subset: str = DEFAULT_SUBSET, split: str | None = None
+                          ) -> MtebPredictions:
+    """Read an MTEB prediction file (see the module docstring). ``split`` defaults to ``test``,
+    else the file's only split. Raises :class:`~instir.benchmarks.types.FormatError` naming the
+    file, where in it and the field for a file that is not JSON or not in MTEB's layout (a
+    query whose value is not an object, a score that is not a finite number …)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FormatError(path, None, None, "prediction file not found")
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise FormatError(path, err.lineno, None, f"not valid JSON: {err.msg} (column {err.colno})") from None
+    layout = '{"mteb_model_meta": {…}, "<subset>": {"<split>": {query id: {document id: score}}}}'
+    data = _object(data, path, None, None, f"a JSON object {layout}")
+    meta = _object(data.get("mteb_model_meta", {}), path, None, "mteb_model_meta",
+                   'an object {"model_name": …, "revision": …}')
+    subsets = [k for k in data if k != "mteb_model_meta"]
+    if subset not in data:
+        have = ", ".join(map(quoted, subsets)) or "none"
+        raise FormatError(path, None, subset, f"missing subset; the file has {have}")
+    splits = _object(data[subset], path, None, subset, "an object {split: predictions}")
+    if split is None:
+        split = DEFAULT_SPLIT if DEFAULT_SPLIT in splits or len(splits) != 1 else next(iter(splits))
+    if split not in splits:
+        raise FormatError(path, f"subset {quoted(subset)}", split,
+                          f"missing split; the subset has {', '.join(map(quoted, splits)) or 'none'}")
+    where = f"{quoted(subset)} > {quoted(split)}"
+    predictions = _object(splits[split], path, f"subset {quoted(subset)}", split,
+                          "an object {query id: {document id: score}}")
+    scores: dict[str, dict[str, float]] = {}
+    for qid, docs in predictions.items():
+        docs = _object(docs, path, where, qid, "an object {document id: score}")
+        ranked = {}
+        for docid, score in docs.items():
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+                raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
+                                  f"expected a finite number (the score), got {quoted(json.dumps(score))}")
+            ranked[docid] = float(score)
+        scores[qid] = ranked
+    for key in ("model_name", "revision"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise FormatError(path, "mteb_model_meta", key, f"expected a string, got {type(meta[key]).__name__}")
+    return MtebPredictions(path, task_of_file(path), meta.get("model_name") or "", meta.get("revision") or "",
+                           subset, split, scores)
+
+
+def predictions_run(predictions: MtebPredictions, benchmark: Benchmark, ids: MtebIds | None = None) -> Run:
+    """The prediction file as a :class:`~instir.retrieval.runs.Run` of ``benchmark`` under the
+    kit's query ids (documents as given; self-hits kept, as the file has them). A file named
+    for another task than the benchmark's is refused, and so is a query id that names none of
+    the benchmark's instances (a :class:`~instir.benchmarks.types.FormatError` naming the file
+    and the id)."""
+    ids = ids or mteb_ids(benchmark)
+    if predictions.task and predictions.task != ids.task.name:
+        raise UsageError(f"{predictions.path} holds MTEB's {predictions.task} predictions; {benchmark.label} is "
+                         f"MTEB's {ids.task.name}")
+    where = f"{quoted(predictions.subset)} > {quoted(predictions.split)}"
+    mapped: dict[str, dict[str, float]] = {}
+    for mid, docs in predictions.scores.items():
+        kit = ids.kit_id(mid)
+        if kit is None:
+            example = next(iter(ids.to_kit), "")
+            raise FormatError(predictions.path, where, mid, f"unknown query id: no query of {benchmark.label} has "
+                                                            f"this MTEB id (they look like {quoted(example)})")
+        if kit in mapped:
+            raise FormatError(predictions.path, where, mid, f"a second MTEB id for query {quoted(kit)}")
+        mapped[kit] = docs
+    meta = {"source": "mteb-predictions", "path": str(predictions.path), "mteb_task": ids.task.name,
+            "mteb_model_meta": {"model_name": predictions.model_name, "revision": predictions.revision},
+            "mteb_subset": predictions.subset, "mteb_split": predictions.split}
+    return Run.from_scores(mapped, meta)
+
+
+def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:
+    """:func:`read_mteb_predictions` then :func:`predictions_run`: an MTEB prediction file as a
+    run of ``benchmark`` (what ``instir evaluate --run FILE.json`` reads)."""
+    return predictions_run(read_mteb_predictions(path), benchmark)
+
+
+def predictions_path(benchmark: Benchmark, folder: str | Path) -> Path:
+    """Where MTEB would write ``benchmark``'s predictions in ``folder``:
+    ``<folder>/<task>_predictions.json``."""
+    return Path(folder) / f"{mteb_ids(benchmark).task.name}{PREDICTIONS_SUFFIX}"
+
+
+def mteb_predictions(run: Run, benchmark: Benchmark, *, model_name: str, revision: str | None = None) -> dict:
+    """A kit run as the object MTEB writes (see the module docstring): MTEB's query ids,
+    documents in rank order, queries in run order. Queries that are not in ``benchmark`` are
+    refused (MTEB has no id for them)."""
+    run = as_run(run)
+    ids = mteb_ids(benchmark)
+    unknown = [q for q in dict.fromkeys(run.df["qid"]) if q not in ids.to_mteb]
+    if unknown:
+        raise UsageError(f"{len(unknown)} queries of the run are not in {benchmark.label} (e.g. "
+                         f"{', '.join(map(quoted, unknown[:3]))}); MTEB has no id for them")
+    predictions: dict[str, dict[str, float]] = {}
+    for qid, docid, score in zip(run.df["qid"].tolist(), run.df["docid"].tolist(), run.df["score"].tolist()):
+        predictions.setdefault(ids.mteb_id(qid), {})[docid] = score
+    return {"mteb_model_meta": {"model_name": model_name, "revision": revision},
+            DEFAULT_SUBSET: {DEFAULT_SPLIT: predictions}}
+
+
+def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *, model_name: str,
+                           revision: str | None = None) -> Path:
+    """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an
+    existing file is replaced, where MTEB would merge other subsets into it) and return its path."""
+    path = predictions_path(benchmark, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = mteb_predictions(run, benchmark, model_name=model_name, revision=revision)
+    atomic.write_text(path, json.dumps(data))
+    return path
+
+
+def _jsonl(path: Path, records) -> None:
+    atomic.write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def _readme(task: str, benchmark: Benchmark, configs: Mapping[str, str], text_rule: str) -> str:
+    lines = ["---", "configs:"]
+    for config, file in configs.items():
+        lines += [f"- config_name: {config}", "  data_files:", f"  - split: {DEFAULT_SPLIT}", f"    path: {file}"]
+    lines += ["---", "", f"# {benchmark.name} for MTEB's {task} task", "",
+              f"Written by instir from {benchmark.label} (revision {benchmark.revision}, layout "
+              f"{benchmark.layout}). {text_rule}", "",
+              "Point a copy of MTEB's task at this folder (its `metadata.dataset` `path`), e.g.:", "",
+              "```python",
+              "import mteb",
+              f"task = mteb.get_task({task!r})",
+              "task.metadata.dataset = {**task.metadata.dataset, \"path\": \"<this folder>\"}",
+              "```", ""]
+    return "\n".join(lines)
+
+
+def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: str | Template | None = "default"
+                       ) -> Path:
+    """Write ``benchmark`` as a dataset folder in MTEB's retrieval layout, loadable by MTEB's
+    ``RetrievalDatasetLoader`` (Hugging Face ``datasets`` reads the configs from README.md):
+    ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``),
+    ``qrels/test.jsonl`` (``query-id``, ``corpus-id``, ``score``: config ``default``) and, when
+    the text is left to MTEB, ``instructions.jsonl`` (``query-id``, ``instruction``: config
+    ``instruction``). Query ids are MTEB's (:func:`instir.benchmarks.mteb.mteb_ids`).
+
+    ``template``: ``"default"`` is the authors' text for InstructIR (``instructir``:
+    ``instruction [SEP] query``; each query also keeps ``metadata.origin_query``) and MTEB's own
+    layout for IFIR (bare query + instruction; MTEB's ``query instruction`` is the IFIR authors'
+    text); a template name puts that template's text in ``text`` without an ``instruction``
+    config; ``None`` keeps MTEB's layout (MTEB then sends ``query instruction``)."""
+    ids = mteb_ids(benchmark)
+    task = ids.task
+    if template == "default":
+        template = AUTHORS_INSTRUCTIR_TEMPLATE if task.family == "instructir" else None
+    if isinstance(template, str):
+        template = get_template(template)
+    folder = Path(folder)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    _jsonl(folder / "corpus.jsonl", ({"_id": d.id, "title": d.title, "text": d.text} for d in benchmark.corpus))
+    queries = []
+    for qid, query in benchmark.queries.items():
+        if template is None:
+            record = {"_id": ids.mteb_id(qid), "text": query.query}
+        else:
+            text = template.format_query(query)
+            if not isinstance(text, str):
+                raise UsageError(f"template {template.name!r} gives an [instruction, text] pair; MTEB's queries "
+                                 "hold one text")
+            record = {"_id": ids.mteb_id(qid), "text": text}
+            if task.family == "instructir":
+                record["metadata"] = {"origin_query": query.query}
+        queries.append(record)
+    _jsonl(folder / "queries.jsonl", queries)
+    _jsonl(folder / "qrels" / "test.jsonl", ({"query-id": ids.mteb_id(q), "corpus-id": d, "score": int(g)}
+                                             for q, docs in benchmark.qrels.items() for d, g in docs.items()))
+    configs = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "default": "qrels/test.jsonl"}
+    if template is None:
+        _jsonl(folder / "instructions.jsonl", ({"query-id": ids.mteb_id(q), "instruction": query.instruction}
+                                               for q, query in benchmark.queries.items()))
+        configs["instruction"] = "instructions.jsonl"
+        rule = ("Queries hold the bare query and `instructions.jsonl` the instruction, as in MTEB's own copy: MTEB "
+                "sends `query + \" \" + instruction`.")
+    else:
+        rule = (f"Queries hold the text of template `{template.name}` ({template.description}) and there is no "
+                "instruction config, so MTEB sends that text unchanged.")
+    atomic.write_text(folder / "README.md", _readme(task.name, benchmark, configs, rule))
+    return folder

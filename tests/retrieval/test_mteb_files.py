@@ -1,0 +1,113 @@
+"""MTEB's prediction files as runs and back, and MTEB-ready copies of the benchmarks. The
+fixtures under tests/fixtures/mteb were written by MTEB 2.26.24 itself (see their README)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.benchmarks.ifir import load_ifir
+from instir.benchmarks.instructir import load_instructir
+from instir.benchmarks.types import FormatError
+from instir.errors import UsageError
+from instir.retrieval.mteb import (
+    predictions_run,
+    read_mteb_predictions,
+    read_predictions_run,
+    write_mteb_dataset,
+    write_mteb_predictions,
+)
+from instir.retrieval.runs import Run
+
+MTEB = Path(__file__).parents[1] / "fixtures" / "mteb" / "predictions"
+
+
+@pytest.fixture(scope="module")
+def fiqa():
+    return load_benchmark("ifir-sample/fiqa")
+
+
+def test_an_mteb_prediction_file_reads_as_a_run_under_the_kits_ids(fiqa):
+    predictions = read_mteb_predictions(MTEB / "IFIRFiQA_predictions.json")
+    assert (predictions.task, predictions.model_name, predictions.revision) == ("IFIRFiQA", "instir/bm25s-sample",
+                                                                                 "fixture")
+    assert (predictions.subset, predictions.split) == ("default", "test")
+    run = predictions_run(predictions, fiqa)
+    assert set(run.df["qid"]) == set(fiqa.queries) and len(run) == 3 * len(fiqa.queries)
+    raw = predictions.scores["sample-fiqa-q1_v2"]
+    top = run.df[run.df["qid"] == "sample-fiqa-q1_2"]
+    assert list(top["docid"]) == sorted(raw, key=raw.get, reverse=True)
+    assert run.meta["mteb_model_meta"] == {"model_name": "instir/bm25s-sample", "revision": "fixture"}
+
+
+def test_a_kit_run_written_as_mteb_predictions_reads_back_the_same(fiqa, tmp_path):
+    run = read_predictions_run(MTEB / "IFIRFiQA_predictions.json", fiqa)
+    path = write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample", revision="fixture")
+    assert path.name == "IFIRFiQA_predictions.json"
+    data = json.loads(path.read_text())
+    assert list(data) == ["mteb_model_meta", "default"] and list(data["default"]) == ["test"]
+    assert set(data["default"]["test"]) == set(json.loads((MTEB / path.name).read_text())["default"]["test"])
+    back = read_predictions_run(path, fiqa)
+    assert back.df[["qid", "docid", "rank"]].equals(run.df[["qid", "docid", "rank"]])
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ('{"default": {"test": {"q": {"d": 1.0}', "line 1: not valid JSON"),
+    ('[1, 2]', "expected a JSON object"),
+    ('{"mteb_model_meta": [], "default": {}}', "field 'mteb_model_meta': expected an object"),
+    ('{"other": {"test": {}}}', "field 'default': missing subset; the file has 'other'"),
+    ('{"default": {"dev": {}, "train": {}}}', "subset 'default', field 'test': missing split"),
+    ('{"default": {"test": {"sample-fiqa-q1_v1": [1, 2]}}}', "field 'sample-fiqa-q1_v1': expected an object"),
+    ('{"default": {"test": {"sample-fiqa-q1_v1": {"d1": "high"}}}}',
+     "query 'sample-fiqa-q1_v1', field 'd1': expected a finite number"),
+    ('{"default": {"test": {"sample-fiqa-q1_v1": {"d1": NaN}}}}', "field 'd1': expected a finite number"),
+])
+def test_a_malformed_prediction_file_is_one_error_naming_the_file_and_field(tmp_path, text, where):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(text)
+    with pytest.raises(FormatError) as err:
+        read_mteb_predictions(path)
+    assert str(err.value).startswith(str(path)) and where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_unknown_query_id_and_another_tasks_file_are_refused(fiqa, tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps({"default": {"test": {"sample-fiqa-q1_v1": {"d": 1.0}, "nope_v1": {"d": 1.0}}}}))
+    with pytest.raises(FormatError, match=r"IFIRFiQA_predictions.json, 'default' > 'test', field 'nope_v1': "
+                                          r"unknown query id: no query of ifir-sample/fiqa"):
+        read_predictions_run(path, fiqa)
+    with pytest.raises(UsageError, match="holds MTEB's InstructIR predictions; ifir-sample/fiqa .* is MTEB's IFIRFiQA"):
+        read_predictions_run(MTEB / "InstructIR_predictions.json", fiqa)
+
+
+def test_the_mteb_ready_instructir_copy_sends_the_authors_text(tmp_path):
+    sample = load_benchmark("instructir-sample")
+    folder = write_mteb_dataset(sample, tmp_path / "instructir")
+    queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    first = sample.queries[queries[0]["_id"]]
+    assert queries[0]["text"] == f"{first.instruction} [SEP] {first.query}"
+    assert not (folder / "instructions.jsonl").exists()  # no instruction config: MTEB appends nothing
+    readme = (folder / "README.md").read_text()
+    assert "config_name: instruction" not in readme and "path: qrels/test.jsonl" in readme
+    again = load_instructir(folder)  # the kit reads it back (Hugging Face layout) as the same benchmark
+    assert {q: (v.query, v.instruction) for q, v in again.queries.items()} == {
+        q: (v.query, v.instruction) for q, v in sample.queries.items()}
+    assert again.qrels == sample.qrels
+
+
+def test_the_mteb_ready_ifir_copy_carries_levels_in_its_ids_and_reads_back(fiqa, tmp_path):
+    folder = write_mteb_dataset(fiqa, tmp_path / "fiqa")
+    ids = [json.loads(line)["_id"] for line in (folder / "queries.jsonl").read_text().splitlines()]
+    assert ids[:3] == ["sample-fiqa-q1_v1", "sample-fiqa-q1_v2", "sample-fiqa-q1_v3"]
+    assert "config_name: instruction" in (folder / "README.md").read_text()
+    again = load_ifir(folder, "fiqa")
+    assert again.layout == "mteb" and again.qrels == fiqa.qrels
+    assert {q: (v.query, v.instruction, v.level) for q, v in again.queries.items()} == {
+        q: (v.query, v.instruction, v.level) for q, v in fiqa.queries.items()}
+
+
+def test_runs_with_queries_outside_the_benchmark_are_not_written(fiqa, tmp_path):
+    run = Run.from_scores({"elsewhere_1": {"d": 1.0}})
+    with pytest.raises(UsageError, match="1 queries of the run are not in ifir-sample/fiqa"):
+        write_mteb_predictions(run, fiqa, tmp_path, model_name="m")
