@@ -8,5 +8,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
                    "not_comparable_reason", "tolerance_statement"),
     "divergences": ("DIVERGENCES", "Divergence", "known_divergences", "reasons_for"),
     "loader": ("MODEL_ALIASES", "canonical_measure", "hf_id_for", "load_reported", "model_key", "paper_models",
-               "paper_names_for"),
+               "paper_names_for", "load_mteb_results"),
 })

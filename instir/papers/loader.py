@@ -18,14 +18,19 @@ notebook can show the rows as printed and :func:`instir.papers.compare` can alig
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 
 from instir.benchmarks import catalog
+from instir.benchmarks.readers import read_text
+from instir.benchmarks.types import FormatError
 
 #: paper name -> CSV file under ``instir/papers/reported/``
 REPORTED_FILES = {
@@ -59,6 +64,7 @@ _MEASURE_NAMES = {
     "recall": "R",
     "r": "R",
     "p": "P",
+    "precision": "P",
     "robustness": "Robustness",
     "instfol": "InstFol",
 }
@@ -264,4 +270,108 @@ def _shape_mteb(raw: pd.DataFrame) -> pd.DataFrame:
     out["source"] = out["source_path"]
     out["model_hf_id"] = out["model"]
     out["model_key"] = [model_key(m) for m in out["model"]]
+    return out
+
+
+#: keys of a TaskResult's scores that are no measure (``TaskResult.from_task_results``)
+_NOT_MEASURES = frozenset({"hf_subset", "languages", "mteb_version", "accuracy", "previous_results_model_meta"})
+
+
+def _task_result_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The result files named by ``paths``: files as given, and in folders (recursively) every
+    ``<task>.json`` of a task the catalog knows (MTEB's other tasks and ``model_meta.json``
+    are not InstructIR's or IFIR's)."""
+    tasks = catalog.mteb_tasks()
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*.json") if f.stem in tasks)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FormatError(p, None, None, "no such MTEB result file or folder")
+    return files
+
+
+def _result_model(path: Path, model: str | None) -> str:
+    """The model of a result file: ``model``, else ``model_meta.json``'s ``name`` beside it, else
+    the folder ``results/<model with __>/<revision>/`` it sits in (as MTEB's ``ResultCache``
+    reads it)."""
+    if model:
+        return model
+    meta = path.parent / "model_meta.json"
+    if meta.is_file():
+        try:
+            name = json.loads(read_text(meta)).get("name")
+        except (json.JSONDecodeError, AttributeError):
+            raise FormatError(meta, None, "name", "not a JSON object with the model's name") from None
+        if isinstance(name, str) and name:
+            return name
+    if len(path.parents) >= 2 and path.parents[1].name not in ("", "results"):
+        return path.parents[1].name.replace("__", "/")
+    raise FormatError(path, None, None, "no model name: no model_meta.json beside it and not in MTEB's "
+                                        "results/<model>/<revision>/ layout (pass the model's name)")
+
+
+def _task_result_rows(path: Path, model: str | None) -> list[dict]:
+    """Rows (``task``, ``model``, ``metric``, ``value``, ``source_path``) of one result file."""
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise FormatError(path, err.lineno, None, f"not valid JSON: {err.msg} (column {err.colno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+        raise FormatError(path, None, "scores", 'expected an MTEB TaskResult {"task_name": …, "scores": {split: '
+                                                "[{measure: value, …}]}, …}")
+    task = data.get("task_name")
+    tasks = catalog.mteb_tasks()
+    if task not in tasks:
+        raise FormatError(path, None, "task_name", f"{task!r} is not an InstructIR or IFIR task of MTEB "
+                                                   f"(known: {', '.join(tasks)})")
+    split = data["scores"].get("test")
+    if not isinstance(split, list):
+        raise FormatError(path, "scores", "test", "expected a list of score objects (MTEB 1.11's layout or later)")
+    entry = next((e for e in split if isinstance(e, dict) and e.get("hf_subset", "default") == "default"), None)
+    if entry is None:
+        raise FormatError(path, "scores > test", "hf_subset", "no scores for the subset 'default'")
+    name = _result_model(path, model)
+    source = (f"{path} (MTEB result file: dataset_revision={data.get('dataset_revision')}, "
+              f"mteb {data.get('mteb_version')})")
+    main = tasks[task].main_score
+    flat: dict[str, object] = {}
+    for key, value in entry.items():
+        if key == "level_scores" and isinstance(value, dict):
+            flat.update({f"{main}_{level}": v for level, v in value.items()})
+        elif key == "main_score":
+            flat[f"main_score({main})"] = value
+        elif key not in _NOT_MEASURES and not key.startswith("nauc_"):
+            flat[key] = value
+    rows = []
+    for metric, value in flat.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        rows.append({"task": task, "model": name, "metric": metric, "value": repr(float(value)),
+                     "source_path": source})
+    return rows
+
+
+def load_mteb_results(paths: Iterable[str | Path], model: str | None = None) -> pd.DataFrame:
+    """MTEB ``TaskResult`` files (``<task>.json``, as ``mteb.evaluate`` writes them to its results
+    cache: ``results/<model with __>/<revision>/<task>.json`` beside ``model_meta.json``) of the
+    InstructIR and IFIR tasks, in the layout of :func:`load_reported` ``("mteb")`` so they sit
+    beside the papers' numbers in :func:`instir.papers.compare`. ``paths`` are files or folders
+    (searched recursively for the tasks' files); ``model`` names the model when the files do not
+    say it. Measures are read from the test split's ``default`` subset as MTEB stored them
+    (``TaskResult.to_disk`` rounds to 6 decimals); ``level_scores`` become ``<main>_level_<n>``
+    and ``main_score`` ``main_score(<main>)``, as in the bundled results-store table; ``nAUC``
+    and ``accuracy`` are left out. A file that is not a TaskResult of these tasks is one
+    :class:`~instir.benchmarks.types.FormatError` naming it and the field."""
+    rows = [row for path in _task_result_files(paths) for row in _task_result_rows(path, model)]
+    raw = pd.DataFrame(rows, columns=["task", "model", "metric", "value", "source_path"])
+    out = _shape_mteb(raw)
+    out.insert(0, "paper", "mteb")
+    out["value_printed"] = raw["value"].astype(str)
+    out["value"] = pd.to_numeric(raw["value"])
+    out["rounding"] = [0.5 * 10.0 ** -_decimals(v) for v in out["value_printed"]]
+    out["table"] = "MTEB result file, " + out["task"]
+    out["reference"] = "MTEB result file, " + out["task"]
     return out

@@ -129,6 +129,12 @@ class ReportLayout:
     def paper_tables(self) -> Path:
         return self.root / "paper_tables"
 
+    @property
+    def mteb_results(self) -> Path:
+        """Where a user puts MTEB ``TaskResult`` files (``<task>.json``, any depth) for the compare
+        stage to show beside the papers' numbers; written by no stage."""
+        return self.root / "mteb_results"
+
     def require(self, path: Path) -> Path:
         """``path`` (a file of this layout) when it exists; else :class:`MissingInput` naming it
         and the notebook that writes it."""

@@ -3,11 +3,13 @@
 verdict and the known reasons for divergence; InstFol tolerances widened by the judge's own
 spread (``judge/stability.csv``) where it was measured; the long-text windowing of every run;
 and the coverage of the papers' systems by the kit's cards. Written under ``paper_tables/``.
-Reads only files: no benchmark is loaded.
+MTEB ``TaskResult`` files put under ``mteb_results/`` are compared as well, beside MTEB's
+results store. Reads only files: no benchmark is loaded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +18,14 @@ import pandas as pd
 from instir import atomic
 from instir.judge.stability import tolerance_widening
 from instir.metrics.table import wide
-from instir.papers import compare, known_divergences, load_reported, match_systems, not_comparable_reason
+from instir.papers import (
+    compare,
+    known_divergences,
+    load_mteb_results,
+    load_reported,
+    match_systems,
+    not_comparable_reason,
+)
 from instir.report.layout import ReportLayout, report_layout
 from instir.retrieval.runs import read_sidecar, run_windowing
 from instir.systems.coverage import coverage_matrix
@@ -127,15 +136,29 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
                      ignore_index=True)[REPRODUCED_COLUMNS]
 
 
-def compare_with_papers(out_dir: str | Path) -> PaperComparison:
+def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
+    """The reported tables by paper (``ifir``, ``instructir``, ``mteb``); the MTEB ``TaskResult``
+    files or folders in ``mteb_results`` (:func:`instir.papers.load_mteb_results`) join MTEB's
+    results store under ``mteb``."""
+    reported = {paper: load_reported(paper) for paper in ("ifir", "instructir", "mteb")}
+    if mteb_results:
+        reported["mteb"] = pd.concat([reported["mteb"], load_mteb_results(mteb_results)], ignore_index=True)
+    return reported
+
+
+def compare_with_papers(out_dir: str | Path, mteb_results: Sequence[str | Path] | None = None) -> PaperComparison:
     """The compare stage (see the module docstring); bundled-sample numbers are aligned with the
-    papers' rows and given the verdict *not comparable (SAMPLE)*."""
+    papers' rows and given the verdict *not comparable (SAMPLE)*. MTEB ``TaskResult`` files join
+    MTEB's results store: those in ``mteb_results`` (files or folders), by default those under
+    the report's ``mteb_results/`` folder when it exists."""
     layout = report_layout(out_dir)
     runs = (pd.read_csv(layout.runs_table) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     windowing = runs[["benchmark", "system"]].assign(
         windowing=[run_windowing(read_sidecar(layout.root / run_file)) for run_file in runs["run_file"]])
-    reported = {paper: load_reported(paper) for paper in ("ifir", "instructir", "mteb")}
+    if mteb_results is None:
+        mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
+    reported = reported_tables(mteb_results)
     every_reported = pd.concat(reported.values(), ignore_index=True)
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)

@@ -1,0 +1,72 @@
+"""MTEB TaskResult files beside the papers' numbers. The fixtures were stored by MTEB 2.26.24's
+``ResultCache`` (``results/<model>/<revision>/<task>.json`` + ``model_meta.json``)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from instir.benchmarks.types import FormatError
+from instir.papers import compare, load_mteb_results, load_reported
+from instir.stages.compare import reported_tables
+
+RESULTS = Path(__file__).parents[1] / "fixtures" / "mteb" / "results"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return load_mteb_results([RESULTS])
+
+
+def test_result_files_read_in_the_layout_of_the_results_store_table(rows):
+    assert list(rows.columns) == list(load_reported("mteb").columns)
+    assert set(rows["task"]) == {"InstructIR", "IFIRFiQA"} and set(rows["model"]) == {"instir/bm25s-sample"}
+    assert not rows["metric"].str.startswith("nauc").any() and "accuracy" not in set(rows["metric"])
+    fiqa = rows[rows["task"] == "IFIRFiQA"].set_index("metric")
+    stored_file = RESULTS / "instir__bm25s-sample" / "fixture" / "IFIRFiQA.json"
+    stored = json.loads(stored_file.read_text())["scores"]["test"][0]
+    assert fiqa.loc["ndcg_at_20", "value"] == stored["ndcg_at_20"]
+    assert fiqa.loc["ndcg_at_20_level_2", "level"] == 2 and fiqa.loc["ndcg_at_20_level_2", "measure"] == "nDCG@20"
+    assert fiqa.loc["main_score(ndcg_at_20)", "value"] == stored["main_score"]
+    instructir = rows[rows["task"] == "InstructIR"].set_index("metric")
+    assert instructir.loc["robustness_at_10", "measure"] == "Robustness@10"
+    assert instructir.loc["precision_at_10", "measure"] == "P@10"
+    assert set(rows["benchmark"]) == {"instructir", "ifir"} and rows["secondary"].all()
+    assert "dataset_revision=1670fc6, mteb 2.26.24" in fiqa.loc["ndcg_at_20", "source"]
+
+
+def test_without_model_meta_the_model_is_the_results_folder_name(tmp_path):
+    target = tmp_path / "results" / "GritLM__GritLM-7B" / "abc" / "IFIRFiQA.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(RESULTS / "instir__bm25s-sample" / "fixture" / "IFIRFiQA.json", target)
+    found = load_mteb_results([tmp_path])
+    assert set(found["model"]) == {"GritLM/GritLM-7B"} and set(found["model_key"]) == {"gritlm/gritlm-7b"}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"task_name": "SciFact", "scores": {"test": []}}', "field 'task_name': 'SciFact' is not an InstructIR or IFIR"),
+    ('{"task_name": "IFIRFiQA", "scores": {"test": {"default": {}}}}', "field 'test': expected a list"),
+    ('{"task_name": "IFIRFiQA"}', "field 'scores': expected an MTEB TaskResult"),
+    ("{", "line 1: not valid JSON"),
+])
+def test_a_file_that_is_no_task_result_is_one_error_naming_it(tmp_path, content, message):
+    path = tmp_path / "org__m" / "r" / "IFIRFiQA.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    with pytest.raises(FormatError, match="IFIRFiQA.json") as err:
+        load_mteb_results([path])
+    assert message in str(err.value)
+
+
+def test_result_files_join_the_mteb_rows_the_comparison_aligns(rows):
+    reported = reported_tables([RESULTS])
+    assert len(reported["mteb"]) == len(load_reported("mteb")) + len(rows)
+    reproduced = pd.DataFrame({"system": ["instir/bm25s-sample"] * 2, "benchmark": ["ifir/fiqa"] * 2,
+                               "subset": ["fiqa"] * 2, "level": ["all", "2"], "measure": ["nDCG@20"] * 2,
+                               "value": [0.88902, 0.9]})
+    compared = compare(reproduced, pd.concat(reported.values(), ignore_index=True))
+    assert list(compared["reported"]) == [0.88902, 0.908765]
+    assert list(compared["verdict"]) == ["within tolerance", "within tolerance"]
+    assert "secondary-source" in compared["reasons"].iloc[0]
