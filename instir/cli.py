@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "instir.benchmarks.commands",
     "instir.retrieval.commands",
     "instir.retrieval.rerank_commands",
+    "instir.retrieval.mteb_commands",
     "instir.metrics.commands",
     "instir.judge.commands",
     "instir.pipeline_commands",

@@ -1,5 +1,8 @@
-"""``instir evaluate``: score one or more TREC runs on a benchmark, print the table (and,
-for several runs, the comparisons against a baseline) and write CSV/JSON next to the runs."""
+"""``instir evaluate``: score one or more runs (TREC files, or MTEB ``*_predictions.json``
+files) on a benchmark under the authors' protocol or MTEB's (``--protocol mteb``), print the
+table (and, for several runs, the comparisons against a baseline; with ``--papers``, the
+numbers the papers, MTEB's results store and given MTEB result files report) and write
+CSV/JSON next to the runs."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
 from instir.cli import output_folder, positive_int
 from instir.errors import UsageError, unknown
+from instir.metrics.scoring import PROTOCOLS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "tests and bootstrap CIs against a baseline (Holm-corrected).")
     add_benchmark_arguments(p)
     p.add_argument("--run", dest="runs", action="append", required=True, metavar="FILE",
-                   help="TREC run file; repeat for several systems (named after the file)")
+                   help="TREC run file, or an MTEB prediction file (<Task>_predictions.json); repeat for several "
+                        "systems (named after the file; an MTEB file after its model)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="authors",
+                   help="authors: the papers' official scoring (default); mteb: MTEB 2.26's (its measure names, "
+                        "averaging over the queries in the run, 5-decimal rounding, its self-hit rule)")
+    p.add_argument("--papers", action="store_true",
+                   help="also line the scores up with the numbers the papers and MTEB's results store report "
+                        "(with --protocol mteb: MTEB's numbers only)")
+    p.add_argument("--mteb-results", nargs="+", default=None, metavar="PATH",
+                   help="MTEB TaskResult files or folders (<Task>.json) to show beside them (implies --papers)")
     p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
     p.add_argument("--measures", nargs="+", default=None, help="e.g. nDCG@10 RR@10 R@100 (default per benchmark)")
     p.add_argument("--out", default=None, help="output directory (default: the first run's directory)")
@@ -32,11 +45,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_name(path: Path) -> str:
-    """A run's system name: its file name without ``.trec`` / ``.run`` / ``.txt``."""
+    """A run's system name: its file name without ``.trec`` / ``.run`` / ``.txt`` (an MTEB
+    prediction file is named after its model instead, see :func:`read_runs`)."""
     name = path.name
     for suffix in (".trec", ".run", ".txt"):
         name = name.removesuffix(suffix)
     return name
+
+
+def read_runs(paths: list[Path], benchmark) -> tuple[dict, dict]:
+    """The runs of ``--run`` files by system name: TREC files named by :func:`run_name`, MTEB
+    prediction files (``.json``) read under the kit's ids and named after the model their
+    ``mteb_model_meta`` gives (else the file). Also, for the prediction files, their own scores
+    (``{name: {qid: {docid: score}}}``): the ``mteb`` protocol scores those, as MTEB does, rather
+    than the run's float32 scores."""
+    from instir.retrieval.mteb import is_mteb_predictions, predictions_scores, read_mteb_predictions
+    from instir.retrieval.runs import Run, read_run
+
+    runs, raw, names = {}, {}, []
+    for path in paths:
+        if is_mteb_predictions(path):
+            predictions = read_mteb_predictions(path)
+            name = predictions.model_name or path.name.removesuffix(".json")
+            raw[name] = predictions_scores(predictions, benchmark)
+            run = Run.from_scores(raw[name], {"source": "mteb-predictions", "path": str(path)})
+        else:
+            run, name = read_run(path), run_name(path)
+        names.append(name)
+        runs[name] = run
+    if len(set(names)) != len(names):
+        raise UsageError(f"run files need distinct names (got {names}) (an MTEB file is named after its model)")
+    return runs, raw
 
 
 #: the comparison's columns that hold scores (printed ×100, one decimal, as the report tables do)
@@ -61,36 +100,74 @@ def comparison_text(comparisons) -> str:
         return shown.to_string(index=False)
 
 
+def papers_comparison(table, protocol: str, mteb_results=None):
+    """The scores of ``table`` lined up with the reported numbers (:func:`instir.papers.compare`,
+    samples aligned as their benchmark with the verdict *not comparable (SAMPLE)*): the papers',
+    MTEB's results store and the MTEB result files ``mteb_results``; under the ``mteb`` protocol
+    only MTEB's numbers, since the papers' were measured with the authors' protocol."""
+    import pandas as pd
+
+    from instir.papers import compare
+    from instir.stages.compare import reported_tables
+
+    reported = reported_tables(mteb_results or ())
+    if protocol == "mteb":
+        reported = {"mteb": reported["mteb"]}
+    return compare(table, pd.concat(reported.values(), ignore_index=True), sample_ok=True)
+
+
+def papers_text(compared) -> str:
+    """The aligned numbers as printed (×100 as the papers print them, one line per number)."""
+    import pandas as pd
+
+    from instir.papers import comparison_view
+    from instir.report.tables import format_fixed
+
+    view = comparison_view(compared)
+    shown = view[["paper", "paper model", "system", "subset", "level", "measure", "reported", "reproduced",
+                  "delta", "verdict"]].copy()
+    for column in ("reported", "reproduced", "delta"):
+        shown[column] = [format_fixed(100 * v, 2) for v in shown[column]]
+    shown["subset"] = shown["subset"].fillna("")
+    shown["level"] = shown["level"].astype("string").fillna("")
+    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 40):
+        return shown.to_string(index=False)
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     import pandas as pd
 
     from instir.metrics import stats, table
+    from instir.metrics.mteb import mteb_measure
     from instir.metrics.scoring import evaluate_runs
     from instir.metrics.standard import parse_measures
-    from instir.retrieval.runs import read_run
     from instir.stages.evaluate import compare_to_baseline
 
     paths = [Path(p) for p in args.runs]
-    names = [run_name(p) for p in paths]
-    if len(set(names)) != len(names):
-        raise UsageError(f"run files need distinct names (got {names})")
+    if args.measures and args.protocol == "mteb":  # a bad name fails before anything is read
+        for measure in args.measures:
+            mteb_measure(measure)
+    elif args.measures:
+        parse_measures(args.measures)
+    benchmark = benchmark_from_args(args)
+    runs, raw = read_runs(paths, benchmark)
+    names = list(runs)
     baseline = args.baseline or names[0]
     if baseline not in names:
         raise unknown("--baseline", baseline, names, more=" (the systems are named after the run files)")
-    if args.measures:
-        parse_measures(args.measures)  # a bad name fails before anything is read
-    benchmark = benchmark_from_args(args)
-    runs = {name: read_run(path) for name, path in zip(names, paths)}
     out = output_folder(args.out or paths[0].parent)  # before the scoring, after the runs are found
-    result = evaluate_runs(runs, benchmark, args.measures)
+    scored = {name: raw.get(name, run) for name, run in runs.items()} if args.protocol == "mteb" else runs
+    result = evaluate_runs(scored, benchmark, args.measures, protocol=args.protocol)
 
-    print(f"benchmark: {benchmark.label}, revision {benchmark.revision}")
+    print(f"benchmark: {benchmark.label}, revision {benchmark.revision}, protocol {args.protocol}")
     for name, check in result.checks.items():
         if not check.ok or check.missing_qids:
             print(f"  {name}: {check.summary()}")
     if result.excluded:
         print(f"  {len(result.excluded)} qrels queries have no relevant document and are not averaged")
+    for note in result.notes:
+        print(f"  {note}")
     print("scores ×100:")
     with pd.option_context("display.width", 200, "display.max_columns", 50):
         print(table.wide(result.table).to_string())
@@ -102,17 +179,31 @@ def evaluate_command(args: argparse.Namespace) -> int:
         print(f"\nagainst baseline {baseline!r} (scores ×100; p-values Holm-corrected across systems):")
         print(comparison_text(comparisons))
 
-    stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}"
+    compared = pd.DataFrame()
+    if args.papers or args.mteb_results:
+        compared = papers_comparison(result.table, args.protocol, args.mteb_results)
+        if len(compared):
+            print("\nagainst the reported numbers (×100):")
+            print(papers_text(compared))
+        else:
+            print("\nagainst the reported numbers: no reported number for these systems, measures and slices")
+
+    suffix = "" if args.protocol == "authors" else f"-{args.protocol}"
+    stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}{suffix}"
     written = [table.export(result.table, out / f"{stem}.csv")]
     result.per_query.to_csv(out / f"{stem}-per-query.csv", index=False)
     written.append(out / f"{stem}-per-query.csv")
     if len(comparisons):
         comparisons.to_csv(out / f"{stem}-comparisons.csv", index=False)
         written.append(out / f"{stem}-comparisons.csv")
+    if len(compared):
+        compared.to_csv(out / f"{stem}-papers.csv", index=False)
+        written.append(out / f"{stem}-papers.csv")
     summary = {
         "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
+        "protocol": args.protocol,
         "sample": benchmark.is_sample, "runs": {n: str(p) for n, p in zip(names, paths)}, "baseline": baseline,
-        "excluded_queries": result.excluded,
+        "excluded_queries": result.excluded, "notes": result.notes,
         "run_checks": {n: c.summary() for n, c in result.checks.items()},
         "table": json.loads(result.table.to_json(orient="records")),
         "comparisons": json.loads(comparisons.to_json(orient="records")) if len(comparisons) else [],

@@ -133,12 +133,12 @@ def read_mteb_predictions(path: str | Path, *, subset: str = DEFAULT_SUBSET, spl
                            subset, split, scores)
 
 
-def predictions_run(predictions: MtebPredictions, benchmark: Benchmark, ids: MtebIds | None = None) -> Run:
-    """The prediction file as a :class:`~instir.retrieval.runs.Run` of ``benchmark`` under the
-    kit's query ids (documents as given; self-hits kept, as the file has them). A file named
-    for another task than the benchmark's is refused, and so is a query id that names none of
-    the benchmark's instances (a :class:`~instir.benchmarks.types.FormatError` naming the file
-    and the id)."""
+def predictions_scores(predictions: MtebPredictions, benchmark: Benchmark, ids: MtebIds | None = None
+                       ) -> dict[str, dict[str, float]]:
+    """The prediction file's scores under the kit's query ids, ``{qid: {docid: score}}``
+    (scores as written). A file named for another task than the benchmark's is refused, and so
+    is a query id that names none of the benchmark's instances (a
+    :class:`~instir.benchmarks.types.FormatError` naming the file and the id)."""
     ids = ids or mteb_ids(benchmark)
     if predictions.task and predictions.task != ids.task.name:
         raise UsageError(f"{predictions.path} holds MTEB's {predictions.task} predictions; {benchmark.label} is "
@@ -154,10 +154,18 @@ def predictions_run(predictions: MtebPredictions, benchmark: Benchmark, ids: Mte
         if kit in mapped:
             raise FormatError(predictions.path, where, mid, f"a second MTEB id for query {quoted(kit)}")
         mapped[kit] = docs
+    return mapped
+
+
+def predictions_run(predictions: MtebPredictions, benchmark: Benchmark, ids: MtebIds | None = None) -> Run:
+    """The prediction file as a :class:`~instir.retrieval.runs.Run` of ``benchmark`` under the
+    kit's query ids (:func:`predictions_scores`; documents as given, self-hits kept as the file
+    has them, scores put in trec_eval's float32 order as every Run is)."""
+    ids = ids or mteb_ids(benchmark)
     meta = {"source": "mteb-predictions", "path": str(predictions.path), "mteb_task": ids.task.name,
             "mteb_model_meta": {"model_name": predictions.model_name, "revision": predictions.revision},
             "mteb_subset": predictions.subset, "mteb_split": predictions.split}
-    return Run.from_scores(mapped, meta)
+    return Run.from_scores(predictions_scores(predictions, benchmark, ids), meta)
 
 
 def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:

@@ -1,0 +1,109 @@
+"""MTEB prediction files through ``instir evaluate`` and back out through ``instir mteb-export``.
+The fixtures (tests/fixtures/mteb) were written by MTEB 2.26.24: its prediction files and the
+TaskResult files it stored after scoring those very predictions."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from instir.cli import main
+
+MTEB = Path(__file__).parents[1] / "fixtures" / "mteb"
+RESULTS = MTEB / "results" / "instir__bm25s-sample" / "fixture"
+
+
+def _stored(task: str) -> dict:
+    """MTEB's own scores of the fixture predictions (its TaskResult file, rounded to 6 decimals)."""
+    return json.loads((RESULTS / f"{task}.json").read_text())["scores"]["test"][0]
+
+
+@pytest.mark.parametrize(("benchmark", "task"), [("instructir-sample", "InstructIR"), ("ifir-sample/fiqa", "IFIRFiQA")])
+def test_the_mteb_protocol_gives_the_numbers_mteb_stored_for_the_same_predictions(tmp_path, benchmark, task,
+                                                                                   capsys):
+    predictions = shutil.copy(MTEB / "predictions" / f"{task}_predictions.json", tmp_path)
+    measures = ["ndcg_at_10", "ndcg_at_20", "map_at_100", "recall_at_100", "precision_at_10", "mrr_at_10",
+                "hit_rate_at_3", "main_score"] + (["robustness_at_10"] if task == "InstructIR" else [])
+    assert main(["evaluate", "--benchmark", benchmark, "--run", str(predictions), "--protocol", "mteb",
+                 "--measures", *measures]) == 0
+    assert "protocol mteb" in capsys.readouterr().out
+    stem = f"evaluation-{benchmark.replace('/', '_')}-instructed-mteb"
+    table = pd.read_csv(tmp_path / f"{stem}.csv", dtype={"level": str})
+    assert set(table["system"]) == {"instir/bm25s-sample"}  # named after mteb_model_meta.model_name
+    stored = _stored(task)
+    pooled = table[table["level"] == "all"].set_index("measure")["value"]
+    assert {m: round(pooled[m], 6) for m in measures} == {m: stored[m] for m in measures}
+    if task == "IFIRFiQA":
+        levels = table[table["level"] != "all"].set_index("level")["value"]
+        assert {f"level_{lv}": round(v, 6) for lv, v in levels.items()} == stored["level_scores"]
+
+
+def test_the_authors_protocol_adds_robustness_native_ndcg_and_significance_to_mteb_runs(tmp_path, capsys):
+    mine = shutil.copy(MTEB / "predictions" / "IFIRFiQA_predictions.json", tmp_path)
+    other = tmp_path / "other" / "IFIRFiQA_predictions.json"
+    other.parent.mkdir()
+    data = json.loads(Path(mine).read_text())
+    data["mteb_model_meta"]["model_name"] = "reversed"
+    for docs in data["default"]["test"].values():  # the same documents in the opposite order
+        for rank, doc in enumerate(sorted(docs, key=docs.get)):
+            docs[doc] = float(rank)
+    other.write_text(json.dumps(data))
+    assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(mine), "--run", str(other),
+                 "--resamples", "99", "--papers", "--mteb-results", str(MTEB / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "against baseline 'instir/bm25s-sample'" in out and "against the reported numbers" in out
+    table = pd.read_csv(tmp_path / "evaluation-ifir-sample_fiqa-instructed.csv", dtype={"level": str})
+    assert {"nDCG@20", "nDCG@20[ifir-native]", "RR@20"} <= set(table["measure"])
+    comparisons = pd.read_csv(tmp_path / "evaluation-ifir-sample_fiqa-instructed-comparisons.csv")
+    assert set(comparisons["system"]) == {"reversed"} and "p_perm_holm" in comparisons
+    papers = pd.read_csv(tmp_path / "evaluation-ifir-sample_fiqa-instructed-papers.csv")
+    row = papers[(papers["measure_reproduced"] == "nDCG@20") & papers["level"].isna()
+                 & (papers["system"] == "instir/bm25s-sample")]
+    assert row["reported"].item() == _stored("IFIRFiQA")["ndcg_at_20"] == pytest.approx(row["reproduced"].item(),
+                                                                                      abs=5e-6)
+
+
+def test_instructir_through_the_authors_protocol_gets_robustness(tmp_path):
+    predictions = shutil.copy(MTEB / "predictions" / "InstructIR_predictions.json", tmp_path)
+    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(predictions)]) == 0
+    table = pd.read_csv(tmp_path / "evaluation-instructir-sample-instructed.csv").set_index("measure")["value"]
+    # no self-hits in the sample and every query answered: the two protocols agree here
+    assert round(table["Robustness@10"], 6) == _stored("InstructIR")["robustness_at_10"]
+    assert round(table["nDCG@10"], 5) == _stored("InstructIR")["ndcg_at_10"]
+
+
+def test_an_exported_run_round_trips_through_evaluate(tmp_path, capsys):
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval.mteb import read_predictions_run
+    from instir.retrieval.runs import write_run
+
+    fiqa = load_benchmark("ifir-sample/fiqa")
+    run = read_predictions_run(MTEB / "predictions" / "IFIRFiQA_predictions.json", fiqa)
+    trec = write_run(run, tmp_path / "bm25.trec")
+    assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--run", str(trec), "--out", str(tmp_path / "x"),
+                 "--model-name", "instir/bm25s-sample", "--dataset"]) == 0
+    exported = tmp_path / "x" / "IFIRFiQA_predictions.json"
+    assert (tmp_path / "x" / "dataset" / "queries.jsonl").is_file()
+    for path in (exported, MTEB / "predictions" / "IFIRFiQA_predictions.json"):
+        shutil.copy(path, tmp_path / "x" / "again.json")
+        assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(tmp_path / "x" / "again.json"),
+                     "--protocol", "mteb", "--out", str(tmp_path / path.parent.name)]) == 0
+    capsys.readouterr()
+    first, second = (pd.read_csv(tmp_path / name / "evaluation-ifir-sample_fiqa-instructed-mteb.csv")
+                     for name in ("x", "predictions"))
+    assert first.equals(second)
+
+
+def test_bad_prediction_files_are_one_error_line_naming_file_and_field(tmp_path, capsys):
+    bad = tmp_path / "IFIRFiQA_predictions.json"
+    bad.write_text('{"default": {"test": {"sample-fiqa-q1_v1": {"sample-fiqa-d101": "x"}}}}')
+    assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"instir evaluate: {bad}")
+    assert "field 'sample-fiqa-d101': expected a finite number" in err
+    bad.write_text('{"default": {"test": {"q-unknown": {"d": 1.0}}}}')
+    assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "field 'q-unknown': unknown query id" in err
