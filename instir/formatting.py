@@ -10,7 +10,9 @@ The built-in templates reproduce the strings of the authors' code:
   RepLLaMA ``… </s>``.
 - IFIR (github SighingSnow/IFIR, ``src/utils``): ``query instruction`` for BM25 and plain
   encoders; the INSTRUCTOR, E5-mistral, GritLM, Promptriever and NV-Embed-v2 prompts.
-- ``mteb``: MTEB's ``query instruction`` form; ``query-only``: the bare query.
+- ``mteb``: MTEB's ``query instruction`` form, and ``mteb-repllama``, ``mteb-e5-mistral``,
+  ``mteb-gritlm``: that text with the prompts MTEB 2.26's model wrappers add (MTEB-comparable,
+  not paper-comparable); ``query-only``: the bare query.
 
 Empty instructions (no-instruction settings) use the template's ``bare_query`` form, so no
 stray separator (`` [SEP] ``, trailing space) is left behind.
@@ -142,6 +144,11 @@ _IFIR_SRC = "SighingSnow/IFIR src/utils/ (embeddings.py, inst_llms.py, constant.
 # instance has no instruction: the authors' code always had one.
 _E5_MSMARCO = "Given a web search query, retrieve relevant passages that answer the query"
 _IFIR_E5_PROMPT = "Instruct: Give a query, retrieval relevant passages\nQuery: "
+_MTEB_SRC = "embeddings-benchmark/mteb 2.26"
+# MTEB's prompt for instruction models on retrieval tasks without a prompt of their own
+# (mteb/abstasks/retrieval.py AbsTaskRetrieval.abstask_prompt, via AbsEncoder.get_instruction):
+# InstructIR's and IFIR's task metadata define none.
+_MTEB_RETRIEVAL_PROMPT = "Retrieve text based on user query."
 _IFIR_INSTRUCTOR_DOMAINS = {"fiqa": "financial", "scifact_open": "science", "nfcorpus": "science",
                             "cds": "biomedical", "pm": "biomedical", "aila": "legal", "fire": "legal"}
 
@@ -205,6 +212,26 @@ _BUILTIN = (
              "MTEB's instruction-retrieval input 'query instruction' (query first, one space): MTEB numbers "
              "on InstructIR are not comparable with the paper's.",
              "{query} {instruction}", bare_query="{query}", source="embeddings-benchmark/mteb"),
+    Template("mteb-repllama", "repllama",
+             "MTEB's RepLLaMA and Promptriever wrappers: model prompts 'query:  ' / 'passage:  ' (two spaces) "
+             "before MTEB's 'query instruction' text; MTEB-comparable, not paper-comparable.",
+             "query:  {query} {instruction}", doc="passage:  {text}", bare_query="query:  {query}",
+             source=_MTEB_SRC + " models/model_implementations/repllama_models.py (model_prompts, encode)"),
+    Template("mteb-e5-mistral", "e5-mistral",
+             "MTEB's E5-mistral wrapper: 'Instruct: <MTEB's generic retrieval prompt>\nQuery: ' before 'query "
+             "instruction'; documents bare (apply_instruction_to_passages=False); MTEB-comparable, not "
+             "paper-comparable.",
+             f"Instruct: {_MTEB_RETRIEVAL_PROMPT}\nQuery: {{query}} {{instruction}}",
+             bare_query=f"Instruct: {_MTEB_RETRIEVAL_PROMPT}\nQuery: {{query}}",
+             source=_MTEB_SRC + " models/model_implementations/e5_instruct.py (E5_INSTRUCTION, e5_mistral)"),
+    Template("mteb-gritlm", "gritlm",
+             "MTEB's GritLM wrapper: '<|user|>\n<MTEB's generic retrieval prompt>\n<|embed|>\n' before the query "
+             "text and before every document (apply_instruction_to_passages defaults to True); MTEB-comparable, "
+             "not paper-comparable.",
+             f"<|user|>\n{_MTEB_RETRIEVAL_PROMPT}\n<|embed|>\n{{query}} {{instruction}}",
+             doc=f"<|user|>\n{_MTEB_RETRIEVAL_PROMPT}\n<|embed|>\n{{text}}",
+             bare_query=f"<|user|>\n{_MTEB_RETRIEVAL_PROMPT}\n<|embed|>\n{{query}}",
+             source=_MTEB_SRC + " models/model_implementations/gritlm_models.py (gritlm_instruction, gritlm7b)"),
     Template("query-only", "raw", "The bare query; the instruction is ignored.", "{query}"),
 )
 

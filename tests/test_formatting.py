@@ -16,6 +16,8 @@ DOC = Doc("9001_2", "Saffron is a spice.", title="Saffron")
 E5_IFIR = "Instruct: Give a query, retrieval relevant passages\nQuery: "
 GRIT = "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n"
 NV = "Instruct: Retrieve passages satisfying the query. \nQuery: "
+E5_MTEB = "Instruct: Retrieve text based on user query.\nQuery: "
+GRIT_MTEB = "<|user|>\nRetrieve text based on user query.\n<|embed|>\n"
 
 # name: (query with instruction, bare query, document) -- written out by hand
 EXPECTED = {
@@ -46,6 +48,12 @@ EXPECTED = {
     "ifir-nv-embed": (NV + "what is saffron I am a chef planning a menu.</s>", NV + "what is saffron</s>",
                       "Saffron Saffron is a spice.</s>"),
     "mteb": ("what is saffron I am a chef planning a menu.", "what is saffron", "Saffron Saffron is a spice."),
+    "mteb-repllama": ("query:  what is saffron I am a chef planning a menu.", "query:  what is saffron",
+                      "passage:  Saffron Saffron is a spice."),
+    "mteb-e5-mistral": (E5_MTEB + "what is saffron I am a chef planning a menu.", E5_MTEB + "what is saffron",
+                        "Saffron Saffron is a spice."),
+    "mteb-gritlm": (GRIT_MTEB + "what is saffron I am a chef planning a menu.", GRIT_MTEB + "what is saffron",
+                    GRIT_MTEB + "Saffron Saffron is a spice."),
     "query-only": ("what is saffron", "what is saffron", "Saffron Saffron is a spice."),
 }
 

@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "with whether it can run on this machine and why not.")
     s.add_argument("--cards", action="append", default=[], metavar="FILE",
                    help="extra system card file (TOML/YAML); may be repeated")
-    s.add_argument("--paper", choices=("instructir", "ifir", "user"), default=None, help="only this paper's cards")
+    s.add_argument("--paper", choices=("instructir", "ifir", "mteb", "user"), default=None,
+                   help="only this paper's cards (mteb: MTEB-comparable variants)")
     s.set_defaults(handler=_systems)
 
 

@@ -5,7 +5,8 @@ runs it, model id and revision, LoRA base weights, pooling, dtype, max lengths, 
 windows, similarity, the query/document template and adapter-specific ``params`` (BM25
 k1/b, hybrid components and weights, reranker depth, prompts), plus where in the authors'
 code the recipe comes from. The built-in cards live as TOML files under
-``instir/systems/cards/`` (one per paper); users add their own TOML or YAML files with the
+``instir/systems/cards/`` (one per paper, and ``mteb.toml``: the paper systems as MTEB 2.26's
+model wrappers run them, ``paper = "mteb"``); users add their own TOML or YAML files with the
 same layout::
 
     [[card]]
@@ -39,7 +40,9 @@ from typing import Any
 from instir.benchmarks.types import FormatError
 from instir.errors import UnknownNameError, unknown
 
-PAPERS = ("instructir", "ifir", "user")
+#: where a card's recipe comes from: a paper's code, MTEB's model wrappers (cards labelled
+#: "MTEB-comparable, not paper-comparable", each a ``variant_of`` a paper card), or a user
+PAPERS = ("instructir", "ifir", "mteb", "user")
 KINDS = ("retriever", "reranker")
 POOLINGS = ("mean", "cls", "last-token", "eos", "batch-last")
 DTYPES = ("float32", "float16", "bfloat16")

@@ -121,3 +121,40 @@ def test_rerankers_rerank_bm25_top_100_with_the_authors_query_text(name, query_f
 def test_monot5_prompt_is_the_authors():
     assert _card("monoT5-3b").params["prompt"] == "Query: {query} Document: {text} Relevant:"
     assert _card("monoT5-3b").model == "castorini/monot5-3b-msmarco-10k"
+
+
+MTEB_CARDS = ("RepLLaMA-7B (MTEB)", "Promptriever-7B (MTEB)", "E5-mistral-7b-instruct (MTEB)", "GritLM-7B (MTEB)")
+
+
+def test_mteb_cards_are_labelled_variants_of_the_paper_cards():
+    assert sorted(c.name for c in CARDS.values() if c.paper == "mteb") == sorted(MTEB_CARDS)
+    for name in MTEB_CARDS:
+        card = _card(name)
+        assert card.source.startswith("MTEB-comparable, not paper-comparable.") and card.variant_of
+        assert card.model == _card(card.variant_of).model and card.template.startswith("mteb-")
+    assert get_card("RepLLaMA-7B", CARDS).name == "RepLLaMA-7B"  # the default stays the authors' recipe
+
+
+def test_mteb_repllama_and_promptriever_follow_mtebs_repllama_wrapper():
+    # mteb repllama_models.py RepLLaMAModel: model_max_length 512, truncate at 511 + EOS id, pad to a
+    # multiple of 8, pooled at attention_mask.sum - 1; model_prompts; bfloat16 (ModelMeta loader_kwargs)
+    for name, paper_card in (("RepLLaMA-7B (MTEB)", "RepLLaMA-7B"), ("Promptriever-7B (MTEB)", "Promptriever-7B")):
+        card, paper = _card(name), _card(paper_card)
+        assert (card.pooling, card.dtype, card.query_max_length, card.doc_max_length) == ("eos", "bfloat16", 512, 512)
+        assert card.params["pad_to_multiple_of"] == 8 and card.base_model == paper.base_model
+        template = get_template(card.template)
+        assert (template.query, template.doc) == ("query:  {query} {instruction}", "passage:  {text}")
+    assert _card("RepLLaMA-7B").pooling == "batch-last" and _card("Promptriever-7B").query_max_length == 1024
+
+
+def test_mteb_e5_and_gritlm_carry_mtebs_generic_retrieval_prompt():
+    # AbsTaskRetrieval.abstask_prompt, through AbsEncoder.get_instruction; e5: apply_instruction_to_passages=False
+    e5 = get_template(_card("E5-mistral-7b-instruct (MTEB)").template)
+    assert e5.query == "Instruct: Retrieve text based on user query.\nQuery: {query} {instruction}"
+    assert e5.doc == "{text}"
+    grit = get_template(_card("GritLM-7B (MTEB)").template)
+    prompt = "<|user|>\nRetrieve text based on user query.\n<|embed|>\n"
+    assert grit.query == prompt + "{query} {instruction}" and grit.doc == prompt + "{text}"
+    assert _card("GritLM-7B (MTEB)").params["instruction_end"] == "<|embed|>\n"  # include_prompt=False
+    assert (_card("E5-mistral-7b-instruct (MTEB)").revision, _card("GritLM-7B (MTEB)").revision) == (
+        "07163b72af1488142a360786df853f237b1a3ca1", "13f00a0e36500c80ce12870ea513846a066004af")

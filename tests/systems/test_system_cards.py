@@ -28,7 +28,7 @@ def _write(tmp_path, text, name="mine.toml"):
 def test_builtin_cards_load_and_names_are_unique_case_insensitively():
     cards = load_cards()
     assert len({name.lower() for name in cards}) == len(cards)
-    assert {c.paper for c in cards.values()} == {"instructir", "ifir"}
+    assert {c.paper for c in cards.values()} == {"instructir", "ifir", "mteb"}
 
 
 def test_user_toml_card_is_added_to_the_builtins(tmp_path):
