@@ -25,8 +25,8 @@ _MODULE = re.compile(r"-m\s+((?:instir|perf)(?:\.\w+)+)")
 _LOOKS_LIKE_A_COMMAND = re.compile(r"^\s*(\$ |\.venv/bin/|make |instir |python |pip |export |cat > )")
 #: source files are never generated: a path to one must exist, whatever folder it starts with
 _SOURCE = (".py", ".ipynb", ".md", ".toml")
-#: paths in the authors' repositories, which the docs cite beside the repository's name
-_EXTERNAL = ("eval/", "src/", "scripts/")
+#: paths in the authors' repositories and MTEB's package, which the docs cite beside the repository's name
+_EXTERNAL = ("eval/", "src/", "scripts/", "mteb/")
 #: the README's first screen: what a reader sees before scrolling
 FIRST_SCREEN = 40
 
