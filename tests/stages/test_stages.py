@@ -4,6 +4,7 @@ writes a missing input, and joins per-run scores into what scoring all runs at o
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -136,3 +137,17 @@ def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root
     assert data.overview.set_index("benchmark").loc["ifir/fiqa", "documents"] == len(bench.corpus)
     assert pd.read_csv(tmp_path / "data" / "statistics.csv")["queries"].tolist() == [len(bench.queries)]
     assert data.examples[0].relevant["instance"].isin(list(bench.queries)).all()
+
+
+def test_the_compare_stage_shows_mteb_result_files_left_in_the_report(tmp_path):
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    judge_runs(tmp_path, backend="baseline", repeats=1)
+    stored = Path(__file__).parents[1] / "fixtures" / "mteb" / "results" / "instir__bm25s-sample" / "fixture"
+    target = tmp_path / "mteb_results" / "results" / "bm25" / "fixture"  # MTEB's layout, the model named bm25
+    target.mkdir(parents=True)
+    shutil.copy(stored / "InstructIR.json", target)
+    papers = compare_with_papers(tmp_path)
+    from_file = papers.compared[papers.compared["reference"] == "MTEB result file, InstructIR"]
+    assert set(from_file["measure_reproduced"]) >= {"nDCG@10", "Robustness@10"} and set(from_file["system"]) == {"bm25"}
+    assert (papers.reported["mteb"]["reference"] == "MTEB result file, InstructIR").any()
