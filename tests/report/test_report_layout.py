@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from instir.errors import UsageError
 from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report, user_path
 
 
