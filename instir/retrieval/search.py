@@ -33,7 +33,8 @@ BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 class Retriever(Protocol):
     """What :func:`retrieve` needs from a retriever.
 
-    ``name`` is short and file-name friendly (``bm25``, ``dense-all-MiniLM-L6-v2``);
+    ``name`` is the one name reports, sidecars and run files (slugged) give it (``bm25``,
+    ``dense:sentence-transformers/all-MiniLM-L6-v2``, a card's name: :func:`system_name`);
     ``params()`` returns the JSON-ready settings that change results (recorded and part of
     the reuse key); ``search`` formats queries/docs with ``template`` and returns the top
     ``k`` per query (its ``run.meta`` is kept under ``meta["search"]``). A retriever may

@@ -14,7 +14,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -94,18 +93,14 @@ def check_dependencies(card: SystemCard) -> None:
                                 f"not installed here: {hints}")
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
-
-
 class SystemRetriever:
     """A retriever built from a card: searches with the adapter's retriever, is named after
-    the card (``system-<card name>``), records the full card in its params (so the run key
+    the card (its name, as reports name the system), records the full card in its params (so the run key
     and sidecar hold it) and exposes ``card`` for :func:`instir.retrieval.retrieve`."""
 
     def __init__(self, card: SystemCard, inner):
         self.card, self.inner = card, inner
-        self.name = "system-" + _slug(card.name)
+        self.name = card.name
         self.family = getattr(inner, "family", None) or "dense"
 
     def params(self) -> dict:
