@@ -21,6 +21,7 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
+from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
 from instir.systems.cards import SystemCard, get_card, load_cards
 
 #: adapter name -> "module:callable" building it from a card
@@ -128,12 +129,18 @@ def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = 
 
 
 def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | None = None, **options):
-    """A retriever (wrapped in :class:`SystemRetriever`) or a reranker for a card or a card name.
+    """The one way to build a system from its name: ``bm25``, ``dense`` / ``hybrid`` (the bundled
+    MiniLM), ``dense:MODEL`` / ``hybrid:MODEL`` (:func:`instir.retrieval.make_retriever`), or a
+    card or card name: a retriever (wrapped in :class:`SystemRetriever`) or a reranker. The
+    names are those ``instir run --systems``, a sweep grid and the reports use.
 
     ``options`` (``device``, ``cache_dir``, ``progress``) go to adapters that accept them.
     A missing optional package raises :class:`MissingDependency` naming the card and the
     ``pip install`` that fixes it.
     """
+    if isinstance(card, str) and card.partition(":")[0] in RETRIEVER_KINDS:
+        kind, _, model = card.partition(":")
+        return make_retriever(kind, model.strip() or None, **options)
     cards = load_cards() if cards is None else cards
     if isinstance(card, str):
         card = get_card(card, cards)
