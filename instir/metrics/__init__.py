@@ -9,11 +9,12 @@ function of the same name (``instir.metrics.robustness.robustness``).
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "standard": ("Evaluator", "evaluate", "parse_measures", "ranked", "relevant_queries", "run_frame",
+    "standard": ("Evaluator", "parse_measures", "ranked", "relevant_queries", "run_frame",
                  "mean_by_measure"),
     "robustness": ("average_minima", "group_minima", "query_groups"),
     "ifir": ("native_per_query", "native_label", "ifir_average"),
     "stats": ("paired_tests", "holm", "paired_comparison"),
     "table": ("COLUMNS", "summarise", "combine", "wide", "export"),
-    "scoring": ("Evaluation", "evaluate_runs", "default_measures"),
+    "scoring": ("Evaluation", "evaluate", "evaluate_runs", "default_measures", "instance_groups"),
+    "inputs": ("qrels_of", "run_of"),
 })

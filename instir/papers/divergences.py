@@ -2,8 +2,8 @@
 
 Each :class:`Divergence` says which numbers it affects (paper, benchmark, measure, subset,
 level, model, source kind, the reproduced run's long-text windowing), so
-:func:`instir.papers.compare` can attach the applicable reasons to every aligned row and a notebook can list them next
-to the numbers.
+:func:`instir.papers.compare_to_papers` can attach the applicable reasons to every aligned row and
+a notebook can list them next to the numbers.
 Sources: the project's METRICS.md and FORMATS.md notes on the official code.
 """
 
