@@ -34,7 +34,7 @@ from instir.errors import UsageError, unknown
 from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
 from instir.report.layout import NOTEBOOK_PATTERN
 from instir.report.manifest import environment_manifest, read_datasets
-from instir.secrets import find_token, require_env_name, secret_env_values
+from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 
 #: nbconvert template (under instir/report/templates) without CDN scripts
 TEMPLATE_DIR = Path(__file__).resolve().parent / "report" / "templates"
@@ -111,8 +111,12 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
     ending in ``_env`` (such as ``judge_api_key_env``) is allowed when its value is an
     environment variable's *name* that does not itself look like a key
     (:func:`instir.secrets.require_env_name`): that is how notebooks learn where to read a key.
-    Also refuses values JSON cannot hold. Messages name the parameter or variable, never the value."""
+    A URL with credentials in it (user-info, a key-like query parameter) is refused too
+    (:func:`instir.secrets.refuse_url_credentials`). Also refuses values JSON cannot hold.
+    Messages name the parameter or variable, never the value."""
     for name, value in parameters.items():
+        for item in value if isinstance(value, list) else [value]:
+            refuse_url_credentials(item, f"parameter {name!r}")
         if str(name).endswith("_env"):
             require_env_name(value, f"parameter {name!r}")
         elif SECRET_NAME.search(str(name)):
