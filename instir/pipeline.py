@@ -31,8 +31,10 @@ from pathlib import Path
 
 from instir import atomic
 from instir.errors import UsageError, unknown
-from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
+from instir.parameters import home_path
+from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, write_index
 from instir.report.layout import NOTEBOOK_PATTERN
+from instir.report.lock import RunLock
 from instir.report.manifest import environment_manifest, read_datasets
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 
@@ -44,6 +46,10 @@ TEMPLATE_NAME = "instir_offline"
 SECRET_NAME = re.compile(
     r"(?:^|[_.-])(?:api[_-]?key|key|token|secret|password|passwd|credentials?|auth)(?:$|[_.-])", re.IGNORECASE
 )
+
+#: Notebook parameters that name a folder: resolved where the user typed them (``instir run``),
+#: absolute for the kernels, and written with the home folder as ``~`` into report.json and the index.
+PATH_PARAMETERS = ("out_dir", "data_root")
 
 #: the project's notebooks (beside the package in a source checkout, where `make` installs it)
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -66,8 +72,9 @@ class NotebookResult:
 
 @dataclass
 class ReportResult:
-    """A report run: its folder, parameters, notebooks (in order), total wall time,
-    environment manifest and status (``running``, ``ok`` or ``failed``)."""
+    """A report run: its folder, parameters, the notebooks it will run (``planned``) and those
+    it ran (in order), total wall time, environment manifest and status (``running``, ``ok`` or
+    ``failed``; the index says ``interrupted`` for a ``running`` one no process holds)."""
 
     out_dir: Path
     parameters: dict
@@ -76,6 +83,7 @@ class ReportResult:
     kernel: str
     started: str
     manifest: dict
+    planned: list[str] = field(default_factory=list)
     notebooks: list[NotebookResult] = field(default_factory=list)
     wall_s: float = 0.0
     finished: str | None = None
@@ -90,7 +98,10 @@ class ReportResult:
     def to_json(self) -> dict:
         """The metadata written to ``report.json``."""
         data = asdict(self)
-        data["out_dir"] = str(self.out_dir)
+        data["out_dir"] = home_path(self.out_dir)
+        for name in PATH_PARAMETERS:  # a report may be published: no user's home folder in it
+            if isinstance(data["parameters"].get(name), str) and data["parameters"][name]:
+                data["parameters"][name] = home_path(data["parameters"][name])
         return data
 
 
@@ -280,11 +291,9 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
     everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
     for secret-looking parameters and for those :func:`validate_parameters` refuses, and
-    ``FileNotFoundError`` for a missing notebook."""
-    from tqdm import tqdm
-
-    from instir.progress import enabled as progress_enabled
-
+    ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is writing
+    into (:class:`instir.report.lock.RunLock`) and an ``index.html`` beside it that instir did not
+    write are refused too."""
     paths = [Path(n).resolve() for n in notebooks]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -294,14 +303,29 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_parameters(parameters)
     known = notebook_parameters(paths)
     validate_parameters(parameters, known)
-    out = Path(out_dir).resolve()
+    out = Path(out_dir).expanduser().resolve()
+    check_index_owned(out.parent)
     out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out):
+        return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel)
+
+
+def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],
+               out: Path, *, show_code: bool, kernel: str) -> ReportResult:
+    """:func:`run_reports` once the folder is this run's: report.json and the index say at once
+    that the run started and what it will run, then each notebook in turn."""
+    from tqdm import tqdm
+
+    from instir.progress import enabled as progress_enabled
+
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
     # The defaults as written in the cells tell which values a run used where it set none.
     result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
-                          kernel=kernel, started=_now(), manifest=environment_manifest())
+                          kernel=kernel, started=_now(), manifest=environment_manifest(),
+                          planned=[p.stem for p in paths])
     _save(result)
+    write_index(out.parent)
     start = time.perf_counter()
     bars = progress_enabled()  # read before the kernels' environment switches the bars off
     for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):

@@ -86,8 +86,8 @@ def links(html: str) -> list[tuple[str, str, str]]:
 
 def test_chain_writes_executed_notebooks_html_and_metadata(chain):
     names = sorted(p.name for p in chain.out_dir.iterdir())
-    assert names == ["01_table.html", "01_table.ipynb", "02_corpus.html", "02_corpus.ipynb", "report.json",
-                     "toy_table.csv"]
+    assert names == [".instir-run.lock", "01_table.html", "01_table.ipynb", "02_corpus.html", "02_corpus.ipynb",
+                     "report.json", "toy_table.csv"]
     meta = json.loads((chain.out_dir / "report.json").read_text())
     assert meta["status"] == "ok" and meta["parameters"]["rows"] == 4
     assert [nb["name"] for nb in meta["notebooks"]] == ["01_table", "02_corpus"]
