@@ -253,7 +253,8 @@ _KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or fa
 def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> None:
     """Refuse, before any kernel starts, a parameter that no notebook of the chain takes (with
     the closest known name), a value of another kind than the default's, a count below its
-    minimum, and a benchmark, retriever or judge backend name that does not exist."""
+    minimum, a benchmark, retriever, system card or judge backend name that does not exist, and
+    a system given twice."""
     for name, value in parameters.items():
         if name in PIPELINE_PARAMETERS:
             continue
@@ -277,6 +278,40 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
                 if item not in allowed and not (item == "" and param.value == ""):
                     raise unknown(name.removesuffix("s").replace("_", " "), item, allowed,
                                   where=f"in parameter {name!r}")
+    if "systems" in parameters or "retrievers" in parameters:
+        _check_systems(parameters)
+
+
+def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:
+    """With ``judge_backend = "openai"``, refuse (:class:`instir.errors.UsageError`) a
+    ``judge_base_url`` where nothing answers within ``timeout_s``: notebook 04 would otherwise
+    wait out every retry of every request before it said a word."""
+    if values.get("judge_backend") != "openai":
+        return
+    from instir.http_retry import unreachable
+
+    url = str(values.get("judge_base_url") or "https://api.openai.com/v1")
+    reason = unreachable(url, timeout_s)
+    if reason:
+        raise UsageError(f"parameter 'judge_base_url': {reason}; start the server, fix the URL, or choose another "
+                         "judge_backend")
+
+
+def _check_systems(parameters: Mapping[str, object]) -> None:
+    """Every name in ``systems`` / ``retrievers`` resolves (a card that does not exist fails before
+    notebook 01 runs) and none is given twice."""
+    from instir.systems.specs import notebook_systems, resolve_system
+
+    names = notebook_systems(parameters.get("retrievers", []), str(parameters.get("dense_model", "") or ""),
+                             parameters.get("systems", []))
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"system {twice[0]!r} is given twice in parameters 'retrievers' / 'systems'")
+    for name in parameters.get("systems", []) or []:
+        try:
+            resolve_system(name)
+        except ValueError as err:
+            raise UsageError(f"in parameter 'systems': {err}") from None
 
 
 def find_notebooks(folder: str | Path) -> list[Path]:
@@ -303,6 +338,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_parameters(parameters)
     known = notebook_parameters(paths)
     validate_parameters(parameters, known)
+    check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = Path(out_dir).expanduser().resolve()
     check_index_owned(out.parent)
     out.mkdir(parents=True, exist_ok=True)

@@ -101,3 +101,32 @@ def test_the_manifest_names_the_python_under_home_with_a_tilde(monkeypatch):
 
     monkeypatch.setenv("HOME", str(Path(sys.executable).parent.parent))
     assert environment_manifest(packages=())["executable"] == str(Path("~") / "bin" / Path(sys.executable).name)
+
+
+def test_a_system_card_that_does_not_exist_fails_before_any_notebook(tmp_path):
+    from instir.pipeline import notebook_parameters, validate_parameters
+
+    known = notebook_parameters(sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[1-5]_*.ipynb")))
+    with pytest.raises(UsageError, match="in parameter 'systems': .*NoSuchCard"):
+        validate_parameters({"systems": ["NoSuchCard"]}, known)
+    with pytest.raises(UsageError, match="system 'bm25' is given twice"):
+        validate_parameters({"retrievers": ["bm25", "bm25"]}, known)
+    validate_parameters({"systems": ["BM25 (IFIR)"], "retrievers": ["bm25"]}, known)
+
+
+def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):
+    import socket
+
+    from instir.pipeline import check_judge_endpoint
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # nothing listens there once closed
+    with pytest.raises(UsageError, match=rf"'judge_base_url': nothing answers at 127.0.0.1:{port}"):
+        check_judge_endpoint({"judge_backend": "openai", "judge_base_url": f"http://127.0.0.1:{port}/v1"}, 2.0)
+    check_judge_endpoint({"judge_backend": "baseline", "judge_base_url": f"http://127.0.0.1:{port}/v1"})
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_judge_endpoint({"judge_backend": "openai",
+                              "judge_base_url": f"http://127.0.0.1:{server.getsockname()[1]}/v1"})
