@@ -1,5 +1,6 @@
 """``instir evaluate``: score one or more TREC runs on a benchmark, print the table (and,
-for several runs, the comparisons against a baseline) and write CSV/JSON next to the runs."""
+for several runs, the comparisons against a baseline) and write CSV/JSON next to the runs (for several
+runs also a LaTeX table with ranx's significance marks, :mod:`instir.metrics.latex`)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     import pandas as pd
 
-    from instir.metrics import stats, table
+    from instir.metrics import latex, stats, table
     from instir.metrics.scoring import evaluate_runs
     from instir.metrics.standard import parse_measures
     from instir.retrieval.runs import read_run
@@ -109,6 +110,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if len(comparisons):
         comparisons.to_csv(out / f"{stem}-comparisons.csv", index=False)
         written.append(out / f"{stem}-comparisons.csv")
+        written.append(latex.write_latex(latex.evaluation_marks(result), out / f"{stem}.tex",
+                                         caption=f"{latex.escape(benchmark.label)}, scores $\\times 100$."))
     summary = {
         "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
         "sample": benchmark.is_sample, "runs": {n: str(p) for n, p in zip(names, paths)}, "baseline": baseline,
