@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Robustness on InstructIR, IFIR-native nDCG/MRR on IFIR; with several runs, paired "
                     "tests and bootstrap CIs against a baseline (Holm-corrected).")
     add_benchmark_arguments(p)
-    p.add_argument("--run", dest="runs", action="append", required=True, metavar="FILE",
-                   help="TREC run file; repeat for several systems (named after the file)")
+    p.add_argument("--run", dest="runs", action="extend", nargs="+", required=True, metavar="FILE",
+                   help="TREC run file(s), one system each (named after the file); --run may repeat")
     p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
     p.add_argument("--measures", nargs="+", default=None, help="e.g. nDCG@10 RR@10 R@100 (default per benchmark)")
     p.add_argument("--out", default=None, help="output directory (default: the first run's directory)")

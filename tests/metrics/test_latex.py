@@ -114,7 +114,7 @@ def test_instir_evaluate_writes_the_marked_table_for_several_runs(sample_runs, t
     parser = argparse.ArgumentParser(prog="instir")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["evaluate", "--benchmark", "instructir-sample", "--measures", "nDCG@10",
-                              "--resamples", "99", *[a for p in paths for a in ("--run", str(p))]])
+                              "--resamples", "99", "--run", *map(str, paths)])  # one --run, several files
     assert args.handler(args) == 0
     text = (tmp_path / "evaluation-instructir-sample-instructed.tex").read_text()
     assert "instructir-sample [instructed] (bundled SAMPLE, not the benchmark)" in text
