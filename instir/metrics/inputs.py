@@ -68,6 +68,8 @@ def run_of(run: object) -> Run:
         score = _column(run, ("score",), "score")
         return Run(pd.DataFrame({"qid": run[qid].astype(str), "docid": run[doc].astype(str),
                                  "score": run[score].astype(float)}))
+    if type(run).__module__.split(".")[0] == "ranx":
+        return Run.from_ranx(run)  # keeps the kit's meta of a run that went to ranx and came back unchanged
     as_dict = _to_dict(run)
     if as_dict is not None:
         return Run.from_scores({str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in as_dict.items()})
