@@ -29,14 +29,14 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     # paper systems (cards and the adapters that build them)
     "instir.systems": ("SystemCard", "load_cards", "get_card", "build_system"),
     # metrics
-    "instir.metrics": ("evaluate_runs", "paired_tests"),
+    "instir.metrics": ("evaluate", "evaluate_runs", "paired_tests"),
     # judge
     "instir.judge": ("rubric_for", "CachedJudge"),
     "instir.judge.factory": ("make_judge",),
     "instir.judge.following": ("instfol",),
-    "instir.judge.validation": ("validate",),
+    "instir.judge.validation": ("validate_judge",),
     # papers and reports
-    "instir.papers": ("load_reported", "compare"),
+    "instir.papers": ("load_reported", "compare_to_papers"),
     "instir.pipeline": ("run_reports",),
     "instir.report.explorer": ("explore",),
-})
+}, deprecated={"compare": "compare_to_papers", "validate": "validate_judge"})

@@ -4,18 +4,27 @@ without torch, pandas or scipy."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 
 
-def lazy_exports(package: str, exports: Mapping[str, Sequence[str]]) -> tuple[Callable, Callable, list[str]]:
+def lazy_exports(package: str, exports: Mapping[str, Sequence[str]],
+                 deprecated: Mapping[str, str] | None = None) -> tuple[Callable, Callable, list[str]]:
     """``(__getattr__, __dir__, __all__)`` for ``package`` exporting ``exports`` (module path,
     absolute or relative to the package, → names). Use as
-    ``__getattr__, __dir__, __all__ = lazy_exports(__name__, {...})``."""
+    ``__getattr__, __dir__, __all__ = lazy_exports(__name__, {...})``. ``deprecated`` maps an
+    old name to the exported name that replaced it: the old one still works, with a
+    ``DeprecationWarning``, and is left out of ``__all__`` and ``dir()``."""
     module_of = {name: (module if module.startswith("instir") else f"{package}.{module}")
                  for module, names in exports.items() for name in names}
+    renamed = dict(deprecated or {})
 
     def __getattr__(name: str):
+        if name in renamed:
+            warnings.warn(f"{package}.{name} is now {package}.{renamed[name]}; the old name goes in the next release",
+                          DeprecationWarning, stacklevel=2)
+            name = renamed[name]
         if name not in module_of:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(import_module(module_of[name]), name)

@@ -87,3 +87,21 @@ def post_with_retries(client: httpx.Client, path: str, body: Any, *, policy: Ret
         log.info("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
                  policy.max_retries, wait)
         time.sleep(wait)
+
+
+def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at ``base_url``'s host and port within ``timeout_s`` (a TCP connect,
+    no request sent), or None when something does: checked before a long run starts, so a dead
+    endpoint fails in seconds instead of after every retry of every request."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{base_url!r} is not an http(s) URL"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return None
+    except OSError as err:
+        return f"nothing answers at {parts.hostname}:{port} ({err.strerror or type(err).__name__})"

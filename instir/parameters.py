@@ -4,7 +4,9 @@ through :func:`names` before it is used."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from instir.errors import UsageError
 
@@ -17,3 +19,14 @@ def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
     if not all(isinstance(item, str) for item in value):
         raise UsageError(f"parameter {parameter!r} takes names, got {list(value)!r}")
     return list(value)
+
+
+def home_path(path: str | Path) -> str:
+    """``path`` made absolute, with the home folder written ``~`` (``~/work/reports/sample``): how
+    instir writes paths into parameters, report.json and the index, which a user may publish.
+    :func:`instir.report.layout.user_path` expands it again."""
+    absolute = Path(os.path.abspath(Path(path).expanduser()))  # symlinks kept: a venv's python stays itself
+    try:
+        return str(Path("~") / absolute.relative_to(Path.home()))
+    except (ValueError, RuntimeError):  # outside the home folder, or no home
+        return str(absolute)

@@ -31,10 +31,12 @@ from pathlib import Path
 
 from instir import atomic
 from instir.errors import UsageError, unknown
-from instir.report.index import INDEX_FILE, REPORT_FILE, write_index
+from instir.parameters import home_path
+from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, write_index
 from instir.report.layout import NOTEBOOK_PATTERN
+from instir.report.lock import RunLock
 from instir.report.manifest import environment_manifest, read_datasets
-from instir.secrets import find_token, require_env_name, secret_env_values
+from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 
 #: nbconvert template (under instir/report/templates) without CDN scripts
 TEMPLATE_DIR = Path(__file__).resolve().parent / "report" / "templates"
@@ -44,6 +46,10 @@ TEMPLATE_NAME = "instir_offline"
 SECRET_NAME = re.compile(
     r"(?:^|[_.-])(?:api[_-]?key|key|token|secret|password|passwd|credentials?|auth)(?:$|[_.-])", re.IGNORECASE
 )
+
+#: Notebook parameters that name a folder: resolved where the user typed them (``instir run``),
+#: absolute for the kernels, and written with the home folder as ``~`` into report.json and the index.
+PATH_PARAMETERS = ("out_dir", "data_root")
 
 #: the project's notebooks (beside the package in a source checkout, where `make` installs it)
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -66,8 +72,9 @@ class NotebookResult:
 
 @dataclass
 class ReportResult:
-    """A report run: its folder, parameters, notebooks (in order), total wall time,
-    environment manifest and status (``running``, ``ok`` or ``failed``)."""
+    """A report run: its folder, parameters, the notebooks it will run (``planned``) and those
+    it ran (in order), total wall time, environment manifest and status (``running``, ``ok`` or
+    ``failed``; the index says ``interrupted`` for a ``running`` one no process holds)."""
 
     out_dir: Path
     parameters: dict
@@ -76,6 +83,7 @@ class ReportResult:
     kernel: str
     started: str
     manifest: dict
+    planned: list[str] = field(default_factory=list)
     notebooks: list[NotebookResult] = field(default_factory=list)
     wall_s: float = 0.0
     finished: str | None = None
@@ -90,7 +98,10 @@ class ReportResult:
     def to_json(self) -> dict:
         """The metadata written to ``report.json``."""
         data = asdict(self)
-        data["out_dir"] = str(self.out_dir)
+        data["out_dir"] = home_path(self.out_dir)
+        for name in PATH_PARAMETERS:  # a report may be published: no user's home folder in it
+            if isinstance(data["parameters"].get(name), str) and data["parameters"][name]:
+                data["parameters"][name] = home_path(data["parameters"][name])
         return data
 
 
@@ -111,8 +122,12 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
     ending in ``_env`` (such as ``judge_api_key_env``) is allowed when its value is an
     environment variable's *name* that does not itself look like a key
     (:func:`instir.secrets.require_env_name`): that is how notebooks learn where to read a key.
-    Also refuses values JSON cannot hold. Messages name the parameter or variable, never the value."""
+    A URL with credentials in it (user-info, a key-like query parameter) is refused too
+    (:func:`instir.secrets.refuse_url_credentials`). Also refuses values JSON cannot hold.
+    Messages name the parameter or variable, never the value."""
     for name, value in parameters.items():
+        for item in value if isinstance(value, list) else [value]:
+            refuse_url_credentials(item, f"parameter {name!r}")
         if str(name).endswith("_env"):
             require_env_name(value, f"parameter {name!r}")
         elif SECRET_NAME.search(str(name)):
@@ -238,7 +253,8 @@ _KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or fa
 def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> None:
     """Refuse, before any kernel starts, a parameter that no notebook of the chain takes (with
     the closest known name), a value of another kind than the default's, a count below its
-    minimum, and a benchmark, retriever or judge backend name that does not exist."""
+    minimum, a benchmark, retriever, system card or judge backend name that does not exist, and
+    a system given twice."""
     for name, value in parameters.items():
         if name in PIPELINE_PARAMETERS:
             continue
@@ -262,6 +278,40 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
                 if item not in allowed and not (item == "" and param.value == ""):
                     raise unknown(name.removesuffix("s").replace("_", " "), item, allowed,
                                   where=f"in parameter {name!r}")
+    if "systems" in parameters or "retrievers" in parameters:
+        _check_systems(parameters)
+
+
+def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:
+    """With ``judge_backend = "openai"``, refuse (:class:`instir.errors.UsageError`) a
+    ``judge_base_url`` where nothing answers within ``timeout_s``: notebook 04 would otherwise
+    wait out every retry of every request before it said a word."""
+    if values.get("judge_backend") != "openai":
+        return
+    from instir.http_retry import unreachable
+
+    url = str(values.get("judge_base_url") or "https://api.openai.com/v1")
+    reason = unreachable(url, timeout_s)
+    if reason:
+        raise UsageError(f"parameter 'judge_base_url': {reason}; start the server, fix the URL, or choose another "
+                         "judge_backend")
+
+
+def _check_systems(parameters: Mapping[str, object]) -> None:
+    """Every name in ``systems`` / ``retrievers`` resolves (a card that does not exist fails before
+    notebook 01 runs) and none is given twice."""
+    from instir.systems.specs import notebook_systems, resolve_system
+
+    names = notebook_systems(parameters.get("retrievers", []), str(parameters.get("dense_model", "") or ""),
+                             parameters.get("systems", []))
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"system {twice[0]!r} is given twice in parameters 'retrievers' / 'systems'")
+    for name in parameters.get("systems", []) or []:
+        try:
+            resolve_system(name)
+        except ValueError as err:
+            raise UsageError(f"in parameter 'systems': {err}") from None
 
 
 def find_notebooks(folder: str | Path) -> list[Path]:
@@ -276,11 +326,9 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
     everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
     for secret-looking parameters and for those :func:`validate_parameters` refuses, and
-    ``FileNotFoundError`` for a missing notebook."""
-    from tqdm import tqdm
-
-    from instir.progress import enabled as progress_enabled
-
+    ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is writing
+    into (:class:`instir.report.lock.RunLock`) and an ``index.html`` beside it that instir did not
+    write are refused too."""
     paths = [Path(n).resolve() for n in notebooks]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -290,14 +338,30 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_parameters(parameters)
     known = notebook_parameters(paths)
     validate_parameters(parameters, known)
-    out = Path(out_dir).resolve()
+    check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
+    out = Path(out_dir).expanduser().resolve()
+    check_index_owned(out.parent)
     out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out):
+        return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel)
+
+
+def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],
+               out: Path, *, show_code: bool, kernel: str) -> ReportResult:
+    """:func:`run_reports` once the folder is this run's: report.json and the index say at once
+    that the run started and what it will run, then each notebook in turn."""
+    from tqdm import tqdm
+
+    from instir.progress import enabled as progress_enabled
+
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
     # The defaults as written in the cells tell which values a run used where it set none.
     result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
-                          kernel=kernel, started=_now(), manifest=environment_manifest())
+                          kernel=kernel, started=_now(), manifest=environment_manifest(),
+                          planned=[p.stem for p in paths])
     _save(result)
+    write_index(out.parent)
     start = time.perf_counter()
     bars = progress_enabled()  # read before the kernels' environment switches the bars off
     for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):

@@ -14,6 +14,7 @@ from instir.errors import UsageError
 from instir.pipeline import (
     NOTEBOOK_PATTERN,
     NOTEBOOKS_DIR,
+    PATH_PARAMETERS,
     NotebookFailed,
     NotebookParameter,
     ReportResult,
@@ -32,8 +33,6 @@ CLI_PARAMETERS = {
 }
 
 
-#: Notebook parameters that name a folder (resolved where the user typed them, not in the kernels' folder).
-PATH_PARAMETERS = ("out_dir", "data_root")
 
 
 def parse_parameter(text: str, param: NotebookParameter | None) -> object:

@@ -21,8 +21,10 @@ What counts as a token (:func:`token_reason`):
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+from urllib.parse import parse_qsl, urlsplit
 
 from instir.errors import UsageError
 
@@ -99,15 +101,22 @@ def secret_env_values() -> dict[str, str]:
             if SECRET_ENV_NAME.search(var) and len(value) >= MIN_SECRET_LENGTH}
 
 
+#: a variable *name* never starts with a lower-case key prefix followed by a tail holding digits
+#: (``sk_LEAKCHECK_123456``: an upper-case key the mixed-case rule of :func:`token_reason` lets by)
+_LOWER_PREFIXES = [p for p in TOKEN_PREFIXES if p.islower() or p.endswith(("-", "_"))]
+_KEY_LIKE_NAME = re.compile(r"^(?:" + "|".join(re.escape(p) for p in _LOWER_PREFIXES)
+                            + r")(?=[A-Za-z0-9_\-.]*\d)[A-Za-z0-9_\-.]{12,}$")
+
+
 def require_env_name(value: object, what: str) -> str:
     """``value`` if it can be the name of an environment variable holding a key; otherwise a
     ``ValueError`` naming ``what`` (e.g. ``"parameter 'judge_api_key_env'"``) and the reason:
-    not a variable name, shaped like a token (:func:`token_reason`), or equal to the value of a
-    secret environment variable."""
+    not a variable name, shaped like a token (:func:`token_reason`, or a key prefix with a tail
+    holding digits), or equal to the value of a secret environment variable."""
     hint = f"{what} must name an environment variable holding the key (e.g. OPENAI_API_KEY), not hold a key"
     if not isinstance(value, str) or not ENV_VAR_NAME.match(value):
         raise UsageError(hint)
-    reason = token_reason(value)
+    reason = token_reason(value) or ("it starts like an API key" if _KEY_LIKE_NAME.match(value) else None)
     if reason:
         raise UsageError(f"{hint}: {reason}")
     for var, secret in secret_env_values().items():
@@ -116,9 +125,61 @@ def require_env_name(value: object, what: str) -> str:
     return value
 
 
+#: an echo of this many leading characters of a key (or of its base64 form) is masked too
+MIN_ECHO = 8
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The forms a key is echoed in: itself and its base64 encodings (standard and URL-safe,
+    with and without padding), longest first."""
+    raw = secret.encode()
+    forms = {secret, base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
+    forms |= {f.rstrip("=") for f in forms}
+    return sorted(forms, key=len, reverse=True)
+
+
 def mask_secret(text: str | None, secret: str) -> str | None:
-    """``text`` with every occurrence of ``secret`` replaced by ``***`` (``text`` unchanged when
-    there is no secret). Mask *before* cutting a text to length, or a cut key survives in part."""
+    """``text`` with every echo of ``secret`` replaced by ``***``: the whole key, any run of its
+    first :data:`MIN_ECHO` or more characters (a server that echoes a truncated key), and the
+    same for its base64 forms (:func:`secret_forms`). ``text`` unchanged when there is no secret.
+    Mask *before* cutting a text to length, or a cut key survives in part."""
     if not text or not secret:
         return text
-    return text.replace(secret, "***")
+    for form in secret_forms(secret):
+        if len(form) < MIN_ECHO:
+            continue
+        head, pieces, start = form[:MIN_ECHO], [], 0
+        while (at := text.find(head, start)) >= 0:
+            end = at + MIN_ECHO
+            while end < len(text) and end - at < len(form) and text[end] == form[end - at]:
+                end += 1
+            pieces += [text[start:at], "***"]
+            start = end
+        text = "".join(pieces) + text[start:]
+    return text
+
+
+#: query parameters of a URL that carry credentials (``?api-key=…``, ``&access_token=…``)
+_CREDENTIAL_QUERY = re.compile(r"(?:^|[_.-])(?:api[_-]?key|key|token|access[_-]?token|secret|password|auth|sig"
+                               r"|signature|code)$", re.IGNORECASE)
+
+
+def refuse_url_credentials(url: object, what: str) -> None:
+    """A ``UsageError`` naming ``what`` when ``url`` carries credentials: a user-info part
+    (``https://user:pass@host``), a query parameter named like a key (``?api-key=…``), or a
+    token-shaped string anywhere (:func:`find_token`). Keys come from environment variables
+    only; a URL is written to report.json, the index and every notebook. The message never
+    holds the value."""
+    if not isinstance(url, str) or "://" not in url:
+        return
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(f"{what} holds credentials (user:password@): give the key through an environment "
+                         "variable (judge_api_key_env) and the URL without them")
+    named = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_QUERY.search(name)]
+    if named:
+        raise UsageError(f"{what} holds a credential in its query ({named[0]}=…): give the key through an "
+                         "environment variable (judge_api_key_env) and the URL without it")
+    if find_token(url):
+        raise UsageError(f"{what} holds something shaped like an API key: give the key through an environment "
+                         "variable (judge_api_key_env) and the URL without it")

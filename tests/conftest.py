@@ -35,12 +35,15 @@ def _shared_models(tmp_path_factory):
 
 
 def isolation(tmp_path_factory) -> dict[str, str]:
-    """The environment every test runs in: instir, Hugging Face and matplotlib homes under the
-    session's temp folder, Hugging Face offline."""
+    """The environment every test runs in: instir, Hugging Face, matplotlib, ir_datasets and
+    PyTerrier homes under the session's temp folder, Hugging Face offline. (ir_datasets makes
+    folders under its home when it is first imported, ranx imports it: the interop tests import
+    both inside their tests, after this is set.)"""
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
     return {"INSTIR_HOME": str(home / "instir"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "HF_HOME": str(home / "hf"), "MPLCONFIGDIR": str(home / "mpl"), "MPLBACKEND": "Agg"}
+            "HF_HOME": str(home / "hf"), "MPLCONFIGDIR": str(home / "mpl"), "MPLBACKEND": "Agg",
+            "IR_DATASETS_HOME": str(home / "ir_datasets"), "PYTERRIER_HOME": str(home / "pyterrier")}
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -86,8 +86,8 @@ def links(html: str) -> list[tuple[str, str, str]]:
 
 def test_chain_writes_executed_notebooks_html_and_metadata(chain):
     names = sorted(p.name for p in chain.out_dir.iterdir())
-    assert names == ["01_table.html", "01_table.ipynb", "02_corpus.html", "02_corpus.ipynb", "report.json",
-                     "toy_table.csv"]
+    assert names == [".instir-run.lock", "01_table.html", "01_table.ipynb", "02_corpus.html", "02_corpus.ipynb",
+                     "report.json", "toy_table.csv"]
     meta = json.loads((chain.out_dir / "report.json").read_text())
     assert meta["status"] == "ok" and meta["parameters"]["rows"] == 4
     assert [nb["name"] for nb in meta["notebooks"]] == ["01_table", "02_corpus"]
@@ -216,8 +216,12 @@ def test_a_key_shaped_like_a_variable_name_is_refused_before_anything_is_written
 
 
 def test_a_key_anywhere_in_a_parameter_value_is_refused():
-    with pytest.raises(ValueError, match="parameter 'judge_base_url' contains what looks like an API key"):
+    with pytest.raises(ValueError, match=r"parameter 'judge_base_url' holds a credential in its query \(key=…\)"):
         check_parameters({"judge_base_url": "https://gw.example/v1?key=sk-proj-Q7vX2mN9pL4kR8tW1yB6cD3f"})
+    with pytest.raises(ValueError, match="parameter 'judge_base_url' holds something shaped like an API key"):
+        check_parameters({"judge_base_url": "https://gw.example/sk-proj-Q7vX2mN9pL4kR8tW1yB6cD3f/v1"})
+    with pytest.raises(ValueError, match="parameter 'note' contains what looks like an API key"):
+        check_parameters({"note": "my key sk-proj-Q7vX2mN9pL4kR8tW1yB6cD3f"})
 
 
 def test_a_value_equal_to_a_variable_whose_name_says_key_is_refused(monkeypatch):

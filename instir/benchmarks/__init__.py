@@ -12,6 +12,6 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "fetch": ("FetchError", "instir_home"),
     "ifir": ("load_ifir",),
     "instructir": ("INSTRUCTIR_SETTINGS", "load_instructir"),
-    "registry": ("SAMPLE_ROOT", "list_benchmarks", "load_benchmark", "sample_benchmarks"),
+    "registry": ("SAMPLE_ROOT", "benchmark_settings", "list_benchmarks", "load_benchmark", "sample_benchmarks"),
     "types": ("Benchmark", "Corpus", "Doc", "FormatError", "Qrels", "Query"),
 })

@@ -15,7 +15,7 @@ from pathlib import Path
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import data_dir, layouts, read_manifest
 from instir.benchmarks.ifir import load_ifir, subset_folder
-from instir.benchmarks.instructir import load_instructir
+from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS, load_instructir
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
 
@@ -39,6 +39,15 @@ def list_benchmarks() -> list[str]:
 def sample_benchmarks() -> list[str]:
     """The bundled sample names (offline demos and tests)."""
     return [name for name in list_benchmarks() if catalog.is_sample(name)]
+
+
+def benchmark_settings(name: str) -> tuple[str, ...]:
+    """The settings :func:`load_benchmark` accepts for ``name``, the default (``instructed``)
+    first: InstructIR's five (:data:`~instir.benchmarks.instructir.INSTRUCTIR_SETTINGS`) for it and
+    its sample, ``instructed`` alone for IFIR (its query-only run is a template, not a setting)."""
+    if name not in list_benchmarks():
+        raise unknown("benchmark", name, list_benchmarks())
+    return INSTRUCTIR_SETTINGS if catalog.family_of(name) == "instructir" else ("instructed",)
 
 
 def load_benchmark(name: str, setting: str = "instructed", root: str | Path | None = None) -> Benchmark:

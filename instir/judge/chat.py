@@ -39,7 +39,7 @@ from instir.judge.scoring import (
     progress_bar,
 )
 from instir.judge.types import JudgeRequest, Judgment, OnResult
-from instir.secrets import mask_secret, require_env_name
+from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 #: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
 ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
@@ -148,6 +148,7 @@ class OpenAICompatibleJudge:
         self.settings = resolve_call_settings(call_settings, **overrides)
         self.served_model = model
         self.model = f"{model} [{self.settings.label}]"
+        refuse_url_credentials(base_url, "base_url")
         self.base_url = base_url.rstrip("/")
         self.api_key_env = require_env_name(api_key_env, "api_key_env")
         self.auth_header = auth_header

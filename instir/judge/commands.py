@@ -160,10 +160,10 @@ def _stability_command(args: argparse.Namespace, benchmark: Benchmark, judge: Ca
 
 def validate_command(args: argparse.Namespace) -> int:
     """Print the agreement table and confusion matrix of a judge on gold pairs."""
-    from instir.judge.validation import validate
+    from instir.judge.validation import validate_judge
 
     benchmark = benchmark_from_args(args)
-    result = validate(benchmark, _cli_judge(args), per_stratum=args.per_stratum, seed=args.seed)
+    result = validate_judge(benchmark, _cli_judge(args), per_stratum=args.per_stratum, seed=args.seed)
     print(f"judge validation on {benchmark.label}")
     print(_judge_line(result.meta))
     counts = result.pairs.groupby(["subset", "level", "label"], dropna=False).size().rename("pairs").reset_index()

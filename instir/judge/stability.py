@@ -221,7 +221,7 @@ def verdict(table: pd.DataFrame) -> str:
 
 
 def tolerance_widening(table: pd.DataFrame, system: str | Sequence[str] | None = None) -> pd.DataFrame:
-    """Rows for :func:`instir.papers.compare`'s ``widen``: the half-width of the judge's
+    """Rows for :func:`instir.papers.compare_to_papers`'s ``widen``: the half-width of the judge's
     95% interval per level, subset and Average (unit scale), keyed by ``system``, ``benchmark``,
     ``subset``, ``level`` and ``measure`` (``InstFol@20``). ``table`` is one or several
     :func:`stability` tables with ``system`` and ``benchmark`` columns; rows without a judge

@@ -119,7 +119,7 @@ class ValidationResult:
     meta: dict = field(default_factory=dict)
 
 
-def validate(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | None = None, *, per_stratum: int = 20,
+def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | None = None, *, per_stratum: int = 20,
              seed: int = 0) -> ValidationResult:
     """Judge gold pairs (``pairs``, or :func:`gold_pairs` of ``benchmark``) and compare the
     answers with the gold labels. Each pair is judged against its instance's query and

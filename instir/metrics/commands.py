@@ -2,7 +2,8 @@
 files) on a benchmark under the authors' protocol or MTEB's (``--protocol mteb``), print the
 table (and, for several runs, the comparisons against a baseline; with ``--papers``, the
 numbers the papers, MTEB's results store and given MTEB result files report) and write
-CSV/JSON next to the runs."""
+CSV/JSON next to the runs (for several runs also a LaTeX table with ranx's significance marks,
+:mod:`instir.metrics.latex`)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Robustness on InstructIR, IFIR-native nDCG/MRR on IFIR; with several runs, paired "
                     "tests and bootstrap CIs against a baseline (Holm-corrected).")
     add_benchmark_arguments(p)
-    p.add_argument("--run", dest="runs", action="append", required=True, metavar="FILE",
-                   help="TREC run file, or an MTEB prediction file (<Task>_predictions.json); repeat for several "
-                        "systems (named after the file; an MTEB file after its model)")
+    p.add_argument("--run", dest="runs", action="extend", nargs="+", required=True, metavar="FILE",
+                   help="TREC run file(s), or MTEB prediction files (<Task>_predictions.json), one system each "
+                        "(named after the file; an MTEB file after its model); --run may repeat")
     p.add_argument("--protocol", choices=PROTOCOLS, default="authors",
                    help="authors: the papers' official scoring (default); mteb: MTEB 2.26's (its measure names, "
                         "averaging over the queries in the run, 5-decimal rounding, its self-hit rule)")
@@ -107,13 +108,13 @@ def papers_comparison(table, protocol: str, mteb_results=None):
     only MTEB's numbers, since the papers' were measured with the authors' protocol."""
     import pandas as pd
 
-    from instir.papers import compare
+    from instir.papers import compare_to_papers
     from instir.stages.compare import reported_tables
 
     reported = reported_tables(mteb_results or ())
     if protocol == "mteb":
         reported = {"mteb": reported["mteb"]}
-    return compare(table, pd.concat(reported.values(), ignore_index=True), sample_ok=True)
+    return compare_to_papers(table, pd.concat(reported.values(), ignore_index=True), sample_ok=True)
 
 
 def papers_text(compared) -> str:
@@ -138,7 +139,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     import pandas as pd
 
-    from instir.metrics import stats, table
+    from instir.metrics import latex, stats, table
     from instir.metrics.mteb import mteb_measure
     from instir.metrics.scoring import evaluate_runs
     from instir.metrics.standard import parse_measures
@@ -196,6 +197,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if len(comparisons):
         comparisons.to_csv(out / f"{stem}-comparisons.csv", index=False)
         written.append(out / f"{stem}-comparisons.csv")
+        if args.protocol == "authors":
+            written.append(latex.write_latex(latex.evaluation_marks(result), out / f"{stem}.tex",
+                                             caption=f"{latex.escape(benchmark.label)}, scores $\\times 100$."))
     if len(compared):
         compared.to_csv(out / f"{stem}-papers.csv", index=False)
         written.append(out / f"{stem}-papers.csv")

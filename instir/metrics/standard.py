@@ -222,9 +222,3 @@ def mean_by_measure(per_query: pd.DataFrame) -> dict[str, float]:
     """``{measure: mean value}`` of a per-query frame, measures in their order of appearance."""
     means = per_query.groupby("measure", sort=False)["value"].mean()
     return {str(k): float(v) for k, v in means.items()}
-
-
-def evaluate(run: RunLike, qrels: Qrels, measures: Sequence[MeasureLike]) -> pd.DataFrame:
-    """Per-query values of ``measures`` for one run (builds a one-off :class:`Evaluator`;
-    keep an Evaluator when scoring several runs against the same qrels)."""
-    return Evaluator(qrels, measures).per_query(run)

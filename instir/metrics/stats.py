@@ -47,6 +47,34 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     return out
 
 
+def paired_ttest(system: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+    """The two-sided paired t-test of ``system`` against ``baseline``: ``(t, p)``, with the
+    module's rules for degenerate samples (every difference 0: t = 0, p = 1; one non-zero
+    difference d everywhere: t = ±inf, p = 0), where scipy returns NaN."""
+    x, y = np.asarray(system, dtype=float), np.asarray(baseline, dtype=float)
+    d = x - y
+    if np.abs(d).max() <= TOLERANCE:
+        return 0.0, 1.0
+    if np.ptp(d) <= TOLERANCE:
+        return float(np.copysign(np.inf, d.mean())), 0.0
+    test = stats.ttest_rel(x, y)
+    return float(test.statistic), float(test.pvalue)
+
+
+def paired_permutation_p(system: np.ndarray, baseline: np.ndarray, *, n_resamples: int = N_RESAMPLES,
+                         seed: int = 0) -> float:
+    """The two-sided p-value of the paired permutation (randomisation) test: the signs of the
+    per-unit differences flipped at random (``n_resamples`` times, fixed ``seed``); 1 when every
+    difference is 0."""
+    d = np.asarray(system, dtype=float) - np.asarray(baseline, dtype=float)
+    if np.abs(d).max() <= TOLERANCE:
+        return 1.0
+    # one paired sample of differences: "samples" permutations flip the signs of the differences
+    perm = stats.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
+                                  n_resamples=n_resamples, batch=_BATCH, rng=np.random.default_rng(seed))
+    return float(perm.pvalue)
+
+
 def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, confidence: float = 0.95) -> dict[str, float]:
     """Paired statistics of ``system`` against ``baseline`` (same units, same order)."""
@@ -61,19 +89,16 @@ def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: 
     }
     if np.abs(d).max() <= TOLERANCE:
         return {**out, "t": 0.0, "p_ttest": 1.0, "p_perm": 1.0, "ci_low": 0.0, "ci_high": 0.0}
-    # one paired sample of differences: "samples" permutations flip the signs of the differences
-    perm = stats.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
-                                  n_resamples=n_resamples, batch=_BATCH, rng=np.random.default_rng(seed))
-    if np.ptp(d) <= TOLERANCE:  # a constant difference: t is infinite, every resampled mean equals it
-        t, p_t, low, high = np.copysign(np.inf, d.mean()), 0.0, float(d.mean()), float(d.mean())
+    p_perm = paired_permutation_p(x, y, n_resamples=n_resamples, seed=seed)
+    t, p_t = paired_ttest(x, y)
+    if np.ptp(d) <= TOLERANCE:  # a constant difference: every resampled mean equals it
+        low = high = float(d.mean())
     else:
-        test = stats.ttest_rel(x, y)
-        t, p_t = float(test.statistic), float(test.pvalue)
         # resampling units with both of their values = resampling the differences (half the work)
         ci = stats.bootstrap((d,), np.mean, vectorized=True, n_resamples=n_resamples, batch=_BATCH,
                              confidence_level=confidence, rng=np.random.default_rng(seed)).confidence_interval
         low, high = float(ci.low), float(ci.high)
-    return {**out, "t": float(t), "p_ttest": p_t, "p_perm": float(perm.pvalue), "ci_low": low, "ci_high": high}
+    return {**out, "t": t, "p_ttest": p_t, "p_perm": p_perm, "ci_low": low, "ci_high": high}
 
 
 def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", measures: Sequence[str] | None = None,

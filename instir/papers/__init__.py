@@ -4,9 +4,9 @@ with reproduced ones."""
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "comparison": ("DEFAULT_TOLERANCE", "NotComparableError", "compare", "comparison_view", "match_systems",
+    "comparison": ("DEFAULT_TOLERANCE", "NotComparableError", "compare_to_papers", "comparison_view", "match_systems",
                    "not_comparable_reason", "tolerance_statement"),
     "divergences": ("DIVERGENCES", "Divergence", "known_divergences", "reasons_for"),
     "loader": ("MODEL_ALIASES", "canonical_measure", "hf_id_for", "load_reported", "model_key", "paper_models",
                "paper_names_for", "load_mteb_results"),
-})
+}, deprecated={"compare": "compare_to_papers"})

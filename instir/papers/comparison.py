@@ -3,7 +3,7 @@ measure and model, with the delta, a tolerance verdict and the known reasons for
 
 Numbers from a bundled SAMPLE benchmark are never judged against the papers: they come from
 a few dozen queries, so any agreement or disagreement would be meaningless. A report may still
-show them aligned (``compare(..., sample_ok=True)``), every row with the verdict
+show them aligned (``compare_to_papers(..., sample_ok=True)``), every row with the verdict
 "not comparable (SAMPLE)", so a student sees the shape of the comparison before running on the
 real data.
 """
@@ -34,7 +34,7 @@ _COLUMNS = [
 ]
 
 
-#: the verdicts of :func:`compare`
+#: the verdicts of :func:`compare_to_papers`
 WITHIN, OUTSIDE, NO_VALUE, SAMPLE_VERDICT = ("within tolerance", "outside tolerance", "no value",
                                              "not comparable (SAMPLE)")
 
@@ -62,7 +62,7 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
     return None
 
 
-def compare(reproduced: pd.DataFrame, reported: pd.DataFrame,
+def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
             tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
             model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
             sample_ok: bool = False) -> pd.DataFrame:
@@ -134,7 +134,7 @@ def _sampled_benchmark(name: str) -> str:
 
 
 def tolerance_statement(tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE) -> str:
-    """The tolerance rule of :func:`compare` in one sentence, on the ×100 scale the papers print."""
+    """The tolerance rule of :func:`compare_to_papers` in one sentence, on the ×100 scale the papers print."""
     if not isinstance(tolerance, Mapping):
         rule = f"{100 * float(tolerance):g} points"
     else:
@@ -159,7 +159,7 @@ def match_systems(systems: Iterable[str], model_map: Mapping[str, str] | None = 
 
 
 def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
-    """The output of :func:`compare` as a report shows it: one row per reproduced number, the
+    """The output of :func:`compare_to_papers` as a report shows it: one row per reproduced number, the
     paper's row first (paper, table, model as printed), then system, slice, measure, and
     reported, reproduced, delta and tolerance on the unit scale (a report multiplies them by
     100, as the papers print), the verdict and the known reasons. Sources are left to a table
@@ -244,7 +244,7 @@ def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
 
 
 def _windowing_of(ours: pd.DataFrame, runs: pd.DataFrame | None) -> list[str]:
-    """Per reproduced row, the windowing mode of the run(s) behind it (see :func:`compare`)."""
+    """Per reproduced row, the windowing mode of the run(s) behind it (see :func:`compare_to_papers`)."""
     if runs is None:
         return ["unknown"] * len(ours)
     modes: dict[tuple[str, str, str], set[str]] = {}

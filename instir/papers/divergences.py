@@ -2,8 +2,8 @@
 
 Each :class:`Divergence` says which numbers it affects (paper, benchmark, measure, subset,
 level, model, source kind, the reproduced run's long-text windowing), so
-:func:`instir.papers.compare` can attach the applicable reasons to every aligned row and a notebook can list them next
-to the numbers.
+:func:`instir.papers.compare_to_papers` can attach the applicable reasons to every aligned row and
+a notebook can list them next to the numbers.
 Sources: the project's METRICS.md and FORMATS.md notes on the official code.
 """
 
@@ -192,8 +192,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "doc_maxlen=300, k=100): candidates from the nearest centroids (ncells 2, centroid score threshold "
         "0.45, 1024 candidates for k <= 100), scored from 2-bit compressed residuals, documents encoded "
         "in float16 on GPU. The kit encodes exactly as colbert-ai does (checked against colbert-ai 0.2.22 on a "
-        "tiny checkpoint: identical query vectors, document vectors within 1.2e-7) but in float32 and scores "
-        "every document exactly, so its ranks follow the model at least as closely and its scores differ "
+        "tiny checkpoint: identical query vectors, document vectors within 1.2e-7; it now encodes through "
+        "sentence-transformers' MultiVectorEncoder, checked against the same steps in the tests) but in float32 "
+        "and scores every document exactly, so its ranks follow the model at least as closely and its scores differ "
         "in low digits. The authors' script also drops documents with empty text and maps each hit back "
         "to an id through its text, so documents with identical text share one id in their results. "
         "The query_maxlen-32 cut of 'instruction [SEP] query' is reproduced, not a divergence (the "

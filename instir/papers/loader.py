@@ -13,7 +13,7 @@ the project's reference notes, each keeping its own source column:
 :func:`load_reported` keeps every original column and adds the columns the comparison needs
 (``paper``, ``benchmark``, ``subset_id``, ``level``, ``measure``, ``variant``, ``setting``,
 ``scale``, ``rounding``, ``secondary``, ``reference``, ``source``, ``model_key``), so a
-notebook can show the rows as printed and :func:`instir.papers.compare` can align them.
+notebook can show the rows as printed and :func:`instir.papers.compare_to_papers` can align them.
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ the index and the manifest) does not pay for pandas and matplotlib at start-up."
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "html": ("HTML", "docs_table", "escape_text", "frame_html", "queries_table", "style_table", "text_block"),
+    "html": ("HTML", "escape_text", "text_block"),
     "explain": ("constant_judge", "explain_instructir"),
     "index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "layout": ("ReportLayout", "start_report"),
     "manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state", "package_versions",
                  "read_datasets", "record_dataset"),
     "plots": ("panel_name", "plot_group_minima", "plot_per_level", "plot_reproduced_vs_reported"),
-    "tables": ("MISSING", "SMALL_N", "format_p", "present", "small_n_warning"),
+    "tables": ("MISSING", "SMALL_N", "docs_table", "format_p", "present", "queries_table", "small_n_warning"),
 })

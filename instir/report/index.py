@@ -11,10 +11,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from instir import atomic
+from instir.errors import UsageError
+from instir.report.lock import holder_of
 
 #: per-run metadata file inside each report folder
 REPORT_FILE = "report.json"
 INDEX_FILE = "index.html"
+#: the mark of an index this module wrote: any other ``index.html`` is the user's and never replaced
+GENERATOR = '<meta name="generator" content="instir">'
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -22,7 +26,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 .ok { color: #146c2e; font-weight: bold; }
-.failed, .running { color: #a4161a; font-weight: bold; }
+.failed, .running, .interrupted, .stale { color: #a4161a; font-weight: bold; }
 .sample { background: #fff3cd; border: 1px solid #e0c36c; padding: 0.4em 0.8em; margin: 0.5em 0; }
 .tag { background: #fff3cd; padding: 0 0.4em; font-size: 0.85em; }
 pre { white-space: pre-wrap; margin: 0; }
@@ -40,17 +44,34 @@ def read_reports(reports_root: str | Path) -> list[dict]:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as err:
             meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {err}", "notebooks": []}
-        meta["folder"] = meta_path.parent.name
+        if meta.get("status") == "running" and holder_of(meta_path.parent) is None:
+            meta["status"] = "interrupted"  # no run holds the folder's lock any more
+        meta["folder"], meta["folder_path"] = meta_path.parent.name, str(meta_path.parent)
         entries.append(meta)
     return sorted(entries, key=lambda m: str(m.get("started", "")), reverse=True)
 
 
+def check_index_owned(reports_root: str | Path) -> None:
+    """Refuse (:class:`instir.errors.UsageError`) when ``reports_root/index.html`` exists and
+    this module did not write it: the user's own page is never overwritten."""
+    path = Path(reports_root) / INDEX_FILE
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:2000] if path.exists() else GENERATOR
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read it ({err.strerror}); instir writes the reports index there") from None
+    if GENERATOR not in head:
+        raise UsageError(f"{path} exists and was not written by instir: the reports index goes beside the report "
+                         "folder, so give another --out (e.g. reports/NAME) or move that file")
+
+
 def write_index(reports_root: str | Path) -> Path:
-    """(Re)write ``reports_root/index.html`` from every report folder's metadata."""
+    """(Re)write ``reports_root/index.html`` from every report folder's metadata (refused when
+    an ``index.html`` there is not one this module wrote: :func:`check_index_owned`)."""
     root = Path(reports_root)
+    check_index_owned(root)
     reports = read_reports(root)
     parts = [
-        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', GENERATOR,
         "<title>instir reports</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
         "<h1>instir reports</h1>",
         f"<p>{len(reports)} report(s); index written {escape(_now())}.</p>",
@@ -112,6 +133,10 @@ def _summary_table(reports: list[dict]) -> str:
         folder = meta["folder"]
         links = " · ".join(_link(folder, nb.get("html"), nb.get("name", "")) or escape(nb.get("name", ""))
                            for nb in meta.get("notebooks", []))
+        missing = _not_run(meta)
+        if missing:
+            links += f"{' · ' if links else ''}{len(missing)} not run yet" + (
+                " (stale pages of an earlier run in the folder)" if any(page for _, page in missing) else "")
         commit = _commit(meta.get("manifest") or {})
         rows.append(
             f'<tr><td><a href="#{escape(quote(folder))}">{escape(folder)}</a></td><td>{_status(meta)}</td>'
@@ -152,11 +177,26 @@ def _report_section(meta: dict) -> str:
             f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(folder, nb.get('html'), 'HTML')}</td>"
             f"<td>{_link(folder, nb.get('executed'), 'ipynb')}</td></tr>"
         )
+    for name, page in _not_run(meta):
+        status = "pending" if meta.get("status") == "running" else "not run"
+        stale = (f'<span class="stale">stale page</span> from an earlier run with other parameters: '
+                 f"{_link(folder, page, 'HTML')}" if page else "")
+        out.append(f"<tr><td>{escape(name)}</td><td>{escape(status)}</td><td></td><td></td><td>{stale}</td>"
+                   "<td></td></tr>")
     out.append(f"<tr><th>total</th><td></td><td>{_seconds(meta.get('wall_s'))}</td>"
                "<td></td><td></td><td></td></tr></table>")
     out.append(_manifest_html(meta.get("manifest") or {}))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _not_run(meta: dict) -> list[tuple[str, str | None]]:
+    """The notebooks the run planned but has no result for, each with the HTML page an earlier
+    run left in the folder (None when there is none)."""
+    done = {nb.get("name") for nb in meta.get("notebooks", [])}
+    folder = Path(meta["folder_path"])
+    return [(name, f"{name}.html" if (folder / f"{name}.html").is_file() else None)
+            for name in meta.get("planned", []) if name not in done]
 
 
 def _manifest_html(manifest: dict) -> str:

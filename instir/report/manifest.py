@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir import atomic
+from instir.parameters import home_path
 
 if TYPE_CHECKING:
     from instir.benchmarks.types import Benchmark
@@ -88,7 +89,7 @@ def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, 
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
-        "executable": sys.executable,
+        "executable": home_path(sys.executable),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(packages),

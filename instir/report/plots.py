@@ -28,7 +28,7 @@ LEGEND_CHARS = 36
 def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column: str | None = None,
                                 x: str = "reported", y: str = "reproduced", unit: str = "", max_labels: int = 8):
     """Scatter of ``y`` against ``x`` (default the ``reproduced`` and ``reported`` columns of
-    :func:`instir.papers.compare`), one marker shape and colour per reported ``metric`` (the
+    :func:`instir.papers.compare_to_papers`), one marker shape and colour per reported ``metric`` (the
     legend's entries, names cut at :data:`LEGEND_CHARS`): points within tolerance filled,
     outside hollow, without a verdict (``within_tolerance`` empty, e.g. a SAMPLE) as crosses,
     the styles in the legend only when the plot mixes them (all without a verdict: said once in

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from instir.benchmarks.types import Doc, Query
 from instir.report.html import HTML
 
 #: shown for a missing value (None, NaN, NA, empty text)
@@ -52,7 +53,8 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
             p_columns: Sequence[str] | None = None, keep: Sequence[str] = (), notes: Iterable[str] = (),
             flags: Mapping[object, str] | None = None, flag_column: str | None = None,
             max_chars: int | None = 300, max_columns: int = 12) -> HTML:
-    """``frame`` as one escaped HTML table (or several, see ``max_columns``) under ``title``.
+    """``frame`` as one escaped HTML table (or several, see ``max_columns``) under ``title`` (none
+    when empty): the one table renderer of notebooks and reports.
 
     - A meaningful index (anything but a plain 0..n-1 range) becomes leading columns; a
       column MultiIndex is flattened to ``a · b`` headers.
@@ -74,7 +76,8 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     - No rows: the title and "none", never an empty table (or empty parts of one).
     """
     if not len(frame):
-        return HTML("".join([_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>',
+        return HTML("".join([_STYLE, '<div class="instir-present">',
+                             f'<div class="title">{html.escape(title)}</div>' if title else "",
                              *(f'<p class="note">{html.escape(n)}</p>' for n in notes), '<p class="note">none</p>',
                              "</div>"]))
     shown = _flatten(frame)
@@ -97,7 +100,7 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     flags = {True: "good", False: "bad"} if flags is None else flags
     body_columns = [c for c in shown.columns if c not in leading]
     chunk = max(1, max_columns - len(leading))
-    parts = [_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>']
+    parts = [_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>' if title else ""]
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     chunks = [body_columns[i:i + chunk] for i in range(0, len(body_columns), chunk)] or [[]]
     for i, columns in enumerate(chunks):
@@ -264,3 +267,16 @@ def _link(value: object) -> str:
         return (f'<a href="{html.escape(text, quote=True)}" title="{html.escape(text, quote=True)}" target="_blank" '
                 f'rel="noopener">{html.escape(shown)}</a>')
     return html.escape(text)
+
+
+def docs_table(docs: Iterable[Doc], max_chars: int | None = 300, title: str = "") -> HTML:
+    """Documents (id, title, text) as a :func:`present` table, texts cut to ``max_chars``."""
+    frame = pd.DataFrame([(d.id, d.title, d.text) for d in docs], columns=["id", "title", "text"])
+    return present(frame, title, keep=list(frame.columns), max_chars=max_chars)
+
+
+def queries_table(queries: Iterable[Query], max_chars: int | None = 300, title: str = "") -> HTML:
+    """Query instances (id, group, level, instruction, query) as a :func:`present` table."""
+    rows = [(q.id, q.group, q.level, q.instruction, q.query) for q in queries]
+    frame = pd.DataFrame(rows, columns=["id", "group", "level", "instruction", "query"])
+    return present(frame, title, keep=list(frame.columns), max_chars=max_chars)

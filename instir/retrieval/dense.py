@@ -189,8 +189,9 @@ class DenseRetriever:
 
     @property
     def name(self) -> str:
-        """Short retriever name for run files: ``dense-<model basename>``."""
-        return "dense-" + self.model_name.split(" ")[0].rstrip("/").split("/")[-1]
+        """The retriever's one name, in reports, sidecars and (slugged) run file names:
+        ``dense:<model id or path>``, as :func:`instir.retrieval.search.system_name` says it."""
+        return "dense:" + self.model_name.split(" ")[0]
 
     @property
     def similarity(self) -> str:

@@ -73,7 +73,7 @@ class HybridRetriever:
         self.dense, self.lexical = dense, lexical
         self.weights, self.rrf_k = tuple(weights), rrf_k
         self.family = dense.family
-        self.name = f"hybrid-{dense.name}-{lexical.name}"
+        self.name = f"hybrid:{dense.name.removeprefix('dense:')}+{lexical.name}"  # as system_name("hybrid", model)
 
     def params(self) -> dict:
         """Both components' settings and the fusion parameters."""

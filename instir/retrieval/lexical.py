@@ -54,6 +54,10 @@ from instir.retrieval.bm25_cache import entry_key as cache_key
 from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, tokenize, workers
 from instir.retrieval.runs import Run
 
+#: Progress bars (the kit's and bm25s') only from these sizes on: below them indexing or searching
+#: takes under a second or two, and a short script would print a screen of finished bars.
+PROGRESS_MIN_DOCS = 20_000
+PROGRESS_MIN_QUERIES = 2_000
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (Anserini's default English stop words).
 LUCENE_ENGLISH_STOPWORDS = (
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
@@ -219,16 +223,17 @@ class BM25Retriever:
         subset = _subset(benchmark)
         doc_ids: list[str] = []
 
+        bars = self.show_progress and len(benchmark.corpus) >= PROGRESS_MIN_DOCS
+
         def texts() -> Iterator[str]:
-            for doc in tqdm(benchmark.corpus, desc="BM25 tokenise corpus", unit="doc", disable=not self.show_progress,
-                            leave=False):
+            for doc in tqdm(benchmark.corpus, desc="BM25 tokenise corpus", unit="doc", disable=not bars, leave=False):
                 doc_ids.append(doc.id)
                 yield template.format_doc(doc, subset)
 
         jobs = workers(self.n_jobs) if len(benchmark.corpus) >= PARALLEL_MIN_TEXTS else 1
         token_ids, vocab = tokenize(texts(), _stopwords_arg(params["stopwords"]), params["stemmer"], n_jobs=jobs)
         model = bm25s.BM25(k1=params["k1"], b=params["b"], method=params["method"])
-        model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=self.show_progress)
+        model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=bars)
         return model, doc_ids
 
     def _wrap(self, held: "_Held", reused: bool) -> "BM25Index":
@@ -289,11 +294,12 @@ class BM25Index:
         queries = list(queries)
         qids = np.asarray([q.id for q in queries], dtype=object)
         texts = [template.format_query(q) for q in queries]
+        bars = self.show_progress and len(texts) >= PROGRESS_MIN_QUERIES
         tokens = bm25s.tokenize(texts, token_pattern=TOKEN_PATTERN, stopwords=self.stopwords, stemmer=self.stemmer,
-                                return_ids=False, show_progress=self.show_progress)
+                                return_ids=False, show_progress=bars)
         has_self = not set(qids.tolist()).isdisjoint(self.doc_ids.tolist())
         top, scores = self.model.retrieve(tokens, k=min(k + has_self, len(self.doc_ids)), n_threads=self.n_threads,
-                                          show_progress=self.show_progress)
+                                          show_progress=bars)
         not_self = self.doc_ids[top] != qids[:, None] if has_self else np.ones(top.shape, dtype=bool)
         keep = (scores > 0) & not_self & (np.cumsum(not_self, axis=1) <= k)
         meta = {"retriever": self.meta, "self_hits_dropped": int((~not_self & (scores > 0)).sum()),

@@ -20,6 +20,7 @@ not complete (:func:`run_is_complete`), so a crash never leaves a half run that 
 from __future__ import annotations
 
 import codecs
+import copy
 import hashlib
 import json
 import platform
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -199,10 +201,156 @@ class Run:
             out.setdefault(q, {})[d] = s
         return out
 
+    # ------------------------------------------------------------ other libraries (extra: interop)
+
+    def to_ranx(self, name: str | None = None) -> Any:
+        """This run as a ``ranx.Run`` (``pip install 'instir[interop]'``), for ``ranx.evaluate``,
+        ``ranx.compare`` and ``ranx.fuse``.
+
+        Documents keep the kit's order: scores are float32 values (ranx's float64 holds them
+        exactly) and strictly decreasing within a query, so ranx's own sort by score (an unstable
+        ``argsort``) cannot reorder ties. ``name`` (default: :func:`run_label` of ``meta``) becomes
+        ``ranx.Run.name``, the name ranx's reports print. ranx sorts queries by id and has no
+        field for a sidecar, so ``metadata["instir"]`` keeps ``meta``, the query order and
+        :func:`content_sha256`: :meth:`from_ranx` restores both while the content is unchanged."""
+        from instir.extras import require
+
+        ranx = require("ranx")
+        out = ranx.Run(name=name or run_label(self.meta))
+        qids, docids, scores = _blocks(self.df)
+        if qids:
+            # add_multi takes Python strings (numba's unicode type): one compiled signature for any
+            # id length, where ranx.Run(dict) compiles anew for each fixed-width numpy string dtype
+            out.add_multi(qids, docids, scores)
+        out.metadata["instir"] = _stash(self)
+        return out
+
+    @classmethod
+    def from_ranx(cls, run: Any, meta: dict | None = None) -> "Run":
+        """A :class:`Run` from a ``ranx.Run``: canonical order (float32 scores, ties by docid
+        descending, as trec_eval ranks them). A run made by :meth:`to_ranx` and not changed
+        since (its content hash still matches) gets back its ``meta`` and query order;
+        otherwise queries come in ranx's order and ``meta`` says ``source: ranx`` with ranx's
+        run name (as ``name`` and, when it is one word, the TREC ``tag``). ``meta`` given here
+        replaces either. Queries ranx holds without documents (``make_comparable`` adds them)
+        have no rows, as in a TREC file."""
+        scores = {q: dict(docs) for q, docs in run.to_dict().items() if len(docs)}
+        stash = (getattr(run, "metadata", None) or {}).get("instir")
+        return _restored(cls.from_scores(scores), stash, meta, {"source": "ranx"}, getattr(run, "name", None))
+
+    def to_pyterrier(self) -> pd.DataFrame:
+        """This run as a PyTerrier result frame: columns ``qid``, ``docno``, ``score``, ``rank``,
+        rows in the kit's order, ``rank`` 0-based as PyTerrier numbers it
+        (``pyterrier.model.FIRST_RANK = 0``; ``pyterrier.model.add_ranks`` gives the same ranks
+        on this frame, the scores having no ties). Needs no PyTerrier to build. The frame's
+        ``attrs["instir"]`` keeps ``meta`` and :func:`content_sha256`, for
+        :meth:`from_pyterrier`."""
+        frame = pd.DataFrame({"qid": self.df["qid"], "docno": self.df["docid"], "score": self.df["score"],
+                              "rank": self.df["rank"] - 1})
+        frame.attrs["instir"] = _stash(self)
+        return frame
+
+    @classmethod
+    def from_pyterrier(cls, frame: pd.DataFrame, meta: dict | None = None) -> "Run":
+        """A :class:`Run` from a PyTerrier result frame (``qid``, ``docno``, ``score``; other
+        columns such as ``query``, ``text``, ``features`` are left out).
+
+        Its ``rank`` column is not read: the order comes from the scores, ties broken by docno
+        descending — the order trec_eval, and so ``pt.Evaluate`` and ``pt.Experiment`` (through
+        ir-measures and pytrec_eval), score the frame in. A frame from :meth:`to_pyterrier`
+        whose content is unchanged gets back its ``meta``; otherwise ``meta`` says
+        ``source: pyterrier`` (with the run name of a ``name`` column, as
+        ``pt.io.read_results`` leaves it, when it holds one value). ``meta`` given here replaces
+        either."""
+        missing = [c for c in ("qid", "docno", "score") if c not in frame.columns]
+        if missing:
+            raise ValueError(f"a PyTerrier result frame needs columns qid, docno, score; missing {missing}")
+        run = cls(pd.DataFrame({"qid": frame["qid"].astype(str), "docid": frame["docno"].astype(str),
+                                "score": frame["score"]}))
+        names = pd.unique(frame["name"]) if "name" in frame.columns else []
+        name = str(names[0]) if len(names) == 1 else None
+        return _restored(run, frame.attrs.get("instir"), meta, {"source": "pyterrier"}, name)
+
 
 def _empty_frame() -> pd.DataFrame:
     return pd.DataFrame({"qid": pd.array([], dtype="str"), "docid": pd.array([], dtype="str"),
                          "score": np.zeros(0), "rank": np.zeros(0, dtype=np.int64)})
+
+
+def run_label(meta: Mapping | None) -> str | None:
+    """The name a run goes by in other tools (ranx's ``Run.name``): ``meta["name"]``, else the
+    system card's name, else the retriever's name, else a one-word TREC ``tag`` other than the
+    writer's default ``instir``; None when meta holds none of them."""
+    meta = meta or {}
+    for candidate in (meta.get("name"), (meta.get("system") or {}).get("name"),
+                      (meta.get("retriever") or {}).get("name")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    tag = meta.get("tag")
+    return tag if isinstance(tag, str) and tag and tag != "instir" else None
+
+
+def content_sha256(run: Run) -> str:
+    r"""SHA-256 over every row's query id, document id and float32 score (shortest round-trip
+    text), in run order, each row as ``qid\x00docid\x00score\x00\x01``: equal for two runs exactly when they
+    hold the same ranked lists in the same query order. :meth:`Run.to_ranx` and
+    :meth:`Run.to_pyterrier` record it, so metadata is restored only to an unchanged run."""
+    df = run.df
+    big = pa.large_string()
+    lines = pc.binary_join_element_wise(
+        _arrow_strings(df["qid"]).cast(big), _arrow_strings(df["docid"]).cast(big),
+        pa.array(df["score"].to_numpy().astype(np.float32), type=pa.float32()).cast(big),
+        pa.scalar("\x01", big), pa.scalar("\x00", big))
+    return hashlib.sha256(_joined(lines)).hexdigest()
+
+
+def _joined(lines: pa.Array) -> bytes:
+    """The bytes of a (large) string array's values, back to back."""
+    if not len(lines):
+        return b""
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    return lines.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+
+
+def _blocks(df: pd.DataFrame) -> tuple[list[str], list[list[str]], list[list[float]]]:
+    """Query ids in run order with each query's document ids and scores (a canonical frame holds
+    each query's rows together)."""
+    qids = df["qid"].tolist()
+    if not qids:
+        return [], [], []
+    starts = [0, *np.flatnonzero(df["qid"].to_numpy()[1:] != df["qid"].to_numpy()[:-1]) + 1, len(qids)]
+    docids, scores = df["docid"].tolist(), df["score"].tolist()
+    spans = list(zip(starts[:-1], starts[1:]))
+    return [qids[a] for a, _ in spans], [docids[a:b] for a, b in spans], [scores[a:b] for a, b in spans]
+
+
+def _stash(run: Run) -> dict:
+    """What another library's object keeps of a run for the way back: a JSON copy of ``meta``
+    (later edits of either side do not leak), the query order and the content hash."""
+    return {"meta": json.loads(json.dumps(run.meta, default=str)), "queries": run.qids,
+            "sha256": content_sha256(run)}
+
+
+def _restored(run: Run, stash: object, meta: dict | None, source: dict, name: str | None) -> Run:
+    """``run`` with the query order and meta of ``stash`` when its content hash matches the
+    run's (in that order); else with ``source`` and ``name`` as meta. ``meta`` replaces either."""
+    if isinstance(stash, dict) and isinstance(stash.get("queries"), list):
+        order = {q: i for i, q in enumerate(stash["queries"])}
+        if set(order) == set(run.qids):
+            position = run.df["qid"].map(order).to_numpy()
+            candidate = run.df.iloc[np.argsort(position, kind="stable")].reset_index(drop=True)
+            restored = Run._canonical_frame(candidate, copy.deepcopy(stash.get("meta") or {}))
+            if content_sha256(restored) == stash.get("sha256"):
+                if meta is not None:
+                    restored.meta = dict(meta)
+                return restored
+    if meta is not None:
+        run.meta = dict(meta)
+        return run
+    run.meta = {**source, **({"name": name} if name else {})}
+    if name and not any(c.isspace() for c in name):
+        run.meta["tag"] = name
+    return run
 
 
 def as_run(obj: Run | pd.DataFrame) -> Run:
@@ -252,10 +400,7 @@ def trec_bytes(run: Run, tag: str = "instir") -> bytes:
         pa.array(df["rank"].to_numpy(), type=pa.int64()).cast(big),
         pa.array(df["score"].to_numpy().astype(np.float32), type=pa.float32()).cast(big),
         pa.scalar(f"{tag}\n", big), pa.scalar(" ", big))
-    if not len(lines):
-        return b""
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
-    return lines.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
+    return _joined(lines)
 
 
 def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
+from instir.progress import enabled as progress_enabled
 from instir.retrieval.runs import (
     Run,
     drop_self_hits,
@@ -33,7 +34,8 @@ BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 class Retriever(Protocol):
     """What :func:`retrieve` needs from a retriever.
 
-    ``name`` is short and file-name friendly (``bm25``, ``dense-all-MiniLM-L6-v2``);
+    ``name`` is the one name reports, sidecars and run files (slugged) give it (``bm25``,
+    ``dense:sentence-transformers/all-MiniLM-L6-v2``, a card's name: :func:`system_name`);
     ``params()`` returns the JSON-ready settings that change results (recorded and part of
     the reuse key); ``search`` formats queries/docs with ``template`` and returns the top
     ``k`` per query (its ``run.meta`` is kept under ``meta["search"]``). A retriever may
@@ -54,24 +56,28 @@ def retriever_family(retriever: Retriever) -> str:
     return getattr(retriever, "family", None) or family_of_model(retriever.name)
 
 
-def make_retriever(kind: str, model: str | None = None, *, windowing: str | None = None) -> Retriever:
+def make_retriever(kind: str, model: str | None = None, *, windowing: str | None = None, device: str | None = None,
+                   cache_dir: str | Path | None = None, progress: bool | None = None) -> Retriever:
     """A retriever by kind: ``bm25`` (benchmark defaults), ``dense`` or ``hybrid`` (IFIR's RRF of
     dense + BM25) with ``model`` (default: the bundled offline MiniLM) and the dense encoder's
     long-text ``windowing`` (``None``: none, ``"ifir"``: the IFIR authors' cut, ``"clean"``: the
-    kit's; see :class:`~instir.retrieval.dense.DenseRetriever`)."""
+    kit's; see :class:`~instir.retrieval.dense.DenseRetriever`), ``device``, embedding
+    ``cache_dir`` and ``progress`` (None: the kit's setting). By name, as reports name systems:
+    :func:`instir.systems.build_system` (``"dense:MODEL"``)."""
     from instir.retrieval.lexical import BM25Retriever
 
     _check_kind(kind, model, windowing)
     if kind == "bm25":
-        return BM25Retriever()
+        return BM25Retriever(show_progress=progress)
     from instir.retrieval.dense import DenseRetriever
 
-    dense = DenseRetriever(model, windowing=windowing)
+    dense = DenseRetriever(model, windowing=windowing, device=device, cache_dir=cache_dir,
+                           progress=progress_enabled() if progress is None else progress)
     if kind == "dense":
         return dense
     from instir.retrieval.fusion import HybridRetriever
 
-    return HybridRetriever(dense, BM25Retriever())
+    return HybridRetriever(dense, BM25Retriever(show_progress=progress))
 
 
 def system_name(kind: str, model: str | None = None) -> str:

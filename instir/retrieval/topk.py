@@ -72,7 +72,7 @@ def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str =
         return torch.nn.functional.normalize(t, dim=1) if normalize else t
 
     q_all = load(queries)
-    for start in tqdm(range(0, n_d, doc_block), desc="scoring", unit="block", disable=not progress):
+    for start in tqdm(range(0, n_d, doc_block), desc="scoring", unit="block", disable=not progress or n_d <= doc_block):
         d = load(docs[start:start + doc_block])
         kk = min(k_out, d.shape[0])
         vals, idx = [], []

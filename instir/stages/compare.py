@@ -19,7 +19,7 @@ from instir import atomic
 from instir.judge.stability import tolerance_widening
 from instir.metrics.table import wide
 from instir.papers import (
-    compare,
+    compare_to_papers,
     known_divergences,
     load_mteb_results,
     load_reported,
@@ -162,7 +162,7 @@ def compare_with_papers(out_dir: str | Path, mteb_results: Sequence[str | Path] 
     every_reported = pd.concat(reported.values(), ignore_index=True)
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
-    compared = compare(reproduced, every_reported, runs=windowing, sample_ok=True)
+    compared = compare_to_papers(reproduced, every_reported, runs=windowing, sample_ok=True)
     layout.paper_tables.mkdir(parents=True, exist_ok=True)
     atomic.write_frame(layout.paper_tables / "comparison.csv", compared)
     not_comparable = layout.paper_tables / "not_comparable.txt"
@@ -174,7 +174,7 @@ def compare_with_papers(out_dir: str | Path, mteb_results: Sequence[str | Path] 
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
         widen = tolerance_widening(pd.read_csv(layout.stability))
-        widened = compare(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
+        widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
                           sample_ok=True)
         atomic.write_frame(layout.paper_tables / "comparison_widened.csv", widened)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]

@@ -22,7 +22,7 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.judge import stability
 from instir.judge.following import InstFolResult, aggregate, instfol, overall
-from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate
+from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
 from instir.parameters import names
 from instir.report.explain import said_once
 from instir.report.html import escape_text
@@ -249,7 +249,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
                           data_root)
     judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
                        cache=layout.judgments)
-    validations = {name: validate(bench, judge, per_stratum=max_instances, seed=0)
+    validations = {name: validate_judge(bench, judge, per_stratum=max_instances, seed=0)
                    for name, bench in report.benchmarks.items()}
     pairs = pd.concat([v.pairs.assign(benchmark=name) for name, v in validations.items()], ignore_index=True)
     layout.judge.mkdir(parents=True, exist_ok=True)

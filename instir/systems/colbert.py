@@ -1,33 +1,46 @@
-"""Late-interaction ColBERTv2 as InstructIR ran it, reimplemented on plain transformers.
+"""Late-interaction ColBERTv2 as InstructIR ran it: sentence-transformers' multi-vector encoder
+on colbert-ai's checkpoint, with exact MaxSim search and the token cache.
 
 The authors (kaistAI/InstructIR ``eval/eval_instructir_colbert.py``, ``main``) index the corpus
 with colbert-ai's ``Indexer`` (checkpoint ``colbert-ir/colbertv2.0``, ``ColBERTConfig(doc_maxlen=300,
-nbits=2, kmeans_niters=4)``) and search the top 100 with its ``Searcher``. colbert-ai itself
-does not load on transformers 5 (``HF_ColBERT.__init__`` calls ``init_weights()``, which fails
-there), so this module reproduces its encoder step by step (stanford-futuredata/ColBERT, files
-under ``colbert/modeling/``):
+nbits=2, kmeans_niters=4)``) and search the top 100 with its ``Searcher``. colbert-ai and PyLate do
+not install against transformers 5 (colbert-ai's ``HF_ColBERT.__init__`` calls ``init_weights()``,
+which fails there); sentence-transformers (>= 6.2) reads the same Stanford checkpoint as a
+``MultiVectorEncoder`` (``sentence_transformers/multi_vector_encoder/model.py``:
+``MultiVectorEncoder._load_default_modules`` when ``config.json`` names ``HF_ColBERT``), and
+``tests/systems/test_colbert.py`` checks, step by step, that it encodes as colbert-ai's
+``Checkpoint`` does (stanford-futuredata/ColBERT, files under ``colbert/modeling/``):
 
-- model (``hf_colbert.py``, ``class_factory``/``HF_ColBERT``): the checkpoint's BERT
-  (``AutoModel``, weights under ``bert.``) and a bias-free linear projection hidden → ``dim``
-  (``linear.weight``, 768 → 128);
-- query (``tokenization/query_tokenization.py``, ``QueryTokenizer.tensorize``): the text is
-  tokenised to ``query_maxlen - 1`` tokens (``[CLS] … [SEP]``, truncated, padded to that length),
-  the ``[Q]`` marker (token ``[unused0]``) is inserted after ``[CLS]``, every ``[PAD]`` becomes
-  ``[MASK]`` (query augmentation), and the ``[MASK]`` positions are attended to only when
-  ``attend_to_mask_tokens`` (False for colbertv2.0); all ``query_maxlen`` output vectors are
-  kept (``colbert.py``, ``ColBERT.query``);
-- document (``tokenization/doc_tokenization.py``, ``DocTokenizer.tensorize``): tokenised to
-  ``doc_maxlen - 1`` tokens, the ``[D]`` marker (``[unused1]``) inserted after ``[CLS]``; output
-  vectors of padding and of the punctuation skiplist (the first token id of each character of
-  ``string.punctuation``, ``ColBERT.__init__`` with ``mask_punctuation``) are dropped
-  (``ColBERT.doc``, ``keep_dims=False``);
-- every kept vector is L2-normalised after the projection, and a query–document score is
-  MaxSim: the sum over query vectors of the largest dot product with any document vector
-  (``colbert_score``/``colbert_score_reduce``).
+- model: the checkpoint's BERT and its bias-free projection ``linear.weight`` (hidden → ``dim``,
+  768 → 128; colbert-ai ``hf_colbert.py`` ``HF_ColBERT``) become a ``Transformer`` and a
+  token-level ``Dense`` (``MultiVectorEncoder._build_stanford_projection``);
+- query (colbert-ai ``tokenization/query_tokenization.py``, ``QueryTokenizer.tensorize``: text cut
+  to ``query_maxlen - 1`` tokens, ``[unused0]`` inserted after ``[CLS]``, every ``[PAD]`` made
+  ``[MASK]``, attended only with ``attend_to_mask_tokens``, False for colbertv2.0; all
+  ``query_maxlen`` vectors kept, ``colbert.py`` ``ColBERT.query``): the library prepends the
+  marker as a special token (``MultiVectorEncoder._register_prefix_tokens``) and pads with
+  ``[MASK]`` to ``query_maxlen`` (``Transformer.preprocess``, ``query_expansion`` "fixed");
+  the ``[MASK]`` positions are scored (``MultiVectorMask.forward``) — identical ids, masks and
+  vectors;
+- document (colbert-ai ``tokenization/doc_tokenization.py``, ``DocTokenizer.tensorize``: ``doc_maxlen
+  - 1`` tokens, ``[unused1]`` after ``[CLS]``; ``ColBERT.doc(keep_dims=False)`` drops padding and
+  the punctuation skiplist): the library prepends ``[unused1]``, truncates to ``document_length``
+  and drops padding and skiplist tokens (``multi_vector_encoder/modules/multi_vector_mask.py``,
+  ``MultiVectorMask.forward``);
+- every kept vector is L2-normalised after the projection (``Normalize``), and a score is MaxSim:
+  the sum over query vectors of the largest dot product with any document vector (colbert-ai
+  ``colbert_score``).
 
-Settings not given explicitly come from the checkpoint's ``artifact.metadata`` (colbert-ai's
-``ColBERTConfig.load_from_checkpoint``), else colbert-ai's defaults (``colbert/infra/config/
-settings.py``); ``doc_maxlen`` defaults to InstructIR's 300.
+The one place they differ is the skiplist of a vocabulary without some punctuation mark as one
+token: colbert-ai skips ``encode(mark)[0]`` (``ColBERT.__init__``), which is then ``[UNK]``, so it
+drops every unknown word of a document, while the library drops the mark from its list
+(``MultiVectorMask.resolve_with_tokenizer``); colbertv2.0's vocabulary holds all 32 marks, so
+they agree there, and the kit hands the library colbert-ai's list so that they agree everywhere.
+What the kit keeps of its own is what the library lacks: the settings a card gives (``query_maxlen``,
+``doc_maxlen`` 300 for InstructIR where the checkpoint says 180, ``attend_to_mask_tokens``,
+``mask_punctuation``; otherwise the checkpoint's ``artifact.metadata`` as the library reads it, else
+colbert-ai's defaults, which the library's equal), refusals of a checkpoint without its projection
+or encoder weights, float32 everywhere, the token cache and exact top-k MaxSim search.
 
 Quirk kept on purpose: InstructIR's ColBERT query text is ``instruction [SEP] query``
 (template ``instructir``) and colbertv2.0's ``query_maxlen`` is 32, so the text is cut to 29
@@ -62,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
+from instir.errors import UserError
 from instir.formatting import Template, shared_subset
 from instir.progress import tqdm
 from instir.retrieval.dense import weights_fingerprint
@@ -72,6 +86,7 @@ from instir.retrieval.topk import merge_top_k, run_from_top_k, top_k_block
 
 if TYPE_CHECKING:
     import torch
+    from sentence_transformers import MultiVectorEncoder
 
 #: The checkpoint InstructIR ran.
 COLBERTV2 = "colbert-ir/colbertv2.0"
@@ -79,26 +94,16 @@ COLBERTV2 = "colbert-ir/colbertv2.0"
 INSTRUCTIR_DOC_MAXLEN = 300
 #: ``query_maxlen`` of the long-query variant: room for a whole InstructIR instruction + query.
 LONG_QUERY_MAXLEN = 128
-#: colbert-ai's defaults (``colbert/infra/config/settings.py``) for what the checkpoint may set.
-COLBERT_DEFAULTS = {"query_maxlen": 32, "attend_to_mask_tokens": False, "mask_punctuation": True,
-                    "query_token_id": "[unused0]", "doc_token_id": "[unused1]", "dim": 128}
-_SRC = ("kaistAI/InstructIR eval/eval_instructir_colbert.py (main); stanford-futuredata/ColBERT colbert/modeling/"
-        "{colbert.py ColBERT.query/doc/colbert_score, tokenization/query_tokenization.py QueryTokenizer.tensorize, "
-        "tokenization/doc_tokenization.py DocTokenizer.tensorize, hf_colbert.py HF_ColBERT}")
-
-
-def checkpoint_settings(folder: str | Path) -> dict:
-    """colbert-ai's settings of a checkpoint folder: :data:`COLBERT_DEFAULTS` updated with its
-    ``artifact.metadata`` (absent: the defaults)."""
-    settings = dict(COLBERT_DEFAULTS)
-    path = Path(folder) / "artifact.metadata"
-    if path.is_file():
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as err:
-            raise ValueError(f"{path}: not JSON ({err})") from None
-        settings.update({k: meta[k] for k in COLBERT_DEFAULTS if k in meta})
-    return settings
+#: The sentence-transformers release whose Stanford-checkpoint loading the tests check against
+#: colbert-ai (``MultiVectorEncoder`` first shipped in 6.0).
+SENTENCE_TRANSFORMERS_MIN = (6, 2)
+#: What encodes (``describe()["backend"]``, part of every cache key).
+BACKEND = "colbert (sentence-transformers MultiVectorEncoder of a colbert-ai checkpoint)"
+_SRC = ("kaistAI/InstructIR eval/eval_instructir_colbert.py (main); sentence-transformers "
+        "multi_vector_encoder/model.py MultiVectorEncoder (Stanford HF_ColBERT loading), equal to "
+        "stanford-futuredata/ColBERT colbert/modeling/{checkpoint.py Checkpoint.queryFromText/docFromText, "
+        "colbert.py ColBERT.query/doc/colbert_score, tokenization/query_tokenization.py QueryTokenizer.tensorize, "
+        "tokenization/doc_tokenization.py DocTokenizer.tensorize}")
 
 
 def _local_folder(model: str, revision: str | None) -> Path:
@@ -114,170 +119,184 @@ def _local_folder(model: str, revision: str | None) -> Path:
                            f"nor available from Hugging Face here ({type(err).__name__}: {err})") from None
 
 
-def _linear_weight(folder: Path) -> "torch.Tensor":
-    """``linear.weight`` of a colbert-ai checkpoint (``model.safetensors`` or ``pytorch_model.bin``)."""
-    import torch
-
+def checkpoint_keys(folder: str | Path) -> set[str]:
+    """The weight names of a checkpoint folder (``model.safetensors``, else ``pytorch_model.bin``);
+    empty when it has neither."""
+    folder = Path(folder)
     if (folder / "model.safetensors").is_file():
         from safetensors import safe_open
 
         with safe_open(str(folder / "model.safetensors"), framework="pt") as fh:
-            if "linear.weight" in fh.keys():
-                return fh.get_tensor("linear.weight")
-    elif (folder / "pytorch_model.bin").is_file():
-        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-        if "linear.weight" in state:
-            return state["linear.weight"]
-    raise ValueError(f"{folder}: no 'linear.weight' in model.safetensors or pytorch_model.bin — not a colbert-ai "
-                     "checkpoint (HF_ColBERT)")
+            return set(fh.keys())
+    if (folder / "pytorch_model.bin").is_file():
+        import torch
+
+        return set(torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True))
+    return set()
 
 
-def _load_bert(folder: Path) -> "torch.nn.Module":
-    """The checkpoint's encoder (``AutoModel``: the weights under ``bert.``), float32, eval mode.
-    ``linear.weight`` is expected beside it (loaded by :func:`_linear_weight`), so the loader's
-    report of it as unexpected is silenced; a missing encoder weight is an error."""
+def library_version() -> str:
+    """The installed sentence-transformers version (read without importing it): part of every
+    cache key, since the library now encodes."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("sentence-transformers")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def colbert_skiplist(tokenizer: Any) -> list[str]:
+    """colbert-ai's punctuation skiplist as tokens: the first token of each character of
+    ``string.punctuation`` (``ColBERT.__init__`` with ``mask_punctuation``), ``[UNK]`` for a mark
+    the vocabulary lacks, so that, as in colbert-ai, unknown words are then skipped too."""
+    ids = dict.fromkeys(tokenizer.encode(mark, add_special_tokens=False)[0] for mark in string.punctuation)
+    return tokenizer.convert_ids_to_tokens(list(ids))
+
+
+def _load_multi_vector(folder: Path, device: str) -> "MultiVectorEncoder":
+    """sentence-transformers' ``MultiVectorEncoder`` of a Stanford checkpoint folder, float32,
+    offline; refused with one line when the folder is not a colbert-ai checkpoint (no
+    ``linear.weight``, encoder weights missing, not the library's Stanford layout)."""
     import torch
     import transformers
 
+    keys = checkpoint_keys(folder)
+    if "linear.weight" not in keys:
+        raise ValueError(f"{folder}: no 'linear.weight' in model.safetensors or pytorch_model.bin — not a colbert-ai "
+                         "checkpoint (HF_ColBERT)")
+    import sentence_transformers
+
+    version = tuple(int(p) if p.isdigit() else 0 for p in sentence_transformers.__version__.split(".")[:2])
+    if version < SENTENCE_TRANSFORMERS_MIN:
+        need = ".".join(map(str, SENTENCE_TRANSFORMERS_MIN))
+        raise UserError(f"ColBERT needs sentence-transformers>={need} (MultiVectorEncoder, checked against colbert-ai "
+                        f"in the tests); this is {sentence_transformers.__version__}: "
+                        f"pip install 'sentence-transformers>={need}'")
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.base.modules.dense import Dense
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
     verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
+    transformers.logging.set_verbosity_error()  # the loader reports linear.weight as unexpected: it is expected
     try:
-        bert, info = transformers.AutoModel.from_pretrained(folder, dtype=torch.float32, output_loading_info=True)
+        model = MultiVectorEncoder(str(folder), device=device, local_files_only=True,
+                                   model_kwargs={"dtype": torch.float32})
     finally:
         transformers.logging.set_verbosity(verbosity)
-    missing = [k for k in info.get("missing_keys", ()) if not k.startswith("pooler.")]
+    layout = [type(m) for m in model]
+    if layout != [Transformer, Dense, MultiVectorMask, Normalize] or model[0].query_expansion is None:
+        raise ValueError(f"{folder}: sentence-transformers loads it as {[t.__name__ for t in layout]}, not as a "
+                         "Stanford ColBERT checkpoint (Transformer, Dense, MultiVectorMask, Normalize with query "
+                         "expansion) — not a colbert-ai checkpoint (HF_ColBERT)")
+    loaded = set(model[0].auto_model.state_dict())
+    given = {k.removeprefix("bert.") for k in keys}
+    missing = sorted(k for k in loaded - given if not k.startswith("pooler."))
     if missing:
-        raise ValueError(f"{folder}: the checkpoint lacks encoder weights {sorted(missing)[:5]} — not a colbert-ai "
+        raise ValueError(f"{folder}: the checkpoint lacks encoder weights {missing[:5]} — not a colbert-ai "
                          "checkpoint (HF_ColBERT)")
-    return bert.eval()
+    return model.eval()
 
 
 class ColBERTEncoder:
-    """colbert-ai's ``Checkpoint`` encoder on plain transformers (module docstring): ``queries``
-    gives ``(n, query_maxlen, dim)``, ``documents`` one ``(kept tokens, dim)`` matrix each.
-    ``forward_calls`` counts model forward passes."""
+    """colbert-ai's ``Checkpoint`` encoding through sentence-transformers' ``MultiVectorEncoder``
+    (module docstring): ``queries`` gives ``(n, query_maxlen, dim)``, ``documents`` one ``(kept
+    tokens, dim)`` matrix each. Settings given here override the checkpoint's; ``model`` is the
+    library's encoder; ``forward_calls`` counts model forward passes."""
 
     def __init__(self, model: str = COLBERTV2, *, revision: str | None = None, query_maxlen: int | None = None,
                  doc_maxlen: int = INSTRUCTIR_DOC_MAXLEN, attend_to_mask_tokens: bool | None = None,
                  mask_punctuation: bool | None = None, batch_size: int = 64, device: str | None = None):
         import torch
-        from transformers import AutoTokenizer
 
         self.model_id, self.revision = model, revision
         self.folder = _local_folder(model, revision)
-        settings = checkpoint_settings(self.folder)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = _load_multi_vector(self.folder, str(self.device))
+        transformer, _, mask, _ = self.model
+        expansion = transformer.query_expansion
+        settings = {"query_maxlen": expansion["length"], "attend_to_mask_tokens": expansion["attend"],
+                    "mask_punctuation": bool(mask.skiplist_words),
+                    "query_token_id": self.model.prompts["query"].strip(),
+                    "doc_token_id": self.model.prompts["document"].strip(),
+                    "dim": self.model.get_embedding_dimension()}
         for key, value in (("query_maxlen", query_maxlen), ("attend_to_mask_tokens", attend_to_mask_tokens),
                            ("mask_punctuation", mask_punctuation)):
             if value is not None:
                 settings[key] = value
         settings["doc_maxlen"] = doc_maxlen
-        self.settings = settings
-        self.tokenizer = AutoTokenizer.from_pretrained(self.folder)
-        self.bert = _load_bert(self.folder)
-        max_positions = getattr(self.bert.config, "max_position_embeddings", 512)
+        max_positions = getattr(transformer.auto_model.config, "max_position_embeddings", 512)
         for key in ("query_maxlen", "doc_maxlen"):
             if not isinstance(settings[key], int) or not 4 <= settings[key] <= max_positions:
                 raise ValueError(f"{key} must be a whole number from 4 to {max_positions} (the model's positions); "
                                  f"got {settings[key]!r}")
-        weight = _linear_weight(self.folder).to(torch.float32)
-        if weight.shape[1] != self.bert.config.hidden_size:
-            raise ValueError(f"{self.folder}: linear.weight is {tuple(weight.shape)}, the model's hidden size is "
-                             f"{self.bert.config.hidden_size}")
-        self.linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
-        self.linear.weight.data.copy_(weight)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.bert.to(self.device)
-        self.linear.to(self.device)
-        tok = self.tokenizer
-        self.q_marker = tok.convert_tokens_to_ids(settings["query_token_id"])
-        self.d_marker = tok.convert_tokens_to_ids(settings["doc_token_id"])
-        self.skiplist = frozenset(tok.encode(symbol, add_special_tokens=False)[0] for symbol in string.punctuation) \
-            if settings["mask_punctuation"] else frozenset()
+        self.settings = settings
+        self.tokenizer = self.model.tokenizer
+        transformer.query_expansion = {"strategy": "fixed", "attend": bool(settings["attend_to_mask_tokens"]),
+                                       "length": settings["query_maxlen"]}
+        transformer.document_length = settings["doc_maxlen"]
+        mask.skiplist_words = colbert_skiplist(self.tokenizer) if settings["mask_punctuation"] else []
+        mask.resolve_with_tokenizer(self.tokenizer)
+        self.skiplist = frozenset(self.tokenizer.convert_tokens_to_ids(mask.skiplist_words))
         self.batch_size = max(1, batch_size)
         self.fingerprint = weights_fingerprint(
-            f"{type(self.bert).__name__}|{self.bert.config.to_json_string()}|{settings}",
-            tok, {**self.bert.state_dict(), "linear.weight": self.linear.weight})
+            f"{type(transformer.auto_model).__name__}|{transformer.auto_model.config.to_json_string()}|{settings}",
+            self.tokenizer, self.model.state_dict())
         self.forward_calls = 0
+        transformer.register_forward_hook(self._count_forward)
+
+    def _count_forward(self, *_: Any) -> None:
+        """Forward hook of the library's ``Transformer`` module: one model forward pass."""
+        self.forward_calls += 1
 
     @property
     def query_maxlen(self) -> int:
+        """Tokens per query, ``[CLS]``, marker, ``[SEP]`` and ``[MASK]`` padding included."""
         return self.settings["query_maxlen"]
 
     @property
     def doc_maxlen(self) -> int:
+        """Most tokens per document, ``[CLS]``, marker and ``[SEP]`` included."""
         return self.settings["doc_maxlen"]
 
     def describe(self) -> dict:
         """Everything that changes the vectors (part of every cache key)."""
-        return {"backend": "colbert (transformers reimplementation of colbert-ai Checkpoint)", "model": self.model_id,
-                "revision": self.revision, "fingerprint": self.fingerprint, "precision": "float32",
-                **{k: self.settings[k] for k in sorted(self.settings)}}
+        return {"backend": BACKEND, "sentence_transformers": library_version(), "model": self.model_id,
+                "revision": self.revision, "fingerprint": self.fingerprint,
+                "precision": "float32", **{k: self.settings[k] for k in sorted(self.settings)}}
 
-    def _forward(self, ids: "torch.Tensor", mask: "torch.Tensor") -> "torch.Tensor":
-        """Projected, not yet normalised token vectors (``ColBERT.query``/``doc`` up to ``linear``)."""
-        import torch
-
-        with torch.inference_mode():
-            self.forward_calls += 1
-            hidden = self.bert(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))[0]
-            return self.linear(hidden)
-
-    @staticmethod
-    def _with_marker(tensor: "torch.Tensor", marker: int) -> "torch.Tensor":
-        """``marker`` inserted after the first column (colbert-ai's ``_insert_prefix_token``)."""
-        import torch
-
-        return torch.cat([tensor[:, :1], torch.full_like(tensor[:, :1], marker), tensor[:, 1:]], dim=1)
+    def _inputs(self, texts: Sequence[str], task: str) -> tuple["torch.Tensor", "torch.Tensor"]:
+        """The library's model inputs for ``texts`` as ``task`` ("query" or "document")."""
+        features = self.model.preprocess(list(texts), prompt=self.model.prompts[task], task=task)
+        return features["input_ids"], features["attention_mask"]
 
     def query_inputs(self, texts: Sequence[str]) -> tuple["torch.Tensor", "torch.Tensor"]:
-        """``(input_ids, attention_mask)`` as ``QueryTokenizer.tensorize`` builds them."""
-        tok = self.tokenizer
-        obj = tok(list(texts), padding="max_length", truncation=True, max_length=self.query_maxlen - 1,
-                  return_tensors="pt")
-        ids = self._with_marker(obj["input_ids"], self.q_marker)
-        mask = self._with_marker(obj["attention_mask"], 1)
-        ids[ids == tok.pad_token_id] = tok.mask_token_id
-        if self.settings["attend_to_mask_tokens"]:
-            mask[ids == tok.mask_token_id] = 1
-        return ids, mask
+        """``(input_ids, attention_mask)`` the library feeds the model for ``texts`` as queries
+        (``QueryTokenizer.tensorize``'s, the tests check)."""
+        return self._inputs(texts, "query")
+
+    def document_inputs(self, texts: Sequence[str]) -> tuple["torch.Tensor", "torch.Tensor"]:
+        """``(input_ids, attention_mask)`` the library feeds the model for ``texts`` as documents
+        (``DocTokenizer.tensorize``'s, the tests check)."""
+        return self._inputs(texts, "document")
 
     def queries(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), query_maxlen, dim)`` unit vectors (``Checkpoint.queryFromText``)."""
-        import torch
-
-        out = []
-        for start in range(0, len(texts), self.batch_size):
-            ids, mask = self.query_inputs(texts[start:start + self.batch_size])
-            q = self._forward(ids, mask) * (ids != self.tokenizer.pad_token_id).unsqueeze(2).to(self.device)
-            out.append(torch.nn.functional.normalize(q, p=2, dim=2).float().cpu().numpy())
-        return np.concatenate(out)
-
-    def document_inputs(self, texts: Sequence[str]) -> tuple["torch.Tensor", "torch.Tensor"]:
-        """``(input_ids, attention_mask)`` as ``DocTokenizer.tensorize`` builds them."""
-        obj = self.tokenizer(list(texts), padding="longest", truncation="longest_first",
-                             max_length=self.doc_maxlen - 1, return_tensors="pt")
-        return self._with_marker(obj["input_ids"], self.d_marker), self._with_marker(obj["attention_mask"], 1)
+        if not texts:
+            return np.zeros((0, self.query_maxlen, self.settings["dim"]), dtype=np.float32)
+        vectors = self.model.encode_query(list(texts), batch_size=self.batch_size, show_progress_bar=False,
+                                          convert_to_numpy=True)
+        return np.stack(vectors).astype(np.float32, copy=False)
 
     def documents(self, texts: Sequence[str]) -> list[np.ndarray]:
         """One ``(kept tokens, dim)`` matrix of unit vectors per text, in order: padding and
-        skiplist tokens dropped (``Checkpoint.docFromText(keep_dims=False)``). Texts are batched
-        by token length, as colbert-ai batches them."""
-        import torch
-
-        lengths = [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False, truncation=True,
-                                                      max_length=self.doc_maxlen)["input_ids"]]
-        order = np.argsort(lengths, kind="stable")
-        out: list[np.ndarray | None] = [None] * len(texts)
-        skip = torch.tensor(sorted(self.skiplist), dtype=torch.long)
-        for start in range(0, len(texts), self.batch_size):
-            batch = order[start:start + self.batch_size]
-            ids, mask = self.document_inputs([texts[i] for i in batch])
-            keep = (ids != self.tokenizer.pad_token_id) & ~torch.isin(ids, skip)
-            d = self._forward(ids, mask) * keep.unsqueeze(2).to(self.device)
-            d = torch.nn.functional.normalize(d, p=2, dim=2).float().cpu()
-            for row, i in enumerate(batch):
-                out[i] = d[row][keep[row]].numpy()
-        return out  # type: ignore[return-value]
+        skiplist tokens dropped (``Checkpoint.docFromText(keep_dims=False)``)."""
+        if not texts:
+            return []
+        vectors = self.model.encode_document(list(texts), batch_size=self.batch_size, show_progress_bar=False,
+                                             convert_to_numpy=True)
+        return [np.asarray(v, dtype=np.float32) for v in vectors]
 
 
 def maxsim_top_k(queries: np.ndarray, docs: TokenEmbeddings, k: int, *, token_block: int = 8192,
@@ -380,9 +399,10 @@ class ColBERTRetriever:
         return self._encoder
 
     def encoder_description(self) -> dict:
-        """What keys the caches: the checkpoint, its weights' fingerprint and the colbert settings.
-        Computed once from the loaded encoder, then kept in ``<cache>/colbert-describe`` (keyed by
-        the checkpoint folder's files and this retriever's options) so a warm rerun loads no model."""
+        """What keys the caches: the checkpoint, its weights' fingerprint, the colbert settings and
+        the sentence-transformers version. Computed once from the loaded encoder, then kept in
+        ``<cache>/colbert-describe`` (keyed by the checkpoint folder's files, this retriever's
+        options and the library's version) so a warm rerun loads no model."""
         if self._description is None:
             self._description = self._cached_description()
         return self._description
@@ -394,7 +414,7 @@ class ColBERTRetriever:
 
         folder = _local_folder(self.model_id, self.revision)
         stamp = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
-        identity = json.dumps([str(folder.resolve()), stamp, self._options], default=str)
+        identity = json.dumps([str(folder.resolve()), stamp, self._options, BACKEND, library_version()], default=str)
         key = hashlib.sha256(identity.encode()).hexdigest()
         path = self.cache.root / "colbert-describe" / f"{key[:32]}.json"
         if path.is_file():

@@ -55,7 +55,7 @@ from instir.retrieval.windows import (
     ifir_windows,
     tiktoken_adapter,
 )
-from instir.secrets import mask_secret
+from instir.secrets import mask_secret, refuse_url_credentials
 
 _SRC = "SighingSnow/IFIR src/utils/embeddings.py OpenAIEmbedding (segment_text, embed_documents, embed_query)"
 
@@ -96,6 +96,7 @@ class OpenAIEmbeddingClient:
                  concurrency: int = 4, timeout_s: float = 60.0, policy: RetryPolicy = RetryPolicy(),
                  progress: bool = True):
         self.model = model
+        refuse_url_credentials(base_url, "base_url")
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
         self.dimensions = dimensions

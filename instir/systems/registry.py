@@ -14,7 +14,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
+from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
 from instir.systems.cards import SystemCard, get_card, load_cards
 
 #: adapter name -> "module:callable" building it from a card
@@ -94,18 +94,14 @@ def check_dependencies(card: SystemCard) -> None:
                                 f"not installed here: {hints}")
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
-
-
 class SystemRetriever:
     """A retriever built from a card: searches with the adapter's retriever, is named after
-    the card (``system-<card name>``), records the full card in its params (so the run key
+    the card (its name, as reports name the system), records the full card in its params (so the run key
     and sidecar hold it) and exposes ``card`` for :func:`instir.retrieval.retrieve`."""
 
     def __init__(self, card: SystemCard, inner):
         self.card, self.inner = card, inner
-        self.name = "system-" + _slug(card.name)
+        self.name = card.name
         self.family = getattr(inner, "family", None) or "dense"
 
     def params(self) -> dict:
@@ -133,12 +129,18 @@ def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = 
 
 
 def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | None = None, **options):
-    """A retriever (wrapped in :class:`SystemRetriever`) or a reranker for a card or a card name.
+    """The one way to build a system from its name: ``bm25``, ``dense`` / ``hybrid`` (the bundled
+    MiniLM), ``dense:MODEL`` / ``hybrid:MODEL`` (:func:`instir.retrieval.make_retriever`), or a
+    card or card name: a retriever (wrapped in :class:`SystemRetriever`) or a reranker. The
+    names are those ``instir run --systems``, a sweep grid and the reports use.
 
     ``options`` (``device``, ``cache_dir``, ``progress``) go to adapters that accept them.
     A missing optional package raises :class:`MissingDependency` naming the card and the
     ``pip install`` that fixes it.
     """
+    if isinstance(card, str) and card.partition(":")[0] in RETRIEVER_KINDS:
+        kind, _, model = card.partition(":")
+        return make_retriever(kind, model.strip() or None, **options)
     cards = load_cards() if cards is None else cards
     if isinstance(card, str):
         card = get_card(card, cards)

@@ -188,3 +188,15 @@ def test_summary_of_one_benchmark_from_a_root(capsys):
 def test_summary_refuses_a_root_for_several_names():
     with pytest.raises(UsageError, match="--root needs exactly one benchmark name"):
         _summary(["ifir/fire", "ifir/fiqa", "--root", "x"])
+
+
+def test_each_benchmark_names_the_settings_it_loads_in():
+    from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS
+    from instir.benchmarks.registry import benchmark_settings
+
+    assert benchmark_settings("instructir") == benchmark_settings("instructir-sample") == INSTRUCTIR_SETTINGS
+    assert benchmark_settings("ifir/fiqa") == benchmark_settings("ifir-sample/nfcorpus") == ("instructed",)
+    for setting in benchmark_settings("instructir-sample"):
+        assert load_benchmark("instructir-sample", setting).setting == setting
+    with pytest.raises(KeyError, match="unknown benchmark"):
+        benchmark_settings("ifir-sample")

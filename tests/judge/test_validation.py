@@ -18,7 +18,7 @@ from instir.judge.validation import (
     gold_pairs,
     judge_grade,
     ranking_agreement,
-    validate,
+    validate_judge,
 )
 
 NEGATIVES = [f"n{i}" for i in range(6)]
@@ -131,7 +131,7 @@ def test_statistics_undefined_on_one_class_are_nan():
 def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
     pairs = gold_pairs(cumulative, per_stratum=100)
     judge = ScriptedJudge({"d1": 1.0, "d2": 1.0, "d3": 0.0, "c1": 0.0, "d9": 0.0, "n0": None}, parsed={"d1"})
-    result = validate(cumulative, judge, pairs)
+    result = validate_judge(cumulative, judge, pairs)
     by_pair = result.pairs.set_index(["qid", "docid"])
     assert by_pair.loc[("a_1", "d2"), ["max_score", "judge_grade"]].tolist() == [1, 2]  # level 1: 0-1 ladder
     assert by_pair.loc[("a_3", "d2"), ["max_score", "judge_grade"]].tolist() == [3, 1]
@@ -150,7 +150,7 @@ def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
 def test_a_judge_whose_every_judgment_fails_gives_nan_statistics_and_an_empty_confusion(cumulative):
     """A judge outage: every request fails. The validation must still finish (no sklearn error on
     an empty array), with failure rate 1, undefined statistics and no sentence about agreement."""
-    result = validate(cumulative, ScriptedJudge({}, error="gave up after 7 attempts; last: HTTP 500: down"),
+    result = validate_judge(cumulative, ScriptedJudge({}, error="gave up after 7 attempts; last: HTTP 500: down"),
                       per_stratum=2)
     got = result.agreement.set_index("statistic")
     assert got.loc["failure_rate", "value"] == 1.0 and got.loc["pairs", "value"] == len(result.pairs) > 0

@@ -7,10 +7,15 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from instir.metrics.standard import Evaluator, evaluate, parse_measures, ranked, run_dict, top_candidates
+from instir.metrics.standard import Evaluator, parse_measures, ranked, run_dict, top_candidates
 from instir.retrieval.runs import Run
 
 L2 = math.log2
+
+
+def scored(run, qrels, measures):
+    """Per-query values of one run: a one-off Evaluator."""
+    return Evaluator(qrels, measures).per_query(run)
 
 
 def _values(per_query: pd.DataFrame, measure: str) -> dict[str, float]:
@@ -66,7 +71,7 @@ def _rr_at_k_by_hand(run: dict[str, float], relevant: set[str], k: int) -> float
 @pytest.mark.parametrize("seed", [3, 4])
 def test_rr_at_k_matches_a_hand_written_trec_eval_order(seed):
     qrels, run = _random_case(seed)
-    per_query = evaluate(_frame(run), qrels, ["RR@3", "RR@10"])
+    per_query = scored(_frame(run), qrels, ["RR@3", "RR@10"])
     for k in (3, 10):
         ours = _values(per_query, f"RR@{k}")
         for qid, value in ours.items():
@@ -101,7 +106,7 @@ def test_scores_equal_at_float32_precision_are_ties():
 def test_a_query_without_retrieved_documents_scores_zero_and_is_averaged():
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
     run = pd.DataFrame({"qid": ["q1"], "docid": ["a"], "score": [1.0]})
-    per_query = evaluate(run, qrels, ["nDCG@10", "RR@10"])
+    per_query = scored(run, qrels, ["nDCG@10", "RR@10"])
     assert _values(per_query, "nDCG@10") == {"q1": 1.0, "q2": 0.0}
     assert Evaluator(qrels, ["nDCG@10"]).aggregate(run) == {"nDCG@10": 0.5}
 
@@ -110,7 +115,7 @@ def test_an_empty_run_scores_zero_everywhere():
     qrels = {"q1": {"a": 1}, "q2": {"b": 2}}
     empty = pd.DataFrame({"qid": pd.Series([], dtype=str), "docid": pd.Series([], dtype=str),
                           "score": pd.Series([], dtype=float)})
-    per_query = evaluate(empty, qrels, ["nDCG@10", "RR@10", "R@100", "P@10"])
+    per_query = scored(empty, qrels, ["nDCG@10", "RR@10", "R@100", "P@10"])
     assert len(per_query) == 8 and (per_query["value"] == 0).all()
 
 
@@ -130,7 +135,7 @@ def test_qrels_without_any_relevant_document_are_refused():
 def test_run_queries_unknown_to_the_qrels_are_ignored():
     qrels = {"q1": {"a": 1}}
     run = pd.DataFrame({"qid": ["q1", "zz"], "docid": ["a", "a"], "score": [1.0, 1.0]})
-    assert set(evaluate(run, qrels, ["nDCG@10"])["qid"]) == {"q1"}
+    assert set(scored(run, qrels, ["nDCG@10"])["qid"]) == {"q1"}
 
 
 def test_a_run_object_and_its_bare_frame_score_the_same():
@@ -142,7 +147,7 @@ def test_a_run_object_and_its_bare_frame_score_the_same():
 
 def test_per_query_frame_has_one_row_per_query_and_measure_in_order():
     qrels = {"q2": {"a": 1}, "q1": {"b": 1}}
-    per_query = evaluate(pd.DataFrame({"qid": ["q1"], "docid": ["b"], "score": [1.0]}), qrels, ["P@10", "nDCG@10"])
+    per_query = scored(pd.DataFrame({"qid": ["q1"], "docid": ["b"], "score": [1.0]}), qrels, ["P@10", "nDCG@10"])
     assert list(per_query.columns) == ["qid", "measure", "value"]
     assert list(zip(per_query["measure"], per_query["qid"])) == [
         ("P@10", "q2"), ("P@10", "q1"), ("nDCG@10", "q2"), ("nDCG@10", "q1")]
@@ -164,7 +169,7 @@ def test_unsupported_or_malformed_measures_are_refused():
     with pytest.raises(ValueError):
         parse_measures(["nDCG@@10"])
     with pytest.raises(ValueError, match="missing column"):
-        evaluate(pd.DataFrame({"qid": ["q"], "docid": ["a"]}), {"q": {"a": 1}}, ["P@1"])
+        scored(pd.DataFrame({"qid": ["q"], "docid": ["a"]}), {"q": {"a": 1}}, ["P@1"])
 
 
 def test_measures_are_parsed_to_canonical_names():
@@ -190,7 +195,7 @@ def test_top_candidates_keep_every_document_of_the_top_k(seed):
 def test_negative_grades_count_as_non_relevant_like_zero():
     """The readers keep negative grades (trec_eval accepts them); they score as grade 0."""
     run = pd.DataFrame({"qid": "q1", "docid": ["b", "a"], "score": [2.0, 1.0]})
-    negative = evaluate(run, {"q1": {"a": 1, "b": -1}}, ["nDCG@10", "P@10", "RR@10"])
-    zero = evaluate(run, {"q1": {"a": 1, "b": 0}}, ["nDCG@10", "P@10", "RR@10"])
+    negative = scored(run, {"q1": {"a": 1, "b": -1}}, ["nDCG@10", "P@10", "RR@10"])
+    zero = scored(run, {"q1": {"a": 1, "b": 0}}, ["nDCG@10", "P@10", "RR@10"])
     pd.testing.assert_frame_equal(negative, zero)
     assert negative["value"].tolist() == pytest.approx([1 / L2(3), 0.1, 0.5])

@@ -1,4 +1,4 @@
-"""compare() aligns reproduced with reported numbers, computes deltas and verdicts in the
+"""compare_to_papers() aligns reproduced with reported numbers, computes deltas and verdicts in the
 paper's printed units, attaches known divergences, and refuses sample data."""
 
 import pandas as pd
@@ -8,7 +8,7 @@ from instir.benchmarks import ifir_subsets
 from instir.papers import (
     DIVERGENCES,
     NotComparableError,
-    compare,
+    compare_to_papers,
     comparison_view,
     known_divergences,
     load_reported,
@@ -30,7 +30,7 @@ def table(rows):
 
 def test_delta_and_verdict_in_printed_units(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.262)])
-    out = compare(ours, reported[reported["table"] == "Table 3"])
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     row = out.iloc[0]
     # Table 3 prints BM25 FiQA nDCG@20 = 0.25; tolerance 0.02 + rounding 0.005
     assert (row["reported"], row["reproduced"]) == (0.25, pytest.approx(0.262))
@@ -41,14 +41,14 @@ def test_delta_and_verdict_in_printed_units(reported):
 
 def test_outside_tolerance_is_flagged(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.20)])
-    row = compare(ours, reported[reported["table"] == "Table 3"], tolerance=0.01).iloc[0]
+    row = compare_to_papers(ours, reported[reported["table"] == "Table 3"], tolerance=0.01).iloc[0]
     assert row["delta"] == pytest.approx(-0.05) and row["tolerance"] == pytest.approx(0.015)
     assert not bool(row["within_tolerance"])
 
 
 def test_instfol_is_compared_in_percent(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.02)])
-    row = compare(ours, reported[reported["table"] == "Table 3"]).iloc[0]
+    row = compare_to_papers(ours, reported[reported["table"] == "Table 3"]).iloc[0]
     # printed 1.10 (%); reproduced 0.02 -> 2.00 %; tolerance 0.03 x 100 + 0.005
     assert row["reproduced"] == pytest.approx(2.0) and row["delta"] == pytest.approx(0.9)
     assert row["tolerance"] == pytest.approx(3.005) and bool(row["within_tolerance"])
@@ -57,7 +57,7 @@ def test_instfol_is_compared_in_percent(reported):
 def test_instructir_robustness_aligns_with_the_secondary_table(reported):
     ours = table([("bm25", "instructir", "instructed", "all", "all", "Robustness@10", 0.25),
                   ("bm25", "instructir", "instructed", "all", "all", "nDCG@10", 0.80)])
-    out = compare(ours, reported[reported["paper"] == "instructir"]).set_index("metric")
+    out = compare_to_papers(ours, reported[reported["paper"] == "instructir"]).set_index("metric")
     assert out.loc["Robustness@10", "reported"] == 26.9 and out.loc["Robustness@10", "delta"] == pytest.approx(-1.9)
     assert out.loc["nDCG@10", "delta"] == pytest.approx(4.0)
     assert out["secondary"].all() and out["reasons"].str.contains("secondary-source").all()
@@ -66,13 +66,13 @@ def test_instructir_robustness_aligns_with_the_secondary_table(reported):
 def test_levels_align_with_the_per_level_table(reported):
     ours = table([("bm25", "ifir/aila", "instructed", "aila", "2", "nDCG@20", 0.1),
                   ("bm25", "ifir/aila", "instructed", "aila", "all", "nDCG@20", 0.1)])
-    out = compare(ours, reported[reported["table"].isin(["Table 3", "Table 10"])])
+    out = compare_to_papers(ours, reported[reported["table"].isin(["Table 3", "Table 10"])])
     assert sorted(zip(out["table"], out["level"].fillna(0))) == [("Table 10", 2), ("Table 3", 0)]
 
 
 def test_single_level_subsets_treat_level_zero_as_pooled(reported):
     ours = table([("bm25", "ifir/nfcorpus", "instructed", "nfcorpus", 0, "nDCG@20", 0.43)])
-    out = compare(ours, reported[reported["table"] == "Table 3"])
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     assert len(out) == 1 and out.iloc[0]["delta"] == pytest.approx(0.0)
 
 
@@ -82,7 +82,7 @@ SEVEN = ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
 def test_average_over_the_seven_subsets_aligns_with_the_average_column(reported):
     ours = table([("bm25", "ifir", "instructed", "average", "all", "nDCG@20", 0.34)]
                  + [("bm25", f"ifir/{s}", "instructed", s, "all", "nDCG@20", 0.3) for s in SEVEN])
-    out = compare(ours, reported[reported["table"] == "Table 3"])
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     average = out[out["subset_id"] == "avg"]
     assert len(average) == 1 and average.iloc[0]["delta"] == pytest.approx(0.0)
 
@@ -92,7 +92,7 @@ def test_an_average_over_fewer_subsets_is_not_compared_with_the_papers_average(r
                   ("bm25", "ifir", "instructed", "average", "all", "InstFol@20", 0.01)]
                  + [("bm25", f"ifir/{s}", "instructed", s, "all", "nDCG@20", 0.3) for s in SEVEN[:2]]
                  + [("bm25", f"ifir/{s}", "instructed", s, "all", "InstFol@20", 0.01) for s in SEVEN])
-    out = compare(ours, reported[reported["table"] == "Table 3"])
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     assert set(out["subset_id"]) == {*SEVEN, "avg"}
     assert out.loc[out["subset_id"] == "avg", "metric"].tolist() == ["InstFol@20"]  # nDCG@20 has 2 of 7 subsets
 
@@ -100,22 +100,22 @@ def test_an_average_over_fewer_subsets_is_not_compared_with_the_papers_average(r
 def test_hybrid_rows_need_an_explicit_hybrid_system(reported):
     hybrid = reported[reported["table"] == "Table 8 (hybrid retrieval with BM25)"]
     plain = table([("GritLM/GritLM-7B", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.59)])
-    assert compare(plain, hybrid).empty
+    assert compare_to_papers(plain, hybrid).empty
     named = table([("my-hybrid", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.59)])
-    out = compare(named, hybrid, model_map={"my-hybrid": "hybrid:gritlm/gritlm-7b+bm25"})
+    out = compare_to_papers(named, hybrid, model_map={"my-hybrid": "hybrid:gritlm/gritlm-7b+bm25"})
     assert len(out) == 1 and out.iloc[0]["reported"] == 0.59
 
 
 def test_query_only_rows_do_not_align_with_instructed_numbers(reported):
     ours = table([("sentence-transformers/all-MiniLM-L6-v2", "instructir", "query-only", "all", "all", "nDCG@10", 0.5)])
-    out = compare(ours, reported[reported["paper"] == "mteb"])
+    out = compare_to_papers(ours, reported[reported["paper"] == "mteb"])
     assert list(out["setting"]) == ["query-only"] and out.iloc[0]["reported"] == 0.4828
 
 
 def test_known_reasons_are_attached_to_the_numbers_they_affect(reported):
     ours = table([("bm25", "ifir/aila", "instructed", "aila", "2", "InstFol@20", 0.0),
                   ("bm25", "ifir/aila", "instructed", "aila", "1", "InstFol@20", 0.0)])
-    out = compare(ours, reported[reported["table"] == "Table 11"]).set_index("level")
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 11"]).set_index("level")
     assert "aila-judge-prompt" in out.loc[2, "reasons"].split("; ")
     assert "aila-judge-prompt" not in out.loc[1, "reasons"].split("; ")
     assert {"judge-model", "query-only-overwrite", "bm25-engine"} <= set(out.loc[1, "reasons"].split("; "))
@@ -133,13 +133,13 @@ def test_sample_numbers_are_refused(reported, benchmark):
     ours = table([("bm25", benchmark, "instructed", "fiqa", "all", "nDCG@20", 0.25)])
     assert "SAMPLE" in not_comparable_reason(ours)
     with pytest.raises(NotComparableError, match="not comparable"):
-        compare(ours, reported)
+        compare_to_papers(ours, reported)
 
 
 def test_a_table_without_benchmark_names_is_refused(reported):
     ours = pd.DataFrame({"system": ["bm25"], "measure": ["nDCG@20"], "value": [0.25]})
     with pytest.raises(NotComparableError, match="no 'benchmark' column"):
-        compare(ours, reported)
+        compare_to_papers(ours, reported)
 
 
 def test_full_benchmark_numbers_are_comparable():
@@ -150,7 +150,7 @@ def test_two_values_for_one_slice_are_an_error(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.2),
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)])
     with pytest.raises(ValueError, match="several values"):
-        compare(ours, reported)
+        compare_to_papers(ours, reported)
 
 
 def test_judge_fidelity_reasons_attach_to_ifir_instfol_only():
@@ -201,33 +201,33 @@ def test_long_doc_windows_note_follows_each_runs_windowing_mode(reported):
     runs = pd.DataFrame([("ifir/fiqa", systems["contriever"], "clean"), ("ifir/fiqa", systems["gtr"], "ifir"),
                          ("ifir/fiqa", systems["instructor"], "none"), ("ifir/fiqa", systems["colbert"], "ifir"),
                          ("ifir/nfcorpus", systems["colbert"], "clean")], columns=["benchmark", "system", "windowing"])
-    out = compare(ours, reported[reported["table"] == "Table 3"], runs=runs)
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"], runs=runs)
     out = out[(out["system"] != systems["colbert"]) | (out["subset_id"] == "avg")].set_index("system")
     assert out["windowing"].to_dict() == {systems["contriever"]: "clean", systems["gtr"]: "ifir",
                                           systems["instructor"]: "none", systems["colbert"]: "mixed"}
     noted = {s for s, reasons in out["reasons"].items() if "long-doc-windows" in reasons.split("; ")}
     assert noted == {systems["contriever"], systems["instructor"], systems["colbert"]}
-    unknown = compare(ours, reported[reported["table"] == "Table 3"])
+    unknown = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     assert set(unknown["windowing"]) == {"unknown"} and unknown["reasons"].str.contains("long-doc-windows").all()
 
 
 def test_long_doc_windows_note_spares_models_ifir_encoded_whole_and_bm25(reported):
     ours = table([("dense:GritLM/GritLM-7B", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.5),
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.25)])
-    out = compare(ours, reported[reported["table"] == "Table 3"])
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     assert len(out) == 2 and not out["reasons"].str.contains("long-doc-windows").any()
 
 
 def test_a_widen_column_widens_that_rows_tolerance_in_printed_units(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.05),
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.20)]).assign(widen=[0.02, None])
-    out = compare(ours, reported[reported["table"] == "Table 3"]).set_index("metric")
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"]).set_index("metric")
     # InstFol: printed 1.10 %, reproduced 5.00 %: outside 3.005 alone, inside once widened by 2 points
     assert out.loc["InstFol@20", "widened_by"] == pytest.approx(2.0)
     assert out.loc["InstFol@20", "tolerance"] == pytest.approx(5.005)
     assert bool(out.loc["InstFol@20", "within_tolerance"])
     assert out.loc["nDCG@20", "widened_by"] == 0 and out.loc["nDCG@20", "tolerance"] == pytest.approx(0.025)
-    plain = compare(ours.drop(columns="widen"), reported[reported["table"] == "Table 3"]).set_index("metric")
+    plain = compare_to_papers(ours.drop(columns="widen"), reported[reported["table"] == "Table 3"]).set_index("metric")
     assert not bool(plain.loc["InstFol@20", "within_tolerance"]) and (plain["widened_by"] == 0).all()
 
 
@@ -235,7 +235,7 @@ def test_a_widen_column_widens_that_rows_tolerance_in_printed_units(reported):
 def test_sample_numbers_align_with_a_not_comparable_verdict_when_asked(reported, benchmark):
     measure, subset = ("nDCG@10", "all") if benchmark.startswith("instructir") else ("nDCG@20", "fiqa")
     ours = table([("bm25", benchmark, "instructed", subset, "all", measure, 0.25)])
-    out = compare(ours, reported, sample_ok=True)
+    out = compare_to_papers(ours, reported, sample_ok=True)
     assert len(out) and set(out["verdict"]) == {"not comparable (SAMPLE)"}
     assert out["within_tolerance"].isna().all() and out["delta"].notna().all()
     assert set(out["benchmark"]) == {benchmark.split("/")[0].removesuffix("-sample")}
@@ -244,19 +244,19 @@ def test_sample_numbers_align_with_a_not_comparable_verdict_when_asked(reported,
 def test_verdicts_name_within_and_outside_tolerance(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.262),
                   ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.20)])
-    out = compare(ours, reported[reported["table"] == "Table 3"]).set_index("measure_reproduced")
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"]).set_index("measure_reproduced")
     assert out.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
     assert out.loc["nDCG@20", "verdict"] == "outside tolerance"
 
 
 def test_comparison_view_puts_every_number_on_the_unit_scale(reported):
     ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.262)])
-    ifir = compare(ours, reported[reported["table"] == "Table 3"])
+    ifir = compare_to_papers(ours, reported[reported["table"] == "Table 3"])
     view = comparison_view(ifir)
     assert view.loc[0, "reported"] == pytest.approx(0.25) and view.loc[0, "reproduced"] == pytest.approx(0.262)
     assert list(view.columns[:4]) == ["paper", "table", "paper model", "system"]
     robust = table([("bm25", "instructir", "instructed", "all", "all", "Robustness@10", 0.2)])
-    view = comparison_view(compare(robust, reported))
+    view = comparison_view(compare_to_papers(robust, reported))
     assert (view["reported"] < 1).all() and view["reproduced"].eq(0.2).all()  # InstructIR prints ×100
 
 

@@ -1,9 +1,9 @@
-"""Corpus text and tables always reach HTML escaped."""
+"""Corpus text and tables always reach HTML escaped; every table goes through ``present``."""
 
 import pandas as pd
 
 from instir.benchmarks.types import Doc, Query
-from instir.report import HTML, docs_table, escape_text, frame_html, queries_table, style_table, text_block
+from instir.report import HTML, docs_table, escape_text, present, queries_table, text_block
 
 SCRIPT = "<script>alert('x')</script>"
 
@@ -11,7 +11,7 @@ SCRIPT = "<script>alert('x')</script>"
 def test_docs_with_markup_show_as_text():
     out = docs_table([Doc("d1", f"Saffron {SCRIPT} & more", title="<b>t</b>")])
     assert "<script>" not in out and "<b>" not in out
-    assert "&lt;script&gt;alert('x')&lt;/script&gt;" in out and "&amp; more" in out
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in out and "&amp; more" in out
     assert out._repr_html_() == str(out)
 
 
@@ -27,17 +27,13 @@ def test_text_block_and_escape_text_cut_long_text():
     assert isinstance(block, HTML) and "<script>" not in block and "…" in block and "tail" not in block
 
 
-def test_frame_html_escapes_and_cuts_text_cells():
-    out = frame_html(pd.DataFrame({"text": [SCRIPT * 10], "n": [1]}), max_chars=20)
-    assert "<script>" not in out and out.count("&lt;script&gt;") == 1 and "<table" in out
-
-
-def test_style_table_escapes_and_flags():
-    frame = pd.DataFrame({"model": [SCRIPT, "b"], "delta": [0.12345, -0.5],
-                          "within_tolerance": pd.array([True, False], dtype="boolean")})
-    out = style_table(frame, precision=2, flag_column="within_tolerance").to_html()
-    assert "<script>" not in out and "&lt;script&gt;" in out and "0.12" in out and "0.12345" not in out
-    assert "#d4edda" in out and "#f8d7da" in out
+def test_document_and_query_tables_are_present_tables_that_keep_every_column():
+    docs = docs_table([Doc("d1", SCRIPT * 10), Doc("d2", "same")], max_chars=20)
+    assert docs == present(pd.DataFrame({"id": ["d1", "d2"], "title": ["", ""], "text": [SCRIPT * 10, "same"]}), "",
+                           keep=["id", "title", "text"], max_chars=20)
+    assert "<script>" not in docs and docs.count("&lt;script&gt;") == 1 and "<th>title</th>" in docs
+    queries = queries_table([Query("q1_1", "wine", "a", group="q1"), Query("q1_2", "wine", "b", group="q1")])
+    assert "<th>group</th>" in queries and "Same in every row" not in queries and 'class="title"' not in queries
 
 
 def test_every_rendered_report_links_back_to_the_index(tmp_path):

@@ -10,7 +10,7 @@ import torch
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.formatting import get_template
-from instir.retrieval import retrieve
+from instir.retrieval import retrieve, system_name
 from instir.retrieval.dense import DenseRetriever, bundled_model_path, model_fingerprint
 from instir.retrieval.runs import Run
 
@@ -177,7 +177,7 @@ def test_run_metadata_names_model_template_and_cache(model, tmp_path):
     run = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=2)
     meta, params = run.meta, run.meta["retriever"]["params"]
     assert isinstance(run, Run) and meta["template"] == "instructir"
-    assert meta["retriever"]["name"] == "dense-all-MiniLM-L6-v2" and meta["retriever"]["family"] == "dense"
+    assert meta["retriever"]["name"] == system_name("dense") and meta["retriever"]["family"] == "dense"
     assert params["similarity"] == "cosine" and params["fingerprint"] == model_fingerprint(model)
     assert params["modules"] == ["Transformer", "Pooling", "Normalize"] and params["precision"] == "float32"
     assert params["windowing"] is None and params["windowed"] == [] and params["window"] is None

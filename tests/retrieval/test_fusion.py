@@ -72,7 +72,7 @@ def test_hybrid_fuses_dense_and_bm25_with_ifir_weights(toy_benchmark):
     params = run.meta["retriever"]["params"]
     assert params["weights"] == [1.0, 0.3] and params["rrf_k"] == 60 and params["dense"]["name"] == "dense-fixed"
     assert run.meta["search"]["retriever"]["lexical_template"] == "ifir"
-    assert hybrid.name == "hybrid-dense-fixed-bm25" and hybrid.family == "dense"
+    assert hybrid.name == "hybrid:dense-fixed+bm25" and hybrid.family == "dense"
 
 
 class RecordingBM25(BM25Retriever):

@@ -1,6 +1,10 @@
 """Late-interaction ColBERT (instir.systems.colbert) against an independent, one-text-at-a-time
 computation that follows colbert-ai step by step (QueryTokenizer/DocTokenizer.tensorize,
-ColBERT.query/doc, colbert_score) on a tiny checkpoint in colbertv2.0's layout."""
+ColBERT.query/doc, colbert_score) on a tiny checkpoint in colbertv2.0's layout; and
+sentence-transformers' MultiVectorEncoder, loaded as a user would, against the same computation
+(inputs, masks, vectors, MaxSim ranking): they agree, so the kit encodes through the library, and
+where the library would differ (the skiplist of a vocabulary without some punctuation mark) the
+kit follows colbert-ai."""
 
 import json
 import string
@@ -50,21 +54,29 @@ class Reference:
     def word_ids(self, text):
         return self.tok.convert_tokens_to_ids(self.tok.tokenize(text))
 
-    def query(self, text, query_maxlen=32, attend_to_mask_tokens=False):
+    def query_inputs(self, text, query_maxlen=32, attend_to_mask_tokens=False):
         # [CLS] [Q] text… [SEP] then [MASK] up to query_maxlen; masks attended only when configured
         words = self.word_ids(text)[:query_maxlen - 3]
         ids = [self.tok.cls_token_id, self.tok.convert_tokens_to_ids("[unused0]"), *words, self.tok.sep_token_id]
         attention = [1] * len(ids) + [int(attend_to_mask_tokens)] * (query_maxlen - len(ids))
-        ids += [self.tok.mask_token_id] * (query_maxlen - len(ids))
-        return self._vectors(ids, attention)
+        return ids + [self.tok.mask_token_id] * (query_maxlen - len(ids)), attention
+
+    def query(self, text, query_maxlen=32, attend_to_mask_tokens=False):
+        return self._vectors(*self.query_inputs(text, query_maxlen, attend_to_mask_tokens))
+
+    def doc_inputs(self, text, doc_maxlen=300):
+        # [CLS] [D] text… [SEP]
+        return [self.tok.cls_token_id, self.tok.convert_tokens_to_ids("[unused1]"),
+                *self.word_ids(text)[:doc_maxlen - 3], self.tok.sep_token_id]
+
+    def doc_kept(self, text, doc_maxlen=300):
+        # False at punctuation tokens: the first id of each mark ([UNK] for a mark the vocabulary lacks)
+        skip = {self.word_ids(mark)[0] for mark in string.punctuation}
+        return [i not in skip for i in self.doc_inputs(text, doc_maxlen)]
 
     def doc(self, text, doc_maxlen=300):
-        # [CLS] [D] text… [SEP]; drop the vectors of punctuation tokens (first id of each mark)
-        ids = [self.tok.cls_token_id, self.tok.convert_tokens_to_ids("[unused1]"),
-               *self.word_ids(text)[:doc_maxlen - 3], self.tok.sep_token_id]
-        skip = {self.word_ids(mark)[0] for mark in string.punctuation}
-        vectors = self._vectors(ids, [1] * len(ids))
-        return vectors[[i not in skip for i in ids]]
+        ids = self.doc_inputs(text, doc_maxlen)
+        return self._vectors(ids, [1] * len(ids))[self.doc_kept(text, doc_maxlen)]
 
     @staticmethod
     def maxsim(q, d):
@@ -214,3 +226,144 @@ def test_instructir_row_and_its_long_query_variant_are_named_apart(checkpoint, t
     assert (authors.name, variant.name) == ("ckpt", "ckpt-q128")
     assert (authors.params()["query_maxlen"], authors.params()["doc_maxlen"]) == (32, 300)
     assert (variant.params()["query_maxlen"], variant.params()["doc_maxlen"]) == (128, 300)
+
+
+# --------------------------------------------- sentence-transformers' MultiVectorEncoder vs colbert-ai
+
+QUERIES = [f"{q.instruction} [SEP] {q.query}" for q in TOY_QUERIES.values()] + ["saffron", "what is saffron"]
+DOCS = [d.text for d in [*TOY_DOCS, PUNCTUATED]]
+
+
+def load_library(folder):
+    """sentence-transformers' multi-vector encoder of ``folder`` as a user loads it: nothing from the kit."""
+    from sentence_transformers import MultiVectorEncoder
+
+    return MultiVectorEncoder(str(folder), device="cpu", local_files_only=True)
+
+
+@pytest.fixture(scope="module")
+def library(checkpoint):
+    return load_library(checkpoint)
+
+
+def test_library_reads_the_stanford_checkpoints_settings_and_markers(checkpoint, library):
+    from transformers import AutoTokenizer
+
+    transformer, dense, mask, _ = library
+    assert type(library).__name__ == "MultiVectorEncoder" and library.prompts == {"query": "[unused0] ",
+                                                                                 "document": "[unused1] "}
+    assert transformer.query_expansion == {"strategy": "fixed", "attend": False, "token": None, "length": 32}
+    assert transformer.document_length == 180  # the checkpoint's artifact.metadata (InstructIR's 300 is the kit's)
+    assert mask.skiplist_words == list(string.punctuation) and mask.skiplist_tasks == ["document"]
+    np.testing.assert_array_equal(dense.linear.weight.detach().numpy(),
+                                  Reference(checkpoint).w.astype(np.float32))
+    # as plain text the marker is four word pieces; the library registers it as one special token
+    assert AutoTokenizer.from_pretrained(checkpoint).tokenize("[unused0]") != ["[unused0]"]
+    assert library.tokenizer.tokenize("[unused0] saffron") == ["[unused0]", "saffron"]
+
+
+def test_library_feeds_the_model_colbert_ai_input_ids_and_attention_masks(library, reference):
+    for text in QUERIES:
+        features = library.preprocess([text], prompt=library.prompts["query"], task="query")
+        ids, attention = reference.query_inputs(text, 32)
+        assert features["input_ids"][0].tolist() == ids  # [CLS] [unused0] … [SEP] [MASK]… to 32
+        assert features["attention_mask"][0].tolist() == attention  # [MASK] not attended
+    long = QUERIES[0] + " " + " ".join(DOCS)  # past query_maxlen: cut to 29 word pieces, as colbert-ai cuts it
+    assert library.preprocess([long], prompt=library.prompts["query"], task="query")["input_ids"][0].tolist() == \
+        reference.query_inputs(long, 32)[0]
+    for text in DOCS:
+        features = library.preprocess([text], prompt=library.prompts["document"], task="document")
+        assert features["input_ids"][0].tolist() == reference.doc_inputs(text, 180)
+        assert features["attention_mask"][0].all()
+
+
+def test_library_vectors_and_scoring_masks_equal_colbert_ais(library, reference):
+    for text, vectors in zip(QUERIES, library.encode_query(QUERIES, convert_to_numpy=True)):
+        raw = library.encode_query([text], output_value=None)[0]
+        assert raw["attention_mask"].tolist() == [True] * 32  # every position scored, the [MASK] ones too
+        np.testing.assert_allclose(vectors, reference.query(text, 32), atol=2e-6)
+    for text, vectors in zip(DOCS, library.encode_document(DOCS, convert_to_numpy=True)):
+        raw = library.encode_document([text], output_value=None)[0]
+        assert raw["attention_mask"].tolist() == reference.doc_kept(text, 180)  # punctuation dropped
+        np.testing.assert_allclose(vectors, reference.doc(text, 180), atol=2e-6)
+    assert sum(reference.doc_kept(PUNCTUATED.text, 180)) == len(reference.doc_inputs(PUNCTUATED.text, 180)) - 11
+
+
+def test_library_maxsim_ranks_as_colbert_ai_and_as_the_kits_exact_search(library, reference, tmp_path):
+    queries = library.encode_query(QUERIES, convert_to_numpy=True)
+    docs = library.encode_document(DOCS, convert_to_numpy=True)
+    scores = library.similarity(queries, docs).numpy()
+    expected = np.array([[Reference.maxsim(reference.query(q, 32), reference.doc(d, 180)) for d in DOCS]
+                         for q in QUERIES])
+    np.testing.assert_allclose(scores, expected, rtol=1e-5)
+    order = np.argsort(-expected, axis=1, kind="stable")
+    np.testing.assert_array_equal(np.argsort(-scores, axis=1, kind="stable"), order)
+    packed = TokenEmbeddingCache(tmp_path, progress=False).embed({"library": 1}, DOCS, lambda texts: docs)
+    top_scores, top = maxsim_top_k(np.stack(queries), packed, len(DOCS))
+    np.testing.assert_array_equal(top, order)
+    np.testing.assert_allclose(top_scores, np.take_along_axis(scores, order, axis=1), rtol=1e-5)
+
+
+def test_kit_encoder_returns_the_librarys_vectors_unchanged(checkpoint, library):
+    # the checkpoint's settings and the same batches: the same bits (other batchings pad differently and
+    # move the last float32 digits, ~1e-7)
+    enc = ColBERTEncoder(str(checkpoint), doc_maxlen=180, batch_size=32)
+    np.testing.assert_array_equal(enc.queries(QUERIES), np.stack(library.encode_query(QUERIES, convert_to_numpy=True)))
+    for mine, theirs in zip(enc.documents(DOCS), library.encode_document(DOCS, convert_to_numpy=True)):
+        np.testing.assert_array_equal(mine, theirs)
+    import sentence_transformers
+
+    assert enc.describe()["sentence_transformers"] == sentence_transformers.__version__  # in every cache key
+    assert enc.settings == {"query_maxlen": 32, "attend_to_mask_tokens": False, "mask_punctuation": True,
+                            "query_token_id": "[unused0]", "doc_token_id": "[unused1]", "dim": 8, "doc_maxlen": 180}
+
+
+def test_skiplist_of_a_vocabulary_without_a_mark_is_where_the_library_differs_and_the_kit_follows_colbert_ai(
+        tmp_path):
+    folder = build_colbert(tmp_path / "ckpt", TEXTS, missing_marks="&~")
+    reference = Reference(folder)
+    assert reference.tok.tokenize(PUNCTUATED.text)[3] == "[UNK]"  # 'wine & paella': no '&' in this vocabulary
+    expected = reference.doc(PUNCTUATED.text, 180)  # colbert-ai skips encode('&')[0], [UNK]: 15 vectors
+    theirs = load_library(folder).encode_document([PUNCTUATED.text], convert_to_numpy=True)[0]
+    assert (len(expected), len(theirs)) == (15, 16)  # the library drops '&' from its list, keeps the [UNK]
+    mine = ColBERTEncoder(str(folder), doc_maxlen=180).documents([PUNCTUATED.text])[0]
+    np.testing.assert_allclose(mine, expected, atol=2e-6)
+
+
+def test_colbertv2_vocabulary_holds_every_punctuation_mark_so_the_skiplists_agree_there():
+    from transformers import AutoTokenizer
+
+    from instir.retrieval.dense import bundled_model_path
+    from instir.systems.colbert import colbert_skiplist
+
+    tok = AutoTokenizer.from_pretrained(bundled_model_path())  # bert-base-uncased's WordPiece vocabulary
+    assert len(tok) == 30522 and tok.unk_token not in colbert_skiplist(tok)
+    assert colbert_skiplist(tok) == list(string.punctuation)
+
+
+def test_sentence_transformers_older_than_the_checked_release_is_refused(checkpoint, monkeypatch):
+    import sentence_transformers
+
+    from instir.errors import UserError
+
+    monkeypatch.setattr(sentence_transformers, "__version__", "6.1.0")
+    with pytest.raises(UserError, match=r"needs sentence-transformers>=6\.2 .*this is 6\.1\.0"):
+        ColBERTEncoder(str(checkpoint))
+
+
+def test_checkpoint_the_library_would_not_read_as_colbert_is_refused(tmp_path):
+    folder = build_colbert(tmp_path / "ckpt", TEXTS)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
+    with pytest.raises(ValueError, match="not as a Stanford ColBERT checkpoint"):
+        ColBERTEncoder(str(folder))  # else: a random projection, no [MASK] expansion, no skiplist
+
+
+def test_checkpoint_missing_encoder_weights_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = build_colbert(tmp_path / "ckpt", TEXTS)
+    state = load_file(str(folder / "model.safetensors"))
+    save_file({k: v for k, v in state.items() if ".layer.1." not in k}, str(folder / "model.safetensors"))
+    with pytest.raises(ValueError, match="lacks encoder weights.*not a colbert-ai checkpoint"):
+        ColBERTEncoder(str(folder))

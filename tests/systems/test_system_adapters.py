@@ -50,7 +50,7 @@ def test_sentence_transformers_card_runs_like_the_dense_retriever_and_records_th
     assert run.df.equals(plain.df)
     assert run.meta["system"] == MINILM.to_dict()
     assert run.meta["template"]["name"] == "ifir"  # the card's template
-    assert run.meta["retriever"]["name"] == "system-MiniLM-user"
+    assert run.meta["retriever"]["name"] == MINILM.name == "MiniLM (user)"  # the card name, as reports say it
 
 
 def test_bm25_and_hybrid_cards_equal_the_kit_retrievers(benchmark, tmp_path):

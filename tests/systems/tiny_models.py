@@ -75,15 +75,18 @@ def build_llama(folder: Path, texts: Iterable[str], *, model_max_length: int = 2
     return folder
 
 
-def build_bert_vocab(folder: Path, texts: Iterable[str]) -> Path:
-    """A WordPiece vocab.txt (lower-cased words and punctuation) and a BertTokenizerFast."""
+def build_bert_vocab(folder: Path, texts: Iterable[str], *, exclude: Iterable[str] = ()) -> Path:
+    """A WordPiece vocab.txt (lower-cased words and punctuation, without the pieces in
+    ``exclude``) and a BertTokenizerFast."""
     from transformers import BertTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
     vocab = dict.fromkeys(SPECIAL_BERT)
+    left_out = set(exclude)
     for w in words_of(texts):
         for piece in re.findall(r"\w+|[^\w\s]", w.lower()):
-            vocab.setdefault(piece, None)
+            if piece not in left_out:
+                vocab.setdefault(piece, None)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     # transformers 5 ignores vocab_file= when building a fast tokenizer (it keeps only the special tokens);
     # vocab= reads the file
@@ -179,12 +182,13 @@ def build_tiny_bert(root: Path, words, seed: int = 1) -> Path:
 
 
 def build_colbert(folder: Path, texts: Iterable[str], *, dim: int = 8, seed: int = 0,
-                  metadata: dict | None = None) -> Path:
+                  metadata: dict | None = None, missing_marks: str = "") -> Path:
     """A colbert-ai checkpoint in the layout of ``colbert-ir/colbertv2.0``: a 2-layer BERT
     (hidden 16) whose weights sit under ``bert.`` next to a bias-free ``linear.weight``
     (hidden → ``dim``) in ``model.safetensors``, ``architectures: ["HF_ColBERT"]``, an
     ``artifact.metadata`` with colbertv2.0's query settings (``metadata`` overrides), and a
-    WordPiece vocab with ``[unused0]``/``[unused1]``/``[MASK]`` and every ASCII punctuation mark."""
+    WordPiece vocab with ``[unused0]``/``[unused1]``/``[MASK]`` and every ASCII punctuation mark
+    but ``missing_marks`` (those tokenise to ``[UNK]``)."""
     import json
     import string
 
@@ -192,7 +196,7 @@ def build_colbert(folder: Path, texts: Iterable[str], *, dim: int = 8, seed: int
     from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
-    build_bert_vocab(folder, [*texts, " ".join(string.punctuation)])
+    build_bert_vocab(folder, [*texts, " ".join(string.punctuation)], exclude=missing_marks)
     size = len((folder / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

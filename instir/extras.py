@@ -1,0 +1,36 @@
+"""Optional libraries, imported when a function needs them: the kit's core installs without them,
+and a missing one is answered with the ``pip install`` line of the extra that brings it.
+
+Ground floor: no domain knowledge. The extras are declared in ``pyproject.toml``
+(``[project.optional-dependencies]``); :data:`EXTRAS` names the one each library comes with.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from instir.errors import UserError
+
+#: import name -> the extra of ``pyproject.toml`` that installs it
+EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop"}
+
+
+class MissingExtraError(UserError, ModuleNotFoundError):
+    """An optional library is not installed; the message says which ``pip install`` adds it."""
+
+
+def require(module: str) -> ModuleType:
+    """Import ``module`` (an optional library of :data:`EXTRAS`) or raise
+    :class:`MissingExtraError` naming the extra to install, e.g. ``pip install 'instir[interop]'``.
+
+    Only the library's own absence becomes that message: an import that fails inside an
+    installed library (a broken dependency) keeps its own error and traceback."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+        extra = EXTRAS.get(module)
+        how = f"pip install 'instir[{extra}]'" if extra else f"pip install {module}"
+        raise MissingExtraError(f"{module} is not installed: {how}") from None

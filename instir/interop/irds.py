@@ -1,0 +1,236 @@
+"""The kit's benchmarks as ir_datasets datasets: after :func:`register_ir_datasets`,
+``ir_datasets.load("instir/<name>[/<setting>]")`` serves every benchmark, IFIR subset and setting
+that :func:`instir.load_benchmark` loads, bundled samples included (:func:`dataset_ids` lists them):
+
+========================================  ==============================================
+``instir/instructir``                      InstructIR, instructed (the benchmark)
+``instir/instructir/query-only``           … and its other settings (``order-sensitivity``,
+                                           ``prompt-sensitivity``, ``prompt-paraphrases``)
+``instir/ifir/fiqa`` … ``instir/ifir/cds``  the seven IFIR subsets
+``instir/instructir-sample[/<setting>]``   the bundled samples (``is_sample``: no results)
+``instir/ifir-sample/fiqa``, ``/nfcorpus``
+========================================  ==============================================
+
+PyTerrier reaches them as ``pt.get_dataset("irds:instir/…")`` once this has run (ir_datasets
+0.6 has no entry point for third-party datasets, so registration is a call), or as
+``pt.get_dataset("instir:…")`` with no call (:mod:`instir.interop.pt_provider`).
+
+Each dataset is a short declaration in the ir_datasets style — a docs, a queries and a qrels
+handler over one ``(benchmark, setting)`` — and reads nothing until asked: the first docs,
+queries or qrels call loads the benchmark with :func:`instir.load_benchmark` from the ``root``
+given here (the fetch cache when None; samples always from the package). A benchmark that was
+never fetched fails on that first call, saying which ``instir fetch`` gets it.
+
+Records (no ``from __future__ import annotations`` in this module: PyTerrier's text loader
+reads the field types of the record classes):
+
+- docs: :class:`InstirDoc` ``(doc_id, text, title)``; ``default_text()`` is the text the kit's
+  retrievers index (title and text). All settings of a benchmark share one docs handler, so
+  ``ir_datasets.docs_parent_id("instir/instructir/query-only")`` is ``instir/instructir``.
+  ``docs_store()`` reads single documents through the kit's corpus index.
+- queries: :class:`InstirQuery` ``(query_id, text, query, instruction, group, level, subset)``:
+  ``text`` is the instance as the kit shows it to BM25 and plain encoders (the authors' text:
+  InstructIR ``instruction [SEP] query``, query first in its order-sensitivity setting; IFIR
+  ``query instruction``; the bare query without an instruction), the other fields are the raw
+  parts. PyTerrier: ``get_topics("text")``.
+- qrels: ir_datasets' ``TrecQrel`` ``(query_id, doc_id, relevance, iteration)``.
+"""
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple, Optional, Union
+
+from instir.benchmarks.registry import benchmark_settings, list_benchmarks, load_benchmark
+from instir.benchmarks.types import Benchmark, Doc
+from instir.extras import require
+from instir.formatting import default_template
+
+ir_datasets = require("ir_datasets")
+
+from ir_datasets.datasets.base import Dataset  # noqa: E402  (after the check that ir_datasets is there)
+from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries, TrecQrel  # noqa: E402
+from ir_datasets.indices import Docstore  # noqa: E402
+
+#: the first part of every id registered here
+PREFIX = "instir"
+
+#: what a grade means (InstructIR and IFIR judge relevant passages only)
+QRELS_DEFS = {0: "not relevant", 1: "relevant to the query instance (the query under its instruction)"}
+
+
+class InstirDoc(NamedTuple):
+    """A corpus document; ``title`` is empty where the source has none."""
+
+    doc_id: str
+    text: str
+    title: str
+
+    def default_text(self) -> str:
+        """What the kit's retrievers index: ``title + " " + text`` when there is a title."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+
+class InstirQuery(NamedTuple):
+    """A query instance: ``text`` as the kit formats it for BM25 and plain encoders, and its raw
+    parts (``group`` ties the instances of one information need; ``level`` is IFIR's instruction
+    level, None for InstructIR; ``subset`` the IFIR subset, empty for InstructIR)."""
+
+    query_id: str
+    text: str
+    query: str
+    instruction: str
+    group: str
+    level: Optional[int]
+    subset: str
+
+    def default_text(self) -> str:
+        """The instance as the kit formats it (``text``)."""
+        return self.text
+
+
+class _Registration:
+    """Where the registered datasets read from, and the benchmarks they loaded (per root)."""
+
+    def __init__(self) -> None:
+        self.root: Optional[Path] = None
+        self.loaded: dict[tuple[str, str, Optional[Path]], Benchmark] = {}
+        self.registered: set[str] = set()
+
+    def benchmark(self, name: str, setting: str) -> Benchmark:
+        key = (name, setting, self.root)
+        if key not in self.loaded:
+            self.loaded[key] = load_benchmark(name, setting, root=self.root)
+        return self.loaded[key]
+
+
+_STATE = _Registration()
+
+
+def dataset_ids() -> dict[str, tuple[str, str]]:
+    """Every id :func:`register_ir_datasets` registers, with the ``(benchmark name, setting)``
+    it loads: ``instir/<name>`` for the default setting, ``instir/<name>/<setting>`` for the others."""
+    ids = {}
+    for name in list_benchmarks():
+        for setting in benchmark_settings(name):
+            suffix = "" if setting == "instructed" else f"/{setting}"
+            ids[f"{PREFIX}/{name}{suffix}"] = (name, setting)
+    return ids
+
+
+def register_ir_datasets(root: Union[str, Path, None] = None) -> list[str]:
+    """Register every benchmark, subset and setting as an ir_datasets dataset (ids of
+    :func:`dataset_ids`) and return the ids, so that ``ir_datasets.load("instir/ifir/fiqa")`` and
+    PyTerrier's ``pt.get_dataset("irds:instir/ifir/fiqa")`` work.
+
+    ``root`` is where real benchmarks are read from, as :func:`instir.load_benchmark` takes it (a
+    data root laid out like the fetch cache, or one benchmark's folder); None reads the fetch
+    cache. Calling again registers nothing twice and only changes the root for what is loaded
+    from then on (benchmarks already loaded from another root are kept for that root)."""
+    _STATE.root = Path(root) if root is not None else None
+    return ensure_registered()
+
+
+def ensure_registered() -> list[str]:
+    """Register the ids of :func:`dataset_ids` not registered yet, keeping the root of an earlier
+    :func:`register_ir_datasets` call (the fetch cache without one); return all the ids."""
+    ids = dataset_ids()
+    docs: dict[str, _Docs] = {}
+    for dataset_id, (name, setting) in ids.items():
+        if dataset_id in _STATE.registered:
+            continue
+        handler = docs.setdefault(name, _Docs(name))
+        ir_datasets.registry.register(dataset_id, Dataset(handler, _Queries(name, setting), _Qrels(name, setting)))
+        _STATE.registered.add(dataset_id)
+    return list(ids)
+
+
+def _doc(doc: Doc) -> InstirDoc:
+    return InstirDoc(doc.id, doc.text, doc.title)
+
+
+class _Store(Docstore):
+    """Single documents by id, read through the kit's corpus (its cached index seeks to them)."""
+
+    def __init__(self, docs: "_Docs"):
+        super().__init__(InstirDoc, "doc_id")
+        self.docs = docs
+
+    def get_many_iter(self, doc_ids: Iterable[str]) -> Iterator[InstirDoc]:
+        for doc in self.docs.corpus().get(doc_ids).values():
+            yield _doc(doc)
+
+
+class _Docs(BaseDocs):
+    """The corpus of one benchmark (shared by its settings)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def corpus(self):
+        return _STATE.benchmark(self.name, "instructed").corpus
+
+    def docs_iter(self) -> Iterator[InstirDoc]:
+        return (_doc(doc) for doc in self.corpus())
+
+    def docs_count(self) -> int:
+        return len(self.corpus())
+
+    def docs_cls(self) -> type:
+        return InstirDoc
+
+    def docs_store(self, field: str = "doc_id") -> Docstore:
+        if field != "doc_id":
+            raise ValueError(f"the instir docstore looks documents up by doc_id, not {field!r}")
+        return _Store(self)
+
+    def docs_namespace(self) -> str:
+        return f"{PREFIX}/{self.name}"
+
+    def docs_lang(self) -> str:
+        return "en"
+
+
+class _Queries(BaseQueries):
+    """The query instances of one benchmark in one setting."""
+
+    def __init__(self, name: str, setting: str):
+        self.name, self.setting = name, setting
+
+    def queries_iter(self) -> Iterator[InstirQuery]:
+        benchmark = _STATE.benchmark(self.name, self.setting)
+        template = default_template("bm25", benchmark.name, query_order=benchmark.meta.get("query_order"))
+        for q in benchmark.queries.values():
+            yield InstirQuery(q.id, str(template.format_query(q)), q.query, q.instruction, q.group, q.level, q.subset)
+
+    def queries_count(self) -> int:
+        return len(_STATE.benchmark(self.name, self.setting).queries)
+
+    def queries_cls(self) -> type:
+        return InstirQuery
+
+    def queries_namespace(self) -> str:
+        return f"{PREFIX}/{self.name}"
+
+    def queries_lang(self) -> str:
+        return "en"
+
+
+class _Qrels(BaseQrels):
+    """The judgments of one benchmark in one setting, in query order."""
+
+    def __init__(self, name: str, setting: str):
+        self.name, self.setting = name, setting
+
+    def qrels_iter(self) -> Iterator[TrecQrel]:
+        for qid, docs in _STATE.benchmark(self.name, self.setting).qrels.items():
+            for doc_id, grade in docs.items():
+                yield TrecQrel(qid, doc_id, grade, "0")
+
+    def qrels_count(self) -> int:
+        return sum(len(docs) for docs in _STATE.benchmark(self.name, self.setting).qrels.values())
+
+    def qrels_cls(self) -> type:
+        return TrecQrel
+
+    def qrels_defs(self) -> dict[int, str]:
+        return dict(QRELS_DEFS)

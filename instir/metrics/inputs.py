@@ -1,0 +1,112 @@
+"""Qrels and runs in the shapes other IR tools hand them over, read into the kit's own:
+qrels ``{qid: {docid: grade}}`` and a :class:`~instir.retrieval.runs.Run`.
+
+:func:`qrels_of` takes a :class:`~instir.benchmarks.types.Benchmark`, a ``{qid: {docid: grade}}``
+dict, a DataFrame (``qid`` + ``docid``/``docno``/``doc_id`` + ``relevance``/``label``/``grade``,
+PyTerrier's and the kit's column names), a qrels file path (TREC or BEIR TSV, as
+:func:`instir.benchmarks.readers.read_qrels` reads them), a ranx ``Qrels`` or an iterable of
+ir_measures / ir_datasets qrels (``query_id, doc_id, relevance``). :func:`run_of` takes a Run,
+a DataFrame (``qid`` + docid column + ``score``), a ``{qid: {docid: score}}`` dict, a TREC run
+path, a ranx ``Run`` or an iterable of ir_measures ``ScoredDoc`` (``query_id, doc_id, score``).
+Neither imports ranx, ir_measures' types or PyTerrier: the objects are read by their shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from instir.benchmarks.types import Benchmark, Qrels
+from instir.errors import UsageError
+from instir.retrieval.runs import Run, read_run
+
+#: column names of the document id, the grade and the score, as the kit, PyTerrier and ir_datasets name them
+DOC_COLUMNS = ("docid", "docno", "doc_id")
+GRADE_COLUMNS = ("relevance", "label", "grade", "rel")
+QUERY_COLUMNS = ("qid", "query_id")
+
+
+def qrels_of(qrels: object) -> Qrels:
+    """``qrels`` in any of the shapes the module docstring lists, as ``{qid: {docid: grade}}``."""
+    if isinstance(qrels, Benchmark):
+        return qrels.qrels
+    if isinstance(qrels, (str, Path)):
+        from instir.benchmarks.readers import read_qrels
+
+        return read_qrels(Path(qrels))[0]
+    if isinstance(qrels, pd.DataFrame):
+        qid, doc, grade = (_column(qrels, QUERY_COLUMNS, "query id"), _column(qrels, DOC_COLUMNS, "document id"),
+                           _column(qrels, GRADE_COLUMNS, "relevance"))
+        out: Qrels = {}
+        for q, d, g in zip(qrels[qid].astype(str), qrels[doc].astype(str), qrels[grade]):
+            out.setdefault(q, {})[d] = int(g)
+        return out
+    as_dict = _to_dict(qrels)
+    if as_dict is not None:
+        return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in as_dict.items()}
+    rows = _named_rows(qrels, "relevance")
+    if rows is not None:
+        out = {}
+        for q, d, g in rows:
+            out.setdefault(str(q), {})[str(d)] = int(g)
+        return out
+    raise UsageError(f"cannot read qrels from a {type(qrels).__name__}: give a Benchmark, a {{qid: {{docid: grade}}}} "
+                     "dict, a DataFrame, a qrels file, a ranx Qrels or ir_measures qrels")
+
+
+def run_of(run: object) -> Run:
+    """``run`` in any of the shapes the module docstring lists, as a :class:`Run` (trec_eval's
+    order: score descending, ties by document id descending)."""
+    if isinstance(run, Run):
+        return run
+    if isinstance(run, (str, Path)):
+        return read_run(run)
+    if isinstance(run, pd.DataFrame):
+        qid, doc = _column(run, QUERY_COLUMNS, "query id"), _column(run, DOC_COLUMNS, "document id")
+        score = _column(run, ("score",), "score")
+        return Run(pd.DataFrame({"qid": run[qid].astype(str), "docid": run[doc].astype(str),
+                                 "score": run[score].astype(float)}))
+    if type(run).__module__.split(".")[0] == "ranx":
+        return Run.from_ranx(run)  # keeps the kit's meta of a run that went to ranx and came back unchanged
+    as_dict = _to_dict(run)
+    if as_dict is not None:
+        return Run.from_scores({str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in as_dict.items()})
+    rows = _named_rows(run, "score")
+    if rows is None:
+        raise UsageError(f"cannot read a run from a {type(run).__name__}: give a Run, a DataFrame, a "
+                         "{qid: {docid: score}} dict, a TREC run file, a ranx Run or ir_measures ScoredDocs")
+    return Run(pd.DataFrame([(str(q), str(d), float(s)) for q, d, s in rows], columns=["qid", "docid", "score"]))
+
+
+def _column(frame: pd.DataFrame, names: Iterable[str], what: str) -> str:
+    found = next((n for n in names if n in frame.columns), None)
+    if found is None:
+        raise UsageError(f"the DataFrame has no {what} column (one of {', '.join(names)}); it has "
+                         f"{', '.join(map(str, frame.columns))}")
+    return found
+
+
+def _to_dict(value: object) -> Mapping | None:
+    """A nested ``{qid: {docid: value}}`` mapping: the value itself, or a ranx object's ``to_dict()``."""
+    if isinstance(value, Mapping):
+        if all(isinstance(v, Mapping) for v in value.values()):
+            return value
+        raise UsageError("a qrels or run dict maps each query id to a {docid: value} dict")
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict) and type(value).__module__.split(".")[0] == "ranx":
+        return to_dict()
+    return None
+
+
+def _named_rows(value: object, field: str) -> list[tuple] | None:
+    """``(query_id, doc_id, <field>)`` of an iterable of named tuples (ir_measures, ir_datasets), or None."""
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
+        return None
+    rows = []
+    for item in value:
+        if not all(hasattr(item, a) for a in ("query_id", "doc_id", field)):
+            return None
+        rows.append((item.query_id, item.doc_id, getattr(item, field)))
+    return rows

@@ -1,0 +1,200 @@
+"""Paper tables with significance marks as ranx prints them (``ranx.Report.to_latex`` and
+``Report.get_superscript_for_latex`` / ``get_phantoms_for_latex`` in ranx 0.3.21's
+``ranx/data_structures/report.py``; ``tests/metrics/test_latex.py`` compares the rows with ranx's).
+
+ranx's convention, followed here: the systems are lettered a, b, c … in table order; every pair of
+systems is tested once per measure on their paired per-query values (ranx's ``compare``: a
+two-sided paired Student's t-test by default, significant when p ≤ ``max_p``, 0.01 by default,
+no correction for the number of pairs); a score carries as a superscript the letters of the systems
+it beats — significantly different *and* a higher mean — and an ``\\hphantom`` of the other letters,
+so the columns stay aligned; the best score of each column (the first one, on ties, of the scores
+as printed) is bold. The kit adds the paired permutation test (``test="perm"``, from
+:mod:`instir.metrics.stats`), Holm's correction across the pairs of one measure
+(``correction="holm"``), its own measure names and the ×100 scale the papers print; with
+``scale=1, digits=3`` the numbers are printed as ranx prints them.
+
+The units are queries for per-query measures and query groups for Robustness (its value is a
+per-group minimum): :func:`significance_marks` takes either, as ``instir evaluate`` hands them over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from instir.metrics.stats import N_RESAMPLES, holm, paired_permutation_p, paired_ttest
+
+if TYPE_CHECKING:
+    from instir.metrics.scoring import Evaluation
+
+#: the letters that name the systems, in order (as ranx's ``chars``)
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+#: the tests :func:`significance_marks` runs, as a caption names them
+TESTS = {"ttest": "paired Student's t-test", "perm": "paired permutation test"}
+#: ranx's default threshold (``ranx.compare(max_p=0.01)``)
+MAX_P = 0.01
+
+#: how the caption names the units the tests pair
+UNIT_WORDS = {"qid": "query", "group": "query group"}
+
+MARK_COLUMNS = ["system", "letter", "measure", "unit", "mean", "beats", "test", "max_p", "correction"]
+PAIR_COLUMNS = ["measure", "unit", "system", "other", "mean", "other_mean", "p", "p_adjusted", "significant"]
+
+
+def pairwise_tests(per_unit: pd.DataFrame, *, unit: str = "qid", systems: Sequence[str] | None = None,
+                   measures: Sequence[str] | None = None, test: str = "ttest", max_p: float = MAX_P,
+                   correction: str | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """Every pair of systems of ``per_unit`` (columns ``system``, ``unit``, ``measure``,
+    ``value``) tested once per measure, as ranx's ``compare`` does: one row per measure × pair
+    (``system`` before ``other`` in ``systems`` order) with both means, ``p``, ``p_adjusted``
+    (Holm across the pairs of that measure with ``correction="holm"``, else ``p``) and
+    ``significant`` (``p_adjusted`` ≤ ``max_p``). Every system must have a value for the same units."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {sorted(TESTS)}, got {test!r}")
+    if correction not in (None, "holm"):
+        raise ValueError(f"correction must be None or 'holm', got {correction!r}")
+    systems = list(systems) if systems is not None else list(dict.fromkeys(per_unit["system"]))
+    if len(systems) > len(LETTERS):
+        raise ValueError(f"at most {len(LETTERS)} systems can be lettered, got {len(systems)}")
+    measures = list(measures) if measures is not None else list(dict.fromkeys(per_unit["measure"]))
+    rows = []
+    for measure in measures:
+        wide = per_unit[per_unit["measure"] == measure].pivot(index=unit, columns="system", values="value")
+        absent = [s for s in systems if s not in wide.columns]
+        if absent:
+            raise ValueError(f"{measure}: no values for systems {absent}")
+        gaps = wide[systems].isna().any(axis=1)
+        if gaps.any():
+            raise ValueError(f"{measure}: systems are not scored on the same {unit}s "
+                             f"(e.g. {list(wide.index[gaps][:3])})")
+        pairs = []
+        for i, system in enumerate(systems):
+            for other in systems[i + 1:]:
+                x, y = wide[system].to_numpy(), wide[other].to_numpy()
+                p = paired_ttest(x, y)[1] if test == "ttest" else paired_permutation_p(x, y, n_resamples=n_resamples,
+                                                                                       seed=seed)
+                pairs.append({"measure": measure, "unit": unit, "system": system, "other": other,
+                              "mean": float(x.mean()), "other_mean": float(y.mean()), "p": p})
+        adjusted = holm([r["p"] for r in pairs]) if correction == "holm" else [r["p"] for r in pairs]
+        for row, p_adjusted in zip(pairs, adjusted):
+            rows.append({**row, "p_adjusted": float(p_adjusted), "significant": bool(p_adjusted <= max_p)})
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def significance_marks(per_unit: pd.DataFrame, *, unit: str = "qid", systems: Sequence[str] | None = None,
+                       measures: Sequence[str] | None = None, test: str = "ttest", max_p: float = MAX_P,
+                       correction: str | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """Each system's letter and, per measure, its mean over the units and ``beats``: the letters
+    of the systems it beats (significant in :func:`pairwise_tests` and a higher mean), in letter
+    order — ranx's superscripts. One row per system × measure (:data:`MARK_COLUMNS`), systems in
+    ``systems`` order (default: first appearance), ready for :func:`latex_table`."""
+    systems = list(systems) if systems is not None else list(dict.fromkeys(per_unit["system"]))
+    pairs = pairwise_tests(per_unit, unit=unit, systems=systems, measures=measures, test=test, max_p=max_p,
+                           correction=correction, n_resamples=n_resamples, seed=seed)
+    measures = list(measures) if measures is not None else list(dict.fromkeys(per_unit["measure"]))
+    means = per_unit[per_unit["system"].isin(systems)].groupby(["system", "measure"])["value"].mean()
+    won = {(r.measure, r.system, r.other) for r in pairs.itertuples() if r.significant and r.mean > r.other_mean}
+    won |= {(r.measure, r.other, r.system) for r in pairs.itertuples() if r.significant and r.other_mean > r.mean}
+    rows = []
+    for i, system in enumerate(systems):
+        for measure in measures:
+            beats = "".join(LETTERS[j] for j, other in enumerate(systems) if (measure, system, other) in won)
+            rows.append({"system": system, "letter": LETTERS[i], "measure": measure, "unit": unit,
+                         "mean": float(means[(system, measure)]), "beats": beats, "test": test, "max_p": max_p,
+                         "correction": correction or "none"})
+    return pd.DataFrame(rows, columns=MARK_COLUMNS)
+
+
+def evaluation_marks(evaluation: Evaluation, **options) -> pd.DataFrame:
+    """The marks of every pair of an :func:`instir.metrics.evaluate_runs` result's systems on all
+    its measures: per query, and per query group for Robustness (``instir evaluate`` writes their
+    :func:`latex_table` beside its CSV). ``options`` go to :func:`significance_marks`."""
+    parts = [significance_marks(evaluation.per_query, **options)]
+    if len(evaluation.per_group):
+        parts.append(significance_marks(evaluation.per_group, unit="group", **options))
+    return pd.concat(parts, ignore_index=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (system and measure names)."""
+    out = []
+    for char in str(text):
+        if char == "\\":
+            out.append(r"\textbackslash{}")
+        elif char in "&%$#_{}":
+            out.append("\\" + char)
+        elif char == "~":
+            out.append(r"\textasciitilde{}")
+        elif char == "^":
+            out.append(r"\textasciicircum{}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _format(value: float, scale: float, digits: int) -> str:
+    return f"{round(value * scale, digits):.{digits}f}"
+
+
+def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, caption: str | None = None,
+                label: str = "tab:results") -> str:
+    """A LaTeX table (booktabs) of :func:`significance_marks`: a row per system with its letter,
+    its name and its score per measure (× ``scale``, ``digits`` decimals) carrying the letters it
+    beats as a superscript; the rows are ranx's ``Report.to_latex`` rows, character for character.
+    The caption names the test, the threshold and the correction (``caption`` adds a first
+    sentence, e.g. the benchmark). Unlike ranx's string, the text is a LaTeX file as it is (the
+    packages it needs are named in a comment, not in a banner)."""
+    if marks.empty:
+        raise ValueError("no systems to tabulate")
+    systems = list(dict.fromkeys(marks["system"]))
+    measures = list(dict.fromkeys(marks["measure"]))
+    cell = {(r.system, r.measure): r for r in marks.itertuples()}
+    missing = [(s, m) for s in systems for m in measures if (s, m) not in cell]
+    if missing:
+        raise ValueError(f"marks lack system × measure cells, e.g. {missing[:3]}")
+    letters = {s: cell[(s, measures[0])].letter for s in systems}
+    best = {}
+    for m in measures:  # ranx: the first system whose printed score is above every earlier one (and above 0)
+        top, best[m] = 0.0, None
+        for s in systems:
+            shown = round(cell[(s, m)].mean * scale, digits)
+            if top < shown:
+                top, best[m] = shown, s
+    tests = sorted({(r.test, r.max_p, r.correction) for r in marks.itertuples()})
+    said = "; ".join(f"{TESTS[t]} with $p \\le {p:g}$" + (", Holm-corrected across the pairs" if c == "holm" else "")
+                     for t, p, c in tests)
+    units = [UNIT_WORDS.get(u, escape(u)) for u in dict.fromkeys(marks["unit"])]
+    lines = [
+        "% needs \\usepackage{booktabs} and \\usepackage{graphicx}",
+        "\\begin{table*}[ht]", "\\centering", "\\caption{",
+        *([caption] if caption else []),
+        "Superscripts denote significant differences in " + said + " (paired by " + " and by ".join(units)
+        + "); the best results are in boldface.",
+        "}", "\\resizebox{0.8\\textwidth}{!}{",
+        "\\begin{tabular}{c|l" + "|c" * len(measures) + "}", "\\toprule", "\\textbf{\\#}", "& \\textbf{Model}",
+        *[f"& \\textbf{{{escape(m)}}}" for m in measures[:-1]],
+        f"& \\textbf{{{escape(measures[-1])}}} \\\\ ", "\\midrule",
+    ]
+    for s in systems:
+        cells = []
+        for m in measures:
+            score = _format(cell[(s, m)].mean, scale, digits)
+            score = f"\\textbf{{{score}}}" if best[m] == s else score
+            beats = cell[(s, m)].beats
+            phantoms = "".join(letters[o] for o in systems if o != s and letters[o] not in beats)
+            cells.append(f"{score}$^{{{beats}}}$\\hphantom{{$^{{{phantoms}}}$}} &".replace("$^{}$", ""))
+        cells[-1] = cells[-1][:-1]
+        lines.append(f"{letters[s]} &\n{escape(s)} &\n" + "\n".join(cells) + "\\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", "}", f"\\label{{{label}}}", "\\end{table*}", ""]
+    return "\n".join(lines)
+
+
+def write_latex(marks: pd.DataFrame, path: str | Path, **options) -> Path:
+    """Write :func:`latex_table` of ``marks`` to ``path`` (``options`` go to it); returns the path."""
+    path = Path(path)
+    path.write_text(latex_table(marks, **options), encoding="utf-8")
+    return path
+

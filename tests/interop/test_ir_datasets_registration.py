@@ -1,0 +1,178 @@
+"""The benchmarks as ir_datasets datasets, read through ir_datasets 0.6 and PyTerrier 1.x themselves:
+every benchmark, subset and setting has an id; docs, queries (the kit's text and the raw parts) and
+qrels are what load_benchmark loads, from the bundled samples and from upstream-layout fixtures."""
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import ir_measures
+import pytest
+
+from instir.benchmarks.registry import load_benchmark
+from instir.formatting import default_template
+from instir.interop import qrels_from_pyterrier
+from instir.metrics.scoring import evaluate_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "benchmarks" / "fixtures"
+
+IDS = ["instir/instructir-sample", "instir/instructir-sample/query-only", "instir/instructir-sample/order-sensitivity",
+       "instir/instructir-sample/prompt-sensitivity", "instir/instructir-sample/prompt-paraphrases",
+       "instir/ifir-sample/fiqa", "instir/ifir-sample/nfcorpus",
+       "instir/instructir", "instir/instructir/query-only", "instir/instructir/order-sensitivity",
+       "instir/instructir/prompt-sensitivity", "instir/instructir/prompt-paraphrases",
+       "instir/ifir/fiqa", "instir/ifir/scifact_open", "instir/ifir/nfcorpus", "instir/ifir/aila", "instir/ifir/fire",
+       "instir/ifir/pm", "instir/ifir/cds"]
+
+#: PyTerrier 1.1.2 calls pandas with inplace=, which pandas 3.1 deprecates (its warning, not the kit's)
+pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")
+
+
+@pytest.fixture
+def interop(irds):
+    """instir.interop with the datasets registered on the fetch cache, and that root again afterwards."""
+    import instir.interop
+
+    instir.interop.register_ir_datasets()
+    yield instir.interop
+    instir.interop.register_ir_datasets()
+
+
+def _kit_records(benchmark):
+    template = default_template("bm25", benchmark.name, query_order=benchmark.meta.get("query_order"))
+    docs = [(d.id, d.text, d.title) for d in benchmark.corpus]
+    queries = [(q.id, template.format_query(q), q.query, q.instruction, q.group, q.level, q.subset)
+               for q in benchmark.queries.values()]
+    return docs, queries
+
+
+def _assert_same(dataset, benchmark):
+    docs, queries = _kit_records(benchmark)
+    assert [tuple(d) for d in dataset.docs_iter()] == docs
+    assert [tuple(q) for q in dataset.queries_iter()] == queries
+    assert dataset.qrels_dict() == benchmark.qrels
+    assert (dataset.docs_count(), dataset.queries_count(), dataset.qrels_count()) == (
+        len(docs), len(queries), sum(len(r) for r in benchmark.qrels.values()))
+
+
+def test_importing_instir_and_its_interop_package_imports_none_of_the_libraries():
+    code = ("import sys, instir, instir.interop; instir.interop.__all__; "
+            "print(sorted(m for m in ('ranx', 'pyterrier', 'ir_datasets', 'numba') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_every_benchmark_subset_and_setting_has_an_id(interop, irds):
+    assert list(interop.dataset_ids()) == IDS
+    assert interop.register_ir_datasets() == IDS  # a second call registers nothing twice
+    assert set(IDS) <= set(irds.registry)
+
+
+def test_the_instructir_sample_reads_through_ir_datasets_as_the_kit_loads_it(interop, irds):
+    dataset = irds.load("instir/instructir-sample")
+    _assert_same(dataset, load_benchmark("instructir-sample"))
+    assert (dataset.docs_count(), dataset.queries_count(), dataset.qrels_count()) == (152, 86, 86)
+    first, *_, last = dataset.queries_iter()
+    assert first.query_id == "1078446_1" and first.query == "wine cabinets definition"
+    assert first.text == f"{first.instruction} [SEP] wine cabinets definition" and first.level is None
+    assert last.query_id == list(load_benchmark("instructir-sample").queries)[-1]
+    assert dataset.qrels_defs()[1].startswith("relevant")
+
+
+@pytest.mark.parametrize("setting", ["query-only", "order-sensitivity", "prompt-sensitivity", "prompt-paraphrases"])
+def test_every_instructir_setting_reads_as_the_kit_loads_it(interop, irds, setting):
+    dataset = irds.load(f"instir/instructir-sample/{setting}")
+    benchmark = load_benchmark("instructir-sample", setting)
+    _assert_same(dataset, benchmark)
+    first = next(iter(dataset.queries_iter()))
+    if setting == "order-sensitivity":  # the query comes first in this setting's text
+        assert first.text == f"{first.query} [SEP] {first.instruction}"
+    if setting == "query-only":
+        assert first.instruction == "" and first.text == first.query
+
+
+@pytest.mark.parametrize("name", ["ifir-sample/fiqa", "ifir-sample/nfcorpus"])
+def test_the_ifir_samples_read_with_levels_and_the_query_first_text(interop, irds, name):
+    dataset = irds.load(f"instir/{name}")
+    _assert_same(dataset, load_benchmark(name))
+    first = next(iter(dataset.queries_iter()))
+    assert first.text == f"{first.query} {first.instruction}" and first.subset == name.split("/")[1]
+    assert first.level == (1 if name.endswith("fiqa") else 0)
+
+
+def test_real_benchmarks_read_from_a_data_root_in_the_upstream_layouts(interop, irds, tmp_path):
+    shutil.copytree(FIXTURES / "instructir-hf", tmp_path / "instructir" / "hf")
+    for subset in ("fiqa", "fire"):
+        shutil.copytree(FIXTURES / "ifir-songtingyu" / subset, tmp_path / "ifir" / "songtingyu" / subset)
+    interop.register_ir_datasets(root=tmp_path)
+    for name in ("instructir", "ifir/fiqa", "ifir/fire"):
+        _assert_same(irds.load(f"instir/{name}"), load_benchmark(name, root=tmp_path))
+    levels = {q.level for q in irds.load("instir/ifir/fiqa").queries_iter()}
+    assert levels == {1, 2, 3}
+
+
+def test_one_benchmarks_own_folder_serves_as_the_root_too(interop, irds):
+    interop.register_ir_datasets(root=FIXTURES / "ifir-songtingyu")
+    _assert_same(irds.load("instir/ifir/fire"), load_benchmark("ifir/fire", root=FIXTURES / "ifir-songtingyu"))
+
+
+def test_a_benchmark_never_fetched_says_how_to_fetch_it(interop, irds):
+    dataset = irds.load("instir/ifir/cds")  # registering reads nothing
+    with pytest.raises(FileNotFoundError, match="instir fetch ifir --subset cds"):
+        next(iter(dataset.queries_iter()))
+
+
+def test_documents_are_looked_up_by_id_and_settings_share_the_corpus(interop, irds):
+    benchmark = load_benchmark("instructir-sample")
+    store = irds.load("instir/instructir-sample").docs_store()
+    doc = next(iter(benchmark.corpus))
+    assert tuple(store.get(doc.id)) == (doc.id, doc.text, doc.title)
+    some = benchmark.corpus.ids()[5:9]
+    assert sorted(store.get_many(some)) == sorted(some)
+    assert irds.docs_parent_id("instir/instructir-sample/query-only") == "instir/instructir-sample"
+    with pytest.raises(KeyError):
+        store.get("no-such-document")
+
+
+def test_pyterrier_reads_the_registered_sample_and_scores_a_kit_run_on_its_qrels(interop, pt, bm25_run, sample):
+    dataset = pt.get_dataset("irds:instir/instructir-sample")
+    topics = dataset.get_topics("text")
+    assert list(topics.columns) == ["qid", "query"]
+    assert topics["query"].tolist() == [q for _, q, *_ in _kit_records(sample)[1]]
+    qrels = dataset.get_qrels()
+    assert qrels_from_pyterrier(qrels) == sample.qrels
+    frame = pt.text.get_text(dataset, "text")(bm25_run.to_pyterrier())  # PyTerrier's text loader on the docstore
+    texts = {d.id: d.text for d in sample.corpus}
+    assert frame["text"].tolist() == [texts[d] for d in frame["docno"]]
+    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10"], with_robustness=False).per_query
+    theirs = pt.Evaluate(bm25_run.to_pyterrier(), qrels, [ir_measures.nDCG @ 10])["nDCG@10"]
+    assert theirs == pytest.approx(kit["value"].mean(), abs=1e-12)
+
+
+def test_pyterriers_instir_provider_serves_every_id_without_the_prefix(interop, pt):
+    from instir.interop.pt_provider import InstirDatasetProvider
+
+    provider = InstirDatasetProvider()
+    assert list(provider.list_dataset_names()) == [i.removeprefix("instir/") for i in IDS]
+    topics = provider.get_dataset("ifir-sample/nfcorpus").get_topics("text")
+    assert len(topics) == 5 and topics["qid"].iloc[0] == "sample-nf-q1_0"
+    with pytest.raises(KeyError):
+        provider.get_dataset("ifir/no-such-subset")
+
+
+def test_the_declared_entry_point_gives_pyterrier_the_instir_datasets(interop, pt, tmp_path, monkeypatch):
+    """pyproject.toml's ``pyterrier.dataset_provider`` entry point, installed as pip installs it
+    (an ``entry_points.txt`` in a dist-info on the path), is what ``pt.get_dataset("instir:…")`` finds."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    value = declared["pyterrier.dataset_provider"]["instir"]
+    info = tmp_path / "instir_entry_point_check-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: instir-entry-point-check\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[pyterrier.dataset_provider]\ninstir = {value}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    dataset = pt.get_dataset("instir:instructir-sample/query-only")
+    assert len(dataset.get_topics("text")) == 12
+    assert qrels_from_pyterrier(dataset.get_qrels()) == load_benchmark("instructir-sample", "query-only").qrels

@@ -1,0 +1,112 @@
+"""``instir.evaluate(qrels, run, measures)``: ranx's argument order, every input shape read
+alike, Robustness and IFIR-native nDCG only when asked, the same numbers as ``evaluate_runs``."""
+
+import math
+from collections import namedtuple
+
+import pandas as pd
+import pytest
+
+import instir
+from instir.benchmarks import load_benchmark
+from instir.errors import UsageError
+from instir.metrics import evaluate_runs
+from instir.retrieval import retrieve, write_run
+from instir.retrieval.lexical import BM25Retriever
+
+L2 = math.log2
+# two groups of InstructIR-style ids; one relevant document each
+QRELS = {"a_1": {"d1": 1}, "a_2": {"d2": 1}, "b_1": {"d3": 1}}
+RUN = {"a_1": {"d1": 3.0, "d2": 2.0}, "a_2": {"d1": 3.0, "d2": 2.0}, "b_1": {"d9": 5.0, "d8": 4.0, "d3": 1.0}}
+NDCG = {"a_1": 1.0, "a_2": 1 / L2(3), "b_1": 1 / L2(4)}  # hand-worked: 1/log2(rank + 1)
+
+
+@pytest.fixture(scope="module")
+def sample_run():
+    bench = load_benchmark("instructir-sample")
+    return bench, retrieve(bench, BM25Retriever(show_progress=False), k=20)
+
+
+def test_one_measure_is_a_float_and_a_list_a_dict_keyed_as_asked():
+    assert instir.evaluate(QRELS, RUN, "nDCG@10") == pytest.approx(sum(NDCG.values()) / 3)
+    values = instir.evaluate(QRELS, RUN, ["nDCG@10", "RR@10"])
+    assert list(values) == ["nDCG@10", "RR@10"] and values["RR@10"] == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+
+
+def test_ranx_names_mean_the_ir_measures_ones():
+    ours = instir.evaluate(QRELS, RUN, ["nDCG@10", "RR@10", "R@2", "P@2"])
+    ranx_named = instir.evaluate(QRELS, RUN, ["ndcg@10", "mrr@10", "recall@2", "precision@2"])
+    assert list(ranx_named.values()) == pytest.approx(list(ours.values()))
+
+
+def test_robustness_is_the_mean_of_group_minima_and_only_there_when_asked():
+    values = instir.evaluate(QRELS, RUN, ["nDCG@10", "Robustness@10"])
+    assert set(values) == {"nDCG@10", "Robustness@10"}
+    assert values["Robustness@10"] == pytest.approx((min(NDCG["a_1"], NDCG["a_2"]) + NDCG["b_1"]) / 2)
+    assert instir.evaluate(QRELS, RUN, "robustness@10") == pytest.approx(values["Robustness@10"])
+    one_group = instir.evaluate(QRELS, RUN, "Robustness@10", groups={"a_1": "g", "a_2": "g", "b_1": "g"})
+    assert one_group == pytest.approx(NDCG["b_1"])
+    with pytest.raises(UsageError, match="no '<group>_<n>' id"):
+        instir.evaluate({"q": {"d1": 1}}, {"q": {"d1": 1.0}}, "Robustness@10")
+
+
+def test_every_input_shape_gives_the_same_numbers(tmp_path):
+    Qrel = namedtuple("Qrel", "query_id doc_id relevance")
+    ScoredDoc = namedtuple("ScoredDoc", "query_id doc_id score")
+    rows = [(q, d, g) for q, docs in QRELS.items() for d, g in docs.items()]
+    scored = [(q, d, s) for q, docs in RUN.items() for d, s in docs.items()]
+    (tmp_path / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in rows))
+    run_file = write_run(instir.Run.from_scores(RUN), tmp_path / "run.trec")
+    qrels_shapes = [QRELS, pd.DataFrame(rows, columns=["qid", "docno", "label"]), tmp_path / "qrels.txt",
+                    str(tmp_path / "qrels.txt"), [Qrel(*r) for r in rows]]
+    run_shapes = [RUN, instir.Run.from_scores(RUN), pd.DataFrame(scored, columns=["qid", "docno", "score"]),
+                  run_file, [ScoredDoc(*r) for r in scored]]
+    want = instir.evaluate(QRELS, RUN, ["nDCG@10", "Robustness@10"])
+    for qrels in qrels_shapes:
+        for run in run_shapes:
+            assert instir.evaluate(qrels, run, ["nDCG@10", "Robustness@10"]) == pytest.approx(want), (qrels, run)
+
+
+def test_a_benchmark_gives_evaluate_runs_numbers(sample_run):
+    bench, run = sample_run
+    table = evaluate_runs({"bm25": run}, bench).table
+    want = table[(table.level == "all")].set_index("measure")["value"]
+    got = instir.evaluate(bench, run, ["nDCG@10", "Robustness@10", "RR@10"])
+    assert got == pytest.approx({m: float(want[m]) for m in got})
+
+
+def test_ifir_native_ndcg_only_by_name_and_as_evaluate_runs_computes_it():
+    bench = load_benchmark("ifir-sample/fiqa")
+    run = retrieve(bench, BM25Retriever(show_progress=False), k=20)
+    table = evaluate_runs({"bm25": run}, bench).table
+    want = table[table.level == "all"].set_index("measure")["value"]  # one subset: fiqa
+    got = instir.evaluate(bench, run, ["nDCG@20", "nDCG@20[ifir-native]"])
+    assert got == pytest.approx({"nDCG@20": want["nDCG@20"], "nDCG@20[ifir-native]": want["nDCG@20[ifir-native]"]})
+    assert got["nDCG@20[ifir-native]"] >= got["nDCG@20"]
+
+
+def test_per_query_gives_one_row_per_query():
+    frame = instir.evaluate(QRELS, RUN, ["nDCG@10", "ndcg@10"], per_query=True)
+    assert list(frame.columns) == ["nDCG@10", "ndcg@10"] and frame["nDCG@10"].to_dict() == pytest.approx(NDCG)
+    with pytest.raises(UsageError, match="one value per query group"):
+        instir.evaluate(QRELS, RUN, ["Robustness@10"], per_query=True)
+
+
+def test_the_old_argument_order_still_scores_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="evaluate\\(qrels, run, measures\\)"):
+        old = instir.evaluate(instir.Run.from_scores(RUN), QRELS, "nDCG@10")
+    assert old == pytest.approx(instir.evaluate(QRELS, RUN, "nDCG@10"))
+
+
+def test_a_ranx_run_and_qrels_are_read_as_they_are():
+    ranx = pytest.importorskip("ranx")
+    got = instir.evaluate(ranx.Qrels(QRELS), ranx.Run(RUN), ["nDCG@10", "RR@10"])
+    assert got == pytest.approx(instir.evaluate(QRELS, RUN, ["nDCG@10", "RR@10"]))
+    assert got["nDCG@10"] == pytest.approx(ranx.evaluate(ranx.Qrels(QRELS), ranx.Run(RUN), "ndcg@10"))
+
+
+def test_what_is_neither_qrels_nor_a_run_is_named():
+    with pytest.raises(UsageError, match="cannot read qrels from a int"):
+        instir.evaluate(3, RUN, "nDCG@10")
+    with pytest.raises(UsageError, match="has no document id column"):
+        instir.evaluate(QRELS, pd.DataFrame({"qid": ["a_1"], "score": [1.0]}), "nDCG@10")

@@ -1,0 +1,132 @@
+"""instir run and its report folder: never a user's own index.html overwritten, one run at a
+time per folder (the second names the first), an interrupted rerun whose index says which pages
+are stale, and no home folder in what a report publishes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from instir.errors import UsageError
+from instir.parameters import home_path
+from instir.pipeline import ReportResult, run_reports
+from instir.report.index import GENERATOR, write_index
+from instir.report.lock import RunLock, holder_of
+
+NOTEBOOKS = Path(__file__).resolve().parent / "fixtures" / "notebooks"
+
+
+def test_a_users_own_index_html_is_never_replaced(tmp_path):
+    mine = tmp_path / "index.html"
+    mine.write_text("<html>my own page</html>")
+    with pytest.raises(UsageError, match=r"index.html exists and was not written by instir: .*another --out"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, tmp_path / "mine")
+    assert mine.read_text() == "<html>my own page</html>" and not (tmp_path / "mine").exists()
+    with pytest.raises(UsageError, match="was not written by instir"):
+        write_index(tmp_path)
+
+
+def test_an_index_instir_wrote_is_rewritten(tmp_path):
+    write_index(tmp_path)
+    assert GENERATOR in (tmp_path / "index.html").read_text()
+    write_index(tmp_path)
+
+
+def test_a_second_run_into_a_folder_is_refused_naming_the_first(tmp_path):
+    out = tmp_path / "reports" / "r"
+    code = ("import sys, time; from instir.report.lock import RunLock\n"
+            f"with RunLock({str(out)!r}):\n    print('held', flush=True); time.sleep(30)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert holder_of(out)["pid"] == holder.pid
+        with pytest.raises(UsageError, match=rf"another instir run \(pid {holder.pid} on .*\) is writing into {out}"):
+            run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder_of(out) is None  # released when its process ended, however it ended
+    with RunLock(out):
+        assert holder_of(out)["pid"] == os.getpid()
+
+
+def _report(folder: Path, status: str, planned: list[str], done: list[str]) -> None:
+    folder.mkdir(parents=True)
+    notebooks = [{"name": n, "html": f"{n}.html", "executed": f"{n}.ipynb", "status": "ok"} for n in done]
+    (folder / "report.json").write_text(json.dumps({"status": status, "planned": planned, "notebooks": notebooks,
+                                                    "started": "2026-12-01T12:00:00+00:00"}))
+    for name in planned:  # every page exists: those not done are an earlier run's
+        (folder / f"{name}.html").write_text("<html></html>")
+
+
+def test_an_interrupted_rerun_leaves_an_index_that_names_the_stale_pages(tmp_path):
+    _report(tmp_path / "r", "running", ["01_a", "02_b", "03_c"], ["01_a"])  # no process holds its lock
+    index = write_index(tmp_path).read_text()
+    assert '<span class="interrupted">interrupted</span>' in index and "2 not run yet" in index
+    assert index.count("stale page</span> from an earlier run") == 2 and 'href="r/02_b.html"' in index
+
+
+def test_a_run_in_progress_says_pending_not_interrupted(tmp_path):
+    _report(tmp_path / "r", "running", ["01_a", "02_b"], ["01_a"])
+    with RunLock(tmp_path / "r"):
+        index = write_index(tmp_path).read_text()
+    assert '<span class="running">running</span>' in index and "<td>pending</td>" in index
+
+
+def test_the_index_says_a_run_started_before_its_first_notebook_ends(tmp_path):
+    out = tmp_path / "reports" / "r"
+    with pytest.raises(Exception):  # the failing notebook ends the chain after the index was written
+        run_reports([NOTEBOOKS / "03_fails.ipynb", NOTEBOOKS / "02_corpus.ipynb"], {"out_dir": str(out)}, out)
+    meta = json.loads((out / "report.json").read_text())
+    assert meta["planned"] == ["03_fails", "02_corpus"] and [n["name"] for n in meta["notebooks"]] == ["03_fails"]
+    assert "1 not run yet" in (out.parent / "index.html").read_text()
+
+
+def test_paths_under_home_are_published_with_a_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert home_path(tmp_path / "reports" / "x") == "~/reports/x"
+    assert home_path("/opt/data") == "/opt/data"
+    result = ReportResult(out_dir=tmp_path / "r", parameters={"out_dir": str(tmp_path / "r"), "data_root": "",
+                                                              "k": 3}, defaults={}, show_code=False, kernel="python3",
+                          started="", manifest={})
+    data = result.to_json()
+    assert data["out_dir"] == "~/r" and data["parameters"] == {"out_dir": "~/r", "data_root": "", "k": 3}
+
+
+def test_the_manifest_names_the_python_under_home_with_a_tilde(monkeypatch):
+    from instir.report.manifest import environment_manifest
+
+    monkeypatch.setenv("HOME", str(Path(sys.executable).parent.parent))
+    assert environment_manifest(packages=())["executable"] == str(Path("~") / "bin" / Path(sys.executable).name)
+
+
+def test_a_system_card_that_does_not_exist_fails_before_any_notebook(tmp_path):
+    from instir.pipeline import notebook_parameters, validate_parameters
+
+    known = notebook_parameters(sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[1-5]_*.ipynb")))
+    with pytest.raises(UsageError, match="in parameter 'systems': .*NoSuchCard"):
+        validate_parameters({"systems": ["NoSuchCard"]}, known)
+    with pytest.raises(UsageError, match="system 'bm25' is given twice"):
+        validate_parameters({"retrievers": ["bm25", "bm25"]}, known)
+    validate_parameters({"systems": ["BM25 (IFIR)"], "retrievers": ["bm25"]}, known)
+
+
+def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):
+    import socket
+
+    from instir.pipeline import check_judge_endpoint
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # nothing listens there once closed
+    with pytest.raises(UsageError, match=rf"'judge_base_url': nothing answers at 127.0.0.1:{port}"):
+        check_judge_endpoint({"judge_backend": "openai", "judge_base_url": f"http://127.0.0.1:{port}/v1"}, 2.0)
+    check_judge_endpoint({"judge_backend": "baseline", "judge_base_url": f"http://127.0.0.1:{port}/v1"})
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_judge_endpoint({"judge_backend": "openai",
+                              "judge_base_url": f"http://127.0.0.1:{server.getsockname()[1]}/v1"})
