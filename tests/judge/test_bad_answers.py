@@ -1,7 +1,8 @@
 """A judge answer can only become a judgment or a recorded failure (issue 24, item 2): every
 backend reads what it is given inside its failure boundary, logprobs that are not the logs of
 probabilities fail the judgment (never weighted, never cached as a success), stored answers are
-capped, and the model a server says answered is kept and a mismatch is a warning."""
+capped, the model a server says answered is kept and a mismatch is a counted warning, and one
+bad answer never ends ``instir judge`` or notebook 04's stage."""
 
 import json
 import math
@@ -10,6 +11,7 @@ import sqlite3
 import pytest
 from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
 
+from instir.cli import main
 from instir.judge.cache import CachedJudge, JudgmentCache, request_key
 from instir.judge.chat import OpenAICompatibleJudge, model_mismatch
 from instir.judge.rubrics import rubric_for
@@ -237,6 +239,78 @@ def test_baseline_similarity_that_is_not_a_number_is_a_failure(monkeypatch):
     bad, good = judge.judge(numbered_requests(2))
     assert not bad.ok and bad.error == "similarity is nan"
     assert good.ok and good.weighted == pytest.approx(1.5)
+
+
+# ------------------------------------------------------------------ instir judge and notebook 04's stage
+
+
+@pytest.fixture(scope="module")
+def fiqa_runs(tmp_path_factory):
+    """BM25 runs on ifir-sample/fiqa: query + instruction, and the bare query."""
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    out = tmp_path_factory.mktemp("runs")
+    benchmark, retriever = load_benchmark("ifir-sample/fiqa"), BM25Retriever(show_progress=False)
+    return (retrieve(benchmark, retriever, k=20, out_dir=out).meta["path"],
+            retrieve(benchmark, retriever, template="query-only", k=20, out_dir=out).meta["path"])
+
+
+def alternating(request_body) -> Reply:
+    """Every other answer broken (NaN logprobs), the rest good, in order of arrival."""
+    alternating.n = getattr(alternating, "n", 0) + 1
+    return Reply(body=BROKEN["NaN logprobs"]) if alternating.n % 2 else scored_reply(2)
+
+
+def test_instir_judge_counts_broken_answers_as_failures_and_finishes(fiqa_runs, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeChatServer(responder=alternating) as server:
+        code = main(["judge", "--benchmark", "ifir-sample/fiqa", "--run", fiqa_runs[0], "--query-only-run",
+                     fiqa_runs[1], "--backend", "openai", "--model", "fake-model", "--base-url", server.url,
+                     "--max-instances", "2", "--cache", str(tmp_path / "j.sqlite")])
+    out = capsys.readouterr().out
+    assert code == 0
+    failed = int(out.split(" failed, ")[0].rsplit(" ", 1)[1])
+    assert 0 < failed < server.count and "0 with a warning" in out
+
+
+def test_instir_judge_validate_prints_the_warning_of_another_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    body = chat_body(ANSWER, model="other-model")
+    with FakeChatServer(responder=lambda request: Reply(body=body)) as server:
+        code = main(["judge-validate", "--benchmark", "ifir-sample/fiqa", "--backend", "openai", "--model",
+                     "fake-model", "--base-url", server.url, "--per-stratum", "1",
+                     "--cache", str(tmp_path / "j.sqlite")])
+    out = capsys.readouterr().out
+    assert code == 0 and f"0 failed, {server.count} with a warning" in out
+    assert f"warning: {server.count} judgment(s) answered by model 'other-model', not 'fake-model' as asked" in out
+
+
+def test_notebook_04s_stage_finishes_with_broken_answers_counted_and_mismatches_said(tmp_path, monkeypatch):
+    from instir.stages import judge_runs, retrieve_runs, score_runs
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    served = {"n": 0}
+
+    def responder(request_body) -> Reply:
+        served["n"] += 1
+        if served["n"] % 3 == 0:
+            return Reply(body=BROKEN["strings instead of token objects"])
+        return Reply(body=chat_body(ANSWER, model="other-model")) if served["n"] % 3 == 1 else scored_reply(1)
+
+    with FakeChatServer(responder=responder) as server:
+        judging = judge_runs(tmp_path, ["ifir-sample/fiqa"], backend="openai", model="fake-model",
+                             base_url=server.url, max_instances=1, repeats=1)
+    positions = judging.instfol.positions
+    assert positions["error"].str.startswith("malformed log-probabilities", na=False).any()
+    assert positions["error"].isna().any() and positions["warning"].notna().any()
+    assert judging.instfol.costs["warnings"].iloc[0] > 0
+    assert "carry a warning" in judging.judged_statement() and "other-model" in judging.judged_statement()
+    written = (tmp_path / "judge" / "instfol_positions.csv").read_text()
+    assert "other-model" in written and "malformed log-probabilities" in written
 
 
 def test_judge_requests_are_judgments_in_the_order_asked_whatever_arrives():
