@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    """Handler of ``instir sweep``: exit status 1 when any cell failed."""
+    """Handler of ``instir sweep``: exit status 1 when any cell or the judge step (or one of its
+    run pairs) failed; failed judgments are counted, not a failure of the sweep."""
     from instir.distributed.grid import load_grid
 
     grid = load_grid(args.grid)
@@ -41,6 +42,14 @@ def sweep_command(args: argparse.Namespace) -> int:
           f"{report.count('failed')} failed, in {report.wall_s:.1f} s")
     for result in report.failed:
         print(f"  FAILED {result.error}")
+    judge = report.judge
+    if judge.get("state") == "done":
+        print(f"judge: {judge['pairs']} run pair(s) judged, {judge['failed_judgments']} failed judgment(s), "
+              f"{judge['warnings']} with a warning")
+    elif judge.get("state") == "failed" and "error" in judge:
+        print(f"  FAILED judge: {judge['error']} (traceback in {judge['detail']})")
+    for pair in judge.get("failed_pairs", []):
+        print(f"  FAILED judge {pair['pair']}: {pair['error']}")
     for name, path in report.written.items():
         print(f"{name}: {path}")
-    return 1 if report.failed else 0
+    return 1 if report.failed or judge.get("state") == "failed" or judge.get("failed_pairs") else 0

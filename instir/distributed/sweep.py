@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,7 @@ class SweepReport:
     written: dict[str, Path] = field(default_factory=dict)
     wall_s: float = 0.0
     encoded: dict[str, int] = field(default_factory=dict)
+    judge: dict[str, Any] = field(default_factory=dict)
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.results.values())
@@ -94,11 +97,13 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     cells = grid.cells()
+    judged: dict[str, Any] = {}
     if executor == "serial":
         results = _serial_cells(grid, cells, out)
         written = collect(out, cells, results)
         if grid.judge:
-            written.update(_judge_pairs(grid, out, judge=_local_judge(grid, out), remote=False))
+            judged = _judge_step(out, lambda: _judge_pairs(grid, out, judge=_local_judge(grid, out), remote=False))
+            written.update(judged.pop("written", {}))
         encoded: dict[str, int] = {}
     else:
         with ray_session(address, num_cpus=num_cpus):
@@ -110,15 +115,40 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
             imports.join()
             written = collect(out, cells, results)
             if grid.judge:
-                from instir.distributed.judge import start_judge
+                judge_spec = grid.judge
 
-                _, judge = start_judge(_judge_factory(grid, out),
-                                       requests_per_minute=grid.judge.get("requests_per_minute"))
-                written.update(_judge_pairs(grid, out, judge=judge, remote=True))
-    report = SweepReport(results, written, time.perf_counter() - start, encoded)
-    write_summary(out, results, {"executor": executor, "address": address, "wall_s": round(report.wall_s, 3),
-                                 "encoded_chunks": encoded})
+                def remote_step() -> dict[str, Any]:
+                    from instir.distributed.judge import start_judge
+
+                    _, judge = start_judge(_judge_factory(grid, out),
+                                           requests_per_minute=judge_spec.get("requests_per_minute"))
+                    return _judge_pairs(grid, out, judge=judge, remote=True)
+
+                judged = _judge_step(out, remote_step)
+                written.update(judged.pop("written", {}))
+    report = SweepReport(results, written, time.perf_counter() - start, encoded, judged)
+    extra: dict[str, Any] = {"executor": executor, "address": address, "wall_s": round(report.wall_s, 3),
+                             "encoded_chunks": encoded}
+    if judged:
+        extra["judge"] = judged
+    write_summary(out, results, extra)
     return report
+
+
+def _judge_step(out: Path, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The judge step (``step``: :func:`_judge_pairs` with its judge), which never ends the sweep:
+    its outcome for ``summary.json`` (``state`` done or failed, the counts, the pairs that
+    failed), the traceback of a step that raised in ``sweep/judge.error.txt``. The runs and
+    metrics are written before it, the summary after it, whatever it does."""
+    try:
+        return step()
+    except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
+        from instir import atomic
+
+        path = out / "sweep" / "judge.error.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, traceback.format_exc())
+        return {"state": "failed", "error": _one_line(e), "detail": "sweep/judge.error.txt"}
 
 
 def _bar(total: int):
@@ -373,27 +403,65 @@ def judge_remote(root: str, data_root: str | None, pair: Any, judge: Any, max_in
     return judge_pair(root, load_benchmark(pair.benchmark, root=data_root), pair, judge, max_instances)
 
 
-def _judge_pairs(grid: Grid, out: Path, *, judge: Any, remote: bool) -> dict[str, Path]:
+def _judge_pairs(grid: Grid, out: Path, *, judge: Any, remote: bool) -> dict[str, Any]:
     """InstFol of every system with both variants listed in ``runs/runs.csv``, into notebook 04's
-    InstFol files (:func:`instir.stages.judge.write_instfol`)."""
+    InstFol files (:func:`instir.stages.judge.write_instfol`). A pair whose judging raises fails
+    alone (the others are written); returns the step's outcome for ``summary.json`` (``state``,
+    pairs judged and failed, failed judgments and warnings over the judged pairs) and the
+    ``written`` paths."""
     from instir.report.layout import ReportLayout
     from instir.stages.judge import run_pairs, write_instfol
     from instir.stages.retrieve import read_runs_table
 
     layout = ReportLayout(out)
     if not layout.runs_table.is_file():
-        return {}
+        return {"state": "skipped", "reason": "no runs"}
     pairs = run_pairs(read_runs_table(layout))
     if not pairs:
-        return {}
+        return {"state": "skipped", "reason": "no system has both an instructed and a query-only run"}
     max_instances = (grid.judge or {}).get("max_instances")
     jobs = [(str(out), grid.data_root, pair, judge, max_instances) for pair in pairs]
+    outcomes: list[Any] = []
     if remote:
         import ray
 
         task = ray.remote(judge_remote).options(num_cpus=1, max_retries=WORKER_LOSS_RETRIES)
-        results = ray.get([task.remote(*job) for job in jobs])
+        for ref in [task.remote(*job) for job in jobs]:
+            try:
+                outcomes.append(ray.get(ref))
+            except Exception as e:  # noqa: BLE001 - a RayTaskError wraps the pair's own exception
+                outcomes.append(e)
     else:
-        results = [judge_remote(*job) for job in jobs]
-    write_instfol(layout, pairs, results)
-    return {"instfol": layout.instfol}
+        for job in jobs:
+            try:
+                outcomes.append(judge_remote(*job))
+            except Exception as e:  # noqa: BLE001 - one pair fails alone
+                outcomes.append(e)
+    done = [(pair, result) for pair, result in zip(pairs, outcomes) if not isinstance(result, Exception)]
+    failed = [{"pair": f"{pair.benchmark} {pair.system}", "error": _one_line(result)}
+              for pair, result in zip(pairs, outcomes) if isinstance(result, Exception)]
+    summary: dict[str, Any] = {
+        "state": "failed" if not done else "done", "pairs": len(done), "failed_pairs": failed,
+        "failed_judgments": sum(r.meta["failed_judgments"] for _, r in done),
+        "warnings": sum(r.meta.get("warnings", 0) for _, r in done)}
+    if done:
+        write_instfol(layout, [p for p, _ in done], [r for _, r in done])
+        summary["written"] = {"instfol": layout.instfol}
+    return summary
+
+
+_RAISED = re.compile(r"(?:[\w]+\.)*(\w+(?:Error|Exception)): (.*)")
+
+
+def _one_line(error: Exception) -> str:
+    """``Type: first line`` of an exception; of a Ray error, of the exception it wraps (a task's
+    own; an actor's creation task's, which Ray keeps only as the last line of its message)."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, Exception):
+        error = cause
+    elif type(error).__module__.startswith("ray."):
+        raised = [m for line in str(error).splitlines() if (m := _RAISED.fullmatch(line.strip()))]
+        if raised:
+            return f"{raised[-1].group(1)}: {raised[-1].group(2)}"
+    first = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {first}".rstrip(": ")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shlex
 import sqlite3
 import threading
@@ -27,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir.errors import UserError
-from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, judged_text
+from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, capped, judged_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
@@ -46,6 +47,8 @@ CREATE TABLE IF NOT EXISTS judgments (
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
     cost REAL,
+    served_model TEXT,
+    warning TEXT,
     attempts INTEGER NOT NULL DEFAULT 1,
     created_at TEXT NOT NULL,
     PRIMARY KEY (backend, model, rubric_version, text_sha256)
@@ -53,17 +56,21 @@ CREATE TABLE IF NOT EXISTS judgments (
 """
 
 _FIELDS = ("score", "weighted", "probs", "weighting", "raw", "error", "latency_s", "prompt_tokens",
-           "completion_tokens", "cost")
+           "completion_tokens", "cost", "served_model", "warning")
 
-# A stored success is never replaced; a stored failure is replaced by the next attempt.
-_UPSERT = f"""
+#: Columns added since the first schema, with their types: a cache made before gets them on opening.
+_ADDED = {"served_model": "TEXT", "warning": "TEXT"}
+
+# A stored success is never replaced; a stored failure is replaced by the next attempt, and so is a
+# row that could not be read back (see _judgment; JudgmentCache.store's ``replace``).
+_UPSERT_ALWAYS = f"""
 INSERT INTO judgments (backend, model, rubric_version, text_sha256, rubric, {", ".join(_FIELDS)}, created_at)
 VALUES ({", ".join("?" * (len(_FIELDS) + 6))})
 ON CONFLICT (backend, model, rubric_version, text_sha256) DO UPDATE SET
     {", ".join(f"{f} = excluded.{f}" for f in _FIELDS)},
     attempts = judgments.attempts + 1, created_at = excluded.created_at
-WHERE judgments.error IS NOT NULL
 """
+_UPSERT = _UPSERT_ALWAYS + "WHERE judgments.error IS NOT NULL\n"
 
 #: Keys per lookup query (well under SQLite's bound-parameter limit).
 _LOOKUP_CHUNK = 500
@@ -113,6 +120,7 @@ class JudgmentCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._unreadable: set[tuple[str, str, str, str]] = set()  # stored "successes" read back as failures
         try:
             self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
@@ -126,6 +134,7 @@ class JudgmentCache:
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=NORMAL")
                     self._db.execute(_SCHEMA)
+                    self._add_columns()
                 break
             except CorruptCacheError:
                 self._db.close()
@@ -136,6 +145,17 @@ class JudgmentCache:
                     continue
                 self._db.close()
                 raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
+
+    def _add_columns(self) -> None:
+        """Give a cache made by an earlier version the columns added since (:data:`_ADDED`)."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(judgments)")}
+        for name, kind in _ADDED.items():
+            if name not in have:
+                try:
+                    self._db.execute(f"ALTER TABLE judgments ADD COLUMN {name} {kind}")
+                except sqlite3.OperationalError as err:  # another process added it a moment ago
+                    if "duplicate column" not in str(err):
+                        raise
 
     @contextmanager
     def _readable(self) -> Iterator[None]:
@@ -177,20 +197,26 @@ class JudgmentCache:
                         f"AND rubric_version = ? AND text_sha256 IN ({', '.join('?' * len(chunk))})",
                         (backend, model, version, *chunk)).fetchall()
                     for digest, *values in rows:
-                        found[(version, digest)] = _judgment(values)
+                        judgment = found[(version, digest)] = _judgment(values)
+                        if judgment.error is not None and values[_FIELDS.index("error")] is None:
+                            self._unreadable.add((backend, model, version, digest))
         return found
 
     def store(self, backend: str, model: str, request: JudgeRequest, judgment: Judgment,
               key: Key | None = None) -> None:
         """Write one judgment at once (its own transaction). A stored success is kept; a stored
-        failure is replaced and its attempt count raised."""
+        failure is replaced and its attempt count raised. ``raw`` is stored cut to
+        :data:`~instir.judge.types.MAX_RAW_CHARS` characters."""
         version, digest = key or request_key(request)
         values = [judgment.score, judgment.weighted, json.dumps(judgment.probs) if judgment.probs is not None else None,
-                  judgment.weighting, judgment.raw, judgment.error, judgment.latency_s, judgment.prompt_tokens,
-                  judgment.completion_tokens, judgment.cost]
+                  judgment.weighting, capped(judgment.raw), judgment.error, judgment.latency_s, judgment.prompt_tokens,
+                  judgment.completion_tokens, judgment.cost, judgment.served_model, judgment.warning]
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self._lock, self._readable():
-            self._db.execute(_UPSERT, (backend, model, version, digest, request.rubric.name, *values, now))
+            unreadable = (backend, model, version, digest) in self._unreadable
+            self._db.execute(_UPSERT_ALWAYS if unreadable else _UPSERT,
+                             (backend, model, version, digest, request.rubric.name, *values, now))
+            self._unreadable.discard((backend, model, version, digest))
 
     def judges(self) -> list[tuple[str, str]]:
         """The (backend, model) pairs with stored judgments, sorted."""
@@ -205,9 +231,24 @@ class JudgmentCache:
 
 
 def _judgment(values: Sequence) -> Judgment:
+    """A stored row as a judgment. A row stored as a success that cannot be one (its weighted
+    score not a finite number, its distribution unreadable: a damaged or hand-edited file) comes
+    back as a failure saying so, which the next judgment of its text replaces."""
     row = dict(zip(_FIELDS, values))
-    row["probs"] = json.loads(row["probs"]) if row["probs"] is not None else None
-    return Judgment(**row, from_cache=True)
+    if row["error"] is not None:
+        return Judgment(**{**row, "probs": None}, from_cache=True)
+    try:
+        probs = json.loads(row["probs"]) if row["probs"] is not None else None
+        if probs is not None and not (isinstance(probs, dict) and all(
+                isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1 for p in probs.values())):
+            raise ValueError(f"probs is not a distribution: {str(row['probs'])[:80]}")
+        weighted = row["weighted"]
+        if isinstance(weighted, bool) or not isinstance(weighted, (int, float)) or not math.isfinite(weighted):
+            raise ValueError(f"weighted is {str(weighted)[:80]!r}, not a finite number")
+        return Judgment(**{**row, "probs": probs, "weighted": float(weighted)}, from_cache=True)
+    except (ValueError, TypeError) as err:
+        return Judgment.failure(f"stored judgment unreadable ({err}); judged again", raw=str(row["raw"] or ""),
+                                from_cache=True)
 
 
 @dataclass
@@ -273,8 +314,10 @@ class CachedJudge:
                     on_result(i, judgment)
 
         if todo:
-            results = self.backend.judge([requests[missing[key][0]] for key in todo], on_result=store)
-            for u, judgment in enumerate(results):  # a backend that reports only at the end
+            results = list(self.backend.judge([requests[missing[key][0]] for key in todo], on_result=store))
+            for u in range(len(todo)):  # a backend that reports only at the end (or not at all)
                 if u not in stored:
-                    store(u, judgment)
+                    judgment = results[u] if u < len(results) else None
+                    store(u, judgment if isinstance(judgment, Judgment) else
+                          Judgment.failure(f"the {self.name} backend gave no judgment for this request"))
         return out  # type: ignore[return-value]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -38,7 +39,7 @@ from instir.judge.scoring import (
     judgment_from_chat,
     progress_bar,
 )
-from instir.judge.types import JudgeRequest, Judgment, OnResult
+from instir.judge.types import MAX_MODEL_CHARS, JudgeRequest, Judgment, OnResult, capped
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 #: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
@@ -46,6 +47,19 @@ ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
 
 #: Characters of a malformed response body kept in a failed judgment's ``raw``.
 RAW_BODY_CHARS = 2000
+
+#: What may follow the asked-for model name in the name a server says answered without it being
+#: another model: a dated snapshot (OpenAI's ``gpt-4o-mini-2024-07-18``, ``gpt-4-0613``) or
+#: Ollama's default tag (``:latest``).
+_SNAPSHOT = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{4}|-\d{8}|:latest)")
+
+
+def model_mismatch(asked: str, served: str | None) -> str | None:
+    """The warning a judgment carries when the server says another model answered than ``asked``
+    (``None`` when it is the same model, a dated snapshot of it, or the server does not say)."""
+    if served is None or served == asked or (served.startswith(asked) and _SNAPSHOT.fullmatch(served[len(asked):])):
+        return None
+    return f"answered by model {served!r}, not {asked!r} as asked"
 
 
 @dataclass(frozen=True)
@@ -131,6 +145,14 @@ class OpenAICompatibleJudge:
     (capped likewise), so a dead server costs at most about ``timeout_s × (max_retries + 1)``
     plus the waits per request. ``price_per_1m`` = (input, output) price per million tokens
     fills ``Judgment.cost``.
+
+    Whatever a server answers becomes a judgment or a failed judgment, never an exception: a
+    body that is not a chat completion, an answer :func:`~instir.judge.scoring.judgment_from_chat`
+    cannot read (broken log-probabilities included) and any error while reading it are failed
+    judgments with the reason. The model the server says answered is kept in
+    ``Judgment.served_model``; another model than asked for (:func:`model_mismatch`) is a
+    ``Judgment.warning``. ``raw`` keeps at most :data:`~instir.judge.types.MAX_RAW_CHARS`
+    characters of an answer, cut after the key is masked.
     """
 
     name = "openai-compatible"
@@ -178,7 +200,10 @@ class OpenAICompatibleJudge:
             try:
                 for fut in as_completed(futures):
                     i = futures[fut]
-                    out[i] = fut.result()
+                    try:
+                        out[i] = fut.result()
+                    except Exception as err:  # noqa: BLE001 - one request's error is its judgment's, not the batch's
+                        out[i] = self._stored(Judgment.failure(f"judge request failed ({type(err).__name__}: {err})"))
                     if on_result is not None:
                         on_result(i, out[i])
                     bar.update(1)
@@ -196,10 +221,15 @@ class OpenAICompatibleJudge:
         """``text`` with the API key masked (some servers echo it, and so may a model)."""
         return mask_secret(text, os.environ.get(self.api_key_env, ""))
 
-    def _masked(self, judgment: Judgment) -> Judgment:
-        """``judgment`` with the API key masked in every text field that gets stored."""
+    def _stored(self, judgment: Judgment) -> Judgment:
+        """``judgment`` as it may be stored: the API key masked in every text field, then ``raw``
+        cut to :data:`~instir.judge.types.MAX_RAW_CHARS` (masking first, so no piece of a key
+        survives a cut) and ``error`` to :data:`RAW_BODY_CHARS`."""
         changes = {f.name: self._scrub(getattr(judgment, f.name)) for f in dataclasses.fields(judgment)
                    if isinstance(getattr(judgment, f.name), str)}
+        changes["raw"] = capped(changes["raw"])
+        if changes.get("error") is not None:
+            changes["error"] = capped(changes["error"], RAW_BODY_CHARS)
         return dataclasses.replace(judgment, **changes)
 
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
@@ -230,7 +260,7 @@ class OpenAICompatibleJudge:
                                  params=self.query_params, scrub=self._scrub, what="judge request")
 
     def _judge_one(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
-        return self._masked(self._judgment(client, request))
+        return self._stored(self._judgment(client, request))
 
     def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         start = time.perf_counter()
@@ -240,19 +270,44 @@ class OpenAICompatibleJudge:
             return Judgment.failure(str(err), latency_s=time.perf_counter() - start)
         latency = time.perf_counter() - start
         try:
-            payload = response.json()
-            choice = payload["choices"][0]
-            content = choice["message"]["content"]
-            if not isinstance(content, str):
-                raise TypeError("content is not a string")
-        except (ValueError, KeyError, IndexError, TypeError) as err:
+            return self._read(response, request, latency)
+        except Exception as err:  # noqa: BLE001 - the failure boundary: nothing a server sends escapes it
             return Judgment.failure(f"malformed response body ({type(err).__name__}: {err})",
                                     raw=self._scrub(response.text)[:RAW_BODY_CHARS], latency_s=latency)
-        usage = payload.get("usage") or {}
-        prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+    def _read(self, response: httpx.Response, request: JudgeRequest, latency: float) -> Judgment:
+        """The judgment in a successful response. Raises for a body that is not a chat
+        completion (:meth:`_judgment` makes that a failed judgment); an answer it cannot score
+        is a failed judgment already (:func:`~instir.judge.scoring.judgment_from_chat`)."""
+        payload = response.json()
+        if not isinstance(payload, dict):
+            raise TypeError(f"the body is a JSON {type(payload).__name__}, not an object")
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise TypeError("no choices[0] object")
+        choice = choices[0]
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise TypeError("choices[0].message.content is not a string")
+        served = payload.get("model")
+        served = capped(served, MAX_MODEL_CHARS) if isinstance(served, str) else None
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        prompt_tokens, completion_tokens = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         cost = None
         if self.price_per_1m is not None and prompt_tokens is not None and completion_tokens is not None:
             cost = (prompt_tokens * self.price_per_1m[0] + completion_tokens * self.price_per_1m[1]) / 1e6
-        logprobs = (choice.get("logprobs") or {}).get("content")
-        return judgment_from_chat(content, logprobs, request.rubric, self.settings.score_rule, latency_s=latency,
-                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost)
+        details = {"latency_s": latency, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                   "cost": cost, "served_model": served, "warning": model_mismatch(self.served_model, served)}
+        logprobs = choice.get("logprobs")
+        if logprobs is not None and not isinstance(logprobs, dict):
+            return Judgment.failure(f"malformed log-probabilities: logprobs is a JSON {type(logprobs).__name__}, "
+                                    "not an object", raw=content, **details)
+        tokens = logprobs.get("content") if logprobs is not None else None
+        return judgment_from_chat(content, tokens, request.rubric, self.settings.score_rule, **details)
+
+
+def _count(value: object) -> int | None:
+    """A token count from a response's usage, ``None`` unless it is a whole number >= 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

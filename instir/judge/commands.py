@@ -14,6 +14,8 @@ from instir.cli import positive_int
 from instir.judge.factory import BACKENDS, CALL_SETTINGS_NAMES, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from instir.benchmarks.types import Benchmark
     from instir.judge.cache import CachedJudge
 
@@ -108,6 +110,16 @@ def _judge_line(meta: dict) -> str:
             f"{meta['judged']} made now, {meta['from_cache']} from the cache")
 
 
+def _warning_lines(frame: pd.DataFrame, what: str) -> list[str]:
+    """One line per distinct warning of the successful judgments in ``frame`` (one row per
+    judged pair or list position: columns qid, docid, error, warning), each pair counted once."""
+    from instir.judge.outcomes import error_counts
+
+    judged = frame[frame["error"].isna()].drop_duplicates(["qid", "docid"])
+    counts = error_counts(judged["warning"], limit=3)
+    return [f"warning: {row.judgments} {what} {row.error}" for row in counts.itertuples(index=False)]
+
+
 def judge_command(args: argparse.Namespace) -> int:
     """Print InstFol per level, subset and Average with failure counts."""
     from instir.judge.following import instfol, printable
@@ -123,7 +135,9 @@ def judge_command(args: argparse.Namespace) -> int:
     print(f"InstFol@{args.k} on {benchmark.label}")
     print(f"instances: {len(meta['selected'])} judged (max {args.max_instances or 'all'}, seed {args.seed})")
     print(_judge_line(meta) + f", {meta['failed_judgments']} failed, {meta['parsed_judgments']} scored by the parsed "
-          "integer (no usable log-probabilities)")
+          f"integer (no usable log-probabilities), {meta['warnings']} with a warning")
+    for line in _warning_lines(result.positions, "judgment(s)"):
+        print(line)
     for name in ("missing_from_query_only_run", "missing_from_instructed_run"):
         if meta[name]:
             print(f"{len(meta[name])} instances {name.replace('_', ' ')}: {', '.join(meta[name][:5])}")
@@ -165,7 +179,10 @@ def validate_command(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     result = validate_judge(benchmark, _cli_judge(args), per_stratum=args.per_stratum, seed=args.seed)
     print(f"judge validation on {benchmark.label}")
-    print(_judge_line(result.meta))
+    print(_judge_line(result.meta) + f", {result.meta['failed_judgments']} failed, {result.meta['warnings']} with a "
+          "warning")
+    for line in _warning_lines(result.pairs, "judgment(s)"):
+        print(line)
     counts = result.pairs.groupby(["subset", "level", "label"], dropna=False).size().rename("pairs").reset_index()
     print(counts.to_string(index=False))
     print()

@@ -147,9 +147,11 @@ class InstFolResult:
     ``instances``: one row per judged instance (qid, group, subset, level, rubric, s_q, s_inst,
     instfol, n_q, n_inst, dropped, failed, parsed: see :class:`ListPairScore`). ``positions``: one row
     per judged list position (qid, list ``query``/``instructed``, rank, docid, score, weighted,
-    weighting, error, from_cache, latency_s, cost). ``selection``: available and selected instances per (subset, level).
+    weighting, error, warning, served_model, from_cache, latency_s, cost). ``selection``: available
+    and selected instances per (subset, level).
     ``meta``: k, seed, max_instances, the selected ids, judge name and model, request counts
-    (``failed_judgments`` and ``parsed_judgments`` over the distinct requests, ``weighting``: how
+    (``failed_judgments``, ``parsed_judgments`` and ``warnings``, the successful judgments with a
+    warning such as another model than asked for, over the distinct requests; ``weighting``: how
     each list position was weighted).
     """
 
@@ -209,6 +211,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "requests": len(slots), "unique_requests": len(requests), "from_cache": len(judgments) - len(fresh),
         "judged": len(fresh), "failed_judgments": sum(not j.ok for j in judgments),
         "parsed_judgments": sum(j.ok and j.weighting == "parsed" for j in judgments),
+        "warnings": sum(j.ok and j.warning is not None for j in judgments),
         "cost": sum(j.cost for j in fresh if j.cost is not None) if any(j.cost is not None for j in fresh) else None,
         "missing_from_query_only_run": sorted(wanted - in_q),
         "missing_from_instructed_run": sorted(wanted - in_inst),
@@ -262,9 +265,10 @@ def _positions(slots: Sequence[_Slot], judgments: Sequence[Judgment]) -> pd.Data
         j = judgments[index] if index is not None else missing
         rows.append({"qid": qid, "list": name, "rank": rank, "docid": docid, "score": j.score,
                      "weighted": j.weighted if j.ok else None, "weighting": j.weighting, "error": j.error,
+                     "warning": j.warning, "served_model": j.served_model,
                      "from_cache": j.from_cache, "latency_s": j.latency_s, "cost": j.cost})
     positions = pd.DataFrame(rows, columns=["qid", "list", "rank", "docid", "score", "weighted", "weighting", "error",
-                                            "from_cache", "latency_s", "cost"])
+                                            "warning", "served_model", "from_cache", "latency_s", "cost"])
     positions["score"] = positions["score"].astype("Int64")
     positions["weighted"] = positions["weighted"].astype("float64")
     return positions

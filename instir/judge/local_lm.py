@@ -8,6 +8,7 @@ import functools
 import importlib.util
 import inspect
 import json
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -66,7 +67,9 @@ class HFCausalLMJudge:
     a copy of that prefix's key/value cache. ``model`` is a local folder or a Hugging Face model
     id; ``gguf_file`` names a GGUF file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on
     CUDA when available unless ``device`` says otherwise. A prompt longer than the model's
-    context is a failed judgment, never silently truncated.
+    context is a failed judgment, never silently truncated; so is a distribution that puts no
+    finite probability on the score digits, and a batch the model fails on (out of memory) fails
+    its judgments, not the run.
     """
 
     name = "hf-causal-lm"
@@ -162,15 +165,27 @@ class HFCausalLMJudge:
 
     def _judgment(self, tokenizer, request: JudgeRequest, probs, digit_ids: list[int], latency: float,
                   prompt_tokens: int) -> Judgment:
-        """The judgment read from one next-token distribution over the whole vocabulary."""
-        max_score = request.rubric.max_score
-        mass = probs[digit_ids[:max_score + 1]]
-        dist_in = {d: float(v) for d, v in enumerate(mass / mass.sum())}
-        value, dist = expected_score(dist_in, max_score)  # argmax digit always >= 1/(max+1)
-        raw = json.dumps({"digit_mass": round(float(mass.sum()), 6),
-                          "top_token": tokenizer.decode([int(probs.argmax())])})
-        return Judgment(score=int(mass.argmax()), weighted=value, probs=dist, weighting="logits", raw=raw,
-                        latency_s=latency, prompt_tokens=prompt_tokens, completion_tokens=0)
+        """The judgment read from one next-token distribution over the whole vocabulary; a
+        distribution that is no distribution on the score digits (NaN or no mass, as
+        half-precision overflow gives) is a failed judgment, as is any error reading it."""
+        usage = {"latency_s": latency, "prompt_tokens": prompt_tokens, "completion_tokens": 0}
+        try:
+            max_score = request.rubric.max_score
+            mass = probs[digit_ids[:max_score + 1]]
+            total = float(mass.sum())
+            if not math.isfinite(total) or total <= 0:
+                return Judgment.failure(f"malformed answer: the model's probability of the score digits is {total!r}",
+                                        **usage)
+            dist_in = {d: float(v) for d, v in enumerate(mass / total)}
+            weighted = expected_score(dist_in, max_score)  # argmax digit always >= 1/(max+1)
+            if weighted is None:
+                return Judgment.failure("malformed answer: no score digit has a probability of 1% or more", **usage)
+            value, dist = weighted
+            raw = json.dumps({"digit_mass": round(total, 6), "top_token": tokenizer.decode([int(probs.argmax())])})
+            return Judgment(score=int(mass.argmax()), weighted=value, probs=dist, weighting="logits", raw=raw,
+                            **usage)
+        except Exception as err:  # noqa: BLE001 - the failure boundary of one answer
+            return Judgment.failure(f"malformed answer ({type(err).__name__}: {err})", **usage)
 
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         """Judge in length-sorted batches that share their rubric's prompt prefix; ``on_result``
@@ -205,10 +220,14 @@ class HFCausalLMJudge:
                 for b in range(0, len(group), self.batch_size):
                     batch = group[b:b + self.batch_size]
                     start = time.perf_counter()
-                    full = self._next_token_probs(tokenizer, lm, [ids for _, ids in batch], prefix, cache)
+                    try:
+                        full = self._next_token_probs(tokenizer, lm, [ids for _, ids in batch], prefix, cache)
+                    except Exception as err:  # noqa: BLE001 - e.g. out of memory: this batch fails, the run goes on
+                        full, failed = None, f"the model failed on this batch ({type(err).__name__}: {err})"
                     latency = (time.perf_counter() - start) / len(batch)
                     for row, (i, ids) in enumerate(batch):
-                        out[i] = self._judgment(tokenizer, requests[i], full[row], digit_ids, latency, len(ids))
+                        out[i] = (Judgment.failure(failed, latency_s=latency, prompt_tokens=len(ids)) if full is None
+                                  else self._judgment(tokenizer, requests[i], full[row], digit_ids, latency, len(ids)))
                         if on_result is not None:
                             on_result(i, out[i])
                     bar.update(len(batch))

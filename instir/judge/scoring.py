@@ -3,6 +3,15 @@ expected score under the judge's probabilities for the score digit, keeping digi
 probability >= 0.01 and renormalising (:func:`expected_score`). An answer whose score token
 cannot be weighted is scored by the parsed integer (``weighting="parsed"``); a malformed answer
 is a failed judgment (``error`` set, no score), never a score of 0.
+
+What is a malformed answer (a failed judgment, retried on the next run, never an exception):
+an answer with no readable score; an answer longer than :data:`MAX_ANSWER_CHARS`; and
+log-probabilities that are not the logs of probabilities: a block of the wrong shape (not a
+list of token objects, a token without text or ``logprob``), a ``logprob`` that is not a
+number, NaN, or above 0 (a probability above 1; :data:`LOGPROB_SLACK` allows float noise).
+Such an answer is not scored by its parsed integer either: a server that sends broken
+probabilities is not trusted with the rest of its answer, and a failure is counted and shown
+where a quiet fallback would pass for an ordinary ``parsed`` judgment.
 """
 
 from __future__ import annotations
@@ -27,6 +36,16 @@ IFIR_MAX_DIGIT = 5
 #: How the score token's log-probabilities become a weighted score (see :mod:`instir.judge.chat`).
 ScoreRule = Literal["ifir", "kit"]
 
+#: Longest answer a judge may give, in characters: one that is longer is a failed judgment, not read
+#: (a judge asked for at most 512 tokens writes a few thousand characters; more means the server
+#: ignored ``max_tokens``). What a judgment keeps of an answer is capped at
+#: :data:`~instir.judge.types.MAX_RAW_CHARS`.
+MAX_ANSWER_CHARS = 100_000
+
+#: How far above 0 a log-probability may be and still be read as 0 (a probability of 1 rounded in
+#: single precision); anything higher is not a probability and makes the answer malformed.
+LOGPROB_SLACK = 1e-6
+
 _SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*([0-9])')
 
 
@@ -34,7 +53,12 @@ def expected_score(digit_probs: Mapping[int, float], max_score: int,
                    min_prob: float = MIN_DIGIT_PROB) -> tuple[float, dict[str, float]] | None:
     """Expected score under a digit distribution: digits 0..``max_score`` with probability
     >= ``min_prob`` are kept and renormalised. Returns ``(expected, kept distribution)``
-    or ``None`` when no digit survives."""
+    or ``None`` when no digit survives. Raises ``ValueError`` for a value that is not a
+    probability (NaN, infinite, negative or above 1), which would otherwise be dropped or
+    weighted without a word."""
+    for d, p in digit_probs.items():
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 + LOGPROB_SLACK:
+            raise ValueError(f"the probability of digit {d} is {_shown(p)}, not a number in 0..1")
     kept = {d: p for d, p in digit_probs.items() if 0 <= d <= max_score and p >= min_prob}
     total = sum(kept.values())
     if not kept or total <= 0:
@@ -57,7 +81,7 @@ def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
     for start in (m.start() for m in re.finditer(r"\{", text)):
         try:
             obj, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested deeper than Python recurses
             continue
         if not isinstance(obj, dict) or "score" not in obj:
             continue
@@ -73,6 +97,67 @@ def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
         m = _SCORE_DIGIT.search(text, start, end)
         return value, (m.start(1) if m and m.group(1) == str(value) else None)
     raise ValueError("no JSON object with a 'score' key in the answer")
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message, never longer than a line."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _logprob(value: Any, where: str) -> float:
+    """``value`` as a log-probability (at most 0; -inf, a probability of 0, included), or
+    ``ValueError`` saying what it is instead."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: logprob {_shown(value)} is not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float
+        number = math.inf if value > 0 else -math.inf
+    if math.isnan(number) or number > LOGPROB_SLACK:
+        raise ValueError(f"{where}: logprob {_shown(value)} is not the log of a probability (a number <= 0)")
+    return min(number, 0.0)
+
+
+def _token(entry: Any, where: str) -> str:
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where} is {_shown(entry)}, not an object with token and logprob")
+    token = entry.get("token")
+    if not isinstance(token, str):
+        raise ValueError(f"{where} has no token text (token is {_shown(token)})")
+    if "logprob" not in entry:
+        raise ValueError(f"{where} ({_shown(token)}) has no logprob")
+    return token
+
+
+def checked_logprobs(tokens: Any) -> list[dict[str, Any]] | None:
+    """The per-token log-probabilities of a chat answer (OpenAI ``logprobs.content``) checked
+    and normalised, or ``None`` when there are none. Every entry must be an object with a
+    ``token`` text and a ``logprob``, its ``top_logprobs`` (missing or null: none) a list of
+    the same; every ``logprob`` a number at most 0 (:data:`LOGPROB_SLACK` above 0 is read as
+    0; -inf is a probability of 0). Returns entries ``{"token", "logprob", "top_logprobs"}``
+    with float log-probabilities; raises ``ValueError`` naming the first entry that breaks a rule."""
+    if tokens is None:
+        return None
+    if isinstance(tokens, (str, bytes, Mapping)) or not isinstance(tokens, Sequence):
+        raise ValueError(f"the token list is {type(tokens).__name__} {_shown(tokens)}, not a list of tokens")
+    out = []
+    for i, entry in enumerate(tokens):
+        where = f"token {i}"
+        token = _token(entry, where)
+        logprob = _logprob(entry["logprob"], where)
+        alternatives = entry.get("top_logprobs")
+        if alternatives is None:
+            alternatives = []
+        if isinstance(alternatives, (str, bytes, Mapping)) or not isinstance(alternatives, Sequence):
+            raise ValueError(f"{where}: top_logprobs is {_shown(alternatives)}, not a list")
+        top = []
+        for j, alt in enumerate(alternatives):
+            alt_where = f"{where}, alternative {j}"
+            text = _token(alt, alt_where)
+            top.append({"token": text, "logprob": _logprob(alt["logprob"], alt_where)})
+        out.append({"token": token, "logprob": logprob, "top_logprobs": top})
+    return out
 
 
 def digit_probs_at(tokens: Sequence[Mapping[str, Any]], offset: int) -> dict[int, float] | None:
@@ -139,13 +224,28 @@ def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | Non
     accepted and digits 0-5 kept on every rubric, as the authors do) or ``"kit"`` (the digit at
     the score's position, :func:`digit_probs_at`; only the rubric's range). Without usable
     log-probabilities the parsed integer is the score (``weighting="parsed"``). A malformed
-    answer is a failure.
+    answer is a failure: no readable score, longer than :data:`MAX_ANSWER_CHARS`, or
+    log-probabilities :func:`checked_logprobs` refuses (see the module docstring). Never raises
+    for anything a server can send.
     """
     top = max(rubric.max_score, IFIR_MAX_DIGIT) if score_rule == "ifir" else rubric.max_score
+    if len(content) > MAX_ANSWER_CHARS:
+        return Judgment.failure(f"malformed answer: {len(content):,} characters, more than the {MAX_ANSWER_CHARS:,} "
+                                "a judge answer may have (the server did not keep to max_tokens)", raw=content,
+                                **usage)
     try:
         score, _ = parse_answer(content, top)
     except ValueError as err:
         return Judgment.failure(f"malformed answer: {err}", raw=content, **usage)
+    try:
+        return _weighted(content, checked_logprobs(logprobs), score, top, rubric, score_rule, usage)
+    except ValueError as err:
+        return Judgment.failure(f"malformed log-probabilities: {err}", raw=content, **usage)
+
+
+def _weighted(content: str, logprobs: list[dict[str, Any]] | None, score: int, top: int, rubric: Rubric,
+              score_rule: ScoreRule, usage: dict[str, Any]) -> Judgment:
+    """The judgment of a parsed ``score`` weighted by checked ``logprobs`` (:func:`judgment_from_chat`)."""
     weighted = None
     if logprobs and score_rule == "ifir":
         probs = ifir_digit_probs(logprobs, score)

@@ -25,6 +25,22 @@ Weighting = Literal["logprobs", "logits", "parsed", "baseline"]
 #: so a cache can store it at once (a kill then loses at most the judgments in flight).
 OnResult = Callable[[int, "Judgment"], None]
 
+#: Characters of a judge's answer a judgment keeps in ``raw`` (and so in the judgment cache);
+#: a longer answer is cut to this many and marked (:func:`capped`). A normal answer (512 tokens at
+#: most) is a few thousand characters.
+MAX_RAW_CHARS = 8000
+
+#: Characters of the model name a server says answered (``Judgment.served_model``) that are kept.
+MAX_MODEL_CHARS = 200
+
+
+def capped(text: str, limit: int = MAX_RAW_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with how long the whole was."""
+    if len(text) <= limit:
+        return text
+    mark = f" … [cut: {len(text):,} characters]"
+    return text[:max(0, limit - len(mark))] + mark
+
 
 @dataclass(frozen=True)
 class JudgeRequest:
@@ -62,8 +78,11 @@ class Judgment:
     the digits as strings) where one exists. Under the authors' score rule (a chat judge's
     default ``"ifir"`` call settings) the allowed digits are 0-5 on every rubric, so ``score`` and
     ``weighted`` can exceed the rubric's maximum, as in the authors' code. ``raw`` keeps the backend's answer text for
-    inspection; ``error`` says why a judgment failed. Token counts and cost are ``None``
-    where a backend cannot tell.
+    inspection (at most :data:`MAX_RAW_CHARS` characters where it is stored); ``error`` says why a
+    judgment failed. Token counts and cost are ``None`` where a backend cannot tell.
+    ``served_model`` is the model a server says answered (chat APIs), ``warning`` what is
+    doubtful about a judgment that still counts (e.g. answered by another model than asked
+    for); both are ``None`` where there is nothing to say.
     """
 
     score: int | None
@@ -76,6 +95,8 @@ class Judgment:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost: float | None = None
+    served_model: str | None = None
+    warning: str | None = None
     from_cache: bool = False
 
     @property

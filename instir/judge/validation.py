@@ -108,8 +108,8 @@ class ValidationResult:
     """Judged gold pairs and the statistics drawn from them.
 
     ``pairs``: the gold pairs plus ``score``, ``weighted``, ``max_score``, ``norm``
-    (weighted / max_score), ``judge_grade``, ``error``, ``weighting``, ``from_cache``,
-    ``latency_s`` and ``cost``. ``agreement``: one row per statistic (:func:`agreement`).
+    (weighted / max_score), ``judge_grade``, ``error``, ``warning``, ``served_model``,
+    ``weighting``, ``from_cache``, ``latency_s`` and ``cost``. ``agreement``: one row per statistic (:func:`agreement`).
     ``confusion``: gold label (rows) by judge label (columns) over the successful judgments.
     """
 
@@ -145,6 +145,8 @@ def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | Non
     out["judge_grade"] = pd.array([judge_grade(j.score, m) if j.ok else None for j, m in zip(picked, out["max_score"])],
                                   dtype="Int64")
     out["error"] = [j.error for j in picked]
+    out["warning"] = [j.warning for j in picked]
+    out["served_model"] = [j.served_model for j in picked]
     out["weighting"] = [j.weighting for j in picked]
     out["from_cache"] = [j.from_cache for j in picked]
     out["latency_s"] = [j.latency_s for j in picked]
@@ -153,7 +155,8 @@ def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | Non
     meta = {"benchmark": benchmark.name, "sample": benchmark.is_sample,
             "judge": {"name": judge.name, "model": judge.model},
             "per_stratum": per_stratum, "seed": seed, "unique_requests": len(requests), "judged": len(fresh),
-            "from_cache": len(judgments) - len(fresh)}
+            "from_cache": len(judgments) - len(fresh), "failed_judgments": sum(not j.ok for j in judgments),
+            "warnings": sum(j.ok and j.warning is not None for j in judgments)}
     return ValidationResult(pairs=out, agreement=agreement(out), confusion=confusion(out), meta=meta)
 
 

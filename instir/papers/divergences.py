@@ -96,9 +96,11 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "score 0 and weighted at the first '0' token, if any; no log-probabilities, or no token exactly "
         "equal to the score such as ' 2': 0.0; NaN when no alternative of that token is a digit) and never "
         "drops a rank: its filter for negative scores (get_problem_ids) cannot fire, "
-        "as no score is negative. The kit fails an unreadable answer (that rank leaves both lists, counted "
-        "as 'failed') and scores an answer without usable log-probabilities by its parsed integer (counted "
-        "as 'parsed'). Expected effect: where such answers occur the release's S values are pulled towards "
+        "as no score is negative. The kit fails an unreadable answer and one whose log-probabilities are not "
+        "the logs of probabilities (NaN, above 0, or of the wrong shape; the release's rule has no such check): "
+        "that rank leaves both lists, counted as 'failed'. It scores an answer without usable "
+        "log-probabilities by its parsed integer (counted as 'parsed'). Expected effect: where such answers "
+        "occur the release's S values are pulled towards "
         "0; the failed and parsed counts beside each kit value bound how many positions are affected.",
         papers=("ifir",), measures=("InstFol",)),
     Divergence(

@@ -22,6 +22,7 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.judge import stability
 from instir.judge.following import InstFolResult, aggregate, instfol, overall
+from instir.judge.outcomes import error_counts
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
 from instir.parameters import names
 from instir.report.explain import said_once
@@ -32,7 +33,7 @@ from instir.retrieval.runs import read_run
 from instir.stages.retrieve import read_runs_table
 
 #: Keys of an InstFol result's meta that the cost table shows.
-COST_KEYS = ("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments", "cost")
+COST_KEYS = ("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments", "warnings", "cost")
 
 #: What each judge backend is, for the page that shows its numbers.
 TRUST = {
@@ -176,7 +177,21 @@ class Judging:
                 f"InstFol@20 ({per_benchmark}), each with the instructed and the query-only top-20 of {systems} "
                 f"retriever(s). "
                 f"{stats.judged} judgments were made in this run ({stats.failed} failed) and {stats.hits} answered "
-                "from the cache.")
+                f"from the cache.{self.warning_statement()}")
+
+    def warning_statement(self) -> str:
+        """What is doubtful about judgments that still count (Markdown, escaped; empty when
+        nothing is): how many of the successfully judged validation pairs and InstFol positions
+        carry each distinct warning, e.g. answered by another model than asked for."""
+        warnings = pd.concat([frame.loc[frame["error"].isna(), "warning"]
+                              for frame in (self.pairs, self.instfol.positions) if "warning" in frame],
+                             ignore_index=True)
+        counts = error_counts(warnings, limit=3)
+        if not len(counts):
+            return ""
+        listed = "; ".join(f"{escape_text(row.error)} ({row.judgments})" for row in counts.itertuples(index=False))
+        return (f" **{int(counts['judgments'].sum())} judgment(s) carry a warning** and are counted nonetheless: "
+                f"{listed}.")
 
     def stability_statement(self) -> str:
         """Each system's verdict on the judge's spread (Markdown, escaped), what the verdicts share

@@ -147,3 +147,30 @@ def test_a_memory_hint_no_node_meets_is_named_in_gib(local_ray):
     why = unplaceable({"num_cpus": 1, "memory": 4096 * 2**30})
     assert re.fullmatch(r"needs CPU 1, memory 4096 GiB on one node; the largest node of the Ray cluster has "
                         r"CPU 2, memory [\d.]+ GiB", why), why
+
+
+def test_a_judge_with_malformed_answers_or_none_at_all_leaves_the_sweep_its_summary(local_ray, tmp_path, monkeypatch):
+    """Issue 24: through the judge actor, broken log-probabilities are failed judgments, and a
+    judge that cannot start is the judge step's failure; runs, metrics and summary are written."""
+    import json
+
+    from tests.judge.judge_fakes import FakeChatServer, Reply, chat_body
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    broken = chat_body('{"score": 2, "reason": "x"}')
+    broken["choices"][0]["logprobs"] = [{"token": "2", "logprob": "-0.1"}]  # a list, with a string logprob
+    with FakeChatServer(responder=lambda body: Reply(body=broken)) as server:
+        spec = {"backend": "openai", "model": "fake-model", "base_url": server.url, "max_instances": 1}
+        for name, judge in (("broken", spec), ("no key", {**spec, "api_key_env": "NO_SUCH_JUDGE_KEY"})):
+            out = tmp_path / name.replace(" ", "_")
+            report = run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20,
+                                           "judge": judge}), out)
+            assert report.count("done") == 2
+            for path in ("runs/runs.csv", "metrics/metrics.csv", "sweep/summary.json"):
+                assert (out / path).is_file(), (name, path)
+            judged = json.loads((out / "sweep" / "summary.json").read_text())["judge"]
+            if name == "broken":
+                assert judged["state"] == "done" and judged["failed_judgments"] == server.count > 0
+            else:
+                assert judged["state"] == "failed", judged
+                assert judged["error"].startswith("UsageError: the environment variable NO_SUCH_JUDGE_KEY"), judged

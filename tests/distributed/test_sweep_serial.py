@@ -43,3 +43,50 @@ def test_plain_loop_builds_each_system_once_and_reads_each_benchmark_once(tmp_pa
     assert report.count("done") == 4
     assert built == ["bm25"]
     assert sorted(read) == ["ifir-sample/fiqa", "instructir-sample"]
+
+
+def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summary(tmp_path, monkeypatch):
+    """Issue 24: a judge answering broken log-probabilities ended the sweep with a traceback and
+    no summary; its answers are failed judgments now, counted in the summary."""
+    import json
+
+    from tests.judge.judge_fakes import FakeChatServer, Reply, chat_body
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    broken = chat_body('{"score": 2, "reason": "x"}')
+    broken["choices"][0]["logprobs"] = [{"token": "2", "logprob": "-0.1"}]  # a list, with a string logprob
+    with FakeChatServer(responder=lambda body: Reply(body=broken)) as server:
+        grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20,
+                           "judge": {"backend": "openai", "model": "fake-model", "base_url": server.url,
+                                     "max_instances": 1}})
+        report = run_sweep(grid, tmp_path, executor="serial")
+    assert report.count("done") == 2 and server.count > 0
+    for name in ("runs/runs.csv", "metrics/metrics.csv", "sweep/summary.json", "judge/instfol.csv"):
+        assert (tmp_path / name).is_file(), name
+    judged = json.loads((tmp_path / "sweep" / "summary.json").read_text())["judge"]
+    assert judged == {"state": "done", "pairs": 1, "failed_pairs": [], "failed_judgments": server.count,
+                      "warnings": 0}
+    positions = pd.read_csv(tmp_path / "judge" / "instfol_positions.csv")
+    assert positions["error"].str.startswith("malformed log-probabilities").all()
+
+
+def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_path, monkeypatch, capsys):
+    import json
+
+    from instir.cli import main
+
+    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n"
+                    "judge: {backend: openai, model: m, base_url: 'http://127.0.0.1:1/v1', "
+                    "api_key_env: NO_SUCH_JUDGE_KEY, max_instances: 1}\n")
+    code = main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"])
+    out = capsys.readouterr().out
+    assert code == 1 and "2 done, 0 reused, 0 failed" in out
+    assert "FAILED judge: UsageError: the environment variable NO_SUCH_JUDGE_KEY named by api_key_env is not set" in out
+    summary = json.loads((tmp_path / "out" / "sweep" / "summary.json").read_text())
+    assert summary["counts"]["done"] == 2 and summary["judge"]["state"] == "failed"
+    assert "NO_SUCH_JUDGE_KEY" in summary["judge"]["error"]
+    assert "Traceback" in (tmp_path / "out" / "sweep" / "judge.error.txt").read_text()
+    assert (tmp_path / "out" / "runs" / "runs.csv").is_file()
+    assert (tmp_path / "out" / "metrics" / "metrics.csv").is_file()

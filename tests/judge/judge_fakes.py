@@ -16,12 +16,15 @@ from instir.judge.types import JudgeRequest
 
 #: placeholder in a :class:`Reply` body for the request's Authorization header
 ECHO_AUTH = "%AUTHORIZATION%"
+#: placeholder in a :class:`Reply` body for the model the request asked for (as a server answers)
+ECHO_MODEL = "%MODEL%"
 
 
 @dataclass
 class Reply:
     """One scripted HTTP answer. :data:`ECHO_AUTH` anywhere in the body is replaced by the
-    request's ``Authorization`` header, as a server that echoes credentials would do."""
+    request's ``Authorization`` header, as a server that echoes credentials would do, and
+    :data:`ECHO_MODEL` by the model the request asked for."""
 
     status: int = 200
     body: str | dict = ""
@@ -30,16 +33,17 @@ class Reply:
 
 
 def chat_body(content: str, tokens: list[tuple[str, dict[str, float]]] | None = None,
-              usage: tuple[int, int] = (100, 10)) -> dict:
+              usage: tuple[int, int] = (100, 10), model: str = ECHO_MODEL) -> dict:
     """An OpenAI chat-completion body. ``tokens`` = [(token, {alternative: probability})] whose
-    texts concatenate to ``content``; each token's own logprob is taken from its alternatives."""
+    texts concatenate to ``content``; each token's own logprob is taken from its alternatives.
+    ``model``: the model the server says answered (default: the one asked for)."""
     logprobs = None
     if tokens is not None:
         logprobs = {"content": [
             {"token": tok, "logprob": math.log(alts.get(tok, 1.0)),
              "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in alts.items()]}
             for tok, alts in tokens]}
-    return {"id": "x", "object": "chat.completion", "model": "fake",
+    return {"id": "x", "object": "chat.completion", "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "logprobs": logprobs, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
@@ -86,6 +90,7 @@ class FakeChatServer:
                     server.in_flight -= 1
                 payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                 payload = payload.replace(ECHO_AUTH, self.headers.get("Authorization", ""))
+                payload = payload.replace(ECHO_MODEL, json.dumps(str(body.get("model", "")))[1:-1])
                 try:
                     self.send_response(reply.status)
                     for k, v in reply.headers.items():
