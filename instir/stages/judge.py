@@ -20,6 +20,7 @@ import pandas as pd
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError
 from instir.judge import stability
 from instir.judge.following import InstFolResult, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts
@@ -254,6 +255,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     ``max_instances`` gold pairs per (subset, level, label) stratum of each benchmark, InstFol@20
     of every run pair of ``runs/runs.csv`` on at most ``max_instances`` instances per benchmark,
     its ranking against ``metrics/metrics.csv``, and its spread over ``repeats`` judgments."""
+    from instir.http_retry import unreachable
     from instir.judge.factory import make_judge
 
     layout = report_layout(out_dir)
@@ -262,6 +264,11 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     metrics = pd.read_csv(layout.require(layout.metrics_table), dtype={"level": str})
     report = start_report(out_dir, benchmarks if benchmarks is not None else list(dict.fromkeys(runs["benchmark"])),
                           data_root)
+    if backend == "openai":  # a dead endpoint would wait out every retry of every request in silence
+        reason = unreachable(base_url or "https://api.openai.com/v1", min(timeout_s, 5.0))
+        if reason:
+            raise UsageError(f"judge endpoint {base_url or 'https://api.openai.com/v1'}: {reason}; start the server, "
+                             "fix judge_base_url, or choose another judge_backend")
     judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
                        cache=layout.judgments)
     validations = {name: validate_judge(bench, judge, per_stratum=max_instances, seed=0)

@@ -151,3 +151,18 @@ def test_the_compare_stage_shows_mteb_result_files_left_in_the_report(tmp_path):
     from_file = papers.compared[papers.compared["reference"] == "MTEB result file, InstructIR"]
     assert set(from_file["measure_reproduced"]) >= {"nDCG@10", "Robustness@10"} and set(from_file["system"]) == {"bm25"}
     assert (papers.reported["mteb"]["reference"] == "MTEB result file, InstructIR").any()
+
+
+def test_the_judge_stage_refuses_a_dead_endpoint_in_seconds(tmp_path):
+    import socket
+
+    from instir.errors import UsageError
+    from instir.stages import judge_runs, retrieve_runs, score_runs
+
+    retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(UsageError, match=rf"judge endpoint http://127.0.0.1:{port}/v1: nothing answers"):
+        judge_runs(tmp_path, backend="openai", model="m", base_url=f"http://127.0.0.1:{port}/v1")
