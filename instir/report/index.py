@@ -166,7 +166,8 @@ def _report_section(meta: dict) -> str:
         for name in names:
             value, origin = ((json.dumps(params[name], ensure_ascii=False), "this run") if name in params
                              else (defaults[name], "notebook default"))
-            rows.append(f"<tr><th>{escape_text(str(name))}</th><td><pre>{escape_text(value)}</pre></td><td>{origin}</td></tr>")
+            rows.append(f"<tr><th>{escape_text(str(name))}</th><td><pre>{escape_text(value)}</pre></td>"
+                        f"<td>{origin}</td></tr>")
         out.append("<table><tr><th>parameter</th><th>value</th><th>set by</th></tr>" + "".join(rows) + "</table>")
     else:
         out.append("<p>notebook defaults</p>")
