@@ -212,3 +212,39 @@ def test_plot_text_never_starts_mathtext_and_keeps_legend_entries():
     fig.canvas.draw()  # a raw "$\frac{$" raises ValueError here
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["\u200b_hidden \\$\\frac{\\$"]
     plt.close(fig)
+
+
+def test_every_kind_of_output_of_hostile_text_renders_without_markup(tmp_path):
+    """What a report page makes of each output a cell can leave with text from the data: a
+    Markdown display (through markdown_text/markdown_code), present()'s HTML, printed text, a
+    plain repr and an error with ANSI colours, rendered by the reports' nbconvert template."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from instir.pipeline import render_html
+
+    hostile = ("g`[clk](javascript:alert(1))` <img src=x onerror=alert(2)> <script>alert(3)</script> "
+               "[x](https://e.example)")
+    outputs = [
+        new_output("display_data", data={"text/markdown": f"### {markdown_text(hostile)}: {markdown_code(hostile)}"}),
+        new_output("display_data", data={"text/html": str(present(pd.DataFrame({"id": [hostile]}), hostile))}),
+        new_output("stream", name="stdout", text=hostile + "\n"),
+        new_output("execute_result", data={"text/plain": hostile}, execution_count=1),
+        new_output("error", ename="FormatError", evalue=hostile, traceback=[f"\x1b[31mFormatError\x1b[0m: {hostile}"]),
+    ]
+    nb = new_notebook(cells=[new_code_cell("x", outputs=outputs, execution_count=1)])
+    nbformat.write(nb, tmp_path / "01_x.ipynb")
+    page = render_html(tmp_path / "01_x.ipynb", tmp_path / "01_x.html").read_text(encoding="utf-8")
+    body = page[page.index("<body"):]
+
+    class Tags(HTMLParser):
+        found: list = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found.append((tag, dict(attrs)))
+
+    parser = Tags()
+    parser.feed(body)
+    assert not [t for t, a in parser.found if t in ("script", "img", "iframe") or any(k.startswith("on") for k in a)]
+    assert [a["href"] for t, a in parser.found if t == "a" and "href" in a and not a["href"].startswith("#")] == [
+        "../index.html"]
