@@ -297,11 +297,11 @@ def test_markdown_outputs_read_by_a_commonmark_renderer_carry_no_markup_of_the_d
     """JupyterLab renders ``text/markdown`` outputs with a CommonMark renderer of its own:
     markdown-it (CommonMark, raw HTML passed through) finds no link, image or element of the
     data's in them, only the kit's own elements."""
-    from markdown_it import MarkdownIt
-
     from instir.report.html import NO_MATH
 
-    render = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render
+    markdown_it = pytest.importorskip("markdown_it")  # it comes with rich
+
+    render = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render
     seen = 0
     for notebook in sorted(hostile.glob("*.ipynb")):
         for markdown in _outputs(notebook, "text/markdown"):

@@ -111,12 +111,16 @@ def _events(rendered: str) -> tuple[list[tuple], str]:
 
 def _renderers():
     """nbconvert's Markdown renderer (mistune 3: what the HTML reports are made with), and
-    markdown-it-py's CommonMark with GFM tables and strikethrough as a second reading."""
-    from markdown_it import MarkdownIt
+    markdown-it-py's CommonMark with GFM tables and strikethrough as a second reading where it
+    is installed (it comes with rich)."""
     from markdown_render import rendered_html
 
-    commonmark = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-    return {"nbconvert (mistune)": rendered_html, "markdown-it (CommonMark)": commonmark.render}
+    renderers = {"nbconvert (mistune)": rendered_html}
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        return renderers
+    return {**renderers, "markdown-it (CommonMark)": MarkdownIt("commonmark").enable(["table", "strikethrough"]).render}
 
 
 def _shown(value: str) -> str:
