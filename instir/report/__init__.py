@@ -1,5 +1,6 @@
-"""Report helpers for notebooks and the batch pipeline: escaped HTML for corpus text and
-tables, small plots, the environment manifest, and the reports index page.
+"""Report helpers for notebooks and the batch pipeline: escaped HTML and Markdown for the data's
+text (:mod:`instir.report.html`, the one escaping path) and tables, small plots, the environment
+manifest, and the reports index page.
 
 Names are imported from their modules on first use, so ``instir run`` (which only needs
 the index and the manifest) does not pay for pandas and matplotlib at start-up."""
@@ -7,7 +8,7 @@ the index and the manifest) does not pay for pandas and matplotlib at start-up."
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "html": ("HTML", "escape_text", "text_block"),
+    "html": ("HTML", "NO_MATH", "escape_text", "markdown_code", "markdown_text", "plot_text", "safe_url", "text_block"),
     "explain": ("constant_judge", "explain_instructir"),
     "index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "layout": ("ReportLayout", "start_report"),

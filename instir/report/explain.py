@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from instir.judge.validation import LABELS
+from instir.report.html import markdown_text
 
 #: suffix notebook 02 gives the query-only run of a system
 QUERY_ONLY = " (query-only)"
@@ -33,7 +34,7 @@ def explain_instructir(table: pd.DataFrame, per_query: pd.DataFrame, measure: st
         if system.endswith(QUERY_ONLY) or (system, measure) not in values or (system, robust) not in values:
             continue
         mean, worst = float(values[(system, measure)]), float(values[(system, robust)])
-        text = f"- **{system}**: {measure} {_pct(mean)}"
+        text = f"- **{markdown_text(system)}**: {markdown_text(measure)} {_pct(mean)}"
         alone = (system + QUERY_ONLY, measure)
         if alone in values:
             gain = mean - float(values[alone])
@@ -41,7 +42,8 @@ def explain_instructir(table: pd.DataFrame, per_query: pd.DataFrame, measure: st
                      f"({'+' if gain >= 0 else '−'}{_pct(abs(gain))} points): "
                      + ("the instruction steers the ranking to each instance's own target." if gain > 0 else
                         "the instruction does not help this retriever here."))
-        text += (f" {robust} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only the worst instance "
+        text += (f" {markdown_text(robust)} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only the "
+                 "worst instance "
                  "of each query group, so one instruction the retriever fails costs the whole group.")
         scores = per_query[(per_query["system"] == system) & (per_query["measure"] == measure)]["value"]
         missed = int((scores < 1.0 - 1e-12).sum())
@@ -72,19 +74,21 @@ def constant_judge(pairs: pd.DataFrame, labels: Mapping[int, str] | None = None)
         return None
     label = names.get(next(iter(grades)), str(next(iter(grades)))).replace("_", " ")
     return (f"**The judge is constant here:** it labelled all {len(good)} successfully judged pairs "
-            f"**{label}**, whatever their gold label. It does not tell passages apart on these pairs, so its "
+            f"**{markdown_text(label)}**, whatever their gold label. It does not tell passages apart on these pairs, "
+            "so its "
             "agreement figures are undefined or at chance and its InstFol values carry no information about "
             "the retrievers.")
 
 
 def said_once(texts: Sequence[tuple[str, str]]) -> str:
-    """Markdown for one text per label (``label``, ``text``): the sentences every text begins with
-    said once, as a paragraph, then a bullet per label with the rest of its text. Four systems
-    judged by a deterministic judge get one paragraph saying so, not four copies of it. One
-    text, or texts sharing no whole sentence: a bullet each, as written."""
+    """Markdown for one plain text per plain label (``label``, ``text``; both escaped here, with
+    :func:`instir.report.html.markdown_text`): the sentences every text begins with said once,
+    as a paragraph, then a bullet per label with the rest of its text. Four systems judged by a
+    deterministic judge get one paragraph saying so, not four copies of it. One text, or texts
+    sharing no whole sentence: a bullet each, as written."""
     shared = _shared_sentences([text for _, text in texts]) if len(texts) > 1 else ""
-    lines = [f"- **{label}**: {text[len(shared):]}" for label, text in texts]
-    return "\n\n".join([shared.strip(), "\n".join(lines)]) if shared else "\n".join(lines)
+    lines = [f"- **{markdown_text(label)}**: {markdown_text(text[len(shared):])}" for label, text in texts]
+    return "\n\n".join([markdown_text(shared.strip()), "\n".join(lines)]) if shared else "\n".join(lines)
 
 
 def _shared_sentences(texts: Sequence[str]) -> str:

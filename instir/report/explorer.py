@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Doc
-from instir.report.html import HTML, escape_text
+from instir.report.html import HTML, NO_MATH, escape_text
 from instir.report.layout import user_path
 
 #: list depth shown per system
@@ -265,7 +265,7 @@ def render_group(view: GroupView, max_chars: int = 600) -> HTML:
     judge's weighted score where one is stored), nDCG per system ×100 as every table of the
     reports prints it (and InstFol ×100 where judged) and, for InstructIR, the instance(s) that
     set the group's Robustness minimum."""
-    out = [_CSS, "<div class='instir-explorer'>",
+    out = [_CSS, f"<div class='instir-explorer {NO_MATH}'>",
            f"<h3>{escape_text(view.benchmark)} &middot; group {escape_text(view.group)}</h3>",
            f"<p><strong>Query:</strong> {escape_text(view.query)}</p>",
            f"<p>{len(view.instances)} instance(s); top {view.k} of {len(view.systems)} system(s); "
@@ -389,7 +389,7 @@ class Explorer:
             self.text.value = ""
             return
         title = f"<strong>{escape_text(doc.title)}</strong><br>" if doc.title else ""
-        self.text.value = (f"<div style='white-space: pre-wrap'><code>{escape_text(docid)}</code><br>"
+        self.text.value = (f"<div class='{NO_MATH}' style='white-space: pre-wrap'><code>{escape_text(docid)}</code><br>"
                            f"{title}{escape_text(doc.text)}</div>")
 
     def static_html(self) -> HTML:

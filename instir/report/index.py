@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
 from instir import atomic
 from instir.errors import UsageError
+from instir.report.html import escape_text
 from instir.report.lock import holder_of
 
 #: per-run metadata file inside each report folder
@@ -74,7 +74,7 @@ def write_index(reports_root: str | Path) -> Path:
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', GENERATOR,
         "<title>instir reports</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
         "<h1>instir reports</h1>",
-        f"<p>{len(reports)} report(s); index written {escape(_now())}.</p>",
+        f"<p>{len(reports)} report(s); index written {escape_text(_now())}.</p>",
     ]
     if reports:
         parts.append(_summary_table(reports))
@@ -93,12 +93,12 @@ def _now() -> str:
 def _link(folder: str, name: str | None, text: str) -> str:
     if not name:
         return ""
-    return f'<a href="{escape(quote(folder))}/{escape(quote(name))}">{escape(text)}</a>'
+    return f'<a href="{escape_text(quote(folder))}/{escape_text(quote(name))}">{escape_text(text)}</a>'
 
 
 def _status(meta: dict) -> str:
     status = str(meta.get("status", "unknown"))
-    return f'<span class="{escape(status)}">{escape(status)}</span>'
+    return f'<span class="{escape_text(status)}">{escape_text(status)}</span>'
 
 
 def _seconds(value: object) -> str:
@@ -131,7 +131,7 @@ def _summary_table(reports: list[dict]) -> str:
                        "<th>git commit</th><th>notebooks</th></tr>"]
     for meta in reports:
         folder = meta["folder"]
-        links = " · ".join(_link(folder, nb.get("html"), nb.get("name", "")) or escape(nb.get("name", ""))
+        links = " · ".join(_link(folder, nb.get("html"), nb.get("name", "")) or escape_text(nb.get("name", ""))
                            for nb in meta.get("notebooks", []))
         missing = _not_run(meta)
         if missing:
@@ -139,9 +139,10 @@ def _summary_table(reports: list[dict]) -> str:
                 " (stale pages of an earlier run in the folder)" if any(page for _, page in missing) else "")
         commit = _commit(meta.get("manifest") or {})
         rows.append(
-            f'<tr><td><a href="#{escape(quote(folder))}">{escape(folder)}</a></td><td>{_status(meta)}</td>'
-            f"<td>{_data_cell(meta)}</td><td>{escape(str(meta.get('started', '')))}</td>"
-            f"<td>{_seconds(meta.get('wall_s'))}</td><td>{escape(commit[:12] + commit[40:])}</td><td>{links}</td></tr>"
+            f'<tr><td><a href="#{escape_text(quote(folder))}">{escape_text(folder)}</a></td><td>{_status(meta)}</td>'
+            f"<td>{_data_cell(meta)}</td><td>{escape_text(str(meta.get('started', '')))}</td>"
+            f"<td>{_seconds(meta.get('wall_s'))}</td><td>{escape_text(commit[:12] + commit[40:])}</td>"
+            f"<td>{links}</td></tr>"
         )
     rows.append("</table>")
     return "\n".join(rows)
@@ -149,14 +150,14 @@ def _summary_table(reports: list[dict]) -> str:
 
 def _report_section(meta: dict) -> str:
     folder = meta["folder"]
-    out = [f'<section id="{escape(quote(folder))}">', f"<h2>{escape(folder)} — {_status(meta)}</h2>"]
+    out = [f'<section id="{escape_text(quote(folder))}">', f"<h2>{escape_text(folder)} — {_status(meta)}</h2>"]
     samples = _samples(meta)
     if samples:
         out.append(f'<p class="sample"><b>SAMPLE.</b> This report ran on the bundled sample(s) '
-                   f"{escape(', '.join(samples))}: a few dozen instances for offline demos. Its numbers "
+                   f"{escape_text(', '.join(samples))}: a few dozen instances for offline demos. Its numbers "
                    "illustrate the method and are not comparable with the papers'.</p>")
     if meta.get("error"):
-        out.append(f"<p><b>Error:</b></p><pre>{escape(str(meta['error']))}</pre>")
+        out.append(f"<p><b>Error:</b></p><pre>{escape_text(str(meta['error']))}</pre>")
     params, defaults = meta.get("parameters", {}), meta.get("defaults", {})
     out.append("<h3>Parameters</h3>")
     names = list(defaults) + [k for k in params if k not in defaults]
@@ -165,7 +166,8 @@ def _report_section(meta: dict) -> str:
         for name in names:
             value, origin = ((json.dumps(params[name], ensure_ascii=False), "this run") if name in params
                              else (defaults[name], "notebook default"))
-            rows.append(f"<tr><th>{escape(str(name))}</th><td><pre>{escape(value)}</pre></td><td>{origin}</td></tr>")
+            rows.append(f"<tr><th>{escape_text(str(name))}</th><td><pre>{escape_text(value)}</pre></td>"
+                        f"<td>{origin}</td></tr>")
         out.append("<table><tr><th>parameter</th><th>value</th><th>set by</th></tr>" + "".join(rows) + "</table>")
     else:
         out.append("<p>notebook defaults</p>")
@@ -173,7 +175,7 @@ def _report_section(meta: dict) -> str:
                "<th>report</th><th>executed notebook</th></tr>")
     for nb in meta.get("notebooks", []):
         out.append(
-            f"<tr><td>{escape(nb.get('name', ''))}</td><td>{_status(nb)}</td><td>{_seconds(nb.get('wall_s'))}</td>"
+            f"<tr><td>{escape_text(nb.get('name', ''))}</td><td>{_status(nb)}</td><td>{_seconds(nb.get('wall_s'))}</td>"
             f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(folder, nb.get('html'), 'HTML')}</td>"
             f"<td>{_link(folder, nb.get('executed'), 'ipynb')}</td></tr>"
         )
@@ -181,7 +183,7 @@ def _report_section(meta: dict) -> str:
         status = "pending" if meta.get("status") == "running" else "not run"
         stale = (f'<span class="stale">stale page</span> from an earlier run with other parameters: '
                  f"{_link(folder, page, 'HTML')}" if page else "")
-        out.append(f"<tr><td>{escape(name)}</td><td>{escape(status)}</td><td></td><td></td><td>{stale}</td>"
+        out.append(f"<tr><td>{escape_text(name)}</td><td>{escape_text(status)}</td><td></td><td></td><td>{stale}</td>"
                    "<td></td></tr>")
     out.append(f"<tr><th>total</th><td></td><td>{_seconds(meta.get('wall_s'))}</td>"
                "<td></td><td></td><td></td></tr></table>")
@@ -216,5 +218,5 @@ def _manifest_html(manifest: dict) -> str:
         rows.append((f"dataset {name}", f"{revision}{sample}"))
     packages = manifest.get("packages") or {}
     rows.append(("packages", ", ".join(f"{k} {v or 'not installed'}" for k, v in packages.items())))
-    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{escape_text(str(k))}</th><td>{escape_text(str(v))}</td></tr>" for k, v in rows)
     return f"<h3>Environment</h3><table>{body}</table>"

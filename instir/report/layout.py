@@ -13,7 +13,7 @@ from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
 from instir.parameters import names
-from instir.report.html import escape_text
+from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import DATASETS_FILE, record_dataset
 
 #: The report notebooks of a folder: ``NN_name.ipynb``, in name order.
@@ -167,5 +167,5 @@ def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str 
     loaded = {name: load_benchmark(name, root=root) for name in names(benchmarks, "benchmarks")}
     for bench in loaded.values():
         record_dataset(layout.root, bench)
-    summary = "\n".join(f"- {escape_text(b.label)}, revision `{escape_text(b.revision)}`" for b in loaded.values())
+    summary = "\n".join(f"- {markdown_text(b.label)}, revision {markdown_code(b.revision)}" for b in loaded.values())
     return ReportStart(layout, loaded, summary)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from instir.benchmarks import catalog
+from instir.report.html import plot_text
 
 
 def _axes(ax=None, **subplot_kw):
@@ -61,14 +62,14 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
                 ax.scatter(shown[x], shown[y], marker="x", color=colour)
         judged = bool(verdict.loc[rows.index].notna().any())
         handles.append(Line2D([], [], linestyle="", marker=marker if judged else "x", color=colour,
-                              label=_cut(str(metric))))
+                              label=plot_text(_cut(str(metric)))))
     if mixed:
         handles += [Line2D([], [], linestyle="", marker="o", color="grey", label="within tolerance"),
                     Line2D([], [], linestyle="", marker="o", markerfacecolor="none", color="grey", label="outside"),
                     Line2D([], [], linestyle="", marker="x", color="grey", label="no verdict")]
     if label_column:
         for (px, py), text in _spot_labels(compared, x, y, label_column, max_labels):
-            ax.annotate(text, (px, py), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(plot_text(text), (px, py), fontsize=7, xytext=(3, 3), textcoords="offset points")
     values = pd.concat([compared[x], compared[y]]).dropna()
     if len(values):
         low, high = float(values.min()), float(values.max())
@@ -77,8 +78,8 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
         ax.set_xlim(low - pad, high + pad)
         ax.set_ylim(low - pad, high + pad)
         ax.set_aspect("equal")
-    ax.set_xlabel(f"reported (paper){unit}")
-    ax.set_ylabel(f"reproduced{unit}")
+    ax.set_xlabel(plot_text(f"reported (paper){unit}"))
+    ax.set_ylabel(plot_text(f"reproduced{unit}"))
     ax.set_title("Reproduced vs reported" + ("" if mixed or not styles["no verdict"].all() else
                                              " (no verdicts: every point is a cross)"))
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3,
@@ -135,11 +136,11 @@ def plot_per_level(table: pd.DataFrame, *, value: str = "value", level: str = "l
         part = rows if panel is None else rows[rows[facet] == panel]
         for name, series in part.groupby(part[line].astype(str), sort=True):
             series = series.sort_values(level)
-            ax.plot(series[level], series[value], marker="o", label=name, color=colour[name])
+            ax.plot(series[level], series[value], marker="o", label=plot_text(name), color=colour[name])
         ax.set_xticks(sorted(part[level].unique()))
         ax.set_xlabel("instruction level")
-        ax.set_title("" if panel is None else panel_name(panel))
-    axes[0][0].set_ylabel(ylabel)
+        ax.set_title("" if panel is None else plot_text(panel_name(panel)))
+    axes[0][0].set_ylabel(plot_text(ylabel))
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines()}
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="outside right upper")
     return fig
@@ -160,13 +161,13 @@ def plot_group_minima(minima: Sequence[float] | pd.Series, instance_values: Sequ
     unit = f" ×{scale:g}" if scale != 1 else ""
     if instance_values is not None:
         instances = pd.Series(instance_values, dtype=float).dropna() * scale
-        ax.hist(instances, bins=edges, alpha=0.35, color="C0", label=f"{measure} per instance")
+        ax.hist(instances, bins=edges, alpha=0.35, color="C0", label=plot_text(f"{measure} per instance"))
         ax.axvline(instances.mean(), color="C0", linestyle="--", linewidth=1,
-                   label=f"mean {measure} = {shown.format(instances.mean())}")
+                   label=plot_text(f"mean {measure} = {shown.format(instances.mean())}"))
     ax.hist(minima, bins=edges, alpha=0.8, color="C3", label=f"minimum per group (n = {len(minima)})")
     ax.axvline(minima.mean(), color="C3", linestyle="--", linewidth=1,
-               label=f"{label(measure)} = {shown.format(minima.mean())}")
-    ax.set_xlabel(measure + unit)
+               label=plot_text(f"{label(measure)} = {shown.format(minima.mean())}"))
+    ax.set_xlabel(plot_text(measure + unit))
     ax.set_ylabel("count")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax

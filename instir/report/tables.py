@@ -9,14 +9,13 @@ integers, other numbers at a fixed number of decimals (never ``-0.0``).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Doc, Query
-from instir.report.html import HTML
+from instir.report.html import HTML, NO_MATH, escape_text, safe_url
 
 #: shown for a missing value (None, NaN, NA, empty text)
 MISSING = "—"
@@ -76,9 +75,9 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     - No rows: the title and "none", never an empty table (or empty parts of one).
     """
     if not len(frame):
-        return HTML("".join([_STYLE, '<div class="instir-present">',
-                             f'<div class="title">{html.escape(title)}</div>' if title else "",
-                             *(f'<p class="note">{html.escape(n)}</p>' for n in notes), '<p class="note">none</p>',
+        return HTML("".join([_STYLE, f'<div class="instir-present {NO_MATH}">',
+                             f'<div class="title">{escape_text(title)}</div>' if title else "",
+                             *(f'<p class="note">{escape_text(n)}</p>' for n in notes), '<p class="note">none</p>',
                              "</div>"]))
     shown = _flatten(frame)
     leading = [c for c in shown.columns[: _n_index_columns(frame)]]
@@ -100,14 +99,15 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     flags = {True: "good", False: "bad"} if flags is None else flags
     body_columns = [c for c in shown.columns if c not in leading]
     chunk = max(1, max_columns - len(leading))
-    parts = [_STYLE, '<div class="instir-present">', f'<div class="title">{html.escape(title)}</div>' if title else ""]
-    parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
+    parts = [_STYLE, f'<div class="instir-present {NO_MATH}">',
+             f'<div class="title">{escape_text(title)}</div>' if title else ""]
+    parts += [f'<p class="note">{escape_text(n)}</p>' for n in notes]
     chunks = [body_columns[i:i + chunk] for i in range(0, len(body_columns), chunk)] or [[]]
     for i, columns in enumerate(chunks):
         if len(chunks) > 1:
             parts.append(f'<p class="note">part {i + 1} of {len(chunks)}</p>')
         cols = leading + columns
-        rows = ["<tr>" + "".join(f"<th>{html.escape(headers[c])}</th>" for c in cols) + "</tr>"]
+        rows = ["<tr>" + "".join(f"<th>{escape_text(headers[c])}</th>" for c in cols) + "</tr>"]
         for record in shown[cols].itertuples(index=False):
             cells = []
             for c, value in zip(cols, record):
@@ -120,7 +120,7 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
                                                    max_chars)
                 if len(plain) > 40:
                     cls.append("prose" if len(plain) > 150 else "long")
-                text = _link(value) if c in links else html.escape(plain)
+                text = _link(value) if c in links else escape_text(plain)
                 attr = f' class="{" ".join(cls)}"' if cls else ""
                 cells.append(f"<td{attr}>{text}</td>")
             rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -262,11 +262,12 @@ def _link(value: object) -> str:
     if _missing(value):
         return MISSING
     text = str(value).strip()
-    if text.lower().startswith(("http://", "https://")) and not any(ch.isspace() for ch in text):
-        shown = _cut(text.split("://", 1)[1], _LINK_CHARS)
-        return (f'<a href="{html.escape(text, quote=True)}" title="{html.escape(text, quote=True)}" target="_blank" '
-                f'rel="noopener">{html.escape(shown)}</a>')
-    return html.escape(text)
+    url = safe_url(text)
+    if url:
+        shown = _cut(url.split("://", 1)[1], _LINK_CHARS)
+        return (f'<a href="{escape_text(url)}" title="{escape_text(url)}" target="_blank" '
+                f'rel="noopener noreferrer">{escape_text(shown)}</a>')
+    return escape_text(text)
 
 
 def docs_table(docs: Iterable[Doc], max_chars: int | None = 300, title: str = "") -> HTML:

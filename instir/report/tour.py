@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Query
-from instir.report.html import HTML, escape_text
+from instir.report.html import HTML, NO_MATH, escape_text
 from instir.report.tables import present
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ class Verdict:
 
     def _repr_html_(self) -> str:
         colour = "#d4edda" if self.ok else "#fff3cd"
-        return (f"<div style='background:{colour}; padding:0.4em 0.8em; border-radius:4px'>"
+        return (f"<div class='{NO_MATH}' style='background:{colour}; padding:0.4em 0.8em; border-radius:4px'>"
                 f"<strong>{'correct' if self.ok else 'not yet'}:</strong> {escape_text(self.message)}</div>")
 
 

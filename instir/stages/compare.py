@@ -26,6 +26,7 @@ from instir.papers import (
     match_systems,
     not_comparable_reason,
 )
+from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, report_layout
 from instir.retrieval.runs import read_sidecar, run_windowing
 from instir.systems.coverage import coverage_matrix
@@ -84,11 +85,11 @@ class PaperComparison:
         return [(metric, rows) for metric, rows in self._levelled() if len(rows) >= MIN_POINTS]
 
     def plot_notes(self) -> list[str]:
-        """A line for each plot left out because it would show a single point."""
+        """A line (Markdown) for each plot left out because it would show a single point."""
         notes = []
         if len(self.compared) == 1:
             notes.append("One aligned number: no scatter of reproduced against reported (the table above has it).")
-        notes += [f"{metric} per level: one aligned number, no curve (the table above has it)."
+        notes += [f"{markdown_text(metric)} per level: one aligned number, no curve (the table above has it)."
                   for metric, rows in self._levelled() if len(rows) < MIN_POINTS]
         return notes
 

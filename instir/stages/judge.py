@@ -27,7 +27,7 @@ from instir.judge.outcomes import error_counts
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
 from instir.parameters import names
 from instir.report.explain import said_once
-from instir.report.html import escape_text
+from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
@@ -170,10 +170,10 @@ class Judging:
     def judged_statement(self) -> str:
         """How many judgments stand behind the page's figures, by whom, made now or cached (Markdown)."""
         judged = self.instfol.instances.groupby("benchmark")["qid"].nunique()
-        per_benchmark = escape_text(", ".join(f"{name}: {n}" for name, n in judged.items()))
+        per_benchmark = markdown_text(", ".join(f"{name}: {n}" for name, n in judged.items()))
         stats = self.judge.stats
         systems = self.instfol.instances["system"].nunique()
-        return (f"Judge `{escape_text(self.judge.name)}` / `{escape_text(self.judge.model)}` judged "
+        return (f"Judge {markdown_code(self.judge.name)} / {markdown_code(self.judge.model)} judged "
                 f"**{len(self.pairs)} gold pairs** for the validation and **{judged.sum()} instance(s)** for "
                 f"InstFol@20 ({per_benchmark}), each with the instructed and the query-only top-20 of {systems} "
                 f"retriever(s). "
@@ -190,15 +190,14 @@ class Judging:
         counts = error_counts(warnings, limit=3)
         if not len(counts):
             return ""
-        listed = "; ".join(f"{escape_text(row.error)} ({row.judgments})" for row in counts.itertuples(index=False))
+        listed = "; ".join(f"{markdown_text(row.error)} ({row.judgments})" for row in counts.itertuples(index=False))
         return (f" **{int(counts['judgments'].sum())} judgment(s) carry a warning** and are counted nonetheless: "
                 f"{listed}.")
 
     def stability_statement(self) -> str:
         """Each system's verdict on the judge's spread (Markdown, escaped), what the verdicts share
         (a deterministic judge) said once (:func:`instir.report.explain.said_once`)."""
-        return said_once([(f"{escape_text(name)} / {escape_text(system)}", escape_text(verdict))
-                          for name, system, verdict in self.verdicts])
+        return said_once([(f"{name} / {system}", verdict) for name, system, verdict in self.verdicts])
 
     def stability_table(self) -> pd.DataFrame:
         """The judge spread next to the query-sample spread (×100, two decimals), indexed by

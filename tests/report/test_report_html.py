@@ -1,9 +1,15 @@
 """Corpus text and tables always reach HTML escaped; every table goes through ``present``."""
 
+import itertools
+import re
+from html.parser import HTMLParser
+
 import pandas as pd
+import pytest
 
 from instir.benchmarks.types import Doc, Query
 from instir.report import HTML, docs_table, escape_text, present, queries_table, text_block
+from instir.report.html import NO_MATH, markdown_code, markdown_text, plot_text, safe_url
 
 SCRIPT = "<script>alert('x')</script>"
 
@@ -46,3 +52,203 @@ def test_every_rendered_report_links_back_to_the_index(tmp_path):
     nbformat.write(nb, executed)
     html = render_html(executed, tmp_path / "01_x.html").read_text()
     assert '<a href="../index.html">' in html and html.index("../index.html") < html.index("hello")
+
+
+# ---------------------------------------------------------------- Markdown: one escaping path
+
+#: values that would be markup if a Markdown cell read them raw: each construct of Markdown, GFM,
+#: raw HTML, entities and TeX (JupyterLab's MathJax) a data field or a parameter could carry
+HOSTILE = [
+    "g`[clk](javascript:alert(1))`",  # the FAIL row of issue 24: a backtick closes the code span
+    "``double`` `single` ```triple```",
+    "[x](javascript:alert(1))", "[x]( javascript:alert(1) )", "[x][r] [r]: javascript:alert(1)",
+    "[r]: javascript:alert(1)", "![i](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "<javascript:alert(1)>", "<https://evil.example/>", "<mail@evil.example>",
+    "https://evil.example/x www.evil.example mail@evil.example",
+    "*em* _em_ **strong** __strong__ ~~strike~~ ***both***",
+    "<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<a href='javascript:alert(1)'>x</a>",
+    "<!-- c --> <![CDATA[x]]> <?php x ?>",
+    "&lt;script&gt; &amp; &#106;avascript&colon;alert(1) &quot;",
+    "# h", "###### h", "1. list", "1) list", "- list", "+ list", "* list", "> quote", "    indented", "---",
+    "=== ", "| a | b |", ": definition", "- [ ] task", "```python", "~~~",
+    "l1\n\n<script>alert(1)</script>\n# h\n    code\n[r]: javascript:alert(1)", "a\r\nb\u2028c\u2029d\te",
+    "$\\href{javascript:alert(1)}{x}$", "$$\\href{javascript:alert(1)}{x}$$", "\\(x\\) \\[y\\]",
+    "\\begin{equation}x\\end{equation}", "back\\slash \\` \\*", "trailing \\", "two spaces  ", "  both ends  ",
+    "naïve — ☃ 𝑥", "a|b", "x\\|y",
+]
+
+#: where a notebook puts text into Markdown (``{}``: the value)
+CONTEXTS = ["{}", "before {} after", "### heading {}", "- item {}", "**{}**", "*{}*",
+            "| h |\n|---|\n| {} |", "1. {}\n2. next", "> {}"]
+
+
+class _Events(HTMLParser):
+    """Start and end tags with their attributes (ids and in-page anchors normalised, as
+    headings derive them from their text), and the text, entities decoded."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        kept = tuple((k, "#" if k == "href" and (v or "").startswith("#") else v) for k, v in attrs if k != "id")
+        self.tags.append(("start", tag, kept))
+
+    def handle_endtag(self, tag):
+        self.tags.append(("end", tag))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _events(rendered: str) -> tuple[list[tuple], str]:
+    parser = _Events()
+    parser.feed(rendered)
+    parser.close()
+    return parser.tags, "".join("".join(parser.text).split())  # the text, whitespace aside
+
+
+def _renderers():
+    """nbconvert's Markdown renderer (mistune 3: what the HTML reports are made with), and
+    markdown-it-py's CommonMark with GFM tables and strikethrough as a second reading where it
+    is installed (it comes with rich)."""
+    from markdown_render import rendered_html
+
+    renderers = {"nbconvert (mistune)": rendered_html}
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        return renderers
+    return {**renderers, "markdown-it (CommonMark)": MarkdownIt("commonmark").enable(["table", "strikethrough"]).render}
+
+
+def _shown(value: str) -> str:
+    return "".join(value.split())
+
+
+def test_nbconvert_renders_markdown_with_mistune_and_keeps_javascript_links():
+    """What the reports are rendered with (so what the tests below check against): mistune,
+    which passes raw HTML through and allows any link scheme."""
+    import nbconvert.filters.markdown_mistune as renderer
+
+    assert renderer.MISTUNE_V3
+    out = renderer.markdown2html_mistune("[x](javascript:alert(1)) <b>raw</b>")
+    assert 'href="javascript:alert(1)"' in out and "<b>raw</b>" in out
+
+
+def test_escape_text_inside_backticks_let_a_backtick_end_the_code_span():
+    """The FAIL row of issue 24, as the notebooks wrote it before: a link that runs script."""
+    from markdown_render import rendered_html
+
+    old = rendered_html(f"### x: group `{escape_text(HOSTILE[0])}`")
+    assert '<a href="javascript:alert(1)">clk</a>' in old
+    new = rendered_html(f"### x: group {markdown_code(HOSTILE[0])}")
+    assert "<a href=\"javascript" not in new and "<code>g`[clk](javascript:alert(1))`</code>" in new
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+def test_markdown_text_renders_as_exactly_its_text_in_every_context(value):
+    for (name, render), context in itertools.product(_renderers().items(), CONTEXTS):
+        plain = context.format("PLACEHOLDER")
+        if "$" in value or "\\" in value:
+            plain = context.format(f'<span class="{NO_MATH}">PLACEHOLDER</span>')
+        tags, text = _events(render(context.format(markdown_text(value))))
+        want_tags, want_text = _events(render(plain))
+        assert tags == want_tags, (name, value, context)  # no element, attribute or link of the value's own
+        assert text == want_text.replace("PLACEHOLDER", _shown(value)), (name, value, context)
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+def test_markdown_code_is_one_code_element_holding_exactly_the_value(value):
+    for (name, render), context in itertools.product(_renderers().items(), CONTEXTS):
+        tags, text = _events(render(context.format(markdown_code(value))))
+        want_tags, want_text = _events(render(context.format("<code>PLACEHOLDER</code>")))
+        assert tags == want_tags, (name, value, context)
+        assert text == want_text.replace("PLACEHOLDER", _shown(value)), (name, value, context)
+
+
+def test_markdown_text_cuts_and_keeps_one_line():
+    assert markdown_text("abcdef", 3) == "abc…" and markdown_code("abcdef", 3) == "<code>abc…</code>"
+    assert markdown_text("a\n\nb") == "a b" and markdown_text(None) == markdown_text("") == ""
+    assert markdown_text(42) == "42"
+    assert markdown_text("plain words, numbers 1; 2/3 50%?") == "plain words, numbers 1; 2/3 50%?"
+
+
+def test_math_in_the_data_never_reaches_mathjax():
+    """JupyterLab takes ``$…$`` and ``\\(…\\)`` out of a Markdown source as math and typesets the
+    rendered output: the value's ``$`` and ``\\`` are entities in the source, the value sits in
+    a container MathJax ignores, and code is never typeset."""
+    out = markdown_text("$\\href{javascript:alert(1)}{x}$")
+    assert "$" not in out and "\\h" not in out and out.startswith(f'<span class="{NO_MATH}">')
+    assert "$" not in markdown_code("$x$") and markdown_code("$x$").startswith("<code>")
+    assert NO_MATH in text_block("$x$") and NO_MATH in present(pd.DataFrame({"a": ["$x$"]}), "t")
+
+
+def test_safe_url_is_an_absolute_http_url_or_none():
+    for url in ("https://arxiv.org/abs/2402.14334", "http://x.org", "HTTPS://X.ORG/a?b=c#d"):
+        assert safe_url(url) == url
+    for bad in ("javascript:alert(1)", "JavaScript:alert(1)", " javascript:alert(1)", "java\tscript:alert(1)",
+                "data:text/html,<script>alert(1)</script>", "vbscript:x", "file:///etc/passwd", "//evil.example/x",
+                "/relative", "relative.html", "https:/x", "https://", "http://a b", "https://x\nevil", "https://x\x00",
+                "https:\\\\evil.example", "", None, 3, ["https://x.org"]):
+        assert safe_url(bad) is None, bad
+    assert safe_url(" https://x.org\n") == "https://x.org"
+
+
+def test_present_links_only_http_urls_and_escapes_the_rest():
+    out = present(pd.DataFrame({"source": ["https://ok.example/a", "javascript:alert(1)", "data:text/html,x",
+                                           "https:/x", "//evil.example"]}), "t")
+    assert re.findall(r'href="([^"]*)"', out) == ["https://ok.example/a"]
+    assert "javascript:alert(1)" in out and "data:text/html,x" in out
+
+
+def test_plot_text_never_starts_mathtext_and_keeps_legend_entries():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label=plot_text("_hidden $\\frac{$"))
+    ax.set_title(plot_text("$\\href{javascript:alert(1)}{x}$"))
+    ax.legend()
+    fig.canvas.draw()  # a raw "$\frac{$" raises ValueError here
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["\u200b_hidden \\$\\frac{\\$"]
+    plt.close(fig)
+
+
+def test_every_kind_of_output_of_hostile_text_renders_without_markup(tmp_path):
+    """What a report page makes of each output a cell can leave with text from the data: a
+    Markdown display (through markdown_text/markdown_code), present()'s HTML, printed text, a
+    plain repr and an error with ANSI colours, rendered by the reports' nbconvert template."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from instir.pipeline import render_html
+
+    hostile = ("g`[clk](javascript:alert(1))` <img src=x onerror=alert(2)> <script>alert(3)</script> "
+               "[x](https://e.example)")
+    outputs = [
+        new_output("display_data", data={"text/markdown": f"### {markdown_text(hostile)}: {markdown_code(hostile)}"}),
+        new_output("display_data", data={"text/html": str(present(pd.DataFrame({"id": [hostile]}), hostile))}),
+        new_output("stream", name="stdout", text=hostile + "\n"),
+        new_output("execute_result", data={"text/plain": hostile}, execution_count=1),
+        new_output("error", ename="FormatError", evalue=hostile, traceback=[f"\x1b[31mFormatError\x1b[0m: {hostile}"]),
+    ]
+    nb = new_notebook(cells=[new_code_cell("x", outputs=outputs, execution_count=1)])
+    nbformat.write(nb, tmp_path / "01_x.ipynb")
+    page = render_html(tmp_path / "01_x.ipynb", tmp_path / "01_x.html").read_text(encoding="utf-8")
+    body = page[page.index("<body"):]
+
+    class Tags(HTMLParser):
+        found: list = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found.append((tag, dict(attrs)))
+
+    parser = Tags()
+    parser.feed(body)
+    assert not [t for t, a in parser.found if t in ("script", "img", "iframe") or any(k.startswith("on") for k in a)]
+    assert [a["href"] for t, a in parser.found if t == "a" and "href" in a and not a["href"].startswith("#")] == [
+        "../index.html"]

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from markdown_render import rendered_html, rendered_text
 
 from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report, user_path
 
@@ -23,8 +24,8 @@ def test_start_report_loads_the_benchmarks_and_records_their_data(tmp_path):
     assert report.layout.root == out and list(report.benchmarks) == ["instructir-sample", "ifir-sample/fiqa"]
     recorded = json.loads(report.layout.datasets.read_text())
     assert set(recorded) == {"instructir-sample", "ifir-sample/fiqa"} and recorded["ifir-sample/fiqa"]["sample"]
-    assert report.summary.splitlines()[0].startswith("- instructir-sample [instructed] (bundled SAMPLE")
-    assert "revision `bundled-" in report.summary
+    assert rendered_text(report.summary.splitlines()[0]).startswith("instructir-sample [instructed] (bundled SAMPLE")
+    assert "revision <code>bundled-" in rendered_html(report.summary)
 
 
 def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 notebooks show is computed here, where a test reaches it."""
 
 import pandas as pd
+from markdown_render import rendered_text
 
 from instir.stages.compare import PaperComparison
 
@@ -18,12 +19,13 @@ def _rows(levels: list[object], metric: str = "InstFol@20") -> pd.DataFrame:
 def test_a_plot_of_one_point_is_left_out_and_a_line_says_so():
     one = _comparison(_rows([1.0]))
     assert one.scatter_rows() is None and one.per_level() == []
-    assert one.plot_notes() == [
+    assert [rendered_text(note) for note in one.plot_notes()] == [
         "One aligned number: no scatter of reproduced against reported (the table above has it).",
         "InstFol@20 per level: one aligned number, no curve (the table above has it)."]
     mixed = _comparison(pd.concat([_rows([1.0, 2.0, None]), _rows([3.0], "nDCG@20")], ignore_index=True))
     assert len(mixed.scatter_rows()) == 4 and [metric for metric, _ in mixed.per_level()] == ["InstFol@20"]
-    assert mixed.plot_notes() == ["nDCG@20 per level: one aligned number, no curve (the table above has it)."]
+    assert [rendered_text(note) for note in mixed.plot_notes()] == [
+        "nDCG@20 per level: one aligned number, no curve (the table above has it)."]
 
 
 def test_the_appendix_lists_each_known_reason_once_instfol_first():
