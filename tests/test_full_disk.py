@@ -1,0 +1,140 @@
+"""Crash-safe writes (issue 24, item 3): on a full disk or a failing device every write of the
+kit is one error naming the file, nothing is left half-written, temporaries are removed, and
+a set of files that belong together is seen whole, old or new.
+
+Two kinds of full disk (:mod:`full_disk`): a real small tmpfs in a private mount namespace
+(skipped where the kernel allows none) and a simulated one in process (everywhere)."""
+
+import errno
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from full_disk import SimulatedDisk
+
+from instir import atomic
+from instir.report.layout import ReportLayout
+
+PACKAGE = Path(__file__).resolve().parents[1] / "instir"
+NOTEBOOKS = Path(__file__).resolve().parent / "fixtures" / "notebooks"
+
+
+@pytest.fixture(autouse=True)
+def _no_bars(monkeypatch):
+    """No progress bars on stderr: the tests read the one line an error prints."""
+    monkeypatch.setenv("INSTIR_PROGRESS", "0")
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def _hidden(folder: Path) -> list[str]:
+    """Temporaries and journals left in ``folder`` (every name the kit writes for itself starts with a dot)."""
+    return sorted(p.name for p in folder.rglob(".*") if p.name != ".instir-run.lock")
+
+
+def _runs(sample, rank: int) -> pd.DataFrame:
+    """Each query retrieves 5 documents, its relevant one at ``rank``."""
+    docs = list(sample.corpus.ids())[:8]
+    rows = []
+    for qid, rel in sample.qrels.items():
+        target = next(iter(rel))
+        ranked = [d for d in docs if d != target][:4]
+        ranked.insert(rank - 1, target)
+        rows += [(qid, d, 10.0 - i) for i, d in enumerate(ranked)]
+    return pd.DataFrame(rows, columns=["qid", "docid", "score"])
+
+
+# ------------------------------------------------------------------ sets of files (atomic.write_files)
+
+
+def _old_set(folder: Path) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("a.csv", "b.csv", "c.json"):
+        (folder / name).write_text(f"old {name}\n")
+    return _hashes(folder)
+
+
+NEW_SET = {"a.csv": "new a\n" * 200, "b.csv": "new b\n" * 200, "c.json": '{"new": true}\n'}
+
+
+def test_a_full_disk_replaces_no_file_of_a_set_and_leaves_no_temporary(tmp_path, monkeypatch):
+    before = _old_set(tmp_path)
+    SimulatedDisk.under(monkeypatch, tmp_path, free=1500)  # a.csv fits, b.csv does not
+    with pytest.raises(OSError) as failed:
+        atomic.write_files({tmp_path / n: text for n, text in NEW_SET.items()})
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(tmp_path / "b.csv")
+    assert _hashes(tmp_path) == before and _hidden(tmp_path) == []
+
+
+def _crash_at_rename(monkeypatch, n: int):
+    """The n-th os.replace (the journal's is the first) raises, as if the process died there."""
+    real, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == n:
+            raise KeyboardInterrupt("killed")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+
+
+def test_a_writer_killed_between_two_renames_is_finished_by_the_next_reader(tmp_path, monkeypatch):
+    metrics = tmp_path / "metrics"
+    _old_set(metrics)
+    with pytest.MonkeyPatch.context() as killed:
+        _crash_at_rename(killed, 3)  # journal in place, a.csv renamed, b.csv and c.json not yet
+        with pytest.raises(KeyboardInterrupt):
+            atomic.write_files({metrics / n: text for n, text in NEW_SET.items()})
+    assert (metrics / "a.csv").read_text() == NEW_SET["a.csv"] and (metrics / "b.csv").read_text() == "old b.csv\n"
+    ReportLayout(tmp_path).require(metrics / "b.csv")  # a reader of the kit finishes the set first
+    assert {n: (metrics / n).read_text() for n in NEW_SET} == NEW_SET and _hidden(metrics) == []
+
+
+def test_a_killed_writer_is_finished_by_the_next_writer_and_a_crash_before_the_journal_keeps_the_old_set(
+        tmp_path, monkeypatch):
+    before = _old_set(tmp_path)
+    with pytest.MonkeyPatch.context() as killed:
+        _crash_at_rename(killed, 1)  # the journal's own rename: nothing of the new set is in place
+        with pytest.raises(KeyboardInterrupt):
+            atomic.write_files({tmp_path / n: text for n, text in NEW_SET.items()})
+    assert _hashes(tmp_path) == before and _hidden(tmp_path) == []
+    with pytest.MonkeyPatch.context() as killed:
+        _crash_at_rename(killed, 2)
+        with pytest.raises(KeyboardInterrupt):
+            atomic.write_files({tmp_path / n: text for n, text in NEW_SET.items()})
+    atomic.write_files({tmp_path / "d.txt": "other set\n"})  # settles the interrupted one first
+    assert {n: (tmp_path / n).read_text() for n in NEW_SET} == NEW_SET and _hidden(tmp_path) == []
+
+
+def test_a_live_writers_journal_is_left_to_it(tmp_path):
+    import fcntl
+
+    _old_set(tmp_path)
+    (tmp_path / ".a.csv.x.tmp").write_text("new a\n")
+    journal = tmp_path / f"{atomic.JOURNAL_PREFIX}x.json"
+    journal.write_text(json.dumps({"replace": [[".a.csv.x.tmp", "a.csv"]], "remove": ["b.csv"]}))
+    fd = os.open(journal, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # its writer is alive
+        assert atomic.settle(tmp_path) == 0 and (tmp_path / "a.csv").read_text() == "old a.csv\n"
+    finally:
+        os.close(fd)
+    assert atomic.settle(tmp_path) == 1
+    assert (tmp_path / "a.csv").read_text() == "new a\n" and not (tmp_path / "b.csv").exists()
+
+
+def test_a_journal_naming_files_outside_its_folder_is_not_followed(tmp_path):
+    (tmp_path / "victim").write_text("kept")
+    inner = tmp_path / "set"
+    inner.mkdir()
+    journal = inner / f"{atomic.JOURNAL_PREFIX}x.json"
+    journal.write_text(json.dumps({"replace": [], "remove": ["../victim"]}))
+    with pytest.warns(UserWarning, match="unreadable journal"):
+        assert atomic.settle(inner) == 0
+    assert (tmp_path / "victim").read_text() == "kept" and not journal.exists()
