@@ -11,12 +11,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-from full_disk import SimulatedDisk
+from full_disk import SimulatedDisk, run_on_full_disk
 
 from instir import atomic
 from instir.report.layout import ReportLayout
+from instir.retrieval.embedding_cache import EmbeddingCache, in_chunks
 
 PACKAGE = Path(__file__).resolve().parents[1] / "instir"
 NOTEBOOKS = Path(__file__).resolve().parent / "fixtures" / "notebooks"
@@ -138,3 +140,56 @@ def test_a_journal_naming_files_outside_its_folder_is_not_followed(tmp_path):
     with pytest.warns(UserWarning, match="unreadable journal"):
         assert atomic.settle(inner) == 0
     assert (tmp_path / "victim").read_text() == "kept" and not journal.exists()
+
+
+# ------------------------------------------------------------------ the embedding matrix
+
+
+def test_a_full_disk_while_embeddings_are_joined_is_an_error_naming_the_matrix_not_a_sigbus(tmp_path):
+    # 512 x 384 float32: the chunks (768 KiB) fit on the 1 MiB disk, the joined matrix beside them does not
+    # (before: the matrix was joined through a memory map, and the process died of SIGBUS, rc 135, no message)
+    result, output = run_on_full_disk(tmp_path, '''
+        import numpy as np
+        from instir.retrieval.embedding_cache import EmbeddingCache
+        cache = EmbeddingCache(DISK / "embeddings", chunk_size=64, progress=False)
+        try:
+            cache.embed({"model": "fake"}, [f"doc {i}" for i in range(512)],
+                        lambda chunk: np.ones((len(chunk), 384), np.float32), label="fake")
+            report(error=None, files=listing())
+        except OSError as err:
+            report(error=[err.errno, err.filename, str(err)], files=listing())
+    ''', size_kib=1024)
+    assert result["error"] is not None, output
+    code, filename, _ = result["error"]
+    assert code == errno.ENOSPC and filename.endswith("/embeddings.npy")
+    assert not [f for f in result["files"] if f.endswith(".tmp")]  # no .embeddings.npy.*.tmp left behind
+    assert sum(f.endswith(".npy") for f in result["files"]) == 8  # the encoded chunks are kept for the rerun
+
+
+def test_the_embedding_matrix_is_written_with_plain_writes_after_its_size_is_reserved(tmp_path, monkeypatch):
+    real_open_memmap = np.lib.format.open_memmap
+
+    def open_memmap(filename, mode="r+", *args, **kwargs):
+        assert mode == "r", f"{filename} written through a memory map ({mode}): SIGBUS on a full disk"
+        return real_open_memmap(filename, mode, *args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "open_memmap", open_memmap)
+    cache = EmbeddingCache(tmp_path / "emb", chunk_size=4, progress=False)
+    items, encoder = [f"doc {i}" for i in range(10)], {"model": "fake"}
+    entry = cache.entry_dir("fake", cache.key(encoder, items))
+
+    def encode(chunk):
+        return np.full((len(chunk), 8), 0.5, np.float32)
+
+    for index, chunk in enumerate(in_chunks(items, 4)):
+        cache.write_chunk(entry, index, chunk, encode)
+    with pytest.MonkeyPatch.context() as full:
+        disk = SimulatedDisk.under(full, entry, free=100)
+        with pytest.raises(OSError) as failed:
+            cache.embed(encoder, items, encode, label="fake")
+        assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(entry / "embeddings.npy")
+        assert disk.refused and disk.refused[0].name.startswith(".embeddings.npy.")  # refused at the reservation
+    assert _hidden(entry) == [] and not (entry / "embeddings.npy").exists()
+    again = cache.embed(encoder, items, encode, label="fake")  # space again: the kept chunks are joined
+    assert again.encoded == 0 and again.matrix.shape == (10, 8) and float(again.matrix.min()) == 0.5
+    assert cache.verified_matrix(entry) is not None  # the checksum computed while writing is the file's
