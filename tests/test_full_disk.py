@@ -17,6 +17,7 @@ import pytest
 from full_disk import SimulatedDisk, run_on_full_disk
 
 from instir import atomic
+from instir.cli import main as cli
 from instir.report.layout import ReportLayout
 from instir.retrieval.embedding_cache import EmbeddingCache, in_chunks
 
@@ -193,3 +194,113 @@ def test_the_embedding_matrix_is_written_with_plain_writes_after_its_size_is_res
     again = cache.embed(encoder, items, encode, label="fake")  # space again: the kept chunks are joined
     assert again.encoded == 0 and again.matrix.shape == (10, 8) and float(again.matrix.min()) == 0.5
     assert cache.verified_matrix(entry) is not None  # the checksum computed while writing is the file's
+
+
+# ------------------------------------------------------------------ instir evaluate: one set of files
+
+EVALUATE_SCRIPT = '''
+    import contextlib, hashlib, io
+    import pandas as pd
+    from instir.benchmarks import load_benchmark
+    from instir.cli import main
+    from instir.retrieval.runs import Run, write_run
+
+    bench = load_benchmark("instructir-sample")
+    docs = list(bench.corpus.ids())[:8]
+    def run(rank):
+        rows = []
+        for qid, rel in bench.qrels.items():
+            target = next(iter(rel))
+            ranked = [d for d in docs if d != target][:4]
+            ranked.insert(rank - 1, target)
+            rows += [(qid, d, 10.0 - i) for i, d in enumerate(ranked)]
+        return Run(pd.DataFrame(rows, columns=["qid", "docid", "score"]))
+    runs = DISK.parent / "runs"
+    strong, weak = write_run(run(1), runs / "strong.trec"), write_run(run(3), runs / "weak.trec")
+    out = DISK / "eval"
+    def hashes():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())}
+    common = ["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), "--run", str(weak),
+              "--out", str(out), "--resamples", "99"]
+    assert main([*common, "--measures", "nDCG@10"]) == 0
+    before = hashes()
+    fill(8192)  # room for the new summary table, not for the new per-query values (all measures now)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(common)
+    report(rc=rc, stderr=err.getvalue(), before=before, after=hashes(), files=listing(out))
+'''
+
+
+def test_instir_evaluate_over_an_earlier_evaluation_on_a_full_disk_keeps_the_earlier_set_whole(tmp_path):
+    # before: the summary CSV was replaced, the per-query CSV truncated mid-row, the JSON left from the old run
+    result, output = run_on_full_disk(tmp_path, EVALUATE_SCRIPT, size_kib=2048, timeout=300)
+    assert result["rc"] == 2, output
+    line = result["stderr"].strip()
+    assert "\n" not in line and line.startswith("instir evaluate: No space left on device: "), line
+    assert f"{tmp_path}/disk/eval/evaluation-instructir-sample-instructed" in line
+    assert result["after"] == result["before"] and len(result["before"]) == 5
+    assert result["files"] == sorted(result["before"])  # no temporary, no journal
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval.runs import Run, write_run
+
+    sample = load_benchmark("instructir-sample")
+    folder = tmp_path_factory.mktemp("runs")
+    return (write_run(Run(_runs(sample, 1)), folder / "strong.trec"),
+            write_run(Run(_runs(sample, 3)), folder / "weak.trec"))
+
+
+def _evaluate(runs, out: Path, *more: str) -> int:
+    argv = ["evaluate", "--benchmark", "instructir-sample", "--out", str(out), "--resamples", "99", *more]
+    for run in runs:
+        argv += ["--run", str(run)]
+    return cli(argv)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_a_failing_disk_under_instir_evaluate_is_one_line_naming_the_file_and_the_old_set_stays(
+        two_runs, tmp_path, monkeypatch, capsys, code):
+    out = tmp_path / "eval"
+    assert _evaluate(two_runs, out, "--measures", "nDCG@10") == 0
+    before = _hashes(out)
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as full:
+        SimulatedDisk.under(full, out, free=3000, code=code)
+        assert _evaluate(two_runs, out) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"instir evaluate: {os.strerror(code)}: {out}/evaluation-"), err
+    assert _hashes(out) == before and _hidden(out) == []
+
+
+def test_an_evaluation_with_one_run_removes_the_comparisons_of_an_earlier_one(two_runs, tmp_path):
+    out = tmp_path / "eval"
+    assert _evaluate(two_runs, out) == 0
+    assert (out / "evaluation-instructir-sample-instructed-comparisons.csv").is_file()
+    assert _evaluate(two_runs[:1], out) == 0
+    files = _hashes(out)
+    assert sorted(files) == sorted(f"evaluation-instructir-sample-instructed{s}"
+                                   for s in (".csv", ".json", "-per-query.csv"))
+    recorded = json.loads((out / "evaluation-instructir-sample-instructed.json").read_text())["files"]
+    assert recorded == {name: digest for name, digest in files.items() if not name.endswith(".json")}
+
+
+def test_the_metrics_stage_on_a_full_disk_keeps_the_last_evaluations_files(tmp_path, monkeypatch):
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval.runs import Run
+    from instir.stages.evaluate import score_run, write_metrics
+
+    sample = load_benchmark("instructir-sample")
+    layout = ReportLayout(tmp_path)
+    runs = pd.DataFrame({"benchmark": ["instructir-sample"] * 2, "system": ["strong", "weak"]})
+    scores = [score_run(sample, Run(_runs(sample, rank)), system) for rank, system in ((1, "strong"), (3, "weak"))]
+    write_metrics(layout, runs, scores)
+    before = _hashes(layout.metrics)
+    SimulatedDisk.under(monkeypatch, layout.metrics, free=4000)
+    with pytest.raises(OSError, match="No space left on device") as failed:
+        write_metrics(layout, runs[:1], scores[:1])
+    assert Path(failed.value.filename).parent == layout.metrics
+    assert _hashes(layout.metrics) == before and _hidden(layout.metrics) == []

@@ -99,8 +99,7 @@ def run_cell(cell: Cell, out_dir: str | Path, *, k: int = 100, data_root: str | 
         check = previous["check"] if scores_current else None
         if not scores_current:
             scores = score_run(bench, run, row["system"])
-            for name in FRAMES:
-                atomic.write_frame(files[name], getattr(scores, name))
+            atomic.write_frames({files[name]: getattr(scores, name) for name in FRAMES})
             check = asdict(scores.check)
         if scores_current:
             row = {**previous["row"], "reused": True}
