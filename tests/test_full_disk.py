@@ -304,3 +304,62 @@ def test_the_metrics_stage_on_a_full_disk_keeps_the_last_evaluations_files(tmp_p
         write_metrics(layout, runs[:1], scores[:1])
     assert Path(failed.value.filename).parent == layout.metrics
     assert _hashes(layout.metrics) == before and _hidden(layout.metrics) == []
+
+
+# ------------------------------------------------------------------ instir run: the pages and report.json
+
+
+def _fake_papermill(monkeypatch):
+    """papermill without a kernel: the notebook as it is, with papermill's metadata."""
+    import nbformat
+    import papermill
+
+    def execute_notebook(source, output, **kwargs):
+        notebook = nbformat.read(source, as_version=4)
+        notebook.metadata["papermill"] = {"input_path": source, "output_path": output}
+        nbformat.write(notebook, output)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+
+
+def test_a_page_that_cannot_be_written_ends_the_run_failed_with_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    # before: 01_table.html truncated, report.json left at "running", a traceback
+    _fake_papermill(monkeypatch)
+    out = tmp_path / "reports" / "r"
+    SimulatedDisk(monkeypatch, lambda path: path.name.startswith(".01_table.html."), free=4096)
+    rc = cli(["run", "--out", str(out), "--notebooks", str(NOTEBOOKS)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == f"instir run: No space left on device: {out}/01_table.html\n"
+    meta = json.loads((out / "report.json").read_text())
+    assert meta["status"] == "failed" and meta["finished"]
+    assert meta["error"] == f"01_table.ipynb: could not write {out}/01_table.html: No space left on device"
+    assert [(n["name"], n["status"], n["html"]) for n in meta["notebooks"]] == [("01_table", "failed", None)]
+    assert not (out / "01_table.html").exists() and _hidden(out) == []
+    executed = json.loads((out / "01_table.ipynb").read_text())
+    assert executed["metadata"]["papermill"]["output_path"] == str(out / "01_table.ipynb")
+    assert '<span class="failed">failed</span>' in (out.parent / "index.html").read_text()
+
+
+def test_instir_run_on_a_full_disk_leaves_no_truncated_page_and_a_failed_report(tmp_path):
+    result, output = run_on_full_disk(tmp_path, f'''
+        import contextlib, io, nbformat, papermill
+        from instir.cli import main
+
+        def execute_notebook(source, output, **kwargs):
+            notebook = nbformat.read(source, as_version=4)
+            notebook.metadata["papermill"] = {{"output_path": output}}
+            nbformat.write(notebook, output)
+        papermill.execute_notebook = execute_notebook
+        out = DISK / "reports" / "r"
+        fill(48 * 1024)  # the notebook, report.json and the index fit; a 260 KB page does not
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            rc = main(["run", "--out", str(out), "--notebooks", {str(NOTEBOOKS)!r}])
+        report(rc=rc, stderr=err.getvalue(), meta=json.loads((out / "report.json").read_text()),
+               files=listing(out), hidden=sorted(p.name for p in out.glob(".*")))
+    ''', size_kib=1024)
+    out = f"{tmp_path}/disk/reports/r"
+    assert result["rc"] == 2, output
+    assert result["stderr"] == f"instir run: No space left on device: {out}/01_table.html\n"
+    assert result["meta"]["status"] == "failed" and "could not write" in result["meta"]["error"]
+    assert "01_table.html" not in result["files"] and result["hidden"] == [".instir-run.lock"]
