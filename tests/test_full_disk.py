@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -363,3 +364,43 @@ def test_instir_run_on_a_full_disk_leaves_no_truncated_page_and_a_failed_report(
     assert result["stderr"] == f"instir run: No space left on device: {out}/01_table.html\n"
     assert result["meta"]["status"] == "failed" and "could not write" in result["meta"]["error"]
     assert "01_table.html" not in result["files"] and result["hidden"] == [".instir-run.lock"]
+
+
+# ------------------------------------------------------------------ SQLite caches
+
+
+def _request():
+    from instir.judge.rubrics import rubric_for
+    from instir.judge.types import JudgeRequest
+
+    return JudgeRequest("a query", "an instruction", "x" * 20_000, rubric_for("fiqa", 1))
+
+
+def test_a_full_judgment_cache_is_an_error_naming_the_file(tmp_path):
+    from instir.cli import describe
+    from instir.judge.cache import JudgmentCache
+    from instir.judge.types import Judgment
+
+    path = tmp_path / "judge" / "judgments.sqlite"
+    with JudgmentCache(path) as cache:
+        pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+        cache._db.execute(f"PRAGMA max_page_count = {pages + 1}")  # SQLite's own "database or disk is full"
+        with pytest.raises(OSError) as failed:
+            cache.store("b", "m", _request(), Judgment(score=1, weighted=1.0, probs=None, weighting="parsed",
+                                                       raw="y" * 50_000))
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(path)
+    assert describe(failed.value) == ("No space left on device (SQLite: database or disk is full): "
+                                      f"{path}")
+
+
+def test_a_full_rerank_score_cache_is_an_error_naming_the_file(tmp_path):
+    from instir.retrieval.score_cache import ScoreCache
+
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+    cache._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(OSError, match="database or disk is full") as failed:
+        cache.put({"model": "m"}, [(f"{i:064d}", 0.5) for i in range(5000)])
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(tmp_path / "scores.sqlite")
+    assert isinstance(failed.value.__cause__, sqlite3.OperationalError)
+    cache.close()
