@@ -5,6 +5,7 @@ a set of files that belong together is seen whole, old or new.
 Two kinds of full disk (:mod:`full_disk`): a real small tmpfs in a private mount namespace
 (skipped where the kernel allows none) and a simulated one in process (everywhere)."""
 
+import ast
 import errno
 import hashlib
 import json
@@ -404,3 +405,65 @@ def test_a_full_rerank_score_cache_is_an_error_naming_the_file(tmp_path):
     assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(tmp_path / "scores.sqlite")
     assert isinstance(failed.value.__cause__, sqlite3.OperationalError)
     cache.close()
+
+
+# ------------------------------------------------------------------ every write goes through instir.atomic
+
+#: writes allowed outside instir/atomic.py, and why
+ALLOWED = {("report/lock.py", "os.open"): "the run lock's holder line, rewritten in place while the lock is held"}
+
+_WRITE_METHODS = {"write_text", "write_bytes", "savefig", "tofile", "dump"}
+_FRAME_WRITERS = {"to_csv", "to_parquet", "to_json", "to_latex", "to_markdown", "to_excel", "to_pickle", "to_feather"}
+
+
+def _write_mode(call: ast.Call, position: int) -> bool:
+    mode = call.args[position] if len(call.args) > position else next(
+        (k.value for k in call.keywords if k.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
+
+
+def direct_writes(source: str) -> list[str]:
+    """``line: call`` for every call in ``source`` that writes a file other than through
+    :mod:`instir.atomic`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        dotted = ast.unparse(func)
+        if dotted.startswith("atomic."):
+            continue
+        writes = (
+            name in _WRITE_METHODS
+            or (name in _FRAME_WRITERS and (node.args or any(k.arg in ("path", "path_or_buf") for k in node.keywords)))
+            or dotted in ("np.save", "np.savez", "np.savez_compressed", "numpy.save", "json.dump", "pickle.dump",
+                          "shutil.copy", "shutil.copyfile", "shutil.copy2", "shutil.move")
+            or name in ("open_memmap", "memmap") and _write_mode(node, 1)
+            or (dotted == "open" and _write_mode(node, 1))
+            or (name == "open" and isinstance(func, ast.Attribute) and dotted != "os.open" and _write_mode(node, 0))
+            or (dotted == "os.open" and "O_CREAT" in ast.unparse(node))
+        )
+        if writes:
+            found.append((node.lineno, f"{node.lineno}: {dotted}"))
+    return [use for _, use in sorted(found)]
+
+
+def test_no_module_writes_a_file_except_through_the_atomic_writer():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = str(path.relative_to(PACKAGE))
+        if module == "atomic.py":
+            continue
+        for use in direct_writes(path.read_text(encoding="utf-8")):
+            if (module, use.split(": ", 1)[1]) not in ALLOWED:
+                found.append(f"{module}:{use}")
+    assert found == []
+
+
+def test_the_write_check_finds_direct_writes():
+    source = ("frame.to_csv(path, index=False)\ntext = frame.to_csv(index=False)\nPath(p).write_text('x')\n"
+              "with open(p, 'w') as fh:\n    json.dump({}, fh)\nwith open(p) as fh:\n    pass\n"
+              "np.lib.format.open_memmap(p, mode='w+', dtype='f4', shape=(2,))\nnp.load(p, mmap_mode='r')\n")
+    assert direct_writes(source) == ["1: frame.to_csv", "3: Path(p).write_text", "4: open", "5: json.dump",
+                                     "8: np.lib.format.open_memmap"]
