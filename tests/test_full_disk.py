@@ -308,6 +308,25 @@ def test_the_metrics_stage_on_a_full_disk_keeps_the_last_evaluations_files(tmp_p
     assert _hashes(layout.metrics) == before and _hidden(layout.metrics) == []
 
 
+def test_a_sweep_cell_on_a_full_disk_fails_alone_with_a_line_naming_the_file(tmp_path, monkeypatch):
+    import instir.stages.evaluate
+    from instir.distributed.grid import parse_grid
+    from instir.distributed.sweep import run_sweep
+
+    frame = tmp_path / "sweep" / "cells" / "x.per_query.parquet"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(frame))
+
+    monkeypatch.setattr(instir.stages.evaluate, "score_run", full)  # run_cell imports it when it runs
+    SimulatedDisk(monkeypatch, lambda path: ".error.txt." in path.name)  # nor is there room for the traceback
+    report = run_sweep(parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 10}), tmp_path,
+                       executor="serial")
+    assert report.count("failed") == 2
+    assert all(f"No space left on device: '{frame}'" in r.error for r in report.results.values())
+    assert not list((tmp_path / "sweep" / "cells").glob("*error.txt*"))
+
+
 # ------------------------------------------------------------------ instir run: the pages and report.json
 
 
