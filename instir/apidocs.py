@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import instir
+from instir import atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "api_examples.toml"
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PAGE} is out of date: run python -m instir.apidocs", file=sys.stderr)
             return 1
         return 0
-    PAGE.write_text(page, encoding="utf-8")
+    atomic.write_text(PAGE, page)
     print(f"wrote {PAGE}")
     return 0
 

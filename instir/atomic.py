@@ -5,19 +5,51 @@ never a half-written file that looks complete (runs, embedding chunks, manifests
 The files get the mode a plain ``open(path, "w")`` would give them (``0o666`` less the
 process umask: ``0644`` under the usual ``022``), not the ``0600`` of a bare
 :func:`tempfile.mkstemp`, so a team can share a reports folder or an embedding cache.
+
+Sets of files. :func:`write_files` replaces files that belong together (a summary table, its
+per-query values and the JSON that describes both) so that a reader sees the whole old set or
+the whole new one, never a mix: every file is written to a temporary beside it and flushed
+first (a full disk fails here, before anything is replaced), then a small journal naming the
+renames is written, the renames are made in order and the journal is removed. A process killed
+between two renames leaves its journal; the next :func:`write_files` into that folder, or a
+reader of the kit calling :func:`settle` (:meth:`instir.report.layout.ReportLayout.require`
+does), finishes the renames, since the new set was complete on disk before the first one.
+A writer holds a lock on its journal while it renames, so a reader never finishes the work of
+a writer that is still alive.
+
+Large files. :func:`stream` writes a file piece by piece (an embedding matrix joined from its
+chunks) with plain writes, after reserving its full size (:func:`os.posix_fallocate`): a full
+disk is an ``OSError`` before any data is copied, never the ``SIGBUS`` a memory-mapped file
+gets when the device has no block left for a page. No writer of the kit writes through a
+memory map.
+
+Errors. A write that fails with an ``OSError`` (no space left, an I/O error, a quota) is raised
+with the file it was writing as ``filename`` (a failed ``write(2)`` names none: ``[Errno 28] No
+space left on device``), so ``instir``'s one-line error and a notebook's name the file; the
+temporary file is removed on every failure, interrupts included.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import io
+import json
 import os
 import tempfile
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+#: bytes handed to one ``write(2)``
+BLOCK = 1 << 20
+
+#: the name a set's journal starts with (``.instir-set-<random>.json``, in the set's folder)
+JOURNAL_PREFIX = ".instir-set-"
 
 
 def _umask() -> int:
@@ -40,30 +72,200 @@ def file_mode() -> int:
     return 0o666 & ~_umask()
 
 
+#: errno values of a device that cannot take a write: no space, no quota left, an I/O error, a
+#: file-size limit, a read-only file system
+DEVICE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS})
+
+
+def device_error(err: BaseException) -> bool:
+    """Whether ``err`` is an ``OSError`` of :data:`DEVICE_ERRNOS` (the disk, not the program)."""
+    return isinstance(err, OSError) and err.errno in DEVICE_ERRNOS
+
+
+def named(err: OSError, path: str | Path, temporary: str | Path | None = None) -> OSError:
+    """``err`` naming ``path``: the same error when it already names another file, else an
+    ``OSError`` of the same errno (and subclass) whose ``filename`` is ``path`` — for a failed
+    ``write(2)``, which names no file, and for one that names the temporary file the user
+    never asked for."""
+    if err.filename is not None and (temporary is None or str(err.filename) != str(temporary)):
+        return err
+    if err.errno is None:
+        return err
+    return OSError(err.errno, err.strerror or os.strerror(err.errno), str(path))
+
+
+def sqlite_device_error(err: BaseException | None, path: str | Path) -> OSError | None:
+    """For SQLite's ``database or disk is full`` and ``disk I/O error`` (an ``sqlite3`` error,
+    which names no file): the ``OSError`` (``ENOSPC``, ``EIO``) naming the database ``path``,
+    to raise instead; None for any other error."""
+    name = str(getattr(err, "sqlite_errorname", "") or "")
+    if name == "SQLITE_FULL":
+        return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (SQLite: {err})", str(path))
+    if name.startswith("SQLITE_IOERR"):
+        return OSError(errno.EIO, f"{os.strerror(errno.EIO)} (SQLite: {err})", str(path))
+    return None
+
+
+@contextmanager
+def sqlite_errors(path: str | Path) -> Iterator[None]:
+    """Raise :func:`sqlite_device_error`'s ``OSError`` naming ``path`` for a full disk or an I/O
+    error inside the block; other errors pass unchanged."""
+    try:
+        yield
+    except Exception as err:
+        device = sqlite_device_error(err if hasattr(err, "sqlite_errorname") else err.__cause__, path)
+        if device is not None:
+            raise device from err
+        raise
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte of ``data`` to the file descriptor ``fd`` (``os.write`` may write less)."""
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(fd, view[:BLOCK]):]
+
+
+def fsync_folder(folder: str | Path) -> None:
+    """Flush a folder's entries (the renames into it) to disk, where the platform allows."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # a file system that cannot sync a folder: the renames are still made
+    finally:
+        os.close(fd)
+
+
+def reserve(fd: int, size: int, path: str | Path) -> None:
+    """Allocate ``size`` bytes of the file behind ``fd`` before it is written, so a full disk
+    fails now with an ``OSError`` naming ``path``; a file system that cannot preallocate is
+    skipped (its writes still fail cleanly)."""
+    if size <= 0 or not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as err:
+        if err.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return
+        raise named(err, path) from err
+
+
+def _new_temporary(path: Path) -> tuple[int, Path]:
+    """An open, empty temporary file beside ``path`` (mode from :func:`file_mode`)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise named(err, path) from err
+    try:
+        os.fchmod(fd, file_mode())
+    except BaseException:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return fd, Path(tmp)
+
+
+def _written_temporary(path: Path, data: bytes) -> Path:
+    """A temporary beside ``path`` holding ``data``, flushed to disk; removed on any failure."""
+    fd, tmp = _new_temporary(path)
+    try:
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise named(err, path, tmp) from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
 @contextmanager
 def replacing(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` (mode from :func:`file_mode`) for the caller to
     write; on a clean exit it is renamed over ``path``, on any error (or interrupt) it is
-    removed. For writers that need a file name (e.g. a memory-mapped ``.npy``); the caller
-    flushes its data before leaving the block."""
+    removed. For writers that need a file name; the caller flushes its data before leaving
+    the block. An ``OSError`` that names no file, or the temporary, is raised naming ``path``."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _new_temporary(path)
     try:
         os.close(fd)
-        os.chmod(tmp, file_mode())
-        yield Path(tmp)
+        yield tmp
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise named(err, path, tmp) from err
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class Stream:
+    """The writer :func:`stream` yields: :meth:`write` appends bytes; ``written`` counts them and
+    :meth:`hexdigest` is their SHA-256 (so a large file needs no second read to be checksummed)."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._hash = hashlib.sha256()
+        self.written = 0
+
+    def write(self, data) -> None:
+        view = memoryview(data).cast("B")
+        write_all(self._fd, view)
+        self._hash.update(view)
+        self.written += len(view)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+@contextmanager
+def stream(path: str | Path, size: int | None = None) -> Iterator[Stream]:
+    """Write ``path`` piece by piece through a :class:`Stream`, replacing it atomically on a
+    clean exit. ``size`` (the final size, when known) is reserved first (:func:`reserve`), so a
+    disk without room fails before the copy starts; it must then match what was written. Any
+    failure removes the temporary file; an ``OSError`` names ``path``."""
+    path = Path(path)
+    fd, tmp = _new_temporary(path)
+    try:
+        try:
+            if size:
+                reserve(fd, size, path)
+            out = Stream(fd)
+            yield out
+            if size is not None and out.written != size:
+                raise ValueError(f"{path}: {out.written} bytes written where {size} were announced")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise named(err, path, tmp) from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically."""
-    with replacing(path) as tmp, open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    path = Path(path)
+    tmp = _written_temporary(path, data)
+    try:
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise named(err, path, tmp) from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -71,11 +273,16 @@ def write_text(path: str | Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def save_array(path: str | Path, array: np.ndarray) -> None:
-    """Write ``array`` as a ``.npy`` file atomically."""
+def array_bytes(array: np.ndarray) -> bytes:
+    """``array`` as the bytes of a ``.npy`` file."""
     buffer = io.BytesIO()
     np.save(buffer, array)
-    write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def save_array(path: str | Path, array: np.ndarray) -> None:
+    """Write ``array`` as a ``.npy`` file atomically."""
+    write_bytes(path, array_bytes(array))
 
 
 def file_sha256(path: str | Path) -> str:
@@ -87,15 +294,164 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def frame_bytes(path: str | Path, frame) -> bytes:
+    """A pandas DataFrame as the bytes of a CSV or Parquet file, by ``path``'s suffix, without
+    its index (the tables stages hand each other)."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        return frame.to_csv(index=False).encode("utf-8")
+    if path.suffix == ".parquet":
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return buffer.getvalue()
+    raise ValueError(f"{path}: write_frame writes .csv or .parquet files")
+
+
 def write_frame(path: str | Path, frame) -> None:
     """Write a pandas DataFrame atomically, as CSV or Parquet by the file's suffix, without its
     index (the tables stages hand each other)."""
-    path = Path(path)
-    if path.suffix == ".csv":
-        write_text(path, frame.to_csv(index=False))
-    elif path.suffix == ".parquet":
-        buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
-        write_bytes(path, buffer.getvalue())
-    else:
-        raise ValueError(f"{path}: write_frame writes .csv or .parquet files")
+    write_bytes(path, frame_bytes(path, frame))
+
+
+def write_frames(frames: Mapping[str | Path, object], *, remove: Iterable[str | Path] = ()) -> list[Path]:
+    """Write DataFrames that belong together as one set (:func:`write_files`), each as CSV or
+    Parquet by its suffix."""
+    return write_files({path: frame_bytes(path, frame) for path, frame in frames.items()}, remove=remove)
+
+
+# ------------------------------------------------------------------ sets of files
+
+
+def write_files(files: Mapping[str | Path, bytes | str], *, remove: Iterable[str | Path] = ()) -> list[Path]:
+    """Replace ``files`` (path → bytes, or text written as UTF-8), all in one folder, as one set:
+    a reader sees the old set or the new one, never a mix (see the module docstring). The files
+    of ``remove`` (of the same folder) belong to the old set only and are removed with the
+    renames (a comparison table a run with one system no longer has). Every file is written and
+    flushed before the first rename, so a full disk fails with nothing replaced and no temporary
+    left; the error names the file. Returns the written paths."""
+    items = [(Path(p), data.encode("utf-8") if isinstance(data, str) else bytes(data)) for p, data in files.items()]
+    removed = [Path(p) for p in remove]
+    if not items:
+        raise ValueError("write_files needs at least one file")
+    folders = {p.parent for p, _ in items} | {p.parent for p in removed}
+    if len(folders) != 1:
+        raise ValueError(f"write_files writes one folder's files, got {sorted(map(str, folders))}")
+    names = [p.name for p, _ in items] + [p.name for p in removed]
+    if len(set(names)) != len(names):
+        raise ValueError(f"write_files got a file twice: {names}")
+    folder = folders.pop()
+    settle(folder)
+    temporaries: list[Path] = []
+    try:
+        for path, data in items:
+            temporaries.append(_written_temporary(path, data))
+        plan = {"replace": [[tmp.name, path.name] for tmp, (path, _) in zip(temporaries, items)],
+                "remove": [p.name for p in removed]}
+        fd, journal = _write_journal(folder, plan)
+    except BaseException:
+        for tmp in temporaries:
+            tmp.unlink(missing_ok=True)
+        raise
+    try:  # from here on the new set is complete on disk: an interrupted commit is finished by settle()
+        _apply(folder, plan)
+        journal.unlink(missing_ok=True)
+        fsync_folder(folder)
+    finally:
+        os.close(fd)  # releases the journal's lock
+    return [path for path, _ in items]
+
+
+def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
+    """Write the set's journal (flushed, renamed into place, folder flushed) and return it open
+    and locked, with its path."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=JOURNAL_PREFIX, suffix=".tmp")
+    except OSError as err:
+        raise named(err, folder) from err
+    tmp = Path(name)
+    journal = tmp.with_suffix(".json")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            write_all(fd, json.dumps(plan).encode("utf-8"))
+            os.fsync(fd)
+            os.replace(tmp, journal)
+        except OSError as err:
+            raise named(err, folder, tmp) from err
+        fsync_folder(folder)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        journal.unlink(missing_ok=True)
+        raise
+    return fd, journal
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+def _apply(folder: Path, plan: dict) -> None:
+    """Make a journal's renames and removals (each may already be done)."""
+    for tmp, name in plan["replace"]:
+        try:
+            os.replace(folder / tmp, folder / name)
+        except FileNotFoundError:
+            if (folder / tmp).exists():
+                raise
+        except OSError as err:
+            raise named(err, folder / name, folder / tmp) from err
+    for name in plan["remove"]:
+        (folder / name).unlink(missing_ok=True)
+    fsync_folder(folder)
+
+
+def settle(folder: str | Path) -> int:
+    """Finish every set of files a killed :func:`write_files` left half-renamed in ``folder``
+    (its journal is there and no live writer holds it) and return how many. Readers of a set
+    call this before reading; it never raises for a folder it cannot fix (a read-only copy):
+    it warns that the files there may disagree."""
+    folder = Path(folder)
+    try:
+        journals = sorted(folder.glob(f"{JOURNAL_PREFIX}*.json"))
+    except OSError:
+        return 0
+    finished = 0
+    for journal in journals:
+        try:
+            fd = os.open(journal, os.O_RDONLY)
+        except OSError:
+            continue  # finished meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its writer is alive and finishes it
+            try:
+                if os.stat(journal).st_ino != os.fstat(fd).st_ino:
+                    continue
+                with os.fdopen(os.dup(fd), "rb") as fh:
+                    plan = json.loads(fh.read().decode("utf-8"))
+                pairs = plan["replace"]
+                if not (all(len(p) == 2 and all(map(_plain_name, p)) for p in pairs)
+                        and all(map(_plain_name, plan["remove"]))):
+                    raise ValueError("names outside its folder")
+            except FileNotFoundError:
+                continue
+            except (ValueError, KeyError, TypeError) as err:
+                warnings.warn(f"{journal}: unreadable journal of an interrupted write ({err}); removed, the files "
+                              f"in {folder} may disagree", stacklevel=2)
+                journal.unlink(missing_ok=True)
+                continue
+            try:
+                _apply(folder, plan)
+                journal.unlink(missing_ok=True)
+                fsync_folder(folder)
+            except OSError as err:
+                warnings.warn(f"{folder}: an interrupted write of {', '.join(n for _, n in pairs)} cannot be "
+                              f"finished ({err.strerror or err}): these files may disagree", stacklevel=2)
+                continue
+            finished += 1
+        finally:
+            os.close(fd)
+    return finished

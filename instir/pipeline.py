@@ -164,7 +164,7 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
         exclude_output_prompt=not show_code,
     )
     body, _ = exporter.from_filename(str(executed))
-    html_path.write_text(body, encoding="utf-8")
+    atomic.write_text(html_path, body)  # a full disk leaves no truncated page (the error names it)
     return html_path
 
 
@@ -360,26 +360,51 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
                           kernel=kernel, started=_now(), manifest=environment_manifest(),
                           planned=[p.stem for p in paths])
-    _save(result)
-    write_index(out.parent)
-    start = time.perf_counter()
-    bars = progress_enabled()  # read before the kernels' environment switches the bars off
-    for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):
-        with _batch_environment():
-            step, exc = _run_one(path, result, cell_bar=bars)
-        result.notebooks.append(step)
-        result.wall_s = time.perf_counter() - start
-        result.manifest["datasets"] = read_datasets(out)
-        if exc is not None:
-            result.status, result.error, result.finished = "failed", step.error, _now()
-            _save(result)
-            write_index(out.parent)
-            raise NotebookFailed(step.error or path.name, result) from exc
+    try:
         _save(result)
-    result.status, result.finished = "ok", _now()
-    _save(result)
-    write_index(out.parent)
+        write_index(out.parent)
+        start = time.perf_counter()
+        bars = progress_enabled()  # read before the kernels' environment switches the bars off
+        for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):
+            with _batch_environment():
+                step, exc, unwritten = _run_one(path, result, cell_bar=bars)
+            result.notebooks.append(step)
+            result.wall_s = time.perf_counter() - start
+            result.manifest["datasets"] = read_datasets(out)
+            if unwritten is not None:  # a file of the report could not be written: ends the run (rc 2 in the CLI)
+                result.error = step.error
+                raise unwritten
+            if exc is not None:
+                result.status, result.error, result.finished = "failed", step.error, _now()
+                _save(result)
+                write_index(out.parent)
+                raise NotebookFailed(step.error or path.name, result) from exc
+            _save(result)
+        result.status, result.finished = "ok", _now()
+        _save(result)
+        write_index(out.parent)
+    except OSError as err:  # a report file could not be written (a full disk, an I/O error)
+        _record_write_failure(result, err)
+        raise
     return result
+
+
+def write_failure(err: OSError) -> str:
+    """One line for a file the report could not write: ``could not write /r/03_metrics.html: No
+    space left on device``."""
+    return f"could not write {err.filename}: {err.strerror}" if err.filename else f"could not write: {err}"
+
+
+def _record_write_failure(result: ReportResult, err: OSError) -> None:
+    """End ``result`` as ``failed`` with the line naming the file that could not be written, in
+    report.json and the index as far as they can still be written (the failed write's temporary
+    file is gone, so its space is free again)."""
+    result.status, result.finished = "failed", _now()
+    result.error = result.error or write_failure(err)
+    with contextlib.suppress(OSError):
+        _save(result)
+    with contextlib.suppress(OSError, UsageError):
+        write_index(result.out_dir.parent)
 
 
 def _batch_environment() -> contextlib.AbstractContextManager[None]:
@@ -405,10 +430,12 @@ def _quiet_kernel_arguments(kernel: str) -> list[str]:
     return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
 
 
-def _run_one(path: Path, result: ReportResult, *, cell_bar: bool = False) -> tuple[NotebookResult,
-                                                                                   BaseException | None]:
-    """Execute and render one notebook; a failure is returned, not raised. ``cell_bar`` shows the
-    notebook's cells as a second progress bar under the notebooks' one (a long notebook moves)."""
+def _run_one(path: Path, result: ReportResult, *,
+             cell_bar: bool = False) -> tuple[NotebookResult, BaseException | None, OSError | None]:
+    """Execute and render one notebook; a failure is returned, not raised, and when it is a file
+    that could not be written (the executed notebook, its page: a full disk, an I/O error) that
+    ``OSError`` too, naming the file. ``cell_bar`` shows the notebook's cells as a second progress
+    bar under the notebooks' one (a long notebook moves)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -416,11 +443,15 @@ def _run_one(path: Path, result: ReportResult, *, cell_bar: bool = False) -> tup
     html = result.out_dir / f"{path.stem}.html"
     for stale in (executed, html):  # from an earlier run into the same folder
         stale.unlink(missing_ok=True)
+    # papermill writes the notebook after every cell with a plain open(): it writes a hidden
+    # temporary (still ending in .ipynb) that becomes the executed notebook once papermill is done
+    partial = result.out_dir / f".{path.stem}.partial.ipynb"
     error: str | None = None
     failure: BaseException | None = None
+    unwritten: OSError | None = None
     t0 = time.perf_counter()
     try:
-        papermill.execute_notebook(str(path), str(executed), parameters=result.parameters, kernel_name=result.kernel,
+        papermill.execute_notebook(str(path), str(partial), parameters=result.parameters, kernel_name=result.kernel,
                                    cwd=str(result.out_dir),
                                    progress_bar={"desc": path.stem, "leave": False, "position": 1,
                                                  "disable": False} if cell_bar else False,
@@ -433,16 +464,46 @@ def _run_one(path: Path, result: ReportResult, *, cell_bar: bool = False) -> tup
     except Exception as err:  # kernel death, missing kernel, unreadable notebook: still stop the chain cleanly
         failure = err
         error = f"{path.name} could not be executed: {type(err).__name__}: {err}"
+        if isinstance(err, OSError) and atomic.device_error(err):  # papermill could not write the notebook
+            unwritten = atomic.named(err, executed, partial)
+    except BaseException:  # interrupted: keep the cells that ran when papermill left a whole notebook
+        with contextlib.suppress(Exception):
+            _publish_executed(partial, executed)
+        partial.unlink(missing_ok=True)
+        raise
     wall = time.perf_counter() - t0
+    if unwritten is None and partial.is_file():
+        try:
+            _publish_executed(partial, executed)
+        except OSError as err:
+            failure = unwritten = err
+    partial.unlink(missing_ok=True)
     html_name, render = None, 0.0
-    if executed.is_file():
+    if executed.is_file() and unwritten is None:
         t1 = time.perf_counter()
-        html_name = render_html(executed, html, show_code=result.show_code or failure is not None).name
+        try:
+            html_name = render_html(executed, html, show_code=result.show_code or failure is not None).name
+        except OSError as err:
+            failure = unwritten = err
         render = time.perf_counter() - t1
+    if unwritten is not None:
+        error = f"{path.name}: {write_failure(unwritten)}"
     step = NotebookResult(name=path.stem, source=str(path), executed=executed.name if executed.is_file() else "",
                           html=html_name, wall_s=round(wall, 3), render_s=round(render, 3),
                           status="failed" if failure else "ok", error=error)
-    return step, failure
+    return step, failure, unwritten
+
+
+def _publish_executed(partial: Path, executed: Path) -> None:
+    """Make papermill's finished temporary the executed notebook, atomically, with the name it
+    records as its output the one it is published under."""
+    import nbformat
+
+    notebook = nbformat.read(partial, as_version=4)
+    if isinstance(notebook.metadata.get("papermill"), dict):
+        notebook.metadata["papermill"]["output_path"] = str(executed)
+    atomic.write_text(executed, nbformat.writes(notebook))
+    partial.unlink(missing_ok=True)
 
 
 def _now() -> str:

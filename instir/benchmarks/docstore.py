@@ -424,10 +424,9 @@ def _store(root: Path, entry: Path, index: CorpusIndex) -> None:
     meta = {"files": [asdict(f) for f in index.files], "skip_empty": index.skip_empty,
             "content_hash": index.content_hash, "ids": index.ids, "skipped_ids": index.skipped_ids}
     index_bytes = json.dumps(meta, separators=(",", ":")).encode()
-    buffer = io.BytesIO()
-    np.save(buffer, np.stack([index.file, index.offset, index.length, index.line, index.word_counts], axis=1)
-            if len(index) else np.zeros((0, 5), np.int64))
-    records_bytes = buffer.getvalue()
+    records_bytes = atomic.array_bytes(
+        np.stack([index.file, index.offset, index.length, index.line, index.word_counts], axis=1)
+        if len(index) else np.zeros((0, 5), np.int64))
     manifest = {"format": _FORMAT, "version": INDEX_VERSION, "files": meta["files"], "skip_empty": index.skip_empty,
                 "documents": len(index), "built_ns": index.built_ns,
                 "index_files": {_INDEX_JSON: {"size": len(index_bytes), "sha256": _sha256(index_bytes)},

@@ -180,5 +180,5 @@ def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, r
         warnings.warn(f"{bench.name} from {repo} @ {resolved[:12]}: counts differ from the published ones: "
                       + "; ".join(off), stacklevel=3)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    atomic.write_text(folder / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
     return manifest

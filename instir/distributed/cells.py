@@ -15,6 +15,7 @@ A cell whose run is reused and whose scores were made from that same run is not 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -99,8 +100,7 @@ def run_cell(cell: Cell, out_dir: str | Path, *, k: int = 100, data_root: str | 
         check = previous["check"] if scores_current else None
         if not scores_current:
             scores = score_run(bench, run, row["system"])
-            for name in FRAMES:
-                atomic.write_frame(files[name], getattr(scores, name))
+            atomic.write_frames({files[name]: getattr(scores, name) for name in FRAMES})
             check = asdict(scores.check)
         if scores_current:
             row = {**previous["row"], "reused": True}
@@ -111,7 +111,8 @@ def run_cell(cell: Cell, out_dir: str | Path, *, k: int = 100, data_root: str | 
     except Exception as e:  # a bad cell fails alone; the sweep reports it and goes on
         message = f"{cell.cell_id}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
         detail = traceback.format_exc()
-        atomic.write_text(out / CELLS_DIR / f"{cell.cell_id}.error.txt", detail)
+        with contextlib.suppress(OSError):  # a full disk fails the cell, not the sweep (the message names the file)
+            atomic.write_text(out / CELLS_DIR / f"{cell.cell_id}.error.txt", detail)
         return CellResult(cell.cell_id, "failed", {}, message, wall_s=time.perf_counter() - start, **where)
 
 

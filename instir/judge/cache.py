@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir import atomic
 from instir.errors import UserError
 from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, capped, judged_text
 
@@ -136,7 +137,7 @@ class JudgmentCache:
                     self._db.execute(_SCHEMA)
                     self._add_columns()
                 break
-            except CorruptCacheError:
+            except (CorruptCacheError, OSError):
                 self._db.close()
                 raise
             except sqlite3.OperationalError as err:  # e.g. a read-only file
@@ -159,14 +160,18 @@ class JudgmentCache:
 
     @contextmanager
     def _readable(self) -> Iterator[None]:
-        """Turn SQLite's "not a database" / "malformed" errors into :class:`CorruptCacheError`
-        (a busy or locked database is another error and passes through)."""
+        """Turn SQLite's "not a database" / "malformed" errors into :class:`CorruptCacheError`,
+        "database or disk is full" and disk I/O errors into an ``OSError`` naming the file
+        (:func:`instir.atomic.sqlite_device_error`); a busy or locked database passes through."""
         try:
             yield
         except Exception as err:
             cause = err if isinstance(err, sqlite3.DatabaseError) else err.__cause__  # pandas wraps it
             if isinstance(cause, sqlite3.DatabaseError) and getattr(cause, "sqlite_errorname", None) in _CORRUPT:
                 raise CorruptCacheError(self.path, str(cause)) from None
+            device = atomic.sqlite_device_error(cause, self.path)  # database or disk is full: name the file
+            if device is not None:
+                raise device from err
             raise
 
     def close(self) -> None:

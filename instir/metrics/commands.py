@@ -8,9 +8,11 @@ CSV/JSON next to the runs (for several runs also a LaTeX table with ranx's signi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
+from instir import atomic
 from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
 from instir.cli import output_folder, positive_int
 from instir.errors import UsageError, unknown
@@ -191,18 +193,21 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
     suffix = "" if args.protocol == "authors" else f"-{args.protocol}"
     stem = f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}{suffix}"
-    written = [table.export(result.table, out / f"{stem}.csv")]
-    result.per_query.to_csv(out / f"{stem}-per-query.csv", index=False)
-    written.append(out / f"{stem}-per-query.csv")
+    # One set: the table, its per-query values, the comparisons (CSV and LaTeX), the comparison
+    # with the papers and the JSON that lists them are all written before any replaces the last
+    # evaluation's (a full disk leaves the old set whole); the files this evaluation has none of
+    # are removed with it.
+    files = {out / f"{stem}.csv": table.export_bytes(result.table, out / f"{stem}.csv"),
+             out / f"{stem}-per-query.csv": atomic.frame_bytes(out / f"{stem}-per-query.csv", result.per_query)}
+    optional = {out / f"{stem}-comparisons.csv": None, out / f"{stem}.tex": None, out / f"{stem}-papers.csv": None}
     if len(comparisons):
-        comparisons.to_csv(out / f"{stem}-comparisons.csv", index=False)
-        written.append(out / f"{stem}-comparisons.csv")
+        optional[out / f"{stem}-comparisons.csv"] = atomic.frame_bytes(out / f"{stem}-comparisons.csv", comparisons)
         if args.protocol == "authors":
-            written.append(latex.write_latex(latex.evaluation_marks(result), out / f"{stem}.tex",
-                                             caption=f"{latex.escape(benchmark.label)}, scores $\\times 100$."))
+            caption = f"{latex.escape(benchmark.label)}, scores $\\times 100$."
+            optional[out / f"{stem}.tex"] = latex.latex_table(latex.evaluation_marks(result), caption=caption).encode()
     if len(compared):
-        compared.to_csv(out / f"{stem}-papers.csv", index=False)
-        written.append(out / f"{stem}-papers.csv")
+        optional[out / f"{stem}-papers.csv"] = atomic.frame_bytes(out / f"{stem}-papers.csv", compared)
+    files.update({path: data for path, data in optional.items() if data is not None})
     summary = {
         "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
         "protocol": args.protocol,
@@ -211,8 +216,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
         "run_checks": {n: c.summary() for n, c in result.checks.items()},
         "table": json.loads(result.table.to_json(orient="records")),
         "comparisons": json.loads(comparisons.to_json(orient="records")) if len(comparisons) else [],
+        "files": {path.name: hashlib.sha256(data).hexdigest() for path, data in files.items()},
     }
-    (out / f"{stem}.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    written.append(out / f"{stem}.json")
+    files[out / f"{stem}.json"] = json.dumps(summary, indent=2)
+    written = atomic.write_files(files, remove=[path for path, data in optional.items() if data is None])
     print("\nwrote " + ", ".join(str(p) for p in written))
     return 0

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from instir import atomic
 from instir.metrics.stats import N_RESAMPLES, holm, paired_permutation_p, paired_ttest
 
 if TYPE_CHECKING:
@@ -193,8 +194,9 @@ def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, c
 
 
 def write_latex(marks: pd.DataFrame, path: str | Path, **options) -> Path:
-    """Write :func:`latex_table` of ``marks`` to ``path`` (``options`` go to it); returns the path."""
+    """Write :func:`latex_table` of ``marks`` to ``path``, atomically (``options`` go to it);
+    returns the path."""
     path = Path(path)
-    path.write_text(latex_table(marks, **options), encoding="utf-8")
+    atomic.write_text(path, latex_table(marks, **options))
     return path
 

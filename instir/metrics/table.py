@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir import atomic
 from instir.benchmarks.types import Benchmark
 
 COLUMNS = ["system", "benchmark", "setting", "subset", "level", "measure", "value", "n_queries"]
@@ -77,22 +78,24 @@ def wide(table: pd.DataFrame, *, index: Sequence[str] = ("system",),
     return (view * scale).round(digits)
 
 
+def export_bytes(table: pd.DataFrame, path: str | Path, **wide_options) -> bytes:
+    """What :func:`export` writes to ``path``, as bytes (for a set of files written together,
+    :func:`instir.atomic.write_files`)."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".csv", ".parquet"):
+        return atomic.frame_bytes(Path(path).with_suffix(suffix), table)
+    if suffix == ".tex":
+        view = wide(table, **wide_options)
+        return view.to_latex(float_format=f"%.{wide_options.get('digits', 1)}f", na_rep="--").encode("utf-8")
+    if suffix == ".md":
+        return (wide(table, **wide_options).to_markdown() + "\n").encode("utf-8")
+    raise ValueError(f"unknown table format {suffix!r} (use .csv, .parquet, .tex or .md)")
+
+
 def export(table: pd.DataFrame, path: str | Path, **wide_options) -> Path:
-    """Write ``table`` by file suffix: ``.csv`` / ``.parquet`` hold the tidy table;
+    """Write ``table`` by file suffix, atomically: ``.csv`` / ``.parquet`` hold the tidy table;
     ``.tex`` (LaTeX, needs jinja2) and ``.md`` (Markdown, needs tabulate) hold the
     :func:`wide` view, to which ``wide_options`` are passed."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        table.to_csv(path, index=False)
-    elif suffix == ".parquet":
-        table.to_parquet(path, index=False)
-    elif suffix == ".tex":
-        view = wide(table, **wide_options)
-        path.write_text(view.to_latex(float_format=f"%.{wide_options.get('digits', 1)}f", na_rep="--"),
-                        encoding="utf-8")
-    elif suffix == ".md":
-        path.write_text(wide(table, **wide_options).to_markdown() + "\n", encoding="utf-8")
-    else:
-        raise ValueError(f"unknown table format {suffix!r} (use .csv, .parquet, .tex or .md)")
+    atomic.write_bytes(path, export_bytes(table, path, **wide_options))
     return path

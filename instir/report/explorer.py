@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir import atomic
 from instir.benchmarks.types import Benchmark, Doc
 from instir.report.html import HTML, NO_MATH, escape_text
 from instir.report.layout import user_path
@@ -86,6 +87,8 @@ class ExplorerData:
                  loaded: dict[str, Benchmark] | None = None):
         self.out = Path(out_dir)
         self.data_root = data_root or None
+        for folder in ("runs", "metrics", "judge"):  # sets a killed stage left half-replaced are finished
+            atomic.settle(self.out / folder)
         listing = self.out / "runs" / "runs.csv"
         if not listing.is_file():
             raise FileNotFoundError(f"{listing}: no runs listed; run notebook 02 (instir run) into {self.out} first")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from instir import atomic
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
@@ -137,7 +138,10 @@ class ReportLayout:
 
     def require(self, path: Path) -> Path:
         """``path`` (a file of this layout) when it exists; else :class:`MissingInput` naming it
-        and the notebook that writes it."""
+        and the notebook that writes it. A set of files a killed stage left half-replaced in its
+        folder is finished first (:func:`instir.atomic.settle`), so the file agrees with the
+        others of its set."""
+        atomic.settle(path.parent)
         if path.is_file():
             return path
         folder = path.relative_to(self.root).parts[0]

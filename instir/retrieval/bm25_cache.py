@@ -239,7 +239,7 @@ class BM25IndexCache:
             self._sweep(entry)
             tmp.mkdir()
             model.save(tmp, show_progress=False)
-            (tmp / DOC_IDS).write_text(json.dumps(list(doc_ids), ensure_ascii=False), encoding="utf-8")
+            atomic.write_text(tmp / DOC_IDS, json.dumps(list(doc_ids), ensure_ascii=False))
             files = {}
             for path in sorted(tmp.iterdir()):
                 with path.open("rb") as fh:

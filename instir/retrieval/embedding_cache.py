@@ -196,9 +196,7 @@ class EmbeddingCache:
     def write_checked_chunk(path: Path, vectors: np.ndarray) -> None:
         """Write one chunk and its checksum (``<chunk>.sha256``), each atomically, the checksum
         first: a chunk file on disk always has the checksum it was written with."""
-        buffer = io.BytesIO()
-        np.save(buffer, np.asarray(vectors, dtype=np.float32))
-        data = buffer.getvalue()
+        data = atomic.array_bytes(np.asarray(vectors, dtype=np.float32))
         atomic.write_text(_checksum_path(path), hashlib.sha256(data).hexdigest() + "\n")
         atomic.write_bytes(path, data)
 
@@ -271,18 +269,30 @@ class EmbeddingCache:
     @staticmethod
     def join_chunks(entry: Path, chunk_files: Sequence[Path], n_rows: int) -> dict:
         """Copy the (verified) chunks into one ``.npy`` (written under a temporary name, then
-        renamed); returns what the manifest records of it: shape, size in bytes and SHA-256."""
+        renamed); returns what the manifest records of it: shape, size in bytes and SHA-256.
+
+        The matrix is written with plain writes after its full size is reserved
+        (:func:`instir.atomic.stream`), never through a memory map: on a full disk that is an
+        ``OSError`` naming the file (and no temporary file is left), not a ``SIGBUS``."""
         dim = int(np.load(chunk_files[0], mmap_mode="r").shape[1])
-        with atomic.replacing(entry / MATRIX) as tmp:
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n_rows, dim))
-            row = 0
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+                                                      "fortran_order": False, "shape": (n_rows, dim)})
+        size = len(header.getvalue()) + n_rows * dim * 4
+        with atomic.stream(entry / MATRIX, size=size) as out:
+            out.write(header.getvalue())
+            rows = 0
             for path in chunk_files:
                 part = np.load(path, mmap_mode="r")
-                out[row:row + part.shape[0]] = part
-                row += part.shape[0]
-            out.flush()
-            del out
-            record = {"shape": [n_rows, dim], "bytes": tmp.stat().st_size, "sha256": atomic.file_sha256(tmp)}
+                if part.ndim != 2 or part.shape[1] != dim or part.dtype != np.float32:
+                    raise ValueError(f"{path} holds {part.shape} {part.dtype} where (rows, {dim}) float32 is expected")
+                rows += part.shape[0]
+                if rows > n_rows:
+                    break
+                out.write(np.ascontiguousarray(part, dtype="<f4"))
+            if rows != n_rows:
+                raise ValueError(f"the chunks of {entry} hold {rows} rows where {n_rows} are expected")
+            record = {"shape": [n_rows, dim], "bytes": out.written, "sha256": out.hexdigest()}
         return record
 
 

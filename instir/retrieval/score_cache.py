@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from instir import atomic
 from instir.benchmarks.fetch import instir_home
 
 _SCHEMA = """
@@ -50,9 +51,10 @@ class ScoreCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # one connection for the cache's life: opening, committing and closing per batch costs
         # an fsync and a WAL checkpoint each time (about 0.6 ms per scored pair in all)
-        self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crashed process loses nothing committed
+        with atomic.sqlite_errors(self.path):
+            self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crashed process loses nothing committed
         with self._transaction() as con:
             con.executescript(_SCHEMA)
 
@@ -62,8 +64,9 @@ class ScoreCache:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """The connection inside one transaction (committed on success, rolled back on error)."""
-        with self._db:
+        """The connection inside one transaction (committed on success, rolled back on error); a
+        full disk or an I/O error is an ``OSError`` naming the file."""
+        with atomic.sqlite_errors(self.path), self._db:
             yield self._db
 
     @staticmethod

@@ -164,21 +164,23 @@ def compare_with_papers(out_dir: str | Path, mteb_results: Sequence[str | Path] 
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
     compared = compare_to_papers(reproduced, every_reported, runs=windowing, sample_ok=True)
-    layout.paper_tables.mkdir(parents=True, exist_ok=True)
-    atomic.write_frame(layout.paper_tables / "comparison.csv", compared)
-    not_comparable = layout.paper_tables / "not_comparable.txt"
-    if reason:
-        atomic.write_text(not_comparable, reason + "\n")
-    else:
-        not_comparable.unlink(missing_ok=True)
     widened = None
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
         widen = tolerance_widening(pd.read_csv(layout.stability))
         widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
                           sample_ok=True)
-        atomic.write_frame(layout.paper_tables / "comparison_widened.csv", widened)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
     coverage = coverage_matrix(layout.root)
-    atomic.write_frame(layout.paper_tables / "coverage.csv", coverage)
+    # one set: an earlier run's verdict note or widened table never stays beside this run's comparison
+    tables = layout.paper_tables
+    files = {tables / "comparison.csv": atomic.frame_bytes(tables / "comparison.csv", compared),
+             tables / "coverage.csv": atomic.frame_bytes(tables / "coverage.csv", coverage)}
+    if widened is not None:
+        files[tables / "comparison_widened.csv"] = atomic.frame_bytes(tables / "comparison_widened.csv", widened)
+    if reason:
+        files[tables / "not_comparable.txt"] = reason + "\n"
+    tables.mkdir(parents=True, exist_ok=True)
+    atomic.write_files(files, remove=[tables / name for name in ("comparison_widened.csv", "not_comparable.txt")
+                                      if tables / name not in files])
     return PaperComparison(compared, reason, windowing, match_systems(instructed), widened, coverage, reported)

@@ -143,7 +143,8 @@ class Metrics:
 def write_metrics(layout: ReportLayout, runs: pd.DataFrame, scores: Sequence[RunScores]) -> Metrics:
     """Join the scores of ``runs`` (one :class:`RunScores` per row, in the rows' order) into
     ``metrics/``: the tidy table with IFIR's Average, per-query values, group minima, and every
-    benchmark's systems against its first one, all written atomically."""
+    benchmark's systems against its first one, written as one set (:func:`instir.atomic.write_files`:
+    a reader sees the last evaluation's files or this one's, never a mix)."""
     table = combine([s.table for s in scores])
     ifir_rows = table[table["benchmark"].map(catalog.family_of) == "ifir"]
     if len(ifir_rows):
@@ -161,10 +162,8 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, scores: Sequence[Run
     checks = pd.DataFrame({"benchmark": runs["benchmark"].tolist(), "system": runs["system"].tolist(),
                            "run ids": [s.check.summary() for s in scores]})
     layout.metrics.mkdir(parents=True, exist_ok=True)
-    for frame, path in ((table, layout.metrics_table), (table, layout.metrics / "metrics.parquet"),
-                        (per_query, layout.per_query), (per_group, layout.per_group),
-                        (comparisons, layout.comparisons)):
-        atomic.write_frame(path, frame)
+    atomic.write_frames({layout.metrics_table: table, layout.metrics / "metrics.parquet": table,
+                         layout.per_query: per_query, layout.per_group: per_group, layout.comparisons: comparisons})
     return Metrics(table, per_query, per_group, comparisons, checks, runs)
 
 

@@ -111,7 +111,7 @@ class InstFolTables:
 
 def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Sequence[InstFolResult]) -> InstFolTables:
     """Join the InstFol results of ``pairs`` (same order) into ``judge/``'s InstFol files,
-    written atomically."""
+    written as one set (:func:`instir.atomic.write_files`)."""
     if not pairs:
         raise ValueError("no run pair to judge: InstFol needs a system's instructed and query-only runs")
     instances = pd.concat([r.instances.assign(benchmark=p.benchmark, family=family(p.benchmark), system=p.system)
@@ -122,9 +122,8 @@ def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Seque
                           for p, r in zip(pairs, results)])
     tables = InstFolTables(instances, positions, summarise_instfol(instances), costs)
     layout.judge.mkdir(parents=True, exist_ok=True)
-    atomic.write_frame(layout.instfol_instances, instances)
-    atomic.write_frame(layout.judge / "instfol_positions.csv", positions)
-    atomic.write_frame(layout.instfol, tables.summary)
+    atomic.write_frames({layout.instfol_instances: instances, layout.judge / "instfol_positions.csv": positions,
+                         layout.instfol: tables.summary})
     return tables
 
 
@@ -273,11 +272,10 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     validations = {name: validate_judge(bench, judge, per_stratum=max_instances, seed=0)
                    for name, bench in report.benchmarks.items()}
     pairs = pd.concat([v.pairs.assign(benchmark=name) for name, v in validations.items()], ignore_index=True)
-    layout.judge.mkdir(parents=True, exist_ok=True)
-    atomic.write_frame(layout.judge / "validation_pairs.csv", pairs)
     stats = pd.concat([*(v.agreement.assign(benchmark=name) for name, v in validations.items()),
                        agreement(pairs).assign(benchmark="all")], ignore_index=True)
-    atomic.write_frame(layout.judge / "validation.csv", stats)
+    layout.judge.mkdir(parents=True, exist_ok=True)
+    atomic.write_frames({layout.judge / "validation_pairs.csv": pairs, layout.judge / "validation.csv": stats})
     judged = run_pairs(runs)
     if not judged:
         raise MissingInput(f"{layout.runs_table} lists no instructed and query-only run of one system: InstFol "
