@@ -308,7 +308,8 @@ def test_notebook_04s_stage_finishes_with_broken_answers_counted_and_mismatches_
     assert positions["error"].str.startswith("malformed log-probabilities", na=False).any()
     assert positions["error"].isna().any() and positions["warning"].notna().any()
     assert judging.instfol.costs["warnings"].iloc[0] > 0
-    assert "carry a warning" in judging.judged_statement() and "other-model" in judging.judged_statement()
+    said = judging.judged_statement()  # Markdown source: the served model's name escaped as text
+    assert "carry a warning" in said and "answered by model &#x27;other\\-model&#x27;" in said
     written = (tmp_path / "judge" / "instfol_positions.csv").read_text()
     assert "other-model" in written and "malformed log-probabilities" in written
 
