@@ -16,7 +16,7 @@ QUICK := not (notebooks or browser or llama_server or ray or local_llm)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: reports test test-quick lint lab lab-copies lab-fresh venv clean-venv
+.PHONY: reports test test-quick test-hostile lint lab lab-copies lab-fresh venv clean-venv
 
 venv: $(MAIN_STAMP)
 
@@ -56,6 +56,10 @@ test: $(TEST_STAMP)
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge.
 test-quick: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "$(QUICK)"
+
+# The hostile suite: careless and hostile input (conftest.py's HOSTILE_MODULES), the Chromium page check included.
+test-hostile: $(TEST_STAMP)
+	$(BIN)/python -m pytest -m hostile
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -97,9 +97,22 @@ TIER_OF_FIXTURE = {
 }
 
 
+#: the hostile suite (``pytest -m hostile``, ``make test-hostile``): every module of careless or
+#: hostile input, by path under tests/; all but test_hostile_reports.py (Chromium) are in the quick tier
+HOSTILE_MODULES = frozenset({
+    "test_cli_errors.py", "test_run_guards.py", "test_secrets.py", "test_full_disk.py", "test_hostile_reports.py",
+    "judge/test_bad_answers.py", "benchmarks/test_readers.py", "benchmarks/test_instructir_errors.py",
+    "benchmarks/test_ifir_errors.py", "report/test_report_html.py",
+})
+
+
 def pytest_collection_modifyitems(items):
-    """Mark tests by the slow fixtures they use (see :data:`TIER_OF_FIXTURE`); modules that run
-    notebooks, browsers or Ray carry their own ``pytestmark``."""
+    """Mark tests by the slow fixtures they use (see :data:`TIER_OF_FIXTURE`) and the hostile
+    suite's modules (:data:`HOSTILE_MODULES`); modules that run notebooks, browsers or Ray carry
+    their own ``pytestmark``."""
+    tests = Path(__file__).resolve().parent
     for item in items:
         for fixture in set(getattr(item, "fixturenames", ())) & TIER_OF_FIXTURE.keys():
             item.add_marker(TIER_OF_FIXTURE[fixture])
+        if Path(item.fspath).resolve().relative_to(tests).as_posix() in HOSTILE_MODULES:
+            item.add_marker("hostile")

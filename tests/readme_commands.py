@@ -33,6 +33,7 @@ MARK = re.compile(r"^#\s*needs\b")
 EXEMPT = {
     "make test": "runs this very suite (and installs the test extras)",
     "make test-quick": "runs part of this very suite (and installs the test extras)",
+    "make test-hostile": "runs part of this very suite (and installs the test extras)",
     "make lint": "installs the test extras first; make test runs the same ruff check",
     "make lab": "starts a JupyterLab server that waits for a browser",
 }
