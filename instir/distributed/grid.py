@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
-from instir.errors import UserError
+from instir.errors import UserError, quoted
+from instir.inputs import InputRefused, load_yaml, read_config
 from instir.systems.specs import SystemSpec, resolve_system, run_label
 
 VARIANTS = ("instructed", "query-only")
@@ -94,7 +95,7 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) for v in value):
-            raise GridError(f"{source}: field {key!r} must be a non-empty list of names, got {value!r}")
+            raise GridError(f"{source}: field {key!r} must be a non-empty list of names, got {quoted(value)}")
         return tuple(value)
 
     systems = []
@@ -109,10 +110,10 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
         raise GridError(f"{source}: field 'variants': unknown {bad}; use {', '.join(VARIANTS)}")
     k = data.get("k", 100)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise GridError(f"{source}: field 'k' must be a positive integer, got {k!r}")
+        raise GridError(f"{source}: field 'k' must be a positive integer, got {quoted(k)}")
     shard = data.get("shard_min_docs", 20000)
     if not isinstance(shard, int) or isinstance(shard, bool) or shard < 1:
-        raise GridError(f"{source}: field 'shard_min_docs' must be a positive integer, got {shard!r}")
+        raise GridError(f"{source}: field 'shard_min_docs' must be a positive integer, got {quoted(shard)}")
     judge = data.get("judge")
     if judge is not None and not (isinstance(judge, dict) and isinstance(judge.get("backend"), str)):
         raise GridError(f"{source}: field 'judge' must be a mapping with a backend (hf, openai or baseline)")
@@ -127,7 +128,9 @@ def load_grid(path: str | Path) -> Grid:
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_config(path, "grid file"))
+    except InputRefused as e:
+        raise GridError(f"{path}{f':{e.line}' if e.line else ''}: {e.problem}") from None
     except OSError as e:
         raise GridError(f"{path}: cannot read the grid file ({e.strerror})") from None
     except yaml.YAMLError as e:
