@@ -6,6 +6,12 @@ one), and bytes that are not UTF-8 are refused with the file, line and column. R
 grades are integers: ``2``, ``"2"``, ``2.0`` and ``-1`` are read (negative grades are
 non-relevant, as in trec_eval), while ``0.9``, ``1.5``, ``inf`` or ``true`` are refused rather
 than truncated (a truncated 0.9 would silently drop a query from every average).
+
+Sizes are bounded before anything is built from them: a document (title and text) may hold at
+most :data:`MAX_DOC_CHARS` characters (``INSTIR_MAX_DOC_CHARS`` in the environment changes it),
+and a line of a text file at most :func:`line_limit` characters; a longer one is refused with
+the file, the line and its length (counted without holding the line), before any tokenizer,
+stemmer or model sees it. A 2 GiB document ended in a segmentation fault inside PyStemmer.
 """
 
 from __future__ import annotations
@@ -14,14 +20,44 @@ import codecs
 import csv
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
+from instir.errors import UsageError
 
 if TYPE_CHECKING:
     from instir.benchmarks.docstore import IndexedCorpus
+
+
+#: Longest document read, in characters (title and text together): ten million, some 2,000 pages
+#: of text; IFIR's longest legal documents hold a few hundred thousand.
+MAX_DOC_CHARS = 10_000_000
+#: Environment variable that sets another document limit (a positive whole number).
+MAX_DOC_CHARS_VAR = "INSTIR_MAX_DOC_CHARS"
+
+
+def max_doc_chars() -> int:
+    """The document limit in force: ``$INSTIR_MAX_DOC_CHARS`` when set, else :data:`MAX_DOC_CHARS`."""
+    text = os.environ.get(MAX_DOC_CHARS_VAR, "").strip()
+    if not text:
+        return MAX_DOC_CHARS
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise UsageError(f"{MAX_DOC_CHARS_VAR} must be a positive whole number of characters, got {quoted(text)}")
+    return int(text)
+
+
+def line_limit() -> int:
+    """The longest line of an input text file, in characters: room for a document at the limit
+    written with JSON escapes (``\\uXXXX`` is six characters for one) and its other fields."""
+    return 6 * max_doc_chars() + (1 << 20)
+
+
+def _too_long(path: Path, n: int, length: int, limit: int) -> FormatError:
+    return FormatError(path, n, None, f"line of {length:,} characters, more than the {limit:,} one record may hold "
+                                      f"(a document may hold {max_doc_chars():,}; {MAX_DOC_CHARS_VAR} changes that)")
 
 
 def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
@@ -44,12 +80,22 @@ def read_text(path: Path) -> str:
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line_number, line)`` of a UTF-8 text file, streaming, line endings kept (as with
-    ``newline=""``); a byte-order mark is skipped. Bytes that are not UTF-8 raise
-    :class:`FormatError` naming the line: the file is then scanned again line by line, since
-    the decoder reads ahead and cannot say which line held them."""
+    ``newline=""``); a byte-order mark is skipped. A line longer than :func:`line_limit` raises
+    :class:`FormatError` with its line number and length, having held at most that much of it.
+    Bytes that are not UTF-8 raise :class:`FormatError` naming the line: the file is then
+    scanned again line by line, since the decoder reads ahead and cannot say which line held them."""
+    limit = line_limit()
     try:
         with Path(path).open(encoding="utf-8-sig", newline="") as fh:
-            yield from enumerate(fh, start=1)
+            readline, n = fh.readline, 0
+            while line := readline(limit + 2):  # room for the line's own ending
+                n += 1
+                if len(line) > limit and len(line.rstrip("\r\n")) > limit:
+                    length = len(line.rstrip("\r\n"))
+                    while not line.endswith(("\n", "\r")) and (line := readline(1 << 20)):
+                        length += len(line.rstrip("\r\n"))  # the rest is counted, never held
+                    raise _too_long(path, n, length, limit)
+                yield n, line
     except UnicodeDecodeError:
         with Path(path).open("rb") as fh:
             for n, raw in enumerate(fh, start=1):
@@ -195,6 +241,11 @@ def corpus_doc(rec: dict[str, Any], path: Path, n: int | str, *, skip_empty: boo
     title = rec.get("title") or ""
     if not isinstance(title, str):
         raise FormatError(path, n, "title", f"expected a string or null, got {type(title).__name__}")
+    limit = max_doc_chars()
+    if len(text) + len(title) > limit:
+        raise FormatError(path, n, "title" if len(title) > len(text) else "text",
+                          f"document {quoted(doc_id)} holds {len(text) + len(title):,} characters, more than the "
+                          f"{limit:,} a document may hold ({MAX_DOC_CHARS_VAR} changes that)")
     return Doc(id=doc_id, text=text, title=title)
 
 

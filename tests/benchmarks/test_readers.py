@@ -157,3 +157,61 @@ def test_a_broken_parquet_file_is_a_format_error(tmp_path):
     with pytest.raises(FormatError, match="not a readable Parquet file") as err:
         list(read_records(path))
     assert err.value.path == str(path)
+
+
+# -- bounded sizes: a document over the limit never reaches a tokenizer ---------------------------
+
+def _corpus(tmp_path: Path, *texts: str) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return path
+
+
+def test_a_document_over_the_limit_is_refused_with_file_line_field_and_length(tmp_path, monkeypatch):
+    import instir.benchmarks.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_DOC_CHARS", 1000)
+    path = _corpus(tmp_path, "short text", "x" * 1500)
+    for read in (lambda: list(jsonl_corpus(path)), lambda: jsonl_corpus(path).ids()):  # streaming and the index
+        with pytest.raises(FormatError) as err:
+            read()
+        assert str(err.value) == (f"{path}, line 2, field 'text': document 'd1' holds 1,500 characters, more than "
+                                  "the 1,000 a document may hold (INSTIR_MAX_DOC_CHARS changes that)")
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "2000")
+    assert jsonl_corpus(path).ids() == ["d0", "d1"]
+
+
+def test_a_line_over_the_limit_is_refused_without_holding_it(tmp_path, monkeypatch):
+    import tracemalloc
+
+    import instir.benchmarks.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_DOC_CHARS", 1000)
+    limit = readers.line_limit()
+    path = _corpus(tmp_path, "short text", "y" * (20 * limit))  # a 20 MiB line
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError) as err:
+            list(read_records(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    length = len(path.read_text().splitlines()[1])
+    assert str(err.value) == (f"{path}, line 2: line of {length:,} characters, more than the {limit:,} one record "
+                              "may hold (a document may hold 1,000; INSTIR_MAX_DOC_CHARS changes that)")
+    assert peak < 5 * limit  # read in pieces, never the whole 20 MiB line
+
+
+def test_the_default_document_limit_stops_a_document_of_ten_million_characters(tmp_path):
+    from instir.benchmarks.readers import MAX_DOC_CHARS
+
+    path = _corpus(tmp_path, "fine", "z " * (MAX_DOC_CHARS // 2) + "zz")  # 10 MB: a stand-in for the 2 GiB one
+    with pytest.raises(FormatError, match=r"line 2, field 'text': document 'd1' holds 10,000,002 characters, more "
+                                          r"than the 10,000,000"):
+        jsonl_corpus(path).ids()
+
+
+def test_a_bad_document_limit_in_the_environment_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "１０")
+    with pytest.raises(ValueError, match="INSTIR_MAX_DOC_CHARS must be a positive whole number of characters"):
+        list(jsonl_corpus(_corpus(tmp_path, "text")))
