@@ -4,6 +4,7 @@ Each answers as ``tests/test_cli_errors.py`` requires: one line on stderr naming
 and field, exit status 2, before any retrieval or scoring."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -34,3 +35,51 @@ def test_retrieve_bm25_refuses_a_document_over_the_limit_before_tokenizing_it(ca
     assert line == (f"instir retrieve: {corpus}, line {lines + 1}, field 'text': document 'huge' holds 12,000 "
                     "characters, more than the 5,000 a document may hold (INSTIR_MAX_DOC_CHARS changes that)")
     assert not list((tmp_path / "runs").glob("*.trec"))
+
+
+def _odd(tmp_path, kind, path):
+    """Make ``path`` a ``kind`` of thing that is no regular file; returns the path given to the kit."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        os.symlink(tmp_path / "loop-b", path)
+        os.symlink(path, tmp_path / "loop-b")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "zero":
+        os.symlink("/dev/zero", path)
+    return path
+
+
+ANSWERS = {"fifo": "is a FIFO (named pipe), not a regular file", "loop": "is a symlink loop",
+           "folder": "is a directory, not a file", "zero": "is a character device, not a regular file"}
+
+
+@pytest.mark.parametrize("kind", sorted(ANSWERS))
+def test_a_run_that_is_no_regular_file_is_named_for_what_it_is(capsys, tmp_path, kind):
+    # on main: "run file not found" for each (a folder given as --run included)
+    run = _odd(tmp_path, kind, tmp_path / "run.trec")
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run),
+                 "--out", str(tmp_path / "eval"))
+    assert line.startswith(f"instir evaluate: {run}: {ANSWERS[kind]}")
+
+
+@pytest.mark.parametrize("kind", sorted(ANSWERS))
+def test_a_corpus_that_is_no_regular_file_is_named_for_what_it_is(capsys, tmp_path, instructir_root, kind):
+    # on main: "missing: setting 'instructed' needs corpus.jsonl …" (a FIFO that is found would block the reader)
+    corpus = instructir_root / "corpus.jsonl"
+    corpus.unlink()
+    _odd(tmp_path, kind, corpus)
+    line = fails(capsys, "summary", "instructir", "--root", str(instructir_root))
+    assert line.startswith(f"instir summary: {corpus}: {ANSWERS[kind]}")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "loop"])
+def test_an_ifir_corpus_that_is_no_regular_file_is_named_for_what_it_is(capsys, tmp_path, kind):
+    root = tmp_path / "fiqa"
+    shutil.copytree(SAMPLE_ROOT / "ifir-sample" / "fiqa", root)
+    corpus = root / "fiqa-corpus.jsonl"
+    corpus.unlink()
+    _odd(tmp_path, kind, corpus)
+    line = fails(capsys, "summary", "ifir/fiqa", "--root", str(root))
+    assert line.startswith(f"instir summary: {corpus}: {ANSWERS[kind]}")

@@ -41,7 +41,6 @@ import io
 import json
 import re
 import shutil
-import stat
 import time
 import warnings
 from array import array
@@ -55,6 +54,7 @@ import numpy as np
 
 from instir import atomic
 from instir.benchmarks.readers import (
+    check_file,
     corpus_doc,
     decode_utf8,
     field_str,
@@ -103,12 +103,8 @@ class FileStamp:
     def of(cls, path: str | Path) -> FileStamp:
         """The stamp of ``path`` now; a missing file raises :class:`FormatError` as the readers do."""
         path = Path(path)
-        try:
-            st = path.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            raise FormatError(path, None, None, "file not found") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError(path, None, None, "file not found")
+        check_file(path)
+        st = path.stat()
         return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 

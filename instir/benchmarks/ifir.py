@@ -38,6 +38,7 @@ retrieved, as upstream) and is counted in ``meta["relevant_docs_without_text"]``
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from collections import Counter
@@ -121,7 +122,7 @@ def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
     """The layout of one subset folder and the files it will be read from."""
     corpus = folder / f"{subset}-corpus.jsonl"
     test_data = folder / "test_data.json"
-    if test_data.is_file():
+    if os.path.lexists(test_data):
         return "songtingyu", {"test_data": test_data, "corpus": _require(corpus, "songtingyu")}
     beir_queries = _first_file(folder, [f"{subset}-query.jsonl", f"{subset}-query.json"])
     if beir_queries is not None:
@@ -151,11 +152,13 @@ def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
 
 
 def _first_file(folder: Path, names: list[str]) -> Path | None:
-    return next((folder / n for n in names if (folder / n).is_file()), None)
+    """The first of ``names`` in ``folder``: a name that is there but no regular file (a FIFO, a
+    folder, a symlink loop) counts, so its reader says what it is."""
+    return next((folder / n for n in names if os.path.lexists(folder / n)), None)
 
 
 def _require(path: Path, layout: str) -> Path:
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FormatError(path, None, None, f"file not found (the {layout} layout needs the corpus file)")
     return path
 

@@ -51,7 +51,9 @@ warning, because evaluators silently drop unjudged queries and would shift every
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -200,10 +202,14 @@ _ANALYSIS_SETTINGS: dict[str, tuple[str, _Shape, str]] = {
 # --- files and layouts -----------------------------------------------------------------------
 
 def _find(root: Path, patterns: tuple[str, ...]) -> list[Path]:
+    """The files of the first pattern that has any; a file name (no wildcard) that is there but no
+    regular file (a FIFO, a folder, a symlink loop) counts as found, so its reader says what it is."""
     for pattern in patterns:
         hits = sorted(p for p in root.glob(pattern) if p.is_file())
         if hits:
             return hits
+        if not glob.has_magic(pattern) and os.path.lexists(root / pattern):
+            return [root / pattern]
     return []
 
 

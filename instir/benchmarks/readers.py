@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
 from instir.errors import UsageError
+from instir.inputs import file_problem
 
 if TYPE_CHECKING:
     from instir.benchmarks.docstore import IndexedCorpus
@@ -58,6 +59,15 @@ def line_limit() -> int:
 def _too_long(path: Path, n: int, length: int, limit: int) -> FormatError:
     return FormatError(path, n, None, f"line of {length:,} characters, more than the {limit:,} one record may hold "
                                       f"(a document may hold {max_doc_chars():,}; {MAX_DOC_CHARS_VAR} changes that)")
+
+
+def check_file(path: Path, what: str = "file") -> None:
+    """Raise :class:`FormatError` unless ``path`` is a regular file (or a link to one): ``<what>
+    not found``, or what it is instead (:func:`instir.inputs.file_problem`: a directory, a FIFO, a
+    device such as ``/dev/zero``, a symlink loop), before anything tries to read it."""
+    problem = file_problem(path)
+    if problem is not None:
+        raise FormatError(path, None, None, f"{what} {problem}" if problem.startswith("not found") else problem)
 
 
 def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
@@ -138,8 +148,7 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Parquet rows are numbered from 1 like lines, so messages read the same for both.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "file not found")
+    check_file(path)
     if path.suffix == ".parquet":
         yield from _parquet_records(path)
         return
@@ -182,8 +191,7 @@ def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_json_array(path: Path) -> list[Any]:
     """A whole-file JSON array (IFIR's ``test_data.json``)."""
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "file not found")
+    check_file(path)
     try:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
@@ -286,8 +294,7 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
             add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec.get("score", 1), n,
                 "score")
     else:
-        if not path.is_file():
-            raise FormatError(path, None, None, "file not found")
+        check_file(path)
         rows = csv.reader((line for _, line in text_lines(path)), delimiter="\t")
         for row in rows:
             n = rows.line_num  # one source item per line, so this is the row's (last) line

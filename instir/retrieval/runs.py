@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from instir import atomic
-from instir.benchmarks.readers import decode_utf8
+from instir.benchmarks.readers import check_file, decode_utf8
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
@@ -362,8 +362,7 @@ def read_run(path: str | Path) -> Run:
     Bad lines raise :class:`FormatError` naming the file, line and field.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "run file not found")
+    check_file(path, "run file")
     data = path.read_bytes()
     if not data.strip():
         meta = read_sidecar(path)
