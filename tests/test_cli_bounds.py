@@ -83,3 +83,23 @@ def test_an_ifir_corpus_that_is_no_regular_file_is_named_for_what_it_is(capsys, 
     _odd(tmp_path, kind, corpus)
     line = fails(capsys, "summary", "ifir/fiqa", "--root", str(root))
     assert line.startswith(f"instir summary: {corpus}: {ANSWERS[kind]}")
+
+
+def test_evaluate_refuses_a_fullwidth_rank_naming_file_line_and_field(capsys, tmp_path):
+    run = tmp_path / "run.trec"
+    run.write_text("1078446_6 Q0 x 1 2.0 t\n1078446_6 Q0 y １ 1.0 t\n", encoding="utf-8")  # on main: read as rank 1
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run),
+                 "--out", str(tmp_path / "eval"))
+    assert line == (f"instir evaluate: {run}, line 2, field 'rank': expected an integer, got '１' (U+FF11 FULLWIDTH "
+                    "DIGIT ONE: trec_eval does not read it as a digit or a space)")
+
+
+def test_summary_refuses_a_no_break_space_in_a_qrels_id(capsys, instructir_root):
+    qrels = instructir_root / "qrels" / "test.tsv"
+    lines = qrels.read_text().splitlines()
+    qid, did, score = lines[1].split("\t")
+    lines[1] = f"{qid}\u00a0\t{did}\t{score}"  # on main: stripped silently
+    qrels.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    line = fails(capsys, "summary", "instructir", "--root", str(instructir_root))
+    assert line.startswith(f"instir summary: {qrels}, line 2, field 'query-id': {qid + chr(0xa0)!r} holds U+00A0 "
+                           "NO-BREAK SPACE")

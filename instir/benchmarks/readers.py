@@ -5,7 +5,10 @@ Text files are UTF-8; a byte-order mark at the start is skipped (editors on Wind
 one), and bytes that are not UTF-8 are refused with the file, line and column. Relevance
 grades are integers: ``2``, ``"2"``, ``2.0`` and ``-1`` are read (negative grades are
 non-relevant, as in trec_eval), while ``0.9``, ``1.5``, ``inf`` or ``true`` are refused rather
-than truncated (a truncated 0.9 would silently drop a query from every average).
+than truncated (a truncated 0.9 would silently drop a query from every average). Whitespace-
+separated files (TREC qrels and runs) are read as trec_eval reads them: fields split on ASCII
+spaces and tabs, numbers in ASCII digits; a fullwidth ``１`` or a no-break space inside an id,
+which Python would silently read as 1 or strip, is refused with the file, line and field.
 
 Sizes are bounded before anything is built from them: a document (title and text) may hold at
 most :data:`MAX_DOC_CHARS` characters (``INSTIR_MAX_DOC_CHARS`` in the environment changes it),
@@ -21,6 +24,8 @@ import csv
 import json
 import math
 import os
+import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,25 +118,69 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise  # not reached: the scan above raises at the bad line
 
 
+#: Whitespace as trec_eval splits fields on it (C ``isspace``): ASCII only.
+ASCII_SPACE = " \t\n\r\f\v"
+_ASCII_FIELDS = re.compile(f"[{re.escape(ASCII_SPACE)}]+")
+#: A number as trec_eval's ``atof``/``atol`` read it: ASCII digits, an optional sign, point and exponent.
+_ASCII_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))")
+#: Characters that look like a space or like nothing, which trec_eval keeps inside an id while
+#: Python's ``split()`` / ``strip()`` (and so other tools) treat them as separators.
+ODD_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200C))) + "\u2028\u2029\u202f\u205f\u2060\u3000\ufeff"
+_ODD_SPACE = re.compile(f"[{ODD_SPACES}]")
+
+
+def ascii_fields(line: str) -> list[str]:
+    """The fields of a whitespace-separated line (TREC runs and qrels) split as trec_eval splits
+    them: on ASCII spaces and tabs only, so a no-break space stays inside its field (and is then
+    refused by :func:`check_id`)."""
+    return _ASCII_FIELDS.split(line.strip(ASCII_SPACE)) if line.strip(ASCII_SPACE) else []
+
+
+def _char(c: str) -> str:
+    return f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed character')}"
+
+
+def check_id(value: str, path: Path, where: int | str, name: str) -> str:
+    """``value`` (an id read from a whitespace-separated file) unless it holds a character that
+    is a space to some tools and part of the id to trec_eval (a no-break space, a zero-width
+    space …): then :class:`FormatError` naming the file, line, field and the character."""
+    odd = _ODD_SPACE.search(value)
+    if odd:
+        raise FormatError(path, where, name, f"{quoted(value)} holds {_char(odd.group())} at character "
+                                             f"{odd.start() + 1}: trec_eval keeps it in the id, other tools read it "
+                                             "as a space; remove it")
+    return value
+
+
+def ascii_number(text: str, path: Path, where: int | str, name: str, expected: str) -> str:
+    """``text`` stripped of ASCII spaces, when it is a number written as trec_eval reads one
+    (ASCII digits, sign, point, exponent); otherwise :class:`FormatError`: a fullwidth ``１`` or
+    an Arabic-Indic digit that Python's ``int()`` would read, an underscore, a no-break space."""
+    bare = text.strip(ASCII_SPACE)
+    if _ASCII_NUMBER.fullmatch(bare):
+        return bare
+    odd = next((c for c in bare if not c.isascii()), None)
+    why = f" ({_char(odd)}: trec_eval does not read it as a digit or a space)" if odd else ""
+    raise FormatError(path, where, name, f"expected {expected}, got {quoted(text)}{why}")
+
+
 #: Largest grade magnitude: trec_eval and pytrec_eval keep grades in a C ``long`` (32 bits on
 #: some platforms).
 GRADE_LIMIT = 2**31 - 1
 
 
 def grade(value: Any, path: Path, where: int | str, name: str = "score") -> int:
-    """A relevance grade as an int: integers, integral floats (``2.0``) and their text forms.
+    """A relevance grade as an int: integers, integral floats (``2.0``) and their text forms in
+    ASCII (:func:`ascii_number`: ``"１"`` is refused, as trec_eval would not read it as 1).
     Anything else (fractions, infinities, NaN, booleans, text, beyond ±:data:`GRADE_LIMIT`)
     raises :class:`FormatError`."""
     number: Any = value
     if isinstance(value, str):
-        text = value.strip()
+        text = ascii_number(value, path, where, name, "an integer grade")
         try:
             number = int(text)
         except ValueError:
-            try:
-                number = float(text)
-            except ValueError:
-                raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)}") from None
+            number = float(text)
     if isinstance(number, float) and math.isfinite(number) and number.is_integer():
         number = int(number)
     if not isinstance(number, int) or isinstance(number, bool):
@@ -301,7 +350,7 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
             if not row or not "".join(row).strip():
                 continue
             if len(row) == 1:
-                row = row[0].split()
+                row = ascii_fields(row[0])
             if n == 1 and row[0].strip().lower() in ("qid", "query-id", "query_id", "query"):
                 continue
             if len(row) == 3:
@@ -310,7 +359,8 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
                 qid, _, did, value = row
             else:
                 raise FormatError(path, n, None, f"expected 3 tab-separated columns (qid, pid, score), got {len(row)}")
-            add(qid.strip(), did.strip(), value, n, "score")
+            add(check_id(qid.strip(ASCII_SPACE), path, n, "query-id"), check_id(did.strip(ASCII_SPACE), path, n,
+                                                                                "corpus-id"), value, n, "score")
     if not qrels:
         raise FormatError(path, None, None, "no judgments found")
     return qrels, lines

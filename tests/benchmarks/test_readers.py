@@ -4,6 +4,7 @@ FormatError naming the file, the line and the field; nothing is truncated silent
 
 import codecs
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -215,3 +216,48 @@ def test_a_bad_document_limit_in_the_environment_is_one_line(tmp_path, monkeypat
     monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "１０")
     with pytest.raises(ValueError, match="INSTIR_MAX_DOC_CHARS must be a positive whole number of characters"):
         list(jsonl_corpus(_corpus(tmp_path, "text")))
+
+
+# -- characters trec_eval would not read as Python does ------------------------------------------
+
+@pytest.mark.parametrize("kind", ["tsv", "trec", "jsonl"])
+@pytest.mark.parametrize("text,char", [("１", "U+FF11 FULLWIDTH DIGIT ONE"), ("٢", "U+0662 ARABIC-INDIC DIGIT TWO"),
+                                       ("\u00a01", "U+00A0 NO-BREAK SPACE")])
+def test_a_grade_in_digits_trec_eval_would_not_read_is_refused(tmp_path, kind, text, char):
+    # on main: int("１") == 1 and "\xa01".strip() == "1": read silently where trec_eval's atol reads 0
+    path = qrels_file(tmp_path, kind, [1, text])
+    expected = f"line [23], field 'score': expected an integer grade, got .*{re.escape(char)}"
+    with pytest.raises(FormatError, match=expected):
+        read_qrels(path)
+
+
+def test_an_underscore_in_a_grade_is_refused():
+    with pytest.raises(FormatError, match="expected an integer grade, got '1_0'"):
+        grade("1_0", Path("q.tsv"), 2)  # int("1_0") == 10
+
+
+@pytest.mark.parametrize("line,field", [("q1\u00a0\td1\t1", "query-id"), ("q1\td1\u00a0\t1", "corpus-id"),
+                                        ("q1 0 d\u00a01 1", "corpus-id"), ("q1\td\u200b1\t1", "corpus-id")])
+def test_a_no_break_or_zero_width_space_in_a_qrels_id_is_refused(tmp_path, line, field):
+    path = tmp_path / "qrels.tsv"
+    path.write_text(f"q0\td0\t1\n{line}\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=f"qrels.tsv, line 2, field '{field}': '.*' holds U\\+(00A0 NO-BREAK|200B "
+                                          "ZERO WIDTH) SPACE at character"):
+        read_qrels(path)
+
+
+@pytest.mark.parametrize("first,second", [("caf\u00e9", "cafe\u0301"), ("cafe\u0301", "caf\u00e9"),
+                                          ("K", "\u212a")])  # the Kelvin sign is K once NFC-normalized
+def test_a_corpus_holding_two_unicode_forms_of_one_id_warns_naming_both_lines(tmp_path, first, second):
+    from instir.benchmarks.docstore import IdFormWarning
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": i, "text": "t"}) + "\n" for i in (first, "other", second)))
+    with pytest.warns(IdFormWarning) as caught:
+        assert jsonl_corpus(path).ids() == [first, "other", second]
+    (warning,) = caught
+    assert str(warning.message).startswith(
+        f"document ids that differ only in Unicode normalization (NFC / NFD): {first!r} ({path}, line 1) and "
+        f"{second!r} ({path}, line 3)")
+    with pytest.warns(IdFormWarning):  # again from the cached index
+        jsonl_corpus(path).ids()
