@@ -103,3 +103,47 @@ def test_summary_refuses_a_no_break_space_in_a_qrels_id(capsys, instructir_root)
     line = fails(capsys, "summary", "instructir", "--root", str(instructir_root))
     assert line.startswith(f"instir summary: {qrels}, line 2, field 'query-id': {qid + chr(0xa0)!r} holds U+00A0 "
                            "NO-BREAK SPACE")
+
+
+CARDS = """
+[[card]]
+name = "mine-st"
+paper = "user"
+kind = "retriever"
+adapter = "sentence-transformers"
+model = "{model}"
+
+[[card]]
+name = "mine-rerank"
+paper = "user"
+kind = "reranker"
+adapter = "cross-encoder"
+model = "{model}"
+"""
+
+
+@pytest.mark.parametrize("model,why", [
+    ("/etc", "a folder without modules.json or config.json (not a sentence-transformers model)"),
+    ("{tmp}/no-such-model", "not found"),
+    ("{tmp}/a-file", "a file, not a model folder"),
+    ("{tmp}/config-only", "a folder with config.json but no weights (model.safetensors, pytorch_model.bin, …)"),
+])
+def test_a_card_whose_local_model_folder_cannot_load_is_not_runnable_and_refused_in_one_line(capsys, tmp_path,
+                                                                                           model, why):
+    # on main: /etc listed as runnable ("yes"), then a ValueError traceback from transformers (rc 1)
+    from instir.cli import main
+
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "config-only").mkdir()
+    (tmp_path / "config-only" / "config.json").write_text("{}")
+    model = model.format(tmp=tmp_path)
+    cards = tmp_path / "cards.toml"
+    cards.write_text(CARDS.format(model=model))
+    assert main(["systems", "--cards", str(cards)]) == 0
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("mine-st "))
+    note = row.split("no [")[1].split("]")[0]
+    assert f"[{note}] model = {model}: {why}" in " ".join(table.split())
+    line = fails(capsys, "retrieve", "--system", "mine-st", "--cards", str(cards), "--benchmark",
+                 "instructir-sample", "--out", str(tmp_path / "runs"))
+    assert line == f"instir retrieve: system 'mine-st', field 'model': {model}: {why}"
