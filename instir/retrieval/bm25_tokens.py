@@ -43,13 +43,12 @@ class LongTokenWarning(UserWarning):
 def cut_long_tokens(text: str) -> str:
     """``text`` lower-cased with every token longer than :data:`MAX_TOKEN_CHARS` cut to its first
     :data:`MAX_TOKEN_CHARS` characters, as documents are cut when indexed: what a query's text is
-    before ``bm25s.tokenize`` (which lower-cases again: a no-op). A text too short to hold such a
-    token is returned as it is."""
+    before ``bm25s.tokenize`` (which lower-cases again: a no-op). A text without such a token is
+    returned as it is (lower-casing never lengthens a run of word characters)."""
     limit = MAX_TOKEN_CHARS
-    if len(text) <= limit:
+    if len(text) <= limit or not re.search(f"\\w{{{limit + 1}}}", text):
         return text
-    lowered = text.lower()
-    return re.sub(TOKEN_PATTERN, lambda m: m.group()[:limit] if len(m.group()) > limit else m.group(), lowered)
+    return re.sub(TOKEN_PATTERN, lambda m: m.group()[:limit], text.lower())
 
 
 def stop_words(stopwords: str | Sequence[str]) -> frozenset[str]:
