@@ -16,7 +16,46 @@ table cell); turning those into a one-line message would hide the traceback a bu
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
+
+#: Characters of a user's value that a message quotes (ids, field values, grades).
+QUOTE_LIMIT = 80
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` with a few items per level and no level below the third: the repr of a value
+    from a user's file costs a bounded amount whatever the value (a list of a billion strings, an
+    integer of a million digits, which ``repr`` itself refuses beyond 4300)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxtuple = self.maxlist = self.maxset = self.maxfrozenset = self.maxdeque = self.maxarray = 8
+        self.maxdict = 6
+        self.maxstring = self.maxother = QUOTE_LIMIT
+
+    def repr_int(self, x: int, level: int) -> str:
+        digits = int(x.bit_length() * 0.30103) + 1  # log10(2): the digits, within one
+        return repr(x) if digits <= 60 else f"<an integer of about {digits} digits>"
+
+
+_BOUNDED_REPR = _BoundedRepr()
+
+
+def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` itself, or its first ``limit`` characters followed by ``… (N chars)``."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for a message, capped: a string of more than ``limit`` characters is
+    quoted by its first ``limit`` (``'abc…'… (10485760 chars)``), so a 10 MB id from a user's
+    file never floods a terminal, a log or a report; a list or a mapping shows its first items,
+    three levels deep, so quoting one never walks all of it (a YAML alias bomb, a huge list)."""
+    if isinstance(value, str):
+        return f"{value[:limit]!r}… ({len(value)} chars)" if len(value) > limit else repr(value)
+    return shorten(_BOUNDED_REPR.repr(value), limit)
 
 
 class UserError(Exception):
@@ -55,4 +94,4 @@ def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", m
     close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ";"
     where = f" {where}" if where else ""
-    return UnknownNameError(f"unknown {kind} {name!r}{where}{hint} known: {', '.join(known)}{more}")
+    return UnknownNameError(f"unknown {kind} {quoted(name)}{where}{hint} known: {', '.join(known)}{more}")

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from instir.errors import UsageError
+from instir.errors import UsageError, quoted
 
 
 def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
@@ -17,7 +17,7 @@ def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
     if not all(isinstance(item, str) for item in value):
-        raise UsageError(f"parameter {parameter!r} takes names, got {list(value)!r}")
+        raise UsageError(f"parameter {parameter!r} takes names, got {quoted(list(value))}")
     return list(value)
 
 

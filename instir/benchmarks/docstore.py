@@ -41,8 +41,8 @@ import io
 import json
 import re
 import shutil
-import stat
 import time
+import unicodedata
 import warnings
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -55,6 +55,7 @@ import numpy as np
 
 from instir import atomic
 from instir.benchmarks.readers import (
+    check_file,
     corpus_doc,
     decode_utf8,
     field_str,
@@ -66,7 +67,7 @@ from instir.benchmarks.readers import (
 from instir.benchmarks.types import Corpus, Doc, FormatError, add_to_content_hash, quoted
 
 #: Version of the on-disk index format; part of every cache key (a new version builds anew).
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 #: A corpus file modified this recently (ns) before the build is not cached (see the module docstring).
 FRESH_NS = 2_000_000_000
 #: Random documents (besides the first and the last) whose records are re-read when a cached index loads.
@@ -87,6 +88,12 @@ class CorpusIndexWarning(UserWarning):
     could not be written (an in-memory index is used instead)."""
 
 
+class IdFormWarning(UserWarning):
+    """Two document ids of a corpus are one text in two Unicode forms (NFC and NFD, e.g. ``é`` as
+    one code point or as ``e`` + a combining accent): they look alike, a tool that normalizes
+    merges them, and a qrels or run file must use the exact form of each."""
+
+
 class StaleIndexError(FormatError):
     """A record is not where the index says (the corpus file changed since it was indexed)."""
 
@@ -103,12 +110,8 @@ class FileStamp:
     def of(cls, path: str | Path) -> FileStamp:
         """The stamp of ``path`` now; a missing file raises :class:`FormatError` as the readers do."""
         path = Path(path)
-        try:
-            st = path.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            raise FormatError(path, None, None, "file not found") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError(path, None, None, "file not found")
+        check_file(path)
+        st = path.stat()
         return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
@@ -132,6 +135,22 @@ class CorpusIndex:
     content_hash: str
     #: ``time.time_ns()`` when the build began (a file modified after it may not be in the index)
     built_ns: int = 0
+    #: pairs of positions (into :attr:`ids`) of ids that differ but are equal once NFC-normalized
+    id_clashes: tuple[tuple[int, int], ...] = ()
+
+    def clash_text(self, limit: int = 3) -> str | None:
+        """The id pairs of :attr:`id_clashes` as one message naming both files and lines (the
+        first ``limit``, then how many more), or None when there are none."""
+        if not self.id_clashes:
+            return None
+
+        def where(i: int) -> str:
+            return f"{quoted(self.ids[i])} ({self.paths[int(self.file[i])]}, line {int(self.line[i])})"
+
+        pairs = "; ".join(f"{where(a)} and {where(b)}" for a, b in self.id_clashes[:limit])
+        more = f"; and {len(self.id_clashes) - limit} more pairs" if len(self.id_clashes) > limit else ""
+        return (f"document ids that differ only in Unicode normalization (NFC / NFD): {pairs}{more}; they look "
+                "alike and a tool that normalizes merges them: qrels and runs must use each exact form")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -218,6 +237,8 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
     columns = [array("q") for _ in range(5)]
     file_no, offsets, lengths, lines, words = columns
     h = hashlib.sha256()
+    forms: dict[str, int] = {}  # NFC form -> position of the first non-ASCII id that has it (few, if any)
+    clashes: list[tuple[int, int]] = []
     for k, path in enumerate(paths):
         seen: set[str] = set()
         for n, offset, length, record in _located_records(path):
@@ -228,6 +249,15 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
             if doc.id in seen:
                 raise FormatError(path, n, "_id", f"duplicate document id {quoted(doc.id)}")
             seen.add(doc.id)
+            if forms and doc.id in forms and ids[forms[doc.id]] != doc.id:  # the NFC form after another form
+                clashes.append((forms[doc.id], len(ids)))
+            if not doc.id.isascii():
+                form = unicodedata.normalize("NFC", doc.id)
+                if form in forms and ids[forms[form]] != doc.id:
+                    clashes.append((forms[form], len(ids)))
+                elif form != doc.id and form in seen:  # the NFC form came first (in this file)
+                    clashes.append((ids.index(form), len(ids)))
+                forms.setdefault(form, len(ids))
             ids.append(doc.id)
             add_to_content_hash(h, doc)
             file_no.append(k)
@@ -238,7 +268,7 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
     arrays = [_frozen(np.frombuffer(column, dtype=np.int64)) if len(column) else _frozen(np.zeros(0, np.int64))
               for column in columns]
     return CorpusIndex(list(paths), files, skip_empty, ids, skipped, *arrays, content_hash=h.hexdigest(),
-                       built_ns=built_ns)
+                       built_ns=built_ns, id_clashes=tuple(sorted(set(clashes))))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -361,7 +391,9 @@ def _verified(entry: Path, raw: bytes, paths: list[Path], files: tuple[FileStamp
         meta = json.loads(contents[_INDEX_JSON])
         table = np.load(io.BytesIO(contents[_RECORDS]), allow_pickle=False)
         ids, skipped, content_hash = meta["ids"], meta["skipped_ids"], meta["content_hash"]
+        clashes = tuple((int(a), int(b)) for a, b in meta["id_clashes"])
         ok = (isinstance(ids, list) and all(isinstance(i, str) for i in ids) and isinstance(skipped, list)
+              and all(0 <= a < len(ids) and 0 <= b < len(ids) for a, b in clashes)
               and isinstance(content_hash, str) and table.dtype == np.int64 and table.shape == (len(ids), 5)
               and [FileStamp(**f) for f in meta["files"]] == list(files) and meta["skip_empty"] == skip_empty)
     except (ValueError, KeyError, TypeError, OSError) as err:
@@ -376,7 +408,7 @@ def _verified(entry: Path, raw: bytes, paths: list[Path], files: tuple[FileStamp
     if len(ids) and np.any(columns[_OFFSET] + columns[_LENGTH] > ends[columns[_FILE]]):
         raise _Damaged(entry / _RECORDS, "a record lies beyond the end of its corpus file")
     index = CorpusIndex(paths, files, skip_empty, ids, skipped, *columns, content_hash=content_hash,
-                        built_ns=int(manifest.get("built_ns", 0)))
+                        built_ns=int(manifest.get("built_ns", 0)), id_clashes=clashes)
     _spot_check(index, entry)
     return index
 
@@ -422,7 +454,8 @@ def _store(root: Path, entry: Path, index: CorpusIndex) -> None:
     if not index.is_current() or any(f.mtime_ns > index.built_ns - FRESH_NS for f in index.files):
         return
     meta = {"files": [asdict(f) for f in index.files], "skip_empty": index.skip_empty,
-            "content_hash": index.content_hash, "ids": index.ids, "skipped_ids": index.skipped_ids}
+            "content_hash": index.content_hash, "ids": index.ids, "skipped_ids": index.skipped_ids,
+            "id_clashes": [list(pair) for pair in index.id_clashes]}
     index_bytes = json.dumps(meta, separators=(",", ":")).encode()
     records_bytes = atomic.array_bytes(
         np.stack([index.file, index.offset, index.length, index.line, index.word_counts], axis=1)
@@ -477,9 +510,14 @@ class IndexedCorpus(Corpus):
         return chain.from_iterable(iter_corpus_docs(p, skip_empty=self.skip_empty) for p in self.paths)
 
     def index(self) -> CorpusIndex:
-        """The corpus index (loaded or built on first use, then kept)."""
+        """The corpus index (loaded or built on first use, then kept); ids that differ only in
+        Unicode normalization give an :class:`IdFormWarning` naming both lines, each time a
+        corpus object loads its index (the pairs are kept in the cached index)."""
         if self._loaded is None:
             self._loaded = load_index(self.paths, skip_empty=self.skip_empty, cache_dir=self.cache_dir)
+            clash = self._loaded.clash_text()
+            if clash:
+                warnings.warn(clash, IdFormWarning, stacklevel=2)
         return self._loaded
 
     def _reload(self, *, damaged: bool = False) -> CorpusIndex:

@@ -38,6 +38,7 @@ retrieved, as upstream) and is counted in ``meta["relevant_docs_without_text"]``
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from collections import Counter
@@ -56,7 +57,7 @@ from instir.benchmarks.readers import (
     read_records,
     read_text,
 )
-from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query
+from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 
 # A "v<digit>" level token not preceded by a letter ("q7_v2", "7v2", "v2-q7"), with the
 # separator before it, so that removing the match leaves the query id.
@@ -121,7 +122,7 @@ def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
     """The layout of one subset folder and the files it will be read from."""
     corpus = folder / f"{subset}-corpus.jsonl"
     test_data = folder / "test_data.json"
-    if test_data.is_file():
+    if os.path.lexists(test_data):
         return "songtingyu", {"test_data": test_data, "corpus": _require(corpus, "songtingyu")}
     beir_queries = _first_file(folder, [f"{subset}-query.jsonl", f"{subset}-query.json"])
     if beir_queries is not None:
@@ -151,11 +152,13 @@ def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
 
 
 def _first_file(folder: Path, names: list[str]) -> Path | None:
-    return next((folder / n for n in names if (folder / n).is_file()), None)
+    """The first of ``names`` in ``folder``: a name that is there but no regular file (a FIFO, a
+    folder, a symlink loop) counts, so its reader says what it is."""
+    return next((folder / n for n in names if os.path.lexists(folder / n)), None)
 
 
 def _require(path: Path, layout: str) -> Path:
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FormatError(path, None, None, f"file not found (the {layout} layout needs the corpus file)")
     return path
 
@@ -163,7 +166,7 @@ def _require(path: Path, layout: str) -> Path:
 def _check_level(level: Any, subset: str, where: Where) -> int:
     """A level as an int, allowed for the subset: 1-3 in multi-level subsets, 0 otherwise."""
     if isinstance(level, bool) or not isinstance(level, int):
-        raise FormatError(*where, f"expected an integer level, got {level!r}")
+        raise FormatError(*where, f"expected an integer level, got {quoted(level)}")
     if catalog.subset(subset).multi_level and level not in (1, 2, 3):
         raise FormatError(*where, f"level {level} outside 1-3 ({subset} is a multi-level subset)")
     if not catalog.subset(subset).multi_level and level != 0:
@@ -190,7 +193,8 @@ def _read_test_data(path: Path, subset: str) -> tuple[list[_Instance], dict[str,
             raise FormatError(path, at, None, f"expected a JSON object, got {type(element).__name__}")
         qid = field_str(element, "_id", path, at)
         if qid in first_at:
-            raise FormatError(path, at, "_id", f"duplicate query id {qid!r} (first at array index {first_at[qid]})")
+            raise FormatError(path, at, "_id",
+                              f"duplicate query id {quoted(qid)} (first at array index {first_at[qid]})")
         first_at[qid] = i
         text = field_str(element, "text", path, at)
         candidates = judged[qid] = _candidate_ids(element, path, at)
@@ -213,7 +217,7 @@ def _read_test_data(path: Path, subset: str) -> tuple[list[_Instance], dict[str,
             for k, index in enumerate(rel):
                 where = (path, iat, f"rel[{k}]")
                 if isinstance(index, bool) or not isinstance(index, int):
-                    raise FormatError(*where, f"expected an integer index, got {index!r}")
+                    raise FormatError(*where, f"expected an integer index, got {quoted(index)}")
                 if not 0 <= index < len(candidates):
                     raise FormatError(*where, f"index {index} out of range: the element's corpus holds "
                                               f"{len(candidates)} candidates (valid 0-{len(candidates) - 1})")
@@ -260,12 +264,12 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     for at, rec in _query_records(query_path):
         fid = field_str(rec, "_id", query_path, at)
         if fid in first_at:
-            raise FormatError(query_path, at, "_id", f"duplicate query id {fid!r} (first at {first_at[fid]})")
+            raise FormatError(query_path, at, "_id", f"duplicate query id {quoted(fid)} (first at {first_at[fid]})")
         first_at[fid] = at
         text = field_str(rec, "text", query_path, at)
         group, sep, suffix = fid.rpartition("_")
         if not sep or not group or not suffix.isdigit():
-            raise FormatError(query_path, at, "_id", f"expected '<query id>_<level>', got {fid!r}")
+            raise FormatError(query_path, at, "_id", f"expected '<query id>_<level>', got {quoted(fid)}")
         if int(suffix) == 0:
             bare[group] = (text, at)
         else:
@@ -275,14 +279,15 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     levels_of: dict[str, Counter] = {}
     for fid, group, level, text, at in instructed:
         if group not in bare:
-            raise FormatError(query_path, at, "_id", f"no bare query {group + '_0'!r} for instance {fid!r}")
+            raise FormatError(query_path, at, "_id", f"no bare query {quoted(group + '_0')} for instance {quoted(fid)}")
         query = bare[group][0]
         instruction = (text[len(query):] if text.startswith(query) else text).strip()
         if not instruction:
-            raise FormatError(query_path, at, "text", f"instance {fid!r} has no instruction beyond the bare query")
+            raise FormatError(query_path, at, "text",
+                              f"instance {quoted(fid)} has no instruction beyond the bare query")
         if not catalog.subset(subset).multi_level:
             if group in levels_of:
-                raise FormatError(query_path, at, "_id", f"second instructed record for query {group!r} "
+                raise FormatError(query_path, at, "_id", f"second instructed record for query {quoted(group)} "
                                                          f"({subset} is a single-level subset)")
             level = 0
         _check_level(level, subset, (query_path, at, "_id"))
@@ -294,11 +299,12 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     orphan = next((group for group in bare if group not in levels_of), None)
     if orphan is not None:
         raise FormatError(query_path, bare[orphan][1], "_id",
-                          f"query {orphan!r} has only its bare '_0' record (no instruction instance)")
+                          f"query {quoted(orphan)} has only its bare '_0' record (no instruction instance)")
     qrels, lines = read_qrels(qrels_path)
     for (fid, doc_id), line in lines.items():
         if fid not in first_at:
-            raise FormatError(qrels_path, line, "query-id", f"unknown query id {fid!r} (not in {query_path.name})")
+            raise FormatError(qrels_path, line, "query-id",
+                              f"unknown query id {quoted(fid)} (not in {query_path.name})")
         if fid in by_source:
             by_source[fid].relevant[doc_id] = (qrels[fid][doc_id], (qrels_path, line, "corpus-id"))
     return out
@@ -321,7 +327,7 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
         qid = field_str(rec, "query-id", instruction_path, n)
         if qid in instruction_of:
             raise FormatError(instruction_path, n, "query-id",
-                              f"duplicate instruction for query {qid!r} (first on line {instruction_of[qid][1]})")
+                              f"duplicate instruction for query {quoted(qid)} (first on line {instruction_of[qid][1]})")
         instruction_of[qid] = (field_str(rec, "instruction", instruction_path, n), n)
     out: list[_Instance] = []
     by_source: dict[str, _Instance] = {}
@@ -329,19 +335,20 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
     for n, rec in read_records(query_path):
         qid = field_str(rec, "_id", query_path, n)
         if qid in by_source:
-            raise FormatError(query_path, n, "_id", f"duplicate query id {qid!r}")
+            raise FormatError(query_path, n, "_id", f"duplicate query id {quoted(qid)}")
         if qid not in instruction_of:
-            raise FormatError(query_path, n, "_id", f"no instruction for query {qid!r} in {instruction_path.name}")
+            raise FormatError(query_path, n, "_id",
+                              f"no instruction for query {quoted(qid)} in {instruction_path.name}")
         group, level = level_from_mteb_id(qid)
         if catalog.subset(subset).multi_level:
             if level is None:
-                raise FormatError(query_path, n, "_id", f"no level token v1/v2/v3 in query id {qid!r} "
+                raise FormatError(query_path, n, "_id", f"no level token v1/v2/v3 in query id {quoted(qid)} "
                                                         f"({subset} is a multi-level subset)")
             _check_level(level, subset, (query_path, n, "_id"))
         else:
             level = 0
         if not group:
-            raise FormatError(query_path, n, "_id", f"query id {qid!r} is only a level token")
+            raise FormatError(query_path, n, "_id", f"query id {quoted(qid)} is only a level token")
         seen = levels_of.setdefault(group, Counter())
         inst = _Instance(Query(id=_instance_id(group, level, seen), query=field_str(rec, "text", query_path, n),
                                instruction=instruction_of[qid][0], group=group, level=level, subset=subset),
@@ -351,11 +358,12 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
     for qid, (_, line) in instruction_of.items():
         if qid not in by_source:
             raise FormatError(instruction_path, line, "query-id",
-                              f"unknown query id {qid!r} (not in {query_path.name})")
+                              f"unknown query id {quoted(qid)} (not in {query_path.name})")
     qrels, lines = read_qrels(qrels_path)
     for (qid, doc_id), line in lines.items():
         if qid not in by_source:
-            raise FormatError(qrels_path, line, "query-id", f"unknown query id {qid!r} (not in {query_path.name})")
+            raise FormatError(qrels_path, line, "query-id",
+                              f"unknown query id {quoted(qid)} (not in {query_path.name})")
         by_source[qid].relevant[doc_id] = (qrels[qid][doc_id], (qrels_path, line, "corpus-id"))
     return out
 
@@ -382,10 +390,10 @@ def _assemble(instances: list[_Instance], corpus: IndexedCorpus,
         without_text = set(corpus.index().skipped_ids)  # records skipped for empty text
         for doc_id, where in missing.items():
             if doc_id not in without_text:
-                raise FormatError(*where, f"unknown document id {doc_id!r} (not in {corpus_path.name})")
+                raise FormatError(*where, f"unknown document id {quoted(doc_id)} (not in {corpus_path.name})")
     no_relevant = [q for q in queries if q not in qrels]
     if no_relevant:
-        warnings.warn(f"{len(no_relevant)} IFIR instances have no relevant document (first: {no_relevant[0]!r}); "
+        warnings.warn(f"{len(no_relevant)} IFIR instances have no relevant document (first: {quoted(no_relevant[0])}); "
                       "they are kept as queries but have no qrels", stacklevel=3)
     meta = {"source_ids": source_ids, "relevant_docs_without_text": len(missing.keys() & without_text),
             "instances_without_relevant": len(no_relevant)}

@@ -51,7 +51,9 @@ warning, because evaluators silently drop unjudged queries and would shift every
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -63,7 +65,7 @@ from instir.benchmarks.readers import (
     read_qrels,
     read_records,
 )
-from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query
+from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query, quoted
 from instir.errors import unknown
 
 #: Setting names accepted by :func:`load_instructir`.
@@ -177,7 +179,8 @@ def _instruction_first(rec: dict, path: Path, n: int) -> tuple[str, str]:
     instruction, query = _split_sep(_text(rec, path, n), path, n)
     origin = _origin_query(rec, path, n, required=False)
     if origin and origin != query:
-        raise FormatError(path, n, "text", f"query part {query!r} differs from metadata.origin_query {origin!r}")
+        raise FormatError(path, n, "text",
+                          f"query part {quoted(query)} differs from metadata.origin_query {quoted(origin)}")
     return query, instruction
 
 
@@ -200,10 +203,14 @@ _ANALYSIS_SETTINGS: dict[str, tuple[str, _Shape, str]] = {
 # --- files and layouts -----------------------------------------------------------------------
 
 def _find(root: Path, patterns: tuple[str, ...]) -> list[Path]:
+    """The files of the first pattern that has any; a file name (no wildcard) that is there but no
+    regular file (a FIFO, a folder, a symlink loop) counts as found, so its reader says what it is."""
     for pattern in patterns:
         hits = sorted(p for p in root.glob(pattern) if p.is_file())
         if hits:
             return hits
+        if not glob.has_magic(pattern) and os.path.lexists(root / pattern):
+            return [root / pattern]
     return []
 
 
@@ -251,7 +258,8 @@ def _read_queries(paths: list[Path], shape: _Shape) -> tuple[dict[str, Query], _
             qid = field_str(rec, "_id", path, n)
             if qid in where:
                 first, first_n = where[qid]
-                raise FormatError(path, n, "_id", f"duplicate query id {qid!r} (first at {first.name} line {first_n})")
+                raise FormatError(path, n, "_id",
+                                  f"duplicate query id {quoted(qid)} (first at {first.name} line {first_n})")
             query, instruction = shape(rec, path, n)
             if not query:
                 raise FormatError(path, n, "text", "empty query")
@@ -292,14 +300,14 @@ def _attach_instructions(bare: dict[str, Query], where: _Where, paths: list[Path
         for n, rec in read_records(path):
             qid = field_str(rec, "query-id", path, n)
             if qid not in bare:
-                raise FormatError(path, n, "query-id", f"unknown query id {qid!r} (not in the queries config)")
+                raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in the queries config)")
             if qid in instructions:
-                raise FormatError(path, n, "query-id", f"second instruction for query {qid!r}")
+                raise FormatError(path, n, "query-id", f"second instruction for query {quoted(qid)}")
             instructions[qid] = field_str(rec, "instruction", path, n).strip()
     for qid, query in bare.items():
         if qid not in instructions:
             path, n = where[qid]
-            raise FormatError(path, n, "_id", f"query {qid!r} has no instruction in {paths[0].parent.name}/")
+            raise FormatError(path, n, "_id", f"query {quoted(qid)} has no instruction in {paths[0].parent.name}/")
     return {qid: Query(id=q.id, query=q.query, instruction=instructions[qid], group=q.group)
             for qid, q in bare.items()}
 
@@ -310,15 +318,15 @@ def _check_agree(primary: dict[str, Query], primary_path: Path, other: dict[str,
         path, n = where[qid]
         p = primary.get(qid)
         if p is None:
-            raise FormatError(path, n, "_id", f"instance {qid!r} is not in {primary_path.name}")
+            raise FormatError(path, n, "_id", f"instance {quoted(qid)} is not in {primary_path.name}")
         if (p.query, p.instruction) != (q.query, q.instruction):
-            raise FormatError(path, n, "text", f"instance {qid!r} disagrees with {primary_path.name} "
+            raise FormatError(path, n, "text", f"instance {quoted(qid)} disagrees with {primary_path.name} "
                                                "(instruction or query differs)")
     missing = [qid for qid in primary if qid not in other]
     if missing:
         path = next(iter(where.values()))[0]
         raise FormatError(path, None, "_id", f"{len(missing)} instances of {primary_path.name} are missing "
-                                             f"(first: {missing[0]!r})")
+                                             f"(first: {quoted(missing[0])})")
 
 
 def _load_qrels(paths: list[Path], query_ids: Iterable[str], doc_ids: frozenset[str]) -> Qrels:
@@ -330,7 +338,8 @@ def _load_qrels(paths: list[Path], query_ids: Iterable[str], doc_ids: frozenset[
         check_qrels(qrels, lines, path, query_ids, doc_ids)
         for (qid, did), n in lines.items():
             if did in merged.get(qid, {}):
-                raise FormatError(path, n, "corpus-id", f"({qid!r}, {did!r}) is judged in an earlier qrels file too")
+                raise FormatError(path, n, "corpus-id",
+                                  f"({quoted(qid)}, {quoted(did)}) is judged in an earlier qrels file too")
         for qid, rel in qrels.items():
             merged.setdefault(qid, {}).update(rel)
     return merged
@@ -341,4 +350,4 @@ def _check_judged(queries: dict[str, Query], where: _Where, qrels: Qrels, qrels_
         if qid not in qrels:
             path, n = where[qid]
             names = ", ".join(p.name for p in qrels_files)
-            raise FormatError(path, n, "_id", f"instance {qid!r} has no judgments in {names}")
+            raise FormatError(path, n, "_id", f"instance {quoted(qid)} has no judgments in {names}")

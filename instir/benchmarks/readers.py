@@ -5,7 +5,16 @@ Text files are UTF-8; a byte-order mark at the start is skipped (editors on Wind
 one), and bytes that are not UTF-8 are refused with the file, line and column. Relevance
 grades are integers: ``2``, ``"2"``, ``2.0`` and ``-1`` are read (negative grades are
 non-relevant, as in trec_eval), while ``0.9``, ``1.5``, ``inf`` or ``true`` are refused rather
-than truncated (a truncated 0.9 would silently drop a query from every average).
+than truncated (a truncated 0.9 would silently drop a query from every average). Whitespace-
+separated files (TREC qrels and runs) are read as trec_eval reads them: fields split on ASCII
+spaces and tabs, numbers in ASCII digits; a fullwidth ``１`` or a no-break space inside an id,
+which Python would silently read as 1 or strip, is refused with the file, line and field.
+
+Sizes are bounded before anything is built from them: a document (title and text) may hold at
+most :data:`MAX_DOC_CHARS` characters (``INSTIR_MAX_DOC_CHARS`` in the environment changes it),
+and a line of a text file at most :func:`line_limit` characters; a longer one is refused with
+the file, the line and its length (counted without holding the line), before any tokenizer,
+stemmer or model sees it. A 2 GiB document ended in a segmentation fault inside PyStemmer.
 """
 
 from __future__ import annotations
@@ -14,14 +23,56 @@ import codecs
 import csv
 import json
 import math
+import os
+import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
+from instir.errors import UsageError
+from instir.inputs import file_problem
 
 if TYPE_CHECKING:
     from instir.benchmarks.docstore import IndexedCorpus
+
+
+#: Longest document read, in characters (title and text together): ten million, some 2,000 pages
+#: of text; IFIR's longest legal documents hold a few hundred thousand.
+MAX_DOC_CHARS = 10_000_000
+#: Environment variable that sets another document limit (a positive whole number).
+MAX_DOC_CHARS_VAR = "INSTIR_MAX_DOC_CHARS"
+
+
+def max_doc_chars() -> int:
+    """The document limit in force: ``$INSTIR_MAX_DOC_CHARS`` when set, else :data:`MAX_DOC_CHARS`."""
+    text = os.environ.get(MAX_DOC_CHARS_VAR, "").strip()
+    if not text:
+        return MAX_DOC_CHARS
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise UsageError(f"{MAX_DOC_CHARS_VAR} must be a positive whole number of characters, got {quoted(text)}")
+    return int(text)
+
+
+def line_limit() -> int:
+    """The longest line of an input text file, in characters: room for a document at the limit
+    written with JSON escapes (``\\uXXXX`` is six characters for one) and its other fields."""
+    return 6 * max_doc_chars() + (1 << 20)
+
+
+def _too_long(path: Path, n: int, length: int, limit: int) -> FormatError:
+    return FormatError(path, n, None, f"line of {length:,} characters, more than the {limit:,} one record may hold "
+                                      f"(a document may hold {max_doc_chars():,}; {MAX_DOC_CHARS_VAR} changes that)")
+
+
+def check_file(path: Path, what: str = "file") -> None:
+    """Raise :class:`FormatError` unless ``path`` is a regular file (or a link to one): ``<what>
+    not found``, or what it is instead (:func:`instir.inputs.file_problem`: a directory, a FIFO, a
+    device such as ``/dev/zero``, a symlink loop), before anything tries to read it."""
+    problem = file_problem(path)
+    if problem is not None:
+        raise FormatError(path, None, None, f"{what} {problem}" if problem.startswith("not found") else problem)
 
 
 def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
@@ -44,17 +95,73 @@ def read_text(path: Path) -> str:
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line_number, line)`` of a UTF-8 text file, streaming, line endings kept (as with
-    ``newline=""``); a byte-order mark is skipped. Bytes that are not UTF-8 raise
-    :class:`FormatError` naming the line: the file is then scanned again line by line, since
-    the decoder reads ahead and cannot say which line held them."""
+    ``newline=""``); a byte-order mark is skipped. A line longer than :func:`line_limit` raises
+    :class:`FormatError` with its line number and length, having held at most that much of it.
+    Bytes that are not UTF-8 raise :class:`FormatError` naming the line: the file is then
+    scanned again line by line, since the decoder reads ahead and cannot say which line held them."""
+    limit = line_limit()
     try:
         with Path(path).open(encoding="utf-8-sig", newline="") as fh:
-            yield from enumerate(fh, start=1)
+            readline, n = fh.readline, 0
+            while line := readline(limit + 2):  # room for the line's own ending
+                n += 1
+                if len(line) > limit and len(line.rstrip("\r\n")) > limit:
+                    length = len(line.rstrip("\r\n"))
+                    while not line.endswith(("\n", "\r")) and (line := readline(1 << 20)):
+                        length += len(line.rstrip("\r\n"))  # the rest is counted, never held
+                    raise _too_long(path, n, length, limit)
+                yield n, line
     except UnicodeDecodeError:
         with Path(path).open("rb") as fh:
             for n, raw in enumerate(fh, start=1):
                 decode_utf8(path, raw.removeprefix(codecs.BOM_UTF8) if n == 1 else raw, n)
         raise  # not reached: the scan above raises at the bad line
+
+
+#: Whitespace as trec_eval splits fields on it (C ``isspace``): ASCII only.
+ASCII_SPACE = " \t\n\r\f\v"
+_ASCII_FIELDS = re.compile(f"[{re.escape(ASCII_SPACE)}]+")
+#: A number as trec_eval's ``atof``/``atol`` read it: ASCII digits, an optional sign, point and exponent.
+_ASCII_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))")
+#: Characters that look like a space or like nothing, which trec_eval keeps inside an id while
+#: Python's ``split()`` / ``strip()`` (and so other tools) treat them as separators.
+ODD_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200C))) + "\u2028\u2029\u202f\u205f\u2060\u3000\ufeff"
+_ODD_SPACE = re.compile(f"[{ODD_SPACES}]")
+
+
+def ascii_fields(line: str) -> list[str]:
+    """The fields of a whitespace-separated line (TREC runs and qrels) split as trec_eval splits
+    them: on ASCII spaces and tabs only, so a no-break space stays inside its field (and is then
+    refused by :func:`check_id`)."""
+    return _ASCII_FIELDS.split(line.strip(ASCII_SPACE)) if line.strip(ASCII_SPACE) else []
+
+
+def _char(c: str) -> str:
+    return f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed character')}"
+
+
+def check_id(value: str, path: Path, where: int | str, name: str) -> str:
+    """``value`` (an id read from a whitespace-separated file) unless it holds a character that
+    is a space to some tools and part of the id to trec_eval (a no-break space, a zero-width
+    space …): then :class:`FormatError` naming the file, line, field and the character."""
+    odd = _ODD_SPACE.search(value)
+    if odd:
+        raise FormatError(path, where, name, f"{quoted(value)} holds {_char(odd.group())} at character "
+                                             f"{odd.start() + 1}: trec_eval keeps it in the id, other tools read it "
+                                             "as a space; remove it")
+    return value
+
+
+def ascii_number(text: str, path: Path, where: int | str, name: str, expected: str) -> str:
+    """``text`` stripped of ASCII spaces, when it is a number written as trec_eval reads one
+    (ASCII digits, sign, point, exponent); otherwise :class:`FormatError`: a fullwidth ``１`` or
+    an Arabic-Indic digit that Python's ``int()`` would read, an underscore, a no-break space."""
+    bare = text.strip(ASCII_SPACE)
+    if _ASCII_NUMBER.fullmatch(bare):
+        return bare
+    odd = next((c for c in bare if not c.isascii()), None)
+    why = f" ({_char(odd)}: trec_eval does not read it as a digit or a space)" if odd else ""
+    raise FormatError(path, where, name, f"expected {expected}, got {quoted(text)}{why}")
 
 
 #: Largest grade magnitude: trec_eval and pytrec_eval keep grades in a C ``long`` (32 bits on
@@ -63,19 +170,17 @@ GRADE_LIMIT = 2**31 - 1
 
 
 def grade(value: Any, path: Path, where: int | str, name: str = "score") -> int:
-    """A relevance grade as an int: integers, integral floats (``2.0``) and their text forms.
+    """A relevance grade as an int: integers, integral floats (``2.0``) and their text forms in
+    ASCII (:func:`ascii_number`: ``"１"`` is refused, as trec_eval would not read it as 1).
     Anything else (fractions, infinities, NaN, booleans, text, beyond ±:data:`GRADE_LIMIT`)
     raises :class:`FormatError`."""
     number: Any = value
     if isinstance(value, str):
-        text = value.strip()
+        text = ascii_number(value, path, where, name, "an integer grade")
         try:
             number = int(text)
         except ValueError:
-            try:
-                number = float(text)
-            except ValueError:
-                raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)}") from None
+            number = float(text)
     if isinstance(number, float) and math.isfinite(number) and number.is_integer():
         number = int(number)
     if not isinstance(number, int) or isinstance(number, bool):
@@ -92,8 +197,7 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Parquet rows are numbered from 1 like lines, so messages read the same for both.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "file not found")
+    check_file(path)
     if path.suffix == ".parquet":
         yield from _parquet_records(path)
         return
@@ -136,8 +240,7 @@ def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_json_array(path: Path) -> list[Any]:
     """A whole-file JSON array (IFIR's ``test_data.json``)."""
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "file not found")
+    check_file(path)
     try:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
@@ -195,6 +298,11 @@ def corpus_doc(rec: dict[str, Any], path: Path, n: int | str, *, skip_empty: boo
     title = rec.get("title") or ""
     if not isinstance(title, str):
         raise FormatError(path, n, "title", f"expected a string or null, got {type(title).__name__}")
+    limit = max_doc_chars()
+    if len(text) + len(title) > limit:
+        raise FormatError(path, n, "title" if len(title) > len(text) else "text",
+                          f"document {quoted(doc_id)} holds {len(text) + len(title):,} characters, more than the "
+                          f"{limit:,} a document may hold ({MAX_DOC_CHARS_VAR} changes that)")
     return Doc(id=doc_id, text=text, title=title)
 
 
@@ -235,15 +343,14 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
             add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec.get("score", 1), n,
                 "score")
     else:
-        if not path.is_file():
-            raise FormatError(path, None, None, "file not found")
+        check_file(path)
         rows = csv.reader((line for _, line in text_lines(path)), delimiter="\t")
         for row in rows:
             n = rows.line_num  # one source item per line, so this is the row's (last) line
             if not row or not "".join(row).strip():
                 continue
             if len(row) == 1:
-                row = row[0].split()
+                row = ascii_fields(row[0])
             if n == 1 and row[0].strip().lower() in ("qid", "query-id", "query_id", "query"):
                 continue
             if len(row) == 3:
@@ -252,7 +359,8 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
                 qid, _, did, value = row
             else:
                 raise FormatError(path, n, None, f"expected 3 tab-separated columns (qid, pid, score), got {len(row)}")
-            add(qid.strip(), did.strip(), value, n, "score")
+            add(check_id(qid.strip(ASCII_SPACE), path, n, "query-id"), check_id(did.strip(ASCII_SPACE), path, n,
+                                                                                "corpus-id"), value, n, "score")
     if not qrels:
         raise FormatError(path, None, None, "no judgments found")
     return qrels, lines

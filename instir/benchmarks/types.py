@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from instir.benchmarks.catalog import family_of
-from instir.errors import UserError
+from instir.errors import QUOTE_LIMIT, UserError, quoted, shorten  # noqa: F401 - quoted, shorten: here since 0.1
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,25 +19,9 @@ if TYPE_CHECKING:
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
 Qrels = dict[str, dict[str, int]]
 
-#: Characters of a user's value that a message quotes (ids, field values, grades).
-QUOTE_LIMIT = 80
 #: Characters of a whole problem text a :class:`FormatError` keeps (a guard for values quoted
 #: without :func:`quoted`).
 PROBLEM_LIMIT = 1000
-
-
-def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
-    """``text`` itself, or its first ``limit`` characters followed by ``… (N chars)``."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
-
-
-def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
-    """``repr(value)`` for a message, capped: a string of more than ``limit`` characters is
-    quoted by its first ``limit`` (``'abc…'… (10485760 chars)``), so a 10 MB id from a user's
-    file never floods a terminal, a log or a report."""
-    if isinstance(value, str) and len(value) > limit:
-        return f"{value[:limit]!r}… ({len(value)} chars)"
-    return shorten(repr(value), limit)
 
 
 class FormatError(UserError, ValueError):

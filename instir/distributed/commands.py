@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 
+#: Cells ``instir sweep`` starts without ``--yes``; a larger grid is refused (with its estimate) until confirmed.
+CONFIRM_CELLS = 200
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``sweep`` subcommand."""
@@ -20,15 +23,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "default: start Ray locally in this process")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
     p.add_argument("--serial", action="store_true", help="run the cells in a plain loop, without Ray")
+    p.add_argument("--yes", action="store_true",
+                   help=f"start a grid of more than {CONFIRM_CELLS} cells (refused without it, with its estimate)")
     p.set_defaults(handler=sweep_command)
 
 
 def sweep_command(args: argparse.Namespace) -> int:
     """Handler of ``instir sweep``: exit status 1 when any cell or the judge step (or one of its
     run pairs) failed; failed judgments are counted, not a failure of the sweep."""
-    from instir.distributed.grid import load_grid
+    from instir.distributed.grid import describe_estimate, load_grid
+    from instir.errors import UsageError
 
     grid = load_grid(args.grid)
+    plan = describe_estimate(grid)
+    cells = len(grid.cells())
+    if cells > CONFIRM_CELLS and not args.yes:
+        raise UsageError(f"{args.grid}: {plan}: more than {CONFIRM_CELLS} cells; add --yes to start them")
+    print(f"{args.grid}: {plan}", flush=True)
     if not args.serial:
         try:
             import ray  # noqa: F401

@@ -19,7 +19,7 @@ import pandas as pd
 
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError, unknown
+from instir.errors import UsageError, quoted, unknown
 from instir.metrics import ifir, robustness, table
 from instir.metrics.inputs import qrels_of, run_of
 from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, parse_measures, run_frame
@@ -139,7 +139,7 @@ def _asked(name: str) -> tuple[str, str]:
     """(kind, base measure) of one asked name: ``standard``, ``robustness`` (``Robustness@10`` is
     Robustness of nDCG@10, ``Robustness(RR@10)`` of RR@10) or ``native`` (``nDCG@20[ifir-native]``)."""
     if not isinstance(name, str):
-        raise UsageError(f"a measure is a name such as 'nDCG@10', got {name!r}")
+        raise UsageError(f"a measure is a name such as 'nDCG@10', got {quoted(name)}")
     robust = _ROBUSTNESS.match(name.strip())
     if robust:
         return "robustness", _base_measure(f"nDCG@{robust[1]}" if robust[1] else robust[2])
@@ -154,7 +154,7 @@ def instance_groups(qids: Sequence[str]) -> dict[str, str]:
     kit's IFIR ``<query>_<level>``): what Robustness needs when no Benchmark says the groups."""
     lone = [q for q in qids if "_" not in q]
     if lone:
-        raise UsageError(f"Robustness needs query groups, and query {lone[0]!r} has no '<group>_<n>' id: pass a "
+        raise UsageError(f"Robustness needs query groups, and query {quoted(lone[0])} has no '<group>_<n>' id: pass a "
                          "Benchmark as qrels, or groups={qid: group}")
     return {q: q.rsplit("_", 1)[0] for q in qids}
 

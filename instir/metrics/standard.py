@@ -136,9 +136,9 @@ def _parse_measure(text: str) -> Measure:
     except NameError:
         name = text.split("@")[0].split("(")[0]
         raise unknown("measure", name, sorted({m.NAME for m in ir_measures.pytrec_eval.SUPPORTED_MEASURES}),
-                      where=f"in {text!r}", more=" (e.g. nDCG@10, RR@10, R@100, P@10)") from None
+                      where=f"in {quoted(text)}", more=" (e.g. nDCG@10, RR@10, R@100, P@10)") from None
     except (ValueError, AssertionError) as err:
-        raise UsageError(f"cannot read measure {text!r}: {err}") from None
+        raise UsageError(f"cannot read measure {quoted(text)}: {err}") from None
 
 
 def _uncut(measure: Measure) -> Measure:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import warnings
 from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,6 +32,23 @@ TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 PARALLEL_MIN_TEXTS = 50_000
 #: Texts per chunk a worker tokenises.
 CHUNK_TEXTS = 20_000
+#: Longest token stemmed and indexed (characters); a longer one is cut to this many (see the module docstring).
+MAX_TOKEN_CHARS = 255
+
+
+class LongTokenWarning(UserWarning):
+    """Tokens longer than :data:`MAX_TOKEN_CHARS` were cut before stemming (the message says how many)."""
+
+
+def cut_long_tokens(text: str) -> str:
+    """``text`` lower-cased with every token longer than :data:`MAX_TOKEN_CHARS` cut to its first
+    :data:`MAX_TOKEN_CHARS` characters, as documents are cut when indexed: what a query's text is
+    before ``bm25s.tokenize`` (which lower-cases again: a no-op). A text without such a token is
+    returned as it is (lower-casing never lengthens a run of word characters)."""
+    limit = MAX_TOKEN_CHARS
+    if len(text) <= limit or not re.search(f"\\w{{{limit + 1}}}", text):
+        return text
+    return re.sub(TOKEN_PATTERN, lambda m: m.group()[:limit], text.lower())
 
 
 def stop_words(stopwords: str | Sequence[str]) -> frozenset[str]:
@@ -48,8 +66,14 @@ class _Splitter:
         stem = None if stemmer == "none" else Stemmer.Stemmer(stemmer).stemWord
         self.vocab = self.word_ids if stem is None else {}
         self.stem = stem
+        self.cut = 0  # occurrences of tokens longer than MAX_TOKEN_CHARS (never kept in word_ids, so each is counted)
 
     def _new(self, word: str) -> int:
+        if len(word) > MAX_TOKEN_CHARS:
+            self.cut += 1
+            word = word[:MAX_TOKEN_CHARS]
+            if word in self.word_ids:
+                return self.word_ids[word]
         if self.stem is None:
             self.word_ids[word] = n = len(self.word_ids)
         else:
@@ -62,14 +86,17 @@ class _Splitter:
                            if w not in stop])
 
 
-def _chunk(texts: list[str], stopwords: str | Sequence[str], stemmer: str) -> tuple[list[str], np.ndarray, bytes]:
-    """A worker's chunk: its vocabulary in id order, tokens per text, and every token id (int32 bytes)."""
+def _chunk(texts: list[str], stopwords: str | Sequence[str],
+           stemmer: str) -> tuple[list[str], np.ndarray, bytes, int]:
+    """A worker's chunk: its vocabulary in id order, tokens per text, every token id (int32
+    bytes) and the count of tokens cut."""
     splitter = _Splitter(stopwords, stemmer)
     per_text = [splitter.ids(text) for text in texts]
     flat = array("i")
     for ids in per_text:
         flat.extend(ids)
-    return list(splitter.vocab), np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text)), flat.tobytes()
+    lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text))
+    return list(splitter.vocab), lengths, flat.tobytes(), splitter.cut
 
 
 def workers(n_jobs: int | None) -> int:
@@ -82,19 +109,26 @@ def workers(n_jobs: int | None) -> int:
 
 
 def tokenize(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str, *, n_jobs: int = 1,
-             chunk: int = CHUNK_TEXTS) -> tuple[list[array], dict[str, int]]:
+             chunk: int = CHUNK_TEXTS, stats: dict | None = None) -> tuple[list[array], dict[str, int]]:
     """Token ids of each text (32-bit arrays) and the vocabulary (token → id); ``stemmer`` is a
     PyStemmer algorithm or ``"none"``. With ``n_jobs`` above 1 the texts are tokenised ``chunk``
     at a time by that many forked workers (the same result, see the module docstring), a few
-    chunks in flight at once, so the texts are never all held."""
+    chunks in flight at once, so the texts are never all held. Tokens longer than
+    :data:`MAX_TOKEN_CHARS` are cut (module docstring): their count goes to
+    ``stats["long_tokens_cut"]`` when ``stats`` is given, and a :class:`LongTokenWarning` says it."""
     if n_jobs <= 1:
         splitter = _Splitter(stopwords, stemmer)
-        return [splitter.ids(text) for text in texts], splitter.vocab
-    token_ids: list[array] = []
+        token_ids = [splitter.ids(text) for text in texts]
+        _record_cuts(splitter.cut, stats)
+        return token_ids, splitter.vocab
+    token_ids = []
     vocab: dict[str, int] = {}
+    cut = 0
 
     def merge(done: Future) -> None:
-        words, lengths, flat = done.result()
+        nonlocal cut
+        words, lengths, flat, cuts = done.result()
+        cut += cuts
         remap = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words))
         ids = remap[np.frombuffer(flat, dtype=np.int32)]
         ends = np.cumsum(lengths)
@@ -108,7 +142,17 @@ def tokenize(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str,
                 merge(pending.popleft())
         while pending:
             merge(pending.popleft())
+    _record_cuts(cut, stats)
     return token_ids, vocab
+
+
+def _record_cuts(cut: int, stats: dict | None) -> None:
+    if stats is not None:
+        stats["long_tokens_cut"] = cut
+    if cut:
+        warnings.warn(f"{cut} tokens longer than {MAX_TOKEN_CHARS} characters were cut to their first "
+                      f"{MAX_TOKEN_CHARS} before stemming and indexing (as Lucene's max_token_length)",
+                      LongTokenWarning, stacklevel=3)
 
 
 def _parts(texts: Iterable[str], size: int) -> Iterator[list[str]]:

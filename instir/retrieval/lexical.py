@@ -49,9 +49,10 @@ from instir.errors import UsageError
 from instir.formatting import Template
 from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
+from instir.retrieval import bm25_tokens
 from instir.retrieval.bm25_cache import BM25IndexCache
 from instir.retrieval.bm25_cache import entry_key as cache_key
-from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, tokenize, workers
+from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, cut_long_tokens, tokenize, workers
 from instir.retrieval.runs import Run
 
 #: Progress bars (the kit's and bm25s') only from these sizes on: below them indexing or searching
@@ -185,6 +186,7 @@ class BM25Retriever:
             "bm25": {**params, "stopword_list": _stopwords_arg(params["stopwords"])},
             "doc": doc,
             "tokenizer": {"bm25s": bm25s.__version__, "token_pattern": TOKEN_PATTERN, "lower": True,
+                          "max_token_chars": bm25_tokens.MAX_TOKEN_CHARS,
                           "pystemmer": _pystemmer_version() if stemmed else None},
             "numpy": np.__version__,
         }
@@ -209,17 +211,21 @@ class BM25Retriever:
                           "seconds": round(loaded.seconds, 3)})
         else:
             start = time.perf_counter()
-            model, doc_ids = self._build(benchmark, template, params)
+            stats: dict[str, int] = {}
+            model, doc_ids = self._build(benchmark, template, params, stats)
             built = time.perf_counter() - start
             path = self.cache.store(key, description, model, doc_ids) if self.cache is not None else None
             held = _Held(model, np.asarray(doc_ids, dtype=object), params,
                          {"origin": "built", "cache_entry": None if path is None else str(path), "cache_key": key,
-                          "seconds": round(built, 3), "store_seconds": round(time.perf_counter() - start - built, 3)})
+                          "seconds": round(built, 3), "store_seconds": round(time.perf_counter() - start - built, 3),
+                          **({"long_tokens_cut": stats["long_tokens_cut"]} if stats.get("long_tokens_cut") else {})})
         self._held[key] = held
         return self._wrap(held, reused=False)
 
-    def _build(self, benchmark: Benchmark, template: Template, params: dict) -> tuple[bm25s.BM25, list[str]]:
-        """Tokenise the corpus as a stream (one document text at a time) and index it."""
+    def _build(self, benchmark: Benchmark, template: Template, params: dict,
+               stats: dict | None = None) -> tuple[bm25s.BM25, list[str]]:
+        """Tokenise the corpus as a stream (one document text at a time) and index it; ``stats``
+        receives the tokenizer's counts (:func:`~instir.retrieval.bm25_tokens.tokenize`)."""
         subset = _subset(benchmark)
         doc_ids: list[str] = []
 
@@ -231,7 +237,8 @@ class BM25Retriever:
                 yield template.format_doc(doc, subset)
 
         jobs = workers(self.n_jobs) if len(benchmark.corpus) >= PARALLEL_MIN_TEXTS else 1
-        token_ids, vocab = tokenize(texts(), _stopwords_arg(params["stopwords"]), params["stemmer"], n_jobs=jobs)
+        token_ids, vocab = tokenize(texts(), _stopwords_arg(params["stopwords"]), params["stemmer"], n_jobs=jobs,
+                                    stats=stats)
         model = bm25s.BM25(k1=params["k1"], b=params["b"], method=params["method"])
         model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=bars)
         return model, doc_ids
@@ -293,7 +300,7 @@ class BM25Index:
         _require_text(template)
         queries = list(queries)
         qids = np.asarray([q.id for q in queries], dtype=object)
-        texts = [template.format_query(q) for q in queries]
+        texts = [cut_long_tokens(template.format_query(q)) for q in queries]  # as the documents were cut
         bars = self.show_progress and len(texts) >= PROGRESS_MIN_QUERIES
         tokens = bm25s.tokenize(texts, token_pattern=TOKEN_PATTERN, stopwords=self.stopwords, stemmer=self.stemmer,
                                 return_ids=False, show_progress=bars)

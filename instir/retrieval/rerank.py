@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from instir import atomic
-from instir.benchmarks.types import Benchmark, FormatError, Query
+from instir.benchmarks.types import Benchmark, FormatError, Query, quoted
 from instir.progress import tqdm
 from instir.retrieval.runs import (
     Run,
@@ -137,13 +137,13 @@ def _pairs(run: Run, benchmark: Benchmark, depth: int, query_split: QuerySplit,
     unknown_q = sorted(set(top["qid"]) - set(benchmark.queries))
     if unknown_q:
         raise FormatError(where, None, "qid", f"{len(unknown_q)} query ids are not in {benchmark.label} "
-                                              f"(first: {unknown_q[0]!r}); rerank the run with the benchmark it "
+                                              f"(first: {quoted(unknown_q[0])}); rerank the run with the benchmark it "
                                               "was made from")
     docs = benchmark.corpus.get(top["docid"].unique())
     missing = sorted(set(top["docid"]) - set(docs))
     if missing:
         raise FormatError(where, None, "docid", f"{len(missing)} document ids are not in the corpus of "
-                                                f"{benchmark.label} (first: {missing[0]!r})")
+                                                f"{benchmark.label} (first: {quoted(missing[0])})")
     parts = {qid: query_parts(benchmark.queries[qid], query_split) for qid in top["qid"].unique()}
     out = []
     for qid, docid in zip(top["qid"].tolist(), top["docid"].tolist()):

@@ -24,6 +24,7 @@ import copy
 import hashlib
 import json
 import platform
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,10 +39,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from instir import atomic
-from instir.benchmarks.readers import decode_utf8
+from instir.benchmarks.readers import ODD_SPACES, ascii_fields, ascii_number, check_file, check_id, decode_utf8
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
+#: The characters :func:`instir.benchmarks.readers.check_id` refuses in an id, as an RE2 class (pyarrow's regexes).
+_ODD_SPACE_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in ODD_SPACES) + "]"
 TREC_FIELDS = ("qid", "Q0", "docid", "rank", "score", "tag")
 SIDECAR_FORMAT = "instir-run/1"
 _VERSIONED = ("instir", "numpy", "pandas", "pyarrow", "bm25s", "PyStemmer", "sentence-transformers", "torch",
@@ -469,22 +472,22 @@ def _parse_slowly(path: Path, text: str) -> pd.DataFrame:
     """Whitespace-tolerant line-by-line parse; raises FormatError at the first bad line."""
     rows: list[tuple[str, str, float]] = []
     seen: dict[tuple[str, str], int] = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for n, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):  # lines end as pyarrow ends them
+        parts = ascii_fields(line)
+        if not parts:
             continue
-        parts = line.split()
         if len(parts) != 6:
             raise FormatError(path, n, None, f"expected 6 whitespace-separated fields "
                                              f"({' '.join(TREC_FIELDS)}), got {len(parts)}")
         qid, _, docid, rank, score, _ = parts
+        check_id(qid, path, n, "qid")
+        check_id(docid, path, n, "docid")
+        digits = ascii_number(rank, path, n, "rank", "an integer")
         try:
-            int(rank)
+            int(digits)
         except ValueError:
             raise FormatError(path, n, "rank", f"expected an integer, got {quoted(rank)}") from None
-        try:
-            value = float(score)
-        except ValueError:
-            raise FormatError(path, n, "score", f"expected a number, got {quoted(score)}") from None
+        value = float(ascii_number(score, path, n, "score", "a number"))
         if not np.isfinite(value):
             raise FormatError(path, n, "score", f"expected a finite number, got {quoted(score)}")
         if (qid, docid) in seen:
@@ -507,8 +510,7 @@ def read_run(path: str | Path) -> Run:
     Bad lines raise :class:`FormatError` naming the file, line and field.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "run file not found")
+    check_file(path, "run file")
     data = path.read_bytes()
     if not data.strip():
         meta = read_sidecar(path)
@@ -524,6 +526,11 @@ def read_run(path: str | Path) -> Run:
                                convert_options=pacsv.ConvertOptions(column_types={
                                    "qid": pa.string(), "Q0": pa.string(), "docid": pa.string(),
                                    "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}))
+        for column in ("qid", "docid"):  # a no-break space kept in an id: the slow path names its line
+            ids = table[column]
+            if (not pc.all(pc.string_is_ascii(ids)).as_py()
+                    and pc.any(pc.match_substring_regex(ids, _ODD_SPACE_RE2)).as_py()):
+                raise ValueError(f"a {column} holds an odd space")
         tags = table["tag"].unique().to_pylist()
         run = Run(pd.DataFrame({"qid": _to_str_series(table["qid"].combine_chunks()),
                                 "docid": _to_str_series(table["docid"].combine_chunks()),

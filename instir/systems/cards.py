@@ -37,8 +37,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from instir.benchmarks.types import FormatError
+from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, unknown
+from instir.inputs import InputRefused, load_yaml, read_config
 
 #: where a card's recipe comes from: a paper's code, MTEB's model wrappers (cards labelled
 #: "MTEB-comparable, not paper-comparable", each a ``variant_of`` a paper card), or a user
@@ -150,31 +151,32 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     """Build and check one card from a parsed mapping (``index``: its position in the file)."""
     from instir.formatting import list_templates
 
-    label = f"card {data.get('name')!r}" if isinstance(data.get("name"), str) else f"card #{index + 1}"
+    label = f"card {quoted(data.get('name'))}" if isinstance(data.get("name"), str) else f"card #{index + 1}"
     known = {f.name for f in dataclasses.fields(SystemCard)}
     for key in data:
         if key not in known:
-            raise FormatError(path, label, str(key), f"unknown field; known: {', '.join(sorted(known))}")
+            raise FormatError(path, label, shorten(str(key)), f"unknown field; known: {', '.join(sorted(known))}")
     for key in _REQUIRED:
         if key not in data or data[key] in ("", None):
             raise FormatError(path, label, key, "missing (required: name, paper, kind, adapter)")
     for key, value in data.items():
         expected = _type_ok(key, value)
         if expected is not None:
-            raise FormatError(path, label, key, f"must be {expected}, got {value!r}")
+            raise FormatError(path, label, key, f"must be {expected}, got {quoted(value)}")
     for key, choices in _CHOICES.items():
         value = data.get(key, "")
         if value and value not in choices:
-            raise FormatError(path, label, key, f"unknown value {value!r}; use one of {', '.join(choices)}")
+            raise FormatError(path, label, key, f"unknown value {quoted(value)}; use one of {', '.join(choices)}")
     adapter = data["adapter"]
     if adapter not in ADAPTER_KINDS:
-        raise FormatError(path, label, "adapter", f"unknown adapter {adapter!r}; known: {', '.join(ADAPTER_KINDS)}")
+        raise FormatError(path, label, "adapter",
+                          f"unknown adapter {quoted(adapter)}; known: {', '.join(ADAPTER_KINDS)}")
     if ADAPTER_KINDS[adapter] != data["kind"]:
         raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTER_KINDS[adapter]}, "
                                                f"not a {data['kind']}")
     template = data.get("template", "")
     if template and template not in list_templates():
-        raise FormatError(path, label, "template", f"unknown template {template!r}; known: "
+        raise FormatError(path, label, "template", f"unknown template {quoted(template)}; known: "
                                                    f"{', '.join(list_templates())}")
     return SystemCard(**dict(data))
 
@@ -186,13 +188,17 @@ def _parse(path: Path, text: str) -> list:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise FormatError(path, None, None, f"not valid TOML: {err}") from None
+        except RecursionError:
+            raise FormatError(path, None, None, "not valid TOML: nested too deeply") from None
     elif path.suffix in (".yaml", ".yml"):
         try:
             import yaml
         except ImportError:
             raise FormatError(path, None, None, "YAML card files need PyYAML: pip install pyyaml") from None
         try:
-            doc = yaml.safe_load(text) or {}
+            doc = load_yaml(text) or {}
+        except InputRefused as err:
+            raise FormatError(path, err.line, None, err.problem) from None
         except yaml.YAMLError as err:
             raise FormatError(path, None, None, f"not valid YAML: {err}") from None
     else:
@@ -220,9 +226,12 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
     """
     sources = [(Path("instir/systems/cards") / name, text) for name, text in builtin_card_files()]
     for p in paths:
-        if not Path(p).is_file():
-            raise FormatError(p, None, None, "no such card file")
-        sources.append((Path(p), Path(p).read_text(encoding="utf-8")))
+        try:
+            text = read_config(p, "card file")
+        except InputRefused as err:
+            problem = "no such card file" if err.problem == "card file not found" else err.problem
+            raise FormatError(p, err.line, None, problem) from None
+        sources.append((Path(p), text))
     cards: dict[str, SystemCard] = {}
     origin: dict[str, Path] = {}
     for path, text in sources:
@@ -230,7 +239,7 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
             card = card_from_mapping(data, path, i)
             low = card.name.lower()
             if low in origin:
-                raise FormatError(path, f"card {card.name!r}", "name",
+                raise FormatError(path, f"card {quoted(card.name)}", "name",
                                   f"duplicate name (already defined in {origin[low]})")
             cards[card.name] = card
             origin[low] = path
@@ -247,7 +256,7 @@ def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: P
              if key in card.params]
     for fld, ref in refs:
         if not isinstance(ref, str) or ref.lower() not in names:
-            raise FormatError(path, f"card {card.name!r}", fld, f"names no card: {ref!r}")
+            raise FormatError(path, f"card {quoted(card.name)}", fld, f"names no card: {quoted(ref)}")
 
 
 def _base_name(name: str) -> str:
@@ -274,5 +283,5 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None) -> System
     if len(candidates) == 1:
         return cards[candidates[0]]
     if candidates:
-        raise UnknownNameError(f"system {name!r} is ambiguous; use one of: {', '.join(sorted(candidates))}")
+        raise UnknownNameError(f"system {quoted(name)} is ambiguous; use one of: {', '.join(sorted(candidates))}")
     raise unknown("system", name, sorted(cards), more=" (`instir systems` describes them)")

@@ -54,6 +54,12 @@ PIP_HINTS = {
 #: adapters whose card ``model`` is an API model name, not downloadable weights
 API_ADAPTERS = ("openai-embeddings",)
 
+#: what a local model folder must hold for each adapter (any one of the names); others: ``config.json``
+LOCAL_CONFIG_FILES = {"sentence-transformers": ("modules.json", "config.json"),
+                      "peft-decoder": ("adapter_config.json", "config.json")}
+#: suffixes of weight files (``model.safetensors``, ``pytorch_model.bin``, shards and their index, LoRA adapters …)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".index.json")
+
 
 class NotInThisBuild(UserError, NotImplementedError):
     """A card names an adapter this version of the kit cannot build yet (the message says which)."""
@@ -119,6 +125,7 @@ def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = 
         raise NotInThisBuild(f"system {card.name!r}: adapter {card.adapter!r} is not available in this build "
                              f"(available: {', '.join(FACTORIES)})")
     check_dependencies(card)
+    check_local_models(card)
     factory = _resolve(FACTORIES[card.adapter])
     accepted = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
@@ -168,6 +175,52 @@ def build_retriever(name: str, card_files: Iterable[str | Path] = (), **options)
 
 # ------------------------------------------------------------------ can it run here?
 
+def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str | None:
+    """Why ``model`` (a card's ``model``, or its ``base_model`` when ``base``) cannot be loaded from
+    the local folder it names (``not found``, ``a file, not a model folder``, ``a folder without
+    config.json (not a hf-mean-pool model)``, ``config.json but no weights …``); None when it is a
+    folder holding the config the adapter reads (:data:`LOCAL_CONFIG_FILES`) and weights, or no
+    local path at all (a Hugging Face id: :func:`system_status` looks in the cache for those). A
+    name starting with ``/``, ``./``, ``../`` or ``~``, or one that exists on disk, is a local path."""
+    from instir.inputs import file_problem
+
+    if not model:
+        return None
+    path = Path(model).expanduser()
+    if not (model.startswith(("/", "./", "../", "~")) or os.path.lexists(path)):
+        return None
+    problem = file_problem(path)
+    if problem is None:
+        return "a file, not a model folder"
+    if not problem.startswith("is a directory"):
+        return problem.removeprefix("is ")
+    configs = ("config.json",) if base else LOCAL_CONFIG_FILES.get(adapter, ("config.json",))
+    found = next((name for name in configs if (path / name).is_file()), None)
+    if found is None:
+        return f"a folder without {' or '.join(configs)} (not a {adapter} model)"
+    if found != "modules.json" and not any(p.name.endswith(WEIGHT_SUFFIXES) for p in path.iterdir() if p.is_file()):
+        return f"a folder with {found} but no weights (model.safetensors, pytorch_model.bin, …)"
+    return None
+
+
+def _local_models(card: SystemCard) -> list[tuple[str, str, bool]]:
+    """``(role, model, base)`` of the card's model and base model, where it names them."""
+    if card.adapter in API_ADAPTERS:
+        return []
+    return [(role, model, base) for role, model, base in (("base_model", card.base_model, True),
+                                                          ("model", card.model, False)) if model]
+
+
+def check_local_models(card: SystemCard) -> None:
+    """Raise :class:`instir.errors.UsageError` naming the card and field when a local model folder
+    cannot be what the adapter loads (:func:`local_model_problem`), before the adapter tries (the
+    libraries answer a folder such as ``/etc`` with a ``ValueError`` traceback)."""
+    for role, model, base in _local_models(card):
+        why = local_model_problem(model, card.adapter, base=base)
+        if why:
+            raise UsageError(f"system {card.name!r}, field '{role}': {model}: {why}")
+
+
 def _weights_present(model: str, revision: str = "") -> bool:
     """A local directory, or a Hugging Face cache snapshot holding the repo's config."""
     if not model:
@@ -188,8 +241,9 @@ def _weights_present(model: str, revision: str = "") -> bool:
 
 def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> tuple[bool, str]:
     """``(runnable, reason)``: whether ``card`` can run on this machine now, and why not
-    (adapter not in this build, optional package missing, weights not in the Hugging Face
-    cache or at a local path, API key variable unset, a component that cannot run)."""
+    (adapter not in this build, optional package missing, a local model folder that is not
+    one (:func:`local_model_problem`: ``/etc``, a file, no config or no weights), weights not in
+    the Hugging Face cache, API key variable unset, a component that cannot run)."""
     from instir.retrieval import BUNDLED_MODEL_ID
 
     if card.adapter not in FACTORIES:
@@ -207,6 +261,10 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
     if card.adapter in API_ADAPTERS:
         env = card.params.get("api_key_env", "OPENAI_API_KEY")
         return (True, "") if os.environ.get(env) else (False, f"API key variable {env} is not set")
+    for role, model, base in _local_models(card):
+        why = local_model_problem(model, card.adapter, base=base)
+        if why:
+            return False, f"{role} = {model}: {why}"
     for model, revision in ((card.base_model, ""), (card.model, card.revision)):
         if model and model != BUNDLED_MODEL_ID and not _weights_present(model, revision):
             return False, f"weights of {model} not in the Hugging Face cache or a local path"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from instir.errors import UserError
+from instir.errors import UserError, quoted
 from instir.parameters import names
 from instir.retrieval import Retriever, make_retriever, system_name
 
@@ -83,7 +83,7 @@ def resolve_system(name: str) -> SystemSpec:
         return _card_system(name)
     model = model.strip() or None
     if kind == "bm25" and model:
-        raise ValueError(f"unknown system {name!r}; use bm25, dense, dense:MODEL, hybrid or hybrid:MODEL")
+        raise ValueError(f"unknown system {quoted(name)}; use bm25, dense, dense:MODEL, hybrid or hybrid:MODEL")
     label = system_name(kind, model)
     resources: dict[str, float] = {}
     if kind != "bm25" and model is not None:

@@ -4,6 +4,7 @@ FormatError naming the file, the line and the field; nothing is truncated silent
 
 import codecs
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -157,3 +158,106 @@ def test_a_broken_parquet_file_is_a_format_error(tmp_path):
     with pytest.raises(FormatError, match="not a readable Parquet file") as err:
         list(read_records(path))
     assert err.value.path == str(path)
+
+
+# -- bounded sizes: a document over the limit never reaches a tokenizer ---------------------------
+
+def _corpus(tmp_path: Path, *texts: str) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return path
+
+
+def test_a_document_over_the_limit_is_refused_with_file_line_field_and_length(tmp_path, monkeypatch):
+    import instir.benchmarks.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_DOC_CHARS", 1000)
+    path = _corpus(tmp_path, "short text", "x" * 1500)
+    for read in (lambda: list(jsonl_corpus(path)), lambda: jsonl_corpus(path).ids()):  # streaming and the index
+        with pytest.raises(FormatError) as err:
+            read()
+        assert str(err.value) == (f"{path}, line 2, field 'text': document 'd1' holds 1,500 characters, more than "
+                                  "the 1,000 a document may hold (INSTIR_MAX_DOC_CHARS changes that)")
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "2000")
+    assert jsonl_corpus(path).ids() == ["d0", "d1"]
+
+
+def test_a_line_over_the_limit_is_refused_without_holding_it(tmp_path, monkeypatch):
+    import tracemalloc
+
+    import instir.benchmarks.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_DOC_CHARS", 1000)
+    limit = readers.line_limit()
+    path = _corpus(tmp_path, "short text", "y" * (20 * limit))  # a 20 MiB line
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError) as err:
+            list(read_records(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    length = len(path.read_text().splitlines()[1])
+    assert str(err.value) == (f"{path}, line 2: line of {length:,} characters, more than the {limit:,} one record "
+                              "may hold (a document may hold 1,000; INSTIR_MAX_DOC_CHARS changes that)")
+    assert peak < 5 * limit  # read in pieces, never the whole 20 MiB line
+
+
+def test_the_default_document_limit_stops_a_document_of_ten_million_characters(tmp_path):
+    from instir.benchmarks.readers import MAX_DOC_CHARS
+
+    path = _corpus(tmp_path, "fine", "z " * (MAX_DOC_CHARS // 2) + "zz")  # 10 MB: a stand-in for the 2 GiB one
+    with pytest.raises(FormatError, match=r"line 2, field 'text': document 'd1' holds 10,000,002 characters, more "
+                                          r"than the 10,000,000"):
+        jsonl_corpus(path).ids()
+
+
+def test_a_bad_document_limit_in_the_environment_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "１０")
+    with pytest.raises(ValueError, match="INSTIR_MAX_DOC_CHARS must be a positive whole number of characters"):
+        list(jsonl_corpus(_corpus(tmp_path, "text")))
+
+
+# -- characters trec_eval would not read as Python does ------------------------------------------
+
+@pytest.mark.parametrize("kind", ["tsv", "trec", "jsonl"])
+@pytest.mark.parametrize("text,char", [("１", "U+FF11 FULLWIDTH DIGIT ONE"), ("٢", "U+0662 ARABIC-INDIC DIGIT TWO"),
+                                       ("\u00a01", "U+00A0 NO-BREAK SPACE")])
+def test_a_grade_in_digits_trec_eval_would_not_read_is_refused(tmp_path, kind, text, char):
+    # on main: int("１") == 1 and "\xa01".strip() == "1": read silently where trec_eval's atol reads 0
+    path = qrels_file(tmp_path, kind, [1, text])
+    expected = f"line [23], field 'score': expected an integer grade, got .*{re.escape(char)}"
+    with pytest.raises(FormatError, match=expected):
+        read_qrels(path)
+
+
+def test_an_underscore_in_a_grade_is_refused():
+    with pytest.raises(FormatError, match="expected an integer grade, got '1_0'"):
+        grade("1_0", Path("q.tsv"), 2)  # int("1_0") == 10
+
+
+@pytest.mark.parametrize("line,field", [("q1\u00a0\td1\t1", "query-id"), ("q1\td1\u00a0\t1", "corpus-id"),
+                                        ("q1 0 d\u00a01 1", "corpus-id"), ("q1\td\u200b1\t1", "corpus-id")])
+def test_a_no_break_or_zero_width_space_in_a_qrels_id_is_refused(tmp_path, line, field):
+    path = tmp_path / "qrels.tsv"
+    path.write_text(f"q0\td0\t1\n{line}\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=f"qrels.tsv, line 2, field '{field}': '.*' holds U\\+(00A0 NO-BREAK|200B "
+                                          "ZERO WIDTH) SPACE at character"):
+        read_qrels(path)
+
+
+@pytest.mark.parametrize("first,second", [("caf\u00e9", "cafe\u0301"), ("cafe\u0301", "caf\u00e9"),
+                                          ("K", "\u212a")])  # the Kelvin sign is K once NFC-normalized
+def test_a_corpus_holding_two_unicode_forms_of_one_id_warns_naming_both_lines(tmp_path, first, second):
+    from instir.benchmarks.docstore import IdFormWarning
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": i, "text": "t"}) + "\n" for i in (first, "other", second)))
+    with pytest.warns(IdFormWarning) as caught:
+        assert jsonl_corpus(path).ids() == [first, "other", second]
+    (warning,) = caught
+    assert str(warning.message).startswith(
+        f"document ids that differ only in Unicode normalization (NFC / NFD): {first!r} ({path}, line 1) and "
+        f"{second!r} ({path}, line 3)")
+    with pytest.warns(IdFormWarning):  # again from the cached index
+        jsonl_corpus(path).ids()

@@ -86,3 +86,83 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
         [("ifir-sample/fiqa", "dense", "instructed"), ("ifir-sample/fiqa", "dense", "query-only")],
         [("instructir-sample", "bm25", "instructed"), ("instructir-sample", "bm25", "query-only")],
         [("ifir-sample/fiqa", "bm25", "instructed"), ("ifir-sample/fiqa", "bm25", "query-only")]]
+
+
+# ------------------------------------------------------------------ every value checked before any cell
+
+
+@pytest.mark.parametrize("extra,words", [
+    ({"data_root": 123}, "field 'data_root' must be a folder path (a string), got 123"),
+    ({"cache_dir": {"x": 1}}, "field 'cache_dir' must be a folder path (a string), got {'x': 1}"),
+    ({"judge": {"backend": "baseline", "modle": "lexical"}},
+     "field 'judge': unknown key 'modle'; did you mean 'model'?"),
+    ({"judge": {"backend": "baselin"}}, "field 'judge': backend 'baselin'; use one of openai, hf, baseline"),
+    ({"judge": {"backend": "baseline", "max_instances": "x"}},
+     "field 'judge'.max_instances must be a positive integer, got 'x'"),
+    ({"judge": {"backend": "baseline", "requests_per_minute": "fast"}},
+     "field 'judge'.requests_per_minute must be a positive number, got 'fast'"),
+    ({"judge": {"backend": "openai"}}, "field 'judge': the openai backend needs a model"),
+    ({"judge": {"backend": "openai", "model": "m", "base_url": "http://u:pw@localhost:8080/v1"}},
+     "field 'judge'.base_url holds credentials"),
+    ({"judge": {"backend": "baseline", "model": ["lexical"]}}, "field 'judge'.model must be a string, got ['lexical']"),
+    ({"benchmarks": ["instructir-smaple"]},
+     "field 'benchmarks': unknown benchmark 'instructir-smaple'; did you mean 'instructir-sample'?"),
+    ({"settings": ["instructed", "order-sensitivty"]},
+     "field 'settings': unknown setting 'order-sensitivty'; did you mean 'order-sensitivity'?"),
+    ({"systems": ["bm25", "bm25"]}, "field 'systems': 'bm25' is given twice"),
+    ({"systems": ["dense", f"dense:{BUNDLED_MODEL_ID}"]},
+     f"field 'systems': 'dense' and 'dense:{BUNDLED_MODEL_ID}' are one system"),
+    ({"systems": ["BM25 (IFIR)", "bm25 (ifir)"]}, "field 'systems': 'BM25 (IFIR)' and 'bm25 (ifir)' are one system"),
+    ({"benchmarks": ["instructir-sample", "instructir-sample"]},
+     "field 'benchmarks': 'instructir-sample' is given twice"),
+    ({"k": "10"}, "field 'k' must be a positive integer, got '10'"),
+])
+def test_a_bad_grid_value_is_refused_before_any_cell_naming_file_field_and_value(tmp_path, extra, words):
+    # on main each of these was accepted: the cells then failed one by one, or a traceback came after all of them
+    with pytest.raises(GridError) as err:
+        parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], **extra}, "grid.yaml")
+    assert str(err.value).startswith("grid.yaml: ") and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_instir_sweep_refuses_a_bad_grid_with_one_line_and_status_2_before_writing_anything(tmp_path, capsys):
+    from instir.cli import main
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("benchmarks: [instructir-sample, no-such-benchmark]\nsystems: [bm25]\n")
+    assert main(["sweep", str(path), "--serial", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"instir sweep: {path}: field 'benchmarks': unknown benchmark 'no-such-benchmark'")
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_large_grid_is_refused_without_yes_with_its_cell_count_and_estimate(tmp_path, capsys):
+    from instir.benchmarks.registry import list_benchmarks
+    from instir.cli import main
+    from instir.distributed.commands import CONFIRM_CELLS
+
+    names = list_benchmarks()
+    systems = [f"dense:org/model-{i}" for i in range(10_000 // (2 * len(names)) + 1)]
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"benchmarks: {names}\nsystems: {systems}\n")
+    cells = len(names) * len(systems) * 2
+    assert cells >= 10_000 > CONFIRM_CELLS
+    assert main(["sweep", str(path), "--serial", "--out", str(tmp_path / "out")]) == 2  # on main: started at once
+    err = capsys.readouterr().err
+    assert err.startswith(f"instir sweep: {path}: {cells} cells ({len(names)} benchmarks x 1 setting x "
+                          f"{len(systems)} systems x 2 variants); about ")
+    assert "documents indexed or encoded" in err and err.endswith(f"more than {CONFIRM_CELLS} cells; add --yes "
+                                                                   "to start them\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_estimate_counts_published_sizes_once_per_corpus_and_system():
+    from instir.benchmarks import catalog
+    from instir.distributed.grid import describe_estimate, grid_estimate
+
+    grid = parse_grid({"benchmarks": ["instructir-sample", "ifir/fiqa"], "systems": ["bm25", "dense"]})
+    fiqa = catalog.expected_counts("ifir", "fiqa")
+    assert grid_estimate(grid) == {"cells": 8, "queries": 4 * fiqa["queries"], "documents": 2 * fiqa["documents"],
+                                   "sample_cells": 4}
+    assert describe_estimate(grid) == (f"8 cells (2 benchmarks x 1 setting x 2 systems x 2 variants); about "
+                                       f"{4 * fiqa['queries']:,} queries searched, {2 * fiqa['documents']:,} "
+                                       "documents indexed or encoded (published sizes); 4 cells on bundled samples")

@@ -38,3 +38,56 @@ def test_an_index_tokenised_on_workers_ranks_as_one_built_in_one_process(monkeyp
 
 def test_workers_never_exceed_the_cpus_this_process_may_use():
     assert 1 <= workers(None) == workers(10_000) and workers(1) == 1
+
+
+def test_a_token_longer_than_the_limit_is_cut_before_stemming_and_counted(monkeypatch):
+    import Stemmer
+
+    import instir.retrieval.bm25_tokens as bm25_tokens
+
+    stemmed: list[int] = []
+    real = Stemmer.Stemmer
+
+    class Watched:
+        def __init__(self, name):
+            self.inner = real(name)
+
+        def stemWord(self, word):  # noqa: N802 - PyStemmer's name
+            stemmed.append(len(word))
+            return self.inner.stemWord(word)
+
+    monkeypatch.setattr(bm25_tokens.Stemmer, "Stemmer", Watched)
+    long_word = "a" * 10_000_000  # a 10 MB token; 2 GiB ended in a segmentation fault inside PyStemmer
+    stats: dict = {}
+    with pytest.warns(bm25_tokens.LongTokenWarning, match="3 tokens longer than 255 characters were cut"):
+        ids, vocab = tokenize([f"running {long_word} dogs", f"{long_word} {'a' * 255}b"], [], "porter", stats=stats)
+    assert max(stemmed) == bm25_tokens.MAX_TOKEN_CHARS == 255 and stats == {"long_tokens_cut": 3}
+    assert [len(a) for a in ids] == [3, 2]  # as many tokens as bm25s counts: document lengths are unchanged
+    assert vocab == {"run": 0, "a" * 255: 1, "dog": 2}  # the cut token is one word; a ...255a + b is the same cut
+    assert bm25_tokens.cut_long_tokens(f"Running {long_word}!") == f"running {'a' * 255}!"
+    assert bm25_tokens.cut_long_tokens("Short Text") == "Short Text"
+
+
+@needs_fork
+def test_workers_cut_and_count_long_tokens_as_one_process_does():
+    texts = ["x" * 300 + " y" * 5, "plain words"] * 4
+    one, many = {}, {}
+    with pytest.warns(UserWarning):
+        one_ids, one_vocab = tokenize(texts, [], "none", stats=one)
+    with pytest.warns(UserWarning):
+        ids, vocab = tokenize(texts, [], "none", n_jobs=2, chunk=3, stats=many)
+    assert list(vocab.items()) == list(one_vocab.items()) and [list(a) for a in ids] == [list(a) for a in one_ids]
+    assert one == many == {"long_tokens_cut": 4} and "x" * 255 in vocab
+
+
+def test_a_query_with_a_long_token_finds_the_document_cut_the_same_way():
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+
+    long_word = "q" * 1000
+    bench = Benchmark("toy", "toy", "local", "instructed",
+                      Corpus.from_docs([Doc("d1", f"{long_word} here"), Doc("d2", "other words")]),
+                      {"q1": Query("q1", long_word)}, {"q1": {"d1": 1}})
+    with pytest.warns(UserWarning, match="1 tokens longer than 255"):
+        run = BM25Retriever(k1=0.9, b=0.4, stemmer="porter", stopwords="none", cache=False,
+                            show_progress=False).search(bench, get_template("instructir"), k=5)
+    assert run.df["docid"].tolist() == ["d1"] and run.meta["index"]["long_tokens_cut"] == 1

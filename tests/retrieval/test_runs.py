@@ -353,3 +353,27 @@ def test_run_and_sidecar_respect_the_umask_so_a_team_can_share_them(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644 and sidecar_path(path).stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("line,field,words", [
+    ("q1 Q0 d1 １ 2.5 t", "rank", "expected an integer, got '１' (U+FF11 FULLWIDTH DIGIT ONE"),
+    ("q1 Q0 d1 1 ２.5 t", "score", "expected a number, got '２.5' (U+FF12 FULLWIDTH DIGIT TWO"),
+    ("q1 Q0 d1 1 2_5 t", "score", "expected a number, got '2_5'"),
+    ("q1\u00a0 Q0 d1 1 2.5 t", "qid", "'q1\\xa0' holds U+00A0 NO-BREAK SPACE at character 3"),
+    ("q1 Q0 d1\u00a0x 1 2.5 t", "docid", "'d1\\xa0x' holds U+00A0 NO-BREAK SPACE at character 3"),
+    ("q1\tQ0\td1\u2003\t1\t2.5\tt", "docid", "'d1\\u2003' holds U+2003 EM SPACE"),
+])
+def test_characters_trec_eval_reads_otherwise_are_refused_with_line_and_field(tmp_path, line, field, words):
+    # on main: '１' read as 1, '２.5' as 2.5, '2_5' as 25; a no-break space kept (fast path) or stripped (slow path)
+    path = tmp_path / "run.trec"
+    path.write_text(f"q0 Q0 d0 1 3.0 t\n{line}\n", encoding="utf-8")
+    with pytest.raises(FormatError) as err:
+        read_run(path)
+    assert str(err.value).startswith(f"{path}, line 2, field '{field}': {words}")
+
+
+def test_a_line_break_python_sees_inside_an_id_is_no_line_break_for_the_run_reader(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d\u20281 1 2.5 t\n", encoding="utf-8")  # str.splitlines() split here
+    with pytest.raises(FormatError, match="line 1, field 'docid': .* U\\+2028 LINE SEPARATOR"):
+        read_run(path)

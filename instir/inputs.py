@@ -1,0 +1,123 @@
+"""Checks on a user's input files before they are read: what a path is when it is not a regular
+file (:func:`file_problem`), and the small configuration files (a sweep grid, a ``--cards`` file)
+read whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml`: PyYAML's safe
+loader with the three ways a small file can stand for an unbounded value refused:
+
+- **aliases** (``*name``, and merge keys ``<<: *name``, which use them): an alias is a reference
+  to an earlier node, so ten lines of nested aliases (the "billion laughs", 433 bytes) stand for
+  a billion strings, and any walk over the value (a type check, a message quoting it, a JSON
+  dump) expands them: gigabytes before a ``MemoryError``. An anchor alone (``&name``) is harmless
+  and accepted; write the value out where an alias was;
+- nesting deeper than :data:`MAX_DEPTH` (PyYAML composes recursively: a few hundred ``[`` end in
+  a ``RecursionError``);
+- a file larger than :data:`MAX_CONFIG_BYTES` (a grid or a card file is a few kilobytes).
+
+Every refusal is an :class:`InputRefused` with the problem and, when known, the 1-based line.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+#: Largest configuration file (grid, card file) read, in bytes.
+MAX_CONFIG_BYTES = 1 << 20
+#: Deepest nesting of YAML sequences and mappings accepted.
+MAX_DEPTH = 64
+
+
+class InputRefused(ValueError):
+    """An input the kit does not read: ``problem`` says why (an alias, too deep, too large, not a
+    regular file, not UTF-8), ``line`` where (1-based; None when the whole file is refused)."""
+
+    def __init__(self, problem: str, line: int | None = None):
+        super().__init__(problem)
+        self.problem, self.line = problem, line
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.problem}" if self.line else self.problem
+
+
+def file_problem(path: str | Path) -> str | None:
+    """None when ``path`` is a regular file (or a symlink to one); else what it is, as the end of
+    a message: ``not found``, ``is a directory, not a file``, ``is a FIFO (named pipe), not a
+    regular file``, ``is a character device, not a regular file`` (``/dev/zero``), ``is a symlink
+    loop …``, ``is a broken symlink (to …)``, or the system's reason (``permission denied``).
+    Reading anything but a regular file can block for ever (a FIFO) or never end (``/dev/zero``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a broken symlink (to {os.readlink(path)})"
+        return "not found"
+    except NotADirectoryError:
+        return "not found (a part of the path is a file, not a folder)"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symlink loop (its links lead back to themselves)"
+        return (err.strerror or str(err)).lower()
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "is a directory, not a file"),
+             (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file"),
+             (stat.S_ISCHR, "is a character device, not a regular file"),
+             (stat.S_ISBLK, "is a block device, not a regular file"),
+             (stat.S_ISSOCK, "is a socket, not a regular file"))
+    return next((what for test, what in kinds if test(mode)), "is not a regular file")
+
+
+def read_config(path: str | Path, what: str = "file") -> str:
+    """The UTF-8 text of a small configuration file: :class:`InputRefused` for a path that is not
+    a regular file (``what`` names it in the message: ``grid file is a FIFO …``), a file larger
+    than :data:`MAX_CONFIG_BYTES` (refused before it is read whole) and bytes that are not UTF-8
+    (with their line); ``OSError`` when a regular file cannot be read (permissions)."""
+    problem = file_problem(path)
+    if problem is not None:
+        raise InputRefused(f"{what} {problem}")
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InputRefused(f"{what} is larger than {MAX_CONFIG_BYTES} bytes, more than one may hold")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        raise InputRefused(f"not UTF-8 text (byte 0x{data[err.start]:02x}); save the file as UTF-8",
+                           data.count(b"\n", 0, err.start) + 1) from None
+
+
+def load_yaml(text: str) -> Any:
+    """The value of one YAML document (``None`` for an empty one), as ``yaml.safe_load`` builds
+    it, or :class:`InputRefused` (see the module docstring); other parse errors are PyYAML's own
+    ``yaml.YAMLError``."""
+    import yaml
+
+    if len(text) > MAX_CONFIG_BYTES:
+        raise InputRefused(f"{len(text)} characters, more than a YAML file may hold here ({MAX_CONFIG_BYTES})")
+
+    class BoundedLoader(yaml.SafeLoader):
+        """The safe loader, refusing aliases and deep nesting while composing, before any value is built."""
+
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise InputRefused(f"YAML aliases are not accepted (*{event.anchor[:40]}): an alias can stand "
+                                   "for an unbounded value; write the value out", event.start_mark.line + 1)
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise InputRefused(f"nested more than {MAX_DEPTH} levels deep",
+                                       self.peek_event().start_mark.line + 1)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()

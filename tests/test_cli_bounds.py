@@ -1,0 +1,149 @@
+"""The hostile suite, bounded inputs (issue 24, item 4): a document over the length limit, a run
+or corpus path that is no regular file, characters trec_eval would not read as the kit read them.
+Each answers as ``tests/test_cli_errors.py`` requires: one line on stderr naming the file, line
+and field, exit status 2, before any retrieval or scoring."""
+
+import json
+import os
+import shutil
+
+import pytest
+from test_cli_errors import fails
+
+from instir.benchmarks.registry import SAMPLE_ROOT
+
+
+@pytest.fixture
+def instructir_root(tmp_path):
+    root = tmp_path / "instructir"
+    shutil.copytree(SAMPLE_ROOT / "instructir-sample", root)
+    return root
+
+
+def test_retrieve_bm25_refuses_a_document_over_the_limit_before_tokenizing_it(capsys, tmp_path, instructir_root,
+                                                                              monkeypatch):
+    # on main: a 2 GiB document ended in a segmentation fault inside PyStemmer (rc 139); here the limit is lowered
+    import instir.benchmarks.readers as readers
+
+    monkeypatch.setattr(readers, "MAX_DOC_CHARS", 5000)
+    corpus = instructir_root / "corpus.jsonl"
+    lines = corpus.read_text().count("\n")
+    with corpus.open("a") as fh:
+        fh.write(json.dumps({"_id": "huge", "title": "", "text": "lorem " * 2000}) + "\n")
+    line = fails(capsys, "retrieve", "--benchmark", "instructir", "--root", str(instructir_root),
+                 "--retriever", "bm25", "--out", str(tmp_path / "runs"))
+    assert line == (f"instir retrieve: {corpus}, line {lines + 1}, field 'text': document 'huge' holds 12,000 "
+                    "characters, more than the 5,000 a document may hold (INSTIR_MAX_DOC_CHARS changes that)")
+    assert not list((tmp_path / "runs").glob("*.trec"))
+
+
+def _odd(tmp_path, kind, path):
+    """Make ``path`` a ``kind`` of thing that is no regular file; returns the path given to the kit."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        os.symlink(tmp_path / "loop-b", path)
+        os.symlink(path, tmp_path / "loop-b")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "zero":
+        os.symlink("/dev/zero", path)
+    return path
+
+
+ANSWERS = {"fifo": "is a FIFO (named pipe), not a regular file", "loop": "is a symlink loop",
+           "folder": "is a directory, not a file", "zero": "is a character device, not a regular file"}
+
+
+@pytest.mark.parametrize("kind", sorted(ANSWERS))
+def test_a_run_that_is_no_regular_file_is_named_for_what_it_is(capsys, tmp_path, kind):
+    # on main: "run file not found" for each (a folder given as --run included)
+    run = _odd(tmp_path, kind, tmp_path / "run.trec")
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run),
+                 "--out", str(tmp_path / "eval"))
+    assert line.startswith(f"instir evaluate: {run}: {ANSWERS[kind]}")
+
+
+@pytest.mark.parametrize("kind", sorted(ANSWERS))
+def test_a_corpus_that_is_no_regular_file_is_named_for_what_it_is(capsys, tmp_path, instructir_root, kind):
+    # on main: "missing: setting 'instructed' needs corpus.jsonl …" (a FIFO that is found would block the reader)
+    corpus = instructir_root / "corpus.jsonl"
+    corpus.unlink()
+    _odd(tmp_path, kind, corpus)
+    line = fails(capsys, "summary", "instructir", "--root", str(instructir_root))
+    assert line.startswith(f"instir summary: {corpus}: {ANSWERS[kind]}")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "loop"])
+def test_an_ifir_corpus_that_is_no_regular_file_is_named_for_what_it_is(capsys, tmp_path, kind):
+    root = tmp_path / "fiqa"
+    shutil.copytree(SAMPLE_ROOT / "ifir-sample" / "fiqa", root)
+    corpus = root / "fiqa-corpus.jsonl"
+    corpus.unlink()
+    _odd(tmp_path, kind, corpus)
+    line = fails(capsys, "summary", "ifir/fiqa", "--root", str(root))
+    assert line.startswith(f"instir summary: {corpus}: {ANSWERS[kind]}")
+
+
+def test_evaluate_refuses_a_fullwidth_rank_naming_file_line_and_field(capsys, tmp_path):
+    run = tmp_path / "run.trec"
+    run.write_text("1078446_6 Q0 x 1 2.0 t\n1078446_6 Q0 y １ 1.0 t\n", encoding="utf-8")  # on main: read as rank 1
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run),
+                 "--out", str(tmp_path / "eval"))
+    assert line == (f"instir evaluate: {run}, line 2, field 'rank': expected an integer, got '１' (U+FF11 FULLWIDTH "
+                    "DIGIT ONE: trec_eval does not read it as a digit or a space)")
+
+
+def test_summary_refuses_a_no_break_space_in_a_qrels_id(capsys, instructir_root):
+    qrels = instructir_root / "qrels" / "test.tsv"
+    lines = qrels.read_text().splitlines()
+    qid, did, score = lines[1].split("\t")
+    lines[1] = f"{qid}\u00a0\t{did}\t{score}"  # on main: stripped silently
+    qrels.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    line = fails(capsys, "summary", "instructir", "--root", str(instructir_root))
+    assert line.startswith(f"instir summary: {qrels}, line 2, field 'query-id': {qid + chr(0xa0)!r} holds U+00A0 "
+                           "NO-BREAK SPACE")
+
+
+CARDS = """
+[[card]]
+name = "mine-st"
+paper = "user"
+kind = "retriever"
+adapter = "sentence-transformers"
+model = "{model}"
+
+[[card]]
+name = "mine-rerank"
+paper = "user"
+kind = "reranker"
+adapter = "cross-encoder"
+model = "{model}"
+"""
+
+
+@pytest.mark.parametrize("model,why", [
+    ("/etc", "a folder without modules.json or config.json (not a sentence-transformers model)"),
+    ("{tmp}/no-such-model", "not found"),
+    ("{tmp}/a-file", "a file, not a model folder"),
+    ("{tmp}/config-only", "a folder with config.json but no weights (model.safetensors, pytorch_model.bin, …)"),
+])
+def test_a_card_whose_local_model_folder_cannot_load_is_not_runnable_and_refused_in_one_line(capsys, tmp_path,
+                                                                                           model, why):
+    # on main: /etc listed as runnable ("yes"), then a ValueError traceback from transformers (rc 1)
+    from instir.cli import main
+
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "config-only").mkdir()
+    (tmp_path / "config-only" / "config.json").write_text("{}")
+    model = model.format(tmp=tmp_path)
+    cards = tmp_path / "cards.toml"
+    cards.write_text(CARDS.format(model=model))
+    assert main(["systems", "--cards", str(cards)]) == 0
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("mine-st "))
+    note = row.split("no [")[1].split("]")[0]
+    assert f"[{note}] model = {model}: {why}" in " ".join(table.split())
+    line = fails(capsys, "retrieve", "--system", "mine-st", "--cards", str(cards), "--benchmark",
+                 "instructir-sample", "--out", str(tmp_path / "runs"))
+    assert line == f"instir retrieve: system 'mine-st', field 'model': {model}: {why}"

@@ -1,0 +1,121 @@
+"""Bounded inputs (instir.inputs): YAML alias bombs, deep nesting and oversized configuration
+files are refused in one line before any value is built or quoted, messages quote values of any
+size in bounded space, and a path that is not a regular file says what it is."""
+
+import os
+import re
+import time
+import tracemalloc
+
+import pytest
+
+from instir.benchmarks.types import FormatError, quoted
+from instir.distributed.grid import GridError, load_grid
+from instir.systems import load_cards
+
+
+def laughs(levels: int) -> str:
+    """The "billion laughs": each level nine aliases of the one before (9**levels strings)."""
+    lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_billion_laughs_grid_is_refused_at_its_first_alias_in_bounded_time_and_memory(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_text(laughs(9) + "benchmarks: *l8\nsystems: [bm25]\n")  # 10**9 strings once expanded
+    assert path.stat().st_size < 600
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(GridError) as err:
+            load_grid(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(err.value)
+    assert message.startswith(f"{path}:2: YAML aliases are not accepted (*l0)") and len(message) < 200
+    assert time.perf_counter() - start < 5 and peak < 20 * 2**20
+
+
+def test_a_small_alias_bomb_is_refused_not_quoted_whole(tmp_path):
+    # on main: accepted by yaml.safe_load, then the benchmarks check quoted all 59049 strings (590 KB)
+    path = tmp_path / "grid.yaml"
+    path.write_text(laughs(5) + "benchmarks: *l4\nsystems: [bm25]\n")
+    with pytest.raises(GridError, match=r"grid\.yaml:2: YAML aliases are not accepted") as err:
+        load_grid(path)
+    assert len(str(err.value)) < 200
+
+
+def test_an_alias_bomb_in_a_cards_yaml_file_is_refused_with_file_and_line(tmp_path):
+    path = tmp_path / "cards.yaml"
+    path.write_text(laughs(5) + "card:\n  - {name: mine, paper: user, kind: retriever, adapter: bm25, params: *l4}\n")
+    with pytest.raises(FormatError) as err:
+        load_cards([path])
+    assert str(err.value).startswith(f"{path}, line 2: YAML aliases are not accepted") and len(str(err.value)) < 200
+
+
+def test_anchors_without_aliases_are_accepted_and_deep_nesting_is_refused():
+    from instir import inputs
+
+    assert inputs.load_yaml("a: &x [1, 2]\nb: 3\n") == {"a": [1, 2], "b": 3}
+    with pytest.raises(inputs.InputRefused, match="nested more than 64 levels deep"):
+        inputs.load_yaml("a: " + "[" * 5000 + "]" * 5000)
+
+
+def test_a_deeply_nested_toml_card_file_is_one_line(tmp_path):
+    path = tmp_path / "cards.toml"
+    path.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(FormatError, match="nested too deeply"):
+        load_cards([path])
+
+
+def test_an_oversized_grid_is_refused_before_it_is_read(tmp_path):
+    from instir import inputs
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\n# " + "x" * inputs.MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(GridError, match=f"larger than {inputs.MAX_CONFIG_BYTES} bytes"):
+        load_grid(path)
+
+
+def test_quoting_a_huge_list_or_integer_costs_bounded_time():
+    laugh = ["lol"] * 9
+    for _ in range(8):
+        laugh = [laugh] * 9  # 9**9 strings, shared
+    start = time.perf_counter()
+    assert len(quoted(laugh)) < 120 and time.perf_counter() - start < 1
+    assert quoted(10**5000) == "<an integer of about 5001 digits>"  # repr() itself refuses past 4300 digits
+    assert quoted({"a": 1}) == "{'a': 1}" and quoted([1, "x"]) == "[1, 'x']" and quoted(None) == "None"
+
+
+@pytest.fixture
+def odd_paths(tmp_path):
+    """A FIFO, a symlink loop, a broken symlink, a folder and /dev/zero, by name."""
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "loop_b", tmp_path / "loop_a")
+    os.symlink(tmp_path / "loop_a", tmp_path / "loop_b")
+    os.symlink(tmp_path / "gone", tmp_path / "dangling")
+    (tmp_path / "folder").mkdir()
+    return {"fifo": tmp_path / "fifo", "loop": tmp_path / "loop_a", "dangling": tmp_path / "dangling",
+            "folder": tmp_path / "folder", "zero": "/dev/zero", "missing": tmp_path / "missing"}
+
+
+EXPECTED = {"fifo": "is a FIFO (named pipe), not a regular file", "loop": "is a symlink loop",
+            "dangling": "is a broken symlink (to ", "folder": "is a directory, not a file",
+            "zero": "is a character device, not a regular file", "missing": "not found"}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_file_problem_says_what_a_path_is(odd_paths, kind):
+    from instir import inputs
+
+    assert inputs.file_problem(odd_paths[kind]).startswith(EXPECTED[kind])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "loop", "zero", "folder"])
+def test_a_grid_or_card_file_that_is_no_regular_file_is_named_for_what_it_is(odd_paths, kind):
+    with pytest.raises(GridError, match=re.escape(f"grid file {EXPECTED[kind]}")):
+        load_grid(odd_paths[kind])  # a FIFO would block for ever in read(), /dev/zero never end
+    with pytest.raises(FormatError, match=re.escape(f"card file {EXPECTED[kind]}")):
+        load_cards([odd_paths[kind]])
