@@ -36,9 +36,9 @@ def bm25_builds(monkeypatch):
 
     built, real = [], BM25Retriever._build
 
-    def counting(self, benchmark, template, params):
+    def counting(self, benchmark, *args, **kwargs):
         built.append(benchmark.name)
-        return real(self, benchmark, template, params)
+        return real(self, benchmark, *args, **kwargs)
 
     monkeypatch.setattr(BM25Retriever, "_build", counting)
     return built
