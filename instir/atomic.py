@@ -169,21 +169,28 @@ def _new_temporary(path: Path) -> tuple[int, Path]:
     return fd, Path(tmp)
 
 
-def _written_temporary(path: Path, data: bytes) -> Path:
-    """A temporary beside ``path`` holding ``data``, flushed to disk; removed on any failure."""
-    fd, tmp = _new_temporary(path)
+@contextmanager
+def _removed_on_failure(tmp: Path, path: Path) -> Iterator[None]:
+    """Remove the temporary ``tmp`` when the block fails; an ``OSError`` is raised naming ``path``."""
     try:
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        yield
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise named(err, path, tmp) from err
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _written_temporary(path: Path, data: bytes) -> Path:
+    """A temporary beside ``path`` holding ``data``, flushed to disk; removed on any failure."""
+    fd, tmp = _new_temporary(path)
+    with _removed_on_failure(tmp, path):
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return tmp
 
 
@@ -195,16 +202,10 @@ def replacing(path: str | Path) -> Iterator[Path]:
     the block. An ``OSError`` that names no file, or the temporary, is raised naming ``path``."""
     path = Path(path)
     fd, tmp = _new_temporary(path)
-    try:
+    with _removed_on_failure(tmp, path):
         os.close(fd)
         yield tmp
         os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise named(err, path, tmp) from err
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class Stream:
@@ -234,7 +235,7 @@ def stream(path: str | Path, size: int | None = None) -> Iterator[Stream]:
     failure removes the temporary file; an ``OSError`` names ``path``."""
     path = Path(path)
     fd, tmp = _new_temporary(path)
-    try:
+    with _removed_on_failure(tmp, path):
         try:
             if size:
                 reserve(fd, size, path)
@@ -246,26 +247,14 @@ def stream(path: str | Path, size: int | None = None) -> Iterator[Stream]:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise named(err, path, tmp) from err
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically."""
     path = Path(path)
     tmp = _written_temporary(path, data)
-    try:
+    with _removed_on_failure(tmp, path):
         os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise named(err, path, tmp) from err
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_text(path: str | Path, text: str) -> None:

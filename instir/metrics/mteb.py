@@ -273,13 +273,4 @@ def evaluate_mteb(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]
         per_query.append(values.assign(system=system))
         if "robustness_at_10" in asked and len(result.groups):
             per_group.append(result.groups.assign(system=system, measure="robustness_at_10"))
-    group_columns = ["system", "group", "measure", "value", "n_queries"]
-    return Evaluation(
-        per_query=pd.concat(per_query, ignore_index=True)[["system", "qid", "measure", "value"]],
-        per_group=(pd.concat(per_group, ignore_index=True)[group_columns] if per_group
-                   else pd.DataFrame(columns=group_columns)),
-        table=table.combine(tables),
-        excluded=[],
-        checks=checks,
-        notes=notes,
-    )
+    return Evaluation.collect(per_query, per_group, tables, checks=checks, notes=notes)

@@ -66,6 +66,17 @@ class Evaluation:
     checks: dict[str, RunIdCheck] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def collect(cls, per_query: list[pd.DataFrame], per_group: list[pd.DataFrame], tables: list[pd.DataFrame],
+                **rest) -> "Evaluation":
+        """An evaluation from the per-system pieces a scoring loop gathers (``rest``: ``excluded``,
+        ``checks``, ``notes``)."""
+        groups = ["system", "group", "measure", "value", "n_queries"]
+        return cls(per_query=pd.concat(per_query, ignore_index=True)[["system", "qid", "measure", "value"]],
+                   per_group=(pd.concat(per_group, ignore_index=True)[groups] if per_group
+                              else pd.DataFrame(columns=groups)),
+                   table=table.combine(tables), **rest)
+
 
 #: Scoring protocols: ``authors`` (the default: the papers' official code) and ``mteb``
 #: (MTEB 2.26's task definitions, :mod:`instir.metrics.mteb`).
@@ -111,15 +122,7 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
             minima = robustness.group_minima(scores, groups)
             tables.append(table.with_slice(robustness.average_minima(minima), benchmark, system))
             per_group.append(minima.assign(system=system))
-    group_columns = ["system", "group", "measure", "value", "n_queries"]
-    return Evaluation(
-        per_query=pd.concat(per_query, ignore_index=True)[["system", "qid", "measure", "value"]],
-        per_group=(pd.concat(per_group, ignore_index=True)[group_columns] if per_group
-                   else pd.DataFrame(columns=group_columns)),
-        table=table.combine(tables),
-        excluded=evaluator.excluded,
-        checks=checks,
-    )
+    return Evaluation.collect(per_query, per_group, tables, excluded=evaluator.excluded, checks=checks)
 
 
 #: ranx's measure names (``ndcg@10``, ``mrr@10`` …) and the ir-measures names they mean
