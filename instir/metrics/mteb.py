@@ -54,7 +54,7 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
 from instir.metrics import table
 from instir.metrics.scoring import Evaluation
-from instir.metrics.standard import RunLike, run_dict
+from instir.metrics.standard import LOWER_CASE_NAMES, RunLike, run_dict
 from instir.progress import tqdm
 from instir.retrieval.runs import Run, check_run_ids
 
@@ -72,7 +72,7 @@ DEFAULT_MTEB_MEASURES = {
     "ifir": ("ndcg_at_20", "mrr_at_20", "recall_at_20", "main_score"),
 }
 #: the kit's measure names (ir-measures style) -> MTEB's prefix, for ``--measures nDCG@10`` in either protocol
-_KIT_NAMES = {"nDCG": "ndcg", "AP": "map", "R": "recall", "P": "precision", "RR": "mrr", "Success": "hit_rate"}
+_KIT_NAMES = {kit: lower for lower, kit in LOWER_CASE_NAMES.items()}
 _MEASURE = re.compile(r"(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)")
 #: the measure MTEB's robustness and level scores are built on
 _ROBUSTNESS_BASE, _LEVEL_BASE = "ndcg_cut_10", "ndcg_cut_20"

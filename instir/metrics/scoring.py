@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from instir.benchmarks.catalog import family_of
+from instir.benchmarks.instructir import group_of
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, quoted, unknown
 from instir.metrics import ifir, robustness, table
 from instir.metrics.inputs import qrels_of, run_of
-from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, parse_measures, run_frame
+from instir.metrics.standard import LOWER_CASE_NAMES, Evaluator, RunLike, mean_by_measure, parse_measures, run_frame
 from instir.progress import tqdm
 from instir.retrieval.runs import RunIdCheck, check_run_ids, drop_self_hits
 
@@ -125,8 +126,6 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     return Evaluation.collect(per_query, per_group, tables, excluded=evaluator.excluded, checks=checks)
 
 
-#: ranx's measure names (``ndcg@10``, ``mrr@10`` …) and the ir-measures names they mean
-RANX_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success"}
 _ROBUSTNESS = re.compile(r"robustness(?:@(\d+)|\((.+)\))$", re.IGNORECASE)
 _NATIVE = re.compile(r"(.+)\[ifir-native\]$", re.IGNORECASE)
 
@@ -134,7 +133,7 @@ _NATIVE = re.compile(r"(.+)\[ifir-native\]$", re.IGNORECASE)
 def _base_measure(name: str) -> str:
     """The ir-measures name of ``name`` (its own spelling, or ranx's: ``ndcg@10`` → ``nDCG@10``)."""
     head, at, cutoff = name.strip().partition("@")
-    head = RANX_NAMES.get(head.lower(), head)
+    head = LOWER_CASE_NAMES.get(head.lower(), head)
     return str(parse_measures([head + at + cutoff])[0])
 
 
@@ -159,7 +158,7 @@ def instance_groups(qids: Sequence[str]) -> dict[str, str]:
     if lone:
         raise UsageError(f"Robustness needs query groups, and query {quoted(lone[0])} has no '<group>_<n>' id: pass a "
                          "Benchmark as qrels, or groups={qid: group}")
-    return {q: q.rsplit("_", 1)[0] for q in qids}
+    return {q: group_of(q) for q in qids}
 
 
 def _looks_like_run(value: object) -> bool:

@@ -36,6 +36,8 @@ from instir.retrieval.runs import Run
 RunLike = Union[Run, pd.DataFrame]
 MeasureLike = Union[str, Measure]
 
+#: ranx's and MTEB's lower-case measure names (``ndcg@10``, ``ndcg_at_10``) -> the ir-measures names
+LOWER_CASE_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success"}
 #: Measures whose cutoff pytrec_eval cannot apply itself: for these, the uncut measure is
 #: computed on the run truncated to its top ``cutoff`` documents (exact for RR, whose value
 #: depends only on the first relevant document).
