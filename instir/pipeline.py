@@ -33,7 +33,7 @@ from instir import atomic
 from instir.errors import UsageError, unknown
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, write_index
-from instir.report.layout import NOTEBOOK_PATTERN
+from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import RunLock
 from instir.report.manifest import environment_manifest, read_datasets
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
@@ -282,6 +282,15 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
         _check_systems(parameters)
 
 
+def check_data_root(parameters: Mapping[str, object]) -> None:
+    """Refuse a ``data_root`` that is not a folder before any kernel starts (notebook 01 would
+    fail on it in a cell)."""
+    root = parameters.get("data_root")
+    if isinstance(root, str) and root and not user_path(root).is_dir():
+        raise UsageError(f"parameter 'data_root': {user_path(root)} is not a folder (give the folder that holds the "
+                         "benchmarks' data, or leave it empty for the instir fetch cache)")
+
+
 def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:
     """With ``judge_backend = "openai"``, refuse (:class:`instir.errors.UsageError`) a
     ``judge_base_url`` where nothing answers within ``timeout_s``: notebook 04 would otherwise
@@ -338,6 +347,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_parameters(parameters)
     known = notebook_parameters(paths)
     validate_parameters(parameters, known)
+    check_data_root(parameters)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = Path(out_dir).expanduser().resolve()
     check_index_owned(out.parent)

@@ -130,3 +130,12 @@ def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):
         server.listen()
         check_judge_endpoint({"judge_backend": "openai",
                               "judge_base_url": f"http://127.0.0.1:{server.getsockname()[1]}/v1"})
+
+
+def test_a_data_root_that_is_not_a_folder_fails_before_any_notebook(tmp_path):
+    from instir.pipeline import check_data_root
+
+    with pytest.raises(UsageError, match=rf"parameter 'data_root': {tmp_path / 'nodata'} is not a folder"):
+        check_data_root({"data_root": str(tmp_path / "nodata")})
+    check_data_root({"data_root": str(tmp_path)})
+    check_data_root({"data_root": ""})
