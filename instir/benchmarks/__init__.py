@@ -9,7 +9,8 @@ from instir._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "catalog": ("family_of", "ifir_subsets", "is_sample", "subset"),
     "docstore": ("CorpusIndex", "CorpusIndexWarning", "IndexedCorpus", "build_index", "load_index"),
-    "fetch": ("FetchError", "instir_home"),
+    "fetch": ("FetchError",),
+    "instir.home": ("instir_home",),
     "ifir": ("load_ifir",),
     "instructir": ("INSTRUCTIR_SETTINGS", "load_instructir"),
     "registry": ("SAMPLE_ROOT", "benchmark_settings", "list_benchmarks", "load_benchmark", "sample_benchmarks"),

@@ -65,6 +65,7 @@ from instir.benchmarks.readers import (
     text_lines,
 )
 from instir.benchmarks.types import Corpus, Doc, FormatError, add_to_content_hash, quoted
+from instir.home import instir_home
 
 #: Version of the on-disk index format; part of every cache key (a new version builds anew).
 INDEX_VERSION = 2
@@ -299,8 +300,6 @@ def _located_records(path: Path) -> Iterator[tuple[int, int, int, dict[str, Any]
 
 def cache_folder() -> Path:
     """Where cached corpus indexes live: ``instir_home() / "corpus-index"``."""
-    from instir.benchmarks.fetch import instir_home  # fetch imports the loaders, which import this module
-
     return instir_home() / "corpus-index"
 
 
@@ -582,3 +581,14 @@ class IndexedCorpus(Corpus):
                     where.setdefault(doc_id, i)
             self._where = where
         return self._where
+
+
+def jsonl_corpus(path: Path, *, skip_empty: bool = False) -> IndexedCorpus:
+    """A :class:`~instir.benchmarks.docstore.IndexedCorpus` over one corpus file (JSON lines or
+    Parquet): ids, length and content hash come from its cached index, iterating streams.
+    Raises at once if the file is missing or holds no document."""
+    path = Path(path)
+    first = next(iter_corpus_docs(path, skip_empty=skip_empty), None)
+    if first is None:
+        raise FormatError(path, None, None, "empty corpus (no documents)")
+    return IndexedCorpus([path], skip_empty=skip_empty)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,17 +35,13 @@ from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import read_records
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError, unknown
+from instir.home import instir_home
 
 MANIFEST_NAME = "instir-manifest.json"
 
 
 class FetchError(UserError, RuntimeError):
     """A download failed; the message says what to do without network access."""
-
-
-def instir_home() -> Path:
-    """The instir cache folder: ``$INSTIR_HOME``, default ``~/.cache/instir``."""
-    return Path(os.environ.get("INSTIR_HOME") or "~/.cache/instir").expanduser()
 
 
 def layouts(benchmark: str) -> list[str]:

@@ -48,10 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
-from instir.benchmarks.docstore import IndexedCorpus
+from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
     field_str,
-    jsonl_corpus,
     read_json_array,
     read_qrels,
     read_records,

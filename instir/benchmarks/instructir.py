@@ -57,11 +57,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from instir.benchmarks.docstore import IndexedCorpus
+from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
     check_qrels,
     field_str,
-    jsonl_corpus,
     read_qrels,
     read_records,
 )

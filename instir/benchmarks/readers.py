@@ -28,15 +28,11 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
 from instir.errors import UsageError
 from instir.inputs import file_problem
-
-if TYPE_CHECKING:
-    from instir.benchmarks.docstore import IndexedCorpus
-
 
 #: Longest document read, in characters (title and text together): ten million, some 2,000 pages
 #: of text; IFIR's longest legal documents hold a few hundred thousand.
@@ -304,19 +300,6 @@ def corpus_doc(rec: dict[str, Any], path: Path, n: int | str, *, skip_empty: boo
                           f"document {quoted(doc_id)} holds {len(text) + len(title):,} characters, more than the "
                           f"{limit:,} a document may hold ({MAX_DOC_CHARS_VAR} changes that)")
     return Doc(id=doc_id, text=text, title=title)
-
-
-def jsonl_corpus(path: Path, *, skip_empty: bool = False) -> IndexedCorpus:
-    """A :class:`~instir.benchmarks.docstore.IndexedCorpus` over one corpus file (JSON lines or
-    Parquet): ids, length and content hash come from its cached index, iterating streams.
-    Raises at once if the file is missing or holds no document."""
-    from instir.benchmarks.docstore import IndexedCorpus  # docstore reads records with this module
-
-    path = Path(path)
-    first = next(iter_corpus_docs(path, skip_empty=skip_empty), None)
-    if first is None:
-        raise FormatError(path, None, None, "empty corpus (no documents)")
-    return IndexedCorpus([path], skip_empty=skip_empty)
 
 
 def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:

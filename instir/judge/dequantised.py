@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from instir import atomic
-from instir.benchmarks.fetch import instir_home
+from instir.home import instir_home
 
 #: file whose presence marks a complete cache entry (written last)
 _WEIGHTS = "model.safetensors"

@@ -104,7 +104,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     else:
         judge = BaselineJudge(model or "lexical")
     if not cache:
-        from instir.benchmarks import instir_home
+        from instir.home import instir_home
 
         cache = instir_home() / "judgments.sqlite"
     return CachedJudge(judge, Path(cache))

@@ -18,7 +18,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "stats": ("paired_tests", "holm", "paired_comparison"),
     "table": ("COLUMNS", "summarise", "combine", "wide", "export"),
     "latex": ("significance_marks", "pairwise_tests", "evaluation_marks", "latex_table", "write_latex"),
-    "scoring": ("Evaluation", "evaluate", "evaluate_runs", "default_measures", "instance_groups", "PROTOCOLS"),
+    "evaluation": ("Evaluation",),
+    "scoring": ("evaluate", "evaluate_runs", "default_measures", "instance_groups", "PROTOCOLS"),
     "inputs": ("qrels_of", "run_of"),
     "mteb": ("MtebScores", "mteb_scores", "evaluate_mteb", "mteb_measure", "default_mteb_measures", "task_scores"),
 })

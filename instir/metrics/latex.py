@@ -29,7 +29,7 @@ from instir import atomic
 from instir.metrics.stats import N_RESAMPLES, holm, paired_permutation_p, paired_ttest
 
 if TYPE_CHECKING:
-    from instir.metrics.scoring import Evaluation
+    from instir.metrics.evaluation import Evaluation
 
 #: the letters that name the systems, in order (as ranx's ``chars``)
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -53,7 +53,7 @@ from instir.benchmarks.mteb import MtebIds, mteb_ids
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
 from instir.metrics import table
-from instir.metrics.scoring import Evaluation
+from instir.metrics.evaluation import Evaluation
 from instir.metrics.standard import LOWER_CASE_NAMES, RunLike, run_dict
 from instir.progress import tqdm
 from instir.retrieval.runs import Run, check_run_ids

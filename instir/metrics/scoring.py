@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -22,10 +21,11 @@ from instir.benchmarks.instructir import group_of
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, quoted, unknown
 from instir.metrics import ifir, robustness, table
+from instir.metrics.evaluation import Evaluation
 from instir.metrics.inputs import qrels_of, run_of
 from instir.metrics.standard import LOWER_CASE_NAMES, Evaluator, RunLike, mean_by_measure, parse_measures, run_frame
 from instir.progress import tqdm
-from instir.retrieval.runs import RunIdCheck, check_run_ids, drop_self_hits
+from instir.retrieval.runs import check_run_ids, drop_self_hits
 
 #: Measures reported by default, per benchmark family (the papers' headline measure first).
 DEFAULT_MEASURES = {
@@ -45,38 +45,6 @@ def without_self_hits(run: RunLike) -> RunLike:
     whole run, which costs seconds at a million rows."""
     frame = run_frame(run)
     return drop_self_hits(run) if (frame["qid"] == frame["docid"]).any() else run
-
-
-@dataclass
-class Evaluation:
-    """Everything computed for a set of runs on one benchmark.
-
-    ``per_query``: system, qid, measure, value (standard and ``[ifir-native]`` measures);
-    ``per_group``: system, group, measure (:func:`instir.metrics.robustness.label`, e.g.
-    ``Robustness@10``), value, n_queries;
-    ``table``: the tidy table (:data:`instir.metrics.table.COLUMNS`);
-    ``excluded``: qrels queries without a relevant document (not averaged);
-    ``checks``: per system, the ids its run has that the benchmark lacks;
-    ``notes``: what the scoring left out and why (the ``mteb`` protocol's, one line each).
-    """
-
-    per_query: pd.DataFrame
-    per_group: pd.DataFrame
-    table: pd.DataFrame
-    excluded: list[str] = field(default_factory=list)
-    checks: dict[str, RunIdCheck] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @classmethod
-    def collect(cls, per_query: list[pd.DataFrame], per_group: list[pd.DataFrame], tables: list[pd.DataFrame],
-                **rest) -> "Evaluation":
-        """An evaluation from the per-system pieces a scoring loop gathers (``rest``: ``excluded``,
-        ``checks``, ``notes``)."""
-        groups = ["system", "group", "measure", "value", "n_queries"]
-        return cls(per_query=pd.concat(per_query, ignore_index=True)[["system", "qid", "measure", "value"]],
-                   per_group=(pd.concat(per_group, ignore_index=True)[groups] if per_group
-                              else pd.DataFrame(columns=groups)),
-                   table=table.combine(tables), **rest)
 
 
 #: Scoring protocols: ``authors`` (the default: the papers' official code) and ``mteb``

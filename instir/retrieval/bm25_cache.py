@@ -57,7 +57,7 @@ import bm25s
 import numpy as np
 
 from instir import atomic
-from instir.benchmarks.fetch import instir_home
+from instir.home import instir_home
 from instir.retrieval.embedding_cache import npy_header
 
 #: Bumped when the entry layout or what the key describes changes (older entries are then never found).

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from instir import atomic
-from instir.benchmarks.fetch import instir_home
 from instir.benchmarks.types import Corpus
+from instir.home import instir_home
 from instir.progress import tqdm
 
 MANIFEST = "manifest.json"

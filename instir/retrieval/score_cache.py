@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from instir import atomic
-from instir.benchmarks.fetch import instir_home
+from instir.home import instir_home
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (

@@ -12,9 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from instir.benchmarks.docstore import jsonl_corpus
 from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import load_instructir
-from instir.benchmarks.readers import grade, jsonl_corpus, read_json_array, read_qrels, read_records
+from instir.benchmarks.readers import grade, read_json_array, read_qrels, read_records
 from instir.benchmarks.types import FormatError, quoted
 
 FIXTURES = Path(__file__).parent / "fixtures"

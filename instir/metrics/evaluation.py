@@ -1,0 +1,43 @@
+"""The one container of scores: what scoring a set of runs on one benchmark gives, under either
+protocol (per query, per group, the tidy table, the run checks, the queries left out, notes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from instir.metrics import table
+from instir.retrieval.runs import RunIdCheck
+
+
+@dataclass
+class Evaluation:
+    """Everything computed for a set of runs on one benchmark.
+
+    ``per_query``: system, qid, measure, value (standard and ``[ifir-native]`` measures);
+    ``per_group``: system, group, measure (:func:`instir.metrics.robustness.label`, e.g.
+    ``Robustness@10``), value, n_queries;
+    ``table``: the tidy table (:data:`instir.metrics.table.COLUMNS`);
+    ``excluded``: qrels queries without a relevant document (not averaged);
+    ``checks``: per system, the ids its run has that the benchmark lacks;
+    ``notes``: what the scoring left out and why (the ``mteb`` protocol's, one line each).
+    """
+
+    per_query: pd.DataFrame
+    per_group: pd.DataFrame
+    table: pd.DataFrame
+    excluded: list[str] = field(default_factory=list)
+    checks: dict[str, RunIdCheck] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def collect(cls, per_query: list[pd.DataFrame], per_group: list[pd.DataFrame], tables: list[pd.DataFrame],
+                **rest) -> "Evaluation":
+        """An evaluation from the per-system pieces a scoring loop gathers (``rest``: ``excluded``,
+        ``checks``, ``notes``)."""
+        groups = ["system", "group", "measure", "value", "n_queries"]
+        return cls(per_query=pd.concat(per_query, ignore_index=True)[["system", "qid", "measure", "value"]],
+                   per_group=(pd.concat(per_group, ignore_index=True)[groups] if per_group
+                              else pd.DataFrame(columns=groups)),
+                   table=table.combine(tables), **rest)
