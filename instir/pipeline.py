@@ -51,8 +51,6 @@ SECRET_NAME = re.compile(
 #: absolute for the kernels, and written with the home folder as ``~`` into report.json and the index.
 PATH_PARAMETERS = ("out_dir", "data_root")
 
-#: the project's notebooks (beside the package in a source checkout, where `make` installs it)
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 

@@ -8,10 +8,11 @@ import sys
 import pandas as pd
 import pytest
 
-from instir.benchmarks import commands
-from instir.cli import TEXT_WIDTH, main
+from instir.cli import data as commands
+from instir.cli import main
+from instir.cli.options import TEXT_WIDTH
+from instir.cli.retrieve import systems_text
 from instir.progress import QUIET_BARS
-from instir.retrieval.commands import systems_text
 
 
 def test_bare_instir_prints_the_help_and_a_short_pointer_to_the_bundled_samples(capsys):

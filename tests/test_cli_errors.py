@@ -323,7 +323,7 @@ def test_instir_debug_variable_shows_the_traceback(capsys, monkeypatch):
 
 
 def test_unexpected_errors_keep_their_traceback(monkeypatch):
-    import instir.benchmarks.commands as commands
+    import instir.cli.data as commands
 
     def broken(args):
         raise ValueError("a bug, not a user mistake")
@@ -334,7 +334,7 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
 
 
 def test_interrupt_is_one_line(capsys, monkeypatch):
-    import instir.benchmarks.commands as commands
+    import instir.cli.data as commands
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -364,7 +364,7 @@ def test_a_real_process_shows_the_traceback_with_instir_debug(tmp_path):
 
 
 def test_a_real_process_keeps_the_traceback_of_a_bug(tmp_path):
-    code = ("import sys, instir.benchmarks.commands as c\n"
+    code = ("import sys, instir.cli.data as c\n"
             "def broken(args): raise RuntimeError('a bug')\n"
             "c.summary_command = broken\n"
             "from instir.cli import main\nsys.exit(main(['summary']))\n")

@@ -100,6 +100,17 @@ def test_the_package_has_no_import_circle():
     assert circles(trimmed) == []
 
 
+def test_no_library_module_imports_the_command_layer():
+    climbing = sorted(f"{m} -> {t}" for m, ts in import_graph().items() if not m.startswith("instir.cli")
+                      for t in ts if t == "instir.cli" or t.startswith("instir.cli."))
+    assert climbing == []
+
+
+def test_every_command_module_lives_under_instir_cli():
+    stray = sorted(m for m in import_graph() if m.rsplit(".", 1)[-1].endswith("commands"))
+    assert stray == []
+
+
 def test_the_checks_see_a_lazy_import_circle_and_a_climb(tmp_path):
     pkg = tmp_path / "instir"
     (pkg / "cli").mkdir(parents=True)

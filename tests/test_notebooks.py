@@ -17,8 +17,8 @@ from judge.judge_fakes import FakeChatServer, Reply
 from markdown_render import rendered_html
 
 from instir.benchmarks import load_benchmark
+from instir.cli.run import CLI_PARAMETERS
 from instir.pipeline import check_parameters
-from instir.pipeline_commands import CLI_PARAMETERS
 from instir.retrieval import read_run
 
 pytestmark = pytest.mark.notebooks

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from instir.cli import main
+from instir.cli.run import RUN_EXAMPLES, cli_parameters, parse_parameter, register
 from instir.pipeline import (
     NotebookFailed,
     NotebookParameter,
@@ -23,7 +24,6 @@ from instir.pipeline import (
     run_reports,
     validate_parameters,
 )
-from instir.pipeline_commands import RUN_EXAMPLES, cli_parameters, parse_parameter, register
 
 NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
 KEY_VAR, KEY_VALUE = "INSTIR_TOY_API_KEY", "sk-toy-NEVER-IN-OUTPUT-4242"

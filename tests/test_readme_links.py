@@ -128,8 +128,8 @@ INSTIR = [command for command in SHELL if _instir(command) is not None]
 
 @pytest.mark.parametrize("command", INSTIR, ids=[c.where for c in INSTIR])
 def test_every_instir_command_parses_and_names_what_exists(command, capsys):
+    from instir.cli.run import cli_parameters
     from instir.pipeline import find_notebooks, notebook_parameters, validate_parameters
-    from instir.pipeline_commands import cli_parameters
     from instir.systems.specs import resolve_system
 
     argv = _instir(command)

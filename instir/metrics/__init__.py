@@ -19,7 +19,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "table": ("COLUMNS", "summarise", "combine", "wide", "export"),
     "latex": ("significance_marks", "pairwise_tests", "evaluation_marks", "latex_table", "write_latex"),
     "evaluation": ("Evaluation",),
-    "scoring": ("evaluate", "evaluate_runs", "default_measures", "instance_groups", "PROTOCOLS"),
+    "scoring": ("evaluate", "evaluate_runs", "default_measures", "instance_groups"),
+    "measures": ("PROTOCOLS",),
     "inputs": ("qrels_of", "run_of"),
     "mteb": ("MtebScores", "mteb_scores", "evaluate_mteb", "mteb_measure", "default_mteb_measures", "task_scores"),
 })

@@ -23,6 +23,7 @@ from instir.errors import UsageError, quoted, unknown
 from instir.metrics import ifir, robustness, table
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.inputs import qrels_of, run_of
+from instir.metrics.measures import PROTOCOLS
 from instir.metrics.standard import LOWER_CASE_NAMES, Evaluator, RunLike, mean_by_measure, parse_measures, run_frame
 from instir.progress import tqdm
 from instir.retrieval.runs import check_run_ids, drop_self_hits
@@ -45,11 +46,6 @@ def without_self_hits(run: RunLike) -> RunLike:
     whole run, which costs seconds at a million rows."""
     frame = run_frame(run)
     return drop_self_hits(run) if (frame["qid"] == frame["docid"]).any() else run
-
-
-#: Scoring protocols: ``authors`` (the default: the papers' official code) and ``mteb``
-#: (MTEB 2.26's task definitions, :mod:`instir.metrics.mteb`).
-PROTOCOLS = ("authors", "mteb")
 
 
 def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[str] | None = None, *,

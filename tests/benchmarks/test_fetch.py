@@ -15,8 +15,8 @@ import pytest
 from huggingface_hub.errors import RevisionNotFoundError
 
 from instir.benchmarks import catalog
-from instir.benchmarks.commands import register
 from instir.benchmarks.fetch import FetchError, fetch, instir_home, read_manifest
+from instir.cli.data import register
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COMMIT = "c0ffee" + "0" * 34

@@ -11,7 +11,7 @@ import huggingface_hub
 import pytest
 
 from instir.benchmarks import list_benchmarks, load_benchmark, sample_benchmarks
-from instir.benchmarks.commands import register
+from instir.cli.data import register
 from instir.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"

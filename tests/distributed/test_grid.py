@@ -138,7 +138,7 @@ def test_instir_sweep_refuses_a_bad_grid_with_one_line_and_status_2_before_writi
 def test_a_large_grid_is_refused_without_yes_with_its_cell_count_and_estimate(tmp_path, capsys):
     from instir.benchmarks.registry import list_benchmarks
     from instir.cli import main
-    from instir.distributed.commands import CONFIRM_CELLS
+    from instir.cli.sweep import CONFIRM_CELLS
 
     names = list_benchmarks()
     systems = [f"dense:org/model-{i}" for i in range(10_000 // (2 * len(names)) + 1)]

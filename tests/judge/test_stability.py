@@ -212,7 +212,7 @@ def test_instir_judge_repeats_prints_both_spreads_and_reruns_free(tmp_path, caps
     import argparse
 
     from instir.benchmarks import load_benchmark
-    from instir.judge import commands
+    from instir.cli import judge as commands
     from instir.retrieval import retrieve
     from instir.retrieval.lexical import BM25Retriever
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from instir.benchmarks import load_benchmark
+from instir.cli.evaluate import register, run_name
 from instir.errors import UsageError
-from instir.metrics.commands import register, run_name
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run, write_run
 

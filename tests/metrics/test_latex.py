@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from instir.benchmarks import load_benchmark
-from instir.metrics.commands import register
+from instir.cli.evaluate import register
 from instir.metrics.latex import escape, latex_table, pairwise_tests, significance_marks
 from instir.metrics.scoring import evaluate_runs
 from instir.metrics.stats import paired_comparison

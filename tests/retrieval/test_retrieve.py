@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from instir.cli import retrieve as commands
 from instir.retrieval import (
     check_run_ids,
-    commands,
     make_retriever,
     read_run,
     retrieve,

@@ -9,8 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import positive_int
+from instir.cli.options import (
+    add_benchmark_arguments,
+    benchmark_from_args,
+    positive_int,
+    positive_seconds,
+    whole_number,
+)
 from instir.judge.factory import BACKENDS, CALL_SETTINGS_NAMES, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge
 
 if TYPE_CHECKING:
@@ -21,22 +26,6 @@ if TYPE_CHECKING:
 
 _KEY_RULE = (f"Any other variable must be set; {DEFAULT_KEY_ENV} may be unset only when the endpoint is a local "
              "server (loopback, private network or a single-label host name), which then gets no key.")
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def _retries(text: str) -> int:
-    if not text.isdecimal():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return int(text)
 
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
@@ -60,9 +49,9 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                         "log-probabilities, no JSON mode) and reads the score token by their rule; kit: the kit's "
                         "earlier settings (JSON mode, 200 tokens, 20 top log-probabilities, digit read at the score's "
                         "position, rubric's digits only). Cached judgments of the two never mix")
-    p.add_argument("--timeout", type=_positive_seconds, default=60.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                    help="openai: seconds each connect or read of a request may wait (default: 60)")
-    p.add_argument("--max-retries", type=_retries, default=6, metavar="N",
+    p.add_argument("--max-retries", type=whole_number, default=6, metavar="N",
                    help="openai: retries of a request after a timeout, connection error, 408/409/429 or 5xx "
                         "(default: 6); a dead server costs about SECONDS x (N + 1) per request")
     p.add_argument("--cache", default=None, help="judgment cache file (default: $INSTIR_HOME/judgments.sqlite)")

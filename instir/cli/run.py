@@ -9,19 +9,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from instir.errors import UsageError
-from instir.pipeline import (
-    NOTEBOOK_PATTERN,
-    NOTEBOOKS_DIR,
-    PATH_PARAMETERS,
-    NotebookFailed,
-    NotebookParameter,
-    ReportResult,
-    find_notebooks,
-    notebook_parameters,
-    run_reports,
-)
+
+if TYPE_CHECKING:
+    from instir.pipeline import NotebookParameter, ReportResult
+
+#: the notebooks ``instir run`` executes unless ``--notebooks`` names another folder
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 #: ``instir run`` option -> notebook parameter name; the only place the two are tied.
 CLI_PARAMETERS = {
@@ -66,6 +62,8 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
     kind of the parameter in ``known`` (:func:`parse_parameter`; without ``known``: JSON when it
     parses, else a string). Options left out keep the notebooks' defaults. The paths of
     :data:`PATH_PARAMETERS` are made absolute from the directory ``instir run`` runs in."""
+    from instir.pipeline import PATH_PARAMETERS
+
     known = known or {}
     params: dict = {}
     for option, name in CLI_PARAMETERS.items():
@@ -100,6 +98,8 @@ RUN_EXAMPLES = (
 def parameters_help(notebooks: Sequence[Path]) -> str:
     """The part of ``instir run --help`` after the options: every notebook parameter with its
     default, the comment of its parameters cell and the option that sets it, then examples."""
+    from instir.pipeline import notebook_parameters
+
     options = {name: f"--{option.replace('_', '-')}" for option, name in CLI_PARAMETERS.items()}
     lines = ["notebook parameters (-p NAME=VALUE; lists as JSON or comma-separated), default first:"]
     for name, param in notebook_parameters(notebooks).items():
@@ -121,6 +121,8 @@ class _HelpWithParameters(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from instir.pipeline import find_notebooks
+
         notebooks = find_notebooks(getattr(namespace, "notebooks", None) or NOTEBOOKS_DIR)
         parser.epilog = parameters_help(notebooks) if notebooks else None
         parser.print_help()
@@ -156,6 +158,8 @@ def register(subparsers) -> None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    from instir.pipeline import NOTEBOOK_PATTERN, NotebookFailed, find_notebooks, notebook_parameters, run_reports
+
     if args.out is None:
         args.out = Path("reports") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     notebooks = find_notebooks(args.notebooks)

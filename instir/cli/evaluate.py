@@ -12,11 +12,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from instir import atomic
-from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import output_folder, positive_int
+from instir.cli.options import add_benchmark_arguments, benchmark_from_args, output_folder, positive_int
 from instir.errors import UsageError, unknown
-from instir.metrics.scoring import PROTOCOLS
+from instir.metrics.measures import PROTOCOLS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -141,6 +139,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     import pandas as pd
 
+    from instir import atomic
     from instir.metrics import latex, stats, table
     from instir.metrics.mteb import mteb_measure
     from instir.metrics.scoring import evaluate_runs

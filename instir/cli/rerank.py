@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import positive_int
+from instir.cli.options import add_benchmark_arguments, benchmark_from_args, positive_int
 from instir.errors import UsageError
 
 

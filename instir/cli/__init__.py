@@ -1,6 +1,8 @@
-"""The `instir` command: each pipeline stage registers its own subcommands; this module
-assembles them and answers their errors. With no subcommand it prints the help and a short
-pointer to the bundled samples (``instir summary`` lists them).
+"""The `instir` command, the top floor of the package: one module per step of the data flow
+registers its subcommands (each parses, calls a stage or a library function, prints); this
+module assembles them and answers their errors. No library module imports this package. With
+no subcommand it prints the help and a short pointer to the bundled samples (``instir summary``
+lists them).
 
 Errors, the same for every subcommand (:func:`main` is the one place that handles them):
 
@@ -18,94 +20,24 @@ Errors, the same for every subcommand (:func:`main` is the one place that handle
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sqlite3
 import sys
 import traceback
-from pathlib import Path
 
-from instir.errors import UsageError, UserError
-from instir.progress import quiet_libraries
+from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
+from instir.cli.options import DEBUG_VAR, Parser
+from instir.errors import UserError
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
-COMMAND_MODULES = (
-    "instir.benchmarks.commands",
-    "instir.retrieval.commands",
-    "instir.retrieval.rerank_commands",
-    "instir.retrieval.mteb_commands",
-    "instir.metrics.commands",
-    "instir.judge.commands",
-    "instir.pipeline_commands",
-    "instir.distributed.commands",
-)
-
-#: environment variable that shows tracebacks of expected failures when set (to anything but 0)
-DEBUG_VAR = "INSTIR_DEBUG"
+COMMAND_MODULES = (data, retrieve, rerank, mteb, evaluate, judge, run, sweep)
 
 #: exceptions printed as one line: the user can act on their message alone
 EXPECTED_ERRORS = (UserError, OSError, sqlite3.DatabaseError)
 
 #: longest message printed (a 10 MB document id quoted in an error must not flood the terminal)
 MAX_MESSAGE_CHARS = 2000
-
-#: the widest line a command prints on its own (tables are wrapped to fit)
-TEXT_WIDTH = 120
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (subparsers inherit it): ``instir retrieve: argument
-    --k: must be at least 1, got 0 (see instir retrieve --help)``, exit 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def positive_int(text: str) -> int:
-    """argparse type of counts and depths (``--k``, ``--max-instances`` …): an integer ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def output_folder(path: str | Path, option: str = "--out") -> Path:
-    """Create the folder an output option names, before any work: an output that cannot be
-    written fails at once, not after minutes of retrieval or scoring."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(f"{option} {path} is a file, not a folder") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path} is not writable")
-    return path
-
-
-def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:
-    """``rows`` as a plain text table (tabulate's ``simple`` style) at most ``width`` columns wide:
-    the ``wrap`` columns, in that order, are wrapped onto several lines as far as needed (never
-    below 12 characters) when the table would be wider."""
-    from tabulate import tabulate
-
-    columns = list(rows[0]) if rows else []
-    natural = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
-    limits = dict(natural)
-    excess = sum(natural.values()) + 2 * (len(columns) - 1) - width
-    for column in wrap:
-        if excess <= 0:
-            break
-        cut = min(excess, max(0, natural[column] - 12))
-        limits[column] -= cut
-        excess -= cut
-    text = tabulate([[r[c] for c in columns] for r in rows], headers=columns, tablefmt="simple", disable_numparse=True,
-                    maxcolwidths=[limits[c] if limits[c] < natural[c] else None for c in columns])
-    return text
-
 
 def samples_pointer() -> str:
     """What bare ``instir`` prints after the help: where to look next (no benchmark is loaded)."""
@@ -127,8 +59,8 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--debug", action="store_true", help=f"show the traceback of an error (also: {DEBUG_VAR}=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     for subparser in {id(p): p for p in sub.choices.values()}.values():  # aliases share a parser
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                help=f"show the traceback of an error (also: {DEBUG_VAR}=1)")
@@ -166,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(samples_pointer())
         return 0
     prefix = f"{parser.prog} {args.command}"
+    from instir.progress import quiet_libraries
+
     try:
         with quiet_libraries():  # INSTIR_PROGRESS=0: no third-party bars either
             return int(args.handler(args) or 0)
@@ -180,6 +114,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix}: {describe(err)}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

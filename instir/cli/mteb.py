@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import output_folder
+from instir.cli.options import add_benchmark_arguments, benchmark_from_args, output_folder
 from instir.errors import UsageError
 
 

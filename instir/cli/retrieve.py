@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import argparse
 
-from instir.benchmarks.commands import add_benchmark_arguments, benchmark_from_args
-from instir.cli import TEXT_WIDTH, output_folder, positive_int, text_table
+from instir.cli.options import (
+    TEXT_WIDTH,
+    add_benchmark_arguments,
+    benchmark_from_args,
+    output_folder,
+    positive_int,
+    text_table,
+)
 from instir.errors import UsageError
 
 

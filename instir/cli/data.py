@@ -6,25 +6,7 @@ from __future__ import annotations
 import argparse
 
 from instir.benchmarks import catalog
-from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
-
-
-def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
-    """``--benchmark``, ``--setting`` and ``--root``: the same for every command that reads one benchmark."""
-    p.add_argument("--benchmark", required=True,
-                   help="instructir, instructir-sample, ifir/<subset>, ifir-sample/<subset>")
-    p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
-    p.add_argument("--root", default=None,
-                   help="local benchmark files: a benchmark folder, or a data root laid out like the fetch cache "
-                        "(default: the fetch cache; samples are always bundled)")
-
-
-def benchmark_from_args(args: argparse.Namespace) -> Benchmark:
-    """The benchmark named by :func:`add_benchmark_arguments`' options."""
-    from instir.benchmarks.registry import load_benchmark
-
-    return load_benchmark(args.benchmark, args.setting, root=args.root)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,0 +1,109 @@
+"""What every command shares: the argument parser with one-line errors, the argparse types of
+counts and times, the output-folder check, plain text tables, and the options that name one
+benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from instir.errors import UsageError
+
+if TYPE_CHECKING:
+    from instir.benchmarks.types import Benchmark
+
+#: environment variable that shows tracebacks of expected failures when set (to anything but 0)
+DEBUG_VAR = "INSTIR_DEBUG"
+
+#: the widest line a command prints on its own (tables are wrapped to fit)
+TEXT_WIDTH = 120
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (subparsers inherit it): ``instir retrieve: argument
+    --k: must be at least 1, got 0 (see instir retrieve --help)``, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type of counts and depths (``--k``, ``--max-instances`` …): an integer ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def output_folder(path: str | Path, option: str = "--out") -> Path:
+    """Create the folder an output option names, before any work: an output that cannot be
+    written fails at once, not after minutes of retrieval or scoring."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{option} {path} is a file, not a folder") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path} is not writable")
+    return path
+
+
+def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:
+    """``rows`` as a plain text table (tabulate's ``simple`` style) at most ``width`` columns wide:
+    the ``wrap`` columns, in that order, are wrapped onto several lines as far as needed (never
+    below 12 characters) when the table would be wider."""
+    from tabulate import tabulate
+
+    columns = list(rows[0]) if rows else []
+    natural = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
+    limits = dict(natural)
+    excess = sum(natural.values()) + 2 * (len(columns) - 1) - width
+    for column in wrap:
+        if excess <= 0:
+            break
+        cut = min(excess, max(0, natural[column] - 12))
+        limits[column] -= cut
+        excess -= cut
+    text = tabulate([[r[c] for c in columns] for r in rows], headers=columns, tablefmt="simple", disable_numparse=True,
+                    maxcolwidths=[limits[c] if limits[c] < natural[c] else None for c in columns])
+    return text
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type of time limits (``--timeout``): a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    """argparse type of counts that may be 0 (``--max-retries``)."""
+    if not text.isdecimal():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
+    """``--benchmark``, ``--setting`` and ``--root``: the same for every command that reads one benchmark."""
+    p.add_argument("--benchmark", required=True,
+                   help="instructir, instructir-sample, ifir/<subset>, ifir-sample/<subset>")
+    p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
+    p.add_argument("--root", default=None,
+                   help="local benchmark files: a benchmark folder, or a data root laid out like the fetch cache "
+                        "(default: the fetch cache; samples are always bundled)")
+
+
+def benchmark_from_args(args: argparse.Namespace) -> Benchmark:
+    """The benchmark named by :func:`add_benchmark_arguments`' options."""
+    from instir.benchmarks.registry import load_benchmark
+
+    return load_benchmark(args.benchmark, args.setting, root=args.root)
