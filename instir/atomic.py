@@ -194,20 +194,6 @@ def _written_temporary(path: Path, data: bytes) -> Path:
     return tmp
 
 
-@contextmanager
-def replacing(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (mode from :func:`file_mode`) for the caller to
-    write; on a clean exit it is renamed over ``path``, on any error (or interrupt) it is
-    removed. For writers that need a file name; the caller flushes its data before leaving
-    the block. An ``OSError`` that names no file, or the temporary, is raised naming ``path``."""
-    path = Path(path)
-    fd, tmp = _new_temporary(path)
-    with _removed_on_failure(tmp, path):
-        os.close(fd)
-        yield tmp
-        os.replace(tmp, path)
-
-
 class Stream:
     """The writer :func:`stream` yields: :meth:`write` appends bytes; ``written`` counts them and
     :meth:`hexdigest` is their SHA-256 (so a large file needs no second read to be checksummed)."""
@@ -267,11 +253,6 @@ def array_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array)
     return buffer.getvalue()
-
-
-def save_array(path: str | Path, array: np.ndarray) -> None:
-    """Write ``array`` as a ``.npy`` file atomically."""
-    write_bytes(path, array_bytes(array))
 
 
 def file_sha256(path: str | Path) -> str:

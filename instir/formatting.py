@@ -5,11 +5,8 @@ A :class:`Template` is declarative (format strings), so ``describe()`` can write
 what was fed to the model into a run's metadata and two runs can be told apart later.
 The built-in templates reproduce the strings of the authors' code:
 
-- InstructIR (github kaistAI/InstructIR, ``eval/``): ``instruction [SEP] query`` for BM25,
-  Contriever/TART, GTR, ColBERT; INSTRUCTOR pairs; E5-mistral ``Instruct: …\\nQuery: …``;
-  RepLLaMA ``… </s>``.
-- IFIR (github SighingSnow/IFIR, ``src/utils``): ``query instruction`` for BM25 and plain
-  encoders; the INSTRUCTOR, E5-mistral, GritLM, Promptriever and NV-Embed-v2 prompts.
+- each benchmark family's, kept as data in its spec (``instir/benchmarks/families/*.toml``:
+  the ``[[template]]`` strings, and which one the authors used for each model family);
 - ``mteb``: MTEB's ``query instruction`` form, and ``mteb-repllama``, ``mteb-e5-mistral``,
   ``mteb-gritlm``: that text with the prompts MTEB 2.26's model wrappers add (MTEB-comparable,
   not paper-comparable); ``query-only``: the bare query.
@@ -30,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from instir.benchmarks.catalog import family_of
+from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark, Doc, Query
 from instir.errors import UsageError, unknown
 
@@ -42,8 +39,8 @@ ModelInput = str | list[str]
 QUERY_FIELDS = frozenset({"query", "instruction", "level", "subset", "domain"})
 DOC_FIELDS = frozenset({"text", "title", "domain"})
 
-#: Model families a retriever can declare; each maps to a default template per benchmark.
-FAMILIES = ("bm25", "dense", "instructor", "e5-mistral", "repllama", "gritlm", "promptriever", "nv-embed")
+#: Model families a retriever can declare; each maps to a default template per benchmark family.
+MODEL_FAMILIES = ("bm25", "dense", "instructor", "e5-mistral", "repllama", "gritlm", "promptriever", "nv-embed")
 
 
 def _fields(fmt: Format) -> set[str]:
@@ -138,76 +135,32 @@ class Template:
         }
 
 
-_INSTRUCTIR_SRC = "kaistAI/InstructIR eval/ (eval_instructir_bm25.py, src/beir_utils.py)"
-_IFIR_SRC = "SighingSnow/IFIR src/utils/ (embeddings.py, inst_llms.py, constant.py)"
-# E5-mistral's own MS MARCO task instruction (E5-mistral paper), used when an InstructIR
-# instance has no instruction: the authors' code always had one.
-_E5_MSMARCO = "Given a web search query, retrieve relevant passages that answer the query"
-_IFIR_E5_PROMPT = "Instruct: Give a query, retrieval relevant passages\nQuery: "
 _MTEB_SRC = "embeddings-benchmark/mteb 2.26"
 # MTEB's prompt for instruction models on retrieval tasks without a prompt of their own
 # (mteb/abstasks/retrieval.py AbsTaskRetrieval.abstask_prompt, via AbsEncoder.get_instruction):
 # InstructIR's and IFIR's task metadata define none.
 _MTEB_RETRIEVAL_PROMPT = "Retrieve text based on user query."
-_IFIR_INSTRUCTOR_DOMAINS = {"fiqa": "financial", "scifact_open": "science", "nfcorpus": "science",
-                            "cds": "biomedical", "pm": "biomedical", "aila": "legal", "fire": "legal"}
+
+
+def _format(value: str | list[str] | None) -> Format | None:
+    """A spec's format: a string, or a list of two strings (an [instruction, text] pair)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _family_templates() -> list[Template]:
+    """The templates of every benchmark family's spec, each with the spec's ``template_source``."""
+    out = []
+    for name in catalog.families():
+        fam = catalog.family(name)
+        for spec in fam.template_formats:
+            out.append(Template(spec["name"], spec["family"], spec["description"], _format(spec["query"]),
+                                doc=_format(spec.get("doc", "{text}")), bare_query=_format(spec.get("bare_query")),
+                                domains=spec.get("domains", {}), source=fam.template_source))
+    return out
+
 
 _BUILTIN = (
-    Template("instructir", "raw",
-             "InstructIR official text for BM25, Contriever/TART, GTR, ColBERT: 'instruction [SEP] query'.",
-             "{instruction} [SEP] {query}", bare_query="{query}", source=_INSTRUCTIR_SRC),
-    Template("instructir-query-first", "raw",
-             "InstructIR order-sensitivity analysis: 'query [SEP] instruction' (the released file also "
-             "carries a stray '] ' prefix and ' [' suffix on every row; they are left out).",
-             "{query} [SEP] {instruction}", bare_query="{query}", source=_INSTRUCTIR_SRC),
-    Template("instructir-instructor", "instructor",
-             "InstructIR official INSTRUCTOR input: query pair [instruction, query] (the authors split "
-             "'instr [SEP] query' without stripping; parts are stripped here); docs "
-             "['Represent the document for retrieval:', doc].",
-             ("{instruction}", "{query}"), doc=("Represent the document for retrieval:", "{text}"),
-             bare_query=("", "{query}"), source=_INSTRUCTIR_SRC),
-    Template("instructir-e5-mistral", "e5-mistral",
-             "InstructIR official E5-mistral-7b-instruct query 'Instruct: <instr>\\nQuery: <query>'; docs "
-             "unprefixed. The authors appended '</s>' before tokenising; a sentence-transformers "
-             "E5-mistral tokenizer adds EOS itself, so it is not part of the text here. Without an "
-             "instruction the E5-mistral MS MARCO task instruction is used.",
-             "Instruct: {instruction}\nQuery: {query}", bare_query=f"Instruct: {_E5_MSMARCO}\nQuery: {{query}}",
-             source=_INSTRUCTIR_SRC),
-    Template("instructir-repllama", "repllama",
-             "InstructIR official RepLLaMA text: 'instruction [SEP] query</s>', docs 'doc</s>' "
-             "(last-token pooling).",
-             "{instruction} [SEP] {query}</s>", doc="{text}</s>", bare_query="{query}</s>", source=_INSTRUCTIR_SRC),
-    Template("ifir", "raw",
-             "IFIR official text for BM25 (Elasticsearch), Contriever, GTR, ColBERT, OpenAI: 'query instruction'.",
-             "{query} {instruction}", bare_query="{query}", source=_IFIR_SRC),
-    Template("ifir-instructor", "instructor",
-             "IFIR official INSTRUCTOR prompts with the domain word (financial/science/biomedical/legal): "
-             "'Represent the <domain> query for retrieve relevant paragraphs: ' + 'query instruction'; docs "
-             "'Represent the <domain> paragraph for retrieval: ' + doc. The authors passed the prompt as "
-             "sentence-transformers' prompt=, i.e. prompt and text concatenated.",
-             ("Represent the {domain} query for retrieve relevant paragraphs: ", "{query} {instruction}"),
-             doc=("Represent the {domain} paragraph for retrieval: ", "{text}"),
-             bare_query=("Represent the {domain} query for retrieve relevant paragraphs: ", "{query}"),
-             domains=_IFIR_INSTRUCTOR_DOMAINS, source=_IFIR_SRC),
-    Template("ifir-e5-mistral", "e5-mistral",
-             "IFIR official E5-mistral prompt 'Instruct: Give a query, retrieval relevant passages\\nQuery: ' "
-             "before 'query instruction'; the authors' code applies the same prompt to documents.",
-             _IFIR_E5_PROMPT + "{query} {instruction}", doc=_IFIR_E5_PROMPT + "{text}",
-             bare_query=_IFIR_E5_PROMPT + "{query}", source=_IFIR_SRC),
-    Template("ifir-gritlm", "gritlm",
-             "IFIR official GritLM-7B: query '<|user|>\\nGive a query, retrieval relevant passages\\n<|embed|>\\n' "
-             "+ 'query instruction'; docs '<|embed|>\\n' + doc.",
-             "<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n{query} {instruction}",
-             doc="<|embed|>\n{text}",
-             bare_query="<|user|>\nGive a query, retrieval relevant passages\n<|embed|>\n{query}", source=_IFIR_SRC),
-    Template("ifir-promptriever", "promptriever",
-             "IFIR official Promptriever prefixes 'query:  ' / 'passage:  ' (two spaces, as in the authors' code).",
-             "query:  {query} {instruction}", doc="passage:  {text}", bare_query="query:  {query}", source=_IFIR_SRC),
-    Template("ifir-nv-embed", "nv-embed",
-             "IFIR official NV-Embed-v2: query prompt 'Instruct: Retrieve passages satisfying the query. \\nQuery: '; "
-             "queries and docs end with the EOS string '</s>' that the authors (and the model card) append.",
-             "Instruct: Retrieve passages satisfying the query. \nQuery: {query} {instruction}</s>", doc="{text}</s>",
-             bare_query="Instruct: Retrieve passages satisfying the query. \nQuery: {query}</s>", source=_IFIR_SRC),
+    *_family_templates(),
     Template("mteb", "raw",
              "MTEB's instruction-retrieval input 'query instruction' (query first, one space): MTEB numbers "
              "on InstructIR are not comparable with the paper's.",
@@ -236,17 +189,6 @@ _BUILTIN = (
 )
 
 _REGISTRY: dict[str, Template] = {t.name: t for t in _BUILTIN}
-
-# (benchmark kind, family) -> template name; "bm25" and "dense" (plain encoders) take the raw text.
-_DEFAULTS = {
-    ("instructir", "bm25"): "instructir", ("instructir", "dense"): "instructir",
-    ("instructir", "instructor"): "instructir-instructor", ("instructir", "e5-mistral"): "instructir-e5-mistral",
-    ("instructir", "repllama"): "instructir-repllama",
-    ("ifir", "bm25"): "ifir", ("ifir", "dense"): "ifir", ("ifir", "instructor"): "ifir-instructor",
-    ("ifir", "e5-mistral"): "ifir-e5-mistral", ("ifir", "gritlm"): "ifir-gritlm",
-    ("ifir", "promptriever"): "ifir-promptriever", ("ifir", "nv-embed"): "ifir-nv-embed",
-}
-
 
 def shared_subset(benchmark: Benchmark) -> str:
     """The IFIR subset every query of ``benchmark`` belongs to, else ``""``: the subset whose
@@ -297,23 +239,23 @@ def family_of_model(model: str) -> str:
     return "dense"
 
 
-def default_template(family: str, benchmark_name: str, *, query_order: str | None = None) -> Template:
-    """The authors' template for a model family on a benchmark (``instructir*`` or ``ifir*``).
-
-    ``query_order="query-first"`` (InstructIR's order-sensitivity setting) selects the
-    query-first text, which exists only for plain-text families (bm25, dense).
-    """
-    kind = family_of(benchmark_name)
-    if kind is None:
-        raise UsageError(f"no default template for benchmark {benchmark_name!r}; pass a template name")
-    if family not in FAMILIES:
-        raise unknown("model family", family, FAMILIES)
-    if query_order == "query-first":
-        if kind == "instructir" and family in ("bm25", "dense"):
-            return get_template("instructir-query-first")
-        raise UsageError(f"no official query-first template for {family} on {benchmark_name}; pass a template")
-    name = _DEFAULTS.get((kind, family))
-    if name is None:
-        raise UsageError(f"the {kind} authors did not evaluate the {family} family, so there is no official "
-                         f"template; pass one (known: {', '.join(list_templates())})")
-    return get_template(name)
+def default_template(model_family: str, benchmark: Benchmark | str, setting: str | None = None) -> Template:
+    """The template the benchmark family's authors used for ``model_family`` (the spec's
+    ``templates``; a setting with templates of its own, such as InstructIR's order-sensitivity
+    query-first text, has only those). ``benchmark`` is a Benchmark (its family and setting
+    apply) or a benchmark name of the catalog (``setting`` defaults to ``instructed``)."""
+    if model_family not in MODEL_FAMILIES:
+        raise unknown("model family", model_family, MODEL_FAMILIES)
+    if isinstance(benchmark, Benchmark):
+        name, family, setting = benchmark.name, benchmark.family, setting or benchmark.setting
+    else:
+        name, family, setting = benchmark, catalog.family_of(benchmark), setting or "instructed"
+    if family is None:
+        raise UsageError(f"no default template for benchmark {name!r} (of no benchmark family); pass a template name")
+    spec = catalog.family(family)
+    template = spec.template_for(model_family, setting)
+    if template is None:
+        where = f" in the {setting!r} setting" if setting in spec.setting_templates else ""
+        raise UsageError(f"the {spec.printed} authors did not evaluate the {model_family} family{where}, so there is "
+                         f"no official template; pass one (known: {', '.join(list_templates())})")
+    return get_template(template)

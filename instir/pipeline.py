@@ -328,7 +328,8 @@ def find_notebooks(folder: str | Path) -> list[Path]:
 
 def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object], out_dir: str | Path, *,
                 show_code: bool = False, kernel: str = "python3") -> ReportResult:
-    """Execute ``notebooks`` in order into ``out_dir`` with the same ``parameters``, render
+    """Execute ``notebooks`` in order into ``out_dir``, each with the ``parameters`` its
+    parameters cell declares, render
     each to HTML, write ``out_dir/report.json`` and rebuild ``index.html`` next to
     ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
     everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
@@ -374,8 +375,10 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
         start = time.perf_counter()
         bars = progress_enabled()  # read before the kernels' environment switches the bars off
         for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):
+            own = {name: value for name, value in result.parameters.items()
+                   if name in known and path.name in known[name].notebooks}
             with _batch_environment():
-                step, exc, unwritten = _run_one(path, result, cell_bar=bars)
+                step, exc, unwritten = _run_one(path, result, own, cell_bar=bars)
             result.notebooks.append(step)
             result.wall_s = time.perf_counter() - start
             result.manifest["datasets"] = read_datasets(out)
@@ -438,9 +441,10 @@ def _quiet_kernel_arguments(kernel: str) -> list[str]:
     return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
 
 
-def _run_one(path: Path, result: ReportResult, *,
+def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object], *,
              cell_bar: bool = False) -> tuple[NotebookResult, BaseException | None, OSError | None]:
-    """Execute and render one notebook; a failure is returned, not raised, and when it is a file
+    """Execute and render one notebook with ``parameters`` (those of the run its parameters cell
+    declares: papermill would warn of any other); a failure is returned, not raised, and when it is a file
     that could not be written (the executed notebook, its page: a full disk, an I/O error) that
     ``OSError`` too, naming the file. ``cell_bar`` shows the notebook's cells as a second progress
     bar under the notebooks' one (a long notebook moves)."""
@@ -459,7 +463,7 @@ def _run_one(path: Path, result: ReportResult, *,
     unwritten: OSError | None = None
     t0 = time.perf_counter()
     try:
-        papermill.execute_notebook(str(path), str(partial), parameters=result.parameters, kernel_name=result.kernel,
+        papermill.execute_notebook(str(path), str(partial), parameters=dict(parameters), kernel_name=result.kernel,
                                    cwd=str(result.out_dir),
                                    progress_bar={"desc": path.stem, "leave": False, "position": 1,
                                                  "disable": False} if cell_bar else False,

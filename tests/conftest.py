@@ -61,6 +61,19 @@ def _isolated_home(tmp_path_factory, monkeypatch):
         monkeypatch.setenv(name, value)
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_in_the_checkout():
+    """A command a test runs without ``--out`` writes its default folder where it runs: never
+    into the checkout (such a test passes ``--out`` or changes to a temporary folder)."""
+    before = {p.name for p in CHECKOUT.iterdir()}
+    yield
+    left = sorted({p.name for p in CHECKOUT.iterdir()} - before - {".cache", ".pytest_cache", ".hypothesis", "lab"})
+    assert not left, f"the test left {left} in the checkout"
+
+
 @pytest.fixture(scope="module")
 def isolated_env(tmp_path_factory):
     """For module-scoped fixtures that run notebooks: HOME, IPython, matplotlib, Jupyter and

@@ -24,7 +24,7 @@ def test_a_crash_before_the_rename_keeps_the_old_content_and_no_temp_file(tmp_pa
 
 def test_arrays_round_trip_through_an_atomic_npy_write(tmp_path):
     array = np.arange(12, dtype=np.float32).reshape(3, 4)
-    atomic.save_array(tmp_path / "chunk.npy", array)
+    atomic.write_bytes(tmp_path / "chunk.npy", atomic.array_bytes(array))
     assert np.array_equal(np.load(tmp_path / "chunk.npy"), array)
 
 
@@ -34,20 +34,19 @@ def test_written_files_get_the_mode_a_plain_open_gives_under_the_umask(tmp_path,
     try:
         (tmp_path / "plain.txt").write_text("x")
         atomic.write_text(tmp_path / "atomic.txt", "x")
-        atomic.save_array(tmp_path / "atomic.npy", np.zeros(2))
-        with atomic.replacing(tmp_path / "replaced.bin") as tmp:
-            tmp.write_bytes(b"x")
+        atomic.write_bytes(tmp_path / "atomic.npy", atomic.array_bytes(np.zeros(2)))
+        atomic.write_files({tmp_path / "set.bin": b"x"})
     finally:
         os.umask(old)
     expected = 0o666 & ~umask
     assert (tmp_path / "plain.txt").stat().st_mode & 0o777 == expected
-    for name in ("atomic.txt", "atomic.npy", "replaced.bin"):
+    for name in ("atomic.txt", "atomic.npy", "set.bin"):
         assert (tmp_path / name).stat().st_mode & 0o777 == expected, name
 
 
-def test_replacing_removes_its_temporary_file_when_the_writer_fails(tmp_path):
+def test_a_stream_removes_its_temporary_file_when_the_writer_fails(tmp_path):
     with pytest.raises(RuntimeError):
-        with atomic.replacing(tmp_path / "out.bin") as tmp:
-            tmp.write_bytes(b"half")
+        with atomic.stream(tmp_path / "out.bin") as out:
+            out.write(b"half")
             raise RuntimeError("writer failed")
     assert os.listdir(tmp_path) == []

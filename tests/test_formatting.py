@@ -157,10 +157,10 @@ def test_default_template_per_family_and_benchmark(family, benchmark, expected):
 
 
 def test_default_template_for_query_first_setting():
-    assert default_template("bm25", "instructir", query_order="query-first").name == "instructir-query-first"
-    assert default_template("bm25", "instructir", query_order="instruction-first").name == "instructir"
-    with pytest.raises(ValueError, match="no official query-first template"):
-        default_template("instructor", "instructir", query_order="query-first")
+    assert default_template("bm25", "instructir", "order-sensitivity").name == "instructir-query-first"
+    assert default_template("bm25", "instructir", "prompt-sensitivity").name == "instructir"
+    with pytest.raises(ValueError, match="did not evaluate the instructor family in the 'order-sensitivity' setting"):
+        default_template("instructor", "instructir", "order-sensitivity")
 
 
 def test_default_template_refuses_combinations_the_authors_never_ran():

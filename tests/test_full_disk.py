@@ -34,7 +34,9 @@ def _no_bars(monkeypatch):
 
 
 def _hashes(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+    """Every file under ``folder`` (by its path there) with its SHA-256."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _hidden(folder: Path) -> list[str]:
@@ -221,12 +223,13 @@ EVALUATE_SCRIPT = '''
     strong, weak = write_run(run(1), runs / "strong.trec"), write_run(run(3), runs / "weak.trec")
     out = DISK / "eval"
     def hashes():
-        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())}
+        return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(out.rglob("*")) if p.is_file()}
     common = ["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), "--run", str(weak),
               "--out", str(out), "--resamples", "99"]
     assert main([*common, "--measures", "nDCG@10"]) == 0
     before = hashes()
-    fill(8192)  # room for the new summary table, not for the new per-query values (all measures now)
+    fill(8192)  # room for a small file, not for the new per-query values (all measures now)
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         rc = main(common)
@@ -240,9 +243,10 @@ def test_instir_evaluate_over_an_earlier_evaluation_on_a_full_disk_keeps_the_ear
     assert result["rc"] == 2, output
     line = result["stderr"].strip()
     assert "\n" not in line and line.startswith("instir evaluate: No space left on device: "), line
-    assert f"{tmp_path}/disk/eval/evaluation-instructir-sample-instructed" in line
-    assert result["after"] == result["before"] and len(result["before"]) == 5
-    assert result["files"] == sorted(result["before"])  # no temporary, no journal
+    assert f"{tmp_path}/disk/eval/" in line
+    assert result["after"] == result["before"] and {"runs/runs.csv", "metrics/metrics.csv", "metrics/comparisons.csv",
+                                                    "metrics/per_query.parquet"} <= set(result["before"])
+    assert not [name for name in result["files"] if name.startswith(".")]  # no temporary, no journal
 
 
 @pytest.fixture(scope="module")
@@ -274,31 +278,33 @@ def test_a_failing_disk_under_instir_evaluate_is_one_line_naming_the_file_and_th
         SimulatedDisk.under(full, out, free=3000, code=code)
         assert _evaluate(two_runs, out) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"instir evaluate: {os.strerror(code)}: {out}/evaluation-"), err
+    assert err.count("\n") == 1 and err.startswith(f"instir evaluate: {os.strerror(code)}: {out}/"), err
     assert _hashes(out) == before and _hidden(out) == []
 
 
 def test_an_evaluation_with_one_run_removes_the_comparisons_of_an_earlier_one(two_runs, tmp_path):
     out = tmp_path / "eval"
     assert _evaluate(two_runs, out) == 0
-    assert (out / "evaluation-instructir-sample-instructed-comparisons.csv").is_file()
+    assert (out / "metrics" / "instructir-sample.tex").is_file()
+    assert len(pd.read_csv(out / "metrics" / "comparisons.csv"))
     assert _evaluate(two_runs[:1], out) == 0
-    files = _hashes(out)
-    assert sorted(files) == sorted(f"evaluation-instructir-sample-instructed{s}"
-                                   for s in (".csv", ".json", "-per-query.csv"))
-    recorded = json.loads((out / "evaluation-instructir-sample-instructed.json").read_text())["files"]
-    assert recorded == {name: digest for name, digest in files.items() if not name.endswith(".json")}
+    assert not (out / "metrics" / "instructir-sample.tex").exists()  # the set's file the new one has none of
+    assert pd.read_csv(out / "runs" / "runs.csv")["system"].tolist() == ["strong"]
+    assert not len(pd.read_csv(out / "metrics" / "comparisons.csv"))  # nothing compared
+    assert set(pd.read_csv(out / "metrics" / "metrics.csv")["system"]) == {"strong"}
 
 
 def test_the_metrics_stage_on_a_full_disk_keeps_the_last_evaluations_files(tmp_path, monkeypatch):
     from instir.benchmarks import load_benchmark
+    from instir.metrics import evaluate_runs
     from instir.retrieval.runs import Run
-    from instir.stages.evaluate import score_run, write_metrics
+    from instir.stages.evaluate import write_metrics
 
     sample = load_benchmark("instructir-sample")
     layout = ReportLayout(tmp_path)
     runs = pd.DataFrame({"benchmark": ["instructir-sample"] * 2, "system": ["strong", "weak"]})
-    scores = [score_run(sample, Run(_runs(sample, rank)), system) for rank, system in ((1, "strong"), (3, "weak"))]
+    scores = [evaluate_runs({system: Run(_runs(sample, rank))}, sample)
+              for rank, system in ((1, "strong"), (3, "weak"))]
     write_metrics(layout, runs, scores)
     before = _hashes(layout.metrics)
     SimulatedDisk.under(monkeypatch, layout.metrics, free=4000)
@@ -313,12 +319,12 @@ def test_a_sweep_cell_on_a_full_disk_fails_alone_with_a_line_naming_the_file(tmp
     from instir.distributed.grid import parse_grid
     from instir.distributed.sweep import run_sweep
 
-    frame = tmp_path / "sweep" / "cells" / "x.per_query.parquet"
+    frame = tmp_path / "metrics" / "runs" / "x.parquet"
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(frame))
 
-    monkeypatch.setattr(instir.stages.evaluate, "score_run", full)  # run_cell imports it when it runs
+    monkeypatch.setattr(instir.stages.evaluate, "run_scores", full)  # run_cell imports it when it runs
     SimulatedDisk(monkeypatch, lambda path: ".error.txt." in path.name)  # nor is there room for the traceback
     report = run_sweep(parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 10}), tmp_path,
                        executor="serial")

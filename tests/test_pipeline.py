@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from instir.cli import main
-from instir.cli.run import RUN_EXAMPLES, cli_parameters, parse_parameter, register
+from instir.cli.run import cli_parameters, parse_parameter, register, run_examples
 from instir.pipeline import (
     NotebookFailed,
     NotebookParameter,
@@ -265,7 +265,8 @@ def test_parameters_are_read_from_the_cells_with_their_kind_and_help():
     params = notebook_parameters(CHAIN)
     assert params["k"].kind == "int" and params["k"].default == "100" and params["k"].help == "depth of every run"
     assert params["benchmarks"].kind == "list" and params["judge_backend"].kind == "str"
-    assert params["k"].notebooks == tuple(p.name for p in CHAIN)
+    assert params["k"].notebooks == ("02_retrieval.ipynb",)  # each notebook declares only what it uses
+    assert params["out_dir"].notebooks == tuple(p.name for p in CHAIN)
 
 
 def test_cli_values_are_read_for_the_kind_of_their_parameter():
@@ -305,7 +306,7 @@ def test_run_help_lists_every_parameter_with_its_default_and_valid_examples(caps
         assert f"  {name} = {param.default}" in out
     assert "k = 100\n      depth of every run" in out and "[--benchmark]" in out
     assert "ifir-sample " not in out and "ifir-sample/fiqa" in out
-    for _, argv in RUN_EXAMPLES:
+    for _, argv in run_examples():
         assert f"instir run {' '.join(argv)}".rstrip() in out
         args = parse_run(argv)
         validate_parameters(cli_parameters(args, params), params)
@@ -412,3 +413,29 @@ def test_a_notebook_that_asks_for_its_code_shows_it_in_the_html(chain, tmp_path)
     nbformat.write(nb, tmp_path / "01_table.ipynb")
     assert "to_csv" in render_html(tmp_path / "01_table.ipynb", tmp_path / "shown.html").read_text()
     assert "to_csv" not in render_html(chain.out_dir / "01_table.ipynb", tmp_path / "hidden.html").read_text()
+
+
+def test_each_notebook_is_handed_only_the_parameters_its_cell_declares(tmp_path, monkeypatch):
+    """papermill warns of a parameter a notebook does not declare ("Passed unknown parameter"):
+    ``instir run`` hands each notebook only its own, whatever the run sets."""
+    import nbformat
+    import papermill
+
+    handed = {}
+
+    def execute_notebook(source, output, parameters, **kwargs):
+        handed[Path(source).name] = dict(parameters)
+        notebook = nbformat.read(source, as_version=4)
+        notebook.metadata["papermill"] = {"input_path": source, "output_path": output}
+        nbformat.write(notebook, output)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    monkeypatch.setattr("instir.pipeline.render_html", lambda executed, html, show_code=False: html)
+    tour = CHAIN[0].parent / "00_tour.ipynb"
+    run_reports([tour, *CHAIN], {"k": 7, "judge_backend": "baseline", "benchmarks": ["instructir-sample"]},
+                tmp_path / "report")
+    assert set(handed["00_tour.ipynb"]) == {"out_dir"}
+    assert set(handed["02_retrieval.ipynb"]) == {"k", "benchmarks", "out_dir"}
+    assert handed["02_retrieval.ipynb"]["k"] == 7
+    assert set(handed["04_judge_validation.ipynb"]) == {"judge_backend", "benchmarks", "out_dir"}
+    assert set(handed["05_paper_tables.ipynb"]) == {"out_dir"}

@@ -1,17 +1,31 @@
-"""The one home of benchmark facts: families, pinned sources, published counts and the IFIR
-subsets (printed names, domains, levels, MTEB tasks and revisions), read from the package data
-file ``catalog.toml``. Every other module asks this one instead of parsing benchmark names."""
+"""The one home of benchmark facts: each benchmark family is one spec kept as data
+(``families/<name>.toml``: its loader, sample, sources, counts, settings, variants and pairing,
+measures and headline, BM25 defaults, templates per model family, MTEB tasks, reported numbers
+and report views). Every stage, command, notebook and the sweep asks this module; names resolve
+through it (:func:`entry`), never by their shape.
+
+A family with ``subsets`` names its benchmarks ``<family>/<subset>`` (its sample
+``<sample>/<subset>`` for the subsets the sample holds); one without names itself (its sample
+by the sample's name). Adding a family is a spec file here, a loader module, its measures and
+its reported numbers (docs/layout.md).
+"""
 
 from __future__ import annotations
 
+import importlib
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from types import MappingProxyType
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any
 
 from instir.errors import unknown
+
+#: Folder of the bundled sample benchmarks (package data).
+SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
 
 
 @dataclass(frozen=True)
@@ -32,7 +46,7 @@ class Source:
 
 @dataclass(frozen=True)
 class Subset:
-    """One IFIR subset as the paper describes it."""
+    """One subset of a family as its paper describes it (IFIR's seven)."""
 
     id: str
     printed: str
@@ -52,28 +66,16 @@ class Subset:
 
 
 @dataclass(frozen=True)
-class Family:
-    """A benchmark family (``instructir``, ``ifir``): printed name, paper, sources per layout
-    (default first) and, for a single-dataset family, its published counts."""
-
-    name: str
-    printed: str
-    paper: str
-    sources: Mapping[str, Source]
-    counts: Mapping[str, int]
-    mteb_task: str = ""
-    mteb_main_score: str = ""
-
-
-@dataclass(frozen=True)
 class MtebTask:
     """How MTEB 2.26 defines the task of one benchmark (``mteb/tasks/instruction_retrieval/eng/``):
     its ``name`` (``InstructIR``, ``IFIRFiQA`` …, also the stem of its ``<name>_predictions.json``
-    and ``<name>.json`` result files), its ``main_score``, whether the task class sets
-    ``ignore_identical_ids`` (drop documents whose id is the query id before scoring; only
-    ``IFIRFiQA`` does), and whether its ``task_specific_scores`` reads instruction levels from
-    ``v1``/``v2``/``v3`` in the query ids (the multi-level IFIR subsets) or computes
-    ``robustness_at_10`` (InstructIR)."""
+    and ``<name>.json`` result files), its family and subset, its ``main_score``, whether the
+    task class sets ``ignore_identical_ids`` (drop documents whose id is the query id before
+    scoring), whether its ``task_specific_scores`` reads instruction levels from ``v1``/``v2``/
+    ``v3`` in the query ids (``level_scores``) or computes ``robustness_at_10``, how query ids
+    are spelt (``ids``: ``same`` or ``levels``, :mod:`instir.benchmarks.mteb`), the measures
+    reported by default under the ``mteb`` protocol, and how an MTEB-ready copy is written: its
+    default query template and whether a query keeps ``metadata.origin_query``."""
 
     name: str
     family: str
@@ -82,116 +84,219 @@ class MtebTask:
     ignore_identical_ids: bool
     level_scores: bool
     robustness: bool
+    ids: str = "same"
+    measures: tuple[str, ...] = ()
+    dataset_template: str | None = None
+    origin_query: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    """A benchmark family's spec (see the module docstring and ``families/*.toml``)."""
+
+    name: str
+    printed: str
+    paper: str
+    loader: str
+    sample: str
+    settings: tuple[str, ...]
+    variants: tuple[str, ...]
+    pair: tuple[str, str]
+    measures: tuple[str, ...]
+    headline: tuple[str, ...]
+    derived: tuple[str, ...]
+    sources: Mapping[str, Source]
+    local_layouts: tuple[str, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    subsets: Mapping[str, Subset] = field(default_factory=dict)
+    average: bool = False
+    bm25: Mapping[str, Any] = field(default_factory=dict)
+    templates: Mapping[str, str] = field(default_factory=dict)
+    setting_templates: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    template_formats: tuple[Mapping[str, Any], ...] = ()
+    template_source: str = ""
+    mteb: Mapping[str, Any] = field(default_factory=dict)
+    papers: Mapping[str, Any] = field(default_factory=dict)
+    report: Mapping[str, Any] = field(default_factory=dict)
+
+    def subset(self, subset_id: str) -> Subset:
+        """One subset's entry by its id (``fiqa``, ``scifact_open``, …)."""
+        if subset_id not in self.subsets:
+            raise unknown(f"{self.printed} subset", subset_id, tuple(self.subsets))
+        return self.subsets[subset_id]
+
+    def loader_module(self) -> ModuleType:
+        """The family's loader module (imported on first use)."""
+        return importlib.import_module(self.loader)
+
+    def benchmarks(self) -> list[str]:
+        """The real benchmarks' names: one per subset, or the family's own name."""
+        return [f"{self.name}/{s}" for s in self.subsets] if self.subsets else [self.name]
+
+    def sample_benchmarks(self) -> list[str]:
+        """The bundled sample's names: one per subset the sample holds (in the family's order),
+        or the sample's own name; none when the package has no sample folder."""
+        folder = SAMPLE_ROOT / self.sample
+        if not self.sample or not folder.is_dir():
+            return []
+        if not self.subsets:
+            return [self.sample]
+        return [f"{self.sample}/{s}" for s in self.subsets if (folder / s).is_dir()]
+
+    def template_for(self, model_family: str, setting: str = "instructed") -> str | None:
+        """The template the authors used for ``model_family`` in ``setting`` (a setting with
+        templates of its own has only those), or None when they used none."""
+        if setting in self.setting_templates:
+            return self.setting_templates[setting].get(model_family)
+        return self.templates.get(model_family)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One benchmark name of the catalog: its family, its subset (None for a family without
+    subsets) and whether it is the bundled sample."""
+
+    name: str
+    family: Family
+    subset: Subset | None
+    sample: bool
+
+    @property
+    def collection(self) -> str:
+        """The name without the subset (``ifir-sample``, ``ifir``, ``instructir``): what a
+        family's subsets are averaged and summarised under."""
+        return self.name.partition("/")[0]
+
+    def expected_counts(self, layout: str | None = None) -> dict[str, int]:
+        """The published record counts (of the subset, else the family); MTEB's copy of a
+        subset may hold fewer queries (``layout="mteb"``)."""
+        if self.subset is None:
+            return dict(self.family.counts)
+        queries = self.subset.mteb_queries if layout == "mteb" else self.subset.queries
+        return {"queries": queries, "documents": self.subset.documents}
+
+    def mteb_task(self) -> MtebTask:
+        """The MTEB task of this benchmark (the family's, or its subset's)."""
+        spec, sub = self.family.mteb, self.subset
+        level_scores = bool(sub is not None and sub.multi_level and spec.get("ids") == "levels")
+        return MtebTask(sub.mteb_task if sub else spec["task"], self.family.name, sub.id if sub else "",
+                        spec["main_score"], bool(sub and sub.mteb_ignore_identical_ids), level_scores,
+                        bool(spec.get("robustness")), spec.get("ids", "same"), tuple(spec.get("measures", ())),
+                        spec.get("dataset_template"), bool(spec.get("origin_query")))
+
+
+def _family(name: str, raw: dict) -> Family:
+    subsets = {}
+    for item in raw.get("subsets", []):
+        item = dict(item)
+        item.setdefault("mteb_queries", item["queries"])
+        item["levels"] = tuple(item["levels"])
+        subsets[item["id"]] = Subset(**item)
+    per_subset = MappingProxyType({s.id: s.mteb_revision for s in subsets.values()})
+    sources = {s["layout"]: Source(s["repo"], per_subset if s["revision"] == "per-subset" else s["revision"])
+               for s in raw["sources"]}
+    frozen = {key: MappingProxyType(dict(raw.get(key, {}))) for key in ("counts", "bm25", "templates", "mteb",
+                                                                        "papers", "report")}
+    return Family(
+        name=name, printed=raw["printed"], paper=raw["paper"], loader=raw["loader"], sample=raw.get("sample", ""),
+        settings=tuple(raw["settings"]), variants=tuple(raw["variants"]), pair=tuple(raw["pair"]),
+        measures=tuple(raw["measures"]), headline=tuple(raw["headline"]), derived=tuple(raw.get("derived", ())),
+        sources=MappingProxyType(sources),
+        local_layouts=tuple(raw.get("local_layouts", ())), subsets=MappingProxyType(subsets),
+        average=bool(raw.get("average", False)),
+        setting_templates=MappingProxyType({k: MappingProxyType(v) for k, v in raw.get("setting_templates",
+                                                                                       {}).items()}),
+        template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
+        template_source=raw.get("template_source", ""), **frozen)
 
 
 @cache
-def _data() -> tuple[dict[str, Family], dict[str, Subset]]:
-    raw = tomllib.loads(resources.files("instir.benchmarks").joinpath("catalog.toml").read_text(encoding="utf-8"))
-    subsets = {}
-    for entry in raw["ifir_subsets"]:
-        entry = dict(entry)
-        entry.setdefault("mteb_queries", entry["queries"])
-        entry["levels"] = tuple(entry["levels"])
-        subsets[entry["id"]] = Subset(**entry)
-    per_subset = MappingProxyType({s.id: s.mteb_revision for s in subsets.values()})
-    families = {}
-    for name, entry in raw["families"].items():
-        sources = {s["layout"]: Source(s["repo"], per_subset if s["revision"] == "per-subset" else s["revision"])
-                   for s in entry["sources"]}
-        families[name] = Family(name, entry["printed"], entry["paper"], MappingProxyType(sources),
-                                MappingProxyType(dict(entry.get("counts", {}))), entry.get("mteb_task", ""),
-                                entry.get("mteb_main_score", ""))
-    return families, subsets
+def _families() -> dict[str, Family]:
+    folder = resources.files("instir.benchmarks").joinpath("families")
+    specs = sorted((f for f in folder.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+    loaded = {f.name.removesuffix(".toml"): tomllib.loads(f.read_text(encoding="utf-8")) for f in specs}
+    order = sorted(loaded, key=lambda name: (loaded[name].get("order", 99), name))
+    return {name: _family(name, loaded[name]) for name in order}
+
+
+@cache
+def _entries() -> dict[str, Entry]:
+    samples, real = {}, {}
+    for fam in _families().values():
+        for names, is_sample in ((fam.sample_benchmarks(), True), (fam.benchmarks(), False)):
+            for name in names:
+                sub = fam.subsets[name.partition("/")[2]] if fam.subsets else None
+                (samples if is_sample else real)[name] = Entry(name, fam, sub, is_sample)
+    return {**samples, **real}
 
 
 def families() -> tuple[str, ...]:
-    """The benchmark families, ``("instructir", "ifir")``."""
-    return tuple(_data()[0])
+    """The benchmark families, in the catalog's order."""
+    return tuple(_families())
 
 
 def family(name: str) -> Family:
-    """A family's entry by its name (``instructir`` or ``ifir``)."""
-    found = _data()[0]
+    """A family's spec by its name."""
+    found = _families()
     if name not in found:
         raise unknown("benchmark family", name, tuple(found))
     return found[name]
 
 
-def family_of(benchmark_name: str) -> str | None:
-    """The family of a benchmark name, or None for a name outside the catalog. The part before
-    ``/`` is the family or the family followed by ``-<tag>``: ``ifir/fiqa``, ``ifir-sample/fiqa``
-    → ``ifir``; ``instructir-sample`` → ``instructir``."""
-    head = str(benchmark_name).partition("/")[0]
-    for name in _data()[0]:
-        if head == name or head.startswith(f"{name}-"):
-            return name
-    return None
+def entries() -> dict[str, Entry]:
+    """Every benchmark name :func:`instir.benchmarks.load_benchmark` accepts, the bundled
+    samples first, then the real benchmarks, each family in its spec's order."""
+    return dict(_entries())
 
 
-def is_sample(benchmark_name: str) -> bool:
-    """Whether a benchmark name is one of the bundled samples (``instructir-sample``,
-    ``ifir-sample/<subset>``)."""
-    return str(benchmark_name).partition("/")[0].endswith("-sample")
+def entry(name: str) -> Entry:
+    """The catalog's entry of a benchmark name (an unknown name is refused with the closest one)."""
+    found = _entries().get(str(name))
+    if found is None:
+        raise unknown("benchmark", name, _entries())
+    return found
 
 
-def ifir_subsets() -> tuple[str, ...]:
-    """The IFIR subset ids in the paper's column order."""
-    return tuple(_data()[1])
+def _collections() -> dict[str, Entry]:
+    """The first entry of every collection name (``ifir-sample``, ``ifir``) and of every name."""
+    out: dict[str, Entry] = {}
+    for found in _entries().values():
+        out.setdefault(found.collection, found)
+    return {**out, **_entries()}
 
 
-def multi_level_subsets() -> tuple[str, ...]:
-    """The IFIR subsets with instruction levels 1-3, in the paper's order."""
-    return tuple(s.id for s in _data()[1].values() if s.multi_level)
+def family_of(name: str) -> str | None:
+    """The family of a benchmark or collection name of the catalog (``ifir/fiqa``,
+    ``ifir-sample``), None for any other name (a benchmark a user built)."""
+    found = _collections().get(str(name))
+    return found.family.name if found else None
 
 
-def single_level_subsets() -> tuple[str, ...]:
-    """The IFIR subsets with one instruction (level 0), in the paper's order."""
-    return tuple(s.id for s in _data()[1].values() if not s.multi_level)
+def collection_of(name: str) -> str:
+    """The collection a benchmark name belongs to (:attr:`Entry.collection`: ``ifir-sample`` for
+    ``ifir-sample/fiqa``); a name outside the catalog is its own collection."""
+    found = _entries().get(str(name))
+    return found.collection if found else str(name)
 
 
-def subset(subset_id: str) -> Subset:
-    """One IFIR subset's entry by its id (``fiqa``, ``scifact_open``, …)."""
-    found = _data()[1]
-    if subset_id not in found:
-        raise unknown("IFIR subset", subset_id, tuple(found))
-    return found[subset_id]
+def unsampled(name: str) -> str:
+    """The name a bundled sample's benchmark or collection stands for (``ifir-sample/fiqa`` ->
+    ``ifir/fiqa``, ``ifir-sample`` -> ``ifir``); any other name unchanged."""
+    found = _collections().get(str(name))
+    if not found or not found.sample:
+        return str(name)
+    if str(name) == found.collection and found.subset is not None:
+        return found.family.name
+    return found.family.name + (f"/{found.subset.id}" if found.subset else "")
 
 
-def subset_by_printed_name() -> dict[str, str]:
-    """The paper's printed subset names → subset ids (``TREC-PM`` → ``pm``)."""
-    return {s.printed: s.id for s in _data()[1].values()}
-
-
-def subset_by_mteb_task() -> dict[str, str]:
-    """MTEB task names → subset ids (``IFIRPm`` → ``pm``)."""
-    return {s.mteb_task: s.id for s in _data()[1].values()}
-
-
-def expected_counts(family_name: str, subset_id: str | None = None, layout: str | None = None) -> dict[str, int]:
-    """The published record counts of a family (InstructIR) or of one IFIR subset; MTEB's copy
-    of a subset may hold fewer queries (``layout="mteb"``)."""
-    if subset_id is None:
-        return dict(family(family_name).counts)
-    entry = subset(subset_id)
-    queries = entry.mteb_queries if layout == "mteb" else entry.queries
-    return {"queries": queries, "documents": entry.documents}
-
-
-def mteb_task(benchmark_name: str) -> MtebTask:
-    """The MTEB task of a benchmark name: ``instructir`` (and its sample) → ``InstructIR``,
-    ``ifir/<subset>`` (and ``ifir-sample/<subset>``) → that subset's task (``IFIRFiQA`` …)."""
-    name = family_of(benchmark_name)
-    if name is None:
-        raise unknown("benchmark", benchmark_name, families(), more=" (MTEB has tasks for InstructIR and IFIR)")
-    entry = family(name)
-    if name == "ifir":
-        sub = subset(str(benchmark_name).partition("/")[2])
-        return MtebTask(sub.mteb_task, name, sub.id, entry.mteb_main_score, sub.mteb_ignore_identical_ids,
-                        level_scores=sub.multi_level, robustness=False)
-    return MtebTask(entry.mteb_task, name, "", entry.mteb_main_score, False, level_scores=False, robustness=True)
+def is_sample(name: str) -> bool:
+    """Whether a benchmark or collection name of the catalog is a bundled sample."""
+    found = _collections().get(str(name))
+    return bool(found and found.sample)
 
 
 def mteb_tasks() -> dict[str, MtebTask]:
-    """Every MTEB task the catalog knows, by task name (InstructIR first, then IFIR's seven)."""
-    tasks = [mteb_task("instructir"), *(mteb_task(f"ifir/{s}") for s in ifir_subsets())]
+    """Every MTEB task the catalog knows, by task name, in the catalog's order."""
+    tasks = [entry(name).mteb_task() for fam in _families().values() if fam.mteb for name in fam.benchmarks()]
     return {t.name: t for t in tasks}

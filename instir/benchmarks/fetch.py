@@ -5,17 +5,17 @@ This is the only module that touches the network, and only when :func:`fetch` is
 loading a benchmark from local files never does. Cache layout (``instir_home()`` is
 ``$INSTIR_HOME``, default ``~/.cache/instir``)::
 
-    instructir/<layout>/            layout hf (kaist-ai/InstructIR) or mteb (mteb/InstructIR-mteb)
-    ifir/<layout>/<subset>/         layout songtingyu (songtingyu/IFIR) or mteb (if-ir/<subset>)
+    <family>/<layout>/              a family without subsets (InstructIR: hf or mteb)
+    <family>/<layout>/<subset>/     one folder per subset (IFIR: songtingyu or mteb)
 
 Each data folder gets ``instir-manifest.json``: repository, requested and resolved revision,
 time, files with sizes and SHA-256, and record counts checked against the published ones.
 
-Revisions: InstructIR's are the full commits MTEB forks use. ``songtingyu/IFIR`` has no known
-pinned revision, so ``main`` is resolved to its current commit first and the download is
-made at that commit. MTEB's ``if-ir/<subset>`` datasets are pinned by MTEB with short hashes;
-they are resolved to the full commit the Hub reports (if the Hub refuses a short hash, pass
-the full one with ``revision=`` / ``--revision``).
+Sources and revisions are the family spec's (:mod:`instir.benchmarks.catalog`). Every requested
+revision is resolved to the full commit the Hub reports before the download, which is made at
+that commit: a branch such as ``main`` (``songtingyu/IFIR`` has no known pinned revision) and
+MTEB's short hashes (``if-ir/<subset>``) alike; if the Hub refuses a short hash, pass the full
+one with ``revision=`` / ``--revision``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from pathlib import Path
 
 from instir import atomic
 from instir.benchmarks import catalog
-from instir.benchmarks.ifir import load_ifir
-from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import read_records
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError, unknown
@@ -45,14 +43,14 @@ class FetchError(UserError, RuntimeError):
 
 
 def layouts(benchmark: str) -> list[str]:
-    """The downloadable layouts of a benchmark, default first."""
+    """The downloadable layouts of a family, default first."""
     if benchmark not in catalog.families():
         raise unknown("benchmark to fetch", benchmark, catalog.families())
     return list(catalog.family(benchmark).sources)
 
 
 def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: str | Path | None = None) -> Path:
-    """The folder a fetched benchmark (or IFIR subset) lives in; IFIR's data root without ``subset``."""
+    """The folder a fetched benchmark (or subset) lives in; the family's data root without ``subset``."""
     base = (Path(cache_dir) if cache_dir else instir_home()) / benchmark / layout
     return base / subset if subset else base
 
@@ -65,24 +63,23 @@ def read_manifest(folder: str | Path) -> dict | None:
 
 def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = None,
           cache_dir: str | Path | None = None, revision: str | None = None) -> Path:
-    """Download ``instructir`` or ``ifir`` (one subset, or all seven without ``subset``) at
-    the pinned revision (``revision`` overrides it), verify presence and record counts, and
-    write the manifest. Returns the folder to load from: InstructIR's data folder, IFIR's data
-    root (the folder holding ``<subset>/``). A count that differs from the published one is a
-    warning and ``"verified": false`` in the manifest, not an error.
+    """Download a family (one subset, or all of them without ``subset``) at the pinned revision
+    (``revision`` overrides it), verify presence and record counts, and write the manifest.
+    Returns the folder to load from: the family's data folder, or for a family with subsets its
+    data root (the folder holding ``<subset>/``). A count that differs from the published one is
+    a warning and ``"verified": false`` in the manifest, not an error.
     """
     layout = layout or layouts(benchmark)[0]
     if layout not in layouts(benchmark):
         raise unknown("layout", layout, layouts(benchmark), where=f"for {benchmark}")
-    source = catalog.family(benchmark).sources[layout]
-    if benchmark == "instructir":
+    fam = catalog.family(benchmark)
+    source = fam.sources[layout]
+    if not fam.subsets:
         if subset is not None:
-            raise UsageError("instructir has no subsets")
+            raise UsageError(f"{benchmark} has no subsets")
         names: list[str | None] = [None]
-    elif subset is None:
-        names = list(catalog.ifir_subsets())
     else:
-        names = [catalog.subset(subset).id]
+        names = list(fam.subsets) if subset is None else [fam.subset(subset).id]
     import huggingface_hub  # imported here: loading benchmarks never needs it
 
     root = data_dir(benchmark, layout, cache_dir=cache_dir)
@@ -98,18 +95,19 @@ def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = Non
             resolved = resolved_of[(repo, requested)]
             huggingface_hub.snapshot_download(repo, repo_type="dataset", revision=resolved, local_dir=dest,
                                               allow_patterns=[f"{name}/*"] if name and not repo_per_subset else None)
-        folder, bench, expected = _load_fetched(root, name, layout, resolved)
+        folder, bench, expected = _load_fetched(fam, root, name, layout, resolved)
         _write_manifest(folder, bench, repo, requested, resolved, layout, expected)
     return root
 
 
-def _load_fetched(root: Path, subset: str | None, layout: str, resolved: str) -> tuple[Path, Benchmark, dict[str, int]]:
-    """Load what was just downloaded (which checks every file and record) with the counts it
-    should have: InstructIR when ``subset`` is None, else one IFIR subset."""
-    if subset is None:
-        return root, load_instructir(root, name="instructir", revision=resolved), catalog.expected_counts("instructir")
-    expected = catalog.expected_counts("ifir", subset, layout)
-    return root / subset, load_ifir(root, subset, revision=resolved), expected
+def _load_fetched(fam: catalog.Family, root: Path, subset: str | None, layout: str,
+                  resolved: str) -> tuple[Path, Benchmark, dict[str, int]]:
+    """Load what was just downloaded with the family's loader (which checks every file and
+    record), with the counts it should have."""
+    name = f"{fam.name}/{subset}" if subset else fam.name
+    bench = fam.loader_module().load(root, subset=subset, setting=fam.settings[0], name=name, revision=resolved,
+                                     is_sample=False)
+    return (root / subset if subset else root), bench, catalog.entry(name).expected_counts(layout)
 
 
 @contextmanager
@@ -142,8 +140,12 @@ def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subse
         f"  2. or download the files elsewhere (`hf download {repo} --repo-type dataset --revision {revision} "
         "--local-dir DIR`), copy DIR here and pass --root DIR (load_benchmark(name, root=DIR));\n"
         "  3. or set INSTIR_HOME to a folder that already holds a fetched copy.\n"
-        "The bundled samples (instructir-sample, ifir-sample/<subset>) work offline as they are."
+        f"The bundled samples ({', '.join(_samples())}) work offline as they are."
     )
+
+
+def _samples() -> list[str]:
+    return [name for name, found in catalog.entries().items() if found.sample]
 
 
 def _count_documents(bench: Benchmark) -> int:

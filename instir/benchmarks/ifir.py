@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -49,7 +48,9 @@ from typing import Any
 
 from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
+from instir.benchmarks.mteb import level_from_mteb_id
 from instir.benchmarks.readers import (
+    data_folder,
     field_str,
     read_json_array,
     read_qrels,
@@ -58,9 +59,8 @@ from instir.benchmarks.readers import (
 )
 from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 
-# A "v<digit>" level token not preceded by a letter ("q7_v2", "7v2", "v2-q7"), with the
-# separator before it, so that removing the match leaves the query id.
-_MTEB_LEVEL = re.compile(r"[_\-.:]?(?<![A-Za-z])v([0-9])(?![0-9])")
+#: The family's spec (subsets, levels, domains).
+IFIR = catalog.family("ifir")
 
 Where = tuple[Path, "str | int | None", "str | None"]
 
@@ -75,6 +75,12 @@ class _Instance:
     relevant: dict[str, tuple[int, Where]] = field(default_factory=dict)
 
 
+def load(root: str | Path, *, subset: str | None, setting: str, name: str, revision: str,
+         is_sample: bool) -> Benchmark:
+    """The family's loader (the catalog's ``loader``): one subset, in its only setting."""
+    return load_ifir(root, subset, name_prefix=name.partition("/")[0], revision=revision, is_sample=is_sample)
+
+
 def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revision: str = "local",
               is_sample: bool = False) -> Benchmark:
     """Load one IFIR subset from ``root`` (the folder holding ``<subset>/`` folders, or the
@@ -84,8 +90,8 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     ``instructed``: the no-instruction run of IFIR uses the same instances and qrels with the
     bare query (a query-only template), so it needs no setting of its own.
     """
-    facts = catalog.subset(subset)
-    folder = subset_folder(root, subset)
+    facts = IFIR.subset(subset)
+    folder = data_folder(root, subset)
     layout, files = detect_layout(folder, subset)
     corpus_path = files["corpus"]
     corpus = jsonl_corpus(corpus_path, skip_empty=True)
@@ -104,17 +110,6 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
     return Benchmark(name=f"{name_prefix}/{subset}", layout=layout, revision=revision, setting="instructed",
                      corpus=corpus, queries=queries, qrels=qrels, source=str(folder), is_sample=is_sample,
                      meta=meta)
-
-
-def subset_folder(root: str | Path, subset: str) -> Path:
-    """``root/<subset>`` when it exists, else ``root`` itself (a subset folder given directly)."""
-    root = Path(root)
-    inner = root / subset
-    if inner.is_dir():
-        return inner
-    if root.is_dir():
-        return root
-    raise FormatError(root, None, None, f"folder not found (expected the IFIR data root holding {subset}/)")
 
 
 def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
@@ -166,9 +161,9 @@ def _check_level(level: Any, subset: str, where: Where) -> int:
     """A level as an int, allowed for the subset: 1-3 in multi-level subsets, 0 otherwise."""
     if isinstance(level, bool) or not isinstance(level, int):
         raise FormatError(*where, f"expected an integer level, got {quoted(level)}")
-    if catalog.subset(subset).multi_level and level not in (1, 2, 3):
+    if IFIR.subset(subset).multi_level and level not in (1, 2, 3):
         raise FormatError(*where, f"level {level} outside 1-3 ({subset} is a multi-level subset)")
-    if not catalog.subset(subset).multi_level and level != 0:
+    if not IFIR.subset(subset).multi_level and level != 0:
         raise FormatError(*where, f"level {level} where 0 is expected ({subset} is a single-level subset)")
     return level
 
@@ -284,7 +279,7 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
         if not instruction:
             raise FormatError(query_path, at, "text",
                               f"instance {quoted(fid)} has no instruction beyond the bare query")
-        if not catalog.subset(subset).multi_level:
+        if not IFIR.subset(subset).multi_level:
             if group in levels_of:
                 raise FormatError(query_path, at, "_id", f"second instructed record for query {quoted(group)} "
                                                          f"({subset} is a single-level subset)")
@@ -309,16 +304,6 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     return out
 
 
-def level_from_mteb_id(qid: str) -> tuple[str, int | None]:
-    """(group, level) of an MTEB query id: the last ``v<digit>`` token is the level."""
-    matches = list(_MTEB_LEVEL.finditer(qid))
-    if not matches:
-        return qid, None
-    m = matches[-1]
-    group = (qid[:m.start()] + qid[m.end():]).strip("_-.: ")
-    return group, int(m.group(1))
-
-
 def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
     """Instances of MTEB's ``if-ir/<subset>``: bare queries joined with their instructions."""
     instruction_of: dict[str, tuple[str, int]] = {}
@@ -339,7 +324,7 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
             raise FormatError(query_path, n, "_id",
                               f"no instruction for query {quoted(qid)} in {instruction_path.name}")
         group, level = level_from_mteb_id(qid)
-        if catalog.subset(subset).multi_level:
+        if IFIR.subset(subset).multi_level:
             if level is None:
                 raise FormatError(query_path, n, "_id", f"no level token v1/v2/v3 in query id {quoted(qid)} "
                                                         f"({subset} is a multi-level subset)")

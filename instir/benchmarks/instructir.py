@@ -57,6 +57,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
     check_qrels,
@@ -67,9 +68,8 @@ from instir.benchmarks.readers import (
 from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query, quoted
 from instir.errors import unknown
 
-#: Setting names accepted by :func:`load_instructir`.
-INSTRUCTIR_SETTINGS = ("instructed", "query-only", "order-sensitivity", "prompt-sensitivity",
-                       "prompt-paraphrases")
+#: Setting names accepted by :func:`load_instructir` (the family spec's).
+INSTRUCTIR_SETTINGS = catalog.family("instructir").settings
 
 _SEP = "[SEP]"
 
@@ -95,6 +95,12 @@ def group_of(query_id: str) -> str:
     without ``_`` (a bare query) is its own group."""
     head, sep, _ = query_id.rpartition("_")
     return head if sep else query_id
+
+
+def load(root: str | Path, *, subset: str | None, setting: str, name: str, revision: str,
+         is_sample: bool) -> Benchmark:
+    """The family's loader (the catalog's ``loader``): :func:`load_instructir` (no subsets)."""
+    return load_instructir(root, setting, name=name, revision=revision, is_sample=is_sample)
 
 
 def load_instructir(root: str | Path, setting: str = "instructed", *, name: str = "instructir",

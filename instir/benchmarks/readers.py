@@ -357,3 +357,14 @@ def check_qrels(qrels: Qrels, lines: dict[tuple[str, str], int], path: Path,
             raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in the query file)")
         if did not in doc_ids:
             raise FormatError(path, n, "corpus-id", f"unknown document id {quoted(did)} (not in the corpus)")
+
+
+def data_folder(root: str | Path, subset: str | None) -> Path:
+    """The folder of one benchmark inside ``root``: ``root/<subset>`` when it exists (a family's
+    data root), else ``root`` itself (the benchmark's own folder given directly)."""
+    root = Path(root)
+    if subset is None or (root / subset).is_dir():
+        return root / subset if subset else root
+    if root.is_dir():
+        return root
+    raise FormatError(root, None, None, f"folder not found (expected a data root holding {subset}/)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from instir.benchmarks.catalog import family_of
+from instir.benchmarks import catalog
 from instir.errors import QUOTE_LIMIT, UserError, quoted, shorten  # noqa: F401 - quoted, shorten: here since 0.1
 
 if TYPE_CHECKING:
@@ -175,6 +175,9 @@ class Benchmark:
     ``name`` is the registry name (``instructir``, ``ifir/fiqa``, ``instructir-sample`` …),
     ``layout`` the file layout it was read from, ``revision`` the source revision (a
     Hugging Face commit hash, ``bundled-<version>`` for samples, ``local`` when unknown).
+    ``family`` names the benchmark family whose spec applies (its templates, measures, BM25
+    settings): by default the catalog's family of ``name``; None for a benchmark a user built
+    under a name of their own, unless they name a family.
     """
 
     name: str
@@ -187,11 +190,16 @@ class Benchmark:
     source: str = ""
     is_sample: bool = False
     meta: dict = field(default_factory=dict)
+    family: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.family is None:
+            self.family = catalog.family_of(self.name)
 
     @property
-    def family(self) -> str | None:
-        """The benchmark family (``instructir``, ``ifir``) from the catalog, None for other names."""
-        return family_of(self.name)
+    def spec(self) -> catalog.Family | None:
+        """The family's spec (:mod:`instir.benchmarks.catalog`), None for a benchmark of no family."""
+        return catalog.family(self.family) if self.family else None
 
     @property
     def label(self) -> str:

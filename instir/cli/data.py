@@ -11,17 +11,18 @@ from instir.errors import UsageError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``fetch`` and ``summary`` subcommands."""
+    families = [catalog.family(name) for name in catalog.families()]
     p = subparsers.add_parser(
         "fetch", help="download a benchmark from the Hugging Face Hub at its pinned revision",
-        description="Download InstructIR or IFIR into the instir cache ($INSTIR_HOME, default ~/.cache/instir) "
-                    "at the pinned revision, check files and record counts, and write instir-manifest.json. "
-                    "The only command that uses the network.")
+        description=f"Download {' or '.join(f.printed for f in families)} into the instir cache ($INSTIR_HOME, "
+                    "default ~/.cache/instir) at the pinned revision, check files and record counts, and write "
+                    "instir-manifest.json. The only command that uses the network.")
     p.add_argument("benchmark", choices=catalog.families())
-    p.add_argument("--subset", choices=catalog.ifir_subsets(), default=None,
-                   help="one IFIR subset (default: all seven)")
-    p.add_argument("--layout", default=None,
-                   help="instructir: hf (kaist-ai/InstructIR, default) or mteb; "
-                        "ifir: songtingyu (songtingyu/IFIR, default) or mteb (if-ir/<subset>)")
+    p.add_argument("--subset", choices=[s for f in families for s in f.subsets], default=None,
+                   help="one subset of a family with subsets (default: all of them)")
+    layouts = "; ".join(f"{f.name}: " + " or ".join(f"{layout} ({source.repo})" for layout, source in f.sources.items())
+                        for f in families)
+    p.add_argument("--layout", default=None, help=f"where from, the first the default: {layouts}")
     p.add_argument("--revision", default=None, help="override the pinned revision (a commit hash)")
     p.add_argument("--cache-dir", default=None, help="cache root instead of $INSTIR_HOME")
     p.set_defaults(handler=fetch_command)
@@ -40,8 +41,8 @@ def fetch_command(args: argparse.Namespace) -> int:
     from instir.benchmarks.fetch import fetch, read_manifest
 
     root = fetch(args.benchmark, args.subset, layout=args.layout, cache_dir=args.cache_dir, revision=args.revision)
-    subsets = [args.subset] if args.subset else catalog.ifir_subsets()
-    folders = [root] if args.benchmark == "instructir" else [root / s for s in subsets]
+    subsets = [args.subset] if args.subset else list(catalog.family(args.benchmark).subsets)
+    folders = [root / s for s in subsets] or [root]
     for folder in folders:
         manifest = read_manifest(folder)
         state = "verified" if manifest["verified"] else "COUNTS DIFFER from the published ones"

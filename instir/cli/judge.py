@@ -1,5 +1,6 @@
-"""``instir judge`` (InstFol@20 of an instructed run against a query-only run) and
-``instir judge-validate`` (judge agreement with gold labels). Judgments go through the SQLite
+"""``instir judge`` (the judge stage on an instructed run and a query-only run: InstFol@20,
+written under ``--out``'s ``judge/``, the folder notebook 04 writes) and ``instir
+judge-validate`` (judge agreement with gold labels). Judgments go through the SQLite
 cache, so a rerun is free and a killed run resumes. API keys: only the *name* of the
 environment variable holding one is ever an argument (:func:`instir.judge.factory.key_env_for`
 says which names are accepted). Heavy modules are imported in handlers."""
@@ -7,11 +8,13 @@ says which names are accepted). Heavy modules are imported in handlers."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir.cli.options import (
     add_benchmark_arguments,
     benchmark_from_args,
+    output_folder,
     positive_int,
     positive_seconds,
     whole_number,
@@ -21,7 +24,6 @@ from instir.judge.factory import BACKENDS, CALL_SETTINGS_NAMES, DEFAULT_KEY_ENV,
 if TYPE_CHECKING:
     import pandas as pd
 
-    from instir.benchmarks.types import Benchmark
     from instir.judge.cache import CachedJudge
 
 _KEY_RULE = (f"Any other variable must be set; {DEFAULT_KEY_ENV} may be unset only when the endpoint is a local "
@@ -44,7 +46,7 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key-env", default=None,
                    help=f"openai: NAME of the environment variable holding the API key, never the key itself "
                         f"(default: {DEFAULT_KEY_ENV}). {_KEY_RULE}")
-    p.add_argument("--call-settings", default="ifir", choices=CALL_SETTINGS_NAMES,
+    p.add_argument("--call-settings", default=CALL_SETTINGS_NAMES[0], choices=CALL_SETTINGS_NAMES,
                    help="openai: ifir (default) calls as the IFIR authors did (top_p 0.7, 512 tokens, 10 top "
                         "log-probabilities, no JSON mode) and reads the score token by their rule; kit: the kit's "
                         "earlier settings (JSON mode, 200 tokens, 20 top log-probabilities, digit read at the score's "
@@ -61,13 +63,17 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``judge`` and ``judge-validate`` subcommands."""
     p = subparsers.add_parser("judge", help="InstFol@20: judge an instructed and a query-only run with an LLM",
-                              description="Judge both top-k lists of every instance against its query + "
-                                          "instruction and print InstFol (x100) per level, subset and Average, "
-                                          "with the failed judgments behind each value.")
+                              description="The judge stage: judge both top-k lists of every instance against its "
+                                          "query + instruction and print InstFol (x100) per level, subset and "
+                                          "Average, with the failed judgments behind each value; the runs are "
+                                          "listed in --out's runs/runs.csv and InstFol written to its judge/.")
     _judge_options(p)
     p.add_argument("--run", required=True, help="TREC run retrieved with query + instruction")
     p.add_argument("--query-only-run", required=True,
                    help="TREC run of the same instances retrieved with the bare query (query-only template)")
+    p.add_argument("--name", default="run", help="the system's name in the tables (default: run)")
+    p.add_argument("--out", default=None, type=Path,
+                   help="report folder (default: ./judgment-<benchmark>-<setting>)")
     p.add_argument("--max-instances", type=positive_int, default=None,
                    help="judge a stratified sample of at most N instances (default: all)")
     p.add_argument("--k", type=positive_int, default=20, help="list cut-off (default: 20, as InstFol@20)")
@@ -110,16 +116,28 @@ def _warning_lines(frame: pd.DataFrame, what: str) -> list[str]:
 
 
 def judge_command(args: argparse.Namespace) -> int:
-    """Print InstFol per level, subset and Average with failure counts."""
-    from instir.judge.following import instfol, printable
+    """Print InstFol per level, subset and Average with failure counts (and, with ``--repeats``,
+    the judge's spread next to the query sample's)."""
+    from instir.judge.following import answered_instances, printable
+    from instir.report.layout import ReportLayout
     from instir.retrieval.runs import read_run
+    from instir.stages.judge import judge_runs
+    from instir.stages.retrieve import RUNS_COLUMNS, write_runs_table
 
     benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
-    if args.repeats > 1:
-        return _stability_command(args, benchmark, judge)
-    result = instfol(read_run(args.run), read_run(args.query_only_run), benchmark, judge, k=args.k,
-                     max_instances=args.max_instances, seed=args.seed)
+    instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
+    answered_instances(benchmark, set(instructed.df["qid"]), set(query_only.df["qid"]))
+    out = output_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
+    rows = [{**dict.fromkeys(RUNS_COLUMNS), "benchmark": benchmark.name, "setting": benchmark.setting,
+             "sample": benchmark.is_sample, "retriever": args.name,
+             "system": args.name + ("" if variant == "instructed" else " (query-only)"), "variant": variant,
+             "reused": False, "run_file": str(Path(path).resolve())}
+            for variant, path in (("instructed", args.run), ("query-only", args.query_only_run))]
+    write_runs_table(ReportLayout(out), rows)
+    judging = judge_runs(out, backend=args.backend, judge=judge, max_instances=args.max_instances,
+                         repeats=args.repeats, validate=False, k=args.k, seed=args.seed, data_root=args.root)
+    result = judging.instfol.results[0]
     meta = result.meta
     print(f"InstFol@{args.k} on {benchmark.label}")
     print(f"instances: {len(meta['selected'])} judged (max {args.max_instances or 'all'}, seed {args.seed})")
@@ -131,34 +149,30 @@ def judge_command(args: argparse.Namespace) -> int:
         if meta[name]:
             print(f"{len(meta[name])} instances {name.replace('_', ' ')}: {', '.join(meta[name][:5])}")
     print(printable(result.summary()).to_string(index=False))
+    if args.repeats > 1:
+        _print_spread(judging, args)
+    print(f"\nwrote {ReportLayout(out).instfol}")
     return 0
 
 
-def _stability_command(args: argparse.Namespace, benchmark: Benchmark, judge: CachedJudge) -> int:
-    """``instir judge --repeats R``: judge R times, print InstFol x100 with both spreads."""
-    from instir.judge.stability import judge_repeats, stability, verdict
-    from instir.retrieval.runs import read_run
-
-    frames = judge_repeats(read_run(args.run), read_run(args.query_only_run), benchmark, judge, args.repeats,
-                           k=args.k, max_instances=args.max_instances, seed=args.seed)
-    table = stability(frames, seed=args.seed)
-    print(f"InstFol@{args.k} on {benchmark.label}, judged {args.repeats} times")
-    print(f"instances: {frames['qid'].nunique()} judged (max {args.max_instances or 'all'}, seed {args.seed})")
-    for m in frames.attrs["meta"]:
+def _print_spread(judging, args: argparse.Namespace) -> None:
+    """``--repeats R``: InstFol x100 with the judge's spread and the query sample's, and the verdict."""
+    shown = judging.spread.copy()
+    shown["level"] = shown["level"].astype("string").fillna("")
+    for col in ("instfol", "judge_mean", "judge_sd", "judge_low", "judge_high",
+                "sample_mean", "sample_sd", "sample_low", "sample_high"):
+        shown[col] = (shown[col] * 100).round(2)
+    print(f"\njudged {args.repeats} times: the judge's spread next to the query sample's")
+    for m in judging.spread.attrs["repeats"][0]:
         if "copied_from" in m:
             print(f"repeat {m['repeat']}: repeat {m['copied_from']}'s judgments (a deterministic judge is not "
                   "judged again)")
             continue
         print(f"repeat {m['repeat']}: {m['unique_requests']} distinct judgments, {m['judged']} made now, "
               f"{m['from_cache']} from the cache, {m['failed_judgments']} failed")
-    shown = table.copy()
-    shown["level"] = shown["level"].astype("string").fillna("")
-    for col in ("instfol", "judge_mean", "judge_sd", "judge_low", "judge_high",
-                "sample_mean", "sample_sd", "sample_low", "sample_high"):
-        shown[col] = (shown[col] * 100).round(2)
-    print(shown.to_string(index=False))
-    print(verdict(table))
-    return 0
+    print(shown.drop(columns=["system", "benchmark"]).to_string(index=False))
+    for _, _, verdict in judging.verdicts:
+        print(verdict)
 
 
 def validate_command(args: argparse.Namespace) -> int:

@@ -94,8 +94,8 @@ def whole_number(text: str) -> int:
 
 def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
     """``--benchmark``, ``--setting`` and ``--root``: the same for every command that reads one benchmark."""
-    p.add_argument("--benchmark", required=True,
-                   help="instructir, instructir-sample, ifir/<subset>, ifir-sample/<subset>")
+    p.add_argument("--benchmark", required=True, help="a benchmark name (instir summary lists the bundled samples; "
+                                                      "instir fetch downloads the real ones)")
     p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
     p.add_argument("--root", default=None,
                    help="local benchmark files: a benchmark folder, or a data root laid out like the fetch cache "

@@ -15,6 +15,8 @@ from instir.cli.options import (
     text_table,
 )
 from instir.errors import UsageError
+from instir.retrieval.windows import WINDOWING_MODES
+from instir.systems.cards import PAPERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="sentence-transformers model id or path for dense/hybrid (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--cards", action="append", default=[], metavar="FILE",
                    help="extra system card file (TOML/YAML); may be repeated")
-    p.add_argument("--windowing", default=None, choices=("ifir", "clean"),
+    p.add_argument("--windowing", default=None, choices=WINDOWING_MODES,
                    help="dense/hybrid: encode long texts as the mean of windows, cut as IFIR's code does (ifir: "
                         "documents and queries) or the kit's way (clean: documents only); default: no windows")
     p.add_argument("--template", default=None,
@@ -46,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "with whether it can run on this machine and why not.")
     s.add_argument("--cards", action="append", default=[], metavar="FILE",
                    help="extra system card file (TOML/YAML); may be repeated")
-    s.add_argument("--paper", choices=("instructir", "ifir", "mteb", "user"), default=None,
+    s.add_argument("--paper", choices=PAPERS, default=None,
                    help="only this paper's cards (mteb: MTEB-comparable variants)")
     s.set_defaults(handler=_systems)
 

@@ -81,18 +81,24 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
     return params
 
 
-#: ``instir run --help`` examples (argument lists after ``instir run``; a test runs each through
-#: the parser and :func:`instir.pipeline.validate_parameters`, so every name in them exists)
-RUN_EXAMPLES = (
-    ("the bundled samples with the notebooks' defaults", []),
-    ("a quick pass: BM25 only, the no-LLM judge",
-     ["--benchmark", "instructir-sample", "ifir-sample/fiqa", "--retrievers", "bm25", "--judge", "baseline",
-      "--out", "reports/quick"]),
-    ("the real benchmarks from a data root (see instir fetch)",
-     ["--benchmark", "instructir", "ifir/nfcorpus", "-p", "data_root=/data/instir", "-p", "k=100"]),
-    ("an OpenAI-compatible judge; the key stays in the environment",
-     ["--judge", "openai", "-p", "judge_model=gpt-4o-mini", "-p", "judge_api_key_env=OPENAI_API_KEY"]),
-)
+def run_examples() -> list[tuple[str, list[str]]]:
+    """``instir run --help`` examples (argument lists after ``instir run``; a test runs each through
+    the parser and :func:`instir.pipeline.validate_parameters`, so every name in them exists): the
+    benchmarks named are each family's first sample and first real benchmark (the catalog's)."""
+    from instir.benchmarks import catalog
+
+    families = [catalog.family(name) for name in catalog.families()]
+    samples = [f.sample_benchmarks()[0] for f in families if f.sample_benchmarks()]
+    real = [f.benchmarks()[0] for f in families]
+    return [
+        ("the bundled samples with the notebooks' defaults", []),
+        ("a quick pass: BM25 only, the no-LLM judge",
+         ["--benchmark", *samples, "--retrievers", "bm25", "--judge", "baseline", "--out", "reports/quick"]),
+        ("the real benchmarks from a data root (see instir fetch)",
+         ["--benchmark", *real, "-p", "data_root=/data/instir", "-p", "k=100"]),
+        ("an OpenAI-compatible judge; the key stays in the environment",
+         ["--judge", "openai", "-p", "judge_model=gpt-4o-mini", "-p", "judge_api_key_env=OPENAI_API_KEY"]),
+    ]
 
 
 def parameters_help(notebooks: Sequence[Path]) -> str:
@@ -108,7 +114,7 @@ def parameters_help(notebooks: Sequence[Path]) -> str:
         if param.help:
             lines.append(f"      {param.help}")
     lines += ["", "examples:"]
-    for what, argv in RUN_EXAMPLES:
+    for what, argv in run_examples():
         lines += [f"  instir run {' '.join(argv)}".rstrip(), f"      {what}"]
     return "\n".join(lines)
 

@@ -14,8 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``sweep`` subcommand."""
     p = subparsers.add_parser(
         "sweep", help="run a grid of benchmarks x systems on Ray (local or a cluster)",
-        description="Run every cell of GRID.yaml (retrieve -> evaluate, optionally InstFol) as Ray tasks into "
-                    "--out, laid out as notebooks 03-05 read it. Rerunning finishes only what is missing.")
+        description="Run every cell of GRID.yaml (retrieve -> evaluate; with a judge, the judge and compare "
+                    "stages) as Ray tasks into --out, laid out as notebooks 03-05 read it. Rerunning finishes only "
+                    "what is missing.")
     p.add_argument("grid", metavar="GRID.yaml", help="the grid file (see instir.distributed.grid)")
     p.add_argument("--out", required=True, help="output folder (runs/, metrics/, judge/, sweep/)")
     p.add_argument("--address", default=None,
@@ -29,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    """Handler of ``instir sweep``: exit status 1 when any cell or the judge step (or one of its
-    run pairs) failed; failed judgments are counted, not a failure of the sweep."""
+    """Handler of ``instir sweep``: exit status 1 when any cell or the judge step failed; failed
+    judgments are counted, not a failure of the sweep."""
     from instir.distributed.grid import describe_estimate, load_grid
     from instir.errors import UsageError
 
@@ -59,8 +60,6 @@ def sweep_command(args: argparse.Namespace) -> int:
               f"{judge['warnings']} with a warning")
     elif judge.get("state") == "failed" and "error" in judge:
         print(f"  FAILED judge: {judge['error']} (traceback in {judge['detail']})")
-    for pair in judge.get("failed_pairs", []):
-        print(f"  FAILED judge {pair['pair']}: {pair['error']}")
     for name, path in report.written.items():
         print(f"{name}: {path}")
-    return 1 if report.failed or judge.get("state") == "failed" or judge.get("failed_pairs") else 0
+    return 1 if report.failed or judge.get("state") == "failed" else 0

@@ -1,6 +1,6 @@
 """A sweep grid: benchmarks × systems × settings × variants (instructed / query-only), read
-from YAML; each system string is resolved by :func:`instir.systems.specs.resolve_system`, as
-the notebooks' systems are.
+from YAML; its cells are the stages' plan (:func:`instir.stages.plan.plan_runs`), each system
+resolved as the notebooks' systems are.
 
 Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 
@@ -13,9 +13,9 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
     data_root: ""                          # real data; empty: the fetch cache
     cache_dir: ""                          # embedding cache; empty: <instir home>/embeddings
     shard_min_docs: 20000                  # corpora this large are encoded by Ray Data first
-    judge: {backend: baseline, model: lexical, max_instances: 1}   # optional InstFol step
+    judge: {backend: baseline, model: lexical, max_instances: 1}   # optional judge stage (notebook 04's)
     # judge keys: backend (openai, hf, baseline), model, base_url, api_key_env, requests_per_minute,
-    # max_instances
+    # max_instances, repeats (defaults: the judge stage's, instir.stages.judge_runs)
 
 :func:`parse_grid` checks every value before any cell runs (one :class:`GridError` naming the
 file, the field and the value); :func:`grid_estimate` says what the grid amounts to. The file is
@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
-from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS
 from instir.benchmarks.registry import list_benchmarks
 from instir.errors import UserError, quoted, shorten
 from instir.errors import unknown as unknown_name
 from instir.inputs import InputRefused, load_yaml, read_config
-from instir.systems.specs import SystemSpec, resolve_system, run_label
+from instir.stages.plan import VARIANTS, PlannedRun, file_part, plan_runs
+from instir.systems.specs import SystemSpec, resolve_system
 
-VARIANTS = ("instructed", "query-only")
 #: Keys a grid file may hold.
 GRID_KEYS = frozenset({"benchmarks", "systems", "variants", "settings", "k", "data_root", "cache_dir",
                        "shard_min_docs", "judge"})
@@ -46,27 +45,6 @@ GRID_KEYS = frozenset({"benchmarks", "systems", "variants", "settings", "k", "da
 
 class GridError(UserError, ValueError):
     """A grid file that cannot be used; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One unit of a sweep: a run of ``system`` on ``benchmark`` in ``setting`` with the
-    ``variant`` template, then its evaluation. ``cell_id`` is file-name friendly and unique."""
-
-    benchmark: str
-    setting: str
-    system: SystemSpec
-    variant: str
-
-    @property
-    def cell_id(self) -> str:
-        parts = [self.benchmark, self.setting, self.system.name, self.variant]
-        return "__".join("".join(c if c.isalnum() or c in "._-" else "-" for c in p) for p in parts)
-
-    @property
-    def run_label(self) -> str:
-        """The ``system`` column of ``runs.csv`` (:func:`instir.systems.specs.run_label`)."""
-        return run_label(self.system.label, self.variant, self.setting)
 
 
 @dataclass(frozen=True)
@@ -83,11 +61,10 @@ class Grid:
     shard_min_docs: int = 20000
     judge: dict[str, Any] | None = None
 
-    def cells(self) -> list[Cell]:
-        """Every cell, benchmark-major; IFIR benchmarks only in the ``instructed`` setting."""
-        return [Cell(b, s, system, v) for b in self.benchmarks for s in self.settings
-                if s == "instructed" or catalog.family_of(b) != "ifir"
-                for system in self.systems for v in self.variants]
+    def cells(self) -> list[PlannedRun]:
+        """Every cell: the plan of the grid (:func:`instir.stages.plan.plan_runs`, benchmark-major;
+        a benchmark only in the settings its family has)."""
+        return plan_runs(self.benchmarks, self.systems, settings=self.settings, variants=self.variants)
 
 
 def grid_estimate(grid: Grid) -> dict[str, int]:
@@ -99,7 +76,7 @@ def grid_estimate(grid: Grid) -> dict[str, int]:
     real = [c for c in cells if not catalog.is_sample(c.benchmark)]
 
     def size(name: str) -> dict[str, int]:
-        return catalog.expected_counts(catalog.family_of(name), name.partition("/")[2] or None)
+        return catalog.entry(name).expected_counts()
 
     corpora = {c.benchmark for c in real}
     return {"cells": len(cells), "queries": sum(size(c.benchmark)["queries"] for c in real),
@@ -115,8 +92,11 @@ def describe_estimate(grid: Grid) -> str:
     shape = " x ".join(f"{len(items)} {name if len(items) == 1 else name + 's'}"
                        for name, items in (("benchmark", grid.benchmarks), ("setting", grid.settings),
                                            ("system", grid.systems), ("variant", grid.variants)))
-    if len(grid.settings) > 1 and any(catalog.family_of(b) == "ifir" for b in grid.benchmarks):
-        shape += ", IFIR in the instructed setting only"
+    families = {catalog.entry(b).family.name: catalog.entry(b).family for b in grid.benchmarks}
+    for family in families.values():
+        kept = [s for s in grid.settings if s in family.settings]
+        if len(kept) < len(grid.settings):
+            shape += f", {family.printed} in the {', '.join(kept) or 'no'} setting{'s' if len(kept) > 1 else ''} only"
     parts = [f"{est['cells']} cells ({shape})"]
     if est["cells"] > est["sample_cells"]:
         parts.append(f"about {est['queries']:,} queries searched, {est['documents']:,} documents indexed or "
@@ -162,7 +142,8 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
         return values
 
     benchmarks = known("benchmarks", names("benchmarks"), list_benchmarks(), "benchmark")
-    settings = known("settings", names("settings", ("instructed",)), INSTRUCTIR_SETTINGS, "setting")
+    every_setting = list(dict.fromkeys(s for f in catalog.families() for s in catalog.family(f).settings))
+    settings = known("settings", names("settings", ("instructed",)), every_setting, "setting")
     variants = known("variants", names("variants", VARIANTS), VARIANTS, "variant")
     systems: list[SystemSpec] = []
     for name in names("systems"):
@@ -170,7 +151,7 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
             system = resolve_system(name)
         except ValueError as e:
             raise GridError(f"{source}: field 'systems': {e}") from None
-        same = next((s for s in systems if s.label == system.label or _cell_part(s.name) == _cell_part(name)), None)
+        same = next((s for s in systems if s.label == system.label or file_part(s.name) == file_part(name)), None)
         if same is not None:
             raise GridError(f"{source}: field 'systems': {quoted(same.name)} and {quoted(name)} are one system "
                             f"({quoted(system.label)}); list it once")
@@ -183,13 +164,9 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
 
 
 #: Keys of a grid's ``judge`` mapping: the judge (:func:`instir.judge.factory.make_judge`), its
-#: requests per minute over the whole sweep, and the instances judged per benchmark.
-JUDGE_KEYS = ("backend", "model", "base_url", "api_key_env", "requests_per_minute", "max_instances")
-
-
-def _cell_part(name: str) -> str:
-    """A system name as a cell id holds it (two names that read the same there would share files)."""
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+#: requests per minute over the whole sweep, the instances judged per benchmark and the repeats of
+#: the stability check (the judge stage's, :func:`instir.stages.judge_runs`).
+JUDGE_KEYS = ("backend", "model", "base_url", "api_key_env", "requests_per_minute", "max_instances", "repeats")
 
 
 def _positive_int(data: dict, key: str, default: int, source: str) -> int:
@@ -233,9 +210,10 @@ def _judge(spec: Any, source: str) -> dict[str, Any] | None:
             raise GridError(f"{where}.{key} must be a string, got {quoted(spec[key])}")
     if backend == "openai" and not spec.get("model"):
         raise GridError(f"{where}: the openai backend needs a model (the name the server serves)")
-    value = spec.get("max_instances")
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise GridError(f"{where}.max_instances must be a positive integer, got {quoted(value)}")
+    for key in ("max_instances", "repeats"):
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise GridError(f"{where}.{key} must be a positive integer, got {quoted(value)}")
     value = spec.get("requests_per_minute")
     if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
                               or not 0 < value < float("inf")):

@@ -47,36 +47,46 @@ class JudgeService:
 
     def __init__(self, make_judge: Callable[[], CachedJudge], requests_per_minute: float | None = None):
         self.judge_ = make_judge()
+        self.repeats = {0: self.judge_}
         self.limit = RateLimit(requests_per_minute)
 
-    def identity(self) -> tuple[str, str]:
-        return self.judge_.name, self.judge_.model
+    def identity(self) -> tuple[str, str, bool]:
+        """The judge's name, model and whether it is deterministic."""
+        return self.judge_.name, self.judge_.model, self.judge_.deterministic
 
-    def judge(self, requests: Sequence[JudgeRequest]) -> list[Judgment]:
-        """Judgments in input order; only requests the cache lacks reach the backend, after the
-        rate limit allows that many."""
+    def judge(self, requests: Sequence[JudgeRequest], repeat: int = 0) -> list[Judgment]:
+        """Judgments in input order (of ``repeat``'s cache entries); only requests the cache lacks
+        reach the backend, after the rate limit allows that many."""
         from instir.judge.cache import request_key
 
-        found = self.judge_.cache.lookup(self.judge_.name, self.judge_.model, [request_key(r) for r in requests])
-        self.limit.wait(len({request_key(r) for r in requests} - {k for k, j in found.items() if j.ok}))
-        return self.judge_.judge(requests)
+        judge = self.repeats.setdefault(repeat, self.judge_.with_repeat(repeat))
+        keys = [request_key(r, repeat) for r in requests]
+        found = judge.cache.lookup(judge.name, judge.model, keys)
+        self.limit.wait(len(set(keys) - {k for k, j in found.items() if j.ok}))
+        return judge.judge(requests)
 
     def stats(self) -> dict[str, int]:
-        """Cache hits, backend judgments and failures since the actor started."""
+        """Cache hits, backend judgments and failures since the actor started (repeat 0's)."""
         return asdict(self.judge_.stats)
 
 
 class RemoteJudge:
     """A :class:`~instir.judge.types.Judge` that forwards to a judge actor (picklable: tasks
-    receive it as an argument)."""
+    receive it as an argument), with a cached judge's ``with_repeat`` and ``deterministic``
+    (:func:`instir.judge.stability.judge_repeats`)."""
 
-    def __init__(self, actor: Any, name: str, model: str):
+    def __init__(self, actor: Any, name: str, model: str, deterministic: bool = False, repeat: int = 0):
         self.actor, self.name, self.model = actor, name, model
+        self.deterministic, self.repeat = deterministic, repeat
+
+    def with_repeat(self, repeat: int) -> RemoteJudge:
+        """The same actor, judging with ``repeat``'s cache entries."""
+        return RemoteJudge(self.actor, self.name, self.model, self.deterministic, repeat)
 
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         import ray
 
-        out = ray.get(self.actor.judge.remote(list(requests)))
+        out = ray.get(self.actor.judge.remote(list(requests), self.repeat))
         if on_result is not None:
             for i, judgment in enumerate(out):
                 on_result(i, judgment)
@@ -97,5 +107,5 @@ def start_judge(make_judge: Callable[[], CachedJudge], *,
         num_cpus=0, max_restarts=-1, max_task_retries=-1,
         scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
     ).remote(make_judge, requests_per_minute)
-    name, model = ray.get(actor.identity.remote())
-    return actor, RemoteJudge(actor, name, model)
+    name, model, deterministic = ray.get(actor.identity.remote())
+    return actor, RemoteJudge(actor, name, model, deterministic)

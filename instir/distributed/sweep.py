@@ -1,15 +1,17 @@
-"""``run_sweep``: every cell of a grid as a Ray task (or in a plain loop, ``executor="serial"``),
-into one output folder laid out like a notebook run's ``out_dir`` (``runs/``, ``metrics/``,
-``judge/``), so notebooks 03–05 read a sweep unchanged.
+"""``run_sweep``: every cell of a grid's plan as a Ray task (or in a plain loop,
+``executor="serial"``), into one output folder laid out like a notebook run's ``out_dir``, so
+notebooks 03–05 read a sweep unchanged. The sweep decides only where cells run, with which
+resources, and what its summary says; what is computed is the stages'.
 
-Steps: (1) corpora of at least ``shard_min_docs`` documents are encoded for each dense system
-by Ray Data (:mod:`instir.distributed.encode`); (2) cells run the retrieve and evaluate stages
-on actors spread over the nodes, with the system's resource hints; a task is retried only when
-its worker is lost, a bad cell fails alone; (3) the cells are joined by the stages' own
-aggregation (:func:`instir.distributed.cells.collect`); (4) with a ``judge`` in the grid, InstFol
-of each instructed/query-only pair (the judge stage's :func:`~instir.stages.judge.judge_pair`),
-every judge call through one judge actor, joined by :func:`~instir.stages.judge.write_instfol`.
-Everything is resumable: a rerun recomputes only what is missing.
+Steps: (0) the explore stage (``data/``, ``datasets.json``); (1) corpora of at least
+``shard_min_docs`` documents are encoded for each dense system by Ray Data
+(:mod:`instir.distributed.encode`); (2) cells run the retrieve and evaluate stages on actors
+spread over the nodes, with the system's resource hints; a task is retried only when its worker
+is lost, a bad cell fails alone; (3) the cells are joined by the stages' own aggregation
+(:func:`instir.distributed.cells.collect`); (4) with a ``judge`` in the grid, the judge stage
+(:func:`instir.stages.judge_runs`: validation, InstFol, the judge's spread), every judge call
+through one judge actor, then the compare stage (``paper_tables/``). Everything is resumable: a
+rerun recomputes only what is missing.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from instir.distributed.cells import CellResult, collect, import_collect, run_cell, write_summary
-from instir.distributed.grid import Cell, Grid
+from instir.distributed.grid import Grid
 from instir.progress import tqdm
+from instir.report.layout import LoadedBenchmarks
+from instir.stages.plan import PlannedRun
 from instir.systems.specs import SystemSpec
 
 EXECUTORS = ("ray", "serial")
@@ -93,16 +97,24 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
     """Run every cell of ``grid`` into ``out_dir`` (see the module docstring)."""
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use ray or serial")
+    from instir.stages.explore import describe_benchmarks
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     cells = grid.cells()
     judged: dict[str, Any] = {}
+    loaded = LoadedBenchmarks(grid.data_root, record_in=out)  # the driver's: every benchmark read once here
+    try:
+        describe_benchmarks(out, grid.benchmarks, grid.data_root, loaded=loaded)
+        described: dict[str, Any] = {"state": "done"}
+    except Exception as e:  # noqa: BLE001 - a benchmark that cannot load fails its cells, one line each
+        described = {"state": "failed", "error": _one_line(e)}
     if executor == "serial":
-        results = _serial_cells(grid, cells, out)
-        written = collect(out, cells, results)
+        results = _serial_cells(grid, cells, out, loaded)
+        written = collect(out, cells, results, grid.data_root, loaded)
         if grid.judge:
-            judged = _judge_step(out, lambda: _judge_pairs(grid, out, judge=_local_judge(grid, out), remote=False))
+            judged = _judge_step(grid, out, loaded, remote=False)
             written.update(judged.pop("written", {}))
         encoded: dict[str, int] = {}
     else:
@@ -113,35 +125,40 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
             imports.start()
             results = _ray_cells(grid, cells, out)
             imports.join()
-            written = collect(out, cells, results)
+            written = collect(out, cells, results, grid.data_root, loaded)
             if grid.judge:
-                judge_spec = grid.judge
-
-                def remote_step() -> dict[str, Any]:
-                    from instir.distributed.judge import start_judge
-
-                    _, judge = start_judge(_judge_factory(grid, out),
-                                           requests_per_minute=judge_spec.get("requests_per_minute"))
-                    return _judge_pairs(grid, out, judge=judge, remote=True)
-
-                judged = _judge_step(out, remote_step)
+                judged = _judge_step(grid, out, loaded, remote=True)
                 written.update(judged.pop("written", {}))
     report = SweepReport(results, written, time.perf_counter() - start, encoded, judged)
     extra: dict[str, Any] = {"executor": executor, "address": address, "wall_s": round(report.wall_s, 3),
-                             "encoded_chunks": encoded}
+                             "encoded_chunks": encoded, "explore": described}
     if judged:
         extra["judge"] = judged
     write_summary(out, results, extra)
     return report
 
 
-def _judge_step(out: Path, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The judge step (``step``: :func:`_judge_pairs` with its judge), which never ends the sweep:
-    its outcome for ``summary.json`` (``state`` done or failed, the counts, the pairs that
-    failed), the traceback of a step that raised in ``sweep/judge.error.txt``. The runs and
-    metrics are written before it, the summary after it, whatever it does."""
+def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool) -> dict[str, Any]:
+    """The judge stage on the sweep's folder (``remote``: every judge call through one judge actor
+    holding the cache and the rate limit), then the compare stage; it never ends the sweep: its
+    outcome for ``summary.json`` (``state`` done or failed, the counts), the traceback of a step
+    that raised in ``sweep/judge.error.txt``. The runs and metrics are written before it, the
+    summary after it, whatever it does."""
+    from instir.stages.compare import paper_tables
+    from instir.stages.judge import judge_runs
+
+    spec = dict(grid.judge or {})
+    options = {key: spec[key] for key in ("max_instances", "repeats") if key in spec}
     try:
-        return step()
+        judge = None
+        if remote:
+            from instir.distributed.judge import start_judge
+
+            _, judge = start_judge(_judge_factory(grid, out), requests_per_minute=spec.get("requests_per_minute"))
+        judging = judge_runs(out, backend=spec["backend"], model=spec.get("model") or "",
+                             base_url=spec.get("base_url") or "", api_key_env=spec.get("api_key_env", "OPENAI_API_KEY"),
+                             judge=judge, data_root=grid.data_root, loaded=loaded, **options)
+        paper_tables(out)
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
         from instir import atomic
 
@@ -149,6 +166,9 @@ def _judge_step(out: Path, step: Callable[[], dict[str, Any]]) -> dict[str, Any]
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_text(path, traceback.format_exc())
         return {"state": "failed", "error": _one_line(e), "detail": "sweep/judge.error.txt"}
+    return {"state": "done", "pairs": len(judging.instfol.costs), "failed_judgments": judging.failed_judgments(),
+            "warnings": int(judging.instfol.costs["warnings"].sum()),
+            "written": {"instfol": out / "judge" / "instfol.csv", "paper_tables": out / "paper_tables"}}
 
 
 def _bar(total: int):
@@ -162,18 +182,19 @@ def _show(bar, results: dict[str, CellResult]) -> None:
     bar.update(1)
 
 
-def _serial_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+def _serial_cells(grid: Grid, cells: list[PlannedRun], out: Path, loaded: LoadedBenchmarks) -> dict[str, CellResult]:
     """The cell groups in this process, in the actors' order, on one in-process
-    :class:`SystemWorker` (each system built, its model loaded, once; each benchmark read once)."""
+    :class:`SystemWorker` (each system built, its model loaded, once; each benchmark read once,
+    into the driver's ``loaded``)."""
     results: dict[str, CellResult] = {}
     worker: SystemWorker | None = None
     with _bar(len(cells)) as bar:
         for group in cell_groups(cells):
-            worker = worker or SystemWorker(group[0].system, grid.cache_dir)
-            for result in worker.run(group, str(out), grid.k, grid.data_root, grid.cache_dir):
+            worker = worker or SystemWorker(group[0].system, grid.cache_dir, grid.data_root, loaded)
+            for result in worker.run(group, str(out), grid.k):
                 results[result.cell_id] = result
                 _show(bar, results)
-    return {c.cell_id: results[c.cell_id] for c in cells}
+    return {c.run_id: results[c.run_id] for c in cells}
 
 
 def _task_options(resources: dict[str, float]) -> dict[str, Any]:
@@ -209,37 +230,40 @@ class SystemWorker:
     of one benchmark share the corpus embedding the first one wrote to the cache, as in the
     serial loop. A group of another system replaces the retriever (one model in memory)."""
 
-    def __init__(self, system: SystemSpec, cache_dir: str | None):
+    def __init__(self, system: SystemSpec, cache_dir: str | None, data_root: str | None,
+                 loaded: LoadedBenchmarks | None = None):
         self.system: str | None = None
         self.retriever: Any = None
-        self.loaded: dict = {}
-        self._use(system, cache_dir)
+        self.cache_dir, self.data_root = cache_dir, data_root
+        self.shared = loaded is not None  # the driver's benchmarks (in-process): keep them all
+        self.loaded = loaded or LoadedBenchmarks(data_root)
+        self._use(system)
 
-    def _use(self, system: SystemSpec, cache_dir: str | None) -> None:
+    def _use(self, system: SystemSpec) -> None:
         from instir.distributed.encode import dense_part
 
         self.system, self.retriever = system.name, None
         try:
-            self.retriever = system.factory(cache_dir)()
+            self.retriever = system.factory(self.cache_dir)()
             dense = dense_part(self.retriever)
             if dense is not None:
                 dense.model  # noqa: B018 -- load the weights now, not inside the first cell
         except Exception:  # noqa: BLE001 - each cell then builds it again and reports the error, one line each
             self.retriever = None
 
-    def run(self, cells: list[Cell], out_dir: str, k: int, data_root: str | None,
-            cache_dir: str | None) -> list[CellResult]:
+    def run(self, cells: list[PlannedRun], out_dir: str, k: int) -> list[CellResult]:
         if cells[0].system.name != self.system:
-            self._use(cells[0].system, cache_dir)
-        self.loaded = {key: bench for key, bench in self.loaded.items() if key[0] == cells[0].benchmark}
-        return [run_cell(cell, out_dir, k=k, data_root=data_root, cache_dir=cache_dir, retriever=self.retriever,
-                         loaded=self.loaded) for cell in cells]
+            self._use(cells[0].system)
+        if not self.shared:
+            self.loaded.keep_only(cells[0].benchmark)
+        return [run_cell(cell, out_dir, k=k, data_root=self.data_root, cache_dir=self.cache_dir,
+                         retriever=self.retriever, loaded=self.loaded) for cell in cells]
 
 
-def cell_groups(cells: list[Cell]) -> list[list[Cell]]:
+def cell_groups(cells: list[PlannedRun]) -> list[list[PlannedRun]]:
     """The cells by system and benchmark (one group runs on one actor, in order): systems with
     a model first, BM25 last, otherwise in grid order."""
-    groups: dict[tuple[str, str], list[Cell]] = {}
+    groups: dict[tuple[str, str], list[PlannedRun]] = {}
     for cell in cells:
         groups.setdefault((cell.system.name, cell.benchmark), []).append(cell)
     return sorted(groups.values(), key=lambda group: group[0].system.kind == "bm25")
@@ -276,7 +300,7 @@ def unplaceable(resources: dict[str, float]) -> str | None:
     return f"needs {amounts(wants)} on one node; the largest node of the Ray cluster has {amounts(largest)}"
 
 
-def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult]:
+def _ray_cells(grid: Grid, cells: list[PlannedRun], out: Path) -> dict[str, CellResult]:
     """Stage 2: the cell groups on pools of :class:`SystemWorker` actors, one pool per resource
     shape (:func:`_actor_resources`: on CPUs a node each, a GPU each for GPU models) sized to
     what the cluster runs at once. A free actor takes the next group of the system it holds,
@@ -286,15 +310,15 @@ def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult
     import ray
 
     held = {system.name: _actor_resources(system) for system in grid.systems}
-    queues: dict[tuple, list[list[Cell]]] = {}
+    queues: dict[tuple, list[list[PlannedRun]]] = {}
     for group in cell_groups(cells):
         queues.setdefault(tuple(sorted(held[group[0].system.name].items())), []).append(group)
     worker = ray.remote(SystemWorker)
     holds: dict[Any, str] = {}
-    pending: dict[Any, tuple[Any, tuple, list[Cell]]] = {}
+    pending: dict[Any, tuple[Any, tuple, list[PlannedRun]]] = {}
 
     def start(system: SystemSpec) -> Any:
-        actor = worker.options(**_task_options(held[system.name])).remote(system, grid.cache_dir)
+        actor = worker.options(**_task_options(held[system.name])).remote(system, grid.cache_dir, grid.data_root)
         holds[actor] = system.name
         return actor
 
@@ -306,12 +330,12 @@ def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult
         group = next((g for g in queue if g[0].system.name == holds[actor]), queue[0])
         queue.remove(group)
         holds[actor] = group[0].system.name
-        pending[actor.run.remote(group, str(out), grid.k, grid.data_root, grid.cache_dir)] = (actor, shape, group)
+        pending[actor.run.remote(group, str(out), grid.k)] = (actor, shape, group)
 
     results: dict[str, CellResult] = {}
     for shape, queue in list(queues.items()):
         if (why := unplaceable(dict(shape))) is not None:  # a cell that can never run fails now, not never
-            results.update({c.cell_id: CellResult(c.cell_id, "failed", error=f"{c.cell_id}: {c.system.name} {why}")
+            results.update({c.run_id: CellResult(c.run_id, "failed", error=f"{c.run_id}: {c.system.name} {why}")
                             for group in queue for c in group})
             queue.clear()
             continue
@@ -327,31 +351,31 @@ def _ray_cells(grid: Grid, cells: list[Cell], out: Path) -> dict[str, CellResult
                 done = ray.get(ready[0])
             except ray.exceptions.RayError as e:  # the actor was lost more often than restarted
                 line = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                done = [CellResult(c.cell_id, "failed", error=f"{c.cell_id}: {line}") for c in group]
+                done = [CellResult(c.run_id, "failed", error=f"{c.run_id}: {line}") for c in group]
                 ray.kill(actor)
                 actor = start(group[0].system)  # a fresh actor for the pool's remaining groups
             for result in done:
                 results[result.cell_id] = result
                 _show(bar, results)
             give(actor, shape)
-    return {c.cell_id: results[c.cell_id] for c in cells}
+    return {c.run_id: results[c.run_id] for c in cells}
 
 
 def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
     """Stage 1: encode large corpora with Ray Data for every dense system and document format;
     returns the chunks written per (benchmark, system, template)."""
-    from instir.benchmarks import load_benchmark
     from instir.distributed.encode import dense_part, encode_corpus, encoder_pool
-    from instir.formatting import default_template, get_template, shared_subset
-    from instir.retrieval import retriever_family
+    from instir.formatting import get_template, shared_subset
+    from instir.retrieval import template_for
 
     encoded: dict[str, int] = {}
     dense_systems = [s for s in grid.systems if s.kind != "bm25"]
     if not dense_systems:
         return encoded
+    loaded = LoadedBenchmarks(grid.data_root)
     for name in grid.benchmarks:
         try:
-            bench = load_benchmark(name, root=grid.data_root)
+            bench = loaded.get(name)
         except Exception:  # the cells report the error, one line each
             continue
         if len(bench.corpus) < grid.shard_min_docs:
@@ -361,9 +385,7 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
             retriever = factory()
             if dense_part(retriever) is None:
                 continue
-            templates = {("instructed", default_template(retriever_family(retriever), name,
-                                                         query_order=bench.meta.get("query_order")).name),
-                         ("query-only", "query-only")}
+            templates = {("instructed", template_for(bench, retriever).name), ("query-only", "query-only")}
             for variant, template in templates:
                 if variant not in grid.variants:
                     continue
@@ -388,66 +410,6 @@ def _judge_factory(grid: Grid, out: Path) -> functools.partial:
                              base_url=spec.get("base_url") or None,
                              api_key_env=spec.get("api_key_env", "OPENAI_API_KEY"),
                              cache=out / "judge" / "judgments.sqlite")
-
-
-def _local_judge(grid: Grid, out: Path):
-    return _judge_factory(grid, out)()
-
-
-def judge_remote(root: str, data_root: str | None, pair: Any, judge: Any, max_instances: int | None) -> Any:
-    """InstFol of one run pair on a worker: its benchmark loaded there, then the judge stage's
-    :func:`~instir.stages.judge.judge_pair` (every judge call goes to the judge actor)."""
-    from instir.benchmarks import load_benchmark
-    from instir.stages.judge import judge_pair
-
-    return judge_pair(root, load_benchmark(pair.benchmark, root=data_root), pair, judge, max_instances)
-
-
-def _judge_pairs(grid: Grid, out: Path, *, judge: Any, remote: bool) -> dict[str, Any]:
-    """InstFol of every system with both variants listed in ``runs/runs.csv``, into notebook 04's
-    InstFol files (:func:`instir.stages.judge.write_instfol`). A pair whose judging raises fails
-    alone (the others are written); returns the step's outcome for ``summary.json`` (``state``,
-    pairs judged and failed, failed judgments and warnings over the judged pairs) and the
-    ``written`` paths."""
-    from instir.report.layout import ReportLayout
-    from instir.stages.judge import run_pairs, write_instfol
-    from instir.stages.retrieve import read_runs_table
-
-    layout = ReportLayout(out)
-    if not layout.runs_table.is_file():
-        return {"state": "skipped", "reason": "no runs"}
-    pairs = run_pairs(read_runs_table(layout))
-    if not pairs:
-        return {"state": "skipped", "reason": "no system has both an instructed and a query-only run"}
-    max_instances = (grid.judge or {}).get("max_instances")
-    jobs = [(str(out), grid.data_root, pair, judge, max_instances) for pair in pairs]
-    outcomes: list[Any] = []
-    if remote:
-        import ray
-
-        task = ray.remote(judge_remote).options(num_cpus=1, max_retries=WORKER_LOSS_RETRIES)
-        for ref in [task.remote(*job) for job in jobs]:
-            try:
-                outcomes.append(ray.get(ref))
-            except Exception as e:  # noqa: BLE001 - a RayTaskError wraps the pair's own exception
-                outcomes.append(e)
-    else:
-        for job in jobs:
-            try:
-                outcomes.append(judge_remote(*job))
-            except Exception as e:  # noqa: BLE001 - one pair fails alone
-                outcomes.append(e)
-    done = [(pair, result) for pair, result in zip(pairs, outcomes) if not isinstance(result, Exception)]
-    failed = [{"pair": f"{pair.benchmark} {pair.system}", "error": _one_line(result)}
-              for pair, result in zip(pairs, outcomes) if isinstance(result, Exception)]
-    summary: dict[str, Any] = {
-        "state": "failed" if not done else "done", "pairs": len(done), "failed_pairs": failed,
-        "failed_judgments": sum(r.meta["failed_judgments"] for _, r in done),
-        "warnings": sum(r.meta.get("warnings", 0) for _, r in done)}
-    if done:
-        write_instfol(layout, [p for p, _ in done], [r for _, r in done])
-        summary["written"] = {"instfol": layout.instfol}
-    return summary
 
 
 _RAISED = re.compile(r"(?:[\w]+\.)*(\w+(?:Error|Exception)): (.*)")

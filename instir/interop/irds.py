@@ -198,7 +198,7 @@ class _Queries(BaseQueries):
 
     def queries_iter(self) -> Iterator[InstirQuery]:
         benchmark = _STATE.benchmark(self.name, self.setting)
-        template = default_template("bm25", benchmark.name, query_order=benchmark.meta.get("query_order"))
+        template = default_template("bm25", benchmark)
         for q in benchmark.queries.values():
             yield InstirQuery(q.id, str(template.format_query(q)), q.query, q.instruction, q.group, q.level, q.subset)
 

@@ -287,6 +287,20 @@ class CachedJudge:
         extra = f", repeat={self.repeat}" if self.repeat else ""
         return f"CachedJudge({self.backend!r}, {str(self.cache.path)!r}{extra})"
 
+    def with_repeat(self, repeat: int) -> CachedJudge:
+        """The same backend and cache with the cache entries of ``repeat`` (its own judgments)."""
+        return CachedJudge(self.backend, self.cache, repeat=repeat)
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether the backend answers a request the same way on every call, by construction:
+        the in-process model (an expected score read from its next-token distribution, no
+        sampling) and the baselines (no model, or an embedding model) do; an API judge does not."""
+        from instir.judge.baseline import BaselineJudge
+        from instir.judge.local_lm import HFCausalLMJudge
+
+        return isinstance(self.backend, (HFCausalLMJudge, BaselineJudge))
+
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         """Judgments for every request, in input order: stored ones (``from_cache=True``) and
         fresh ones from the backend."""

@@ -39,7 +39,16 @@ from instir.judge.scoring import (
     judgment_from_chat,
     progress_bar,
 )
-from instir.judge.types import MAX_MODEL_CHARS, JudgeRequest, Judgment, OnResult, capped
+from instir.judge.types import (
+    AUTHORS_RULE,
+    KIT_RULE,
+    MAX_MODEL_CHARS,
+    SCORE_RULES,
+    JudgeRequest,
+    Judgment,
+    OnResult,
+    capped,
+)
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 #: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
@@ -79,7 +88,7 @@ class CallSettings:
     def __post_init__(self):
         if self.response_format not in (None, "json_object", "json_schema", "json_object_schema"):
             raise ValueError(f"unknown response_format {self.response_format!r}")
-        if self.score_rule not in ("ifir", "kit"):
+        if self.score_rule not in SCORE_RULES:
             raise ValueError(f"unknown score_rule {self.score_rule!r} (ifir or kit)")
 
     @property
@@ -94,13 +103,14 @@ class CallSettings:
 
 #: Named call settings: the authors' (default) and the kit's earlier choice.
 CALL_SETTINGS: dict[str, CallSettings] = {
-    "ifir": CallSettings("ifir", top_p=0.7, max_tokens=512, top_logprobs=10, response_format=None, score_rule="ifir"),
-    "kit": CallSettings("kit", top_p=None, max_tokens=200, top_logprobs=20, response_format="json_object",
-                        score_rule="kit"),
+    AUTHORS_RULE: CallSettings(AUTHORS_RULE, top_p=0.7, max_tokens=512, top_logprobs=10, response_format=None,
+                               score_rule=AUTHORS_RULE),
+    KIT_RULE: CallSettings(KIT_RULE, top_p=None, max_tokens=200, top_logprobs=20, response_format="json_object",
+                           score_rule=KIT_RULE),
 }
 
 
-def resolve_call_settings(name: str | CallSettings = "ifir", **changes: Any) -> CallSettings:
+def resolve_call_settings(name: str | CallSettings = AUTHORS_RULE, **changes: Any) -> CallSettings:
     """The preset ``name`` (or the given settings) with single fields changed, e.g.
     ``resolve_call_settings("kit", max_tokens=64)``. Raises ``ValueError`` for an unknown preset or field."""
     if isinstance(name, CallSettings):
@@ -158,7 +168,7 @@ class OpenAICompatibleJudge:
     name = "openai-compatible"
 
     def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
-                 call_settings: str | CallSettings = "ifir", api_key_env: str = "OPENAI_API_KEY",
+                 call_settings: str | CallSettings = AUTHORS_RULE, api_key_env: str = "OPENAI_API_KEY",
                  auth_header: str = "Authorization", query_params: Mapping[str, str] | None = None,
                  concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, price_per_1m: tuple[float, float] | None = None,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from instir.errors import UsageError, unknown
+from instir.judge.types import AUTHORS_RULE, SCORE_RULES
 from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 #: call-settings presets of the openai judge (:data:`instir.judge.chat.CALL_SETTINGS`)
-CALL_SETTINGS_NAMES = ("ifir", "kit")
+CALL_SETTINGS_NAMES = SCORE_RULES
 
 
 def is_local_url(url: str) -> bool:
@@ -96,7 +97,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
                              "or the name of the model a local server serves")
         url = base_url or OPENAI_BASE_URL
         options = {"timeout_s": timeout_s, "max_retries": max_retries}
-        judge = OpenAICompatibleJudge(model, url, call_settings=call_settings or "ifir",
+        judge = OpenAICompatibleJudge(model, url, call_settings=call_settings or AUTHORS_RULE,
                                       api_key_env=key_env_for(api_key_env, url),
                                       **{k: v for k, v in options.items() if v is not None})
     elif backend == "hf":

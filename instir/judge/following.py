@@ -193,7 +193,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     """
     instructed, query_only = as_run(instructed), as_run(query_only)
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
-    answered = _answered_instances(benchmark, in_inst, in_q)
+    answered = answered_instances(benchmark, in_inst, in_q)
     selected, selection = select_instances(answered, max_instances, seed)
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
@@ -226,7 +226,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
 _Slot = tuple[str, str, int, str, "int | None"]
 
 
-def _answered_instances(benchmark: Benchmark, in_inst: set[str], in_q: set[str]) -> list[Query]:
+def answered_instances(benchmark: Benchmark, in_inst: set[str], in_q: set[str]) -> list[Query]:
     """The benchmark's instances either run answers; refuses runs that share none."""
     answered = [q for q in benchmark.queries.values() if q.id in in_inst or q.id in in_q]
     if not any(q.id in in_inst and q.id in in_q for q in answered):

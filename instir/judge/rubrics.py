@@ -19,8 +19,6 @@ import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 
-from instir.benchmarks.catalog import multi_level_subsets, single_level_subsets
-
 #: The constant InstFol divides by, for every rubric (the official code uses 3 throughout).
 INSTFOL_MAX = 3
 
@@ -175,11 +173,11 @@ def rubric_for(subset: str | None, level: int | None = None) -> Rubric:
     InstructIR, user benchmarks) gets the generic rubric.
     """
     key = (subset or "").strip().lower()
-    if key in multi_level_subsets():
+    if f"{key}/1" in RUBRICS:  # a subset with levels 1-3
         if level not in (1, 2, 3):
             raise ValueError(f"IFIR subset {key!r} has instruction levels 1-3, got {level!r}")
         return RUBRICS[f"{key}/{level}"]
-    if key in single_level_subsets():
+    if key in RUBRICS and key != "generic":
         if level not in (0, None):
             raise ValueError(f"IFIR subset {key!r} has a single instruction level (0), got {level!r}")
         return RUBRICS[key]

@@ -20,10 +20,10 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from instir.judge.rubrics import Rubric
-from instir.judge.types import Judgment
+from instir.judge.types import AUTHORS_RULE, Judgment
 from instir.progress import tqdm
 
 #: Digits below this probability are dropped before renormalising (the official code skips
@@ -34,7 +34,7 @@ MIN_DIGIT_PROB = 0.01
 IFIR_MAX_DIGIT = 5
 
 #: How the score token's log-probabilities become a weighted score (see :mod:`instir.judge.chat`).
-ScoreRule = Literal["ifir", "kit"]
+ScoreRule = str  #: one of :data:`instir.judge.types.SCORE_RULES`
 
 #: Longest answer a judge may give, in characters: one that is longer is a failed judgment, not read
 #: (a judge asked for at most 512 tokens writes a few thousand characters; more means the server
@@ -216,7 +216,7 @@ def ifir_digit_probs(tokens: Sequence[Mapping[str, Any]], score: int) -> dict[in
 
 
 def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | None, rubric: Rubric,
-                       score_rule: ScoreRule = "ifir", **usage: Any) -> Judgment:
+                       score_rule: ScoreRule = AUTHORS_RULE, **usage: Any) -> Judgment:
     """Turn a chat answer (and its per-token log-probabilities, if any) into a judgment.
 
     The score is parsed from ``content`` and weighted by the score token's top
@@ -228,7 +228,7 @@ def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | Non
     log-probabilities :func:`checked_logprobs` refuses (see the module docstring). Never raises
     for anything a server can send.
     """
-    top = max(rubric.max_score, IFIR_MAX_DIGIT) if score_rule == "ifir" else rubric.max_score
+    top = max(rubric.max_score, IFIR_MAX_DIGIT) if score_rule == AUTHORS_RULE else rubric.max_score
     if len(content) > MAX_ANSWER_CHARS:
         return Judgment.failure(f"malformed answer: {len(content):,} characters, more than the {MAX_ANSWER_CHARS:,} "
                                 "a judge answer may have (the server did not keep to max_tokens)", raw=content,
@@ -247,7 +247,7 @@ def _weighted(content: str, logprobs: list[dict[str, Any]] | None, score: int, t
               score_rule: ScoreRule, usage: dict[str, Any]) -> Judgment:
     """The judgment of a parsed ``score`` weighted by checked ``logprobs`` (:func:`judgment_from_chat`)."""
     weighted = None
-    if logprobs and score_rule == "ifir":
+    if logprobs and score_rule == AUTHORS_RULE:
         probs = ifir_digit_probs(logprobs, score)
         # each alternative already passed the 1 % floor; a sum of them is never dropped again
         weighted = expected_score(probs, top, min_prob=0.0) if probs else None

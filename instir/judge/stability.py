@@ -54,38 +54,30 @@ STABILITY_COLUMNS = [
 ]
 
 
-def deterministic(backend: object) -> bool:
-    """Whether ``backend`` answers a request the same way on every call, by construction: the
-    in-process model (an expected score read from its next-token distribution, no sampling) and
-    the baselines (no model, or an embedding model) do; an API judge does not."""
-    from instir.judge.baseline import BaselineJudge
-    from instir.judge.local_lm import HFCausalLMJudge
-
-    return isinstance(backend, (HFCausalLMJudge, BaselineJudge))
-
-
 def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark,
                   judge: CachedJudge, repeats: int, *, k: int = K, max_instances: int | None = None,
                   seed: int = 0) -> pd.DataFrame:
     """Per-instance InstFol of ``repeats`` independent judgments of the same sample.
 
-    Repeat r judges through ``CachedJudge(judge.backend, judge.cache, repeat=r)``; every repeat
+    Repeat r judges through ``judge.with_repeat(r)`` (its own cache entries); every repeat
     sees the same instances (same ``max_instances`` and ``seed``). Returns
     :attr:`InstFolResult.instances <instir.judge.following.InstFolResult>` of every repeat with a
     ``repeat`` column and a ``judged`` column (false where the repeat is repeat 0's values because
-    the backend is :func:`deterministic`: it is not judged again), and in ``attrs["meta"]`` each
-    repeat's request counts (``copied_from`` 0 on such repeats).
+    the backend is deterministic: it is not judged again), and in ``attrs["meta"]`` each
+    repeat's request counts (``copied_from`` 0 on such repeats). ``judge`` is a
+    :class:`~instir.judge.cache.CachedJudge` or anything with its ``with_repeat`` and
+    ``deterministic`` (the sweep's :class:`~instir.distributed.judge.RemoteJudge`).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     frames, metas = [], []
-    fixed = deterministic(judge.backend)
+    fixed = judge.deterministic
     for r in tqdm(range(repeats), desc="judge repeats", disable=repeats < 2 or fixed):
         if fixed and r > 0:
             frames.append(frames[0].assign(repeat=r, judged=False))
             metas.append({**metas[0], "repeat": r, "judged": 0, "from_cache": 0, "cost": None, "copied_from": 0})
             continue
-        judge_r = CachedJudge(judge.backend, judge.cache, repeat=r)
+        judge_r = judge.with_repeat(r)
         result = instfol(instructed, query_only, benchmark, judge_r, k=k, max_instances=max_instances, seed=seed)
         frames.append(result.instances.assign(repeat=r, judged=True))
         metas.append({"repeat": r, **{key: result.meta[key] for key in (

@@ -41,3 +41,12 @@ class Evaluation:
                    per_group=(pd.concat(per_group, ignore_index=True)[groups] if per_group
                               else pd.DataFrame(columns=groups)),
                    table=table.combine(tables), **rest)
+
+    @classmethod
+    def join(cls, evaluations: list["Evaluation"]) -> "Evaluation":
+        """Several evaluations on one benchmark (one per run, say) as one, in the order given."""
+        return cls.collect([e.per_query for e in evaluations], [e.per_group for e in evaluations if len(e.per_group)],
+                           [e.table for e in evaluations],
+                           excluded=evaluations[0].excluded if evaluations else [],
+                           checks={k: v for e in evaluations for k, v in e.checks.items()},
+                           notes=[n for e in evaluations for n in e.notes])

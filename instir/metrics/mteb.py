@@ -49,12 +49,13 @@ import pandas as pd
 import pytrec_eval
 
 from instir.benchmarks import catalog
-from instir.benchmarks.mteb import MtebIds, mteb_ids
+from instir.benchmarks.mteb import MtebIds, mteb_ids, mteb_task
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
 from instir.metrics import table
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.standard import LOWER_CASE_NAMES, RunLike, run_dict
+from instir.metrics.measures import LOWER_CASE_NAMES
+from instir.metrics.standard import RunLike, run_dict
 from instir.progress import tqdm
 from instir.retrieval.runs import Run, check_run_ids
 
@@ -66,11 +67,6 @@ ROUNDING = 5
 TREC_MEASURES = {"ndcg": "ndcg_cut", "map": "map_cut", "recall": "recall", "precision": "P", "hit_rate": "success"}
 #: measures MTEB does not round (its own ``mrr`` and the task-specific scores)
 UNROUNDED = ("mrr",)
-#: Measures reported by default per benchmark family, MTEB's names (the task's main score last).
-DEFAULT_MTEB_MEASURES = {
-    "instructir": ("ndcg_at_10", "mrr_at_10", "recall_at_100", "precision_at_10", "robustness_at_10", "main_score"),
-    "ifir": ("ndcg_at_20", "mrr_at_20", "recall_at_20", "main_score"),
-}
 #: the kit's measure names (ir-measures style) -> MTEB's prefix, for ``--measures nDCG@10`` in either protocol
 _KIT_NAMES = {kit: lower for lower, kit in LOWER_CASE_NAMES.items()}
 _MEASURE = re.compile(r"(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)")
@@ -101,8 +97,9 @@ def mteb_measure(name: str) -> str:
 
 
 def default_mteb_measures(benchmark_name: str) -> tuple[str, ...]:
-    """The MTEB-named measures reported for a benchmark when none are asked for."""
-    return DEFAULT_MTEB_MEASURES[catalog.mteb_task(benchmark_name).family]
+    """The MTEB-named measures reported for a benchmark when none are asked for (its family
+    spec's ``[mteb] measures``, the task's main score last)."""
+    return mteb_task(benchmark_name).measures
 
 
 @dataclass
@@ -237,15 +234,15 @@ def task_scores(scores: MtebScores) -> dict:
     return out
 
 
-def evaluate_mteb(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], benchmark: Benchmark,
-                  measures: Sequence[str] | None = None) -> Evaluation:
+def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], benchmark: Benchmark,
+               measures: Sequence[object] | None = None) -> Evaluation:
     """Score ``runs`` (``{system: run}``) on ``benchmark`` with the ``mteb`` protocol, in the
     kit's result layout (:class:`~instir.metrics.scoring.Evaluation`): ``table`` with MTEB's
     measure names and values (its rounding), and, on the multi-level IFIR tasks, one
     ``ndcg_at_20`` row per level (MTEB's ``level_scores``); ``per_query`` with MTEB's
     per-query values of the asked measures (for the paired tests); ``per_group`` with the
     ``robustness_at_10`` group minima. ``notes`` say what was left out and why."""
-    asked = [mteb_measure(m) for m in (measures or default_mteb_measures(benchmark.name))]
+    asked = [mteb_measure(str(m)) for m in (measures or default_mteb_measures(benchmark.name))]
     asked = list(dict.fromkeys(asked))
     ids = mteb_ids(benchmark)
     task = ids.task

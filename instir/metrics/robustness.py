@@ -9,22 +9,21 @@ instance is its ``Query.group`` (InstructIR: the original MS MARCO query id).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark
+from instir.metrics.measures import Robustness, parse_measure
 
 
 def label(measure: str) -> str:
-    """Name of the robustness value of a measure in result frames, spelled one way everywhere.
-
-    nDCG@k gives ``Robustness@k``, the name InstructIR prints (their Robustness is defined on
-    nDCG); any other measure, for which no paper has a name, keeps it in parentheses:
-    ``RR@10`` -> ``Robustness(RR@10)``. :func:`instir.papers.canonical_measure` reads both."""
-    match = re.fullmatch(r"nDCG@(\d+)", measure)
-    return f"Robustness@{match.group(1)}" if match else f"Robustness({measure})"
+    """Name of the robustness value of a measure in result frames, spelled one way everywhere
+    (:class:`instir.metrics.measures.Robustness`): nDCG@k gives ``Robustness@k``, the name
+    InstructIR prints (their Robustness is defined on nDCG); any other measure, for which no
+    paper has a name, keeps it in parentheses: ``RR@10`` -> ``Robustness(RR@10)``.
+    :func:`instir.papers.canonical_measure` reads both."""
+    return Robustness(parse_measure(measure)).name
 
 
 def query_groups(benchmark: Benchmark) -> dict[str, str]:

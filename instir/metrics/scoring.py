@@ -1,43 +1,70 @@
-"""Scoring runs on a benchmark: the one call notebooks and the CLI use (:func:`evaluate_runs`),
-and :func:`evaluate`, one run in ranx's argument order for a Python session.
+"""Scoring runs: the one path every front end takes. :func:`evaluate_runs` scores many runs on a
+benchmark (what the evaluate stage, ``instir evaluate`` and the sweep's cells call);
+:func:`evaluate` scores one run in ranx's argument order for a Python session, on a Benchmark
+or on qrels in any shape. Both read measures as :mod:`instir.metrics.measures` objects (names,
+ranx's names or ir_measures objects) and compute them with one set of providers:
 
-For each run: self-hits are dropped (as the InstructIR authors do), its ids are checked
-against the benchmark, the standard measures are computed with one evaluator built for the
-benchmark's qrels, then — depending on the benchmark — Robustness (InstructIR) and the
-IFIR-native measures (IFIR). The result holds per-query values (for significance tests),
-per-group minima (Robustness) and the tidy table.
+- standard measures with one pytrec_eval evaluator built for the qrels
+  (:class:`~instir.metrics.standard.Evaluator`);
+- IFIR-native nDCG/RR from the run's top k (:func:`instir.metrics.native.native_per_query`);
+- Robustness from the per-query values of its base and the query groups
+  (:func:`instir.metrics.robustness.group_minima`).
+
+On a Benchmark, self-hits are dropped first (as the InstructIR authors do), the run's ids are
+checked against it, and the family's spec says which measures are scored by default and which
+each brings along (``derived``: Robustness on InstructIR, IFIR-native on IFIR). The ``mteb``
+protocol is a parameter of the same path (:func:`instir.metrics.mteb.evaluation`).
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from instir.benchmarks.catalog import family_of
-from instir.benchmarks.instructir import group_of
-from instir.benchmarks.types import Benchmark
+from instir.benchmarks.types import Benchmark, Qrels
 from instir.errors import UsageError, quoted, unknown
-from instir.metrics import ifir, robustness, table
+from instir.metrics import native, robustness, table
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.inputs import qrels_of, run_of
-from instir.metrics.measures import PROTOCOLS
-from instir.metrics.standard import LOWER_CASE_NAMES, Evaluator, RunLike, mean_by_measure, parse_measures, run_frame
+from instir.metrics.measures import PROTOCOLS, Measure, Native, Robustness, parse_measure, parse_measures, with_derived
+from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, run_frame
 from instir.progress import tqdm
-from instir.retrieval.runs import check_run_ids, drop_self_hits
+from instir.retrieval.runs import RunIdCheck, check_run_ids, drop_self_hits
 
-#: Measures reported by default, per benchmark family (the papers' headline measure first).
-DEFAULT_MEASURES = {
-    "instructir": ("nDCG@10", "RR@10", "R@100", "P@10"),
-    "ifir": ("nDCG@20", "RR@20", "R@20"),
-}
+#: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
+GENERIC_MEASURES = ("nDCG@10", "RR@10", "R@100", "P@10")
 
 
-def default_measures(benchmark_name: str) -> tuple[str, ...]:
-    """The measures reported for a benchmark when none are asked for."""
-    return DEFAULT_MEASURES.get(family_of(benchmark_name), DEFAULT_MEASURES["instructir"])
+def default_measures(benchmark: Benchmark | str) -> tuple[str, ...]:
+    """The measures scored on a benchmark (or benchmark name) when none are asked for: its
+    family's (the spec's ``measures``), else :data:`GENERIC_MEASURES`."""
+    spec = benchmark.spec if isinstance(benchmark, Benchmark) else _spec(benchmark)
+    return spec.measures if spec else GENERIC_MEASURES
+
+
+def headline(benchmark: Benchmark | str) -> tuple[str, ...]:
+    """The measures a benchmark's paper headlines (the spec's ``headline``: compared against the
+    baseline and shown first; the first is its score), else its first default measure."""
+    spec = benchmark.spec if isinstance(benchmark, Benchmark) else _spec(benchmark)
+    return spec.headline if spec else GENERIC_MEASURES[:1]
+
+
+def _spec(name: str):
+    from instir.benchmarks import catalog
+
+    family = catalog.family_of(name)
+    return catalog.family(family) if family else None
+
+
+def scored_measures(benchmark: Benchmark, measures: Sequence[object] | object | None = None, *,
+                    derived: bool = True) -> list[Measure]:
+    """The measures :func:`evaluate_runs` scores: those asked for (default
+    :func:`default_measures`) and, with ``derived``, what the family's spec says each brings along."""
+    asked = parse_measures(_as_list(measures) if measures is not None else default_measures(benchmark))
+    spec = benchmark.spec
+    return with_derived(asked, spec.derived) if derived and spec else asked
 
 
 def without_self_hits(run: RunLike) -> RunLike:
@@ -48,81 +75,93 @@ def without_self_hits(run: RunLike) -> RunLike:
     return drop_self_hits(run) if (frame["qid"] == frame["docid"]).any() else run
 
 
-def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[str] | None = None, *,
-                  with_robustness: bool | None = None, native: Sequence[str] | None = None,
-                  protocol: str = "authors") -> Evaluation:
-    """Score ``runs`` (``{system name: Run or DataFrame}``) on ``benchmark``.
+class Scorer:
+    """The providers of a list of measures, built once for one qrels and applied to any number
+    of runs: per-query values of every per-query measure (and of every Robustness base), and
+    group minima of every Robustness measure."""
 
-    ``with_robustness`` defaults to True for InstructIR benchmarks (Robustness of every
-    measure); ``native`` lists IFIR-native measures and defaults, on IFIR benchmarks, to the
-    plain ``nDCG@k`` / ``RR@k`` among ``measures``. ``protocol="mteb"`` scores as MTEB does
-    instead (:func:`instir.metrics.mteb.evaluate_mteb`: MTEB's measure names, averaging,
-    rounding and self-hit rule; ``with_robustness`` and ``native`` do not apply).
-    """
+    def __init__(self, qrels: Qrels, measures: Sequence[Measure]):
+        self.measures = list(measures)
+        if any(m.unit == "instance" for m in self.measures):
+            raise UsageError(f"{next(m for m in self.measures if m.unit == 'instance')} is judged, not computed from "
+                             "a run and qrels: the judge stage computes it (instir judge, instir.stages.judge_runs)")
+        self.robust = [m for m in self.measures if isinstance(m, Robustness)]
+        per_query = list(dict.fromkeys([*(m for m in self.measures if m.unit == "query"),
+                                        *(m.base for m in self.robust)]))
+        self.native = [m for m in per_query if isinstance(m, Native)]
+        self.standard = [m for m in per_query if not isinstance(m, Native)]
+        self.evaluator = Evaluator(qrels, self.standard) if self.standard else None
+        self.qrels = qrels
+
+    @property
+    def excluded(self) -> list[str]:
+        """Qrels queries without a relevant document (not averaged)."""
+        return self.evaluator.excluded if self.evaluator else []
+
+    def per_query(self, run: RunLike) -> pd.DataFrame:
+        """``qid``, ``measure``, ``value`` of every per-query measure: standard ones first, then
+        IFIR-native ones; a query without results scores 0."""
+        frames = [self.evaluator.per_query(run)] if self.evaluator else []
+        if self.native:
+            frames.append(native.native_per_query(run, self.qrels, [str(m.base) for m in self.native]))
+        return pd.concat(frames, ignore_index=True)
+
+    def group_minima(self, per_query: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
+        """Each Robustness measure's minimum per group (:func:`instir.metrics.robustness.group_minima`)."""
+        bases = [str(m.base) for m in self.robust]
+        return robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
+
+    def evaluation(self, scores: pd.DataFrame, benchmark: Benchmark, system: str, check: RunIdCheck) -> Evaluation:
+        """One run's evaluation from its per-query values (:meth:`per_query`): the table's rows per
+        subset and level, and the group minima and Robustness of every Robustness measure."""
+        tables = [table.summarise(scores, benchmark, system)]
+        per_group = []
+        if self.robust:
+            minima = self.group_minima(scores, robustness.query_groups(benchmark))
+            tables.append(table.with_slice(robustness.average_minima(minima), benchmark, system))
+            per_group.append(minima.assign(system=system))
+        return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
+                                  checks={system: check})
+
+
+def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[object] | None = None, *,
+                  derived: bool = True, protocol: str = "authors") -> Evaluation:
+    """Score ``runs`` (``{system name: Run or DataFrame}``) on ``benchmark``: the measures of
+    :func:`scored_measures` (names or measure objects), per query, per query group (Robustness)
+    and as the tidy table (per subset and level). ``protocol="mteb"`` scores as MTEB does instead
+    (:func:`instir.metrics.mteb.evaluation`: MTEB's measure names, averaging, rounding and
+    self-hit rule; ``derived`` does not apply)."""
     if protocol not in PROTOCOLS:
         raise unknown("protocol", protocol, PROTOCOLS)
     if protocol == "mteb":
-        from instir.metrics.mteb import evaluate_mteb
+        from instir.metrics import mteb
 
-        return evaluate_mteb(runs, benchmark, measures)
-    measures = list(measures or default_measures(benchmark.name))
-    is_ifir = benchmark.family == "ifir"
-    if with_robustness is None:
-        with_robustness = benchmark.family == "instructir"
-    if native is None:
-        native = [str(m) for m in parse_measures(measures)
-                  if is_ifir and m.NAME in ("nDCG", "RR") and set(m.params) == {"cutoff"}]
-    evaluator = Evaluator(benchmark.qrels, measures)
-    groups = robustness.query_groups(benchmark) if with_robustness else {}
-    per_query, per_group, tables, checks = [], [], [], {}
-    for system, run in tqdm(runs.items(), desc="scoring runs", disable=len(runs) < 2):
-        checks[system] = check_run_ids(run, benchmark)
-        run = without_self_hits(run)
-        scores = evaluator.per_query(run)
-        if native:
-            scores = pd.concat([scores, ifir.native_per_query(run, benchmark.qrels, native)], ignore_index=True)
-        tables.append(table.summarise(scores, benchmark, system))
-        per_query.append(scores.assign(system=system))
-        if with_robustness:
-            minima = robustness.group_minima(scores, groups)
-            tables.append(table.with_slice(robustness.average_minima(minima), benchmark, system))
-            per_group.append(minima.assign(system=system))
-    return Evaluation.collect(per_query, per_group, tables, excluded=evaluator.excluded, checks=checks)
-
-
-_ROBUSTNESS = re.compile(r"robustness(?:@(\d+)|\((.+)\))$", re.IGNORECASE)
-_NATIVE = re.compile(r"(.+)\[ifir-native\]$", re.IGNORECASE)
-
-
-def _base_measure(name: str) -> str:
-    """The ir-measures name of ``name`` (its own spelling, or ranx's: ``ndcg@10`` → ``nDCG@10``)."""
-    head, at, cutoff = name.strip().partition("@")
-    head = LOWER_CASE_NAMES.get(head.lower(), head)
-    return str(parse_measures([head + at + cutoff])[0])
-
-
-def _asked(name: str) -> tuple[str, str]:
-    """(kind, base measure) of one asked name: ``standard``, ``robustness`` (``Robustness@10`` is
-    Robustness of nDCG@10, ``Robustness(RR@10)`` of RR@10) or ``native`` (``nDCG@20[ifir-native]``)."""
-    if not isinstance(name, str):
-        raise UsageError(f"a measure is a name such as 'nDCG@10', got {quoted(name)}")
-    robust = _ROBUSTNESS.match(name.strip())
-    if robust:
-        return "robustness", _base_measure(f"nDCG@{robust[1]}" if robust[1] else robust[2])
-    native = _NATIVE.match(name.strip())
-    if native:
-        return "native", _base_measure(native[1])
-    return "standard", _base_measure(name)
+        return mteb.evaluation(runs, benchmark, measures)
+    scorer = Scorer(benchmark.qrels, scored_measures(benchmark, measures, derived=derived))
+    return Evaluation.join([scorer.evaluation(scorer.per_query(without_self_hits(run)), benchmark, system,
+                                              check_run_ids(run, benchmark))
+                            for system, run in tqdm(runs.items(), desc="scoring runs", disable=len(runs) < 2)])
 
 
 def instance_groups(qids: Sequence[str]) -> dict[str, str]:
     """``{qid: group}`` from ids of the form ``<group>_<n>`` (InstructIR's ``<query>_<n>``, the
-    kit's IFIR ``<query>_<level>``): what Robustness needs when no Benchmark says the groups."""
+    kit's ``<query>_<level>``): what Robustness needs when no Benchmark says the groups. The group
+    is the id before its last ``_``, as the InstructIR loader reads it."""
     lone = [q for q in qids if "_" not in q]
     if lone:
         raise UsageError(f"Robustness needs query groups, and query {quoted(lone[0])} has no '<group>_<n>' id: pass a "
                          "Benchmark as qrels, or groups={qid: group}")
-    return {q: group_of(q) for q in qids}
+    return {q: q.rpartition("_")[0] for q in qids}
+
+
+def _single(measures: object) -> bool:
+    """Whether ``measures`` is one measure (a name, an object) rather than a sequence of them."""
+    return isinstance(measures, str) or not isinstance(measures, Sequence)
+
+
+def _as_list(measures: object) -> list:
+    """One measure as a list of one; a sequence as a list."""
+    return [measures] if _single(measures) else list(measures)
 
 
 def _looks_like_run(value: object) -> bool:
@@ -132,19 +171,21 @@ def _looks_like_run(value: object) -> bool:
     return isinstance(value, Run) or (isinstance(value, pd.DataFrame) and "score" in value.columns)
 
 
-def evaluate(qrels: object, run: object, measures: str | Sequence[str], *, groups: Mapping[str, str] | None = None,
-             per_query: bool = False) -> float | dict[str, float] | pd.DataFrame:
+def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[str, str] | None = None,
+             per_query: bool = False) -> float | dict | pd.DataFrame:
     """Score one run in ranx's argument order (``ranx.evaluate(qrels, run, metrics)``): the mean of
-    one measure as a float, or ``{name: mean}`` for a list, keyed by the names as given.
+    one measure as a float, or ``{measure: mean}`` for a list, keyed by the measures as given
+    (names, or ir_measures objects as ``ir_measures.calc_aggregate`` keys them).
 
     ``qrels``: a :class:`~instir.benchmarks.types.Benchmark` (its self-hits rule and query groups
     apply, as in :func:`evaluate_runs`, whose numbers these are) or any qrels shape
     :func:`instir.metrics.inputs.qrels_of` reads (dicts, DataFrames, files, ranx, ir_measures);
     ``run``: any run shape :func:`~instir.metrics.inputs.run_of` reads. ``measures``: ir-measures
-    names (``nDCG@10``, ``RR@10``, ``R@100``) or ranx's (``ndcg@10``, ``mrr@10``, ``recall@100``);
+    names (``nDCG@10``, ``RR@10``, ``R@100``), ranx's (``ndcg@10``, ``mrr@10``, ``recall@100``),
+    ir_measures objects (``nDCG@10``, ``RR@10``) or the kit's (:mod:`instir.metrics.measures`);
     ``Robustness@10`` (the minimum nDCG@10 per query group, averaged over groups; groups from the
     Benchmark, ``groups``, or ``<group>_<n>`` ids) and ``nDCG@20[ifir-native]`` (the IFIR authors'
-    nDCG) only when asked by name. Averaged like every kit table: over the queries with a relevant
+    nDCG) only when asked. Averaged like every kit table: over the queries with a relevant
     document, a query the run misses scoring 0. ``per_query=True``: a DataFrame, one row per
     query and one column per measure (not for Robustness, which has one value per group)."""
     if _looks_like_run(qrels) and not _looks_like_run(run):
@@ -152,31 +193,24 @@ def evaluate(qrels: object, run: object, measures: str | Sequence[str], *, group
                       "evaluate(qrels, run, measures), as in ranx", DeprecationWarning, stacklevel=2)
         qrels, run = run, qrels
     benchmark = qrels if isinstance(qrels, Benchmark) else None
-    judged = qrels_of(qrels)
     the_run = run_of(run)
     if benchmark is not None:
         the_run = without_self_hits(the_run)
-    names = [measures] if isinstance(measures, str) else list(measures)
-    asked = {name: _asked(name) for name in names}
-    if per_query and any(kind == "robustness" for kind, _ in asked.values()):
+    given = _as_list(measures)
+    asked = {i: parse_measure(m) for i, m in enumerate(given)}
+    robust = any(isinstance(m, Robustness) for m in asked.values())
+    if per_query and robust:
         raise UsageError("Robustness has one value per query group, not per query: leave it out of per_query")
-    standard = list(dict.fromkeys(base for kind, base in asked.values() if kind != "native"))
-    native = list(dict.fromkeys(base for kind, base in asked.values() if kind == "native"))
-    frames = [Evaluator(judged, standard).per_query(the_run)] if standard else []
-    if native:
-        frames.append(ifir.native_per_query(the_run, judged, native))
-    scores = pd.concat(frames, ignore_index=True)
-    column = {name: (ifir.native_label(base) if kind == "native" else base) for name, (kind, base) in asked.items()}
+    scorer = Scorer(qrels_of(qrels), list(dict.fromkeys(asked.values())))
+    scores = scorer.per_query(the_run)
     if per_query:
         wide = scores.pivot(index="qid", columns="measure", values="value")
-        return pd.DataFrame({name: wide[label] for name, label in column.items()})
+        return pd.DataFrame({str(key): wide[str(asked[i])] for i, key in enumerate(given)})
     means = mean_by_measure(scores)
-    if any(kind == "robustness" for kind, _ in asked.values()):
+    if robust:
         if groups is None:
             groups = (robustness.query_groups(benchmark) if benchmark is not None
                       else instance_groups(sorted(set(scores["qid"]))))
-        robust = robustness.robustness(scores, groups)
-        means.update(dict(zip(robust["measure"], robust["value"].astype(float))))
-        column.update({name: robustness.label(base) for name, (kind, base) in asked.items() if kind == "robustness"})
-    values = {name: float(means[label]) for name, label in column.items()}
-    return values[names[0]] if isinstance(measures, str) else values
+        means.update(mean_by_measure(scorer.group_minima(scores, groups)))
+    values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
+    return values[given[0]] if _single(measures) else values

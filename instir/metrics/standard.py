@@ -21,7 +21,7 @@ ties broken by document id descending (byte order); a bare frame's ``rank`` colu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Union
 
 import ir_measures
@@ -30,14 +30,11 @@ import pandas as pd
 from ir_measures.measures.base import Measure
 
 from instir.benchmarks.types import Qrels, quoted
-from instir.errors import UsageError, unknown
+from instir.errors import UsageError
+from instir.metrics.measures import Standard, parse_measures
 from instir.retrieval.runs import Run
 
 RunLike = Union[Run, pd.DataFrame]
-MeasureLike = Union[str, Measure]
-
-#: ranx's and MTEB's lower-case measure names (``ndcg@10``, ``ndcg_at_10``) -> the ir-measures names
-LOWER_CASE_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success"}
 #: Measures whose cutoff pytrec_eval cannot apply itself: for these, the uncut measure is
 #: computed on the run truncated to its top ``cutoff`` documents (exact for RR, whose value
 #: depends only on the first relevant document).
@@ -112,35 +109,11 @@ def run_dict(run: RunLike) -> dict[str, dict[str, float]]:
     return out
 
 
-def parse_measures(measures: Iterable[MeasureLike]) -> list[Measure]:
-    """ir-measures ``Measure`` objects from strings such as ``nDCG@10``, ``RR@10``, ``R@100``,
-    ``P@10`` or ``nDCG(gains={0:0,1:1,2:3})@10``; raises :class:`instir.errors.UsageError` (a
-    ``ValueError``) for a string that is not a measure and for anything the pytrec_eval
-    provider cannot compute (ir-measures would otherwise fall back to another provider, or
-    silently score 0)."""
-    out: list[Measure] = []
-    for m in measures:
-        measure = _parse_measure(m) if isinstance(m, str) else m
-        if not ir_measures.pytrec_eval.supports(_uncut(measure)):
-            raise UsageError(f"measure {measure} is not supported by the pytrec_eval provider")
-        if measure not in out:
-            out.append(measure)
-    if not out:
-        raise UsageError("no measures given")
-    return out
-
-
-def _parse_measure(text: str) -> Measure:
-    """ir-measures' parser, whose errors (``NameError`` for an unknown name, ``ValueError`` or
-    ``AssertionError`` for bad parameters) become one :class:`UsageError` naming the measure."""
-    try:
-        return ir_measures.parse_measure(text)
-    except NameError:
-        name = text.split("@")[0].split("(")[0]
-        raise unknown("measure", name, sorted({m.NAME for m in ir_measures.pytrec_eval.SUPPORTED_MEASURES}),
-                      where=f"in {quoted(text)}", more=" (e.g. nDCG@10, RR@10, R@100, P@10)") from None
-    except (ValueError, AssertionError) as err:
-        raise UsageError(f"cannot read measure {quoted(text)}: {err}") from None
+def _trec(measure: object) -> Measure:
+    """The ir_measures object of a standard measure (:class:`~instir.metrics.measures.Standard`)."""
+    if not isinstance(measure, Standard):
+        raise UsageError(f"{measure} is not a trec_eval measure (pytrec_eval computes nDCG@k, RR@k, R@k, P@k …)")
+    return measure.measure
 
 
 def _uncut(measure: Measure) -> Measure:
@@ -163,8 +136,8 @@ class Evaluator:
     the qrels without a relevant document (see the module docstring).
     """
 
-    def __init__(self, qrels: Qrels, measures: Sequence[MeasureLike]):
-        self.measures = parse_measures(measures)
+    def __init__(self, qrels: Qrels, measures: Sequence[object]):
+        self.measures = [_trec(m) for m in parse_measures(measures)]
         self.qids = relevant_queries(qrels)
         if not self.qids:
             raise ValueError("the qrels have no relevant document for any query: nothing to average")

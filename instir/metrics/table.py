@@ -10,7 +10,7 @@ levels. Values are on the 0–1 scale; the wide view scales them (papers print �
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -99,3 +99,28 @@ def export(table: pd.DataFrame, path: str | Path, **wide_options) -> Path:
     path = Path(path)
     atomic.write_bytes(path, export_bytes(table, path, **wide_options))
     return path
+
+
+def subset_average(table: pd.DataFrame, subsets: Iterable[str] | None = None) -> pd.DataFrame:
+    """A paper's Average column (IFIR Table 3's): per system, setting and measure, the unweighted
+    mean over subsets of the pooled (``level == "all"``) values. Rows come back in the table's
+    layout with ``benchmark`` = the collection (``ifir`` / ``ifir-sample``), ``subset`` =
+    ``average`` and ``n_queries`` summed. Every system × measure must have all ``subsets``
+    (default: all subsets the table holds of that collection), otherwise the averages would not
+    be comparable."""
+    pooled = table[(table["level"] == "all") & (table["subset"] != "average")].copy()
+    pooled["benchmark"] = pooled["benchmark"].str.split("/").str[0]
+    keys = ["system", "benchmark", "setting", "measure"]
+    kept = []
+    for _, rows in pooled.groupby("benchmark", sort=False):  # a family and its sample: each its own subsets
+        wanted = sorted(set(subsets) if subsets is not None else set(rows["subset"]))
+        for key, part in rows.groupby(keys, sort=False):
+            have = set(part["subset"])
+            if not set(wanted) <= have:
+                raise ValueError(f"{dict(zip(keys, key))}: subsets {sorted(have)} differ from {wanted}")
+        kept.append(rows[rows["subset"].isin(wanted)])
+    out = (pd.concat(kept) if kept else pooled).groupby(keys, sort=False).agg(
+        value=("value", "mean"), n_queries=("n_queries", "sum")).reset_index()
+    out["subset"] = "average"
+    out["level"] = "all"
+    return out[list(table.columns)]

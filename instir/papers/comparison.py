@@ -16,16 +16,13 @@ import pandas as pd
 
 from instir.benchmarks import catalog
 from instir.papers.divergences import reasons_for
-from instir.papers.loader import canonical_measure, model_key, paper_names_for
+from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
 #: by measure prefix; ``default`` for the rest. The printed rounding is added on top.
 DEFAULT_TOLERANCE: dict[str, float] = {"default": 0.02, "InstFol": 0.03}
 
 _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key"]
-
-#: the subsets an IFIR Average is taken over (Table 3: all seven)
-_AVERAGED_SUBSETS = frozenset(catalog.ifir_subsets())
 
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
@@ -105,7 +102,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     samples = [catalog.is_sample(b) for b in names]
     if "is_sample" in reproduced.columns:
         samples = [s or bool(flag) for s, flag in zip(samples, reproduced["is_sample"].fillna(False))]
-    reproduced = reproduced.assign(benchmark=[_sampled_benchmark(b) for b in names], _not_comparable=samples)
+    reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"] = _windowing_of(ours, runs)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
@@ -127,12 +124,6 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     return merged[_COLUMNS].reset_index(drop=True)
 
 
-def _sampled_benchmark(name: str) -> str:
-    """The benchmark a bundled sample samples: ``ifir-sample/fiqa`` -> ``ifir/fiqa``."""
-    family, sep, subset = name.partition("/")
-    return (family.removesuffix("-sample") + sep + subset) if catalog.is_sample(name) else name
-
-
 def tolerance_statement(tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE) -> str:
     """The tolerance rule of :func:`compare_to_papers` in one sentence, on the ×100 scale the papers print."""
     if not isinstance(tolerance, Mapping):
@@ -147,15 +138,16 @@ def tolerance_statement(tolerance: float | Mapping[str, float] = DEFAULT_TOLERAN
 
 def match_systems(systems: Iterable[str], model_map: Mapping[str, str] | None = None) -> pd.DataFrame:
     """How each reproduced system name is matched to the papers' model names: ``system``,
-    ``model_key`` (:func:`model_key`), and the names InstructIR and IFIR print for that key
-    (empty when the paper reports no such model, so the system has no row to compare)."""
+    ``model_key`` (:func:`model_key`), and per family's paper (``<printed> name``: ``InstructIR
+    name``, ``IFIR name``) the names it prints for that key (empty when the paper reports no
+    such model, so the system has no row to compare)."""
+    papers = {f"{catalog.family(p).printed} name": p for p in family_papers()}
     rows = []
     for system in dict.fromkeys(str(s) for s in systems):
         key = model_key(system, model_map)
         rows.append({"system": system, "model_key": key,
-                     "InstructIR name": ", ".join(paper_names_for(key, "instructir")),
-                     "IFIR name": ", ".join(paper_names_for(key, "ifir"))})
-    return pd.DataFrame(rows, columns=["system", "model_key", "InstructIR name", "IFIR name"])
+                     **{column: ", ".join(paper_names_for(key, p)) for column, p in papers.items()}})
+    return pd.DataFrame(rows, columns=["system", "model_key", *papers])
 
 
 def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
@@ -204,7 +196,7 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
     subset = subset.replace({"all": "", "average": "avg", "Average": "avg"})
     level = reproduced["level"] if "level" in reproduced.columns else pd.Series(pd.NA, index=reproduced.index)
     ours = pd.DataFrame({
-        "benchmark": bench.str.partition("/")[0].to_numpy(),
+        "benchmark": [catalog.family_of(b) or b.partition("/")[0] for b in bench],
         "subset_id": subset.to_numpy(),
         "level_key": [_level_key(v) for v in level],
         "level_was_zero": [_is_zero(v) for v in level],
@@ -233,13 +225,14 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
 
 
 def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
-    """``ours`` less the Average rows whose system and measure lack one of the averaged subsets."""
+    """``ours`` less the Average rows whose system and measure lack one of the subsets the paper
+    averages over (every subset of a family whose spec has an Average: IFIR Table 3's seven)."""
     keys = ["benchmark", "system", "measure_reproduced"]
-    covered = (ours[ours["subset_id"].isin(_AVERAGED_SUBSETS)].groupby(keys)["subset_id"]
-               .agg(lambda ids: _AVERAGED_SUBSETS <= set(ids)))
+    averaged = {name: set(catalog.family(name).subsets) for name in catalog.families() if catalog.family(name).average}
+    covered = ours.groupby(keys)["subset_id"].agg(set)
     is_average = ours["subset_id"] == "avg"
-    complete = pd.Series([bool(covered.get(key, False)) for key in zip(*(ours[k] for k in keys))],
-                         index=ours.index, dtype=bool)
+    complete = pd.Series([key[0] in averaged and averaged[key[0]] <= covered.get(key, set())
+                          for key in zip(*(ours[k] for k in keys))], index=ours.index, dtype=bool)
     return ours[~is_average | complete]
 
 

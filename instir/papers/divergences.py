@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from instir.benchmarks.catalog import multi_level_subsets
+from instir.benchmarks import catalog
+
+#: IFIR's subsets with instruction levels 1-3
+_MULTI_LEVEL_SUBSETS = tuple(s.id for s in catalog.family("ifir").subsets.values() if s.multi_level)
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "the lists taken before any judging; src/llm_eval.py then stops with KeyError: 'score'. So the "
         "paper's multi-level InstFol cannot come from the released code as it stands. The kit keeps each "
         "list's own judgments.",
-        papers=("ifir",), measures=("InstFol",), subsets=multi_level_subsets()),
+        papers=("ifir",), measures=("InstFol",), subsets=_MULTI_LEVEL_SUBSETS),
     Divergence(
         "judge-fallbacks", "Unreadable judge answers score 0 in the release",
         "The release scores 0 every answer it cannot read or weight (invalid JSON or no score: taken as "

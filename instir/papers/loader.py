@@ -32,12 +32,15 @@ from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import FormatError
 
-#: paper name -> CSV file under ``instir/papers/reported/``
-REPORTED_FILES = {
-    "ifir": "ifir_reported.csv",
-    "instructir": "instructir_reported.csv",
-    "mteb": "mteb_results.csv",
-}
+#: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
+#: and MTEB's results store
+REPORTED_FILES = {**{name: catalog.family(name).papers["file"] for name in catalog.families()
+                     if catalog.family(name).papers.get("file")}, "mteb": "mteb_results.csv"}
+
+
+def family_papers() -> tuple[str, ...]:
+    """The papers of the benchmark families (one per family with reported numbers), in the catalog's order."""
+    return tuple(name for name in REPORTED_FILES if name != "mteb")
 
 #: the paper's summary columns besides the subsets (printed as they are)
 _SUMMARY_COLUMNS = {"avg": "avg", "all": "all"}
@@ -132,7 +135,7 @@ def model_key(name: object, model_map: Mapping[str, str] | None = None) -> str:
 def _paper_name_keys() -> dict[str, str]:
     """Lower-case paper model names -> model keys, from the reported tables themselves."""
     keys: dict[str, str] = {}
-    for paper in ("ifir", "instructir"):
+    for paper in reversed(family_papers()):  # IFIR's table first: a name both papers print keeps its id
         raw = _read_csv(paper)
         for model, hf_id in raw[["model", "model_hf_id"]].dropna(subset=["model"]).itertuples(index=False):
             key = str(hf_id).lower() if isinstance(hf_id, str) and hf_id else str(model).lower()
@@ -157,7 +160,7 @@ def paper_models(paper: str = "ifir") -> pd.DataFrame:
 def hf_id_for(paper_name: str) -> str | None:
     """The Hugging Face id the papers give for a model name (``GTR-XL`` ->
     ``sentence-transformers/gtr-t5-xl``); None for BM25 or an unknown name."""
-    for paper in ("ifir", "instructir"):
+    for paper in reversed(family_papers()):
         models = paper_models(paper)
         hit = models[models["model"].str.lower() == paper_name.strip().lower()]
         if len(hit) and hit["model_hf_id"].iloc[0]:
@@ -174,7 +177,7 @@ def paper_names_for(model: str, paper: str = "ifir") -> list[str]:
 
 
 def load_reported(paper: str) -> pd.DataFrame:
-    """Reported numbers of ``paper`` (``"ifir"``, ``"instructir"`` or ``"mteb"``).
+    """Reported numbers of ``paper`` (a family's, :func:`family_papers`, or ``"mteb"``).
 
     Every CSV column is kept (``value`` becomes a float, the printed text stays in
     ``value_printed``). Added columns: ``paper``; ``benchmark`` (``ifir`` or
@@ -214,7 +217,8 @@ def _decimals(printed: str) -> int:
 def _shape_ifir(raw: pd.DataFrame) -> pd.DataFrame:
     out = raw.copy()
     out["benchmark"] = "ifir"
-    out["subset_id"] = out["subset"].map({**catalog.subset_by_printed_name(), **_SUMMARY_COLUMNS}).fillna("")
+    printed = {sub.printed: sub.id for sub in catalog.family("ifir").subsets.values()}
+    out["subset_id"] = out["subset"].map({**printed, **_SUMMARY_COLUMNS}).fillna("")
     out["level"] = out["instruction_level"].astype("Int64")
     measures = [canonical_measure(m) for m in out["metric"]]
     out["measure"] = [m for m, _ in measures]
@@ -251,10 +255,10 @@ def _shape_instructir(raw: pd.DataFrame) -> pd.DataFrame:
 
 def _shape_mteb(raw: pd.DataFrame) -> pd.DataFrame:
     out = raw.copy()
-    mteb_tasks = catalog.subset_by_mteb_task()
-    ifir = out["task"].isin(mteb_tasks.keys())
-    out["benchmark"] = ifir.map({True: "ifir", False: "instructir"})
-    out["subset_id"] = out["task"].map(mteb_tasks).fillna("")
+    tasks = catalog.mteb_tasks()
+    task = out["task"].astype(str).str.partition("[")[0]  # a legacy task is named "<task>[<note>]"
+    out["benchmark"] = task.map({name: t.family for name, t in tasks.items()}).fillna("")
+    out["subset_id"] = task.map({name: t.subset for name, t in tasks.items()}).fillna("")
     levels = out["metric"].str.extract(r"_level_(\d)$")[0]
     out["level"] = pd.to_numeric(levels).astype("Int64")
     base = (out["metric"].str.replace(r"_level_\d$", "", regex=True)

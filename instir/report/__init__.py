@@ -9,7 +9,7 @@ from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "html": ("HTML", "NO_MATH", "escape_text", "markdown_code", "markdown_text", "plot_text", "safe_url", "text_block"),
-    "explain": ("constant_judge", "explain_instructir"),
+    "explain": ("constant_judge", "explain_runs"),
     "index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "layout": ("ReportLayout", "start_report"),
     "manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state", "package_versions",

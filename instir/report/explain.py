@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from instir.benchmarks.catalog import Family
 from instir.judge.validation import LABELS
 from instir.report.html import markdown_text
 
@@ -19,16 +20,19 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
-def explain_instructir(table: pd.DataFrame, per_query: pd.DataFrame, measure: str = "nDCG@10",
-                       robust: str = "Robustness@10") -> str:
-    """Markdown bullets on one InstructIR(-like) benchmark's results: per retriever, the
-    instructed against the query-only run, how far Robustness falls below the mean (each
-    query group counts only its worst instance), and how many instances do not have their
-    target ranked first. ``table``: the tidy metrics rows of that benchmark (``system``,
-    ``measure``, ``value``, ``level``); ``per_query``: its per-instance values (``system``,
-    ``qid``, ``measure``, ``value``). Empty when no system has both measures."""
+def explain_runs(table: pd.DataFrame, per_query: pd.DataFrame, spec: Family) -> str:
+    """Markdown bullets on one benchmark's results, for a family whose spec's first two
+    ``headline`` measures are a measure and its Robustness (InstructIR's nDCG@10 and
+    Robustness@10): per retriever, the instructed against the query-only run, how far Robustness
+    falls below the mean (each query group counts only its worst instance), and, where the spec
+    says what an instance below 1 means (``[report] missed``), how many instances are. ``table``:
+    the tidy metrics rows of that benchmark (``system``, ``measure``, ``value``, ``level``);
+    ``per_query``: its per-instance values of the first measure (``system``, ``value``). Empty
+    when no system has both measures."""
+    measure, robust = (list(spec.headline) + ["", ""])[:2]
     pooled = table[table["level"].astype(str) == "all"] if "level" in table.columns else table
     values = pooled.set_index(["system", "measure"])["value"]
+    missed_what, why = spec.report.get("missed"), spec.report.get("missed_why", "")
     lines = []
     for system in dict.fromkeys(pooled["system"]):
         if system.endswith(QUERY_ONLY) or (system, measure) not in values or (system, robust) not in values:
@@ -40,18 +44,15 @@ def explain_instructir(table: pd.DataFrame, per_query: pd.DataFrame, measure: st
             gain = mean - float(values[alone])
             text += (f" with the instruction against {_pct(float(values[alone]))} with the query alone "
                      f"({'+' if gain >= 0 else '−'}{_pct(abs(gain))} points): "
-                     + ("the instruction steers the ranking to each instance's own target." if gain > 0 else
+                     + ("the instruction steers the ranking towards what it asks for." if gain > 0 else
                         "the instruction does not help this retriever here."))
         text += (f" {markdown_text(robust)} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only the "
                  "worst instance "
                  "of each query group, so one instruction the retriever fails costs the whole group.")
-        scores = per_query[(per_query["system"] == system) & (per_query["measure"] == measure)]["value"]
+        scores = per_query.loc[per_query["system"] == system, "value"]
         missed = int((scores < 1.0 - 1e-12).sum())
-        if len(scores):
-            text += (f" In {missed} of {len(scores)} instances the target is not ranked first"
-                     + (": another passage on the same topic — one that matches the instruction's words but not "
-                        "its conditions (a near-miss), or a sibling instruction's target — came above it."
-                        if missed else "."))
+        if len(scores) and missed_what:
+            text += f" In {missed} of {len(scores)} instances {missed_what}" + (f": {why}" if missed else ".")
         lines.append(text)
     if not lines:
         return ""

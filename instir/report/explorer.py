@@ -66,7 +66,7 @@ class GroupView:
     systems: list[str]
     measure: str
     k: int
-    is_instructir: bool
+    marks_minimum: bool
     instances: pd.DataFrame
     relevant: pd.DataFrame
     lists: pd.DataFrame
@@ -199,7 +199,8 @@ class ExplorerData:
                 part = part[part["benchmark"] == benchmark]
             instfol = part[part["qid"].isin(members)][["system", "qid", "instfol"]].reset_index(drop=True)
         return GroupView(benchmark=benchmark, group=group, query=queries[0].query, systems=systems, measure=measure,
-                         k=k, is_instructir=bench.family == "instructir", instances=instances,
+                         k=k, marks_minimum=bool(bench.spec and bench.spec.report.get("group_minima")),
+                         instances=instances,
                          relevant=relevant, lists=lists[["system", "qid", "rank", "docid", "grade", "judged"]],
                          scores=scores, instfol=instfol, docs=docs, judge=judge)
 
@@ -275,7 +276,7 @@ def render_group(view: GroupView, max_chars: int = 600) -> HTML:
            "green = relevant (grade in brackets); "
            f"under each list its {escape_text(view.measure)} ×100, as in the tables"
            + ("; <span class='ix-min'>min</span> = the instance that sets the group's Robustness minimum"
-              if view.is_instructir else "")
+              if view.marks_minimum else "")
            + (f"; small numbers = weighted score of judge {escape_text(view.judge)}" if view.judge else "")
            + ".</p>"]
     cells_at = {(s, q, int(r)): (d, int(g), j) for s, q, r, d, g, j in zip(
@@ -301,7 +302,7 @@ def render_group(view: GroupView, max_chars: int = 600) -> HTML:
         for s in view.systems:
             value, is_min = scores.get((s, inst.qid), (None, False))
             cell = "" if value is None or pd.isna(value) else f"{escape_text(view.measure)} ×100 {value * 100:.1f}"
-            if is_min and view.is_instructir and cell:
+            if is_min and view.marks_minimum and cell:
                 cell += " <span class='ix-min'>min</span>"
             fol = judged_instfol.get((s, inst.qid))
             if fol is not None and not pd.isna(fol):

@@ -5,7 +5,7 @@ the command that make it), and the setup every stage that reads benchmarks start
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +103,11 @@ class ReportLayout:
     def comparisons(self) -> Path:
         return self.metrics / "comparisons.csv"
 
+    @property
+    def scores(self) -> Path:
+        """Each run's per-query values, kept while its run file and benchmark stay the same."""
+        return self.metrics / "runs"
+
     # judge (notebook 04)
     @property
     def judge(self) -> Path:
@@ -150,26 +155,58 @@ class ReportLayout:
                            f"(or `instir run --out {self.root}` for the whole chain)")
 
 
+class LoadedBenchmarks:
+    """Benchmarks by (name, setting), each loaded once (real ones from ``data_root``, ``""`` or
+    None meaning the fetch cache; read as :func:`user_path` reads it) and, with ``record_in``, noted
+    in that report folder's datasets file, so its manifest names the exact data every number
+    comes from. What the stages, the sweep's cells and its driver all load benchmarks through."""
+
+    def __init__(self, data_root: str | Path | None = None, record_in: Path | None = None):
+        self.root = user_path(data_root) if data_root else None
+        self.record_in = record_in
+        self.loaded: dict[tuple[str, str], Benchmark] = {}
+
+    def get(self, name: str, setting: str = "instructed") -> Benchmark:
+        """The benchmark ``name`` in ``setting``, loaded on first use."""
+        found = self.loaded.get((name, setting))
+        return found if found is not None else self.add(load_benchmark(name, setting, root=self.root))
+
+    def add(self, benchmark: Benchmark) -> Benchmark:
+        """Keep a benchmark loaded elsewhere (by name and setting), noted as :meth:`get` notes it."""
+        self.loaded[benchmark.name, benchmark.setting] = benchmark
+        if self.record_in is not None:
+            record_dataset(self.record_in, benchmark)
+        return benchmark
+
+    def keep_only(self, name: str) -> None:
+        """Forget every benchmark but ``name``'s settings (a worker holds one corpus at a time)."""
+        self.loaded = {key: bench for key, bench in self.loaded.items() if key[0] == name}
+
+
 @dataclass(frozen=True)
 class ReportStart:
-    """What :func:`start_report` returns: the layout, the loaded benchmarks by name, and a
-    Markdown list naming each with its revision."""
+    """What :func:`start_report` returns: the layout, the loaded benchmarks by name, a Markdown
+    list naming each with its revision, and the cache they came from (for other settings)."""
 
     layout: ReportLayout
     benchmarks: dict[str, Benchmark]
     summary: str
+    cache: LoadedBenchmarks
 
 
-def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None) -> ReportStart:
+def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None,
+                 loaded: LoadedBenchmarks | None = None) -> ReportStart:
     """Make the report folder, load ``benchmarks`` (real ones from ``data_root`` when given, ``""``
-    meaning none, as the notebooks' parameters say; both paths as :func:`user_path` reads them)
-    and record each in the folder's datasets file, so the report's manifest names the exact data
-    every number comes from."""
+    meaning none, as the notebooks' parameters say; both paths as :func:`user_path` reads them;
+    or from ``loaded``, which a caller running several stages shares) and record each in the
+    folder's datasets file, so the report's manifest names the exact data every number comes from."""
     layout = report_layout(out_dir)
     layout.root.mkdir(parents=True, exist_ok=True)
-    root = user_path(data_root) if data_root else None
-    loaded = {name: load_benchmark(name, root=root) for name in names(benchmarks, "benchmarks")}
-    for bench in loaded.values():
-        record_dataset(layout.root, bench)
-    summary = "\n".join(f"- {markdown_text(b.label)}, revision {markdown_code(b.revision)}" for b in loaded.values())
-    return ReportStart(layout, loaded, summary)
+    cache = loaded or LoadedBenchmarks(data_root, record_in=layout.root)
+    loaded = {name: cache.get(name) for name in names(benchmarks, "benchmarks")}
+    return ReportStart(layout, loaded, benchmark_summary(loaded.values()), cache)
+
+
+def benchmark_summary(benchmarks: Iterable[Benchmark]) -> str:
+    """A Markdown list naming each benchmark with its revision."""
+    return "\n".join(f"- {markdown_text(b.label)}, revision {markdown_code(b.revision)}" for b in benchmarks)

@@ -110,9 +110,9 @@ def _spot_labels(frame: pd.DataFrame, x: str, y: str, column: str, limit: int) -
 
 
 def panel_name(value: object) -> str:
-    """A panel title as the paper prints it: IFIR subset ids become their printed names
+    """A panel title as the paper prints it: subset ids become their printed names
     (``pm`` -> ``TREC-PM``, ``scifact_open`` -> ``SciFact-open``); anything else as it is."""
-    printed = {sid: name for name, sid in catalog.subset_by_printed_name().items()}
+    printed = {sid: sub.printed for name in catalog.families() for sid, sub in catalog.family(name).subsets.items()}
     return printed.get(str(value), str(value))
 
 

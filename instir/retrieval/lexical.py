@@ -1,6 +1,6 @@
 """BM25 with bm25s (+ PyStemmer), configured as close to the authors' engines as bm25s allows.
 
-Per-benchmark defaults (:func:`bm25_defaults`):
+Per-benchmark defaults (:func:`bm25_defaults`: the family spec's ``[bm25]``):
 
 - InstructIR: the authors ran Pyserini/Anserini with its defaults: k1 = 0.9, b = 0.4,
   Lucene BM25, Anserini's English analyzer (Lucene's 33-word English stop set, Porter
@@ -43,6 +43,7 @@ import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenized
 
+from instir.benchmarks import catalog
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError
@@ -66,20 +67,15 @@ LUCENE_ENGLISH_STOPWORDS = (
     "will", "with",
 )
 
-_DEFAULTS = {
-    "instructir": {"k1": 0.9, "b": 0.4, "method": "lucene", "stemmer": "porter", "stopwords": "lucene",
-                   "engine": "Pyserini/Anserini BM25 defaults (InstructIR authors)"},
-    "ifir": {"k1": 1.2, "b": 0.75, "method": "lucene", "stemmer": "none", "stopwords": "none",
-             "engine": "Elasticsearch 8.11 BM25 + standard analyzer defaults (IFIR authors)"},
-}
-
-
-def bm25_defaults(benchmark_name: str) -> dict:
-    """BM25 settings the benchmark's authors used (see the module docstring); ``engine`` says whose."""
-    family = family_of(benchmark_name)
-    if family in _DEFAULTS:
-        return dict(_DEFAULTS[family])
-    raise ValueError(f"no BM25 defaults for benchmark {benchmark_name!r}; pass k1, b, stemmer and stopwords")
+def bm25_defaults(benchmark: Benchmark | str) -> dict:
+    """BM25 settings the benchmark family's authors used (its spec's ``[bm25]``, see the module
+    docstring; ``engine`` says whose): of a Benchmark's family, or of a benchmark name's."""
+    family = benchmark.family if isinstance(benchmark, Benchmark) else family_of(benchmark)
+    name = benchmark.name if isinstance(benchmark, Benchmark) else benchmark
+    defaults = catalog.family(family).bm25 if family else None
+    if not defaults:
+        raise ValueError(f"no BM25 defaults for benchmark {name!r}; pass k1, b, stemmer and stopwords")
+    return dict(defaults)
 
 
 def _stopwords_arg(stopwords: str | Sequence[str]) -> str | list[str]:
@@ -159,12 +155,12 @@ class BM25Retriever:
         stopwords = list(self.stopwords) if isinstance(self.stopwords, tuple) else self.stopwords
         return {"k1": self.k1, "b": self.b, "method": self.method, "stemmer": self.stemmer, "stopwords": stopwords}
 
-    def resolved(self, benchmark_name: str) -> dict:
+    def resolved(self, benchmark: Benchmark) -> dict:
         """The settings a search on this benchmark uses: configured values, defaults for the rest."""
         configured = self.params()
         if all(configured[key] is not None for key in ("k1", "b", "stemmer", "stopwords")):
             return configured
-        defaults = bm25_defaults(benchmark_name)
+        defaults = bm25_defaults(benchmark)
         return {key: defaults[key] if value is None else value for key, value in configured.items()}
 
     def index_description(self, benchmark: Benchmark, template: Template) -> dict:
@@ -173,7 +169,7 @@ class BM25Retriever:
         document format (and the subset's domain word or the titles where the format uses them)
         and the tokeniser. Query formats, ``k`` and the queries are not in it."""
         _require_text(template)
-        params = self.resolved(benchmark.name)
+        params = self.resolved(benchmark)
         subset = _subset(benchmark)
         fields = _doc_fields(template)
         doc = {"format": template.doc, "domain": template.describe()["domains"].get(subset, "")

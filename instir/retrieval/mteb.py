@@ -46,8 +46,6 @@ from instir.retrieval.runs import Run, as_run
 PREDICTIONS_SUFFIX = "_predictions.json"
 #: MTEB's subset and split names for InstructIR and IFIR (one subset, ``eval_splits=["test"]``)
 DEFAULT_SUBSET, DEFAULT_SPLIT = "default", "test"
-#: the template whose text an MTEB-ready InstructIR copy carries by default (the authors')
-AUTHORS_INSTRUCTIR_TEMPLATE = "instructir"
 
 
 @dataclass
@@ -170,7 +168,7 @@ def predictions_run(predictions: MtebPredictions, benchmark: Benchmark, ids: Mte
 
 def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:
     """:func:`read_mteb_predictions` then :func:`predictions_run`: an MTEB prediction file as a
-    run of ``benchmark`` (what ``instir evaluate --run FILE.json`` reads)."""
+    run of ``benchmark``, in the kit's order (as the authors' protocol scores it)."""
     return predictions_run(read_mteb_predictions(path), benchmark)
 
 
@@ -237,15 +235,16 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
     the text is left to MTEB, ``instructions.jsonl`` (``query-id``, ``instruction``: config
     ``instruction``). Query ids are MTEB's (:func:`instir.benchmarks.mteb.mteb_ids`).
 
-    ``template``: ``"default"`` is the authors' text for InstructIR (``instructir``:
-    ``instruction [SEP] query``; each query also keeps ``metadata.origin_query``) and MTEB's own
-    layout for IFIR (bare query + instruction; MTEB's ``query instruction`` is the IFIR authors'
-    text); a template name puts that template's text in ``text`` without an ``instruction``
-    config; ``None`` keeps MTEB's layout (MTEB then sends ``query instruction``)."""
+    ``template``: ``"default"`` is the family spec's ``[mteb] dataset_template``: InstructIR's
+    authors' text (``instructir``: ``instruction [SEP] query``), and MTEB's own layout for IFIR
+    (none: bare query + instruction; MTEB's ``query instruction`` is the IFIR authors' text); a
+    template name puts that template's text in ``text`` without an ``instruction`` config;
+    ``None`` keeps MTEB's layout (MTEB then sends ``query instruction``). Where the spec says
+    ``origin_query``, a templated query also keeps ``metadata.origin_query`` (InstructIR's)."""
     ids = mteb_ids(benchmark)
     task = ids.task
     if template == "default":
-        template = AUTHORS_INSTRUCTIR_TEMPLATE if task.family == "instructir" else None
+        template = task.dataset_template
     if isinstance(template, str):
         template = get_template(template)
     folder = Path(folder)
@@ -261,7 +260,7 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
                 raise UsageError(f"template {template.name!r} gives an [instruction, text] pair; MTEB's queries "
                                  "hold one text")
             record = {"_id": ids.mteb_id(qid), "text": text}
-            if task.family == "instructir":
+            if task.origin_query:  # the bare query beside the text, as the family's release keeps it
                 record["metadata"] = {"origin_query": query.query}
         queries.append(record)
     _jsonl(folder / "queries.jsonl", queries)

@@ -212,14 +212,14 @@ class Run:
 
         Documents keep the kit's order: scores are float32 values (ranx's float64 holds them
         exactly) and strictly decreasing within a query, so ranx's own sort by score (an unstable
-        ``argsort``) cannot reorder ties. ``name`` (default: :func:`run_label` of ``meta``) becomes
+        ``argsort``) cannot reorder ties. ``name`` (default: :func:`meta_name` of ``meta``) becomes
         ``ranx.Run.name``, the name ranx's reports print. ranx sorts queries by id and has no
         field for a sidecar, so ``metadata["instir"]`` keeps ``meta``, the query order and
         :func:`content_sha256`: :meth:`from_ranx` restores both while the content is unchanged."""
         from instir.extras import require
 
         ranx = require("ranx")
-        out = ranx.Run(name=name or run_label(self.meta))
+        out = ranx.Run(name=name or meta_name(self.meta))
         qids, docids, scores = _blocks(self.df)
         if qids:
             # add_multi takes Python strings (numba's unicode type): one compiled signature for any
@@ -280,7 +280,7 @@ def _empty_frame() -> pd.DataFrame:
                          "score": np.zeros(0), "rank": np.zeros(0, dtype=np.int64)})
 
 
-def run_label(meta: Mapping | None) -> str | None:
+def meta_name(meta: Mapping | None) -> str | None:
     """The name a run goes by in other tools (ranx's ``Run.name``): ``meta["name"]``, else the
     system card's name, else the retriever's name, else a one-word TREC ``tag`` other than the
     writer's default ``instir``; None when meta holds none of them."""

@@ -39,7 +39,7 @@ class Retriever(Protocol):
     ``params()`` returns the JSON-ready settings that change results (recorded and part of
     the reuse key); ``search`` formats queries/docs with ``template`` and returns the top
     ``k`` per query (its ``run.meta`` is kept under ``meta["search"]``). A retriever may
-    also declare ``family`` (one of :data:`instir.formatting.FAMILIES`), which picks the
+    also declare ``family`` (one of :data:`instir.formatting.MODEL_FAMILIES`), which picks the
     default template; see :func:`retriever_family`.
     """
 
@@ -144,15 +144,14 @@ def template_for(benchmark: Benchmark, retriever: Retriever, template: Template 
     """The template a run of ``retriever`` on ``benchmark`` uses: ``template`` (name or
     object) when given, else the template of the retriever's system card (a retriever from
     :func:`instir.systems.build_system` carries ``card``), else the authors' template for the
-    retriever's family on this benchmark (query-first for InstructIR's order-sensitivity setting)."""
+    retriever's family on this benchmark in its setting (the family spec's ``templates``)."""
     card = getattr(retriever, "card", None)
     if template is None and card is not None and card.template:
         template = card.template
     if isinstance(template, str):
         return get_template(template)
     if template is None:
-        return default_template(retriever_family(retriever), benchmark.name,
-                                query_order=benchmark.meta.get("query_order"))
+        return default_template(retriever_family(retriever), benchmark)
     return template
 
 

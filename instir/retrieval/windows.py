@@ -29,6 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+#: The dense encoders' long-text ``windowing`` modes besides ``None`` (no windows): the IFIR
+#: authors' cut (:func:`ifir_windows`) and the kit's clean cut (:func:`clean_windows`).
+AUTHORS_CUT, CLEAN_CUT = "ifir", "clean"
+WINDOWING_MODES = (AUTHORS_CUT, CLEAN_CUT)
+
 #: Window and stride of IFIR's official encoders (tokens).
 IFIR_WINDOW = 512
 IFIR_STRIDE = 384

@@ -17,8 +17,9 @@ import pandas as pd
 
 from instir import atomic
 from instir.judge.stability import tolerance_widening
-from instir.metrics.table import wide
+from instir.metrics.measures import InstFol
 from instir.papers import (
+    REPORTED_FILES,
     compare_to_papers,
     known_divergences,
     load_mteb_results,
@@ -26,6 +27,7 @@ from instir.papers import (
     match_systems,
     not_comparable_reason,
 )
+from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, report_layout
 from instir.retrieval.runs import read_sidecar, run_windowing
@@ -33,8 +35,6 @@ from instir.systems.coverage import coverage_matrix
 
 #: The columns of a reproduced number.
 REPRODUCED_COLUMNS = ["system", "benchmark", "subset", "level", "measure", "value"]
-#: IFIR's tables with model rows, as the page shows them.
-IFIR_TABLES = r"Table (3|8|9|10|11)\b"
 #: the fewest points a plot is drawn with (one point says nothing a table does not: a line says so instead)
 MIN_POINTS = 2
 
@@ -104,22 +104,13 @@ class PaperComparison:
         return [("Why the kit's InstFol can differ from the paper's (notebook 04)", instfol),
                 ("The other known reasons for divergence", every[~every["key"].isin(instfol["key"])])]
 
-    def ifir_tables(self) -> list[tuple[str, pd.DataFrame, str]]:
-        """IFIR's tables with model rows (Tables 3, 8–11), each as printed ×100, with its source."""
-        ifir = self.reported["ifir"]
-        views = []
-        for name, rows in ifir[ifir["table"].str.match(IFIR_TABLES)].groupby("table", sort=False):
-            shown = rows.assign(level=rows["level"].astype("string").fillna(""), value=rows["value"] / rows["scale"])
-            view = wide(shown, index=("model",), columns=("subset", "level", "metric"), scale=100.0, digits=1)
-            views.append((name, view, rows["source"].iloc[0]))
-        return views
+    def reported_views(self) -> list[ReportedView]:
+        """The papers' tables and reported scores, family by family (:func:`instir.papers.views.reported_views`)."""
+        return reported_views(self.reported)
 
-    def instructir_scores(self) -> pd.DataFrame:
-        """InstructIR's reported instructed scores (0–1), secondary sources marked."""
-        shown = self.reported["instructir"]
-        shown = shown[shown["setting"] == "instructed"]
-        return shown.assign(value=shown["value"] / shown["scale"])[["model", "measure", "value", "secondary",
-                                                                    "reference", "source"]]
+    def reported_curves(self) -> list[tuple[str, pd.DataFrame]]:
+        """The papers' per-level tables plotted as curves (:func:`instir.papers.views.reported_curves`)."""
+        return reported_curves(self.reported)
 
 
 def _as_key(frame: pd.DataFrame) -> pd.DataFrame:
@@ -129,29 +120,34 @@ def _as_key(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
-    """The metrics and InstFol values of the report, one row per system, benchmark, subset,
-    level and measure (InstFol as ``InstFol@20``)."""
+    """The metrics and (where the judge stage ran) InstFol values of the report, one row per
+    system, benchmark, subset, level and measure (InstFol as ``InstFol@20``)."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
+    if not layout.instfol.is_file():
+        return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
-    return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure="InstFol@20")],
+    return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=str(InstFol()))],
                      ignore_index=True)[REPRODUCED_COLUMNS]
 
 
 def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
-    """The reported tables by paper (``ifir``, ``instructir``, ``mteb``); the MTEB ``TaskResult``
+    """The reported tables by paper (each family's, and ``mteb``); the MTEB ``TaskResult``
     files or folders in ``mteb_results`` (:func:`instir.papers.load_mteb_results`) join MTEB's
     results store under ``mteb``."""
-    reported = {paper: load_reported(paper) for paper in ("ifir", "instructir", "mteb")}
+    reported = {paper: load_reported(paper) for paper in REPORTED_FILES}
     if mteb_results:
         reported["mteb"] = pd.concat([reported["mteb"], load_mteb_results(mteb_results)], ignore_index=True)
     return reported
 
 
-def compare_with_papers(out_dir: str | Path, mteb_results: Sequence[str | Path] | None = None) -> PaperComparison:
+def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None = None, *,
+                 papers: Sequence[str] | None = None) -> PaperComparison:
     """The compare stage (see the module docstring); bundled-sample numbers are aligned with the
     papers' rows and given the verdict *not comparable (SAMPLE)*. MTEB ``TaskResult`` files join
     MTEB's results store: those in ``mteb_results`` (files or folders), by default those under
-    the report's ``mteb_results/`` folder when it exists."""
+    the report's ``mteb_results/`` folder when it exists. ``papers`` keeps only those reported
+    tables (``["mteb"]`` for numbers scored under MTEB's protocol); InstFol joins in where the
+    judge stage ran."""
     layout = report_layout(out_dir)
     runs = (pd.read_csv(layout.runs_table) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
@@ -160,7 +156,8 @@ def compare_with_papers(out_dir: str | Path, mteb_results: Sequence[str | Path] 
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)
-    every_reported = pd.concat(reported.values(), ignore_index=True)
+    every_reported = pd.concat([table for paper, table in reported.items() if papers is None or paper in papers],
+                               ignore_index=True)
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
     compared = compare_to_papers(reproduced, every_reported, runs=windowing, sample_ok=True)

@@ -1,66 +1,122 @@
 """The evaluate stage (notebook 03, ``instir evaluate``, ``instir sweep``'s cells and collect
-step): every run of ``runs/runs.csv`` scored on its benchmark, the tidy table, per-query values,
-Robustness group minima and the paired comparisons against each benchmark's baseline (its
-first system), written under ``metrics/``.
+step): every run of ``runs/runs.csv`` scored on its benchmark (the family spec's measures), the
+tidy table (with the Average over subsets where the family has one), per-query values, group
+minima and the paired comparisons against each benchmark's baseline (its first system), written
+under ``metrics/``.
 
-One run is scored by :func:`score_run` (a sweep cell calls it on its own run); the tables of
-all runs are joined and compared by :func:`write_metrics`, the one aggregation every front end
-uses, so a sweep folder and a notebook folder hold the same bytes. Benchmarks are loaded for
-their queries and qrels only: the corpus is never parsed here (its ids come from the corpus
-index).
+One listed run is scored by :func:`run_scores`, which keeps its per-query values under
+``metrics/runs/`` and reuses them while the run file, the benchmark and the measures are the
+same (a sweep cell scores its own run there; notebook 03 after it scores nothing again). The
+runs' evaluations are joined and compared by :func:`write_metrics`, the one aggregation every
+front end uses, so a sweep folder and a notebook folder hold the same bytes. Benchmarks are
+loaded for their queries and qrels only: the corpus is never parsed here (its ids come from the
+corpus index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from instir import atomic
 from instir.benchmarks import catalog
-from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
-from instir.metrics import robustness, stats
-from instir.metrics.ifir import ifir_average, native_label
-from instir.metrics.scoring import default_measures, evaluate_runs
-from instir.metrics.table import combine, wide
+from instir.metrics import latex, stats
+from instir.metrics.evaluation import Evaluation
+from instir.metrics.measures import parse_measure
+from instir.metrics.scoring import Scorer, evaluate_runs, headline, scored_measures, without_self_hits
+from instir.metrics.table import combine, subset_average, wide
 from instir.parameters import names
-from instir.report.explain import explain_instructir
-from instir.report.layout import ReportLayout, report_layout, user_path
-from instir.report.manifest import record_dataset
-from instir.retrieval.runs import Run, RunIdCheck, read_run
+from instir.report.explain import explain_runs
+from instir.report.layout import LoadedBenchmarks, ReportLayout, report_layout
+from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
+from instir.retrieval.search import queries_sha256
 from instir.stages.retrieve import read_runs_table
 
-#: The measures compared against the baseline: the papers' headline measures.
-HEADLINE = ("nDCG@10", robustness.label("nDCG@10"), "nDCG@20", native_label("nDCG@20"))
+if TYPE_CHECKING:
+    from instir.retrieval.mteb import MtebPredictions
+
 GROUP_COLUMNS = ["benchmark", "system", "group", "measure", "value", "n_queries"]
+#: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew.
+SCORES_VERSION = 1
 
 
-@dataclass
-class RunScores:
-    """One run scored on its benchmark: its rows of the tidy table, its per-query values and
-    group minima (both with ``benchmark`` and ``system``), and the check of its ids."""
-
-    table: pd.DataFrame
-    per_query: pd.DataFrame
-    per_group: pd.DataFrame
-    check: RunIdCheck
+def qrels_sha256(benchmark: Benchmark) -> str:
+    """SHA-256 over the qrels, query by query and document by document in order."""
+    h = hashlib.sha256()
+    for qid, docs in benchmark.qrels.items():
+        h.update(json.dumps([qid, sorted(docs.items())]).encode())
+    return h.hexdigest()
 
 
-def score_run(benchmark: Benchmark, run: Run, system: str) -> RunScores:
-    """Score one run as ``system`` on ``benchmark`` (:func:`instir.metrics.evaluate_runs`:
-    standard measures, Robustness on InstructIR, IFIR-native nDCG/MRR on IFIR)."""
-    ev = evaluate_runs({system: run}, benchmark)
-    per_group = ev.per_group.assign(benchmark=benchmark.name)
-    return RunScores(ev.table, ev.per_query.assign(benchmark=benchmark.name)[["benchmark", "system", "qid", "measure",
-                                                                             "value"]],
-                     per_group.reindex(columns=GROUP_COLUMNS), ev.checks[system])
+def scores_key(benchmark: Benchmark, run_file: Path, system: str, measures: Sequence[str]) -> dict:
+    """Everything a run's scores depend on: the run file's bytes, the benchmark (revision,
+    setting, queries, qrels, corpus), the system's name and the measures."""
+    return {"version": SCORES_VERSION, "run_sha256": atomic.file_sha256(run_file), "system": system,
+            "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
+            "queries_sha256": queries_sha256(benchmark), "qrels_sha256": qrels_sha256(benchmark),
+            "corpus_sha256": benchmark.corpus.content_hash(), "measures": list(measures)}
+
+
+def listed_run(path: Path, benchmark: Benchmark, protocol: str = "authors") -> Run | dict:
+    """A listed run file as ``protocol`` scores it: a TREC run, or an MTEB prediction file
+    (``<Task>_predictions.json``, :func:`as_scored`)."""
+    from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
+
+    return as_scored(read_mteb_predictions(path), benchmark, protocol) if is_mteb_predictions(path) \
+        else read_run(path)
+
+
+def as_scored(predictions: MtebPredictions, benchmark: Benchmark, protocol: str = "authors") -> Run | dict:
+    """An MTEB prediction file's run as ``protocol`` scores it: under the ``mteb`` protocol its own
+    scores, ``{qid: {docid: score}}`` under the kit's ids, as MTEB scores them; else a run in the
+    kit's order (:func:`instir.retrieval.mteb.predictions_run`)."""
+    from instir.retrieval.mteb import predictions_run, predictions_scores
+
+    return predictions_scores(predictions, benchmark) if protocol == "mteb" else predictions_run(predictions, benchmark)
+
+
+def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system: str,
+               scorer: Scorer | None = None, run: Run | None = None) -> tuple[Evaluation, bool]:
+    """The evaluation of one listed run (``run_file`` relative to the report folder, scored as
+    ``system``) and whether it was stored: its per-query values are read back from
+    ``metrics/runs/`` when stored for the same :func:`scores_key`, else computed (standard
+    measures, and what the family's spec derives: Robustness on InstructIR, IFIR-native nDCG/MRR
+    on IFIR) and stored there. ``scorer`` (for this benchmark's measures) may be passed when
+    scoring many runs, and ``run`` when the caller has read the file already."""
+    scorer = scorer or Scorer(benchmark.qrels, scored_measures(benchmark))
+    path = layout.root / run_file
+    key = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
+    tag = hashlib.sha256(f"{run_file}\x00{system}".encode()).hexdigest()[:8]  # one entry per listed run and name
+    stored = layout.scores / f"{Path(run_file).stem}-{tag}.json"
+    record: dict[str, Any] | None = None
+    if stored.is_file():
+        try:
+            record = json.loads(stored.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = None
+    values = stored.with_suffix(".parquet")
+    reused = record is not None and record.get("key") == key and values.is_file()
+    if reused:
+        scores, check = pd.read_parquet(values), RunIdCheck(**record["check"])
+    else:
+        run = run if run is not None else listed_run(path, benchmark)
+        check = check_run_ids(run, benchmark)
+        scores = scorer.per_query(without_self_hits(run))
+        layout.scores.mkdir(parents=True, exist_ok=True)
+        atomic.write_files({values: atomic.frame_bytes(values, scores),
+                            stored: json.dumps({"key": key, "check": asdict(check)}, indent=2) + "\n"})
+    return scorer.evaluation(scores, benchmark, system, check), reused
 
 
 def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseline: str,
-                        measures: Sequence[str] | None = HEADLINE, **options) -> pd.DataFrame:
+                        measures: Sequence[str] | None = None, **options) -> pd.DataFrame:
     """Every system against ``baseline`` on one benchmark (:func:`instir.metrics.paired_tests`):
     per query, and per query group for Robustness; ``measures`` None compares every measure.
     ``options`` go to the tests (``n_resamples``, ``seed``)."""
@@ -75,60 +131,77 @@ def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseli
 
 
 @dataclass
-class Metrics:
-    """What the evaluate stage wrote: ``table`` (``metrics/metrics.csv``), ``per_query``,
-    ``per_group``, ``comparisons`` (against each benchmark's first system), ``checks`` (each
-    run's ids against its benchmark) and ``runs`` (the runs.csv rows scored)."""
+class MetricsView:
+    """One table notebook 03 shows for a benchmark family (its spec's ``[report]``): the title,
+    the headline measures ×100 (of one benchmark, or of the family's benchmarks side by side),
+    the same per instruction level (for a family's view; empty without levels, None for one
+    benchmark's), and what the numbers show (Markdown)."""
 
+    title: str
     table: pd.DataFrame
-    per_query: pd.DataFrame
-    per_group: pd.DataFrame
-    comparisons: pd.DataFrame
-    checks: pd.DataFrame
-    runs: pd.DataFrame
+    by_level: pd.DataFrame | None = None
+    note: str = ""
+    explanation: str = ""
+
+
+@dataclass
+class Metrics(Evaluation):
+    """What the evaluate stage wrote: the evaluation of every run (``table``:
+    ``metrics/metrics.csv``, ``per_query``, ``per_group``, with a ``benchmark`` column),
+    ``comparisons`` (against each benchmark's first system), ``run_checks`` (each run's ids
+    against its benchmark) and ``runs`` (the runs.csv rows scored)."""
+
+    comparisons: pd.DataFrame | None = None
+    run_checks: pd.DataFrame | None = None
+    runs: pd.DataFrame | None = None
 
     @property
     def samples(self) -> list[str]:
         """The bundled sample benchmarks among the scored ones (their numbers are no results)."""
         return sorted({b for b in self.table["benchmark"] if catalog.is_sample(b)})
 
-    def instructir(self) -> list[tuple[str, pd.DataFrame, str]]:
-        """Per InstructIR benchmark: its name, nDCG@10 and Robustness@10 by system (×100) and the
-        sentences that say what they show."""
+    def views(self) -> list[MetricsView]:
+        """The tables notebook 03 shows, family by family in the catalog's order (see :class:`MetricsView`)."""
         family = self.table["benchmark"].map(catalog.family_of)
-        rows = self.table[(family == "instructir") & self.table["measure"].isin(["nDCG@10", "Robustness@10"])]
-        views = []
-        for name, part in rows.groupby("benchmark", sort=False):
-            per_query = self.per_query[(self.per_query["benchmark"] == name) & (self.per_query["measure"] == "nDCG@10")]
-            views.append((name, wide(part), explain_instructir(part, per_query)))
-        return views
+        out = []
+        for name in (f for f in catalog.families() if (family == f).any()):
+            spec = catalog.family(name)
+            rows = self.table[(family == name) & self.table["measure"].isin(spec.headline)]
+            title = f"{spec.printed}: {spec.report.get('title', ', '.join(spec.headline))} (×100)"
+            if spec.report.get("per") == "family":
+                by_level = rows[rows["level"] != "all"]
+                levels = pd.DataFrame() if not len(by_level) else wide(
+                    by_level.assign(level="level " + by_level["level"]),
+                    columns=("benchmark", "subset", "level", "measure"))
+                pooled = wide(rows[rows["level"] == "all"], columns=("benchmark", "subset", "measure"))
+                out.append(MetricsView(title, pooled, levels, spec.report.get("note", "")))
+                continue
+            for bench, part in rows.groupby("benchmark", sort=False):
+                first = self.per_query[(self.per_query["benchmark"] == bench)
+                                       & (self.per_query["measure"] == spec.headline[0])]
+                out.append(MetricsView(f"{bench}: {title.partition(': ')[2]}", wide(part), None,
+                                       spec.report.get("note", ""), explain_runs(part, first, spec)))
+        return out
 
-    def ifir(self) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-        """IFIR's nDCG@20, standard and IFIR-native (×100): per subset with levels pooled (and the
-        Average), and per level of the multi-level subsets (empty without one); None without IFIR.
-        The benchmark heads the columns when there are several (``ifir/fiqa`` and ``ifir-sample/fiqa``)."""
-        family = self.table["benchmark"].map(catalog.family_of)
-        rows = self.table[(family == "ifir") & self.table["measure"].isin(["nDCG@20", native_label("nDCG@20")])]
-        if not len(rows):
-            return None
-        by_level = rows[rows["level"] != "all"]
-        levels = (wide(by_level.assign(level="level " + by_level["level"]),
-                       columns=("benchmark", "subset", "level", "measure")) if len(by_level) else pd.DataFrame())
-        return wide(rows[rows["level"] == "all"], columns=("benchmark", "subset", "measure")), levels
-
-    def group_minima(self, benchmark: str) -> list[tuple[str, pd.Series, pd.Series]]:
-        """Per system of an InstructIR benchmark: its Robustness@10 group minima and its nDCG@10
-        per instance (the values whose mean and minimum-mean the tables show)."""
-        groups = self.per_group[(self.per_group["benchmark"] == benchmark)
-                                & (self.per_group["measure"] == "Robustness@10")]
-        queries = self.per_query[(self.per_query["benchmark"] == benchmark) & (self.per_query["measure"] == "nDCG@10")]
-        return [(system, groups.loc[groups["system"] == system, "value"],
+    def group_minima(self, benchmark: str) -> list[tuple[str, str, pd.Series, pd.Series]]:
+        """Per system of a benchmark whose family plots group minima (its spec's
+        ``[report] group_minima``, e.g. Robustness@10): the measure's base (nDCG@10), the
+        system, its group minima and its base values per instance (the values whose mean and
+        minimum-mean the tables show); empty for other families."""
+        family = catalog.family_of(benchmark)
+        robust = catalog.family(family).report.get("group_minima") if family else None
+        if not robust:
+            return []
+        base = str(parse_measure(robust).base)
+        groups = self.per_group[(self.per_group["benchmark"] == benchmark) & (self.per_group["measure"] == robust)]
+        queries = self.per_query[(self.per_query["benchmark"] == benchmark) & (self.per_query["measure"] == base)]
+        return [(base, system, groups.loc[groups["system"] == system, "value"],
                  queries.loc[queries["system"] == system, "value"]) for system in dict.fromkeys(groups["system"])]
 
     def instructed_vs_query_only(self, benchmark: str) -> tuple[str, list[tuple[str, pd.Series, pd.Series]]]:
         """The benchmark's headline measure and, per retriever, its query-only and instructed
         values per instance (×100, aligned on the instance ids)."""
-        measure = default_measures(benchmark)[0]
+        measure = headline(benchmark)[0]
         values = self.per_query[(self.per_query["benchmark"] == benchmark) & (self.per_query["measure"] == measure)]
         wide_values = values.pivot(index="qid", columns="system", values="value") * 100
         runs = self.runs[self.runs["benchmark"] == benchmark]
@@ -140,45 +213,84 @@ class Metrics:
         return measure, pairs
 
 
-def write_metrics(layout: ReportLayout, runs: pd.DataFrame, scores: Sequence[RunScores]) -> Metrics:
-    """Join the scores of ``runs`` (one :class:`RunScores` per row, in the rows' order) into
-    ``metrics/``: the tidy table with IFIR's Average, per-query values, group minima, and every
-    benchmark's systems against its first one, written as one set (:func:`instir.atomic.write_files`:
-    a reader sees the last evaluation's files or this one's, never a mix)."""
-    table = combine([s.table for s in scores])
-    ifir_rows = table[table["benchmark"].map(catalog.family_of) == "ifir"]
-    if len(ifir_rows):
-        table = combine([table, ifir_average(ifir_rows)])
-    per_query = pd.concat([s.per_query for s in scores], ignore_index=True)
-    groups = [s.per_group for s in scores if len(s.per_group)]
-    per_group = pd.concat(groups, ignore_index=True) if groups else pd.DataFrame(columns=GROUP_COLUMNS)
-    comparisons = []
-    for name in dict.fromkeys(runs["benchmark"]):
+def with_averages(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with the Average over the subsets of every collection of a family whose spec
+    has one (IFIR's), where the table holds two subsets or more of it (of one, the Average would
+    repeat its value)."""
+    family = table["benchmark"].map(catalog.family_of)
+    collection = table["benchmark"].map(catalog.collection_of)
+    subsets = table.groupby(collection)["benchmark"].transform("nunique")
+    averaged = family.map(lambda f: bool(f and catalog.family(f).average)) & (subsets > 1)
+    return combine([table, subset_average(table[averaged])]) if averaged.any() else table
+
+
+def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequence[Evaluation], *,
+                  compare: str = "headline", labels: Mapping[str, str] | None = None, **options) -> Metrics:
+    """Join the evaluations of ``runs`` (one :class:`~instir.metrics.evaluation.Evaluation` per
+    row, in the rows' order) into ``metrics/``: the tidy table with the subset Averages,
+    per-query values, group minima, every benchmark's systems against its first one (on its
+    family's ``headline`` measures, or ``compare="all"`` of them; ``options``: the tests'
+    ``n_resamples`` and ``seed``) and, for a benchmark of several systems, its LaTeX table with
+    ranx's significance marks on those measures (``metrics/<benchmark>.tex``, captioned with the
+    benchmark's label from ``labels``), written as one set
+    (:func:`instir.atomic.write_files`: a reader sees the last evaluation's files or this one's,
+    never a mix)."""
+    benchmarks = runs["benchmark"].tolist()
+    table = with_averages(combine([e.table for e in evaluations]))
+    per_query = pd.concat([e.per_query.assign(benchmark=b) for b, e in zip(benchmarks, evaluations)],
+                          ignore_index=True)[["benchmark", "system", "qid", "measure", "value"]]
+    groups = [e.per_group.assign(benchmark=b) for b, e in zip(benchmarks, evaluations) if len(e.per_group)]
+    per_group = pd.concat(groups, ignore_index=True)[GROUP_COLUMNS] if groups else pd.DataFrame(columns=GROUP_COLUMNS)
+    comparisons, tex = [], {}
+    for name in dict.fromkeys(benchmarks):
         baseline = runs.loc[runs["benchmark"] == name, "system"].iloc[0]
-        compared = compare_to_baseline(per_query[per_query["benchmark"] == name].drop(columns="benchmark"),
-                                       per_group[per_group["benchmark"] == name].drop(columns="benchmark"), baseline)
-        comparisons.append(compared.assign(benchmark=name))
+        measures = None if compare == "all" else headline(name)
+        values = [frame[(frame["benchmark"] == name) & (True if measures is None else frame["measure"].isin(measures))]
+                  .drop(columns="benchmark") for frame in (per_query, per_group)]
+        comparisons.append(compare_to_baseline(*values, baseline, None, **options).assign(benchmark=name))
+        query_sets = {frozenset(part["qid"]) for _, part in values[0].groupby("system")}
+        if values[0]["system"].nunique() > 1 and len(query_sets) == 1:  # one setting's systems, one query set
+            marks = latex.evaluation_marks(Evaluation(values[0], values[1], pd.DataFrame()), **options)
+            tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = latex.latex_table(
+                marks, caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.").encode()
     comparisons = pd.concat(comparisons, ignore_index=True)
-    checks = pd.DataFrame({"benchmark": runs["benchmark"].tolist(), "system": runs["system"].tolist(),
-                           "run ids": [s.check.summary() for s in scores]})
+    checks = pd.DataFrame({"benchmark": benchmarks, "system": runs["system"].tolist(),
+                           "run ids": [next(iter(e.checks.values())).summary() for e in evaluations]})
     layout.metrics.mkdir(parents=True, exist_ok=True)
-    atomic.write_frames({layout.metrics_table: table, layout.metrics / "metrics.parquet": table,
-                         layout.per_query: per_query, layout.per_group: per_group, layout.comparisons: comparisons})
-    return Metrics(table, per_query, per_group, comparisons, checks, runs)
+    frames = {layout.metrics_table: table, layout.metrics / "metrics.parquet": table, layout.per_query: per_query,
+              layout.per_group: per_group, layout.comparisons: comparisons}
+    stale = [path for path in layout.metrics.glob("*.tex") if path not in tex]
+    atomic.write_files({**{path: atomic.frame_bytes(path, frame) for path, frame in frames.items()}, **tex},
+                       remove=stale)
+    joined = Evaluation.join(list(evaluations))
+    return Metrics(per_query, per_group, table, joined.excluded, joined.checks, joined.notes, comparisons=comparisons,
+                   run_checks=checks, runs=runs)
 
 
 def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
-               data_root: str | None = None) -> Metrics:
+               measures: Sequence[object] | None = None, protocol: str = "authors", compare: str = "headline",
+               data_root: str | None = None, loaded: LoadedBenchmarks | None = None,
+               read: Mapping[str, Run | dict] | None = None, **options) -> Metrics:
     """The evaluate stage: every run ``runs/runs.csv`` lists (of ``benchmarks`` only, when
-    given) scored on its benchmark and written under ``metrics/`` (:func:`write_metrics`)."""
+    given) scored on its benchmark (:func:`run_scores`: the family's measures, or ``measures``
+    and what the family derives from them; ``protocol="mteb"``: as MTEB scores its task, every
+    time) and written under ``metrics/`` (:func:`write_metrics`, ``compare`` and ``options``
+    going to it). ``loaded`` may hold benchmarks the caller has read already, and ``read`` runs
+    (by their ``run_file``, as :func:`listed_run` reads them under ``protocol``)."""
     layout = report_layout(out_dir)
     runs = read_runs_table(layout, None if benchmarks is None else names(benchmarks, "benchmarks"))
-    loaded: dict[tuple[str, str], Benchmark] = {}
-    scores = []
+    loaded = loaded or LoadedBenchmarks(data_root, record_in=layout.root)
+    read = read or {}
+    scorers: dict[tuple[str, str], Scorer] = {}
+    evaluations = []
     for row in runs.itertuples(index=False):
-        key = (row.benchmark, row.setting)
-        if key not in loaded:
-            loaded[key] = load_benchmark(row.benchmark, row.setting, root=user_path(data_root) if data_root else None)
-            record_dataset(layout.root, loaded[key])
-        scores.append(score_run(loaded[key], read_run(layout.root / row.run_file), row.system))
-    return write_metrics(layout, runs, scores)
+        bench = loaded.get(row.benchmark, row.setting)
+        if protocol == "authors":
+            key = (row.benchmark, row.setting)
+            scorer = scorers.setdefault(key, Scorer(bench.qrels, scored_measures(bench, measures)))
+            evaluations.append(run_scores(layout, bench, row.run_file, row.system, scorer, read.get(row.run_file))[0])
+        else:
+            run = read.get(row.run_file) or listed_run(layout.root / row.run_file, bench, protocol)
+            evaluations.append(evaluate_runs({row.system: run}, bench, measures, protocol=protocol))
+    labels = {bench.name: bench.label for bench in loaded.loaded.values() if bench.setting == "instructed"}
+    return write_metrics(layout, runs, evaluations, compare=compare, labels=labels, **options)

@@ -16,8 +16,8 @@ import pandas as pd
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark, Query
-from instir.papers import load_reported
-from instir.report.layout import start_report
+from instir.papers.views import ReportedView, statistics_views
+from instir.report.layout import LoadedBenchmarks, start_report
 from instir.report.tables import integer_rows
 
 #: the statistics of ``describe()`` that are whole numbers when what it describes is (words, passages)
@@ -60,9 +60,9 @@ class Exploration:
 
         return self.overview.assign(levels=self.overview["levels"].map(readable))
 
-    def papers(self) -> tuple[pd.DataFrame, str, pd.DataFrame]:
-        """The statistics the papers print (:func:`paper_statistics`)."""
-        return paper_statistics()
+    def papers(self) -> list[ReportedView]:
+        """The statistics the papers print (:func:`instir.papers.views.statistics_views`)."""
+        return statistics_views()
 
     def group_sizes(self) -> pd.DataFrame:
         """Instances per query group: count, mean, spread and quartiles per benchmark."""
@@ -93,18 +93,6 @@ def _whole_count(described: pd.DataFrame) -> pd.DataFrame:
     return described.astype(dict.fromkeys(WHOLE, int))
 
 
-def paper_statistics() -> tuple[pd.DataFrame, str, pd.DataFrame]:
-    """The statistics the papers print: IFIR's Table 1 (subset × statistic, as printed) with its
-    source, and InstructIR's counts, each with who printed it (some are secondary sources)."""
-    ifir = load_reported("ifir")
-    table1 = ifir[ifir["table"] == "Table 1"]
-    instructir = load_reported("instructir")
-    counts = instructir[instructir["setting"] == ""]
-    said = ["measure", "value_printed", "reference"]  # two HF mirrors print the same count: one row, both sources
-    counts = counts.groupby(said, sort=False)["source"].agg(lambda sources: list(dict.fromkeys(sources))).reset_index()
-    return table1.pivot(index="subset", columns="metric", values="value_printed"), table1["source"].iloc[0], counts
-
-
 def _instances(name: str, bench: Benchmark) -> pd.DataFrame:
     frame = pd.DataFrame([asdict(q) for q in bench.queries.values()]).assign(benchmark=name)
     frame["level"] = frame["level"].astype("Int64")
@@ -123,10 +111,12 @@ def _example(bench: Benchmark) -> Example:
     return Example(bench.label, group, [bench.queries[qid] for qid in ids], relevant)
 
 
-def explore_benchmarks(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None) -> Exploration:
-    """The explore stage: load ``benchmarks`` (recording which data they are), describe them,
-    and write the overview to ``out_dir/data/statistics.csv``."""
-    report = start_report(out_dir, benchmarks, data_root)
+def describe_benchmarks(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None, *,
+                        loaded: LoadedBenchmarks | None = None) -> Exploration:
+    """The explore stage: load ``benchmarks`` (recording which data they are; ``loaded``: as
+    :func:`instir.report.layout.start_report` takes it), describe them, and write the overview to
+    ``out_dir/data/statistics.csv``."""
+    report = start_report(out_dir, benchmarks, data_root, loaded)
     loaded = report.benchmarks
     overview = pd.DataFrame([bench.describe() for bench in loaded.values()])
     report.layout.data.mkdir(parents=True, exist_ok=True)

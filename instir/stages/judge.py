@@ -19,18 +19,22 @@ from typing import Any
 import pandas as pd
 
 from instir import atomic
+from instir.benchmarks import catalog
+from instir.benchmarks.catalog import collection_of
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.judge import stability
-from instir.judge.following import InstFolResult, aggregate, instfol, overall
+from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
+from instir.metrics.scoring import headline
 from instir.parameters import names
 from instir.report.explain import said_once
 from instir.report.html import markdown_code, markdown_text
-from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report
+from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, report_layout, start_report
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
+from instir.stages.plan import VARIANTS
 from instir.stages.retrieve import read_runs_table
 
 #: Keys of an InstFol result's meta that the cost table shows.
@@ -65,48 +69,49 @@ class RunPair:
 
 def run_pairs(runs: pd.DataFrame) -> list[RunPair]:
     """The run pairs of ``runs/runs.csv`` rows: per benchmark and retriever (in the rows' order),
-    the instructed-setting runs of both variants; a retriever missing one variant has none."""
+    the instructed-setting runs of the two variants its family's spec pairs (``pair``: the
+    instructed run and the query-only run); a retriever missing one of them has none."""
     pairs = []
     rows = runs[runs["setting"] == "instructed"]
     for (benchmark, retriever), part in rows.groupby(["benchmark", "retriever"], sort=False):
+        family = catalog.family_of(benchmark)
+        instructed, query_only = catalog.family(family).pair if family else VARIANTS
         by_variant = {row.variant: row for row in part.itertuples(index=False)}
-        if {"instructed", "query-only"} <= by_variant.keys():
-            pairs.append(RunPair(benchmark, retriever, by_variant["instructed"].system,
-                                 by_variant["instructed"].run_file, by_variant["query-only"].run_file))
+        if {instructed, query_only} <= by_variant.keys():
+            pairs.append(RunPair(benchmark, retriever, by_variant[instructed].system,
+                                 by_variant[instructed].run_file, by_variant[query_only].run_file))
     return pairs
 
 
 def judge_pair(root: str | Path, benchmark: Benchmark, pair: RunPair, judge: Any,
-               max_instances: int | None, seed: int = 0) -> InstFolResult:
-    """InstFol@20 of one run pair (:func:`instir.judge.following.instfol`), its runs read from
+               max_instances: int | None, seed: int = 0, k: int = K) -> InstFolResult:
+    """InstFol@k of one run pair (:func:`instir.judge.following.instfol`), its runs read from
     the report folder ``root``; a stratified sample of ``max_instances`` instances (seeded)."""
     return instfol(read_run(Path(root) / pair.instructed), read_run(Path(root) / pair.query_only), benchmark, judge,
-                   max_instances=max_instances, seed=seed)
-
-
-def family(benchmark: str) -> str:
-    """The name InstFol's summary rows carry: the benchmark without its subset (``ifir``, ``ifir-sample``)."""
-    return benchmark.split("/")[0]
+                   k=k, max_instances=max_instances, seed=seed)
 
 
 def summarise_instfol(instances: pd.DataFrame) -> pd.DataFrame:
-    """InstFol per level, subset and Average of every system on every benchmark family
-    (:func:`instir.judge.following.aggregate`), in the instances' order."""
+    """InstFol per level, subset and Average of every system on every collection of benchmarks
+    (a family's subsets: :func:`instir.benchmarks.catalog.collection_of`;
+    :func:`instir.judge.following.aggregate`), in the instances' order."""
     parts = [aggregate(part).assign(system=system, benchmark=name)
-             for (system, name), part in instances.groupby(["system", "family"], sort=False)]
+             for (system, name), part in instances.groupby(["system", "collection"], sort=False)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 @dataclass
 class InstFolTables:
     """InstFol of every run pair: ``instances`` (``judge/instfol_instances.csv``), ``positions``
-    (every judged list position), ``summary`` (``judge/instfol.csv``) and ``costs`` (judgments
-    per pair: distinct, made now, from the cache, failed, parsed, cost)."""
+    (every judged list position), ``summary`` (``judge/instfol.csv``), ``costs`` (judgments
+    per pair: distinct, made now, from the cache, failed, parsed, cost) and each pair's
+    ``results`` (their ``meta``: the instances selected, those a run lacks)."""
 
     instances: pd.DataFrame
     positions: pd.DataFrame
     summary: pd.DataFrame
     costs: pd.DataFrame
+    results: list[InstFolResult] = field(default_factory=list)
 
 
 def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Sequence[InstFolResult]) -> InstFolTables:
@@ -114,13 +119,14 @@ def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Seque
     written as one set (:func:`instir.atomic.write_files`)."""
     if not pairs:
         raise ValueError("no run pair to judge: InstFol needs a system's instructed and query-only runs")
-    instances = pd.concat([r.instances.assign(benchmark=p.benchmark, family=family(p.benchmark), system=p.system)
+    instances = pd.concat([r.instances.assign(benchmark=p.benchmark, collection=collection_of(p.benchmark),
+                                              system=p.system)
                            for p, r in zip(pairs, results)], ignore_index=True)
     positions = pd.concat([r.positions.assign(benchmark=p.benchmark, system=p.system) for p, r in zip(pairs, results)],
                           ignore_index=True)
     costs = pd.DataFrame([{"benchmark": p.benchmark, "system": p.system, **{key: r.meta[key] for key in COST_KEYS}}
                           for p, r in zip(pairs, results)])
-    tables = InstFolTables(instances, positions, summarise_instfol(instances), costs)
+    tables = InstFolTables(instances, positions, summarise_instfol(instances), costs, list(results))
     layout.judge.mkdir(parents=True, exist_ok=True)
     atomic.write_frames({layout.instfol_instances: instances, layout.judge / "instfol_positions.csv": positions,
                          layout.instfol: tables.summary})
@@ -146,6 +152,14 @@ class Judging:
     summary: str
     bundled: bool = False
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def failed_judgments(self) -> int:
+        """The judgments that failed in this stage: of the validation, of InstFol, and of the
+        repeats judged again for the spread."""
+        validation = int(self.pairs["error"].notna().sum()) if "error" in self.pairs else 0
+        repeats = sum(m.get("failed_judgments", 0) for pair in self.spread.attrs.get("repeats", [])
+                      for m in pair if "copied_from" not in m)
+        return validation + int(self.instfol.costs["failed_judgments"].sum()) + repeats
 
     @property
     def validated(self) -> bool:
@@ -211,35 +225,43 @@ class Judging:
 
 def rank_systems(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     """Kendall's tau between the systems' ranking by InstFol (their Average, or the subset's
-    value) and by gold nDCG of their instructed runs, per benchmark family with two systems or more."""
+    value) and by gold values of their instructed runs (the family's headline measure: the
+    collection's Average, or its one benchmark's value), per collection with two systems or more
+    scored both ways."""
     rankings = []
+    pooled = metrics[metrics["level"] == "all"]
     for name, part in overall(summary).dropna(subset=["instfol"]).groupby("benchmark"):
-        gold = metrics[(metrics["benchmark"] == name) & (metrics["level"] == "all")
-                       & metrics["measure"].isin(["nDCG@10", "nDCG@20"])]
-        if part["system"].nunique() >= 2:
-            rankings.append({"benchmark": name, **ranking_agreement(dict(zip(part["system"], part["instfol"])),
-                                                                    dict(zip(gold["system"], gold["value"])))})
+        rows = pooled[(pooled["benchmark"].map(collection_of) == name) & (pooled["measure"] == headline(name)[0])]
+        average = rows[rows["subset"] == "average"]
+        gold = average if len(average) else rows if rows["benchmark"].nunique() == 1 else rows.iloc[:0]
+        judged = dict(zip(part["system"], part["instfol"]))
+        if len(judged.keys() & set(gold["system"])) >= 2:
+            rankings.append({"benchmark": name, **ranking_agreement(judged, dict(zip(gold["system"], gold["value"])))})
     return pd.DataFrame(rankings)
 
 
 def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequence[RunPair], judge: Any,
-                 repeats: int, max_instances: int | None) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+                 repeats: int, max_instances: int | None, seed: int = 0,
+                 k: int = K) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
     """The judge's spread over ``repeats`` judgments of every pair's InstFol sample next to the
     query-sample spread (:mod:`instir.judge.stability`), written to ``judge/stability.csv``, and
-    each (family, system)'s verdict."""
-    tables = []
+    each (collection, system)'s verdict; the spread's ``attrs["repeats"]`` holds every pair's
+    repeats' request counts (``judge_repeats``' meta)."""
+    tables, metas = [], []
     for pair in pairs:
         frames = stability.judge_repeats(read_run(layout.root / pair.instructed),
                                          read_run(layout.root / pair.query_only), loaded[pair.benchmark], judge,
-                                         repeats, max_instances=max_instances, seed=0)
-        tables.append(frames.assign(system=pair.system, benchmark=family(pair.benchmark)))
+                                         repeats, k=k, max_instances=max_instances, seed=seed)
+        metas.append(frames.attrs["meta"])
+        tables.append(frames.assign(system=pair.system, benchmark=collection_of(pair.benchmark)))
     if not tables:
         return pd.DataFrame(), []
     repeated = pd.concat(tables, ignore_index=True)
-    spread = pd.concat([stability.stability(part).assign(system=system, benchmark=name)
+    spread = pd.concat([stability.stability(part, seed=seed).assign(system=system, benchmark=name)
                         for (system, name), part in repeated.groupby(["system", "benchmark"], sort=False)],
                        ignore_index=True)
     atomic.write_frame(layout.stability, spread)
+    spread.attrs["repeats"] = metas
     verdicts = [(name, system, stability.verdict(part))
                 for (system, name), part in spread.groupby(["system", "benchmark"], sort=False)]
     return spread, verdicts
@@ -247,42 +269,54 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
 
 def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, backend: str = "hf", model: str = "",
                base_url: str = "", api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0,
-               max_instances: int = 1, repeats: int = 2, data_root: str | None = None) -> Judging:
+               max_instances: int | None = 5, repeats: int = 2, validate: bool = True, judge: Any = None,
+               k: int = K, seed: int = 0, data_root: str | None = None,
+               loaded: LoadedBenchmarks | None = None) -> Judging:
     """The judge stage: the judge (``backend``/``model``/``base_url``; the key from the
-    environment variable named ``api_key_env``, never a value) validated on at most
-    ``max_instances`` gold pairs per (subset, level, label) stratum of each benchmark, InstFol@20
-    of every run pair of ``runs/runs.csv`` on at most ``max_instances`` instances per benchmark,
-    its ranking against ``metrics/metrics.csv``, and its spread over ``repeats`` judgments."""
+    environment variable named ``api_key_env``, never a value; or ``judge``, one already built,
+    such as the sweep's judge actor) validated on at most ``max_instances`` gold pairs per
+    (subset, level, label) stratum of each benchmark (unless ``validate`` is False), InstFol@20
+    of every run pair of ``runs/runs.csv`` on a stratified sample (``seed``) of at most
+    ``max_instances`` instances per benchmark (None: all), its ranking against
+    ``metrics/metrics.csv`` (when the evaluate stage wrote it), and its spread over ``repeats``
+    judgments (one: no judge spread, the query-sample spread alone); ``k`` is the lists' cut-off
+    (InstFol@20). ``loaded``: as :func:`instir.report.layout.start_report` takes it."""
     from instir.http_retry import unreachable
     from instir.judge.factory import make_judge
 
     layout = report_layout(out_dir)
     benchmarks = None if benchmarks is None else names(benchmarks, "benchmarks")
     runs = read_runs_table(layout, benchmarks)
-    metrics = pd.read_csv(layout.require(layout.metrics_table), dtype={"level": str})
-    report = start_report(out_dir, benchmarks if benchmarks is not None else list(dict.fromkeys(runs["benchmark"])),
-                          data_root)
-    if backend == "openai":  # a dead endpoint would wait out every retry of every request in silence
-        reason = unreachable(base_url or "https://api.openai.com/v1", min(timeout_s, 5.0))
-        if reason:
-            raise UsageError(f"judge endpoint {base_url or 'https://api.openai.com/v1'}: {reason}; start the server, "
-                             "fix judge_base_url, or choose another judge_backend")
-    judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
-                       cache=layout.judgments)
-    validations = {name: validate_judge(bench, judge, per_stratum=max_instances, seed=0)
-                   for name, bench in report.benchmarks.items()}
-    pairs = pd.concat([v.pairs.assign(benchmark=name) for name, v in validations.items()], ignore_index=True)
-    stats = pd.concat([*(v.agreement.assign(benchmark=name) for name, v in validations.items()),
-                       agreement(pairs).assign(benchmark="all")], ignore_index=True)
-    layout.judge.mkdir(parents=True, exist_ok=True)
-    atomic.write_frames({layout.judge / "validation_pairs.csv": pairs, layout.judge / "validation.csv": stats})
     judged = run_pairs(runs)
     if not judged:
         raise MissingInput(f"{layout.runs_table} lists no instructed and query-only run of one system: InstFol "
                            "compares the two (notebook 02 writes both)")
-    results = [judge_pair(layout.root, report.benchmarks[p.benchmark], p, judge, max_instances) for p in judged]
+    report = start_report(out_dir, benchmarks if benchmarks is not None else list(dict.fromkeys(runs["benchmark"])),
+                          data_root, loaded)
+    if judge is None:
+        judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
+                           cache=layout.judgments)
+        if backend == "openai":  # a dead endpoint would wait out every retry of every request in silence
+            reason = unreachable(base_url or "https://api.openai.com/v1", min(timeout_s, 5.0))
+            if reason:
+                raise UsageError(f"judge endpoint {base_url or 'https://api.openai.com/v1'}: {reason}; start the "
+                                 "server, fix judge_base_url, or choose another judge_backend")
+    per_stratum = max_instances or 20
+    validations = ({name: validate_judge(bench, judge, per_stratum=per_stratum, seed=seed)
+                    for name, bench in report.benchmarks.items()} if validate else {})
+    pairs = pd.concat([v.pairs.assign(benchmark=name) for name, v in validations.items()], ignore_index=True) \
+        if validations else pd.DataFrame(columns=["benchmark", "norm", "error", "warning"])
+    stats = pd.concat([*(v.agreement.assign(benchmark=name) for name, v in validations.items()),
+                       agreement(pairs).assign(benchmark="all")], ignore_index=True) if validations else pd.DataFrame()
+    layout.judge.mkdir(parents=True, exist_ok=True)
+    if validations:
+        atomic.write_frames({layout.judge / "validation_pairs.csv": pairs, layout.judge / "validation.csv": stats})
+    results = [judge_pair(layout.root, report.benchmarks[p.benchmark], p, judge, max_instances, seed, k)
+               for p in judged]
     tables = write_instfol(layout, judged, results)
-    spread, verdicts = judge_spread(layout, report.benchmarks, judged, judge, repeats, max_instances)
+    spread, verdicts = judge_spread(layout, report.benchmarks, judged, judge, repeats, max_instances, seed, k)
+    metrics = (pd.read_csv(layout.metrics_table, dtype={"level": str}) if layout.metrics_table.is_file()
+               else pd.DataFrame(columns=["benchmark", "subset", "level", "measure", "system", "value"]))
     return Judging(judge=judge, backend=backend, max_instances=max_instances, validations=validations, pairs=pairs,
                    agreement=stats, instfol=tables, rankings=rank_systems(tables.summary, metrics), spread=spread,
                    summary=report.summary, bundled=backend == "hf" and not model, verdicts=verdicts)

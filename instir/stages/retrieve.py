@@ -1,6 +1,7 @@
-"""The retrieve stage (notebook 02, ``instir sweep``'s cells): every system on every benchmark,
-instructed and query-only, written as TREC runs with sidecars under ``runs/`` and listed in
-``runs/runs.csv``.
+"""The retrieve stage (notebook 02, ``instir sweep``'s cells): every run of the plan
+(:func:`instir.stages.plan.plan_runs`: each system on each benchmark, instructed and
+query-only) written as a TREC run with its sidecar under ``runs/`` and listed in
+``runs/runs.csv`` in the plan's order.
 
 - **instructed**: query and instruction together, in the template the benchmark's authors used
   for the model family (or the system card's own template);
@@ -10,7 +11,7 @@ Each system is built once per call and serves every benchmark and variant, so it
 document vectors are built once per (benchmark, system, document format): BM25 keeps the index
 it built or loaded from its cache, a dense encoder the corpus vectors. A run whose inputs did
 not change is read back (:func:`instir.retrieval.retrieve`). The sweep runs the same
-:func:`retrieve_variant` on its part of the grid and lists its runs with :func:`write_runs_table`.
+:func:`retrieve_planned` on its part of the plan and lists its runs with :func:`write_runs_table`.
 """
 
 from __future__ import annotations
@@ -25,33 +26,29 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.formatting import get_template
-from instir.parameters import names
 from instir.report.layout import ReportLayout, start_report
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run
-from instir.systems.specs import SystemSpec, resolve_system, run_label
+from instir.stages.plan import VARIANTS, PlannedRun, plan_runs
 
-#: The two runs of every system: the benchmark's instructed template, and the bare query.
-VARIANTS = ("instructed", "query-only")
 #: The columns of ``runs/runs.csv``, in order.
 RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "k", "queries",
                 "rows", "search_s", "elapsed_s", "reused", "run_file"]
 
 
-def retrieve_variant(layout: ReportLayout, benchmark: Benchmark, system: SystemSpec, retriever: Retriever,
-                     variant: str, k: int) -> tuple[dict, Run]:
-    """Retrieve one variant of one system on one benchmark into ``layout.runs`` (reusing a run
-    with the same inputs); returns its ``runs.csv`` row and the run."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; use {' or '.join(VARIANTS)}")
+def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: PlannedRun, retriever: Retriever,
+                     k: int) -> tuple[dict, Run]:
+    """Retrieve one planned run (``benchmark`` loaded in its setting) into ``layout.runs``,
+    reusing a run with the same inputs; returns its ``runs.csv`` row and the run."""
     start = time.perf_counter()
-    run = retrieve(benchmark, retriever, None if variant == "instructed" else "query-only", k=k, out_dir=layout.runs)
+    run = retrieve(benchmark, retriever, None if planned.variant == "instructed" else "query-only", k=k,
+                   out_dir=layout.runs)
     row = {"benchmark": benchmark.name, "setting": benchmark.setting, "sample": benchmark.is_sample,
-            "retriever": system.name, "system": run_label(system.label, variant, benchmark.setting),
-            "variant": variant, "template": run.meta["template"]["name"], "k": k,
-            "queries": run.df["qid"].nunique(), "rows": len(run.df), "search_s": run.meta["wall_time_s"],
-            "elapsed_s": round(time.perf_counter() - start, 3), "reused": bool(run.meta.get("reused", False)),
-            "run_file": Path(run.meta["path"]).resolve().relative_to(layout.root.resolve()).as_posix()}
+           "retriever": planned.system.name, "system": planned.label, "variant": planned.variant,
+           "template": run.meta["template"]["name"], "k": k, "queries": run.df["qid"].nunique(), "rows": len(run.df),
+           "search_s": run.meta["wall_time_s"], "elapsed_s": round(time.perf_counter() - start, 3),
+           "reused": bool(run.meta.get("reused", False)),
+           "run_file": Path(run.meta["path"]).resolve().relative_to(layout.root.resolve()).as_posix()}
     return row, run
 
 
@@ -102,23 +99,25 @@ def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
 
 def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
                   data_root: str | None = None, variants: Sequence[str] = VARIANTS,
-                  cache_dir: str | None = None) -> Retrieval:
-    """The retrieve stage: every system (named as :func:`instir.systems.specs.resolve_system`
-    takes them) on every benchmark in each variant, into ``out_dir/runs/``, listed in
-    ``runs/runs.csv`` benchmark by benchmark, systems in the order given. One system is built
-    (its model loaded) at a time and serves every benchmark before the next is built, so a
-    machine holds one model, and one BM25 index, at a time."""
+                  settings: Sequence[str] = ("instructed",), cache_dir: str | None = None) -> Retrieval:
+    """The retrieve stage: every run of :func:`~instir.stages.plan.plan_runs` (``systems`` as
+    :func:`instir.systems.specs.resolve_system` names them) into ``out_dir/runs/``, listed in
+    ``runs/runs.csv`` in the plan's order. One system is built (its model loaded) at a time and
+    serves every benchmark before the next is built, so a machine holds one model, and one BM25
+    index, at a time."""
+    plan = plan_runs(benchmarks, systems, settings=settings, variants=variants)
     report = start_report(out_dir, benchmarks, data_root)
-    specs = [resolve_system(name) for name in names(systems, "systems")]
+    rows: dict[str, dict] = {}
     inputs: dict[tuple[str, str], dict] = {}
-    rows: dict[tuple[str, str], list[dict]] = {}
-    for spec in specs:
-        retriever = spec.factory(cache_dir)()
-        for name, bench in report.benchmarks.items():
-            inputs[name, spec.name] = model_inputs(bench, spec.name, retriever)
-            rows[name, spec.name] = [retrieve_variant(report.layout, bench, spec, retriever, variant, k)[0]
-                                     for variant in variants]
+    systems_in_order = {p.system.name: p.system for p in plan}
+    for system in systems_in_order.values():
+        retriever = system.factory(cache_dir)()
+        for planned in (p for p in plan if p.system.name == system.name):
+            bench = report.cache.get(planned.benchmark, planned.setting)
+            if planned.setting == "instructed":
+                inputs.setdefault((planned.benchmark, system.name), model_inputs(bench, system.name, retriever))
+            rows[planned.run_id] = retrieve_planned(report.layout, bench, planned, retriever, k)[0]
         del retriever
-    order = [(name, spec.name) for name in report.benchmarks for spec in specs]
-    return Retrieval(write_runs_table(report.layout, [row for key in order for row in rows[key]]),
-                     pd.DataFrame([inputs[key] for key in order]), report.summary)
+    shown = [inputs[b, s] for b in report.benchmarks for s in systems_in_order if (b, s) in inputs]
+    return Retrieval(write_runs_table(report.layout, [rows[p.run_id] for p in plan]), pd.DataFrame(shown),
+                     report.summary)

@@ -37,17 +37,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, unknown
 from instir.inputs import InputRefused, load_yaml, read_config
+from instir.retrieval.windows import WINDOWING_MODES
 
-#: where a card's recipe comes from: a paper's code, MTEB's model wrappers (cards labelled
-#: "MTEB-comparable, not paper-comparable", each a ``variant_of`` a paper card), or a user
-PAPERS = ("instructir", "ifir", "mteb", "user")
+#: where a card's recipe comes from: a benchmark family's paper's code, MTEB's model wrappers (cards
+#: labelled "MTEB-comparable, not paper-comparable", each a ``variant_of`` a paper card), or a user
+PAPERS = (*catalog.families(), "mteb", "user")
 KINDS = ("retriever", "reranker")
 POOLINGS = ("mean", "cls", "last-token", "eos", "batch-last")
 DTYPES = ("float32", "float16", "bfloat16")
-WINDOWINGS = ("ifir", "clean")
 SIMILARITIES = ("cosine", "dot")
 #: keys of a card's ``resources`` (Ray hints for sweeps): GPUs and host memory (GiB) per task
 RESOURCE_KEYS = ("num_gpus", "memory_gb")
@@ -124,7 +125,7 @@ def _plain(value: Any) -> Any:
 
 
 _REQUIRED = ("name", "paper", "kind", "adapter")
-_CHOICES = {"paper": PAPERS, "kind": KINDS, "pooling": POOLINGS, "dtype": DTYPES, "windowing": WINDOWINGS,
+_CHOICES = {"paper": PAPERS, "kind": KINDS, "pooling": POOLINGS, "dtype": DTYPES, "windowing": WINDOWING_MODES,
             "similarity": SIMILARITIES}
 
 

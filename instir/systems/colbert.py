@@ -379,18 +379,6 @@ class ColBERTRetriever:
             settings["doc_maxlen"] = card.doc_max_length
         return cls(card.model, name=card.name, revision=getattr(card, "revision", None), **settings, **options)
 
-    @classmethod
-    def for_instructir(cls, long_query: bool = False, model: str = COLBERTV2, **options: Any) -> "ColBERTRetriever":
-        """InstructIR's ColBERTv2 row as the authors ran it (``colbertv2.0``: the checkpoint's
-        ``query_maxlen`` 32, ``doc_maxlen`` 300), or with ``long_query`` the named variant
-        ``colbertv2.0-q128`` (``query_maxlen`` :data:`LONG_QUERY_MAXLEN`, the whole
-        ``instruction [SEP] query`` kept); ``options`` pass through."""
-        base = model.rstrip("/").split("/")[-1]
-        if long_query:
-            return cls(model, name=f"{base}-q{LONG_QUERY_MAXLEN}", query_maxlen=LONG_QUERY_MAXLEN,
-                       doc_maxlen=INSTRUCTIR_DOC_MAXLEN, **options)
-        return cls(model, name=base, doc_maxlen=INSTRUCTIR_DOC_MAXLEN, **options)
-
     @property
     def encoder(self) -> ColBERTEncoder:
         """The encoder, loaded on first use."""

@@ -18,12 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from instir.papers.loader import HYBRID_PREFIX, load_reported, model_key
+from instir.benchmarks import catalog
+from instir.papers.loader import HYBRID_PREFIX, family_papers, load_reported, model_key
 from instir.systems.cards import SystemCard, get_card, load_cards
 from instir.systems.registry import API_ADAPTERS, system_status
-
-#: the measure each benchmark family's coverage shows
-HEADLINE = {"instructir": "nDCG@10", "ifir": "nDCG@20"}
 
 
 def paper_row_key(card: SystemCard, cards: Mapping[str, SystemCard]) -> str:
@@ -58,8 +56,9 @@ def _reproduced(out_dir: Path | None) -> dict[str, str]:
     if path is None or not path.is_file():
         return {}
     table = pd.read_csv(path, dtype={"level": str, "subset": str})
-    family = table["benchmark"].str.split("-|/", regex=True).str[0]
-    wanted = table[(table["level"] == "all") & (table["measure"] == family.map(HEADLINE))]
+    headline = {name: catalog.family(name).headline[0] for name in catalog.families()}
+    wanted = table[(table["level"] == "all") & (table["measure"] == table["benchmark"].map(catalog.family_of)
+                                                                   .map(headline))]
     out: dict[str, list[str]] = {}
     for row in wanted.itertuples(index=False):
         subset = "" if row.subset in ("all", "", "nan") else f" {row.subset}"
@@ -73,18 +72,18 @@ def _other_papers_card(by_key: Mapping[tuple[str, str], SystemCard], paper: str,
 
 
 def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, SystemCard] | None = None) -> pd.DataFrame:
-    """Every model row of the InstructIR and IFIR reported tables (hybrid rows separately),
+    """Every model row of the families' reported tables (hybrid rows separately),
     with its card (empty when the kit has none), whether the card can run here, why not,
     and the values reproduced for it in ``out_dir`` (runs named after the card, as notebook
     02 names its ``systems``)."""
     cards = load_cards() if cards is None else cards
     by_key: dict[tuple[str, str], SystemCard] = {}
     for card in cards.values():
-        if card.paper in HEADLINE and not card.variant_of:
+        if card.paper in family_papers() and not card.variant_of:
             by_key.setdefault((card.paper, paper_row_key(card, cards)), card)
     reproduced = _reproduced(Path(out_dir) if out_dir is not None else None)
     rows = []
-    for paper in ("instructir", "ifir"):
+    for paper in family_papers():
         reported = load_reported(paper)
         models = reported[reported["model"].notna() & (reported["model"].astype(str) != "")]
         for (model, key), _ in models.groupby(["model", "model_key"], sort=False):

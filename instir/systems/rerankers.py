@@ -32,6 +32,8 @@ MONOT5_PREDICTION_TOKENS: Mapping[str, tuple[str, str]] = {
 }
 MONOT5_TEMPLATE = "Query: {query} Document: {text} Relevant:"
 
+#: The name of FollowIR-7B's prompt (and what a model name holds when the authors gave it that prompt).
+FOLLOWIR_PROMPT = "followir"
 #: The authors' P(true) prompts (``LlamaReranker``, ``MistralReranker``, ``FollowIRReranker``),
 #: copied verbatim; ``{query}`` is ``"<query>? <instruction>"`` (``query_instruct_template``).
 LLM_TEMPLATES: Mapping[str, str] = {
@@ -43,7 +45,7 @@ LLM_TEMPLATES: Mapping[str, str] = {
     "mistral": ("<s>[INST] You are an expert Google searcher, whose job is to determine if the following document "
                 "is relevant to the query (true/false).\nQuery: {query}\nDocument: {text}\n"
                 "Relevant (either \"true\" or \"false\"): [/INST]"),
-    "followir": ("<s> [INST] You are an expert Google searcher, whose job is to determine if the following "
+    FOLLOWIR_PROMPT: ("<s> [INST] You are an expert Google searcher, whose job is to determine if the following "
                  "document is relevant to the query (true/false). Answer using only one word, one of those two "
                  "choices.\n\nQuery: {query}\nDocument: {text}\nRelevant (only output one word, either \"true\" or "
                  "\"false\"): [/INST] "),
@@ -52,12 +54,12 @@ LLM_TEMPLATE_SOURCES: Mapping[str, str] = {
     "llama": f"{_SRC} LlamaReranker.__init__ (model name without 'chat')",
     "llama-chat": f"{_SRC} LlamaReranker.__init__ (LLAMA_CHAT_TEMPLATE, model name with 'chat')",
     "mistral": f"{_SRC} MistralReranker.__init__",
-    "followir": f"{_SRC} FollowIRReranker.__init__",
+    FOLLOWIR_PROMPT: f"{_SRC} FollowIRReranker.__init__",
 }
 #: dtypes the authors forced (``MistralReranker``/``FollowIRReranker`` set fp_options="float16";
 #: ``Reranker.__init__`` defaults to float32).
 LLM_AUTHOR_DTYPES: Mapping[str, str] = {"llama": "float32", "llama-chat": "float32", "mistral": "float16",
-                                        "followir": "float16"}
+                                        FOLLOWIR_PROMPT: "float16"}
 DTYPES = ("float32", "float16", "bfloat16")
 
 RERANKER_KINDS = ("monot5", "cross-encoder", "llm-ptrue")
@@ -67,8 +69,8 @@ def authors_llm_prompt(model: str) -> str:
     """The prompt the authors' ``MODEL_DICT`` gives ``model``: FollowIR → followir, Mistral →
     mistral, a name containing 'chat' → llama-chat, else llama."""
     lowered = model.lower()
-    if "followir" in lowered:
-        return "followir"
+    if FOLLOWIR_PROMPT in lowered:
+        return FOLLOWIR_PROMPT
     if "mistral" in lowered:
         return "mistral"
     return "llama-chat" if "chat" in model else "llama"

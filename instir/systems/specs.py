@@ -1,29 +1,27 @@
 """Systems by name, as grids, notebooks and ``instir run`` name them: ``bm25``, ``dense`` /
 ``hybrid`` (the bundled MiniLM), ``dense:MODEL`` / ``hybrid:MODEL``, or a retriever system card's
-name. :func:`resolve_system` is the one place that turns such a name into a picklable retriever
-factory, the name reports give it and its resource hints; the retrieve stage, the sweep's cells
-and its actors all build retrievers through it.
+name. :func:`resolve_system` turns such a name into what a plan holds of it (the name reports give
+it, its kind and resource hints, a picklable factory); the retriever itself is built by
+:func:`instir.systems.registry.build_system`, as every front end builds systems.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from instir.errors import UserError, quoted
 from instir.parameters import names
-from instir.retrieval import Retriever, make_retriever, system_name
+from instir.retrieval import Retriever, system_name
 
 
 @dataclass(frozen=True)
 class SystemSpec:
-    """A resolved grid system: ``name`` as the grid wrote it (the ``retriever`` column of
+    """A resolved system: ``name`` as the user wrote it (the ``retriever`` column of
     ``runs.csv``), ``label`` as reports name it (:func:`instir.retrieval.system_name`, or the
-    card's name), ``kind``/``model`` for :func:`instir.retrieval.make_retriever` (kind
-    ``system`` for a card, built by :func:`instir.systems.registry.build_retriever` from
-    ``card``), and Ray resource hints (``num_gpus``, ``memory_gb``) for the tasks and encoder
-    actors that run it."""
+    card's name), ``kind`` (``bm25``, ``dense``, ``hybrid``, or ``system`` for a ``card``) and
+    ``model``, and Ray resource hints (``num_gpus``, ``memory_gb``) for the sweep's actors."""
 
     name: str
     label: str
@@ -33,44 +31,12 @@ class SystemSpec:
     card: str = ""
 
     def factory(self, cache_dir: str | None = None) -> Callable[[], Retriever]:
-        """A picklable zero-argument function that builds the retriever (on a worker)."""
-        if self.kind == "system":
-            return _CardFactory(self.card, cache_dir)
-        return _Factory(self.kind, self.model, cache_dir)
+        """A picklable zero-argument function that builds the retriever (on a worker), through
+        :func:`instir.systems.registry.build_system` (embeddings cached in ``cache_dir``)."""
+        from instir.systems.registry import build_system
 
-
-@dataclass(frozen=True)
-class _Factory:
-    kind: str
-    model: str | None
-    cache_dir: str | None
-
-    def __call__(self) -> Retriever:
-        retriever = make_retriever(self.kind, self.model)
-        if self.cache_dir:
-            _set_cache_dir(retriever, self.cache_dir)
-        return retriever
-
-
-@dataclass(frozen=True)
-class _CardFactory:
-    card: str
-    cache_dir: str | None
-
-    def __call__(self) -> Retriever:
-        from instir.systems.registry import build_retriever
-
-        return build_retriever(self.card, cache_dir=self.cache_dir)
-
-
-def _set_cache_dir(retriever: Any, cache_dir: str) -> None:
-    """Point a dense retriever (or a hybrid's dense half) at ``cache_dir``."""
-    from instir.retrieval.embedding_cache import EmbeddingCache
-
-    for part in (retriever, getattr(retriever, "dense", None)):
-        cache = getattr(part, "cache", None)
-        if isinstance(cache, EmbeddingCache):
-            part.cache = EmbeddingCache(cache_dir, chunk_size=cache.chunk_size, progress=cache.progress)
+        options = {"cache_dir": cache_dir} if cache_dir else {}
+        return functools.partial(build_system, self.card or self.name, **options)
 
 
 def resolve_system(name: str) -> SystemSpec:
@@ -104,13 +70,6 @@ def _card_system(name: str) -> SystemSpec:
     resources = {key: float(card.resources[key]) for key in RESOURCE_KEYS if key in card.resources}
     return SystemSpec(name=name, label=card.name, kind="system", model=card.model or None, resources=resources,
                       card=card.name)
-
-
-def run_label(label: str, variant: str, setting: str = "instructed") -> str:
-    """The name a run has in every later table: the system's label, `` (query-only)`` for the
-    bare-query run, `` [setting]`` for an InstructIR setting other than ``instructed``."""
-    name = label + ("" if variant == "instructed" else " (query-only)")
-    return name if setting == "instructed" else f"{name} [{setting}]"
 
 
 def notebook_systems(retrievers: str | Sequence[str], dense_model: str = "",

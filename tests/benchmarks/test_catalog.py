@@ -1,4 +1,10 @@
-"""The benchmark catalog: the one home of subsets, levels, domains, sources and counts."""
+"""The benchmark catalog: each family one spec kept as data (families/*.toml), the one home of
+subsets, levels, domains, sources, counts, settings, measures and templates; names resolve
+through it, never by their shape."""
+
+import tomllib
+from dataclasses import replace
+from importlib import resources
 
 import pytest
 
@@ -7,71 +13,131 @@ from instir.benchmarks.types import Benchmark, Corpus
 from instir.errors import UnknownNameError
 from instir.papers.loader import load_reported
 
+IFIR = catalog.family("ifir")
+INSTRUCTIR = catalog.family("instructir")
+
 
 def test_ifir_subsets_come_in_the_papers_column_order():
-    assert catalog.ifir_subsets() == ("fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds")
-    assert [catalog.subset(s).printed for s in catalog.ifir_subsets()] == [
+    assert list(IFIR.subsets) == ["fiqa", "scifact_open", "nfcorpus", "aila", "fire", "pm", "cds"]
+    assert [s.printed for s in IFIR.subsets.values()] == [
         "FiQA", "SciFact-open", "NFCorpus", "AILA", "FIRE", "TREC-PM", "TREC-CDS"]
 
 
 def test_multi_level_subsets_have_levels_one_to_three_and_the_others_level_zero():
-    assert catalog.multi_level_subsets() == ("fiqa", "scifact_open", "aila", "pm")
-    assert catalog.single_level_subsets() == ("nfcorpus", "fire", "cds")
-    assert all(catalog.subset(s).levels == (1, 2, 3) for s in catalog.multi_level_subsets())
+    assert [s.id for s in IFIR.subsets.values() if s.multi_level] == ["fiqa", "scifact_open", "aila", "pm"]
+    assert [s.id for s in IFIR.subsets.values() if not s.multi_level] == ["nfcorpus", "fire", "cds"]
+    assert all(s.levels == (1, 2, 3) for s in IFIR.subsets.values() if s.multi_level)
 
 
 def test_domains_follow_ifir_table_one():
-    assert {s: catalog.subset(s).domain for s in catalog.ifir_subsets()} == {
+    assert {s.id: s.domain for s in IFIR.subsets.values()} == {
         "fiqa": "finance", "scifact_open": "science", "nfcorpus": "science", "aila": "law", "fire": "law",
         "pm": "healthcare", "cds": "healthcare"}
 
 
+def test_the_families_and_their_benchmarks_come_from_the_specs_in_order():
+    assert catalog.families() == ("instructir", "ifir")
+    assert list(catalog.entries()) == [
+        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "instructir",
+        *(f"ifir/{s}" for s in IFIR.subsets)]
+    entry = catalog.entry("ifir-sample/fiqa")
+    assert (entry.family.name, entry.subset.id, entry.sample, entry.collection) == ("ifir", "fiqa", True,
+                                                                                    "ifir-sample")
+
+
 @pytest.mark.parametrize(("name", "family"), [
     ("instructir", "instructir"), ("instructir-sample", "instructir"), ("ifir/fiqa", "ifir"),
-    ("ifir-sample/pm", "ifir"), ("ifir-toy/fiqa", "ifir"), ("toy", None), ("ifirx/fiqa", None)])
-def test_family_of_reads_the_part_before_the_slash(name, family):
+    ("ifir-sample/pm", None), ("ifir-sample", "ifir"), ("ifir-toy/fiqa", None), ("toy", None), ("ifirx/fiqa", None)])
+def test_family_of_resolves_names_through_the_catalog_never_by_their_shape(name, family):
+    # ifir-sample/pm has the shape of a sample name, but the bundled sample holds no pm
     assert catalog.family_of(name) == family
 
 
-def test_benchmark_family_asks_the_catalog():
-    bench = Benchmark("ifir-sample/aila", "test", "local", "instructed", Corpus.from_docs([]), {}, {})
-    assert bench.family == "ifir"
+def test_a_benchmark_asks_the_catalog_for_its_family_unless_it_names_one():
+    bench = Benchmark("ifir-sample/fiqa", "test", "local", "instructed", Corpus.from_docs([]), {}, {})
+    assert bench.family == "ifir" and bench.spec is IFIR
+    mine = Benchmark("ifir-toy/fiqa", "test", "local", "instructed", Corpus.from_docs([]), {}, {})
+    assert mine.family is None and mine.spec is None
+    named = Benchmark("mine", "test", "local", "instructed", Corpus.from_docs([]), {}, {}, family="ifir")
+    assert named.spec is IFIR
 
 
-def test_only_names_whose_head_ends_in_sample_are_samples():
-    assert catalog.is_sample("instructir-sample") and catalog.is_sample("ifir-sample/fire")
+def test_only_the_bundled_samples_are_samples():
+    assert catalog.is_sample("instructir-sample") and catalog.is_sample("ifir-sample/nfcorpus")
+    assert catalog.is_sample("ifir-sample")  # the collection a sample's subsets are averaged under
     assert not catalog.is_sample("ifir/fire") and not catalog.is_sample("instructir")
+    assert not catalog.is_sample("my-sample/fire")
 
 
-def test_an_unknown_subset_is_refused_with_the_closest_name():
+def test_a_sample_stands_for_the_benchmark_it_samples():
+    assert catalog.unsampled("ifir-sample/fiqa") == "ifir/fiqa"
+    assert catalog.unsampled("ifir-sample") == "ifir" and catalog.unsampled("instructir-sample") == "instructir"
+    assert catalog.unsampled("ifir/fiqa") == "ifir/fiqa" and catalog.unsampled("toy") == "toy"
+
+
+def test_an_unknown_subset_or_name_is_refused_with_the_closest_one():
     with pytest.raises(UnknownNameError, match="did you mean 'scifact_open'"):
-        catalog.subset("scifact")
+        IFIR.subset("scifact")
+    with pytest.raises(UnknownNameError, match="did you mean 'ifir-sample/fiqa'"):
+        catalog.entry("ifir-sample")
 
 
 def test_sources_keep_the_default_layout_first_and_pin_mteb_per_subset():
-    assert list(catalog.family("instructir").sources) == ["hf", "mteb"]
-    assert list(catalog.family("ifir").sources) == ["songtingyu", "mteb"]
-    assert catalog.family("ifir").sources["mteb"].pinned("aila") == ("if-ir/aila", "1cb8772")
-    assert catalog.family("instructir").sources["hf"].pinned(None) == (
+    assert list(INSTRUCTIR.sources) == ["hf", "mteb"]
+    assert list(IFIR.sources) == ["songtingyu", "mteb"]
+    assert IFIR.sources["mteb"].pinned("aila") == ("if-ir/aila", "1cb8772")
+    assert INSTRUCTIR.sources["hf"].pinned(None) == (
         "kaist-ai/InstructIR", "1615ed0ee07d6d33b0082362f008bfe62041a54b")
 
 
 def test_expected_counts_use_mtebs_query_count_only_for_the_mteb_layout():
-    assert catalog.expected_counts("instructir") == {"queries": 9906, "groups": 1267, "documents": 16072}
-    assert catalog.expected_counts("ifir", "fire") == {"queries": 168, "documents": 1745}
-    assert catalog.expected_counts("ifir", "fire", "mteb") == {"queries": 167, "documents": 1745}
-    assert catalog.expected_counts("ifir", "aila", "mteb") == {"queries": 85, "documents": 2914}
+    assert catalog.entry("instructir").expected_counts() == {"queries": 9906, "groups": 1267, "documents": 16072}
+    assert catalog.entry("ifir/fire").expected_counts() == {"queries": 168, "documents": 1745}
+    assert catalog.entry("ifir/fire").expected_counts("mteb") == {"queries": 167, "documents": 1745}
+    assert catalog.entry("ifir/aila").expected_counts("mteb") == {"queries": 85, "documents": 2914}
+
+
+def test_a_family_spec_says_its_settings_variants_measures_and_headline():
+    assert INSTRUCTIR.settings[0] == "instructed" and "order-sensitivity" in INSTRUCTIR.settings
+    assert IFIR.settings == ("instructed",)
+    assert INSTRUCTIR.pair == IFIR.pair == ("instructed", "query-only")
+    assert INSTRUCTIR.measures == ("nDCG@10", "RR@10", "R@100", "P@10") and INSTRUCTIR.derived == ("Robustness",)
+    assert IFIR.headline == ("nDCG@20", "nDCG@20[ifir-native]") and IFIR.average and not INSTRUCTIR.average
+    assert INSTRUCTIR.template_for("bm25") == "instructir"
+    assert INSTRUCTIR.template_for("bm25", "order-sensitivity") == "instructir-query-first"
+    assert INSTRUCTIR.template_for("instructor", "order-sensitivity") is None  # only bm25 and dense have one
+    assert IFIR.template_for("repllama") is None
+
+
+def test_every_spec_names_a_loader_module_with_a_load_function():
+    for name in catalog.families():
+        assert callable(catalog.family(name).loader_module().load), name
+
+
+def test_a_spec_file_holds_only_keys_the_catalog_reads():
+    known = {"order", "printed", "paper", "loader", "sample", "counts", "settings", "variants", "pair", "measures",
+             "derived", "headline", "average", "local_layouts", "template_source", "sources", "bm25", "templates",
+             "setting_templates", "template", "mteb", "papers", "report", "subsets"}
+    folder = resources.files("instir.benchmarks").joinpath("families")
+    for spec in (f for f in folder.iterdir() if f.name.endswith(".toml")):
+        assert set(tomllib.loads(spec.read_text(encoding="utf-8"))) <= known, spec.name
+
+
+def test_a_family_without_a_sample_folder_has_no_sample_names():
+    assert replace(INSTRUCTIR, sample="no-such-sample").sample_benchmarks() == []
+    assert IFIR.sample_benchmarks() == ["ifir-sample/fiqa", "ifir-sample/nfcorpus"]
 
 
 def test_the_papers_reported_subset_names_are_the_catalogs_printed_names():
-    printed = set(catalog.subset_by_printed_name())
+    printed = {s.printed for s in IFIR.subsets.values()}
     ifir = load_reported("ifir")
     assert set(ifir["subset"].dropna()) - {"avg", "all"} == printed
-    assert set(ifir.loc[ifir["subset"].isin(printed), "subset_id"]) == set(catalog.ifir_subsets())
+    assert set(ifir.loc[ifir["subset"].isin(printed), "subset_id"]) == set(IFIR.subsets)
 
 
 def test_the_mteb_results_tasks_are_the_catalogs_mteb_task_names():
     reported = load_reported("mteb")
     ifir_tasks = {t for t in reported["task"] if str(t).startswith("IFIR")}
-    assert ifir_tasks == set(catalog.subset_by_mteb_task())
-    assert set(reported.loc[reported["task"].isin(ifir_tasks), "subset_id"]) == set(catalog.ifir_subsets())
+    assert ifir_tasks == {s.mteb_task for s in IFIR.subsets.values()}
+    assert set(reported.loc[reported["task"].isin(ifir_tasks), "subset_id"]) == set(IFIR.subsets)
+    assert list(catalog.mteb_tasks()) == ["InstructIR", *(s.mteb_task for s in IFIR.subsets.values())]

@@ -2,6 +2,7 @@
 (never the network): manifests, count checks, resolved commits, offline messages, CLI."""
 
 import argparse
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -82,7 +83,7 @@ def test_ifir_subset_is_fetched_at_main_resolved_to_a_commit_with_a_manifest(hub
 
 def test_counts_equal_to_the_published_ones_verify_without_warning(hub, tmp_path, monkeypatch):
     hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
-    monkeypatch.setattr(catalog, "expected_counts", lambda *args: {"queries": 2, "documents": 4})
+    monkeypatch.setattr(catalog.Entry, "expected_counts", lambda *args: {"queries": 2, "documents": 4})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         root = fetch("ifir", "fire", cache_dir=tmp_path)
@@ -91,7 +92,9 @@ def test_counts_equal_to_the_published_ones_verify_without_warning(hub, tmp_path
 
 def test_all_ifir_subsets_come_from_one_resolved_commit(hub, tmp_path, monkeypatch):
     fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
-    monkeypatch.setattr(catalog, "ifir_subsets", lambda: ("fiqa", "fire"))
+    ifir = catalog.family("ifir")
+    two = dataclasses.replace(ifir, subsets={s: ifir.subsets[s] for s in ("fiqa", "fire")})
+    monkeypatch.setattr(catalog, "family", lambda name: two if name == "ifir" else ifir)
     with pytest.warns(UserWarning):
         root = fetch("ifir", cache_dir=tmp_path)
     assert [c[0] for c in fake.calls] == ["resolve", "download", "download"]

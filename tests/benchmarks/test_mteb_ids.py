@@ -7,7 +7,7 @@ import pytest
 
 from instir.benchmarks import catalog, load_benchmark
 from instir.benchmarks.ifir import load_ifir
-from instir.benchmarks.mteb import mteb_ids
+from instir.benchmarks.mteb import mteb_ids, mteb_task
 from instir.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -22,8 +22,9 @@ def test_mteb_tasks_carry_main_score_self_hit_rule_and_task_specific_scores():
     # only IFIRFiQA sets ignore_identical_ids = True; InstructIR keeps the self-hits the authors drop
     assert [name for name, t in tasks.items() if t.ignore_identical_ids] == ["IFIRFiQA"]
     # task_specific_scores with v1/v2/v3 levels: the four multi-level subsets' classes only
-    assert [t.subset for t in tasks.values() if t.level_scores] == list(catalog.multi_level_subsets())
-    assert catalog.mteb_task("ifir-sample/pm").name == "IFIRPm"
+    assert [t.subset for t in tasks.values() if t.level_scores] == [
+        s.id for s in catalog.family("ifir").subsets.values() if s.multi_level]
+    assert mteb_task("ifir-sample/fiqa").name == "IFIRFiQA" and mteb_task("ifir/pm").name == "IFIRPm"
 
 
 def test_instructir_ids_are_the_same_in_mteb():

@@ -49,13 +49,13 @@ def test_grid_cells_skip_settings_ifir_lacks():
     assert [(c.benchmark, c.setting) for c in grid.cells()] == [
         ("instructir-sample", "instructed"), ("instructir-sample", "order-sensitivity"),
         ("ifir-sample/fiqa", "instructed")]
-    labels = [c.run_label for c in grid.cells()]
+    labels = [c.label for c in grid.cells()]
     assert labels == ["bm25", "bm25 [order-sensitivity]", "bm25"]
 
 
 def test_query_only_variant_is_labelled_as_notebook_02_labels_it():
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense"]})
-    assert [c.run_label for c in grid.cells()] == [f"dense:{BUNDLED_MODEL_ID}",
+    assert [c.label for c in grid.cells()] == [f"dense:{BUNDLED_MODEL_ID}",
                                                    f"dense:{BUNDLED_MODEL_ID} (query-only)"]
 
 
@@ -160,7 +160,7 @@ def test_the_estimate_counts_published_sizes_once_per_corpus_and_system():
     from instir.distributed.grid import describe_estimate, grid_estimate
 
     grid = parse_grid({"benchmarks": ["instructir-sample", "ifir/fiqa"], "systems": ["bm25", "dense"]})
-    fiqa = catalog.expected_counts("ifir", "fiqa")
+    fiqa = catalog.entry("ifir/fiqa").expected_counts()
     assert grid_estimate(grid) == {"cells": 8, "queries": 4 * fiqa["queries"], "documents": 2 * fiqa["documents"],
                                    "sample_cells": 4}
     assert describe_estimate(grid) == (f"8 cells (2 benchmarks x 1 setting x 2 systems x 2 variants); about "

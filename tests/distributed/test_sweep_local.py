@@ -35,7 +35,7 @@ def swept(local_ray, sample_grid, tmp_path_factory):
 def notebook_path(out):
     """What notebooks 02 and 03 do for the same grid, step by step, in this process."""
     from instir.benchmarks import load_benchmark
-    from instir.metrics import combine, evaluate_runs, ifir_average
+    from instir.metrics import combine, evaluate_runs, subset_average
     from instir.retrieval import make_retriever, read_run, retrieve, system_name
 
     rows = []
@@ -54,7 +54,9 @@ def notebook_path(out):
         listed = runs_table[runs_table["benchmark"] == name]
         evaluations[name] = evaluate_runs({r.system: read_run(out / r.run_file) for r in listed.itertuples()}, bench)
     table = combine([ev.table for ev in evaluations.values()])
-    table = combine([table, ifir_average(table[table["benchmark"].str.startswith("ifir")])])
+    ifir = table[table["benchmark"].str.startswith("ifir")]
+    if ifir["benchmark"].nunique() > 1:  # an Average over two subsets or more (of one it repeats the subset)
+        table = combine([table, subset_average(ifir)])
     per_query = pd.concat([ev.per_query.assign(benchmark=n) for n, ev in evaluations.items()], ignore_index=True)
     return runs_table, table, per_query
 

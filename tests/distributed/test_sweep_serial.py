@@ -29,15 +29,14 @@ def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
 
 
 def test_plain_loop_builds_each_system_once_and_reads_each_benchmark_once(tmp_path, monkeypatch):
-    import instir.benchmarks
-    from instir.systems import specs
+    from instir.report import layout
+    from instir.systems import registry
 
     built, read = [], []
-    build, load = specs._Factory.__call__, instir.benchmarks.load_benchmark
-    monkeypatch.setattr(specs._Factory, "__call__", lambda self: built.append(self.kind) or build(self))
-    # run_cell imports load_benchmark from the package when it runs, so this reaches it
-    monkeypatch.setattr(instir.benchmarks, "load_benchmark",
-                        lambda name, *a, **kw: read.append(name) or load(name, *a, **kw))
+    build, load = registry.build_system, layout.load_benchmark
+    monkeypatch.setattr(registry, "build_system", lambda name, **kw: built.append(name) or build(name, **kw))
+    # every stage and cell loads benchmarks through LoadedBenchmarks, so this reaches them all
+    monkeypatch.setattr(layout, "load_benchmark", lambda name, *a, **kw: read.append(name) or load(name, *a, **kw))
     report = run_sweep(parse_grid({"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25"],
                                    "k": 10}), tmp_path, executor="serial")
     assert report.count("done") == 4
@@ -64,8 +63,7 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
     for name in ("runs/runs.csv", "metrics/metrics.csv", "sweep/summary.json", "judge/instfol.csv"):
         assert (tmp_path / name).is_file(), name
     judged = json.loads((tmp_path / "sweep" / "summary.json").read_text())["judge"]
-    assert judged == {"state": "done", "pairs": 1, "failed_pairs": [], "failed_judgments": server.count,
-                      "warnings": 0}
+    assert judged == {"state": "done", "pairs": 1, "failed_judgments": server.count, "warnings": 0}
     positions = pd.read_csv(tmp_path / "judge" / "instfol_positions.csv")
     assert positions["error"].str.startswith("malformed log-probabilities").all()
 

@@ -42,7 +42,7 @@ def interop(irds):
 
 
 def _kit_records(benchmark):
-    template = default_template("bm25", benchmark.name, query_order=benchmark.meta.get("query_order"))
+    template = default_template("bm25", benchmark)
     docs = [(d.id, d.text, d.title) for d in benchmark.corpus]
     queries = [(q.id, template.format_query(q), q.query, q.instruction, q.group, q.level, q.subset)
                for q in benchmark.queries.values()]
@@ -147,7 +147,7 @@ def test_pyterrier_reads_the_registered_sample_and_scores_a_kit_run_on_its_qrels
     frame = pt.text.get_text(dataset, "text")(bm25_run.to_pyterrier())  # PyTerrier's text loader on the docstore
     texts = {d.id: d.text for d in sample.corpus}
     assert frame["text"].tolist() == [texts[d] for d in frame["docno"]]
-    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10"], with_robustness=False).per_query
+    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10"], derived=False).per_query
     theirs = pt.Evaluate(bm25_run.to_pyterrier(), qrels, [ir_measures.nDCG @ 10])["nDCG@10"]
     assert theirs == pytest.approx(kit["value"].mean(), abs=1e-12)
 

@@ -38,7 +38,7 @@ def test_a_frame_changed_in_pyterrier_comes_back_without_the_stale_metadata(pt, 
 
 
 def test_pt_evaluate_and_pt_experiment_score_the_frame_as_the_kit_does(pt, bm25_run, sample):
-    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10", "RR@10"], with_robustness=False)
+    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10", "RR@10"], derived=False)
     frame, qrels = bm25_run.to_pyterrier(), qrels_to_pyterrier(sample.qrels)
     per_query = pt.Evaluate(frame, qrels, [ir_measures.nDCG @ 10, ir_measures.RR @ 10], perquery=True)
     for measure in ("nDCG@10", "RR@10"):

@@ -43,7 +43,7 @@ def test_the_name_given_to_ranx_is_what_its_reports_print(ranx, bm25_run):
 def test_ranx_scores_a_converted_run_as_the_kit_does(ranx, name):
     benchmark = load_benchmark(name)
     run = retrieve(benchmark, BM25Retriever(), k=100)
-    kit = evaluate_runs({"bm25": run}, benchmark, ["nDCG@10"], with_robustness=False, native=[]).per_query
+    kit = evaluate_runs({"bm25": run}, benchmark, ["nDCG@10"], derived=False).per_query
     converted = run.to_ranx()
     mean = ranx.evaluate(qrels_to_ranx(benchmark.qrels), converted, "ndcg@10")
     assert mean == pytest.approx(kit["value"].mean(), abs=1e-12)

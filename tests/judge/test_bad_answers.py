@@ -268,7 +268,7 @@ def test_instir_judge_counts_broken_answers_as_failures_and_finishes(fiqa_runs, 
     with FakeChatServer(responder=alternating) as server:
         code = main(["judge", "--benchmark", "ifir-sample/fiqa", "--run", fiqa_runs[0], "--query-only-run",
                      fiqa_runs[1], "--backend", "openai", "--model", "fake-model", "--base-url", server.url,
-                     "--max-instances", "2", "--cache", str(tmp_path / "j.sqlite")])
+                     "--max-instances", "2", "--cache", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report")])
     out = capsys.readouterr().out
     assert code == 0
     failed = int(out.split(" failed, ")[0].rsplit(" ", 1)[1])

@@ -45,7 +45,7 @@ def backend_calls(monkeypatch):
 
 def judge_args(runs, cache):
     return ["judge", "--benchmark", "ifir-sample/fiqa", "--run", runs[0], "--query-only-run", runs[1],
-            "--backend", "baseline", "--cache", str(cache)]
+            "--backend", "baseline", "--cache", str(cache), "--out", str(Path(cache).parent / "report")]
 
 
 def test_judge_prints_instfol_per_level_and_subset(sample_runs, tmp_path, capsys, backend_calls):

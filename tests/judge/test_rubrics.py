@@ -4,14 +4,14 @@ import dataclasses
 
 import pytest
 
-from instir.benchmarks.catalog import multi_level_subsets, single_level_subsets
+from instir.benchmarks import catalog
 from instir.judge.rubrics import RUBRICS, rubric_for
 from instir.judge.types import JudgeRequest, judged_text
 
 QUERY, INSTRUCTION, PASSAGE = "zqueryz marker", "zinstructionz marker", "zpassagez marker"
 
 
-@pytest.mark.parametrize("subset", multi_level_subsets())
+@pytest.mark.parametrize("subset", [s.id for s in catalog.family("ifir").subsets.values() if s.multi_level])
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_multi_level_rubric_range_equals_level(subset, level):
     rubric = rubric_for(subset, level)
@@ -20,7 +20,7 @@ def test_multi_level_rubric_range_equals_level(subset, level):
     assert rubric.scores == tuple(range(level + 1))
 
 
-@pytest.mark.parametrize("subset", single_level_subsets())
+@pytest.mark.parametrize("subset", [s.id for s in catalog.family("ifir").subsets.values() if not s.multi_level])
 @pytest.mark.parametrize("level", [0, None])
 def test_single_level_rubric_scores_zero_to_three(subset, level):
     assert rubric_for(subset, level).max_score == 3

@@ -13,7 +13,7 @@ from instir.judge.baseline import BaselineJudge
 from instir.judge.cache import CachedJudge, JudgmentCache, request_key
 from instir.judge.following import instfol
 from instir.judge.rubrics import rubric_for
-from instir.judge.stability import deterministic, judge_repeats, stability, tolerance_widening, verdict
+from instir.judge.stability import judge_repeats, stability, tolerance_widening, verdict
 from instir.judge.types import JudgeRequest, Judgment
 
 #: (subset, level) strata of the toy benchmark; the generic rubric serves them all
@@ -171,7 +171,7 @@ def test_a_deterministic_backend_is_judged_once_for_all_repeats_and_the_verdict_
     backend = CountingBaseline()
     cache = JudgmentCache(tmp_path / "j.sqlite")
     frames = judge_repeats(inst, query, bench, CachedJudge(backend, cache), repeats=3)
-    assert deterministic(backend) and not deterministic(ScriptedJudge(base))
+    assert CachedJudge(backend, cache).deterministic and not CachedJudge(ScriptedJudge(base), cache).deterministic
     assert len(backend.requests) == len(once.requests) == single.meta["unique_requests"]  # one repeat's worth
     assert not any("#repeat=" in v for v in cache.frame()["rubric_version"])  # nothing stored for repeats 1, 2
     assert frames.groupby("repeat")["judged"].all().tolist() == [True, False, False]
@@ -223,7 +223,8 @@ def test_instir_judge_repeats_prints_both_spreads_and_reruns_free(tmp_path, caps
     parser = argparse.ArgumentParser(prog="instir")
     commands.register(parser.add_subparsers(dest="command"))
     argv = ["judge", "--benchmark", "ifir-sample/fiqa", "--backend", "baseline", "--run", str(inst),
-            "--query-only-run", str(query), "--cache", str(tmp_path / "j.sqlite"), "--repeats", "3"]
+            "--query-only-run", str(query), "--cache", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report"),
+            "--repeats", "3"]
     args = parser.parse_args(argv)
     assert args.handler(args) == 0
     first = capsys.readouterr().out

@@ -4,6 +4,7 @@ import shutil
 import tempfile
 
 import pytest
+from toy import toy_family
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Qrels, Query
 
@@ -13,7 +14,7 @@ def build_benchmark(name: str, queries: list[Query], qrels: Qrels, extra_docs: t
     doc_ids = sorted({d for docs in qrels.values() for d in docs} | set(extra_docs))
     corpus = Corpus.from_docs(Doc(id=d, text=f"text of {d}") for d in doc_ids)
     return Benchmark(name=name, layout="test", revision="local", setting="instructed", corpus=corpus,
-                     queries={q.id: q for q in queries}, qrels=qrels, is_sample=True)
+                     queries={q.id: q for q in queries}, qrels=qrels, is_sample=True, family=toy_family(name))
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from instir.benchmarks import load_benchmark
-from instir.cli.evaluate import register, run_name
+from instir.cli.evaluate import file_system_name, register
 from instir.errors import UsageError
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run, write_run
@@ -38,14 +38,15 @@ def sample():
     return load_benchmark("instructir-sample")
 
 
-def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(sample, tmp_path, capsys):
+def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(sample, tmp_path, capsys):
     qids = list(sample.qrels)
     strong = write_run(Run(_runs(sample, {})), tmp_path / "strong.trec")
     weak_df = pd.concat([_runs(sample, {q: 3 for q in qids[::2]}),
                          pd.DataFrame({"qid": ["no-such-query"], "docid": [qids[0]], "score": [1.0]})])
     weak = write_run(Run(weak_df), tmp_path / "weak.trec")
+    report = tmp_path / "report"
     assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), "--run", str(weak),
-                 "--measures", "nDCG@10", "RR@10", "--resamples", "199"]) == 0
+                 "--measures", "nDCG@10", "RR@10", "--resamples", "199", "--out", str(report)]) == 0
     out = capsys.readouterr().out
     assert "weak: 1 query ids not in the benchmark" in out and "no-such-query" in out
     assert "Robustness@10" in out and "against baseline 'strong' (scores ×100;" in out
@@ -54,20 +55,22 @@ def test_evaluate_prints_the_table_and_writes_csv_and_json_next_to_the_runs(samp
     assert nDCG[3] == "100.0" and re.fullmatch(r"\d+\.\d", nDCG[2])  # means ×100, one decimal, as the tables
     assert "<0.001" in comparison and not re.search(r"\b0\.\d{4}\b", comparison)  # no 0.9356, no p 0.0000
 
-    stem = tmp_path / "evaluation-instructir-sample-instructed"
-    table = pd.read_csv(f"{stem}.csv")
+    table = pd.read_csv(report / "metrics" / "metrics.csv")
     value = table.set_index(["system", "measure"])["value"]
     assert value[("strong", "nDCG@10")] == 1.0 and value[("strong", "Robustness(RR@10)")] == 1.0
     assert value[("weak", "RR@10")] == pytest.approx((len(qids[::2]) / 3 + len(qids[1::2])) / len(qids))
     assert value[("weak", "Robustness(RR@10)")] == pytest.approx(1 / 3)  # every group has a rank-3 instance
-    summary = json.loads((tmp_path / "evaluation-instructir-sample-instructed.json").read_text())
-    assert summary["baseline"] == "strong" and summary["sample"] is True
-    assert {c["measure"] for c in summary["comparisons"]} == {"nDCG@10", "RR@10", "Robustness@10",
-                                                              "Robustness(RR@10)"}
-    comparisons = pd.read_csv(f"{stem}-comparisons.csv").set_index("measure")
+    runs = pd.read_csv(report / "runs" / "runs.csv")  # the baseline first: the stage's baseline
+    assert runs["system"].tolist() == ["strong", "weak"] and runs["sample"].all()
+    assert runs["run_file"].tolist() == [str(strong.resolve()), str(weak.resolve())]  # listed, not copied
+    assert json.loads((report / "datasets.json").read_text())["instructir-sample"]["sample"] is True
+    comparisons = pd.read_csv(report / "metrics" / "comparisons.csv")
+    assert set(comparisons["measure"]) == {"nDCG@10", "RR@10", "Robustness@10", "Robustness(RR@10)"}
+    comparisons = comparisons.set_index("measure")
     assert comparisons.loc["RR@10", "worse"] == len(qids[::2]) and comparisons.loc["RR@10", "better"] == 0
     assert comparisons.loc["Robustness(RR@10)", "n"] == len(sample.groups())
-    assert len(pd.read_csv(f"{stem}-per-query.csv")) == 2 * 2 * len(qids)
+    assert len(pd.read_parquet(report / "metrics" / "per_query.parquet")) == 2 * 2 * len(qids)
+    assert "\\textbf" in (report / "metrics" / "instructir-sample.tex").read_text()  # the marked table
 
 
 def test_unknown_baseline_is_refused(sample, tmp_path):
@@ -77,7 +80,18 @@ def test_unknown_baseline_is_refused(sample, tmp_path):
 
 
 def test_system_names_come_from_run_file_names(tmp_path):
-    assert run_name(tmp_path / "bm25.trec") == "bm25" and run_name(tmp_path / "e5.run") == "e5"
+    assert file_system_name(tmp_path / "bm25.trec") == "bm25" and file_system_name(tmp_path / "e5.run") == "e5"
+
+
+def test_runs_are_named_with_name_and_the_default_folder_is_named_after_the_benchmark(sample, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = write_run(Run(_runs(sample, {})), tmp_path / "a.trec")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "mine"]) == 0
+    table = pd.read_csv(tmp_path / "evaluation-instructir-sample-instructed" / "metrics" / "metrics.csv")
+    assert set(table["system"]) == {"mine"}
+    with pytest.raises(UsageError, match="one per --run"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "a", "b"])
 
 
 def test_ifir_sample_gets_native_measures_per_level_and_no_robustness():

@@ -27,10 +27,9 @@ def test_the_mteb_protocol_gives_the_numbers_mteb_stored_for_the_same_prediction
     measures = ["ndcg_at_10", "ndcg_at_20", "map_at_100", "recall_at_100", "precision_at_10", "mrr_at_10",
                 "hit_rate_at_3", "main_score"] + (["robustness_at_10"] if task == "InstructIR" else [])
     assert main(["evaluate", "--benchmark", benchmark, "--run", str(predictions), "--protocol", "mteb",
-                 "--measures", *measures]) == 0
+                 "--measures", *measures, "--out", str(tmp_path / "report")]) == 0
     assert "protocol mteb" in capsys.readouterr().out
-    stem = f"evaluation-{benchmark.replace('/', '_')}-instructed-mteb"
-    table = pd.read_csv(tmp_path / f"{stem}.csv", dtype={"level": str})
+    table = pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv", dtype={"level": str})
     assert set(table["system"]) == {"instir/bm25s-sample"}  # named after mteb_model_meta.model_name
     stored = _stored(task)
     pooled = table[table["level"] == "all"].set_index("measure")["value"]
@@ -50,15 +49,16 @@ def test_the_authors_protocol_adds_robustness_native_ndcg_and_significance_to_mt
         for rank, doc in enumerate(sorted(docs, key=docs.get)):
             docs[doc] = float(rank)
     other.write_text(json.dumps(data))
+    report = tmp_path / "report"
     assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(mine), "--run", str(other),
-                 "--resamples", "99", "--papers", "--mteb-results", str(MTEB / "results")]) == 0
+                 "--resamples", "99", "--papers", "--mteb-results", str(MTEB / "results"), "--out", str(report)]) == 0
     out = capsys.readouterr().out
     assert "against baseline 'instir/bm25s-sample'" in out and "against the reported numbers" in out
-    table = pd.read_csv(tmp_path / "evaluation-ifir-sample_fiqa-instructed.csv", dtype={"level": str})
+    table = pd.read_csv(report / "metrics" / "metrics.csv", dtype={"level": str})
     assert {"nDCG@20", "nDCG@20[ifir-native]", "RR@20"} <= set(table["measure"])
-    comparisons = pd.read_csv(tmp_path / "evaluation-ifir-sample_fiqa-instructed-comparisons.csv")
+    comparisons = pd.read_csv(report / "metrics" / "comparisons.csv")
     assert set(comparisons["system"]) == {"reversed"} and "p_perm_holm" in comparisons
-    papers = pd.read_csv(tmp_path / "evaluation-ifir-sample_fiqa-instructed-papers.csv")
+    papers = pd.read_csv(report / "paper_tables" / "comparison.csv")
     row = papers[(papers["measure_reproduced"] == "nDCG@20") & papers["level"].isna()
                  & (papers["system"] == "instir/bm25s-sample")]
     assert row["reported"].item() == _stored("IFIRFiQA")["ndcg_at_20"] == pytest.approx(row["reproduced"].item(),
@@ -67,8 +67,9 @@ def test_the_authors_protocol_adds_robustness_native_ndcg_and_significance_to_mt
 
 def test_instructir_through_the_authors_protocol_gets_robustness(tmp_path):
     predictions = shutil.copy(MTEB / "predictions" / "InstructIR_predictions.json", tmp_path)
-    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(predictions)]) == 0
-    table = pd.read_csv(tmp_path / "evaluation-instructir-sample-instructed.csv").set_index("measure")["value"]
+    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(predictions),
+                 "--out", str(tmp_path / "report")]) == 0
+    table = pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv").set_index("measure")["value"]
     # no self-hits in the sample and every query answered: the two protocols agree here
     assert round(table["Robustness@10"], 6) == _stored("InstructIR")["robustness_at_10"]
     assert round(table["nDCG@10"], 5) == _stored("InstructIR")["ndcg_at_10"]
@@ -91,8 +92,7 @@ def test_an_exported_run_round_trips_through_evaluate(tmp_path, capsys):
         assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(tmp_path / "x" / "again.json"),
                      "--protocol", "mteb", "--out", str(tmp_path / path.parent.name)]) == 0
     capsys.readouterr()
-    first, second = (pd.read_csv(tmp_path / name / "evaluation-ifir-sample_fiqa-instructed-mteb.csv")
-                     for name in ("x", "predictions"))
+    first, second = (pd.read_csv(tmp_path / name / "metrics" / "metrics.csv") for name in ("x", "predictions"))
     assert first.equals(second)
 
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from instir.metrics.ifir import ifir_average, native_label, native_per_query
+from instir.metrics.native import native_label, native_per_query
 from instir.metrics.scoring import evaluate_runs
 from instir.metrics.standard import Evaluator
-from instir.metrics.table import COLUMNS
+from instir.metrics.table import COLUMNS, subset_average
 
 L2 = math.log2
 
@@ -124,7 +124,7 @@ def test_average_is_the_unweighted_mean_over_subsets():
         _pooled("e5", "fiqa", 0.4, 1000), _pooled("e5", "aila", 0.8, 10),
         {**_pooled("bm25", "fiqa", 0.9, 300), "level": "1"},  # per-level rows are not averaged
     ])[COLUMNS]
-    avg = ifir_average(table).set_index("system")
+    avg = subset_average(table).set_index("system")
     assert avg.loc["bm25", "value"] == pytest.approx(0.4)  # not the query-weighted 0.204
     assert avg.loc["e5", "value"] == pytest.approx(0.6)
     assert (avg["subset"] == "average").all() and (avg["benchmark"] == "ifir").all()
@@ -135,12 +135,12 @@ def test_average_refuses_systems_missing_a_subset():
     table = pd.DataFrame([_pooled("bm25", "fiqa", 0.2, 1), _pooled("bm25", "aila", 0.6, 1),
                           _pooled("e5", "fiqa", 0.4, 1)])[COLUMNS]
     with pytest.raises(ValueError, match="subsets"):
-        ifir_average(table)
+        subset_average(table)
 
 
 def test_the_sample_and_the_real_benchmark_are_averaged_over_their_own_subsets():
     sample = [{**_pooled("bm25", "fiqa", 0.5, 3), "benchmark": "ifir-sample/fiqa"}]
     table = pd.DataFrame([*sample, _pooled("bm25", "fiqa", 0.2, 10), _pooled("bm25", "fire", 0.6, 10)])[COLUMNS]
-    avg = ifir_average(table).set_index("benchmark")
+    avg = subset_average(table).set_index("benchmark")
     assert avg.loc["ifir-sample", "value"] == pytest.approx(0.5)  # its one subset, not refused for lacking fire
     assert avg.loc["ifir", "value"] == pytest.approx(0.4)

@@ -94,7 +94,7 @@ def test_the_rows_are_ranx_s_rows_character_for_character(sample_runs):
     from instir.interop import qrels_to_ranx
 
     benchmark, runs = sample_runs
-    kit = evaluate_runs(runs, benchmark, ["nDCG@10", "RR@10"], with_robustness=False).per_query
+    kit = evaluate_runs(runs, benchmark, ["nDCG@10", "RR@10"], derived=False).per_query
     ours = latex_table(significance_marks(kit), scale=1, digits=3)  # ranx prints 3 digits on the 0-1 scale
     report = ranx.compare(qrels_to_ranx(benchmark.qrels), [run.to_ranx(name=n) for n, run in runs.items()],
                           ["ndcg@10", "mrr@10"], max_p=0.01, stat_test="student")
@@ -114,9 +114,10 @@ def test_instir_evaluate_writes_the_marked_table_for_several_runs(sample_runs, t
     parser = argparse.ArgumentParser(prog="instir")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["evaluate", "--benchmark", "instructir-sample", "--measures", "nDCG@10",
-                              "--resamples", "99", "--run", *map(str, paths)])  # one --run, several files
+                              "--resamples", "99", "--run", *map(str, paths),  # one --run, several files
+                              "--out", str(tmp_path / "report")])
     assert args.handler(args) == 0
-    text = (tmp_path / "evaluation-instructir-sample-instructed.tex").read_text()
+    text = (tmp_path / "report" / "metrics" / "instructir-sample.tex").read_text()
     assert "instructir-sample [instructed] (bundled SAMPLE, not the benchmark)" in text
     assert "(paired by query and by query group)" in text and "Robustness@10" in text
     assert "a &\nbm25 &\n\\textbf{93.6}$^{b}$" in text

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from instir.errors import UsageError
-from instir.metrics.mteb import MTEB_K_VALUES, evaluate_mteb, mteb_measure, mteb_scores
+from instir.metrics.mteb import MTEB_K_VALUES, evaluation, mteb_measure, mteb_scores
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run
 
@@ -146,7 +146,7 @@ def test_evaluate_runs_with_the_mteb_protocol_names_measures_as_mteb_does(ifir_l
     levels = table[table["level"] != "all"]
     assert list(levels["level"]) == ["1", "2", "3"] and set(levels["measure"]) == {"ndcg_at_20"}
     assert set(result.per_query["measure"]) == {"ndcg_at_20", "mrr_at_20", "recall_at_20"}
-    assert evaluate_mteb({"s": run}, ifir_like, ["nDCG@10"]).table["measure"].tolist() == ["ndcg_at_10", "ndcg_at_20",
+    assert evaluation({"s": run}, ifir_like, ["nDCG@10"]).table["measure"].tolist() == ["ndcg_at_10", "ndcg_at_20",
                                                                                              "ndcg_at_20", "ndcg_at_20"]
 
 

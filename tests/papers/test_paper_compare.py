@@ -4,7 +4,7 @@ paper's printed units, attaches known divergences, and refuses sample data."""
 import pandas as pd
 import pytest
 
-from instir.benchmarks import ifir_subsets
+from instir.benchmarks import catalog
 from instir.papers import (
     DIVERGENCES,
     NotComparableError,
@@ -196,7 +196,8 @@ def test_long_doc_windows_note_follows_each_runs_windowing_mode(reported):
                "instructor": "dense:hkunlp/instructor-base", "colbert": "dense:colbert-ir/colbertv2.0"}
     ours = table([(systems[name], "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.3)
                   for name in ("contriever", "gtr", "instructor")]
-                 + [(systems["colbert"], f"ifir/{s}", "instructed", s, "all", "nDCG@20", 0.3) for s in ifir_subsets()]
+                 + [(systems["colbert"], f"ifir/{s}", "instructed", s, "all", "nDCG@20", 0.3)
+                    for s in catalog.family("ifir").subsets]
                  + [(systems["colbert"], "ifir", "instructed", "average", "all", "nDCG@20", 0.3)])
     runs = pd.DataFrame([("ifir/fiqa", systems["contriever"], "clean"), ("ifir/fiqa", systems["gtr"], "ifir"),
                          ("ifir/fiqa", systems["instructor"], "none"), ("ifir/fiqa", systems["colbert"], "ifir"),

@@ -70,7 +70,7 @@ def test_the_group_view_marks_exactly_the_qrels_relevant_documents(data):
 def test_the_robustness_minimum_is_the_lowest_ndcg_of_the_group(data):
     group = data.groups("instructir-sample")[0]
     view = data.group("instructir-sample", group)
-    assert view.measure == "nDCG@10" and view.is_instructir
+    assert view.measure == "nDCG@10" and view.marks_minimum
     mine = view.scores[view.scores["system"] == "bm25"]
     assert set(mine.loc[mine["group_min"], "qid"]) == set(mine.loc[mine["value"] == mine["value"].min(), "qid"])
     html = str(render_group(view))
@@ -95,7 +95,7 @@ def test_ifir_lists_carry_the_judges_scores_where_judged(data, out_dir):
     both = view.lists[view.lists["qid"] == qid]
     assert both["judged"].notna().all()  # instructed and query-only top 10 both judged against this instance
     assert set(both["system"]) == {"bm25", "bm25 (query-only)"}
-    assert not view.is_instructir and view.measure == "nDCG@20"
+    assert not view.marks_minimum and view.measure == "nDCG@20"
     assert "InstFol ×100" in str(render_group(view))
 
 

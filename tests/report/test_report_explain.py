@@ -1,10 +1,13 @@
-"""Sentences computed from the numbers: notebook 03's reading of InstructIR results and
+"""Sentences computed from the numbers: notebook 03's reading of a family's results (InstructIR's) and
 notebook 04's plain statement of a constant judge."""
 
 import pandas as pd
 from markdown_render import rendered_html, rendered_text
 
-from instir.report.explain import constant_judge, explain_instructir, said_once
+from instir.benchmarks import catalog
+from instir.report.explain import constant_judge, explain_runs, said_once
+
+INSTRUCTIR = catalog.family("instructir")
 
 
 def _table(rows):
@@ -16,7 +19,7 @@ def test_instructir_reading_names_the_gain_the_robustness_gap_and_the_missed_tar
                     ("bm25 (query-only)", "nDCG@10", 0.4), ("bm25 (query-only)", "Robustness@10", 0.1)])
     per_query = pd.DataFrame({"system": "bm25", "qid": ["a", "b", "c", "d"], "measure": "nDCG@10",
                               "value": [1.0, 1.0, 0.63, 0.97]})
-    markdown = explain_instructir(table, per_query)
+    markdown = explain_runs(table, per_query, INSTRUCTIR)
     text = rendered_text(markdown)
     assert "nDCG@10 90.0 with the instruction against 40.0 with the query alone (+50.0 points)" in text
     assert "Robustness@10 is 60.0, 30.0 points lower" in text and "worst instance" in text
@@ -29,12 +32,13 @@ def test_instructir_reading_names_the_gain_the_robustness_gap_and_the_missed_tar
 def test_instructir_reading_says_when_the_instruction_does_not_help_and_skips_bm25_note():
     table = _table([("dense", "nDCG@10", 0.3), ("dense", "Robustness@10", 0.3),
                     ("dense (query-only)", "nDCG@10", 0.5)])
-    text = rendered_text(explain_instructir(table, pd.DataFrame(columns=["system", "qid", "measure", "value"])))
+    text = rendered_text(explain_runs(table, pd.DataFrame(columns=["system", "qid", "measure", "value"]), INSTRUCTIR))
     assert "(−20.0 points): the instruction does not help" in text and "words, not conditions" not in text
 
 
 def test_instructir_reading_is_empty_without_the_measures():
-    assert explain_instructir(_table([("bm25", "nDCG@20", 0.5)]), pd.DataFrame(columns=["system", "measure"])) == ""
+    empty = pd.DataFrame(columns=["system", "measure"])
+    assert explain_runs(_table([("bm25", "nDCG@20", 0.5)]), empty, INSTRUCTIR) == ""
 
 
 def test_a_judge_that_gives_one_label_is_called_constant():
@@ -65,6 +69,6 @@ def test_labels_and_texts_are_escaped_for_markdown():
     assert out.count("g`[clk](javascript:alert(1))` *x* &lt;b&gt;") == 3
     table = _table([(hostile, "nDCG@10", 0.9), (hostile, "Robustness@10", 0.6)])
     per_query = pd.DataFrame({"system": hostile, "qid": ["a"], "measure": "nDCG@10", "value": [1.0]})
-    text = rendered_html(explain_instructir(table, per_query))
+    text = rendered_html(explain_runs(table, per_query, INSTRUCTIR))
     assert "<a" not in text and "<b>" not in text
     assert "<strong>g`[clk](javascript:alert(1))` *x* &lt;b&gt;</strong>" in text

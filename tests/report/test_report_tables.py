@@ -6,7 +6,7 @@ import re
 import pandas as pd
 
 from instir.report.tables import MISSING, format_fixed, format_p, integer_rows, present, small_n_warning
-from instir.stages import explore_benchmarks
+from instir.stages import describe_benchmarks
 
 SCRIPT = "<script>alert('x')</script>"
 
@@ -121,7 +121,7 @@ def test_a_mapping_reads_as_keys_and_values_and_a_list_of_urls_as_links():
 def test_the_data_overview_reads_without_json_decimals_or_unnamed_levels(tmp_path):
     """Notebook 01's tables: levels as ``1: 6, …``, counts as integers, the length table's rows
     named ``measure`` and ``statistic``, InstructIR's corpus size once with both its sources."""
-    data = explore_benchmarks(tmp_path, ["instructir-sample", "ifir-sample/fiqa"])
+    data = describe_benchmarks(tmp_path, ["instructir-sample", "ifir-sample/fiqa"])
     overview = present(data.counts(), "Counts", keep=list(data.overview.columns), other_digits=2)
     assert "{" not in overview.split("</style>")[1] and ">no level: 86<" in overview
     assert re.search(r">1: \d+, 2: \d+, 3: \d+<", overview)
@@ -132,8 +132,8 @@ def test_the_data_overview_reads_without_json_decimals_or_unnamed_levels(tmp_pat
     assert '<td>instructir-sample</td><td class="num">12</td><td class="num">7.2</td>' in groups  # count, mean
     relevant = present(data.relevant(), "Relevant", keep=["count"], other_digits=1)
     assert '<td>instructir-sample</td><td>—</td><td class="num">86</td>' in relevant
-    _, _, counts = data.papers()
-    shown = present(counts, "InstructIR statistics")
+    counts = next(view for view in data.papers() if view.title.startswith("InstructIR"))
+    shown = present(counts.table, counts.title)
     assert shown.count("<td>num_corpus_documents</td>") == 1
     assert "henilp105/InstructIR" in shown and "Samoed/InstructIR" in shown
 

@@ -24,7 +24,7 @@ def toy() -> Benchmark:
     queries = [Query("g_1", "wine cabinet", "small dining room", group="g"),
                Query("g_2", "wine cabinet", "old armoire conversion", group="g")]
     return Benchmark("instructir-toy", "hand-made", "local", "instructed", Corpus.from_docs(DOCS),
-                     {q.id: q for q in queries}, {"g_1": {"d2": 1}, "g_2": {"d3": 1}})
+                     {q.id: q for q in queries}, {"g_1": {"d2": 1}, "g_2": {"d3": 1}}, family="instructir")
 
 
 def bm25() -> BM25Retriever:

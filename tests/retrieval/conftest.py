@@ -3,6 +3,7 @@ query groups whose instances share a bare query and differ by instruction, so on
 instruction tells their targets apart."""
 
 import pytest
+from toy import toy_family
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 
@@ -32,6 +33,7 @@ def toy_benchmark():
     def make(name: str = "instructir-toy", setting: str = "instructed", meta: dict | None = None,
              extra_docs: tuple[Doc, ...] = ()) -> Benchmark:
         return Benchmark(name, "hand-made", "local", setting, Corpus.from_docs([*TOY_DOCS, *extra_docs]),
-                         dict(TOY_QUERIES), {q: dict(r) for q, r in TOY_QRELS.items()}, meta=dict(meta or {}))
+                         dict(TOY_QUERIES), {q: dict(r) for q, r in TOY_QRELS.items()}, meta=dict(meta or {}),
+                         family=toy_family(name))
 
     return make

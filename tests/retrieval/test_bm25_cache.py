@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import Stemmer
+from toy import toy_family
 
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
@@ -70,7 +71,7 @@ def assert_same_run(a, b):
 def small(docs, name="lexical-test") -> Benchmark:
     queries = [Query("q1", "apple cherry"), Query("q2", "banana")]
     return Benchmark(name, "hand-made", "local", "instructed", Corpus.from_docs(docs),
-                     {q.id: q for q in queries}, {q.id: {} for q in queries})
+                     {q.id: q for q in queries}, {q.id: {} for q in queries}, family=toy_family(name))
 
 
 DOCS = [Doc("d1", "apple banana apple"), Doc("d2", "banana cherry"), Doc("d3", "cherry cherry date"),

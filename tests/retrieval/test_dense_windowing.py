@@ -146,7 +146,7 @@ def toy_benchmark(tok) -> Benchmark:
             Doc("short", "the court held that the appeal was dismissed")]
     queries = {"q": Query("q", text_of_exactly(420, tok.tokenize), "section"), "p": Query("p", "appeal", "")}
     return Benchmark("ifir-toy", "hand-made", "local", "instructed", Corpus.from_docs(docs), queries,
-                     {"q": {"long": 1}, "p": {"short": 1}})
+                     {"q": {"long": 1}, "p": {"short": 1}}, family="ifir")
 
 
 def test_windowing_mode_is_part_of_the_document_and_query_cache_keys(tiny, tmp_path):

@@ -124,7 +124,7 @@ def test_an_instructed_hybrid_run_gives_bm25_the_plain_text_of_the_same_template
 
 
 def test_bm25_gets_the_query_first_text_when_the_benchmark_asks_for_it(toy_benchmark):
-    bench = toy_benchmark(meta={"query_order": "query-first"})
+    bench = toy_benchmark(setting="order-sensitivity")
     assert lexical_template(get_template("instructir-e5-mistral"), bench).name == "instructir-query-first"
 
 

@@ -16,7 +16,7 @@ from instir.benchmarks import docstore, load_benchmark
 from instir.metrics import evaluate_runs, paired_tests
 from instir.report.layout import MissingInput, ReportLayout
 from instir.retrieval import read_run
-from instir.stages import compare_with_papers, explore_benchmarks, judge_runs, retrieve_runs, score_runs
+from instir.stages import describe_benchmarks, judge_runs, paper_tables, retrieve_runs, score_runs
 
 SAMPLES = ["instructir-sample", "ifir-sample/fiqa"]
 
@@ -80,7 +80,7 @@ def test_a_stage_without_its_input_names_the_notebook_that_writes_it(tmp_path, s
 
 def test_the_compare_stage_without_metrics_names_notebook_03(tmp_path):
     with pytest.raises(MissingInput, match=r"metrics.csv is missing: run notebook 03_metrics"):
-        compare_with_papers(tmp_path)
+        paper_tables(tmp_path)
 
 
 def test_scores_joined_run_by_run_equal_scoring_every_run_at_once(tmp_path):
@@ -117,7 +117,7 @@ def test_evaluate_judge_and_compare_read_no_corpus_beyond_the_passages_they_show
     score_runs(out, data_root=str(ifir_root))
     judging = judge_runs(out, backend="baseline", max_instances=2, repeats=1, data_root=str(ifir_root))
     assert judging.instfol.positions["error"].isna().all()  # every judged passage was read, by id
-    compare_with_papers(out)
+    paper_tables(out)
 
 
 def test_the_compare_stage_loads_no_benchmark(tmp_path, monkeypatch):
@@ -125,13 +125,21 @@ def test_the_compare_stage_loads_no_benchmark(tmp_path, monkeypatch):
     score_runs(tmp_path)
     judge_runs(tmp_path, backend="baseline", repeats=1)
     monkeypatch.setattr("instir.benchmarks.registry.load_benchmark", lambda *a, **k: pytest.fail("loaded"))
-    papers = compare_with_papers(tmp_path)
+    papers = paper_tables(tmp_path)
     assert set(papers.compared["verdict"]) == {"not comparable (SAMPLE)"}
     assert (tmp_path / "paper_tables" / "comparison.csv").is_file()
 
 
+def test_one_judge_repeat_still_gives_the_query_sample_spread(tmp_path):
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    judging = judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1)
+    table = judging.stability_table()
+    assert len(table) and table["judge_sd"].isna().all() and table["sample_sd"].notna().any()
+    assert (tmp_path / "judge" / "stability.csv").is_file()
+
+
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
-    data = explore_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
+    data = describe_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
     bench = load_benchmark("ifir/fiqa", root=str(ifir_root))
     assert data.documents["document_words"].tolist() == [len(d.indexed_text.split()) for d in bench.corpus]
     assert data.overview.set_index("benchmark").loc["ifir/fiqa", "documents"] == len(bench.corpus)
@@ -147,7 +155,7 @@ def test_the_compare_stage_shows_mteb_result_files_left_in_the_report(tmp_path):
     target = tmp_path / "mteb_results" / "results" / "bm25" / "fixture"  # MTEB's layout, the model named bm25
     target.mkdir(parents=True)
     shutil.copy(stored / "InstructIR.json", target)
-    papers = compare_with_papers(tmp_path)
+    papers = paper_tables(tmp_path)
     from_file = papers.compared[papers.compared["reference"] == "MTEB result file, InstructIR"]
     assert set(from_file["measure_reproduced"]) >= {"nDCG@10", "Robustness@10"} and set(from_file["system"]) == {"bm25"}
     assert (papers.reported["mteb"]["reference"] == "MTEB result file, InstructIR").any()

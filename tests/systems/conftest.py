@@ -73,7 +73,8 @@ def _words() -> list[str]:
 def benchmark():
     """A five-query, six-document IFIR-shaped benchmark."""
     return Benchmark("ifir-toy/fiqa", "hand-made", "local", "instructed", Corpus.from_docs(DOCS), dict(QUERIES),
-                     {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d3": 1}, "q5": {"d6": 1}})
+                     {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d3": 1}, "q5": {"d6": 1}},
+                     family="ifir")
 
 
 @pytest.fixture(scope="session")

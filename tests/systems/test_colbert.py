@@ -6,6 +6,7 @@ sentence-transformers' MultiVectorEncoder, loaded as a user would, against the s
 where the library would differ (the skiplist of a vocabulary without some punctuation mark) the
 kit follows colbert-ai."""
 
+import dataclasses
 import json
 import string
 from types import SimpleNamespace
@@ -18,7 +19,7 @@ from instir.benchmarks.types import Doc
 from instir.formatting import get_template
 from instir.retrieval import retrieve
 from instir.retrieval.token_cache import TokenEmbeddingCache
-from instir.systems.colbert import ColBERTEncoder, ColBERTRetriever, maxsim_top_k
+from instir.systems.colbert import LONG_QUERY_MAXLEN, ColBERTEncoder, ColBERTRetriever, maxsim_top_k
 from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES
 from tests.systems.tiny_models import build_colbert
 
@@ -221,9 +222,13 @@ def test_description_cache_is_keyed_by_the_checkpoint_files(checkpoint, tmp_path
 
 
 def test_instructir_row_and_its_long_query_variant_are_named_apart(checkpoint, tmp_path):
-    authors = ColBERTRetriever.for_instructir(model=str(checkpoint), cache_dir=tmp_path, progress=False)
-    variant = ColBERTRetriever.for_instructir(True, model=str(checkpoint), cache_dir=tmp_path, progress=False)
-    assert (authors.name, variant.name) == ("ckpt", "ckpt-q128")
+    from instir.systems import get_card, load_cards
+
+    card = dataclasses.replace(get_card("ColBERTv2", load_cards()), model=str(checkpoint))
+    authors = ColBERTRetriever.from_card(card, cache_dir=tmp_path, progress=False)
+    variant = ColBERTRetriever(str(checkpoint), name="ColBERTv2 (q128)", query_maxlen=LONG_QUERY_MAXLEN,
+                               cache_dir=tmp_path, progress=False)
+    assert (authors.name, variant.name) == ("ColBERTv2", "ColBERTv2 (q128)")
     assert (authors.params()["query_maxlen"], authors.params()["doc_maxlen"]) == (32, 300)
     assert (variant.params()["query_maxlen"], variant.params()["doc_maxlen"]) == (128, 300)
 

@@ -1,0 +1,73 @@
+"""The plan: which runs exist and in which order, decided in one place for the retrieve stage,
+the sweep and the command line. A planned run is one (benchmark, setting, system, variant); the
+order is benchmark by benchmark, then setting, system (as given) and variant, so the first
+system's run of each benchmark is the later stages' baseline. Each benchmark takes only the
+settings and variants its family's spec has (IFIR has no setting but ``instructed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from instir.benchmarks import catalog
+from instir.errors import unknown
+from instir.parameters import names
+from instir.systems.specs import SystemSpec, resolve_system
+
+#: The variants every family has: the instructed template, and the bare query for the same instances.
+VARIANTS = ("instructed", "query-only")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the plan: ``system`` on ``benchmark`` in ``setting`` with the ``variant``
+    template (then its evaluation)."""
+
+    benchmark: str
+    setting: str
+    system: SystemSpec
+    variant: str
+
+    @property
+    def label(self) -> str:
+        """The name the run has in every later table (``runs.csv``'s ``system``): the system's
+        label, `` (query-only)`` for the bare-query run, `` [setting]`` for another setting than
+        ``instructed``."""
+        name = self.system.label + ("" if self.variant == "instructed" else " (query-only)")
+        return name if self.setting == "instructed" else f"{name} [{self.setting}]"
+
+    @property
+    def run_id(self) -> str:
+        """A file-name friendly id, unique within a plan (a sweep cell's name)."""
+        parts = [self.benchmark, self.setting, self.system.name, self.variant]
+        return "__".join(file_part(p) for p in parts)
+
+
+def file_part(name: str) -> str:
+    """A name as a run id holds it: anything but letters, digits and ``._-`` becomes ``-``."""
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+
+
+def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
+              settings: Sequence[str] = ("instructed",), variants: Sequence[str] = VARIANTS) -> list[PlannedRun]:
+    """Every run of ``systems`` (names as :func:`instir.systems.specs.resolve_system` takes them,
+    or resolved specs) on ``benchmarks`` in the plan's order (see the module docstring). A
+    benchmark is planned in each of ``settings`` its family has, with each of ``variants``
+    its family has; an unknown benchmark, setting or variant is refused."""
+    listed = names(systems, "systems") if isinstance(systems, str) else systems
+    specs = [s if isinstance(s, SystemSpec) else resolve_system(s) for s in listed]
+    known_settings = {s for name in catalog.families() for s in catalog.family(name).settings}
+    for setting in settings:
+        if setting not in known_settings:
+            raise unknown("setting", setting, sorted(known_settings))
+    for variant in variants:
+        if variant not in VARIANTS:
+            raise unknown("variant", variant, VARIANTS)
+    plan = []
+    for name in names(benchmarks, "benchmarks"):
+        family = catalog.entry(name).family
+        for setting in (s for s in settings if s in family.settings):
+            plan += [PlannedRun(name, setting, spec, variant) for spec in specs
+                     for variant in variants if variant in family.variants]
+    return plan

@@ -1,0 +1,103 @@
+"""Measures as value objects: read from the kit's, ir-measures' and ranx's names and from
+ir_measures objects; every front end takes either; a family's spec derives what each measure
+brings along; a judged measure is refused by the scoring path."""
+
+import ir_measures
+import pandas as pd
+import pytest
+
+import instir
+from instir.benchmarks import load_benchmark
+from instir.errors import UsageError
+from instir.metrics.measures import (
+    InstFol,
+    Native,
+    Robustness,
+    Standard,
+    parse_measure,
+    parse_measures,
+    with_derived,
+)
+from instir.metrics.scoring import scored_measures
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_benchmark("instructir-sample")
+
+
+@pytest.fixture(scope="module")
+def run(sample):
+    rows = [(qid, doc, 2.0) for qid, docs in sample.qrels.items() for doc in docs if qid.endswith(("_1", "_2"))]
+    rows += [(qid, "9000043", 1.0) for qid in sample.qrels]
+    return pd.DataFrame(rows, columns=["qid", "docid", "score"])
+
+
+@pytest.mark.parametrize(("given", "kind", "name"), [
+    ("nDCG@10", Standard, "nDCG@10"), ("ndcg@10", Standard, "nDCG@10"), ("mrr@10", Standard, "RR@10"),
+    ("recall@100", Standard, "R@100"), (ir_measures.nDCG @ 10, Standard, "nDCG@10"),
+    ("Robustness@10", Robustness, "Robustness@10"), ("Robustness(RR@10)", Robustness, "Robustness(RR@10)"),
+    ("robustness(nDCG@10)", Robustness, "Robustness@10"), ("nDCG@20[ifir-native]", Native, "nDCG@20[ifir-native]"),
+    ("InstFol@20", InstFol, "InstFol@20"),
+])
+def test_a_measure_reads_from_every_spelling_and_names_itself_one_way(given, kind, name):
+    measure = parse_measure(given)
+    assert isinstance(measure, kind) and str(measure) == name and parse_measure(measure) is measure
+    assert measure == parse_measure(name) and measure.source
+
+
+def test_a_measure_is_a_value_with_a_unit_and_a_base():
+    robust = parse_measure("Robustness(RR@10)")
+    assert robust.unit == "group" and robust.base == parse_measure("RR@10") and hash(robust) == hash(
+        parse_measure("Robustness(RR@10)"))
+    assert parse_measure("nDCG@20[ifir-native]").cutoff == 20 and InstFol().unit == "instance"
+
+
+def test_a_measure_that_cannot_be_is_refused_in_one_line():
+    for bad, message in (("ERR@10", "not supported by the pytrec_eval provider"), ("nDCG@@10", "cannot read measure"),
+                         ("nDGC@10", "unknown measure 'nDGC'"),
+                         ("P@10[ifir-native]", "IFIR-native measures are nDCG@k and RR@k"), (3, "got 3")):
+        with pytest.raises(UsageError, match=message):
+            parse_measure(bad)
+    with pytest.raises(UsageError, match="no measures given"):
+        parse_measures([])
+
+
+def test_a_spec_derives_robustness_of_every_measure_or_the_native_form_of_plain_ndcg_and_rr():
+    plain = parse_measures(["nDCG@10", "RR@10", "P@10"])
+    assert [str(m) for m in with_derived(plain, ["Robustness"])] == [
+        "nDCG@10", "RR@10", "P@10", "Robustness@10", "Robustness(RR@10)", "Robustness(P@10)"]
+    assert [str(m) for m in with_derived(parse_measures(["nDCG@20", "R@20", "nDCG(gains={0:0,1:1,2:3})@20"]),
+                                         ["ifir-native"])] == [
+        "nDCG@20", "R@20", "nDCG(gains={2:3})@20", "nDCG@20[ifir-native]"]
+
+
+def test_the_scored_measures_of_a_benchmark_are_its_familys_and_their_derivations(sample):
+    assert [str(m) for m in scored_measures(sample)] == [
+        "nDCG@10", "RR@10", "R@100", "P@10", "Robustness@10", "Robustness(RR@10)", "Robustness(R@100)",
+        "Robustness(P@10)"]
+    assert [str(m) for m in scored_measures(sample, ["nDCG@10"], derived=False)] == ["nDCG@10"]
+    fiqa = load_benchmark("ifir-sample/fiqa")
+    assert [str(m) for m in scored_measures(fiqa, [ir_measures.RR @ 20])] == ["RR@20", "RR@20[ifir-native]"]
+
+
+def test_evaluate_takes_ir_measures_objects_a_single_one_and_keys_them_as_given(sample, run):
+    by_name = instir.evaluate(sample, run, ["nDCG@10", "RR@10"])
+    by_object = instir.evaluate(sample, run, [ir_measures.nDCG @ 10, ir_measures.RR @ 10])
+    assert by_object == {ir_measures.nDCG @ 10: by_name["nDCG@10"], ir_measures.RR @ 10: by_name["RR@10"]}
+    assert instir.evaluate(sample, run, ir_measures.nDCG @ 10) == by_name["nDCG@10"]  # one object: a float
+    assert instir.evaluate(sample, run, ("nDCG@10",)) == {"nDCG@10": by_name["nDCG@10"]}  # a tuple: a dict
+    assert instir.evaluate(sample, run, [parse_measure("Robustness@10")])[parse_measure("Robustness@10")] < \
+        by_name["nDCG@10"]
+
+
+def test_evaluate_runs_takes_objects_and_names_alike(sample, run):
+    names = instir.evaluate_runs({"s": run}, sample, ["nDCG@10"]).table
+    objects = instir.evaluate_runs({"s": run}, sample, [ir_measures.nDCG @ 10]).table
+    pd.testing.assert_frame_equal(names, objects)
+    assert set(names["measure"]) == {"nDCG@10", "Robustness@10"}  # InstructIR's spec derives Robustness
+
+
+def test_a_judged_measure_is_not_computed_from_a_run(sample, run):
+    with pytest.raises(UsageError, match="InstFol@20 is judged"):
+        instir.evaluate(sample, run, "InstFol@20")

@@ -1,0 +1,44 @@
+"""The plan decides which runs exist and in which order, for the retrieve stage, the sweep and
+the command line alike: benchmark by benchmark, then setting, system (as given) and variant; a
+benchmark only in the settings and variants its family's spec has."""
+
+import pytest
+
+from instir.errors import UnknownNameError
+from instir.stages.plan import PlannedRun, plan_runs
+from instir.systems.specs import resolve_system
+
+
+def test_the_plan_is_benchmark_major_then_setting_system_and_variant():
+    plan = plan_runs(["ifir-sample/fiqa", "instructir-sample"], ["dense", "bm25"],
+                     settings=["instructed", "order-sensitivity"])
+    assert [(p.benchmark, p.setting, p.system.name, p.variant) for p in plan] == [
+        (benchmark, setting, system, variant)
+        for benchmark, settings in (("ifir-sample/fiqa", ["instructed"]),  # IFIR has no other setting
+                                    ("instructir-sample", ["instructed", "order-sensitivity"]))
+        for setting in settings for system in ("dense", "bm25") for variant in ("instructed", "query-only")]
+    assert len(plan) == 12
+
+
+def test_a_planned_run_is_labelled_as_every_table_names_it_and_has_a_file_name_id():
+    bm25 = resolve_system("bm25")
+    assert PlannedRun("instructir", "instructed", bm25, "instructed").label == "bm25"
+    assert PlannedRun("instructir", "instructed", bm25, "query-only").label == "bm25 (query-only)"
+    assert PlannedRun("instructir", "prompt-sensitivity", bm25, "query-only").label == \
+        "bm25 (query-only) [prompt-sensitivity]"
+    dense = PlannedRun("ifir/fiqa", "instructed", resolve_system("dense:org/model x"), "instructed")
+    assert dense.run_id == "ifir-fiqa__instructed__dense-org-model-x__instructed"
+
+
+def test_systems_come_as_names_a_comma_separated_text_or_resolved_specs():
+    assert [p.system.name for p in plan_runs(["instructir-sample"], "bm25,dense", variants=["instructed"])] == \
+        ["bm25", "dense"]
+    assert len(plan_runs(["instructir-sample"], [resolve_system("bm25")])) == 2
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"benchmarks": ["ifir-sample/fiq"]}, "unknown benchmark 'ifir-sample/fiq'; did you mean 'ifir-sample/fiqa'"),
+    ({"settings": ["order"]}, "unknown setting 'order'"), ({"variants": ["instruct"]}, "unknown variant 'instruct'")])
+def test_an_unknown_benchmark_setting_or_variant_is_refused(arguments, message):
+    with pytest.raises(UnknownNameError, match=message):
+        plan_runs(**{"benchmarks": ["instructir-sample"], "systems": ["bm25"], **arguments})
