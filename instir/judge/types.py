@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from instir.judge.rubrics import Rubric
 
+#: The validation's gold labels in grade order (grade = position: 0 not relevant, 1 sibling,
+#: 2 relevant).
+LABELS = ("not_relevant", "sibling", "relevant")
+
 #: How ``Judgment.weighted`` was obtained: from the score token's top log-probabilities
 #: (chat API), from next-token logits over the allowed digits (in-process LM), from the parsed
 #: integer alone (server gave no usable log-probabilities), or by a no-LLM baseline.
@@ -29,6 +33,11 @@ OnResult = Callable[[int, "Judgment"], None]
 #: a longer answer is cut to this many and marked (:func:`capped`). A normal answer (512 tokens at
 #: most) is a few thousand characters.
 MAX_RAW_CHARS = 8000
+
+#: How a judge's score token is read and its call made: as the IFIR authors did (the default), or the
+#: kit's earlier rule (:mod:`instir.judge.scoring`, :data:`instir.judge.chat.CALL_SETTINGS`).
+AUTHORS_RULE, KIT_RULE = "ifir", "kit"
+SCORE_RULES = (AUTHORS_RULE, KIT_RULE)
 
 #: Characters of the model name a server says answered (``Judgment.served_model``) that are kept.
 MAX_MODEL_CHARS = 200

@@ -39,10 +39,8 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 from instir.benchmarks.types import Benchmark
 from instir.judge.following import stratum_rng
 from instir.judge.rubrics import rubric_for
-from instir.judge.types import Judge, JudgeRequest
+from instir.judge.types import LABELS, Judge, JudgeRequest
 
-#: Gold labels in grade order (grade = position: 0 not relevant, 1 sibling, 2 relevant).
-LABELS = ("not_relevant", "sibling", "relevant")
 GRADE = {label: grade for grade, label in enumerate(LABELS)}
 
 #: Tries per wanted not-relevant pair before a stratum is left short (tiny corpora).

@@ -35,13 +35,13 @@ def group_minima(per_query: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataF
     """Per group and measure, the minimum over the group's instances: columns ``group``,
     ``measure`` (the robustness label), ``value``, ``n_queries``. Raises ``KeyError`` for a
     query without a group (a silent drop would raise the score)."""
-    missing = sorted(set(per_query["qid"]) - set(groups))
+    missing = sorted(set(per_query["qid"].unique()) - set(groups))
     if missing:
         raise KeyError(f"{len(missing)} queries have no group, e.g. {missing[:3]}")
     frame = per_query.assign(group=per_query["qid"].map(groups))
     out = (frame.groupby(["measure", "group"], sort=False)["value"]
            .agg(value="min", n_queries="size").reset_index())
-    out["measure"] = out["measure"].map(label)
+    out["measure"] = out["measure"].map({measure: label(measure) for measure in out["measure"].unique()})
     return out[["group", "measure", "value", "n_queries"]]
 
 

@@ -21,7 +21,7 @@ ties broken by document id descending (byte order); a bare frame's ``rank`` colu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Union
 
 import ir_measures
@@ -45,8 +45,11 @@ _TOP_K_LOCAL = frozenset({"P", "R", "nDCG", "AP", "Success", "RR"})
 
 
 def run_frame(run: RunLike) -> pd.DataFrame:
-    """The ``qid``/``docid``/``score`` columns of a Run (its ``.df``) or of a bare DataFrame,
-    as str/str/float. Raises ``ValueError`` on missing columns or NaN scores."""
+    """A Run's own frame (typed and checked when the Run was made, ``rank`` included), or the
+    ``qid``/``docid``/``score`` columns of any other run as str/str/float. Raises
+    ``ValueError`` on missing columns or NaN scores."""
+    if isinstance(run, Run):
+        return run.df
     df = run.df if hasattr(run, "df") else run
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"expected a Run or a pandas DataFrame, got {type(run).__name__}")
@@ -128,6 +131,19 @@ def relevant_queries(qrels: Qrels) -> list[str]:
     return [q for q, docs in qrels.items() if any(g > 0 for g in docs.values())]
 
 
+def labelled(metrics: Iterable[ir_measures.Metric], labels: Mapping[Measure, str]) -> list[tuple[str, str, float]]:
+    """``(query id, label, value)`` of the metrics whose measure ``labels`` names. Each measure
+    object is looked up once, not once per query (an ir_measures measure hashes by its repr)."""
+    names: dict[int, str | None] = {}
+    rows = []
+    for m in metrics:
+        if id(m.measure) not in names:
+            names[id(m.measure)] = labels.get(m.measure)
+        if (name := names[id(m.measure)]) is not None:
+            rows.append((m.query_id, name, float(m.value)))
+    return rows
+
+
 class Evaluator:
     """Scores runs against one qrels with a fixed set of measures.
 
@@ -170,12 +186,12 @@ class Evaluator:
             frame = top_candidates(frame, self.depth)
         rows: list[tuple[str, str, float]] = []
         if self._direct is not None:
-            rows += [(m.query_id, str(m.measure), float(m.value)) for m in self._direct.iter_calc(run_dict(frame))]
+            rows += labelled(self._direct.iter_calc(run_dict(frame)), {m: str(m) for m in self.measures})
         for cutoff, pairs in self._cut.items():
-            label = {u: str(m) for m, u in pairs}
-            for m in self._uncut.iter_calc(run_dict(ranked(frame, cutoff))):
-                if m.measure in label:
-                    rows.append((m.query_id, label[m.measure], float(m.value)))
+            # a Run's frame stays in trec_eval's order, its ranks intact, when whole queries and
+            # each query's tail are dropped: its top k are the rows ranked k or better
+            top = frame[frame["rank"] <= cutoff] if isinstance(run, Run) else ranked(frame, cutoff)
+            rows += labelled(self._uncut.iter_calc(run_dict(top)), {u: str(m) for m, u in pairs})
         out = pd.DataFrame(rows, columns=["qid", "measure", "value"])
         # Sort into a stable layout: measures in the order asked, queries in qrels order.
         out["measure"] = pd.Categorical(out["measure"], categories=self.labels)

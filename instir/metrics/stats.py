@@ -10,6 +10,7 @@ units the system is better / worse / equal on, and both p-values Holm-corrected 
 systems compared on that measure. Degenerate samples, where scipy returns NaN or warns
 (differences equal within :data:`TOLERANCE`): every difference 0 → p = 1 and a CI of
 [0, 0]; the same non-zero difference d everywhere → t = ±inf, t-test p = 0, CI [d, d].
+scipy is imported by the tests themselves, so scoring a single run never loads it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from instir.progress import tqdm
 
@@ -51,6 +51,8 @@ def paired_ttest(system: np.ndarray, baseline: np.ndarray) -> tuple[float, float
     """The two-sided paired t-test of ``system`` against ``baseline``: ``(t, p)``, with the
     module's rules for degenerate samples (every difference 0: t = 0, p = 1; one non-zero
     difference d everywhere: t = ±inf, p = 0), where scipy returns NaN."""
+    from scipy import stats
+
     x, y = np.asarray(system, dtype=float), np.asarray(baseline, dtype=float)
     d = x - y
     if np.abs(d).max() <= TOLERANCE:
@@ -66,6 +68,8 @@ def paired_permutation_p(system: np.ndarray, baseline: np.ndarray, *, n_resample
     """The two-sided p-value of the paired permutation (randomisation) test: the signs of the
     per-unit differences flipped at random (``n_resamples`` times, fixed ``seed``); 1 when every
     difference is 0."""
+    from scipy import stats
+
     d = np.asarray(system, dtype=float) - np.asarray(baseline, dtype=float)
     if np.abs(d).max() <= TOLERANCE:
         return 1.0
@@ -78,6 +82,8 @@ def paired_permutation_p(system: np.ndarray, baseline: np.ndarray, *, n_resample
 def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, confidence: float = 0.95) -> dict[str, float]:
     """Paired statistics of ``system`` against ``baseline`` (same units, same order)."""
+    from scipy import stats
+
     x, y = np.asarray(system, dtype=float), np.asarray(baseline, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError("paired comparison needs two 1-d arrays of the same length (at least 2)")
@@ -111,11 +117,11 @@ def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", me
     same units as the baseline."""
     if test not in ("ttest", "perm"):
         raise ValueError(f"test must be 'ttest' or 'perm', got {test!r}")
-    systems = list(dict.fromkeys(per_unit["system"]))
+    systems = per_unit["system"].unique().tolist()
     if baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not among the systems {systems}")
     others = [s for s in systems if s != baseline]
-    measures = list(measures) if measures is not None else list(dict.fromkeys(per_unit["measure"]))
+    measures = list(measures) if measures is not None else per_unit["measure"].unique().tolist()
     rows = []
     with tqdm(total=len(measures) * len(others), desc="significance tests",
               disable=len(others) * len(measures) < 4) as bar:

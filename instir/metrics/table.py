@@ -28,14 +28,13 @@ def _level(level: int | None) -> str:
 def summarise(per_query: pd.DataFrame, benchmark: Benchmark, system: str) -> pd.DataFrame:
     """Table rows of one system's per-query values (``qid``, ``measure``, ``value``): the mean
     per subset pooled across levels, and per level when the benchmark has several."""
-    unknown = set(per_query["qid"]) - set(benchmark.queries)
+    scored = per_query["qid"].unique()
+    unknown = set(scored) - set(benchmark.queries)
     if unknown:
         raise KeyError(f"{len(unknown)} scored queries are not in {benchmark.name}, e.g. {sorted(unknown)[:3]}")
     queries = benchmark.queries
-    frame = per_query.assign(
-        subset=per_query["qid"].map(lambda q: queries[q].subset or "all"),
-        level=per_query["qid"].map(lambda q: _level(queries[q].level)),
-    )
+    frame = per_query.assign(subset=per_query["qid"].map({q: queries[q].subset or "all" for q in scored}),
+                             level=per_query["qid"].map({q: _level(queries[q].level) for q in scored}))
     slices = [frame.assign(level="all")]
     if frame["level"].nunique() > 1:
         slices.append(frame)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from instir.benchmarks.catalog import Family
-from instir.judge.validation import LABELS
+from instir.judge.types import LABELS
 from instir.report.html import markdown_text
 
 #: suffix notebook 02 gives the query-only run of a system

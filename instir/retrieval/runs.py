@@ -85,6 +85,17 @@ def _doc_order(doc_ids: pa.Array) -> np.ndarray:
     return order
 
 
+def _trec_order(qcodes: np.ndarray, scores: np.ndarray, doc_order: np.ndarray) -> np.ndarray:
+    """The row order by query code, then score descending, then docid descending (ids unique
+    per query): the rows' own order when they already are in it, as :func:`write_run` and the
+    retrievers leave them (one linear check instead of a sort)."""
+    same = qcodes[1:] == qcodes[:-1]
+    ahead = (scores[1:] < scores[:-1]) | ((scores[1:] == scores[:-1]) & (doc_order[1:] < doc_order[:-1]))
+    if bool(((qcodes[1:] > qcodes[:-1]) | (same & ahead)).all()):
+        return np.arange(len(qcodes))
+    return np.lexsort((-doc_order, -scores, qcodes))
+
+
 def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     """Sort like trec_eval (float32 score desc, docid desc), 1-based ranks, strictly
     decreasing float32 scores per query; queries keep their first-appearance order."""
@@ -107,7 +118,7 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"duplicate document {quoted(denc.dictionary[d].as_py())} for query "
                          f"{quoted(qenc.dictionary[q].as_py())} in run")
     s32 = scores.astype(np.float32)
-    order = np.lexsort((-_doc_order(denc.dictionary)[dcodes], -s32, qcodes))
+    order = _trec_order(qcodes, s32, _doc_order(denc.dictionary)[dcodes])
     qsorted, s32 = qcodes[order], s32[order]
     starts = np.r_[0, np.flatnonzero(np.diff(qsorted)) + 1] if n else np.zeros(0, dtype=np.int64)
     pos = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))

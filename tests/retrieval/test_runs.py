@@ -70,6 +70,21 @@ def test_input_order_does_not_matter():
     pd.testing.assert_frame_equal(first, again[first.columns])
 
 
+@pytest.mark.parametrize("swap", [False, True])
+def test_rows_already_in_trec_order_give_the_same_run_as_any_other_order(swap):
+    raw = random_tied_frame(3)
+    first_seen = {q: i for i, q in enumerate(pd.unique(raw["qid"]))}
+    laid_out = raw.assign(q=raw["qid"].map(first_seen), s=raw["score"].astype(np.float32),
+                          d=raw["docid"].map(lambda d: d.encode())).sort_values(
+        ["q", "s", "d"], ascending=[True, False, False]).drop(columns=["q", "s", "d"]).reset_index(drop=True)
+    if swap:  # two tied rows the wrong way round: no longer in order, sorted again
+        tied = laid_out.index[(laid_out["qid"] == laid_out["qid"].shift(-1))
+                              & (laid_out["score"] == laid_out["score"].shift(-1))][0]
+        laid_out.iloc[[tied, tied + 1]] = laid_out.iloc[[tied + 1, tied]].to_numpy()
+    pd.testing.assert_frame_equal(Run(laid_out).df, Run(raw.sample(frac=1.0, random_state=5)).df
+                                  .set_index("qid").loc[list(first_seen)].reset_index()[list(runs.RUN_COLUMNS)])
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pytrec_eval_scores_the_canonical_run_like_the_raw_one(seed):
     raw = random_tied_frame(seed)

@@ -1,0 +1,87 @@
+"""Whole-process speed of the command line: ``instir --help``, and ``instir evaluate`` of one
+990,600-line run on InstructIR's 9,906 instances (the real queries and qrels of the authors'
+release, the corpus generated as ``tests/real_data.py`` generates it; the run as
+``perf.metrics_scale`` draws it: 100 documents per instance). Each command runs ``--repeats``
+times as a fresh process into a new folder, after one warm-up run that builds the corpus index
+in a scratch ``INSTIR_HOME`` (a user's first load pays that once); medians are printed beside the targets
+(``--help`` ≤ 0.4 s, ``evaluate`` ≤ 1.2 s).
+
+    .venv/bin/python -m perf.cli_speed [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from perf.common import REPO, instructir_data
+
+TARGETS = {"help": 0.4, "evaluate": 1.2}
+
+
+def prepared(scratch: Path) -> tuple[Path, Path]:
+    """A data root holding the real InstructIR files and a generated corpus, and the run file."""
+    from instir.benchmarks.readers import read_qrels
+    from instir.retrieval.runs import write_run
+    from perf.metrics_scale import synthetic_run
+    from tests.real_data import generated_instructir_corpus
+
+    data = instructir_data()
+    root = scratch / "data" / "instructir" / "github"
+    root.mkdir(parents=True)
+    for item in data.iterdir():
+        (root / item.name).symlink_to(item)
+    with (root / "corpus.jsonl").open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(doc) + "\n" for doc in generated_instructir_corpus(data))
+    qrels = read_qrels(data / "qrels" / "test.tsv")[0]
+    run = write_run(synthetic_run(qrels), scratch / "run.trec")
+    return scratch / "data", run
+
+
+def timed(argv: list[str], env: dict[str, str], repeats: int) -> list[float]:
+    """Wall seconds of ``python -m instir.cli ARGV`` in fresh processes (after a warm-up); a
+    ``{run}`` in an argument becomes the run's number, so each evaluation writes a new folder
+    (a rerun in the same folder would reuse the scores it stored)."""
+    walls = []
+    for i in range(repeats + 1):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "instir.cli", *(a.format(run=i) for a in argv)], env=env,
+                              cwd=REPO, capture_output=True, text=True, check=False)
+        if done.returncode:
+            sys.exit(f"instir {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
+        if i:  # the first run warms the caches (corpus index) and the file cache
+            walls.append(time.perf_counter() - start)
+    return walls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        data, run = prepared(scratch)
+        # as an installed package runs, its modules compiled once: PYTHONDONTWRITEBYTECODE would recompile them each run
+        env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+        env = {**env, "INSTIR_HOME": str(scratch / "home"), "INSTIR_PROGRESS": "0", "HF_HUB_OFFLINE": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        times = {"help": timed(["--help"], env, args.repeats),
+                 "evaluate": timed(["evaluate", "--benchmark", "instructir", "--root", str(data), "--run", str(run),
+                                    "--out", str(scratch / "out-{run}")], env, args.repeats)}
+    for name, walls in times.items():
+        median = statistics.median(walls)
+        verdict = "met" if median <= TARGETS[name] else "MISSED"
+        print(f"{name:<9} median {median:.3f} s over {len(walls)} runs (min {min(walls):.3f}, max {max(walls):.3f}); "
+              f"target ≤ {TARGETS[name]} s: {verdict}")
+    print(json.dumps({name: statistics.median(walls) for name, walls in times.items()}))
+
+
+if __name__ == "__main__":
+    main()
