@@ -2,22 +2,16 @@
 document format, then memory-mapped by every later search (any ``k``, any query template).
 
 An entry is keyed by a SHA-256 over a JSON description of everything that changes the index
-(:func:`entry_key`; :meth:`instir.retrieval.lexical.BM25Retriever.index_description` builds it):
-the corpus content hash, the resolved BM25 settings and stop-word list, the document format,
-the tokeniser (bm25s version and token pattern, PyStemmer version when stemming), the numpy
-version and :data:`FORMAT_VERSION`. It holds what :meth:`bm25s.BM25.save` writes (the CSC
-score arrays, the vocabulary and the parameters), ``doc_ids.json`` (document ids in index
-order, checked against the corpus's ids on load) and ``manifest.json``, written last, with
+(:func:`entry_key` of :meth:`instir.retrieval.lexical.BM25Retriever.index_description`). It holds
+what :meth:`bm25s.BM25.save` writes (:data:`BM25S_FILES`), ``doc_ids.json`` (document ids in
+index order, checked against the corpus's ids on load) and ``manifest.json``, written last, with
 the key, its description and every file's size and SHA-256.
 
-Writing. An entry is built in a temporary folder beside it (``.<entry>.<build>.tmp``), its
-files flushed to disk, the manifest written last, and the folder renamed into place; when an
-entry is already there (another process built it meanwhile) it is renamed aside and removed:
-the last writer wins and a reader never sees a half-written entry. A reader that finds the
-manifest changed under it (a swap mid-load) starts over once. What a crashed writer left beside
-an entry (older than :data:`STALE_SECONDS`) is removed by its next writer. A cache folder that
-cannot be written only costs a warning: the index is then kept in memory by the retriever that
-built it.
+Writing. An entry is built in a temporary folder beside it, its files flushed to disk, the
+manifest written last, and the folder renamed into place: the last writer wins and a reader
+never sees a half-written entry; a reader that finds the manifest changed under it (a swap
+mid-load) starts over once. A cache folder that cannot be written only costs a warning: the
+index is then kept in memory by the retriever that built it.
 
 Verification. On every load each file's size is checked against the manifest, each ``.npy``
 header against its size, and the files' SHA-256 too, smallest first, up to
@@ -27,16 +21,8 @@ truncated, zeroed, overwritten, an unreadable manifest, ids that are not the cor
 never used: a warning names the file and the problem, the entry is removed and the caller
 rebuilds it.
 
-Measured cost (``python -m perf.bm25_cache``, generated documents of ~1,600 characters, IFIR's
-settings, 2 shared CPU cores, files in the page cache): at 633,955 documents (IFIR-cds's count,
-a 1 GB corpus) the entry is 815 MiB, storing it takes 1.0 s (save, fsync, checksums) against a
-94 s build, and a verified load 0.5 s (0.45 s of it the SHA-256 of every file); at 100,000
-documents 130 MiB, 0.3 s and 0.1 s. The corpus's ``content_hash()`` in the key (3.5 s at cds
-size) is paid by every :func:`~instir.retrieval.retrieve` anyway, for the run key.
-
-Layout: ``<root>/<key[:32]>/{manifest.json, doc_ids.json, data.csc.index.npy, indices.csc.index.npy,
-indptr.csc.index.npy, vocab.index.json, params.index.json}``. Deleting any entry (or the whole
-root) is always safe: it is rebuilt on the next search.
+Layout: ``<root>/<key[:32]>/{manifest.json, doc_ids.json, *.index.npy, *.index.json}``. Deleting
+any entry (or the whole root) is always safe: it is rebuilt on the next search.
 """
 
 from __future__ import annotations
@@ -58,19 +44,15 @@ import numpy as np
 
 from instir import atomic
 from instir.home import instir_home
-from instir.retrieval.embedding_cache import npy_header
+from instir.retrieval.embedding_cache import FULL_HASH_BYTES, MANIFEST, npy_header
 
 #: Bumped when the entry layout or what the key describes changes (older entries are then never found).
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
 DOC_IDS = "doc_ids.json"
 #: What :meth:`bm25s.BM25.save` writes for the kit's methods (``lucene``, ``robertson``, ``atire``);
 #: ``bm25l``/``bm25+`` add ``nonoccurrence_array.index.npy``, recorded in the manifest like the rest.
 BM25S_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json",
                "params.index.json")
-#: Files of an entry are checked against their SHA-256 on every load, smallest first, up to this many
-#: bytes in all; the rest by size and ``.npy`` header only (see the module docstring).
-FULL_HASH_BYTES = 1 << 30
 #: A writer's temporary folder (``.<entry>.<build>.tmp``) or an entry set aside (``….old``) older than
 #: this was left by a crashed process; the next writer of that entry removes it.
 STALE_SECONDS = 6 * 3600
@@ -112,9 +94,8 @@ class BM25IndexCache:
 
     def load(self, key: str, doc_ids: Sequence[str]) -> CachedIndex | None:
         """The verified entry of ``key`` opened with ``bm25s.BM25.load(mmap=True)``, or None when
-        there is none. ``doc_ids`` are the corpus's ids in order: an entry whose stored ids differ
-        is damaged. A damaged entry gives a warning naming the file and the problem and is removed
-        (the caller rebuilds it); an entry replaced by another writer while it was read is read again."""
+        there is none or it is damaged (see the module docstring); ``doc_ids`` are the corpus's ids
+        in order, which the entry's must equal."""
         entry = self.entry_dir(key)
         for _ in range(2):
             start = time.perf_counter()

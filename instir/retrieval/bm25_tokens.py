@@ -18,13 +18,14 @@ import re
 import warnings
 from array import array
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from itertools import islice
 
 import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenizer
+
+from instir.retrieval.embedding_cache import in_chunks
 
 #: bm25s's token pattern (its default, named here so documents and queries provably share it).
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -32,7 +33,7 @@ TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 PARALLEL_MIN_TEXTS = 50_000
 #: Texts per chunk a worker tokenises.
 CHUNK_TEXTS = 20_000
-#: Longest token stemmed and indexed (characters); a longer one is cut to this many (see the module docstring).
+#: Longest token stemmed and indexed (characters, Lucene's ``max_token_length``); a longer one is cut to this many.
 MAX_TOKEN_CHARS = 255
 
 
@@ -111,11 +112,10 @@ def workers(n_jobs: int | None) -> int:
 def tokenize(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str, *, n_jobs: int = 1,
              chunk: int = CHUNK_TEXTS, stats: dict | None = None) -> tuple[list[array], dict[str, int]]:
     """Token ids of each text (32-bit arrays) and the vocabulary (token → id); ``stemmer`` is a
-    PyStemmer algorithm or ``"none"``. With ``n_jobs`` above 1 the texts are tokenised ``chunk``
-    at a time by that many forked workers (the same result, see the module docstring), a few
-    chunks in flight at once, so the texts are never all held. Tokens longer than
-    :data:`MAX_TOKEN_CHARS` are cut (module docstring): their count goes to
-    ``stats["long_tokens_cut"]`` when ``stats`` is given, and a :class:`LongTokenWarning` says it."""
+    PyStemmer algorithm or ``"none"``. With ``n_jobs`` above 1, ``chunk`` texts at a time go to
+    that many forked workers, a few chunks in flight, so the texts are never all held. Tokens
+    longer than :data:`MAX_TOKEN_CHARS` are cut: ``stats["long_tokens_cut"]`` (when ``stats`` is
+    given) and a :class:`LongTokenWarning` count them."""
     if n_jobs <= 1:
         splitter = _Splitter(stopwords, stemmer)
         token_ids = [splitter.ids(text) for text in texts]
@@ -136,7 +136,7 @@ def tokenize(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str,
 
     pending: deque[Future] = deque()
     with ProcessPoolExecutor(n_jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        for part in _parts(texts, chunk):
+        for part in in_chunks(texts, chunk):
             pending.append(pool.submit(_chunk, part, stopwords, stemmer))
             if len(pending) > n_jobs:
                 merge(pending.popleft())
@@ -153,9 +153,3 @@ def _record_cuts(cut: int, stats: dict | None) -> None:
         warnings.warn(f"{cut} tokens longer than {MAX_TOKEN_CHARS} characters were cut to their first "
                       f"{MAX_TOKEN_CHARS} before stemming and indexing (as Lucene's max_token_length)",
                       LongTokenWarning, stacklevel=3)
-
-
-def _parts(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    it = iter(texts)
-    while part := list(islice(it, size)):
-        yield part

@@ -9,8 +9,6 @@ and sentence-transformers' ``prompt=`` do). When the model's Pooling excludes pr
 (``include_prompt=False``, as sentence-transformers sets for ``hkunlp/instructor-*``), the
 instruction is passed as ``prompt=`` instead, grouped by instruction, so pooling skips it as
 INSTRUCTOR does; otherwise all inputs are batched together (same tokens, same vectors).
-``encode`` already sorts each call's inputs by length before batching, so the kit does not
-sort again; it calls ``encode`` once per cache chunk (4,096 documents by default).
 
 Vectors and scores. Similarity is the model's own ``similarity_fn_name`` (cosine, dot,
 euclidean, manhattan; override with ``similarity=``) computed with sentence-transformers'
@@ -20,19 +18,15 @@ Embeddings are cached as the model outputs them (windowed inputs: the mean of th
 vectors), so the cache does not depend on ``similarity`` or ``normalize``. On CUDA the
 model runs in float16 (recorded as ``precision``); scoring is float32 everywhere.
 
-Windows (``windowing``). ``None``: every input is encoded whole (the model truncates it).
-``"ifir"``: the IFIR authors' cut (:func:`~instir.retrieval.windows.ifir_windows`: 512-token
-windows at every multiple of 384 tokens, detokenised, not capped at the model's input, whose
-own truncation applies afterwards) of documents *and* queries, as their ``embed_documents``
-and ``embed_query`` both do, for the families whose IFIR classes cut windows (plain encoders:
-Contriever, ColBERT, GTR; INSTRUCTOR, whose windows shrink by the instruction's tokens); the
-authors' E5-mistral, GritLM, Promptriever and NV-Embed classes encode whole texts, so for
-those families ``"ifir"`` cuts nothing. The cut applies to the formatted model input: a string
-whole, a pair's text part (its instruction kept on every window). ``"clean"``: the kit's
-own cut of documents only (:func:`~instir.retrieval.windows.clean_windows`: windows only until
-the text is covered, cut from the original string, capped at what the model takes), applied
-to the document text before the template. The mode and the effective window sizes are in
-:meth:`DenseRetriever.params` and in the cache keys.
+Windows (``windowing``, :mod:`instir.retrieval.windows`). ``None``: every input is encoded whole
+(the model truncates it). ``"ifir"``: the IFIR authors' cut of documents *and* queries, as their
+``embed_documents`` and ``embed_query`` both do, for the families whose IFIR classes cut windows
+(:data:`IFIR_WINDOWED_FAMILIES`; the authors' E5-mistral, GritLM, Promptriever and NV-Embed
+classes encode whole texts, so for those ``"ifir"`` cuts nothing); it cuts the formatted model
+input (a pair's text part, its instruction kept on every window). ``"clean"``: the kit's own cut
+of documents only, capped at what the model takes, applied to the document text before the
+template. The mode and the effective window sizes are in :meth:`DenseRetriever.params` and in
+the cache keys.
 """
 
 from __future__ import annotations
@@ -63,6 +57,7 @@ from instir.retrieval.windows import (
     IFIR_WINDOW,
     WINDOWING_MODES,
     clean_windows,
+    encode_window_means,
     hf_adapter,
     ifir_windows,
 )
@@ -116,11 +111,31 @@ def weights_fingerprint(header: str, tokenizer, state_dict: dict) -> str:
     return h.hexdigest()
 
 
-def cache_facts(queries: Embeddings, docs: Embeddings) -> dict:
-    """What a run's sidecar records about its embeddings: how many inputs this search encoded
-    (0 on a cache hit) and where the cached matrices are."""
-    return {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
-            "query_cache": str(queries.path), "document_cache": str(docs.path), "document_cache_key": docs.key}
+def document_format(template: Template, subset: str = "") -> dict:
+    """What a document cache key holds of ``template``: its document format and the domain word
+    it gives ``subset``."""
+    described = template.describe()
+    return {"doc_format": described["doc"], "domain": described["domains"].get(subset, "")}
+
+
+def search_meta(retriever, template: Template, queries, docs, **more) -> dict:
+    """A vector retriever's ``run.meta``: its name, family and params, the template's name, and
+    under ``embeddings`` how many inputs this search encoded (0 on a cache hit), where the cached
+    matrices (:class:`Embeddings` or token embeddings) are, and ``more``."""
+    embeddings = {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
+                  "query_cache": str(queries.path), "document_cache": str(docs.path), "document_cache_key": docs.key}
+    return {"retriever": {"name": retriever.name, "family": retriever.family, "params": retriever.params()},
+            "template": template.name, "embeddings": {**embeddings, **more}}
+
+
+def default_device(device: str | None = None) -> str:
+    """``device`` when given, else ``"cuda"`` when torch sees a GPU, else ``"cpu"``: where the
+    kit's own model loaders put a model."""
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class DenseRetriever:
@@ -323,10 +338,7 @@ class DenseRetriever:
 
     def _encode_window_means(self, windows: list[list[ModelInput]]) -> np.ndarray:
         """One vector per input: the mean of its windows' vectors (all windows in one encode call)."""
-        vectors = self.encode([w for ws in windows for w in ws])
-        counts = np.array([len(ws) for ws in windows])
-        starts = np.r_[0, np.cumsum(counts)[:-1]]
-        return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
+        return encode_window_means(windows, self.encode)
 
     def encode_documents(self, template: Template, subset: str, items: list[list[str]]) -> np.ndarray:
         """Document vectors of ``[title, text]`` items (window means when windows are on): what
@@ -344,9 +356,8 @@ class DenseRetriever:
     def document_encoder(self, template: Template, subset: str = "") -> dict:
         """The cache's encoder description of document vectors: model, document format and
         windowing (with every document's title and text, the document cache key)."""
-        described = template.describe()
-        return {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
-                "domain": described["domains"].get(subset, ""), "windows": self._windows_key()}
+        return {**self.encoder_description(), "kind": "documents", **document_format(template, subset),
+                "windows": self._windows_key()}
 
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> Embeddings:
         """Document embeddings of a corpus through the cache (keyed by :meth:`document_encoder`
@@ -379,7 +390,6 @@ class DenseRetriever:
         subset = shared_subset(benchmark)
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs = self.embed_corpus(benchmark.corpus, template, subset)
-        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
-                "template": template.name, "embeddings": cache_facts(queries, docs)}
+        meta = search_meta(self, template, queries, docs)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta,
                                   normalize=self._normalizes(), device=str(self.model.device), progress=self.progress)

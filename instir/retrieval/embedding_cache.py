@@ -14,12 +14,9 @@ first) and checked before it is reused; the manifest records the joined matrix's
 and SHA-256. On a cache hit the matrix's size and ``.npy`` header are always checked against
 the manifest, and its SHA-256 too when it is at most :data:`FULL_HASH_BYTES` (1 GiB). A chunk
 or matrix that fails (truncated, zeroed, overwritten, not a ``.npy``) is never used: a warning
-names the file, it is removed and rebuilt. Measured cost (``python -m perf.embedding_cache_verify``,
-2 shared CPU cores, file in the page cache, medians of 3): the full hash of a 20,000 × 384
-matrix (29 MiB) adds 75–85 ms to a hit (about 380 MB/s, so about 3 s at the 1 GiB limit) —
-computing the cache key over the 20,000 inputs costs about as much; one 4,096 × 384 chunk is
-verified in 20–30 ms. Beyond 1 GiB a rerun would pay seconds per hit, so only size and header
-are checked there (a same-size overwrite of the data goes unnoticed).
+names the file, it is removed and rebuilt. Beyond 1 GiB the hash would add seconds to every hit
+(``python -m perf.embedding_cache_verify`` measures it), so only size and header are checked
+there (a same-size overwrite of the data goes unnoticed).
 
 Layout: ``<root>/<label>-<key[:24]>/{manifest.json, embeddings.npy, chunk<size>-000000.npy[.sha256] …}``.
 Deleting any entry (or the whole root) is always safe: it is rebuilt on the next run.
@@ -49,7 +46,7 @@ MANIFEST = "manifest.json"
 MATRIX = "embeddings.npy"
 DEFAULT_CHUNK_SIZE = 4096
 #: ``embeddings.npy`` up to this size is checked against its SHA-256 on every cache hit;
-#: larger ones by size and header only (see the module docstring for the measured cost).
+#: larger ones by size and header only (see the module docstring).
 FULL_HASH_BYTES = 1 << 30
 
 

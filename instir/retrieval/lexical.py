@@ -1,30 +1,16 @@
 """BM25 with bm25s (+ PyStemmer), configured as close to the authors' engines as bm25s allows.
 
-Per-benchmark defaults (:func:`bm25_defaults`: the family spec's ``[bm25]``):
-
-- InstructIR: the authors ran Pyserini/Anserini with its defaults: k1 = 0.9, b = 0.4,
-  Lucene BM25, Anserini's English analyzer (Lucene's 33-word English stop set, Porter
-  stemmer). Here: ``method="lucene"``, stop words :data:`LUCENE_ENGLISH_STOPWORDS`,
-  PyStemmer's ``porter`` (the original Porter algorithm, as Lucene's PorterStemFilter).
-- IFIR: the authors ran Elasticsearch 8.11 with its defaults: k1 = 1.2, b = 0.75, the
-  ``standard`` analyzer (lower-casing only: no stop words, no stemming).
-
-Where bm25s differs from Lucene/Elasticsearch (scores differ slightly, rankings mostly agree):
-- tokens are lower-cased ``\\b\\w\\w+\\b`` regex matches, not Unicode UAX#29 words: one-character
-  tokens are dropped ("x", "3"), "3.5" and "don't" are split (Lucene keeps them whole);
-- Lucene stores document lengths lossily in one byte (SmallFloat norms); bm25s uses exact
-  lengths; Lucene ≥ 8 also drops the constant (k1 + 1) factor (rank-equivalent);
-- Anserini's possessive filter ("'s") has no counterpart; the regex split drops the "s".
-A document that matches no query term is not returned (as with Lucene), so a query may
-have fewer than k results.
+Per-benchmark defaults (:func:`bm25_defaults`: the family spec's ``[bm25]``) are the authors'
+engines' defaults: InstructIR's Pyserini/Anserini and IFIR's Elasticsearch 8.11
+(``docs/bm25-vs-lucene.md`` has the settings and where bm25s differs from Lucene); InstructIR's
+Porter stemmer is PyStemmer's ``porter``, the original algorithm, as Lucene's PorterStemFilter.
+A document that matches no query term is not returned (as with Lucene), so a query may have
+fewer than k results.
 
 Indexes are built once per corpus, BM25 setting and document format and kept on disk
 (:mod:`instir.retrieval.bm25_cache`, memory-mapped on load) and in the retriever (its last
 :attr:`BM25Retriever.keep_indexes` indexes), so a new ``k`` or another query template never
-re-indexes. Building tokenises the corpus as a stream (one document's text at a time, token ids
-kept as 32-bit arrays, :func:`instir.retrieval.bm25_tokens.tokenize`; a large corpus in chunks on
-worker processes): the same scores and rankings as tokenising a list of every text with
-``bm25s.tokenize``, at less memory and time (``python -m perf.bm25_cache``).
+re-indexes.
 """
 
 from __future__ import annotations
@@ -34,7 +20,6 @@ import string
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -100,13 +85,6 @@ def _doc_fields(template: Template) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template.doc) if name is not None}
 
 
-def _pystemmer_version() -> str:
-    try:
-        return package_version("PyStemmer")
-    except PackageNotFoundError:  # pragma: no cover - installed as a dependency
-        return "unknown"
-
-
 class BM25Retriever:
     """BM25 over a benchmark's corpus with bm25s; the corpus is indexed once per BM25 setting
     and document format (kept on disk under ``cache_dir`` and in this object, see the module
@@ -116,9 +94,8 @@ class BM25Retriever:
     defaults (:func:`bm25_defaults`). ``stemmer``: a PyStemmer algorithm name or ``"none"``;
     ``stopwords``: ``"lucene"``, a bm25s language name (``"en"``), ``"none"`` or a list.
     ``n_threads`` is passed to bm25s (0: the calling thread only; -1: all cores); ``n_jobs``
-    worker processes tokenise a corpus of at least
-    :data:`~instir.retrieval.bm25_tokens.PARALLEL_MIN_TEXTS` documents (None: one per CPU this
-    process may use; 1: none), with the same result.
+    worker processes tokenise a large corpus (:func:`~instir.retrieval.bm25_tokens.tokenize`;
+    None: one per CPU this process may use; 1: none).
     ``cache_dir`` defaults to ``<instir home>/bm25``; ``cache=False`` keeps indexes in memory
     only (throw-away corpora). ``keep_indexes`` bounds the indexes this object holds (the most
     recently used ones; a built index of a 634k-document corpus holds about a GB, a loaded one is
@@ -183,7 +160,7 @@ class BM25Retriever:
             "doc": doc,
             "tokenizer": {"bm25s": bm25s.__version__, "token_pattern": TOKEN_PATTERN, "lower": True,
                           "max_token_chars": bm25_tokens.MAX_TOKEN_CHARS,
-                          "pystemmer": _pystemmer_version() if stemmed else None},
+                          "pystemmer": package_version("PyStemmer") if stemmed else None},
             "numpy": np.__version__,
         }
 

@@ -13,15 +13,10 @@ MTEB's query ids. :func:`read_mteb_predictions` checks that layout (every proble
 :func:`predictions_run` maps the ids to the kit's (:mod:`instir.benchmarks.mteb`), and
 :func:`write_mteb_predictions` writes a kit run in MTEB's layout and ids.
 
-MTEB-ready copies (:func:`write_mteb_dataset`): MTEB builds a query's text as
-``query + " " + instruction`` (``mteb/_create_dataloaders.py``
-``_combine_queries_with_instruction_text``, called by ``_retrieval_texts``). Its InstructIR task
-says scores differ "unless you include instruction first, then [SEP] and then the query via
-redefining ``combine_query_and_instruction`` in your model", but no code of MTEB 2.26 calls
-that method (it is defined only in ``models/model_implementations/repllama_models.py`` and
-named only in that task's description), so overriding it changes nothing. The copy written
-here puts the authors' text (template ``instructir``: ``instruction [SEP] query``) into the
-queries' ``text`` and leaves the ``instruction`` config out, so MTEB sends that text as is.
+MTEB-ready copies (:func:`write_mteb_dataset`): MTEB sends ``query + " " + instruction``, and
+the hook its InstructIR task names for the authors' order is never called (``docs/mteb.md``). The
+copy written here puts the authors' text (template ``instructir``: ``instruction [SEP] query``)
+into the queries' ``text`` and leaves the ``instruction`` config out, so MTEB sends that text as is.
 IFIR's copy keeps MTEB's own layout (bare query + ``instruction`` config: MTEB's
 ``query instruction`` is the IFIR authors' text) with ids that carry ``v<level>``.
 """
@@ -71,22 +66,14 @@ def is_mteb_predictions(path: str | Path) -> bool:
     return Path(path).name.lower().endswith(".json")
 
 
-def task_of_file(path: str | Path) -> str:
-    """The task a prediction file's name says: ``IFIRFiQA_predictions.json`` → ``IFIRFiQA``,
-    ``""`` for another name."""
-    name = Path(path).name
-    return name[: -len(PREDICTIONS_SUFFIX)] if name.endswith(PREDICTIONS_SUFFIX) else ""
-
-
 def _object(value, path: Path, where: str | None, name: str | None, expected: str) -> dict:
     if not isinstance(value, dict):
         raise FormatError(path, where, name, f"expected {expected}, got {type(value).__name__}")
     return value
 
 
-def read_mteb_predictions(path: str | Path, *, subset: str = DEFAULT_SUBSET, split: str | None = None
-                          ) -> MtebPredictions:
-    """Read an MTEB prediction file (see the module docstring). ``split`` defaults to ``test``,
+def read_mteb_predictions(path: str | Path) -> MtebPredictions:
+    """Read an MTEB prediction file (see the module docstring): subset ``default``, split ``test``,
     else the file's only split. Raises :class:`~instir.benchmarks.types.FormatError` naming the
     file, where in it and the field for a file that is not JSON or not in MTEB's layout (a
     query whose value is not an object, a score that is not a finite number …)."""
@@ -102,12 +89,12 @@ def read_mteb_predictions(path: str | Path, *, subset: str = DEFAULT_SUBSET, spl
     meta = _object(data.get("mteb_model_meta", {}), path, None, "mteb_model_meta",
                    'an object {"model_name": …, "revision": …}')
     subsets = [k for k in data if k != "mteb_model_meta"]
+    subset = DEFAULT_SUBSET
     if subset not in data:
         have = ", ".join(map(quoted, subsets)) or "none"
         raise FormatError(path, None, subset, f"missing subset; the file has {have}")
     splits = _object(data[subset], path, None, subset, "an object {split: predictions}")
-    if split is None:
-        split = DEFAULT_SPLIT if DEFAULT_SPLIT in splits or len(splits) != 1 else next(iter(splits))
+    split = DEFAULT_SPLIT if DEFAULT_SPLIT in splits or len(splits) != 1 else next(iter(splits))
     if split not in splits:
         raise FormatError(path, f"subset {quoted(subset)}", split,
                           f"missing split; the subset has {', '.join(map(quoted, splits)) or 'none'}")
@@ -127,8 +114,9 @@ def read_mteb_predictions(path: str | Path, *, subset: str = DEFAULT_SUBSET, spl
     for key in ("model_name", "revision"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise FormatError(path, "mteb_model_meta", key, f"expected a string, got {type(meta[key]).__name__}")
-    return MtebPredictions(path, task_of_file(path), meta.get("model_name") or "", meta.get("revision") or "",
-                           subset, split, scores)
+    task = path.name[: -len(PREDICTIONS_SUFFIX)] if path.name.endswith(PREDICTIONS_SUFFIX) else ""
+    return MtebPredictions(path, task, meta.get("model_name") or "", meta.get("revision") or "", subset, split,
+                           scores)
 
 
 def predictions_scores(predictions: MtebPredictions, benchmark: Benchmark, ids: MtebIds | None = None
@@ -172,16 +160,13 @@ def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:
     return predictions_run(read_mteb_predictions(path), benchmark)
 
 
-def predictions_path(benchmark: Benchmark, folder: str | Path) -> Path:
-    """Where MTEB would write ``benchmark``'s predictions in ``folder``:
-    ``<folder>/<task>_predictions.json``."""
-    return Path(folder) / f"{mteb_ids(benchmark).task.name}{PREDICTIONS_SUFFIX}"
+def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *, model_name: str,
+                           revision: str | None = None) -> Path:
+    """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an
+    existing file is replaced, where MTEB would merge other subsets into it) and return its path.
 
-
-def mteb_predictions(run: Run, benchmark: Benchmark, *, model_name: str, revision: str | None = None) -> dict:
-    """A kit run as the object MTEB writes (see the module docstring): MTEB's query ids,
-    documents in rank order, queries in run order. Queries that are not in ``benchmark`` are
-    refused (MTEB has no id for them)."""
+    MTEB's query ids, documents in rank order, queries in run order; queries that are not in
+    ``benchmark`` are refused (MTEB has no id for them)."""
     run = as_run(run)
     ids = mteb_ids(benchmark)
     unknown = [q for q in dict.fromkeys(run.df["qid"]) if q not in ids.to_mteb]
@@ -191,17 +176,10 @@ def mteb_predictions(run: Run, benchmark: Benchmark, *, model_name: str, revisio
     predictions: dict[str, dict[str, float]] = {}
     for qid, docid, score in zip(run.df["qid"].tolist(), run.df["docid"].tolist(), run.df["score"].tolist()):
         predictions.setdefault(ids.mteb_id(qid), {})[docid] = score
-    return {"mteb_model_meta": {"model_name": model_name, "revision": revision},
+    data = {"mteb_model_meta": {"model_name": model_name, "revision": revision},
             DEFAULT_SUBSET: {DEFAULT_SPLIT: predictions}}
-
-
-def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *, model_name: str,
-                           revision: str | None = None) -> Path:
-    """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an
-    existing file is replaced, where MTEB would merge other subsets into it) and return its path."""
-    path = predictions_path(benchmark, folder)
+    path = Path(folder) / f"{ids.task.name}{PREDICTIONS_SUFFIX}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = mteb_predictions(run, benchmark, model_name=model_name, revision=revision)
     atomic.write_text(path, json.dumps(data))
     return path
 

@@ -38,11 +38,11 @@ from instir.retrieval.runs import (
     Run,
     drop_self_hits,
     read_run,
-    read_sidecar,
     trec_bytes,
     write_run,
 )
 from instir.retrieval.score_cache import ScoreCache
+from instir.retrieval.search import file_slug, inputs_key, reused_run
 
 #: Separator the InstructIR query files put between instruction and query.
 SEP = " [SEP] "
@@ -101,13 +101,8 @@ def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
 def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, depth: int,
                query_split: QuerySplit, doc_field: DocField) -> dict:
     """Everything that determines a reranked run: identical keys mean it can be reused."""
-    from instir.retrieval.search import queries_sha256
-
     key = {
-        "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
-                      "setting": benchmark.setting, "sample": benchmark.is_sample},
-        "corpus_sha256": benchmark.corpus.content_hash(),
-        "queries_sha256": queries_sha256(benchmark),
+        **inputs_key(benchmark),
         "first_stage_sha256": first_stage["trec_sha256"],
         "reranker": {"name": reranker.name, "identity": reranker.identity()},
         "depth": depth,
@@ -120,8 +115,6 @@ def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, dept
 
 def rerank_path(out_dir: str | Path, key: dict, first_stage_path: str | None) -> Path:
     """``<first-stage stem>__rerank-<reranker>__d<depth>-<hash8>.trec`` under ``out_dir``."""
-    from instir.retrieval.search import file_slug
-
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     bench = key["benchmark"]
     stem = Path(first_stage_path).stem if first_stage_path else f"{bench['name']}__{bench['setting']}"
@@ -199,10 +192,8 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
     run, source = _first_stage(run)
     key = rerank_key(benchmark, reranker, source, depth, query_split, doc_field)
     path = rerank_path(out_dir, key, source["path"]) if out_dir is not None else None
-    existing = read_sidecar(path) if path is not None else None
-    if existing is not None and existing.get("key") == key:
-        reused = read_run(path)
-        reused.meta["reused"] = True
+    reused = reused_run(path, key)
+    if reused is not None:
         return reused
     if not isinstance(cache, ScoreCache):
         cache = ScoreCache(cache)

@@ -221,44 +221,32 @@ class Run:
         """This run as a ``ranx.Run`` (``pip install 'instir[interop]'``), for ``ranx.evaluate``,
         ``ranx.compare`` and ``ranx.fuse``.
 
-        Documents keep the kit's order: scores are float32 values (ranx's float64 holds them
-        exactly) and strictly decreasing within a query, so ranx's own sort by score (an unstable
-        ``argsort``) cannot reorder ties. ``name`` (default: :func:`meta_name` of ``meta``) becomes
-        ``ranx.Run.name``, the name ranx's reports print. ranx sorts queries by id and has no
-        field for a sidecar, so ``metadata["instir"]`` keeps ``meta``, the query order and
-        :func:`content_sha256`: :meth:`from_ranx` restores both while the content is unchanged."""
+        ``name`` (default: :func:`meta_name` of ``meta``) is the name ranx's reports print; order
+        and metadata: ``docs/interop.md``."""
         from instir.extras import require
 
         ranx = require("ranx")
         out = ranx.Run(name=name or meta_name(self.meta))
         qids, docids, scores = _blocks(self.df)
         if qids:
-            # add_multi takes Python strings (numba's unicode type): one compiled signature for any
-            # id length, where ranx.Run(dict) compiles anew for each fixed-width numpy string dtype
             out.add_multi(qids, docids, scores)
         out.metadata["instir"] = _stash(self)
         return out
 
     @classmethod
     def from_ranx(cls, run: Any, meta: dict | None = None) -> "Run":
-        """A :class:`Run` from a ``ranx.Run``: canonical order (float32 scores, ties by docid
-        descending, as trec_eval ranks them). A run made by :meth:`to_ranx` and not changed
-        since (its content hash still matches) gets back its ``meta`` and query order;
-        otherwise queries come in ranx's order and ``meta`` says ``source: ranx`` with ranx's
-        run name (as ``name`` and, when it is one word, the TREC ``tag``). ``meta`` given here
-        replaces either. Queries ranx holds without documents (``make_comparable`` adds them)
-        have no rows, as in a TREC file."""
+        """A :class:`Run` from a ``ranx.Run`` in the kit's order (queries without documents, as
+        ``make_comparable`` adds, have no rows): a run from :meth:`to_ranx` unchanged since gets
+        back its ``meta`` and query order, any other ``source: ranx`` (``docs/interop.md``);
+        ``meta`` given here replaces either."""
         scores = {q: dict(docs) for q, docs in run.to_dict().items() if len(docs)}
         stash = (getattr(run, "metadata", None) or {}).get("instir")
         return _restored(cls.from_scores(scores), stash, meta, {"source": "ranx"}, getattr(run, "name", None))
 
     def to_pyterrier(self) -> pd.DataFrame:
-        """This run as a PyTerrier result frame: columns ``qid``, ``docno``, ``score``, ``rank``,
-        rows in the kit's order, ``rank`` 0-based as PyTerrier numbers it
-        (``pyterrier.model.FIRST_RANK = 0``; ``pyterrier.model.add_ranks`` gives the same ranks
-        on this frame, the scores having no ties). Needs no PyTerrier to build. The frame's
-        ``attrs["instir"]`` keeps ``meta`` and :func:`content_sha256`, for
-        :meth:`from_pyterrier`."""
+        """This run as a PyTerrier result frame: ``qid``, ``docno``, ``score``, ``rank`` (0-based,
+        as PyTerrier numbers it), rows in the kit's order; ``attrs["instir"]`` keeps what
+        :meth:`from_pyterrier` restores (``docs/interop.md``). Needs no PyTerrier."""
         frame = pd.DataFrame({"qid": self.df["qid"], "docno": self.df["docid"], "score": self.df["score"],
                               "rank": self.df["rank"] - 1})
         frame.attrs["instir"] = _stash(self)
@@ -269,13 +257,9 @@ class Run:
         """A :class:`Run` from a PyTerrier result frame (``qid``, ``docno``, ``score``; other
         columns such as ``query``, ``text``, ``features`` are left out).
 
-        Its ``rank`` column is not read: the order comes from the scores, ties broken by docno
-        descending — the order trec_eval, and so ``pt.Evaluate`` and ``pt.Experiment`` (through
-        ir-measures and pytrec_eval), score the frame in. A frame from :meth:`to_pyterrier`
-        whose content is unchanged gets back its ``meta``; otherwise ``meta`` says
-        ``source: pyterrier`` (with the run name of a ``name`` column, as
-        ``pt.io.read_results`` leaves it, when it holds one value). ``meta`` given here replaces
-        either."""
+        The ``rank`` column is not read: the frame is ordered as ``pt.Evaluate`` scores it; a frame
+        from :meth:`to_pyterrier` unchanged since gets back its ``meta``, any other
+        ``source: pyterrier`` (``docs/interop.md``). ``meta`` given here replaces either."""
         missing = [c for c in ("qid", "docno", "score") if c not in frame.columns]
         if missing:
             raise ValueError(f"a PyTerrier result frame needs columns qid, docno, score; missing {missing}")

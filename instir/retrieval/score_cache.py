@@ -50,7 +50,7 @@ class ScoreCache:
         self.path = Path(path) if path is not None else default_score_cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # one connection for the cache's life: opening, committing and closing per batch costs
-        # an fsync and a WAL checkpoint each time (about 0.6 ms per scored pair in all)
+        # an fsync and a WAL checkpoint each time
         with atomic.sqlite_errors(self.path):
             self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -100,11 +100,3 @@ class ScoreCache:
                         (rkey, json.dumps(dict(identity), sort_keys=True, default=str)))
             con.executemany("INSERT OR IGNORE INTO scores VALUES (?, ?, ?)",
                             [(rkey, key, float(score)) for key, score in scored])
-
-    def count(self, identity: Mapping | None = None) -> int:
-        """Number of stored scores (of one reranker when ``identity`` is given)."""
-        with self._transaction() as con:
-            if identity is None:
-                return con.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
-            return con.execute("SELECT COUNT(*) FROM scores WHERE reranker_sha256 = ?",
-                               (self.reranker_key(identity),)).fetchone()[0]

@@ -116,14 +116,29 @@ def queries_sha256(benchmark: Benchmark) -> str:
     return h.hexdigest()
 
 
+def inputs_key(benchmark: Benchmark) -> dict:
+    """The part of run and rerank keys that names the benchmark (name, layout, revision, setting,
+    sample) and hashes its corpus and queries, so a changed local copy is noticed."""
+    return {"benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
+                          "setting": benchmark.setting, "sample": benchmark.is_sample},
+            "corpus_sha256": benchmark.corpus.content_hash(), "queries_sha256": queries_sha256(benchmark)}
+
+
+def reused_run(path: Path | None, key: dict) -> Run | None:
+    """The complete run at ``path`` whose sidecar holds ``key``, marked ``reused``; else None."""
+    existing = read_sidecar(path) if path is not None else None
+    if existing is None or existing.get("key") != key:
+        return None
+    run = read_run(path)
+    run.meta["reused"] = True
+    return run
+
+
 def run_key(benchmark: Benchmark, retriever: Retriever, template: Template, k: int) -> dict:
     """Everything that determines a run's content: identical keys mean the run can be reused.
     Includes content hashes of the corpus and the queries, so a changed local copy is noticed."""
     key = {
-        "benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
-                      "setting": benchmark.setting, "sample": benchmark.is_sample},
-        "corpus_sha256": benchmark.corpus.content_hash(),
-        "queries_sha256": queries_sha256(benchmark),
+        **inputs_key(benchmark),
         "retriever": {"name": retriever.name, "family": retriever_family(retriever), "params": retriever.params()},
         "template": template.describe(),
         "k": k,
@@ -170,11 +185,9 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
     template = template_for(benchmark, retriever, template)
     key = run_key(benchmark, retriever, template, k)
     path = run_path(out_dir, key) if out_dir is not None else None
-    existing = read_sidecar(path) if path is not None else None
-    if existing is not None and existing.get("key") == key:
-        run = read_run(path)
-        run.meta["reused"] = True
-        return run
+    reused = reused_run(path, key)
+    if reused is not None:
+        return reused
     start = time.perf_counter()
     found = retriever.search(benchmark, template, k)
     wall = time.perf_counter() - start

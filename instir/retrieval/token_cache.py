@@ -1,22 +1,15 @@
 """On-disk cache of per-token embeddings (late interaction: one ragged matrix per input).
 
 Built from the pieces of :class:`~instir.retrieval.embedding_cache.EmbeddingCache`, with the
-same key (SHA-256 over the encoder description and every input in order), the same crash
-safety and the same integrity checks, in a *packed* layout: all inputs' token vectors stacked
-into one ``(total tokens, dim)`` matrix, plus one length per input (``doclens``), so input
-``i`` owns rows ``offsets[i]:offsets[i + 1]`` with ``offsets = [0, cumsum(doclens)]``.
+same key, crash safety and integrity checks, in a *packed* layout: all inputs' token vectors
+stacked into one ``(total tokens, dim)`` matrix, plus one length per input (``doclens``), so
+input ``i`` owns rows ``offsets[i]:offsets[i + 1]`` with ``offsets = [0, cumsum(doclens)]``.
 
-Chunks. Inputs are encoded ``chunk_size`` at a time; a finished chunk is written as two
-checksummed ``.npy`` files (each atomically): its token rows first, then its lengths. The
-lengths file is the chunk's commit mark: a chunk is reused only when its lengths file checks
-out *and* its token file checks out with exactly ``sum(lengths)`` rows; anything else is
-re-encoded (a warning names a damaged file). When every chunk exists, tokens and lengths are
-joined into two sub-entries in :class:`EmbeddingCache`'s entry layout (``tokens/`` and
-``doclens/``, each a ``manifest.json`` + ``embeddings.npy`` with size and SHA-256), the
-top ``manifest.json`` is written last (its presence marks the entry complete) and the chunk
-files are removed. A hit re-checks both sub-entries and that the lengths add up to the token
-rows; a failing entry is rebuilt. Lengths are stored as float32 (exact below 2**24 tokens
-per input).
+A finished chunk is two checksummed ``.npy`` files, its token rows written first, then its
+lengths: the lengths file is the chunk's commit mark, so a chunk is reused only when both check
+out and the token rows number ``sum(lengths)``. A complete entry holds two sub-entries in
+:class:`EmbeddingCache`'s layout (``tokens/`` and ``doclens/``) under a top ``manifest.json``
+written last; lengths are stored as float32 (exact below 2**24 tokens per input).
 
 Layout: ``<root>/<label>-<key[:24]>/{manifest.json, tokens/, doclens/,
 chunk<size>-NNNNNN.{tokens,doclens}.npy[.sha256]}``.

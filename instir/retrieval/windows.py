@@ -68,9 +68,6 @@ def ifir_windows(text: str, tokenize: Callable[[str], Sequence[Any]], detokenize
     one window starting at each of ``0, stride, 2·stride, …`` below the token count, each at
     most ``window - reserve`` tokens, detokenised; windows that detokenise to ``""`` are
     dropped, so a text without tokens has no windows (the authors then averaged nothing).
-
-    ``reserve`` is the instruction's token count for INSTRUCTOR-style inputs
-    (``Instructor.segment_text``), 0 otherwise.
     """
     if stride < 1:
         raise ValueError(f"stride must be positive, got {stride}")
@@ -99,3 +96,13 @@ def clean_windows(text: str, offsets: Sequence[tuple[int, int]], window: int, st
         if end == n:
             return pieces
         start += stride
+
+
+def encode_window_means(windows: Sequence[Sequence[Any]], encode: Callable[[list[Any]], Any]) -> Any:
+    """One vector per input: the plain mean (not re-normalised) of the vectors of its windows,
+    every window of every input encoded in one ``encode`` call (one 2-D array row per window)."""
+    import numpy as np
+
+    counts = np.array([len(ws) for ws in windows])
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    return np.add.reduceat(encode([w for ws in windows for w in ws]), starts, axis=0) / counts[:, None]

@@ -53,20 +53,20 @@ SIMILARITIES = ("cosine", "dot")
 #: keys of a card's ``resources`` (Ray hints for sweeps): GPUs and host memory (GiB) per task
 RESOURCE_KEYS = ("num_gpus", "memory_gb")
 
-#: Adapter names a card may use -> the kind of system they build. Which of them this build
-#: can construct is :data:`instir.systems.registry.FACTORIES`.
-ADAPTER_KINDS = {
-    "bm25": "retriever",
-    "hybrid": "retriever",
-    "sentence-transformers": "retriever",
-    "hf-mean-pool": "retriever",
-    "peft-decoder": "retriever",
-    "gritlm": "retriever",
-    "openai-embeddings": "retriever",
-    "colbert-late": "retriever",
-    "monot5": "reranker",
-    "cross-encoder": "reranker",
-    "llm-ptrue": "reranker",
+#: Adapter names a card may use -> the kind of system they build and the ``"module:callable"``
+#: (a function or a ``Class.from_card`` classmethod) that builds it from the card.
+ADAPTERS = {
+    "bm25": ("retriever", "instir.systems.adapters:bm25_from_card"),
+    "hybrid": ("retriever", "instir.systems.adapters:hybrid_from_card"),
+    "sentence-transformers": ("retriever", "instir.systems.adapters:sentence_transformers_from_card"),
+    "hf-mean-pool": ("retriever", "instir.systems.adapters:hf_mean_pool_from_card"),
+    "peft-decoder": ("retriever", "instir.systems.decoder:DecoderRetriever.from_card"),
+    "gritlm": ("retriever", "instir.systems.gritlm:GritLMRetriever.from_card"),
+    "openai-embeddings": ("retriever", "instir.systems.openai_embeddings:OpenAIEmbeddingsRetriever.from_card"),
+    "colbert-late": ("retriever", "instir.systems.colbert:ColBERTRetriever.from_card"),
+    "monot5": ("reranker", "instir.systems.rerankers:MonoT5Reranker.from_card"),
+    "cross-encoder": ("reranker", "instir.systems.rerankers:CrossEncoderReranker.from_card"),
+    "llm-ptrue": ("reranker", "instir.systems.rerankers:CausalLMPTrueReranker.from_card"),
 }
 
 
@@ -102,6 +102,8 @@ class SystemCard:
     variant_of: str = ""
 
     def __post_init__(self) -> None:
+        if self.adapter not in ADAPTERS:  # a card built in Python (card files are checked as they are read)
+            raise unknown("adapter", self.adapter, ADAPTERS, where=f"of system {quoted(self.name)}")
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
         object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
         object.__setattr__(self, "requires", tuple(self.requires))
@@ -169,11 +171,11 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
         if value and value not in choices:
             raise FormatError(path, label, key, f"unknown value {quoted(value)}; use one of {', '.join(choices)}")
     adapter = data["adapter"]
-    if adapter not in ADAPTER_KINDS:
+    if adapter not in ADAPTERS:
         raise FormatError(path, label, "adapter",
-                          f"unknown adapter {quoted(adapter)}; known: {', '.join(ADAPTER_KINDS)}")
-    if ADAPTER_KINDS[adapter] != data["kind"]:
-        raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTER_KINDS[adapter]}, "
+                          f"unknown adapter {quoted(adapter)}; known: {', '.join(ADAPTERS)}")
+    if ADAPTERS[adapter][0] != data["kind"]:
+        raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTERS[adapter][0]}, "
                                                f"not a {data['kind']}")
     template = data.get("template", "")
     if template and template not in list_templates():

@@ -9,27 +9,7 @@ which fails there); sentence-transformers (>= 6.2) reads the same Stanford check
 ``MultiVectorEncoder`` (``sentence_transformers/multi_vector_encoder/model.py``:
 ``MultiVectorEncoder._load_default_modules`` when ``config.json`` names ``HF_ColBERT``), and
 ``tests/systems/test_colbert.py`` checks, step by step, that it encodes as colbert-ai's
-``Checkpoint`` does (stanford-futuredata/ColBERT, files under ``colbert/modeling/``):
-
-- model: the checkpoint's BERT and its bias-free projection ``linear.weight`` (hidden → ``dim``,
-  768 → 128; colbert-ai ``hf_colbert.py`` ``HF_ColBERT``) become a ``Transformer`` and a
-  token-level ``Dense`` (``MultiVectorEncoder._build_stanford_projection``);
-- query (colbert-ai ``tokenization/query_tokenization.py``, ``QueryTokenizer.tensorize``: text cut
-  to ``query_maxlen - 1`` tokens, ``[unused0]`` inserted after ``[CLS]``, every ``[PAD]`` made
-  ``[MASK]``, attended only with ``attend_to_mask_tokens``, False for colbertv2.0; all
-  ``query_maxlen`` vectors kept, ``colbert.py`` ``ColBERT.query``): the library prepends the
-  marker as a special token (``MultiVectorEncoder._register_prefix_tokens``) and pads with
-  ``[MASK]`` to ``query_maxlen`` (``Transformer.preprocess``, ``query_expansion`` "fixed");
-  the ``[MASK]`` positions are scored (``MultiVectorMask.forward``) — identical ids, masks and
-  vectors;
-- document (colbert-ai ``tokenization/doc_tokenization.py``, ``DocTokenizer.tensorize``: ``doc_maxlen
-  - 1`` tokens, ``[unused1]`` after ``[CLS]``; ``ColBERT.doc(keep_dims=False)`` drops padding and
-  the punctuation skiplist): the library prepends ``[unused1]``, truncates to ``document_length``
-  and drops padding and skiplist tokens (``multi_vector_encoder/modules/multi_vector_mask.py``,
-  ``MultiVectorMask.forward``);
-- every kept vector is L2-normalised after the projection (``Normalize``), and a score is MaxSim:
-  the sum over query vectors of the largest dot product with any document vector (colbert-ai
-  ``colbert_score``).
+``Checkpoint`` does (stanford-futuredata/ColBERT, files under ``colbert/modeling/``).
 
 The one place they differ is the skiplist of a vocabulary without some punctuation mark as one
 token: colbert-ai skips ``encode(mark)[0]`` (``ColBERT.__init__``), which is then ``[UNK]``, so it
@@ -50,18 +30,11 @@ what the authors ran; ``query_maxlen=128`` (:data:`LONG_QUERY_MAXLEN`, the named
 
 Search is exact and exhaustive: every document's token vectors are scored (blocked matrix
 products + a per-document max), not colbert-ai's PLAID index (centroid pruning, then scores from
-2-bit compressed residuals). Ranks are therefore at least as faithful to the model as the
-authors' approximation, and scores differ from theirs in low digits (see the ``colbert-plaid``
-divergence). Cost (estimates, not measured on the full corpus): the packed token matrix holds
-``tokens × dim × 4`` bytes — InstructIR's 16,072 passages average ~63 words and marks in the
-bundled sample, so ~75 kept word pieces each, ~1.2 M vectors, ~0.6 GB in float32 — and is read
-once per search from the memory-mapped cache; scoring costs ``queries × query_maxlen × corpus
-tokens × dim`` multiply-adds, ~5·10^13 for InstructIR's 9,906 queries: minutes on a GPU
-(``device="cuda"``), tens of minutes to hours on a few CPU cores. There is no PLAID index, no
-centroid pruning and no residual compression (``nbits=2`` is not reproduced); for corpora of
-millions of passages use colbert-ai's PLAID on a GPU instead. ``device`` places the encoder
-(default: CUDA when available) and the MaxSim (default: CPU). Encoding runs in float32
-(colbert-ai uses float16 autocast on GPU).
+2-bit compressed residuals, ``nbits=2``). Ranks are therefore at least as faithful to the model as
+the authors' approximation, and scores differ from theirs in low digits (see the ``colbert-plaid``
+divergence); for corpora of millions of passages use colbert-ai's PLAID on a GPU instead.
+``device`` places the encoder (default: CUDA when available) and the MaxSim (default: CPU).
+Encoding runs in float32 (colbert-ai uses float16 autocast on GPU).
 """
 
 from __future__ import annotations
@@ -78,14 +51,13 @@ from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError
 from instir.formatting import Template, shared_subset
 from instir.progress import tqdm
-from instir.retrieval.dense import weights_fingerprint
+from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, CorpusTexts
 from instir.retrieval.runs import Run
 from instir.retrieval.token_cache import TokenEmbeddingCache, TokenEmbeddings
 from instir.retrieval.topk import merge_top_k, run_from_top_k, top_k_block
 
 if TYPE_CHECKING:
-    import torch
     from sentence_transformers import MultiVectorEncoder
 
 #: The checkpoint InstructIR ran.
@@ -137,7 +109,7 @@ def checkpoint_keys(folder: str | Path) -> set[str]:
 
 def library_version() -> str:
     """The installed sentence-transformers version (read without importing it): part of every
-    cache key, since the library now encodes."""
+    cache key, since the library encodes."""
     from importlib import metadata
 
     try:
@@ -208,12 +180,10 @@ class ColBERTEncoder:
     def __init__(self, model: str = COLBERTV2, *, revision: str | None = None, query_maxlen: int | None = None,
                  doc_maxlen: int = INSTRUCTIR_DOC_MAXLEN, attend_to_mask_tokens: bool | None = None,
                  mask_punctuation: bool | None = None, batch_size: int = 64, device: str | None = None):
-        import torch
-
         self.model_id, self.revision = model, revision
         self.folder = _local_folder(model, revision)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model = _load_multi_vector(self.folder, str(self.device))
+        self.device = default_device(device)
+        self.model = _load_multi_vector(self.folder, self.device)
         transformer, _, mask, _ = self.model
         expansion = transformer.query_expansion
         settings = {"query_maxlen": expansion["length"], "attend_to_mask_tokens": expansion["attend"],
@@ -238,7 +208,6 @@ class ColBERTEncoder:
         transformer.document_length = settings["doc_maxlen"]
         mask.skiplist_words = colbert_skiplist(self.tokenizer) if settings["mask_punctuation"] else []
         mask.resolve_with_tokenizer(self.tokenizer)
-        self.skiplist = frozenset(self.tokenizer.convert_tokens_to_ids(mask.skiplist_words))
         self.batch_size = max(1, batch_size)
         self.fingerprint = weights_fingerprint(
             f"{type(transformer.auto_model).__name__}|{transformer.auto_model.config.to_json_string()}|{settings}",
@@ -255,31 +224,11 @@ class ColBERTEncoder:
         """Tokens per query, ``[CLS]``, marker, ``[SEP]`` and ``[MASK]`` padding included."""
         return self.settings["query_maxlen"]
 
-    @property
-    def doc_maxlen(self) -> int:
-        """Most tokens per document, ``[CLS]``, marker and ``[SEP]`` included."""
-        return self.settings["doc_maxlen"]
-
     def describe(self) -> dict:
         """Everything that changes the vectors (part of every cache key)."""
         return {"backend": BACKEND, "sentence_transformers": library_version(), "model": self.model_id,
                 "revision": self.revision, "fingerprint": self.fingerprint,
                 "precision": "float32", **{k: self.settings[k] for k in sorted(self.settings)}}
-
-    def _inputs(self, texts: Sequence[str], task: str) -> tuple["torch.Tensor", "torch.Tensor"]:
-        """The library's model inputs for ``texts`` as ``task`` ("query" or "document")."""
-        features = self.model.preprocess(list(texts), prompt=self.model.prompts[task], task=task)
-        return features["input_ids"], features["attention_mask"]
-
-    def query_inputs(self, texts: Sequence[str]) -> tuple["torch.Tensor", "torch.Tensor"]:
-        """``(input_ids, attention_mask)`` the library feeds the model for ``texts`` as queries
-        (``QueryTokenizer.tensorize``'s, the tests check)."""
-        return self._inputs(texts, "query")
-
-    def document_inputs(self, texts: Sequence[str]) -> tuple["torch.Tensor", "torch.Tensor"]:
-        """``(input_ids, attention_mask)`` the library feeds the model for ``texts`` as documents
-        (``DocTokenizer.tensorize``'s, the tests check)."""
-        return self._inputs(texts, "document")
 
     def queries(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), query_maxlen, dim)`` unit vectors (``Checkpoint.queryFromText``)."""
@@ -426,14 +375,12 @@ class ColBERTRetriever:
         if any(not isinstance(x, str) for x in inputs):
             raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; ColBERT takes one string "
                              "per query (use a plain template such as 'instructir')")
-        described = template.describe()
         subset = shared_subset(benchmark)
         base = self.encoder_description()
         queries = self.cache.embed({**base, "kind": "queries"}, list(inputs),
                                    lambda texts: list(self.encoder.queries(texts)), label=self.name,
                                    desc="encoding queries")
-        doc_encoder = {**base, "kind": "documents", "doc_format": described["doc"],
-                       "domain": described["domains"].get(subset, "")}
+        doc_encoder = {**base, "kind": "documents", **document_format(template, subset)}
 
         def encode_docs(items: list[list[str]]) -> list[np.ndarray]:
             return self.encoder.documents([template.format_doc(Doc("", text, title), subset) for title, text in items])
@@ -441,11 +388,7 @@ class ColBERTRetriever:
         docs = self.cache.embed(doc_encoder, CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
                                 desc="encoding corpus")
         q_matrix = np.asarray(queries.tokens).reshape(len(queries), base["query_maxlen"], -1)
-        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
-                "template": template.name,
-                "embeddings": {"queries_encoded": queries.encoded, "documents_encoded": docs.encoded,
-                               "document_tokens": int(docs.tokens.shape[0]), "query_cache": str(queries.path),
-                               "document_cache": str(docs.path), "document_cache_key": docs.key,
-                               "model_calls": self._encoder.forward_calls if self._encoder is not None else 0}}
+        meta = search_meta(self, template, queries, docs, document_tokens=int(docs.tokens.shape[0]),
+                           model_calls=self._encoder.forward_calls if self._encoder is not None else 0)
         return run_from_top_k(benchmark, lambda depth: maxsim_top_k(
             q_matrix, docs, depth, device=self.device, progress=self.progress), k, meta)

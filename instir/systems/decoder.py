@@ -28,7 +28,7 @@ keyed by everything above, so a rerun encodes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,9 +36,10 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
 from instir.formatting import ModelInput, Template, family_of_model, shared_subset
-from instir.retrieval.dense import cache_facts, weights_fingerprint
+from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
+    CorpusTexts,
     EmbeddingCache,
     Embeddings,
 )
@@ -50,21 +51,6 @@ if TYPE_CHECKING:
 
 POOLINGS = ("batch-last", "last-token", "eos")
 DOC_ORDERS = ("", "length-desc")
-
-
-class _OrderedTexts:
-    """Re-iterable ``[title, text]`` view of a corpus in a given order (``None``: file order)."""
-
-    def __init__(self, corpus: Corpus, order: list[int] | None, items: list[list[str]] | None):
-        self.corpus, self.order, self.items = corpus, order, items
-
-    def __iter__(self) -> Iterator[list[str]]:
-        if self.order is None:
-            return ([doc.title, doc.text] for doc in self.corpus)
-        return (self.items[i] for i in self.order)
-
-    def __len__(self) -> int:
-        return len(self.corpus)
 
 
 def input_text(item: ModelInput) -> str:
@@ -145,7 +131,7 @@ class DecoderRetriever:
             model = model.to(dtype)
         else:
             model = AutoModel.from_pretrained(self.model_id, revision=self.revision or None, dtype=dtype)
-        model.eval().to(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model.eval().to(default_device(self.device))
         self._model, self._tokenizer = model, tokenizer
         settings = (f"|pooling={self.pooling}|padding_side={self.padding_side}|pad_to={self.pad_to_multiple_of}"
                     f"|eos={tokenizer.eos_token_id}")
@@ -229,25 +215,23 @@ class DecoderRetriever:
         return self.cache.embed(encoder, list(inputs), lambda items: self.encode(items, self.query_max_length),
                                 label=self.name, desc="encoding queries")
 
-    def _doc_view(self, corpus: Corpus) -> tuple[_OrderedTexts, list[str]]:
+    def _doc_view(self, corpus: Corpus) -> tuple[CorpusTexts | list[list[str]], list[str]]:
         """The corpus as ``[title, text]`` items in encoding order, and the doc ids in that order
         (``length-desc`` holds the corpus texts in memory to sort them, as BEIR does)."""
         if not self.doc_order:
-            return _OrderedTexts(corpus, None, None), corpus.ids()
+            return CorpusTexts(corpus), corpus.ids()
         items, ids = [], []
         for doc in corpus:
             items.append([doc.title, doc.text])
             ids.append(doc.id)
         order = sorted(range(len(items)), key=lambda i: len(items[i][0] + items[i][1]), reverse=True)
-        return _OrderedTexts(corpus, order, items), [ids[i] for i in order]
+        return [items[i] for i in order], [ids[i] for i in order]
 
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> tuple[Embeddings, list[str]]:
         """Document vectors through the cache, and the doc ids of their rows."""
         view, ids = self._doc_view(corpus)
-        described = template.describe()
-        encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
-                   "domain": described["domains"].get(subset, ""), "max_length": self.doc_max_length,
-                   "doc_order": self.doc_order}
+        encoder = {**self.encoder_description(), "kind": "documents", **document_format(template, subset),
+                   "max_length": self.doc_max_length, "doc_order": self.doc_order}
 
         def encode(items: list[list[str]]) -> np.ndarray:
             texts = [template.format_doc(Doc("", text, title), subset) for title, text in items]
@@ -261,7 +245,6 @@ class DecoderRetriever:
         """Top-``k`` documents per query by exact search over the cached vectors."""
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs, doc_ids = self.embed_corpus(benchmark.corpus, template, shared_subset(benchmark))
-        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
-                "template": template.name, "embeddings": cache_facts(queries, docs)}
+        meta = search_meta(self, template, queries, docs)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta, doc_ids=doc_ids,
                                   device=str(self.model.device), progress=self.progress)

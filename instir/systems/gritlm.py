@@ -27,12 +27,11 @@ ends every GritLM instruction); text without the marker has no instruction, as
 once per call, for one instruction shared by the whole batch: the same for IFIR's inputs).
 
 Two deliberate differences, neither of which changes IFIR's vectors: the model loads as the
-stock transformers Mistral instead of the repository's ``modeling_gritlm7b.py`` (written for
-transformers 4.37; it imports ``transformers.modeling_attn_mask_utils``, gone in transformers
-5), whose forward pass honours the same ``is_causal=False`` argument from transformers 5 on
-(``merge_with_config_defaults`` turns it into a padding-only mask), with ``sliding_window``
-switched off as GritLM's non-causal mask has none; and a text with no token after its
-instruction pools to a zero vector, where upstream divides by zero (NaN).
+stock transformers Mistral instead of the repository's ``modeling_gritlm7b.py`` (which does not
+import under transformers 5); its forward pass honours the same ``is_causal=False`` (a
+padding-only mask, hence transformers >= 5), with ``sliding_window`` switched off as GritLM's
+non-causal mask has none; and a text with no token after its instruction pools to a zero
+vector, where upstream divides by zero (NaN).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ import numpy as np
 
 from instir.errors import UserError
 from instir.formatting import ModelInput
-from instir.retrieval.dense import weights_fingerprint
+from instir.retrieval.dense import default_device, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
 from instir.systems.decoder import DecoderRetriever, input_text
 
@@ -130,7 +129,7 @@ class GritLMRetriever(DecoderRetriever):
             config.sliding_window = None
         model = AutoModel.from_pretrained(self.model_id, config=config, revision=revision,
                                           dtype=getattr(torch, self.dtype))
-        model.eval().to(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model.eval().to(default_device(self.device))
         self._model, self._tokenizer = model, tokenizer
         settings = f"|attn={self.attn}|embed_eos={self.embed_eos!r}|pad={tokenizer.pad_token_id}"
         self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())

@@ -16,9 +16,8 @@ one request, ``concurrency`` requests run at once, 408/409/429/5xx answers are r
 ``Retry-After`` (:mod:`instir.http_retry`), and a request that fails for good stops the run — the
 embedding cache keeps every finished chunk, so the rerun resumes.
 
-Tokenizer: pluggable (``encode(str) -> list[int]``, ``decode(list[int]) -> str``, the tiktoken
-``Encoding`` interface). The default, ``tiktoken.encoding_for_model(model)``, downloads its BPE
-file on first use; offline it must already be in ``TIKTOKEN_CACHE_DIR``.
+Tokenizer: tiktoken's encoding for the model (it downloads its BPE file on first use; offline it
+must already be in ``TIKTOKEN_CACHE_DIR``), or any ``tokenizer=`` with its ``encode``/``decode``.
 
 Secrets: the key is read from the environment variable *named* ``api_key_env`` at request time
 and sent only in the request header; it is never stored, logged or part of any cache key.
@@ -31,7 +30,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import numpy as np
@@ -45,13 +44,16 @@ from instir.http_retry import (
     post_with_retries,
 )
 from instir.progress import tqdm
-from instir.retrieval.dense import cache_facts
+from instir.retrieval.dense import document_format, search_meta
 from instir.retrieval.embedding_cache import CorpusTexts, EmbeddingCache
 from instir.retrieval.runs import Run
 from instir.retrieval.topk import rank_by_embeddings
 from instir.retrieval.windows import (
+    AUTHORS_CUT,
+    CLEAN_CUT,
     IFIR_STRIDE,
     IFIR_WINDOW,
+    encode_window_means,
     ifir_windows,
     tiktoken_adapter,
 )
@@ -60,15 +62,7 @@ from instir.secrets import mask_secret, refuse_url_credentials
 _SRC = "SighingSnow/IFIR src/utils/embeddings.py OpenAIEmbedding (segment_text, embed_documents, embed_query)"
 
 
-class TextTokenizer(Protocol):
-    """What windowing needs from a tokenizer (tiktoken's ``Encoding`` has both)."""
-
-    def encode(self, text: str) -> list[int]: ...
-
-    def decode(self, tokens: list[int]) -> str: ...
-
-
-def tiktoken_tokenizer(model: str) -> TextTokenizer:
+def tiktoken_tokenizer(model: str) -> Any:
     """``tiktoken.encoding_for_model(model)``, with one clear line when it cannot load."""
     try:
         import tiktoken
@@ -176,7 +170,7 @@ class OpenAIEmbeddingsRetriever:
     def __init__(self, model: str = "text-embedding-3-small", base_url: str = "https://api.openai.com/v1", *,
                  name: str | None = None, api_key_env: str = "OPENAI_API_KEY", dimensions: int | None = None,
                  windows: bool = True, window: int = IFIR_WINDOW, stride: int = IFIR_STRIDE,
-                 tokenizer: TextTokenizer | None = None, tokenizer_name: str | None = None,
+                 tokenizer: Any = None, tokenizer_name: str | None = None,
                  similarity: str = "cosine", batch_size: int = 256, concurrency: int = 4,
                  timeout_s: float = 60.0, policy: RetryPolicy = RetryPolicy(),
                  cache: EmbeddingCache | str | Path | None = None, progress: bool = True):
@@ -198,14 +192,15 @@ class OpenAIEmbeddingsRetriever:
     @classmethod
     def from_card(cls, card: Any, **options: Any) -> "OpenAIEmbeddingsRetriever":
         """From a system card (duck-typed): ``model``, ``name``, ``similarity``, ``windowing``
-        (``{"window": 512, "stride": 384}``, or None/False for whole texts) and ``params``
+        (``"ifir"``: IFIR's windows of 512 tokens every 384; empty: whole texts) and ``params``
         (``base_url``, ``api_key_env`` — the variable's *name* —, ``dimensions``, ``batch_size``,
         ``concurrency``); ``options`` (tokenizer, cache, progress …) pass through."""
         params = dict(getattr(card, "params", None) or {})
-        windowing = getattr(card, "windowing", None)
-        settings: dict[str, Any] = {"windows": bool(windowing)}
-        if isinstance(windowing, dict):
-            settings.update(window=windowing.get("window", IFIR_WINDOW), stride=windowing.get("stride", IFIR_STRIDE))
+        windowing = getattr(card, "windowing", None) or ""
+        if windowing == CLEAN_CUT:  # the clean cut needs the tokens' character offsets
+            raise ValueError(f"system {card.name!r}: the openai-embeddings adapter cuts IFIR's windows "
+                             f"(windowing = {AUTHORS_CUT!r}) or none, not {CLEAN_CUT!r}")
+        settings: dict[str, Any] = {"windows": windowing == AUTHORS_CUT}
         for key in ("base_url", "api_key_env", "dimensions", "batch_size", "concurrency"):
             if key in params:
                 settings[key] = params[key]
@@ -216,7 +211,7 @@ class OpenAIEmbeddingsRetriever:
                    **settings, **options)
 
     @property
-    def tokenizer(self) -> TextTokenizer:
+    def tokenizer(self) -> Any:
         if self._tokenizer is None:
             self._tokenizer = tiktoken_tokenizer(self.client.model)
         return self._tokenizer
@@ -238,10 +233,7 @@ class OpenAIEmbeddingsRetriever:
         # a text without tokens has no IFIR windows (the authors averaged nothing): it is encoded whole
         pieces = [(ifir_windows(t, *tiktoken_adapter(self.tokenizer), self.window, self.stride) or [t]) if self.windows
                   else [t] for t in texts]
-        vectors = self.client.embed([p for ps in pieces for p in ps])
-        counts = np.array([len(ps) for ps in pieces])
-        starts = np.r_[0, np.cumsum(counts)[:-1]]
-        return np.add.reduceat(vectors, starts, axis=0) / counts[:, None]
+        return encode_window_means(pieces, self.client.embed)
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact cosine over the cached vectors."""
@@ -252,17 +244,13 @@ class OpenAIEmbeddingsRetriever:
         subset = shared_subset(benchmark)
         queries = self.cache.embed({**self.encoder_description(), "kind": "queries"}, list(inputs), self.embed_texts,
                                    label=self.name, desc="embedding queries")
-        described = template.describe()
-        doc_encoder = {**self.encoder_description(), "kind": "documents", "doc_format": described["doc"],
-                       "domain": described["domains"].get(subset, "")}
+        doc_encoder = {**self.encoder_description(), "kind": "documents", **document_format(template, subset)}
 
         def encode_docs(items: list[list[str]]) -> np.ndarray:
             return self.embed_texts([template.format_doc(Doc("", text, title), subset) for title, text in items])
 
         docs = self.cache.embed(doc_encoder, CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
                                 desc="embedding corpus")
-        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params()},
-                "template": template.name,
-                "embeddings": {**cache_facts(queries, docs), "requests": self.client.requests}}
+        meta = search_meta(self, template, queries, docs, requests=self.client.requests)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta,
                                   progress=self.progress)

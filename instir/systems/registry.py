@@ -1,11 +1,9 @@
-"""From a card to a running system: the adapter table, optional-dependency checks,
-:func:`build_system` and :func:`system_status` (can this card run here, and if not, why).
+"""From a card to a running system: optional-dependency checks, :func:`build_system` and
+:func:`system_status` (can this card run here, and if not, why).
 
-:data:`FACTORIES` maps an adapter name to ``"module:callable"`` (a function or a
-``Class.from_card`` classmethod) that takes the card; keyword options it accepts
-(``cards``, ``device``, ``cache_dir``, ``progress``) are passed through. An adapter a card
-may name (:data:`instir.systems.cards.ADAPTER_KINDS`) but that is not in this table is
-reported as not available in this build.
+A card's adapter is built by the callable :data:`instir.systems.cards.ADAPTERS` names for it;
+the keyword options that callable accepts (``cards``, ``device``, ``cache_dir``, ``progress``)
+are passed through.
 """
 
 from __future__ import annotations
@@ -22,22 +20,7 @@ from instir.errors import UsageError, UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
 from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
-from instir.systems.cards import SystemCard, get_card, load_cards
-
-#: adapter name -> "module:callable" building it from a card
-FACTORIES = {
-    "bm25": "instir.systems.adapters:bm25_from_card",
-    "hybrid": "instir.systems.adapters:hybrid_from_card",
-    "sentence-transformers": "instir.systems.adapters:sentence_transformers_from_card",
-    "hf-mean-pool": "instir.systems.adapters:hf_mean_pool_from_card",
-    "peft-decoder": "instir.systems.decoder:DecoderRetriever.from_card",
-    "gritlm": "instir.systems.gritlm:GritLMRetriever.from_card",
-    "openai-embeddings": "instir.systems.openai_embeddings:OpenAIEmbeddingsRetriever.from_card",
-    "colbert-late": "instir.systems.colbert:ColBERTRetriever.from_card",
-    "monot5": "instir.systems.rerankers:MonoT5Reranker.from_card",
-    "cross-encoder": "instir.systems.rerankers:CrossEncoderReranker.from_card",
-    "llm-ptrue": "instir.systems.rerankers:CausalLMPTrueReranker.from_card",
-}
+from instir.systems.cards import ADAPTERS, SystemCard, get_card, load_cards
 
 #: python packages each adapter needs beyond the kit's main dependencies (import names)
 ADAPTER_REQUIRES = {
@@ -59,10 +42,6 @@ LOCAL_CONFIG_FILES = {"sentence-transformers": ("modules.json", "config.json"),
                       "peft-decoder": ("adapter_config.json", "config.json")}
 #: suffixes of weight files (``model.safetensors``, ``pytorch_model.bin``, shards and their index, LoRA adapters …)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".index.json")
-
-
-class NotInThisBuild(UserError, NotImplementedError):
-    """A card names an adapter this version of the kit cannot build yet (the message says which)."""
 
 
 class MissingDependency(UserError, ImportError):
@@ -121,12 +100,9 @@ class SystemRetriever:
 
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked."""
-    if card.adapter not in FACTORIES:
-        raise NotInThisBuild(f"system {card.name!r}: adapter {card.adapter!r} is not available in this build "
-                             f"(available: {', '.join(FACTORIES)})")
     check_dependencies(card)
     check_local_models(card)
-    factory = _resolve(FACTORIES[card.adapter])
+    factory = _resolve(ADAPTERS[card.adapter][1])
     accepted = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
     kwargs = {key: value for key, value in options.items() if takes_any or key in accepted}
@@ -241,13 +217,11 @@ def _weights_present(model: str, revision: str = "") -> bool:
 
 def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> tuple[bool, str]:
     """``(runnable, reason)``: whether ``card`` can run on this machine now, and why not
-    (adapter not in this build, optional package missing, a local model folder that is not
+    (optional package missing, a local model folder that is not
     one (:func:`local_model_problem`: ``/etc``, a file, no config or no weights), weights not in
     the Hugging Face cache, API key variable unset, a component that cannot run)."""
     from instir.retrieval import BUNDLED_MODEL_ID
 
-    if card.adapter not in FACTORIES:
-        return False, f"adapter {card.adapter!r} not available in this build"
     missing = missing_requirements(card)
     if missing:
         return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"

@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from instir.retrieval.dense import default_device
+from instir.systems.cards import DTYPES
+
 _SRC = "kaistAI/InstructIR eval/src/rerankers.py"
 
 #: The authors' label tokens per monoT5 checkpoint (``prediction_tokens``, from pygaggle);
@@ -60,9 +63,6 @@ LLM_TEMPLATE_SOURCES: Mapping[str, str] = {
 #: ``Reranker.__init__`` defaults to float32).
 LLM_AUTHOR_DTYPES: Mapping[str, str] = {"llama": "float32", "llama-chat": "float32", "mistral": "float16",
                                         FOLLOWIR_PROMPT: "float16"}
-DTYPES = ("float32", "float16", "bfloat16")
-
-RERANKER_KINDS = ("monot5", "cross-encoder", "llm-ptrue")
 
 
 def authors_llm_prompt(model: str) -> str:
@@ -130,13 +130,6 @@ class _HFReranker:
 
         return getattr(torch, self.dtype)
 
-    def _device(self) -> str:
-        if self.device:
-            return self.device
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-
     def _base_identity(self) -> dict:
         return {"kind": self.kind, "model": self.model_name, "revision": self.revision,
                 "local_files_sha256": self._digest, "dtype": self.dtype, "max_length": self.max_length}
@@ -190,7 +183,7 @@ class MonoT5Reranker(_HFReranker):
                    dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
                    max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
                    token_false=params.get("false_token"), token_true=params.get("true_token"),
-                   template=getattr(card, "template", None) or params.get("prompt") or MONOT5_TEMPLATE)
+                   template=params.get("prompt") or MONOT5_TEMPLATE)  # a card's template is a kit template name
 
     def identity(self) -> dict:
         return {**self._base_identity(), "template": self.template, "template_name": "monot5",
@@ -205,7 +198,7 @@ class MonoT5Reranker(_HFReranker):
 
         model = AutoModelForSeq2SeqLM.from_pretrained(self.model_name, revision=self.revision,
                                                       dtype=self._torch_dtype())
-        model.to(self._device()).eval()
+        model.to(default_device(self.device)).eval()
         tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
         vocab = tokenizer.get_vocab()
         missing = [t for t in (self.token_false, self.token_true) if t not in vocab]
@@ -290,7 +283,7 @@ class CausalLMPTrueReranker(_HFReranker):
 
         model = AutoModelForCausalLM.from_pretrained(self.model_name, revision=self.revision,
                                                      dtype=self._torch_dtype())
-        model.to(self._device()).eval()
+        model.to(default_device(self.device)).eval()
         tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision, padding_side="left")
         tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
@@ -354,7 +347,7 @@ class CrossEncoderReranker(_HFReranker):
 
         model = AutoModelForSequenceClassification.from_pretrained(self.model_name, revision=self.revision,
                                                                    dtype=self._torch_dtype())
-        model.to(self._device()).eval()
+        model.to(default_device(self.device)).eval()
         tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
         return model, tokenizer
 
@@ -380,7 +373,7 @@ _CLASSES = {"monot5": MonoT5Reranker, "cross-encoder": CrossEncoderReranker, "ll
 def make_reranker(kind: str, model: str, **options: Any) -> _HFReranker:
     """A reranker by kind (``monot5``, ``cross-encoder``, ``llm-ptrue``) and model id or path."""
     if kind not in _CLASSES:
-        raise ValueError(f"unknown reranker kind {kind!r}; use one of {', '.join(RERANKER_KINDS)}")
+        raise ValueError(f"unknown reranker kind {kind!r}; use one of {', '.join(_CLASSES)}")
     return _CLASSES[kind](model, **options)
 
 

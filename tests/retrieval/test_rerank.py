@@ -3,6 +3,8 @@ sidecar provenance, run reuse, score cache (a rerun scores nothing) and resume a
 
 import hashlib
 import json
+import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -111,7 +113,8 @@ def test_killed_rerank_resumes_scoring_only_what_is_missing(first_stage, tmp_pat
     cache = ScoreCache(tmp_path / "s.sqlite")
     with pytest.raises(RuntimeError, match="killed"):
         rerank(run, bench, WordOverlap(batch_size=3, fail_after=2), depth=4, cache=cache, progress=False)
-    assert cache.count() == 6
+    with closing(sqlite3.connect(cache.path)) as db:
+        assert db.execute("SELECT COUNT(*) FROM scores").fetchone()[0] == 6
     resumed = WordOverlap(batch_size=3)
     out = rerank(run, bench, resumed, depth=4, cache=cache, progress=False)
     assert out.meta["scored"] == out.meta["pairs"] - 6 == len(resumed.inputs)

@@ -97,7 +97,7 @@ def test_query_vectors_follow_colbert_ai_step_by_step(checkpoint, reference):
     for text, vectors in zip(queries, got):
         np.testing.assert_allclose(vectors, reference.query(text, 12), atol=2e-6)
     # the InstructIR quirk: 9 word pieces of 'instruction [SEP] query' survive, the query is cut away
-    ids, _ = enc.query_inputs([queries[0]])
+    ids = enc.model.preprocess([queries[0]], prompt=enc.model.prompts["query"], task="query")["input_ids"]
     assert enc.tokenizer.convert_ids_to_tokens(ids[0])[:3] == ["[CLS]", "[unused0]", "i"]
     assert "saffron" not in enc.tokenizer.convert_ids_to_tokens(ids[0])
 
@@ -137,7 +137,7 @@ def test_run_scores_are_the_maxsim_of_the_reference_vectors(checkpoint, referenc
 def test_settings_come_from_artifact_metadata_unless_given(tmp_path):
     folder = build_colbert(tmp_path / "ckpt", TEXTS, metadata={"query_maxlen": 10, "attend_to_mask_tokens": True})
     enc = ColBERTEncoder(str(folder))
-    assert (enc.query_maxlen, enc.settings["attend_to_mask_tokens"], enc.doc_maxlen) == (10, True, 300)
+    assert (enc.query_maxlen, enc.settings["attend_to_mask_tokens"], enc.settings["doc_maxlen"]) == (10, True, 300)
     assert ColBERTEncoder(str(folder), query_maxlen=20).query_maxlen == 20
 
 

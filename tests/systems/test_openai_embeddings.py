@@ -158,9 +158,14 @@ def test_from_card_reads_windowing_and_params(tmp_path):
     from types import SimpleNamespace
 
     card = SimpleNamespace(name="OpenAI-v3-small", model="text-embedding-3-small", similarity="cosine",
-                           windowing={"window": 512, "stride": 384},
+                           windowing="ifir",
                            params={"base_url": "http://127.0.0.1:1/v1", "api_key_env": "K", "dimensions": 256})
     kit = OpenAIEmbeddingsRetriever.from_card(card, tokenizer=WordTokenizer(), tokenizer_name="words",
                                               cache=tmp_path)
-    assert (kit.name, kit.window, kit.stride, kit.client.dimensions, kit.client.api_key_env) == \
-        ("OpenAI-v3-small", 512, 384, 256, "K")
+    assert (kit.name, kit.windows, kit.window, kit.stride, kit.client.dimensions, kit.client.api_key_env) == \
+        ("OpenAI-v3-small", True, 512, 384, 256, "K")
+    whole = OpenAIEmbeddingsRetriever.from_card(SimpleNamespace(**{**vars(card), "windowing": ""}), cache=tmp_path)
+    assert not whole.windows and whole.encoder_description()["windows"] is None
+    # the kit's clean cut is not IFIR's: a card asking for it is refused, not run with the authors' windows
+    with pytest.raises(ValueError, match="cuts IFIR's windows \\(windowing = 'ifir'\\) or none, not 'clean'"):
+        OpenAIEmbeddingsRetriever.from_card(SimpleNamespace(**{**vars(card), "windowing": "clean"}), cache=tmp_path)

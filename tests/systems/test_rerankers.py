@@ -183,6 +183,14 @@ def test_from_card_reads_the_duck_typed_card(t5_dir):
     assert llm.prompt == "followir" and llm.dtype == "float16"
 
 
+def test_a_monot5_cards_kit_template_is_not_taken_for_its_prompt(t5_dir):
+    card = SimpleNamespace(name="monoT5-tiny", model=str(t5_dir), template="instructir", params={})
+    kit = MonoT5Reranker.from_card(card)
+    assert kit.model_input("q", "i", "t") == "Query: q i Document: t Relevant:"
+    prompted = MonoT5Reranker.from_card(SimpleNamespace(**{**vars(card), "params": {"prompt": "Q: {query} D: {text}"}}))
+    assert prompted.model_input("q", "", "t") == "Q: q D: t"
+
+
 def test_paper_names_resolve_to_the_authors_checkpoints_through_their_cards():
     assert reranker_from_name("monoT5-base").model_name == "castorini/monot5-base-msmarco-10k"
     assert reranker_from_name("FollowIR-7B").prompt == "followir"

@@ -4,11 +4,14 @@ hf-mean-pool, as a plain AutoModel with masked mean pooling, IFIR ``src/utils/em
 one clear message; ``instir retrieve --system`` and ``instir systems`` work end to end."""
 
 import dataclasses
+import functools
+import importlib
 import json
 
 import numpy as np
 import pytest
 
+from instir.errors import UnknownNameError
 from instir.formatting import get_template
 from instir.retrieval import BUNDLED_MODEL_ID, retrieve
 from instir.retrieval.dense import DenseRetriever
@@ -78,13 +81,9 @@ def test_a_missing_optional_package_names_the_card_and_the_install(monkeypatch):
     assert system_status(card) == (False, "needs no_such_package_xyz (pip install no_such_package_xyz)")
 
 
-def test_an_adapter_outside_this_build_is_refused_and_reported(monkeypatch):
-    monkeypatch.delitem(registry.FACTORIES, "gritlm")
-    with pytest.raises(NotImplementedError, match="adapter 'gritlm' is not available in this build"):
-        build_system("GritLM-7B")
-    assert system_status(get_card("GritLM-7B")) == (False, "adapter 'gritlm' not available in this build")
-    ok, why = system_status(get_card("monoT5-base"))  # built since the rerankers are wired; no weights offline
-    assert not ok and "not available in this build" not in why
+def test_a_card_built_in_python_with_an_unknown_adapter_is_refused():
+    with pytest.raises(UnknownNameError, match="unknown adapter 'gritlmm' of system 'GritLM-7B'; did you mean"):
+        dataclasses.replace(get_card("GritLM-7B"), adapter="gritlmm")
 
 
 def test_sentence_transformers_card_sets_the_padding_side(tmp_path):
@@ -98,7 +97,6 @@ def test_status_sees_local_weights_and_api_keys(tiny_bert, monkeypatch):
     assert system_status(local) == (True, "")
     assert system_status(get_card("Contriever"))[1].startswith("weights of facebook/contriever not in")
     assert system_status(MINILM) == (True, "")  # bundled with the kit
-    monkeypatch.setitem(registry.FACTORIES, "openai-embeddings", "instir.systems.adapters:bm25_from_card")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert system_status(get_card("OpenAI-v3-small")) == (False, "API key variable OPENAI_API_KEY is not set")
     monkeypatch.setenv("OPENAI_API_KEY", "x")
@@ -125,12 +123,14 @@ def test_every_card_is_wired_to_an_adapter(tmp_path):
     """The registry knows every adapter a built-in card names, and builds the adapters that load
     their models lazily (API, ColBERT, LoRA decoders, rerankers, BM25) without any weights here."""
     from instir.systems import load_cards
-    from instir.systems.registry import FACTORIES
+    from instir.systems.cards import ADAPTERS
 
+    for adapter, (_, target) in ADAPTERS.items():
+        module, _, attr = target.partition(":")
+        assert callable(functools.reduce(getattr, attr.split("."), importlib.import_module(module))), adapter
     cards = load_cards()
     lazy = {"bm25", "openai-embeddings", "colbert-late", "peft-decoder", "gritlm", "monot5", "cross-encoder",
             "llm-ptrue"}
     for card in cards.values():
-        assert card.adapter in FACTORIES, card.name
         if card.adapter in lazy:
             assert build_system(card, cards=cards, cache_dir=tmp_path, progress=False).name, card.name
