@@ -12,9 +12,8 @@ Layout of one run (``out_dir = reports/NAME``)::
 Notebooks run with ``out_dir`` as working directory and exchange data only through files
 there. A failing notebook stops the chain: its executed notebook and HTML (code shown) are
 kept, the index is written, and :class:`NotebookFailed` names notebook, cell and exception.
-Secrets never travel as parameters: names that look like keys or tokens, values shaped like
-API keys, and values containing a secret-looking environment variable's value are refused
-(:func:`check_parameters`); notebooks read keys from the environment themselves.
+Secrets never travel as parameters (:func:`check_parameters`); notebooks read keys from the
+environment themselves.
 """
 
 from __future__ import annotations
@@ -50,8 +49,6 @@ SECRET_NAME = re.compile(
 #: Notebook parameters that name a folder: resolved where the user typed them (``instir run``),
 #: absolute for the kernels, and written with the home folder as ``~`` into report.json and the index.
 PATH_PARAMETERS = ("out_dir", "data_root")
-
-
 
 
 @dataclass
@@ -290,18 +287,12 @@ def check_data_root(parameters: Mapping[str, object]) -> None:
 
 
 def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:
-    """With ``judge_backend = "openai"``, refuse (:class:`instir.errors.UsageError`) a
-    ``judge_base_url`` where nothing answers within ``timeout_s``: notebook 04 would otherwise
-    wait out every retry of every request before it said a word."""
-    if values.get("judge_backend") != "openai":
-        return
-    from instir.http_retry import unreachable
+    """With ``judge_backend = "openai"``, refuse a ``judge_base_url`` where nothing answers within
+    ``timeout_s`` (:func:`instir.judge.factory.require_reachable`)."""
+    if values.get("judge_backend") == "openai":
+        from instir.judge.factory import require_reachable
 
-    url = str(values.get("judge_base_url") or "https://api.openai.com/v1")
-    reason = unreachable(url, timeout_s)
-    if reason:
-        raise UsageError(f"parameter 'judge_base_url': {reason}; start the server, fix the URL, or choose another "
-                         "judge_backend")
+        require_reachable(str(values.get("judge_base_url") or ""), timeout_s, where="parameter 'judge_base_url'")
 
 
 def _check_systems(parameters: Mapping[str, object]) -> None:
@@ -329,9 +320,8 @@ def find_notebooks(folder: str | Path) -> list[Path]:
 def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object], out_dir: str | Path, *,
                 show_code: bool = False, kernel: str = "python3") -> ReportResult:
     """Execute ``notebooks`` in order into ``out_dir``, each with the ``parameters`` its
-    parameters cell declares, render
-    each to HTML, write ``out_dir/report.json`` and rebuild ``index.html`` next to
-    ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
+    parameters cell declares, render each to HTML, write ``out_dir/report.json`` and rebuild
+    ``index.html`` next to ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
     everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
     for secret-looking parameters and for those :func:`validate_parameters` refuses, and
     ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is writing

@@ -19,7 +19,7 @@ from instir.cli.options import (
     positive_seconds,
     whole_number,
 )
-from instir.judge.factory import BACKENDS, CALL_SETTINGS_NAMES, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge
+from instir.judge.factory import BACKENDS, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,11 +46,6 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key-env", default=None,
                    help=f"openai: NAME of the environment variable holding the API key, never the key itself "
                         f"(default: {DEFAULT_KEY_ENV}). {_KEY_RULE}")
-    p.add_argument("--call-settings", default=CALL_SETTINGS_NAMES[0], choices=CALL_SETTINGS_NAMES,
-                   help="openai: ifir (default) calls as the IFIR authors did (top_p 0.7, 512 tokens, 10 top "
-                        "log-probabilities, no JSON mode) and reads the score token by their rule; kit: the kit's "
-                        "earlier settings (JSON mode, 200 tokens, 20 top log-probabilities, digit read at the score's "
-                        "position, rubric's digits only). Cached judgments of the two never mix")
     p.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                    help="openai: seconds each connect or read of a request may wait (default: 60)")
     p.add_argument("--max-retries", type=whole_number, default=6, metavar="N",
@@ -95,8 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _cli_judge(args: argparse.Namespace) -> CachedJudge:
     """The judge the command-line options ask for."""
     return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
-                      api_key_env=args.api_key_env, call_settings=args.call_settings, timeout_s=args.timeout,
-                      max_retries=args.max_retries, cache=args.cache)
+                      api_key_env=args.api_key_env, timeout_s=args.timeout, max_retries=args.max_retries,
+                      cache=args.cache)
 
 
 def _judge_line(meta: dict) -> str:
@@ -157,11 +152,6 @@ def judge_command(args: argparse.Namespace) -> int:
 
 def _print_spread(judging, args: argparse.Namespace) -> None:
     """``--repeats R``: InstFol x100 with the judge's spread and the query sample's, and the verdict."""
-    shown = judging.spread.copy()
-    shown["level"] = shown["level"].astype("string").fillna("")
-    for col in ("instfol", "judge_mean", "judge_sd", "judge_low", "judge_high",
-                "sample_mean", "sample_sd", "sample_low", "sample_high"):
-        shown[col] = (shown[col] * 100).round(2)
     print(f"\njudged {args.repeats} times: the judge's spread next to the query sample's")
     for m in judging.spread.attrs["repeats"][0]:
         if "copied_from" in m:
@@ -170,7 +160,7 @@ def _print_spread(judging, args: argparse.Namespace) -> None:
             continue
         print(f"repeat {m['repeat']}: {m['unique_requests']} distinct judgments, {m['judged']} made now, "
               f"{m['from_cache']} from the cache, {m['failed_judgments']} failed")
-    print(shown.drop(columns=["system", "benchmark"]).to_string(index=False))
+    print(judging.stability_table().reset_index().drop(columns=["benchmark", "system"]).to_string(index=False))
     for _, _, verdict in judging.verdicts:
         print(verdict)
 

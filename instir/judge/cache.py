@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pandas as pd
-
 from instir import atomic
 from instir.errors import UserError
 from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, capped, judged_text
@@ -63,7 +61,7 @@ _FIELDS = ("score", "weighted", "probs", "weighting", "raw", "error", "latency_s
 _ADDED = {"served_model": "TEXT", "warning": "TEXT"}
 
 # A stored success is never replaced; a stored failure is replaced by the next attempt, and so is a
-# row that could not be read back (see _judgment; JudgmentCache.store's ``replace``).
+# row that could not be read back (see _judgment and JudgmentCache.store).
 _UPSERT_ALWAYS = f"""
 INSERT INTO judgments (backend, model, rubric_version, text_sha256, rubric, {", ".join(_FIELDS)}, created_at)
 VALUES ({", ".join("?" * (len(_FIELDS) + 6))})
@@ -83,9 +81,8 @@ Key = tuple[str, str]
 def request_key(request: JudgeRequest, repeat: int = 0) -> Key:
     """Cache key of a request within one backend and model.
 
-    ``repeat`` numbers independent judgments of the same text (judge stability,
-    :mod:`instir.judge.stability`): repeat 0 is the plain key, so caches made before repeats
-    existed stay valid; repeat r >= 1 is stored under rubric version ``<version>#repeat=r``."""
+    ``repeat`` numbers independent judgments of the same text (:mod:`instir.judge.stability`):
+    repeat 0 is the plain key, repeat r >= 1 is stored under rubric version ``<version>#repeat=r``."""
     if repeat < 0:
         raise ValueError(f"repeat must be 0 or more, got {repeat}")
     version = request.rubric.version if repeat == 0 else f"{request.rubric.version}#repeat={repeat}"
@@ -162,17 +159,14 @@ class JudgmentCache:
     def _readable(self) -> Iterator[None]:
         """Turn SQLite's "not a database" / "malformed" errors into :class:`CorruptCacheError`,
         "database or disk is full" and disk I/O errors into an ``OSError`` naming the file
-        (:func:`instir.atomic.sqlite_device_error`); a busy or locked database passes through."""
-        try:
-            yield
-        except Exception as err:
-            cause = err if isinstance(err, sqlite3.DatabaseError) else err.__cause__  # pandas wraps it
-            if isinstance(cause, sqlite3.DatabaseError) and getattr(cause, "sqlite_errorname", None) in _CORRUPT:
-                raise CorruptCacheError(self.path, str(cause)) from None
-            device = atomic.sqlite_device_error(cause, self.path)  # database or disk is full: name the file
-            if device is not None:
-                raise device from err
-            raise
+        (:func:`instir.atomic.sqlite_errors`); a busy or locked database passes through."""
+        with atomic.sqlite_errors(self.path):
+            try:
+                yield
+            except sqlite3.DatabaseError as err:
+                if getattr(err, "sqlite_errorname", None) in _CORRUPT:
+                    raise CorruptCacheError(self.path, str(err)) from None
+                raise
 
     def close(self) -> None:
         """Close the connection."""
@@ -228,11 +222,6 @@ class JudgmentCache:
         with self._lock, self._readable():
             return [tuple(row) for row in self._db.execute(
                 "SELECT DISTINCT backend, model FROM judgments ORDER BY backend, model").fetchall()]
-
-    def frame(self) -> pd.DataFrame:
-        """Every stored row, for inspection and reports (``probs`` as JSON text)."""
-        with self._lock, self._readable():
-            return pd.read_sql_query("SELECT * FROM judgments ORDER BY created_at", self._db)
 
 
 def _judgment(values: Sequence) -> Judgment:

@@ -1,21 +1,17 @@
-"""A judge over any OpenAI-compatible chat API, with the authors' call settings by default.
+"""A judge over any OpenAI-compatible chat API, called as the IFIR authors call theirs.
 
-Chat call settings (:data:`CALL_SETTINGS`), checked against the authors' code (SighingSnow/IFIR
+The call settings (:data:`CALL_SETTINGS`) are checked against the authors' code (SighingSnow/IFIR
 ``src/utils/llm_metrics/evaluator.py`` ``OpenAIEvaluator.score`` and
-``src/utils/llm_metrics/GEval/geval.py`` ``openai_weighted_sum_score``):
+``src/utils/llm_metrics/GEval/geval.py`` ``openai_weighted_sum_score``): temperature 0, top_p 0.7,
+max_tokens 512, top_logprobs 10, no JSON mode, and the authors' score rule
+(:func:`instir.judge.scoring.ifir_digit_probs`). The settings are part of the judge's ``model``
+string (``"gpt-4o-mini [ifir]"``), hence of every cache key, so judgments made under different
+settings never mix. Where the kit still departs from the authors, see
+:data:`instir.papers.divergences.DIVERGENCES` (``judge-fallbacks``).
 
-- ``"ifir"`` (default): temperature 0, top_p 0.7, max_tokens 512, top_logprobs 10, no JSON mode,
-  and the authors' score rule (:func:`instir.judge.scoring.ifir_digit_probs`);
-- ``"kit"``: no top_p, max_tokens 200, top_logprobs 20, JSON mode (``json_object``), and the
-  kit's score rule (:func:`instir.judge.scoring.digit_probs_at`).
-
-The settings are part of the judge's ``model`` string (``"gpt-4o-mini [ifir]"``), hence of every
-cache key, so judgments made under different settings never mix. Where even the ``"ifir"`` rule
-departs from the authors, see :data:`instir.papers.divergences.DIVERGENCES` (``judge-fallbacks``).
-
-Secrets: the API key is read from an environment variable at request time and sent only in the
-request header; it is never stored on the object or logged, and every text field of a judgment
-has the key masked *before* it is cut to length, so no piece of it reaches the judgment cache.
+The API key is read from an environment variable at request time and sent only in the request
+header, never stored on the object or logged; every text field of a judgment has it masked
+*before* it is cut to length, so no piece of it reaches the judgment cache.
 """
 
 from __future__ import annotations
@@ -33,25 +29,13 @@ import httpx
 
 from instir.errors import UsageError
 from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
-from instir.judge.scoring import (
-    ScoreRule,
-    answer_schema,
-    judgment_from_chat,
-    progress_bar,
-)
-from instir.judge.types import (
-    AUTHORS_RULE,
-    KIT_RULE,
-    MAX_MODEL_CHARS,
-    SCORE_RULES,
-    JudgeRequest,
-    Judgment,
-    OnResult,
-    capped,
-)
+from instir.judge.scoring import answer_schema, judgment_from_chat, progress_bar
+from instir.judge.types import AUTHORS_RULE, MAX_MODEL_CHARS, JudgeRequest, Judgment, OnResult, capped
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
-#: How a chat request asks for JSON (see :class:`OpenAICompatibleJudge`).
+#: How a chat request asks for JSON: ``json_object`` (JSON mode, widely supported), ``json_schema``
+#: (OpenAI structured outputs with the rubric's schema; OpenAI, vLLM) or ``json_object_schema``
+#: (llama.cpp server's JSON mode with a schema, which it enforces by grammar).
 ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
 
 #: Characters of a malformed response body kept in a failed judgment's ``raw``.
@@ -73,46 +57,39 @@ def model_mismatch(asked: str, served: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class CallSettings:
-    """How a chat judge is called and how its score token is read; presets in
-    :data:`CALL_SETTINGS`. ``top_p=None`` leaves it out of the request; ``response_format=None``
-    asks for no JSON mode."""
+    """How a chat judge is called; presets in :data:`CALL_SETTINGS`. ``top_p=None`` leaves it
+    out of the request; ``response_format=None`` asks for no JSON mode."""
 
     name: str
     top_p: float | None
     max_tokens: int
     top_logprobs: int
     response_format: ResponseFormat | None
-    score_rule: ScoreRule
     temperature: float = 0.0
 
     def __post_init__(self):
         if self.response_format not in (None, "json_object", "json_schema", "json_object_schema"):
             raise ValueError(f"unknown response_format {self.response_format!r}")
-        if self.score_rule not in SCORE_RULES:
-            raise ValueError(f"unknown score_rule {self.score_rule!r} (ifir or kit)")
 
     @property
     def label(self) -> str:
         """The preset's name, followed by every field that differs from that preset
-        (``"kit+max_tokens=64"``); part of the judge's model string and so of the cache key."""
+        (``"ifir+max_tokens=64"``); part of the judge's model string and so of the cache key."""
         preset = CALL_SETTINGS.get(self.name)
         changed = [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
                    if f.name != "name" and (preset is None or getattr(self, f.name) != getattr(preset, f.name))]
         return "+".join([self.name, *changed])
 
 
-#: Named call settings: the authors' (default) and the kit's earlier choice.
+#: Named call settings: the authors', the default.
 CALL_SETTINGS: dict[str, CallSettings] = {
-    AUTHORS_RULE: CallSettings(AUTHORS_RULE, top_p=0.7, max_tokens=512, top_logprobs=10, response_format=None,
-                               score_rule=AUTHORS_RULE),
-    KIT_RULE: CallSettings(KIT_RULE, top_p=None, max_tokens=200, top_logprobs=20, response_format="json_object",
-                           score_rule=KIT_RULE),
+    AUTHORS_RULE: CallSettings(AUTHORS_RULE, top_p=0.7, max_tokens=512, top_logprobs=10, response_format=None),
 }
 
 
 def resolve_call_settings(name: str | CallSettings = AUTHORS_RULE, **changes: Any) -> CallSettings:
     """The preset ``name`` (or the given settings) with single fields changed, e.g.
-    ``resolve_call_settings("kit", max_tokens=64)``. Raises ``ValueError`` for an unknown preset or field."""
+    ``resolve_call_settings("ifir", max_tokens=64)``. Raises ``ValueError`` for an unknown preset or field."""
     if isinstance(name, CallSettings):
         base = name
     elif name in CALL_SETTINGS:
@@ -130,39 +107,21 @@ class OpenAICompatibleJudge:
     """Judge over any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Azure OpenAI's
     v1 API, vLLM, Ollama, llama.cpp server, LM Studio).
 
-    ``base_url`` ends before ``/chat/completions`` (e.g. ``https://api.openai.com/v1``,
-    ``http://127.0.0.1:8000/v1``). The key is read from the environment variable *named*
-    ``api_key_env`` at request time (no header when it is unset, as local servers need none;
-    :func:`instir.judge.factory.make_judge` refuses an unset variable where a key is needed) and
-    sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``; a value
-    of ``api_key_env`` that looks like a key itself is refused (:func:`instir.secrets.require_env_name`).
-    ``query_params`` go on every request (Azure's ``api-version``).
+    ``base_url`` ends before ``/chat/completions``. The key is read from the environment variable
+    *named* ``api_key_env`` at request time (no header when it is unset, as local servers need
+    none) and sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``;
+    ``query_params`` go on every request (Azure's ``api-version``). ``call_settings`` is a preset
+    name of :data:`CALL_SETTINGS` or a :class:`CallSettings`; keyword ``overrides`` change single
+    fields (``max_tokens=64``, ``response_format="json_object_schema"``). The judge's ``model``
+    string is ``"<model> [<settings label>]"`` (:attr:`CallSettings.label`); ``served_model`` is
+    the name sent to the server.
 
-    ``call_settings`` is a preset name of :data:`CALL_SETTINGS` (``"ifir"``, the authors'
-    settings and score rule, by default; ``"kit"``) or a :class:`CallSettings`; keyword
-    ``overrides`` change single fields (``max_tokens=64``, ``response_format="json_object_schema"``).
-    ``response_format`` picks how JSON is asked for: ``"json_object"`` (JSON mode, widely
-    supported), ``"json_schema"`` (OpenAI structured outputs with the rubric's schema; OpenAI,
-    vLLM), ``"json_object_schema"`` (llama.cpp server's JSON mode with a schema, which it
-    enforces by grammar) or ``None``. The judge's ``model`` string is ``"<model> [<settings
-    label>]"`` (:attr:`CallSettings.label`), so the cache keeps judgments of different settings
-    apart; ``served_model`` is the name sent to the server.
-
-    Requests run ``concurrency`` at a time. Each connect or read waits at most ``timeout_s``;
-    408/409/429/5xx answers, timeouts and connection errors are retried up to ``max_retries``
-    times with exponential backoff and jitter (``backoff_s`` doubling, capped at
-    ``max_backoff_s``), waiting what a ``Retry-After`` header says instead when one is sent
-    (capped likewise), so a dead server costs at most about ``timeout_s × (max_retries + 1)``
-    plus the waits per request. ``price_per_1m`` = (input, output) price per million tokens
-    fills ``Judgment.cost``.
-
-    Whatever a server answers becomes a judgment or a failed judgment, never an exception: a
-    body that is not a chat completion, an answer :func:`~instir.judge.scoring.judgment_from_chat`
-    cannot read (broken log-probabilities included) and any error while reading it are failed
-    judgments with the reason. The model the server says answered is kept in
-    ``Judgment.served_model``; another model than asked for (:func:`model_mismatch`) is a
-    ``Judgment.warning``. ``raw`` keeps at most :data:`~instir.judge.types.MAX_RAW_CHARS`
-    characters of an answer, cut after the key is masked.
+    Requests run ``concurrency`` at a time, each retried as
+    :func:`instir.http_retry.post_with_retries` says (``timeout_s`` per connect or read,
+    ``max_retries``, ``backoff_s``, ``max_backoff_s``). ``price_per_1m`` = (input, output) price
+    per million tokens fills ``Judgment.cost``. Whatever a server answers becomes a judgment or a
+    failed judgment with the reason, never an exception; another model than asked for
+    (:func:`model_mismatch`) is a ``Judgment.warning``.
     """
 
     name = "openai-compatible"
@@ -206,14 +165,15 @@ class OpenAICompatibleJudge:
         with httpx.Client(base_url=self.base_url, timeout=self.timeout_s) as client, \
                 ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
                 progress_bar(len(requests), self.name, self.progress) as bar:
-            futures = {pool.submit(self._judge_one, client, r): i for i, r in enumerate(requests)}
+            futures = {pool.submit(self._judgment, client, r): i for i, r in enumerate(requests)}
             try:
                 for fut in as_completed(futures):
                     i = futures[fut]
                     try:
-                        out[i] = fut.result()
+                        judgment = fut.result()
                     except Exception as err:  # noqa: BLE001 - one request's error is its judgment's, not the batch's
-                        out[i] = self._stored(Judgment.failure(f"judge request failed ({type(err).__name__}: {err})"))
+                        judgment = Judgment.failure(f"judge request failed ({type(err).__name__}: {err})")
+                    out[i] = self._stored(judgment)
                     if on_result is not None:
                         on_result(i, out[i])
                     bar.update(1)
@@ -269,9 +229,6 @@ class OpenAICompatibleJudge:
         return post_with_retries(client, "/chat/completions", body, policy=policy, headers=self._headers,
                                  params=self.query_params, scrub=self._scrub, what="judge request")
 
-    def _judge_one(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
-        return self._stored(self._judgment(client, request))
-
     def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         start = time.perf_counter()
         try:
@@ -315,7 +272,7 @@ class OpenAICompatibleJudge:
             return Judgment.failure(f"malformed log-probabilities: logprobs is a JSON {type(logprobs).__name__}, "
                                     "not an object", raw=content, **details)
         tokens = logprobs.get("content") if logprobs is not None else None
-        return judgment_from_chat(content, tokens, request.rubric, self.settings.score_rule, **details)
+        return judgment_from_chat(content, tokens, request.rubric, **details)
 
 
 def _count(value: object) -> int | None:

@@ -1,18 +1,16 @@
 """A disk cache of dequantised GGUF judge models.
 
-transformers dequantises a GGUF file every time it loads one (about 17 s per process for the
-bundled SmolLM2-135M on two CPU cores, minutes on a busy machine). The first load saves the
-dequantised weights, config and tokenizer as safetensors under
+transformers dequantises a GGUF file every time it loads one, which takes many seconds. The first
+load saves the dequantised weights, config and tokenizer as safetensors under
 ``<instir home>/models/<gguf stem>-<sha256[:16]>-transformers<version>-<dtype>/``; later processes
-load that folder in a few seconds. The key holds the GGUF file's content hash, the transformers
-version (which does the dequantising) and the dtype, so a changed file or library never reuses
-stale weights. The folder is written under a temporary name and renamed when complete, so a
-crash never leaves a half-written model that looks usable; deleting it is always safe.
+load that folder. The key holds the GGUF file's content hash, the transformers version (which
+does the dequantising) and the dtype, so a changed file or library never reuses stale weights.
+The folder is written under a temporary name and renamed when complete, so a crash never leaves
+a half-written model that looks usable; deleting it is always safe.
 """
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,19 +22,13 @@ from instir.home import instir_home
 _WEIGHTS = "model.safetensors"
 
 
-@functools.lru_cache(maxsize=8)
-def _file_sha256(path: Path) -> str:
-    """The GGUF file's hash, computed once per process (a 93 MB file takes a fraction of a second)."""
-    return atomic.file_sha256(path)
-
-
 def cache_folder(folder: str | Path, gguf_file: str, dtype_name: str) -> Path:
     """Where the dequantised copy of ``folder/gguf_file`` in ``dtype_name`` lives."""
     import transformers
 
     path = Path(folder) / gguf_file
     return (instir_home() / "models"
-            / f"{path.stem}-{_file_sha256(path)[:16]}-transformers{transformers.__version__}-{dtype_name}")
+            / f"{path.stem}-{atomic.file_sha256(path)[:16]}-transformers{transformers.__version__}-{dtype_name}")
 
 
 def load(folder: str | Path, gguf_file: str, dtype):

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from instir.errors import UsageError, unknown
-from instir.judge.types import AUTHORS_RULE, SCORE_RULES
 from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
@@ -24,9 +23,6 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 #: the environment variable an openai judge reads its key from unless ``api_key_env`` names another
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-
-#: call-settings presets of the openai judge (:data:`instir.judge.chat.CALL_SETTINGS`)
-CALL_SETTINGS_NAMES = SCORE_RULES
 
 
 def is_local_url(url: str) -> bool:
@@ -63,25 +59,21 @@ def key_env_for(api_key_env: str | None, base_url: str) -> str:
 
 
 def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None = None,
-               base_url: str | None = None, api_key_env: str | None = None, call_settings: str | None = None,
-               timeout_s: float | None = None, max_retries: int | None = None,
-               cache: str | Path | None = None) -> CachedJudge:
+               base_url: str | None = None, api_key_env: str | None = None, timeout_s: float | None = None,
+               max_retries: int | None = None, cache: str | Path | None = None) -> CachedJudge:
     """The judge ``backend`` names (one of :data:`BACKENDS`), behind the SQLite judgment cache.
 
     ``model``: openai: the served model name (required); hf: a local folder or model id (default:
     the bundled SmolLM2-135M-Instruct GGUF, with ``gguf_file`` naming a GGUF file in the folder);
     baseline: ``lexical`` (default) or ``embedding``. ``cache``: the cache file (default:
     ``$INSTIR_HOME/judgments.sqlite``). Options of the openai backend only (others ignore them):
-    ``base_url``, the endpoint before ``/chat/completions`` (default: OpenAI's); ``api_key_env``,
-    the *name* of the environment variable holding the API key (default ``OPENAI_API_KEY``;
-    checked by :func:`key_env_for`: a named variable must be set, the default may be unset only
-    for a local server); ``call_settings``, ``"ifir"`` (default, the authors' call settings and
-    score rule) or ``"kit"`` (:data:`instir.judge.chat.CALL_SETTINGS`); ``timeout_s``, seconds
-    each connect or read may wait (default 60); ``max_retries``, retries per request (default 6).
-    Empty strings count as not given, as the notebooks' parameters use them. Raises
-    :class:`instir.errors.UsageError` (a ``ValueError``) for an unknown backend, an openai judge
-    without a model, a key variable that breaks the rules above, unknown call settings or a
-    timeout/retry count out of range."""
+    ``base_url``, the endpoint before ``/chat/completions`` (default: :data:`OPENAI_BASE_URL`);
+    ``api_key_env``, the *name* of the environment variable holding the API key (checked by
+    :func:`key_env_for`); ``timeout_s``, seconds each connect or read may wait (default 60);
+    ``max_retries``, retries per request (default 6). Empty strings count as not given, as the
+    notebooks' parameters use them. Raises :class:`instir.errors.UsageError` (a ``ValueError``)
+    for an unknown backend, an openai judge without a model, a key variable :func:`key_env_for`
+    refuses or a timeout/retry count out of range."""
     from instir.judge import (
         BaselineJudge,
         CachedJudge,
@@ -97,8 +89,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
                              "or the name of the model a local server serves")
         url = base_url or OPENAI_BASE_URL
         options = {"timeout_s": timeout_s, "max_retries": max_retries}
-        judge = OpenAICompatibleJudge(model, url, call_settings=call_settings or AUTHORS_RULE,
-                                      api_key_env=key_env_for(api_key_env, url),
+        judge = OpenAICompatibleJudge(model, url, api_key_env=key_env_for(api_key_env, url),
                                       **{k: v for k, v in options.items() if v is not None})
     elif backend == "hf":
         judge = HFCausalLMJudge(model or None, gguf_file=gguf_file or None)
@@ -109,3 +100,17 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
 
         cache = instir_home() / "judgments.sqlite"
     return CachedJudge(judge, Path(cache))
+
+
+def require_reachable(base_url: str | None, timeout_s: float = 5.0, *, where: str | None = None) -> None:
+    """Refuse (:class:`~instir.errors.UsageError`) an openai judge endpoint (empty:
+    :data:`OPENAI_BASE_URL`) where nothing answers within ``timeout_s``: a run would otherwise
+    wait out every retry of every request in silence. The message starts with ``where``
+    (default: ``judge endpoint <url>``)."""
+    from instir.http_retry import unreachable
+
+    url = base_url or OPENAI_BASE_URL
+    reason = unreachable(url, timeout_s)
+    if reason:
+        raise UsageError(f"{where or 'judge endpoint ' + url}: {reason}; start the server, fix judge_base_url, "
+                         "or choose another judge_backend")

@@ -9,10 +9,8 @@ and counted (a failure is never a score of 0). With S_q and S_inst the mean weig
     InstFol = (S_inst - S_q) / (3 - S_q);   0 when S_inst == S_q;   S_inst - S_q when S_q == 3.
 
 The constant is 3 for every rubric, as in the official code, so a value is at most 1 but not
-bounded below. Aggregation follows Table 3: the mean over instances per subset and level; a
-subset's value is the unweighted mean of its levels; the Average the mean over subsets. Every
-value carries its failed and parsed (no usable log-probabilities) judgment counts; tables print
-values x100 (:func:`printable`).
+bounded below. :func:`aggregate` averages the instances as IFIR's Table 3 does, each value with
+its failed and parsed judgment counts.
 
 Where the kit departs from the official release, the reason is kept once, as data, in
 :data:`instir.papers.divergences.DIVERGENCES`: ``aila-judge-prompt``, ``query-only-overwrite``,
@@ -31,6 +29,7 @@ import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError
+from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest, Judgment
 from instir.retrieval.runs import Run, as_run
@@ -146,13 +145,11 @@ class InstFolResult:
 
     ``instances``: one row per judged instance (qid, group, subset, level, rubric, s_q, s_inst,
     instfol, n_q, n_inst, dropped, failed, parsed: see :class:`ListPairScore`). ``positions``: one row
-    per judged list position (qid, list ``query``/``instructed``, rank, docid, score, weighted,
-    weighting, error, warning, served_model, from_cache, latency_s, cost). ``selection``: available
-    and selected instances per (subset, level).
-    ``meta``: k, seed, max_instances, the selected ids, judge name and model, request counts
-    (``failed_judgments``, ``parsed_judgments`` and ``warnings``, the successful judgments with a
-    warning such as another model than asked for, over the distinct requests; ``weighting``: how
-    each list position was weighted).
+    per judged list position (qid, list ``query``/``instructed``, rank, docid and
+    :data:`~instir.judge.outcomes.JUDGMENT_COLUMNS`). ``selection``: available and selected
+    instances per (subset, level). ``meta``: k, seed, max_instances, the selected ids, judge name
+    and model, the distinct requests' counts (:func:`~instir.judge.outcomes.judgment_counts`) and
+    ``weighting``, how each list position was weighted.
     """
 
     instances: pd.DataFrame
@@ -173,10 +170,6 @@ def _top_lists(run: Run, qids: set[str], k: int) -> dict[str, list[str]]:
     for qid, docid in zip(df["qid"].tolist(), df["docid"].tolist()):
         out.setdefault(qid, []).append(docid)
     return out
-
-
-def _subset_label(q: Query, benchmark: Benchmark) -> str:
-    return q.subset or benchmark.name
 
 
 def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark, judge: Judge, *,
@@ -202,17 +195,12 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     judgments = judge.judge(list(requests)) if requests else []
     positions = _positions(slots, judgments)
     instances = _instances(benchmark, selected, positions)
-    fresh = [j for j in judgments if not j.from_cache]
     meta = {
         "k": k, "seed": seed, "max_instances": max_instances, "benchmark": benchmark.name,
         "sample": benchmark.is_sample, "selected": selected,
         "judge": {"name": judge.name, "model": judge.model},
         "instfol_max": INSTFOL_MAX,
-        "requests": len(slots), "unique_requests": len(requests), "from_cache": len(judgments) - len(fresh),
-        "judged": len(fresh), "failed_judgments": sum(not j.ok for j in judgments),
-        "parsed_judgments": sum(j.ok and j.weighting == "parsed" for j in judgments),
-        "warnings": sum(j.ok and j.warning is not None for j in judgments),
-        "cost": sum(j.cost for j in fresh if j.cost is not None) if any(j.cost is not None for j in fresh) else None,
+        "requests": len(slots), "unique_requests": len(requests), **judgment_counts(judgments),
         "missing_from_query_only_run": sorted(wanted - in_q),
         "missing_from_instructed_run": sorted(wanted - in_inst),
         "runs": {name: {"path": run.meta.get("path"), "template": (run.meta.get("template") or {}).get("name")}
@@ -244,14 +232,12 @@ def _judge_requests(benchmark: Benchmark, selected: Sequence[str],
     requests: dict[JudgeRequest, int] = {}
     slots: list[_Slot] = []
     for qid in selected:
-        q = benchmark.queries[qid]
-        rubric = rubric_for(q.subset, q.level)
         for name in _LISTS:
             for rank, docid in enumerate(lists[name].get(qid, []), start=1):
                 doc = docs.get(docid)
                 index = None
                 if doc is not None:
-                    request = JudgeRequest(q.query, q.instruction, doc.indexed_text, rubric)
+                    request = JudgeRequest.for_instance(benchmark.queries[qid], doc)
                     index = requests.setdefault(request, len(requests))
                 slots.append((qid, name, rank, docid, index))
     return requests, slots
@@ -260,15 +246,9 @@ def _judge_requests(benchmark: Benchmark, selected: Sequence[str],
 def _positions(slots: Sequence[_Slot], judgments: Sequence[Judgment]) -> pd.DataFrame:
     """One row per judged list position (see :class:`InstFolResult`)."""
     missing = Judgment.failure("document not in the corpus")
-    rows = []
-    for qid, name, rank, docid, index in slots:
-        j = judgments[index] if index is not None else missing
-        rows.append({"qid": qid, "list": name, "rank": rank, "docid": docid, "score": j.score,
-                     "weighted": j.weighted if j.ok else None, "weighting": j.weighting, "error": j.error,
-                     "warning": j.warning, "served_model": j.served_model,
-                     "from_cache": j.from_cache, "latency_s": j.latency_s, "cost": j.cost})
-    positions = pd.DataFrame(rows, columns=["qid", "list", "rank", "docid", "score", "weighted", "weighting", "error",
-                                            "warning", "served_model", "from_cache", "latency_s", "cost"])
+    picked = [judgments[index] if index is not None else missing for *_, index in slots]
+    where = pd.DataFrame([slot[:4] for slot in slots], columns=["qid", "list", "rank", "docid"])
+    positions = where.assign(**judgment_columns(picked))
     positions["score"] = positions["score"].astype("Int64")
     positions["weighted"] = positions["weighted"].astype("float64")
     return positions
@@ -287,7 +267,7 @@ def _instances(benchmark: Benchmark, selected: Sequence[str], positions: pd.Data
         pair = score_list_pair(per_list.get((qid, "query"), []), per_list.get((qid, "instructed"), []),
                                query_weighting=weightings.get((qid, "query"), []),
                                instructed_weighting=weightings.get((qid, "instructed"), []))
-        rows.append({"qid": qid, "group": q.group, "subset": _subset_label(q, benchmark), "level": q.level,
+        rows.append({"qid": qid, "group": q.group, "subset": q.subset or benchmark.name, "level": q.level,
                      "rubric": rubric_for(q.subset, q.level).name, "s_q": pair.s_q, "s_inst": pair.s_inst,
                      "instfol": pair.instfol, "n_q": pair.n_q, "n_inst": pair.n_inst, "dropped": pair.dropped,
                      "failed": pair.failed, "parsed": pair.parsed})

@@ -37,13 +37,13 @@ _LOAD_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load_causal_lm(model: str, gguf_file: str | None, device: str, dtype_name: str | None):
-    """Tokenizer and model, loaded once per process; a GGUF file is dequantised once per machine
-    (:mod:`instir.judge.dequantised` keeps the result on disk for later processes)."""
+def _load_causal_lm(model: str, gguf_file: str | None, device: str):
+    """Tokenizer and model (float32 on a CPU, else bfloat16), loaded once per process; a GGUF file
+    is dequantised once per machine (:mod:`instir.judge.dequantised` keeps the result on disk)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = getattr(torch, dtype_name) if dtype_name else (torch.float32 if device == "cpu" else torch.bfloat16)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
     if gguf_file:
         from instir.judge import dequantised
 
@@ -62,20 +62,17 @@ class HFCausalLMJudge:
     The prompt is the rubric's chat messages through the model's chat template, followed by the
     start of the answer up to the score digit (:data:`~instir.judge.rubrics.ANSWER_PREFIX`). The
     score distribution is the next-token distribution restricted to the rubric's digits
-    (``weighting="logits"``): an exact expected score, no sampling. Requests under one rubric
-    share its prompt prefix, encoded once; their own suffixes run in right-padded batches over
-    a copy of that prefix's key/value cache. ``model`` is a local folder or a Hugging Face model
-    id; ``gguf_file`` names a GGUF file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on
-    CUDA when available unless ``device`` says otherwise. A prompt longer than the model's
-    context is a failed judgment, never silently truncated; so is a distribution that puts no
-    finite probability on the score digits, and a batch the model fails on (out of memory) fails
-    its judgments, not the run.
+    (``weighting="logits"``): an exact expected score, no sampling. ``model`` is a local folder or
+    a Hugging Face model id; ``gguf_file`` names a GGUF file in it. With neither, the offline
+    default (:func:`default_gguf`) is used. Runs on CUDA when available. A prompt longer than the
+    model's context is a failed judgment, never silently truncated; so is a distribution that
+    puts no finite probability on the score digits, and a batch the model fails on (out of
+    memory) fails its judgments, not the run.
     """
 
     name = "hf-causal-lm"
 
-    def __init__(self, model: str | Path | None = None, *, gguf_file: str | None = None,
-                 device: str | None = None, dtype: str | None = None, batch_size: int = 8,
+    def __init__(self, model: str | Path | None = None, *, gguf_file: str | None = None, batch_size: int = 8,
                  progress: bool = True):
         if model is None:
             folder, gguf_file = default_gguf()
@@ -84,8 +81,7 @@ class HFCausalLMJudge:
         else:
             self._source, self._gguf = str(model), gguf_file
             self.model = f"{model}/{gguf_file}" if gguf_file else str(model)
-        self.device = device
-        self.dtype = dtype
+        self.device: str | None = None  # CUDA when available, chosen on first use
         self.batch_size = max(1, batch_size)
         self.progress = progress
         self._digit_plan: tuple[int, list[int]] | None = None
@@ -99,7 +95,7 @@ class HFCausalLMJudge:
         if self.device is None:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
         with _LOAD_LOCK:
-            return _load_causal_lm(self._source, self._gguf, self.device, self.dtype)
+            return _load_causal_lm(self._source, self._gguf, self.device)
 
     def _prompt(self, tokenizer, request: JudgeRequest) -> str:
         chat = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,

@@ -9,12 +9,12 @@ Both read the per-judgment frames the judge stages write: :attr:`ValidationResul
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import get_args
 
 import pandas as pd
 
-from instir.judge.types import Weighting
+from instir.judge.types import Judgment, Weighting
 
 #: Weightings in the order reports list them.
 WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
@@ -23,6 +23,33 @@ WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
 PARSED_MEANING = ("`parsed`: the score is the integer parsed from the judge's answer, because the answer came "
                   "without usable log-probabilities for the score (the other weightings take the expected score "
                   "under the judge's probabilities).")
+
+
+#: What the per-judgment frames keep of each judgment, in their column order.
+JUDGMENT_COLUMNS = ("score", "weighted", "weighting", "error", "warning", "served_model", "from_cache", "latency_s",
+                    "cost")
+
+
+def judgment_columns(judgments: Sequence[Judgment]) -> dict[str, list]:
+    """:data:`JUDGMENT_COLUMNS` of ``judgments``, one list each; a failed judgment has no
+    ``score`` and no ``weighted`` (None)."""
+    columns = {name: [getattr(j, name) for j in judgments] for name in JUDGMENT_COLUMNS}
+    columns["score"] = [j.score if j.ok else None for j in judgments]
+    columns["weighted"] = [j.weighted if j.ok else None for j in judgments]
+    return columns
+
+
+def judgment_counts(judgments: Sequence[Judgment]) -> dict[str, object]:
+    """How a batch of distinct judgments was made: ``judged`` now and ``from_cache``,
+    ``failed_judgments``, ``parsed_judgments`` and ``warnings`` (successful judgments scored by
+    the parsed integer alone, or with a warning), and the ``cost`` of those made now (None when
+    the backend reports none)."""
+    fresh = [j for j in judgments if not j.from_cache]
+    costs = [j.cost for j in fresh if j.cost is not None]
+    return {"judged": len(fresh), "from_cache": len(judgments) - len(fresh),
+            "failed_judgments": sum(not j.ok for j in judgments),
+            "parsed_judgments": sum(j.ok and j.weighting == "parsed" for j in judgments),
+            "warnings": sum(j.ok and j.warning is not None for j in judgments), "cost": sum(costs) if costs else None}
 
 
 def _shorten(text: str, max_chars: int) -> str:

@@ -1,17 +1,10 @@
-"""How a judge's answer becomes a score. Scores are probability-weighted as IFIR does: the
-expected score under the judge's probabilities for the score digit, keeping digits with
-probability >= 0.01 and renormalising (:func:`expected_score`). An answer whose score token
-cannot be weighted is scored by the parsed integer (``weighting="parsed"``); a malformed answer
-is a failed judgment (``error`` set, no score), never a score of 0.
-
-What is a malformed answer (a failed judgment, retried on the next run, never an exception):
-an answer with no readable score; an answer longer than :data:`MAX_ANSWER_CHARS`; and
-log-probabilities that are not the logs of probabilities: a block of the wrong shape (not a
-list of token objects, a token without text or ``logprob``), a ``logprob`` that is not a
-number, NaN, or above 0 (a probability above 1; :data:`LOGPROB_SLACK` allows float noise).
-Such an answer is not scored by its parsed integer either: a server that sends broken
-probabilities is not trusted with the rest of its answer, and a failure is counted and shown
-where a quiet fallback would pass for an ordinary ``parsed`` judgment.
+"""How a judge's answer becomes a score: probability-weighted as IFIR does, the expected score
+under the judge's probabilities for the score digit (:func:`expected_score`). An answer whose
+score token cannot be weighted is scored by the parsed integer (``weighting="parsed"``); a
+malformed answer (:func:`judgment_from_chat`) is a failed judgment (``error`` set, no score),
+never a score of 0. Broken log-probabilities make the whole answer malformed, not ``parsed``: a
+server that sends them is not trusted with the rest of its answer, and a failure is counted and
+shown where a quiet fallback would pass for an ordinary ``parsed`` judgment.
 """
 
 from __future__ import annotations
@@ -22,8 +15,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from instir.errors import quoted
 from instir.judge.rubrics import Rubric
-from instir.judge.types import AUTHORS_RULE, Judgment
+from instir.judge.types import Judgment
 from instir.progress import tqdm
 
 #: Digits below this probability are dropped before renormalising (the official code skips
@@ -32,9 +26,6 @@ MIN_DIGIT_PROB = 0.01
 
 #: Highest digit the official weighting keeps, on every rubric (geval.py skips ``score > 5``).
 IFIR_MAX_DIGIT = 5
-
-#: How the score token's log-probabilities become a weighted score (see :mod:`instir.judge.chat`).
-ScoreRule = str  #: one of :data:`instir.judge.types.SCORE_RULES`
 
 #: Longest answer a judge may give, in characters: one that is longer is a failed judgment, not read
 #: (a judge asked for at most 512 tokens writes a few thousand characters; more means the server
@@ -46,8 +37,6 @@ MAX_ANSWER_CHARS = 100_000
 #: single precision); anything higher is not a probability and makes the answer malformed.
 LOGPROB_SLACK = 1e-6
 
-_SCORE_DIGIT = re.compile(r'"score"\s*:\s*"?\s*([0-9])')
-
 
 def expected_score(digit_probs: Mapping[int, float], max_score: int,
                    min_prob: float = MIN_DIGIT_PROB) -> tuple[float, dict[str, float]] | None:
@@ -58,7 +47,7 @@ def expected_score(digit_probs: Mapping[int, float], max_score: int,
     weighted without a word."""
     for d, p in digit_probs.items():
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 + LOGPROB_SLACK:
-            raise ValueError(f"the probability of digit {d} is {_shown(p)}, not a number in 0..1")
+            raise ValueError(f"the probability of digit {d} is {quoted(p, 40)}, not a number in 0..1")
     kept = {d: p for d, p in digit_probs.items() if 0 <= d <= max_score and p >= min_prob}
     total = sum(kept.values())
     if not kept or total <= 0:
@@ -67,20 +56,19 @@ def expected_score(digit_probs: Mapping[int, float], max_score: int,
     return sum(int(d) * p for d, p in dist.items()), dist
 
 
-def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
-    """The score in a judge's answer and the character offset of its digit.
+def parse_answer(text: str, max_score: int) -> int:
+    """The score in a judge's answer.
 
     Finds the first JSON object with a ``score`` key anywhere in ``text`` (code fences and
     chatter around it are tolerated). A string score counts when it is a decimal number
     (``"2"``; not ``"²"``, which ``str.isdigit`` accepts but ``int`` refuses). Raises ``ValueError``
     saying what is wrong when there is no such object or the score is not an integer in
-    0..``max_score``. The offset is ``None`` when the digit cannot be located in the text
-    (e.g. an escaped key).
+    0..``max_score``.
     """
     decoder = json.JSONDecoder()
     for start in (m.start() for m in re.finditer(r"\{", text)):
         try:
-            obj, end = decoder.raw_decode(text, start)
+            obj, _ = decoder.raw_decode(text, start)
         except (json.JSONDecodeError, RecursionError):  # not JSON, or nested deeper than Python recurses
             continue
         if not isinstance(obj, dict) or "score" not in obj:
@@ -94,39 +82,32 @@ def parse_answer(text: str, max_score: int) -> tuple[int, int | None]:
             raise ValueError(f"score is not an integer: {obj['score']!r}")
         if not 0 <= value <= max_score:
             raise ValueError(f"score {value} outside 0..{max_score}")
-        m = _SCORE_DIGIT.search(text, start, end)
-        return value, (m.start(1) if m and m.group(1) == str(value) else None)
+        return value
     raise ValueError("no JSON object with a 'score' key in the answer")
-
-
-def _shown(value: Any) -> str:
-    """A value for an error message, never longer than a line."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _logprob(value: Any, where: str) -> float:
     """``value`` as a log-probability (at most 0; -inf, a probability of 0, included), or
     ``ValueError`` saying what it is instead."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}: logprob {_shown(value)} is not a number")
+        raise ValueError(f"{where}: logprob {quoted(value, 40)} is not a number")
     try:
         number = float(value)
     except OverflowError:  # an integer beyond any float
         number = math.inf if value > 0 else -math.inf
     if math.isnan(number) or number > LOGPROB_SLACK:
-        raise ValueError(f"{where}: logprob {_shown(value)} is not the log of a probability (a number <= 0)")
+        raise ValueError(f"{where}: logprob {quoted(value, 40)} is not the log of a probability (a number <= 0)")
     return min(number, 0.0)
 
 
 def _token(entry: Any, where: str) -> str:
     if not isinstance(entry, Mapping):
-        raise ValueError(f"{where} is {_shown(entry)}, not an object with token and logprob")
+        raise ValueError(f"{where} is {quoted(entry, 40)}, not an object with token and logprob")
     token = entry.get("token")
     if not isinstance(token, str):
-        raise ValueError(f"{where} has no token text (token is {_shown(token)})")
+        raise ValueError(f"{where} has no token text (token is {quoted(token, 40)})")
     if "logprob" not in entry:
-        raise ValueError(f"{where} ({_shown(token)}) has no logprob")
+        raise ValueError(f"{where} ({quoted(token, 40)}) has no logprob")
     return token
 
 
@@ -140,7 +121,7 @@ def checked_logprobs(tokens: Any) -> list[dict[str, Any]] | None:
     if tokens is None:
         return None
     if isinstance(tokens, (str, bytes, Mapping)) or not isinstance(tokens, Sequence):
-        raise ValueError(f"the token list is {type(tokens).__name__} {_shown(tokens)}, not a list of tokens")
+        raise ValueError(f"the token list is {type(tokens).__name__} {quoted(tokens, 40)}, not a list of tokens")
     out = []
     for i, entry in enumerate(tokens):
         where = f"token {i}"
@@ -150,7 +131,7 @@ def checked_logprobs(tokens: Any) -> list[dict[str, Any]] | None:
         if alternatives is None:
             alternatives = []
         if isinstance(alternatives, (str, bytes, Mapping)) or not isinstance(alternatives, Sequence):
-            raise ValueError(f"{where}: top_logprobs is {_shown(alternatives)}, not a list")
+            raise ValueError(f"{where}: top_logprobs is {quoted(alternatives, 40)}, not a list")
         top = []
         for j, alt in enumerate(alternatives):
             alt_where = f"{where}, alternative {j}"
@@ -158,37 +139,6 @@ def checked_logprobs(tokens: Any) -> list[dict[str, Any]] | None:
             top.append({"token": text, "logprob": _logprob(alt["logprob"], alt_where)})
         out.append({"token": token, "logprob": logprob, "top_logprobs": top})
     return out
-
-
-def digit_probs_at(tokens: Sequence[Mapping[str, Any]], offset: int) -> dict[int, float] | None:
-    """The kit's score rule: digit probabilities of the token covering character ``offset`` of
-    the concatenated token texts, from its top log-probabilities (OpenAI ``logprobs.content``
-    entries).
-
-    An alternative token counts for digit ``d`` when it equals the chosen token with the score
-    digit replaced by ``d`` (so ``" 2"`` competes with ``" 3"``) or is ``d`` up to whitespace;
-    ``d`` must be one decimal digit (``str.isdecimal``: ``"²"`` and ``"₃"`` are skipped).
-    Returns ``None`` when the token has no top log-probabilities.
-    """
-    pos = 0
-    for entry in tokens:
-        token = entry.get("token") or ""
-        if pos <= offset < pos + len(token):
-            alternatives = entry.get("top_logprobs") or []
-            if not alternatives:
-                return None
-            i = offset - pos
-            prefix, suffix = token[:i], token[i + 1:]
-            probs: dict[int, float] = {}
-            for alt in alternatives:
-                text = alt.get("token") or ""
-                core = text[len(prefix):len(text) - len(suffix)] if (
-                    len(text) == len(token) and text.startswith(prefix) and text.endswith(suffix)) else text.strip()
-                if len(core) == 1 and core.isdecimal():
-                    probs[int(core)] = probs.get(int(core), 0.0) + math.exp(alt["logprob"])
-            return probs
-        pos += len(token)
-    return None
 
 
 def ifir_digit_probs(tokens: Sequence[Mapping[str, Any]], score: int) -> dict[int, float] | None:
@@ -216,50 +166,33 @@ def ifir_digit_probs(tokens: Sequence[Mapping[str, Any]], score: int) -> dict[in
 
 
 def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | None, rubric: Rubric,
-                       score_rule: ScoreRule = AUTHORS_RULE, **usage: Any) -> Judgment:
+                       **usage: Any) -> Judgment:
     """Turn a chat answer (and its per-token log-probabilities, if any) into a judgment.
 
     The score is parsed from ``content`` and weighted by the score token's top
-    log-probabilities under ``score_rule``: ``"ifir"`` (:func:`ifir_digit_probs`; scores 0-5 are
-    accepted and digits 0-5 kept on every rubric, as the authors do) or ``"kit"`` (the digit at
-    the score's position, :func:`digit_probs_at`; only the rubric's range). Without usable
+    log-probabilities under the authors' rule (:func:`ifir_digit_probs`; scores 0-5 are
+    accepted and digits 0-5 kept on every rubric, as the authors do). Without usable
     log-probabilities the parsed integer is the score (``weighting="parsed"``). A malformed
     answer is a failure: no readable score, longer than :data:`MAX_ANSWER_CHARS`, or
     log-probabilities :func:`checked_logprobs` refuses (see the module docstring). Never raises
     for anything a server can send.
     """
-    top = max(rubric.max_score, IFIR_MAX_DIGIT) if score_rule == AUTHORS_RULE else rubric.max_score
+    top = max(rubric.max_score, IFIR_MAX_DIGIT)
     if len(content) > MAX_ANSWER_CHARS:
         return Judgment.failure(f"malformed answer: {len(content):,} characters, more than the {MAX_ANSWER_CHARS:,} "
                                 "a judge answer may have (the server did not keep to max_tokens)", raw=content,
                                 **usage)
     try:
-        score, _ = parse_answer(content, top)
+        score = parse_answer(content, top)
     except ValueError as err:
         return Judgment.failure(f"malformed answer: {err}", raw=content, **usage)
     try:
-        return _weighted(content, checked_logprobs(logprobs), score, top, rubric, score_rule, usage)
-    except ValueError as err:
-        return Judgment.failure(f"malformed log-probabilities: {err}", raw=content, **usage)
-
-
-def _weighted(content: str, logprobs: list[dict[str, Any]] | None, score: int, top: int, rubric: Rubric,
-              score_rule: ScoreRule, usage: dict[str, Any]) -> Judgment:
-    """The judgment of a parsed ``score`` weighted by checked ``logprobs`` (:func:`judgment_from_chat`)."""
-    weighted = None
-    if logprobs and score_rule == AUTHORS_RULE:
-        probs = ifir_digit_probs(logprobs, score)
+        tokens = checked_logprobs(logprobs)
+        probs = ifir_digit_probs(tokens, score) if tokens else None
         # each alternative already passed the 1 % floor; a sum of them is never dropped again
         weighted = expected_score(probs, top, min_prob=0.0) if probs else None
-    elif logprobs:
-        joined = "".join(entry.get("token") or "" for entry in logprobs)
-        try:
-            token_score, offset = parse_answer(joined, rubric.max_score)
-        except ValueError:
-            token_score, offset = None, None
-        if token_score == score and offset is not None:
-            probs = digit_probs_at(logprobs, offset)
-            weighted = expected_score(probs, rubric.max_score) if probs else None
+    except ValueError as err:
+        return Judgment.failure(f"malformed log-probabilities: {err}", raw=content, **usage)
     if weighted is None:
         return Judgment(score=score, weighted=float(score), probs=None, weighting="parsed", raw=content, **usage)
     value, dist = weighted

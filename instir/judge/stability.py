@@ -20,17 +20,11 @@ free). :func:`stability` then reports, per level, subset and Average
   was drawn (:func:`~instir.judge.following.select_instances`).
 
 Both give mean, standard deviation and 95% percentile interval; ``dominant`` names the larger
-standard deviation. The in-process (``hf``) and baseline judges are deterministic: their
-repeats would be identical and the judge spread is exactly zero, so repeat 0 stands for every
-repeat instead of being judged again (``judged_repeats`` = 1; each such repeat costs as much as the
-first and can only agree with it); the table says so (``identical_repeats``) rather than
-presenting it as a measurement of an API's noise. Any other backend is judged every time, and a
-deterministic one is then recognised by its identical answers.
+standard deviation. A deterministic judge (:func:`deterministic_note`) has a judge spread of
+exactly zero, which says nothing about an API's noise.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,11 +54,11 @@ def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame
     """Per-instance InstFol of ``repeats`` independent judgments of the same sample.
 
     Repeat r judges through ``judge.with_repeat(r)`` (its own cache entries); every repeat
-    sees the same instances (same ``max_instances`` and ``seed``). Returns
-    :attr:`InstFolResult.instances <instir.judge.following.InstFolResult>` of every repeat with a
-    ``repeat`` column and a ``judged`` column (false where the repeat is repeat 0's values because
-    the backend is deterministic: it is not judged again), and in ``attrs["meta"]`` each
-    repeat's request counts (``copied_from`` 0 on such repeats). ``judge`` is a
+    sees the same instances (same ``max_instances`` and ``seed``). A ``judge.deterministic``
+    backend is judged once: its repeats r > 0 are repeat 0's values (``judged`` false; request
+    counts with ``copied_from`` 0). Returns :attr:`InstFolResult.instances
+    <instir.judge.following.InstFolResult>` of every repeat with ``repeat`` and ``judged``
+    columns, and each repeat's request counts in ``attrs["meta"]``. ``judge`` is a
     :class:`~instir.judge.cache.CachedJudge` or anything with its ``with_repeat`` and
     ``deterministic`` (the sweep's :class:`~instir.distributed.judge.RemoteJudge`).
     """
@@ -131,12 +125,11 @@ def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -
     ``instances``: :func:`judge_repeats` output (one system; per-instance InstFol with a
     ``repeat`` column). ``instfol`` is the value of the per-instance means over repeats;
     ``judge_*`` and ``sample_*`` summarise the two bootstraps (module docstring);
-    ``identical_repeats`` is true where every repeat gave every instance the same value
-    (a deterministic judge: the judge spread is then exactly 0, not an estimate),
-    ``judged_repeats`` counts the repeats really judged (1 when a deterministic backend's repeat 0
-    stood for all; see :func:`judge_repeats`), and
-    ``dominant`` is ``judge``, ``query sample`` or ``neither`` (both zero). With one repeat
-    the judge spread is unknown (NaN) and ``dominant`` is empty.
+    ``identical_repeats`` is true where every repeat gave every instance the same value (the
+    judge spread is then exactly 0, not an estimate), ``judged_repeats`` counts the repeats
+    really judged (:func:`judge_repeats`), and ``dominant`` is ``judge``, ``query sample`` or
+    ``neither`` (both zero). With one repeat the judge spread is unknown (NaN) and ``dominant``
+    is empty.
     """
     repeats = int(instances["repeat"].nunique())
     keys = ["subset", "qid"]  # ids are unique within a subset (several IFIR subsets may be pooled)
@@ -186,9 +179,18 @@ def _dominant(judge_sd: float, sample_sd: float) -> str:
     return "judge" if judge_sd > sample_sd else "query sample"
 
 
+def deterministic_note(repeats: int) -> str:
+    """What the judge spread of a deterministic judge (``CachedJudge.deterministic``) is, said
+    once for every system it judged ``repeats`` times."""
+    return (f"This judge is deterministic (the in-process and baseline judges always are): it was judged once and "
+            f"that judgment stands for all {repeats} repeats, as judging again could only repeat it. Its spread is "
+            "exactly 0 by construction and says nothing about an API judge's noise.")
+
+
 def verdict(table: pd.DataFrame) -> str:
     """One plain sentence on which spread dominates the Average, or the only subset's value (or
-    why that is unknown)."""
+    why that is unknown). A deterministic backend's repeats are not judged again; its verdict
+    leaves that to :func:`deterministic_note`."""
     top = table[table["scope"] == "average"]
     avg = (top if len(top) else table[table["scope"] == "subset"]).iloc[0]  # one subset: no Average row
     if avg["repeats"] < 2:
@@ -196,23 +198,17 @@ def verdict(table: pd.DataFrame) -> str:
                 "(instir judge --repeats R) to measure it.")
     judge = f"judge sd {avg['judge_sd'] * 100:.2f}"
     sample = f"query-sample sd {avg['sample_sd'] * 100:.2f}"
-    if bool(avg["identical_repeats"]) and avg.get("judged_repeats", avg["repeats"]) < avg["repeats"]:
-        lead = (f"This judge is deterministic (the in-process and baseline judges always are): it was judged once "
-                f"and that judgment stands for all {int(avg['repeats'])} repeats, as judging again could only "
-                "repeat it. Its spread is exactly 0 by construction and says nothing about an API judge's noise. ")
-    elif bool(avg["identical_repeats"]):
-        lead = (f"All {int(avg['repeats'])} repeats gave identical judgments: this judge is deterministic (the "
-                "in-process and baseline judges always are), so its spread is exactly 0 and says nothing about "
-                "an API judge's noise. ")
-    else:
-        lead = ""
+    lead = ""
+    if bool(avg["identical_repeats"]) and avg.get("judged_repeats", avg["repeats"]) == avg["repeats"]:
+        lead = (f"All {int(avg['repeats'])} repeats gave identical judgments: this judge is deterministic, so its "
+                "spread is exactly 0 and says nothing about an API judge's noise. ")
     if avg["dominant"] == "neither":
         return lead + f"Average InstFol x100: {judge}, {sample}; neither varies."
     return (lead + f"Average InstFol x100: {judge}, {sample} over {int(avg['instances'])} instances: "
             f"the {avg['dominant']} dominates.")
 
 
-def tolerance_widening(table: pd.DataFrame, system: str | Sequence[str] | None = None) -> pd.DataFrame:
+def tolerance_widening(table: pd.DataFrame) -> pd.DataFrame:
     """Rows for :func:`instir.papers.compare_to_papers`'s ``widen``: the half-width of the judge's
     95% interval per level, subset and Average (unit scale), keyed by ``system``, ``benchmark``,
     ``subset``, ``level`` and ``measure`` (``InstFol@20``). ``table`` is one or several

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from instir.judge.rubrics import rubric_for
 
 if TYPE_CHECKING:
+    from instir.benchmarks.types import Doc, Query
     from instir.judge.rubrics import Rubric
 
 #: The validation's gold labels in grade order (grade = position: 0 not relevant, 1 sibling,
@@ -34,10 +37,9 @@ OnResult = Callable[[int, "Judgment"], None]
 #: most) is a few thousand characters.
 MAX_RAW_CHARS = 8000
 
-#: How a judge's score token is read and its call made: as the IFIR authors did (the default), or the
-#: kit's earlier rule (:mod:`instir.judge.scoring`, :data:`instir.judge.chat.CALL_SETTINGS`).
-AUTHORS_RULE, KIT_RULE = "ifir", "kit"
-SCORE_RULES = (AUTHORS_RULE, KIT_RULE)
+#: The name of the authors' call settings and score rule, a chat judge's default
+#: (:data:`instir.judge.chat.CALL_SETTINGS`).
+AUTHORS_RULE = "ifir"
 
 #: Characters of the model name a server says answered (``Judgment.served_model``) that are kept.
 MAX_MODEL_CHARS = 200
@@ -65,6 +67,11 @@ class JudgeRequest:
     passage: str
     rubric: Rubric
 
+    @classmethod
+    def for_instance(cls, query: Query, doc: Doc) -> JudgeRequest:
+        """Passage ``doc`` judged against instance ``query`` on the rubric of its subset and level."""
+        return cls(query.query, query.instruction, doc.indexed_text, rubric_for(query.subset, query.level))
+
     @property
     def messages(self) -> list[dict[str, str]]:
         """The chat messages a judge is sent for this request (:meth:`Rubric.render`)."""
@@ -84,14 +91,13 @@ class Judgment:
     ``score`` is the integer the judge gave (argmax for logit-based backends), ``weighted`` the
     expected score under the judge's probabilities (equal to ``score`` when ``weighting`` is
     ``"parsed"``), ``probs`` the renormalised distribution over the allowed digits (keys are
-    the digits as strings) where one exists. Under the authors' score rule (a chat judge's
-    default ``"ifir"`` call settings) the allowed digits are 0-5 on every rubric, so ``score`` and
-    ``weighted`` can exceed the rubric's maximum, as in the authors' code. ``raw`` keeps the backend's answer text for
-    inspection (at most :data:`MAX_RAW_CHARS` characters where it is stored); ``error`` says why a
-    judgment failed. Token counts and cost are ``None`` where a backend cannot tell.
-    ``served_model`` is the model a server says answered (chat APIs), ``warning`` what is
-    doubtful about a judgment that still counts (e.g. answered by another model than asked
-    for); both are ``None`` where there is nothing to say.
+    the digits as strings) where one exists. A chat judge reads digits 0-5 on every rubric, so
+    ``score`` and ``weighted`` can exceed the rubric's maximum, as in the authors' code. ``raw``
+    keeps the backend's answer text (at most :data:`MAX_RAW_CHARS` characters where it is
+    stored); ``error`` says why a judgment failed. Token counts and cost are ``None`` where a
+    backend cannot tell. ``served_model`` is the model a server says answered (chat APIs),
+    ``warning`` what is doubtful about a judgment that still counts (e.g. answered by another
+    model than asked for); both are ``None`` where there is nothing to say.
     """
 
     score: int | None
@@ -119,7 +125,6 @@ class Judgment:
         return cls(score=None, weighted=None, probs=None, weighting=None, raw=raw, error=error, **usage)
 
 
-@runtime_checkable
 class Judge(Protocol):
     """What every judge backend offers.
 

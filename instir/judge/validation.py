@@ -14,15 +14,11 @@ Gold labels (:func:`gold_pairs`), per instance:
                    sibling stratum shows whether it reads the instruction).
 
 The sample is stratified by (subset, level, label), ``per_stratum`` pairs each, with a fixed
-seed. Judge labels come from the rubric ladder: all steps met = relevant, none = not relevant,
-some = sibling (only relevant to a looser version of the instruction); a level-1 rubric has no
-middle step. Statistics (:func:`agreement`): Cohen's kappa on binarised labels (relevant vs the
-rest) and on graded labels (linear weights: the labels are ordered); Pearson and Spearman
-correlation and ROC AUC of the weighted score (divided by the rubric's maximum) against the gold
-grade or relevance; the failure and parse-failure rates; the share of successful judgments
-scored by the parsed integer alone (no usable log-probabilities); latency and cost. Failed judgments are
-left out of the agreement figures and counted. :func:`ranking_agreement` gives Kendall's tau
-between the system rankings of a judge-based score (e.g. InstFol) and of gold nDCG.
+seed. Judge labels come from the rubric ladder (:func:`judge_grade`): all steps met = relevant,
+none = not relevant, some = sibling (only relevant to a looser version of the instruction); a
+level-1 rubric has no middle step. :func:`agreement` compares them with the gold labels, failed
+judgments left out and counted; :func:`ranking_agreement` gives Kendall's tau between the system
+rankings of a judge-based score (e.g. InstFol) and of gold nDCG.
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
 from instir.benchmarks.types import Benchmark
 from instir.judge.following import stratum_rng
-from instir.judge.rubrics import rubric_for
+from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.types import LABELS, Judge, JudgeRequest
 
 GRADE = {label: grade for grade, label in enumerate(LABELS)}
@@ -105,10 +101,10 @@ def judge_grade(score: int, max_score: int) -> int:
 class ValidationResult:
     """Judged gold pairs and the statistics drawn from them.
 
-    ``pairs``: the gold pairs plus ``score``, ``weighted``, ``max_score``, ``norm``
-    (weighted / max_score), ``judge_grade``, ``error``, ``warning``, ``served_model``,
-    ``weighting``, ``from_cache``, ``latency_s`` and ``cost``. ``agreement``: one row per statistic (:func:`agreement`).
-    ``confusion``: gold label (rows) by judge label (columns) over the successful judgments.
+    ``pairs``: the gold pairs plus :data:`~instir.judge.outcomes.JUDGMENT_COLUMNS`,
+    ``max_score``, ``norm`` (weighted / max_score) and ``judge_grade``. ``agreement``: one row per
+    statistic (:func:`agreement`). ``confusion``: gold label (rows) by judge label (columns) over
+    the successful judgments.
     """
 
     pairs: pd.DataFrame
@@ -128,33 +124,20 @@ def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | Non
     requests: dict[JudgeRequest, int] = {}
     index = []
     for qid, docid in zip(pairs["qid"], pairs["docid"]):
-        q = benchmark.queries[qid]
-        rubric = rubric_for(q.subset, q.level)
-        index.append(requests.setdefault(JudgeRequest(q.query, q.instruction, docs[docid].indexed_text, rubric),
-                                         len(requests)))
+        request = JudgeRequest.for_instance(benchmark.queries[qid], docs[docid])
+        index.append(requests.setdefault(request, len(requests)))
     judgments = judge.judge(list(requests)) if requests else []
     maxima = [r.rubric.max_score for r in requests]
-    out = pairs.copy()
     picked = [judgments[i] for i in index]
-    out["score"] = pd.array([j.score if j.ok else None for j in picked], dtype="Int64")
-    out["weighted"] = [j.weighted if j.ok else math.nan for j in picked]
-    out["max_score"] = [maxima[i] for i in index]
+    out = pairs.assign(**judgment_columns(picked), max_score=[maxima[i] for i in index])
+    out["score"] = out["score"].astype("Int64")
+    out["weighted"] = out["weighted"].astype("float64")
     out["norm"] = out["weighted"] / out["max_score"]
     out["judge_grade"] = pd.array([judge_grade(j.score, m) if j.ok else None for j, m in zip(picked, out["max_score"])],
                                   dtype="Int64")
-    out["error"] = [j.error for j in picked]
-    out["warning"] = [j.warning for j in picked]
-    out["served_model"] = [j.served_model for j in picked]
-    out["weighting"] = [j.weighting for j in picked]
-    out["from_cache"] = [j.from_cache for j in picked]
-    out["latency_s"] = [j.latency_s for j in picked]
-    out["cost"] = [j.cost for j in picked]
-    fresh = [j for j in judgments if not j.from_cache]
     meta = {"benchmark": benchmark.name, "sample": benchmark.is_sample,
             "judge": {"name": judge.name, "model": judge.model},
-            "per_stratum": per_stratum, "seed": seed, "unique_requests": len(requests), "judged": len(fresh),
-            "from_cache": len(judgments) - len(fresh), "failed_judgments": sum(not j.ok for j in judgments),
-            "warnings": sum(j.ok and j.warning is not None for j in judgments)}
+            "per_stratum": per_stratum, "seed": seed, "unique_requests": len(requests), **judgment_counts(judgments)}
     return ValidationResult(pairs=out, agreement=agreement(out), confusion=confusion(out), meta=meta)
 
 
@@ -166,10 +149,13 @@ def agreement(pairs: pd.DataFrame) -> pd.DataFrame:
     """Agreement statistics of judged pairs (columns ``grade``, ``judge_grade``, ``norm``,
     ``error``, ``weighting``, ``latency_s``, ``cost``, ``from_cache``) as rows ``statistic, value, n``.
 
-    Computed on the successful judgments (``n`` of them); a statistic that is undefined on
-    the data (one class only, a constant score) is NaN. ``parsed_share`` is the share of them
-    weighted by the parsed integer alone (``weighting="parsed"``). Latency is the mean over judgments
-    made now (not read from the cache); cost sums them where the backend reports cost.
+    Computed on the successful judgments (``n`` of them): Cohen's kappa on binarised labels
+    (relevant vs the rest) and on graded labels (linear weights: the labels are ordered);
+    Pearson and Spearman correlation and ROC AUC of ``norm`` against the gold grade or relevance;
+    ``parsed_share``, the share weighted by the parsed integer alone (``weighting="parsed"``). A
+    statistic that is undefined on the data (one class only, a constant score) is NaN. Latency is
+    the mean over judgments made now (not read from the cache); cost sums them where the backend
+    reports cost.
     """
     ok = pairs["error"].isna() & pairs["norm"].notna()
     good = pairs[ok]

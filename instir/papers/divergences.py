@@ -108,17 +108,12 @@ DIVERGENCES: tuple[Divergence, ...] = (
         papers=("ifir",), measures=("InstFol",)),
     Divergence(
         "judge-call-settings", "Judge call settings and score-token rule",
-        "By default the kit calls the judge as the authors do (temperature 0, top_p 0.7, max_tokens 512, "
+        "The kit calls the judge as the authors do (temperature 0, top_p 0.7, max_tokens 512, "
         "top_logprobs 10, no JSON mode) and reads the score token by their rule (the first token equal to "
         "the parsed score; its alternatives that are decimal numbers with probability >= 0.01; digits 0-5 "
-        "kept on every level, so a score can exceed its rubric's maximum of 1, 2 or 3). With "
-        "call_settings='kit' (JSON mode, 200 tokens, 20 alternatives, the digit read at the score's "
-        "position so that whitespace tokens like ' 2' are weighted, only the rubric's digits kept) scores "
-        "can only fall where the judge puts weight above the rubric's maximum (small for "
-        "a judge that follows the scale), and answers whose score token carries a space are weighted instead "
-        "of scored by the parsed integer. The judge's model string names the settings used ('[ifir]', "
-        "'[kit]'). Either way the prompts are the kit's own wording, sent as a system and a user message "
-        "where the authors send one user message.",
+        "kept on every level, so a score can exceed its rubric's maximum of 1, 2 or 3). The judge's model "
+        "string names the settings used ('[ifir]'). The prompts are the kit's own wording, sent as a system "
+        "and a user message where the authors send one user message.",
         papers=("ifir",), measures=("InstFol",)),
     Divergence(
         "same-level-instructions", "Two instructions at one level",

@@ -10,10 +10,8 @@ the project's reference notes, each keeping its own source column:
 - ``mteb_results.csv``: what MTEB's public results store holds for the IFIR tasks (standard
   nDCG, MTEB data revisions) and a legacy InstructIR task.
 
-:func:`load_reported` keeps every original column and adds the columns the comparison needs
-(``paper``, ``benchmark``, ``subset_id``, ``level``, ``measure``, ``variant``, ``setting``,
-``scale``, ``rounding``, ``secondary``, ``reference``, ``source``, ``model_key``), so a
-notebook can show the rows as printed and :func:`instir.papers.compare_to_papers` can align them.
+:func:`load_reported` keeps every original column and adds those the comparison aligns on, so
+a notebook can show the rows as printed and :func:`instir.papers.compare_to_papers` can align them.
 """
 
 from __future__ import annotations
@@ -41,9 +39,6 @@ REPORTED_FILES = {**{name: catalog.family(name).papers["file"] for name in catal
 def family_papers() -> tuple[str, ...]:
     """The papers of the benchmark families (one per family with reported numbers), in the catalog's order."""
     return tuple(name for name in REPORTED_FILES if name != "mteb")
-
-#: the paper's summary columns besides the subsets (printed as they are)
-_SUMMARY_COLUMNS = {"avg": "avg", "all": "all"}
 
 #: names a user or a retriever may give a model -> the key models are aligned on
 #: (lower-case Hugging Face id; ``bm25`` for BM25, which has no model id)
@@ -157,17 +152,6 @@ def paper_models(paper: str = "ifir") -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def hf_id_for(paper_name: str) -> str | None:
-    """The Hugging Face id the papers give for a model name (``GTR-XL`` ->
-    ``sentence-transformers/gtr-t5-xl``); None for BM25 or an unknown name."""
-    for paper in reversed(family_papers()):
-        models = paper_models(paper)
-        hit = models[models["model"].str.lower() == paper_name.strip().lower()]
-        if len(hit) and hit["model_hf_id"].iloc[0]:
-            return str(hit["model_hf_id"].iloc[0])
-    return None
-
-
 def paper_names_for(model: str, paper: str = "ifir") -> list[str]:
     """Every name a paper prints for a model given by HF id, paper name or alias (IFIR calls
     e5-mistral both ``E5-mistral-7B`` and ``E5-mistral-7b-inst``)."""
@@ -193,10 +177,15 @@ def load_reported(paper: str) -> pd.DataFrame:
     """
     raw = _read_csv(paper)
     builders = {"ifir": _shape_ifir, "instructir": _shape_instructir, "mteb": _shape_mteb}
-    out = builders[paper](raw)
+    return _with_values(builders[paper](raw), raw, paper)
+
+
+def _with_values(out: pd.DataFrame, raw: pd.DataFrame, paper: str) -> pd.DataFrame:
+    """``out`` (shaped from ``raw``) with its ``paper``, ``value`` (a float; ``value_printed`` the
+    text) and ``rounding`` (half the printed step) columns."""
     out.insert(0, "paper", paper)
     out["value_printed"] = raw["value"].astype(str)
-    out["value"] = pd.to_numeric(raw["value"].astype(str).str.replace(",", "", regex=False))
+    out["value"] = pd.to_numeric(out["value_printed"].str.replace(",", "", regex=False))
     out["rounding"] = [0.5 * 10.0 ** -_decimals(v) for v in out["value_printed"]]
     return out
 
@@ -218,7 +207,7 @@ def _shape_ifir(raw: pd.DataFrame) -> pd.DataFrame:
     out = raw.copy()
     out["benchmark"] = "ifir"
     printed = {sub.printed: sub.id for sub in catalog.family("ifir").subsets.values()}
-    out["subset_id"] = out["subset"].map({**printed, **_SUMMARY_COLUMNS}).fillna("")
+    out["subset_id"] = out["subset"].map({**printed, "avg": "avg", "all": "all"}).fillna("")  # summaries as printed
     out["level"] = out["instruction_level"].astype("Int64")
     measures = [canonical_measure(m) for m in out["metric"]]
     out["measure"] = [m for m, _ in measures]
@@ -371,11 +360,7 @@ def load_mteb_results(paths: Iterable[str | Path], model: str | None = None) -> 
     :class:`~instir.benchmarks.types.FormatError` naming it and the field."""
     rows = [row for path in _task_result_files(paths) for row in _task_result_rows(path, model)]
     raw = pd.DataFrame(rows, columns=["task", "model", "metric", "value", "source_path"])
-    out = _shape_mteb(raw)
-    out.insert(0, "paper", "mteb")
-    out["value_printed"] = raw["value"].astype(str)
-    out["value"] = pd.to_numeric(raw["value"])
-    out["rounding"] = [0.5 * 10.0 ** -_decimals(v) for v in out["value_printed"]]
+    out = _with_values(_shape_mteb(raw), raw, "mteb")
     out["table"] = "MTEB result file, " + out["task"]
     out["reference"] = "MTEB result file, " + out["task"]
     return out

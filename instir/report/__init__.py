@@ -8,7 +8,7 @@ the index and the manifest) does not pay for pandas and matplotlib at start-up."
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "html": ("HTML", "NO_MATH", "escape_text", "markdown_code", "markdown_text", "plot_text", "safe_url", "text_block"),
+    "html": ("HTML", "NO_MATH", "escape_text", "markdown_code", "markdown_text", "plot_text", "safe_url"),
     "explain": ("constant_judge", "explain_runs"),
     "index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "layout": ("ReportLayout", "start_report"),

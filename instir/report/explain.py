@@ -3,9 +3,6 @@ the text stays true whatever data, retrievers or judge a run used."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
-
 import pandas as pd
 
 from instir.benchmarks.catalog import Family
@@ -64,36 +61,16 @@ def explain_runs(table: pd.DataFrame, per_query: pd.DataFrame, spec: Family) -> 
     return "\n".join(lines)
 
 
-def constant_judge(pairs: pd.DataFrame, labels: Mapping[int, str] | None = None) -> str | None:
+def constant_judge(pairs: pd.DataFrame) -> str | None:
     """A plain sentence when every successful judgment of the validation got the same label
     (the judge is constant, so it separates nothing here), else None. ``pairs``: the
     validation pairs (``judge_grade``, ``error``)."""
-    names = dict(enumerate(LABELS)) if labels is None else dict(labels)
     good = pairs[pairs["error"].isna() & pairs["judge_grade"].notna()]
     grades = set(good["judge_grade"].astype(int))
     if len(good) < 2 or len(grades) != 1:
         return None
-    label = names.get(next(iter(grades)), str(next(iter(grades)))).replace("_", " ")
+    label = LABELS[next(iter(grades))].replace("_", " ")
     return (f"**The judge is constant here:** it labelled all {len(good)} successfully judged pairs "
             f"**{markdown_text(label)}**, whatever their gold label. It does not tell passages apart on these pairs, "
-            "so its "
-            "agreement figures are undefined or at chance and its InstFol values carry no information about "
+            "so its agreement figures are undefined or at chance and its InstFol values carry no information about "
             "the retrievers.")
-
-
-def said_once(texts: Sequence[tuple[str, str]]) -> str:
-    """Markdown for one plain text per plain label (``label``, ``text``; both escaped here, with
-    :func:`instir.report.html.markdown_text`): the sentences every text begins with said once,
-    as a paragraph, then a bullet per label with the rest of its text. Four systems judged by a
-    deterministic judge get one paragraph saying so, not four copies of it. One text, or texts
-    sharing no whole sentence: a bullet each, as written."""
-    shared = _shared_sentences([text for _, text in texts]) if len(texts) > 1 else ""
-    lines = [f"- **{markdown_text(label)}**: {markdown_text(text[len(shared):])}" for label, text in texts]
-    return "\n\n".join([markdown_text(shared.strip()), "\n".join(lines)]) if shared else "\n".join(lines)
-
-
-def _shared_sentences(texts: Sequence[str]) -> str:
-    """The longest run of whole sentences (each ending in ``". "``) that all ``texts`` begin with."""
-    common = os.path.commonprefix(list(texts))
-    end = common.rfind(". ")
-    return common[:end + 2] if end >= 0 else ""

@@ -1,22 +1,13 @@
 """An instance explorer for teaching: one query group at a time, every instruction of it, and
 how each system's ranked list changes with the instruction.
 
-Three layers, so tests can drive each one:
-
-- data: :class:`ExplorerData` reads only what notebooks 02-04 leave in ``out_dir``
-  (``runs/runs.csv`` + the TREC runs, ``metrics/per_query.parquet``, ``judge/instfol_instances.csv``,
-  ``judge/judgments.sqlite``) and the benchmarks themselves; :meth:`ExplorerData.group` returns a
-  :class:`GroupView` of plain DataFrames for one group;
-- HTML: :func:`render_group` turns a GroupView into escaped static HTML (relevant documents
-  marked, passage text behind ``<details>``, so it needs no kernel and no script);
-- widget: :class:`Explorer` (ipywidgets, the ``lab`` extra) with benchmark, group, system and
-  passage selectors.
-
-Display rule (:func:`explore`): the Explorer's display carries the widget *and*, as its
-``text/html`` fallback, the static rendering of a few chosen groups (:func:`pick_groups`).
-JupyterLab with a live kernel shows the widget; the batch reports (``instir run``, rendered
-without a widget manager by the ``instir_offline`` template) show the static rendering; without
-ipywidgets only the static rendering exists. No guessing about the environment is needed.
+Three layers, so tests can drive each one: the data (:class:`ExplorerData`, :class:`GroupView`),
+escaped static HTML that needs no kernel and no script (:func:`render_group`), and the ipywidgets
+:class:`Explorer` (the ``lab`` extra). The Explorer's display carries the widget *and*, as its
+``text/html`` fallback, the static rendering of a few chosen groups (:func:`pick_groups`):
+JupyterLab with a live kernel shows the widget, the batch reports (rendered without a widget
+manager by the ``instir_offline`` template) the static rendering, so nothing has to guess the
+environment.
 """
 
 from __future__ import annotations
@@ -29,7 +20,7 @@ import pandas as pd
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark, Doc
-from instir.report.html import HTML, NO_MATH, escape_text
+from instir.report.html import HTML, NO_MATH, escape_text, has_widgets
 from instir.report.layout import user_path
 
 #: list depth shown per system
@@ -79,12 +70,13 @@ class GroupView:
 class ExplorerData:
     """The files notebooks 02-04 left in ``out_dir``, read once and kept.
 
-    ``benchmarks`` are loaded with :func:`instir.benchmarks.load_benchmark` (``data_root`` as in
-    the notebooks' parameters) unless given already loaded (``loaded``).
+    ``runs/runs.csv`` and the TREC runs it lists, ``metrics/per_query.parquet``,
+    ``judge/instfol_instances.csv`` and ``judge/judgments.sqlite``, where they exist; the
+    benchmarks are loaded with :func:`instir.benchmarks.load_benchmark` (``data_root`` as in the
+    notebooks' parameters).
     """
 
-    def __init__(self, out_dir: str | Path, data_root: str | Path | None = None,
-                 loaded: dict[str, Benchmark] | None = None):
+    def __init__(self, out_dir: str | Path, data_root: str | Path | None = None):
         self.out = Path(out_dir)
         self.data_root = data_root or None
         for folder in ("runs", "metrics", "judge"):  # sets a killed stage left half-replaced are finished
@@ -93,7 +85,7 @@ class ExplorerData:
         if not listing.is_file():
             raise FileNotFoundError(f"{listing}: no runs listed; run notebook 02 (instir run) into {self.out} first")
         self.runs_table = pd.read_csv(listing)
-        self._loaded: dict[str, Benchmark] = dict(loaded or {})
+        self._loaded: dict[str, Benchmark] = {}
         self._runs: dict[str, pd.DataFrame] = {}
         self._docs: dict[str, dict[str, Doc]] = {}
         per_query = self.out / "metrics" / "per_query.parquet"
@@ -186,18 +178,14 @@ class ExplorerData:
         measure = default_measures(benchmark)[0]
         scores = pd.DataFrame(columns=["system", "qid", "measure", "value"])
         if self.per_query is not None:
-            pq = self.per_query
-            if "benchmark" in pq.columns:
-                pq = pq[pq["benchmark"] == benchmark]
+            pq = self.per_query[self.per_query["benchmark"] == benchmark]
             scores = pq[pq["qid"].isin(members) & pq["system"].isin(systems) & (pq["measure"] == measure)][
                 ["system", "qid", "measure", "value"]].reset_index(drop=True)
         scores["group_min"] = scores["value"] == scores.groupby("system")["value"].transform("min")
         instfol = pd.DataFrame(columns=["system", "qid", "instfol"])
         if self.instfol is not None and len(self.instfol):
-            part = self.instfol
-            if "benchmark" in part.columns:
-                part = part[part["benchmark"] == benchmark]
-            instfol = part[part["qid"].isin(members)][["system", "qid", "instfol"]].reset_index(drop=True)
+            part = self.instfol[(self.instfol["benchmark"] == benchmark) & self.instfol["qid"].isin(members)]
+            instfol = part[["system", "qid", "instfol"]].reset_index(drop=True)
         return GroupView(benchmark=benchmark, group=group, query=queries[0].query, systems=systems, measure=measure,
                          k=k, marks_minimum=bool(bench.spec and bench.spec.report.get("group_minima")),
                          instances=instances,
@@ -211,14 +199,10 @@ class ExplorerData:
         if self._cache is None or not len(lists):
             return nan, None
         from instir.judge.cache import request_key
-        from instir.judge.rubrics import rubric_for
         from instir.judge.types import JudgeRequest
 
-        keys = []
-        for qid, docid in zip(lists["qid"], lists["docid"]):
-            q, doc = bench.queries[qid], docs.get(docid)
-            keys.append(None if doc is None else request_key(
-                JudgeRequest(q.query, q.instruction, doc.indexed_text, rubric_for(q.subset, q.level))))
+        keys = [None if docid not in docs else request_key(JudgeRequest.for_instance(bench.queries[qid], docs[docid]))
+                for qid, docid in zip(lists["qid"], lists["docid"])]
         for backend, model in self._judges:
             found = self._cache.lookup(backend, model, [key for key in keys if key is not None])
             if any(j.ok for j in found.values()):
@@ -240,9 +224,7 @@ def pick_groups(data: ExplorerData, n: int = 3) -> list[tuple[str, str]]:
         if data.per_query is not None and len(groups) > 1:
             from instir.metrics.scoring import default_measures
 
-            pq = data.per_query
-            if "benchmark" in pq.columns:
-                pq = pq[pq["benchmark"] == benchmark]
+            pq = data.per_query[data.per_query["benchmark"] == benchmark]
             first = data.systems(benchmark)[0]
             members = {qid: q.group for qid, q in data.benchmark(benchmark).queries.items()}
             part = pq[(pq["system"] == first) & (pq["measure"] == default_measures(benchmark)[0])]
@@ -328,10 +310,9 @@ def render_group(view: GroupView, max_chars: int = 600) -> HTML:
     return HTML("".join(out))
 
 
-def render_static(data: ExplorerData, picks: Sequence[tuple[str, str]] | None = None, k: int = TOP_K) -> HTML:
+def render_static(data: ExplorerData, picks: Sequence[tuple[str, str]], k: int = TOP_K) -> HTML:
     """The static stand-in for the widget: :func:`render_group` of each picked group
-    (default :func:`pick_groups`)."""
-    picks = list(picks) if picks is not None else pick_groups(data)
+    (:func:`pick_groups`)."""
     intro = (f"<p><em>Instance explorer, static view of {len(picks)} group(s) (open this notebook in JupyterLab "
              "for the interactive explorer: <code>instir.explore(out_dir)</code>).</em></p>")
     return HTML(intro + "".join(render_group(data.group(b, g, k=k)) for b, g in picks))
@@ -396,23 +377,10 @@ class Explorer:
         self.text.value = (f"<div class='{NO_MATH}' style='white-space: pre-wrap'><code>{escape_text(docid)}</code><br>"
                            f"{title}{escape_text(doc.text)}</div>")
 
-    def static_html(self) -> HTML:
-        """The static rendering that stands in for the widget where no kernel runs."""
-        return render_static(self.data, pick_groups(self.data, self.static_groups), k=self.k)
-
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle["text/html"] = str(self.static_html())
+        bundle["text/html"] = str(render_static(self.data, pick_groups(self.data, self.static_groups), k=self.k))
         return bundle
-
-
-def has_widgets() -> bool:
-    """Whether ipywidgets can be imported (the ``lab`` extra)."""
-    try:
-        import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def explore(out_dir: str | Path, data_root: str | Path | None = None, *, k: int = TOP_K,

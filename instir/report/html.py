@@ -5,17 +5,10 @@ Benchmark text, ids, titles, system and model names and parameter values are dat
 markup: a document containing ``<script>``, a query-group id ``g`[x](javascript:alert(1))`` or
 a title ``*$\\href{…}{x}$*`` must show as the text it is, in every renderer a report meets
 (nbconvert's mistune for the HTML pages, JupyterLab's marked and MathJax for a live notebook).
-``IPython.display.HTML``/``Markdown`` built from raw text escape nothing; so:
-
-- HTML: :func:`escape_text` (text and attribute values), :func:`text_block`;
-  :data:`NO_MATH` is the class every container of data text carries, so MathJax in JupyterLab
-  never typesets ``$…$`` found in it;
-- Markdown (``display(Markdown(...))``, the stages' Markdown summaries): :func:`markdown_text`
-  for text, :func:`markdown_code` for an id or name shown as code, never a raw value in
-  backticks (a backtick in the value would end the code span);
-- matplotlib titles, labels and legends: :func:`plot_text` (``$`` would start mathtext);
-- tables: :func:`instir.report.tables.present` (with ``docs_table`` / ``queries_table`` there),
-  whose only links are http(s) URLs of link columns (:func:`safe_url`).
+``IPython.display.HTML``/``Markdown`` built from raw text escape nothing; so HTML goes through
+:func:`escape_text`, Markdown through :func:`markdown_text` and :func:`markdown_code` (never a
+raw value in backticks, which a backtick in it would close), matplotlib text through
+:func:`plot_text`, and tables through :func:`instir.report.tables.present`.
 """
 
 from __future__ import annotations
@@ -52,7 +45,8 @@ _MARKDOWN = str.maketrans({
 _LINE_BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
 
 
-def _cut(value: object, max_chars: int | None) -> str:
+def cut(value: object, max_chars: int | None) -> str:
+    """``value`` as text (None: empty), cut to ``max_chars`` characters and an ellipsis when longer."""
     text = "" if value is None else str(value)
     if max_chars is not None and len(text) > max_chars:
         text = text[:max_chars].rstrip() + "…"
@@ -63,7 +57,7 @@ def escape_text(text: object, max_chars: int | None = None) -> str:
     """``text`` as HTML-safe text (``<``, ``>``, ``&`` and quotes escaped, so it may also stand in
     an attribute value), cut to ``max_chars`` characters with an ellipsis when longer. For HTML
     only: Markdown reads backticks, brackets and asterisks in it (:func:`markdown_text`)."""
-    return html.escape(_cut(text, max_chars), quote=True)
+    return html.escape(cut(text, max_chars), quote=True)
 
 
 def markdown_text(value: object, max_chars: int | None = None) -> str:
@@ -75,7 +69,7 @@ def markdown_text(value: object, max_chars: int | None = None) -> str:
     line); cut to ``max_chars`` characters with an ellipsis when longer. A value holding ``$``
     or ``\\`` is wrapped in a span of class :data:`NO_MATH`, so MathJax leaves it alone after
     Markdown has turned the entities back into characters. An empty value stays empty."""
-    text = _LINE_BREAKS.sub(" ", _cut(value, max_chars)).strip(" ")  # no indented code, no hard break
+    text = _LINE_BREAKS.sub(" ", cut(value, max_chars)).strip(" ")  # no indented code, no hard break
     escaped = text.translate(_MARKDOWN)
     if "$" in text or "\\" in text:
         return f'<span class="{NO_MATH}">{escaped}</span>'
@@ -86,14 +80,14 @@ def markdown_code(value: object, max_chars: int | None = None) -> str:
     """``value`` shown as code in Markdown (an id, a revision, a model name): an inline
     ``<code>`` element around :func:`markdown_text`'s escaping, never backticks around the raw
     value, which a backtick in it would close (MathJax skips ``<code>``)."""
-    return f"<code>{_LINE_BREAKS.sub(' ', _cut(value, max_chars)).translate(_MARKDOWN)}</code>"
+    return f"<code>{_LINE_BREAKS.sub(' ', cut(value, max_chars)).translate(_MARKDOWN)}</code>"
 
 
 def plot_text(value: object, max_chars: int | None = None) -> str:
     """``value`` for a matplotlib title, label, annotation or legend entry: each ``$`` escaped
     (matplotlib reads ``$…$`` as mathtext, and a malformed one stops the figure from drawing) and
     a leading ``_`` kept visible (matplotlib leaves labels starting with ``_`` out of legends)."""
-    text = _cut(value, max_chars).replace("$", r"\$")
+    text = cut(value, max_chars).replace("$", r"\$")
     return "\u200b" + text if text.startswith("_") else text
 
 
@@ -119,7 +113,10 @@ def safe_url(value: object) -> str | None:
     return text if parts.hostname else None
 
 
-def text_block(text: object, max_chars: int | None = 1000) -> HTML:
-    """One escaped text in a block that keeps its line breaks."""
-    return HTML(f'<div class="instir-text {NO_MATH}" style="white-space: pre-wrap">'
-                f"{escape_text(text, max_chars)}</div>")
+def has_widgets() -> bool:
+    """Whether ipywidgets can be imported (the ``lab`` extra)."""
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True

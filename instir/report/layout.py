@@ -5,7 +5,7 @@ the command that make it), and the setup every stage that reads benchmarks start
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
 from instir.parameters import names
 from instir.report.html import markdown_code, markdown_text
-from instir.report.manifest import DATASETS_FILE, record_dataset
+from instir.report.manifest import record_dataset
 
 #: The report notebooks of a folder: ``NN_name.ipynb``, in name order.
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
@@ -54,11 +54,6 @@ class ReportLayout:
     """Paths inside one report folder (``root``); folders are made by whoever writes into them."""
 
     root: Path
-
-    @property
-    def datasets(self) -> Path:
-        """Which benchmark data the report used (:func:`instir.report.manifest.record_dataset`)."""
-        return self.root / DATASETS_FILE
 
     # explore (notebook 01)
     @property
@@ -204,9 +199,5 @@ def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str 
     layout.root.mkdir(parents=True, exist_ok=True)
     cache = loaded or LoadedBenchmarks(data_root, record_in=layout.root)
     loaded = {name: cache.get(name) for name in names(benchmarks, "benchmarks")}
-    return ReportStart(layout, loaded, benchmark_summary(loaded.values()), cache)
-
-
-def benchmark_summary(benchmarks: Iterable[Benchmark]) -> str:
-    """A Markdown list naming each benchmark with its revision."""
-    return "\n".join(f"- {markdown_text(b.label)}, revision {markdown_code(b.revision)}" for b in benchmarks)
+    summary = "\n".join(f"- {markdown_text(b.label)}, revision {markdown_code(b.revision)}" for b in loaded.values())
+    return ReportStart(layout, loaded, summary, cache)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from instir.benchmarks import catalog
-from instir.report.html import plot_text
+from instir.report.html import cut, plot_text
 
 
 def _axes(ax=None, **subplot_kw):
@@ -22,8 +22,9 @@ def _axes(ax=None, **subplot_kw):
     return plt.subplots(**subplot_kw)[1]
 
 
-#: characters of a metric's name in the scatter's legend (the reported tables print some at length)
-LEGEND_CHARS = 36
+#: characters of a metric's name kept in the scatter's legend, before an ellipsis (the reported
+#: tables print some at length)
+LEGEND_CHARS = 35
 
 
 def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column: str | None = None,
@@ -31,19 +32,15 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
     """Scatter of ``y`` against ``x`` (default the ``reproduced`` and ``reported`` columns of
     :func:`instir.papers.compare_to_papers`), one marker shape and colour per reported ``metric`` (the
     legend's entries, names cut at :data:`LEGEND_CHARS`): points within tolerance filled,
-    outside hollow, without a verdict (``within_tolerance`` empty, e.g. a SAMPLE) as crosses,
-    the styles in the legend only when the plot mixes them (all without a verdict: said once in
-    the title); the y = x diagonal on equal axes; the legend below the axes, so it never narrows
-    them. Text labels from ``label_column`` (e.g. ``"subset_id"``) for the ``max_labels`` spots
-    farthest from the diagonal (the largest differences), the labels of points at one spot
-    merged, so labels do not pile up. ``unit`` is appended to the axis labels (e.g. ``" ×100"``).
+    outside hollow, without a verdict (``within_tolerance`` empty, e.g. a SAMPLE) as crosses
+    (the styles in the legend when the plot mixes them; all crosses: said once in the title);
+    the y = x diagonal on equal axes; the legend below the axes. Text labels from
+    ``label_column`` (e.g. ``"subset_id"``) for the ``max_labels`` spots farthest from the
+    diagonal (:func:`_spot_labels`). ``unit`` is appended to the axis labels (e.g. ``" ×100"``).
     Returns the axes."""
     from matplotlib.lines import Line2D
 
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        ax = plt.subplots(figsize=(7.5, 7.5), layout="constrained")[1]
+    ax = _axes(ax, figsize=(7.5, 7.5), layout="constrained")
     markers = "osD^vP*X"
     verdict = compared["within_tolerance"].astype("boolean")
     styles = {"within tolerance": verdict.fillna(False), "outside": (~verdict).fillna(False),
@@ -62,7 +59,7 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
                 ax.scatter(shown[x], shown[y], marker="x", color=colour)
         judged = bool(verdict.loc[rows.index].notna().any())
         handles.append(Line2D([], [], linestyle="", marker=marker if judged else "x", color=colour,
-                              label=plot_text(_cut(str(metric)))))
+                              label=plot_text(cut(metric, LEGEND_CHARS))))
     if mixed:
         handles += [Line2D([], [], linestyle="", marker="o", color="grey", label="within tolerance"),
                     Line2D([], [], linestyle="", marker="o", markerfacecolor="none", color="grey", label="outside"),
@@ -85,10 +82,6 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3,
               borderaxespad=0.0)
     return ax
-
-
-def _cut(text: str, chars: int = LEGEND_CHARS) -> str:
-    return text if len(text) <= chars else text[:chars - 1].rstrip() + "…"
 
 
 def _spot_labels(frame: pd.DataFrame, x: str, y: str, column: str, limit: int) -> list[tuple[tuple[float, float], str]]:

@@ -15,10 +15,13 @@ import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Doc, Query
-from instir.report.html import HTML, NO_MATH, escape_text, safe_url
+from instir.report.html import HTML, NO_MATH, cut, escape_text, safe_url
 
 #: shown for a missing value (None, NaN, NA, empty text)
 MISSING = "—"
+
+#: the columns whose http(s) URLs :func:`present` makes links
+LINK_COLUMNS = ("source", "url", "source_url")
 
 #: characters of a link's text (the full URL is the link and its tooltip)
 _LINK_CHARS = 48
@@ -48,8 +51,7 @@ _STYLE = """<style>
 
 
 def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequence[str] = (),
-            digits: int = 1, other_digits: int = 3, link_columns: Sequence[str] | None = None,
-            p_columns: Sequence[str] | None = None, keep: Sequence[str] = (), notes: Iterable[str] = (),
+            digits: int = 1, other_digits: int = 3, keep: Sequence[str] = (), notes: Iterable[str] = (),
             flags: Mapping[object, str] | None = None, flag_column: str | None = None,
             max_chars: int | None = 300, max_columns: int = 12) -> HTML:
     """``frame`` as one escaped HTML table (or several, see ``max_columns``) under ``title`` (none
@@ -61,11 +63,10 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
       header marked ``×100`` (for ``scale=100``); other floats at ``other_digits``; integers
       (integer columns, and integer values anywhere: see :func:`integer_rows`) as integers; a
       value that rounds to zero without its minus sign; a mapping as ``key: value, …``.
-    - ``p_columns`` (default: columns named ``p`` or starting with ``p_``) show ``<0.001``
-      below 0.001, else three decimals.
-    - ``link_columns`` (default: ``source``, ``url``, ``source_url``) become ``<a href>`` links
-      when the value is an http(s) URL (a list of them: one link each); any other text stays
-      plain escaped text.
+    - p-value columns (named ``p`` or starting with ``p_``) show ``<0.001`` below 0.001, else
+      three decimals.
+    - Link columns (:data:`LINK_COLUMNS`) become ``<a href>`` links when the value is an
+      http(s) URL (a list of them: one link each); any other text stays plain escaped text.
     - Columns with one value in every row (unless listed in ``keep``) are removed and said
       once above the table; missing values show as "—".
     - ``flag_column``: its cells are coloured by ``flags`` (value -> ``good``, ``bad`` or
@@ -74,17 +75,15 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
       order, each repeating the leading (index) columns, so a wide table fits a 1400 px page.
     - No rows: the title and "none", never an empty table (or empty parts of one).
     """
+    head = [_STYLE, f'<div class="instir-present {NO_MATH}">',
+            f'<div class="title">{escape_text(title)}</div>' if title else ""]
     if not len(frame):
-        return HTML("".join([_STYLE, f'<div class="instir-present {NO_MATH}">',
-                             f'<div class="title">{escape_text(title)}</div>' if title else "",
-                             *(f'<p class="note">{escape_text(n)}</p>' for n in notes), '<p class="note">none</p>',
-                             "</div>"]))
+        return HTML("".join([*head, *(f'<p class="note">{escape_text(n)}</p>' for n in notes),
+                             '<p class="note">none</p>', "</div>"]))
     shown = _flatten(frame)
     leading = [c for c in shown.columns[: _n_index_columns(frame)]]
-    links = [c for c in (link_columns if link_columns is not None else ("source", "url", "source_url"))
-             if c in shown.columns]
-    pvals = [c for c in (p_columns if p_columns is not None else
-                         [c for c in shown.columns if c == "p" or str(c).startswith("p_")]) if c in shown.columns]
+    links = [c for c in LINK_COLUMNS if c in shown.columns]
+    pvals = [c for c in shown.columns if c == "p" or str(c).startswith("p_")]
     notes = list(notes)
     whole = [c for c in shown.columns if _whole_numbers(shown[c])]
     if len(shown) > 1:
@@ -99,9 +98,7 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     flags = {True: "good", False: "bad"} if flags is None else flags
     body_columns = [c for c in shown.columns if c not in leading]
     chunk = max(1, max_columns - len(leading))
-    parts = [_STYLE, f'<div class="instir-present {NO_MATH}">',
-             f'<div class="title">{escape_text(title)}</div>' if title else ""]
-    parts += [f'<p class="note">{escape_text(n)}</p>' for n in notes]
+    parts = head + [f'<p class="note">{escape_text(n)}</p>' for n in notes]
     chunks = [body_columns[i:i + chunk] for i in range(0, len(body_columns), chunk)] or [[]]
     for i, columns in enumerate(chunks):
         if len(chunks) > 1:
@@ -116,7 +113,7 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
                     cls.append("num")
                 if c == flag_column and isinstance(value, (str, bool, np.bool_)) and value in flags:
                     cls.append(flags[value])
-                plain = "" if c in links else _cut(_plain(value, c, scaled, scale, digits, other_digits, pvals, whole),
+                plain = "" if c in links else cut(_plain(value, c, scaled, scale, digits, other_digits, pvals, whole),
                                                    max_chars)
                 if len(plain) > 40:
                     cls.append("prose" if len(plain) > 150 else "long")
@@ -248,12 +245,6 @@ def _plain(value: object, column: str, scaled: Sequence[str], scale: float, digi
 
 
 
-def _cut(text: str, max_chars: int | None) -> str:
-    if max_chars is not None and len(text) > max_chars:
-        return text[:max_chars].rstrip() + "…"
-    return text
-
-
 def _link(value: object) -> str:
     """An ``<a href>`` for an http(s) URL (a list of values: each, comma-separated); anything
     else as escaped text (never a link)."""
@@ -264,7 +255,7 @@ def _link(value: object) -> str:
     text = str(value).strip()
     url = safe_url(text)
     if url:
-        shown = _cut(url.split("://", 1)[1], _LINK_CHARS)
+        shown = cut(url.split("://", 1)[1], _LINK_CHARS)
         return (f'<a href="{escape_text(url)}" title="{escape_text(url)}" target="_blank" '
                 f'rel="noopener noreferrer">{escape_text(shown)}</a>')
     return escape_text(text)

@@ -1,19 +1,8 @@
 """The glue of the guided tour (``notebooks/00_tour.ipynb``), a class on instruction-following
 retrieval: what the tour computes by hand stays in its cells; what is only plumbing is here, so
-that tests reach it.
-
-- the real release beside the bundled sample: :func:`release_group` reads one query group of the
-  InstructIR authors' GitHub files, :func:`provenance` checks the sample's rows against it;
-- ranking one query text: :func:`rank` (a benchmark's instances, as a run frame),
-  :func:`rank_text` (one query and an instruction typed by hand, on the benchmark's corpus);
-- showing rankings: :func:`side_by_side` (rank × system, relevant documents marked),
-  :func:`target_ranks` (where each instance's target lands), :class:`Playground` (type an
-  instruction, see the rankings change: ipywidgets when importable, else static HTML);
-- the exercises' check cells: :class:`Verdict` and the ``check_*`` functions, which answer
-  "not yet" (never an exception) to a placeholder or a wrong answer; :func:`answer_key`, the
-  teacher's answers, each one passed through its check.
-
-:func:`quiet_kernel` is the tour's first call: progress bars off for the kernel.
+that tests reach it: the real release beside the bundled sample, ranking a typed query, the
+rankings side by side, and the exercises' check cells, which answer "not yet" (never an
+exception) to a placeholder or a wrong answer.
 """
 
 from __future__ import annotations
@@ -29,7 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Query
-from instir.report.html import HTML, NO_MATH, escape_text
+from instir.report.html import HTML, NO_MATH, cut, escape_text, has_widgets
 from instir.report.tables import present
 
 if TYPE_CHECKING:
@@ -67,7 +56,7 @@ def release_folder() -> Path | None:
 
 def shorten(text: str, limit: int = 100) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis (a title, not a quotation)."""
-    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+    return cut(text, limit)
 
 
 def release_group(folder: str | Path, group: str) -> pd.DataFrame:
@@ -249,13 +238,6 @@ class Playground:
         bundle["text/html"] = str(self.html(self.example))
         bundle["text/plain"] = f"Playground: {self.query} (example instruction: {self.example})"
         return bundle
-
-
-def has_widgets() -> bool:
-    """Whether ipywidgets can be imported (:func:`instir.report.explorer.has_widgets`)."""
-    from instir.report.explorer import has_widgets as found
-
-    return found()
 
 
 # ------------------------------------------------------------------ exercises

@@ -22,14 +22,12 @@ from instir import atomic
 from instir.benchmarks import catalog
 from instir.benchmarks.catalog import collection_of
 from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError
 from instir.judge import stability
 from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
 from instir.parameters import names
-from instir.report.explain import said_once
 from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, report_layout, start_report
 from instir.report.tables import integer_rows
@@ -208,9 +206,14 @@ class Judging:
                 f"{listed}.")
 
     def stability_statement(self) -> str:
-        """Each system's verdict on the judge's spread (Markdown, escaped), what the verdicts share
-        (a deterministic judge) said once (:func:`instir.report.explain.said_once`)."""
-        return said_once([(f"{name} / {system}", verdict) for name, system, verdict in self.verdicts])
+        """Each system's verdict on the judge's spread (Markdown, escaped), after what a
+        deterministic judge's spread is, said once (:func:`instir.judge.stability.deterministic_note`)."""
+        lines = "\n".join(f"- **{markdown_text(f'{name} / {system}')}**: {markdown_text(verdict)}"
+                          for name, system, verdict in self.verdicts)
+        repeats = int(self.spread["repeats"].max()) if len(self.spread) else 1
+        if not (self.judge.deterministic and repeats > 1):
+            return lines
+        return f"{markdown_text(stability.deterministic_note(repeats))}\n\n{lines}"
 
     def stability_table(self) -> pd.DataFrame:
         """The judge spread next to the query-sample spread (×100, two decimals), indexed by
@@ -281,8 +284,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     ``metrics/metrics.csv`` (when the evaluate stage wrote it), and its spread over ``repeats``
     judgments (one: no judge spread, the query-sample spread alone); ``k`` is the lists' cut-off
     (InstFol@20). ``loaded``: as :func:`instir.report.layout.start_report` takes it."""
-    from instir.http_retry import unreachable
-    from instir.judge.factory import make_judge
+    from instir.judge.factory import make_judge, require_reachable
 
     layout = report_layout(out_dir)
     benchmarks = None if benchmarks is None else names(benchmarks, "benchmarks")
@@ -296,11 +298,8 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     if judge is None:
         judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
                            cache=layout.judgments)
-        if backend == "openai":  # a dead endpoint would wait out every retry of every request in silence
-            reason = unreachable(base_url or "https://api.openai.com/v1", min(timeout_s, 5.0))
-            if reason:
-                raise UsageError(f"judge endpoint {base_url or 'https://api.openai.com/v1'}: {reason}; start the "
-                                 "server, fix judge_base_url, or choose another judge_backend")
+        if backend == "openai":
+            require_reachable(base_url, min(timeout_s, 5.0))
     per_stratum = max_instances or 20
     validations = ({name: validate_judge(bench, judge, per_stratum=per_stratum, seed=seed)
                     for name, bench in report.benchmarks.items()} if validate else {})

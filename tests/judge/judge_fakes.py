@@ -3,13 +3,18 @@ replies follow a script, chat-completion bodies with log-probabilities, and requ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
 
 from instir.judge.rubrics import rubric_for
 from instir.judge.types import JudgeRequest
@@ -139,3 +144,9 @@ def numbered_requests(n: int, start: int = 0, subset: str = "fiqa", level: int |
     rubric = rubric_for(subset, level)
     return [JudgeRequest("how should I save for retirement?", "I am 30 and have student debt.",
                            f"passage number {i}", rubric) for i in range(start, start + n)]
+
+
+def stored_rows(cache: str | Path) -> pd.DataFrame:
+    """Every row of the judgment cache file ``cache``, oldest first (``probs`` as JSON text)."""
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        return pd.read_sql_query("SELECT * FROM judgments ORDER BY created_at", db)

@@ -13,10 +13,11 @@ from judge_fakes import (
     chat_body,
     numbered_requests,
     scored_reply,
+    stored_rows,
 )
 
 from instir.http_retry import ERROR_BODY_CHARS
-from instir.judge.cache import CachedJudge
+from instir.judge.cache import CachedJudge, request_key
 from instir.judge.chat import RAW_BODY_CHARS, OpenAICompatibleJudge
 
 
@@ -115,35 +116,31 @@ def test_default_call_settings_are_the_authors():
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
-def test_kit_call_settings_ask_for_json_mode_and_twenty_alternatives():
-    with FakeChatServer() as server:
-        judge = make_judge(server.url, call_settings="kit")
-        judge.judge(numbered_requests(1))
-        make_judge(server.url, call_settings="kit", top_logprobs=5).judge(numbered_requests(1))
-    (_, kit), (_, changed) = server.received
-    assert (kit["temperature"], kit["max_tokens"], kit["top_logprobs"]) == (0, 200, 20) and "top_p" not in kit
-    assert kit["response_format"] == {"type": "json_object"} and kit["model"] == "fake-model"
-    assert judge.model == "fake-model [kit]" and changed["top_logprobs"] == 5
+def test_the_default_judges_cache_key_is_unchanged():
+    """The model string and request key every existing cache holds for the default judge."""
+    assert make_judge("http://127.0.0.1:1/v1").model == "fake-model [ifir]"
+    assert make_judge("http://127.0.0.1:1/v1", max_tokens=64).model == "fake-model [ifir+max_tokens=64]"
+    assert request_key(numbered_requests(1)[0]) == (
+        "f4c80c95e31a81df", "d8f249719c184bd5264b53de064079118ef76ab2df3d82bad9ec290b4e8410c4")
 
 
 def test_call_settings_are_part_of_the_model_string_so_cached_judgments_never_mix(tmp_path):
     with FakeChatServer() as server:
         CachedJudge(make_judge(server.url), tmp_path / "j.sqlite").judge(numbered_requests(2))
-        kit = CachedJudge(make_judge(server.url, call_settings="kit"), tmp_path / "j.sqlite")
-        kit.judge(numbered_requests(2))
-        changed = CachedJudge(make_judge(server.url, call_settings="kit", max_tokens=64), tmp_path / "j.sqlite")
+        changed = CachedJudge(make_judge(server.url, max_tokens=64), tmp_path / "j.sqlite")
         changed.judge(numbered_requests(2))
-        again = CachedJudge(make_judge(server.url, call_settings="kit"), tmp_path / "j.sqlite")
+        again = CachedJudge(make_judge(server.url, max_tokens=64), tmp_path / "j.sqlite")
         again.judge(numbered_requests(2))
-    assert (kit.stats.judged, changed.stats.judged, again.stats.hits) == (2, 2, 2)
-    assert server.count == 6
-    assert set(again.cache.frame()["model"]) == {"fake-model [ifir]", "fake-model [kit]",
-                                                 "fake-model [kit+max_tokens=64]"}
+    (_, default), (_, sixty_four) = server.received[0], server.received[2]
+    assert (default["max_tokens"], sixty_four["max_tokens"]) == (512, 64)
+    assert (changed.stats.judged, again.stats.hits) == (2, 2)
+    assert server.count == 4
+    assert set(stored_rows(tmp_path / "j.sqlite")["model"]) == {"fake-model [ifir]", "fake-model [ifir+max_tokens=64]"}
 
 
 def test_unknown_call_settings_are_refused_with_the_choices():
-    with pytest.raises(ValueError, match="unknown call settings 'authors': choose one of ifir, kit"):
-        make_judge("http://127.0.0.1:1/v1", call_settings="authors")
+    with pytest.raises(ValueError, match="unknown call settings 'kit': choose one of ifir"):
+        make_judge("http://127.0.0.1:1/v1", call_settings="kit")
     with pytest.raises(ValueError, match="unknown call setting.*top_k"):
         make_judge("http://127.0.0.1:1/v1", top_k=5)
 
@@ -152,13 +149,13 @@ def test_schema_response_formats_carry_the_rubric_score_range():
     with FakeChatServer() as server:
         make_judge(server.url, response_format="json_schema").judge(numbered_requests(1, level=2))
         make_judge(server.url, response_format="json_object_schema").judge(numbered_requests(1, level=1))
-        make_judge(server.url, call_settings="kit", response_format=None).judge(numbered_requests(1))
-    structured, llama, plain = (body for _, body in server.received)
+        make_judge(server.url, response_format="json_object").judge(numbered_requests(1))
+    structured, llama, json_mode = (body for _, body in server.received)
     assert structured["response_format"]["type"] == "json_schema"
     assert structured["response_format"]["json_schema"]["schema"]["properties"]["score"]["enum"] == [0, 1, 2]
     assert llama["response_format"]["type"] == "json_object"
     assert llama["response_format"]["schema"]["properties"]["score"]["enum"] == [0, 1]
-    assert "response_format" not in plain
+    assert json_mode["response_format"] == {"type": "json_object"}
 
 
 def test_api_key_comes_from_the_named_environment_variable(monkeypatch):

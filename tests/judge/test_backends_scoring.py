@@ -8,13 +8,7 @@ import pytest
 from judge_fakes import chat_body
 
 from instir.judge.rubrics import rubric_for
-from instir.judge.scoring import (
-    digit_probs_at,
-    expected_score,
-    ifir_digit_probs,
-    judgment_from_chat,
-    parse_answer,
-)
+from instir.judge.scoring import expected_score, ifir_digit_probs, judgment_from_chat, parse_answer
 
 LEVEL3 = rubric_for("fiqa", 3)
 LEVEL1 = rubric_for("fiqa", 1)
@@ -47,10 +41,8 @@ def test_expected_score_is_none_when_no_digit_survives():
     ('{"score": "2", "reason": "x"}', 2),
     ('{"score": 2.0}', 2),
 ])
-def test_parse_answer_finds_score_and_its_digit(text, score):
-    value, offset = parse_answer(text, 3)
-    assert value == score
-    assert text[offset] == str(score)
+def test_parse_answer_finds_the_score(text, score):
+    assert parse_answer(text, 3) == score
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -68,36 +60,14 @@ def test_parse_answer_rejects_malformed_answers(text, problem):
         parse_answer(text, 3)
 
 
-def test_kit_rule_uses_top_logprobs_of_the_score_token():
+def test_top_logprobs_of_the_score_token_weight_the_score():
     tokens = [('{"', {}), ("score", {}), ('":', {}), (" ", {}),
               ("2", {"2": 0.6, "1": 0.3, "3": 0.095, "0": 0.004, "a": 0.001}), ("}", {})]
-    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, "kit", latency_s=0.5, prompt_tokens=7)
+    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, latency_s=0.5, prompt_tokens=7)
     assert j.ok and j.weighting == "logprobs" and j.score == 2
     assert j.weighted == pytest.approx(1.785 / 0.995)
     assert j.probs == pytest.approx({"1": 0.3 / 0.995, "2": 0.6 / 0.995, "3": 0.095 / 0.995})
     assert j.latency_s == 0.5 and j.prompt_tokens == 7
-
-
-def test_kit_rule_handles_space_merged_into_the_digit_token():
-    # Alternatives " 0"/" 1" compete with " 1"; a bare "0" also counts as 0.
-    tokens = [('{"score":', {}), (" 1", {" 1": 0.5, " 0": 0.3, "0": 0.1, " 7": 0.1}), ("}", {})]
-    j = judgment_from_chat('{"score": 1}', logprob_tokens(tokens), LEVEL1, "kit")
-    assert j.probs == pytest.approx({"0": 0.4 / 0.9, "1": 0.5 / 0.9})
-    assert j.weighted == pytest.approx(0.5 / 0.9)
-
-
-def test_kit_rule_reads_the_score_token_not_an_earlier_digit():
-    tokens = [('{"reason": "', {}), ("1", {"1": 0.5, "3": 0.5}), (' step", "score": ', {}),
-              ("2", {"2": 0.8, "3": 0.2}), ("}", {})]
-    content = "".join(t for t, _ in tokens)
-    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3, "kit")
-    assert j.score == 2 and j.weighted == pytest.approx(2.2)
-
-
-def test_digit_probs_at_sums_alternatives_that_map_to_one_digit():
-    tokens = logprob_tokens([("ab", {}), ("3", {"3": 0.5, " 3": 0.25, "2": 0.25})])
-    assert digit_probs_at(tokens, 2) == pytest.approx({3: 0.75, 2: 0.25})
-    assert digit_probs_at(tokens, 9) is None
 
 
 def test_no_logprobs_falls_back_to_the_parsed_score():
@@ -129,11 +99,10 @@ def test_log_of_one_percent_threshold_matches_the_official_cutoff():
 
 
 @pytest.mark.parametrize("odd", ["²", "₃", "¹"])
-@pytest.mark.parametrize("rule", ["ifir", "kit"])
-def test_non_ascii_digit_among_alternatives_is_skipped_not_a_crash(odd, rule):
+def test_non_ascii_digit_among_alternatives_is_skipped_not_a_crash(odd):
     # str.isdigit() accepts these but int() refuses them; the authors skip them (isdecimal)
     tokens = [('{"score": ', {}), ("2", {"2": 0.6, odd: 0.2, "1": 0.2}), ("}", {})]
-    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, rule)
+    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3)
     assert j.ok and j.weighting == "logprobs"
     assert j.probs == pytest.approx({"1": 0.25, "2": 0.75})
 
@@ -230,29 +199,26 @@ def test_ifir_rule_matches_the_authors_code(case):
     rubric, tokens = AUTHORS_CASES[case]
     content = "".join(t for t, _ in tokens)
     expected = authors_weighted(content, logprob_tokens(tokens))
-    j = judgment_from_chat(content, logprob_tokens(tokens), rubric, "ifir")
+    j = judgment_from_chat(content, logprob_tokens(tokens), rubric)
     assert j.ok and j.weighting == "logprobs"
     assert j.weighted == pytest.approx(expected, rel=1e-12)
 
 
-def test_ifir_rule_and_kit_rule_differ_where_the_divergence_note_says():
-    # level 1, weight on 4 and 5: the authors keep them (weighted 1.8 > the rubric's maximum 1), the kit drops them
+def test_ifir_rule_keeps_digits_above_the_rubric_maximum_as_the_divergence_note_says():
+    # level 1, weight on 4 and 5: the authors keep them (weighted 1.8 > the rubric's maximum 1)
     rubric, tokens = AUTHORS_CASES["digits 4 and 5 kept on a level-1 rubric"]
     content = "".join(t for t, _ in tokens)
-    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "ifir").weighted == pytest.approx(1.8)
-    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "kit").weighted == pytest.approx(0.5 / 0.7)
+    assert judgment_from_chat(content, logprob_tokens(tokens), rubric).weighted == pytest.approx(1.8)
     # the first "2" token is in the reason: the authors weight that one
     rubric, tokens = AUTHORS_CASES["first token equal to the score, even in the reason"]
     content = "".join(t for t, _ in tokens)
-    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "ifir").weighted == pytest.approx(1.0)
-    assert judgment_from_chat(content, logprob_tokens(tokens), rubric, "kit").weighted == pytest.approx(2.2)
+    assert judgment_from_chat(content, logprob_tokens(tokens), rubric).weighted == pytest.approx(1.0)
 
 
 def test_ifir_rule_accepts_scores_up_to_five_as_the_authors_do():
-    j = judgment_from_chat('{"score": 4}', None, LEVEL1, "ifir")
+    j = judgment_from_chat('{"score": 4}', None, LEVEL1)
     assert j.ok and j.score == 4
-    assert not judgment_from_chat('{"score": 4}', None, LEVEL1, "kit").ok
-    assert not judgment_from_chat('{"score": 6}', None, LEVEL1, "ifir").ok
+    assert not judgment_from_chat('{"score": 6}', None, LEVEL1).ok
 
 
 @pytest.mark.parametrize(("case", "tokens"), [
@@ -261,17 +227,11 @@ def test_ifir_rule_accepts_scores_up_to_five_as_the_authors_do():
 ])
 def test_ifir_rule_falls_back_to_the_parsed_integer_where_the_authors_score_zero_or_nan(case, tokens):
     content = "".join(t for t, _ in tokens)
-    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3, "ifir")
+    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3)
     assert j.ok and j.weighting == "parsed" and j.weighted == 2.0
     with np.errstate(invalid="ignore"):
         authors = authors_weighted(content, logprob_tokens(tokens))
     assert authors == 0.0 or math.isnan(authors)  # the "judge-fallbacks" divergence
-
-
-def test_kit_rule_weights_the_whitespace_token_the_authors_cannot_find():
-    tokens = [('{"score":', {}), (" 2", {" 2": 0.7, " 1": 0.3}), ("}", {})]
-    j = judgment_from_chat('{"score": 2}', logprob_tokens(tokens), LEVEL3, "kit")
-    assert j.weighting == "logprobs" and j.weighted == pytest.approx(1.7)
 
 
 def test_ifir_digit_probs_is_none_without_a_matching_token():

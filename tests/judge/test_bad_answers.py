@@ -9,10 +9,10 @@ import math
 import sqlite3
 
 import pytest
-from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, scored_reply
+from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, scored_reply, stored_rows
 
 from instir.cli import main
-from instir.judge.cache import CachedJudge, JudgmentCache, request_key
+from instir.judge.cache import CachedJudge, request_key
 from instir.judge.chat import OpenAICompatibleJudge, model_mismatch
 from instir.judge.rubrics import rubric_for
 from instir.judge.scoring import MAX_ANSWER_CHARS, expected_score, judgment_from_chat
@@ -58,15 +58,14 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("case", list(BROKEN))
-@pytest.mark.parametrize("settings", ["ifir", "kit"])
-def test_broken_logprobs_are_a_stored_failure_never_a_score_or_a_traceback(case, settings, tmp_path):
+def test_broken_logprobs_are_a_stored_failure_never_a_score_or_a_traceback(case, tmp_path):
     with FakeChatServer([Reply(body=BROKEN[case])]) as server:
-        judge = CachedJudge(make_judge(server.url, call_settings=settings), tmp_path / "j.sqlite")
+        judge = CachedJudge(make_judge(server.url), tmp_path / "j.sqlite")
         [j] = judge.judge(numbered_requests(1))
     assert not j.ok and j.score is None and j.weighted is None and j.weighting is None
     assert j.error.startswith("malformed log-probabilities: "), j.error
     assert j.raw == ANSWER and (j.prompt_tokens, j.completion_tokens) == (100, 10)
-    [row] = JudgmentCache(tmp_path / "j.sqlite").frame().to_dict("records")
+    [row] = stored_rows(tmp_path / "j.sqlite").to_dict("records")
     assert row["error"] == j.error and row["weighted"] is None and row["score"] is None  # not cached as a success
     assert judge.stats.failed == 1
 
@@ -93,7 +92,7 @@ def test_a_failed_judgment_from_broken_logprobs_is_judged_again_on_the_next_run(
 def test_float_noise_above_zero_and_minus_infinity_are_probabilities():
     # 1.2e-7 is log(1) rounded in single precision; -inf is a probability of 0
     tokens = score_token(1.2e-7, {"2": 1.2e-7, "3": -math.inf})["content"]
-    j = judgment_from_chat(ANSWER, tokens, rubric_for("fiqa", 3), "ifir")
+    j = judgment_from_chat(ANSWER, tokens, rubric_for("fiqa", 3))
     assert j.ok and j.weighting == "logprobs" and j.weighted == 2.0 and j.probs == {"2": 1.0}
 
 
@@ -153,7 +152,7 @@ def test_a_long_answer_within_the_limit_counts_and_is_stored_cut(tmp_path):
         judge = CachedJudge(make_judge(server.url), tmp_path / "j.sqlite")
         [j] = judge.judge(numbered_requests(1))
     assert j.ok and j.score == 1 and len(j.raw) == MAX_RAW_CHARS
-    [row] = judge.cache.frame().to_dict("records")
+    [row] = stored_rows(judge.cache.path).to_dict("records")
     assert row["raw"] == j.raw
 
 
@@ -167,7 +166,7 @@ def test_another_model_than_asked_is_stored_and_a_counted_warning(tmp_path):
         out = judge.judge(numbered_requests(2))
     warning = "answered by model 'other-model', not 'fake-model' as asked"
     assert all(j.ok and j.served_model == "other-model" and j.warning == warning for j in out)
-    rows = judge.cache.frame()
+    rows = stored_rows(judge.cache.path)
     assert rows["served_model"].tolist() == ["other-model"] * 2 and rows["warning"].tolist() == [warning] * 2
     [cached] = CachedJudge(make_judge("http://127.0.0.1:1/v1"), tmp_path / "j.sqlite").judge(numbered_requests(1))
     assert cached.from_cache and cached.served_model == "other-model" and cached.warning == warning
@@ -194,7 +193,7 @@ def test_a_cache_made_before_the_served_model_was_stored_gets_its_columns(tmp_pa
     db.close()
     [j] = CachedJudge(make_judge("http://127.0.0.1:1/v1"), path).judge(numbered_requests(1))
     assert j.ok and j.from_cache and j.served_model is None
-    assert {"served_model", "warning"} <= set(JudgmentCache(path).frame().columns)
+    assert {"served_model", "warning"} <= set(stored_rows(path).columns)
 
 
 # ------------------------------------------------------------------ the cache's and local backends' reading

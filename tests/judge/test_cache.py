@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply
+from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply, stored_rows
 from scripted_judge import ScriptedJudge
 
 from instir.errors import UserError
@@ -84,7 +84,7 @@ def test_failures_are_stored_as_failures_and_retried_next_run(tmp_path):
     first = CachedJudge(backend, path)
     out = first.judge(requests)
     assert [j.ok for j in out] == [True, True, False, False] and first.stats.failed == 2
-    rows = JudgmentCache(path).frame().set_index("raw")
+    rows = stored_rows(path).set_index("raw")
     assert rows.loc["???", "score"].isna().all() and rows.loc["???", "error"].notna().all()
 
     backend.scores.update({requests[2].passage: 0.0, requests[3].passage: 2.0})
@@ -93,7 +93,7 @@ def test_failures_are_stored_as_failures_and_retried_next_run(tmp_path):
     out = second.judge(requests)
     assert [r.passage for r in backend.requests] == [requests[2].passage, requests[3].passage]
     assert [j.weighted for j in out] == [1.0, 3.0, 0.0, 2.0]
-    frame = JudgmentCache(path).frame()
+    frame = stored_rows(path)
     assert frame["error"].isna().all() and sorted(frame["attempts"]) == [1, 1, 2, 2]
 
 
@@ -113,7 +113,7 @@ def test_backend_that_reports_only_at_the_end_is_still_stored(tmp_path):
 
     requests = numbered_requests(3)
     CachedJudge(Quiet({r.passage: 1.0 for r in requests}), tmp_path / "c.sqlite").judge(requests)
-    assert len(JudgmentCache(tmp_path / "c.sqlite").frame()) == 3
+    assert len(stored_rows(tmp_path / "c.sqlite")) == 3
 
 
 def test_cache_file_is_in_wal_mode(tmp_path):
@@ -192,7 +192,7 @@ def test_run_killed_mid_way_resumes_without_paying_twice(tmp_path):
         proc.wait()
         assert proc.returncode == -signal.SIGKILL
         calls_before = server.count
-        stored = len(JudgmentCache(db).frame())
+        stored = len(stored_rows(db))
         assert 0 < stored <= calls_before < n
 
         rerun = worker(db, server.url, 0, n, concurrency)
@@ -201,7 +201,7 @@ def test_run_killed_mid_way_resumes_without_paying_twice(tmp_path):
         stats = json.loads(out)
     assert stats["ok"] == n and stats["hits"] == stored and stats["judged"] == n - stored
     assert n <= server.count <= n + concurrency  # only requests in flight at the kill are paid twice
-    frame = JudgmentCache(db).frame()
+    frame = stored_rows(db)
     assert len(frame) == n and frame["error"].isna().all()
 
 
@@ -241,7 +241,7 @@ def test_two_processes_share_one_cache(tmp_path):
     for p, (out, err) in zip((a, b), results):
         assert p.returncode == 0, err
         assert json.loads(out)["ok"] == 60
-    frame = JudgmentCache(db).frame()
+    frame = stored_rows(db)
     assert len(frame) == 90 and frame["error"].isna().all() and (frame["attempts"] == 1).all()
     assert 90 <= server.count <= 120
 

@@ -12,7 +12,6 @@ from judge_fakes import FakeChatServer, Reply, scored_reply
 from instir.benchmarks import load_benchmark
 from instir.cli import main
 from instir.judge import BaselineJudge, factory
-from instir.judge.chat import CALL_SETTINGS
 from instir.judge.following import instfol
 from instir.retrieval import read_run, retrieve
 from instir.retrieval.lexical import BM25Retriever
@@ -140,8 +139,7 @@ def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path, monkey
     assert baseline.cache.path == Path(os.environ["INSTIR_HOME"]) / "judgments.sqlite"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.setenv("LOCAL_KEY", "local-secret")
-    hosted = factory.make_judge("openai", model="gpt-4o-mini", base_url="", api_key_env="", call_settings="",
-                                 cache=tmp_path / "j.sqlite")
+    hosted = factory.make_judge("openai", model="gpt-4o-mini", base_url="", api_key_env="", cache=tmp_path / "j.sqlite")
     assert hosted.backend.base_url == factory.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini [ifir]"
     assert hosted.backend.api_key_env == "OPENAI_API_KEY"
     local = factory.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
@@ -203,17 +201,14 @@ def test_a_key_given_as_the_key_variable_ends_the_command_without_echoing_it(val
     assert value not in err and server.count == 0
 
 
-def test_timeout_max_retries_and_call_settings_reach_the_backend(tmp_path, capsys):
+def test_timeout_and_max_retries_reach_the_backend(tmp_path, capsys):
     # the first request hangs past the timeout and, with no retries, fails; the others are answered
     with FakeChatServer([Reply(body=scored_reply(1).body, delay_s=1.0)]) as server:
-        assert validate_openai(server, tmp_path, "--timeout", "0.1", "--max-retries", "0",
-                               "--call-settings", "kit") == 0
+        assert validate_openai(server, tmp_path, "--timeout", "0.1", "--max-retries", "0") == 0
     out = capsys.readouterr().out
-    assert factory.CALL_SETTINGS_NAMES == tuple(CALL_SETTINGS)
-    assert "openai-compatible / fake-4o [kit]" in out
+    assert "openai-compatible / fake-4o [ifir]" in out
     bodies = [body for _, body in server.received]
     assert len(bodies) == len({json.dumps(b["messages"]) for b in bodies})  # one attempt each, no retry
-    assert {b["max_tokens"] for b in bodies} == {200}
     failure_rate = next(line.split() for line in out.splitlines() if line.split()[:1] == ["failure_rate"])
     assert float(failure_rate[1]) == pytest.approx(1 / len(bodies), abs=1e-4)
 

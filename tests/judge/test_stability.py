@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from judge_fakes import stored_rows
 from scripted_judge import ScriptedJudge, toy_benchmark
 
 from instir.benchmarks.types import Query
@@ -101,7 +102,7 @@ def test_an_existing_cache_is_repeat_zero_and_reruns_are_free(tmp_path):
     again = judge_repeats(inst, query, bench, CachedJudge(third, cache), repeats=3)
     assert third.requests == []
     pd.testing.assert_frame_equal(again, frames)
-    versions = set(cache.frame()["rubric_version"])
+    versions = set(stored_rows(cache.path)["rubric_version"])
     assert any(v.endswith("#repeat=2") for v in versions) and any("#" not in v for v in versions)
 
 
@@ -173,7 +174,7 @@ def test_a_deterministic_backend_is_judged_once_for_all_repeats_and_the_verdict_
     frames = judge_repeats(inst, query, bench, CachedJudge(backend, cache), repeats=3)
     assert CachedJudge(backend, cache).deterministic and not CachedJudge(ScriptedJudge(base), cache).deterministic
     assert len(backend.requests) == len(once.requests) == single.meta["unique_requests"]  # one repeat's worth
-    assert not any("#repeat=" in v for v in cache.frame()["rubric_version"])  # nothing stored for repeats 1, 2
+    assert not any("#repeat=" in v for v in stored_rows(cache.path)["rubric_version"])  # none for repeats 1, 2
     assert frames.groupby("repeat")["judged"].all().tolist() == [True, False, False]
     assert [m.get("copied_from") for m in frames.attrs["meta"]] == [None, 0, 0]
     for r in (1, 2):
@@ -182,7 +183,31 @@ def test_a_deterministic_backend_is_judged_once_for_all_repeats_and_the_verdict_
     table = stability(frames, n_boot=200)
     assert (table["repeats"] == 3).all() and (table["judged_repeats"] == 1).all()
     assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()
-    assert "judged once" in verdict(table) and "by construction" in verdict(table)
+    assert "deterministic" not in verdict(table)  # the stage says it once for every system
+
+
+def test_the_deterministic_note_is_said_once_above_every_systems_verdict():
+    from types import SimpleNamespace
+
+    from markdown_render import rendered_html
+
+    from instir.stages.judge import Judging
+
+    hostile = "g`[clk](javascript:alert(1))` *x* <b>"
+    verdicts = [("a", "bm25", "Average InstFol x100: judge sd 0.00."), ("b", hostile, hostile + " sd 0.09.")]
+
+    def said(deterministic: bool) -> str:
+        judging = SimpleNamespace(judge=SimpleNamespace(deterministic=deterministic), verdicts=verdicts,
+                                  spread=pd.DataFrame({"repeats": [3, 3]}))
+        return rendered_html(Judging.stability_statement(judging))
+
+    out = said(True)
+    assert out.startswith("<p>This judge is deterministic") and out.count("deterministic") == 1
+    assert "judged once and that judgment stands for all 3 repeats" in out
+    assert "<li><strong>a / bm25</strong>: Average InstFol x100: judge sd 0.00.</li>" in out
+    assert "<a" not in out and "<b>" not in out and "<em>" not in out and "<code>" not in out
+    assert out.count("g`[clk](javascript:alert(1))` *x* &lt;b&gt;") == 2
+    assert said(False).startswith("<ul>") and "deterministic" not in said(False)
 
 
 def test_one_repeat_leaves_the_judge_spread_unknown_and_says_so(tmp_path):

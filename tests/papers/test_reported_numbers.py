@@ -4,7 +4,7 @@ secondary flags and model keys."""
 import pandas as pd
 import pytest
 
-from instir.papers import canonical_measure, hf_id_for, load_reported, model_key, paper_models, paper_names_for
+from instir.papers import canonical_measure, load_reported, model_key, paper_models, paper_names_for
 
 
 @pytest.mark.parametrize("paper, rows", [("ifir", 1013), ("instructir", 26), ("mteb", 282)])
@@ -109,11 +109,10 @@ def test_model_key_applies_the_callers_map_first():
 
 
 def test_paper_names_and_hf_ids_map_both_ways():
-    assert hf_id_for("Contriever") == "facebook/contriever"
-    assert hf_id_for("BM25") is None
+    models = paper_models("ifir").set_index("model")["model_hf_id"]
+    assert models["Contriever"] == "facebook/contriever" and models["BM25"] == ""
     assert paper_names_for("intfloat/e5-mistral-7b-instruct") == ["E5-mistral-7B", "E5-mistral-7b-inst"]
-    models = paper_models("ifir")
-    assert len(models) == 16 and models.loc[models["model"] == "BM25", "model_hf_id"].item() == ""
+    assert len(models) == 16
 
 
 @pytest.mark.parametrize("name, expected", [

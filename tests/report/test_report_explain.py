@@ -5,7 +5,7 @@ import pandas as pd
 from markdown_render import rendered_html, rendered_text
 
 from instir.benchmarks import catalog
-from instir.report.explain import constant_judge, explain_runs, said_once
+from instir.report.explain import constant_judge, explain_runs
 
 INSTRUCTIR = catalog.family("instructir")
 
@@ -49,24 +49,8 @@ def test_a_judge_that_gives_one_label_is_called_constant():
     assert constant_judge(varied) is None
 
 
-def test_what_every_verdict_begins_with_is_said_once():
-    lead = "This judge is deterministic: judged once. Its spread is 0. "
-    texts = [("a / bm25", lead + "Average: sd 0.36."), ("b / dense", lead + "Average: sd 0.09.")]
-    out = rendered_html(said_once(texts))
-    assert out.count("deterministic") == 1 and out.startswith("<p>This judge is deterministic")
-    assert "<li><strong>a / bm25</strong>: Average: sd 0.36.</li>" in out
-    assert "<li><strong>b / dense</strong>: Average: sd 0.09.</li>" in out
-    different = rendered_html(said_once([("a", "One. Two."), ("b", "Three. Four.")]))
-    assert different == ("<ul>\n<li><strong>a</strong>: One. Two.</li>\n"
-                         "<li><strong>b</strong>: Three. Four.</li>\n</ul>\n")
-    assert rendered_html(said_once([("a", lead + "x.")])) == f"<ul>\n<li><strong>a</strong>: {lead}x.</li>\n</ul>\n"
-
-
 def test_labels_and_texts_are_escaped_for_markdown():
     hostile = "g`[clk](javascript:alert(1))` *x* <b>"
-    out = rendered_html(said_once([(hostile, hostile + " One."), ("b", hostile + " Two.")]))
-    assert "<a" not in out and "<b>" not in out and "<em>" not in out and "<code>" not in out
-    assert out.count("g`[clk](javascript:alert(1))` *x* &lt;b&gt;") == 3
     table = _table([(hostile, "nDCG@10", 0.9), (hostile, "Robustness@10", 0.6)])
     per_query = pd.DataFrame({"system": hostile, "qid": ["a"], "measure": "nDCG@10", "value": [1.0]})
     text = rendered_html(explain_runs(table, per_query, INSTRUCTIR))
