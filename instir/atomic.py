@@ -2,31 +2,13 @@
 disk, then renamed over the target, so a crash leaves either the old file or the new one —
 never a half-written file that looks complete (runs, embedding chunks, manifests).
 
-The files get the mode a plain ``open(path, "w")`` would give them (``0o666`` less the
-process umask: ``0644`` under the usual ``022``), not the ``0600`` of a bare
-:func:`tempfile.mkstemp`, so a team can share a reports folder or an embedding cache.
-
-Sets of files. :func:`write_files` replaces files that belong together (a summary table, its
-per-query values and the JSON that describes both) so that a reader sees the whole old set or
-the whole new one, never a mix: every file is written to a temporary beside it and flushed
-first (a full disk fails here, before anything is replaced), then a small journal naming the
-renames is written, the renames are made in order and the journal is removed. A process killed
-between two renames leaves its journal; the next :func:`write_files` into that folder, or a
-reader of the kit calling :func:`settle` (:meth:`instir.report.layout.ReportLayout.require`
-does), finishes the renames, since the new set was complete on disk before the first one.
-A writer holds a lock on its journal while it renames, so a reader never finishes the work of
-a writer that is still alive.
-
-Large files. :func:`stream` writes a file piece by piece (an embedding matrix joined from its
-chunks) with plain writes, after reserving its full size (:func:`os.posix_fallocate`): a full
-disk is an ``OSError`` before any data is copied, never the ``SIGBUS`` a memory-mapped file
-gets when the device has no block left for a page. No writer of the kit writes through a
-memory map.
-
-Errors. A write that fails with an ``OSError`` (no space left, an I/O error, a quota) is raised
-with the file it was writing as ``filename`` (a failed ``write(2)`` names none: ``[Errno 28] No
-space left on device``), so ``instir``'s one-line error and a notebook's name the file; the
-temporary file is removed on every failure, interrupts included.
+Sets of files (:func:`write_files`, finished by :func:`settle` after a crash), large files
+(:func:`stream`) and the errors are described in docs/layout.md, "How the kit writes files".
+Besides: files get the mode a plain ``open(path, "w")`` would give them (``0o666`` less the
+umask), not the ``0600`` of a bare :func:`tempfile.mkstemp`, so a team can share a reports
+folder; a writer holds a lock on its journal while it renames, so a reader never finishes the
+work of a writer that is still alive; :func:`stream` reserves the full size first, so a full
+disk is an ``OSError``, never the ``SIGBUS`` of a memory-mapped file.
 """
 
 from __future__ import annotations
@@ -256,12 +238,9 @@ def array_bytes(array: np.ndarray) -> bytes:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in 4 MB blocks (checksums of downloads, caches, runs)."""
-    h = hashlib.sha256()
+    """SHA-256 of a file's bytes, read in blocks (checksums of downloads, caches, runs)."""
     with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def frame_bytes(path: str | Path, frame) -> bytes:
@@ -294,11 +273,11 @@ def write_frames(frames: Mapping[str | Path, object], *, remove: Iterable[str | 
 
 def write_files(files: Mapping[str | Path, bytes | str], *, remove: Iterable[str | Path] = ()) -> list[Path]:
     """Replace ``files`` (path → bytes, or text written as UTF-8), all in one folder, as one set:
-    a reader sees the old set or the new one, never a mix (see the module docstring). The files
-    of ``remove`` (of the same folder) belong to the old set only and are removed with the
-    renames (a comparison table a run with one system no longer has). Every file is written and
-    flushed before the first rename, so a full disk fails with nothing replaced and no temporary
-    left; the error names the file. Returns the written paths."""
+    a reader sees the old set or the new one, never a mix. The files of ``remove`` (of the same
+    folder) belong to the old set only and are removed with the renames (a comparison table a
+    run with one system no longer has). Every file is written and flushed before the first
+    rename, so a full disk fails with nothing replaced and no temporary left; the error names
+    the file. Returns the written paths."""
     items = [(Path(p), data.encode("utf-8") if isinstance(data, str) else bytes(data)) for p, data in files.items()]
     removed = [Path(p) for p in remove]
     if not items:

@@ -1,16 +1,11 @@
 """Errors a user can fix from their message alone, as opposed to bugs.
 
 The ``instir`` command prints a :class:`UserError` as one line (``instir <command>: <message>``)
-and exits 2; any other exception is a bug and keeps its traceback (exit 1). The kit raises
-these for what a user gave it: a file (:class:`instir.benchmarks.types.FormatError`), a name
-or an option value (:class:`UsageError`, :class:`UnknownNameError`), a download
-(:class:`instir.benchmarks.fetch.FetchError`). Each also derives from the built-in exception
-that code catching errors of that kind expects (``ValueError``, ``KeyError``, ``RuntimeError``),
-so callers written before this module keep working.
-
-Why a base class rather than catching every ``ValueError`` in the CLI: numpy, pandas and
-scikit-learn raise ``ValueError`` for bugs too (``Found empty input array``, a duplicated
-table cell); turning those into a one-line message would hide the traceback a bug report needs.
+and exits 2; any other exception is a bug and keeps its traceback (exit 1). Each also derives
+from the built-in exception that code catching errors of that kind expects (``ValueError``,
+``KeyError``, ``RuntimeError``). A base class rather than catching every ``ValueError`` in the
+CLI, because numpy, pandas and scikit-learn raise ``ValueError`` for bugs too: one line would
+hide the traceback a bug report needs.
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """Model input templates: how a query instance (query, instruction, level, subset) and a
 document become the text a retriever sees, per benchmark and model family.
 
-A :class:`Template` is declarative (format strings), so ``describe()`` can write exactly
-what was fed to the model into a run's metadata and two runs can be told apart later.
-The built-in templates reproduce the strings of the authors' code:
-
-- each benchmark family's, kept as data in its spec (``instir/benchmarks/families/*.toml``:
-  the ``[[template]]`` strings, and which one the authors used for each model family);
-- ``mteb``: MTEB's ``query instruction`` form, and ``mteb-repllama``, ``mteb-e5-mistral``,
-  ``mteb-gritlm``: that text with the prompts MTEB 2.26's model wrappers add (MTEB-comparable,
-  not paper-comparable); ``query-only``: the bare query.
-
-Empty instructions (no-instruction settings) use the template's ``bare_query`` form, so no
-stray separator (`` [SEP] ``, trailing space) is left behind.
-
-Format fields: queries may use ``{query}``, ``{instruction}``, ``{level}`` (empty when the
-benchmark has no levels), ``{subset}`` and ``{domain}`` (the template's word for the
-subset's domain); documents may use ``{text}`` (title + text, as indexed), ``{title}`` and
-``{domain}``. A format given as a 2-tuple yields an ``[instruction, text]`` pair (INSTRUCTOR).
+A :class:`Template` is declarative (format strings), so ``describe()`` can write exactly what
+was fed to the model into a run's metadata. The built-in ones are each family spec's
+``[[template]]`` strings, MTEB's (``mteb``, ``mteb-<model>``: MTEB-comparable, not
+paper-comparable) and ``query-only``. Queries may use ``{query}``, ``{instruction}``, ``{level}``
+(empty without levels), ``{subset}`` and ``{domain}`` (the template's word for the subset's
+domain); documents ``{text}`` (title + text, as indexed), ``{title}`` and ``{domain}``; a
+2-tuple yields an ``[instruction, text]`` pair (INSTRUCTOR).
 """
 
 from __future__ import annotations
@@ -232,9 +222,8 @@ def family_of_model(model: str) -> str:
     """Guess a model family from a model id or path (``hkunlp/instructor-xl`` → ``instructor``);
     anything unrecognised is a plain ``dense`` encoder."""
     low = model.lower()
-    for needle, family in (("instructor", "instructor"), ("e5-mistral", "e5-mistral"), ("repllama", "repllama"),
-                           ("gritlm", "gritlm"), ("promptriever", "promptriever"), ("nv-embed", "nv-embed")):
-        if needle in low:
+    for family in MODEL_FAMILIES[2:]:  # each named in its models' ids; bm25 and dense are not
+        if family in low:
             return family
     return "dense"
 

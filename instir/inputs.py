@@ -1,18 +1,12 @@
 """Checks on a user's input files before they are read: what a path is when it is not a regular
 file (:func:`file_problem`), and the small configuration files (a sweep grid, a ``--cards`` file)
 read whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml`: PyYAML's safe
-loader with the three ways a small file can stand for an unbounded value refused:
-
-- **aliases** (``*name``, and merge keys ``<<: *name``, which use them): an alias is a reference
-  to an earlier node, so ten lines of nested aliases (the "billion laughs", 433 bytes) stand for
-  a billion strings, and any walk over the value (a type check, a message quoting it, a JSON
-  dump) expands them: gigabytes before a ``MemoryError``. An anchor alone (``&name``) is harmless
-  and accepted; write the value out where an alias was;
-- nesting deeper than :data:`MAX_DEPTH` (PyYAML composes recursively: a few hundred ``[`` end in
-  a ``RecursionError``);
-- a file larger than :data:`MAX_CONFIG_BYTES` (a grid or a card file is a few kilobytes).
-
-Every refusal is an :class:`InputRefused` with the problem and, when known, the 1-based line.
+loader with the three ways a small file can stand for an unbounded value refused: aliases
+(``*name`` and merge keys: ten lines of nested aliases, the "billion laughs", stand for a billion
+strings, which any walk over the value expands; an anchor alone is accepted), nesting deeper
+than :data:`MAX_DEPTH` (a ``RecursionError`` in PyYAML) and a file larger than
+:data:`MAX_CONFIG_BYTES`. Every refusal is an :class:`InputRefused` with the problem and, when
+known, the 1-based line.
 """
 
 from __future__ import annotations

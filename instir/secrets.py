@@ -2,21 +2,10 @@
 
 Keys reach instir only through environment variables; options and notebook parameters carry the
 variable's name (``judge_api_key_env``, ``--api-key-env``). A key pasted where a name belongs
-would be copied into report.json, the executed notebook and the HTML, so every such value goes
-through :func:`require_env_name`, and :func:`instir.pipeline.check_parameters` refuses any
-parameter that contains a token-shaped string (:func:`find_token`) or the value of a secret
-environment variable (:func:`secret_env_values`). The checks name the parameter and the reason,
-never the value.
-
-What counts as a token (:func:`token_reason`):
-
-- a known key prefix (``sk-``, ``sk_live_``, ``hf_``, ``gsk_``, ``ghp_``, ``AKIA`` …, see
-  :data:`TOKEN_PREFIXES`) followed by at least 16 key characters in mixed case (``AKIA``/``ASIA``:
-  16 upper-case letters or digits), so ``hf_cache_dir`` and ``sk_learn_models`` stay names;
-- or, without a prefix, 20 or more letters and digits (underscores and dashes left out) that mix
-  letters with digits and switch between upper case, lower case and digits at 35 % or more of
-  adjacent characters, as random keys do (about 60 %) and variable names do not
-  (``OPENAI_API_KEY_2024_PROD``: 10 %, ``MyCompanyOpenAIKey2024Production``: 32 %).
+would be copied into report.json, the executed notebook and the HTML, so such values go through
+:func:`require_env_name`, and :func:`instir.pipeline.check_parameters` refuses any parameter
+holding a token (:func:`find_token`) or a secret variable's value (:func:`secret_env_values`).
+The checks name the parameter and the reason, never the value.
 """
 
 from __future__ import annotations
@@ -76,10 +65,15 @@ def _bare_token(value: str) -> bool:
 def token_reason(value: str) -> str | None:
     """Why ``value`` looks like an API key rather than a variable name, or ``None``.
 
+    A token is a known key prefix (:data:`TOKEN_PREFIXES`) followed by at least 16 key
+    characters in mixed case (``AKIA``/``ASIA``: 16 upper-case letters or digits), so
+    ``hf_cache_dir`` stays a name; or 20 or more letters and digits, letters mixed with digits,
+    switching between upper case, lower case and digits at 35 % or more of adjacent pairs, as
+    random keys do (about 60 %) and names do not (``MyCompanyOpenAIKey2024Production``: 32 %).
     The reason names the matched prefix or the shape, never the value itself."""
-    for match in _PREFIXED.finditer(value):
-        if _prefixed_token(match):
-            return f"it starts like an API key ({match.group('prefix')!r} …)"
+    prefix = find_token(value)
+    if prefix is not None:
+        return f"it starts like an API key ({prefix!r} …)"
     if _bare_token(value):
         return "it has the length and randomness of an API key"
     return None

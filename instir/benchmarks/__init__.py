@@ -8,12 +8,12 @@ re-exported, so that name stays the module)."""
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "catalog": ("SAMPLE_ROOT", "entry", "families", "family", "family_of", "is_sample"),
+    "catalog": ("SAMPLE_ROOT", "entry", "families", "family", "family_of", "is_sample", "sample_benchmarks"),
     "docstore": ("CorpusIndex", "CorpusIndexWarning", "IndexedCorpus", "build_index", "load_index"),
     "fetch": ("FetchError",),
     "instir.home": ("instir_home",),
     "ifir": ("load_ifir",),
     "instructir": ("INSTRUCTIR_SETTINGS", "load_instructir"),
-    "registry": ("benchmark_settings", "list_benchmarks", "load_benchmark", "sample_benchmarks"),
+    "registry": ("benchmark_settings", "list_benchmarks", "load_benchmark"),
     "types": ("Benchmark", "Corpus", "Doc", "FormatError", "Qrels", "Query"),
 })

@@ -69,13 +69,11 @@ class Subset:
 class MtebTask:
     """How MTEB 2.26 defines the task of one benchmark (``mteb/tasks/instruction_retrieval/eng/``):
     its ``name`` (``InstructIR``, ``IFIRFiQA`` …, also the stem of its ``<name>_predictions.json``
-    and ``<name>.json`` result files), its family and subset, its ``main_score``, whether the
-    task class sets ``ignore_identical_ids`` (drop documents whose id is the query id before
-    scoring), whether its ``task_specific_scores`` reads instruction levels from ``v1``/``v2``/
-    ``v3`` in the query ids (``level_scores``) or computes ``robustness_at_10``, how query ids
-    are spelt (``ids``: ``same`` or ``levels``, :mod:`instir.benchmarks.mteb`), the measures
-    reported by default under the ``mteb`` protocol, and how an MTEB-ready copy is written: its
-    default query template and whether a query keeps ``metadata.origin_query``."""
+    and ``<name>.json`` result files), family, subset and ``main_score``; whether it drops
+    self-hits (``ignore_identical_ids``), reads levels from ``v1``/``v2``/``v3`` in the query ids
+    (``level_scores``) or computes ``robustness_at_10``; how query ids are spelt (``ids``:
+    ``same`` or ``levels``, :mod:`instir.benchmarks.mteb`); the ``mteb`` protocol's default
+    measures; how an MTEB-ready copy is written (``dataset_template``, ``origin_query``)."""
 
     name: str
     family: str
@@ -247,6 +245,11 @@ def entries() -> dict[str, Entry]:
     """Every benchmark name :func:`instir.benchmarks.load_benchmark` accepts, the bundled
     samples first, then the real benchmarks, each family in its spec's order."""
     return dict(_entries())
+
+
+def sample_benchmarks() -> list[str]:
+    """The bundled sample names (offline demos and tests)."""
+    return [name for name, found in _entries().items() if found.sample]
 
 
 def entry(name: str) -> Entry:

@@ -1,36 +1,17 @@
 """Corpus index: what the stages ask of a corpus file (ids, size, content hash, length
 statistics, a handful of passages) without parsing the whole file in every process.
 
-:func:`build_index` makes one streaming pass over a corpus's file(s), with exactly the
-validation and messages of :func:`~instir.benchmarks.readers.iter_corpus_docs`, and records in
-corpus order each document's id, where its record is (file; byte offset and length of its line
-in JSON lines, row in Parquet), its line number (for messages), its whitespace word count
-(``len(doc.indexed_text.split())``), plus the ids of records skipped for empty text and the
-content hash exactly as :meth:`Corpus.content_hash` computes it (run files are keyed by it).
-
-:func:`load_index` keeps that index in ``instir_home() / "corpus-index"``, one folder per file
-identity (resolved paths, sizes, ``mtime_ns``, reader options, :data:`INDEX_VERSION`). Each
-index file is written atomically and ``manifest.json`` last, with the sizes and SHA-256 of the
-others. On load the entry is verified: manifest readable, index files of the recorded sizes
-and checksums, the corpus files' sizes and mtimes unchanged, and the records at the recorded
-offsets of the first, the last and a few seeded random documents parse to the recorded ids.
-Anything failing gives a :class:`CorpusIndexWarning` naming the file and the problem, and the
-entry is removed and rebuilt: never a crash, never wrong data. Further rules:
-
-- a corpus file modified less than :data:`FRESH_NS` before the build is indexed but not cached
-  (a rewrite within the file system's timestamp granularity could keep both size and mtime,
-  as git's "racily clean" files): it is cached on a later build, once it has settled;
-- an unwritable cache folder falls back to an in-memory index, with one warning per folder
-  and process;
-- index files are deterministic byte for byte, so two processes building the same entry at
-  once both end up with a valid index (each file is renamed into place; the last writer wins);
-- building the entry of a changed file removes the entries of its earlier versions.
-
-:class:`IndexedCorpus` is the :class:`Corpus` of the loaders: ``ids()``, ``id_set()``,
-``len()``, ``content_hash()`` and ``word_counts()`` come from the index, ``get(ids)`` reads
-only the requested records (JSON lines: seek and parse those lines; Parquet: pyarrow reads
-only the row groups holding them, three columns), and iterating streams and validates as
-before.
+:func:`build_index` makes one streaming pass with the validation of
+:func:`~instir.benchmarks.readers.iter_corpus_docs`; :func:`load_index` caches the result in
+``instir_home() / "corpus-index"``, one folder per file identity (paths, sizes, ``mtime_ns``,
+options, :data:`INDEX_VERSION`), each file written atomically, ``manifest.json`` (the others'
+sizes and SHA-256) last. A cached entry is verified on load (manifest, checksums, the corpus
+files' stamps, the records of the first, the last and a few seeded random documents); one that
+fails warns (:class:`CorpusIndexWarning`) and is rebuilt: never a crash, never wrong data. A
+file modified less than :data:`FRESH_NS` before the build is not cached (a rewrite within the
+timestamp granularity could keep size and mtime, as git's "racily clean" files); an unwritable
+cache keeps the index in memory; index files are deterministic byte for byte, so concurrent
+builders of one entry agree.
 """
 
 from __future__ import annotations
@@ -476,14 +457,9 @@ def _store(root: Path, entry: Path, index: CorpusIndex) -> None:
                           stacklevel=4)
         return
     slot = entry.name.rsplit("-", 1)[0]
-    for other in root.glob(f"{_glob_escape(slot)}-*"):
+    for other in root.glob(f"{slot}-*"):
         if other != entry and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)
-
-
-def _glob_escape(text: str) -> str:
-    """``text`` with glob's special characters taken literally."""
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 # --- the corpus ---------------------------------------------------------------------------------

@@ -1,21 +1,12 @@
 """Download benchmark files from the Hugging Face Hub at pinned revisions into the instir
 cache, verify them, and write a manifest that names the exact data a report used.
 
-This is the only module that touches the network, and only when :func:`fetch` is called;
-loading a benchmark from local files never does. Cache layout (``instir_home()`` is
-``$INSTIR_HOME``, default ``~/.cache/instir``)::
-
-    <family>/<layout>/              a family without subsets (InstructIR: hf or mteb)
-    <family>/<layout>/<subset>/     one folder per subset (IFIR: songtingyu or mteb)
-
-Each data folder gets ``instir-manifest.json``: repository, requested and resolved revision,
-time, files with sizes and SHA-256, and record counts checked against the published ones.
-
-Sources and revisions are the family spec's (:mod:`instir.benchmarks.catalog`). Every requested
-revision is resolved to the full commit the Hub reports before the download, which is made at
-that commit: a branch such as ``main`` (``songtingyu/IFIR`` has no known pinned revision) and
-MTEB's short hashes (``if-ir/<subset>``) alike; if the Hub refuses a short hash, pass the full
-one with ``revision=`` / ``--revision``.
+The only module that touches the network, and only when :func:`fetch` is called. Each data
+folder (:func:`data_dir`: ``<family>/<layout>/[<subset>/]`` under ``instir_home()``) gets
+``instir-manifest.json``: repository, requested and resolved revision, files with sizes and
+SHA-256, and record counts checked against the published ones. Every requested revision (the
+spec's pin, a branch, MTEB's short hashes) is resolved to the full commit the Hub reports, and
+the download is made at that commit.
 """
 
 from __future__ import annotations
@@ -140,12 +131,8 @@ def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subse
         f"  2. or download the files elsewhere (`hf download {repo} --repo-type dataset --revision {revision} "
         "--local-dir DIR`), copy DIR here and pass --root DIR (load_benchmark(name, root=DIR));\n"
         "  3. or set INSTIR_HOME to a folder that already holds a fetched copy.\n"
-        f"The bundled samples ({', '.join(_samples())}) work offline as they are."
+        f"The bundled samples ({', '.join(catalog.sample_benchmarks())}) work offline as they are."
     )
-
-
-def _samples() -> list[str]:
-    return [name for name, found in catalog.entries().items() if found.sample]
 
 
 def _count_documents(bench: Benchmark) -> int:

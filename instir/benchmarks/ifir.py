@@ -3,36 +3,17 @@
 (``fiqa``, ``scifact_open``, ``aila``, ``pm``). Every instruction instance becomes one
 :class:`Query` with its own qrels; instances of one query share a ``group``.
 
-Layouts, detected per subset folder and recorded in ``Benchmark.layout``:
-
-``songtingyu``
-    Hugging Face ``songtingyu/IFIR``: ``<subset>/test_data.json`` (authoritative, used by the
-    authors' evaluation) and ``<subset>/<subset>-corpus.jsonl``. ``rel`` holds indices into the
-    element's own ``corpus`` list (verified against the authors' ``src/eval.py``).
-``songtingyu-beir``
-    The same folder without ``test_data.json``: ``<subset>-query.jsonl`` (or the README's
-    ``-query.json``, JSON array or JSON lines) and ``<subset>-qrel.tsv`` (or ``-qrel.jsonl``).
-    Query ids end in ``_<level>``; ``_0`` is the bare query. Assumed (not verified on every
-    folder): an instance's text is ``query + " " + instruction`` as the authors' BEIR script
-    sends it; when it does not start with the bare query, the whole text is taken as the
-    instruction. In single-level subsets the one instructed record per query becomes level 0
-    (the level ``test_data.json`` uses); judgments of the bare ``_0`` queries are not kept.
-``mteb``
-    MTEB's ``if-ir/<subset>``: ``corpus.jsonl``, ``queries.jsonl`` (bare query),
-    ``instructions.jsonl`` (``query-id``, ``instruction``), ``qrels/test.jsonl`` (``.parquet``
-    and ``.tsv`` also read). The level is taken from a ``v1``/``v2``/``v3`` token inside the
-    query id (MTEB's task code tests ``"v1" in query_id``; the exact id pattern is unverified),
-    and the query id without that token is the group.
-
-Instance ids are ``<query id>_<level>`` in every layout (``.<n>`` appended when one query
-repeats a level), so one content read from different layouts gives equal queries and qrels;
-``Benchmark.meta["source_ids"]`` maps instance ids back to ids of the file where they differ.
-From ``test_data.json``, ``meta["candidates"]`` keeps each query's candidate list (``{query id:
-[doc ids]}``): passages judged for the query but not relevant to a given instruction, which
-judge validation uses as hard negatives. The other layouts do not carry that list.
-Corpus documents with empty text are skipped as the authors' indexer does; a relevant
-document that is in the corpus file only with empty text stays in the qrels (it can never be
-retrieved, as upstream) and is counted in ``meta["relevant_docs_without_text"]``.
+The layout (``songtingyu``: ``test_data.json``, the authors' file; ``songtingyu-beir``: the same
+folder's BEIR files; ``mteb``: MTEB's ``if-ir/<subset>``; their files are in docs/formats.md) is
+detected per subset folder and recorded in ``Benchmark.layout``. Instance ids are
+``<query id>_<level>`` in every layout (``.<n>`` appended when one query repeats a level), so one
+content read from different layouts gives equal queries and qrels; ``meta["source_ids"]`` maps
+instance ids back to ids of the file where they differ. From ``test_data.json``,
+``meta["candidates"]`` keeps each query's candidate list (``{query id: [doc ids]}``): passages
+judged for the query but not relevant to a given instruction, which judge validation uses as
+hard negatives. A relevant document that is in the corpus file only with empty text stays in the
+qrels (it can never be retrieved, as upstream) and is counted in
+``meta["relevant_docs_without_text"]``.
 """
 
 from __future__ import annotations
@@ -41,7 +22,7 @@ import json
 import os
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,7 +232,9 @@ def _query_records(path: Path) -> Iterator[tuple[int | str, dict]]:
 
 
 def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
-    """Instances of the BEIR-style files: ``<qid>_0`` bare, ``<qid>_<level>`` instructed."""
+    """Instances of the BEIR-style files: ``<qid>_0`` bare, ``<qid>_<level>`` instructed, its text
+    assumed to be ``query + " " + instruction`` (the authors' BEIR script); judgments of the bare
+    queries are not kept."""
     bare: dict[str, tuple[str, int | str]] = {}
     instructed: list[tuple[str, str, int, str, int | str]] = []
     first_at: dict[str, int | str] = {}
@@ -294,13 +277,7 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     if orphan is not None:
         raise FormatError(query_path, bare[orphan][1], "_id",
                           f"query {quoted(orphan)} has only its bare '_0' record (no instruction instance)")
-    qrels, lines = read_qrels(qrels_path)
-    for (fid, doc_id), line in lines.items():
-        if fid not in first_at:
-            raise FormatError(qrels_path, line, "query-id",
-                              f"unknown query id {quoted(fid)} (not in {query_path.name})")
-        if fid in by_source:
-            by_source[fid].relevant[doc_id] = (qrels[fid][doc_id], (qrels_path, line, "corpus-id"))
+    _attach_qrels(qrels_path, query_path, by_source, first_at)
     return out
 
 
@@ -343,13 +320,21 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
         if qid not in by_source:
             raise FormatError(instruction_path, line, "query-id",
                               f"unknown query id {quoted(qid)} (not in {query_path.name})")
+    _attach_qrels(qrels_path, query_path, by_source, by_source)
+    return out
+
+
+def _attach_qrels(qrels_path: Path, query_path: Path, by_source: dict[str, _Instance],
+                  known: Container[str]) -> None:
+    """The judgments of ``qrels_path`` added to the instances they name (by their id in the
+    file); a query id not ``known`` is an error, a known one without an instance is skipped."""
     qrels, lines = read_qrels(qrels_path)
     for (qid, doc_id), line in lines.items():
-        if qid not in by_source:
+        if qid not in known:
             raise FormatError(qrels_path, line, "query-id",
                               f"unknown query id {quoted(qid)} (not in {query_path.name})")
-        by_source[qid].relevant[doc_id] = (qrels[qid][doc_id], (qrels_path, line, "corpus-id"))
-    return out
+        if qid in by_source:
+            by_source[qid].relevant[doc_id] = (qrels[qid][doc_id], (qrels_path, line, "corpus-id"))
 
 
 def _assemble(instances: list[_Instance], corpus: IndexedCorpus,

@@ -1,52 +1,11 @@
 """InstructIR (arXiv:2402.14334) in its three published layouts and five settings.
 
-Layouts, detected from the files under ``root`` and recorded in ``Benchmark.layout``:
-
-``github``
-    The authors' release (github.com/kaistAI/InstructIR, folder ``INSTRUCTIR/``; a copy is in
-    ``data/instructir-github/``): ``only_instruction_queries.jsonl`` (``text`` = instruction,
-    ``metadata.origin_query`` = query), ``only_queries.jsonl``, ``qrels/test.tsv``,
-    ``qrels/for_only_query_test.tsv`` and the ``analysis_*`` folders. The release has no corpus:
-    the user puts Hugging Face's ``corpus.jsonl`` beside these files. If Hugging Face's
-    ``queries.jsonl`` sits there too, it must agree with ``only_instruction_queries.jsonl``
-    instance by instance (same ids, same instruction and query), else loading fails: the two
-    files are the same data, so a disagreement means mixed-up downloads.
-``hf``
-    ``kaist-ai/InstructIR``: ``corpus.jsonl``, ``queries.jsonl`` (``_id`` ``<qid>_<k>``, ``text``
-    ``"<instruction> [SEP] <query>"``, ``metadata.origin_query``) and ``qrels/test.tsv``.
-``mteb``
-    ``mteb/InstructIR-mteb``: one folder per dataset config, ``corpus/``, ``queries/`` (bare query
-    per instance: ``_id``, ``text``), ``instruction/`` (``query-id``, ``instruction``) and
-    ``data/`` (config ``default``: qrels ``query-id``, ``corpus-id``, ``score``).
-
-Verified against the real files: every shape of the GitHub release (the copy in
-``data/instructir-github``), and the file names of ``kaist-ai/InstructIR`` (its dataset card
-lists ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``). Assumed from dataset cards and
-MTEB's loader, hence the tolerance: Hugging Face qrels may also be ``qrels/test.jsonl`` or
-Parquet; any ``corpus``/``queries``/``instruction`` config may be one ``.jsonl``/``.parquet``
-file at the root or a folder of ``.parquet``/``.jsonl`` shards (searched recursively, read in
-name order); MTEB records use ``_id`` (not ``id``) and Hugging Face metadata may arrive as a
-JSON string (Parquet exports).
-
-Settings (``INSTRUCTIR_SETTINGS``):
-
-``instructed``          the benchmark: 9,906 instances, ``qrels/test.tsv``.
-``query-only``          the paper's no-instruction setting: ``only_queries.jsonl`` (1,267 bare
-                        queries, instruction ``""``) scored with ``qrels/for_only_query_test.tsv``.
-``order-sensitivity``   ``analysis_order_sensitivity/new_queries.jsonl``, text
-                        ``"] <query> [SEP] <instruction> ["`` (the stray brackets are dropped),
-                        scored with ``qrels/test.tsv``; ``meta["query_order"]`` is ``"query-first"``.
-``prompt-sensitivity``  ``analysis_prompt_sensitivity/og_queries.jsonl`` (1,267 instances) with
-                        that folder's ``qrels/test.tsv``.
-``prompt-paraphrases``  ``analysis_prompt_sensitivity/5new_queries.jsonl`` (5 paraphrased
-                        instructions per instance, ids ``<qid>_<k>.<j>``) with ``qrels/5_test.tsv``.
-
-Only the GitHub release has the files of the last four settings; asking another layout for
-them raises :class:`FormatError` naming the missing file and the setting.
-
-Every instance must have at least one judgment: an unjudged instance is an error, not a
-warning, because evaluators silently drop unjudged queries and would shift every average
-(each InstructIR instance has exactly one relevant document, so a gap means wrong files).
+The layout (``github``: the authors' release, ``hf``: ``kaist-ai/InstructIR``, ``mteb``:
+``mteb/InstructIR-mteb``) is detected from the files under ``root`` and recorded in
+``Benchmark.layout``; only the GitHub release has the files of the four analysis settings. A
+Hugging Face ``queries.jsonl`` beside the GitHub files must agree with them instance by instance.
+Every instance must be judged: evaluators silently drop unjudged queries, which would shift
+every average. The files of each layout and setting are in docs/formats.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """MTEB's query ids for the kit's benchmarks, both ways.
 
-MTEB 2.26 scores InstructIR and IFIR as tasks of its own (``mteb/tasks/instruction_retrieval/
-eng/``; their facts are :func:`instir.benchmarks.catalog.mteb_task`). A run or a prediction file
-crosses between the two tools only if every query id is translated:
-
-- **InstructIR**: the ids are the same (``<original query id>_<k>``: MTEB's
-  ``mteb/InstructIR-mteb`` is the authors' data). MTEB's ``robustness_at_10``
-  (``mteb/_evaluators/retrieval_metrics.py``) groups them by ``id.split("_")[0]``, the kit by
-  the part before the last ``_``: the same group for every one of the 9,906 real ids.
-- **IFIR**: the kit names an instance ``<query id>_<level>`` (level 0 in the single-level
-  subsets, ``.<n>`` appended when one query repeats a level: :mod:`instir.benchmarks.ifir`).
-  MTEB's multi-level tasks read the level from the id: their ``task_specific_scores`` put a
-  query into ``level_1`` when ``"v1" in query_id`` (``"v2"``, ``"v3"`` likewise) and divide by
-  the count of each level, so an id must carry ``v<level>`` (the kit's ``<qid>_1`` makes all
-  three lists empty, a division by zero). The ids written here are ``<query id>_v<level>`` in
-  the multi-level subsets and the bare ``<query id>`` in the single-level ones (the form of the
-  kit's MTEB-layout test files; the real ``if-ir/<subset>`` files were not at hand to check the
-  separator, which MTEB's substring test does not look at). A benchmark read from MTEB's own
-  files (layout ``mteb``) keeps each file's ids exactly (``Benchmark.meta["source_ids"]``).
-
-Reading MTEB ids back (:meth:`MtebIds.kit_id`) takes the exact table first, then any id whose
-``v<digit>`` token and query id name one of the benchmark's instances
-(:func:`level_from_mteb_id`), so ``4102_v1``, ``4102-v1`` and
-``v1_4102`` all read as ``4102_1``.
+A run or a prediction file crosses between the kit and MTEB only if every query id is
+translated (docs/mteb.md, "Query ids"): InstructIR's are the same in both; an IFIR instance
+``<query id>_<level>`` is written ``<query id>_v<level>`` in the multi-level subsets (MTEB reads
+the level from a ``v<level>`` substring) and as the bare ``<query id>`` in the single-level ones.
+A benchmark read from MTEB's own files keeps their ids. Reading back (:meth:`MtebIds.kit_id`)
+takes the exact table first, then any id whose ``v<digit>`` token and query id name an instance
+(:func:`level_from_mteb_id`): ``4102_v1``, ``4102-v1`` and ``v1_4102`` all read as ``4102_1``.
 """
 
 from __future__ import annotations

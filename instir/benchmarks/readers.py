@@ -1,20 +1,13 @@
 """Record readers shared by every benchmark loader: JSON lines, JSON arrays, Parquet and
 qrels files, each raising :class:`FormatError` that names file, line and field.
 
-Text files are UTF-8; a byte-order mark at the start is skipped (editors on Windows write
-one), and bytes that are not UTF-8 are refused with the file, line and column. Relevance
-grades are integers: ``2``, ``"2"``, ``2.0`` and ``-1`` are read (negative grades are
-non-relevant, as in trec_eval), while ``0.9``, ``1.5``, ``inf`` or ``true`` are refused rather
-than truncated (a truncated 0.9 would silently drop a query from every average). Whitespace-
-separated files (TREC qrels and runs) are read as trec_eval reads them: fields split on ASCII
-spaces and tabs, numbers in ASCII digits; a fullwidth ``１`` or a no-break space inside an id,
-which Python would silently read as 1 or strip, is refused with the file, line and field.
-
-Sizes are bounded before anything is built from them: a document (title and text) may hold at
-most :data:`MAX_DOC_CHARS` characters (``INSTIR_MAX_DOC_CHARS`` in the environment changes it),
-and a line of a text file at most :func:`line_limit` characters; a longer one is refused with
-the file, the line and its length (counted without holding the line), before any tokenizer,
-stemmer or model sees it. A 2 GiB document ended in a segmentation fault inside PyStemmer.
+Encodings and size limits are in docs/formats.md; sizes are checked before any tokenizer,
+stemmer or model sees the text. Relevance grades are integers: ``2``, ``"2"``, ``2.0`` and ``-1``
+are read (negative grades are non-relevant, as in trec_eval), while ``0.9``, ``1.5``, ``inf`` or
+``true`` are refused rather than truncated (a truncated 0.9 would silently drop a query from
+every average). Whitespace-separated files (TREC qrels and runs) are read as trec_eval reads
+them: fields split on ASCII spaces and tabs, numbers in ASCII digits; a fullwidth ``１`` or a
+no-break space inside an id, which Python would read as 1 or strip, is refused.
 """
 
 from __future__ import annotations

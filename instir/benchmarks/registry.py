@@ -26,11 +26,6 @@ def list_benchmarks() -> list[str]:
     return list(catalog.entries())
 
 
-def sample_benchmarks() -> list[str]:
-    """The bundled sample names (offline demos and tests)."""
-    return [name for name, found in catalog.entries().items() if found.sample]
-
-
 def benchmark_settings(name: str) -> tuple[str, ...]:
     """The settings :func:`load_benchmark` accepts for ``name``, the default (``instructed``)
     first: its family's (the spec's ``settings``)."""
@@ -42,18 +37,11 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
 
     Bundled samples always come from the package; ``root`` is ignored for them, so one
     ``root`` can be passed for every name. A real benchmark comes from ``root`` when given,
-    else from the fetch cache. ``root`` is either
-
-    - a data root serving every family, laid out like the fetch cache
-      (:func:`instir.benchmarks.fetch.data_dir`): ``<root>/<family>/<layout>/`` (and
-      ``<subset>/`` inside it for a family with subsets), the family's downloadable layouts
-      first, then its local ones (InstructIR's GitHub release, with Hugging Face's
-      ``corpus.jsonl`` beside it), the first layout present being used (a copy of
-      ``INSTIR_HOME`` is one). It is recognised by a family's folder in it;
-    - or the benchmark's own folder in any layout its loader reads: an InstructIR download,
-      IFIR's data root holding ``<subset>/``, or one IFIR subset's folder.
-
-    ``setting`` must be one of the family's settings (:func:`benchmark_settings`).
+    else from the fetch cache. ``root`` is either a data root laid out like the fetch cache
+    (``<root>/<family>/<layout>/[<subset>/]``, recognised by a family's folder in it; the
+    downloadable layouts first, then the local ones, the first present being used) or the
+    benchmark's own folder in any layout its loader reads (for IFIR, also the folder holding
+    ``<subset>/``). ``setting`` must be one of :func:`benchmark_settings`.
     """
     found = catalog.entry(name)
     fam = found.family
@@ -64,27 +52,13 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
         raise unknown(f"{fam.printed} setting", setting, fam.settings)
     subset = found.subset.id if found.subset else None
     if found.sample:
-        data_root, revision = SAMPLE_ROOT / fam.sample, _bundled_revision()
+        data_root, revision = SAMPLE_ROOT / fam.sample, f"bundled-{importlib.metadata.version('instir')}"
     else:
         data_root = _located(fam, subset, Path(root) if root else None)
-        revision = _manifest_revision(data_folder(data_root, subset))
+        manifest = read_manifest(data_folder(data_root, subset))
+        revision = manifest["resolved_revision"] if manifest else "local"
     return fam.loader_module().load(data_root, subset=subset, setting=setting, name=name, revision=revision,
                                     is_sample=found.sample)
-
-
-def _bundled_revision() -> str:
-    return f"bundled-{importlib.metadata.version('instir')}"
-
-
-def _manifest_revision(folder: Path) -> str:
-    manifest = read_manifest(folder)
-    return manifest["resolved_revision"] if manifest else "local"
-
-
-def _is_data_root(root: Path) -> bool:
-    """Whether ``root`` is laid out like the fetch cache (holds a family's folder) rather than
-    being one benchmark's own folder."""
-    return any((root / name).is_dir() for name in catalog.families())
 
 
 def _located(fam: catalog.Family, subset: str | None, root: Path | None) -> Path:
@@ -92,8 +66,8 @@ def _located(fam: catalog.Family, subset: str | None, root: Path | None) -> Path
     family's first layout folder in the data root ``root`` (one that exists, of the downloadable
     layouts and then the local ones) or in the cache (one that a fetch completed, i.e. has a
     manifest); the family's data root for ``subset``."""
-    if root is not None and not _is_data_root(root):
-        return root
+    if root is not None and not any((root / name).is_dir() for name in catalog.families()):
+        return root  # no family's folder in it: not a data root
     searched = layouts(fam.name) + (list(fam.local_layouts) if root is not None else [])
     for layout in searched:
         folder = data_dir(fam.name, layout, subset, cache_dir=root)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from instir.benchmarks import catalog
-from instir.errors import QUOTE_LIMIT, UserError, quoted, shorten  # noqa: F401 - quoted, shorten: here since 0.1
+from instir.errors import UserError, quoted, shorten  # noqa: F401 - quoted: the loaders import it from here
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,11 +90,10 @@ class Corpus:
     """A corpus read lazily: iterating streams documents, so a 1 GB corpus is never held more
     than once (and only by whoever collects the texts).
 
-    ``stream`` makes a fresh iterator over the documents each time it is called;
-    ``paths`` names the files behind it (for messages and provenance). This base class
-    computes ids, hash and word counts with one pass each (then keeps them); corpora read
-    from files are :class:`~instir.benchmarks.docstore.IndexedCorpus`, which take them from
-    a cached index and read single documents by seeking.
+    ``stream`` makes a fresh iterator over the documents each time it is called; ``paths``
+    names the files behind it. This base class computes ids, hash and word counts with one pass
+    each (then keeps them); corpora read from files are
+    :class:`~instir.benchmarks.docstore.IndexedCorpus`, which use a cached index.
     """
 
     def __init__(self, stream: Callable[[], Iterator[Doc]], paths: Iterable[Path] = ()):
@@ -175,9 +174,8 @@ class Benchmark:
     ``name`` is the registry name (``instructir``, ``ifir/fiqa``, ``instructir-sample`` …),
     ``layout`` the file layout it was read from, ``revision`` the source revision (a
     Hugging Face commit hash, ``bundled-<version>`` for samples, ``local`` when unknown).
-    ``family`` names the benchmark family whose spec applies (its templates, measures, BM25
-    settings): by default the catalog's family of ``name``; None for a benchmark a user built
-    under a name of their own, unless they name a family.
+    ``family`` names the benchmark family whose spec applies: by default the catalog's family
+    of ``name``; None for a benchmark a user built under a name of their own.
     """
 
     name: str

@@ -1,8 +1,7 @@
 """The `instir` command, the top floor of the package: one module per step of the data flow
 registers its subcommands (each parses, calls a stage or a library function, prints); this
-module assembles them and answers their errors. No library module imports this package. With
-no subcommand it prints the help and a short pointer to the bundled samples (``instir summary``
-lists them).
+module assembles them and answers their errors. With no subcommand it prints the help and a
+short pointer to the bundled samples.
 
 Errors, the same for every subcommand (:func:`main` is the one place that handles them):
 
@@ -41,7 +40,7 @@ MAX_MESSAGE_CHARS = 2000
 
 def samples_pointer() -> str:
     """What bare ``instir`` prints after the help: where to look next (no benchmark is loaded)."""
-    from instir.benchmarks.registry import sample_benchmarks
+    from instir.benchmarks.catalog import sample_benchmarks
 
     return (f"bundled samples: {', '.join(sample_benchmarks())}\n"
             "  instir summary   their counts (queries, groups, documents, levels)\n"

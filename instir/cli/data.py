@@ -55,9 +55,9 @@ def summary_command(args: argparse.Namespace) -> int:
     """Handler of ``instir summary``."""
     import pandas as pd
 
-    from instir.benchmarks.registry import load_benchmark, sample_benchmarks
+    from instir.benchmarks.registry import load_benchmark
 
-    names = args.names or sample_benchmarks()
+    names = args.names or catalog.sample_benchmarks()
     if args.root and len(names) != 1:
         raise UsageError("--root needs exactly one benchmark name")
     rows = [load_benchmark(name, args.setting, root=args.root).describe() for name in names]

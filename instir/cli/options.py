@@ -69,9 +69,8 @@ def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tup
         cut = min(excess, max(0, natural[column] - 12))
         limits[column] -= cut
         excess -= cut
-    text = tabulate([[r[c] for c in columns] for r in rows], headers=columns, tablefmt="simple", disable_numparse=True,
+    return tabulate([[r[c] for c in columns] for r in rows], headers=columns, tablefmt="simple", disable_numparse=True,
                     maxcolwidths=[limits[c] if limits[c] < natural[c] else None for c in columns])
-    return text
 
 
 def positive_seconds(text: str) -> float:

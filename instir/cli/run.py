@@ -29,8 +29,6 @@ CLI_PARAMETERS = {
 }
 
 
-
-
 def parse_parameter(text: str, param: NotebookParameter | None) -> object:
     """The value of ``-p NAME=TEXT`` for a parameter of kind ``param.kind``: text is kept as text
     for a string (``-p judge_model=4`` is the string ``"4"``); a list takes JSON or a

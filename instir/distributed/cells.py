@@ -1,16 +1,9 @@
 """One sweep cell, run anywhere (in-process or on a Ray actor): the retrieve and evaluate stages
-on the cell's run of the plan, so a sweep folder holds what the notebooks write:
-
-- ``runs/<run>.trec`` + sidecar, through :func:`instir.stages.retrieve.retrieve_planned`
-  (reused when the sidecar's key matches);
-- its per-query scores under ``metrics/runs/``, through :func:`instir.stages.evaluate.run_scores`
-  (reused while the run and the benchmark are the same);
-- ``sweep/cells/<cell id>.json``: the cell's ``runs.csv`` row, state, where it ran.
-
-:func:`collect` joins the cells with the stages' own aggregation
-(:func:`~instir.stages.retrieve.write_runs_table`, then the evaluate stage itself, which finds
-every run's scores stored), so ``runs/runs.csv`` and ``metrics/`` are the files notebooks 02 and
-03 write for the same runs.
+on the cell's run of the plan (:func:`instir.stages.retrieve.retrieve_planned`,
+:func:`instir.stages.evaluate.run_scores`, each reusing what is stored), plus
+``sweep/cells/<cell id>.json`` (the cell's ``runs.csv`` row, state, where it ran).
+:func:`collect` joins the cells with the stages' own aggregation, so ``runs/runs.csv`` and
+``metrics/`` are the files notebooks 02 and 03 write for the same runs.
 """
 
 from __future__ import annotations
@@ -18,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -78,11 +72,28 @@ def run_cell(cell: PlannedRun, out_dir: str | Path, *, k: int = 100, data_root: 
         atomic.write_text(out / CELLS_DIR / f"{cell.run_id}.json", json.dumps(record, indent=2, default=str))
         return CellResult(cell.run_id, state, row, None, wall_s=time.perf_counter() - start, **where)
     except Exception as e:  # a bad cell fails alone; the sweep reports it and goes on
-        message = f"{cell.run_id}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+        message = f"{cell.run_id}: {one_line(e)}"
         detail = traceback.format_exc()
         with contextlib.suppress(OSError):  # a full disk fails the cell, not the sweep (the message names the file)
             atomic.write_text(out / CELLS_DIR / f"{cell.run_id}.error.txt", detail)
         return CellResult(cell.run_id, "failed", {}, message, wall_s=time.perf_counter() - start, **where)
+
+
+_RAISED = re.compile(r"(?:[\w]+\.)*(\w+(?:Error|Exception)): (.*)")
+
+
+def one_line(error: Exception) -> str:
+    """``Type: first line`` of an exception; of a Ray error, of the exception it wraps (a task's
+    own; an actor's creation task's, which Ray keeps only as the last line of its message)."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, Exception):
+        error = cause
+    elif type(error).__module__.startswith("ray."):
+        raised = [m for line in str(error).splitlines() if (m := _RAISED.fullmatch(line.strip()))]
+        if raised:
+            return f"{raised[-1].group(1)}: {raised[-1].group(2)}"
+    first = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {first}".rstrip(": ")
 
 
 def _node_id() -> str:
@@ -95,8 +106,8 @@ def _node_id() -> str:
 
 
 def import_collect() -> None:
-    """Import what :func:`collect` uses (the metric tables, scipy's statistics: about a second),
-    for a driver to do while it waits on the cells rather than after them."""
+    """Import what :func:`collect` uses (the metric tables, scipy's statistics), for a driver to
+    do while it waits on the cells rather than after them."""
     import instir.stages.evaluate  # noqa: F401
 
 

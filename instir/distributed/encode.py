@@ -1,15 +1,9 @@
 """Sharded corpus encoding with Ray Data: the missing chunks of a corpus's embedding-cache
 entry are encoded by a pool of actors (one model per actor, a GPU each when the system asks
-for one) with ``map_batches``, and the driver writes each chunk into the cache as its vectors
-arrive (:meth:`~instir.retrieval.embedding_cache.EmbeddingCache.write_chunk`), then joins the
-entry exactly as the single-process path does (:meth:`DenseRetriever.embed_corpus`).
-
-Why the driver writes: the cache folder need not be shared by the nodes, and a chunk is
-written once, by one process. Each chunk is one Ray Data row (one task per chunk), so a worker
-lost mid-run costs only the chunk it was encoding: Ray restarts the actor and retries that
-task, and chunks already written are never encoded again. The vectors are those of the
-single-process path because every chunk is encoded by the same function
-(:meth:`DenseRetriever.encode_documents`) on the same inputs.
+for one), one task per chunk, and the driver writes each chunk into the cache as its vectors
+arrive, then joins the entry exactly as the single-process path does. The driver writes, so
+the cache folder need not be shared by the nodes; a lost worker costs only its chunk; the
+vectors are the single-process ones (the same :meth:`DenseRetriever.encode_documents`).
 """
 
 from __future__ import annotations
@@ -65,9 +59,8 @@ def encoder_pool(num_gpus: float = 0, actors: int | None = None) -> tuple[int, i
     """(actors, CPUs per actor) for encoding with a model that asks ``num_gpus`` per actor (Ray
     must be initialised). With GPUs: one actor per GPU share, one CPU each. On CPUs only: one
     actor per alive node, with as many CPUs as the smallest node has, so torch spreads each
-    chunk over a node's cores (here two one-thread actors encoded 4,000 MiniLM documents 8 %
-    slower than one two-thread actor, 60.3 s vs 55.9 s, and each extra actor loads the model
-    again). ``actors`` sets the count; the CPUs are then shared among them."""
+    chunk over a node's cores and no extra actor loads the model again. ``actors`` sets the
+    count; the CPUs are then shared among them."""
     import ray
 
     nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]

@@ -1,33 +1,25 @@
 """``run_sweep``: every cell of a grid's plan as a Ray task (or in a plain loop,
 ``executor="serial"``), into one output folder laid out like a notebook run's ``out_dir``, so
 notebooks 03–05 read a sweep unchanged. The sweep decides only where cells run, with which
-resources, and what its summary says; what is computed is the stages'.
-
-Steps: (0) the explore stage (``data/``, ``datasets.json``); (1) corpora of at least
-``shard_min_docs`` documents are encoded for each dense system by Ray Data
-(:mod:`instir.distributed.encode`); (2) cells run the retrieve and evaluate stages on actors
-spread over the nodes, with the system's resource hints; a task is retried only when its worker
-is lost, a bad cell fails alone; (3) the cells are joined by the stages' own aggregation
-(:func:`instir.distributed.cells.collect`); (4) with a ``judge`` in the grid, the judge stage
-(:func:`instir.stages.judge_runs`: validation, InstFol, the judge's spread), every judge call
-through one judge actor, then the compare stage (``paper_tables/``). Everything is resumable: a
-rerun recomputes only what is missing.
+resources, and what its summary says; what is computed is the stages'. Its steps (explore,
+sharded encoding, cells, collect, judge and compare) and the actors' resources are described in
+docs/scale-out.md, "How cells run"; a rerun recomputes only what is missing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instir.distributed.cells import CellResult, collect, import_collect, run_cell, write_summary
+from instir.distributed.cells import CellResult, collect, import_collect, one_line, run_cell, write_summary
 from instir.distributed.grid import Grid
 from instir.progress import tqdm
 from instir.report.layout import LoadedBenchmarks
@@ -109,7 +101,7 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
         describe_benchmarks(out, grid.benchmarks, grid.data_root, loaded=loaded)
         described: dict[str, Any] = {"state": "done"}
     except Exception as e:  # noqa: BLE001 - a benchmark that cannot load fails its cells, one line each
-        described = {"state": "failed", "error": _one_line(e)}
+        described = {"state": "failed", "error": one_line(e)}
     if executor == "serial":
         results = _serial_cells(grid, cells, out, loaded)
         written = collect(out, cells, results, grid.data_root, loaded)
@@ -165,7 +157,7 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
         path = out / "sweep" / "judge.error.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_text(path, traceback.format_exc())
-        return {"state": "failed", "error": _one_line(e), "detail": "sweep/judge.error.txt"}
+        return {"state": "failed", "error": one_line(e), "detail": "sweep/judge.error.txt"}
     return {"state": "done", "pairs": len(judging.instfol.costs), "failed_judgments": judging.failed_judgments(),
             "warnings": int(judging.instfol.costs["warnings"].sum()),
             "written": {"instfol": out / "judge" / "instfol.csv", "paper_tables": out / "paper_tables"}}
@@ -176,9 +168,8 @@ def _bar(total: int):
 
 
 def _show(bar, results: dict[str, CellResult]) -> None:
-    bar.set_postfix(done=sum(r.state == "done" for r in results.values()),
-                    reused=sum(r.state == "reused" for r in results.values()),
-                    failed=sum(r.state == "failed" for r in results.values()), refresh=False)
+    counts = Counter(r.state for r in results.values())
+    bar.set_postfix(done=counts["done"], reused=counts["reused"], failed=counts["failed"], refresh=False)
     bar.update(1)
 
 
@@ -197,20 +188,11 @@ def _serial_cells(grid: Grid, cells: list[PlannedRun], out: Path, loaded: Loaded
     return {c.run_id: results[c.run_id] for c in cells}
 
 
-def _task_options(resources: dict[str, float]) -> dict[str, Any]:
-    """Ray options of a cell actor holding ``resources`` (:func:`_actor_resources`), SPREAD. An
-    actor that dies is restarted and its call retried (worker loss), never a cell's own error."""
-    return {**resources, "max_restarts": WORKER_LOSS_RETRIES,
-            "max_task_retries": WORKER_LOSS_RETRIES, "scheduling_strategy": "SPREAD"}
-
-
 def _actor_resources(system: SystemSpec) -> dict[str, float]:
-    """What one cell actor of ``system`` holds. A system that asks for GPUs: them, one CPU and
-    its memory hint. Any other (BM25, a model on CPUs): a whole node's CPUs (the smallest
-    node's), as for corpus encoding (:func:`~instir.distributed.encode.encoder_pool`): Ray gives
-    the actor's torch as many threads, so a model spreads each batch over the node's cores and
-    a node holds one copy of it, and one warm actor per node runs the CPU groups one after
-    another instead of a process per CPU importing torch and loading the model again."""
+    """What one cell actor of ``system`` holds: the GPUs it asks for, one CPU and its memory hint;
+    any other system (BM25, a model on CPUs) a whole node's CPUs (the smallest node's), as for
+    corpus encoding (:func:`~instir.distributed.encode.encoder_pool`), so torch spreads each
+    batch over the node's cores and a node holds one copy of the model."""
     from instir.distributed.encode import encoder_pool
 
     resources: dict[str, float] = {"num_cpus": 1}
@@ -302,11 +284,10 @@ def unplaceable(resources: dict[str, float]) -> str | None:
 
 def _ray_cells(grid: Grid, cells: list[PlannedRun], out: Path) -> dict[str, CellResult]:
     """Stage 2: the cell groups on pools of :class:`SystemWorker` actors, one pool per resource
-    shape (:func:`_actor_resources`: on CPUs a node each, a GPU each for GPU models) sized to
-    what the cluster runs at once. A free actor takes the next group of the system it holds,
-    else the next group of its pool (model systems first); an actor whose pool has nothing left
-    is ended, which frees its resources for another pool's actors. Ray places the actors
-    (resources, SPREAD) and restarts lost ones."""
+    shape (:func:`_actor_resources`) sized to what the cluster runs at once. A free actor takes
+    the next group of the system it holds, else the next group of its pool (model systems
+    first); an actor whose pool has nothing left is ended, freeing its resources for another
+    pool's actors."""
     import ray
 
     held = {system.name: _actor_resources(system) for system in grid.systems}
@@ -317,8 +298,10 @@ def _ray_cells(grid: Grid, cells: list[PlannedRun], out: Path) -> dict[str, Cell
     holds: dict[Any, str] = {}
     pending: dict[Any, tuple[Any, tuple, list[PlannedRun]]] = {}
 
-    def start(system: SystemSpec) -> Any:
-        actor = worker.options(**_task_options(held[system.name])).remote(system, grid.cache_dir, grid.data_root)
+    def start(system: SystemSpec) -> Any:  # a lost actor is restarted and its call retried, never a cell's error
+        options = {"max_restarts": WORKER_LOSS_RETRIES, "max_task_retries": WORKER_LOSS_RETRIES}
+        actor = worker.options(**held[system.name], **options, scheduling_strategy="SPREAD").remote(
+            system, grid.cache_dir, grid.data_root)
         holds[actor] = system.name
         return actor
 
@@ -350,8 +333,7 @@ def _ray_cells(grid: Grid, cells: list[PlannedRun], out: Path) -> dict[str, Cell
             try:
                 done = ray.get(ready[0])
             except ray.exceptions.RayError as e:  # the actor was lost more often than restarted
-                line = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                done = [CellResult(c.run_id, "failed", error=f"{c.run_id}: {line}") for c in group]
+                done = [CellResult(c.run_id, "failed", error=f"{c.run_id}: {one_line(e)}") for c in group]
                 ray.kill(actor)
                 actor = start(group[0].system)  # a fresh actor for the pool's remaining groups
             for result in done:
@@ -412,18 +394,3 @@ def _judge_factory(grid: Grid, out: Path) -> functools.partial:
                              cache=out / "judge" / "judgments.sqlite")
 
 
-_RAISED = re.compile(r"(?:[\w]+\.)*(\w+(?:Error|Exception)): (.*)")
-
-
-def _one_line(error: Exception) -> str:
-    """``Type: first line`` of an exception; of a Ray error, of the exception it wraps (a task's
-    own; an actor's creation task's, which Ray keeps only as the last line of its message)."""
-    cause = getattr(error, "cause", None)
-    if isinstance(cause, Exception):
-        error = cause
-    elif type(error).__module__.startswith("ray."):
-        raised = [m for line in str(error).splitlines() if (m := _RAISED.fullmatch(line.strip()))]
-        if raised:
-            return f"{raised[-1].group(1)}: {raised[-1].group(2)}"
-    first = str(error).splitlines()[0] if str(error) else ""
-    return f"{type(error).__name__}: {first}".rstrip(": ")

@@ -1,14 +1,7 @@
-"""Interop with ranx, PyTerrier and ir_datasets (``pip install 'instir[interop]'``).
-
-- Runs: :meth:`instir.Run.to_ranx` / :meth:`~instir.Run.from_ranx` and
-  :meth:`~instir.Run.to_pyterrier` / :meth:`~instir.Run.from_pyterrier` (on the run itself).
-- Qrels: :func:`qrels_to_ranx` / :func:`qrels_from_ranx`, :func:`qrels_to_pyterrier` /
-  :func:`qrels_from_pyterrier` (:mod:`instir.interop.qrels`).
-- Benchmarks as ir_datasets datasets: :func:`register_ir_datasets` registers every benchmark,
-  subset and setting the kit loads (bundled samples included) as ``instir/<name>[/<setting>]``,
-  so ``ir_datasets.load("instir/ifir/fiqa")`` and PyTerrier's ``irds:instir/…`` read the fetched or
-  bundled files (:mod:`instir.interop.irds`); PyTerrier's ``instir:<name>`` needs no call
-  (a ``pyterrier.dataset_provider`` entry point, :mod:`instir.interop.pt_provider`).
+"""Interop with ranx, PyTerrier and ir_datasets (``pip install 'instir[interop]'``): runs convert
+on the run itself (:meth:`instir.Run.to_ranx`, :meth:`~instir.Run.to_pyterrier` and back), qrels
+in :mod:`instir.interop.qrels`, and :func:`register_ir_datasets` serves the benchmarks as
+ir_datasets datasets (:mod:`instir.interop.irds`); docs/interop.md tells the whole of it.
 
 Nothing here is imported by ``import instir``; each library is imported when a function needs it.
 """

@@ -1,39 +1,10 @@
 """The kit's benchmarks as ir_datasets datasets: after :func:`register_ir_datasets`,
 ``ir_datasets.load("instir/<name>[/<setting>]")`` serves every benchmark, IFIR subset and setting
-that :func:`instir.load_benchmark` loads, bundled samples included (:func:`dataset_ids` lists them):
+that :func:`instir.load_benchmark` loads, bundled samples included (:func:`dataset_ids` lists them).
 
-========================================  ==============================================
-``instir/instructir``                      InstructIR, instructed (the benchmark)
-``instir/instructir/query-only``           … and its other settings (``order-sensitivity``,
-                                           ``prompt-sensitivity``, ``prompt-paraphrases``)
-``instir/ifir/fiqa`` … ``instir/ifir/cds``  the seven IFIR subsets
-``instir/instructir-sample[/<setting>]``   the bundled samples (``is_sample``: no results)
-``instir/ifir-sample/fiqa``, ``/nfcorpus``
-========================================  ==============================================
-
-PyTerrier reaches them as ``pt.get_dataset("irds:instir/…")`` once this has run (ir_datasets
-0.6 has no entry point for third-party datasets, so registration is a call), or as
-``pt.get_dataset("instir:…")`` with no call (:mod:`instir.interop.pt_provider`).
-
-Each dataset is a short declaration in the ir_datasets style — a docs, a queries and a qrels
-handler over one ``(benchmark, setting)`` — and reads nothing until asked: the first docs,
-queries or qrels call loads the benchmark with :func:`instir.load_benchmark` from the ``root``
-given here (the fetch cache when None; samples always from the package). A benchmark that was
-never fetched fails on that first call, saying which ``instir fetch`` gets it.
-
-Records (no ``from __future__ import annotations`` in this module: PyTerrier's text loader
-reads the field types of the record classes):
-
-- docs: :class:`InstirDoc` ``(doc_id, text, title)``; ``default_text()`` is the text the kit's
-  retrievers index (title and text). All settings of a benchmark share one docs handler, so
-  ``ir_datasets.docs_parent_id("instir/instructir/query-only")`` is ``instir/instructir``.
-  ``docs_store()`` reads single documents through the kit's corpus index.
-- queries: :class:`InstirQuery` ``(query_id, text, query, instruction, group, level, subset)``:
-  ``text`` is the instance as the kit shows it to BM25 and plain encoders (the authors' text:
-  InstructIR ``instruction [SEP] query``, query first in its order-sensitivity setting; IFIR
-  ``query instruction``; the bare query without an instruction), the other fields are the raw
-  parts. PyTerrier: ``get_topics("text")``.
-- qrels: ir_datasets' ``TrecQrel`` ``(query_id, doc_id, relevance, iteration)``.
+Each dataset reads nothing until asked; its records and the ways in from PyTerrier are in
+docs/interop.md. No ``from __future__ import annotations`` in this module: PyTerrier's text
+loader reads the field types of the record classes.
 """
 
 from collections.abc import Iterable, Iterator
@@ -122,10 +93,9 @@ def register_ir_datasets(root: Union[str, Path, None] = None) -> list[str]:
     :func:`dataset_ids`) and return the ids, so that ``ir_datasets.load("instir/ifir/fiqa")`` and
     PyTerrier's ``pt.get_dataset("irds:instir/ifir/fiqa")`` work.
 
-    ``root`` is where real benchmarks are read from, as :func:`instir.load_benchmark` takes it (a
-    data root laid out like the fetch cache, or one benchmark's folder); None reads the fetch
-    cache. Calling again registers nothing twice and only changes the root for what is loaded
-    from then on (benchmarks already loaded from another root are kept for that root)."""
+    ``root`` is where real benchmarks are read from, as :func:`instir.load_benchmark` takes it
+    (None: the fetch cache). Calling again registers nothing twice and only changes the root for
+    what is loaded from then on."""
     _STATE.root = Path(root) if root is not None else None
     return ensure_registered()
 

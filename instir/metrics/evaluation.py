@@ -15,13 +15,11 @@ from instir.retrieval.runs import RunIdCheck
 class Evaluation:
     """Everything computed for a set of runs on one benchmark.
 
-    ``per_query``: system, qid, measure, value (standard and ``[ifir-native]`` measures);
-    ``per_group``: system, group, measure (:func:`instir.metrics.robustness.label`, e.g.
-    ``Robustness@10``), value, n_queries;
-    ``table``: the tidy table (:data:`instir.metrics.table.COLUMNS`);
-    ``excluded``: qrels queries without a relevant document (not averaged);
-    ``checks``: per system, the ids its run has that the benchmark lacks;
-    ``notes``: what the scoring left out and why (the ``mteb`` protocol's, one line each).
+    ``per_query``: system, qid, measure, value; ``per_group``: system, group, measure (e.g.
+    ``Robustness@10``), value, n_queries; ``table``: the tidy table
+    (:data:`instir.metrics.table.COLUMNS`); ``excluded``: qrels queries without a relevant
+    document (not averaged); ``checks``: per system, the ids its run has that the benchmark
+    lacks; ``notes``: what the scoring left out and why (the ``mteb`` protocol's, one line each).
     """
 
     per_query: pd.DataFrame

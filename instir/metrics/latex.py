@@ -2,17 +2,7 @@
 ``Report.get_superscript_for_latex`` / ``get_phantoms_for_latex`` in ranx 0.3.21's
 ``ranx/data_structures/report.py``; ``tests/metrics/test_latex.py`` compares the rows with ranx's).
 
-ranx's convention, followed here: the systems are lettered a, b, c … in table order; every pair of
-systems is tested once per measure on their paired per-query values (ranx's ``compare``: a
-two-sided paired Student's t-test by default, significant when p ≤ ``max_p``, 0.01 by default,
-no correction for the number of pairs); a score carries as a superscript the letters of the systems
-it beats — significantly different *and* a higher mean — and an ``\\hphantom`` of the other letters,
-so the columns stay aligned; the best score of each column (the first one, on ties, of the scores
-as printed) is bold. The kit adds the paired permutation test (``test="perm"``, from
-:mod:`instir.metrics.stats`), Holm's correction across the pairs of one measure
-(``correction="holm"``), its own measure names and the ×100 scale the papers print; with
-``scale=1, digits=3`` the numbers are printed as ranx prints them.
-
+ranx's convention and what the kit adds to it are in docs/interop.md, "Significance marks".
 The units are queries for per-query measures and query groups for Robustness (its value is a
 per-group minimum): :func:`significance_marks` takes either, as ``instir evaluate`` hands them over.
 """
@@ -20,13 +10,11 @@ per-group minimum): :func:`significance_marks` takes either, as ``instir evaluat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from instir import atomic
-from instir.metrics.stats import N_RESAMPLES, holm, paired_permutation_p, paired_ttest
+from instir.metrics.stats import N_RESAMPLES, holm, paired_permutation_p, paired_ttest, paired_values
 
 if TYPE_CHECKING:
     from instir.metrics.evaluation import Evaluation
@@ -63,14 +51,7 @@ def pairwise_tests(per_unit: pd.DataFrame, *, unit: str = "qid", systems: Sequen
     measures = list(measures) if measures is not None else list(dict.fromkeys(per_unit["measure"]))
     rows = []
     for measure in measures:
-        wide = per_unit[per_unit["measure"] == measure].pivot(index=unit, columns="system", values="value")
-        absent = [s for s in systems if s not in wide.columns]
-        if absent:
-            raise ValueError(f"{measure}: no values for systems {absent}")
-        gaps = wide[systems].isna().any(axis=1)
-        if gaps.any():
-            raise ValueError(f"{measure}: systems are not scored on the same {unit}s "
-                             f"(e.g. {list(wide.index[gaps][:3])})")
+        wide = paired_values(per_unit, measure, systems, unit)
         pairs = []
         for i, system in enumerate(systems):
             for other in systems[i + 1:]:
@@ -191,12 +172,4 @@ def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, c
         lines.append(f"{letters[s]} &\n{escape(s)} &\n" + "\n".join(cells) + "\\\\")
     lines += ["\\bottomrule", "\\end{tabular}", "}", f"\\label{{{label}}}", "\\end{table*}", ""]
     return "\n".join(lines)
-
-
-def write_latex(marks: pd.DataFrame, path: str | Path, **options) -> Path:
-    """Write :func:`latex_table` of ``marks`` to ``path``, atomically (``options`` go to it);
-    returns the path."""
-    path = Path(path)
-    atomic.write_text(path, latex_table(marks, **options))
-    return path
 

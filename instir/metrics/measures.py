@@ -2,18 +2,11 @@
 parameters, the definition's source) apart from who computes it (pytrec_eval through
 ir-measures, the IFIR authors' nDCG, the InstructIR authors' group minimum, a judge).
 
-- :class:`Standard`: a trec_eval measure (``nDCG@10``, ``RR@10``, ``R@100``, ``P@10`` …),
-  holding the ir_measures object;
-- :class:`Robustness`: the minimum of a per-query measure within each query group, averaged
-  over groups (``Robustness@10`` of nDCG@10, ``Robustness(RR@10)`` of any other);
-- :class:`Native`: the IFIR authors' own nDCG@k / RR@k (``nDCG@20[ifir-native]``);
-- :class:`InstFol`: IFIR's judged instruction-following gain (``InstFol@20``), computed by the
-  judge stage, never by scoring a run alone.
-
-:func:`parse_measure` reads any of them from the kit's names, ir-measures' names, ranx's
-lower-case names (``ndcg@10``, ``mrr@10``) and ir_measures objects. A family spec's
-``derived`` names the measures every scored measure brings along (:data:`DERIVED`).
-Imports nothing heavy: ir-measures is imported when a name is read.
+:class:`Standard`, :class:`Robustness`, :class:`Native` and :class:`InstFol` (judged, never
+computed from a run alone); :func:`parse_measure` reads any of them from the kit's names,
+ir-measures', ranx's lower-case ones and ir_measures objects. A family spec's ``derived`` names
+the measures every scored measure brings along (:data:`DERIVED`). Imports nothing heavy:
+ir-measures is imported when a name is read.
 """
 
 from __future__ import annotations

@@ -1,41 +1,11 @@
 """The ``mteb`` protocol: runs scored as MTEB 2.26 scores its InstructIR and IFIR tasks, so
-the kit and MTEB give the same numbers for the same run.
+the kit and MTEB give the same numbers for the same run (what differs from the authors'
+protocol, and where in MTEB's source, is in docs/mteb.md).
 
-What MTEB does, read in its source (paraphrased, no code copied; ``mteb/`` of the 2.26.24
-wheel):
-
-- ``abstasks/retrieval.py`` ``AbsTaskRetrieval``: ``k_values`` = 1, 3, 5, 10, 20, 100, 1000;
-  ``_evaluate_subset`` drops qrels entries with no judgment
-  (``_filter_queries_without_positives``), scores, then adds the task's
-  ``task_specific_scores`` and ``main_score`` (``AbsTask._add_main_score``: the value of the
-  task's ``metadata.main_score``).
-- ``_evaluators/retrieval_evaluator.py`` ``RetrievalEvaluator.evaluate``: with the task's
-  ``ignore_identical_ids`` (only ``IFIRFiQA`` sets it) every document whose id equals the query
-  id is removed from the results first; InstructIR keeps them (the authors drop them).
-- ``_evaluators/retrieval_metrics.py`` ``calculate_retrieval_scores``: pytrec_eval with
-  ``ndcg_cut``, ``map_cut``, ``recall``, ``P`` and ``success`` at every k; it scores the
-  queries present in both the results and the qrels (a query of the run without results for
-  a qrels query is not averaged: the authors' protocol scores it 0; a qrels query whose
-  judgments are all 0 is averaged as 0: the kit's default leaves it out).
-  ``parse_metrics_from_scores``: each measure's mean over the scored queries, **rounded to 5
-  decimals** (``ndcg_at_k``, ``map_at_k``, ``recall_at_k``, ``precision_at_k``,
-  ``hit_rate_at_k``). ``mrr``: its own reciprocal rank over each result list sorted by
-  (score, document id) descending, averaged over the result lists and **not rounded**
-  (``mrr_at_k``).
-- ``robustness_at_10`` (InstructIR's main score): the qrels' query ids grouped by the part
-  before the first ``_``; per group the lowest per-query ``ndcg_cut_10``; the mean of those
-  minima, not rounded. It looks up every qrels query among the scored ones, so MTEB itself
-  stops on a run that lacks one; here the value is then left out and a note says why.
-- IFIR's multi-level tasks (``tasks/instruction_retrieval/eng/ifir_*.py``
-  ``task_specific_scores``): ``level_scores`` = the mean ``ndcg_cut_20`` of the scored queries
-  whose id contains ``v1`` (else ``v2``, else ``v3``), not rounded; a level with no query is a
-  division by zero in MTEB, here a note.
-
-Queries are scored under MTEB's ids (:func:`instir.benchmarks.mteb.mteb_ids`), so the
-groups and levels are MTEB's own; per-query values come back under the kit's ids. MTEB's
-``nAUC`` measures and ``accuracy`` (= ``recall_at_1``) are not computed. Stored result files
-round every float to 6 decimals (``TaskResult.to_disk``); the values here are those before
-that, as ``AbsTaskRetrieval.evaluate`` returns them.
+Queries are scored under MTEB's ids (:func:`instir.benchmarks.mteb.mteb_ids`), so the groups and
+levels are MTEB's own; per-query values come back under the kit's ids. MTEB's ``nAUC`` measures
+and ``accuracy`` (= ``recall_at_1``) are not computed; values are those before MTEB's result
+files round them to 6 decimals.
 """
 
 from __future__ import annotations
@@ -65,8 +35,6 @@ MTEB_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 ROUNDING = 5
 #: MTEB's measure prefix -> the pytrec_eval measure it is read from (``calculate_retrieval_scores``)
 TREC_MEASURES = {"ndcg": "ndcg_cut", "map": "map_cut", "recall": "recall", "precision": "P", "hit_rate": "success"}
-#: measures MTEB does not round (its own ``mrr`` and the task-specific scores)
-UNROUNDED = ("mrr",)
 #: the kit's measure names (ir-measures style) -> MTEB's prefix, for ``--measures nDCG@10`` in either protocol
 _KIT_NAMES = {kit: lower for lower, kit in LOWER_CASE_NAMES.items()}
 _MEASURE = re.compile(r"(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)")
@@ -106,14 +74,12 @@ def default_mteb_measures(benchmark_name: str) -> tuple[str, ...]:
 class MtebScores:
     """One run scored as MTEB scores it (see the module docstring).
 
-    ``scores``: MTEB's flat scores dict (``ndcg_at_k`` … ``hit_rate_at_k`` rounded to 5
-    decimals, ``mrr_at_k`` unrounded, ``robustness_at_10`` on InstructIR, ``main_score``),
-    every k of :data:`MTEB_K_VALUES`; ``level_scores``: ``level_1`` … ``level_3`` on the
-    multi-level IFIR tasks; ``per_query``: ``qid`` (the kit's id), ``measure`` (MTEB's name),
-    ``value`` (unrounded, as pytrec_eval and MTEB's ``mrr`` give them); ``groups``: per
-    robustness group (``group``, ``value`` = its lowest ``ndcg_cut_10``, ``n_queries``);
-    ``level_counts``: queries per level; ``n_scored``: queries averaged; ``notes``: what could
-    not be computed and which queries of the run were left out."""
+    ``scores``: MTEB's flat scores dict at every k of :data:`MTEB_K_VALUES` (MTEB's rounding),
+    ``robustness_at_10`` on InstructIR and ``main_score``; ``level_scores``: ``level_1`` …
+    ``level_3`` on the multi-level IFIR tasks; ``per_query``: ``qid`` (the kit's id),
+    ``measure`` (MTEB's name), unrounded ``value``; ``groups``: per robustness group (``group``,
+    ``value`` = its lowest ``ndcg_cut_10``, ``n_queries``); ``level_counts``; ``n_scored``
+    (queries averaged); ``notes``: what was left out and why."""
 
     task: catalog.MtebTask
     scores: dict[str, float]
@@ -221,17 +187,6 @@ def mteb_scores(run: RunLike | Mapping[str, Mapping[str, float]], benchmark: Ben
         out["main_score"] = main
     per_query = pd.DataFrame(rows, columns=["qid", "measure", "value"])
     return MtebScores(task, out, level_scores, per_query, groups, level_counts, len(scored), notes)
-
-
-def task_scores(scores: MtebScores) -> dict:
-    """The scores of one run as MTEB's ``TaskResult`` holds them for the split: the flat
-    measures, ``level_scores`` as a nested dict where the task has levels, ``hf_subset``
-    ``default`` and ``languages`` ``["eng-Latn"]`` (both tasks' ``eval_langs``)."""
-    out: dict = dict(scores.scores)
-    if scores.task.level_scores:
-        out["level_scores"] = dict(scores.level_scores)
-    out.update(hf_subset="default", languages=["eng-Latn"])
-    return out
 
 
 def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], benchmark: Benchmark,

@@ -1,17 +1,9 @@
-"""IFIR-native nDCG@k and MRR@k (the IFIR authors' Elasticsearch path).
-
-IFIR-native nDCG@k: binary gains (grade > 0 is relevant), DCG over the top k retrieved with
-discount 1/log2(rank + 1); the ideal DCG is that of *the same retrieved top k re-sorted*
-(its relevant documents first), not of the full relevant set; a query that retrieves no
-relevant document scores 0. Its ideal DCG is never larger than trec_eval's (which counts
-min(#relevant, k) relevant documents), so with binary qrels — IFIR's — it is never lower
-than standard nDCG@k, and equal when every relevant document is in the top k.
-IFIR-native MRR@k: reciprocal rank of the first relevant document in the top k (0 if none).
-
-Values are always labelled ``<measure>[ifir-native]`` (e.g. ``nDCG@20[ifir-native]``) so
-they are never confused with the standard ``nDCG@20``. Averaged queries and document order
-follow :mod:`instir.metrics.standard` (relevant-bearing qrels queries; trec_eval order;
-nothing retrieved → 0).
+"""IFIR-native nDCG@k and MRR@k (the IFIR authors' Elasticsearch path; nDCG's definition is
+in docs/metrics.md): with binary qrels, IFIR's, never lower than standard nDCG@k, and equal when
+every relevant document is in the top k. MRR@k: reciprocal rank of the first relevant document
+in the top k (0 if none). Values are always labelled ``<measure>[ifir-native]`` so they are never
+confused with the standard ``nDCG@20``. Averaged queries and document order follow
+:mod:`instir.metrics.standard`.
 """
 
 from __future__ import annotations
@@ -24,11 +16,6 @@ import pandas as pd
 from instir.benchmarks.types import Qrels
 from instir.metrics.measures import Native, parse_measure
 from instir.metrics.standard import RunLike, ranked, relevant_queries, run_frame
-
-
-def native_label(measure: str) -> str:
-    """``nDCG@20`` → ``nDCG@20[ifir-native]`` (:class:`instir.metrics.measures.Native`)."""
-    return Native(parse_measure(measure)).name
 
 
 def native_per_query(run: RunLike, qrels: Qrels, measures: Sequence[str] = ("nDCG@20", "RR@20")) -> pd.DataFrame:

@@ -1,19 +1,10 @@
 """Scoring runs: the one path every front end takes. :func:`evaluate_runs` scores many runs on a
 benchmark (what the evaluate stage, ``instir evaluate`` and the sweep's cells call);
 :func:`evaluate` scores one run in ranx's argument order for a Python session, on a Benchmark
-or on qrels in any shape. Both read measures as :mod:`instir.metrics.measures` objects (names,
-ranx's names or ir_measures objects) and compute them with one set of providers:
-
-- standard measures with one pytrec_eval evaluator built for the qrels
-  (:class:`~instir.metrics.standard.Evaluator`);
-- IFIR-native nDCG/RR from the run's top k (:func:`instir.metrics.native.native_per_query`);
-- Robustness from the per-query values of its base and the query groups
-  (:func:`instir.metrics.robustness.group_minima`).
-
-On a Benchmark, self-hits are dropped first (as the InstructIR authors do), the run's ids are
-checked against it, and the family's spec says which measures are scored by default and which
-each brings along (``derived``: Robustness on InstructIR, IFIR-native on IFIR). The ``mteb``
-protocol is a parameter of the same path (:func:`instir.metrics.mteb.evaluation`).
+or on qrels in any shape. Both compute :mod:`instir.metrics.measures` objects with one set of
+providers (:class:`Scorer`). On a Benchmark, self-hits are dropped first (as the InstructIR
+authors do), and the family's spec says which measures are scored by default and which each
+brings along (``derived``); the ``mteb`` protocol is a parameter of the same path.
 """
 
 from __future__ import annotations
@@ -69,8 +60,7 @@ def scored_measures(benchmark: Benchmark, measures: Sequence[object] | object | 
 
 def without_self_hits(run: RunLike) -> RunLike:
     """The run without documents whose id is the query id (``drop_self_hits``, as the
-    InstructIR authors score), or the run itself when it has none: dropping re-sorts the
-    whole run, which costs seconds at a million rows."""
+    InstructIR authors score), or the run itself when it has none (dropping re-sorts the run)."""
     frame = run_frame(run)
     return drop_self_hits(run) if (frame["qid"] == frame["docid"]).any() else run
 
@@ -179,15 +169,12 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
 
     ``qrels``: a :class:`~instir.benchmarks.types.Benchmark` (its self-hits rule and query groups
     apply, as in :func:`evaluate_runs`, whose numbers these are) or any qrels shape
-    :func:`instir.metrics.inputs.qrels_of` reads (dicts, DataFrames, files, ranx, ir_measures);
-    ``run``: any run shape :func:`~instir.metrics.inputs.run_of` reads. ``measures``: ir-measures
-    names (``nDCG@10``, ``RR@10``, ``R@100``), ranx's (``ndcg@10``, ``mrr@10``, ``recall@100``),
-    ir_measures objects (``nDCG@10``, ``RR@10``) or the kit's (:mod:`instir.metrics.measures`);
-    ``Robustness@10`` (the minimum nDCG@10 per query group, averaged over groups; groups from the
-    Benchmark, ``groups``, or ``<group>_<n>`` ids) and ``nDCG@20[ifir-native]`` (the IFIR authors'
-    nDCG) only when asked. Averaged like every kit table: over the queries with a relevant
-    document, a query the run misses scoring 0. ``per_query=True``: a DataFrame, one row per
-    query and one column per measure (not for Robustness, which has one value per group)."""
+    :func:`instir.metrics.inputs.qrels_of` reads; ``run``: any run shape
+    :func:`~instir.metrics.inputs.run_of` reads; ``measures``: any spelling
+    :func:`~instir.metrics.measures.parse_measure` reads, ``Robustness@10`` (groups from the
+    Benchmark, ``groups``, or ``<group>_<n>`` ids) and ``nDCG@20[ifir-native]`` only when asked.
+    Averaged like every kit table. ``per_query=True``: a DataFrame, one row per query and one
+    column per measure (not for Robustness, which has one value per group)."""
     if _looks_like_run(qrels) and not _looks_like_run(run):
         warnings.warn("evaluate(run, qrels, measures) is the old argument order; the order is now "
                       "evaluate(qrels, run, measures), as in ranx", DeprecationWarning, stacklevel=2)

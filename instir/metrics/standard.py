@@ -1,22 +1,13 @@
 """Standard IR measures (nDCG@k, RR@k, R@k, P@k, …) through ir-measures' pytrec_eval
 provider (the maintained ``pytrec-eval-terrier``, i.e. trec_eval's own code).
 
-Aggregation rule (the same everywhere in the kit)
--------------------------------------------------
-*Which queries are averaged:* every query of the qrels with at least one relevant
-document (grade > 0). *A query with no retrieved documents scores 0.* Queries of the run
-that are not in the qrels are ignored here (``check_run_ids`` reports them).
-
-What the reference tools do, for comparison: trec_eval (and pytrec_eval) averages over
-the queries present in *both* run and qrels (``-c`` adds qrels-only queries as 0), and a
-query whose judgments are all non-relevant is scored 0 and averaged in. ir-measures'
-evaluators fill every qrels query the provider did not return with 0 (``Measure.DEFAULT``),
-so they average over all qrels queries, again including the all-non-relevant ones. The
-kit drops those queries because no system can score on them: they would only pull every
-mean towards 0 by the same amount. The dropped ids are listed in ``Evaluator.excluded``.
-
-Document order follows trec_eval (see ``instir.retrieval.runs``): float32 score descending,
-ties broken by document id descending (byte order); a bare frame's ``rank`` column is not used.
+The aggregation rule, the same everywhere in the kit: every query of the qrels with at least one
+relevant document (grade > 0) is averaged, and one with no retrieved documents scores 0; queries
+of the run outside the qrels are ignored (``check_run_ids`` reports them). trec_eval averages
+over the queries of both run and qrels, and it and ir-measures average in the queries judged all
+non-relevant as 0; the kit drops those (``Evaluator.excluded``): no system can score on them, so
+they would only pull every mean towards 0. Documents are in trec_eval's order
+(:mod:`instir.retrieval.runs`); a bare frame's ``rank`` column is not used.
 """
 
 from __future__ import annotations
@@ -203,10 +194,6 @@ class Evaluator:
         if len(out) != expected:
             raise RuntimeError(f"pytrec_eval returned {len(out)} values, expected {expected}")
         return out
-
-    def aggregate(self, run: RunLike) -> dict[str, float]:
-        """Mean of each measure over the averaged queries (see the aggregation rule)."""
-        return mean_by_measure(self.per_query(run))
 
 
 def mean_by_measure(per_query: pd.DataFrame) -> dict[str, float]:

@@ -1,16 +1,10 @@
 """Comparing systems against a baseline, per measure, on paired per-query (or per-group)
-values — in the spirit of PyTerrier's ``pt.Experiment`` and ranx's ``compare``.
-
-For each system and measure: both means and their difference, the paired t-test
-(``scipy.stats.ttest_rel``), a paired permutation (randomisation) test
-(``scipy.stats.permutation_test`` flipping the signs of the per-unit differences, fixed
-seed), a paired bootstrap 95% CI of the mean difference (``scipy.stats.bootstrap`` of the
-per-unit differences, BCa, fixed seed), how many
-units the system is better / worse / equal on, and both p-values Holm-corrected across the
-systems compared on that measure. Degenerate samples, where scipy returns NaN or warns
-(differences equal within :data:`TOLERANCE`): every difference 0 → p = 1 and a CI of
-[0, 0]; the same non-zero difference d everywhere → t = ±inf, t-test p = 0, CI [d, d].
-scipy is imported by the tests themselves, so scoring a single run never loads it.
+values — in the spirit of PyTerrier's ``pt.Experiment`` and ranx's ``compare`` (what is computed:
+docs/metrics.md; scipy's ``ttest_rel``, ``permutation_test`` and BCa ``bootstrap``, fixed seeds).
+Degenerate samples, where scipy returns NaN or warns (differences equal within
+:data:`TOLERANCE`): every difference 0 → p = 1 and a CI of [0, 0]; the same non-zero difference
+d everywhere → t = ±inf, t-test p = 0, CI [d, d]. scipy is imported by the tests themselves, so
+scoring a single run never loads it.
 """
 
 from __future__ import annotations
@@ -22,9 +16,8 @@ import pandas as pd
 
 from instir.progress import tqdm
 
-#: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001; both
-#: together cost about 2 s of CPU per system × measure at 10k queries), and the batch size
-#: that bounds their memory.
+#: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001), and the
+#: batch size that bounds their memory.
 N_RESAMPLES = 2_000
 _BATCH = 200
 #: Differences within this of each other count as equal (float noise, e.g. (x + c) - x).
@@ -79,6 +72,21 @@ def paired_permutation_p(system: np.ndarray, baseline: np.ndarray, *, n_resample
     return float(perm.pvalue)
 
 
+def paired_values(per_unit: pd.DataFrame, measure: str, systems: Sequence[str], unit: str = "qid") -> pd.DataFrame:
+    """The values of ``measure`` in ``per_unit``, a row per unit and a column per system of
+    ``systems``; a ``ValueError`` when a system has none or they are not scored on the same units."""
+    wide = per_unit[per_unit["measure"] == measure].pivot(index=unit, columns="system", values="value")
+    absent = [s for s in systems if s not in wide.columns]
+    if absent:
+        raise ValueError(f"{measure}: no values for systems {absent}")
+    wide = wide[list(systems)]
+    gaps = wide.isna().any(axis=1)
+    if gaps.any():
+        raise ValueError(f"{measure}: systems are not scored on the same {unit}s "
+                         f"(e.g. {list(wide.index[gaps][:3])})")
+    return wide
+
+
 def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, confidence: float = 0.95) -> dict[str, float]:
     """Paired statistics of ``system`` against ``baseline`` (same units, same order)."""
@@ -126,11 +134,7 @@ def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", me
     with tqdm(total=len(measures) * len(others), desc="significance tests",
               disable=len(others) * len(measures) < 4) as bar:
         for measure in measures:
-            wide = per_unit[per_unit["measure"] == measure].pivot(index=unit, columns="system", values="value")
-            gaps = wide[[baseline, *others]].isna().any(axis=1) if others else wide[baseline].isna()
-            if gaps.any():
-                raise ValueError(f"{measure}: systems are not scored on the same {unit}s "
-                                 f"(e.g. {list(wide.index[gaps][:3])})")
+            wide = paired_values(per_unit, measure, [baseline, *others], unit)
             for system in others:
                 res = paired_comparison(wide[system].to_numpy(), wide[baseline].to_numpy(),
                                         n_resamples=n_resamples, seed=seed)

@@ -77,26 +77,22 @@ def wide(table: pd.DataFrame, *, index: Sequence[str] = ("system",),
     return (view * scale).round(digits)
 
 
-def export_bytes(table: pd.DataFrame, path: str | Path, **wide_options) -> bytes:
-    """What :func:`export` writes to ``path``, as bytes (for a set of files written together,
-    :func:`instir.atomic.write_files`)."""
-    suffix = Path(path).suffix.lower()
-    if suffix in (".csv", ".parquet"):
-        return atomic.frame_bytes(Path(path).with_suffix(suffix), table)
-    if suffix == ".tex":
-        view = wide(table, **wide_options)
-        return view.to_latex(float_format=f"%.{wide_options.get('digits', 1)}f", na_rep="--").encode("utf-8")
-    if suffix == ".md":
-        return (wide(table, **wide_options).to_markdown() + "\n").encode("utf-8")
-    raise ValueError(f"unknown table format {suffix!r} (use .csv, .parquet, .tex or .md)")
-
-
 def export(table: pd.DataFrame, path: str | Path, **wide_options) -> Path:
     """Write ``table`` by file suffix, atomically: ``.csv`` / ``.parquet`` hold the tidy table;
     ``.tex`` (LaTeX, needs jinja2) and ``.md`` (Markdown, needs tabulate) hold the
     :func:`wide` view, to which ``wide_options`` are passed."""
     path = Path(path)
-    atomic.write_bytes(path, export_bytes(table, path, **wide_options))
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".parquet"):
+        data = atomic.frame_bytes(path.with_suffix(suffix), table)
+    elif suffix == ".tex":
+        view = wide(table, **wide_options)
+        data = view.to_latex(float_format=f"%.{wide_options.get('digits', 1)}f", na_rep="--").encode("utf-8")
+    elif suffix == ".md":
+        data = (wide(table, **wide_options).to_markdown() + "\n").encode("utf-8")
+    else:
+        raise ValueError(f"unknown table format {suffix!r} (use .csv, .parquet, .tex or .md)")
+    atomic.write_bytes(path, data)
     return path
 
 

@@ -2,15 +2,9 @@
 step): every run of ``runs/runs.csv`` scored on its benchmark (the family spec's measures), the
 tidy table (with the Average over subsets where the family has one), per-query values, group
 minima and the paired comparisons against each benchmark's baseline (its first system), written
-under ``metrics/``.
-
-One listed run is scored by :func:`run_scores`, which keeps its per-query values under
-``metrics/runs/`` and reuses them while the run file, the benchmark and the measures are the
-same (a sweep cell scores its own run there; notebook 03 after it scores nothing again). The
-runs' evaluations are joined and compared by :func:`write_metrics`, the one aggregation every
-front end uses, so a sweep folder and a notebook folder hold the same bytes. Benchmarks are
-loaded for their queries and qrels only: the corpus is never parsed here (its ids come from the
-corpus index).
+under ``metrics/``. :func:`write_metrics` is the one aggregation every front end uses, so a sweep
+folder and a notebook folder hold the same bytes; benchmarks are loaded for their queries and
+qrels only (the corpus's ids come from the corpus index).
 """
 
 from __future__ import annotations
@@ -115,15 +109,12 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
     return scorer.evaluation(scores, benchmark, system, check), reused
 
 
-def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseline: str,
-                        measures: Sequence[str] | None = None, **options) -> pd.DataFrame:
+def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseline: str, **options) -> pd.DataFrame:
     """Every system against ``baseline`` on one benchmark (:func:`instir.metrics.paired_tests`):
-    per query, and per query group for Robustness; ``measures`` None compares every measure.
-    ``options`` go to the tests (``n_resamples``, ``seed``)."""
+    per query, and per query group for Robustness, on every measure. ``options`` go to the tests
+    (``n_resamples``, ``seed``)."""
     frames = []
     for unit, values in (("query", per_query), ("group", per_group)):
-        if measures is not None:
-            values = values[values["measure"].isin(measures)]
         if len(values):
             frames.append(stats.paired_tests(values, baseline, **({"unit": "group"} if unit == "group" else {}),
                                              **options).assign(unit=unit))
@@ -232,9 +223,7 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
     family's ``headline`` measures, or ``compare="all"`` of them; ``options``: the tests'
     ``n_resamples`` and ``seed``) and, for a benchmark of several systems, its LaTeX table with
     ranx's significance marks on those measures (``metrics/<benchmark>.tex``, captioned with the
-    benchmark's label from ``labels``), written as one set
-    (:func:`instir.atomic.write_files`: a reader sees the last evaluation's files or this one's,
-    never a mix)."""
+    benchmark's label from ``labels``), written as one set (:func:`instir.atomic.write_files`)."""
     benchmarks = runs["benchmark"].tolist()
     table = with_averages(combine([e.table for e in evaluations]))
     per_query = pd.concat([e.per_query.assign(benchmark=b) for b, e in zip(benchmarks, evaluations)],
@@ -247,7 +236,7 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
         measures = None if compare == "all" else headline(name)
         values = [frame[(frame["benchmark"] == name) & (True if measures is None else frame["measure"].isin(measures))]
                   .drop(columns="benchmark") for frame in (per_query, per_group)]
-        comparisons.append(compare_to_baseline(*values, baseline, None, **options).assign(benchmark=name))
+        comparisons.append(compare_to_baseline(*values, baseline, **options).assign(benchmark=name))
         query_sets = {frozenset(part["qid"]) for _, part in values[0].groupby("system")}
         if values[0]["system"].nunique() > 1 and len(query_sets) == 1:  # one setting's systems, one query set
             marks = latex.evaluation_marks(Evaluation(values[0], values[1], pd.DataFrame()), **options)

@@ -1,17 +1,10 @@
 """The retrieve stage (notebook 02, ``instir sweep``'s cells): every run of the plan
 (:func:`instir.stages.plan.plan_runs`: each system on each benchmark, instructed and
 query-only) written as a TREC run with its sidecar under ``runs/`` and listed in
-``runs/runs.csv`` in the plan's order.
-
-- **instructed**: query and instruction together, in the template the benchmark's authors used
-  for the model family (or the system card's own template);
-- **query-only**: the bare query for the *same instance ids*: the run InstFol compares against.
-
-Each system is built once per call and serves every benchmark and variant, so its index or
-document vectors are built once per (benchmark, system, document format): BM25 keeps the index
-it built or loaded from its cache, a dense encoder the corpus vectors. A run whose inputs did
-not change is read back (:func:`instir.retrieval.retrieve`). The sweep runs the same
-:func:`retrieve_planned` on its part of the plan and lists its runs with :func:`write_runs_table`.
+``runs/runs.csv`` in the plan's order. Each system is built once per call and serves every
+benchmark and variant, so its index or document vectors are built once per (benchmark, system,
+document format); a run whose inputs did not change is read back
+(:func:`instir.retrieval.retrieve`).
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ from instir.formatting import get_template
 from instir.report.layout import ReportLayout, start_report
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run
-from instir.stages.plan import VARIANTS, PlannedRun, plan_runs
+from instir.stages.plan import PlannedRun, plan_runs
 
 #: The columns of ``runs/runs.csv``, in order.
 RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "k", "queries",
@@ -98,20 +91,19 @@ def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
 
 
 def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
-                  data_root: str | None = None, variants: Sequence[str] = VARIANTS,
-                  settings: Sequence[str] = ("instructed",), cache_dir: str | None = None) -> Retrieval:
+                  data_root: str | None = None) -> Retrieval:
     """The retrieve stage: every run of :func:`~instir.stages.plan.plan_runs` (``systems`` as
     :func:`instir.systems.specs.resolve_system` names them) into ``out_dir/runs/``, listed in
     ``runs/runs.csv`` in the plan's order. One system is built (its model loaded) at a time and
     serves every benchmark before the next is built, so a machine holds one model, and one BM25
     index, at a time."""
-    plan = plan_runs(benchmarks, systems, settings=settings, variants=variants)
+    plan = plan_runs(benchmarks, systems)
     report = start_report(out_dir, benchmarks, data_root)
     rows: dict[str, dict] = {}
     inputs: dict[tuple[str, str], dict] = {}
     systems_in_order = {p.system.name: p.system for p in plan}
     for system in systems_in_order.values():
-        retriever = system.factory(cache_dir)()
+        retriever = system.factory()()
         for planned in (p for p in plan if p.system.name == system.name):
             bench = report.cache.get(planned.benchmark, planned.setting)
             if planned.setting == "instructed":

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from instir.metrics.native import native_label, native_per_query
+from instir.metrics.measures import Native, parse_measure
+from instir.metrics.native import native_per_query
 from instir.metrics.scoring import evaluate_runs
-from instir.metrics.standard import Evaluator
+from instir.metrics.standard import Evaluator, mean_by_measure
 from instir.metrics.table import COLUMNS, subset_average
 
 L2 = math.log2
@@ -27,7 +28,7 @@ def test_native_ndcg_uses_the_retrieved_list_as_its_ideal_hand_worked():
     dcg = 1 / L2(3) + 1 / L2(5)
     assert native["nDCG@5[ifir-native]"] == pytest.approx(dcg / (1 + 1 / L2(3)))
     assert native["RR@5[ifir-native]"] == 0.5
-    standard = Evaluator(qrels, ["nDCG@5"]).aggregate(run)["nDCG@5"]
+    standard = mean_by_measure(Evaluator(qrels, ["nDCG@5"]).per_query(run))["nDCG@5"]
     assert standard == pytest.approx(dcg / (1 + 1 / L2(3) + 1 / L2(4)))
 
 
@@ -45,7 +46,7 @@ def test_native_gains_are_binary():
 
 
 def test_native_measures_are_labelled_and_limited_to_ndcg_and_rr():
-    assert native_label("nDCG@20") == "nDCG@20[ifir-native]"
+    assert Native(parse_measure("nDCG@20")).name == "nDCG@20[ifir-native]"
     with pytest.raises(ValueError, match="nDCG@k and RR@k"):
         native_per_query(_run(["a"]), {"q": {"a": 1}}, ["P@10"])
     with pytest.raises(ValueError, match="nDCG@k and RR@k"):

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from instir.metrics.standard import Evaluator, parse_measures, ranked, run_dict, top_candidates
+from instir.metrics.standard import Evaluator, mean_by_measure, parse_measures, ranked, run_dict, top_candidates
 from instir.retrieval.runs import Run
 
 L2 = math.log2
@@ -83,7 +83,7 @@ def test_graded_gains_hand_worked():
     # run order c (grade 0), b (1), a (2): DCG = 1/log2(3) + 2/log2(4); ideal = 2 + 1/log2(3)
     qrels = {"q": {"a": 2, "b": 1, "c": 0}}
     run = pd.DataFrame({"qid": "q", "docid": ["c", "b", "a"], "score": [3.0, 2.0, 1.0]})
-    values = Evaluator(qrels, ["nDCG@10", "nDCG(gains={0:0,1:1,2:1})@10"]).aggregate(run)
+    values = mean_by_measure(Evaluator(qrels, ["nDCG@10", "nDCG(gains={0:0,1:1,2:1})@10"]).per_query(run))
     assert values["nDCG@10"] == pytest.approx((1 / L2(3) + 2 / L2(4)) / (2 + 1 / L2(3)))
     # binary gains: DCG = 1/log2(3) + 1/log2(4); ideal = 1 + 1/log2(3)
     binary = [v for k, v in values.items() if k != "nDCG@10"]
@@ -93,14 +93,14 @@ def test_graded_gains_hand_worked():
 def test_ties_are_broken_by_document_id_descending():
     qrels = {"q": {"a": 1}}
     run = pd.DataFrame({"qid": "q", "docid": ["a", "b"], "score": [1.0, 1.0]})
-    values = Evaluator(qrels, ["RR", "RR@1", "nDCG@10", "P@1"]).aggregate(run)
+    values = mean_by_measure(Evaluator(qrels, ["RR", "RR@1", "nDCG@10", "P@1"]).per_query(run))
     assert values == pytest.approx({"RR": 0.5, "RR@1": 0.0, "nDCG@10": 1 / L2(3), "P@1": 0.0})
 
 
 def test_scores_equal_at_float32_precision_are_ties():
     qrels = {"q": {"a": 1}}
     run = pd.DataFrame({"qid": "q", "docid": ["a", "b"], "score": [1.0000000001, 1.0]})
-    assert Evaluator(qrels, ["RR", "RR@1"]).aggregate(run) == pytest.approx({"RR": 0.5, "RR@1": 0.0})
+    assert mean_by_measure(Evaluator(qrels, ["RR", "RR@1"]).per_query(run)) == pytest.approx({"RR": 0.5, "RR@1": 0.0})
 
 
 def test_a_query_without_retrieved_documents_scores_zero_and_is_averaged():
@@ -108,7 +108,7 @@ def test_a_query_without_retrieved_documents_scores_zero_and_is_averaged():
     run = pd.DataFrame({"qid": ["q1"], "docid": ["a"], "score": [1.0]})
     per_query = scored(run, qrels, ["nDCG@10", "RR@10"])
     assert _values(per_query, "nDCG@10") == {"q1": 1.0, "q2": 0.0}
-    assert Evaluator(qrels, ["nDCG@10"]).aggregate(run) == {"nDCG@10": 0.5}
+    assert mean_by_measure(Evaluator(qrels, ["nDCG@10"]).per_query(run)) == {"nDCG@10": 0.5}
 
 
 def test_an_empty_run_scores_zero_everywhere():
@@ -124,7 +124,7 @@ def test_queries_without_relevant_documents_are_excluded_and_listed():
     run = pd.DataFrame({"qid": ["q1", "q2"], "docid": ["a", "b"], "score": [1.0, 1.0]})
     ev = Evaluator(qrels, ["nDCG@10"])
     assert ev.qids == ["q1"] and ev.excluded == ["q2"]
-    assert ev.aggregate(run) == {"nDCG@10": 1.0}  # ir-measures/trec_eval would average in q2 as 0
+    assert mean_by_measure(ev.per_query(run)) == {"nDCG@10": 1.0}  # ir-measures/trec_eval would average in q2 as 0
 
 
 def test_qrels_without_any_relevant_document_are_refused():
