@@ -152,8 +152,9 @@ def _family_templates() -> list[Template]:
 _BUILTIN = (
     *_family_templates(),
     Template("mteb", "raw",
-             "MTEB's instruction-retrieval input 'query instruction' (query first, one space): MTEB numbers "
-             "on InstructIR are not comparable with the paper's.",
+             "MTEB's instruction-retrieval input 'query instruction' (query first, one space; "
+             "mteb/_create_dataloaders.py), also FollowIR's own join: MTEB numbers on InstructIR are not "
+             "comparable with the paper's.",
              "{query} {instruction}", bare_query="{query}", source="embeddings-benchmark/mteb"),
     Template("mteb-repllama", "repllama",
              "MTEB's RepLLaMA and Promptriever wrappers: model prompts 'query:  ' / 'passage:  ' (two spaces) "

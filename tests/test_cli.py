@@ -20,7 +20,8 @@ def test_bare_instir_prints_the_help_and_a_short_pointer_to_the_bundled_samples(
     out = capsys.readouterr().out
     assert out.startswith("usage: instir") and "evaluate" in out and "--debug" in out
     pointer = out.split("for the traceback.\n", 1)[1].strip()
-    assert pointer.startswith("bundled samples: instructir-sample, ifir-sample/fiqa, ifir-sample/nfcorpus")
+    assert pointer.startswith("bundled samples: instructir-sample, ifir-sample (fiqa, nfcorpus), "
+                              "followir-sample (news21, core17)")
     assert "instir summary" in pointer and len(pointer.splitlines()) == 3  # a pointer, not the sample table
     assert "avg_relevant" not in out and "{" not in out
     assert max(len(line) for line in out.splitlines()) <= TEXT_WIDTH

@@ -31,16 +31,17 @@ SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
 @dataclass(frozen=True)
 class Source:
     """Where one layout of a benchmark comes from: a Hub dataset repo at a revision. For a
-    benchmark published as one repo per subset, ``repo`` holds ``{subset}`` and ``revision``
-    maps subsets to revisions."""
+    benchmark published as one repo per subset, ``repo`` holds ``{subset}`` (or ``{mteb_task}``,
+    the subset's MTEB task name, from ``tasks``) and ``revision`` maps subsets to revisions."""
 
     repo: str
     revision: str | Mapping[str, str]
+    tasks: Mapping[str, str] = field(default_factory=dict)
 
     def pinned(self, subset: str | None) -> tuple[str, str]:
         """(repo, revision) for one subset (``subset`` is ignored by single-repo sources)."""
         if isinstance(self.revision, Mapping):
-            return self.repo.format(subset=subset), self.revision[subset]
+            return self.repo.format(subset=subset, mteb_task=self.tasks.get(subset, "")), self.revision[subset]
         return self.repo, self.revision
 
 
@@ -105,6 +106,7 @@ class Family:
     derived: tuple[str, ...]
     sources: Mapping[str, Source]
     local_layouts: tuple[str, ...] = ()
+    rerank: bool = False
     counts: Mapping[str, int] = field(default_factory=dict)
     subsets: Mapping[str, Subset] = field(default_factory=dict)
     average: bool = False
@@ -191,8 +193,12 @@ def _family(name: str, raw: dict) -> Family:
         item["levels"] = tuple(item["levels"])
         subsets[item["id"]] = Subset(**item)
     per_subset = MappingProxyType({s.id: s.mteb_revision for s in subsets.values()})
-    sources = {s["layout"]: Source(s["repo"], per_subset if s["revision"] == "per-subset" else s["revision"])
-               for s in raw["sources"]}
+    tasks = MappingProxyType({s.id: s.mteb_task for s in subsets.values()})
+
+    def revision(value: str | dict) -> str | Mapping[str, str]:
+        return per_subset if value == "per-subset" else MappingProxyType(value) if isinstance(value, dict) else value
+
+    sources = {s["layout"]: Source(s["repo"], revision(s["revision"]), tasks) for s in raw["sources"]}
     frozen = {key: MappingProxyType(dict(raw.get(key, {}))) for key in ("counts", "bm25", "templates", "mteb",
                                                                         "papers", "report")}
     return Family(
@@ -200,7 +206,8 @@ def _family(name: str, raw: dict) -> Family:
         settings=tuple(raw["settings"]), variants=tuple(raw["variants"]), pair=tuple(raw["pair"]),
         measures=tuple(raw["measures"]), headline=tuple(raw["headline"]), derived=tuple(raw.get("derived", ())),
         sources=MappingProxyType(sources),
-        local_layouts=tuple(raw.get("local_layouts", ())), subsets=MappingProxyType(subsets),
+        local_layouts=tuple(raw.get("local_layouts", ())), rerank=bool(raw.get("rerank", False)),
+        subsets=MappingProxyType(subsets),
         average=bool(raw.get("average", False)),
         setting_templates=MappingProxyType({k: MappingProxyType(v) for k, v in raw.get("setting_templates",
                                                                                        {}).items()}),
@@ -266,6 +273,18 @@ def _collections() -> dict[str, Entry]:
     for found in _entries().values():
         out.setdefault(found.collection, found)
     return {**out, **_entries()}
+
+
+def expand(names: list[str] | tuple[str, ...]) -> list[str]:
+    """Benchmark names with every collection name (``followir-sample``, ``ifir``) replaced by its
+    benchmarks in the catalog's order; other names (unknown ones included, for the caller to
+    refuse) unchanged, and none twice."""
+    found = _entries()
+    out: list[str] = []
+    for name in names:
+        members = [n for n, e in found.items() if e.collection == name and n != name] if name not in found else []
+        out += members or [name]
+    return list(dict.fromkeys(out))
 
 
 def family_of(name: str) -> str | None:

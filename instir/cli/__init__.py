@@ -40,11 +40,22 @@ MAX_MESSAGE_CHARS = 2000
 
 def samples_pointer() -> str:
     """What bare ``instir`` prints after the help: where to look next (no benchmark is loaded)."""
-    from instir.benchmarks.catalog import sample_benchmarks
+    from instir.benchmarks.catalog import collection_of, sample_benchmarks
 
-    return (f"bundled samples: {', '.join(sample_benchmarks())}\n"
+    collections: dict[str, list[str]] = {}
+    for name in sample_benchmarks():
+        collections.setdefault(collection_of(name), []).append(name.partition("/")[2])
+    named = [c + (f" ({', '.join(subs)})" if any(subs) else "") for c, subs in collections.items()]
+    return (f"bundled samples: {', '.join(named)}\n"
             "  instir summary   their counts (queries, groups, documents, levels)\n"
             "  instir run       the five report notebooks on them, as HTML pages")
+
+
+def family_names() -> list[str]:
+    """The benchmark families' printed names, in the catalog's order."""
+    from instir.benchmarks import catalog
+
+    return [catalog.family(name).printed for name in catalog.families()]
 
 
 def build_parser() -> Parser:
@@ -52,7 +63,7 @@ def build_parser() -> Parser:
     subcommand also takes ``--debug``."""
     parser = Parser(
         prog="instir",
-        description="Reproducibility kit for instruction-following retrieval (InstructIR, IFIR).",
+        description=f"Reproducibility kit for instruction-following retrieval ({', '.join(family_names())}).",
         epilog=f"Errors print one line and exit 2; add --debug to any command (or set {DEBUG_VAR}=1) "
                "for the traceback.",
     )

@@ -73,6 +73,10 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
         if not sep or not name:
             raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
         params[name] = parse_parameter(raw, known.get(name))
+    if isinstance(params.get("benchmarks"), list):  # a collection (followir-sample) stands for its benchmarks
+        from instir.benchmarks import catalog
+
+        params["benchmarks"] = catalog.expand(params["benchmarks"])
     for name in PATH_PARAMETERS:  # the kernels run in the report folder: paths are taken from here
         if isinstance(params.get(name), str) and params[name]:
             params[name] = str(Path(params[name]).expanduser().resolve())
@@ -144,8 +148,8 @@ def register(subparsers) -> None:
     p.add_argument("-h", "--help", action=_HelpWithParameters,
                    help="show this help, the notebook parameters and examples")
     p.add_argument("--benchmark", nargs="+", metavar="NAME",
-                   help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa); "
-                        "default: the notebooks' own")
+                   help="benchmarks to report on (e.g. instructir-sample ifir-sample/fiqa; a collection such "
+                        "as followir-sample stands for its benchmarks); default: the notebooks' own")
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
     p.add_argument("--systems", nargs="+", metavar="CARD",
                    help="system cards to run as well, by name (see `instir systems`; default: none)")

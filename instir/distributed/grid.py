@@ -141,7 +141,7 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
                 raise GridError(f"{source}: field {key!r}: {unknown_name(kind, value, choices)}")
         return values
 
-    benchmarks = known("benchmarks", names("benchmarks"), list_benchmarks(), "benchmark")
+    benchmarks = known("benchmarks", tuple(catalog.expand(names("benchmarks"))), list_benchmarks(), "benchmark")
     every_setting = list(dict.fromkeys(s for f in catalog.families() for s in catalog.family(f).settings))
     settings = known("settings", names("settings", ("instructed",)), every_setting, "setting")
     variants = known("variants", names("variants", VARIANTS), VARIANTS, "variant")

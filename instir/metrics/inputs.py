@@ -63,21 +63,31 @@ def run_of(run: object) -> Run:
         return run
     if isinstance(run, (str, Path)):
         return read_run(run)
+    if type(run).__module__.split(".")[0] == "ranx":
+        return Run.from_ranx(run)  # keeps the kit's meta of a run that went to ranx and came back unchanged
+    return Run(given_rows(run))
+
+
+def given_rows(run: object) -> pd.DataFrame:
+    """``qid``, ``docid``, ``score`` of a run in the order it was given (a frame's rows, a dict's
+    insertion order; a Run, a file or a ranx run in trec_eval's order): what p-MRR's insertion
+    tie rule ranks ties by, as the original FollowIR code's dicts did."""
+    if isinstance(run, (Run, str, Path)) or type(run).__module__.split(".")[0] == "ranx":
+        return run_of(run).df
     if isinstance(run, pd.DataFrame):
         qid, doc = _column(run, QUERY_COLUMNS, "query id"), _column(run, DOC_COLUMNS, "document id")
         score = _column(run, ("score",), "score")
-        return Run(pd.DataFrame({"qid": run[qid].astype(str), "docid": run[doc].astype(str),
-                                 "score": run[score].astype(float)}))
-    if type(run).__module__.split(".")[0] == "ranx":
-        return Run.from_ranx(run)  # keeps the kit's meta of a run that went to ranx and came back unchanged
+        return pd.DataFrame({"qid": run[qid].astype(str), "docid": run[doc].astype(str),
+                             "score": run[score].astype(float)})
     as_dict = _to_dict(run)
     if as_dict is not None:
-        return Run.from_scores({str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in as_dict.items()})
+        return pd.DataFrame([(str(q), str(d), float(s)) for q, docs in as_dict.items() for d, s in docs.items()],
+                            columns=["qid", "docid", "score"])
     rows = _named_rows(run, "score")
     if rows is None:
         raise UsageError(f"cannot read a run from a {type(run).__name__}: give a Run, a DataFrame, a "
                          "{qid: {docid: score}} dict, a TREC run file, a ranx Run or ir_measures ScoredDocs")
-    return Run(pd.DataFrame([(str(q), str(d), float(s)) for q, d, s in rows], columns=["qid", "docid", "score"]))
+    return pd.DataFrame([(str(q), str(d), float(s)) for q, d, s in rows], columns=["qid", "docid", "score"])
 
 
 def _column(frame: pd.DataFrame, names: Iterable[str], what: str) -> str:

@@ -2,8 +2,9 @@
 parameters, the definition's source) apart from who computes it (pytrec_eval through
 ir-measures, the IFIR authors' nDCG, the InstructIR authors' group minimum, a judge).
 
-:class:`Standard`, :class:`Robustness`, :class:`Native` and :class:`InstFol` (judged, never
-computed from a run alone); :func:`parse_measure` reads any of them from the kit's names,
+:class:`Standard`, :class:`Robustness`, :class:`Native`, :class:`Half` (a measure on the original-
+or changed-instruction instances only), :class:`PMRR` (FollowIR's p-MRR) and :class:`InstFol`
+(judged, never computed from a run alone); :func:`parse_measure` reads any of them from the kit's names,
 ir-measures', ranx's lower-case ones and ir_measures objects. A family spec's ``derived`` names
 the measures every scored measure brings along (:data:`DERIVED`). Imports nothing heavy:
 ir-measures is imported when a name is read.
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from instir.benchmarks.types import HALVES
 from instir.errors import UsageError, quoted, unknown
 
 #: Scoring protocols: ``authors`` (the default: the papers' official code) and ``mteb``
@@ -31,6 +33,9 @@ NATIVE_TAG = "ifir-native"
 _ROBUSTNESS = re.compile(r"robustness(?:@(\d+)|\((.+)\))$", re.IGNORECASE)
 _NATIVE = re.compile(rf"(.+)\[{NATIVE_TAG}\]$", re.IGNORECASE)
 _INSTFOL = re.compile(r"instfol@(\d+)$", re.IGNORECASE)
+_HALF = re.compile(r"(.+)\[(og|changed)\]$", re.IGNORECASE)
+_PMRR = re.compile(r"p-?mrr(?:\[(.+)\])?$", re.IGNORECASE)
+
 
 
 @dataclass(frozen=True)
@@ -131,8 +136,73 @@ class InstFol(Measure):
         return f"InstFol@{self.k}"
 
 
+def half_of(qid: str) -> str:
+    """The FollowIR half an instance id belongs to, as MTEB splits them
+    (``mteb/_evaluators/retrieval_metrics.py``, ``evaluate_p_mrr_change``): ``og`` for ids
+    ending ``-og``, ``changed`` for every other id."""
+    return "og" if qid.endswith(HALVES["og"]) else "changed"
+
+
+@dataclass(frozen=True)
+class Half(Measure):
+    """A per-query measure averaged over one half of FollowIR's instances only: ``og`` (the
+    original instructions: the score the FollowIR paper prints beside p-MRR, MAP@1000 or
+    nDCG@5) or ``changed``; MTEB reports both as ``og`` / ``changed`` beside p-MRR."""
+
+    base: Measure
+    half: str = "og"
+    source: ClassVar[str] = "FollowIR (arXiv:2403.15246 Table 2); mteb evaluate_p_mrr_change's og/changed scores"
+
+    def __post_init__(self) -> None:
+        if self.half not in HALVES:
+            raise unknown("FollowIR half", self.half, tuple(HALVES))
+        if self.base.unit != "query" or isinstance(self.base, (Half, PMRR)):
+            raise UsageError(f"[{self.half}] applies to a per-query measure, got {quoted(str(self.base))}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name}[{self.half}]"
+
+    @classmethod
+    def derive_og(cls, measure: Measure) -> Half | None:
+        """The original-instruction half of a per-query measure (a spec's ``derived``)."""
+        return cls(measure, "og") if measure.unit == "query" and not isinstance(measure, (Half, PMRR)) else None
+
+    @classmethod
+    def derive_changed(cls, measure: Measure) -> Half | None:
+        """The changed-instruction half of a per-query measure (a spec's ``derived``)."""
+        return cls(measure, "changed") if measure.unit == "query" and not isinstance(measure, (Half, PMRR)) else None
+
+
+#: p-MRR's tie rules: ``mteb`` (ties by doc id descending, mteb 2.26 after PR #5241) and
+#: ``insertion`` (ties in the run's row order, as the original FollowIR code and mteb before it).
+PMRR_TIES = ("mteb", "insertion")
+
+
+@dataclass(frozen=True)
+class PMRR(Measure):
+    """FollowIR's p-MRR (Weller et al. 2024, arXiv:2403.15246): per query, over the documents
+    whose relevance the changed instruction took away, how their rank moved from the ``-og`` run
+    to the ``-changed`` run (:mod:`instir.metrics.pmrr`); one value per query pair. ``ties`` is
+    the rule for equal scores (:data:`PMRR_TIES`)."""
+
+    ties: str = "mteb"
+    unit: ClassVar[str] = "group"
+    source: ClassVar[str] = ("mteb 2.26 mteb/_evaluators/retrieval_metrics.py (get_rank_from_dict, calculate_pmrr, "
+                             "rank_score)")
+
+    def __post_init__(self) -> None:
+        if self.ties not in PMRR_TIES:
+            raise unknown("p-MRR tie rule", self.ties, PMRR_TIES)
+
+    @property
+    def name(self) -> str:
+        return "p-MRR" if self.ties == "mteb" else f"p-MRR[{self.ties}-ties]"
+
+
 #: what a family spec's ``derived`` names -> the measure each scored measure brings along
-DERIVED = {"Robustness": Robustness.derive, NATIVE_TAG: Native.derive}
+DERIVED = {"Robustness": Robustness.derive, NATIVE_TAG: Native.derive, "og": Half.derive_og,
+           "changed": Half.derive_changed}
 
 
 def _ir_measure(text: str) -> Any:
@@ -167,8 +237,8 @@ def standard(measure: Any) -> Standard:
 
 def parse_measure(value: object) -> Measure:
     """A measure from a name (the kit's ``Robustness@10``, ``Robustness(RR@10)``,
-    ``nDCG@20[ifir-native]``, ``InstFol@20``; ir-measures' ``nDCG@10``; ranx's ``ndcg@10``), an
-    ir_measures object, or a measure itself."""
+    ``nDCG@20[ifir-native]``, ``InstFol@20``, ``p-MRR``, ``p-MRR[insertion-ties]``, ``AP@1000[og]``;
+    ir-measures' ``nDCG@10``; ranx's ``ndcg@10``), an ir_measures object, or a measure itself."""
     if isinstance(value, Measure):
         return value
     if not isinstance(value, str):
@@ -185,6 +255,12 @@ def parse_measure(value: object) -> Measure:
     instfol = _INSTFOL.match(text)
     if instfol:
         return InstFol(int(instfol[1]))
+    pmrr = _PMRR.match(text)
+    if pmrr:
+        return PMRR(pmrr[1].lower().removesuffix("-ties") if pmrr[1] else "mteb")
+    half = _HALF.match(text)
+    if half:
+        return Half(parse_measure(half[1]), half[2].lower())
     return standard(_ir_measure(text))
 
 

@@ -14,12 +14,24 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from instir.benchmarks.followir import changed_documents
 from instir.benchmarks.types import Benchmark, Qrels
 from instir.errors import UsageError, quoted, unknown
-from instir.metrics import native, robustness, table
+from instir.metrics import native, pmrr, robustness, table
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.inputs import qrels_of, run_of
-from instir.metrics.measures import PROTOCOLS, Measure, Native, Robustness, parse_measure, parse_measures, with_derived
+from instir.metrics.inputs import given_rows, qrels_of, run_of
+from instir.metrics.measures import (
+    PMRR,
+    PROTOCOLS,
+    Half,
+    Measure,
+    Native,
+    Robustness,
+    half_of,
+    parse_measure,
+    parse_measures,
+    with_derived,
+)
 from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, run_frame
 from instir.progress import tqdm
 from instir.retrieval.runs import RunIdCheck, check_run_ids, drop_self_hits
@@ -67,21 +79,33 @@ def without_self_hits(run: RunLike) -> RunLike:
 
 class Scorer:
     """The providers of a list of measures, built once for one qrels and applied to any number
-    of runs: per-query values of every per-query measure (and of every Robustness base), and
-    group minima of every Robustness measure."""
+    of runs: per-query values of every per-query measure (and of every Robustness and half's
+    base), group minima of every Robustness measure, and p-MRR per query pair (``changed``:
+    ``{query: [doc ids]}``, derived from the qrels when None)."""
 
-    def __init__(self, qrels: Qrels, measures: Sequence[Measure]):
+    def __init__(self, qrels: Qrels, measures: Sequence[Measure], changed: Mapping[str, Sequence[str]] | None = None,
+                 candidates: Mapping[str, Sequence[str]] | None = None):
         self.measures = list(measures)
         if any(m.unit == "instance" for m in self.measures):
             raise UsageError(f"{next(m for m in self.measures if m.unit == 'instance')} is judged, not computed from "
                              "a run and qrels: the judge stage computes it (instir judge, instir.stages.judge_runs)")
         self.robust = [m for m in self.measures if isinstance(m, Robustness)]
-        per_query = list(dict.fromkeys([*(m for m in self.measures if m.unit == "query"),
-                                        *(m.base for m in self.robust)]))
+        self.pairwise = [m for m in self.measures if isinstance(m, PMRR)]
+        self.halves = [m for m in self.measures if isinstance(m, Half)]
+        per_query = list(dict.fromkeys([*(m for m in self.measures if m.unit == "query" and not isinstance(m, Half)),
+                                        *(m.base for m in (*self.robust, *self.halves))]))
         self.native = [m for m in per_query if isinstance(m, Native)]
         self.standard = [m for m in per_query if not isinstance(m, Native)]
         self.evaluator = Evaluator(qrels, self.standard) if self.standard else None
         self.qrels = qrels
+        self.changed = (changed if changed is not None or not self.pairwise else changed_documents(qrels))
+        self.candidates = candidates
+
+    @classmethod
+    def for_benchmark(cls, benchmark: Benchmark, measures: Sequence[Measure]) -> "Scorer":
+        """The scorer of ``measures`` on a benchmark: its qrels, and its release's changed documents
+        and candidate lists (the order p-MRR's insertion tie rule follows)."""
+        return cls(benchmark.qrels, measures, benchmark.meta.get("changed"), benchmark.meta.get("top_ranked"))
 
     @property
     def excluded(self) -> list[str]:
@@ -90,26 +114,55 @@ class Scorer:
 
     def per_query(self, run: RunLike) -> pd.DataFrame:
         """``qid``, ``measure``, ``value`` of every per-query measure: standard ones first, then
-        IFIR-native ones; a query without results scores 0."""
+        IFIR-native ones, then each half's (its base's values on that half's instances); a query
+        without results scores 0."""
         frames = [self.evaluator.per_query(run)] if self.evaluator else []
         if self.native:
             frames.append(native.native_per_query(run, self.qrels, [str(m.base) for m in self.native]))
-        return pd.concat(frames, ignore_index=True)
+        if not frames:
+            return pd.DataFrame({"qid": pd.Series(dtype=str), "measure": pd.Series(dtype=str),
+                                 "value": pd.Series(dtype=float)})
+        scores = pd.concat(frames, ignore_index=True)
+        if self.halves:
+            half = scores["qid"].map({q: half_of(q) for q in scores["qid"].unique()})
+            frames += [scores[(scores["measure"] == str(m.base)) & (half == m.half)].assign(measure=m.name)
+                       for m in self.halves]
+            scores = pd.concat(frames, ignore_index=True)
+        return scores
 
     def group_minima(self, per_query: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
         """Each Robustness measure's minimum per group (:func:`instir.metrics.robustness.group_minima`)."""
         bases = [str(m.base) for m in self.robust]
         return robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
 
-    def evaluation(self, scores: pd.DataFrame, benchmark: Benchmark, system: str, check: RunIdCheck) -> Evaluation:
-        """One run's evaluation from its per-query values (:meth:`per_query`): the table's rows per
-        subset and level, and the group minima and Robustness of every Robustness measure."""
-        tables = [table.summarise(scores, benchmark, system)]
+    def pairwise_values(self, run: RunLike) -> pd.DataFrame | None:
+        """Each p-MRR measure per query pair: ``group``, ``measure``, ``value``, ``n_queries`` (2:
+        the pair's two instances); None when no p-MRR measure is scored."""
+        if not self.pairwise:
+            return None
+        frame = run_frame(run)
+        per_pair = [pmrr.per_query(frame, self.changed, m.ties, order_of=self.candidates).assign(measure=m.name,
+                                                                                                 n_queries=2)
+                    for m in self.pairwise]
+        return pd.concat(per_pair, ignore_index=True)[["group", "measure", "value", "n_queries"]]
+
+    def evaluation(self, scores: pd.DataFrame, benchmark: Benchmark, system: str, check: RunIdCheck,
+                   pairs: pd.DataFrame | None = None) -> Evaluation:
+        """One run's evaluation from its per-query values (:meth:`per_query`) and, when the
+        measures hold p-MRR, its values per query pair (:meth:`pairwise_values`): the table's rows
+        per subset and level, the group minima and Robustness of every Robustness measure, and
+        every p-MRR measure per query pair and averaged."""
+        tables = [table.summarise(scores, benchmark, system)] if len(scores) else []
         per_group = []
         if self.robust:
             minima = self.group_minima(scores, robustness.query_groups(benchmark))
             tables.append(table.with_slice(robustness.average_minima(minima), benchmark, system))
             per_group.append(minima.assign(system=system))
+        if pairs is not None and len(pairs):
+            subsets = {q.subset for q in benchmark.queries.values()}
+            tables.append(table.with_slice(robustness.average_minima(pairs), benchmark, system,
+                                           subset=subsets.pop() if len(subsets) == 1 and "" not in subsets else "all"))
+            per_group.append(pairs.assign(system=system))
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
                                   checks={system: check})
 
@@ -127,10 +180,13 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
         from instir.metrics import mteb
 
         return mteb.evaluation(runs, benchmark, measures)
-    scorer = Scorer(benchmark.qrels, scored_measures(benchmark, measures, derived=derived))
-    return Evaluation.join([scorer.evaluation(scorer.per_query(without_self_hits(run)), benchmark, system,
-                                              check_run_ids(run, benchmark))
-                            for system, run in tqdm(runs.items(), desc="scoring runs", disable=len(runs) < 2)])
+    scorer = Scorer.for_benchmark(benchmark, scored_measures(benchmark, measures, derived=derived))
+    evaluations = []
+    for system, run in tqdm(runs.items(), desc="scoring runs", disable=len(runs) < 2):
+        kept = without_self_hits(run)
+        evaluations.append(scorer.evaluation(scorer.per_query(kept), benchmark, system, check_run_ids(run, benchmark),
+                                             scorer.pairwise_values(kept)))
+    return Evaluation.join(evaluations)
 
 
 def instance_groups(qids: Sequence[str]) -> dict[str, str]:
@@ -162,6 +218,7 @@ def _looks_like_run(value: object) -> bool:
 
 
 def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[str, str] | None = None,
+             changed: Mapping[str, Sequence[str]] | None = None,
              per_query: bool = False) -> float | dict | pd.DataFrame:
     """Score one run in ranx's argument order (``ranx.evaluate(qrels, run, metrics)``): the mean of
     one measure as a float, or ``{measure: mean}`` for a list, keyed by the measures as given
@@ -173,8 +230,11 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     :func:`~instir.metrics.inputs.run_of` reads; ``measures``: any spelling
     :func:`~instir.metrics.measures.parse_measure` reads, ``Robustness@10`` (groups from the
     Benchmark, ``groups``, or ``<group>_<n>`` ids) and ``nDCG@20[ifir-native]`` only when asked.
+    ``p-MRR`` needs qrels whose ids carry ``-og`` / ``-changed`` and a run holding both; its
+    changed documents are ``changed`` (``{query: [doc ids]}``), else the benchmark's release's,
+    else derived from the two qrels (:func:`instir.benchmarks.followir.changed_documents`).
     Averaged like every kit table. ``per_query=True``: a DataFrame, one row per query and one
-    column per measure (not for Robustness, which has one value per group)."""
+    column per measure (not for Robustness or p-MRR, which have one value per group)."""
     if _looks_like_run(qrels) and not _looks_like_run(run):
         warnings.warn("evaluate(run, qrels, measures) is the old argument order; the order is now "
                       "evaluate(qrels, run, measures), as in ranx", DeprecationWarning, stacklevel=2)
@@ -186,9 +246,14 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     given = _as_list(measures)
     asked = {i: parse_measure(m) for i, m in enumerate(given)}
     robust = any(isinstance(m, Robustness) for m in asked.values())
-    if per_query and robust:
-        raise UsageError("Robustness has one value per query group, not per query: leave it out of per_query")
-    scorer = Scorer(qrels_of(qrels), list(dict.fromkeys(asked.values())))
+    pairwise = any(isinstance(m, PMRR) for m in asked.values())
+    if per_query and (robust or pairwise):
+        raise UsageError("Robustness and p-MRR have one value per query group, not per query: leave them out of "
+                         "per_query")
+    if changed is None and benchmark is not None:
+        changed = benchmark.meta.get("changed")
+    scorer = Scorer(qrels_of(qrels), list(dict.fromkeys(asked.values())), changed,
+                    benchmark.meta.get("top_ranked") if benchmark is not None else None)
     scores = scorer.per_query(the_run)
     if per_query:
         wide = scores.pivot(index="qid", columns="measure", values="value")
@@ -199,5 +264,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
             groups = (robustness.query_groups(benchmark) if benchmark is not None
                       else instance_groups(sorted(set(scores["qid"]))))
         means.update(mean_by_measure(scorer.group_minima(scores, groups)))
+    if pairwise:  # the rows as given: the insertion tie rule ranks ties in their order
+        means.update(mean_by_measure(scorer.pairwise_values(the_run if benchmark is not None else given_rows(run))))
     values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
     return values[given[0]] if _single(measures) else values

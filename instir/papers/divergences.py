@@ -201,6 +201,28 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "q128 variant lifts it on purpose).",
         papers=("instructir",), models=("colbert-ir/colbertv2.0",)),
     Divergence(
+        "pmrr-ties", "p-MRR: the tie rule",
+        "mteb 2.26 ranks a changed document among equal scores by document id descending (get_rank_from_dict, "
+        "PR #5241, Aug 2026); the original FollowIR code and mteb before 2.19.5 ranked ties in insertion order, "
+        "i.e. the candidate list's order. The paper's numbers were computed with the old rule (mteb 1.7.32). The "
+        "kit computes both, p-MRR and p-MRR[insertion-ties], on every run; their difference is this divergence's "
+        "size on that run (0 when no changed document ties with another).",
+        papers=("followir", "mteb"), benchmarks=("followir",), measures=("p-MRR",)),
+    Divergence(
+        "followir-bm25", "FollowIR BM25: one index over the corpus",
+        "orionw/FollowIR models/bm25/evaluate_bm25.py builds rank_bm25's BM25Okapi over each query's candidates "
+        "only (IDF from those 1000 passages, IDF floor epsilon 0.25), with NLTK's English stopwords, Porter "
+        "stemming and punctuation stripped after stemming; the kit scores the candidates with one bm25s index over "
+        "the whole corpus (method robertson, k1 1.5, b 0.75, bm25s's English stopwords, PyStemmer's Porter), "
+        "so IDF and tokens differ.",
+        papers=("followir",), benchmarks=("followir",), models=("bm25",)),
+    Divergence(
+        "followir-data-revision", "FollowIR data: the release, or MTEB's copy",
+        "The paper's numbers come from the jhu-clsp release as corrected on 2024-04-24 (mteb 1.7.32 read it); "
+        "MTEB 2.26 scores its own copies (mteb/<Task>), whose changed documents ship as qrel_diff. Numbers "
+        "computed on data before the correction are not comparable (the FollowIR README).",
+        papers=("followir", "mteb"), benchmarks=("followir",)),
+    Divergence(
         "secondary-source", "Secondary source",
         "The number is not printed in the benchmark's own paper (e.g. InstructIR scores from the "
         "Promptriever paper's Table 2, or MTEB's results store); its setup may differ from the paper's.",

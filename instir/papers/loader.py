@@ -7,8 +7,10 @@ the project's reference notes, each keeping its own source column:
 - ``instructir_reported.csv``: the InstructIR headline numbers (arXiv:2402.14334), dataset
   statistics from third-party summaries, and SECONDARY scores that the Promptriever paper
   (arXiv:2409.11136, Table 2) reports for InstructIR.
+- ``followir_reported.csv``: every number of the FollowIR paper's Table 2 (arXiv:2403.15246v3,
+  after the 2024-04-24 data correction; values as printed, ×100).
 - ``mteb_results.csv``: what MTEB's public results store holds for the IFIR tasks (standard
-  nDCG, MTEB data revisions) and a legacy InstructIR task.
+  nDCG, MTEB data revisions), a legacy InstructIR task and FollowIR's p-MRR for a few models.
 
 :func:`load_reported` keeps every original column and adds those the comparison aligns on, so
 a notebook can show the rows as printed and :func:`instir.papers.compare_to_papers` can align them.
@@ -29,6 +31,7 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import FormatError
+from instir.metrics.measures import HALVES
 
 #: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
 #: and MTEB's results store
@@ -86,12 +89,15 @@ def canonical_measure(name: str) -> tuple[str, str]:
     ``("RR@20", "")``, ``"nDCG@20[ifir-native]"`` -> ``("nDCG@20", "ifir-native")``,
     ``"ndcg_at_20"`` -> ``("nDCG@20", "")``, ``"Robustness@10"`` (the metrics table's and
     InstructIR's name) and the older spelling ``"Robustness(nDCG@10)"`` -> ``("Robustness@10", "")``.
-    Unknown names come back unchanged."""
+    A FollowIR half stays part of the measure (``"AP@1000[og]"`` -> ``("AP@1000[og]", "")``): it
+    is another number than the measure over both halves. Unknown names come back unchanged."""
     text = str(name).strip()
     variant = ""
     bracket = re.fullmatch(r"(.*?)\s*\[(.+)\]", text)
     if bracket:
         text, variant = bracket.group(1), bracket.group(2).strip()
+        if variant in HALVES:
+            return f"{canonical_measure(text)[0]}[{variant}]", ""
     robust = re.fullmatch(r"Robustness\((.+)\)", text)
     if robust:
         inner, _ = canonical_measure(robust.group(1))
@@ -130,7 +136,9 @@ def model_key(name: object, model_map: Mapping[str, str] | None = None) -> str:
 def _paper_name_keys() -> dict[str, str]:
     """Lower-case paper model names -> model keys, from the reported tables themselves."""
     keys: dict[str, str] = {}
-    for paper in reversed(family_papers()):  # IFIR's table first: a name both papers print keeps its id
+    # IFIR's table first: a name several papers print keeps IFIR's id ("Contriever"; FollowIR's rows
+    # carry their own ids, which _shape_followir keys them by)
+    for paper in sorted(family_papers(), key=lambda p: (p != "ifir", p != "instructir")):
         raw = _read_csv(paper)
         for model, hf_id in raw[["model", "model_hf_id"]].dropna(subset=["model"]).itertuples(index=False):
             key = str(hf_id).lower() if isinstance(hf_id, str) and hf_id else str(model).lower()
@@ -176,7 +184,7 @@ def load_reported(paper: str) -> pd.DataFrame:
     (see :func:`model_key`).
     """
     raw = _read_csv(paper)
-    builders = {"ifir": _shape_ifir, "instructir": _shape_instructir, "mteb": _shape_mteb}
+    builders = {"ifir": _shape_ifir, "instructir": _shape_instructir, "followir": _shape_followir, "mteb": _shape_mteb}
     return _with_values(builders[paper](raw), raw, paper)
 
 
@@ -239,6 +247,25 @@ def _shape_instructir(raw: pd.DataFrame) -> pd.DataFrame:
     out["reference"] = out["table"]
     out["source"] = out["source_url"]
     out["model_key"] = [model_key(m) for m in out["model"]]
+    return out
+
+
+def _shape_followir(raw: pd.DataFrame) -> pd.DataFrame:
+    out = raw.copy()
+    out["benchmark"] = "followir"
+    out["subset_id"] = out["subset"].replace({"average": "avg"})
+    out["level"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    # the paper's MAP@1000 and nDCG@5 are scored on the original instructions only (its footnote 6)
+    out["measure"] = [m if m == "p-MRR" or m.startswith("Score") else f"{canonical_measure(m)[0]}[og]"
+                      for m in out["metric"]]
+    out["variant"] = ""
+    out["setting"] = "instructed"
+    out["scale"] = 100.0
+    out["secondary"] = False
+    out["reference"] = "FollowIR paper (arXiv:2403.15246v3), " + out["table"]
+    out["source"] = out["source_url"]
+    out["model_key"] = [model_key(i if isinstance(i, str) and i else m) for m, i in zip(out["model"],
+                                                                                       out["model_hf_id"])]
     return out
 
 

@@ -170,26 +170,48 @@ def template_for(benchmark: Benchmark, retriever: Retriever, template: Template 
     return template
 
 
+def only_candidates(run: Run, candidates: dict[str, list[str]]) -> Run:
+    """``run`` restricted to each query's candidates, in the run's order; a candidate the system
+    did not return (it ranked the whole corpus, so one that matched nothing) is added below the
+    rest with the lowest score found minus one, so every candidate has a rank."""
+    import pandas as pd
+
+    wanted = pd.DataFrame([(q, d) for q, docs in candidates.items() for d in docs], columns=["qid", "docid"])
+    kept = run.df.merge(wanted, on=["qid", "docid"], how="right")
+    if kept["score"].isna().any():
+        floor = (run.df["score"].min() if len(run.df) else 0.0) - 1.0
+        kept["score"] = kept["score"].fillna(floor)
+    return Run(kept[["qid", "docid", "score"]], dict(run.meta, candidates=True))
+
+
 def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None, k: int = 100,
              out_dir: str | Path | None = None) -> Run:
     """Run ``retriever`` on ``benchmark`` and return the top-``k`` run without self-hits.
 
-    ``template`` defaults as :func:`template_for` says. With ``out_dir`` the run and its
-    sidecar are written there, and a complete run with the same key is read back instead of
-    searching again. A system's full card is recorded as ``meta["system"]``. ``k`` below 1 is
+    On a benchmark with candidate lists (``meta["top_ranked"]``: a reranking task such as
+    FollowIR) the system ranks the whole corpus and the run keeps each query's candidates, all
+    of them in the system's order (``k`` becomes the longest list): every candidate scored as
+    the task asks, by any retriever. ``template`` defaults as :func:`template_for` says. With
+    ``out_dir`` the run and its sidecar are written there, and a complete run with the same key
+    is read back instead of searching again. A system's full card is recorded as ``meta["system"]``. ``k`` below 1 is
     refused (a run of nothing is no result).
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
     card = getattr(retriever, "card", None)
     template = template_for(benchmark, retriever, template)
+    candidates = benchmark.meta.get("top_ranked")
+    if candidates:
+        k = max(len(docs) for docs in candidates.values())
     key = run_key(benchmark, retriever, template, k)
     path = run_path(out_dir, key) if out_dir is not None else None
     reused = reused_run(path, key)
     if reused is not None:
         return reused
     start = time.perf_counter()
-    found = retriever.search(benchmark, template, k)
+    found = retriever.search(benchmark, template, len(benchmark.corpus) if candidates else k)
+    if candidates:
+        found = only_candidates(found, candidates)
     wall = time.perf_counter() - start
     run = drop_self_hits(found)
     run.meta = {

@@ -84,7 +84,7 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
     measures, and what the family's spec derives: Robustness on InstructIR, IFIR-native nDCG/MRR
     on IFIR) and stored there. ``scorer`` (for this benchmark's measures) may be passed when
     scoring many runs, and ``run`` when the caller has read the file already."""
-    scorer = scorer or Scorer(benchmark.qrels, scored_measures(benchmark))
+    scorer = scorer or Scorer.for_benchmark(benchmark, scored_measures(benchmark))
     path = layout.root / run_file
     key = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
     tag = hashlib.sha256(f"{run_file}\x00{system}".encode()).hexdigest()[:8]  # one entry per listed run and name
@@ -95,18 +95,24 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
             record = json.loads(stored.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             record = None
-    values = stored.with_suffix(".parquet")
-    reused = record is not None and record.get("key") == key and values.is_file()
+    values, pair_values = stored.with_suffix(".parquet"), stored.with_suffix(".pairs.parquet")
+    reused = (record is not None and record.get("key") == key and values.is_file()
+              and (not scorer.pairwise or pair_values.is_file()))
     if reused:
         scores, check = pd.read_parquet(values), RunIdCheck(**record["check"])
+        pairs = pd.read_parquet(pair_values) if scorer.pairwise else None
     else:
         run = run if run is not None else listed_run(path, benchmark)
         check = check_run_ids(run, benchmark)
-        scores = scorer.per_query(without_self_hits(run))
+        kept = without_self_hits(run)
+        scores, pairs = scorer.per_query(kept), scorer.pairwise_values(kept)
         layout.scores.mkdir(parents=True, exist_ok=True)
-        atomic.write_files({values: atomic.frame_bytes(values, scores),
-                            stored: json.dumps({"key": key, "check": asdict(check)}, indent=2) + "\n"})
-    return scorer.evaluation(scores, benchmark, system, check), reused
+        files = {values: atomic.frame_bytes(values, scores),
+                 stored: json.dumps({"key": key, "check": asdict(check)}, indent=2) + "\n"}
+        if pairs is not None:
+            files[pair_values] = atomic.frame_bytes(pair_values, pairs)
+        atomic.write_files(files)
+    return scorer.evaluation(scores, benchmark, system, check, pairs), reused
 
 
 def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseline: str, **options) -> pd.DataFrame:
@@ -190,9 +196,10 @@ class Metrics(Evaluation):
                  queries.loc[queries["system"] == system, "value"]) for system in dict.fromkeys(groups["system"])]
 
     def instructed_vs_query_only(self, benchmark: str) -> tuple[str, list[tuple[str, pd.Series, pd.Series]]]:
-        """The benchmark's headline measure and, per retriever, its query-only and instructed
-        values per instance (×100, aligned on the instance ids)."""
-        measure = headline(benchmark)[0]
+        """The benchmark's first per-query headline measure (FollowIR's p-MRR has one value per
+        query pair, so its AP@1000[og]) and, per retriever, its query-only and instructed values
+        per instance (×100, aligned on the instance ids)."""
+        measure = next(m for m in headline(benchmark) if parse_measure(m).unit == "query")
         values = self.per_query[(self.per_query["benchmark"] == benchmark) & (self.per_query["measure"] == measure)]
         wide_values = values.pivot(index="qid", columns="system", values="value") * 100
         runs = self.runs[self.runs["benchmark"] == benchmark]
@@ -276,7 +283,7 @@ def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
         bench = loaded.get(row.benchmark, row.setting)
         if protocol == "authors":
             key = (row.benchmark, row.setting)
-            scorer = scorers.setdefault(key, Scorer(bench.qrels, scored_measures(bench, measures)))
+            scorer = scorers.setdefault(key, Scorer.for_benchmark(bench, scored_measures(bench, measures)))
             evaluations.append(run_scores(layout, bench, row.run_file, row.system, scorer, read.get(row.run_file))[0])
         else:
             run = read.get(row.run_file) or listed_run(layout.root / row.run_file, bench, protocol)

@@ -36,10 +36,11 @@ def test_domains_follow_ifir_table_one():
 
 
 def test_the_families_and_their_benchmarks_come_from_the_specs_in_order():
-    assert catalog.families() == ("instructir", "ifir")
+    assert catalog.families() == ("instructir", "ifir", "followir")
     assert list(catalog.entries()) == [
-        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "instructir",
-        *(f"ifir/{s}" for s in IFIR.subsets)]
+        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "followir-sample/news21",
+        "followir-sample/core17", "instructir", *(f"ifir/{s}" for s in IFIR.subsets),
+        "followir/robust04", "followir/news21", "followir/core17"]
     entry = catalog.entry("ifir-sample/fiqa")
     assert (entry.family.name, entry.subset.id, entry.sample, entry.collection) == ("ifir", "fiqa", True,
                                                                                     "ifir-sample")
@@ -116,11 +117,26 @@ def test_every_spec_names_a_loader_module_with_a_load_function():
 
 def test_a_spec_file_holds_only_keys_the_catalog_reads():
     known = {"order", "printed", "paper", "loader", "sample", "counts", "settings", "variants", "pair", "measures",
-             "derived", "headline", "average", "local_layouts", "template_source", "sources", "bm25", "templates",
-             "setting_templates", "template", "mteb", "papers", "report", "subsets"}
+             "derived", "headline", "average", "local_layouts", "rerank", "template_source", "sources", "bm25",
+             "templates", "setting_templates", "template", "mteb", "papers", "report", "subsets"}
     folder = resources.files("instir.benchmarks").joinpath("families")
     for spec in (f for f in folder.iterdir() if f.name.endswith(".toml")):
         assert set(tomllib.loads(spec.read_text(encoding="utf-8"))) <= known, spec.name
+
+
+def test_a_collection_name_stands_for_its_benchmarks_in_the_catalogs_order():
+    assert catalog.expand(["followir-sample", "instructir-sample", "ifir/fiqa", "followir-sample/core17"]) == [
+        "followir-sample/news21", "followir-sample/core17", "instructir-sample", "ifir/fiqa"]
+    assert catalog.expand(["no-such-name"]) == ["no-such-name"]
+
+
+def test_a_source_per_subset_pins_each_subsets_repo_and_revision():
+    followir = catalog.family("followir")
+    assert followir.sources["mteb"].pinned("core17") == ("mteb/Core17InstructionRetrieval",
+                                                         "67d8733dd0691f08f34ed9dda5941578cba8d91c")
+    assert followir.sources["jhu-clsp"].pinned("robust04") == ("jhu-clsp/robust04-instructions",
+                                                               "a5a1c4fe2bc528ac12e83f8cdf82178da85d2f1d")
+    assert followir.rerank and not IFIR.rerank
 
 
 def test_a_family_without_a_sample_folder_has_no_sample_names():
@@ -140,4 +156,6 @@ def test_the_mteb_results_tasks_are_the_catalogs_mteb_task_names():
     ifir_tasks = {t for t in reported["task"] if str(t).startswith("IFIR")}
     assert ifir_tasks == {s.mteb_task for s in IFIR.subsets.values()}
     assert set(reported.loc[reported["task"].isin(ifir_tasks), "subset_id"]) == set(IFIR.subsets)
-    assert list(catalog.mteb_tasks()) == ["InstructIR", *(s.mteb_task for s in IFIR.subsets.values())]
+    assert list(catalog.mteb_tasks()) == ["InstructIR", *(s.mteb_task for s in IFIR.subsets.values()),
+                                          "Robust04InstructionRetrieval", "News21InstructionRetrieval",
+                                          "Core17InstructionRetrieval"]

@@ -16,9 +16,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def test_mteb_tasks_carry_main_score_self_hit_rule_and_task_specific_scores():
     tasks = catalog.mteb_tasks()
     assert list(tasks) == ["InstructIR", "IFIRFiQA", "IFIRScifact", "IFIRNFCorpus", "IFIRAila", "IFIRFire",
-                           "IFIRPm", "IFIRCds"]
+                           "IFIRPm", "IFIRCds", "Robust04InstructionRetrieval", "News21InstructionRetrieval",
+                           "Core17InstructionRetrieval"]
     assert tasks["InstructIR"].main_score == "robustness_at_10" and tasks["InstructIR"].robustness
-    assert {t.main_score for name, t in tasks.items() if name != "InstructIR"} == {"ndcg_at_20"}
+    assert {t.main_score for name, t in tasks.items() if name.startswith("IFIR")} == {"ndcg_at_20"}
+    assert {t.main_score for name, t in tasks.items() if name.endswith("InstructionRetrieval")} == {"p-MRR"}
     # only IFIRFiQA sets ignore_identical_ids = True; InstructIR keeps the self-hits the authors drop
     assert [name for name, t in tasks.items() if t.ignore_identical_ids] == ["IFIRFiQA"]
     # task_specific_scores with v1/v2/v3 levels: the four multi-level subsets' classes only

@@ -37,9 +37,11 @@ def home(tmp_path, monkeypatch) -> Path:
 
 def test_list_benchmarks_names_samples_then_real_benchmarks():
     assert list_benchmarks() == [
-        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "instructir", "ifir/fiqa",
-        "ifir/scifact_open", "ifir/nfcorpus", "ifir/aila", "ifir/fire", "ifir/pm", "ifir/cds"]
-    assert sample_benchmarks() == ["instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus"]
+        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "followir-sample/news21",
+        "followir-sample/core17", "instructir", "ifir/fiqa", "ifir/scifact_open", "ifir/nfcorpus", "ifir/aila",
+        "ifir/fire", "ifir/pm", "ifir/cds", "followir/robust04", "followir/news21", "followir/core17"]
+    assert sample_benchmarks() == ["instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus",
+                                   "followir-sample/news21", "followir-sample/core17"]
 
 
 def test_samples_load_as_samples_with_the_bundled_revision():
@@ -174,7 +176,7 @@ def _summary(argv: list[str]) -> int:
 def test_summary_prints_every_bundled_sample_by_default(capsys):
     assert _summary([]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["benchmark", "setting", "layout"] and len(lines) == 4
+    assert lines[0].split()[:3] == ["benchmark", "setting", "layout"] and len(lines) == 6
     fiqa = next(line.split() for line in lines if line.split()[0] == "ifir-sample/fiqa")
     assert fiqa[1:8] == ["instructed", "songtingyu", BUNDLED, "True", "18", "6", "38"] and fiqa[-1] == "2.33"
 

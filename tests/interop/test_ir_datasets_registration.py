@@ -21,11 +21,13 @@ FIXTURES = ROOT / "tests" / "benchmarks" / "fixtures"
 
 IDS = ["instir/instructir-sample", "instir/instructir-sample/query-only", "instir/instructir-sample/order-sensitivity",
        "instir/instructir-sample/prompt-sensitivity", "instir/instructir-sample/prompt-paraphrases",
-       "instir/ifir-sample/fiqa", "instir/ifir-sample/nfcorpus",
+       "instir/ifir-sample/fiqa", "instir/ifir-sample/nfcorpus", "instir/followir-sample/news21",
+       "instir/followir-sample/core17",
        "instir/instructir", "instir/instructir/query-only", "instir/instructir/order-sensitivity",
        "instir/instructir/prompt-sensitivity", "instir/instructir/prompt-paraphrases",
        "instir/ifir/fiqa", "instir/ifir/scifact_open", "instir/ifir/nfcorpus", "instir/ifir/aila", "instir/ifir/fire",
-       "instir/ifir/pm", "instir/ifir/cds"]
+       "instir/ifir/pm", "instir/ifir/cds", "instir/followir/robust04", "instir/followir/news21",
+       "instir/followir/core17"]
 
 #: PyTerrier 1.1.2 calls pandas with inplace=, which pandas 3.1 deprecates (its warning, not the kit's)
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")

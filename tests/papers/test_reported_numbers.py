@@ -7,7 +7,8 @@ import pytest
 from instir.papers import canonical_measure, load_reported, model_key, paper_models, paper_names_for
 
 
-@pytest.mark.parametrize("paper, rows", [("ifir", 1013), ("instructir", 26), ("mteb", 282)])
+@pytest.mark.parametrize("paper, rows", [("ifir", 1013), ("instructir", 26), ("followir", 192),
+                                         ("mteb", 287)])
 def test_reported_tables_have_exact_row_counts(paper, rows):
     assert len(load_reported(paper)) == rows
 

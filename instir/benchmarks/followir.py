@@ -1,0 +1,206 @@
+"""FollowIR (arXiv:2403.15246): three TREC collections (Robust04, News21, Core17) whose topics
+were re-annotated under an altered narrative. Every topic ``t`` becomes two instances,
+``t-og`` (the original narrative as the instruction, its qrels) and ``t-changed`` (the altered
+narrative, its qrels), grouped under ``t``; p-MRR compares how one run ranks the two.
+
+Two layouts (docs/formats.md), detected per dataset folder and recorded in ``Benchmark.layout``:
+
+- ``jhu-clsp``: the authors' release (``jhu-clsp/<dataset>-instructions``): ``corpus.jsonl``,
+  ``queries.jsonl`` (one row per topic: ``_id``, ``text``, ``instruction_og``,
+  ``instruction_changed``), ``top_ranked.jsonl`` (``qid``, ``pid``: one row per candidate, the
+  same list for both instances), ``qrels_og/test.jsonl`` and ``qrels_changed/test.jsonl``.
+  The changed documents are derived from the two qrels as mteb 1.x did
+  (``AbsTaskInstructionRetrieval.create_qrel_diff``: judged under the original instruction, with
+  another grade under the changed one; unjudged counts as 0).
+- ``mteb``: MTEB 2.26's copies (``mteb/<Task>``): one folder per config (``corpus``,
+  ``queries``, ``instruction``, ``qrels`` or ``data`` for the default config, ``top_ranked``,
+  ``qrel_diff``) holding Parquet or JSON-lines files, ids already ``t-og`` / ``t-changed``;
+  the changed documents are the release's ``qrel_diff``.
+
+``meta["top_ranked"]`` holds every instance's candidate list (``{instance id: [doc ids]}``):
+systems score those documents only (the spec's ``rerank``). ``meta["changed"]`` holds
+``{topic: [doc ids]}``, what p-MRR is computed over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from instir.benchmarks.docstore import IndexedCorpus
+from instir.benchmarks.readers import check_qrels, data_folder, field_str, read_qrels, read_records
+from instir.benchmarks.types import HALVES, Benchmark, FormatError, Qrels, Query, quoted
+
+OG, CHANGED = HALVES["og"], HALVES["changed"]
+#: File suffixes a config of the mteb layout may be stored in.
+_SUFFIXES = (".parquet", ".jsonl")
+
+
+def load(root: str | Path, *, subset: str | None, setting: str, name: str, revision: str,
+         is_sample: bool) -> Benchmark:
+    """The family's loader (the catalog's ``loader``): one dataset, in its only setting."""
+    folder = data_folder(root, subset)
+    if (folder / "queries.jsonl").is_file() and (folder / "qrels_og").is_dir():
+        layout, corpus = "jhu-clsp", IndexedCorpus([folder / "corpus.jsonl"])
+        parts = _read_release(folder, corpus.id_set())
+    elif _config_files(folder, "queries"):
+        layout, corpus = "mteb", IndexedCorpus([_config(folder, "corpus")])
+        parts = _read_mteb(folder, corpus.id_set())
+    else:
+        raise FormatError(folder, None, None, "no FollowIR files found (expected the jhu-clsp release: queries.jsonl, "
+                                              "qrels_og/, qrels_changed/, top_ranked.jsonl, corpus.jsonl; or MTEB's "
+                                              "copy: queries/, instruction/, qrels/, top_ranked/, qrel_diff/, corpus/)")
+    queries, qrels, top_ranked, changed, files = parts
+    for qid in queries:
+        queries[qid] = Query(id=qid, query=queries[qid].query, instruction=queries[qid].instruction,
+                             group=qid.removesuffix(OG).removesuffix(CHANGED), subset=subset or "")
+    for path, judged, lines in files["qrels"]:
+        check_qrels(judged, lines, path, frozenset(queries), corpus.id_set())
+    meta = {"subset": subset, "top_ranked": top_ranked, "changed": changed,
+            "files": {k: str(v) for k, v in files.items() if k != "qrels"}}
+    return Benchmark(name=name, layout=layout, revision=revision, setting=setting, corpus=corpus, queries=queries,
+                     qrels=qrels, source=str(folder), is_sample=is_sample, meta=meta)
+
+
+def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
+    """The jhu-clsp layout: both instances of every topic, qrels, candidates, changed documents."""
+    queries: dict[str, Query] = {}
+    path = folder / "queries.jsonl"
+    for n, rec in read_records(path):
+        topic = field_str(rec, "_id", path, n)
+        text = field_str(rec, "text", path, n)
+        for suffix, key in ((OG, "instruction_og"), (CHANGED, "instruction_changed")):
+            if topic + suffix in queries:
+                raise FormatError(path, n, "_id", f"duplicate topic id {quoted(topic)}")
+            queries[topic + suffix] = Query(topic + suffix, text, field_str(rec, key, path, n))
+    qrels: Qrels = {}
+    qrels_files = []
+    for suffix, sub in ((OG, "qrels_og"), (CHANGED, "qrels_changed")):
+        qpath = _one_file(folder / sub, "test")
+        judged, lines = read_qrels(qpath)
+        renamed = {q + suffix: docs for q, docs in judged.items()}
+        qrels.update(renamed)
+        qrels_files.append((qpath, renamed, {(q + suffix, d): n for (q, d), n in lines.items()}))
+    changed = changed_documents(qrels)
+    top_path = folder / "top_ranked.jsonl"
+    topics = {q.removesuffix(OG) for q in queries if q.endswith(OG)}
+    per_topic: dict[str, dict[str, None]] = {}
+    for n, rec in read_records(top_path):
+        topic, doc = field_str(rec, "qid", top_path, n), field_str(rec, "pid", top_path, n)
+        if topic not in topics:
+            raise FormatError(top_path, n, "qid", f"unknown topic id {quoted(topic)} (not in queries.jsonl)")
+        _check_candidate(per_topic.setdefault(topic, {}), doc, doc_ids, top_path, n, "pid", topic)
+    top_ranked = {qid: list(per_topic.get(qid.removesuffix(OG).removesuffix(CHANGED), ())) for qid in queries}
+    _require_candidates(top_ranked, top_path)
+    files = {"corpus": folder / "corpus.jsonl", "queries": path, "top_ranked": top_path, "qrels": qrels_files}
+    return queries, qrels, top_ranked, changed, files
+
+
+def changed_documents(qrels: Qrels) -> dict[str, list[str]]:
+    """``{topic: [doc ids]}`` from qrels holding both instances of each topic: the documents
+    judged under the original instruction whose grade under the changed one differs (unjudged
+    counts as 0), as mteb 1.x derived FollowIR's changed documents
+    (``AbsTaskInstructionRetrieval.create_qrel_diff``); MTEB's copies ship them as ``qrel_diff``."""
+    out: dict[str, list[str]] = {}
+    for qid, judged in qrels.items():
+        if qid.endswith(OG):
+            after = qrels.get(qid.removesuffix(OG) + CHANGED, {})
+            out[qid.removesuffix(OG)] = [d for d, g in judged.items() if after.get(d, 0) != g]
+    return out
+
+
+def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
+    """The mteb layout: queries with their instructions, qrels, candidates and ``qrel_diff``."""
+    texts: dict[str, str] = {}
+    qpath = _config(folder, "queries")
+    for n, rec in read_records(qpath):
+        qid = field_str(rec, "_id", qpath, n)
+        if qid in texts:
+            raise FormatError(qpath, n, "_id", f"duplicate query id {quoted(qid)}")
+        if not qid.endswith((OG, CHANGED)):
+            raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
+        texts[qid] = field_str(rec, "text", qpath, n)
+    ipath = _config(folder, "instruction")
+    instructions: dict[str, str] = {}
+    for n, rec in read_records(ipath):
+        qid = field_str(rec, "query-id", ipath, n)
+        if qid not in texts:
+            raise FormatError(ipath, n, "query-id", f"unknown query id {quoted(qid)} (not in {qpath.name})")
+        instructions[qid] = field_str(rec, "instruction", ipath, n)
+    queries = {}
+    for qid, text in texts.items():
+        if qid not in instructions:
+            raise FormatError(ipath, None, "query-id", f"no instruction for query {quoted(qid)}")
+        queries[qid] = Query(qid, text, instructions[qid])
+    rpath = _config(folder, "qrels", "data")
+    qrels, lines = read_qrels(rpath)
+    tpath = _config(folder, "top_ranked")
+    top_ranked: dict[str, dict[str, None]] = {}
+    for n, rec in read_records(tpath):
+        qid = field_str(rec, "query-id", tpath, n)
+        if qid not in queries:
+            raise FormatError(tpath, n, "query-id", f"unknown query id {quoted(qid)} (not in {qpath.name})")
+        listed = top_ranked.setdefault(qid, {})
+        for doc in _id_list(rec, "corpus-ids", tpath, n):
+            _check_candidate(listed, doc, doc_ids, tpath, n, "corpus-ids", qid)
+    dpath = _config(folder, "qrel_diff")
+    changed = {field_str(rec, "query-id", dpath, n): _id_list(rec, "corpus-ids", dpath, n)
+               for n, rec in read_records(dpath)}
+    files = {"corpus": _config(folder, "corpus"), "queries": qpath, "instruction": ipath, "top_ranked": tpath,
+             "qrel_diff": dpath, "qrels": [(rpath, qrels, lines)]}
+    candidates = {q: list(top_ranked.get(q, ())) for q in queries}
+    _require_candidates(candidates, tpath)
+    return queries, qrels, candidates, changed, files
+
+
+def _id_list(rec: dict, name: str, path: Path, n: int) -> list[str]:
+    """A list-of-ids field (``corpus-ids``), every id a string."""
+    value = rec.get(name)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise FormatError(path, n, name, f"expected a list of document ids, got {quoted(value)}")
+    return list(value)
+
+
+def _check_candidate(listed: dict[str, None], doc: str, doc_ids: frozenset[str], path: Path, n: int, field: str,
+                     query: str) -> None:
+    """Add one candidate of ``query`` to its (ordered) list: it must be in the corpus and listed once."""
+    if doc not in doc_ids:
+        raise FormatError(path, n, field, f"candidate {quoted(doc)} of query {quoted(query)} is not in the corpus")
+    if doc in listed:
+        raise FormatError(path, n, field, f"query {quoted(query)} lists candidate {quoted(doc)} twice")
+    listed[doc] = None
+
+
+def _require_candidates(top_ranked: dict[str, list[str]], path: Path) -> None:
+    """Every instance has a candidate list (a reranking task scores nothing else)."""
+    empty = next((q for q, docs in top_ranked.items() if not docs), None)
+    if empty is not None:
+        raise FormatError(path, None, None, f"no candidate list for query {quoted(empty)}")
+
+
+def _config_files(folder: Path, *names: str) -> list[Path]:
+    """The files of the first of ``names`` (a config of the mteb layout): ``<name>/*`` or ``<name>.*``."""
+    for name in names:
+        sub = folder / name
+        found = sorted(p for p in sub.glob("*") if p.suffix in _SUFFIXES) if sub.is_dir() else []
+        found = found or [folder / f"{name}{s}" for s in _SUFFIXES if (folder / f"{name}{s}").is_file()]
+        if found:
+            return found
+    return []
+
+
+def _config(folder: Path, *names: str) -> Path:
+    """The one file of a config of the mteb layout (MTEB's copies hold one shard each)."""
+    found = _config_files(folder, *names)
+    if len(found) != 1:
+        problem = "file not found" if not found else f"{len(found)} files where one was expected"
+        raise FormatError(folder / names[0], None, None, f"{problem} (the mteb layout's {names[0]} config)")
+    return found[0]
+
+
+def _one_file(folder: Path, stem: str) -> Path:
+    """``<folder>/<stem>.jsonl`` (or ``.tsv``), as the jhu-clsp release stores each qrels config."""
+    for suffix in (".jsonl", ".tsv"):
+        if (folder / f"{stem}{suffix}").is_file():
+            return folder / f"{stem}{suffix}"
+    raise FormatError(folder / f"{stem}.jsonl", None, None, "file not found (the jhu-clsp layout's qrels)")
+

@@ -1,0 +1,85 @@
+"""FollowIR's p-MRR as mteb 2.26 computes it (``mteb/_evaluators/retrieval_metrics.py``:
+``get_rank_from_dict``, ``calculate_pmrr``, ``rank_score``; the definition and its sources are
+in docs/metrics.md).
+
+Each query ``q`` has two instances in one run, ``q-og`` and ``q-changed``; its changed documents
+are those whose grade the changed instruction altered (the release's ``qrel_diff``, or
+:func:`instir.benchmarks.followir.changed_documents`). A document's rank in an instance's results
+is its 1-based position by (score, doc id) descending (``ties="mteb"``) or by score with ties in
+insertion order (``ties="insertion"``: the original FollowIR code and mteb before PR #5241, whose
+dicts held each query's candidates in list order); a document missing from the results ranks one
+below the last. Per
+changed document with ranks ``og`` and ``new``: ``new/og - 1`` when it moved up or stayed,
+``1 - og/new`` when it moved down; the mean per query, then over queries. A query without both
+instances in the run is skipped with a warning, as mteb does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from instir.benchmarks.types import HALVES
+from instir.errors import UsageError
+from instir.metrics.measures import PMRR_TIES
+
+OG, CHANGED = HALVES["og"], HALVES["changed"]
+
+
+def _ranks(frame: pd.DataFrame, ties: str, order_of: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """Every (qid, docid) of a run frame with its rank under ``ties``; insertion ties follow
+    ``order_of[qid]`` (a candidate list) where given, else the frame's row order."""
+    order = frame.assign(_row=np.arange(len(frame)))
+    if ties == "insertion" and order_of:
+        listed = pd.DataFrame([(q, d, i) for q in order["qid"].unique() for i, d in enumerate(order_of.get(q, ()))],
+                              columns=["qid", "docid", "_listed"])
+        order = order.merge(listed, on=["qid", "docid"], how="left", sort=False)
+        order["_row"] = order["_listed"].fillna(len(order) + order["_row"]).to_numpy()
+    if ties == "mteb":
+        order = order.sort_values(["qid", "score", "docid"], ascending=[True, False, False], kind="mergesort")
+    else:
+        order = order.sort_values(["qid", "score", "_row"], ascending=[True, False, True], kind="mergesort")
+    order["rank"] = order.groupby("qid", sort=False).cumcount() + 1
+    return order[["qid", "docid", "rank"]]
+
+
+def rank_score(og_rank: np.ndarray, new_rank: np.ndarray) -> np.ndarray:
+    """Per changed document, the rank change as ``rank_score`` writes it (same arithmetic)."""
+    og, new = og_rank.astype(float), new_rank.astype(float)
+    return np.where(og >= new, ((1 / og) / (1 / new)) - 1, 1 - ((1 / new) / (1 / og)))
+
+
+def per_query(run: pd.DataFrame, changed: Mapping[str, Iterable[str]], ties: str = "mteb", *,
+              order_of: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """p-MRR of every query with both instances in ``run`` (a frame with ``qid``, ``docid``,
+    ``score``) and at least one changed document: columns ``group`` (the query id without its
+    suffix), ``value``, ``n_docs``. ``ties="insertion"`` ranks equal scores in the order the
+    original code's dicts held them: ``order_of[instance]`` (the candidate list mteb 1.x scored
+    in order) where given, else the frame's row order."""
+    if ties not in PMRR_TIES:
+        raise UsageError(f"unknown p-MRR tie rule {ties!r}; use one of {', '.join(PMRR_TIES)}")
+    present = set(run["qid"].unique())
+    wanted = [(q, list(docs)) for q, docs in changed.items()]
+    missing = [q for q, _ in wanted if q + OG not in present or q + CHANGED not in present]
+    for query in missing:
+        warnings.warn(f"query {query} not found in the runs for calculating p-MRR (needs {query}{OG} and "
+                      f"{query}{CHANGED}); skipped, as mteb skips it", stacklevel=3)
+    pairs = pd.DataFrame([(q, d) for q, docs in wanted if q not in missing for d in docs], columns=["group", "docid"],
+                         dtype=object)
+    if pairs.empty:
+        return pd.DataFrame({"group": pd.Series(dtype=object), "value": pd.Series(dtype=float),
+                             "n_docs": pd.Series(dtype=int)})
+    frame = run[run["qid"].isin({q + s for q in pairs["group"].unique() for s in (OG, CHANGED)})]
+    ranks = _ranks(frame[["qid", "docid", "score"]], ties, order_of)
+    length = frame.groupby("qid", sort=False).size()
+    out = pairs.copy()
+    for half, suffix in (("og", OG), ("new", CHANGED)):
+        keyed = out.assign(qid=out["group"] + suffix)
+        found = keyed.merge(ranks, on=["qid", "docid"], how="left")["rank"]
+        absent = keyed["qid"].map(length) + 1
+        out[f"{half}_rank"] = found.fillna(absent).to_numpy(dtype=np.int64)
+    out["value"] = rank_score(out["og_rank"].to_numpy(), out["new_rank"].to_numpy())
+    return (out.groupby("group", sort=False).agg(value=("value", "mean"), n_docs=("value", "size")).reset_index())

@@ -1,0 +1,254 @@
+"""The FollowIR loader: the authors' release (jhu-clsp) and MTEB's copy (mteb) read to the same
+instances, qrels, candidates and changed documents; loading by name from a data root and from the
+folder itself; bad files refused in one line naming file, line and field; the bundled samples;
+and a retriever's run on them holding exactly each instance's candidates."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from instir.benchmarks import FormatError, Query, load_benchmark
+from instir.retrieval import make_retriever, retrieve
+
+TOPICS = {  # topic: (query, original narrative, changed narrative)
+    "301": ("endangered species", "Any effort to protect an endangered species.", "Only hunting bans."),
+    "302": ("electric car batteries", "Range or charging of car batteries.", "Only charging time."),
+}
+DOCS = {f"d{i}": f"document {i} about batteries and species" for i in range(1, 7)}
+QRELS_OG = {"301": {"d1": 1, "d2": 1, "d3": 0}, "302": {"d4": 2, "d5": 1}}
+QRELS_CHANGED = {"301": {"d1": 1, "d2": 0, "d3": 0}, "302": {"d4": 1}}  # d5 unjudged after
+TOP_RANKED = {"301": ["d1", "d2", "d3", "d6"], "302": ["d4", "d5", "d6"]}
+# mteb 1.x create_qrel_diff: judged under og, another grade under changed (unjudged = 0)
+CHANGED = {"301": ["d2"], "302": ["d4", "d5"]}
+
+
+def _jsonl(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _parquet(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(list(rows)), path)
+    return path
+
+
+def _corpus_rows():
+    return [{"_id": d, "title": "", "text": t} for d, t in DOCS.items()]
+
+
+def _qrels_rows(qrels, suffix=""):
+    return [{"query-id": q + suffix, "corpus-id": d, "score": float(g)} for q, docs in qrels.items()
+            for d, g in docs.items()]
+
+
+def write_jhu(folder: Path) -> Path:
+    """The authors' release: jhu-clsp/<dataset>-instructions."""
+    _jsonl(folder / "corpus.jsonl", _corpus_rows())
+    _jsonl(folder / "queries.jsonl", [{"_id": t, "text": q, "instruction_og": og, "instruction_changed": ch}
+                                      for t, (q, og, ch) in TOPICS.items()])
+    _jsonl(folder / "top_ranked.jsonl", [{"qid": t, "pid": d} for t, docs in TOP_RANKED.items() for d in docs])
+    _jsonl(folder / "qrels_og" / "test.jsonl", _qrels_rows(QRELS_OG))
+    _jsonl(folder / "qrels_changed" / "test.jsonl", _qrels_rows(QRELS_CHANGED))
+    return folder
+
+
+def write_mteb(folder: Path, parquet: bool = False) -> Path:
+    """MTEB 2.26's copy: mteb/<Dataset>InstructionRetrieval, one file per config folder."""
+    instances = [(t + s, q, og if s == "-og" else ch) for t, (q, og, ch) in TOPICS.items() for s in ("-og", "-changed")]
+    write = _parquet if parquet else _jsonl
+    ext = "parquet" if parquet else "jsonl"
+    _jsonl(folder / "corpus" / "test.jsonl", _corpus_rows())
+    _jsonl(folder / "queries" / "test.jsonl", [{"_id": i, "text": q} for i, q, _ in instances])
+    _jsonl(folder / "instruction" / "test.jsonl", [{"query-id": i, "instruction": ins} for i, _, ins in instances])
+    write(folder / "qrels" / f"test.{ext}", _qrels_rows(QRELS_OG, "-og") + _qrels_rows(QRELS_CHANGED, "-changed"))
+    write(folder / "top_ranked" / f"test.{ext}", [{"query-id": i, "corpus-ids": TOP_RANKED[i.rsplit("-", 1)[0]]}
+                                                  for i, _, _ in instances])
+    _jsonl(folder / "qrel_diff" / "qrel_diff.jsonl", [{"query-id": t, "corpus-ids": d} for t, d in CHANGED.items()])
+    return folder
+
+
+def _load(folder: Path):
+    return load_benchmark("followir/core17", root=folder)
+
+
+def _error(folder: Path) -> FormatError:
+    with pytest.raises(FormatError) as info:
+        _load(folder)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+def _edit_jsonl(path: Path, n: int, change) -> None:
+    """Apply ``change`` to the record on line ``n`` (1-based) of a JSON-lines file."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[n - 1])
+    change(record)
+    lines[n - 1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# --------------------------------------------------------------------------------- both layouts
+
+
+@pytest.fixture
+def jhu(tmp_path):
+    return write_jhu(tmp_path / "jhu")
+
+
+@pytest.mark.parametrize("parquet", [False, True], ids=["jsonl", "parquet"])
+def test_both_layouts_give_the_same_instances_qrels_candidates_and_changed_documents(tmp_path, jhu, parquet):
+    release, copy = _load(jhu), _load(write_mteb(tmp_path / "mteb", parquet))
+    assert (release.layout, copy.layout) == ("jhu-clsp", "mteb")
+    expected = {t + s: Query(t + s, q, og if s == "-og" else ch, group=t, subset="core17")
+                for t, (q, og, ch) in TOPICS.items() for s in ("-og", "-changed")}
+    assert release.queries == copy.queries == expected
+    assert list(release.queries) == list(copy.queries)
+    judged = {**{t + "-og": d for t, d in QRELS_OG.items()}, **{t + "-changed": d for t, d in QRELS_CHANGED.items()}}
+    assert release.qrels == copy.qrels == judged
+    assert release.meta["top_ranked"] == copy.meta["top_ranked"] == {q: TOP_RANKED[q.rsplit("-", 1)[0]]
+                                                                     for q in expected}
+    assert release.meta["changed"] == copy.meta["changed"] == CHANGED
+    assert {d.id for d in release.corpus} == {d.id for d in copy.corpus} == set(DOCS)
+    assert not release.is_sample and not copy.is_sample
+
+
+def test_release_changed_documents_are_the_og_judgments_graded_otherwise_after(tmp_path):
+    # 301: d2 1 -> 0; d3 0 -> 0 stays; 302: d4 2 -> 1 (another grade), d5 1 -> unjudged (0)
+    assert _load(write_jhu(tmp_path / "jhu")).meta["changed"] == {"301": ["d2"], "302": ["d4", "d5"]}
+
+
+def test_loads_by_name_from_a_data_root_in_the_cache_layout(tmp_path):
+    for layout, writer in (("jhu-clsp", write_jhu), ("mteb", write_mteb)):
+        root = tmp_path / layout
+        writer(root / "followir" / layout / "core17")
+        bench = load_benchmark("followir/core17", root=root)
+        assert bench.layout == layout and bench.source == str(root / "followir" / layout / "core17")
+        assert bench.meta["changed"] == CHANGED and len(bench.queries) == 4
+
+
+def test_loads_from_the_folder_holding_the_subset(tmp_path):
+    write_jhu(tmp_path / "data" / "core17")
+    assert _load(tmp_path / "data").source == str(tmp_path / "data" / "core17")
+
+
+# ------------------------------------------------------------------------------------ bad files
+
+
+def test_jhu_candidate_not_in_the_corpus_names_its_line(jhu):
+    _edit_jsonl(jhu / "top_ranked.jsonl", 6, lambda r: r.update(pid="ghost"))  # 302's second candidate
+    err = _error(jhu)
+    assert err.path.endswith("top_ranked.jsonl") and "'ghost'" in str(err) and "not in the corpus" in str(err)
+    assert (err.where, err.field) == (6, "pid")
+
+
+def test_mteb_candidate_not_in_the_corpus_names_its_line(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    _edit_jsonl(folder / "top_ranked" / "test.jsonl", 3, lambda r: r["corpus-ids"].append("ghost"))
+    err = _error(folder)
+    assert err.path.endswith("top_ranked/test.jsonl") and "'ghost'" in str(err) and "'302-og'" in str(err)
+    assert (err.where, err.field) == (3, "corpus-ids")
+
+
+def test_mteb_query_id_without_og_or_changed_suffix_is_refused(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    _edit_jsonl(folder / "queries" / "test.jsonl", 2, lambda r: r.update(_id="301"))
+    _edit_jsonl(folder / "instruction" / "test.jsonl", 2, lambda r: r.update({"query-id": "301"}))
+    err = _error(folder)
+    assert err.path.endswith("queries/test.jsonl") and err.field == "_id"
+    assert "'301' ends neither in -og nor in -changed" in str(err)
+    assert err.where == 2
+
+
+def test_mteb_missing_instruction_names_the_query(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    path = folder / "instruction" / "test.jsonl"
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if "302-changed" not in line))
+    err = _error(folder)
+    assert err.path.endswith("instruction/test.jsonl") and err.field == "query-id"
+    assert "no instruction for query '302-changed'" in str(err)
+
+
+def test_jhu_missing_changed_instruction_names_line_and_field(jhu):
+    _edit_jsonl(jhu / "queries.jsonl", 2, lambda r: r.pop("instruction_changed"))
+    err = _error(jhu)
+    assert err.path.endswith("queries.jsonl") and (err.where, err.field) == (2, "instruction_changed")
+    assert "missing" in str(err)
+
+
+@pytest.mark.parametrize(("layout", "relative"), [("jhu-clsp", "queries.jsonl"), ("mteb", "instruction/test.jsonl"),
+                                                  ("jhu-clsp", "qrels_changed/test.jsonl")])
+def test_malformed_json_line_names_file_and_line(tmp_path, layout, relative):
+    folder = write_jhu(tmp_path / "d") if layout == "jhu-clsp" else write_mteb(tmp_path / "d")
+    path = folder / relative
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1][:-3]  # truncated record on line 2
+    path.write_text("\n".join(lines) + "\n")
+    err = _error(folder)
+    assert err.path == str(path) and err.where == 2 and "malformed JSON" in str(err)
+
+
+def test_jhu_missing_qrels_file_is_named(jhu):
+    (jhu / "qrels_changed" / "test.jsonl").unlink()
+    err = _error(jhu)
+    assert err.path == str(jhu / "qrels_changed" / "test.jsonl") and "file not found" in str(err)
+
+
+def test_mteb_missing_qrels_config_is_named(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    shutil.rmtree(folder / "qrels")
+    err = _error(folder)
+    assert err.path == str(folder / "qrels") and "file not found" in str(err) and "qrels config" in str(err)
+
+
+def test_jhu_unknown_topic_in_top_ranked_names_its_line(jhu):
+    with (jhu / "top_ranked.jsonl").open("a") as fh:
+        fh.write(json.dumps({"qid": "999", "pid": "d1"}) + "\n")  # line 8
+    err = _error(jhu)
+    assert err.path.endswith("top_ranked.jsonl") and err.field == "qid" and "unknown topic id '999'" in str(err)
+    assert err.where == 8
+
+
+def test_mteb_unknown_query_in_top_ranked_is_refused(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    with (folder / "top_ranked" / "test.jsonl").open("a") as fh:
+        fh.write(json.dumps({"query-id": "999-og", "corpus-ids": ["d1"]}) + "\n")
+    err = _error(folder)
+    assert err.path.endswith("top_ranked/test.jsonl") and "unknown query id '999-og'" in str(err)
+
+
+def test_folder_without_followir_files_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    err = _error(tmp_path / "empty")
+    assert "no FollowIR files found" in str(err)
+
+
+# ---------------------------------------------------------------------------- the bundled samples
+
+
+@pytest.fixture(scope="module", params=["core17", "news21"])
+def sample(request):
+    return load_benchmark(f"followir-sample/{request.param}")
+
+
+def test_samples_load_as_samples_with_a_candidate_list_for_every_instance(sample):
+    assert sample.is_sample and sample.layout == ("jhu-clsp" if sample.name.endswith("core17") else "mteb")
+    candidates = sample.meta["top_ranked"]
+    assert set(candidates) == set(sample.queries) and all(candidates.values())
+    assert all(q.endswith(("-og", "-changed")) and sample.queries[q].group == q.rsplit("-", 1)[0]
+               for q in sample.queries)
+    assert set(sample.meta["changed"]) == {q.group for q in sample.queries.values()}
+    assert all(sample.meta["changed"].values())
+
+
+def test_bm25_run_on_a_sample_holds_exactly_each_instances_candidates(sample):
+    run = retrieve(sample, make_retriever("bm25"))
+    held = run.df.groupby("qid")["docid"].apply(list).to_dict()
+    assert set(held) == set(sample.queries)
+    for qid, docs in sample.meta["top_ranked"].items():
+        assert sorted(held[qid]) == sorted(docs), qid
