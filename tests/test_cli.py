@@ -68,3 +68,12 @@ def test_a_command_runs_with_the_libraries_bars_off_exactly_when_the_kits_are(pr
     assert main(["summary"]) == 0
     assert seen == (QUIET_BARS if progress == "0" else dict.fromkeys(QUIET_BARS))
     assert not set(QUIET_BARS) & set(os.environ)
+
+
+def test_instir_run_takes_a_collection_name_for_its_benchmarks():
+    from instir.cli import build_parser
+    from instir.cli.run import cli_parameters
+
+    args = build_parser().parse_args(["run", "--benchmark", "followir-sample", "instructir-sample"])
+    assert cli_parameters(args)["benchmarks"] == ["followir-sample/news21", "followir-sample/core17",
+                                                  "instructir-sample"]

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.notebooks
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CHAIN = ("01_data_exploration", "02_retrieval", "03_metrics", "04_judge_validation", "05_paper_tables")
-SAMPLES = ("instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus")
+SAMPLES = ("instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "followir-sample/news21",
+           "followir-sample/core17")
 
 
 def _parameters_cell(name: str) -> str:

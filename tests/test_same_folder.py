@@ -1,6 +1,6 @@
 """One grid, three ways, one folder: ``instir run`` (the five notebooks), ``instir sweep
 --serial`` and ``instir sweep`` on a local Ray write byte-identical runs, metrics, comparisons
-and InstFol tables, on the bundled samples and under the real names on a real-layout data root
+and InstFol tables, on the bundled samples (FollowIR's p-MRR included) and under the real names on a real-layout data root
 (:mod:`real_data`: IFIR's fiqa and fire) in one grid. The real InstructIR names are left out of
 this grid: MiniLM would encode its 9,906 queries twice (minutes on a CPU); ``instir run`` on them
 is tested in ``test_notebooks_real.py``. Left out of the comparison, by name: the runs' JSON sidecars
@@ -18,7 +18,7 @@ from instir.cli import main
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.ray]
 
-BENCHMARKS = ("instructir-sample", "ifir-sample/fiqa", "ifir/fiqa", "ifir/fire")
+BENCHMARKS = ("instructir-sample", "ifir-sample/fiqa", "followir-sample/core17", "ifir/fiqa", "ifir/fire")
 SYSTEMS = ("bm25", "dense")
 K = 20
 #: InstFol instances per benchmark (and gold pairs per stratum in notebook 04)
@@ -71,9 +71,9 @@ def test_the_three_ways_list_the_same_runs_apart_from_their_timing(folders):
         pd.testing.assert_frame_equal(tables[way], tables["run"])
 
 
-def test_every_way_compares_robustness_per_query_group(folders):
+def test_every_way_compares_robustness_and_p_mrr_per_query_group(folders):
     for way, folder in folders.items():
         comparisons = pd.read_csv(folder / "metrics" / "comparisons.csv")
         groups = comparisons[comparisons["unit"] == "group"]
-        assert set(groups["measure"]) == {"Robustness@10"}, way
-        assert set(groups["benchmark"]) == {"instructir-sample"}, way
+        assert set(zip(groups["benchmark"], groups["measure"])) == {
+            ("instructir-sample", "Robustness@10"), ("followir-sample/core17", "p-MRR")}, way

@@ -72,7 +72,7 @@ class MtebTask:
     its ``name`` (``InstructIR``, ``IFIRFiQA`` …, also the stem of its ``<name>_predictions.json``
     and ``<name>.json`` result files), family, subset and ``main_score``; whether it drops
     self-hits (``ignore_identical_ids``), reads levels from ``v1``/``v2``/``v3`` in the query ids
-    (``level_scores``) or computes ``robustness_at_10``; how query ids are spelt (``ids``:
+    (``level_scores``), computes ``robustness_at_10`` or p-MRR over ``-og``/``-changed`` pairs (``pairwise``); how query ids are spelt (``ids``:
     ``same`` or ``levels``, :mod:`instir.benchmarks.mteb`); the ``mteb`` protocol's default
     measures; how an MTEB-ready copy is written (``dataset_template``, ``origin_query``)."""
 
@@ -87,6 +87,7 @@ class MtebTask:
     measures: tuple[str, ...] = ()
     dataset_template: str | None = None
     origin_query: bool = False
+    pairwise: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ class Entry:
         return MtebTask(sub.mteb_task if sub else spec["task"], self.family.name, sub.id if sub else "",
                         spec["main_score"], bool(sub and sub.mteb_ignore_identical_ids), level_scores,
                         bool(spec.get("robustness")), spec.get("ids", "same"), tuple(spec.get("measures", ())),
-                        spec.get("dataset_template"), bool(spec.get("origin_query")))
+                        spec.get("dataset_template"), bool(spec.get("origin_query")), bool(spec.get("pairwise")))
 
 
 def _family(name: str, raw: dict) -> Family:

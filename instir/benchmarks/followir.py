@@ -119,7 +119,7 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
         if not qid.endswith((OG, CHANGED)):
             raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
         texts[qid] = field_str(rec, "text", qpath, n)
-    ipath = _config(folder, "instruction")
+    ipath = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
     instructions: dict[str, str] = {}
     for n, rec in read_records(ipath):
         qid = field_str(rec, "query-id", ipath, n)

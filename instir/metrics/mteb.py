@@ -1,11 +1,12 @@
-"""The ``mteb`` protocol: runs scored as MTEB 2.26 scores its InstructIR and IFIR tasks, so
+"""The ``mteb`` protocol: runs scored as MTEB 2.26 scores its InstructIR, IFIR and FollowIR tasks, so
 the kit and MTEB give the same numbers for the same run (what differs from the authors'
 protocol, and where in MTEB's source, is in docs/mteb.md).
 
 Queries are scored under MTEB's ids (:func:`instir.benchmarks.mteb.mteb_ids`), so the groups and
 levels are MTEB's own; per-query values come back under the kit's ids. MTEB's ``nAUC`` measures
 and ``accuracy`` (= ``recall_at_1``) are not computed; values are those before MTEB's result
-files round them to 6 decimals.
+files round them to 6 decimals. On FollowIR's tasks, ``p-MRR`` (the main score) and the ``og.*`` /
+``changed.*`` scores of each half, as ``evaluate_p_mrr_change`` reports them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import pandas as pd
 import pytrec_eval
 
 from instir.benchmarks import catalog
+from instir.benchmarks.followir import changed_documents
 from instir.benchmarks.mteb import MtebIds, mteb_ids, mteb_task
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
 from instir.metrics import table
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.measures import LOWER_CASE_NAMES
+from instir.metrics import pmrr
+from instir.metrics.measures import HALVES, LOWER_CASE_NAMES, half_of
 from instir.metrics.standard import RunLike, run_dict
 from instir.progress import tqdm
 from instir.retrieval.runs import Run, check_run_ids
@@ -48,6 +51,11 @@ def mteb_measure(name: str) -> str:
     cutoff outside :data:`MTEB_K_VALUES` or a measure MTEB does not compute is a
     :class:`~instir.errors.UsageError`."""
     text = str(name).strip()
+    half, dot, rest = text.partition(".")
+    if dot and half in HALVES:
+        return f"{half}.{mteb_measure(rest)}"
+    if text.lower() in ("p-mrr", "pmrr"):
+        return "p-MRR"
     kit = re.fullmatch(r"(nDCG|AP|R|P|RR|Success|Robustness)@(\d+)", text)
     if kit:
         prefix = "robustness" if kit.group(1) == "Robustness" else _KIT_NAMES[kit.group(1)]
@@ -57,7 +65,8 @@ def mteb_measure(name: str) -> str:
     match = _MEASURE.fullmatch(text)
     if not match:
         raise unknown("MTEB measure", name, [*(f"{p}_at_10" for p in (*TREC_MEASURES, "mrr")), "robustness_at_10",
-                                             "main_score"], more=" (or the kit's nDCG@10, RR@10, R@100, P@10 …)")
+                                             "p-MRR", "og.map_at_1000", "main_score"],
+                      more=" (or the kit's nDCG@10, RR@10, R@100, P@10 …)")
     if int(match.group(2)) not in MTEB_K_VALUES:
         raise UsageError(f"MTEB computes {match.group(1)} only at k = {', '.join(map(str, MTEB_K_VALUES))}, "
                          f"not {match.group(2)}")
@@ -78,7 +87,7 @@ class MtebScores:
     ``robustness_at_10`` on InstructIR and ``main_score``; ``level_scores``: ``level_1`` …
     ``level_3`` on the multi-level IFIR tasks; ``per_query``: ``qid`` (the kit's id),
     ``measure`` (MTEB's name), unrounded ``value``; ``groups``: per robustness group (``group``,
-    ``value`` = its lowest ``ndcg_cut_10``, ``n_queries``); ``level_counts``; ``n_scored``
+    ``value`` = its lowest ``ndcg_cut_10``, ``n_queries``), or per FollowIR query pair its p-MRR; ``level_counts``; ``n_scored``
     (queries averaged); ``notes``: what was left out and why."""
 
     task: catalog.MtebTask
@@ -113,6 +122,20 @@ def _mrr(results: Mapping[str, Mapping[str, float]],
     return out
 
 
+def _means(scored: Mapping[str, Mapping[str, float]], reciprocal: Mapping[str, Mapping[int, float]]) -> dict:
+    """MTEB's means over the scored queries: every trec measure at every k (MTEB's rounding) and
+    the reciprocal rank (unrounded, as ``calculate_retrieval_scores`` leaves it)."""
+    out: dict[str, float] = {}
+    for prefix, trec in TREC_MEASURES.items():
+        for k in MTEB_K_VALUES:
+            values = [per[f"{trec}_{k}"] for per in scored.values()]
+            out[f"{prefix}_at_{k}"] = round(sum(values) / len(scored), ROUNDING) if scored else float("nan")
+    for k in MTEB_K_VALUES:
+        values = [rr[k] for rr in reciprocal.values()]
+        out[f"mrr_at_{k}"] = sum(values) / len(values) if values else float("nan")
+    return out
+
+
 def mteb_scores(run: RunLike | Mapping[str, Mapping[str, float]], benchmark: Benchmark,
                 ids: MtebIds | None = None) -> MtebScores:
     """Score one run (kit query ids: a :class:`~instir.retrieval.runs.Run`, a frame, or
@@ -140,19 +163,12 @@ def mteb_scores(run: RunLike | Mapping[str, Mapping[str, float]], benchmark: Ben
                      f"queries of the run (the authors' protocol scores them 0)")
     measures = {f"{trec}.{','.join(map(str, MTEB_K_VALUES))}" for trec in TREC_MEASURES.values()}
     scored = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(results) if results else {}
-    out: dict[str, float] = {}
-    rows: list[tuple[str, str, float]] = []
-    kit_id = ids.to_kit
-    for prefix, trec in TREC_MEASURES.items():
-        for k in MTEB_K_VALUES:
-            values = [per[f"{trec}_{k}"] for per in scored.values()]
-            out[f"{prefix}_at_{k}"] = round(sum(values) / len(scored), ROUNDING) if scored else float("nan")
-            rows += [(kit_id[q], f"{prefix}_at_{k}", per[f"{trec}_{k}"]) for q, per in scored.items()]
     reciprocal = _mrr(results, qrels)
-    for k in MTEB_K_VALUES:
-        values = [rr[k] for rr in reciprocal.values()]
-        out[f"mrr_at_{k}"] = sum(values) / len(values) if values else float("nan")
-        rows += [(kit_id[q], f"mrr_at_{k}", rr[k]) for q, rr in reciprocal.items()]
+    kit_id = ids.to_kit
+    out = _means(scored, reciprocal)
+    rows = [(kit_id[q], f"{prefix}_at_{k}", per[f"{trec}_{k}"]) for prefix, trec in TREC_MEASURES.items()
+            for k in MTEB_K_VALUES for q, per in scored.items()]
+    rows += [(kit_id[q], f"mrr_at_{k}", rr[k]) for k in MTEB_K_VALUES for q, rr in reciprocal.items()]
     groups = pd.DataFrame(columns=["group", "value", "n_queries"])
     if task.robustness:
         by_group: dict[str, list[str]] = defaultdict(list)
@@ -167,6 +183,19 @@ def mteb_scores(run: RunLike | Mapping[str, Mapping[str, float]], benchmark: Ben
             out["robustness_at_10"] = sum(minima.values()) / len(minima)
             groups = pd.DataFrame({"group": list(minima), "value": list(minima.values()),
                                    "n_queries": [len(by_group[g]) for g in minima]})
+    if task.pairwise:  # evaluate_p_mrr_change: p-MRR, then each half scored on its own
+        changed = benchmark.meta.get("changed") or changed_documents(benchmark.qrels)
+        frame = pd.DataFrame([(kit_id[q], d, v) for q, docs in results.items() for d, v in docs.items()],
+                             columns=["qid", "docid", "score"])
+        pairs = pmrr.per_query(frame, changed, "mteb")
+        out["p-MRR"] = float(pairs["value"].mean()) if len(pairs) else float("nan")
+        groups = pairs[["group", "value"]].assign(n_queries=2)
+        rows += [(q, f"{half_of(q)}.{m}", v) for q, m, v in rows]
+        for half in HALVES:
+            keep = {q for q in results if half_of(kit_id[q]) == half}
+            out.update({f"{half}.{name}": value for name, value in _means(
+                {q: v for q, v in scored.items() if q in keep}, {q: v for q, v in reciprocal.items() if q in keep}
+            ).items()})
     level_scores: dict[str, float] = {}
     level_counts: dict[str, int] = {}
     if task.level_scores:
@@ -203,6 +232,9 @@ def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], 
     task = ids.task
     if "robustness_at_10" in asked and not task.robustness:
         raise UsageError(f"robustness_at_10 is InstructIR's measure; MTEB's {task.name} does not compute it")
+    paired = next((m for m in asked if m == "p-MRR" or m.partition(".")[0] in HALVES), None)
+    if paired and not task.pairwise:
+        raise UsageError(f"{paired} is scored on FollowIR's -og/-changed pairs; MTEB's {task.name} does not compute it")
     subset = task.subset or "all"
     tables, per_query, per_group, checks, notes = [], [], [], {}, []
     for system, run in tqdm(runs.items(), desc="scoring runs (mteb)", disable=len(runs) < 2):
@@ -213,7 +245,7 @@ def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], 
         for measure in asked:
             if measure not in result.scores:
                 continue
-            count = len(result.groups) if measure == "robustness_at_10" else result.n_scored
+            count = len(result.groups) if measure in ("robustness_at_10", "p-MRR") else result.n_scored
             rows.append({"measure": measure, "value": result.scores[measure], "n_queries": count,
                          "subset": subset, "level": "all"})
         for level, value in result.level_scores.items():
@@ -223,6 +255,7 @@ def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], 
                                        benchmark, system))
         values = result.per_query[result.per_query["measure"].isin(asked)]
         per_query.append(values.assign(system=system))
-        if "robustness_at_10" in asked and len(result.groups):
-            per_group.append(result.groups.assign(system=system, measure="robustness_at_10"))
+        grouped = "p-MRR" if task.pairwise else "robustness_at_10"
+        if grouped in asked and len(result.groups):
+            per_group.append(result.groups.assign(system=system, measure=grouped))
     return Evaluation.collect(per_query, per_group, tables, checks=checks, notes=notes)

@@ -190,8 +190,9 @@ def _jsonl(path: Path, records) -> None:
 
 def _readme(task: str, benchmark: Benchmark, configs: Mapping[str, str], text_rule: str) -> str:
     lines = ["---", "configs:"]
-    for config, file in configs.items():
-        lines += [f"- config_name: {config}", "  data_files:", f"  - split: {DEFAULT_SPLIT}", f"    path: {file}"]
+    for config, file in configs.items():  # mteb loads FollowIR's qrel_diff with split="qrel_diff"
+        split = "qrel_diff" if config == "qrel_diff" else DEFAULT_SPLIT
+        lines += [f"- config_name: {config}", "  data_files:", f"  - split: {split}", f"    path: {file}"]
     lines += ["---", "", f"# {benchmark.name} for MTEB's {task} task", "",
               f"Written by instir from {benchmark.label} (revision {benchmark.revision}, layout "
               f"{benchmark.layout}). {text_rule}", "",
@@ -211,7 +212,9 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
     ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``),
     ``qrels/test.jsonl`` (``query-id``, ``corpus-id``, ``score``: config ``default``) and, when
     the text is left to MTEB, ``instructions.jsonl`` (``query-id``, ``instruction``: config
-    ``instruction``). Query ids are MTEB's (:func:`instir.benchmarks.mteb.mteb_ids`).
+    ``instruction``); a reranking task's ``top_ranked.jsonl`` (``query-id``, ``corpus-ids``) and
+    FollowIR's ``qrel_diff.jsonl`` (``query-id`` = topic, ``corpus-ids``). Query ids are MTEB's
+    (:func:`instir.benchmarks.mteb.mteb_ids`).
 
     ``template``: ``"default"`` is the family spec's ``[mteb] dataset_template``: InstructIR's
     authors' text (``instructir``: ``instruction [SEP] query``), and MTEB's own layout for IFIR
@@ -254,5 +257,13 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
     else:
         rule = (f"Queries hold the text of template `{template.name}` ({template.description}) and there is no "
                 "instruction config, so MTEB sends that text unchanged.")
+    if benchmark.meta.get("top_ranked"):  # a reranking task: the candidate lists, and p-MRR's changed documents
+        _jsonl(folder / "top_ranked.jsonl", ({"query-id": ids.mteb_id(q), "corpus-ids": docs}
+                                             for q, docs in benchmark.meta["top_ranked"].items()))
+        configs["top_ranked"] = "top_ranked.jsonl"
+    if benchmark.meta.get("changed"):
+        _jsonl(folder / "qrel_diff.jsonl", ({"query-id": q, "corpus-ids": docs}
+                                            for q, docs in benchmark.meta["changed"].items()))
+        configs["qrel_diff"] = "qrel_diff.jsonl"
     atomic.write_text(folder / "README.md", _readme(task.name, benchmark, configs, rule))
     return folder

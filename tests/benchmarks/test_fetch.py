@@ -222,3 +222,17 @@ def test_manifest_is_json_next_to_the_data(hub, tmp_path):
         root = fetch("ifir", "fire", cache_dir=tmp_path)
     data = json.loads((root / "fire" / "instir-manifest.json").read_text())
     assert data["fetched_at"].endswith("+00:00") and data["instir_version"]
+
+
+@pytest.mark.parametrize("layout,subset,repo,revision", [
+    ("jhu-clsp", "core17", "jhu-clsp/core17-instructions", "e39ff896cf3efbbdeeb950e6bd7c79f266995b07"),
+    ("mteb", "news21", "mteb/News21InstructionRetrieval", "c6fffeb9cdd95c1ffa81c62c687b48b56352872b"),
+])
+def test_followir_is_one_repo_per_dataset_at_its_layouts_pin(hub, tmp_path, layout, subset, repo, revision):
+    fake = hub({repo: catalog.SAMPLE_ROOT / "followir-sample" / subset})
+    with pytest.warns(UserWarning, match="counts differ"):  # the sample stands in for the release
+        root = fetch("followir", subset, layout=layout, cache_dir=tmp_path)
+    assert fake.calls == [("resolve", repo, revision), ("download", repo, COMMIT, None)]
+    manifest = read_manifest(root / subset)
+    assert (manifest["layout"], manifest["loader_layout"], manifest["resolved_revision"]) == (layout, layout, COMMIT)
+    assert manifest["counts"]["queries"]["expected"] == catalog.family("followir").subset(subset).queries

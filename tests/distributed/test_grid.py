@@ -53,6 +53,11 @@ def test_grid_cells_skip_settings_ifir_lacks():
     assert labels == ["bm25", "bm25 [order-sensitivity]", "bm25"]
 
 
+def test_a_collection_name_in_a_grid_stands_for_its_benchmarks():
+    grid = parse_grid({"benchmarks": ["followir-sample"], "systems": ["bm25"], "variants": ["instructed"]})
+    assert [c.benchmark for c in grid.cells()] == ["followir-sample/news21", "followir-sample/core17"]
+
+
 def test_query_only_variant_is_labelled_as_notebook_02_labels_it():
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense"]})
     assert [c.label for c in grid.cells()] == [f"dense:{BUNDLED_MODEL_ID}",
