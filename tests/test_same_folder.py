@@ -1,7 +1,7 @@
 """One grid, three ways, one folder: ``instir run`` (the five notebooks), ``instir sweep
 --serial`` and ``instir sweep`` on a local Ray write byte-identical runs, metrics, comparisons
-and InstFol tables, on the bundled samples (FollowIR's p-MRR included) and under the real names on a real-layout data root
-(:mod:`real_data`: IFIR's fiqa and fire) in one grid. The real InstructIR names are left out of
+and InstFol tables, on the bundled samples (FollowIR's p-MRR included) and under the real names on a
+real-layout data root (:mod:`real_data`: IFIR's fiqa and fire) in one grid. The real InstructIR names are left out of
 this grid: MiniLM would encode its 9,906 queries twice (minutes on a CPU); ``instir run`` on them
 is tested in ``test_notebooks_real.py``. Left out of the comparison, by name: the runs' JSON sidecars
 (wall times, paths) and ``runs.csv``'s timing columns (``search_s``, ``elapsed_s``, ``reused``)."""

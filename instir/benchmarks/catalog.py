@@ -72,8 +72,9 @@ class MtebTask:
     its ``name`` (``InstructIR``, ``IFIRFiQA`` …, also the stem of its ``<name>_predictions.json``
     and ``<name>.json`` result files), family, subset and ``main_score``; whether it drops
     self-hits (``ignore_identical_ids``), reads levels from ``v1``/``v2``/``v3`` in the query ids
-    (``level_scores``), computes ``robustness_at_10`` or p-MRR over ``-og``/``-changed`` pairs (``pairwise``); how query ids are spelt (``ids``:
-    ``same`` or ``levels``, :mod:`instir.benchmarks.mteb`); the ``mteb`` protocol's default
+    (``level_scores``), computes ``robustness_at_10`` or p-MRR over ``-og``/``-changed`` pairs
+    (``pairwise``); how query ids are spelt (``ids``: ``same`` or ``levels``,
+    :mod:`instir.benchmarks.mteb`); the ``mteb`` protocol's default
     measures; how an MTEB-ready copy is written (``dataset_template``, ``origin_query``)."""
 
     name: str

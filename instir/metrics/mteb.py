@@ -24,9 +24,8 @@ from instir.benchmarks.followir import changed_documents
 from instir.benchmarks.mteb import MtebIds, mteb_ids, mteb_task
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
-from instir.metrics import table
+from instir.metrics import pmrr, table
 from instir.metrics.evaluation import Evaluation
-from instir.metrics import pmrr
 from instir.metrics.measures import HALVES, LOWER_CASE_NAMES, half_of
 from instir.metrics.standard import RunLike, run_dict
 from instir.progress import tqdm
@@ -87,8 +86,8 @@ class MtebScores:
     ``robustness_at_10`` on InstructIR and ``main_score``; ``level_scores``: ``level_1`` …
     ``level_3`` on the multi-level IFIR tasks; ``per_query``: ``qid`` (the kit's id),
     ``measure`` (MTEB's name), unrounded ``value``; ``groups``: per robustness group (``group``,
-    ``value`` = its lowest ``ndcg_cut_10``, ``n_queries``), or per FollowIR query pair its p-MRR; ``level_counts``; ``n_scored``
-    (queries averaged); ``notes``: what was left out and why."""
+    ``value`` = its lowest ``ndcg_cut_10``, ``n_queries``), or per FollowIR query pair its p-MRR;
+    ``level_counts``; ``n_scored`` (queries averaged); ``notes``: what was left out and why."""
 
     task: catalog.MtebTask
     scores: dict[str, float]
