@@ -55,6 +55,13 @@ EXPECTED = {
     "mteb-gritlm": (GRIT_MTEB + "what is saffron I am a chef planning a menu.", GRIT_MTEB + "what is saffron",
                     GRIT_MTEB + "Saffron Saffron is a spice."),
     "query-only": ("what is saffron", "what is saffron", "Saffron Saffron is a spice."),
+    "followir-e5": ("query: what is saffron I am a chef planning a menu.", "query: what is saffron",
+                    "passage: Saffron Saffron is a spice."),
+    "followir-bge": ("I am a chef planning a menu.: what is saffron", "what is saffron", "Saffron Saffron is a spice."),
+    "followir-tart": ("what is saffron [SEP] I am a chef planning a menu.", "what is saffron",
+                      "Saffron Saffron is a spice."),
+    "followir-gritlm": ("<|user|>\nI am a chef planning a menu.\n<|embed|>\n what is saffron",
+                        "<|embed|>\n what is saffron", "<|embed|>\n Saffron Saffron is a spice."),
 }
 
 
@@ -133,7 +140,7 @@ def test_builtin_templates_cannot_be_replaced_but_user_ones_can(registry):
 
 
 def test_unknown_template_name_lists_the_known_ones():
-    with pytest.raises(KeyError, match="known: ifir"):
+    with pytest.raises(KeyError, match="known: followir-bge, followir-e5"):
         get_template("nope")
 
 

@@ -232,7 +232,7 @@ def test_comparisons_give_each_system_a_ci_against_the_baseline(chain):
         assert set(part["system"]) == set(listed.iloc[1:])
     assert ((comparisons["ci_low"] <= comparisons["diff"] + 1e-12)
             & (comparisons["diff"] <= comparisons["ci_high"] + 1e-12)).all()
-    assert set(comparisons.loc[comparisons["unit"] == "group", "measure"]) == {"Robustness@10"}
+    assert set(comparisons.loc[comparisons["unit"] == "group", "measure"]) == {"Robustness@10", "p-MRR"}
 
 
 def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
@@ -242,11 +242,14 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
     assert set(validation["benchmark"]) == {*SAMPLES, "all"}
     assert {"kappa_binary", "roc_auc", "failure_rate"} <= set(validation["statistic"])
     instances = pd.read_csv(out / "judge" / "instfol_instances.csv")
-    assert instances.groupby(["benchmark", "system"]).size().eq(limit).all()
+    sampled = {name: min(limit, len(load_benchmark(name).queries)) for name in SAMPLES}
+    sizes = instances.groupby(["benchmark", "system"]).size()
+    assert all(n == sampled[bench] for (bench, _), n in sizes.items())
     summary = pd.read_csv(out / "judge" / "instfol.csv")
     systems = set(pd.read_csv(out / "runs" / "runs.csv").query("variant == 'instructed'")["system"])
     averages = summary[summary["scope"] == "average"]
-    assert set(zip(averages["benchmark"], averages["system"])) == {("ifir-sample", system) for system in systems}
+    assert set(zip(averages["benchmark"], averages["system"])) == {(collection, system) for system in systems
+                                                                   for collection in ("ifir-sample", "followir-sample")}
     instructir = summary[summary["benchmark"] == "instructir-sample"]  # no levels, no subsets: one row per system
     assert sorted(instructir["system"]) == sorted(systems) and set(instructir["scope"]) == {"subset"}
     with sqlite3.connect(out / "judge" / "judgments.sqlite") as db:
@@ -256,7 +259,7 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
     shown = _markdown_shown(executed["04_judge_validation"])
     assert "<strong>Judge:</strong> <code>baseline-lexical</code>" in shown and "baseline without an LLM" in text
     pairs = pd.read_csv(out / "judge" / "validation_pairs.csv")
-    assert f"judged **{len(pairs)} gold pairs** for the validation and **{len(SAMPLES) * limit} instance(s)**" in text
+    assert f"judged **{len(pairs)} gold pairs** for the validation and **{sum(sampled.values())} instance(s)**" in text
     prose = "\n".join(c.source for c in executed["04_judge_validation"].cells if c.cell_type == "markdown")
     assert "AILA levels 2 and 3 do not" in prose and "**Appendix** at\nthe end of notebook 05" in prose  # a pointer
     assert "aila-judge-prompt" not in text  # the table of InstFol's known divergences is in 05's Appendix

@@ -252,7 +252,8 @@ def parse_run(argv):
 def test_cli_options_map_to_notebook_parameters(tmp_path):
     args = parse_run(["--benchmark", "instructir-sample", "ifir-sample", "--judge", "baseline",
                       "--out", str(tmp_path / "r"), "-p", "k=3", "-p", 'names=["a"]', "-p", "title=plain text"])
-    assert cli_parameters(args) == {"benchmarks": ["instructir-sample", "ifir-sample"], "judge_backend": "baseline",
+    assert cli_parameters(args) == {"benchmarks": ["instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus"],
+                                    "judge_backend": "baseline",
                                     "out_dir": str((tmp_path / "r").resolve()), "k": 3, "names": ["a"],
                                     "title": "plain text"}
     assert args.show_code is False and parse_run(["--show-code"]).show_code is True

@@ -1,7 +1,8 @@
 """The guided tour (``notebooks/00_tour.ipynb``) runs under papermill offline, from a folder of
 working copies as JupyterLab runs it, with no error and nothing on stderr (no TqdmWarning); its
 hand computations agree with the kit (the notebook asserts it, and this test recomputes the BM25
-numbers it prints); every exercise check says "not yet" on the shipped placeholders; the
+numbers it prints, InstFol@20 and FollowIR's p-MRR among them); every exercise check says "not
+yet" on the shipped placeholders, and the tour's own p-MRR check "correct" on the right answer; the
 playground shows the example's rankings as HTML. A second run has no ipywidgets in the kernel and
 gets the chain's parameters, as ``instir run`` passes them."""
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from instir import evaluate
 from instir.benchmarks import load_benchmark
 from instir.judge import BaselineJudge
 from instir.judge.following import instfol
@@ -128,12 +130,33 @@ def test_the_hand_computed_instfol_is_the_kits(tour):
     assert not math.isnan(expected) and value == pytest.approx(expected, abs=1e-6)
 
 
+def test_the_hand_computed_pmrr_is_the_kits(tour):
+    value = float(_printed(tour[1], "hand = kit, p-MRR:"))
+    core17 = load_benchmark("followir-sample/core17")
+    expected = evaluate(core17, retrieve(core17, BM25Retriever(show_progress=False)), "p-MRR")
+    assert value == pytest.approx(expected, abs=1e-6)
+    assert value > 0  # sample-c03 of sample-301 moves down one rank (2 -> 3); the rest stay
+
+
+def _check_cells(nb: nbformat.NotebookNode) -> list:
+    """The exercises' check cells: those whose last line calls a check (``tour.check_*`` or, for
+    the p-MRR exercise, the tour's own ``check_pmrr_change``)."""
+    return [cell for cell in nb.cells if cell.cell_type == "code" and cell.source.strip()
+            and cell.source.strip().splitlines()[-1].startswith(("tour.check_", "check_"))]
+
+
 def test_every_exercise_check_says_not_yet_on_the_placeholders(tour):
-    checks = [cell for cell in tour[1].cells if cell.cell_type == "code" and cell.source.startswith("tour.check_")]
-    assert len(checks) == 5
+    checks = _check_cells(tour[1])
+    assert len(checks) == 6
     for cell in checks:
         shown = "\n".join(_text(o) for o in cell.outputs)
         assert "not yet" in shown and "correct" not in shown, cell.source
+
+
+def test_the_pmrr_exercise_checks_answer_6_with_the_kits_check():
+    nb = nbformat.read(NOTEBOOKS / f"{TOUR}.ipynb", as_version=4)
+    assert any(c.source.strip() == "answer_6 = None  # a number" for c in nb.cells if c.cell_type == "code")
+    assert any(c.source.strip() == "tour.check_pmrr_change(answer_6)" for c in _check_cells(nb))
 
 
 def test_the_playground_carries_the_example_rankings_as_html(tour, without_widgets):

@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     who.add_argument("--reranker", choices=("monot5", "cross-encoder", "llm-ptrue"),
                      help="reranker kind, with --model")
     p.add_argument("--model", default=None, help="model id or local path (with --reranker)")
-    p.add_argument("--depth", type=positive_int, default=100, help="documents rescored per query (default: 100)")
+    p.add_argument("--depth", type=positive_int, default=None,
+                   help="documents rescored per query (default: 100; on a reranking task such as FollowIR, every "
+                        "candidate)")
     p.add_argument("--batch-size", type=positive_int, default=64,
                    help="inputs per model call (default: 64, as the authors)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
@@ -49,7 +51,9 @@ def _rerank(args: argparse.Namespace) -> int:
             raise UsageError("--reranker needs --model (a model id or local path)")
         reranker = make_reranker(args.reranker, args.model, **{k: v for k, v in options.items() if v is not None})
     benchmark = benchmark_from_args(args)
-    run = rerank(args.run, benchmark, reranker, depth=args.depth, out_dir=args.out, cache=args.cache,
+    candidates = benchmark.meta.get("top_ranked")
+    depth = args.depth or (max(map(len, candidates.values())) if candidates else 100)
+    run = rerank(args.run, benchmark, reranker, depth=depth, out_dir=args.out, cache=args.cache,
                  query_split=args.query_split)
     scored = f"{run.meta['scored']} pairs scored in {run.meta['wall_time_s']:.1f} s"
     state = "reused" if run.meta.get("reused") else scored

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark, Query
@@ -384,6 +385,25 @@ def check_instfol_zero(answer: object) -> Verdict:
                           "the same in both when the retriever ignores the instruction?")
 
 
+def check_pmrr_change(answer: object, r_og: int = 2, r_new: int = 5) -> Verdict:
+    """The p-MRR exercise: one changed document's contribution when it moves from rank ``r_og``
+    (original instruction) to ``r_new`` (changed), by the kit's own arithmetic (mteb's)."""
+    from instir.metrics.pmrr import rank_score
+
+    value = _number(answer)
+    if value is None:
+        return _unanswered("`answer_6` (a number)")
+    right = float(rank_score(np.array([r_og]), np.array([r_new]))[0])
+    if math.isclose(value, right, abs_tol=5e-4):
+        moved = "moved down" if r_new > r_og else "moved up or stayed"
+        return Verdict(True, f"it {moved} ({r_og} → {r_new}): {right:.4f}"
+                             + (f" = 1 − {r_og}/{r_new}, positive." if r_new > r_og else "."))
+    hints = [(r_new / r_og - 1, "that is the moved-up formula, R_new / R_og − 1; this document moved down"),
+             (-right, "right size, wrong sign: moving down is positive"), (r_og / r_new, "that is R_og / R_new alone")]
+    hint = next((h for wrong, h in hints if math.isclose(value, wrong, abs_tol=5e-4)), "")
+    return Verdict(False, f"{value:g} is not it{': ' + hint if hint else ''}. Down: 1 − R_og / R_new.")
+
+
 #: the answer key's instruction for exercise 2: it puts the target of ``1078446_2`` first for BM25,
 #: where the same request phrased with "homeowner" and "dining area" ranks near-miss 9000043 first
 TOP_DOCUMENT_EXAMPLE = "compact wine cabinet types with built-in temperature control for a dining room"
@@ -410,6 +430,7 @@ def answer_key(benchmark: Benchmark | None = None, retriever: Retriever | None =
               lambda a: check_robustness(a, table)),
         "4": (default_template("e5-mistral", "instructir").name, check_template),
         "5": (INSTFOL_ANSWER, check_instfol_zero),
+        "6": (1 - 2 / 5, check_pmrr_change),
     }
     rows = []
     for exercise, (answer, check) in answers.items():

@@ -53,8 +53,10 @@ SIMILARITIES = ("cosine", "dot")
 #: keys of a card's ``resources`` (Ray hints for sweeps): GPUs and host memory (GiB) per task
 RESOURCE_KEYS = ("num_gpus", "memory_gb")
 
-#: Adapter names a card may use -> the kind of system they build and the ``"module:callable"``
-#: (a function or a ``Class.from_card`` classmethod) that builds it from the card.
+#: the adapter of a card whose system the kit cannot run (see :data:`ADAPTERS`)
+UNAVAILABLE = "unavailable"
+#: Adapter names a card may use -> the kind of system they build (None: either) and the
+#: ``"module:callable"`` (a function or a ``Class.from_card`` classmethod) that builds it from the card.
 ADAPTERS = {
     "bm25": ("retriever", "instir.systems.adapters:bm25_from_card"),
     "hybrid": ("retriever", "instir.systems.adapters:hybrid_from_card"),
@@ -67,6 +69,9 @@ ADAPTERS = {
     "monot5": ("reranker", "instir.systems.rerankers:MonoT5Reranker.from_card"),
     "cross-encoder": ("reranker", "instir.systems.rerankers:CrossEncoderReranker.from_card"),
     "llm-ptrue": ("reranker", "instir.systems.rerankers:CausalLMPTrueReranker.from_card"),
+    # a paper row the kit has no adapter for (an API without a client here, a custom model class):
+    # a card of either kind that records the recipe and why it cannot run (``params.reason``)
+    UNAVAILABLE: (None, "instir.systems.registry:unavailable_from_card"),
 }
 
 
@@ -174,7 +179,7 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     if adapter not in ADAPTERS:
         raise FormatError(path, label, "adapter",
                           f"unknown adapter {quoted(adapter)}; known: {', '.join(ADAPTERS)}")
-    if ADAPTERS[adapter][0] != data["kind"]:
+    if ADAPTERS[adapter][0] not in (None, data["kind"]):
         raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTERS[adapter][0]}, "
                                                f"not a {data['kind']}")
     template = data.get("template", "")
@@ -262,7 +267,7 @@ def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: P
             raise FormatError(path, f"card {quoted(card.name)}", fld, f"names no card: {quoted(ref)}")
 
 
-def _base_name(name: str) -> str:
+def base_name(name: str) -> str:
     """``BM25 (IFIR)`` -> ``bm25``: the printed name without a trailing parenthesis."""
     return re.sub(r"\s*\([^)]*\)\s*$", "", name).strip().lower()
 
@@ -282,7 +287,7 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None) -> System
     by_model = [c for c in cards.values() if c.model.lower() == low and not c.variant_of]
     if len(by_model) == 1:
         return by_model[0]
-    candidates = [c.name for c in cards.values() if _base_name(c.name) == low] or [c.name for c in by_model]
+    candidates = [c.name for c in cards.values() if base_name(c.name) == low] or [c.name for c in by_model]
     if len(candidates) == 1:
         return cards[candidates[0]]
     if candidates:

@@ -7,8 +7,10 @@ Paper rows and cards meet on the paper and the model key of
 printed one (IFIR prints ``E5-mistral-7B`` and ``E5-mistral-7b-inst`` for one model). A
 paper row with no card of its own paper is joined to the other paper's card of the same model
 (InstructIR's Promptriever row, from the Promptriever paper, runs with the IFIR card
-``Promptriever-7B``), and its reason says so. Kit variants (cards with ``variant_of``) are not
-paper rows and are never joined.
+``Promptriever-7B``), and its reason says so. A row whose key is no card's (a model the paper
+names only by its printed name: FollowIR's ``OpenAI v3 Large``, ``TART-Contriever``) is joined to
+the card of its paper with that name, ``(…)`` suffix aside. Kit variants (cards with
+``variant_of``) are not paper rows and are never joined.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pandas as pd
 
 from instir.benchmarks import catalog
 from instir.papers.loader import HYBRID_PREFIX, family_papers, load_reported, model_key
-from instir.systems.cards import SystemCard, get_card, load_cards
+from instir.systems.cards import SystemCard, base_name, get_card, load_cards
 from instir.systems.registry import API_ADAPTERS, system_status
 
 
@@ -78,16 +80,19 @@ def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, Syste
     02 names its ``systems``)."""
     cards = load_cards() if cards is None else cards
     by_key: dict[tuple[str, str], SystemCard] = {}
+    by_name: dict[tuple[str, str], SystemCard] = {}
     for card in cards.values():
         if card.paper in family_papers() and not card.variant_of:
             by_key.setdefault((card.paper, paper_row_key(card, cards)), card)
+            by_name.setdefault((card.paper, base_name(card.name)), card)
     reproduced = _reproduced(Path(out_dir) if out_dir is not None else None)
     rows = []
     for paper in family_papers():
         reported = load_reported(paper)
         models = reported[reported["model"].notna() & (reported["model"].astype(str) != "")]
         for (model, key), _ in models.groupby(["model", "model_key"], sort=False):
-            card = by_key.get((paper, key)) or _other_papers_card(by_key, paper, key)
+            card = (by_key.get((paper, key)) or by_name.get((paper, base_name(model)))
+                    or _other_papers_card(by_key, paper, key))
             if card is None:
                 runnable, reason = False, "no system card"
             else:

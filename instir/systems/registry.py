@@ -20,7 +20,7 @@ from instir.errors import UsageError, UserError
 from instir.formatting import Template
 from instir.retrieval.runs import Run
 from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
-from instir.systems.cards import ADAPTERS, SystemCard, get_card, load_cards
+from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards
 
 #: python packages each adapter needs beyond the kit's main dependencies (import names)
 ADAPTER_REQUIRES = {
@@ -96,6 +96,16 @@ class SystemRetriever:
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """The adapter retriever's search."""
         return self.inner.search(benchmark, template, k)
+
+
+def unavailable_reason(card: SystemCard) -> str:
+    """Why a card with the ``unavailable`` adapter cannot run (its ``params.reason``)."""
+    return f"no adapter in the kit: {card.params.get('reason') or 'not given'}"
+
+
+def unavailable_from_card(card: SystemCard, **_: object):
+    """Refuse a card the kit has no adapter for, saying why (:func:`unavailable_reason`)."""
+    raise UsageError(f"system {card.name!r} cannot run here: {unavailable_reason(card)}")
 
 
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
@@ -181,7 +191,7 @@ def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str 
 
 def _local_models(card: SystemCard) -> list[tuple[str, str, bool]]:
     """``(role, model, base)`` of the card's model and base model, where it names them."""
-    if card.adapter in API_ADAPTERS:
+    if card.adapter in (*API_ADAPTERS, UNAVAILABLE):
         return []
     return [(role, model, base) for role, model, base in (("base_model", card.base_model, True),
                                                           ("model", card.model, False)) if model]
@@ -219,9 +229,12 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
     """``(runnable, reason)``: whether ``card`` can run on this machine now, and why not
     (optional package missing, a local model folder that is not
     one (:func:`local_model_problem`: ``/etc``, a file, no config or no weights), weights not in
-    the Hugging Face cache, API key variable unset, a component that cannot run)."""
+    the Hugging Face cache, API key variable unset, a component that cannot run, no adapter in the
+    kit: an ``unavailable`` card)."""
     from instir.retrieval import BUNDLED_MODEL_ID
 
+    if card.adapter == UNAVAILABLE:
+        return False, unavailable_reason(card)
     missing = missing_requirements(card)
     if missing:
         return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"

@@ -1,7 +1,11 @@
 """Rerankers as the InstructIR authors ran them (kaistAI/InstructIR ``eval/src/rerankers.py``),
 on transformers directly: monoT5 (true/false logits of the first decoder step), causal LMs
 scored by P(true) (Llama-2-7b(-chat), Mistral-7B-Instruct-v0.2, FollowIR-7B) and monoBERT
-cross-encoders. Each follows :class:`instir.retrieval.rerank.Reranker`.
+cross-encoders. Each follows :class:`instir.retrieval.rerank.Reranker`. The FollowIR authors'
+classes (orionw/FollowIR ``models/rerankers/reranker_models.py``, also MTEB's
+``rerankers_monot5_based.py``) are the same code with another query join (``"{query}
+{instruction}"``, a card's ``query_format``), FLAN-T5's prompt and yes/no tokens (a monoT5
+card's ``prompt`` and tokens) and GritLM's P(true) prompt.
 
 Why not the ``rerankers`` package: its T5 ranker builds its own prompt and has no
 query + instruction join nor the authors' P(true) LLM prompts, so the authors' strings would
@@ -37,8 +41,9 @@ MONOT5_TEMPLATE = "Query: {query} Document: {text} Relevant:"
 
 #: The name of FollowIR-7B's prompt (and what a model name holds when the authors gave it that prompt).
 FOLLOWIR_PROMPT = "followir"
-#: The authors' P(true) prompts (``LlamaReranker``, ``MistralReranker``, ``FollowIRReranker``),
-#: copied verbatim; ``{query}`` is ``"<query>? <instruction>"`` (``query_instruct_template``).
+#: The authors' P(true) prompts (``LlamaReranker``, ``MistralReranker``, ``FollowIRReranker``,
+#: ``GritLMReranker``), copied verbatim; ``{query}`` is the query joined with its instruction by
+#: ``query_instruct_template`` (:data:`LLM_QUERY_FORMAT`, or a card's ``query_format``).
 LLM_TEMPLATES: Mapping[str, str] = {
     "llama": ("Determine if the following document is relevant to the query (true/false).\n\n"
               "Query: {query}\nDocument: {text}\nRelevant: "),
@@ -52,25 +57,33 @@ LLM_TEMPLATES: Mapping[str, str] = {
                  "document is relevant to the query (true/false). Answer using only one word, one of those two "
                  "choices.\n\nQuery: {query}\nDocument: {text}\nRelevant (only output one word, either \"true\" or "
                  "\"false\"): [/INST] "),
+    "gritlm": ("<|user|>\nRank the passage based on its relevance to the search query (true/false) {query}.\n\n"
+               "{text}\n\nSearch Query: {query}.\n\nDetermine the passage's relevance to the search query."
+               "Only respond with true or false, do not say any other word or explain.\n<|assistant|>\n"),
 }
 LLM_TEMPLATE_SOURCES: Mapping[str, str] = {
     "llama": f"{_SRC} LlamaReranker.__init__ (model name without 'chat')",
     "llama-chat": f"{_SRC} LlamaReranker.__init__ (LLAMA_CHAT_TEMPLATE, model name with 'chat')",
     "mistral": f"{_SRC} MistralReranker.__init__",
     FOLLOWIR_PROMPT: f"{_SRC} FollowIRReranker.__init__",
+    "gritlm": "orionw/FollowIR models/rerankers/reranker_models.py GritLMReranker.__init__",
 }
 #: dtypes the authors forced (``MistralReranker``/``FollowIRReranker`` set fp_options="float16";
-#: ``Reranker.__init__`` defaults to float32).
+#: ``Reranker.__init__`` defaults to float32; GritLM loads with torch_dtype="auto", its bfloat16).
 LLM_AUTHOR_DTYPES: Mapping[str, str] = {"llama": "float32", "llama-chat": "float32", "mistral": "float16",
-                                        FOLLOWIR_PROMPT: "float16"}
+                                        FOLLOWIR_PROMPT: "float16", "gritlm": "bfloat16"}
+#: InstructIR's ``query_instruct_template`` (``LlamaReranker``): ``"{query}? {instruction}"``, stripped.
+LLM_QUERY_FORMAT = "{query}? {instruction}"
 
 
 def authors_llm_prompt(model: str) -> str:
-    """The prompt the authors' ``MODEL_DICT`` gives ``model``: FollowIR → followir, Mistral →
-    mistral, a name containing 'chat' → llama-chat, else llama."""
+    """The prompt the authors' ``MODEL_DICT`` gives ``model``: FollowIR → followir, GritLM →
+    gritlm, Mistral → mistral, a name containing 'chat' → llama-chat, else llama."""
     lowered = model.lower()
     if FOLLOWIR_PROMPT in lowered:
         return FOLLOWIR_PROMPT
+    if "gritlm" in lowered:
+        return "gritlm"
     if "mistral" in lowered:
         return "mistral"
     return "llama-chat" if "chat" in model else "llama"
@@ -100,15 +113,21 @@ def _card_params(card: Any) -> dict:
 
 
 class _HFReranker:
-    """Shared lazy loading, dtype, device and call counting of the transformers rerankers."""
+    """Shared lazy loading, dtype, device, query join and call counting of the transformers rerankers.
+
+    ``query_format`` joins a query and its instruction (filled, then stripped): the class's
+    own unless given (a card's ``params.query_format``)."""
 
     kind = ""
+    query_format = "{query} {instruction}"
 
     def __init__(self, model: str, *, name: str | None = None, revision: str | None = None,
                  dtype: str = "float32", batch_size: int = 64, max_length: int | None = None,
-                 device: str | None = None):
+                 device: str | None = None, query_format: str | None = None):
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+        if query_format:
+            self.query_format = query_format
         self.model_name = str(model)
         self.name = name or f"{self.kind}-{Path(self.model_name).name}"
         self.revision = revision
@@ -134,6 +153,10 @@ class _HFReranker:
         return {"kind": self.kind, "model": self.model_name, "revision": self.revision,
                 "local_files_sha256": self._digest, "dtype": self.dtype, "max_length": self.max_length}
 
+    def joined_query(self, query: str, instruction: str) -> str:
+        """The query text the model sees: ``query_format`` filled, stripped."""
+        return self.query_format.format(query=query, instruction=instruction).strip()
+
     def _load(self):
         raise NotImplementedError
 
@@ -150,7 +173,7 @@ class _HFReranker:
 
 class MonoT5Reranker(_HFReranker):
     """monoT5 as ``MonoT5Reranker`` in kaistAI/InstructIR ``eval/src/rerankers.py``: query
-    ``f"{query} {instruction}".strip()``, prompt ``Query: {query} Document: {text} Relevant:``,
+    ``f"{query} {instruction}".strip()`` (``query_format``), prompt ``Query: {query} Document: {text} Relevant:``,
     tokenised with padding and truncation at the tokenizer's ``model_max_length``; the score
     is P(true) from a softmax over the (false, true) logits of the first decoded token.
 
@@ -166,9 +189,9 @@ class MonoT5Reranker(_HFReranker):
                  revision: str | None = None, dtype: str = "float32", batch_size: int = 64,
                  max_length: int | None = None, device: str | None = None,
                  token_false: str | None = None, token_true: str | None = None,
-                 template: str = MONOT5_TEMPLATE):
+                 template: str = MONOT5_TEMPLATE, query_format: str | None = None):
         super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
-                         max_length=max_length, device=device)
+                         max_length=max_length, device=device, query_format=query_format)
         default = MONOT5_PREDICTION_TOKENS.get(self.model_name,
                                                MONOT5_PREDICTION_TOKENS["castorini/monot5-base-msmarco"])
         self.token_false = token_false or default[0]
@@ -183,15 +206,16 @@ class MonoT5Reranker(_HFReranker):
                    dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
                    max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
                    token_false=params.get("false_token"), token_true=params.get("true_token"),
-                   template=params.get("prompt") or MONOT5_TEMPLATE)  # a card's template is a kit template name
+                   template=params.get("prompt") or MONOT5_TEMPLATE,  # a card's template is a kit template name
+                   query_format=params.get("query_format"))
 
     def identity(self) -> dict:
         return {**self._base_identity(), "template": self.template, "template_name": "monot5",
-                "template_source": f"{_SRC} MonoT5Reranker.prompt_template", "query_join": "{query} {instruction}",
+                "template_source": f"{_SRC} MonoT5Reranker.prompt_template", "query_join": self.query_format,
                 "tokens": [self.token_false, self.token_true], "decoding": "first decoder step, softmax(false, true)"}
 
     def model_input(self, query: str, instruction: str, text: str) -> str:
-        return self.template.format(query=f"{query} {instruction}".strip(), text=text)
+        return self.template.format(query=self.joined_query(query, instruction), text=text)
 
     def _load(self):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -228,7 +252,8 @@ class MonoT5Reranker(_HFReranker):
 class CausalLMPTrueReranker(_HFReranker):
     """A causal LM scored by P(true), as ``LlamaReranker`` (and its Mistral / FollowIR
     subclasses) in kaistAI/InstructIR ``eval/src/rerankers.py``: the query becomes
-    ``"{query}? {instruction}"`` (stripped), goes into the model's true/false prompt
+    ``query_format`` filled and stripped (InstructIR's ``"{query}? {instruction}"`` by default;
+    the FollowIR authors' and MTEB's ``"{query} {instruction}"``), goes into the model's true/false prompt
     (:data:`LLM_TEMPLATES`), the tokenizer pads on the left with EOS as pad and truncates
     (from the right) at ``min(2048, model_max_length)``, and the score is the softmax over
     the ("false", "true") logits at the last position — the vocabulary entries ``false`` and
@@ -243,26 +268,29 @@ class CausalLMPTrueReranker(_HFReranker):
     """
 
     kind = "llm-ptrue"
+    query_format = LLM_QUERY_FORMAT
 
     def __init__(self, model: str = "jhu-clsp/FollowIR-7B", *, name: str | None = None,
                  revision: str | None = None, prompt: str | None = None, dtype: str | None = None,
-                 batch_size: int = 64, max_length: int | None = None, device: str | None = None):
+                 batch_size: int = 64, max_length: int | None = None, device: str | None = None,
+                 query_format: str | None = None):
         self.prompt = prompt or authors_llm_prompt(str(model))
         if self.prompt not in LLM_TEMPLATES:
             raise ValueError(f"unknown prompt {self.prompt!r}; known: {', '.join(LLM_TEMPLATES)}")
         super().__init__(model, name=name, revision=revision, dtype=dtype or LLM_AUTHOR_DTYPES[self.prompt],
-                         batch_size=batch_size, max_length=max_length, device=device)
+                         batch_size=batch_size, max_length=max_length, device=device, query_format=query_format)
 
     @classmethod
     def from_card(cls, card: Any) -> "CausalLMPTrueReranker":
         """From a system card (duck-typed: name, model, revision, dtype, params['prompt']: one of
-        the authors' prompt strings in :data:`LLM_TEMPLATES`, or its key)."""
+        the authors' prompt strings in :data:`LLM_TEMPLATES`, or its key; params['query_format'])."""
         params = _card_params(card)
         prompt = params.get("prompt")
         by_text = {text: key for key, text in LLM_TEMPLATES.items()}
         return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
                    prompt=by_text.get(prompt, prompt), dtype=getattr(card, "dtype", None),
-                   batch_size=params.get("batch_size", 64), max_length=params.get("max_length"))
+                   batch_size=params.get("batch_size", 64), max_length=params.get("max_length"),
+                   query_format=params.get("query_format"))
 
     @property
     def template(self) -> str:
@@ -270,13 +298,12 @@ class CausalLMPTrueReranker(_HFReranker):
 
     def identity(self) -> dict:
         return {**self._base_identity(), "template": self.template, "template_name": f"ptrue-{self.prompt}",
-                "template_source": LLM_TEMPLATE_SOURCES[self.prompt], "query_join": "{query}? {instruction}",
+                "template_source": LLM_TEMPLATE_SOURCES[self.prompt], "query_join": self.query_format,
                 "tokens": ["false", "true"], "padding": "left, pad = eos",
                 "truncation": "right, min(2048, model_max_length)"}
 
     def model_input(self, query: str, instruction: str, text: str) -> str:
-        joined = "{query} {instruction}".format(instruction=instruction, query=query + "?").strip()
-        return self.template.format(query=joined, text=text)
+        return self.template.format(query=self.joined_query(query, instruction), text=text)
 
     def _load(self):
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -313,7 +340,7 @@ class CausalLMPTrueReranker(_HFReranker):
 
 class CrossEncoderReranker(_HFReranker):
     """A monoBERT-style cross-encoder as ``MonoBERTReranker`` in kaistAI/InstructIR
-    ``eval/src/rerankers.py``: the pair (``f"{query} {instruction}".strip()``, passage),
+    ``eval/src/rerankers.py``: the pair (``f"{query} {instruction}".strip()``: ``query_format``, passage),
     padded, truncated ``only_second`` at the tokenizer's ``model_max_length``; the score is
     the softmax probability of label 1 (relevant). A single-logit cross-encoder (the
     sentence-transformers MS MARCO kind) scores by its raw logit instead, as it ranks."""
@@ -322,9 +349,9 @@ class CrossEncoderReranker(_HFReranker):
 
     def __init__(self, model: str = "castorini/monobert-large-msmarco", *, name: str | None = None,
                  revision: str | None = None, dtype: str = "float32", batch_size: int = 64,
-                 max_length: int | None = None, device: str | None = None):
+                 max_length: int | None = None, device: str | None = None, query_format: str | None = None):
         super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
-                         max_length=max_length, device=device)
+                         max_length=max_length, device=device, query_format=query_format)
 
     @classmethod
     def from_card(cls, card: Any) -> "CrossEncoderReranker":
@@ -332,15 +359,16 @@ class CrossEncoderReranker(_HFReranker):
         params = _card_params(card)
         return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
                    dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
-                   max_length=params.get("max_length") or getattr(card, "doc_max_length", None))
+                   max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
+                   query_format=params.get("query_format"))
 
     def identity(self) -> dict:
-        return {**self._base_identity(), "template": ["{query} {instruction}", "{text}"],
+        return {**self._base_identity(), "template": [self.query_format, "{text}"],
                 "template_name": "cross-encoder-pair", "template_source": f"{_SRC} MonoBERTReranker.rerank",
                 "truncation": "only_second", "score": "softmax label 1 (raw logit for one-label models)"}
 
     def model_input(self, query: str, instruction: str, text: str) -> list[str]:
-        return [f"{query} {instruction}".strip(), text]
+        return [self.joined_query(query, instruction), text]
 
     def _load(self):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer

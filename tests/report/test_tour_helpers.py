@@ -194,9 +194,21 @@ def test_a_verdict_shows_escaped_html():
 
 def test_the_answer_key_passes_every_check_with_the_hand_worked_answers():
     key = tour.answer_key().set_index("exercise")
-    assert list(key.index) == ["1", "2", "3", "4", "5"] and key["correct"].tolist() == [True] * 5
+    assert list(key.index) == ["1", "2", "3", "4", "5", "6"] and key["correct"].tolist() == [True] * 6
     assert key.loc["1", "answer"] == pytest.approx(0.5)  # 1/log2(3 + 1)
     assert key.loc["3", "answer"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)  # minima of A, B, C
     assert key.loc["4", "answer"] == "instructir-e5-mistral" and key.loc["5", "answer"] == "b"
     assert "target of 1078446_2" in key.loc["2", "why"]  # the bonus too
+    assert key.loc["6", "answer"] == pytest.approx(0.6)  # 1 - 2/5: moved down
+
+
+def test_the_pmrr_check_says_correct_to_the_right_answer_hints_wrong_ones_and_never_raises():
+    for right in (0.6, 1 - 2 / 5, 3 / 5, "0.6"):
+        assert tour.check_pmrr_change(right).ok is True, right
+    for wrong, hint in ((1.5, "moved-up formula"), (-0.6, "wrong sign"), (0.4, "R_og / R_new alone"), (0.5, "")):
+        verdict = tour.check_pmrr_change(wrong)
+        assert verdict.ok is False and hint in verdict.message and str(verdict).startswith("not yet"), wrong
+    for placeholder in (None, "", True, float("nan"), [0.6]):
+        verdict = tour.check_pmrr_change(placeholder)
+        assert verdict.ok is None and "answer_6" in verdict.message
 

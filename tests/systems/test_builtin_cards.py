@@ -1,10 +1,12 @@
 """Each built-in card's recipe against facts read in the authors' code (file and function
-named at each check): kaistAI/InstructIR ``eval/`` and SighingSnow/IFIR ``src/``."""
+named at each check): kaistAI/InstructIR ``eval/`` and SighingSnow/IFIR ``src/`` (FollowIR's
+cards: test_followir_cards.py)."""
 
 import dataclasses
 
 import pytest
 
+from instir.benchmarks import catalog
 from instir.formatting import get_template
 from instir.retrieval.lexical import bm25_defaults
 from instir.systems import get_card, load_cards
@@ -20,7 +22,9 @@ def test_every_card_names_its_source_and_uses_its_papers_templates():
     for card in CARDS.values():
         assert card.source, card.name
         if card.template:
-            assert card.template.startswith(card.paper), (card.name, card.template)
+            # its paper's own templates, or one its family's spec names as the authors' (FollowIR: MTEB's join)
+            spec = set(catalog.family(card.paper).templates.values()) if card.paper in catalog.families() else set()
+            assert card.template.startswith(card.paper) or card.template in spec, (card.name, card.template)
 
 
 def test_repllama_follows_instructir_dense_encoder():
@@ -123,7 +127,8 @@ def test_monot5_prompt_is_the_authors():
     assert _card("monoT5-3b").model == "castorini/monot5-3b-msmarco-10k"
 
 
-MTEB_CARDS = ("RepLLaMA-7B (MTEB)", "Promptriever-7B (MTEB)", "E5-mistral-7b-instruct (MTEB)", "GritLM-7B (MTEB)")
+MTEB_CARDS = ("RepLLaMA-7B (MTEB)", "Promptriever-7B (MTEB)", "E5-mistral-7b-instruct (MTEB)", "GritLM-7B (MTEB)",
+              "FollowIR-7B (MTEB)")
 
 
 def test_mteb_cards_are_labelled_variants_of_the_paper_cards():
@@ -131,7 +136,8 @@ def test_mteb_cards_are_labelled_variants_of_the_paper_cards():
     for name in MTEB_CARDS:
         card = _card(name)
         assert card.source.startswith("MTEB-comparable, not paper-comparable.") and card.variant_of
-        assert card.model == _card(card.variant_of).model and card.template.startswith("mteb-")
+        assert card.model == _card(card.variant_of).model and card.kind == _card(card.variant_of).kind
+        assert card.template.startswith("mteb-") if card.kind == "retriever" else not card.template  # rerankers: prompt
     assert get_card("RepLLaMA-7B", CARDS).name == "RepLLaMA-7B"  # the default stays the authors' recipe
 
 

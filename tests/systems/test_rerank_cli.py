@@ -31,3 +31,14 @@ def test_rerank_command_refuses_reranker_without_model(tmp_path, capsys):
     assert main(["rerank", "--run", "x.trec", "--benchmark", "instructir-sample", "--reranker", "monot5",
                  "--out", str(tmp_path)]) == 2
     assert "--reranker needs --model" in capsys.readouterr().err
+
+
+def test_rerank_on_a_reranking_task_rescores_every_candidate_by_default(tmp_path, capsys):
+    model = build_t5(tmp_path / "t5", ["endangered species Query: Document: Relevant:"])
+    assert main(["retrieve", "--benchmark", "followir-sample/core17", "--retriever", "bm25",
+                 "--out", str(tmp_path / "runs")]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    assert main(["rerank", "--run", first, "--benchmark", "followir-sample/core17", "--reranker", "monot5",
+                 "--model", str(model), "--out", str(tmp_path / "rr"), "--cache", str(tmp_path / "s.sqlite")]) == 0
+    side = json.loads(open(capsys.readouterr().out.strip().splitlines()[-1] + ".json").read())
+    assert side["depth"] == 6 and side["pairs"] == 36  # six candidates for each of the six instances

@@ -28,7 +28,7 @@ def _write(tmp_path, text, name="mine.toml"):
 def test_builtin_cards_load_and_names_are_unique_case_insensitively():
     cards = load_cards()
     assert len({name.lower() for name in cards}) == len(cards)
-    assert {c.paper for c in cards.values()} == {"instructir", "ifir", "mteb"}
+    assert {c.paper for c in cards.values()} == {"instructir", "ifir", "followir", "mteb"}
 
 
 def test_user_toml_card_is_added_to_the_builtins(tmp_path):
@@ -80,7 +80,7 @@ def test_get_card_by_name_suffixless_name_and_model_id():
     assert get_card("promptriever-7b", cards).name == "Promptriever-7B"
     assert get_card("ColBERT", cards).name == "ColBERT (IFIR, mean-pooled)"
     assert get_card("castorini/repllama-v1-7b-lora-passage", cards).name == "RepLLaMA-7B"
-    with pytest.raises(KeyError, match=r"ambiguous; use one of: BM25 \(IFIR\), BM25 \(InstructIR\)"):
+    with pytest.raises(KeyError, match=r"ambiguous; use one of: BM25 \(FollowIR\), BM25 \(IFIR\), BM25 \(InstructIR\)"):
         get_card("BM25", cards)
     with pytest.raises(KeyError, match="unknown system"):
         get_card("ColBERT-XXL", cards)
