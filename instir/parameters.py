@@ -21,6 +21,14 @@ def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
     return list(value)
 
 
+def benchmark_names(value: str | Sequence[str]) -> list[str]:
+    """A ``benchmarks`` parameter as benchmark names (:func:`names`), a collection such as
+    ``followir-sample`` standing for its benchmarks (:func:`instir.benchmarks.catalog.expand`)."""
+    from instir.benchmarks import catalog
+
+    return catalog.expand(names(value, "benchmarks"))
+
+
 def home_path(path: str | Path) -> str:
     """``path`` made absolute, with the home folder written ``~`` (``~/work/reports/sample``): how
     instir writes paths into parameters, report.json and the index, which a user may publish.

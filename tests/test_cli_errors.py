@@ -278,8 +278,8 @@ def test_run_folder_without_notebooks(capsys, tmp_path):
 
 
 def test_run_unknown_benchmark(capsys, tmp_path):
-    line = run_fails(capsys, tmp_path, "--benchmark", "instructir-sample", "ifir-sample")
-    assert "unknown benchmark 'ifir-sample' in parameter 'benchmarks'; did you mean 'ifir-sample/fiqa'?" in line
+    line = run_fails(capsys, tmp_path, "--benchmark", "instructir-sample", "ifir-sample/fiq")
+    assert "unknown benchmark 'ifir-sample/fiq' in parameter 'benchmarks'; did you mean 'ifir-sample/fiqa'?" in line
 
 
 def test_run_k_that_is_not_a_number(capsys, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from judge.judge_fakes import FakeChatServer, Reply
 from markdown_render import rendered_html
 
-from instir.benchmarks import load_benchmark
+from instir.benchmarks import catalog, load_benchmark
 from instir.cli.run import CLI_PARAMETERS
 from instir.pipeline import check_parameters
 from instir.retrieval import read_run
@@ -145,7 +145,7 @@ def test_default_parameters_pass_the_pipeline_secret_check():
 
 def test_defaults_run_offline_on_the_bundled_samples():
     defaults = _defaults()
-    assert tuple(defaults["benchmarks"]) == SAMPLES
+    assert tuple(catalog.expand(defaults["benchmarks"])) == SAMPLES
     assert defaults["data_root"] == "" and defaults["dense_model"] == ""
     assert defaults["judge_backend"] == "baseline" and defaults["judge_model"] == ""  # lexical: fast, no LLM
     assert defaults["out_dir"] == "reports/sample"  # the folder make reports writes

@@ -60,6 +60,7 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
     kind of the parameter in ``known`` (:func:`parse_parameter`; without ``known``: JSON when it
     parses, else a string). Options left out keep the notebooks' defaults. The paths of
     :data:`PATH_PARAMETERS` are made absolute from the directory ``instir run`` runs in."""
+    from instir.parameters import benchmark_names
     from instir.pipeline import PATH_PARAMETERS
 
     known = known or {}
@@ -73,10 +74,9 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
         if not sep or not name:
             raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
         params[name] = parse_parameter(raw, known.get(name))
-    if isinstance(params.get("benchmarks"), list):  # a collection (followir-sample) stands for its benchmarks
-        from instir.benchmarks import catalog
-
-        params["benchmarks"] = catalog.expand(params["benchmarks"])
+    given = params.get("benchmarks")
+    if isinstance(given, list) and all(isinstance(b, str) for b in given):  # validate_parameters checks the rest
+        params["benchmarks"] = benchmark_names(given)  # a collection (followir-sample) stands for its benchmarks
     for name in PATH_PARAMETERS:  # the kernels run in the report folder: paths are taken from here
         if isinstance(params.get(name), str) and params[name]:
             params[name] = str(Path(params[name]).expanduser().resolve())

@@ -13,7 +13,7 @@ from instir import atomic
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
-from instir.parameters import names
+from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import record_dataset
 
@@ -198,6 +198,6 @@ def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str 
     layout = report_layout(out_dir)
     layout.root.mkdir(parents=True, exist_ok=True)
     cache = loaded or LoadedBenchmarks(data_root, record_in=layout.root)
-    loaded = {name: cache.get(name) for name in names(benchmarks, "benchmarks")}
+    loaded = {name: cache.get(name) for name in benchmark_names(benchmarks)}
     summary = "\n".join(f"- {markdown_text(b.label)}, revision {markdown_code(b.revision)}" for b in loaded.values())
     return ReportStart(layout, loaded, summary, cache)

@@ -26,7 +26,7 @@ from instir.metrics.evaluation import Evaluation
 from instir.metrics.measures import parse_measure
 from instir.metrics.scoring import Scorer, evaluate_runs, headline, scored_measures, without_self_hits
 from instir.metrics.table import combine, subset_average, wide
-from instir.parameters import names
+from instir.parameters import benchmark_names
 from instir.report.explain import explain_runs
 from instir.report.layout import LoadedBenchmarks, ReportLayout, report_layout
 from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
@@ -274,7 +274,7 @@ def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
     going to it). ``loaded`` may hold benchmarks the caller has read already, and ``read`` runs
     (by their ``run_file``, as :func:`listed_run` reads them under ``protocol``)."""
     layout = report_layout(out_dir)
-    runs = read_runs_table(layout, None if benchmarks is None else names(benchmarks, "benchmarks"))
+    runs = read_runs_table(layout, None if benchmarks is None else benchmark_names(benchmarks))
     loaded = loaded or LoadedBenchmarks(data_root, record_in=layout.root)
     read = read or {}
     scorers: dict[tuple[str, str], Scorer] = {}

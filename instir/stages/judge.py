@@ -27,7 +27,7 @@ from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
-from instir.parameters import names
+from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, report_layout, start_report
 from instir.report.tables import integer_rows
@@ -287,7 +287,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     from instir.judge.factory import make_judge, require_reachable
 
     layout = report_layout(out_dir)
-    benchmarks = None if benchmarks is None else names(benchmarks, "benchmarks")
+    benchmarks = None if benchmarks is None else benchmark_names(benchmarks)
     runs = read_runs_table(layout, benchmarks)
     judged = run_pairs(runs)
     if not judged:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from instir.benchmarks import catalog
 from instir.errors import unknown
-from instir.parameters import names
+from instir.parameters import benchmark_names, names
 from instir.systems.specs import SystemSpec, resolve_system
 
 #: The variants every family has: the instructed template, and the bare query for the same instances.
@@ -65,7 +65,7 @@ def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
         if variant not in VARIANTS:
             raise unknown("variant", variant, VARIANTS)
     plan = []
-    for name in names(benchmarks, "benchmarks"):
+    for name in benchmark_names(benchmarks):
         family = catalog.entry(name).family
         for setting in (s for s in settings if s in family.settings):
             plan += [PlannedRun(name, setting, spec, variant) for spec in specs
