@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from instir.benchmarks import FormatError, Query, load_benchmark
+from instir.benchmarks import FormatError, Query, catalog, load_benchmark
 from instir.retrieval import make_retriever, retrieve
 
 TOPICS = {  # topic: (query, original narrative, changed narrative)
@@ -244,6 +244,13 @@ def test_samples_load_as_samples_with_a_candidate_list_for_every_instance(sample
                for q in sample.queries)
     assert set(sample.meta["changed"]) == {q.group for q in sample.queries.values()}
     assert all(sample.meta["changed"].values())
+
+
+def test_samples_are_labelled_sample_everywhere(sample):
+    assert "SAMPLE" in (catalog.SAMPLE_ROOT / "followir-sample" / "README.md").read_text().splitlines()[0]
+    assert "SAMPLE" in sample.label
+    assert all(q.startswith("sample-") for q in sample.queries)
+    assert all(d.startswith("sample-") for d in sample.corpus.ids())
 
 
 def test_bm25_run_on_a_sample_holds_exactly_each_instances_candidates(sample):
