@@ -8,9 +8,8 @@ are those whose grade the changed instruction altered (the release's ``qrel_diff
 is its 1-based position by (score, doc id) descending (``ties="mteb"``) or by score with ties in
 insertion order (``ties="insertion"``: the original FollowIR code and mteb before PR #5241, whose
 dicts held each query's candidates in list order); a document missing from the results ranks one
-below the last. Per
-changed document with ranks ``og`` and ``new``: ``new/og - 1`` when it moved up or stayed,
-``1 - og/new`` when it moved down; the mean per query, then over queries. A query without both
+below the last. Per changed document with ranks ``og`` and ``new``: ``new/og - 1`` when it moved
+up or stayed, ``1 - og/new`` when it moved down; the mean per query, then over queries. A query without both
 instances in the run is skipped with a warning, as mteb does.
 """
 
@@ -63,8 +62,8 @@ def per_query(run: pd.DataFrame, changed: Mapping[str, Iterable[str]], ties: str
         raise UsageError(f"unknown p-MRR tie rule {ties!r}; use one of {', '.join(PMRR_TIES)}")
     present = set(run["qid"].unique())
     wanted = [(q, list(docs)) for q, docs in changed.items()]
-    missing = [q for q, _ in wanted if q + OG not in present or q + CHANGED not in present]
-    for query in missing:
+    missing = {q for q, _ in wanted if q + OG not in present or q + CHANGED not in present}
+    for query in sorted(missing):
         warnings.warn(f"query {query} not found in the runs for calculating p-MRR (needs {query}{OG} and "
                       f"{query}{CHANGED}); skipped, as mteb skips it", stacklevel=3)
     pairs = pd.DataFrame([(q, d) for q, docs in wanted if q not in missing for d in docs], columns=["group", "docid"],
