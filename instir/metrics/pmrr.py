@@ -26,6 +26,8 @@ from instir.errors import UsageError
 from instir.metrics.measures import PMRR_TIES
 
 OG, CHANGED = HALVES["og"], HALVES["changed"]
+#: queries named one warning each when a run lacks them (the rest are counted in one more)
+WARNED = 3
 
 
 def _ranks(frame: pd.DataFrame, ties: str, order_of: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
@@ -63,9 +65,13 @@ def per_query(run: pd.DataFrame, changed: Mapping[str, Iterable[str]], ties: str
     present = set(run["qid"].unique())
     wanted = [(q, list(docs)) for q, docs in changed.items()]
     missing = {q for q, _ in wanted if q + OG not in present or q + CHANGED not in present}
-    for query in sorted(missing):
+    skipped = sorted(missing)
+    for query in skipped[:WARNED]:  # one warning per query as mteb, a count past the first few
         warnings.warn(f"query {query} not found in the runs for calculating p-MRR (needs {query}{OG} and "
                       f"{query}{CHANGED}); skipped, as mteb skips it", stacklevel=3)
+    if len(skipped) > WARNED:
+        warnings.warn(f"{len(skipped) - WARNED} more queries not found in the runs for calculating p-MRR "
+                      f"(e.g. {skipped[WARNED]}); skipped", stacklevel=3)
     pairs = pd.DataFrame([(q, d) for q, docs in wanted if q not in missing for d in docs], columns=["group", "docid"],
                          dtype=object)
     if pairs.empty:

@@ -266,3 +266,16 @@ def test_query_only_run_with_identical_halves_gives_exactly_zero(measure):
     same = {q: run[q.removesuffix("-changed").removesuffix("-og") + "-og"] for q in run}
     assert instir.evaluate(qrels, same, measure, changed=changed) == 0.0
     assert evaluate_quietly(qrels, same, measure) == 0.0  # changed documents derived
+
+
+def test_a_run_missing_many_queries_names_the_first_few_and_counts_the_rest():
+    from instir.metrics import pmrr
+
+    run = pd.DataFrame({"qid": ["q0-og", "q0-changed"], "docid": ["a", "a"], "score": [1.0, 1.0]})
+    changed = {f"q{i}": ["a"] for i in range(10)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert pmrr.per_query(run, changed)["group"].tolist() == ["q0"]
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == pmrr.WARNED + 1 and messages[0].startswith("query q1 not found")
+    assert messages[-1].startswith(f"{9 - pmrr.WARNED} more queries not found")
