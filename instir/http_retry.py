@@ -1,14 +1,25 @@
 """POST with retries for the OpenAI-compatible HTTP clients (the judge's chat completions and
 the embeddings backend): 408/409/429/5xx answers, timeouts and connection errors are retried
 with exponential backoff and jitter, or after what a ``Retry-After`` header says (capped);
-other 4xx answers fail at once. Server text kept in errors goes through ``scrub`` *before* it is
-cut to :data:`ERROR_BODY_CHARS` (some servers echo the API key; cutting first could keep part of it)."""
+other 4xx answers fail at once, and a redirect is never followed (it would carry the key to
+another host) but named by its ``Location``. Server text kept in errors goes through ``scrub``
+*before* it is cut to :data:`ERROR_BODY_CHARS` (some servers echo the API key; cutting first
+could keep part of it).
+
+Every attempt is bounded by wall clock and by size, whatever the server does: ``deadline_s``
+covers connect, headers and body together (a server that trickles one byte at a time passes
+every per-read timeout), enforced by shutting the attempt's socket down when the time is up
+(:class:`_Deadline`, over httpx's ``trace`` extension; :func:`client` opens a new connection per
+request so every attempt's socket is seen); the body is streamed and cut at ``max_bytes``, so a
+flood costs at most that much memory per request in flight."""
 
 from __future__ import annotations
 
 import email.utils
 import logging
 import random
+import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +34,97 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 
 #: Characters of a server's error body kept in an error message.
 ERROR_BODY_CHARS = 300
+
+#: Bytes of a successful answer read at most (:func:`post_with_retries`' default ``max_bytes``).
+MAX_ANSWER_BYTES = 64 << 20
+
+#: Bytes of an error answer read (enough for any message worth keeping; the rest is not read).
+MAX_ERROR_BYTES = 64 << 10
+
+
+def client(base_url: str, timeout_s: float) -> httpx.Client:
+    """An HTTP client for :func:`post_with_retries`: ``timeout_s`` per connect and read, no
+    redirects followed, and no connection kept alive between requests (a reused connection is
+    opened before its request's deadline starts, so it could not be cut when time is up)."""
+    return httpx.Client(base_url=base_url, timeout=timeout_s, follow_redirects=False,
+                        limits=httpx.Limits(max_keepalive_connections=0))
+
+
+class _Deadline:
+    """Shuts down the sockets one attempt opens once ``seconds`` have passed since it began:
+    a blocked read then returns at once and httpx raises, which the attempt reports as a
+    deadline. Sockets are learnt from httpx's ``trace`` extension (:meth:`trace`)."""
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict) -> None:
+        """httpx's trace callback: keep the socket of each connection the attempt opens."""
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+    def cancel(self) -> None:
+        """Stop the timer (the attempt ended in time)."""
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _TooLarge(Exception):
+    """An answer longer than the bytes allowed."""
+
+
+def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
+    """The streamed body of ``response``, at most ``max_bytes`` (decoded) bytes; raises
+    :class:`_TooLarge` at the first chunk past the cap (the rest is never read)."""
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _answer(response: httpx.Response, max_bytes: int) -> httpx.Response:
+    """A read copy of streamed ``response`` holding its body (cut to :data:`MAX_ERROR_BYTES` for
+    an error answer), with the headers that described the transfer dropped."""
+    if response.is_success:
+        content = _read_capped(response, max_bytes)
+    else:
+        content = b""
+        for chunk in response.iter_bytes():
+            content += chunk
+            if len(content) >= MAX_ERROR_BYTES:
+                content = content[:MAX_ERROR_BYTES]
+                break
+    headers = [(k, v) for k, v in response.headers.items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)
 
 
 class RequestFailed(Exception):
@@ -60,25 +162,47 @@ class RetryPolicy:
 
 def post_with_retries(client: httpx.Client, path: str, body: Any, *, policy: RetryPolicy,
                       headers: Callable[[], Mapping[str, str]] = dict, params: Mapping[str, str] | None = None,
-                      scrub: Callable[[str], str] = str, what: str = "request") -> httpx.Response:
-    """POST ``body`` as JSON to ``path``; the successful response, or :class:`RequestFailed`.
-    ``headers`` is called per attempt (so a key is read from the environment when sent)."""
+                      scrub: Callable[[str], str] = str, what: str = "request", deadline_s: float | None = None,
+                      max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
+    """POST ``body`` as JSON to ``path``; the successful response (its body read), or
+    :class:`RequestFailed`. ``headers`` is called per attempt (so a key is read from the
+    environment when sent). Each attempt ends within ``deadline_s`` seconds (default: the
+    client's read timeout) and reads at most ``max_bytes`` of an answer; a longer answer fails
+    at once (it is not retried). Use a :func:`client`."""
+    deadline_s = deadline_s if deadline_s is not None else client.timeout.read
     attempt = 0
     while True:
         wait: float | None = None
+        deadline = _Deadline(deadline_s) if deadline_s else None
+        extensions = {"trace": deadline.trace} if deadline else None
         try:
-            response = client.post(path, json=body, headers=dict(headers()), params=params or None)
-        except httpx.TimeoutException as err:
-            reason = f"timeout ({type(err).__name__})"
-        except httpx.TransportError as err:
-            reason = f"connection error ({type(err).__name__})"
+            with client.stream("POST", path, json=body, headers={"Accept-Encoding": "identity", **headers()},
+                               params=params or None, extensions=extensions) as streamed:
+                response = _answer(streamed, max_bytes)
+        except _TooLarge:
+            raise RequestFailed(f"the answer is larger than {max_bytes} bytes (cut there, the rest not read)") \
+                from None
+        except (httpx.TimeoutException, httpx.TransportError) as err:
+            if deadline is not None and deadline.expired:
+                reason = f"timeout: no complete answer within {deadline_s:g} s (the deadline of an attempt)"
+            elif isinstance(err, httpx.TimeoutException):
+                reason = f"timeout ({type(err).__name__})"
+            else:
+                reason = f"connection error ({type(err).__name__})"
         else:
             if response.is_success:
                 return response
             reason = f"HTTP {response.status_code}: {scrub(response.text)[:ERROR_BODY_CHARS]}"
+            if response.is_redirect:
+                location = scrub(response.headers.get("location", "(no Location header)"))[:ERROR_BODY_CHARS]
+                raise RequestFailed(f"HTTP {response.status_code} redirect to {location} (not followed, so the "
+                                    "key is never sent on: give that URL as the base URL if you trust it)")
             if response.status_code not in RETRY_STATUSES and response.status_code < 500:
                 raise RequestFailed(reason)
             wait = policy.retry_after(response)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
         if attempt == policy.max_retries:
             raise RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
         wait = policy.backoff(attempt) if wait is None else wait
@@ -93,7 +217,6 @@ def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     """Why nothing answers at ``base_url``'s host and port within ``timeout_s`` (a TCP connect,
     no request sent), or None when something does: checked before a long run starts, so a dead
     endpoint fails in seconds instead of after every retry of every request."""
-    import socket
     from urllib.parse import urlsplit
 
     parts = urlsplit(base_url)

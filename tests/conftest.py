@@ -114,8 +114,9 @@ TIER_OF_FIXTURE = {
 #: hostile input, by path under tests/; all but test_hostile_reports.py (Chromium) are in the quick tier
 HOSTILE_MODULES = frozenset({
     "test_cli_errors.py", "test_run_guards.py", "test_secrets.py", "test_full_disk.py", "test_hostile_reports.py",
-    "judge/test_bad_answers.py", "benchmarks/test_readers.py", "benchmarks/test_instructir_errors.py",
-    "benchmarks/test_ifir_errors.py", "report/test_report_html.py", "test_inputs.py", "test_cli_bounds.py",
+    "judge/test_bad_answers.py", "judge/test_hostile_endpoints.py", "benchmarks/test_readers.py",
+    "benchmarks/test_instructir_errors.py", "benchmarks/test_ifir_errors.py", "report/test_report_html.py",
+    "test_inputs.py", "test_cli_bounds.py",
 })
 
 

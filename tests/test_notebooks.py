@@ -302,13 +302,23 @@ def _copy_retrieval_and_metrics(out: Path, dest: Path) -> None:
 def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, tmp_path):
     """Notebook 04 with an OpenAI-compatible judge whose server answers HTTP 500 to everything
     (with Retry-After: 0, so the retries cost nothing): every judgment fails, and the page says
-    so with the error, skips the statistics that need judgments and still writes its files."""
+    so with the error, skips the statistics that need judgments and still writes its files; its
+    last cell then fails with the reasons counted, so a run of it does not end as a success."""
+    import papermill
+
     out, _ = chain
     _copy_retrieval_and_metrics(out, tmp_path)
     down = Reply(status=500, body="upstream model is down", headers={"Retry-After": "0"})
-    with FakeChatServer(responder=lambda body: down) as server:
-        executed = _execute("04_judge_validation", str(tmp_path), tmp_path, judge_backend="openai",
-                            judge_model="served", judge_base_url=server.url, judge_timeout_s=5)
+    with FakeChatServer(responder=lambda body: down) as server, \
+            pytest.raises(papermill.PapermillExecutionError) as failed:
+        _execute("04_judge_validation", str(tmp_path), tmp_path, judge_backend="openai",
+                 judge_model="served", judge_base_url=server.url, judge_timeout_s=5)
+    assert failed.value.ename == "AllJudgmentsFailed"
+    assert "judgments failed, so InstFol has no value: " in failed.value.evalue
+    assert "x gave up after 7 attempts; last: HTTP 500: upstream model is down" in failed.value.evalue
+    executed = nbformat.read(tmp_path / "04_judge_validation.ipynb", as_version=4)
+    codes = [cell for cell in executed.cells if cell.cell_type == "code"]
+    assert failed.value.source == codes[-1].source == "judging.require_judgments()"  # the whole page was shown
     text = _text_outputs(executed)
     pairs = pd.read_csv(tmp_path / "judge" / "validation_pairs.csv")
     positions = pd.read_csv(tmp_path / "judge" / "instfol_positions.csv")

@@ -47,10 +47,12 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                    help=f"openai: NAME of the environment variable holding the API key, never the key itself "
                         f"(default: {DEFAULT_KEY_ENV}). {_KEY_RULE}")
     p.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
-                   help="openai: seconds each connect or read of a request may wait (default: 60)")
+                   help="openai: seconds one attempt of a request may take, connect, headers and answer together, "
+                        "by wall clock (default: 60)")
     p.add_argument("--max-retries", type=whole_number, default=6, metavar="N",
                    help="openai: retries of a request after a timeout, connection error, 408/409/429 or 5xx "
-                        "(default: 6); a dead server costs about SECONDS x (N + 1) per request")
+                        "(default: 6); a dead or slow server costs at most SECONDS x (N + 1) per request, plus "
+                        "the waits between retries (1 s doubling, at most 60 s)")
     p.add_argument("--cache", default=None, help="judgment cache file (default: $INSTIR_HOME/judgments.sqlite)")
     p.add_argument("--seed", type=int, default=0, help="seed of the stratified sample (default: 0)")
 
@@ -147,6 +149,7 @@ def judge_command(args: argparse.Namespace) -> int:
     if args.repeats > 1:
         _print_spread(judging, args)
     print(f"\nwrote {ReportLayout(out).instfol}")
+    judging.require_judgments()
     return 0
 
 

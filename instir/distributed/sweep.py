@@ -151,6 +151,7 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
                              base_url=spec.get("base_url") or "", api_key_env=spec.get("api_key_env", "OPENAI_API_KEY"),
                              judge=judge, data_root=grid.data_root, loaded=loaded, **options)
         paper_tables(out)
+        judging.require_judgments()
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
         from instir import atomic
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import httpx
 
 from instir.errors import UsageError
-from instir.http_retry import RequestFailed, RetryPolicy, post_with_retries
+from instir.http_retry import RequestFailed, RetryPolicy, client, post_with_retries
 from instir.judge.scoring import answer_schema, judgment_from_chat, progress_bar
 from instir.judge.types import AUTHORS_RULE, MAX_MODEL_CHARS, JudgeRequest, Judgment, OnResult, capped
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
@@ -40,6 +40,10 @@ ResponseFormat = Literal["json_object", "json_schema", "json_object_schema"]
 
 #: Characters of a malformed response body kept in a failed judgment's ``raw``.
 RAW_BODY_CHARS = 2000
+
+#: Bytes of a chat completion read at most: 512 tokens with 10 log-probabilities each take
+#: about 0.4 MB; a longer answer is a failed judgment, read no further.
+MAX_ANSWER_BYTES = 16 << 20
 
 #: What may follow the asked-for model name in the name a server says answered without it being
 #: another model: a dated snapshot (OpenAI's ``gpt-4o-mini-2024-07-18``, ``gpt-4-0613``) or
@@ -117,8 +121,9 @@ class OpenAICompatibleJudge:
     the name sent to the server.
 
     Requests run ``concurrency`` at a time, each retried as
-    :func:`instir.http_retry.post_with_retries` says (``timeout_s`` per connect or read,
-    ``max_retries``, ``backoff_s``, ``max_backoff_s``). ``price_per_1m`` = (input, output) price
+    :func:`instir.http_retry.post_with_retries` says (``max_retries``, ``backoff_s``,
+    ``max_backoff_s``); every attempt ends within ``timeout_s`` seconds of wall clock, connect,
+    headers and body together, and reads at most :data:`MAX_ANSWER_BYTES`. ``price_per_1m`` = (input, output) price
     per million tokens fills ``Judgment.cost``. Whatever a server answers becomes a judgment or a
     failed judgment with the reason, never an exception; another model than asked for
     (:func:`model_mismatch`) is a ``Judgment.warning``.
@@ -162,10 +167,10 @@ class OpenAICompatibleJudge:
         if not requests:
             return []
         out: list[Judgment | None] = [None] * len(requests)
-        with httpx.Client(base_url=self.base_url, timeout=self.timeout_s) as client, \
+        with client(self.base_url, self.timeout_s) as http, \
                 ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
                 progress_bar(len(requests), self.name, self.progress) as bar:
-            futures = {pool.submit(self._judgment, client, r): i for i, r in enumerate(requests)}
+            futures = {pool.submit(self._judgment, http, r): i for i, r in enumerate(requests)}
             try:
                 for fut in as_completed(futures):
                     i = futures[fut]
@@ -227,7 +232,8 @@ class OpenAICompatibleJudge:
         """POST with retries; returns the successful response or raises :class:`RequestFailed`."""
         policy = RetryPolicy(self.max_retries, self.backoff_s, self.max_backoff_s)
         return post_with_retries(client, "/chat/completions", body, policy=policy, headers=self._headers,
-                                 params=self.query_params, scrub=self._scrub, what="judge request")
+                                 params=self.query_params, scrub=self._scrub, what="judge request",
+                                 deadline_s=self.timeout_s, max_bytes=MAX_ANSWER_BYTES)
 
     def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         start = time.perf_counter()

@@ -43,6 +43,7 @@ from instir.http_retry import (
     RetryPolicy,
     post_with_retries,
 )
+from instir.http_retry import client as http_client
 from instir.progress import tqdm
 from instir.retrieval.dense import document_format, search_meta
 from instir.retrieval.embedding_cache import CorpusTexts, EmbeddingCache
@@ -120,7 +121,7 @@ class OpenAIEmbeddingClient:
             body["dimensions"] = self.dimensions
         try:
             response = post_with_retries(client, "/embeddings", body, policy=self.policy, headers=self._headers,
-                                         scrub=self._scrub, what="embeddings request")
+                                         scrub=self._scrub, what="embeddings request", deadline_s=self.timeout_s)
         except RequestFailed as err:
             raise RuntimeError(f"{self.base_url}/embeddings ({self.model}): {err}") from None
         try:
@@ -144,7 +145,7 @@ class OpenAIEmbeddingClient:
             raise ValueError("nothing to embed (no texts)")
         batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         out: list[np.ndarray | None] = [None] * len(batches)
-        with httpx.Client(base_url=self.base_url, timeout=self.timeout_s) as client, \
+        with http_client(self.base_url, self.timeout_s) as client, \
                 ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
                 tqdm(total=len(texts), desc=f"embedding ({self.model})", unit="text",
                      disable=not self.progress or len(batches) < 2) as bar:

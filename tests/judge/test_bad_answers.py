@@ -132,18 +132,18 @@ def test_an_answer_nested_deeper_than_python_recurses_is_a_malformed_answer():
     assert not j.ok and j.error == "malformed answer: no JSON object with a 'score' key in the answer"
 
 
-def test_a_20_mb_answer_is_a_failure_and_stores_at_most_the_cap(tmp_path):
-    content = '{"score": 2, "reason": "' + "x" * 20_000_000 + '"}'
+def test_a_10_mb_answer_is_a_failure_and_stores_at_most_the_cap(tmp_path):
+    content = '{"score": 2, "reason": "' + "x" * 10_000_000 + '"}'
     with FakeChatServer([Reply(body=chat_body(content))]) as server:
         judge = CachedJudge(make_judge(server.url), tmp_path / "j.sqlite")
         [j] = judge.judge(numbered_requests(1))
-    assert not j.ok and j.error == (f"malformed answer: 20,000,026 characters, more than the {MAX_ANSWER_CHARS:,} a "
+    assert not j.ok and j.error == (f"malformed answer: 10,000,026 characters, more than the {MAX_ANSWER_CHARS:,} a "
                                     "judge answer may have (the server did not keep to max_tokens)")
     assert len(j.raw) == MAX_RAW_CHARS and j.raw.startswith('{"score": 2') and j.raw.endswith(
-        "… [cut: 20,000,026 characters]")
+        "… [cut: 10,000,026 characters]")
     judge.cache.close()
     stored = sum(p.stat().st_size for p in tmp_path.iterdir())
-    assert stored < 200_000, stored  # was 20 MB per judgment
+    assert stored < 200_000, stored  # was 10 MB per judgment
 
 
 def test_a_long_answer_within_the_limit_counts_and_is_stored_cut(tmp_path):
