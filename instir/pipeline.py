@@ -33,7 +33,7 @@ from instir.errors import UsageError, unknown
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, write_index
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
-from instir.report.lock import RunLock
+from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest, read_datasets
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 
@@ -325,7 +325,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
     for secret-looking parameters and for those :func:`validate_parameters` refuses, and
     ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is writing
-    into (:class:`instir.report.lock.RunLock`) and an ``index.html`` beside it that instir did not
+    into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` beside it that instir did not
     write are refused too."""
     paths = [Path(n).resolve() for n in notebooks]
     missing = [str(p) for p in paths if not p.is_file()]
@@ -341,7 +341,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     out = Path(out_dir).expanduser().resolve()
     check_index_owned(out.parent)
     out.mkdir(parents=True, exist_ok=True)
-    with RunLock(out):
+    with FolderLock(out, "instir run"):
         return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel)
 
 

@@ -21,6 +21,7 @@ from full_disk import SimulatedDisk, run_on_full_disk
 from instir import atomic
 from instir.cli import main as cli
 from instir.report.layout import ReportLayout
+from instir.report.lock import LOCK_FILE
 from instir.retrieval.embedding_cache import EmbeddingCache, in_chunks
 
 PACKAGE = Path(__file__).resolve().parents[1] / "instir"
@@ -34,14 +35,15 @@ def _no_bars(monkeypatch):
 
 
 def _hashes(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` (by its path there) with its SHA-256."""
+    """Every file under ``folder`` (by its path there) with its SHA-256, but the writer's lock
+    (who held it last: a new pid and token each time)."""
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK_FILE}
 
 
 def _hidden(folder: Path) -> list[str]:
     """Temporaries and journals left in ``folder`` (every name the kit writes for itself starts with a dot)."""
-    return sorted(p.name for p in folder.rglob(".*") if p.name != ".instir-run.lock")
+    return sorted(p.name for p in folder.rglob(".*") if p.name != LOCK_FILE)
 
 
 def _runs(sample, rank: int) -> pd.DataFrame:
@@ -222,9 +224,9 @@ EVALUATE_SCRIPT = '''
     runs = DISK.parent / "runs"
     strong, weak = write_run(run(1), runs / "strong.trec"), write_run(run(3), runs / "weak.trec")
     out = DISK / "eval"
-    def hashes():
+    def hashes():  # the writer's lock left out: a new pid and token each time
         return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(out.rglob("*")) if p.is_file()}
+                for p in sorted(out.rglob("*")) if p.is_file() and p.name != ".instir-run.lock"}
     common = ["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), "--run", str(weak),
               "--out", str(out), "--resamples", "99"]
     assert main([*common, "--measures", "nDCG@10"]) == 0
@@ -246,7 +248,7 @@ def test_instir_evaluate_over_an_earlier_evaluation_on_a_full_disk_keeps_the_ear
     assert f"{tmp_path}/disk/eval/" in line
     assert result["after"] == result["before"] and {"runs/runs.csv", "metrics/metrics.csv", "metrics/comparisons.csv",
                                                     "metrics/per_query.parquet"} <= set(result["before"])
-    assert not [name for name in result["files"] if name.startswith(".")]  # no temporary, no journal
+    assert not [name for name in result["files"] if name.startswith(".") and name != LOCK_FILE]  # no temporary
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from instir.errors import UsageError
 from instir.parameters import home_path
 from instir.pipeline import ReportResult, run_reports
 from instir.report.index import GENERATOR, write_index
-from instir.report.lock import RunLock, holder_of
+from instir.report.lock import FolderLock, holder_of
 
 NOTEBOOKS = Path(__file__).resolve().parent / "fixtures" / "notebooks"
 
@@ -37,19 +37,20 @@ def test_an_index_instir_wrote_is_rewritten(tmp_path):
 
 def test_a_second_run_into_a_folder_is_refused_naming_the_first(tmp_path):
     out = tmp_path / "reports" / "r"
-    code = ("import sys, time; from instir.report.lock import RunLock\n"
-            f"with RunLock({str(out)!r}):\n    print('held', flush=True); time.sleep(30)\n")
+    code = ("import sys, time; from instir.report.lock import FolderLock\n"
+            f"with FolderLock({str(out)!r}):\n    print('held', flush=True); time.sleep(30)\n")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         assert holder_of(out)["pid"] == holder.pid
-        with pytest.raises(UsageError, match=rf"another instir run \(pid {holder.pid} on .*\) is writing into {out}"):
+        refused = rf"another writer \(instir run, pid {holder.pid} on .*\) is writing into {out}"
+        with pytest.raises(UsageError, match=refused):
             run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)
     finally:
         holder.kill()
         holder.wait()
     assert holder_of(out) is None  # released when its process ended, however it ended
-    with RunLock(out):
+    with FolderLock(out):
         assert holder_of(out)["pid"] == os.getpid()
 
 
@@ -71,7 +72,7 @@ def test_an_interrupted_rerun_leaves_an_index_that_names_the_stale_pages(tmp_pat
 
 def test_a_run_in_progress_says_pending_not_interrupted(tmp_path):
     _report(tmp_path / "r", "running", ["01_a", "02_b"], ["01_a"])
-    with RunLock(tmp_path / "r"):
+    with FolderLock(tmp_path / "r"):
         index = write_index(tmp_path).read_text()
     assert '<span class="running">running</span>' in index and "<td>pending</td>" in index
 

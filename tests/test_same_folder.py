@@ -4,7 +4,8 @@ and InstFol tables, on the bundled samples (FollowIR's p-MRR included) and under
 real-layout data root (:mod:`real_data`: IFIR's fiqa and fire) in one grid. The real InstructIR names are left out of
 this grid: MiniLM would encode its 9,906 queries twice (minutes on a CPU); ``instir run`` on them
 is tested in ``test_notebooks_real.py``. Left out of the comparison, by name: the runs' JSON sidecars
-(wall times, paths) and ``runs.csv``'s timing columns (``search_s``, ``elapsed_s``, ``reused``)."""
+(wall times, paths) and ``runs.csv``'s timing and provenance columns (``search_s``, ``elapsed_s``, ``reused``,
+``written_by``)."""
 
 import subprocess
 import sys
@@ -25,8 +26,9 @@ K = 20
 LIMIT = 2
 #: The files that must be identical, byte for byte, besides every ``runs/*.trec``.
 COMPARED = ("metrics/metrics.csv", "metrics/comparisons.csv", "judge/instfol.csv")
-#: ``runs.csv`` columns that say how long a run took or whether it was reused, not what it is.
-TIMING_COLUMNS = ["search_s", "elapsed_s", "reused"]
+#: ``runs.csv`` columns that say how long a run took, whether it was reused and which front end
+#: wrote it, not what it is.
+TIMING_COLUMNS = ["search_s", "elapsed_s", "reused", "written_by"]
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if baseline not in systems:
         raise unknown("--baseline", baseline, systems, more=" (the systems are named after the run files, or --name)")
     output_folder(out)  # after the runs are found, before anything is written
-    return _report(args, benchmark, out, sorted(rows, key=lambda row: row["system"] != baseline), read, baseline)
+    from instir.report.lock import FolderLock
+
+    with FolderLock(out, "instir evaluate"):
+        return _report(args, benchmark, out, sorted(rows, key=lambda row: row["system"] != baseline), read, baseline)
 
 
 def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], read: dict, baseline: str) -> int:

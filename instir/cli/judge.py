@@ -117,6 +117,7 @@ def judge_command(args: argparse.Namespace) -> int:
     the judge's spread next to the query sample's)."""
     from instir.judge.following import answered_instances, printable
     from instir.report.layout import ReportLayout
+    from instir.report.lock import FolderLock
     from instir.retrieval.runs import read_run
     from instir.stages.judge import judge_runs
     from instir.stages.retrieve import RUNS_COLUMNS, write_runs_table
@@ -131,9 +132,10 @@ def judge_command(args: argparse.Namespace) -> int:
              "system": args.name + ("" if variant == "instructed" else " (query-only)"), "variant": variant,
              "reused": False, "run_file": str(Path(path).resolve())}
             for variant, path in (("instructed", args.run), ("query-only", args.query_only_run))]
-    write_runs_table(ReportLayout(out), rows)
-    judging = judge_runs(out, backend=args.backend, judge=judge, max_instances=args.max_instances,
-                         repeats=args.repeats, validate=False, k=args.k, seed=args.seed, data_root=args.root)
+    with FolderLock(out, "instir judge"):
+        write_runs_table(ReportLayout(out), rows)
+        judging = judge_runs(out, backend=args.backend, judge=judge, max_instances=args.max_instances,
+                             repeats=args.repeats, validate=False, k=args.k, seed=args.seed, data_root=args.root)
     result = judging.instfol.results[0]
     meta = result.meta
     print(f"InstFol@{args.k} on {benchmark.label}")

@@ -59,7 +59,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         print(f"judge: {judge['pairs']} run pair(s) judged, {judge['failed_judgments']} failed judgment(s), "
               f"{judge['warnings']} with a warning")
     elif judge.get("state") == "failed" and "error" in judge:
-        print(f"  FAILED judge: {judge['error']} (traceback in {judge['detail']})")
+        print(f"  FAILED judge: {judge['error']} (details in {judge['detail']})")
     for name, path in report.written.items():
         print(f"{name}: {path}")
     return 1 if report.failed or judge.get("state") == "failed" else 0

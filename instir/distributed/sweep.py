@@ -23,6 +23,7 @@ from instir.distributed.cells import CellResult, collect, import_collect, one_li
 from instir.distributed.grid import Grid
 from instir.progress import tqdm
 from instir.report.layout import LoadedBenchmarks
+from instir.report.lock import FolderLock
 from instir.stages.plan import PlannedRun
 from instir.systems.specs import SystemSpec
 
@@ -89,10 +90,18 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
     """Run every cell of ``grid`` into ``out_dir`` (see the module docstring)."""
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use ray or serial")
-    from instir.stages.explore import describe_benchmarks
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with FolderLock(out, "instir sweep"):
+        return _sweep(grid, out, executor=executor, address=address, num_cpus=num_cpus,
+                      encoder_actors=encoder_actors)
+
+
+def _sweep(grid: Grid, out: Path, *, executor: str, address: str | None, num_cpus: int | None,
+           encoder_actors: int | None) -> SweepReport:
+    """:func:`run_sweep` once the folder's lock is held."""
+    from instir.stages.explore import describe_benchmarks
+
     start = time.perf_counter()
     cells = grid.cells()
     judged: dict[str, Any] = {}
@@ -137,7 +146,7 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
     that raised in ``sweep/judge.error.txt``. The runs and metrics are written before it, the
     summary after it, whatever it does."""
     from instir.stages.compare import paper_tables
-    from instir.stages.judge import judge_runs
+    from instir.stages.judge import AllJudgmentsFailed, judge_runs
 
     spec = dict(grid.judge or {})
     options = {key: spec[key] for key in ("max_instances", "repeats") if key in spec}
@@ -151,7 +160,6 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
                              base_url=spec.get("base_url") or "", api_key_env=spec.get("api_key_env", "OPENAI_API_KEY"),
                              judge=judge, data_root=grid.data_root, loaded=loaded, **options)
         paper_tables(out)
-        judging.require_judgments()
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
         from instir import atomic
 
@@ -159,9 +167,14 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_text(path, traceback.format_exc())
         return {"state": "failed", "error": one_line(e), "detail": "sweep/judge.error.txt"}
-    return {"state": "done", "pairs": len(judging.instfol.costs), "failed_judgments": judging.failed_judgments(),
-            "warnings": int(judging.instfol.costs["warnings"].sum()),
-            "written": {"instfol": out / "judge" / "instfol.csv", "paper_tables": out / "paper_tables"}}
+    outcome = {"state": "done", "pairs": len(judging.instfol.costs), "failed_judgments": judging.failed_judgments(),
+               "warnings": int(judging.instfol.costs["warnings"].sum()),
+               "written": {"instfol": out / "judge" / "instfol.csv", "paper_tables": out / "paper_tables"}}
+    try:
+        judging.require_judgments()
+    except AllJudgmentsFailed as e:
+        return {**outcome, "state": "failed", "error": one_line(e), "detail": "judge/instfol_positions.csv"}
+    return outcome
 
 
 def _bar(total: int):

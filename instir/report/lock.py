@@ -1,57 +1,177 @@
-"""One ``instir run`` at a time per report folder: a lock file (``.instir-run.lock``) held with
-``flock`` for the whole run, holding who took it (pid, host, start time), so a second run into
-the same folder is refused with a line naming the holder, and the index can tell a report that
-is still running from one whose run was interrupted (the lock is released when the process
-ends, however it ends)."""
+"""One writer per report folder: a lock file (``.instir-run.lock``) held with ``flock`` by
+whichever front end writes the folder — ``instir run``, ``instir sweep``, ``instir evaluate``,
+``instir judge``, and every stage a notebook or a Python session calls — holding who took it
+(what, pid, host, start time), so a second writer is refused with a line naming the first, and
+the index can tell a report that is still running from one whose run was interrupted (the lock
+is released when the process ends, however it ends).
+
+Before the lock is taken, a folder the kit must not write is refused (:func:`refuse_unsafe_folder`:
+inside the cache root, or with subfolders that lead elsewhere by symlink).
+
+A holder's own work never waits on its lock: within the process the lock is re-entrant (the
+sweep calling the stages), and the processes it starts inherit it (``instir run``'s notebook
+kernels, the sweep's Ray workers) through :data:`INHERITED_VAR`, which names the folder and the
+lock's token; a process that merely copies the variable cannot pass for the holder once the
+holder has ended, as the token is checked against the lock file's while its lock is held.
+"""
 
 from __future__ import annotations
 
 import fcntl
+import functools
+import itertools
 import json
 import os
+import secrets
 import socket
+import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 from instir.errors import UsageError
+from instir.home import HOME_VAR, instir_home
+
+T = TypeVar("T")
 
 LOCK_FILE = ".instir-run.lock"
+#: Environment variable through which child processes inherit their parent's locks:
+#: ``<folder>=<token>`` entries joined by ``os.pathsep``.
+INHERITED_VAR = "INSTIR_FOLDER_LOCKS"
+
+#: folders this process holds: resolved path -> (lock, depth)
+_HELD: dict[Path, list] = {}
+_GUARD = threading.Lock()
 
 
-class RunLock:
-    """The lock of ``folder`` as a context manager: entering takes it or raises
-    :class:`instir.errors.UsageError` naming the run that holds it."""
+def _inherited() -> dict[str, str]:
+    entries = (entry.rpartition("=") for entry in os.environ.get(INHERITED_VAR, "").split(os.pathsep) if entry)
+    return {folder: token for folder, _, token in entries if folder}
 
-    def __init__(self, folder: str | Path):
-        self.path = Path(folder) / LOCK_FILE
+
+def _set_inherited(entries: dict[str, str]) -> None:
+    if entries:
+        os.environ[INHERITED_VAR] = os.pathsep.join(f"{folder}={token}" for folder, token in entries.items())
+    else:
+        os.environ.pop(INHERITED_VAR, None)
+
+
+def refuse_unsafe_folder(folder: Path) -> None:
+    """Refuse (a :class:`~instir.errors.UsageError` naming the path) a report folder inside the
+    cache root (deleting that root is always safe, so a report there could vanish with it), and
+    one whose subfolders (or theirs) lead outside it by symlink: the kit would write its runs,
+    metrics or judgments into a folder elsewhere, which the report cannot own or keep."""
+    home = instir_home().resolve()
+    if folder == home or home in folder.parents:
+        raise UsageError(f"{folder} lies inside the cache root {home} (${HOME_VAR}), whose contents may be deleted "
+                         "at any time: write the report elsewhere")
+    if not folder.is_dir():
+        return
+    subfolders = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+    for child in itertools.chain(folder.iterdir(), *(sub.iterdir() for sub in subfolders)):
+        if child.is_symlink() and child.is_dir():
+            target = child.resolve()
+            if target != folder and folder not in target.parents:
+                raise UsageError(f"{child} is a symlink to {target}, outside {folder}: the kit writes a report's files "
+                                 "inside its folder only; replace the link by a folder, or write elsewhere")
+
+
+class FolderLock:
+    """The lock of ``folder`` as a context manager, taken by ``who`` (``"instir sweep"``, ``"a
+    notebook"`` …): entering takes it, or joins a hold of this process or of the process that
+    started this one, or raises :class:`instir.errors.UsageError` naming the writer that holds it."""
+
+    def __init__(self, folder: str | Path, who: str = "instir run"):
+        self.folder = Path(folder).expanduser().resolve()
+        self.path = self.folder / LOCK_FILE
+        self.who = who
         self._fd: int | None = None
+        self._token = ""
+        self._joined = False
 
-    def __enter__(self) -> "RunLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            holder = holder_of(self.path.parent) or {}
-            raise UsageError(f"another instir run (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, started "
-                             f"{holder.get('started', '?')}) is writing into {self.path.parent}: wait for it to "
-                             "finish, or give another --out") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode())
-        self._fd = fd
-        return self
+    def __enter__(self) -> FolderLock:
+        with _GUARD:
+            held = _HELD.get(self.folder)
+            if held is not None:
+                held[1] += 1
+                self._joined = True
+                return self
+            refuse_unsafe_folder(self.folder)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                holder = holder_of(self.folder) or {}
+                if holder.get("token") and _inherited().get(str(self.folder)) == holder["token"]:
+                    self._joined = True  # the parent holds it for this process's work
+                    return self
+                raise UsageError(f"another writer ({holder.get('who', 'instir run')}, pid {holder.get('pid', '?')} on "
+                                 f"{holder.get('host', '?')}, started {holder.get('started', '?')}) is writing into "
+                                 f"{self.folder}: wait for it to finish, or write elsewhere (another --out / "
+                                 "out_dir)") from None
+            self._token = secrets.token_hex(16)
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"who": self.who, "pid": os.getpid(), "host": socket.gethostname(),
+                                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                     "token": self._token}).encode())
+            self._fd = fd
+            _HELD[self.folder] = [self, 1]
+            _set_inherited({**_inherited(), str(self.folder): self._token})
+            return self
 
     def __exit__(self, *exc) -> None:
-        if self._fd is not None:
+        with _GUARD:
+            held = _HELD.get(self.folder)
+            if self._joined:
+                if held is not None and held[0] is not self:
+                    held[1] -= 1
+                self._joined = False
+                return
+            if self._fd is None:
+                return
+            entries = _inherited()
+            entries.pop(str(self.folder), None)
+            _set_inherited(entries)
+            _HELD.pop(self.folder, None)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
 
 
+#: Who a stage says writes when no front end holds the folder for it: a notebook (in JupyterLab
+#: or under plain papermill) or a Python session calling the stage itself.
+STAGE_WRITER = "a notebook or Python session"
+
+
+def writes_folder(stage: Callable[..., T]) -> Callable[..., T]:
+    """Decorate a stage whose first argument is its report folder: it runs holding the folder's
+    lock (:class:`FolderLock`, as :data:`STAGE_WRITER` unless a front end holds it already)."""
+    @functools.wraps(stage)
+    def locked(out_dir, *args, **kwargs):
+        with FolderLock(out_dir, STAGE_WRITER):
+            return stage(out_dir, *args, **kwargs)
+    return locked
+
+
+def writer_of(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s lock for this process's work (its own hold or the one it
+    inherited), or None when this process writes without one."""
+    resolved = Path(folder).expanduser().resolve()
+    with _GUARD:
+        held = _HELD.get(resolved)
+    if held is not None:
+        return held[0].who
+    if str(resolved) in _inherited():
+        holder = holder_of(resolved) or {}
+        return holder.get("who")
+    return None
+
+
 def holder_of(folder: str | Path) -> dict | None:
-    """Who holds the lock of ``folder`` (pid, host, started), or None when no run holds it."""
+    """Who holds the lock of ``folder`` (who, pid, host, started), or None when no writer holds it."""
     path = Path(folder) / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDONLY)

@@ -31,6 +31,7 @@ from instir.metrics.scoring import headline
 from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, report_layout, start_report
+from instir.report.lock import writes_folder
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
 from instir.stages.plan import VARIANTS
@@ -288,6 +289,7 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
     return spread, verdicts
 
 
+@writes_folder
 def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, backend: str = "hf", model: str = "",
                base_url: str = "", api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0,
                max_instances: int | None = 5, repeats: int = 2, validate: bool = True, judge: Any = None,

@@ -18,15 +18,64 @@ import pandas as pd
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError
 from instir.formatting import get_template
 from instir.report.layout import ReportLayout, start_report
+from instir.report.lock import STAGE_WRITER, writer_of, writes_folder
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run
 from instir.stages.plan import PlannedRun, plan_runs
 
-#: The columns of ``runs/runs.csv``, in order.
+#: The columns of ``runs/runs.csv``, in order; ``written_by`` is the front end that wrote the row
+#: (:func:`front_end`).
 RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "k", "queries",
-                "rows", "search_s", "elapsed_s", "reused", "run_file"]
+                "rows", "search_s", "elapsed_s", "reused", "run_file", "written_by"]
+#: What identifies a run in ``runs/runs.csv``.
+RUN_KEY = ["benchmark", "setting", "system", "variant"]
+
+
+def front_end(folder: str | Path) -> str:
+    """The front end writing ``folder`` now, as ``runs.csv`` records it: ``notebooks`` for the
+    notebooks (under ``instir run``, in the lab, under papermill) and a Python session, else the
+    command holding the folder's lock (``instir sweep``, ``instir evaluate``, ``instir judge``)."""
+    who = writer_of(folder)
+    return "notebooks" if who in (None, "instir run", STAGE_WRITER) else who
+
+
+def _key_text(value: object) -> str:
+    """A key field as ``runs.csv`` holds it: ``""`` for none, ``20`` for a k of 20 or 20.0."""
+    if value is None or (isinstance(value, float) and value != value) or value == "":
+        return ""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(number)) if number.is_integer() else str(value)
+
+
+def refuse_dropping(layout: ReportLayout, keys: Sequence[tuple], writer: str) -> None:
+    """Refuse, in one line naming what would be lost, a ``runs.csv`` of the runs ``keys``
+    (:data:`RUN_KEY` + ``k``) written by ``writer`` that would drop runs another front end
+    listed there: only the same run at the same ``k`` may replace another front end's row."""
+    if not layout.runs_table.is_file():
+        return
+    try:
+        listed = pd.read_csv(layout.runs_table, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return  # an unreadable list is rewritten; its runs' files stay in runs/
+    if "written_by" not in listed:
+        return  # a list written before the column existed
+    kept = {tuple(map(_key_text, key)) for key in keys}
+    foreign = listed[(listed["written_by"] != "") & (listed["written_by"] != writer)]
+    lost = foreign[[tuple(map(_key_text, row)) not in kept
+                    for row in foreign[[*RUN_KEY, "k"]].itertuples(index=False)]]
+    if len(lost):
+        by = ", ".join(dict.fromkeys(lost["written_by"]))
+        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark} (k {r.k})" for r in lost.head(3).itertuples())
+        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+        raise UsageError(f"{layout.runs_table} lists {len(lost)} run(s) written by {by} that {writer} would drop: "
+                         f"{shown}{more}; write into another folder (--out / out_dir), or delete "
+                         f"{layout.runs_table} to let them go")
 
 
 def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: PlannedRun, retriever: Retriever,
@@ -47,8 +96,13 @@ def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: Planne
 
 def write_runs_table(layout: ReportLayout, rows: Sequence[dict]) -> pd.DataFrame:
     """``runs/runs.csv`` from the runs' rows, in the order given (the first system of each
-    benchmark is the later stages' baseline), written atomically."""
+    benchmark is the later stages' baseline), written atomically, each row marked with the
+    front end writing it; refused when it would drop another front end's runs
+    (:func:`refuse_dropping`)."""
+    writer = front_end(layout.root)
     table = pd.DataFrame(list(rows), columns=RUNS_COLUMNS)
+    table["written_by"] = table["written_by"].astype(object).fillna(writer)
+    refuse_dropping(layout, list(table[[*RUN_KEY, "k"]].itertuples(index=False, name=None)), writer)
     layout.runs.mkdir(parents=True, exist_ok=True)
     atomic.write_frame(layout.runs_table, table)
     return table
@@ -90,6 +144,7 @@ def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
             "query-only text": str(get_template("query-only").format_query(first))}
 
 
+@writes_folder
 def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
                   data_root: str | None = None) -> Retrieval:
     """The retrieve stage: every run of :func:`~instir.stages.plan.plan_runs` (``systems`` as
@@ -99,6 +154,9 @@ def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Seque
     index, at a time."""
     plan = plan_runs(benchmarks, systems)
     report = start_report(out_dir, benchmarks, data_root)
+    # before any retrieval: a list that would drop another front end's runs fails in seconds
+    refuse_dropping(report.layout, [(p.benchmark, p.setting, p.label, p.variant, k) for p in plan],
+                    front_end(out_dir))
     rows: dict[str, dict] = {}
     inputs: dict[tuple[str, str], dict] = {}
     systems_in_order = {p.system.name: p.system for p in plan}

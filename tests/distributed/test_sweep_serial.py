@@ -1,5 +1,7 @@
 """The sweep's plain loop (no Ray): the judge step writes notebook 04's InstFol files."""
 
+import re
+
 import pandas as pd
 
 from instir.distributed.grid import parse_grid
@@ -46,7 +48,8 @@ def test_plain_loop_builds_each_system_once_and_reads_each_benchmark_once(tmp_pa
 
 def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summary(tmp_path, monkeypatch):
     """Issue 24: a judge answering broken log-probabilities ended the sweep with a traceback and
-    no summary; its answers are failed judgments now, counted in the summary."""
+    no summary; its answers are failed judgments now, counted in the summary, and as every one
+    failed the judge step is failed with the reason (issue 30), its files still written."""
     import json
 
     from tests.judge.judge_fakes import FakeChatServer, Reply, chat_body
@@ -63,7 +66,11 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
     for name in ("runs/runs.csv", "metrics/metrics.csv", "sweep/summary.json", "judge/instfol.csv"):
         assert (tmp_path / name).is_file(), name
     judged = json.loads((tmp_path / "sweep" / "summary.json").read_text())["judge"]
-    assert judged == {"state": "done", "pairs": 1, "failed_judgments": server.count, "warnings": 0}
+    error = judged.pop("error")
+    assert judged == {"state": "failed", "pairs": 1, "failed_judgments": server.count, "warnings": 0,
+                      "detail": "judge/instfol_positions.csv"}
+    assert re.fullmatch(r"AllJudgmentsFailed: all (\d+) judgments failed, so InstFol has no value: \1x malformed "
+                        r"log-probabilities: logprobs is a JSON list, not an object", error), error
     positions = pd.read_csv(tmp_path / "judge" / "instfol_positions.csv")
     assert positions["error"].str.startswith("malformed log-probabilities").all()
 

@@ -1,0 +1,131 @@
+"""One writer per report folder, whichever front end (issue 30, item 3): ``instir sweep``,
+``instir evaluate``, ``instir judge`` and every stage a notebook calls take the folder's lock as
+``instir run`` does (a second writer is refused in one line naming the first), the processes a
+holder starts inherit its lock, and a ``runs.csv`` that would drop another front end's runs is
+refused naming them, where the same runs at the same k replace them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from instir.cli import main
+from instir.distributed.grid import parse_grid
+from instir.distributed.sweep import run_sweep
+from instir.errors import UsageError
+from instir.report.lock import INHERITED_VAR, FolderLock, holder_of
+from instir.stages import retrieve_runs, score_runs
+
+HOLD = ("import sys, time; from instir.report.lock import FolderLock\n"
+        "with FolderLock(sys.argv[1], sys.argv[2]):\n    print('held', flush=True); time.sleep(60)\n")
+
+
+class Holder:
+    """Another process holding ``folder``'s lock as ``who`` until the block ends."""
+
+    def __init__(self, folder: Path, who: str):
+        env = {k: v for k, v in os.environ.items() if k != INHERITED_VAR}
+        self.process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder), who], stdout=subprocess.PIPE,
+                                        text=True, env=env)
+
+    def __enter__(self) -> subprocess.Popen:
+        assert self.process.stdout.readline().strip() == "held"
+        return self.process
+
+    def __exit__(self, *exc) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory) -> Path:
+    """A serial sweep's folder: bm25 on ifir-sample/fiqa, both variants, k 20."""
+    out = tmp_path_factory.mktemp("swept")
+    run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20}), out,
+              executor="serial")
+    return out
+
+
+def copy_of(folder: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(folder, dest)
+    return dest
+
+
+def test_a_notebook_stage_is_refused_while_a_sweep_writes_the_folder(swept, tmp_path):
+    out = copy_of(swept, tmp_path / "r")
+    before = (out / "runs" / "runs.csv").read_bytes()
+    with Holder(out, "instir sweep") as holder:
+        with pytest.raises(UsageError, match=rf"another writer \(instir sweep, pid {holder.pid} on .*\) is writing "
+                                             rf"into {out}: wait for it to finish"):
+            score_runs(out)
+        with pytest.raises(UsageError, match=r"another writer \(instir sweep"):
+            retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    assert (out / "runs" / "runs.csv").read_bytes() == before
+
+
+def test_instir_evaluate_and_judge_are_refused_in_one_line_while_another_evaluate_writes(swept, tmp_path, capsys):
+    out = tmp_path / "e"
+    run = str(next((swept / "runs").glob("*.trec")))
+    with Holder(out, "instir evaluate"):
+        code = main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", run, "--out", str(out)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "another writer (instir evaluate, pid " in err[0], err
+        code = main(["judge", "--benchmark", "ifir-sample/fiqa", "--run", run, "--query-only-run", run,
+                     "--backend", "baseline", "--out", str(out)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and "another writer (instir evaluate" in err[-1], err
+    assert not (out / "runs").exists() and not (out / "metrics").exists()  # nothing half-written
+
+
+def test_a_sweep_is_refused_while_instir_run_writes_the_folder(tmp_path):
+    out = tmp_path / "s"
+    with Holder(out, "instir run"):
+        with pytest.raises(UsageError, match=r"another writer \(instir run"):
+            run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20}), out,
+                      executor="serial")
+    assert not (out / "runs").exists()
+
+
+def test_the_processes_a_holder_starts_write_under_its_lock_and_others_do_not(tmp_path):
+    out = tmp_path / "k"
+    take = f"from instir.report.lock import FolderLock\nwith FolderLock({str(out)!r}, 'a notebook'):\n    print('in')"
+    with FolderLock(out, "instir run"):
+        with FolderLock(out, "a notebook"):  # re-entrant within the process (the sweep calling stages)
+            assert holder_of(out)["who"] == "instir run"
+        kernel = subprocess.run([sys.executable, "-c", take], capture_output=True, text=True)  # a notebook kernel
+        assert kernel.returncode == 0 and kernel.stdout.strip() == "in", kernel.stderr
+        env = {k: v for k, v in os.environ.items() if k != INHERITED_VAR}
+        lab = subprocess.run([sys.executable, "-c", take], capture_output=True, text=True, env=env)  # a lab kernel
+        assert lab.returncode != 0 and "another writer (instir run, pid " in lab.stderr
+    assert INHERITED_VAR not in os.environ and holder_of(out) is None
+
+
+def test_a_list_that_would_drop_a_sweeps_runs_is_refused_naming_them(swept, tmp_path):
+    out = copy_of(swept, tmp_path / "r")
+    before = (out / "runs" / "runs.csv").read_bytes()
+    with pytest.raises(UsageError) as refused:
+        retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    assert str(refused.value) == (
+        f"{out / 'runs' / 'runs.csv'} lists 2 run(s) written by instir sweep that notebooks would drop: bm25 "
+        "instructed on ifir-sample/fiqa (k 20); bm25 (query-only) query-only on ifir-sample/fiqa (k 20); write into "
+        f"another folder (--out / out_dir), or delete {out / 'runs' / 'runs.csv'} to let them go")
+    assert (out / "runs" / "runs.csv").read_bytes() == before  # was: replaced by the notebook's rows, silently
+    assert not list((out / "runs").glob("instructir*"))  # refused before any retrieval
+    with pytest.raises(UsageError, match="would drop"):
+        retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=50)  # the same runs at another k
+
+
+def test_the_same_runs_at_the_same_k_replace_a_sweeps_rows(swept, tmp_path):
+    out = copy_of(swept, tmp_path / "r")
+    retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    table = pd.read_csv(out / "runs" / "runs.csv")
+    assert len(table) == 2 and set(table["written_by"]) == {"notebooks"}
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)  # its own rows: a notebook replaces them freely
+    assert set(pd.read_csv(out / "runs" / "runs.csv")["benchmark"]) == {"instructir-sample"}
