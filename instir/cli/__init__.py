@@ -26,7 +26,7 @@ import sys
 import traceback
 
 from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
-from instir.cli.options import DEBUG_VAR, Parser
+from instir.cli.options import DEBUG_VAR, Parser, terminal_text
 from instir.errors import UserError
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
@@ -87,7 +87,7 @@ def describe(err: BaseException) -> str:
         text = f"database error: {err}"
     else:
         text = str(err) or type(err).__name__
-    text = re.sub(r"\s*\n\s*", " ", text.strip())
+    text = terminal_text(re.sub(r"\s*\n\s*", " ", text.strip()))
     if len(text) > MAX_MESSAGE_CHARS:
         text = f"{text[:MAX_MESSAGE_CHARS]}… ({len(text) - MAX_MESSAGE_CHARS} more characters)"
     return text

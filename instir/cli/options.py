@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,12 +54,26 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     return path
 
 
+#: What a terminal would act on rather than show: C0 and C1 control characters (ESC starts the
+#: sequences that move the cursor, retitle the window or fake a prompt), DEL, zero-width marks
+#: and bidirectional overrides (which make a name read differently from its bytes).
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: object) -> str:
+    """``text`` safe to print: every control character (:data:`_CONTROLS`) written as its
+    Python escape (``\\x1b``, ``\\n``, ``\\u202e``), so a name from a card or a file shows
+    what it holds and cannot drive the terminal."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
 def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:
     """``rows`` as a plain text table (tabulate's ``simple`` style) at most ``width`` columns wide:
     the ``wrap`` columns, in that order, are wrapped onto several lines as far as needed (never
     below 12 characters) when the table would be wider."""
     from tabulate import tabulate
 
+    rows = [{c: terminal_text(v) for c, v in row.items()} for row in rows]
     columns = list(rows[0]) if rows else []
     natural = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
     limits = dict(natural)

@@ -12,6 +12,7 @@ from instir.cli.options import (
     benchmark_from_args,
     output_folder,
     positive_int,
+    terminal_text,
     text_table,
 )
 from instir.errors import UsageError
@@ -115,7 +116,8 @@ def systems_text(table, width: int = TEXT_WIDTH) -> str:
             rows.append({"name": card.name, "kind": card.kind, "adapter": card.adapter, "model": card.model or "",
                          "runs": runs})
         runnable = int(cards["runnable"].sum())
-        parts.append(f"{paper}: {len(cards)} cards, {runnable} can run here\n"
+        parts.append(f"{terminal_text(paper)}: {len(cards)} cards, {runnable} can run here\n"
                      + text_table(rows, width, wrap=("model", "name", "adapter")))
-    parts.append("\n".join(textwrap.fill(f"[{n}] {why}", width, subsequent_indent="    ") for why, n in notes.items()))
+    parts.append("\n".join(textwrap.fill(f"[{n}] {terminal_text(why)}", width, subsequent_indent="    ")
+                            for why, n in notes.items()))
     return "\n\n".join(part for part in parts if part)

@@ -31,7 +31,9 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import time
 import uuid
 import warnings
@@ -53,9 +55,12 @@ DOC_IDS = "doc_ids.json"
 #: ``bm25l``/``bm25+`` add ``nonoccurrence_array.index.npy``, recorded in the manifest like the rest.
 BM25S_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json",
                "params.index.json")
-#: A writer's temporary folder (``.<entry>.<build>.tmp``) or an entry set aside (``….old``) older than
-#: this was left by a crashed process; the next writer of that entry removes it.
+#: A writer's temporary folder (``.<entry>.<pid>@<host>.<build>.tmp``) or an entry set aside
+#: (``….old``) older than this was left by a crashed process, wherever it ran; one named for a
+#: process of this host that no longer runs is removed at once. The next write of any entry does both.
 STALE_SECONDS = 6 * 3600
+#: Who writes a temporary folder, as its name says: ``<pid>@<host>``.
+WRITER = f"{os.getpid()}@{socket.gethostname()}"
 
 
 def default_cache_dir() -> Path:
@@ -214,10 +219,10 @@ class BM25IndexCache:
         caller keeps the index in memory)."""
         entry = self.entry_dir(key)
         build = uuid.uuid4().hex
-        tmp = entry.with_name(f".{entry.name}.{build}.tmp")
+        tmp = entry.with_name(f".{entry.name}.{WRITER}.{build}.tmp")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._sweep(entry)
+            self._sweep()
             tmp.mkdir()
             model.save(tmp, show_progress=False)
             atomic.write_text(tmp / DOC_IDS, json.dumps(list(doc_ids), ensure_ascii=False))
@@ -238,14 +243,14 @@ class BM25IndexCache:
             return None
         return entry
 
-    @staticmethod
-    def _sweep(entry: Path) -> None:
-        """Remove what crashed writers of this entry left beside it (folders older than
-        :data:`STALE_SECONDS`; a live writer's folder is younger)."""
+    def _sweep(self) -> None:
+        """Remove what crashed writers of any entry left in the cache: temporaries of a process of
+        this host that no longer runs, and anything older than :data:`STALE_SECONDS` (a live
+        writer's folder is younger, or names a running process)."""
         cutoff = time.time() - STALE_SECONDS
-        for left in entry.parent.glob(f".{entry.name}.*"):
+        for left in [*self.root.glob(".*.tmp"), *self.root.glob(".*.old")]:
             try:
-                if left.stat().st_mtime < cutoff:
+                if _writer_gone(left.name) or left.stat().st_mtime < cutoff:
                     shutil.rmtree(left, ignore_errors=True)
             except OSError:
                 pass
@@ -264,6 +269,25 @@ class BM25IndexCache:
                 break
             self._remove(entry)  # always followed by a rename, so an entry is left either way
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_TEMPORARY = re.compile(r"\.(?P<pid>\d+)@(?P<host>[^/]+)\.[0-9a-f]{32}\.tmp$")
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the temporary ``name`` (``.<entry>.<pid>@<host>.<build>.tmp``) was written by a
+    process of this host that has ended (False when the name does not say, or names another host)."""
+    named = _TEMPORARY.search(name)
+    if named is None or named["host"] != socket.gethostname():
+        return False
+    pid = named["pid"]
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it runs, under another user
+    return False
 
 
 def _npy_bytes(fh) -> int:

@@ -5,6 +5,7 @@ never followed, and a judge stage whose judgments all failed ends non-zero with 
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -154,6 +155,6 @@ def test_instir_judge_whose_judgments_all_fail_ends_non_zero_with_the_reasons_co
                      "1", "--cache", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1, err  # was rc 0 with every judgment failed
-    assert err[0].startswith("instir judge: all ") and "judgments failed, so InstFol has no value: " in err[0]
-    assert f"{server.count}x HTTP 302 redirect to http://127.0.0.1:9/v1" in err[0]
+    assert re.fullmatch(r"instir judge: all (\d+) judgments failed, so InstFol has no value: \1x HTTP 302 redirect to "
+                        r"http://127\.0\.0\.1:9/v1 \(not followed, .*\)", err[0]), err[0]
     assert (tmp_path / "report" / "judge" / "instfol_positions.csv").is_file()  # the failures stay readable

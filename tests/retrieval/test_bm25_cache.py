@@ -354,6 +354,31 @@ def test_what_a_crashed_writer_left_is_swept_by_the_next_writer(builds):
     assert sorted(p.name for p in cache.root.iterdir()) == sorted([entry.name, live.name])
 
 
+def test_a_killed_writers_temporaries_of_any_entry_go_at_the_next_write_a_live_writers_stay(builds):
+    """kill -9 during a cache write left its ``.tmp`` folders (hundreds of MB) for 6 hours; the
+    next write of any entry removes them at once when their process is gone from this host."""
+    import socket
+    import subprocess
+    import sys
+
+    bench = small(DOCS)
+    template = get_template("query-only")
+    held = bm25(**PLAIN, cache=False).index(bench, template)
+    cache = BM25IndexCache()
+    key = held.source["cache_key"]
+    cache.root.mkdir(parents=True)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    here, build = socket.gethostname(), "0" * 32
+    killed = cache.root / f".another-entry.{ended.stdout.strip()}@{here}.{build}.tmp"
+    live = cache.root / f".another-entry.{os.getpid()}@{here}.{build}.tmp"
+    remote = cache.root / f".another-entry.{ended.stdout.strip()}@elsewhere.example.{build}.tmp"
+    for folder in (killed, live, remote):
+        folder.mkdir()
+        (folder / "data.csc.index.npy").write_bytes(b"half")
+    cache.store(key, bm25(**PLAIN).index_description(bench, template), held.model, list(held.doc_ids))
+    assert sorted(p.name for p in cache.root.iterdir()) == sorted([cache.entry_dir(key).name, live.name, remote.name])
+
+
 def test_an_entry_replaced_while_it_is_read_is_read_again_not_removed(builds, monkeypatch):
     bench = small(DOCS)
     template = get_template("query-only")
