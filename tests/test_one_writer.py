@@ -94,7 +94,7 @@ def test_a_sweep_is_refused_while_instir_run_writes_the_folder(tmp_path):
 
 
 def test_the_processes_a_holder_starts_write_under_its_lock_and_others_do_not(tmp_path):
-    out = tmp_path / "k"
+    out = tmp_path / "k:a=b;c"  # a separator of environment lists in the name: the lock still passes down
     take = f"from instir.report.lock import FolderLock\nwith FolderLock({str(out)!r}, 'a notebook'):\n    print('in')"
     with FolderLock(out, "instir run"):
         with FolderLock(out, "a notebook"):  # re-entrant within the process (the sweep calling stages)

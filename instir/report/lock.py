@@ -36,8 +36,8 @@ from instir.home import HOME_VAR, instir_home
 T = TypeVar("T")
 
 LOCK_FILE = ".instir-run.lock"
-#: Environment variable through which child processes inherit their parent's locks:
-#: ``<folder>=<token>`` entries joined by ``os.pathsep``.
+#: Environment variable through which child processes inherit their parent's locks: a JSON
+#: object ``{folder: token}`` (a folder name may hold any character but NUL).
 INHERITED_VAR = "INSTIR_FOLDER_LOCKS"
 
 #: folders this process holds: resolved path -> (lock, depth)
@@ -46,13 +46,16 @@ _GUARD = threading.Lock()
 
 
 def _inherited() -> dict[str, str]:
-    entries = (entry.rpartition("=") for entry in os.environ.get(INHERITED_VAR, "").split(os.pathsep) if entry)
-    return {folder: token for folder, _, token in entries if folder}
+    try:
+        entries = json.loads(os.environ.get(INHERITED_VAR) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in entries.items()} if isinstance(entries, dict) else {}
 
 
 def _set_inherited(entries: dict[str, str]) -> None:
     if entries:
-        os.environ[INHERITED_VAR] = os.pathsep.join(f"{folder}={token}" for folder, token in entries.items())
+        os.environ[INHERITED_VAR] = json.dumps(entries)
     else:
         os.environ.pop(INHERITED_VAR, None)
 

@@ -153,7 +153,8 @@ def test_a_memory_hint_no_node_meets_is_named_in_gib(local_ray):
 
 def test_a_judge_with_malformed_answers_or_none_at_all_leaves_the_sweep_its_summary(local_ray, tmp_path, monkeypatch):
     """Issue 24: through the judge actor, broken log-probabilities are failed judgments, and a
-    judge that cannot start is the judge step's failure; runs, metrics and summary are written."""
+    judge that cannot start is the judge step's failure, and so is one whose judgments all failed
+    (issue 30); runs, metrics and summary are written."""
     import json
 
     from tests.judge.judge_fakes import FakeChatServer, Reply, chat_body
@@ -172,7 +173,8 @@ def test_a_judge_with_malformed_answers_or_none_at_all_leaves_the_sweep_its_summ
                 assert (out / path).is_file(), (name, path)
             judged = json.loads((out / "sweep" / "summary.json").read_text())["judge"]
             if name == "broken":
-                assert judged["state"] == "done" and judged["failed_judgments"] == server.count > 0
+                assert judged["state"] == "failed" and judged["failed_judgments"] == server.count > 0
+                assert judged["error"].startswith("AllJudgmentsFailed: all "), judged  # every judgment failed
             else:
                 assert judged["state"] == "failed", judged
                 assert judged["error"].startswith("UsageError: the environment variable NO_SUCH_JUDGE_KEY"), judged
