@@ -25,17 +25,29 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from instir import atomic
 from instir.benchmarks.mteb import MtebIds, mteb_ids
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import Benchmark, FormatError, quoted
-from instir.errors import UsageError
+from instir.errors import UsageError, shorten
 from instir.formatting import Template, get_template
+from instir.inputs import file_problem
 from instir.retrieval.runs import Run, as_run
+
+#: Largest prediction file read, in bytes (refused before reading): MTEB's top 1,000 of 10,000
+#: queries, the largest InstructIR/IFIR/FollowIR task, take about 0.4 GB.
+MAX_PREDICTIONS_BYTES = 1 << 30
+#: Most digits of an integer in a prediction file (Python refuses beyond 4,300, a traceback).
+MAX_DIGITS = 400
+#: Largest score magnitude: runs hold float32 scores, as trec_eval compares them.
+MAX_SCORE = float(np.finfo(np.float32).max)
 
 #: the suffix of MTEB's prediction files (``AbsTask.prediction_file_name``)
 PREDICTIONS_SUFFIX = "_predictions.json"
@@ -72,18 +84,63 @@ def _object(value, path: Path, where: str | None, name: str | None, expected: st
     return value
 
 
+class _Refused(ValueError):
+    """A value the JSON parser's hooks refuse: ``field`` (the key, when known) and ``problem``."""
+
+    def __init__(self, field: str | None, problem: str):
+        super().__init__(problem)
+        self.field, self.problem = field, problem
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are unique (a repeated query or document id would let the last
+    silently win)."""
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _Refused(key, "the key appears twice in one object (a repeated query or document id: which "
+                                "one counts?)")
+        obj[key] = value
+    return obj
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise _Refused(None, f"an integer of {len(text.lstrip('-')):,} digits (more than {MAX_DIGITS}) is no score")
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(None, f"the number {shorten(text, 40)} lies outside 64-bit floats")
+    return value
+
+
 def read_mteb_predictions(path: str | Path) -> MtebPredictions:
     """Read an MTEB prediction file (see the module docstring): subset ``default``, split ``test``,
     else the file's only split. Raises :class:`~instir.benchmarks.types.FormatError` naming the
     file, where in it and the field for a file that is not JSON or not in MTEB's layout (a
     query whose value is not an object, a score that is not a finite number …)."""
     path = Path(path)
-    if not path.is_file():
-        raise FormatError(path, None, None, "prediction file not found")
+    problem = file_problem(path)
+    if problem is not None:
+        raise FormatError(path, None, None, "prediction file not found" if problem == "not found"
+                          else f"prediction file {problem}")
+    size = os.path.getsize(path)
+    if size > MAX_PREDICTIONS_BYTES:
+        raise FormatError(path, None, None, f"{size:,} bytes, more than the {MAX_PREDICTIONS_BYTES:,} a prediction "
+                                            "file may have (MTEB's top 1,000 of 10,000 queries take about 0.4 GB)")
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(read_text(path), object_pairs_hook=_unique_keys, parse_int=_bounded_int,
+                          parse_float=_bounded_float)
     except json.JSONDecodeError as err:
         raise FormatError(path, err.lineno, None, f"not valid JSON: {err.msg} (column {err.colno})") from None
+    except _Refused as err:
+        raise FormatError(path, None, err.field, err.problem) from None
+    except RecursionError:
+        raise FormatError(path, None, None, "nested deeper than Python reads (MTEB's layout is 4 objects deep)") \
+            from None
     layout = '{"mteb_model_meta": {…}, "<subset>": {"<split>": {query id: {document id: score}}}}'
     data = _object(data, path, None, None, f"a JSON object {layout}")
     meta = _object(data.get("mteb_model_meta", {}), path, None, "mteb_model_meta",
@@ -109,6 +166,10 @@ def read_mteb_predictions(path: str | Path) -> MtebPredictions:
             if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
                 raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
                                   f"expected a finite number (the score), got {quoted(json.dumps(score))}")
+            if abs(score) > MAX_SCORE:
+                raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
+                                  f"the score {score:.6g} does not fit a 32-bit float, in which runs hold scores "
+                                  "(as trec_eval compares them)")
             ranked[docid] = float(score)
         scores[qid] = ranked
     for key in ("model_name", "revision"):
