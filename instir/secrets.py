@@ -11,8 +11,10 @@ The checks name the parameter and the reason, never the value.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from instir.errors import UsageError
@@ -119,38 +121,168 @@ def require_env_name(value: object, what: str) -> str:
     return value
 
 
-#: an echo of this many leading characters of a key (or of its base64 form) is masked too
+#: an echo of this many leading characters of a key (or of one of its encoded forms) is masked too
 MIN_ECHO = 8
 
+#: the base64 alphabets: standard (RFC 4648 section 4) and URL-safe (section 5)
+_BASE64 = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_TO_URLSAFE = str.maketrans("+/", "-_")
 
-def secret_forms(secret: str) -> list[str]:
-    """The forms a key is echoed in: itself and its base64 encodings (standard and URL-safe,
-    with and without padding), longest first."""
+#: what may stand around a key too short to look for in parts (see :func:`mask_secret`)
+_WORD_EDGE = "A-Za-z0-9_-"
+
+
+@dataclass(frozen=True)
+class EchoForm:
+    """One form a key may be echoed in, and how far around a match of it masking reaches.
+
+    ``text`` is the run of characters fixed by the key alone, lower-cased when ``fold`` (then it
+    is matched case-insensitively). For a base64 form the key's first and last bytes share a
+    character with the bytes around it: ``before`` / ``after`` are the characters that may
+    stand just before / after ``text`` given the key's own bits in them (empty: the key starts
+    or ends on a character boundary), and ``before_more`` / ``after_more`` how many characters
+    of ``alphabet`` (after: or ``=``) further out complete the 4-character group, so a masked
+    echo leaves no character that holds a bit of the key.
+    """
+
+    text: str
+    fold: bool = False
+    alphabet: str = ""
+    before: str = ""
+    before_more: int = 0
+    after: str = ""
+    after_more: int = 0
+
+
+def _base64_forms(raw: bytes) -> list[EchoForm]:
+    """The base64 forms of ``raw`` inside any longer string: one per alignment of its first byte
+    in a 3-byte group (0, 1 or 2 bytes before it in the group) and alphabet."""
+    forms = []
+    for lead in range(3):
+        start_bit, end_bit = 8 * lead, 8 * (lead + len(raw))
+        first, last = -(-start_bit // 6), end_bit // 6  # the characters fixed by raw alone: [first, last)
+        fixed = base64.b64encode(bytes(lead) + raw + bytes(2)).decode()[first:last]
+        head_bits, tail_bits = 6 * first - start_bit, end_bit - 6 * last  # raw's bits in the shared characters
+        group_end = -(-end_bit // 24) * 4
+        for alphabet in _BASE64:
+            before = "".join(c for v, c in enumerate(alphabet) if head_bits
+                             and v & ((1 << head_bits) - 1) == raw[0] >> (8 - head_bits))
+            after = "".join(c for v, c in enumerate(alphabet) if tail_bits
+                            and v >> (6 - tail_bits) == raw[-1] & ((1 << tail_bits) - 1))
+            forms.append(EchoForm(fixed if alphabet == _BASE64[0] else fixed.translate(_TO_URLSAFE),
+                                  alphabet=alphabet, before=before, before_more=max(first - 1, 0),
+                                  after=after, after_more=group_end - last - 1 if after else 0))
+    return forms
+
+
+@functools.lru_cache(maxsize=32)
+def secret_forms(secret: str) -> tuple[EchoForm, ...]:
+    """The forms a key is echoed in, longest first: itself in any letter case, its bytes in hex
+    (any case), and base64 (standard and URL-safe, padded or not) of any string holding it at
+    any offset (:func:`_base64_forms`), as when a server echoes the encoded ``Authorization``
+    header ``Bearer <key>``. Computed once per key."""
     raw = secret.encode()
-    forms = {secret, base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
-    forms |= {f.rstrip("=") for f in forms}
-    return sorted(forms, key=len, reverse=True)
+    forms = {EchoForm(secret.lower(), fold=True), EchoForm(raw.hex(), fold=True), *_base64_forms(raw)}
+    return tuple(sorted(forms, key=lambda f: (-len(f.text), f.text, f.alphabet)))
+
+
+def _matching(text: str, at: int, form: EchoForm) -> int:
+    """How many leading characters of ``form.text`` stand in ``text`` at ``at`` (binary search
+    over slice comparisons, so a long echo costs a few string compares, not a Python loop)."""
+    target = form.text
+    same = ((lambda m: text[at:at + m].lower() == target[:m]) if form.fold
+            else (lambda m: text.startswith(target[:m], at)))
+    low, high = 0, min(len(target), len(text) - at)
+    if same(high):
+        return high
+    while high - low > 1:  # same(low) holds, same(high) does not
+        mid = (low + high) // 2
+        low, high = (mid, high) if same(mid) else (low, mid)
+    return low
+
+
+def _reach(text: str, at: int, step: int, shared: str, more: int, also: str) -> int:
+    """How many characters from ``at`` on, going ``step`` (+1 or -1), belong to the echo's
+    outer groups: one in ``shared`` (the character holding the key's first or last bits), then
+    up to ``more`` in ``also``; 0 when the next character is not in ``shared``."""
+    if not shared or not 0 <= at < len(text) or text[at] not in shared:
+        return 0
+    count = 1
+    while count <= more and 0 <= at + step * count < len(text) and text[at + step * count] in also:
+        count += 1
+    return count
+
+
+class _Masker:
+    """Every echo of one key in a text, found with one compiled pattern of the forms' first
+    :data:`MIN_ECHO` characters and extended in place (see :func:`mask_secret`)."""
+
+    def __init__(self, secret: str):
+        #: the forms by their first MIN_ECHO characters, lower-cased (empty for a short key)
+        self.heads: dict[str, list[EchoForm]] = {}
+        if len(secret) < MIN_ECHO:
+            self.pattern = re.compile(f"(?<![{_WORD_EDGE}]){re.escape(secret)}(?![{_WORD_EDGE}])")
+            return
+        forms = [f for f in secret_forms(secret) if len(f.text) >= MIN_ECHO]
+        for form in forms:
+            self.heads.setdefault(form.text[:MIN_ECHO].lower(), []).append(form)
+        alternatives = sorted({f"(?i:{re.escape(f.text[:MIN_ECHO])})" if f.fold else re.escape(f.text[:MIN_ECHO])
+                               for f in forms})
+        self.pattern = re.compile("|".join(alternatives))
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """The (start, end) of every echo in ``text``, merged where they overlap."""
+        if not self.heads:
+            return [m.span() for m in self.pattern.finditer(text)]
+        found, pos = [], 0
+        while (match := self.pattern.search(text, pos)) is not None:
+            at = pos = match.start()
+            pos += 1  # every start: an echo may begin inside the first characters of another match
+            for form in self.heads.get(text[at:at + MIN_ECHO].lower(), ()):
+                length = _matching(text, at, form)
+                if length < MIN_ECHO:
+                    continue
+                end = at + length
+                if length == len(form.text):
+                    end += _reach(text, end, 1, form.after, form.after_more, form.alphabet + "=")
+                start = at - _reach(text, at - 1, -1, form.before, form.before_more, form.alphabet)
+                found.append((start, end))
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(found):
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((start, end))
+        return merged
+
+
+@functools.lru_cache(maxsize=32)
+def _masker(secret: str) -> _Masker:
+    return _Masker(secret)
 
 
 def mask_secret(text: str | None, secret: str) -> str | None:
-    """``text`` with every echo of ``secret`` replaced by ``***``: the whole key, any run of its
-    first :data:`MIN_ECHO` or more characters (a server that echoes a truncated key), and the
-    same for its base64 forms (:func:`secret_forms`). ``text`` unchanged when there is no secret.
-    Mask *before* cutting a text to length, or a cut key survives in part."""
+    """``text`` with every echo of ``secret`` replaced by ``***``.
+
+    An echo is any run of :data:`MIN_ECHO` or more leading characters (a server that echoes a
+    truncated key) of one of the key's forms (:func:`secret_forms`): the key in any letter
+    case, its hex in any case, and base64 of any string holding it (``Bearer <key>`` in an
+    error body), standard or URL-safe, at any of the three byte alignments. A base64 echo is
+    masked out to its 4-character group boundaries, so no character holding a bit of the key
+    stays. A key shorter than :data:`MIN_ECHO` is a placeholder (``EMPTY``, ``none``) that no
+    provider issues: it is masked only where it stands as a whole word, exactly, since masking
+    every ``test`` in a judge's answer would corrupt it and its parts say nothing.
+    ``text`` unchanged when there is no secret. Mask *before* cutting a text to length, or a
+    cut key survives in part. The forms and their pattern are built once per key, so a
+    100,000-character text costs one regular-expression scan."""
     if not text or not secret:
         return text
-    for form in secret_forms(secret):
-        if len(form) < MIN_ECHO:
-            continue
-        head, pieces, start = form[:MIN_ECHO], [], 0
-        while (at := text.find(head, start)) >= 0:
-            end = at + MIN_ECHO
-            while end < len(text) and end - at < len(form) and text[end] == form[end - at]:
-                end += 1
-            pieces += [text[start:at], "***"]
-            start = end
-        text = "".join(pieces) + text[start:]
-    return text
+    pieces, start = [], 0
+    for at, end in _masker(secret).spans(text):
+        pieces += [text[start:at], "***"]
+        start = end
+    return "".join(pieces) + text[start:] if pieces else text
 
 
 #: query parameters of a URL that carry credentials (``?api-key=…``, ``&access_token=…``)

@@ -97,3 +97,90 @@ def test_credentials_in_a_url_are_refused_without_repeating_them(url, says):
 def test_plain_urls_and_non_urls_pass():
     for value in ("https://api.openai.com/v1", "http://127.0.0.1:8000/v1?stream=1", "reports/sample", 3):
         refuse_url_credentials(value, "x")
+
+
+# Echoes in encoded forms (issue 30): base64 of any string holding the key, at any of the three
+# byte alignments, standard or URL-safe, padded or not; hex in any case; the key in any case.
+
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]+")
+
+
+def _leaked(masked: str, key: str) -> list[str]:
+    """Pieces of ``key`` (4 bytes or more) that can still be read from ``masked``: in clear, in
+    hex, or decoded from any run of base64 characters at any start within a group."""
+    grams = {key.encode()[i:i + 4] for i in range(len(key) - 3)}
+    readable = [masked.encode(), masked.lower().encode()]
+    for run in _B64_RUN.findall(masked):
+        run = run.replace("-", "+").replace("_", "/")
+        for skip in range(4):
+            body = run[skip:][:len(run[skip:]) // 4 * 4]
+            readable.append(base64.b64decode(body) if body else b"")
+    for hex_run in re.findall(r"[0-9a-fA-F]{8,}", masked):
+        readable.append(bytes.fromhex(hex_run[:len(hex_run) // 2 * 2]))
+    return sorted({g.decode() for g in grams for text in readable if g in text or g.lower() in text})
+
+
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode], ids=["standard", "urlsafe"])
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+@pytest.mark.parametrize("before, after", [("Bearer ", ""), ("x", ""), ("xy", ""), ("x", '"}'), ("xy", "zz"),
+                                           ('{"header": "Authorization: Bearer ', '", "status": 401}')])
+def test_base64_of_a_string_holding_the_key_at_any_offset_is_masked(encode, padded, before, after):
+    encoded = encode((before + KEY + after).encode()).decode()
+    encoded = encoded if padded else encoded.rstrip("=")
+    body = f'{{"error": {{"message": "invalid credentials", "echo": "{encoded}", "code": 401}}}}'
+    masked = mask_secret(body, KEY)
+    assert "***" in masked and _leaked(masked, KEY) == []
+    assert masked.startswith('{"error": {"message": "invalid credentials", "echo": "')
+    assert masked.endswith('", "code": 401}}')
+
+
+def test_the_base64_authorization_header_is_masked_to_its_group_boundary():
+    encoded = base64.b64encode(f"Bearer {KEY}".encode()).decode()
+    masked = mask_secret(f"server saw {encoded} and refused", KEY)
+    assert masked == "server saw QmVhcmVy*** and refused"  # what is left decodes to "Bearer", no key bit
+    assert base64.b64decode("QmVhcmVy") == b"Bearer"
+
+
+def test_a_truncated_base64_echo_at_an_offset_is_masked():
+    encoded = base64.b64encode(f"Bearer {KEY}".encode()).decode()
+    assert mask_secret(f"got {encoded[:24]}…", KEY) == "got QmVhcmVy***…"
+
+
+@pytest.mark.parametrize("echo", [KEY.encode().hex(), KEY.encode().hex().upper(),
+                                  "".join(c.upper() if i % 3 else c for i, c in enumerate(KEY.encode().hex())),
+                                  KEY.encode().hex()[:24]], ids=["lower", "upper", "mixed", "truncated"])
+def test_hex_of_the_key_in_any_case_is_masked(echo):
+    assert mask_secret(f"header bytes: {echo}.", KEY) == "header bytes: ***."
+
+
+@pytest.mark.parametrize("echo", [KEY.upper(), KEY.lower(), KEY.swapcase(), KEY.upper()[:12]])
+def test_the_key_in_any_letter_case_is_masked(echo):
+    assert mask_secret(f"unknown key {echo}, check it", KEY) == "unknown key ***, check it"
+
+
+INNOCENT = ('{"id": "chatcmpl-9aXbT2", "choices": [{"message": {"content": "Score: 3. The passage follows the '
+            'instruction."}}], "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", '
+            '"blob": "eHlzay1saXZlLW90aGVyLWtleS0xMjM0NTY3OA==", "note": "sk-proj keys, SK-PROJ ones too", '
+            '"b64": "QmVhcmVyIGFub3RoZXIta2V5", "hex": "736b2d7", "upper": "SK-PROJ"}')
+
+
+def test_innocent_text_around_an_upper_cased_echo_is_left_as_it_is():
+    """Hex digests, base64 of other strings (``Bearer another-key``, ``xysk-live-other-key-…``),
+    pieces of the key shorter than :data:`MIN_ECHO` in clear (``sk-proj``, ``SK-PROJ``) and in hex
+    (``736b2d7``, under 4 bytes): none is masked; only the upper-cased echo is."""
+    text = INNOCENT.replace('"upper": "SK-PROJ"', f'"upper": "{KEY.upper()}"')
+    assert mask_secret(text, KEY) == INNOCENT.replace('"upper": "SK-PROJ"', '"upper": "***"')
+    assert mask_secret(INNOCENT, KEY) == INNOCENT
+
+
+def test_a_key_shorter_than_min_echo_is_masked_only_as_a_whole_word():
+    assert mask_secret("Bearer EMPTY. EMPTYING the EMPTY_SET; (EMPTY)", "EMPTY") == \
+        "Bearer ***. EMPTYING the EMPTY_SET; (***)"
+
+
+def test_masking_a_long_text_is_one_scan():
+    """A 100,000-character judge answer with an echo at each end: both masked, the rest kept."""
+    filler = "The passage is relevant but ignores the instruction. " * 1900
+    text = f"{KEY.upper()} {filler}{base64.b64encode(('xy' + KEY).encode()).decode()}"
+    masked = mask_secret(text, KEY)
+    assert masked == f"*** {filler}***" and _leaked(masked, KEY) == []

@@ -8,6 +8,20 @@ for a stored one. Failed judgments are stored as failures (with their error, nev
 and retried on the next run. Several processes may share one cache file: writes are short
 transactions and a busy timeout makes them wait for each other. Two processes judging the *same*
 missing item at the same moment may both pay for it; the first answer stored is kept.
+
+Every row carries a checksum (:func:`row_checksum`: BLAKE2b over its key and every stored field
+of the judgment, as SQLite holds them), written in the same transaction as the row. A row whose
+checksum does not match (a value edited by hand, a damaged page that still reads) is never
+served: one warning per lookup counts such rows and names the file, and each is judged again and
+replaced. A cache made before checksums gets the column on opening, and its rows are given their
+checksum then: they are trusted on first use, as nothing recorded what they held before. The
+checksum guards against accidents and careless edits, not against someone who recomputes it.
+The bookkeeping columns (``attempts``, ``created_at``) are not covered.
+
+Closing a cache (:meth:`JudgmentCache.close`, its context manager, or at the latest when it is
+garbage-collected or the interpreter exits) checkpoints the write-ahead log into the database
+file, so when the last connection closes SQLite removes the ``-wal`` and ``-shm`` files and the
+cache is one self-contained file again.
 """
 
 from __future__ import annotations
@@ -19,6 +33,8 @@ import shlex
 import sqlite3
 import threading
 import time
+import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +66,7 @@ CREATE TABLE IF NOT EXISTS judgments (
     warning TEXT,
     attempts INTEGER NOT NULL DEFAULT 1,
     created_at TEXT NOT NULL,
+    checksum TEXT,
     PRIMARY KEY (backend, model, rubric_version, text_sha256)
 ) WITHOUT ROWID
 """
@@ -58,7 +75,17 @@ _FIELDS = ("score", "weighted", "probs", "weighting", "raw", "error", "latency_s
            "completion_tokens", "cost", "served_model", "warning")
 
 #: Columns added since the first schema, with their types: a cache made before gets them on opening.
-_ADDED = {"served_model": "TEXT", "warning": "TEXT"}
+_ADDED = {"served_model": "TEXT", "warning": "TEXT", "checksum": "TEXT"}
+
+#: The columns a row's checksum covers, in order: the key, the rubric's name and the judgment.
+_CHECKED = ("backend", "model", "rubric_version", "text_sha256", "rubric", *_FIELDS)
+
+#: The checksum of a row as an SQL function (registered on every connection the cache opens).
+_CHECKSUM_SQL = "instir_row_checksum"
+
+#: Give the rows matching a WHERE clause their checksum.
+_SET_CHECKSUM = f"UPDATE judgments SET checksum = {_CHECKSUM_SQL}({', '.join(_CHECKED)})"
+_KEY_WHERE = " WHERE backend = ? AND model = ? AND rubric_version = ? AND text_sha256 = ?"
 
 # A stored success is never replaced; a stored failure is replaced by the next attempt, and so is a
 # row that could not be read back (see _judgment and JudgmentCache.store).
@@ -76,6 +103,22 @@ _LOOKUP_CHUNK = 500
 
 #: (rubric version, SHA-256 of the judged text): a cache key within one backend and model.
 Key = tuple[str, str]
+
+
+def _plain(value: object) -> object:
+    """A stored value JSON cannot write (a BLOB put in by hand) as something it can."""
+    return {"blob": value.hex()} if isinstance(value, bytes) else repr(value)
+
+
+def row_checksum(*values: object) -> str:
+    """The checksum of one row from its :data:`_CHECKED` values as SQLite returns them: BLAKE2b
+    (128 bits, hex) of a JSON object of the columns that are not NULL, keys sorted. JSON keeps
+    what a hand edit changes: an integer is written apart from a real (``3`` vs ``3.0``), a text
+    apart from a number, a value apart from NULL. Leaving NULLs out means a column added to
+    :data:`_FIELDS` (and so to :data:`_CHECKED`) later keeps the checksums of existing rows."""
+    row = {name: value for name, value in zip(_CHECKED, values, strict=True) if value is not None}
+    text = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_plain)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def request_key(request: JudgeRequest, repeat: int = 0) -> Key:
@@ -123,6 +166,10 @@ class JudgmentCache:
             self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
             raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
+        self._db.create_function(_CHECKSUM_SQL, len(_CHECKED), row_checksum, deterministic=True)
+        # Closed (and its log checkpointed) when close() is called, or when this object is
+        # collected or the interpreter exits, whichever comes first.
+        self._closer = weakref.finalize(self, _checkpoint_and_close, self._db, self._lock)
         # Switching to WAL while another process writes fails at once (SQLite calls no busy
         # handler there), as when two processes open a new cache together: wait as a write would.
         deadline = time.monotonic() + busy_timeout_s
@@ -135,25 +182,50 @@ class JudgmentCache:
                     self._add_columns()
                 break
             except (CorruptCacheError, OSError):
+                self._closer.detach()
                 self._db.close()
                 raise
             except sqlite3.OperationalError as err:  # e.g. a read-only file
                 if getattr(err, "sqlite_errorname", "") == "SQLITE_BUSY" and time.monotonic() < deadline:
                     time.sleep(0.02)
                     continue
+                self._closer.detach()
                 self._db.close()
                 raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
 
+    def _columns(self) -> set[str]:
+        return {row[1] for row in self._db.execute("PRAGMA table_info(judgments)")}
+
     def _add_columns(self) -> None:
-        """Give a cache made by an earlier version the columns added since (:data:`_ADDED`)."""
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(judgments)")}
-        for name, kind in _ADDED.items():
-            if name not in have:
-                try:
+        """Give a cache made by an earlier version the columns added since (:data:`_ADDED`), in
+        one transaction, so another process sees the old table or the migrated one. When the
+        ``checksum`` column is added, every row is given its checksum (trust on first use: the
+        rows made before checksums are taken as they are)."""
+        if _ADDED.keys() <= self._columns():
+            return
+        with self._transaction():
+            have = self._columns()  # read again under the write lock: another process may have migrated
+            for name, kind in _ADDED.items():
+                if name not in have:
                     self._db.execute(f"ALTER TABLE judgments ADD COLUMN {name} {kind}")
-                except sqlite3.OperationalError as err:  # another process added it a moment ago
-                    if "duplicate column" not in str(err):
-                        raise
+            if "checksum" not in have:
+                self._db.execute(_SET_CHECKSUM)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``: it takes the write lock first, waiting up
+        to the busy timeout), rolled back when anything in it fails."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite has already rolled back (e.g. a full disk); the first error says why
+            raise
+        self._db.execute("COMMIT")
 
     @contextmanager
     def _readable(self) -> Iterator[None]:
@@ -169,8 +241,10 @@ class JudgmentCache:
                 raise
 
     def close(self) -> None:
-        """Close the connection."""
-        self._db.close()
+        """Checkpoint the write-ahead log into the database file and close the connection; when
+        no other connection has the file open, SQLite then removes its ``-wal`` and ``-shm``
+        files. Closing twice does nothing."""
+        self._closer()
 
     def __enter__(self) -> "JudgmentCache":
         return self
@@ -179,8 +253,11 @@ class JudgmentCache:
         self.close()
 
     def lookup(self, backend: str, model: str, keys: Sequence[Key]) -> dict[Key, Judgment]:
-        """Stored judgments (successes and failures) for these keys, in batched queries."""
+        """Stored judgments (successes and failures) for these keys, in batched queries. A row
+        whose checksum does not match is left out (a miss: the next :meth:`store` of its key
+        replaces it), with one warning counting such rows."""
         found: dict[Key, Judgment] = {}
+        mismatched = 0
         by_version: dict[str, list[str]] = {}
         for version, digest in set(keys):
             by_version.setdefault(version, []).append(digest)
@@ -192,19 +269,27 @@ class JudgmentCache:
                 for b in range(0, len(digests), _LOOKUP_CHUNK):
                     chunk = digests[b:b + _LOOKUP_CHUNK]
                     rows = self._db.execute(
-                        f"SELECT text_sha256, {', '.join(_FIELDS)} FROM judgments WHERE backend = ? AND model = ? "
-                        f"AND rubric_version = ? AND text_sha256 IN ({', '.join('?' * len(chunk))})",
+                        f"SELECT text_sha256, rubric, checksum, {', '.join(_FIELDS)} FROM judgments WHERE backend = ? "
+                        f"AND model = ? AND rubric_version = ? AND text_sha256 IN ({', '.join('?' * len(chunk))})",
                         (backend, model, version, *chunk)).fetchall()
-                    for digest, *values in rows:
+                    for digest, rubric, checksum, *values in rows:
+                        if checksum != row_checksum(backend, model, version, digest, rubric, *values):
+                            mismatched += 1
+                            self._unreadable.add((backend, model, version, digest))
+                            continue
                         judgment = found[(version, digest)] = _judgment(values)
                         if judgment.error is not None and values[_FIELDS.index("error")] is None:
                             self._unreadable.add((backend, model, version, digest))
+        if mismatched:
+            warnings.warn(f"judgment cache {self.path}: {mismatched} stored judgment(s) do not match their checksum "
+                          "(edited or damaged): judging them again", stacklevel=3)
         return found
 
     def store(self, backend: str, model: str, request: JudgeRequest, judgment: Judgment,
               key: Key | None = None) -> None:
-        """Write one judgment at once (its own transaction). A stored success is kept; a stored
-        failure is replaced and its attempt count raised. ``raw`` is stored cut to
+        """Write one judgment at once, with its checksum (its own transaction). A stored success
+        is kept (its checksum too); a stored failure, or a row that failed its checksum or could
+        not be read back, is replaced and its attempt count raised. ``raw`` is stored cut to
         :data:`~instir.judge.types.MAX_RAW_CHARS` characters."""
         version, digest = key or request_key(request)
         values = [judgment.score, judgment.weighted, json.dumps(judgment.probs) if judgment.probs is not None else None,
@@ -213,8 +298,11 @@ class JudgmentCache:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self._lock, self._readable():
             unreadable = (backend, model, version, digest) in self._unreadable
-            self._db.execute(_UPSERT_ALWAYS if unreadable else _UPSERT,
-                             (backend, model, version, digest, request.rubric.name, *values, now))
+            with self._transaction():
+                written = self._db.execute(_UPSERT_ALWAYS if unreadable else _UPSERT,
+                                           (backend, model, version, digest, request.rubric.name, *values, now))
+                if written.rowcount:  # the checksum of what SQLite holds now, not of a kept row
+                    self._db.execute(_SET_CHECKSUM + _KEY_WHERE, (backend, model, version, digest))
             self._unreadable.discard((backend, model, version, digest))
 
     def judges(self) -> list[tuple[str, str]]:
@@ -222,6 +310,19 @@ class JudgmentCache:
         with self._lock, self._readable():
             return [tuple(row) for row in self._db.execute(
                 "SELECT DISTINCT backend, model FROM judgments ORDER BY backend, model").fetchall()]
+
+
+def _checkpoint_and_close(db: sqlite3.Connection, lock: threading.Lock) -> None:
+    """Move the write-ahead log into the database file (``wal_checkpoint(TRUNCATE)``) and close
+    ``db``. A checkpoint that cannot run (another process reading, a damaged file) is skipped:
+    the log stays and the next opening replays it, so nothing is lost either way."""
+    with lock:
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
 
 
 def _judgment(values: Sequence) -> Judgment:
@@ -275,6 +376,17 @@ class CachedJudge:
     def __repr__(self) -> str:
         extra = f", repeat={self.repeat}" if self.repeat else ""
         return f"CachedJudge({self.backend!r}, {str(self.cache.path)!r}{extra})"
+
+    def close(self) -> None:
+        """Close the cache (:meth:`JudgmentCache.close`), shared with the judges of
+        :meth:`with_repeat`; it is closed at interpreter exit anyway."""
+        self.cache.close()
+
+    def __enter__(self) -> CachedJudge:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def with_repeat(self, repeat: int) -> CachedJudge:
         """The same backend and cache with the cache entries of ``repeat`` (its own judgments)."""
