@@ -98,30 +98,25 @@ class _TooLarge(Exception):
     """An answer longer than the bytes allowed."""
 
 
-def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
-    """The streamed body of ``response``, at most ``max_bytes`` (decoded) bytes; raises
-    :class:`_TooLarge` at the first chunk past the cap (the rest is never read)."""
+def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """The streamed body of ``response`` up to ``max_bytes`` (decoded) bytes, and whether it was
+    longer; reading stops at the first chunk past the cap (the rest is never read)."""
     chunks, size = [], 0
     for chunk in response.iter_bytes():
+        chunks.append(chunk)
         size += len(chunk)
         if size > max_bytes:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+            return b"".join(chunks)[:max_bytes], True
+    return b"".join(chunks), False
 
 
 def _answer(response: httpx.Response, max_bytes: int) -> httpx.Response:
-    """A read copy of streamed ``response`` holding its body (cut to :data:`MAX_ERROR_BYTES` for
-    an error answer), with the headers that described the transfer dropped."""
-    if response.is_success:
-        content = _read_capped(response, max_bytes)
-    else:
-        content = b""
-        for chunk in response.iter_bytes():
-            content += chunk
-            if len(content) >= MAX_ERROR_BYTES:
-                content = content[:MAX_ERROR_BYTES]
-                break
+    """A read copy of streamed ``response`` holding its body (an error answer cut to
+    :data:`MAX_ERROR_BYTES`), with the headers that described the transfer dropped; raises
+    :class:`_TooLarge` for a successful answer longer than ``max_bytes``."""
+    content, longer = _read_capped(response, max_bytes if response.is_success else MAX_ERROR_BYTES)
+    if longer and response.is_success:
+        raise _TooLarge
     headers = [(k, v) for k, v in response.headers.items()
                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
     return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)

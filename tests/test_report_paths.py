@@ -93,3 +93,10 @@ def test_instir_systems_prints_card_names_with_control_characters_escaped(tmp_pa
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out  # was: printed raw
     assert r"evil\x1b]0;pwned\x07\x1b[2Jname\nfake line\u202ereversed" in "".join(out.split("\n"))
+
+
+def test_instir_retrieve_refuses_an_out_inside_the_cache_root_in_one_line(capsys):
+    out = instir_home() / "runs"
+    line = fails(capsys, "retrieve", "--benchmark", "ifir-sample/fiqa", "--retriever", "bm25", "--out", str(out))
+    assert line.startswith("instir retrieve: ") and "lies inside the cache root" in line  # was: accepted
+    assert not out.exists()
