@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model-name", default=None,
                    help="mteb_model_meta.model_name of the predictions (default: the run's model, else its file name)")
     p.add_argument("--revision", default=None, help="mteb_model_meta.revision (default: the run's, else null)")
-    p.add_argument("--dataset", action="store_true", help="also write the benchmark as an MTEB-ready dataset folder")
+    p.add_argument("--dataset", action="store_true",
+                   help="also write the benchmark as an MTEB-ready dataset folder, OUT/<benchmark>-<setting>-<hash12> "
+                        "(a name of its own per content: Hugging Face datasets caches a local folder by its name)")
     p.add_argument("--template", default="default",
                    help="query text of the dataset: 'default' (InstructIR: the authors' template instructir; IFIR: "
                         "MTEB's own layout), a template name, or 'mteb' for MTEB's bare query + instruction layout")
@@ -64,6 +66,6 @@ def mteb_export_command(args: argparse.Namespace) -> int:
         print(f"{run_path} -> {path} (model {args.model_name or model!r}, {run.df['qid'].nunique()} queries)")
     if args.dataset:
         template = None if args.template == "mteb" else args.template
-        folder = write_mteb_dataset(benchmark, out / "dataset", template=template)
+        folder = write_mteb_dataset(benchmark, out, template=template)
         print(f"{benchmark.label} -> {folder} (corpus.jsonl, queries.jsonl, qrels/test.jsonl, README.md)")
     return 0

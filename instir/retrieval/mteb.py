@@ -23,6 +23,7 @@ IFIR's copy keeps MTEB's own layout (bare query + ``instruction`` config: MTEB's
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -40,6 +41,7 @@ from instir.errors import UsageError, shorten
 from instir.formatting import Template, get_template
 from instir.inputs import file_problem
 from instir.retrieval.runs import Run, as_run
+from instir.retrieval.search import file_slug
 
 #: Largest prediction file read, in bytes (refused before reading): MTEB's top 1,000 of 10,000
 #: queries, the largest InstructIR/IFIR/FollowIR task, take about 0.4 GB.
@@ -245,15 +247,18 @@ def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *
     return path
 
 
-def _jsonl(path: Path, records) -> None:
-    atomic.write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+def _jsonl(records) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
 
-def _readme(task: str, benchmark: Benchmark, configs: Mapping[str, str], text_rule: str) -> str:
+def _readme(task: str, benchmark: Benchmark, configs: Mapping[str, str], text_rule: str, digest: str) -> str:
     lines = ["---", "configs:"]
     for config, file in configs.items():  # mteb loads FollowIR's qrel_diff with split="qrel_diff"
         split = "qrel_diff" if config == "qrel_diff" else DEFAULT_SPLIT
-        lines += [f"- config_name: {config}", "  data_files:", f"  - split: {split}", f"    path: {file}"]
+        # the description enters the hash that Hugging Face datasets keys its cache by (besides the
+        # folder's name), so two exports never share a cache entry, even moved into same-named folders
+        lines += [f"- config_name: {config}", f"  description: instir export {digest}", "  data_files:",
+                  f"  - split: {split}", f"    path: {file}"]
     lines += ["---", "", f"# {benchmark.name} for MTEB's {task} task", "",
               f"Written by instir from {benchmark.label} (revision {benchmark.revision}, layout "
               f"{benchmark.layout}). {text_rule}", "",
@@ -266,16 +271,20 @@ def _readme(task: str, benchmark: Benchmark, configs: Mapping[str, str], text_ru
     return "\n".join(lines)
 
 
-def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: str | Template | None = "default"
+def write_mteb_dataset(benchmark: Benchmark, out: str | Path, *, template: str | Template | None = "default"
                        ) -> Path:
-    """Write ``benchmark`` as a dataset folder in MTEB's retrieval layout, loadable by MTEB's
-    ``RetrievalDatasetLoader`` (Hugging Face ``datasets`` reads the configs from README.md):
-    ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``),
-    ``qrels/test.jsonl`` (``query-id``, ``corpus-id``, ``score``: config ``default``) and, when
-    the text is left to MTEB, ``instructions.jsonl`` (``query-id``, ``instruction``: config
-    ``instruction``); a reranking task's ``top_ranked.jsonl`` (``query-id``, ``corpus-ids``) and
-    FollowIR's ``qrel_diff.jsonl`` (``query-id`` = topic, ``corpus-ids``). Query ids are MTEB's
-    (:func:`instir.benchmarks.mteb.mteb_ids`).
+    """Write ``benchmark`` as a dataset folder in MTEB's retrieval layout under ``out`` and return
+    it: ``out/<benchmark>-<setting>-<hash12>`` (``ifir-sample-fiqa-instructed-3f2a…``, the hash of
+    what is written). Hugging Face ``datasets`` keys its cache of a local folder by the folder's
+    name and the README's configs, not by the files, so each export has a name of its own and its
+    hash in each config's ``description`` (a moved copy keeps its entry too). The folder is loadable
+    by MTEB's ``RetrievalDatasetLoader`` (Hugging Face ``datasets`` reads the configs from
+    README.md): ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``,
+    ``text``), ``qrels/test.jsonl`` (``query-id``, ``corpus-id``, ``score``: config ``default``)
+    and, when the text is left to MTEB, ``instructions.jsonl`` (``query-id``, ``instruction``:
+    config ``instruction``); a reranking task's ``top_ranked.jsonl`` (``query-id``,
+    ``corpus-ids``) and FollowIR's ``qrel_diff.jsonl`` (``query-id`` = topic, ``corpus-ids``).
+    Query ids are MTEB's (:func:`instir.benchmarks.mteb.mteb_ids`).
 
     ``template``: ``"default"`` is the family spec's ``[mteb] dataset_template``: InstructIR's
     authors' text (``instructir``: ``instruction [SEP] query``), and MTEB's own layout for IFIR
@@ -289,9 +298,6 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
         template = task.dataset_template
     if isinstance(template, str):
         template = get_template(template)
-    folder = Path(folder)
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    _jsonl(folder / "corpus.jsonl", ({"_id": d.id, "title": d.title, "text": d.text} for d in benchmark.corpus))
     queries = []
     for qid, query in benchmark.queries.items():
         if template is None:
@@ -305,13 +311,14 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
             if task.origin_query:  # the bare query beside the text, as the family's release keeps it
                 record["metadata"] = {"origin_query": query.query}
         queries.append(record)
-    _jsonl(folder / "queries.jsonl", queries)
-    _jsonl(folder / "qrels" / "test.jsonl", ({"query-id": ids.mteb_id(q), "corpus-id": d, "score": int(g)}
-                                             for q, docs in benchmark.qrels.items() for d, g in docs.items()))
+    files = {"corpus.jsonl": _jsonl({"_id": d.id, "title": d.title, "text": d.text} for d in benchmark.corpus),
+             "queries.jsonl": _jsonl(queries),
+             "qrels/test.jsonl": _jsonl({"query-id": ids.mteb_id(q), "corpus-id": d, "score": int(g)}
+                                        for q, docs in benchmark.qrels.items() for d, g in docs.items())}
     configs = {"corpus": "corpus.jsonl", "queries": "queries.jsonl", "default": "qrels/test.jsonl"}
     if template is None:
-        _jsonl(folder / "instructions.jsonl", ({"query-id": ids.mteb_id(q), "instruction": query.instruction}
-                                               for q, query in benchmark.queries.items()))
+        files["instructions.jsonl"] = _jsonl({"query-id": ids.mteb_id(q), "instruction": query.instruction}
+                                             for q, query in benchmark.queries.items())
         configs["instruction"] = "instructions.jsonl"
         rule = ("Queries hold the bare query and `instructions.jsonl` the instruction, as in MTEB's own copy: MTEB "
                 "sends `query + \" \" + instruction`.")
@@ -319,12 +326,21 @@ def write_mteb_dataset(benchmark: Benchmark, folder: str | Path, *, template: st
         rule = (f"Queries hold the text of template `{template.name}` ({template.description}) and there is no "
                 "instruction config, so MTEB sends that text unchanged.")
     if benchmark.meta.get("top_ranked"):  # a reranking task: the candidate lists, and p-MRR's changed documents
-        _jsonl(folder / "top_ranked.jsonl", ({"query-id": ids.mteb_id(q), "corpus-ids": docs}
-                                             for q, docs in benchmark.meta["top_ranked"].items()))
+        files["top_ranked.jsonl"] = _jsonl({"query-id": ids.mteb_id(q), "corpus-ids": docs}
+                                           for q, docs in benchmark.meta["top_ranked"].items())
         configs["top_ranked"] = "top_ranked.jsonl"
     if benchmark.meta.get("changed"):
-        _jsonl(folder / "qrel_diff.jsonl", ({"query-id": q, "corpus-ids": docs}
-                                            for q, docs in benchmark.meta["changed"].items()))
+        files["qrel_diff.jsonl"] = _jsonl({"query-id": q, "corpus-ids": docs}
+                                          for q, docs in benchmark.meta["changed"].items())
         configs["qrel_diff"] = "qrel_diff.jsonl"
-    atomic.write_text(folder / "README.md", _readme(task.name, benchmark, configs, rule))
+    content = hashlib.sha256(json.dumps(configs, sort_keys=True).encode())
+    for name, text in files.items():
+        content.update(f"\x00{name}\x00".encode())
+        content.update(text.encode())
+    digest = content.hexdigest()[:12]
+    folder = Path(out) / f"{file_slug(f'{benchmark.name}-{benchmark.setting}').lower()}-{digest}"
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        atomic.write_text(folder / name, text)
+    atomic.write_text(folder / "README.md", _readme(task.name, benchmark, configs, rule, digest))
     return folder

@@ -86,7 +86,7 @@ def test_an_exported_run_round_trips_through_evaluate(tmp_path, capsys):
     assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--run", str(trec), "--out", str(tmp_path / "x"),
                  "--model-name", "instir/bm25s-sample", "--dataset"]) == 0
     exported = tmp_path / "x" / "IFIRFiQA_predictions.json"
-    assert (tmp_path / "x" / "dataset" / "queries.jsonl").is_file()
+    assert len(list((tmp_path / "x").glob("ifir-sample-fiqa-instructed-*/queries.jsonl"))) == 1
     for path in (exported, MTEB / "predictions" / "IFIRFiQA_predictions.json"):
         shutil.copy(path, tmp_path / "x" / "again.json")
         assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(tmp_path / "x" / "again.json"),

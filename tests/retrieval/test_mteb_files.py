@@ -10,6 +10,7 @@ from instir.benchmarks import load_benchmark
 from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.types import FormatError
+from instir.cli import main
 from instir.errors import UsageError
 from instir.retrieval.mteb import (
     predictions_run,
@@ -105,6 +106,42 @@ def test_the_mteb_ready_ifir_copy_carries_levels_in_its_ids_and_reads_back(fiqa,
     assert again.layout == "mteb" and again.qrels == fiqa.qrels
     assert {q: (v.query, v.instruction, v.level) for q, v in again.queries.items()} == {
         q: (v.query, v.instruction, v.level) for q, v in fiqa.queries.items()}
+
+
+def _loaded_counts(folder: Path, cache: Path) -> dict[str, int]:
+    """What MTEB's loader gets from ``folder``: ``datasets.load_dataset(path, config, split)``."""
+    datasets = pytest.importorskip("datasets")
+    return {config: len(datasets.load_dataset(str(folder), config, split="test", cache_dir=str(cache)))
+            for config in ("corpus", "queries", "default")}
+
+
+def _counts(name: str) -> dict[str, int]:
+    bench = load_benchmark(name)
+    return {"corpus": len(bench.corpus), "queries": len(bench.queries),
+            "default": sum(len(docs) for docs in bench.qrels.values())}
+
+
+def test_two_exported_datasets_load_their_own_data_from_one_datasets_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    folders = {}
+    for name in ("ifir-sample/fiqa", "ifir-sample/nfcorpus"):
+        out = tmp_path / name.replace("/", "-")
+        assert main(["mteb-export", "--benchmark", name, "--dataset", "--out", str(out)]) == 0
+        [folders[name]] = [p for p in out.iterdir() if p.is_dir()]
+        assert str(folders[name]) in capsys.readouterr().out
+    assert {name: _loaded_counts(folder, tmp_path / "hf-datasets") for name, folder in folders.items()} == {
+        name: _counts(name) for name in folders}
+    assert [f.name.rsplit("-", 1)[0] for f in folders.values()] == ["ifir-sample-fiqa-instructed",
+                                                                   "ifir-sample-nfcorpus-instructed"]
+
+
+def test_exports_moved_into_same_named_folders_keep_their_own_cache_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    for name in ("ifir-sample/fiqa", "ifir-sample/nfcorpus"):
+        folder = write_mteb_dataset(load_benchmark(name), tmp_path / "exports")
+        (tmp_path / name).mkdir(parents=True)
+        moved = folder.rename(tmp_path / name / "dataset")  # the README's configs carry the content hash
+        assert _loaded_counts(moved, tmp_path / "hf-datasets") == _counts(name)
 
 
 def test_runs_with_queries_outside_the_benchmark_are_not_written(fiqa, tmp_path):
