@@ -25,12 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "paired tests and bootstrap CIs against a baseline (Holm-corrected). Writes runs/runs.csv and "
                     "metrics/ into --out, the folder notebook 03 writes.")
     add_benchmark_arguments(p)
-    p.add_argument("--run", dest="runs", action="extend", nargs="+", required=True, metavar="FILE",
-                   help="TREC run file(s), or MTEB prediction files (<Task>_predictions.json), one system each; "
+    p.add_argument("--run", dest="runs", action="extend", nargs="+", required=True, metavar="[NAME=]FILE",
+                   help="TREC run file(s), or MTEB prediction files (<Task>_predictions.json), one system each, "
+                        "NAME=FILE naming it (split at the first '=', unless the whole value is an existing file); "
                         "--run may repeat")
     p.add_argument("--name", dest="names", action="extend", nargs="+", default=[], metavar="NAME",
-                   help="the systems' names, one per --run in order (default: a TREC file's name without .trec, "
-                        "an MTEB file's model)")
+                   help="the systems' names, one per --run in order, instead of NAME=FILE (default: a TREC file's "
+                        "name without .trec, an MTEB file's model)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="authors",
                    help="authors: the papers' official scoring (default); mteb: MTEB 2.26's (its measure names, "
                         "averaging over the queries in the run, 5-decimal rounding, its self-hit rule)")
@@ -42,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, help="system to compare against (default: the first run)")
     p.add_argument("--measures", nargs="+", default=None, help="e.g. nDCG@10 RR@10 R@100 (default per benchmark)")
     p.add_argument("--out", default=None, type=Path,
-                   help="report folder (default: ./evaluation-<benchmark>-<setting>, -mteb under that protocol)")
+                   help="report folder (default: ./reports/evaluation-<benchmark>-<setting>, -mteb under that "
+                        "protocol: under the current folder, never beside a run file)")
     p.add_argument("--resamples", type=positive_int, default=None,
                    help="permutation/bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation test and the bootstrap")
@@ -57,20 +59,43 @@ def file_system_name(path: Path) -> str:
     return name
 
 
-def listed_runs(paths: list[Path], names: list[str], benchmark, out: Path,
+def named_runs(values: list[str], names: list[str]) -> tuple[list[Path], list[str | None]]:
+    """The ``--run`` values as paths and the systems' names (None: named after the file).
+    ``NAME=FILE`` names its run, split at the first ``=``, unless the whole value is an existing
+    file (a path that holds ``=`` stays a path); ``--name`` names every run in order instead."""
+    paths: list[Path] = []
+    given: list[str | None] = []
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or Path(value).exists():
+            paths.append(Path(value))
+            given.append(None)
+        elif not name.strip():
+            raise UsageError(f"--run {value}: empty system name before '=' (write NAME=FILE)")
+        else:
+            paths.append(Path(rest))
+            given.append(name)
+    if any(not name.strip() for name in names):
+        raise UsageError("--name: empty system name")
+    if names and any(given):
+        raise UsageError("name the runs either as --run NAME=FILE or with --name, not both")
+    if names and len(names) != len(paths):
+        raise UsageError(f"--name gives {len(names)} name(s) for {len(paths)} run(s): one per --run")
+    return paths, list(names) or given
+
+
+def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path,
                 protocol: str) -> tuple[list[dict], dict]:
     """The ``runs.csv`` rows of the ``--run`` files, in order, and the runs as read (by their
     ``run_file``, as the evaluate stage reads them under ``protocol``): each read here, so a bad
-    file is refused before anything is written, named by ``names`` (when given), else after its
-    file (an MTEB prediction file after the model its ``mteb_model_meta`` gives), listed by its
-    path (relative to ``out`` when inside it)."""
+    file is refused before anything is written, named by ``names`` (one per path, None where
+    not given: then after its file, an MTEB prediction file after the model its
+    ``mteb_model_meta`` gives), listed by its path (relative to ``out`` when inside it)."""
     from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
     from instir.retrieval.runs import read_run, read_sidecar
     from instir.stages.evaluate import as_scored
     from instir.stages.retrieve import RUNS_COLUMNS
 
-    if names and len(names) != len(paths):
-        raise UsageError(f"--name gives {len(names)} name(s) for {len(paths)} run(s): one per --run")
     rows, read = [], {}
     for i, path in enumerate(paths):
         if is_mteb_predictions(path):
@@ -83,15 +108,15 @@ def listed_runs(paths: list[Path], names: list[str], benchmark, out: Path,
         listed = resolved.relative_to(out.resolve()).as_posix() if resolved.is_relative_to(out.resolve()) \
             else str(resolved)
         rows.append({**dict.fromkeys(RUNS_COLUMNS), "benchmark": benchmark.name, "setting": benchmark.setting,
-                     "sample": benchmark.is_sample, "retriever": names[i] if names else name,
-                     "system": names[i] if names else name, "variant": "instructed",
+                     "sample": benchmark.is_sample, "retriever": names[i] or name,
+                     "system": names[i] or name, "variant": "instructed",
                      "template": (sidecar.get("template") or {}).get("name"), "k": sidecar.get("k"),
                      "reused": False, "run_file": listed})
         read[listed] = run
     systems = [row["system"] for row in rows]
     if len(set(systems)) != len(systems):
-        raise UsageError(f"run files need distinct names (got {systems}): name them with --name (an MTEB file is "
-                         "named after its model)")
+        raise UsageError(f"run files need distinct names (got {systems}): name them as --run NAME=FILE or with "
+                         "--name (an MTEB file is named after its model)")
     return rows, read
 
 
@@ -140,7 +165,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from instir.metrics import mteb
     from instir.metrics.measures import parse_measures
 
-    paths = [Path(p) for p in args.runs]
+    paths, names = named_runs(args.runs, args.names)
     if args.measures and args.protocol == "mteb":  # a bad name fails before anything is read
         for measure in args.measures:
             mteb.mteb_measure(measure)
@@ -148,8 +173,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
         parse_measures(args.measures)
     benchmark = benchmark_from_args(args)
     suffix = "" if args.protocol == "authors" else f"-{args.protocol}"
-    out = args.out or Path(f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}{suffix}")
-    rows, read = listed_runs(paths, args.names, benchmark, out, args.protocol)
+    out = args.out or Path("reports") / f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}{suffix}"
+    rows, read = listed_runs(paths, names, benchmark, out, args.protocol)
     systems = [row["system"] for row in rows]
     baseline = args.baseline or systems[0]
     if baseline not in systems:
@@ -201,5 +226,5 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
         else:
             print("\nagainst the reported numbers: no reported number for these systems, measures and slices")
         written.append(layout.paper_tables / "comparison.csv")
-    print("\nwrote " + ", ".join(str(p) for p in written))
+    print(f"\nwrote {out}/: " + ", ".join(p.relative_to(out).as_posix() for p in written))
     return 0

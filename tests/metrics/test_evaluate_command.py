@@ -1,8 +1,11 @@
 """``instir evaluate`` end to end on the bundled samples."""
 
 import argparse
+import csv
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,7 +14,9 @@ from instir.benchmarks import load_benchmark
 from instir.cli.evaluate import file_system_name, register
 from instir.errors import UsageError
 from instir.metrics.scoring import evaluate_runs
-from instir.retrieval.runs import Run, write_run
+from instir.retrieval.runs import Run, read_run, write_run
+
+MTEB_PREDICTIONS = Path(__file__).parents[1] / "fixtures" / "mteb" / "predictions" / "IFIRFiQA_predictions.json"
 
 
 def _cli(argv: list[str]) -> int:
@@ -83,15 +88,61 @@ def test_system_names_come_from_run_file_names(tmp_path):
     assert file_system_name(tmp_path / "bm25.trec") == "bm25" and file_system_name(tmp_path / "e5.run") == "e5"
 
 
-def test_runs_are_named_with_name_and_the_default_folder_is_named_after_the_benchmark(sample, tmp_path,
-                                                                                      monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_runs_are_named_with_name(sample, tmp_path):
     run = write_run(Run(_runs(sample, {})), tmp_path / "a.trec")
-    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "mine"]) == 0
-    table = pd.read_csv(tmp_path / "evaluation-instructir-sample-instructed" / "metrics" / "metrics.csv")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "mine",
+                 "--out", str(tmp_path / "report")]) == 0
+    table = pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv")
     assert set(table["system"]) == {"mine"}
     with pytest.raises(UsageError, match="one per --run"):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "a", "b"])
+
+
+def test_without_out_the_report_goes_under_reports_in_the_current_folder_never_beside_a_run(
+        sample, tmp_path, monkeypatch, capsys):
+    here, elsewhere = tmp_path / "here", tmp_path / "some" / "other" / "dir"
+    here.mkdir()
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    write_run(Run(_runs(sample, {})), here / "a.trec")
+    shutil.copy(MTEB_PREDICTIONS, elsewhere / "x.json")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", "a.trec"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("wrote reports/evaluation-instructir-sample-instructed/:")
+    assert _cli(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(elsewhere / "x.json"),
+                 "--protocol", "mteb"]) == 0
+    assert sorted(p.name for p in here.iterdir()) == ["a.trec", "a.trec.json", "reports"]
+    assert [p.name for p in elsewhere.iterdir()] == ["x.json"]
+    assert sorted(p.name for p in (here / "reports").iterdir()) == ["evaluation-ifir-sample_fiqa-instructed-mteb",
+                                                                   "evaluation-instructir-sample-instructed"]
+    assert "reports/evaluation-ifir-sample_fiqa-instructed-mteb/" in capsys.readouterr().out
+
+
+def test_run_name_equals_file_names_the_system_and_a_file_holding_equals_stays_a_path(sample, tmp_path):
+    strong = write_run(Run(_runs(sample, {})), tmp_path / "a=b.trec")
+    weak = write_run(Run(_runs(sample, {q: 2 for q in sample.qrels})), tmp_path / "weak.trec")
+    report = tmp_path / "report"
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), f"mine={weak}",
+                 "--out", str(report)]) == 0
+    assert pd.read_csv(report / "runs" / "runs.csv")["system"].tolist() == ["a=b", "mine"]
+    for runs, error in ([f"={weak}"], "empty system name"), ([f"x={weak}", f"x={strong}"], "distinct names"):
+        with pytest.raises(UsageError, match=error):
+            _cli(["evaluate", "--benchmark", "instructir-sample", "--run", *runs, "--out", str(report)])
+    with pytest.raises(UsageError, match="not both"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", f"x={weak}", "--name", "y",
+              "--out", str(report)])
+
+
+def test_the_written_scores_read_back_to_the_computed_floats_exactly(sample, tmp_path):
+    frame = _runs(sample, {q: 1 + i % 3 for i, q in enumerate(sample.qrels)})
+    run = write_run(Run(frame), tmp_path / "mixed.trec")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(tmp_path / "r")]) == 0
+    computed = evaluate_runs({"mixed": read_run(run)}, sample).table
+    with open(tmp_path / "r" / "metrics" / "metrics.csv", newline="") as fh:
+        written = {(row["measure"], row["level"]): float(row["value"]) for row in csv.DictReader(fh)}
+    expected = {(m, str(lv)): v for m, lv, v in zip(computed["measure"], computed["level"], computed["value"])}
+    assert written == expected  # exact: repr round-trips, nothing rounded
+    assert any(len(repr(v)) > 12 for v in written.values())  # values with more than 10 decimals survive
 
 
 def test_ifir_sample_gets_native_measures_per_level_and_no_robustness():
