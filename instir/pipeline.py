@@ -31,7 +31,7 @@ from pathlib import Path
 from instir import atomic
 from instir.errors import UsageError, unknown
 from instir.parameters import home_path
-from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, write_index
+from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, index_folder, write_index
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest, read_datasets
@@ -87,8 +87,9 @@ class ReportResult:
 
     @property
     def index(self) -> Path:
-        """The ``index.html`` that lists this report (in the parent of ``out_dir``)."""
-        return self.out_dir.parent / INDEX_FILE
+        """The ``index.html`` that lists this report (:func:`instir.report.index.index_folder`:
+        beside ``out_dir`` in a reports root, else inside it)."""
+        return index_folder(self.out_dir) / INDEX_FILE
 
     def to_json(self) -> dict:
         """The metadata written to ``report.json``."""
@@ -145,11 +146,13 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
 def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> Path:
     """Render an executed notebook to one self-contained HTML file (inline CSS and images,
     no CDN scripts); code cells and prompts are left out unless ``show_code`` or the notebook
-    asks to show them (metadata ``instir.show_code``: the tour, whose code is what it teaches)."""
+    asks to show them (metadata ``instir.show_code``: the tour, whose code is what it teaches).
+    The page links to the index that lists its folder (:func:`instir.report.index.index_folder`)."""
     import nbformat
     from nbconvert import HTMLExporter
 
     show_code = show_code or bool(nbformat.read(executed, as_version=4).metadata.get("instir", {}).get("show_code"))
+    index = "../index.html" if index_folder(html_path.parent) != html_path.parent else "index.html"
 
     exporter = HTMLExporter(
         template_name=TEMPLATE_NAME,
@@ -158,7 +161,7 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
         exclude_input_prompt=not show_code,
         exclude_output_prompt=not show_code,
     )
-    body, _ = exporter.from_filename(str(executed))
+    body, _ = exporter.from_filename(str(executed), resources={"instir_index": index})
     atomic.write_text(html_path, body)  # a full disk leaves no truncated page (the error names it)
     return html_path
 
@@ -321,12 +324,13 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
                 show_code: bool = False, kernel: str = "python3") -> ReportResult:
     """Execute ``notebooks`` in order into ``out_dir``, each with the ``parameters`` its
     parameters cell declares, render each to HTML, write ``out_dir/report.json`` and rebuild
-    ``index.html`` next to ``out_dir``. Raises :class:`NotebookFailed` when a notebook fails (after saving
-    everything); before any kernel starts, :class:`instir.errors.UsageError` (a ``ValueError``)
-    for secret-looking parameters and for those :func:`validate_parameters` refuses, and
-    ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is writing
-    into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` beside it that instir did not
-    write are refused too."""
+    the ``index.html`` that lists it: next to ``out_dir`` in a reports root, else inside it
+    (:func:`instir.report.index.index_folder`). Raises :class:`NotebookFailed` when a notebook fails
+    (after saving everything); before any kernel starts, :class:`instir.errors.UsageError` (a
+    ``ValueError``) for secret-looking parameters and for those :func:`validate_parameters`
+    refuses, and ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is
+    writing into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` there that instir
+    did not write are refused too."""
     paths = [Path(n).resolve() for n in notebooks]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -339,7 +343,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_data_root(parameters)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = Path(out_dir).expanduser().resolve()
-    check_index_owned(out.parent)
+    check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "instir run"):
         return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel)
@@ -361,7 +365,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                           planned=[p.stem for p in paths])
     try:
         _save(result)
-        write_index(out.parent)
+        write_index(result.index.parent)
         start = time.perf_counter()
         bars = progress_enabled()  # read before the kernels' environment switches the bars off
         for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):
@@ -378,12 +382,12 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             if exc is not None:
                 result.status, result.error, result.finished = "failed", step.error, _now()
                 _save(result)
-                write_index(out.parent)
+                write_index(result.index.parent)
                 raise NotebookFailed(step.error or path.name, result) from exc
             _save(result)
         result.status, result.finished = "ok", _now()
         _save(result)
-        write_index(out.parent)
+        write_index(result.index.parent)
     except OSError as err:  # a report file could not be written (a full disk, an I/O error)
         _record_write_failure(result, err)
         raise
@@ -405,7 +409,7 @@ def _record_write_failure(result: ReportResult, err: OSError) -> None:
     with contextlib.suppress(OSError):
         _save(result)
     with contextlib.suppress(OSError, UsageError):
-        write_index(result.out_dir.parent)
+        write_index(result.index.parent)
 
 
 def _batch_environment() -> contextlib.AbstractContextManager[None]:

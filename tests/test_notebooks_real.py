@@ -35,7 +35,7 @@ def readme_command(root: Path, out: Path, bounded: bool = True) -> list[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, isolated_env):
     root = data_root(tmp_path_factory.mktemp("data"))
-    out = tmp_path_factory.mktemp("reports") / "real"
+    out = tmp_path_factory.mktemp("run") / "reports" / "real"
     assert main(readme_command(root, out)) == 0
     return root, out
 

@@ -20,13 +20,27 @@ NOTEBOOKS = Path(__file__).resolve().parent / "fixtures" / "notebooks"
 
 
 def test_a_users_own_index_html_is_never_replaced(tmp_path):
-    mine = tmp_path / "index.html"
+    mine = tmp_path / "reports" / "index.html"
+    mine.parent.mkdir()
     mine.write_text("<html>my own page</html>")
     with pytest.raises(UsageError, match=r"index.html exists and was not written by instir: .*another --out"):
-        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, tmp_path / "mine")
-    assert mine.read_text() == "<html>my own page</html>" and not (tmp_path / "mine").exists()
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, tmp_path / "reports" / "mine")
+    assert mine.read_text() == "<html>my own page</html>" and not (tmp_path / "reports" / "mine").exists()
     with pytest.raises(UsageError, match="was not written by instir"):
-        write_index(tmp_path)
+        write_index(tmp_path / "reports")
+
+
+def test_a_report_outside_a_reports_root_keeps_its_index_inside_and_lists_no_sibling(tmp_path):
+    some = tmp_path / "some" / "dir"
+    for name, meta in (("r1", {"status": "ok", "notebooks": []}), ("other", {"tool": "not instir"})):
+        (some / name).mkdir(parents=True)
+        (some / name / "report.json").write_text(json.dumps(meta))
+    result = run_reports([NOTEBOOKS / "01_table.ipynb"], {}, some / "r2")
+    assert result.index == some / "r2" / "index.html"
+    assert sorted(p.name for p in some.iterdir()) == ["other", "r1", "r2"]  # nothing added beside the folder
+    index = result.index.read_text()
+    assert 'id="r2"' in index and 'id="r1"' not in index and "other" not in index
+    assert '<a href="index.html">' in (some / "r2" / "01_table.html").read_text()  # the page's way back
 
 
 def test_an_index_instir_wrote_is_rewritten(tmp_path):

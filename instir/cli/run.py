@@ -155,7 +155,9 @@ def register(subparsers) -> None:
                    help="system cards to run as well, by name (see `instir systems`; default: none)")
     p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
     p.add_argument("--out", type=Path, default=None,
-                   help="report folder (default: reports/<UTC date-time>)")
+                   help="report folder (default: reports/<UTC date-time>); the index.html that lists it goes "
+                        "beside it in a reports root (a folder named reports, or one holding an instir index), "
+                        "else inside it")
     p.add_argument("--show-code", action="store_true", help="keep code cells in the HTML")
     p.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR,
                    help=f"folder holding the NN_name.ipynb notebooks (default: {NOTEBOOKS_DIR})")

@@ -1,6 +1,7 @@
 """``reports/index.html``: one self-contained page listing every report folder with its
 parameters, wall times, environment manifest and links, built from the ``report.json``
-each run leaves in its folder (so the index can always be rebuilt from the folders)."""
+each run leaves in its folder (so the index can always be rebuilt from the folders). A report
+folder outside a reports root keeps its own ``index.html`` (:func:`index_folder`)."""
 
 from __future__ import annotations
 
@@ -34,19 +35,42 @@ section { border-top: 2px solid #ddd; padding-top: 0.5em; margin-top: 1.5em; }
 """
 
 
+def index_folder(report_folder: str | Path) -> Path:
+    """The folder whose ``index.html`` lists ``report_folder``: its parent when that is a reports
+    root (named ``reports``, or holding an index instir wrote), else the report folder itself,
+    so ``instir run --out some/dir/r2`` adds no file to ``some/dir/`` and lists none of the
+    folders beside it."""
+    folder = Path(report_folder)
+    parent = folder.parent
+    return parent if parent.name == "reports" or _written_by_instir(parent / INDEX_FILE) else folder
+
+
+def _written_by_instir(index: Path) -> bool:
+    try:
+        return GENERATOR in index.read_text(encoding="utf-8", errors="replace")[:2000]
+    except OSError:
+        return False
+
+
 def read_reports(reports_root: str | Path) -> list[dict]:
-    """The metadata of every report folder under ``reports_root``, newest first; each dict
-    gains ``folder`` (the folder name). Unreadable metadata becomes an entry with an
+    """The metadata of the report folder ``reports_root`` is (when it holds a ``report.json``)
+    and of every report folder under it, newest first; a readable ``report.json`` that is not
+    instir's (no ``notebooks`` list) is left out. Each dict gains ``folder`` (the folder name)
+    and ``href`` (its path from the index). Unreadable metadata becomes an entry with an
     ``error`` so the index still shows the folder."""
+    root = Path(reports_root)
     entries = []
-    for meta_path in sorted(Path(reports_root).glob(f"*/{REPORT_FILE}")):
+    for meta_path in [*root.glob(REPORT_FILE), *sorted(root.glob(f"*/{REPORT_FILE}"))]:
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as err:
             meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {err}", "notebooks": []}
+        if not isinstance(meta, dict) or not isinstance(meta.get("notebooks"), list):
+            continue  # another tool's report.json
         if meta.get("status") == "running" and holder_of(meta_path.parent) is None:
             meta["status"] = "interrupted"  # no run holds the folder's lock any more
         meta["folder"], meta["folder_path"] = meta_path.parent.name, str(meta_path.parent)
+        meta["href"] = "." if meta_path.parent == root else meta_path.parent.name
         entries.append(meta)
     return sorted(entries, key=lambda m: str(m.get("started", "")), reverse=True)
 
@@ -131,7 +155,7 @@ def _summary_table(reports: list[dict]) -> str:
                        "<th>git commit</th><th>notebooks</th></tr>"]
     for meta in reports:
         folder = meta["folder"]
-        links = " · ".join(_link(folder, nb.get("html"), nb.get("name", "")) or escape_text(nb.get("name", ""))
+        links = " · ".join(_link(meta["href"], nb.get("html"), nb.get("name", "")) or escape_text(nb.get("name", ""))
                            for nb in meta.get("notebooks", []))
         missing = _not_run(meta)
         if missing:
@@ -176,13 +200,13 @@ def _report_section(meta: dict) -> str:
     for nb in meta.get("notebooks", []):
         out.append(
             f"<tr><td>{escape_text(nb.get('name', ''))}</td><td>{_status(nb)}</td><td>{_seconds(nb.get('wall_s'))}</td>"
-            f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(folder, nb.get('html'), 'HTML')}</td>"
-            f"<td>{_link(folder, nb.get('executed'), 'ipynb')}</td></tr>"
+            f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(meta['href'], nb.get('html'), 'HTML')}</td>"
+            f"<td>{_link(meta['href'], nb.get('executed'), 'ipynb')}</td></tr>"
         )
     for name, page in _not_run(meta):
         status = "pending" if meta.get("status") == "running" else "not run"
         stale = (f'<span class="stale">stale page</span> from an earlier run with other parameters: '
-                 f"{_link(folder, page, 'HTML')}" if page else "")
+                 f"{_link(meta['href'], page, 'HTML')}" if page else "")
         out.append(f"<tr><td>{escape_text(name)}</td><td>{escape_text(status)}</td><td></td><td></td><td>{stale}</td>"
                    "<td></td></tr>")
     out.append(f"<tr><th>total</th><td></td><td>{_seconds(meta.get('wall_s'))}</td>"

@@ -41,16 +41,17 @@ def test_document_and_query_tables_are_present_tables_that_keep_every_column():
     assert "<th>group</th>" in queries and "Same in every row" not in queries and 'class="title"' not in queries
 
 
-def test_every_rendered_report_links_back_to_the_index(tmp_path):
+def test_every_rendered_report_links_back_to_the_index_that_lists_its_folder(tmp_path):
     import nbformat
 
     from instir.pipeline import render_html
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# hello")])
-    executed = tmp_path / "01_x.ipynb"
-    nbformat.write(nb, executed)
-    html = render_html(executed, tmp_path / "01_x.html").read_text()
-    assert '<a href="../index.html">' in html and html.index("../index.html") < html.index("hello")
+    for folder, index in ((tmp_path / "reports" / "r", "../index.html"), (tmp_path / "alone", "index.html")):
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "01_x.ipynb")
+        html = render_html(folder / "01_x.ipynb", folder / "01_x.html").read_text()
+        assert f'<a href="{index}">' in html and html.index(f'"{index}"') < html.index("hello")
 
 
 # ---------------------------------------------------------------- Markdown: one escaping path
@@ -250,4 +251,4 @@ def test_every_kind_of_output_of_hostile_text_renders_without_markup(tmp_path):
     parser.feed(body)
     assert not [t for t, a in parser.found if t in ("script", "img", "iframe") or any(k.startswith("on") for k in a)]
     assert [a["href"] for t, a in parser.found if t == "a" and "href" in a and not a["href"].startswith("#")] == [
-        "../index.html"]
+        "index.html"]

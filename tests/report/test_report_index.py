@@ -40,6 +40,24 @@ def test_index_escapes_parameters_and_errors(tmp_path):
     assert '<span class="failed">failed</span>' in html
 
 
+def test_a_report_json_of_another_tool_beside_the_reports_is_not_listed(tmp_path):
+    make_report(tmp_path, "mine", "2026-01-01T00:00:00+00:00")
+    for name, text in (("pytest", '{"summary": {"passed": 3}}'), ("listed", "[1, 2]")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(text)
+    assert [meta["folder"] for meta in read_reports(tmp_path)] == ["mine"]
+
+
+def test_a_report_folders_own_index_lists_it_alone_with_links_inside_it(tmp_path):
+    make_report(tmp_path, "r2", "2026-01-01T00:00:00+00:00")
+    make_report(tmp_path / "r2", "sub", "2026-01-01T00:00:00+00:00")  # a report below it is still listed
+    make_report(tmp_path, "sibling", "2026-02-01T00:00:00+00:00")
+    html = write_index(tmp_path / "r2").read_text()
+    assert 'id="r2"' in html and 'id="sub"' in html and "sibling" not in html
+    hrefs = re.findall(r'href="([^"#][^"]*)"', html)
+    assert "./01_a.html" in hrefs and all((tmp_path / "r2" / h).is_file() for h in hrefs)
+
+
 def test_unreadable_metadata_still_appears(tmp_path):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "report.json").write_text("{not json")
