@@ -1,7 +1,9 @@
 """Interop with ranx, PyTerrier and ir_datasets (``pip install 'instir[interop]'``): runs convert
 on the run itself (:meth:`instir.Run.to_ranx`, :meth:`~instir.Run.to_pyterrier` and back), qrels
-in :mod:`instir.interop.qrels`, and :func:`register_ir_datasets` serves the benchmarks as
-ir_datasets datasets (:mod:`instir.interop.irds`); docs/interop.md tells the whole of it.
+in :mod:`instir.interop.qrels`, :func:`transformer` puts any kit system into PyTerrier pipelines
+and ``pt.Experiment`` (:mod:`instir.interop.pyterrier`), and :func:`register_ir_datasets` serves
+the benchmarks as ir_datasets datasets (:mod:`instir.interop.irds`; ``python -m instir.interop``
+is the ``ir_datasets`` command with them registered); docs/interop.md tells the whole of it.
 
 Nothing here is imported by ``import instir``; each library is imported when a function needs it.
 """
@@ -11,4 +13,5 @@ from instir._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "qrels": ("qrels_to_ranx", "qrels_from_ranx", "qrels_to_pyterrier", "qrels_from_pyterrier"),
     "irds": ("PREFIX", "dataset_ids", "register_ir_datasets", "ensure_registered", "InstirDoc", "InstirQuery"),
+    "pyterrier": ("KitTransformer", "transformer"),
 })

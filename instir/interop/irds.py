@@ -2,11 +2,13 @@
 ``ir_datasets.load("instir/<name>[/<setting>]")`` serves every benchmark, IFIR subset and setting
 that :func:`instir.load_benchmark` loads, bundled samples included (:func:`dataset_ids` lists them).
 
-Each dataset reads nothing until asked; its records and the ways in from PyTerrier are in
-docs/interop.md. No ``from __future__ import annotations`` in this module: PyTerrier's text
-loader reads the field types of the record classes.
+Each dataset reads nothing until asked; ``docs_iter()`` slices as ir_datasets' own does
+(``docs_iter()[:3]``). Its records and the ways in from PyTerrier are in docs/interop.md. No
+``from __future__ import annotations`` in this module: PyTerrier's text loader reads the field
+types of the record classes.
 """
 
+import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, Optional, Union
@@ -93,6 +95,12 @@ def register_ir_datasets(root: Union[str, Path, None] = None) -> list[str]:
     :func:`dataset_ids`) and return the ids, so that ``ir_datasets.load("instir/ifir/fiqa")`` and
     PyTerrier's ``pt.get_dataset("irds:instir/ifir/fiqa")`` work.
 
+    The one call it must be: ir_datasets 0.6 has no plugin hook (no entry-point group; its
+    datasets are the modules it imports itself), so nothing is registered by installing the kit.
+    Call it once per process before ``ir_datasets.load``; for the command line,
+    ``python -m instir.interop export instir/ifir/fiqa docs`` is ``ir_datasets export …`` with the
+    kit's ids registered. (PyTerrier's ``pt.get_dataset("instir:ifir/fiqa")`` needs no call.)
+
     ``root`` is where real benchmarks are read from, as :func:`instir.load_benchmark` takes it
     (None: the fetch cache). Calling again registers nothing twice and only changes the root for
     what is loaded from then on."""
@@ -130,6 +138,52 @@ class _Store(Docstore):
             yield _doc(doc)
 
 
+class _DocsIter:
+    """The documents in corpus order, sliceable as ir_datasets' own ``docs_iter()`` is once its
+    docstore is built (``Lz4PickleIter``): ``it[:3]``, ``it[10:-5:2]``, ``it[-1]``, ``it[:0.5]``,
+    slices of slices, positions counted from what is consumed; the slice arithmetic is
+    ir_datasets' own (``apply_sub_slice``, ``slice_idx``). Reading streams the corpus from its
+    start; only a slice needs the count."""
+
+    def __init__(self, docs: "_Docs", window: Optional[slice] = None):
+        self.docs, self._window = docs, window
+        self._stream: Optional[Iterator[Doc]] = None
+        self._consumed = 0
+
+    def _slice(self) -> slice:
+        """What is left: ``start`` to ``stop`` by ``step`` (every document when not sliced)."""
+        if self._window is None:
+            return slice(self._consumed, self.docs.docs_count(), 1)
+        return self._window
+
+    def __iter__(self) -> "_DocsIter":
+        return self
+
+    def __next__(self) -> InstirDoc:
+        if self._window is None:
+            self._stream = self._stream or iter(self.docs.corpus())
+            doc = next(self._stream)
+            self._consumed += 1
+            return _doc(doc)
+        start, stop, step = self._window.start, self._window.stop, self._window.step or 1
+        if start >= stop:
+            raise StopIteration
+        self._stream = self._stream or itertools.islice(iter(self.docs.corpus()), start, None, step)
+        doc = next(self._stream)
+        self._window = slice(start + step, stop, self._window.step)
+        return _doc(doc)
+
+    def __getitem__(self, key: Union[int, slice]) -> Union[InstirDoc, "_DocsIter"]:
+        if isinstance(key, slice):
+            return _DocsIter(self.docs, ir_datasets.util.apply_sub_slice(self._slice(), key))
+        if isinstance(key, int):
+            found = next(_DocsIter(self.docs, ir_datasets.util.slice_idx(self._slice(), key)), None)
+            if found is None:
+                raise IndexError(f"document {key} of {self._slice()}")
+            return found
+        raise TypeError("key must be int or slice")
+
+
 class _Docs(BaseDocs):
     """The corpus of one benchmark (shared by its settings)."""
 
@@ -139,8 +193,8 @@ class _Docs(BaseDocs):
     def corpus(self):
         return _STATE.benchmark(self.name, "instructed").corpus
 
-    def docs_iter(self) -> Iterator[InstirDoc]:
-        return (_doc(doc) for doc in self.corpus())
+    def docs_iter(self) -> "_DocsIter":
+        return _DocsIter(self)
 
     def docs_count(self) -> int:
         return len(self.corpus())

@@ -2,6 +2,7 @@
 every benchmark, subset and setting has an id; docs, queries (the kit's text and the raw parts) and
 qrels are what load_benchmark loads, from the bundled samples and from upstream-layout fixtures."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,54 @@ def test_documents_are_looked_up_by_id_and_settings_share_the_corpus(interop, ir
     assert irds.docs_parent_id("instir/instructir-sample/query-only") == "instir/instructir-sample"
     with pytest.raises(KeyError):
         store.get("no-such-document")
+
+
+def test_the_ir_datasets_command_sees_the_kits_datasets_through_python_m_instir_interop(irds, tmp_path):
+    """ir_datasets 0.6 loads no other package's datasets, so its own command cannot see them: the
+    kit's module registers them, then hands the arguments to that command (``ir_datasets.main``)."""
+    command = [sys.executable, "-m", "instir.interop", "export", "instir/ifir-sample/fiqa", "queries",
+               "--format", "jsonl"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=tmp_path).stdout.splitlines()
+    queries = load_benchmark("ifir-sample/fiqa").queries
+    assert [json.loads(line)["query_id"] for line in out] == list(queries)
+    assert json.loads(out[0])["instruction"] == next(iter(queries.values())).instruction
+
+
+#: slices as ir_datasets takes them: ranges, steps, negative ends, fractions, empty and past the end
+SLICES = [slice(None, 3), slice(3, 7), slice(-3, None), slice(3, -4, 4), slice(None, None, 5), slice(0.25, 0.5),
+          slice(None, 0.5), slice(7, 2), slice(30, 100), slice(-10, -2, 3)]
+
+
+def test_docs_iter_slices_as_ir_datasets_own_docstore_iterator(interop, irds, tmp_path):
+    """Against a TSV dataset of ir_datasets 0.6 itself (``TsvDocs``, its docstore built: the
+    ``Lz4PickleIter`` its ``docs_iter()`` returns) holding the same documents in the same order."""
+    from ir_datasets.formats import TsvDocs
+    from ir_datasets.util import LocalDownload
+
+    dataset = irds.load("instir/ifir-sample/fiqa")
+    ids = [d.doc_id for d in dataset.docs_iter()]
+    (tmp_path / "docs.tsv").write_text("".join(f"{doc_id}\t{i}\n" for i, doc_id in enumerate(ids)))
+    theirs = TsvDocs(LocalDownload(tmp_path / "docs.tsv"))
+    theirs.docs_store().build()
+
+    def doc_ids(docs):
+        return [d.doc_id for d in docs]
+
+    assert len(ids) == 38 and doc_ids(theirs.docs_iter()) == ids
+    for key in SLICES:
+        assert doc_ids(dataset.docs_iter()[key]) == doc_ids(theirs.docs_iter()[key]), key
+    assert doc_ids(dataset.docs_iter()[10:][::3][2:5]) == doc_ids(theirs.docs_iter()[10:][::3][2:5])
+    for index in (0, 5, -1, -len(ids)):
+        assert dataset.docs_iter()[index].doc_id == theirs.docs_iter()[index].doc_id
+    ours_it, theirs_it = dataset.docs_iter(), theirs.docs_iter()
+    assert doc_ids([next(ours_it), next(ours_it)]) == doc_ids([next(theirs_it), next(theirs_it)])
+    assert doc_ids(ours_it[:3]) == doc_ids(theirs_it[:3]) == ids[2:5]  # counted from what is consumed
+    for key, error in ((len(ids), IndexError), (slice(None, None, -1), ValueError), ("3", TypeError)):
+        for docs in (dataset.docs_iter(), theirs.docs_iter()):
+            with pytest.raises(error):
+                docs[key]
+    corpus = load_benchmark("ifir-sample/fiqa").corpus
+    assert [tuple(d) for d in dataset.docs_iter()[:3]] == [(d.id, d.text, d.title) for d in list(corpus)[:3]]
 
 
 def test_pyterrier_reads_the_registered_sample_and_scores_a_kit_run_on_its_qrels(interop, pt, bm25_run, sample):
