@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from instir.errors import UsageError, quoted
+from instir.errors import UsageError, quoted, unknown
 
 
 def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
@@ -23,10 +23,28 @@ def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
 
 def benchmark_names(value: str | Sequence[str]) -> list[str]:
     """A ``benchmarks`` parameter as benchmark names (:func:`names`), a collection such as
-    ``followir-sample`` standing for its benchmarks (:func:`instir.benchmarks.catalog.expand`)."""
+    ``followir-sample`` standing for its benchmarks (:func:`instir.benchmarks.catalog.expand`);
+    an empty list, and a name the catalog lacks (with the closest one), refused in one line, so
+    every stage answers a misspelt name as the command line does, before any work."""
     from instir.benchmarks import catalog
 
-    return catalog.expand(names(value, "benchmarks"))
+    given = names(value, "benchmarks")
+    if not given:
+        raise UsageError(f"parameter 'benchmarks' is empty: name at least one, e.g. {catalog.sample_benchmarks()[0]!r}")
+    known = catalog.known_names()
+    for name in given:
+        if name not in known:
+            raise unknown("benchmark", name, known, where="in parameter 'benchmarks'")
+    return catalog.expand(given)
+
+
+def depth(value: object, parameter: str = "k") -> int:
+    """A cut-off parameter (``k``) as a whole number of at least 1; text such as ``"10"``, a
+    fraction or a boolean refused in one line naming the parameter."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"parameter {parameter!r} takes a whole number of at least 1 (e.g. {parameter} = 10), "
+                         f"got {quoted(value)}")
+    return value
 
 
 def home_path(path: str | Path) -> str:

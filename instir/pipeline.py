@@ -35,6 +35,7 @@ from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, inde
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest, read_datasets
+from instir.report.provenance import record_page, stage_records
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 
 #: nbconvert template (under instir/report/templates) without CDN scripts
@@ -374,6 +375,8 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             with _batch_environment():
                 step, exc, unwritten = _run_one(path, result, own, cell_bar=bars)
             result.notebooks.append(step)
+            if step.html:
+                record_page(out, path.stem, step.html)
             result.wall_s = time.perf_counter() - start
             result.manifest["datasets"] = read_datasets(out)
             if unwritten is not None:  # a file of the report could not be written: ends the run (rc 2 in the CLI)
@@ -498,6 +501,54 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
                           html=html_name, wall_s=round(wall, 3), render_s=round(render, 3),
                           status="failed" if failure else "ok", error=error)
     return step, failure, unwritten
+
+
+def _papermill_run_of(executed: Path, stage_run: dict) -> bool:
+    """Whether ``executed`` is the notebook plain papermill is writing in the run that made
+    ``stage_run`` (it started before the stage finished and was saved after)."""
+    import nbformat
+
+    try:
+        meta = nbformat.read(executed, as_version=4).metadata.get("papermill") or {}
+        started = datetime.fromisoformat(str(meta.get("start_time")))
+        finished = datetime.fromisoformat(str(stage_run.get("finished")))
+    except (OSError, ValueError, TypeError, nbformat.reader.NotJSONError):
+        return False
+    saved = datetime.fromtimestamp(executed.stat().st_mtime, timezone.utc)
+    return Path(str(meta.get("output_path", ""))).name == executed.name and started < finished < saved
+
+
+def publish_page(out_dir: str | Path, notebook: str):
+    """What a report notebook's last cell calls, so that a notebook run alone never leaves its
+    page silently behind: under ``instir run``, nothing (the run renders the page). Under plain
+    papermill writing the executed notebook into the folder (``NN_name.ipynb``, as the README's
+    call does), its HTML page is rendered from it now (everything but this last cell's output)
+    and the index beside the folder rewritten. In JupyterLab, where no executed file holds this
+    run's outputs, a Markdown line saying that the folder's page shows an earlier run (the index
+    marks it stale) and how to remake it. Returns that Markdown, or None."""
+    from IPython.display import Markdown
+
+    from instir.report.lock import STAGE_WRITER, writer_of
+    from instir.report.stage_writer import refresh_index
+
+    folder = user_path(out_dir).resolve()
+    if writer_of(folder) == "instir run":
+        return None
+    runs = stage_records(folder).get(notebook) or []
+    executed, page = folder / f"{notebook}.ipynb", folder / f"{notebook}.html"
+    if runs and executed.is_file() and _papermill_run_of(executed, runs[0]):
+        with FolderLock(folder, STAGE_WRITER):
+            render_html(executed, page)
+            record_page(folder, notebook, page.name)
+        refresh_index(folder)
+        return Markdown(f"Page `{page.name}` rendered from this run into `{home_path(folder)}`; the reports index "
+                        "that lists the folder is up to date.")
+    if page.is_file():
+        return Markdown(f"**This run is not on the page** `{home_path(page)}`: that page shows an earlier run, and "
+                        "the reports index marks it stale. `instir run --out "
+                        f"{home_path(folder)}` remakes every page; papermill writing `{executed.name}` into the "
+                        "folder remakes this one.")
+    return None
 
 
 def _publish_executed(partial: Path, executed: Path) -> None:

@@ -277,6 +277,12 @@ def _collections() -> dict[str, Entry]:
     return {**out, **_entries()}
 
 
+def known_names() -> list[str]:
+    """Every name a ``benchmarks`` list may hold: each collection (``ifir-sample``, ``ifir``) and
+    each benchmark of the catalog."""
+    return list(_collections())
+
+
 def expand(names: list[str] | tuple[str, ...]) -> list[str]:
     """Benchmark names with every collection name (``followir-sample``, ``ifir``) replaced by its
     benchmarks in the catalog's order; other names (unknown ones included, for the caller to

@@ -14,6 +14,7 @@ from instir import atomic
 from instir.errors import UsageError
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
+from instir.report.provenance import stale_pages
 
 #: per-run metadata file inside each report folder
 REPORT_FILE = "report.json"
@@ -55,9 +56,11 @@ def _written_by_instir(index: Path) -> bool:
 def read_reports(reports_root: str | Path) -> list[dict]:
     """The metadata of the report folder ``reports_root`` is (when it holds a ``report.json``)
     and of every report folder under it, newest first; a readable ``report.json`` that is not
-    instir's (no ``notebooks`` list) is left out. Each dict gains ``folder`` (the folder name)
-    and ``href`` (its path from the index). Unreadable metadata becomes an entry with an
-    ``error`` so the index still shows the folder."""
+    instir's (no ``notebooks`` list) is left out. Each dict gains ``folder`` (the folder name),
+    ``href`` (its path from the index) and ``stale`` (notebook -> why its page or files disagree
+    with the folder: :func:`instir.report.provenance.stale_pages`), and a finished run with stale
+    pages has the status ``stale``. Unreadable metadata becomes an entry with an ``error`` so the
+    index still shows the folder."""
     root = Path(reports_root)
     entries = []
     for meta_path in [*root.glob(REPORT_FILE), *sorted(root.glob(f"*/{REPORT_FILE}"))]:
@@ -69,6 +72,9 @@ def read_reports(reports_root: str | Path) -> list[dict]:
             continue  # another tool's report.json
         if meta.get("status") == "running" and holder_of(meta_path.parent) is None:
             meta["status"] = "interrupted"  # no run holds the folder's lock any more
+        meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent)}
+        if meta["stale"] and meta.get("status") == "ok":
+            meta["status"] = "stale"  # its pages disagree with the folder's files: never "ok"
         meta["folder"], meta["folder_path"] = meta_path.parent.name, str(meta_path.parent)
         meta["href"] = "." if meta_path.parent == root else meta_path.parent.name
         entries.append(meta)
@@ -182,6 +188,13 @@ def _report_section(meta: dict) -> str:
                    "illustrate the method and are not comparable with the papers'.</p>")
     if meta.get("error"):
         out.append(f"<p><b>Error:</b></p><pre>{escape_text(str(meta['error']))}</pre>")
+    stale = meta.get("stale") or {}
+    if stale:
+        items = "".join(f"<li><b>{escape_text(name)}</b>: {escape_text('; '.join(reasons))}</li>"
+                        for name, reasons in stale.items())
+        out.append(f'<p class="stale">Stale: these pages disagree with the folder\'s files (a notebook, the lab or '
+                   f"another command wrote it after this run). Rerun the chain (instir run) to make them agree.</p>"
+                   f"<ul>{items}</ul>")
     params, defaults = meta.get("parameters", {}), meta.get("defaults", {})
     out.append("<h3>Parameters</h3>")
     names = list(defaults) + [k for k in params if k not in defaults]
@@ -198,8 +211,9 @@ def _report_section(meta: dict) -> str:
     out.append("<h3>Notebooks</h3><table><tr><th>notebook</th><th>status</th><th>run</th><th>render</th>"
                "<th>report</th><th>executed notebook</th></tr>")
     for nb in meta.get("notebooks", []):
+        status = _status({"status": "stale"}) if nb.get("name") in stale else _status(nb)
         out.append(
-            f"<tr><td>{escape_text(nb.get('name', ''))}</td><td>{_status(nb)}</td><td>{_seconds(nb.get('wall_s'))}</td>"
+            f"<tr><td>{escape_text(nb.get('name', ''))}</td><td>{status}</td><td>{_seconds(nb.get('wall_s'))}</td>"
             f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(meta['href'], nb.get('html'), 'HTML')}</td>"
             f"<td>{_link(meta['href'], nb.get('executed'), 'ipynb')}</td></tr>"
         )

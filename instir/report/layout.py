@@ -16,13 +16,13 @@ from instir.errors import UserError
 from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import record_dataset
+from instir.report.provenance import WRITES
 
 #: The report notebooks of a folder: ``NN_name.ipynb``, in name order.
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
 
 #: The stage (its notebook) that writes each folder of a report.
-WRITTEN_BY = {"data": "01_data_exploration", "runs": "02_retrieval", "metrics": "03_metrics",
-              "judge": "04_judge_validation", "paper_tables": "05_paper_tables"}
+WRITTEN_BY = {folder: notebook for notebook, folder in WRITES.items()}
 
 
 class MissingInput(UserError, FileNotFoundError):

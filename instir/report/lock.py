@@ -18,22 +18,17 @@ holder has ended, as the token is checked against the lock file's while its lock
 from __future__ import annotations
 
 import fcntl
-import functools
 import itertools
 import json
 import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeVar
 
 from instir.errors import UsageError
 from instir.home import HOME_VAR, instir_home
-
-T = TypeVar("T")
 
 LOCK_FILE = ".instir-run.lock"
 #: Environment variable through which child processes inherit their parent's locks: a JSON
@@ -147,16 +142,6 @@ class FolderLock:
 #: Who a stage says writes when no front end holds the folder for it: a notebook (in JupyterLab
 #: or under plain papermill) or a Python session calling the stage itself.
 STAGE_WRITER = "a notebook or Python session"
-
-
-def writes_folder(stage: Callable[..., T]) -> Callable[..., T]:
-    """Decorate a stage whose first argument is its report folder: it runs holding the folder's
-    lock (:class:`FolderLock`, as :data:`STAGE_WRITER` unless a front end holds it already)."""
-    @functools.wraps(stage)
-    def locked(out_dir, *args, **kwargs):
-        with FolderLock(out_dir, STAGE_WRITER):
-            return stage(out_dir, *args, **kwargs)
-    return locked
 
 
 def writer_of(folder: str | Path) -> str | None:

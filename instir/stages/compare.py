@@ -30,7 +30,7 @@ from instir.papers import (
 from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, report_layout
-from instir.report.lock import writes_folder
+from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import read_sidecar, run_windowing
 from instir.systems.coverage import coverage_matrix
 
@@ -141,7 +141,7 @@ def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.Dat
     return reported
 
 
-@writes_folder
+@writes_stage("05_paper_tables")
 def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None = None, *,
                  papers: Sequence[str] | None = None) -> PaperComparison:
     """The compare stage (see the module docstring); bundled-sample numbers are aligned with the

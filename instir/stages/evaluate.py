@@ -29,7 +29,7 @@ from instir.metrics.table import combine, subset_average, wide
 from instir.parameters import benchmark_names
 from instir.report.explain import explain_runs
 from instir.report.layout import LoadedBenchmarks, ReportLayout, report_layout
-from instir.report.lock import writes_folder
+from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
 from instir.retrieval.search import queries_sha256
 from instir.stages.retrieve import read_runs_table
@@ -264,7 +264,7 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
                    run_checks=checks, runs=runs)
 
 
-@writes_folder
+@writes_stage("03_metrics")
 def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
                measures: Sequence[object] | None = None, protocol: str = "authors", compare: str = "headline",
                data_root: str | None = None, loaded: LoadedBenchmarks | None = None,

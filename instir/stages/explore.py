@@ -18,6 +18,7 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark, Query
 from instir.papers.views import ReportedView, statistics_views
 from instir.report.layout import LoadedBenchmarks, start_report
+from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 
 #: the statistics of ``describe()`` that are whole numbers when what it describes is (words, passages)
@@ -111,6 +112,7 @@ def _example(bench: Benchmark) -> Example:
     return Example(bench.label, group, [bench.queries[qid] for qid in ids], relevant)
 
 
+@writes_stage("01_data_exploration")
 def describe_benchmarks(out_dir: str | Path, benchmarks: Sequence[str], data_root: str | None = None, *,
                         loaded: LoadedBenchmarks | None = None) -> Exploration:
     """The explore stage: load ``benchmarks`` (recording which data they are; ``loaded``: as

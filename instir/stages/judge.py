@@ -28,10 +28,10 @@ from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts
 from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
-from instir.parameters import benchmark_names
+from instir.parameters import benchmark_names, depth
 from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, report_layout, start_report
-from instir.report.lock import writes_folder
+from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
 from instir.stages.plan import VARIANTS
@@ -289,7 +289,7 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
     return spread, verdicts
 
 
-@writes_folder
+@writes_stage("04_judge_validation")
 def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, backend: str = "hf", model: str = "",
                base_url: str = "", api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0,
                max_instances: int | None = 5, repeats: int = 2, validate: bool = True, judge: Any = None,
@@ -307,6 +307,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     from instir.judge.factory import make_judge, require_reachable
 
     layout = report_layout(out_dir)
+    k = depth(k)
     benchmarks = None if benchmarks is None else benchmark_names(benchmarks)
     runs = read_runs_table(layout, benchmarks)
     judged = run_pairs(runs)

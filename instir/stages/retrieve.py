@@ -20,8 +20,10 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.formatting import get_template
-from instir.report.layout import ReportLayout, start_report
-from instir.report.lock import STAGE_WRITER, writer_of, writes_folder
+from instir.parameters import depth, names
+from instir.report.layout import MissingInput, ReportLayout, start_report
+from instir.report.lock import STAGE_WRITER, writer_of
+from instir.report.stage_writer import writes_stage
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run
 from instir.stages.plan import PlannedRun, plan_runs
@@ -114,7 +116,14 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
     table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
     if "setting" not in table:  # lists written before the column existed
         table.insert(1, "setting", "instructed")
-    return table if benchmarks is None else table[table["benchmark"].isin(list(benchmarks))].reset_index(drop=True)
+    if benchmarks is None:
+        return table
+    absent = [name for name in benchmarks if name not in set(table["benchmark"])]
+    if absent:
+        raise MissingInput(f"{layout.runs_table} holds no run of {', '.join(map(repr, absent))}: run notebook "
+                           f"02_retrieval with it into {layout.root} first, or leave it out of 'benchmarks' "
+                           f"(the runs there: {', '.join(dict.fromkeys(table['benchmark'])) or 'none'})")
+    return table[table["benchmark"].isin(list(benchmarks))].reset_index(drop=True)
 
 
 @dataclass
@@ -144,14 +153,19 @@ def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
             "query-only text": str(get_template("query-only").format_query(first))}
 
 
-@writes_folder
+@writes_stage("02_retrieval")
 def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
                   data_root: str | None = None) -> Retrieval:
     """The retrieve stage: every run of :func:`~instir.stages.plan.plan_runs` (``systems`` as
     :func:`instir.systems.specs.resolve_system` names them) into ``out_dir/runs/``, listed in
     ``runs/runs.csv`` in the plan's order. One system is built (its model loaded) at a time and
     serves every benchmark before the next is built, so a machine holds one model, and one BM25
-    index, at a time."""
+    index, at a time. An empty ``systems``, and a ``k`` that is not a whole number of at least 1,
+    are refused before any work."""
+    k = depth(k)
+    if not names(systems, "systems"):
+        raise UsageError("no system to run: parameters 'retrievers' and 'systems' are both empty (e.g. retrievers = "
+                         "[\"bm25\"])")
     plan = plan_runs(benchmarks, systems)
     report = start_report(out_dir, benchmarks, data_root)
     # before any retrieval: a list that would drop another front end's runs fails in seconds

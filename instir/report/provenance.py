@@ -1,0 +1,175 @@
+"""What every stage's files and every HTML page of a report folder were made from, so that the
+lab, plain papermill, the CLI and ``instir run`` writing one folder can never leave an index
+that says "ok" over pages that disagree.
+
+Two files in the folder:
+
+- ``stages.json``: per notebook (the stage it calls), its last runs, newest first: the parameters
+  it was called with, the digest of each earlier stage's folder it read (:data:`READS`), the
+  digest of the folder it wrote, when, and which front end ran it.
+- ``pages.json``: per notebook, the HTML page of the folder and the stage run it shows.
+
+:func:`stale_pages` compares them with the files as they are now: a page showing an older run of
+its stage than the last one, and a stage whose inputs were rewritten after it read them (or whose
+own files were changed by something else), are stale, each with the reason and what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from instir import atomic
+
+STAGES_FILE = "stages.json"
+PAGES_FILE = "pages.json"
+#: Runs of a stage kept in ``stages.json`` (to name the parameters an older page or input came from).
+HISTORY = 8
+
+#: The folder each notebook's stage writes, in chain order.
+WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "metrics",
+          "04_judge_validation": "judge", "05_paper_tables": "paper_tables"}
+#: The earlier stages' folders each stage reads.
+READS = {"01_data_exploration": (), "02_retrieval": (), "03_metrics": ("runs",),
+         "04_judge_validation": ("runs", "metrics"), "05_paper_tables": ("runs", "metrics", "judge")}
+#: Files of a stage folder that are not part of what it says (caches kept across runs).
+_UNSTATED = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp", ".lock")
+
+
+def folder_digest(folder: Path) -> str | None:
+    """SHA-256 over the names and bytes of a stage folder's top-level files (caches and hidden
+    files left out), None when the folder holds none."""
+    if not folder.is_dir():
+        return None
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
+                   and not p.name.endswith(_UNSTATED))
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0" + atomic.file_sha256(path).encode() + b"\0")
+    return h.hexdigest()
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def stage_records(folder: str | Path) -> dict[str, list[dict]]:
+    """``stages.json`` of a report folder: per notebook, its stage's runs, newest first."""
+    return {name: runs for name, runs in _read(Path(folder) / STAGES_FILE).items() if isinstance(runs, list) and runs}
+
+
+def page_records(folder: str | Path) -> dict[str, dict]:
+    """``pages.json`` of a report folder: per notebook, its HTML page and the stage run it shows."""
+    return {name: page for name, page in _read(Path(folder) / PAGES_FILE).items() if isinstance(page, dict)}
+
+
+def _json_value(value: object) -> object:
+    """A parameter as ``stages.json`` holds it (a path or a spec as its text)."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def record_stage(folder: Path, notebook: str, parameters: Mapping[str, object], by: str,
+                 inputs: Mapping[str, str | None]) -> dict:
+    """Add a run of ``notebook``'s stage to ``folder/stages.json``: its parameters, the digests of
+    the folders it read (taken before it ran), the digest of the folder it wrote, who ran it."""
+    record = {"stamp": secrets.token_hex(8), "finished": _now(), "by": by,
+              "parameters": {name: _json_value(value) for name, value in parameters.items()},
+              "inputs": dict(inputs), "output": folder_digest(folder / WRITES[notebook])}
+    records = stage_records(folder)
+    records[notebook] = [record, *records.get(notebook, [])][:HISTORY]
+    atomic.write_text(folder / STAGES_FILE, json.dumps(records, indent=2, ensure_ascii=False))
+    return record
+
+
+def input_digests(folder: Path, notebook: str) -> dict[str, str | None]:
+    """The digest of each folder ``notebook``'s stage reads, as it is now."""
+    return {name: folder_digest(folder / name) for name in READS.get(notebook, ())}
+
+
+def record_page(folder: Path, notebook: str, html: str) -> dict:
+    """Note in ``folder/pages.json`` that ``html`` was rendered now from ``notebook``'s last stage
+    run (none: a notebook without a stage, such as the tour)."""
+    runs = stage_records(folder).get(notebook) or [{}]
+    page = {"html": html, "rendered": _now(), "stamp": runs[0].get("stamp")}
+    pages = page_records(folder)
+    pages[notebook] = page
+    atomic.write_text(folder / PAGES_FILE, json.dumps(pages, indent=2, ensure_ascii=False))
+    return page
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A notebook's page or files that disagree with the folder: ``reasons``, each one sentence."""
+
+    notebook: str
+    reasons: tuple[str, ...]
+
+
+def _differences(old: Mapping[str, object], new: Mapping[str, object]) -> str:
+    """``k 100 → 20; systems ['bm25', 'dense'] → ['bm25']`` (parameters that differ)."""
+    def shown(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    changed = [f"{name} {shown(old.get(name))} → {shown(new.get(name))}"
+               for name in dict.fromkeys([*old, *new]) if old.get(name) != new.get(name)]
+    return "; ".join(changed) if changed else "the same parameters"
+
+
+def _described(run: dict) -> str:
+    return f"at {str(run.get('finished', '?'))[:19].replace('T', ' ')} by {run.get('by', '?')}"
+
+
+def stale_pages(folder: str | Path) -> list[Stale]:
+    """Every notebook of ``folder`` whose HTML page shows an older run of its stage than the
+    folder's, whose stage read files an earlier stage has rewritten since, or whose own files were
+    changed by something that recorded no run (in chain order), each with what differs."""
+    folder = Path(folder)
+    records, pages = stage_records(folder), page_records(folder)
+    writer_of_folder = {name: notebook for notebook, name in WRITES.items()}
+    stale = []
+    for notebook in WRITES:
+        runs = records.get(notebook)
+        if not runs:
+            continue
+        last, reasons = runs[0], []
+        page = pages.get(notebook)
+        shows_older = bool(page and page.get("stamp") and page["stamp"] != last.get("stamp"))
+        if shows_older and (folder / str(page.get("html"))).is_file():
+            shown = next((run for run in runs if run.get("stamp") == page["stamp"]), None)
+            what = _differences(shown["parameters"], last.get("parameters", {})) if shown else "parameters unknown"
+            reasons.append(f"its page {page.get('html')} shows an earlier run; the stage ran again {_described(last)} "
+                           f"({what})")
+        if folder_digest(folder / WRITES[notebook]) != last.get("output"):
+            reasons.append(f"{WRITES[notebook]}/ was changed after its last run ({_described(last)}) by a writer that "
+                           "recorded none")
+        for name, digest in (last.get("inputs") or {}).items():
+            if folder_digest(folder / name) == digest:
+                continue
+            producer = writer_of_folder[name]
+            made = records.get(producer) or []
+            read = next((run for run in made if run.get("output") == digest), None)
+            what = (f" ({_differences(read['parameters'], made[0].get('parameters', {}))})"
+                    if read and made else "")
+            reasons.append(f"it read {name}/, which {producer} wrote again {_described(made[0]) if made else 'since'}"
+                           f"{what}")
+        if reasons:
+            stale.append(Stale(notebook, tuple(reasons)))
+    return stale

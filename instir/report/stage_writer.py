@@ -1,0 +1,65 @@
+"""The one way a stage writes a report folder: holding the folder's lock
+(:class:`instir.report.lock.FolderLock`), recording what it was called with and what it read and
+wrote (:mod:`instir.report.provenance`), then, when it ran alone (the lab, plain papermill, a Python
+session: not under ``instir run``, which does it at the end of each notebook), rewriting the
+reports index beside the folder, so the index never lags behind the folder's files."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from instir.errors import UsageError
+from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
+from instir.report.layout import report_layout
+from instir.report.lock import STAGE_WRITER, FolderLock, writer_of
+from instir.report.provenance import input_digests, record_stage
+
+T = TypeVar("T")
+
+#: Stage arguments that are objects a caller shares between stages, not parameters of the run.
+_NOT_PARAMETERS = ("out_dir", "loaded", "read", "judge")
+
+
+def refresh_index(folder: Path) -> None:
+    """Rewrite the instir index that lists ``folder`` (:func:`instir.report.index.index_folder`)
+    when there is one (a user's own ``index.html`` and a folder no index lists are left alone)."""
+    root = index_folder(folder)
+    if (root / INDEX_FILE).is_file():
+        with contextlib.suppress(UsageError, OSError):
+            check_index_owned(root)
+            write_index(root)
+
+
+def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate the stage of ``notebook`` (``"03_metrics"``), whose first argument is its report
+    folder (a parameter as :func:`instir.report.layout.report_layout` reads it): it runs holding
+    the folder's lock (as :data:`~instir.report.lock.STAGE_WRITER` unless a front end holds it
+    already) and leaves a record of its run in ``stages.json``."""
+    def decorate(stage: Callable[..., T]) -> Callable[..., T]:
+        signature = inspect.signature(stage)
+
+        @functools.wraps(stage)
+        def written(out_dir, *args, **kwargs):
+            folder = report_layout(out_dir).root.expanduser().resolve()
+            with FolderLock(folder, STAGE_WRITER):
+                inputs = input_digests(folder, notebook)
+                result = stage(out_dir, *args, **kwargs)
+                bound = signature.bind(out_dir, *args, **kwargs)
+                bound.apply_defaults()
+                arguments = dict(bound.arguments)
+                for name, parameter in signature.parameters.items():
+                    if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                        arguments.update(arguments.pop(name, {}))
+                by = writer_of(folder) or STAGE_WRITER
+                record_stage(folder, notebook, {k: v for k, v in arguments.items() if k not in _NOT_PARAMETERS},
+                             by, inputs)
+            if by != "instir run":
+                refresh_index(folder)
+            return result
+        return written
+    return decorate

@@ -1,0 +1,94 @@
+"""One folder, one truth: every stage records what it was made from (``stages.json``), every page
+which stage run it shows (``pages.json``), and the index marks a page or table that disagrees
+with the folder's files as stale (never "ok"), naming what differs; a stage run from the lab's
+folder takes the same folder's lock as the batch."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from instir.errors import UsageError, UserError
+from instir.report.index import write_index
+from instir.report.provenance import record_page, stale_pages
+from instir.stages import retrieve_runs, score_runs
+from tests.test_one_writer import Holder
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _finished_report(out: Path) -> None:
+    """``out`` as a finished ``instir run`` of 02 and 03 leaves it (pages rendered, report.json ok)."""
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=100)
+    score_runs(out, ["instructir-sample"])
+    notebooks = []
+    for name in ("02_retrieval", "03_metrics"):
+        (out / f"{name}.html").write_text("<html>page</html>")
+        record_page(out, name, f"{name}.html")
+        notebooks.append({"name": name, "html": f"{name}.html", "status": "ok"})
+    (out / "report.json").write_text(json.dumps({"status": "ok", "notebooks": notebooks, "parameters": {"k": 100},
+                                                 "started": "2026-01-01T00:00:00+00:00"}))
+    write_index(out.parent)
+
+
+def test_a_folder_whose_pages_agree_is_ok_and_a_later_stage_run_makes_the_pages_after_it_stale(tmp_path):
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    assert stale_pages(out) == []
+    assert '<span class="ok">ok</span>' in (tmp_path / "reports" / "index.html").read_text()
+
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)  # the homework: 02 again with k 20, alone
+
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert set(stale) == {"02_retrieval", "03_metrics"}
+    assert "02_retrieval.html shows an earlier run" in stale["02_retrieval"] and "k 100 → 20" in stale["02_retrieval"]
+    assert "it read runs/, which 02_retrieval wrote again" in stale["03_metrics"] and "k 100 → 20" in stale["03_metrics"]
+    index = (tmp_path / "reports" / "index.html").read_text()  # rewritten by the stage itself
+    assert '<span class="ok">' not in index and '<span class="stale">stale</span>' in index
+    assert "k 100 → 20" in index
+
+    score_runs(out, ["instructir-sample"])  # 03 again: its files agree with runs/, its page still not
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert "it read runs/" not in stale["03_metrics"] and "03_metrics.html shows an earlier run" in stale["03_metrics"]
+
+
+def test_files_changed_by_a_writer_that_records_nothing_make_the_stage_stale(tmp_path):
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    (out / "metrics" / "metrics.csv").write_text("benchmark,system\nx,y\n")
+    (reason,) = [found for found in stale_pages(out) if found.notebook == "03_metrics"]
+    assert "metrics/ was changed after its last run" in reason.reasons[0]
+
+
+def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_path, monkeypatch):
+    """JupyterLab runs a notebook in its own folder (lab/), where ``reports/sample`` means the
+    repository's folder: the stage must lock that folder, not lab/reports/sample."""
+    checkout = tmp_path / "checkout"
+    (checkout / "lab").mkdir(parents=True)
+    shutil.copy(REPO / "notebooks" / "02_retrieval.ipynb", checkout / "lab")
+    folder = checkout / "reports" / "sample"
+    monkeypatch.chdir(checkout / "lab")
+    with Holder(folder, "instir run"), pytest.raises(UsageError, match=r"another writer \(instir run, pid"):
+        retrieve_runs("reports/sample", ["instructir-sample"], ["bm25"])
+    assert not (checkout / "lab" / "reports").exists()
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda out: retrieve_runs(out, ["instructir-sample"], ["bm25"], k="10"),
+     "parameter 'k' takes a whole number of at least 1 (e.g. k = 10), got '10'"),
+    (lambda out: retrieve_runs(out, [], ["bm25"]), "parameter 'benchmarks' is empty"),
+    (lambda out: retrieve_runs(out, ["instructir-sample"], []), "no system to run"),
+    (lambda out: score_runs(out, ["instructir-sample", "ifir-sampel"]),
+     "unknown benchmark 'ifir-sampel' in parameter 'benchmarks'; did you mean 'ifir-sample'?"),
+    (lambda out: score_runs(out, ["ifir-sample/fiqa"]), "runs.csv holds no run of 'ifir-sample/fiqa'"),
+])
+def test_a_students_mistake_in_a_stage_is_one_line_before_any_work(tmp_path, call, message):
+    out = tmp_path / "r"
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=10)
+    listed = (out / "runs" / "runs.csv").read_bytes()
+    with pytest.raises(UserError) as caught:
+        call(out)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert caught.value._render_traceback_()[0].count("\n") == 0  # what the lab shows: one line
+    assert (out / "runs" / "runs.csv").read_bytes() == listed
