@@ -274,6 +274,30 @@ def _number(answer: object) -> float | None:
     return None if math.isnan(value) else value
 
 
+def _near_miss(value: float, right: float) -> str:
+    """The hint for an answer that is the right number rounded too far (``0.5`` given as ``0.51``
+    or ``49.5``), else ``""``."""
+    if any(math.isclose(value, scale * right, abs_tol=scale * 6e-3) for scale in (1, 100)):
+        return (f"close, but rounded too far: it is {right:.4f} (×100: {100 * right:.2f}), and the check allows "
+                "±0.0005 (±0.05 on the ×100 scale)")
+    return ""
+
+
+def _mistake(value: float, mistakes: Sequence[tuple[float, str]]) -> str:
+    """The hint of the known mistake ``value`` is, also rounded to two decimals or on the ×100
+    scale (``0.63`` for 1/log2(3)), else ``""``."""
+    for wrong, hint in mistakes:
+        for scale in (1, 100):
+            if math.isclose(value, scale * float(wrong), abs_tol=scale * 6e-3):
+                return hint
+    return ""
+
+
+def _on_scale(value: float, right: float) -> bool:
+    """Whether ``value`` is ``right`` as a number or on the ×100 scale the reports print."""
+    return math.isclose(value, right, abs_tol=5e-4) or math.isclose(value, 100 * right, abs_tol=5e-2)
+
+
 def _unanswered(where: str) -> Verdict:
     return Verdict(None, f"put your answer in {where} and run this cell again.")
 
@@ -284,13 +308,13 @@ def check_ndcg_single_target(answer: object, rank: int, k: int = 10) -> Verdict:
     if value is None:
         return _unanswered("`answer_1`")
     right = 1 / math.log2(rank + 1) if rank <= k else 0.0
-    if math.isclose(value, right, abs_tol=5e-4) or math.isclose(value, 100 * right, abs_tol=5e-2):
+    if _on_scale(value, right):
         return Verdict(True, f"DCG = 1/log2({rank} + 1) = {right:.4f}; the ideal DCG of one relevant document is "
                              f"1/log2(2) = 1, so nDCG@{k} = {right:.4f}.")
     hints = [(1 / rank, "that is the reciprocal rank (RR), not nDCG"),
              (1 / math.log2(rank) if rank > 1 else math.inf,
               "off by one: the discount at rank r is log2(r + 1), so rank 1 has log2(2) = 1")]
-    hint = next((h for wrong, h in hints if math.isclose(value, wrong, abs_tol=5e-4)), "")
+    hint = _near_miss(value, right) or _mistake(value, hints)
     return Verdict(False, f"{value:g} is not it{': ' + hint if hint else ''}. Discount at rank r: 1/log2(r + 1).")
 
 
@@ -304,7 +328,13 @@ def check_top_document(instruction: object, benchmark: Benchmark, retriever: Ret
     before = bare["docid"].iloc[0] if len(bare) else None
     after = typed["docid"].iloc[0] if len(typed) else None
     targets = {d for d, g in benchmark.qrels.get(query.id, {}).items() if g > 0}
-    where = f" It is the target of {query.id}." if after in targets else ""
+    others = [qid for qid in benchmark.groups().get(query.group, []) if qid != query.id
+              and benchmark.qrels.get(qid, {}).get(after, 0) > 0]
+    where = (f" It is the target of {query.id}." if after in targets else
+             f" A near miss: it is the target of {', '.join(others)} (another person's instruction in the same "
+             f"group), not of {query.id}; say what only {query.id}'s target says." if others else
+             f" A near miss: it is not the target of {query.id}; the instruction moved the list, not yet to its "
+             "target (look at what the target says that this one does not).")
     if after != before:
         return Verdict(True, f"the top document is now {after} (with the bare query: {before}).{where}")
     return Verdict(False, f"the top document is still {before}, as with the bare query: name something the "
@@ -353,13 +383,15 @@ def check_robustness(answer: object, table: pd.DataFrame, value: str = "nDCG@10"
         return _unanswered("`answer_3`")
     per_query = table.rename(columns={value: "value"}).assign(measure=value)[["qid", "measure", "value"]]
     right = float(robustness(per_query, dict(zip(table["qid"], table["group"])))["value"].iloc[0])
-    if math.isclose(number, right, abs_tol=5e-4):
-        return Verdict(True, f"the minima per group average to {right:.4f}.")
+    if _on_scale(number, right):
+        scale = ("" if math.isclose(number, right, abs_tol=5e-4)
+                 else f" ({number:g} on the ×100 scale the reports print)")
+        return Verdict(True, f"the minima per group average to {right:.4f}{scale}.")
     groups = table.groupby("group")[value]
     mistakes = [(table[value].mean(), f"that is the mean over instances ({value}), not over group minima"),
                 (groups.max().mean(), "that averages each group's best instance; Robustness takes the worst"),
                 (groups.mean().mean(), "that averages each group's mean; Robustness takes each group's minimum")]
-    hint = next((h for wrong, h in mistakes if math.isclose(number, float(wrong), abs_tol=5e-4)), "")
+    hint = _near_miss(number, right) or _mistake(number, mistakes)
     return Verdict(False, f"{number:g} is not it{': ' + hint if hint else ''}.")
 
 
