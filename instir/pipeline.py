@@ -375,7 +375,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             with _batch_environment():
                 step, exc, unwritten = _run_one(path, result, own, cell_bar=bars)
             result.notebooks.append(step)
-            if step.html:
+            if step.html and path.stem in stage_records(out):  # a page of a stage: which run it shows
                 record_page(out, path.stem, step.html)
             result.wall_s = time.perf_counter() - start
             result.manifest["datasets"] = read_datasets(out)

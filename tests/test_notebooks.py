@@ -470,6 +470,8 @@ def test_judge_notebook_measures_the_judges_own_spread(chain):
 def test_metrics_and_judge_notebooks_end_with_the_instance_explorer(chain):
     out, executed = chain
     for name in ("03_metrics", "04_judge_validation"):
-        last = executed[name].cells[-1]["outputs"]
+        cells = executed[name].cells
+        assert "publish_page(out_dir" in cells[-1]["source"]  # then only the page's own publishing
+        last = cells[-2]["outputs"]
         html = "".join(str(o.get("data", {}).get("text/html", "")) for o in last)
         assert "class='ix-rel'" in html and "instir-explorer" in html, name
