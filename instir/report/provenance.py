@@ -37,17 +37,15 @@ WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "
 #: The earlier stages' folders each stage reads.
 READS = {"01_data_exploration": (), "02_retrieval": (), "03_metrics": ("runs",),
          "04_judge_validation": ("runs", "metrics"), "05_paper_tables": ("runs", "metrics", "judge")}
-#: Files of a stage folder that are not part of what it says (caches kept across runs).
-_UNSTATED = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp", ".lock")
 
 
 def folder_digest(folder: Path) -> str | None:
-    """SHA-256 over the names and bytes of a stage folder's top-level files (caches and hidden
-    files left out), None when the folder holds none."""
+    """SHA-256 over the names and bytes of a stage folder's tables (its top-level ``.csv`` files:
+    ``runs.csv`` lists every run and changes with any of them, so the run files themselves, which
+    reach gigabytes at real size, are never read here), None when the folder holds none."""
     if not folder.is_dir():
         return None
-    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
-                   and not p.name.endswith(_UNSTATED))
+    files = sorted(p for p in folder.glob("*.csv") if p.is_file() and not p.name.startswith("."))
     if not files:
         return None
     h = hashlib.sha256()

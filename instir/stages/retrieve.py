@@ -118,7 +118,8 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
         table.insert(1, "setting", "instructed")
     if benchmarks is None:
         return table
-    absent = [name for name in benchmarks if name not in set(table["benchmark"])]
+    listed = set(table["benchmark"])
+    absent = [name for name in benchmarks if name not in listed]
     if absent:
         raise MissingInput(f"{layout.runs_table} holds no run of {', '.join(map(repr, absent))}: run notebook "
                            f"02_retrieval with it into {layout.root} first, or leave it out of 'benchmarks' "
