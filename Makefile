@@ -33,11 +33,14 @@ $(MAIN_STAMP): pyproject.toml constraints.txt
 # saves outputs into notebooks/): git reads every notebook through nbstripout (.gitattributes names
 # the filter; the checkout's git config gets its command here), keeping cell ids, so `git status`
 # and commits see the notebooks without outputs. Not `required`: a deleted venv leaves git working.
+# The index is refreshed once here: in a fresh clone every notebook is "racily clean" (written in the
+# index's second), so each `git status` would run the filter on each notebook until one writes the index.
 NBSTRIP := "$(abspath $(BIN))/python" -m nbstripout --keep-id
 git-filter:
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
 	git config filter.nbstripout.clean '$(NBSTRIP)' && git config filter.nbstripout.smudge cat && \
-	git config diff.ipynb.textconv '$(NBSTRIP) -t' && echo "git filter: notebooks are read without outputs (nbstripout)"; fi
+	git config diff.ipynb.textconv '$(NBSTRIP) -t' && \
+	{ git update-index -q --refresh >/dev/null || true; } && echo "git filter: notebooks are read without outputs (nbstripout)"; fi
 
 $(TEST_STAMP): $(MAIN_STAMP)
 	$(PIP) -e '.[$(TEST_EXTRAS)]'

@@ -153,6 +153,8 @@ def _commit(manifest: dict) -> str:
     commit = git.get("commit") or ("no commit yet" if git else "not a git checkout")
     if git.get("dirty"):
         commit += " (with uncommitted changes)"
+    elif git and git.get("dirty") is None:
+        commit += " (uncommitted changes not checked: git status timed out)"
     return commit
 
 

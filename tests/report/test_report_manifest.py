@@ -1,6 +1,7 @@
 """The environment manifest names versions, the git commit and the datasets used."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -41,6 +42,19 @@ def test_git_state_reads_commit_and_dirtiness(tmp_path):
     assert git_state(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "f.txt").write_text("2")
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_a_git_status_that_times_out_leaves_dirtiness_unknown_and_keeps_the_commit(tmp_path):
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".gitattributes").write_text("*.ipynb filter=slow\n")
+    (tmp_path / "a.ipynb").write_text("{}")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "c")
+    git(tmp_path, "config", "filter.slow.clean", "sleep 5; cat")
+    stamp = (tmp_path / "a.ipynb").stat().st_mtime + 10
+    os.utime(tmp_path / "a.ipynb", (stamp, stamp))  # a new file stamp: status reads the file through the filter
+    state = git_state(tmp_path, timeout=1)
+    assert state["dirty"] is None and len(state["commit"]) == 40
 
 
 def test_git_state_outside_a_checkout_is_none(tmp_path):
