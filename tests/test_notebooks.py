@@ -173,6 +173,27 @@ def test_retrieval_writes_an_instructed_and_a_query_only_run_per_retriever(chain
         assert path.is_file() and path.with_name(path.name + ".json").is_file(), row.run_file
 
 
+def test_what_each_model_sees_shows_instructirs_text_whole_to_the_query(chain):
+    """InstructIR's instructed text is ``instruction [SEP] query``: the instruction is long, and
+    the page shows the text to its end, the query included."""
+    import html
+
+    _, executed = chain
+    first = next(iter(load_benchmark("instructir-sample").queries.values()))
+    shown = html.unescape(_text_outputs(executed["02_retrieval"]))
+    assert f"{first.instruction} [SEP] {first.query}" in shown
+
+
+def test_the_metrics_page_names_each_subset_once_keeps_equal_scores_and_says_why_both_ndcgs_agree(chain):
+    import html
+
+    _, executed = chain
+    shown = html.unescape(_text_outputs(executed["03_metrics"]))
+    assert "<th>fiqa · nDCG@20</th>" in shown and "ifir-sample/fiqa · fiqa" not in shown
+    assert "<th>nDCG@20 · level 1</th>" in shown and "Same in every row — nDCG@20 · level 1" not in shown
+    assert "are equal on all" in shown and "retrieved top 20 re-sorted" in shown
+
+
 def test_the_chain_takes_its_list_parameters_as_text_as_papermill_p_gives_them(tmp_path, isolated_env):
     """``papermill … -p benchmarks instructir-sample -p retrievers bm25`` hands the kernels strings:
     each is a one-item list (``bm25``, not the systems ``b``, ``m``, ``2``, ``5``)."""

@@ -53,3 +53,15 @@ def test_the_tour_cells_are_short_and_its_prose_has_no_latex():
     assert max(len(_source(c).splitlines()) for c in cells if c["cell_type"] == "code") <= MAX_LINES
     assert max(len(line) for c in cells if c["cell_type"] == "code" for line in _source(c).splitlines()) <= 120
     assert not any("$" in _source(c) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_the_class_plan_in_teaching_md_walks_the_tours_sections_in_order():
+    import re
+
+    headings = {int(m) for c in _load(TOUR)["cells"] if c["cell_type"] == "markdown"
+                for m in re.findall(r"^## (\d+) · ", _source(c), flags=re.M)}
+    plan = (NOTEBOOKS.parent / "docs" / "teaching.md").read_text(encoding="utf-8")
+    rows = [line.split("|")[2] for line in plan.splitlines() if re.match(r"\| \d+–\d+ \|", line)]
+    sections = [int(n) for where in rows for n in re.findall(r"§ (\d+)", where)]
+    assert sections and set(sections) <= headings
+    assert sections == sorted(sections), sections

@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "layout": ("ReportLayout", "start_report"),
     "manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state", "package_versions",
                  "read_datasets", "record_dataset"),
-    "plots": ("panel_name", "plot_group_minima", "plot_per_level", "plot_reproduced_vs_reported"),
+    "plots": ("panel_name", "plot_group_minima", "plot_instructed_vs_query_only", "plot_per_level",
+              "plot_reproduced_vs_reported"),
     "tables": ("MISSING", "SMALL_N", "docs_table", "format_p", "present", "queries_table", "small_n_warning"),
 })

@@ -61,6 +61,31 @@ def explain_runs(table: pd.DataFrame, per_query: pd.DataFrame, spec: Family) -> 
     return "\n".join(lines)
 
 
+def explain_agreement(per_query: pd.DataFrame, spec: Family) -> str:
+    """A Markdown sentence on how often the two measures of the spec's ``[report] agree`` (IFIR's
+    standard and IFIR-native nDCG@20) give an instance the same score, and why they can differ
+    (``agree_why``), so two equal columns read as a finding instead of a bug. ``per_query``: the
+    per-instance values of the family's runs (``benchmark``, ``system``, ``qid``, ``measure``,
+    ``value``). Empty when the spec names no pair or no instance has both."""
+    pair = spec.report.get("agree")
+    if not pair:
+        return ""
+    first, second = pair
+    both = (per_query[per_query["measure"].isin(pair)]
+            .pivot_table(index=["benchmark", "system", "qid"], columns="measure", values="value", aggfunc="first")
+            .dropna())
+    if not len(both) or first not in both.columns or second not in both.columns:
+        return ""
+    equal = int(((both[first] - both[second]).abs() <= 1e-12).sum())
+    names = f"{markdown_text(first)} and {markdown_text(second)}"
+    why = spec.report.get("agree_why", "")
+    if equal == len(both):
+        return (f"**{names} are equal on all {len(both)} instance scores here** (every system and subset). "
+                f"{why} On these runs neither happens.")
+    return (f"**{names} are equal on {equal} of {len(both)} instance scores** (every system and subset); on the "
+            f"other {len(both) - equal} they differ. {why}")
+
+
 def constant_judge(pairs: pd.DataFrame) -> str | None:
     """A plain sentence when every successful judgment of the validation got the same label
     (the judge is constant, so it separates nothing here), else None. ``pairs``: the

@@ -318,6 +318,14 @@ def render_static(data: ExplorerData, picks: Sequence[tuple[str, str]], k: int =
     return HTML(intro + "".join(render_group(data.group(b, g, k=k)) for b, g in picks))
 
 
+#: the most rows the systems selector shows before it scrolls
+SYSTEM_ROWS = 8
+
+
+def _rows(systems: Sequence[str]) -> int:
+    return max(2, min(len(systems), SYSTEM_ROWS))
+
+
 class Explorer:
     """The interactive explorer: benchmark, group and systems selectors, the rendered group, and
     a passage selector that shows one document's text. Needs ipywidgets (the ``lab`` extra).
@@ -334,8 +342,11 @@ class Explorer:
         first = data.benchmarks[0]
         self.benchmark = w.Dropdown(options=data.benchmarks, value=first, description="benchmark")
         self.group = w.Dropdown(options=data.groups(first), description="group")
+        # as wide as the longest name (the default 300 px cuts "dense:sentence-transformers/all-Mi…",
+        # and an instructed run from its query-only twin), one row per system up to SYSTEM_ROWS
         self.systems = w.SelectMultiple(options=data.systems(first), value=tuple(data.systems(first)),
-                                        description="systems", rows=4)
+                                        description="systems", rows=_rows(data.systems(first)),
+                                        layout=w.Layout(width="max-content", max_width="100%"))
         self.passage = w.Dropdown(options=[], description="passage")
         self.output = w.HTML()
         self.text = w.HTML()
@@ -354,6 +365,7 @@ class Explorer:
             self.group.options = self.data.groups(name)
             self.systems.options = systems
             self.systems.value = tuple(systems)
+            self.systems.rows = _rows(systems)
         finally:
             self._updating = False
         self._render()

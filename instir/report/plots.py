@@ -26,6 +26,16 @@ def _axes(ax=None, **subplot_kw):
 #: tables print some at length)
 LEGEND_CHARS = 35
 
+#: the smallest text of any figure, in points: a page shrinks a wide figure (100 dpi) to its
+#: width, where 7-point legends read as 7 pixels
+SMALLEST_TEXT = 9
+
+#: line styles of :func:`plot_per_level`, one (colour, marker, dash) per line: ten colours, then
+#: the next marker and dash, so the paper's fifteen models never share a look
+_COLOURS = [f"C{i}" for i in range(10)]
+_MARKERS = "osD^v"
+_DASHES = ["-", "--", ":", "-."]
+
 
 def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column: str | None = None,
                                 x: str = "reported", y: str = "reproduced", unit: str = "", max_labels: int = 8):
@@ -66,7 +76,7 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
                     Line2D([], [], linestyle="", marker="x", color="grey", label="no verdict")]
     if label_column:
         for (px, py), text in _spot_labels(compared, x, y, label_column, max_labels):
-            ax.annotate(plot_text(text), (px, py), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(plot_text(text), (px, py), fontsize=SMALLEST_TEXT, xytext=(3, 3), textcoords="offset points")
     values = pd.concat([compared[x], compared[y]]).dropna()
     if len(values):
         low, high = float(values.min()), float(values.max())
@@ -79,7 +89,7 @@ def plot_reproduced_vs_reported(compared: pd.DataFrame, *, ax=None, label_column
     ax.set_ylabel(plot_text(f"reproduced{unit}"))
     ax.set_title("Reproduced vs reported" + ("" if mixed or not styles["no verdict"].all() else
                                              " (no verdicts: every point is a cross)"))
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3,
+    ax.legend(handles=handles, fontsize=SMALLEST_TEXT, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2,
               borderaxespad=0.0)
     return ax
 
@@ -109,6 +119,12 @@ def panel_name(value: object) -> str:
     return printed.get(str(value), str(value))
 
 
+def _line_style(i: int) -> dict[str, str]:
+    """The ``i``-th line's colour, marker and dash: no two of the first 200 alike."""
+    return {"color": _COLOURS[i % 10], "marker": _MARKERS[i // 10 % len(_MARKERS)],
+            "linestyle": _DASHES[i // 50 % len(_DASHES)]}
+
+
 def plot_per_level(table: pd.DataFrame, *, value: str = "value", level: str = "level", line: str = "model",
                    facet: str | None = "subset_id", ylabel: str = "nDCG@20"):
     """Score per instruction level, one line per ``line`` value (IFIR Fig. 4 style), one
@@ -121,21 +137,21 @@ def plot_per_level(table: pd.DataFrame, *, value: str = "value", level: str = "l
     rows[level] = rows[level].astype(int)
     panels = sorted(rows[facet].unique()) if facet and facet in rows.columns else [None]
     names = sorted(rows[line].astype(str).unique())
-    palette = plt.get_cmap("tab20")
-    colour = {name: palette(i % palette.N) for i, name in enumerate(names)}  # same colour in every panel
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 2.2, 3.5), squeeze=False, sharey=True,
-                             layout="constrained")
+    style = {name: _line_style(i) for i, name in enumerate(names)}  # the same look in every panel
+    # tall enough for the legend's column beside the panels (about 0.2 in a line at SMALLEST_TEXT)
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 2.6, max(3.5, 0.2 * len(names) + 0.8)),
+                             squeeze=False, sharey=True, layout="constrained")
     for ax, panel in zip(axes[0], panels):
         part = rows if panel is None else rows[rows[facet] == panel]
         for name, series in part.groupby(part[line].astype(str), sort=True):
             series = series.sort_values(level)
-            ax.plot(series[level], series[value], marker="o", label=plot_text(name), color=colour[name])
+            ax.plot(series[level], series[value], label=plot_text(name), **style[name])
         ax.set_xticks(sorted(part[level].unique()))
         ax.set_xlabel("instruction level")
         ax.set_title("" if panel is None else plot_text(panel_name(panel)))
     axes[0][0].set_ylabel(plot_text(ylabel))
     handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines()}
-    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="outside right upper")
+    fig.legend(list(handles.values()), list(handles), fontsize=SMALLEST_TEXT, loc="outside right upper")
     return fig
 
 
@@ -162,5 +178,21 @@ def plot_group_minima(minima: Sequence[float] | pd.Series, instance_values: Sequ
                label=plot_text(f"{label(measure)} = {shown.format(minima.mean())}"))
     ax.set_xlabel(plot_text(measure + unit))
     ax.set_ylabel("count")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    ax.legend(fontsize=SMALLEST_TEXT, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
+
+
+def plot_instructed_vs_query_only(pairs: Sequence[tuple[str, pd.Series, pd.Series]], measure: str, title: str):
+    """One scatter per retriever (``pairs``: its name, query-only and instructed values per
+    instance, ×100, as :meth:`instir.stages.Metrics.instructed_vs_query_only` gives them): x the
+    query-only run, y the instructed run, the diagonal where the instruction changed nothing; each
+    panel titled ``title`` over the retriever, laid out so no label reaches the next panel. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 4.2), squeeze=False, layout="constrained")
+    for ax, (retriever, query_only, instructed) in zip(axes[0], pairs):
+        ax.scatter(query_only, instructed, alpha=0.5)
+        ax.plot([0, 100], [0, 100], color="grey", linestyle="--", linewidth=0.8)
+        ax.set(xlabel=plot_text(f"{measure} ×100, query-only"), ylabel=plot_text(f"{measure} ×100, instructed"))
+        ax.set_title(plot_text(f"{title}\n{retriever}"), fontsize=10)  # two lines: a model's name is long
+    return fig

@@ -36,7 +36,8 @@ _STYLE = """<style>
 .instir-present .title { font-weight: bold; padding: 0.3em 0 0.2em; }
 .instir-present th, .instir-present td, .jp-RenderedHTMLCommon .instir-present th,
 .jp-RenderedHTMLCommon .instir-present td {
-  border: 1px solid #ddd; padding: 0.2em 0.5em; vertical-align: top; text-align: left; max-width: 18em; }
+  border: 1px solid #ddd; padding: 0.2em 0.5em; vertical-align: top; text-align: left; max-width: 18em;
+  overflow-wrap: break-word; }
 .instir-present th, .jp-RenderedHTMLCommon .instir-present th { background: #f3f3f3; }
 .instir-present td.num, .jp-RenderedHTMLCommon .instir-present td.num {
   text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -53,7 +54,7 @@ _STYLE = """<style>
 def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequence[str] = (),
             digits: int = 1, other_digits: int = 3, keep: Sequence[str] = (), notes: Iterable[str] = (),
             flags: Mapping[object, str] | None = None, flag_column: str | None = None,
-            max_chars: int | None = 300, max_columns: int = 12) -> HTML:
+            max_chars: int | None = 300, max_columns: int = 12, fold_constant: bool = True) -> HTML:
     """``frame`` as one escaped HTML table (or several, see ``max_columns``) under ``title`` (none
     when empty): the one table renderer of notebooks and reports.
 
@@ -67,8 +68,9 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
       three decimals.
     - Link columns (:data:`LINK_COLUMNS`) become ``<a href>`` links when the value is an
       http(s) URL (a list of them: one link each); any other text stays plain escaped text.
-    - Columns with one value in every row (unless listed in ``keep``) are removed and said
-      once above the table; missing values show as "—".
+    - Columns with one value in every row (unless listed in ``keep``, or ``fold_constant`` is
+      False: a table of scores, where one score for every system is a result) are removed and
+      said once above the table; missing values show as "—".
     - ``flag_column``: its cells are coloured by ``flags`` (value -> ``good``, ``bad`` or
       ``muted``; default True -> good, False -> bad).
     - More than ``max_columns`` columns: split into several tables, one below the other in reading
@@ -86,7 +88,7 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     pvals = [c for c in shown.columns if c == "p" or str(c).startswith("p_")]
     notes = list(notes)
     whole = [c for c in shown.columns if _whole_numbers(shown[c])]
-    if len(shown) > 1:
+    if len(shown) > 1 and fold_constant:
         constant = [c for c in shown.columns if c not in keep and c != flag_column and _is_constant(shown[c])]
         if constant and len(constant) < len(shown.columns):
             said = "; ".join(f"{c}: {_plain(shown[c].iloc[0], c, scaled, scale, digits, other_digits, pvals, whole)}"

@@ -27,7 +27,7 @@ from instir.metrics.measures import parse_measure
 from instir.metrics.scoring import Scorer, evaluate_runs, headline, scored_measures, without_self_hits
 from instir.metrics.table import combine, subset_average, wide
 from instir.parameters import benchmark_names
-from instir.report.explain import explain_runs
+from instir.report.explain import explain_agreement, explain_runs
 from instir.report.layout import LoadedBenchmarks, ReportLayout, report_layout
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
@@ -167,12 +167,14 @@ class Metrics(Evaluation):
             rows = self.table[(family == name) & self.table["measure"].isin(spec.headline)]
             title = f"{spec.printed}: {spec.report.get('title', ', '.join(spec.headline))} (×100)"
             if spec.report.get("per") == "family":
+                rows = rows.assign(column=column_labels(rows))
                 by_level = rows[rows["level"] != "all"]
                 levels = pd.DataFrame() if not len(by_level) else wide(
-                    by_level.assign(level="level " + by_level["level"]),
-                    columns=("benchmark", "subset", "level", "measure"))
-                pooled = wide(rows[rows["level"] == "all"], columns=("benchmark", "subset", "measure"))
-                out.append(MetricsView(title, pooled, levels, spec.report.get("note", "")))
+                    by_level.assign(level="level " + by_level["level"]), columns=("column", "measure", "level"))
+                pooled = wide(rows[rows["level"] == "all"], columns=("column", "measure"))
+                instances = self.per_query[self.per_query["benchmark"].map(catalog.family_of) == name]
+                out.append(MetricsView(title, pooled, levels, spec.report.get("note", ""),
+                                       explain_agreement(instances, spec)))
                 continue
             for bench, part in rows.groupby("benchmark", sort=False):
                 first = self.per_query[(self.per_query["benchmark"] == bench)
@@ -210,6 +212,17 @@ class Metrics(Evaluation):
             if {"instructed", "query-only"} <= by_variant.keys():
                 pairs.append((retriever, wide_values[by_variant["query-only"]], wide_values[by_variant["instructed"]]))
         return measure, pairs
+
+
+def column_labels(rows: pd.DataFrame) -> pd.Series:
+    """Each row's column in a family's table: its subset (``fiqa``: the benchmark's name would
+    repeat it), or its benchmark's name where two collections hold the subset; an Average row
+    (``subset`` ``average``) reads ``Average``, or ``<collection> Average`` beside another."""
+    average = rows["subset"] == "average"
+    collection = rows["benchmark"].where(average, rows["benchmark"].map(catalog.collection_of))
+    several = collection.nunique() > 1
+    named = rows["benchmark"] if several else rows["subset"]
+    return named.where(~average, (collection + " Average") if several else "Average")
 
 
 def with_averages(table: pd.DataFrame) -> pd.DataFrame:

@@ -136,6 +136,14 @@ def test_widget_callbacks_rerender_without_a_browser(data):
     assert ex.view.docs[docid].text[:40].replace("&", "&amp;").replace("<", "&lt;")[:20] in ex.text.value
 
 
+def test_the_systems_selector_is_as_wide_as_its_longest_name_with_a_row_per_system(data):
+    """The default 300 px cut both dense runs to ``dense:sentence-transformers/all-Mi…``: the
+    instructed run and its query-only twin looked the same."""
+    pytest.importorskip("ipywidgets")
+    ex = Explorer(data)
+    assert ex.systems.layout.width == "max-content" and ex.systems.rows == len(data.systems("instructir-sample"))
+
+
 def test_explore_display_carries_the_widget_and_the_static_fallback(out_dir):
     pytest.importorskip("ipywidgets")
     bundle = explore(out_dir)._repr_mimebundle_()

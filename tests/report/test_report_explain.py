@@ -5,9 +5,10 @@ import pandas as pd
 from markdown_render import rendered_html, rendered_text
 
 from instir.benchmarks import catalog
-from instir.report.explain import constant_judge, explain_runs
+from instir.report.explain import constant_judge, explain_agreement, explain_runs
 
 INSTRUCTIR = catalog.family("instructir")
+IFIR = catalog.family("ifir")
 
 
 def _table(rows):
@@ -56,3 +57,19 @@ def test_labels_and_texts_are_escaped_for_markdown():
     text = rendered_html(explain_runs(table, per_query, INSTRUCTIR))
     assert "<a" not in text and "<b>" not in text
     assert "<strong>g`[clk](javascript:alert(1))` *x* &lt;b&gt;</strong>" in text
+
+
+def _instances(native):
+    """Three instances of one system, standard nDCG@20 then the IFIR-native values ``native``."""
+    standard = [0.5, 0.8, 1.0]
+    return pd.DataFrame({"benchmark": "ifir-sample/fiqa", "system": "bm25", "qid": ["a", "b", "c"] * 2,
+                         "measure": ["nDCG@20"] * 3 + ["nDCG@20[ifir-native]"] * 3, "value": standard + native})
+
+
+def test_ifirs_two_ndcgs_are_said_equal_with_why_or_counted_where_they_differ():
+    same = rendered_text(explain_agreement(_instances([0.5, 0.8, 1.0]), IFIR))
+    assert "nDCG@20 and nDCG@20[ifir-native] are equal on all 3 instance scores here" in same
+    assert "retrieved top 20 re-sorted" in same and "On these runs neither happens." in same
+    apart = rendered_text(explain_agreement(_instances([0.5, 0.9, 1.0]), IFIR))
+    assert "are equal on 2 of 3 instance scores" in apart and "on the other 1 they differ" in apart
+    assert explain_agreement(_instances([0.5, 0.8, 1.0]), INSTRUCTIR) == ""  # a family without the pair

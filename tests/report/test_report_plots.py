@@ -3,8 +3,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.text import Text
 
-from instir.report import plot_group_minima, plot_per_level, plot_reproduced_vs_reported
+from instir.report import plot_group_minima, plot_instructed_vs_query_only, plot_per_level, plot_reproduced_vs_reported
+from instir.report.plots import SMALLEST_TEXT
 
 
 @pytest.fixture(autouse=True)
@@ -84,3 +86,46 @@ def test_scatter_labels_the_largest_differences_once_per_spot():
                              "within_tolerance": pd.array([pd.NA] * 6, dtype="boolean")})
     ax = plot_reproduced_vs_reported(compared, label_column="subset_id", max_labels=2)
     assert sorted(t.get_text() for t in ax.texts) == ["cds", "fiqa, pm"]
+
+
+def _fifteen_models() -> pd.DataFrame:
+    """IFIR Fig. 4's redraw: fifteen models on three levels of two subsets."""
+    rows = [(f"model-{i:02d}-with-a-long-name", s, lvl, 0.01 * i * lvl) for i in range(15) for s in ("fiqa", "pm")
+            for lvl in (1, 2, 3)]
+    return pd.DataFrame(rows, columns=["model", "subset_id", "level", "value"])
+
+
+def _pairs(n: int) -> list:
+    values = pd.Series([10.0, 50.0, 90.0], index=["q1", "q2", "q3"])
+    return [(f"dense:sentence-transformers/all-MiniLM-L6-v2 #{i}", values, values[::-1]) for i in range(n)]
+
+
+def test_no_text_of_any_figure_is_smaller_than_the_smallest_readable_size():
+    compared = pd.DataFrame({"metric": ["nDCG@20", "InstFol@20"], "reported": [0.4, 0.5], "reproduced": [0.1, 0.9],
+                             "within_tolerance": pd.array([True, False], dtype="boolean"), "subset_id": ["a", "b"]})
+    figures = [plot_reproduced_vs_reported(compared, label_column="subset_id").figure,
+               plot_per_level(_fifteen_models()),
+               plot_group_minima([0.0, 0.5], instance_values=[0.5, 1.0]).figure,
+               plot_instructed_vs_query_only(_pairs(2), "nDCG@10", "instructir-sample")]
+    for fig in figures:
+        sizes = {t.get_text(): t.get_fontsize() for t in fig.findobj(Text) if t.get_text() and t.get_visible()}
+        assert sizes and min(sizes.values()) >= SMALLEST_TEXT, {k: v for k, v in sizes.items() if v < SMALLEST_TEXT}
+
+
+def test_fifteen_lines_each_have_their_own_look_and_the_whole_legend_inside_the_figure():
+    fig = plot_per_level(_fifteen_models())
+    looks = {(line.get_color(), line.get_marker(), line.get_linestyle()) for line in fig.axes[0].lines}
+    assert len(looks) == 15
+    fig.canvas.draw()
+    legend, whole = fig.legends[0].get_window_extent(), fig.bbox
+    assert len(fig.legends[0].get_texts()) == 15
+    assert whole.x0 <= legend.x0 and legend.x1 <= whole.x1 and whole.y0 <= legend.y0 and legend.y1 <= whole.y1
+
+
+def test_a_scatter_panels_labels_never_reach_the_next_panel():
+    fig = plot_instructed_vs_query_only(_pairs(3), "nDCG@10", "instructir-sample")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for left, right in zip(fig.axes, fig.axes[1:]):
+        label = right.yaxis.label.get_window_extent(renderer)
+        assert left.get_tightbbox(renderer).x1 <= label.x0

@@ -2,8 +2,11 @@
 
 import math
 import re
+import shutil
+import subprocess
 
 import pandas as pd
+import pytest
 
 from instir.report.tables import MISSING, format_fixed, format_p, integer_rows, present, small_n_warning
 from instir.stages import describe_benchmarks
@@ -148,3 +151,33 @@ def test_a_table_without_rows_says_none_instead_of_showing_empty_parts():
 def test_format_fixed_prints_zero_without_a_sign():
     assert format_fixed(-0.04) == "0.0" and format_fixed(-0.06) == "-0.1" and format_fixed(93.56) == "93.6"
     assert format_fixed(None) == MISSING and format_fixed(-0.0004, 3) == "0.000"
+
+
+def test_a_score_equal_for_every_system_stays_in_its_column_when_told():
+    frame = pd.DataFrame({"level 1 · nDCG@20": [95.5, 95.5], "level 2 · nDCG@20": [90.9, 63.9]},
+                         index=pd.Index(["bm25", "bm25 (query-only)"], name="system"))
+    folded, kept = str(present(frame, "per level")), str(present(frame, "per level", fold_constant=False))
+    assert "Same in every row — level 1 · nDCG@20: 95.500" in folded
+    assert "Same in every row" not in kept and kept.count(">95.500<") == 2 and "<th>level 1 · nDCG@20</th>" in kept
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed (apt-get install chromium)")
+def test_a_long_path_without_spaces_stays_inside_its_cell_in_chromium(tmp_path):
+    """A run file's path is one long word: the cell wraps it instead of letting it spill over the
+    next cell and past the table's border (measured in Chromium, the pages' browser)."""
+    path = "runs/instructir-sample__instructed__bm25__instructir__k100-beb11d6b.trec"  # breaks only at its hyphens
+    system = "dense:sentence-transformers/all-MiniLM-L6-v2 (query-only)"
+    table = present(pd.DataFrame({"system": [system, "bm25"], "template": ["query-only", "instructir"],
+                                  "run_file": [path, path[:20]], "n": [3, 4]}), "Runs")
+    page = tmp_path / "table.html"
+    page.write_text(f"<html><head><meta charset='utf-8'></head><body>{table}<pre id='m'></pre><script>"
+                    "const cells = [...document.querySelectorAll('td')];"
+                    "document.getElementById('m').textContent = 'spill=' + cells.filter("
+                    "c => c.scrollWidth > c.clientWidth + 1).length + ' cells=' + cells.length;"
+                    "</script></body></html>", encoding="utf-8")
+    dom = subprocess.run([shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
+                          "--window-size=1200,900", "--dump-dom", page.as_uri()], check=True, capture_output=True,
+                         text=True, timeout=120, env={"HOME": str(tmp_path)}).stdout
+    assert "spill=0 cells=8" in dom, dom[-300:]

@@ -174,3 +174,14 @@ def test_the_judge_stage_refuses_a_dead_endpoint_in_seconds(tmp_path):
         port = free.getsockname()[1]
     with pytest.raises(UsageError, match=rf"judge endpoint http://127.0.0.1:{port}/v1: nothing answers"):
         judge_runs(tmp_path, backend="openai", model="m", base_url=f"http://127.0.0.1:{port}/v1")
+
+
+def test_a_family_table_names_each_subset_once_and_its_average_plainly():
+    from instir.stages.evaluate import column_labels
+
+    one = pd.DataFrame({"benchmark": ["ifir-sample/fiqa", "ifir-sample/nfcorpus", "ifir-sample"],
+                        "subset": ["fiqa", "nfcorpus", "average"]})
+    assert column_labels(one).tolist() == ["fiqa", "nfcorpus", "Average"]
+    two = pd.DataFrame({"benchmark": ["ifir-sample/fiqa", "ifir/fiqa", "ifir-sample", "ifir"],
+                        "subset": ["fiqa", "fiqa", "average", "average"]})
+    assert column_labels(two).tolist() == ["ifir-sample/fiqa", "ifir/fiqa", "ifir-sample Average", "ifir Average"]
