@@ -191,6 +191,7 @@ def test_the_metrics_page_names_each_subset_once_keeps_equal_scores_and_says_why
     shown = html.unescape(_text_outputs(executed["03_metrics"]))
     assert "<th>fiqa · nDCG@20</th>" in shown and "ifir-sample/fiqa · fiqa" not in shown
     assert "<th>nDCG@20 · level 1</th>" in shown and "Same in every row — nDCG@20 · level 1" not in shown
+    assert "Per instruction level (fiqa)" in shown  # the one multi-level sample subset, named
     assert "are equal on all" in shown and "retrieved top 20 re-sorted" in shown
 
 

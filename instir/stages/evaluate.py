@@ -133,13 +133,14 @@ class MetricsView:
     """One table notebook 03 shows for a benchmark family (its spec's ``[report]``): the title,
     the headline measures ×100 (of one benchmark, or of the family's benchmarks side by side),
     the same per instruction level (for a family's view; empty without levels, None for one
-    benchmark's), and what the numbers show (Markdown)."""
+    benchmark's) under a title naming its subsets, and what the numbers show (Markdown)."""
 
     title: str
     table: pd.DataFrame
     by_level: pd.DataFrame | None = None
     note: str = ""
     explanation: str = ""
+    by_level_title: str = "Per instruction level"
 
 
 @dataclass
@@ -173,8 +174,10 @@ class Metrics(Evaluation):
                     by_level.assign(level="level " + by_level["level"]), columns=("column", "measure", "level"))
                 pooled = wide(rows[rows["level"] == "all"], columns=("column", "measure"))
                 instances = self.per_query[self.per_query["benchmark"].map(catalog.family_of) == name]
+                leveled = ", ".join(dict.fromkeys(by_level["column"]))  # a table of one subset drops its name
                 out.append(MetricsView(title, pooled, levels, spec.report.get("note", ""),
-                                       explain_agreement(instances, spec)))
+                                       explain_agreement(instances, spec),
+                                       f"Per instruction level ({leveled})" if leveled else "Per instruction level"))
                 continue
             for bench, part in rows.groupby("benchmark", sort=False):
                 first = self.per_query[(self.per_query["benchmark"] == bench)
