@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from says import raises_saying
 
 from instir.cli import main
 from instir.distributed.grid import parse_grid
@@ -62,8 +63,7 @@ def test_a_notebook_stage_is_refused_while_a_sweep_writes_the_folder(swept, tmp_
     out = copy_of(swept, tmp_path / "r")
     before = (out / "runs" / "runs.csv").read_bytes()
     with Holder(out, "instir sweep") as holder:
-        with pytest.raises(UsageError, match=rf"another writer \(instir sweep, pid {holder.pid} on .*\) is writing "
-                                             rf"into {out}: wait for it to finish"):
+        with raises_saying(UsageError, "another writer", "instir sweep", f"pid {holder.pid}", str(out)):
             score_runs(out)
         with pytest.raises(UsageError, match=r"another writer \(instir sweep"):
             retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)

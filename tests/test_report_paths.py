@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from says import raises_saying
 from test_cli_errors import fails
 
 from instir.cli import main
@@ -68,8 +69,7 @@ def test_instir_evaluate_refuses_a_symlinked_subfolder_in_one_line(linked, tmp_p
 @pytest.mark.parametrize("inside", ["", "reports/r"])
 def test_a_report_folder_inside_the_cache_root_is_refused(inside, capsys):
     out = instir_home() / inside if inside else instir_home()
-    with pytest.raises(UsageError, match=r"lies inside the cache root .* \(\$INSTIR_HOME\), whose contents may be "
-                                         "deleted at any time"):
+    with raises_saying(UsageError, "inside the cache root", "$INSTIR_HOME"):
         retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)
     assert not (instir_home() / "reports").exists()
     grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20})

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from says import raises_saying
 
 from instir.errors import UsageError
 from instir.parameters import home_path
@@ -150,7 +151,7 @@ def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):
 def test_a_data_root_that_is_not_a_folder_fails_before_any_notebook(tmp_path):
     from instir.pipeline import check_data_root
 
-    with pytest.raises(UsageError, match=rf"parameter 'data_root': {tmp_path / 'nodata'} is not a folder"):
+    with raises_saying(UsageError, "parameter 'data_root'", str(tmp_path / "nodata"), "not a folder"):
         check_data_root({"data_root": str(tmp_path / "nodata")})
     check_data_root({"data_root": str(tmp_path)})
     check_data_root({"data_root": ""})

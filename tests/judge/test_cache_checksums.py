@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from judge_fakes import numbered_requests, stored_rows
+from says import warns_saying
 from scripted_judge import ScriptedJudge
 
 from instir.judge.cache import CachedJudge, JudgmentCache, request_key
@@ -56,8 +57,7 @@ def test_an_edited_weighted_value_is_judged_again_and_replaced(tmp_path):
     path = tmp_path / "c.sqlite"
     _, _, first = judged(path)
     edit(path, "UPDATE judgments SET weighted = -9.3 WHERE raw = '0.0'")  # InstFol 0.0 would become -9.3
-    with pytest.warns(UserWarning, match=rf"judgment cache {path}: 1 stored judgment\(s\) do not match their "
-                                         r"checksum \(edited or damaged\): judging them again"):
+    with warns_saying(UserWarning, str(path), "1 stored judgment", "checksum", "judging them again"):
         judge, backend, again = judged(path)
     assert len(backend.requests) == 1 and backend.requests[0].passage == "passage number 1"
     assert judge.stats.hits == 3 and judge.stats.judged == 1

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from says import raises_saying
 
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.ifir import load_ifir
@@ -75,8 +76,8 @@ def test_a_malformed_prediction_file_is_one_error_naming_the_file_and_field(tmp_
 def test_an_unknown_query_id_and_another_tasks_file_are_refused(fiqa, tmp_path):
     path = tmp_path / "IFIRFiQA_predictions.json"
     path.write_text(json.dumps({"default": {"test": {"sample-fiqa-q1_v1": {"d": 1.0}, "nope_v1": {"d": 1.0}}}}))
-    with pytest.raises(FormatError, match=r"IFIRFiQA_predictions.json, 'default' > 'test', field 'nope_v1': "
-                                          r"unknown query id: no query of ifir-sample/fiqa"):
+    with raises_saying(FormatError, "IFIRFiQA_predictions.json", "'default' > 'test'", "field 'nope_v1'",
+                       "unknown query id", "ifir-sample/fiqa"):
         read_predictions_run(path, fiqa)
     with pytest.raises(UsageError, match="holds MTEB's InstructIR predictions; ifir-sample/fiqa .* is MTEB's IFIRFiQA"):
         read_predictions_run(MTEB / "InstructIR_predictions.json", fiqa)

@@ -2,6 +2,7 @@
 and lookup by name, by a name without its paper suffix, and by model id."""
 
 import pytest
+from says import raises_saying
 
 from instir.benchmarks.types import FormatError
 from instir.systems import get_card, load_cards
@@ -64,14 +65,14 @@ def test_a_bad_card_is_refused_with_file_card_and_field(tmp_path, change, field,
 
 def test_a_duplicate_name_is_refused_naming_the_first_definition(tmp_path):
     path = _write(tmp_path, GOOD.replace("my-minilm", "promptriever-7b"))
-    with pytest.raises(FormatError, match=r"duplicate name \(already defined in instir/systems/cards/ifir.toml\)"):
+    with raises_saying(FormatError, "duplicate name", "instir/systems/cards/ifir.toml"):
         load_cards([path])
 
 
 def test_a_hybrid_naming_a_missing_card_is_refused(tmp_path):
     text = ('[[card]]\nname = "h"\npaper = "user"\nkind = "retriever"\nadapter = "hybrid"\n'
             'params = { dense = "No Such Model", lexical = "BM25 (IFIR)" }\n')
-    with pytest.raises(FormatError, match=r"card 'h', field 'params.dense': names no card: 'No Such Model'"):
+    with raises_saying(FormatError, "card 'h'", "field 'params.dense'", "'No Such Model'"):
         load_cards([_write(tmp_path, text)])
 
 
@@ -80,7 +81,7 @@ def test_get_card_by_name_suffixless_name_and_model_id():
     assert get_card("promptriever-7b", cards).name == "Promptriever-7B"
     assert get_card("ColBERT", cards).name == "ColBERT (IFIR, mean-pooled)"
     assert get_card("castorini/repllama-v1-7b-lora-passage", cards).name == "RepLLaMA-7B"
-    with pytest.raises(KeyError, match=r"ambiguous; use one of: BM25 \(FollowIR\), BM25 \(IFIR\), BM25 \(InstructIR\)"):
+    with raises_saying(KeyError, "ambiguous", "BM25 (FollowIR), BM25 (IFIR), BM25 (InstructIR)"):
         get_card("BM25", cards)
     with pytest.raises(KeyError, match="unknown system"):
         get_card("ColBERT-XXL", cards)
