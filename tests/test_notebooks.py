@@ -62,7 +62,7 @@ def _execute(name: str, out_dir: str, cwd: Path, **parameters) -> nbformat.Noteb
 
 
 @pytest.fixture(scope="module")
-def chain(sample_report):
+def sample_chain(sample_report):
     """The session's sample report and its executed notebooks 01-05, by name."""
     return sample_report, {name: nbformat.read(sample_report / f"{name}.ipynb", as_version=4) for name in CHAIN}
 
@@ -87,10 +87,10 @@ def _stderr(nb: nbformat.NotebookNode) -> str:
                      if o.get("output_type") == "stream" and o.get("name") == "stderr")
 
 
-def test_no_notebook_of_the_chain_shows_a_warning(chain):
+def test_no_notebook_of_the_chain_shows_a_warning(sample_chain):
     """No red warning box on any page: tqdm.auto's "IProgress not found" in a kernel without
     ipywidgets, or any other warning a library writes to stderr."""
-    _, executed = chain
+    _, executed = sample_chain
     for name, nb in executed.items():
         assert "TqdmWarning" not in _text_outputs(nb), name
         assert "Warning" not in _stderr(nb), name
@@ -132,8 +132,8 @@ def test_defaults_run_offline_on_the_bundled_samples():
     assert defaults["out_dir"] == "reports/sample"  # the folder make reports writes
 
 
-def test_data_exploration_records_the_datasets_and_labels_samples(chain):
-    out, executed = chain
+def test_data_exploration_records_the_datasets_and_labels_samples(sample_chain):
+    out, executed = sample_chain
     datasets = json.loads((out / "datasets.json").read_text())
     assert set(datasets) == set(SAMPLES)
     assert all(entry["sample"] for entry in datasets.values())
@@ -143,8 +143,8 @@ def test_data_exploration_records_the_datasets_and_labels_samples(chain):
     assert "SAMPLE statistics" in _text_outputs(executed["01_data_exploration"])
 
 
-def test_retrieval_writes_an_instructed_and_a_query_only_run_per_retriever(chain):
-    out, _ = chain
+def test_retrieval_writes_an_instructed_and_a_query_only_run_per_retriever(sample_chain):
+    out, _ = sample_chain
     runs = pd.read_csv(out / "runs" / "runs.csv")
     assert len(runs) == len(SAMPLES) * 2 * 2
     assert set(runs["variant"]) == {"instructed", "query-only"}
@@ -155,21 +155,21 @@ def test_retrieval_writes_an_instructed_and_a_query_only_run_per_retriever(chain
         assert path.is_file() and path.with_name(path.name + ".json").is_file(), row.run_file
 
 
-def test_what_each_model_sees_shows_instructirs_text_whole_to_the_query(chain):
+def test_what_each_model_sees_shows_instructirs_text_whole_to_the_query(sample_chain):
     """InstructIR's instructed text is ``instruction [SEP] query``: the instruction is long, and
     the page shows the text to its end, the query included."""
     import html
 
-    _, executed = chain
+    _, executed = sample_chain
     first = next(iter(load_benchmark("instructir-sample").queries.values()))
     shown = html.unescape(_text_outputs(executed["02_retrieval"]))
     assert f"{first.instruction} [SEP] {first.query}" in shown
 
 
-def test_the_metrics_page_names_each_subset_once_keeps_equal_scores_and_says_why_both_ndcgs_agree(chain):
+def test_the_metrics_page_names_each_subset_once_keeps_equal_scores_and_says_why_both_ndcgs_agree(sample_chain):
     import html
 
-    _, executed = chain
+    _, executed = sample_chain
     shown = html.unescape(_text_outputs(executed["03_metrics"]))
     assert "<th>fiqa · nDCG@20</th>" in shown and "ifir-sample/fiqa · fiqa" not in shown
     assert "<th>nDCG@20 · level 1</th>" in shown and "Same in every row — nDCG@20 · level 1" not in shown
@@ -191,8 +191,8 @@ def test_the_chain_takes_its_list_parameters_as_text_as_papermill_p_gives_them(t
     assert set(metrics["benchmark"]) == {"instructir-sample"} and "Robustness@10" in set(metrics["measure"])
 
 
-def test_query_only_runs_answer_the_same_instance_ids(chain):
-    out, _ = chain
+def test_query_only_runs_answer_the_same_instance_ids(sample_chain):
+    out, _ = sample_chain
     runs = pd.read_csv(out / "runs" / "runs.csv")
     for name in SAMPLES:
         ids = set(load_benchmark(name).queries)
@@ -200,8 +200,8 @@ def test_query_only_runs_answer_the_same_instance_ids(chain):
             assert set(read_run(out / row.run_file).df["qid"]) == ids, row.system
 
 
-def test_metrics_table_has_the_headline_rows(chain):
-    out, _ = chain
+def test_metrics_table_has_the_headline_rows(sample_chain):
+    out, _ = sample_chain
     table = pd.read_csv(out / "metrics" / "metrics.csv", dtype={"level": str})
     assert pd.read_parquet(out / "metrics" / "metrics.parquet").shape == table.shape
     systems = set(pd.read_csv(out / "runs" / "runs.csv")["system"])
@@ -215,8 +215,8 @@ def test_metrics_table_has_the_headline_rows(chain):
     assert set(average["system"]) == systems and set(average["benchmark"]) == {"ifir-sample"}
 
 
-def test_instructions_help_every_retriever_on_the_instructir_sample(chain):
-    out, _ = chain
+def test_instructions_help_every_retriever_on_the_instructir_sample(sample_chain):
+    out, _ = sample_chain
     table = pd.read_csv(out / "metrics" / "metrics.csv")
     robust = table[(table["benchmark"] == "instructir-sample") & (table["measure"] == "Robustness@10")]
     value = robust.set_index("system")["value"]
@@ -224,8 +224,8 @@ def test_instructions_help_every_retriever_on_the_instructir_sample(chain):
         assert value[system] > value[f"{system} (query-only)"], system
 
 
-def test_comparisons_give_each_system_a_ci_against_the_baseline(chain):
-    out, _ = chain
+def test_comparisons_give_each_system_a_ci_against_the_baseline(sample_chain):
+    out, _ = sample_chain
     comparisons = pd.read_csv(out / "metrics" / "comparisons.csv")
     runs = pd.read_csv(out / "runs" / "runs.csv")
     for name in SAMPLES:
@@ -238,8 +238,8 @@ def test_comparisons_give_each_system_a_ci_against_the_baseline(chain):
     assert set(comparisons.loc[comparisons["unit"] == "group", "measure"]) == {"Robustness@10"}
 
 
-def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
-    out, executed = chain
+def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(sample_chain):
+    out, executed = sample_chain
     limit = _defaults()["judge_max_instances"]
     validation = pd.read_csv(out / "judge" / "validation.csv")
     assert set(validation["benchmark"]) == {*SAMPLES, "all"}
@@ -267,7 +267,7 @@ def test_judge_notebook_writes_validation_instfol_and_the_judgment_cache(chain):
     assert "aila-judge-prompt" not in text  # the table of InstFol's known divergences is in 05's Appendix
 
 
-def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(chain, tmp_path):
+def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(sample_chain, tmp_path):
     """Notebook 04 with the LLM judge one parameter away, the bundled SmolLM2 in process, on the
     chain's instructir-sample BM25 runs only, one pair per stratum: about a second per judgment."""
     from instir.judge import default_gguf
@@ -276,7 +276,7 @@ def test_judge_notebook_runs_the_bundled_smollm2_judge_one_parameter_away(chain,
         default_gguf()
     except (ModuleNotFoundError, FileNotFoundError) as err:
         pytest.skip(f"offline judge model unavailable: {err}")
-    out, _ = chain
+    out, _ = sample_chain
     runs = pd.read_csv(out / "runs" / "runs.csv")
     runs = runs[(runs["benchmark"] == "instructir-sample") & (runs["retriever"] == "bm25")]
     for run_file in runs["run_file"]:
@@ -303,7 +303,7 @@ def _copy_retrieval_and_metrics(out: Path, dest: Path) -> None:
     shutil.copytree(out / "metrics", dest / "metrics")
 
 
-def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, tmp_path):
+def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(sample_chain, tmp_path):
     """Notebook 04 with an OpenAI-compatible judge whose server answers HTTP 500 to everything
     (with Retry-After: 0, so the retries cost nothing): every judgment fails, and the page says
     so with the error, skips the statistics that need judgments and still writes its files; its
@@ -311,7 +311,7 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, t
     benchmark, one pair per stratum, one instance: each judgment costs seven requests.)"""
     import papermill
 
-    out, _ = chain
+    out, _ = sample_chain
     _copy_retrieval_and_metrics(out, tmp_path)
     down = Reply(status=500, body="upstream model is down", headers={"Retry-After": "0"})
     with FakeChatServer(responder=lambda body: down) as server, \
@@ -339,8 +339,8 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(chain, t
     assert "No ranking to compare" in text
 
 
-def test_judge_notebook_counts_how_each_judgment_was_weighted(chain):
-    out, executed = chain
+def test_judge_notebook_counts_how_each_judgment_was_weighted(sample_chain):
+    out, executed = sample_chain
     text = _text_outputs(executed["04_judge_validation"])
     assert "`parsed`: the score is the integer parsed from the judge's answer" in text
     pairs = pd.read_csv(out / "judge" / "validation_pairs.csv")
@@ -351,8 +351,8 @@ def test_judge_notebook_counts_how_each_judgment_was_weighted(chain):
     assert re.search(rf"<td[^>]*>{len(positions)}</td>", text)
 
 
-def test_paper_tables_align_sample_numbers_but_judge_none_of_them(chain):
-    out, executed = chain
+def test_paper_tables_align_sample_numbers_but_judge_none_of_them(sample_chain):
+    out, executed = sample_chain
     compared = pd.read_csv(out / "paper_tables" / "comparison.csv")
     assert len(compared) and set(compared["verdict"]) == {"not comparable (SAMPLE)"}
     assert compared["within_tolerance"].isna().all()
@@ -363,10 +363,10 @@ def test_paper_tables_align_sample_numbers_but_judge_none_of_them(chain):
     assert "System → paper model name" in text
 
 
-def test_paper_tables_end_with_the_maintainers_appendix(chain):
+def test_paper_tables_end_with_the_maintainers_appendix(sample_chain):
     """Results first: the divergence tables (05's own and 04's InstFol reasons) and the coverage
     matrix come after 05's Appendix heading, and every paper row has a card."""
-    _, executed = chain
+    _, executed = sample_chain
     cells = executed["05_paper_tables"].cells
     start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Appendix"))
     assert not any(c.source.startswith("## ") for c in cells[start + 1:] if c.cell_type == "markdown")
@@ -378,16 +378,16 @@ def test_paper_tables_end_with_the_maintainers_appendix(chain):
     assert "the ifir paper&#x27;s card of this model" in after  # InstructIR's Promptriever row
 
 
-def test_no_page_shows_an_empty_table(chain):
+def test_no_page_shows_an_empty_table(sample_chain):
     """A table without rows (e.g. no InstFol row widened) says "none" instead of showing headers only."""
-    _, executed = chain
+    _, executed = sample_chain
     for name, nb in executed.items():
         for table in re.findall(r"<table>(.*?)</table>", _text_outputs(nb), flags=re.S):
             assert table.count("<tr>") >= 2, (name, table[:200])
 
 
-def test_report_tables_show_no_raw_missing_values_or_list_reprs(chain):
-    _, executed = chain
+def test_report_tables_show_no_raw_missing_values_or_list_reprs(sample_chain):
+    _, executed = sample_chain
     for name in ("03_metrics", "04_judge_validation", "05_paper_tables"):
         html = "\n".join(str(o.get("data", {}).get("text/html", "")) for c in executed[name].cells
                          for o in c.get("outputs", []))
@@ -397,8 +397,8 @@ def test_report_tables_show_no_raw_missing_values_or_list_reprs(chain):
         assert not any(c.startswith("[") and c.endswith("]") for c in cells), name
 
 
-def test_judge_notebook_measures_the_judges_own_spread(chain):
-    out, executed = chain
+def test_judge_notebook_measures_the_judges_own_spread(sample_chain):
+    out, executed = sample_chain
     table = pd.read_csv(out / "judge" / "stability.csv")
     assert set(table["repeats"]) == {_defaults()["judge_repeats"]}
     assert (table["judge_sd"] == 0).all() and table["identical_repeats"].all()  # the baseline is deterministic
@@ -419,8 +419,8 @@ def test_judge_notebook_measures_the_judges_own_spread(chain):
     assert versions and not any("#repeat=" in v for v in versions)
 
 
-def test_metrics_and_judge_notebooks_end_with_the_instance_explorer(chain):
-    out, executed = chain
+def test_metrics_and_judge_notebooks_end_with_the_instance_explorer(sample_chain):
+    out, executed = sample_chain
     for name in ("03_metrics", "04_judge_validation"):
         cells = executed[name].cells
         assert "publish_page(out_dir" in cells[-1]["source"]  # then only the page's own publishing

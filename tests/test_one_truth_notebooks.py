@@ -26,7 +26,7 @@ PAPERMILL = [sys.executable, "-m", "papermill", "--log-level", "ERROR"]
 
 
 @pytest.fixture
-def chain(tmp_path, isolated_env) -> Path:
+def notebooks(tmp_path, isolated_env) -> Path:
     """A notebooks folder of 02 and 03 (the chain's part these tests need)."""
     folder = tmp_path / "notebooks"
     folder.mkdir()
@@ -35,23 +35,25 @@ def chain(tmp_path, isolated_env) -> Path:
     return folder
 
 
-def _instir_run(chain: Path, out: Path, *parameters: str) -> subprocess.Popen:
+def _instir_run(notebooks: Path, out: Path, *parameters: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != INHERITED_VAR}
-    return subprocess.Popen([sys.executable, "-m", "instir.cli", "run", "--notebooks", str(chain), "--out", str(out),
+    return subprocess.Popen([sys.executable, "-m", "instir.cli", "run", "--notebooks", str(notebooks),
+                             "--out", str(out),
                              "--benchmark", "instructir-sample", *parameters], env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_a_papermill_run_of_02_into_a_folder_instir_run_writes_is_refused_in_one_line(chain, tmp_path):
+def test_a_papermill_run_of_02_into_a_folder_instir_run_writes_is_refused_in_one_line(notebooks, tmp_path):
     out = tmp_path / "reports" / "X"
-    batch = _instir_run(chain, out, "--retrievers", "bm25", "dense")
+    batch = _instir_run(notebooks, out, "--retrievers", "bm25", "dense")
     try:
         deadline = time.time() + 120
         while holder_of(out) is None and batch.poll() is None and time.time() < deadline:
             time.sleep(0.2)
         assert holder_of(out) is not None, "instir run did not take the folder"
         executed = tmp_path / "lab_02.ipynb"
-        lab = subprocess.run([*PAPERMILL, str(chain / "02_retrieval.ipynb"), str(executed), "-p", "out_dir", str(out),
+        lab = subprocess.run([*PAPERMILL, str(notebooks / "02_retrieval.ipynb"), str(executed),
+                              "-p", "out_dir", str(out),
                               "-p", "k", "50", "-p", "retrievers", "bm25"], capture_output=True, text=True,
                              env={k: v for k, v in os.environ.items() if k != INHERITED_VAR})
         still_running = batch.poll() is None
@@ -68,14 +70,14 @@ def test_a_papermill_run_of_02_into_a_folder_instir_run_writes_is_refused_in_one
 
 
 def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_pages_after_it_stale(
-        chain, sample_report, tmp_path):
+        notebooks, sample_report, tmp_path):
     out = copy_report(sample_report, tmp_path)  # what `make reports` leaves
     index = tmp_path / "reports" / "index.html"
     assert '<span class="ok">ok</span>' in index.read_text()
     old_page = (out / "02_retrieval.html").read_text()
 
     # the homework: 02 again with k 20, as README's papermill call runs a notebook alone
-    subprocess.run([*PAPERMILL, str(chain / "02_retrieval.ipynb"), str(out / "02_retrieval.ipynb"), "-p", "out_dir",
+    subprocess.run([*PAPERMILL, str(notebooks / "02_retrieval.ipynb"), str(out / "02_retrieval.ipynb"), "-p", "out_dir",
                     str(out), "-p", "k", "20"],
                    check=True, capture_output=True, env={k: v for k, v in os.environ.items() if k != INHERITED_VAR})
 

@@ -43,7 +43,7 @@ def isolate(mp: pytest.MonkeyPatch, root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory):
+def toy_report(tmp_path_factory):
     """Two toy notebooks run as one report (one kernel start each)."""
     root = tmp_path_factory.mktemp("chain")
     out = root / "reports" / "toy"
@@ -55,7 +55,7 @@ def chain(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def failed(tmp_path_factory):
+def failed_toy_report(tmp_path_factory):
     """A chain whose first notebook raises; the second must never run."""
     root = tmp_path_factory.mktemp("failed")
     out = root / "reports" / "broken"
@@ -85,11 +85,11 @@ def links(html: str) -> list[tuple[str, str, str]]:
     return parser.found
 
 
-def test_chain_writes_executed_notebooks_html_and_metadata(chain):
-    names = sorted(p.name for p in chain.out_dir.iterdir())
+def test_chain_writes_executed_notebooks_html_and_metadata(toy_report):
+    names = sorted(p.name for p in toy_report.out_dir.iterdir())
     assert names == [".instir-run.lock", "01_table.html", "01_table.ipynb", "02_corpus.html", "02_corpus.ipynb",
                      "report.json", "toy_table.csv"]
-    meta = json.loads((chain.out_dir / "report.json").read_text())
+    meta = json.loads((toy_report.out_dir / "report.json").read_text())
     assert meta["status"] == "ok" and meta["parameters"]["rows"] == 4
     assert [nb["name"] for nb in meta["notebooks"]] == ["01_table", "02_corpus"]
     assert all(nb["wall_s"] > 0 and nb["render_s"] > 0 for nb in meta["notebooks"])
@@ -97,19 +97,19 @@ def test_chain_writes_executed_notebooks_html_and_metadata(chain):
     assert meta["manifest"]["packages"]["papermill"]
 
 
-def test_notebooks_exchange_data_through_files_in_the_report_folder(chain):
-    assert "4 rows read back" in (chain.out_dir / "02_corpus.html").read_text()
+def test_notebooks_exchange_data_through_files_in_the_report_folder(toy_report):
+    assert "4 rows read back" in (toy_report.out_dir / "02_corpus.html").read_text()
 
 
-def test_html_has_tables_and_inline_figures_but_no_code(chain):
-    html = (chain.out_dir / "01_table.html").read_text()
+def test_html_has_tables_and_inline_figures_but_no_code(toy_report):
+    html = (toy_report.out_dir / "01_table.html").read_text()
     assert '<table border="1" class="dataframe">' in html
     assert re.search(r'<img [^>]*src="data:image/png;base64,', html)
     assert "table.to_csv" not in html
 
 
-def test_batch_runs_switch_progress_bars_off_in_the_kernels(chain):
-    assert "progress bars: 0" in (chain.out_dir / "01_table.html").read_text()
+def test_batch_runs_switch_progress_bars_off_in_the_kernels(toy_report):
+    assert "progress bars: 0" in (toy_report.out_dir / "01_table.html").read_text()
     assert os.environ.get("INSTIR_PROGRESS") != "0"  # restored after the run
 
 
@@ -134,13 +134,13 @@ def test_third_party_progress_bars_stay_out_of_the_reports(tmp_path, monkeypatch
     assert "TQDM_DISABLE" not in os.environ  # restored after the run
 
 
-def test_show_code_keeps_the_code(chain, tmp_path):
-    html = render_html(chain.out_dir / "01_table.ipynb", tmp_path / "with_code.html", show_code=True).read_text()
+def test_show_code_keeps_the_code(toy_report, tmp_path):
+    html = render_html(toy_report.out_dir / "01_table.ipynb", tmp_path / "with_code.html", show_code=True).read_text()
     assert "to_csv" in html
 
 
-def test_reports_load_nothing_from_the_network(chain):
-    pages = sorted(chain.out_dir.glob("*.html")) + [chain.index]
+def test_reports_load_nothing_from_the_network(toy_report):
+    pages = sorted(toy_report.out_dir.glob("*.html")) + [toy_report.index]
     for page in pages:
         html = page.read_text()
         assert "<script src" not in html
@@ -149,44 +149,44 @@ def test_reports_load_nothing_from_the_network(chain):
         assert remote == [], page.name
 
 
-def test_corpus_markup_shows_as_text(chain):
-    html = (chain.out_dir / "02_corpus.html").read_text()
+def test_corpus_markup_shows_as_text(toy_report):
+    html = (toy_report.out_dir / "02_corpus.html").read_text()
     assert "Saffron &lt;script&gt;document.title = 'pwned'&lt;/script&gt; is a spice." in html
     assert "<script>document.title" not in html
 
 
-def test_report_records_the_notebooks_parameter_defaults(chain):
-    assert chain.defaults == {"out_dir": '"."', "rows": "3"}
-    assert json.loads((chain.out_dir / "report.json").read_text())["defaults"] == chain.defaults
+def test_report_records_the_notebooks_parameter_defaults(toy_report):
+    assert toy_report.defaults == {"out_dir": '"."', "rows": "3"}
+    assert json.loads((toy_report.out_dir / "report.json").read_text())["defaults"] == toy_report.defaults
 
 
-def test_index_links_resolve(chain):
-    html = chain.index.read_text()
+def test_index_links_resolve(toy_report):
+    html = toy_report.index.read_text()
     hrefs = [url for tag, attr, url in links(html) if tag == "a" and not url.startswith("#")]
     assert len(hrefs) == 6
-    assert all((chain.index.parent / url).is_file() for url in hrefs)
+    assert all((toy_report.index.parent / url).is_file() for url in hrefs)
     assert "rows" in html and "01_table" in html and "papermill" in html
 
 
-def test_api_keys_reach_kernels_but_no_output(chain):
-    assert "API key available to the kernel: True" in (chain.out_dir / "01_table.html").read_text()
-    for path in chain.out_dir.parent.rglob("*"):
+def test_api_keys_reach_kernels_but_no_output(toy_report):
+    assert "API key available to the kernel: True" in (toy_report.out_dir / "01_table.html").read_text()
+    for path in toy_report.out_dir.parent.rglob("*"):
         if path.is_file():
             assert KEY_VALUE.encode() not in path.read_bytes(), path
 
 
-def test_failing_notebook_stops_the_chain_and_is_kept(failed):
-    message = str(failed)
+def test_failing_notebook_stops_the_chain_and_is_kept(failed_toy_report):
+    message = str(failed_toy_report)
     assert "03_fails.ipynb failed in cell" in message
     assert "ValueError: toy failure on purpose" in message and 'raise ValueError("toy failure on purpose")' in message
-    out = failed.result.out_dir
+    out = failed_toy_report.result.out_dir
     assert (out / "03_fails.ipynb").is_file() and not (out / "02_corpus.ipynb").exists()
-    assert [nb.status for nb in failed.result.notebooks] == ["failed"]
+    assert [nb.status for nb in failed_toy_report.result.notebooks] == ["failed"]
     meta = json.loads((out / "report.json").read_text())
     assert meta["status"] == "failed" and "toy failure on purpose" in meta["error"]
     html = (out / "03_fails.html").read_text()
     assert "toy failure on purpose" in html and "raise" in html
-    index = failed.result.index.read_text()
+    index = failed_toy_report.result.index.read_text()
     assert "broken" in index and "toy failure on purpose" in index
 
 
@@ -364,8 +364,8 @@ def screenshot_ink(page: Path, tmp_path: Path) -> tuple[float, str]:
 
 @pytest.mark.browser
 @needs_chromium
-def test_report_renders_in_headless_chromium(chain, tmp_path):
-    ink, log = screenshot_ink(chain.out_dir / "01_table.html", tmp_path)
+def test_report_renders_in_headless_chromium(toy_report, tmp_path):
+    ink, log = screenshot_ink(toy_report.out_dir / "01_table.html", tmp_path)
     assert ink > 0.01
     assert "Uncaught" not in log
 
@@ -380,8 +380,8 @@ def test_chromium_check_catches_script_errors(tmp_path):
 
 @pytest.mark.browser
 @needs_chromium
-def test_corpus_script_never_runs_in_the_browser(chain, tmp_path):
-    dom = chromium(chain.out_dir / "02_corpus.html", tmp_path, "--dump-dom").stdout
+def test_corpus_script_never_runs_in_the_browser(toy_report, tmp_path):
+    dom = chromium(toy_report.out_dir / "02_corpus.html", tmp_path, "--dump-dom").stdout
     assert "<title>02_corpus</title>" in dom and "pwned</title>" not in dom
     assert "&lt;script&gt;document.title" in dom
 
@@ -407,14 +407,14 @@ def test_no_bar_at_all_with_progress_off(tmp_path, monkeypatch, capfd):
     assert "cell/s" not in capfd.readouterr().err
 
 
-def test_a_notebook_that_asks_for_its_code_shows_it_in_the_html(chain, tmp_path):
+def test_a_notebook_that_asks_for_its_code_shows_it_in_the_html(toy_report, tmp_path):
     import nbformat
 
-    nb = nbformat.read(chain.out_dir / "01_table.ipynb", as_version=4)
+    nb = nbformat.read(toy_report.out_dir / "01_table.ipynb", as_version=4)
     nb.metadata["instir"] = {"show_code": True}  # as the tour asks: its code is what it teaches
     nbformat.write(nb, tmp_path / "01_table.ipynb")
     assert "to_csv" in render_html(tmp_path / "01_table.ipynb", tmp_path / "shown.html").read_text()
-    assert "to_csv" not in render_html(chain.out_dir / "01_table.ipynb", tmp_path / "hidden.html").read_text()
+    assert "to_csv" not in render_html(toy_report.out_dir / "01_table.ipynb", tmp_path / "hidden.html").read_text()
 
 
 def test_each_notebook_is_handed_only_the_parameters_its_cell_declares(tmp_path, monkeypatch):

@@ -232,30 +232,31 @@ def test_folder_without_followir_files_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module", params=["core17", "news21"])
-def sample(request):
+def followir_sample(request):
     return load_benchmark(f"followir-sample/{request.param}")
 
 
-def test_samples_load_as_samples_with_a_candidate_list_for_every_instance(sample):
-    assert sample.is_sample and sample.layout == ("jhu-clsp" if sample.name.endswith("core17") else "mteb")
-    candidates = sample.meta["top_ranked"]
-    assert set(candidates) == set(sample.queries) and all(candidates.values())
-    assert all(q.endswith(("-og", "-changed")) and sample.queries[q].group == q.rsplit("-", 1)[0]
-               for q in sample.queries)
-    assert set(sample.meta["changed"]) == {q.group for q in sample.queries.values()}
-    assert all(sample.meta["changed"].values())
+def test_samples_load_as_samples_with_a_candidate_list_for_every_instance(followir_sample):
+    expected = "jhu-clsp" if followir_sample.name.endswith("core17") else "mteb"
+    assert followir_sample.is_sample and followir_sample.layout == expected
+    candidates = followir_sample.meta["top_ranked"]
+    assert set(candidates) == set(followir_sample.queries) and all(candidates.values())
+    assert all(q.endswith(("-og", "-changed")) and followir_sample.queries[q].group == q.rsplit("-", 1)[0]
+               for q in followir_sample.queries)
+    assert set(followir_sample.meta["changed"]) == {q.group for q in followir_sample.queries.values()}
+    assert all(followir_sample.meta["changed"].values())
 
 
-def test_samples_are_labelled_sample_everywhere(sample):
+def test_samples_are_labelled_sample_everywhere(followir_sample):
     assert "SAMPLE" in (catalog.SAMPLE_ROOT / "followir-sample" / "README.md").read_text().splitlines()[0]
-    assert "SAMPLE" in sample.label
-    assert all(q.startswith("sample-") for q in sample.queries)
-    assert all(d.startswith("sample-") for d in sample.corpus.ids())
+    assert "SAMPLE" in followir_sample.label
+    assert all(q.startswith("sample-") for q in followir_sample.queries)
+    assert all(d.startswith("sample-") for d in followir_sample.corpus.ids())
 
 
-def test_bm25_run_on_a_sample_holds_exactly_each_instances_candidates(sample):
-    run = retrieve(sample, make_retriever("bm25"))
+def test_bm25_run_on_a_sample_holds_exactly_each_instances_candidates(followir_sample):
+    run = retrieve(followir_sample, make_retriever("bm25"))
     held = run.df.groupby("qid")["docid"].apply(list).to_dict()
-    assert set(held) == set(sample.queries)
-    for qid, docs in sample.meta["top_ranked"].items():
+    assert set(held) == set(followir_sample.queries)
+    for qid, docs in followir_sample.meta["top_ranked"].items():
         assert sorted(held[qid]) == sorted(docs), qid

@@ -114,7 +114,7 @@ SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def sample():
+def sample_from_loader():
     return load_instructir(SAMPLE, name="instructir-sample", is_sample=True)
 
 
@@ -124,10 +124,10 @@ def corpus_records():
 
 
 @pytest.fixture(scope="module")
-def bm25(sample):
+def bm25(sample_from_loader):
     """bm25s over the sample corpus (English stopwords, Snowball stemmer) and a search function
     that returns a run ``{qid: {docid: score}}`` over the whole corpus."""
-    docs = list(sample.corpus)
+    docs = list(sample_from_loader.corpus)
     stemmer = Stemmer.Stemmer("english")
     index = bm25s.BM25()
     index.index(bm25s.tokenize([d.indexed_text for d in docs], stopwords="en", stemmer=stemmer,
@@ -142,11 +142,11 @@ def bm25(sample):
     return search
 
 
-def test_sample_has_12_groups_86_instances_and_128_documents(sample):
-    assert sample.is_sample and "SAMPLE" in sample.label
-    assert {g: len(ids) for g, ids in sample.groups().items()} == GROUP_SIZES
-    assert len(sample.queries) == sum(GROUP_SIZES.values()) == N_TARGETS
-    assert len(sample.corpus) == N_TARGETS + N_ON_TOPIC + N_UNRELATED + N_NEAR_MISS == 152
+def test_sample_has_12_groups_86_instances_and_128_documents(sample_from_loader):
+    assert sample_from_loader.is_sample and "SAMPLE" in sample_from_loader.label
+    assert {g: len(ids) for g, ids in sample_from_loader.groups().items()} == GROUP_SIZES
+    assert len(sample_from_loader.queries) == sum(GROUP_SIZES.values()) == N_TARGETS
+    assert len(sample_from_loader.corpus) == N_TARGETS + N_ON_TOPIC + N_UNRELATED + N_NEAR_MISS == 152
 
 
 @pytest.mark.parametrize("setting", INSTRUCTIR_SETTINGS)
@@ -178,46 +178,46 @@ def test_every_query_is_judged_and_every_judged_doc_is_in_the_corpus(setting, co
     assert judged <= {rec["_id"] for rec in corpus_records}
 
 
-def test_instance_k_has_its_own_target_k_with_origin_target_and_40_to_110_words(sample, corpus_records):
+def test_instance_k_has_its_own_target_k_with_origin_target_and_40_to_110_words(sample_from_loader, corpus_records):
     by_id = {rec["_id"]: rec for rec in corpus_records}
-    for qid, rel in sample.qrels.items():
+    for qid, rel in sample_from_loader.qrels.items():
         [(did, grade)] = rel.items()
         pid, _, k = did.rpartition("_")
         assert (k, grade) == (qid.rpartition("_")[2], 1)
         target = by_id[did]
         assert target["title"] == "" and target["metadata"]["origin_target"]["_id"] == pid
         assert 40 <= len(target["text"].split()) <= 110, did
-    origins = {by_id[next(iter(rel))]["metadata"]["origin_target"]["text"] for rel in sample.qrels.values()}
+    origins = {by_id[next(iter(rel))]["metadata"]["origin_target"]["text"] for rel in sample_from_loader.qrels.values()}
     assert len(origins) == len(GROUP_SIZES)
 
 
-def test_distractors_have_plain_unused_numeric_ids_and_no_metadata(sample, corpus_records):
-    targets = {did for rel in sample.qrels.values() for did in rel}
+def test_distractors_have_plain_unused_numeric_ids_and_no_metadata(sample_from_loader, corpus_records):
+    targets = {did for rel in sample_from_loader.qrels.values() for did in rel}
     distractors = [rec for rec in corpus_records if rec["_id"] not in targets]
     assert [rec["_id"] for rec in distractors] == [str(9000001 + i)
                                                      for i in range(N_ON_TOPIC + N_UNRELATED + N_NEAR_MISS)]
     assert all(set(rec) == {"_id", "title", "text"} and rec["title"] == "" for rec in distractors)
 
 
-def test_bm25_with_instruction_beats_bare_query_by_at_least_0_15_ndcg10(sample, bm25):
-    qrels = sample.qrels
-    instructed = bm25({q.id: f"{q.instruction} [SEP] {q.query}" for q in sample.queries.values()})
-    bare = bm25({q.id: q.query for q in sample.queries.values()})
+def test_bm25_with_instruction_beats_bare_query_by_at_least_0_15_ndcg10(sample_from_loader, bm25):
+    qrels = sample_from_loader.qrels
+    instructed = bm25({q.id: f"{q.instruction} [SEP] {q.query}" for q in sample_from_loader.queries.values()})
+    bare = bm25({q.id: q.query for q in sample_from_loader.queries.values()})
     with_instruction = mean(m.value for m in ir_measures.iter_calc([nDCG @ 10], qrels, instructed))
     without = mean(m.value for m in ir_measures.iter_calc([nDCG @ 10], qrels, bare))
     assert with_instruction - without >= 0.15, (with_instruction, without)
 
 
-def test_near_misses_beat_some_targets_so_instructed_bm25_is_good_but_not_perfect(sample, bm25):
+def test_near_misses_beat_some_targets_so_instructed_bm25_is_good_but_not_perfect(sample_from_loader, bm25):
     """Each near-miss uses the words of one instance's instruction while violating it: BM25, which
     matches words and not conditions, ranks every near-miss in its instance's top 2 and above the
     target for some instances, so instructed BM25 scores below 1 and Robustness lower still."""
-    instructed = bm25({q.id: f"{q.instruction} [SEP] {q.query}" for q in sample.queries.values()})
+    instructed = bm25({q.id: f"{q.instruction} [SEP] {q.query}" for q in sample_from_loader.queries.values()})
     ranks = {qid: sorted(docs, key=docs.get, reverse=True) for qid, docs in instructed.items()}
     assert all(ranks[qid].index(doc) < 2 for doc, qid in NEAR_MISSES.items())
     above_target = [qid for doc, qid in NEAR_MISSES.items() if ranks[qid][0] == doc]
     assert len(above_target) >= 8, above_target
-    per_query = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 10], sample.qrels, instructed)}
+    per_query = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 10], sample_from_loader.qrels, instructed)}
     assert 0.8 < mean(per_query.values()) < 0.98
     assert min(per_query[qid] for qid in above_target) < 1.0
 

@@ -5,7 +5,6 @@ tests so that ir_datasets makes its folders in the isolated home, and kit runs o
 import pandas as pd
 import pytest
 
-from instir.benchmarks.registry import load_benchmark
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import Run
 from instir.retrieval.search import retrieve
@@ -27,15 +26,10 @@ def irds():
 
 
 @pytest.fixture(scope="module")
-def sample():
-    return load_benchmark("instructir-sample")
-
-
-@pytest.fixture(scope="module")
-def bm25_run(sample) -> Run:
+def bm25_run(instructir_sample) -> Run:
     """BM25 on the InstructIR sample, its queries in reverse benchmark order (so not sorted by id:
     ranx sorts them, the kit keeps a run's own order)."""
-    run = retrieve(sample, BM25Retriever(), k=100)
+    run = retrieve(instructir_sample, BM25Retriever(), k=100)
     order = {q: i for i, q in enumerate(reversed(run.qids))}
     reordered = Run(run.df.iloc[run.df["qid"].map(order).argsort(kind="stable")], run.meta)
     assert reordered.qids != sorted(reordered.qids)

@@ -188,17 +188,18 @@ def test_docs_iter_slices_as_ir_datasets_own_docstore_iterator(interop, irds, tm
     assert [tuple(d) for d in dataset.docs_iter()[:3]] == [(d.id, d.text, d.title) for d in list(corpus)[:3]]
 
 
-def test_pyterrier_reads_the_registered_sample_and_scores_a_kit_run_on_its_qrels(interop, pt, bm25_run, sample):
+def test_pyterrier_reads_the_registered_sample_and_scores_a_kit_run_on_its_qrels(interop, pt, bm25_run,
+                                                                                  instructir_sample):
     dataset = pt.get_dataset("irds:instir/instructir-sample")
     topics = dataset.get_topics("text")
     assert list(topics.columns) == ["qid", "query"]
-    assert topics["query"].tolist() == [q for _, q, *_ in _kit_records(sample)[1]]
+    assert topics["query"].tolist() == [q for _, q, *_ in _kit_records(instructir_sample)[1]]
     qrels = dataset.get_qrels()
-    assert qrels_from_pyterrier(qrels) == sample.qrels
+    assert qrels_from_pyterrier(qrels) == instructir_sample.qrels
     frame = pt.text.get_text(dataset, "text")(bm25_run.to_pyterrier())  # PyTerrier's text loader on the docstore
-    texts = {d.id: d.text for d in sample.corpus}
+    texts = {d.id: d.text for d in instructir_sample.corpus}
     assert frame["text"].tolist() == [texts[d] for d in frame["docno"]]
-    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10"], derived=False).per_query
+    kit = evaluate_runs({"bm25": bm25_run}, instructir_sample, ["nDCG@10"], derived=False).per_query
     theirs = pt.Evaluate(bm25_run.to_pyterrier(), qrels, [ir_measures.nDCG @ 10])["nDCG@10"]
     assert theirs == pytest.approx(kit["value"].mean(), abs=1e-12)
 

@@ -37,15 +37,16 @@ def test_a_frame_changed_in_pyterrier_comes_back_without_the_stale_metadata(pt, 
     assert back.meta == {"source": "pyterrier"}
 
 
-def test_pt_evaluate_and_pt_experiment_score_the_frame_as_the_kit_does(pt, bm25_run, sample):
-    kit = evaluate_runs({"bm25": bm25_run}, sample, ["nDCG@10", "RR@10"], derived=False)
-    frame, qrels = bm25_run.to_pyterrier(), qrels_to_pyterrier(sample.qrels)
+def test_pt_evaluate_and_pt_experiment_score_the_frame_as_the_kit_does(pt, bm25_run, instructir_sample):
+    kit = evaluate_runs({"bm25": bm25_run}, instructir_sample, ["nDCG@10", "RR@10"], derived=False)
+    frame, qrels = bm25_run.to_pyterrier(), qrels_to_pyterrier(instructir_sample.qrels)
     per_query = pt.Evaluate(frame, qrels, [ir_measures.nDCG @ 10, ir_measures.RR @ 10], perquery=True)
     for measure in ("nDCG@10", "RR@10"):
         theirs = {q: values[measure] for q, values in per_query.items()}
         ours = kit.per_query[kit.per_query["measure"] == measure]
         assert theirs == pytest.approx(dict(zip(ours["qid"], ours["value"])), abs=1e-12)
-    topics = pd.DataFrame({"qid": list(sample.queries), "query": [q.query for q in sample.queries.values()]})
+    topics = pd.DataFrame({"qid": list(instructir_sample.queries),
+                           "query": [q.query for q in instructir_sample.queries.values()]})
     experiment = pt.Experiment([frame], topics, qrels, [ir_measures.nDCG @ 10], names=["bm25"])
     table = kit.table[(kit.table["measure"] == "nDCG@10") & (kit.table["level"] == "all")]
     assert experiment["nDCG@10"].iloc[0] == pytest.approx(table["value"].iloc[0], abs=1e-12)
@@ -78,10 +79,10 @@ def test_frames_without_the_result_columns_are_refused(pt):
         Run.from_pyterrier(pd.DataFrame({"qid": ["1"], "docid": ["d"], "score": [1.0]}))
 
 
-def test_qrels_go_to_a_pyterrier_frame_and_back(pt, sample):
-    frame = qrels_to_pyterrier(sample.qrels)
+def test_qrels_go_to_a_pyterrier_frame_and_back(pt, instructir_sample):
+    frame = qrels_to_pyterrier(instructir_sample.qrels)
     assert list(frame.columns) == ["qid", "docno", "label"] and frame["label"].dtype == "int64"
-    assert qrels_from_pyterrier(frame) == sample.qrels
+    assert qrels_from_pyterrier(frame) == instructir_sample.qrels
     graded = {"q1": {"d1": 2, "d2": 0}, "q2": {"d3": 1}}
     assert qrels_from_pyterrier(qrels_to_pyterrier(graded).assign(iteration="0")) == graded
 

@@ -62,31 +62,33 @@ def _same_rows(frame, run):
     assert frame["rank"].tolist() == (run.df["rank"] - 1).tolist()
 
 
-def test_pt_experiment_takes_kit_retrievers_names_them_and_scores_as_instir_evaluate(kit, interop_pt, sample):
+def test_pt_experiment_takes_kit_retrievers_names_them_and_scores_as_instir_evaluate(kit, interop_pt,
+                                                                                    instructir_sample):
     topics, qrels = _topics(interop_pt, "instir/instructir-sample")
-    systems = [kit("bm25", sample), kit("bm25", sample, template="query-only")]
+    systems = [kit("bm25", instructir_sample), kit("bm25", instructir_sample, template="query-only")]
     table = interop_pt.Experiment(systems, topics, qrels, eval_metrics=[ir_measures.nDCG @ 10])
     assert table["name"].tolist() == ["bm25", "bm25 (query-only)"]
     bm25 = build_system("bm25")
     for (_, row), variant in zip(table.iterrows(), [None, "query-only"]):
-        ours = evaluate(sample, retrieve(sample, bm25, variant), "nDCG@10")
+        ours = evaluate(instructir_sample, retrieve(instructir_sample, bm25, variant), "nDCG@10")
         assert row["nDCG@10"] == pytest.approx(ours, abs=1e-12)
 
 
 @pytest.mark.parametrize("system", ["bm25", "dense"])
-def test_a_retriever_returns_the_kits_run_bit_for_bit_with_the_topics_columns(kit, interop_pt, sample, system):
+def test_a_retriever_returns_the_kits_run_bit_for_bit_with_the_topics_columns(kit, interop_pt, instructir_sample,
+                                                                              system):
     topics, _ = _topics(interop_pt, "instir/instructir-sample")
-    frame = kit(system, sample)(topics)
+    frame = kit(system, instructir_sample)(topics)
     assert list(frame.columns) == ["qid", "query", "docno", "score", "rank"]
-    _same_rows(frame, retrieve(sample, build_system(system)))
+    _same_rows(frame, retrieve(instructir_sample, build_system(system)))
     assert (frame["query"] == frame["qid"].map(dict(zip(topics["qid"], topics["query"])))).all()
 
 
-def test_the_qid_chooses_the_instance_and_the_query_text_is_carried_through_unread(kit, sample):
-    qids = list(sample.queries)[3:6]
-    bm25 = kit("bm25", sample)
+def test_the_qid_chooses_the_instance_and_the_query_text_is_carried_through_unread(kit, instructir_sample):
+    qids = list(instructir_sample.queries)[3:6]
+    bm25 = kit("bm25", instructir_sample)
     frame = bm25(pd.DataFrame({"qid": qids, "query": ["anything at all"] * 3}))
-    run = retrieve(sample, build_system("bm25"))
+    run = retrieve(instructir_sample, build_system("bm25"))
     _same_rows(frame, type(run)(run.df[run.df["qid"].isin(qids)]))
     assert set(frame["query"]) == {"anything at all"}
 
@@ -103,17 +105,18 @@ def test_a_setting_and_a_card_are_in_the_name(kit, interop_pt):
     assert table["nDCG@20"].iloc[0] == pytest.approx(evaluate(fiqa, run, "nDCG@20"), abs=1e-12)
 
 
-def test_a_kit_reranker_rescores_the_retrievers_top_as_the_kits_rerank(kit, interop_pt, sample, tmp_path):
+def test_a_kit_reranker_rescores_the_retrievers_top_as_the_kits_rerank(kit, interop_pt, instructir_sample, tmp_path):
     topics, qrels = _topics(interop_pt, "instir/instructir-sample")
-    pipeline = kit("bm25", sample) % 10 >> kit(Overlap(), sample, cache=tmp_path / "scores.sqlite")
+    pipeline = (kit("bm25", instructir_sample) % 10
+                >> kit(Overlap(), instructir_sample, cache=tmp_path / "scores.sqlite"))
     frame = pipeline(topics)
-    expected = rerank(retrieve(sample, build_system("bm25")), sample, Overlap(), depth=10,
+    expected = rerank(retrieve(instructir_sample, build_system("bm25")), instructir_sample, Overlap(), depth=10,
                       cache=tmp_path / "other.sqlite", progress=False)
     _same_rows(frame, expected)
     assert list(frame.columns) == ["qid", "query", "docno", "score", "rank"]
     table = interop_pt.Experiment([pipeline], topics, qrels, eval_metrics=[ir_measures.nDCG @ 10])
     assert table["name"].tolist() == ["(bm25 >> RankCutoff(10) >> overlap)"]
-    assert table["nDCG@10"].iloc[0] == pytest.approx(evaluate(sample, expected, "nDCG@10"), abs=1e-12)
+    assert table["nDCG@10"].iloc[0] == pytest.approx(evaluate(instructir_sample, expected, "nDCG@10"), abs=1e-12)
 
 
 def test_a_retriever_scores_followir_candidates_as_retrieve_does_on_the_reranking_task(kit, interop_pt):
@@ -128,12 +131,12 @@ def test_a_retriever_scores_followir_candidates_as_retrieve_does_on_the_rerankin
     assert np.array_equal(pipeline(topics)["score"].to_numpy(), frame["score"].to_numpy())
 
 
-def test_pyterrier_inspects_the_outputs_and_a_reranker_needs_a_result_frame(kit, interop_pt, sample):
-    assert interop_pt.inspect.transformer_outputs(kit("bm25", sample), ["qid", "query"]) == [
+def test_pyterrier_inspects_the_outputs_and_a_reranker_needs_a_result_frame(kit, interop_pt, instructir_sample):
+    assert interop_pt.inspect.transformer_outputs(kit("bm25", instructir_sample), ["qid", "query"]) == [
         "qid", "query", "docno", "score", "rank"]
     with pytest.raises(interop_pt.validate.InputValidationError):
-        interop_pt.inspect.transformer_outputs(kit(Overlap(), sample), ["qid", "query"])
-    empty = kit("bm25", sample)(pd.DataFrame(columns=["qid", "query"]))
+        interop_pt.inspect.transformer_outputs(kit(Overlap(), instructir_sample), ["qid", "query"])
+    empty = kit("bm25", instructir_sample)(pd.DataFrame(columns=["qid", "query"]))
     assert list(empty.columns) == ["qid", "query", "docno", "score", "rank"] and len(empty) == 0
 
 
@@ -152,7 +155,7 @@ def test_pyterrier_inspects_the_outputs_and_a_reranker_needs_a_result_frame(kit,
     (lambda kit, s: kit(object(), s), r"is neither a kit retriever nor a reranker"),
     (lambda kit, s: kit("bm25", s, setting="query-only"), r"setting and root go with a benchmark name"),
 ])
-def test_what_cannot_be_scored_as_the_kit_does_is_one_line(kit, sample, mistake, message):
+def test_what_cannot_be_scored_as_the_kit_does_is_one_line(kit, instructir_sample, mistake, message):
     with pytest.raises(UsageError, match=message) as info:
-        mistake(kit, sample)
+        mistake(kit, instructir_sample)
     assert "\n" not in str(info.value)

@@ -70,9 +70,9 @@ def test_a_ranx_run_made_elsewhere_reads_with_ranx_s_name(ranx):
     assert Run.from_ranx(made, meta={"tag": "mine"}).meta == {"tag": "mine"}
 
 
-def test_queries_ranx_holds_without_documents_have_no_rows(ranx, bm25_run, sample):
+def test_queries_ranx_holds_without_documents_have_no_rows(ranx, bm25_run, instructir_sample):
     converted = bm25_run.to_ranx()
-    qrels = qrels_to_ranx({**sample.qrels, "unanswered": {"d": 1}})
+    qrels = qrels_to_ranx({**instructir_sample.qrels, "unanswered": {"d": 1}})
     converted.make_comparable(qrels)  # what ranx.evaluate(make_comparable=True) does: adds an empty query
     back = Run.from_ranx(converted)
     assert "unanswered" in converted.keys() and "unanswered" not in back.qids
@@ -86,9 +86,9 @@ def test_an_empty_run_round_trips(ranx):
     assert len(back) == 0 and back.meta == {"name": "nothing"}
 
 
-def test_qrels_go_to_ranx_and_back_with_their_grades(ranx, sample):
+def test_qrels_go_to_ranx_and_back_with_their_grades(ranx, instructir_sample):
     graded = {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}, "unjudged": {}}
     converted = qrels_to_ranx(graded, name="toy")
     assert isinstance(converted, ranx.Qrels) and converted.name == "toy"
     assert qrels_from_ranx(converted) == {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}}
-    assert qrels_from_ranx(qrels_to_ranx(sample.qrels)) == sample.qrels
+    assert qrels_from_ranx(qrels_to_ranx(instructir_sample.qrels)) == instructir_sample.qrels

@@ -38,15 +38,10 @@ def _runs(benchmark, rank_of_relevant: dict[str, int]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["qid", "docid", "score"])
 
 
-@pytest.fixture(scope="module")
-def sample():
-    return load_benchmark("instructir-sample")
-
-
-def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(sample, tmp_path, capsys):
-    qids = list(sample.qrels)
-    strong = write_run(Run(_runs(sample, {})), tmp_path / "strong.trec")
-    weak_df = pd.concat([_runs(sample, {q: 3 for q in qids[::2]}),
+def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(instructir_sample, tmp_path, capsys):
+    qids = list(instructir_sample.qrels)
+    strong = write_run(Run(_runs(instructir_sample, {})), tmp_path / "strong.trec")
+    weak_df = pd.concat([_runs(instructir_sample, {q: 3 for q in qids[::2]}),
                          pd.DataFrame({"qid": ["no-such-query"], "docid": [qids[0]], "score": [1.0]})])
     weak = write_run(Run(weak_df), tmp_path / "weak.trec")
     report = tmp_path / "report"
@@ -73,13 +68,13 @@ def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(sample,
     assert set(comparisons["measure"]) == {"nDCG@10", "RR@10", "Robustness@10", "Robustness(RR@10)"}
     comparisons = comparisons.set_index("measure")
     assert comparisons.loc["RR@10", "worse"] == len(qids[::2]) and comparisons.loc["RR@10", "better"] == 0
-    assert comparisons.loc["Robustness(RR@10)", "n"] == len(sample.groups())
+    assert comparisons.loc["Robustness(RR@10)", "n"] == len(instructir_sample.groups())
     assert len(pd.read_parquet(report / "metrics" / "per_query.parquet")) == 2 * 2 * len(qids)
     assert "\\textbf" in (report / "metrics" / "instructir-sample.tex").read_text()  # the marked table
 
 
-def test_unknown_baseline_is_refused(sample, tmp_path):
-    run = write_run(Run(_runs(sample, {})), tmp_path / "a.trec")
+def test_unknown_baseline_is_refused(instructir_sample, tmp_path):
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
     with pytest.raises(UsageError, match="unknown --baseline 'b'"):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--baseline", "b"])
 
@@ -88,8 +83,8 @@ def test_system_names_come_from_run_file_names(tmp_path):
     assert file_system_name(tmp_path / "bm25.trec") == "bm25" and file_system_name(tmp_path / "e5.run") == "e5"
 
 
-def test_runs_are_named_with_name(sample, tmp_path):
-    run = write_run(Run(_runs(sample, {})), tmp_path / "a.trec")
+def test_runs_are_named_with_name(instructir_sample, tmp_path):
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
     assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "mine",
                  "--out", str(tmp_path / "report")]) == 0
     table = pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv")
@@ -99,12 +94,12 @@ def test_runs_are_named_with_name(sample, tmp_path):
 
 
 def test_without_out_the_report_goes_under_reports_in_the_current_folder_never_beside_a_run(
-        sample, tmp_path, monkeypatch, capsys):
+        instructir_sample, tmp_path, monkeypatch, capsys):
     here, elsewhere = tmp_path / "here", tmp_path / "some" / "other" / "dir"
     here.mkdir()
     elsewhere.mkdir(parents=True)
     monkeypatch.chdir(here)
-    write_run(Run(_runs(sample, {})), here / "a.trec")
+    write_run(Run(_runs(instructir_sample, {})), here / "a.trec")
     shutil.copy(MTEB_PREDICTIONS, elsewhere / "x.json")
     assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", "a.trec"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
@@ -118,9 +113,9 @@ def test_without_out_the_report_goes_under_reports_in_the_current_folder_never_b
     assert "reports/evaluation-ifir-sample_fiqa-instructed-mteb/" in capsys.readouterr().out
 
 
-def test_run_name_equals_file_names_the_system_and_a_file_holding_equals_stays_a_path(sample, tmp_path):
-    strong = write_run(Run(_runs(sample, {})), tmp_path / "a=b.trec")
-    weak = write_run(Run(_runs(sample, {q: 2 for q in sample.qrels})), tmp_path / "weak.trec")
+def test_run_name_equals_file_names_the_system_and_a_file_holding_equals_stays_a_path(instructir_sample, tmp_path):
+    strong = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a=b.trec")
+    weak = write_run(Run(_runs(instructir_sample, {q: 2 for q in instructir_sample.qrels})), tmp_path / "weak.trec")
     report = tmp_path / "report"
     assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), f"mine={weak}",
                  "--out", str(report)]) == 0
@@ -133,11 +128,11 @@ def test_run_name_equals_file_names_the_system_and_a_file_holding_equals_stays_a
               "--out", str(report)])
 
 
-def test_the_written_scores_read_back_to_the_computed_floats_exactly(sample, tmp_path):
-    frame = _runs(sample, {q: 1 + i % 3 for i, q in enumerate(sample.qrels)})
+def test_the_written_scores_read_back_to_the_computed_floats_exactly(instructir_sample, tmp_path):
+    frame = _runs(instructir_sample, {q: 1 + i % 3 for i, q in enumerate(instructir_sample.qrels)})
     run = write_run(Run(frame), tmp_path / "mixed.trec")
     assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(tmp_path / "r")]) == 0
-    computed = evaluate_runs({"mixed": read_run(run)}, sample).table
+    computed = evaluate_runs({"mixed": read_run(run)}, instructir_sample).table
     with open(tmp_path / "r" / "metrics" / "metrics.csv", newline="") as fh:
         written = {(row["measure"], row["level"]): float(row["value"]) for row in csv.DictReader(fh)}
     expected = {(m, str(lv)): v for m, lv, v in zip(computed["measure"], computed["level"], computed["value"])}

@@ -22,14 +22,10 @@ from instir.metrics.scoring import scored_measures
 
 
 @pytest.fixture(scope="module")
-def sample():
-    return load_benchmark("instructir-sample")
-
-
-@pytest.fixture(scope="module")
-def run(sample):
-    rows = [(qid, doc, 2.0) for qid, docs in sample.qrels.items() for doc in docs if qid.endswith(("_1", "_2"))]
-    rows += [(qid, "9000043", 1.0) for qid in sample.qrels]
+def run(instructir_sample):
+    rows = [(qid, doc, 2.0) for qid, docs in instructir_sample.qrels.items() for doc in docs
+            if qid.endswith(("_1", "_2"))]
+    rows += [(qid, "9000043", 1.0) for qid in instructir_sample.qrels]
     return pd.DataFrame(rows, columns=["qid", "docid", "score"])
 
 
@@ -72,32 +68,32 @@ def test_a_spec_derives_robustness_of_every_measure_or_the_native_form_of_plain_
         "nDCG@20", "R@20", "nDCG(gains={2:3})@20", "nDCG@20[ifir-native]"]
 
 
-def test_the_scored_measures_of_a_benchmark_are_its_familys_and_their_derivations(sample):
-    assert [str(m) for m in scored_measures(sample)] == [
+def test_the_scored_measures_of_a_benchmark_are_its_familys_and_their_derivations(instructir_sample):
+    assert [str(m) for m in scored_measures(instructir_sample)] == [
         "nDCG@10", "RR@10", "R@100", "P@10", "Robustness@10", "Robustness(RR@10)", "Robustness(R@100)",
         "Robustness(P@10)"]
-    assert [str(m) for m in scored_measures(sample, ["nDCG@10"], derived=False)] == ["nDCG@10"]
+    assert [str(m) for m in scored_measures(instructir_sample, ["nDCG@10"], derived=False)] == ["nDCG@10"]
     fiqa = load_benchmark("ifir-sample/fiqa")
     assert [str(m) for m in scored_measures(fiqa, [ir_measures.RR @ 20])] == ["RR@20", "RR@20[ifir-native]"]
 
 
-def test_evaluate_takes_ir_measures_objects_a_single_one_and_keys_them_as_given(sample, run):
-    by_name = instir.evaluate(sample, run, ["nDCG@10", "RR@10"])
-    by_object = instir.evaluate(sample, run, [ir_measures.nDCG @ 10, ir_measures.RR @ 10])
+def test_evaluate_takes_ir_measures_objects_a_single_one_and_keys_them_as_given(instructir_sample, run):
+    by_name = instir.evaluate(instructir_sample, run, ["nDCG@10", "RR@10"])
+    by_object = instir.evaluate(instructir_sample, run, [ir_measures.nDCG @ 10, ir_measures.RR @ 10])
     assert by_object == {ir_measures.nDCG @ 10: by_name["nDCG@10"], ir_measures.RR @ 10: by_name["RR@10"]}
-    assert instir.evaluate(sample, run, ir_measures.nDCG @ 10) == by_name["nDCG@10"]  # one object: a float
-    assert instir.evaluate(sample, run, ("nDCG@10",)) == {"nDCG@10": by_name["nDCG@10"]}  # a tuple: a dict
-    assert instir.evaluate(sample, run, [parse_measure("Robustness@10")])[parse_measure("Robustness@10")] < \
+    assert instir.evaluate(instructir_sample, run, ir_measures.nDCG @ 10) == by_name["nDCG@10"]  # one object: a float
+    assert instir.evaluate(instructir_sample, run, ("nDCG@10",)) == {"nDCG@10": by_name["nDCG@10"]}  # a tuple: a dict
+    assert instir.evaluate(instructir_sample, run, [parse_measure("Robustness@10")])[parse_measure("Robustness@10")] < \
         by_name["nDCG@10"]
 
 
-def test_evaluate_runs_takes_objects_and_names_alike(sample, run):
-    names = instir.evaluate_runs({"s": run}, sample, ["nDCG@10"]).table
-    objects = instir.evaluate_runs({"s": run}, sample, [ir_measures.nDCG @ 10]).table
+def test_evaluate_runs_takes_objects_and_names_alike(instructir_sample, run):
+    names = instir.evaluate_runs({"s": run}, instructir_sample, ["nDCG@10"]).table
+    objects = instir.evaluate_runs({"s": run}, instructir_sample, [ir_measures.nDCG @ 10]).table
     pd.testing.assert_frame_equal(names, objects)
     assert set(names["measure"]) == {"nDCG@10", "Robustness@10"}  # InstructIR's spec derives Robustness
 
 
-def test_a_judged_measure_is_not_computed_from_a_run(sample, run):
+def test_a_judged_measure_is_not_computed_from_a_run(instructir_sample, run):
     with pytest.raises(UsageError, match="InstFol@20 is judged"):
-        instir.evaluate(sample, run, "InstFol@20")
+        instir.evaluate(instructir_sample, run, "InstFol@20")
