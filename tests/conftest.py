@@ -124,9 +124,9 @@ def sample_report(tmp_path_factory) -> Path:
     """The bundled samples' report as ``make reports`` leaves it: ``instir run --out reports/sample``
     with every default (the tour and notebooks 01-05, their executed notebooks, pages, index and
     every stage's files), in kernels without ipywidgets as ``make reports`` installs none and with
-    no network for the kernels (:mod:`network_guard`). Built
-    once per test session (one build for all pytest-xdist workers, under a file lock) and shared:
-    tests only read it; a test that changes a report works on :func:`copy_report` of it."""
+    no network for the kernels (:mod:`network_guard`). Built once per test session (one build for
+    all pytest-xdist workers, under a file lock) and shared: tests only read it; a test that changes
+    a report works on :func:`copy_report` of it."""
     from filelock import FileLock
     from network_guard import guard_folder
 
@@ -149,8 +149,8 @@ def sample_report(tmp_path_factory) -> Path:
 
 
 def copy_report(report: Path, dest: Path) -> Path:
-    """A copy of the report folder ``report`` at ``dest`` (its reports root copied too when ``report``
-    sits in one, so the index beside it comes along), for a test that changes it."""
+    """A copy of ``report``'s reports root under ``dest`` (the report and the ``index.html`` beside
+    it), for a test that changes a report; returns the copied report folder."""
     root = report.parent
     shutil.copytree(root, dest / root.name, symlinks=True)
     return dest / root.name / report.name
