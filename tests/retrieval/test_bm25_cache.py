@@ -454,3 +454,44 @@ def test_a_pickled_retriever_leaves_its_indexes_behind(builds):
     copy = pickle.loads(pickle.dumps(retriever))
     assert copy.params() == retriever.params() and len(pickle.dumps(retriever)) < 2000
     assert copy.search(small(DOCS), get_template("query-only"), 3).meta["index"]["origin"] == "loaded"
+
+
+def test_a_publish_that_meets_another_writers_entry_replaces_it_or_leaves_it_standing(tmp_path, monkeypatch):
+    """Two writers of one entry: the rename that meets the other's entry (ENOTEMPTY) removes it
+    and renames again (last writer wins); when other writers keep replacing it, the entry that
+    stopped the third rename stands and this writer's temporary folder is removed."""
+    import errno
+    import os
+
+    from instir.retrieval.bm25_cache import BM25IndexCache
+
+    cache = BM25IndexCache(tmp_path / "cache")
+    entry = tmp_path / "entry"
+    real_rename = os.rename
+
+    def publish(blocked_renames: int) -> Path:
+        entry.mkdir(exist_ok=True)
+        (entry / "theirs").write_text("other writer\n")
+        tmp = tmp_path / f"mine-{blocked_renames}"
+        tmp.mkdir()
+        (tmp / "mine").write_text("this writer\n")
+        calls = []
+
+        def rename(src, dst):
+            if Path(src) != tmp:  # the entry renamed aside to be removed
+                return real_rename(src, dst)
+            calls.append(src)
+            if len(calls) <= blocked_renames:
+                entry.mkdir(exist_ok=True)  # the other writer published (again) in between
+                (entry / "theirs").write_text("other writer\n")
+                raise OSError(errno.ENOTEMPTY, "Directory not empty", str(dst))
+            return real_rename(src, dst)
+
+        monkeypatch.setattr(os, "rename", rename)
+        cache._publish(tmp, entry)
+        monkeypatch.setattr(os, "rename", real_rename)
+        assert not tmp.exists()
+        return entry
+
+    assert sorted(p.name for p in publish(1).iterdir()) == ["mine"]  # replaced: last writer wins
+    assert sorted(p.name for p in publish(3).iterdir()) == ["theirs"]  # blocked thrice: theirs stands
