@@ -65,9 +65,10 @@ test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest $(XDIST) $(TEST_ARGS)
 
-# The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge.
+# The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge;
+# on both workers (136 s here against 217 s in one process, 2026-12-03).
 test-quick: $(TEST_STAMP)
-	$(BIN)/python -m pytest -m "$(QUICK)"
+	$(BIN)/python -m pytest $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
 # The hostile suite: careless and hostile input (conftest.py's HOSTILE_MODULES), the Chromium page check included.
 test-hostile: $(TEST_STAMP)
