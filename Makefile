@@ -55,9 +55,8 @@ reports: $(MAIN_STAMP)
 
 # ruff (lint + import order, configured in pyproject.toml) runs first, so CI's `make test` checks it too.
 # Then one pytest on two pytest-xdist workers (both cores): each worker takes a whole group at a time
-# (a module, or a group tests/conftest.py names: the in-process Ray, the readers of the session's sample
-# report), the slow groups first, in collection order (tests/conftest.py sorts them), so neither waits
-# at the end. OMP_WAIT_POLICY=PASSIVE: idle torch threads sleep instead of spinning on the core the
+# (a module, or the modules sharing the in-process Ray: tests/conftest.py groups them), the slowest
+# first (tests/conftest.py sorts them), so neither waits at the end. OMP_WAIT_POLICY=PASSIVE: idle torch threads sleep instead of spinning on the core the
 # other worker needs. TEST_ARGS go to pytest (e.g. TEST_ARGS="--durations=30").
 TEST_ARGS ?=
 XDIST := -n 2 --dist loadgroup --no-loadscope-reorder

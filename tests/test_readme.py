@@ -22,8 +22,7 @@ How it runs them:
   sweep example runs on a local Ray (2 CPUs' worth of actors), docs/scale-out.md's ``--serial``
   rerun reuses its cells.
 
-Run time: each command's seconds are printed (``pytest -s``); the dearest are the one ``instir
-run`` chain of docs/scale-out.md and the Ray sweep.
+Run time: each command's seconds are printed (``pytest -s``).
 """
 
 import os
