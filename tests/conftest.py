@@ -257,4 +257,4 @@ def pytest_collection_finish(session):
     longer without a word: refuse that at once."""
     if getattr(session.config.option, "loadgroup", False) and session.items and "@" not in session.items[0].nodeid:
         raise pytest.UsageError("pytest-xdist's --dist loadgroup did not group the tests with this pytest "
-                                f"({pytest.__version__}): install the pytest version the dev extra pins (pyproject.toml)")
+                                f"({pytest.__version__}): install the pytest the dev extra pins (pyproject.toml)")
