@@ -31,7 +31,7 @@ IDS = ["instir/instructir-sample", "instir/instructir-sample/query-only", "insti
        "instir/followir/core17"]
 
 #: PyTerrier 1.1.2 calls pandas with inplace=, which pandas 3.1 deprecates (its warning, not the kit's)
-pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")]
 
 
 @pytest.fixture

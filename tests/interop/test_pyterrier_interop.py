@@ -10,7 +10,7 @@ from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run
 
 #: PyTerrier 1.1.2 calls pandas with inplace=, which pandas 3.1 deprecates (its warning, not the kit's)
-pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")]
 
 
 def test_a_kit_run_is_a_pyterrier_result_frame_ranked_as_pyterrier_ranks_it(pt, bm25_run):

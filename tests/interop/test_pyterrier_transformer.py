@@ -16,7 +16,7 @@ from instir.retrieval.search import retrieve
 from instir.systems.registry import build_system
 
 #: PyTerrier 1.1.2 calls pandas with inplace=, which pandas 3.1 deprecates (its warning, not the kit's)
-pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")]
 
 
 class Overlap:

@@ -11,6 +11,8 @@ from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import Run, content_sha256, trec_bytes
 from instir.retrieval.search import retrieve
 
+pytestmark = pytest.mark.interop
+
 
 def test_a_kit_run_goes_to_ranx_and_back_identical_with_its_metadata(ranx, bm25_run):
     converted = bm25_run.to_ranx()
