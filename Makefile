@@ -72,7 +72,7 @@ test: $(TEST_STAMP)
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
-# interop round trips; on both workers (121 s here, one run on an idle machine, 2026-12-03; 129 s with interop).
+# interop round trips; on both workers (120.5 s here, median of 3 on an idle machine, 2026-12-03; 129 s with interop).
 test-quick: $(TEST_STAMP)
 	$(BIN)/python -m pytest $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
