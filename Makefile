@@ -7,6 +7,10 @@ BIN := $(VENV)/bin
 # pip writes no bytecode (it compiles file by file, on one core); COMPILE then compiles the venv on every core,
 # 168 s against 195 s for a warm-cache test venv here (2026-12-03). As in pip's own step, a file this Python cannot
 # compile (torch ships 3.12-only test helpers) stays source: compileall's exit status is not the install's.
+# This machine's environment sets PYTHONDONTWRITEBYTECODE=1: then every process (each test worker, kernel, command
+# and Ray worker) compiles the kit's modules again (1.1 s for all of them here) and pytest rewrites every test module
+# in each worker's collection (3.4 s). Make's commands write bytecode, into git-ignored __pycache__ folders.
+export PYTHONDONTWRITEBYTECODE :=
 PIP := $(BIN)/pip install -q --no-compile -c constraints.txt
 COMPILE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 MAIN_STAMP := $(VENV)/.instir-main
@@ -63,22 +67,23 @@ reports: $(MAIN_STAMP)
 # ruff (lint + import order, configured in pyproject.toml) runs first, so CI's `make test` checks it too.
 # Then one pytest on two pytest-xdist workers (both cores): each worker takes a whole group at a time
 # (a module, or the modules sharing the in-process Ray: tests/conftest.py groups them), the slowest
-# first (tests/conftest.py sorts them), so neither waits at the end. OMP_WAIT_POLICY=PASSIVE: idle torch threads sleep instead of spinning on the core the
-# other worker needs. TEST_ARGS go to pytest (e.g. TEST_ARGS="--durations=30").
+# first (tests/conftest.py sorts them), so neither waits at the end. OMP_WAIT_POLICY=PASSIVE: idle torch threads
+# sleep instead of spinning on the core the other worker needs. TEST_ARGS go to pytest (e.g. TEST_ARGS="--durations=30").
 TEST_ARGS ?=
+PYTEST := OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest
 XDIST := -n 2 --dist loadgroup --no-loadscope-reorder
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest $(XDIST) $(TEST_ARGS)
+	$(PYTEST) $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
 # interop round trips; on both workers (120.5 s here, median of 3 on an idle machine, 2026-12-03; 129 s with interop).
 test-quick: $(TEST_STAMP)
-	$(BIN)/python -m pytest $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
+	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
 # The hostile suite: careless and hostile input (conftest.py's HOSTILE_MODULES), the Chromium page check included.
 test-hostile: $(TEST_STAMP)
-	$(BIN)/python -m pytest -m hostile
+	$(PYTEST) -m hostile
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -185,7 +185,8 @@ TIER_OF_FIXTURE = {
 
 
 #: the hostile suite (``pytest -m hostile``, ``make test-hostile``): every module of careless or
-#: hostile input, by path under tests/; all but test_hostile_reports.py (Chromium) are in the quick tier
+#: hostile input, by path under tests/; all but test_hostile_reports.py (Chromium) and test_run_guards.py's two
+#: kernel runs are in the quick tier
 HOSTILE_MODULES = frozenset({
     "test_cli_errors.py", "test_run_guards.py", "test_secrets.py", "test_full_disk.py", "test_hostile_reports.py",
     "judge/test_bad_answers.py", "judge/test_hostile_endpoints.py", "benchmarks/test_readers.py",
@@ -210,7 +211,8 @@ RAY_GROUP = "ray-in-process"
 SLOWEST_FIRST = (
     "test_readme.py", "test_lab.py", "test_same_folder.py", "test_notebooks.py", "test_notebooks_real.py",
     "test_hostile_reports.py", "test_tour.py", "test_one_truth_notebooks.py", "interop/test_ranx_interop.py",
-    "judge/test_backends_local.py", "test_lab_hygiene.py",
+    "judge/test_backends_local.py", "test_lab_hygiene.py", "stages/test_stages.py", "systems/test_colbert.py",
+    "retrieval/test_dense.py", "test_full_disk.py", "test_pipeline.py",
 )
 
 

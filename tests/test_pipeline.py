@@ -113,6 +113,7 @@ def test_batch_runs_switch_progress_bars_off_in_the_kernels(toy_report):
     assert os.environ.get("INSTIR_PROGRESS") != "0"  # restored after the run
 
 
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_third_party_progress_bars_stay_out_of_the_reports(tmp_path, monkeypatch):
     import nbformat
 
@@ -319,6 +320,7 @@ def test_cli_refuses_secret_parameters_without_running(tmp_path, capsys):
     assert "looks like a secret" in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_cli_run_executes_a_notebook_folder_and_prints_no_kernel_warnings(tmp_path, monkeypatch, capfd):
     """One kernel run checks both the CLI's folder handling and its batch output (stdout and
     stderr at the file-descriptor level, where kernel and transport warnings would land)."""
@@ -394,6 +396,7 @@ def test_paths_given_to_instir_run_are_taken_from_where_it_runs_not_from_the_ker
     assert cli_parameters(parse_run(["-p", "data_root="])) == {"data_root": ""}  # empty: the fetch cache
 
 
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_the_batch_console_shows_each_notebooks_cells_moving(tmp_path, monkeypatch, capfd):
     monkeypatch.delenv("INSTIR_PROGRESS", raising=False)
     run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
@@ -401,6 +404,7 @@ def test_the_batch_console_shows_each_notebooks_cells_moving(tmp_path, monkeypat
     assert "notebooks:" in console and re.search(r"01_table:.*cell", console)
 
 
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_no_bar_at_all_with_progress_off(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("INSTIR_PROGRESS", "0")
     run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")

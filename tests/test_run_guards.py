@@ -31,6 +31,7 @@ def test_a_users_own_index_html_is_never_replaced(tmp_path):
         write_index(tmp_path / "reports")
 
 
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_a_report_outside_a_reports_root_keeps_its_index_inside_and_lists_no_sibling(tmp_path):
     some = tmp_path / "some" / "dir"
     for name, meta in (("r1", {"status": "ok", "notebooks": []}), ("other", {"tool": "not instir"})):
@@ -92,6 +93,7 @@ def test_a_run_in_progress_says_pending_not_interrupted(tmp_path):
     assert '<span class="running">running</span>' in index and "<td>pending</td>" in index
 
 
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_the_index_says_a_run_started_before_its_first_notebook_ends(tmp_path):
     out = tmp_path / "reports" / "r"
     with pytest.raises(Exception):  # the failing notebook ends the chain after the index was written

@@ -89,6 +89,7 @@ def sample_runs():
     return benchmark, runs
 
 
+@pytest.mark.interop  # ranx compiles with numba in each process
 def test_the_rows_are_ranx_s_rows_character_for_character(sample_runs):
     ranx = pytest.importorskip("ranx")
     from instir.interop import qrels_to_ranx
