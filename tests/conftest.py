@@ -148,6 +148,15 @@ def sample_report(tmp_path_factory) -> Path:
     return out
 
 
+def copy_caches(report: Path, instir_home: Path) -> None:
+    """What building :func:`sample_report` left in its INSTIR_HOME (embeddings, BM25 and corpus indexes,
+    judgments), copied into ``instir_home``: a test that goes on from ``make reports`` in the same home,
+    as a user does, finds what the user would (the shared judge models stay a link)."""
+    built = report.parents[1] / "home" / "instir"
+    shutil.copytree(built, instir_home, symlinks=True, dirs_exist_ok=True,
+                    ignore=lambda folder, names: ["models"] if Path(folder) == built else [])
+
+
 def copy_report(report: Path, dest: Path) -> Path:
     """A copy of ``report``'s reports root under ``dest`` (the report and the ``index.html`` beside
     it), for a test that changes a report; returns the copied report folder."""

@@ -5,6 +5,8 @@ imports the command layer (``instir.cli``): lower layers never climb."""
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "instir"
 
 
@@ -93,21 +95,26 @@ def is_package(name: str, edges) -> bool:
     return any(other.startswith(name + ".") for other in edges)
 
 
-def test_the_package_has_no_import_circle():
-    edges = import_graph()
+@pytest.fixture(scope="module")
+def edges() -> dict[str, set[str]]:
+    """The package's import graph, parsed once for the checks below."""
+    return import_graph()
+
+
+def test_the_package_has_no_import_circle(edges):
     # a package's __init__ re-exporting its modules is not a circle of its own: drop edges into parents
     trimmed = {m: {t for t in ts if not (is_package(t, edges) and m.startswith(t + "."))} for m, ts in edges.items()}
     assert circles(trimmed) == []
 
 
-def test_no_library_module_imports_the_command_layer():
-    climbing = sorted(f"{m} -> {t}" for m, ts in import_graph().items() if not m.startswith("instir.cli")
+def test_no_library_module_imports_the_command_layer(edges):
+    climbing = sorted(f"{m} -> {t}" for m, ts in edges.items() if not m.startswith("instir.cli")
                       for t in ts if t == "instir.cli" or t.startswith("instir.cli."))
     assert climbing == []
 
 
-def test_every_command_module_lives_under_instir_cli():
-    stray = sorted(m for m in import_graph() if m.rsplit(".", 1)[-1].endswith("commands"))
+def test_every_command_module_lives_under_instir_cli(edges):
+    stray = sorted(m for m in edges if m.rsplit(".", 1)[-1].endswith("commands"))
     assert stray == []
 
 

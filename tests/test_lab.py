@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_report
+from tests.conftest import copy_caches, copy_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebooks]
 
@@ -51,7 +51,8 @@ def lab(tmp_path_factory, isolated_env, sample_report):
     pytest.importorskip("playwright.sync_api")
     root = tmp_path_factory.mktemp("checkout")
     (root / "data").symlink_to(REPO / "data", target_is_directory=True)
-    copy_report(sample_report, root)  # what `make reports` leaves: reports/sample and its index
+    copy_report(sample_report, root)  # what `make reports` leaves: reports/sample and its index …
+    copy_caches(sample_report, isolated_env / "instir")  # … and the caches it filled in the user's home
     subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "lab-copies", f"LAB_DIR={root / 'lab'}"],
                    check=True, capture_output=True)
     port = _free_port()

@@ -11,7 +11,8 @@ How it runs them:
 - ``make reports`` is its Makefile recipe (``instir run --out reports/sample``; the rest of the
   target creates ``.venv``, which the copy has), which the suite runs once for every test that
   reads a sample report (``conftest.sample_report``, under the same network guard): the working
-  copy gets that report where the documents say ``make reports``. Marked commands (``# needs …``)
+  copy gets that report where the documents say ``make reports``, and the commands' INSTIR_HOME the
+  caches it filled (embeddings, indexes), as a user's home holds them. Marked commands (``# needs …``)
   and the make targets :data:`readme_commands.EXEMPT` names are not run;
 - HOME, INSTIR_HOME, Hugging Face, Jupyter and matplotlib homes are the module's temp folder
   (``isolated_env``); Hugging Face runs offline, pip has no index, and a ``sitecustomize`` in the
@@ -37,7 +38,7 @@ import pytest
 from network_guard import BLOCKED, guard_folder
 from readme_commands import REPO, Command, commands, make_recipe
 
-from tests.conftest import SAMPLE_REPORT_COMMAND
+from tests.conftest import SAMPLE_REPORT_COMMAND, copy_caches
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.ray]
 
@@ -108,7 +109,7 @@ def ran(tmp_path_factory, isolated_env, sample_report) -> dict[str, tuple[int, f
     for number, command in enumerate(RUN):
         start, status, output = time.perf_counter(), 0, ""
         if command.kind == "substituted":
-            _make_reports(sample_report, copy)
+            _make_reports(sample_report, copy, Path(env["INSTIR_HOME"]))
         for script in _scripts(command, copy, number) if command.kind != "substituted" else ():
             try:
                 done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=copy, env=env,
@@ -124,13 +125,15 @@ def ran(tmp_path_factory, isolated_env, sample_report) -> dict[str, tuple[int, f
     return results
 
 
-def _make_reports(sample_report: Path, copy: Path) -> None:
+def _make_reports(sample_report: Path, copy: Path, instir_home: Path) -> None:
     """What ``make reports`` leaves in the working copy: the session's :func:`conftest.sample_report`,
     which is that recipe run once for the whole suite (under the same network guard), copied to
-    ``reports/sample`` in place of an earlier one."""
+    ``reports/sample`` in place of an earlier one; and in the commands' INSTIR_HOME, the caches it
+    filled (the later commands find the samples' embeddings and indexes, as after ``make reports``)."""
     assert make_recipe("reports") == [SAMPLE_REPORT_COMMAND]
     shutil.rmtree(copy / "reports" / "sample", ignore_errors=True)
     shutil.copytree(sample_report.parent, copy / "reports", dirs_exist_ok=True, symlinks=True)
+    copy_caches(sample_report, instir_home)
 
 
 def _guard_check(env: dict[str, str], copy: Path) -> tuple[int, float, str]:
