@@ -73,7 +73,8 @@ test: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
-# interop round trips; on both workers (120.5 s here, median of 3 on an idle machine, 2026-12-03; 129 s with interop).
+# interop round trips; on both workers. Median of 3 runs, paired with the tier before bytecode and PASSIVE threads on
+# a loaded machine (2026-12-04): 114 s against 150 s (0.80); 83-91 s on that machine idle earlier the same night.
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 

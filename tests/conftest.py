@@ -139,7 +139,7 @@ def sample_report(tmp_path_factory) -> Path:
         if not done.is_file():
             shutil.rmtree(shared, ignore_errors=True)
             shared.mkdir(parents=True)
-            with notebook_home(shared / "home"), pytest.MonkeyPatch.context() as mp:
+            with notebook_home(_built_home(out)), pytest.MonkeyPatch.context() as mp:
                 mp.setenv("PYTHONPATH", os.pathsep.join((str(guard_folder(shared / "guard")),
                                                          without_ipywidgets(shared / "hidden"))))
                 mp.chdir(shared)
@@ -148,11 +148,16 @@ def sample_report(tmp_path_factory) -> Path:
     return out
 
 
+def _built_home(report: Path) -> Path:
+    """The HOME :func:`sample_report` builds ``report`` in (beside its reports root)."""
+    return report.parents[1] / "home"
+
+
 def copy_caches(report: Path, instir_home: Path) -> None:
     """What building :func:`sample_report` left in its INSTIR_HOME (embeddings, BM25 and corpus indexes,
     judgments), copied into ``instir_home``: a test that goes on from ``make reports`` in the same home,
     as a user does, finds what the user would (the shared judge models stay a link)."""
-    built = report.parents[1] / "home" / "instir"
+    built = _built_home(report) / "instir"
     shutil.copytree(built, instir_home, symlinks=True, dirs_exist_ok=True,
                     ignore=lambda folder, names: ["models"] if Path(folder) == built else [])
 
