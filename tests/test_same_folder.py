@@ -1,12 +1,14 @@
-"""One grid, three ways, one folder: ``instir run`` (the five notebooks), ``instir sweep
---serial`` and ``instir sweep`` on a local Ray write byte-identical runs, metrics, comparisons
-and InstFol tables, on the bundled samples (FollowIR's p-MRR included) and under the real names on a
+"""One grid, three ways, one folder: ``instir run`` (over the notebooks that write runs, metrics
+and InstFol tables: 02, 03 and 04; the tour, 01 and 05 write none and run in the README's and the lab's
+tests), ``instir sweep --serial`` and ``instir sweep`` on a local Ray write byte-identical runs, metrics,
+comparisons and InstFol tables, on the bundled samples (FollowIR's p-MRR included) and under the real names on a
 real-layout data root (:mod:`real_data`: IFIR's fiqa and fire) in one grid. The real InstructIR names are left out of
 this grid: MiniLM would encode its 9,906 queries twice (minutes on a CPU); ``instir run`` on them
 is tested in ``test_notebooks_real.py``. Left out of the comparison, by name: the runs' JSON sidecars
 (wall times, paths) and ``runs.csv``'s timing and provenance columns (``search_s``, ``elapsed_s``, ``reused``,
 ``written_by``)."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +31,9 @@ COMPARED = ("metrics/metrics.csv", "metrics/comparisons.csv", "judge/instfol.csv
 #: ``runs.csv`` columns that say how long a run took, whether it was reused and which front end
 #: wrote it, not what it is.
 TIMING_COLUMNS = ["search_s", "elapsed_s", "reused", "written_by"]
+#: The notebooks whose files the three ways compare.
+WRITERS = ("02_retrieval", "03_metrics", "04_judge_validation")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +44,13 @@ def folders(tmp_path_factory, isolated_env) -> dict[str, Path]:
     grid.write_text(f"benchmarks: {list(BENCHMARKS)}\nsystems: {list(SYSTEMS)}\nk: {K}\ndata_root: '{root}'\n"
                     f"judge: {{backend: baseline, max_instances: {LIMIT}}}\n", encoding="utf-8")
     out = {way: base / way for way in ("run", "serial", "ray")}
-    assert main(["run", "--benchmark", *BENCHMARKS, "--retrievers", *SYSTEMS, "-p", f"data_root={root}",
-                 "-p", f"k={K}", "-p", "judge_backend=baseline", "-p", f"judge_max_instances={LIMIT}",
-                 "-p", "judge_repeats=1", "--out", str(out["run"])]) == 0
+    notebooks = base / "notebooks"
+    notebooks.mkdir()
+    for name in WRITERS:
+        shutil.copy(REPO / "notebooks" / f"{name}.ipynb", notebooks)
+    assert main(["run", "--notebooks", str(notebooks), "--benchmark", *BENCHMARKS, "--retrievers", *SYSTEMS,
+                 "-p", f"data_root={root}", "-p", f"k={K}", "-p", "judge_backend=baseline",
+                 "-p", f"judge_max_instances={LIMIT}", "-p", "judge_repeats=1", "--out", str(out["run"])]) == 0
     assert main(["sweep", str(grid), "--serial", "--out", str(out["serial"])]) == 0
     ray = subprocess.run([sys.executable, "-m", "instir.cli", "sweep", str(grid), "--num-cpus", "2",
                           "--out", str(out["ray"])], capture_output=True, text=True, timeout=900)

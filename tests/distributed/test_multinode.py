@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sentence_transformers
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -94,6 +93,8 @@ def killed_run(two_nodes, tmp_path_factory):
     result, killed, driver_loads = {}, [], []
     worker = threading.Thread(target=lambda: result.update(
         done=encode_corpus(factory, corpus, get_template("query-only"), actors=2)))
+    import sentence_transformers  # here, not at collection: the import costs every worker seconds
+
     with pytest.MonkeyPatch.context() as patch:  # models loaded in this (the driver's) process
         loaded = sentence_transformers.SentenceTransformer
         patch.setattr(sentence_transformers, "SentenceTransformer",
