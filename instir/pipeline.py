@@ -344,10 +344,22 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_data_root(parameters)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = Path(out_dir).expanduser().resolve()
+    check_apart_from_sources(out, paths)
     check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "instir run"):
         return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel)
+
+
+def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
+    """Refuse (:class:`UsageError`, before anything is written) a report folder that is, holds or lies inside
+    the folder of a notebook it would run: the run replaces ``out/NN_name.ipynb`` and its page, which there
+    would be the user's own notebooks (a lab's working copies), not copies the kit wrote."""
+    for source in sorted({p.parent for p in notebooks}):
+        if out == source or source in out.parents or out in source.parents:
+            relation = "is" if out == source else "lies inside" if source in out.parents else "holds"
+            raise UsageError(f"the report folder {out} {relation} the notebooks' folder {source}: a run replaces the "
+                             "NN_name.ipynb it writes in its folder, so the two are kept apart; choose another --out")
 
 
 def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],

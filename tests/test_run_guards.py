@@ -1,4 +1,4 @@
-"""instir run and its report folder: never a user's own index.html overwritten, one run at a
+"""instir run and its report folder: never a user's own index.html or notebook overwritten, one run at a
 time per folder (the second names the first), an interrupted rerun whose index says which pages
 are stale, and no home folder in what a report publishes."""
 
@@ -29,6 +29,26 @@ def test_a_users_own_index_html_is_never_replaced(tmp_path):
     assert mine.read_text() == "<html>my own page</html>" and not (tmp_path / "reports" / "mine").exists()
     with pytest.raises(UsageError, match="was not written by instir"):
         write_index(tmp_path / "reports")
+
+
+@pytest.mark.parametrize("out", [".", "sub", ".."])
+def test_a_report_folder_that_is_holds_or_lies_in_the_notebooks_folder_is_refused_before_anything_is_written(
+        tmp_path, capsys, out):
+    """On main, ``instir run --notebooks D --out D`` removed the user's D/01_table.ipynb as a stale copy."""
+    from instir.cli import main
+
+    mine = tmp_path / "work" / "lab"
+    mine.mkdir(parents=True)
+    notebook = mine / "01_table.ipynb"
+    notebook.write_bytes((NOTEBOOKS / "01_table.ipynb").read_bytes() + b"\n")  # the user's working copy
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    folder = (mine / out).resolve()
+    assert main(["run", "--notebooks", str(mine), "--out", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the report folder {folder} " in err and f"the notebooks' folder {mine}" in err
+    assert "choose another --out" in err
+    assert notebook.read_bytes() == (NOTEBOOKS / "01_table.ipynb").read_bytes() + b"\n"
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written or removed
 
 
 @pytest.mark.notebooks  # runs notebooks in a kernel

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from instir.benchmarks.docstore import IndexedCorpus
-from instir.benchmarks.readers import check_qrels, data_folder, field_str, read_qrels, read_records
+from instir.benchmarks.readers import check_id, check_qrels, data_folder, field_str, read_qrels, read_records
 from instir.benchmarks.types import HALVES, Benchmark, FormatError, Qrels, Query, quoted
 
 OG, CHANGED = HALVES["og"], HALVES["changed"]
@@ -157,7 +157,7 @@ def _id_list(rec: dict, name: str, path: Path, n: int) -> list[str]:
     value = rec.get(name)
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
         raise FormatError(path, n, name, f"expected a list of document ids, got {quoted(value)}")
-    return list(value)
+    return [check_id(v, path, n, name) for v in value]
 
 
 def _check_candidate(listed: dict[str, None], doc: str, doc_ids: frozenset[str], path: Path, n: int, field: str,

@@ -115,7 +115,16 @@ _ASCII_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-
 #: Characters that look like a space or like nothing, which trec_eval keeps inside an id while
 #: Python's ``split()`` / ``strip()`` (and so other tools) treat them as separators.
 ODD_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200C))) + "\u2028\u2029\u202f\u205f\u2060\u3000\ufeff"
-_ODD_SPACE = re.compile(f"[{ODD_SPACES}]")
+#: C0 and C1 control characters and DEL: pytrec_eval cuts an id at NUL (``<relevant id>\x00junk`` scores as the
+#: relevant id), a TREC file cannot hold a tab or a newline in an id, and a terminal acts on ESC.
+CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+#: Every character an id may not hold (:func:`check_id`), as a regular expression class; :data:`REFUSED_IN_IDS_RE2`
+#: is the same class for pyarrow's RE2.
+_REFUSED_IN_IDS = re.compile(f"[{re.escape(CONTROLS + ODD_SPACES)}]")
+REFUSED_IN_IDS_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in dict.fromkeys(CONTROLS + ODD_SPACES)) + "]"
+#: The record fields that hold a query or a document id (BEIR, MTEB, IFIR and FollowIR layouts): every reader
+#: reads them through :func:`field_str`, which checks them with :func:`check_id`.
+ID_FIELDS = frozenset({"_id", "query-id", "corpus-id", "qid", "pid"})
 
 
 def ascii_fields(line: str) -> list[str]:
@@ -126,19 +135,35 @@ def ascii_fields(line: str) -> list[str]:
 
 
 def _char(c: str) -> str:
-    return f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed character')}"
+    return f"U+{ord(c):04X} {unicodedata.name(c, 'a control character' if c in CONTROLS else 'unnamed character')}"
 
 
 def check_id(value: str, path: Path, where: int | str, name: str) -> str:
-    """``value`` (an id read from a whitespace-separated file) unless it holds a character that
-    is a space to some tools and part of the id to trec_eval (a no-break space, a zero-width
-    space …): then :class:`FormatError` naming the file, line, field and the character."""
-    odd = _ODD_SPACE.search(value)
-    if odd:
-        raise FormatError(path, where, name, f"{quoted(value)} holds {_char(odd.group())} at character "
-                                             f"{odd.start() + 1}: trec_eval keeps it in the id, other tools read it "
-                                             "as a space; remove it")
-    return value
+    """``value`` (a query or document id read from a file) unless it holds a control character (NUL, ESC, a
+    tab …) or a character that is a space to some tools and part of the id to trec_eval (a no-break space, a
+    zero-width space …): then :class:`FormatError` naming the file, line, field and the character. Every reader
+    checks its ids here, before any scorer sees them."""
+    refused = _REFUSED_IN_IDS.search(value)
+    if refused is None:
+        return value
+    c = refused.group()
+    why = ("no id may hold a control character (pytrec_eval cuts an id at NUL, a terminal acts on ESC)"
+           if c in CONTROLS else "trec_eval keeps it in the id, other tools read it as a space")
+    raise FormatError(path, where, name, f"{quoted(value)} holds {_char(c)} at character {refused.start() + 1}: "
+                                         f"{why}; remove it")
+
+
+def check_id_column(ids, source: str | Path, name: str) -> None:
+    """:func:`check_id` over a column of ids given in memory (a DataFrame's, a dict's keys), at pyarrow's
+    speed: :class:`FormatError` naming ``source``, the row (from 1) and ``name`` at the first refused id."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = pa.array(list(ids), type=pa.string())
+    hits = pc.match_substring_regex(values, REFUSED_IN_IDS_RE2)
+    if pc.any(hits).as_py():
+        row = pc.index(hits, True).as_py()
+        check_id(values[row].as_py(), Path(source) if isinstance(source, Path) else source, f"row {row + 1}", name)
 
 
 def ascii_number(text: str, path: Path, where: int | str, name: str, expected: str) -> str:
@@ -241,7 +266,8 @@ def read_json_array(path: Path) -> list[Any]:
 
 def field_str(record: dict, name: str, path: Path, where: int | str, *, required: bool = True,
               allow_empty: bool = False) -> str:
-    """A string field of a record; ids given as numbers are accepted and turned into strings."""
+    """A string field of a record; ids given as numbers are accepted and turned into strings, and an id
+    field (:data:`ID_FIELDS`) is checked by :func:`check_id`."""
     value = record.get(name)
     if value is None:
         if required:
@@ -253,7 +279,7 @@ def field_str(record: dict, name: str, path: Path, where: int | str, *, required
         raise FormatError(path, where, name, f"expected a string, got {type(value).__name__}")
     if required and not allow_empty and not value.strip():
         raise FormatError(path, where, name, "empty (expected a non-empty string)")
-    return value
+    return check_id(value, path, where, name) if name in ID_FIELDS else value
 
 
 def iter_corpus_docs(path: Path, *, skip_empty: bool = False) -> Iterator[Doc]:

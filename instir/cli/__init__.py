@@ -26,7 +26,7 @@ import sys
 import traceback
 
 from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
-from instir.cli.options import DEBUG_VAR, Parser, terminal_text
+from instir.cli.options import DEBUG_VAR, Parser, escaped_stdout, terminal_text
 from instir.errors import UserError
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from instir.progress import quiet_libraries
 
     try:
-        with quiet_libraries():  # INSTIR_PROGRESS=0: no third-party bars either
+        with quiet_libraries(), escaped_stdout():  # INSTIR_PROGRESS=0: no third-party bars either
             return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         if _debugging(args):

@@ -5,8 +5,11 @@ benchmark."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,6 +73,37 @@ def terminal_text(text: object) -> str:
     Python escape (``\\x1b``, ``\\n``, ``\\u202e``), so a name from a card or a file shows
     what it holds and cannot drive the terminal."""
     return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+#: :data:`_CONTROLS` less the newline and the tab, which lay out what a command prints.
+_INLINE_CONTROLS = re.compile(_CONTROLS.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))
+
+
+class TerminalStream:
+    """A text stream that writes to ``stream`` with every control character but the newline and the tab
+    escaped as :func:`terminal_text` escapes it: whatever names or file contents a command prints, they
+    cannot drive the terminal. Everything else is ``stream``'s."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(_INLINE_CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"),
+                                                       text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def escaped_stdout() -> Iterator[None]:
+    """Standard output as a :class:`TerminalStream` for the duration (every command's output goes through it)."""
+    stream = sys.stdout
+    sys.stdout = TerminalStream(stream)
+    try:
+        yield
+    finally:
+        sys.stdout = stream
 
 
 def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir.benchmarks.readers import check_id_column
 from instir.benchmarks.types import Benchmark, Qrels
 from instir.errors import UsageError
 from instir.retrieval.runs import Run, read_run
@@ -29,13 +30,22 @@ QUERY_COLUMNS = ("qid", "query_id")
 
 
 def qrels_of(qrels: object) -> Qrels:
-    """``qrels`` in any of the shapes the module docstring lists, as ``{qid: {docid: grade}}``."""
+    """``qrels`` in any of the shapes the module docstring lists, as ``{qid: {docid: grade}}``; ids holding a
+    character no id may hold (:func:`instir.benchmarks.readers.check_id`: NUL, ESC …) are refused."""
     if isinstance(qrels, Benchmark):
         return qrels.qrels
     if isinstance(qrels, (str, Path)):
         from instir.benchmarks.readers import read_qrels
 
         return read_qrels(Path(qrels))[0]
+    given = _given_qrels(qrels)
+    pairs = [(q, d) for q, docs in given.items() for d in docs]
+    check_id_column((q for q, _ in pairs), "the given qrels", "query id")
+    check_id_column((d for _, d in pairs), "the given qrels", "document id")
+    return given
+
+
+def _given_qrels(qrels: object) -> Qrels:
     if isinstance(qrels, pd.DataFrame):
         qid, doc, grade = (_column(qrels, QUERY_COLUMNS, "query id"), _column(qrels, DOC_COLUMNS, "document id"),
                            _column(qrels, GRADE_COLUMNS, "relevance"))
@@ -64,16 +74,30 @@ def run_of(run: object) -> Run:
     if isinstance(run, (str, Path)):
         return read_run(run)
     if type(run).__module__.split(".")[0] == "ranx":
-        return Run.from_ranx(run)  # keeps the kit's meta of a run that went to ranx and came back unchanged
+        converted = Run.from_ranx(run)  # keeps the kit's meta of a run that went to ranx and came back unchanged
+        _check_ids(converted.df)
+        return converted
     return Run(given_rows(run))
 
 
 def given_rows(run: object) -> pd.DataFrame:
     """``qid``, ``docid``, ``score`` of a run in the order it was given (a frame's rows, a dict's
     insertion order; a Run, a file or a ranx run in trec_eval's order): what p-MRR's insertion
-    tie rule ranks ties by, as the original FollowIR code's dicts did."""
+    tie rule ranks ties by, as the original FollowIR code's dicts did. Ids of a run given in memory
+    are checked as a run file's are (:func:`instir.benchmarks.readers.check_id`)."""
     if isinstance(run, (Run, str, Path)) or type(run).__module__.split(".")[0] == "ranx":
         return run_of(run).df
+    return _check_ids(_given_rows(run))
+
+
+def _check_ids(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (a run given in memory), once its ids passed :func:`check_id_column`."""
+    check_id_column(rows["qid"], "the given run", "query id")
+    check_id_column(rows["docid"], "the given run", "document id")
+    return rows
+
+
+def _given_rows(run: object) -> pd.DataFrame:
     if isinstance(run, pd.DataFrame):
         qid, doc = _column(run, QUERY_COLUMNS, "query id"), _column(run, DOC_COLUMNS, "document id")
         score = _column(run, ("score",), "score")

@@ -35,7 +35,7 @@ import numpy as np
 
 from instir import atomic
 from instir.benchmarks.mteb import MtebIds, mteb_ids
-from instir.benchmarks.readers import read_text
+from instir.benchmarks.readers import check_id, read_text
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 from instir.errors import UsageError, shorten
 from instir.formatting import Template, get_template
@@ -162,9 +162,11 @@ def read_mteb_predictions(path: str | Path) -> MtebPredictions:
                           "an object {query id: {document id: score}}")
     scores: dict[str, dict[str, float]] = {}
     for qid, docs in predictions.items():
+        check_id(qid, path, where, "query id")
         docs = _object(docs, path, where, qid, "an object {document id: score}")
         ranked = {}
         for docid, score in docs.items():
+            check_id(docid, path, f"{where} > query {quoted(qid)}", "document id")
             if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
                 raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
                                   f"expected a finite number (the score), got {quoted(json.dumps(score))}")

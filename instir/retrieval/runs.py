@@ -39,12 +39,17 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from instir import atomic
-from instir.benchmarks.readers import ODD_SPACES, ascii_fields, ascii_number, check_file, check_id, decode_utf8
+from instir.benchmarks.readers import (
+    REFUSED_IN_IDS_RE2,
+    ascii_fields,
+    ascii_number,
+    check_file,
+    check_id,
+    decode_utf8,
+)
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
-#: The characters :func:`instir.benchmarks.readers.check_id` refuses in an id, as an RE2 class (pyarrow's regexes).
-_ODD_SPACE_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in ODD_SPACES) + "]"
 TREC_FIELDS = ("qid", "Q0", "docid", "rank", "score", "tag")
 SIDECAR_FORMAT = "instir-run/1"
 _VERSIONED = ("instir", "numpy", "pandas", "pyarrow", "bm25s", "PyStemmer", "sentence-transformers", "torch",
@@ -521,11 +526,9 @@ def read_run(path: str | Path) -> Run:
                                convert_options=pacsv.ConvertOptions(column_types={
                                    "qid": pa.string(), "Q0": pa.string(), "docid": pa.string(),
                                    "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}))
-        for column in ("qid", "docid"):  # a no-break space kept in an id: the slow path names its line
-            ids = table[column]
-            if (not pc.all(pc.string_is_ascii(ids)).as_py()
-                    and pc.any(pc.match_substring_regex(ids, _ODD_SPACE_RE2)).as_py()):
-                raise ValueError(f"a {column} holds an odd space")
+        for column in ("qid", "docid"):  # a NUL or a no-break space kept in an id: the slow path names its line
+            if pc.any(pc.match_substring_regex(table[column], REFUSED_IN_IDS_RE2)).as_py():
+                raise ValueError(f"a {column} holds a character ids may not hold")
         tags = table["tag"].unique().to_pylist()
         run = Run(pd.DataFrame({"qid": _to_str_series(table["qid"].combine_chunks()),
                                 "docid": _to_str_series(table["docid"].combine_chunks()),

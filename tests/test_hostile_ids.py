@@ -1,0 +1,111 @@
+"""Ids that hold a control character (NUL, ESC, a tab) are refused at the readers' one entrance
+(:func:`instir.benchmarks.readers.check_id`) in one line naming the file, line and field, before any scorer
+sees them: pytrec_eval cuts an id at NUL, so ``<relevant id>\\x00junk`` would score as the relevant document.
+Whatever names a command prints (a run's, an MTEB ``model_name``) cannot drive the terminal."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.benchmarks.readers import iter_corpus_docs, read_qrels
+from instir.benchmarks.types import FormatError
+from instir.cli import main
+from instir.metrics import evaluate_runs
+from instir.metrics.inputs import qrels_of, run_of
+from instir.retrieval.mteb import read_mteb_predictions
+from instir.retrieval.runs import read_run
+
+MTEB = Path(__file__).parent / "fixtures" / "mteb" / "predictions"
+FIQA = "ifir-sample/fiqa"
+
+
+def _relevant() -> tuple[str, str]:
+    """A query of the FiQA sample and one of its relevant documents."""
+    bench = load_benchmark(FIQA)
+    qid = next(q for q, docs in bench.qrels.items() if any(g > 0 for g in docs.values()))
+    return qid, next(d for d, g in bench.qrels[qid].items() if g > 0)
+
+
+@pytest.mark.parametrize("junk", ["\x00junk", "\x1b[2J", "\tx"])
+def test_a_trec_run_whose_docid_holds_a_control_character_is_refused_at_its_line(tmp_path, junk):
+    qid, doc = _relevant()
+    path = tmp_path / "run.trec"
+    path.write_text(f"{qid} Q0 other 1 3.0 t\n{qid} Q0 {doc}{junk} 2 2.0 t\n", encoding="utf-8")
+    if junk.startswith("\t"):  # a tab splits the line: a seventh field, refused as such
+        with pytest.raises(FormatError, match=rf"{path}, line 2: expected 6 whitespace-separated fields"):
+            read_run(path)
+        return
+    with pytest.raises(FormatError, match=rf"{path}, line 2, field 'docid': .* holds U\+00(00|1B) a control "
+                                          r"character at character \d+: no id may hold a control character"):
+        read_run(path)
+
+
+def test_the_nul_twin_of_a_relevant_document_cannot_reach_pytrec_eval(tmp_path, capsys):
+    qid, doc = _relevant()
+    run = tmp_path / "run.trec"
+    run.write_text(f"{qid} Q0 {doc}\x00junk 1 3.0 t\n", encoding="utf-8")
+    assert main(["evaluate", "--benchmark", FIQA, "--run", str(run), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run}, line 1, field 'docid'" in err and "\x00" not in err
+    assert not (tmp_path / "out" / "metrics").exists()
+
+
+def test_an_mteb_predictions_file_with_a_nul_in_an_id_is_refused_naming_the_query(tmp_path):
+    data = json.loads((MTEB / "IFIRFiQA_predictions.json").read_text())
+    split = next(iter(data[next(k for k in data if k != "mteb_model_meta")].values()))
+    qid = next(iter(split))
+    doc = next(iter(split[qid]))
+    split[qid][doc + "\x00junk"] = split[qid].pop(doc)
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(FormatError, match=rf"query '{qid}', field 'document id': .* holds U\+0000"):
+        read_mteb_predictions(path)
+
+
+def test_ids_in_corpora_and_qrels_files_are_refused_at_their_line(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2\\u001b[31m", "text": "b"}\n')
+    with pytest.raises(FormatError, match=rf"{corpus}, line 2, field '_id': 'd2\\x1b\[31m' holds U\+001B"):
+        list(iter_corpus_docs(corpus))
+    qrels = tmp_path / "qrels.jsonl"
+    qrels.write_text('{"query-id": "q\\u0000", "corpus-id": "d1", "score": 1}\n')
+    with pytest.raises(FormatError, match=rf"{qrels}, line 1, field 'query-id'"):
+        read_qrels(qrels)
+
+
+@pytest.mark.parametrize("given", [
+    {"q": {"d\x00x": 1.0}},
+    pd.DataFrame({"qid": ["q", "q"], "docid": ["a", "d\x00x"], "score": [2.0, 1.0]}),
+])
+def test_a_run_given_in_memory_is_checked_as_a_file_is(given):
+    with pytest.raises(FormatError, match=r"the given run, row \d, field 'document id': 'd\\x00x' holds U\+0000"):
+        run_of(given)
+
+
+def test_qrels_given_in_memory_are_checked_as_a_file_is():
+    with pytest.raises(FormatError, match=r"the given qrels, row 1, field 'query id'"):
+        qrels_of({"q\x00": {"d": 1}})
+
+
+def test_the_ids_of_the_real_layouts_and_samples_still_read():
+    bench = load_benchmark(FIQA)
+    run = run_of({q: {d: 1.0 for d in docs} for q, docs in bench.qrels.items()})
+    assert evaluate_runs({"qrels": run}, bench, ["nDCG@10"]).table["value"].max() == pytest.approx(1.0)
+
+
+def test_instir_evaluate_escapes_the_names_it_prints(tmp_path, capsys):
+    data = json.loads((MTEB / "IFIRFiQA_predictions.json").read_text())
+    data["mteb_model_meta"]["model_name"] = "evil\x1b]0;owned\x07\x1b[2Jname"
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps(data))
+    (tmp_path / "other").mkdir()
+    other = shutil.copy(MTEB / "IFIRFiQA_predictions.json", tmp_path / "other")
+    assert main(["evaluate", "--benchmark", FIQA, "--run", str(path), "--run", str(other),
+                 "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b]0;owned\\x07\\x1b[2Jname" in out  # shown as what it holds
