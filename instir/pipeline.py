@@ -5,7 +5,7 @@ in the report folder, and rebuild ``reports/index.html``.
 Layout of one run (``out_dir = reports/NAME``)::
 
     reports/index.html          every report folder, rebuilt after each run
-    reports/NAME/report.json    parameters, per-notebook status and times, manifest
+    reports/NAME/report.json    the folder's record: parameters, per-notebook status and times, manifest
     reports/NAME/01_x.ipynb     the executed notebook (kept, also when it failed)
     reports/NAME/01_x.html      its HTML page (code hidden unless show_code)
 
@@ -31,11 +31,12 @@ from pathlib import Path
 from instir import atomic
 from instir.errors import UsageError, unknown
 from instir.parameters import home_path
-from instir.report.index import INDEX_FILE, REPORT_FILE, check_index_owned, index_folder, write_index
+from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import FolderLock
-from instir.report.manifest import environment_manifest, read_datasets
+from instir.report.manifest import environment_manifest
 from instir.report.provenance import record_page, stage_records
+from instir.report.record import RUN_SECTIONS, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 
 #: nbconvert template (under instir/report/templates) without CDN scripts
@@ -93,7 +94,7 @@ class ReportResult:
         return index_folder(self.out_dir) / INDEX_FILE
 
     def to_json(self) -> dict:
-        """The metadata written to ``report.json``."""
+        """The run as the folder's record holds it (:func:`_save`)."""
         data = asdict(self)
         data["out_dir"] = home_path(self.out_dir)
         for name in PATH_PARAMETERS:  # a report may be published: no user's home folder in it
@@ -352,14 +353,14 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
 
 
 def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
-    """Refuse (:class:`UsageError`, before anything is written) a report folder that is, holds or lies inside
-    the folder of a notebook it would run: the run replaces ``out/NN_name.ipynb`` and its page, which there
-    would be the user's own notebooks (a lab's working copies), not copies the kit wrote."""
+    """Refuse (:class:`UsageError`, before anything is written) a report folder that is the folder of a
+    notebook it would run (by any path: ``out`` is resolved): the run replaces ``out/NN_name.ipynb`` and its
+    page, which there would be the user's own notebooks (a lab's working copies), not copies the kit wrote.
+    A report folder inside or around the notebooks' folder is fine: the kit writes only in the folder itself."""
     for source in sorted({p.parent for p in notebooks}):
-        if out == source or source in out.parents or out in source.parents:
-            relation = "is" if out == source else "lies inside" if source in out.parents else "holds"
-            raise UsageError(f"the report folder {out} {relation} the notebooks' folder {source}: a run replaces the "
-                             "NN_name.ipynb it writes in its folder, so the two are kept apart; choose another --out")
+        if out == source:
+            raise UsageError(f"the report folder {out} is the notebooks' folder: a run replaces the NN_name.ipynb "
+                             "it writes there, which would be the notebooks themselves; choose another --out")
 
 
 def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],
@@ -390,7 +391,6 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             if step.html and path.stem in stage_records(out):  # a page of a stage: which run it shows
                 record_page(out, path.stem, step.html)
             result.wall_s = time.perf_counter() - start
-            result.manifest["datasets"] = read_datasets(out)
             if unwritten is not None:  # a file of the report could not be written: ends the run (rc 2 in the CLI)
                 result.error = step.error
                 raise unwritten
@@ -580,4 +580,7 @@ def _now() -> str:
 
 
 def _save(result: ReportResult) -> None:
-    atomic.write_text(result.out_dir / REPORT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    """The run's sections of the folder's record (:mod:`instir.report.record`; the stages', pages' and
+    datasets' sections are their writers')."""
+    run = result.to_json()
+    update_record(result.out_dir, **{name: run.get(name) for name in RUN_SECTIONS})
