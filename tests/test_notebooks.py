@@ -6,7 +6,6 @@ that run a notebook themselves do so where the notebook is the subject: the lab 
 ``out`` from a folder of working copies) with parameters as text, notebook 04 with the bundled
 SmolLM2 judge and with a judge that is down."""
 
-import json
 import re
 import shutil
 import sqlite3
@@ -21,6 +20,7 @@ from markdown_render import rendered_html
 from instir.benchmarks import catalog, load_benchmark
 from instir.cli.run import CLI_PARAMETERS
 from instir.pipeline import check_parameters
+from instir.report.record import read_record
 from instir.retrieval import read_run
 
 pytestmark = pytest.mark.notebooks
@@ -134,7 +134,7 @@ def test_defaults_run_offline_on_the_bundled_samples():
 
 def test_data_exploration_records_the_datasets_and_labels_samples(sample_chain):
     out, executed = sample_chain
-    datasets = json.loads((out / "datasets.json").read_text())
+    datasets = read_record(out)["datasets"]
     assert set(datasets) == set(SAMPLES)
     assert all(entry["sample"] for entry in datasets.values())
     stats = pd.read_csv(out / "data" / "statistics.csv").set_index("benchmark")

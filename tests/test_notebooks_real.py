@@ -14,6 +14,7 @@ import pytest
 from real_data import data_root
 
 from instir.cli import main
+from instir.report.record import read_record
 from instir.retrieval import read_run
 
 pytestmark = pytest.mark.notebooks
@@ -59,7 +60,7 @@ def test_every_notebook_runs_and_the_index_lists_the_report(report):
 
 def test_the_real_names_load_from_their_layout_folders_as_full_benchmarks(report):
     root, out = report
-    datasets = json.loads((out / "datasets.json").read_text())
+    datasets = read_record(out)["datasets"]
     assert set(datasets) == set(BENCHMARKS)
     assert not any(entry["sample"] for entry in datasets.values())
     stats = pd.read_csv(out / "data" / "statistics.csv").set_index("benchmark")

@@ -1,9 +1,8 @@
-"""One folder, one truth: every stage records what it was made from (``stages.json``), every page
-which stage run it shows (``pages.json``), and the index marks a page or table that disagrees
+"""One folder, one truth: every stage records what it was made from (the record's ``stages``), every page
+which stage run it shows (``pages``), and the index marks a page or table that disagrees
 with the folder's files as stale (never "ok"), naming what differs; a stage run from the lab's
 folder takes the same folder's lock as the batch."""
 
-import json
 import shutil
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from instir.errors import UsageError, UserError
 from instir.report.index import write_index
 from instir.report.provenance import record_page, stale_pages
+from instir.report.record import update_record
 from instir.stages import retrieve_runs, score_runs
 from tests.test_one_writer import Holder
 
@@ -27,8 +27,7 @@ def _finished_report(out: Path) -> None:
         (out / f"{name}.html").write_text("<html>page</html>")
         record_page(out, name, f"{name}.html")
         notebooks.append({"name": name, "html": f"{name}.html", "status": "ok"})
-    (out / "report.json").write_text(json.dumps({"status": "ok", "notebooks": notebooks, "parameters": {"k": 100},
-                                                 "started": "2026-01-01T00:00:00+00:00"}))
+    update_record(out, status="ok", notebooks=notebooks, parameters={"k": 100}, started="2026-01-01T00:00:00+00:00")
     write_index(out.parent)
 
 

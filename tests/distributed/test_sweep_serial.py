@@ -6,6 +6,7 @@ import pandas as pd
 
 from instir.distributed.grid import parse_grid
 from instir.distributed.sweep import run_sweep
+from instir.report.record import read_record
 
 
 def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
@@ -50,7 +51,6 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
     """Issue 24: a judge answering broken log-probabilities ended the sweep with a traceback and
     no summary; its answers are failed judgments now, counted in the summary, and as every one
     failed the judge step is failed with the reason (issue 30), its files still written."""
-    import json
 
     from tests.judge.judge_fakes import FakeChatServer, Reply, chat_body
 
@@ -63,9 +63,9 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
                                      "max_instances": 1}})
         report = run_sweep(grid, tmp_path, executor="serial")
     assert report.count("done") == 2 and server.count > 0
-    for name in ("runs/runs.csv", "metrics/metrics.csv", "sweep/summary.json", "judge/instfol.csv"):
+    for name in ("runs/runs.csv", "metrics/metrics.csv", "report.json", "judge/instfol.csv"):
         assert (tmp_path / name).is_file(), name
-    judged = json.loads((tmp_path / "sweep" / "summary.json").read_text())["judge"]
+    judged = read_record(tmp_path)["sweep"]["judge"]
     error = judged.pop("error")
     assert judged == {"state": "failed", "pairs": 1, "failed_judgments": server.count, "warnings": 0,
                       "detail": "judge/instfol_positions.csv"}
@@ -76,7 +76,6 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
 
 
 def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_path, monkeypatch, capsys):
-    import json
 
     from instir.cli import main
 
@@ -89,7 +88,7 @@ def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_
     out = capsys.readouterr().out
     assert code == 1 and "2 done, 0 reused, 0 failed" in out
     assert "FAILED judge: UsageError: the environment variable NO_SUCH_JUDGE_KEY named by api_key_env is not set" in out
-    summary = json.loads((tmp_path / "out" / "sweep" / "summary.json").read_text())
+    summary = read_record(tmp_path / "out")["sweep"]
     assert summary["counts"]["done"] == 2 and summary["judge"]["state"] == "failed"
     assert "NO_SUCH_JUDGE_KEY" in summary["judge"]["error"]
     assert "Traceback" in (tmp_path / "out" / "sweep" / "judge.error.txt").read_text()

@@ -2,7 +2,6 @@
 
 import argparse
 import csv
-import json
 import re
 import shutil
 from pathlib import Path
@@ -14,6 +13,7 @@ from instir.benchmarks import load_benchmark
 from instir.cli.evaluate import file_system_name, register
 from instir.errors import UsageError
 from instir.metrics.scoring import evaluate_runs
+from instir.report.record import read_record
 from instir.retrieval.runs import Run, read_run, write_run
 
 MTEB_PREDICTIONS = Path(__file__).parents[1] / "fixtures" / "mteb" / "predictions" / "IFIRFiQA_predictions.json"
@@ -63,7 +63,7 @@ def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(instruc
     runs = pd.read_csv(report / "runs" / "runs.csv")  # the baseline first: the stage's baseline
     assert runs["system"].tolist() == ["strong", "weak"] and runs["sample"].all()
     assert runs["run_file"].tolist() == [str(strong.resolve()), str(weak.resolve())]  # listed, not copied
-    assert json.loads((report / "datasets.json").read_text())["instructir-sample"]["sample"] is True
+    assert read_record(report)["datasets"]["instructir-sample"]["sample"] is True
     comparisons = pd.read_csv(report / "metrics" / "comparisons.csv")
     assert set(comparisons["measure"]) == {"nDCG@10", "RR@10", "Robustness@10", "Robustness(RR@10)"}
     comparisons = comparisons.set_index("measure")

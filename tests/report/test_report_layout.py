@@ -1,12 +1,11 @@
 """The report folder layout and the setup every notebook starts with."""
 
-import json
 
 import pytest
 from markdown_render import rendered_html, rendered_text
 
 from instir.report.layout import MissingInput, ReportLayout, report_layout, start_report, user_path
-from instir.report.manifest import DATASETS_FILE
+from instir.report.record import read_record
 
 
 def test_the_files_notebooks_hand_each_other_keep_their_names(tmp_path):
@@ -22,7 +21,7 @@ def test_start_report_loads_the_benchmarks_and_records_their_data(tmp_path):
     out = tmp_path / "reports" / "r"
     report = start_report(out, ["instructir-sample", "ifir-sample/fiqa"], "")
     assert report.layout.root == out and list(report.benchmarks) == ["instructir-sample", "ifir-sample/fiqa"]
-    recorded = json.loads((out / DATASETS_FILE).read_text())
+    recorded = read_record(out)["datasets"]
     assert set(recorded) == {"instructir-sample", "ifir-sample/fiqa"} and recorded["ifir-sample/fiqa"]["sample"]
     assert rendered_text(report.summary.splitlines()[0]).startswith("instructir-sample [instructed] (bundled SAMPLE")
     assert "revision <code>bundled-" in rendered_html(report.summary)

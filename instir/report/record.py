@@ -1,0 +1,194 @@
+"""The one record of a report folder, ``report.json``: one typed schema (:class:`Record`), one writer
+(:func:`update_record`: atomic, each writer replacing only its own sections) and one reader
+(:func:`read_record`) that never raises into a run, a stage or the index.
+
+Sections, each written by one part of the kit:
+
+- the run (``status``, ``parameters``, ``notebooks`` …): what ``instir run`` ran (:mod:`instir.pipeline`);
+- ``stages`` and ``pages``: what each stage's files and each HTML page were made from
+  (:mod:`instir.report.provenance`);
+- ``datasets``: the benchmarks the notebooks loaded, by name (:func:`record_dataset`);
+- ``sweep``: the last sweep's cells (:mod:`instir.distributed.cells`).
+
+A record that cannot be read (not JSON, not an object) reads as empty, and a section that does not fit the
+schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning naming the file
+and the sections: a damaged folder never blocks another report, and the next writer remakes the record.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from instir import atomic
+
+#: The record's file in each report folder.
+REPORT_FILE = "report.json"
+#: The folder each notebook's stage writes, in chain order (the names ``stages[...].inputs`` may hold).
+WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "metrics",
+          "04_judge_validation": "judge", "05_paper_tables": "paper_tables"}
+StageFolder = Literal[tuple(WRITES.values())]  # type: ignore[valid-type]
+
+
+class RecordWarning(UserWarning):
+    """A report record (or a section of it) that could not be read and was left out."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class NotebookEntry(_Strict):
+    """One notebook ``instir run`` ran: file names relative to the folder, its status and times."""
+
+    name: str
+    source: str = ""
+    executed: str = ""
+    html: str | None = None
+    wall_s: float | None = None
+    render_s: float | None = None
+    status: str = "unknown"
+    error: str | None = None
+
+
+class Manifest(_Strict):
+    """The environment a run ran in (:func:`instir.report.manifest.environment_manifest`)."""
+
+    python: str = ""
+    platform: str = ""
+    packages: dict[str, str | None] = Field(default_factory=dict)
+    models: list[dict[str, str | None]] = Field(default_factory=list)
+    git: dict[str, str | bool | None] | None = None
+    created: str = ""
+
+
+class StageRun(_Strict):
+    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote, who ran it."""
+
+    stamp: str | None = None
+    finished: str = ""
+    by: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[StageFolder, str | None] = Field(default_factory=dict)
+    output: str | None = None
+
+
+class Page(_Strict):
+    """A notebook's HTML page and the stage run (``stamp``) it shows."""
+
+    html: str
+    rendered: str = ""
+    stamp: str | None = None
+
+
+class Dataset(_Strict):
+    """A benchmark a notebook loaded: its revision, layout, source and whether it is a bundled sample."""
+
+    revision: str | None = None
+    layout: str | None = None
+    source: str | None = None
+    sample: bool = False
+
+
+#: The sections and their types; the run's fields first.
+SECTIONS: dict[str, Any] = {
+    "status": str, "out_dir": str, "parameters": dict[str, Any], "defaults": dict[str, str], "show_code": bool,
+    "kernel": str, "started": str, "manifest": Manifest, "planned": list[str],
+    "notebooks": list[NotebookEntry], "wall_s": float, "finished": str | None, "error": str | None,
+    "stages": dict[str, list[StageRun]], "pages": dict[str, Page], "datasets": dict[str, Dataset],
+    "sweep": dict[str, Any],
+}
+#: The sections ``instir run`` writes: the run.
+RUN_SECTIONS = tuple(name for name in SECTIONS if name not in ("stages", "pages", "datasets", "sweep"))
+_ADAPTERS = {name: TypeAdapter(kind) if isinstance(kind, type) and issubclass(kind, BaseModel)
+             else TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False)) for name, kind in SECTIONS.items()}
+#: (file, modification time) of the records already warned about, so a record read again is not warned twice.
+_WARNED: set[tuple[str, int]] = set()
+
+
+class Record(dict):
+    """A report folder's record: ``{section: value}`` of the sections :data:`SECTIONS` names that were
+    present and valid, as JSON holds them (plain dicts and lists); ``problem`` says what was left out."""
+
+    problem: str | None = None
+
+    @property
+    def is_run(self) -> bool:
+        """Whether ``instir run`` wrote it (it lists notebooks), not only a stage, a sweep or the lab."""
+        return "notebooks" in self and "status" in self
+
+
+def record_path(folder: str | Path) -> Path:
+    """The record file of ``folder``."""
+    return Path(folder) / REPORT_FILE
+
+
+def read_record(folder: str | Path) -> Record:
+    """The record of ``folder``: empty when there is none or it is not a JSON object; its valid sections
+    otherwise. What was left out is said once, in a :class:`RecordWarning` naming the file."""
+    path = record_path(folder)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Record()
+    except (OSError, UnicodeDecodeError) as err:
+        return _damaged(path, f"unreadable ({err})")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        return _damaged(path, f"not JSON ({err})")
+    if not isinstance(data, dict):  # another tool's file: no record of instir's, nothing damaged
+        _warn(path, f"not a JSON object (a {type(data).__name__}): not instir's record")
+        return Record()
+    record, dropped = Record(), []
+    for name, value in data.items():
+        adapter = _ADAPTERS.get(name)
+        if adapter is None:
+            continue  # another version's or another tool's key: kept out of the schema, never trusted
+        try:
+            record[name] = adapter.dump_python(adapter.validate_python(value), mode="json")
+        except (ValidationError, RecursionError, ValueError):
+            dropped.append(name)
+    if dropped:
+        _damaged(path, f"left out what does not fit instir's record: {', '.join(dropped)}", record)
+    return record
+
+
+def update_record(folder: str | Path, **sections: Any) -> Record:
+    """Write ``sections`` into ``folder``'s record (atomically, every other section as it was; a section
+    given as None is removed) and return the record written. The caller holds the folder's lock."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"not sections of a report record: {', '.join(sorted(unknown))}")
+    record = read_record(folder)
+    for name, value in sections.items():
+        if value is None:
+            record.pop(name, None)
+        else:
+            record[name] = _ADAPTERS[name].dump_python(_ADAPTERS[name].validate_python(value), mode="json")
+    ordered = Record({name: record[name] for name in SECTIONS if name in record})
+    atomic.write_text(record_path(folder), json.dumps(ordered, indent=2, ensure_ascii=False))
+    return ordered
+
+
+def _damaged(path: Path, problem: str, record: Record | None = None) -> Record:
+    """``record`` (empty by default) with ``problem`` set, said in a :class:`RecordWarning`."""
+    record = Record() if record is None else record
+    record.problem = problem
+    _warn(path, f"{problem}; the next writer remakes it")
+    return record
+
+
+def _warn(path: Path, message: str) -> None:
+    """``message`` about ``path`` in a :class:`RecordWarning`, once per version of the file."""
+    try:
+        key = (str(path), path.stat().st_mtime_ns)
+    except OSError:
+        key = (str(path), 0)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(f"{path}: {message}", RecordWarning, stacklevel=4)

@@ -1,0 +1,104 @@
+"""A report folder's one record (``report.json``, :mod:`instir.report.record`): whatever a damaged or foreign
+record holds, reading it never raises, says once which file and which sections were left out, and never
+stops another report being listed, a stage writing its folder or the next writer remaking the record."""
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from instir.report.index import read_reports, write_index
+from instir.report.manifest import record_dataset
+from instir.report.provenance import stale_pages
+from instir.report.record import RecordWarning, read_record, update_record
+from instir.stages import retrieve_runs
+
+GOOD = {"status": "ok", "started": "2026-01-01T00:00:00+00:00", "notebooks": [{"name": "01_a", "status": "ok"}]}
+
+#: (name, what report.json holds, the sections read as left out)
+DAMAGED = [
+    ("notebooks as strings", {**GOOD, "notebooks": ["01_a", "02_b"]}, ["notebooks"]),
+    ("an infinite wall time", json.dumps({**GOOD, "wall_s": 1.0}).replace("1.0", "1e400"), ["wall_s"]),
+    ("stages reading an unknown folder", {**GOOD, "stages": {"03_metrics": [{"inputs": {"bogus": "x"}}]}},
+     ["stages"]),
+    ("datasets as a string", {**GOOD, "datasets": "instructir"}, ["datasets"]),
+    ("a manifest whose git is a list", {**GOOD, "manifest": {"git": ["abc"]}}, ["manifest"]),
+]
+
+
+def _write(folder: Path, body) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(body if isinstance(body, str) else json.dumps(body))
+    return folder
+
+
+@pytest.mark.parametrize(("name", "body", "left_out"), DAMAGED, ids=[d[0] for d in DAMAGED])
+def test_a_damaged_section_is_left_out_with_one_warning_naming_the_file(tmp_path, name, body, left_out):
+    folder = _write(tmp_path / "r", body)
+    with pytest.warns(RecordWarning, match=rf"{folder / 'report.json'}: left out .*{left_out[0]}") as caught:
+        record = read_record(folder)
+    assert len(caught) == 1 and record["status"] == "ok" and not set(left_out) & set(record)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_record(folder)  # said once per version of the file
+
+
+@pytest.mark.parametrize(("name", "body", "left_out"), DAMAGED, ids=[d[0] for d in DAMAGED])
+def test_a_damaged_sibling_never_stops_the_index_or_a_stage(tmp_path, name, body, left_out):
+    root = tmp_path / "reports"
+    write_index(root)  # the index make reports left
+    _write(root / "old", body)
+    out = root / "new"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecordWarning)
+        retrieve_runs(out, ["instructir-sample"], ["bm25"], k=10)  # rewrites the index beside it
+        listed = {meta["folder"]: meta for meta in read_reports(root)}
+    assert read_record(out)["stages"]["02_retrieval"]
+    assert "old" in listed and 'id="old"' in (root / "index.html").read_text()  # rewritten, the sibling shown
+
+
+def test_a_damaged_record_is_remade_by_the_next_writer(tmp_path):
+    folder = _write(tmp_path / "r", {**GOOD, "stages": {"03_metrics": [{"inputs": {"bogus": "x"}}]},
+                                     "datasets": "instructir"})
+    with pytest.warns(RecordWarning):
+        assert stale_pages(folder) == []
+    from instir.benchmarks import load_benchmark
+
+    record_dataset(folder, load_benchmark("instructir-sample"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        record = read_record(folder)
+    assert record["datasets"]["instructir-sample"]["sample"] is True and "stages" not in record
+    assert record["notebooks"] == [{**GOOD["notebooks"][0], "source": "", "executed": "", "html": None,
+                                    "wall_s": None, "render_s": None, "error": None}]
+
+
+@pytest.mark.parametrize("text", ["{not json", "\x00\x01", '{"status": "ok", "notebooks": [' * 50_000],
+                         ids=["broken", "binary", "nested past the recursion limit"])
+def test_a_record_that_is_not_json_is_listed_as_unreadable_and_remade(tmp_path, text):
+    folder = _write(tmp_path / "reports" / "broken", text)
+    with pytest.warns(RecordWarning, match=rf"{folder / 'report.json'}: not JSON"):
+        (entry,) = read_reports(tmp_path / "reports")
+    assert entry["folder"] == "broken" and entry["status"] == "failed" and "unreadable" in entry["error"]
+    update_record(folder, status="running", notebooks=[])
+    assert read_record(folder) == {"status": "running", "notebooks": []}
+
+
+def test_another_tools_report_json_is_not_listed_and_warned_about_once(tmp_path):
+    _write(tmp_path / "pytest", [1, 2])
+    _write(tmp_path / "mine", GOOD)
+    with pytest.warns(RecordWarning, match="not a JSON object") as caught:
+        assert [meta["folder"] for meta in read_reports(tmp_path)] == ["mine"]
+    assert len(caught) == 1
+    assert "mine" in write_index(tmp_path).read_text()
+
+
+def test_each_writer_replaces_only_its_own_sections(tmp_path):
+    update_record(tmp_path, stages={"02_retrieval": [{"stamp": "a", "inputs": {}}]})
+    update_record(tmp_path, status="ok", notebooks=[])
+    update_record(tmp_path, datasets={"x": {"revision": "r"}})
+    record = read_record(tmp_path)
+    assert set(record) == {"status", "notebooks", "stages", "datasets"}
+    with pytest.raises(ValueError, match="not sections of a report record: bogus"):
+        update_record(tmp_path, bogus=1)
