@@ -207,7 +207,7 @@ HOSTILE_MODULES = frozenset({
     "benchmarks/test_instructir_errors.py", "benchmarks/test_ifir_errors.py", "report/test_report_html.py",
     "test_inputs.py", "test_cli_bounds.py", "test_one_writer.py", "test_report_paths.py",
     "retrieval/test_bm25_cache.py", "judge/test_cache_checksums.py", "retrieval/test_mteb_predictions_bounds.py",
-    "test_hostile_ids.py", "report/test_report_record.py",
+    "test_hostile_ids.py", "report/test_report_record.py", "judge/test_cache_schema.py",
 })
 
 

@@ -13,10 +13,14 @@ Every row carries a checksum (:func:`row_checksum`: BLAKE2b over its key and eve
 of the judgment, as SQLite holds them), written in the same transaction as the row. A row whose
 checksum does not match (a value edited by hand, a damaged page that still reads) is never
 served: one warning per lookup counts such rows and names the file, and each is judged again and
-replaced. A cache made before checksums gets the column on opening, and its rows are given their
-checksum then: they are trusted on first use, as nothing recorded what they held before. The
-checksum guards against accidents and careless edits, not against someone who recomputes it.
-The bookkeeping columns (``attempts``, ``created_at``) are not covered.
+replaced. A stored judgment outside its rubric's range (a weighted score above the top step) is
+judged again the same way. The checksum guards against accidents and careless edits, not against
+someone who recomputes it. The bookkeeping columns (``attempts``, ``created_at``) are not covered.
+
+The file holds the one table the kit makes and nothing else. On opening, a file whose schema differs (a
+trigger, a view, another table or index, a column missing or added: a cache of an earlier version, or one
+edited to rewrite what the kit stores) is set aside beside it (renamed ``<name>.set-aside-<time>``, never
+read again, never re-sealed) with a warning, and a new cache is started.
 
 Closing a cache (:meth:`JudgmentCache.close`, its context manager, or at the latest when it is
 garbage-collected or the interpreter exits) checkpoints the write-ahead log into the database
@@ -26,6 +30,7 @@ cache is one self-contained file again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -36,7 +41,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -73,9 +78,6 @@ CREATE TABLE IF NOT EXISTS judgments (
 
 _FIELDS = ("score", "weighted", "probs", "weighting", "raw", "error", "latency_s", "prompt_tokens",
            "completion_tokens", "cost", "served_model", "warning")
-
-#: Columns added since the first schema, with their types: a cache made before gets them on opening.
-_ADDED = {"served_model": "TEXT", "warning": "TEXT", "checksum": "TEXT"}
 
 #: The columns a row's checksum covers, in order: the key, the rubric's name and the judgment.
 _CHECKED = ("backend", "model", "rubric_version", "text_sha256", "rubric", *_FIELDS)
@@ -162,24 +164,22 @@ class JudgmentCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._unreadable: set[tuple[str, str, str, str]] = set()  # stored "successes" read back as failures
-        try:
-            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
-            raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
-        self._db.create_function(_CHECKSUM_SQL, len(_CHECKED), row_checksum, deterministic=True)
-        # Closed (and its log checkpointed) when close() is called, or when this object is
-        # collected or the interpreter exits, whichever comes first.
-        self._closer = weakref.finalize(self, _checkpoint_and_close, self._db, self._lock)
+        self._connect(busy_timeout_s)
         # Switching to WAL while another process writes fails at once (SQLite calls no busy
         # handler there), as when two processes open a new cache together: wait as a write would.
         deadline = time.monotonic() + busy_timeout_s
         while True:
             try:
                 with self._readable():
+                    foreign = _foreign_schema(self._db)
+                    if foreign is not None:
+                        self._closer()
+                        _set_aside(self.path, foreign)
+                        self._connect(busy_timeout_s)
+                        continue
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=NORMAL")
                     self._db.execute(_SCHEMA)
-                    self._add_columns()
                 break
             except (CorruptCacheError, OSError):
                 self._closer.detach()
@@ -193,23 +193,20 @@ class JudgmentCache:
                 self._db.close()
                 raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
 
-    def _columns(self) -> set[str]:
-        return {row[1] for row in self._db.execute("PRAGMA table_info(judgments)")}
+    def _connect(self, busy_timeout_s: float) -> None:
+        try:
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
+            raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
+        self._db.create_function(_CHECKSUM_SQL, len(_CHECKED), row_checksum, deterministic=True)
+        # Closed (and its log checkpointed) when close() is called, or when this object is
+        # collected or the interpreter exits, whichever comes first.
+        self._closer = weakref.finalize(self, _checkpoint_and_close, self._db, self._lock)
 
-    def _add_columns(self) -> None:
-        """Give a cache made by an earlier version the columns added since (:data:`_ADDED`), in
-        one transaction, so another process sees the old table or the migrated one. When the
-        ``checksum`` column is added, every row is given its checksum (trust on first use: the
-        rows made before checksums are taken as they are)."""
-        if _ADDED.keys() <= self._columns():
-            return
-        with self._transaction():
-            have = self._columns()  # read again under the write lock: another process may have migrated
-            for name, kind in _ADDED.items():
-                if name not in have:
-                    self._db.execute(f"ALTER TABLE judgments ADD COLUMN {name} {kind}")
-            if "checksum" not in have:
-                self._db.execute(_SET_CHECKSUM)
+    def distrust(self, backend: str, model: str, key: Key) -> None:
+        """Take the stored row of ``key`` as unreadable: the next :meth:`store` of it replaces it."""
+        with self._lock:
+            self._unreadable.add((backend, model, *key))
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -325,6 +322,45 @@ def _checkpoint_and_close(db: sqlite3.Connection, lock: threading.Lock) -> None:
             db.close()
 
 
+def _expected_schema() -> str:
+    """The SQL SQLite records for the kit's table (:data:`_SCHEMA` as SQLite writes it back)."""
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.execute(_SCHEMA)
+        return db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()[0]
+
+
+_EXPECTED = _expected_schema()
+
+
+def _foreign_schema(db: sqlite3.Connection) -> str | None:
+    """What in ``db``'s schema the kit did not make (None: nothing, or an empty file)."""
+    objects = db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+    others = [f"{kind} {name!r}" for kind, name, _ in objects if (kind, name) != ("table", "judgments")]
+    if others:
+        return f"holds what the kit does not make ({', '.join(others[:5])})"
+    table = [sql for kind, name, sql in objects if (kind, name) == ("table", "judgments")]
+    if table and table[0] != _EXPECTED:
+        return "has a judgments table other than the kit's (an earlier version's, or one edited)"
+    return None
+
+
+def _set_aside(path: Path, why: str) -> Path:
+    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.set-aside-<UTC time>``, with a warning saying why."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    aside = path.with_name(f"{path.name}.set-aside-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+    warnings.warn(f"judgment cache {path} {why}: set aside as {aside} (kept, never read); starting a new cache",
+                  stacklevel=4)
+    return aside
+
+
+def _within_rubric(judgment: Judgment, rubric) -> bool:
+    """Whether a stored success lies on ``rubric``'s scale (0 to its top step)."""
+    return 0 <= judgment.weighted <= rubric.max_score and (judgment.score is None or judgment.score in rubric.scores)
+
+
 def _judgment(values: Sequence) -> Judgment:
     """A stored row as a judgment. A row stored as a success that cannot be one (its weighted
     score not a finite number, its distribution unreadable: a damaged or hand-edited file) comes
@@ -409,6 +445,14 @@ class CachedJudge:
         found = self.cache.lookup(self.name, self.model, keys)
         out: list[Judgment | None] = [None] * len(requests)
         missing: dict[Key, list[int]] = {}
+        outside = {key for i, key in enumerate(keys)
+                   if key in found and found[key].ok and not _within_rubric(found[key], requests[i].rubric)}
+        for key in outside:
+            self.cache.distrust(self.name, self.model, key)
+            del found[key]
+        if outside:
+            warnings.warn(f"judgment cache {self.cache.path}: {len(outside)} stored judgment(s) outside their rubric's "
+                          "range: judging them again", stacklevel=2)
         for i, key in enumerate(keys):
             hit = found.get(key)
             if hit is not None and hit.ok:

@@ -182,7 +182,7 @@ def test_the_same_model_or_a_dated_snapshot_of_it_is_no_warning(tmp_path):
     assert model_mismatch("gpt-4o", None) is None  # a server that does not say
 
 
-def test_a_cache_made_before_the_served_model_was_stored_gets_its_columns(tmp_path):
+def test_a_cache_made_before_the_served_model_was_stored_is_set_aside_not_resealed(tmp_path):
     path = tmp_path / "old.sqlite"
     with FakeChatServer() as server:
         CachedJudge(make_judge(server.url), path).judge(numbered_requests(1))
@@ -192,9 +192,12 @@ def test_a_cache_made_before_the_served_model_was_stored_gets_its_columns(tmp_pa
     db.execute("ALTER TABLE judgments DROP COLUMN checksum")  # a cache from before all three columns
     db.commit()
     db.close()
-    [j] = CachedJudge(make_judge("http://127.0.0.1:1/v1"), path).judge(numbered_requests(1))
-    assert j.ok and j.from_cache and j.served_model is None
-    assert {"served_model", "warning"} <= set(stored_rows(path).columns)
+    set_aside = r"other than the kit's \(an earlier version's, or one edited\): set aside as"
+    with FakeChatServer() as server, pytest.warns(UserWarning, match=set_aside):
+        [j] = CachedJudge(make_judge(server.url), path).judge(numbered_requests(1))
+    assert j.ok and not j.from_cache and server.count == 1  # judged again, never taken on trust
+    assert {"served_model", "warning", "checksum"} <= set(stored_rows(path).columns)
+    assert len(list(tmp_path.glob("old.sqlite.set-aside-*"))) == 1
 
 
 # ------------------------------------------------------------------ the cache's and local backends' reading

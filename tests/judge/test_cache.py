@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,13 @@ def test_run_killed_mid_way_resumes_without_paying_twice(tmp_path):
     assert len(frame) == n and frame["error"].isna().all()
 
 
+def _kit_table(tmp_path) -> str:
+    """The SQL of the table a new cache holds (a file holding anything else is set aside on opening)."""
+    JudgmentCache(tmp_path / "model.sqlite").close()
+    with closing(sqlite3.connect(tmp_path / "model.sqlite")) as db:
+        return db.execute("SELECT sql FROM sqlite_master").fetchone()[0]
+
+
 def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
     """Switching a cache to WAL while another connection holds a write lock fails at once
     (SQLite calls no busy handler there; two processes opening a new cache together under
@@ -213,7 +221,7 @@ def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
 
     db = tmp_path / "c.sqlite"
     writer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    writer.execute("CREATE TABLE other (x)")
+    writer.execute(_kit_table(tmp_path))
     writer.execute("BEGIN IMMEDIATE")
     threading.Timer(0.3, writer.execute, ("COMMIT",)).start()
     start = time.monotonic()
@@ -226,7 +234,7 @@ def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
 def test_a_cache_locked_for_longer_than_the_busy_timeout_is_named(tmp_path):
     db = tmp_path / "c.sqlite"
     writer = sqlite3.connect(db, isolation_level=None)
-    writer.execute("CREATE TABLE other (x)")
+    writer.execute(_kit_table(tmp_path))
     writer.execute("BEGIN IMMEDIATE")
     with pytest.raises(UserError, match=f"cannot open the judgment cache {db}: database is locked"):
         JudgmentCache(db, busy_timeout_s=0.2)

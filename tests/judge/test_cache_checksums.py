@@ -1,6 +1,6 @@
 """The judgment cache's row checksums: a row edited by hand is never served but judged again and
-replaced, an untouched cache still hits, a cache made before checksums migrates (trust on first
-use); and closing the cache leaves no write-ahead log beside it."""
+replaced, and an untouched cache still hits (a cache made before checksums is set aside: test_cache_schema);
+and closing the cache leaves no write-ahead log beside it."""
 
 import sqlite3
 import subprocess
@@ -17,19 +17,6 @@ from scripted_judge import ScriptedJudge
 
 from instir.judge.cache import CachedJudge, JudgmentCache, request_key
 from instir.judge.types import Judgment
-
-#: the table as the first release made it (before served_model and warning)
-FIRST_SCHEMA = """
-CREATE TABLE judgments (
-    backend TEXT NOT NULL, model TEXT NOT NULL, rubric_version TEXT NOT NULL, text_sha256 TEXT NOT NULL,
-    rubric TEXT NOT NULL, score INTEGER, weighted REAL, probs TEXT, weighting TEXT, raw TEXT NOT NULL, error TEXT,
-    latency_s REAL, prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL,
-    attempts INTEGER NOT NULL DEFAULT 1, created_at TEXT NOT NULL,
-    PRIMARY KEY (backend, model, rubric_version, text_sha256)
-) WITHOUT ROWID
-"""
-#: the table as the release before checksums made it
-UNCHECKED_SCHEMA = FIRST_SCHEMA.replace("cost REAL,", "cost REAL, served_model TEXT, warning TEXT,")
 
 SCORES = [2.0, 0.0, 1.5, 3.0]
 
@@ -126,33 +113,6 @@ def test_a_store_that_keeps_an_edited_success_does_not_bless_it(tmp_path):
         cache.store("b", "m", request, good)  # after a lookup that missed, the store replaces the row
         [got] = cache.lookup("b", "m", [request_key(request)]).values()
     assert got.weighted == 2.0
-
-
-@pytest.mark.parametrize("schema", [FIRST_SCHEMA, UNCHECKED_SCHEMA], ids=["first", "before-checksums"])
-def test_a_cache_made_before_checksums_migrates_and_hits(tmp_path, schema):
-    path = tmp_path / "c.sqlite"
-    requests = numbered_requests(len(SCORES))
-    extra = ", served_model, warning" if "served_model" in schema else ""
-    with closing(sqlite3.connect(path)) as db, db:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute(schema)
-        for r, score in zip(requests, SCORES):
-            version, digest = request_key(r)
-            db.execute(f"INSERT INTO judgments (backend, model, rubric_version, text_sha256, rubric, score, weighted, "
-                       f"probs, weighting, raw, latency_s, cost{extra}, created_at) VALUES "
-                       f"(?, ?, ?, ?, ?, ?, ?, NULL, 'logprobs', ?, 0.5, 0.001{', NULL, NULL' if extra else ''}, "
-                       "'2024-01-01T00:00:00+00:00')",
-                       ("scripted", "script-v1", version, digest, r.rubric.name, round(score), score, str(score)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        judge, backend, got = judged(path, requests)
-    assert backend.requests == [] and judge.stats.hits == 4 and [j.weighted for j in got] == SCORES
-    rows = stored_rows(path)
-    assert {"served_model", "warning", "checksum"} <= set(rows.columns) and rows["checksum"].notna().all()
-    edit(path, "UPDATE judgments SET weighted = 9 WHERE raw = '0.0'")  # migrated rows are checked from now on
-    with pytest.warns(UserWarning, match="1 stored judgment"):
-        judge, backend, got = judged(path, requests)
-    assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
 
 
 def test_closing_the_cache_leaves_no_write_ahead_log(tmp_path):

@@ -23,13 +23,15 @@ STRATA = [("alpha", 1), ("alpha", 2), ("beta", None)]
 
 class NoisyJudge:
     """Scores a passage ``base[passage] + N(0, sigma)``, a fresh draw on every call (as an API
-    judge varies between calls); counts the requests it gets."""
+    judge varies between calls); counts the requests it gets. ``on_scale``: clipped to the rubric's 0 to
+    top step, as a real judge answers (a cache distrusts a stored score outside it); off, the noise stays
+    unbiased for the spread tests."""
 
     name = "noisy"
     model = "noise-v1"
 
-    def __init__(self, base: dict[str, float], sigma: float, seed: int = 0):
-        self.base, self.sigma = base, sigma
+    def __init__(self, base: dict[str, float], sigma: float, seed: int = 0, on_scale: bool = False):
+        self.base, self.sigma, self.on_scale = base, sigma, on_scale
         self.rng = np.random.default_rng(seed)
         self.requests = []
 
@@ -38,6 +40,8 @@ class NoisyJudge:
         out = []
         for i, r in enumerate(requests):
             value = self.base[r.passage] + (self.rng.normal(0, self.sigma) if self.sigma else 0.0)
+            if self.on_scale:
+                value = min(max(value, 0.0), float(r.rubric.max_score))
             j = Judgment(score=round(value), weighted=value, probs=None, weighting="parsed", raw=f"{value:.4f}")
             out.append(j)
             if on_result is not None:
@@ -88,17 +92,17 @@ def test_repeat_zero_keeps_the_old_key_and_later_repeats_get_their_own():
 def test_an_existing_cache_is_repeat_zero_and_reruns_are_free(tmp_path):
     bench, inst, query, base = toy(per_stratum=2, depth=3)
     cache = JudgmentCache(tmp_path / "j.sqlite")
-    first = NoisyJudge(base, sigma=0.2)
+    first = NoisyJudge(base, sigma=0.2, on_scale=True)
     instfol(inst, query, bench, CachedJudge(first, cache))  # judged before repeats existed
     one_run = len(first.requests)
 
-    second = NoisyJudge(base, sigma=0.2, seed=1)
+    second = NoisyJudge(base, sigma=0.2, seed=1, on_scale=True)
     frames = judge_repeats(inst, query, bench, CachedJudge(second, cache), repeats=3)
     assert len(second.requests) == 2 * one_run  # repeat 0 came from the cache; repeats 1 and 2 were judged
     assert sorted(frames["repeat"].unique()) == [0, 1, 2]
     assert [m["from_cache"] for m in frames.attrs["meta"]] == [one_run, 0, 0]
 
-    third = NoisyJudge(base, sigma=0.2, seed=2)
+    third = NoisyJudge(base, sigma=0.2, seed=2, on_scale=True)
     again = judge_repeats(inst, query, bench, CachedJudge(third, cache), repeats=3)
     assert third.requests == []
     pd.testing.assert_frame_equal(again, frames)

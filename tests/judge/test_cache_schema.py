@@ -1,0 +1,85 @@
+"""The judgment cache holds only what the kit writes: a file whose schema differs (a trigger that rewrites
+stored scores, a dropped checksum column, a view, an earlier version's table) is set aside with a warning, kept,
+and never read or re-sealed; a stored judgment outside its rubric's range (a weighted score of 1e300 with a
+checksum recomputed to match) is judged again, so no InstFol is made from it."""
+
+import sqlite3
+from contextlib import closing
+
+import pytest
+from judge_fakes import numbered_requests, stored_rows
+from scripted_judge import ScriptedJudge
+
+from instir.judge.cache import CachedJudge, row_checksum
+
+SCORES = [2.0, 0.0, 1.5, 3.0]
+
+
+def judged(path):
+    """A fresh CachedJudge over ``path`` judging four requests: (the judge, its backend, the judgments)."""
+    requests = numbered_requests(len(SCORES))
+    backend = ScriptedJudge({r.passage: s for r, s in zip(requests, SCORES)})
+    with CachedJudge(backend, path) as judge:
+        return judge, backend, judge.judge(requests)
+
+
+def edit(path, *statements):
+    """Change the cache behind the kit's back, as a person with the sqlite3 shell (and the kit's checksum
+    function) could."""
+    with closing(sqlite3.connect(path)) as db, db:
+        db.create_function("instir_row_checksum", 17, row_checksum, deterministic=True)
+        for sql in statements:
+            db.execute(sql)
+
+
+def set_aside(path):
+    return sorted(path.parent.glob(f"{path.name}.set-aside-*"))
+
+
+@pytest.mark.parametrize("change", [
+    ("CREATE TRIGGER lift AFTER UPDATE ON judgments BEGIN UPDATE judgments SET weighted = 3, score = 3 "
+     "WHERE text_sha256 = new.text_sha256 AND weighted < 3; END",),
+    ("ALTER TABLE judgments DROP COLUMN checksum", "UPDATE judgments SET weighted = 3, score = 3"),
+    ("CREATE VIEW best AS SELECT * FROM judgments WHERE weighted = 3",),
+    ("CREATE TABLE notes (text TEXT)",),
+    ("CREATE INDEX by_model ON judgments (model)",),
+], ids=["a trigger", "a dropped checksum column", "a view", "another table", "an index"])
+def test_a_cache_holding_what_the_kit_does_not_make_is_set_aside_and_never_trusted(tmp_path, change):
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    edit(path, *change)
+    with pytest.warns(UserWarning, match=rf"judgment cache {path} .*: set aside as {path}.set-aside-"):
+        judge, backend, got = judged(path)
+    assert len(backend.requests) == len(SCORES) and judge.stats.hits == 0  # everything judged again
+    assert [j.weighted for j in got] == SCORES
+    (aside,) = set_aside(path)
+    assert len(stored_rows(aside)) == len(SCORES)  # kept for inspection
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT type, name FROM sqlite_master").fetchall() == [("table", "judgments")]
+    judge, backend, _ = judged(path)  # the new cache is the kit's: served as usual
+    assert backend.requests == [] and judge.stats.hits == len(SCORES)
+
+
+def test_a_cache_of_an_earlier_version_is_set_aside_not_sealed(tmp_path):
+    path = tmp_path / "judgments.sqlite"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE judgments (backend TEXT NOT NULL, model TEXT NOT NULL, rubric_version TEXT NOT NULL, "
+                   "text_sha256 TEXT NOT NULL, rubric TEXT NOT NULL, score INTEGER, weighted REAL, raw TEXT NOT NULL, "
+                   "PRIMARY KEY (backend, model, rubric_version, text_sha256)) WITHOUT ROWID")
+    with pytest.warns(UserWarning, match="has a judgments table other than the kit's"):
+        judge, backend, _ = judged(path)
+    assert len(backend.requests) == len(SCORES) and len(set_aside(path)) == 1
+
+
+@pytest.mark.parametrize("weighted", ["1e300", "-1", "3.5"])
+def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_checksum(tmp_path, weighted):
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    columns = ("backend, model, rubric_version, text_sha256, rubric, score, weighted, probs, weighting, raw, error, "
+               "latency_s, prompt_tokens, completion_tokens, cost, served_model, warning")
+    edit(path, f"UPDATE judgments SET weighted = {weighted} WHERE raw = '0.0'",
+         f"UPDATE judgments SET checksum = instir_row_checksum({columns})")
+    with pytest.warns(UserWarning, match=r"1 stored judgment\(s\) outside their rubric's range: judging them again"):
+        judge, backend, got = judged(path)
+    assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
+    assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
