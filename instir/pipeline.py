@@ -145,15 +145,47 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
                              "environment by the notebooks, never passed as parameters")
 
 
+#: The largest output (characters of its text, or of one image's base64) a page embeds: a larger one is left
+#: out of the page with a note naming the executed notebook that keeps it, so rendering stays bounded in time
+#: and memory (nbconvert takes minutes and gigabytes over a 100 MB image or 50 MB of text).
+MAX_EMBEDDED_OUTPUT = 2_000_000
+
+
+def _output_size(output) -> int:
+    """Characters an output would put into a page: its text, each of its representations, its traceback."""
+    if output.get("output_type") == "stream":
+        return len(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return sum(len(line) for line in output.get("traceback", []))
+    return sum(len(value) if isinstance(value, str) else len(json.dumps(value)) for value in
+               output.get("data", {}).values())
+
+
+def _bounded(notebook, executed: Path):
+    """``notebook`` with every output over :data:`MAX_EMBEDDED_OUTPUT` replaced by a one-line note."""
+    import nbformat
+
+    for number, cell in enumerate(notebook.cells, start=1):
+        for k, output in enumerate(cell.get("outputs", [])):
+            size = _output_size(output)
+            if size > MAX_EMBEDDED_OUTPUT:
+                cell.outputs[k] = nbformat.v4.new_output("stream", name="stdout", text=(
+                    f"[An output of {size:,} characters is left out of this page (more than {MAX_EMBEDDED_OUTPUT:,});"
+                    f" it is in {executed.name}, cell {number}.]\n"))
+    return notebook
+
+
 def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> Path:
     """Render an executed notebook to one self-contained HTML file (inline CSS and images,
     no CDN scripts); code cells and prompts are left out unless ``show_code`` or the notebook
     asks to show them (metadata ``instir.show_code``: the tour, whose code is what it teaches).
+    An output over :data:`MAX_EMBEDDED_OUTPUT` is left out with a note saying where it is.
     The page links to the index that lists its folder (:func:`instir.report.index.index_folder`)."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    show_code = show_code or bool(nbformat.read(executed, as_version=4).metadata.get("instir", {}).get("show_code"))
+    notebook = _bounded(nbformat.read(executed, as_version=4), executed)
+    show_code = show_code or bool(notebook.metadata.get("instir", {}).get("show_code"))
     index = "../index.html" if index_folder(html_path.parent) != html_path.parent else "index.html"
 
     exporter = HTMLExporter(
@@ -163,7 +195,8 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
         exclude_input_prompt=not show_code,
         exclude_output_prompt=not show_code,
     )
-    body, _ = exporter.from_filename(str(executed), resources={"instir_index": index})
+    resources = {"instir_index": index, "metadata": {"name": executed.stem, "path": str(executed.parent)}}
+    body, _ = exporter.from_notebook_node(notebook, resources=resources)
     atomic.write_text(html_path, body)  # a full disk leaves no truncated page (the error names it)
     return html_path
 

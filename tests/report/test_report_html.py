@@ -252,3 +252,34 @@ def test_every_kind_of_output_of_hostile_text_renders_without_markup(tmp_path):
     assert not [t for t, a in parser.found if t in ("script", "img", "iframe") or any(k.startswith("on") for k in a)]
     assert [a["href"] for t, a in parser.found if t == "a" and "href" in a and not a["href"].startswith("#")] == [
         "index.html"]
+
+
+def test_an_output_too_large_for_a_page_is_left_out_with_a_note_saying_where_it_is(tmp_path):
+    """On main a lab notebook holding a 100 MB image and 50 MB of text was not rendered after 600 s (1.2 GB);
+    here a smaller pair over the bound makes the point: each is left out, the small output stays, and the
+    executed notebook keeps both."""
+    import base64
+    import os
+
+    import nbformat
+
+    from instir.pipeline import MAX_EMBEDDED_OUTPUT, render_html
+
+    text = "y" * (MAX_EMBEDDED_OUTPUT + 1)
+    image = base64.b64encode(os.urandom(MAX_EMBEDDED_OUTPUT)).decode()
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_code_cell(source) for source in ("print(y)", "figure", "40 + 2")]
+    cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    cells[1].outputs = [nbformat.v4.new_output("display_data", data={"image/png": image, "text/plain": "<Figure>"})]
+    cells[2].outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "42"}, execution_count=3)]
+    nb.cells = cells
+    executed = tmp_path / "01_big.ipynb"
+    nbformat.write(nb, executed)
+    page = render_html(executed, tmp_path / "01_big.html").read_text()
+    assert len(page) < MAX_EMBEDDED_OUTPUT and "y" * 1000 not in page and image[:1000] not in page
+    for number, size in ((1, len(text)), (2, len(image) + len("<Figure>"))):
+        assert f"An output of {size:,} characters is left out of this page" in page
+        assert f"it is in 01_big.ipynb, cell {number}." in page
+    assert "42" in page
+    kept = nbformat.read(executed, as_version=4)
+    assert kept.cells[0].outputs[0].text == text and kept.cells[1].outputs[0].data["image/png"] == image
