@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,10 +47,71 @@ def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: 
     return base / subset if subset else base
 
 
+#: Set to 1 to check every fetched file's SHA-256 against its manifest when a benchmark loads (about a
+#: second per 500 MB); sizes and the Hub's download records are always checked (milliseconds).
+VERIFY_DIGESTS_VAR = "INSTIR_VERIFY_DIGESTS"
+
+
 def read_manifest(folder: str | Path) -> dict | None:
-    """The manifest in ``folder``, or None when the folder was not filled by :func:`fetch`."""
+    """The manifest in ``folder``, or None when the folder was not filled by :func:`fetch`; a manifest that
+    cannot be read (not JSON, no resolved revision) is a :class:`~instir.errors.UserError` naming it."""
     path = Path(folder) / MANIFEST_NAME
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise UserError(f"{path}: unreadable fetch manifest ({err}); fetch again (instir fetch) to remake it") from None
+    if not (isinstance(manifest, dict) and isinstance(manifest.get("resolved_revision"), str)
+            and isinstance(manifest.get("files"), list)):
+        raise UserError(f"{path}: not a fetch manifest (no resolved_revision or files); fetch again (instir fetch)")
+    return manifest
+
+
+def fetched_revision(folder: str | Path, manifest: dict, *, digests: bool | None = None) -> str:
+    """The revision to report for a fetched ``folder``: its manifest's resolved commit when the files are
+    those the manifest lists (:func:`changes_since_fetch`), else a revision that says they were changed
+    (``<commit>+changed``), with a warning naming the first changes; never the pinned commit over other data."""
+    changes = changes_since_fetch(folder, manifest, digests=digests)
+    revision = manifest["resolved_revision"]
+    if not changes:
+        return revision
+    warnings.warn(f"{folder} was changed after instir fetch (at {revision[:12]}): {'; '.join(changes[:3])}"
+                  + (f"; {len(changes) - 3} more" if len(changes) > 3 else "") + "; reported as "
+                  f"{revision[:12]}+changed, not the fetched revision", stacklevel=3)
+    return f"{revision}+changed"
+
+
+def changes_since_fetch(folder: str | Path, manifest: dict, *, digests: bool | None = None) -> list[str]:
+    """What in ``folder`` differs from its manifest: a listed file missing, of another size or (``digests``;
+    default: :data:`VERIFY_DIGESTS_VAR`) other bytes, a file the manifest does not list, and a Hugging Face
+    download record (``.cache/huggingface/download/*.metadata``) naming another commit."""
+    folder = Path(folder)
+    if digests is None:
+        digests = os.environ.get(VERIFY_DIGESTS_VAR, "0") not in ("", "0")
+    listed = {str(entry.get("path")): entry for entry in manifest["files"] if isinstance(entry, dict)}
+    changes = []
+    for name, entry in listed.items():
+        path = folder / name
+        if not path.is_file():
+            changes.append(f"{name} is missing")
+        elif path.stat().st_size != entry.get("bytes"):
+            changes.append(f"{name} has {path.stat().st_size:,} bytes, not {entry.get('bytes')}")
+        elif digests and atomic.file_sha256(path) != entry.get("sha256"):
+            changes.append(f"{name} has other bytes (SHA-256)")
+    changes += [f"{p.relative_to(folder)} is not in the manifest" for p in sorted(_data_files(folder))
+                if str(p.relative_to(folder)) not in listed]
+    for record in sorted((folder / ".cache" / "huggingface" / "download").rglob("*.metadata")):
+        commit = record.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
+        if commit != manifest["resolved_revision"]:
+            changes.append(f"{record.relative_to(folder)} names commit {commit[:12]!r}")
+    return changes
+
+
+def _data_files(folder: Path) -> list[Path]:
+    """The files of a fetched folder that its manifest lists (not the manifest, not the Hub's ``.cache``)."""
+    return [p for p in folder.rglob("*")
+            if p.is_file() and p.name != MANIFEST_NAME and ".cache" not in p.relative_to(folder).parts]
 
 
 def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = None,
@@ -149,8 +211,7 @@ def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, r
     counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value}
               for key, value in expected.items()}
     files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": atomic.file_sha256(p)}
-             for p in sorted(folder.rglob("*"))
-             if p.is_file() and p.name != MANIFEST_NAME and ".cache" not in p.relative_to(folder).parts]
+             for p in sorted(_data_files(folder))]
     manifest = {
         "benchmark": bench.name, "layout": layout, "loader_layout": bench.layout, "repo": repo,
         "requested_revision": requested, "resolved_revision": resolved,

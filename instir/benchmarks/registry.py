@@ -15,7 +15,7 @@ from pathlib import Path
 
 from instir.benchmarks import catalog
 from instir.benchmarks.catalog import SAMPLE_ROOT
-from instir.benchmarks.fetch import data_dir, layouts, read_manifest
+from instir.benchmarks.fetch import data_dir, fetched_revision, layouts, read_manifest
 from instir.benchmarks.readers import data_folder
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
@@ -55,8 +55,9 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
         data_root, revision = SAMPLE_ROOT / fam.sample, f"bundled-{importlib.metadata.version('instir')}"
     else:
         data_root = _located(fam, subset, Path(root) if root else None)
-        manifest = read_manifest(data_folder(data_root, subset))
-        revision = manifest["resolved_revision"] if manifest else "local"
+        folder = data_folder(data_root, subset)
+        manifest = read_manifest(folder)
+        revision = fetched_revision(folder, manifest) if manifest else "local"
     return fam.loader_module().load(data_root, subset=subset, setting=setting, name=name, revision=revision,
                                     is_sample=found.sample)
 

@@ -19,6 +19,7 @@ from says import warns_saying
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import FetchError, fetch, instir_home, read_manifest
 from instir.cli.data import register
+from instir.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COMMIT = "c0ffee" + "0" * 34
@@ -237,3 +238,54 @@ def test_followir_is_one_repo_per_dataset_at_its_layouts_pin(hub, tmp_path, layo
     manifest = read_manifest(root / subset)
     assert (manifest["layout"], manifest["loader_layout"], manifest["resolved_revision"]) == (layout, layout, COMMIT)
     assert manifest["counts"]["queries"]["expected"] == catalog.family("followir").subset(subset).queries
+
+
+def _fetched_fiqa(hub, tmp_path, monkeypatch) -> Path:
+    """``ifir/fiqa`` fetched into an instir home at tmp_path (its folder)."""
+    hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    with pytest.warns(UserWarning, match="counts differ"):
+        root = fetch("ifir", "fiqa", cache_dir=tmp_path)
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path))
+    return root / "fiqa"
+
+
+def _loaded_revision() -> str:
+    from instir.benchmarks import load_benchmark
+
+    return load_benchmark("ifir/fiqa").revision
+
+
+@pytest.mark.parametrize("change", ["append", "same size", "stray file", "hub record", "removed"])
+def test_a_folder_changed_after_fetch_is_never_reported_as_the_fetched_revision(hub, tmp_path, monkeypatch, change):
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    assert _loaded_revision() == COMMIT  # untouched: the pinned commit
+    corpus = next(p for p in sorted(folder.rglob("*.jsonl")) if "corpus" in p.name)
+    if change == "append":
+        corpus.write_text(corpus.read_text() + '{"_id": "extra", "text": "added later"}\n')
+    elif change == "same size":  # found by its digest, on request
+        text = corpus.read_text()
+        corpus.write_text(text.replace("a", "b", 1) if "a" in text else text.replace("e", "f", 1))
+        monkeypatch.setenv("INSTIR_VERIFY_DIGESTS", "1")
+    elif change == "stray file":
+        (folder / "notes.jsonl").write_text("{}\n")
+    elif change == "hub record":
+        record = folder / ".cache" / "huggingface" / "download" / f"{corpus.name}.metadata"
+        record.parent.mkdir(parents=True)
+        record.write_text("deadbeef" * 5 + "\netag\n1.0\n")
+    else:
+        (folder / "test_data.json").unlink()
+    said = rf"{folder} was changed after instir fetch .*reported as c0ffee000000\+changed"
+    with pytest.warns(UserWarning, match=said):
+        try:
+            revision = _loaded_revision()
+        except Exception as err:  # a removed file may stop the loader: then the load fails, it does not mislabel
+            assert change == "removed", err
+            return
+    assert revision == f"{COMMIT}+changed"
+
+
+def test_a_damaged_manifest_is_one_error_naming_it(hub, tmp_path, monkeypatch):
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    (folder / "instir-manifest.json").write_text('{"files": ')
+    with pytest.raises(UserError, match=rf"{folder / 'instir-manifest.json'}: unreadable fetch manifest"):
+        _loaded_revision()

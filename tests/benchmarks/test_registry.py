@@ -2,6 +2,7 @@
 from the fetch manifest, clear errors, no network, and ``instir summary``."""
 
 import argparse
+import hashlib
 import importlib.metadata
 import json
 import shutil
@@ -78,8 +79,12 @@ def test_a_real_benchmark_not_in_the_cache_says_how_to_fetch_it(home, name, comm
 
 
 def _cache(layout_dir: Path, source: Path, revision: str) -> None:
+    """``source`` as instir fetch leaves it in ``layout_dir``: the files and a manifest listing them."""
     shutil.copytree(source, layout_dir)
-    (layout_dir / "instir-manifest.json").write_text(json.dumps({"resolved_revision": revision}))
+    files = [{"path": str(p.relative_to(layout_dir)), "bytes": p.stat().st_size,
+              "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+             for p in sorted(layout_dir.rglob("*")) if p.is_file()]
+    (layout_dir / "instir-manifest.json").write_text(json.dumps({"resolved_revision": revision, "files": files}))
 
 
 def test_a_fetched_ifir_subset_loads_from_the_cache_with_the_manifest_revision(home):
