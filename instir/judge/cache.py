@@ -20,7 +20,10 @@ someone who recomputes it. The bookkeeping columns (``attempts``, ``created_at``
 The file holds the one table the kit makes and nothing else. On opening, a file whose schema differs (a
 trigger, a view, another table or index, a column missing or added: a cache of an earlier version, or one
 edited to rewrite what the kit stores) is set aside beside it (renamed ``<name>.set-aside-<time>``, never
-read again, never re-sealed) with a warning, and a new cache is started.
+read again, never re-sealed) with a warning, and a new cache is started. Each cache file carries a random
+id in its header (``PRAGMA user_version``); a write-ahead log beside it whose copy of the header holds
+another id is another database's log (copied or left beside it): it is set aside before SQLite could replay
+it over the cache's judgments.
 
 Closing a cache (:meth:`JudgmentCache.close`, its context manager, or at the latest when it is
 garbage-collected or the interpreter exits) checkpoints the write-ahead log into the database
@@ -34,6 +37,7 @@ import contextlib
 import hashlib
 import json
 import math
+import secrets
 import shlex
 import sqlite3
 import threading
@@ -164,6 +168,7 @@ class JudgmentCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._unreadable: set[tuple[str, str, str, str]] = set()  # stored "successes" read back as failures
+        _set_aside_foreign_log(self.path)
         self._connect(busy_timeout_s)
         # Switching to WAL while another process writes fails at once (SQLite calls no busy
         # handler there), as when two processes open a new cache together: wait as a write would.
@@ -177,6 +182,10 @@ class JudgmentCache:
                         _set_aside(self.path, foreign)
                         self._connect(busy_timeout_s)
                         continue
+                    if self._db.execute("PRAGMA user_version").fetchone() == (0,):
+                        # the file's id, which the log check reads: a new file gets it in its own header, before
+                        # it has a log (an earlier cache gets it through its log, and is checked once checkpointed)
+                        self._db.execute(f"PRAGMA user_version = {secrets.randbits(31) or 1}")
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=NORMAL")
                     self._db.execute(_SCHEMA)
@@ -344,16 +353,48 @@ def _foreign_schema(db: sqlite3.Connection) -> str | None:
     return None
 
 
-def _set_aside(path: Path, why: str) -> Path:
-    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.set-aside-<UTC time>``, with a warning saying why."""
+def _set_aside(path: Path, why: str, suffixes: tuple[str, ...] = ("", "-wal", "-shm")) -> Path:
+    """Rename ``path`` (and its ``-wal``/``-shm``; only those of ``suffixes``) to ``<name>.set-aside-<UTC
+    time>``, with a warning saying why."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     aside = path.with_name(f"{path.name}.set-aside-{stamp}")
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in suffixes:
         with contextlib.suppress(FileNotFoundError):
             Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
-    warnings.warn(f"judgment cache {path} {why}: set aside as {aside} (kept, never read); starting a new cache",
-                  stacklevel=4)
+    what = "starting a new cache" if "" in suffixes else "the cache's own judgments are kept"
+    warnings.warn(f"judgment cache {path} {why}: set aside as {aside}{'-wal' if '' not in suffixes else ''} "
+                  f"(kept, never read); {what}", stacklevel=4)
     return aside
+
+
+def _header_id(page: bytes) -> int | None:
+    """The id (``user_version``) in a database header (the first page), None when it is not one."""
+    return int.from_bytes(page[60:64], "big") if page[:16] == b"SQLite format 3\x00" and len(page) >= 100 else None
+
+
+def _set_aside_foreign_log(path: Path) -> None:
+    """Set aside (:func:`_set_aside`, the log and its index only) a ``-wal`` beside ``path`` whose frames of
+    the first page hold a header with another id than the database file's: another database's log."""
+    log = Path(f"{path}-wal")
+    try:
+        with path.open("rb") as db_file:
+            own = _header_id(db_file.read(100))
+        wal = log.read_bytes() if own is not None else b""
+    except FileNotFoundError:
+        return
+    if not own or len(wal) < 32:  # no id yet (a cache of an earlier version, before its first checkpoint)
+        return
+    page_size = int.from_bytes(wal[8:12], "big")
+    salts = wal[16:24]
+    frame = 32
+    while page_size and frame + 24 + page_size <= len(wal):
+        header = wal[frame:frame + 24]
+        if header[8:16] != salts:
+            break  # the frames after this one are an earlier log's, which SQLite ignores
+        if int.from_bytes(header[:4], "big") == 1 and _header_id(wal[frame + 24:frame + 24 + page_size]) != own:
+            _set_aside(path, "has another database's write-ahead log beside it", suffixes=("-wal", "-shm"))
+            return
+        frame += 24 + page_size
 
 
 def _within_rubric(judgment: Judgment, rubric) -> bool:

@@ -1,9 +1,12 @@
 """The judgment cache holds only what the kit writes: a file whose schema differs (a trigger that rewrites
 stored scores, a dropped checksum column, a view, an earlier version's table) is set aside with a warning, kept,
 and never read or re-sealed; a stored judgment outside its rubric's range (a weighted score of 1e300 with a
-checksum recomputed to match) is judged again, so no InstFol is made from it."""
+checksum recomputed to match) is judged again, so no InstFol is made from it; another database's write-ahead
+log beside the cache is set aside before SQLite could replay it, while the cache's own log (a killed run's) is
+replayed."""
 
 import sqlite3
+import warnings
 from contextlib import closing
 
 import pytest
@@ -83,3 +86,55 @@ def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_
         judge, backend, got = judged(path)
     assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
     assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
+
+
+_CRASH = """
+import os, sys
+from instir.judge.cache import JudgmentCache
+from instir.judge.rubrics import rubric_for
+from instir.judge.types import Judgment, JudgeRequest
+cache = JudgmentCache(sys.argv[1])
+rubric = rubric_for("fiqa", 3)
+for i in range(int(sys.argv[2]), int(sys.argv[3])):
+    request = JudgeRequest("how should I save for retirement?", "I am 30 and have student debt.", f"passage number {i}",
+                           rubric)
+    cache.store("scripted", "script-v1", request, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed",
+                                                           raw="1"))
+os._exit(0)  # killed: nothing closes the cache, its write-ahead log stays
+"""
+
+
+def _killed_after_storing(path, first, last):
+    """Judgments of passages ``first``..``last - 1`` stored into ``path`` by a process killed before it closed."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _CRASH, str(path), str(first), str(last)], check=True)
+    assert path.with_name(path.name + "-wal").stat().st_size > 0
+
+
+def test_another_databases_write_ahead_log_beside_the_cache_is_set_aside_and_no_judgment_is_lost(tmp_path):
+    """On main SQLite replayed the foreign log over the cache: its paid judgments vanished without a word."""
+    import shutil
+
+    path = tmp_path / "judgments.sqlite"
+    judged(path)  # four judgments, closed cleanly: no log beside it
+    other = tmp_path / "other" / "judgments.sqlite"
+    other.parent.mkdir()
+    _killed_after_storing(other, 100, 177)
+    shutil.copy(other.with_name(other.name + "-wal"), path.with_name(path.name + "-wal"))
+    with pytest.warns(UserWarning, match="has another database's write-ahead log beside it: set aside as"):
+        judge, backend, got = judged(path)
+    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
+    assert len(stored_rows(path)) == len(SCORES)
+    (log,) = tmp_path.glob("judgments.sqlite.set-aside-*-wal")
+    assert log.stat().st_size > 0
+
+
+def test_the_caches_own_log_left_by_a_killed_process_is_replayed(tmp_path):
+    path = tmp_path / "judgments.sqlite"
+    _killed_after_storing(path, 0, len(SCORES))  # the judge's own four passages, paid before the kill
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        judge, backend, _ = judged(path)
+    assert backend.requests == [] and judge.stats.hits == len(SCORES)
