@@ -411,8 +411,8 @@ def test_a_full_judgment_cache_is_an_error_naming_the_file(tmp_path):
 
     path = tmp_path / "judge" / "judgments.sqlite"
     with JudgmentCache(path) as cache:
-        pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
-        cache._db.execute(f"PRAGMA max_page_count = {pages + 1}")  # SQLite's own "database or disk is full"
+        pages = cache._store.db.execute("PRAGMA page_count").fetchone()[0]
+        cache._store.db.execute(f"PRAGMA max_page_count = {pages + 1}")  # SQLite's own "database or disk is full"
         with pytest.raises(OSError) as failed:
             cache.store("b", "m", _request(), Judgment(score=1, weighted=1.0, probs=None, weighting="parsed",
                                                        raw="y" * 50_000))
@@ -425,8 +425,8 @@ def test_a_full_rerank_score_cache_is_an_error_naming_the_file(tmp_path):
     from instir.retrieval.score_cache import ScoreCache
 
     cache = ScoreCache(tmp_path / "scores.sqlite")
-    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
-    cache._db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    pages = cache._store.db.execute("PRAGMA page_count").fetchone()[0]
+    cache._store.db.execute(f"PRAGMA max_page_count = {pages + 1}")
     with pytest.raises(OSError, match="database or disk is full") as failed:
         cache.put({"model": "m"}, [(f"{i:064d}", 0.5) for i in range(5000)])
     assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(tmp_path / "scores.sqlite")

@@ -17,42 +17,25 @@ replaced. A stored judgment outside its rubric's range (a weighted score above t
 judged again the same way. The checksum guards against accidents and careless edits, not against
 someone who recomputes it. The bookkeeping columns (``attempts``, ``created_at``) are not covered.
 
-The file holds the one table the kit makes and nothing else. On opening, a file whose schema differs (a
-trigger, a view, another table or index, a column missing or added: a cache of an earlier version, or one
-edited to rewrite what the kit stores) is set aside beside it (renamed ``<name>.set-aside-<time>``, never
-read again, never re-sealed) with a warning, and a new cache is started. Each cache file carries a random
-id in its header (``PRAGMA user_version``); a write-ahead log beside it whose copy of the header holds
-another id is another database's log (copied or left beside it): it is set aside before SQLite could replay
-it over the cache's judgments.
-
-Closing a cache (:meth:`JudgmentCache.close`, its context manager, or at the latest when it is
-garbage-collected or the interpreter exits) checkpoints the write-ahead log into the database
-file, so when the last connection closes SQLite removes the ``-wal`` and ``-shm`` files and the
-cache is one self-contained file again.
+The file is an :class:`~instir.sqlite_store.SQLiteStore`: its schema is checked on opening (a file holding
+anything but the one table the kit makes is set aside, never re-sealed), another database's write-ahead log
+beside it is set aside before SQLite could replay it, and closing it (:meth:`JudgmentCache.close`, its context
+manager, or at the latest at exit) checkpoints its log into the file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import secrets
-import shlex
-import sqlite3
-import threading
-import time
 import warnings
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from instir import atomic
-from instir.errors import UserError
 from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, capped, judged_text
+from instir.sqlite_store import SQLiteStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
@@ -138,119 +121,28 @@ def request_key(request: JudgeRequest, repeat: int = 0) -> Key:
     return version, hashlib.sha256(judged_text(request).encode("utf-8")).hexdigest()
 
 
-#: SQLite's result codes for a file that is not a database or is damaged.
-_CORRUPT = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
-
-
-class CorruptCacheError(UserError, ValueError):
-    """The judgment cache file is not a readable SQLite database. The message names the file
-    and the command that moves it aside (the next run then starts a new cache; the damaged
-    file is kept for inspection and nothing else is touched)."""
-
-    def __init__(self, path: Path, detail: str):
-        self.path = path
-        moved = path.with_name(path.name + ".corrupt")
-        super().__init__(f"{path}: judgment cache is damaged ({detail}); move it aside to start a new one "
-                         f"(its judgments will be made again): mv {shlex.quote(str(path))} {shlex.quote(str(moved))}")
-
-
 class JudgmentCache:
-    """The SQLite file behind :class:`CachedJudge` (created on first use, WAL mode).
-
-    ``busy_timeout_s`` is how long a write waits for another process holding the lock.
-    A damaged file raises :class:`CorruptCacheError` (on opening, or when a damaged page is
-    first read), a file that cannot be opened a :class:`~instir.errors.UserError` naming it;
-    never a bare ``sqlite3.DatabaseError``.
-    """
+    """The SQLite file behind :class:`CachedJudge`: an :class:`~instir.sqlite_store.SQLiteStore` (created on
+    first use, WAL mode, its schema checked on opening; a damaged file raises
+    :class:`~instir.sqlite_store.CorruptStoreError` naming it, never a bare ``sqlite3.DatabaseError``).
+    ``busy_timeout_s`` is how long a write waits for another process holding the lock."""
 
     def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._store = SQLiteStore(path, _SCHEMA, "judgment cache", busy_timeout_s=busy_timeout_s,
+                                  functions=[(_CHECKSUM_SQL, len(_CHECKED), row_checksum)])
+        self.path = self._store.path
         self._unreadable: set[tuple[str, str, str, str]] = set()  # stored "successes" read back as failures
-        _set_aside_foreign_log(self.path)
-        self._connect(busy_timeout_s)
-        # Switching to WAL while another process writes fails at once (SQLite calls no busy
-        # handler there), as when two processes open a new cache together: wait as a write would.
-        deadline = time.monotonic() + busy_timeout_s
-        while True:
-            try:
-                with self._readable():
-                    foreign = _foreign_schema(self._db)
-                    if foreign is not None:
-                        self._closer()
-                        _set_aside(self.path, foreign)
-                        self._connect(busy_timeout_s)
-                        continue
-                    if self._db.execute("PRAGMA user_version").fetchone() == (0,):
-                        # the file's id, which the log check reads: a new file gets it in its own header, before
-                        # it has a log (an earlier cache gets it through its log, and is checked once checkpointed)
-                        self._db.execute(f"PRAGMA user_version = {secrets.randbits(31) or 1}")
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                    self._db.execute("PRAGMA synchronous=NORMAL")
-                    self._db.execute(_SCHEMA)
-                break
-            except (CorruptCacheError, OSError):
-                self._closer.detach()
-                self._db.close()
-                raise
-            except sqlite3.OperationalError as err:  # e.g. a read-only file
-                if getattr(err, "sqlite_errorname", "") == "SQLITE_BUSY" and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-                self._closer.detach()
-                self._db.close()
-                raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
-
-    def _connect(self, busy_timeout_s: float) -> None:
-        try:
-            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
-            raise UserError(f"cannot open the judgment cache {self.path}: {err}") from err
-        self._db.create_function(_CHECKSUM_SQL, len(_CHECKED), row_checksum, deterministic=True)
-        # Closed (and its log checkpointed) when close() is called, or when this object is
-        # collected or the interpreter exits, whichever comes first.
-        self._closer = weakref.finalize(self, _checkpoint_and_close, self._db, self._lock)
 
     def distrust(self, backend: str, model: str, key: Key) -> None:
         """Take the stored row of ``key`` as unreadable: the next :meth:`store` of it replaces it."""
-        with self._lock:
+        with self._store.lock:
             self._unreadable.add((backend, model, *key))
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """One write transaction (``BEGIN IMMEDIATE``: it takes the write lock first, waiting up
-        to the busy timeout), rolled back when anything in it fails."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            if self._db.in_transaction:
-                try:
-                    self._db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # SQLite has already rolled back (e.g. a full disk); the first error says why
-            raise
-        self._db.execute("COMMIT")
-
-    @contextmanager
-    def _readable(self) -> Iterator[None]:
-        """Turn SQLite's "not a database" / "malformed" errors into :class:`CorruptCacheError`,
-        "database or disk is full" and disk I/O errors into an ``OSError`` naming the file
-        (:func:`instir.atomic.sqlite_errors`); a busy or locked database passes through."""
-        with atomic.sqlite_errors(self.path):
-            try:
-                yield
-            except sqlite3.DatabaseError as err:
-                if getattr(err, "sqlite_errorname", None) in _CORRUPT:
-                    raise CorruptCacheError(self.path, str(err)) from None
-                raise
 
     def close(self) -> None:
         """Checkpoint the write-ahead log into the database file and close the connection; when
         no other connection has the file open, SQLite then removes its ``-wal`` and ``-shm``
         files. Closing twice does nothing."""
-        self._closer()
+        self._store.close()
 
     def __enter__(self) -> "JudgmentCache":
         return self
@@ -267,14 +159,14 @@ class JudgmentCache:
         by_version: dict[str, list[str]] = {}
         for version, digest in set(keys):
             by_version.setdefault(version, []).append(digest)
-        with self._lock, self._readable():
+        with self._store.lock, self._store.readable():
             # One query per rubric version and chunk, so SQLite walks the full primary key
             # (backend, model, rubric_version, text_sha256) instead of scanning a model's rows.
             for version, digests in by_version.items():
                 digests.sort()
                 for b in range(0, len(digests), _LOOKUP_CHUNK):
                     chunk = digests[b:b + _LOOKUP_CHUNK]
-                    rows = self._db.execute(
+                    rows = self._store.db.execute(
                         f"SELECT text_sha256, rubric, checksum, {', '.join(_FIELDS)} FROM judgments WHERE backend = ? "
                         f"AND model = ? AND rubric_version = ? AND text_sha256 IN ({', '.join('?' * len(chunk))})",
                         (backend, model, version, *chunk)).fetchall()
@@ -302,99 +194,20 @@ class JudgmentCache:
                   judgment.weighting, capped(judgment.raw), judgment.error, judgment.latency_s, judgment.prompt_tokens,
                   judgment.completion_tokens, judgment.cost, judgment.served_model, judgment.warning]
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._lock, self._readable():
+        with self._store.lock, self._store.readable():
             unreadable = (backend, model, version, digest) in self._unreadable
-            with self._transaction():
-                written = self._db.execute(_UPSERT_ALWAYS if unreadable else _UPSERT,
+            with self._store.transaction():
+                written = self._store.db.execute(_UPSERT_ALWAYS if unreadable else _UPSERT,
                                            (backend, model, version, digest, request.rubric.name, *values, now))
                 if written.rowcount:  # the checksum of what SQLite holds now, not of a kept row
-                    self._db.execute(_SET_CHECKSUM + _KEY_WHERE, (backend, model, version, digest))
+                    self._store.db.execute(_SET_CHECKSUM + _KEY_WHERE, (backend, model, version, digest))
             self._unreadable.discard((backend, model, version, digest))
 
     def judges(self) -> list[tuple[str, str]]:
         """The (backend, model) pairs with stored judgments, sorted."""
-        with self._lock, self._readable():
-            return [tuple(row) for row in self._db.execute(
+        with self._store.lock, self._store.readable():
+            return [tuple(row) for row in self._store.db.execute(
                 "SELECT DISTINCT backend, model FROM judgments ORDER BY backend, model").fetchall()]
-
-
-def _checkpoint_and_close(db: sqlite3.Connection, lock: threading.Lock) -> None:
-    """Move the write-ahead log into the database file (``wal_checkpoint(TRUNCATE)``) and close
-    ``db``. A checkpoint that cannot run (another process reading, a damaged file) is skipped:
-    the log stays and the next opening replays it, so nothing is lost either way."""
-    with lock:
-        try:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
-            pass
-        finally:
-            db.close()
-
-
-def _expected_schema() -> str:
-    """The SQL SQLite records for the kit's table (:data:`_SCHEMA` as SQLite writes it back)."""
-    with closing(sqlite3.connect(":memory:")) as db:
-        db.execute(_SCHEMA)
-        return db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()[0]
-
-
-_EXPECTED = _expected_schema()
-
-
-def _foreign_schema(db: sqlite3.Connection) -> str | None:
-    """What in ``db``'s schema the kit did not make (None: nothing, or an empty file)."""
-    objects = db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
-    others = [f"{kind} {name!r}" for kind, name, _ in objects if (kind, name) != ("table", "judgments")]
-    if others:
-        return f"holds what the kit does not make ({', '.join(others[:5])})"
-    table = [sql for kind, name, sql in objects if (kind, name) == ("table", "judgments")]
-    if table and table[0] != _EXPECTED:
-        return "has a judgments table other than the kit's (an earlier version's, or one edited)"
-    return None
-
-
-def _set_aside(path: Path, why: str, suffixes: tuple[str, ...] = ("", "-wal", "-shm")) -> Path:
-    """Rename ``path`` (and its ``-wal``/``-shm``; only those of ``suffixes``) to ``<name>.set-aside-<UTC
-    time>``, with a warning saying why."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    aside = path.with_name(f"{path.name}.set-aside-{stamp}")
-    for suffix in suffixes:
-        with contextlib.suppress(FileNotFoundError):
-            Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
-    what = "starting a new cache" if "" in suffixes else "the cache's own judgments are kept"
-    warnings.warn(f"judgment cache {path} {why}: set aside as {aside}{'-wal' if '' not in suffixes else ''} "
-                  f"(kept, never read); {what}", stacklevel=4)
-    return aside
-
-
-def _header_id(page: bytes) -> int | None:
-    """The id (``user_version``) in a database header (the first page), None when it is not one."""
-    return int.from_bytes(page[60:64], "big") if page[:16] == b"SQLite format 3\x00" and len(page) >= 100 else None
-
-
-def _set_aside_foreign_log(path: Path) -> None:
-    """Set aside (:func:`_set_aside`, the log and its index only) a ``-wal`` beside ``path`` whose frames of
-    the first page hold a header with another id than the database file's: another database's log."""
-    log = Path(f"{path}-wal")
-    try:
-        with path.open("rb") as db_file:
-            own = _header_id(db_file.read(100))
-        wal = log.read_bytes() if own is not None else b""
-    except FileNotFoundError:
-        return
-    if not own or len(wal) < 32:  # no id yet (a cache of an earlier version, before its first checkpoint)
-        return
-    page_size = int.from_bytes(wal[8:12], "big")
-    salts = wal[16:24]
-    frame = 32
-    while page_size and frame + 24 + page_size <= len(wal):
-        header = wal[frame:frame + 24]
-        if header[8:16] != salts:
-            break  # the frames after this one are an earlier log's, which SQLite ignores
-        if int.from_bytes(header[:4], "big") == 1 and _header_id(wal[frame + 24:frame + 24 + page_size]) != own:
-            _set_aside(path, "has another database's write-ahead log beside it", suffixes=("-wal", "-shm"))
-            return
-        frame += 24 + page_size
 
 
 def _within_rubric(judgment: Judgment, rubric) -> bool:

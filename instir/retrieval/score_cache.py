@@ -5,20 +5,22 @@ template, truncation, label tokens — everything that changes a score) and the 
 exact model input (the rendered prompt, or the [query, passage] pair of a cross-encoder). The
 rerank stage looks up a whole batch, scores only what is missing and stores each scored batch
 in its own short transaction, so a rerun scores nothing and a killed run loses at most the
-batch in flight. Several processes may share the file (busy timeout, first answer kept).
+batch in flight. Several processes may share the file (busy timeout, first answer kept). The file
+is an :class:`~instir.sqlite_store.SQLiteStore`, under the judgment cache's rules (its schema checked
+on opening, another database's log set aside, closed with its log checkpointed); a stored score that
+is not a finite number is scored again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from instir import atomic
 from instir.home import instir_home
+from instir.sqlite_store import SQLiteStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (
@@ -47,27 +49,14 @@ class ScoreCache:
     """Stored scores of one or more rerankers in the SQLite file ``path``."""
 
     def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path is not None else default_score_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # one connection for the cache's life: opening, committing and closing per batch costs
         # an fsync and a WAL checkpoint each time
-        with atomic.sqlite_errors(self.path):
-            self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crashed process loses nothing committed
-        with self._transaction() as con:
-            con.executescript(_SCHEMA)
+        self._store = SQLiteStore(path if path is not None else default_score_cache_path(), _SCHEMA, "score cache")
+        self.path = self._store.path
 
     def close(self) -> None:
-        """Close the database connection."""
-        self._db.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """The connection inside one transaction (committed on success, rolled back on error); a
-        full disk or an I/O error is an ``OSError`` naming the file."""
-        with atomic.sqlite_errors(self.path), self._db:
-            yield self._db
+        """Checkpoint the log into the file and close the connection."""
+        self._store.close()
 
     @staticmethod
     def reranker_key(identity: Mapping) -> str:
@@ -83,20 +72,23 @@ class ScoreCache:
         """Stored scores of ``input_keys`` under ``identity`` (missing keys are absent)."""
         rkey = self.reranker_key(identity)
         found: dict[str, float] = {}
-        with self._transaction() as con:
+        with self._store.lock, self._store.readable():
             for start in range(0, len(input_keys), 500):
                 chunk = list(input_keys[start:start + 500])
                 marks = ",".join("?" * len(chunk))
-                rows = con.execute(f"SELECT input_sha256, score FROM scores WHERE reranker_sha256 = ? "
-                                   f"AND input_sha256 IN ({marks})", [rkey, *chunk])
-                found.update(rows)
+                rows = self._store.db.execute(f"SELECT input_sha256, score FROM scores WHERE reranker_sha256 = ? "
+                                              f"AND input_sha256 IN ({marks})", [rkey, *chunk])
+                found.update((key, score) for key, score in rows
+                             if isinstance(score, float) and math.isfinite(score))  # else: scored again
         return found
 
     def put(self, identity: Mapping, scored: Iterable[tuple[str, float]]) -> None:
-        """Store ``(input_key, score)`` pairs in one transaction (an existing row is kept)."""
+        """Store ``(input_key, score)`` pairs in one transaction (an existing row is kept, unless its score
+        is not a finite number)."""
         rkey = self.reranker_key(identity)
-        with self._transaction() as con:
+        with self._store.lock, self._store.readable(), self._store.transaction() as con:
             con.execute("INSERT OR IGNORE INTO rerankers VALUES (?, ?)",
                         (rkey, json.dumps(dict(identity), sort_keys=True, default=str)))
-            con.executemany("INSERT OR IGNORE INTO scores VALUES (?, ?, ?)",
+            con.executemany("INSERT INTO scores VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET score = excluded.score "
+                            "WHERE typeof(scores.score) != 'real' OR abs(scores.score) > 1.7976931348623157e308",
                             [(rkey, key, float(score)) for key, score in scored])

@@ -192,7 +192,7 @@ def test_a_cache_made_before_the_served_model_was_stored_is_set_aside_not_reseal
     db.execute("ALTER TABLE judgments DROP COLUMN checksum")  # a cache from before all three columns
     db.commit()
     db.close()
-    set_aside = r"other than the kit's \(an earlier version's, or one edited\): set aside as"
+    set_aside = r"has tables other than the kit's \(an earlier version's, or edited\): set aside as"
     with FakeChatServer() as server, pytest.warns(UserWarning, match=set_aside):
         [j] = CachedJudge(make_judge(server.url), path).judge(numbered_requests(1))
     assert j.ok and not j.from_cache and server.count == 1  # judged again, never taken on trust

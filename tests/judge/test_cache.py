@@ -17,15 +17,11 @@ from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply, 
 from scripted_judge import ScriptedJudge
 
 from instir.errors import UserError
-from instir.judge.cache import (
-    CachedJudge,
-    CorruptCacheError,
-    JudgmentCache,
-    request_key,
-)
+from instir.judge.cache import CachedJudge, JudgmentCache, request_key
 from instir.judge.chat import OpenAICompatibleJudge
 from instir.judge.rubrics import rubric_for
 from instir.judge.types import JudgeRequest, Judgment
+from instir.sqlite_store import CorruptStoreError
 
 HERE = Path(__file__).parent
 WORKER = HERE / "judge_worker.py"
@@ -127,7 +123,7 @@ def test_a_file_that_is_not_a_database_is_named_with_the_command_to_move_it_asid
     path = tmp_path / "judgments.sqlite"
     garbage = b"not a database " * 500
     path.write_bytes(garbage)
-    with pytest.raises(CorruptCacheError) as err:
+    with pytest.raises(CorruptStoreError) as err:
         CachedJudge(scripted([]), path)
     message = str(err.value)
     assert message.startswith(f"{path}: judgment cache is damaged (file is not a database)")
@@ -146,7 +142,7 @@ def test_a_damaged_page_met_at_lookup_is_named_too(tmp_path):
     data[3 * 4096:-4096] = b"\x5a" * (len(data) - 4 * 4096)
     path.write_bytes(bytes(data))
     cache = JudgmentCache(path)  # the schema page is intact: opening works
-    with pytest.raises(CorruptCacheError, match="database disk image is malformed"):
+    with pytest.raises(CorruptStoreError, match="database disk image is malformed"):
         cache.lookup("b", "m", [request_key(r) for r in requests])
     cache.close()
 
@@ -161,7 +157,7 @@ def test_a_busy_database_is_not_reported_as_damaged(tmp_path):
         [request] = numbered_requests(1)
         with pytest.raises(sqlite3.OperationalError, match="locked") as err:
             cache.store("b", "m", request, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="1"))
-        assert not isinstance(err.value, CorruptCacheError)
+        assert not isinstance(err.value, CorruptStoreError)
         cache.close()
     finally:
         holder.execute("ROLLBACK")
@@ -227,7 +223,9 @@ def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
     start = time.monotonic()
     cache = JudgmentCache(db, busy_timeout_s=10)
     assert 0.25 <= time.monotonic() - start < 10
-    assert cache._db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with closing(sqlite3.connect(db)) as reader:
+        assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    cache.close()
     writer.close()
 
 

@@ -69,7 +69,7 @@ def test_a_cache_of_an_earlier_version_is_set_aside_not_sealed(tmp_path):
         db.execute("CREATE TABLE judgments (backend TEXT NOT NULL, model TEXT NOT NULL, rubric_version TEXT NOT NULL, "
                    "text_sha256 TEXT NOT NULL, rubric TEXT NOT NULL, score INTEGER, weighted REAL, raw TEXT NOT NULL, "
                    "PRIMARY KEY (backend, model, rubric_version, text_sha256)) WITHOUT ROWID")
-    with pytest.warns(UserWarning, match="has a judgments table other than the kit's"):
+    with pytest.warns(UserWarning, match="has tables other than the kit's"):
         judge, backend, _ = judged(path)
     assert len(backend.requests) == len(SCORES) and len(set_aside(path)) == 1
 

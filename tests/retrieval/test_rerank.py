@@ -120,6 +120,26 @@ def test_killed_rerank_resumes_scoring_only_what_is_missing(first_stage, tmp_pat
     assert out.meta["scored"] == out.meta["pairs"] - 6 == len(resumed.inputs)
 
 
+def test_the_score_cache_keeps_the_judgment_caches_rules(first_stage, tmp_path):
+    """One store for both caches: a stored score that is not finite is scored again and replaced, and a file
+    holding what the kit does not make (a trigger that rewrites scores) is set aside, never trusted."""
+    bench, run = first_stage
+    path = tmp_path / "s.sqlite"
+    cold = rerank(run, bench, WordOverlap(), depth=4, cache=ScoreCache(path), progress=False)
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE scores SET score = 9e999 WHERE rowid = (SELECT MIN(rowid) FROM scores)")
+    again = WordOverlap()
+    assert rerank(run, bench, again, depth=4, cache=ScoreCache(path), progress=False).df.equals(cold.df)
+    assert len(again.inputs) == 1
+    with closing(sqlite3.connect(path)) as db, db:
+        assert db.execute("SELECT COUNT(*) FROM scores WHERE abs(score) > 1e308").fetchone() == (0,)
+        db.execute("CREATE TRIGGER lift AFTER INSERT ON scores BEGIN UPDATE scores SET score = 1e6; END")
+    with pytest.warns(UserWarning, match=rf"score cache {path} holds what the kit does not make \(trigger 'lift'\)"):
+        fresh = WordOverlap()
+        assert rerank(run, bench, fresh, depth=4, cache=ScoreCache(path), progress=False).df.equals(cold.df)
+    assert fresh.calls > 0 and len(list(tmp_path.glob("s.sqlite.set-aside-*"))) == 1
+
+
 def test_changed_first_stage_file_is_a_new_key(first_stage, tmp_path):
     bench, run = first_stage
     kwargs = dict(depth=2, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite", progress=False)

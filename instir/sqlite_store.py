@@ -1,0 +1,212 @@
+"""The one SQLite store behind the kit's caches of paid or slow results (judgments, rerank scores), with one
+set of rules: WAL mode with short write transactions under a busy timeout, so several processes share a file
+and a killed run loses at most what was in flight; the schema checked on every opening; closed with its log
+checkpointed into the file (when the last connection closes, SQLite removes the ``-wal`` and ``-shm``).
+
+What a store will not trust is set aside beside it (renamed ``<name>.set-aside-<UTC time>``, kept for
+inspection, never read or re-sealed), with a warning:
+
+- a file holding anything but the tables its schema makes (a trigger, a view, another table or index, an
+  earlier version's columns): a new store is started;
+- a write-ahead log of another database: each store file carries a random id in its header
+  (``PRAGMA user_version``), and a ``-wal`` beside it whose first-page frames hold another id is moved
+  aside before SQLite could replay it over the store; the store's own log, left by a killed run, is replayed.
+
+A damaged file is :class:`CorruptStoreError` naming it and the command that moves it aside; a full disk or an
+I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never a bare ``sqlite3`` error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shlex
+import sqlite3
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from instir import atomic
+from instir.errors import UserError
+
+#: SQLite's result codes for a file that is not a database or is damaged.
+_CORRUPT = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+
+
+class CorruptStoreError(UserError, ValueError):
+    """A store file is not a readable SQLite database. The message names the file and the command that moves
+    it aside (the next run then starts a new store; the damaged file is kept and nothing else is touched)."""
+
+    def __init__(self, path: Path, what: str, detail: str):
+        self.path = path
+        moved = path.with_name(path.name + ".corrupt")
+        super().__init__(f"{path}: {what} is damaged ({detail}); move it aside to start a new one "
+                         f"(what it holds will be made again): mv {shlex.quote(str(path))} {shlex.quote(str(moved))}")
+
+
+class SQLiteStore:
+    """One store file ``path`` of the tables ``schema`` makes (``what`` names it in messages, e.g. ``"judgment
+    cache"``); ``functions`` are SQL functions (name, arity, function) registered on its connection. One
+    connection for the store's life, shared by threads under :attr:`lock`; ``busy_timeout_s`` is how long a
+    write waits for another process holding the lock."""
+
+    def __init__(self, path: str | Path, schema: str, what: str, *, busy_timeout_s: float = 60.0,
+                 functions: Sequence[tuple[str, int, Callable]] = ()):
+        self.path, self.schema, self.what = Path(path), schema, what
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.Lock()
+        self._functions = functions
+        self._expected = _made_by(schema)
+        _set_aside_foreign_log(self.path, what)
+        self._connect(busy_timeout_s)
+        # Switching to WAL while another process writes fails at once (SQLite calls no busy
+        # handler there), as when two processes open a new store together: wait as a write would.
+        deadline = time.monotonic() + busy_timeout_s
+        while True:
+            try:
+                with self.readable():
+                    foreign = _foreign_schema(self.db, self._expected)
+                    if foreign is not None:
+                        self._closer()
+                        _set_aside(self.path, f"{what} {self.path} {foreign}", "starting a new one")
+                        self._connect(busy_timeout_s)
+                        continue
+                    if self.db.execute("PRAGMA user_version").fetchone() == (0,):
+                        # the file's id, which the log check reads: a new file gets it in its own header, before
+                        # it has a log (an earlier store gets it through its log, and is checked once checkpointed)
+                        self.db.execute(f"PRAGMA user_version = {secrets.randbits(31) or 1}")
+                    self.db.execute("PRAGMA journal_mode=WAL")
+                    self.db.execute("PRAGMA synchronous=NORMAL")  # with WAL: a killed process loses nothing committed
+                    self.db.executescript(schema)
+                break
+            except (CorruptStoreError, OSError):
+                self._closer.detach()
+                self.db.close()
+                raise
+            except sqlite3.OperationalError as err:  # e.g. a read-only file
+                if getattr(err, "sqlite_errorname", "") == "SQLITE_BUSY" and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                self._closer.detach()
+                self.db.close()
+                raise UserError(f"cannot open the {what} {self.path}: {err}") from err
+
+    def _connect(self, busy_timeout_s: float) -> None:
+        try:
+            self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as err:  # cannot open: a folder, no permission
+            raise UserError(f"cannot open the {self.what} {self.path}: {err}") from err
+        for name, arity, function in self._functions:
+            self.db.create_function(name, arity, function, deterministic=True)
+        # Closed (and its log checkpointed) when close() is called, or when this object is
+        # collected or the interpreter exits, whichever comes first.
+        self._closer = weakref.finalize(self, _checkpoint_and_close, self.db, self.lock)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: it takes the write lock first, waiting up to the busy
+        timeout), rolled back when anything in it fails; the caller holds :attr:`lock` and :meth:`readable`."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            if self.db.in_transaction:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite has already rolled back (e.g. a full disk); the first error says why
+            raise
+        self.db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def readable(self) -> Iterator[None]:
+        """Turn SQLite's "not a database" / "malformed" errors into :class:`CorruptStoreError`, "database or
+        disk is full" and disk I/O errors into an ``OSError`` naming the file; a busy database passes through."""
+        with atomic.sqlite_errors(self.path):
+            try:
+                yield
+            except sqlite3.DatabaseError as err:
+                if getattr(err, "sqlite_errorname", None) in _CORRUPT:
+                    raise CorruptStoreError(self.path, self.what, str(err)) from None
+                raise
+
+    def close(self) -> None:
+        """Checkpoint the write-ahead log into the file and close the connection (twice: nothing)."""
+        self._closer()
+
+
+def _checkpoint_and_close(db: sqlite3.Connection, lock: threading.Lock) -> None:
+    """Move the write-ahead log into the database file (``wal_checkpoint(TRUNCATE)``) and close
+    ``db``. A checkpoint that cannot run (another process reading, a damaged file) is skipped:
+    the log stays and the next opening replays it, so nothing is lost either way."""
+    with lock:
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
+
+
+def _made_by(schema: str) -> list[tuple[str, str, str]]:
+    """What SQLite records for ``schema``: (type, name, SQL) of each object, sorted."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(schema)
+        return db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+
+
+def _foreign_schema(db: sqlite3.Connection, expected: list[tuple[str, str, str]]) -> str | None:
+    """What in ``db``'s schema its store did not make (None: nothing, or an empty file)."""
+    objects = db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+    if not objects or objects == expected:
+        return None
+    ours = {(kind, name) for kind, name, _ in expected}
+    others = [f"{kind} {name!r}" for kind, name, _ in objects if (kind, name) not in ours]
+    if others:
+        return f"holds what the kit does not make ({', '.join(others[:5])})"
+    return "has tables other than the kit's (an earlier version's, or edited)"
+
+
+def _set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("", "-wal", "-shm")) -> Path:
+    """Rename ``path``'s files of ``suffixes`` to ``<name>.set-aside-<UTC time>``, with a warning saying why."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    aside = path.with_name(f"{path.name}.set-aside-{stamp}")
+    for suffix in suffixes:
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+    shown = f"{aside}{suffixes[0]}"
+    warnings.warn(f"{why}: set aside as {shown} (kept, never read); {then}", stacklevel=4)
+    return aside
+
+
+def _header_id(page: bytes) -> int | None:
+    """The id (``user_version``) in a database header (the first page), None when it is not one."""
+    return int.from_bytes(page[60:64], "big") if page[:16] == b"SQLite format 3\x00" and len(page) >= 100 else None
+
+
+def _set_aside_foreign_log(path: Path, what: str) -> None:
+    """Set aside the ``-wal`` (and ``-shm``) beside ``path`` when its frames of the first page hold a header
+    with another id than the database file's: another database's log."""
+    log = Path(f"{path}-wal")
+    try:
+        with path.open("rb") as db_file:
+            own = _header_id(db_file.read(100))
+        wal = log.read_bytes() if own else b""
+    except OSError:  # no file yet, or not a file: opening it says what is wrong
+        return
+    if not own or len(wal) < 32:  # no id yet (a store of an earlier version, before its first checkpoint)
+        return
+    page_size, salts, frame = int.from_bytes(wal[8:12], "big"), wal[16:24], 32
+    while page_size and frame + 24 + page_size <= len(wal):
+        header = wal[frame:frame + 24]
+        if header[8:16] != salts:
+            break  # the frames after this one are an earlier log's, which SQLite ignores
+        if int.from_bytes(header[:4], "big") == 1 and _header_id(wal[frame + 24:frame + 24 + page_size]) != own:
+            _set_aside(path, f"{what} {path} has another database's write-ahead log beside it",
+                       "its own content is kept", suffixes=("-wal", "-shm"))
+            return
+        frame += 24 + page_size
