@@ -162,6 +162,18 @@ def copy_caches(report: Path, instir_home: Path) -> None:
                     ignore=lambda folder, names: ["models"] if Path(folder) == built else [])
 
 
+def write_fetch_manifest(folder: Path, revision: str) -> None:
+    """``folder``'s ``instir-manifest.json`` as ``instir fetch`` leaves it (every file with its size and SHA-256,
+    the resolved revision), for a test's data folder that stands for a fetched one."""
+    import hashlib
+    import json
+
+    files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size,
+              "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in sorted(folder.rglob("*")) if p.is_file()]
+    (folder / "instir-manifest.json").write_text(json.dumps({"resolved_revision": revision, "files": files}),
+                                                 encoding="utf-8")
+
+
 def copy_report(report: Path, dest: Path) -> Path:
     """A copy of ``report``'s reports root under ``dest`` (the report and the ``index.html`` beside
     it), for a test that changes a report; returns the copied report folder."""

@@ -28,6 +28,7 @@ from judge.judge_fakes import FakeChatServer, Reply, scored_reply
 
 import instir
 from instir.pipeline import find_notebooks, run_reports
+from tests.conftest import write_fetch_manifest
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebooks]
 
@@ -91,7 +92,7 @@ def hostile_data_root(root: Path) -> Path:
                                                       "corpus": [{"_id": d["_id"]} for d in fdocs]}]),
                                          encoding="utf-8")
     for folder in (github, fiqa):
-        (folder / "instir-manifest.json").write_text(json.dumps({"resolved_revision": REVISION}), encoding="utf-8")
+        write_fetch_manifest(folder, REVISION)
     return root
 
 

@@ -2,9 +2,7 @@
 from the fetch manifest, clear errors, no network, and ``instir summary``."""
 
 import argparse
-import hashlib
 import importlib.metadata
-import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from instir.benchmarks import list_benchmarks, load_benchmark, sample_benchmarks
 from instir.cli.data import register
 from instir.errors import UsageError
+from tests.conftest import write_fetch_manifest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BUNDLED = f"bundled-{importlib.metadata.version('instir')}"
@@ -81,10 +80,7 @@ def test_a_real_benchmark_not_in_the_cache_says_how_to_fetch_it(home, name, comm
 def _cache(layout_dir: Path, source: Path, revision: str) -> None:
     """``source`` as instir fetch leaves it in ``layout_dir``: the files and a manifest listing them."""
     shutil.copytree(source, layout_dir)
-    files = [{"path": str(p.relative_to(layout_dir)), "bytes": p.stat().st_size,
-              "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-             for p in sorted(layout_dir.rglob("*")) if p.is_file()]
-    (layout_dir / "instir-manifest.json").write_text(json.dumps({"resolved_revision": revision, "files": files}))
+    write_fetch_manifest(layout_dir, revision)
 
 
 def test_a_fetched_ifir_subset_loads_from_the_cache_with_the_manifest_revision(home):
