@@ -8,7 +8,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -81,12 +81,11 @@ def bundled_models() -> list[dict[str, str | None]]:
             for role, model, wheel in BUNDLED_MODELS]
 
 
-def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, *,
-                         packages: Iterable[str] = KEY_PACKAGES, repo: Path = _PROJECT_ROOT) -> dict:
+def environment_manifest(*, packages: Iterable[str] = KEY_PACKAGES, repo: Path = _PROJECT_ROOT) -> dict:
     """The environment a report ran in, as a JSON-ready dict: ``python``, ``platform``,
-    ``cpu_count``, ``packages`` (name -> version), ``models`` (:func:`bundled_models`), ``git`` (see :func:`git_state`),
-    ``datasets`` (the revisions passed in, e.g. ``{"ifir/fiqa": {"revision": …}}``) and
-    ``created`` (UTC, ISO 8601). Environment variables are never included."""
+    ``cpu_count``, ``packages`` (name -> version), ``models`` (:func:`bundled_models`), ``git`` (see :func:`git_state`)
+    and ``created`` (UTC, ISO 8601); the data a report loaded is its record's ``datasets`` (:func:`record_dataset`).
+    Environment variables are never included."""
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -96,7 +95,6 @@ def environment_manifest(dataset_revisions: Mapping[str, object] | None = None, 
         "packages": package_versions(packages),
         "models": bundled_models(),
         "git": git_state(repo),
-        "datasets": dict(dataset_revisions or {}),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
