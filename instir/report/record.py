@@ -31,6 +31,7 @@ REPORT_FILE = "report.json"
 #: The folder each notebook's stage writes, in chain order (the names ``stages[...].inputs`` may hold).
 WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "metrics",
           "04_judge_validation": "judge", "05_paper_tables": "paper_tables"}
+#: The folders a stage run may name among its inputs.
 StageFolder = Literal[tuple(WRITES.values())]  # type: ignore[valid-type]
 
 
@@ -38,11 +39,13 @@ class RecordWarning(UserWarning):
     """A report record (or a section of it) that could not be read and was left out."""
 
 
-class _Strict(BaseModel):
+class _Part(BaseModel):
+    """A part of a section: its fields typed, no infinity or NaN; keys it does not name are kept as they are."""
+
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
-class NotebookEntry(_Strict):
+class NotebookEntry(_Part):
     """One notebook ``instir run`` ran: file names relative to the folder, its status and times."""
 
     name: str
@@ -55,7 +58,7 @@ class NotebookEntry(_Strict):
     error: str | None = None
 
 
-class Manifest(_Strict):
+class Manifest(_Part):
     """The environment a run ran in (:func:`instir.report.manifest.environment_manifest`)."""
 
     python: str = ""
@@ -66,7 +69,7 @@ class Manifest(_Strict):
     created: str = ""
 
 
-class StageRun(_Strict):
+class StageRun(_Part):
     """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote, who ran it."""
 
     stamp: str | None = None
@@ -77,7 +80,7 @@ class StageRun(_Strict):
     output: str | None = None
 
 
-class Page(_Strict):
+class Page(_Part):
     """A notebook's HTML page and the stage run (``stamp``) it shows."""
 
     html: str
@@ -85,7 +88,7 @@ class Page(_Strict):
     stamp: str | None = None
 
 
-class Dataset(_Strict):
+class Dataset(_Part):
     """A benchmark a notebook loaded: its revision, layout, source and whether it is a bundled sample."""
 
     revision: str | None = None
