@@ -163,7 +163,7 @@ def check_id_column(ids, source: str | Path, name: str) -> None:
     hits = pc.match_substring_regex(values, REFUSED_IN_IDS_RE2)
     if pc.any(hits).as_py():
         row = pc.index(hits, True).as_py()
-        check_id(values[row].as_py(), Path(source) if isinstance(source, Path) else source, f"row {row + 1}", name)
+        check_id(values[row].as_py(), source, f"row {row + 1}", name)
 
 
 def ascii_number(text: str, path: Path, where: int | str, name: str, expected: str) -> str:

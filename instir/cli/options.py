@@ -65,18 +65,21 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
 #: What a terminal would act on rather than show: C0 and C1 control characters (ESC starts the
 #: sequences that move the cursor, retitle the window or fake a prompt), DEL, zero-width marks
 #: and bidirectional overrides (which make a name read differently from its bytes).
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_BEYOND_C0 = "\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
+#: :data:`_CONTROLS` less the newline and the tab, which lay out what a command prints.
+_INLINE_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")
+
+
+def _escaped(match: re.Match) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def terminal_text(text: object) -> str:
     """``text`` safe to print: every control character (:data:`_CONTROLS`) written as its
     Python escape (``\\x1b``, ``\\n``, ``\\u202e``), so a name from a card or a file shows
     what it holds and cannot drive the terminal."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
-
-
-#: :data:`_CONTROLS` less the newline and the tab, which lay out what a command prints.
-_INLINE_CONTROLS = re.compile(_CONTROLS.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))
+    return _CONTROLS.sub(_escaped, str(text))
 
 
 class TerminalStream:
@@ -88,8 +91,7 @@ class TerminalStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(_INLINE_CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"),
-                                                       text))
+        return self._stream.write(_INLINE_CONTROLS.sub(_escaped, text))
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
