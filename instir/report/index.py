@@ -63,15 +63,16 @@ def read_reports(reports_root: str | Path) -> list[dict]:
     root = Path(reports_root)
     entries = []
     for meta_path in [*root.glob(REPORT_FILE), *sorted(root.glob(f"*/{REPORT_FILE}"))]:
-        meta = read_record(meta_path.parent)
-        if not meta.is_run:
-            if meta.problem is None:
-                continue  # another tool's report.json, or a folder only stages wrote
-            meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {meta.problem}", "notebooks": []}
-        meta = dict(meta)
+        record = read_record(meta_path.parent)
+        if record.is_run:
+            meta = dict(record)
+        elif record.problem is not None:
+            meta = {"status": "failed", "error": f"unreadable {REPORT_FILE}: {record.problem}", "notebooks": []}
+        else:
+            continue  # another tool's report.json, or a folder only stages wrote
         if meta.get("status") == "running" and holder_of(meta_path.parent) is None:
             meta["status"] = "interrupted"  # no run holds the folder's lock any more
-        meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent)}
+        meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent, record)}
         if meta["stale"] and meta.get("status") == "ok":
             meta["status"] = "stale"  # its pages disagree with the folder's files: never "ok"
         meta["folder"], meta["folder_path"] = meta_path.parent.name, str(meta_path.parent)

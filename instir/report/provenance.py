@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
-from instir.report.record import WRITES, read_record, update_record
+from instir.report.record import WRITES, Record, read_record, update_record
 
 #: Runs of a stage kept in the record (to name the parameters an older page or input came from).
 HISTORY = 8
@@ -50,14 +50,17 @@ def folder_digest(folder: Path) -> str | None:
     return h.hexdigest()
 
 
-def stage_records(folder: str | Path) -> dict[str, list[dict]]:
-    """The ``stages`` of a report folder's record: per notebook, its stage's runs, newest first."""
-    return {name: runs for name, runs in read_record(folder).get("stages", {}).items() if runs}
+def stage_records(folder: str | Path, record: Record | None = None) -> dict[str, list[dict]]:
+    """The ``stages`` of a report folder's record (``record``, read when not given): per notebook, its
+    stage's runs, newest first."""
+    record = read_record(folder) if record is None else record
+    return {name: runs for name, runs in record.get("stages", {}).items() if runs}
 
 
-def page_records(folder: str | Path) -> dict[str, dict]:
-    """The ``pages`` of a report folder's record: per notebook, its HTML page and the stage run it shows."""
-    return dict(read_record(folder).get("pages", {}))
+def page_records(folder: str | Path, record: Record | None = None) -> dict[str, dict]:
+    """The ``pages`` of a report folder's record (``record``, read when not given): per notebook, its HTML
+    page and the stage run it shows."""
+    return dict((read_record(folder) if record is None else record).get("pages", {}))
 
 
 def _json_value(value: object) -> object:
@@ -93,9 +96,10 @@ def input_digests(folder: Path, notebook: str) -> dict[str, str | None]:
 def record_page(folder: Path, notebook: str, html: str) -> dict:
     """Note in the folder's record that ``html`` was rendered now from ``notebook``'s last stage
     run (none: a notebook without a stage, such as the tour)."""
-    runs = stage_records(folder).get(notebook) or [{}]
+    record = read_record(folder)
+    runs = stage_records(folder, record).get(notebook) or [{}]
     page = {"html": html, "rendered": _now(), "stamp": runs[0].get("stamp")}
-    pages = page_records(folder)
+    pages = page_records(folder, record)
     pages[notebook] = page
     update_record(folder, pages=pages)
     return page
@@ -123,12 +127,14 @@ def _described(run: dict) -> str:
     return f"at {str(run.get('finished', '?'))[:19].replace('T', ' ')} by {run.get('by', '?')}"
 
 
-def stale_pages(folder: str | Path) -> list[Stale]:
+def stale_pages(folder: str | Path, record: Record | None = None) -> list[Stale]:
     """Every notebook of ``folder`` whose HTML page shows an older run of its stage than the
     folder's, whose stage read files an earlier stage has rewritten since, or whose own files were
-    changed by something that recorded no run (in chain order), each with what differs."""
+    changed by something that recorded no run (in chain order), each with what differs (from
+    ``record``, the folder's record, read once when not given)."""
     folder = Path(folder)
-    records, pages = stage_records(folder), page_records(folder)
+    record = read_record(folder) if record is None else record
+    records, pages = stage_records(folder, record), page_records(folder, record)
     writer_of_folder = {name: notebook for notebook, name in WRITES.items()}
     stale = []
     for notebook in WRITES:
