@@ -2,10 +2,10 @@
 
 1. A cache hit on a ``--rows`` × ``--dim`` float32 matrix (default 20,000 × 384, 29 MiB, a
    MiniLM-sized corpus): with the full SHA-256 check (``embeddings.npy`` up to
-   ``FULL_HASH_BYTES``) and with the size + header check only (what larger matrices get).
+   ``instir.verified_store.FULL_HASH_BYTES``) and with the size + header check only (what larger matrices get).
    The file is in the page cache, as on a warm rerun.
-2. Writing and verifying one chunk of ``--chunk`` rows (default 4,096): ``write_checked_chunk``
-   (hash + two atomic writes) and ``checked_chunk_ok`` (read + hash + header) against ``np.save``.
+2. Writing and verifying one chunk of ``--chunk`` rows (default 4,096): ``write_part``
+   (hash + two atomic writes) and ``part_ok`` (read + hash + header) against ``np.save``.
 
     .venv/bin/python -m perf.embedding_cache_verify [--rows 20000] [--dim 384]
 """
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from instir.retrieval import embedding_cache
+from instir import verified_store
 from instir.retrieval.embedding_cache import EmbeddingCache
+from instir.verified_store import part_ok, write_part
 
 
 def median_s(fn: Callable[[], object], repeats: int) -> float:
@@ -54,15 +55,16 @@ def main() -> None:
         cache.embed(encoder, items, encode, label="bench")
         mib = args.rows * args.dim * 4 / 2**20
         full = median_s(lambda: cache.embed(encoder, items, encode, label="bench"), args.repeats)
-        saved = embedding_cache.FULL_HASH_BYTES
-        embedding_cache.FULL_HASH_BYTES = 0
+        saved = verified_store.FULL_HASH_BYTES
+        verified_store.FULL_HASH_BYTES = 0
         try:
             cheap = median_s(lambda: cache.embed(encoder, items, encode, label="bench"), args.repeats)
         finally:
-            embedding_cache.FULL_HASH_BYTES = saved
-        entry = cache.entry_dir("bench", cache.key(encoder, items))
+            verified_store.FULL_HASH_BYTES = saved
+        key = cache.key(encoder, items)
+        entry = cache.entry_dir("bench", key)
         key_only = median_s(lambda: cache.key(encoder, items), args.repeats)
-        verify_only = median_s(lambda: cache.verified_matrix(entry), args.repeats)
+        verify_only = median_s(lambda: cache.verified_matrix(entry, key), args.repeats)
         print(f"cache hit, {args.rows} x {args.dim} ({mib:.1f} MiB): {full * 1e3:.1f} ms with the full SHA-256, "
               f"{cheap * 1e3:.1f} ms with size + header only (the key alone: {key_only * 1e3:.1f} ms; "
               f"verification alone: {verify_only * 1e3:.1f} ms)")
@@ -70,11 +72,11 @@ def main() -> None:
         chunk = matrix[:args.chunk]
         path = Path(tmp) / "chunk.npy"
         plain = median_s(lambda: np.save(path, chunk), args.repeats)
-        write = median_s(lambda: cache.write_checked_chunk(path, chunk), args.repeats)
-        check = median_s(lambda: cache.checked_chunk_ok(path, args.chunk), args.repeats)
+        write = median_s(lambda: write_part(path, chunk), args.repeats)
+        check = median_s(lambda: part_ok(path, args.chunk), args.repeats)
         print(f"one chunk of {args.chunk} x {args.dim}: np.save {plain * 1e3:.1f} ms, "
-              f"write_checked_chunk {write * 1e3:.1f} ms, "
-              f"checked_chunk_ok {check * 1e3:.1f} ms")
+              f"write_part {write * 1e3:.1f} ms, "
+              f"part_ok {check * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -183,7 +183,8 @@ def test_the_embedding_matrix_is_written_with_plain_writes_after_its_size_is_res
     monkeypatch.setattr(np.lib.format, "open_memmap", open_memmap)
     cache = EmbeddingCache(tmp_path / "emb", chunk_size=4, progress=False)
     items, encoder = [f"doc {i}" for i in range(10)], {"model": "fake"}
-    entry = cache.entry_dir("fake", cache.key(encoder, items))
+    key = cache.key(encoder, items)
+    entry = cache.entry_dir("fake", key)
 
     def encode(chunk):
         return np.full((len(chunk), 8), 0.5, np.float32)
@@ -191,15 +192,15 @@ def test_the_embedding_matrix_is_written_with_plain_writes_after_its_size_is_res
     for index, chunk in enumerate(in_chunks(items, 4)):
         cache.write_chunk(entry, index, chunk, encode)
     with pytest.MonkeyPatch.context() as full:
-        disk = SimulatedDisk.under(full, entry, free=100)
+        disk = SimulatedDisk.under(full, cache.root, free=100)
         with pytest.raises(OSError) as failed:
             cache.embed(encoder, items, encode, label="fake")
         assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(entry / "embeddings.npy")
         assert disk.refused and disk.refused[0].name.startswith(".embeddings.npy.")  # refused at the reservation
-    assert _hidden(entry) == [] and not (entry / "embeddings.npy").exists()
+    assert _hidden(cache.root) == [] and not entry.exists()
     again = cache.embed(encoder, items, encode, label="fake")  # space again: the kept chunks are joined
     assert again.encoded == 0 and again.matrix.shape == (10, 8) and float(again.matrix.min()) == 0.5
-    assert cache.verified_matrix(entry) is not None  # the checksum computed while writing is the file's
+    assert cache.verified_matrix(entry, key) is not None  # the checksum computed while writing is the file's
 
 
 # ------------------------------------------------------------------ instir evaluate: one set of files

@@ -2,26 +2,23 @@
 statistics, a handful of passages) without parsing the whole file in every process.
 
 :func:`build_index` makes one streaming pass with the validation of
-:func:`~instir.benchmarks.readers.iter_corpus_docs`; :func:`load_index` caches the result in
-``instir_home() / "corpus-index"``, one folder per file identity (paths, sizes, ``mtime_ns``,
-options, :data:`INDEX_VERSION`), each file written atomically, ``manifest.json`` (the others'
-sizes and SHA-256) last. A cached entry is verified on load (manifest, checksums, the corpus
-files' stamps, the records of the first, the last and a few seeded random documents); one that
-fails warns (:class:`CorpusIndexWarning`) and is rebuilt: never a crash, never wrong data. A
-file modified less than :data:`FRESH_NS` before the build is not cached (a rewrite within the
-timestamp granularity could keep size and mtime, as git's "racily clean" files); an unwritable
-cache keeps the index in memory; index files are deterministic byte for byte, so concurrent
-builders of one entry agree.
+:func:`~instir.benchmarks.readers.iter_corpus_docs`; :func:`load_index` keeps the result in the kit's
+verified store (:mod:`instir.verified_store`) under ``instir_home() / "corpus-index"``, one entry per
+file identity (paths, sizes, ``mtime_ns``, options, :data:`INDEX_VERSION`). Besides the store's checks,
+a cached entry must describe these corpus files and pass a spot check (the records of the first, the
+last and a few seeded random documents re-read); one that fails warns (:class:`CorpusIndexWarning`)
+and is rebuilt: never a crash, never wrong data. A file modified less than :data:`FRESH_NS` before the
+build is not cached (a rewrite within the timestamp granularity could keep size and mtime, as git's
+"racily clean" files); an unwritable cache keeps the index in memory; a new version of the files
+replaces the entries of the earlier ones.
 """
 
 from __future__ import annotations
 
 import codecs
 import hashlib
-import io
 import json
 import re
-import shutil
 import time
 import unicodedata
 import warnings
@@ -47,9 +44,10 @@ from instir.benchmarks.readers import (
 )
 from instir.benchmarks.types import Corpus, Doc, FormatError, add_to_content_hash, quoted
 from instir.home import instir_home
+from instir.verified_store import CacheWarning, Damaged, Entry, VerifiedStore
 
 #: Version of the on-disk index format; part of every cache key (a new version builds anew).
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 #: A corpus file modified this recently (ns) before the build is not cached (see the module docstring).
 FRESH_NS = 2_000_000_000
 #: Random documents (besides the first and the last) whose records are re-read when a cached index loads.
@@ -58,14 +56,12 @@ SPOT_CHECKS = 5
 _FORMAT = "instir-corpus-index"
 _INDEX_JSON = "index.json"
 _RECORDS = "records.npy"
-_MANIFEST = "manifest.json"
 _PARQUET_COLUMNS = ("_id", "text", "title")
 # the columns of records.npy: file number, byte offset (Parquet: row index), byte length, line, words
 _FILE, _OFFSET, _LENGTH, _LINE, _WORDS = range(5)
-_warned_unwritable: set[str] = set()
 
 
-class CorpusIndexWarning(UserWarning):
+class CorpusIndexWarning(CacheWarning):
     """A cached corpus index was damaged (it is removed and rebuilt), or the cache folder
     could not be written (an in-memory index is used instead)."""
 
@@ -291,13 +287,19 @@ def load_index(paths: Iterable[str | Path], *, skip_empty: bool = False,
     damaged entry warns and is rebuilt; an unwritable cache warns and keeps the index in memory."""
     paths = [Path(p) for p in paths]
     files = tuple(FileStamp.of(p) for p in paths)
-    root = Path(cache_dir) if cache_dir is not None else cache_folder()
-    entry = root / _entry_name(files, skip_empty)
-    index = _load_entry(entry, paths, files, skip_empty)
+    store = _store_of(paths, cache_dir)
+    name = _entry_name(files, skip_empty)
+    index = store.read(name, _key(files, skip_empty), lambda entry: _verified(entry, paths, files, skip_empty),
+                       required=(_INDEX_JSON, _RECORDS))
     if index is None:
         index = build_index(paths, skip_empty=skip_empty)
-        _store(root, entry, index)
+        _store(store, name, index)
     return index
+
+
+def _store_of(paths: list[Path], cache_dir: str | Path | None) -> VerifiedStore:
+    root = Path(cache_dir) if cache_dir is not None else cache_folder()
+    return VerifiedStore(root, f"corpus index of {_corpus_name(paths)}", category=CorpusIndexWarning)
 
 
 def _entry_name(files: Sequence[FileStamp], skip_empty: bool) -> str:
@@ -310,66 +312,20 @@ def _entry_name(files: Sequence[FileStamp], skip_empty: bool) -> str:
     return f"{stem}-{_sha256(json.dumps(slot).encode())[:16]}-{_sha256(json.dumps(state).encode())[:16]}"
 
 
+def _key(files: Sequence[FileStamp], skip_empty: bool) -> str:
+    return _sha256(json.dumps({"format": _FORMAT, "version": INDEX_VERSION, "files": [asdict(f) for f in files],
+                               "skip_empty": skip_empty}, sort_keys=True).encode())
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class _Damaged(Exception):
-    def __init__(self, file: Path, problem: str):
-        super().__init__(problem)
-        self.file = file
-        self.problem = problem
-
-
-def _load_entry(entry: Path, paths: list[Path], files: tuple[FileStamp, ...], skip_empty: bool) -> CorpusIndex | None:
-    """The verified index in ``entry``; None when there is none (or it was damaged: then it
-    is removed, with a warning)."""
-    manifest_path = entry / _MANIFEST
+def _verified(entry: Entry, paths: list[Path], files: tuple[FileStamp, ...], skip_empty: bool) -> CorpusIndex:
+    """The index of a verified store entry after the checks of the module docstring; raises Damaged."""
     try:
-        raw = manifest_path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as err:
-        return _discard(entry, paths, manifest_path, f"unreadable ({err.strerror or err})")
-    try:
-        return _verified(entry, raw, paths, files, skip_empty)
-    except _Damaged as err:
-        return _discard(entry, paths, err.file, err.problem)
-
-
-def _verified(entry: Path, raw: bytes, paths: list[Path], files: tuple[FileStamp, ...],
-              skip_empty: bool) -> CorpusIndex:
-    """The index in ``entry`` after every check of the module docstring; raises _Damaged."""
-    manifest_path = entry / _MANIFEST
-    try:
-        manifest = json.loads(raw)
-        recorded = tuple(FileStamp(**f) for f in manifest["files"])
-        checksums = {name: (int(manifest["index_files"][name]["size"]), str(manifest["index_files"][name]["sha256"]))
-                     for name in (_INDEX_JSON, _RECORDS)}
-        if (manifest["format"], manifest["version"]) != (_FORMAT, INDEX_VERSION):
-            raise _Damaged(manifest_path, f"format {manifest['format']!r} version {manifest['version']!r}, "
-                                          f"expected {_FORMAT!r} version {INDEX_VERSION}")
-    except _Damaged:
-        raise
-    except (ValueError, KeyError, TypeError) as err:
-        raise _Damaged(manifest_path, f"not a readable manifest ({type(err).__name__}: {err})") from None
-    if recorded != files or manifest.get("skip_empty") != skip_empty:
-        raise _Damaged(manifest_path, "it describes other corpus files (or their size or mtime changed)")
-    contents = {}
-    for name, (size, checksum) in checksums.items():
-        path = entry / name
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise _Damaged(path, f"unreadable ({err.strerror or err})") from None
-        if len(data) != size:
-            raise _Damaged(path, f"{len(data)} bytes where the manifest records {size}")
-        if _sha256(data) != checksum:
-            raise _Damaged(path, "its SHA-256 differs from the manifest's")
-        contents[name] = data
-    try:
-        meta = json.loads(contents[_INDEX_JSON])
-        table = np.load(io.BytesIO(contents[_RECORDS]), allow_pickle=False)
+        meta = json.loads((entry.path / _INDEX_JSON).read_bytes())
+        table = np.load(entry.path / _RECORDS, allow_pickle=False)
         ids, skipped, content_hash = meta["ids"], meta["skipped_ids"], meta["content_hash"]
         clashes = tuple((int(a), int(b)) for a, b in meta["id_clashes"])
         ok = (isinstance(ids, list) and all(isinstance(i, str) for i in ids) and isinstance(skipped, list)
@@ -377,19 +333,19 @@ def _verified(entry: Path, raw: bytes, paths: list[Path], files: tuple[FileStamp
               and isinstance(content_hash, str) and table.dtype == np.int64 and table.shape == (len(ids), 5)
               and [FileStamp(**f) for f in meta["files"]] == list(files) and meta["skip_empty"] == skip_empty)
     except (ValueError, KeyError, TypeError, OSError) as err:
-        raise _Damaged(entry / _RECORDS, f"unreadable index data ({type(err).__name__}: {err})") from None
+        raise Damaged(entry.path / _RECORDS, f"holds unreadable index data ({type(err).__name__}: {err})") from None
     if not ok:
-        raise _Damaged(entry / _INDEX_JSON, "its contents do not match each other or the manifest")
+        raise Damaged(entry.path / _INDEX_JSON, "holds contents that do not match each other or the corpus files")
     columns = [_frozen(table[:, c]) for c in range(5)]
     if len(ids) and (columns[_FILE].min() < 0 or columns[_FILE].max() >= len(files) or columns[_OFFSET].min() < 0
                      or columns[_LENGTH].min() < 0 or columns[_WORDS].min() < 0):
-        raise _Damaged(entry / _RECORDS, "negative or out-of-range values")
+        raise Damaged(entry.path / _RECORDS, "holds negative or out-of-range values")
     ends = np.array([np.iinfo(np.int64).max if p.suffix == ".parquet" else f.size for p, f in zip(paths, files)])
     if len(ids) and np.any(columns[_OFFSET] + columns[_LENGTH] > ends[columns[_FILE]]):
-        raise _Damaged(entry / _RECORDS, "a record lies beyond the end of its corpus file")
+        raise Damaged(entry.path / _RECORDS, "places a record beyond the end of its corpus file")
     index = CorpusIndex(paths, files, skip_empty, ids, skipped, *columns, content_hash=content_hash,
-                        built_ns=int(manifest.get("built_ns", 0)), id_clashes=clashes)
-    _spot_check(index, entry)
+                        built_ns=int(entry.meta.get("built_ns", 0)), id_clashes=clashes)
+    _spot_check(index, entry.path)
     return index
 
 
@@ -403,63 +359,36 @@ def _spot_check(index: CorpusIndex, entry: Path) -> None:
     try:
         index.read(positions)
     except StaleIndexError as err:
-        raise _Damaged(entry / _RECORDS, f"spot check failed: {err}") from None
-
-
-def _discard(entry: Path, paths: list[Path], file: Path, problem: str) -> None:
-    """Warn about a damaged entry and remove it; returns None, the caller's 'no cached index'."""
-    warnings.warn(f"corpus index {file}: {problem}; removed, rebuilding the index of {_corpus_name(paths)}",
-                  CorpusIndexWarning, stacklevel=2)
-    _remove_entry(entry)
-    return None
+        raise Damaged(entry / _RECORDS, f"fails a spot check: {err}") from None
 
 
 def _corpus_name(paths: list[Path]) -> str:
     return str(paths[0]) + (f" (+{len(paths) - 1} more files)" if len(paths) > 1 else "")
 
 
-def _remove_entry(entry: Path) -> None:
-    """Remove an entry's files, manifest first (not the folder, which a concurrent writer may
-    be writing into)."""
-    for name in (_MANIFEST, _INDEX_JSON, _RECORDS):
-        try:
-            (entry / name).unlink(missing_ok=True)
-        except OSError:
-            pass
-
-
-def _store(root: Path, entry: Path, index: CorpusIndex) -> None:
-    """Write ``index`` into ``entry`` (manifest last) unless a file changed during the build or
-    is too fresh to trust its stamp; then remove the entries of earlier versions of the files."""
+def _store(store: VerifiedStore, name: str, index: CorpusIndex) -> None:
+    """Publish ``index`` as the entry ``name`` unless a file changed during the build or is too fresh
+    to trust its stamp; then remove the entries of earlier versions of the files."""
     if not index.is_current() or any(f.mtime_ns > index.built_ns - FRESH_NS for f in index.files):
         return
     meta = {"files": [asdict(f) for f in index.files], "skip_empty": index.skip_empty,
             "content_hash": index.content_hash, "ids": index.ids, "skipped_ids": index.skipped_ids,
             "id_clashes": [list(pair) for pair in index.id_clashes]}
-    index_bytes = json.dumps(meta, separators=(",", ":")).encode()
-    records_bytes = atomic.array_bytes(
-        np.stack([index.file, index.offset, index.length, index.line, index.word_counts], axis=1)
-        if len(index) else np.zeros((0, 5), np.int64))
-    manifest = {"format": _FORMAT, "version": INDEX_VERSION, "files": meta["files"], "skip_empty": index.skip_empty,
-                "documents": len(index), "built_ns": index.built_ns,
-                "index_files": {_INDEX_JSON: {"size": len(index_bytes), "sha256": _sha256(index_bytes)},
-                                _RECORDS: {"size": len(records_bytes), "sha256": _sha256(records_bytes)}}}
-    try:
-        entry.mkdir(parents=True, exist_ok=True)
-        atomic.write_bytes(entry / _INDEX_JSON, index_bytes)
-        atomic.write_bytes(entry / _RECORDS, records_bytes)
-        atomic.write_text(entry / _MANIFEST, json.dumps(manifest, indent=1) + "\n")
-    except OSError as err:
-        if str(root) not in _warned_unwritable:
-            _warned_unwritable.add(str(root))
-            warnings.warn(f"cannot write the corpus index cache {root} ({err.strerror or err}); keeping the index of "
-                          f"{index.paths[0]} in memory (every process builds it again)", CorpusIndexWarning,
-                          stacklevel=4)
+
+    def write(folder: Path) -> None:
+        atomic.write_bytes(folder / _INDEX_JSON, json.dumps(meta, separators=(",", ":")).encode())
+        atomic.write_bytes(folder / _RECORDS, atomic.array_bytes(
+            np.stack([index.file, index.offset, index.length, index.line, index.word_counts], axis=1)
+            if len(index) else np.zeros((0, 5), np.int64)))
+
+    if store.put(name, _key(index.files, index.skip_empty), write, description={"format": _FORMAT,
+                 "version": INDEX_VERSION, "files": meta["files"], "skip_empty": index.skip_empty},
+                 meta={"documents": len(index), "built_ns": index.built_ns}) is None:
         return
-    slot = entry.name.rsplit("-", 1)[0]
-    for other in root.glob(f"{slot}-*"):
-        if other != entry and other.is_dir():
-            shutil.rmtree(other, ignore_errors=True)
+    slot = name.rsplit("-", 1)[0]
+    for other in store.root.glob(f"{slot}-*"):
+        if other.name != name and other.is_dir():
+            store.remove(other.name)
 
 
 # --- the corpus ---------------------------------------------------------------------------------
@@ -498,8 +427,7 @@ class IndexedCorpus(Corpus):
     def _reload(self, *, damaged: bool = False) -> CorpusIndex:
         """Forget the index (and, when ``damaged``, its cache entry) and load it again."""
         if damaged:
-            root = Path(self.cache_dir) if self.cache_dir is not None else cache_folder()
-            _remove_entry(root / _entry_name(self.index().files, self.skip_empty))
+            _store_of(self.paths, self.cache_dir).remove(_entry_name(self.index().files, self.skip_empty))
         self._loaded = self._members = self._where = None
         return self.index()
 

@@ -1,24 +1,21 @@
 """On-disk embedding cache: a corpus is encoded once per model and input format.
 
-A cache entry is one embedding matrix, keyed by a SHA-256 over a description of the encoder
-(model identity and fingerprint, precision, window settings …) and over every model input
-in order (so it changes with the corpus content, its order and the template). Encoding runs
-in chunks of ``chunk_size`` inputs; each finished chunk is written atomically as its own
-``.npy`` file (temporary name + :func:`os.replace`), so a crash mid-encode keeps the finished
-chunks and a rerun encodes only the missing ones. When every chunk exists they are joined
-into one ``embeddings.npy``, a small ``manifest.json`` is written last (its presence marks the
-entry complete), the chunk files are removed, and the matrix is opened memory-mapped.
+A cache entry is one embedding matrix in the kit's one verified store (:mod:`instir.verified_store`:
+published whole, verified on every load, removed with a warning when damaged), keyed by a SHA-256
+over a description of the encoder (model identity and fingerprint, precision, window settings …)
+and over every model input in order (so it changes with the corpus content, its order and the
+template). Encoding runs in chunks of ``chunk_size`` inputs; each finished chunk is a checksummed
+part in the entry's work folder (:func:`~instir.verified_store.write_part`), so a crash mid-encode
+keeps the finished chunks and a rerun encodes only the missing ones. When every chunk exists they
+are joined into one ``embeddings.npy`` (its SHA-256 computed while it is written), the entry is
+published, the chunks removed, and the matrix is opened memory-mapped. On a load the matrix's
+shape is checked against the rows and dimension its manifest records.
 
-Integrity. Each chunk is written with its SHA-256 beside it (``<chunk>.npy.sha256``, written
-first) and checked before it is reused; the manifest records the joined matrix's shape, size
-and SHA-256. On a cache hit the matrix's size and ``.npy`` header are always checked against
-the manifest, and its SHA-256 too when it is at most :data:`FULL_HASH_BYTES` (1 GiB). A chunk
-or matrix that fails (truncated, zeroed, overwritten, not a ``.npy``) is never used: a warning
-names the file, it is removed and rebuilt. Beyond 1 GiB the hash would add seconds to every hit
-(``python -m perf.embedding_cache_verify`` measures it), so only size and header are checked
-there (a same-size overwrite of the data goes unnoticed).
+An entry written by an earlier kit (its ``manifest.json`` records the matrix but no file list) is
+checked as before and taken over, not encoded again.
 
-Layout: ``<root>/<label>-<key[:24]>/{manifest.json, embeddings.npy, chunk<size>-000000.npy[.sha256] …}``.
+Layout: ``<root>/<label>-<key[:24]>/{manifest.json, embeddings.npy}``, chunks in
+``<root>/<label>-<key[:24]>.partial/chunk<size>-000000.npy[.sha256] …`` until the entry is complete.
 Deleting any entry (or the whole root) is always safe: it is rebuilt on the next run.
 """
 
@@ -28,7 +25,6 @@ import hashlib
 import io
 import json
 import re
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from itertools import islice
@@ -37,17 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from instir import atomic
+from instir import atomic, verified_store
 from instir.benchmarks.types import Corpus
 from instir.home import instir_home
 from instir.progress import tqdm
+from instir.verified_store import Damaged, Entry, VerifiedStore, npy_header, part_ok, write_part
 
-MANIFEST = "manifest.json"
+MANIFEST = verified_store.MANIFEST
 MATRIX = "embeddings.npy"
 DEFAULT_CHUNK_SIZE = 4096
-#: ``embeddings.npy`` up to this size is checked against its SHA-256 on every cache hit;
-#: larger ones by size and header only (see the module docstring).
-FULL_HASH_BYTES = 1 << 30
 
 
 def default_cache_dir() -> Path:
@@ -102,7 +96,8 @@ class EmbeddingCache:
                  progress: bool = True):
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-        self.root = Path(root) if root is not None else default_cache_dir()
+        self.entries = VerifiedStore(root if root is not None else default_cache_dir(), "embedding cache")
+        self.root = self.entries.root
         self.chunk_size = chunk_size
         self.progress = progress
 
@@ -117,7 +112,11 @@ class EmbeddingCache:
 
     def entry_dir(self, label: str, key: str) -> Path:
         """Directory of one cache entry."""
-        return self.root / f"{_slug(label)}-{key[:24]}"
+        return self.entries.entry_dir(f"{_slug(label)}-{key[:24]}")
+
+    def work_dir(self, entry: Path) -> Path:
+        """Folder of the chunks of ``entry`` until it is complete."""
+        return self.entries.work_dir(entry.name)
 
     def embed(self, encoder: dict, items: Iterable[Any], encode: Callable[[list[Any]], np.ndarray], *,
               label: str = "", desc: str = "encoding") -> Embeddings:
@@ -133,15 +132,12 @@ class EmbeddingCache:
             raise TypeError("items must be re-iterable (a list or a re-iterable view), not a one-shot iterator")
         key = self.key(encoder, items)
         entry = self.entry_dir(label or str(encoder.get("model", "")), key)
-        if (entry / MANIFEST).exists():
-            matrix = self.verified_matrix(entry)
-            if matrix is not None:
-                return Embeddings(matrix, key, entry, 0)
+        matrix = self.verified_matrix(entry, key)
+        if matrix is not None:
+            return Embeddings(matrix, key, entry, 0)
 
-        entry.mkdir(parents=True, exist_ok=True)
         chunk_files: list[Path] = []
-        encoded = 0
-        n_items = 0
+        encoded = n_items = 0
         total = len(items) if isinstance(items, Sized) else None
         with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
             for i, chunk in enumerate(in_chunks(items, self.chunk_size)):
@@ -152,26 +148,23 @@ class EmbeddingCache:
                 bar.update(len(chunk))
         if not chunk_files:
             raise ValueError("nothing to embed (no inputs)")
-
-        matrix = self.join_chunks(entry, chunk_files, n_items)
-        info = {"key": key, "encoder": encoder, "rows": n_items, "dim": matrix["shape"][1],
-                "chunk_size": self.chunk_size, "matrix": matrix}
-        atomic.write_text(entry / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str))
-        for path in entry.glob("chunk*"):  # this run's chunks (and checksums), and any of another chunk size
-            path.unlink(missing_ok=True)
-        return Embeddings(np.load(entry / MATRIX, mmap_mode="r"), key, entry, encoded)
+        published = self.entries.put(entry.name, key, lambda folder: join_chunks(folder / MATRIX, chunk_files,
+                                                                                 n_items),
+                                     description=encoder, meta={"rows": n_items, "chunk_size": self.chunk_size},
+                                     fallback=False)
+        return Embeddings(np.load(published.path / MATRIX, mmap_mode="r"), key, entry, encoded)
 
     # ------------------------------------------------------------ chunks
 
     def chunk_path(self, entry: Path, index: int) -> Path:
         """File of chunk ``index`` (inputs ``index * chunk_size`` onwards) of an entry; the chunk
         size is in the name, so a size change never mixes chunks."""
-        return entry / f"chunk{self.chunk_size}-{index:06d}.npy"
+        return self.work_dir(entry) / f"chunk{self.chunk_size}-{index:06d}.npy"
 
     def has_chunk(self, entry: Path, index: int, n_rows: int) -> bool:
         """Whether chunk ``index`` of ``entry`` is on disk, complete (``n_rows``) and matching its
-        checksum; a chunk that fails the check is removed with a warning (see :meth:`checked_chunk_ok`)."""
-        return self.checked_chunk_ok(self.chunk_path(entry, index), n_rows)
+        checksum; a chunk that fails the check is removed with a warning."""
+        return part_ok(self.chunk_path(entry, index), n_rows, what="embedding cache chunk")
 
     def write_chunk(self, entry: Path, index: int, chunk: Sequence[Any],
                     encode: Callable[[list[Any]], np.ndarray]) -> bool:
@@ -181,132 +174,83 @@ class EmbeddingCache:
         for disjoint chunk indices, and :meth:`embed` then only joins them."""
         if self.has_chunk(entry, index, len(chunk)):
             return False
-        path = self.chunk_path(entry, index)
         vectors = np.asarray(encode(list(chunk)), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
             raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
-        entry.mkdir(parents=True, exist_ok=True)
-        self.write_checked_chunk(path, vectors)
+        path = self.chunk_path(entry, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_part(path, vectors)
         return True
-
-    @staticmethod
-    def write_checked_chunk(path: Path, vectors: np.ndarray) -> None:
-        """Write one chunk and its checksum (``<chunk>.sha256``), each atomically, the checksum
-        first: a chunk file on disk always has the checksum it was written with."""
-        data = atomic.array_bytes(np.asarray(vectors, dtype=np.float32))
-        atomic.write_text(_checksum_path(path), hashlib.sha256(data).hexdigest() + "\n")
-        atomic.write_bytes(path, data)
-
-    @staticmethod
-    def checked_chunk_ok(path: Path, n_rows: int) -> bool:
-        """True when the chunk exists, matches its checksum and holds ``n_rows`` float32 rows.
-        A chunk that exists but fails is removed with a warning naming it (it is re-encoded);
-        a missing chunk is simply not done yet."""
-        if not path.is_file():
-            return False
-        problem = None
-        try:
-            data = path.read_bytes()
-            expected = _checksum_path(path).read_text(encoding="ascii").strip()
-        except (OSError, ValueError):
-            problem = "has no readable checksum file"
-        else:
-            if hashlib.sha256(data).hexdigest() != expected:
-                problem = "does not match its checksum (truncated, zeroed or overwritten)"
-            else:
-                shape, dtype = npy_header(io.BytesIO(data))
-                if dtype != np.float32 or len(shape) != 2 or shape[0] != n_rows:
-                    problem = f"holds {shape} {dtype} where ({n_rows}, dim) float32 is expected"
-        if problem is None:
-            return True
-        warnings.warn(f"embedding cache chunk {path} {problem}: re-encoding it", stacklevel=3)
-        path.unlink(missing_ok=True)
-        _checksum_path(path).unlink(missing_ok=True)
-        return False
 
     # ------------------------------------------------------------ the joined matrix
 
-    def verified_matrix(self, entry: Path) -> np.ndarray | None:
-        """The entry's matrix, memory-mapped, when its manifest and ``embeddings.npy`` agree:
-        the file's size and ``.npy`` header always, its SHA-256 too when the file is at most
-        :data:`FULL_HASH_BYTES` (see the module docstring for the cost). Otherwise a warning
-        naming the failing file, the entry's matrix and manifest are removed, and None."""
-        manifest, matrix = entry / MANIFEST, entry / MATRIX
-        problem, failing = None, manifest
-        try:
-            info = json.loads(manifest.read_text(encoding="utf-8"))
-            rows, dim = int(info["rows"]), int(info["dim"])
-        except (OSError, ValueError, KeyError, TypeError):
-            problem = "is unreadable"
-        else:
-            failing = matrix
-            recorded = info.get("matrix") or {}  # entries written before checksums: size and header only
-            try:
-                size = matrix.stat().st_size
-                with matrix.open("rb") as fh:
-                    shape, dtype = npy_header(fh)
-                    offset = fh.tell()
-            except (OSError, ValueError):
-                problem = "is missing or has no valid .npy header"
-            else:
-                if shape != (rows, dim) or dtype != np.float32:
-                    problem = f"holds {shape} {dtype} where the manifest says ({rows}, {dim}) float32"
-                elif size != offset + rows * dim * 4 or size != recorded.get("bytes", size):
-                    problem = f"has {size} bytes where {offset + rows * dim * 4} are expected (truncated?)"
-                elif ("sha256" in recorded and size <= FULL_HASH_BYTES
-                      and atomic.file_sha256(matrix) != recorded["sha256"]):
-                    problem = "does not match the checksum in its manifest"
-        if problem is None:
-            return np.load(matrix, mmap_mode="r")
-        warnings.warn(f"embedding cache file {failing} {problem}: rebuilding the entry", stacklevel=3)
-        manifest.unlink(missing_ok=True)
-        matrix.unlink(missing_ok=True)
-        return None
-
-    @staticmethod
-    def join_chunks(entry: Path, chunk_files: Sequence[Path], n_rows: int) -> dict:
-        """Copy the (verified) chunks into one ``.npy`` (written under a temporary name, then
-        renamed); returns what the manifest records of it: shape, size in bytes and SHA-256.
-
-        The matrix is written with plain writes after its full size is reserved
-        (:func:`instir.atomic.stream`), never through a memory map: on a full disk that is an
-        ``OSError`` naming the file (and no temporary file is left), not a ``SIGBUS``."""
-        dim = int(np.load(chunk_files[0], mmap_mode="r").shape[1])
-        header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
-                                                      "fortran_order": False, "shape": (n_rows, dim)})
-        size = len(header.getvalue()) + n_rows * dim * 4
-        with atomic.stream(entry / MATRIX, size=size) as out:
-            out.write(header.getvalue())
-            rows = 0
-            for path in chunk_files:
-                part = np.load(path, mmap_mode="r")
-                if part.ndim != 2 or part.shape[1] != dim or part.dtype != np.float32:
-                    raise ValueError(f"{path} holds {part.shape} {part.dtype} where (rows, {dim}) float32 is expected")
-                rows += part.shape[0]
-                if rows > n_rows:
-                    break
-                out.write(np.ascontiguousarray(part, dtype="<f4"))
-            if rows != n_rows:
-                raise ValueError(f"the chunks of {entry} hold {rows} rows where {n_rows} are expected")
-            record = {"shape": [n_rows, dim], "bytes": out.written, "sha256": out.hexdigest()}
-        return record
+    def verified_matrix(self, entry: Path, key: str) -> np.ndarray | None:
+        """The entry's matrix, memory-mapped, when it passes the store's checks and its shape is the
+        manifest's; else None (a damaged entry is removed with a warning naming the file)."""
+        _take_over_earlier_entry(entry, key)
+        return self.entries.read(entry.name, key, _open_matrix, required=(MATRIX,))
 
 
-def _checksum_path(chunk: Path) -> Path:
-    return chunk.with_name(chunk.name + ".sha256")
+def _open_matrix(entry: Entry) -> np.ndarray:
+    """The memory-mapped matrix of a verified entry whose shape is the one its manifest records."""
+    path = entry.path / MATRIX
+    matrix = np.load(path, mmap_mode="r")
+    rows = entry.meta.get("rows")
+    if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != rows:
+        raise Damaged(path, f"holds {matrix.shape} {matrix.dtype} where ({rows}, dim) float32 is expected")
+    return matrix
 
 
-def npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype from a C-ordered ``.npy`` header (the file position is left at the data);
-    raises ValueError when there is no valid header. The caches check their matrices with it."""
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-    else:
-        raise ValueError(f".npy format version {version} is not one numpy.save writes")
-    if fortran:
-        raise ValueError("Fortran-ordered array")
-    return tuple(shape), dtype
+def _take_over_earlier_entry(entry: Path, key: str) -> None:
+    """Rewrite the manifest of an entry written by an earlier kit (the matrix recorded under
+    ``matrix``, no file list) in the store's format, once its matrix has the recorded shape and size
+    (and checksum, when recorded); anything else is left for the store to judge."""
+    try:
+        info = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        if "files" in info or info.get("key") != key:
+            return
+        rows, dim = int(info["rows"]), int(info["dim"])
+        path = entry / MATRIX
+        with path.open("rb") as fh:
+            shape, dtype = npy_header(fh)
+            size = fh.tell() + rows * dim * 4
+        recorded = info.get("matrix") or {}
+        if shape != (rows, dim) or dtype != np.float32 or path.stat().st_size != size:
+            return
+        digest = atomic.file_sha256(path)
+        if recorded.get("sha256", digest) != digest:
+            return
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+    atomic.write_text(entry / MANIFEST, json.dumps(
+        {"format": verified_store.FORMAT_VERSION, "key": key, "build": info.get("build", "earlier kit"),
+         "description": info.get("encoder"), "meta": {"rows": rows, "chunk_size": info.get("chunk_size")},
+         "files": {MATRIX: {"bytes": size, "sha256": digest}}}, indent=2, sort_keys=True, default=str))
+
+
+def join_chunks(path: Path, chunk_files: Sequence[Path], n_rows: int) -> dict[str, str]:
+    """Copy the (verified) chunks into one ``.npy`` at ``path`` (written under a temporary name, then
+    renamed); returns its SHA-256 by file name, computed while writing.
+
+    The matrix is written with plain writes after its full size is reserved
+    (:func:`instir.atomic.stream`), never through a memory map: on a full disk that is an
+    ``OSError`` naming the file (and no temporary file is left), not a ``SIGBUS``."""
+    dim = int(np.load(chunk_files[0], mmap_mode="r").shape[1])
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+                                                  "fortran_order": False, "shape": (n_rows, dim)})
+    size = len(header.getvalue()) + n_rows * dim * 4
+    with atomic.stream(path, size=size) as out:
+        out.write(header.getvalue())
+        rows = 0
+        for chunk in chunk_files:
+            part = np.load(chunk, mmap_mode="r")
+            if part.ndim != 2 or part.shape[1] != dim or part.dtype != np.float32:
+                raise ValueError(f"{chunk} holds {part.shape} {part.dtype} where (rows, {dim}) float32 is expected")
+            rows += part.shape[0]
+            if rows > n_rows:
+                break
+            out.write(np.ascontiguousarray(part, dtype="<f4"))
+        if rows != n_rows:
+            raise ValueError(f"the chunks in {chunk_files[0].parent} hold {rows} rows where {n_rows} are expected")
+    return {path.name: out.hexdigest()}

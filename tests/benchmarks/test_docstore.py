@@ -346,7 +346,7 @@ def damage(entry: Path, how: str) -> str:
         return "records.npy"
     if how == "other format version":
         manifest = json.loads((entry / "manifest.json").read_text())
-        (entry / "manifest.json").write_text(json.dumps({**manifest, "version": 0}))
+        (entry / "manifest.json").write_text(json.dumps({**manifest, "format": 0}))
         return "manifest.json"
     # forged: valid checksums, but the first and last documents' offsets swapped
     table = np.load(entry / "records.npy")
@@ -354,7 +354,7 @@ def damage(entry: Path, how: str) -> str:
     np.save(entry / "records.npy", table)
     manifest = json.loads((entry / "manifest.json").read_text())
     data = (entry / "records.npy").read_bytes()
-    manifest["index_files"]["records.npy"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    manifest["files"]["records.npy"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     (entry / "manifest.json").write_text(json.dumps(manifest))
     return "records.npy"
 
@@ -366,7 +366,7 @@ def test_a_damaged_index_warns_naming_the_file_and_is_rebuilt(tmp_path, how):
     load_index([path])
     [entry] = entries()
     name = damage(entry, how)
-    with pytest.warns(CorpusIndexWarning, match=rf"{entry.name}/{name}.*rebuilding the index of .*c\.jsonl"):
+    with pytest.warns(CorpusIndexWarning, match=rf"^corpus index of .*c\.jsonl: .*{entry.name}/{name} .*removed, rebuilding it"):
         index = IndexedCorpus([path]).index()
     assert_matches_stream(index, [path])
     with warnings.catch_warnings():
@@ -383,7 +383,7 @@ def test_a_stale_record_met_by_get_warns_and_reads_from_a_rebuilt_index(tmp_path
     np.save(entry / "records.npy", table)
     manifest = json.loads((entry / "manifest.json").read_text())
     data = (entry / "records.npy").read_bytes()
-    manifest["index_files"]["records.npy"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    manifest["files"]["records.npy"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     (entry / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setattr(docstore, "SPOT_CHECKS", 0)  # so the load's spot check misses the swap
     corpus = IndexedCorpus([path])
@@ -406,7 +406,7 @@ def test_an_unwritable_cache_folder_warns_once_and_loading_still_works(tmp_path,
     blocker.write_text("a file where the instir home should be")
     monkeypatch.setenv("INSTIR_HOME", str(blocker))
     path = write_corpus(tmp_path / "c.jsonl", [songtingyu_doc(i) for i in range(10)])
-    with pytest.warns(CorpusIndexWarning, match="cannot write the corpus index cache") as caught:
+    with pytest.warns(CorpusIndexWarning, match="corpus index of .*c.jsonl: folder .* cannot be written") as caught:
         first = IndexedCorpus([path])
         assert first.get(["d3"]) == {"d3": streamed([path])[3]}
         second = IndexedCorpus([path])

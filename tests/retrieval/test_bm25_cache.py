@@ -3,9 +3,7 @@ memory-mapped) and in the retriever: a fresh retriever loads instead of building
 same run; damaged entries and unwritable folders cost a warning, never a wrong result."""
 
 import json
-import os
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 import Stemmer
 from toy import toy_family
 
+from instir import verified_store
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.formatting import Template, get_template
@@ -85,7 +84,7 @@ def test_a_fresh_retriever_loads_the_stored_index_and_returns_the_same_run(name,
     built = retrieve(bench, bm25(), k=10, out_dir=tmp_path / "a")
     assert builds.n == 1 and built.meta["search"]["index"]["origin"] == "built"
     entry = Path(built.meta["search"]["index"]["cache_entry"])
-    assert entry.parent == default_cache_dir() and (entry / bm25_cache.MANIFEST).is_file()
+    assert entry.parent == default_cache_dir() and (entry / verified_store.MANIFEST).is_file()
 
     builds.refuse()  # a new process: a fresh retriever, a freshly read benchmark
     loaded = retrieve(load_benchmark(name), bm25(), k=10, out_dir=tmp_path / "b")
@@ -211,14 +210,14 @@ def _damage_delete(entry):
 
 
 def _damage_manifest(entry):
-    path = entry / bm25_cache.MANIFEST
+    path = entry / verified_store.MANIFEST
     path.write_text(path.read_text()[:100])
-    return bm25_cache.MANIFEST, "manifest"
+    return verified_store.MANIFEST, "manifest"
 
 
 def _damage_manifest_gone(entry):
-    (entry / bm25_cache.MANIFEST).unlink()
-    return bm25_cache.MANIFEST, "missing"
+    (entry / verified_store.MANIFEST).unlink()
+    return verified_store.MANIFEST, "missing"
 
 
 def _damage_ids(entry):
@@ -261,7 +260,7 @@ def test_stored_ids_that_are_not_the_corpus_ids_are_refused(builds, monkeypatch)
 
 
 def test_beyond_the_hash_budget_sizes_and_headers_are_still_checked(builds, monkeypatch):
-    monkeypatch.setattr(bm25_cache, "FULL_HASH_BYTES", 0)
+    monkeypatch.setattr(verified_store, "FULL_HASH_BYTES", 0)
     bench = small(DOCS)
     first = bm25(**PLAIN).search(bench, get_template("query-only"), 5)
     entry = Path(first.meta["index"]["cache_entry"])
@@ -330,77 +329,10 @@ def test_the_last_writer_wins(builds):
     description = bm25(**PLAIN).index_description(bench, template)
     for _ in range(2):
         entry = cache.store(key, description, first.model, list(first.doc_ids))
-    build = json.loads((entry / bm25_cache.MANIFEST).read_text())["build"]
+    build = json.loads((entry / verified_store.MANIFEST).read_text())["build"]
     assert cache.load(key, bench.corpus.ids()) is not None
-    assert json.loads((entry / bm25_cache.MANIFEST).read_text())["build"] == build
+    assert json.loads((entry / verified_store.MANIFEST).read_text())["build"] == build
     assert [p.name for p in cache.root.iterdir()] == [entry.name]
-
-
-def test_what_a_crashed_writer_left_is_swept_by_the_next_writer(builds):
-    bench = small(DOCS)
-    template = get_template("query-only")
-    held = bm25(**PLAIN, cache=False).index(bench, template)
-    cache = BM25IndexCache()
-    key = held.source["cache_key"]
-    entry = cache.entry_dir(key)
-    cache.root.mkdir(parents=True)
-    stale, live = entry.with_name(f".{entry.name}.crashed.tmp"), entry.with_name(f".{entry.name}.writing.tmp")
-    for folder in (stale, live):
-        folder.mkdir()
-        (folder / "data.csc.index.npy").write_bytes(b"half")
-    long_ago = time.time() - bm25_cache.STALE_SECONDS - 60
-    os.utime(stale, (long_ago, long_ago))
-    cache.store(key, bm25(**PLAIN).index_description(bench, template), held.model, list(held.doc_ids))
-    assert sorted(p.name for p in cache.root.iterdir()) == sorted([entry.name, live.name])
-
-
-def test_a_killed_writers_temporaries_of_any_entry_go_at_the_next_write_a_live_writers_stay(builds):
-    """kill -9 during a cache write left its ``.tmp`` folders (hundreds of MB) for 6 hours; the
-    next write of any entry removes them at once when their process is gone from this host."""
-    import socket
-    import subprocess
-    import sys
-
-    bench = small(DOCS)
-    template = get_template("query-only")
-    held = bm25(**PLAIN, cache=False).index(bench, template)
-    cache = BM25IndexCache()
-    key = held.source["cache_key"]
-    cache.root.mkdir(parents=True)
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    here, build = socket.gethostname(), "0" * 32
-    killed = cache.root / f".another-entry.{ended.stdout.strip()}@{here}.{build}.tmp"
-    live = cache.root / f".another-entry.{os.getpid()}@{here}.{build}.tmp"
-    remote = cache.root / f".another-entry.{ended.stdout.strip()}@elsewhere.example.{build}.tmp"
-    for folder in (killed, live, remote):
-        folder.mkdir()
-        (folder / "data.csc.index.npy").write_bytes(b"half")
-    cache.store(key, bm25(**PLAIN).index_description(bench, template), held.model, list(held.doc_ids))
-    assert sorted(p.name for p in cache.root.iterdir()) == sorted([cache.entry_dir(key).name, live.name, remote.name])
-
-
-def test_an_entry_replaced_while_it_is_read_is_read_again_not_removed(builds, monkeypatch):
-    bench = small(DOCS)
-    template = get_template("query-only")
-    first = bm25(**PLAIN).search(bench, template, 5)
-    original = BM25IndexCache._verify
-    calls = []
-
-    def verify_during_a_swap(entry, info):
-        calls.append(entry)
-        if len(calls) == 1:  # another process replaces the entry while this one checks it
-            retriever = bm25(**PLAIN, cache=False)
-            held = retriever.index(bench, template)
-            BM25IndexCache(entry.parent).store(info["key"], info["description"], held.model, list(held.doc_ids))
-            return entry / "data.csc.index.npy", "changed under the reader"
-        return original(entry, info)
-
-    monkeypatch.setattr(BM25IndexCache, "_verify", staticmethod(verify_during_a_swap))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        again = bm25(**PLAIN).search(bench, template, 5)
-    assert len(calls) == 2 and again.meta["index"]["origin"] == "loaded"
-    assert_same_run(first, again)
 
 
 def test_a_retriever_keeps_only_its_last_indexes(builds):
@@ -454,44 +386,3 @@ def test_a_pickled_retriever_leaves_its_indexes_behind(builds):
     copy = pickle.loads(pickle.dumps(retriever))
     assert copy.params() == retriever.params() and len(pickle.dumps(retriever)) < 2000
     assert copy.search(small(DOCS), get_template("query-only"), 3).meta["index"]["origin"] == "loaded"
-
-
-def test_a_publish_that_meets_another_writers_entry_replaces_it_or_leaves_it_standing(tmp_path, monkeypatch):
-    """Two writers of one entry: the rename that meets the other's entry (ENOTEMPTY) removes it
-    and renames again (last writer wins); when other writers keep replacing it, the entry that
-    stopped the third rename stands and this writer's temporary folder is removed."""
-    import errno
-    import os
-
-    from instir.retrieval.bm25_cache import BM25IndexCache
-
-    cache = BM25IndexCache(tmp_path / "cache")
-    entry = tmp_path / "entry"
-    real_rename = os.rename
-
-    def publish(blocked_renames: int) -> Path:
-        entry.mkdir(exist_ok=True)
-        (entry / "theirs").write_text("other writer\n")
-        tmp = tmp_path / f"mine-{blocked_renames}"
-        tmp.mkdir()
-        (tmp / "mine").write_text("this writer\n")
-        calls = []
-
-        def rename(src, dst):
-            if Path(src) != tmp:  # the entry renamed aside to be removed
-                return real_rename(src, dst)
-            calls.append(src)
-            if len(calls) <= blocked_renames:
-                entry.mkdir(exist_ok=True)  # the other writer published (again) in between
-                (entry / "theirs").write_text("other writer\n")
-                raise OSError(errno.ENOTEMPTY, "Directory not empty", str(dst))
-            return real_rename(src, dst)
-
-        monkeypatch.setattr(os, "rename", rename)
-        cache._publish(tmp, entry)
-        monkeypatch.setattr(os, "rename", real_rename)
-        assert not tmp.exists()
-        return entry
-
-    assert sorted(p.name for p in publish(1).iterdir()) == ["mine"]  # replaced: last writer wins
-    assert sorted(p.name for p in publish(3).iterdir()) == ["theirs"]  # blocked thrice: theirs stands

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from instir.retrieval import embedding_cache
+from instir import verified_store
 from instir.retrieval.embedding_cache import MANIFEST, MATRIX, EmbeddingCache, default_cache_dir
 
 ENCODER = {"model": "fake", "fingerprint": "abc"}
@@ -80,8 +80,10 @@ def test_crash_mid_encode_keeps_finished_chunks_and_rerun_encodes_only_the_rest(
     with pytest.raises(RuntimeError, match="simulated crash"):
         cache.embed(ENCODER, items, crashing, label="fake")
     entry = cache.entry_dir("fake", cache.key(ENCODER, items))
-    assert sorted(p.name for p in entry.glob("chunk*.npy")) == ["chunk3-000000.npy", "chunk3-000001.npy"]
-    assert not (entry / MANIFEST).exists() and not (entry / MATRIX).exists()
+    work = cache.work_dir(entry)
+    assert sorted(p.name for p in work.glob("chunk*.npy")) == ["chunk3-000000.npy", "chunk3-000001.npy"]
+    assert not entry.exists()  # no entry until every chunk is joined
+
 
     resumed = FakeEncoder()
     got = cache.embed(ENCODER, items, resumed, label="fake")
@@ -99,13 +101,17 @@ def test_rerun_with_another_chunk_size_ignores_chunks_of_the_old_size(tmp_path):
     got = EmbeddingCache(tmp_path, chunk_size=4, progress=False).embed(ENCODER, items, resumed, label="fake")
     assert resumed.encoded == items
     np.testing.assert_array_equal(got.matrix, FakeEncoder()(items))
-    assert not list(got.path.glob("chunk*"))
+    assert not cache_work_left(got.path)
+
+
+def cache_work_left(entry: Path) -> list[Path]:
+    return list(entry.parent.glob(entry.name + ".partial"))
 
 
 def test_a_complete_entry_holds_matrix_and_manifest_only(tmp_path):
     cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
     got = cache.embed(ENCODER, texts(9), FakeEncoder(), label="my/model name")
-    assert sorted(os.listdir(got.path)) == [MATRIX, MANIFEST]
+    assert sorted(os.listdir(got.path)) == [MATRIX, MANIFEST] and not cache_work_left(got.path)
     assert got.path.parent == tmp_path and got.path.name.startswith("my-model-name-")
     manifest = (got.path / MANIFEST).read_text()
     assert '"rows": 9' in manifest and '"fingerprint": "abc"' in manifest
@@ -128,12 +134,12 @@ def test_default_cache_dir_is_under_instir_home():
 
 
 def crashed_entry(tmp_path) -> tuple[EmbeddingCache, list[str], Path]:
-    """A cache whose first encode died after two finished chunks of 3 (of 10 inputs)."""
+    """A cache whose first encode died after two finished chunks of 3 (of 10 inputs); its work folder."""
     cache = EmbeddingCache(tmp_path, chunk_size=3, progress=False)
     items = texts(10)
     with pytest.raises(RuntimeError):
         cache.embed(ENCODER, items, FakeEncoder(fail_on_call=3), label="fake")
-    return cache, items, cache.entry_dir("fake", cache.key(ENCODER, items))
+    return cache, items, cache.work_dir(cache.entry_dir("fake", cache.key(ENCODER, items)))
 
 
 def corrupt(path: Path, how: str) -> None:
@@ -174,12 +180,13 @@ def test_a_chunk_without_its_checksum_is_re_encoded(tmp_path):
 
 def test_chunk_helpers_write_and_verify_one_chunk(tmp_path):
     cache = EmbeddingCache(tmp_path, chunk_size=5, progress=False)
-    path = cache.chunk_path(tmp_path, 2)
-    assert path.name == "chunk5-000002.npy" and not cache.checked_chunk_ok(path, 5)
-    cache.write_checked_chunk(path, np.ones((5, 3)))
-    assert cache.checked_chunk_ok(path, 5)
+    entry = cache.entry_dir("m", "k" * 64)
+    path = cache.chunk_path(entry, 2)
+    assert path == cache.work_dir(entry) / "chunk5-000002.npy" and not cache.has_chunk(entry, 2, 5)
+    assert cache.write_chunk(entry, 2, ["x"] * 5, lambda items: np.ones((len(items), 3)))
+    assert cache.has_chunk(entry, 2, 5)
     with pytest.warns(UserWarning, match="where \\(4, dim\\) float32 is expected"):
-        assert not cache.checked_chunk_ok(path, 4)
+        assert not cache.has_chunk(entry, 2, 4)
     assert not path.exists()  # a chunk that fails is removed, never used
 
 
@@ -205,25 +212,50 @@ def test_an_unreadable_manifest_rebuilds_the_entry(tmp_path):
     assert got.encoded == 5
 
 
-def test_manifest_records_shape_size_and_checksum_of_the_matrix(tmp_path):
+def test_manifest_records_rows_size_and_checksum_of_the_matrix(tmp_path):
     got = EmbeddingCache(tmp_path, chunk_size=4, progress=False).embed(ENCODER, texts(9), FakeEncoder(), label="fake")
-    recorded = json.loads((got.path / MANIFEST).read_text())["matrix"]
+    info = json.loads((got.path / MANIFEST).read_text())
     data = (got.path / MATRIX).read_bytes()
-    assert recorded == {"shape": [9, 3], "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert info["files"] == {MATRIX: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
+    assert info["meta"]["rows"] == 9 and info["description"] == ENCODER
 
 
-def test_an_entry_written_before_checksums_is_still_a_hit(tmp_path):
+def earlier_kit_entry(cache: EmbeddingCache, items: list[str], *, checksum: bool) -> Path:
+    """An entry in the layout the kit wrote before the verified store: ``matrix`` in the manifest."""
+    entry = cache.entry_dir("fake", cache.key(ENCODER, items))
+    entry.mkdir(parents=True)
+    np.save(entry / MATRIX, FakeEncoder()(items))
+    data = (entry / MATRIX).read_bytes()
+    matrix = {"shape": [len(items), 3], "bytes": len(data)}
+    if checksum:
+        matrix["sha256"] = hashlib.sha256(data).hexdigest()
+    (entry / MANIFEST).write_text(json.dumps({"key": cache.key(ENCODER, items), "encoder": ENCODER,
+                                              "rows": len(items), "dim": 3, "chunk_size": 4, "matrix": matrix}))
+    return entry
+
+
+@pytest.mark.parametrize("checksum", [True, False])
+def test_an_entry_of_an_earlier_kit_is_taken_over_not_encoded_again(tmp_path, checksum):
     cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
-    entry = cache.embed(ENCODER, texts(6), FakeEncoder(), label="fake").path
-    info = json.loads((entry / MANIFEST).read_text())
-    del info["matrix"]
-    (entry / MANIFEST).write_text(json.dumps(info))
+    entry = earlier_kit_entry(cache, texts(6), checksum=checksum)
     again = FakeEncoder()
-    assert cache.embed(ENCODER, texts(6), again, label="fake").encoded == 0 and again.calls == 0
+    got = cache.embed(ENCODER, texts(6), again, label="fake")
+    assert got.encoded == 0 and again.calls == 0
+    np.testing.assert_array_equal(got.matrix, FakeEncoder()(texts(6)))
+    assert "files" in json.loads((entry / MANIFEST).read_text())  # now in the store's format
+
+
+def test_an_earlier_kits_entry_whose_matrix_fails_its_checksum_is_encoded_again(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = earlier_kit_entry(cache, texts(6), checksum=True)
+    corrupt(entry / MATRIX, "zeroed vectors")
+    again = FakeEncoder()
+    with pytest.warns(UserWarning, match=re.escape(str(entry / MANIFEST))):
+        assert cache.embed(ENCODER, texts(6), again, label="fake").encoded == 6
 
 
 def test_above_the_full_hash_size_size_and_header_are_still_checked(tmp_path, monkeypatch):
-    monkeypatch.setattr(embedding_cache, "FULL_HASH_BYTES", 0)
+    monkeypatch.setattr(verified_store, "FULL_HASH_BYTES", 0)
     cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
     entry = cache.embed(ENCODER, texts(6), FakeEncoder(), label="fake").path
     (entry / MATRIX).write_bytes((entry / MATRIX).read_bytes()[:-8])  # header intact, last row cut

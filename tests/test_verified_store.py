@@ -1,0 +1,246 @@
+"""The one verified store under the array caches: an entry is published whole, checked on every
+read, and removed with a warning naming the file when it fails; crashed writers' leftovers go,
+live writers' stay; resumable parts are reused only when they match their checksum."""
+
+import errno
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from instir import verified_store
+from instir.verified_store import MANIFEST, CacheWarning, Damaged, VerifiedStore, part_ok, write_part
+
+KEY = "k" * 64
+
+
+def write_two(folder: Path) -> None:
+    np.save(folder / "vectors.npy", np.arange(12, dtype=np.float32).reshape(4, 3))
+    (folder / "ids.json").write_text(json.dumps(["a", "b", "c", "d"]))
+
+
+def load_ids(entry) -> list[str]:
+    return json.loads((entry.path / "ids.json").read_text())
+
+
+def test_a_published_entry_reads_back_with_its_manifest(tmp_path):
+    store = VerifiedStore(tmp_path, "test cache")
+    entry = store.put("e", KEY, write_two, description={"model": "m"}, meta={"rows": 4})
+    assert sorted(p.name for p in entry.path.iterdir()) == ["ids.json", MANIFEST, "vectors.npy"]
+    info = json.loads((entry.path / MANIFEST).read_text())
+    assert info["key"] == KEY and info["meta"] == {"rows": 4} and set(info["files"]) == {"ids.json", "vectors.npy"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.read("e", KEY, load_ids, required=("ids.json",)) == ["a", "b", "c", "d"]
+        assert store.read("other", KEY, load_ids) is None  # no entry: nothing to say
+    assert [p.name for p in tmp_path.iterdir()] == ["e"]  # no temporary left
+
+
+def _truncate(entry: Path) -> tuple[str, str]:
+    path = entry / "vectors.npy"
+    path.write_bytes(path.read_bytes()[:-4])
+    return "vectors.npy", "bytes where the manifest says"
+
+
+def _same_size_overwrite(entry: Path) -> tuple[str, str]:
+    path = entry / "ids.json"
+    path.write_bytes(b"\0" * path.stat().st_size)
+    return "ids.json", "does not match the checksum"
+
+
+def _foreign_key(entry: Path) -> tuple[str, str]:
+    info = json.loads((entry / MANIFEST).read_text())
+    (entry / MANIFEST).write_text(json.dumps({**info, "key": "another"}))
+    return MANIFEST, "not a complete manifest"
+
+
+def _file_outside_the_entry(entry: Path) -> tuple[str, str]:
+    info = json.loads((entry / MANIFEST).read_text())
+    info["files"]["../victim"] = {"bytes": 4, "sha256": "0" * 64}
+    (entry / MANIFEST).write_text(json.dumps(info))
+    return MANIFEST, "outside its entry"
+
+
+def _required_file_unlisted(entry: Path) -> tuple[str, str]:
+    info = json.loads((entry / MANIFEST).read_text())
+    del info["files"]["ids.json"]
+    (entry / MANIFEST).write_text(json.dumps(info))
+    return MANIFEST, "does not list ids.json"
+
+
+def _manifest_gone(entry: Path) -> tuple[str, str]:
+    (entry / MANIFEST).unlink()
+    return MANIFEST, "is missing"
+
+
+def _callers_check(entry: Path) -> tuple[str, str]:
+    return "ids.json", "holds the wrong ids"
+
+
+@pytest.mark.parametrize("damage", [_truncate, _same_size_overwrite, _foreign_key, _file_outside_the_entry,
+                                    _required_file_unlisted, _manifest_gone, _callers_check],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_an_entry_that_fails_a_check_warns_naming_the_file_and_is_removed(tmp_path, damage):
+    (tmp_path / "victim").write_text("kept")
+    store = VerifiedStore(tmp_path / "cache", "test cache")
+    entry = store.put("e", KEY, write_two).path
+    name, problem = damage(entry)
+
+    def load(found):
+        if damage is _callers_check:
+            raise Damaged(found.path / "ids.json", "holds the wrong ids")
+        return load_ids(found)
+
+    with pytest.warns(CacheWarning, match=rf"^test cache: {re.escape(str(entry / name))} .*{problem}.*removed"):
+        assert store.read("e", KEY, load, required=("ids.json",)) is None
+    assert not entry.exists() and (tmp_path / "victim").read_text() == "kept"
+
+
+def test_beyond_the_hash_budget_sizes_and_npy_headers_are_still_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(verified_store, "FULL_HASH_BYTES", 0)
+    store = VerifiedStore(tmp_path, "test cache")
+    entry = store.put("e", KEY, write_two).path
+    (entry / "ids.json").write_bytes(b"[]" + b" " * ((entry / "ids.json").stat().st_size - 2))
+    assert store.read("e", KEY, load_ids) == []  # a same-size overwrite goes unnoticed without hashes
+    data = bytearray((entry / "vectors.npy").read_bytes())
+    data[:6] = b"\0" * 6  # the .npy magic gone, same size
+    (entry / "vectors.npy").write_bytes(bytes(data))
+    with pytest.warns(CacheWarning, match="vectors.npy has no valid .npy header"):
+        assert store.read("e", KEY, lambda e: True) is None
+
+
+def test_a_loader_error_counts_as_damage(tmp_path):
+    store = VerifiedStore(tmp_path, "test cache")
+    store.put("e", KEY, write_two)
+
+    def broken(entry):
+        raise ValueError("cannot parse")
+
+    with pytest.warns(CacheWarning, match="cannot be loaded \\(ValueError: cannot parse\\)"):
+        assert store.read("e", KEY, broken) is None
+
+
+def test_an_entry_replaced_while_it_is_read_is_read_again_not_removed(tmp_path):
+    store = VerifiedStore(tmp_path, "test cache")
+    store.put("e", KEY, write_two)
+    calls = []
+
+    def load(entry):
+        calls.append(entry.info["build"])
+        if len(calls) == 1:  # another process publishes the entry again while this one reads it
+            store.put("e", KEY, write_two)
+            raise Damaged(entry.path / "ids.json", "changed under the reader")
+        return load_ids(entry)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.read("e", KEY, load) == ["a", "b", "c", "d"]
+    assert len(calls) == 2 and calls[0] != calls[1]
+
+
+def test_the_last_writer_wins_and_a_rename_that_keeps_meeting_others_leaves_theirs(tmp_path, monkeypatch):
+    store = VerifiedStore(tmp_path, "test cache")
+    entry = store.entry_dir("entry")
+    real_rename = os.rename
+
+    def publish(blocked_renames: int) -> Path:
+        entry.mkdir(exist_ok=True)
+        (entry / "theirs").write_text("other writer\n")
+        tmp = tmp_path / f"mine-{blocked_renames}"
+        tmp.mkdir()
+        (tmp / "mine").write_text("this writer\n")
+        calls = []
+
+        def rename(src, dst):
+            if Path(src) != tmp:  # the entry renamed aside to be removed
+                return real_rename(src, dst)
+            calls.append(src)
+            if len(calls) <= blocked_renames:
+                entry.mkdir(exist_ok=True)  # the other writer published (again) in between
+                (entry / "theirs").write_text("other writer\n")
+                raise OSError(errno.ENOTEMPTY, "Directory not empty", str(dst))
+            return real_rename(src, dst)
+
+        monkeypatch.setattr(os, "rename", rename)
+        store._publish(tmp, entry)
+        monkeypatch.setattr(os, "rename", real_rename)
+        assert not tmp.exists()
+        return entry
+
+    assert sorted(p.name for p in publish(1).iterdir()) == ["mine"]  # replaced: last writer wins
+    assert sorted(p.name for p in publish(3).iterdir()) == ["theirs"]  # blocked thrice: theirs stands
+
+
+def test_crashed_writers_leftovers_go_at_the_next_write_live_and_remote_ones_stay(tmp_path):
+    """kill -9 during a cache write left its ``.tmp`` folders (hundreds of MB); the next write of any
+    entry removes those of ended processes of this host, and anything older than STALE_SECONDS."""
+    store = VerifiedStore(tmp_path, "test cache")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    here, build = socket.gethostname(), "0" * 32
+    killed = tmp_path / f".other.{ended.stdout.strip()}@{here}.{build}.tmp"
+    live = tmp_path / f".other.{os.getpid()}@{here}.{build}.tmp"
+    remote = tmp_path / f".other.{ended.stdout.strip()}@elsewhere.example.{build}.tmp"
+    stale = tmp_path / ".other.unnamed.tmp"
+    for folder in (killed, live, remote, stale):
+        folder.mkdir()
+        (folder / "vectors.npy").write_bytes(b"half")
+    long_ago = time.time() - verified_store.STALE_SECONDS - 60
+    os.utime(stale, (long_ago, long_ago))
+    store.put("e", KEY, write_two)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["e", live.name, remote.name])
+
+
+def test_a_failed_write_names_the_entrys_file_or_keeps_the_value_in_memory(tmp_path):
+    store = VerifiedStore(tmp_path, "test cache")
+    entry = store.entry_dir("e")
+
+    def no_room(folder: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "vectors.npy"))
+
+    with pytest.raises(OSError) as failed:
+        store.put("e", KEY, no_room, fallback=False)
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(entry / "vectors.npy")
+    assert list(tmp_path.iterdir()) == []
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    unwritable = VerifiedStore(blocker / "cache", "test cache")
+    with pytest.warns(CacheWarning, match="cannot be written.*kept in memory only") as caught:
+        assert unwritable.put("e", KEY, write_two) is None
+        assert unwritable.put("f", KEY, write_two) is None
+    assert len(caught) == 1  # once per folder
+
+
+def test_the_work_folder_survives_a_crash_and_goes_when_the_entry_is_published(tmp_path):
+    store = VerifiedStore(tmp_path, "test cache")
+    part = store.work_dir("e") / "part-0.npy"
+    part.parent.mkdir()
+    write_part(part, np.ones((2, 3)))
+    assert part_ok(part, 2)
+    store.put("e", KEY, write_two)
+    assert not store.work_dir("e").exists()
+
+
+@pytest.mark.parametrize("how", ["truncated", "zeroed", "checksum gone", "other rows"])
+def test_a_part_that_fails_its_checksum_or_shape_is_removed_with_a_warning(tmp_path, how):
+    part = tmp_path / "part-0.npy"
+    write_part(part, np.ones((4, 3)))
+    rows = 4
+    if how == "truncated":
+        part.write_bytes(part.read_bytes()[:-4])
+    elif how == "zeroed":
+        part.write_bytes(b"\0" * part.stat().st_size)
+    elif how == "checksum gone":
+        Path(str(part) + ".sha256").unlink()
+    else:
+        rows = 5
+    with pytest.warns(CacheWarning, match=re.escape(str(part))):
+        assert not part_ok(part, rows)
+    assert not part.exists() and not part_ok(part, 4)  # missing: simply not done, no warning
