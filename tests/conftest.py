@@ -220,7 +220,7 @@ HOSTILE_MODULES = frozenset({
     "test_inputs.py", "test_cli_bounds.py", "test_one_writer.py", "test_report_paths.py",
     "retrieval/test_bm25_cache.py", "judge/test_cache_checksums.py", "retrieval/test_mteb_predictions_bounds.py",
     "test_hostile_ids.py", "report/test_report_record.py", "judge/test_cache_schema.py",
-    "benchmarks/test_fetch.py",
+    "benchmarks/test_fetch.py", "test_verified_store.py",
 })
 
 
