@@ -1,49 +1,100 @@
-"""Notebook parameters as papermill hands them over: ``-p benchmarks instructir-sample`` gives
-the kernel a string where the parameters cell has a list, so every list-of-names parameter goes
-through :func:`names` before it is used."""
+"""The rules every front end's values go through, one per kind of value, each naming where the
+value came from (``where``: ``parameter 'k'`` for a notebook parameter, ``grid.yaml: field 'k'`` for
+a grid file) in its one-line error. Notebook parameters arrive as papermill hands them over:
+``-p benchmarks instructir-sample`` gives the kernel a string where the parameters cell has a list,
+so every list-of-names value goes through :func:`names`. :mod:`instir.stages.request` builds a run
+request from these rules."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from instir.errors import UsageError, quoted, unknown
+from instir.errors import UnknownNameError, UsageError, quoted, unknown
 
 
-def names(value: str | Sequence[str], parameter: str = "names") -> list[str]:
+def _where(parameter: str) -> str:
+    return f"parameter {parameter!r}"
+
+
+def names(value: str | Sequence[str], parameter: str = "names", *, where: str | None = None,
+          unique: bool = False) -> list[str]:
     """A list parameter as a list: a list as it is, a string as its comma-separated items
-    (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list)."""
+    (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list);
+    ``unique``: a name given twice is refused."""
+    where = where or _where(parameter)
     if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    if not all(isinstance(item, str) for item in value):
-        raise UsageError(f"parameter {parameter!r} takes names, got {quoted(list(value))}")
-    return list(value)
+        given = [item.strip() for item in value.split(",") if item.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        given = list(value)
+    else:
+        raise UsageError(f"{where} takes names, got {quoted(value if not isinstance(value, tuple) else list(value))}")
+    if unique:
+        twice = next((name for i, name in enumerate(given) if name in given[:i]), None)
+        if twice is not None:
+            raise UsageError(f"{where}: {quoted(twice)} is given twice")
+    return given
 
 
-def benchmark_names(value: str | Sequence[str]) -> list[str]:
+def choices(value: str | Sequence[str], known: Sequence[str], kind: str, *, where: str) -> list[str]:
+    """A non-empty list of names each of ``known`` (a ``kind``: ``setting``, ``variant``), none given
+    twice; the closest known name suggested for one that is not."""
+    given = names(value, where=where, unique=True)
+    if not given:
+        raise UsageError(f"{where} is empty: name at least one of {', '.join(known)}")
+    for name in given:
+        if name not in known:
+            raise UnknownNameError(f"{where}: {unknown(kind, name, known)}")
+    return given
+
+
+def benchmark_names(value: str | Sequence[str], *, where: str = "parameter 'benchmarks'") -> list[str]:
     """A ``benchmarks`` parameter as benchmark names (:func:`names`), a collection such as
     ``followir-sample`` standing for its benchmarks (:func:`instir.benchmarks.catalog.expand`);
-    an empty list, and a name the catalog lacks (with the closest one), refused in one line, so
-    every stage answers a misspelt name as the command line does, before any work."""
+    an empty list, a name given twice and a name the catalog lacks (with the closest one) refused
+    in one line, so every stage answers a misspelt name as the command line does, before any work."""
     from instir.benchmarks import catalog
 
-    given = names(value, "benchmarks")
+    given = names(value, where=where, unique=True)
     if not given:
-        raise UsageError(f"parameter 'benchmarks' is empty: name at least one, e.g. {catalog.sample_benchmarks()[0]!r}")
+        raise UsageError(f"{where} is empty: name at least one, e.g. {catalog.sample_benchmarks()[0]!r}")
     known = catalog.known_names()
     for name in given:
         if name not in known:
-            raise unknown("benchmark", name, known, where="in parameter 'benchmarks'")
+            raise UnknownNameError(f"{where}: {unknown('benchmark', name, known)}")
     return catalog.expand(given)
 
 
-def depth(value: object, parameter: str = "k") -> int:
-    """A cut-off parameter (``k``) as a whole number of at least 1; text such as ``"10"``, a
-    fraction or a boolean refused in one line naming the parameter."""
+def depth(value: object, parameter: str = "k", *, where: str | None = None) -> int:
+    """A count (the cut-off ``k``, a number of instances) as a whole number of at least 1; text such
+    as ``"10"``, a fraction or a boolean refused in one line naming the parameter."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"parameter {parameter!r} takes a whole number of at least 1 (e.g. {parameter} = 10), "
-                         f"got {quoted(value)}")
+        raise UsageError(f"{where or _where(parameter)} takes a whole number of at least 1, got {quoted(value)}")
+    return value
+
+
+def positive_number(value: object, *, where: str) -> float:
+    """A positive finite number (a rate, a timeout)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise UsageError(f"{where} takes a positive number, got {quoted(value)}")
+    return float(value)
+
+
+def text(value: object, *, where: str) -> str:
+    """A string value (a model name, a URL)."""
+    if not isinstance(value, str):
+        raise UsageError(f"{where} takes a string, got {quoted(value)}")
+    return value
+
+
+def folder(value: object, *, where: str) -> str | None:
+    """A folder value: a path (a string without NUL); empty or absent: None (the default folder)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or "\x00" in value:
+        raise UsageError(f"{where} takes a folder path (a string), got {quoted(value)}")
     return value
 
 

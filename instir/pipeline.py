@@ -245,27 +245,6 @@ def notebook_parameters(notebooks: Sequence[Path]) -> dict[str, NotebookParamete
     return found
 
 
-def _allowed_names(name: str) -> Sequence[str] | None:
-    """The names a list or string parameter of the project's notebooks may hold, so that a typo
-    fails before any kernel starts (``None``: any value)."""
-    if name == "benchmarks":
-        from instir.benchmarks.registry import list_benchmarks
-
-        return list_benchmarks()
-    if name == "retrievers":
-        from instir.retrieval import RETRIEVER_KINDS
-
-        return RETRIEVER_KINDS
-    if name == "judge_backend":
-        from instir.judge.factory import BACKENDS
-
-        return BACKENDS
-    return None
-
-
-#: the smallest value of the project's count parameters
-PARAMETER_MINIMUM = {"k": 1, "judge_max_instances": 1}
-
 #: parameters ``instir run`` sets itself (they need not be in a parameters cell)
 PIPELINE_PARAMETERS = ("out_dir",)
 
@@ -285,9 +264,12 @@ _KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or fa
 
 def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> None:
     """Refuse, before any kernel starts, a parameter that no notebook of the chain takes (with
-    the closest known name), a value of another kind than the default's, a count below its
-    minimum, a benchmark, retriever, system card or judge backend name that does not exist, and
-    a system given twice."""
+    the closest known name), a value of another kind than the default's, and whatever the run
+    request the parameters make refuses (:func:`instir.stages.request.notebook_request`: a
+    benchmark, retriever, system card or judge backend name that does not exist, a count below 1,
+    a system given twice, a key where a variable name goes)."""
+    from instir.stages.request import notebook_request
+
     for name, value in parameters.items():
         if name in PIPELINE_PARAMETERS:
             continue
@@ -303,16 +285,8 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
                 if element and not _is_kind(item, element):
                     raise UsageError(f"parameter {name!r} expects a list of {element} values "
                                      f"(default: {param.default}), got {json.dumps(item)} in it")
-        if name in PARAMETER_MINIMUM and isinstance(value, (int, float)) and value < PARAMETER_MINIMUM[name]:
-            raise UsageError(f"parameter {name!r} must be at least {PARAMETER_MINIMUM[name]}, got {value}")
-        allowed = _allowed_names(name)
-        if allowed is not None:
-            for item in value if isinstance(value, list) else [value]:
-                if item not in allowed and not (item == "" and param.value == ""):
-                    raise unknown(name.removesuffix("s").replace("_", " "), item, allowed,
-                                  where=f"in parameter {name!r}")
-    if "systems" in parameters or "retrievers" in parameters:
-        _check_systems(parameters)
+    defaults = {name: param.value for name, param in known.items() if param.kind}
+    notebook_request({**defaults, **{k: v for k, v in parameters.items() if k not in PIPELINE_PARAMETERS}})
 
 
 def check_data_root(parameters: Mapping[str, object]) -> None:
@@ -331,23 +305,6 @@ def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -
         from instir.judge.factory import require_reachable
 
         require_reachable(str(values.get("judge_base_url") or ""), timeout_s, where="parameter 'judge_base_url'")
-
-
-def _check_systems(parameters: Mapping[str, object]) -> None:
-    """Every name in ``systems`` / ``retrievers`` resolves (a card that does not exist fails before
-    notebook 01 runs) and none is given twice."""
-    from instir.systems.specs import notebook_systems, resolve_system
-
-    names = notebook_systems(parameters.get("retrievers", []), str(parameters.get("dense_model", "") or ""),
-                             parameters.get("systems", []))
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise UsageError(f"system {twice[0]!r} is given twice in parameters 'retrievers' / 'systems'")
-    for name in parameters.get("systems", []) or []:
-        try:
-            resolve_system(name)
-        except ValueError as err:
-            raise UsageError(f"in parameter 'systems': {err}") from None
 
 
 def find_notebooks(folder: str | Path) -> list[Path]:

@@ -279,7 +279,7 @@ def test_run_folder_without_notebooks(capsys, tmp_path):
 
 def test_run_unknown_benchmark(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "--benchmark", "instructir-sample", "ifir-sample/fiq")
-    assert "unknown benchmark 'ifir-sample/fiq' in parameter 'benchmarks'; did you mean 'ifir-sample/fiqa'?" in line
+    assert "parameter 'benchmarks': unknown benchmark 'ifir-sample/fiq'; did you mean 'ifir-sample/fiqa'?" in line
 
 
 def test_run_k_that_is_not_a_number(capsys, tmp_path):
@@ -289,17 +289,17 @@ def test_run_k_that_is_not_a_number(capsys, tmp_path):
 
 def test_run_k_zero(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "k=0")
-    assert "parameter 'k' must be at least 1, got 0" in line
+    assert "parameter 'k' takes a whole number of at least 1, got 0" in line
 
 
 def test_run_unknown_retriever_in_a_comma_list(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "retrievers=bm25,splade")
-    assert "unknown retriever 'splade' in parameter 'retrievers'" in line
+    assert "parameter 'retrievers': unknown retriever 'splade'" in line
 
 
 def test_run_bad_judge_backend(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "--judge", "gpt4")
-    assert "unknown judge backend 'gpt4' in parameter 'judge_backend'; known: openai, hf, baseline" in line
+    assert "parameter 'judge_backend': backend 'gpt4'; use one of openai, hf, baseline" in line
 
 
 def test_run_list_of_numbers_where_names_are_needed(capsys, tmp_path):

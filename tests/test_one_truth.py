@@ -76,11 +76,11 @@ def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_
 
 @pytest.mark.parametrize(("call", "message"), [
     (lambda out: retrieve_runs(out, ["instructir-sample"], ["bm25"], k="10"),
-     "parameter 'k' takes a whole number of at least 1 (e.g. k = 10), got '10'"),
+     "parameter 'k' takes a whole number of at least 1, got '10'"),
     (lambda out: retrieve_runs(out, [], ["bm25"]), "parameter 'benchmarks' is empty"),
     (lambda out: retrieve_runs(out, ["instructir-sample"], []), "no system to run"),
     (lambda out: score_runs(out, ["instructir-sample", "ifir-sampel"]),
-     "unknown benchmark 'ifir-sampel' in parameter 'benchmarks'; did you mean 'ifir-sample'?"),
+     "parameter 'benchmarks': unknown benchmark 'ifir-sampel'; did you mean 'ifir-sample'?"),
     (lambda out: score_runs(out, ["ifir-sample/fiqa"]), "runs.csv holds no run of 'ifir-sample/fiqa'"),
 ])
 def test_a_students_mistake_in_a_stage_is_one_line_before_any_work(tmp_path, call, message):

@@ -14,29 +14,27 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
     cache_dir: ""                          # embedding cache; empty: <instir home>/embeddings
     shard_min_docs: 20000                  # corpora this large are encoded by Ray Data first
     judge: {backend: baseline, model: lexical, max_instances: 1}   # optional judge stage (notebook 04's)
-    # judge keys: backend (openai, hf, baseline), model, base_url, api_key_env, requests_per_minute,
-    # max_instances, repeats (defaults: the judge stage's, instir.stages.judge_runs)
+    # judge keys: backend (openai, hf, baseline), model, base_url, api_key_env, timeout_s,
+    # requests_per_minute, max_instances, repeats (instir.stages.request.JudgeRequest)
 
-:func:`parse_grid` checks every value before any cell runs (one :class:`GridError` naming the
-file, the field and the value); :func:`grid_estimate` says what the grid amounts to. The file is
-read by :mod:`instir.inputs` (YAML aliases refused, at most 1 MiB).
+:func:`parse_grid` checks every value before any cell runs, by the run request's rules
+(:mod:`instir.stages.request`: one :class:`GridError` naming the file, the field and the value);
+:func:`grid_estimate` says what the grid amounts to. The file is read by :mod:`instir.inputs`
+(YAML aliases refused, at most 1 MiB).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
-from instir.benchmarks.registry import list_benchmarks
-from instir.errors import UserError, quoted, shorten
-from instir.errors import unknown as unknown_name
+from instir.errors import UsageError, UserError, quoted, shorten
 from instir.inputs import InputRefused, load_yaml, read_config
-from instir.stages.plan import VARIANTS, PlannedRun, file_part, plan_runs
-from instir.systems.specs import SystemSpec, resolve_system
+from instir.parameters import depth
+from instir.stages.request import RunRequest, run_request
 
 #: Keys a grid file may hold.
 GRID_KEYS = frozenset({"benchmarks", "systems", "variants", "settings", "k", "data_root", "cache_dir",
@@ -48,23 +46,11 @@ class GridError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
-class Grid:
-    """A parsed grid (see the module docstring)."""
+class Grid(RunRequest):
+    """A parsed grid: the run request it makes (its cells are the plan, :meth:`RunRequest.cells`),
+    and the corpus size from which a dense system's corpus is encoded by Ray Data first."""
 
-    benchmarks: tuple[str, ...]
-    systems: tuple[SystemSpec, ...]
-    variants: tuple[str, ...] = VARIANTS
-    settings: tuple[str, ...] = ("instructed",)
-    k: int = 100
-    data_root: str | None = None
-    cache_dir: str | None = None
     shard_min_docs: int = 20000
-    judge: dict[str, Any] | None = None
-
-    def cells(self) -> list[PlannedRun]:
-        """Every cell: the plan of the grid (:func:`instir.stages.plan.plan_runs`, benchmark-major;
-        a benchmark only in the settings its family has)."""
-        return plan_runs(self.benchmarks, self.systems, settings=self.settings, variants=self.variants)
 
 
 def grid_estimate(grid: Grid) -> dict[str, int]:
@@ -109,8 +95,9 @@ def describe_estimate(grid: Grid) -> str:
 def parse_grid(data: Any, source: str = "<grid>") -> Grid:
     """A :class:`Grid` from the mapping a YAML file holds; every mistake is one
     :class:`GridError` naming ``source``, the field and the value (quoted, capped), found before
-    any cell runs: a field of the wrong type, an unknown benchmark, setting, variant or system, a
-    name given twice (two names of one system included), a bad ``judge`` mapping."""
+    any cell runs: an unknown field, and every mistake :func:`instir.stages.request.run_request`
+    refuses (a value of the wrong type, an unknown benchmark, setting, variant or system, a name
+    given twice, a bad ``judge`` mapping)."""
     if not isinstance(data, dict):
         raise GridError(f"{source}: a grid is a mapping with benchmarks and systems, got {quoted(data)}")
     unknown = sorted(str(key) for key in set(data) - GRID_KEYS)
@@ -120,111 +107,15 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
         raise GridError(f"{source}: unknown field(s) {shorten(', '.join(unknown), 200)}{hint}; "
                         f"known: {', '.join(sorted(GRID_KEYS))}")
 
-    def names(key: str, default: tuple[str, ...] | None = None) -> tuple[str, ...]:
-        value = data.get(key, default)
-        if value is None:
-            raise GridError(f"{source}: field {key!r} is required (a list of names)")
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) for v in value):
-            raise GridError(f"{source}: field {key!r} must be a non-empty list of names, got {quoted(value)}")
-        seen = set()
-        for v in value:
-            if v in seen:
-                raise GridError(f"{source}: field {key!r}: {quoted(v)} is given twice")
-            seen.add(v)
-        return tuple(value)
+    def where(field: str) -> str:
+        return f"{source}: field {field!r}"
 
-    def known(key: str, values: tuple[str, ...], choices: Sequence[str], kind: str) -> tuple[str, ...]:
-        for value in values:
-            if value not in choices:
-                raise GridError(f"{source}: field {key!r}: {unknown_name(kind, value, choices)}")
-        return values
-
-    benchmarks = known("benchmarks", tuple(catalog.expand(names("benchmarks"))), list_benchmarks(), "benchmark")
-    every_setting = list(dict.fromkeys(s for f in catalog.families() for s in catalog.family(f).settings))
-    settings = known("settings", names("settings", ("instructed",)), every_setting, "setting")
-    variants = known("variants", names("variants", VARIANTS), VARIANTS, "variant")
-    systems: list[SystemSpec] = []
-    for name in names("systems"):
-        try:
-            system = resolve_system(name)
-        except ValueError as e:
-            raise GridError(f"{source}: field 'systems': {e}") from None
-        same = next((s for s in systems if s.label == system.label or file_part(s.name) == file_part(name)), None)
-        if same is not None:
-            raise GridError(f"{source}: field 'systems': {quoted(same.name)} and {quoted(name)} are one system "
-                            f"({quoted(system.label)}); list it once")
-        systems.append(system)
-    return Grid(benchmarks=benchmarks, systems=tuple(systems), variants=variants, settings=settings,
-                k=_positive_int(data, "k", 100, source), data_root=_folder(data, "data_root", source),
-                cache_dir=_folder(data, "cache_dir", source),
-                shard_min_docs=_positive_int(data, "shard_min_docs", 20000, source),
-                judge=_judge(data.get("judge"), source))
-
-
-#: Keys of a grid's ``judge`` mapping: the judge (:func:`instir.judge.factory.make_judge`), its
-#: requests per minute over the whole sweep, the instances judged per benchmark and the repeats of
-#: the stability check (the judge stage's, :func:`instir.stages.judge_runs`).
-JUDGE_KEYS = ("backend", "model", "base_url", "api_key_env", "requests_per_minute", "max_instances", "repeats")
-
-
-def _positive_int(data: dict, key: str, default: int, source: str) -> int:
-    value = data.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise GridError(f"{source}: field {key!r} must be a positive integer, got {quoted(value)}")
-    return value
-
-
-def _folder(data: dict, key: str, source: str) -> str | None:
-    """A folder field: a path (a string); empty or absent: None (the default folder)."""
-    value = data.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or "\x00" in value:
-        raise GridError(f"{source}: field {key!r} must be a folder path (a string), got {quoted(value)}")
-    return value
-
-
-def _judge(spec: Any, source: str) -> dict[str, Any] | None:
-    """The ``judge`` mapping, checked: known keys, a known backend (openai with a model), strings
-    where strings go, ``max_instances`` and ``requests_per_minute`` positive numbers, no
-    credentials in ``base_url`` and a variable name (not a key) in ``api_key_env``."""
-    from instir.judge.factory import BACKENDS
-    from instir.secrets import refuse_url_credentials, require_env_name
-
-    if spec is None:
-        return None
-    where = f"{source}: field 'judge'"
-    if not isinstance(spec, dict):
-        raise GridError(f"{where} must be a mapping with a backend ({', '.join(BACKENDS)}), got {quoted(spec)}")
-    for key in spec:
-        if key not in JUDGE_KEYS:
-            raise GridError(f"{where}: {unknown_name('key', str(key), JUDGE_KEYS)}")
-    backend = spec.get("backend")
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        given = "no backend" if backend is None else f"backend {quoted(backend)}"
-        raise GridError(f"{where}: {given}; use one of {', '.join(BACKENDS)}")
-    for key in ("model", "base_url", "api_key_env"):
-        if spec.get(key) is not None and not isinstance(spec[key], str):
-            raise GridError(f"{where}.{key} must be a string, got {quoted(spec[key])}")
-    if backend == "openai" and not spec.get("model"):
-        raise GridError(f"{where}: the openai backend needs a model (the name the server serves)")
-    for key in ("max_instances", "repeats"):
-        value = spec.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise GridError(f"{where}.{key} must be a positive integer, got {quoted(value)}")
-    value = spec.get("requests_per_minute")
-    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                              or not 0 < value < float("inf")):
-        raise GridError(f"{where}.requests_per_minute must be a positive number, got {quoted(value)}")
     try:
-        refuse_url_credentials(spec.get("base_url"), f"{where}.base_url")
-        if spec.get("api_key_env"):
-            require_env_name(spec["api_key_env"], f"{where}.api_key_env")
-    except ValueError as e:
-        raise GridError(str(e)) from None
-    return dict(spec)
+        request = run_request(data, where)
+        shard_min_docs = depth(data.get("shard_min_docs", 20000), where=where("shard_min_docs"))
+    except UsageError as err:
+        raise GridError(str(err)) from None
+    return Grid(**vars(request), shard_min_docs=shard_min_docs)
 
 
 def load_grid(path: str | Path) -> Grid:

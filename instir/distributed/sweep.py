@@ -148,17 +148,16 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
     from instir.stages.compare import paper_tables
     from instir.stages.judge import AllJudgmentsFailed, judge_runs
 
-    spec = dict(grid.judge or {})
-    options = {key: spec[key] for key in ("max_instances", "repeats") if key in spec}
+    spec = grid.judge
     try:
         judge = None
         if remote:
             from instir.distributed.judge import start_judge
 
-            _, judge = start_judge(_judge_factory(grid, out), requests_per_minute=spec.get("requests_per_minute"))
-        judging = judge_runs(out, backend=spec["backend"], model=spec.get("model") or "",
-                             base_url=spec.get("base_url") or "", api_key_env=spec.get("api_key_env", "OPENAI_API_KEY"),
-                             judge=judge, data_root=grid.data_root, loaded=loaded, **options)
+            _, judge = start_judge(_judge_factory(grid, out), requests_per_minute=spec.requests_per_minute)
+        judging = judge_runs(out, backend=spec.backend, model=spec.model, base_url=spec.base_url,
+                             api_key_env=spec.api_key_env, timeout_s=spec.timeout_s, max_instances=spec.max_instances,
+                             repeats=spec.repeats, judge=judge, data_root=grid.data_root, loaded=loaded)
         paper_tables(out)
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
         from instir import atomic
@@ -401,10 +400,9 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
 def _judge_factory(grid: Grid, out: Path) -> functools.partial:
     from instir.judge.factory import make_judge
 
-    spec = grid.judge or {}
-    return functools.partial(make_judge, spec["backend"], model=spec.get("model") or None,
-                             base_url=spec.get("base_url") or None,
-                             api_key_env=spec.get("api_key_env", "OPENAI_API_KEY"),
+    spec = grid.judge
+    return functools.partial(make_judge, spec.backend, model=spec.model or None, base_url=spec.base_url or None,
+                             api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
                              cache=out / "judge" / "judgments.sqlite")
 
 

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from instir.benchmarks import catalog
-from instir.errors import unknown
-from instir.parameters import benchmark_names, names
+from instir.parameters import benchmark_names, choices, names
 from instir.systems.specs import SystemSpec, resolve_system
 
 #: The variants every family has: the instructed template, and the bare query for the same instances.
@@ -49,6 +48,11 @@ def file_part(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
 
 
+def every_setting() -> list[str]:
+    """The settings of every family, in the catalog's order."""
+    return list(dict.fromkeys(s for name in catalog.families() for s in catalog.family(name).settings))
+
+
 def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
               settings: Sequence[str] = ("instructed",), variants: Sequence[str] = VARIANTS) -> list[PlannedRun]:
     """Every run of ``systems`` (names as :func:`instir.systems.specs.resolve_system` takes them,
@@ -57,13 +61,8 @@ def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
     its family has; an unknown benchmark, setting or variant is refused."""
     listed = names(systems, "systems") if isinstance(systems, str) else systems
     specs = [s if isinstance(s, SystemSpec) else resolve_system(s) for s in listed]
-    known_settings = {s for name in catalog.families() for s in catalog.family(name).settings}
-    for setting in settings:
-        if setting not in known_settings:
-            raise unknown("setting", setting, sorted(known_settings))
-    for variant in variants:
-        if variant not in VARIANTS:
-            raise unknown("variant", variant, VARIANTS)
+    settings = choices(settings, every_setting(), "setting", where="parameter 'settings'")
+    variants = choices(variants, VARIANTS, "variant", where="parameter 'variants'")
     plan = []
     for name in benchmark_names(benchmarks):
         family = catalog.entry(name).family

@@ -366,7 +366,8 @@ def test_a_damaged_index_warns_naming_the_file_and_is_rebuilt(tmp_path, how):
     load_index([path])
     [entry] = entries()
     name = damage(entry, how)
-    with pytest.warns(CorpusIndexWarning, match=rf"^corpus index of .*c\.jsonl: .*{entry.name}/{name} .*removed, rebuilding it"):
+    expected = rf"^corpus index of .*c\.jsonl: .*{entry.name}/{name} .*removed, rebuilding it"
+    with pytest.warns(CorpusIndexWarning, match=expected):
         index = IndexedCorpus([path]).index()
     assert_matches_stream(index, [path])
     with warnings.catch_warnings():

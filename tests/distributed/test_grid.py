@@ -97,19 +97,19 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
 
 
 @pytest.mark.parametrize("extra,words", [
-    ({"data_root": 123}, "field 'data_root' must be a folder path (a string), got 123"),
-    ({"cache_dir": {"x": 1}}, "field 'cache_dir' must be a folder path (a string), got {'x': 1}"),
+    ({"data_root": 123}, "field 'data_root' takes a folder path (a string), got 123"),
+    ({"cache_dir": {"x": 1}}, "field 'cache_dir' takes a folder path (a string), got {'x': 1}"),
     ({"judge": {"backend": "baseline", "modle": "lexical"}},
      "field 'judge': unknown key 'modle'; did you mean 'model'?"),
-    ({"judge": {"backend": "baselin"}}, "field 'judge': backend 'baselin'; use one of openai, hf, baseline"),
+    ({"judge": {"backend": "baselin"}}, "field 'judge.backend': backend 'baselin'; use one of openai, hf, baseline"),
     ({"judge": {"backend": "baseline", "max_instances": "x"}},
-     "field 'judge'.max_instances must be a positive integer, got 'x'"),
+     "field 'judge.max_instances' takes a whole number of at least 1, got 'x'"),
     ({"judge": {"backend": "baseline", "requests_per_minute": "fast"}},
-     "field 'judge'.requests_per_minute must be a positive number, got 'fast'"),
-    ({"judge": {"backend": "openai"}}, "field 'judge': the openai backend needs a model"),
+     "field 'judge.requests_per_minute' takes a positive number, got 'fast'"),
+    ({"judge": {"backend": "openai"}}, "field 'judge.model': the openai backend needs a model"),
     ({"judge": {"backend": "openai", "model": "m", "base_url": "http://u:pw@localhost:8080/v1"}},
-     "field 'judge'.base_url holds credentials"),
-    ({"judge": {"backend": "baseline", "model": ["lexical"]}}, "field 'judge'.model must be a string, got ['lexical']"),
+     "field 'judge.base_url' holds credentials"),
+    ({"judge": {"backend": "baseline", "model": ["lexical"]}}, "field 'judge.model' takes a string, got ['lexical']"),
     ({"benchmarks": ["instructir-smaple"]},
      "field 'benchmarks': unknown benchmark 'instructir-smaple'; did you mean 'instructir-sample'?"),
     ({"settings": ["instructed", "order-sensitivty"]},
@@ -120,7 +120,7 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
     ({"systems": ["BM25 (IFIR)", "bm25 (ifir)"]}, "field 'systems': 'BM25 (IFIR)' and 'bm25 (ifir)' are one system"),
     ({"benchmarks": ["instructir-sample", "instructir-sample"]},
      "field 'benchmarks': 'instructir-sample' is given twice"),
-    ({"k": "10"}, "field 'k' must be a positive integer, got '10'"),
+    ({"k": "10"}, "field 'k' takes a whole number of at least 1, got '10'"),
 ])
 def test_a_bad_grid_value_is_refused_before_any_cell_naming_file_field_and_value(tmp_path, extra, words):
     # on main each of these was accepted: the cells then failed one by one, or a traceback came after all of them

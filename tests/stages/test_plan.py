@@ -38,7 +38,7 @@ def test_systems_come_as_names_a_comma_separated_text_or_resolved_specs():
 
 @pytest.mark.parametrize(("arguments", "message"), [
     ({"benchmarks": ["ifir-sample/fiq"]},
-     "unknown benchmark 'ifir-sample/fiq' in parameter 'benchmarks'; did you mean 'ifir-sample/fiqa'"),
+     "parameter 'benchmarks': unknown benchmark 'ifir-sample/fiq'; did you mean 'ifir-sample/fiqa'"),
     ({"settings": ["order"]}, "unknown setting 'order'"), ({"variants": ["instruct"]}, "unknown variant 'instruct'")])
 def test_an_unknown_benchmark_setting_or_variant_is_refused(arguments, message):
     with pytest.raises(UnknownNameError, match=message):

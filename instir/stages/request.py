@@ -1,0 +1,167 @@
+"""What a run asks, as one typed request checked once: the benchmarks, the systems, the settings
+and variants, the depth ``k``, the folders and the judge. A sweep's grid file
+(:func:`instir.distributed.grid.parse_grid`) and the notebooks' parameters (``instir run -p``, checked by
+:func:`instir.pipeline.validate_parameters` before any kernel starts) both become a :class:`RunRequest`
+through :func:`run_request`, each value through the one rule of its kind (:mod:`instir.parameters`);
+the stages a notebook calls apply the same rules to what they are given. A mistake is one line that
+names where the value came from (``grid.yaml: field 'k'``, ``parameter 'k'``), the value, and the
+closest known name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from instir.errors import UnknownNameError, UsageError, quoted, unknown
+from instir.parameters import benchmark_names, choices, depth, folder, names, positive_number, text
+from instir.stages.plan import VARIANTS, PlannedRun, every_setting, file_part, plan_runs
+from instir.systems.specs import SystemSpec, resolve_system
+
+#: Where a value came from, by the request's field name (``judge.model`` for the judge's keys).
+Where = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """The judge of a run (:func:`instir.judge.factory.make_judge`): ``backend`` and ``model``, an
+    OpenAI-compatible ``base_url`` and the NAME of the environment variable holding its key
+    (never a key), seconds per HTTP attempt, requests per minute over a whole sweep (None: no
+    limit), instances judged per benchmark, and judgments per passage for the stability check."""
+
+    backend: str
+    model: str = ""
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    requests_per_minute: float | None = None
+    max_instances: int = 5
+    repeats: int = 2
+
+
+#: The keys a judge mapping may hold.
+JUDGE_KEYS = tuple(f.name for f in fields(JudgeRequest))
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A checked request: benchmark names (collections expanded), resolved systems, the settings and
+    variants to plan, the depth ``k``, the data and cache folders (None: the defaults) and the judge
+    (None: no judge stage)."""
+
+    benchmarks: tuple[str, ...]
+    systems: tuple[SystemSpec, ...]
+    settings: tuple[str, ...] = ("instructed",)
+    variants: tuple[str, ...] = VARIANTS
+    k: int = 100
+    data_root: str | None = None
+    cache_dir: str | None = None
+    judge: JudgeRequest | None = None
+
+    def cells(self) -> list[PlannedRun]:
+        """Every run the request asks for, in the plan's order (:func:`instir.stages.plan.plan_runs`)."""
+        return plan_runs(self.benchmarks, self.systems, settings=self.settings, variants=self.variants)
+
+
+def run_request(values: Mapping[str, Any], where: Where, *,
+                required: tuple[str, ...] = ("benchmarks", "systems")) -> RunRequest:
+    """A :class:`RunRequest` from a mapping of its fields (those of ``required`` must be there; a
+    missing ``benchmarks`` or ``systems`` is otherwise none; ``judge`` a mapping of
+    :data:`JUDGE_KEYS`); every value checked by its rule, a mistake one
+    :class:`~instir.errors.UsageError` naming ``where(field)``."""
+    for field in required:
+        if values.get(field) is None:
+            raise UsageError(f"{where(field)} is required (a list of names)")
+    judge = values.get("judge")
+    if judge is not None and not isinstance(judge, Mapping):
+        raise UsageError(f"{where('judge')} takes a mapping with a backend, got {quoted(judge)}")
+    given = values.get("benchmarks")
+    return RunRequest(
+        benchmarks=() if given is None else tuple(benchmark_names(given, where=where("benchmarks"))),
+        systems=system_specs(values.get("systems") or [], where("systems")),
+        settings=tuple(choices(values.get("settings", ["instructed"]), every_setting(), "setting",
+                               where=where("settings"))),
+        variants=tuple(choices(values.get("variants", list(VARIANTS)), VARIANTS, "variant", where=where("variants"))),
+        k=depth(values.get("k", 100), where=where("k")),
+        data_root=folder(values.get("data_root"), where=where("data_root")),
+        cache_dir=folder(values.get("cache_dir"), where=where("cache_dir")),
+        judge=None if judge is None else judge_request(judge, where))
+
+
+def system_specs(value: Any, where: str) -> tuple[SystemSpec, ...]:
+    """Each name resolved (:func:`instir.systems.specs.resolve_system`); none given twice, also not
+    under two names of one system (``dense`` and ``dense:<the bundled model>``)."""
+    specs: list[SystemSpec] = []
+    for name in names(value, where=where, unique=True):
+        try:
+            system = resolve_system(name)
+        except ValueError as err:
+            raise UsageError(f"{where}: {err}") from None
+        same = next((s for s in specs if s.label == system.label or file_part(s.name) == file_part(name)), None)
+        if same is not None:
+            raise UsageError(f"{where}: {quoted(same.name)} and {quoted(name)} are one system "
+                             f"({quoted(system.label)}); list it once")
+        specs.append(system)
+    return tuple(specs)
+
+
+def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
+    """A :class:`JudgeRequest` from a mapping of :data:`JUDGE_KEYS`: a known backend (openai with a
+    model), strings where strings go, positive counts and numbers, no credentials in ``base_url``
+    and a variable name (not a key) in ``api_key_env``."""
+    from instir.judge.factory import BACKENDS
+    from instir.secrets import refuse_url_credentials, require_env_name
+
+    for key in values:
+        if key not in JUDGE_KEYS:
+            raise UnknownNameError(f"{where('judge')}: {unknown('key', str(key), JUDGE_KEYS)}")
+    backend = values.get("backend")
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        given = "no backend" if backend is None else f"backend {quoted(backend)}"
+        raise UsageError(f"{where('judge.backend')}: {given}; use one of {', '.join(BACKENDS)}")
+    checked: dict[str, Any] = {"backend": backend}
+    for key in ("model", "base_url", "api_key_env"):
+        if values.get(key) is not None:
+            checked[key] = text(values[key], where=where(f"judge.{key}"))
+    for key in ("max_instances", "repeats"):
+        if values.get(key) is not None:
+            checked[key] = depth(values[key], where=where(f"judge.{key}"))
+    for key in ("timeout_s", "requests_per_minute"):
+        if values.get(key) is not None:
+            checked[key] = positive_number(values[key], where=where(f"judge.{key}"))
+    if backend == "openai" and not checked.get("model"):
+        raise UsageError(f"{where('judge.model')}: the openai backend needs a model (the name the server serves)")
+    refuse_url_credentials(checked.get("base_url"), where("judge.base_url"))
+    if checked.get("api_key_env"):
+        require_env_name(checked["api_key_env"], where("judge.api_key_env"))
+    return JudgeRequest(**checked)
+
+
+def notebook_request(values: Mapping[str, Any]) -> RunRequest:
+    """The run request of the notebooks' parameters (``values``: the chain's defaults with what the
+    user gave over them; a chain without a parameter asks nothing of it): ``benchmarks``, ``k`` and
+    ``data_root``; ``retrievers`` (each of :data:`instir.retrieval.RETRIEVER_KINDS`) with
+    ``dense_model``, and ``systems``, as the systems of :func:`instir.systems.specs.notebook_systems`;
+    the judge from the ``judge_*`` parameters when the chain has ``judge_backend``."""
+    from instir.retrieval import RETRIEVER_KINDS
+    from instir.systems.specs import notebook_systems
+
+    kinds = names(values.get("retrievers", []), "retrievers", unique=True)
+    for kind in kinds:
+        if kind not in RETRIEVER_KINDS:
+            raise UnknownNameError(f"parameter 'retrievers': {unknown('retriever', kind, RETRIEVER_KINDS)}")
+    fields: dict[str, Any] = {key: values[key] for key in ("benchmarks", "k", "data_root") if key in values}
+    fields["systems"] = notebook_systems(kinds, text(values.get("dense_model") or "", where="parameter 'dense_model'"),
+                                         values.get("systems", []))
+    if "judge_backend" in values:
+        fields["judge"] = {key: values[f"judge_{key}"] for key in JUDGE_KEYS if f"judge_{key}" in values}
+    return run_request(fields, _notebook_parameter, required=())
+
+
+def _notebook_parameter(field: str) -> str:
+    """Where a request's field comes from among the notebooks' parameters."""
+    if field == "systems":
+        return "parameters 'retrievers' / 'systems'"
+    return f"parameter {'judge_backend' if field == 'judge' else field.replace('.', '_')!r}"
+

@@ -1,0 +1,72 @@
+"""One run request, one rule per value: a grid file and the notebooks' parameters make the same
+request, and a mistake gets the same answer from both, naming where the value came from."""
+
+from pathlib import Path
+
+import pytest
+from says import raises_saying
+
+from instir.distributed.grid import GridError, parse_grid
+from instir.errors import UsageError
+from instir.pipeline import find_notebooks, notebook_parameters, validate_parameters
+from instir.stages.request import JudgeRequest, notebook_request, run_request
+
+NOTEBOOKS = find_notebooks(Path(__file__).resolve().parents[2] / "notebooks")
+
+
+@pytest.fixture(scope="module")
+def known():
+    return notebook_parameters(NOTEBOOKS)
+
+
+def test_a_grid_and_the_notebooks_parameters_make_the_same_request():
+    grid = parse_grid({"benchmarks": ["followir-sample"], "systems": ["bm25", "dense"], "k": 20,
+                       "judge": {"backend": "baseline", "model": "lexical", "max_instances": 3}}, "grid.yaml")
+    notebooks = notebook_request({"benchmarks": ["followir-sample"], "retrievers": ["bm25", "dense"], "systems": [],
+                                  "dense_model": "", "k": 20, "judge_backend": "baseline", "judge_model": "lexical",
+                                  "judge_max_instances": 3})
+    for field in ("benchmarks", "systems", "k", "judge", "settings", "variants"):
+        assert getattr(grid, field) == getattr(notebooks, field), field
+    assert len(grid.benchmarks) > 1  # the collection stands for its benchmarks in both
+    assert grid.judge == JudgeRequest("baseline", "lexical", max_instances=3)
+    assert [c.run_id for c in grid.cells()] == [c.run_id for c in notebooks.cells()]
+
+
+MISTAKES = [  # (grid fields, notebook parameters, what both say after their "where")
+    ({"k": 0}, {"k": 0}, ("'k'", "whole number of at least 1", "got 0")),
+    ({"benchmarks": ["ifir-sampel"]}, {"benchmarks": ["ifir-sampel"]},
+     ("'benchmarks'", "'ifir-sampel'", "did you mean 'ifir-sample'?")),
+    ({"systems": ["bm25", "bm25"]}, {"retrievers": ["bm25"], "systems": ["bm25"]}, ("'systems'", "'bm25'", "twice")),
+    ({"systems": ["NoSuchCard"]}, {"systems": ["NoSuchCard"]}, ("'systems'", "'NoSuchCard'")),
+    ({"judge": {"backend": "openai"}}, {"judge_backend": "openai", "judge_model": ""},
+     ("judge", "model", "openai backend needs a model")),
+    ({"judge": {"backend": "baseline", "api_key_env": "sk-abcdefghijklmnopqrstuvwxyz123456"}},
+     {"judge_api_key_env": "sk-abcdefghijklmnopqrstuvwxyz123456"}, ("api_key_env", "environment variable")),
+    ({"judge": {"backend": "baseline", "max_instances": 0}}, {"judge_max_instances": 0},
+     ("max_instances", "whole number of at least 1", "got 0")),
+    ({"judge": {"backend": "baseline", "timeout_s": -1}}, {"judge_timeout_s": -1.0},
+     ("timeout_s", "positive number", "got -1")),
+]
+
+
+@pytest.mark.parametrize(("grid_fields", "parameters", "parts"), MISTAKES)
+def test_a_mistake_gets_one_answer_from_the_grid_and_from_the_parameters(known, grid_fields, parameters, parts):
+    base = {"benchmarks": ["instructir-sample"], "systems": ["bm25"]}
+    with raises_saying(GridError, "grid.yaml: field", *parts):
+        parse_grid({**base, **grid_fields}, "grid.yaml")
+    with raises_saying(UsageError, "parameter", *parts):
+        validate_parameters(parameters, known)
+
+
+def test_a_notebook_chain_is_asked_only_for_the_parameters_it_has():
+    request = notebook_request({"benchmarks": ["instructir-sample"]})  # notebook 03's parameters alone
+    assert request.benchmarks == ("instructir-sample",) and request.systems == () and request.judge is None
+    with raises_saying(UsageError, "'benchmarks'", "required"):
+        run_request({"systems": ["bm25"]}, lambda field: f"field {field!r}")
+
+
+def test_an_openai_judge_without_a_model_is_refused_before_any_kernel(known):
+    """Before, ``instir run --judge openai`` ran notebooks 00-03 and failed in notebook 04."""
+    with raises_saying(UsageError, "parameter 'judge_model'", "needs a model"):
+        validate_parameters({"judge_backend": "openai"}, known)
+    validate_parameters({"judge_backend": "openai", "judge_model": "gpt-4o-mini"}, known)
