@@ -16,8 +16,9 @@ MAIN_STAMP := $(VENV)/.instir-main
 TEST_STAMP := $(VENV)/.instir-test
 LAB_STAMP := $(VENV)/.instir-lab
 # Test-only extras (llama.cpp's server compiles from source once; pip reuses the built wheel); interop:
-# ranx, PyTerrier, ir_datasets, whose round trips tests/interop/ checks against the libraries themselves.
-TEST_EXTRAS := dev,lab,systems,distributed,interop
+# ranx, PyTerrier, ir_datasets, whose round trips tests/interop/ checks against the libraries themselves;
+# engines: Anserini and a Java runtime, whose runs tests/retrieval/test_lucene.py compares with Anserini's own.
+TEST_EXTRAS := dev,lab,systems,distributed,interop,engines
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.

@@ -1,5 +1,6 @@
 """Adapters that build the kit's existing retrievers from a :class:`~instir.systems.cards.SystemCard`:
-``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``hybrid``
+``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``anserini`` (Lucene BM25 by Anserini,
+:class:`~instir.retrieval.lucene.AnseriniBM25Retriever`), ``hybrid``
 (:class:`~instir.retrieval.fusion.HybridRetriever` of two other cards), ``sentence-transformers``
 and ``hf-mean-pool`` (:class:`~instir.retrieval.dense.DenseRetriever`; the latter assembles a
 plain ``AutoModel`` + masked mean pooling, IFIR's ``Contriever``/``ColBERT`` classes and
@@ -25,6 +26,22 @@ def bm25_from_card(card: SystemCard, **_: object):
         raise ValueError(f"system {card.name!r}: unknown BM25 params {sorted(unknown)}; known: {', '.join(_BM25_KEYS)}")
     kwargs = {key: card.params[key] for key in _BM25_KEYS if key in card.params}
     return BM25Retriever(**kwargs)
+
+
+def anserini_from_card(card: SystemCard, *, cache_dir: str | None = None, progress: bool | None = None, **_: object):
+    """Lucene BM25 by Anserini (:class:`~instir.retrieval.lucene.AnseriniBM25Retriever`) with the card's
+    ``k1``, ``b`` and ``analyzer``; Java and the jar are looked up now, so a missing engine is one line
+    before any work. ``cache_dir`` (the embedding cache's) is not the Lucene index's: that stays in
+    ``$INSTIR_HOME/lucene``."""
+    from instir.retrieval.lucene import AnseriniBM25Retriever, anserini_jar, java
+
+    java(), anserini_jar()
+    known = ("k1", "b", "analyzer")
+    unknown = set(card.params) - set(known)
+    if unknown:
+        raise ValueError(f"system {card.name!r}: unknown Anserini params {sorted(unknown)}; known: {', '.join(known)}")
+    return AnseriniBM25Retriever(**{key: card.params[key] for key in known if key in card.params},
+                                 show_progress=progress)
 
 
 def hybrid_from_card(card: SystemCard, *, cards: Mapping[str, SystemCard], **options):

