@@ -27,7 +27,7 @@ _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
     "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance", "verdict",
-    "scale", "secondary", "windowing", "reasons", "reference", "source",
+    "scale", "secondary", "windowing", "engine", "reasons", "reference", "source",
 ]
 
 
@@ -78,16 +78,17 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     than the paper's. An optional ``widen`` column (unit scale, empty = 0) widens that row's
     tolerance, e.g. by the judge's own spread of InstFol
     (:func:`instir.judge.stability.tolerance_widening`).
-    ``runs`` (``benchmark``, ``system``, ``windowing``: one row per run, as
-    :func:`instir.retrieval.run_windowing` reads it from the sidecars) gives every reproduced
-    number the windowing mode of the run(s) behind it (an IFIR average: of all its subsets'
+    ``runs`` (``benchmark``, ``system``, ``windowing`` and ``engine``: one row per run, as
+    :func:`instir.retrieval.run_windowing` and :func:`instir.retrieval.run_engine` read them from the
+    sidecars) gives every reproduced number the windowing mode and BM25 engine of the run(s) behind it
+    (an IFIR average: of all its subsets'
     runs, ``mixed`` when they differ; ``unknown`` without ``runs`` or without a matching run).
 
     Returns one row per matched pair, in the reported row's printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
     the printed rounding + ``widened_by``, the row's ``widen`` in printed units),
     ``within_tolerance``, ``verdict`` (``within tolerance``, ``outside tolerance``, ``no value``),
-    ``scale`` (printed units per unit: 100 where the paper prints ×100), ``windowing``, and
+    ``scale`` (printed units per unit: 100 where the paper prints ×100), ``windowing``, ``engine``, and
     ``reasons`` (keys of :func:`known_divergences` that apply).
 
     Raises :class:`NotComparableError` for sample data, unless ``sample_ok``: then a bundled
@@ -104,7 +105,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
         samples = [s or bool(flag) for s, flag in zip(samples, reproduced["is_sample"].fillna(False))]
     reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
-    ours["windowing"] = _windowing_of(ours, runs)
+    ours["windowing"] = _of_runs(ours, runs, "windowing")
+    ours["engine"] = _of_runs(ours, runs, "engine")
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
@@ -236,12 +238,13 @@ def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
     return ours[~is_average | complete]
 
 
-def _windowing_of(ours: pd.DataFrame, runs: pd.DataFrame | None) -> list[str]:
-    """Per reproduced row, the windowing mode of the run(s) behind it (see :func:`compare_to_papers`)."""
-    if runs is None:
+def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str) -> list[str]:
+    """Per reproduced row, what the run(s) behind it say in ``column`` of ``runs`` (their windowing
+    mode, their BM25 engine; see :func:`compare_to_papers`)."""
+    if runs is None or column not in runs.columns:
         return ["unknown"] * len(ours)
     modes: dict[tuple[str, str, str], set[str]] = {}
-    for benchmark, system, mode in runs[["benchmark", "system", "windowing"]].itertuples(index=False):
+    for benchmark, system, mode in runs[["benchmark", "system", column]].itertuples(index=False):
         family, _, subset = str(benchmark).partition("/")
         modes.setdefault((str(system), family, subset), set()).add(str(mode))
         modes.setdefault((str(system), family, "avg"), set()).add(str(mode))

@@ -30,7 +30,8 @@ class Divergence:
     do not come from the paper itself; ``windowing`` lists the windowing modes of the
     reproduced run it applies to (:func:`instir.retrieval.run_windowing`: ``ifir``,
     ``clean``, ``none``, ``n/a``; ``unknown`` when the row does not say, ``mixed`` when the
-    runs behind an average differ).
+    runs behind an average differ); ``engines`` the BM25 engines of the run it applies to
+    (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``).
     """
 
     key: str
@@ -44,6 +45,7 @@ class Divergence:
     models: tuple[str, ...] = ()
     secondary_only: bool = False
     windowing: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
@@ -52,6 +54,8 @@ class Divergence:
         level = 0 if level is None or pd.isna(level) else int(level)
         windowing = row.get("windowing")
         windowing = "unknown" if windowing is None or pd.isna(windowing) or windowing == "" else str(windowing)
+        engine = row.get("engine")
+        engine = "unknown" if engine is None or pd.isna(engine) or engine == "" else str(engine)
         checks = (
             not self.papers or row.get("paper") in self.papers,
             not self.benchmarks or row.get("benchmark") in self.benchmarks,
@@ -61,6 +65,7 @@ class Divergence:
             not self.models or str(row.get("model_key", "")).startswith(self.models),
             not self.secondary_only or bool(row.get("secondary")),
             not self.windowing or windowing in self.windowing,
+            not self.engines or engine in self.engines,
         )
         return all(checks)
 
@@ -129,9 +134,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "bm25-engine", "BM25 engine and parameters",
         "InstructIR used Pyserini/Anserini (k1=0.9, b=0.4, Lucene analyzer); IFIR used Elasticsearch "
-        "8.11 defaults (k1=1.2, b=0.75, standard analyzer). The kit uses bm25s, whose tokenisation, "
-        "stemming and stopwords differ from both.",
-        models=("bm25", "hybrid:")),
+        "8.11 defaults (k1=1.2, b=0.75, standard analyzer). This run used bm25s, whose tokenisation, "
+        "stemming and stopwords differ from both (docs/bm25-vs-lucene.md measures by how much); the "
+        "'BM25 (InstructIR)' card runs Anserini itself.",
+        models=("bm25", "hybrid:"), engines=("bm25s", "unknown", "mixed")),
     Divergence(
         "long-doc-windows", "Long texts not cut as IFIR's code cuts them",
         "IFIR's official code encodes every document and query of Contriever, ColBERT, GTR, Instructor "

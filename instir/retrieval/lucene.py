@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.formatting import Template
@@ -122,15 +123,16 @@ class AnseriniBM25Retriever:
         start = time.perf_counter()
         found = self.store.read(key[:32], key, lambda entry: entry.path)
         if found is not None:
-            return found, {"origin": "loaded", "cache_entry": str(found), "seconds": round(time.perf_counter() - start,
-                                                                                            3)}
+            return found, {"origin": "loaded", "cache_entry": str(found),
+                           "seconds": round(time.perf_counter() - start, 3)}
         subset = _subset(benchmark)
         with tempfile.TemporaryDirectory(prefix="instir-anserini-") as work:
             collection = Path(work) / "collection"
             collection.mkdir()
-            with (collection / "docs.jsonl").open("w", encoding="utf-8") as fh:
+            with atomic.stream(collection / "docs.jsonl") as out:
                 for doc in benchmark.corpus:
-                    fh.write(json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n")
+                    line = json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n"
+                    out.write(line.encode())
 
             def build(folder: Path) -> None:
                 _anserini("index.IndexCollection", "-collection", "JsonCollection", "-input", str(collection),
@@ -159,8 +161,8 @@ class AnseriniBM25Retriever:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="instir-anserini-") as work:
             topics, out = Path(work) / "topics.tsv", Path(work) / "run.trec"
-            topics.write_text("".join(f"{q.id}\t{' '.join(template.format_query(q).split())}\n" for q in queries),
-                              encoding="utf-8")
+            atomic.write_text(topics, "".join(f"{q.id}\t{' '.join(template.format_query(q).split())}\n"
+                                              for q in queries))
             if self.show_progress:
                 print(f"Anserini: searching {len(queries):,} queries", flush=True)
             _anserini("search.SearchCollection", "-index", str(index), "-topics", str(topics), "-topicReader",

@@ -464,6 +464,26 @@ def run_windowing(meta: Mapping | None) -> str:
     return "n/a"
 
 
+def run_engine(meta: Mapping | None) -> str:
+    """The BM25 engine behind a run, from its sidecar (or ``run.meta``): ``anserini`` (Lucene, as
+    :mod:`instir.retrieval.lucene` runs it), ``bm25s`` (the kit's fast path), ``n/a`` for a run
+    without BM25, ``unknown`` without metadata. A hybrid run reports its lexical part."""
+    if not meta:
+        return "unknown"
+    found = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, Mapping):
+            if isinstance(value.get("engine"), str):
+                found.append(value["engine"])
+            for item in value.values():
+                walk(item)
+
+    walk(meta.get("search"))
+    names = {name.split()[0].lower() for name in found if name.strip()}
+    return next(iter(names)) if len(names) == 1 else "mixed" if names else "n/a"
+
+
 def run_is_complete(path: str | Path) -> bool:
     """True when the TREC file and its sidecar exist and the sidecar's hash matches the file."""
     return read_sidecar(path) is not None

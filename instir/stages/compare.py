@@ -31,7 +31,7 @@ from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, report_layout
 from instir.report.stage_writer import writes_stage
-from instir.retrieval.runs import read_sidecar, run_windowing
+from instir.retrieval.runs import read_sidecar, run_engine, run_windowing
 from instir.systems.coverage import coverage_matrix
 
 #: The columns of a reproduced number.
@@ -153,8 +153,9 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     layout = report_layout(out_dir)
     runs = (pd.read_csv(layout.runs_table) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
-    windowing = runs[["benchmark", "system"]].assign(
-        windowing=[run_windowing(read_sidecar(layout.root / run_file)) for run_file in runs["run_file"]])
+    sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
+    windowing = runs[["benchmark", "system"]].assign(windowing=[run_windowing(meta) for meta in sidecars],
+                                                     engine=[run_engine(meta) for meta in sidecars])
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)

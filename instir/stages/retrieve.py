@@ -25,13 +25,13 @@ from instir.report.layout import MissingInput, ReportLayout, start_report
 from instir.report.lock import STAGE_WRITER, writer_of
 from instir.report.stage_writer import writes_stage
 from instir.retrieval import Retriever, retrieve, template_for
-from instir.retrieval.runs import Run
+from instir.retrieval.runs import Run, run_engine
 from instir.stages.plan import PlannedRun, plan_runs
 
 #: The columns of ``runs/runs.csv``, in order; ``written_by`` is the front end that wrote the row
 #: (:func:`front_end`).
-RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "k", "queries",
-                "rows", "search_s", "elapsed_s", "reused", "run_file", "written_by"]
+RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "engine", "k",
+                "queries", "rows", "search_s", "elapsed_s", "reused", "run_file", "written_by"]
 #: What identifies a run in ``runs/runs.csv``.
 RUN_KEY = ["benchmark", "setting", "system", "variant"]
 
@@ -89,7 +89,8 @@ def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: Planne
                    out_dir=layout.runs)
     row = {"benchmark": benchmark.name, "setting": benchmark.setting, "sample": benchmark.is_sample,
            "retriever": planned.system.name, "system": planned.label, "variant": planned.variant,
-           "template": run.meta["template"]["name"], "k": k, "queries": run.df["qid"].nunique(), "rows": len(run.df),
+           "template": run.meta["template"]["name"], "engine": run_engine(run.meta), "k": k,
+           "queries": run.df["qid"].nunique(), "rows": len(run.df),
            "search_s": run.meta["wall_time_s"], "elapsed_s": round(time.perf_counter() - start, 3),
            "reused": bool(run.meta.get("reused", False)),
            "run_file": Path(run.meta["path"]).resolve().relative_to(layout.root.resolve()).as_posix()}

@@ -104,3 +104,19 @@ def test_without_the_engines_extra_the_card_says_what_to_install_in_one_line(mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert build_system("bm25").name == "bm25"  # the fast path needs none of it
+
+
+def test_reports_say_which_engine_made_each_bm25_run_and_drop_the_engine_divergence_for_anserinis(tmp_path):
+    from instir.papers.divergences import reasons_for
+    from instir.retrieval import run_engine
+    from instir.stages import retrieve_runs
+
+    out = tmp_path / "report"
+    runs = retrieve_runs(out, ["instructir-sample"], ["bm25", "BM25 (InstructIR)"], k=10).runs
+    assert dict(zip(runs["retriever"], runs["engine"])) == {"bm25": "bm25s", "BM25 (InstructIR)": "anserini"}
+    assert run_engine({"search": {"retriever": {"name": "dense:m", "params": {}}}}) == "n/a"
+    assert run_engine(None) == "unknown"
+    row = {"paper": "instructir", "benchmark": "instructir", "measure": "nDCG@10", "model_key": "bm25"}
+    assert "bm25-engine" in reasons_for({**row, "engine": "bm25s"})
+    assert "bm25-engine" in reasons_for(row)  # a number whose run is not known keeps it
+    assert "bm25-engine" not in reasons_for({**row, "engine": "anserini"})
