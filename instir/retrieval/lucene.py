@@ -23,8 +23,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import pandas as pd
@@ -78,46 +80,53 @@ def anserini_jar() -> Path:
     return jars[-1]
 
 
-def _anserini(main: str, *arguments: str) -> None:
-    """Run one of Anserini's command-line classes; its log goes to the error only when it fails."""
-    command = [java(), "-cp", str(anserini_jar()), f"io.anserini.{main}", *arguments]
-    done = subprocess.run(command, capture_output=True, text=True, errors="replace")
+def _run_java(command: list[str], what: str, env: dict | None = None) -> None:
+    """Run a Java engine's command; its log goes to the error only when it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, errors="replace", env=env)
     if done.returncode:
         tail = " | ".join(line for line in done.stderr.splitlines()[-5:] if line.strip())
-        raise RuntimeError(f"Anserini {main} failed (exit {done.returncode}): {tail}")
+        raise RuntimeError(f"{what} failed (exit {done.returncode}): {tail}")
 
 
-class AnseriniBM25Retriever:
-    """BM25 by Anserini (see the module docstring): ``k1``, ``b`` and the ``analyzer`` (``english`` or
-    ``plain``); the index kept in ``cache_dir`` (default ``$INSTIR_HOME/lucene``)."""
+def _anserini(main: str, *arguments: str) -> None:
+    """Run one of Anserini's command-line classes (``index.IndexCollection``, ``search.SearchCollection``)."""
+    _run_java([java(), "-cp", str(anserini_jar()), f"io.anserini.{main}", *arguments], f"Anserini {main}")
 
-    name = "bm25-anserini"
+
+class LuceneBM25Retriever(ABC):
+    """What the Lucene engines share: the index of a corpus (the verified cache entry, else built by the
+    engine from the documents as ``template`` formats them) and a search of every query through the
+    engine's own process, ``k1`` and ``b`` set at search time; a subclass says how it indexes and
+    searches (:meth:`_build`, :meth:`_search`) and what its analysis is (:meth:`analysis`)."""
+
     family = "bm25"
+    engine = ""
 
-    def __init__(self, k1: float = 0.9, b: float = 0.4, *, analyzer: str = "english",
-                 cache_dir: str | Path | None = None, show_progress: bool | None = None):
-        if analyzer not in ANALYZERS:
-            raise ValueError(f"unknown Anserini analyzer {analyzer!r}; use one of {', '.join(ANALYZERS)}")
-        self.k1, self.b, self.analyzer = float(k1), float(b), analyzer
+    def __init__(self, k1: float, b: float, *, cache_dir: str | Path | None = None,
+                 show_progress: bool | None = None):
+        self.k1, self.b = float(k1), float(b)
         self.store = VerifiedStore(Path(cache_dir) if cache_dir else instir_home() / "lucene", "Lucene index cache")
         self.show_progress = progress_enabled() if show_progress is None else show_progress
 
+    @abstractmethod
+    def analysis(self) -> dict:
+        """How the engine analyzes texts (part of the index's key and of :meth:`params`)."""
+
     def params(self) -> dict:
         """The settings that change results."""
-        return {"engine": "anserini", "k1": self.k1, "b": self.b, "analyzer": self.analyzer}
+        return {"engine": self.engine, "k1": self.k1, "b": self.b, **self.analysis()}
 
     def index_description(self, benchmark: Benchmark, template: Template) -> dict:
-        """What the index depends on (its cache key): the corpus content, the document format, the
-        analyzer and the jar (by name and size)."""
+        """What the index depends on (its cache key): the engine and its analysis, the corpus content,
+        the document format and the jar (by name and size)."""
         jar = anserini_jar()
-        subset = _subset(benchmark)
-        return {"corpus_sha256": benchmark.corpus.content_hash(), "doc": template.doc,
-                "domain": template.describe()["domains"].get(subset, ""), "analyzer": self.analyzer,
-                "anserini": {"jar": jar.name, "bytes": jar.stat().st_size}}
+        return {"engine": self.engine, **self.analysis(), "corpus_sha256": benchmark.corpus.content_hash(),
+                "doc": template.doc, "domain": template.describe()["domains"].get(_subset(benchmark), ""),
+                "jar": {"name": jar.name, "bytes": jar.stat().st_size}}
 
     def index(self, benchmark: Benchmark, template: Template) -> tuple[Path, dict]:
         """The Lucene index of the corpus as ``template`` formats its documents (the verified cache
-        entry, else built by Anserini and stored) and where it came from."""
+        entry, else built by the engine and stored) and where it came from."""
         description = self.index_description(benchmark, template)
         key = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
         start = time.perf_counter()
@@ -126,22 +135,20 @@ class AnseriniBM25Retriever:
             return found, {"origin": "loaded", "cache_entry": str(found),
                            "seconds": round(time.perf_counter() - start, 3)}
         subset = _subset(benchmark)
-        with tempfile.TemporaryDirectory(prefix="instir-anserini-") as work:
-            collection = Path(work) / "collection"
-            collection.mkdir()
-            with atomic.stream(collection / "docs.jsonl") as out:
+        with tempfile.TemporaryDirectory(prefix="instir-lucene-") as work:
+            collection = Path(work) / "collection" / "docs.jsonl"
+            collection.parent.mkdir()
+            with atomic.stream(collection) as out:
                 for doc in benchmark.corpus:
                     line = json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n"
                     out.write(line.encode())
 
             def build(folder: Path) -> None:
-                _anserini("index.IndexCollection", "-collection", "JsonCollection", "-input", str(collection),
-                          "-index", str(folder), "-generator", "DefaultLuceneDocumentGenerator", "-threads", "1",
-                          *ANALYZERS[self.analyzer])
+                self._build(collection, folder)
                 (folder / "write.lock").unlink(missing_ok=True)
 
             if self.show_progress:
-                print(f"Anserini: indexing {len(benchmark.corpus):,} documents", flush=True)
+                print(f"{self.engine}: indexing {len(benchmark.corpus):,} documents", flush=True)
             entry = self.store.put(key[:32], key, build, description=description)
             if entry is None:  # the cache cannot be written: build where the search can read it once
                 fallback = Path(tempfile.mkdtemp(prefix="instir-lucene-index-"))
@@ -152,31 +159,96 @@ class AnseriniBM25Retriever:
                             "seconds": round(time.perf_counter() - start, 3)}
 
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
-        """Top-``k`` results per query by Anserini's ``SearchCollection``; a document whose id is the
-        query's is dropped (as the official InstructIR code does; one more is fetched then)."""
+        """Top-``k`` results per query by the engine; a document whose id is the query's is dropped
+        (as the official InstructIR code does; one more is fetched then)."""
         index, source = self.index(benchmark, template)
         queries = list(benchmark.queries.values())
         doc_ids = set(benchmark.corpus.ids())
         has_self = any(q.id in doc_ids for q in queries)
         start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="instir-anserini-") as work:
-            topics, out = Path(work) / "topics.tsv", Path(work) / "run.trec"
+        with tempfile.TemporaryDirectory(prefix="instir-lucene-") as work:
+            topics = Path(work) / "topics.tsv"
             atomic.write_text(topics, "".join(f"{q.id}\t{' '.join(template.format_query(q).split())}\n"
                                               for q in queries))
             if self.show_progress:
-                print(f"Anserini: searching {len(queries):,} queries", flush=True)
-            _anserini("search.SearchCollection", "-index", str(index), "-topics", str(topics), "-topicReader",
-                      "TsvString", "-output", str(out), "-bm25", "-bm25.k1", str(self.k1), "-bm25.b", str(self.b),
-                      "-hits", str(k + has_self), "-threads", "1", *ANALYZERS[self.analyzer])
-            frame = read_anserini_run(out)
+                print(f"{self.engine}: searching {len(queries):,} queries", flush=True)
+            frame = self._search(index, topics, Path(work) / "run", k + has_self)
         if source["cache_entry"] is None:
             shutil.rmtree(index, ignore_errors=True)
         frame = frame[frame["qid"] != frame["docid"]]
         frame = frame[frame.groupby("qid").cumcount() < k]
         meta = {"retriever": {"name": self.name, "family": self.family, "params": self.params(),
-                              "engine": f"Anserini ({anserini_jar().name})"},
+                              "engine": f"{self.engine} ({anserini_jar().name})"},
                 "index": source, "search_seconds": round(time.perf_counter() - start, 3)}
         return Run(frame[["qid", "docid", "score"]].reset_index(drop=True), meta)
+
+    @abstractmethod
+    def _build(self, collection: Path, folder: Path) -> None:
+        """Index the ``{"id", "contents"}`` lines of ``collection`` into ``folder``."""
+
+    @abstractmethod
+    def _search(self, index: Path, topics: Path, out: Path, hits: int) -> pd.DataFrame:
+        """The top ``hits`` (``qid``, ``docid``, ``score``) of each ``qid<TAB>text`` line of ``topics``."""
+
+
+class AnseriniBM25Retriever(LuceneBM25Retriever):
+    """BM25 by Anserini's own command line (see the module docstring), with its ``english`` or
+    ``plain`` analyzer: what InstructIR's authors ran through Pyserini."""
+
+    name = "bm25-anserini"
+    engine = "anserini"
+
+    def __init__(self, k1: float = 0.9, b: float = 0.4, *, analyzer: str = "english",
+                 cache_dir: str | Path | None = None, show_progress: bool | None = None):
+        if analyzer not in ANALYZERS:
+            raise ValueError(f"unknown Anserini analyzer {analyzer!r}; use one of {', '.join(ANALYZERS)}")
+        super().__init__(k1, b, cache_dir=cache_dir, show_progress=show_progress)
+        self.analyzer = analyzer
+
+    def analysis(self) -> dict:
+        return {"analyzer": self.analyzer}
+
+    def _build(self, collection: Path, folder: Path) -> None:
+        _anserini("index.IndexCollection", "-collection", "JsonCollection", "-input", str(collection.parent),
+                  "-index", str(folder), "-generator", "DefaultLuceneDocumentGenerator", "-threads", "1",
+                  *ANALYZERS[self.analyzer])
+
+    def _search(self, index: Path, topics: Path, out: Path, hits: int) -> pd.DataFrame:
+        _anserini("search.SearchCollection", "-index", str(index), "-topics", str(topics), "-topicReader",
+                  "TsvString", "-output", str(out), "-bm25", "-bm25.k1", str(self.k1), "-bm25.b", str(self.b),
+                  "-hits", str(hits), "-threads", "1", *ANALYZERS[self.analyzer])
+        return read_anserini_run(out)
+
+
+class ElasticsearchBM25Retriever(LuceneBM25Retriever):
+    """BM25 with Elasticsearch's semantics on Lucene, as IFIR's authors ran Elasticsearch 8.11: the
+    ``standard`` analyzer, one shard, a ``match`` query, Elasticsearch's legacy BM25 scores
+    (:mod:`instir.retrieval.lucene_jvm`, which cites the sources it follows), in a process of its own."""
+
+    name = "bm25-elasticsearch"
+    engine = "elasticsearch"
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75, *, cache_dir: str | Path | None = None,
+                 show_progress: bool | None = None):
+        super().__init__(k1, b, cache_dir=cache_dir, show_progress=show_progress)
+
+    def analysis(self) -> dict:
+        return {"analyzer": "standard"}
+
+    def _jvm(self, *arguments: str) -> None:
+        env = {**os.environ, "JAVA_HOME": str(Path(java()).parent.parent), "INSTIR_ANSERINI_JAR": str(anserini_jar())}
+        _run_java([sys.executable, "-m", "instir.retrieval.lucene_jvm", *arguments],
+                  "Lucene (Elasticsearch's semantics)", env)
+
+    def _build(self, collection: Path, folder: Path) -> None:
+        self._jvm("index", str(collection), str(folder))
+
+    def _search(self, index: Path, topics: Path, out: Path, hits: int) -> pd.DataFrame:
+        self._jvm("search", str(index), str(topics), str(out), str(self.k1), str(self.b), str(hits))
+        if not out.stat().st_size:  # no query matched anything
+            return pd.DataFrame({"qid": [], "docid": [], "score": []})
+        return pd.read_csv(out, sep="\t", names=["qid", "docid", "score"], dtype={"qid": str, "docid": str},
+                           keep_default_na=False, quoting=3)
 
 
 def read_anserini_run(path: Path) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Adapters that build the kit's existing retrievers from a :class:`~instir.systems.cards.SystemCard`:
-``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``anserini`` (Lucene BM25 by Anserini,
-:class:`~instir.retrieval.lucene.AnseriniBM25Retriever`), ``hybrid``
+``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``anserini`` and ``elasticsearch`` (Lucene BM25 as
+the papers' engines ran it, :mod:`instir.retrieval.lucene`), ``hybrid``
 (:class:`~instir.retrieval.fusion.HybridRetriever` of two other cards), ``sentence-transformers``
 and ``hf-mean-pool`` (:class:`~instir.retrieval.dense.DenseRetriever`; the latter assembles a
 plain ``AutoModel`` + masked mean pooling, IFIR's ``Contriever``/``ColBERT`` classes and
@@ -28,20 +28,33 @@ def bm25_from_card(card: SystemCard, **_: object):
     return BM25Retriever(**kwargs)
 
 
-def anserini_from_card(card: SystemCard, *, cache_dir: str | None = None, progress: bool | None = None, **_: object):
+def anserini_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
     """Lucene BM25 by Anserini (:class:`~instir.retrieval.lucene.AnseriniBM25Retriever`) with the card's
-    ``k1``, ``b`` and ``analyzer``; Java and the jar are looked up now, so a missing engine is one line
-    before any work. ``cache_dir`` (the embedding cache's) is not the Lucene index's: that stays in
-    ``$INSTIR_HOME/lucene``."""
-    from instir.retrieval.lucene import AnseriniBM25Retriever, anserini_jar, java
+    ``k1``, ``b`` and ``analyzer``."""
+    from instir.retrieval.lucene import AnseriniBM25Retriever
+
+    return AnseriniBM25Retriever(**_lucene_params(card, ("k1", "b", "analyzer")), show_progress=progress)
+
+
+def elasticsearch_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
+    """BM25 with Elasticsearch's semantics on Lucene (:class:`~instir.retrieval.lucene.ElasticsearchBM25Retriever`)
+    with the card's ``k1`` and ``b``."""
+    from instir.retrieval.lucene import ElasticsearchBM25Retriever
+
+    return ElasticsearchBM25Retriever(**_lucene_params(card, ("k1", "b")), show_progress=progress)
+
+
+def _lucene_params(card: SystemCard, known: tuple[str, ...]) -> dict:
+    """The card's params for a Lucene engine, after Java and the jar are looked up (so a missing engine is
+    one line before any work); the Lucene index stays in ``$INSTIR_HOME/lucene`` whatever ``cache_dir`` says."""
+    from instir.retrieval.lucene import anserini_jar, java
 
     java(), anserini_jar()
-    known = ("k1", "b", "analyzer")
     unknown = set(card.params) - set(known)
     if unknown:
-        raise ValueError(f"system {card.name!r}: unknown Anserini params {sorted(unknown)}; known: {', '.join(known)}")
-    return AnseriniBM25Retriever(**{key: card.params[key] for key in known if key in card.params},
-                                 show_progress=progress)
+        raise ValueError(f"system {card.name!r}: unknown params {sorted(unknown)} of its Lucene engine; known: "
+                         f"{', '.join(known)}")
+    return {key: card.params[key] for key in known if key in card.params}
 
 
 def hybrid_from_card(card: SystemCard, *, cards: Mapping[str, SystemCard], **options):

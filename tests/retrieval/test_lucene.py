@@ -3,7 +3,9 @@ Anserini's own command line gives on the same collection (same documents, scores
 trec_eval reads); the index is built once and reused; a missing engine is one line saying what to install."""
 
 import json
+import os
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -120,3 +122,54 @@ def test_reports_say_which_engine_made_each_bm25_run_and_drop_the_engine_diverge
     assert "bm25-engine" in reasons_for({**row, "engine": "bm25s"})
     assert "bm25-engine" in reasons_for(row)  # a number whose run is not known keeps it
     assert "bm25-engine" not in reasons_for({**row, "engine": "anserini"})
+
+
+#: In its own process: every text of a JSON list analyzed by Lucene's StandardAnalyzer without stop words
+#: (Anserini's AnalyzerUtils.analyze), written back as space-joined tokens.
+_STANDARD_TOKENS = """
+import json, os, sys
+import jnius_config
+jnius_config.set_classpath(os.environ["INSTIR_ANSERINI_JAR"])
+from jnius import autoclass
+analyzer = autoclass("org.apache.lucene.analysis.standard.StandardAnalyzer")(
+    autoclass("org.apache.lucene.analysis.CharArraySet").EMPTY_SET)
+analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+texts = json.load(open(sys.argv[1], encoding="utf-8"))
+json.dump([" ".join(analyze(analyzer, text).toArray()) for text in texts], open(sys.argv[2], "w", encoding="utf-8"))
+"""
+
+
+def test_the_ifir_card_scores_as_elasticsearch_on_lucene(tmp_path):
+    """The reference: Lucene's StandardAnalyzer (no stop words) tokenises, Anserini indexes and searches the tokens
+    as they are (``-pretokenized``, a bag of words: a match query's SHOULD clauses), and Elasticsearch's legacy
+    BM25 multiplies Lucene's score by 1 + k1 (``SimilarityProviders.createBM25Similarity``)."""
+    bench, template = load_benchmark("ifir-sample/fiqa"), get_template("ifir")
+    run = retrieve(bench, build_system("BM25 (IFIR)"), template=template, k=1000)
+    docs, queries = list(bench.corpus), list(bench.queries.values())
+    texts = tmp_path / "texts.json"
+    texts.write_text(json.dumps([template.format_doc(d, "fiqa") for d in docs] +
+                                [template.format_query(q) for q in queries]))
+    env = {**os.environ, "JAVA_HOME": str(Path(java()).parent.parent), "INSTIR_ANSERINI_JAR": str(anserini_jar())}
+    subprocess.run([sys.executable, "-c", _STANDARD_TOKENS, str(texts), str(tmp_path / "tokens.json")],
+                   check=True, env=env)
+    tokens = json.loads((tmp_path / "tokens.json").read_text())
+    collection, index = tmp_path / "collection", tmp_path / "index"
+    collection.mkdir()
+    (collection / "docs.jsonl").write_text("".join(json.dumps({"id": d.id, "contents": t}) + "\n"
+                                                   for d, t in zip(docs, tokens)))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"{q.id}\t{t}\n" for q, t in zip(queries, tokens[len(docs):])))
+    base = [java(), "-cp", str(anserini_jar())]
+    subprocess.run([*base, "io.anserini.index.IndexCollection", "-collection", "JsonCollection", "-input",
+                    str(collection), "-index", str(index), "-pretokenized"], check=True, capture_output=True)
+    out = tmp_path / "run.trec"
+    subprocess.run([*base, "io.anserini.search.SearchCollection", "-index", str(index), "-topics", str(topics),
+                    "-topicReader", "TsvString", "-output", str(out), "-bm25", "-bm25.k1", "1.2", "-bm25.b", "0.75",
+                    "-hits", "1000", "-pretokenized"], check=True, capture_output=True)
+    rows = [line.split(" ") for line in out.read_text().splitlines()]
+    reference = pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[2] for r in rows],
+                              "score": [2.2 * float(r[4]) for r in rows]})
+    merged = run.df.merge(reference, on=["qid", "docid"], how="outer", indicator=True)
+    assert len(run.df) > 300 and (merged["_merge"] == "both").all()
+    # Anserini prints scores rounded to 4 decimals: half a unit of that, times 1 + k1
+    np.testing.assert_allclose(merged["score_x"], merged["score_y"], rtol=1e-6, atol=2.2 * 0.5e-4 + 1e-6)

@@ -16,7 +16,7 @@ from instir.formatting import get_template
 from instir.retrieval import BUNDLED_MODEL_ID, retrieve
 from instir.retrieval.dense import DenseRetriever
 from instir.retrieval.fusion import HybridRetriever
-from instir.retrieval.lexical import BM25Retriever
+from instir.retrieval.lucene import ElasticsearchBM25Retriever
 from instir.systems import MissingDependency, SystemCard, build_system, get_card, load_cards, registry, system_status
 
 MINILM = SystemCard(name="MiniLM (user)", paper="user", kind="retriever", adapter="sentence-transformers",
@@ -62,11 +62,10 @@ def test_bm25_and_hybrid_cards_equal_the_kit_retrievers(benchmark, tmp_path):
                                 "rrf_k": 60})
     cards = _cards(MINILM, hybrid)
     bm25 = retrieve(benchmark, build_system("BM25 (IFIR)", cards=cards), k=3)
-    assert bm25.df.equals(retrieve(benchmark, BM25Retriever(1.2, 0.75, stemmer="none", stopwords="none"),
-                                   "ifir", k=3).df)
+    assert bm25.df.equals(retrieve(benchmark, ElasticsearchBM25Retriever(1.2, 0.75), "ifir", k=3).df)
     fused = retrieve(benchmark, build_system(hybrid, cards=cards, cache_dir=tmp_path, progress=False), k=3)
     plain = HybridRetriever(DenseRetriever(batch_size=16, cache_dir=tmp_path, progress=False),
-                            BM25Retriever(1.2, 0.75, stemmer="none", stopwords="none"))
+                            ElasticsearchBM25Retriever(1.2, 0.75))
     assert fused.df.equals(retrieve(benchmark, plain, "ifir", k=3).df)
     assert fused.meta["system"]["params"]["weights"] == [1.0, 0.3]
 
