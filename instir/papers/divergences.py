@@ -221,7 +221,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "stemming and punctuation stripped after stemming; the kit scores the candidates with one bm25s index over "
         "the whole corpus (method robertson, k1 1.5, b 0.75, bm25s's English stopwords, PyStemmer's Porter), "
         "so IDF and tokens differ.",
-        papers=("followir",), benchmarks=("followir",), models=("bm25",)),
+        papers=("followir",), benchmarks=("followir",), models=("bm25",), engines=("bm25s", "unknown", "mixed")),
     Divergence(
         "followir-data-revision", "FollowIR data: the release, or MTEB's copy",
         "The paper's numbers come from the jhu-clsp release as corrected on 2024-04-24 (mteb 1.7.32 read it); "

@@ -1,6 +1,7 @@
 """Adapters that build the kit's existing retrievers from a :class:`~instir.systems.cards.SystemCard`:
 ``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``anserini`` and ``elasticsearch`` (Lucene BM25 as
-the papers' engines ran it, :mod:`instir.retrieval.lucene`), ``hybrid``
+the papers' engines ran it, :mod:`instir.retrieval.lucene`), ``rank-bm25`` (FollowIR's, :mod:`instir.retrieval.okapi`),
+``hybrid``
 (:class:`~instir.retrieval.fusion.HybridRetriever` of two other cards), ``sentence-transformers``
 and ``hf-mean-pool`` (:class:`~instir.retrieval.dense.DenseRetriever`; the latter assembles a
 plain ``AutoModel`` + masked mean pooling, IFIR's ``Contriever``/``ColBERT`` classes and
@@ -42,6 +43,15 @@ def elasticsearch_from_card(card: SystemCard, *, progress: bool | None = None, *
     from instir.retrieval.lucene import ElasticsearchBM25Retriever
 
     return ElasticsearchBM25Retriever(**_lucene_params(card, ("k1", "b")), show_progress=progress)
+
+
+def rank_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
+    """rank_bm25's ``BM25Okapi`` over each query's candidates, the FollowIR authors' cleaning
+    (:class:`~instir.retrieval.okapi.CandidateOkapiRetriever`), with the card's ``k1`` and ``b``."""
+    from instir.retrieval.okapi import CandidateOkapiRetriever
+
+    return CandidateOkapiRetriever(**{key: card.params[key] for key in ("k1", "b", "epsilon") if key in card.params},
+                                   show_progress=progress)
 
 
 def _lucene_params(card: SystemCard, known: tuple[str, ...]) -> dict:

@@ -61,6 +61,7 @@ ADAPTERS = {
     "bm25": ("retriever", "instir.systems.adapters:bm25_from_card"),
     "anserini": ("retriever", "instir.systems.adapters:anserini_from_card"),
     "elasticsearch": ("retriever", "instir.systems.adapters:elasticsearch_from_card"),
+    "rank-bm25": ("retriever", "instir.systems.adapters:rank_bm25_from_card"),
     "hybrid": ("retriever", "instir.systems.adapters:hybrid_from_card"),
     "sentence-transformers": ("retriever", "instir.systems.adapters:sentence_transformers_from_card"),
     "hf-mean-pool": ("retriever", "instir.systems.adapters:hf_mean_pool_from_card"),

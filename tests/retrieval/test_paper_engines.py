@@ -1,9 +1,12 @@
-"""The papers' Lucene BM25: the ``BM25 (InstructIR)`` card runs Anserini itself, and its run is the run
+"""The papers' own BM25 engines. The ``BM25 (InstructIR)`` card runs Anserini itself, and its run is the run
 Anserini's own command line gives on the same collection (same documents, scores at float32, the order
-trec_eval reads); the index is built once and reused; a missing engine is one line saying what to install."""
+trec_eval reads); ``BM25 (IFIR)`` scores as Elasticsearch on Lucene and ``BM25 (FollowIR)`` as the authors'
+rank_bm25 sequence; a Lucene index is built once and reused; a missing engine is one line saying what to install;
+reports say which engine made each run."""
 
 import json
 import os
+import string
 import subprocess
 import sys
 import warnings
@@ -173,3 +176,37 @@ def test_the_ifir_card_scores_as_elasticsearch_on_lucene(tmp_path):
     assert len(run.df) > 300 and (merged["_merge"] == "both").all()
     # Anserini prints scores rounded to 4 decimals: half a unit of that, times 1 + k1
     np.testing.assert_allclose(merged["score_x"], merged["score_y"], rtol=1e-6, atol=2.2 * 0.5e-4 + 1e-6)
+
+
+def test_the_followir_card_scores_as_the_authors_rank_bm25_sequence():
+    """orionw/FollowIR models/bm25/evaluate_bm25.py, step by step: clean() each candidate, BM25Okapi over the
+    query's candidates only, the query as clean(query) + " " + clean(instruction)."""
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+    from nltk.stem import PorterStemmer
+    from rank_bm25 import BM25Okapi
+
+    bench = load_benchmark("followir-sample/core17")
+    template = get_template("mteb")
+    run = retrieve(bench, build_system("BM25 (FollowIR)"), k=1000)
+    stemmer, stop_words = PorterStemmer(), set(STOPWORDS_EN_PLUS)
+
+    def clean(s):
+        s = s.lower()
+        s = " ".join([stemmer.stem(w) for w in s.split(" ") if w not in stop_words])
+        s = s.translate(str.maketrans("", "", string.punctuation))
+        return s.strip()
+
+    docs = bench.corpus.get({d for ds in bench.meta["top_ranked"].values() for d in ds})
+    expected = []
+    for query in bench.queries.values():
+        passages = bench.meta["top_ranked"][query.id]
+        tokenized = [[t for t in clean(template.format_doc(docs[d])).split(" ") if t] for d in passages]
+        ready = (clean(query.query) + " " + clean(query.instruction.strip())).strip()
+        scores = BM25Okapi(tokenized).get_scores([t for t in ready.split(" ") if t])
+        expected += [(query.id, d, float(s)) for d, s in zip(passages, scores)]
+    reference = pd.DataFrame(expected, columns=["qid", "docid", "score"])
+    merged = run.df.merge(reference, on=["qid", "docid"], how="outer", indicator=True)
+    assert len(run.df) == len(reference) > 30 and (merged["_merge"] == "both").all()
+    # float32, tied zeros lowered by a few ulps (the kit's strict order)
+    np.testing.assert_allclose(merged["score_x"], merged["score_y"].astype(np.float32), rtol=1e-6, atol=1e-30)
+    assert run.meta["search"]["retriever"]["params"]["engine"] == "rank_bm25"
