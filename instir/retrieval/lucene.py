@@ -1,9 +1,13 @@
-"""Lucene BM25 as InstructIR's authors ran it: Anserini, the engine under Pyserini
-(kaistAI/InstructIR ``eval/eval_instructir_bm25.py`` searched Pyserini's BM25 with its defaults), driven by its
-own command line, so a run is Anserini's own: ``io.anserini.index.IndexCollection`` (``JsonCollection``,
-``DefaultLuceneDocumentGenerator``) builds the index and ``io.anserini.search.SearchCollection`` (``-bm25
--bm25.k1 -bm25.b``, TSV topics) searches it. The analyzer is Anserini's default English one (standard tokenizer,
-possessive filter, Lucene's 33 stop words, Porter), or ``plain`` (``-stemmer none -keepStopwords``).
+"""Lucene BM25 as the papers' authors ran it, each engine in a process of its own:
+
+- :class:`AnseriniBM25Retriever`: Anserini, the engine under Pyserini (kaistAI/InstructIR
+  ``eval/eval_instructir_bm25.py`` searched Pyserini's BM25 with its defaults), driven by its own command line,
+  so a run is Anserini's own: ``io.anserini.index.IndexCollection`` (``JsonCollection``,
+  ``DefaultLuceneDocumentGenerator``) builds the index and ``io.anserini.search.SearchCollection`` (``-bm25
+  -bm25.k1 -bm25.b``, TSV topics) searches it, with Anserini's default English analyzer (standard tokenizer,
+  possessive filter, Lucene's 33 stop words, Porter) or ``plain`` (``-stemmer none -keepStopwords``);
+- :class:`ElasticsearchBM25Retriever`: Elasticsearch's BM25 as IFIR's authors ran it, on the Lucene classes
+  Elasticsearch calls (:mod:`instir.retrieval.lucene_jvm` says which).
 
 Installed by pip alone (``pip install 'instir[engines]'``): the jar is the Anserini fat jar inside the pinned
 Pyserini release (found without importing Pyserini, whose import starts a JVM with options this runtime lacks)
@@ -73,7 +77,8 @@ def anserini_jar() -> Path:
             raise EngineMissing(f"INSTIR_ANSERINI_JAR={jar} is not a file")
         return jar
     spec = importlib.util.find_spec("pyserini")
-    jars = sorted(jar for folder in (spec.submodule_search_locations or []) if spec is not None
+    folders = (spec.submodule_search_locations or []) if spec is not None else []
+    jars = sorted(jar for folder in folders
                   for jar in (Path(folder) / "resources" / "jars").glob("anserini-*-fatjar.jar"))
     if not jars:
         raise EngineMissing(f"the Lucene engine needs Anserini (the jar inside Pyserini): {INSTALL}")

