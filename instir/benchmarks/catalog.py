@@ -187,7 +187,15 @@ class Entry:
                         spec.get("dataset_template"), bool(spec.get("origin_query")), bool(spec.get("pairwise")))
 
 
+#: The engines a family spec's ``[bm25] engine`` may name: the one its authors ran, which the paper's BM25 card
+#: runs (:func:`instir.systems.adapters.paper_bm25_from_card`).
+BM25_ENGINES = ("anserini", "elasticsearch", "rank_bm25")
+
+
 def _family(name: str, raw: dict) -> Family:
+    engine = raw.get("bm25", {}).get("engine")
+    if engine is not None and engine not in BM25_ENGINES:
+        raise unknown("BM25 engine", engine, BM25_ENGINES, where=f"in families/{name}.toml [bm25] engine")
     subsets = {}
     for item in raw.get("subsets", []):
         item = dict(item)

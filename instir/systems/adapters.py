@@ -1,7 +1,6 @@
 """Adapters that build the kit's existing retrievers from a :class:`~instir.systems.cards.SystemCard`:
-``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``anserini`` and ``elasticsearch`` (Lucene BM25 as
-the papers' engines ran it, :mod:`instir.retrieval.lucene`), ``rank-bm25`` (FollowIR's, :mod:`instir.retrieval.okapi`),
-``hybrid``
+``bm25`` (:class:`~instir.retrieval.lexical.BM25Retriever`), ``paper-bm25`` (the BM25 engine the card's paper
+ran, as its family spec names it), ``hybrid``
 (:class:`~instir.retrieval.fusion.HybridRetriever` of two other cards), ``sentence-transformers``
 and ``hf-mean-pool`` (:class:`~instir.retrieval.dense.DenseRetriever`; the latter assembles a
 plain ``AutoModel`` + masked mean pooling, IFIR's ``Contriever``/``ColBERT`` classes and
@@ -29,42 +28,34 @@ def bm25_from_card(card: SystemCard, **_: object):
     return BM25Retriever(**kwargs)
 
 
-def anserini_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
-    """Lucene BM25 by Anserini (:class:`~instir.retrieval.lucene.AnseriniBM25Retriever`) with the card's
-    ``k1``, ``b`` and ``analyzer``."""
-    from instir.retrieval.lucene import AnseriniBM25Retriever
+def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
+    """The BM25 engine the card's paper ran: its family spec's ``[bm25] engine`` (Anserini, Elasticsearch's
+    BM25 on Lucene, or rank_bm25 over the candidates: :mod:`instir.retrieval.lucene`, :mod:`instir.retrieval.okapi`)
+    with the spec's ``k1`` and ``b`` (the card's params, where given, override them; ``epsilon`` for rank_bm25).
+    What the engine needs is looked up now, so a missing one is one line before any work; a Lucene index stays
+    in ``$INSTIR_HOME/lucene`` whatever ``cache_dir`` says."""
+    from instir.benchmarks import catalog
+    from instir.extras import require
 
-    return AnseriniBM25Retriever(**_lucene_params(card, ("k1", "b", "analyzer")), show_progress=progress)
-
-
-def elasticsearch_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
-    """BM25 with Elasticsearch's semantics on Lucene (:class:`~instir.retrieval.lucene.ElasticsearchBM25Retriever`)
-    with the card's ``k1`` and ``b``."""
-    from instir.retrieval.lucene import ElasticsearchBM25Retriever
-
-    return ElasticsearchBM25Retriever(**_lucene_params(card, ("k1", "b")), show_progress=progress)
-
-
-def rank_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
-    """rank_bm25's ``BM25Okapi`` over each query's candidates, the FollowIR authors' cleaning
-    (:class:`~instir.retrieval.okapi.CandidateOkapiRetriever`), with the card's ``k1`` and ``b``."""
-    from instir.retrieval.okapi import CandidateOkapiRetriever
-
-    return CandidateOkapiRetriever(**{key: card.params[key] for key in ("k1", "b", "epsilon") if key in card.params},
-                                   show_progress=progress)
-
-
-def _lucene_params(card: SystemCard, known: tuple[str, ...]) -> dict:
-    """The card's params for a Lucene engine, after Java and the jar are looked up (so a missing engine is
-    one line before any work); the Lucene index stays in ``$INSTIR_HOME/lucene`` whatever ``cache_dir`` says."""
-    from instir.retrieval.lucene import anserini_jar, java
-
-    java(), anserini_jar()
-    unknown = set(card.params) - set(known)
+    spec = dict(catalog.family(card.paper).bm25)
+    unknown = set(card.params) - {"k1", "b", "epsilon"}
     if unknown:
-        raise ValueError(f"system {card.name!r}: unknown params {sorted(unknown)} of its Lucene engine; known: "
-                         f"{', '.join(known)}")
-    return {key: card.params[key] for key in known if key in card.params}
+        raise ValueError(f"system {card.name!r}: unknown params {sorted(unknown)}; known: k1, b, epsilon")
+    settings = {"k1": card.params.get("k1", spec["k1"]), "b": card.params.get("b", spec["b"]),
+                "show_progress": progress}
+    if spec.get("engine") == "rank_bm25":
+        require("rank_bm25"), require("nltk")
+        from instir.retrieval.okapi import CandidateOkapiRetriever
+
+        return CandidateOkapiRetriever(epsilon=card.params.get("epsilon", 0.25), **settings)
+    from instir.retrieval import lucene
+
+    lucene.java(), lucene.anserini_jar()
+    if spec.get("engine") == "elasticsearch":
+        return lucene.ElasticsearchBM25Retriever(**settings)
+    if spec.get("engine") == "anserini":
+        return lucene.AnseriniBM25Retriever(analyzer="plain" if spec["stemmer"] == "none" else "english", **settings)
+    raise ValueError(f"system {card.name!r}: the {card.paper} family spec names no BM25 engine ([bm25] engine)")
 
 
 def hybrid_from_card(card: SystemCard, *, cards: Mapping[str, SystemCard], **options):

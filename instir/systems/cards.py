@@ -59,9 +59,7 @@ UNAVAILABLE = "unavailable"
 #: ``"module:callable"`` (a function or a ``Class.from_card`` classmethod) that builds it from the card.
 ADAPTERS = {
     "bm25": ("retriever", "instir.systems.adapters:bm25_from_card"),
-    "anserini": ("retriever", "instir.systems.adapters:anserini_from_card"),
-    "elasticsearch": ("retriever", "instir.systems.adapters:elasticsearch_from_card"),
-    "rank-bm25": ("retriever", "instir.systems.adapters:rank_bm25_from_card"),
+    "paper-bm25": ("retriever", "instir.systems.adapters:paper_bm25_from_card"),
     "hybrid": ("retriever", "instir.systems.adapters:hybrid_from_card"),
     "sentence-transformers": ("retriever", "instir.systems.adapters:sentence_transformers_from_card"),
     "hf-mean-pool": ("retriever", "instir.systems.adapters:hf_mean_pool_from_card"),

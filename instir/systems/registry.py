@@ -24,15 +24,12 @@ from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, lo
 
 #: python packages each adapter needs beyond the kit's main dependencies (import names)
 ADAPTER_REQUIRES = {
-    "rank-bm25": ("rank_bm25", "nltk"),
     "peft-decoder": ("peft", "transformers"),
     "openai-embeddings": ("tiktoken",),
 }
 
 #: import name -> what to ``pip install`` for it
 PIP_HINTS = {
-    "rank_bm25": "pip install 'instir[engines]'",
-    "nltk": "pip install 'instir[engines]'",
     "peft": "pip install 'instir[systems]'",
     "tiktoken": "pip install 'instir[systems]'",
 }

@@ -216,3 +216,15 @@ def test_the_followir_card_scores_as_the_authors_rank_bm25_sequence():
     # float32, tied zeros lowered by a few ulps (the kit's strict order)
     np.testing.assert_allclose(merged["score_x"], merged["score_y"].astype(np.float32), rtol=1e-6, atol=1e-30)
     assert run.meta["search"]["retriever"]["params"]["engine"] == "rank_bm25"
+
+
+def test_each_familys_spec_names_the_engine_its_paper_bm25_card_runs():
+    from instir.benchmarks import catalog
+    from instir.systems import load_cards
+
+    cards = [card for card in load_cards().values() if card.adapter == "paper-bm25"]
+    assert {card.paper for card in cards} == {name for name in catalog.families() if catalog.family(name).bm25}
+    for card in cards:
+        spec = catalog.family(card.paper).bm25
+        assert spec["engine"] in catalog.BM25_ENGINES
+        assert build_system(card).inner.params()["engine"] == spec["engine"], card.name

@@ -83,10 +83,11 @@ def test_hybrid_rows_fuse_with_ifir_weights():
 
 def test_bm25_cards_hold_each_papers_engine_defaults():
     ifir, card = bm25_defaults("ifir"), _card("BM25 (IFIR)")  # Elasticsearch's semantics on Lucene
-    assert card.adapter == "elasticsearch" and (card.params["k1"], card.params["b"]) == (ifir["k1"], ifir["b"])
+    assert (card.adapter, ifir["engine"]) == ("paper-bm25", "elasticsearch")
+    assert (card.params["k1"], card.params["b"]) == (ifir["k1"], ifir["b"])
     # InstructIR's row is Anserini itself, with the defaults the bm25s path imitates (Porter, Lucene's stop words)
     instructir, card = bm25_defaults("instructir"), _card("BM25 (InstructIR)")
-    assert card.adapter == "anserini" and card.params["analyzer"] == "english"
+    assert (card.adapter, instructir["engine"]) == ("paper-bm25", "anserini")
     assert (card.params["k1"], card.params["b"], instructir["stemmer"], instructir["stopwords"]) == (
         instructir["k1"], instructir["b"], "porter", "lucene")
 
@@ -94,7 +95,7 @@ def test_bm25_cards_hold_each_papers_engine_defaults():
 def test_ifir_dense_cards_score_by_cosine_and_plain_encoders_window():
     # constant.py get_es: ElasticsearchStore(distance_strategy="COSINE"); embeddings.py segment_text 512/384
     for card in CARDS.values():
-        if card.paper == "ifir" and card.adapter not in ("bm25", "elasticsearch", "hybrid"):
+        if card.paper == "ifir" and card.adapter not in ("bm25", "paper-bm25", "hybrid"):
             assert card.similarity == "cosine", card.name
     for name in ("Contriever", "ColBERT (IFIR, mean-pooled)", "GTR-XL (IFIR)", "Instructor-XL (IFIR)",
                  "OpenAI-v3-small"):

@@ -113,13 +113,14 @@ def test_flan_t5_scores_yes_against_no():
 def test_bm25_card_runs_the_authors_rank_bm25_with_the_family_defaults():
     # models/bm25/evaluate_bm25.py: BM25Okapi (k1 1.5, b 0.75), Porter stemmer, NLTK stopwords
     defaults, card = bm25_defaults("followir"), _card("BM25 (FollowIR)")
-    assert card.adapter == "rank-bm25" and dict(card.params) == {"k1": defaults["k1"], "b": defaults["b"]}
+    assert card.adapter == "paper-bm25" and defaults["engine"] == "rank_bm25"
+    assert dict(card.params) == {"k1": defaults["k1"], "b": defaults["b"]}
 
 
 def test_bi_encoders_score_by_cosine_as_mtebs_retrieval_evaluator():
     # mteb 1.x RetrievalEvaluator(score_function="cos_sim")
     for card in FOLLOWIR.values():
-        if card.kind == "retriever" and card.adapter != "rank-bm25":
+        if card.kind == "retriever" and card.adapter != "paper-bm25":
             assert card.similarity == "cosine", card.name
     e5 = _card("E5-mistral (FollowIR)")  # evaluate_e5.py + model_config.py: pool 'last', 512 tokens, float16
     assert (e5.pooling, e5.query_max_length, e5.dtype, e5.normalize) == ("last-token", 512, "float16", True)
