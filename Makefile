@@ -20,7 +20,7 @@ LAB_STAMP := $(VENV)/.instir-lab
 # engines: Anserini and a Java runtime, whose runs tests/retrieval/test_lucene.py compares with Anserini's own.
 TEST_EXTRAS := dev,lab,systems,distributed,interop,engines
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
-QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop)
+QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop or engines)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 

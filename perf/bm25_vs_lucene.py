@@ -123,6 +123,7 @@ def main() -> None:
     from instir.retrieval import read_run
 
     for name in args.sets:
+        bench = _benchmark(name, Path(args.work), args.data, args.ifir_docs)  # a generated corpus: written here
         family = name.split("-")[0]
         sides = {"bm25s": "bm25", "paper engine": CARDS[family]}
         rows = {side: [] for side in sides}
@@ -130,7 +131,6 @@ def main() -> None:
             for side, system in sides.items():
                 rows[side].append(_measured(name, system, args, Path(args.work) / f"{side.replace(' ', '-')}.trec"))
         runs = {side: read_run(Path(args.work) / f"{side.replace(' ', '-')}.trec") for side in sides}
-        bench = _benchmark(name, Path(args.work), args.data, args.ifir_docs)
         agree = _agreement(runs["bm25s"], runs["paper engine"])
         print(f"{name}: {len(bench.corpus):,} documents, {agree['queries']:,} queries, k {args.k}; paper engine: "
               f"{sides['paper engine']}")

@@ -24,6 +24,9 @@ from instir.retrieval.lucene import AnseriniBM25Retriever, EngineMissing, anseri
 from instir.systems import build_system
 
 
+pytestmark = pytest.mark.engines
+
+
 @pytest.fixture(autouse=True)
 def own_home(tmp_path, monkeypatch):
     monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
