@@ -238,7 +238,8 @@ RAY_GROUP = "ray-in-process"
 #: the second worker asks for it. A module missing here only starts later.
 SLOWEST_FIRST = (
     "test_readme.py", "test_lab.py", "test_same_folder.py", "test_notebooks.py", "test_notebooks_real.py",
-    "test_hostile_reports.py", "test_tour.py", "test_one_truth_notebooks.py", "interop/test_ranx_interop.py",
+    "test_hostile_reports.py", "retrieval/test_paper_engines.py", "test_tour.py", "test_one_truth_notebooks.py",
+    "interop/test_ranx_interop.py",
     "judge/test_backends_local.py", "test_lab_hygiene.py", "stages/test_stages.py", "systems/test_colbert.py",
     "retrieval/test_dense.py", "test_full_disk.py", "test_pipeline.py",
 )
