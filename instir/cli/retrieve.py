@@ -63,10 +63,13 @@ def _retrieve(args: argparse.Namespace) -> int:
     if args.system is not None:
         if args.model is not None or args.windowing is not None:
             raise UsageError("--model and --windowing apply to --retriever dense/hybrid; a system card sets its own")
-        from instir.systems.registry import build_retriever
+        from instir.systems import build_system, load_cards
+        from instir.systems.registry import check_weights_reachable, retriever_card
 
-        retriever = build_retriever(args.system, args.cards)
-        card = retriever.card
+        cards = load_cards(args.cards)
+        card = retriever_card(args.system, cards)
+        check_weights_reachable(card, cards)  # offline, a missing model is one line, not the Hub client's retries
+        retriever = build_system(card, cards=cards)
     else:
         retriever = make_retriever(args.retriever, args.model, windowing=args.windowing)
     benchmark = benchmark_from_args(args)

@@ -8,12 +8,15 @@ are passed through.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import os
+import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError
@@ -217,6 +220,49 @@ def check_local_models(card: SystemCard) -> None:
         why = local_model_problem(model, card.adapter, base=base)
         if why:
             raise UsageError(f"system {card.name!r}, field '{role}': {model}: {why}")
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether weights can be downloaded now: not with ``HF_HUB_OFFLINE`` set, nor when the Hub's host
+    (``HF_ENDPOINT``) takes no connection within ``timeout_s``; asked once per process."""
+    return _hub_reachable(timeout_s)
+
+
+@functools.cache
+def _hub_reachable(timeout_s: float) -> bool:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return False
+    endpoint = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or (80 if endpoint.scheme == "http" else 443)),
+                                 timeout_s).close()
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def check_weights_reachable(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> None:
+    """Refuse in one line, before a command loads anything, a card (or a hybrid's part) whose weights are
+    neither a local folder nor in the Hugging Face cache while the Hub cannot be reached (offline): the Hub
+    client would retry for about two minutes before its own error. The message holds the command that
+    downloads them. (Building a system loads no weights, so this is the commands' check, not the builder's.)"""
+    from instir.retrieval import BUNDLED_MODEL_ID
+
+    if card.adapter == "hybrid":
+        cards = load_cards() if cards is None else cards
+        for role in ("dense", "lexical"):
+            check_weights_reachable(get_card(card.params[role], cards), cards)
+        return
+    for role, model, base in _local_models(card):
+        revision = "" if base else card.revision
+        if model == BUNDLED_MODEL_ID or _weights_present(model, revision) or hub_reachable():
+            continue
+        command = f"huggingface-cli download {model}" + (f" --revision {revision}" if revision else "")
+        raise UsageError(f"system {card.name!r}, field '{role}': {model} is not in the Hugging Face cache and the "
+                         f"Hub cannot be reached (offline): run `{command}` where there is network, or point "
+                         "HF_HOME at a cache that holds it")
 
 
 def _weights_present(model: str, revision: str = "") -> bool:

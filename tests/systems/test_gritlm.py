@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import torch
+from says import says
 
 from instir.formatting import get_template
 from instir.retrieval import retrieve
@@ -156,7 +157,8 @@ def test_cli_retrieves_with_gritlm_cards_and_a_warm_rerun_encodes_nothing(tiny_m
     sidecar = json.loads(next(out.glob("*.json")).read_text())
     assert sidecar["system"]["adapter"] == "gritlm" and sidecar["template"]["name"] == "ifir-gritlm"
     assert main(["retrieve", "--system", "GritLM-7B", "--benchmark", "ifir-sample/fiqa", "--out", str(out)]) == 2
-    assert "weights of GritLM/GritLM-7B not in the Hugging Face cache" in capsys.readouterr().err
+    says(capsys.readouterr().err.strip().splitlines()[-1], "GritLM/GritLM-7B", "not in the Hugging Face cache",
+         "huggingface-cli download GritLM/GritLM-7B")
 
     card = get_card("GritLM tiny", load_cards([cards]))
     first = build_system(card, cache_dir=tmp_path / "emb", progress=False)

@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from says import says
 
 from instir.errors import UnknownNameError
 from instir.formatting import get_template
@@ -133,3 +134,21 @@ def test_every_card_is_wired_to_an_adapter(tmp_path):
     for card in cards.values():
         if card.adapter in lazy:
             assert build_system(card, cards=cards, cache_dir=tmp_path, progress=False).name, card.name
+
+
+def test_offline_a_card_whose_weights_are_not_cached_fails_at_once_in_one_line(monkeypatch, capsys):
+    """Before, ``instir retrieve --system NV-Embed-v2`` offline spent about two minutes on the Hub client's
+    retries before its own error."""
+    import time
+
+    from instir.cli import main
+
+    monkeypatch.setattr(registry, "hub_reachable", lambda: False)
+    start = time.perf_counter()
+    code = main(["retrieve", "--system", "NV-Embed-v2", "--benchmark", "ifir-sample/fiqa", "--out", "runs"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and time.perf_counter() - start < 5
+    assert says(err, "'NV-Embed-v2'", "nvidia/NV-Embed-v2", "offline", "huggingface-cli download nvidia/NV-Embed-v2")
+    monkeypatch.setattr(registry, "hub_reachable", lambda: True)  # online, the library downloads (not here)
+    registry.check_weights_reachable(get_card("NV-Embed-v2", load_cards()))
+    registry.check_weights_reachable(MINILM)  # the bundled model is always there
