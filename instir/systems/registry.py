@@ -188,7 +188,7 @@ def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str 
     if not model:
         return None
     path = Path(model).expanduser()
-    if not (model.startswith(("/", "./", "../", "~")) or os.path.lexists(path)):
+    if not _is_local_path(model):
         return None
     problem = file_problem(path)
     if problem is None:
@@ -202,6 +202,11 @@ def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str 
     if found != "modules.json" and not any(p.name.endswith(WEIGHT_SUFFIXES) for p in path.iterdir() if p.is_file()):
         return f"a folder with {found} but no weights (model.safetensors, pytorch_model.bin, …)"
     return None
+
+
+def _is_local_path(model: str) -> bool:
+    """Whether a card's model names a local path (see :func:`local_model_problem`), not a Hugging Face id."""
+    return model.startswith(("/", "./", "../", "~")) or os.path.lexists(Path(model).expanduser())
 
 
 def _local_models(card: SystemCard) -> list[tuple[str, str, bool]]:
@@ -255,9 +260,10 @@ def check_weights_reachable(card: SystemCard, cards: Mapping[str, SystemCard] | 
         for role in ("dense", "lexical"):
             check_weights_reachable(get_card(card.params[role], cards), cards)
         return
+    check_local_models(card)  # a local folder's own problem first
     for role, model, base in _local_models(card):
         revision = "" if base else card.revision
-        if model == BUNDLED_MODEL_ID or _weights_present(model, revision) or hub_reachable():
+        if model == BUNDLED_MODEL_ID or _is_local_path(model) or _weights_present(model, revision) or hub_reachable():
             continue
         command = f"huggingface-cli download {model}" + (f" --revision {revision}" if revision else "")
         raise UsageError(f"system {card.name!r}, field '{role}': {model} is not in the Hugging Face cache and the "
