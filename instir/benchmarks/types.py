@@ -204,6 +204,11 @@ class Benchmark:
         return catalog.family(self.family) if self.family else None
 
     @property
+    def first_subset(self) -> str:
+        """The subset of the first query (what fills a document format's ``{domain}``; one benchmark, one subset)."""
+        return next(iter(self.queries.values())).subset if self.queries else ""
+
+    @property
     def label(self) -> str:
         """Name for display; samples always say so."""
         tag = " (bundled SAMPLE, not the benchmark)" if self.is_sample else ""

@@ -8,8 +8,8 @@ template). Encoding runs in chunks of ``chunk_size`` inputs; each finished chunk
 part in the entry's work folder (:func:`~instir.verified_store.write_part`), so a crash mid-encode
 keeps the finished chunks and a rerun encodes only the missing ones. When every chunk exists they
 are joined into one ``embeddings.npy`` (its SHA-256 computed while it is written), the entry is
-published, the chunks removed, and the matrix is opened memory-mapped. On a load the matrix's
-shape is checked against the rows and dimension its manifest records.
+published, the chunks removed, and the matrix is opened memory-mapped. On a load the matrix must be
+float32 with the number of rows its manifest records.
 
 An entry written by an earlier kit (its ``manifest.json`` records the matrix but no file list) is
 checked as before and taken over, not encoded again.

@@ -147,7 +147,7 @@ class BM25Retriever:
         and the tokeniser. Query formats, ``k`` and the queries are not in it."""
         _require_text(template)
         params = self.resolved(benchmark)
-        subset = _subset(benchmark)
+        subset = benchmark.first_subset
         fields = _doc_fields(template)
         doc = {"format": template.doc, "domain": template.describe()["domains"].get(subset, "")
                if "domain" in fields else ""}
@@ -199,7 +199,7 @@ class BM25Retriever:
                stats: dict | None = None) -> tuple[bm25s.BM25, list[str]]:
         """Tokenise the corpus as a stream (one document text at a time) and index it; ``stats``
         receives the tokenizer's counts (:func:`~instir.retrieval.bm25_tokens.tokenize`)."""
-        subset = _subset(benchmark)
+        subset = benchmark.first_subset
         doc_ids: list[str] = []
 
         bars = self.show_progress and len(benchmark.corpus) >= PROGRESS_MIN_DOCS
@@ -232,11 +232,6 @@ class _Held:
 
     def __init__(self, model: bm25s.BM25, doc_ids: np.ndarray, params: dict, source: dict):
         self.model, self.doc_ids, self.params, self.source = model, doc_ids, params, source
-
-
-def _subset(benchmark: Benchmark) -> str:
-    """The subset of the benchmark's first query (fills a document format's ``{domain}``)."""
-    return next(iter(benchmark.queries.values())).subset if benchmark.queries else ""
 
 
 def _stemmer(name: str) -> Stemmer.Stemmer | None:

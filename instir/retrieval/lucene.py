@@ -129,7 +129,7 @@ class LuceneBM25Retriever(ABC):
         the document format and the jar (by name and size)."""
         jar = anserini_jar()
         return {"engine": self.engine, **self.analysis(), "corpus_sha256": benchmark.corpus.content_hash(),
-                "doc": template.doc, "domain": template.describe()["domains"].get(_subset(benchmark), ""),
+                "doc": template.doc, "domain": template.describe()["domains"].get(benchmark.first_subset, ""),
                 "jar": {"name": jar.name, "bytes": jar.stat().st_size}}
 
     def index(self, benchmark: Benchmark, template: Template) -> tuple[Path, dict]:
@@ -142,7 +142,7 @@ class LuceneBM25Retriever(ABC):
         if found is not None:
             return found, {"origin": "loaded", "cache_entry": str(found),
                            "seconds": round(time.perf_counter() - start, 3)}
-        subset = _subset(benchmark)
+        subset = benchmark.first_subset
         with tempfile.TemporaryDirectory(prefix="instir-lucene-") as work:
             collection = Path(work) / "collection" / "docs.jsonl"
             collection.parent.mkdir()
@@ -269,6 +269,3 @@ def read_anserini_run(path: Path) -> pd.DataFrame:
             rows.append((parts[0], " ".join(parts[2:-3]), int(parts[-3]), float(parts[-2])))
     return pd.DataFrame(rows, columns=["qid", "docid", "rank", "score"])
 
-
-def _subset(benchmark: Benchmark) -> str:
-    return next(iter(benchmark.queries.values())).subset if benchmark.queries else ""
