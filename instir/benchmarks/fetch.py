@@ -15,7 +15,7 @@ import importlib.metadata
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -197,17 +197,43 @@ def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subse
     )
 
 
-def _count_documents(bench: Benchmark) -> int:
-    """Records in the corpus files (empty documents included), as the published counts are."""
-    if not bench.corpus.paths:
+def _count_documents(bench: Benchmark, published: int | None = None) -> int:
+    """Records in the corpus files (empty documents included), as the published counts are; the files are read
+    again only when the loaded corpus does not hold the ``published`` count."""
+    if not bench.corpus.paths or len(bench.corpus) == published:
         return len(bench.corpus)
     return sum(1 for path in bench.corpus.paths for _ in read_records(path))
+
+
+def _found_counts(bench: Benchmark, expected: Mapping[str, int]) -> dict[str, int]:
+    """``bench``'s record counts under the keys of the published ones (``queries``, ``groups``, ``documents``)."""
+    count = {"queries": lambda: len(bench.queries), "groups": lambda: len(bench.groups()),
+             "documents": lambda: _count_documents(bench, expected.get("documents"))}
+    return {key: count[key]() for key in expected if key in count}
+
+
+def data_check(bench: Benchmark) -> str | None:
+    """Why ``bench`` cannot be taken for the data a paper measured, or None when it can: a real benchmark of the
+    catalog whose record counts equal the published ones and whose files, when fetched, are those its manifest
+    lists (:func:`fetched_revision`). A comparison with a paper gives a verdict only on such data."""
+    if bench.is_sample:
+        return "a bundled sample"
+    if bench.revision.endswith("+changed"):
+        return f"files changed since instir fetch at {bench.revision[:12]}"
+    try:
+        expected = catalog.entry(bench.name).expected_counts(bench.layout)
+    except UserError:
+        return f"{bench.name} is not a benchmark of the catalog, so no published counts"
+    found = _found_counts(bench, expected)
+    off = [f"{found[key]:,} {key} where the paper has {value:,}" for key, value in expected.items()
+           if key in found and found[key] != value]
+    return "; ".join(off) or None
 
 
 def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, resolved: str,
                     layout: str, expected: dict[str, int]) -> dict:
     """Write ``instir-manifest.json`` into ``folder``; warn about counts that differ from ``expected``."""
-    found = {"queries": len(bench.queries), "groups": len(bench.groups()), "documents": _count_documents(bench)}
+    found = {"queries": 0, "groups": 0, "documents": 0, **_found_counts(bench, expected)}
     counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value}
               for key, value in expected.items()}
     files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": atomic.file_sha256(p)}

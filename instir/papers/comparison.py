@@ -27,13 +27,16 @@ _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
     "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance", "verdict",
-    "scale", "secondary", "windowing", "engine", "reasons", "reference", "source",
+    "other_measure", "other_reproduced", "scale", "secondary", "windowing", "engine", "judge", "reasons", "reference",
+    "source",
 ]
 
 
-#: the verdicts of :func:`compare_to_papers`
+#: the verdicts of :func:`compare_to_papers`; a number whose grounds do not hold gets ``not comparable (<why>)``
 WITHIN, OUTSIDE, NO_VALUE, SAMPLE_VERDICT = ("within tolerance", "outside tolerance", "no value",
                                              "not comparable (SAMPLE)")
+#: the judge backend of :mod:`instir.judge.chat`, the only one a paper's judge model can be called through
+PAPER_JUDGE_BACKEND = "openai-compatible"
 
 
 class NotComparableError(ValueError):
@@ -62,7 +65,7 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
 def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
             tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
             model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
-            sample_ok: bool = False) -> pd.DataFrame:
+            data: Mapping[str, str | None] | None = None, sample_ok: bool = False) -> pd.DataFrame:
     """Align reproduced numbers with reported ones (from :func:`load_reported`).
 
     ``reproduced`` has one row per system x measure x slice: ``benchmark`` (``instructir``,
@@ -84,12 +87,22 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     (an IFIR average: of all its subsets'
     runs, ``mixed`` when they differ; ``unknown`` without ``runs`` or without a matching run).
 
-    Returns one row per matched pair, in the reported row's printed units: ``reported``,
+    A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
+    benchmark name -> None when its data was verified, else why not, as
+    :func:`instir.benchmarks.fetch.data_check` says; a benchmark it does not name is unverified), in the
+    paper's protocol (a family spec's ``[papers.protocol]``: IFIR's nDCG@20 is the ``ifir-native`` one), for a
+    BM25 row by the paper's engine (from ``runs``) and for InstFol by the paper's judge (the reproduced
+    table's ``judge_backend`` and ``judge_model`` columns); otherwise the verdict is ``not comparable (<the
+    reason that decides it>)``.
+
+    Returns one row per reported number, in its printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
     the printed rounding + ``widened_by``, the row's ``widen`` in printed units),
-    ``within_tolerance``, ``verdict`` (``within tolerance``, ``outside tolerance``, ``no value``),
-    ``scale`` (printed units per unit: 100 where the paper prints ×100), ``windowing``, ``engine``, and
-    ``reasons`` (keys of :func:`known_divergences` that apply).
+    ``within_tolerance`` (empty without a verdict), ``verdict`` (``within tolerance``, ``outside tolerance``,
+    ``no value``, ``not comparable (…)``), ``other_measure`` and ``other_reproduced`` (the same number computed
+    in the other protocol, shown beside it: IFIR's standard nDCG@20), ``scale`` (printed units per unit: 100
+    where the paper prints ×100), ``windowing``, ``engine``, ``judge`` and ``reasons`` (keys of
+    :func:`known_divergences` that apply).
 
     Raises :class:`NotComparableError` for sample data, unless ``sample_ok``: then a bundled
     sample is aligned as the benchmark it samples (``ifir-sample/fiqa`` as ``ifir/fiqa``) and
@@ -108,6 +121,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ours["windowing"] = _of_runs(ours, runs, "windowing")
     ours["engine"] = _of_runs(ours, runs, "engine")
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
+    theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
     merged = theirs.merge(ours, on=_KEYS, how="inner", suffixes=("", "_ours"))
@@ -117,13 +131,70 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     merged["widened_by"] = merged["widen"] * merged["scale"]
     merged["tolerance"] = [_tolerance_for(m, tolerance) * s + r + w for m, s, r, w in
                            zip(merged["measure"], merged["scale"], merged["rounding"], merged["widened_by"])]
+    merged = _one_row_per_number(merged)
     within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
-    merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna() | merged["sample"])
-    merged["verdict"] = [SAMPLE_VERDICT if sample else NO_VALUE if pd.isna(delta) else WITHIN if ok else OUTSIDE
-                         for sample, delta, ok in zip(merged["sample"], merged["delta"], within)]
+    grounds = [ungrounded(row, data) for row in merged.to_dict("records")]
+    merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna() | pd.Series(
+        [g is not None for g in grounds], index=merged.index))
+    merged["verdict"] = [SAMPLE_VERDICT if why == "SAMPLE" else f"not comparable ({why})" if why
+                         else NO_VALUE if pd.isna(delta) else WITHIN if ok else OUTSIDE
+                         for why, delta, ok in zip(grounds, merged["delta"], within)]
     merged["reasons"] = ["; ".join(reasons_for(row)) for row in merged.to_dict("records")]
     merged["model"] = merged["model"].fillna(merged["model_key"])
     return merged[_COLUMNS].reset_index(drop=True)
+
+
+def ungrounded(row: Mapping, data: Mapping[str, str | None] | None) -> str | None:
+    """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
+    ``SAMPLE`` for a bundled sample's number, then the data (not verified as the paper's), the protocol (another
+    variant of the measure than the paper's), the BM25 engine (a BM25 or hybrid row not run by the paper's
+    engine) and the judge (an InstFol not judged by the paper's judge), the first that fails."""
+    if row["sample"]:
+        return "SAMPLE"
+    family = row["benchmark"] if row["benchmark"] in catalog.families() else None
+    names = ([f"{family}/{s}" for s in catalog.family(family).subsets] if family and row["subset_id"] == "avg"
+             else [f"{row['benchmark']}/{row['subset_id']}" if row["subset_id"] else str(row["benchmark"])])
+    for name in names:
+        problem = (data or {}).get(name, "not verified (no check of the data it came from)")
+        if problem:
+            return f"data of {name}: {problem}"
+    spec = catalog.family(row["paper"]).papers if row["paper"] in catalog.families() else {}
+    protocol = spec.get("protocol", {}).get(row["measure"], "")
+    if row["measure_variant"] != protocol:
+        ours = row["measure_variant"] or "standard"
+        return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
+    engine = catalog.family(row["paper"]).bm25.get("engine") if spec else None
+    if engine and str(row["model_key"]).startswith(("bm25", "hybrid:")) and row["engine"] != engine:
+        return f"BM25 by {row['engine']}, the paper's by {engine}"
+    judge = spec.get("judge")
+    if judge and str(row["measure"]).startswith("InstFol"):
+        model = str(row["judge_model"]).split(" [")[0]
+        if row["judge_backend"] != PAPER_JUDGE_BACKEND or not (model == judge or model.startswith(judge + "-")):
+            return f"judged by {row['judge'] or 'an unknown judge'}, the paper's by {judge}"
+    return None
+
+
+def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:
+    """One row per reported number and system: where the kit computed the number in two protocols (IFIR's standard
+    and native nDCG@20), the paper's (its family spec's ``[papers.protocol]``; else the standard one) stays and the
+    other is named beside it (``other_measure``, ``other_reproduced``)."""
+    def paper_variant(paper: str, measure: str) -> str:
+        spec = catalog.family(paper).papers if paper in catalog.families() else {}
+        return spec.get("protocol", {}).get(measure, "")
+
+    keep, others = [], {}
+    for _, rows in merged.groupby(["_number", "system"], sort=False):
+        wanted = paper_variant(rows["paper"].iloc[0], rows["measure"].iloc[0])
+        chosen = rows.index[rows["measure_variant"] == wanted]
+        first = chosen[0] if len(chosen) else rows.index[0]
+        keep.append(first)
+        rest = rows.drop(index=first)
+        if len(rest):
+            others[first] = ("; ".join(rest["measure_reproduced"]), float(rest["reproduced"].iloc[0]))
+    out = merged.loc[sorted(keep)].copy()
+    out["other_measure"] = [others.get(i, ("", None))[0] for i in out.index]
+    out["other_reproduced"] = [others.get(i, ("", None))[1] for i in out.index]
+    return out
 
 
 def tolerance_statement(tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE) -> str:
@@ -156,7 +227,8 @@ def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
     """The output of :func:`compare_to_papers` as a report shows it: one row per reproduced number, the
     paper's row first (paper, table, model as printed), then system, slice, measure, and
     reported, reproduced, delta and tolerance on the unit scale (a report multiplies them by
-    100, as the papers print), the verdict and the known reasons. Sources are left to a table
+    100, as the papers print), the verdict, the same number in the other protocol where the kit computes two
+    (``other protocol``, ``reproduced (other)``) and the known reasons. Sources are left to a table
     of their own (one per paper table, not one per row)."""
     scale = compared["scale"].astype(float)
     view = pd.DataFrame({
@@ -165,7 +237,8 @@ def comparison_view(compared: pd.DataFrame) -> pd.DataFrame:
         "level": compared["level"], "measure": compared["measure_reproduced"],
         "reported": compared["reported"] / scale, "reproduced": compared["reproduced"] / scale,
         "delta": compared["delta"] / scale, "tolerance": compared["tolerance"] / scale,
-        "verdict": compared["verdict"], "reasons": compared["reasons"],
+        "verdict": compared["verdict"], "other protocol": compared["other_measure"].replace("", pd.NA),
+        "reproduced (other)": compared["other_reproduced"] / scale, "reasons": compared["reasons"],
     })
     return view.reset_index(drop=True)
 
@@ -205,7 +278,10 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "setting": (reproduced["setting"].fillna("instructed").astype(str)
                     if "setting" in reproduced.columns else "instructed"),
         "measure": [m for m, _ in measures],
+        "measure_variant": [v for _, v in measures],
         "measure_reproduced": [f"{m}[{v}]" if v else m for m, v in measures],
+        **{column: (reproduced[column].fillna("").astype(str).to_numpy() if column in reproduced.columns else "")
+           for column in ("judge_backend", "judge_model")},
         "model_key": [model_key(s, model_map) for s in systems],
         "system": systems.astype(str).to_numpy(),
         "value": pd.to_numeric(_column(reproduced, ("value",), "value")).to_numpy(dtype=float),
@@ -213,6 +289,8 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
                   if "widen" in reproduced.columns else 0.0),
         "sample": reproduced["_not_comparable"].to_numpy(dtype=bool) if "_not_comparable" in reproduced else False,
     })
+    ours["judge"] = [f"{backend}: {model}" if model else "" for backend, model in
+                     zip(ours["judge_backend"], ours["judge_model"])]
     ours = _without_partial_averages(ours)
     keys = _KEYS + ["measure_reproduced", "sample"]  # a sample and the benchmark it samples may share a report
     zero_dupes = ours["level_was_zero"] & ours.duplicated(keys, keep=False)

@@ -141,9 +141,18 @@ def _samples(meta: dict) -> list[str]:
 
 
 def _data_cell(meta: dict) -> str:
-    if not meta.get("datasets"):
+    """SAMPLE, or real data that is "verified" only when every benchmark loaded was checked as the paper's
+    (:func:`instir.benchmarks.fetch.data_check`); else the first reason, in a tooltip."""
+    datasets = meta.get("datasets") or {}
+    if not datasets:
         return ""
-    return '<span class="tag">SAMPLE</span>' if _samples(meta) else "real data"
+    if _samples(meta):
+        return '<span class="tag">SAMPLE</span>'
+    unverified = [f"{name}: {info.get('check') or 'not checked'}" for name, info in datasets.items()
+                  if not info.get("verified")]
+    if not unverified:
+        return "real data, verified"
+    return f'<span title="{escape_text("; ".join(unverified))}">real data, not verified</span>'
 
 
 def _commit(manifest: dict) -> str:

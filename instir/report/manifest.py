@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from instir.benchmarks.fetch import data_check
 from instir.parameters import home_path
 from instir.report.record import read_record, update_record
 
@@ -104,11 +106,16 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
     revision, layout, source, sample or not) a notebook loaded, so the report names the exact data.
     Returns everything recorded so far."""
     recorded = read_datasets(out_dir)
+    problem = data_check(benchmark)
+    fetched = re.fullmatch(r"[0-9a-f]{40}", benchmark.revision)
     recorded[benchmark.name] = {
         "revision": benchmark.revision,
         "layout": benchmark.layout,
         "source": benchmark.source,
         "sample": benchmark.is_sample,
+        "verified": problem is None,
+        "check": problem or "record counts as published" + (f"; files as fetched at {benchmark.revision[:12]}"
+                                                            if fetched else ""),
     }
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     return update_record(out_dir, datasets=recorded)["datasets"]

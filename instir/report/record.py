@@ -89,12 +89,16 @@ class Page(_Part):
 
 
 class Dataset(_Part):
-    """A benchmark a notebook loaded: its revision, layout, source and whether it is a bundled sample."""
+    """A benchmark a notebook loaded: its revision, layout, source, whether it is a bundled sample, and whether
+    it is the data the papers measured (``verified``; ``check`` says how it was verified or why not:
+    :func:`instir.benchmarks.fetch.data_check`). A record of an earlier version has neither: unknown."""
 
     revision: str | None = None
     layout: str | None = None
     source: str | None = None
     sample: bool = False
+    verified: bool | None = None
+    check: str | None = None
 
 
 #: The sections and their types; the run's fields first.

@@ -27,11 +27,14 @@ from instir.papers import (
     match_systems,
     not_comparable_reason,
 )
+from instir.papers.comparison import OUTSIDE, WITHIN
 from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, report_layout
+from instir.report.manifest import read_datasets
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import read_sidecar, run_engine, run_windowing
+from instir.stages.judge import JUDGE_COLUMNS
 from instir.systems.coverage import coverage_matrix
 
 #: The columns of a reproduced number.
@@ -81,9 +84,27 @@ class PaperComparison:
         return self.scaled() if len(self.compared) >= MIN_POINTS else None
 
     def per_level(self) -> list[tuple[str, pd.DataFrame]]:
-        """The compared rows of each metric that has levels (×100), for per-level curves; a
-        metric with fewer than :data:`MIN_POINTS` such rows has none (see :meth:`plot_notes`)."""
-        return [(metric, rows) for metric, rows in self._levelled() if len(rows) >= MIN_POINTS]
+        """The compared rows of each metric that has levels (×100), for per-level curves: a ``line`` per system in
+        the measure that gives the verdict (``bm25 · nDCG@20[ifir-native]``: one protocol per line) and per paper
+        model its reported values (``BM25 · paper``), on the same axes, each point's ``value``; a metric with
+        fewer than :data:`MIN_POINTS` such rows has none (see :meth:`plot_notes`)."""
+        curves = []
+        for metric, rows in self._levelled():
+            if len(rows) < MIN_POINTS:
+                continue
+            ours = rows.assign(line=rows["system"].astype(str) + " · " + rows["measure_reproduced"],
+                               value=rows["reproduced"])
+            theirs = rows.drop_duplicates(["model", "subset_id", "level"])
+            curves.append((metric, pd.concat([ours, theirs.assign(line=theirs["model"].astype(str) + " · paper",
+                                                                  value=theirs["reported"])], ignore_index=True)))
+        return curves
+
+    @property
+    def verdict_flags(self) -> dict[str, str]:
+        """How a table colours each verdict (``flags`` of :func:`instir.report.tables.present`): within tolerance
+        good, outside bad, every *not comparable* muted."""
+        return {WITHIN: "good", OUTSIDE: "bad", **{verdict: "muted" for verdict in self.compared["verdict"]
+                                                   if str(verdict).startswith("not comparable")}}
 
     def plot_notes(self) -> list[str]:
         """A line (Markdown) for each plot left out because it would show a single point."""
@@ -127,8 +148,17 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
+    judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]
     return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=str(InstFol()))],
-                     ignore_index=True)[REPRODUCED_COLUMNS]
+                     ignore_index=True)[REPRODUCED_COLUMNS + judged]
+
+
+def data_checks(layout: ReportLayout) -> dict[str, str | None]:
+    """Per benchmark the report's notebooks loaded (its record's ``datasets``), None when its data was verified as
+    the paper's, else why not (a record of an earlier version, which did not check, says so)."""
+    return {name: None if entry.get("verified") else
+            entry.get("check") or "not checked when it was loaded (an earlier version of the kit): load it again"
+            for name, entry in read_datasets(layout.root).items()}
 
 
 def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
@@ -163,13 +193,14 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                                ignore_index=True)
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
-    compared = compare_to_papers(reproduced, every_reported, runs=windowing, sample_ok=True)
+    data = data_checks(layout)
+    compared = compare_to_papers(reproduced, every_reported, runs=windowing, data=data, sample_ok=True)
     widened = None
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
         widen = tolerance_widening(pd.read_csv(layout.stability))
         widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
-                          sample_ok=True)
+                                    runs=windowing, data=data, sample_ok=True)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
     coverage = coverage_matrix(layout.root)
     # one set: an earlier run's verdict note or widened table never stays beside this run's comparison

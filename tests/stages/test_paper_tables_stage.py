@@ -4,34 +4,78 @@ and names each run's long-text windowing."""
 
 import pandas as pd
 import pytest
+from says import says
 
 from instir.stages import paper_tables
 
 
-def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path):
-    """05's stage reads only files: given metrics and InstFol of a real IFIR subset, it aligns them
-    with the paper (BM25 on FiQA: nDCG@20 0.25 and InstFol@20 1.10 in Table 3)."""
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "judge").mkdir()
+def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatible", "gpt-4o-mini [ifir]"),
+                     data=(True, "record counts as published")):
+    """A report folder of BM25 on the real IFIR FiQA as the stages leave it: the run (its engine in its sidecar),
+    metrics, InstFol with its judge, and the record of the data loaded."""
+    from instir.report.record import update_record
+    from instir.retrieval import Run, write_run
+
+    for name in ("metrics", "judge", "runs"):
+        (folder / name).mkdir()
+    run = Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]}),
+              {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}})
+    write_run(run, folder / "runs" / "bm25.trec")
+    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": "bm25", "run_file": "runs/bm25.trec"}]).to_csv(
+        folder / "runs" / "runs.csv", index=False)
     pd.DataFrame({
         "system": ["bm25", "bm25", "bm25 (query-only)"], "benchmark": "ifir/fiqa", "setting": "instructed",
         "subset": "fiqa", "level": "all", "measure": ["nDCG@20[ifir-native]", "nDCG@20", "nDCG@20"],
         "value": [0.251, 0.10, 0.2], "n_queries": 1718,
-    }).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
+    }).to_csv(folder / "metrics" / "metrics.csv", index=False)
     pd.DataFrame({
         "scope": ["level", "subset"], "subset": "fiqa", "level": [3, None], "instfol": [0.05, 0.011],
         "s_q": 1.0, "s_inst": 1.1, "instances": 10, "scored": 10, "failed": 0, "dropped": 0,
-        "system": "bm25", "benchmark": "ifir",
-    }).to_csv(tmp_path / "judge" / "instfol.csv", index=False)
-    paper_tables(tmp_path)
-    compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
-    table3 = compared[(compared["table"] == "Table 3") & (compared["system"] == "bm25")].set_index("measure_reproduced")
-    assert table3.loc["nDCG@20[ifir-native]", "within_tolerance"]
-    assert not table3.loc["nDCG@20", "within_tolerance"]
+        "system": "bm25", "benchmark": "ifir", "judge_backend": judge[0], "judge_model": judge[1],
+    }).to_csv(folder / "judge" / "instfol.csv", index=False)
+    update_record(folder, datasets={"ifir/fiqa": {"revision": "local", "layout": "songtingyu", "sample": False,
+                                                  "verified": data[0], "check": data[1]}})
+    return folder
+
+
+def compared_bm25(folder) -> pd.DataFrame:
+    paper_tables(folder)
+    compared = pd.read_csv(folder / "paper_tables" / "comparison.csv")
+    return compared[(compared["table"] == "Table 3") & (compared["system"] == "bm25")].set_index("measure_reproduced")
+
+
+def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path):
+    """05's stage reads only files: given metrics and InstFol of a real IFIR subset, verified data, the paper's
+    engine and judge, it aligns them with the paper (BM25 on FiQA: nDCG@20 0.25 and InstFol@20 1.10 in Table 3),
+    one verdict per number in the paper's protocol, the standard nDCG@20 beside it."""
+    table3 = compared_bm25(real_fiqa_folder(tmp_path))
+    assert list(table3.index) == ["nDCG@20[ifir-native]", "InstFol@20"]
+    assert table3.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
+    assert table3.loc["nDCG@20[ifir-native]", "other_measure"] == "nDCG@20"
+    assert table3.loc["nDCG@20[ifir-native]", "other_reproduced"] == pytest.approx(0.10)
     assert table3.loc["InstFol@20", "reproduced"] == pytest.approx(1.1)
-    assert "ifir-native-ndcg" in table3.loc["nDCG@20", "reasons"]
+    assert table3.loc["InstFol@20", "verdict"] == "within tolerance"
+    assert "ifir-native-ndcg" in table3.loc["nDCG@20[ifir-native]", "reasons"]
     assert not (tmp_path / "paper_tables" / "not_comparable.txt").exists()
-    assert "bm25 (query-only)" not in set(compared["system"])
+    assert "bm25 (query-only)" not in set(pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")["system"])
+
+
+@pytest.mark.parametrize("ground, words", [
+    ({"data": (False, "12,906 documents where the paper has 57,638")}, ("data of ifir/fiqa", "12,906 documents")),
+    ({"data": (None, None)}, ("data of ifir/fiqa", "not checked")),
+    ({"engine": "bm25s"}, ("BM25 by bm25s", "elasticsearch")),
+])
+def test_without_verified_data_or_the_papers_engine_no_number_gets_a_verdict(tmp_path, ground, words):
+    table3 = compared_bm25(real_fiqa_folder(tmp_path, **ground))
+    for verdict in table3["verdict"]:
+        says(verdict, "not comparable", *words)
+    assert table3["within_tolerance"].isna().all()
+
+
+def test_an_instfol_judged_by_the_lexical_baseline_is_not_comparable(tmp_path):
+    table3 = compared_bm25(real_fiqa_folder(tmp_path, judge=("baseline-lexical", "lexical")))
+    assert table3.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
+    says(table3.loc["InstFol@20", "verdict"], "not comparable", "baseline-lexical", "gpt-4o-mini")
 
 
 def test_paper_tables_name_each_runs_windowing(tmp_path):

@@ -13,6 +13,7 @@ def _comparison(compared: pd.DataFrame) -> PaperComparison:
 
 def _rows(levels: list[object], metric: str = "InstFol@20") -> pd.DataFrame:
     return pd.DataFrame({"metric": metric, "level": levels, "reported": 10.0, "reproduced": 12.0, "scale": 100.0,
+                         "system": "bm25", "measure_reproduced": metric, "model": "BM25", "subset_id": "fiqa",
                          "within_tolerance": pd.array([pd.NA] * len(levels), dtype="boolean")})
 
 
@@ -26,6 +27,15 @@ def test_a_plot_of_one_point_is_left_out_and_a_line_says_so():
     assert len(mixed.scatter_rows()) == 4 and [metric for metric, _ in mixed.per_level()] == ["InstFol@20"]
     assert [rendered_text(note) for note in mixed.plot_notes()] == [
         "nDCG@20 per level: one aligned number, no curve (the table above has it)."]
+
+
+def test_per_level_curves_draw_one_line_per_system_and_protocol_and_the_papers_values_on_the_same_axes():
+    rows = pd.concat([_rows([1.0, 2.0, 3.0], "nDCG@20").assign(measure_reproduced="nDCG@20[ifir-native]",
+                                                               reproduced=[30.0, 20.0, 10.0])], ignore_index=True)
+    ((metric, curves),) = _comparison(rows).per_level()
+    assert metric == "nDCG@20"
+    lines = curves.groupby("line")["value"].apply(list).to_dict()
+    assert lines == {"bm25 · nDCG@20[ifir-native]": [30.0, 20.0, 10.0], "BM25 · paper": [10.0, 10.0, 10.0]}
 
 
 def test_the_appendix_lists_each_known_reason_once_instfol_first():
