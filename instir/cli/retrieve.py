@@ -44,13 +44,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory for runs")
     p.set_defaults(handler=_retrieve)
 
-    s = subparsers.add_parser("systems", help="list the system cards and whether each can run here",
+    s = subparsers.add_parser("systems", help="list the system cards and whether each can run here; one card whole",
                               description="Every built-in card (one per paper row) and the cards of --cards files, "
-                                          "with whether it can run on this machine and why not.")
+                                          "with whether it can run on this machine and why not; with a NAME, that "
+                                          "card whole: what it runs, its weights and how to download them, what "
+                                          "it needs (packages, GPU, memory, the judge of an InstFol row).")
+    s.add_argument("name", nargs="?", default=None, metavar="NAME",
+                   help="one card's name (or its model id): show it whole")
     s.add_argument("--cards", action="append", default=[], metavar="FILE",
                    help="extra system card file (TOML/YAML); may be repeated")
     s.add_argument("--paper", choices=PAPERS, default=None,
-                   help="only this paper's cards (mteb: MTEB-comparable variants)")
+                   help="only this paper's cards (mteb: MTEB-comparable variants); with NAME, the name as this "
+                        "paper prints it")
     s.set_defaults(handler=_systems)
 
 
@@ -63,11 +68,12 @@ def _retrieve(args: argparse.Namespace) -> int:
     if args.system is not None:
         if args.model is not None or args.windowing is not None:
             raise UsageError("--model and --windowing apply to --retriever dense/hybrid; a system card sets its own")
+        from instir.benchmarks import catalog
         from instir.systems import build_system, load_cards
         from instir.systems.registry import check_weights_reachable, retriever_card
 
         cards = load_cards(args.cards)
-        card = retriever_card(args.system, cards)
+        card = retriever_card(args.system, cards, paper=catalog.family_of(args.benchmark))  # its paper's printed names
         check_weights_reachable(card, cards)  # offline, a missing model is one line, not the Hub client's retries
         retriever = build_system(card, cards=cards)
     else:
@@ -91,13 +97,27 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 
 def _systems(args: argparse.Namespace) -> int:
-    from instir.systems.coverage import systems_table
+    from instir.systems.coverage import card_sheet, systems_table
 
+    if args.name is not None:
+        print(sheet_text(card_sheet(args.name, args.cards, paper=args.paper)))
+        return 0
     table = systems_table(args.cards)
     if args.paper:
         table = table[table["paper"] == args.paper]
     print(systems_text(table))
     return 0
+
+
+def sheet_text(sheet: list[tuple[str, str]], width: int = TEXT_WIDTH) -> str:
+    """A card's sheet (:func:`instir.systems.coverage.card_sheet`) as ``instir systems NAME`` prints it: one field
+    per paragraph, its text wrapped under the field's name, no line wider than ``width``."""
+    import textwrap
+
+    indent = max(len(field) for field, _ in sheet) + 2
+    return "\n".join(textwrap.fill(terminal_text(text), width, initial_indent=f"{field}:".ljust(indent),
+                                   subsequent_indent=" " * indent, break_on_hyphens=False, break_long_words=False)
+                     for field, text in sheet)
 
 
 def systems_text(table, width: int = TEXT_WIDTH) -> str:

@@ -273,14 +273,28 @@ def base_name(name: str) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", name).strip().lower()
 
 
-def get_card(name: str, cards: Mapping[str, SystemCard] | None = None) -> SystemCard:
-    """A card by name (case-insensitive), else by model id where only one card has it.
+def get_card(name: str, cards: Mapping[str, SystemCard] | None = None, *, paper: str | None = None) -> SystemCard:
+    """A card by name (case-insensitive), else by model id where only one card has it, else by the name a paper
+    prints for its model (``RepLLaMA``, ``E5-mistral-7b-inst``: :func:`instir.papers.loader.model_key`).
 
     A name without its ``(…)`` suffix finds the one card that has it (``ColBERT`` ->
     ``ColBERT (IFIR, mean-pooled)``); when several do (``BM25`` -> ``BM25 (IFIR)``,
-    ``BM25 (InstructIR)``) it is refused with the candidates listed.
+    ``BM25 (InstructIR)``) it is refused with the candidates listed. With ``paper`` (``ifir``: the family of
+    the benchmark a system runs on), that paper's cards are asked first, so every name its tables print finds
+    its card (``GTR-XL`` on IFIR is ``GTR-XL (IFIR)``).
     """
     cards = load_cards() if cards is None else cards
+    if paper is not None:
+        own = {key: card for key, card in cards.items() if card.paper == paper and not card.variant_of}
+        try:
+            return _find_card(name, own)
+        except UnknownNameError:
+            pass
+    return _find_card(name, cards)
+
+
+def _find_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
+    """:func:`get_card` among ``cards``."""
     low = name.strip().lower()
     for card in cards.values():
         if card.name.lower() == low:
@@ -289,6 +303,12 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None) -> System
     if len(by_model) == 1:
         return by_model[0]
     candidates = [c.name for c in cards.values() if base_name(c.name) == low] or [c.name for c in by_model]
+    if not candidates:
+        from instir.papers.loader import model_key
+
+        key = model_key(name)
+        candidates = [c.name for c in cards.values() if not c.variant_of and key and
+                      (key == "bm25" if c.adapter in ("bm25", "paper-bm25") else model_key(c.model) == key)]
     if len(candidates) == 1:
         return cards[candidates[0]]
     if candidates:

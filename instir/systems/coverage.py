@@ -23,7 +23,14 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.papers.loader import HYBRID_PREFIX, family_papers, load_reported, model_key
 from instir.systems.cards import SystemCard, base_name, get_card, load_cards
-from instir.systems.registry import API_ADAPTERS, system_status
+from instir.systems.registry import (
+    API_ADAPTERS,
+    card_weights,
+    install_hint,
+    missing_requirements,
+    requirements,
+    system_status,
+)
 
 
 def paper_row_key(card: SystemCard, cards: Mapping[str, SystemCard]) -> str:
@@ -48,6 +55,46 @@ def systems_table(paths: Iterable[str | Path] = (), cards: Mapping[str, SystemCa
                      "model": card.model, "template": card.template, "runnable": runnable, "reason": reason,
                      "source": card.source})
     return pd.DataFrame(rows)
+
+
+def card_sheet(name: str, paths: Iterable[str | Path] = (), cards: Mapping[str, SystemCard] | None = None, *,
+               paper: str | None = None) -> list[tuple[str, str]]:
+    """One card whole, as ``instir systems NAME`` prints it, ``(field, text)`` in reading order: what it runs (every
+    field the card sets), the weights it loads (here or not, gated or not) and the commands that download them, the
+    packages it needs, the GPU and memory its ``resources`` ask for, the judge an InstFol row of its paper needs,
+    whether it can run here and why not, and where in the authors' code it comes from. ``name`` as
+    :func:`instir.systems.cards.get_card` finds it (``paper``'s printed names first)."""
+    cards = load_cards(paths) if cards is None else cards
+    card = get_card(name, cards, paper=paper)
+    runnable, reason = system_status(card, cards)
+    shown = {key: value for key, value in card.to_dict().items()
+             if key not in ("name", "paper", "kind", "adapter", "requires", "resources", "source", "variant_of")
+             and value not in ("", None, {}, [])}
+    runs = "; ".join(f"{key} {value}" if not isinstance(value, dict) else
+                     f"{key} " + ", ".join(f"{k}={v}" for k, v in value.items()) for key, value in shown.items())
+    weights = card_weights(card, cards)
+    missing = missing_requirements(card)
+    gpus, memory = card.resources.get("num_gpus"), card.resources.get("memory_gb")
+    family = catalog.family(card.paper) if card.paper in catalog.families() else None
+    judge = family.papers.get("judge") if family else None
+    sheet = [("card", card.name + (f" (a variant of {card.variant_of})" if card.variant_of else "")),
+             ("paper", card.paper), ("kind", f"{card.kind}, adapter {card.adapter}"), ("runs", runs or "—"),
+             ("weights", "; ".join(f"{w.model}" + (f" @ {w.revision}" if w.revision else "") + f" ({w.role}: "
+                                   + ("here" if w.present else "not here") + (", gated: accept its licence on "
+                                   f"https://huggingface.co/{w.model}, then huggingface-cli login" if w.gated else "")
+                                   + ")" for w in weights) or "none to download"),
+             ("download", "; ".join(w.download for w in weights if not w.present) or "nothing"),
+             ("needs", ", ".join(requirements(card)) + (f" ({'; '.join(dict.fromkeys(map(install_hint, missing)))})"
+                                                        if missing else " (installed)") if requirements(card)
+              else "nothing beyond the kit"),
+             ("resources", (f"{gpus:g} GPU" if gpus else "no GPU") + (f", {memory:g} GiB memory" if memory else "")
+              + ("" if card.resources else " (the card asks for nothing: runs on a CPU)"))]
+    if judge:
+        sheet.append(("InstFol", f"the paper judged with {judge} through an OpenAI-compatible endpoint: instir "
+                                 f"run --judge openai -p judge_model={judge} (the key from OPENAI_API_KEY); another "
+                                 "judge's InstFol gets no verdict"))
+    sheet += [("runs here", "yes" if runnable else f"no: {reason}"), ("source", card.source or "—")]
+    return sheet
 
 
 def _reproduced(out_dir: Path | None) -> dict[str, str]:

@@ -15,6 +15,7 @@ import inspect
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -81,7 +82,8 @@ def missing_requirements(card: SystemCard) -> list[str]:
     return [name for name in requirements(card) if importlib.util.find_spec(name) is None]
 
 
-def _install_hint(package: str) -> str:
+def install_hint(package: str) -> str:
+    """What to run to install the python package ``package`` (its import name)."""
     return PIP_HINTS.get(package, f"pip install {package}")
 
 
@@ -89,7 +91,7 @@ def check_dependencies(card: SystemCard) -> None:
     """Raise :class:`MissingDependency` naming the card and what to install."""
     missing = missing_requirements(card)
     if missing:
-        hints = "; ".join(dict.fromkeys(_install_hint(m) for m in missing))
+        hints = "; ".join(dict.fromkeys(install_hint(m) for m in missing))
         raise MissingDependency(f"system {card.name!r} needs the python package(s) {', '.join(missing)}, "
                                 f"not installed here: {hints}")
 
@@ -156,10 +158,11 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
     return SystemRetriever(card, built) if card.kind == "retriever" else built
 
 
-def retriever_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
-    """The retriever card ``name`` finds in ``cards`` (:func:`~instir.systems.cards.get_card`);
-    a reranker card is refused with one line saying it reranks a run instead."""
-    card = get_card(name, cards)
+def retriever_card(name: str, cards: Mapping[str, SystemCard], paper: str | None = None) -> SystemCard:
+    """The retriever card ``name`` finds in ``cards`` (:func:`~instir.systems.cards.get_card`; ``paper``'s
+    cards first, the family of the benchmark it runs on); a reranker card is refused with one line saying it
+    reranks a run instead."""
+    card = get_card(name, cards, paper=paper)
     if card.kind != "retriever":
         raise UsageError(f"system {card.name!r} is a {card.kind}; it reranks a run (instir rerank) instead "
                          "of retrieving")
@@ -248,27 +251,63 @@ def _hub_reachable(timeout_s: float) -> bool:
     return True
 
 
+#: Hugging Face organisations whose repositories are gated: a download needs the licence accepted on the model's page
+#: and ``huggingface-cli login`` (Meta's Llama 2 licence; Mistral AI's sharing of contact details)
+GATED_ORGS = ("meta-llama/", "mistralai/")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """One set of weights a card loads: its ``role`` (``model`` or ``base_model``), Hugging Face ``model`` id (or local
+    folder) and ``revision``, whether it is here (a local folder, the bundled model, or in the Hugging Face cache),
+    whether the Hub gates it, and the command that downloads it."""
+
+    role: str
+    model: str
+    revision: str
+    present: bool
+    gated: bool
+
+    @property
+    def download(self) -> str:
+        """The command that puts these weights into the Hugging Face cache."""
+        return f"huggingface-cli download {self.model}" + (f" --revision {self.revision}" if self.revision else "")
+
+
+def card_weights(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> list[Weights]:
+    """Every set of weights ``card`` loads (a hybrid: its parts'), base model first; none for an API model or an
+    ``unavailable`` card."""
+    from instir.retrieval import BUNDLED_MODEL_ID
+
+    if card.adapter == "hybrid":
+        cards = load_cards() if cards is None else cards
+        return [w for role in ("dense", "lexical") for w in card_weights(get_card(card.params[role], cards), cards)]
+    found = []
+    for role, model, base in _local_models(card):
+        revision = "" if base else card.revision
+        local = model == BUNDLED_MODEL_ID or _is_local_path(model)
+        found.append(Weights(role, model, revision, local or _weights_present(model, revision),
+                             not local and model.startswith(GATED_ORGS)))
+    return found
+
+
 def check_weights_reachable(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> None:
     """Refuse in one line, before a command loads anything, a card (or a hybrid's part) whose weights are
     neither a local folder nor in the Hugging Face cache while the Hub cannot be reached (offline): the Hub
     client would retry for about two minutes before its own error. The message holds the command that
     downloads them. (Building a system loads no weights, so this is the commands' check, not the builder's.)"""
-    from instir.retrieval import BUNDLED_MODEL_ID
-
     if card.adapter == "hybrid":
         cards = load_cards() if cards is None else cards
         for role in ("dense", "lexical"):
             check_weights_reachable(get_card(card.params[role], cards), cards)
         return
     check_local_models(card)  # a local folder's own problem first
-    for role, model, base in _local_models(card):
-        revision = "" if base else card.revision
-        if model == BUNDLED_MODEL_ID or _is_local_path(model) or _weights_present(model, revision) or hub_reachable():
+    for weights in card_weights(card, cards):
+        if weights.present or hub_reachable():
             continue
-        command = f"huggingface-cli download {model}" + (f" --revision {revision}" if revision else "")
-        raise UsageError(f"system {card.name!r}, field '{role}': {model} is not in the Hugging Face cache and the "
-                         f"Hub cannot be reached (offline): run `{command}` where there is network, or point "
-                         "HF_HOME at a cache that holds it")
+        raise UsageError(f"system {card.name!r}, field '{weights.role}': {weights.model} is not in the Hugging Face "
+                         f"cache and the Hub cannot be reached (offline): run `{weights.download}` where there is "
+                         "network, or point HF_HOME at a cache that holds it")
 
 
 def _weights_present(model: str, revision: str = "") -> bool:
@@ -295,13 +334,12 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
     one (:func:`local_model_problem`: ``/etc``, a file, no config or no weights), weights not in
     the Hugging Face cache, API key variable unset, a component that cannot run, no adapter in the
     kit: an ``unavailable`` card)."""
-    from instir.retrieval import BUNDLED_MODEL_ID
 
     if card.adapter == UNAVAILABLE:
         return False, unavailable_reason(card)
     missing = missing_requirements(card)
     if missing:
-        return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(_install_hint(m) for m in missing))})"
+        return False, f"needs {', '.join(missing)} ({'; '.join(dict.fromkeys(install_hint(m) for m in missing))})"
     if card.adapter == "hybrid":
         cards = load_cards() if cards is None else cards
         for role in ("dense", "lexical"):
@@ -316,7 +354,7 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
         why = local_model_problem(model, card.adapter, base=base)
         if why:
             return False, f"{role} = {model}: {why}"
-    for model, revision in ((card.base_model, ""), (card.model, card.revision)):
-        if model and model != BUNDLED_MODEL_ID and not _weights_present(model, revision):
-            return False, f"weights of {model} not in the Hugging Face cache or a local path"
+    for weights in card_weights(card, cards):
+        if not weights.present:
+            return False, f"weights of {weights.model} not in the Hugging Face cache or a local path"
     return True, ""

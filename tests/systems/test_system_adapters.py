@@ -152,3 +152,66 @@ def test_offline_a_card_whose_weights_are_not_cached_fails_at_once_in_one_line(m
     monkeypatch.setattr(registry, "hub_reachable", lambda: True)  # online, the library downloads (not here)
     registry.check_weights_reachable(get_card("NV-Embed-v2", load_cards()))
     registry.check_weights_reachable(MINILM)  # the bundled model is always there
+
+
+def test_instir_systems_name_shows_one_card_whole_with_what_it_needs(capsys, tmp_path, monkeypatch):
+    """``instir systems NAME``: what a paper row runs, its weights (here or not, gated or not) and the commands that
+    download them, the extra it needs, GPU and memory from its ``resources``, the judge an InstFol row needs."""
+    from instir.cli import main
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: nothing is here
+    assert main(["systems", "Promptriever-7B"]) == 0
+    shown = dict(line.split(":", 1) for line in capsys.readouterr().out.replace("\n           ", " ").splitlines())
+    assert shown["card"].strip() == "Promptriever-7B" and shown["paper"].strip() == "ifir"
+    says(shown["weights"], "meta-llama/Llama-2-7b-hf", "not here", "gated", "huggingface-cli login",
+         "samaya-ai/promptriever-llama2-7b-v1", "not here")
+    says(shown["download"], "huggingface-cli download meta-llama/Llama-2-7b-hf",
+         "huggingface-cli download samaya-ai/promptriever-llama2-7b-v1")
+    says(shown["needs"], "peft")
+    says(shown["resources"], "1 GPU", "20 GiB")
+    says(shown["InstFol"], "gpt-4o-mini", "--judge openai", "judge_model=gpt-4o-mini")
+    says(shown["runs here"], "no", "not in the Hugging Face cache")
+    assert main(["systems", "BM25 (InstructIR)"]) == 0
+    shown = capsys.readouterr().out
+    assert "none to download" in shown and "no GPU" in shown and "InstFol" not in shown  # InstructIR has no judge
+    assert main(["systems", "no such card"]) == 2
+    says(capsys.readouterr().err.strip(), "unknown system", "no such card")
+
+
+def test_card_weights_say_what_is_here_what_is_gated_and_how_to_download(tmp_path):
+    from instir.systems.registry import card_weights
+
+    cards = load_cards()
+    (base, lora) = card_weights(get_card("RepLLaMA-7B", cards), cards)
+    assert (base.role, base.model, base.gated, base.present) == ("base_model", "meta-llama/Llama-2-7b-hf", True, False)
+    assert (lora.role, lora.gated) == ("model", False)
+    assert lora.download.startswith(f"huggingface-cli download {lora.model}")
+    (bundled,) = card_weights(MINILM, cards)
+    assert bundled.present and not bundled.gated
+    hybrid = card_weights(get_card("GTR-XL + BM25 (hybrid)", cards), cards)
+    assert [w.model for w in hybrid] == ["sentence-transformers/gtr-t5-xl"]  # the dense part's; BM25 has none
+
+
+def test_every_name_a_paper_prints_finds_the_card_its_row_runs_with():
+    """Printed names (``RepLLaMA``, IFIR's ``E5-mistral-7b-inst``, ``GTR-XL``, which two papers print) resolve, given
+    the paper (the family of the benchmark a system runs on), to the card the coverage table joins that row to."""
+    from instir.systems.coverage import coverage_matrix
+
+    cards = load_cards()
+    rows = coverage_matrix(cards=cards)
+    rows = rows[(rows["card"] != "") & ~rows["model_key"].str.startswith("hybrid:")]  # a hybrid prints its model's name
+    assert len(rows) > 40
+    for paper, printed, card in rows[["paper", "model", "card"]].itertuples(index=False):
+        assert get_card(printed, cards, paper=paper).name == card, (paper, printed)
+    assert get_card("GTR-XL", cards, paper="instructir").name == "GTR-xl (InstructIR)"
+    with pytest.raises(UnknownNameError, match="ambiguous"):
+        get_card("GTR-XL", cards)  # two papers print it: without a paper the candidates are listed
+
+
+def test_instir_retrieve_takes_the_name_the_benchmarks_paper_prints(tmp_path, capsys):
+    from instir.cli import main
+
+    assert main(["retrieve", "--system", "BM25", "--benchmark", "ifir-sample/fiqa", "--k", "5",
+                 "--out", str(tmp_path)]) == 0
+    sidecar = next(tmp_path.glob("*.json"))
+    assert json.loads(sidecar.read_text())["system"]["name"] == "BM25 (IFIR)"
