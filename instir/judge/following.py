@@ -172,7 +172,7 @@ def _top_lists(run: Run, qids: set[str], k: int) -> dict[str, list[str]]:
     return out
 
 
-def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark, judge: Judge, *,
+def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark, judge: Judge | str, *,
             k: int = K, max_instances: int | None = None, seed: int = 0) -> InstFolResult:
     """InstFol@k of an instructed run against a query-only run on ``benchmark``.
 
@@ -182,8 +182,12 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     user benchmarks); identical requests are judged once. Pass a
     :class:`~instir.judge.cache.CachedJudge` to make reruns free and resumable. A passage whose
     id is not in the corpus is a failed judgment. ``max_instances`` judges a stratified, seeded
-    sample (:func:`select_instances`).
+    sample (:func:`select_instances`). ``judge`` may be a backend name (``"baseline"``: :func:`make_judge`'s).
     """
+    if isinstance(judge, str):  # a backend name, as make_judge takes it (with its defaults)
+        from instir.judge.factory import make_judge
+
+        judge = make_judge(judge)
     instructed, query_only = as_run(instructed), as_run(query_only)
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
     answered = answered_instances(benchmark, in_inst, in_q)

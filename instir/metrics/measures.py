@@ -206,7 +206,7 @@ DERIVED = {"Robustness": Robustness.derive, NATIVE_TAG: Native.derive, "og": Hal
 
 
 def _ir_measure(text: str) -> Any:
-    """ir-measures' object for a name (ranx's lower-case spelling read too), its parser's
+    """ir-measures' object for a name (ranx's lower-case spelling and trec_eval's names read too), its parser's
     errors (``NameError``, ``ValueError``, ``AssertionError``) one :class:`UsageError`."""
     import ir_measures
 
@@ -215,6 +215,11 @@ def _ir_measure(text: str) -> Any:
     try:
         return ir_measures.parse_measure(text)
     except NameError:
+        try:  # trec_eval's own name (ndcg_cut_10, map, recip_rank, P_10): its one measure
+            (measure,) = ir_measures.parse_trec_measure(text)
+            return measure
+        except (ValueError, KeyError, NameError, AssertionError):
+            pass
         name = text.split("@")[0].split("(")[0]
         raise unknown("measure", name, sorted({m.NAME for m in ir_measures.pytrec_eval.SUPPORTED_MEASURES}),
                       where=f"in {quoted(text)}", more=" (e.g. nDCG@10, RR@10, R@100, P@10)") from None

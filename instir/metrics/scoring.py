@@ -34,7 +34,7 @@ from instir.metrics.measures import (
 )
 from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, run_frame
 from instir.progress import tqdm
-from instir.retrieval.runs import RunIdCheck, check_run_ids, drop_self_hits
+from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, drop_self_hits
 
 #: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
 GENERIC_MEASURES = ("nDCG@10", "RR@10", "R@100", "P@10")
@@ -217,6 +217,48 @@ def _looks_like_run(value: object) -> bool:
     return isinstance(value, Run) or (isinstance(value, pd.DataFrame) and "score" in value.columns)
 
 
+class PaperNameWarning(UserWarning):
+    """A measure given by the name a paper prints, scored as what the paper computed under that name."""
+
+
+def _papers_name(measure: object, benchmark: Benchmark | None) -> object:
+    """``measure`` as the benchmark's paper computed it, where the family spec's ``[papers.names]`` maps the name
+    the paper prints (FollowIR's ``MAP@1000`` is ``AP@1000[og]``), said in a :class:`PaperNameWarning`."""
+    spec = benchmark.spec if benchmark is not None else None
+    meant = spec.papers.get("names", {}).get(measure) if spec is not None and isinstance(measure, str) else None
+    if meant is None:
+        return measure
+    warnings.warn(f"{measure} on {benchmark.name} is scored as {meant}, what the {spec.printed} paper reports under "
+                  f"that name; {parse_measure(measure)} scores every instance", PaperNameWarning, stacklevel=4)
+    return meant
+
+
+class RunIdWarning(UserWarning):
+    """A run scored against a benchmark holds ids the benchmark does not know (they score nothing)."""
+
+
+def check_ids_belong(run: Run, qrels: Benchmark | Mapping[str, Mapping[str, int]]) -> RunIdCheck | None:
+    """Refuse in one line a run none of whose queries ``qrels`` holds (a run of another benchmark scores 0 on every
+    measure), and warn (:class:`RunIdWarning`, :meth:`RunIdCheck.summary`) about query or document ids it does not
+    know; returns the benchmark's :class:`RunIdCheck` (None for plain qrels)."""
+    queries = qrels.queries if isinstance(qrels, Benchmark) else qrels
+    asked = run.df["qid"].unique()
+    if len(asked) and not any(q in queries for q in asked):
+        where = qrels.name if isinstance(qrels, Benchmark) else "the qrels"
+        raise UsageError(f"the run answers none of the {len(queries):,} queries of {where} (its first query id: "
+                         f"{quoted(str(asked[0]))}): a run of another benchmark? it would score 0 on every measure")
+    if not isinstance(qrels, Benchmark):
+        unknown_q = [q for q in asked if q not in queries]
+        if unknown_q:
+            warnings.warn(f"{len(unknown_q)} query ids of the run are not in the qrels (they score nothing): "
+                          f"{', '.join(quoted(str(q)) for q in unknown_q[:5])}", RunIdWarning, stacklevel=3)
+        return None
+    check = check_run_ids(run, qrels)
+    if not check.ok:
+        warnings.warn(f"{qrels.name}: {check.summary()}", RunIdWarning, stacklevel=3)
+    return check
+
+
 def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[str, str] | None = None,
              changed: Mapping[str, Sequence[str]] | None = None,
              per_query: bool = False) -> float | dict | pd.DataFrame:
@@ -241,10 +283,12 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
         qrels, run = run, qrels
     benchmark = qrels if isinstance(qrels, Benchmark) else None
     the_run = run_of(run)
+    the_qrels = qrels_of(qrels)
+    check_ids_belong(the_run, benchmark if benchmark is not None else the_qrels)
     if benchmark is not None:
         the_run = without_self_hits(the_run)
     given = _as_list(measures)
-    asked = {i: parse_measure(m) for i, m in enumerate(given)}
+    asked = {i: parse_measure(_papers_name(m, benchmark)) for i, m in enumerate(given)}
     robust = any(isinstance(m, Robustness) for m in asked.values())
     pairwise = any(isinstance(m, PMRR) for m in asked.values())
     if per_query and (robust or pairwise):
@@ -252,7 +296,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
                          "per_query")
     if changed is None and benchmark is not None:
         changed = benchmark.meta.get("changed")
-    scorer = Scorer(qrels_of(qrels), list(dict.fromkeys(asked.values())), changed,
+    scorer = Scorer(the_qrels, list(dict.fromkeys(asked.values())), changed,
                     benchmark.meta.get("top_ranked") if benchmark is not None else None)
     scores = scorer.per_query(the_run)
     if per_query:
@@ -266,5 +310,10 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
         means.update(mean_by_measure(scorer.group_minima(scores, groups)))
     if pairwise:  # the rows as given: the insertion tie rule ranks ties in their order
         means.update(mean_by_measure(scorer.pairwise_values(the_run if benchmark is not None else given_rows(run))))
+    for i, key in enumerate(given):
+        if str(asked[i]) not in means:
+            why = (": p-MRR compares each query's -og and -changed instances (FollowIR's ids), which these qrels do "
+                   "not have" if isinstance(asked[i], PMRR) else ": no query of the run is in the qrels")
+            raise UsageError(f"{quoted(str(key))} has no value on {getattr(qrels, 'name', 'these qrels')}{why}")
     values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
     return values[given[0]] if _single(measures) else values

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from instir.errors import UsageError
 from instir.progress import tqdm
 
 #: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001), and the
@@ -125,6 +126,12 @@ def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", me
     same units as the baseline."""
     if test not in ("ttest", "perm"):
         raise ValueError(f"test must be 'ttest' or 'perm', got {test!r}")
+    needed = {"system", unit, "measure", "value"}
+    if not isinstance(per_unit, pd.DataFrame) or not needed <= set(per_unit.columns):
+        raise UsageError(f"paired_tests takes per-{unit} scores (columns system, {unit}, measure, value: "
+                         "evaluate_runs(runs, benchmark).per_query), not runs; got "
+                         + (f"columns {', '.join(map(str, per_unit.columns))}" if isinstance(per_unit, pd.DataFrame)
+                            else type(per_unit).__name__))
     systems = per_unit["system"].unique().tolist()
     if baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not among the systems {systems}")

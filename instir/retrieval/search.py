@@ -184,7 +184,7 @@ def only_candidates(run: Run, candidates: dict[str, list[str]]) -> Run:
     return Run(kept[["qid", "docid", "score"]], dict(run.meta, candidates=True))
 
 
-def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None, k: int = 100,
+def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Template | str | None = None, k: int = 100,
              out_dir: str | Path | None = None) -> Run:
     """Run ``retriever`` on ``benchmark`` and return the top-``k`` run without self-hits.
 
@@ -198,6 +198,11 @@ def retrieve(benchmark: Benchmark, retriever: Retriever, template: Template | st
     """
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
+    if isinstance(retriever, str):  # a kind, as make_retriever takes it ("bm25"); a card: build_system(name)
+        if retriever not in RETRIEVER_KINDS:
+            raise UsageError(f"retrieve takes a retriever: make_retriever(kind) for one of {', '.join(RETRIEVER_KINDS)}"
+                             f", or instir.build_system(name) for a system card; got {quoted(retriever)}")
+        retriever = make_retriever(retriever)
     card = getattr(retriever, "card", None)
     template = template_for(benchmark, retriever, template)
     candidates = benchmark.meta.get("top_ranked")

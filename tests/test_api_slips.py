@@ -1,0 +1,59 @@
+"""The top-level functions say what they noticed: a run of another benchmark is refused in one line (a run that
+answers only some of a benchmark's ids is warned about), a paper's name of a measure is scored as the paper computed
+it (with a note), trec_eval's names are read, and plausible slips are one-line errors, not tracebacks from internals."""
+
+import pytest
+from says import raises_saying
+
+import instir
+from instir.benchmarks import load_benchmark
+from instir.errors import UserError
+from instir.metrics.scoring import PaperNameWarning, RunIdWarning
+from instir.retrieval import Run, make_retriever, retrieve
+
+
+@pytest.fixture(scope="module")
+def runs(instructir_sample):
+    return {"instructed": retrieve(instructir_sample, make_retriever("bm25"), k=10),
+            "query-only": retrieve(instructir_sample, make_retriever("bm25"), "query-only", k=10)}
+
+
+def test_a_run_of_another_benchmark_is_refused_in_one_line(instructir_sample, runs):
+    fiqa = load_benchmark("ifir-sample/fiqa")
+    with raises_saying(UserError, "none of the", "ifir-sample/fiqa", "another benchmark"):
+        instir.evaluate(fiqa, runs["instructed"], ["nDCG@20"])
+    with raises_saying(UserError, "none of the", "the qrels"):
+        instir.evaluate(fiqa.qrels, runs["instructed"], "nDCG@20")
+
+
+def test_a_run_with_ids_the_benchmark_does_not_know_is_warned_about(instructir_sample, runs):
+    df = runs["instructed"].df
+    stray = Run(df.assign(docid=[d if i % 7 else f"no-such-doc-{i}" for i, d in enumerate(df["docid"])]), {})
+    with pytest.warns(RunIdWarning, match="document ids not in the corpus"):
+        value = instir.evaluate(instructir_sample, stray, "nDCG@10")
+    assert 0 < value < instir.evaluate(instructir_sample, runs["instructed"], "nDCG@10")
+
+
+def test_trec_eval_names_are_read_as_trec_eval_means_them(instructir_sample, runs):
+    scores = instir.evaluate(instructir_sample, runs["instructed"], ["ndcg_cut_10", "nDCG@10", "P_5", "P@5"])
+    assert scores["ndcg_cut_10"] == scores["nDCG@10"] and scores["P_5"] == scores["P@5"]
+
+
+def test_followirs_map_at_1000_is_the_papers_original_instruction_score_with_a_note():
+    core17 = load_benchmark("followir-sample/core17")
+    run = retrieve(core17, make_retriever("bm25"))
+    with pytest.warns(PaperNameWarning, match=r"MAP@1000 .* AP@1000\[og\].* AP@1000 scores every instance"):
+        scores = instir.evaluate(core17, run, ["MAP@1000", "AP@1000[og]", "AP@1000"])
+    assert scores["MAP@1000"] == scores["AP@1000[og]"] != scores["AP@1000"]
+
+
+def test_slips_in_the_top_level_functions_are_one_line(instructir_sample, runs):
+    assert len(instir.retrieve(instructir_sample, "bm25", k=5)) > 0  # a kind, as make_retriever takes it
+    with raises_saying(UserError, "make_retriever", "build_system", "'BM25 (IFIR)'"):
+        instir.retrieve(instructir_sample, "BM25 (IFIR)")
+    with raises_saying(UserError, "'p-MRR'", "instructir-sample", "-og", "-changed"):
+        instir.evaluate(instructir_sample, runs["instructed"], "p-MRR")
+    with raises_saying(UserError, "paired_tests", "per_query", "dict"):
+        instir.paired_tests({"a": runs["instructed"]}, baseline="a")
+    result = instir.instfol(runs["instructed"], runs["query-only"], instructir_sample, "baseline", max_instances=2)
+    assert result.meta["judge"]["name"] == "baseline-lexical"  # a backend name, as make_judge takes it
