@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from instir import atomic
 from instir.errors import UsageError, unknown
@@ -38,6 +39,9 @@ from instir.report.manifest import environment_manifest
 from instir.report.provenance import record_page, stage_records
 from instir.report.record import RUN_SECTIONS, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
+
+if TYPE_CHECKING:
+    from instir.stages.request import RunRequest
 
 #: nbconvert template (under instir/report/templates) without CDN scripts
 TEMPLATE_DIR = Path(__file__).resolve().parent / "report" / "templates"
@@ -262,12 +266,12 @@ _KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or fa
                "list": "a list", "dict": "a JSON object"}
 
 
-def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> None:
+def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> RunRequest:
     """Refuse, before any kernel starts, a parameter that no notebook of the chain takes (with
     the closest known name), a value of another kind than the default's, and whatever the run
     request the parameters make refuses (:func:`instir.stages.request.notebook_request`: a
     benchmark, retriever, system card or judge backend name that does not exist, a count below 1,
-    a system given twice, a key where a variable name goes)."""
+    a system given twice, a key where a variable name goes); returns that request."""
     from instir.stages.request import notebook_request
 
     for name, value in parameters.items():
@@ -286,7 +290,7 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
                     raise UsageError(f"parameter {name!r} expects a list of {element} values "
                                      f"(default: {param.default}), got {json.dumps(item)} in it")
     defaults = {name: param.value for name, param in known.items() if param.kind}
-    notebook_request({**defaults, **{k: v for k, v in parameters.items() if k not in PIPELINE_PARAMETERS}})
+    return notebook_request({**defaults, **{k: v for k, v in parameters.items() if k not in PIPELINE_PARAMETERS}})
 
 
 def check_data_root(parameters: Mapping[str, object]) -> None:
@@ -296,6 +300,25 @@ def check_data_root(parameters: Mapping[str, object]) -> None:
     if isinstance(root, str) and root and not user_path(root).is_dir():
         raise UsageError(f"parameter 'data_root': {user_path(root)} is not a folder (give the folder that holds the "
                          "benchmarks' data, or leave it empty for the instir fetch cache)")
+
+
+def check_runnable(request: RunRequest) -> None:
+    """Refuse in one line, before any kernel starts, what notebook 01 or 02 would fail on after the tour: a real
+    benchmark neither in ``data_root`` nor fetched (the fetch command and ``-p data_root=`` named), a system card
+    whose packages are not installed (the extra named) or whose weights cannot be had offline."""
+    from instir.benchmarks.registry import check_located
+    from instir.systems.cards import get_card, load_cards
+    from instir.systems.registry import check_dependencies, check_weights_reachable
+
+    for name in request.benchmarks:
+        check_located(name, user_path(request.data_root) if request.data_root else None,
+                      knob="-p data_root=FOLDER (instir run)")
+    cards = load_cards()
+    for system in request.systems:
+        if system.card:
+            card = get_card(system.card, cards)
+            check_dependencies(card)
+            check_weights_reachable(card, cards)
 
 
 def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:
@@ -331,8 +354,9 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
         raise UsageError("no notebooks to run")
     check_parameters(parameters)
     known = notebook_parameters(paths)
-    validate_parameters(parameters, known)
+    request = validate_parameters(parameters, known)
     check_data_root(parameters)
+    check_runnable(request)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = Path(out_dir).expanduser().resolve()
     check_apart_from_sources(out, paths)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from says import raises_saying
+from says import raises_saying, says
 
 from instir.errors import UsageError
 from instir.parameters import home_path
@@ -149,6 +149,24 @@ def test_a_system_card_that_does_not_exist_fails_before_any_notebook(tmp_path):
     with pytest.raises(UsageError, match="'bm25' is given twice"):
         validate_parameters({"retrievers": ["bm25", "bm25"]}, known)
     validate_parameters({"systems": ["BM25 (IFIR)"], "retrievers": ["bm25"]}, known)
+
+
+def test_missing_data_or_a_card_that_cannot_run_is_refused_before_the_tour(tmp_path, monkeypatch, capsys):
+    """Found by notebook 01 or 02 after the tour before, with a hint naming a knob instir run does not take."""
+    import time
+
+    from instir.cli import main
+    from instir.systems import registry
+
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "empty-home"))
+    monkeypatch.setattr(registry, "hub_reachable", lambda: False)
+    start = time.perf_counter()
+    assert main(["run", "--benchmark", "instructir-sample", "ifir/fiqa", "--out", str(tmp_path / "reports" / "r")]) == 2
+    says(capsys.readouterr().err.strip(), "ifir/fiqa", "instir fetch ifir --subset fiqa", "-p data_root=")
+    assert main(["run", "--benchmark", "instructir-sample", "--systems", "Promptriever-7B",
+                 "--out", str(tmp_path / "reports" / "r")]) == 2
+    says(capsys.readouterr().err.strip(), "'Promptriever-7B'", "huggingface-cli download")
+    assert time.perf_counter() - start < 30 and not (tmp_path / "reports" / "r").exists()  # no kernel, no folder
 
 
 def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):

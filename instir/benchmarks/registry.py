@@ -62,7 +62,20 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
                                     is_sample=found.sample)
 
 
-def _located(fam: catalog.Family, subset: str | None, root: Path | None) -> Path:
+def check_located(name: str, root: str | Path | None = None, *, knob: str = "root= / --root") -> None:
+    """Refuse in one line (:class:`UsageError`), before anything loads, a real benchmark that is neither in the data
+    root ``root`` nor fetched into the cache; the message names the fetch command and ``knob``, the way the caller
+    takes a data root (``instir run``: ``-p data_root=FOLDER``). Samples are always there."""
+    found = catalog.entry(name)
+    if found.sample:
+        return
+    try:
+        _located(found.family, found.subset.id if found.subset else None, Path(root) if root else None, knob=knob)
+    except FileNotFoundError as err:
+        raise UsageError(str(err)) from None
+
+
+def _located(fam: catalog.Family, subset: str | None, root: Path | None, *, knob: str = "root= / --root") -> Path:
     """The folder to load from: ``root`` itself when it is the benchmark's own folder, else the
     family's first layout folder in the data root ``root`` (one that exists, of the downloadable
     layouts and then the local ones) or in the cache (one that a fetch completed, i.e. has a
@@ -83,5 +96,5 @@ def _located(fam: catalog.Family, subset: str | None, root: Path | None) -> Path
     raise FileNotFoundError(
         f"{name} is not in the instir cache ({data_dir(fam.name, layouts(fam.name)[0]).parent}). "
         f"Run `{command}` once with internet access (or set INSTIR_HOME to a folder holding a fetched copy), "
-        "or pass root= / --root pointing at a local copy of the files."
+        f"or pass {knob} pointing at a local copy of the files."
     )
