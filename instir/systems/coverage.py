@@ -22,7 +22,7 @@ import pandas as pd
 
 from instir.benchmarks import catalog
 from instir.papers.loader import HYBRID_PREFIX, family_papers, load_reported, model_key
-from instir.systems.cards import SystemCard, base_name, get_card, load_cards
+from instir.systems.cards import UNAVAILABLE, SystemCard, base_name, get_card, load_cards
 from instir.systems.registry import (
     API_ADAPTERS,
     card_weights,
@@ -97,6 +97,25 @@ def card_sheet(name: str, paths: Iterable[str | Path] = (), cards: Mapping[str, 
     return sheet
 
 
+def card_needs(card: SystemCard, cards: Mapping[str, SystemCard]) -> str:
+    """What running ``card`` needs that this machine lacks, in a few words (the coverage table's "what you need"):
+    the GPU and memory its ``resources`` ask for, the extra of its missing packages, the weights not here (gated
+    ones said so), an API key; empty when nothing is missing and it asks for no GPU."""
+    needs = []
+    gpus, memory = card.resources.get("num_gpus"), card.resources.get("memory_gb")
+    if gpus:
+        needs.append(f"{gpus:g} GPU" + (f", {memory:g} GiB" if memory else ""))
+    needs += list(dict.fromkeys(install_hint(m) for m in missing_requirements(card)))
+    absent = [w.model + (" (gated)" if w.gated else "") for w in card_weights(card, cards) if not w.present]
+    if absent:
+        needs.append("download " + ", ".join(absent))
+    if card.adapter in API_ADAPTERS:
+        needs.append(f"an API key in {card.params.get('api_key_env', 'OPENAI_API_KEY')}")
+    if card.adapter == UNAVAILABLE:
+        needs.append("no adapter in the kit")
+    return "; ".join(needs)
+
+
 def _reproduced(out_dir: Path | None) -> dict[str, str]:
     """Card name -> the headline values that ``<out_dir>/metrics/metrics.csv`` holds for it
     (instructed runs, all levels), one ``benchmark subset measure=value`` per slice, the value
@@ -122,9 +141,9 @@ def _other_papers_card(by_key: Mapping[tuple[str, str], SystemCard], paper: str,
 
 def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, SystemCard] | None = None) -> pd.DataFrame:
     """Every model row of the families' reported tables (hybrid rows separately),
-    with its card (empty when the kit has none), whether the card can run here, why not,
-    and the values reproduced for it in ``out_dir`` (runs named after the card, as notebook
-    02 names its ``systems``)."""
+    with its card (empty when the kit has none), whether the card can run here, why not, what it
+    needs (:func:`card_needs`; ``instir systems NAME`` says it whole) and the values reproduced for
+    it in ``out_dir`` (runs named after the card, as notebook 02 names its ``systems``)."""
     cards = load_cards() if cards is None else cards
     by_key: dict[tuple[str, str], SystemCard] = {}
     by_name: dict[tuple[str, str], SystemCard] = {}
@@ -149,5 +168,6 @@ def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, Syste
                     reason = f"{borrowed}; {reason}" if reason else borrowed
             rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
                          "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
+                         "what you need": card_needs(card, cards) if card else "a system card (--cards FILE)",
                          "reproduced": reproduced.get(card.name, "") if card else ""})
     return pd.DataFrame(rows)

@@ -55,3 +55,14 @@ def test_systems_table_says_why_a_card_cannot_run():
     assert not table.loc["GritLM-7B", "runnable"]
     reason = "weights of GritLM/GritLM-7B not in the Hugging Face cache or a local path"
     assert table.loc["GritLM-7B", "reason"] == reason
+
+
+def test_each_row_says_what_running_its_card_needs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    matrix = coverage_matrix()
+    matrix = matrix[~matrix["model_key"].str.startswith("hybrid:")].set_index(["paper", "model"])
+    promptriever = matrix["what you need"][("ifir", "Promptriever-7B")]
+    assert promptriever.startswith("1 GPU, 20 GiB")
+    assert "download meta-llama/Llama-2-7b-hf (gated), samaya-ai/promptriever-llama2-7b-v1" in promptriever
+    needs = matrix["what you need"]
+    assert needs[("ifir", "BM25")] == "" and matrix.loc[("ifir", "BM25"), "runnable"]
