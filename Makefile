@@ -89,7 +89,8 @@ lint: $(TEST_STAMP)
 
 # JupyterLab on working copies of the notebooks (lab/, git-ignored): running and saving them changes the
 # copies, never the tracked notebooks. A notebook missing from lab/ is copied in; `make lab-fresh` moves
-# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones, refused while a
+# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones (LAB_REPORTS=1: the
+# reports they wrote too, made again), refused while a
 # Jupyter server serves lab/ (its kernels hold the previous answers: instir.lab_servers). LAB_ARGS go to
 # `jupyter lab` as they are (a classroom server: make lab LAB_ARGS="--ip=0.0.0.0 --port=8888").
 LAB_DIR := lab
@@ -100,11 +101,19 @@ lab: $(LAB_STAMP) lab-copies
 lab-copies:
 	@mkdir -p $(LAB_DIR); for nb in notebooks/*.ipynb; do test -e $(LAB_DIR)/$${nb##*/} || cp $$nb $(LAB_DIR)/; done
 
+# LAB_REPORTS=1: the previous group's report folder (LAB_REPORTS_DIR, what the notebooks read and write) is moved
+# aside too, beside their notebooks, and made again as `make reports` makes it.
+LAB_REPORTS ?=
+LAB_REPORTS_DIR := reports/sample
 lab-fresh:
 	@if test -x $(BIN)/jupyter; then $(BIN)/python -m instir.lab_servers $(LAB_DIR) || exit 1; fi
-	@if ls $(LAB_DIR)/*.ipynb >/dev/null 2>&1; then old=$(LAB_DIR)/previous-$$(date +%Y%m%d-%H%M%S); \
-	mkdir -p $$old && mv $(LAB_DIR)/*.ipynb $$old/ && echo "your copies are in $$old"; fi
+	@old=$(LAB_DIR)/previous-$$(date +%Y%m%d-%H%M%S); \
+	if ls $(LAB_DIR)/*.ipynb >/dev/null 2>&1; then \
+	mkdir -p $$old && mv $(LAB_DIR)/*.ipynb $$old/ && echo "your copies are in $$old"; fi; \
+	if test "$(LAB_REPORTS)" = 1 && test -d $(LAB_REPORTS_DIR); then \
+	mkdir -p $$old && mv $(LAB_REPORTS_DIR) $$old/reports && echo "the previous reports are in $$old/reports"; fi
 	@$(MAKE) --no-print-directory lab-copies
+	@if test "$(LAB_REPORTS)" = 1; then $(BIN)/instir run --out $(LAB_REPORTS_DIR); fi
 
 clean-venv:
 	rm -rf $(VENV)

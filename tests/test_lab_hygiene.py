@@ -58,6 +58,28 @@ def test_lab_fresh_refuses_while_a_jupyter_server_serves_the_lab_and_goes_on_onc
     assert "answer_1 = 0.63" not in answer.read_text() and list(lab.glob("previous-*/00_tour.ipynb"))
 
 
+def test_lab_fresh_with_lab_reports_moves_the_previous_groups_reports_aside_and_makes_them_again(tmp_path):
+    """``make lab-fresh LAB_REPORTS=1``: the notebooks' report folder goes beside the previous copies (nothing lost)
+    and is made again by the ``make reports`` command (here an ``instir`` that writes what it was asked)."""
+    lab, reports = tmp_path / "lab", tmp_path / "reports" / "sample"
+    lab.mkdir()
+    (lab / "00_tour.ipynb").write_text("{}")
+    reports.mkdir(parents=True)
+    (reports / "report.json").write_text('{"by": "the previous group"}')
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "instir").write_text('#!/bin/sh\nmkdir -p "$3" && echo "$@" > "$3/made-by.txt"\n')
+    (fake / "instir").chmod(0o755)
+    done = _make("lab-fresh", f"LAB_DIR={lab}", "LAB_REPORTS=1", f"LAB_REPORTS_DIR={reports}", f"BIN={fake}")
+    assert done.returncode == 0, done.stderr
+    (previous,) = lab.glob("previous-*")
+    assert (previous / "00_tour.ipynb").is_file()
+    assert "the previous group" in (previous / "reports" / "report.json").read_text()
+    assert (reports / "made-by.txt").read_text().split() == ["run", "--out", str(reports)]
+    assert (lab / "00_tour.ipynb").read_text() != "{}"  # a fresh copy
+    assert "the previous reports are in" in done.stdout
+
+
 def test_git_reads_a_tracked_notebook_saved_with_outputs_as_the_output_free_one(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
