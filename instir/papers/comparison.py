@@ -159,7 +159,7 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None) -> str | Non
         if problem:
             return f"data of {name}: {problem}"
     spec = catalog.family(row["paper"]).papers if row["paper"] in catalog.families() else {}
-    protocol = spec.get("protocol", {}).get(row["measure"], "")
+    protocol = _paper_protocol(row["paper"], row["measure"])
     if row["measure_variant"] != protocol:
         ours = row["measure_variant"] or "standard"
         return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
@@ -174,17 +174,20 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None) -> str | Non
     return None
 
 
+def _paper_protocol(paper: str, measure: str) -> str:
+    """The variant of ``measure`` the paper computed (its family spec's ``[papers.protocol]``; "" = the standard one,
+    also for a paper of no family such as MTEB's results)."""
+    spec = catalog.family(paper).papers if paper in catalog.families() else {}
+    return spec.get("protocol", {}).get(measure, "")
+
+
 def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:
     """One row per reported number and system: where the kit computed the number in two protocols (IFIR's standard
     and native nDCG@20), the paper's (its family spec's ``[papers.protocol]``; else the standard one) stays and the
     other is named beside it (``other_measure``, ``other_reproduced``)."""
-    def paper_variant(paper: str, measure: str) -> str:
-        spec = catalog.family(paper).papers if paper in catalog.families() else {}
-        return spec.get("protocol", {}).get(measure, "")
-
     keep, others = [], {}
     for _, rows in merged.groupby(["_number", "system"], sort=False):
-        wanted = paper_variant(rows["paper"].iloc[0], rows["measure"].iloc[0])
+        wanted = _paper_protocol(rows["paper"].iloc[0], rows["measure"].iloc[0])
         chosen = rows.index[rows["measure_variant"] == wanted]
         first = chosen[0] if len(chosen) else rows.index[0]
         keep.append(first)
