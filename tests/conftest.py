@@ -15,6 +15,12 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+#: numba's compiled functions (ranx's), kept in the checkout (git ignores it) from one test session to the next and
+#: shared by every process of a session: the workers, the commands the README's test runs, Ray's workers. numba checks
+#: each entry against its source file, so a stale one is compiled again. ranx compiles in every process that has no
+#: cache: ~45 s here, ~6 s with one (:func:`ranx` fills it once per session).
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".cache" / "numba"))
+
 
 #: Dequantised GGUF judges (:mod:`instir.judge.dequantised`) kept from one test session to the next,
 #: in the checkout (git ignores it): derived only from installed files, keyed by the GGUF's hash and
@@ -182,6 +188,35 @@ def copy_report(report: Path, dest: Path) -> Path:
     return dest / root.name / report.name
 
 
+@pytest.fixture(scope="session")
+def ranx(tmp_path_factory):
+    """ranx (the test is skipped where it is not installed), with the numba functions the suite calls compiled into
+    ``NUMBA_CACHE_DIR`` once per session, under a lock: the first process to ask compiles them, every other one
+    (a pytest-xdist worker, a command a test runs) loads them from there instead of compiling them again. Imported
+    in the suite's isolated homes (ranx imports ir_datasets, which makes folders under its home)."""
+    from filelock import FileLock
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in isolation(tmp_path_factory).items():
+            mp.setenv(name, value)
+        ranx = pytest.importorskip("ranx")
+        shared = _shared_temp(tmp_path_factory)
+        with FileLock(str(shared / "ranx-compiled.lock")):
+            done = shared / "ranx-compiled"
+            if not done.is_file():
+                from instir.interop import qrels_to_ranx
+                from instir.retrieval.runs import Run
+
+                qrels = qrels_to_ranx({"q1": {"d1": 1, "d2": 2}, "q2": {"d1": 1}})
+                runs = [ranx.Run({"q1": {"d1": 1.0, "d2": 0.5}, "q2": {"d1": 0.2, "d3": 0.3}}, name="a"),
+                        Run.from_scores({"q1": {"d1": 0.1, "d2": 0.5}, "q2": {"d1": 0.9}}).to_ranx(name="b")]
+                measures = ["ndcg@10", "ndcg@20", "mrr@10", "map@1000", "recall@100", "precision@10"]
+                ranx.evaluate(qrels, runs[0], measures)
+                ranx.compare(qrels, runs, ["ndcg@10"], max_p=0.01)
+                done.write_text("ok\n")
+    return ranx
+
+
 @pytest.fixture(scope="module")
 def instructir_sample():
     """The bundled InstructIR sample benchmark (one per test module: a module may change it)."""
@@ -237,7 +272,7 @@ RAY_GROUP = "ray-in-process"
 #: readers of :func:`sample_report` come early, so its one build (under a lock) is done by the time
 #: the second worker asks for it. A module missing here only starts later.
 SLOWEST_FIRST = (
-    "test_readme.py", "test_lab.py", "test_same_folder.py", "test_notebooks.py", "test_notebooks_real.py",
+    "test_readme.py", "test_lab.py", "test_notebooks.py", "test_notebooks_real.py",
     "test_hostile_reports.py", "retrieval/test_paper_engines.py", "test_tour.py", "test_one_truth_notebooks.py",
     "interop/test_ranx_interop.py",
     "judge/test_backends_local.py", "test_lab_hygiene.py", "stages/test_stages.py", "systems/test_colbert.py",

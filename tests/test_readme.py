@@ -99,8 +99,9 @@ def _scripts(command: Command, copy: Path, number: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory, isolated_env, sample_report) -> dict[str, tuple[int, float, str]]:
-    """Every command of :data:`RUN`, in order: ``where -> (exit status, seconds, output tail)``."""
+def ran(tmp_path_factory, isolated_env, sample_report, ranx) -> dict[str, tuple[int, float, str]]:
+    """Every command of :data:`RUN`, in order: ``where -> (exit status, seconds, output tail)`` (after
+    :func:`conftest.ranx`: the commands that call ranx load its compiled functions instead of compiling them)."""
     root = tmp_path_factory.mktemp("readme")
     copy = _working_copy(root)
     guard = guard_folder(root / "guard")

@@ -1,6 +1,7 @@
 """Fixtures of the interop tests: the libraries (each test that needs one is skipped only where it
 is not installed; ``make test`` installs them with the ``interop`` extra), imported inside the
-tests so that ir_datasets makes its folders in the isolated home, and kit runs on the samples."""
+tests so that ir_datasets makes its folders in the isolated home (``ranx``, compiled once per
+session, is the suite's: tests/conftest.py), and kit runs on the samples."""
 
 import pandas as pd
 import pytest
@@ -8,11 +9,6 @@ import pytest
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import Run
 from instir.retrieval.search import retrieve
-
-
-@pytest.fixture
-def ranx():
-    return pytest.importorskip("ranx")
 
 
 @pytest.fixture

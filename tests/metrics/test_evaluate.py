@@ -98,9 +98,8 @@ def test_the_old_argument_order_still_scores_with_a_deprecation_warning():
     assert old == pytest.approx(instir.evaluate(QRELS, RUN, "nDCG@10"))
 
 
-@pytest.mark.interop  # ranx compiles with numba in each process
-def test_a_ranx_run_and_qrels_are_read_as_they_are():
-    ranx = pytest.importorskip("ranx")
+@pytest.mark.interop
+def test_a_ranx_run_and_qrels_are_read_as_they_are(ranx):
     got = instir.evaluate(ranx.Qrels(QRELS), ranx.Run(RUN), ["nDCG@10", "RR@10"])
     assert got == pytest.approx(instir.evaluate(QRELS, RUN, ["nDCG@10", "RR@10"]))
     assert got["nDCG@10"] == pytest.approx(ranx.evaluate(ranx.Qrels(QRELS), ranx.Run(RUN), "ndcg@10"))

@@ -89,9 +89,8 @@ def sample_runs():
     return benchmark, runs
 
 
-@pytest.mark.interop  # ranx compiles with numba in each process
-def test_the_rows_are_ranx_s_rows_character_for_character(sample_runs):
-    ranx = pytest.importorskip("ranx")
+@pytest.mark.interop
+def test_the_rows_are_ranx_s_rows_character_for_character(sample_runs, ranx):
     from instir.interop import qrels_to_ranx
 
     benchmark, runs = sample_runs
