@@ -1,7 +1,6 @@
-"""A sweep of the bundled samples on a local Ray (2 CPUs) against the notebooks' serial path."""
+"""The sweep on a local Ray (2 CPUs): where its cells and encoders are placed, and what fails alone. (A grid on
+Ray against the serial ways, where its cells ran and its rerun: ``test_same_folder.py``.)"""
 
-import io
-import os
 import re
 
 import pandas as pd
@@ -14,79 +13,6 @@ from instir.distributed.grid import parse_grid  # noqa: E402
 from instir.distributed.sweep import run_sweep  # noqa: E402
 from instir.report.record import read_record  # noqa: E402
 
-#: instructir-sample's 152 documents are over ``shard_min_docs`` (its corpus goes through the Ray
-#: Data stage), ifir-sample/fiqa's 38 under it (encoded inside its cells' actor): both paths at once
-SAMPLE_GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"],
-               "variants": ["instructed", "query-only"], "k": 20, "shard_min_docs": 100}
-
-
-@pytest.fixture(scope="module")
-def sample_grid(tmp_path_factory):
-    """The sample grid with its own embedding cache, so the serial path below (the default
-    cache) encodes every vector again and the run files compare the two."""
-    return parse_grid({**SAMPLE_GRID, "cache_dir": str(tmp_path_factory.mktemp("sweep_cache"))})
-
-
-@pytest.fixture(scope="module")
-def swept(local_ray, sample_grid, tmp_path_factory):
-    out = tmp_path_factory.mktemp("sweep")
-    return out, run_sweep(sample_grid, out)
-
-
-def notebook_path(out):
-    """What notebooks 02 and 03 do for the same grid, step by step, in this process."""
-    from instir.benchmarks import load_benchmark
-    from instir.metrics import combine, evaluate_runs, subset_average
-    from instir.retrieval import make_retriever, read_run, retrieve, system_name
-
-    rows = []
-    made = {kind: make_retriever(kind, None) for kind in ("bm25", "dense")}
-    loaded = {name: load_benchmark(name) for name in SAMPLE_GRID["benchmarks"]}
-    for name, bench in loaded.items():
-        for kind, retriever in made.items():
-            for variant, template in (("instructed", None), ("query-only", "query-only")):
-                run = retrieve(bench, retriever, template, k=20, out_dir=out / "runs")
-                rows.append({"benchmark": name, "retriever": kind, "variant": variant,
-                             "system": system_name(kind, None) + ("" if variant == "instructed" else " (query-only)"),
-                             "run_file": os.path.relpath(run.meta["path"], out)})
-    runs_table = pd.DataFrame(rows)
-    evaluations = {}
-    for name, bench in loaded.items():
-        listed = runs_table[runs_table["benchmark"] == name]
-        evaluations[name] = evaluate_runs({r.system: read_run(out / r.run_file) for r in listed.itertuples()}, bench)
-    table = combine([ev.table for ev in evaluations.values()])
-    ifir = table[table["benchmark"].str.startswith("ifir")]
-    if ifir["benchmark"].nunique() > 1:  # an Average over two subsets or more (of one it repeats the subset)
-        table = combine([table, subset_average(ifir)])
-    per_query = pd.concat([ev.per_query.assign(benchmark=n) for n, ev in evaluations.items()], ignore_index=True)
-    return runs_table, table, per_query
-
-
-def test_sample_grid_gives_the_runs_and_metrics_of_the_serial_path(swept, tmp_path):
-    out, report = swept
-    assert report.count("failed") == 0 and report.count("done") == 8
-    runs_table, table, per_query = notebook_path(tmp_path)
-    swept_runs = pd.read_csv(out / "runs" / "runs.csv")
-    pd.testing.assert_frame_equal(swept_runs[["benchmark", "retriever", "variant", "system", "run_file"]],
-                                  runs_table, check_dtype=False)
-    for row in runs_table.itertuples():
-        assert (out / row.run_file).read_bytes() == (tmp_path / row.run_file).read_bytes()
-    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics" / "metrics.csv"),
-                                  pd.read_csv(io.StringIO(table.to_csv(index=False))))
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics" / "per_query.parquet"),
-                                  per_query[["benchmark", "system", "qid", "measure", "value"]])
-
-
-def test_sample_grid_cells_ran_as_ray_tasks(swept):
-    _, report = swept
-    assert {r.pid for r in report.results.values()} - {os.getpid()}
-    assert all(not r.node.endswith(":local") for r in report.results.values())
-
-
-def test_cpu_cells_run_on_one_actor_per_node_that_keeps_its_imports_and_model(swept):
-    _, report = swept
-    assert len({r.pid for r in report.results.values()}) == 1  # one node: one actor, MiniLM then BM25
-
 
 def test_cell_actors_hold_a_node_on_cpus_and_their_gpus_and_memory_otherwise(local_ray):
     from instir.distributed.sweep import _actor_resources
@@ -95,16 +21,6 @@ def test_cell_actors_hold_a_node_on_cpus_and_their_gpus_and_memory_otherwise(loc
     assert _actor_resources(resolve_system("bm25")) == {"num_cpus": 2}
     assert _actor_resources(resolve_system("dense")) == {"num_cpus": 2}  # torch gets both cores
     assert _actor_resources(resolve_system("GritLM-7B")) == {"num_cpus": 1, "num_gpus": 1.0, "memory": 20 * 2**30}
-
-
-def test_rerun_computes_nothing(swept, sample_grid):
-    out, _ = swept
-    before = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.trec")}
-    before |= {p: p.stat().st_mtime_ns for p in (out / "sweep" / "cells").glob("*.parquet")}
-    report = run_sweep(sample_grid, out)
-    assert report.count("reused") == 8 and report.count("done") == 0
-    assert report.encoded and not any(report.encoded.values())  # the stage found every chunk in the cache
-    assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
 def test_cell_with_bad_input_fails_alone_with_a_clear_message(local_ray, tmp_path):
@@ -118,12 +34,6 @@ def test_cell_with_bad_input_fails_alone_with_a_clear_message(local_ray, tmp_pat
     assert failed.error.startswith("instructir__instructed__bm25__instructed: ")
     assert "no-such-data" in failed.error and "\n" not in failed.error
     assert len(pd.read_csv(tmp_path / "out" / "runs" / "runs.csv")) == 1
-
-
-def test_large_corpus_stage_encodes_with_ray_data_only_corpora_over_the_threshold(swept):
-    _, report = swept
-    assert report.encoded and all(key.startswith("instructir-sample dense ") for key in report.encoded)
-    assert sum(report.encoded.values()) >= 1  # its corpus chunks came from the Ray Data stage, not the cells
 
 
 def test_cpu_encoding_takes_one_actor_per_node_with_all_its_cpus(local_ray):
