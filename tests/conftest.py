@@ -70,6 +70,15 @@ def _isolated_home(tmp_path_factory, monkeypatch):
         monkeypatch.setenv(name, value)
 
 
+@pytest.fixture
+def own_home(tmp_path, monkeypatch) -> Path:
+    """An instir home of this test's own, empty (the suite's INSTIR_HOME is shared by a session): for the tests of
+    the caches under it, which start from none (a module that needs it for every test: ``usefixtures``)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("INSTIR_HOME", str(home))
+    return home
+
+
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from instir.report.lock import INHERITED_VAR, holder_of
 from instir.report.provenance import page_records, stage_records
-from tests.conftest import copy_report
+from tests.conftest import copy_caches, copy_report
 
 pytestmark = pytest.mark.notebooks
 
@@ -70,8 +70,9 @@ def test_a_papermill_run_of_02_into_a_folder_instir_run_writes_is_refused_in_one
 
 
 def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_pages_after_it_stale(
-        notebooks, sample_report, tmp_path):
-    out = copy_report(sample_report, tmp_path)  # what `make reports` leaves
+        notebooks, sample_report, tmp_path, isolated_env):
+    out = copy_report(sample_report, tmp_path)  # what `make reports` leaves …
+    copy_caches(sample_report, isolated_env / "instir")  # … and the caches it filled in the user's home
     index = tmp_path / "reports" / "index.html"
     assert '<span class="ok">ok</span>' in index.read_text()
     old_page = (out / "02_retrieval.html").read_text()

@@ -32,6 +32,8 @@ from instir.benchmarks.readers import iter_corpus_docs
 from instir.benchmarks.registry import SAMPLE_ROOT
 from instir.benchmarks.types import Corpus, Doc, FormatError
 
+pytestmark = pytest.mark.usefixtures("own_home")  # an instir home of each test's own
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 #: Content hashes of the bundled sample corpora as ``Corpus.content_hash`` computed them before
@@ -46,12 +48,6 @@ SAMPLE_CORPORA = [(SAMPLE_ROOT / "instructir-sample" / "corpus.jsonl", False),
                   (SAMPLE_ROOT / "ifir-sample" / "nfcorpus" / "nfcorpus-corpus.jsonl", True)]
 FIXTURE_CORPORA = sorted(p for p in FIXTURES.rglob("*")
                          if p.suffix in (".jsonl", ".parquet") and "corpus" in p.relative_to(FIXTURES).as_posix())
-
-
-@pytest.fixture(autouse=True)
-def own_home(tmp_path, monkeypatch):
-    """An instir home of this test's own (the suite's is shared by the whole session)."""
-    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
 
 
 def settle(path: Path, age_s: float = 3600) -> None:

@@ -54,7 +54,7 @@ def grid(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def swept(local_ray, grid, tmp_path_factory):
+def ray_way(local_ray, grid, tmp_path_factory):
     """The Ray way: the grid on the session's local Ray, with an embedding cache of its own; (grid, folder, report)."""
     base = tmp_path_factory.mktemp("ray-way")
     ray_grid = parse_grid({**grid, "cache_dir": str(base / "cache"), "shard_min_docs": SHARD_MIN_DOCS})
@@ -62,7 +62,7 @@ def swept(local_ray, grid, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory, isolated_env, grid, swept) -> dict[str, Path]:
+def folders(tmp_path_factory, isolated_env, grid, ray_way) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("three-ways")
     grid_file = base / "grid.yaml"
     grid_file.write_text(f"benchmarks: {grid['benchmarks']}\nsystems: {grid['systems']}\nk: {K}\n"
@@ -77,7 +77,7 @@ def folders(tmp_path_factory, isolated_env, grid, swept) -> dict[str, Path]:
                  "-p", f"data_root={grid['data_root']}", "-p", f"k={K}", "-p", "judge_backend=baseline",
                  "-p", f"judge_max_instances={LIMIT}", "-p", "judge_repeats=1", "--out", str(out["run"])]) == 0
     assert main(["sweep", str(grid_file), "--serial", "--out", str(out["serial"])]) == 0
-    return {**out, "ray": swept[1]}
+    return {**out, "ray": ray_way[1]}
 
 
 def test_the_three_ways_write_the_same_runs(folders):
@@ -119,16 +119,16 @@ def test_the_three_ways_score_every_query_alike(folders):
         pd.testing.assert_frame_equal(frames[way], frames["run"])
 
 
-def test_the_ray_ways_cells_ran_as_ray_tasks_on_one_actor_per_node(swept):
-    _, _, report = swept
+def test_the_ray_ways_cells_ran_as_ray_tasks_on_one_actor_per_node(ray_way):
+    _, _, report = ray_way
     assert report.count("failed") == 0 and report.count("done") == len(BENCHMARKS) * len(SYSTEMS) * 2
     pids = {r.pid for r in report.results.values()}
     assert pids - {os.getpid()} and all(not r.node.endswith(":local") for r in report.results.values())
     assert len(pids) == 1  # one node: one actor, MiniLM then BM25, keeping its imports and model
 
 
-def test_the_ray_data_stage_encodes_only_the_corpora_over_the_threshold(swept, isolated_env):
-    ray_grid, _, report = swept
+def test_the_ray_data_stage_encodes_only_the_corpora_over_the_threshold(ray_way, isolated_env):
+    ray_grid, _, report = ray_way
     large = {name for name in BENCHMARKS
              if len(load_benchmark(name, root=ray_grid.data_root).corpus) >= SHARD_MIN_DOCS}
     assert "instructir-sample" in large and "ifir-sample/fiqa" not in large  # both paths ran
@@ -138,8 +138,8 @@ def test_the_ray_data_stage_encodes_only_the_corpora_over_the_threshold(swept, i
         assert sum(count for key, count in report.encoded.items() if key.rsplit(" ", 2)[0] == name) >= 1, name
 
 
-def test_a_rerun_of_the_ray_way_computes_nothing(swept, folders):
-    ray_grid, out, _ = swept
+def test_a_rerun_of_the_ray_way_computes_nothing(ray_way, folders):
+    ray_grid, out, _ = ray_way
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.trec")}
     before |= {p: p.stat().st_mtime_ns for p in (out / "sweep" / "cells").glob("*.parquet")}
     report = run_sweep(ray_grid, out)

@@ -22,13 +22,9 @@ from instir.retrieval import bm25_cache, retrieve, run_key
 from instir.retrieval.bm25_cache import BM25IndexCache, default_cache_dir
 from instir.retrieval.lexical import LUCENE_ENGLISH_STOPWORDS, BM25Retriever
 
+pytestmark = pytest.mark.usefixtures("own_home")  # each test starts from an empty default cache
+
 SAMPLES = ("instructir-sample", "ifir-sample/fiqa")
-
-
-@pytest.fixture(autouse=True)
-def own_home(tmp_path, monkeypatch):
-    """Each test gets an empty default cache (the suite's INSTIR_HOME is shared by a session)."""
-    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture

@@ -23,12 +23,7 @@ from instir.retrieval import lucene, retrieve
 from instir.retrieval.lucene import AnseriniBM25Retriever, EngineMissing, anserini_jar, java
 from instir.systems import build_system
 
-pytestmark = pytest.mark.engines
-
-
-@pytest.fixture(autouse=True)
-def own_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("own_home")]
 
 
 def anserini_cli_run(tmp_path, bench, template, *, k1=0.9, b=0.4, hits=100, threads=1) -> pd.DataFrame:
