@@ -158,12 +158,13 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None) -> str | Non
         problem = (data or {}).get(name, "not verified (no check of the data it came from)")
         if problem:
             return f"data of {name}: {problem}"
-    spec = catalog.family(row["paper"]).papers if row["paper"] in catalog.families() else {}
+    paper_family = catalog.family(row["paper"]) if row["paper"] in catalog.families() else None
+    spec = paper_family.papers if paper_family else {}
     protocol = _paper_protocol(row["paper"], row["measure"])
     if row["measure_variant"] != protocol:
         ours = row["measure_variant"] or "standard"
         return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
-    engine = catalog.family(row["paper"]).bm25.get("engine") if spec else None
+    engine = paper_family.bm25.get("engine") if paper_family else None
     if engine and str(row["model_key"]).startswith(("bm25", "hybrid:")) and row["engine"] != engine:
         return f"BM25 by {row['engine']}, the paper's by {engine}"
     judge = spec.get("judge")
