@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from real_data import data_root
 
 from instir.benchmarks import load_benchmark
@@ -65,9 +66,7 @@ def ray_way(local_ray, grid, tmp_path_factory):
 def folders(tmp_path_factory, isolated_env, grid, ray_way) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("three-ways")
     grid_file = base / "grid.yaml"
-    grid_file.write_text(f"benchmarks: {grid['benchmarks']}\nsystems: {grid['systems']}\nk: {K}\n"
-                         f"data_root: '{grid['data_root']}'\njudge: {{backend: baseline, max_instances: {LIMIT}}}\n",
-                         encoding="utf-8")
+    grid_file.write_text(yaml.safe_dump(grid), encoding="utf-8")
     out = {way: base / way for way in ("run", "serial")}
     notebooks = base / "notebooks"
     notebooks.mkdir()
