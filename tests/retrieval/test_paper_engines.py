@@ -228,6 +228,29 @@ def test_the_followir_card_scores_as_the_authors_rank_bm25_sequence():
     assert run.meta["search"]["retriever"]["params"]["engine"] == "rank_bm25"
 
 
+def test_a_hybrid_card_on_the_ifir_card_fuses_elasticsearchs_run(tmp_path):
+    """A hybrid card whose lexical side is ``BM25 (IFIR)`` runs Elasticsearch on Lucene under the fusion (moved here
+    from tests/systems/test_system_adapters.py: it starts a JVM)."""
+    from instir.retrieval import BUNDLED_MODEL_ID
+    from instir.retrieval.dense import DenseRetriever
+    from instir.retrieval.fusion import HybridRetriever
+    from instir.retrieval.lucene import ElasticsearchBM25Retriever
+    from instir.systems import SystemCard, load_cards
+
+    bench = load_benchmark("ifir-sample/fiqa")
+    minilm = SystemCard(name="MiniLM (user)", paper="user", kind="retriever", adapter="sentence-transformers",
+                        model=BUNDLED_MODEL_ID, template="ifir", params={"batch_size": 16})
+    hybrid = SystemCard(name="MiniLM + BM25", paper="user", kind="retriever", adapter="hybrid", template="ifir",
+                        params={"dense": "MiniLM (user)", "lexical": "BM25 (IFIR)", "weights": [1.0, 0.3],
+                                "rrf_k": 60})
+    cards = {**load_cards(), minilm.name: minilm, hybrid.name: hybrid}
+    fused = retrieve(bench, build_system(hybrid, cards=cards, cache_dir=tmp_path, progress=False), k=3)
+    plain = HybridRetriever(DenseRetriever(batch_size=16, cache_dir=tmp_path, progress=False),
+                            ElasticsearchBM25Retriever(1.2, 0.75))
+    assert fused.df.equals(retrieve(bench, plain, "ifir", k=3).df)
+    assert fused.meta["system"]["params"]["weights"] == [1.0, 0.3]
+
+
 def test_each_familys_spec_names_the_engine_its_paper_bm25_card_runs():
     from instir.benchmarks import catalog
     from instir.systems import load_cards
