@@ -17,8 +17,21 @@ from instir.metrics import evaluate_runs, paired_tests
 from instir.report.layout import MissingInput, ReportLayout
 from instir.retrieval import read_run
 from instir.stages import describe_benchmarks, judge_runs, paper_tables, retrieve_runs, score_runs
+from tests.systems.tiny_models import build_tiny_bert
 
 SAMPLES = ["instructir-sample", "ifir-sample/fiqa"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dense(tmp_path_factory) -> str:
+    """A dense system (``dense:PATH``) on a tiny random BERT whose vocabulary is the samples' words: the stages'
+    plumbing with a model that encodes the samples at once (the bundled model's vectors are checked in
+    tests/retrieval/test_dense.py, its runs in every chain)."""
+    words = {word for name in SAMPLES for bench in [load_benchmark(name)]
+             for text in [*(d.indexed_text for d in bench.corpus), *(q.query + " " + q.instruction
+                                                                     for q in bench.queries.values())]
+             for word in text.split()}
+    return "dense:" + str(build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), sorted(words)))
 
 
 def settle(folder: Path) -> None:
@@ -65,10 +78,10 @@ def test_one_retriever_serves_both_variants_of_a_benchmark_from_one_index(tmp_pa
     assert [s["origin"] for s in sidecars] == ["loaded", "loaded"] * 2
 
 
-def test_runs_are_listed_benchmark_by_benchmark_in_the_order_of_the_systems(tmp_path):
-    runs = retrieve_runs(tmp_path, ["ifir-sample/fiqa", "instructir-sample"], ["dense", "bm25"], k=5).runs
+def test_runs_are_listed_benchmark_by_benchmark_in_the_order_of_the_systems(tmp_path, tiny_dense):
+    runs = retrieve_runs(tmp_path, ["ifir-sample/fiqa", "instructir-sample"], [tiny_dense, "bm25"], k=5).runs
     assert runs["benchmark"].tolist() == ["ifir-sample/fiqa"] * 4 + ["instructir-sample"] * 4
-    assert runs["retriever"].tolist() == ["dense", "dense", "bm25", "bm25"] * 2
+    assert runs["retriever"].tolist() == [tiny_dense, tiny_dense, "bm25", "bm25"] * 2
     assert set(pd.read_csv(ReportLayout(tmp_path).runs_table)["system"]) == set(runs["system"])
 
 
@@ -83,8 +96,8 @@ def test_the_compare_stage_without_metrics_names_notebook_03(tmp_path):
         paper_tables(tmp_path)
 
 
-def test_scores_joined_run_by_run_equal_scoring_every_run_at_once(tmp_path):
-    retrieve_runs(tmp_path, SAMPLES, ["bm25", "dense"], k=20)
+def test_scores_joined_run_by_run_equal_scoring_every_run_at_once(tmp_path, tiny_dense):
+    retrieve_runs(tmp_path, SAMPLES, ["bm25", tiny_dense], k=20)
     metrics = score_runs(tmp_path)
     runs = pd.read_csv(ReportLayout(tmp_path).runs_table)
     for name in SAMPLES:
