@@ -2,6 +2,7 @@
 and nothing reaches the network."""
 
 import contextlib
+import functools
 import os
 import shutil
 from collections.abc import Iterator
@@ -289,9 +290,15 @@ SLOWEST_FIRST = (
 )
 
 
+@functools.cache
+def module_of(fspath: str) -> str:
+    """A test file's path under tests/ (``judge/test_cache.py``): one ``resolve`` per file, not per test."""
+    return Path(fspath).resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+
+
 def xdist_group(item) -> str:
     """The pytest-xdist group of a test: its module, or :data:`RAY_GROUP`."""
-    module = Path(item.fspath).resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+    module = module_of(str(item.fspath))
     if module.startswith("distributed/") and item.get_closest_marker("ray"):
         return RAY_GROUP
     return module
@@ -304,11 +311,10 @@ def pytest_collection_modifyitems(items):
     their own ``pytestmark``. Each test gets its pytest-xdist group (:func:`xdist_group`); the Ray
     group goes first, then :data:`SLOWEST_FIRST`, the other slow tiers' modules and the rest (a
     stable sort: collection order within each)."""
-    tests = Path(__file__).resolve().parent
     for item in items:
         for fixture in set(getattr(item, "fixturenames", ())) & TIER_OF_FIXTURE.keys():
             item.add_marker(TIER_OF_FIXTURE[fixture])
-        if Path(item.fspath).resolve().relative_to(tests).as_posix() in HOSTILE_MODULES:
+        if module_of(str(item.fspath)) in HOSTILE_MODULES:
             item.add_marker("hostile")
         item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
