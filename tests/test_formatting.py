@@ -4,6 +4,7 @@ and the per-family defaults."""
 import json
 
 import pytest
+from says import raises_saying
 
 from instir import formatting
 from instir.benchmarks.types import Doc, Query
@@ -166,14 +167,14 @@ def test_default_template_per_family_and_benchmark(family, benchmark, expected):
 def test_default_template_for_query_first_setting():
     assert default_template("bm25", "instructir", "order-sensitivity").name == "instructir-query-first"
     assert default_template("bm25", "instructir", "prompt-sensitivity").name == "instructir"
-    with pytest.raises(ValueError, match="did not evaluate the instructor family in the 'order-sensitivity' setting"):
+    with raises_saying(ValueError, "instructor", "'order-sensitivity'"):
         default_template("instructor", "instructir", "order-sensitivity")
 
 
 def test_default_template_refuses_combinations_the_authors_never_ran():
     with pytest.raises(ValueError, match="did not evaluate the repllama family"):
         default_template("repllama", "ifir/fiqa")
-    with pytest.raises(ValueError, match="no default template for benchmark 'msmarco'"):
+    with raises_saying(ValueError, "template", "'msmarco'"):
         default_template("bm25", "msmarco")
     with pytest.raises(ValueError, match="unknown model family"):
         default_template("colbert-v9", "instructir")

@@ -15,6 +15,7 @@ from judge_fakes import (
     scored_reply,
     stored_rows,
 )
+from says import raises_saying
 
 from instir.http_retry import ERROR_BODY_CHARS
 from instir.judge.cache import CachedJudge, request_key
@@ -139,7 +140,7 @@ def test_call_settings_are_part_of_the_model_string_so_cached_judgments_never_mi
 
 
 def test_unknown_call_settings_are_refused_with_the_choices():
-    with pytest.raises(ValueError, match="unknown call settings 'kit': choose one of ifir"):
+    with raises_saying(ValueError, "'kit'", "ifir"):
         make_judge("http://127.0.0.1:1/v1", call_settings="kit")
     with pytest.raises(ValueError, match="unknown call setting.*top_k"):
         make_judge("http://127.0.0.1:1/v1", top_k=5)
@@ -208,7 +209,7 @@ def test_timeout_and_retry_counts_out_of_range_are_refused(option, value, proble
 
 
 def test_a_key_pasted_as_the_variable_name_is_refused(monkeypatch):
-    with pytest.raises(ValueError, match="must name an environment variable holding the key"):
+    with raises_saying(ValueError, "api_key_env", "environment variable"):
         make_judge("http://127.0.0.1:1/v1", api_key_env="sk_live_51HxYzAbCdEfGhIjKlMnOpQr")
 
 

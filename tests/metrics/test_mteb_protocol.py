@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 import pytest
+from says import raises_saying
 
 from instir.errors import UsageError
 from instir.metrics.mteb import MTEB_K_VALUES, evaluation, mteb_measure, mteb_scores
@@ -153,7 +154,7 @@ def test_evaluate_runs_with_the_mteb_protocol_names_measures_as_mteb_does(ifir_l
 def test_mteb_measures_are_its_names_at_its_cutoffs():
     assert [mteb_measure(m) for m in ("nDCG@10", "RR@20", "R@100", "P@10", "Robustness@10", "hit_rate_at_5")] == [
         "ndcg_at_10", "mrr_at_20", "recall_at_100", "precision_at_10", "robustness_at_10", "hit_rate_at_5"]
-    with pytest.raises(UsageError, match="only at k = 1, 3, 5, 10, 20, 100, 1000, not 50"):
+    with raises_saying(UsageError, "1, 3, 5, 10, 20, 100, 1000", "50"):
         mteb_measure("ndcg_at_50")
     with pytest.raises(UsageError, match="unknown MTEB measure 'nauc'"):
         mteb_measure("nauc")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from says import raises_saying
 
 from instir.cli import retrieve as commands
 from instir.retrieval import (
@@ -87,7 +88,7 @@ def test_without_out_dir_nothing_is_written(toy_benchmark, tmp_path, monkeypatch
 @pytest.mark.parametrize("k", [0, -5, 2.5, "10", True])
 def test_k_below_one_or_not_a_whole_number_is_refused_before_searching(toy_benchmark, tmp_path, k):
     retriever = CountingBM25()
-    with pytest.raises(ValueError, match="k must be a whole number of documents per query, at least 1"):
+    with raises_saying(ValueError, "k", "at least 1"):
         retrieve(toy_benchmark(), retriever, k=k, out_dir=tmp_path)
     assert retriever.searches == 0 and list(tmp_path.iterdir()) == []
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from says import raises_saying
 
 from instir.benchmarks.types import Doc
 from instir.formatting import get_template
@@ -202,7 +203,7 @@ def test_checkpoint_without_projection_is_refused_with_one_line(tmp_path):
 
 
 def test_query_maxlen_beyond_the_model_is_refused(checkpoint):
-    with pytest.raises(ValueError, match="query_maxlen must be a whole number from 4 to 512"):
+    with raises_saying(ValueError, "query_maxlen", "4", "512"):
         ColBERTEncoder(str(checkpoint), query_maxlen=600)
 
 
