@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-import pytest
+from says import raises_saying
 
 from instir.benchmarks import catalog, load_benchmark
 from instir.benchmarks.ifir import load_ifir
@@ -61,5 +61,5 @@ def test_other_spellings_of_the_level_token_read_back_and_strangers_do_not():
 
 
 def test_only_the_instructed_setting_is_an_mteb_task():
-    with pytest.raises(UsageError, match="MTEB's InstructIR task is the instructed setting"):
+    with raises_saying(UsageError, "InstructIR", "instructed"):
         mteb_ids(load_benchmark("instructir-sample", "query-only"))

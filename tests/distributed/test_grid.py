@@ -1,6 +1,7 @@
 """Grid files and system names (no Ray needed)."""
 
 import pytest
+from says import raises_saying
 
 from instir.distributed.grid import GridError, load_grid, parse_grid
 from instir.retrieval import BUNDLED_MODEL_ID
@@ -67,7 +68,7 @@ def test_query_only_variant_is_labelled_as_notebook_02_labels_it():
 def test_bad_system_in_grid_file_names_file_and_field(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text("benchmarks: [instructir-sample]\nsystems: [bm25, splade]\n")
-    with pytest.raises(GridError, match=r"grid\.yaml: field 'systems': unknown system 'splade'"):
+    with raises_saying(GridError, "grid.yaml", "'systems'", "'splade'"):
         load_grid(path)
 
 

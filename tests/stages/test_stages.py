@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from real_data import write_ifir_songtingyu
+from says import raises_saying
 
 from instir.benchmarks import docstore, load_benchmark
 from instir.metrics import evaluate_runs, paired_tests
@@ -87,12 +88,12 @@ def test_runs_are_listed_benchmark_by_benchmark_in_the_order_of_the_systems(tmp_
 
 @pytest.mark.parametrize("stage", [score_runs, lambda out: judge_runs(out, backend="baseline")])
 def test_a_stage_without_its_input_names_the_notebook_that_writes_it(tmp_path, stage):
-    with pytest.raises(MissingInput, match=r"runs/runs.csv is missing: run notebook 02_retrieval into"):
+    with raises_saying(MissingInput, "runs/runs.csv", "02_retrieval"):
         stage(tmp_path)
 
 
 def test_the_compare_stage_without_metrics_names_notebook_03(tmp_path):
-    with pytest.raises(MissingInput, match=r"metrics.csv is missing: run notebook 03_metrics"):
+    with raises_saying(MissingInput, "metrics.csv", "03_metrics"):
         paper_tables(tmp_path)
 
 
