@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from says import raises_saying
 
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.readers import iter_corpus_docs, read_qrels
@@ -87,7 +88,7 @@ def test_a_run_given_in_memory_is_checked_as_a_file_is(given):
 
 
 def test_qrels_given_in_memory_are_checked_as_a_file_is():
-    with pytest.raises(FormatError, match=r"the given qrels, row 1, field 'query id'"):
+    with raises_saying(FormatError, "qrels", "row 1", "field 'query id'"):
         qrels_of({"q\x00": {"d": 1}})
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 from huggingface_hub.errors import RevisionNotFoundError
-from says import warns_saying
+from says import raises_saying, warns_saying
 
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import FetchError, fetch, instir_home, read_manifest
@@ -169,7 +169,7 @@ class _RevisionNotFound(RevisionNotFoundError):
 
 def test_an_unknown_revision_is_reported_as_such(hub, tmp_path):
     hub({}, fail=_RevisionNotFound("Revision Not Found"))
-    with pytest.raises(FetchError, match="no dataset if-ir/cds at revision '9a05fd6'") as info:
+    with raises_saying(FetchError, "if-ir/cds", "'9a05fd6'") as info:
         fetch("ifir", "cds", layout="mteb", cache_dir=tmp_path)
     assert "--revision" in str(info.value) and "INSTIR_HOME" not in str(info.value)
 

@@ -11,6 +11,7 @@ from contextlib import closing
 
 import pytest
 from judge_fakes import numbered_requests, stored_rows
+from says import warns_saying
 from scripted_judge import ScriptedJudge
 
 from instir.judge.cache import CachedJudge, row_checksum
@@ -82,7 +83,7 @@ def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_
                "latency_s, prompt_tokens, completion_tokens, cost, served_model, warning")
     edit(path, f"UPDATE judgments SET weighted = {weighted} WHERE raw = '0.0'",
          f"UPDATE judgments SET checksum = instir_row_checksum({columns})")
-    with pytest.warns(UserWarning, match=r"1 stored judgment\(s\) outside their rubric's range: judging them again"):
+    with warns_saying(UserWarning, "1 stored judgment", "range", "again"):
         judge, backend, got = judged(path)
     assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
     assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
@@ -123,7 +124,7 @@ def test_another_databases_write_ahead_log_beside_the_cache_is_set_aside_and_no_
     other.parent.mkdir()
     _killed_after_storing(other, 100, 177)
     shutil.copy(other.with_name(other.name + "-wal"), path.with_name(path.name + "-wal"))
-    with pytest.warns(UserWarning, match="has another database's write-ahead log beside it: set aside as"):
+    with warns_saying(UserWarning, "write-ahead log", "set aside"):
         judge, backend, got = judged(path)
     assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
     assert len(stored_rows(path)) == len(SCORES)

@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+from says import warns_saying
 
 from instir.report import read_reports, write_index
 from instir.report.record import RecordWarning
@@ -48,7 +49,7 @@ def test_a_report_json_of_another_tool_beside_the_reports_is_not_listed(tmp_path
     for name, text in (("pytest", '{"summary": {"passed": 3}}'), ("listed", "[1, 2]")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "report.json").write_text(text)
-    with pytest.warns(RecordWarning, match=r"listed/report.json: not a JSON object \(a list\): not instir's record"):
+    with warns_saying(RecordWarning, "listed/report.json", "a list"):
         assert [meta["folder"] for meta in read_reports(tmp_path)] == ["mine"]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 
 import pytest
+from says import raises_saying
 from test_cli_errors import fails
 
 from instir.benchmarks.types import FormatError
@@ -52,7 +53,7 @@ def test_numbers_no_run_can_hold_are_one_line_naming_the_field(tmp_path, score, 
 
 def test_json_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path):
     path = predictions(tmp_path, "[" * 100_000 + "]" * 100_000)
-    with pytest.raises(FormatError, match=r"nested deeper than Python reads \(MTEB's layout is 4 objects deep\)"):
+    with raises_saying(FormatError, "nested deeper", "4 objects deep"):
         read_mteb_predictions(path)
 
 
