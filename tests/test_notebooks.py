@@ -183,7 +183,7 @@ def test_the_chain_takes_its_list_parameters_as_text_as_papermill_p_gives_them(t
     cwd = tmp_path / "notebooks"
     cwd.mkdir()
     text = {"benchmarks": "instructir-sample", "retrievers": "bm25", "systems": "", "k": 20}
-    for name in CHAIN:
+    for name in CHAIN[:-1]:  # 05 takes no list parameter (out_dir only)
         _execute(name, "out", cwd, **text)
     runs = pd.read_csv(tmp_path / "out" / "runs" / "runs.csv")
     assert set(runs["system"]) == {"bm25", "bm25 (query-only)"} and set(runs["benchmark"]) == {"instructir-sample"}
