@@ -13,7 +13,7 @@ from types import ModuleType
 from instir.errors import UserError
 
 #: import name -> the extra of ``pyproject.toml`` that installs it
-EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop"}
+EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop", "ray": "distributed"}
 
 
 class MissingExtraError(UserError, ModuleNotFoundError):

@@ -34,6 +34,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     judgments are counted, not a failure of the sweep."""
     from instir.distributed.grid import describe_estimate, load_grid
     from instir.errors import UsageError
+    from instir.extras import MissingExtraError, require
 
     grid = load_grid(args.grid)
     plan = describe_estimate(grid)
@@ -43,9 +44,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     print(f"{args.grid}: {plan}", flush=True)
     if not args.serial:
         try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise SystemExit("instir sweep needs Ray: pip install 'instir[distributed]' (or use --serial)") from None
+            require("ray")
+        except MissingExtraError as err:
+            raise MissingExtraError(f"{err} (or --serial: one loop, no Ray)") from None
     from instir.distributed.sweep import run_sweep
 
     report = run_sweep(grid, args.out, executor="serial" if args.serial else "ray", address=args.address,

@@ -1,7 +1,7 @@
 """Grid files and system names (no Ray needed)."""
 
 import pytest
-from says import raises_saying
+from says import raises_saying, says
 
 from instir.distributed.grid import GridError, load_grid, parse_grid
 from instir.retrieval import BUNDLED_MODEL_ID
@@ -172,3 +172,17 @@ def test_the_estimate_counts_published_sizes_once_per_corpus_and_system():
     assert describe_estimate(grid) == (f"8 cells (2 benchmarks x 1 setting x 2 systems x 2 variants); about "
                                        f"{4 * fiqa['queries']:,} queries searched, {2 * fiqa['documents']:,} "
                                        "documents indexed or encoded (published sizes); 4 cells on bundled samples")
+
+
+def test_instir_sweep_without_ray_says_what_to_install_in_one_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from instir.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ModuleNotFoundError
+    path = tmp_path / "grid.yaml"
+    path.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+    says(err.strip(), "instir sweep", "ray", "pip install 'instir[distributed]'", "--serial")
