@@ -74,8 +74,8 @@ test: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
-# interop round trips; on both workers. Median of 3 runs, paired with the tier before bytecode and PASSIVE threads on
-# a loaded machine (2026-12-04): 114 s against 150 s (0.80); 83-91 s on that machine idle earlier the same night.
+# interop round trips, no JVM; on both workers. Median of 3 runs on an idle 2-core machine (2026-12-04, 2,148 tests):
+# 67.6 s (92 s the same evening before the stages' dense system became a tiny model and the JVM left this tier).
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
