@@ -2,7 +2,7 @@
 
 Data and timing as ``perf/systems_overhead.py`` (random-word passages the tiny
 tokenizer knows; ``--repeat`` interleaved rounds after one uncounted warm-up; medians). Model:
-the tiny random Mistral of ``tests/systems/tiny_models.py``, loaded once.
+the tiny random Mistral of ``tests/tiny_models.py``, loaded once.
 
 - bare: ``gritlm.GritLM.encode`` as IFIR calls it, written out (one instruction per call:
   tokenise ``instruction + text``, forward with ``is_causal=False``, zero the instruction
@@ -57,7 +57,7 @@ def main() -> None:
     from instir.formatting import get_template
     from instir.retrieval.embedding_cache import EmbeddingCache
     from instir.systems import build_system, get_card
-    from tests.systems.tiny_models import build_tiny_mistral
+    from tests.tiny_models import build_tiny_mistral
 
     bench, vocab = make_benchmark(args.docs, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="gritlm-overhead-"))

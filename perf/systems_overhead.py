@@ -2,7 +2,7 @@
 
 Data: ``--queries`` queries and ``--docs`` passages of random words (48 per passage) from a
 600-word vocabulary, which the tiny models' word-level tokenizers know. Models
-(``tests/systems/tiny_models.py``): a random Llama (hidden 32, 2 layers) + random LoRA, and
+(``tests/tiny_models.py``): a random Llama (hidden 32, 2 layers) + random LoRA, and
 a random BERT of the same size; plus the bundled all-MiniLM-L6-v2. Each model is loaded
 once; every timed side starts from a fresh embedding cache.
 
@@ -123,7 +123,7 @@ def main() -> None:
     from instir.retrieval.embedding_cache import EmbeddingCache
     from instir.retrieval.lexical import BM25Retriever
     from instir.systems import SystemCard, build_system, get_card, load_cards
-    from tests.systems.tiny_models import build_tiny_bert, build_tiny_llama
+    from tests.tiny_models import build_tiny_bert, build_tiny_llama
 
     bench, vocab = make_benchmark(args.docs, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="systems-overhead-"))

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from real_data import write_ifir_songtingyu
 from says import raises_saying
+from tiny_models import build_tiny_bert
 
 from instir.benchmarks import docstore, load_benchmark
 from instir.metrics import evaluate_runs, paired_tests
 from instir.report.layout import MissingInput, ReportLayout
 from instir.retrieval import read_run
 from instir.stages import describe_benchmarks, judge_runs, paper_tables, retrieve_runs, score_runs
-from tests.systems.tiny_models import build_tiny_bert
 
 SAMPLES = ["instructir-sample", "ifir-sample/fiqa"]
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from says import raises_saying
+from tiny_models import build_colbert
 
 from instir.benchmarks.types import Doc
 from instir.formatting import get_template
@@ -22,7 +23,6 @@ from instir.retrieval import retrieve
 from instir.retrieval.token_cache import TokenEmbeddingCache
 from instir.systems.colbert import LONG_QUERY_MAXLEN, ColBERTEncoder, ColBERTRetriever, maxsim_top_k
 from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES
-from tests.systems.tiny_models import build_colbert
 
 PUNCTUATED = Doc("950", "Saffron, wine & paella: (chef's) notes; a farmer's crocus-harvest? Yes!")
 TEXTS = [d.text for d in [*TOY_DOCS, PUNCTUATED]] + [f"{q.instruction} {q.query}" for q in TOY_QUERIES.values()]

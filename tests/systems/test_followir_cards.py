@@ -138,8 +138,9 @@ def _card(name):
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tiny_models import build_llama, build_t5  # noqa: E402
+
 from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES  # noqa: E402
-from tests.systems.tiny_models import build_llama, build_t5  # noqa: E402
 
 # passages from a word to four documents long: some prompts are padded, the longest truncated
 PASSAGES = ["Short.", *(d.text for d in TOY_DOCS[:3]), " ".join(d.text for d in TOY_DOCS)]

@@ -6,8 +6,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from tiny_models import build_t5  # noqa: E402
+
 from instir.cli import main  # noqa: E402
-from tests.systems.tiny_models import build_t5  # noqa: E402
 
 
 def test_rerank_command_writes_a_run_and_reuses_it(tmp_path, capsys):

@@ -9,6 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tiny_models import build_bert_classifier, build_llama, build_t5  # noqa: E402
+
 from instir.retrieval.rerank import rerank  # noqa: E402
 from instir.retrieval.score_cache import ScoreCache  # noqa: E402
 from instir.systems.rerankers import (  # noqa: E402
@@ -20,7 +22,6 @@ from instir.systems.rerankers import (  # noqa: E402
     reranker_from_name,
 )
 from tests.retrieval.conftest import TOY_DOCS, TOY_QUERIES  # noqa: E402
-from tests.systems.tiny_models import build_bert_classifier, build_llama, build_t5  # noqa: E402
 
 QUERIES = [q.query for q in TOY_QUERIES.values()]
 INSTRUCTIONS = [q.instruction for q in TOY_QUERIES.values()]
