@@ -74,7 +74,7 @@ def main() -> None:
     from instir.benchmarks import load_benchmark, sample_benchmarks
     from instir.formatting import default_template
     from instir.systems.colbert import ColBERTRetriever
-    from tests.systems.tiny_models import build_colbert
+    from tests.tiny_models import build_colbert
 
     torch.set_num_threads(args.threads)
     for name in sample_benchmarks():

@@ -168,7 +168,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from instir.systems.rerankers import CausalLMPTrueReranker, CrossEncoderReranker, MonoT5Reranker
-    from tests.systems.tiny_models import build_bert_classifier, build_llama, build_t5
+    from tests.tiny_models import build_bert_classifier, build_llama, build_t5
 
     benchmark = make_benchmark(args.queries, args.docs)
     run = first_stage(benchmark)
