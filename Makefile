@@ -20,7 +20,7 @@ LAB_STAMP := $(VENV)/.instir-lab
 # engines: Anserini and a Java runtime, whose runs tests/retrieval/test_lucene.py compares with Anserini's own.
 TEST_EXTRAS := dev,lab,systems,distributed,interop,engines
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
-QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop or engines)
+QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop or engines or processes)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 
@@ -74,8 +74,9 @@ test: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
-# interop round trips, no JVM; on both workers. Median of 3 runs on an idle 2-core machine (2026-12-04, 2,148 tests):
-# 67.6 s (92 s the same evening before the stages' dense system became a tiny model and the JVM left this tier).
+# interop round trips, no JVM, no fresh kit processes outside the hostile suite; on both workers. Median of 3 runs
+# on an idle 2-core machine (2026-12-05, 2,142 tests): 58.3 s (67.6 s the day before, with the six `processes`
+# tests and pytest's log capture; 92 s before the stages' dense system became a tiny model and the JVM left).
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 

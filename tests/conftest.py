@@ -270,7 +270,7 @@ HOSTILE_MODULES = frozenset({
 
 
 #: the markers of the slow tiers (the ones ``make test-quick`` leaves out)
-SLOW_MARKERS = ("notebooks", "browser", "llama_server", "ray", "local_llm", "engines")
+SLOW_MARKERS = ("notebooks", "browser", "llama_server", "ray", "local_llm", "engines", "processes")
 
 #: The pytest-xdist group (``--dist loadgroup``) of the in-process Ray of tests/distributed/ (one Ray
 #: per process at a time, one start for all of them). Every other module is a group of its own, so a

@@ -80,6 +80,7 @@ def test_lab_fresh_with_lab_reports_moves_the_previous_groups_reports_aside_and_
     assert "the previous reports are in" in done.stdout
 
 
+@pytest.mark.processes
 def test_git_reads_a_tracked_notebook_saved_with_outputs_as_the_output_free_one(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)

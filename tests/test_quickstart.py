@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from instir import apidocs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,6 +22,7 @@ def test_the_readme_and_the_api_page_start_with_the_same_quick_start():
     assert _first_python_block(REPO / "README.md") == apidocs.quickstart() == _first_python_block(apidocs.PAGE)
 
 
+@pytest.mark.processes
 def test_the_quick_start_prints_one_table_and_no_bars(tmp_path, isolated_env):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     env.pop("INSTIR_PROGRESS", None)  # bars as a user gets them: on

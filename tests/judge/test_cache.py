@@ -178,6 +178,7 @@ def worker(db, url, start, n, concurrency):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.processes
 def test_run_killed_mid_way_resumes_without_paying_twice(tmp_path):
     n, concurrency, db = 40, 2, tmp_path / "c.sqlite"
     with FakeChatServer(responder=slow_valid(0.05)) as server:
@@ -239,6 +240,7 @@ def test_a_cache_locked_for_longer_than_the_busy_timeout_is_named(tmp_path):
     writer.close()
 
 
+@pytest.mark.processes
 def test_two_processes_share_one_cache(tmp_path):
     db = tmp_path / "c.sqlite"
     with FakeChatServer(responder=slow_valid(0.005)) as server:
@@ -252,10 +254,37 @@ def test_two_processes_share_one_cache(tmp_path):
     assert 90 <= server.count <= 120
 
 
-def test_api_key_appears_in_no_file_or_log(tmp_path, monkeypatch, caplog):
+class _Records(logging.Handler):
+    """Every record logged while it is attached (the suite runs without pytest's log capture)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.texts: list[str] = []
+
+    def emit(self, record):
+        self.texts.append(self.format(record))
+
+
+@pytest.fixture
+def logged():
+    """The texts of every record any logger emits during the test, at every level (the root logger's and those of
+    the loggers that do not pass their records on to it)."""
+    root, handler = logging.getLogger(), _Records()
+    loggers = [root] + [logger for logger in root.manager.loggerDict.values()
+                        if isinstance(logger, logging.Logger) and not logger.propagate]
+    level = root.level
+    for logger in loggers:
+        logger.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield handler.texts
+    for logger in loggers:
+        logger.removeHandler(handler)
+    root.setLevel(level)
+
+
+def test_api_key_appears_in_no_file_or_log(tmp_path, monkeypatch, logged):
     secret = "sk-never-write-me-8c1f2a"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    caplog.set_level(logging.DEBUG)
     folder = tmp_path / "out"
     script = [Reply(429, '{"error": "rate limited"}', {"Retry-After": "0"}),
               Reply(401, f'{{"error": "bad key {secret}"}}')]
@@ -265,7 +294,7 @@ def test_api_key_appears_in_no_file_or_log(tmp_path, monkeypatch, caplog):
     assert all(h["Authorization"] == f"Bearer {secret}" for h, _ in server.received)  # the key was used
     [failed] = [j for j in out if not j.ok]
     assert failed.error.startswith("HTTP 401") and "bad key ***" in failed.error  # an echoed key is masked
-    assert caplog.records and secret not in caplog.text
+    assert logged and not any(secret in text for text in logged)
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert {p.name for p in files} >= {"judgments.sqlite"}
     for p in files:

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from instir.benchmarks.types import Benchmark, Corpus
 from instir.report import environment_manifest, git_state, package_versions, read_datasets, record_dataset
 
@@ -44,6 +46,7 @@ def test_git_state_reads_commit_and_dirtiness(tmp_path):
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
 
 
+@pytest.mark.processes
 def test_a_git_status_that_times_out_leaves_dirtiness_unknown_and_keeps_the_commit(tmp_path):
     git(tmp_path, "init", "-q")
     (tmp_path / ".gitattributes").write_text("*.ipynb filter=slow\n")

@@ -31,6 +31,7 @@ def bm25() -> BM25Retriever:
     return BM25Retriever(show_progress=False)
 
 
+@pytest.mark.processes
 def test_the_quiet_environment_is_the_kits_and_importing_the_module_imports_no_tqdm():
     from instir.progress import ENV_VAR, QUIET_BARS
 
