@@ -50,3 +50,35 @@ def test_a_stream_removes_its_temporary_file_when_the_writer_fails(tmp_path):
             out.write(b"half")
             raise RuntimeError("writer failed")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_stream_shorter_than_announced_replaces_nothing_and_leaves_no_temporary(tmp_path):
+    (tmp_path / "out.bin").write_bytes(b"the earlier file")
+    with pytest.raises(ValueError, match="4 bytes written where 10"):
+        with atomic.stream(tmp_path / "out.bin", size=10) as out:
+            out.write(b"half")
+    assert os.listdir(tmp_path) == ["out.bin"] and (tmp_path / "out.bin").read_bytes() == b"the earlier file"
+
+
+def test_a_table_is_written_as_csv_or_parquet_by_its_suffix_and_as_nothing_else(tmp_path):
+    import pandas as pd
+
+    frame = pd.DataFrame({"qid": ["q1"], "value": [0.5]})
+    atomic.write_frame(tmp_path / "t.csv", frame)
+    atomic.write_frame(tmp_path / "t.parquet", frame)
+    assert pd.read_csv(tmp_path / "t.csv").equals(frame) and pd.read_parquet(tmp_path / "t.parquet").equals(frame)
+    with pytest.raises(ValueError, match="t.json"):
+        atomic.write_frame(tmp_path / "t.json", frame)
+    assert sorted(os.listdir(tmp_path)) == ["t.csv", "t.parquet"]
+
+
+@pytest.mark.parametrize("files, remove, named", [
+    ({}, (), "at least one file"),
+    ({"a/x.csv": "1", "b/y.csv": "2"}, (), "one folder"),
+    ({"a/x.csv": "1"}, ("b/old.csv",), "one folder"),
+    ({"a/x.csv": "1"}, ("a/x.csv",), "x.csv"),
+])
+def test_a_set_of_files_is_one_folders_each_named_once(tmp_path, files, remove, named):
+    with pytest.raises(ValueError, match=named):
+        atomic.write_files({tmp_path / p: data for p, data in files.items()}, remove=[tmp_path / p for p in remove])
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))

@@ -245,3 +245,26 @@ def test_a_part_that_fails_its_checksum_or_shape_is_removed_with_a_warning(tmp_p
     with pytest.warns(CacheWarning, match=re.escape(str(part))):
         assert not part_ok(part, rows)
     assert not part.exists() and not part_ok(part, 4)  # missing: simply not done, no warning
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_a_npy_header_of_either_version_numpy_writes_gives_shape_dtype_and_size(tmp_path, version):
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with (tmp_path / "a.npy").open("wb") as fh:
+        np.lib.format.write_array(fh, array, version=version)
+    with (tmp_path / "a.npy").open("rb") as fh:
+        assert verified_store.npy_header(fh) == ((3, 4), np.dtype(np.float32))
+    with (tmp_path / "a.npy").open("rb") as fh:
+        assert verified_store.npy_bytes(fh) == (tmp_path / "a.npy").stat().st_size
+
+
+@pytest.mark.parametrize("write, problem", [
+    (lambda fh: np.lib.format.write_array(fh, np.asfortranarray(np.ones((3, 4), np.float32))), "Fortran-ordered"),
+    (lambda fh: np.lib.format.write_array(fh, np.array([{"a": 1}], dtype=object)), "object array"),
+    (lambda fh: fh.write(np.lib.format.magic(9, 0) + b"\x00" * 64), "version (9, 0)"),
+])
+def test_a_npy_file_numpy_would_not_write_for_a_cache_has_no_valid_header(tmp_path, write, problem):
+    with (tmp_path / "a.npy").open("wb") as fh:
+        write(fh)
+    with (tmp_path / "a.npy").open("rb") as fh, pytest.raises(ValueError, match=re.escape(problem)):
+        verified_store.npy_bytes(fh)

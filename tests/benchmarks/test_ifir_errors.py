@@ -186,3 +186,76 @@ def test_songtingyu_folder_without_its_corpus_file_is_refused(tmp_path):
 def test_unknown_subset_is_refused():
     with pytest.raises(ValueError, match="unknown IFIR subset 'robust04'"):
         load_ifir(FIXTURES / "ifir-songtingyu", "robust04")
+
+
+@pytest.mark.parametrize("change, where, field, named", [
+    (lambda d: d.append(5), "array index 2", None, "expected a JSON object, got int"),
+    (lambda d: d[0]["instructions"].__setitem__(0, "General advice"), "array index 0, instructions[0]", None,
+     "got str"),
+    (lambda d: d[0]["instructions"][0].pop("rel"), "array index 0, instructions[0]", "rel", "missing"),
+    (lambda d: d[1].pop("corpus"), "array index 1", "corpus", "missing"),
+    (lambda d: d[0]["corpus"].__setitem__(1, "C1"), "array index 0, corpus[1]", None, "got str"),
+])
+def test_a_test_data_element_of_the_wrong_shape_is_named_by_its_place(tmp_path, change, where, field, named):
+    err = _error(_edit_test_data(tmp_path, "fiqa", change), "fiqa")
+    assert err.path.endswith("fiqa/test_data.json") and (err.where, err.field) == (where, field)
+    assert named in str(err)
+
+
+def _append_line(path: Path, record: dict) -> None:
+    path.write_text(path.read_text() + json.dumps(record) + "\n")
+
+
+@pytest.mark.parametrize("record, line, named", [
+    ({"_id": "4102_1", "text": "Is it worth paying a financial advisor? Again."}, 9,
+     "duplicate query id '4102_1' (first at 2)"),
+    ({"_id": "77_1", "text": "A question of its own? With an instruction."}, 9, "no bare query '77_0'"),
+    ({"_id": "88_0", "text": "A bare question alone?"}, 9, "has only its bare '_0' record"),
+])
+def test_beir_query_records_that_make_no_instance_name_their_line(tmp_path, record, line, named):
+    root = _copy(tmp_path, "ifir-beir")
+    _append_line(root / "fiqa" / "fiqa-query.jsonl", record)
+    err = _error(root, "fiqa")
+    assert err.path.endswith("fiqa-query.jsonl") and (err.where, err.field) == (line, "_id") and named in str(err)
+
+
+def test_a_beir_instance_that_only_repeats_its_bare_query_has_no_instruction(tmp_path):
+    root = _copy(tmp_path, "ifir-beir")
+    _append_line(root / "fiqa" / "fiqa-query.jsonl", {"_id": "55_0", "text": "What is a bond?"})
+    _append_line(root / "fiqa" / "fiqa-query.jsonl", {"_id": "55_1", "text": "What is a bond? "})
+    err = _error(root, "fiqa")
+    assert (err.where, err.field) == (10, "text") and "'55_1' has no instruction beyond the bare query" in str(err)
+
+
+@pytest.mark.parametrize("layout, missing, named", [
+    ("ifir-beir", "fiqa-qrel.tsv", "fiqa-qrel.jsonl is also accepted"),
+    ("ifir-mteb", "corpus.jsonl", "the mteb layout needs it beside instructions.jsonl"),
+])
+def test_a_layout_without_one_of_its_files_names_the_file(tmp_path, layout, missing, named):
+    root = _copy(tmp_path, layout)
+    (root / "fiqa" / missing).unlink()
+    err = _error(root, "fiqa")
+    assert err.path.endswith(f"fiqa/{missing}") and "file not found" in str(err) and named in str(err)
+
+
+@pytest.mark.parametrize("file, record, line, field, named", [
+    ("instructions.jsonl", {"query-id": "4102_v1", "instruction": "Again."}, 7, "query-id",
+     "duplicate instruction for query '4102_v1' (first on line 1)"),
+    ("instructions.jsonl", {"query-id": "999_v1", "instruction": "Nobody asked."}, 7, "query-id",
+     "unknown query id '999_v1' (not in queries.jsonl)"),
+    ("queries.jsonl", {"_id": "4102_v1", "text": "Is it worth paying a financial advisor?"}, 7, "_id",
+     "duplicate query id '4102_v1'"),
+])
+def test_mteb_records_that_repeat_or_match_nothing_name_their_line(tmp_path, file, record, line, field, named):
+    root = _copy(tmp_path, "ifir-mteb")
+    _append_line(root / "fiqa" / file, record)
+    err = _error(root, "fiqa")
+    assert err.path.endswith(f"fiqa/{file}") and (err.where, err.field) == (line, field) and named in str(err)
+
+
+def test_an_mteb_query_id_that_is_only_a_level_token_is_refused(tmp_path):
+    root = _copy(tmp_path, "ifir-mteb")
+    _append_line(root / "fiqa" / "queries.jsonl", {"_id": "v1", "text": "A question?"})
+    _append_line(root / "fiqa" / "instructions.jsonl", {"query-id": "v1", "instruction": "Any."})
+    err = _error(root, "fiqa")
+    assert (err.where, err.field) == (7, "_id") and "'v1' is only a level token" in str(err)

@@ -3,6 +3,7 @@
 import re
 
 import pandas as pd
+import pytest
 
 from instir.distributed.grid import parse_grid
 from instir.distributed.sweep import run_sweep
@@ -94,3 +95,10 @@ def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_
     assert "Traceback" in (tmp_path / "out" / "sweep" / "judge.error.txt").read_text()
     assert (tmp_path / "out" / "runs" / "runs.csv").is_file()
     assert (tmp_path / "out" / "metrics" / "metrics.csv").is_file()
+
+
+def test_an_unknown_executor_is_refused_before_the_folder_is_made(tmp_path):
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 20})
+    with pytest.raises(ValueError, match="'threads'.*ray or serial"):
+        run_sweep(grid, tmp_path / "out", executor="threads")
+    assert not (tmp_path / "out").exists()
