@@ -367,14 +367,46 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
 
 
 def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
-    """Refuse (:class:`UsageError`, before anything is written) a report folder that is the folder of a
-    notebook it would run (by any path: ``out`` is resolved): the run replaces ``out/NN_name.ipynb`` and its
-    page, which there would be the user's own notebooks (a lab's working copies), not copies the kit wrote.
-    A report folder inside or around the notebooks' folder is fine: the kit writes only in the folder itself."""
+    """Refuse (:class:`UsageError`, before anything is written) a report folder where the run would replace
+    a file no run wrote: the folder of a notebook it would run (by any path: ``out`` is resolved), or an
+    ``NN_name.ipynb`` or ``NN_name.html`` there that is not an executed copy (papermill's record of the run
+    is in its metadata) or a page of the kit's (:data:`PAGE_MARK`) — a lab's working copy, say. A report
+    folder inside or around the notebooks' folder is fine: the kit writes only in the folder itself."""
     for source in sorted({p.parent for p in notebooks}):
         if out == source:
             raise UsageError(f"the report folder {out} is the notebooks' folder: a run replaces the NN_name.ipynb "
                              "it writes there, which would be the notebooks themselves; choose another --out")
+    for path in notebooks:
+        for target, written, what in ((out / path.name, _executed_copy, "an executed notebook (papermill's record "
+                                       "of a run in its metadata)"),
+                                      (out / f"{path.stem}.html", _kit_page, "a report page the kit rendered")):
+            if target.exists() and not written(target):
+                raise UsageError(f"{target} is not {what}, and this run would replace it: move it or choose "
+                                 "another --out")
+
+
+#: What every page the kit renders holds (its link back to the index), near the top of the body.
+PAGE_MARK = b'class="instir-nav"'
+
+
+def _executed_copy(path: Path) -> bool:
+    """Whether ``path`` is a notebook papermill executed (its metadata records the run)."""
+    try:
+        with path.open("rb") as fh:
+            notebook = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(notebook, dict) and isinstance(notebook.get("metadata"), dict) \
+        and isinstance(notebook["metadata"].get("papermill"), dict)
+
+
+def _kit_page(path: Path) -> bool:
+    """Whether ``path`` is a page the kit rendered (:data:`PAGE_MARK` in its first MiB)."""
+    try:
+        with path.open("rb") as fh:
+            return PAGE_MARK in fh.read(1 << 20)
+    except OSError:
+        return False
 
 
 def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],

@@ -50,6 +50,36 @@ def test_a_report_folder_that_is_the_notebooks_folder_is_refused_before_anything
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written or removed
 
 
+@pytest.mark.parametrize("name", ["01_table.ipynb", "01_table.html"])
+def test_a_users_own_copy_in_the_report_folder_is_refused_before_anything_is_written(tmp_path, capsys, name):
+    """A lab's working copy (or a page of one's own) where the run writes its executed notebook or page: on main
+    the run removed it as a stale copy."""
+    from instir.cli import main
+
+    out = tmp_path / "lab"
+    out.mkdir()
+    mine = out / name
+    mine.write_bytes((NOTEBOOKS / "01_table.ipynb").read_bytes())  # no papermill record, no page of the kit's
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert main(["run", "--notebooks", str(NOTEBOOKS), "--out", str(out)]) == 2
+    says(capsys.readouterr().err, str(mine), "move it", "--out")
+    assert mine.read_bytes() == (NOTEBOOKS / "01_table.ipynb").read_bytes()
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_the_executed_copies_and_pages_of_an_earlier_run_may_be_replaced(tmp_path):
+    from instir.pipeline import PAGE_MARK, check_apart_from_sources
+
+    notebook = json.loads((NOTEBOOKS / "01_table.ipynb").read_text())
+    notebook["metadata"]["papermill"] = {"input_path": str(NOTEBOOKS / "01_table.ipynb"), "parameters": {}}
+    (tmp_path / "01_table.ipynb").write_text(json.dumps(notebook))
+    (tmp_path / "01_table.html").write_bytes(b"<html><body><nav " + PAGE_MARK + b">index</nav></body></html>")
+    check_apart_from_sources(tmp_path, [NOTEBOOKS / "01_table.ipynb"])
+    (tmp_path / "01_table.html").write_text("<html>a page of my own</html>")
+    with raises_saying(UsageError, "01_table.html", "move it"):
+        check_apart_from_sources(tmp_path, [NOTEBOOKS / "01_table.ipynb"])
+
+
 @pytest.mark.notebooks  # runs notebooks in a kernel
 def test_a_report_outside_a_reports_root_keeps_its_index_inside_and_lists_no_sibling(tmp_path):
     some = tmp_path / "some" / "dir"
