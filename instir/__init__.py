@@ -29,7 +29,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     # paper systems (cards and the adapters that build them)
     "instir.systems": ("SystemCard", "load_cards", "get_card", "build_system"),
     # metrics
-    "instir.metrics": ("evaluate", "evaluate_runs", "paired_tests"),
+    "instir.metrics": ("evaluate", "evaluate_runs", "compare_runs", "paired_tests"),
     # judge
     "instir.judge": ("rubric_for", "CachedJudge"),
     "instir.judge.factory": ("make_judge",),

@@ -20,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "stats": ("paired_tests", "holm", "paired_comparison"),
     "table": ("COLUMNS", "summarise", "combine", "wide", "export", "subset_average"),
     "latex": ("significance_marks", "pairwise_tests", "evaluation_marks", "latex_table"),
+    "compared": ("compare_runs", "RunComparison"),
     "evaluation": ("Evaluation",),
     "scoring": ("evaluate", "evaluate_runs", "default_measures", "headline", "instance_groups"),
     "inputs": ("qrels_of", "run_of"),

@@ -94,10 +94,9 @@ def evaluation_marks(evaluation: Evaluation, **options) -> pd.DataFrame:
     """The marks of every pair of an :func:`instir.metrics.evaluate_runs` result's systems on all
     its measures: per query, and per query group for Robustness (``instir evaluate`` writes their
     :func:`latex_table` beside its CSV). ``options`` go to :func:`significance_marks`."""
-    parts = [significance_marks(evaluation.per_query, **options)]
-    if len(evaluation.per_group):
-        parts.append(significance_marks(evaluation.per_group, unit="group", **options))
-    return pd.concat(parts, ignore_index=True)
+    parts = [significance_marks(scores, unit=unit, **options)
+             for scores, unit in ((evaluation.per_query, "qid"), (evaluation.per_group, "group")) if len(scores)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=MARK_COLUMNS)
 
 
 def escape(text: str) -> str:
@@ -121,6 +120,21 @@ def _format(value: float, scale: float, digits: int) -> str:
     return f"{round(value * scale, digits):.{digits}f}"
 
 
+def best_systems(marks: pd.DataFrame, scale: float = 100.0, digits: int = 1) -> dict[str, str | None]:
+    """The system shown in bold per measure of :func:`significance_marks`, by ranx's rule: the first system whose
+    printed score (× ``scale``, ``digits`` decimals) is above every earlier one and above 0 (None: none is)."""
+    systems = list(dict.fromkeys(marks["system"]))
+    mean = {(r.system, r.measure): r.mean for r in marks.itertuples()}
+    best: dict[str, str | None] = {}
+    for m in dict.fromkeys(marks["measure"]):
+        top, best[m] = 0.0, None
+        for s in systems:
+            shown = round(mean[(s, m)] * scale, digits)
+            if top < shown:
+                top, best[m] = shown, s
+    return best
+
+
 def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, caption: str | None = None,
                 label: str = "tab:results") -> str:
     """A LaTeX table (booktabs) of :func:`significance_marks`: a row per system with its letter,
@@ -138,13 +152,7 @@ def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, c
     if missing:
         raise ValueError(f"marks lack system × measure cells, e.g. {missing[:3]}")
     letters = {s: cell[(s, measures[0])].letter for s in systems}
-    best = {}
-    for m in measures:  # ranx: the first system whose printed score is above every earlier one (and above 0)
-        top, best[m] = 0.0, None
-        for s in systems:
-            shown = round(cell[(s, m)].mean * scale, digits)
-            if top < shown:
-                top, best[m] = shown, s
+    best = best_systems(marks, scale, digits)
     tests = sorted({(r.test, r.max_p, r.correction) for r in marks.itertuples()})
     said = "; ".join(f"{TESTS[t]} with $p \\le {p:g}$" + (", Holm-corrected across the pairs" if c == "holm" else "")
                      for t, p, c in tests)
