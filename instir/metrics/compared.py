@@ -13,12 +13,12 @@ import pandas as pd
 
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.latex import MAX_P, TESTS, UNIT_WORDS, best_systems, evaluation_marks, latex_table
-from instir.report.html import HTML, escape_text
+from instir.report.html import NO_MATH, escape_text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RunComparison:
-    """The result of :func:`compare_runs`: ``evaluation`` (every score), ``marks`` (per system and measure: its
+    """The result of :func:`compare_runs`: ``evaluation`` (the scores compared), ``marks`` (per system and measure: its
     letter, mean and the letters of the systems it beats, :func:`~instir.metrics.latex.significance_marks`) and
     how the table shows the means (× ``scale``, ``digits`` decimals)."""
 
@@ -68,8 +68,8 @@ class RunComparison:
         head = "".join(f"<th>{escape_text(h)}</th>" for h in ["#", "system", *self.measures])
         body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
                        for row in self._cells(("<b>", "</b>"), ("<sup>", "</sup>"), escape_text))
-        return str(HTML(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-                        f"<p><small>{escape_text(self.caption())}</small></p>"))
+        return (f'<div class="{NO_MATH}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+                f"<p><small>{escape_text(self.caption())}</small></p></div>")
 
     def to_markdown(self) -> str:
         """A Markdown table (GitHub's: ``<sup>`` for the letters) with the caption under it."""
@@ -85,8 +85,26 @@ class RunComparison:
         """The LaTeX table ranx's ``Report.to_latex`` prints, row for row (``caption``: a first sentence)."""
         return latex_table(self.marks, scale=self.scale, digits=self.digits, caption=caption, label=label)
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:
         return self.to_markdown()
+
+
+def compare_scores(evaluation: Evaluation, systems: Sequence[str] | None = None,
+                   measures: Sequence[str] | None = None, *, scale: float = 100.0, digits: int = 1,
+                   **options) -> RunComparison:
+    """The comparison of scores already computed (``evaluation.per_query``, and ``per_group`` for Robustness): of
+    ``systems`` (default: in order of appearance) on ``measures`` (default: every one scored, in that order);
+    ``options`` (``test``, ``max_p``, ``correction``, ``n_resamples``, ``seed``) go to
+    :func:`~instir.metrics.latex.significance_marks`."""
+    if measures is not None:
+        order = {name: i for i, name in enumerate(measures)}
+        evaluation = Evaluation(*(part[part["measure"].isin(order)] for part in (evaluation.per_query,
+                                                                                  evaluation.per_group)),
+                                evaluation.table)
+    marks = evaluation_marks(evaluation, systems=systems, **options)
+    if measures is not None:
+        marks = marks.iloc[marks["measure"].map(order).argsort(kind="stable")].reset_index(drop=True)
+    return RunComparison(evaluation, marks, scale, digits)
 
 
 def compare_runs(benchmark, runs: Mapping[str, object], measures: Sequence[object] | None = None, *,
@@ -103,9 +121,6 @@ def compare_runs(benchmark, runs: Mapping[str, object], measures: Sequence[objec
         raise ValueError(f"compare_runs compares two runs or more, got {len(runs)}")
     scored = scored_measures(benchmark, measures, derived=measures is None)
     evaluation = evaluate_runs(runs, benchmark, scored, derived=False)
-    shown = {str(measure): i for i, measure in enumerate(scored)}  # not the measures Robustness is computed from
-    per_query, per_group = (part[part["measure"].isin(shown)] for part in (evaluation.per_query, evaluation.per_group))
-    marks = evaluation_marks(Evaluation(per_query, per_group, evaluation.table), systems=list(runs), test=test,
-                             max_p=max_p, correction=correction)
-    marks = marks.iloc[marks["measure"].map(shown).argsort(kind="stable")].reset_index(drop=True)
-    return RunComparison(evaluation, marks, scale, digits)
+    # the measures asked, not the ones Robustness is computed from (scored too, and in the evaluation)
+    return compare_scores(evaluation, list(runs), [str(measure) for measure in scored], scale=scale, digits=digits,
+                          test=test, max_p=max_p, correction=correction)

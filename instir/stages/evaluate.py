@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from instir import atomic
 from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark
 from instir.metrics import latex, stats
+from instir.metrics.compared import RunComparison, compare_scores
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.measures import parse_measure
 from instir.metrics.scoring import Scorer, evaluate_runs, headline, scored_measures, without_self_hits
@@ -148,11 +149,14 @@ class Metrics(Evaluation):
     """What the evaluate stage wrote: the evaluation of every run (``table``:
     ``metrics/metrics.csv``, ``per_query``, ``per_group``, with a ``benchmark`` column),
     ``comparisons`` (against each benchmark's first system), ``run_checks`` (each run's ids
-    against its benchmark) and ``runs`` (the runs.csv rows scored)."""
+    against its benchmark), ``runs`` (the runs.csv rows scored) and ``compared``: per benchmark of several systems
+    on one query set, its systems side by side as a paper table (:func:`instir.compare_runs`'s table; its LaTeX is
+    ``metrics/<benchmark>.tex``)."""
 
     comparisons: pd.DataFrame | None = None
     run_checks: pd.DataFrame | None = None
     runs: pd.DataFrame | None = None
+    compared: dict[str, RunComparison] = field(default_factory=dict)
 
     @property
     def samples(self) -> list[str]:
@@ -254,7 +258,7 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
                           ignore_index=True)[["benchmark", "system", "qid", "measure", "value"]]
     groups = [e.per_group.assign(benchmark=b) for b, e in zip(benchmarks, evaluations) if len(e.per_group)]
     per_group = pd.concat(groups, ignore_index=True)[GROUP_COLUMNS] if groups else pd.DataFrame(columns=GROUP_COLUMNS)
-    comparisons, tex = [], {}
+    comparisons, tex, compared = [], {}, {}
     for name in dict.fromkeys(benchmarks):
         baseline = runs.loc[runs["benchmark"] == name, "system"].iloc[0]
         measures = None if compare == "all" else headline(name)
@@ -263,9 +267,9 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
         comparisons.append(compare_to_baseline(*values, baseline, **options).assign(benchmark=name))
         query_sets = {frozenset(part["qid"]) for _, part in values[0].groupby("system")}
         if values[0]["system"].nunique() > 1 and len(query_sets) == 1:  # one setting's systems, one query set
-            marks = latex.evaluation_marks(Evaluation(values[0], values[1], pd.DataFrame()), **options)
-            tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = latex.latex_table(
-                marks, caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.").encode()
+            compared[name] = compare_scores(Evaluation(values[0], values[1], pd.DataFrame()), **options)
+            tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = compared[name].to_latex(
+                caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.").encode()
     comparisons = pd.concat(comparisons, ignore_index=True)
     checks = pd.DataFrame({"benchmark": benchmarks, "system": runs["system"].tolist(),
                            "run ids": [next(iter(e.checks.values())).summary() for e in evaluations]})
@@ -277,7 +281,7 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
                        remove=stale)
     joined = Evaluation.join(list(evaluations))
     return Metrics(per_query, per_group, table, joined.excluded, joined.checks, joined.notes, comparisons=comparisons,
-                   run_checks=checks, runs=runs)
+                   run_checks=checks, runs=runs, compared=compared)
 
 
 @writes_stage("03_metrics")
