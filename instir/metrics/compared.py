@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.latex import MAX_P, TESTS, UNIT_WORDS, best_systems, evaluation_marks, latex_table
+from instir.metrics.latex import MAX_P, best_systems, evaluation_marks, latex_table, tests_said
 from instir.report.html import NO_MATH, escape_text
 
 
@@ -34,6 +34,7 @@ class RunComparison:
 
     @property
     def measures(self) -> list[str]:
+        """The measures, in the order asked."""
         return list(dict.fromkeys(self.marks["measure"]))
 
     def means(self) -> pd.DataFrame:
@@ -43,12 +44,9 @@ class RunComparison:
 
     def caption(self) -> str:
         """What the letters mean: the test, its threshold, the correction and what it pairs."""
-        tests = sorted({(r.test, r.max_p, r.correction) for r in self.marks.itertuples()})
-        said = "; ".join(f"{TESTS[t]} with p ≤ {p:g}" + (", Holm-corrected across the pairs" if c == "holm" else "")
-                         for t, p, c in tests)
-        units = " and by ".join(UNIT_WORDS.get(u, u) for u in dict.fromkeys(self.marks["unit"]))
-        return (f"Scores ×{self.scale:g}. A letter after a score names a system it beats: {said}, paired by {units}. "
-                "The best score of each measure is in bold.")
+        said, units = tests_said(self.marks)
+        return (f"Scores ×{self.scale:g}. A letter after a score names a system it beats: {said}, paired by "
+                f"{' and by '.join(units)}. The best score of each measure is in bold.")
 
     def _cells(self, bold: tuple[str, str], sup: tuple[str, str], text=str) -> list[list[str]]:
         best = best_systems(self.marks, self.scale, self.digits)

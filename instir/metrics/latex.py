@@ -135,6 +135,15 @@ def best_systems(marks: pd.DataFrame, scale: float = 100.0, digits: int = 1) -> 
     return best
 
 
+def tests_said(marks: pd.DataFrame, *, at_most: str = "p ≤ {}", text=str) -> tuple[str, list[str]]:
+    """What the letters of :func:`significance_marks` rest on, as a caption says it: the tests with their threshold
+    (``at_most`` formats it) and correction, and the units they pair (an unknown unit passed through ``text``)."""
+    tests = sorted({(r.test, r.max_p, r.correction) for r in marks.itertuples()})
+    said = "; ".join(f"{TESTS[t]} with {at_most.format(f'{p:g}')}" + (", Holm-corrected across the pairs"
+                                                                      if c == "holm" else "") for t, p, c in tests)
+    return said, [UNIT_WORDS.get(u, text(u)) for u in dict.fromkeys(marks["unit"])]
+
+
 def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, caption: str | None = None,
                 label: str = "tab:results") -> str:
     """A LaTeX table (booktabs) of :func:`significance_marks`: a row per system with its letter,
@@ -153,10 +162,7 @@ def latex_table(marks: pd.DataFrame, *, scale: float = 100.0, digits: int = 1, c
         raise ValueError(f"marks lack system × measure cells, e.g. {missing[:3]}")
     letters = {s: cell[(s, measures[0])].letter for s in systems}
     best = best_systems(marks, scale, digits)
-    tests = sorted({(r.test, r.max_p, r.correction) for r in marks.itertuples()})
-    said = "; ".join(f"{TESTS[t]} with $p \\le {p:g}$" + (", Holm-corrected across the pairs" if c == "holm" else "")
-                     for t, p, c in tests)
-    units = [UNIT_WORDS.get(u, escape(u)) for u in dict.fromkeys(marks["unit"])]
+    said, units = tests_said(marks, at_most="$p \\le {}$", text=escape)
     lines = [
         "% needs \\usepackage{booktabs} and \\usepackage{graphicx}",
         "\\begin{table*}[ht]", "\\centering", "\\caption{",
