@@ -113,10 +113,17 @@ def compare_runs(benchmark, runs: Mapping[str, object], measures: Sequence[objec
     :func:`~instir.metrics.evaluate_runs` scores them) and test every pair of
     systems on each (``test``: ``ttest`` or ``perm``; ``correction``: ``holm`` or None; significant at
     ``p_adjusted`` ≤ ``max_p``), as ranx's ``compare`` does."""
-    from instir.metrics.scoring import evaluate_runs, scored_measures
+    from instir.errors import UsageError, quoted
+    from instir.metrics.inputs import run_of
+    from instir.metrics.scoring import check_ids_belong, evaluate_runs, scored_measures
 
     if len(runs) < 2:
         raise ValueError(f"compare_runs compares two runs or more, got {len(runs)}")
+    for name, run in runs.items():  # as instir.evaluate: a run of another benchmark is refused, stray ids warned
+        try:
+            check_ids_belong(run_of(run), benchmark)
+        except UsageError as err:
+            raise UsageError(f"{quoted(name)}: {err}") from None
     scored = scored_measures(benchmark, measures, derived=measures is None)
     evaluation = evaluate_runs(runs, benchmark, scored, derived=False)
     # the measures asked, not the ones Robustness is computed from (scored too, and in the evaluation)

@@ -4,9 +4,11 @@ means ×100, the letters each system beats, and the same table as HTML, Markdown
 
 import numpy as np
 import pytest
+from says import raises_saying
 from scipy import stats
 
 import instir
+from instir.errors import UsageError
 from instir.metrics import compare_runs, evaluate_runs
 from instir.metrics.latex import evaluation_marks, latex_table
 
@@ -90,6 +92,12 @@ def test_html_and_markdown_show_bold_bests_and_letters_and_escape_the_names(benc
     row = {r.system: r for r in compared.marks.itertuples()}["bm25"]
     assert (f"<sup>{row.beats}</sup>" in markdown[2]) == bool(row.beats)
     assert str(compared) == compared.to_markdown()
+
+
+def test_a_run_of_another_benchmark_is_refused_naming_the_system(bench, runs):
+    other = instir.retrieve(instir.load_benchmark("ifir-sample/fiqa"), instir.build_system("bm25"))
+    with raises_saying(UsageError, "'bm25 (fiqa)'", "none of the", "another benchmark"):
+        compare_runs(bench, {"bm25": runs["bm25"], "bm25 (fiqa)": other})
 
 
 def test_a_comparison_needs_two_runs(bench, runs):
