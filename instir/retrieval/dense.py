@@ -48,6 +48,7 @@ from instir.retrieval.embedding_cache import (
     EmbeddingCache,
     Embeddings,
 )
+from instir.retrieval.model_files import model_folder, remembered
 from instir.retrieval.runs import Run
 from instir.retrieval.topk import SIMILARITIES, rank_by_embeddings
 from instir.retrieval.windows import (
@@ -163,7 +164,8 @@ class DenseRetriever:
             raise ValueError(f"unknown windowing {windowing!r}; use None, {' or '.join(map(repr, WINDOWING_MODES))}")
         if not 0 < stride <= window:
             raise ValueError(f"need 0 < stride <= window, got stride={stride}, window={window}")
-        if isinstance(model, str) or model is None:
+        self._from_files = isinstance(model, str) or model is None
+        if self._from_files:
             self._model_path = model or bundled_model_path()
             self._model: SentenceTransformer | None = None
         else:
@@ -184,6 +186,7 @@ class DenseRetriever:
         self.cache = EmbeddingCache(cache_dir, chunk_size=chunk_size, progress=progress)
         self.progress = progress
         self._fingerprint: str | None = None
+        self._facts: dict | None = None
         self._corpus_vectors: tuple[tuple[str, str], Embeddings] | None = None
 
     # ------------------------------------------------------------ model
@@ -203,6 +206,28 @@ class DenseRetriever:
                 self._model.half()
         return self._model
 
+    def facts(self) -> dict:
+        """What the loaded model says of itself that the kit records and keys its caches on: the weights'
+        fingerprint, ``max_seq_length``, the device, the module stack, whether pooling skips prompt tokens,
+        the similarity and the tokenizer's special-token count. Remembered under the model's files
+        (:func:`~instir.retrieval.model_files.remembered`), so a rerun whose runs and vectors exist
+        loads no model."""
+        if self._facts is None:
+            if self._from_files:
+                options = {"max_length": self.max_length, "device": default_device(self.device)}
+                self._facts = remembered(self.cache.root, [model_folder(self._model_path)], options, self._loaded_facts)
+            else:
+                self._facts = self._loaded_facts()
+        return self._facts
+
+    def _loaded_facts(self) -> dict:
+        model = self.model
+        return {"fingerprint": self._fingerprint, "max_seq_length": model.max_seq_length, "device": str(model.device),
+                "modules": [type(m).__name__ for m in model],
+                "prompt_excluded_from_pooling": any(getattr(m, "include_prompt", True) is False for m in model),
+                "similarity": model.similarity_fn_name,
+                "special_tokens": model.tokenizer.num_special_tokens_to_add()}
+
     @property
     def name(self) -> str:
         """The retriever's one name, in reports, sidecars and (slugged) run file names:
@@ -212,13 +237,13 @@ class DenseRetriever:
     @property
     def similarity(self) -> str:
         """The similarity used: the override, else the model's ``similarity_fn_name``."""
-        return self.similarity_override or self.model.similarity_fn_name
+        return self.similarity_override or self.facts()["similarity"]
 
     def _modules(self) -> list[str]:
-        return [type(m).__name__ for m in self.model]
+        return self.facts()["modules"]
 
     def _pooling_skips_prompt(self) -> bool:
-        return any(getattr(m, "include_prompt", True) is False for m in self.model)
+        return self.facts()["prompt_excluded_from_pooling"]
 
     def _normalizes(self) -> bool:
         if self.normalize is False and "Normalize" in self._modules():
@@ -239,8 +264,8 @@ class DenseRetriever:
         holds; ``"ifir"`` takes them as given (the model truncates each window itself)."""
         if self.windowing == AUTHORS_CUT:
             return self.window, self.stride
-        tok = self.model.tokenizer
-        room = self.model.max_seq_length - tok.num_special_tokens_to_add()
+        facts = self.facts()
+        room = facts["max_seq_length"] - facts["special_tokens"]
         window = min(self.window, room)
         return window, min(self.stride, window)
 
@@ -256,11 +281,11 @@ class DenseRetriever:
 
     def encoder_description(self) -> dict:
         """Everything about the model that changes its vectors (part of every cache key)."""
-        model = self.model
-        return {"model": self.model_name, "fingerprint": self._fingerprint,
-                "max_seq_length": model.max_seq_length,
-                "precision": "float16" if model.device.type == "cuda" else "float32",
-                "prompt_excluded_from_pooling": self._pooling_skips_prompt()}
+        facts = self.facts()
+        return {"model": self.model_name, "fingerprint": facts["fingerprint"],
+                "max_seq_length": facts["max_seq_length"],
+                "precision": "float16" if facts["device"].startswith("cuda") else "float32",
+                "prompt_excluded_from_pooling": facts["prompt_excluded_from_pooling"]}
 
     def params(self) -> dict:
         """Parameters recorded in run metadata."""
@@ -392,4 +417,4 @@ class DenseRetriever:
         docs = self.embed_corpus(benchmark.corpus, template, subset)
         meta = search_meta(self, template, queries, docs)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta,
-                                  normalize=self._normalizes(), device=str(self.model.device), progress=self.progress)
+                                  normalize=self._normalizes(), device=self.facts()["device"], progress=self.progress)

@@ -39,7 +39,6 @@ Encoding runs in float32 (colbert-ai uses float16 autocast on GPU).
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +52,7 @@ from instir.formatting import Template, shared_subset
 from instir.progress import tqdm
 from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, CorpusTexts
+from instir.retrieval.model_files import model_folder, remembered
 from instir.retrieval.runs import Run
 from instir.retrieval.token_cache import TokenEmbeddingCache, TokenEmbeddings
 from instir.retrieval.topk import merge_top_k, run_from_top_k, top_k_block
@@ -80,12 +80,8 @@ _SRC = ("kaistAI/InstructIR eval/eval_instructir_colbert.py (main); sentence-tra
 
 def _local_folder(model: str, revision: str | None) -> Path:
     """The checkpoint as a local folder (a path, or the Hugging Face snapshot of an id)."""
-    if Path(model).is_dir():
-        return Path(model)
-    from huggingface_hub import snapshot_download
-
     try:
-        return Path(snapshot_download(model, revision=revision))
+        return model_folder(model, revision, download=True)
     except Exception as err:  # noqa: BLE001 - hub raises many kinds (offline, missing repo, gated)
         raise RuntimeError(f"ColBERT checkpoint {model!r} (revision {revision or 'main'}) is neither a local folder "
                            f"nor available from Hugging Face here ({type(err).__name__}: {err})") from None
@@ -337,32 +333,14 @@ class ColBERTRetriever:
 
     def encoder_description(self) -> dict:
         """What keys the caches: the checkpoint, its weights' fingerprint, the colbert settings and
-        the sentence-transformers version. Computed once from the loaded encoder, then kept in
-        ``<cache>/colbert-describe`` (keyed by the checkpoint folder's files, this retriever's
-        options and the library's version) so a warm rerun loads no model."""
+        the sentence-transformers version. Computed once from the loaded encoder and remembered under
+        the checkpoint's files (:func:`~instir.retrieval.model_files.remembered`), so a warm rerun loads
+        no model."""
         if self._description is None:
-            self._description = self._cached_description()
+            self._description = remembered(self.cache.root, [_local_folder(self.model_id, self.revision)],
+                                           {**self._options, "backend": BACKEND},
+                                           lambda: self.encoder.describe())
         return self._description
-
-    def _cached_description(self) -> dict:
-        import hashlib
-
-        from instir import atomic
-
-        folder = _local_folder(self.model_id, self.revision)
-        stamp = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
-        identity = json.dumps([str(folder.resolve()), stamp, self._options, BACKEND, library_version()], default=str)
-        key = hashlib.sha256(identity.encode()).hexdigest()
-        path = self.cache.root / "colbert-describe" / f"{key[:32]}.json"
-        if path.is_file():
-            try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except ValueError:
-                path.unlink(missing_ok=True)
-        description = self.encoder.describe()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, json.dumps(description, sort_keys=True))
-        return description
 
     def params(self) -> dict:
         """Parameters recorded in run metadata."""

@@ -43,6 +43,7 @@ from instir.retrieval.embedding_cache import (
     EmbeddingCache,
     Embeddings,
 )
+from instir.retrieval.model_files import model_folder, remembered
 from instir.retrieval.runs import Run
 from instir.retrieval.topk import rank_by_embeddings
 
@@ -135,7 +136,34 @@ class DecoderRetriever:
         self._model, self._tokenizer = model, tokenizer
         settings = (f"|pooling={self.pooling}|padding_side={self.padding_side}|pad_to={self.pad_to_multiple_of}"
                     f"|eos={tokenizer.eos_token_id}")
-        self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())
+        if self._fingerprint is None:  # else remembered under the model's files (:meth:`fingerprint`)
+            self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())
+
+    def _model_files(self) -> list[tuple[str, str | None]]:
+        """The ``(model, revision)`` of every set of files the loaded model is made of."""
+        files = [(self.model_id, self.revision or None)]
+        others = dict.fromkeys((self.base_model, self.tokenizer_id))
+        files += [(ref, None) for ref in others if ref and ref != self.model_id]
+        return files
+
+    def fingerprint_options(self) -> dict:
+        """The settings besides the files that :func:`weights_fingerprint` of the loaded model depends on."""
+        return {"class": type(self).__name__, "dtype": self.dtype, "pooling": self.pooling,
+                "padding_side": self.padding_side, "pad_to_multiple_of": self.pad_to_multiple_of}
+
+    def fingerprint(self) -> str:
+        """The loaded model's :func:`~instir.retrieval.dense.weights_fingerprint`, remembered under its files
+        (:func:`~instir.retrieval.model_files.remembered`): a rerun whose vectors exist loads no model."""
+        if self._fingerprint is None:
+            folders = [model_folder(ref, revision) for ref, revision in self._model_files()]
+            described = remembered(self.cache.root, folders, self.fingerprint_options(),
+                                   lambda: {"fingerprint": self._loaded_fingerprint()})
+            self._fingerprint = described["fingerprint"]
+        return self._fingerprint
+
+    def _loaded_fingerprint(self) -> str:
+        self._load()
+        return str(self._fingerprint)
 
     @property
     def model(self):
@@ -158,9 +186,8 @@ class DecoderRetriever:
 
     def encoder_description(self) -> dict:
         """Everything that changes the vectors (part of every cache key)."""
-        _ = self.model
         return {"model": self.model_id, "base_model": self.base_model, "revision": self.revision,
-                "tokenizer": self.tokenizer_id, "fingerprint": self._fingerprint, "pooling": self.pooling,
+                "tokenizer": self.tokenizer_id, "fingerprint": self.fingerprint(), "pooling": self.pooling,
                 "dtype": self.dtype, "normalize": self.normalize, "batch_size": self.batch_size,
                 "padding_side": self.padding_side, "pad_to_multiple_of": self.pad_to_multiple_of}
 
@@ -247,4 +274,4 @@ class DecoderRetriever:
         docs, doc_ids = self.embed_corpus(benchmark.corpus, template, shared_subset(benchmark))
         meta = search_meta(self, template, queries, docs)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta, doc_ids=doc_ids,
-                                  device=str(self.model.device), progress=self.progress)
+                                  device=default_device(self.device), progress=self.progress)

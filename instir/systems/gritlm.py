@@ -132,7 +132,12 @@ class GritLMRetriever(DecoderRetriever):
         model.eval().to(default_device(self.device))
         self._model, self._tokenizer = model, tokenizer
         settings = f"|attn={self.attn}|embed_eos={self.embed_eos!r}|pad={tokenizer.pad_token_id}"
-        self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())
+        if self._fingerprint is None:  # else remembered under the model's files (DecoderRetriever.fingerprint)
+            self._fingerprint = weights_fingerprint(f"{model!r}{settings}", tokenizer, model.state_dict())
+
+    def fingerprint_options(self) -> dict:
+        """The decoder's, and GritLM's attention and end-of-text settings (part of the fingerprint)."""
+        return {**super().fingerprint_options(), "attn": self.attn, "embed_eos": self.embed_eos}
 
     @property
     def name(self) -> str:

@@ -215,11 +215,11 @@ def test_pair_template_is_refused(checkpoint, toy_benchmark, tmp_path):
 
 def test_description_cache_is_keyed_by_the_checkpoint_files(checkpoint, tmp_path):
     first = ColBERTRetriever(str(checkpoint), cache_dir=tmp_path, progress=False).encoder_description()
-    (path,) = (tmp_path / "colbert-describe").glob("*.json")
+    (path,) = (tmp_path / "model-descriptions").glob("*/description.json")
     assert json.loads(path.read_text()) == first
     other = ColBERTRetriever(str(checkpoint), query_maxlen=16, cache_dir=tmp_path, progress=False)
     assert other.encoder_description()["query_maxlen"] == 16
-    assert len(list((tmp_path / "colbert-describe").glob("*.json"))) == 2
+    assert len(list((tmp_path / "model-descriptions").glob("*/description.json"))) == 2
 
 
 def test_instructir_row_and_its_long_query_variant_are_named_apart(checkpoint, tmp_path):

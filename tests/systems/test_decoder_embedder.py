@@ -138,16 +138,35 @@ def test_promptriever_vectors_equal_the_ifir_code_path(tiny_llama, benchmark, tm
     assert any(len(tok(t)["input_ids"]) > 9 for t in d_texts)  # truncation (max_length - 1, then EOS) is exercised
 
 
-def test_a_warm_rerun_runs_the_model_zero_times(tiny_llama, benchmark, tmp_path):
+def test_a_warm_rerun_loads_no_model_and_runs_it_zero_times(tiny_llama, benchmark, tmp_path, monkeypatch):
+    import transformers
+
     from instir.retrieval import retrieve
 
     card = _repllama_card(tiny_llama, "RepLLaMA-7B")
     first = build_system(card, cache_dir=tmp_path / "cache", progress=False)
     run = retrieve(benchmark, first, k=3)
     assert first.inner.forward_calls > 0
+    loads = []
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", lambda *a, **k: loads.append(a) or 1 / 0)
     again = build_system(card, cache_dir=tmp_path / "cache", progress=False)
     rerun = retrieve(benchmark, again, k=3)
-    assert again.inner.forward_calls == 0
+    assert again.inner.forward_calls == 0 and loads == []
     assert rerun.df.equals(run.df)
     assert rerun.meta["system"]["name"] == "RepLLaMA-7B"
     assert rerun.meta["system"]["pooling"] == "batch-last"
+
+
+def test_a_rewritten_adapter_is_loaded_and_fingerprinted_again(tiny_llama, tmp_path):
+    """The fingerprint remembered under the adapter's files is not used once a file of it changed."""
+    import shutil
+
+    base_dir, adapter_dir = tiny_llama
+    adapter = shutil.copytree(adapter_dir, tmp_path / "adapter")
+    card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B"), model=str(adapter))
+    first = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
+    fingerprint = first.fingerprint()
+    config = adapter / "adapter_config.json"
+    config.write_text(config.read_text())  # the same bytes, a new modification time: described again
+    again = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
+    assert again.fingerprint() == fingerprint and again._model is not None

@@ -1,0 +1,112 @@
+"""What a model says of itself, remembered under its files: a rerun whose runs and vectors exist
+learns a model's fingerprint and settings from one small record instead of loading the model (for a
+7B model, minutes and a GPU's memory spent to find that nothing is left to compute).
+
+A description (what a retriever records and keys its caches on once the model is loaded: the
+weights' fingerprint, the sequence length, the modules …) is kept in the kit's verified store
+(:mod:`instir.verified_store`) under ``<cache>/model-descriptions``, keyed by the model folders'
+files (each file's path, size and modification time), the retriever's options that change the
+description, and the versions of the libraries that load the model. Any change to those (a file
+rewritten, an option, an upgraded library) misses the record and the model is loaded and described
+again, as it was before the record existed; a damaged record is removed with a warning and rebuilt.
+
+A model whose files are not on disk under a name that stays put is always loaded: a Hugging Face id
+is looked up in the local cache only when the hub is offline or the revision is a commit (online, a
+branch may have moved, and the loader would fetch its newest files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from instir import atomic
+from instir.verified_store import Damaged, Entry, VerifiedStore
+
+#: The folder under a retriever's cache root that holds the descriptions.
+FOLDER = "model-descriptions"
+RECORD = "description.json"
+#: The libraries whose versions are part of every description's key (they load and run the models).
+LIBRARIES = ("sentence-transformers", "transformers", "torch", "peft")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def model_folder(model: str, revision: str | None = None, *, download: bool = False) -> Path | None:
+    """The local folder of ``model``'s files, without loading the model: ``model`` itself when it is a
+    folder; else, for a Hugging Face id, its snapshot at ``revision``: with ``download``, fetched as the
+    hub has it now (errors raise); without, from the local cache only and only when the hub is offline or
+    ``revision`` is a commit. None when there is no such folder (the model must be loaded to be described)."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download
+
+    if download:
+        return Path(snapshot_download(model, revision=revision or None))
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if not (offline or (revision and _COMMIT.fullmatch(revision))) or model.count("/") != 1:
+        return None
+    try:
+        return Path(snapshot_download(model, revision=revision or None, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the local cache (the hub raises several kinds): load it
+        return None
+
+
+def files_stamp(folder: Path) -> list[list]:
+    """Every file under ``folder`` (links followed, hidden names left out): its relative path, size
+    and modification time in nanoseconds, sorted."""
+    stamp = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+            continue
+        stat = path.stat()
+        stamp.append([relative.as_posix(), stat.st_size, stat.st_mtime_ns])
+    return stamp
+
+
+def library_versions() -> dict[str, str | None]:
+    """The installed versions of :data:`LIBRARIES` (read without importing them; None: not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def remembered(cache_root: str | Path, folders: Sequence[Path | None], options: dict,
+               describe: Callable[[], dict]) -> dict:
+    """``describe()`` (which loads the models and says what they are), remembered under
+    ``cache_root``: keyed by the files of the models' ``folders`` (:func:`model_folder`), ``options``
+    (JSON: whatever else changes the description) and :func:`library_versions`. When a folder is
+    None (a model not on disk), ``describe()`` runs every time and nothing is kept."""
+    if any(folder is None for folder in folders):
+        return describe()
+    identity = {"models": [[str(folder.resolve()), files_stamp(folder)] for folder in folders if folder is not None],
+                "options": options, "libraries": library_versions()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+    store = VerifiedStore(Path(cache_root) / FOLDER, "model description cache")
+    name = key[:32]
+    found = store.read(name, key, _read_record, required=(RECORD,))
+    if found is not None:
+        return found
+    described = json.loads(json.dumps(describe(), sort_keys=True, default=str))
+    store.put(name, key, lambda folder: atomic.write_text(folder / RECORD, json.dumps(described, sort_keys=True)),
+              description=identity)
+    return described
+
+
+def _read_record(entry: Entry) -> dict:
+    """The description a verified entry holds (a JSON object)."""
+    path = entry.path / RECORD
+    described = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(described, dict):
+        raise Damaged(path, "does not hold a description (a JSON object)")
+    return described

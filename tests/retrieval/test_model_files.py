@@ -1,0 +1,130 @@
+"""A model's description remembered under its files (:mod:`instir.retrieval.model_files`): a rerun whose
+runs and vectors exist loads no model and records what a loaded model records; a rewritten file, another
+option or a damaged record brings the load back."""
+
+import json
+from pathlib import Path
+
+import pytest
+import sentence_transformers
+from says import warns_saying
+
+from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+from instir.formatting import get_template
+from instir.retrieval import retrieve
+from instir.retrieval.dense import DenseRetriever, bundled_model_path
+from instir.retrieval.model_files import model_folder
+
+BENCHMARK = Benchmark(
+    "toy", "hand-made", "local", "instructed",
+    Corpus.from_docs([Doc("saffron", "Saffron is a spice from the crocus flower."),
+                      Doc("python", "Python is a programming language."),
+                      Doc("eiffel", "The Eiffel Tower is in Paris.")]),
+    {"q1": Query("q1", "what spice is yellow", "I am a chef", group="g1"),
+     "q2": Query("q2", "how to write code", "", group="g2")},
+    {"q1": {"saffron": 1}, "q2": {"python": 1}})
+TEMPLATE = get_template("instructir")
+
+
+@pytest.fixture
+def model_copy(tmp_path) -> Path:
+    """The bundled model as a folder of its own (links to its files), which a test may change."""
+    source = Path(bundled_model_path())
+    copy = tmp_path / "model"
+    for path in source.rglob("*"):
+        if path.is_file():
+            target = copy / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(path)
+    return copy
+
+
+@pytest.fixture
+def loads(monkeypatch) -> list[str]:
+    """The model paths sentence-transformers is asked to load, from here on."""
+    asked: list[str] = []
+    real = sentence_transformers.SentenceTransformer
+
+    def counted(path, *args, **kwargs):
+        asked.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", counted)
+    return asked
+
+
+def test_a_rerun_of_the_same_files_loads_no_model_and_gives_the_same_run(model_copy, tmp_path, loads):
+    first = DenseRetriever(str(model_copy), cache_dir=tmp_path / "cache", progress=False)
+    run = retrieve(BENCHMARK, first, TEMPLATE, k=2, out_dir=tmp_path / "runs")
+    assert loads == [str(model_copy)]
+    again = DenseRetriever(str(model_copy), cache_dir=tmp_path / "cache", progress=False)
+    reused = retrieve(BENCHMARK, again, TEMPLATE, k=2, out_dir=tmp_path / "runs")
+    searched = retrieve(BENCHMARK, DenseRetriever(str(model_copy), cache_dir=tmp_path / "cache", progress=False),
+                        TEMPLATE, k=2)  # no run file: searched again from the cached vectors
+    assert loads == [str(model_copy)]
+    assert reused.meta["reused"] and reused.df.equals(run.df) and searched.df.equals(run.df)
+    assert again.params() == first.params()  # what the loaded model recorded, read back
+
+
+def test_the_remembered_description_is_what_the_loaded_model_says(model_copy, tmp_path):
+    DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    remembered = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False)
+    loaded = DenseRetriever(sentence_transformers.SentenceTransformer(str(model_copy), device="cpu"),
+                            cache_dir=tmp_path / "other", progress=False)
+    assert {**remembered.params(), "model": None} == {**loaded.params(), "model": None}
+    assert remembered.params()["modules"] == ["Transformer", "Pooling", "Normalize"]
+    assert not (tmp_path / "other" / "model-descriptions").exists()  # a model object is never remembered
+
+
+def test_a_rewritten_model_file_is_loaded_and_described_again(model_copy, tmp_path, loads):
+    before = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    config = model_copy / "sentence_bert_config.json"
+    settings = json.loads(config.read_text())
+    config.unlink()
+    config.write_text(json.dumps({**settings, "max_seq_length": 64}))
+    after = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    assert len(loads) == 2 and (before["max_seq_length"], after["max_seq_length"]) == (settings["max_seq_length"], 64)
+
+
+def test_another_max_length_is_described_apart(model_copy, tmp_path, loads):
+    DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    shorter = DenseRetriever(str(model_copy), max_length=16, cache_dir=tmp_path, progress=False).params()
+    assert len(loads) == 2 and shorter["max_seq_length"] == 16
+
+
+def test_a_damaged_record_is_removed_with_a_warning_and_the_model_described_again(model_copy, tmp_path, loads):
+    first = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    (record,) = (tmp_path / "model-descriptions").glob("*/description.json")
+    record.write_text(json.dumps({"fingerprint": "forged"}))
+    with warns_saying(UserWarning, "model description cache", str(record)):
+        again = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    assert again == first and len(loads) == 2
+
+
+# ------------------------------------------------------------------ where a model's files are
+
+
+def _hub_cache(root: Path, repo: str, commit: str) -> Path:
+    """``repo`` at ``commit`` (also ``main``) in the Hugging Face cache layout under ``root``."""
+    folder = root / f"models--{repo.replace('/', '--')}"
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def test_a_hub_id_is_found_on_disk_only_offline_or_at_a_commit(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = _hub_cache(tmp_path, "org/model", commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert model_folder("org/model") is None  # online, main may have moved: the loader decides
+    assert model_folder("org/model", commit) == snapshot
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert model_folder("org/model") == snapshot
+    assert model_folder("org/absent") is None
+    assert model_folder(str(snapshot)) == snapshot  # a folder is itself
