@@ -40,7 +40,8 @@ import socket
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -246,6 +247,19 @@ class VerifiedStore:
             return None
         shutil.rmtree(self.work_dir(name), ignore_errors=True)
         return Entry(entry, info)
+
+    @contextmanager
+    def scratch(self, name: str) -> Iterator[Path]:
+        """A folder of this writer's own beside the entry ``name``, for files its build needs only while it
+        runs (removed on exit; one a crashed writer left goes at a later write, as its temporaries do).
+        Raises ``OSError`` when the cache folder cannot be written."""
+        folder = self.entry_dir(name).with_name(f".{name}.{WRITER}.{uuid.uuid4().hex}.tmp")
+        self.root.mkdir(parents=True, exist_ok=True)
+        folder.mkdir()
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def remove(self, name: str) -> None:
         """Remove an entry: renamed aside first (one step for other readers), then deleted."""

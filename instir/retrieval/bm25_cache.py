@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,14 +88,21 @@ class BM25IndexCache:
 
         return self.entries.read(key[:32], key, open_index, required=(*BM25S_FILES, DOC_IDS))
 
-    def store(self, key: str, description: dict, model: bm25s.BM25, doc_ids: Sequence[str]) -> Path | None:
-        """Write ``model`` (a built bm25s index) and its ``doc_ids`` as the entry of ``key``; returns
-        the entry's path, or None with a warning when the cache folder cannot be written (the
-        caller keeps the index in memory)."""
-        def write(folder: Path) -> None:
-            model.save(folder, show_progress=False)
-            atomic.write_text(folder / DOC_IDS, json.dumps(list(doc_ids), ensure_ascii=False))
+    def scratch(self, key: str) -> AbstractContextManager[Path]:
+        """A folder of this build's own beside the entry of ``key``, for its scratch files (removed on exit;
+        :meth:`instir.verified_store.VerifiedStore.scratch`); ``OSError`` when the cache cannot be written."""
+        return self.entries.scratch(key[:32])
 
-        entry = self.entries.put(key[:32], key, write, description=description,
-                               meta={"documents": len(doc_ids), "bm25s": bm25s.__version__})
+    def store(self, key: str, description: dict, write: Callable[[Path], Mapping[str, str] | None],
+              doc_ids: Sequence[str]) -> Path | None:
+        """Publish the entry of ``key``: the files :meth:`bm25s.BM25.save` writes, made by ``write(folder)``
+        (which may return their SHA-256 by name), and the index's ``doc_ids``; returns the entry's path, or
+        None with a warning when the cache folder cannot be written (the caller keeps the index in memory)."""
+        def write_entry(folder: Path) -> Mapping[str, str] | None:
+            hashes = write(folder)
+            atomic.write_text(folder / DOC_IDS, json.dumps(list(doc_ids), ensure_ascii=False))
+            return hashes
+
+        entry = self.entries.put(key[:32], key, write_entry, description=description,
+                                 meta={"documents": len(doc_ids), "bm25s": bm25s.__version__})
         return None if entry is None else entry.path

@@ -18,7 +18,7 @@ import re
 import warnings
 from array import array
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
@@ -87,17 +87,22 @@ class _Splitter:
                            if w not in stop])
 
 
+def _ids_of(splitter: _Splitter, texts: list[str]) -> tuple[np.ndarray, bytes]:
+    """Tokens per text and every token id (int32 bytes) of ``texts`` through ``splitter``."""
+    per_text = [splitter.ids(text) for text in texts]
+    flat = array("i")
+    for ids in per_text:
+        flat.extend(ids)
+    return np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text)), flat.tobytes()
+
+
 def _chunk(texts: list[str], stopwords: str | Sequence[str],
            stemmer: str) -> tuple[list[str], np.ndarray, bytes, int]:
     """A worker's chunk: its vocabulary in id order, tokens per text, every token id (int32
     bytes) and the count of tokens cut."""
     splitter = _Splitter(stopwords, stemmer)
-    per_text = [splitter.ids(text) for text in texts]
-    flat = array("i")
-    for ids in per_text:
-        flat.extend(ids)
-    lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text))
-    return list(splitter.vocab), lengths, flat.tobytes(), splitter.cut
+    lengths, flat = _ids_of(splitter, texts)
+    return list(splitter.vocab), lengths, flat, splitter.cut
 
 
 def workers(n_jobs: int | None) -> int:
@@ -109,41 +114,41 @@ def workers(n_jobs: int | None) -> int:
     return max(1, min(n_jobs or available, available))
 
 
-def tokenize(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str, *, n_jobs: int = 1,
-             chunk: int = CHUNK_TEXTS, stats: dict | None = None) -> tuple[list[array], dict[str, int]]:
-    """Token ids of each text (32-bit arrays) and the vocabulary (token → id); ``stemmer`` is a
-    PyStemmer algorithm or ``"none"``. With ``n_jobs`` above 1, ``chunk`` texts at a time go to
-    that many forked workers, a few chunks in flight, so the texts are never all held. Tokens
-    longer than :data:`MAX_TOKEN_CHARS` are cut: ``stats["long_tokens_cut"]`` (when ``stats`` is
-    given) and a :class:`LongTokenWarning` count them."""
+def tokenized_chunks(texts: Iterable[str], stopwords: str | Sequence[str], stemmer: str, vocab: dict[str, int], *,
+                     n_jobs: int = 1, chunk: int = CHUNK_TEXTS,
+                     stats: dict | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The token ids of ``chunk`` texts at a time, in order: one flat int32 array and the tokens per text
+    (int64), over one vocabulary that ``vocab`` (empty at the start: token → id) holds once the chunks are
+    all read; ``stemmer`` is a PyStemmer algorithm or ``"none"``. With ``n_jobs`` above 1 the chunks go to
+    that many forked workers, a few in flight, so the texts are never all held. Tokens longer than
+    :data:`MAX_TOKEN_CHARS` are cut: ``stats["long_tokens_cut"]`` (when ``stats`` is given) and a
+    :class:`LongTokenWarning` count them."""
     if n_jobs <= 1:
         splitter = _Splitter(stopwords, stemmer)
-        token_ids = [splitter.ids(text) for text in texts]
+        for part in in_chunks(texts, chunk):
+            lengths, flat = _ids_of(splitter, part)
+            yield np.frombuffer(flat, dtype=np.int32), lengths
+        vocab.update(splitter.vocab)
         _record_cuts(splitter.cut, stats)
-        return token_ids, splitter.vocab
-    token_ids = []
-    vocab: dict[str, int] = {}
+        return
     cut = 0
 
-    def merge(done: Future) -> None:
+    def merged(done: Future) -> tuple[np.ndarray, np.ndarray]:
         nonlocal cut
         words, lengths, flat, cuts = done.result()
         cut += cuts
         remap = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int32, count=len(words))
-        ids = remap[np.frombuffer(flat, dtype=np.int32)]
-        ends = np.cumsum(lengths)
-        token_ids.extend(array("i", ids[end - n:end].tobytes()) for end, n in zip(ends.tolist(), lengths.tolist()))
+        return remap[np.frombuffer(flat, dtype=np.int32)], lengths
 
     pending: deque[Future] = deque()
     with ProcessPoolExecutor(n_jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         for part in in_chunks(texts, chunk):
             pending.append(pool.submit(_chunk, part, stopwords, stemmer))
             if len(pending) > n_jobs:
-                merge(pending.popleft())
+                yield merged(pending.popleft())
         while pending:
-            merge(pending.popleft())
+            yield merged(pending.popleft())
     _record_cuts(cut, stats)
-    return token_ids, vocab
 
 
 def _record_cuts(cut: int, stats: dict | None) -> None:

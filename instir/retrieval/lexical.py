@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import string
+import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from importlib.metadata import version as package_version
 from pathlib import Path
 
 import bm25s
 import numpy as np
 import Stemmer
-from bm25s.tokenization import Tokenized
 
 from instir.benchmarks import catalog
 from instir.benchmarks.catalog import family_of
@@ -35,10 +36,10 @@ from instir.errors import UsageError
 from instir.formatting import Template
 from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
-from instir.retrieval import bm25_tokens
+from instir.retrieval import bm25_build, bm25_tokens
 from instir.retrieval.bm25_cache import BM25IndexCache
 from instir.retrieval.bm25_cache import entry_key as cache_key
-from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, cut_long_tokens, tokenize, workers
+from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, cut_long_tokens, tokenized_chunks, workers
 from instir.retrieval.runs import Run
 
 #: Progress bars (the kit's and bm25s') only from these sizes on: below them indexing or searching
@@ -94,12 +95,12 @@ class BM25Retriever:
     defaults (:func:`bm25_defaults`). ``stemmer``: a PyStemmer algorithm name or ``"none"``;
     ``stopwords``: ``"lucene"``, a bm25s language name (``"en"``), ``"none"`` or a list.
     ``n_threads`` is passed to bm25s (0: the calling thread only; -1: all cores); ``n_jobs``
-    worker processes tokenise a large corpus (:func:`~instir.retrieval.bm25_tokens.tokenize`;
+    worker processes tokenise a large corpus (:func:`~instir.retrieval.bm25_tokens.tokenized_chunks`;
     None: one per CPU this process may use; 1: none).
     ``cache_dir`` defaults to ``<instir home>/bm25``; ``cache=False`` keeps indexes in memory
     only (throw-away corpora). ``keep_indexes`` bounds the indexes this object holds (the most
-    recently used ones; a built index of a 634k-document corpus holds about a GB, a loaded one is
-    memory-mapped). None of these change results, so none is in :meth:`params`.
+    recently used ones; an index from the cache is memory-mapped, one held in memory only, for a
+    634k-document corpus, about 0.8 GB). None of these change results, so none is in :meth:`params`.
     """
 
     name = "bm25"
@@ -177,44 +178,63 @@ class BM25Retriever:
         while len(self._held) >= self.keep_indexes:  # room first: never two large indexes where one is kept
             self._held.popitem(last=False)
         params = description["bm25"]
-        loaded = self.cache.load(key, benchmark.corpus.ids()) if self.cache is not None else None
+        doc_ids = benchmark.corpus.ids()
+        loaded = self.cache.load(key, doc_ids) if self.cache is not None else None
         if loaded is not None:
-            held = _Held(loaded.model, np.asarray(loaded.doc_ids, dtype=object), params,
-                         {"origin": "loaded", "cache_entry": str(loaded.path), "cache_key": key,
-                          "seconds": round(loaded.seconds, 3)})
+            model = loaded.model
+            source = {"origin": "loaded", "cache_entry": str(loaded.path), "seconds": round(loaded.seconds, 3)}
         else:
             start = time.perf_counter()
             stats: dict[str, int] = {}
-            model, doc_ids = self._build(benchmark, template, params, stats)
-            built = time.perf_counter() - start
-            path = self.cache.store(key, description, model, doc_ids) if self.cache is not None else None
-            held = _Held(model, np.asarray(doc_ids, dtype=object), params,
-                         {"origin": "built", "cache_entry": None if path is None else str(path), "cache_key": key,
-                          "seconds": round(built, 3), "store_seconds": round(time.perf_counter() - start - built, 3),
-                          **({"long_tokens_cut": stats["long_tokens_cut"]} if stats.get("long_tokens_cut") else {})})
+            model, path = self._build(benchmark, template, params, key, description, stats)
+            source = {"origin": "built", "cache_entry": None if path is None else str(path),
+                      "seconds": round(time.perf_counter() - start, 3), "store_seconds": stats["store_seconds"],
+                      **({"long_tokens_cut": stats["long_tokens_cut"]} if stats.get("long_tokens_cut") else {})}
+        held = _Held(model, np.asarray(doc_ids, dtype=object), params, {**source, "cache_key": key})
         self._held[key] = held
         return self._wrap(held, reused=False)
 
-    def _build(self, benchmark: Benchmark, template: Template, params: dict,
-               stats: dict | None = None) -> tuple[bm25s.BM25, list[str]]:
-        """Tokenise the corpus as a stream (one document text at a time) and index it; ``stats``
-        receives the tokenizer's counts (:func:`~instir.retrieval.bm25_tokens.tokenize`)."""
+    def _build(self, benchmark: Benchmark, template: Template, params: dict, key: str, description: dict,
+               stats: dict) -> tuple[bm25s.BM25, Path | None]:
+        """Tokenise the corpus as a stream (a chunk of documents at a time), reduce it to its (document,
+        term, count) triples in a work file and write the index from them (:mod:`~instir.retrieval.bm25_build`)
+        into the cache: the index memory-mapped from its entry, and the entry's path. Without a cache (or
+        one that cannot be written) the index is read into memory and the path is None. ``stats`` receives
+        the tokenizer's counts."""
         subset = benchmark.first_subset
-        doc_ids: list[str] = []
-
         bars = self.show_progress and len(benchmark.corpus) >= PROGRESS_MIN_DOCS
-
-        def texts() -> Iterator[str]:
-            for doc in tqdm(benchmark.corpus, desc="BM25 tokenise corpus", unit="doc", disable=not bars, leave=False):
-                doc_ids.append(doc.id)
-                yield template.format_doc(doc, subset)
-
+        texts = (template.format_doc(doc, subset) for doc in tqdm(
+            benchmark.corpus, desc="BM25 tokenise corpus", unit="doc", disable=not bars, leave=False))
         jobs = workers(self.n_jobs) if len(benchmark.corpus) >= PARALLEL_MIN_TEXTS else 1
-        token_ids, vocab = tokenize(texts(), _stopwords_arg(params["stopwords"]), params["stemmer"], n_jobs=jobs,
-                                    stats=stats)
-        model = bm25s.BM25(k1=params["k1"], b=params["b"], method=params["method"])
-        model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=bars)
-        return model, doc_ids
+        vocab: dict[str, int] = {}
+        with ExitStack() as stack:
+            work = self._scratch(stack, key)
+            chunks = tokenized_chunks(texts, _stopwords_arg(params["stopwords"]), params["stemmer"], vocab,
+                                      n_jobs=jobs, stats=stats)
+            spilled = bm25_build.spill(chunks, work / "triples.bin")
+
+            def write(folder: Path) -> dict[str, str]:
+                return bm25_build.write_index(folder, spilled, vocab, k1=params["k1"], b=params["b"],
+                                              method=params["method"], progress=bars)
+
+            start = time.perf_counter()
+            path = self.cache.store(key, description, write, benchmark.corpus.ids()) if self.cache else None
+            stats["store_seconds"] = round(time.perf_counter() - start, 3)
+            if path is not None:
+                return bm25s.BM25.load(path, mmap=True, show_progress=False), path
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="instir-bm25-")))
+            write(folder)
+            return bm25s.BM25.load(folder, mmap=False, show_progress=False), None
+
+    def _scratch(self, stack: ExitStack, key: str) -> Path:
+        """A folder for the build's work files, gone with ``stack``: beside the cache's entries (same disk),
+        else (no cache, or one that cannot be written) the system's temporary folder."""
+        if self.cache is not None:
+            try:
+                return stack.enter_context(self.cache.scratch(key))
+            except OSError:
+                pass
+        return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="instir-bm25-")))
 
     def _wrap(self, held: "_Held", reused: bool) -> "BM25Index":
         params = {key: value for key, value in held.params.items() if key != "stopword_list"}

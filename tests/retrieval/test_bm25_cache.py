@@ -19,7 +19,7 @@ from instir import verified_store
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.formatting import Template, get_template
-from instir.retrieval import bm25_cache, retrieve, run_key
+from instir.retrieval import bm25_build, bm25_cache, retrieve, run_key
 from instir.retrieval.bm25_cache import BM25IndexCache, default_cache_dir
 from instir.retrieval.lexical import LUCENE_ENGLISH_STOPWORDS, BM25Retriever
 
@@ -30,7 +30,8 @@ SAMPLES = ("instructir-sample", "ifir-sample/fiqa")
 
 @pytest.fixture
 def builds(monkeypatch):
-    """Counts calls of bm25s indexing (a build); ``builds.refuse()`` makes a build fail the test."""
+    """Counts index builds (the corpus spilled as triples, :func:`instir.retrieval.bm25_build.spill`);
+    ``builds.refuse()`` makes a build fail the test."""
 
     class Counter:
         n = 0
@@ -40,14 +41,14 @@ def builds(monkeypatch):
             self.refused = True
 
     counter = Counter()
-    original = bm25s.BM25.index
+    original = bm25_build.spill
 
-    def index(self, *args, **kwargs):
-        assert not counter.refused, "bm25s indexing was called where the index should have been loaded"
+    def spill(*args, **kwargs):
+        assert not counter.refused, "the index was built where it should have been loaded"
         counter.n += 1
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(bm25s.BM25, "index", index)
+    monkeypatch.setattr(bm25_build, "spill", spill)
     return counter
 
 
@@ -325,7 +326,8 @@ def test_the_last_writer_wins(builds):
     key = first.source["cache_key"]
     description = bm25(**PLAIN).index_description(bench, template)
     for _ in range(2):
-        entry = cache.store(key, description, first.model, list(first.doc_ids))
+        entry = cache.store(key, description, lambda folder: first.model.save(folder, show_progress=False),
+                            list(first.doc_ids))
     build = json.loads((entry / verified_store.MANIFEST).read_text())["build"]
     assert cache.load(key, bench.corpus.ids()) is not None
     assert json.loads((entry / verified_store.MANIFEST).read_text())["build"] == build

@@ -2,16 +2,27 @@
 chunk size and the number of workers), and a BM25 index built that way ranks as one built in
 one process."""
 
+import numpy as np
 import pytest
 from says import warns_saying
 
 from instir.benchmarks import load_benchmark
 from instir.formatting import get_template
-from instir.retrieval.bm25_tokens import tokenize, workers
+from instir.retrieval.bm25_tokens import tokenized_chunks, workers
 from instir.retrieval.lexical import BM25Retriever
 
 TEXTS = ["The cats were running; the dog ran.", "", "the a an of", "Running runners run RUN runs 3.5 x y",
          "Über café naïve coöperate — ünïcode wörds", "dogs and cats, cats and dogs", "zz zz zz", "new words only here"]
+
+def tokenize(texts, stopwords, stemmer, **options) -> tuple[list[list[int]], dict[str, int]]:
+    """Each text's token ids and the vocabulary, from the chunks :func:`tokenized_chunks` yields."""
+    vocab: dict[str, int] = {}
+    ids: list[list[int]] = []
+    for flat, lengths in tokenized_chunks(texts, stopwords, stemmer, vocab, **options):
+        ends = np.cumsum(lengths)
+        ids += [flat[end - n:end].tolist() for end, n in zip(ends, lengths)]
+    return ids, vocab
+
 
 needs_fork = pytest.mark.skipif(workers(2) < 2, reason="needs a system that forks and two CPUs")
 
