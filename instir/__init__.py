@@ -39,4 +39,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "instir.papers": ("load_reported", "compare_to_papers"),
     "instir.pipeline": ("run_reports",),
     "instir.report.explorer": ("explore",),
-}, deprecated={"compare": "compare_to_papers", "validate": "validate_judge"})
+}, deprecated={"compare": "compare_to_papers", "validate": "validate_judge"},
+    namespaces=("show",))  # the notebooks' tables and figures

@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 
 
-def lazy_exports(package: str, exports: Mapping[str, Sequence[str]],
-                 deprecated: Mapping[str, str] | None = None) -> tuple[Callable, Callable, list[str]]:
+def lazy_exports(package: str, exports: Mapping[str, Sequence[str]], deprecated: Mapping[str, str] | None = None,
+                 namespaces: Sequence[str] = ()) -> tuple[Callable, Callable, list[str]]:
     """``(__getattr__, __dir__, __all__)`` for ``package`` exporting ``exports`` (module path,
-    absolute or relative to the package, → names). Use as
+    absolute or relative to the package, → names) and its submodules ``namespaces`` (a public
+    namespace of their own, such as ``instir.show``). Use as
     ``__getattr__, __dir__, __all__ = lazy_exports(__name__, {...})``. ``deprecated`` maps an
     old name to the exported name that replaced it: the old one still works, with a
     ``DeprecationWarning``, and is left out of ``__all__`` and ``dir()``."""
@@ -25,11 +26,13 @@ def lazy_exports(package: str, exports: Mapping[str, Sequence[str]],
             warnings.warn(f"{package}.{name} is now {package}.{renamed[name]}; the old name goes in the next release",
                           DeprecationWarning, stacklevel=2)
             name = renamed[name]
+        if name in namespaces:
+            return import_module(f"{package}.{name}")
         if name not in module_of:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(import_module(module_of[name]), name)
 
     def __dir__() -> list[str]:
-        return sorted(module_of)
+        return sorted([*module_of, *namespaces])
 
-    return __getattr__, __dir__, sorted(module_of)
+    return __getattr__, __dir__, sorted([*module_of, *namespaces])

@@ -1,5 +1,6 @@
 """Optional libraries, imported when a function needs them: the kit's core installs without them,
-and a missing one is answered with the ``pip install`` line of the extra that brings it.
+and a missing one is answered with the ``pip install`` line of the extra that brings it; and the
+installed version of any distribution, read without importing it.
 
 Ground floor: no domain knowledge. The extras are declared in ``pyproject.toml``
 (``[project.optional-dependencies]``); :data:`EXTRAS` names the one each library comes with.
@@ -8,6 +9,8 @@ Ground floor: no domain knowledge. The extras are declared in ``pyproject.toml``
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
+from importlib import metadata
 from types import ModuleType
 
 from instir.errors import UserError
@@ -34,3 +37,15 @@ def require(module: str) -> ModuleType:
         extra = EXTRAS.get(module)
         how = f"pip install 'instir[{extra}]'" if extra else f"pip install {module}"
         raise MissingExtraError(f"{module} is not installed: {how}") from None
+
+
+def package_versions(packages: Iterable[str]) -> dict[str, str | None]:
+    """Installed version of each distribution (None when it is not installed), read from
+    package metadata without importing anything."""
+    versions: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions

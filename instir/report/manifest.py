@@ -11,11 +11,11 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir.benchmarks.fetch import data_check
+from instir.extras import package_versions
 from instir.parameters import home_path
 from instir.report.record import read_record, update_record
 
@@ -30,18 +30,6 @@ KEY_PACKAGES = (
 )
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def package_versions(packages: Iterable[str] = KEY_PACKAGES) -> dict[str, str | None]:
-    """Installed version of each distribution (None when it is not installed), read from
-    package metadata without importing anything."""
-    versions: dict[str, str | None] = {}
-    for name in packages:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def git_state(repo: Path = _PROJECT_ROOT, timeout: float = 20) -> dict[str, object] | None:

@@ -218,10 +218,13 @@ class BM25Retriever:
                                               method=params["method"], progress=bars)
 
             start = time.perf_counter()
-            path = self.cache.store(key, description, write, benchmark.corpus.ids()) if self.cache else None
+            doc_ids = benchmark.corpus.ids()
+            path = self.cache.store(key, description, write, doc_ids) if self.cache is not None else None
             stats["store_seconds"] = round(time.perf_counter() - start, 3)
-            if path is not None:
-                return bm25s.BM25.load(path, mmap=True, show_progress=False), path
+            # read back through the cache's checks: another builder may replace the entry meanwhile
+            loaded = self.cache.load(key, doc_ids) if path is not None else None
+            if loaded is not None:
+                return loaded.model, loaded.path
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="instir-bm25-")))
             write(folder)
             return bm25s.BM25.load(folder, mmap=False, show_progress=False), None

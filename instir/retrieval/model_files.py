@@ -22,10 +22,10 @@ import json
 import os
 import re
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 
 from instir import atomic
+from instir.extras import package_versions
 from instir.verified_store import Damaged, Entry, VerifiedStore
 
 #: The folder under a retriever's cache root that holds the descriptions.
@@ -70,27 +70,16 @@ def files_stamp(folder: Path) -> list[list]:
     return stamp
 
 
-def library_versions() -> dict[str, str | None]:
-    """The installed versions of :data:`LIBRARIES` (read without importing them; None: not installed)."""
-    versions: dict[str, str | None] = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
 def remembered(cache_root: str | Path, folders: Sequence[Path | None], options: dict,
                describe: Callable[[], dict]) -> dict:
     """``describe()`` (which loads the models and says what they are), remembered under
     ``cache_root``: keyed by the files of the models' ``folders`` (:func:`model_folder`), ``options``
-    (JSON: whatever else changes the description) and :func:`library_versions`. When a folder is
+    (JSON: whatever else changes the description) and the versions of :data:`LIBRARIES`. When a folder is
     None (a model not on disk), ``describe()`` runs every time and nothing is kept."""
     if any(folder is None for folder in folders):
         return describe()
     identity = {"models": [[str(folder.resolve()), files_stamp(folder)] for folder in folders if folder is not None],
-                "options": options, "libraries": library_versions()}
+                "options": options, "libraries": package_versions(LIBRARIES)}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
     store = VerifiedStore(Path(cache_root) / FOLDER, "model description cache")
     name = key[:32]

@@ -28,7 +28,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from instir.benchmarks.readers import (
     decode_utf8,
 )
 from instir.benchmarks.types import Benchmark, FormatError, quoted
+from instir.extras import package_versions
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
 #: The bytes the fast path reads: printable ASCII, line ends and UTF-8's multi-byte text. Any other (a tab, NUL,
@@ -377,13 +377,8 @@ def sidecar_path(path: str | Path) -> Path:
 
 
 def _library_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for dist in _VERSIONED:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
+    installed = {dist: version for dist, version in package_versions(_VERSIONED).items() if version is not None}
+    return {"python": platform.python_version(), **installed}
 
 
 def trec_bytes(run: Run, tag: str = "instir") -> bytes:
