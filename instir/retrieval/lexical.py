@@ -213,20 +213,24 @@ class BM25Retriever:
                                       n_jobs=jobs, stats=stats)
             spilled = bm25_build.spill(chunks, work / "triples.bin")
 
+            opened: list[bm25s.BM25] = []
+
             def write(folder: Path) -> dict[str, str]:
-                return bm25_build.write_index(folder, spilled, vocab, k1=params["k1"], b=params["b"],
-                                              method=params["method"], progress=bars)
+                hashes = bm25_build.write_index(folder, spilled, vocab, k1=params["k1"], b=params["b"],
+                                                method=params["method"], progress=bars)
+                # opened here, memory-mapped: the same files once published (a rename keeps them), and still
+                # readable if another builder of the same entry replaces it (the last writer wins)
+                opened.append(bm25s.BM25.load(folder, mmap=True, show_progress=False))
+                return hashes
 
             start = time.perf_counter()
-            doc_ids = benchmark.corpus.ids()
-            path = self.cache.store(key, description, write, doc_ids) if self.cache is not None else None
+            path = self.cache.store(key, description, write, benchmark.corpus.ids()) if self.cache is not None else None
             stats["store_seconds"] = round(time.perf_counter() - start, 3)
-            # read back through the cache's checks: another builder may replace the entry meanwhile
-            loaded = self.cache.load(key, doc_ids) if path is not None else None
-            if loaded is not None:
-                return loaded.model, loaded.path
+            if path is not None:
+                return opened[0], path
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="instir-bm25-")))
-            write(folder)
+            bm25_build.write_index(folder, spilled, vocab, k1=params["k1"], b=params["b"], method=params["method"],
+                                   progress=bars)
             return bm25s.BM25.load(folder, mmap=False, show_progress=False), None
 
     def _scratch(self, stack: ExitStack, key: str) -> Path:

@@ -12,7 +12,7 @@ from says import warns_saying
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.formatting import get_template
 from instir.retrieval import retrieve
-from instir.retrieval.dense import DenseRetriever, bundled_model_path
+from instir.retrieval.dense import DenseRetriever
 from instir.retrieval.model_files import model_folder
 
 BENCHMARK = Benchmark(
@@ -26,10 +26,26 @@ BENCHMARK = Benchmark(
 TEMPLATE = get_template("instructir")
 
 
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A sentence-transformers model folder as the bundled MiniLM's is laid out (Transformer, mean Pooling,
+    Normalize), on a tiny random BERT built here: it loads in milliseconds."""
+    from sentence_transformers import models
+    from tiny_models import build_tiny_bert
+
+    root = tmp_path_factory.mktemp("tiny-st")
+    words = sorted({w.strip(".").lower() for d in BENCHMARK.corpus for w in d.text.split()})
+    bert = build_tiny_bert(root / "bert", words)
+    transformer = models.Transformer(str(bert), max_seq_length=64)
+    modules = [transformer, models.Pooling(transformer.get_word_embedding_dimension(), "mean"), models.Normalize()]
+    sentence_transformers.SentenceTransformer(modules=modules, device="cpu").save(str(root / "model"))
+    return root / "model"
+
+
 @pytest.fixture
-def model_copy(tmp_path) -> Path:
-    """The bundled model as a folder of its own (links to its files), which a test may change."""
-    source = Path(bundled_model_path())
+def model_copy(tiny_model, tmp_path) -> Path:
+    """The tiny model as a folder of its own (links to its files), which a test may change."""
+    source = tiny_model
     copy = tmp_path / "model"
     for path in source.rglob("*"):
         if path.is_file():
@@ -78,12 +94,13 @@ def test_the_remembered_description_is_what_the_loaded_model_says(model_copy, tm
 
 def test_a_rewritten_model_file_is_loaded_and_described_again(model_copy, tmp_path, loads):
     before = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
-    config = model_copy / "sentence_bert_config.json"
+    config = model_copy / "1_Pooling" / "config.json"
     settings = json.loads(config.read_text())
     config.unlink()
-    config.write_text(json.dumps({**settings, "max_seq_length": 64}))
+    config.write_text(json.dumps({**settings, "include_prompt": False}))  # pooling now skips prompt tokens
     after = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
-    assert len(loads) == 2 and (before["max_seq_length"], after["max_seq_length"]) == (settings["max_seq_length"], 64)
+    assert len(loads) == 2
+    assert (before["prompt_excluded_from_pooling"], after["prompt_excluded_from_pooling"]) == (False, True)
 
 
 def test_another_max_length_is_described_apart(model_copy, tmp_path, loads):
