@@ -416,6 +416,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
     from tqdm import tqdm
 
     from instir.progress import enabled as progress_enabled
+    from instir.progress import relay_to_console
 
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
     # The defaults as written in the cells tell which values a run used where it set none.
@@ -431,7 +432,8 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
         for path in tqdm(paths, desc="notebooks", unit="notebook", disable=not bars):
             own = {name: value for name, value in result.parameters.items()
                    if name in known and path.name in known[name].notebooks}
-            with _batch_environment():
+            # the kernels' bars are off (the pages stay clean) and report to a line of this console instead
+            with relay_to_console(path.stem) if bars else contextlib.nullcontext(), _batch_environment():
                 step, exc, unwritten = _run_one(path, result, own, cell_bar=bars)
             result.notebooks.append(step)
             if step.html and path.stem in stage_records(out):  # a page of a stage: which run it shows

@@ -402,13 +402,17 @@ def test_the_batch_console_shows_each_notebooks_cells_moving(tmp_path, monkeypat
     run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
     console = capfd.readouterr().err
     assert "notebooks:" in console and re.search(r"01_table:.*cell", console)
+    # a bar inside a cell (its own display off in the kernel) reports to a line of this console, not the page
+    assert re.search(r"01_table: toy rows: 100%.*2/2", console), console[-2000:]
+    assert "toy rows" not in (tmp_path / "reports" / "r" / "01_table.html").read_text()
 
 
 @pytest.mark.notebooks  # runs notebooks in a kernel
 def test_no_bar_at_all_with_progress_off(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("INSTIR_PROGRESS", "0")
     run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
-    assert "cell/s" not in capfd.readouterr().err
+    console = capfd.readouterr().err
+    assert "cell/s" not in console and "toy rows" not in console
 
 
 def test_a_notebook_that_asks_for_its_code_shows_it_in_the_html(toy_report, tmp_path):
