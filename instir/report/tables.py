@@ -44,6 +44,7 @@ _STYLE = """<style>
 .instir-present td.long { min-width: 9em; }
 .instir-present td.prose, .jp-RenderedHTMLCommon .instir-present td.prose { min-width: 24em; max-width: 48em; }
 .instir-present td.good, .instir-present td.bad, .instir-present td.muted { white-space: nowrap; }
+.instir-present td.long, .instir-present td.prose { white-space: normal; }
 .instir-present td.good { background: #d4edda; }
 .instir-present td.bad { background: #f8d7da; }
 .instir-present td.muted { background: #eeeeee; color: #555; }
