@@ -137,20 +137,22 @@ def _format(value: str | list[str] | None) -> Format | None:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _family_templates() -> list[Template]:
-    """The templates of every benchmark family's spec, each with the spec's ``template_source``."""
-    out = []
+def _family_templates() -> dict[str, Template]:
+    """The templates of every benchmark family's spec, each with the spec's ``template_source``: read from the
+    catalog at each call (a family registered later, from outside the package, brings its templates)."""
+    out = {}
     for name in catalog.families():
         fam = catalog.family(name)
         for spec in fam.template_formats:
-            out.append(Template(spec["name"], spec["family"], spec["description"], _format(spec["query"]),
-                                doc=_format(spec.get("doc", "{text}")), bare_query=_format(spec.get("bare_query")),
-                                domains=spec.get("domains", {}), source=fam.template_source))
+            out[spec["name"]] = Template(spec["name"], spec["family"], spec["description"], _format(spec["query"]),
+                                         doc=_format(spec.get("doc", "{text}")),
+                                         bare_query=_format(spec.get("bare_query")),
+                                         domains=spec.get("domains", {}), source=fam.template_source)
     return out
 
 
-_BUILTIN = (
-    *_family_templates(),
+#: The kit's own templates (MTEB's inputs, the bare query); the families' come from their specs.
+_KIT = (
     Template("mteb", "raw",
              "MTEB's instruction-retrieval input 'query instruction' (query first, one space; "
              "mteb/_create_dataloaders.py), also FollowIR's own join: MTEB numbers on InstructIR are not "
@@ -179,7 +181,14 @@ _BUILTIN = (
     Template("query-only", "raw", "The bare query; the instruction is ignored.", "{query}"),
 )
 
-_REGISTRY: dict[str, Template] = {t.name: t for t in _BUILTIN}
+#: Templates users registered (:func:`register_template`).
+_REGISTRY: dict[str, Template] = {}
+
+
+def _templates() -> dict[str, Template]:
+    """Every template by name: the families', the kit's, then the users'."""
+    return {**_family_templates(), **{t.name: t for t in _KIT}, **_REGISTRY}
+
 
 def shared_subset(benchmark: Benchmark) -> str:
     """The IFIR subset every query of ``benchmark`` belongs to, else ``""``: the subset whose
@@ -190,15 +199,15 @@ def shared_subset(benchmark: Benchmark) -> str:
 
 def get_template(name: str) -> Template:
     """A registered template by name."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise unknown("template", name, list_templates()) from None
+    found = _REGISTRY.get(name) or _templates().get(name)
+    if found is None:
+        raise unknown("template", name, list_templates())
+    return found
 
 
 def list_templates() -> list[str]:
     """Names of all registered templates (built-in and user-defined)."""
-    return sorted(_REGISTRY)
+    return sorted(_templates())
 
 
 def register_template(name: str, query: Format, *, doc: Format = "{text}", bare_query: Format | None = None,
@@ -211,7 +220,7 @@ def register_template(name: str, query: Format, *, doc: Format = "{text}", bare_
     format is used verbatim for them too. Built-in templates can never be replaced; a user
     template only with ``replace=True``.
     """
-    if name in _REGISTRY and (not replace or any(t.name == name for t in _BUILTIN)):
+    if name in _templates() and (not replace or name not in _REGISTRY):
         raise ValueError(f"template {name!r} already exists")
     template = Template(name, family, description or f"user-defined: {query!r}", query, doc=doc,
                         bare_query=bare_query, domains=domains or {}, source="user")

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from test_cli_errors import fails
 
-from instir.benchmarks.registry import SAMPLE_ROOT
+from instir.benchmarks.catalog import SAMPLE_ROOT
 
 
 @pytest.fixture

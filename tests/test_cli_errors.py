@@ -14,7 +14,7 @@ import pytest
 from says import says
 
 from instir.benchmarks import load_benchmark
-from instir.benchmarks.registry import SAMPLE_ROOT
+from instir.benchmarks.catalog import SAMPLE_ROOT
 from instir.cli import MAX_MESSAGE_CHARS, main
 
 TOY_NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"

@@ -7,12 +7,19 @@ through it (:func:`entry`), never by their shape.
 A family with ``subsets`` names its benchmarks ``<family>/<subset>`` (its sample
 ``<sample>/<subset>`` for the subsets the sample holds); one without names itself (its sample
 by the sample's name). Adding a family is a spec file here, a loader module, its measures and
-its reported numbers (docs/layout.md).
+its reported numbers (docs/layout.md). A family may also come from outside the package: a spec
+named by an installed package's ``instir.families`` entry point, or found in a folder that
+:data:`FAMILIES_VAR` names; each is read and checked as the bundled ones are.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,10 +29,24 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from instir.errors import unknown
+from instir.benchmarks.forms import Forms
+from instir.errors import UsageError, quoted, unknown
 
 #: Folder of the bundled sample benchmarks (package data).
 SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
+#: The entry-point group through which an installed package adds benchmark families: each entry point's
+#: object is the path of one family's spec file (``<family>.toml``, the family's name its stem).
+ENTRY_POINT_GROUP = "instir.families"
+#: Folders of family specs to add (``<family>.toml`` each, beside its loader), separated by ``os.pathsep``:
+#: a family for a notebook user without a package.
+FAMILIES_VAR = "INSTIR_FAMILIES"
+#: The keys a spec may hold; any other is refused (a misspelt key would otherwise be silently ignored).
+SPEC_KEYS = frozenset({"order", "printed", "paper", "loader", "sample", "counts", "settings", "variants", "pair",
+                       "measures", "derived", "headline", "average", "local_layouts", "rerank", "template_source",
+                       "sources", "bm25", "templates", "setting_templates", "template", "mteb", "papers", "report",
+                       "subsets", "forms", "reference_form", "group_measures"})
+#: The keys every spec must hold.
+REQUIRED_KEYS = ("printed", "paper", "loader", "settings", "variants", "pair", "measures", "headline")
 
 
 @dataclass(frozen=True)
@@ -47,17 +68,18 @@ class Source:
 
 @dataclass(frozen=True)
 class Subset:
-    """One subset of a family as its paper describes it (IFIR's seven)."""
+    """One subset of a family as its paper describes it (IFIR's seven); the published counts and the
+    MTEB task are optional (a family of one's own may have neither)."""
 
     id: str
     printed: str
-    domain: str
-    levels: tuple[int, ...]
-    mteb_task: str
-    mteb_revision: str
-    queries: int
-    documents: int
-    mteb_queries: int
+    domain: str = ""
+    levels: tuple[int, ...] = (0,)
+    mteb_task: str = ""
+    mteb_revision: str = ""
+    queries: int | None = None
+    documents: int | None = None
+    mteb_queries: int | None = None
     mteb_ignore_identical_ids: bool = False
 
     @property
@@ -120,6 +142,19 @@ class Family:
     mteb: Mapping[str, Any] = field(default_factory=dict)
     papers: Mapping[str, Any] = field(default_factory=dict)
     report: Mapping[str, Any] = field(default_factory=dict)
+    forms: Forms | None = None
+    group_measures: tuple[str, ...] = ()
+    spec_file: Path | None = None
+
+    @property
+    def bundled(self) -> bool:
+        """Whether the spec ships in the package (else an entry point or :data:`FAMILIES_VAR` added it)."""
+        return self.spec_file is None or self.spec_file.parent == Path(__file__).resolve().parent / "families"
+
+    @property
+    def sample_root(self) -> Path:
+        """The sample's folder: under the package's samples for a bundled family, else beside the spec."""
+        return (SAMPLE_ROOT if self.bundled else self.spec_file.parent) / self.sample
 
     def subset(self, subset_id: str) -> Subset:
         """One subset's entry by its id (``fiqa``, ``scifact_open``, …)."""
@@ -128,8 +163,15 @@ class Family:
         return self.subsets[subset_id]
 
     def loader_module(self) -> ModuleType:
-        """The family's loader module (imported on first use)."""
-        return importlib.import_module(self.loader)
+        """The family's loader module (imported on first use): a module name, or for a family from
+        outside the package a ``.py`` file beside its spec."""
+        return _module(self.loader, self.spec_file)
+
+    def group_measure_classes(self) -> list[type]:
+        """The group measures the family brings (``group_measures``: ``module:Class`` each, imported on first
+        use), which :func:`instir.metrics.measures.parse_measure` asks to read a name."""
+        return [getattr(_module(module, self.spec_file), name)
+                for module, _, name in (path.partition(":") for path in self.group_measures)]
 
     def benchmarks(self) -> list[str]:
         """The real benchmarks' names: one per subset, or the family's own name."""
@@ -138,7 +180,7 @@ class Family:
     def sample_benchmarks(self) -> list[str]:
         """The bundled sample's names: one per subset the sample holds (in the family's order),
         or the sample's own name; none when the package has no sample folder."""
-        folder = SAMPLE_ROOT / self.sample
+        folder = self.sample_root
         if not self.sample or not folder.is_dir():
             return []
         if not self.subsets:
@@ -175,7 +217,7 @@ class Entry:
         if self.subset is None:
             return dict(self.family.counts)
         queries = self.subset.mteb_queries if layout == "mteb" else self.subset.queries
-        return {"queries": queries, "documents": self.subset.documents}
+        return {key: n for key, n in (("queries", queries), ("documents", self.subset.documents)) if n is not None}
 
     def mteb_task(self) -> MtebTask:
         """The MTEB task of this benchmark (the family's, or its subset's)."""
@@ -192,23 +234,54 @@ class Entry:
 BM25_ENGINES = ("anserini", "elasticsearch", "rank_bm25")
 
 
-def _family(name: str, raw: dict) -> Family:
+def _module(name: str, spec_file: Path | None) -> ModuleType:
+    """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own)."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = (spec_file.parent if spec_file else Path.cwd()) / name
+    key = f"instir_family_{path.stem}_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    if key not in sys.modules:
+        found = importlib.util.spec_from_file_location(key, path)
+        if found is None or not path.is_file():
+            raise UsageError(f"{spec_file}: field 'loader': no module file {quoted(str(path))}")
+        module = importlib.util.module_from_spec(found)
+        sys.modules[key] = module
+        found.loader.exec_module(module)
+    return sys.modules[key]
+
+
+def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
+    where = str(spec_file) if spec_file else f"families/{name}.toml"
+    stray = sorted(set(raw) - SPEC_KEYS)
+    if stray:
+        raise unknown("spec key", stray[0], sorted(SPEC_KEYS), where=f"in {where}")
+    missing = [key for key in REQUIRED_KEYS if key not in raw]
+    if missing:
+        raise UsageError(f"{where}: no key {quoted(missing[0])} (a family spec holds {', '.join(REQUIRED_KEYS)})")
     engine = raw.get("bm25", {}).get("engine")
     if engine is not None and engine not in BM25_ENGINES:
-        raise unknown("BM25 engine", engine, BM25_ENGINES, where=f"in families/{name}.toml [bm25] engine")
+        raise unknown("BM25 engine", engine, BM25_ENGINES, where=f"in {where} [bm25] engine")
+    forms = None
+    if "forms" in raw:
+        forms = Forms(tuple(raw["forms"]), raw.get("reference_form", raw["forms"][0]))
+    if "forms" in raw.get("derived", ()) and forms is None:
+        raise UsageError(f"{where}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
-    for item in raw.get("subsets", []):
+    for n, item in enumerate(raw.get("subsets", [])):
         item = dict(item)
-        item.setdefault("mteb_queries", item["queries"])
-        item["levels"] = tuple(item["levels"])
-        subsets[item["id"]] = Subset(**item)
+        item.setdefault("mteb_queries", item.get("queries"))
+        item["levels"] = tuple(item.get("levels", (0,)))
+        try:
+            subsets[item["id"]] = Subset(**item)
+        except (KeyError, TypeError) as err:
+            raise UsageError(f"{where}: [[subsets]] {n + 1}: {err}") from None
     per_subset = MappingProxyType({s.id: s.mteb_revision for s in subsets.values()})
     tasks = MappingProxyType({s.id: s.mteb_task for s in subsets.values()})
 
     def revision(value: str | dict) -> str | Mapping[str, str]:
         return per_subset if value == "per-subset" else MappingProxyType(value) if isinstance(value, dict) else value
 
-    sources = {s["layout"]: Source(s["repo"], revision(s["revision"]), tasks) for s in raw["sources"]}
+    sources = {s["layout"]: Source(s["repo"], revision(s["revision"]), tasks) for s in raw.get("sources", ())}
     frozen = {key: MappingProxyType(dict(raw.get(key, {}))) for key in ("counts", "bm25", "templates", "mteb",
                                                                         "papers", "report")}
     return Family(
@@ -222,16 +295,45 @@ def _family(name: str, raw: dict) -> Family:
         setting_templates=MappingProxyType({k: MappingProxyType(v) for k, v in raw.get("setting_templates",
                                                                                        {}).items()}),
         template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
-        template_source=raw.get("template_source", ""), **frozen)
+        template_source=raw.get("template_source", ""), forms=forms,
+        group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, **frozen)
+
+
+def _spec_files() -> list[Path]:
+    """The spec files: the bundled ones, then each entry point's, then each :data:`FAMILIES_VAR` folder's."""
+    bundled = Path(str(resources.files("instir.benchmarks").joinpath("families")))
+    files = sorted(bundled.glob("*.toml"))
+    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            files.append(Path(point.load()))
+        except Exception as err:  # a broken plug-in is named, not a traceback in every command
+            raise UsageError(f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP}): {err}") from None
+    for folder in filter(None, os.environ.get(FAMILIES_VAR, "").split(os.pathsep)):
+        if not Path(folder).is_dir():
+            raise UsageError(f"{FAMILIES_VAR}: {quoted(folder)} is not a folder")
+        files += sorted(Path(folder).glob("*.toml"))
+    return files
 
 
 @cache
 def _families() -> dict[str, Family]:
-    folder = resources.files("instir.benchmarks").joinpath("families")
-    specs = sorted((f for f in folder.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
-    loaded = {f.name.removesuffix(".toml"): tomllib.loads(f.read_text(encoding="utf-8")) for f in specs}
-    order = sorted(loaded, key=lambda name: (loaded[name].get("order", 99), name))
-    return {name: _family(name, loaded[name]) for name in order}
+    loaded: dict[str, tuple[Path, dict]] = {}
+    for path in _spec_files():
+        name = path.stem
+        if name in loaded:
+            raise UsageError(f"{path}: a benchmark family {quoted(name)} is already defined by {loaded[name][0]}")
+        try:
+            loaded[name] = (path.resolve(), tomllib.loads(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise UsageError(f"{path}: not a readable family spec: {err}") from None
+    order = sorted(loaded, key=lambda name: (loaded[name][1].get("order", 99), name))
+    return {name: _family(name, loaded[name][1], loaded[name][0]) for name in order}
+
+
+def reload() -> None:
+    """Read the family specs again (after installing a family's package or changing :data:`FAMILIES_VAR`)."""
+    _families.cache_clear()
+    _entries.cache_clear()
 
 
 @cache

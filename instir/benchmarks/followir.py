@@ -26,11 +26,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus
 from instir.benchmarks.readers import check_id, check_qrels, data_folder, field_str, read_qrels, read_records
-from instir.benchmarks.types import HALVES, Benchmark, FormatError, Qrels, Query, quoted
+from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 
-OG, CHANGED = HALVES["og"], HALVES["changed"]
+#: The family's instance forms (its spec's ``forms``): the original instruction's and the changed one's.
+FORMS = catalog.family("followir").forms
+OG, CHANGED = (f"-{form}" for form in FORMS.names)
 #: File suffixes a config of the mteb layout may be stored in.
 _SUFFIXES = (".parquet", ".jsonl")
 
@@ -52,7 +55,7 @@ def load(root: str | Path, *, subset: str | None, setting: str, name: str, revis
     queries, qrels, top_ranked, changed, files = parts
     for qid in queries:
         queries[qid] = Query(id=qid, query=queries[qid].query, instruction=queries[qid].instruction,
-                             group=qid.removesuffix(OG).removesuffix(CHANGED), subset=subset or "")
+                             group=FORMS.split(qid)[0], subset=subset or "")
     for path, judged, lines in files["qrels"]:
         check_qrels(judged, lines, path, frozenset(queries), corpus.id_set())
     meta = {"subset": subset, "top_ranked": top_ranked, "changed": changed,
@@ -80,7 +83,7 @@ def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
         renamed = {q + suffix: docs for q, docs in judged.items()}
         qrels.update(renamed)
         qrels_files.append((qpath, renamed, {(q + suffix, d): n for (q, d), n in lines.items()}))
-    changed = changed_documents(qrels)
+    changed = FORMS.regraded(qrels)
     top_path = folder / "top_ranked.jsonl"
     topics = {q.removesuffix(OG) for q in queries if q.endswith(OG)}
     per_topic: dict[str, dict[str, None]] = {}
@@ -89,23 +92,10 @@ def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
         if topic not in topics:
             raise FormatError(top_path, n, "qid", f"unknown topic id {quoted(topic)} (not in queries.jsonl)")
         _check_candidate(per_topic.setdefault(topic, {}), doc, doc_ids, top_path, n, "pid", topic)
-    top_ranked = {qid: list(per_topic.get(qid.removesuffix(OG).removesuffix(CHANGED), ())) for qid in queries}
+    top_ranked = {qid: list(per_topic.get(FORMS.split(qid)[0], ())) for qid in queries}
     _require_candidates(top_ranked, top_path)
     files = {"corpus": folder / "corpus.jsonl", "queries": path, "top_ranked": top_path, "qrels": qrels_files}
     return queries, qrels, top_ranked, changed, files
-
-
-def changed_documents(qrels: Qrels) -> dict[str, list[str]]:
-    """``{topic: [doc ids]}`` from qrels holding both instances of each topic: the documents
-    judged under the original instruction whose grade under the changed one differs (unjudged
-    counts as 0), as mteb 1.x derived FollowIR's changed documents
-    (``AbsTaskInstructionRetrieval.create_qrel_diff``); MTEB's copies ship them as ``qrel_diff``."""
-    out: dict[str, list[str]] = {}
-    for qid, judged in qrels.items():
-        if qid.endswith(OG):
-            after = qrels.get(qid.removesuffix(OG) + CHANGED, {})
-            out[qid.removesuffix(OG)] = [d for d, g in judged.items() if after.get(d, 0) != g]
-    return out
 
 
 def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:

@@ -14,7 +14,6 @@ import importlib.metadata
 from pathlib import Path
 
 from instir.benchmarks import catalog
-from instir.benchmarks.catalog import SAMPLE_ROOT
 from instir.benchmarks.fetch import data_dir, fetched_revision, layouts, read_manifest
 from instir.benchmarks.readers import data_folder
 from instir.benchmarks.types import Benchmark
@@ -52,7 +51,7 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
         raise unknown(f"{fam.printed} setting", setting, fam.settings)
     subset = found.subset.id if found.subset else None
     if found.sample:
-        data_root, revision = SAMPLE_ROOT / fam.sample, f"bundled-{importlib.metadata.version('instir')}"
+        data_root, revision = fam.sample_root, f"bundled-{importlib.metadata.version('instir')}"
     else:
         data_root = _located(fam, subset, Path(root) if root else None)
         folder = data_folder(data_root, subset)

@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 #: qrels as ``{query_id: {doc_id: grade}}`` (the shape ir-measures and pytrec_eval take).
 Qrels = dict[str, dict[str, int]]
 
-#: The two instances of one query in a paired benchmark (FollowIR's and MTEB's ids): ``<query>-og``
-#: under the original instruction and ``<query>-changed`` under the altered one.
-HALVES = {"og": "-og", "changed": "-changed"}
-
 #: Characters of a whole problem text a :class:`FormatError` keeps (a guard for values quoted
 #: without :func:`quoted`).
 PROBLEM_LIMIT = 1000

@@ -2,23 +2,29 @@
 parameters, the definition's source) apart from who computes it (pytrec_eval through
 ir-measures, the IFIR authors' nDCG, the InstructIR authors' group minimum, a judge).
 
-:class:`Standard`, :class:`Robustness`, :class:`Native`, :class:`Half` (a measure on the original-
-or changed-instruction instances only), :class:`PMRR` (FollowIR's p-MRR) and :class:`InstFol`
-(judged, never computed from a run alone); :func:`parse_measure` reads any of them from the kit's names,
+:class:`Standard`, :class:`Robustness`, :class:`Native`, :class:`Form` (a measure on one instance
+form only: FollowIR's original- or changed-instruction instances), :class:`GroupMeasure` (one value
+per query group from all of its instances' rankings: a family's own, such as FollowIR's p-MRR in
+:mod:`instir.metrics.pmrr`, named in its spec's ``group_measures``) and :class:`InstFol` (judged,
+never computed from a run alone); :func:`parse_measure` reads any of them from the kit's names,
 ir-measures', ranx's lower-case ones and ir_measures objects. A family spec's ``derived`` names
-the measures every scored measure brings along (:data:`DERIVED`). Imports nothing heavy:
-ir-measures is imported when a name is read.
+the measures every scored measure brings along (:data:`DERIVED`, and ``forms``: one per instance
+form). Imports nothing heavy: ir-measures is imported when a name is read.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from instir.benchmarks.types import HALVES
+from instir.benchmarks import catalog
+from instir.benchmarks.forms import Forms
 from instir.errors import UsageError, quoted, unknown
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Scoring protocols: ``authors`` (the default: the papers' official code) and ``mteb``
 #: (MTEB 2.26's task definitions, :mod:`instir.metrics.mteb`).
@@ -33,9 +39,7 @@ NATIVE_TAG = "ifir-native"
 _ROBUSTNESS = re.compile(r"robustness(?:@(\d+)|\((.+)\))$", re.IGNORECASE)
 _NATIVE = re.compile(rf"(.+)\[{NATIVE_TAG}\]$", re.IGNORECASE)
 _INSTFOL = re.compile(r"instfol@(\d+)$", re.IGNORECASE)
-_HALF = re.compile(r"(.+)\[(og|changed)\]$", re.IGNORECASE)
-_PMRR = re.compile(r"p-?mrr(?:\[(.+)\])?$", re.IGNORECASE)
-
+_FORM = re.compile(r"(.+)\[([A-Za-z0-9][\w-]*)\]$")
 
 
 @dataclass(frozen=True)
@@ -136,73 +140,69 @@ class InstFol(Measure):
         return f"InstFol@{self.k}"
 
 
-def half_of(qid: str) -> str:
-    """The FollowIR half an instance id belongs to, as MTEB splits them
-    (``mteb/_evaluators/retrieval_metrics.py``, ``evaluate_p_mrr_change``): ``og`` for ids
-    ending ``-og``, ``changed`` for every other id."""
-    return "og" if qid.endswith(HALVES["og"]) else "changed"
-
-
 @dataclass(frozen=True)
-class Half(Measure):
-    """A per-query measure averaged over one half of FollowIR's instances only: ``og`` (the
-    original instructions: the score the FollowIR paper prints beside p-MRR, MAP@1000 or
-    nDCG@5) or ``changed``; MTEB reports both as ``og`` / ``changed`` beside p-MRR."""
+class Form(Measure):
+    """A per-query measure averaged over the instances of one form only (a family spec's ``forms``):
+    FollowIR's ``og`` (the original instructions: the score its paper prints beside p-MRR, MAP@1000 or
+    nDCG@5) or ``changed``, as MTEB reports both beside p-MRR. Without a spec the form's instances are
+    the ids ending ``-<form>``."""
 
     base: Measure
-    half: str = "og"
-    source: ClassVar[str] = "FollowIR (arXiv:2403.15246 Table 2); mteb evaluate_p_mrr_change's og/changed scores"
+    form: str = ""
+    source: ClassVar[str] = ("the family's instance forms (FollowIR: arXiv:2403.15246 Table 2; mteb "
+                             "evaluate_p_mrr_change's og/changed scores)")
 
     def __post_init__(self) -> None:
-        if self.half not in HALVES:
-            raise unknown("FollowIR half", self.half, tuple(HALVES))
-        if self.base.unit != "query" or isinstance(self.base, (Half, PMRR)):
-            raise UsageError(f"[{self.half}] applies to a per-query measure, got {quoted(str(self.base))}")
+        if self.base.unit != "query" or isinstance(self.base, Form):
+            raise UsageError(f"[{self.form}] applies to a per-query measure, got {quoted(str(self.base))}")
 
     @property
     def name(self) -> str:
-        return f"{self.base.name}[{self.half}]"
+        return f"{self.base.name}[{self.form}]"
 
     @classmethod
-    def derive_og(cls, measure: Measure) -> Half | None:
-        """The original-instruction half of a per-query measure (a spec's ``derived``)."""
-        return cls(measure, "og") if measure.unit == "query" and not isinstance(measure, (Half, PMRR)) else None
-
-    @classmethod
-    def derive_changed(cls, measure: Measure) -> Half | None:
-        """The changed-instruction half of a per-query measure (a spec's ``derived``)."""
-        return cls(measure, "changed") if measure.unit == "query" and not isinstance(measure, (Half, PMRR)) else None
-
-
-#: p-MRR's tie rules: ``mteb`` (ties by doc id descending, mteb 2.26 after PR #5241) and
-#: ``insertion`` (ties in the run's row order, as the original FollowIR code and mteb before it).
-PMRR_TIES = ("mteb", "insertion")
+    def derive(cls, measure: Measure, form: str) -> Form | None:
+        """A per-query measure on one form's instances (a spec's ``derived = ["forms"]``)."""
+        return cls(measure, form) if measure.unit == "query" and not isinstance(measure, Form) else None
 
 
 @dataclass(frozen=True)
-class PMRR(Measure):
-    """FollowIR's p-MRR (Weller et al. 2024, arXiv:2403.15246): per query, over the documents
-    whose relevance the changed instruction took away, how their rank moved from the ``-og`` run
-    to the ``-changed`` run (:mod:`instir.metrics.pmrr`); one value per query pair. ``ties`` is
-    the rule for equal scores (:data:`PMRR_TIES`)."""
+class GroupScope:
+    """What a group measure reads besides the run: the qrels, the family's instance forms (None: no
+    spec says them) and the release's own data (``Benchmark.meta``: FollowIR's changed documents
+    ``changed`` and candidate lists ``top_ranked``)."""
 
-    ties: str = "mteb"
+    qrels: Mapping[str, Mapping[str, int]]
+    forms: Forms | None = None
+    release: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupMeasure(Measure):
+    """A measure with one value per query group, computed from the rankings of all of a group's
+    instances in one run (FollowIR's p-MRR compares a topic's reference and changed instances). A
+    family brings its own through its spec's ``group_measures`` (``module:Class``); the one scoring
+    path computes it without knowing it. A subclass gives ``name``, :meth:`parse` and
+    :meth:`per_group`, and ``requires``: what a group needs, for the message when no group has it."""
+
     unit: ClassVar[str] = "group"
-    source: ClassVar[str] = ("mteb 2.26 mteb/_evaluators/retrieval_metrics.py (get_rank_from_dict, calculate_pmrr, "
-                             "rank_score)")
+    requires: ClassVar[str] = ""
 
-    def __post_init__(self) -> None:
-        if self.ties not in PMRR_TIES:
-            raise unknown("p-MRR tie rule", self.ties, PMRR_TIES)
+    @classmethod
+    def parse(cls, text: str) -> GroupMeasure | None:
+        """The measure a name stands for, None when the name is not this measure's."""
+        raise NotImplementedError
 
-    @property
-    def name(self) -> str:
-        return "p-MRR" if self.ties == "mteb" else f"p-MRR[{self.ties}-ties]"
+    def per_group(self, run: pd.DataFrame, scope: GroupScope) -> pd.DataFrame:
+        """One row per group of ``run`` (``qid``, ``docid``, ``score``, in the run's row order): ``group``,
+        ``value``, ``n_queries`` (the instances behind the value)."""
+        raise NotImplementedError
 
 
 #: what a family spec's ``derived`` names -> the measure each scored measure brings along
-DERIVED = {"Robustness": Robustness.derive, NATIVE_TAG: Native.derive, "og": Half.derive_og,
-           "changed": Half.derive_changed}
+DERIVED = {"Robustness": Robustness.derive, NATIVE_TAG: Native.derive}
+#: what ``derived`` names for one measure per instance form of the family (:class:`Form`)
+PER_FORM = "forms"
 
 
 def _ir_measure(text: str) -> Any:
@@ -242,8 +242,9 @@ def standard(measure: Any) -> Standard:
 
 def parse_measure(value: object) -> Measure:
     """A measure from a name (the kit's ``Robustness@10``, ``Robustness(RR@10)``,
-    ``nDCG@20[ifir-native]``, ``InstFol@20``, ``p-MRR``, ``p-MRR[insertion-ties]``, ``AP@1000[og]``;
-    ir-measures' ``nDCG@10``; ranx's ``ndcg@10``), an ir_measures object, or a measure itself."""
+    ``nDCG@20[ifir-native]``, ``InstFol@20``, ``AP@1000[og]``; a family's group measures, such as
+    ``p-MRR`` and ``p-MRR[insertion-ties]``; ir-measures' ``nDCG@10``; ranx's ``ndcg@10``), an
+    ir_measures object, or a measure itself."""
     if isinstance(value, Measure):
         return value
     if not isinstance(value, str):
@@ -260,12 +261,14 @@ def parse_measure(value: object) -> Measure:
     instfol = _INSTFOL.match(text)
     if instfol:
         return InstFol(int(instfol[1]))
-    pmrr = _PMRR.match(text)
-    if pmrr:
-        return PMRR(pmrr[1].lower().removesuffix("-ties") if pmrr[1] else "mteb")
-    half = _HALF.match(text)
-    if half:
-        return Half(parse_measure(half[1]), half[2].lower())
+    for name in catalog.families():
+        for kind in catalog.family(name).group_measure_classes():
+            grouped = kind.parse(text)
+            if grouped is not None:
+                return grouped
+    form = _FORM.match(text)
+    if form:
+        return Form(parse_measure(form[1]), form[2])
     return standard(_ir_measure(text))
 
 
@@ -281,13 +284,17 @@ def parse_measures(values: Iterable[object]) -> list[Measure]:
     return out
 
 
-def with_derived(measures: Iterable[Measure], derived: Iterable[str]) -> list[Measure]:
+def with_derived(measures: Iterable[Measure], derived: Iterable[str], forms: Forms | None = None) -> list[Measure]:
     """``measures`` followed by what a spec's ``derived`` adds for each of them (in the order of
-    ``derived``, then of ``measures``), none twice."""
+    ``derived``, then of ``measures``; :data:`PER_FORM`: one per form of ``forms``, in their order),
+    none twice."""
     out = list(dict.fromkeys(measures))
-    for name in derived:
+    steps = [step for name in derived for step in (
+        [lambda m, f=f: Form.derive(m, f) for f in (forms.names if forms else ())] if name == PER_FORM
+        else [DERIVED[name]])]
+    for step in steps:
         for measure in list(out):
-            extra = DERIVED[name](measure)
+            extra = step(measure)
             if extra is not None and extra not in out:
                 out.append(extra)
     return out

@@ -20,13 +20,12 @@ import pandas as pd
 import pytrec_eval
 
 from instir.benchmarks import catalog
-from instir.benchmarks.followir import changed_documents
 from instir.benchmarks.mteb import MtebIds, mteb_ids, mteb_task
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
 from instir.metrics import pmrr, table
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.measures import HALVES, LOWER_CASE_NAMES, half_of
+from instir.metrics.measures import LOWER_CASE_NAMES
 from instir.metrics.standard import RunLike, run_dict
 from instir.progress import tqdm
 from instir.retrieval.runs import Run, check_run_ids
@@ -37,6 +36,17 @@ MTEB_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 ROUNDING = 5
 #: MTEB's measure prefix -> the pytrec_eval measure it is read from (``calculate_retrieval_scores``)
 TREC_MEASURES = {"ndcg": "ndcg_cut", "map": "map_cut", "recall": "recall", "precision": "P", "hit_rate": "success"}
+#: MTEB's two halves of a paired task's instances (``evaluate_p_mrr_change``: ``og`` for ids ending ``-og``,
+#: ``changed`` for every other id), the prefixes of their scores
+HALVES = ("og", "changed")
+
+
+def half_of(qid: str) -> str:
+    """The half MTEB scores an instance id in (:data:`HALVES`: ``mteb/_evaluators/retrieval_metrics.py``,
+    ``evaluate_p_mrr_change``)."""
+    return "og" if qid.endswith("-og") else "changed"
+
+
 #: the kit's measure names (ir-measures style) -> MTEB's prefix, for ``--measures nDCG@10`` in either protocol
 _KIT_NAMES = {kit: lower for lower, kit in LOWER_CASE_NAMES.items()}
 _MEASURE = re.compile(r"(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)")
@@ -183,7 +193,7 @@ def mteb_scores(run: RunLike | Mapping[str, Mapping[str, float]], benchmark: Ben
             groups = pd.DataFrame({"group": list(minima), "value": list(minima.values()),
                                    "n_queries": [len(by_group[g]) for g in minima]})
     if task.pairwise:  # evaluate_p_mrr_change: p-MRR, then each half scored on its own
-        changed = benchmark.meta.get("changed") or changed_documents(benchmark.qrels)
+        changed = benchmark.meta.get("changed") or pmrr.PAIRED.regraded(benchmark.qrels)
         frame = pd.DataFrame([(kit_id[q], d, v) for q, docs in results.items() for d, v in docs.items()],
                              columns=["qid", "docid", "score"])
         pairs = pmrr.per_query(frame, changed, "mteb")

@@ -1,10 +1,12 @@
 """FollowIR's p-MRR as mteb 2.26 computes it (``mteb/_evaluators/retrieval_metrics.py``:
 ``get_rank_from_dict``, ``calculate_pmrr``, ``rank_score``; the definition and its sources are
-in docs/metrics.md).
+in docs/metrics.md): the measure (:class:`PMRR`, FollowIR's group measure, named in its spec's
+``group_measures``) and its computation.
 
-Each query ``q`` has two instances in one run, ``q-og`` and ``q-changed``; its changed documents
-are those whose grade the changed instruction altered (the release's ``qrel_diff``, or
-:func:`instir.benchmarks.followir.changed_documents`). A document's rank in an instance's results
+Each query ``q`` has two instances in one run, ``q-og`` and ``q-changed`` (the family's reference
+form and the other; :data:`PAIRED` where no spec says the forms); its changed documents are those
+whose grade the changed instruction altered (the release's ``qrel_diff``, or
+:meth:`instir.benchmarks.forms.Forms.regraded`). A document's rank in an instance's results
 is its 1-based position by (score, doc id) descending (``ties="mteb"``) or by score with ties in
 insertion order (``ties="insertion"``: the original FollowIR code and mteb before PR #5241, whose
 dicts held each query's candidates in list order); a document missing from the results ranks one
@@ -15,19 +17,65 @@ instances in the run is skipped with a warning, as mteb does.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from instir.benchmarks.types import HALVES
-from instir.errors import UsageError
-from instir.metrics.measures import PMRR_TIES
+from instir.benchmarks.forms import Forms
+from instir.errors import UsageError, unknown
+from instir.metrics.measures import GroupMeasure, GroupScope
 
-OG, CHANGED = HALVES["og"], HALVES["changed"]
+#: The forms p-MRR compares where no family spec says them: MTEB's ``<query>-og`` and ``<query>-changed`` ids.
+PAIRED = Forms(("og", "changed"), "og")
 #: queries named one warning each when a run lacks them (the rest are counted in one more)
 WARNED = 3
+#: p-MRR's tie rules: ``mteb`` (ties by doc id descending, mteb 2.26 after PR #5241) and
+#: ``insertion`` (ties in the run's row order, as the original FollowIR code and mteb before it).
+PMRR_TIES = ("mteb", "insertion")
+_NAME = re.compile(r"p-?mrr(?:\[(.+)\])?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PMRR(GroupMeasure):
+    """FollowIR's p-MRR (Weller et al. 2024, arXiv:2403.15246): per query, over the documents
+    whose relevance the changed instruction took away, how their rank moved from the reference
+    instance's run to the changed one's (:func:`per_query`); one value per query pair. ``ties`` is
+    the rule for equal scores (:data:`PMRR_TIES`)."""
+
+    ties: str = "mteb"
+    source: ClassVar[str] = ("mteb 2.26 mteb/_evaluators/retrieval_metrics.py (get_rank_from_dict, calculate_pmrr, "
+                             "rank_score)")
+    requires: ClassVar[str] = ("p-MRR compares each query's -og and -changed instances (FollowIR's ids), which these "
+                               "qrels do not have")
+
+    def __post_init__(self) -> None:
+        if self.ties not in PMRR_TIES:
+            raise unknown("p-MRR tie rule", self.ties, PMRR_TIES)
+
+    @property
+    def name(self) -> str:
+        return "p-MRR" if self.ties == "mteb" else f"p-MRR[{self.ties}-ties]"
+
+    @classmethod
+    def parse(cls, text: str) -> PMRR | None:
+        """``p-MRR``, ``pmrr``, ``p-MRR[insertion-ties]``."""
+        found = _NAME.match(text)
+        return cls(found[1].lower().removesuffix("-ties") if found[1] else "mteb") if found else None
+
+    def per_group(self, run: pd.DataFrame, scope: GroupScope) -> pd.DataFrame:
+        """p-MRR per query pair: the changed documents are the release's (``scope.release["changed"]``), else
+        the qrels' regraded ones; the insertion tie rule follows the release's candidate lists."""
+        forms = scope.forms or PAIRED
+        changed = scope.release.get("changed")
+        if changed is None:
+            changed = forms.regraded(scope.qrels)
+        values = per_query(run, changed, self.ties, order_of=scope.release.get("top_ranked"), forms=forms)
+        return values.assign(n_queries=2)[["group", "value", "n_queries"]]
 
 
 def _ranks(frame: pd.DataFrame, ties: str, order_of: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
@@ -54,21 +102,23 @@ def rank_score(og_rank: np.ndarray, new_rank: np.ndarray) -> np.ndarray:
 
 
 def per_query(run: pd.DataFrame, changed: Mapping[str, Iterable[str]], ties: str = "mteb", *,
-              order_of: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+              order_of: Mapping[str, Sequence[str]] | None = None, forms: Forms = PAIRED) -> pd.DataFrame:
     """p-MRR of every query with both instances in ``run`` (a frame with ``qid``, ``docid``,
     ``score``) and at least one changed document: columns ``group`` (the query id without its
     suffix), ``value``, ``n_docs``. ``ties="insertion"`` ranks equal scores in the order the
     original code's dicts held them: ``order_of[instance]`` (the candidate list mteb 1.x scored
-    in order) where given, else the frame's row order."""
+    in order) where given, else the frame's row order. ``forms``: the reference instance's form and
+    the changed one's (the first other)."""
+    og, changed_form = f"-{forms.reference}", f"-{forms.others[0]}"
     if ties not in PMRR_TIES:
         raise UsageError(f"unknown p-MRR tie rule {ties!r}; use one of {', '.join(PMRR_TIES)}")
     present = set(run["qid"].unique())
     wanted = [(q, list(docs)) for q, docs in changed.items()]
-    missing = {q for q, _ in wanted if q + OG not in present or q + CHANGED not in present}
+    missing = {q for q, _ in wanted if q + og not in present or q + changed_form not in present}
     skipped = sorted(missing)
     for query in skipped[:WARNED]:  # one warning per query as mteb, a count past the first few
-        warnings.warn(f"query {query} not found in the runs for calculating p-MRR (needs {query}{OG} and "
-                      f"{query}{CHANGED}); skipped, as mteb skips it", stacklevel=3)
+        warnings.warn(f"query {query} not found in the runs for calculating p-MRR (needs {query}{og} and "
+                      f"{query}{changed_form}); skipped, as mteb skips it", stacklevel=3)
     if len(skipped) > WARNED:
         warnings.warn(f"{len(skipped) - WARNED} more queries not found in the runs for calculating p-MRR "
                       f"(e.g. {skipped[WARNED]}); skipped", stacklevel=3)
@@ -77,11 +127,11 @@ def per_query(run: pd.DataFrame, changed: Mapping[str, Iterable[str]], ties: str
     if pairs.empty:
         return pd.DataFrame({"group": pd.Series(dtype=object), "value": pd.Series(dtype=float),
                              "n_docs": pd.Series(dtype=int)})
-    frame = run[run["qid"].isin({q + s for q in pairs["group"].unique() for s in (OG, CHANGED)})]
+    frame = run[run["qid"].isin({q + s for q in pairs["group"].unique() for s in (og, changed_form)})]
     ranks = _ranks(frame[["qid", "docid", "score"]], ties, order_of)
     length = frame.groupby("qid", sort=False).size()
     out = pairs.copy()
-    for half, suffix in (("og", OG), ("new", CHANGED)):
+    for half, suffix in (("og", og), ("new", changed_form)):
         keyed = out.assign(qid=out["group"] + suffix)
         found = keyed.merge(ranks, on=["qid", "docid"], how="left")["rank"]
         absent = keyed["qid"].map(length) + 1

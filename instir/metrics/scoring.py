@@ -14,20 +14,20 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from instir.benchmarks.followir import changed_documents
+from instir.benchmarks.forms import Forms
 from instir.benchmarks.types import Benchmark, Qrels
 from instir.errors import UsageError, quoted, unknown
-from instir.metrics import native, pmrr, robustness, table
+from instir.metrics import native, robustness, table
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.inputs import given_rows, qrels_of, run_of
 from instir.metrics.measures import (
-    PMRR,
     PROTOCOLS,
-    Half,
+    Form,
+    GroupMeasure,
+    GroupScope,
     Measure,
     Native,
     Robustness,
-    half_of,
     parse_measure,
     parse_measures,
     with_derived,
@@ -67,7 +67,7 @@ def scored_measures(benchmark: Benchmark, measures: Sequence[object] | object | 
     :func:`default_measures`) and, with ``derived``, what the family's spec says each brings along."""
     asked = parse_measures(_as_list(measures) if measures is not None else default_measures(benchmark))
     spec = benchmark.spec
-    return with_derived(asked, spec.derived) if derived and spec else asked
+    return with_derived(asked, spec.derived, spec.forms) if derived and spec else asked
 
 
 def without_self_hits(run: RunLike) -> RunLike:
@@ -79,42 +79,56 @@ def without_self_hits(run: RunLike) -> RunLike:
 
 class Scorer:
     """The providers of a list of measures, built once for one qrels and applied to any number
-    of runs: per-query values of every per-query measure (and of every Robustness and half's
-    base), group minima of every Robustness measure, and p-MRR per query pair (``changed``:
-    ``{query: [doc ids]}``, derived from the qrels when None)."""
+    of runs: per-query values of every per-query measure (and of every Robustness and form's
+    base), group minima of every Robustness measure, and every group measure's values per group
+    (:class:`~instir.metrics.measures.GroupMeasure`: p-MRR per query pair). ``forms``: the
+    family's instance forms (None: a form's instances are the ids ending ``-<form>``); ``release``:
+    the benchmark's own data the group measures read (``Benchmark.meta``)."""
 
-    def __init__(self, qrels: Qrels, measures: Sequence[Measure], changed: Mapping[str, Sequence[str]] | None = None,
-                 candidates: Mapping[str, Sequence[str]] | None = None):
+    def __init__(self, qrels: Qrels, measures: Sequence[Measure], forms: Forms | None = None,
+                 release: Mapping[str, object] | None = None):
         self.measures = list(measures)
         if any(m.unit == "instance" for m in self.measures):
             raise UsageError(f"{next(m for m in self.measures if m.unit == 'instance')} is judged, not computed from "
                              "a run and qrels: the judge stage computes it (instir judge, instir.stages.judge_runs)")
         self.robust = [m for m in self.measures if isinstance(m, Robustness)]
-        self.pairwise = [m for m in self.measures if isinstance(m, PMRR)]
-        self.halves = [m for m in self.measures if isinstance(m, Half)]
-        per_query = list(dict.fromkeys([*(m for m in self.measures if m.unit == "query" and not isinstance(m, Half)),
-                                        *(m.base for m in (*self.robust, *self.halves))]))
+        self.grouped = [m for m in self.measures if isinstance(m, GroupMeasure)]
+        self.forms = [m for m in self.measures if isinstance(m, Form)]
+        if forms is not None:
+            for measure in self.forms:
+                if measure.form not in forms.names:
+                    raise unknown("instance form", measure.form, forms.names, where=f"in {quoted(measure.name)}")
+        per_query = list(dict.fromkeys([*(m for m in self.measures if m.unit == "query" and not isinstance(m, Form)),
+                                        *(m.base for m in (*self.robust, *self.forms))]))
         self.native = [m for m in per_query if isinstance(m, Native)]
         self.standard = [m for m in per_query if not isinstance(m, Native)]
         self.evaluator = Evaluator(qrels, self.standard) if self.standard else None
         self.qrels = qrels
-        self.changed = (changed if changed is not None or not self.pairwise else changed_documents(qrels))
-        self.candidates = candidates
+        self.scope = GroupScope(qrels, forms, dict(release or {}))
 
     @classmethod
     def for_benchmark(cls, benchmark: Benchmark, measures: Sequence[Measure]) -> "Scorer":
-        """The scorer of ``measures`` on a benchmark: its qrels, and its release's changed documents
-        and candidate lists (the order p-MRR's insertion tie rule follows)."""
-        return cls(benchmark.qrels, measures, benchmark.meta.get("changed"), benchmark.meta.get("top_ranked"))
+        """The scorer of ``measures`` on a benchmark: its qrels, its family's forms, and its release's
+        data (FollowIR's changed documents and candidate lists, which p-MRR reads)."""
+        spec = benchmark.spec
+        return cls(benchmark.qrels, measures, spec.forms if spec else None, benchmark.meta)
 
     @property
     def excluded(self) -> list[str]:
         """Qrels queries without a relevant document (not averaged)."""
         return self.evaluator.excluded if self.evaluator else []
 
+    def form_of(self, qid: str) -> str | None:
+        """The instance form of a query id: by the family's forms (an id of none is refused), else the form
+        of the measures asked that ends it (None: none does)."""
+        forms = self.scope.forms
+        if forms is not None:
+            return forms.form_of(qid)
+        return next((m.form for m in self.forms if qid.endswith(f"-{m.form}")), None)
+
     def per_query(self, run: RunLike) -> pd.DataFrame:
         """``qid``, ``measure``, ``value`` of every per-query measure: standard ones first, then
-        IFIR-native ones, then each half's (its base's values on that half's instances); a query
+        IFIR-native ones, then each form's (its base's values on that form's instances); a query
         without results scores 0."""
         frames = [self.evaluator.per_query(run)] if self.evaluator else []
         if self.native:
@@ -123,10 +137,10 @@ class Scorer:
             return pd.DataFrame({"qid": pd.Series(dtype=str), "measure": pd.Series(dtype=str),
                                  "value": pd.Series(dtype=float)})
         scores = pd.concat(frames, ignore_index=True)
-        if self.halves:
-            half = scores["qid"].map({q: half_of(q) for q in scores["qid"].unique()})
-            frames += [scores[(scores["measure"] == str(m.base)) & (half == m.half)].assign(measure=m.name)
-                       for m in self.halves]
+        if self.forms:
+            form = scores["qid"].map({q: self.form_of(q) for q in scores["qid"].unique()})
+            frames += [scores[(scores["measure"] == str(m.base)) & (form == m.form)].assign(measure=m.name)
+                       for m in self.forms]
             scores = pd.concat(frames, ignore_index=True)
         return scores
 
@@ -135,23 +149,21 @@ class Scorer:
         bases = [str(m.base) for m in self.robust]
         return robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
 
-    def pairwise_values(self, run: RunLike) -> pd.DataFrame | None:
-        """Each p-MRR measure per query pair: ``group``, ``measure``, ``value``, ``n_queries`` (2:
-        the pair's two instances); None when no p-MRR measure is scored."""
-        if not self.pairwise:
+    def group_values(self, run: RunLike) -> pd.DataFrame | None:
+        """Each group measure per group (:meth:`~instir.metrics.measures.GroupMeasure.per_group`):
+        ``group``, ``measure``, ``value``, ``n_queries``; None when no group measure is scored."""
+        if not self.grouped:
             return None
         frame = run_frame(run)
-        per_pair = [pmrr.per_query(frame, self.changed, m.ties, order_of=self.candidates).assign(measure=m.name,
-                                                                                                 n_queries=2)
-                    for m in self.pairwise]
-        return pd.concat(per_pair, ignore_index=True)[["group", "measure", "value", "n_queries"]]
+        values = [m.per_group(frame, self.scope).assign(measure=m.name) for m in self.grouped]
+        return pd.concat(values, ignore_index=True)[["group", "measure", "value", "n_queries"]]
 
     def evaluation(self, scores: pd.DataFrame, benchmark: Benchmark, system: str, check: RunIdCheck,
                    pairs: pd.DataFrame | None = None) -> Evaluation:
         """One run's evaluation from its per-query values (:meth:`per_query`) and, when the
-        measures hold p-MRR, its values per query pair (:meth:`pairwise_values`): the table's rows
+        measures hold group measures, their values per group (:meth:`group_values`): the table's rows
         per subset and level, the group minima and Robustness of every Robustness measure, and
-        every p-MRR measure per query pair and averaged."""
+        every group measure per group and averaged."""
         tables = [table.summarise(scores, benchmark, system)] if len(scores) else []
         per_group = []
         if self.robust:
@@ -185,7 +197,7 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     for system, run in tqdm(runs.items(), desc="scoring runs", disable=len(runs) < 2):
         kept = without_self_hits(run)
         evaluations.append(scorer.evaluation(scorer.per_query(kept), benchmark, system, check_run_ids(run, benchmark),
-                                             scorer.pairwise_values(kept)))
+                                             scorer.group_values(kept)))
     return Evaluation.join(evaluations)
 
 
@@ -274,7 +286,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     Benchmark, ``groups``, or ``<group>_<n>`` ids) and ``nDCG@20[ifir-native]`` only when asked.
     ``p-MRR`` needs qrels whose ids carry ``-og`` / ``-changed`` and a run holding both; its
     changed documents are ``changed`` (``{query: [doc ids]}``), else the benchmark's release's,
-    else derived from the two qrels (:func:`instir.benchmarks.followir.changed_documents`).
+    else derived from the two qrels (:meth:`instir.benchmarks.forms.Forms.regraded`).
     Averaged like every kit table. ``per_query=True``: a DataFrame, one row per query and one
     column per measure (not for Robustness or p-MRR, which have one value per group)."""
     if _looks_like_run(qrels) and not _looks_like_run(run):
@@ -290,14 +302,15 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     given = _as_list(measures)
     asked = {i: parse_measure(_papers_name(m, benchmark)) for i, m in enumerate(given)}
     robust = any(isinstance(m, Robustness) for m in asked.values())
-    pairwise = any(isinstance(m, PMRR) for m in asked.values())
-    if per_query and (robust or pairwise):
+    grouped = any(isinstance(m, GroupMeasure) for m in asked.values())
+    if per_query and (robust or grouped):
         raise UsageError("Robustness and p-MRR have one value per query group, not per query: leave them out of "
                          "per_query")
-    if changed is None and benchmark is not None:
-        changed = benchmark.meta.get("changed")
-    scorer = Scorer(the_qrels, list(dict.fromkeys(asked.values())), changed,
-                    benchmark.meta.get("top_ranked") if benchmark is not None else None)
+    release = dict(benchmark.meta) if benchmark is not None else {}
+    if changed is not None:
+        release["changed"] = changed
+    spec = benchmark.spec if benchmark is not None else None
+    scorer = Scorer(the_qrels, list(dict.fromkeys(asked.values())), spec.forms if spec else None, release)
     scores = scorer.per_query(the_run)
     if per_query:
         wide = scores.pivot(index="qid", columns="measure", values="value")
@@ -308,12 +321,12 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
             groups = (robustness.query_groups(benchmark) if benchmark is not None
                       else instance_groups(sorted(set(scores["qid"]))))
         means.update(mean_by_measure(scorer.group_minima(scores, groups)))
-    if pairwise:  # the rows as given: the insertion tie rule ranks ties in their order
-        means.update(mean_by_measure(scorer.pairwise_values(the_run if benchmark is not None else given_rows(run))))
+    if grouped:  # the rows as given: p-MRR's insertion tie rule ranks ties in their order
+        means.update(mean_by_measure(scorer.group_values(the_run if benchmark is not None else given_rows(run))))
     for i, key in enumerate(given):
         if str(asked[i]) not in means:
-            why = (": p-MRR compares each query's -og and -changed instances (FollowIR's ids), which these qrels do "
-                   "not have" if isinstance(asked[i], PMRR) else ": no query of the run is in the qrels")
+            why = (f": {asked[i].requires}" if isinstance(asked[i], GroupMeasure) and asked[i].requires
+                   else ": no query of the run is in the qrels")
             raise UsageError(f"{quoted(str(key))} has no value on {getattr(qrels, 'name', 'these qrels')}{why}")
     values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
     return values[given[0]] if _single(measures) else values

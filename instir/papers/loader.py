@@ -31,7 +31,6 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import FormatError
-from instir.metrics.measures import HALVES
 
 #: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
 #: and MTEB's results store
@@ -84,6 +83,12 @@ _INSTRUCTIR_SETTINGS = {
 }
 
 
+def _form_names() -> set[str]:
+    """Every family's instance forms (FollowIR's ``og``, ``changed``): a measure on one form is its own number."""
+    specs = (catalog.family(name) for name in catalog.families())
+    return {form for spec in specs if spec.forms for form in spec.forms.names}
+
+
 def canonical_measure(name: str) -> tuple[str, str]:
     """Split a measure name into its canonical base and variant: ``"MRR@20"`` ->
     ``("RR@20", "")``, ``"nDCG@20[ifir-native]"`` -> ``("nDCG@20", "ifir-native")``,
@@ -96,7 +101,7 @@ def canonical_measure(name: str) -> tuple[str, str]:
     bracket = re.fullmatch(r"(.*?)\s*\[(.+)\]", text)
     if bracket:
         text, variant = bracket.group(1), bracket.group(2).strip()
-        if variant in HALVES:
+        if variant in _form_names():
             return f"{canonical_measure(text)[0]}[{variant}]", ""
     robust = re.fullmatch(r"Robustness\((.+)\)", text)
     if robust:

@@ -7,6 +7,7 @@ import pandas as pd
 
 from instir.benchmarks.catalog import Family
 from instir.judge.types import LABELS
+from instir.metrics.measures import Robustness, parse_measure
 from instir.report.html import markdown_text
 
 #: suffix notebook 02 gives the query-only run of a system
@@ -18,23 +19,25 @@ def _pct(value: float) -> str:
 
 
 def explain_runs(table: pd.DataFrame, per_query: pd.DataFrame, spec: Family) -> str:
-    """Markdown bullets on one benchmark's results, for a family whose spec's first two
-    ``headline`` measures are a measure and its Robustness (InstructIR's nDCG@10 and
-    Robustness@10): per retriever, the instructed against the query-only run, how far Robustness
-    falls below the mean (each query group counts only its worst instance), and, where the spec
-    says what an instance below 1 means (``[report] missed``), how many instances are. ``table``:
-    the tidy metrics rows of that benchmark (``system``, ``measure``, ``value``, ``level``);
-    ``per_query``: its per-instance values of the first measure (``system``, ``value``). Empty
-    when no system has both measures."""
-    measure, robust = (list(spec.headline) + ["", ""])[:2]
+    """Markdown bullets on one benchmark's results, on the spec's first ``headline`` measure: per
+    retriever, the instructed against the query-only run; where the second headline measure is the
+    first one's Robustness (InstructIR's nDCG@10 and Robustness@10), how far it falls below the
+    mean (each query group counts only its worst instance); and, where the spec says what an
+    instance below 1 means (``[report] missed``), how many instances are. ``table``: the tidy
+    metrics rows of that benchmark (``system``, ``measure``, ``value``, ``level``); ``per_query``:
+    its per-instance values of the first measure (``system``, ``value``). Empty when no system has
+    the measures."""
+    measure, second = (list(spec.headline) + ["", ""])[:2]
+    robust = second if second and parse_measure(second) == Robustness(parse_measure(measure)) else ""
     pooled = table[table["level"].astype(str) == "all"] if "level" in table.columns else table
     values = pooled.set_index(["system", "measure"])["value"]
     missed_what, why = spec.report.get("missed"), spec.report.get("missed_why", "")
     lines = []
     for system in dict.fromkeys(pooled["system"]):
-        if system.endswith(QUERY_ONLY) or (system, measure) not in values or (system, robust) not in values:
+        if system.endswith(QUERY_ONLY) or (system, measure) not in values or (robust and (system, robust)
+                                                                                not in values):
             continue
-        mean, worst = float(values[(system, measure)]), float(values[(system, robust)])
+        mean = float(values[(system, measure)])
         text = f"- **{markdown_text(system)}**: {markdown_text(measure)} {_pct(mean)}"
         alone = (system + QUERY_ONLY, measure)
         if alone in values:
@@ -43,9 +46,11 @@ def explain_runs(table: pd.DataFrame, per_query: pd.DataFrame, spec: Family) -> 
                      f"({'+' if gain >= 0 else '−'}{_pct(abs(gain))} points): "
                      + ("the instruction steers the ranking towards what it asks for." if gain > 0 else
                         "the instruction does not help this retriever here."))
-        text += (f" {markdown_text(robust)} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only the "
-                 "worst instance "
-                 "of each query group, so one instruction the retriever fails costs the whole group.")
+        if robust:
+            worst = float(values[(system, robust)])
+            text += (f" {markdown_text(robust)} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only "
+                     "the worst instance of each query group, so one instruction the retriever fails costs the whole "
+                     "group.")
         scores = per_query.loc[per_query["system"] == system, "value"]
         missed = int((scores < 1.0 - 1e-12).sum())
         if len(scores) and missed_what:

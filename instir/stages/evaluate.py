@@ -99,15 +99,15 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
             record = None
     values, pair_values = stored.with_suffix(".parquet"), stored.with_suffix(".pairs.parquet")
     reused = (record is not None and record.get("key") == key and values.is_file()
-              and (not scorer.pairwise or pair_values.is_file()))
+              and (not scorer.grouped or pair_values.is_file()))
     if reused:
         scores, check = pd.read_parquet(values), RunIdCheck(**record["check"])
-        pairs = pd.read_parquet(pair_values) if scorer.pairwise else None
+        pairs = pd.read_parquet(pair_values) if scorer.grouped else None
     else:
         run = run if run is not None else listed_run(path, benchmark)
         check = check_run_ids(run, benchmark)
         kept = without_self_hits(run)
-        scores, pairs = scorer.per_query(kept), scorer.pairwise_values(kept)
+        scores, pairs = scorer.per_query(kept), scorer.group_values(kept)
         layout.scores.mkdir(parents=True, exist_ok=True)
         files = {values: atomic.frame_bytes(values, scores),
                  stored: json.dumps({"key": key, "check": asdict(check)}, indent=2) + "\n"}

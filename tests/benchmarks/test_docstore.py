@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from instir.benchmarks import docstore, load_benchmark
+from instir.benchmarks.catalog import SAMPLE_ROOT
 from instir.benchmarks.docstore import (
     CorpusIndexWarning,
     IndexedCorpus,
@@ -29,7 +30,6 @@ from instir.benchmarks.docstore import (
 from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import iter_corpus_docs
-from instir.benchmarks.registry import SAMPLE_ROOT
 from instir.benchmarks.types import Corpus, Doc, FormatError
 
 pytestmark = pytest.mark.usefixtures("own_home")  # an instir home of each test's own

@@ -12,9 +12,9 @@ import pytest
 from says import warns_saying
 
 import instir
-from instir.benchmarks.followir import changed_documents
 from instir.errors import UsageError
 from instir.metrics import pmrr
+from instir.metrics.pmrr import PAIRED
 
 # ---------------------------------------------------------------------------------------------
 # mteb's p-MRR, re-stated step by step on plain dicts (not imported: mteb is not a dependency).
@@ -191,7 +191,7 @@ def test_changed_documents_are_the_og_judgments_graded_otherwise_after():
     qrels = {"q-og": {"a": 1, "b": 2, "c": 0, "d": 1, "e": 2},
              "q-changed": {"a": 1, "b": 0, "c": 1, "e": 1},  # d unjudged after: grade 0
              "r-og": {"x": 1}, "r-changed": {"x": 1}}
-    assert changed_documents(qrels) == {"q": ["b", "c", "d", "e"], "r": []}
+    assert PAIRED.regraded(qrels) == {"q": ["b", "c", "d", "e"], "r": []}
 
 
 def test_changed_omitted_is_derived_from_the_two_qrels():

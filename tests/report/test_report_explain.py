@@ -1,6 +1,8 @@
 """Sentences computed from the numbers: notebook 03's reading of a family's results (InstructIR's) and
 notebook 04's plain statement of a constant judge."""
 
+from dataclasses import replace
+
 import pandas as pd
 from markdown_render import rendered_html, rendered_text
 
@@ -40,6 +42,14 @@ def test_instructir_reading_says_when_the_instruction_does_not_help_and_skips_bm
 def test_instructir_reading_is_empty_without_the_measures():
     empty = pd.DataFrame(columns=["system", "measure"])
     assert explain_runs(_table([("bm25", "nDCG@20", 0.5)]), empty, INSTRUCTIR) == ""
+
+
+def test_a_second_headline_that_is_not_the_firsts_robustness_is_never_read_as_a_group_minimum():
+    spec = replace(INSTRUCTIR, headline=("nDCG@10", "RR@10"))
+    table = _table([("bm25", "nDCG@10", 0.9), ("bm25", "RR@10", 0.5), ("bm25 (query-only)", "nDCG@10", 0.4)])
+    text = rendered_text(explain_runs(table, pd.DataFrame(columns=["system", "qid", "measure", "value"]), spec))
+    assert "nDCG@10 90.0 with the instruction against 40.0" in text
+    assert "RR@10" not in text and "worst instance" not in text
 
 
 def test_a_judge_that_gives_one_label_is_called_constant():

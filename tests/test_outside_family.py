@@ -1,0 +1,188 @@
+"""A benchmark family from outside the package: ``tests/families/trio`` (its spec, a loader beside it, a group
+measure over three instance forms and a sample) is registered through ``INSTIR_FAMILIES`` or an installed
+package's ``instir.families`` entry point, with no edit to ``instir/``, and runs through ``instir.evaluate``,
+``instir evaluate``, ``instir sweep --serial`` and ``instir run``. Its three forms are scored apart (never pooled),
+and its group measure is computed by the one scoring path; both are checked against independent computations."""
+
+import json
+import sys
+from pathlib import Path
+
+import ir_measures
+import pandas as pd
+import pytest
+import yaml
+
+import instir
+from instir.benchmarks import catalog, load_benchmark
+from instir.cli import main
+from instir.errors import UsageError, UserError
+from instir.formatting import get_template
+from instir.retrieval import retrieve, write_run
+from instir.systems import build_system
+
+REPO = Path(__file__).resolve().parents[1]
+TRIO = REPO / "tests" / "families" / "trio"
+FORMS = ("og", "changed", "reversed")
+
+
+@pytest.fixture
+def trio(monkeypatch):
+    """The Trio family registered through INSTIR_FAMILIES (the catalog read again, and again after the test)."""
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(TRIO))
+    catalog.reload()
+    yield catalog.family("trio")
+    monkeypatch.delenv(catalog.FAMILIES_VAR)
+    catalog.reload()
+
+
+@pytest.fixture
+def trio_run(trio):
+    """BM25's top 5 for every instance of the Trio sample, with the benchmark."""
+    bench = load_benchmark("trio-sample")
+    return bench, retrieve(bench, build_system("bm25"), template=get_template("trio"), k=5)
+
+
+def test_a_folder_named_by_the_environment_adds_a_family_with_its_sample(trio):
+    assert "trio" in catalog.families() and "trio-sample" in catalog.sample_benchmarks()
+    bench = load_benchmark("trio-sample")
+    assert bench.spec is trio and bench.is_sample and len(bench.queries) == 9
+    assert {trio.forms.form_of(q) for q in bench.queries} == set(FORMS) and trio.forms.reference == "og"
+
+
+def test_an_installed_packages_entry_point_adds_a_family(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "trio_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "trio_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: trio-plugin\n"
+                                                                 "Version: 1.0\n", encoding="utf-8")
+    (site / "trio_plugin-1.0.dist-info" / "entry_points.txt").write_text(
+        f"[{catalog.ENTRY_POINT_GROUP}]\ntrio = trio_plugin:SPEC\n", encoding="utf-8")
+    (site / "trio_plugin.py").write_text(f"SPEC = {str(TRIO / 'trio.toml')!r}\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    catalog.reload()
+    try:
+        assert catalog.family("trio").forms.names == FORMS
+        assert len(load_benchmark("trio-sample").queries) == 9
+    finally:
+        monkeypatch.undo()
+        sys.modules.pop("trio_plugin", None)
+        catalog.reload()
+    assert "trio" not in catalog.families()
+
+
+def test_each_form_is_scored_on_its_own_instances_only(trio_run):
+    bench, run = trio_run
+    asked = [f"nDCG@3[{form}]" for form in FORMS] + ["nDCG@3"]
+    got = instir.evaluate(bench, run, asked)
+    frame = run.df.rename(columns={"qid": "query_id", "docid": "doc_id"})
+    qrels = pd.DataFrame([(q, d, g) for q, docs in bench.qrels.items() for d, g in docs.items()],
+                         columns=["query_id", "doc_id", "relevance"])
+    for form in FORMS:
+        mine = frame[frame["query_id"].str.endswith(f"-{form}")]
+        expected = ir_measures.calc_aggregate([ir_measures.nDCG @ 3], qrels[qrels["query_id"].str.endswith(f"-{form}")],
+                                              mine)[ir_measures.nDCG @ 3]
+        assert got[f"nDCG@3[{form}]"] == pytest.approx(expected), form
+    assert got["nDCG@3"] == pytest.approx(sum(got[f"nDCG@3[{f}]"] for f in FORMS) / 3)
+    assert len({round(got[f"nDCG@3[{f}]"], 9) for f in FORMS}) == 3  # the forms differ, so pooling would show
+
+
+def test_the_familys_group_measure_is_computed_by_the_one_scoring_path(trio_run):
+    bench, run = trio_run
+    top = {q: list(part.sort_values("rank")["docid"][:3]) for q, part in run.df.groupby("qid")}
+    by_hand = []
+    for topic in sorted({q.rsplit("-", 1)[0] for q in bench.queries}):
+        og = set(top[f"{topic}-og"])
+        by_hand.append(sum(1 - len(og & set(top[f"{topic}-{f}"])) / 3 for f in ("changed", "reversed")) / 2)
+    assert instir.evaluate(bench, run, "Swing@3") == pytest.approx(sum(by_hand) / len(by_hand))
+    per_group = instir.evaluate_runs({"bm25": run}, bench).per_group
+    assert sorted(per_group["value"]) == pytest.approx(sorted(by_hand))
+    assert set(per_group["n_queries"]) == {3}
+
+
+def test_an_id_of_no_form_is_refused_never_pooled(trio, tmp_path):
+    data = tmp_path / "trio"
+    data.mkdir()
+    for name in ("corpus.jsonl", "qrels.tsv"):
+        (data / name).write_bytes((TRIO / "trio-sample" / name).read_bytes())
+    lines = (TRIO / "trio-sample" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[4] = json.dumps({**json.loads(lines[4]), "_id": "sample-302-mirrored"})
+    (data / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"queries\.jsonl, line 5, field '_id'.*sample-302-mirrored.*og, changed, "
+                                        r"reversed"):
+        trio.loader_module().load(data, subset=None, setting="instructed", name="trio", revision="local",
+                                  is_sample=False)
+
+
+def test_a_measure_on_a_form_the_family_lacks_is_refused(trio_run):
+    bench, run = trio_run
+    with pytest.raises(UsageError, match=r"unknown instance form 'mirrored'.*nDCG@3\[mirrored\]"):
+        instir.evaluate(bench, run, "nDCG@3[mirrored]")
+
+
+def test_instir_evaluate_scores_the_family_from_its_spec(trio_run, tmp_path, capsys):
+    bench, run = trio_run
+    path = tmp_path / "bm25.trec"
+    write_run(run, path)
+    assert main(["evaluate", "--benchmark", "trio-sample", "--run", str(path), "--out", str(tmp_path / "out")]) == 0
+    metrics = pd.read_csv(tmp_path / "out" / "metrics" / "metrics.csv")
+    assert {"Swing@3", "nDCG@3", *(f"nDCG@3[{f}]" for f in FORMS)} <= set(metrics["measure"])
+    assert "Swing@3" in capsys.readouterr().out
+
+
+def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"benchmarks": ["trio-sample"], "systems": ["bm25"], "k": 5,
+                                    "judge": {"backend": "baseline", "max_instances": 2}}), encoding="utf-8")
+    assert main(["sweep", str(grid), "--serial", "--out", str(tmp_path / "sweep")]) == 0
+    metrics = pd.read_csv(tmp_path / "sweep" / "metrics" / "metrics.csv")
+    assert set(metrics["system"]) == {"bm25", "bm25 (query-only)"}
+    assert {"Swing@3", "nDCG@3[reversed]"} <= set(metrics["measure"])
+    assert len(pd.read_csv(tmp_path / "sweep" / "judge" / "instfol.csv"))
+
+
+@pytest.mark.parametrize("change, message", [
+    (("order = 50", "order = 50\ncolour = \"blue\""), r"unknown spec key 'colour' in .*trio\.toml"),
+    (("printed = \"Trio\"\n", ""), r"trio\.toml: no key 'printed'"),
+    (('forms = ["og", "changed", "reversed"]', 'forms = ["og"]'), r"forms are two or more distinct names"),
+])
+def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkeypatch, change, message):
+    text = (TRIO / "trio.toml").read_text(encoding="utf-8")
+    assert change[0] in text
+    (tmp_path / "trio.toml").write_text(text.replace(change[0], change[1]), encoding="utf-8")
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
+    catalog.reload()
+    try:
+        with pytest.raises(UsageError, match=message):
+            catalog.families()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()
+
+
+def test_a_family_from_outside_may_not_take_a_bundled_familys_name(tmp_path, monkeypatch):
+    (tmp_path / "ifir.toml").write_bytes((TRIO / "trio.toml").read_bytes())
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
+    catalog.reload()
+    try:
+        with pytest.raises(UsageError, match=r"ifir\.toml: a benchmark family 'ifir' is already defined by .*"
+                                             r"instir/benchmarks/families/ifir\.toml"):
+            catalog.families()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()
+
+
+@pytest.mark.notebooks
+def test_instir_run_renders_every_page_of_the_family(trio, tmp_path):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    for page in sorted((REPO / "notebooks").glob("0[1-5]_*.ipynb")):
+        (notebooks / page.name).write_bytes(page.read_bytes())
+    out = tmp_path / "reports"
+    assert main(["run", "--notebooks", str(notebooks), "--benchmark", "trio-sample", "--retrievers", "bm25",
+                 "-p", "k=5", "-p", "judge_backend=baseline", "-p", "judge_max_instances=2", "--out", str(out)]) == 0
+    metrics = pd.read_csv(out / "metrics" / "metrics.csv")
+    assert {"Swing@3", "nDCG@3[og]", "nDCG@3[changed]", "nDCG@3[reversed]"} <= set(metrics["measure"])
+    page = (out / "03_metrics.html").read_text(encoding="utf-8")
+    assert "trio-sample: Swing@3, nDCG@3[og]" in page and "keeps only the worst instance" not in page
+    assert len(pd.read_csv(out / "judge" / "instfol.csv"))
