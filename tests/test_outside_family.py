@@ -43,6 +43,19 @@ def trio_run(trio):
     return bench, retrieve(bench, build_system("bm25"), template=get_template("trio"), k=5)
 
 
+def test_each_variant_of_the_spec_is_one_run_with_the_template_the_spec_names(trio_run, tmp_path):
+    from instir.stages import retrieve_runs
+
+    runs = retrieve_runs(tmp_path, ["trio-sample"], ["bm25"], k=5).runs
+    assert list(runs["system"]) == ["bm25", "bm25 (query-only)", "bm25 (instruction-only)"]
+    bench = trio_run[0]
+    instruction_only = pd.read_csv(tmp_path / runs["run_file"].iloc[2], sep=" ", header=None,
+                                   names=["qid", "q0", "docid", "rank", "score", "tag"], dtype={"qid": str})
+    by_hand = retrieve(bench, build_system("bm25"), template=get_template("trio-instruction-only"), k=5).df
+    assert list(instruction_only["docid"]) == list(by_hand["docid"])
+    assert not list(instruction_only["docid"]) == list(trio_run[1].df["docid"])
+
+
 def test_a_folder_named_by_the_environment_adds_a_family_with_its_sample(trio):
     assert "trio" in catalog.families() and "trio-sample" in catalog.sample_benchmarks()
     bench = load_benchmark("trio-sample")
@@ -135,7 +148,7 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
                                     "judge": {"backend": "baseline", "max_instances": 2}}), encoding="utf-8")
     assert main(["sweep", str(grid), "--serial", "--out", str(tmp_path / "sweep")]) == 0
     metrics = pd.read_csv(tmp_path / "sweep" / "metrics" / "metrics.csv")
-    assert set(metrics["system"]) == {"bm25", "bm25 (query-only)"}
+    assert set(metrics["system"]) == {"bm25", "bm25 (query-only)", "bm25 (instruction-only)"}
     assert {"Swing@3", "nDCG@3[reversed]"} <= set(metrics["measure"])
     assert len(pd.read_csv(tmp_path / "sweep" / "judge" / "instfol.csv"))
 
@@ -144,6 +157,8 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
     (("order = 50", "order = 50\ncolour = \"blue\""), r"unknown spec key 'colour' in .*trio\.toml"),
     (("printed = \"Trio\"\n", ""), r"trio\.toml: no key 'printed'"),
     (('forms = ["og", "changed", "reversed"]', 'forms = ["og"]'), r"forms are two or more distinct names"),
+    (('pair = ["instructed", "query-only"]', 'pair = ["instructed", "mirrored"]'),
+     r"trio\.toml: field 'pair': two of the variants \(instructed, query-only, instruction-only\)"),
 ])
 def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkeypatch, change, message):
     text = (TRIO / "trio.toml").read_text(encoding="utf-8")
@@ -183,6 +198,9 @@ def test_instir_run_renders_every_page_of_the_family(trio, tmp_path):
                  "-p", "k=5", "-p", "judge_backend=baseline", "-p", "judge_max_instances=2", "--out", str(out)]) == 0
     metrics = pd.read_csv(out / "metrics" / "metrics.csv")
     assert {"Swing@3", "nDCG@3[og]", "nDCG@3[changed]", "nDCG@3[reversed]"} <= set(metrics["measure"])
+    runs = pd.read_csv(out / "runs" / "runs.csv")
+    assert list(zip(runs["variant"], runs["template"])) == [("instructed", "trio"), ("query-only", "query-only"),
+                                                            ("instruction-only", "trio-instruction-only")]
     page = (out / "03_metrics.html").read_text(encoding="utf-8")
     assert "trio-sample: Swing@3, nDCG@3[og]" in page and "keeps only the worst instance" not in page
     assert len(pd.read_csv(out / "judge" / "instfol.csv"))

@@ -46,7 +46,9 @@ SPEC_KEYS = frozenset({"order", "printed", "paper", "loader", "sample", "counts"
                        "sources", "bm25", "templates", "setting_templates", "template", "mteb", "papers", "report",
                        "subsets", "forms", "reference_form", "group_measures"})
 #: The keys every spec must hold.
-REQUIRED_KEYS = ("printed", "paper", "loader", "settings", "variants", "pair", "measures", "headline")
+REQUIRED_KEYS = ("printed", "paper", "loader", "settings", "variants", "measures", "headline")
+#: A variant's template in a spec's ``[variants]``: the family's template for the system's model family.
+FAMILY_TEMPLATE = "family"
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ class Family:
     sample: str
     settings: tuple[str, ...]
     variants: tuple[str, ...]
-    pair: tuple[str, str]
+    pair: tuple[str, str] | None
     measures: tuple[str, ...]
     headline: tuple[str, ...]
     derived: tuple[str, ...]
@@ -145,6 +147,7 @@ class Family:
     forms: Forms | None = None
     group_measures: tuple[str, ...] = ()
     spec_file: Path | None = None
+    variant_templates: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def bundled(self) -> bool:
@@ -186,6 +189,14 @@ class Family:
         if not self.subsets:
             return [self.sample]
         return [f"{self.sample}/{s}" for s in self.subsets if (folder / s).is_dir()]
+
+    def variant_template(self, variant: str) -> str | None:
+        """The template of a variant's runs (the spec's ``[variants]``): a template's name, or None for the
+        family's template for the system's model family (:data:`FAMILY_TEMPLATE`)."""
+        if variant not in self.variant_templates:
+            raise unknown(f"{self.printed} variant", variant, self.variants)
+        template = self.variant_templates[variant]
+        return None if template == FAMILY_TEMPLATE else template
 
     def template_for(self, model_family: str, setting: str = "instructed") -> str | None:
         """The template the authors used for ``model_family`` in ``setting`` (a setting with
@@ -264,6 +275,14 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
     forms = None
     if "forms" in raw:
         forms = Forms(tuple(raw["forms"]), raw.get("reference_form", raw["forms"][0]))
+    variants = raw["variants"]
+    if not isinstance(variants, dict) or not variants or not all(isinstance(t, str) and t for t in variants.values()):
+        raise UsageError(f"{where}: field 'variants': a table of variant = template (\"{FAMILY_TEMPLATE}\" or a "
+                         f"template's name), got {quoted(variants)}")
+    pair = tuple(raw["pair"]) if "pair" in raw else None
+    if pair is not None and (len(pair) != 2 or not set(pair) <= set(variants)):
+        raise UsageError(f"{where}: field 'pair': two of the variants ({', '.join(variants)}), got "
+                         f"{quoted(raw['pair'])}")
     if "forms" in raw.get("derived", ()) and forms is None:
         raise UsageError(f"{where}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
@@ -286,7 +305,8 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
                                                                         "papers", "report")}
     return Family(
         name=name, printed=raw["printed"], paper=raw["paper"], loader=raw["loader"], sample=raw.get("sample", ""),
-        settings=tuple(raw["settings"]), variants=tuple(raw["variants"]), pair=tuple(raw["pair"]),
+        settings=tuple(raw["settings"]), variants=tuple(variants), pair=pair,
+        variant_templates=MappingProxyType(dict(variants)),
         measures=tuple(raw["measures"]), headline=tuple(raw["headline"]), derived=tuple(raw.get("derived", ())),
         sources=MappingProxyType(sources),
         local_layouts=tuple(raw.get("local_layouts", ())), rerank=bool(raw.get("rerank", False)),

@@ -1,4 +1,4 @@
-"""A sweep grid: benchmarks × systems × settings × variants (instructed / query-only), read
+"""A sweep grid: benchmarks × systems × settings × variants (each family's: instructed / query-only), read
 from YAML; its cells are the stages' plan (:func:`instir.stages.plan.plan_runs`), each system
 resolved as the notebooks' systems are.
 
@@ -7,7 +7,7 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
     benchmarks: [instructir-sample, ifir-sample/fiqa]
     systems: [bm25, dense, "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:BAAI/bge-base-en-v1.5",
               "BM25 (IFIR)", "Promptriever-7B"]   # ... and any retriever system card name (instir systems)
-    variants: [instructed, query-only]     # the instructed template, and the query-only template
+    variants: [instructed, query-only]     # of each family's variants (its spec's [variants]); default: all
     settings: [instructed]                 # InstructIR settings; IFIR has only "instructed"
     k: 100
     data_root: ""                          # real data; empty: the fetch cache
@@ -75,9 +75,10 @@ def describe_estimate(grid: Grid) -> str:
     variants, IFIR in the instructed setting only); about 59436 queries searched, 96432 documents
     indexed or encoded (published sizes); 12 cells on bundled samples``."""
     est = grid_estimate(grid)
+    variants = grid.variants or list(dict.fromkeys(cell.variant for cell in grid.cells()))
     shape = " x ".join(f"{len(items)} {name if len(items) == 1 else name + 's'}"
                        for name, items in (("benchmark", grid.benchmarks), ("setting", grid.settings),
-                                           ("system", grid.systems), ("variant", grid.variants)))
+                                           ("system", grid.systems), ("variant", variants)))
     families = {catalog.entry(b).family.name: catalog.entry(b).family for b in grid.benchmarks}
     for family in families.values():
         kept = [s for s in grid.settings if s in family.settings]

@@ -380,10 +380,10 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
             retriever = factory()
             if dense_part(retriever) is None:
                 continue
-            templates = {("instructed", template_for(bench, retriever).name), ("query-only", "query-only")}
-            for variant, template in templates:
-                if variant not in grid.variants:
-                    continue
+            spec = bench.spec
+            variants = [v for v in spec.variants if grid.variants is None or v in grid.variants]
+            templates = dict.fromkeys(spec.variant_template(v) or template_for(bench, retriever).name for v in variants)
+            for template in templates:
                 num_gpus = system.resources.get("num_gpus", 0)
                 n_actors, num_cpus = encoder_pool(num_gpus, actors)
                 if unplaceable({"num_gpus": num_gpus, "num_cpus": num_cpus}):

@@ -289,6 +289,9 @@ def with_derived(measures: Iterable[Measure], derived: Iterable[str], forms: For
     ``derived``, then of ``measures``; :data:`PER_FORM`: one per form of ``forms``, in their order),
     none twice."""
     out = list(dict.fromkeys(measures))
+    for name in derived:
+        if name not in DERIVED and name != PER_FORM:
+            raise unknown("derived measure", name, [*DERIVED, PER_FORM], where="in a family spec's 'derived'")
     steps = [step for name in derived for step in (
         [lambda m, f=f: Form.derive(m, f) for f in (forms.names if forms else ())] if name == PER_FORM
         else [DERIVED[name]])]

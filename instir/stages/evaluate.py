@@ -208,16 +208,18 @@ class Metrics(Evaluation):
     def instructed_vs_query_only(self, benchmark: str) -> tuple[str, list[tuple[str, pd.Series, pd.Series]]]:
         """The benchmark's first per-query headline measure (FollowIR's p-MRR has one value per
         query pair, so its AP@1000[og]) and, per retriever, its query-only and instructed values
-        per instance (×100, aligned on the instance ids)."""
+        per instance (×100, aligned on the instance ids): the two runs its family's spec pairs."""
         measure = next(m for m in headline(benchmark) if parse_measure(m).unit == "query")
         values = self.per_query[(self.per_query["benchmark"] == benchmark) & (self.per_query["measure"] == measure)]
         wide_values = values.pivot(index="qid", columns="system", values="value") * 100
         runs = self.runs[self.runs["benchmark"] == benchmark]
+        family = catalog.family_of(benchmark)
+        pair = catalog.family(family).pair if family else None
         pairs = []
         for retriever, part in runs.groupby("retriever", sort=False):
             by_variant = dict(zip(part["variant"], part["system"]))
-            if {"instructed", "query-only"} <= by_variant.keys():
-                pairs.append((retriever, wide_values[by_variant["query-only"]], wide_values[by_variant["instructed"]]))
+            if pair and set(pair) <= by_variant.keys():
+                pairs.append((retriever, wide_values[by_variant[pair[1]]], wide_values[by_variant[pair[0]]]))
         return measure, pairs
 
 

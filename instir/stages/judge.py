@@ -34,7 +34,6 @@ from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, r
 from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
-from instir.stages.plan import VARIANTS
 from instir.stages.retrieve import read_runs_table
 
 #: Keys of an InstFol result's meta that the cost table shows.
@@ -67,15 +66,23 @@ class RunPair:
     query_only: str
 
 
+#: The variants InstFol compares on a benchmark of no family: the instructed run and the query-only run.
+DEFAULT_PAIR = ("instructed", "query-only")
+
+
 def run_pairs(runs: pd.DataFrame) -> list[RunPair]:
     """The run pairs of ``runs/runs.csv`` rows: per benchmark and retriever (in the rows' order),
     the instructed-setting runs of the two variants its family's spec pairs (``pair``: the
-    instructed run and the query-only run); a retriever missing one of them has none."""
+    instructed run and the query-only run; a family without one has none); a retriever missing one of them has
+    none."""
     pairs = []
     rows = runs[runs["setting"] == "instructed"]
     for (benchmark, retriever), part in rows.groupby(["benchmark", "retriever"], sort=False):
         family = catalog.family_of(benchmark)
-        instructed, query_only = catalog.family(family).pair if family else VARIANTS
+        pair = catalog.family(family).pair if family else DEFAULT_PAIR
+        if pair is None:  # a family whose spec pairs no runs has no InstFol
+            continue
+        instructed, query_only = pair
         by_variant = {row.variant: row for row in part.itertuples(index=False)}
         if {instructed, query_only} <= by_variant.keys():
             pairs.append(RunPair(benchmark, retriever, by_variant[instructed].system,

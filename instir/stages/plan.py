@@ -14,9 +14,6 @@ from instir.benchmarks import catalog
 from instir.parameters import benchmark_names, choices, names
 from instir.systems.specs import SystemSpec, resolve_system
 
-#: The variants every family has: the instructed template, and the bare query for the same instances.
-VARIANTS = ("instructed", "query-only")
-
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -31,9 +28,9 @@ class PlannedRun:
     @property
     def label(self) -> str:
         """The name the run has in every later table (``runs.csv``'s ``system``): the system's
-        label, `` (query-only)`` for the bare-query run, `` [setting]`` for another setting than
-        ``instructed``."""
-        name = self.system.label + ("" if self.variant == "instructed" else " (query-only)")
+        label, `` (<variant>)`` for another variant than ``instructed`` (`` (query-only)`` for the
+        bare-query run), `` [setting]`` for another setting than ``instructed``."""
+        name = self.system.label + ("" if self.variant == "instructed" else f" ({self.variant})")
         return name if self.setting == "instructed" else f"{name} [{self.setting}]"
 
     @property
@@ -53,16 +50,22 @@ def every_setting() -> list[str]:
     return list(dict.fromkeys(s for name in catalog.families() for s in catalog.family(name).settings))
 
 
+def every_variant() -> list[str]:
+    """The variants of every family (the spec's ``[variants]``), in the catalog's order."""
+    return list(dict.fromkeys(v for name in catalog.families() for v in catalog.family(name).variants))
+
+
 def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
-              settings: Sequence[str] = ("instructed",), variants: Sequence[str] = VARIANTS) -> list[PlannedRun]:
+              settings: Sequence[str] = ("instructed",), variants: Sequence[str] | None = None) -> list[PlannedRun]:
     """Every run of ``systems`` (names as :func:`instir.systems.specs.resolve_system` takes them,
     or resolved specs) on ``benchmarks`` in the plan's order (see the module docstring). A
-    benchmark is planned in each of ``settings`` its family has, with each of ``variants``
-    its family has; an unknown benchmark, setting or variant is refused."""
+    benchmark is planned in each of ``settings`` its family has, with each of ``variants`` (None:
+    all of them) its family has; an unknown benchmark, setting or variant is refused."""
     listed = names(systems, "systems") if isinstance(systems, str) else systems
     specs = [s if isinstance(s, SystemSpec) else resolve_system(s) for s in listed]
     settings = choices(settings, every_setting(), "setting", where="parameter 'settings'")
-    variants = choices(variants, VARIANTS, "variant", where="parameter 'variants'")
+    variants = choices(every_variant() if variants is None else variants, every_variant(), "variant",
+                       where="parameter 'variants'")
     plan = []
     for name in benchmark_names(benchmarks):
         family = catalog.entry(name).family

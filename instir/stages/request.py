@@ -16,7 +16,7 @@ from typing import Any
 
 from instir.errors import UnknownNameError, UsageError, quoted, unknown
 from instir.parameters import benchmark_names, choices, depth, folder, names, positive_number, text
-from instir.stages.plan import VARIANTS, PlannedRun, every_setting, file_part, plan_runs
+from instir.stages.plan import PlannedRun, every_setting, every_variant, file_part, plan_runs
 from instir.systems.specs import SystemSpec, resolve_system
 
 #: Where a value came from, by the request's field name (``judge.model`` for the judge's keys).
@@ -47,13 +47,14 @@ JUDGE_KEYS = tuple(f.name for f in fields(JudgeRequest))
 @dataclass(frozen=True)
 class RunRequest:
     """A checked request: benchmark names (collections expanded), resolved systems, the settings and
-    variants to plan, the depth ``k``, the data and cache folders (None: the defaults) and the judge
+    variants to plan (variants None: every variant of each family), the depth ``k``, the data and cache
+    folders (None: the defaults) and the judge
     (None: no judge stage)."""
 
     benchmarks: tuple[str, ...]
     systems: tuple[SystemSpec, ...]
     settings: tuple[str, ...] = ("instructed",)
-    variants: tuple[str, ...] = VARIANTS
+    variants: tuple[str, ...] | None = None
     k: int = 100
     data_root: str | None = None
     cache_dir: str | None = None
@@ -82,7 +83,8 @@ def run_request(values: Mapping[str, Any], where: Where, *,
         systems=system_specs(values.get("systems") or [], where("systems")),
         settings=tuple(choices(values.get("settings", ["instructed"]), every_setting(), "setting",
                                where=where("settings"))),
-        variants=tuple(choices(values.get("variants", list(VARIANTS)), VARIANTS, "variant", where=where("variants"))),
+        variants=(None if values.get("variants") is None else
+                  tuple(choices(values["variants"], every_variant(), "variant", where=where("variants")))),
         k=depth(values.get("k", 100), where=where("k")),
         data_root=folder(values.get("data_root"), where=where("data_root")),
         cache_dir=folder(values.get("cache_dir"), where=where("cache_dir")),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir import atomic
+from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.formatting import get_template
@@ -85,8 +86,8 @@ def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: Planne
     """Retrieve one planned run (``benchmark`` loaded in its setting) into ``layout.runs``,
     reusing a run with the same inputs; returns its ``runs.csv`` row and the run."""
     start = time.perf_counter()
-    run = retrieve(benchmark, retriever, None if planned.variant == "instructed" else "query-only", k=k,
-                   out_dir=layout.runs)
+    template = catalog.entry(planned.benchmark).family.variant_template(planned.variant)
+    run = retrieve(benchmark, retriever, template, k=k, out_dir=layout.runs)
     row = {"benchmark": benchmark.name, "setting": benchmark.setting, "sample": benchmark.is_sample,
            "retriever": planned.system.name, "system": planned.label, "variant": planned.variant,
            "template": run.meta["template"]["name"], "engine": run_engine(run.meta), "k": k,
@@ -146,13 +147,14 @@ class Retrieval:
 
 
 def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
-    """The first instance of ``benchmark`` as the system ``name``'s instructed template and the
-    query-only template format it (the template's name is recorded in every run)."""
+    """The first instance of ``benchmark`` as each variant's template for the system ``name`` formats it
+    (``instructed text``, ``query-only text``, …; the template's name is recorded in every run)."""
     first = next(iter(benchmark.queries.values()))
     template = template_for(benchmark, retriever)
-    return {"benchmark": benchmark.name, "retriever": name, "template": template.name,
-            "instructed text": str(template.format_query(first)),
-            "query-only text": str(get_template("query-only").format_query(first))}
+    spec = catalog.entry(benchmark.name).family
+    texts = {f"{variant} text": str((get_template(named) if (named := spec.variant_template(variant)) else template)
+                                    .format_query(first)) for variant in spec.variants}
+    return {"benchmark": benchmark.name, "retriever": name, "template": template.name, **texts}
 
 
 @writes_stage("02_retrieval")

@@ -100,6 +100,8 @@ def test_a_family_spec_says_its_settings_variants_measures_and_headline():
     assert INSTRUCTIR.settings[0] == "instructed" and "order-sensitivity" in INSTRUCTIR.settings
     assert IFIR.settings == ("instructed",)
     assert INSTRUCTIR.pair == IFIR.pair == ("instructed", "query-only")
+    assert INSTRUCTIR.variants == ("instructed", "query-only") and INSTRUCTIR.variant_template("instructed") is None
+    assert IFIR.variant_template("query-only") == "query-only"
     assert INSTRUCTIR.measures == ("nDCG@10", "RR@10", "R@100", "P@10") and INSTRUCTIR.derived == ("Robustness",)
     assert IFIR.headline == ("nDCG@20", "nDCG@20[ifir-native]") and IFIR.average and not INSTRUCTIR.average
     assert INSTRUCTIR.template_for("bm25") == "instructir"
