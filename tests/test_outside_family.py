@@ -156,7 +156,8 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
 @pytest.mark.parametrize("change, message", [
     (("order = 50", "order = 50\ncolour = \"blue\""), r"unknown spec key 'colour' in .*trio\.toml"),
     (("printed = \"Trio\"\n", ""), r"trio\.toml: no key 'printed'"),
-    (('forms = ["og", "changed", "reversed"]', 'forms = ["og"]'), r"forms are two or more distinct names"),
+    (('forms = ["og", "changed", "reversed"]', 'forms = ["og"]'),
+     r"trio\.toml: field 'forms': forms are two or more distinct names"),
     (('pair = ["instructed", "query-only"]', 'pair = ["instructed", "mirrored"]'),
      r"trio\.toml: field 'pair': two of the variants \(instructed, query-only, instruction-only\)"),
 ])
@@ -204,3 +205,19 @@ def test_instir_run_renders_every_page_of_the_family(trio, tmp_path):
     page = (out / "03_metrics.html").read_text(encoding="utf-8")
     assert "trio-sample: Swing@3, nDCG@3[og]" in page and "keeps only the worst instance" not in page
     assert len(pd.read_csv(out / "judge" / "instfol.csv"))
+
+
+def test_bare_instir_names_the_familys_sample_within_the_terminals_width(trio, capsys):
+    from instir.cli.options import TEXT_WIDTH
+
+    assert main([]) == 0
+    pointer = capsys.readouterr().out.split("for the traceback.\n", 1)[1]
+    assert "trio-sample" in pointer and max(len(line) for line in pointer.splitlines()) <= 100 <= TEXT_WIDTH
+
+
+def test_reading_the_specs_again_keeps_the_bundled_families_the_same_objects(trio):
+    from instir.benchmarks.catalog import family
+
+    before = family("ifir")
+    catalog.reload()
+    assert family("ifir") is before and family("trio").forms.names == FORMS

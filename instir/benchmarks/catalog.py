@@ -147,6 +147,7 @@ class Family:
     forms: Forms | None = None
     group_measures: tuple[str, ...] = ()
     spec_file: Path | None = None
+    order: int = 99
     variant_templates: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -173,7 +174,7 @@ class Family:
     def group_measure_classes(self) -> list[type]:
         """The group measures the family brings (``group_measures``: ``module:Class`` each, imported on first
         use), which :func:`instir.metrics.measures.parse_measure` asks to read a name."""
-        return [getattr(_module(module, self.spec_file), name)
+        return [getattr(_module(module, self.spec_file, "group_measures"), name)
                 for module, _, name in (path.partition(":") for path in self.group_measures)]
 
     def benchmarks(self) -> list[str]:
@@ -245,8 +246,9 @@ class Entry:
 BM25_ENGINES = ("anserini", "elasticsearch", "rank_bm25")
 
 
-def _module(name: str, spec_file: Path | None) -> ModuleType:
-    """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own)."""
+def _module(name: str, spec_file: Path | None, field: str = "loader") -> ModuleType:
+    """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own); a
+    missing file is one line naming the spec and its ``field``."""
     if not name.endswith(".py"):
         return importlib.import_module(name)
     path = (spec_file.parent if spec_file else Path.cwd()) / name
@@ -254,7 +256,7 @@ def _module(name: str, spec_file: Path | None) -> ModuleType:
     if key not in sys.modules:
         found = importlib.util.spec_from_file_location(key, path)
         if found is None or not path.is_file():
-            raise UsageError(f"{spec_file}: field 'loader': no module file {quoted(str(path))}")
+            raise UsageError(f"{spec_file}: field {field!r}: no module file {quoted(str(path))}")
         module = importlib.util.module_from_spec(found)
         sys.modules[key] = module
         found.loader.exec_module(module)
@@ -274,7 +276,10 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
         raise unknown("BM25 engine", engine, BM25_ENGINES, where=f"in {where} [bm25] engine")
     forms = None
     if "forms" in raw:
-        forms = Forms(tuple(raw["forms"]), raw.get("reference_form", raw["forms"][0]))
+        try:
+            forms = Forms(tuple(raw["forms"]), raw.get("reference_form", raw["forms"][0]))
+        except (UsageError, IndexError, TypeError) as err:
+            raise UsageError(f"{where}: field 'forms': {err}") from None
     variants = raw["variants"]
     if not isinstance(variants, dict) or not variants or not all(isinstance(t, str) and t for t in variants.values()):
         raise UsageError(f"{where}: field 'variants': a table of variant = template (\"{FAMILY_TEMPLATE}\" or a "
@@ -316,7 +321,8 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
                                                                                        {}).items()}),
         template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
         template_source=raw.get("template_source", ""), forms=forms,
-        group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, **frozen)
+        group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, order=int(raw.get("order", 99)),
+        **frozen)
 
 
 def _spec_files() -> list[Path]:
@@ -336,22 +342,36 @@ def _spec_files() -> list[Path]:
 
 
 @cache
+def _spec(path: Path, text: str) -> Family:
+    """The family of one spec file's text (the same object for the same text: :func:`reload` keeps an unchanged
+    spec's family)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{path}: not a readable family spec: {err}") from None
+    return _family(path.stem, raw, path)
+
+
+@cache
 def _families() -> dict[str, Family]:
-    loaded: dict[str, tuple[Path, dict]] = {}
+    loaded: dict[str, Family] = {}
     for path in _spec_files():
         name = path.stem
         if name in loaded:
-            raise UsageError(f"{path}: a benchmark family {quoted(name)} is already defined by {loaded[name][0]}")
+            raise UsageError(f"{path}: a benchmark family {quoted(name)} is already defined by "
+                             f"{loaded[name].spec_file}")
         try:
-            loaded[name] = (path.resolve(), tomllib.loads(path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
             raise UsageError(f"{path}: not a readable family spec: {err}") from None
-    order = sorted(loaded, key=lambda name: (loaded[name][1].get("order", 99), name))
-    return {name: _family(name, loaded[name][1], loaded[name][0]) for name in order}
+        loaded[name] = _spec(path.resolve(), text)
+    order = sorted(loaded, key=lambda name: (loaded[name].order, name))
+    return {name: loaded[name] for name in order}
 
 
 def reload() -> None:
-    """Read the family specs again (after installing a family's package or changing :data:`FAMILIES_VAR`)."""
+    """Read the family specs again (after installing a family's package or changing :data:`FAMILIES_VAR`); the
+    family of a spec whose text is unchanged stays the same object."""
     _families.cache_clear()
     _entries.cache_clear()
 
