@@ -15,17 +15,22 @@ def lazy_exports(package: str, exports: Mapping[str, Sequence[str]], deprecated:
     absolute or relative to the package, → names) and its submodules ``namespaces`` (a public
     namespace of their own, such as ``instir.show``). Use as
     ``__getattr__, __dir__, __all__ = lazy_exports(__name__, {...})``. ``deprecated`` maps an
-    old name to the exported name that replaced it: the old one still works, with a
-    ``DeprecationWarning``, and is left out of ``__all__`` and ``dir()``."""
+    old name to the exported name that replaced it, or to ``"module:name"`` where it moved out of
+    the package's public names: the old one still works, with a ``DeprecationWarning`` naming
+    where it is now, and is left out of ``__all__`` and ``dir()``."""
     module_of = {name: (module if module.startswith("instir") else f"{package}.{module}")
                  for module, names in exports.items() for name in names}
     renamed = dict(deprecated or {})
 
     def __getattr__(name: str):
         if name in renamed:
-            warnings.warn(f"{package}.{name} is now {package}.{renamed[name]}; the old name goes in the next release",
+            module, moved, new = renamed[name].rpartition(":")
+            where = f"{module}.{new}" if moved else f"{package}.{new}"
+            warnings.warn(f"{package}.{name} is now {where}; the old name goes in the next release",
                           DeprecationWarning, stacklevel=2)
-            name = renamed[name]
+            if moved:
+                return getattr(import_module(module), new)
+            name = new
         if name in namespaces:
             return import_module(f"{package}.{name}")
         if name not in module_of:

@@ -30,8 +30,9 @@ def quickstart(path: Path = EXAMPLES) -> str:
 
 
 def summary(obj: object) -> str:
-    """The first paragraph of an object's docstring, on one line ("" when it has none)."""
-    doc = inspect.getdoc(obj) or ""
+    """The first paragraph of an object's docstring, on one line ("" when it has none); a text constant's
+    own text (it is the sentence a notebook prints)."""
+    doc = obj if isinstance(obj, str) else inspect.getdoc(obj) or ""
     return " ".join(doc.split("\n\n", 1)[0].split())
 
 

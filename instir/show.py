@@ -12,11 +12,22 @@ Values from the data (names, queries, documents) are shown as the text they are,
   effect per instance, the kit's numbers against the papers');
 - :func:`markdown`, :func:`markdown_code`, :func:`plot_label`: a value from the data made safe for a
   Markdown cell, a code span, or a matplotlib label;
-- :func:`small_n_warning`: the sentence a table of few queries deserves.
+- :func:`small_n_warning`: the sentence a table of few queries deserves;
+- the statements notebooks 04 and 05 print, computed from the numbers: :func:`describe_agreement` (a judge
+  against gold labels), :func:`constant_judge`, :func:`error_counts`, :func:`weighting_counts`,
+  :func:`failure_statement` and :data:`PARSED_MEANING` (what a judge's answers were), :func:`comparison_view` and
+  :func:`tolerance_statement` (the kit's numbers beside the papers');
+- :mod:`tour`: the guided tour's helpers (notebook 00: ranking one instance, the side-by-side lists, the
+  templates each system reads).
 
 :func:`instir.compare_runs` gives a whole results table (paired tests, letters, ×100) in one call.
 """
 
+from instir.judge.outcomes import PARSED_MEANING, error_counts, failure_statement, weighting_counts
+from instir.judge.validation import describe_agreement
+from instir.papers import comparison_view, tolerance_statement
+from instir.report import tour
+from instir.report.explain import constant_judge
 from instir.report.html import markdown_code, markdown_text, plot_text
 from instir.report.plots import (
     plot_group_minima,
@@ -37,4 +48,6 @@ markdown = markdown_text
 plot_label = plot_text
 
 __all__ = ["table", "queries", "docs", "per_level", "group_minima", "instructed_vs_query_only",
-           "reproduced_vs_reported", "markdown", "markdown_code", "plot_label", "small_n_warning"]
+           "reproduced_vs_reported", "markdown", "markdown_code", "plot_label", "small_n_warning",
+           "describe_agreement", "constant_judge", "error_counts", "weighting_counts", "failure_statement",
+           "PARSED_MEANING", "comparison_view", "tolerance_statement", "tour"]

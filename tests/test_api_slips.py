@@ -8,6 +8,7 @@ from says import raises_saying
 import instir
 from instir.benchmarks import load_benchmark
 from instir.errors import UserError
+from instir.metrics import paired_tests
 from instir.metrics.scoring import PaperNameWarning, RunIdWarning
 from instir.retrieval import Run, make_retriever, retrieve
 
@@ -54,6 +55,6 @@ def test_slips_in_the_top_level_functions_are_one_line(instructir_sample, runs):
     with raises_saying(UserError, "'p-MRR'", "instructir-sample", "-og", "-changed"):
         instir.evaluate(instructir_sample, runs["instructed"], "p-MRR")
     with raises_saying(UserError, "paired_tests", "per_query", "dict"):
-        instir.paired_tests({"a": runs["instructed"]}, baseline="a")
+        paired_tests({"a": runs["instructed"]}, baseline="a")
     result = instir.instfol(runs["instructed"], runs["query-only"], instructir_sample, "baseline", max_instances=2)
     assert result.meta["judge"]["name"] == "baseline-lexical"  # a backend name, as make_judge takes it

@@ -30,3 +30,46 @@ def test_renamed_names_still_work_for_one_release_with_a_deprecation_warning():
         with pytest.warns(DeprecationWarning, match=f"{package.__name__}.{old} is now {package.__name__}.{new}"):
             assert getattr(package, old) is getattr(package, new)
         assert old not in package.__all__ and old not in dir(package)
+
+
+def test_the_bundled_notebooks_import_only_the_public_api():
+    """Every ``instir`` import of the bundled notebooks is ``from instir import <public name>`` or ``from instir.<public
+    namespace> import <its public name>``: a user can write a notebook like them from the documented API alone."""
+    import ast
+    import json
+    from pathlib import Path
+
+    import instir
+
+    namespaces = {name: getattr(instir, name).__all__ for name in instir.__all__
+                  if isinstance(getattr(instir, name), type(instir))}
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, ast.Import):
+                    found += [(path.name, a.name, None) for a in node.names if a.name.startswith("instir")]
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("instir"):
+                    found += [(path.name, node.module, a.name) for a in node.names]
+    assert len(found) > 20
+    for notebook, module, name in found:
+        allowed = instir.__all__ if module == "instir" else namespaces.get(module.removeprefix("instir."), ())
+        assert name in allowed, f"{notebook}: from {module} import {name}"
+
+
+def test_names_that_left_the_top_level_still_work_with_a_warning_naming_where_they_are():
+    import pytest
+
+    import instir
+    from instir.formatting import register_template
+    from instir.retrieval.lexical import BM25Retriever
+
+    for name, where, obj in (("register_template", "instir.formatting.register_template", register_template),
+                             ("BM25Retriever", "instir.retrieval.lexical.BM25Retriever", BM25Retriever)):
+        with pytest.warns(DeprecationWarning, match=f"instir.{name} is now {where}"):
+            assert getattr(instir, name) is obj
+        assert name not in instir.__all__
+    with pytest.warns(DeprecationWarning, match="instir.stages.Metrics is now instir.stages.evaluate.Metrics"):
+        from instir.stages import Metrics  # noqa: F401

@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import sys
+import textwrap
 import traceback
 
 from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
@@ -46,7 +47,9 @@ def samples_pointer() -> str:
     for name in sample_benchmarks():
         collections.setdefault(collection_of(name), []).append(name.partition("/")[2])
     named = [c + (f" ({', '.join(subs)})" if any(subs) else "") for c, subs in collections.items()]
-    return (f"bundled samples: {', '.join(named)}\n"
+    listed = textwrap.fill(f"bundled samples: {', '.join(named)}", width=100, subsequent_indent="  ",
+                           break_on_hyphens=False, break_long_words=False)
+    return (f"{listed}\n"
             "  instir summary   their counts (queries, groups, documents, levels)\n"
             "  instir run       the five report notebooks on them, as HTML pages")
 

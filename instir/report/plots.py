@@ -184,7 +184,7 @@ def plot_group_minima(minima: Sequence[float] | pd.Series, instance_values: Sequ
 
 def plot_instructed_vs_query_only(pairs: Sequence[tuple[str, pd.Series, pd.Series]], measure: str, title: str):
     """One scatter per retriever (``pairs``: its name, query-only and instructed values per
-    instance, ×100, as :meth:`instir.stages.Metrics.instructed_vs_query_only` gives them): x the
+    instance, ×100, as :meth:`instir.stages.evaluate.Metrics.instructed_vs_query_only` gives them): x the
     query-only run, y the instructed run, the diagonal where the instruction changed nothing; each
     panel titled ``title`` over the retriever, laid out so no label reaches the next panel. Returns the figure."""
     import matplotlib.pyplot as plt

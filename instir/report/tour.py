@@ -23,6 +23,7 @@ from instir.report.html import HTML, NO_MATH, cut, escape_text, has_widgets
 from instir.report.tables import present
 
 if TYPE_CHECKING:
+    from instir.formatting import Template
     from instir.retrieval.search import Retriever
 
 #: The environment that turns every progress bar off: the kit's (``instir.progress.ENV_VAR``) and
@@ -118,6 +119,21 @@ def provenance(benchmark: Benchmark, release: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ ranking
+
+
+def template_for(benchmark: Benchmark, retriever: Retriever) -> Template:
+    """The template ``retriever`` reads on ``benchmark``: its family's for the retriever's model family
+    (:func:`instir.retrieval.template_for`)."""
+    from instir.retrieval import template_for as chosen
+
+    return chosen(benchmark, retriever)
+
+
+def judgments_file(out_dir: str | Path) -> Path:
+    """Where the tour keeps its judgments: ``tour/judgments.sqlite`` in the report folder ``out_dir``."""
+    from instir.report.layout import report_layout
+
+    return report_layout(out_dir).root / "tour" / "judgments.sqlite"
 
 
 def only(benchmark: Benchmark, qids: Iterable[str]) -> Benchmark:
