@@ -285,7 +285,7 @@ def test_run_unknown_benchmark(capsys, tmp_path):
 
 def test_run_k_that_is_not_a_number(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "k=abc")
-    assert """parameter 'k' expects a whole number (default: 100), got "abc\"""" in line
+    assert "parameter 'k' takes a whole number of at least 1, got 'abc'" in line
 
 
 def test_run_k_zero(capsys, tmp_path):

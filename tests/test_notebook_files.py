@@ -55,8 +55,8 @@ def test_committed_metadata_matches_the_installed_kernel():
 
 
 def _declared(source: str) -> dict[str, str]:
-    """``name -> line`` of a parameters cell (one assignment per line)."""
-    return {line.split("=")[0].strip(): line for line in source.splitlines() if line.strip()}
+    """``name -> line`` of a parameters cell (one assignment per line, annotated or not: ``k: int = None``)."""
+    return {line.split("=")[0].split(":")[0].strip(): line for line in source.splitlines() if line.strip()}
 
 
 def _used(nb: dict) -> set[str]:

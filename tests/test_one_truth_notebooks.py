@@ -88,6 +88,7 @@ def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_page
     html = index.read_text()
     assert 'sample — <span class="stale">stale</span>' in html  # the folder is not "ok"
     assert '<td>02_retrieval</td><td><span class="ok">ok</span>' in html  # its page is this run's
-    assert '<td>03_metrics</td><td><span class="stale">stale</span>' in html and "k 100 → 20" in html
+    # 02 ran with k 20 over the default (null: each family's depth)
+    assert '<td>03_metrics</td><td><span class="stale">stale</span>' in html and "k null → 20" in html
     meta = json.loads((out / "report.json").read_text())
     assert meta["status"] == "ok"  # the batch's own record is kept; the index judges the folder

@@ -221,3 +221,28 @@ def test_reading_the_specs_again_keeps_the_bundled_families_the_same_objects(tri
     before = family("ifir")
     catalog.reload()
     assert family("ifir") is before and family("trio").forms.names == FORMS
+
+
+def test_a_family_with_nothing_to_download_says_so_and_loads_from_a_folder(trio, tmp_path, capsys):
+    assert main(["fetch", "trio"]) != 0
+    assert "trio has nothing to download: its spec" in capsys.readouterr().err
+    assert main(["summary", "trio"]) != 0
+    assert "trio has nothing to fetch (its spec names no [[sources]])" in capsys.readouterr().err
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
+        (tmp_path / name).write_bytes((TRIO / "trio-sample" / name).read_bytes())
+    assert main(["summary", "trio", "--root", str(tmp_path)]) == 0
+    assert "trio " in capsys.readouterr().out
+
+
+def test_a_run_without_a_depth_takes_its_familys(trio, tmp_path):
+    from instir.stages import plan_runs, retrieve_runs
+
+    runs = retrieve_runs(tmp_path, ["trio-sample"], ["bm25"]).runs
+    assert set(runs["k"]) == {7}  # the spec's depth
+    from instir import read_run
+
+    per_query = read_run(tmp_path / runs["run_file"].iloc[0]).df.groupby("qid").size()
+    assert per_query.max() == 7 and len(per_query) == 9
+    assert {p.k for p in plan_runs(["trio-sample"], ["bm25"], k=3)} == {3}
+    planned = plan_runs(["followir-sample/core17", "instructir-sample"], ["bm25"], variants=["instructed"])
+    assert [p.k for p in planned] == [1000, 100]  # FollowIR's authors' depth; a family without one: the kit's 100

@@ -44,7 +44,7 @@ FAMILIES_VAR = "INSTIR_FAMILIES"
 SPEC_KEYS = frozenset({"order", "printed", "paper", "loader", "sample", "counts", "settings", "variants", "pair",
                        "measures", "derived", "headline", "average", "local_layouts", "rerank", "template_source",
                        "sources", "bm25", "templates", "setting_templates", "template", "mteb", "papers", "report",
-                       "subsets", "forms", "reference_form", "group_measures"})
+                       "subsets", "forms", "reference_form", "group_measures", "depth"})
 #: The keys every spec must hold.
 REQUIRED_KEYS = ("printed", "paper", "loader", "settings", "variants", "measures", "headline")
 #: A variant's template in a spec's ``[variants]``: the family's template for the system's model family.
@@ -148,6 +148,7 @@ class Family:
     group_measures: tuple[str, ...] = ()
     spec_file: Path | None = None
     order: int = 99
+    depth: int | None = None
     variant_templates: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -288,6 +289,10 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
     if pair is not None and (len(pair) != 2 or not set(pair) <= set(variants)):
         raise UsageError(f"{where}: field 'pair': two of the variants ({', '.join(variants)}), got "
                          f"{quoted(raw['pair'])}")
+    depth = raw.get("depth")
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+        raise UsageError(f"{where}: field 'depth': the authors' retrieval depth, a whole number of 1 or more, got "
+                         f"{quoted(depth)}")
     if "forms" in raw.get("derived", ()) and forms is None:
         raise UsageError(f"{where}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
@@ -322,7 +327,7 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
         template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
         template_source=raw.get("template_source", ""), forms=forms,
         group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, order=int(raw.get("order", 99)),
-        **frozen)
+        depth=depth, **frozen)
 
 
 def _spec_files() -> list[Path]:

@@ -35,7 +35,7 @@ class FetchError(UserError, RuntimeError):
 
 
 def layouts(benchmark: str) -> list[str]:
-    """The downloadable layouts of a family, default first."""
+    """The downloadable layouts of a family, default first (none for a family whose spec names no source)."""
     if benchmark not in catalog.families():
         raise unknown("benchmark to fetch", benchmark, catalog.families())
     return list(catalog.family(benchmark).sources)
@@ -122,7 +122,11 @@ def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = Non
     data root (the folder holding ``<subset>/``). A count that differs from the published one is
     a warning and ``"verified": false`` in the manifest, not an error.
     """
-    layout = layout or layouts(benchmark)[0]
+    offered = layouts(benchmark)
+    if not offered:
+        raise UsageError(f"{benchmark} has nothing to download: its spec ({catalog.family(benchmark).spec_file}) names "
+                         "no [[sources]]; load it from a folder instead (root= / --root / -p data_root=)")
+    layout = layout or offered[0]
     if layout not in layouts(benchmark):
         raise unknown("layout", layout, layouts(benchmark), where=f"for {benchmark}")
     fam = catalog.family(benchmark)

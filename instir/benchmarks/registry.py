@@ -91,6 +91,9 @@ def _located(fam: catalog.Family, subset: str | None, root: Path | None, *, knob
         expected = " or ".join(str(data_dir(fam.name, layout, subset, cache_dir=root)) for layout in searched)
         raise FileNotFoundError(f"{name} is not in the data root {root}: expected {expected} "
                                 "(the fetch cache's layout)")
+    if not fam.sources:
+        raise FileNotFoundError(f"{name} has nothing to fetch (its spec names no [[sources]]): pass {knob} pointing "
+                                "at its files")
     command = f"instir fetch {fam.name}" + (f" --subset {subset}" if subset else "")
     raise FileNotFoundError(
         f"{name} is not in the instir cache ({data_dir(fam.name, layouts(fam.name)[0]).parent}). "

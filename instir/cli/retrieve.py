@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--template", default=None,
                    help="query/document template name (default: the system card's, else the authors' template "
                         "for the model family)")
-    p.add_argument("--k", type=positive_int, default=100, help="documents per query (default: 100)")
+    p.add_argument("--k", type=positive_int, default=None,
+                   help="documents per query (default: the family's depth, FollowIR's 1000; else 100)")
     p.add_argument("--out", required=True, help="output directory for runs")
     p.set_defaults(handler=_retrieve)
 
@@ -62,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _retrieve(args: argparse.Namespace) -> int:
     from instir.formatting import get_template
     from instir.retrieval import make_retriever, retrieve
+    from instir.stages.plan import depth_of
 
     template = get_template(args.template) if args.template else None  # a bad name fails before any loading
     card = None
@@ -81,7 +83,8 @@ def _retrieve(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     output_folder(args.out)  # before the retrieval, after the benchmark is found
     try:
-        run = retrieve(benchmark, retriever, template=template, k=args.k, out_dir=args.out)
+        k = args.k or depth_of(benchmark.name)
+        run = retrieve(benchmark, retriever, template=template, k=k, out_dir=args.out)
     except OSError as err:  # weights neither cached nor downloadable
         if card is None:
             raise

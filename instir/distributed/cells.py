@@ -46,10 +46,10 @@ class CellResult:
     wall_s: float = 0.0
 
 
-def run_cell(cell: PlannedRun, out_dir: str | Path, *, k: int = 100, data_root: str | None = None,
+def run_cell(cell: PlannedRun, out_dir: str | Path, *, data_root: str | None = None,
              cache_dir: str | None = None, retriever: Retriever | None = None,
              loaded: LoadedBenchmarks | None = None) -> CellResult:
-    """Retrieve and score one cell into ``out_dir``; never raises for a bad cell (its
+    """Retrieve (to the cell's depth ``cell.k``) and score one cell into ``out_dir``; never raises for a bad cell (its
     error comes back as ``state="failed"`` with one line naming the cell and the cause).
 
     A caller that runs many cells of one system passes its ``retriever`` (built once, its
@@ -66,7 +66,7 @@ def run_cell(cell: PlannedRun, out_dir: str | Path, *, k: int = 100, data_root: 
     try:
         bench = (loaded or LoadedBenchmarks(data_root)).get(cell.benchmark, cell.setting)
         retriever = retriever or cell.system.factory(cache_dir)()
-        row, _ = retrieve_planned(layout, bench, cell, retriever, k)
+        row, _ = retrieve_planned(layout, bench, cell, retriever)
         _, scores_reused = run_scores(layout, bench, row["run_file"], row["system"])
         state = "reused" if row["reused"] and scores_reused else "done"
         record = {"cell": cell.run_id, "state": state, "row": row, **where}

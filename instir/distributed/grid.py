@@ -9,7 +9,7 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
               "BM25 (IFIR)", "Promptriever-7B"]   # ... and any retriever system card name (instir systems)
     variants: [instructed, query-only]     # of each family's variants (its spec's [variants]); default: all
     settings: [instructed]                 # InstructIR settings; IFIR has only "instructed"
-    k: 100
+    k: 100                                 # default: each family's depth (its spec's; FollowIR 1000, else 100)
     data_root: ""                          # real data; empty: the fetch cache
     cache_dir: ""                          # embedding cache; empty: <instir home>/embeddings
     shard_min_docs: 20000                  # corpora this large are encoded by Ray Data first

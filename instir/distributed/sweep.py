@@ -195,7 +195,7 @@ def _serial_cells(grid: Grid, cells: list[PlannedRun], out: Path, loaded: Loaded
     with _bar(len(cells)) as bar:
         for group in cell_groups(cells):
             worker = worker or SystemWorker(group[0].system, grid.cache_dir, grid.data_root, loaded)
-            for result in worker.run(group, str(out), grid.k):
+            for result in worker.run(group, str(out)):
                 results[result.cell_id] = result
                 _show(bar, results)
     return {c.run_id: results[c.run_id] for c in cells}
@@ -246,12 +246,12 @@ class SystemWorker:
         except Exception:  # noqa: BLE001 - each cell then builds it again and reports the error, one line each
             self.retriever = None
 
-    def run(self, cells: list[PlannedRun], out_dir: str, k: int) -> list[CellResult]:
+    def run(self, cells: list[PlannedRun], out_dir: str) -> list[CellResult]:
         if cells[0].system.name != self.system:
             self._use(cells[0].system)
         if not self.shared:
             self.loaded.keep_only(cells[0].benchmark)
-        return [run_cell(cell, out_dir, k=k, data_root=self.data_root, cache_dir=self.cache_dir,
+        return [run_cell(cell, out_dir, data_root=self.data_root, cache_dir=self.cache_dir,
                          retriever=self.retriever, loaded=self.loaded) for cell in cells]
 
 
@@ -326,7 +326,7 @@ def _ray_cells(grid: Grid, cells: list[PlannedRun], out: Path) -> dict[str, Cell
         group = next((g for g in queue if g[0].system.name == holds[actor]), queue[0])
         queue.remove(group)
         holds[actor] = group[0].system.name
-        pending[actor.run.remote(group, str(out), grid.k)] = (actor, shape, group)
+        pending[actor.run.remote(group, str(out))] = (actor, shape, group)
 
     results: dict[str, CellResult] = {}
     for shape, queue in list(queues.items()):

@@ -14,16 +14,20 @@ from instir.benchmarks import catalog
 from instir.parameters import benchmark_names, choices, names
 from instir.systems.specs import SystemSpec, resolve_system
 
+#: The depth of a run (its ``k``) when neither the request nor the family's spec (``depth``) says one.
+DEFAULT_DEPTH = 100
+
 
 @dataclass(frozen=True)
 class PlannedRun:
     """One run of the plan: ``system`` on ``benchmark`` in ``setting`` with the ``variant``
-    template (then its evaluation)."""
+    template, its top ``k`` (then its evaluation)."""
 
     benchmark: str
     setting: str
     system: SystemSpec
     variant: str
+    k: int = DEFAULT_DEPTH
 
     @property
     def label(self) -> str:
@@ -45,6 +49,13 @@ def file_part(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
 
 
+def depth_of(benchmark: str) -> int:
+    """The depth of a run on ``benchmark`` (a catalog name) when none is asked: its family's (the spec's
+    ``depth``: the authors' retrieval depth), else :data:`DEFAULT_DEPTH`."""
+    family = catalog.family_of(benchmark)
+    return (catalog.family(family).depth if family else None) or DEFAULT_DEPTH
+
+
 def every_setting() -> list[str]:
     """The settings of every family, in the catalog's order."""
     return list(dict.fromkeys(s for name in catalog.families() for s in catalog.family(name).settings))
@@ -56,11 +67,13 @@ def every_variant() -> list[str]:
 
 
 def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
-              settings: Sequence[str] = ("instructed",), variants: Sequence[str] | None = None) -> list[PlannedRun]:
+              settings: Sequence[str] = ("instructed",), variants: Sequence[str] | None = None,
+              k: int | None = None) -> list[PlannedRun]:
     """Every run of ``systems`` (names as :func:`instir.systems.specs.resolve_system` takes them,
     or resolved specs) on ``benchmarks`` in the plan's order (see the module docstring). A
     benchmark is planned in each of ``settings`` its family has, with each of ``variants`` (None:
-    all of them) its family has; an unknown benchmark, setting or variant is refused."""
+    all of them) its family has, to depth ``k`` (None: its family's ``depth``, else
+    :data:`DEFAULT_DEPTH`); an unknown benchmark, setting or variant is refused."""
     listed = names(systems, "systems") if isinstance(systems, str) else systems
     specs = [s if isinstance(s, SystemSpec) else resolve_system(s) for s in listed]
     settings = choices(settings, every_setting(), "setting", where="parameter 'settings'")
@@ -70,6 +83,6 @@ def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
     for name in benchmark_names(benchmarks):
         family = catalog.entry(name).family
         for setting in (s for s in settings if s in family.settings):
-            plan += [PlannedRun(name, setting, spec, variant) for spec in specs
+            plan += [PlannedRun(name, setting, spec, variant, k or depth_of(name)) for spec in specs
                      for variant in variants if variant in family.variants]
     return plan

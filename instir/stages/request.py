@@ -47,22 +47,22 @@ JUDGE_KEYS = tuple(f.name for f in fields(JudgeRequest))
 @dataclass(frozen=True)
 class RunRequest:
     """A checked request: benchmark names (collections expanded), resolved systems, the settings and
-    variants to plan (variants None: every variant of each family), the depth ``k``, the data and cache
-    folders (None: the defaults) and the judge
+    variants to plan (variants None: every variant of each family), the depth ``k`` (None: each family's),
+    the data and cache folders (None: the defaults) and the judge
     (None: no judge stage)."""
 
     benchmarks: tuple[str, ...]
     systems: tuple[SystemSpec, ...]
     settings: tuple[str, ...] = ("instructed",)
     variants: tuple[str, ...] | None = None
-    k: int = 100
+    k: int | None = None
     data_root: str | None = None
     cache_dir: str | None = None
     judge: JudgeRequest | None = None
 
     def cells(self) -> list[PlannedRun]:
         """Every run the request asks for, in the plan's order (:func:`instir.stages.plan.plan_runs`)."""
-        return plan_runs(self.benchmarks, self.systems, settings=self.settings, variants=self.variants)
+        return plan_runs(self.benchmarks, self.systems, settings=self.settings, variants=self.variants, k=self.k)
 
 
 def run_request(values: Mapping[str, Any], where: Where, *,
@@ -85,7 +85,7 @@ def run_request(values: Mapping[str, Any], where: Where, *,
                                where=where("settings"))),
         variants=(None if values.get("variants") is None else
                   tuple(choices(values["variants"], every_variant(), "variant", where=where("variants")))),
-        k=depth(values.get("k", 100), where=where("k")),
+        k=None if values.get("k") is None else depth(values["k"], where=where("k")),
         data_root=folder(values.get("data_root"), where=where("data_root")),
         cache_dir=folder(values.get("cache_dir"), where=where("cache_dir")),
         judge=None if judge is None else judge_request(judge, where))

@@ -81,11 +81,12 @@ def refuse_dropping(layout: ReportLayout, keys: Sequence[tuple], writer: str) ->
                          f"{layout.runs_table} to let them go")
 
 
-def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: PlannedRun, retriever: Retriever,
-                     k: int) -> tuple[dict, Run]:
-    """Retrieve one planned run (``benchmark`` loaded in its setting) into ``layout.runs``,
-    reusing a run with the same inputs; returns its ``runs.csv`` row and the run."""
+def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: PlannedRun,
+                     retriever: Retriever) -> tuple[dict, Run]:
+    """Retrieve one planned run (``benchmark`` loaded in its setting) to its depth ``planned.k`` into
+    ``layout.runs``, reusing a run with the same inputs; returns its ``runs.csv`` row and the run."""
     start = time.perf_counter()
+    k = planned.k
     template = catalog.entry(planned.benchmark).family.variant_template(planned.variant)
     run = retrieve(benchmark, retriever, template, k=k, out_dir=layout.runs)
     row = {"benchmark": benchmark.name, "setting": benchmark.setting, "sample": benchmark.is_sample,
@@ -158,22 +159,23 @@ def model_inputs(benchmark: Benchmark, name: str, retriever: Retriever) -> dict:
 
 
 @writes_stage("02_retrieval")
-def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int = 100,
+def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Sequence[str], *, k: int | None = None,
                   data_root: str | None = None) -> Retrieval:
     """The retrieve stage: every run of :func:`~instir.stages.plan.plan_runs` (``systems`` as
     :func:`instir.systems.specs.resolve_system` names them) into ``out_dir/runs/``, listed in
     ``runs/runs.csv`` in the plan's order. One system is built (its model loaded) at a time and
     serves every benchmark before the next is built, so a machine holds one model, and one BM25
-    index, at a time. An empty ``systems``, and a ``k`` that is not a whole number of at least 1,
-    are refused before any work."""
-    k = depth(k)
+    index, at a time. Each run's depth is ``k``, or without one its family's (the spec's ``depth``, else
+    :data:`~instir.stages.plan.DEFAULT_DEPTH`; ``runs.csv`` says which). An empty ``systems``, and a ``k`` that
+    is not a whole number of at least 1, are refused before any work."""
+    k = None if k is None else depth(k)
     if not names(systems, "systems"):
         raise UsageError("no system to run: parameters 'retrievers' and 'systems' are both empty (e.g. retrievers = "
                          "[\"bm25\"])")
-    plan = plan_runs(benchmarks, systems)
+    plan = plan_runs(benchmarks, systems, k=k)
     report = start_report(out_dir, benchmarks, data_root)
     # before any retrieval: a list that would drop another front end's runs fails in seconds
-    refuse_dropping(report.layout, [(p.benchmark, p.setting, p.label, p.variant, k) for p in plan],
+    refuse_dropping(report.layout, [(p.benchmark, p.setting, p.label, p.variant, p.k) for p in plan],
                     front_end(out_dir))
     rows: dict[str, dict] = {}
     inputs: dict[tuple[str, str], dict] = {}
@@ -184,7 +186,7 @@ def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Seque
             bench = report.cache.get(planned.benchmark, planned.setting)
             if planned.setting == "instructed":
                 inputs.setdefault((planned.benchmark, system.name), model_inputs(bench, system.name, retriever))
-            rows[planned.run_id] = retrieve_planned(report.layout, bench, planned, retriever, k)[0]
+            rows[planned.run_id] = retrieve_planned(report.layout, bench, planned, retriever)[0]
         del retriever
     shown = [inputs[b, s] for b in report.benchmarks for s in systems_in_order if (b, s) in inputs]
     return Retrieval(write_runs_table(report.layout, [rows[p.run_id] for p in plan]), pd.DataFrame(shown),
