@@ -63,6 +63,15 @@ def test_a_folder_named_by_the_environment_adds_a_family_with_its_sample(trio):
     assert {trio.forms.form_of(q) for q in bench.queries} == set(FORMS) and trio.forms.reference == "og"
 
 
+def test_notebook_01_lists_every_family_from_its_spec_the_outside_one_too(trio):
+    from instir.stages.explore import Exploration
+
+    listed = Exploration.families().splitlines()
+    assert len(listed) == len(catalog.families()) and listed[-1].startswith("- **Trio** (a test family")
+    assert listed[-1].endswith("every topic in three forms: the original instruction, a changed and a reversed one")
+    assert [line.split("**")[1] for line in listed] == [catalog.family(f).printed for f in catalog.families()]
+
+
 def test_an_installed_packages_entry_point_adds_a_family(tmp_path, monkeypatch):
     site = tmp_path / "site"
     (site / "trio_plugin-1.0.dist-info").mkdir(parents=True)

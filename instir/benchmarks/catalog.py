@@ -44,7 +44,7 @@ FAMILIES_VAR = "INSTIR_FAMILIES"
 SPEC_KEYS = frozenset({"order", "printed", "paper", "loader", "sample", "counts", "settings", "variants", "pair",
                        "measures", "derived", "headline", "average", "local_layouts", "rerank", "template_source",
                        "sources", "bm25", "templates", "setting_templates", "template", "mteb", "papers", "report",
-                       "subsets", "forms", "reference_form", "group_measures", "depth"})
+                       "subsets", "forms", "reference_form", "group_measures", "depth", "about"})
 #: The keys every spec must hold.
 REQUIRED_KEYS = ("printed", "paper", "loader", "settings", "variants", "measures", "headline")
 #: A variant's template in a spec's ``[variants]``: the family's template for the system's model family.
@@ -149,6 +149,8 @@ class Family:
     spec_file: Path | None = None
     order: int = 99
     depth: int | None = None
+    #: what the family measures and how its queries come, in a few sentences of Markdown (notebook 01's list)
+    about: str = ""
     variant_templates: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -327,7 +329,7 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
         template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
         template_source=raw.get("template_source", ""), forms=forms,
         group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, order=int(raw.get("order", 99)),
-        depth=depth, **frozen)
+        depth=depth, about=" ".join(str(raw.get("about", "")).split()), **frozen)
 
 
 def _spec_files() -> list[Path]:

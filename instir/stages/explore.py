@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir import atomic
+from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark, Query
 from instir.papers.views import ReportedView, statistics_views
 from instir.report.html import markdown_code, markdown_text
@@ -70,6 +71,17 @@ class Exploration:
             parts.append("The counts above are the published ones for every benchmark (or its files are those "
                          "`instir fetch` verified): notebook 05 compares their numbers with the papers'.")
         return "\n\n".join(parts)
+
+    @staticmethod
+    def families() -> str:
+        """Every benchmark family the catalog holds, bundled or registered from outside the package (Markdown, one
+        item each: its name, paper and its spec's ``about``), so the notebook names no family by hand."""
+        items = []
+        for name in catalog.families():
+            fam = catalog.family(name)
+            about = f": {fam.about}" if fam.about else ""
+            items.append(f"- **{markdown_text(fam.printed)}** ({markdown_text(fam.paper)}){about}")
+        return "\n".join(items)
 
     @property
     def samples(self) -> list[str]:

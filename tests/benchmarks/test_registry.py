@@ -12,6 +12,7 @@ import pytest
 from instir.benchmarks import list_benchmarks, load_benchmark, sample_benchmarks
 from instir.cli.data import register
 from instir.errors import UsageError
+from tests.benchmarks import bundled_specs
 from tests.conftest import write_fetch_manifest
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -36,12 +37,9 @@ def home(tmp_path, monkeypatch) -> Path:
 
 
 def test_list_benchmarks_names_samples_then_real_benchmarks():
-    assert list_benchmarks() == [
-        "instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus", "followir-sample/news21",
-        "followir-sample/core17", "instructir", "ifir/fiqa", "ifir/scifact_open", "ifir/nfcorpus", "ifir/aila",
-        "ifir/fire", "ifir/pm", "ifir/cds", "followir/robust04", "followir/news21", "followir/core17"]
-    assert sample_benchmarks() == ["instructir-sample", "ifir-sample/fiqa", "ifir-sample/nfcorpus",
-                                   "followir-sample/news21", "followir-sample/core17"]
+    assert list_benchmarks() == [*bundled_specs.SAMPLES, *bundled_specs.REAL]
+    assert sample_benchmarks() == bundled_specs.SAMPLES
+    assert "ifir-sample/pm" not in sample_benchmarks()  # the bundled IFIR sample holds fiqa and nfcorpus only
 
 
 def test_samples_load_as_samples_with_the_bundled_revision():
