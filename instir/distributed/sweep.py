@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import time
 import traceback
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instir.benchmarks.catalog import FAMILIES_VAR
 from instir.distributed.cells import CellResult, collect, import_collect, one_line, run_cell, write_summary
 from instir.distributed.grid import Grid
 from instir.progress import tqdm
@@ -69,7 +71,9 @@ def start_with_retries(start: Callable[[], Any], attempts: int = 4) -> Any:
 def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[None]:
     """Ray for the duration of a block: the running session if there is one; else a local
     one started in-process (``address`` None) or a connection to a cluster (``auto`` or
-    ``ray://HOST:PORT``), shut down afterwards."""
+    ``ray://HOST:PORT``), shut down afterwards. A cluster's workers get this process's
+    :data:`~instir.benchmarks.catalog.FAMILIES_VAR` (a local Ray's inherit it), so the families registered by it
+    load on every node (the folders on storage every node reads)."""
     import ray
 
     if ray.is_initialized():
@@ -78,6 +82,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     options: dict[str, Any] = {"address": address or "local", "include_dashboard": False, "log_to_driver": False}
     if address is None:  # "local": a new instance even where another one runs on this machine
         options["num_cpus"] = num_cpus
+    elif os.environ.get(FAMILIES_VAR):
+        options["runtime_env"] = {"env_vars": {FAMILIES_VAR: os.environ[FAMILIES_VAR]}}
     start_with_retries(lambda: ray.init(**options))
     try:
         yield

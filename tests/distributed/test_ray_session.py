@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from instir.benchmarks.catalog import FAMILIES_VAR
 from instir.distributed.sweep import ray_session
 
 
@@ -52,6 +53,17 @@ def test_a_cluster_address_is_joined_without_a_cpu_count_and_left_after(ray):
         pass
     assert ray.calls == [("init", {"address": "ray://head:10001", "include_dashboard": False,
                                    "log_to_driver": False}), ("shutdown", {})]
+
+
+def test_a_cluster_gets_the_families_registered_by_the_environment_and_a_local_ray_inherits_them(ray, monkeypatch):
+    monkeypatch.setenv(FAMILIES_VAR, "/shared/families")
+    with ray_session("auto"):
+        pass
+    with ray_session():
+        pass
+    (_, cluster), _, (_, local), _ = ray.calls
+    assert cluster["runtime_env"] == {"env_vars": {FAMILIES_VAR: "/shared/families"}}
+    assert "runtime_env" not in local  # a local Ray's workers inherit this process's environment
 
 
 def test_a_sweep_inside_a_running_ray_uses_it_and_leaves_it_running(ray):
