@@ -193,9 +193,9 @@ def _show(bar, results: dict[str, CellResult]) -> None:
 
 
 def _serial_cells(grid: Grid, cells: list[PlannedRun], out: Path, loaded: LoadedBenchmarks) -> dict[str, CellResult]:
-    """The cell groups in this process, in the actors' order, on one in-process
-    :class:`SystemWorker` (each system built, its model loaded, once; each benchmark read once,
-    into the driver's ``loaded``)."""
+    """The cell groups in this process, in the actors' order, on one in-process :class:`SystemWorker` (each
+    system built, and its model loaded where a cell searches, once; each benchmark read once, into the driver's
+    ``loaded``)."""
     results: dict[str, CellResult] = {}
     worker: SystemWorker | None = None
     with _bar(len(cells)) as bar:
@@ -225,11 +225,10 @@ def _actor_resources(system: SystemSpec) -> dict[str, float]:
 
 
 class SystemWorker:
-    """A Ray actor that runs groups of cells, one system at a time: it builds that system's
-    retriever once (loading its model when the actor starts, while the driver is still
-    submitting), keeps the benchmark it read, and runs a group's cells in order, so the cells
-    of one benchmark share the corpus embedding the first one wrote to the cache, as in the
-    serial loop. A group of another system replaces the retriever (one model in memory)."""
+    """A Ray actor that runs groups of cells, one system at a time: it builds that system's retriever once (its
+    model loaded by the first cell that searches), keeps the benchmark it read, and runs a group's cells in order, so
+    the cells of one benchmark share the corpus embedding the first one wrote to the cache, as in the serial loop. A
+    group of another system replaces the retriever (one model in memory)."""
 
     def __init__(self, system: SystemSpec, cache_dir: str | None, data_root: str | None,
                  loaded: LoadedBenchmarks | None = None):
@@ -241,14 +240,9 @@ class SystemWorker:
         self._use(system)
 
     def _use(self, system: SystemSpec) -> None:
-        from instir.distributed.encode import dense_part
-
         self.system, self.retriever = system.name, None
-        try:
+        try:  # the model's weights load in the first cell that searches: a rerun that reuses every run loads none
             self.retriever = system.factory(self.cache_dir)()
-            dense = dense_part(self.retriever)
-            if dense is not None:
-                dense.model  # noqa: B018 -- load the weights now, not inside the first cell
         except Exception:  # noqa: BLE001 - each cell then builds it again and reports the error, one line each
             self.retriever = None
 
