@@ -169,6 +169,9 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
      r"trio\.toml: field 'forms': forms are two or more distinct names"),
     (('pair = ["instructed", "query-only"]', 'pair = ["instructed", "mirrored"]'),
      r"trio\.toml: field 'pair': two of the variants \(instructed, query-only, instruction-only\)"),
+    (('about = """every topic in three forms: the original instruction,\n   a changed and a reversed one"""',
+      'about = ["three forms"]'),
+     r"trio\.toml: field 'about': a few sentences of Markdown, got "),
 ])
 def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkeypatch, change, message):
     text = (TRIO / "trio.toml").read_text(encoding="utf-8")

@@ -295,6 +295,8 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
         raise UsageError(f"{where}: field 'depth': the authors' retrieval depth, a whole number of 1 or more, got "
                          f"{quoted(depth)}")
+    if not isinstance(raw.get("about", ""), str):
+        raise UsageError(f"{where}: field 'about': a few sentences of Markdown, got {quoted(raw['about'])}")
     if "forms" in raw.get("derived", ()) and forms is None:
         raise UsageError(f"{where}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
@@ -329,7 +331,7 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
         template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
         template_source=raw.get("template_source", ""), forms=forms,
         group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, order=int(raw.get("order", 99)),
-        depth=depth, about=" ".join(str(raw.get("about", "")).split()), **frozen)
+        depth=depth, about=" ".join(raw.get("about", "").split()), **frozen)
 
 
 def _spec_files() -> list[Path]:
