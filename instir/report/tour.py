@@ -21,9 +21,9 @@ import pandas as pd
 from instir.benchmarks.types import Benchmark, Query
 from instir.report.html import HTML, NO_MATH, cut, escape_text, has_widgets
 from instir.report.tables import present
-from instir.retrieval.search import template_for as template_for  # the template a retriever reads (the tour's table)
 
 if TYPE_CHECKING:
+    from instir.formatting import Template
     from instir.retrieval.search import Retriever
 
 #: The environment that turns every progress bar off: the kit's (``instir.progress.ENV_VAR``) and
@@ -119,6 +119,14 @@ def provenance(benchmark: Benchmark, release: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ ranking
+
+
+def template_for(benchmark: Benchmark, retriever: Retriever) -> Template:
+    """The template ``retriever`` reads on ``benchmark``: its family's for the retriever's model family
+    (:func:`instir.retrieval.template_for`)."""
+    from instir.retrieval import template_for as chosen
+
+    return chosen(benchmark, retriever)
 
 
 def judgments_file(out_dir: str | Path) -> Path:
