@@ -123,7 +123,8 @@ def provenance(benchmark: Benchmark, release: pd.DataFrame) -> pd.DataFrame:
 
 def template_for(benchmark: Benchmark, retriever: Retriever) -> Template:
     """The template ``retriever`` reads on ``benchmark``: its family's for the retriever's model family
-    (:func:`instir.retrieval.template_for`)."""
+    (:func:`instir.retrieval.template_for`, imported on the call: importing this module must not import tqdm
+    before :func:`quiet_kernel` sets its environment)."""
     from instir.retrieval import template_for as chosen
 
     return chosen(benchmark, retriever)
