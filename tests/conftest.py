@@ -19,7 +19,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 #: numba's compiled functions (ranx's), kept in the checkout (git ignores it) from one test session to the next and
 #: shared by every process of a session: the workers, the commands the README's test runs, Ray's workers. numba checks
 #: each entry against its source file, so a stale one is compiled again. ranx compiles in every process that has no
-#: cache: ~45 s here, ~6 s with one (:func:`ranx` fills it once per session).
+#: cache: ~45 s here, ~6 s with one (``make`` fills it while pip installs the test environment, :func:`ranx` where
+#: that has not happened, once per session).
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".cache" / "numba"))
 
 
@@ -203,8 +204,10 @@ def ranx(tmp_path_factory):
     """ranx (the test is skipped where it is not installed), with the numba functions the suite calls compiled into
     ``NUMBA_CACHE_DIR`` once per session, under a lock: the first process to ask compiles them, every other one
     (a pytest-xdist worker, a command a test runs) loads them from there instead of compiling them again. Imported
-    in the suite's isolated homes (ranx imports ir_datasets, which makes folders under its home)."""
+    in the suite's isolated homes (ranx imports ir_datasets, which makes folders under its home). After ``make``
+    installed the test environment they load from there already (:mod:`ranx_compile`, run while pip installs)."""
     from filelock import FileLock
+    from ranx_compile import compile_ranx
 
     with pytest.MonkeyPatch.context() as mp:
         for name, value in isolation(tmp_path_factory).items():
@@ -214,15 +217,7 @@ def ranx(tmp_path_factory):
         with FileLock(str(shared / "ranx-compiled.lock")):
             done = shared / "ranx-compiled"
             if not done.is_file():
-                from instir.interop import qrels_to_ranx
-                from instir.retrieval.runs import Run
-
-                qrels = qrels_to_ranx({"q1": {"d1": 1, "d2": 2}, "q2": {"d1": 1}})
-                runs = [ranx.Run({"q1": {"d1": 1.0, "d2": 0.5}, "q2": {"d1": 0.2, "d3": 0.3}}, name="a"),
-                        Run.from_scores({"q1": {"d1": 0.1, "d2": 0.5}, "q2": {"d1": 0.9}}).to_ranx(name="b")]
-                measures = ["ndcg@10", "ndcg@20", "mrr@10", "map@1000", "recall@100", "precision@10"]
-                ranx.evaluate(qrels, runs[0], measures)
-                ranx.compare(qrels, runs, ["ndcg@10"], max_p=0.01)
+                compile_ranx()
                 done.write_text("ok\n")
     return ranx
 
