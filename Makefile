@@ -94,8 +94,10 @@ test: $(TEST_STAMP)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
 # interop round trips, no JVM, no fresh kit processes outside the hostile suite; on both workers. Median of 3 runs
-# on an idle 2-core machine (2026-12-05, 2,142 tests): 58.3 s (67.6 s the day before, with the six `processes`
-# tests and pytest's log capture; 92 s before the stages' dense system became a tiny model and the JVM left).
+# on an idle 2-core machine (2026-12-05, 2,249 tests): 76.1 s; the 2,142 tests of the commit that measured 58.3 s
+# took 68.9 and 67.4 s on the machine that day, side by side (67.6 s the day before that commit, with the six
+# `processes` tests and pytest's log capture; 92 s before the stages' dense system became a tiny model and the JVM
+# left). About 12 s of it is each worker's collection (the test modules' imports).
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
