@@ -69,7 +69,7 @@ git-filter:
 
 $(TEST_STAMP): EXTRAS := [$(TEST_EXTRAS)]
 $(TEST_STAMP): $(MAIN_STAMP)
-	@grep -qxF '$(EXTRAS)' $(MAIN_STAMP) || $(PIP) -e '.$(EXTRAS)'
+	@grep -qxF '$(EXTRAS)' $(MAIN_STAMP) || { $(RANX_FIRST) $(PIP) -e '.$(EXTRAS)' $(RANX_WAIT); }
 	@touch $(TEST_STAMP)
 
 $(LAB_STAMP): EXTRAS := [lab]
