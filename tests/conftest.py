@@ -19,7 +19,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 #: numba's compiled functions (ranx's), kept in the checkout (git ignores it) from one test session to the next and
 #: shared by every process of a session: the workers, the commands the README's test runs, Ray's workers. numba checks
 #: each entry against its source file, so a stale one is compiled again. ranx compiles in every process that has no
-#: cache: ~45 s here, ~6 s with one (``make`` fills it while pip installs the test environment, :func:`ranx` where
+#: cache: ~45 s here, ~9 s with one (``make`` fills it while pip installs the test environment, :func:`ranx` where
 #: that has not happened, once per session).
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".cache" / "numba"))
 
