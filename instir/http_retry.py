@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import os
 import random
 import socket
 import threading
@@ -26,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from instir.errors import UsageError
+from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +210,48 @@ def post_with_retries(client: httpx.Client, path: str, body: Any, *, policy: Ret
         log.info("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
                  policy.max_retries, wait)
         time.sleep(wait)
+
+
+class Endpoint:
+    """An OpenAI-compatible server as the kit's clients (the judge, the embeddings backend) call it, under one set of
+    rules: ``base_url`` holds no credentials (refused); the key is read at request time from the environment
+    variable *named* ``api_key_env`` (checked to be a name, never a key: :func:`~instir.secrets.require_env_name`)
+    and sent only in ``auth_header`` (``Authorization: Bearer <key>``; the key alone in another header, as Azure's
+    ``api-key``); ``query_params`` go with every request (Azure's ``api-version``); every attempt ends within
+    ``timeout_s`` seconds; and a server's text is masked of the key (:meth:`scrub`) before the kit keeps or shows it."""
+
+    def __init__(self, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
+                 query_params: Mapping[str, str] | None = None, timeout_s: float = 60.0):
+        if not timeout_s > 0:
+            raise UsageError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+        refuse_url_credentials(base_url, "base_url")
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = require_env_name(api_key_env, "api_key_env")
+        self.auth_header, self.query_params, self.timeout_s = auth_header, dict(query_params or {}), timeout_s
+
+    def __repr__(self) -> str:
+        return f"base_url={self.base_url!r}, api_key_env={self.api_key_env!r}"
+
+    def headers(self) -> dict[str, str]:
+        """The key's header, read from the environment now (none when the variable is unset or empty)."""
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            return {}
+        return {self.auth_header: f"Bearer {key}" if self.auth_header.lower() == "authorization" else key}
+
+    def scrub(self, text: str | None) -> str | None:
+        """``text`` with the key masked (some servers echo it, and so may a model)."""
+        return mask_secret(text, os.environ.get(self.api_key_env, ""))
+
+    def client(self) -> httpx.Client:
+        """A :func:`client` for this server."""
+        return client(self.base_url, self.timeout_s)
+
+    def post(self, http: httpx.Client, path: str, body: Any, *, policy: RetryPolicy, what: str,
+             max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
+        """:func:`post_with_retries` to ``path`` with this server's key, query parameters, masking and deadline."""
+        return post_with_retries(http, path, body, policy=policy, headers=self.headers, params=self.query_params,
+                                 scrub=self.scrub, what=what, deadline_s=self.timeout_s, max_bytes=max_bytes)
 
 
 def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:

@@ -17,7 +17,6 @@ header, never stored on the object or logged; every text field of a judgment has
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -28,10 +27,9 @@ from typing import Any, Literal
 import httpx
 
 from instir.errors import UsageError
-from instir.http_retry import RequestFailed, RetryPolicy, client, post_with_retries
+from instir.http_retry import Endpoint, RequestFailed, RetryPolicy
 from instir.judge.scoring import answer_schema, judgment_from_chat, progress_bar
 from instir.judge.types import AUTHORS_RULE, MAX_MODEL_CHARS, JudgeRequest, Judgment, OnResult, capped
-from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 #: How a chat request asks for JSON: ``json_object`` (JSON mode, widely supported), ``json_schema``
 #: (OpenAI structured outputs with the rubric's schema; OpenAI, vLLM) or ``json_object_schema``
@@ -111,10 +109,10 @@ class OpenAICompatibleJudge:
     """Judge over any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, Azure OpenAI's
     v1 API, vLLM, Ollama, llama.cpp server, LM Studio).
 
-    ``base_url`` ends before ``/chat/completions``. The key is read from the environment variable
-    *named* ``api_key_env`` at request time (no header when it is unset, as local servers need
-    none) and sent as ``Authorization: Bearer …`` or, for Azure, under ``auth_header="api-key"``;
-    ``query_params`` go on every request (Azure's ``api-version``). ``call_settings`` is a preset
+    ``base_url`` ends before ``/chat/completions``; it, ``api_key_env``, ``auth_header`` (Azure: ``"api-key"``),
+    ``query_params`` (Azure's ``api-version``) and ``timeout_s`` make the :attr:`endpoint`
+    (:class:`~instir.http_retry.Endpoint`: the key read from the environment variable so named at request
+    time, no header when it is unset, as local servers need none). ``call_settings`` is a preset
     name of :data:`CALL_SETTINGS` or a :class:`CallSettings`; keyword ``overrides`` change single
     fields (``max_tokens=64``, ``response_format="json_object_schema"``). The judge's ``model``
     string is ``"<model> [<settings label>]"`` (:attr:`CallSettings.label`); ``served_model`` is
@@ -137,20 +135,14 @@ class OpenAICompatibleJudge:
                  concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, price_per_1m: tuple[float, float] | None = None,
                  progress: bool = True, **overrides: Any):
-        if not timeout_s > 0:
-            raise UsageError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+        self.endpoint = Endpoint(base_url, api_key_env=api_key_env, auth_header=auth_header,
+                                 query_params=query_params, timeout_s=timeout_s)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise UsageError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
         self.settings = resolve_call_settings(call_settings, **overrides)
         self.served_model = model
         self.model = f"{model} [{self.settings.label}]"
-        refuse_url_credentials(base_url, "base_url")
-        self.base_url = base_url.rstrip("/")
-        self.api_key_env = require_env_name(api_key_env, "api_key_env")
-        self.auth_header = auth_header
-        self.query_params = dict(query_params or {})
         self.concurrency = max(1, concurrency)
-        self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
@@ -158,8 +150,7 @@ class OpenAICompatibleJudge:
         self.progress = progress
 
     def __repr__(self) -> str:
-        return (f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.base_url!r}, "
-                f"api_key_env={self.api_key_env!r})")
+        return f"OpenAICompatibleJudge(model={self.model!r}, {self.endpoint!r})"
 
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         """Judge every request concurrently; results in input order, ``on_result`` called from
@@ -167,7 +158,7 @@ class OpenAICompatibleJudge:
         if not requests:
             return []
         out: list[Judgment | None] = [None] * len(requests)
-        with client(self.base_url, self.timeout_s) as http, \
+        with self.endpoint.client() as http, \
                 ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
                 progress_bar(len(requests), self.name, self.progress) as bar:
             futures = {pool.submit(self._judgment, http, r): i for i, r in enumerate(requests)}
@@ -186,21 +177,11 @@ class OpenAICompatibleJudge:
                 pool.shutdown(wait=True, cancel_futures=True)
         return out  # type: ignore[return-value]
 
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env, "")
-        if not key:
-            return {}
-        return {self.auth_header: f"Bearer {key}" if self.auth_header.lower() == "authorization" else key}
-
-    def _scrub(self, text: str | None) -> str | None:
-        """``text`` with the API key masked (some servers echo it, and so may a model)."""
-        return mask_secret(text, os.environ.get(self.api_key_env, ""))
-
     def _stored(self, judgment: Judgment) -> Judgment:
         """``judgment`` as it may be stored: the API key masked in every text field, then ``raw``
         cut to :data:`~instir.judge.types.MAX_RAW_CHARS` (masking first, so no piece of a key
         survives a cut) and ``error`` to :data:`RAW_BODY_CHARS`."""
-        changes = {f.name: self._scrub(getattr(judgment, f.name)) for f in dataclasses.fields(judgment)
+        changes = {f.name: self.endpoint.scrub(getattr(judgment, f.name)) for f in dataclasses.fields(judgment)
                    if isinstance(getattr(judgment, f.name), str)}
         changes["raw"] = capped(changes["raw"])
         if changes.get("error") is not None:
@@ -228,12 +209,11 @@ class OpenAICompatibleJudge:
             body["response_format"] = {"type": "json_object", "schema": answer_schema(request.rubric)}
         return body
 
-    def _post(self, client: httpx.Client, body: dict[str, Any]) -> httpx.Response:
+    def _post(self, http: httpx.Client, body: dict[str, Any]) -> httpx.Response:
         """POST with retries; returns the successful response or raises :class:`RequestFailed`."""
         policy = RetryPolicy(self.max_retries, self.backoff_s, self.max_backoff_s)
-        return post_with_retries(client, "/chat/completions", body, policy=policy, headers=self._headers,
-                                 params=self.query_params, scrub=self._scrub, what="judge request",
-                                 deadline_s=self.timeout_s, max_bytes=MAX_ANSWER_BYTES)
+        return self.endpoint.post(http, "/chat/completions", body, policy=policy, what="judge request",
+                                  max_bytes=MAX_ANSWER_BYTES)
 
     def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         start = time.perf_counter()
@@ -246,7 +226,7 @@ class OpenAICompatibleJudge:
             return self._read(response, request, latency)
         except Exception as err:  # noqa: BLE001 - the failure boundary: nothing a server sends escapes it
             return Judgment.failure(f"malformed response body ({type(err).__name__}: {err})",
-                                    raw=self._scrub(response.text)[:RAW_BODY_CHARS], latency_s=latency)
+                                    raw=self.endpoint.scrub(response.text)[:RAW_BODY_CHARS], latency_s=latency)
 
     def _read(self, response: httpx.Response, request: JudgeRequest, latency: float) -> Judgment:
         """The judgment in a successful response. Raises for a body that is not a chat

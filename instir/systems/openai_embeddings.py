@@ -25,9 +25,8 @@ and sent only in the request header; it is never stored, logged or part of any c
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,13 +36,7 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
 from instir.formatting import Template, shared_subset
-from instir.http_retry import (
-    ERROR_BODY_CHARS,
-    RequestFailed,
-    RetryPolicy,
-    post_with_retries,
-)
-from instir.http_retry import client as http_client
+from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy
 from instir.progress import tqdm
 from instir.retrieval.dense import document_format, search_meta
 from instir.retrieval.embedding_cache import CorpusTexts, EmbeddingCache
@@ -58,7 +51,6 @@ from instir.retrieval.windows import (
     ifir_windows,
     tiktoken_adapter,
 )
-from instir.secrets import mask_secret, refuse_url_credentials
 
 _SRC = "SighingSnow/IFIR src/utils/embeddings.py OpenAIEmbedding (segment_text, embed_documents, embed_query)"
 
@@ -81,23 +73,24 @@ class OpenAIEmbeddingClient:
     """Batched, concurrent, retrying client of an OpenAI-compatible ``/embeddings`` endpoint.
 
     ``base_url`` ends before ``/embeddings`` (``https://api.openai.com/v1``,
-    ``http://127.0.0.1:8000/v1``). ``batch_size`` texts per request, ``concurrency`` requests
+    ``http://127.0.0.1:8000/v1``); it, ``api_key_env``, ``auth_header``, ``query_params`` and ``timeout_s``
+    make the :attr:`endpoint` (:class:`~instir.http_retry.Endpoint`, the judge's rules). ``batch_size`` texts
+    per request, ``concurrency`` requests
     at a time; ``dimensions`` is sent when set (text-embedding-3 shortening). ``requests``
     counts requests that succeeded and ``sent`` the texts they held.
     """
 
     def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
-                 api_key_env: str = "OPENAI_API_KEY", dimensions: int | None = None, batch_size: int = 256,
+                 api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
+                 query_params: Mapping[str, str] | None = None, dimensions: int | None = None, batch_size: int = 256,
                  concurrency: int = 4, timeout_s: float = 60.0, policy: RetryPolicy = RetryPolicy(),
                  progress: bool = True):
         self.model = model
-        refuse_url_credentials(base_url, "base_url")
-        self.base_url = base_url.rstrip("/")
-        self.api_key_env = api_key_env
+        self.endpoint = Endpoint(base_url, api_key_env=api_key_env, auth_header=auth_header,
+                                 query_params=query_params, timeout_s=timeout_s)
         self.dimensions = dimensions
         self.batch_size = max(1, batch_size)
         self.concurrency = max(1, concurrency)
-        self.timeout_s = timeout_s
         self.policy = policy
         self.progress = progress
         self.requests = 0
@@ -105,34 +98,25 @@ class OpenAIEmbeddingClient:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return (f"OpenAIEmbeddingClient(model={self.model!r}, base_url={self.base_url!r}, "
-                f"api_key_env={self.api_key_env!r})")
-
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env, "")
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _scrub(self, text: str) -> str:
-        return mask_secret(text, os.environ.get(self.api_key_env, ""))
+        return f"OpenAIEmbeddingClient(model={self.model!r}, {self.endpoint!r})"
 
     def _embed_batch(self, client: httpx.Client, texts: list[str]) -> np.ndarray:
         body: dict[str, Any] = {"model": self.model, "input": texts}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
         try:
-            response = post_with_retries(client, "/embeddings", body, policy=self.policy, headers=self._headers,
-                                         scrub=self._scrub, what="embeddings request", deadline_s=self.timeout_s)
+            response = self.endpoint.post(client, "/embeddings", body, policy=self.policy, what="embeddings request")
         except RequestFailed as err:
-            raise RuntimeError(f"{self.base_url}/embeddings ({self.model}): {err}") from None
+            raise RuntimeError(f"{self.endpoint.base_url}/embeddings ({self.model}): {err}") from None
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as err:
-            raise RuntimeError(f"{self.base_url}/embeddings returned a malformed body ({type(err).__name__}: "
-                               f"{err}): {self._scrub(response.text)[:ERROR_BODY_CHARS]}") from None
+            raise RuntimeError(f"{self.endpoint.base_url}/embeddings returned a malformed body ({type(err).__name__}: "
+                               f"{err}): {self.endpoint.scrub(response.text)[:ERROR_BODY_CHARS]}") from None
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise RuntimeError(f"{self.base_url}/embeddings returned {vectors.shape[0] if vectors.ndim else 0} "
-                               f"vectors for {len(texts)} inputs")
+            raise RuntimeError(f"{self.endpoint.base_url}/embeddings returned "
+                               f"{vectors.shape[0] if vectors.ndim else 0} vectors for {len(texts)} inputs")
         with self._lock:
             self.requests += 1
             self.sent += len(texts)
@@ -145,7 +129,7 @@ class OpenAIEmbeddingClient:
             raise ValueError("nothing to embed (no texts)")
         batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         out: list[np.ndarray | None] = [None] * len(batches)
-        with http_client(self.base_url, self.timeout_s) as client, \
+        with self.endpoint.client() as client, \
                 ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
                 tqdm(total=len(texts), desc=f"embedding ({self.model})", unit="text",
                      disable=not self.progress or len(batches) < 2) as bar:
@@ -169,7 +153,8 @@ class OpenAIEmbeddingsRetriever:
     family = "dense"
 
     def __init__(self, model: str = "text-embedding-3-small", base_url: str = "https://api.openai.com/v1", *,
-                 name: str | None = None, api_key_env: str = "OPENAI_API_KEY", dimensions: int | None = None,
+                 name: str | None = None, api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
+                 query_params: Mapping[str, str] | None = None, dimensions: int | None = None,
                  windows: bool = True, window: int = IFIR_WINDOW, stride: int = IFIR_STRIDE,
                  tokenizer: Any = None, tokenizer_name: str | None = None,
                  similarity: str = "cosine", batch_size: int = 256, concurrency: int = 4,
@@ -179,7 +164,8 @@ class OpenAIEmbeddingsRetriever:
             raise ValueError("a custom tokenizer needs tokenizer_name (it keys the embedding cache)")
         if window < 1 or not 1 <= stride <= window:
             raise ValueError(f"need 1 <= stride <= window, got window={window}, stride={stride}")
-        self.client = OpenAIEmbeddingClient(model, base_url, api_key_env=api_key_env, dimensions=dimensions,
+        self.client = OpenAIEmbeddingClient(model, base_url, api_key_env=api_key_env, auth_header=auth_header,
+                                            query_params=query_params, dimensions=dimensions,
                                             batch_size=batch_size, concurrency=concurrency, timeout_s=timeout_s,
                                             policy=policy, progress=progress)
         self.name = name or f"api-{model.rstrip('/').split('/')[-1]}"
@@ -194,15 +180,16 @@ class OpenAIEmbeddingsRetriever:
     def from_card(cls, card: Any, **options: Any) -> "OpenAIEmbeddingsRetriever":
         """From a system card (duck-typed): ``model``, ``name``, ``similarity``, ``windowing``
         (``"ifir"``: IFIR's windows of 512 tokens every 384; empty: whole texts) and ``params``
-        (``base_url``, ``api_key_env`` — the variable's *name* —, ``dimensions``, ``batch_size``,
-        ``concurrency``); ``options`` (tokenizer, cache, progress …) pass through."""
+        (``base_url``, ``api_key_env`` — the variable's *name* —, ``auth_header``, ``query_params``,
+        ``dimensions``, ``batch_size``, ``concurrency``); ``options`` (tokenizer, cache, progress …) pass through."""
         params = dict(getattr(card, "params", None) or {})
         windowing = getattr(card, "windowing", None) or ""
         if windowing == CLEAN_CUT:  # the clean cut needs the tokens' character offsets
             raise ValueError(f"system {card.name!r}: the openai-embeddings adapter cuts IFIR's windows "
                              f"(windowing = {AUTHORS_CUT!r}) or none, not {CLEAN_CUT!r}")
         settings: dict[str, Any] = {"windows": windowing == AUTHORS_CUT}
-        for key in ("base_url", "api_key_env", "dimensions", "batch_size", "concurrency"):
+        for key in ("base_url", "api_key_env", "auth_header", "query_params", "dimensions", "batch_size",
+                    "concurrency"):
             if key in params:
                 settings[key] = params[key]
         if "cache_dir" in options:  # the registry's name for where embeddings are cached
@@ -219,15 +206,16 @@ class OpenAIEmbeddingsRetriever:
 
     def encoder_description(self) -> dict:
         """Everything that changes the vectors (part of every cache key; never the key itself)."""
-        return {"backend": "openai-embeddings", "base_url": self.client.base_url, "model": self.client.model,
+        return {"backend": "openai-embeddings", "base_url": self.client.endpoint.base_url, "model": self.client.model,
                 "dimensions": self.client.dimensions,
                 "windows": [self.window, self.stride] if self.windows else None,
                 "tokenizer": self.tokenizer_name if self.windows else None, "pooling": "mean of windows"}
 
     def params(self) -> dict:
         """Parameters recorded in run metadata (no secret: only the variable's name)."""
-        return {**self.encoder_description(), "similarity": self.similarity, "api_key_env": self.client.api_key_env,
-                "batch_size": self.client.batch_size, "concurrency": self.client.concurrency, "source": _SRC}
+        client = self.client
+        return {**self.encoder_description(), "similarity": self.similarity, "api_key_env": client.endpoint.api_key_env,
+                "batch_size": client.batch_size, "concurrency": client.concurrency, "source": _SRC}
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text: the mean of its window vectors (whole text when windows are off)."""

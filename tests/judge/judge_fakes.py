@@ -78,6 +78,7 @@ class FakeChatServer:
         self.received: list[tuple[dict[str, str], dict]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.paths: list[str] = []  # each request's path and query, as received
         self._lock = threading.Lock()
         server = self
 
@@ -86,6 +87,7 @@ class FakeChatServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server._lock:
                     server.received.append((dict(self.headers), body))
+                    server.paths.append(self.path)
                     reply = server.script.pop(0) if server.script else None
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)

@@ -141,18 +141,18 @@ def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path, monkey
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.setenv("LOCAL_KEY", "local-secret")
     hosted = factory.make_judge("openai", model="gpt-4o-mini", base_url="", api_key_env="", cache=tmp_path / "j.sqlite")
-    assert hosted.backend.base_url == factory.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini [ifir]"
-    assert hosted.backend.api_key_env == "OPENAI_API_KEY"
+    assert hosted.backend.endpoint.base_url == factory.OPENAI_BASE_URL and hosted.model == "gpt-4o-mini [ifir]"
+    assert hosted.backend.endpoint.api_key_env == "OPENAI_API_KEY"
     local = factory.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
                                 api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
-    assert (local.backend.base_url, local.backend.api_key_env) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY")
-    assert local.backend.timeout_s == 60.0
+    endpoint = local.backend.endpoint
+    assert (endpoint.base_url, endpoint.api_key_env, endpoint.timeout_s) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY", 60.0)
 
 
 def test_make_judge_passes_the_notebooks_timeout_to_the_openai_backend(tmp_path):
     judge = factory.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1", timeout_s=2.5,
                                 cache=tmp_path / "j.sqlite")
-    assert judge.backend.timeout_s == 2.5
+    assert judge.backend.endpoint.timeout_s == 2.5
 
 
 def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from says import raises_saying
 
+from instir.errors import UsageError
 from instir.http_retry import RetryPolicy
 from instir.retrieval import retrieve
 from instir.retrieval.windows import ifir_windows, tiktoken_adapter
@@ -133,6 +134,27 @@ def test_bad_request_fails_with_one_line_and_no_key(monkeypatch):
     assert server.received[0][0]["Authorization"] == "Bearer sk-secret-123"
 
 
+def test_the_endpoint_keeps_the_judges_rules_a_key_for_a_variable_name_is_refused_and_azure_is_reached(
+        tmp_path, monkeypatch):
+    key = "sk-proj-AbCdEf0123456789AbCdEf0123456789"
+    with raises_saying(UsageError, "api_key_env", "must name an environment variable"):
+        OpenAIEmbeddingsRetriever(api_key_env=key, cache=tmp_path)
+    from types import SimpleNamespace
+
+    card = SimpleNamespace(name="v3", model="m", similarity="cosine", windowing="", params={"api_key_env": key})
+    with raises_saying(UsageError, "api_key_env"):
+        OpenAIEmbeddingsRetriever.from_card(card, cache=tmp_path)
+    monkeypatch.setenv("MY_EMB_KEY", "sk-test-123")
+    with FakeChatServer(responder=embeddings_reply) as server:
+        azure = SimpleNamespace(**{**vars(card), "params": {
+            "base_url": server.url, "api_key_env": "MY_EMB_KEY", "auth_header": "api-key",
+            "query_params": {"api-version": "2024-10-21"}}})
+        OpenAIEmbeddingsRetriever.from_card(azure, cache=tmp_path, progress=False).client.embed(["x"])
+    headers = server.received[0][0]
+    assert headers["api-key"] == "sk-test-123" and "Authorization" not in headers
+    assert server.paths == ["/v1/embeddings?api-version=2024-10-21"]
+
+
 def test_key_is_in_no_run_file_and_warm_rerun_sends_nothing(toy_benchmark, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-written")
     bench = toy_benchmark()
@@ -163,7 +185,7 @@ def test_from_card_reads_windowing_and_params(tmp_path):
                            params={"base_url": "http://127.0.0.1:1/v1", "api_key_env": "K", "dimensions": 256})
     kit = OpenAIEmbeddingsRetriever.from_card(card, tokenizer=WordTokenizer(), tokenizer_name="words",
                                               cache=tmp_path)
-    assert (kit.name, kit.windows, kit.window, kit.stride, kit.client.dimensions, kit.client.api_key_env) == \
+    assert (kit.name, kit.windows, kit.window, kit.stride, kit.client.dimensions, kit.client.endpoint.api_key_env) == \
         ("OpenAI-v3-small", True, 512, 384, 256, "K")
     whole = OpenAIEmbeddingsRetriever.from_card(SimpleNamespace(**{**vars(card), "windowing": ""}), cache=tmp_path)
     assert not whole.windows and whole.encoder_description()["windows"] is None
