@@ -146,7 +146,8 @@ def test_make_judge_reads_empty_notebook_parameters_as_defaults(tmp_path, monkey
     local = factory.make_judge("openai", model="served", base_url="http://127.0.0.1:8000/v1/",
                                 api_key_env="LOCAL_KEY", cache=tmp_path / "j.sqlite")
     endpoint = local.backend.endpoint
-    assert (endpoint.base_url, endpoint.api_key_env, endpoint.timeout_s) == ("http://127.0.0.1:8000/v1", "LOCAL_KEY", 60.0)
+    assert (endpoint.base_url, endpoint.api_key_env, endpoint.timeout_s) == \
+        ("http://127.0.0.1:8000/v1", "LOCAL_KEY", 60.0)
 
 
 def test_make_judge_passes_the_notebooks_timeout_to_the_openai_backend(tmp_path):
