@@ -25,8 +25,6 @@ reranker identity, depth, split, document field) is read back instead.
 from __future__ import annotations
 
 import hashlib
-import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -36,13 +34,11 @@ from instir.benchmarks.types import Benchmark, FormatError, Query, quoted
 from instir.progress import tqdm
 from instir.retrieval.runs import (
     Run,
-    drop_self_hits,
     read_run,
     trec_bytes,
-    write_run,
 )
 from instir.retrieval.score_cache import ScoreCache
-from instir.retrieval.search import file_slug, inputs_key, reused_run
+from instir.retrieval.search import file_slug, key_digest, keyed, keyed_run
 
 #: Separator the InstructIR query files put between instruction and query.
 SEP = " [SEP] "
@@ -100,26 +96,17 @@ def _first_stage(run: Run | str | Path) -> tuple[Run, dict]:
 
 def rerank_key(benchmark: Benchmark, reranker: Reranker, first_stage: dict, depth: int,
                query_split: QuerySplit, doc_field: DocField) -> dict:
-    """Everything that determines a reranked run: identical keys mean it can be reused."""
-    key = {
-        **inputs_key(benchmark),
-        "first_stage_sha256": first_stage["trec_sha256"],
-        "reranker": {"name": reranker.name, "identity": reranker.identity()},
-        "depth": depth,
-        "query_split": query_split,
-        "doc_field": doc_field,
-        "self_hits": "dropped",
-    }
-    return json.loads(json.dumps(key, sort_keys=True, default=str))
+    """The :func:`~instir.retrieval.search.keyed` key of a reranked run."""
+    return keyed(benchmark, first_stage_sha256=first_stage["trec_sha256"], depth=depth, query_split=query_split,
+                 doc_field=doc_field, reranker={"name": reranker.name, "identity": reranker.identity()})
 
 
 def rerank_path(out_dir: str | Path, key: dict, first_stage_path: str | None) -> Path:
     """``<first-stage stem>__rerank-<reranker>__d<depth>-<hash8>.trec`` under ``out_dir``."""
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     bench = key["benchmark"]
     stem = Path(first_stage_path).stem if first_stage_path else f"{bench['name']}__{bench['setting']}"
     reranker = file_slug(key["reranker"]["name"])
-    return Path(out_dir) / f"{file_slug(stem)}__rerank-{reranker}__d{key['depth']}-{digest}.trec"
+    return Path(out_dir) / f"{file_slug(stem)}__rerank-{reranker}__d{key['depth']}-{key_digest(key)}.trec"
 
 
 def _pairs(run: Run, benchmark: Benchmark, depth: int, query_split: QuerySplit,
@@ -191,43 +178,22 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
         raise ValueError(f"unknown doc_field {doc_field!r}; use 'text' or 'indexed'")
     run, source = _first_stage(run)
     key = rerank_key(benchmark, reranker, source, depth, query_split, doc_field)
-    path = rerank_path(out_dir, key, source["path"]) if out_dir is not None else None
-    reused = reused_run(path, key)
-    if reused is not None:
-        return reused
-    if not isinstance(cache, ScoreCache):
-        cache = ScoreCache(cache)
-    start = time.perf_counter()
-    pairs = _pairs(run, benchmark, depth, query_split, doc_field)
-    inputs = [reranker.model_input(query, instruction, text) for _, _, query, instruction, text in pairs]
-    scores, scored = score_inputs(reranker, inputs, cache, progress)
-    wall = time.perf_counter() - start
-    found = Run.from_scores(_nested(pairs, scores))
-    out = drop_self_hits(found)
-    out.meta = {
-        "benchmark": key["benchmark"],
-        "setting": benchmark.setting,
-        "retriever": {"name": f"{source['retriever'] or 'run'}>>{reranker.name}", "family": "rerank",
-                      "params": {"reranker": key["reranker"], "depth": depth}},
-        "reranker": key["reranker"],
-        "template": {"name": key["reranker"]["identity"].get("template_name", reranker.name),
-                     "prompt": key["reranker"]["identity"].get("template")},
-        "first_stage": source,
-        "depth": depth,
-        "query_split": query_split,
-        "doc_field": doc_field,
-        "k": depth,
-        "self_hits_dropped": out.meta["self_hits_dropped"],
-        "pairs": len(inputs),
-        "scored": scored,
-        "score_cache": str(cache.path),
-        "wall_time_s": round(wall, 3),
-        "key": key,
-    }
-    if path is not None:
-        write_run(out, path)
-        out.meta["path"] = str(path)
-    return out
+
+    def rescore() -> tuple[Run, dict]:
+        score_cache = cache if isinstance(cache, ScoreCache) else ScoreCache(cache)
+        pairs = _pairs(run, benchmark, depth, query_split, doc_field)
+        inputs = [reranker.model_input(query, instruction, text) for _, _, query, instruction, text in pairs]
+        scores, scored = score_inputs(reranker, inputs, score_cache, progress)
+        identity = key["reranker"]["identity"]
+        return Run.from_scores(_nested(pairs, scores)), {
+            "retriever": {"name": f"{source['retriever'] or 'run'}>>{reranker.name}", "family": "rerank",
+                          "params": {"reranker": key["reranker"], "depth": depth}},
+            "reranker": key["reranker"],
+            "template": {"name": identity.get("template_name", reranker.name), "prompt": identity.get("template")},
+            "first_stage": source, "depth": depth, "query_split": query_split, "doc_field": doc_field, "k": depth,
+            "pairs": len(inputs), "scored": scored, "score_cache": str(score_cache.path)}
+
+    return keyed_run(rerank_path(out_dir, key, source["path"]) if out_dir is not None else None, key, rescore)
 
 
 def _nested(pairs: list[tuple[str, str, str, str, str]], scores: list[float]) -> dict[str, dict[str, float]]:

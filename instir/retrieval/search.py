@@ -9,6 +9,7 @@ import json
 import numbers
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -16,13 +17,7 @@ from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.progress import enabled as progress_enabled
-from instir.retrieval.runs import (
-    Run,
-    drop_self_hits,
-    read_run,
-    read_sidecar,
-    write_run,
-)
+from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, write_run
 
 #: The retriever kinds :func:`make_retriever` builds.
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
@@ -116,43 +111,55 @@ def queries_sha256(benchmark: Benchmark) -> str:
     return h.hexdigest()
 
 
-def inputs_key(benchmark: Benchmark) -> dict:
-    """The part of run and rerank keys that names the benchmark (name, layout, revision, setting,
-    sample) and hashes its corpus and queries, so a changed local copy is noticed."""
-    return {"benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
-                          "setting": benchmark.setting, "sample": benchmark.is_sample},
-            "corpus_sha256": benchmark.corpus.content_hash(), "queries_sha256": queries_sha256(benchmark)}
+def keyed(benchmark: Benchmark, **parts: object) -> dict:
+    """A run's key, everything that determines its content (identical keys: the run can be reused): the
+    benchmark (name, layout, revision, setting, sample) with hashes of its corpus and queries, so a changed local
+    copy is noticed, ``parts`` (what made the run) and the self-hits rule, as JSON holds them."""
+    key = {"benchmark": {"name": benchmark.name, "layout": benchmark.layout, "revision": benchmark.revision,
+                         "setting": benchmark.setting, "sample": benchmark.is_sample},
+           "corpus_sha256": benchmark.corpus.content_hash(), "queries_sha256": queries_sha256(benchmark),
+           **parts, "self_hits": "dropped"}
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
 
 
-def reused_run(path: Path | None, key: dict) -> Run | None:
-    """The complete run at ``path`` whose sidecar holds ``key``, marked ``reused``; else None."""
+def key_digest(key: dict) -> str:
+    """The short hash of a whole key that ends a run's file name, so runs with other parameters never share one."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def keyed_run(path: Path | None, key: dict, make: Callable[[], tuple[Run, dict]]) -> Run:
+    """The run of ``key``, made once: the complete run at ``path`` whose sidecar holds ``key`` (marked ``reused``),
+    else ``make()``'s ``(run, meta)`` without self-hits, its ``meta`` with the benchmark, the self-hits dropped, the
+    wall time and ``key``, written to ``path`` with its sidecar when there is one. One rule for retrieval and
+    reranking."""
     existing = read_sidecar(path) if path is not None else None
-    if existing is None or existing.get("key") != key:
-        return None
-    run = read_run(path)
-    run.meta["reused"] = True
+    if existing is not None and existing.get("key") == key:
+        run = read_run(path)
+        run.meta["reused"] = True
+        return run
+    start = time.perf_counter()
+    found, meta = make()
+    wall = time.perf_counter() - start
+    run = drop_self_hits(found)
+    run.meta = {"benchmark": key["benchmark"], "setting": key["benchmark"]["setting"], **meta,
+                "self_hits_dropped": run.meta["self_hits_dropped"], "wall_time_s": round(wall, 3), "key": key}
+    if path is not None:
+        write_run(run, path)
+        run.meta["path"] = str(path)
     return run
 
 
 def run_key(benchmark: Benchmark, retriever: Retriever, template: Template, k: int) -> dict:
-    """Everything that determines a run's content: identical keys mean the run can be reused.
-    Includes content hashes of the corpus and the queries, so a changed local copy is noticed."""
-    key = {
-        **inputs_key(benchmark),
-        "retriever": {"name": retriever.name, "family": retriever_family(retriever), "params": retriever.params()},
-        "template": template.describe(),
-        "k": k,
-        "self_hits": "dropped",
-    }
-    return json.loads(json.dumps(key, sort_keys=True, default=str))
+    """The :func:`keyed` key of a retrieval run."""
+    return keyed(benchmark, k=k, template=template.describe(), retriever={
+        "name": retriever.name, "family": retriever_family(retriever), "params": retriever.params()})
 
 
 def run_path(out_dir: str | Path, key: dict) -> Path:
-    """``<benchmark>__<setting>__<retriever>__<template>__k<k>-<hash8>.trec`` under ``out_dir``;
-    the short hash of the full key keeps runs with other parameters from overwriting each other."""
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    """``<benchmark>__<setting>__<retriever>__<template>__k<k>-<hash8>.trec`` under ``out_dir``
+    (:func:`key_digest`)."""
     parts = [key["benchmark"]["name"], key["benchmark"]["setting"], key["retriever"]["name"], key["template"]["name"]]
-    return Path(out_dir) / ("__".join(file_slug(p) for p in parts) + f"__k{key['k']}-{digest}.trec")
+    return Path(out_dir) / ("__".join(file_slug(p) for p in parts) + f"__k{key['k']}-{key_digest(key)}.trec")
 
 
 def template_for(benchmark: Benchmark, retriever: Retriever, template: Template | str | None = None) -> Template:
@@ -209,30 +216,11 @@ def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Templat
     if candidates:
         k = max(len(docs) for docs in candidates.values())
     key = run_key(benchmark, retriever, template, k)
-    path = run_path(out_dir, key) if out_dir is not None else None
-    reused = reused_run(path, key)
-    if reused is not None:
-        return reused
-    start = time.perf_counter()
-    found = retriever.search(benchmark, template, len(benchmark.corpus) if candidates else k)
-    if candidates:
-        found = only_candidates(found, candidates)
-    wall = time.perf_counter() - start
-    run = drop_self_hits(found)
-    run.meta = {
-        "benchmark": key["benchmark"],
-        "setting": benchmark.setting,
-        "retriever": key["retriever"],
-        "template": key["template"],
-        "k": k,
-        "self_hits_dropped": run.meta["self_hits_dropped"],
-        "wall_time_s": round(wall, 3),
-        "search": found.meta,
-        "key": key,
-    }
-    if card is not None:
-        run.meta["system"] = card.to_dict()
-    if path is not None:
-        write_run(run, path)
-        run.meta["path"] = str(path)
-    return run
+
+    def search() -> tuple[Run, dict]:
+        found = retriever.search(benchmark, template, len(benchmark.corpus) if candidates else k)
+        found = only_candidates(found, candidates) if candidates else found
+        meta = {"retriever": key["retriever"], "template": key["template"], "k": k, "search": found.meta}
+        return found, meta if card is None else {**meta, "system": card.to_dict()}
+
+    return keyed_run(run_path(out_dir, key) if out_dir is not None else None, key, search)
