@@ -128,26 +128,16 @@ class EmbeddingCache:
         ``encoder`` describes everything besides the items that changes the vectors; it is
         kept in the manifest. ``label`` (the model's name) starts the entry's directory name.
         """
-        if iter(items) is items:
-            raise TypeError("items must be re-iterable (a list or a re-iterable view), not a one-shot iterator")
-        key = self.key(encoder, items)
-        entry = self.entry_dir(label or str(encoder.get("model", "")), key)
+        key, entry = self.entry_of(encoder, items, label)
         matrix = self.verified_matrix(entry, key)
         if matrix is not None:
             return Embeddings(matrix, key, entry, 0)
-
         chunk_files: list[Path] = []
         encoded = n_items = 0
-        total = len(items) if isinstance(items, Sized) else None
-        with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
-            for i, chunk in enumerate(in_chunks(items, self.chunk_size)):
-                chunk_files.append(self.chunk_path(entry, i))
-                n_items += len(chunk)
-                if self.write_chunk(entry, i, chunk, encode):
-                    encoded += len(chunk)
-                bar.update(len(chunk))
-        if not chunk_files:
-            raise ValueError("nothing to embed (no inputs)")
+        for i, chunk in self.chunks(items, desc):
+            chunk_files.append(self.chunk_path(entry, i))
+            n_items += len(chunk)
+            encoded += len(chunk) if self.write_chunk(entry, i, chunk, encode) else 0
         published = self.entries.put(entry.name, key, lambda folder: join_chunks(folder / MATRIX, chunk_files,
                                                                                  n_items),
                                      description=encoder, meta={"rows": n_items, "chunk_size": self.chunk_size},
@@ -155,6 +145,27 @@ class EmbeddingCache:
         return Embeddings(np.load(published.path / MATRIX, mmap_mode="r"), key, entry, encoded)
 
     # ------------------------------------------------------------ chunks
+
+    def entry_of(self, encoder: dict, items: Iterable[Any], label: str = "") -> tuple[str, Path]:
+        """The key and the entry folder of ``items`` under ``encoder`` (``label``, else the encoder's model, starts
+        its name). ``items`` must be re-iterable: they are read here for the key and again to encode."""
+        if iter(items) is items:
+            raise TypeError("items must be re-iterable (a list or a re-iterable view), not a one-shot iterator")
+        key = self.key(encoder, items)
+        return key, self.entry_dir(label or str(encoder.get("model", "")), key)
+
+    def chunks(self, items: Iterable[Any], desc: str) -> Iterator[tuple[int, list[Any]]]:
+        """``items`` as numbered lists of :attr:`chunk_size`, under a progress bar counting inputs; none at all is
+        a ``ValueError``. The chunk loop of every matrix this cache holds (vectors here, token matrices in
+        :mod:`instir.retrieval.token_cache`)."""
+        total = len(items) if isinstance(items, Sized) else None
+        with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
+            i = -1
+            for i, chunk in enumerate(in_chunks(items, self.chunk_size)):
+                yield i, chunk
+                bar.update(len(chunk))
+        if i < 0:
+            raise ValueError("nothing to embed (no inputs)")
 
     def chunk_path(self, entry: Path, index: int) -> Path:
         """File of chunk ``index`` (inputs ``index * chunk_size`` onwards) of an entry; the chunk

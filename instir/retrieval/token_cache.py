@@ -18,7 +18,7 @@ Deleting any entry (or the whole root) is always safe: it is rebuilt on the next
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from instir.progress import tqdm
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, in_chunks, join_chunks
+from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, join_chunks
 from instir.verified_store import Damaged, Entry, part_ok, write_part
 
 TOKENS, DOCLENS = "tokens.npy", "doclens.npy"
@@ -71,10 +70,7 @@ class TokenEmbeddingCache:
         """Token embeddings of ``items`` from the cache, encoding (chunk by chunk) only what is
         missing. ``encode`` maps a list of items to one ``(n_tokens, dim)`` array each (at least
         one token per input). ``items`` must be re-iterable, as for :meth:`EmbeddingCache.embed`."""
-        if iter(items) is items:
-            raise TypeError("items must be re-iterable (a list or a re-iterable view), not a one-shot iterator")
-        key = EmbeddingCache.key(encoder, items)
-        entry = self._cache.entry_dir(label or str(encoder.get("model", "")), key)
+        key, entry = self._cache.entry_of(encoder, items, label)
         store = self._cache.entries
 
         def open_packed(found: Entry, encoded: int = 0) -> TokenEmbeddings:
@@ -92,30 +88,25 @@ class TokenEmbeddingCache:
         token_files: list[Path] = []
         length_files: list[Path] = []
         encoded = n_items = n_tokens = 0
-        total = len(items) if isinstance(items, Sized) else None
         work = self._cache.work_dir(entry)
-        with tqdm(desc=desc, total=total, unit="input", disable=not self.progress) as bar:
-            for i, chunk in enumerate(in_chunks(items, self.chunk_size)):
-                stem = work / f"chunk{self.chunk_size}-{i:06d}"
-                tok_path, len_path = stem.with_name(f"{stem.name}.{TOKENS}"), stem.with_name(f"{stem.name}.{DOCLENS}")
-                token_files.append(tok_path)
-                length_files.append(len_path)
-                n_items += len(chunk)
-                lengths = _done_chunk(tok_path, len_path, len(chunk))
-                if lengths is None:
-                    mats = [np.asarray(m, dtype=np.float32) for m in encode(chunk)]
-                    if len(mats) != len(chunk) or any(m.ndim != 2 or m.shape[0] < 1 for m in mats):
-                        raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
-                                         "be (n_tokens >= 1, dim)")
-                    lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
-                    work.mkdir(parents=True, exist_ok=True)
-                    write_part(tok_path, np.concatenate(mats))
-                    write_part(len_path, lengths[:, None].astype(np.float32))
-                    encoded += len(chunk)
-                n_tokens += int(lengths.sum())
-                bar.update(len(chunk))
-        if not token_files:
-            raise ValueError("nothing to embed (no inputs)")
+        for i, chunk in self._cache.chunks(items, desc):
+            stem = work / f"chunk{self.chunk_size}-{i:06d}"
+            tok_path, len_path = stem.with_name(f"{stem.name}.{TOKENS}"), stem.with_name(f"{stem.name}.{DOCLENS}")
+            token_files.append(tok_path)
+            length_files.append(len_path)
+            n_items += len(chunk)
+            lengths = _done_chunk(tok_path, len_path, len(chunk))
+            if lengths is None:
+                mats = [np.asarray(m, dtype=np.float32) for m in encode(chunk)]
+                if len(mats) != len(chunk) or any(m.ndim != 2 or m.shape[0] < 1 for m in mats):
+                    raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
+                                     "be (n_tokens >= 1, dim)")
+                lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
+                work.mkdir(parents=True, exist_ok=True)
+                write_part(tok_path, np.concatenate(mats))
+                write_part(len_path, lengths[:, None].astype(np.float32))
+                encoded += len(chunk)
+            n_tokens += int(lengths.sum())
 
         def write(folder: Path) -> dict[str, str]:
             return {**join_chunks(folder / TOKENS, token_files, n_tokens),
