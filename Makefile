@@ -93,11 +93,11 @@ test: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) $(TEST_ARGS)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
-# interop round trips, no JVM, no fresh kit processes outside the hostile suite; on both workers. Median of 3 runs
-# on an idle 2-core machine (2026-12-05, 2,249 tests): 76.1 s; the 2,142 tests of the commit that measured 58.3 s
-# took 68.9 and 67.4 s on the machine that day, side by side (67.6 s the day before that commit, with the six
-# `processes` tests and pytest's log capture; 92 s before the stages' dense system became a tiny model and the JVM
-# left). About 12 s of it is each worker's collection (the test modules' imports).
+# interop round trips, no JVM, no fresh kit processes outside the hostile suite; on both workers. Measured on idle
+# 2-core machines (2,249 tests), whose speed differs by day: 49.4 s (median of five, 47.9-50.0 s; the first run in a
+# new checkout 63 s, compiling bytecode) on a day the 2,142 tests of c9b2d2d took 47.2-47.4 s side by side; 76.1 s
+# (median of 3) on a day they took 67.4-68.9 s. About 10-12 s of it is each worker's collection (the test modules'
+# imports).
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
