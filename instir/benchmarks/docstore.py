@@ -407,7 +407,6 @@ class IndexedCorpus(Corpus):
         self.skip_empty = skip_empty
         self.cache_dir = cache_dir
         self._loaded: CorpusIndex | None = None
-        self._members: frozenset[str] | None = None
         self._where: dict[str, int] | None = None
 
     def _stream_files(self) -> Iterator[Doc]:
@@ -428,18 +427,12 @@ class IndexedCorpus(Corpus):
         """Forget the index (and, when ``damaged``, its cache entry) and load it again."""
         if damaged:
             _store_of(self.paths, self.cache_dir).remove(_entry_name(self.index().files, self.skip_empty))
-        self._loaded = self._members = self._where = None
+        self._loaded = self._id_set = self._where = None
         return self.index()
 
     def ids(self) -> list[str]:
         """Document ids in corpus order (from the index)."""
         return self.index().ids
-
-    def id_set(self) -> frozenset[str]:
-        """Document ids as a set, for membership checks."""
-        if self._members is None:
-            self._members = frozenset(self.ids())
-        return self._members
 
     def __len__(self) -> int:
         return len(self.index())

@@ -94,7 +94,7 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
     from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
     from instir.retrieval.runs import read_run, read_sidecar
     from instir.stages.evaluate import as_scored
-    from instir.stages.retrieve import RUNS_COLUMNS
+    from instir.stages.retrieve import listed_row
 
     rows, read = [], {}
     for i, path in enumerate(paths):
@@ -107,11 +107,8 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
         resolved = path.resolve()
         listed = resolved.relative_to(out.resolve()).as_posix() if resolved.is_relative_to(out.resolve()) \
             else str(resolved)
-        rows.append({**dict.fromkeys(RUNS_COLUMNS), "benchmark": benchmark.name, "setting": benchmark.setting,
-                     "sample": benchmark.is_sample, "retriever": names[i] or name,
-                     "system": names[i] or name, "variant": "instructed",
-                     "template": (sidecar.get("template") or {}).get("name"), "k": sidecar.get("k"),
-                     "reused": False, "run_file": listed})
+        template = (sidecar.get("template") or {}).get("name")
+        rows.append(listed_row(benchmark, names[i] or name, listed, template=template, k=sidecar.get("k")))
         read[listed] = run
     systems = [row["system"] for row in rows]
     if len(set(systems)) != len(systems):

@@ -120,17 +120,15 @@ def judge_command(args: argparse.Namespace) -> int:
     from instir.report.lock import FolderLock
     from instir.retrieval.runs import read_run
     from instir.stages.judge import judge_runs
-    from instir.stages.retrieve import RUNS_COLUMNS, write_runs_table
+    from instir.stages.retrieve import listed_row, write_runs_table
 
     benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
     answered_instances(benchmark, set(instructed.df["qid"]), set(query_only.df["qid"]))
     out = output_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
-    rows = [{**dict.fromkeys(RUNS_COLUMNS), "benchmark": benchmark.name, "setting": benchmark.setting,
-             "sample": benchmark.is_sample, "retriever": args.name,
-             "system": args.name + ("" if variant == "instructed" else " (query-only)"), "variant": variant,
-             "reused": False, "run_file": str(Path(path).resolve())}
+    rows = [listed_row(benchmark, args.name + ("" if variant == "instructed" else " (query-only)"),
+                       str(Path(path).resolve()), variant, retriever=args.name)
             for variant, path in (("instructed", args.run), ("query-only", args.query_only_run))]
     with FolderLock(out, "instir judge"):
         write_runs_table(ReportLayout(out), rows)

@@ -37,6 +37,14 @@ RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "varian
 RUN_KEY = ["benchmark", "setting", "system", "variant"]
 
 
+def listed_row(benchmark: Benchmark, system: str, run_file: str, variant: str = "instructed", **more: object) -> dict:
+    """The ``runs.csv`` row of a run file made outside the kit's retrieval (``instir evaluate --run``,
+    ``instir judge``): the benchmark, the system (also its retriever), the variant, the file and ``more``."""
+    return {**dict.fromkeys(RUNS_COLUMNS), "benchmark": benchmark.name, "setting": benchmark.setting,
+            "sample": benchmark.is_sample, "retriever": system, "system": system, "variant": variant,
+            "reused": False, "run_file": run_file, **more}
+
+
 def front_end(folder: str | Path) -> str:
     """The front end writing ``folder`` now, as ``runs.csv`` records it: ``notebooks`` for the
     notebooks (under ``instir run``, in the lab, under papermill) and a Python session, else the

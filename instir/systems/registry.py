@@ -14,7 +14,7 @@ import importlib.util
 import inspect
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -167,14 +167,6 @@ def retriever_card(name: str, cards: Mapping[str, SystemCard], paper: str | None
         raise UsageError(f"system {card.name!r} is a {card.kind}; it reranks a run (instir rerank) instead "
                          "of retrieving")
     return card
-
-
-def build_retriever(name: str, card_files: Iterable[str | Path] = (), **options) -> SystemRetriever:
-    """The retriever a system card name runs, from the built-in cards and ``card_files``:
-    what ``instir retrieve --system`` and a sweep grid's card systems build. ``options`` as
-    :func:`build_system`."""
-    cards = load_cards(card_files)
-    return build_system(retriever_card(name, cards), cards=cards, **options)
 
 
 # ------------------------------------------------------------------ can it run here?
