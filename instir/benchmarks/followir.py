@@ -28,7 +28,15 @@ from pathlib import Path
 
 from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus
-from instir.benchmarks.readers import check_id, check_qrels, data_folder, field_str, read_qrels, read_records
+from instir.benchmarks.readers import (
+    check_id,
+    check_qrels,
+    data_folder,
+    field_str,
+    read_instructions,
+    read_qrels,
+    read_records,
+)
 from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 
 #: The family's instance forms (its spec's ``forms``): the original instruction's and the changed one's.
@@ -110,17 +118,12 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
             raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
         texts[qid] = field_str(rec, "text", qpath, n)
     ipath = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
-    instructions: dict[str, str] = {}
-    for n, rec in read_records(ipath):
-        qid = field_str(rec, "query-id", ipath, n)
-        if qid not in texts:
-            raise FormatError(ipath, n, "query-id", f"unknown query id {quoted(qid)} (not in {qpath.name})")
-        instructions[qid] = field_str(rec, "instruction", ipath, n)
+    instructions = read_instructions([ipath], texts, qpath.name)
     queries = {}
     for qid, text in texts.items():
         if qid not in instructions:
             raise FormatError(ipath, None, "query-id", f"no instruction for query {quoted(qid)}")
-        queries[qid] = Query(qid, text, instructions[qid])
+        queries[qid] = Query(qid, text, instructions[qid][0])
     rpath = _config(folder, "qrels", "data")
     qrels, lines = read_qrels(rpath)
     tpath = _config(folder, "top_ranked")

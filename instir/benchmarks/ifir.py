@@ -33,6 +33,7 @@ from instir.benchmarks.mteb import level_from_mteb_id
 from instir.benchmarks.readers import (
     data_folder,
     field_str,
+    read_instructions,
     read_json_array,
     read_qrels,
     read_records,
@@ -283,13 +284,7 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
 
 def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
     """Instances of MTEB's ``if-ir/<subset>``: bare queries joined with their instructions."""
-    instruction_of: dict[str, tuple[str, int]] = {}
-    for n, rec in read_records(instruction_path):
-        qid = field_str(rec, "query-id", instruction_path, n)
-        if qid in instruction_of:
-            raise FormatError(instruction_path, n, "query-id",
-                              f"duplicate instruction for query {quoted(qid)} (first on line {instruction_of[qid][1]})")
-        instruction_of[qid] = (field_str(rec, "instruction", instruction_path, n), n)
+    instruction_of = read_instructions([instruction_path])
     out: list[_Instance] = []
     by_source: dict[str, _Instance] = {}
     levels_of: dict[str, Counter] = {}
@@ -316,7 +311,7 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
                          qid)
         out.append(inst)
         by_source[qid] = inst
-    for qid, (_, line) in instruction_of.items():
+    for qid, (_, _, line) in instruction_of.items():
         if qid not in by_source:
             raise FormatError(instruction_path, line, "query-id",
                               f"unknown query id {quoted(qid)} (not in {query_path.name})")

@@ -21,6 +21,7 @@ from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
     check_qrels,
     field_str,
+    read_instructions,
     read_qrels,
     read_records,
 )
@@ -259,20 +260,12 @@ def _instructed(root: Path, layout: str) -> tuple[dict[str, Query], _Where, list
 
 def _attach_instructions(bare: dict[str, Query], where: _Where, paths: list[Path]) -> dict[str, Query]:
     """MTEB keeps instructions in their own config (``query-id``, ``instruction``)."""
-    instructions: dict[str, str] = {}
-    for path in paths:
-        for n, rec in read_records(path):
-            qid = field_str(rec, "query-id", path, n)
-            if qid not in bare:
-                raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in the queries config)")
-            if qid in instructions:
-                raise FormatError(path, n, "query-id", f"second instruction for query {quoted(qid)}")
-            instructions[qid] = field_str(rec, "instruction", path, n).strip()
+    instructions = read_instructions(paths, bare, "the queries config")
     for qid, query in bare.items():
         if qid not in instructions:
             path, n = where[qid]
             raise FormatError(path, n, "_id", f"query {quoted(qid)} has no instruction in {paths[0].parent.name}/")
-    return {qid: Query(id=q.id, query=q.query, instruction=instructions[qid], group=q.group)
+    return {qid: Query(id=q.id, query=q.query, instruction=instructions[qid][0].strip(), group=q.group)
             for qid, q in bare.items()}
 
 

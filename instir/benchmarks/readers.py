@@ -19,7 +19,7 @@ import math
 import os
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Container, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +262,26 @@ def read_json_array(path: Path) -> list[Any]:
     if not isinstance(data, list):
         raise FormatError(path, None, None, f"expected a JSON array at top level, got {type(data).__name__}")
     return data
+
+
+def read_instructions(paths: Sequence[Path], queries: Container[str] | None = None,
+                      query_file: str = "") -> dict[str, tuple[str, Path, int]]:
+    """MTEB's instruction config (records of ``query-id`` and ``instruction``) across ``paths``: each query's
+    instruction with the file and line that hold it. One rule for every family's reader: a query given a second
+    instruction is refused naming the first one's line; with ``queries`` (the ids of ``query_file``), an id not
+    among them is refused."""
+    found: dict[str, tuple[str, Path, int]] = {}
+    for path in paths:
+        for n, rec in read_records(path):
+            qid = field_str(rec, "query-id", path, n)
+            if queries is not None and qid not in queries:
+                raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in {query_file})")
+            if qid in found:
+                _, first, line = found[qid]
+                at = f"line {line}" if first == path else f"{first.name} line {line}"
+                raise FormatError(path, n, "query-id", f"duplicate instruction for query {quoted(qid)} (first on {at})")
+            found[qid] = (field_str(rec, "instruction", path, n), path, n)
+    return found
 
 
 def field_str(record: dict, name: str, path: Path, where: int | str, *, required: bool = True,

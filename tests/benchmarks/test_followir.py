@@ -165,6 +165,18 @@ def test_mteb_query_id_without_og_or_changed_suffix_is_refused(tmp_path):
     assert err.where == 2
 
 
+def test_mteb_second_instruction_for_a_query_is_refused_naming_the_first(tmp_path):
+    # one rule for every family's instruction config (readers.read_instructions): the last one no longer wins
+    folder = write_mteb(tmp_path / "mteb")
+    path = folder / "instruction" / "test.jsonl"
+    first = json.loads(path.read_text().splitlines()[0])
+    with path.open("a") as fh:
+        fh.write(json.dumps({**first, "instruction": "Another instruction."}) + "\n")
+    err = _error(folder)
+    assert err.path == str(path) and err.field == "query-id" and err.where == len(path.read_text().splitlines())
+    assert f"duplicate instruction for query '{first['query-id']}' (first on line 1)" in str(err)
+
+
 def test_mteb_missing_instruction_names_the_query(tmp_path):
     folder = write_mteb(tmp_path / "mteb")
     path = folder / "instruction" / "test.jsonl"
