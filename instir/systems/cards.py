@@ -39,9 +39,10 @@ from typing import Any
 
 from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
-from instir.errors import UnknownNameError, unknown
+from instir.errors import UnknownNameError, UsageError, unknown
 from instir.inputs import InputRefused, load_yaml, read_config
 from instir.retrieval.windows import WINDOWING_MODES
+from instir.secrets import refuse_url_credentials, require_env_name
 
 #: where a card's recipe comes from: a benchmark family's paper's code, MTEB's model wrappers (cards
 #: labelled "MTEB-comparable, not paper-comparable", each a ``variant_of`` a paper card), or a user
@@ -183,6 +184,14 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     if ADAPTERS[adapter][0] not in (None, data["kind"]):
         raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTERS[adapter][0]}, "
                                                f"not a {data['kind']}")
+    params = data.get("params") or {}
+    for key, check in (("api_key_env", require_env_name), ("base_url", refuse_url_credentials)):
+        if key not in params:
+            continue
+        try:  # the client refuses it too (http_retry.Endpoint); here the card's file and field are named
+            check(params[key], "the value")
+        except UsageError as err:
+            raise FormatError(path, label, f"params.{key}", str(err)) from None
     template = data.get("template", "")
     if template and template not in list_templates():
         raise FormatError(path, label, "template", f"unknown template {quoted(template)}; known: "

@@ -63,6 +63,19 @@ def test_a_bad_card_is_refused_with_file_card_and_field(tmp_path, change, field,
     assert str(path) in message and "my-minilm" in message and f"'{field}'" in message and words in message
 
 
+@pytest.mark.parametrize("params,field", [
+    ('{ api_key_env = "sk-proj-AbCdEf0123456789AbCdEf0123456789" }', "params.api_key_env"),
+    ('{ base_url = "https://me:sk-proj-AbCdEf0123456789AbCdEf0123456789@api.example/v1" }', "params.base_url"),
+])
+def test_a_card_holding_a_key_is_refused_when_its_file_loads_naming_file_card_and_field(tmp_path, params, field):
+    path = _write(tmp_path, GOOD.replace('template = "ifir"', f'template = "ifir"\nparams = {params}'))
+    with pytest.raises(FormatError) as err:
+        load_cards([path])
+    message = str(err.value)
+    assert str(path) in message and "my-minilm" in message and f"'{field}'" in message
+    assert "AbCdEf0123456789" not in message
+
+
 def test_a_duplicate_name_is_refused_naming_the_first_definition(tmp_path):
     path = _write(tmp_path, GOOD.replace("my-minilm", "promptriever-7b"))
     with raises_saying(FormatError, "duplicate name", "instir/systems/cards/ifir.toml"):
