@@ -230,7 +230,7 @@ class Endpoint:
         self.auth_header, self.query_params, self.timeout_s = auth_header, dict(query_params or {}), timeout_s
 
     def __repr__(self) -> str:
-        return f"base_url={self.base_url!r}, api_key_env={self.api_key_env!r}"
+        return f"Endpoint(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
 
     def headers(self) -> dict[str, str]:
         """The key's header, read from the environment now (none when the variable is unset or empty)."""

@@ -150,7 +150,8 @@ class OpenAICompatibleJudge:
         self.progress = progress
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleJudge(model={self.model!r}, {self.endpoint!r})"
+        return (f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.endpoint.base_url!r}, "
+                f"api_key_env={self.endpoint.api_key_env!r})")
 
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         """Judge every request concurrently; results in input order, ``on_result`` called from

@@ -35,6 +35,7 @@ import httpx
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
+from instir.errors import UserError
 from instir.formatting import Template, shared_subset
 from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy
 from instir.progress import tqdm
@@ -53,6 +54,11 @@ from instir.retrieval.windows import (
 )
 
 _SRC = "SighingSnow/IFIR src/utils/embeddings.py OpenAIEmbedding (segment_text, embed_documents, embed_query)"
+
+
+class EmbeddingsRequestFailed(UserError, RuntimeError):
+    """A request the server refused or never answered, after its retries: one line naming the URL and why (a wrong
+    ``base_url``, a server that is down, a key it refuses); the vectors of finished chunks stay in the cache."""
 
 
 def tiktoken_tokenizer(model: str) -> Any:
@@ -98,7 +104,8 @@ class OpenAIEmbeddingClient:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbeddingClient(model={self.model!r}, {self.endpoint!r})"
+        return (f"OpenAIEmbeddingClient(model={self.model!r}, base_url={self.endpoint.base_url!r}, "
+                f"api_key_env={self.endpoint.api_key_env!r})")
 
     def _embed_batch(self, client: httpx.Client, texts: list[str]) -> np.ndarray:
         body: dict[str, Any] = {"model": self.model, "input": texts}
@@ -107,7 +114,7 @@ class OpenAIEmbeddingClient:
         try:
             response = self.endpoint.post(client, "/embeddings", body, policy=self.policy, what="embeddings request")
         except RequestFailed as err:
-            raise RuntimeError(f"{self.endpoint.base_url}/embeddings ({self.model}): {err}") from None
+            raise EmbeddingsRequestFailed(f"{self.endpoint.base_url}/embeddings ({self.model}): {err}") from None
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)

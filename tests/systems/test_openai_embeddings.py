@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from says import raises_saying
 
-from instir.errors import UsageError
+from instir.errors import UsageError, UserError
 from instir.http_retry import RetryPolicy
 from instir.retrieval import retrieve
 from instir.retrieval.windows import ifir_windows, tiktoken_adapter
@@ -131,6 +131,7 @@ def test_bad_request_fails_with_one_line_and_no_key(monkeypatch):
         with pytest.raises(RuntimeError, match=r"/embeddings \(m\): HTTP 400") as err:
             client.embed(["x"])
     assert "sk-secret-123" not in str(err.value)
+    assert isinstance(err.value, UserError)  # one line from instir commands, no traceback
     assert server.received[0][0]["Authorization"] == "Bearer sk-secret-123"
 
 
