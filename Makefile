@@ -96,7 +96,7 @@ test: $(TEST_STAMP)
 # interop round trips, no JVM, no fresh kit processes outside the hostile suite; on both workers. Measured on idle
 # 2-core machines (2,249 tests), whose speed differs by day: 49.4 s (median of five, 47.9-50.0 s; the first run in a
 # new checkout 63 s, compiling bytecode) on a day the 2,142 tests of c9b2d2d took 47.2-47.4 s side by side; 76.1 s
-# (median of 3) on a day they took 67.4-68.9 s. About 10-12 s of it is each worker's collection (the test modules'
+# (median of 3) on a day they took 67.4-68.9 s. About 8-12 s of it is each worker's collection (the test modules'
 # imports).
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
