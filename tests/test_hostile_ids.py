@@ -45,6 +45,19 @@ def test_a_trec_run_whose_docid_holds_a_control_character_is_refused_at_its_line
         read_run(path)
 
 
+@pytest.mark.parametrize("mark", ["\u202e", "\u2066", "\u200d", "\xad"])
+def test_an_id_holding_an_invisible_mark_or_a_bidi_override_is_refused_on_both_read_paths(tmp_path, mark):
+    # U+202E makes an id read backwards on a terminal or a page; a zero-width joiner makes two ids read alike.
+    # The fast path (pyarrow) and the slow one (a line elsewhere is odd) refuse it alike, naming the line.
+    qid, doc = _relevant()
+    for odd in ("", "\t"):
+        path = tmp_path / "run.trec"
+        path.write_text(f"{qid} Q0 other 1 3.0 t{odd}\n{qid} Q0 {doc}{mark}x 2 2.0 t\n", encoding="utf-8")
+        with raises_saying(FormatError, f"{path}, line 2, field 'docid'", f"U+{ord(mark):04X}",
+                           "shows as nothing or reorders what is shown"):
+            read_run(path)
+
+
 def test_the_nul_twin_of_a_relevant_document_cannot_reach_pytrec_eval(tmp_path, capsys):
     qid, doc = _relevant()
     run = tmp_path / "run.trec"
@@ -110,3 +123,13 @@ def test_instir_evaluate_escapes_the_names_it_prints(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "evil\\x1b]0;owned\\x07\\x1b[2Jname" in out  # shown as what it holds
+
+
+@pytest.mark.parametrize("mark", ["\u202e", "\u2067", "\u200b", "\xad", "\x9b"])
+def test_the_terminal_escapes_every_character_an_id_may_not_hold(mark):
+    # one rule for both: what a reader refuses in an id, a command never prints raw
+    from instir.benchmarks.readers import check_id
+    from instir.cli.options import terminal_text
+    with pytest.raises(FormatError):
+        check_id(f"run{mark}name", Path("f"), 1, "name")
+    assert mark not in terminal_text(f"run{mark}name")

@@ -118,10 +118,16 @@ ODD_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200C))) + "\u20
 #: C0 and C1 control characters and DEL: pytrec_eval cuts an id at NUL (``<relevant id>\x00junk`` scores as the
 #: relevant id), a TREC file cannot hold a tab or a newline in an id, and a terminal acts on ESC.
 CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+#: Characters that show as nothing yet change what is shown: the soft hyphen, zero-width marks and joiners, the
+#: bidirectional marks, embeddings, overrides and isolates (an id holding U+202E reads backwards on a terminal or a
+#: report page), invisible operators and the byte order mark. The terminal escapes them too (``cli.options``).
+INVISIBLE = "\xad\u061c\u180e" + "".join(map(chr, [*range(0x200B, 0x2010), *range(0x202A, 0x202F),
+                                                    *range(0x2060, 0x2065), *range(0x2066, 0x2070)])) + "\ufeff"
 #: Every character an id may not hold (:func:`check_id`), as a regular expression class; :data:`REFUSED_IN_IDS_RE2`
 #: is the same class for pyarrow's RE2.
-_REFUSED_IN_IDS = re.compile(f"[{re.escape(CONTROLS + ODD_SPACES)}]")
-REFUSED_IN_IDS_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in dict.fromkeys(CONTROLS + ODD_SPACES)) + "]"
+_REFUSED = "".join(dict.fromkeys(CONTROLS + ODD_SPACES + INVISIBLE))
+_REFUSED_IN_IDS = re.compile(f"[{re.escape(_REFUSED)}]")
+REFUSED_IN_IDS_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _REFUSED) + "]"
 #: The record fields that hold a query or a document id (BEIR, MTEB, IFIR and FollowIR layouts): every reader
 #: reads them through :func:`field_str`, which checks them with :func:`check_id`.
 ID_FIELDS = frozenset({"_id", "query-id", "corpus-id", "qid", "pid"})
@@ -140,15 +146,17 @@ def _char(c: str) -> str:
 
 def check_id(value: str, path: Path, where: int | str, name: str) -> str:
     """``value`` (a query or document id read from a file) unless it holds a control character (NUL, ESC, a
-    tab …) or a character that is a space to some tools and part of the id to trec_eval (a no-break space, a
-    zero-width space …): then :class:`FormatError` naming the file, line, field and the character. Every reader
-    checks its ids here, before any scorer sees them."""
+    tab …), a character that is a space to some tools and part of the id to trec_eval (a no-break space, a
+    zero-width space …) or an invisible one (:data:`INVISIBLE`: a bidirectional override …): then
+    :class:`FormatError` naming the file, line, field and the character. Every reader checks its ids here, before
+    any scorer sees them."""
     refused = _REFUSED_IN_IDS.search(value)
     if refused is None:
         return value
     c = refused.group()
     why = ("no id may hold a control character (pytrec_eval cuts an id at NUL, a terminal acts on ESC)"
-           if c in CONTROLS else "trec_eval keeps it in the id, other tools read it as a space")
+           if c in CONTROLS else "trec_eval keeps it in the id, other tools read it as a space" if c in ODD_SPACES
+           else "it shows as nothing or reorders what is shown, so two different ids would read alike")
     raise FormatError(path, where, name, f"{quoted(value)} holds {_char(c)} at character {refused.start() + 1}: "
                                          f"{why}; remove it")
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from instir.benchmarks.readers import CONTROLS, INVISIBLE
 from instir.errors import UsageError
 
 if TYPE_CHECKING:
@@ -62,13 +63,13 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     return path
 
 
-#: What a terminal would act on rather than show: C0 and C1 control characters (ESC starts the
-#: sequences that move the cursor, retitle the window or fake a prompt), DEL, zero-width marks
-#: and bidirectional overrides (which make a name read differently from its bytes).
-_BEYOND_C0 = "\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_CONTROLS = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
+#: What a terminal would act on rather than show, the characters no id may hold either: C0 and C1 control
+#: characters (ESC starts the sequences that move the cursor, retitle the window or fake a prompt), DEL, the line
+#: separators, and the invisible marks and bidirectional overrides that make a name read differently from its bytes.
+_UNSHOWN = CONTROLS + "\u2028\u2029" + INVISIBLE
+_CONTROLS = re.compile(f"[{re.escape(_UNSHOWN)}]")
 #: :data:`_CONTROLS` less the newline and the tab, which lay out what a command prints.
-_INLINE_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")
+_INLINE_CONTROLS = re.compile(f"[{re.escape(_UNSHOWN.replace(chr(10), '').replace(chr(9), ''))}]")
 
 
 def _escaped(match: re.Match) -> str:
