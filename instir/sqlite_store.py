@@ -9,8 +9,10 @@ inspection, never read or re-sealed), with a warning:
 - a file holding anything but the tables its schema makes (a trigger, a view, another table or index, an
   earlier version's columns): a new store is started;
 - a write-ahead log of another database: each store file carries a random id in its header
-  (``PRAGMA user_version``), and a ``-wal`` beside it whose first-page frames hold another id is moved
-  aside before SQLite could replay it over the store; the store's own log, left by a killed run, is replayed.
+  (``PRAGMA user_version``), and every write transaction stamps it again, so every log the store writes holds
+  its first page with that id. A ``-wal`` beside it whose frames do not (another database's, even one that
+  rewrote only a table's page) is moved aside before SQLite could replay it over the store; the store's own
+  log, left by a killed run, is replayed.
 
 A damaged file is :class:`CorruptStoreError` naming it and the command that moves it aside; a full disk or an
 I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never a bare ``sqlite3`` error.
@@ -78,7 +80,8 @@ class SQLiteStore:
                     if self.db.execute("PRAGMA user_version").fetchone() == (0,):
                         # the file's id, which the log check reads: a new file gets it in its own header, before
                         # it has a log (an earlier store gets it through its log, and is checked once checkpointed)
-                        self.db.execute(f"PRAGMA user_version = {secrets.randbits(31) or 1}")
+                        with self.transaction():
+                            pass
                     self.db.execute("PRAGMA journal_mode=WAL")
                     self.db.execute("PRAGMA synchronous=NORMAL")  # with WAL: a killed process loses nothing committed
                     self.db.executescript(schema)
@@ -112,6 +115,11 @@ class SQLiteStore:
         timeout), rolled back when anything in it fails; the caller holds :attr:`lock` and :meth:`readable`."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
+            # The store's id (a new one for a new file), read and written under the write lock: writing it puts
+            # the first page into this transaction, so the log holds the id that :func:`_set_aside_foreign_log`
+            # looks for.
+            found = self.db.execute("PRAGMA user_version").fetchone()[0]
+            self.db.execute(f"PRAGMA user_version = {found or secrets.randbits(31) or 1}")
             yield self.db
         except BaseException:
             if self.db.in_transaction:
@@ -189,8 +197,9 @@ def _header_id(page: bytes) -> int | None:
 
 
 def _set_aside_foreign_log(path: Path, what: str) -> None:
-    """Set aside the ``-wal`` (and ``-shm``) beside ``path`` when its frames of the first page hold a header
-    with another id than the database file's: another database's log."""
+    """Set aside the ``-wal`` (and ``-shm``) beside ``path`` unless its frames of the first page hold a header
+    with the database file's id, and only it: every transaction of the store writes the first page
+    (:meth:`SQLiteStore.transaction`), so a log without it is another database's."""
     log = Path(f"{path}-wal")
     try:
         with path.open("rb") as db_file:
@@ -201,12 +210,14 @@ def _set_aside_foreign_log(path: Path, what: str) -> None:
     if not own or len(wal) < 32:  # no id yet (a store of an earlier version, before its first checkpoint)
         return
     page_size, salts, frame = int.from_bytes(wal[8:12], "big"), wal[16:24], 32
+    ids = set()  # the ids in the log's frames of the first page
     while page_size and frame + 24 + page_size <= len(wal):
         header = wal[frame:frame + 24]
         if header[8:16] != salts:
             break  # the frames after this one are an earlier log's, which SQLite ignores
-        if int.from_bytes(header[:4], "big") == 1 and _header_id(wal[frame + 24:frame + 24 + page_size]) != own:
-            _set_aside(path, f"{what} {path} has another database's write-ahead log beside it",
-                       "its own content is kept", suffixes=("-wal", "-shm"))
-            return
+        if int.from_bytes(header[:4], "big") == 1:
+            ids.add(_header_id(wal[frame + 24:frame + 24 + page_size]))
         frame += 24 + page_size
+    if frame > 32 and ids != {own}:
+        _set_aside(path, f"{what} {path} has a write-ahead log beside it that is not its own (another database's)",
+                   "its own content is kept", suffixes=("-wal", "-shm"))

@@ -132,6 +132,27 @@ def test_another_databases_write_ahead_log_beside_the_cache_is_set_aside_and_no_
     assert log.stat().st_size > 0
 
 
+def test_a_log_of_another_database_that_rewrote_only_a_table_page_is_set_aside_too(tmp_path):
+    """Such a log holds no frame of the first page, so the header id could not tell it apart; on the commit
+    before every transaction stamped the id, SQLite replayed it over the cache and paid judgments vanished."""
+    import shutil
+
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    other = tmp_path / "other" / "judgments.sqlite"
+    other.parent.mkdir()
+    shutil.copy(path, other)  # a colleague's copy, then a row deleted there, its log still open
+    with closing(sqlite3.connect(other, isolation_level=None)) as db:
+        db.execute("DELETE FROM judgments WHERE text_sha256 IN (SELECT text_sha256 FROM judgments LIMIT 2)")
+        wal = other.with_name(other.name + "-wal").read_bytes()
+        assert wal[32:36] != (1).to_bytes(4, "big")  # its first frame is a table page, not the first page
+        path.with_name(path.name + "-wal").write_bytes(wal)
+    with warns_saying(UserWarning, "write-ahead log", "not its own", "set aside"):
+        judge, backend, got = judged(path)
+    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
+    assert len(stored_rows(path)) == len(SCORES)
+
+
 def test_the_caches_own_log_left_by_a_killed_process_is_replayed(tmp_path):
     path = tmp_path / "judgments.sqlite"
     _killed_after_storing(path, 0, len(SCORES))  # the judge's own four passages, paid before the kill
