@@ -268,6 +268,11 @@ def test_run_parameter_without_a_value(capsys, tmp_path):
     assert "-p expects NAME=VALUE, got 'rows'" in line
 
 
+def test_run_report_folder_given_as_a_parameter_is_refused_not_overridden(capsys, tmp_path):
+    line = run_fails(capsys, tmp_path, "--notebooks", str(TOY_NOTEBOOKS), "-p", f"out_dir={tmp_path / 'else'}")
+    assert "-p out_dir: the report folder is given as --out" in line and not (tmp_path / "else").exists()
+
+
 def test_run_secret_parameter(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "--notebooks", str(TOY_NOTEBOOKS), "-p", "api_key=abc")
     assert "'api_key' looks like a secret" in line

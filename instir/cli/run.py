@@ -61,7 +61,7 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
     parses, else a string). Options left out keep the notebooks' defaults. The paths of
     :data:`PATH_PARAMETERS` are made absolute from the directory ``instir run`` runs in."""
     from instir.parameters import benchmark_names
-    from instir.pipeline import PATH_PARAMETERS
+    from instir.pipeline import PATH_PARAMETERS, PIPELINE_PARAMETERS
 
     known = known or {}
     params: dict = {}
@@ -73,6 +73,8 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
+        if name in PIPELINE_PARAMETERS:  # set from --out, which would win silently
+            raise UsageError(f"-p {name}: the report folder is given as --out, not as a parameter")
         params[name] = parse_parameter(raw, known.get(name))
     given = params.get("benchmarks")
     if isinstance(given, list) and all(isinstance(b, str) for b in given):  # validate_parameters checks the rest
