@@ -274,9 +274,12 @@ class VerifiedStore:
 
     def _sweep(self) -> None:
         """Remove what crashed writers of any entry left: temporaries of a process of this host that no
-        longer runs, and anything older than :data:`STALE_SECONDS`."""
+        longer runs, and anything older than :data:`STALE_SECONDS`; only names the store writes
+        (:data:`_LEFT_BEHIND`), so a user's ``.thesis.old`` in a cache folder they chose stays."""
         cutoff = time.time() - STALE_SECONDS
-        for left in [*self.root.glob(".*.tmp"), *self.root.glob(".*.old")]:
+        for left in self.root.glob(".*"):
+            if not _LEFT_BEHIND.fullmatch(left.name):
+                continue
             try:
                 if _writer_gone(left.name) or left.stat().st_mtime < cutoff:
                     shutil.rmtree(left, ignore_errors=True)
@@ -377,6 +380,9 @@ def _build_id(entry: Path) -> str | None:
 
 
 _TEMPORARY = re.compile(r"\.(?P<pid>\d+)@(?P<host>[^/]+)\.[0-9a-f]{32}\.tmp$")
+#: The names of what a writer leaves beside the entries: its temporaries (:meth:`VerifiedStore.put`,
+#: :meth:`VerifiedStore.scratch`) and entries set aside (:meth:`VerifiedStore.remove`).
+_LEFT_BEHIND = re.compile(r"\..+\.(?:\d+@[^/]+\.[0-9a-f]{32}\.tmp|[0-9a-f]{32}\.old)")
 
 
 def _writer_gone(name: str) -> bool:

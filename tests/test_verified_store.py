@@ -180,23 +180,28 @@ def test_the_last_writer_wins_and_a_rename_that_keeps_meeting_others_leaves_thei
     assert sorted(p.name for p in publish(3).iterdir()) == ["theirs"]  # blocked thrice: theirs stands
 
 
-def test_crashed_writers_leftovers_go_at_the_next_write_live_and_remote_ones_stay(tmp_path):
+def test_crashed_writers_leftovers_go_at_the_next_write_live_remote_and_other_ones_stay(tmp_path):
     """kill -9 during a cache write left its ``.tmp`` folders (hundreds of MB); the next write of any
-    entry removes those of ended processes of this host, and anything older than STALE_SECONDS."""
+    entry removes those of ended processes of this host, and any the store names that are older than
+    STALE_SECONDS. A folder of the user's whose name only looks alike (``.thesis.old``, in a cache folder
+    they chose) stays, however old: on the commit before, it was deleted."""
     store = VerifiedStore(tmp_path, "test cache")
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     here, build = socket.gethostname(), "0" * 32
     killed = tmp_path / f".other.{ended.stdout.strip()}@{here}.{build}.tmp"
     live = tmp_path / f".other.{os.getpid()}@{here}.{build}.tmp"
     remote = tmp_path / f".other.{ended.stdout.strip()}@elsewhere.example.{build}.tmp"
-    stale = tmp_path / ".other.unnamed.tmp"
-    for folder in (killed, live, remote, stale):
+    stale = tmp_path / f".other.{build}.old"  # an entry set aside by a writer killed before deleting it
+    users = [tmp_path / ".thesis.old", tmp_path / ".drafts.tmp", tmp_path / ".other.unnamed.tmp"]
+    for folder in (killed, live, remote, stale, *users):
         folder.mkdir()
         (folder / "vectors.npy").write_bytes(b"half")
     long_ago = time.time() - verified_store.STALE_SECONDS - 60
-    os.utime(stale, (long_ago, long_ago))
+    for folder in (stale, *users):
+        os.utime(folder, (long_ago, long_ago))
     store.put("e", KEY, write_two)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["e", live.name, remote.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["e", live.name, remote.name,
+                                                                 *(u.name for u in users)])
 
 
 def test_a_failed_write_names_the_entrys_file_or_keeps_the_value_in_memory(tmp_path):
