@@ -290,8 +290,11 @@ def test_an_evaluation_with_one_run_removes_the_comparisons_of_an_earlier_one(tw
     assert _evaluate(two_runs, out) == 0
     assert (out / "metrics" / "instructir-sample.tex").is_file()
     assert len(pd.read_csv(out / "metrics" / "comparisons.csv"))
+    mine = out / "metrics" / "my-table.tex"  # a table of the user's own beside the stage's: never the kit's to remove
+    mine.write_text("\\begin{tabular}{l}mine\\end{tabular}\n")
     assert _evaluate(two_runs[:1], out) == 0
     assert not (out / "metrics" / "instructir-sample.tex").exists()  # the set's file the new one has none of
+    assert mine.read_text() == "\\begin{tabular}{l}mine\\end{tabular}\n"
     assert pd.read_csv(out / "runs" / "runs.csv")["system"].tolist() == ["strong"]
     assert not len(pd.read_csv(out / "metrics" / "comparisons.csv"))  # nothing compared
     assert set(pd.read_csv(out / "metrics" / "metrics.csv")["system"]) == {"strong"}

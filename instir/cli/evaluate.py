@@ -190,7 +190,7 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
     from instir.metrics import stats, table
     from instir.report.layout import LoadedBenchmarks, ReportLayout
     from instir.stages.compare import paper_tables
-    from instir.stages.evaluate import score_runs
+    from instir.stages.evaluate import score_runs, stage_tables
     from instir.stages.retrieve import write_runs_table
 
     layout = ReportLayout(out)
@@ -214,7 +214,7 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
         print(f"\nagainst baseline {baseline!r} (scores ×100; p-values Holm-corrected across systems):")
         print(comparison_text(result.comparisons))
     written = [layout.runs_table, layout.metrics_table, layout.per_query, layout.comparisons,
-               *sorted(layout.metrics.glob("*.tex"))]
+               *stage_tables(layout.metrics)]
     if args.papers or args.mteb_results:
         compared = paper_tables(out, args.mteb_results or [], papers=["mteb"] if args.protocol == "mteb" else None)
         if len(compared.compared):

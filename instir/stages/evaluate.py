@@ -39,6 +39,21 @@ if TYPE_CHECKING:
     from instir.retrieval.mteb import MtebPredictions
 
 GROUP_COLUMNS = ["benchmark", "system", "group", "measure", "value", "n_queries"]
+#: The first line of every LaTeX table the metrics stage writes: a later run removes a table of its own that it
+#: no longer makes, never a ``.tex`` file someone else put into the folder.
+TEX_MARK = "% written by instir's metrics stage (03_metrics): a later run replaces or removes this file\n"
+
+
+def stage_tables(folder: Path) -> list[Path]:
+    """The LaTeX tables in ``folder`` that the metrics stage wrote (their first line is :data:`TEX_MARK`)."""
+    def ours(path: Path) -> bool:
+        try:
+            with path.open("rb") as fh:
+                return fh.readline() == TEX_MARK.encode()
+        except OSError:
+            return False
+    return sorted(path for path in folder.glob("*.tex") if ours(path))
+
 #: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew.
 SCORES_VERSION = 1
 
@@ -270,15 +285,15 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
         query_sets = {frozenset(part["qid"]) for _, part in values[0].groupby("system")}
         if values[0]["system"].nunique() > 1 and len(query_sets) == 1:  # one setting's systems, one query set
             compared[name] = compare_scores(Evaluation(values[0], values[1], pd.DataFrame()), **options)
-            tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = compared[name].to_latex(
-                caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.").encode()
+            tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = (TEX_MARK + compared[name].to_latex(
+                caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.")).encode()
     comparisons = pd.concat(comparisons, ignore_index=True)
     checks = pd.DataFrame({"benchmark": benchmarks, "system": runs["system"].tolist(),
                            "run ids": [next(iter(e.checks.values())).summary() for e in evaluations]})
     layout.metrics.mkdir(parents=True, exist_ok=True)
     frames = {layout.metrics_table: table, layout.metrics / "metrics.parquet": table, layout.per_query: per_query,
               layout.per_group: per_group, layout.comparisons: comparisons}
-    stale = [path for path in layout.metrics.glob("*.tex") if path not in tex]
+    stale = [path for path in stage_tables(layout.metrics) if path not in tex]
     atomic.write_files({**{path: atomic.frame_bytes(path, frame) for path, frame in frames.items()}, **tex},
                        remove=stale)
     joined = Evaluation.join(list(evaluations))
