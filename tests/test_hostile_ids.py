@@ -133,3 +133,15 @@ def test_the_terminal_escapes_every_character_an_id_may_not_hold(mark):
     with pytest.raises(FormatError):
         check_id(f"run{mark}name", Path("f"), 1, "name")
     assert mark not in terminal_text(f"run{mark}name")
+
+
+def test_a_warning_a_command_prints_cannot_drive_the_terminal_either(capsys):
+    # warnings go to standard error, which the progress bars share: each warning is escaped, not the stream
+    import warnings
+
+    from instir.cli.options import escaped_stdout
+    with escaped_stdout(), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("a file named 'x\x1b]0;owned\x07\u202ey.trec'")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err and "x\\x1b]0;owned\\x07\\u202ey.trec" in err

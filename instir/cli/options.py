@@ -100,13 +100,20 @@ class TerminalStream:
 
 @contextlib.contextmanager
 def escaped_stdout() -> Iterator[None]:
-    """Standard output as a :class:`TerminalStream` for the duration (every command's output goes through it)."""
-    stream = sys.stdout
-    sys.stdout = TerminalStream(stream)
+    """Standard output as a :class:`TerminalStream` for the duration, and warnings written through one to
+    standard error (every command's output goes through it; progress bars keep their cursor moves)."""
+    import warnings
+
+    stream, show = sys.stdout, warnings.showwarning
+
+    def escaped_warning(message, category, filename, lineno, file=None, line=None):
+        TerminalStream(file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    sys.stdout, warnings.showwarning = TerminalStream(stream), escaped_warning
     try:
         yield
     finally:
-        sys.stdout = stream
+        sys.stdout, warnings.showwarning = stream, show
 
 
 def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:
