@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from instir import atomic
 from instir.errors import UsageError, unknown
+from instir.inputs import file_problem
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
@@ -380,9 +381,12 @@ def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
         for target, written, what in ((out / path.name, _executed_copy, "an executed notebook (papermill's record "
                                        "of a run in its metadata)"),
                                       (out / f"{path.stem}.html", _kit_page, "a report page the kit rendered")):
-            if target.exists() and not written(target):
-                raise UsageError(f"{target} is not {what}, and this run would replace it: move it or choose "
-                                 "another --out")
+            if not target.exists():
+                continue
+            problem = file_problem(target)  # reading a FIFO to find out would block for ever
+            if problem is not None or not written(target):
+                raise UsageError(f"{target} {problem or f'is not {what}'}, and this run would replace it: move it "
+                                 "or choose another --out")
 
 
 #: What every page the kit renders holds (its link back to the index), near the top of the body.

@@ -67,6 +67,18 @@ def test_a_users_own_copy_in_the_report_folder_is_refused_before_anything_is_wri
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+@pytest.mark.parametrize("name", ["01_table.ipynb", "01_table.html", "../index.html", ".instir-run.lock"])
+def test_a_fifo_where_the_run_reads_or_writes_is_refused_naming_it_not_waited_on(tmp_path, capsys, name):
+    """On the commit before, reading it to see whether the kit wrote it blocked for ever."""
+    from instir.cli import main
+
+    out = tmp_path / "reports" / "lab"
+    out.mkdir(parents=True)
+    os.mkfifo(out / name)
+    assert main(["run", "--notebooks", str(NOTEBOOKS), "--out", str(out)]) == 2
+    says(capsys.readouterr().err, str((out / name).resolve()), "is a FIFO (named pipe), not a regular file")
+
+
 def test_the_executed_copies_and_pages_of_an_earlier_run_may_be_replaced(tmp_path):
     from instir.pipeline import PAGE_MARK, check_apart_from_sources
 

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from instir import atomic
 from instir.errors import UsageError
+from instir.inputs import file_problem
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
 from instir.report.provenance import stale_pages
@@ -85,8 +86,14 @@ def check_index_owned(reports_root: str | Path) -> None:
     """Refuse (:class:`instir.errors.UsageError`) when ``reports_root/index.html`` exists and
     this module did not write it: the user's own page is never overwritten."""
     path = Path(reports_root) / INDEX_FILE
+    if not path.exists():
+        return
+    problem = file_problem(path)  # a FIFO would block the read for ever
+    if problem is not None:
+        raise UsageError(f"{path} {problem}; instir writes the reports index there: move it or give another --out")
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:2000] if path.exists() else GENERATOR
+        with path.open("rb") as fh:
+            head = fh.read(2000).decode("utf-8", errors="replace")
     except OSError as err:
         raise UsageError(f"{path}: cannot read it ({err.strerror}); instir writes the reports index there") from None
     if GENERATOR not in head:

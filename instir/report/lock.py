@@ -29,6 +29,7 @@ from pathlib import Path
 
 from instir.errors import UsageError
 from instir.home import HOME_VAR, instir_home
+from instir.inputs import file_problem
 
 LOCK_FILE = ".instir-run.lock"
 #: Environment variable through which child processes inherit their parent's locks: a JSON
@@ -97,6 +98,10 @@ class FolderLock:
                 return self
             refuse_unsafe_folder(self.folder)
             self.folder.mkdir(parents=True, exist_ok=True)
+            problem = file_problem(self.path)
+            if problem not in (None, "not found"):
+                raise UsageError(f"{self.path} {problem}: the kit keeps the lock of the folder's writers there; "
+                                 "remove it")
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -161,6 +166,8 @@ def writer_of(folder: str | Path) -> str | None:
 def holder_of(folder: str | Path) -> dict | None:
     """Who holds the lock of ``folder`` (who, pid, host, started), or None when no writer holds it."""
     path = Path(folder) / LOCK_FILE
+    if file_problem(path) is not None:  # none, or not a lock the kit made (opening a FIFO would block)
+        return None
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

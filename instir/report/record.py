@@ -25,9 +25,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from instir import atomic
+from instir.inputs import file_problem
 
 #: The record's file in each report folder.
 REPORT_FILE = "report.json"
+#: The largest record read (a real one holds kilobytes): a larger file is not instir's record.
+MAX_RECORD_BYTES = 64 << 20
 #: The folder each notebook's stage writes, in chain order (the names ``stages[...].inputs`` may hold).
 WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "metrics",
           "04_judge_validation": "judge", "05_paper_tables": "paper_tables"}
@@ -138,6 +141,13 @@ def read_record(folder: str | Path) -> Record:
     """The record of ``folder``: empty when there is none or it is not a JSON object; its valid sections
     otherwise. What was left out is said once, in a :class:`RecordWarning` naming the file."""
     path = record_path(folder)
+    problem = file_problem(path)  # a FIFO would block the read for ever, /dev/zero never end it
+    if problem == "not found":
+        return Record()
+    if problem is None and path.stat().st_size > MAX_RECORD_BYTES:
+        problem = f"larger than {MAX_RECORD_BYTES >> 20} MiB"
+    if problem is not None:
+        return _damaged(path, f"unreadable ({problem})")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

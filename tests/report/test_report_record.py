@@ -102,3 +102,21 @@ def test_each_writer_replaces_only_its_own_sections(tmp_path):
     assert set(record) == {"status", "notebooks", "stages", "datasets"}
     with pytest.raises(ValueError, match="not sections of a report record: bogus"):
         update_record(tmp_path, bogus=1)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "folder"])
+def test_a_record_that_is_no_regular_file_reads_as_unreadable_at_once(tmp_path, kind):
+    """On the commit before, a FIFO named report.json in a sibling folder blocked every later instir run into the
+    reports root for ever (the index reads every sibling's record), and a link to /dev/zero read without end."""
+    import os
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    path = folder / "report.json"
+    {"fifo": lambda: os.mkfifo(path), "/dev/zero": lambda: path.symlink_to("/dev/zero"),
+     "folder": path.mkdir}[kind]()
+    with pytest.warns(RecordWarning, match=rf"{path}: unreadable \(is a "):
+        record = read_record(folder)
+    assert record == {} and record.problem.startswith("unreadable")
+    update_record(folder, status="ok") if kind != "folder" else None  # the next writer remakes a file's record
+    assert kind == "folder" or read_record(folder)["status"] == "ok"
