@@ -77,7 +77,9 @@ def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
 
 
 def read_text(path: Path) -> str:
-    """A whole UTF-8 text file, without its byte-order mark if it has one."""
+    """A whole UTF-8 text file, without its byte-order mark if it has one (:func:`check_file` first: a FIFO
+    would block the read for ever)."""
+    check_file(path)
     data = Path(path).read_bytes()
     return decode_utf8(path, data.removeprefix(codecs.BOM_UTF8))
 
@@ -87,7 +89,9 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     ``newline=""``); a byte-order mark is skipped. A line longer than :func:`line_limit` raises
     :class:`FormatError` with its line number and length, having held at most that much of it.
     Bytes that are not UTF-8 raise :class:`FormatError` naming the line: the file is then
-    scanned again line by line, since the decoder reads ahead and cannot say which line held them."""
+    scanned again line by line, since the decoder reads ahead and cannot say which line held them. A path that
+    is no regular file is refused first (:func:`check_file`)."""
+    check_file(path)
     limit = line_limit()
     try:
         with Path(path).open(encoding="utf-8-sig", newline="") as fh:

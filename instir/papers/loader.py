@@ -31,6 +31,7 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import FormatError
+from instir.inputs import file_problem
 
 #: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
 #: and MTEB's results store
@@ -310,11 +311,16 @@ def _task_result_files(paths: Iterable[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(f for f in p.rglob("*.json") if f.stem in tasks)
-        elif p.is_file():
-            files.append(p)
+            found = sorted(f for f in p.rglob("*.json") if f.stem in tasks)
+            if not found:
+                raise FormatError(p, None, None, "no MTEB result file of an InstructIR or IFIR task in this folder "
+                                                 f"(<task>.json: {', '.join(f'{t}.json' for t in list(tasks)[:3])} …)")
+            files += found
         else:
-            raise FormatError(p, None, None, "no such MTEB result file or folder")
+            problem = file_problem(p)
+            if problem is not None:
+                raise FormatError(p, None, None, f"MTEB result file or folder {problem}")
+            files.append(p)
     return files
 
 

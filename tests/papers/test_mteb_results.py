@@ -60,6 +60,26 @@ def test_a_file_that_is_no_task_result_is_one_error_naming_it(tmp_path, content,
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("given", ["an empty folder", "a fifo in the folder", "a fifo", "nothing"])
+def test_a_results_path_with_no_result_to_read_is_one_error_naming_it(tmp_path, given):
+    """On the commit before, a folder holding no task's file was a KeyError traceback, and a FIFO named like a
+    task's file blocked for ever."""
+    import os
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    path = {"an empty folder": folder, "a fifo in the folder": folder, "a fifo": tmp_path / "IFIRFiQA.json",
+            "nothing": tmp_path / "none"}[given]
+    if "fifo" in given:
+        os.mkfifo(folder / "IFIRFiQA.json" if "folder" in given else path)
+    expected = {"an empty folder": "no MTEB result file of an InstructIR or IFIR task in this folder",
+                "a fifo in the folder": "is a FIFO (named pipe)", "a fifo": "is a FIFO (named pipe)",
+                "nothing": "MTEB result file or folder not found"}[given]
+    with pytest.raises(FormatError, match=str(path)) as err:
+        load_mteb_results([path])
+    assert expected in str(err.value)
+
+
 def test_result_files_join_the_mteb_rows_the_comparison_aligns(rows):
     reported = reported_tables([RESULTS])
     assert len(reported["mteb"]) == len(load_reported("mteb")) + len(rows)
