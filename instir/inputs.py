@@ -110,6 +110,16 @@ def load_yaml(text: str) -> Any:
             finally:
                 self.depth -= 1
 
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            lines: dict[str, int] = {}  # a key given twice would silently take the last value
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in lines:
+                        raise InputRefused(f"key {key.value[:40]!r} is given twice (first on line {lines[key.value]})",
+                                           key.start_mark.line + 1)
+                    lines[key.value] = key.start_mark.line + 1
+            return super().construct_mapping(node, deep)
+
     loader = BoundedLoader(text)
     try:
         return loader.get_single_data()

@@ -64,6 +64,18 @@ def test_anchors_without_aliases_are_accepted_and_deep_nesting_is_refused():
         inputs.load_yaml("a: " + "[" * 5000 + "]" * 5000)
 
 
+@pytest.mark.parametrize("text,line", [
+    ("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 10\nk: 1000\n", 4),
+    ("benchmarks: [instructir-sample]\nsystems: [bm25]\njudge:\n  backend: baseline\n  backend: openai\n", 5),
+])
+def test_a_key_given_twice_in_a_grid_is_refused_naming_both_lines(tmp_path, text, line):
+    # on the commit before, YAML's last value won without a word: which k did the sweep run at?
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    with raises_saying(GridError, f"grid.yaml:{line}", "is given twice (first on line"):
+        load_grid(path)
+
+
 def test_a_deeply_nested_toml_card_file_is_one_line(tmp_path):
     path = tmp_path / "cards.toml"
     path.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
