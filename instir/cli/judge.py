@@ -125,7 +125,7 @@ def judge_command(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
-    answered_instances(benchmark, set(instructed.df["qid"]), set(query_only.df["qid"]))
+    answered_instances(benchmark, instructed, query_only)
     out = output_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
     rows = [listed_row(benchmark, args.name + ("" if variant == "instructed" else " (query-only)"),
                        str(Path(path).resolve()), variant, retriever=args.name)

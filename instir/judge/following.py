@@ -23,6 +23,7 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -189,8 +190,8 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
 
         judge = make_judge(judge)
     instructed, query_only = as_run(instructed), as_run(query_only)
+    answered = answered_instances(benchmark, instructed, query_only)
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
-    answered = answered_instances(benchmark, in_inst, in_q)
     selected, selection = select_instances(answered, max_instances, seed)
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
@@ -218,8 +219,15 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
 _Slot = tuple[str, str, int, str, "int | None"]
 
 
-def answered_instances(benchmark: Benchmark, in_inst: set[str], in_q: set[str]) -> list[Query]:
-    """The benchmark's instances either run answers; refuses runs that share none."""
+def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run) -> list[Query]:
+    """The benchmark's instances either run answers; refuses one run given as both (the same object or file:
+    InstFol would be 0 by construction) and runs that share no instance."""
+    paths = [run.meta.get("path") for run in (instructed, query_only)]
+    if instructed is query_only or (None not in paths and Path(paths[0]).resolve() == Path(paths[1]).resolve()):
+        raise UsageError(f"the instructed and the query-only run are one run ({paths[0] or 'the same object'}): "
+                         "InstFol is the gain of one over the other, 0 by construction here; give the query-only "
+                         "run (the bare query's) as the second")
+    in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
     answered = [q for q in benchmark.queries.values() if q.id in in_inst or q.id in in_q]
     if not any(q.id in in_inst and q.id in in_q for q in answered):
         raise UsageError(f"the instructed and query-only runs share no instance of {benchmark.name}: the query-only "

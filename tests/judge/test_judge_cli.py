@@ -87,6 +87,18 @@ def test_max_instances_limits_the_judged_sample(sample_runs, tmp_path, capsys):
     assert "4 judged (max 4, seed 2)" in out
 
 
+def test_one_run_given_as_both_is_refused_before_any_judgment(sample_runs, tmp_path, capsys, backend_calls):
+    # on the commit before, InstFol came out 0.0 for every level, a number that looks like a finding
+    same = [sample_runs[0], str(Path(sample_runs[0]).parent / "." / Path(sample_runs[0]).name)]
+    assert main(judge_args(same, tmp_path / "j.sqlite")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the instructed and the query-only run are one run" in err
+    assert backend_calls == [] and not (tmp_path / "report").exists()
+    run = read_run(sample_runs[0])
+    with raises_saying(ValueError, "one run", "0 by construction"):
+        instfol(run, run, load_benchmark("ifir-sample/fiqa"), BaselineJudge(progress=False))
+
+
 def test_judge_validate_prints_the_agreement_table(capsys):
     assert main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
                  "--per-stratum", "4"]) == 0
