@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,8 +228,10 @@ def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:
 
 def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *, model_name: str,
                            revision: str | None = None) -> Path:
-    """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an
-    existing file is replaced, where MTEB would merge other subsets into it) and return its path.
+    """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an existing file of the
+    same ``model_name`` is replaced, where MTEB would merge other subsets into it) and return its path. An
+    existing file of another model, or one that names none, is refused (:class:`UsageError`): one folder per
+    model, as MTEB's results, and no one's predictions lost.
 
     MTEB's query ids, documents in rank order, queries in run order; queries that are not in
     ``benchmark`` are refused (MTEB has no id for them)."""
@@ -244,9 +247,26 @@ def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *
     data = {"mteb_model_meta": {"model_name": model_name, "revision": revision},
             DEFAULT_SUBSET: {DEFAULT_SPLIT: predictions}}
     path = Path(folder) / f"{ids.task.name}{PREDICTIONS_SUFFIX}"
+    if os.path.lexists(path):
+        held = _model_named(path)
+        if held != model_name:
+            raise UsageError(f"{path} holds {f'the predictions of {quoted(held)}' if held else 'no predictions'}, "
+                             f"not of {quoted(model_name)}, and this would replace it: write into another folder "
+                             "(one per model) or move it")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(data))
     return path
+
+
+def _model_named(path: Path) -> str | None:
+    """The ``mteb_model_meta.model_name`` at the head of a predictions file (where instir and MTEB write it), read
+    from its first 64 KiB only (the file may hold gigabytes); None when it names none or is no regular file."""
+    if file_problem(path) is not None:
+        return None
+    with path.open("rb") as fh:
+        head = fh.read(1 << 16).decode("utf-8", errors="replace")
+    found = re.match(r'\s*\{\s*"mteb_model_meta"\s*:\s*\{\s*"model_name"\s*:\s*("(?:[^"\\]|\\.)*")', head)
+    return json.loads(found.group(1)) if found else None
 
 
 def _jsonl(records) -> str:

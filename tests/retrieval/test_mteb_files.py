@@ -149,3 +149,19 @@ def test_runs_with_queries_outside_the_benchmark_are_not_written(fiqa, tmp_path)
     run = Run.from_scores({"elsewhere_1": {"d": 1.0}})
     with raises_saying(UsageError, "1 queries", "ifir-sample/fiqa"):
         write_mteb_predictions(run, fiqa, tmp_path, model_name="m")
+
+
+def test_another_models_predictions_are_never_replaced_the_same_models_are(fiqa, tmp_path, capsys):
+    # on the commit before, exporting a second model into the folder replaced the first one's predictions
+    other = tmp_path / "IFIRFiQA_predictions.json"
+    other.write_bytes((MTEB / "IFIRFiQA_predictions.json").read_bytes())  # MTEB's own file, its model first
+    before = other.read_bytes()
+    run = Run.from_scores({next(iter(fiqa.queries)): {"d": 1.0}})
+    with raises_saying(UsageError, str(other), "the predictions of 'instir/bm25s-sample'", "not of 'bm25'"):
+        write_mteb_predictions(run, fiqa, tmp_path, model_name="bm25")
+    assert other.read_bytes() == before
+    assert write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample") == other  # a rerun
+    assert other.read_bytes() != before
+    other.write_text('{"default": {}}')
+    with raises_saying(UsageError, "holds no predictions"):
+        write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample")
