@@ -34,6 +34,7 @@ from pathlib import Path
 
 from instir import atomic
 from instir.errors import UserError
+from instir.inputs import file_problem
 
 #: SQLite's result codes for a file that is not a database or is damaged.
 _CORRUPT = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
@@ -197,16 +198,27 @@ def _header_id(page: bytes) -> int | None:
 
 
 def _set_aside_foreign_log(path: Path, what: str) -> None:
-    """Set aside the ``-wal`` (and ``-shm``) beside ``path`` unless its frames of the first page hold a header
-    with the database file's id, and only it: every transaction of the store writes the first page
-    (:meth:`SQLiteStore.transaction`), so a log without it is another database's."""
-    log = Path(f"{path}-wal")
+    """Set aside the logs beside ``path`` that are not its own, before SQLite could replay them over it: a
+    ``-journal`` beside a store in WAL mode, which never writes one (SQLite would roll another database's pages
+    into it), and the ``-wal`` (with the ``-shm``) unless its frames of the first page hold a header with the
+    database file's id, and only it: every transaction of the store writes the first page
+    (:meth:`SQLiteStore.transaction`), so a log without it is another database's. A FIFO or a device in
+    their place is refused (reading it would block or never end)."""
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-journal")):
+        problem = file_problem(file)
+        if problem not in (None, "not found"):
+            raise UserError(f"cannot open the {what} {path}: {file} {problem}")
     try:
         with path.open("rb") as db_file:
-            own = _header_id(db_file.read(100))
-        wal = log.read_bytes() if own else b""
-    except OSError:  # no file yet, or not a file: opening it says what is wrong
+            header = db_file.read(100)
+    except OSError:  # no file yet: SQLite makes it
         return
+    own = _header_id(header)
+    if own is not None and header[18:20] == b"\x02\x02" and Path(f"{path}-journal").exists():
+        _set_aside(path, f"{what} {path} has a rollback journal beside it, which a store in WAL mode never writes "
+                         "(another database's)", "its own content is kept", suffixes=("-journal",))
+    log = Path(f"{path}-wal")
+    wal = log.read_bytes() if own and log.exists() else b""
     if not own or len(wal) < 32:  # no id yet (a store of an earlier version, before its first checkpoint)
         return
     page_size, salts, frame = int.from_bytes(wal[8:12], "big"), wal[16:24], 32

@@ -153,6 +153,39 @@ def test_a_log_of_another_database_that_rewrote_only_a_table_page_is_set_aside_t
     assert len(stored_rows(path)) == len(SCORES)
 
 
+_HOT_JOURNAL = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA journal_mode=DELETE")
+db.execute("PRAGMA cache_size=1")  # pages spill into the file mid-transaction: the journal is hot
+db.execute("BEGIN")
+db.execute("DELETE FROM judgments")
+os._exit(0)
+"""
+
+
+def test_a_rollback_journal_of_another_database_beside_the_cache_is_set_aside_not_rolled_back(tmp_path):
+    """A store in WAL mode never writes a -journal; on the commit before, SQLite rolled another database's hot
+    journal into the cache (in a trial, 40 judgments became 39 rows, 21 of them readable)."""
+    import shutil
+    import subprocess
+    import sys
+
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    other = tmp_path / "other" / "judgments.sqlite"
+    other.parent.mkdir()
+    _killed_after_storing(other, 100, 177)  # another cache's 77 judgments
+    subprocess.run([sys.executable, "-c", _HOT_JOURNAL, str(other)], check=True)
+    shutil.copy(other.with_name(other.name + "-journal"), path.with_name(path.name + "-journal"))
+    with warns_saying(UserWarning, "rollback journal", "set aside"):
+        judge, backend, got = judged(path)
+    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
+    assert len(stored_rows(path)) == len(SCORES)
+    (journal,) = tmp_path.glob("judgments.sqlite.set-aside-*-journal")
+    assert journal.stat().st_size > 0
+
+
 def test_the_caches_own_log_left_by_a_killed_process_is_replayed(tmp_path):
     path = tmp_path / "judgments.sqlite"
     _killed_after_storing(path, 0, len(SCORES))  # the judge's own four passages, paid before the kill
