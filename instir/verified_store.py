@@ -44,11 +44,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TypeVar
 
 import numpy as np
 
 from instir import atomic
+from instir.inputs import file_problem
 
 #: The manifest's format (the BM25 index cache's first one, which the store took over unchanged).
 FORMAT_VERSION = 1
@@ -150,6 +152,9 @@ class VerifiedStore:
     def _manifest(entry: Path, key: str, required: tuple[str, ...]) -> dict | None:
         """The entry's manifest, None when there is no entry; raises :class:`Damaged`."""
         path = entry / MANIFEST
+        problem = file_problem(path)  # a FIFO would block the read for ever
+        if problem is not None and not problem.startswith("not found"):
+            raise Damaged(path, problem)
         try:
             text = path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError):
@@ -182,9 +187,12 @@ class VerifiedStore:
             if not _plain(name):
                 raise Damaged(entry / MANIFEST, f"names a file outside its entry ({name!r})")
             try:
-                size = path.stat().st_size
+                stat = path.stat()
             except OSError:
                 raise Damaged(path, "is missing") from None
+            if not S_ISREG(stat.st_mode):  # reading a FIFO to hash it would block for ever
+                raise Damaged(path, "is not a regular file")
+            size = stat.st_size
             if size != record["bytes"]:
                 raise Damaged(path, f"has {size} bytes where the manifest says {record['bytes']} (truncated?)")
             if name.endswith(".npy"):
@@ -373,6 +381,8 @@ def _plain(name: str) -> bool:
 
 
 def _build_id(entry: Path) -> str | None:
+    if file_problem(entry / MANIFEST) is not None:
+        return None
     try:
         return json.loads((entry / MANIFEST).read_text(encoding="utf-8")).get("build")
     except (OSError, ValueError, AttributeError):

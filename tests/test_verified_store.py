@@ -273,3 +273,15 @@ def test_a_npy_file_numpy_would_not_write_for_a_cache_has_no_valid_header(tmp_pa
         write(fh)
     with (tmp_path / "a.npy").open("rb") as fh, pytest.raises(ValueError, match=re.escape(problem)):
         verified_store.npy_bytes(fh)
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "ids.json"])
+def test_a_fifo_in_an_entry_is_damage_not_a_read_that_blocks(tmp_path, name):
+    # on the commit before, reading the manifest (or hashing the file) blocked for ever
+    store = VerifiedStore(tmp_path, "test cache")
+    store.put("e", KEY, write_two)
+    (tmp_path / "e" / name).unlink()
+    os.mkfifo(tmp_path / "e" / name)
+    with pytest.warns(CacheWarning, match=rf"e/{re.escape(name)} is .*not a regular file: removed, rebuilding it"):
+        assert store.read("e", KEY, load_ids) is None
+    assert not (tmp_path / "e").exists()
