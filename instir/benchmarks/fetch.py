@@ -102,6 +102,9 @@ def changes_since_fetch(folder: str | Path, manifest: dict, *, digests: bool | N
     changes += [f"{p.relative_to(folder)} is not in the manifest" for p in sorted(_data_files(folder))
                 if str(p.relative_to(folder)) not in listed]
     for record in sorted((folder / ".cache" / "huggingface" / "download").rglob("*.metadata")):
+        if not record.is_file():  # a FIFO would block the read for ever
+            changes.append(f"{record.relative_to(folder)} is not a file")
+            continue
         commit = record.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
         if commit != manifest["resolved_revision"]:
             changes.append(f"{record.relative_to(folder)} names commit {commit[:12]!r}")

@@ -6,6 +6,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -255,7 +256,7 @@ def _loaded_revision() -> str:
     return load_benchmark("ifir/fiqa").revision
 
 
-@pytest.mark.parametrize("change", ["append", "same size", "stray file", "hub record", "removed"])
+@pytest.mark.parametrize("change", ["append", "same size", "stray file", "hub record", "hub record fifo", "removed"])
 def test_a_folder_changed_after_fetch_is_never_reported_as_the_fetched_revision(hub, tmp_path, monkeypatch, change):
     folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
     assert _loaded_revision() == COMMIT  # untouched: the pinned commit
@@ -268,10 +269,13 @@ def test_a_folder_changed_after_fetch_is_never_reported_as_the_fetched_revision(
         monkeypatch.setenv("INSTIR_VERIFY_DIGESTS", "1")
     elif change == "stray file":
         (folder / "notes.jsonl").write_text("{}\n")
-    elif change == "hub record":
+    elif change.startswith("hub record"):
         record = folder / ".cache" / "huggingface" / "download" / f"{corpus.name}.metadata"
         record.parent.mkdir(parents=True)
-        record.write_text("deadbeef" * 5 + "\netag\n1.0\n")
+        if change.endswith("fifo"):  # on the commit before, reading it blocked for ever
+            os.mkfifo(record)
+        else:
+            record.write_text("deadbeef" * 5 + "\netag\n1.0\n")
     else:
         (folder / "test_data.json").unlink()
     said = rf"{folder} was changed after instir fetch .*reported as c0ffee000000\+changed"
