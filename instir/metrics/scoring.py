@@ -176,7 +176,18 @@ class Scorer:
                                            subset=subsets.pop() if len(subsets) == 1 and "" not in subsets else "all"))
             per_group.append(pairs.assign(system=system))
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
-                                  checks={system: check})
+                                  checks={system: check}, notes=self.depth_notes(system, check.depth))
+
+    def depth_notes(self, system: str, depth: int) -> list[str]:
+        """A note when a run ranks fewer documents per query (``depth``; 0: not known) than a measure's cutoff:
+        trec_eval counts the ranks past its depth as non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
+        cutoffs = {m.name: int(m.cutoff if isinstance(m, Native) else m.measure.params.get("cutoff") or 0)
+                   for m in (*self.standard, *self.native)}
+        deeper = [name for name, cutoff in cutoffs.items() if cutoff > depth]
+        if not depth or not deeper:
+            return []
+        return [f"{system}: ranks at most {depth} documents per query, fewer than the cutoff of {', '.join(deeper)}: "
+                f"the ranks past {depth} count as non-relevant (retrieve at k = {max(cutoffs.values())} for these)"]
 
 
 def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[object] | None = None, *,

@@ -581,14 +581,15 @@ def drop_self_hits(run: Run | pd.DataFrame) -> Run:
 
 @dataclass
 class RunIdCheck:
-    """Ids of a run that the benchmark does not know (reported, never silently dropped), and
-    benchmark queries the run does not answer."""
+    """Ids of a run that the benchmark does not know (reported, never silently dropped), benchmark
+    queries the run does not answer, and the run's ``depth``: the most documents it ranks for a query."""
 
     unknown_qids: list[str]
     unknown_docids: list[str]
     rows_with_unknown_qid: int
     rows_with_unknown_docid: int
     missing_qids: list[str]
+    depth: int = 0
 
     @property
     def ok(self) -> bool:
@@ -632,4 +633,5 @@ def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
         rows_with_unknown_qid=int(bad_q.sum()),
         rows_with_unknown_docid=int(bad_d.sum()),
         missing_qids=[q for q in benchmark.queries if q not in run_q],
+        depth=int(run.df["qid"].value_counts().max()) if len(run.df) else 0,
     )

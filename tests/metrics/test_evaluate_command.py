@@ -149,3 +149,18 @@ def test_ifir_sample_gets_native_measures_per_level_and_no_robustness():
     assert set(result.table["level"]) == {"all", "1", "2", "3"}
     native = result.table.set_index(["level", "measure"])["value"]
     assert native[("all", "RR@20[ifir-native]")] == 1.0  # first relevant doc is always at rank 1
+
+
+def test_a_run_shallower_than_a_cutoff_is_said_on_every_scoring_also_a_reused_one(instructir_sample, tmp_path,
+                                                                                   capsys):
+    # on the commit before, R@100 of runs cut at 5 documents was printed as a recall at 100 without a word
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "five.trec")  # 5 documents per query
+    said = "five: ranks at most 5 documents per query, fewer than the cutoff of nDCG@10, R@100: the ranks past 5"
+    for _ in range(2):  # the second time its per-query scores are read back from metrics/runs/
+        assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--measures", "nDCG@10",
+                     "R@100", "--out", str(tmp_path / "report")]) == 0
+        assert said in capsys.readouterr().out
+    notes = evaluate_runs({"five": read_run(run)}, instructir_sample, ["nDCG@10", "R@100"]).notes
+    assert any(said in note for note in notes)
+    deep = evaluate_runs({"five": read_run(run)}, instructir_sample, ["nDCG@5", "RR@5"]).notes
+    assert not deep
