@@ -217,8 +217,10 @@ def _set_aside_foreign_log(path: Path, what: str) -> None:
     if own is not None and header[18:20] == b"\x02\x02" and Path(f"{path}-journal").exists():
         _set_aside(path, f"{what} {path} has a rollback journal beside it, which a store in WAL mode never writes "
                          "(another database's)", "its own content is kept", suffixes=("-journal",))
-    log = Path(f"{path}-wal")
-    wal = log.read_bytes() if own and log.exists() else b""
+    try:
+        wal = Path(f"{path}-wal").read_bytes() if own else b""
+    except OSError:  # none, or the last connection of another process removed it meanwhile
+        wal = b""
     if not own or len(wal) < 32:  # no id yet (a store of an earlier version, before its first checkpoint)
         return
     page_size, salts, frame = int.from_bytes(wal[8:12], "big"), wal[16:24], 32
