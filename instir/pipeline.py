@@ -294,6 +294,15 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
     return notebook_request({**defaults, **{k: v for k, v in parameters.items() if k not in PIPELINE_PARAMETERS}})
 
 
+def check_data_root(parameters: Mapping[str, object]) -> None:
+    """Refuse a ``data_root`` that is not a folder before any kernel starts (notebook 01 would
+    fail on it in a cell)."""
+    root = parameters.get("data_root")
+    if isinstance(root, str) and root and not user_path(root).is_dir():
+        raise UsageError(f"parameter 'data_root': {user_path(root)} is not a folder (give the folder that holds the "
+                         "benchmarks' data, or leave it empty for the instir fetch cache)")
+
+
 def check_runnable(request: RunRequest) -> None:
     """Refuse in one line, before any kernel starts, what notebook 01 or 02 would fail on after the tour: a real
     benchmark neither in ``data_root`` nor fetched (the fetch command and ``-p data_root=`` named), a system card
@@ -347,6 +356,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     check_parameters(parameters)
     known = notebook_parameters(paths)
     request = validate_parameters(parameters, known)
+    check_data_root(parameters)
     check_runnable(request)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = Path(out_dir).expanduser().resolve()

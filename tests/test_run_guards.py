@@ -230,9 +230,9 @@ def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):
 
 
 def test_a_data_root_that_is_not_a_folder_fails_before_any_notebook(tmp_path):
-    from instir.stages.request import notebook_request
+    from instir.pipeline import check_data_root
 
     with raises_saying(UsageError, "parameter 'data_root'", str(tmp_path / "nodata"), "not a folder"):
-        notebook_request({"data_root": str(tmp_path / "nodata")})
-    assert notebook_request({"data_root": str(tmp_path)}).data_root == str(tmp_path)
-    assert notebook_request({"data_root": ""}).data_root is None
+        check_data_root({"data_root": str(tmp_path / "nodata")})
+    check_data_root({"data_root": str(tmp_path)})
+    check_data_root({"data_root": ""})

@@ -16,7 +16,6 @@ from typing import Any
 
 from instir.errors import UnknownNameError, UsageError, quoted, unknown
 from instir.parameters import benchmark_names, choices, depth, folder, names, positive_number, text
-from instir.report.layout import user_path
 from instir.stages.plan import PlannedRun, every_setting, every_variant, file_part, plan_runs
 from instir.systems.specs import SystemSpec, resolve_system
 
@@ -87,19 +86,9 @@ def run_request(values: Mapping[str, Any], where: Where, *,
         variants=(None if values.get("variants") is None else
                   tuple(choices(values["variants"], every_variant(), "variant", where=where("variants")))),
         k=None if values.get("k") is None else depth(values["k"], where=where("k")),
-        data_root=data_folder(values.get("data_root"), where("data_root")),
+        data_root=folder(values.get("data_root"), where=where("data_root")),
         cache_dir=folder(values.get("cache_dir"), where=where("cache_dir")),
         judge=None if judge is None else judge_request(judge, where))
-
-
-def data_folder(value: Any, where: str) -> str | None:
-    """A ``data_root``: a folder path (:func:`instir.parameters.folder`) that is there, as the user meant it
-    (:func:`instir.report.layout.user_path`); empty or absent: None (the fetch cache)."""
-    root = folder(value, where=where)
-    if root is not None and not user_path(root).is_dir():
-        raise UsageError(f"{where}: {user_path(root)} is not a folder (give the folder that holds the benchmarks' "
-                         "data, or leave it empty for the instir fetch cache)")
-    return root
 
 
 def system_specs(value: Any, where: str) -> tuple[SystemSpec, ...]:
