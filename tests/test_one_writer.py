@@ -72,12 +72,12 @@ def test_a_notebook_stage_is_refused_while_a_sweep_writes_the_folder(swept, tmp_
 
 def test_instir_evaluate_and_judge_are_refused_in_one_line_while_another_evaluate_writes(swept, tmp_path, capsys):
     out = tmp_path / "e"
-    run = str(next((swept / "runs").glob("*.trec")))
+    run, other = map(str, sorted((swept / "runs").glob("*.trec"))[:2])
     with Holder(out, "instir evaluate"):
         code = main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", run, "--out", str(out)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and "another writer (instir evaluate, pid " in err[0], err
-        code = main(["judge", "--benchmark", "ifir-sample/fiqa", "--run", run, "--query-only-run", run,
+        code = main(["judge", "--benchmark", "ifir-sample/fiqa", "--run", run, "--query-only-run", other,
                      "--backend", "baseline", "--out", str(out)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and "another writer (instir evaluate" in err[-1], err
