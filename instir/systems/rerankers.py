@@ -157,6 +157,22 @@ class _HFReranker:
         """The query text the model sees: ``query_format`` filled, stripped."""
         return self.query_format.format(query=query, instruction=instruction).strip()
 
+    @classmethod
+    def from_card(cls, card: Any) -> "_HFReranker":
+        """From a system card (duck-typed: name, model, revision, dtype, params: batch_size, max_length,
+        query_format and the class's own, :meth:`card_options`)."""
+        params = _card_params(card)
+        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
+                   batch_size=params.get("batch_size", 64), query_format=params.get("query_format"),
+                   **cls.card_options(card, params))
+
+    @classmethod
+    def card_options(cls, card: Any, params: dict) -> dict:
+        """The constructor's other arguments from a card: its dtype (float32 when none) and its ``max_length``
+        (else the card's ``doc_max_length``)."""
+        return {"dtype": getattr(card, "dtype", None) or "float32",
+                "max_length": params.get("max_length") or getattr(card, "doc_max_length", None)}
+
     def _load(self):
         raise NotImplementedError
 
@@ -199,15 +215,11 @@ class MonoT5Reranker(_HFReranker):
         self.template = template
 
     @classmethod
-    def from_card(cls, card: Any) -> "MonoT5Reranker":
-        """From a system card (duck-typed: name, model, revision, dtype, params)."""
-        params = _card_params(card)
-        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
-                   dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
-                   max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
-                   token_false=params.get("false_token"), token_true=params.get("true_token"),
-                   template=params.get("prompt") or MONOT5_TEMPLATE,  # a card's template is a kit template name
-                   query_format=params.get("query_format"))
+    def card_options(cls, card: Any, params: dict) -> dict:
+        """Also the label tokens (``false_token``, ``true_token``) and the prompt (``prompt``; a card's
+        ``template`` is a kit template name, not this)."""
+        return {**super().card_options(card, params), "token_false": params.get("false_token"),
+                "token_true": params.get("true_token"), "template": params.get("prompt") or MONOT5_TEMPLATE}
 
     def identity(self) -> dict:
         return {**self._base_identity(), "template": self.template, "template_name": "monot5",
@@ -281,16 +293,12 @@ class CausalLMPTrueReranker(_HFReranker):
                          batch_size=batch_size, max_length=max_length, device=device, query_format=query_format)
 
     @classmethod
-    def from_card(cls, card: Any) -> "CausalLMPTrueReranker":
-        """From a system card (duck-typed: name, model, revision, dtype, params['prompt']: one of
-        the authors' prompt strings in :data:`LLM_TEMPLATES`, or its key; params['query_format'])."""
-        params = _card_params(card)
+    def card_options(cls, card: Any, params: dict) -> dict:
+        """The prompt (``params['prompt']``: one of the authors' prompt strings in :data:`LLM_TEMPLATES`, or its
+        key), the card's dtype (none: the authors' for the prompt) and ``max_length`` (none: the authors' 2048)."""
         prompt = params.get("prompt")
-        by_text = {text: key for key, text in LLM_TEMPLATES.items()}
-        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
-                   prompt=by_text.get(prompt, prompt), dtype=getattr(card, "dtype", None),
-                   batch_size=params.get("batch_size", 64), max_length=params.get("max_length"),
-                   query_format=params.get("query_format"))
+        return {"prompt": {text: key for key, text in LLM_TEMPLATES.items()}.get(prompt, prompt),
+                "dtype": getattr(card, "dtype", None), "max_length": params.get("max_length")}
 
     @property
     def template(self) -> str:
@@ -352,15 +360,6 @@ class CrossEncoderReranker(_HFReranker):
                  max_length: int | None = None, device: str | None = None, query_format: str | None = None):
         super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
                          max_length=max_length, device=device, query_format=query_format)
-
-    @classmethod
-    def from_card(cls, card: Any) -> "CrossEncoderReranker":
-        """From a system card (duck-typed: name, model, revision, dtype, params)."""
-        params = _card_params(card)
-        return cls(card.model, name=card.name, revision=getattr(card, "revision", None),
-                   dtype=getattr(card, "dtype", None) or "float32", batch_size=params.get("batch_size", 64),
-                   max_length=params.get("max_length") or getattr(card, "doc_max_length", None),
-                   query_format=params.get("query_format"))
 
     def identity(self) -> dict:
         return {**self._base_identity(), "template": [self.query_format, "{text}"],
