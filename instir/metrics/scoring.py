@@ -34,7 +34,7 @@ from instir.metrics.measures import (
 )
 from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, run_frame
 from instir.progress import tqdm
-from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, drop_self_hits
+from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, drop_self_hits, refuse_unanswered
 
 #: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
 GENERIC_MEASURES = ("nDCG@10", "RR@10", "R@100", "P@10")
@@ -176,14 +176,16 @@ class Scorer:
                                            subset=subsets.pop() if len(subsets) == 1 and "" not in subsets else "all"))
             per_group.append(pairs.assign(system=system))
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
-                                  checks={system: check}, notes=self.depth_notes(system, check.depth))
+                                  checks={system: check},
+                                  notes=self.depth_notes(system, check.depth, len(benchmark.corpus)))
 
-    def depth_notes(self, system: str, depth: int) -> list[str]:
-        """A note when a run ranks fewer documents per query (``depth``; 0: not known) than a measure's cutoff:
-        trec_eval counts the ranks past its depth as non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
+    def depth_notes(self, system: str, depth: int, documents: int) -> list[str]:
+        """A note when a run ranks fewer documents per query (``depth``; 0: not known) than a measure's cutoff and
+        than the corpus holds (``documents``, less a self-hit): trec_eval counts the ranks past its depth as
+        non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
         cutoffs = {m.name: int(m.cutoff if isinstance(m, Native) else m.measure.params.get("cutoff") or 0)
                    for m in (*self.standard, *self.native)}
-        deeper = [name for name, cutoff in cutoffs.items() if cutoff > depth]
+        deeper = [name for name, cutoff in cutoffs.items() if min(cutoff, documents - 1) > depth]
         if not depth or not deeper:
             return []
         return [f"{system}: ranks at most {depth} documents per query, fewer than the cutoff of {', '.join(deeper)}: "
@@ -264,14 +266,10 @@ def check_ids_belong(run: Run, qrels: Benchmark | Mapping[str, Mapping[str, int]
     """Refuse in one line a run none of whose queries ``qrels`` holds (a run of another benchmark scores 0 on every
     measure), and warn (:class:`RunIdWarning`, :meth:`RunIdCheck.summary`) about query or document ids it does not
     know; returns the benchmark's :class:`RunIdCheck` (None for plain qrels)."""
-    queries = qrels.queries if isinstance(qrels, Benchmark) else qrels
-    asked = run.df["qid"].unique()
-    if len(asked) and not any(q in queries for q in asked):
-        where = qrels.name if isinstance(qrels, Benchmark) else "the qrels"
-        raise UsageError(f"the run answers none of the {len(queries):,} queries of {where} (its first query id: "
-                         f"{quoted(str(asked[0]))}): a run of another benchmark? it would score 0 on every measure")
     if not isinstance(qrels, Benchmark):
-        unknown_q = [q for q in asked if q not in queries]
+        asked = run.df["qid"].unique()
+        refuse_unanswered(run, asked, qrels, "the qrels")
+        unknown_q = [q for q in asked if q not in qrels]
         if unknown_q:
             warnings.warn(f"{len(unknown_q)} query ids of the run are not in the qrels (they score nothing): "
                           f"{', '.join(quoted(str(q)) for q in unknown_q[:5])}", RunIdWarning, stacklevel=3)

@@ -25,7 +25,7 @@ import hashlib
 import json
 import platform
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,6 +47,7 @@ from instir.benchmarks.readers import (
     decode_utf8,
 )
 from instir.benchmarks.types import Benchmark, FormatError, quoted
+from instir.errors import UsageError
 from instir.extras import package_versions
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
@@ -616,13 +617,24 @@ class RunIdCheck:
         return "; ".join(parts) if parts else "all run ids are in the benchmark"
 
 
+def refuse_unanswered(run: Run, asked: Sequence[str], queries: Container[str], where: str) -> None:
+    """Refuse in one line a run none of whose query ids (``asked``) is one of ``queries`` (of ``where``): a run of
+    another benchmark, or another setting's ids, would score 0 on every measure without a word."""
+    if len(asked) and not any(q in queries for q in asked):
+        named = f" {run.meta['path']}" if run.meta.get("path") else ""
+        raise UsageError(f"the run{named} answers none of the {len(queries):,} queries of {where} (its first query "
+                         f"id: {quoted(str(asked[0]))}): a run of another benchmark? it would score 0 on every measure")
+
+
 def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
     """Compare a (bring-your-own) run's ids with the benchmark's queries and corpus."""
     run = as_run(run)
     known_d = benchmark.corpus.id_set()
     # the run's distinct ids against the benchmark's sets: a run holds far fewer distinct documents
     # than a large corpus, whose id set pandas' isin would copy on every call
-    unknown_q = sorted(q for q in run.df["qid"].unique() if q not in benchmark.queries)
+    asked = run.df["qid"].unique()
+    refuse_unanswered(run, asked, benchmark.queries, benchmark.name)
+    unknown_q = sorted(q for q in asked if q not in benchmark.queries)
     unknown_d = sorted(d for d in run.df["docid"].unique() if d not in known_d)
     bad_q = run.df["qid"].isin(unknown_q).to_numpy()
     bad_d = run.df["docid"].isin(unknown_d).to_numpy()

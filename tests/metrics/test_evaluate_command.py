@@ -164,3 +164,23 @@ def test_a_run_shallower_than_a_cutoff_is_said_on_every_scoring_also_a_reused_on
     assert any(said in note for note in notes)
     deep = evaluate_runs({"five": read_run(run)}, instructir_sample, ["nDCG@5", "RR@5"]).notes
     assert not deep
+
+
+def test_a_run_of_another_benchmark_is_refused_in_every_scoring_path(instructir_sample, tmp_path, capsys):
+    # on the commit before, instir evaluate and evaluate_runs printed 0.0 on every measure and exited 0;
+    # only evaluate() refused it
+    fiqa = load_benchmark("ifir-sample/fiqa")
+    run = write_run(Run(_runs(fiqa, {})), tmp_path / "fiqa.trec")
+    with pytest.raises(UsageError, match=rf"the run {re.escape(str(run))} answers none of the 86 queries of "
+                                         "instructir-sample"):
+        evaluate_runs({"fiqa": read_run(run)}, instructir_sample)
+    with pytest.raises(UsageError, match="answers none of the 86 queries"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(tmp_path / "r")])
+    assert not (tmp_path / "r" / "metrics" / "metrics.csv").exists()
+
+
+def test_a_run_that_ranks_the_whole_corpus_gets_no_depth_note(tmp_path):
+    fiqa = load_benchmark("ifir-sample/fiqa")  # 38 documents: a run at k = 100 ranks them all
+    run = Run(pd.DataFrame([(q, d, 1.0 / (i + 1)) for q in fiqa.queries for i, d in enumerate(fiqa.corpus.ids())],
+                           columns=["qid", "docid", "score"]))
+    assert not evaluate_runs({"all": run}, fiqa, ["nDCG@20", "R@100"]).notes
