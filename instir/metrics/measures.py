@@ -232,6 +232,10 @@ def standard(measure: Any) -> Standard:
     compute it (ir-measures would otherwise fall back to another provider, or silently score 0)."""
     import ir_measures
 
+    cutoff = measure.params.get("cutoff")
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1):
+        # pytrec_eval aborts the process on a cutoff of 0 (a failed C assertion), and ir-measures asserts on 10.5
+        raise UsageError(f"measure {measure.NAME}@{cutoff}: the cutoff is a whole number of at least 1")
     uncut = measure
     if measure.NAME == "RR" and "cutoff" in measure.params:  # cut by truncating the run (standard.py)
         uncut = type(measure)(**{k: v for k, v in measure.params.items() if k != "cutoff"})

@@ -59,6 +59,14 @@ def test_a_measure_that_cannot_be_is_refused_in_one_line():
         parse_measures([])
 
 
+@pytest.mark.parametrize("bad", ["nDCG@0", "ndcg_cut_0", "Robustness@0", "P@10.5", "nDCG@1e9", "RR@0"])
+def test_a_cutoff_that_is_no_whole_number_of_at_least_1_is_one_line_not_an_abort(bad):
+    # on the commit before, nDCG@0 reached pytrec_eval, whose failed C assertion killed the process (no message,
+    # no exit status of ours), and P@10.5 was an AssertionError traceback
+    with pytest.raises(UsageError, match="the cutoff is a whole number of at least 1"):
+        parse_measure(bad)
+
+
 def test_a_spec_derives_robustness_of_every_measure_or_the_native_form_of_plain_ndcg_and_rr():
     plain = parse_measures(["nDCG@10", "RR@10", "P@10"])
     assert [str(m) for m in with_derived(plain, ["Robustness"])] == [
