@@ -376,13 +376,3 @@ def test_a_real_process_keeps_the_traceback_of_a_bug(tmp_path):
             "from instir.cli import main\nsys.exit(main(['summary']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "Traceback" in done.stderr and "RuntimeError: a bug" in done.stderr
-
-
-def test_a_cache_root_that_is_a_file_is_one_line_before_any_model_loads(capsys, tmp_path, monkeypatch):
-    # on the commit before, the dense run loaded its model and encoded, then failed on a path under the file
-    home = tmp_path / "home"
-    home.write_text("not a folder")
-    monkeypatch.setenv("INSTIR_HOME", str(home))
-    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "dense",
-                 "--out", str(tmp_path / "runs"))
-    assert f"$INSTIR_HOME: {home} is not a folder" in line
