@@ -627,7 +627,8 @@ def refuse_unanswered(run: Run, asked: Sequence[str], queries: Container[str], w
 
 
 def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
-    """Compare a (bring-your-own) run's ids with the benchmark's queries and corpus."""
+    """Compare a (bring-your-own) run's ids with the benchmark's queries and corpus; a run that answers none of
+    its queries is refused (:func:`refuse_unanswered`)."""
     run = as_run(run)
     known_d = benchmark.corpus.id_set()
     # the run's distinct ids against the benchmark's sets: a run holds far fewer distinct documents
