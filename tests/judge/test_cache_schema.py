@@ -114,24 +114,6 @@ def _killed_after_storing(path, first, last):
     assert path.with_name(path.name + "-wal").stat().st_size > 0
 
 
-def test_another_databases_write_ahead_log_beside_the_cache_is_set_aside_and_no_judgment_is_lost(tmp_path):
-    """On main SQLite replayed the foreign log over the cache: its paid judgments vanished without a word."""
-    import shutil
-
-    path = tmp_path / "judgments.sqlite"
-    judged(path)  # four judgments, closed cleanly: no log beside it
-    other = tmp_path / "other" / "judgments.sqlite"
-    other.parent.mkdir()
-    _killed_after_storing(other, 100, 177)
-    shutil.copy(other.with_name(other.name + "-wal"), path.with_name(path.name + "-wal"))
-    with warns_saying(UserWarning, "write-ahead log", "set aside"):
-        judge, backend, got = judged(path)
-    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
-    assert len(stored_rows(path)) == len(SCORES)
-    (log,) = tmp_path.glob("judgments.sqlite.set-aside-*-wal")
-    assert log.stat().st_size > 0
-
-
 def test_a_log_of_another_database_that_rewrote_only_a_table_page_is_set_aside_too(tmp_path):
     """Such a log holds no frame of the first page, so the header id could not tell it apart; on the commit
     before every transaction stamped the id, SQLite replayed it over the cache and paid judgments vanished."""
@@ -164,26 +146,29 @@ os._exit(0)
 """
 
 
-def test_a_rollback_journal_of_another_database_beside_the_cache_is_set_aside_not_rolled_back(tmp_path):
-    """A store in WAL mode never writes a -journal; on the commit before, SQLite rolled another database's hot
-    journal into the cache (in a trial, 40 judgments became 39 rows, 21 of them readable)."""
+@pytest.mark.parametrize(("log", "called"), [("-wal", "write-ahead log"), ("-journal", "rollback journal")])
+def test_another_databases_log_beside_the_cache_is_set_aside_and_no_judgment_is_lost(tmp_path, log, called):
+    """On main SQLite replayed the foreign write-ahead log over the cache: its paid judgments vanished without a
+    word. A store in WAL mode never writes a rollback journal; until this stop SQLite rolled another database's
+    hot one into the cache (in a trial, 40 judgments became 39 rows, 21 of them readable)."""
     import shutil
     import subprocess
     import sys
 
     path = tmp_path / "judgments.sqlite"
-    judged(path)
+    judged(path)  # four judgments, closed cleanly: no log beside it
     other = tmp_path / "other" / "judgments.sqlite"
     other.parent.mkdir()
-    _killed_after_storing(other, 100, 177)  # another cache's 77 judgments
-    subprocess.run([sys.executable, "-c", _HOT_JOURNAL, str(other)], check=True)
-    shutil.copy(other.with_name(other.name + "-journal"), path.with_name(path.name + "-journal"))
-    with warns_saying(UserWarning, "rollback journal", "set aside"):
+    _killed_after_storing(other, 100, 177)  # another cache's 77 judgments, its write-ahead log left
+    if log == "-journal":
+        subprocess.run([sys.executable, "-c", _HOT_JOURNAL, str(other)], check=True)
+    shutil.copy(other.with_name(other.name + log), path.with_name(path.name + log))
+    with warns_saying(UserWarning, called, "set aside"):
         judge, backend, got = judged(path)
     assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
     assert len(stored_rows(path)) == len(SCORES)
-    (journal,) = tmp_path.glob("judgments.sqlite.set-aside-*-journal")
-    assert journal.stat().st_size > 0
+    (aside,) = tmp_path.glob(f"judgments.sqlite.set-aside-*{log}")
+    assert aside.stat().st_size > 0
 
 
 def test_the_caches_own_log_left_by_a_killed_process_is_replayed(tmp_path):
