@@ -354,6 +354,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     if not paths:
         raise UsageError("no notebooks to run")
     check_parameters(parameters)
+    check_kernel(kernel)
     known = notebook_parameters(paths)
     request = validate_parameters(parameters, known)
     check_data_root(parameters)
@@ -487,6 +488,18 @@ def _batch_environment() -> contextlib.AbstractContextManager[None]:
     from instir.progress import ENV_VAR, QUIET_BARS, environment
 
     return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None})
+
+
+def check_kernel(kernel: str) -> None:
+    """Refuse, before any folder is made, a Jupyter kernel name that is not installed (naming those that are),
+    rather than a chain whose every notebook fails."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel, get_kernel_spec
+
+    try:
+        get_kernel_spec(kernel)
+    except NoSuchKernel:
+        raise unknown("Jupyter kernel", kernel, sorted(KernelSpecManager().find_kernel_specs()),
+                      more=" (jupyter kernelspec list)") from None
 
 
 def _quiet_kernel_arguments(kernel: str) -> list[str]:

@@ -236,3 +236,12 @@ def test_a_data_root_that_is_not_a_folder_fails_before_any_notebook(tmp_path):
         check_data_root({"data_root": str(tmp_path / "nodata")})
     check_data_root({"data_root": str(tmp_path)})
     check_data_root({"data_root": ""})
+
+
+def test_a_kernel_that_is_not_installed_is_refused_before_the_folder_is_made(tmp_path, capsys):
+    # on the commit before, every notebook failed in turn and a report folder of failures was left
+    from instir.cli import main
+
+    assert main(["run", "--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "--kernel", "python"]) == 2
+    says(capsys.readouterr().err, "unknown Jupyter kernel 'python'; did you mean 'python3'?")
+    assert not (tmp_path / "r").exists()
