@@ -309,6 +309,8 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     if benchmark is not None:
         the_run = without_self_hits(the_run)
     given = _as_list(measures)
+    if not given:
+        raise UsageError("no measures given (e.g. ['nDCG@10', 'Robustness@10'])")
     asked = {i: parse_measure(_papers_name(m, benchmark)) for i, m in enumerate(given)}
     robust = any(isinstance(m, Robustness) for m in asked.values())
     grouped = any(isinstance(m, GroupMeasure) for m in asked.values())
