@@ -58,3 +58,17 @@ def test_slips_in_the_top_level_functions_are_one_line(instructir_sample, runs):
         paired_tests({"a": runs["instructed"]}, baseline="a")
     result = instir.instfol(runs["instructed"], runs["query-only"], instructir_sample, "baseline", max_instances=2)
     assert result.meta["judge"]["name"] == "baseline-lexical"  # a backend name, as make_judge takes it
+
+
+def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, runs):
+    # on the commit before: TypeError "object of type 'Benchmark' has no len()", AttributeError, or
+    # "No objects to concatenate"; and evaluate(bench, run, []) returned {}
+    one = {"instructed": runs["instructed"]}
+    with raises_saying(UserError, "compare_runs(benchmark, runs)", "the two swapped?"):
+        instir.compare_runs(one, instructir_sample)
+    with raises_saying(UserError, "evaluate_runs(runs, benchmark)", "the two swapped?"):
+        instir.evaluate_runs(instructir_sample, one)
+    with raises_saying(UserError, "evaluate_runs(runs, benchmark): no runs given"):
+        instir.evaluate_runs({}, instructir_sample)
+    with raises_saying(UserError, "no measures given"):
+        instir.evaluate(instructir_sample, runs["instructed"], [])

@@ -115,8 +115,9 @@ def compare_runs(benchmark, runs: Mapping[str, object], measures: Sequence[objec
     ``p_adjusted`` ≤ ``max_p``), as ranx's ``compare`` does."""
     from instir.errors import UsageError, quoted
     from instir.metrics.inputs import run_of
-    from instir.metrics.scoring import check_ids_belong, evaluate_runs, scored_measures
+    from instir.metrics.scoring import check_ids_belong, evaluate_runs, require_runs, scored_measures
 
+    require_runs(runs, benchmark, "compare_runs(benchmark, runs)")
     if len(runs) < 2:
         raise ValueError(f"compare_runs compares two runs or more, got {len(runs)}")
     for name, run in runs.items():  # as instir.evaluate: a run of another benchmark is refused, stray ids warned

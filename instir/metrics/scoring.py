@@ -201,6 +201,7 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     self-hit rule; ``derived`` does not apply)."""
     if protocol not in PROTOCOLS:
         raise unknown("protocol", protocol, PROTOCOLS)
+    require_runs(runs, benchmark, "evaluate_runs(runs, benchmark)")
     if protocol == "mteb":
         from instir.metrics import mteb
 
@@ -212,6 +213,17 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
         evaluations.append(scorer.evaluation(scorer.per_query(kept), benchmark, system, check_run_ids(run, benchmark),
                                              scorer.group_values(kept)))
     return Evaluation.join(evaluations)
+
+
+def require_runs(runs: object, benchmark: object, signature: str) -> None:
+    """Refuse in one line ``runs`` that are no ``{system name: run}`` mapping of one run or more, or a
+    ``benchmark`` that is no :class:`Benchmark` (the two swapped, say), naming the function's ``signature``."""
+    if not isinstance(runs, Mapping) or not isinstance(benchmark, Benchmark):
+        swapped = " (the two swapped?)" if isinstance(runs, Benchmark) else ""
+        raise UsageError(f"{signature} takes runs as a mapping {{system name: run}} and a Benchmark; runs is a "
+                         f"{type(runs).__name__} and benchmark a {type(benchmark).__name__}{swapped}")
+    if not runs:
+        raise UsageError(f"{signature}: no runs given (a mapping {{system name: run}})")
 
 
 def instance_groups(qids: Sequence[str]) -> dict[str, str]:

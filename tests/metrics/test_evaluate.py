@@ -75,12 +75,6 @@ def test_a_benchmark_gives_evaluate_runs_numbers(sample_run):
     assert got == pytest.approx({m: float(want[m]) for m in got})
 
 
-def test_no_measure_asked_is_one_error_not_an_empty_result(sample_run):
-    bench, run = sample_run  # on the commit before, evaluate(bench, run, []) returned {}
-    with pytest.raises(UsageError, match="no measures given"):
-        instir.evaluate(bench, run, [])
-
-
 def test_ifir_native_ndcg_only_by_name_and_as_evaluate_runs_computes_it():
     bench = load_benchmark("ifir-sample/fiqa")
     run = retrieve(bench, BM25Retriever(show_progress=False), k=20)
