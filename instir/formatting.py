@@ -38,6 +38,26 @@ def _fields(fmt: Format) -> set[str]:
     return {name for part in parts for _, name, _, _ in string.Formatter().parse(part) if name is not None}
 
 
+def check_format(fmt: Format, allowed: Iterable[str], where: str) -> None:
+    """Refuse (``ValueError`` naming ``where``) a format string with a field outside ``allowed``, or with a format
+    spec or a conversion: a template fills its fields with text as it is, while ``{query:>999999999}`` would build
+    a gigabyte string per query and ``{query!r}`` would quote it."""
+    allowed = set(allowed)
+    for part in fmt if isinstance(fmt, tuple) else (fmt,):
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(part)
+                      if name is not None]
+        except ValueError as err:
+            raise ValueError(f"{where}: not a format string ({err}): {part!r}") from None
+        unknown_fields = sorted({name for name, _, _ in fields} - allowed)
+        if unknown_fields:
+            raise ValueError(f"{where}: unknown field(s) {unknown_fields} (allowed: {sorted(allowed)})")
+        for name, spec, conversion in fields:
+            if spec or conversion:
+                raise ValueError(f"{where}: field {{{name}}} takes no format spec or conversion, got "
+                                 f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}")
+
+
 @dataclass(frozen=True)
 class Template:
     """A named pair of query/document formats for one model family.
@@ -63,10 +83,7 @@ class Template:
                 continue
             if isinstance(fmt, tuple) and len(fmt) != 2:
                 raise ValueError(f"template {self.name!r}: {label} pair must have 2 parts, got {len(fmt)}")
-            unknown = _fields(fmt) - allowed
-            if unknown:
-                raise ValueError(f"template {self.name!r}: unknown field(s) {sorted(unknown)} in {label} "
-                                 f"(allowed: {sorted(allowed)})")
+            check_format(fmt, allowed, f"template {self.name!r}, {label}")
         object.__setattr__(self, "domains", MappingProxyType(dict(self.domains)))
 
     def _domain(self, subset: str) -> str:

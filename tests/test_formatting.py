@@ -115,6 +115,22 @@ def test_user_template_formats_level_and_subset(registry):
     assert get_template("mine") is mine and mine.family == "custom"
 
 
+@pytest.mark.parametrize("query", ["{query:>999999999}", "{query!r}", "{instruction} {query.__class__}", "{query"])
+def test_a_template_fills_fields_with_text_as_it_is_no_format_spec_or_conversion(registry, query):
+    # on the commit before, {query:>999999999} was accepted and built a gigabyte string per query
+    with pytest.raises(ValueError, match="template 'bad', query: "):
+        register_template("bad", query)
+
+
+def test_a_rerankers_query_join_and_prompt_are_checked_as_templates_are():
+    from instir.systems.rerankers import CrossEncoderReranker, MonoT5Reranker
+
+    with pytest.raises(ValueError, match=r"query_format: field \{query\} takes no format spec"):
+        CrossEncoderReranker("m", query_format="{query:>99999999} {instruction}")
+    with pytest.raises(ValueError, match=r"MonoT5Reranker template: unknown field\(s\) \['document'\]"):
+        MonoT5Reranker("m", template="Query: {query} Document: {document} Relevant:")
+
+
 def test_user_template_with_bare_form_and_pairs(registry):
     pair = register_template("pair", ("{instruction}", "{query}"), bare_query=("Represent the query:", "{query}"))
     assert pair.format_query(Q) == ["I am a chef planning a menu.", "what is saffron"]
@@ -122,9 +138,9 @@ def test_user_template_with_bare_form_and_pairs(registry):
 
 
 def test_user_template_with_unknown_field_is_rejected(registry):
-    with pytest.raises(ValueError, match=r"unknown field\(s\) \['title'\] in query"):
+    with pytest.raises(ValueError, match=r"template 'bad', query: unknown field\(s\) \['title'\]"):
         register_template("bad", "{title} {query}")
-    with pytest.raises(ValueError, match=r"unknown field\(s\) \['query'\] in doc"):
+    with pytest.raises(ValueError, match=r"template 'bad', doc: unknown field\(s\) \['query'\]"):
         register_template("bad", "{query}", doc="{query} {text}")
     with pytest.raises(ValueError, match="pair must have 2 parts"):
         register_template("bad", ("a", "b", "{query}"))

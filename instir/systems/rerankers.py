@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from instir.formatting import check_format
 from instir.retrieval.dense import default_device
 from instir.systems.cards import DTYPES
 
@@ -127,6 +128,7 @@ class _HFReranker:
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
         if query_format:
+            check_format(query_format, ("query", "instruction"), f"{type(self).__name__} query_format")
             self.query_format = query_format
         self.model_name = str(model)
         self.name = name or f"{self.kind}-{Path(self.model_name).name}"
@@ -212,6 +214,7 @@ class MonoT5Reranker(_HFReranker):
                                                MONOT5_PREDICTION_TOKENS["castorini/monot5-base-msmarco"])
         self.token_false = token_false or default[0]
         self.token_true = token_true or default[1]
+        check_format(template, ("query", "text"), "MonoT5Reranker template")
         self.template = template
 
     @classmethod
