@@ -157,6 +157,10 @@ def _type_ok(name: str, value: Any) -> str | None:
     return None if isinstance(value, str) else "a string"
 
 
+#: The params every adapter reads as a count (its batches, lengths, depth, connections, vector size).
+COUNT_PARAMS = ("batch_size", "max_length", "depth", "concurrency", "dimensions", "pad_to_multiple_of", "rrf_k")
+
+
 def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard:
     """Build and check one card from a parsed mapping (``index``: its position in the file)."""
     from instir.formatting import list_templates
@@ -192,6 +196,11 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
             check(params[key], "the value")
         except UsageError as err:
             raise FormatError(path, label, f"params.{key}", str(err)) from None
+    for key in COUNT_PARAMS:  # read as counts by the adapters: 0, -3, 1e9 or "many" would fail late or oddly
+        value = params.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise FormatError(path, label, f"params.{key}",
+                              f"must be a whole number of at least 1, got {quoted(value)}")
     template = data.get("template", "")
     if template and template not in list_templates():
         raise FormatError(path, label, "template", f"unknown template {quoted(template)}; known: "
