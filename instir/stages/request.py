@@ -74,6 +74,9 @@ def run_request(values: Mapping[str, Any], where: Where, *,
     for field in required:
         if values.get(field) is None:
             raise UsageError(f"{where(field)} is required (a list of names)")
+        if isinstance(values[field], (list, tuple)) and not values[field]:  # a grid of no cells runs nothing
+            raise UsageError(f"{where(field)} is empty: name at least one, e.g. "
+                             f"{quoted('bm25' if field == 'systems' else 'instructir-sample')}")
     judge = values.get("judge")
     if judge is not None and not isinstance(judge, Mapping):
         raise UsageError(f"{where('judge')} takes a mapping with a backend, got {quoted(judge)}")

@@ -122,6 +122,7 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
     ({"benchmarks": ["instructir-sample", "instructir-sample"]},
      "field 'benchmarks': 'instructir-sample' is given twice"),
     ({"k": "10"}, "field 'k' takes a whole number of at least 1, got '10'"),
+    ({"systems": []}, "field 'systems' is empty: name at least one, e.g. 'bm25'"),  # ran 0 cells, exit 0
 ])
 def test_a_bad_grid_value_is_refused_before_any_cell_naming_file_field_and_value(tmp_path, extra, words):
     # on main each of these was accepted: the cells then failed one by one, or a traceback came after all of them
