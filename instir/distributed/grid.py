@@ -116,6 +116,10 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
         shard_min_docs = depth(data.get("shard_min_docs", 20000), where=where("shard_min_docs"))
     except UsageError as err:
         raise GridError(str(err)) from None
+    if not request.cells():  # each benchmark skips the settings its family lacks: these left none
+        raise GridError(f"{source}: the grid asks for no run: {', '.join(request.benchmarks)} "
+                        f"{'has' if len(request.benchmarks) == 1 else 'have'} none of the settings "
+                        f"{', '.join(request.settings)} (field 'settings')")
     return Grid(**vars(request), shard_min_docs=shard_min_docs)
 
 

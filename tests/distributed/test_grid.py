@@ -187,3 +187,11 @@ def test_instir_sweep_without_ray_says_what_to_install_in_one_line(tmp_path, cap
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
     says(err.strip(), "instir sweep", "ray", "pip install 'instir[distributed]'", "--serial")
+
+
+def test_a_grid_whose_settings_no_benchmark_has_is_refused_not_run_as_zero_cells():
+    # on the commit before, instir sweep ran "0 cells: 0 done" and exited 0
+    with pytest.raises(GridError, match=r"grid.yaml: the grid asks for no run: ifir-sample/fiqa has none of the "
+                                        r"settings order-sensitivity"):
+        parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "settings": ["order-sensitivity"]},
+                   "grid.yaml")
