@@ -11,7 +11,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from instir.cli.options import add_benchmark_arguments, benchmark_from_args, output_folder, positive_int
+from instir.cli.options import (
+    add_benchmark_arguments,
+    benchmark_from_args,
+    output_folder,
+    positive_int,
+    whole_number,
+)
 from instir.errors import UsageError, unknown
 from instir.metrics.measures import PROTOCOLS
 
@@ -47,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "protocol: under the current folder, never beside a run file)")
     p.add_argument("--resamples", type=positive_int, default=None,
                    help="permutation/bootstrap resamples (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the permutation test and the bootstrap")
+    p.add_argument("--seed", type=whole_number, default=0, help="seed of the permutation test and the bootstrap")
     p.set_defaults(handler=evaluate_command)
 
 

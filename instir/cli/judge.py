@@ -54,7 +54,7 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                         "(default: 6); a dead or slow server costs at most SECONDS x (N + 1) per request, plus "
                         "the waits between retries (1 s doubling, at most 60 s)")
     p.add_argument("--cache", default=None, help="judgment cache file (default: $INSTIR_HOME/judgments.sqlite)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the stratified sample (default: 0)")
+    p.add_argument("--seed", type=whole_number, default=0, help="seed of the stratified sample (default: 0)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

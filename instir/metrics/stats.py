@@ -75,16 +75,20 @@ def paired_permutation_p(system: np.ndarray, baseline: np.ndarray, *, n_resample
 
 def paired_values(per_unit: pd.DataFrame, measure: str, systems: Sequence[str], unit: str = "qid") -> pd.DataFrame:
     """The values of ``measure`` in ``per_unit``, a row per unit and a column per system of
-    ``systems``; a ``ValueError`` when a system has none or they are not scored on the same units."""
+    ``systems``; a :class:`UsageError` (a ``ValueError``) when a system has none or they are not scored on the
+    same units (under MTEB's protocol a run is averaged over the queries it answers, so two runs that answer
+    different queries cannot be paired)."""
     wide = per_unit[per_unit["measure"] == measure].pivot(index=unit, columns="system", values="value")
     absent = [s for s in systems if s not in wide.columns]
     if absent:
-        raise ValueError(f"{measure}: no values for systems {absent}")
+        raise UsageError(f"{measure}: no values for systems {absent}")
     wide = wide[list(systems)]
     gaps = wide.isna().any(axis=1)
     if gaps.any():
-        raise ValueError(f"{measure}: systems are not scored on the same {unit}s "
-                         f"(e.g. {list(wide.index[gaps][:3])})")
+        raise UsageError(f"{measure}: systems are not scored on the same {unit}s (e.g. {list(wide.index[gaps][:3])}), "
+                         "so they cannot be compared unit by unit; under MTEB's protocol a run counts only the "
+                         "queries it answers: give runs that answer the same queries, or score with the authors' "
+                         "protocol, where a missing query scores 0")
     return wide
 
 

@@ -184,3 +184,15 @@ def test_a_run_that_ranks_the_whole_corpus_gets_no_depth_note(tmp_path):
     run = Run(pd.DataFrame([(q, d, 1.0 / (i + 1)) for q in fiqa.queries for i, d in enumerate(fiqa.corpus.ids())],
                            columns=["qid", "docid", "score"]))
     assert not evaluate_runs({"all": run}, fiqa, ["nDCG@20", "R@100"]).notes
+
+
+def test_runs_mteb_cannot_pair_are_one_line_under_its_protocol(instructir_sample, tmp_path):
+    # MTEB averages a run over the queries it answers, so runs answering different queries cannot be paired;
+    # on the commit before, a ValueError traceback
+    full = write_run(Run(_runs(instructir_sample, {})), tmp_path / "full.trec")
+    frame = _runs(instructir_sample, {})
+    part = write_run(Run(frame[frame["qid"].isin(list(instructir_sample.qrels)[:10])]), tmp_path / "part.trec")
+    with pytest.raises(UsageError, match="not scored on the same qids .* under MTEB's protocol a run counts only"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(full), str(part), "--protocol", "mteb",
+              "--measures", "nDCG@10", "--out", str(tmp_path / "r")])
+
