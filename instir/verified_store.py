@@ -187,12 +187,12 @@ class VerifiedStore:
             if not _plain(name):
                 raise Damaged(entry / MANIFEST, f"names a file outside its entry ({name!r})")
             try:
-                stat = path.stat()
+                found = path.stat()
             except OSError:
                 raise Damaged(path, "is missing") from None
-            if not S_ISREG(stat.st_mode):  # reading a FIFO to hash it would block for ever
+            if not S_ISREG(found.st_mode):  # reading a FIFO to hash it would block for ever
                 raise Damaged(path, "is not a regular file")
-            size = stat.st_size
+            size = found.st_size
             if size != record["bytes"]:
                 raise Damaged(path, f"has {size} bytes where the manifest says {record['bytes']} (truncated?)")
             if name.endswith(".npy"):
