@@ -196,3 +196,15 @@ def test_runs_mteb_cannot_pair_are_one_line_under_its_protocol(instructir_sample
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(full), str(part), "--protocol", "mteb",
               "--measures", "nDCG@10", "--out", str(tmp_path / "r")])
 
+
+
+def test_a_run_that_ranks_every_candidate_of_its_queries_gets_no_depth_note(tmp_path):
+    # IFIR's songtingyu layout gives each query its own candidates (3 in the fixture): a run ranks at most those
+    from real_data import data_root
+
+    from instir.retrieval.lexical import BM25Retriever
+    from instir.retrieval.search import retrieve
+
+    fiqa = load_benchmark("ifir/fiqa", root=data_root(tmp_path / "root"))
+    run = retrieve(fiqa, BM25Retriever(show_progress=False), k=100)
+    assert run.df["qid"].value_counts().max() < 20 and not evaluate_runs({"bm25": run}, fiqa, ["nDCG@20"]).notes
