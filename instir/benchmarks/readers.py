@@ -266,7 +266,6 @@ def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_json_array(path: Path) -> list[Any]:
     """A whole-file JSON array (IFIR's ``test_data.json``)."""
     path = Path(path)
-    check_file(path)
     try:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
@@ -377,7 +376,6 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
             add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec.get("score", 1), n,
                 "score")
     else:
-        check_file(path)
         rows = csv.reader((line for _, line in text_lines(path)), delimiter="\t")
         for row in rows:
             n = rows.line_num  # one source item per line, so this is the row's (last) line
