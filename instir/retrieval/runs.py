@@ -25,7 +25,7 @@ import hashlib
 import json
 import platform
 import re
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -617,7 +617,7 @@ class RunIdCheck:
         return "; ".join(parts) if parts else "all run ids are in the benchmark"
 
 
-def refuse_unanswered(run: Run, asked: Sequence[str], queries: Container[str], where: str) -> None:
+def refuse_unanswered(run: Run, asked: Sequence[str], queries: Collection[str], where: str) -> None:
     """Refuse in one line a run none of whose query ids (``asked``) is one of ``queries`` (of ``where``): a run of
     another benchmark, or another setting's ids, would score 0 on every measure without a word."""
     if len(asked) and not any(q in queries for q in asked):
