@@ -36,6 +36,7 @@ from instir.benchmarks.readers import (
     read_instructions,
     read_qrels,
     read_records,
+    require_files,
 )
 from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 
@@ -86,7 +87,7 @@ def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
     qrels: Qrels = {}
     qrels_files = []
     for suffix, sub in ((OG, "qrels_og"), (CHANGED, "qrels_changed")):
-        qpath = _one_file(folder / sub, "test")
+        qpath = require_files(folder / sub, ("test.jsonl", "test.tsv"), "the jhu-clsp layout's qrels")[0]
         judged, lines = read_qrels(qpath)
         renamed = {q + suffix: docs for q, docs in judged.items()}
         qrels.update(renamed)
@@ -188,12 +189,3 @@ def _config(folder: Path, *names: str) -> Path:
         problem = "file not found" if not found else f"{len(found)} files where one was expected"
         raise FormatError(folder / names[0], None, None, f"{problem} (the mteb layout's {names[0]} config)")
     return found[0]
-
-
-def _one_file(folder: Path, stem: str) -> Path:
-    """``<folder>/<stem>.jsonl`` (or ``.tsv``), as the jhu-clsp release stores each qrels config."""
-    for suffix in (".jsonl", ".tsv"):
-        if (folder / f"{stem}{suffix}").is_file():
-            return folder / f"{stem}{suffix}"
-    raise FormatError(folder / f"{stem}.jsonl", None, None, "file not found (the jhu-clsp layout's qrels)")
-

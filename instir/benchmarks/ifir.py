@@ -33,11 +33,13 @@ from instir.benchmarks.mteb import level_from_mteb_id
 from instir.benchmarks.readers import (
     data_folder,
     field_str,
+    find_files,
     read_instructions,
     read_json_array,
     read_qrels,
     read_records,
     read_text,
+    require_files,
 )
 from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 
@@ -96,47 +98,30 @@ def load_ifir(root: str | Path, subset: str, *, name_prefix: str = "ifir", revis
 
 def detect_layout(folder: Path, subset: str) -> tuple[str, dict[str, Path]]:
     """The layout of one subset folder and the files it will be read from."""
-    corpus = folder / f"{subset}-corpus.jsonl"
+    corpus = [f"{subset}-corpus.jsonl"]
     test_data = folder / "test_data.json"
     if os.path.lexists(test_data):
-        return "songtingyu", {"test_data": test_data, "corpus": _require(corpus, "songtingyu")}
-    beir_queries = _first_file(folder, [f"{subset}-query.jsonl", f"{subset}-query.json"])
-    if beir_queries is not None:
-        qrels = _first_file(folder, [f"{subset}-qrel.tsv", f"{subset}-qrel.jsonl"])
-        if qrels is None:
-            raise FormatError(folder / f"{subset}-qrel.tsv", None, None,
-                              f"file not found (the songtingyu-beir layout needs it beside {beir_queries.name}; "
-                              f"{subset}-qrel.jsonl is also accepted)")
-        return "songtingyu-beir", {"queries": beir_queries, "qrels": qrels,
-                                   "corpus": _require(corpus, "songtingyu-beir")}
-    instructions = _first_file(folder, ["instructions.jsonl", "instructions.parquet"])
-    if instructions is not None:
-        files = {"instructions": instructions}
-        for key, names in (("queries", ["queries.jsonl", "queries.parquet"]),
-                           ("corpus", ["corpus.jsonl", "corpus.parquet"]),
-                           ("qrels", ["qrels/test.jsonl", "qrels/test.parquet", "qrels/test.tsv"])):
-            found = _first_file(folder, names)
-            if found is None:
-                raise FormatError(folder / names[0], None, None,
-                                  f"file not found (the mteb layout needs it beside {instructions.name})")
-            files[key] = found
-        return "mteb", files
+        return "songtingyu", {"test_data": test_data,
+                              "corpus": require_files(folder, corpus, "the songtingyu layout")[0]}
+    beir_queries = find_files(folder, [f"{subset}-query.jsonl", f"{subset}-query.json"])
+    if beir_queries:
+        needs = f"the songtingyu-beir layout, beside {beir_queries[0].name},"
+        return "songtingyu-beir", {"queries": beir_queries[0],
+                                   "qrels": require_files(folder, [f"{subset}-qrel.tsv", f"{subset}-qrel.jsonl"],
+                                                          needs)[0],
+                                   "corpus": require_files(folder, corpus, needs)[0]}
+    instructions = find_files(folder, ["instructions.jsonl", "instructions.parquet"])
+    if instructions:
+        needs = f"the mteb layout, beside {instructions[0].name},"
+        files = {key: require_files(folder, names, needs)[0]
+                 for key, names in (("queries", ["queries.jsonl", "queries.parquet"]),
+                                    ("corpus", ["corpus.jsonl", "corpus.parquet"]),
+                                    ("qrels", ["qrels/test.jsonl", "qrels/test.parquet", "qrels/test.tsv"]))}
+        return "mteb", {"instructions": instructions[0], **files}
     raise FormatError(folder, None, None,
                       f"no IFIR files found; expected test_data.json + {subset}-corpus.jsonl (songtingyu), "
                       f"{subset}-query.jsonl + {subset}-qrel.tsv + {subset}-corpus.jsonl (songtingyu BEIR files), "
                       "or corpus.jsonl + queries.jsonl + instructions.jsonl + qrels/test.jsonl (mteb)")
-
-
-def _first_file(folder: Path, names: list[str]) -> Path | None:
-    """The first of ``names`` in ``folder``: a name that is there but no regular file (a FIFO, a
-    folder, a symlink loop) counts, so its reader says what it is."""
-    return next((folder / n for n in names if os.path.lexists(folder / n)), None)
-
-
-def _require(path: Path, layout: str) -> Path:
-    if not os.path.lexists(path):
-        raise FormatError(path, None, None, f"file not found (the {layout} layout needs the corpus file)")
-    return path
 
 
 def _check_level(level: Any, subset: str, where: Where) -> int:

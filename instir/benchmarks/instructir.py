@@ -10,9 +10,7 @@ every average. The files of each layout and setting are in docs/formats.md.
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -21,9 +19,11 @@ from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
     check_qrels,
     field_str,
+    find_files,
     read_instructions,
     read_qrels,
     read_records,
+    require_files,
 )
 from instir.benchmarks.types import Benchmark, Corpus, FormatError, Qrels, Query, quoted
 from instir.errors import unknown
@@ -167,33 +167,16 @@ _ANALYSIS_SETTINGS: dict[str, tuple[str, _Shape, str]] = {
 
 # --- files and layouts -----------------------------------------------------------------------
 
-def _find(root: Path, patterns: tuple[str, ...]) -> list[Path]:
-    """The files of the first pattern that has any; a file name (no wildcard) that is there but no
-    regular file (a FIFO, a folder, a symlink loop) counts as found, so its reader says what it is."""
-    for pattern in patterns:
-        hits = sorted(p for p in root.glob(pattern) if p.is_file())
-        if hits:
-            return hits
-        if not glob.has_magic(pattern) and os.path.lexists(root / pattern):
-            return [root / pattern]
-    return []
-
-
 def _require(root: Path, patterns: tuple[str, ...], setting: str, layout: str, hint: str = "") -> list[Path]:
-    found = _find(root, patterns)
-    if not found:
-        wanted = " or ".join(patterns)
-        raise FormatError(root / patterns[0], None, None,
-                          f"missing: setting {setting!r} needs {wanted} (layout {layout!r}){hint}")
-    return found
+    return require_files(root, patterns, f"setting {setting!r} (layout {layout!r})", hint)
 
 
 def _detect_layout(root: Path) -> str:
     if any((root / marker).is_file() for marker in _GITHUB_MARKERS):
         return "github"
-    if _find(root, _INSTRUCTIONS):
+    if find_files(root, _INSTRUCTIONS):
         return "mteb"
-    if _find(root, _QUERIES):
+    if find_files(root, _QUERIES):
         return "hf"
     raise FormatError(root, None, None, (
         "no InstructIR files recognised; expected only_instruction_queries.jsonl (GitHub release), "
@@ -248,7 +231,7 @@ def _instructed(root: Path, layout: str) -> tuple[dict[str, Query], _Where, list
     if layout == "github":
         query_files = _require(root, (_GITHUB_INSTRUCTIONS,), "instructed", layout)
         queries, where = _read_queries(query_files, _instruction_only)
-        combined_files = _find(root, _QUERIES)
+        combined_files = find_files(root, _QUERIES)
         if combined_files:
             _check_agree(queries, query_files[0], *_read_queries(combined_files, _instruction_first))
             query_files = query_files + combined_files

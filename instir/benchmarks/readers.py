@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import glob
 import json
 import math
 import os
@@ -417,3 +418,26 @@ def data_folder(root: str | Path, subset: str | None) -> Path:
     if root.is_dir():
         return root
     raise FormatError(root, None, None, f"folder not found (expected a data root holding {subset}/)")
+
+
+def find_files(folder: Path, patterns: Sequence[str]) -> list[Path]:
+    """The files of the first of ``patterns`` (globs under ``folder``, tried in order) that matches
+    any. A plain name that is there but no regular file (a FIFO, a folder, a symlink loop) counts as
+    found, so its reader says what it is instead of the loader saying the file is missing."""
+    for pattern in patterns:
+        hits = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if hits:
+            return hits
+        if not glob.has_magic(pattern) and os.path.lexists(folder / pattern):
+            return [folder / pattern]
+    return []
+
+
+def require_files(folder: Path, patterns: Sequence[str], needs: str, hint: str = "") -> list[Path]:
+    """:func:`find_files`, or a :class:`FormatError` at the first pattern: ``file not found (<needs>
+    needs <patterns>)<hint>``. One rule and one message for every family's loader."""
+    found = find_files(folder, patterns)
+    if not found:
+        raise FormatError(folder / patterns[0], None, None,
+                          f"file not found ({needs} needs {' or '.join(patterns)}){hint}")
+    return found

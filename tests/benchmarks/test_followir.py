@@ -4,6 +4,7 @@ folder itself; bad files refused in one line naming file, line and field; the bu
 and a retriever's run on them holding exactly each instance's candidates."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -209,6 +210,15 @@ def test_jhu_missing_qrels_file_is_named(jhu):
     (jhu / "qrels_changed" / "test.jsonl").unlink()
     err = _error(jhu)
     assert err.path == str(jhu / "qrels_changed" / "test.jsonl") and "file not found" in str(err)
+
+
+def test_a_qrels_name_that_is_no_regular_file_is_named_for_what_it_is_not_called_missing(jhu):
+    # on main before the loaders shared one file finder: "file not found" (FollowIR alone skipped non-files)
+    path = jhu / "qrels_changed" / "test.jsonl"
+    path.unlink()
+    os.mkfifo(path)
+    err = _error(jhu)
+    assert err.path == str(path) and "FIFO" in str(err)
 
 
 def test_mteb_missing_qrels_config_is_named(tmp_path):

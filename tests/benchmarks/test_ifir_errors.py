@@ -228,8 +228,8 @@ def test_a_beir_instance_that_only_repeats_its_bare_query_has_no_instruction(tmp
 
 
 @pytest.mark.parametrize("layout, missing, named", [
-    ("ifir-beir", "fiqa-qrel.tsv", "fiqa-qrel.jsonl is also accepted"),
-    ("ifir-mteb", "corpus.jsonl", "the mteb layout needs it beside instructions.jsonl"),
+    ("ifir-beir", "fiqa-qrel.tsv", "needs fiqa-qrel.tsv or fiqa-qrel.jsonl"),
+    ("ifir-mteb", "corpus.jsonl", "the mteb layout, beside instructions.jsonl, needs corpus.jsonl"),
 ])
 def test_a_layout_without_one_of_its_files_names_the_file(tmp_path, layout, missing, named):
     root = _copy(tmp_path, layout)
