@@ -12,6 +12,7 @@ known, the 1-based line.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
@@ -61,6 +62,31 @@ def file_problem(path: str | Path) -> str | None:
              (stat.S_ISBLK, "is a block device, not a regular file"),
              (stat.S_ISSOCK, "is a socket, not a regular file"))
     return next((what for test, what in kinds if test(mode)), "is not a regular file")
+
+
+def read_head(path: str | Path, limit: int) -> bytes | None:
+    """At most the first ``limit`` bytes of ``path``; None when it is no regular file (:func:`file_problem`:
+    a FIFO would block the read for ever, a device never end it) or cannot be read. The one way the kit
+    looks into a file it may not have written: a page, a table, an index, a sidecar, a record."""
+    if file_problem(path) is not None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def read_json(path: str | Path, limit: int = 64 << 20) -> Any:
+    """The JSON value ``path`` holds (UTF-8); None when :func:`read_head` reads nothing, the file holds more
+    than ``limit`` bytes or no JSON."""
+    data = read_head(path, limit + 1)
+    if data is None or len(data) > limit:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
 
 
 def read_config(path: str | Path, what: str = "file") -> str:

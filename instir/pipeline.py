@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from instir import atomic
 from instir.errors import UsageError, unknown
-from instir.inputs import file_problem
+from instir.inputs import file_problem, read_head
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
@@ -407,11 +407,7 @@ def _executed_copy(path: Path) -> bool:
 
 def _kit_page(path: Path) -> bool:
     """Whether ``path`` is a page the kit rendered (:data:`PAGE_MARK` in its first MiB)."""
-    try:
-        with path.open("rb") as fh:
-            return PAGE_MARK in fh.read(1 << 20)
-    except OSError:
-        return False
+    return PAGE_MARK in (read_head(path, 1 << 20) or b"")
 
 
 def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],

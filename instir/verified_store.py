@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from instir import atomic
-from instir.inputs import file_problem
+from instir.inputs import file_problem, read_json
 
 #: The manifest's format (the BM25 index cache's first one, which the store took over unchanged).
 FORMAT_VERSION = 1
@@ -381,12 +381,8 @@ def _plain(name: str) -> bool:
 
 
 def _build_id(entry: Path) -> str | None:
-    if file_problem(entry / MANIFEST) is not None:
-        return None
-    try:
-        return json.loads((entry / MANIFEST).read_text(encoding="utf-8")).get("build")
-    except (OSError, ValueError, AttributeError):
-        return None
+    manifest = read_json(entry / MANIFEST)
+    return manifest.get("build") if isinstance(manifest, dict) else None
 
 
 _TEMPORARY = re.compile(r"\.(?P<pid>\d+)@(?P<host>[^/]+)\.[0-9a-f]{32}\.tmp$")

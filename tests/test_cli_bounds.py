@@ -147,3 +147,22 @@ def test_a_card_whose_local_model_folder_cannot_load_is_not_runnable_and_refused
     line = fails(capsys, "retrieve", "--system", "mine-st", "--cards", str(cards), "--benchmark",
                  "instructir-sample", "--out", str(tmp_path / "runs"))
     assert line == f"instir retrieve: system 'mine-st', field 'model': {model}: {why}"
+
+
+@pytest.mark.parametrize("where", ["sidecar", "table"])
+def test_a_fifo_where_evaluate_only_looks_is_passed_over_not_waited_on(capsys, tmp_path, where):
+    """On the commit before, ``instir evaluate`` blocked for ever reading a FIFO at a run's sidecar, or among
+    the report's LaTeX tables, to see whether the kit wrote it (``inputs.read_head``, the one way it looks)."""
+    from instir.cli import main
+
+    runs, out = tmp_path / "runs", tmp_path / "eval"
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", str(runs)]) == 0
+    run = next(runs.glob("*.trec"))
+    fifo = run.with_name(run.name + ".json") if where == "sidecar" else out / "metrics" / "mine.tex"
+    fifo.unlink(missing_ok=True)
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    capsys.readouterr()
+    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(out)]) == 0
+    assert "nDCG@10" in capsys.readouterr().out and fifo.is_fifo()  # read as no sidecar / not the kit's table
+

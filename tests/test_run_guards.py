@@ -79,6 +79,14 @@ def test_a_fifo_where_the_run_reads_or_writes_is_refused_naming_it_not_waited_on
     says(capsys.readouterr().err, str((out / name).resolve()), "is a FIFO (named pipe), not a regular file")
 
 
+def test_a_fifo_named_index_html_beside_the_report_folder_is_no_index_of_instirs(tmp_path):
+    """On the commit before, looking whether instir wrote it blocked ``instir run --out dir/r1`` for ever."""
+    from instir.report.index import index_folder
+
+    os.mkfifo(tmp_path / "index.html")
+    assert index_folder(tmp_path / "r1") == tmp_path / "r1"
+
+
 def test_the_executed_copies_and_pages_of_an_earlier_run_may_be_replaced(tmp_path):
     from instir.pipeline import PAGE_MARK, check_apart_from_sources
 

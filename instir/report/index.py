@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from instir import atomic
 from instir.errors import UsageError
-from instir.inputs import file_problem
+from instir.inputs import file_problem, read_head
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
 from instir.report.provenance import stale_pages
@@ -47,10 +47,7 @@ def index_folder(report_folder: str | Path) -> Path:
 
 
 def _written_by_instir(index: Path) -> bool:
-    try:
-        return GENERATOR in index.read_text(encoding="utf-8", errors="replace")[:2000]
-    except OSError:
-        return False
+    return GENERATOR in (read_head(index, 2000) or b"").decode("utf-8", errors="replace")
 
 
 def read_reports(reports_root: str | Path) -> list[dict]:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from instir.errors import UsageError
 from instir.home import HOME_VAR, instir_home
-from instir.inputs import file_problem
+from instir.inputs import file_problem, read_json
 
 LOCK_FILE = ".instir-run.lock"
 #: Environment variable through which child processes inherit their parent's locks: a JSON
@@ -176,10 +176,8 @@ def holder_of(folder: str | Path) -> dict | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                return json.loads(path.read_text(encoding="utf-8") or "{}")
-            except (OSError, json.JSONDecodeError):
-                return {}
+            holder = read_json(path)
+            return holder if isinstance(holder, dict) else {}
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

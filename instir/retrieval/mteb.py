@@ -40,7 +40,7 @@ from instir.benchmarks.readers import check_id, read_text
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 from instir.errors import UsageError, shorten
 from instir.formatting import Template, get_template
-from instir.inputs import file_problem
+from instir.inputs import file_problem, read_head
 from instir.retrieval.runs import Run, as_run
 from instir.retrieval.search import file_slug
 
@@ -261,10 +261,7 @@ def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *
 def _model_named(path: Path) -> str | None:
     """The ``mteb_model_meta.model_name`` at the head of a predictions file (where instir and MTEB write it), read
     from its first 64 KiB only (the file may hold gigabytes); None when it names none or is no regular file."""
-    if file_problem(path) is not None:
-        return None
-    with path.open("rb") as fh:
-        head = fh.read(1 << 16).decode("utf-8", errors="replace")
+    head = (read_head(path, 1 << 16) or b"").decode("utf-8", errors="replace")
     found = re.match(r'\s*\{\s*"mteb_model_meta"\s*:\s*\{\s*"model_name"\s*:\s*("(?:[^"\\]|\\.)*")', head)
     return json.loads(found.group(1)) if found else None
 

@@ -49,6 +49,7 @@ from instir.benchmarks.readers import (
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 from instir.errors import UsageError
 from instir.extras import package_versions
+from instir.inputs import file_problem, read_json
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
 #: The bytes the fast path reads: printable ASCII, line ends and UTF-8's multi-byte text. Any other (a tab, NUL,
@@ -433,15 +434,13 @@ def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
 
 def read_sidecar(path: str | Path) -> dict | None:
     """The sidecar of a TREC run if it exists and matches the file's content hash, else None."""
-    side = sidecar_path(path)
+    meta = read_json(sidecar_path(path))
+    if not isinstance(meta, dict) or file_problem(path) is not None:
+        return None
     try:
-        meta = json.loads(side.read_text(encoding="utf-8"))
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
+        return meta if meta.get("trec_sha256") == atomic.file_sha256(path) else None
+    except OSError:
         return None
-    if not isinstance(meta, dict) or meta.get("trec_sha256") != digest:
-        return None
-    return meta
 
 
 def run_windowing(meta: Mapping | None) -> str:

@@ -14,13 +14,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from instir import atomic
 from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark
+from instir.inputs import read_head, read_json
 from instir.metrics import latex, stats
 from instir.metrics.compared import RunComparison, compare_scores
 from instir.metrics.evaluation import Evaluation
@@ -46,13 +47,8 @@ TEX_MARK = "% written by instir's metrics stage (03_metrics): a later run replac
 
 def stage_tables(folder: Path) -> list[Path]:
     """The LaTeX tables in ``folder`` that the metrics stage wrote (their first line is :data:`TEX_MARK`)."""
-    def ours(path: Path) -> bool:
-        try:
-            with path.open("rb") as fh:
-                return fh.readline() == TEX_MARK.encode()
-        except OSError:
-            return False
-    return sorted(path for path in folder.glob("*.tex") if ours(path))
+    mark = TEX_MARK.encode()
+    return sorted(path for path in folder.glob("*.tex") if read_head(path, len(mark)) == mark)
 
 #: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew.
 SCORES_VERSION = 1
@@ -106,12 +102,7 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
     key = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
     tag = hashlib.sha256(f"{run_file}\x00{system}".encode()).hexdigest()[:8]  # one entry per listed run and name
     stored = layout.scores / f"{Path(run_file).stem}-{tag}.json"
-    record: dict[str, Any] | None = None
-    if stored.is_file():
-        try:
-            record = json.loads(stored.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            record = None
+    record = read_json(stored)
     values, pair_values = stored.with_suffix(".parquet"), stored.with_suffix(".pairs.parquet")
     reused = (record is not None and record.get("key") == key and values.is_file()
               and (not scorer.grouped or pair_values.is_file()))
