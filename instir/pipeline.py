@@ -40,6 +40,7 @@ from instir.report.manifest import environment_manifest
 from instir.report.provenance import record_page, stage_records
 from instir.report.record import RUN_SECTIONS, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
+from instir.stamps import utc_now
 
 if TYPE_CHECKING:
     from instir.stages.request import RunRequest
@@ -423,7 +424,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
     # The defaults as written in the cells tell which values a run used where it set none.
     result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
-                          kernel=kernel, started=_now(), manifest=environment_manifest(),
+                          kernel=kernel, started=utc_now(), manifest=environment_manifest(),
                           planned=[p.stem for p in paths])
     try:
         _save(result)
@@ -444,12 +445,12 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                 result.error = step.error
                 raise unwritten
             if exc is not None:
-                result.status, result.error, result.finished = "failed", step.error, _now()
+                result.status, result.error, result.finished = "failed", step.error, utc_now()
                 _save(result)
                 write_index(result.index.parent)
                 raise NotebookFailed(step.error or path.name, result) from exc
             _save(result)
-        result.status, result.finished = "ok", _now()
+        result.status, result.finished = "ok", utc_now()
         _save(result)
         write_index(result.index.parent)
     except OSError as err:  # a report file could not be written (a full disk, an I/O error)
@@ -468,7 +469,7 @@ def _record_write_failure(result: ReportResult, err: OSError) -> None:
     """End ``result`` as ``failed`` with the line naming the file that could not be written, in
     report.json and the index as far as they can still be written (the failed write's temporary
     file is gone, so its space is free again)."""
-    result.status, result.finished = "failed", _now()
+    result.status, result.finished = "failed", utc_now()
     result.error = result.error or write_failure(err)
     with contextlib.suppress(OSError):
         _save(result)
@@ -636,8 +637,6 @@ def _publish_executed(partial: Path, executed: Path) -> None:
     partial.unlink(missing_ok=True)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _save(result: ReportResult) -> None:

@@ -17,7 +17,6 @@ import os
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
@@ -26,6 +25,7 @@ from instir.benchmarks.readers import read_records
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError, unknown
 from instir.home import instir_home
+from instir.stamps import utc_now
 
 MANIFEST_NAME = "instir-manifest.json"
 
@@ -248,7 +248,7 @@ def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, r
     manifest = {
         "benchmark": bench.name, "layout": layout, "loader_layout": bench.layout, "repo": repo,
         "requested_revision": requested, "resolved_revision": resolved,
-        "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "fetched_at": utc_now(),
         "instir_version": importlib.metadata.version("instir"),
         "files": files, "counts": counts, "verified": all(c["ok"] for c in counts.values()),
         "describe": bench.describe(),

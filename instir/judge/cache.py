@@ -31,11 +31,11 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, capped, judged_text
 from instir.sqlite_store import SQLiteStore
+from instir.stamps import utc_now
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
@@ -193,7 +193,7 @@ class JudgmentCache:
         values = [judgment.score, judgment.weighted, json.dumps(judgment.probs) if judgment.probs is not None else None,
                   judgment.weighting, capped(judgment.raw), judgment.error, judgment.latency_s, judgment.prompt_tokens,
                   judgment.completion_tokens, judgment.cost, judgment.served_model, judgment.warning]
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = utc_now()
         with self._store.lock, self._store.readable():
             unreadable = (backend, model, version, digest) in self._unreadable
             with self._store.transaction():

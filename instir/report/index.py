@@ -6,7 +6,6 @@ folder outside a reports root keeps its own ``index.html`` (:func:`index_folder`
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,6 +16,7 @@ from instir.report.html import escape_text
 from instir.report.lock import holder_of
 from instir.report.provenance import stale_pages
 from instir.report.record import REPORT_FILE, read_record
+from instir.stamps import utc_now
 
 INDEX_FILE = "index.html"
 #: the mark of an index this module wrote: any other ``index.html`` is the user's and never replaced
@@ -108,7 +108,7 @@ def write_index(reports_root: str | Path) -> Path:
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', GENERATOR,
         "<title>instir reports</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
         "<h1>instir reports</h1>",
-        f"<p>{len(reports)} report(s); index written {escape_text(_now())}.</p>",
+        f"<p>{len(reports)} report(s); index written {escape_text(utc_now())}.</p>",
     ]
     if reports:
         parts.append(_summary_table(reports))
@@ -118,10 +118,6 @@ def write_index(reports_root: str | Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, "\n".join(parts))
     return path
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _link(folder: str, name: str | None, text: str) -> str:

@@ -24,12 +24,12 @@ import os
 import secrets
 import socket
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 
 from instir.errors import UsageError
 from instir.home import HOME_VAR, instir_home
 from instir.inputs import file_problem, read_json
+from instir.stamps import utc_now
 
 LOCK_FILE = ".instir-run.lock"
 #: Environment variable through which child processes inherit their parent's locks: a JSON
@@ -118,7 +118,7 @@ class FolderLock:
             self._token = secrets.token_hex(16)
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"who": self.who, "pid": os.getpid(), "host": socket.gethostname(),
-                                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                     "started": utc_now(),
                                      "token": self._token}).encode())
             self._fd = fd
             _HELD[self.folder] = [self, 1]

@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from instir.benchmarks.fetch import data_check
 from instir.extras import package_versions
 from instir.parameters import home_path
 from instir.report.record import read_record, update_record
+from instir.stamps import utc_now
 
 if TYPE_CHECKING:
     from instir.benchmarks.types import Benchmark
@@ -85,7 +85,7 @@ def environment_manifest(*, packages: Iterable[str] = KEY_PACKAGES, repo: Path =
         "packages": package_versions(packages),
         "models": bundled_models(),
         "git": git_state(repo),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
     }
 
 

@@ -21,11 +21,11 @@ import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
 from instir.report.record import WRITES, Record, read_record, update_record
+from instir.stamps import utc_now
 
 #: Runs of a stage kept in the record (to name the parameters an older page or input came from).
 HISTORY = 8
@@ -71,15 +71,11 @@ def _json_value(value: object) -> object:
         return str(value)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
 def record_stage(folder: Path, notebook: str, parameters: Mapping[str, object], by: str,
                  inputs: Mapping[str, str | None]) -> dict:
     """Add a run of ``notebook``'s stage to the folder's record: its parameters, the digests of
     the folders it read (taken before it ran), the digest of the folder it wrote, who ran it."""
-    record = {"stamp": secrets.token_hex(8), "finished": _now(), "by": by,
+    record = {"stamp": secrets.token_hex(8), "finished": utc_now("microseconds"), "by": by,
               "parameters": {name: _json_value(value) for name, value in parameters.items()},
               "inputs": dict(inputs), "output": folder_digest(folder / WRITES[notebook])}
     records = stage_records(folder)
@@ -98,7 +94,7 @@ def record_page(folder: Path, notebook: str, html: str) -> dict:
     run (none: a notebook without a stage, such as the tour)."""
     record = read_record(folder)
     runs = stage_records(folder, record).get(notebook) or [{}]
-    page = {"html": html, "rendered": _now(), "stamp": runs[0].get("stamp")}
+    page = {"html": html, "rendered": utc_now("microseconds"), "stamp": runs[0].get("stamp")}
     pages = page_records(folder, record)
     pages[notebook] = page
     update_record(folder, pages=pages)

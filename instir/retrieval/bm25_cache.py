@@ -14,7 +14,6 @@ Layout: ``<root>/<key[:32]>/{manifest.json, doc_ids.json, *.index.npy, *.index.j
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ import bm25s
 
 from instir import atomic
 from instir.home import instir_home
+from instir.stamps import json_sha256
 from instir.verified_store import Damaged, Entry, VerifiedStore
 
 #: Bumped when what the key describes changes (older entries are then never found).
@@ -44,8 +44,7 @@ def default_cache_dir() -> Path:
 
 def entry_key(description: dict) -> str:
     """The cache key of an index described by ``description`` (JSON-ready; see the module docstring)."""
-    return hashlib.sha256(json.dumps({"format": FORMAT_VERSION, **description}, sort_keys=True,
-                                     default=str).encode()).hexdigest()
+    return json_sha256({"format": FORMAT_VERSION, **description})
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ float32, ties ordered as trec_eval orders them, which is the order every measure
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -42,6 +41,7 @@ from instir.formatting import Template
 from instir.home import instir_home
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.runs import Run
+from instir.stamps import json_sha256
 from instir.verified_store import VerifiedStore
 
 #: What installs the engine.
@@ -136,7 +136,7 @@ class LuceneBM25Retriever(ABC):
         """The Lucene index of the corpus as ``template`` formats its documents (the verified cache
         entry, else built by the engine and stored) and where it came from."""
         description = self.index_description(benchmark, template)
-        key = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
+        key = json_sha256(description)
         start = time.perf_counter()
         found = self.store.read(key[:32], key, lambda entry: entry.path)
         if found is not None:

@@ -17,7 +17,6 @@ branch may have moved, and the loader would fetch its newest files).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from instir import atomic
 from instir.extras import package_versions
+from instir.stamps import json_sha256
 from instir.verified_store import Damaged, Entry, VerifiedStore
 
 #: The folder under a retriever's cache root that holds the descriptions.
@@ -80,7 +80,7 @@ def remembered(cache_root: str | Path, folders: Sequence[Path | None], options: 
         return describe()
     identity = {"models": [[str(folder.resolve()), files_stamp(folder)] for folder in folders if folder is not None],
                 "options": options, "libraries": package_versions(LIBRARIES)}
-    key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+    key = json_sha256(identity)
     store = VerifiedStore(Path(cache_root) / FOLDER, "model description cache")
     name = key[:32]
     found = store.read(name, key, _read_record, required=(RECORD,))

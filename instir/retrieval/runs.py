@@ -27,7 +27,6 @@ import platform
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from instir.benchmarks.types import Benchmark, FormatError, quoted
 from instir.errors import UsageError
 from instir.extras import package_versions
 from instir.inputs import file_problem, read_json
+from instir.stamps import utc_now
 
 RUN_COLUMNS = ("qid", "docid", "score", "rank")
 #: The bytes the fast path reads: printable ASCII, line ends and UTF-8's multi-byte text. Any other (a tab, NUL,
@@ -423,7 +423,7 @@ def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
         "rows": len(run.df),
         "queries": int(run.df["qid"].nunique()),
         "versions": _library_versions(),
-        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "written_at": utc_now(),
         "trec_sha256": hashlib.sha256(data).hexdigest(),
     }
     text = json.dumps(sidecar, indent=2, sort_keys=True, default=str).encode()

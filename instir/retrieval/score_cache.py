@@ -13,7 +13,6 @@ is not a finite number is scored again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from instir.home import instir_home
 from instir.sqlite_store import SQLiteStore
+from instir.stamps import json_sha256
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (
@@ -41,10 +41,6 @@ def default_score_cache_path() -> Path:
     return instir_home() / "rerank-scores.sqlite"
 
 
-def _sha256_json(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
-
-
 class ScoreCache:
     """Stored scores of one or more rerankers in the SQLite file ``path``."""
 
@@ -61,12 +57,12 @@ class ScoreCache:
     @staticmethod
     def reranker_key(identity: Mapping) -> str:
         """SHA-256 of a reranker identity (JSON, keys sorted)."""
-        return _sha256_json(dict(identity))
+        return json_sha256(dict(identity), ensure_ascii=False)
 
     @staticmethod
     def input_key(model_input) -> str:
         """SHA-256 of one exact model input (a string or a list of strings)."""
-        return _sha256_json(model_input)
+        return json_sha256(model_input, ensure_ascii=False)
 
     def get(self, identity: Mapping, input_keys: Sequence[str]) -> dict[str, float]:
         """Stored scores of ``input_keys`` under ``identity`` (missing keys are absent)."""

@@ -18,6 +18,7 @@ from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, write_run
+from instir.stamps import json_sha256
 
 #: The retriever kinds :func:`make_retriever` builds.
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
@@ -124,7 +125,7 @@ def keyed(benchmark: Benchmark, **parts: object) -> dict:
 
 def key_digest(key: dict) -> str:
     """The short hash of a whole key that ends a run's file name, so runs with other parameters never share one."""
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    return json_sha256(key)[:8]
 
 
 def keyed_run(path: Path | None, key: dict, make: Callable[[], tuple[Run, dict]]) -> Run:
