@@ -237,6 +237,15 @@ def array_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def npy_prefix(dtype: str | np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The bytes ``np.save`` writes before the data of a C-ordered array of ``dtype`` and ``shape``: a ``.npy``
+    file can then be streamed (:func:`stream`) without the array in memory."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                  "fortran_order": False, "shape": tuple(shape)})
+    return header.getvalue()
+
+
 def file_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes, read in blocks (checksums of downloads, caches, runs)."""
     with open(path, "rb") as fh:
@@ -336,7 +345,9 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     return fd, journal
 
 
-def _plain_name(name: object) -> bool:
+def plain_name(name: object) -> bool:
+    """Whether ``name`` is one file name in a folder (no path, not ``.`` or ``..``): what a plan or a manifest
+    written in a folder may name."""
     return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
 
 
@@ -382,8 +393,8 @@ def settle(folder: str | Path) -> int:
                 with os.fdopen(os.dup(fd), "rb") as fh:
                     plan = json.loads(fh.read().decode("utf-8"))
                 pairs = plan["replace"]
-                if not (all(len(p) == 2 and all(map(_plain_name, p)) for p in pairs)
-                        and all(map(_plain_name, plan["remove"]))):
+                if not (all(len(p) == 2 and all(map(plain_name, p)) for p in pairs)
+                        and all(map(plain_name, plan["remove"]))):
                     raise ValueError("names outside its folder")
             except FileNotFoundError:
                 continue

@@ -184,7 +184,7 @@ class VerifiedStore:
         files = info["files"]
         for name, record in files.items():
             path = entry / name
-            if not _plain(name):
+            if not atomic.plain_name(name) or name == MANIFEST:
                 raise Damaged(entry / MANIFEST, f"names a file outside its entry ({name!r})")
             try:
                 found = path.stat()
@@ -374,10 +374,6 @@ def npy_bytes(fh) -> int:
     if dtype.hasobject:
         raise ValueError("object array")
     return fh.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-
-
-def _plain(name: str) -> bool:
-    return isinstance(name, str) and name not in ("", ".", "..", MANIFEST) and "/" not in name and "\\" not in name
 
 
 def _build_id(entry: Path) -> str | None:

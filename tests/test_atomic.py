@@ -28,6 +28,11 @@ def test_arrays_round_trip_through_an_atomic_npy_write(tmp_path):
     assert np.array_equal(np.load(tmp_path / "chunk.npy"), array)
 
 
+@pytest.mark.parametrize("array", [np.arange(5, dtype="<i4"), np.ones((3, 4), dtype="<f4"), np.zeros(0, "<f4")])
+def test_a_streamed_npy_is_the_file_np_save_writes(array):
+    assert atomic.npy_prefix(array.dtype, array.shape) + array.tobytes() == atomic.array_bytes(array)
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
 def test_written_files_get_the_mode_a_plain_open_gives_under_the_umask(tmp_path, umask):
     old = os.umask(umask)

@@ -143,9 +143,7 @@ class OpenAICompatibleJudge:
         self.served_model = model
         self.model = f"{model} [{self.settings.label}]"
         self.concurrency = max(1, concurrency)
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.policy = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.price_per_1m = price_per_1m
         self.progress = progress
 
@@ -212,8 +210,7 @@ class OpenAICompatibleJudge:
 
     def _post(self, http: httpx.Client, body: dict[str, Any]) -> httpx.Response:
         """POST with retries; returns the successful response or raises :class:`RequestFailed`."""
-        policy = RetryPolicy(self.max_retries, self.backoff_s, self.max_backoff_s)
-        return self.endpoint.post(http, "/chat/completions", body, policy=policy, what="judge request",
+        return self.endpoint.post(http, "/chat/completions", body, policy=self.policy, what="judge request",
                                   max_bytes=MAX_ANSWER_BYTES)
 
     def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:

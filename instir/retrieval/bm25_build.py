@@ -115,18 +115,9 @@ def term_frequency_component(tf, length, mean_length, k1: float, b: float, delta
     return num / (k1 * (1 - b + b * length / mean_length) + tf) + delta
 
 
-def _npy_header(dtype: str, length: int) -> bytes:
-    """The header ``np.save`` writes for a one-dimensional array of ``length`` ``dtype`` values."""
-    import io
-
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": dtype, "fortran_order": False, "shape": (length,)})
-    return header.getvalue()
-
-
 def _write_npy(path: Path, array: np.ndarray) -> str:
     """``array`` (one-dimensional) as ``np.save`` writes it; its SHA-256."""
-    header = _npy_header(np.lib.format.dtype_to_descr(array.dtype), len(array))
+    header = atomic.npy_prefix(array.dtype, (len(array),))
     with atomic.stream(path, size=len(header) + array.nbytes) as out:
         out.write(header)
         out.write(np.ascontiguousarray(array))
@@ -160,7 +151,7 @@ def write_index(folder: Path, spilled: Spilled, vocab: dict[str, int], *, k1: fl
         absent = term_frequency_component(0, mean_length, mean_length, model.k1, model.b, model.delta, method)
         nonoccurrence = (np.array(idf, dtype=np.float64) * absent).astype(np.float32)
     hashes = {INDPTR: _write_npy(folder / INDPTR, np.concatenate([[0], np.cumsum(df)]).astype(np.int64))}
-    data_header, index_header = _npy_header("<f4", spilled.pairs), _npy_header("<i4", spilled.pairs)
+    data_header, index_header = atomic.npy_prefix("<f4", (spilled.pairs,)), atomic.npy_prefix("<i4", (spilled.pairs,))
     with atomic.stream(folder / DATA, size=len(data_header) + 4 * spilled.pairs) as data, \
             atomic.stream(folder / INDICES, size=len(index_header) + 4 * spilled.pairs) as indices, \
             spilled.path.open("rb") as triples:

@@ -22,7 +22,6 @@ Deleting any entry (or the whole root) is always safe: it is rebuilt on the next
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
@@ -247,12 +246,9 @@ def join_chunks(path: Path, chunk_files: Sequence[Path], n_rows: int) -> dict[st
     (:func:`instir.atomic.stream`), never through a memory map: on a full disk that is an
     ``OSError`` naming the file (and no temporary file is left), not a ``SIGBUS``."""
     dim = int(np.load(chunk_files[0], mmap_mode="r").shape[1])
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
-                                                  "fortran_order": False, "shape": (n_rows, dim)})
-    size = len(header.getvalue()) + n_rows * dim * 4
-    with atomic.stream(path, size=size) as out:
-        out.write(header.getvalue())
+    header = atomic.npy_prefix("<f4", (n_rows, dim))
+    with atomic.stream(path, size=len(header) + n_rows * dim * 4) as out:
+        out.write(header)
         rows = 0
         for chunk in chunk_files:
             part = np.load(chunk, mmap_mode="r")

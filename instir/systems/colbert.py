@@ -48,6 +48,7 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError
+from instir.extras import package_versions
 from instir.formatting import Template, shared_subset
 from instir.progress import tqdm
 from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
@@ -103,17 +104,6 @@ def checkpoint_keys(folder: str | Path) -> set[str]:
     return set()
 
 
-def library_version() -> str:
-    """The installed sentence-transformers version (read without importing it): part of every
-    cache key, since the library encodes."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("sentence-transformers")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def colbert_skiplist(tokenizer: Any) -> list[str]:
     """colbert-ai's punctuation skiplist as tokens: the first token of each character of
     ``string.punctuation`` (``ColBERT.__init__`` with ``mask_punctuation``), ``[UNK]`` for a mark
@@ -165,6 +155,11 @@ def _load_multi_vector(folder: Path, device: str) -> "MultiVectorEncoder":
         raise ValueError(f"{folder}: the checkpoint lacks encoder weights {missing[:5]} — not a colbert-ai "
                          "checkpoint (HF_ColBERT)")
     return model.eval()
+
+
+def _library_version() -> str:
+    """The installed sentence-transformers version: part of every cache key, since the library encodes."""
+    return package_versions(["sentence-transformers"])["sentence-transformers"] or "not installed"
 
 
 class ColBERTEncoder:
@@ -222,7 +217,7 @@ class ColBERTEncoder:
 
     def describe(self) -> dict:
         """Everything that changes the vectors (part of every cache key)."""
-        return {"backend": BACKEND, "sentence_transformers": library_version(), "model": self.model_id,
+        return {"backend": BACKEND, "sentence_transformers": _library_version(), "model": self.model_id,
                 "revision": self.revision, "fingerprint": self.fingerprint,
                 "precision": "float32", **{k: self.settings[k] for k in sorted(self.settings)}}
 
