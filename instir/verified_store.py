@@ -1,5 +1,6 @@
-"""The one verified store behind the kit's caches of computed arrays: BM25 indexes, embedding and
-token matrices, corpus indexes. One manifest format, one verification rule, one removal policy.
+"""The one verified store behind the kit's caches of computed arrays: BM25 and Lucene indexes, embedding
+and token matrices, corpus indexes, model descriptions, dequantised judges. One manifest format, one
+verification rule, one removal policy.
 
 An entry is a folder ``<root>/<name>`` of files and a ``manifest.json`` that records the entry's key,
 a random build id, what the caller describes (the encoder, the index settings), the caller's facts
@@ -51,6 +52,7 @@ import numpy as np
 
 from instir import atomic
 from instir.inputs import file_problem, read_json
+from instir.stamps import utc_now
 
 #: The manifest's format (the BM25 index cache's first one, which the store took over unchanged).
 FORMAT_VERSION = 1
@@ -238,7 +240,7 @@ class VerifiedStore:
                 digest = known.get(path.name) or atomic.file_sha256(path)
                 files[path.name] = {"bytes": path.stat().st_size, "sha256": digest}
             info = {"format": FORMAT_VERSION, "key": key, "build": build, "description": description,
-                    "meta": dict(meta or {}), "files": files, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                    "meta": dict(meta or {}), "files": files, "created": utc_now()}
             atomic.write_text(tmp / MANIFEST, json.dumps(info, indent=2, sort_keys=True, default=str))
             atomic.fsync_folder(tmp)
             self._publish(tmp, entry)

@@ -1,66 +1,70 @@
-"""A disk cache of dequantised GGUF judge models.
+"""A disk cache of dequantised GGUF judge models, kept in the kit's verified store.
 
 transformers dequantises a GGUF file every time it loads one, which takes many seconds. The first
-load saves the dequantised weights, config and tokenizer as safetensors under
-``<instir home>/models/<gguf stem>-<sha256[:16]>-transformers<version>-<dtype>/``; later processes
-load that folder. The key holds the GGUF file's content hash, the transformers version (which
-does the dequantising) and the dtype, so a changed file or library never reuses stale weights.
-The folder is written under a temporary name and renamed when complete, so a crash never leaves
-a half-written model that looks usable; deleting it is always safe.
+load saves the dequantised weights, config and tokenizer as safetensors in the entry
+``<instir home>/models/<gguf stem>-<sha256[:16]>-transformers<version>-<dtype>/`` of a
+:class:`~instir.verified_store.VerifiedStore`; later processes load that entry. The key holds the GGUF
+file's content hash, the transformers version (which does the dequantising) and the dtype, so a changed
+file or library never reuses stale weights. The store's rules hold: an entry is published whole or not at
+all, every load checks it against its manifest (sizes, and SHA-256 up to the store's budget), and a damaged
+one (a truncated or zeroed weights file, a config that no longer loads) is said, removed and dequantised
+again, never loaded into a judge. Deleting it is always safe.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from instir import atomic
 from instir.home import instir_home
+from instir.stamps import json_sha256
+from instir.verified_store import Entry, VerifiedStore
 
-#: file whose presence marks a complete cache entry (written last)
+#: The weights file every entry holds.
 _WEIGHTS = "model.safetensors"
+
+
+def _entry(folder: str | Path, gguf_file: str, dtype_name: str) -> tuple[VerifiedStore, str, dict]:
+    """The store, the entry's name and what keys it (the GGUF's content, the dequantising library, the dtype)."""
+    import transformers
+
+    path = Path(folder) / gguf_file
+    identity = {"gguf": path.name, "gguf_sha256": atomic.file_sha256(path),
+                "transformers": transformers.__version__, "dtype": dtype_name}
+    name = f"{path.stem}-{identity['gguf_sha256'][:16]}-transformers{transformers.__version__}-{dtype_name}"
+    return VerifiedStore(instir_home() / "models", "dequantised model cache"), name, identity
 
 
 def cache_folder(folder: str | Path, gguf_file: str, dtype_name: str) -> Path:
     """Where the dequantised copy of ``folder/gguf_file`` in ``dtype_name`` lives."""
-    import transformers
-
-    path = Path(folder) / gguf_file
-    return (instir_home() / "models"
-            / f"{path.stem}-{atomic.file_sha256(path)[:16]}-transformers{transformers.__version__}-{dtype_name}")
+    store, name, _ = _entry(folder, gguf_file, dtype_name)
+    return store.entry_dir(name)
 
 
 def load(folder: str | Path, gguf_file: str, dtype):
-    """Tokenizer and model of a GGUF file, from the dequantised cache when it holds them,
-    else dequantised from the file and saved to the cache for the next process."""
+    """Tokenizer and model of a GGUF file, from the verified dequantised copy when there is one,
+    else dequantised from the file and stored for the next process."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype_name = str(dtype).removeprefix("torch.")
-    cached = cache_folder(folder, gguf_file, dtype_name)
-    if (cached / _WEIGHTS).is_file():
-        return (AutoTokenizer.from_pretrained(cached),
-                AutoModelForCausalLM.from_pretrained(cached, dtype=dtype))
+    store, name, identity = _entry(folder, gguf_file, str(dtype).removeprefix("torch."))
+
+    def from_entry(entry: Entry):
+        return AutoTokenizer.from_pretrained(entry.path), AutoModelForCausalLM.from_pretrained(entry.path, dtype=dtype)
+
+    found = store.read(name, json_sha256(identity), from_entry, required=(_WEIGHTS, "config.json"))
+    if found is not None:
+        return found
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=dtype)
-    _save(cached, tokenizer, model)
+    store.put(name, json_sha256(identity), lambda tmp: _save(tmp, tokenizer, model), description=identity)
     return tokenizer, model
 
 
-def _save(target: Path, tokenizer, model) -> None:
-    """Write config, tokenizer and weights into a temporary folder beside ``target``, then rename
-    it; a GGUF-quantised model refuses ``save_pretrained``, so the weights go through safetensors."""
+def _save(folder: Path, tokenizer, model) -> None:
+    """Config, tokenizer and weights into ``folder``; a GGUF-quantised model refuses ``save_pretrained``,
+    so the weights go through safetensors."""
     import safetensors.torch
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
-    try:
-        model.config.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        safetensors.torch.save_model(model, str(tmp / _WEIGHTS))
-        tmp.rename(target)
-    except OSError:
-        if not (target / _WEIGHTS).is_file():  # another process may have won the race: keep its copy
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    model.config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    safetensors.torch.save_model(model, str(folder / _WEIGHTS))

@@ -50,6 +50,28 @@ def test_first_load_saves_a_copy_that_gives_the_same_logits(tmp_path, monkeypatc
         assert torch.equal(cached_model(ids).logits, model(ids).logits)
 
 
+@pytest.mark.local_llm  # builds and saves a (tiny) causal LM: ~3 s, out of the quick tier
+@pytest.mark.parametrize("damage", ["zeroed weights", "no manifest"])
+def test_a_damaged_copy_is_said_removed_and_dequantised_again_never_loaded(tmp_path, monkeypatch, damage):
+    """On the commit before (a folder of its own, no manifest), zeroed weights of the same size loaded into the
+    judge without a word: a judge of other weights, whose judgments would be reported as the model's."""
+    from instir.verified_store import CacheWarning
+
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF stand-in")
+    dequantised_model = _tiny_llama_from_gguf(monkeypatch)
+    dequantised.load(tmp_path, "m.gguf", torch.float32)
+    folder = dequantised.cache_folder(tmp_path, "m.gguf", "float32")
+    if damage == "zeroed weights":
+        weights = folder / "model.safetensors"
+        weights.write_bytes(bytes(weights.stat().st_size))
+    else:  # what the kit wrote before the store kept this cache
+        (folder / "manifest.json").unlink()
+    with pytest.warns(CacheWarning, match="dequantised model cache: .*removed, rebuilding it"):
+        _, model = dequantised.load(tmp_path, "m.gguf", torch.float32)
+    assert model is dequantised_model and (folder / "manifest.json").is_file()
+
+
 def test_the_bundled_judge_loads_from_its_dequantised_copy(hf_judge, smollm2_gguf):
     """The session's SmolLM2 judge left (or found) its dequantised copy, complete."""
     folder = dequantised.cache_folder(smollm2_gguf.parent, smollm2_gguf.name, "float32")
