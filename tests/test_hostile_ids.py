@@ -145,3 +145,19 @@ def test_a_warning_a_command_prints_cannot_drive_the_terminal_either(capsys):
         warnings.warn("a file named 'x\x1b]0;owned\x07\u202ey.trec'")
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\u202e" not in err and "x\\x1b]0;owned\\x07\\u202ey.trec" in err
+
+
+def test_a_warning_a_command_prints_is_one_line_naming_the_command_and_debug_says_where(capsys):
+    # on the commit before, every warning printed the kit's file and line and the line of code that warned
+    import warnings
+
+    from instir.cli.options import escaped_stdout
+    for prefix in ("instir evaluate", None):
+        with escaped_stdout(prefix), warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("stored scores: x.parquet is zeroed:\n  removed, rebuilding it")
+        err = capsys.readouterr().err
+        if prefix:
+            assert err == "instir evaluate: warning: stored scores: x.parquet is zeroed: removed, rebuilding it\n"
+        else:
+            assert "UserWarning" in err and __file__ in err

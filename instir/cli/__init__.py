@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     from instir.progress import quiet_libraries
 
     try:
-        with quiet_libraries(), escaped_stdout():  # INSTIR_PROGRESS=0: no third-party bars either
+        # INSTIR_PROGRESS=0: no third-party bars either; warnings one line each (Python's form with --debug)
+        with quiet_libraries(), escaped_stdout(None if _debugging(args) else prefix):
             return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         if _debugging(args):

@@ -99,15 +99,19 @@ class TerminalStream:
 
 
 @contextlib.contextmanager
-def escaped_stdout() -> Iterator[None]:
+def escaped_stdout(prefix: str | None = None) -> Iterator[None]:
     """Standard output as a :class:`TerminalStream` for the duration, and warnings written through one to
-    standard error (every command's output goes through it; progress bars keep their cursor moves)."""
+    standard error (every command's output goes through it; progress bars keep their cursor moves). With
+    ``prefix`` (the command), a warning is one line, ``<prefix>: warning: <message>``, as an error is; without
+    (``--debug``), Python's form naming the code that warned."""
     import warnings
 
     stream, show = sys.stdout, warnings.showwarning
 
     def escaped_warning(message, category, filename, lineno, file=None, line=None):
-        TerminalStream(file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+        text = (f"{prefix}: warning: {' '.join(str(message).split())}\n" if prefix
+                else warnings.formatwarning(message, category, filename, lineno, line))
+        TerminalStream(file or sys.stderr).write(text)
 
     sys.stdout, warnings.showwarning = TerminalStream(stream), escaped_warning
     try:
