@@ -1,6 +1,6 @@
 """The one verified store behind the kit's caches of computed arrays: BM25 and Lucene indexes, embedding
-and token matrices, corpus indexes, model descriptions, dequantised judges. One manifest format, one
-verification rule, one removal policy.
+and token matrices, corpus indexes, model descriptions, dequantised judges, a report's per-run scores. One
+manifest format, one verification rule, one removal policy.
 
 An entry is a folder ``<root>/<name>`` of files and a ``manifest.json`` that records the entry's key,
 a random build id, what the caller describes (the encoder, the index settings), the caller's facts

@@ -21,7 +21,7 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark
-from instir.inputs import read_head, read_json
+from instir.inputs import read_head
 from instir.metrics import latex, stats
 from instir.metrics.compared import RunComparison, compare_scores
 from instir.metrics.evaluation import Evaluation
@@ -35,6 +35,8 @@ from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
 from instir.retrieval.search import queries_sha256
 from instir.stages.retrieve import read_runs_table
+from instir.stamps import json_sha256
+from instir.verified_store import Entry, VerifiedStore
 
 if TYPE_CHECKING:
     from instir.retrieval.mteb import MtebPredictions
@@ -50,6 +52,10 @@ def stage_tables(folder: Path) -> list[Path]:
     mark = TEX_MARK.encode()
     return sorted(path for path in folder.glob("*.tex") if read_head(path, len(mark)) == mark)
 
+
+#: The files of a run's stored scores (an entry of the verified store ``metrics/runs/``): per-query values, and
+#: per-group values where a measure is computed over query groups.
+_VALUES, _PAIRS = "scores.parquet", "pairs.parquet"
 #: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew.
 SCORES_VERSION = 1
 
@@ -99,28 +105,35 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
     scoring many runs, and ``run`` when the caller has read the file already."""
     scorer = scorer or Scorer.for_benchmark(benchmark, scored_measures(benchmark))
     path = layout.root / run_file
-    key = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
-    tag = hashlib.sha256(f"{run_file}\x00{system}".encode()).hexdigest()[:8]  # one entry per listed run and name
-    stored = layout.scores / f"{Path(run_file).stem}-{tag}.json"
-    record = read_json(stored)
-    values, pair_values = stored.with_suffix(".parquet"), stored.with_suffix(".pairs.parquet")
-    reused = (record is not None and record.get("key") == key and values.is_file()
-              and (not scorer.grouped or pair_values.is_file()))
-    if reused:
-        scores, check = pd.read_parquet(values), RunIdCheck(**record["check"])
-        pairs = pd.read_parquet(pair_values) if scorer.grouped else None
+    description = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
+    key = json_sha256(description)
+    store = VerifiedStore(layout.scores, "stored scores")
+    listed = f"{Path(run_file).stem}-{json_sha256([run_file, system])[:8]}-"  # one entry per listed run and name
+    name = listed + key[:16]
+    files = (_VALUES, _PAIRS) if scorer.grouped else (_VALUES,)
+
+    def stored(entry: Entry) -> tuple:
+        pairs = pd.read_parquet(entry.path / _PAIRS) if scorer.grouped else None
+        return pd.read_parquet(entry.path / _VALUES), pairs, RunIdCheck(**entry.meta["check"])
+
+    found = store.read(name, key, stored, required=files)
+    if found is not None:
+        scores, pairs, check = found
     else:
         run = run if run is not None else listed_run(path, benchmark)
         check = check_run_ids(run, benchmark)
         kept = without_self_hits(run)
         scores, pairs = scorer.per_query(kept), scorer.group_values(kept)
-        layout.scores.mkdir(parents=True, exist_ok=True)
-        files = {values: atomic.frame_bytes(values, scores),
-                 stored: json.dumps({"key": key, "check": asdict(check)}, indent=2) + "\n"}
-        if pairs is not None:
-            files[pair_values] = atomic.frame_bytes(pair_values, pairs)
-        atomic.write_files(files)
-    return scorer.evaluation(scores, benchmark, system, check, pairs), reused
+
+        def write(folder: Path) -> None:
+            for file, frame in zip(files, (scores, pairs)):
+                atomic.write_bytes(folder / file, atomic.frame_bytes(folder / file, frame))
+
+        store.put(name, key, write, description=description, meta={"check": asdict(check)}, fallback=False)
+        for other in store.root.iterdir():  # what the listed run stored for other measures, or an older run file
+            if other.name.startswith(listed) and other.name != name:
+                store.remove(other.name)
+    return scorer.evaluation(scores, benchmark, system, check, pairs), found is not None
 
 
 def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseline: str, **options) -> pd.DataFrame:

@@ -208,3 +208,29 @@ def test_a_run_that_ranks_every_candidate_of_its_queries_gets_no_depth_note(tmp_
     fiqa = load_benchmark("ifir/fiqa", root=data_root(tmp_path / "root"))
     run = retrieve(fiqa, BM25Retriever(show_progress=False), k=100)
     assert run.df["qid"].value_counts().max() < 20 and not evaluate_runs({"bm25": run}, fiqa, ["nDCG@20"]).notes
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "values edited", "manifest gone"])
+def test_damaged_stored_scores_are_said_and_computed_again_never_reported(instructir_sample, tmp_path, capsys,
+                                                                         damage):
+    """On the commit before, zeroed per-query scores in ``metrics/runs/`` were a pyarrow traceback on every later
+    ``instir evaluate`` into the folder, and edited ones (a file of the same kind) were reported as the run's."""
+    from instir.verified_store import CacheWarning
+
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "five.trec")
+    argv = ["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(tmp_path / "report")]
+    assert _cli(argv) == 0
+    first = pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv")
+    capsys.readouterr()
+    (entry,) = (tmp_path / "report" / "metrics" / "runs").iterdir()
+    scores = entry / "scores.parquet"
+    if damage == "zeroed":
+        scores.write_bytes(bytes(scores.stat().st_size))
+    elif damage == "values edited":
+        pd.read_parquet(scores).assign(value=1.0).to_parquet(scores, index=False)
+    else:
+        (entry / "manifest.json").unlink()
+    with pytest.warns(CacheWarning, match=f"stored scores: {re.escape(str(entry))}.* removed, rebuilding it"):
+        assert _cli(argv) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv"), first)
+    assert (entry / "manifest.json").is_file()
