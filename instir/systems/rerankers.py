@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from instir.errors import unknown
 from instir.formatting import check_format
 from instir.retrieval.dense import default_device
 from instir.systems.cards import DTYPES
@@ -121,16 +122,20 @@ class _HFReranker:
 
     kind = ""
     query_format = "{query} {instruction}"
+    #: The model a reranker of this kind loads when none is named.
+    default_model = ""
+    #: The transformers class the model loads with.
+    auto_class = ""
 
-    def __init__(self, model: str, *, name: str | None = None, revision: str | None = None,
+    def __init__(self, model: str | None = None, *, name: str | None = None, revision: str | None = None,
                  dtype: str = "float32", batch_size: int = 64, max_length: int | None = None,
                  device: str | None = None, query_format: str | None = None):
         if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+            raise unknown("dtype", dtype, DTYPES)
         if query_format:
             check_format(query_format, ("query", "instruction"), f"{type(self).__name__} query_format")
             self.query_format = query_format
-        self.model_name = str(model)
+        self.model_name = str(model or self.default_model)
         self.name = name or f"{self.kind}-{Path(self.model_name).name}"
         self.revision = revision
         self.dtype = dtype
@@ -176,7 +181,32 @@ class _HFReranker:
                 "max_length": params.get("max_length") or getattr(card, "doc_max_length", None)}
 
     def _load(self):
-        raise NotImplementedError
+        """The model (on its device, for inference) and its tokenizer (:meth:`_prepared`)."""
+        import transformers
+
+        model = getattr(transformers, self.auto_class).from_pretrained(self.model_name, revision=self.revision,
+                                                                       dtype=self._torch_dtype())
+        model.to(default_device(self.device)).eval()
+        return model, self._prepared(transformers.AutoTokenizer.from_pretrained(self.model_name,
+                                                                                revision=self.revision))
+
+    def _prepared(self, tokenizer):
+        """The tokenizer as the authors set it up (padding, label tokens); as loaded here."""
+        return tokenizer
+
+    def _label_ids(self, tokenizer, tokens: tuple[str, str], hint: str) -> tuple[int, int]:
+        """The vocabulary ids of the (false, true) label tokens; ValueError naming the missing ones and ``hint``."""
+        vocab = tokenizer.get_vocab()
+        missing = [t for t in tokens if t not in vocab]
+        if missing:
+            raise ValueError(f"{self.model_name}: label token(s) {missing} not in the tokenizer's vocabulary; {hint}")
+        return vocab[tokens[0]], vocab[tokens[1]]
+
+    def _p_true(self, logits) -> list[float]:
+        """P(true) of each row: the softmax over its (false, true) label logits, in float32."""
+        import torch
+
+        return torch.log_softmax(logits[:, list(self._ids)].float(), dim=1)[:, 1].exp().tolist()
 
     def loaded(self):
         """``(model, tokenizer)``, loading them on first use."""
@@ -202,8 +232,10 @@ class MonoT5Reranker(_HFReranker):
     """
 
     kind = "monot5"
+    default_model = "castorini/monot5-base-msmarco-10k"
+    auto_class = "AutoModelForSeq2SeqLM"
 
-    def __init__(self, model: str = "castorini/monot5-base-msmarco-10k", *, name: str | None = None,
+    def __init__(self, model: str | None = None, *, name: str | None = None,
                  revision: str | None = None, dtype: str = "float32", batch_size: int = 64,
                  max_length: int | None = None, device: str | None = None,
                  token_false: str | None = None, token_true: str | None = None,
@@ -232,20 +264,9 @@ class MonoT5Reranker(_HFReranker):
     def model_input(self, query: str, instruction: str, text: str) -> str:
         return self.template.format(query=self.joined_query(query, instruction), text=text)
 
-    def _load(self):
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-        model = AutoModelForSeq2SeqLM.from_pretrained(self.model_name, revision=self.revision,
-                                                      dtype=self._torch_dtype())
-        model.to(default_device(self.device)).eval()
-        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
-        vocab = tokenizer.get_vocab()
-        missing = [t for t in (self.token_false, self.token_true) if t not in vocab]
-        if missing:
-            raise ValueError(f"{self.model_name}: label token(s) {missing} not in the tokenizer's vocabulary; "
-                             "give token_false/token_true")
-        self._ids = (vocab[self.token_false], vocab[self.token_true])
-        return model, tokenizer
+    def _prepared(self, tokenizer):
+        self._ids = self._label_ids(tokenizer, (self.token_false, self.token_true), "give token_false/token_true")
+        return tokenizer
 
     def score(self, inputs: Sequence[str]) -> list[float]:
         """P(true) of each prompt."""
@@ -260,8 +281,7 @@ class MonoT5Reranker(_HFReranker):
             logits = model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"],
                            decoder_input_ids=start).logits[:, 0, :]
         self._count(len(inputs))
-        pair = torch.log_softmax(logits[:, list(self._ids)].float(), dim=1)
-        return pair[:, 1].exp().tolist()
+        return self._p_true(logits)
 
 
 class CausalLMPTrueReranker(_HFReranker):
@@ -284,14 +304,16 @@ class CausalLMPTrueReranker(_HFReranker):
 
     kind = "llm-ptrue"
     query_format = LLM_QUERY_FORMAT
+    default_model = "jhu-clsp/FollowIR-7B"
+    auto_class = "AutoModelForCausalLM"
 
-    def __init__(self, model: str = "jhu-clsp/FollowIR-7B", *, name: str | None = None,
+    def __init__(self, model: str | None = None, *, name: str | None = None,
                  revision: str | None = None, prompt: str | None = None, dtype: str | None = None,
                  batch_size: int = 64, max_length: int | None = None, device: str | None = None,
                  query_format: str | None = None):
-        self.prompt = prompt or authors_llm_prompt(str(model))
+        self.prompt = prompt or authors_llm_prompt(str(model or self.default_model))
         if self.prompt not in LLM_TEMPLATES:
-            raise ValueError(f"unknown prompt {self.prompt!r}; known: {', '.join(LLM_TEMPLATES)}")
+            raise unknown("prompt", self.prompt, LLM_TEMPLATES)
         super().__init__(model, name=name, revision=revision, dtype=dtype or LLM_AUTHOR_DTYPES[self.prompt],
                          batch_size=batch_size, max_length=max_length, device=device, query_format=query_format)
 
@@ -316,22 +338,11 @@ class CausalLMPTrueReranker(_HFReranker):
     def model_input(self, query: str, instruction: str, text: str) -> str:
         return self.template.format(query=self.joined_query(query, instruction), text=text)
 
-    def _load(self):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        model = AutoModelForCausalLM.from_pretrained(self.model_name, revision=self.revision,
-                                                     dtype=self._torch_dtype())
-        model.to(default_device(self.device)).eval()
-        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision, padding_side="left")
+    def _prepared(self, tokenizer):
         tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        vocab = tokenizer.get_vocab()
-        missing = [t for t in ("false", "true") if t not in vocab]
-        if missing:
-            raise ValueError(f"{self.model_name}: the tokenizer has no vocabulary entry {missing} "
-                             "(the authors' P(true) scoring needs both)")
-        self._ids = (vocab["false"], vocab["true"])
-        return model, tokenizer
+        self._ids = self._label_ids(tokenizer, ("false", "true"), "the authors' P(true) scoring needs both")
+        return tokenizer
 
     def score(self, inputs: Sequence[str]) -> list[float]:
         """P(true) of each prompt."""
@@ -345,8 +356,7 @@ class CausalLMPTrueReranker(_HFReranker):
         with torch.inference_mode():
             logits = model(**tokens, logits_to_keep=1).logits[:, -1, :]
         self._count(len(inputs))
-        pair = torch.log_softmax(logits[:, list(self._ids)].float(), dim=1)
-        return pair[:, 1].exp().tolist()
+        return self._p_true(logits)
 
 
 class CrossEncoderReranker(_HFReranker):
@@ -357,12 +367,8 @@ class CrossEncoderReranker(_HFReranker):
     sentence-transformers MS MARCO kind) scores by its raw logit instead, as it ranks."""
 
     kind = "cross-encoder"
-
-    def __init__(self, model: str = "castorini/monobert-large-msmarco", *, name: str | None = None,
-                 revision: str | None = None, dtype: str = "float32", batch_size: int = 64,
-                 max_length: int | None = None, device: str | None = None, query_format: str | None = None):
-        super().__init__(model, name=name, revision=revision, dtype=dtype, batch_size=batch_size,
-                         max_length=max_length, device=device, query_format=query_format)
+    default_model = "castorini/monobert-large-msmarco"
+    auto_class = "AutoModelForSequenceClassification"
 
     def identity(self) -> dict:
         return {**self._base_identity(), "template": [self.query_format, "{text}"],
@@ -371,15 +377,6 @@ class CrossEncoderReranker(_HFReranker):
 
     def model_input(self, query: str, instruction: str, text: str) -> list[str]:
         return [self.joined_query(query, instruction), text]
-
-    def _load(self):
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        model = AutoModelForSequenceClassification.from_pretrained(self.model_name, revision=self.revision,
-                                                                   dtype=self._torch_dtype())
-        model.to(default_device(self.device)).eval()
-        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=self.revision)
-        return model, tokenizer
 
     def score(self, inputs: Sequence[list[str]]) -> list[float]:
         """P(relevant) of each [query, passage] pair (raw logit for one-label models)."""
@@ -403,7 +400,7 @@ _CLASSES = {"monot5": MonoT5Reranker, "cross-encoder": CrossEncoderReranker, "ll
 def make_reranker(kind: str, model: str, **options: Any) -> _HFReranker:
     """A reranker by kind (``monot5``, ``cross-encoder``, ``llm-ptrue``) and model id or path."""
     if kind not in _CLASSES:
-        raise ValueError(f"unknown reranker kind {kind!r}; use one of {', '.join(_CLASSES)}")
+        raise unknown("reranker kind", kind, _CLASSES)
     return _CLASSES[kind](model, **options)
 
 
