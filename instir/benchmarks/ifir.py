@@ -34,6 +34,7 @@ from instir.benchmarks.readers import (
     data_folder,
     field_str,
     find_files,
+    json_object,
     read_instructions,
     read_json_array,
     read_qrels,
@@ -150,8 +151,7 @@ def _read_test_data(path: Path, subset: str) -> tuple[list[_Instance], dict[str,
     first_at: dict[str, int] = {}
     for i, element in enumerate(read_json_array(path)):
         at = f"array index {i}"
-        if not isinstance(element, dict):
-            raise FormatError(path, at, None, f"expected a JSON object, got {type(element).__name__}")
+        element = json_object(element, path, at)
         qid = field_str(element, "_id", path, at)
         if qid in first_at:
             raise FormatError(path, at, "_id",
@@ -165,8 +165,7 @@ def _read_test_data(path: Path, subset: str) -> tuple[list[_Instance], dict[str,
         seen_levels: Counter = Counter()
         for j, item in enumerate(instructions):
             iat = f"{at}, instructions[{j}]"
-            if not isinstance(item, dict):
-                raise FormatError(path, iat, None, f"expected a JSON object, got {type(item).__name__}")
+            item = json_object(item, path, iat)
             level = _check_level(item.get("level"), subset, (path, iat, "level"))
             instruction = field_str(item, "instruction", path, iat)
             rel = item.get("rel")
@@ -194,9 +193,7 @@ def _candidate_ids(element: dict, path: Path, at: str) -> list[str]:
         raise FormatError(path, at, "corpus", "missing (expected a list of {\"_id\": …} candidates)")
     ids = []
     for k, item in enumerate(candidates):
-        if not isinstance(item, dict):
-            raise FormatError(path, f"{at}, corpus[{k}]", None, f"expected a JSON object, got {type(item).__name__}")
-        ids.append(field_str(item, "_id", path, f"{at}, corpus[{k}]"))
+        ids.append(field_str(json_object(item, path, f"{at}, corpus[{k}]"), "_id", path, f"{at}, corpus[{k}]"))
     return ids
 
 
@@ -209,10 +206,7 @@ def _query_records(path: Path) -> Iterator[tuple[int | str, dict]]:
             data = None  # several JSON documents: JSON lines, read below
         if isinstance(data, list):
             for i, rec in enumerate(data):
-                if not isinstance(rec, dict):
-                    raise FormatError(path, f"array index {i}", None,
-                                      f"expected a JSON object, got {type(rec).__name__}")
-                yield f"array index {i}", rec
+                yield f"array index {i}", json_object(rec, path, f"array index {i}")
             return
     yield from read_records(path)
 

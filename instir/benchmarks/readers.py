@@ -244,9 +244,14 @@ def json_line(line: str, path: Path, n: int) -> dict[str, Any] | None:
         record = json.loads(line)
     except json.JSONDecodeError as err:
         raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
-    if not isinstance(record, dict):
-        raise FormatError(path, n, None, f"expected a JSON object, got {type(record).__name__}")
-    return record
+    return json_object(record, path, n)
+
+
+def json_object(value: Any, path: Path, where: int | str) -> dict[str, Any]:
+    """``value`` when it is a JSON object (a record), else :class:`FormatError` at ``where`` saying what it is."""
+    if not isinstance(value, dict):
+        raise FormatError(path, where, None, f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
