@@ -13,6 +13,7 @@ disk is an ``OSError``, never the ``SIGBUS`` of a memory-mapped file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -23,6 +24,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -343,6 +345,17 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
         journal.unlink(missing_ok=True)
         raise
     return fd, journal
+
+
+def set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("",)) -> Path:
+    """Rename ``path``'s files of ``suffixes`` (a store's logs, a run's sidecar) to ``<name>.set-aside-<UTC time>``,
+    with a warning saying why and what happens ``then``: what the kit cannot show it wrote is kept, never replaced."""
+    aside = path.with_name(f"{path.name}.set-aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}")
+    for suffix in suffixes:
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+    warnings.warn(f"{why}: set aside as {aside}{suffixes[0]} (kept, never read); {then}", stacklevel=4)
+    return aside
 
 
 def plain_name(name: object) -> bool:

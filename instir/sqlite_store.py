@@ -26,10 +26,8 @@ import shlex
 import sqlite3
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 
 from instir import atomic
@@ -75,7 +73,8 @@ class SQLiteStore:
                     foreign = _foreign_schema(self.db, self._expected)
                     if foreign is not None:
                         self._closer()
-                        _set_aside(self.path, f"{what} {self.path} {foreign}", "starting a new one")
+                        atomic.set_aside(self.path, f"{what} {self.path} {foreign}", "starting a new one",
+                                         suffixes=("", "-wal", "-shm"))
                         self._connect(busy_timeout_s)
                         continue
                     if self.db.execute("PRAGMA user_version").fetchone() == (0,):
@@ -180,18 +179,6 @@ def _foreign_schema(db: sqlite3.Connection, expected: list[tuple[str, str, str]]
     return "has tables other than the kit's (an earlier version's, or edited)"
 
 
-def _set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("", "-wal", "-shm")) -> Path:
-    """Rename ``path``'s files of ``suffixes`` to ``<name>.set-aside-<UTC time>``, with a warning saying why."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    aside = path.with_name(f"{path.name}.set-aside-{stamp}")
-    for suffix in suffixes:
-        with contextlib.suppress(FileNotFoundError):
-            Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
-    shown = f"{aside}{suffixes[0]}"
-    warnings.warn(f"{why}: set aside as {shown} (kept, never read); {then}", stacklevel=4)
-    return aside
-
-
 def _header_id(page: bytes) -> int | None:
     """The id (``user_version``) in a database header (the first page), None when it is not one."""
     return int.from_bytes(page[60:64], "big") if page[:16] == b"SQLite format 3\x00" and len(page) >= 100 else None
@@ -215,8 +202,8 @@ def _set_aside_foreign_log(path: Path, what: str) -> None:
         return
     own = _header_id(header)
     if own is not None and header[18:20] == b"\x02\x02" and Path(f"{path}-journal").exists():
-        _set_aside(path, f"{what} {path} has a rollback journal beside it, which a store in WAL mode never writes "
-                         "(another database's)", "its own content is kept", suffixes=("-journal",))
+        atomic.set_aside(path, f"{what} {path} has a rollback journal beside it, which a store in WAL mode never "
+                               "writes (another database's)", "its own content is kept", suffixes=("-journal",))
     try:
         wal = Path(f"{path}-wal").read_bytes() if own else b""
     except OSError:  # none, or the last connection of another process removed it meanwhile
@@ -233,5 +220,5 @@ def _set_aside_foreign_log(path: Path, what: str) -> None:
             ids.add(_header_id(wal[frame + 24:frame + 24 + page_size]))
         frame += 24 + page_size
     if frame > 32 and ids != {own}:
-        _set_aside(path, f"{what} {path} has a write-ahead log beside it that is not its own (another database's)",
-                   "its own content is kept", suffixes=("-wal", "-shm"))
+        atomic.set_aside(path, f"{what} {path} has a write-ahead log beside it that is not its own (another "
+                               "database's)", "its own content is kept", suffixes=("-wal", "-shm"))

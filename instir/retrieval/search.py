@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import os
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from instir import atomic
 from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
@@ -132,12 +134,16 @@ def keyed_run(path: Path | None, key: dict, make: Callable[[], tuple[Run, dict]]
     """The run of ``key``, made once: the complete run at ``path`` whose sidecar holds ``key`` (marked ``reused``),
     else ``make()``'s ``(run, meta)`` without self-hits, its ``meta`` with the benchmark, the self-hits dropped, the
     wall time and ``key``, written to ``path`` with its sidecar when there is one. One rule for retrieval and
-    reranking."""
+    reranking. A file at ``path`` that is not a run the kit wrote (changed since: its sidecar's digest differs, or
+    it has none) is set aside, never replaced."""
     existing = read_sidecar(path) if path is not None else None
     if existing is not None and existing.get("key") == key:
         run = read_run(path)
         run.meta["reused"] = True
         return run
+    if path is not None and existing is None and os.path.lexists(path):
+        atomic.set_aside(path, f"{path} is not the run the kit wrote there (changed since, or its sidecar is gone)",
+                         "the run is made anew", suffixes=("", ".json"))
     start = time.perf_counter()
     found, meta = make()
     wall = time.perf_counter() - start

@@ -70,12 +70,23 @@ def test_any_changed_input_searches_again_into_a_new_file(toy_benchmark, tmp_pat
     assert retriever.searches == 1 and len(list(tmp_path.glob("*.trec"))) == 2
 
 
-def test_incomplete_run_is_recomputed(toy_benchmark, tmp_path):
+@pytest.mark.parametrize("change", ["sidecar gone", "edited"])
+def test_a_run_file_the_kit_cannot_show_it_wrote_is_set_aside_and_the_run_made_anew(toy_benchmark, tmp_path, change):
+    # on the commit before, a run edited by hand (a line dropped) was replaced without a word when the run was asked
+    # for again; a run whose sidecar is gone (the process died before it) is made anew too
     first = retrieve(toy_benchmark(), CountingBM25(), k=3, out_dir=tmp_path)
-    sidecar_path(first.meta["path"]).unlink()  # as if the process died before the sidecar
+    path = Path(first.meta["path"])
+    if change == "edited":
+        path.write_text("".join(path.read_text().splitlines(True)[1:]))
+    else:
+        sidecar_path(path).unlink()
+    kept = path.read_bytes()
     retriever = CountingBM25()
-    again = retrieve(toy_benchmark(), retriever, k=3, out_dir=tmp_path)
+    with pytest.warns(UserWarning, match="is not the run the kit wrote there.* set aside as .*kept, never read"):
+        again = retrieve(toy_benchmark(), retriever, k=3, out_dir=tmp_path)
     assert retriever.searches == 1 and run_is_complete(again.meta["path"]) and "reused" not in again.meta
+    (aside,) = tmp_path.glob(f"{path.name}.set-aside-*[0-9]")
+    assert aside.read_bytes() == kept
 
 
 def test_without_out_dir_nothing_is_written(toy_benchmark, tmp_path, monkeypatch):
