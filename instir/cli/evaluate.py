@@ -165,9 +165,11 @@ def papers_text(compared) -> str:
 
 def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
-    from instir.metrics import mteb
+    from instir.metrics import mteb, stats
     from instir.metrics.measures import parse_measures
 
+    if args.resamples is not None:  # a bad value fails before anything is read
+        stats.check_resamples(args.resamples)
     paths, names = named_runs(args.runs, args.names)
     if args.measures and args.protocol == "mteb":  # a bad name fails before anything is read
         for measure in args.measures:

@@ -20,9 +20,19 @@ from instir.progress import tqdm
 #: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001), and the
 #: batch size that bounds their memory.
 N_RESAMPLES = 2_000
+#: The most resamples a test draws: p-values then resolve to 1/100,001, far finer than any level tested;
+#: more only take longer (10^9 ran for hours without a word).
+MAX_RESAMPLES = 100_000
 _BATCH = 200
 #: Differences within this of each other count as equal (float noise, e.g. (x + c) - x).
 TOLERANCE = 1e-12
+
+
+def check_resamples(n_resamples: object) -> int:
+    """``n_resamples`` when it is a whole number from 1 to :data:`MAX_RESAMPLES`, else a :class:`UsageError`."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or not 1 <= n_resamples <= MAX_RESAMPLES:
+        raise UsageError(f"resamples must be a whole number from 1 to {MAX_RESAMPLES:,}, got {n_resamples!r}")
+    return n_resamples
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
@@ -68,8 +78,8 @@ def paired_permutation_p(system: np.ndarray, baseline: np.ndarray, *, n_resample
     if np.abs(d).max() <= TOLERANCE:
         return 1.0
     # one paired sample of differences: "samples" permutations flip the signs of the differences
-    perm = stats.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True,
-                                  n_resamples=n_resamples, batch=_BATCH, rng=np.random.default_rng(seed))
+    perm = stats.permutation_test((d,), np.mean, permutation_type="samples", vectorized=True, batch=_BATCH,
+                                  n_resamples=check_resamples(n_resamples), rng=np.random.default_rng(seed))
     return float(perm.pvalue)
 
 
@@ -114,7 +124,7 @@ def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: 
         low = high = float(d.mean())
     else:
         # resampling units with both of their values = resampling the differences (half the work)
-        ci = stats.bootstrap((d,), np.mean, vectorized=True, n_resamples=n_resamples, batch=_BATCH,
+        ci = stats.bootstrap((d,), np.mean, vectorized=True, n_resamples=check_resamples(n_resamples), batch=_BATCH,
                              confidence_level=confidence, rng=np.random.default_rng(seed)).confidence_interval
         low, high = float(ci.low), float(ci.high)
     return {**out, "t": t, "p_ttest": p_t, "p_perm": p_perm, "ci_low": low, "ci_high": high}
