@@ -288,6 +288,13 @@ def test_run_unknown_benchmark(capsys, tmp_path):
     assert "parameter 'benchmarks': unknown benchmark 'ifir-sample/fiq'; did you mean 'ifir-sample/fiqa'?" in line
 
 
+@pytest.mark.parametrize("given", [["-p", "retrievers=[]"], ["-p", "retrievers=", "-p", "systems=[]"]])
+def test_run_with_no_system_at_all_is_refused_before_any_notebook(capsys, tmp_path, given):
+    # on the commit before, notebook 01 ran and 02 failed ("no system to run"), leaving a report folder of a failure
+    line = run_fails(capsys, tmp_path, *given)
+    assert "parameter 'retrievers' or 'systems' is empty: name at least one, e.g. 'bm25'" in line
+
+
 def test_run_k_that_is_not_a_number(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "k=abc")
     assert "parameter 'k' takes a whole number of at least 1, got 'abc'" in line

@@ -147,7 +147,8 @@ def notebook_request(values: Mapping[str, Any]) -> RunRequest:
     """The run request of the notebooks' parameters (``values``: the chain's defaults with what the
     user gave over them; a chain without a parameter asks nothing of it): ``benchmarks``, ``k`` and
     ``data_root``; ``retrievers`` (each of :data:`instir.retrieval.RETRIEVER_KINDS`) with
-    ``dense_model``, and ``systems``, as the systems of :func:`instir.systems.specs.notebook_systems`;
+    ``dense_model``, and ``systems``, as the systems of :func:`instir.systems.specs.notebook_systems` (none at
+    all refused, as a grid's);
     the judge from the ``judge_*`` parameters when the chain has ``judge_backend``."""
     from instir.retrieval import RETRIEVER_KINDS
     from instir.systems.specs import notebook_systems
@@ -161,12 +162,13 @@ def notebook_request(values: Mapping[str, Any]) -> RunRequest:
                                          values.get("systems", []))
     if "judge_backend" in values:
         fields["judge"] = {key: values[f"judge_{key}"] for key in JUDGE_KEYS if f"judge_{key}" in values}
-    return run_request(fields, _notebook_parameter, required=())
+    runs = "retrievers" in values or "systems" in values  # a chain that retrieves must be given a system
+    return run_request(fields, _notebook_parameter, required=("systems",) if runs else ())
 
 
 def _notebook_parameter(field: str) -> str:
     """Where a request's field comes from among the notebooks' parameters."""
     if field == "systems":
-        return "parameters 'retrievers' / 'systems'"
+        return "parameter 'retrievers' or 'systems'"
     return f"parameter {'judge_backend' if field == 'judge' else field.replace('.', '_')!r}"
 
