@@ -14,6 +14,7 @@ from pathlib import Path
 from instir.cli.options import (
     add_benchmark_arguments,
     benchmark_from_args,
+    file_system_name,
     output_folder,
     positive_int,
     whole_number,
@@ -55,14 +56,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="permutation/bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=whole_number, default=0, help="seed of the permutation test and the bootstrap")
     p.set_defaults(handler=evaluate_command)
-
-
-def file_system_name(path: Path) -> str:
-    """A TREC run file's system name: its file name without ``.trec`` / ``.run`` / ``.txt``."""
-    name = path.name
-    for suffix in (".trec", ".run", ".txt"):
-        name = name.removesuffix(suffix)
-    return name
 
 
 def named_runs(values: list[str], names: list[str]) -> tuple[list[Path], list[str | None]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from instir.cli.options import add_benchmark_arguments, benchmark_from_args, output_folder
+from instir.cli.options import add_benchmark_arguments, benchmark_from_args, file_system_name, output_folder
 from instir.errors import UsageError
 
 
@@ -44,7 +44,7 @@ def run_identity(meta: dict, path: Path) -> tuple[str, str | None]:
     params = retriever.get("params") or {}
     model = card.get("model") or str(params.get("model") or "").split(" (")[0] or retriever.get("name")
     revision = card.get("revision") or None
-    return (str(model) if model else path.name.removesuffix(".trec")), revision
+    return (str(model) if model else file_system_name(path)), revision
 
 
 def mteb_export_command(args: argparse.Namespace) -> int:

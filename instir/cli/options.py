@@ -160,6 +160,14 @@ def whole_number(text: str) -> int:
     return int(text)
 
 
+def file_system_name(path: Path) -> str:
+    """A TREC run file's system name: its file name without ``.trec`` / ``.run`` / ``.txt``."""
+    name = path.name
+    for suffix in (".trec", ".run", ".txt"):
+        name = name.removesuffix(suffix)
+    return name
+
+
 def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
     """``--benchmark``, ``--setting`` and ``--root``: the same for every command that reads one benchmark."""
     p.add_argument("--benchmark", required=True, help="a benchmark name (instir summary lists the bundled samples; "

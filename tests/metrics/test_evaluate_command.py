@@ -79,8 +79,12 @@ def test_unknown_baseline_is_refused(instructir_sample, tmp_path):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--baseline", "b"])
 
 
-def test_system_names_come_from_run_file_names(tmp_path):
+def test_system_names_come_from_run_file_names_in_every_command(tmp_path):
+    # on the commit before, instir mteb-export named a run file e5.run "e5.run" where instir evaluate said "e5"
+    from instir.cli.mteb import run_identity
+
     assert file_system_name(tmp_path / "bm25.trec") == "bm25" and file_system_name(tmp_path / "e5.run") == "e5"
+    assert run_identity({}, tmp_path / "e5.run") == ("e5", None)
 
 
 def test_runs_are_named_with_name(instructir_sample, tmp_path):
