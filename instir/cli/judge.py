@@ -116,12 +116,14 @@ def judge_command(args: argparse.Namespace) -> int:
     """Print InstFol per level, subset and Average with failure counts (and, with ``--repeats``,
     the judge's spread next to the query sample's)."""
     from instir.judge.following import answered_instances, printable
+    from instir.judge.stability import check_repeats
     from instir.report.layout import ReportLayout
     from instir.report.lock import FolderLock
     from instir.retrieval.runs import read_run
     from instir.stages.judge import judge_runs
     from instir.stages.retrieve import listed_row, write_runs_table
 
+    check_repeats(args.repeats)  # before the benchmark, the judge and the runs load
     benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError
 from instir.judge.cache import CachedJudge
 from instir.judge.following import K, aggregate, instfol
 from instir.progress import tqdm
@@ -37,6 +38,10 @@ from instir.retrieval.runs import Run
 
 #: Bootstrap draws per spread.
 N_BOOT = 1000
+#: The most repeats a sample is judged: 100 resolve the judge's spread far past the query sample's; each
+#: more is another judgment of every instance (paid, with an API), and even a judge judged once (its copies)
+#: holds every repeat's rows in memory.
+MAX_REPEATS = 100
 
 _KEYS = ["scope", "subset", "level"]
 
@@ -46,6 +51,13 @@ STABILITY_COLUMNS = [
     "sample_mean", "sample_sd", "sample_low", "sample_high",
     "identical_repeats", "dominant",
 ]
+
+
+def check_repeats(repeats: object) -> int:
+    """``repeats`` when it is a whole number from 1 to :data:`MAX_REPEATS`, else a :class:`UsageError`."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise UsageError(f"repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
+    return repeats
 
 
 def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark,
@@ -62,8 +74,7 @@ def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame
     :class:`~instir.judge.cache.CachedJudge` or anything with its ``with_repeat`` and
     ``deterministic`` (the sweep's :class:`~instir.distributed.judge.RemoteJudge`).
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    check_repeats(repeats)
     frames, metas = [], []
     fixed = judge.deterministic
     for r in tqdm(range(repeats), desc="judge repeats", disable=repeats < 2 or fixed):

@@ -132,6 +132,13 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
     for key in ("max_instances", "repeats"):
         if values.get(key) is not None:
             checked[key] = depth(values[key], where=where(f"judge.{key}"))
+    if checked.get("repeats", 1) > 1:
+        from instir.judge.stability import check_repeats
+
+        try:
+            check_repeats(checked["repeats"])
+        except UsageError as err:
+            raise UsageError(f"{where('judge.repeats')}: {err}") from None
     for key in ("timeout_s", "requests_per_minute"):
         if values.get(key) is not None:
             checked[key] = positive_number(values[key], where=where(f"judge.{key}"))

@@ -12,6 +12,7 @@ from says import raises_saying
 
 from instir.benchmarks import load_benchmark
 from instir.cli import main
+from instir.errors import UsageError
 from instir.judge import BaselineJudge, factory
 from instir.judge.following import instfol
 from instir.retrieval import read_run, retrieve
@@ -233,3 +234,20 @@ def test_bad_timeout_or_retry_values_are_usage_errors(option, value, tmp_path, c
     with pytest.raises(SystemExit) as stop:  # argparse's own exit, with its one line
         main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline", option, value])
     assert stop.value.code == 2 and option in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("repeats", [101, 10**6])
+def test_repeats_past_the_bound_are_one_line_in_every_front_end_before_any_judgment(capsys, tmp_path, repeats):
+    # on the commit before, 10**6 repeats of a paid judge were accepted (each a judgment of every instance), and
+    # even a judge judged once held every repeat's rows in memory
+    from instir.judge.stability import judge_repeats
+    from instir.stages.request import notebook_request
+
+    said = f"repeats must be a whole number from 1 to 100, got {repeats}"
+    assert main(["judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", "none.trec",
+                 "--query-only-run", "none-either.trec", "--repeats", str(repeats), "--out", str(tmp_path / "j")]) == 2
+    assert capsys.readouterr().err == f"instir judge: {said}\n" and not (tmp_path / "j").exists()
+    with raises_saying(UsageError, "parameter 'judge_repeats'", said):
+        notebook_request({"benchmarks": ["instructir-sample"], "judge_backend": "baseline", "judge_repeats": repeats})
+    with raises_saying(UsageError, said):
+        judge_repeats(None, None, None, None, repeats)

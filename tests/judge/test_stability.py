@@ -225,7 +225,7 @@ def test_one_repeat_leaves_the_judge_spread_unknown_and_says_so(tmp_path):
 
 def test_zero_repeats_is_refused(tmp_path):
     bench, inst, query, base = toy(per_stratum=1, depth=1)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="a whole number from 1 to 100, got 0"):
         judge_repeats(inst, query, bench, CachedJudge(ScriptedJudge(base), tmp_path / "j.sqlite"), repeats=0)
 
 
