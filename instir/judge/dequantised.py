@@ -31,7 +31,7 @@ def _entry(folder: str | Path, gguf_file: str, dtype_name: str) -> tuple[Verifie
     path = Path(folder) / gguf_file
     identity = {"gguf": path.name, "gguf_sha256": atomic.file_sha256(path),
                 "transformers": transformers.__version__, "dtype": dtype_name}
-    name = f"{path.stem}-{identity['gguf_sha256'][:16]}-transformers{transformers.__version__}-{dtype_name}"
+    name = f"{path.stem[:48]}-{identity['gguf_sha256'][:16]}-transformers{transformers.__version__}-{dtype_name}"
     return VerifiedStore(instir_home() / "models", "dequantised model cache"), name, identity
 
 

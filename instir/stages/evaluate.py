@@ -108,7 +108,8 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
     description = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
     key = json_sha256(description)
     store = VerifiedStore(layout.scores, "stored scores")
-    listed = f"{Path(run_file).stem}-{json_sha256([run_file, system])[:8]}-"  # one entry per listed run and name
+    # one entry per listed run and name; the run's name cut, so the store's temporary names stay within 255 bytes
+    listed = f"{Path(run_file).stem[:48]}-{json_sha256([run_file, system])[:8]}-"
     name = listed + key[:16]
     files = (_VALUES, _PAIRS) if scorer.grouped else (_VALUES,)
 

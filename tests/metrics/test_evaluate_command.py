@@ -238,3 +238,13 @@ def test_damaged_stored_scores_are_said_and_computed_again_never_reported(instru
         assert _cli(argv) == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv"), first)
     assert (entry / "manifest.json").is_file()
+
+
+def test_a_run_file_with_a_long_name_has_its_scores_stored_and_reused(instructir_sample, tmp_path, capsys):
+    # found in this stop's review: the stored scores' entry took the run file's whole name, so the store's temporary
+    # folder (name, pid, host, build id) passed 255 bytes for a 200-character run name: "File name too long"
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / f"{'r' * 200}.trec")
+    argv = ["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(tmp_path / "report")]
+    assert _cli(argv) == 0 and _cli(argv) == 0
+    (entry,) = (tmp_path / "report" / "metrics" / "runs").iterdir()
+    assert entry.name.startswith("r" * 48 + "-") and len(entry.name) < 80 and (entry / "manifest.json").is_file()
