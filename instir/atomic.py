@@ -350,7 +350,8 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
 def set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("",)) -> Path:
     """Rename ``path``'s files of ``suffixes`` (a store's logs, a run's sidecar) to ``<name>.set-aside-<UTC time>``,
     with a warning saying why and what happens ``then``: what the kit cannot show it wrote is kept, never replaced."""
-    aside = path.with_name(f"{path.name}.set-aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")  # the name cut so the new one fits in 255 bytes
+    aside = path.with_name(f"{path.name.encode()[:200].decode(errors='ignore')}.set-aside-{stamp}")
     for suffix in suffixes:
         with contextlib.suppress(FileNotFoundError):
             Path(f"{path}{suffix}").rename(f"{aside}{suffix}")

@@ -87,3 +87,13 @@ def test_a_set_of_files_is_one_folders_each_named_once(tmp_path, files, remove, 
     with pytest.raises(ValueError, match=named):
         atomic.write_files({tmp_path / p: data for p, data in files.items()}, remove=[tmp_path / p for p in remove])
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_a_file_with_a_name_near_the_limit_is_set_aside_with_its_companion_under_a_name_that_fits(tmp_path):
+    path = tmp_path / ("é" * 120 + ".trec")  # 245 bytes: "<name>.set-aside-<time>.json" would pass 255
+    path.write_text("run")
+    (tmp_path / f"{path.name}.json").write_text("{}")
+    with pytest.warns(UserWarning, match="kept, never read"):
+        aside = atomic.set_aside(path, "not the kit's", "made anew", suffixes=("", ".json"))
+    assert aside.read_text() == "run" and (tmp_path / f"{aside.name}.json").read_text() == "{}"
+    assert not path.exists() and len(f"{aside.name}.json".encode()) <= 255
