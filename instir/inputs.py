@@ -66,8 +66,8 @@ def file_problem(path: str | Path) -> str | None:
 
 def read_head(path: str | Path, limit: int) -> bytes | None:
     """At most the first ``limit`` bytes of ``path``; None when it is no regular file (:func:`file_problem`:
-    a FIFO would block the read for ever, a device never end it) or cannot be read. The one way the kit
-    looks into a file it may not have written: a page, a table, an index, a sidecar, a record."""
+    a FIFO would block the read for ever, a device never end it) or cannot be read. How the kit peeks into a
+    file it may not have written (a page, a table, an index, a sidecar, a lock) to see whether it did."""
     if file_problem(path) is not None:
         return None
     try:

@@ -2,7 +2,7 @@
 
 transformers dequantises a GGUF file every time it loads one, which takes many seconds. The first
 load saves the dequantised weights, config and tokenizer as safetensors in the entry
-``<instir home>/models/<gguf stem>-<sha256[:16]>-transformers<version>-<dtype>/`` of a
+``<instir home>/models/<gguf stem, 48 characters at most>-<sha256[:16]>-transformers<version>-<dtype>/`` of a
 :class:`~instir.verified_store.VerifiedStore`; later processes load that entry. The key holds the GGUF
 file's content hash, the transformers version (which does the dequantising) and the dtype, so a changed
 file or library never reuses stale weights. The store's rules hold: an entry is published whole or not at

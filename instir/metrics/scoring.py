@@ -179,13 +179,13 @@ class Scorer:
                                   checks={system: check},
                                   notes=self.depth_notes(system, check.depth, rankable(benchmark)))
 
-    def depth_notes(self, system: str, depth: int, rankable: int) -> list[str]:
+    def depth_notes(self, system: str, depth: int, most: int) -> list[str]:
         """A note when a run ranks fewer documents per query (``depth``; 0: not known) than a measure's cutoff and
-        than a query can have ranked (``rankable``, :func:`rankable`): trec_eval counts the ranks past its depth as
+        than a query can have ranked (``most``, :func:`rankable`): trec_eval counts the ranks past its depth as
         non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
         cutoffs = {m.name: int(m.cutoff if isinstance(m, Native) else m.measure.params.get("cutoff") or 0)
                    for m in (*self.standard, *self.native)}
-        deeper = [name for name, cutoff in cutoffs.items() if min(cutoff, rankable) > depth]
+        deeper = [name for name, cutoff in cutoffs.items() if min(cutoff, most) > depth]
         if not depth or not deeper:
             return []
         return [f"{system}: ranks at most {depth} documents per query, fewer than the cutoff of {', '.join(deeper)}: "

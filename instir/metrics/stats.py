@@ -21,7 +21,7 @@ from instir.progress import tqdm
 #: batch size that bounds their memory.
 N_RESAMPLES = 2_000
 #: The most resamples a test draws: p-values then resolve to 1/100,001, far finer than any level tested;
-#: more only take longer (10^9 ran for hours without a word).
+#: more only take longer (10^9 would take about 3 hours per comparison: 100,000 took 1.15 s on 86 queries).
 MAX_RESAMPLES = 100_000
 _BATCH = 200
 #: Differences within this of each other count as equal (float noise, e.g. (x + c) - x).
