@@ -45,6 +45,17 @@ MAX_ANSWER_BYTES = 64 << 20
 #: Bytes of an error answer read (enough for any message worth keeping; the rest is not read).
 MAX_ERROR_BYTES = 64 << 10
 
+#: Requests a client runs at once at most: each is a thread and a connection to a (paid) API.
+MAX_CONCURRENCY = 64
+
+
+def check_concurrency(value: object, what: str = "concurrency") -> int:
+    """``value`` as a count of requests in flight, refused in one line when it is no whole number
+    in 1..:data:`MAX_CONCURRENCY` (a typo of 10,000 would start that many threads against a paid API)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise UsageError(f"{what} must be a whole number from 1 to {MAX_CONCURRENCY}, got {value!r}")
+    return value
+
 
 def client(base_url: str, timeout_s: float) -> httpx.Client:
     """An HTTP client for :func:`post_with_retries`: ``timeout_s`` per connect and read, no

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import httpx
 
 from instir.errors import UsageError
-from instir.http_retry import Endpoint, RequestFailed, RetryPolicy
+from instir.http_retry import Endpoint, RequestFailed, RetryPolicy, check_concurrency
 from instir.judge.scoring import answer_schema, judgment_from_chat, progress_bar
 from instir.judge.types import AUTHORS_RULE, MAX_MODEL_CHARS, JudgeRequest, Judgment, OnResult, capped
 
@@ -142,7 +142,7 @@ class OpenAICompatibleJudge:
         self.settings = resolve_call_settings(call_settings, **overrides)
         self.served_model = model
         self.model = f"{model} [{self.settings.label}]"
-        self.concurrency = max(1, concurrency)
+        self.concurrency = check_concurrency(concurrency)
         self.policy = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.price_per_1m = price_per_1m
         self.progress = progress

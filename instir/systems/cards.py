@@ -157,8 +157,9 @@ def _type_ok(name: str, value: Any) -> str | None:
     return None if isinstance(value, str) else "a string"
 
 
-#: The params every adapter reads as a count (its batches, lengths, depth, connections, vector size).
-COUNT_PARAMS = ("batch_size", "max_length", "depth", "concurrency", "dimensions", "pad_to_multiple_of", "rrf_k")
+#: The params every adapter reads as a count (its batches, lengths, depth, vector size; ``concurrency`` is
+#: bounded by :func:`instir.http_retry.check_concurrency`).
+COUNT_PARAMS = ("batch_size", "max_length", "depth", "dimensions", "pad_to_multiple_of", "rrf_k")
 
 
 def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard:
@@ -189,7 +190,10 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
         raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTERS[adapter][0]}, "
                                                f"not a {data['kind']}")
     params = data.get("params") or {}
-    for key, check in (("api_key_env", require_env_name), ("base_url", refuse_url_credentials)):
+    from instir.http_retry import check_concurrency
+
+    for key, check in (("api_key_env", require_env_name), ("base_url", refuse_url_credentials),
+                       ("concurrency", check_concurrency)):
         if key not in params:
             continue
         try:  # the client refuses it too (http_retry.Endpoint); here the card's file and field are named

@@ -37,7 +37,7 @@ import numpy as np
 from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError
 from instir.formatting import Template, shared_subset
-from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy
+from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy, check_concurrency
 from instir.progress import tqdm
 from instir.retrieval.dense import document_format, search_meta
 from instir.retrieval.embedding_cache import CorpusTexts, EmbeddingCache
@@ -96,7 +96,7 @@ class OpenAIEmbeddingClient:
                                  query_params=query_params, timeout_s=timeout_s)
         self.dimensions = dimensions
         self.batch_size = max(1, batch_size)
-        self.concurrency = max(1, concurrency)
+        self.concurrency = check_concurrency(concurrency)
         self.policy = policy
         self.progress = progress
         self.requests = 0

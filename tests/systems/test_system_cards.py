@@ -86,6 +86,22 @@ def test_a_count_param_that_is_no_whole_number_of_at_least_1_is_refused_at_load(
         load_cards([path])
 
 
+@pytest.mark.parametrize("value", ["0", "65", "10000", '"many"'])
+def test_a_concurrency_out_of_bounds_is_refused_at_load_and_by_the_clients(tmp_path, value):
+    # on the commit before, 10000 was accepted: as many threads, each a request to a paid API, at once
+    card = GOOD.replace('template = "ifir"', f'template = "ifir"\nparams = {{ concurrency = {value} }}')
+    path = _write(tmp_path, card)
+    with raises_saying(FormatError, str(path), "my-minilm", "field 'params.concurrency'", "from 1 to 64"):
+        load_cards([path])
+    from instir.errors import UsageError
+    from instir.judge.chat import OpenAICompatibleJudge
+    from instir.systems.openai_embeddings import OpenAIEmbeddingClient
+
+    for make in (OpenAICompatibleJudge, OpenAIEmbeddingClient):
+        with raises_saying(UsageError, "concurrency must be a whole number from 1 to 64"):
+            make("m", "http://127.0.0.1:9", concurrency=10000)
+
+
 def test_a_duplicate_name_is_refused_naming_the_first_definition(tmp_path):
     path = _write(tmp_path, GOOD.replace("my-minilm", "promptriever-7b"))
     with raises_saying(FormatError, "duplicate name", "instir/systems/cards/ifir.toml"):
