@@ -172,8 +172,9 @@ def _print_spread(judging, args: argparse.Namespace) -> None:
 
 def validate_command(args: argparse.Namespace) -> int:
     """Print the agreement table and confusion matrix of a judge on gold pairs."""
-    from instir.judge.validation import validate_judge
+    from instir.judge.validation import check_per_stratum, validate_judge
 
+    check_per_stratum(args.per_stratum, "--per-stratum")  # before the benchmark and the judge load
     benchmark = benchmark_from_args(args)
     result = validate_judge(benchmark, _cli_judge(args), per_stratum=args.per_stratum, seed=args.seed)
     print(f"judge validation on {benchmark.label}")

@@ -33,6 +33,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
 from instir.benchmarks.types import Benchmark
+from instir.errors import UsageError
 from instir.judge.following import stratum_rng
 from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.types import LABELS, Judge, JudgeRequest
@@ -42,6 +43,18 @@ GRADE = {label: grade for grade, label in enumerate(LABELS)}
 #: Tries per wanted not-relevant pair before a stratum is left short (tiny corpora).
 _NEGATIVE_TRIES = 50
 
+#: Pairs per stratum at most: each is a judgment (paid, with an API), and a stratum the corpus
+#: cannot fill costs :data:`_NEGATIVE_TRIES` draws per pair wanted.
+MAX_PER_STRATUM = 10_000
+
+
+def check_per_stratum(value: object, what: str = "per_stratum") -> int:
+    """``value`` when it is a whole number from 1 to :data:`MAX_PER_STRATUM`, else a :class:`UsageError`
+    naming ``what`` (10^23 drew negatives for ever)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PER_STRATUM:
+        raise UsageError(f"{what} must be a whole number from 1 to {MAX_PER_STRATUM:,}, got {value!r}")
+    return value
+
 
 def gold_pairs(benchmark: Benchmark, per_stratum: int = 20, seed: int = 0) -> pd.DataFrame:
     """A stratified sample of labelled (instance, passage) pairs from ``benchmark``.
@@ -50,8 +63,7 @@ def gold_pairs(benchmark: Benchmark, per_stratum: int = 20, seed: int = 0) -> pd
     ``level``, ``label`` (see the module docstring) and ``grade`` (0, 1, 2). At most
     ``per_stratum`` pairs per (subset, level, label); a stratum with fewer pairs takes them all.
     """
-    if per_stratum < 1:
-        raise ValueError(f"per_stratum must be at least 1, got {per_stratum}")
+    check_per_stratum(per_stratum)
     in_corpus = benchmark.corpus.id_set()  # a relevant id may lack text (IFIR skips empty documents)
     relevant = {qid: {d for d, g in rel.items() if g > 0 and d in in_corpus} for qid, rel in benchmark.qrels.items()}
     candidates: Mapping[str, list[str]] = benchmark.meta.get("candidates") or {}

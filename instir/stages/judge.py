@@ -26,7 +26,7 @@ from instir.errors import UserError
 from instir.judge import stability
 from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts
-from instir.judge.validation import ValidationResult, agreement, ranking_agreement, validate_judge
+from instir.judge.validation import ValidationResult, agreement, check_per_stratum, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
 from instir.parameters import benchmark_names, depth
 from instir.report.html import markdown_code, markdown_text
@@ -321,6 +321,9 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     (InstFol@20). ``loaded``: as :func:`instir.report.layout.start_report` takes it."""
     from instir.judge.factory import make_judge, require_reachable
 
+    per_stratum = max_instances or 20
+    if validate:  # before the runs, the benchmarks and the judge load
+        check_per_stratum(per_stratum, "max_instances (the judge validation's pairs per stratum)")
     layout = report_layout(out_dir)
     k = depth(k)
     benchmarks = None if benchmarks is None else benchmark_names(benchmarks)
@@ -336,7 +339,6 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
                            cache=layout.judgments)
         if backend == "openai":
             require_reachable(base_url, min(timeout_s, 5.0))
-    per_stratum = max_instances or 20
     validations = ({name: validate_judge(bench, judge, per_stratum=per_stratum, seed=seed)
                     for name, bench in report.benchmarks.items()} if validate else {})
     pairs = pd.concat([v.pairs.assign(benchmark=name) for name, v in validations.items()], ignore_index=True) \

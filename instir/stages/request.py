@@ -132,13 +132,18 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
     for key in ("max_instances", "repeats"):
         if values.get(key) is not None:
             checked[key] = depth(values[key], where=where(f"judge.{key}"))
-    if checked.get("repeats", 1) > 1:
-        from instir.judge.stability import check_repeats
+    from instir.judge.stability import check_repeats
+    from instir.judge.validation import check_per_stratum
 
+    def check_instances(value: object) -> int:  # also the judge validation's pairs per stratum
+        return check_per_stratum(value, "max_instances")
+
+    for key, check in (("repeats", check_repeats), ("max_instances", check_instances)):
         try:
-            check_repeats(checked["repeats"])
+            if key in checked:
+                check(checked[key])
         except UsageError as err:
-            raise UsageError(f"{where('judge.repeats')}: {err}") from None
+            raise UsageError(f"{where('judge.' + key)}: {err}") from None
     for key in ("timeout_s", "requests_per_minute"):
         if values.get(key) is not None:
             checked[key] = positive_number(values[key], where=where(f"judge.{key}"))

@@ -251,3 +251,24 @@ def test_repeats_past_the_bound_are_one_line_in_every_front_end_before_any_judgm
         notebook_request({"benchmarks": ["instructir-sample"], "judge_backend": "baseline", "judge_repeats": repeats})
     with raises_saying(UsageError, said):
         judge_repeats(None, None, None, None, repeats)
+
+
+@pytest.mark.parametrize("count", [10_001, 10**23])
+def test_pairs_per_stratum_past_the_bound_are_one_line_in_every_front_end_before_any_judgment(capsys, tmp_path, count):
+    # on the commit before, judge-validate --per-stratum 1000000 (and instir run -p judge_max_instances=10**23, which
+    # notebook 04 passes on as the pairs per stratum) drew not-relevant pairs for ever
+    from instir.judge.validation import gold_pairs
+    from instir.stages.judge import judge_runs
+    from instir.stages.request import notebook_request
+
+    said = f"must be a whole number from 1 to 10,000, got {count}"
+    assert main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
+                 "--per-stratum", str(count)]) == 2
+    assert capsys.readouterr().err == f"instir judge-validate: --per-stratum {said}\n"
+    with raises_saying(UsageError, "parameter 'judge_max_instances'", f"max_instances {said}"):
+        notebook_request({"benchmarks": ["instructir-sample"], "judge_backend": "baseline",
+                          "judge_max_instances": count})
+    with raises_saying(UsageError, f"max_instances (the judge validation's pairs per stratum) {said}"):
+        judge_runs(tmp_path / "nothing-here", backend="baseline", max_instances=count)
+    with raises_saying(UsageError, f"per_stratum {said}"):
+        gold_pairs(None, per_stratum=count)
