@@ -136,6 +136,13 @@ class ReportLayout:
         stage to show beside the papers' numbers; written by no stage."""
         return self.root / "mteb_results"
 
+    def stage_writes(self, path: Path) -> bool:
+        """Whether ``path`` (by any name) is a file a stage writes: the record, the runs table, or
+        anything in a stage's folder but ``runs/``, whose run files a user may list as inputs."""
+        path, root = path.resolve(), self.root.resolve()
+        folders = [root / folder for folder in WRITES.values() if folder != "runs"]
+        return path in (root / "report.json", self.runs_table.resolve()) or any(map(path.is_relative_to, folders))
+
     def require(self, path: Path) -> Path:
         """``path`` (a file of this layout) when it exists; else :class:`MissingInput` naming it
         and the notebook that writes it. A set of files a killed stage left half-replaced in its

@@ -79,6 +79,21 @@ def test_unknown_baseline_is_refused(instructir_sample, tmp_path):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--baseline", "b"])
 
 
+@pytest.mark.parametrize("where", ["runs/runs.csv", "report.json", "metrics/mine.trec", "link"])
+def test_a_run_where_evaluate_writes_in_its_out_is_refused_before_anything_is_written(instructir_sample, tmp_path,
+                                                                                    where):
+    # on the commit before, --run OUT/runs/runs.csv --out OUT replaced the run with the runs table: its only copy lost
+    out = tmp_path / "out"
+    run = write_run(Run(_runs(instructir_sample, {})), out / ("runs/runs.csv" if where == "link" else where))
+    if where == "link":
+        (tmp_path / "link.trec").symlink_to(run)
+        run = tmp_path / "link.trec"
+    before = run.read_bytes()
+    with pytest.raises(UsageError, match=r"instir writes there in the report folder .*out .*choose another --out"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", f"x={run}", "--out", str(out)])
+    assert run.read_bytes() == before and not (out / "metrics" / "metrics.csv").exists()
+
+
 def test_system_names_come_from_run_file_names_in_every_command(tmp_path):
     # on the commit before, instir mteb-export named a run file e5.run "e5.run" where instir evaluate said "e5"
     from instir.cli.mteb import run_identity
