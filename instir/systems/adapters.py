@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from instir.systems.cards import SystemCard
-
-_BM25_KEYS = ("k1", "b", "method", "stemmer", "stopwords")
+from instir.systems.cards import BM25_PARAMS, SystemCard
 
 
 def bm25_from_card(card: SystemCard, **_: object):
@@ -21,10 +19,11 @@ def bm25_from_card(card: SystemCard, **_: object):
     benchmark's defaults)."""
     from instir.retrieval.lexical import BM25Retriever
 
-    unknown = set(card.params) - set(_BM25_KEYS)
-    if unknown:
-        raise ValueError(f"system {card.name!r}: unknown BM25 params {sorted(unknown)}; known: {', '.join(_BM25_KEYS)}")
-    kwargs = {key: card.params[key] for key in _BM25_KEYS if key in card.params}
+    unknown = set(card.params) - set(BM25_PARAMS["bm25"])
+    if unknown:  # a card built in Python (a card file's params are checked as it is read)
+        raise ValueError(f"system {card.name!r}: unknown BM25 params {sorted(unknown)}; "
+                         f"known: {', '.join(BM25_PARAMS['bm25'])}")
+    kwargs = {key: card.params[key] for key in BM25_PARAMS["bm25"] if key in card.params}
     return BM25Retriever(**kwargs)
 
 
@@ -38,9 +37,10 @@ def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_:
     from instir.benchmarks import catalog
 
     spec = dict(catalog.family(card.paper).bm25)
-    unknown = set(card.params) - {"k1", "b", "epsilon"}
+    unknown = set(card.params) - set(BM25_PARAMS["paper-bm25"])
     if unknown:
-        raise ValueError(f"system {card.name!r}: unknown params {sorted(unknown)}; known: k1, b, epsilon")
+        raise ValueError(f"system {card.name!r}: unknown params {sorted(unknown)}; "
+                         f"known: {', '.join(BM25_PARAMS['paper-bm25'])}")
     settings = {"k1": card.params.get("k1", spec["k1"]), "b": card.params.get("b", spec["b"]),
                 "show_progress": progress}
     if spec.get("engine") == "rank_bm25":

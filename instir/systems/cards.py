@@ -28,6 +28,7 @@ adapter or template, missing or mistyped field, duplicate name) is one
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -162,6 +163,39 @@ def _type_ok(name: str, value: Any) -> str | None:
 COUNT_PARAMS = ("batch_size", "max_length", "depth", "dimensions", "pad_to_multiple_of", "rrf_k")
 
 
+#: The params each BM25 adapter reads (:mod:`instir.systems.adapters`); bm25s' scoring methods.
+BM25_PARAMS = {"bm25": ("k1", "b", "method", "stemmer", "stopwords"), "paper-bm25": ("k1", "b", "epsilon")}
+BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+
+
+def _bm25_param_problem(key: str, value: Any) -> str | None:
+    """None when ``value`` suits BM25 param ``key``, else what it must be (a k1 of 1e308 overflowed
+    every score into a run of no rows; a nan or a string failed in the index cache)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if key in ("k1", "b", "epsilon"):
+        top = 100 if key == "k1" else 1
+        return None if number and 0 <= value <= top else f"a number from 0 to {top}"
+    if key == "method":
+        return None if value in BM25_METHODS else f"one of {', '.join(BM25_METHODS)}"
+    if key == "stemmer":
+        import Stemmer
+
+        return None if value == "none" or value in Stemmer.algorithms() else "'none' or a PyStemmer algorithm"
+    if isinstance(value, list):  # stopwords
+        return None if all(isinstance(word, str) for word in value) else "a list of words"
+    if value in ("none", "lucene"):
+        return None
+    import bm25s
+
+    try:
+        if isinstance(value, str):
+            bm25s.tokenize(["a"], stopwords=value, show_progress=False)
+            return None
+    except ValueError:
+        pass
+    return "'none', 'lucene', a bm25s language such as 'en', or a list of words"
+
+
 def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard:
     """Build and check one card from a parsed mapping (``index``: its position in the file)."""
     from instir.formatting import list_templates
@@ -205,6 +239,13 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise FormatError(path, label, f"params.{key}",
                               f"must be a whole number of at least 1, got {quoted(value)}")
+    for key, value in params.items() if adapter in BM25_PARAMS else ():
+        if key not in BM25_PARAMS[adapter]:
+            raise FormatError(path, label, f"params.{shorten(str(key))}",
+                              f"unknown param of adapter {adapter!r}; known: {', '.join(BM25_PARAMS[adapter])}")
+        expected = _bm25_param_problem(key, value)
+        if expected is not None:
+            raise FormatError(path, label, f"params.{key}", f"must be {expected}, got {quoted(value)}")
     template = data.get("template", "")
     if template and template not in list_templates():
         raise FormatError(path, label, "template", f"unknown template {quoted(template)}; known: "

@@ -102,6 +102,34 @@ def test_a_concurrency_out_of_bounds_is_refused_at_load_and_by_the_clients(tmp_p
             make("m", "http://127.0.0.1:9", concurrency=10000)
 
 
+@pytest.mark.parametrize(("adapter", "params", "field", "said"), [
+    ("bm25", '{ k1 = "high" }', "k1", "a number from 0 to 100"),
+    ("bm25", "{ k1 = nan }", "k1", "a number from 0 to 100"),
+    ("bm25", "{ k1 = 1e308, b = 1e308 }", "k1", "a number from 0 to 100"),  # was a trusted run of no rows
+    ("bm25", "{ b = -5.0 }", "b", "a number from 0 to 1"),
+    ("bm25", "{ bb = 0.75 }", "bb", "unknown param of adapter 'bm25'; known: k1, b, method, stemmer, stopwords"),
+    ("bm25", '{ method = "nonsense" }', "method", "one of robertson, lucene, atire, bm25l, bm25+"),
+    ("bm25", '{ stemmer = "klingon" }', "stemmer", "'none' or a PyStemmer algorithm"),
+    ("bm25", '{ stopwords = "xx" }', "stopwords", "a bm25s language such as 'en'"),
+    ("bm25", "{ stopwords = { a = 1 } }", "stopwords", "a bm25s language such as 'en'"),
+    ("bm25", '{ stopwords = ["a", 1] }', "stopwords", "a list of words"),
+    ("paper-bm25", "{ epsilon = 7 }", "epsilon", "a number from 0 to 1"),
+    ("paper-bm25", '{ stemmer = "porter" }', "stemmer", "known: k1, b, epsilon"),
+])
+def test_a_bm25_param_it_cannot_run_is_refused_at_load_naming_file_card_and_field(tmp_path, adapter, params, field,
+                                                                                    said):
+    # on the commit before, each was a traceback when the system was built or ran, or a run of no rows (exit 0)
+    text = f'[[card]]\nname = "b"\npaper = "ifir"\nkind = "retriever"\nadapter = "{adapter}"\nparams = {params}\n'
+    with raises_saying(FormatError, "card 'b'", f"field 'params.{field}'", said):
+        load_cards([_write(tmp_path, text)])
+
+
+def test_bm25_params_in_range_load(tmp_path):
+    text = ('[[card]]\nname = "b"\npaper = "user"\nkind = "retriever"\nadapter = "bm25"\nparams = { k1 = 0, b = 1, '
+            'method = "bm25+", stemmer = "english", stopwords = "de" }\n')
+    assert load_cards([_write(tmp_path, text)])["b"].params["stopwords"] == "de"
+
+
 def test_a_duplicate_name_is_refused_naming_the_first_definition(tmp_path):
     path = _write(tmp_path, GOOD.replace("my-minilm", "promptriever-7b"))
     with raises_saying(FormatError, "duplicate name", "instir/systems/cards/ifir.toml"):
