@@ -227,15 +227,21 @@ def _ir_measure(text: str) -> Any:
         raise UsageError(f"cannot read measure {quoted(text)}: {err}") from None
 
 
+#: The largest cutoff pytrec_eval holds (a C int).
+MAX_CUTOFF = 2**31 - 1
+
+
 def standard(measure: Any) -> Standard:
     """A :class:`Standard` of an ir_measures object, refused when the pytrec_eval provider cannot
     compute it (ir-measures would otherwise fall back to another provider, or silently score 0)."""
     import ir_measures
 
     cutoff = measure.params.get("cutoff")
-    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1):
-        # pytrec_eval aborts the process on a cutoff of 0 (a failed C assertion), and ir-measures asserts on 10.5
-        raise UsageError(f"measure {measure.NAME}@{cutoff}: the cutoff is a whole number of at least 1")
+    whole = isinstance(cutoff, int) and not isinstance(cutoff, bool)
+    if cutoff is not None and not (whole and 1 <= cutoff <= MAX_CUTOFF):
+        # pytrec_eval aborts the process on a cutoff of 0 (a failed C assertion), ir-measures asserts on 10.5, and
+        # a cutoff past a C int came back under another name (a KeyError)
+        raise UsageError(f"measure {measure.NAME}@{cutoff}: the cutoff is a whole number from 1 to {MAX_CUTOFF:,}")
     uncut = measure
     if measure.NAME == "RR" and "cutoff" in measure.params:  # cut by truncating the run (standard.py)
         uncut = type(measure)(**{k: v for k, v in measure.params.items() if k != "cutoff"})
@@ -258,7 +264,10 @@ def parse_measure(value: object) -> Measure:
     text = value.strip()
     robust = _ROBUSTNESS.match(text)
     if robust:
-        return Robustness(parse_measure(f"nDCG@{robust[1]}" if robust[1] else robust[2]))
+        try:
+            return Robustness(parse_measure(f"nDCG@{robust[1]}" if robust[1] else robust[2]))
+        except UsageError as err:  # named as given, not as the measure it is the minimum of
+            raise UsageError(f"{quoted(text)}: {err}") from None
     native = _NATIVE.match(text)
     if native:
         return Native(parse_measure(native[1]))

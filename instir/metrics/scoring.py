@@ -111,6 +111,11 @@ class Scorer:
         """The scorer of ``measures`` on a benchmark: its qrels, its family's forms, and its release's
         data (FollowIR's changed documents and candidate lists, which p-MRR reads)."""
         spec = benchmark.spec
+        own = spec.group_measure_classes() if spec else []
+        for measure in measures:
+            if isinstance(measure, GroupMeasure) and type(measure) not in own:  # it would score no group at all
+                raise UsageError(f"measure {measure.name} is not {benchmark.name}'s: it is scored on the benchmarks "
+                                 "of the family that brings it (their release's data)")
         return cls(benchmark.qrels, measures, spec.forms if spec else None, benchmark.meta)
 
     @property

@@ -5,6 +5,7 @@ brings along; a judged measure is refused by the scoring path."""
 import ir_measures
 import pandas as pd
 import pytest
+from says import raises_saying
 
 import instir
 from instir.benchmarks import load_benchmark
@@ -59,12 +60,24 @@ def test_a_measure_that_cannot_be_is_refused_in_one_line():
         parse_measures([])
 
 
-@pytest.mark.parametrize("bad", ["nDCG@0", "ndcg_cut_0", "Robustness@0", "P@10.5", "nDCG@1e9", "RR@0"])
+@pytest.mark.parametrize("bad", ["nDCG@0", "ndcg_cut_0", "Robustness@0", "P@10.5", "nDCG@1e9", "RR@0",
+                                 "R@100000000000000000000", "nDCG@2147483648"])
 def test_a_cutoff_that_is_no_whole_number_of_at_least_1_is_one_line_not_an_abort(bad):
-    # on the commit before, nDCG@0 reached pytrec_eval, whose failed C assertion killed the process (no message,
-    # no exit status of ours), and P@10.5 was an AssertionError traceback
-    with pytest.raises(UsageError, match="the cutoff is a whole number of at least 1"):
+    # nDCG@0 reached pytrec_eval, whose failed C assertion killed the process (no message, no exit status of ours),
+    # P@10.5 was an AssertionError traceback, and a cutoff past a C int a KeyError (pytrec_eval names it otherwise)
+    with raises_saying(UsageError, "the cutoff is a whole number from 1 to 2,147,483,647"):
         parse_measure(bad)
+    if bad.startswith("Robustness"):  # named as given
+        with raises_saying(UsageError, f"'{bad}': measure nDCG@0"):
+            parse_measure(bad)
+
+
+def test_a_group_measure_of_another_family_is_refused_not_scored_as_no_group(instructir_sample):
+    # on the commit before, p-MRR on InstructIR was a ValueError traceback (no group to concatenate)
+    from instir.metrics.scoring import Scorer
+
+    with raises_saying(UsageError, "measure p-MRR is not instructir-sample's"):
+        Scorer.for_benchmark(instructir_sample, [parse_measure("p-MRR")])
 
 
 def test_a_spec_derives_robustness_of_every_measure_or_the_native_form_of_plain_ndcg_and_rr():
