@@ -361,9 +361,11 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
     split = data["scores"].get("test")
     if not isinstance(split, list):
         raise FormatError(path, "scores", "test", "expected a list of score objects (MTEB 1.11's layout or later)")
-    entry = next((e for e in split if isinstance(e, dict) and e.get("hf_subset", "default") == "default"), None)
-    if entry is None:
-        raise FormatError(path, "scores > test", "hf_subset", "no scores for the subset 'default'")
+    entries = [e for e in split if isinstance(e, dict) and e.get("hf_subset", "default") == "default"]
+    if len(entries) != 1:
+        raise FormatError(path, "scores > test", "hf_subset", f"{len(entries) or 'no'} score objects for the subset "
+                                                              "'default' (one is read)")
+    entry = entries[0]
     name = _result_model(path, model)
     source = (f"{path} (MTEB result file: dataset_revision={data.get('dataset_revision')}, "
               f"mteb {data.get('mteb_version')})")
@@ -380,8 +382,14 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
     for metric, value in flat.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
+        low = -1 if "p-mrr" in metric.lower().replace("_", "-") else 0  # p-MRR lies in [-1, 1], the rest in [0, 1]
+        if not low <= value <= 1:  # 5.0 was printed as a reported 500.00
+            raise FormatError(path, "scores > test > default", metric,
+                              f"{value!r} is no score: MTEB stores fractions from {low} to 1")
         rows.append({"task": task, "model": name, "metric": metric, "value": repr(float(value)),
                      "source_path": source})
+    if not rows:  # every score NaN or not a number: a KeyError in the table's shaping
+        raise FormatError(path, "scores > test > default", None, "no score that is a finite number")
     return rows
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from says import raises_saying
 
 from instir.benchmarks.types import FormatError
 from instir.papers import compare_to_papers, load_mteb_results, load_reported
@@ -58,6 +59,31 @@ def test_a_file_that_is_no_task_result_is_one_error_naming_it(tmp_path, content,
     with pytest.raises(FormatError, match="IFIRFiQA.json") as err:
         load_mteb_results([path])
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("scores", "message"), [
+    ('[{"hf_subset": "default", "ndcg_at_10": NaN}]', "scores > test > default: no score that is a finite number"),
+    ('[{"hf_subset": "default", "ndcg_at_10": 5.0}]', "field 'ndcg_at_10': 5.0 is no score: MTEB stores fractions"),
+    ('[{"hf_subset": "default", "ndcg_at_10": -0.5}]', "field 'ndcg_at_10': -0.5 is no score"),
+    ('[{"hf_subset": "default", "ndcg_at_10": 0.5}, {"hf_subset": "default", "ndcg_at_10": 0.9}]',
+     "field 'hf_subset': 2 score objects for the subset 'default'"),
+])
+def test_a_score_no_run_could_have_or_two_of_one_subset_is_refused_never_printed_as_reported(tmp_path, scores,
+                                                                                             message):
+    # on the commit before: all NaN was a KeyError traceback, 5.0 printed as a reported 500.00, and of two
+    # 'default' entries the first was read without a word
+    path = tmp_path / "org__m" / "r" / "IFIRFiQA.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(f'{{"task_name": "IFIRFiQA", "scores": {{"test": {scores}}}}}')
+    with raises_saying(FormatError, str(path), message):
+        load_mteb_results([path])
+
+
+def test_p_mrr_may_be_negative(tmp_path):
+    path = tmp_path / "org__m" / "r" / "InstructIR.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"task_name": "InstructIR", "scores": {"test": [{"p-MRR": -0.25, "ndcg_at_10": 0.5}]}}')
+    assert sorted(load_mteb_results([path])["value"]) == [-0.25, 0.5]
 
 
 @pytest.mark.parametrize("given", ["an empty folder", "a fifo in the folder", "a fifo", "nothing"])
