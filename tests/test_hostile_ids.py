@@ -161,3 +161,13 @@ def test_a_warning_a_command_prints_is_one_line_naming_the_command_and_debug_say
             assert err == "instir evaluate: warning: stored scores: x.parquet is zeroed: removed, rebuilding it\n"
         else:
             assert "UserWarning" in err and __file__ in err
+
+
+def test_an_id_with_a_space_is_refused_where_it_is_read_not_after_the_search(tmp_path):
+    # on the commit before, a corpus id "a b" loaded; instir retrieve ran the whole search and then died in the run
+    # writer with a ValueError naming no file
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n{"_id": "a b", "text": "b"}\n')
+    with raises_saying(FormatError, f"{corpus}, line 2, field '_id'", "'a b' holds U+0020 SPACE",
+                       "a TREC run or qrels line cannot hold it"):
+        list(iter_corpus_docs(corpus))

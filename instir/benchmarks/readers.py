@@ -128,9 +128,9 @@ CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
 #: report page), invisible operators and the byte order mark. The terminal escapes them too (``cli.options``).
 INVISIBLE = "\xad\u061c\u180e" + "".join(map(chr, [*range(0x200B, 0x2010), *range(0x202A, 0x202F),
                                                     *range(0x2060, 0x2065), *range(0x2066, 0x2070)])) + "\ufeff"
-#: Every character an id may not hold (:func:`check_id`), as a regular expression class; :data:`REFUSED_IN_IDS_RE2`
-#: is the same class for pyarrow's RE2.
-_REFUSED = "".join(dict.fromkeys(CONTROLS + ODD_SPACES + INVISIBLE))
+#: Every character an id may not hold (:func:`check_id`: these and the space), as a regular expression class;
+#: :data:`REFUSED_IN_IDS_RE2` is the same class for pyarrow's RE2.
+_REFUSED = "".join(dict.fromkeys(" " + CONTROLS + ODD_SPACES + INVISIBLE))
 _REFUSED_IN_IDS = re.compile(f"[{re.escape(_REFUSED)}]")
 REFUSED_IN_IDS_RE2 = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _REFUSED) + "]"
 #: The record fields that hold a query or a document id (BEIR, MTEB, IFIR and FollowIR layouts): every reader
@@ -150,16 +150,17 @@ def _char(c: str) -> str:
 
 
 def check_id(value: str, path: Path, where: int | str, name: str) -> str:
-    """``value`` (a query or document id read from a file) unless it holds a control character (NUL, ESC, a
-    tab …), a character that is a space to some tools and part of the id to trec_eval (a no-break space, a
-    zero-width space …) or an invisible one (:data:`INVISIBLE`: a bidirectional override …): then
-    :class:`FormatError` naming the file, line, field and the character. Every reader checks its ids here, before
-    any scorer sees them."""
+    """``value`` (a query or document id read from a file) unless it holds a space (no TREC file could hold the
+    id), a control character (NUL, ESC, a tab …), a character that is a space to some tools and part of the id to
+    trec_eval (a no-break space, a zero-width space …) or an invisible one (:data:`INVISIBLE`: a bidirectional
+    override …): then :class:`FormatError` naming the file, line, field and the character. Every reader checks its
+    ids here, before any scorer sees them."""
     refused = _REFUSED_IN_IDS.search(value)
     if refused is None:
         return value
     c = refused.group()
-    why = ("no id may hold a control character (pytrec_eval cuts an id at NUL, a terminal acts on ESC)"
+    why = ("a TREC run or qrels line cannot hold it (its fields are separated by spaces)" if c == " "
+           else "no id may hold a control character (pytrec_eval cuts an id at NUL, a terminal acts on ESC)"
            if c in CONTROLS else "trec_eval keeps it in the id, other tools read it as a space" if c in ODD_SPACES
            else "it shows as nothing or reorders what is shown, so two different ids would read alike")
     raise FormatError(path, where, name, f"{quoted(value)} holds {_char(c)} at character {refused.start() + 1}: "
