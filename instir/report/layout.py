@@ -5,6 +5,7 @@ the command that make it), and the setup every stage that reads benchmarks start
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,9 +140,10 @@ class ReportLayout:
     def stage_writes(self, path: Path) -> bool:
         """Whether ``path`` (by any name) is a file a stage writes: the record, the runs table, or
         anything in a stage's folder but ``runs/``, whose run files a user may list as inputs."""
-        path, root = path.resolve(), self.root.resolve()
+        path, root = Path(os.path.realpath(path)), Path(os.path.realpath(self.root))  # a symlink loop: as it is
         folders = [root / folder for folder in WRITES.values() if folder != "runs"]
-        return path in (root / "report.json", self.runs_table.resolve()) or any(map(path.is_relative_to, folders))
+        own = (root / "report.json", root / self.runs_table.relative_to(self.root))
+        return path in own or any(map(path.is_relative_to, folders))
 
     def require(self, path: Path) -> Path:
         """``path`` (a file of this layout) when it exists; else :class:`MissingInput` naming it
