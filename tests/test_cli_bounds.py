@@ -149,6 +149,28 @@ def test_a_card_whose_local_model_folder_cannot_load_is_not_runnable_and_refused
     assert line == f"instir retrieve: system 'mine-st', field 'model': {model}: {why}"
 
 
+@pytest.mark.parametrize("given", ["empty", "config-only", "a-file"])
+def test_a_model_option_naming_a_folder_that_holds_no_model_is_one_line_in_every_command(capsys, tmp_path, given):
+    # on the commit before, retrieve --model, rerank --model and judge --backend hf --model answered an empty
+    # folder with transformers' ValueError traceback ("Unrecognized model …"), after the benchmark had loaded
+    model = tmp_path / given
+    model.mkdir() if given != "a-file" else model.write_text("x")
+    if given == "config-only":
+        (model / "config.json").write_text("{}")
+    why = {"empty": "a folder without {} (not a {} model)", "a-file": "a file, not a model folder",
+           "config-only": "a folder with config.json but no weights (model.safetensors, pytorch_model.bin, …)"}[given]
+    run = tmp_path / "run.trec"
+    run.write_text("q Q0 d 1 1.0 t\n")
+    for argv, configs, kind in (
+            (["retrieve", "--retriever", "dense", "--out", str(tmp_path / "runs")], "modules.json or config.json",
+             "sentence-transformers"),
+            (["rerank", "--reranker", "cross-encoder", "--run", str(run), "--out", str(tmp_path / "re")],
+             "config.json", "Hugging Face"),
+            (["judge-validate", "--backend", "hf"], "config.json", "Hugging Face")):
+        line = fails(capsys, *argv, "--model", str(model), "--benchmark", "instructir-sample")
+        assert line == f"instir {argv[0]}: model {model}: {why.format(configs, kind)}"
+
+
 @pytest.mark.parametrize("where", ["sidecar", "table"])
 def test_a_fifo_where_evaluate_only_looks_is_passed_over_not_waited_on(capsys, tmp_path, where):
     """On the commit before, ``instir evaluate`` blocked for ever reading a FIFO at a run's sidecar, or among

@@ -24,7 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from instir import atomic
+from instir.errors import UsageError
 from instir.extras import package_versions
+from instir.inputs import file_problem
 from instir.stamps import json_sha256
 from instir.verified_store import Damaged, Entry, VerifiedStore
 
@@ -34,6 +36,51 @@ RECORD = "description.json"
 #: The libraries whose versions are part of every description's key (they load and run the models).
 LIBRARIES = ("sentence-transformers", "transformers", "torch", "peft")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+#: what a local model folder must hold for each adapter (any one of the names); others: ``config.json``
+LOCAL_CONFIG_FILES = {"sentence-transformers": ("modules.json", "config.json"),
+                      "peft-decoder": ("adapter_config.json", "config.json")}
+#: suffixes of weight files (``model.safetensors``, ``pytorch_model.bin``, shards and their index, LoRA adapters …)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".index.json")
+
+def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str | None:
+    """Why ``model`` (a card's ``model``, or its ``base_model`` when ``base``) cannot be loaded from
+    the local folder it names (``not found``, ``a file, not a model folder``, ``a folder without
+    config.json (not a hf-mean-pool model)``, ``config.json but no weights …``); None when it is a
+    folder holding the config the adapter reads (:data:`LOCAL_CONFIG_FILES`) and weights, or no
+    local path at all (a Hugging Face id: :func:`system_status` looks in the cache for those). A
+    name starting with ``/``, ``./``, ``../`` or ``~``, or one that exists on disk, is a local path."""
+    if not model:
+        return None
+    path = Path(model).expanduser()
+    if not is_local_path(model):
+        return None
+    problem = file_problem(path)
+    if problem is None:
+        return "a file, not a model folder"
+    if not problem.startswith("is a directory"):
+        return problem.removeprefix("is ")
+    configs = ("config.json",) if base else LOCAL_CONFIG_FILES.get(adapter, ("config.json",))
+    found = next((name for name in configs if (path / name).is_file()), None)
+    if found is None:
+        return f"a folder without {' or '.join(configs)} (not a {adapter or 'Hugging Face'} model)"
+    if found != "modules.json" and not any(p.name.endswith(WEIGHT_SUFFIXES) for p in path.iterdir() if p.is_file()):
+        return f"a folder with {found} but no weights (model.safetensors, pytorch_model.bin, …)"
+    return None
+
+
+def is_local_path(model: str) -> bool:
+    """Whether a model names a local path (see :func:`local_model_problem`), not a Hugging Face id."""
+    return model.startswith(("/", "./", "../", "~")) or os.path.lexists(Path(model).expanduser())
+
+
+def check_local_model(model: str | None, adapter: str = "", what: str = "model") -> None:
+    """Refuse in one line a local ``model`` folder that cannot be what ``adapter`` loads
+    (:func:`local_model_problem`), before the library tries: it answers an empty folder with a traceback."""
+    why = local_model_problem(model or "", adapter)
+    if why:
+        raise UsageError(f"{what} {model}: {why}")
 
 
 def model_folder(model: str, revision: str | None = None, *, download: bool = False) -> Path | None:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError
 from instir.formatting import Template
+from instir.retrieval.model_files import is_local_path, local_model_problem
 from instir.retrieval.runs import Run
 from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
 from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards
@@ -46,12 +47,6 @@ PIP_HINTS = {
 
 #: adapters whose card ``model`` is an API model name, not downloadable weights
 API_ADAPTERS = ("openai-embeddings",)
-
-#: what a local model folder must hold for each adapter (any one of the names); others: ``config.json``
-LOCAL_CONFIG_FILES = {"sentence-transformers": ("modules.json", "config.json"),
-                      "peft-decoder": ("adapter_config.json", "config.json")}
-#: suffixes of weight files (``model.safetensors``, ``pytorch_model.bin``, shards and their index, LoRA adapters …)
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".index.json")
 
 
 class MissingDependency(UserError, ImportError):
@@ -171,39 +166,6 @@ def retriever_card(name: str, cards: Mapping[str, SystemCard], paper: str | None
 
 # ------------------------------------------------------------------ can it run here?
 
-def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str | None:
-    """Why ``model`` (a card's ``model``, or its ``base_model`` when ``base``) cannot be loaded from
-    the local folder it names (``not found``, ``a file, not a model folder``, ``a folder without
-    config.json (not a hf-mean-pool model)``, ``config.json but no weights …``); None when it is a
-    folder holding the config the adapter reads (:data:`LOCAL_CONFIG_FILES`) and weights, or no
-    local path at all (a Hugging Face id: :func:`system_status` looks in the cache for those). A
-    name starting with ``/``, ``./``, ``../`` or ``~``, or one that exists on disk, is a local path."""
-    from instir.inputs import file_problem
-
-    if not model:
-        return None
-    path = Path(model).expanduser()
-    if not _is_local_path(model):
-        return None
-    problem = file_problem(path)
-    if problem is None:
-        return "a file, not a model folder"
-    if not problem.startswith("is a directory"):
-        return problem.removeprefix("is ")
-    configs = ("config.json",) if base else LOCAL_CONFIG_FILES.get(adapter, ("config.json",))
-    found = next((name for name in configs if (path / name).is_file()), None)
-    if found is None:
-        return f"a folder without {' or '.join(configs)} (not a {adapter} model)"
-    if found != "modules.json" and not any(p.name.endswith(WEIGHT_SUFFIXES) for p in path.iterdir() if p.is_file()):
-        return f"a folder with {found} but no weights (model.safetensors, pytorch_model.bin, …)"
-    return None
-
-
-def _is_local_path(model: str) -> bool:
-    """Whether a card's model names a local path (see :func:`local_model_problem`), not a Hugging Face id."""
-    return model.startswith(("/", "./", "../", "~")) or os.path.lexists(Path(model).expanduser())
-
-
 def _local_models(card: SystemCard) -> list[tuple[str, str, bool]]:
     """``(role, model, base)`` of the card's model and base model, where it names them."""
     if card.adapter in (*API_ADAPTERS, UNAVAILABLE):
@@ -277,7 +239,7 @@ def card_weights(card: SystemCard, cards: Mapping[str, SystemCard] | None = None
     found = []
     for role, model, base in _local_models(card):
         revision = "" if base else card.revision
-        local = model == BUNDLED_MODEL_ID or _is_local_path(model)
+        local = model == BUNDLED_MODEL_ID or is_local_path(model)
         found.append(Weights(role, model, revision, local or _weights_present(model, revision),
                              not local and model.startswith(GATED_ORGS)))
     return found
