@@ -307,8 +307,10 @@ def check_data_root(parameters: Mapping[str, object]) -> None:
 def check_runnable(request: RunRequest) -> None:
     """Refuse in one line, before any kernel starts, what notebook 01 or 02 would fail on after the tour: a real
     benchmark neither in ``data_root`` nor fetched (the fetch command and ``-p data_root=`` named), a system card
-    whose packages are not installed (the extra named) or whose weights cannot be had offline."""
+    whose packages are not installed (the extra named) or whose weights cannot be had offline, a local model
+    folder that holds no model."""
     from instir.benchmarks.registry import check_located
+    from instir.retrieval.model_files import check_model
     from instir.systems.cards import get_card, load_cards
     from instir.systems.registry import check_dependencies, check_weights_reachable
 
@@ -321,6 +323,8 @@ def check_runnable(request: RunRequest) -> None:
             card = get_card(system.card, cards)
             check_dependencies(card)
             check_weights_reachable(card, cards)
+        elif system.model:  # dense:MODEL, hybrid:MODEL
+            check_model(system.model, "sentence-transformers", what=f"system {system.name!r}: model")
 
 
 def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:

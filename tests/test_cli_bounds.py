@@ -171,6 +171,23 @@ def test_a_model_option_naming_a_folder_that_holds_no_model_is_one_line_in_every
         assert line == f"instir {argv[0]}: model {model}: {why.format(configs, kind)}"
 
 
+def test_a_model_name_that_is_no_hugging_face_id_is_one_line_before_anything_loads(capsys, tmp_path):
+    # on the commit before, --model $'\x1b[31mx' went to the Hub, whose warning printed the raw escape, and
+    # instir run -p dense_model=<the same, or an empty folder> failed in notebook 02 after the tour had run
+    from instir.cli import main
+
+    said = "neither a local folder nor a Hugging Face id"
+    line = fails(capsys, "retrieve", "--retriever", "dense", "--model", "\x1b[31mx", "--benchmark", "instructir-sample",
+                 "--out", str(tmp_path / "runs"))
+    assert line.startswith("instir retrieve: model \\x1b[31mx: ") and said in line
+    for value, why in (("\x1b[31mx", said), (str(tmp_path), "a folder without modules.json or config.json")):
+        assert main(["run", "--benchmark", "instructir-sample", "--out", str(tmp_path / "out"),
+                     "-p", f"dense_model={value}"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "\x1b" not in err and why in err
+        assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("where", ["sidecar", "table"])
 def test_a_fifo_where_evaluate_only_looks_is_passed_over_not_waited_on(capsys, tmp_path, where):
     """On the commit before, ``instir evaluate`` blocked for ever reading a FIFO at a run's sidecar, or among

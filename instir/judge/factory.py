@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from instir.errors import UsageError, unknown
-from instir.retrieval.model_files import check_local_model
+from instir.retrieval.model_files import check_model
 from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
                                       **{k: v for k, v in options.items() if v is not None})
     elif backend == "hf":
         if not gguf_file:  # a GGUF's folder holds no config.json
-            check_local_model(model)
+            check_model(model)
         judge = HFCausalLMJudge(model or None, gguf_file=gguf_file or None)
     else:
         judge = BaselineJudge(model or "lexical")

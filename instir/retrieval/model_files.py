@@ -75,10 +75,24 @@ def is_local_path(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~")) or os.path.lexists(Path(model).expanduser())
 
 
-def check_local_model(model: str | None, adapter: str = "", what: str = "model") -> None:
-    """Refuse in one line a local ``model`` folder that cannot be what ``adapter`` loads
-    (:func:`local_model_problem`), before the library tries: it answers an empty folder with a traceback."""
-    why = local_model_problem(model or "", adapter)
+def model_name_problem(model: str) -> str | None:
+    """Why ``model`` is neither a local path nor a Hugging Face id (``name`` or ``org/name``); None when it is
+    one. What the value is, not what the machine holds (:func:`local_model_problem` looks in a folder)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        if model and not is_local_path(model):
+            validate_repo_id(model)
+    except HFValidationError:
+        return "neither a local folder nor a Hugging Face id (name or org/name: letters, digits, '-', '_', '.')"
+    return None
+
+
+def check_model(model: str | None, adapter: str = "", what: str = "model") -> None:
+    """Refuse in one line a ``model`` that is no Hugging Face id (:func:`model_name_problem`) or a local folder
+    that cannot be what ``adapter`` loads (:func:`local_model_problem`), before the library tries: it answers
+    an empty folder with a traceback, and a name holding an escape sequence after a try at the Hub."""
+    why = model_name_problem(model or "") or local_model_problem(model or "", adapter)
     if why:
         raise UsageError(f"{what} {model}: {why}")
 

@@ -19,7 +19,7 @@ from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.progress import enabled as progress_enabled
-from instir.retrieval.model_files import check_local_model
+from instir.retrieval.model_files import check_model
 from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, write_run
 from instir.stamps import json_sha256
 
@@ -66,7 +66,7 @@ def make_retriever(kind: str, model: str | None = None, *, windowing: str | None
     from instir.retrieval.lexical import BM25Retriever
 
     _check_kind(kind, model, windowing)
-    check_local_model(model, "sentence-transformers")
+    check_model(model, "sentence-transformers")
     if kind == "bm25":
         return BM25Retriever(show_progress=progress)
     from instir.retrieval.dense import DenseRetriever

@@ -123,7 +123,7 @@ def unavailable_from_card(card: SystemCard, **_: object):
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked."""
     check_dependencies(card)
-    check_local_models(card)
+    check_models(card)
     factory = _resolve(ADAPTERS[card.adapter][1])
     accepted = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
@@ -174,7 +174,7 @@ def _local_models(card: SystemCard) -> list[tuple[str, str, bool]]:
                                                           ("model", card.model, False)) if model]
 
 
-def check_local_models(card: SystemCard) -> None:
+def check_models(card: SystemCard) -> None:
     """Raise :class:`instir.errors.UsageError` naming the card and field when a local model folder
     cannot be what the adapter loads (:func:`local_model_problem`), before the adapter tries (the
     libraries answer a folder such as ``/etc`` with a ``ValueError`` traceback)."""
@@ -255,7 +255,7 @@ def check_weights_reachable(card: SystemCard, cards: Mapping[str, SystemCard] | 
         for role in ("dense", "lexical"):
             check_weights_reachable(get_card(card.params[role], cards), cards)
         return
-    check_local_models(card)  # a local folder's own problem first
+    check_models(card)  # a local folder's own problem first
     for weights in card_weights(card, cards):
         if weights.present or hub_reachable():
             continue

@@ -26,7 +26,7 @@ from typing import Any
 from instir.errors import unknown
 from instir.formatting import check_format
 from instir.retrieval.dense import default_device
-from instir.retrieval.model_files import check_local_model
+from instir.retrieval.model_files import check_model
 from instir.systems.cards import DTYPES
 
 _SRC = "kaistAI/InstructIR eval/src/rerankers.py"
@@ -402,7 +402,7 @@ def make_reranker(kind: str, model: str, **options: Any) -> _HFReranker:
     """A reranker by kind (``monot5``, ``cross-encoder``, ``llm-ptrue``) and model id or path."""
     if kind not in _CLASSES:
         raise unknown("reranker kind", kind, _CLASSES)
-    check_local_model(model)
+    check_model(model)
     return _CLASSES[kind](model, **options)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from instir.errors import UserError, quoted
 from instir.parameters import names
 from instir.retrieval import Retriever, system_name
+from instir.retrieval.model_files import model_name_problem
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ def resolve_system(name: str) -> SystemSpec:
     model = model.strip() or None
     if kind == "bm25" and model:
         raise ValueError(f"unknown system {quoted(name)}; use bm25, dense, dense:MODEL, hybrid or hybrid:MODEL")
+    why = model_name_problem(model or "")
+    if why:
+        raise ValueError(f"system {quoted(name)}: the model is {why}")
     label = system_name(kind, model)
     resources: dict[str, float] = {}
     if kind != "bm25" and model is not None:

@@ -26,8 +26,8 @@ def test_a_planned_run_is_labelled_as_every_table_names_it_and_has_a_file_name_i
     assert PlannedRun("instructir", "instructed", bm25, "query-only").label == "bm25 (query-only)"
     assert PlannedRun("instructir", "prompt-sensitivity", bm25, "query-only").label == \
         "bm25 (query-only) [prompt-sensitivity]"
-    dense = PlannedRun("ifir/fiqa", "instructed", resolve_system("dense:org/model x"), "instructed")
-    assert dense.run_id == "ifir-fiqa__instructed__dense-org-model-x__instructed"
+    dense = PlannedRun("ifir/fiqa", "instructed", resolve_system("dense:~/org/model x"), "instructed")  # a folder
+    assert dense.run_id == "ifir-fiqa__instructed__dense---org-model-x__instructed"
 
 
 def test_systems_come_as_names_a_comma_separated_text_or_resolved_specs():
