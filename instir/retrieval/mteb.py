@@ -229,7 +229,7 @@ def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:
 def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *, model_name: str,
                            revision: str | None = None) -> Path:
     """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an existing file of the
-    same ``model_name`` is replaced, where MTEB would merge other subsets into it) and return its path. An
+    same ``model_name`` and other predictions is set aside, :func:`instir.atomic.set_aside`) and return its path. An
     existing file of another model, or one that names none, is refused (:class:`UsageError`): one folder per
     model, as MTEB's results, and no one's predictions lost.
 
@@ -247,14 +247,18 @@ def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *
     data = {"mteb_model_meta": {"model_name": model_name, "revision": revision},
             DEFAULT_SUBSET: {DEFAULT_SPLIT: predictions}}
     path = Path(folder) / f"{ids.task.name}{PREDICTIONS_SUFFIX}"
+    text = json.dumps(data)
     if os.path.lexists(path):
         held = _model_named(path)
         if held != model_name:
             raise UsageError(f"{path} holds {f'the predictions of {quoted(held)}' if held else 'no predictions'}, "
                              f"not of {quoted(model_name)}, and this would replace it: write into another folder "
                              "(one per model) or move it")
+        if path.stat().st_size != len(text.encode()) or path.read_text(encoding="utf-8") != text:
+            atomic.set_aside(path, f"{path} holds other predictions of {quoted(model_name)} (another run: a "
+                                   "query-only one?)", "writing this run's")
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(path, json.dumps(data))
+    atomic.write_text(path, text)
     return path
 
 

@@ -151,8 +151,9 @@ def test_runs_with_queries_outside_the_benchmark_are_not_written(fiqa, tmp_path)
         write_mteb_predictions(run, fiqa, tmp_path, model_name="m")
 
 
-def test_another_models_predictions_are_never_replaced_the_same_models_are(fiqa, tmp_path, capsys):
-    # on the commit before, exporting a second model into the folder replaced the first one's predictions
+def test_another_models_predictions_are_refused_the_same_models_other_ones_set_aside(fiqa, tmp_path, capsys):
+    # exporting a second model into the folder replaced the first one's predictions; later, a second run of the
+    # same model (its query-only run, say) replaced the first one's without a word
     other = tmp_path / "IFIRFiQA_predictions.json"
     other.write_bytes((MTEB / "IFIRFiQA_predictions.json").read_bytes())  # MTEB's own file, its model first
     before = other.read_bytes()
@@ -160,8 +161,13 @@ def test_another_models_predictions_are_never_replaced_the_same_models_are(fiqa,
     with raises_saying(UsageError, str(other), "the predictions of 'instir/bm25s-sample'", "not of 'bm25'"):
         write_mteb_predictions(run, fiqa, tmp_path, model_name="bm25")
     assert other.read_bytes() == before
-    assert write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample") == other  # a rerun
-    assert other.read_bytes() != before
+    with pytest.warns(UserWarning, match="holds other predictions of 'instir/bm25s-sample'.*set aside as"):
+        assert write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample") == other
+    [aside] = tmp_path.glob("IFIRFiQA_predictions.json.set-aside-*")
+    assert aside.read_bytes() == before and other.read_bytes() != before
+    written = other.read_bytes()
+    write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample")  # the same again: nothing set aside
+    assert other.read_bytes() == written and len(list(tmp_path.glob("*.set-aside-*"))) == 1
     other.write_text('{"default": {}}')
     with raises_saying(UsageError, "holds no predictions"):
         write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample")
