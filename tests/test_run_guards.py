@@ -253,3 +253,20 @@ def test_a_kernel_that_is_not_installed_is_refused_before_the_folder_is_made(tmp
     assert main(["run", "--notebooks", str(NOTEBOOKS), "--out", str(tmp_path / "r"), "--kernel", "python"]) == 2
     says(capsys.readouterr().err, "unknown Jupyter kernel 'python'; did you mean 'python3'?")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_failed_notebooks_error_cannot_drive_the_terminal(tmp_path, capsys, monkeypatch):
+    # on the commit before, FAILED printed the notebook's error as it was: a value holding ESC reached the terminal
+    import instir.pipeline
+    from instir.cli import main
+    from instir.pipeline import NotebookFailed
+
+    def failing(notebooks, parameters, out, **_):
+        result = ReportResult(Path(out), {}, {}, False, "python3", "now", {})
+        raise NotebookFailed("02_retrieval.ipynb, cell 3: ValueError: '\x1b[2J\x1b]0;owned\x07'", result)
+
+    monkeypatch.setattr(instir.pipeline, "run_reports", failing)
+    assert main(["run", "--benchmark", "instructir-sample", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "FAILED: 02_retrieval.ipynb, cell 3: ValueError: '\\x1b[2J" in err

@@ -170,6 +170,7 @@ def register(subparsers) -> None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    from instir.cli.options import TerminalStream
     from instir.pipeline import NOTEBOOK_PATTERN, NotebookFailed, find_notebooks, notebook_parameters, run_reports
 
     if args.out is None:
@@ -182,7 +183,7 @@ def _run_command(args: argparse.Namespace) -> int:
         result = run_reports(notebooks, parameters, args.out, show_code=args.show_code, kernel=args.kernel)
     except NotebookFailed as failed:
         _print_times(failed.result)
-        print(f"\nFAILED: {failed}", file=sys.stderr)
+        print(f"\nFAILED: {failed}", file=TerminalStream(sys.stderr))  # it quotes the notebook's error
         return 1
     _print_times(result)
     return 0
