@@ -9,6 +9,7 @@ The table and the comparisons are printed as well."""
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 from instir.cli.options import (
@@ -19,7 +20,7 @@ from instir.cli.options import (
     positive_int,
     whole_number,
 )
-from instir.errors import UsageError, unknown
+from instir.errors import UsageError, quoted, unknown
 from instir.metrics.measures import PROTOCOLS
 
 
@@ -108,6 +109,10 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
         else:
             run, name = read_run(path), file_system_name(path)
         sidecar = read_sidecar(path) or {}
+        if sidecar and sidecar.get("rows") != len(run):  # its digest matches, yet it was edited: not this run's
+            warnings.warn(f"{path}'s sidecar says {quoted(sidecar.get('rows'))} rows, the run holds {len(run)}: "
+                          "its template and k are not used")
+            sidecar = {}
         resolved = path.resolve()
         listed = resolved.relative_to(out.resolve()).as_posix() if resolved.is_relative_to(out.resolve()) \
             else str(resolved)

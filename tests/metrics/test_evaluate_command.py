@@ -94,6 +94,26 @@ def test_a_run_where_evaluate_writes_in_its_out_is_refused_before_anything_is_wr
     assert run.read_bytes() == before and not (out / "metrics" / "metrics.csv").exists()
 
 
+def test_a_sidecar_whose_rows_are_not_its_runs_is_said_and_not_used(tmp_path, capsys):
+    # on the commit before, a sidecar edited to say 10 rows and k 5 (its digest made to match) was taken at its word:
+    # runs.csv recorded k 5 for a run 100 deep
+    import hashlib
+    import json
+
+    from instir.cli import main
+
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", str(tmp_path)]) == 0
+    run = next(tmp_path.glob("*.trec"))
+    sidecar = run.with_name(run.name + ".json")
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**meta, "rows": 10, "k": 5,
+                                   "trec_sha256": hashlib.sha256(run.read_bytes()).hexdigest()}))
+    with pytest.warns(UserWarning, match="sidecar says 10 rows, the run holds 6690: its template and k are not used"):
+        assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run),
+                     "--out", str(tmp_path / "e")]) == 0
+    assert pd.read_csv(tmp_path / "e" / "runs" / "runs.csv")["k"].isna().all()
+
+
 def test_system_names_come_from_run_file_names_in_every_command(tmp_path):
     # on the commit before, instir mteb-export named a run file e5.run "e5.run" where instir evaluate said "e5"
     from instir.cli.mteb import run_identity
