@@ -383,3 +383,14 @@ def test_a_real_process_keeps_the_traceback_of_a_bug(tmp_path):
             "from instir.cli import main\nsys.exit(main(['summary']))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "Traceback" in done.stderr and "RuntimeError: a bug" in done.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["-p", "k=10", "-p", "k=20"], "-p k=20: k is given twice (also as -p k=10); give it once"),
+    (["--benchmark", "instructir-sample", "-p", "benchmarks=ifir-sample"],
+     "-p benchmarks=ifir-sample: benchmarks is given twice (also as --benchmark); give it once"),
+])
+def test_a_parameter_given_twice_is_refused_not_the_last_one_kept(capsys, tmp_path, argv, said):
+    # on the commit before, the last one won without a word (a grid refuses a duplicate key)
+    assert fails(capsys, "run", *argv, "--out", str(tmp_path / "out")) == f"instir run: {said}"
+    assert not (tmp_path / "out").exists()

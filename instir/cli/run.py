@@ -65,17 +65,22 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
 
     known = known or {}
     params: dict = {}
+    given: dict[str, str] = {}  # how each parameter was given: one way, once (the last one won without a word)
     for option, name in CLI_PARAMETERS.items():
         value = getattr(args, option, None)
         if value is not None:
             params[name] = str(Path(value).resolve()) if isinstance(value, Path) else value
+            given[name] = f"--{option.replace('_', '-')}"
     for item in args.parameter:
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise UsageError(f"-p expects NAME=VALUE, got {item!r}")
         if name in PIPELINE_PARAMETERS:  # set from --out, which would win silently
             raise UsageError(f"-p {name}: the report folder is given as --out, not as a parameter")
+        if name in given:
+            raise UsageError(f"-p {item}: {name} is given twice (also as {given[name]}); give it once")
         params[name] = parse_parameter(raw, known.get(name))
+        given[name] = f"-p {item}"
     given = params.get("benchmarks")
     if isinstance(given, list) and all(isinstance(b, str) for b in given):  # validate_parameters checks the rest
         params["benchmarks"] = benchmark_names(given)  # a collection (followir-sample) stands for its benchmarks
