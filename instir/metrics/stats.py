@@ -23,15 +23,20 @@ N_RESAMPLES = 2_000
 #: The most resamples a test draws: p-values then resolve to 1/100,001, far finer than any level tested;
 #: more only take longer (10^9 would take about 3 hours per comparison: 100,000 took 1.15 s on 86 queries).
 MAX_RESAMPLES = 100_000
+#: The fewest: a p-value then resolves to 1/100 (the usual least for a Monte Carlo test at the 5 % level).
+MIN_RESAMPLES = 99
 _BATCH = 200
 #: Differences within this of each other count as equal (float noise, e.g. (x + c) - x).
 TOLERANCE = 1e-12
 
 
 def check_resamples(n_resamples: object) -> int:
-    """``n_resamples`` when it is a whole number from 1 to :data:`MAX_RESAMPLES`, else a :class:`UsageError`."""
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or not 1 <= n_resamples <= MAX_RESAMPLES:
-        raise UsageError(f"resamples must be a whole number from 1 to {MAX_RESAMPLES:,}, got {n_resamples!r}")
+    """``n_resamples`` when it is a whole number from :data:`MIN_RESAMPLES` to :data:`MAX_RESAMPLES`, else a
+    :class:`UsageError` (one resample gave a "confidence interval" of one point and a p-value of 0.5 or 1)."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or \
+            not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:
+        raise UsageError(f"resamples must be a whole number from {MIN_RESAMPLES} to {MAX_RESAMPLES:,}, "
+                         f"got {n_resamples!r}")
     return n_resamples
 
 

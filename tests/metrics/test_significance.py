@@ -108,16 +108,17 @@ def test_compare_works_on_group_units_and_refuses_unpaired_data():
         paired_tests(frame, "zzz", unit="group")
 
 
-@pytest.mark.parametrize("n", [0, -1, 10**9, 2.5, True, "2000"])
+@pytest.mark.parametrize("n", [0, -1, 1, 98, 10**9, 2.5, True, "2000"])
 def test_a_resample_count_out_of_bounds_is_one_line_not_hours_of_resampling(n, capsys, tmp_path):
-    # on the commit before, instir evaluate --resamples 1000000000 sat at "significance tests 0/4" for hours
+    # instir evaluate --resamples 1000000000 sat at "significance tests 0/4" for hours; later, --resamples 1 printed
+    # a one-point "confidence interval"
     from instir.cli import main
     from instir.errors import UsageError
 
-    with pytest.raises(UsageError, match=r"resamples must be a whole number from 1 to 100,000, got"):
+    with pytest.raises(UsageError, match=r"resamples must be a whole number from 99 to 100,000, got"):
         paired_comparison(np.arange(6.0), np.zeros(6), n_resamples=n)
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(tmp_path / "none.trec"),
                      "--resamples", str(n)]) == 2  # refused before the run is read
         said = capsys.readouterr().err
-        assert said == f"instir evaluate: resamples must be a whole number from 1 to 100,000, got {n}\n"
+        assert said == f"instir evaluate: resamples must be a whole number from 99 to 100,000, got {n}\n"
