@@ -172,6 +172,7 @@ def _print_spread(judging, args: argparse.Namespace) -> None:
 
 def validate_command(args: argparse.Namespace) -> int:
     """Print the agreement table and confusion matrix of a judge on gold pairs."""
+    from instir.judge.outcomes import require_judged
     from instir.judge.validation import check_per_stratum, validate_judge
 
     check_per_stratum(args.per_stratum, "--per-stratum")  # before the benchmark and the judge load
@@ -188,4 +189,5 @@ def validate_command(args: argparse.Namespace) -> int:
     print(result.agreement.round(4).to_string(index=False))
     print()
     print(result.confusion.to_string())
+    require_judged(result.pairs.drop_duplicates(["qid", "docid"])["error"], "no agreement statistic has a value")
     return 0

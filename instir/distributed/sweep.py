@@ -151,8 +151,9 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
     outcome for the record's ``sweep`` section (``state`` done or failed, the counts), the traceback of a step
     that raised in ``sweep/judge.error.txt``. The runs and metrics are written before it, the
     summary after it, whatever it does."""
+    from instir.judge.outcomes import AllJudgmentsFailed
     from instir.stages.compare import paper_tables
-    from instir.stages.judge import AllJudgmentsFailed, judge_runs
+    from instir.stages.judge import judge_runs
 
     spec = grid.judge
     try:

@@ -14,6 +14,7 @@ from typing import get_args
 
 import pandas as pd
 
+from instir.errors import UserError
 from instir.judge.types import Judgment, Weighting
 
 #: Weightings in the order reports list them.
@@ -74,6 +75,23 @@ def error_counts(errors: Iterable[object], limit: int = 5, max_chars: int = 200)
     if len(rest):
         rows.append((f"… {len(rest)} other message(s)", int(rest.sum())))
     return pd.DataFrame(rows, columns=["error", "judgments"])
+
+
+class AllJudgmentsFailed(UserError, RuntimeError):
+    """Every judgment a result needed failed (a dead or misconfigured endpoint): no value exists, so the
+    front end ends non-zero with the reasons counted rather than as a success."""
+
+
+def require_judged(errors: Iterable[object], what: str) -> None:
+    """Raise :class:`AllJudgmentsFailed`, the failures counted by reason, when there are judgments (one error
+    each, ``None``/NaN = success) and every one failed; ``what`` says what then has no value. The front ends
+    call it after showing and writing what failed."""
+    errors = pd.Series(list(errors), dtype="object")
+    if not len(errors) or errors.notna().sum() < len(errors):
+        return
+    counts = error_counts(errors, limit=3, max_chars=160)
+    reasons = "; ".join(f"{row.judgments}x {row.error}" for row in counts.itertuples(index=False))
+    raise AllJudgmentsFailed(f"all {len(errors)} judgments failed, so {what}: {reasons}")
 
 
 def failure_statement(what: str, errors: Iterable[object]) -> str:

@@ -22,10 +22,9 @@ from instir import atomic
 from instir.benchmarks import catalog
 from instir.benchmarks.catalog import collection_of
 from instir.benchmarks.types import Benchmark
-from instir.errors import UserError
 from instir.judge import stability
 from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
-from instir.judge.outcomes import error_counts
+from instir.judge.outcomes import error_counts, require_judged
 from instir.judge.validation import ValidationResult, agreement, check_per_stratum, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
 from instir.parameters import benchmark_names, depth
@@ -128,11 +127,6 @@ class InstFolTables:
     results: list[InstFolResult] = field(default_factory=list)
 
 
-class AllJudgmentsFailed(UserError, RuntimeError):
-    """Every judgment InstFol needed failed (a dead or misconfigured endpoint): no InstFol value
-    exists, so the front end ends non-zero with the reasons counted rather than as a success."""
-
-
 def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Sequence[InstFolResult]) -> InstFolTables:
     """Join the InstFol results of ``pairs`` (same order) into ``judge/``'s InstFol files,
     written as one set (:func:`instir.atomic.write_files`)."""
@@ -185,13 +179,7 @@ class Judging:
         """Raise :class:`AllJudgmentsFailed`, the failures counted by reason, when every judgment
         InstFol needed failed; the front ends call it after showing and writing what failed
         (notebook 04 as its last cell, ``instir judge`` after its tables, the sweep's judge step)."""
-        costs, positions = self.instfol.costs, self.instfol.positions
-        needed = int(costs["unique_requests"].sum()) if len(costs) else 0
-        if not needed or int(costs["failed_judgments"].sum()) < needed:
-            return
-        counts = error_counts(positions.drop_duplicates(["qid", "docid"])["error"], limit=3, max_chars=160)
-        reasons = "; ".join(f"{row.judgments}x {row.error}" for row in counts.itertuples(index=False))
-        raise AllJudgmentsFailed(f"all {needed} judgments failed, so InstFol has no value: {reasons}")
+        require_judged(self.instfol.positions.drop_duplicates(["qid", "docid"])["error"], "InstFol has no value")
 
     @property
     def validated(self) -> bool:

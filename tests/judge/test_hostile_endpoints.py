@@ -158,3 +158,20 @@ def test_instir_judge_whose_judgments_all_fail_ends_non_zero_with_the_reasons_co
     assert re.fullmatch(r"instir judge: all (\d+) judgments failed, so InstFol has no value: \1x HTTP 302 redirect to "
                         r"http://127\.0\.0\.1:9/v1 \(not followed, .*\)", err[0]), err[0]
     assert (tmp_path / "report" / "judge" / "instfol_positions.csv").is_file()  # the failures stay readable
+
+
+def test_judge_validate_whose_judgments_all_fail_ends_non_zero_with_the_reasons_counted(tmp_path, capsys,
+                                                                                        monkeypatch):
+    # on the commit before, it printed tables of NaN, never said why, and ended with 0
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("INSTIR_PROGRESS", "0")
+    with FakeChatServer(responder=lambda body: Reply(302, "", {"Location": "http://127.0.0.1:9/v1"})) as server:
+        code = main(["judge-validate", "--benchmark", "ifir-sample/fiqa", "--backend", "openai", "--model",
+                     "fake-model", "--base-url", server.url, "--per-stratum", "1",
+                     "--cache", str(tmp_path / "j.sqlite")])
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code != 0 and len(err) == 1, err
+    assert re.fullmatch(r"instir judge-validate: all (\d+) judgments failed, so no agreement statistic has a value: "
+                        r"\1x HTTP 302 redirect to http://127\.0\.0\.1:9/v1 \(not followed, .*\)", err[0]), err[0]
+    assert "judge validation on" in captured.out  # the tables (of failures) are printed first
