@@ -210,6 +210,12 @@ class Benchmark:
         tag = " (bundled SAMPLE, not the benchmark)" if self.is_sample else ""
         return f"{self.name} [{self.setting}]{tag}"
 
+    def rankable(self) -> int:
+        """The most documents a run can rank for one query: the longest candidate list where queries have
+        their own (FollowIR's ``top_ranked``, IFIR's ``candidates``), else the corpus less a self-hit."""
+        lists = self.meta.get("top_ranked") or self.meta.get("candidates")
+        return max(map(len, lists.values()), default=0) if lists else len(self.corpus) - 1
+
     def groups(self) -> dict[str, list[str]]:
         """Query ids per group, in query order."""
         out: dict[str, list[str]] = {}

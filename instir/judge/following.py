@@ -20,6 +20,7 @@ Where the kit departs from the official release, the reason is kept once, as dat
 from __future__ import annotations
 
 import math
+import warnings
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -196,6 +197,10 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
+    depth = max((len(ranked) for by_qid in lists.values() for ranked in by_qid.values()), default=0)
+    if 0 < depth < min(k, benchmark.rankable()):  # as evaluate says of a cutoff past a run's depth
+        warnings.warn(f"the runs rank at most {depth} passages per instance, fewer than k = {k}: this InstFol@{k} "
+                      f"judges their top {depth} (retrieve at k = {k} for InstFol@{k})")  # said once: each repeat asks
     requests, slots = _judge_requests(benchmark, selected, lists)
     judgments = judge.judge(list(requests)) if requests else []
     positions = _positions(slots, judgments)

@@ -182,12 +182,12 @@ class Scorer:
             per_group.append(pairs.assign(system=system))
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
                                   checks={system: check},
-                                  notes=self.depth_notes(system, check.depth, rankable(benchmark)))
+                                  notes=self.depth_notes(system, check.depth, benchmark.rankable()))
 
     def depth_notes(self, system: str, depth: int, most: int) -> list[str]:
         """A note when a run ranks fewer documents per query (``depth``; 0: not known) than a measure's cutoff and
-        than a query can have ranked (``most``, :func:`rankable`): trec_eval counts the ranks past its depth as
-        non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
+        than a query can have ranked (``most``, :meth:`Benchmark.rankable`): trec_eval counts the ranks past its
+        depth as non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
         cutoffs = {m.name: int(m.cutoff if isinstance(m, Native) else m.measure.params.get("cutoff") or 0)
                    for m in (*self.standard, *self.native)}
         deeper = [name for name, cutoff in cutoffs.items() if min(cutoff, most) > depth]
@@ -195,13 +195,6 @@ class Scorer:
             return []
         return [f"{system}: ranks at most {depth} documents per query, fewer than the cutoff of {', '.join(deeper)}: "
                 f"the ranks past {depth} count as non-relevant (retrieve at k = {max(cutoffs.values())} for these)"]
-
-
-def rankable(benchmark: Benchmark) -> int:
-    """The most documents a run can rank for one query of ``benchmark``: its longest candidate list where its
-    queries have their own (FollowIR's ``top_ranked``, IFIR's ``candidates``), else the corpus less a self-hit."""
-    lists = benchmark.meta.get("top_ranked") or benchmark.meta.get("candidates")
-    return max(map(len, lists.values()), default=0) if lists else len(benchmark.corpus) - 1
 
 
 def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[object] | None = None, *,

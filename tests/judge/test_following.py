@@ -120,6 +120,15 @@ def test_instfol_per_instance_by_hand(toy):
     assert missing["error"].tolist() == ["document not in the corpus"] and missing["weighted"].isna().all()
 
 
+def test_a_k_past_the_runs_depth_is_said_not_printed_as_instfol_at_k_alone(toy):
+    # on the commit before, instir judge --k 1000000 on runs 100 deep printed InstFol@1000000 without a word
+    judge = ScriptedJudge(SCORES)
+    with pytest.warns(UserWarning, match="the runs rank at most 3 passages per instance, fewer than k = 5: this "
+                                         "InstFol@5 judges their top 3"):
+        deep = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=5)
+    assert deep.instances.equals(instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3).instances)
+
+
 def test_both_lists_are_judged_against_the_instance_instruction_once_per_distinct_pair(toy):
     judge = ScriptedJudge(SCORES)
     result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3)
