@@ -93,7 +93,7 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
     ``mteb_model_meta`` gives), listed by its path (relative to ``out`` when inside it)."""
     from instir.report.layout import ReportLayout
     from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
-    from instir.retrieval.runs import read_run, read_sidecar
+    from instir.retrieval.runs import read_run, read_sidecar, refuse_unanswered
     from instir.stages.evaluate import as_scored
     from instir.stages.retrieve import listed_row
 
@@ -108,6 +108,7 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
             run, name = as_scored(predictions, benchmark, protocol), predictions.model_name or path.stem
         else:
             run, name = read_run(path), file_system_name(path)
+            refuse_unanswered(run, run.df["qid"].unique(), benchmark.queries, benchmark.name)  # before any writing
         sidecar = read_sidecar(path) or {}
         if sidecar and sidecar.get("rows") != len(run):  # its digest matches, yet it was edited: not this run's
             warnings.warn(f"{path}'s sidecar says {quoted(sidecar.get('rows'))} rows, the run holds {len(run)}: "

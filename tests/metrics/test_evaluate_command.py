@@ -215,7 +215,7 @@ def test_a_run_of_another_benchmark_is_refused_in_every_scoring_path(instructir_
         evaluate_runs({"fiqa": read_run(run)}, instructir_sample)
     with pytest.raises(UsageError, match="answers none of the 86 queries"):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(tmp_path / "r")])
-    assert not (tmp_path / "r" / "metrics" / "metrics.csv").exists()
+    assert not (tmp_path / "r").exists()  # refused before anything is written (runs.csv was, beside old metrics)
 
 
 def test_a_run_that_ranks_the_whole_corpus_gets_no_depth_note(tmp_path):
