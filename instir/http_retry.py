@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from instir.errors import UsageError
+from instir.parameters import count_within
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,7 @@ MAX_CONCURRENCY = 64
 def check_concurrency(value: object, what: str = "concurrency") -> int:
     """``value`` as a count of requests in flight, refused in one line when it is no whole number
     in 1..:data:`MAX_CONCURRENCY` (a typo of 10,000 would start that many threads against a paid API)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
-        raise UsageError(f"{what} must be a whole number from 1 to {MAX_CONCURRENCY}, got {value!r}")
-    return value
+    return count_within(value, 1, MAX_CONCURRENCY, what)
 
 
 def client(base_url: str, timeout_s: float) -> httpx.Client:

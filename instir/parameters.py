@@ -75,6 +75,15 @@ def depth(value: object, parameter: str = "k", *, where: str | None = None) -> i
     return value
 
 
+def count_within(value: object, low: int, high: int, what: str) -> int:
+    """``value`` when it is a whole number from ``low`` to ``high``, else a :class:`UsageError` naming ``what``:
+    the one rule of the bounded counts (resamples, repeats, pairs per stratum, requests at once), where one
+    wrong keystroke would mean hours of work or a million paid calls."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UsageError(f"{what} must be a whole number from {low:,} to {high:,}, got {value!r}")
+    return value
+
+
 def positive_number(value: object, *, where: str) -> float:
     """A positive finite number (a rate, a timeout)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:

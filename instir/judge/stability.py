@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError
 from instir.judge.cache import CachedJudge
 from instir.judge.following import K, aggregate, instfol
+from instir.parameters import count_within
 from instir.progress import tqdm
 from instir.retrieval.runs import Run
 
@@ -55,9 +55,7 @@ STABILITY_COLUMNS = [
 
 def check_repeats(repeats: object) -> int:
     """``repeats`` when it is a whole number from 1 to :data:`MAX_REPEATS`, else a :class:`UsageError`."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
-        raise UsageError(f"repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
-    return repeats
+    return count_within(repeats, 1, MAX_REPEATS, "repeats")
 
 
 def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark,

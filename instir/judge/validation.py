@@ -33,10 +33,10 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
 from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError
 from instir.judge.following import stratum_rng
 from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.types import LABELS, Judge, JudgeRequest
+from instir.parameters import count_within
 
 GRADE = {label: grade for grade, label in enumerate(LABELS)}
 
@@ -51,9 +51,7 @@ MAX_PER_STRATUM = 10_000
 def check_per_stratum(value: object, what: str = "per_stratum") -> int:
     """``value`` when it is a whole number from 1 to :data:`MAX_PER_STRATUM`, else a :class:`UsageError`
     naming ``what`` (10^23 drew negatives for ever)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PER_STRATUM:
-        raise UsageError(f"{what} must be a whole number from 1 to {MAX_PER_STRATUM:,}, got {value!r}")
-    return value
+    return count_within(value, 1, MAX_PER_STRATUM, what)
 
 
 def gold_pairs(benchmark: Benchmark, per_stratum: int = 20, seed: int = 0) -> pd.DataFrame:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from instir.errors import UsageError
+from instir.parameters import count_within
 from instir.progress import tqdm
 
 #: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001), and the
@@ -33,11 +34,7 @@ TOLERANCE = 1e-12
 def check_resamples(n_resamples: object) -> int:
     """``n_resamples`` when it is a whole number from :data:`MIN_RESAMPLES` to :data:`MAX_RESAMPLES`, else a
     :class:`UsageError` (one resample gave a "confidence interval" of one point and a p-value of 0.5 or 1)."""
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or \
-            not MIN_RESAMPLES <= n_resamples <= MAX_RESAMPLES:
-        raise UsageError(f"resamples must be a whole number from {MIN_RESAMPLES} to {MAX_RESAMPLES:,}, "
-                         f"got {n_resamples!r}")
-    return n_resamples
+    return count_within(n_resamples, MIN_RESAMPLES, MAX_RESAMPLES, "resamples")
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
