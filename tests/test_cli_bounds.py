@@ -205,3 +205,12 @@ def test_a_fifo_where_evaluate_only_looks_is_passed_over_not_waited_on(capsys, t
     assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(out)]) == 0
     assert "nDCG@10" in capsys.readouterr().out and fifo.is_fifo()  # read as no sidecar / not the kit's table
 
+
+
+def test_a_card_whose_model_is_no_hugging_face_id_is_refused_in_one_line(capsys, tmp_path):
+    # one rule for every model name: a card's too (it went to the Hub, which printed the raw escape)
+    cards = tmp_path / "cards.toml"
+    cards.write_text(CARDS.format(model="org/\\u001b[2Jx"))
+    line = fails(capsys, "retrieve", "--system", "mine-st", "--cards", str(cards), "--benchmark",
+                 "instructir-sample", "--out", str(tmp_path / "runs"))
+    assert line.startswith("instir retrieve: system 'mine-st', field 'model': org/\\x1b[2Jx: neither a local folder")

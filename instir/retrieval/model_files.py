@@ -37,20 +37,21 @@ RECORD = "description.json"
 LIBRARIES = ("sentence-transformers", "transformers", "torch", "peft")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
-
 #: what a local model folder must hold for each adapter (any one of the names); others: ``config.json``
 LOCAL_CONFIG_FILES = {"sentence-transformers": ("modules.json", "config.json"),
                       "peft-decoder": ("adapter_config.json", "config.json")}
 #: suffixes of weight files (``model.safetensors``, ``pytorch_model.bin``, shards and their index, LoRA adapters …)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".index.json")
 
+
 def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str | None:
     """Why ``model`` (a card's ``model``, or its ``base_model`` when ``base``) cannot be loaded from
     the local folder it names (``not found``, ``a file, not a model folder``, ``a folder without
     config.json (not a hf-mean-pool model)``, ``config.json but no weights …``); None when it is a
     folder holding the config the adapter reads (:data:`LOCAL_CONFIG_FILES`) and weights, or no
-    local path at all (a Hugging Face id: :func:`system_status` looks in the cache for those). A
-    name starting with ``/``, ``./``, ``../`` or ``~``, or one that exists on disk, is a local path."""
+    local path at all (a Hugging Face id: :func:`instir.systems.registry.system_status` looks in the cache
+    for those). A name starting with ``/``, ``./``, ``../`` or ``~``, or one that exists on disk, is a local
+    path."""
     if not model:
         return None
     path = Path(model).expanduser()

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError
 from instir.formatting import Template
-from instir.retrieval.model_files import is_local_path, local_model_problem
+from instir.retrieval.model_files import is_local_path, local_model_problem, model_name_problem
 from instir.retrieval.runs import Run
 from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
 from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards
@@ -123,7 +123,7 @@ def unavailable_from_card(card: SystemCard, **_: object):
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked."""
     check_dependencies(card)
-    check_models(card)
+    check_local_models(card)
     factory = _resolve(ADAPTERS[card.adapter][1])
     accepted = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
@@ -174,12 +174,13 @@ def _local_models(card: SystemCard) -> list[tuple[str, str, bool]]:
                                                           ("model", card.model, False)) if model]
 
 
-def check_models(card: SystemCard) -> None:
-    """Raise :class:`instir.errors.UsageError` naming the card and field when a local model folder
-    cannot be what the adapter loads (:func:`local_model_problem`), before the adapter tries (the
-    libraries answer a folder such as ``/etc`` with a ``ValueError`` traceback)."""
+def check_local_models(card: SystemCard) -> None:
+    """Raise :class:`instir.errors.UsageError` naming the card and field when a model is no Hugging Face id
+    or a local model folder cannot be what the adapter loads (:func:`model_name_problem`,
+    :func:`local_model_problem`), before the adapter tries (the libraries answer a folder such as ``/etc``
+    with a ``ValueError`` traceback)."""
     for role, model, base in _local_models(card):
-        why = local_model_problem(model, card.adapter, base=base)
+        why = model_name_problem(model) or local_model_problem(model, card.adapter, base=base)
         if why:
             raise UsageError(f"system {card.name!r}, field '{role}': {model}: {why}")
 
@@ -255,7 +256,7 @@ def check_weights_reachable(card: SystemCard, cards: Mapping[str, SystemCard] | 
         for role in ("dense", "lexical"):
             check_weights_reachable(get_card(card.params[role], cards), cards)
         return
-    check_models(card)  # a local folder's own problem first
+    check_local_models(card)  # a local folder's own problem first
     for weights in card_weights(card, cards):
         if weights.present or hub_reachable():
             continue
@@ -305,7 +306,7 @@ def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = Non
         env = card.params.get("api_key_env", "OPENAI_API_KEY")
         return (True, "") if os.environ.get(env) else (False, f"API key variable {env} is not set")
     for role, model, base in _local_models(card):
-        why = local_model_problem(model, card.adapter, base=base)
+        why = model_name_problem(model) or local_model_problem(model, card.adapter, base=base)
         if why:
             return False, f"{role} = {model}: {why}"
     for weights in card_weights(card, cards):
