@@ -27,6 +27,7 @@ adapter or template, missing or mistyped field, duplicate name) is one
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -185,14 +186,12 @@ def _bm25_param_problem(key: str, value: Any) -> str | None:
         return None if all(isinstance(word, str) for word in value) else "a list of words"
     if value in ("none", "lucene"):
         return None
-    import bm25s
+    if isinstance(value, str):
+        import bm25s
 
-    try:
-        if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # a language bm25s does not know
             bm25s.tokenize(["a"], stopwords=value, show_progress=False)
             return None
-    except ValueError:
-        pass
     return "'none', 'lucene', a bm25s language such as 'en', or a list of words"
 
 
