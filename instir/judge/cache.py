@@ -25,6 +25,7 @@ manager, or at the latest at exit) checkpoints its log into the file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -137,6 +138,10 @@ class JudgmentCache:
         """Take the stored row of ``key`` as unreadable: the next :meth:`store` of it replaces it."""
         with self._store.lock:
             self._unreadable.add((backend, model, *key))
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """The cache held for a whole judging (:meth:`instir.sqlite_store.SQLiteStore.exclusive`)."""
+        return self._store.exclusive()
 
     def close(self) -> None:
         """Checkpoint the write-ahead log into the database file and close the connection; when
@@ -294,7 +299,12 @@ class CachedJudge:
 
     def judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None = None) -> list[Judgment]:
         """Judgments for every request, in input order: stored ones (``from_cache=True``) and
-        fresh ones from the backend."""
+        fresh ones from the backend. One process judges into a cache at a time (:meth:`JudgmentCache.exclusive`):
+        two sharing it paid for the same judgments twice."""
+        with self.cache.exclusive():
+            return self._judge(requests, on_result)
+
+    def _judge(self, requests: Sequence[JudgeRequest], on_result: OnResult | None) -> list[Judgment]:
         keys = [request_key(r, self.repeat) for r in requests]
         found = self.cache.lookup(self.name, self.model, keys)
         out: list[Judgment | None] = [None] * len(requests)
