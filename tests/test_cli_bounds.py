@@ -214,3 +214,20 @@ def test_a_card_whose_model_is_no_hugging_face_id_is_refused_in_one_line(capsys,
     line = fails(capsys, "retrieve", "--system", "mine-st", "--cards", str(cards), "--benchmark",
                  "instructir-sample", "--out", str(tmp_path / "runs"))
     assert line.startswith("instir retrieve: system 'mine-st', field 'model': org/\\x1b[2Jx: neither a local folder")
+
+
+def test_a_model_option_neither_cached_nor_downloadable_is_one_line_at_once(capsys, tmp_path, monkeypatch):
+    # on the commit before, offline, rerank and retrieve --model org/name spent 49 s and 76 s in the Hub client's
+    # retries before its error; a card's model was refused at once (one rule now, model_files.check_model)
+    from instir.retrieval import model_files
+
+    monkeypatch.setattr(model_files, "hub_reachable", lambda: False)
+    run = tmp_path / "run.trec"
+    run.write_text("q Q0 d 1 1.0 t\n")
+    for argv in (["retrieve", "--retriever", "dense", "--out", str(tmp_path / "runs")],
+                 ["rerank", "--reranker", "cross-encoder", "--run", str(run), "--out", str(tmp_path / "re")],
+                 ["judge-validate", "--backend", "hf"]):
+        line = fails(capsys, *argv, "--model", "org/not-cached", "--benchmark", "instructir-sample")
+        assert line == (f"instir {argv[0]}: model org/not-cached is not in the Hugging Face cache and the Hub cannot "
+                        "be reached (offline): run `huggingface-cli download org/not-cached` where there is network, "
+                        "or point HF_HOME at a cache that holds it")

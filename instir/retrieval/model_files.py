@@ -17,11 +17,14 @@ branch may have moved, and the loader would fetch its newest files).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from instir import atomic
 from instir.errors import UsageError
@@ -90,12 +93,57 @@ def model_name_problem(model: str) -> str | None:
 
 
 def check_model(model: str | None, adapter: str = "", what: str = "model") -> None:
-    """Refuse in one line a ``model`` that is no Hugging Face id (:func:`model_name_problem`) or a local folder
-    that cannot be what ``adapter`` loads (:func:`local_model_problem`), before the library tries: it answers
-    an empty folder with a traceback, and a name holding an escape sequence after a try at the Hub."""
+    """Refuse in one line a ``model`` that is no Hugging Face id (:func:`model_name_problem`), a local folder
+    that cannot be what ``adapter`` loads (:func:`local_model_problem`), or weights neither in the Hugging Face
+    cache nor downloadable (offline), before the library tries: it answers an empty folder with a traceback, a
+    name holding an escape sequence after a try at the Hub, and missing weights after a minute of retries."""
     why = model_name_problem(model or "") or local_model_problem(model or "", adapter)
     if why:
         raise UsageError(f"{what} {model}: {why}")
+    if model and not weights_present(model) and not hub_reachable():
+        raise UsageError(f"{what} {model} is not in the Hugging Face cache and the Hub cannot be reached (offline): "
+                         f"run `huggingface-cli download {model}` where there is network, or point HF_HOME at a "
+                         "cache that holds it")
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether weights can be downloaded now: not with ``HF_HUB_OFFLINE`` set, nor when the Hub's host
+    (``HF_ENDPOINT``) takes no connection within ``timeout_s``; asked once per process."""
+    return _hub_reachable(timeout_s)
+
+
+@functools.cache
+def _hub_reachable(timeout_s: float) -> bool:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return False
+    endpoint = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or (80 if endpoint.scheme == "http" else 443)),
+                                 timeout_s).close()
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def weights_present(model: str, revision: str = "") -> bool:
+    """A local directory, or a Hugging Face cache snapshot holding the repo's config."""
+    if not model:
+        return True
+    if Path(model).expanduser().is_dir():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in ("config.json", "adapter_config.json", "modules.json"):
+        try:
+            hit = try_to_load_from_cache(model, filename, revision=revision or None)
+        except Exception:  # noqa: BLE001 - a malformed id is simply not present
+            return False
+        if isinstance(hit, str):
+            return True
+    return False
+
 
 
 def model_folder(model: str, revision: str | None = None, *, download: bool = False) -> Path | None:

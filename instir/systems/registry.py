@@ -8,21 +8,23 @@ are passed through.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import inspect
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit
 
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError
 from instir.formatting import Template
-from instir.retrieval.model_files import is_local_path, local_model_problem, model_name_problem
+from instir.retrieval.model_files import (
+    hub_reachable,
+    is_local_path,
+    local_model_problem,
+    model_name_problem,
+    weights_present,
+)
 from instir.retrieval.runs import Run
 from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
 from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards
@@ -185,27 +187,6 @@ def check_local_models(card: SystemCard) -> None:
             raise UsageError(f"system {card.name!r}, field '{role}': {model}: {why}")
 
 
-def hub_reachable(timeout_s: float = 3.0) -> bool:
-    """Whether weights can be downloaded now: not with ``HF_HUB_OFFLINE`` set, nor when the Hub's host
-    (``HF_ENDPOINT``) takes no connection within ``timeout_s``; asked once per process."""
-    return _hub_reachable(timeout_s)
-
-
-@functools.cache
-def _hub_reachable(timeout_s: float) -> bool:
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        return False
-    endpoint = urlsplit(constants.ENDPOINT)
-    try:
-        socket.create_connection((endpoint.hostname, endpoint.port or (80 if endpoint.scheme == "http" else 443)),
-                                 timeout_s).close()
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
-
-
 #: Hugging Face organisations whose repositories are gated: a download needs the licence accepted on the model's page
 #: and ``huggingface-cli login`` (Meta's Llama 2 licence; Mistral AI's sharing of contact details)
 GATED_ORGS = ("meta-llama/", "mistralai/")
@@ -241,7 +222,7 @@ def card_weights(card: SystemCard, cards: Mapping[str, SystemCard] | None = None
     for role, model, base in _local_models(card):
         revision = "" if base else card.revision
         local = model == BUNDLED_MODEL_ID or is_local_path(model)
-        found.append(Weights(role, model, revision, local or _weights_present(model, revision),
+        found.append(Weights(role, model, revision, local or weights_present(model, revision),
                              not local and model.startswith(GATED_ORGS)))
     return found
 
@@ -263,24 +244,6 @@ def check_weights_reachable(card: SystemCard, cards: Mapping[str, SystemCard] | 
         raise UsageError(f"system {card.name!r}, field '{weights.role}': {weights.model} is not in the Hugging Face "
                          f"cache and the Hub cannot be reached (offline): run `{weights.download}` where there is "
                          "network, or point HF_HOME at a cache that holds it")
-
-
-def _weights_present(model: str, revision: str = "") -> bool:
-    """A local directory, or a Hugging Face cache snapshot holding the repo's config."""
-    if not model:
-        return True
-    if Path(model).expanduser().is_dir():
-        return True
-    from huggingface_hub import try_to_load_from_cache
-
-    for filename in ("config.json", "adapter_config.json", "modules.json"):
-        try:
-            hit = try_to_load_from_cache(model, filename, revision=revision or None)
-        except Exception:  # noqa: BLE001 - a malformed id is simply not present
-            return False
-        if isinstance(hit, str):
-            return True
-    return False
 
 
 def system_status(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> tuple[bool, str]:
