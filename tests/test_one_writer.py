@@ -129,3 +129,19 @@ def test_the_same_runs_at_the_same_k_replace_a_sweeps_rows(swept, tmp_path):
     assert len(table) == 2 and set(table["written_by"]) == {"notebooks"}
     retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)  # its own rows: a notebook replaces them freely
     assert set(pd.read_csv(out / "runs" / "runs.csv")["benchmark"]) == {"instructir-sample"}
+
+
+def test_a_sweep_that_would_drop_the_notebooks_runs_is_refused_before_it_writes_anything(tmp_path):
+    # on the commit before, the sweep replaced data/statistics.csv and wrote its cells' runs, then refused runs.csv
+    from instir.stages.explore import describe_benchmarks
+
+    out = tmp_path / "r"
+    describe_benchmarks(out, ["instructir-sample"])
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    kept = ("report.json", ".instir-run.lock")  # the record and the lock's holder line change, nothing else
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name not in kept}
+    grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20}, "grid.yaml")
+    with raises_saying(UsageError, "lists 2 run(s) written by notebooks that instir sweep would drop"):
+        run_sweep(grid, out, executor="serial")
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name not in kept}
+    assert after == before

@@ -24,7 +24,7 @@ from instir.benchmarks.catalog import FAMILIES_VAR
 from instir.distributed.cells import CellResult, collect, import_collect, one_line, run_cell, write_summary
 from instir.distributed.grid import Grid
 from instir.progress import tqdm
-from instir.report.layout import LoadedBenchmarks
+from instir.report.layout import LoadedBenchmarks, ReportLayout
 from instir.report.lock import FolderLock
 from instir.stages.plan import PlannedRun
 from instir.systems.specs import SystemSpec
@@ -107,9 +107,13 @@ def _sweep(grid: Grid, out: Path, *, executor: str, address: str | None, num_cpu
            encoder_actors: int | None) -> SweepReport:
     """:func:`run_sweep` once the folder's lock is held."""
     from instir.stages.explore import describe_benchmarks
+    from instir.stages.retrieve import front_end, refuse_dropping
 
     start = time.perf_counter()
     cells = grid.cells()
+    # before anything is written (the statistics were replaced, then runs.csv refused, leaving a mixed folder)
+    refuse_dropping(ReportLayout(out), [(c.benchmark, c.setting, c.label, c.variant, c.k) for c in cells],
+                    front_end(out))
     judged: dict[str, Any] = {}
     loaded = LoadedBenchmarks(grid.data_root, record_in=out)  # the driver's: every benchmark read once here
     try:
