@@ -23,6 +23,7 @@ from typing import Any
 from instir.benchmarks.catalog import FAMILIES_VAR
 from instir.distributed.cells import CellResult, collect, import_collect, one_line, run_cell, write_summary
 from instir.distributed.grid import Grid
+from instir.errors import UserError
 from instir.progress import tqdm
 from instir.report.layout import LoadedBenchmarks, ReportLayout
 from instir.report.lock import FolderLock
@@ -382,7 +383,10 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
             continue
         for system in dense_systems:
             factory = system.factory(grid.cache_dir)
-            retriever = factory()
+            try:
+                retriever = factory()
+            except UserError:  # a model that cannot load here: its cells report it, one line each
+                continue
             if dense_part(retriever) is None:
                 continue
             spec = bench.spec
