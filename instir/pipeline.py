@@ -240,7 +240,12 @@ def notebook_parameters(notebooks: Sequence[Path]) -> dict[str, NotebookParamete
 
     found: dict[str, NotebookParameter] = {}
     for path in notebooks:
-        for name, info in papermill.inspect_notebook(str(path)).items():
+        try:
+            inspected = papermill.inspect_notebook(str(path))
+        except Exception as err:  # noqa: BLE001 - nbformat raises several kinds for a file that is no notebook
+            raise UsageError(f"{path}: not a notebook papermill can read ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())[:200]})") from None
+        for name, info in inspected.items():
             if name in found:
                 found[name] = replace(found[name], notebooks=(*found[name].notebooks, path.name))
                 continue

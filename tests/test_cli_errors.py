@@ -394,3 +394,13 @@ def test_a_parameter_given_twice_is_refused_not_the_last_one_kept(capsys, tmp_pa
     # on the commit before, the last one won without a word (a grid refuses a duplicate key)
     assert fails(capsys, "run", *argv, "--out", str(tmp_path / "out")) == f"instir run: {said}"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_notebook_that_is_no_json_is_one_line_naming_it(capsys, tmp_path):
+    # on the commit before: nbformat's NotJSONError, a 48-line traceback
+    notebooks = tmp_path / "nbs"
+    notebooks.mkdir()
+    (notebooks / "00_x.ipynb").write_text("{")
+    line = fails(capsys, "run", "--notebooks", str(notebooks), "--out", str(tmp_path / "out"))
+    assert line.startswith(f"instir run: {notebooks / '00_x.ipynb'}: not a notebook papermill can read (NotJSONError")
+    assert not (tmp_path / "out").exists()
