@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
+from instir.errors import unknown
 from instir.judge.scoring import progress_bar
 from instir.judge.types import JudgeRequest, Judgment, OnResult
 
@@ -37,6 +38,10 @@ def _content_terms(text: str) -> set[str]:
     return set(stemmer.stemWords([w for w in re.findall(r"\w+", text.lower()) if w not in stopwords]))
 
 
+#: What a baseline judge's model names: its method.
+BASELINE_METHODS = ("lexical", "embedding")
+
+
 class BaselineJudge:
     """A judge with no LLM, for measuring how much an LLM judge adds (``weighting="baseline"``).
 
@@ -50,8 +55,8 @@ class BaselineJudge:
 
     def __init__(self, method: Literal["lexical", "embedding"] = "lexical", *, batch_size: int = 64,
                  progress: bool = True):
-        if method not in ("lexical", "embedding"):
-            raise ValueError(f"unknown baseline method {method!r} (lexical or embedding)")
+        if method not in BASELINE_METHODS:
+            raise unknown("baseline judge method", method, BASELINE_METHODS, more=" (the model of a baseline judge)")
         self.method = method
         self.name = f"baseline-{method}"
         self.model = "stemmed-term-overlap" if method == "lexical" else "all-MiniLM-L6-v2"

@@ -147,6 +147,12 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
     for key in ("timeout_s", "requests_per_minute"):
         if values.get(key) is not None:
             checked[key] = positive_number(values[key], where=where(f"judge.{key}"))
+    if backend == "baseline" and checked.get("model"):  # notebook 04 would fail on it after the chain ran
+        from instir.judge.baseline import BASELINE_METHODS
+
+        if checked["model"] not in BASELINE_METHODS:
+            said = unknown("baseline judge method", checked["model"], BASELINE_METHODS)
+            raise UsageError(f"{where('judge.model')}: {said}")
     if backend == "openai" and not checked.get("model"):
         raise UsageError(f"{where('judge.model')}: the openai backend needs a model (the name the server serves)")
     refuse_url_credentials(checked.get("base_url"), where("judge.base_url"))

@@ -46,6 +46,9 @@ MISTAKES = [  # (grid fields, notebook parameters, what both say after their "wh
      ("max_instances", "whole number of at least 1", "got 0")),
     ({"judge": {"backend": "baseline", "timeout_s": -1}}, {"judge_timeout_s": -1.0},
      ("timeout_s", "positive number", "got -1")),
+    # was accepted: notebook 04 failed on it after the chain had run (a grid's sweep ran every cell first)
+    ({"judge": {"backend": "baseline", "model": "lexicl"}}, {"judge_backend": "baseline", "judge_model": "lexicl"},
+     ("judge", "model", "unknown baseline judge method 'lexicl'", "did you mean 'lexical'?")),
 ]
 
 
