@@ -92,5 +92,7 @@ def test_embedding_baseline_ranks_a_relevant_passage_above_an_unrelated_one():
 
 
 def test_unknown_baseline_method_is_an_error():
-    with pytest.raises(ValueError, match="lexical or embedding"):
+    from instir.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="unknown baseline judge method 'bm25'.* known: lexical, embedding"):
         BaselineJudge("bm25")
