@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from instir import atomic
 from instir.inputs import file_problem
@@ -48,13 +48,24 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
+def _in_folder(name: str) -> str:
+    """A file name in the report folder itself (no path: an edited record cannot link outside it)."""
+    if name and not atomic.plain_name(name):
+        raise ValueError(f"{name!r} is not a file name in the report folder")
+    return name
+
+
+#: A file of the report folder, by its name there.
+FileName = Annotated[str, AfterValidator(_in_folder)]
+
+
 class NotebookEntry(_Part):
     """One notebook ``instir run`` ran: file names relative to the folder, its status and times."""
 
     name: str
     source: str = ""
-    executed: str = ""
-    html: str | None = None
+    executed: FileName = ""
+    html: FileName | None = None
     wall_s: float | None = None
     render_s: float | None = None
     status: str = "unknown"
@@ -86,7 +97,7 @@ class StageRun(_Part):
 class Page(_Part):
     """A notebook's HTML page and the stage run (``stamp``) it shows."""
 
-    html: str
+    html: FileName
     rendered: str = ""
     stamp: str | None = None
 

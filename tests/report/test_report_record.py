@@ -24,6 +24,10 @@ DAMAGED = [
      ["stages"]),
     ("datasets as a string", {**GOOD, "datasets": "instructir"}, ["datasets"]),
     ("a manifest whose git is a list", {**GOOD, "manifest": {"git": ["abc"]}}, ["manifest"]),
+    # was linked from the parent index as href="a/../../../etc/passwd"
+    ("a page outside the folder", {**GOOD, "notebooks": [{"name": "01_a", "html": "../../../etc/passwd"}]},
+     ["notebooks"]),
+    ("a page record outside the folder", {**GOOD, "pages": {"01_a": {"html": "/etc/passwd"}}}, ["pages"]),
 ]
 
 
