@@ -4,7 +4,7 @@ statistics, a handful of passages) without parsing the whole file in every proce
 :func:`build_index` makes one streaming pass with the validation of
 :func:`~instir.benchmarks.readers.iter_corpus_docs`; :func:`load_index` keeps the result in the kit's
 verified store (:mod:`instir.verified_store`) under ``instir_home() / "corpus-index"``, one entry per
-file identity (paths, sizes, ``mtime_ns``, options, :data:`INDEX_VERSION`). Besides the store's checks,
+file identity (paths, sizes, ``mtime_ns`` and ``ctime_ns``, options, :data:`INDEX_VERSION`). Besides the store's checks,
 a cached entry must describe these corpus files and pass a spot check (the records of the first, the
 last and a few seeded random documents re-read); one that fails warns (:class:`CorpusIndexWarning`)
 and is rebuilt: never a crash, never wrong data. A file modified less than :data:`FRESH_NS` before the
@@ -78,11 +78,14 @@ class StaleIndexError(FormatError):
 
 @dataclass(frozen=True)
 class FileStamp:
-    """A corpus file's identity for the cache: resolved path, size in bytes, ``st_mtime_ns``."""
+    """A corpus file's identity for the cache: resolved path, size in bytes, ``st_mtime_ns`` and ``st_ctime_ns``
+    (which no one can set back: a file edited in place to its old size and given its old mtime back kept its stamp
+    without it, and its old index served an old corpus)."""
 
     path: str
     size: int
     mtime_ns: int
+    ctime_ns: int
 
     @classmethod
     def of(cls, path: str | Path) -> FileStamp:
@@ -90,7 +93,7 @@ class FileStamp:
         path = Path(path)
         check_file(path)
         st = path.stat()
-        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
+        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass(eq=False)
@@ -305,9 +308,9 @@ def _store_of(paths: list[Path], cache_dir: str | Path | None) -> VerifiedStore:
 def _entry_name(files: Sequence[FileStamp], skip_empty: bool) -> str:
     """The cache folder name of an index: the first file's name, a hash of the paths, options
     and format version (the same for every version of the files), and a hash of their sizes
-    and mtimes."""
+    and times."""
     slot = {"version": INDEX_VERSION, "paths": [f.path for f in files], "skip_empty": skip_empty}
-    state = [[f.size, f.mtime_ns] for f in files]
+    state = [[f.size, f.mtime_ns, f.ctime_ns] for f in files]
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(files[0].path).name if files else "empty")[:48]
     return f"{stem}-{_sha256(json.dumps(slot).encode())[:16]}-{_sha256(json.dumps(state).encode())[:16]}"
 

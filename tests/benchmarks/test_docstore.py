@@ -313,6 +313,23 @@ def test_changing_the_corpus_file_rebuilds_its_index_and_drops_the_old_entry(tmp
     assert len(entries()) == 1 and load_index([path]).content_hash == after.content_hash
 
 
+def test_a_file_edited_in_place_and_given_its_old_mtime_back_is_indexed_again(tmp_path):
+    # on the commit before, same size + the old mtime (touch -r) kept the stamp: the old index (its ids, its content
+    # hash, so the runs keyed on it) served an old corpus, unless the spot check happened to read an edited record
+    records = [songtingyu_doc(i) for i in range(100, 300)]
+    path = write_corpus(tmp_path / "c.jsonl", records)
+    before = load_index([path])
+    stamp = path.stat()
+    edited = records[:]
+    edited[150], edited[151] = {**records[151], "_id": "d250"}, {**records[150], "_id": "d251"}  # same bytes
+    path.write_text("".join(json.dumps(r) + "\n" for r in edited), encoding="utf-8")
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert path.stat().st_size == stamp.st_size and path.stat().st_mtime_ns == stamp.st_mtime_ns
+    after = load_index([path])
+    assert_matches_stream(after, [path])
+    assert after.content_hash != before.content_hash
+
+
 def test_a_file_written_moments_ago_is_indexed_but_not_cached(tmp_path):
     """Two writes of the same size within the file system's timestamp granularity would look
     alike; such a fresh file is re-indexed until it has settled."""
