@@ -5,7 +5,7 @@ learns a model's fingerprint and settings from one small record instead of loadi
 A description (what a retriever records and keys its caches on once the model is loaded: the
 weights' fingerprint, the sequence length, the modules …) is kept in the kit's verified store
 (:mod:`instir.verified_store`) under ``<cache>/model-descriptions``, keyed by the model folders'
-files (each file's path, size and modification time), the retriever's options that change the
+files (each file's path, size, modification and change time), the retriever's options that change the
 description, and the versions of the libraries that load the model. Any change to those (a file
 rewritten, an option, an upgraded library) misses the record and the model is loaded and described
 again, as it was before the record existed; a damaged record is removed with a warning and rebuilt.
@@ -169,14 +169,14 @@ def model_folder(model: str, revision: str | None = None, *, download: bool = Fa
 
 def files_stamp(folder: Path) -> list[list]:
     """Every file under ``folder`` (links followed, hidden names left out): its relative path, size
-    and modification time in nanoseconds, sorted."""
+    and modification and change times in nanoseconds (the change time no one can set back), sorted."""
     stamp = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
         if any(part.startswith(".") for part in relative.parts) or not path.is_file():
             continue
         stat = path.stat()
-        stamp.append([relative.as_posix(), stat.st_size, stat.st_mtime_ns])
+        stamp.append([relative.as_posix(), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns])
     return stamp
 
 

@@ -3,6 +3,7 @@ runs and vectors exist loads no model and records what a loaded model records; a
 option or a damaged record brings the load back."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -92,12 +93,20 @@ def test_the_remembered_description_is_what_the_loaded_model_says(model_copy, tm
     assert not (tmp_path / "other" / "model-descriptions").exists()  # a model object is never remembered
 
 
-def test_a_rewritten_model_file_is_loaded_and_described_again(model_copy, tmp_path, loads):
+@pytest.mark.parametrize("mtime", ["new", "given back"])
+def test_a_rewritten_model_file_is_loaded_and_described_again(model_copy, tmp_path, loads, mtime):
+    # "given back": the same size and the old mtime (touch -r) kept the record, a description of other weights
     before = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
     config = model_copy / "1_Pooling" / "config.json"
-    settings = json.loads(config.read_text())
+    settings, stat = json.loads(config.read_text()), config.stat()
+    text = json.dumps({**settings, "include_prompt": False})  # pooling now skips prompt tokens
+    if mtime == "given back":
+        text = text.ljust(stat.st_size)  # the same size: JSON takes the trailing spaces
     config.unlink()
-    config.write_text(json.dumps({**settings, "include_prompt": False}))  # pooling now skips prompt tokens
+    config.write_text(text)
+    if mtime == "given back":
+        os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert (config.stat().st_size, config.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
     after = DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
     assert len(loads) == 2
     assert (before["prompt_excluded_from_pooling"], after["prompt_excluded_from_pooling"]) == (False, True)
