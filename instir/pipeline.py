@@ -465,6 +465,13 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
     except OSError as err:  # a report file could not be written (a full disk, an I/O error)
         _record_write_failure(result, err)
         raise
+    except KeyboardInterrupt:  # Ctrl-C: the record and the folder's index said "running" ever after
+        result.status, result.finished = "interrupted", utc_now()
+        with contextlib.suppress(OSError):
+            _save(result)
+        with contextlib.suppress(OSError, UsageError):
+            write_index(result.index.parent)
+        raise
     return result
 
 

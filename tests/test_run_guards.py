@@ -270,3 +270,21 @@ def test_a_failed_notebooks_error_cannot_drive_the_terminal(tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "FAILED: 02_retrieval.ipynb, cell 3: ValueError: '\\x1b[2J" in err
+
+
+def test_a_run_interrupted_says_so_in_its_record_and_index_not_running(tmp_path, monkeypatch):
+    # on the commit before, Ctrl-C left report.json "running" and the folder's index "running … not run yet"
+    import instir.pipeline
+    from instir.report.record import read_record
+
+    def interrupted(path, result, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(instir.pipeline, "_run_one", interrupted)
+    notebooks = sorted((Path(__file__).parents[1] / "notebooks").glob("0[01]_*.ipynb"))
+    out = tmp_path / "reports" / "r"
+    with pytest.raises(KeyboardInterrupt):
+        run_reports(notebooks, {"benchmarks": ["instructir-sample"]}, out)
+    record = read_record(out)
+    assert record["status"] == "interrupted" and record["finished"]
+    assert "interrupted" in (tmp_path / "reports" / "index.html").read_text()
