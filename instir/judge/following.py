@@ -200,7 +200,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     depth = max((len(ranked) for by_qid in lists.values() for ranked in by_qid.values()), default=0)
     if 0 < depth < min(k, benchmark.rankable()):  # as evaluate says of a cutoff past a run's depth
         warnings.warn(f"the runs rank at most {depth} passages per instance, fewer than k = {k}: this InstFol@{k} "
-                      f"judges their top {depth} (retrieve at k = {k} for InstFol@{k})")  # said once: each repeat asks
+                      f"judges their top {depth} (retrieve at k = {k} for InstFol@{k})", ShallowRunsWarning)
     requests, slots = _judge_requests(benchmark, selected, lists)
     judgments = judge.judge(list(requests)) if requests else []
     positions = _positions(slots, judgments)
@@ -218,6 +218,10 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "weighting": positions["weighting"].value_counts().to_dict(),
     }
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
+
+
+class ShallowRunsWarning(UserWarning):
+    """The runs rank fewer passages than InstFol's ``k`` (and than a query can have ranked)."""
 
 
 #: One judged list position: qid, list name, rank, docid, index of its request (None: not in the corpus).

@@ -11,6 +11,7 @@ judge reads only the passages it judges (the corpus index serves them by id).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.catalog import collection_of
 from instir.benchmarks.types import Benchmark
 from instir.judge import stability
-from instir.judge.following import InstFolResult, K, aggregate, instfol, overall
+from instir.judge.following import InstFolResult, K, ShallowRunsWarning, aggregate, instfol, overall
 from instir.judge.outcomes import error_counts, require_judged
 from instir.judge.validation import ValidationResult, agreement, check_per_stratum, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
@@ -274,9 +275,11 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
     repeats' request counts (``judge_repeats``' meta)."""
     tables, metas = [], []
     for pair in pairs:
-        frames = stability.judge_repeats(read_run(layout.root / pair.instructed),
-                                         read_run(layout.root / pair.query_only), loaded[pair.benchmark], judge,
-                                         repeats, k=k, max_instances=max_instances, seed=seed)
+        with warnings.catch_warnings():  # the pair's InstFol said it already (judge_pair): once per pair
+            warnings.simplefilter("ignore", ShallowRunsWarning)
+            frames = stability.judge_repeats(read_run(layout.root / pair.instructed),
+                                             read_run(layout.root / pair.query_only), loaded[pair.benchmark], judge,
+                                             repeats, k=k, max_instances=max_instances, seed=seed)
         metas.append(frames.attrs["meta"])
         tables.append(frames.assign(system=pair.system, benchmark=collection_of(pair.benchmark)))
     if not tables:

@@ -272,3 +272,18 @@ def test_pairs_per_stratum_past_the_bound_are_one_line_in_every_front_end_before
         judge_runs(tmp_path / "nothing-here", backend="baseline", max_instances=count)
     with raises_saying(UsageError, f"per_stratum {said}"):
         gold_pairs(None, per_stratum=count)
+
+
+def test_runs_shallower_than_k_are_said_once_by_instir_judge(capsys, tmp_path):
+    # the pair's InstFol and the spread's judge the same sample: the warning came twice
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    benchmark, retriever = load_benchmark("instructir-sample"), BM25Retriever(show_progress=False)
+    runs = [retrieve(benchmark, retriever, template=t, k=10, out_dir=tmp_path / "runs").meta["path"]
+            for t in (None, "query-only")]
+    assert main(["judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", runs[0],
+                 "--query-only-run", runs[1], "--k", "20", "--max-instances", "2", "--out", str(tmp_path / "j")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: the runs rank at most 10 passages per instance, fewer than k = 20") == 1
