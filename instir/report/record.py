@@ -84,7 +84,8 @@ class Manifest(_Part):
 
 
 class StageRun(_Part):
-    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote, who ran it."""
+    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote (and of each
+    table it left), who ran it."""
 
     stamp: str | None = None
     finished: str = ""
@@ -92,6 +93,7 @@ class StageRun(_Part):
     parameters: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[StageFolder, str | None] = Field(default_factory=dict)
     output: str | None = None
+    tables: dict[FileName, str] = Field(default_factory=dict)
 
 
 class Page(_Part):

@@ -1,8 +1,9 @@
 """The one way a stage writes a report folder: holding the folder's lock
-(:class:`instir.report.lock.FolderLock`), recording what it was called with and what it read and
-wrote (:mod:`instir.report.provenance`), then, when it ran alone (the lab, plain papermill, a Python
-session: not under ``instir run``, which does it at the end of each notebook), rewriting the
-reports index beside the folder, so the index never lags behind the folder's files."""
+(:class:`instir.report.lock.FolderLock`), setting aside the tables in its folder it did not write,
+recording what it was called with and what it read and wrote (:mod:`instir.report.provenance`),
+then, when it ran alone (the lab, plain papermill, a Python session: not under ``instir run``,
+which does it at the end of each notebook), rewriting the reports index beside the folder, so the
+index never lags behind the folder's files."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from instir.errors import UsageError
 from instir.report.index import INDEX_FILE, index_folder, write_index
 from instir.report.layout import report_layout
 from instir.report.lock import STAGE_WRITER, FolderLock, writer_of
-from instir.report.provenance import input_digests, record_stage
+from instir.report.provenance import input_digests, record_stage, set_aside_unrecorded
 
 T = TypeVar("T")
 
@@ -46,6 +47,8 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
         def written(out_dir, *args, **kwargs):
             folder = report_layout(out_dir).root.expanduser().resolve()
             with FolderLock(folder, STAGE_WRITER):
+                if notebook != "02_retrieval":  # runs.csv: each row names its writer (stages.retrieve.refuse_dropping)
+                    set_aside_unrecorded(folder, notebook)
                 inputs = input_digests(folder, notebook)
                 result = stage(out_dir, *args, **kwargs)
                 bound = signature.bind(out_dir, *args, **kwargs)

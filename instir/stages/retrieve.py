@@ -67,26 +67,31 @@ def _key_text(value: object) -> str:
 def refuse_dropping(layout: ReportLayout, keys: Sequence[tuple], writer: str) -> None:
     """Refuse, in one line naming what would be lost, a ``runs.csv`` of the runs ``keys``
     (:data:`RUN_KEY` + ``k``) written by ``writer`` that would drop runs another front end
-    listed there: only the same run at the same ``k`` may replace another front end's row."""
+    listed there: only the same run at the same ``k`` may replace another front end's row. A list
+    the kit cannot show it wrote (unreadable, without ``written_by``, or a row added by hand that
+    would be dropped) is set aside (:func:`instir.atomic.set_aside`), never replaced."""
     if not layout.runs_table.is_file():
         return
     try:
         listed = pd.read_csv(layout.runs_table, dtype=str, keep_default_na=False)
     except (OSError, ValueError, pd.errors.ParserError):
-        return  # an unreadable list is rewritten; its runs' files stay in runs/
-    if "written_by" not in listed:
-        return  # a list written before the column existed
+        listed = pd.DataFrame()
+    if not {*RUN_KEY, "k", "written_by"} <= set(listed):
+        atomic.set_aside(layout.runs_table, f"{layout.runs_table} is no runs list the kit wrote", f"{writer} writes it")
+        return
     kept = {tuple(map(_key_text, key)) for key in keys}
-    foreign = listed[(listed["written_by"] != "") & (listed["written_by"] != writer)]
-    lost = foreign[[tuple(map(_key_text, row)) not in kept
-                    for row in foreign[[*RUN_KEY, "k"]].itertuples(index=False)]]
-    if len(lost):
-        by = ", ".join(dict.fromkeys(lost["written_by"]))
-        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark} (k {r.k})" for r in lost.head(3).itertuples())
-        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
-        raise UsageError(f"{layout.runs_table} lists {len(lost)} run(s) written by {by} that {writer} would drop: "
+    lost = listed[[tuple(map(_key_text, row)) not in kept for row in listed[[*RUN_KEY, "k"]].itertuples(index=False)]]
+    foreign = lost[(lost["written_by"] != "") & (lost["written_by"] != writer)]
+    if len(foreign):
+        by = ", ".join(dict.fromkeys(foreign["written_by"]))
+        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark} (k {r.k})" for r in foreign.head(3).itertuples())
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise UsageError(f"{layout.runs_table} lists {len(foreign)} run(s) written by {by} that {writer} would drop: "
                          f"{shown}{more}; write into another folder (--out / out_dir), or delete "
                          f"{layout.runs_table} to let them go")
+    if (lost["written_by"] == "").any():
+        atomic.set_aside(layout.runs_table, f"{layout.runs_table} lists runs added by hand that {writer} would drop",
+                         f"{writer} writes it")
 
 
 def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: PlannedRun,
