@@ -22,7 +22,7 @@ run (``instir sweep``, a grid naming the card) gives Ray for the system's tasks:
 ``num_gpus`` (GPUs per task, may be fractional) and ``memory_gb`` (host memory per task);
 e.g. ``resources = { num_gpus = 1, memory_gb = 20 }``. Every problem in a card file (unknown
 adapter or template, missing or mistyped field, duplicate name) is one
-:class:`~instir.benchmarks.types.FormatError` naming the file, the card and the field.
+:class:`~instir.benchmarks.types.FormatError` naming the file, the line, the card and the field.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import dataclasses
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -304,19 +304,50 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
             raise FormatError(p, err.line, None, problem) from None
         sources.append((Path(p), text))
     cards: dict[str, SystemCard] = {}
-    origin: dict[str, Path] = {}
+    origin: dict[str, tuple[Path, str, int]] = {}
     for path, text in sources:
         for i, data in enumerate(_parse(path, text)):
-            card = card_from_mapping(data, path, i)
-            low = card.name.lower()
-            if low in origin:
-                raise FormatError(path, f"card {quoted(card.name)}", "name",
-                                  f"duplicate name (already defined in {origin[low]})")
+            with _on_its_line(text, i):
+                card = card_from_mapping(data, path, i)
+                low = card.name.lower()
+                if low in origin:
+                    raise FormatError(path, f"card {quoted(card.name)}", "name",
+                                      f"duplicate name (already defined in {origin[low][0]})")
             cards[card.name] = card
-            origin[low] = path
+            origin[low] = (path, text, i)
     for card in cards.values():
-        _check_references(card, cards, origin[card.name.lower()])
+        path, text, i = origin[card.name.lower()]
+        with _on_its_line(text, i):
+            _check_references(card, cards, path)
     return cards
+
+
+@contextlib.contextmanager
+def _on_its_line(text: str, index: int) -> Iterator[None]:
+    """Add to a card's :class:`FormatError` the line of its field in the file (``text``; ``index``: the card)."""
+    try:
+        yield
+    except FormatError as err:
+        line = _card_line(text, index, err.field)
+        if line is None or not isinstance(err.where, str):
+            raise
+        raise FormatError(err.path, f"line {line}, {err.where}", err.field, err.problem) from None
+
+
+def _card_line(text: str, index: int, field: str | None) -> int | None:
+    """The line of card ``index``'s ``field`` (``params.k1``: the line of ``k1``, in an inline table too) in a card
+    file's text, or the card's first line when the field is on none (missing); None when the file
+    is not laid out as ``[[card]]`` tables (TOML) or the items of a ``card:`` list (YAML)."""
+    lines = text.splitlines()
+    starts = [n for n, line in enumerate(lines) if re.match(r"\s*\[\[\s*card\s*\]\]", line)]
+    if not starts:  # YAML: the items of the card list, at its first item's indentation
+        items = [(n, len(line) - len(line.lstrip())) for n, line in enumerate(lines) if re.match(r"\s*-(\s|$)", line)]
+        starts = [n for n, indent in items if indent == items[0][1]]
+    if index >= len(starts):
+        return None
+    end = starts[index + 1] if index + 1 < len(starts) else len(lines)
+    key = field and re.compile(rf"(^\s*(-\s+)?|[{{,]\s*)['\"]?{re.escape(field.split('.')[-1])}['\"]?\s*[=:]")
+    return 1 + next((n for n in range(starts[index], end) if key and key.search(lines[n])), starts[index])
 
 
 def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: Path) -> None:

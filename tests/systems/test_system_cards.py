@@ -63,6 +63,39 @@ def test_a_bad_card_is_refused_with_file_card_and_field(tmp_path, change, field,
     assert str(path) in message and "my-minilm" in message and f"'{field}'" in message and words in message
 
 
+SECOND_TOML = GOOD + '''
+[[card]]
+name = "my-bm25"
+paper = "user"
+kind = "retriever"
+adapter = "bm25"
+
+[card.params]
+b = 0.5
+k1 = -1
+'''
+SECOND_YAML = ("card:\n  - name: my-bm25\n    paper: user\n    kind: retriever\n    adapter: bm25\n"
+               "  - name: my-hybrid\n    paper: user\n    kind: retriever\n    adapter: hybrid\n"
+               "    params: {lexical: my-bm25, dense: no-such-card}\n")
+
+
+@pytest.mark.parametrize("name,text,line,where", [
+    ("mine.toml", SECOND_TOML, 20, "card 'my-bm25', field 'params.k1'"),  # in a [card.params] table
+    ("mine.toml", SECOND_TOML.replace('paper = "user"\nkind = "retriever"\nadapter = "bm25"', 'kind = "retriever"\n'
+                                      'adapter = "bm25"'), 12, "card 'my-bm25', field 'paper'"),  # missing: its start
+    ("mine.toml", GOOD.replace("query_max_length = 128", "query_max_length = 0"), 9, "field 'query_max_length'"),
+    ("mine.yaml", SECOND_YAML, 10, "card 'my-hybrid', field 'params.dense'"),  # in an inline mapping
+    ("mine.yaml", SECOND_YAML.replace("    paper: user\n    kind: retriever\n    adapter: hybrid", "    kind: "
+                                      "retriever\n    adapter: hybrid"), 6, "card 'my-hybrid', field 'paper'"),
+])
+def test_a_bad_card_names_the_line_of_its_field(tmp_path, name, text, line, where):
+    # on the commit before, the file, the card and the field, but no line
+    path = _write(tmp_path, text, name)
+    with pytest.raises(FormatError) as err:
+        load_cards([path])
+    assert str(err.value).startswith(f"{path}, line {line}, ") and where in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize("params,field", [
     ('{ api_key_env = "sk-proj-AbCdEf0123456789AbCdEf0123456789" }', "params.api_key_env"),
     ('{ base_url = "https://me:sk-proj-AbCdEf0123456789AbCdEf0123456789@api.example/v1" }', "params.base_url"),
