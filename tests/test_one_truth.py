@@ -61,39 +61,6 @@ def test_files_changed_by_a_writer_that_records_nothing_make_the_stage_stale(tmp
     assert "metrics/ was changed after its last run" in reason.reasons[0]
 
 
-def test_a_table_the_stage_did_not_write_is_set_aside_when_it_runs_again_never_replaced(tmp_path):
-    # on the commit before, the edited metrics.csv and the user's own table were replaced or kept without a word
-    out = tmp_path / "reports" / "r"
-    _finished_report(out)
-    metrics = out / "metrics"
-    kit_written = (metrics / "comparisons.csv").read_bytes()
-    (metrics / "metrics.csv").write_text("benchmark,system\nmy,numbers\n")
-    (metrics / "mine.csv").write_text("my own table\n")
-    with pytest.warns(UserWarning, match="is not what 03_metrics's stage last wrote there") as said:
-        score_runs(out, ["instructir-sample"])
-    aside = {path.name.split(".set-aside-")[0]: path.read_text() for path in metrics.glob("*.set-aside-*")}
-    assert aside == {"metrics.csv": "benchmark,system\nmy,numbers\n", "mine.csv": "my own table\n"}, said.list
-    assert not (metrics / "mine.csv").exists() and "nDCG@10" in (metrics / "metrics.csv").read_text()
-    assert (metrics / "comparisons.csv").read_bytes() == kit_written  # the kit's own: replaced, not set aside
-    assert not [found for found in stale_pages(out) if "was changed after its last run" in " ".join(found.reasons)]
-    score_runs(out, ["instructir-sample"])  # what it wrote itself it replaces without a word
-    assert len(list(metrics.glob("*.set-aside-*"))) == 2
-
-
-@pytest.mark.parametrize("table", ["system,run_file\nmine,runs/mine.trec\n",
-                                   "benchmark,setting,system,variant,k,run_file,written_by\n"
-                                   "instructir-sample,instructed,mine,instructed,100,runs/mine.trec,\n"])
-def test_a_runs_list_the_kit_cannot_show_it_wrote_is_set_aside_not_replaced(tmp_path, table):
-    # on the commit before, a list without written_by and a row added by hand were dropped by the next retrieval
-    out = tmp_path / "r"
-    (out / "runs").mkdir(parents=True)
-    (out / "runs" / "runs.csv").write_text(table)
-    with pytest.warns(UserWarning, match="runs.csv (is no runs list the kit wrote|lists runs added by hand)"):
-        retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
-    (aside,) = (out / "runs").glob("runs.csv.set-aside-*")
-    assert aside.read_text() == table and "bm25" in (out / "runs" / "runs.csv").read_text()
-
-
 def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_path, monkeypatch):
     """JupyterLab runs a notebook in its own folder (lab/), where ``reports/sample`` means the
     repository's folder: the stage must lock that folder, not lab/reports/sample."""

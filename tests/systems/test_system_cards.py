@@ -88,6 +88,7 @@ SECOND_YAML = ("card:\n  - name: my-bm25\n    paper: user\n    kind: retriever\n
     ("mine.yaml", SECOND_YAML.replace("    paper: user\n    kind: retriever\n    adapter: hybrid", "    kind: "
                                       "retriever\n    adapter: hybrid"), 6, "card 'my-hybrid', field 'paper'"),
 ])
+@pytest.mark.hostile
 def test_a_bad_card_names_the_line_of_its_field(tmp_path, name, text, line, where):
     # on the commit before, the file, the card and the field, but no line
     path = _write(tmp_path, text, name)
