@@ -27,6 +27,7 @@ adapter or template, missing or mistyped field, duplicate name) is one
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import math
@@ -53,6 +54,8 @@ KINDS = ("retriever", "reranker")
 POOLINGS = ("mean", "cls", "last-token", "eos", "batch-last")
 DTYPES = ("float32", "float16", "bfloat16")
 SIMILARITIES = ("cosine", "dot")
+#: The longest card file (in lines) whose errors name the line: finding it parses the file up to each candidate.
+MAX_LINED = 5000
 #: keys of a card's ``resources`` (Ray hints for sweeps): GPUs and host memory (GiB) per task
 RESOURCE_KEYS = ("num_gpus", "memory_gb")
 
@@ -252,8 +255,8 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     return SystemCard(**dict(data))
 
 
-def _parse(path: Path, text: str) -> list:
-    """The list of card mappings in a TOML (``[[card]]``) or YAML (``card:``) file."""
+def _document(path: Path, text: str) -> Any:
+    """The parsed TOML or YAML text of a card file (a :class:`FormatError` where it does not parse)."""
     if path.suffix == ".toml":
         try:
             doc = tomllib.loads(text)
@@ -274,6 +277,12 @@ def _parse(path: Path, text: str) -> list:
             raise FormatError(path, None, None, f"not valid YAML: {err}") from None
     else:
         raise FormatError(path, None, None, "card files end in .toml, .yaml or .yml")
+    return doc
+
+
+def _parse(path: Path, text: str) -> list:
+    """The list of card mappings in a TOML (``[[card]]``) or YAML (``card:``) file."""
+    doc = _document(path, text)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("card"), list):
         raise FormatError(path, None, "card", "expected a list of cards ([[card]] tables in TOML, 'card:' in YAML)")
     for i, item in enumerate(doc["card"]):
@@ -307,7 +316,7 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
     origin: dict[str, tuple[Path, str, int]] = {}
     for path, text in sources:
         for i, data in enumerate(_parse(path, text)):
-            with _on_its_line(text, i):
+            with _on_its_line(path, text, i):
                 card = card_from_mapping(data, path, i)
                 low = card.name.lower()
                 if low in origin:
@@ -317,37 +326,58 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
             origin[low] = (path, text, i)
     for card in cards.values():
         path, text, i = origin[card.name.lower()]
-        with _on_its_line(text, i):
+        with _on_its_line(path, text, i):
             _check_references(card, cards, path)
     return cards
 
 
 @contextlib.contextmanager
-def _on_its_line(text: str, index: int) -> Iterator[None]:
+def _on_its_line(path: Path, text: str, index: int) -> Iterator[None]:
     """Add to a card's :class:`FormatError` the line of its field in the file (``text``; ``index``: the card)."""
     try:
         yield
     except FormatError as err:
-        line = _card_line(text, index, err.field)
-        if line is None or not isinstance(err.where, str):
+        line = _card_line(path, text, index, err.field) if isinstance(err.where, str) else None
+        if line is None:
             raise
         raise FormatError(err.path, f"line {line}, {err.where}", err.field, err.problem) from None
 
 
-def _card_line(text: str, index: int, field: str | None) -> int | None:
-    """The line of card ``index``'s ``field`` (``params.k1``: the line of ``k1``, in an inline table too) in a card
-    file's text, or the card's first line when the field is on none (missing); None when the file
-    is not laid out as ``[[card]]`` tables (TOML) or the items of a ``card:`` list (YAML)."""
-    lines = text.splitlines()
-    starts = [n for n, line in enumerate(lines) if re.match(r"\s*\[\[\s*card\s*\]\]", line)]
-    if not starts:  # YAML: the items of the card list, at its first item's indentation
-        items = [(n, len(line) - len(line.lstrip())) for n, line in enumerate(lines) if re.match(r"\s*-(\s|$)", line)]
-        starts = [n for n, indent in items if indent == items[0][1]]
-    if index >= len(starts):
+def _card_line(path: Path, text: str, index: int, field: str | None) -> int | None:
+    """The line (counted by newlines, as editors count) of card ``index``'s ``field`` (``params.k1``: ``k1``'s) in
+    a card file's ``text``, or of the card's first line when it lacks the field; None for a file over
+    :data:`MAX_LINED` lines. The lines that could hold either are tried by parsing the file up to them, as the
+    loader parses it: a comment, a string or a quoted key never misleads it."""
+    lines = text.split("\n")
+    keys = field.split(".") if field else []
+
+    def holds(line: int, keys: list[str]) -> bool:
+        """Whether the card holds ``keys`` in the file up to ``line`` (and on to where that much parses)."""
+        for end in range(line + 1, min(len(lines), line + MAX_LINED) + 1):
+            try:
+                node = _document(path, "\n".join(lines[:end]))
+            except FormatError:
+                continue  # within a value over several lines
+            cards = node.get("card") if isinstance(node, Mapping) else None
+            if not isinstance(cards, list) or len(cards) <= index:
+                return False
+            node = cards[index]
+            for key in keys:
+                if not isinstance(node, Mapping) or key not in node:
+                    return False
+                node = node[key]
+            return True
+        return False
+
+    if len(lines) > MAX_LINED:
         return None
-    end = starts[index + 1] if index + 1 < len(starts) else len(lines)
-    key = field and re.compile(rf"(^\s*(-\s+)?|[{{,]\s*)['\"]?{re.escape(field.split('.')[-1])}['\"]?\s*[=:]")
-    return 1 + next((n for n in range(starts[index], end) if key and key.search(lines[n])), starts[index])
+    starts = [n for n, line in enumerate(lines) if re.search(r"\[\[|\{|^\s*-", line)]
+    first = bisect.bisect_left(starts, True, key=lambda n: holds(n, []))
+    if first == len(starts):
+        return None
+    leaf = re.compile(re.escape(keys[-1]) + r"\W*[=:]") if keys else None
+    found = (n for n in range(starts[first], len(lines)) if leaf and leaf.search(lines[n]) and holds(n, keys))
+    return 1 + next(found, starts[first])
 
 
 def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: Path) -> None:
