@@ -347,16 +347,48 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     return fd, journal
 
 
-def set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("",)) -> Path:
-    """Rename ``path``'s files of ``suffixes`` (a store's logs, a run's sidecar) to ``<name>.set-aside-<UTC time>``,
-    with a warning saying why and what happens ``then``: what the kit cannot show it wrote is kept, never replaced."""
+def aside_path(path: Path) -> Path:
+    """``<name>.set-aside-<UTC time>`` beside ``path``: where the kit keeps a file it cannot show it wrote."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")  # the name cut so the new one fits in 255 bytes
-    aside = path.with_name(f"{path.name.encode()[:200].decode(errors='ignore')}.set-aside-{stamp}")
+    return path.with_name(f"{path.name.encode()[:200].decode(errors='ignore')}.set-aside-{stamp}")
+
+
+def set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("",)) -> Path:
+    """Rename ``path``'s files of ``suffixes`` (a store's logs, a run's sidecar) to :func:`aside_path`, with a
+    warning saying why and what happens ``then``: what the kit cannot show it wrote is kept, never replaced."""
+    aside = aside_path(path)
     for suffix in suffixes:
         with contextlib.suppress(FileNotFoundError):
             Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
     warnings.warn(f"{why}: set aside as {aside}{suffixes[0]} (kept, never read); {then}", stacklevel=4)
     return aside
+
+
+@contextmanager
+def keeping(paths: Iterable[Path], why: str) -> Iterator[None]:
+    """Run a block keeping each of ``paths`` that it replaces or removes at :func:`aside_path`, with a warning
+    saying ``why``: a hard link made before, dropped after where the name still holds the same file (where no
+    link can be made, the file is set aside before). What the kit cannot show it wrote is never lost to a
+    rewrite, nor moved when the rewrite leaves it alone."""
+    kept = {}
+    for path in paths:
+        try:
+            os.link(path, aside := aside_path(path), follow_symlinks=False)
+            kept[path] = aside
+        except OSError:
+            set_aside(path, why, "the kit writes its own")
+    try:
+        yield
+    finally:
+        for path, aside in kept.items():
+            try:
+                same = os.path.samestat(os.lstat(path), os.lstat(aside))
+            except OSError:
+                same = False
+            if same:
+                aside.unlink(missing_ok=True)
+            else:
+                warnings.warn(f"{why}: kept as {aside} (never read); the kit wrote its own in its place", stacklevel=3)
 
 
 def plain_name(name: object) -> bool:

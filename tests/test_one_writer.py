@@ -20,7 +20,7 @@ from instir.distributed.grid import parse_grid
 from instir.distributed.sweep import run_sweep
 from instir.errors import UsageError
 from instir.report.lock import INHERITED_VAR, FolderLock, holder_of
-from instir.report.provenance import stale_pages
+from instir.report.record import update_record
 from instir.stages import retrieve_runs, score_runs
 
 HOLD = ("import sys, time; from instir.report.lock import FolderLock\n"
@@ -148,35 +148,77 @@ def test_a_sweep_that_would_drop_the_notebooks_runs_is_refused_before_it_writes_
     assert after == before
 
 
-def test_a_table_the_stage_did_not_write_is_set_aside_when_it_runs_again_never_replaced(tmp_path):
-    # on the commit before, the edited metrics.csv and the user's own table were replaced or kept without a word
+def test_a_file_the_kit_did_not_leave_is_kept_where_a_stage_replaces_it_and_left_where_it_does_not(tmp_path):
+    # on 5af149b, the edited metrics.csv and a .tex of one's own at the kit's name were replaced without a word
     out = tmp_path / "r"
     retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
     score_runs(out, ["instructir-sample"])
     metrics = out / "metrics"
     kit_written = (metrics / "comparisons.csv").read_bytes()
+    (tex,) = metrics.glob("*.tex")
     (metrics / "metrics.csv").write_text("benchmark,system\nmy,numbers\n")
-    (metrics / "mine.csv").write_text("my own table\n")
-    with pytest.warns(UserWarning, match="is not what 03_metrics's stage last wrote there") as said:
+    tex.write_text("my own table\n")
+    (metrics / "mine.csv").write_text("a table the stage does not write\n")
+    with pytest.warns(UserWarning, match="held files the kit did not leave there as they are: kept as") as said:
         score_runs(out, ["instructir-sample"])
     aside = {path.name.split(".set-aside-")[0]: path.read_text() for path in metrics.glob("*.set-aside-*")}
-    assert aside == {"metrics.csv": "benchmark,system\nmy,numbers\n", "mine.csv": "my own table\n"}, said.list
-    assert not (metrics / "mine.csv").exists() and "nDCG@10" in (metrics / "metrics.csv").read_text()
-    assert (metrics / "comparisons.csv").read_bytes() == kit_written  # the kit's own: replaced, not set aside
-    assert not stale_pages(out)
+    assert aside == {"metrics.csv": "benchmark,system\nmy,numbers\n", tex.name: "my own table\n"}, said.list
+    assert "nDCG@10" in (metrics / "metrics.csv").read_text() and tex.read_text() != "my own table\n"
+    assert (metrics / "mine.csv").read_text() == "a table the stage does not write\n"  # left where it is
+    assert (metrics / "comparisons.csv").read_bytes() == kit_written  # the kit's own: replaced, not kept
     score_runs(out, ["instructir-sample"])  # what it wrote itself it replaces without a word
+    update_record(out, made=None)  # a record of a version before ``made``: its stages' digests vouch for them
+    score_runs(out, ["instructir-sample"])
     assert len(list(metrics.glob("*.set-aside-*"))) == 2
 
 
-@pytest.mark.parametrize("table", ["system,run_file\nmine,runs/mine.trec\n",
-                                   "benchmark,setting,system,variant,k,run_file,written_by\n"
-                                   "instructir-sample,instructed,mine,instructed,100,runs/mine.trec,\n"])
-def test_a_runs_list_the_kit_cannot_show_it_wrote_is_set_aside_not_replaced(tmp_path, table):
-    # on the commit before, a list without written_by and a row added by hand were dropped by the next retrieval
+def test_what_a_failed_stage_wrote_is_the_kits_when_the_stage_runs_again(tmp_path):
+    # at 3b16279, the tables a stage wrote before it failed were set aside by its next run, as not the kit's
+    from instir.report.stage_writer import writes_stage
+
+    @writes_stage("03_metrics")
+    def stage(out_dir, fail):
+        (out_dir / "metrics").mkdir(exist_ok=True)
+        (out_dir / "metrics" / "metrics.csv").write_text(f"written, then {fail}\n")
+        if fail:
+            raise RuntimeError("the judge's endpoint went away")
+
+    with pytest.raises(RuntimeError):
+        stage(tmp_path, True)
+    stage(tmp_path, False)
+    assert sorted(path.name for path in (tmp_path / "metrics").iterdir()) == ["metrics.csv"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda table: "system,run_file\nmine,runs/mine.trec\n",  # a list of one's own
+    lambda table: table + "instructir-sample,instructed,True,bm25,mine,instructed,,,100,,,,,,runs/mine.trec,\n",
+    lambda table: table.replace("written_by\n", "written_by,note\n"),  # a column of one's own
+])
+def test_a_runs_list_the_kit_did_not_leave_as_it_is_is_kept_when_replaced(tmp_path, edit):
+    # on 5af149b, a list without written_by, a row added by hand and a column added were dropped without a word
     out = tmp_path / "r"
-    (out / "runs").mkdir(parents=True)
+    retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    table = edit((out / "runs" / "runs.csv").read_text())
     (out / "runs" / "runs.csv").write_text(table)
-    with pytest.warns(UserWarning, match="runs.csv (is no runs list the kit wrote|lists runs added by hand)"):
+    with pytest.warns(UserWarning, match="runs held files the kit did not leave there as they are: kept as"):
         retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
     (aside,) = (out / "runs").glob("runs.csv.set-aside-*")
-    assert aside.read_text() == table and "bm25" in (out / "runs" / "runs.csv").read_text()
+    assert aside.read_text() == table and "instructir-sample" in (out / "runs" / "runs.csv").read_text()
+
+
+@pytest.mark.parametrize("call", ["score_runs", "judge_runs", "paper_tables", "explore"])
+def test_a_runs_list_without_the_columns_every_reader_needs_is_one_line_naming_file_and_column(tmp_path, call):
+    # on the commit before, an AttributeError or a KeyError ('benchmark', 'run_file') that named no file
+    import instir
+    from instir import stages
+    from instir.benchmarks.types import FormatError
+    from instir.retrieval import read_run, write_run
+
+    out = tmp_path / "r"
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    (run_file,) = [p for p in (out / "runs").glob("*.trec") if "query" not in p.name][:1]
+    write_run(read_run(run_file), out / "runs" / "runs.csv")  # a run at the list's name: no header the readers know
+    front = {"score_runs": stages.score_runs, "judge_runs": lambda o: stages.judge_runs(o, backend="baseline"),
+             "paper_tables": stages.paper_tables, "explore": instir.explore}[call]
+    with raises_saying(FormatError, f"{out / 'runs' / 'runs.csv'}, line 1, field 'benchmark': no such column"):
+        front(out)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from instir import parameters
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError
 from instir.judge.outcomes import judgment_columns, judgment_counts
@@ -38,6 +39,8 @@ from instir.retrieval.runs import Run, as_run
 
 #: List cut-off of IFIR's InstFol@20.
 K = 20
+#: The most instances a sample may ask for: more than any benchmark holds.
+MAX_INSTANCES = 1_000_000
 
 #: Differences below this are float noise: S_inst == S_q and S_q == 3 are tested with it.
 _EPS = 1e-12
@@ -107,6 +110,12 @@ def stratum_rng(seed: int, key: tuple) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(repr(key).encode())])
 
 
+def check_max_instances(value: int | None) -> int | None:
+    """``value`` (None: every instance) when it is a whole number from 1 to :data:`MAX_INSTANCES`, else a
+    :class:`~instir.errors.UsageError`: what a stage asks before any judgment is paid for."""
+    return None if value is None else parameters.count_within(value, 1, MAX_INSTANCES, "max_instances")
+
+
 def select_instances(queries: Sequence[Query], max_instances: int | None,
                      seed: int = 0) -> tuple[list[str], pd.DataFrame]:
     """Pick at most ``max_instances`` instances, stratified by (subset, level), with a fixed seed.
@@ -120,8 +129,7 @@ def select_instances(queries: Sequence[Query], max_instances: int | None,
     strata: dict[tuple, list[str]] = {}
     for q in queries:
         strata.setdefault((q.subset, q.level), []).append(q.id)
-    if max_instances is not None and max_instances < 1:
-        raise ValueError(f"max_instances must be at least 1, got {max_instances}")
+    check_max_instances(max_instances)
     chosen: set[str] = set()
     counts: dict[tuple, int] = {}
     remaining = sum(map(len, strata.values())) if max_instances is None else max_instances
@@ -186,6 +194,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     id is not in the corpus is a failed judgment. ``max_instances`` judges a stratified, seeded
     sample (:func:`select_instances`). ``judge`` may be a backend name (``"baseline"``: :func:`make_judge`'s).
     """
+    k, max_instances = parameters.depth(k), check_max_instances(max_instances)  # before the judge loads
     if isinstance(judge, str):  # a backend name, as make_judge takes it (with its defaults)
         from instir.judge.factory import make_judge
 

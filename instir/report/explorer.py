@@ -21,7 +21,7 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks.types import Benchmark, Doc
 from instir.report.html import HTML, NO_MATH, escape_text, has_widgets
-from instir.report.layout import user_path
+from instir.report.layout import ReportLayout, read_runs_table, user_path
 
 #: list depth shown per system
 TOP_K = 10
@@ -81,10 +81,7 @@ class ExplorerData:
         self.data_root = data_root or None
         for folder in ("runs", "metrics", "judge"):  # sets a killed stage left half-replaced are finished
             atomic.settle(self.out / folder)
-        listing = self.out / "runs" / "runs.csv"
-        if not listing.is_file():
-            raise FileNotFoundError(f"{listing}: no runs listed; run notebook 02 (instir run) into {self.out} first")
-        self.runs_table = pd.read_csv(listing)
+        self.runs_table = read_runs_table(ReportLayout(self.out))
         self._loaded: dict[str, Benchmark] = {}
         self._runs: dict[str, pd.DataFrame] = {}
         self._docs: dict[str, dict[str, Doc]] = {}

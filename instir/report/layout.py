@@ -9,18 +9,25 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from instir import atomic
 from instir.benchmarks.registry import load_benchmark
-from instir.benchmarks.types import Benchmark
+from instir.benchmarks.types import Benchmark, FormatError
 from instir.errors import UserError
 from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import record_dataset
 from instir.report.provenance import WRITES
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: The report notebooks of a folder: ``NN_name.ipynb``, in name order.
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
+
+#: The columns of ``runs/runs.csv`` every reader needs.
+RUNS_REQUIRED = ("benchmark", "system", "run_file")
 
 #: The stage (its notebook) that writes each folder of a report.
 WRITTEN_BY = {folder: notebook for notebook, folder in WRITES.items()}
@@ -157,6 +164,30 @@ class ReportLayout:
         notebook = WRITTEN_BY.get(folder, "the earlier notebooks")
         raise MissingInput(f"{path} is missing: run notebook {notebook} into {self.root} first "
                            f"(or `instir run --out {self.root}` for the whole chain)")
+
+
+def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
+    """``runs/runs.csv`` (the retrieve stage's list), only ``benchmarks`` when given; a missing
+    file names the notebook that writes it, a list without a column every reader needs
+    (:data:`RUNS_REQUIRED`) the file and the column."""
+    import pandas as pd
+
+    table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
+    missing = [column for column in RUNS_REQUIRED if column not in table]
+    if missing:
+        raise FormatError(layout.runs_table, 1, missing[0], "no such column: a list of runs has "
+                          f"{', '.join(RUNS_REQUIRED)} (the retrieve stage writes one)")
+    if "setting" not in table:  # lists written before the column existed
+        table.insert(1, "setting", "instructed")
+    if benchmarks is None:
+        return table
+    listed = set(table["benchmark"])
+    absent = [name for name in benchmarks if name not in listed]
+    if absent:
+        raise MissingInput(f"{layout.runs_table} holds no run of {', '.join(map(repr, absent))}: run notebook "
+                           f"02_retrieval with it into {layout.root} first, or leave it out of 'benchmarks' "
+                           f"(the runs there: {', '.join(dict.fromkeys(table['benchmark'])) or 'none'})")
+    return table[table["benchmark"].isin(list(benchmarks))].reset_index(drop=True)
 
 
 class LoadedBenchmarks:

@@ -6,8 +6,9 @@ Two sections of the folder's record (:mod:`instir.report.record`):
 
 - ``stages``: per notebook (the stage it calls), its last runs, newest first: the parameters
   it was called with, the digest of each earlier stage's folder it read (:data:`READS`), the
-  digest of the folder it wrote and of each of its tables, when, and which front end ran it.
+  digest of the folder it wrote, when, and which front end ran it.
 - ``pages``: per notebook, the HTML page of the folder and the stage run it shows.
+- ``made``: per stage folder, the files the kit left there (:func:`replacing`).
 
 :func:`stale_pages` compares them with the files as they are now: a page showing an older run of
 its stage than the last one, and a stage whose inputs were rewritten after it read them (or whose
@@ -16,10 +17,11 @@ own files were changed by something else), are stale, each with the reason and w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,41 +37,62 @@ READS = {"01_data_exploration": (), "02_retrieval": (), "03_metrics": ("runs",),
          "04_judge_validation": ("runs", "metrics"), "05_paper_tables": ("runs", "metrics", "judge")}
 
 
-def folder_tables(folder: Path) -> dict[str, str]:
-    """The SHA-256 of each of a stage folder's tables (its top-level ``.csv`` files, by name: ``runs.csv``
-    lists every run and changes with any of them, so the run files themselves, which reach gigabytes at
-    real size, are never read here)."""
+def folder_digest(folder: Path) -> str | None:
+    """SHA-256 over the names and bytes of a stage folder's tables (its top-level ``.csv`` files:
+    ``runs.csv`` lists every run and changes with any of them, so the run files themselves, which
+    reach gigabytes at real size, are never read here), None when the folder holds none."""
     if not folder.is_dir():
-        return {}
-    return {p.name: atomic.file_sha256(p) for p in sorted(folder.glob("*.csv"))
-            if p.is_file() and not p.name.startswith(".")}
-
-
-def folder_digest(folder: Path, tables: Mapping[str, str] | None = None) -> str | None:
-    """SHA-256 over the names and digests of a stage folder's tables (``tables``, read when not given),
-    None when the folder holds none."""
-    tables = folder_tables(folder) if tables is None else tables
-    if not tables:
+        return None
+    files = sorted(p for p in folder.glob("*.csv") if p.is_file() and not p.name.startswith("."))
+    if not files:
         return None
     h = hashlib.sha256()
-    for name, digest in tables.items():
-        h.update(name.encode() + b"\0" + digest.encode() + b"\0")
+    for path in files:
+        h.update(path.name.encode() + b"\0" + atomic.file_sha256(path).encode() + b"\0")
     return h.hexdigest()
 
 
-def set_aside_unrecorded(folder: Path, notebook: str) -> None:
-    """Set aside (:func:`instir.atomic.set_aside`) each table of ``notebook``'s stage folder that its last
-    recorded run did not leave there as it is now (a user's own file, or one edited since), before the
-    stage writes the folder again: a stage replaces only what the kit can show it wrote."""
-    stage_folder = folder / WRITES[notebook]
-    found = folder_tables(stage_folder)
-    last = (stage_records(folder).get(notebook) or [{}])[0]
-    if not found or folder_digest(stage_folder, found) == last.get("output"):
+def kit_files(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each file, by name, of a report's stage ``folder`` that the kit may replace: in ``runs/``,
+    its table (each run file has its sidecar); elsewhere every top-level file but hidden ones, those set aside
+    and the judgment store's (``*.sqlite*``: :mod:`instir.sqlite_store` keeps its own)."""
+    if not folder.is_dir():
+        return {}
+    files = [folder / "runs.csv"] if folder.name == "runs" else folder.iterdir()
+    return {p.name: atomic.file_sha256(p) for p in sorted(files) if p.is_file() and not p.name.startswith(".")
+            and ".set-aside-" not in p.name and ".sqlite" not in p.name}
+
+
+#: The stage folders of the report whose writes a :func:`replacing` block of this process covers.
+_REPLACING: set[Path] = set()
+
+
+@contextlib.contextmanager
+def replacing(root: Path, name: str) -> Iterator[None]:
+    """Run a block that writes the stage folder ``name`` of report ``root``, keeping
+    (:func:`instir.atomic.keeping`) each file there that the kit did not leave as it is now (a file of one's own,
+    or one edited since) which the block replaces or removes; then, whether the block ended or failed, note in
+    the record (``made``) what the kit left there. A block within another for the same folder is the outer one's."""
+    folder = root / name
+    if folder.resolve() in _REPLACING:
+        yield
         return
-    made = last.get("tables") or {}
-    for name in [name for name, digest in found.items() if made.get(name) != digest]:
-        atomic.set_aside(stage_folder / name, f"{stage_folder / name} is not what {notebook}'s stage last wrote "
-                         "there", "the stage writes its tables anew")
+    record = read_record(root)
+    found = kit_files(folder)
+    made = record.get("made", {}).get(name)
+    if made is None:  # a record of an earlier version: the tables as a stage wrote or read them are the kit's
+        known = {run.get("output") if WRITES[notebook] == name else (run.get("inputs") or {}).get(name)
+                 for notebook, runs in stage_records(root, record).items() for run in runs}
+        made = found if folder_digest(folder) in known - {None} else {}
+    foreign = [folder / file for file, digest in found.items() if made.get(file) != digest]
+    _REPLACING.add(folder.resolve())
+    try:
+        with atomic.keeping(foreign, f"{folder} held files the kit did not leave there as they are"):
+            yield
+    finally:
+        _REPLACING.discard(folder.resolve())
+        with contextlib.suppress(OSError):  # unnoted, the kit's files are kept aside once more when next replaced
+            update_record(root, made={**read_record(root).get("made", {}), name: kit_files(folder)})
 
 
 def stage_records(folder: str | Path, record: Record | None = None) -> dict[str, list[dict]]:
@@ -96,12 +119,10 @@ def _json_value(value: object) -> object:
 def record_stage(folder: Path, notebook: str, parameters: Mapping[str, object], by: str,
                  inputs: Mapping[str, str | None]) -> dict:
     """Add a run of ``notebook``'s stage to the folder's record: its parameters, the digests of
-    the folders it read (taken before it ran), the digests of the folder it wrote and its tables, who ran it."""
-    written = folder / WRITES[notebook]
-    tables = folder_tables(written)
+    the folders it read (taken before it ran), the digest of the folder it wrote, who ran it."""
     record = {"stamp": secrets.token_hex(8), "finished": utc_now("microseconds"), "by": by,
               "parameters": {name: _json_value(value) for name, value in parameters.items()},
-              "inputs": dict(inputs), "output": folder_digest(written, tables), "tables": tables}
+              "inputs": dict(inputs), "output": folder_digest(folder / WRITES[notebook])}
     records = stage_records(folder)
     records[notebook] = [record, *records.get(notebook, [])][:HISTORY]
     update_record(folder, stages=records)

@@ -8,7 +8,8 @@ Sections, each written by one part of the kit:
 - ``stages`` and ``pages``: what each stage's files and each HTML page were made from
   (:mod:`instir.report.provenance`);
 - ``datasets``: the benchmarks the notebooks loaded, by name (:func:`record_dataset`);
-- ``sweep``: the last sweep's cells (:mod:`instir.distributed.cells`).
+- ``sweep``: the last sweep's cells (:mod:`instir.distributed.cells`);
+- ``made``: what the kit left in each stage folder, file by file (:func:`instir.report.provenance.replacing`).
 
 A record that cannot be read (not JSON, not an object) reads as empty, and a section that does not fit the
 schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning naming the file
@@ -84,8 +85,7 @@ class Manifest(_Part):
 
 
 class StageRun(_Part):
-    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote (and of each
-    table it left), who ran it."""
+    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote, who ran it."""
 
     stamp: str | None = None
     finished: str = ""
@@ -93,7 +93,6 @@ class StageRun(_Part):
     parameters: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[StageFolder, str | None] = Field(default_factory=dict)
     output: str | None = None
-    tables: dict[FileName, str] = Field(default_factory=dict)
 
 
 class Page(_Part):
@@ -123,10 +122,10 @@ SECTIONS: dict[str, Any] = {
     "kernel": str, "started": str, "manifest": Manifest, "planned": list[str],
     "notebooks": list[NotebookEntry], "wall_s": float, "finished": str | None, "error": str | None,
     "stages": dict[str, list[StageRun]], "pages": dict[str, Page], "datasets": dict[str, Dataset],
-    "sweep": dict[str, Any],
+    "sweep": dict[str, Any], "made": dict[StageFolder, dict[FileName, str]],
 }
 #: The sections ``instir run`` writes: the run.
-RUN_SECTIONS = tuple(name for name in SECTIONS if name not in ("stages", "pages", "datasets", "sweep"))
+RUN_SECTIONS = tuple(name for name in SECTIONS if name not in ("stages", "pages", "datasets", "sweep", "made"))
 _ADAPTERS = {name: TypeAdapter(kind) if isinstance(kind, type) and issubclass(kind, BaseModel)
              else TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False)) for name, kind in SECTIONS.items()}
 #: (file, modification time) of the records already warned about, so a record read again is not warned twice.

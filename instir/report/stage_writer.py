@@ -1,9 +1,9 @@
 """The one way a stage writes a report folder: holding the folder's lock
-(:class:`instir.report.lock.FolderLock`), setting aside the tables in its folder it did not write,
-recording what it was called with and what it read and wrote (:mod:`instir.report.provenance`),
-then, when it ran alone (the lab, plain papermill, a Python session: not under ``instir run``,
-which does it at the end of each notebook), rewriting the reports index beside the folder, so the
-index never lags behind the folder's files."""
+(:class:`instir.report.lock.FolderLock`), keeping what it replaces that the kit did not write there
+(:func:`instir.report.provenance.replacing`), recording what it was called with and what it read and
+wrote (:mod:`instir.report.provenance`), then, when it ran alone (the lab, plain papermill, a Python
+session: not under ``instir run``, which does it at the end of each notebook), rewriting the reports
+index beside the folder, so the index never lags behind the folder's files."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from instir.errors import UsageError
 from instir.report.index import INDEX_FILE, index_folder, write_index
 from instir.report.layout import report_layout
 from instir.report.lock import STAGE_WRITER, FolderLock, writer_of
-from instir.report.provenance import input_digests, record_stage, set_aside_unrecorded
+from instir.report.provenance import WRITES, input_digests, record_stage, replacing
 
 T = TypeVar("T")
 
@@ -39,7 +39,8 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
     """Decorate the stage of ``notebook`` (``"03_metrics"``), whose first argument is its report
     folder (a parameter as :func:`instir.report.layout.report_layout` reads it): it runs holding
     the folder's lock (as :data:`~instir.report.lock.STAGE_WRITER` unless a front end holds it
-    already) and leaves a record of its run in ``stages.json``."""
+    already), keeps what it replaces that the kit did not write, and records its run in the
+    folder's record (``stages``)."""
     def decorate(stage: Callable[..., T]) -> Callable[..., T]:
         signature = inspect.signature(stage)
 
@@ -47,10 +48,9 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
         def written(out_dir, *args, **kwargs):
             folder = report_layout(out_dir).root.expanduser().resolve()
             with FolderLock(folder, STAGE_WRITER):
-                if notebook != "02_retrieval":  # runs.csv: each row names its writer (stages.retrieve.refuse_dropping)
-                    set_aside_unrecorded(folder, notebook)
                 inputs = input_digests(folder, notebook)
-                result = stage(out_dir, *args, **kwargs)
+                with replacing(folder, WRITES[notebook]):
+                    result = stage(out_dir, *args, **kwargs)
                 bound = signature.bind(out_dir, *args, **kwargs)
                 bound.apply_defaults()
                 arguments = dict(bound.arguments)

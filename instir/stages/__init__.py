@@ -32,10 +32,11 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "instir.pipeline": ("publish_page",),
 }, deprecated={
     "explore_benchmarks": "describe_benchmarks", "compare_with_papers": "paper_tables",
+    "read_runs_table": "instir.report.layout:read_runs_table",
     # names that left the namespace for their modules
     **{name: f"instir.stages.{module}:{name}" for module, names in {
         "plan": ("PlannedRun",), "explore": ("Exploration",),
-        "retrieve": ("Retrieval", "retrieve_planned", "write_runs_table", "read_runs_table"),
+        "retrieve": ("Retrieval", "retrieve_planned", "write_runs_table"),
         "evaluate": ("Metrics", "MetricsView", "run_scores", "write_metrics", "compare_to_baseline"),
         "judge": ("Judging", "RunPair", "judge_pair", "run_pairs", "write_instfol"),
         "compare": ("PaperComparison",)}.items() for name in names},

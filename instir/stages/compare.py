@@ -30,7 +30,7 @@ from instir.papers import (
 from instir.papers.comparison import OUTSIDE, WITHIN
 from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.report.html import markdown_text
-from instir.report.layout import ReportLayout, report_layout
+from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import read_datasets
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import read_sidecar, run_engine, run_windowing
@@ -181,7 +181,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     tables (``["mteb"]`` for numbers scored under MTEB's protocol); InstFol joins in where the
     judge stage ran."""
     layout = report_layout(out_dir)
-    runs = (pd.read_csv(layout.runs_table) if layout.runs_table.is_file()
+    runs = (read_runs_table(layout) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
     windowing = runs[["benchmark", "system"]].assign(windowing=[run_windowing(meta) for meta in sidecars],

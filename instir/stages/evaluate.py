@@ -30,11 +30,10 @@ from instir.metrics.scoring import Scorer, evaluate_runs, headline, scored_measu
 from instir.metrics.table import combine, subset_average, wide
 from instir.parameters import benchmark_names
 from instir.report.explain import explain_agreement, explain_runs
-from instir.report.layout import LoadedBenchmarks, ReportLayout, report_layout
+from instir.report.layout import LoadedBenchmarks, ReportLayout, read_runs_table, report_layout
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
 from instir.retrieval.search import queries_sha256
-from instir.stages.retrieve import read_runs_table
 from instir.stamps import json_sha256
 from instir.verified_store import Entry, VerifiedStore
 

@@ -24,17 +24,31 @@ from instir.benchmarks import catalog
 from instir.benchmarks.catalog import collection_of
 from instir.benchmarks.types import Benchmark
 from instir.judge import stability
-from instir.judge.following import InstFolResult, K, ShallowRunsWarning, aggregate, instfol, overall
+from instir.judge.following import (
+    InstFolResult,
+    K,
+    ShallowRunsWarning,
+    aggregate,
+    check_max_instances,
+    instfol,
+    overall,
+)
 from instir.judge.outcomes import error_counts, require_judged
 from instir.judge.validation import ValidationResult, agreement, check_per_stratum, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
 from instir.parameters import benchmark_names, depth
 from instir.report.html import markdown_code, markdown_text
-from instir.report.layout import LoadedBenchmarks, MissingInput, ReportLayout, report_layout, start_report
+from instir.report.layout import (
+    LoadedBenchmarks,
+    MissingInput,
+    ReportLayout,
+    read_runs_table,
+    report_layout,
+    start_report,
+)
 from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import read_run
-from instir.stages.retrieve import read_runs_table
 
 #: Keys of an InstFol result's meta that the cost table shows.
 COST_KEYS = ("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments", "warnings", "cost")
@@ -315,6 +329,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     per_stratum = max_instances or 20
     if validate:  # before the runs, the benchmarks and the judge load
         check_per_stratum(per_stratum, "max_instances (the judge validation's pairs per stratum)")
+    check_max_instances(max_instances)
     layout = report_layout(out_dir)
     k = depth(k)
     benchmarks = None if benchmarks is None else benchmark_names(benchmarks)

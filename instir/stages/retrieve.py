@@ -22,8 +22,9 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.formatting import get_template
 from instir.parameters import depth, names
-from instir.report.layout import MissingInput, ReportLayout, start_report
+from instir.report.layout import ReportLayout, start_report
 from instir.report.lock import STAGE_WRITER, writer_of
+from instir.report.provenance import replacing
 from instir.report.stage_writer import writes_stage
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run, run_engine
@@ -67,31 +68,26 @@ def _key_text(value: object) -> str:
 def refuse_dropping(layout: ReportLayout, keys: Sequence[tuple], writer: str) -> None:
     """Refuse, in one line naming what would be lost, a ``runs.csv`` of the runs ``keys``
     (:data:`RUN_KEY` + ``k``) written by ``writer`` that would drop runs another front end
-    listed there: only the same run at the same ``k`` may replace another front end's row. A list
-    the kit cannot show it wrote (unreadable, without ``written_by``, or a row added by hand that
-    would be dropped) is set aside (:func:`instir.atomic.set_aside`), never replaced."""
+    listed there: only the same run at the same ``k`` may replace another front end's row."""
     if not layout.runs_table.is_file():
         return
     try:
         listed = pd.read_csv(layout.runs_table, dtype=str, keep_default_na=False)
     except (OSError, ValueError, pd.errors.ParserError):
-        listed = pd.DataFrame()
-    if not {*RUN_KEY, "k", "written_by"} <= set(listed):
-        atomic.set_aside(layout.runs_table, f"{layout.runs_table} is no runs list the kit wrote", f"{writer} writes it")
-        return
+        return  # an unreadable list is rewritten; its runs' files stay in runs/
+    if "written_by" not in listed:
+        return  # a list written before the column existed
     kept = {tuple(map(_key_text, key)) for key in keys}
-    lost = listed[[tuple(map(_key_text, row)) not in kept for row in listed[[*RUN_KEY, "k"]].itertuples(index=False)]]
-    foreign = lost[(lost["written_by"] != "") & (lost["written_by"] != writer)]
-    if len(foreign):
-        by = ", ".join(dict.fromkeys(foreign["written_by"]))
-        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark} (k {r.k})" for r in foreign.head(3).itertuples())
-        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        raise UsageError(f"{layout.runs_table} lists {len(foreign)} run(s) written by {by} that {writer} would drop: "
+    foreign = listed[(listed["written_by"] != "") & (listed["written_by"] != writer)]
+    lost = foreign[[tuple(map(_key_text, row)) not in kept
+                    for row in foreign[[*RUN_KEY, "k"]].itertuples(index=False)]]
+    if len(lost):
+        by = ", ".join(dict.fromkeys(lost["written_by"]))
+        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark} (k {r.k})" for r in lost.head(3).itertuples())
+        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+        raise UsageError(f"{layout.runs_table} lists {len(lost)} run(s) written by {by} that {writer} would drop: "
                          f"{shown}{more}; write into another folder (--out / out_dir), or delete "
                          f"{layout.runs_table} to let them go")
-    if (lost["written_by"] == "").any():
-        atomic.set_aside(layout.runs_table, f"{layout.runs_table} lists runs added by hand that {writer} would drop",
-                         f"{writer} writes it")
 
 
 def retrieve_planned(layout: ReportLayout, benchmark: Benchmark, planned: PlannedRun,
@@ -116,31 +112,16 @@ def write_runs_table(layout: ReportLayout, rows: Sequence[dict]) -> pd.DataFrame
     """``runs/runs.csv`` from the runs' rows, in the order given (the first system of each
     benchmark is the later stages' baseline), written atomically, each row marked with the
     front end writing it; refused when it would drop another front end's runs
-    (:func:`refuse_dropping`)."""
+    (:func:`refuse_dropping`); a list the kit did not leave as it is kept aside when replaced
+    (:func:`instir.report.provenance.replacing`)."""
     writer = front_end(layout.root)
     table = pd.DataFrame(list(rows), columns=RUNS_COLUMNS)
     table["written_by"] = table["written_by"].astype(object).fillna(writer)
     refuse_dropping(layout, list(table[[*RUN_KEY, "k"]].itertuples(index=False, name=None)), writer)
     layout.runs.mkdir(parents=True, exist_ok=True)
-    atomic.write_frame(layout.runs_table, table)
+    with replacing(layout.root, "runs"):
+        atomic.write_frame(layout.runs_table, table)
     return table
-
-
-def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
-    """``runs/runs.csv`` (the retrieve stage's list), only ``benchmarks`` when given; a missing
-    file names the notebook that writes it."""
-    table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
-    if "setting" not in table:  # lists written before the column existed
-        table.insert(1, "setting", "instructed")
-    if benchmarks is None:
-        return table
-    listed = set(table["benchmark"])
-    absent = [name for name in benchmarks if name not in listed]
-    if absent:
-        raise MissingInput(f"{layout.runs_table} holds no run of {', '.join(map(repr, absent))}: run notebook "
-                           f"02_retrieval with it into {layout.root} first, or leave it out of 'benchmarks' "
-                           f"(the runs there: {', '.join(dict.fromkeys(table['benchmark'])) or 'none'})")
-    return table[table["benchmark"].isin(list(benchmarks))].reset_index(drop=True)
 
 
 @dataclass

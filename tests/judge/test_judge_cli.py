@@ -274,6 +274,32 @@ def test_pairs_per_stratum_past_the_bound_are_one_line_in_every_front_end_before
         gold_pairs(None, per_stratum=count)
 
 
+@pytest.mark.parametrize("call", ["stage", "instfol"])
+def test_no_instances_or_a_cutoff_of_none_is_one_line_before_any_judgment(tmp_path, call):
+    # on the commit before, judge_runs(max_instances=0) judged 56 validation pairs, wrote its tables, then raised a
+    # ValueError; instfol(k=0) gave a summary of NaN
+    from instir.judge.following import instfol
+    from instir.stages import retrieve_runs
+    from instir.stages.judge import judge_runs
+
+    class Counting:
+        name, calls = "counting", 0
+
+        def judge(self, requests):
+            Counting.calls += 1
+            raise AssertionError("judged")
+
+    if call == "stage":
+        retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+        with raises_saying(UsageError, "max_instances must be a whole number from 1 to 1,000,000, got 0"):
+            judge_runs(tmp_path, judge=Counting(), max_instances=0)
+        assert not (tmp_path / "judge").exists()
+    else:
+        with raises_saying(UsageError, "parameter 'k' takes a whole number of at least 1, got 0"):
+            instfol(None, None, None, Counting(), k=0)
+    assert Counting.calls == 0
+
+
 def test_runs_shallower_than_k_are_said_once_by_instir_judge(capsys, tmp_path):
     # the pair's InstFol and the spread's judge the same sample: the warning came twice
     from instir.benchmarks import load_benchmark
