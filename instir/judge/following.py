@@ -35,7 +35,7 @@ from instir.errors import UsageError
 from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest, Judgment
-from instir.retrieval.runs import Run, as_run
+from instir.retrieval.runs import Run, ShallowRunsWarning, as_run
 
 #: List cut-off of IFIR's InstFol@20.
 K = 20
@@ -227,10 +227,6 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "weighting": positions["weighting"].value_counts().to_dict(),
     }
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
-
-
-class ShallowRunsWarning(UserWarning):
-    """The runs rank fewer passages than InstFol's ``k`` (and than a query can have ranked)."""
 
 
 #: One judged list position: qid, list name, rank, docid, index of its request (None: not in the corpus).

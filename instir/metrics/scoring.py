@@ -34,7 +34,7 @@ from instir.metrics.measures import (
 )
 from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, run_frame
 from instir.progress import tqdm
-from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, drop_self_hits, refuse_unanswered
+from instir.retrieval.runs import Run, RunIdCheck, ShallowRunsWarning, check_run_ids, drop_self_hits, refuse_unanswered
 
 #: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
 GENERIC_MEASURES = ("nDCG@10", "RR@10", "R@100", "P@10")
@@ -356,5 +356,9 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
             why = (f": {asked[i].requires}" if isinstance(asked[i], GroupMeasure) and asked[i].requires
                    else ": no query of the run is in the qrels")
             raise UsageError(f"{quoted(str(key))} has no value on {getattr(qrels, 'name', 'these qrels')}{why}")
+    if benchmark is not None:  # as evaluate_runs notes it
+        depth = int(the_run.df.groupby("qid").size().max()) if len(the_run.df) else 0
+        for note in scorer.depth_notes("the run", depth, benchmark.rankable()):
+            warnings.warn(note, ShallowRunsWarning, stacklevel=2)
     values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
     return values[given[0]] if _single(measures) else values

@@ -139,6 +139,11 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(dict(zip(RUN_COLUMNS, columns)))
 
 
+class ShallowRunsWarning(UserWarning):
+    """A run ranks fewer documents per query than a cutoff asked of it (and than a query can have ranked):
+    the ranks past its depth count as non-relevant (``evaluate``, InstFol's ``k``)."""
+
+
 @dataclass
 class Run:
     """A ranked list per query: ``df`` has columns qid (str), docid (str), score (float),

@@ -27,7 +27,6 @@ from instir.judge import stability
 from instir.judge.following import (
     InstFolResult,
     K,
-    ShallowRunsWarning,
     aggregate,
     check_max_instances,
     instfol,
@@ -48,7 +47,7 @@ from instir.report.layout import (
 )
 from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
-from instir.retrieval.runs import read_run
+from instir.retrieval.runs import ShallowRunsWarning, read_run
 
 #: Keys of an InstFol result's meta that the cost table shows.
 COST_KEYS = ("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments", "warnings", "cost")

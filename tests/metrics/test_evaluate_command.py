@@ -4,6 +4,7 @@ import argparse
 import csv
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -12,9 +13,9 @@ import pytest
 from instir.benchmarks import load_benchmark
 from instir.cli.evaluate import file_system_name, register
 from instir.errors import UsageError
-from instir.metrics.scoring import evaluate_runs
+from instir.metrics.scoring import evaluate, evaluate_runs
 from instir.report.record import read_record
-from instir.retrieval.runs import Run, read_run, write_run
+from instir.retrieval.runs import Run, ShallowRunsWarning, read_run, write_run
 
 MTEB_PREDICTIONS = Path(__file__).parents[1] / "fixtures" / "mteb" / "predictions" / "IFIRFiQA_predictions.json"
 
@@ -203,6 +204,13 @@ def test_a_run_shallower_than_a_cutoff_is_said_on_every_scoring_also_a_reused_on
     assert any(said in note for note in notes)
     deep = evaluate_runs({"five": read_run(run)}, instructir_sample, ["nDCG@5", "RR@5"]).notes
     assert not deep
+    # on the commit before, instir.evaluate gave its values without a word
+    with pytest.warns(ShallowRunsWarning, match="the run: ranks at most 5 documents per query, fewer than the cutoff "
+                                                "of nDCG@10, R@100: the ranks past 5"):
+        evaluate(instructir_sample, read_run(run), ["nDCG@10", "R@100"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ShallowRunsWarning)
+        evaluate(instructir_sample, read_run(run), ["nDCG@5", "RR@5"])
 
 
 def test_a_run_of_another_benchmark_is_refused_in_every_scoring_path(instructir_sample, tmp_path, capsys):
