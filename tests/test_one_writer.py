@@ -222,3 +222,16 @@ def test_a_runs_list_without_the_columns_every_reader_needs_is_one_line_naming_f
              "paper_tables": stages.paper_tables, "explore": instir.explore}[call]
     with raises_saying(FormatError, f"{out / 'runs' / 'runs.csv'}, line 1, field 'benchmark': no such column"):
         front(out)
+
+
+def test_a_stage_refused_at_once_leaves_no_folder_record_or_lock_behind(tmp_path):
+    # on the commit before, score_runs into a folder with no runs made it and left .instir-run.lock there
+    from instir.report.layout import MissingInput
+
+    with pytest.raises(MissingInput, match="runs.csv is missing: run notebook 02_retrieval"):
+        score_runs(tmp_path / "none", ["instructir-sample"])
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(MissingInput):
+        score_runs(tmp_path / "mine", ["instructir-sample"])
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == [".instir-run.lock"]  # not its folder to remove

@@ -17,6 +17,7 @@ holder has ended, as the token is checked against the lock file's while its lock
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import json
@@ -88,6 +89,7 @@ class FolderLock:
         self._fd: int | None = None
         self._token = ""
         self._joined = False
+        self._made = False
 
     def __enter__(self) -> FolderLock:
         with _GUARD:
@@ -97,6 +99,7 @@ class FolderLock:
                 self._joined = True
                 return self
             refuse_unsafe_folder(self.folder)
+            self._made = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
             problem = file_problem(self.path)
             if problem not in (None, "not found"):
@@ -139,6 +142,10 @@ class FolderLock:
             entries.pop(str(self.folder), None)
             _set_inherited(entries)
             _HELD.pop(self.folder, None)
+            if self._made and os.listdir(self.folder) == [LOCK_FILE]:  # a folder it made for work refused at once
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+                    self.folder.rmdir()
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

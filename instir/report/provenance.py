@@ -91,8 +91,10 @@ def replacing(root: Path, name: str) -> Iterator[None]:
             yield
     finally:
         _REPLACING.discard(folder.resolve())
-        with contextlib.suppress(OSError):  # unnoted, the kit's files are kept aside once more when next replaced
-            update_record(root, made={**read_record(root).get("made", {}), name: kit_files(folder)})
+        left, noted = kit_files(folder), read_record(root).get("made", {})
+        if left != noted.get(name, {}):
+            with contextlib.suppress(OSError):  # unnoted, the kit's files are kept aside once more when replaced
+                update_record(root, made={**noted, name: left})
 
 
 def stage_records(folder: str | Path, record: Record | None = None) -> dict[str, list[dict]]:
