@@ -129,6 +129,8 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
     A URL with credentials in it (user-info, a key-like query parameter) is refused too
     (:func:`instir.secrets.refuse_url_credentials`). Also refuses values JSON cannot hold.
     Messages name the parameter or variable, never the value."""
+    if not isinstance(parameters, Mapping):
+        raise UsageError(f"parameters are a mapping {{name: value}}, got a {type(parameters).__name__}")
     for name, value in parameters.items():
         for item in value if isinstance(value, list) else [value]:
             refuse_url_credentials(item, f"parameter {name!r}")
@@ -346,7 +348,7 @@ def find_notebooks(folder: str | Path) -> list[Path]:
     return sorted(Path(folder).glob(NOTEBOOK_PATTERN))
 
 
-def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object], out_dir: str | Path, *,
+def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mapping[str, object], out_dir: str | Path, *,
                 show_code: bool = False, kernel: str = "python3") -> ReportResult:
     """Execute ``notebooks`` in order into ``out_dir``, each with the ``parameters`` its
     parameters cell declares, render each to HTML, write ``out_dir/report.json`` and rebuild
@@ -357,7 +359,7 @@ def run_reports(notebooks: Sequence[str | Path], parameters: Mapping[str, object
     refuses, and ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is
     writing into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` there that instir
     did not write are refused too."""
-    paths = [Path(n).resolve() for n in notebooks]
+    paths = [Path(n).resolve() for n in ([notebooks] if isinstance(notebooks, (str, Path)) else notebooks)]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"notebook(s) not found: {', '.join(missing)}")

@@ -12,7 +12,7 @@ from instir.errors import UsageError, UserError
 from instir.report.index import write_index
 from instir.report.provenance import record_page, stale_pages
 from instir.report.record import update_record
-from instir.stages import retrieve_runs, score_runs
+from instir.stages import paper_tables, retrieve_runs, score_runs
 from tests.test_one_writer import Holder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,6 +82,10 @@ def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_
     (lambda out: score_runs(out, ["instructir-sample", "ifir-sampel"]),
      "parameter 'benchmarks': unknown benchmark 'ifir-sampel'; did you mean 'ifir-sample'?"),
     (lambda out: score_runs(out, ["ifir-sample/fiqa"]), "runs.csv holds no run of 'ifir-sample/fiqa'"),
+    # on 60bbc2d, scored every run before the comparison failed; paper_tables compared with no paper ('nope'), or
+    # failed on 'ifir' read letter by letter
+    (lambda out: score_runs(out, compare="bogus"), "parameter 'compare': unknown comparison 'bogus'"),
+    (lambda out: paper_tables(out, papers=["nope"]), "parameter 'papers': unknown paper 'nope'"),
 ])
 def test_a_students_mistake_in_a_stage_is_one_line_before_any_work(tmp_path, call, message):
     out = tmp_path / "r"
@@ -92,3 +96,20 @@ def test_a_students_mistake_in_a_stage_is_one_line_before_any_work(tmp_path, cal
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert caught.value._render_traceback_()[0].count("\n") == 0  # what the lab shows: one line
     assert (out / "runs" / "runs.csv").read_bytes() == listed
+
+
+def test_one_name_where_a_list_is_asked_is_a_list_of_one(tmp_path):
+    # on 60bbc2d, paper_tables(out, papers="ifir") failed ("No objects to concatenate"), paper_tables(out, "/m")
+    # read "/", "m" as MTEB result files, run_reports("nb.ipynb", …) looked for the notebooks "n", "b", …
+    from instir.pipeline import run_reports
+
+    out = tmp_path / "r"
+    retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    score_runs(out)
+    assert set(paper_tables(out, papers="ifir").compared["paper"]) <= {"ifir"}
+    with pytest.raises(UserError, match=f"{tmp_path / 'none'}"):
+        paper_tables(out, str(tmp_path / "none"))
+    with pytest.raises(FileNotFoundError, match=r"notebook\(s\) not found: \S*nb.ipynb$"):
+        run_reports(str(tmp_path / "nb.ipynb"), {}, out)
+    with pytest.raises(UserError, match="parameters are a mapping {name: value}, got a list"):
+        run_reports(REPO / "notebooks" / "00_tour.ipynb", ["k"], tmp_path / "other")

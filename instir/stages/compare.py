@@ -29,6 +29,7 @@ from instir.papers import (
 )
 from instir.papers.comparison import OUTSIDE, WITHIN
 from instir.papers.views import ReportedView, reported_curves, reported_views
+from instir.parameters import choices
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import read_datasets
@@ -180,6 +181,10 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     the report's ``mteb_results/`` folder when it exists. ``papers`` keeps only those reported
     tables (``["mteb"]`` for numbers scored under MTEB's protocol); InstFol joins in where the
     judge stage ran."""
+    if papers is not None:  # before anything is read
+        papers = choices(papers, list(REPORTED_FILES), "paper", where="parameter 'papers'")
+    if isinstance(mteb_results, (str, Path)):  # one file or folder
+        mteb_results = [mteb_results]
     layout = report_layout(out_dir)
     runs = (read_runs_table(layout) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))

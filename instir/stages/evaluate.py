@@ -21,6 +21,7 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark
+from instir.errors import UnknownNameError, unknown
 from instir.inputs import read_head
 from instir.metrics import latex, stats
 from instir.metrics.compared import RunComparison, compare_scores
@@ -264,6 +265,10 @@ def with_averages(table: pd.DataFrame) -> pd.DataFrame:
     return combine([table, subset_average(table[averaged])]) if averaged.any() else table
 
 
+#: What each benchmark's systems are compared with its first on: its family's headline measures, or all.
+COMPARED = ("headline", "all")
+
+
 def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequence[Evaluation], *,
                   compare: str = "headline", labels: Mapping[str, str] | None = None, **options) -> Metrics:
     """Join the evaluations of ``runs`` (one :class:`~instir.metrics.evaluation.Evaluation` per
@@ -316,6 +321,8 @@ def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
     time) and written under ``metrics/`` (:func:`write_metrics`, ``compare`` and ``options``
     going to it). ``loaded`` may hold benchmarks the caller has read already, and ``read`` runs
     (by their ``run_file``, as :func:`listed_run` reads them under ``protocol``)."""
+    if compare not in COMPARED:  # before any scoring
+        raise UnknownNameError(f"parameter 'compare': {unknown('comparison', compare, COMPARED)}")
     layout = report_layout(out_dir)
     runs = read_runs_table(layout, None if benchmarks is None else benchmark_names(benchmarks))
     loaded = loaded or LoadedBenchmarks(data_root, record_in=layout.root)

@@ -57,6 +57,13 @@ def test_holm_makes_marks_rarer_and_the_permutation_test_is_offered():
         pairwise_tests(TOY, test="wilcoxon")
 
 
+@pytest.mark.parametrize("max_p", [0, 5, -0.1, True, "0.05", float("nan")])
+def test_a_max_p_that_is_no_probability_is_refused(max_p):
+    # on the commit before, compare_runs(max_p=5) marked every difference significant
+    with pytest.raises(ValueError, match="max_p must be a probability above 0 and at most 1"):
+        pairwise_tests(TOY, max_p=max_p)
+
+
 def test_the_table_prints_scores_with_superscripts_phantoms_and_the_best_in_bold():
     text = latex_table(significance_marks(TOY))
     row_b = text.split("\\midrule\n")[1].split("\\\\")[1]
