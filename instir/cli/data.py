@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from instir.benchmarks import catalog
+from instir.cli.options import writable_folder
 from instir.errors import UsageError
 
 
@@ -40,6 +41,8 @@ def fetch_command(args: argparse.Namespace) -> int:
     """Handler of ``instir fetch``."""
     from instir.benchmarks.fetch import fetch, read_manifest
 
+    if args.cache_dir:  # before the Hub is asked
+        writable_folder(args.cache_dir, "--cache-dir")
     root = fetch(args.benchmark, args.subset, layout=args.layout, cache_dir=args.cache_dir, revision=args.revision)
     subsets = [args.subset] if args.subset else list(catalog.family(args.benchmark).subsets)
     folders = [root / s for s in subsets] or [root]

@@ -46,14 +46,18 @@ def positive_int(text: str) -> int:
 
 
 def output_folder(path: str | Path, option: str = "--out") -> Path:
-    """Create the folder an output option names, before any work: an output that cannot be
-    written fails at once, not after minutes of retrieval or scoring; one inside the cache root,
-    or with subfolders symlinked elsewhere, is refused
-    (:func:`instir.report.lock.refuse_unsafe_folder`)."""
+    """Create the folder an output option names, before any work (:func:`writable_folder`); one inside the
+    cache root, or with subfolders symlinked elsewhere, is refused (:func:`instir.report.lock.refuse_unsafe_folder`)."""
     from instir.report.lock import refuse_unsafe_folder
 
+    refuse_unsafe_folder(Path(path).expanduser().resolve())
+    return writable_folder(path, option)
+
+
+def writable_folder(path: str | Path, option: str) -> Path:
+    """Create the folder ``option`` names, before any work: a folder that cannot be written fails at once, not
+    after minutes of downloading, retrieval or scoring."""
     path = Path(path)
-    refuse_unsafe_folder(path.expanduser().resolve())
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

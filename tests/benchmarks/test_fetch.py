@@ -219,6 +219,16 @@ def test_fetch_command_offline_exits_with_the_instructions(tmp_path, monkeypatch
         _cli(["fetch", "instructir", "--cache-dir", str(tmp_path)])
 
 
+def test_a_cache_folder_that_is_a_file_is_one_line_before_the_hub_is_asked(tmp_path, monkeypatch, capsys):
+    # on the commit before, the offline steps, telling to copy the data under the file
+    from instir.cli import main
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    (tmp_path / "a-file").write_text("")
+    assert main(["fetch", "instructir", "--cache-dir", str(tmp_path / "a-file")]) == 2
+    assert capsys.readouterr().err == f"instir fetch: --cache-dir {tmp_path / 'a-file'} is a file, not a folder\n"
+
+
 def test_manifest_is_json_next_to_the_data(hub, tmp_path):
     hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
     with pytest.warns(UserWarning):
