@@ -90,3 +90,14 @@ def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", m
     hint = f"; did you mean {close[0]!r}?" if close else ";"
     where = f" {where}" if where else ""
     return UnknownNameError(f"unknown {kind} {quoted(name)}{where}{hint} known: {', '.join(known)}{more}")
+
+
+def expect(value: object, kind: type | tuple[type, ...], what: str, hint: str = "") -> None:
+    """A :class:`UsageError` saying what ``what`` (``retrieve(benchmark, …)``) takes when ``value`` is no ``kind``
+    (``hint``: how to make one): a wrong type given to a public function is one line naming the argument, not an
+    AttributeError from deep inside it."""
+    if not isinstance(value, kind):
+        kinds = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        plain = value is None or isinstance(value, (str, int, float, list, tuple, dict))
+        got = f"{quoted(value)} (a {type(value).__name__})" if plain else f"a {type(value).__name__}"
+        raise UsageError(f"{what} takes a {kinds}, got {got}{hint}")

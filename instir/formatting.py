@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark, Doc, Query
-from instir.errors import UsageError, unknown
+from instir.errors import UsageError, expect, unknown
 
 #: A format: one format string, or an (instruction, text) pair of format strings.
 Format = str | tuple[str, str]
@@ -216,6 +216,7 @@ def shared_subset(benchmark: Benchmark) -> str:
 
 def get_template(name: str) -> Template:
     """A registered template by name."""
+    expect(name, str, "get_template(name)")
     found = _REGISTRY.get(name) or _templates().get(name)
     if found is None:
         raise unknown("template", name, list_templates())

@@ -72,3 +72,28 @@ def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, r
         instir.evaluate_runs({}, instructir_sample)
     with raises_saying(UserError, "no measures given"):
         instir.evaluate(instructir_sample, runs["instructed"], [])
+
+
+@pytest.mark.parametrize("call,said", [
+    (lambda b, r, run: instir.retrieve("instructir-sample", r), "retrieve(benchmark, …) takes a Benchmark, got "
+     "'instructir-sample' (a str); load one: instir.load_benchmark('instructir-sample')"),
+    (lambda b, r, run: instir.retrieve(b, r, 3), "retrieve(…, template) takes a Template or str or NoneType, got 3"),
+    (lambda b, r, run: instir.build_system(None), "build_system(name) takes a SystemCard or str, got None"),
+    (lambda b, r, run: instir.build_system(["bm25"]), "build_system(name) takes a SystemCard or str, got ['bm25']"),
+    (lambda b, r, run: instir.write_run(run.df, "x.trec"), "write_run(run, …) takes a Run, got a DataFrame; a "
+     "DataFrame of qid, docid, score is one as instir.Run(frame)"),
+    (lambda b, r, run: instir.get_template(["ifir"]), "get_template(name) takes a str, got ['ifir']"),
+    (lambda b, r, run: instir.rerank(run, b, "nope"), "rerank(…, reranker) takes a reranker"),
+    (lambda b, r, run: instir.rerank(run, "instructir-sample", r), "rerank(run, benchmark, …) takes a Benchmark"),
+    (lambda b, r, run: instir.validate_judge("baseline", b), "validate_judge(benchmark, judge) takes a Benchmark, "
+     "got 'baseline'"),
+    (lambda b, r, run: instir.instfol(run, run, "instructir-sample", "baseline"), "instfol(instructed, query_only, "
+     "benchmark, judge) takes a Benchmark"),
+    (lambda b, r, run: instir.compare_to_papers(None, None), "compare_to_papers(reproduced, …) takes a DataFrame"),
+])
+def test_a_wrong_type_given_to_a_public_function_is_one_line_naming_the_argument(instructir_sample, runs, call,
+                                                                                  said, tmp_path, monkeypatch):
+    # on the commit before, an AttributeError or a TypeError from inside each (the review's calls)
+    monkeypatch.chdir(tmp_path)
+    with raises_saying(UserError, said):
+        call(instructir_sample, make_retriever("bm25"), runs["instructed"])

@@ -31,7 +31,7 @@ import pandas as pd
 
 from instir import parameters
 from instir.benchmarks.types import Benchmark, Query
-from instir.errors import UsageError
+from instir.errors import UsageError, expect
 from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest, Judgment
@@ -195,6 +195,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     sample (:func:`select_instances`). ``judge`` may be a backend name (``"baseline"``: :func:`make_judge`'s).
     """
     k, max_instances = parameters.depth(k), check_max_instances(max_instances)  # before the judge loads
+    expect(benchmark, Benchmark, "instfol(instructed, query_only, benchmark, judge)")
     if isinstance(judge, str):  # a backend name, as make_judge takes it (with its defaults)
         from instir.judge.factory import make_judge
 

@@ -33,6 +33,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
 from instir.benchmarks.types import Benchmark
+from instir.errors import expect
 from instir.judge.following import stratum_rng
 from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.types import LABELS, Judge, JudgeRequest
@@ -128,6 +129,7 @@ def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | Non
     """Judge gold pairs (``pairs``, or :func:`gold_pairs` of ``benchmark``) and compare the
     answers with the gold labels. Each pair is judged against its instance's query and
     instruction on the instance's rubric; identical requests are judged once."""
+    expect(benchmark, Benchmark, "validate_judge(benchmark, judge)")
     if pairs is None:
         pairs = gold_pairs(benchmark, per_stratum=per_stratum, seed=seed)
     docs = benchmark.corpus.get(set(pairs["docid"]))

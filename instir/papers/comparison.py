@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from instir.benchmarks import catalog
+from instir.errors import expect
 from instir.papers.divergences import reasons_for
 from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
 
@@ -109,6 +110,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     every sample row's verdict is ``not comparable (SAMPLE)``, ``within_tolerance`` empty; the rows
     of real benchmarks in the same table are compared as usual.
     """
+    for name, frame in (("reproduced", reproduced), ("reported", reported)):
+        expect(frame, pd.DataFrame, f"compare_to_papers({name}, …)", "; the tidy table of evaluate_runs, load_reported")
     reason = not_comparable_reason(reproduced)
     if reason and not (sample_ok and "benchmark" in reproduced.columns):
         raise NotComparableError(reason)

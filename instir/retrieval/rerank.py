@@ -31,6 +31,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark, FormatError, Query, quoted
+from instir.errors import UsageError, expect
 from instir.progress import tqdm
 from instir.retrieval.runs import (
     Run,
@@ -172,6 +173,10 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
     complete run with the same key is read back instead of scoring again. ``cache`` is the
     score cache (default: :func:`~instir.retrieval.score_cache.default_score_cache_path`).
     """
+    expect(benchmark, Benchmark, "rerank(run, benchmark, …)")
+    if not callable(getattr(reranker, "model_input", None)):
+        raise UsageError(f"rerank(…, reranker) takes a reranker (instir.build_system of a reranker card, e.g. "
+                         f"'MonoT5-base (FollowIR)'), got {quoted(reranker)}")
     if depth < 1:
         raise ValueError(f"depth must be positive, got {depth}")
     if doc_field not in ("text", "indexed"):

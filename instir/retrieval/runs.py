@@ -46,7 +46,7 @@ from instir.benchmarks.readers import (
     decode_utf8,
 )
 from instir.benchmarks.types import Benchmark, FormatError, quoted
-from instir.errors import UsageError
+from instir.errors import UsageError, expect
 from instir.extras import package_versions
 from instir.inputs import file_problem, read_json
 from instir.stamps import utc_now
@@ -417,6 +417,7 @@ def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
     The sidecar holds ``run.meta`` plus the TREC text's SHA-256, row/query counts, library
     versions and the write time. Returns the TREC path.
     """
+    expect(run, Run, "write_run(run, …)", "; a DataFrame of qid, docid, score is one as instir.Run(frame)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tag = tag or run.meta.get("tag") or "instir"

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark, quoted
-from instir.errors import UsageError, unknown
+from instir.errors import UsageError, expect, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.model_files import check_model
@@ -212,6 +212,8 @@ def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Templat
     is read back instead of searching again. A system's full card is recorded as ``meta["system"]``. ``k`` below 1 is
     refused (a run of nothing is no result).
     """
+    expect(benchmark, Benchmark, "retrieve(benchmark, …)", f"; load one: instir.load_benchmark({quoted(benchmark)})")
+    expect(template, (Template, str, type(None)), "retrieve(…, template)")
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
     if isinstance(retriever, str):  # a kind, as make_retriever takes it ("bm25"); a card: build_system(name)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError, UserError
+from instir.errors import UsageError, UserError, expect
 from instir.formatting import Template
 from instir.retrieval.model_files import (
     hub_reachable,
@@ -145,6 +145,7 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
     A missing optional package raises :class:`MissingDependency` naming the card and the
     ``pip install`` that fixes it.
     """
+    expect(card, (SystemCard, str), "build_system(name)", "; e.g. 'bm25', 'dense' or a card's name")
     if isinstance(card, str) and card.partition(":")[0] in RETRIEVER_KINDS:
         kind, _, model = card.partition(":")
         return make_retriever(kind, model.strip() or None, **options)
