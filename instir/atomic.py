@@ -388,7 +388,7 @@ def keeping(paths: Iterable[Path], why: str) -> Iterator[None]:
             if same:
                 aside.unlink(missing_ok=True)
             else:
-                warnings.warn(f"{why}: kept as {aside} (never read); the kit wrote its own in its place", stacklevel=3)
+                warnings.warn(f"{why}: kept as {aside} (never read); the kit replaced or removed it", stacklevel=3)
 
 
 def plain_name(name: object) -> bool:

@@ -167,8 +167,6 @@ def test_a_file_the_kit_did_not_leave_is_kept_where_a_stage_replaces_it_and_left
     assert (metrics / "mine.csv").read_text() == "a table the stage does not write\n"  # left where it is
     assert (metrics / "comparisons.csv").read_bytes() == kit_written  # the kit's own: replaced, not kept
     score_runs(out, ["instructir-sample"])  # what it wrote itself it replaces without a word
-    update_record(out, made=None)  # a record of a version before ``made``: its stages' digests vouch for them
-    score_runs(out, ["instructir-sample"])
     assert len(list(metrics.glob("*.set-aside-*"))) == 2
 
 
@@ -235,3 +233,41 @@ def test_a_stage_refused_at_once_leaves_no_folder_record_or_lock_behind(tmp_path
     with pytest.raises(MissingInput):
         score_runs(tmp_path / "mine", ["instructir-sample"])
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == [".instir-run.lock"]  # not its folder to remove
+
+
+def test_an_edit_stays_ones_own_through_a_stage_call_that_failed_or_left_the_file_alone(tmp_path):
+    # at 5936327, any call that ended (a typo refused inside the stage, a judge without validation) noted every
+    # file of the folder as the kit's, the edit among them: the next call replaced it without a word
+    from instir.stages import describe_benchmarks, judge_runs
+
+    out = tmp_path / "r"
+    describe_benchmarks(out, ["instructir-sample"])
+    (out / "data" / "statistics.csv").write_text("my statistics\n")
+    with pytest.raises(UsageError, match="did you mean 'instructir-sample'"):
+        describe_benchmarks(out, ["instructir-smaple"])
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    judge_runs(out, backend="baseline", max_instances=2, repeats=1)
+    (out / "judge" / "validation.csv").write_text("my validation\n")
+    judge_runs(out, backend="baseline", max_instances=2, repeats=1, validate=False)
+    assert (out / "judge" / "validation.csv").read_text() == "my validation\n"  # left alone, still one's own
+    with pytest.warns(UserWarning, match="held files the kit did not leave there as they are"):
+        describe_benchmarks(out, ["instructir-sample"])
+        judge_runs(out, backend="baseline", max_instances=2, repeats=1)
+    kept = sorted(path.read_text() for path in out.glob("*/*.set-aside-*"))
+    assert kept == ["my statistics\n", "my validation\n"]
+
+
+def test_a_folder_of_an_earlier_version_vouches_for_its_tables_only(tmp_path):
+    # at 5936327, a record without `made` whose tables matched their digest vouched for every file, a .tex edited
+    # by hand among them
+    out = tmp_path / "r"
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    score_runs(out, ["instructir-sample"])
+    update_record(out, made=None)
+    (tex,) = (out / "metrics").glob("*.tex")
+    tex.write_text(tex.read_text() + "% my note\n")
+    with pytest.warns(UserWarning, match="held files the kit did not leave there as they are"):
+        score_runs(out, ["instructir-sample"])
+    (kept,) = (out / "metrics").glob("*.tex.set-aside-*")
+    assert kept.read_text().endswith("% my note\n")
+    assert not list((out / "metrics").glob("*.csv.set-aside-*"))  # its tables, vouched for by their digest

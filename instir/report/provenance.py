@@ -52,15 +52,30 @@ def folder_digest(folder: Path) -> str | None:
     return h.hexdigest()
 
 
-def kit_files(folder: Path) -> dict[str, str]:
-    """The SHA-256 of each file, by name, of a report's stage ``folder`` that the kit may replace: in ``runs/``,
-    its table (each run file has its sidecar); elsewhere every top-level file but hidden ones, those set aside
-    and the judgment store's (``*.sqlite*``: :mod:`instir.sqlite_store` keeps its own)."""
+def _kit_paths(folder: Path) -> list[Path]:
+    """The files of a report's stage ``folder`` that the kit may replace: in ``runs/``, its table (each run file
+    has its sidecar); elsewhere every top-level file but hidden ones, those set aside and the judgment store's
+    (``*.sqlite*``: :mod:`instir.sqlite_store` keeps its own)."""
     if not folder.is_dir():
-        return {}
+        return []
     files = [folder / "runs.csv"] if folder.name == "runs" else folder.iterdir()
-    return {p.name: atomic.file_sha256(p) for p in sorted(files) if p.is_file() and not p.name.startswith(".")
-            and ".set-aside-" not in p.name and ".sqlite" not in p.name}
+    return sorted(p for p in files if p.is_file() and not p.name.startswith(".") and ".set-aside-" not in p.name
+                  and ".sqlite" not in p.name)
+
+
+def kit_files(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each file of a report's stage ``folder`` that the kit may replace (:func:`_kit_paths`), by
+    name."""
+    return {p.name: atomic.file_sha256(p) for p in _kit_paths(folder)}
+
+
+def _inodes(folder: Path) -> dict[str, int]:
+    """The inode of each of :func:`_kit_paths`, by name: a file the kit writes is a new one (an atomic replace)."""
+    found = {}
+    for path in _kit_paths(folder):
+        with contextlib.suppress(OSError):
+            found[path.name] = path.stat().st_ino
+    return found
 
 
 #: The stage folders of the report whose writes a :func:`replacing` block of this process covers.
@@ -78,12 +93,13 @@ def replacing(root: Path, name: str) -> Iterator[None]:
         yield
         return
     record = read_record(root)
-    found = kit_files(folder)
+    found, inodes = kit_files(folder), _inodes(folder)
     made = record.get("made", {}).get(name)
-    if made is None:  # a record of an earlier version: the tables as a stage wrote or read them are the kit's
+    if made is None:  # a record of an earlier version: the tables a stage wrote or read as they are are the kit's
         known = {run.get("output") if WRITES[notebook] == name else (run.get("inputs") or {}).get(name)
                  for notebook, runs in stage_records(root, record).items() for run in runs}
-        made = found if folder_digest(folder) in known - {None} else {}
+        made = {file: digest for file, digest in found.items()
+                if file.endswith(".csv") and folder_digest(folder) in known - {None}}
     foreign = [folder / file for file, digest in found.items() if made.get(file) != digest]
     _REPLACING.add(folder.resolve())
     try:
@@ -91,7 +107,11 @@ def replacing(root: Path, name: str) -> Iterator[None]:
             yield
     finally:
         _REPLACING.discard(folder.resolve())
-        left, noted = kit_files(folder), read_record(root).get("made", {})
+        # the kit's now: what the block wrote (new files), and what the kit had left that the block did not touch
+        written = {file for file, inode in _inodes(folder).items() if inodes.get(file) != inode}
+        left = {file: digest if file in written else made[file]
+                for file, digest in kit_files(folder).items() if file in written or file in made}
+        noted = read_record(root).get("made", {})
         if left != noted.get(name, {}):
             with contextlib.suppress(OSError):  # unnoted, the kit's files are kept aside once more when replaced
                 update_record(root, made={**noted, name: left})
