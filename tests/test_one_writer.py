@@ -271,3 +271,30 @@ def test_a_folder_of_an_earlier_version_vouches_for_its_tables_only(tmp_path):
     (kept,) = (out / "metrics").glob("*.tex.set-aside-*")
     assert kept.read_text().endswith("% my note\n")
     assert not list((out / "metrics").glob("*.csv.set-aside-*"))  # its tables, vouched for by their digest
+
+
+def test_what_a_killed_stage_wrote_is_the_kits_when_the_next_one_runs(tmp_path):
+    # on the commit before, the files a stage wrote before kill -9 were kept aside by the next run, with a warning,
+    # as not the kit's
+    import warnings
+
+    from instir import atomic
+    from instir.report.stage_writer import writes_stage
+
+    killed = (f"import os, pathlib\nfrom instir import atomic\nfrom instir.report.stage_writer import writes_stage\n"
+              f"@writes_stage('03_metrics')\ndef stage(out_dir):\n"
+              f"    (out_dir / 'metrics').mkdir(exist_ok=True)\n"
+              f"    atomic.write_text(out_dir / 'metrics' / 'metrics.csv', 'written, then killed')\n"
+              f"    os.kill(os.getpid(), 9)\n"
+              f"stage(pathlib.Path({str(tmp_path)!r}))\n")
+    assert subprocess.run([sys.executable, "-c", killed]).returncode == -9
+
+    @writes_stage("03_metrics")
+    def stage(out_dir):
+        atomic.write_text(out_dir / "metrics" / "metrics.csv", "written again")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stage(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "metrics").iterdir()) == ["metrics.csv"]
+    assert not list(tmp_path.glob(".instir-replacing-*"))

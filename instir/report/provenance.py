@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from instir import atomic
+from instir.inputs import read_json
 from instir.report.record import WRITES, Record, read_record, update_record
 from instir.stamps import utc_now
 
@@ -82,39 +83,49 @@ def _inodes(folder: Path) -> dict[str, int]:
 _REPLACING: set[Path] = set()
 
 
+def _left(folder: Path, inodes: Mapping[str, int], made: Mapping[str, str]) -> dict[str, str]:
+    """What the kit has left in ``folder`` after a block that began with its files' ``inodes`` and ``made``: what
+    the block wrote (a new file: the kit writes by atomic replace) and, of the rest, what it had noted."""
+    written = {file for file, inode in _inodes(folder).items() if inodes.get(file) != inode}
+    return {file: digest if file in written else made[file]
+            for file, digest in kit_files(folder).items() if file in written or file in made}
+
+
 @contextlib.contextmanager
 def replacing(root: Path, name: str) -> Iterator[None]:
     """Run a block that writes the stage folder ``name`` of report ``root``, keeping
     (:func:`instir.atomic.keeping`) each file there that the kit did not leave as it is now (a file of one's own,
     or one edited since) which the block replaces or removes; then, whether the block ended or failed, note in
-    the record (``made``) what the kit left there. A block within another for the same folder is the outer one's."""
-    folder = root / name
+    the record (``made``) what the kit left there (:func:`_left`). A journal beside the record holds the block's
+    start until then, so the next block notes what a killed one wrote. A block within another for the same
+    folder is the outer one's."""
+    folder, journal = root / name, root / f".instir-replacing-{name}.json"
     if folder.resolve() in _REPLACING:
         yield
         return
-    record = read_record(root)
-    found, inodes = kit_files(folder), _inodes(folder)
+    record, pending = read_record(root), read_json(journal)
     made = record.get("made", {}).get(name)
-    if made is None:  # a record of an earlier version: the tables a stage wrote or read as they are are the kit's
+    if isinstance(pending, dict) and isinstance(pending.get("inodes"), dict) and isinstance(pending.get("made"), dict):
+        made = _left(folder, pending["inodes"], pending["made"])  # a block killed before its end
+    elif made is None:  # a record of an earlier version: the tables a stage wrote or read as they are are the kit's
         known = {run.get("output") if WRITES[notebook] == name else (run.get("inputs") or {}).get(name)
                  for notebook, runs in stage_records(root, record).items() for run in runs}
-        made = {file: digest for file, digest in found.items()
+        made = {file: digest for file, digest in kit_files(folder).items()
                 if file.endswith(".csv") and folder_digest(folder) in known - {None}}
+    found, inodes = kit_files(folder), _inodes(folder)
     foreign = [folder / file for file, digest in found.items() if made.get(file) != digest]
     _REPLACING.add(folder.resolve())
+    atomic.write_text(journal, json.dumps({"inodes": inodes, "made": made}))
     try:
         with atomic.keeping(foreign, f"{folder} held files the kit did not leave there as they are"):
             yield
     finally:
         _REPLACING.discard(folder.resolve())
-        # the kit's now: what the block wrote (new files), and what the kit had left that the block did not touch
-        written = {file for file, inode in _inodes(folder).items() if inodes.get(file) != inode}
-        left = {file: digest if file in written else made[file]
-                for file, digest in kit_files(folder).items() if file in written or file in made}
-        noted = read_record(root).get("made", {})
-        if left != noted.get(name, {}):
-            with contextlib.suppress(OSError):  # unnoted, the kit's files are kept aside once more when replaced
+        left, noted = _left(folder, inodes, made), read_record(root).get("made", {})
+        with contextlib.suppress(OSError):  # unnoted, the kit's files are kept aside once more when replaced
+            if left != noted.get(name, {}):
                 update_record(root, made={**noted, name: left})
+            journal.unlink(missing_ok=True)
 
 
 def stage_records(folder: str | Path, record: Record | None = None) -> dict[str, list[dict]]:
