@@ -66,7 +66,8 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
 def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
             tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
             model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
-            data: Mapping[str, str | None] | None = None, sample_ok: bool = False) -> pd.DataFrame:
+            data: Mapping[str, str | None] | None = None, sample_ok: bool = False,
+            protocol: str = "authors") -> pd.DataFrame:
     """Align reproduced numbers with reported ones (from :func:`load_reported`).
 
     ``reproduced`` has one row per system x measure x slice: ``benchmark`` (``instructir``,
@@ -94,7 +95,9 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     paper's protocol (a family spec's ``[papers.protocol]``: IFIR's nDCG@20 is the ``ifir-native`` one), for a
     BM25 row by the paper's engine (from ``runs``) and for InstFol by the paper's judge (the reproduced
     table's ``judge_backend`` and ``judge_model`` columns); otherwise the verdict is ``not comparable (<the
-    reason that decides it>)``.
+    reason that decides it>)``. ``protocol`` is the one the reproduced numbers were scored under (``authors`` or
+    ``mteb``, as :func:`instir.metrics.evaluate_runs` takes it): MTEB's results store is compared with ``mteb``
+    numbers only, the papers' tables with the authors' only.
 
     Returns one row per reported number, in its printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
@@ -136,7 +139,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
                            zip(merged["measure"], merged["scale"], merged["rounding"], merged["widened_by"])]
     merged = _one_row_per_number(merged)
     within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
-    grounds = [ungrounded(row, data) for row in merged.to_dict("records")]
+    grounds = [ungrounded(row, data, protocol) for row in merged.to_dict("records")]
     merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna() | pd.Series(
         [g is not None for g in grounds], index=merged.index))
     merged["verdict"] = [SAMPLE_VERDICT if why == "SAMPLE" else f"not comparable ({why})" if why
@@ -147,13 +150,20 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     return merged[_COLUMNS].reset_index(drop=True)
 
 
-def ungrounded(row: Mapping, data: Mapping[str, str | None] | None) -> str | None:
+#: The scoring protocols, as a verdict's reason names them.
+PROTOCOLS = {"authors": "the authors'", "mteb": "MTEB's"}
+
+
+def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: str = "authors") -> str | None:
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
-    ``SAMPLE`` for a bundled sample's number, then the data (not verified as the paper's), the protocol (another
-    variant of the measure than the paper's), the BM25 engine (a BM25 or hybrid row not run by the paper's
-    engine) and the judge (an InstFol not judged by the paper's judge), the first that fails."""
+    ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use, the data (not
+    verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
+    authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
+    run by the paper's engine) and the judge (an InstFol not judged by the paper's judge), the first that fails."""
     if row["sample"]:
         return "SAMPLE"
+    if "do not use" in str(row.get("source") or ""):
+        return "its source says not to use it as this model's number"
     family = row["benchmark"] if row["benchmark"] in catalog.families() else None
     names = ([f"{family}/{s}" for s in catalog.family(family).subsets] if family and row["subset_id"] == "avg"
              else [f"{row['benchmark']}/{row['subset_id']}" if row["subset_id"] else str(row["benchmark"])])
@@ -161,6 +171,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None) -> str | Non
         problem = (data or {}).get(name, "not verified (no check of the data it came from)")
         if problem:
             return f"data of {name}: {problem}"
+    theirs = "mteb" if row["paper"] == "mteb" else "authors"
+    if protocol != theirs:
+        return (f"scored under {PROTOCOLS.get(protocol, protocol)} protocol, the reported number under "
+                f"{PROTOCOLS[theirs]}")
     paper_family = catalog.family(row["paper"]) if row["paper"] in catalog.families() else None
     spec = paper_family.papers if paper_family else {}
     protocol = _paper_protocol(row["paper"], row["measure"])

@@ -33,6 +33,7 @@ from instir.parameters import choices
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import read_datasets
+from instir.report.provenance import stage_records
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.runs import read_sidecar, run_engine, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS
@@ -199,13 +200,16 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
     data = data_checks(layout)
-    compared = compare_to_papers(reproduced, every_reported, runs=windowing, data=data, sample_ok=True)
+    scored = (stage_records(layout.root).get("03_metrics") or [{}])[0].get("parameters", {})
+    protocol = str(scored.get("protocol") or "authors")  # what the evaluate stage scored the numbers under
+    compared = compare_to_papers(reproduced, every_reported, runs=windowing, data=data, sample_ok=True,
+                                 protocol=protocol)
     widened = None
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
         widen = tolerance_widening(pd.read_csv(layout.stability))
         widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
-                                    runs=windowing, data=data, sample_ok=True)
+                                    runs=windowing, data=data, sample_ok=True, protocol=protocol)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
     coverage = coverage_matrix(layout.root)
     # one set: an earlier run's verdict note or widened table never stays beside this run's comparison

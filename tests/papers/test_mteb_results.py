@@ -113,7 +113,22 @@ def test_result_files_join_the_mteb_rows_the_comparison_aligns(rows):
                                "subset": ["fiqa"] * 2, "level": ["all", "2"], "measure": ["nDCG@20"] * 2,
                                "value": [0.88902, 0.9]})
     compared = compare_to_papers(reproduced, pd.concat(reported.values(), ignore_index=True),
-                                 data={"ifir/fiqa": None})
+                                 data={"ifir/fiqa": None}, protocol="mteb")
     assert list(compared["reported"]) == [0.88902, 0.908765]
     assert list(compared["verdict"]) == ["within tolerance", "within tolerance"]
     assert "secondary-source" in compared["reasons"].iloc[0]
+    # on the commit before, numbers scored under the authors' protocol (a run missing queries counts them as 0;
+    # MTEB averages over the queries answered) earned a verdict against MTEB's store too
+    authors = compare_to_papers(reproduced, pd.concat(reported.values(), ignore_index=True), data={"ifir/fiqa": None})
+    assert set(authors["verdict"]) == {"not comparable (scored under the authors' protocol, the reported number under "
+                                       "MTEB's)"}
+
+
+def test_a_stored_number_its_source_says_not_to_use_earns_no_verdict():
+    # on the commit before, the IFIR rows of GritLM-7B and e5-mistral (byte-identical files in MTEB's results
+    # repository, flagged "do not use as a per-model reference") each gave "within tolerance" for the same number
+    reproduced = pd.DataFrame({"system": ["GritLM/GritLM-7B"], "benchmark": ["ifir/aila"], "subset": ["aila"],
+                               "level": ["all"], "measure": ["nDCG@10"], "value": [0.07341]})
+    compared = compare_to_papers(reproduced, load_reported("mteb"), data={"ifir/aila": None}, protocol="mteb")
+    assert len(compared) and set(compared["verdict"]) == {
+        "not comparable (its source says not to use it as this model's number)"}

@@ -104,3 +104,18 @@ def test_paper_tables_name_each_runs_windowing(tmp_path):
     assert table3["windowing"].to_dict() == {systems["clean"]: "clean", systems["ifir"]: "ifir"}
     assert "long-doc-windows" in table3.loc[systems["clean"], "reasons"]
     assert "long-doc-windows" not in table3.loc[systems["ifir"], "reasons"]
+
+
+@pytest.mark.parametrize("protocol", ["authors", "mteb"])
+def test_the_compare_stage_compares_the_numbers_under_the_protocol_the_evaluate_stage_scored_them(tmp_path, monkeypatch,
+                                                                                                   protocol):
+    # on the commit before, every number was compared as if scored under the authors' protocol
+    import instir.stages.compare as compare
+    from instir.stages import retrieve_runs, score_runs
+
+    seen, real = [], compare.compare_to_papers
+    monkeypatch.setattr(compare, "compare_to_papers", lambda *a, **k: seen.append(k.get("protocol")) or real(*a, **k))
+    retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    score_runs(tmp_path, protocol=protocol)
+    paper_tables(tmp_path)
+    assert seen == [protocol]
