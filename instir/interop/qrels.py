@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +12,14 @@ import pandas as pd
 
 from instir.benchmarks.types import Qrels, quoted
 from instir.extras import require
+
+
+def _grade(query: object, doc: object, grade: object) -> int:
+    """A judgment's grade as an int: a whole number only (2.7 or 0.5 cut to 2 or 0 would change what is relevant)."""
+    if isinstance(grade, bool) or not isinstance(grade, numbers.Real) or not math.isfinite(grade) or grade % 1:
+        raise ValueError(f"qrels grade of document {quoted(doc)} for query {quoted(query)} must be a whole number, "
+                         f"got {quoted(grade)}")
+    return int(grade)
 
 
 def qrels_to_ranx(qrels: Mapping[str, Mapping[str, int]], name: str | None = None) -> Any:
@@ -22,7 +32,7 @@ def qrels_to_ranx(qrels: Mapping[str, Mapping[str, int]], name: str | None = Non
     if judged:
         # Python strings (numba's unicode type): one compiled signature for any id length
         out.add_multi([str(q) for q, _ in judged], [[str(d) for d in docs] for _, docs in judged],
-                      [[int(g) for g in docs.values()] for _, docs in judged])
+                      [[_grade(q, d, g) for d, g in docs.items()] for q, docs in judged])
     return out
 
 
@@ -34,7 +44,7 @@ def qrels_from_ranx(qrels: Any) -> Qrels:
 def qrels_to_pyterrier(qrels: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
     """``qrels`` as a PyTerrier qrels frame: ``qid``, ``docno`` (strings), ``label`` (int), one
     row per judgment in the qrels' order (what ``pt.Evaluate`` and ``pt.Experiment`` take)."""
-    rows = [(str(q), str(d), int(g)) for q, docs in qrels.items() for d, g in docs.items()]
+    rows = [(str(q), str(d), _grade(q, d, g)) for q, docs in qrels.items() for d, g in docs.items()]
     frame = pd.DataFrame(rows, columns=["qid", "docno", "label"])
     return frame.astype({"qid": "str", "docno": "str", "label": "int64"})
 

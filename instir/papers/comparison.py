@@ -10,12 +10,14 @@ real data.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
 from instir.benchmarks import catalog
-from instir.errors import expect
+from instir.errors import UsageError, expect, quoted
 from instir.papers.divergences import reasons_for
 from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
 
@@ -115,6 +117,12 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     """
     for name, frame in (("reproduced", reproduced), ("reported", reported)):
         expect(frame, pd.DataFrame, f"compare_to_papers({name}, …)", "; the tidy table of evaluate_runs, load_reported")
+    widths = [*(tolerance.values() if isinstance(tolerance, Mapping) else [tolerance]),
+              *(pd.to_numeric(reproduced["widen"]).fillna(0.0) if "widen" in reproduced.columns else [])]
+    wrong = next((w for w in widths if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 <= w <= 1), None)
+    if wrong is not None:  # a negative one turns equal numbers "outside", one past a whole unit anything "within"
+        raise UsageError(f"a tolerance (or a reproduced row's widen) is a number from 0 to 1 on the unit scale, got "
+                         f"{quoted(wrong)}")
     reason = not_comparable_reason(reproduced)
     if reason and not (sample_ok and "benchmark" in reproduced.columns):
         raise NotComparableError(reason)
@@ -288,6 +296,11 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
     subset = bench.str.partition("/")[2]
     if "subset" in reproduced.columns:
         given = reproduced["subset"].fillna("").astype(str)
+        clash = (subset != "") & ~given.isin(["", "all", "average", "Average"]) & (given != subset)
+        if clash.any():
+            row = reproduced[clash].iloc[0]
+            raise UsageError(f"reproduced table, column 'subset': {quoted(row['subset'])} contradicts the benchmark "
+                             f"{quoted(row['benchmark'])}")
         subset = given.where(given != "", subset)
     subset = subset.replace({"all": "", "average": "avg", "Average": "avg"})
     level = reproduced["level"] if "level" in reproduced.columns else pd.Series(pd.NA, index=reproduced.index)
@@ -359,7 +372,13 @@ def _level_key(value: object) -> int:
     text = str(value).strip().lower()
     if text in ("", "all", "pooled", "none", "nan"):
         return 0
-    return int(float(text))
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not number.is_integer() or number < 0:
+        raise UsageError(f"reproduced table, column 'level': {quoted(value)} is no level (a whole number, or 'all')")
+    return int(number)
 
 
 def _is_zero(value: object) -> bool:

@@ -94,3 +94,14 @@ def test_qrels_go_to_ranx_and_back_with_their_grades(ranx, instructir_sample):
     assert isinstance(converted, ranx.Qrels) and converted.name == "toy"
     assert qrels_from_ranx(converted) == {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}}
     assert qrels_from_ranx(qrels_to_ranx(instructir_sample.qrels)) == instructir_sample.qrels
+
+
+@pytest.mark.parametrize("grade", [2.7, 0.5, float("nan"), float("inf"), "1", True])
+def test_a_grade_that_is_no_whole_number_is_refused_not_cut(ranx, grade):
+    # on the commit before, 2.7 went to ranx as 2 and 0.5 to PyTerrier as 0: a relevant document made non-relevant
+    from instir.interop import qrels_to_pyterrier
+
+    for convert in (qrels_to_ranx, qrels_to_pyterrier):
+        with pytest.raises(ValueError, match="qrels grade of document 'd' for query 'q' must be a whole number"):
+            convert({"q": {"d": grade}})
+    assert qrels_to_pyterrier({"q": {"d": 2.0}})["label"].tolist() == [2]

@@ -2,6 +2,7 @@
 ``ResultCache`` (``results/<model>/<revision>/<task>.json`` + ``model_meta.json``)."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from says import raises_saying
 
 from instir.benchmarks.types import FormatError
+from instir.errors import UserError
 from instir.papers import compare_to_papers, load_mteb_results, load_reported
 from instir.stages.compare import reported_tables
 
@@ -132,3 +134,26 @@ def test_a_stored_number_its_source_says_not_to_use_earns_no_verdict():
     compared = compare_to_papers(reproduced, load_reported("mteb"), data={"ifir/aila": None}, protocol="mteb")
     assert len(compared) and set(compared["verdict"]) == {
         "not comparable (its source says not to use it as this model's number)"}
+
+
+@pytest.mark.parametrize("change,said", [
+    ({"subset": "nfcorpus"}, "column 'subset': 'nfcorpus' contradicts the benchmark 'ifir/fiqa'"),
+    ({"level": "1.7"}, "column 'level': '1.7' is no level"),
+    ({"level": "v1"}, "column 'level': 'v1' is no level"),
+])
+def test_a_reproduced_row_whose_slice_contradicts_itself_is_one_line_not_a_verdict(change, said):
+    # on the commit before, ifir/fiqa with subset nfcorpus earned a verdict against nfcorpus; level 1.7 was level 1;
+    # level v1 was a ValueError naming no column
+    reproduced = pd.DataFrame([{"system": "instir/bm25s-sample", "benchmark": "ifir/fiqa", "subset": "fiqa",
+                                "level": "all", "measure": "nDCG@20", "value": 0.6, **change}])
+    with pytest.raises(UserError, match=re.escape(said)):
+        compare_to_papers(reproduced, load_reported("mteb"), data={"ifir/fiqa": None}, protocol="mteb")
+
+
+@pytest.mark.parametrize("tolerance", [-1, 5, float("nan"), "0.02", {"default": -0.1}])
+def test_a_tolerance_that_could_turn_any_number_within_or_outside_is_refused(tolerance):
+    # on the commit before, -1 made equal numbers "outside tolerance" and 5 made 10.0 against 87.62 "within"
+    reproduced = pd.DataFrame([{"system": "instir/bm25s-sample", "benchmark": "ifir/fiqa", "subset": "fiqa",
+                                "level": "all", "measure": "nDCG@20", "value": 0.6}])
+    with pytest.raises(UserError, match="a tolerance .* is a number from 0 to 1 on the unit scale"):
+        compare_to_papers(reproduced, load_reported("mteb"), tolerance, data={"ifir/fiqa": None}, protocol="mteb")
