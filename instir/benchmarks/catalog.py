@@ -99,7 +99,8 @@ class MtebTask:
     (``level_scores``), computes ``robustness_at_10`` or p-MRR over ``-og``/``-changed`` pairs
     (``pairwise``); how query ids are spelt (``ids``: ``same`` or ``levels``,
     :mod:`instir.benchmarks.mteb`); the ``mteb`` protocol's default
-    measures; how an MTEB-ready copy is written (``dataset_template``, ``origin_query``)."""
+    measures; how an MTEB-ready copy is written (``dataset_template``, ``origin_query``); the dataset
+    ``revision`` the kit's ``mteb`` layout pins ("" when it has none)."""
 
     name: str
     family: str
@@ -113,6 +114,7 @@ class MtebTask:
     dataset_template: str | None = None
     origin_query: bool = False
     pairwise: bool = False
+    revision: str = ""
 
 
 @dataclass(frozen=True)
@@ -238,10 +240,13 @@ class Entry:
         """The MTEB task of this benchmark (the family's, or its subset's)."""
         spec, sub = self.family.mteb, self.subset
         level_scores = bool(sub is not None and sub.multi_level and spec.get("ids") == "levels")
+        source = self.family.sources.get("mteb")  # a subset's revision is its own; the family's is its source's
+        revision = sub.mteb_revision if sub else source.revision if source and isinstance(source.revision, str) else ""
         return MtebTask(sub.mteb_task if sub else spec["task"], self.family.name, sub.id if sub else "",
                         spec["main_score"], bool(sub and sub.mteb_ignore_identical_ids), level_scores,
                         bool(spec.get("robustness")), spec.get("ids", "same"), tuple(spec.get("measures", ())),
-                        spec.get("dataset_template"), bool(spec.get("origin_query")), bool(spec.get("pairwise")))
+                        spec.get("dataset_template"), bool(spec.get("origin_query")), bool(spec.get("pairwise")),
+                        revision)
 
 
 #: The engines a family spec's ``[bm25] engine`` may name: the one its authors ran, which the paper's BM25 card

@@ -30,7 +30,7 @@ import pandas as pd
 
 from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
-from instir.benchmarks.types import FormatError
+from instir.benchmarks.types import FormatError, quoted
 from instir.inputs import file_problem
 
 #: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
@@ -358,6 +358,12 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
     if task not in tasks:
         raise FormatError(path, None, "task_name", f"{task!r} is not an InstructIR or IFIR task of MTEB "
                                                    f"(known: {', '.join(tasks)})")
+    if path.stem in tasks and path.stem != task:  # MTEB names each result file after its task
+        raise FormatError(path, None, "task_name", f"{task!r} in the file of {path.stem}")
+    pinned, given = tasks[task].revision, str(data.get("dataset_revision") or "")
+    if pinned and given and not (given.startswith(pinned) or pinned.startswith(given)):
+        raise FormatError(path, None, "dataset_revision", f"{given!r} is not the revision of {task} the kit compares "
+                                                          f"with ({pinned}): its scores are of other data")
     split = data["scores"].get("test")
     if not isinstance(split, list):
         raise FormatError(path, "scores", "test", "expected a list of score objects (MTEB 1.11's layout or later)")
@@ -366,6 +372,9 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
         raise FormatError(path, "scores > test", "hf_subset", f"{len(entries) or 'no'} score objects for the subset "
                                                               "'default' (one is read)")
     entry = entries[0]
+    languages = entry.get("languages")
+    if isinstance(languages, list) and languages and "eng-Latn" not in languages:  # the tasks are English
+        raise FormatError(path, "scores > test > default", "languages", f"{quoted(languages)}: not the English task")
     name = _result_model(path, model)
     source = (f"{path} (MTEB result file: dataset_revision={data.get('dataset_revision')}, "
               f"mteb {data.get('mteb_version')})")

@@ -157,3 +157,25 @@ def test_a_tolerance_that_could_turn_any_number_within_or_outside_is_refused(tol
                                 "level": "all", "measure": "nDCG@20", "value": 0.6}])
     with pytest.raises(UserError, match="a tolerance .* is a number from 0 to 1 on the unit scale"):
         compare_to_papers(reproduced, load_reported("mteb"), tolerance, data={"ifir/fiqa": None}, protocol="mteb")
+
+
+@pytest.mark.parametrize("change,field,said", [
+    ({"dataset_revision": "WRONG"}, "dataset_revision", "'WRONG' is not the revision of IFIRFiQA the kit compares with "
+                                                        "(1670fc6): its scores are of other data"),
+    ({"languages": ["deu-Latn"]}, "languages", "['deu-Latn']: not the English task"),
+    ({"name": "IFIRNFCorpus.json"}, "task_name", "'IFIRFiQA' in the file of IFIRNFCorpus"),
+])
+def test_a_result_file_of_other_data_is_one_line_never_compared(tmp_path, change, field, said):
+    # on the commit before, a hand-made TaskResult of another revision, language or task file earned a verdict
+    source = RESULTS / "instir__bm25s-sample" / "fixture" / "IFIRFiQA.json"
+    data = json.loads(source.read_text())
+    data["dataset_revision"] = change.get("dataset_revision", data["dataset_revision"])
+    if "languages" in change:
+        data["scores"]["test"][0]["languages"] = change["languages"]
+    folder = tmp_path / "results" / "instir__bm25s-sample" / "fixture"
+    shutil.copytree(source.parent, folder)
+    (folder / "IFIRFiQA.json").unlink()
+    path = folder / change.get("name", "IFIRFiQA.json")
+    path.write_text(json.dumps(data))
+    with raises_saying(FormatError, str(path), f"field '{field}'", said):
+        load_mteb_results([path])
