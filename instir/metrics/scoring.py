@@ -322,7 +322,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     benchmark = qrels if isinstance(qrels, Benchmark) else None
     the_run = run_of(run)
     the_qrels = qrels_of(qrels)
-    check_ids_belong(the_run, benchmark if benchmark is not None else the_qrels)
+    check = check_ids_belong(the_run, benchmark if benchmark is not None else the_qrels)
     if benchmark is not None:
         the_run = without_self_hits(the_run)
     given = _as_list(measures)
@@ -356,9 +356,8 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
             why = (f": {asked[i].requires}" if isinstance(asked[i], GroupMeasure) and asked[i].requires
                    else ": no query of the run is in the qrels")
             raise UsageError(f"{quoted(str(key))} has no value on {getattr(qrels, 'name', 'these qrels')}{why}")
-    if benchmark is not None:  # as evaluate_runs notes it
-        depth = int(the_run.df.groupby("qid").size().max()) if len(the_run.df) else 0
-        for note in scorer.depth_notes("the run", depth, benchmark.rankable()):
+    if check is not None:  # on a benchmark, as evaluate_runs notes it
+        for note in scorer.depth_notes("the run", check.depth, benchmark.rankable()):
             warnings.warn(note, ShallowRunsWarning, stacklevel=2)
     values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
     return values[given[0]] if _single(measures) else values

@@ -107,12 +107,12 @@ def replacing(root: Path, name: str) -> Iterator[None]:
     made = record.get("made", {}).get(name)
     if isinstance(pending, dict) and isinstance(pending.get("inodes"), dict) and isinstance(pending.get("made"), dict):
         made = _left(folder, pending["inodes"], pending["made"])  # a block killed before its end
-    elif made is None:  # a record of an earlier version: the tables a stage wrote or read as they are are the kit's
+    found, inodes = kit_files(folder), _inodes(folder)
+    if made is None:  # a record of an earlier version: the tables a stage wrote or read as they are are the kit's
         known = {run.get("output") if WRITES[notebook] == name else (run.get("inputs") or {}).get(name)
                  for notebook, runs in stage_records(root, record).items() for run in runs}
-        made = {file: digest for file, digest in kit_files(folder).items()
-                if file.endswith(".csv") and folder_digest(folder) in known - {None}}
-    found, inodes = kit_files(folder), _inodes(folder)
+        vouched = folder_digest(folder) in known - {None}
+        made = {file: digest for file, digest in found.items() if vouched and file.endswith(".csv")}
     foreign = [folder / file for file, digest in found.items() if made.get(file) != digest]
     _REPLACING.add(folder.resolve())
     atomic.write_text(journal, json.dumps({"inodes": inodes, "made": made}))

@@ -353,7 +353,7 @@ def _card_line(path: Path, text: str, index: int, field: str | None) -> int | No
 
     def holds(line: int, keys: list[str]) -> bool:
         """Whether the card holds ``keys`` in the file up to ``line`` (and on to where that much parses)."""
-        for end in range(line + 1, min(len(lines), line + MAX_LINED) + 1):
+        for end in range(line + 1, len(lines) + 1):
             try:
                 node = _document(path, "\n".join(lines[:end]))
             except FormatError:
