@@ -15,7 +15,8 @@ from says import says
 
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.catalog import SAMPLE_ROOT
-from instir.cli import MAX_MESSAGE_CHARS, main
+from instir.cli import main
+from instir.terminal import MAX_MESSAGE_CHARS
 
 TOY_NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
 

@@ -416,9 +416,9 @@ def _request():
 
 
 def test_a_full_judgment_cache_is_an_error_naming_the_file(tmp_path):
-    from instir.cli import describe
     from instir.judge.cache import JudgmentCache
     from instir.judge.types import Judgment
+    from instir.terminal import describe
 
     path = tmp_path / "judge" / "judgments.sqlite"
     with JudgmentCache(path) as cache:

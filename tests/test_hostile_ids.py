@@ -129,7 +129,7 @@ def test_instir_evaluate_escapes_the_names_it_prints(tmp_path, capsys):
 def test_the_terminal_escapes_every_character_an_id_may_not_hold(mark):
     # one rule for both: what a reader refuses in an id, a command never prints raw
     from instir.benchmarks.readers import check_id
-    from instir.cli.options import terminal_text
+    from instir.terminal import terminal_text
     with pytest.raises(FormatError):
         check_id(f"run{mark}name", Path("f"), 1, "name")
     assert mark not in terminal_text(f"run{mark}name")
@@ -139,7 +139,7 @@ def test_a_warning_a_command_prints_cannot_drive_the_terminal_either(capsys):
     # warnings go to standard error, which the progress bars share: each warning is escaped, not the stream
     import warnings
 
-    from instir.cli.options import escaped_stdout
+    from instir.terminal import escaped_stdout
     with escaped_stdout(), warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.warn("a file named 'x\x1b]0;owned\x07\u202ey.trec'")
@@ -151,7 +151,7 @@ def test_a_warning_a_command_prints_is_one_line_naming_the_command_and_debug_say
     # on the commit before, every warning printed the kit's file and line and the line of code that warned
     import warnings
 
-    from instir.cli.options import escaped_stdout
+    from instir.terminal import escaped_stdout
     for prefix in ("instir evaluate", None):
         with escaped_stdout(prefix), warnings.catch_warnings():
             warnings.simplefilter("always")

@@ -20,24 +20,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import sqlite3
-import sys
 import textwrap
-import traceback
 
 from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
-from instir.cli.options import DEBUG_VAR, Parser, escaped_stdout, terminal_text
-from instir.errors import UserError
+from instir.cli.options import Parser
+from instir.terminal import DEBUG_VAR, answered
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
 COMMAND_MODULES = (data, retrieve, rerank, mteb, evaluate, judge, run, sweep)
-
-#: exceptions printed as one line: the user can act on their message alone
-EXPECTED_ERRORS = (UserError, OSError, sqlite3.DatabaseError)
-
-#: longest message printed (a 10 MB document id quoted in an error must not flood the terminal)
-MAX_MESSAGE_CHARS = 2000
 
 def samples_pointer() -> str:
     """What bare ``instir`` prints after the help: where to look next (no benchmark is loaded)."""
@@ -80,29 +70,13 @@ def build_parser() -> Parser:
     return parser
 
 
-def describe(err: BaseException) -> str:
-    """One line for an expected failure: the message, with an ``OSError``'s reason and file
-    (``Permission denied: /x/run.trec``), newlines folded, at most :data:`MAX_MESSAGE_CHARS`."""
-    if isinstance(err, OSError) and err.filename is not None and err.strerror:
-        files = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
-        text = f"{err.strerror}: {files}"
-    elif isinstance(err, sqlite3.DatabaseError):
-        text = f"database error: {err}"
-    else:
-        text = str(err) or type(err).__name__
-    text = terminal_text(re.sub(r"\s*\n\s*", " ", text.strip()))
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = f"{text[:MAX_MESSAGE_CHARS]}… ({len(text) - MAX_MESSAGE_CHARS} more characters)"
-    return text
-
-
 def _debugging(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_VAR, "0") not in ("", "0")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script: run the subcommand, answer its errors (see the module
-    docstring) and return the exit status."""
+    docstring; :func:`instir.terminal.answered`) and return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -110,21 +84,4 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(samples_pointer())
         return 0
-    prefix = f"{parser.prog} {args.command}"
-    from instir.progress import quiet_libraries
-
-    try:
-        # INSTIR_PROGRESS=0: no third-party bars either; warnings one line each (Python's form with --debug)
-        with quiet_libraries(), escaped_stdout(None if _debugging(args) else prefix):
-            return int(args.handler(args) or 0)
-    except KeyboardInterrupt:
-        if _debugging(args):
-            traceback.print_exc()
-        print(f"{prefix}: interrupted", file=sys.stderr)
-        return 130
-    except EXPECTED_ERRORS as err:
-        if _debugging(args):
-            traceback.print_exc()
-        print(f"{prefix}: {describe(err)}", file=sys.stderr)
-        return 2
-
+    return answered(f"{parser.prog} {args.command}", lambda: args.handler(args), debug=_debugging(args))

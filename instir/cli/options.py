@@ -1,26 +1,19 @@
 """What every command shares: the argument parser with one-line errors, the argparse types of
 counts and times, the output-folder check, plain text tables, and the options that name one
-benchmark."""
+benchmark (what the terminal is shown, and how an error is answered, is :mod:`instir.terminal`'s)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from instir.benchmarks.readers import CONTROLS, INVISIBLE
 from instir.errors import UsageError
+from instir.terminal import terminal_text
 
 if TYPE_CHECKING:
     from instir.benchmarks.types import Benchmark
-
-#: environment variable that shows tracebacks of expected failures when set (to anything but 0)
-DEBUG_VAR = "INSTIR_DEBUG"
 
 #: the widest line a command prints on its own (tables are wrapped to fit)
 TEXT_WIDTH = 120
@@ -65,63 +58,6 @@ def writable_folder(path: str | Path, option: str) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path} is not writable")
     return path
-
-
-#: What a terminal would act on rather than show, the characters no id may hold either: C0 and C1 control
-#: characters (ESC starts the sequences that move the cursor, retitle the window or fake a prompt), DEL, the line
-#: separators, and the invisible marks and bidirectional overrides that make a name read differently from its bytes.
-_UNSHOWN = CONTROLS + "\u2028\u2029" + INVISIBLE
-_CONTROLS = re.compile(f"[{re.escape(_UNSHOWN)}]")
-#: :data:`_CONTROLS` less the newline and the tab, which lay out what a command prints.
-_INLINE_CONTROLS = re.compile(f"[{re.escape(_UNSHOWN.replace(chr(10), '').replace(chr(9), ''))}]")
-
-
-def _escaped(match: re.Match) -> str:
-    return match.group().encode("unicode_escape").decode("ascii")
-
-
-def terminal_text(text: object) -> str:
-    """``text`` safe to print: every control character (:data:`_CONTROLS`) written as its
-    Python escape (``\\x1b``, ``\\n``, ``\\u202e``), so a name from a card or a file shows
-    what it holds and cannot drive the terminal."""
-    return _CONTROLS.sub(_escaped, str(text))
-
-
-class TerminalStream:
-    """A text stream that writes to ``stream`` with every control character but the newline and the tab
-    escaped as :func:`terminal_text` escapes it: whatever names or file contents a command prints, they
-    cannot drive the terminal. Everything else is ``stream``'s."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._stream.write(_INLINE_CONTROLS.sub(_escaped, text))
-
-    def __getattr__(self, name: str):
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def escaped_stdout(prefix: str | None = None) -> Iterator[None]:
-    """Standard output as a :class:`TerminalStream` for the duration, and warnings written through one to
-    standard error (every command's output goes through it; progress bars keep their cursor moves). With
-    ``prefix`` (the command), a warning is one line, ``<prefix>: warning: <message>``, as an error is; without
-    (``--debug``), Python's form naming the code that warned."""
-    import warnings
-
-    stream, show = sys.stdout, warnings.showwarning
-
-    def escaped_warning(message, category, filename, lineno, file=None, line=None):
-        text = (f"{prefix}: warning: {' '.join(str(message).split())}\n" if prefix
-                else warnings.formatwarning(message, category, filename, lineno, line))
-        TerminalStream(file or sys.stderr).write(text)
-
-    sys.stdout, warnings.showwarning = TerminalStream(stream), escaped_warning
-    try:
-        yield
-    finally:
-        sys.stdout, warnings.showwarning = stream, show
 
 
 def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tuple[str, ...] = ()) -> str:

@@ -12,12 +12,12 @@ from instir.cli.options import (
     benchmark_from_args,
     output_folder,
     positive_int,
-    terminal_text,
     text_table,
 )
 from instir.errors import UsageError
 from instir.retrieval.windows import WINDOWING_MODES
 from instir.systems.cards import PAPERS
+from instir.terminal import terminal_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

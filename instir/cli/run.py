@@ -175,8 +175,8 @@ def register(subparsers) -> None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from instir.cli.options import TerminalStream
     from instir.pipeline import NOTEBOOK_PATTERN, NotebookFailed, find_notebooks, notebook_parameters, run_reports
+    from instir.terminal import TerminalStream
 
     if args.out is None:
         args.out = Path("reports") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")

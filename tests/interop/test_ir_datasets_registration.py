@@ -151,6 +151,24 @@ def test_the_ir_datasets_command_sees_the_kits_datasets_through_python_m_instir_
     assert json.loads(out[0])["instruction"] == next(iter(queries.values())).instruction
 
 
+def test_a_misspelt_or_unfetched_dataset_is_one_line_from_python_m_instir_interop(irds, tmp_path, monkeypatch, capsys):
+    """The kit's command errors, not ir_datasets' tracebacks: a misspelt id names the closest one, a benchmark not
+    fetched says how to fetch it; ``--debug`` adds the traceback."""
+    from instir.interop.__main__ import main
+
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "empty"))
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    assert main(["export", "instir/ifir-sample/fiqq", "queries"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("python -m instir.interop: unknown dataset 'instir/ifir-sample/fiqq'; did you mean "
+                           "'instir/ifir-sample/fiqa'?")
+    assert main(["export", "instir/ifir/fiqa", "docs"]) == 2
+    (line,) = [e for e in capsys.readouterr().err.splitlines() if not e.startswith("[INFO]")]
+    assert "ifir/fiqa is not in the instir cache" in line and "instir fetch ifir --subset fiqa" in line
+    assert main(["export", "instir/ifir/fiqa", "docs", "--debug"]) == 2
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
 #: slices as ir_datasets takes them: ranges, steps, negative ends, fractions, empty and past the end
 SLICES = [slice(None, 3), slice(3, 7), slice(-3, None), slice(3, -4, 4), slice(None, None, 5), slice(0.25, 0.5),
           slice(None, 0.5), slice(7, 2), slice(30, 100), slice(-10, -2, 3)]
