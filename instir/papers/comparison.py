@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
@@ -85,11 +86,11 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     than the paper's. An optional ``widen`` column (unit scale, empty = 0) widens that row's
     tolerance, e.g. by the judge's own spread of InstFol
     (:func:`instir.judge.stability.tolerance_widening`).
-    ``runs`` (``benchmark``, ``system``, ``windowing`` and ``engine``: one row per run, as
+    ``runs`` (``benchmark``, ``system``, ``windowing``, ``engine`` and ``k``: one row per run, as
     :func:`instir.retrieval.run_windowing` and :func:`instir.retrieval.run_engine` read them from the
-    sidecars) gives every reproduced number the windowing mode and BM25 engine of the run(s) behind it
-    (an IFIR average: of all its subsets'
-    runs, ``mixed`` when they differ; ``unknown`` without ``runs`` or without a matching run).
+    sidecars, ``k`` its depth) gives every reproduced number the windowing mode and BM25 engine of the run(s)
+    behind it (an IFIR average: of all its subsets' runs, ``mixed`` when they differ; ``unknown`` without
+    ``runs`` or without a matching run) and their least depth.
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
@@ -132,8 +133,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
         samples = [s or bool(flag) for s, flag in zip(samples, reproduced["is_sample"].fillna(False))]
     reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
-    ours["windowing"] = _of_runs(ours, runs, "windowing")
-    ours["engine"] = _of_runs(ours, runs, "engine")
+    ours["windowing"], ours["engine"] = (_one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine"))
+    ours["depth"] = [min((int(k) for k in ks if str(k).isdigit()), default=None) for ks in _of_runs(ours, runs, "k")]
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
@@ -166,7 +167,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
     ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use, the data (not
     verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
-    authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
+    authors'), the variant of the measure (another than the paper's), the run's depth (fewer documents a query
+    than the measure's cutoff: the ranks past it count as non-relevant), the BM25 engine (a BM25 or hybrid row not
     run by the paper's engine) and the judge (an InstFol not judged by the paper's judge), the first that fails."""
     if row["sample"]:
         return "SAMPLE"
@@ -189,6 +191,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     if row["measure_variant"] != protocol:
         ours = row["measure_variant"] or "standard"
         return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
+    cutoff = re.search(r"@(\d+)$", str(row["measure"]))
+    if cutoff and row.get("depth") is not None and not pd.isna(row["depth"]) and row["depth"] < int(cutoff[1]):
+        return (f"its run ranks {int(row['depth'])} documents a query, fewer than the cutoff of {row['measure']}: "
+                f"retrieve at k = {cutoff[1]} or more")
     engine = paper_family.bm25.get("engine") if paper_family else None
     if engine and str(row["model_key"]).startswith(("bm25", "hybrid:")) and row["engine"] != engine:
         return f"BM25 by {row['engine']}, the paper's by {engine}"
@@ -350,18 +356,22 @@ def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
     return ours[~is_average | complete]
 
 
-def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str) -> list[str]:
+def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str) -> list[set[str]]:
     """Per reproduced row, what the run(s) behind it say in ``column`` of ``runs`` (their windowing
-    mode, their BM25 engine; see :func:`compare_to_papers`)."""
+    mode, their BM25 engine, their depth; see :func:`compare_to_papers`); an empty set where none does."""
     if runs is None or column not in runs.columns:
-        return ["unknown"] * len(ours)
-    modes: dict[tuple[str, str, str], set[str]] = {}
-    for benchmark, system, mode in runs[["benchmark", "system", column]].itertuples(index=False):
+        return [set() for _ in range(len(ours))]
+    values: dict[tuple[str, str, str], set[str]] = {}
+    for benchmark, system, value in runs[["benchmark", "system", column]].itertuples(index=False):
         family, _, subset = str(benchmark).partition("/")
-        modes.setdefault((str(system), family, subset), set()).add(str(mode))
-        modes.setdefault((str(system), family, "avg"), set()).add(str(mode))
-    found = [modes.get((system, benchmark, subset), set())
-             for system, benchmark, subset in ours[["system", "benchmark", "subset_id"]].itertuples(index=False)]
+        values.setdefault((str(system), family, subset), set()).add(str(value))
+        values.setdefault((str(system), family, "avg"), set()).add(str(value))
+    return [values.get((system, benchmark, subset), set())
+            for system, benchmark, subset in ours[["system", "benchmark", "subset_id"]].itertuples(index=False)]
+
+
+def _one_of(found: list[set[str]]) -> list[str]:
+    """The one value each row's runs agree on, ``mixed`` where they differ, ``unknown`` where none says."""
     return [next(iter(m)) if len(m) == 1 else "mixed" if m else "unknown" for m in found]
 
 

@@ -191,7 +191,8 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
     windowing = runs[["benchmark", "system"]].assign(windowing=[run_windowing(meta) for meta in sidecars],
-                                                     engine=[run_engine(meta) for meta in sidecars])
+                                                     engine=[run_engine(meta) for meta in sidecars],
+                                                     k=[(meta or {}).get("k") for meta in sidecars])
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)

@@ -307,6 +307,29 @@ def test_a_verdict_needs_verified_data_the_papers_engine_and_the_papers_judge(re
     assert compare_to_papers(dated, table3, runs=runs, data=VERIFIED)["verdict"].tolist() == ["within tolerance"]
 
 
+def test_a_number_from_a_run_shallower_than_its_cutoff_earns_no_verdict(reported):
+    """A run cut at 10 scores nDCG@20 and InstFol@20 with the ranks past 10 as non-relevant: that number is not the
+    paper's, even where it happens to lie within tolerance; an average takes its shallowest subset's run."""
+    table3 = reported[reported["table"] == "Table 3"]
+    ndcg = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.25)])
+    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)]).assign(**PAPERS_JUDGE)
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
+                         "engine": ["elasticsearch"], "k": [10]})
+    for ours in (ndcg, instfol):
+        (verdict,) = compare_to_papers(ours, table3, runs=runs, data=VERIFIED)["verdict"]
+        assert says(verdict, "not comparable", "ranks 10 documents a query", "@20", "k = 20")
+        (verdict,) = compare_to_papers(ours, table3, runs=runs.assign(k=20), data=VERIFIED)["verdict"]
+        assert verdict == "within tolerance"
+    subsets = list(catalog.family("ifir").subsets)
+    ours = table([("bm25", f"ifir/{s}", "instructed", s, "all", "nDCG@20[ifir-native]", 0.3) for s in subsets]
+                 + [("bm25", "ifir", "instructed", "average", "all", "nDCG@20[ifir-native]", 0.3)])
+    average = reported[(reported["table"] == "Table 3") & (reported["subset_id"] == "avg")]
+    runs = ours[ours["subset"] != "average"][["benchmark", "system"]].assign(windowing="n/a", engine="elasticsearch",
+                                                                           k=[100] * (len(subsets) - 1) + [5])
+    (verdict,) = compare_to_papers(ours, average, runs=runs, data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "ranks 5 documents")
+
+
 def test_an_average_gets_a_verdict_only_when_every_subsets_data_is_verified(reported):
     subsets = list(catalog.family("ifir").subsets)
     ours = table([("bm25", f"ifir/{s}", "instructed", s, "all", "nDCG@20[ifir-native]", 0.3) for s in subsets]

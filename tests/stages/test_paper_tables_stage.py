@@ -10,8 +10,9 @@ from instir.stages import paper_tables
 
 
 def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatible", "gpt-4o-mini [ifir]"),
-                     data=(True, "record counts as published")):
-    """A report folder of BM25 on the real IFIR FiQA as the stages leave it: the run (its engine in its sidecar),
+                     data=(True, "record counts as published"), k=100):
+    """A report folder of BM25 on the real IFIR FiQA as the stages leave it: the run (its engine and depth in its
+    sidecar),
     metrics, InstFol with its judge, and the record of the data loaded."""
     from instir.report.record import update_record
     from instir.retrieval import Run, write_run
@@ -19,7 +20,7 @@ def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatibl
     for name in ("metrics", "judge", "runs"):
         (folder / name).mkdir()
     run = Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]}),
-              {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}})
+              {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}, "k": k})
     write_run(run, folder / "runs" / "bm25.trec")
     pd.DataFrame([{"benchmark": "ifir/fiqa", "system": "bm25", "run_file": "runs/bm25.trec"}]).to_csv(
         folder / "runs" / "runs.csv", index=False)
@@ -64,8 +65,9 @@ def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path):
     ({"data": (False, "12,906 documents where the paper has 57,638")}, ("data of ifir/fiqa", "12,906 documents")),
     ({"data": (None, None)}, ("data of ifir/fiqa", "not checked")),
     ({"engine": "bm25s"}, ("BM25 by bm25s", "elasticsearch")),
+    ({"k": 10}, ("its run ranks 10 documents a query", "@20")),
 ])
-def test_without_verified_data_or_the_papers_engine_no_number_gets_a_verdict(tmp_path, ground, words):
+def test_without_verified_data_the_papers_engine_or_a_deep_enough_run_no_number_gets_a_verdict(tmp_path, ground, words):
     table3 = compared_bm25(real_fiqa_folder(tmp_path, **ground))
     for verdict in table3["verdict"]:
         says(verdict, "not comparable", *words)
