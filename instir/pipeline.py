@@ -37,7 +37,7 @@ from instir.report.index import INDEX_FILE, check_index_owned, index_folder, wri
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
-from instir.report.provenance import record_page, stage_records
+from instir.report.provenance import edited_since_made, record_page, stage_records
 from instir.report.record import RUN_SECTIONS, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 from instir.stamps import utc_now
@@ -449,7 +449,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             with relay_to_console(path.stem) if bars else contextlib.nullcontext(), _batch_environment():
                 step, exc, unwritten = _run_one(path, result, own, cell_bar=bars)
             result.notebooks.append(step)
-            if step.html and path.stem in stage_records(out):  # a page of a stage: which run it shows
+            if step.html:  # which stage run the page shows, and that the kit left it and its notebook
                 record_page(out, path.stem, step.html)
             result.wall_s = time.perf_counter() - start
             if unwritten is not None:  # a file of the report could not be written: ends the run (rc 2 in the CLI)
@@ -542,8 +542,10 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
 
     executed = result.out_dir / path.name
     html = result.out_dir / f"{path.stem}.html"
-    for stale in (executed, html):  # from an earlier run into the same folder
-        stale.unlink(missing_ok=True)
+    edited = edited_since_made(result.out_dir, (executed, html))
+    with atomic.keeping(edited, f"{result.out_dir} held a notebook or page edited since the kit left it"):
+        for stale in (executed, html):  # from an earlier run into the same folder
+            stale.unlink(missing_ok=True)
     # papermill writes the notebook after every cell with a plain open(): it writes a hidden
     # temporary (still ending in .ipynb) that becomes the executed notebook once papermill is done
     partial = result.out_dir / f".{path.stem}.partial.ipynb"

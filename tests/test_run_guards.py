@@ -101,6 +101,33 @@ def test_the_executed_copies_and_pages_of_an_earlier_run_may_be_replaced(tmp_pat
 
 
 @pytest.mark.notebooks  # runs notebooks in a kernel
+def test_an_executed_notebook_or_page_edited_since_the_run_is_kept_when_the_next_run_replaces_it(tmp_path):
+    """A student opens the report's executed notebook in the lab, adds a cell and saves, and edits its page: on the
+    commit before, the next ``instir run`` into the folder replaced both without a word. A run that follows a run
+    with no edit between sets nothing aside."""
+    import warnings
+
+    out = tmp_path / "reports" / "r"
+    run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)  # nothing edited: nothing aside, no warning
+    assert not list(out.glob("*.set-aside-*"))
+    notebook = json.loads((out / "01_table.ipynb").read_text())
+    notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["my notes on the table"]})
+    (out / "01_table.ipynb").write_text(json.dumps(notebook))
+    (out / "01_table.html").write_text((out / "01_table.html").read_text() + "<p>my remark</p>")
+    with pytest.warns(UserWarning, match="edited since the kit left it") as caught:
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)
+    assert len(caught) == 2
+    (kept_notebook,) = out.glob("01_table.ipynb.set-aside-*")
+    (kept_page,) = out.glob("01_table.html.set-aside-*")
+    assert "my notes on the table" in kept_notebook.read_text() and "my remark" in kept_page.read_text()
+    assert "my notes" not in (out / "01_table.ipynb").read_text()
+    assert "my remark" not in (out / "01_table.html").read_text()
+
+
+@pytest.mark.notebooks  # runs notebooks in a kernel
 def test_a_report_outside_a_reports_root_keeps_its_index_inside_and_lists_no_sibling(tmp_path):
     some = tmp_path / "some" / "dir"
     for name, meta in (("r1", {"status": "ok", "notebooks": []}), ("other", {"tool": "not instir"})):

@@ -8,7 +8,8 @@ Two sections of the folder's record (:mod:`instir.report.record`):
   it was called with, the digest of each earlier stage's folder it read (:data:`READS`), the
   digest of the folder it wrote, when, and which front end ran it.
 - ``pages``: per notebook, the HTML page of the folder and the stage run it shows.
-- ``made``: per stage folder, the files the kit left there (:func:`replacing`).
+- ``made``: per stage folder, the files the kit left there (:func:`replacing`); under ``.``, the executed
+  notebooks and pages of the folder itself (:func:`record_page`).
 
 :func:`stale_pages` compares them with the files as they are now: a page showing an older run of
 its stage than the last one, and a stage whose inputs were rewritten after it read them (or whose
@@ -21,7 +22,7 @@ import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,14 +170,39 @@ def input_digests(folder: Path, notebook: str) -> dict[str, str | None]:
 
 def record_page(folder: Path, notebook: str, html: str) -> dict:
     """Note in the folder's record that ``html`` was rendered now from ``notebook``'s last stage
-    run (none: a notebook without a stage, such as the tour)."""
+    run (none: a notebook without a stage, such as the tour), and in ``made`` (under ``.``) that the kit left
+    the page and its executed notebook as they are now (:func:`made_digest`)."""
     record = read_record(folder)
     runs = stage_records(folder, record).get(notebook) or [{}]
     page = {"html": html, "rendered": utc_now("microseconds"), "stamp": runs[0].get("stamp")}
     pages = page_records(folder, record)
     pages[notebook] = page
-    update_record(folder, pages=pages)
+    made = record.get("made", {})
+    left = {path.name: made_digest(path) for path in (folder / html, folder / f"{notebook}.ipynb") if path.is_file()}
+    update_record(folder, pages=pages, made={**made, ".": {**made.get(".", {}), **left}})
     return page
+
+
+def made_digest(path: Path) -> str:
+    """What ``made`` holds of a report's page: the SHA-256 of its bytes; of an executed notebook, of its cells
+    (each one's type and source), because papermill saves the notebook once more after the last cell has noted
+    it (adding outputs and times), and only an edit changes a cell."""
+    try:
+        cells = json.loads(path.read_bytes())["cells"] if path.suffix == ".ipynb" else None
+        kept = None if cells is None else [[c["cell_type"], "".join(c["source"])] for c in cells]
+    except (ValueError, TypeError, KeyError):
+        kept = None
+    if kept is None:
+        return atomic.file_sha256(path)
+    return "cells:" + hashlib.sha256(json.dumps(kept).encode()).hexdigest()
+
+
+def edited_since_made(folder: Path, paths: Iterable[Path]) -> list[Path]:
+    """Those of ``paths`` (a report folder's executed notebooks and pages) that the record notes the kit left
+    (:func:`record_page`) and that differ now: edited since, so not the kit's to replace. One the record does not
+    note is judged by what it holds (:func:`instir.pipeline.check_apart_from_sources`)."""
+    own = read_record(folder).get("made", {}).get(".", {})
+    return [path for path in paths if path.name in own and path.is_file() and made_digest(path) != own[path.name]]
 
 
 @dataclass(frozen=True)

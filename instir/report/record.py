@@ -9,7 +9,8 @@ Sections, each written by one part of the kit:
   (:mod:`instir.report.provenance`);
 - ``datasets``: the benchmarks the notebooks loaded, by name (:func:`record_dataset`);
 - ``sweep``: the last sweep's cells (:mod:`instir.distributed.cells`);
-- ``made``: what the kit left in each stage folder, file by file (:func:`instir.report.provenance.replacing`).
+- ``made``: what the kit left in each stage folder, file by file (:func:`instir.report.provenance.replacing`),
+  and of the folder's executed notebooks and pages (:func:`instir.report.provenance.record_page`).
 
 A record that cannot be read (not JSON, not an object) reads as empty, and a section that does not fit the
 schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning naming the file
@@ -37,6 +38,8 @@ WRITES = {"01_data_exploration": "data", "02_retrieval": "runs", "03_metrics": "
           "04_judge_validation": "judge", "05_paper_tables": "paper_tables"}
 #: The folders a stage run may name among its inputs.
 StageFolder = Literal[tuple(WRITES.values())]  # type: ignore[valid-type]
+#: A folder of ``made``: a stage folder, or ``.`` for the report folder's own executed notebooks and pages.
+MadeIn = Literal[(".", *WRITES.values())]  # type: ignore[valid-type]
 
 
 class RecordWarning(UserWarning):
@@ -122,7 +125,7 @@ SECTIONS: dict[str, Any] = {
     "kernel": str, "started": str, "manifest": Manifest, "planned": list[str],
     "notebooks": list[NotebookEntry], "wall_s": float, "finished": str | None, "error": str | None,
     "stages": dict[str, list[StageRun]], "pages": dict[str, Page], "datasets": dict[str, Dataset],
-    "sweep": dict[str, Any], "made": dict[StageFolder, dict[FileName, str]],
+    "sweep": dict[str, Any], "made": dict[MadeIn, dict[FileName, str]],
 }
 #: The sections ``instir run`` writes: the run.
 RUN_SECTIONS = tuple(name for name in SECTIONS if name not in ("stages", "pages", "datasets", "sweep", "made"))
