@@ -251,7 +251,7 @@ TIER_OF_FIXTURE = {
 
 
 #: the hostile suite (``pytest -m hostile``, ``make test-hostile``): every module of careless or
-#: hostile input, by path under tests/; all but test_hostile_reports.py (Chromium) and test_run_guards.py's two
+#: hostile input, by path under tests/; all but test_hostile_reports.py (Chromium) and test_run_guards.py's
 #: kernel runs are in the quick tier
 HOSTILE_MODULES = frozenset({
     "test_cli_errors.py", "test_run_guards.py", "test_secrets.py", "test_full_disk.py", "test_hostile_reports.py",
