@@ -59,11 +59,12 @@ class TerminalStream:
 
 
 @contextlib.contextmanager
-def escaped_stdout(prefix: str | None = None) -> Iterator[None]:
+def escaped_stdout(prefix: str | None = None, *, data: bool = False) -> Iterator[None]:
     """Standard output as a :class:`TerminalStream` for the duration, and warnings written through one to
     standard error (every command's output goes through it; progress bars keep their cursor moves). With
     ``prefix`` (the command), a warning is one line, ``<prefix>: warning: <message>``, as an error is; without
-    (``--debug``), Python's form naming the code that warned."""
+    (``--debug``), Python's form naming the code that warned. With ``data`` (a command that writes data to
+    standard output, such as an export) standard output is left as it is: the bytes are the data."""
     import warnings
 
     stream, show = sys.stdout, warnings.showwarning
@@ -73,7 +74,7 @@ def escaped_stdout(prefix: str | None = None) -> Iterator[None]:
                 else warnings.formatwarning(message, category, filename, lineno, line))
         TerminalStream(file or sys.stderr).write(text)
 
-    sys.stdout, warnings.showwarning = TerminalStream(stream), escaped_warning
+    sys.stdout, warnings.showwarning = stream if data else TerminalStream(stream), escaped_warning
     try:
         yield
     finally:
@@ -96,16 +97,16 @@ def describe(err: BaseException) -> str:
     return text
 
 
-def answered(prefix: str, call: Callable[[], int | None], *, debug: bool = False) -> int:
-    """Run a command's ``call`` with its output escaped (:func:`escaped_stdout`) and third-party progress bars as
-    :func:`instir.progress.quiet_libraries` allows, and answer its failure: an expected one (:data:`EXPECTED_ERRORS`)
-    is ``<prefix>: <message>`` on one line and exit 2, Ctrl-C ``<prefix>: interrupted`` and 130; with ``debug``
-    the traceback comes first. Returns the exit status."""
+def answered(prefix: str, call: Callable[[], int | None], *, debug: bool = False, data: bool = False) -> int:
+    """Run a command's ``call`` with its output escaped (:func:`escaped_stdout`; with ``data``, its warnings only)
+    and third-party progress bars as :func:`instir.progress.quiet_libraries` allows, and answer its failure: an
+    expected one (:data:`EXPECTED_ERRORS`) is ``<prefix>: <message>`` on one line and exit 2, Ctrl-C
+    ``<prefix>: interrupted`` and 130; with ``debug`` the traceback comes first. Returns the exit status."""
     from instir.progress import quiet_libraries
 
     try:
         # INSTIR_PROGRESS=0: no third-party bars either; warnings one line each (Python's form with --debug)
-        with quiet_libraries(), escaped_stdout(None if debug else prefix):
+        with quiet_libraries(), escaped_stdout(None if debug else prefix, data=data):
             return int(call() or 0)
     except KeyboardInterrupt:
         if debug:

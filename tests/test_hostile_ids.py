@@ -147,6 +147,24 @@ def test_a_warning_a_command_prints_cannot_drive_the_terminal_either(capsys):
     assert "\x1b" not in err and "\u202e" not in err and "x\\x1b]0;owned\\x07\\u202ey.trec" in err
 
 
+def test_what_a_data_command_writes_to_standard_output_is_the_data_its_warnings_still_escaped(capsys):
+    # python -m instir.interop export: a corpus's soft hyphens and zero-width spaces are text, not terminal codes;
+    # on the commit before, the export wrote them as "\xad"
+    import warnings
+
+    from instir.terminal import answered
+
+    def export():
+        print("soft\xadhyphen\u200bzero\x7f")
+        warnings.warn("file 'x\x1b]0;owned\x07'")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert answered("python -m instir.interop", export, data=True) == 0
+    out, err = capsys.readouterr()
+    assert out == "soft\xadhyphen\u200bzero\x7f\n" and "\x1b" not in err and "x\\x1b]0;owned" in err
+
+
 def test_a_warning_a_command_prints_is_one_line_naming_the_command_and_debug_says_where(capsys):
     # on the commit before, every warning printed the kit's file and line and the line of code that warned
     import warnings

@@ -158,10 +158,14 @@ def test_a_misspelt_or_unfetched_dataset_is_one_line_from_python_m_instir_intero
 
     monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "empty"))
     monkeypatch.delenv("INSTIR_DEBUG", raising=False)
-    assert main(["export", "instir/ifir-sample/fiqq", "queries"]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("python -m instir.interop: unknown dataset 'instir/ifir-sample/fiqq'; did you mean "
-                           "'instir/ifir-sample/fiqa'?")
+    for argv in (["export", "instir/ifir-sample/fiqq", "queries"], ["lookup", "--qid", "instir/ifir-sample/fiqq", "q"],
+                 ["lookup", "--format", "jsonl", "instir/ifir-sample/fiqq", "d"]):  # the id found after options too
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("python -m instir.interop: unknown dataset 'instir/ifir-sample/fiqq'; did you mean "
+                               "'instir/ifir-sample/fiqa'?")
+    assert main(["lookup", "--format", "jsonl", "instir/ifir-sample/fiqa", "sample-fiqa-d101"]) == 0
+    assert json.loads(capsys.readouterr().out)["doc_id"] == "sample-fiqa-d101"
     assert main(["export", "instir/ifir/fiqa", "docs"]) == 2
     (line,) = [e for e in capsys.readouterr().err.splitlines() if not e.startswith("[INFO]")]
     assert "ifir/fiqa is not in the instir cache" in line and "instir fetch ifir --subset fiqa" in line
