@@ -118,7 +118,8 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
         listed = resolved.relative_to(out.resolve()).as_posix() if resolved.is_relative_to(out.resolve()) \
             else str(resolved)
         template = (sidecar.get("template") or {}).get("name")
-        rows.append(listed_row(benchmark, names[i] or name, listed, template=template, k=sidecar.get("k")))
+        depth = max(map(len, run.values()), default=0) if isinstance(run, dict) else run.depth  # MTEB's scores
+        rows.append(listed_row(benchmark, names[i] or name, listed, template=template, k=sidecar.get("k") or depth))
         read[listed] = run
     systems = [row["system"] for row in rows]
     if len(set(systems)) != len(systems):

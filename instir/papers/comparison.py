@@ -134,7 +134,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"], ours["engine"] = (_one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine"))
-    ours["depth"] = [min((int(k) for k in ks if str(k).isdigit()), default=None) for ks in _of_runs(ours, runs, "k")]
+    ours["depth"] = [min(depths) if depths and None not in depths else None
+                     for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k"))]
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
@@ -167,9 +168,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
     ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use, the data (not
     verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
-    authors'), the variant of the measure (another than the paper's), the run's depth (fewer documents a query
-    than the measure's cutoff: the ranks past it count as non-relevant), the BM25 engine (a BM25 or hybrid row not
-    run by the paper's engine) and the judge (an InstFol not judged by the paper's judge), the first that fails."""
+    authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
+    run by the paper's engine), the judge (an InstFol not judged by the paper's judge) and the run's depth (unknown,
+    or fewer documents a query than the measure's cutoff: the ranks past it count as non-relevant), the first that
+    fails."""
     if row["sample"]:
         return "SAMPLE"
     if "do not use" in str(row.get("source") or ""):
@@ -191,10 +193,6 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     if row["measure_variant"] != protocol:
         ours = row["measure_variant"] or "standard"
         return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
-    cutoff = re.search(r"@(\d+)$", str(row["measure"]))
-    if cutoff and row.get("depth") is not None and not pd.isna(row["depth"]) and row["depth"] < int(cutoff[1]):
-        return (f"its run ranks {int(row['depth'])} documents a query, fewer than the cutoff of {row['measure']}: "
-                f"retrieve at k = {cutoff[1]} or more")
     engine = paper_family.bm25.get("engine") if paper_family else None
     if engine and str(row["model_key"]).startswith(("bm25", "hybrid:")) and row["engine"] != engine:
         return f"BM25 by {row['engine']}, the paper's by {engine}"
@@ -203,6 +201,13 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
         model = str(row["judge_model"]).split(" [")[0]
         if row["judge_backend"] != PAPER_JUDGE_BACKEND or not (model == judge or model.startswith(judge + "-")):
             return f"judged by {row['judge'] or 'an unknown judge'}, the paper's by {judge}"
+    cutoff = max(map(int, re.findall(r"@(\d+)", str(row["measure"]))), default=0)  # AP@1000[og]; a mean of several
+    depth = row.get("depth")
+    if cutoff and (depth is None or pd.isna(depth)):
+        return "the depth of its run is unknown (no k for it in the runs list or its sidecar)"
+    if cutoff and depth < cutoff:
+        return (f"its run ranks {int(depth)} documents a query, fewer than the cutoff of {row['measure']}: "
+                f"retrieve at k = {cutoff} or more")
     return None
 
 
@@ -368,6 +373,15 @@ def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str) -> list
         values.setdefault((str(system), family, "avg"), set()).add(str(value))
     return [values.get((system, benchmark, subset), set())
             for system, benchmark, subset in ours[["system", "benchmark", "subset_id"]].itertuples(index=False)]
+
+
+def _depth(value: str) -> int | None:
+    """A run's depth as ``runs`` gives it (``20``, ``20.0`` from a CSV), None when it is no whole number from 1."""
+    try:
+        number = float(value) if value.strip().isascii() else math.nan
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() and number >= 1 else None
 
 
 def _one_of(found: list[set[str]]) -> list[str]:

@@ -190,12 +190,14 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
         inputs = [reranker.model_input(query, instruction, text) for _, _, query, instruction, text in pairs]
         scores, scored = score_inputs(reranker, inputs, score_cache, progress)
         identity = key["reranker"]["identity"]
-        return Run.from_scores(_nested(pairs, scores)), {
+        reranked = Run.from_scores(_nested(pairs, scores))
+        return reranked, {
             "retriever": {"name": f"{source['retriever'] or 'run'}>>{reranker.name}", "family": "rerank",
                           "params": {"reranker": key["reranker"], "depth": depth}},
             "reranker": key["reranker"],
             "template": {"name": identity.get("template_name", reranker.name), "prompt": identity.get("template")},
-            "first_stage": source, "depth": depth, "query_split": query_split, "doc_field": doc_field, "k": depth,
+            "first_stage": source, "depth": depth, "query_split": query_split, "doc_field": doc_field,
+            "k": reranked.depth,  # what it ranks a query: no more than its first stage, however deep the reranking
             "pairs": len(inputs), "scored": scored, "score_cache": str(score_cache.path)}
 
     return keyed_run(rerank_path(out_dir, key, source["path"]) if out_dir is not None else None, key, rescore)

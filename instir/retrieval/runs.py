@@ -219,6 +219,11 @@ class Run:
         """Query ids in run order."""
         return list(pd.unique(self.df["qid"]))
 
+    @property
+    def depth(self) -> int:
+        """The most documents the run ranks for one query (0 for an empty run): how deep a measure can look."""
+        return int(self.df["qid"].value_counts().max()) if len(self.df) else 0
+
     def top(self, k: int) -> "Run":
         """The first ``k`` documents of every query."""
         return Run(self.df[self.df["rank"] <= k], {**self.meta, "k": min(k, self.meta.get("k", k))})
@@ -651,5 +656,5 @@ def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
         rows_with_unknown_qid=int(bad_q.sum()),
         rows_with_unknown_docid=int(bad_d.sum()),
         missing_qids=[q for q in benchmark.queries if q not in run_q],
-        depth=int(run.df["qid"].value_counts().max()) if len(run.df) else 0,
+        depth=run.depth,
     )

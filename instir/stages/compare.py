@@ -190,9 +190,10 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     runs = (read_runs_table(layout) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
+    listed = runs["k"] if "k" in runs else [None] * len(runs)  # a run of one's own has no sidecar: its depth
     windowing = runs[["benchmark", "system"]].assign(windowing=[run_windowing(meta) for meta in sidecars],
                                                      engine=[run_engine(meta) for meta in sidecars],
-                                                     k=[(meta or {}).get("k") for meta in sidecars])
+                                                     k=[(meta or {}).get("k", k) for meta, k in zip(sidecars, listed)])
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)

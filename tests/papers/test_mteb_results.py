@@ -114,14 +114,16 @@ def test_result_files_join_the_mteb_rows_the_comparison_aligns(rows):
     reproduced = pd.DataFrame({"system": ["instir/bm25s-sample"] * 2, "benchmark": ["ifir/fiqa"] * 2,
                                "subset": ["fiqa"] * 2, "level": ["all", "2"], "measure": ["nDCG@20"] * 2,
                                "value": [0.88902, 0.9]})
-    compared = compare_to_papers(reproduced, pd.concat(reported.values(), ignore_index=True),
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["instir/bm25s-sample"], "k": [100]})
+    compared = compare_to_papers(reproduced, pd.concat(reported.values(), ignore_index=True), runs=runs,
                                  data={"ifir/fiqa": None}, protocol="mteb")
     assert list(compared["reported"]) == [0.88902, 0.908765]
     assert list(compared["verdict"]) == ["within tolerance", "within tolerance"]
     assert "secondary-source" in compared["reasons"].iloc[0]
     # on the commit before, numbers scored under the authors' protocol (a run missing queries counts them as 0;
     # MTEB averages over the queries answered) earned a verdict against MTEB's store too
-    authors = compare_to_papers(reproduced, pd.concat(reported.values(), ignore_index=True), data={"ifir/fiqa": None})
+    authors = compare_to_papers(reproduced, pd.concat(reported.values(), ignore_index=True), runs=runs,
+                                data={"ifir/fiqa": None})
     assert set(authors["verdict"]) == {"not comparable (scored under the authors' protocol, the reported number under "
                                        "MTEB's)"}
 

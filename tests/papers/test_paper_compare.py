@@ -38,7 +38,7 @@ PAPERS_JUDGE = {"judge_backend": "openai-compatible", "judge_model": "gpt-4o-min
 def grounded(ours, reported, **options):
     """:func:`compare_to_papers` where every verdict's grounds hold: verified data, each BM25 run by its paper's
     engine (``runs``), InstFol by the paper's judge (when ``ours`` names none)."""
-    runs = ours[["benchmark", "system"]].drop_duplicates().assign(windowing="unknown")
+    runs = ours[["benchmark", "system"]].drop_duplicates().assign(windowing="unknown", k=1000)
     runs["engine"] = [catalog.family(catalog.family_of(b)).bm25.get("engine") for b in runs["benchmark"]]
     if "judge_model" not in ours:
         ours = ours.assign(**PAPERS_JUDGE)
@@ -287,7 +287,7 @@ def test_a_verdict_needs_verified_data_the_papers_engine_and_the_papers_judge(re
     ndcg = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.25)])
     instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)])
     runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
-                         "engine": ["elasticsearch"]})
+                         "engine": ["elasticsearch"], "k": [100]})
     assert grounded(ndcg, table3)["verdict"].tolist() == ["within tolerance"]
     unverified = {**VERIFIED, "ifir/fiqa": "180 queries where the paper has 1,718"}
     (verdict,) = compare_to_papers(ndcg, table3, runs=runs, data=unverified)["verdict"]
@@ -330,6 +330,35 @@ def test_a_number_from_a_run_shallower_than_its_cutoff_earns_no_verdict(reported
     assert says(verdict, "not comparable", "ranks 5 documents")
 
 
+@pytest.mark.parametrize("k", [None, "abc", "\u00b2", -5, True, "[10]", 0])
+def test_a_number_whose_runs_depth_is_unknown_earns_no_verdict(reported, k):
+    """No k for the run (an external run without a sidecar), or one that is no whole number from 1: on the commit
+    before, such a number earned its verdict (and a k of '\u00b2' was a ValueError)."""
+    table3 = reported[reported["table"] == "Table 3"]
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.25)])
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
+                         "engine": ["elasticsearch"], "k": [k]})
+    (verdict,) = compare_to_papers(ours, table3, runs=runs, data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "depth of its run is unknown")
+    (verdict,) = compare_to_papers(ours, table3, runs=runs.assign(k="20.0"), data=VERIFIED)["verdict"]
+    assert verdict == "within tolerance"  # as a CSV gives it
+
+
+def test_a_followir_number_needs_a_run_as_deep_as_its_cutoff(reported):
+    # the paper's measures are AP@1000[og] and nDCG@5[og]: on the commit before, a run cut at 3 earned both verdicts
+    followir = load_reported("followir")
+    followir = followir[followir["measure"].isin(["AP@1000[og]", "nDCG@5[og]"])]
+    row = followir.iloc[0]
+    ours = pd.DataFrame([{"system": row["model_key"], "benchmark": f"followir/{row['subset_id']}",
+                          "setting": row["setting"], "subset": row["subset_id"], "level": "all",
+                          "measure": row["measure"], "value": row["value"] / row["scale"]}])
+    runs = ours[["benchmark", "system"]].assign(windowing="n/a", engine="n/a", k=3)
+    (verdict,) = compare_to_papers(ours, followir, runs=runs, data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "ranks 3 documents", row["measure"])
+    assert compare_to_papers(ours, followir, runs=runs.assign(k=1000), data=VERIFIED)["verdict"].tolist() == [
+        "within tolerance"]
+
+
 def test_an_average_gets_a_verdict_only_when_every_subsets_data_is_verified(reported):
     subsets = list(catalog.family("ifir").subsets)
     ours = table([("bm25", f"ifir/{s}", "instructed", s, "all", "nDCG@20[ifir-native]", 0.3) for s in subsets]
@@ -337,7 +366,7 @@ def test_an_average_gets_a_verdict_only_when_every_subsets_data_is_verified(repo
     average = reported[(reported["table"] == "Table 3") & (reported["subset_id"] == "avg")]
     assert grounded(ours, average)["verdict"].str.endswith("tolerance").all()
     one_off = {**VERIFIED, f"ifir/{subsets[-1]}": "files changed since instir fetch at 0123456789ab"}
-    runs = ours[["benchmark", "system"]].assign(windowing="n/a", engine="elasticsearch")
+    runs = ours[["benchmark", "system"]].assign(windowing="n/a", engine="elasticsearch", k=100)
     (verdict,) = compare_to_papers(ours, average, runs=runs, data=one_off)["verdict"]
     assert says(verdict, "not comparable", f"ifir/{subsets[-1]}", "changed since instir fetch")
 

@@ -88,6 +88,16 @@ def test_sidecar_records_reranker_first_stage_hash_and_depth(first_stage, tmp_pa
     assert side["query_split"] == "authors" and side["doc_field"] == "text"
 
 
+def test_a_reranked_runs_k_is_what_it_ranks_not_the_depth_asked(first_stage, tmp_path):
+    # a first stage of at most 6 reranked at depth 100 ranks what it held: on the commit before its sidecar said k 100,
+    # so the paper comparison took it as deep enough for nDCG@20
+    bench, run = first_stage
+    out = rerank(run, bench, WordOverlap(), depth=100, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite",
+                 progress=False)
+    side = json.loads((tmp_path / "rr" / (out.meta["path"].split("/")[-1] + ".json")).read_text())
+    assert side["depth"] == 100 and side["k"] == out.depth == run.depth < 6
+
+
 def test_complete_reranked_run_is_reused_without_scoring(first_stage, tmp_path):
     bench, run = first_stage
     kwargs = dict(depth=3, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite", progress=False)
