@@ -19,14 +19,16 @@ and the sections: a damaged folder never blocks another report, and the next wri
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from instir import atomic
+from instir.errors import quoted
 from instir.inputs import file_problem
 
 #: The record's file in each report folder.
@@ -129,8 +131,16 @@ SECTIONS: dict[str, Any] = {
 }
 #: The sections ``instir run`` writes: the run.
 RUN_SECTIONS = tuple(name for name in SECTIONS if name not in ("stages", "pages", "datasets", "sweep", "made"))
-_ADAPTERS = {name: TypeAdapter(kind) if isinstance(kind, type) and issubclass(kind, BaseModel)
-             else TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False)) for name, kind in SECTIONS.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(kind: Any) -> TypeAdapter:
+    """A validator of ``kind`` as the sections' (no infinite or missing number)."""
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return TypeAdapter(kind)
+    return TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False))
+
+
 #: (file, modification time) of the records already warned about, so a record read again is not warned twice.
 _WARNED: set[tuple[str, int]] = set()
 
@@ -178,16 +188,42 @@ def read_record(folder: str | Path) -> Record:
         return Record()
     record, dropped = Record(), []
     for name, value in data.items():
-        adapter = _ADAPTERS.get(name)
-        if adapter is None:
+        if name not in SECTIONS:
             continue  # another version's or another tool's key: kept out of the schema, never trusted
         try:
-            record[name] = adapter.dump_python(adapter.validate_python(value), mode="json")
-        except (ValidationError, RecursionError, ValueError):
+            record[name] = _fitting(SECTIONS[name], value, name, dropped)
+        except _UNFIT:
             dropped.append(name)
     if dropped:
-        _damaged(path, f"left out what does not fit instir's record: {', '.join(dropped)}", record)
+        shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
+        _damaged(path, f"left out what does not fit instir's record: {shown}", record)
     return record
+
+
+_UNFIT = (ValidationError, RecursionError, ValueError)
+
+
+def _fitting(kind: Any, value: Any, where: str, dropped: list[str]) -> Any:
+    """``value`` as the schema's ``kind`` holds it; of a mapping that does not fit as a whole, the entries that do
+    (entries of entries alike), the others named in ``dropped``: one damaged entry costs only itself (a stray key
+    in ``made`` left every folder's files unvouched). Raises what validation raises for anything else."""
+    adapter = _adapter(kind)
+    try:
+        return adapter.dump_python(adapter.validate_python(value), mode="json")
+    except _UNFIT:
+        if get_origin(kind) is not dict or not isinstance(value, dict):
+            raise
+    key_kind, item_kind = get_args(kind)
+    kept = {}
+    for key, item in value.items():
+        entry = f"{where}[{quoted(key)}]"
+        try:
+            _adapter(key_kind).validate_python(key)
+            kept[key] = _fitting(item_kind, item, entry, dropped)
+        except _UNFIT:
+            dropped.append(entry)
+    return kept
+
 
 
 def update_record(folder: str | Path, **sections: Any) -> Record:
@@ -201,7 +237,8 @@ def update_record(folder: str | Path, **sections: Any) -> Record:
         if value is None:
             record.pop(name, None)
         else:
-            record[name] = _ADAPTERS[name].dump_python(_ADAPTERS[name].validate_python(value), mode="json")
+            adapter = _adapter(SECTIONS[name])
+            record[name] = adapter.dump_python(adapter.validate_python(value), mode="json")
     ordered = Record({name: record[name] for name in SECTIONS if name in record})
     atomic.write_text(record_path(folder), json.dumps(ordered, indent=2, ensure_ascii=False))
     return ordered
