@@ -37,7 +37,7 @@ from instir.report.index import INDEX_FILE, check_index_owned, index_folder, wri
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
-from instir.report.provenance import edited_since_made, record_page, stage_records
+from instir.report.provenance import keeping_edits, record_page, stage_records
 from instir.report.record import RUN_SECTIONS, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 from instir.stamps import utc_now
@@ -411,7 +411,7 @@ def _executed_copy(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
             notebook = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(notebook, dict) and isinstance(notebook.get("metadata"), dict) \
         and isinstance(notebook["metadata"].get("papermill"), dict)
@@ -542,8 +542,7 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
 
     executed = result.out_dir / path.name
     html = result.out_dir / f"{path.stem}.html"
-    edited = edited_since_made(result.out_dir, (executed, html))
-    with atomic.keeping(edited, f"{result.out_dir} held a notebook or page edited since the kit left it"):
+    with keeping_edits(result.out_dir, (executed, html)):
         for stale in (executed, html):  # from an earlier run into the same folder
             stale.unlink(missing_ok=True)
     # papermill writes the notebook after every cell with a plain open(): it writes a hidden
@@ -632,7 +631,8 @@ def publish_page(out_dir: str | Path, notebook: str):
     executed, page = folder / f"{notebook}.ipynb", folder / f"{notebook}.html"
     if runs and executed.is_file() and _papermill_run_of(executed, runs[0]):
         with FolderLock(folder, STAGE_WRITER):
-            render_html(executed, page)
+            with keeping_edits(folder, [page]):  # papermill itself has just replaced the notebook
+                render_html(executed, page)
             record_page(folder, notebook, page.name)
         refresh_index(folder)
         return Markdown(f"Page `{page.name}` rendered from this run into `{home_path(folder)}`; the reports index "

@@ -76,6 +76,7 @@ def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_page
     index = tmp_path / "reports" / "index.html"
     assert '<span class="ok">ok</span>' in index.read_text()
     old_page = (out / "02_retrieval.html").read_text()
+    (out / "02_retrieval.html").write_text(old_page.replace("</body>", "<p>my remark</p></body>"))  # one's own note
 
     # the homework: 02 again with k 20, as README's papermill call runs a notebook alone
     subprocess.run([*PAPERMILL, str(notebooks / "02_retrieval.ipynb"), str(out / "02_retrieval.ipynb"), "-p", "out_dir",
@@ -83,7 +84,9 @@ def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_page
                    check=True, capture_output=True, env={k: v for k, v in os.environ.items() if k != INHERITED_VAR})
 
     page = (out / "02_retrieval.html").read_text()
-    assert page != old_page  # rendered anew from this run
+    assert page != old_page and "my remark" not in page  # rendered anew from this run
+    (kept,) = out.glob("02_retrieval.html.set-aside-*")  # on the commit before, the remark was lost without a word
+    assert "my remark" in kept.read_text()
     # papermill saved the notebook once more after its last cell noted it: still the kit's, no edit
     assert edited_since_made(out, [out / "02_retrieval.ipynb", out / "02_retrieval.html"]) == []
     noted = json.loads((out / "report.json").read_text())["made"]["."]

@@ -100,6 +100,27 @@ def test_the_executed_copies_and_pages_of_an_earlier_run_may_be_replaced(tmp_pat
         check_apart_from_sources(tmp_path, [NOTEBOOKS / "01_table.ipynb"])
 
 
+def test_an_executed_notebook_is_the_kits_whatever_parameters_papermill_injected_and_edited_when_a_cell_is(tmp_path):
+    """A run cut short, or a plain papermill call given other parameters, writes the same cells but papermill's
+    injected ones: on the commit before, the next instir run kept the kit's own notebook aside as edited."""
+    from instir.report.provenance import made_digest
+
+    def notebook(injected: str, source: str) -> Path:
+        cells = [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["rows = 3"]},
+                 {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": [injected]},
+                 {"cell_type": "code", "metadata": {}, "source": [source], "outputs": []}]
+        path = tmp_path / "01_table.ipynb"
+        path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        return path
+
+    kits = made_digest(notebook("rows = 5", "table = make(rows)"))
+    assert made_digest(notebook("rows = 7\nsleep = 60", "table = make(rows)")) == kits
+    assert made_digest(notebook("rows = 5", "table = make(rows)  # my change")) != kits
+    assert made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
+    (tmp_path / "01_table.ipynb").write_text("[" * 100_000)  # no notebook: its bytes, never a RecursionError
+    assert not made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
+
+
 @pytest.mark.notebooks  # runs notebooks in a kernel
 def test_an_executed_notebook_or_page_edited_since_the_run_is_kept_when_the_next_run_replaces_it(tmp_path):
     """A student opens the report's executed notebook in the lab, adds a cell and saves, and edits its page: on the

@@ -185,16 +185,27 @@ def record_page(folder: Path, notebook: str, html: str) -> dict:
 
 def made_digest(path: Path) -> str:
     """What ``made`` holds of a report's page: the SHA-256 of its bytes; of an executed notebook, of its cells
-    (each one's type and source), because papermill saves the notebook once more after the last cell has noted
-    it (adding outputs and times), and only an edit changes a cell."""
+    (each one's type and source) but papermill's injected parameters, because papermill saves the notebook once
+    more after the last cell has noted it (adding outputs and times), a run cut short or given other parameters
+    writes the same cells, and only an edit changes one."""
     try:
         cells = json.loads(path.read_bytes())["cells"] if path.suffix == ".ipynb" else None
-        kept = None if cells is None else [[c["cell_type"], "".join(c["source"])] for c in cells]
-    except (ValueError, TypeError, KeyError):
+        kept = None if cells is None else [[c["cell_type"], "".join(c["source"])] for c in cells
+                                           if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         kept = None
     if kept is None:
         return atomic.file_sha256(path)
     return "cells:" + hashlib.sha256(json.dumps(kept).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def keeping_edits(folder: Path, paths: Iterable[Path]) -> Iterator[None]:
+    """Run a block that replaces or removes report files ``paths`` (executed notebooks, pages), keeping those
+    edited since the kit left them (:func:`edited_since_made`) as :func:`instir.atomic.keeping` keeps them."""
+    with atomic.keeping(edited_since_made(folder, paths), f"{folder} held a notebook or page edited since the kit "
+                                                          "left it"):
+        yield
 
 
 def edited_since_made(folder: Path, paths: Iterable[Path]) -> list[Path]:
