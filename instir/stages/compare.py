@@ -145,13 +145,16 @@ def _as_key(frame: pd.DataFrame) -> pd.DataFrame:
 
 def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     """The metrics and (where the judge stage ran) InstFol values of the report, one row per
-    system, benchmark, subset, level and measure (InstFol as ``InstFol@20``)."""
+    system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its stage judged the lists at:
+    ``InstFol@20`` by default, so an InstFol@10 is never aligned with a paper's InstFol@20)."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
     judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]
-    return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=str(InstFol()))],
+    k = (stage_records(layout.root).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")
+    measure = str(InstFol(k) if isinstance(k, int) and not isinstance(k, bool) and k > 0 else InstFol())
+    return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=measure)],
                      ignore_index=True)[REPRODUCED_COLUMNS + judged]
 
 

@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 from says import says
 
+from instir.report.layout import report_layout
 from instir.stages import paper_tables
+from instir.stages.compare import reproduced_numbers
 
 
 def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatible", "gpt-4o-mini [ifir]"),
@@ -78,6 +80,18 @@ def test_an_instfol_judged_by_the_lexical_baseline_is_not_comparable(tmp_path):
     table3 = compared_bm25(real_fiqa_folder(tmp_path, judge=("baseline-lexical", "lexical")))
     assert table3.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
     says(table3.loc["InstFol@20", "verdict"], "not comparable", "baseline-lexical", "gpt-4o-mini")
+
+
+def test_an_instfol_judged_at_another_k_is_never_aligned_with_the_papers_instfol_at_20(tmp_path):
+    # on the commit before, judge_runs(out, k=10) wrote InstFol@10's values, which the compare stage labelled
+    # InstFol@20 and gave 'within tolerance' against IFIR's
+    from instir.report.provenance import record_stage
+
+    folder = real_fiqa_folder(tmp_path)
+    record_stage(folder, "04_judge_validation", {"k": 10}, "a notebook", {})
+    table3 = compared_bm25(folder)
+    assert "InstFol@20" not in table3.index
+    assert "InstFol@10" in set(reproduced_numbers(report_layout(folder))["measure"])
 
 
 def test_paper_tables_name_each_runs_windowing(tmp_path):
