@@ -37,7 +37,7 @@ from instir.report.index import INDEX_FILE, check_index_owned, index_folder, wri
 from instir.report.layout import NOTEBOOK_PATTERN, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
-from instir.report.provenance import keeping_edits, record_page, stage_records
+from instir.report.provenance import keeping_edits, note_made, record_page, stage_records
 from instir.report.record import RUN_SECTIONS, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 from instir.stamps import utc_now
@@ -571,23 +571,26 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
     except BaseException:  # interrupted: keep the cells that ran when papermill left a whole notebook
         with contextlib.suppress(Exception):
             _publish_executed(partial, executed)
+            note_made(result.out_dir, [executed])  # the kit's, for the next run
         partial.unlink(missing_ok=True)
         raise
     wall = time.perf_counter() - t0
-    if unwritten is None and partial.is_file():
-        try:
-            _publish_executed(partial, executed)
-        except OSError as err:
-            failure = unwritten = err
-    partial.unlink(missing_ok=True)
     html_name, render = None, 0.0
-    if executed.is_file() and unwritten is None:
-        t1 = time.perf_counter()
-        try:
-            html_name = render_html(executed, html, show_code=result.show_code or failure is not None).name
-        except OSError as err:
-            failure = unwritten = err
-        render = time.perf_counter() - t1
+    saved = [p for p in (executed, html) if p.is_file()]  # by something else while the notebook ran
+    with atomic.keeping(saved, f"{result.out_dir} had a notebook or page saved while the kit ran it"):
+        if unwritten is None and partial.is_file():
+            try:
+                _publish_executed(partial, executed)
+            except OSError as err:
+                failure = unwritten = err
+        partial.unlink(missing_ok=True)
+        if executed.is_file() and unwritten is None:
+            t1 = time.perf_counter()
+            try:
+                html_name = render_html(executed, html, show_code=result.show_code or failure is not None).name
+            except OSError as err:
+                failure = unwritten = err
+            render = time.perf_counter() - t1
     if unwritten is not None:
         error = f"{path.name}: {write_failure(unwritten)}"
     step = NotebookResult(name=path.stem, source=str(path), executed=executed.name if executed.is_file() else "",

@@ -100,25 +100,65 @@ def test_the_executed_copies_and_pages_of_an_earlier_run_may_be_replaced(tmp_pat
         check_apart_from_sources(tmp_path, [NOTEBOOKS / "01_table.ipynb"])
 
 
-def test_an_executed_notebook_is_the_kits_whatever_parameters_papermill_injected_and_edited_when_a_cell_is(tmp_path):
-    """A run cut short, or a plain papermill call given other parameters, writes the same cells but papermill's
-    injected ones: on the commit before, the next instir run kept the kit's own notebook aside as edited."""
+def test_an_executed_notebook_is_edited_when_a_cell_is_and_not_when_papermill_noted_its_runs_failure(tmp_path):
+    """Papermill's save after the last cell, and the error notes it adds to a failed run, are no edit; a changed
+    cell is, the parameters it injected included (a copy of that cell keeps its tag: on the commit before, leaving
+    those cells out let such an edit be replaced without a word)."""
     from instir.report.provenance import made_digest
 
-    def notebook(injected: str, source: str) -> Path:
+    def notebook(injected: str, source: str, failed: bool = False) -> Path:
         cells = [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["rows = 3"]},
                  {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": [injected]},
                  {"cell_type": "code", "metadata": {}, "source": [source], "outputs": []}]
+        if failed:
+            cells.insert(0, {"cell_type": "markdown", "metadata": {"tags": ["papermill-error-cell-tag"]},
+                             "source": ['<span id="papermill-error-cell">An Exception was encountered</span>']})
         path = tmp_path / "01_table.ipynb"
         path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
         return path
 
     kits = made_digest(notebook("rows = 5", "table = make(rows)"))
-    assert made_digest(notebook("rows = 7\nsleep = 60", "table = make(rows)")) == kits
+    assert made_digest(notebook("rows = 5", "table = make(rows)", failed=True)) == kits
+    assert made_digest(notebook("rows = 50", "table = make(rows)")) != kits
     assert made_digest(notebook("rows = 5", "table = make(rows)  # my change")) != kits
     assert made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
     (tmp_path / "01_table.ipynb").write_text("[" * 100_000)  # no notebook: its bytes, never a RecursionError
     assert not made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
+
+
+@pytest.mark.parametrize("made", ['"a string"', '["a", "list"]', '{"01_table.html": 5}'])
+def test_where_the_records_made_is_damaged_no_page_is_vouched_for(tmp_path, made):
+    # on the commit before, a damaged made['.'] read as "nothing noted", and an edited page was replaced unkept
+    from instir.report.provenance import edited_since_made
+    from instir.report.record import RecordWarning
+
+    (tmp_path / "01_table.html").write_text("<html>my edited page</html>")
+    (tmp_path / "report.json").write_text('{"status": "ok", "made": {".": %s}}' % made)
+    with pytest.warns(RecordWarning, match="made"):
+        assert edited_since_made(tmp_path, [tmp_path / "01_table.html", tmp_path / "02_none.html"]) == [
+            tmp_path / "01_table.html"]
+    (tmp_path / "report.json").write_text('{"status": "ok", "made": {"metrics": {}}}')  # a whole record: none noted
+    assert edited_since_made(tmp_path, [tmp_path / "01_table.html"]) == []
+
+
+@pytest.mark.notebooks  # runs a notebook in a kernel
+def test_a_page_saved_while_its_notebook_runs_is_kept_when_the_kit_renders_its_own(tmp_path):
+    # on the commit before, the run removed the page before the notebook ran and rendered over whatever was saved
+    # there meanwhile
+    from instir.pipeline import PAGE_MARK
+
+    notebook = json.loads((NOTEBOOKS / "01_table.ipynb").read_text())
+    notebook["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                              "source": ["Path('01_table.html').write_text('<html>saved meanwhile</html>')"]})
+    source = tmp_path / "nbs" / "01_table.ipynb"
+    source.parent.mkdir()
+    source.write_text(json.dumps(notebook))
+    out = tmp_path / "reports" / "r"
+    with pytest.warns(UserWarning, match="saved while the kit ran it"):
+        run_reports([source], {}, out)
+    (kept,) = out.glob("01_table.html.set-aside-*")
+    assert kept.read_text() == "<html>saved meanwhile</html>"
+    assert PAGE_MARK in (out / "01_table.html").read_bytes()  # the kit's page of this run
 
 
 @pytest.mark.notebooks  # runs notebooks in a kernel

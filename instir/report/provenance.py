@@ -177,21 +177,35 @@ def record_page(folder: Path, notebook: str, html: str) -> dict:
     page = {"html": html, "rendered": utc_now("microseconds"), "stamp": runs[0].get("stamp")}
     pages = page_records(folder, record)
     pages[notebook] = page
-    made = record.get("made", {})
-    left = {path.name: made_digest(path) for path in (folder / html, folder / f"{notebook}.ipynb") if path.is_file()}
-    update_record(folder, pages=pages, made={**made, ".": {**made.get(".", {}), **left}})
+    update_record(folder, pages=pages, made=_noted(record, [folder / html, folder / f"{notebook}.ipynb"]))
     return page
+
+
+def note_made(folder: Path, paths: Iterable[Path]) -> None:
+    """Note in ``made`` (under ``.``) that the kit left report files ``paths`` as they are now: an executed
+    notebook it published without a page (a run interrupted)."""
+    update_record(folder, made=_noted(read_record(folder), paths))
+
+
+def _noted(record: Record, paths: Iterable[Path]) -> dict:
+    """The record's ``made`` with ``paths`` (report files, those that exist) noted under ``.``."""
+    made = record.get("made", {})
+    return {**made, ".": {**made.get(".", {}), **{path.name: made_digest(path) for path in paths if path.is_file()}}}
+
+
+#: The tag of the cells papermill adds to an executed notebook whose run failed (its ``ERROR_MARKER_TAG``).
+PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
 
 
 def made_digest(path: Path) -> str:
     """What ``made`` holds of a report's page: the SHA-256 of its bytes; of an executed notebook, of its cells
-    (each one's type and source) but papermill's injected parameters, because papermill saves the notebook once
-    more after the last cell has noted it (adding outputs and times), a run cut short or given other parameters
-    writes the same cells, and only an edit changes one."""
+    (each one's type and source, the parameters papermill injected included) but the error notes papermill adds
+    to a run that failed, because papermill saves the notebook once more after the last cell has noted it (adding
+    outputs and times), a failed run writes the same cells, and only an edit changes one."""
     try:
         cells = json.loads(path.read_bytes())["cells"] if path.suffix == ".ipynb" else None
         kept = None if cells is None else [[c["cell_type"], "".join(c["source"])] for c in cells
-                                           if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+                                           if PAPERMILL_ERROR_TAG not in c.get("metadata", {}).get("tags", [])]
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         kept = None
     if kept is None:
@@ -210,10 +224,14 @@ def keeping_edits(folder: Path, paths: Iterable[Path]) -> Iterator[None]:
 
 def edited_since_made(folder: Path, paths: Iterable[Path]) -> list[Path]:
     """Those of ``paths`` (a report folder's executed notebooks and pages) that the record notes the kit left
-    (:func:`record_page`) and that differ now: edited since, so not the kit's to replace. One the record does not
-    note is judged by what it holds (:func:`instir.pipeline.check_apart_from_sources`)."""
-    own = read_record(folder).get("made", {}).get(".", {})
-    return [path for path in paths if path.name in own and path.is_file() and made_digest(path) != own[path.name]]
+    (:func:`record_page`) and that differ now: edited since, so not the kit's to replace; where the record's
+    ``made`` was damaged, also those it does not note. One a whole record does not note is judged by what it holds
+    (:func:`instir.pipeline.check_apart_from_sources`)."""
+    record = read_record(folder)
+    own = record.get("made", {}).get(".", {})
+    damaged = any(name == "made" or name.startswith("made['.']") for name in record.dropped)  # none vouched for
+    return [path for path in paths if path.is_file()
+            and (made_digest(path) != own[path.name] if path.name in own else damaged)]
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,8 @@ class Record(dict):
     present and valid, as JSON holds them (plain dicts and lists); ``problem`` says what was left out."""
 
     problem: str | None = None
+    #: what was left out, section by section or entry by entry (``made['.']``)
+    dropped: tuple[str, ...] = ()
 
     @property
     def is_run(self) -> bool:
@@ -197,6 +199,7 @@ def read_record(folder: str | Path) -> Record:
     if dropped:
         shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
         _damaged(path, f"left out what does not fit instir's record: {shown}", record)
+        record.dropped = tuple(dropped)
     return record
 
 
@@ -204,24 +207,33 @@ _UNFIT = (ValidationError, RecursionError, ValueError)
 
 
 def _fitting(kind: Any, value: Any, where: str, dropped: list[str]) -> Any:
-    """``value`` as the schema's ``kind`` holds it; of a mapping that does not fit as a whole, the entries that do
-    (entries of entries alike), the others named in ``dropped``: one damaged entry costs only itself (a stray key
-    in ``made`` left every folder's files unvouched). Raises what validation raises for anything else."""
+    """``value`` as the schema's ``kind`` holds it; of a mapping or a list that does not fit as a whole, the
+    entries that do (entries of entries alike), the others named in ``dropped``: one damaged entry costs only itself
+    (a stray key in ``made`` left every folder's files unvouched, one old stage run a stage's whole history).
+    Raises what validation raises for anything else."""
     adapter = _adapter(kind)
     try:
         return adapter.dump_python(adapter.validate_python(value), mode="json")
     except _UNFIT:
-        if get_origin(kind) is not dict or not isinstance(value, dict):
+        if not (get_origin(kind) is dict and isinstance(value, dict) or get_origin(kind) is list
+                and isinstance(value, list)):
             raise
-    key_kind, item_kind = get_args(kind)
-    kept = {}
-    for key, item in value.items():
+    *key_kind, item_kind = get_args(kind)
+    kept: dict | list = {} if key_kind else []
+    start = len(dropped)
+    for key, item in value.items() if key_kind else enumerate(value):
         entry = f"{where}[{quoted(key)}]"
         try:
-            _adapter(key_kind).validate_python(key)
-            kept[key] = _fitting(item_kind, item, entry, dropped)
+            if key_kind:
+                _adapter(key_kind[0]).validate_python(key)
+                kept[key] = _fitting(item_kind, item, entry, dropped)
+            else:
+                kept.append(_fitting(item_kind, item, entry, dropped))
         except _UNFIT:
             dropped.append(entry)
+    if value and not kept:  # nothing fits: the whole is left out, named once
+        del dropped[start:]
+        raise ValueError(where)
     return kept
 
 

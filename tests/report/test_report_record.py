@@ -22,14 +22,18 @@ DAMAGED = [
     ("notebooks as strings", {**GOOD, "notebooks": ["01_a", "02_b"]}, ["notebooks"]),
     ("an infinite wall time", json.dumps({**GOOD, "wall_s": 1.0}).replace("1.0", "1e400"), ["wall_s"]),
     ("stages reading an unknown folder", {**GOOD, "stages": {"03_metrics": [{"inputs": {"bogus": "x"}}]}},
-     ["stages['03_metrics']"]),
+     ["stages"]),
     ("datasets as a string", {**GOOD, "datasets": "instructir"}, ["datasets"]),
     ("a manifest whose git is a list", {**GOOD, "manifest": {"git": ["abc"]}}, ["manifest"]),
     # was linked from the parent index as href="a/../../../etc/passwd"
     ("a page outside the folder", {**GOOD, "notebooks": [{"name": "01_a", "html": "../../../etc/passwd"}]},
      ["notebooks"]),
-    ("a page record outside the folder", {**GOOD, "pages": {"01_a": {"html": "/etc/passwd"}}}, ["pages['01_a']"]),
-    # on the commit before, one stray entry left out the whole section: every file the kit had noted was unvouched
+    ("a page record outside the folder", {**GOOD, "pages": {"01_a": {"html": "/etc/passwd"}}}, ["pages"]),
+    # on the commits before, one stray entry left out the whole section: every file the kit had noted was unvouched,
+    # one old stage run of a version that read another folder cost the stage's whole history
+    ("one bad run in a stage's history", {**GOOD, "stages": {"04_judge_validation": [
+        {"stamp": "new", "parameters": {"k": 3}}, {"stamp": "old", "inputs": {"rerank": "x"}}]}},
+     ["stages['04_judge_validation'][1]"]),
     ("a made entry of an unknown folder", {**GOOD, "made": {"nope": {"a": "b"}, "metrics": {"m.csv": "0" * 64}}},
      ["made['nope']"]),
     ("a made file outside the folder", {**GOOD, "made": {".": {"../evil.ipynb": "x", "01_a.html": "0" * 64}}},
@@ -62,6 +66,8 @@ def test_a_damaged_section_is_left_out_with_one_warning_naming_the_file(tmp_path
     assert len(caught) == 1 and record["status"] == "ok" and not any(_holds(record, said) for said in left_out)
     if name.startswith("a made"):  # the entries that fit are kept
         assert record["made"] in ({"metrics": {"m.csv": "0" * 64}}, {".": {"01_a.html": "0" * 64}})
+    if name.startswith("one bad run"):
+        assert [run["stamp"] for run in record["stages"]["04_judge_validation"]] == ["new"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read_record(folder)  # said once per version of the file
