@@ -9,6 +9,7 @@ results store. Reads only files: no benchmark is loaded.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,15 +146,18 @@ def _as_key(frame: pd.DataFrame) -> pd.DataFrame:
 
 def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     """The metrics and (where the judge stage ran) InstFol values of the report, one row per
-    system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its stage judged the lists at:
-    ``InstFol@20`` by default, so an InstFol@10 is never aligned with a paper's InstFol@20)."""
+    system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its lists were cut at, as
+    ``judge/instfol.csv`` says; a table of an earlier version says none: the k its stage's record holds, else
+    20), so an InstFol@10 is never aligned with a paper's InstFol@20."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
     judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]
-    k = (stage_records(layout.root).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")
-    measure = str(InstFol(k) if isinstance(k, int) and not isinstance(k, bool) and k > 0 else InstFol())
+    recorded = (stage_records(layout.root).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")
+    ks = pd.to_numeric(instfol["k"], errors="coerce") if "k" in instfol else pd.Series(recorded, index=instfol.index)
+    measure = [str(InstFol(int(k))) if isinstance(k, numbers.Real) and float(k).is_integer() and k > 0
+               else f"InstFol@{k}" if "k" in instfol else str(InstFol()) for k in ks]
     return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=measure)],
                      ignore_index=True)[REPRODUCED_COLUMNS + judged]
 

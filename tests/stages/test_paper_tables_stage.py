@@ -88,10 +88,15 @@ def test_an_instfol_judged_at_another_k_is_never_aligned_with_the_papers_instfol
     from instir.report.provenance import record_stage
 
     folder = real_fiqa_folder(tmp_path)
-    record_stage(folder, "04_judge_validation", {"k": 10}, "a notebook", {})
+    record_stage(folder, "04_judge_validation", {"k": 10}, "a notebook", {})  # a table of an earlier version
     table3 = compared_bm25(folder)
     assert "InstFol@20" not in table3.index
     assert "InstFol@10" in set(reproduced_numbers(report_layout(folder))["measure"])
+    # the k is written with the numbers: a judge stage that failed after writing them (its record still says 20)
+    instfol = pd.read_csv(folder / "judge" / "instfol.csv").assign(k=10)
+    instfol.to_csv(folder / "judge" / "instfol.csv", index=False)
+    record_stage(folder, "04_judge_validation", {"k": 20}, "a notebook", {})
+    assert "InstFol@20" not in compared_bm25(folder).index
 
 
 def test_paper_tables_name_each_runs_windowing(tmp_path):

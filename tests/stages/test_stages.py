@@ -16,7 +16,7 @@ from tiny_models import build_tiny_bert
 
 from instir.benchmarks import docstore, load_benchmark
 from instir.metrics import evaluate_runs, paired_tests
-from instir.report.layout import MissingInput, ReportLayout
+from instir.report.layout import MissingInput, ReportLayout, report_layout
 from instir.retrieval import read_run
 from instir.stages import describe_benchmarks, judge_runs, paper_tables, retrieve_runs, score_runs
 
@@ -150,6 +150,18 @@ def test_one_judge_repeat_still_gives_the_query_sample_spread(tmp_path):
     table = judging.stability_table()
     assert len(table) and table["judge_sd"].isna().all() and table["sample_sd"].notna().any()
     assert (tmp_path / "judge" / "stability.csv").is_file()
+
+
+def test_the_judge_stage_writes_the_k_of_its_lists_with_the_instfol_numbers(tmp_path):
+    # the compare stage labels InstFol with it (InstFol@10 is never the paper's InstFol@20), whatever the record says
+    from instir.stages.compare import reproduced_numbers
+
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1, k=10, validate=False)
+    assert set(pd.read_csv(tmp_path / "judge" / "instfol.csv")["k"]) == {10}
+    measures = set(reproduced_numbers(report_layout(tmp_path))["measure"])
+    assert "InstFol@10" in measures and "InstFol@20" not in measures
 
 
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
