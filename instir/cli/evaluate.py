@@ -118,8 +118,10 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
         listed = resolved.relative_to(out.resolve()).as_posix() if resolved.is_relative_to(out.resolve()) \
             else str(resolved)
         template = (sidecar.get("template") or {}).get("name")
-        depth = max(map(len, run.values()), default=0) if isinstance(run, dict) else run.depth  # MTEB's scores
-        rows.append(listed_row(benchmark, names[i] or name, listed, template=template, k=sidecar.get("k") or depth))
+        # no sidecar: the depth every query reaches (a query ranked 10 deep scores nDCG@20 on 10, however deep the rest)
+        ranked = [len(docs) for docs in run.values()] if isinstance(run, dict) else run.df["qid"].value_counts()
+        rows.append(listed_row(benchmark, names[i] or name, listed, template=template,
+                               k=sidecar.get("k") or int(min(ranked, default=0))))
         read[listed] = run
     systems = [row["system"] for row in rows]
     if len(set(systems)) != len(systems):

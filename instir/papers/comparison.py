@@ -135,7 +135,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"], ours["engine"] = (_one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine"))
     ours["depth"] = [min(depths) if depths and None not in depths else None
-                     for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k"))]
+                     for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
@@ -361,17 +361,24 @@ def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
     return ours[~is_average | complete]
 
 
-def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str) -> list[set[str]]:
+def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str, *, whole: bool = False) -> list[set[str]]:
     """Per reproduced row, what the run(s) behind it say in ``column`` of ``runs`` (their windowing
-    mode, their BM25 engine, their depth; see :func:`compare_to_papers`); an empty set where none does."""
+    mode, their BM25 engine, their depth; see :func:`compare_to_papers`), for a family's average those of its
+    subsets' runs; an empty set where none does, and with ``whole`` for an average where a subset has no run."""
     if runs is None or column not in runs.columns:
         return [set() for _ in range(len(ours))]
     values: dict[tuple[str, str, str], set[str]] = {}
     for benchmark, system, value in runs[["benchmark", "system", column]].itertuples(index=False):
         family, _, subset = str(benchmark).partition("/")
         values.setdefault((str(system), family, subset), set()).add(str(value))
-        values.setdefault((str(system), family, "avg"), set()).add(str(value))
-    return [values.get((system, benchmark, subset), set())
+
+    def behind(system: str, benchmark: str, subset: str) -> set[str]:
+        if subset != "avg" or benchmark not in catalog.families():
+            return values.get((system, benchmark, subset), set())
+        each = [values.get((system, benchmark, s), set()) for s in catalog.family(benchmark).subsets]
+        return set().union(*each) if all(each) or not whole else set()
+
+    return [behind(system, benchmark, subset)
             for system, benchmark, subset in ours[["system", "benchmark", "subset_id"]].itertuples(index=False)]
 
 

@@ -64,7 +64,9 @@ def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(instruc
     runs = pd.read_csv(report / "runs" / "runs.csv")  # the baseline first: the stage's baseline
     assert runs["system"].tolist() == ["strong", "weak"] and runs["sample"].all()
     assert runs["run_file"].tolist() == [str(strong.resolve()), str(weak.resolve())]  # listed, not copied
-    assert runs["k"].tolist() == [read_run(strong).depth, read_run(weak).depth]  # no sidecar: what each ranks
+    # no sidecar: the depth every query reaches
+    assert runs["k"].tolist() == [read_run(strong).df["qid"].value_counts().min(),
+                                  read_run(weak).df["qid"].value_counts().min()] != [read_run(strong).depth] * 2
     assert read_record(report)["datasets"]["instructir-sample"]["sample"] is True
     comparisons = pd.read_csv(report / "metrics" / "comparisons.csv")
     assert set(comparisons["measure"]) == {"nDCG@10", "RR@10", "Robustness@10", "Robustness(RR@10)"}
@@ -113,9 +115,9 @@ def test_a_sidecar_whose_rows_are_not_its_runs_is_said_and_not_used(tmp_path, ca
     with pytest.warns(UserWarning, match="sidecar says 10 rows, the run holds 6690: its template and k are not used"):
         assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run),
                      "--out", str(tmp_path / "e")]) == 0
-    # the k listed is what the run ranks a query (the paper comparison reads it as the run's depth)
-    assert pd.read_csv(tmp_path / "e" / "runs" / "runs.csv")["k"].tolist() == [read_run(run).depth]
-    assert read_run(run).depth != 5
+    # the k listed is the depth every query reaches (the paper comparison reads it as the run's depth)
+    depth = read_run(run).df["qid"].value_counts().min()
+    assert pd.read_csv(tmp_path / "e" / "runs" / "runs.csv")["k"].tolist() == [depth] and depth != 5
 
 
 def test_system_names_come_from_run_file_names_in_every_command(tmp_path):

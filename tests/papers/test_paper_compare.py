@@ -328,6 +328,9 @@ def test_a_number_from_a_run_shallower_than_its_cutoff_earns_no_verdict(reported
                                                                            k=[100] * (len(subsets) - 1) + [5])
     (verdict,) = compare_to_papers(ours, average, runs=runs, data=VERIFIED)["verdict"]
     assert says(verdict, "not comparable", "ranks 5 documents")
+    # one subset's run not listed: on the commit before, the average earned a verdict its subset's row did not
+    (verdict,) = compare_to_papers(ours, average, runs=runs.assign(k=100).iloc[1:], data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "depth of its run is unknown")
 
 
 @pytest.mark.parametrize("k", [None, "abc", "\u00b2", -5, True, "[10]", 0])
