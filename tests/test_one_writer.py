@@ -273,6 +273,31 @@ def test_a_folder_of_an_earlier_version_vouches_for_its_tables_only(tmp_path):
     assert not list((out / "metrics").glob("*.csv.set-aside-*"))  # its tables, vouched for by their digest
 
 
+@pytest.mark.parametrize("digest", [5, None, ["x"]])
+def test_a_damaged_journal_is_read_as_none_never_raised_into_every_later_stage(tmp_path, digest):
+    # on the commit before, a digest that was no string made every later stage of the folder raise a ValidationError
+    import json
+
+    from instir import atomic
+    from instir.report.stage_writer import writes_stage
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "other.csv").write_text("a table of one's own")
+    inode = (tmp_path / "metrics" / "other.csv").stat().st_ino
+    (tmp_path / ".instir-replacing-metrics.json").write_text(
+        json.dumps({"inodes": {"other.csv": inode}, "made": {"other.csv": digest}}))
+
+    @writes_stage("03_metrics")
+    def stage(out_dir):
+        (out_dir / "metrics").mkdir(exist_ok=True)
+        atomic.write_text(out_dir / "metrics" / "metrics.csv", "written")
+
+    stage(tmp_path)
+    stage(tmp_path)
+    assert (tmp_path / "metrics" / "metrics.csv").read_text() == "written"
+    assert not list(tmp_path.glob(".instir-replacing-*"))
+
+
 def test_what_a_killed_stage_wrote_is_the_kits_when_the_next_one_runs(tmp_path):
     # on the commit before, the files a stage wrote before kill -9 were kept aside by the next run, with a warning,
     # as not the kit's

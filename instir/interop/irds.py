@@ -229,6 +229,10 @@ class _Queries(BaseQueries):
     def queries_count(self) -> int:
         return len(_STATE.benchmark(self.name, self.setting).queries)
 
+    def queries_store(self) -> "_QueryStore":
+        """The query instances by id, for ``ir_datasets lookup --qid``."""
+        return _QueryStore({q.query_id: q for q in self.queries_iter()})
+
     def queries_cls(self) -> type:
         return InstirQuery
 
@@ -237,6 +241,16 @@ class _Queries(BaseQueries):
 
     def queries_lang(self) -> str:
         return "en"
+
+
+class _QueryStore:
+    """Query instances by id, as ir_datasets' stores give them: ``get`` raises a ``KeyError`` for an unknown id."""
+
+    def __init__(self, queries: dict[str, InstirQuery]):
+        self._queries = queries
+
+    def get(self, query_id: str) -> InstirQuery:
+        return self._queries[query_id]
 
 
 class _Qrels(BaseQrels):

@@ -92,6 +92,11 @@ def _left(folder: Path, inodes: Mapping[str, int], made: Mapping[str, str]) -> d
             for file, digest in kit_files(folder).items() if file in written or file in made}
 
 
+def _names_to(value: object, kind: type) -> bool:
+    """Whether ``value`` (from a journal) maps file names to values of ``kind``, as :func:`replacing` writes it."""
+    return isinstance(value, dict) and all(atomic.plain_name(k) and type(v) is kind for k, v in value.items())
+
+
 @contextlib.contextmanager
 def replacing(root: Path, name: str) -> Iterator[None]:
     """Run a block that writes the stage folder ``name`` of report ``root``, keeping
@@ -106,8 +111,8 @@ def replacing(root: Path, name: str) -> Iterator[None]:
         return
     record, pending = read_record(root), read_json(journal)
     made = record.get("made", {}).get(name)
-    if isinstance(pending, dict) and isinstance(pending.get("inodes"), dict) and isinstance(pending.get("made"), dict):
-        made = _left(folder, pending["inodes"], pending["made"])  # a block killed before its end
+    if isinstance(pending, dict) and _names_to(pending.get("inodes"), int) and _names_to(pending.get("made"), str):
+        made = _left(folder, pending["inodes"], pending["made"])  # a block killed before its end; else damaged
     found, inodes = kit_files(folder), _inodes(folder)
     if made is None:  # a record of an earlier version: the tables a stage wrote or read as they are are the kit's
         known = {run.get("output") if WRITES[notebook] == name else (run.get("inputs") or {}).get(name)

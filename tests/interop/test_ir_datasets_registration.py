@@ -166,6 +166,10 @@ def test_a_misspelt_or_unfetched_dataset_is_one_line_from_python_m_instir_intero
                                "'instir/ifir-sample/fiqa'?")
     assert main(["lookup", "--format", "jsonl", "instir/ifir-sample/fiqa", "sample-fiqa-d101"]) == 0
     assert json.loads(capsys.readouterr().out)["doc_id"] == "sample-fiqa-d101"
+    qid = next(iter(load_benchmark("ifir-sample/fiqa").queries))  # on the commit before, an AttributeError
+    assert main(["lookup", "--qid", "--format", "jsonl", "instir/ifir-sample/fiqa", qid, "no-such-query"]) == 0
+    out = capsys.readouterr()
+    assert [json.loads(line)["query_id"] for line in out.out.splitlines()] == [qid] and "no-such-query" in out.err
     assert main(["export", "instir/ifir/fiqa", "docs"]) == 2
     (line,) = [e for e in capsys.readouterr().err.splitlines() if not e.startswith("[INFO]")]
     assert "ifir/fiqa is not in the instir cache" in line and "instir fetch ifir --subset fiqa" in line
