@@ -97,7 +97,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     :func:`instir.benchmarks.fetch.data_check` says; a benchmark it does not name is unverified), in the
     paper's protocol (a family spec's ``[papers.protocol]``: IFIR's nDCG@20 is the ``ifir-native`` one), for a
     BM25 row by the paper's engine (from ``runs``) and for InstFol by the paper's judge (the reproduced
-    table's ``judge_backend`` and ``judge_model`` columns); otherwise the verdict is ``not comparable (<the
+    table's ``judge_backend`` and ``judge_model`` columns), from a run as deep as the measure's cutoff (the family's
+    ``depth`` for one without, such as p-MRR); otherwise the verdict is ``not comparable (<the
     reason that decides it>)``. ``protocol`` is the one the reproduced numbers were scored under (``authors`` or
     ``mteb``, as :func:`instir.metrics.evaluate_runs` takes it): MTEB's results store is compared with ``mteb``
     numbers only, the papers' tables with the authors' only.
@@ -170,8 +171,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
     authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
     run by the paper's engine), the judge (an InstFol not judged by the paper's judge) and the run's depth (unknown,
-    or fewer documents a query than the measure's cutoff: the ranks past it count as non-relevant), the first that
-    fails."""
+    or fewer documents a query than the measure's cutoff, the ranks past it counting as non-relevant; a measure
+    without one, such as p-MRR, needs the family's retrieval ``depth``), the first that fails."""
     if row["sample"]:
         return "SAMPLE"
     if "do not use" in str(row.get("source") or ""):
@@ -202,12 +203,15 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
         if row["judge_backend"] != PAPER_JUDGE_BACKEND or not (model == judge or model.startswith(judge + "-")):
             return f"judged by {row['judge'] or 'an unknown judge'}, the paper's by {judge}"
     cutoff = max(map(int, re.findall(r"@(\d+)", str(row["measure"]))), default=0)  # AP@1000[og]; a mean of several
+    needs = f"the cutoff of {row['measure']}"
+    if not cutoff and family and catalog.family(family).depth:  # p-MRR: a document missing ranks below the last
+        cutoff = catalog.family(family).depth
+        needs = f"the authors' depth ({cutoff}) that {row['measure']} depends on"
     depth = row.get("depth")
     if cutoff and (depth is None or pd.isna(depth)):
         return "the depth of its run is unknown (no k for it in the runs list or its sidecar)"
     if cutoff and depth < cutoff:
-        return (f"its run ranks {int(depth)} documents a query, fewer than the cutoff of {row['measure']}: "
-                f"retrieve at k = {cutoff} or more")
+        return f"its run ranks {int(depth)} documents a query, fewer than {needs}: retrieve at k = {cutoff} or more"
     return None
 
 

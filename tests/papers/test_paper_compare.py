@@ -362,6 +362,21 @@ def test_a_followir_number_needs_a_run_as_deep_as_its_cutoff(reported):
         "within tolerance"]
 
 
+def test_a_p_mrr_needs_a_run_as_deep_as_the_authors_retrieval(reported):
+    # p-MRR has no cutoff, but a document missing from a run ranks one below its last: a run cut at 10 moves every
+    # changed document past it. On the commit before, such a run earned p-MRR's verdict beside FollowIR's
+    followir = load_reported("followir")
+    row = followir[followir["measure"] == "p-MRR"].iloc[0]
+    ours = pd.DataFrame([{"system": row["model_key"], "benchmark": f"followir/{row['subset_id']}",
+                          "setting": row["setting"], "subset": row["subset_id"], "level": "all",
+                          "measure": "p-MRR[insertion-ties]", "value": row["value"] / row["scale"]}])
+    runs = ours[["benchmark", "system"]].assign(windowing="n/a", engine="n/a", k=10)
+    (verdict,) = compare_to_papers(ours, followir, runs=runs, data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "ranks 10 documents", "1000", "p-MRR")
+    assert compare_to_papers(ours, followir, runs=runs.assign(k=1000), data=VERIFIED)["verdict"].tolist() == [
+        "within tolerance"]
+
+
 def test_an_average_gets_a_verdict_only_when_every_subsets_data_is_verified(reported):
     subsets = list(catalog.family("ifir").subsets)
     ours = table([("bm25", f"ifir/{s}", "instructed", s, "all", "nDCG@20[ifir-native]", 0.3) for s in subsets]
