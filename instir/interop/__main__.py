@@ -3,16 +3,38 @@
 ir_datasets 0.6 loads no other package's datasets (:func:`instir.interop.register_ir_datasets`).
 The kit's failures are answered as the ``instir`` command answers them: one line (a misspelt dataset id
 with the closest one, a benchmark not fetched, a damaged file), the traceback only with ``--debug`` or
-``INSTIR_DEBUG=1``; what the command exports to standard output is written as it is."""
+``INSTIR_DEBUG=1``; what the command exports to standard output is written as it is. Where ir_datasets' export
+answers in a way of its own, it is answered as the kit's: a ``--fields`` name it does not know is one line (its tsv
+and jsonl exporters raised a KeyError), and Ctrl-C exits 130 (it closed standard error and exited 0, so that
+``export … > file && …`` took a cut export for a whole one)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from instir.errors import UsageError, unknown
 from instir.interop.irds import ir_datasets, register_ir_datasets
-from instir.terminal import DEBUG_VAR, answered
+from instir.terminal import DEBUG_VAR, TerminalStream, answered
+
+
+class _KeptOpen(TerminalStream):
+    """Standard error for ir_datasets' commands: its export closes it on Ctrl-C, before the kit's own last line."""
+
+    def close(self) -> None:
+        """Left open."""
+
+
+def _checked(exporter):
+    """ir_datasets' ``exporter`` (a class taking ``data_cls, out, fields``), refusing a field ``data_cls`` lacks."""
+    def make(data_cls, out, fields=None):
+        known = list(data_cls.__annotations__)  # what the exporters look each field up in (a NamedTuple's fields)
+        wrong = next((f for f in fields or () if f not in known), None)
+        if wrong is not None:
+            raise unknown("field", wrong, known, where="in --fields")
+        return exporter(data_cls, out, fields)
+    return make
 
 
 def main(argv: list[str]) -> int:
@@ -31,11 +53,29 @@ def main(argv: list[str]) -> int:
                                          more=", and ir_datasets' own (python -m instir.interop list)"))) from None
 
     def command() -> None:
-        ir_datasets.load = known_load  # the commands look the dataset id up through it
+        from ir_datasets.commands import export
+
+        tables = (export.DEFAULT_EXPORTERS, export.QRELS_EXPORTERS, export.SCOREDDOCS_EXPORTERS)
+        kept = [dict(table) for table in tables]
+        heard: list[int] = []
+
+        def interrupt(signum, frame):
+            heard.append(signum)
+            signal.default_int_handler(signum, frame)
+
+        ir_datasets.load, stderr = known_load, sys.stderr  # the commands look the dataset id up through it
+        previous, sys.stderr = signal.signal(signal.SIGINT, interrupt), _KeptOpen(stderr)
+        for table in tables:
+            table.update({name: _checked(exporter) for name, exporter in table.items()})
         try:
             ir_datasets.main(args)
         finally:
-            ir_datasets.load = load
+            ir_datasets.load, sys.stderr = load, stderr
+            signal.signal(signal.SIGINT, previous)
+            for table, entries in zip(tables, kept):
+                table.update(entries)
+        if heard:  # ir_datasets' export took it for the end of its output
+            raise KeyboardInterrupt
 
     return answered("python -m instir.interop", command, debug=debug, data=True)
 

@@ -3,7 +3,9 @@ every benchmark, subset and setting has an id; docs, queries (the kit's text and
 qrels are what load_benchmark loads, from the bundled samples and from upstream-layout fixtures."""
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -175,6 +177,28 @@ def test_a_misspelt_or_unfetched_dataset_is_one_line_from_python_m_instir_intero
     assert "ifir/fiqa is not in the instir cache" in line and "instir fetch ifir --subset fiqa" in line
     assert main(["export", "instir/ifir/fiqa", "docs", "--debug"]) == 2
     assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def test_an_unknown_export_field_is_one_line_and_an_interrupted_export_never_exits_zero(irds, monkeypatch, capsys):
+    """ir_datasets' tsv and jsonl exporters look each ``--fields`` name up unchecked (a KeyError traceback), and its
+    export swallows Ctrl-C with exit 0: a cut export read as whole by ``export … > file && next``."""
+    from instir.interop.__main__ import main
+
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    for fmt in ("tsv", "jsonl"):
+        argv = ["export", "instir/ifir-sample/fiqa", "queries", "--format", fmt, "--fields", "query_id", "txt"]
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("python -m instir.interop: unknown field 'txt' in --fields; did you mean 'text'?")
+    import ir_datasets.commands.export as export
+
+    def interrupted(data_cls, out, fields=None):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+
+    monkeypatch.setitem(export.DEFAULT_EXPORTERS, "tsv", interrupted)
+    assert main(["export", "instir/ifir-sample/fiqa", "queries"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "python -m instir.interop: interrupted"
+    print("stderr is still open")  # ir_datasets closed it: the kit's own line and what follows are still written
 
 
 #: slices as ir_datasets takes them: ranges, steps, negative ends, fractions, empty and past the end
