@@ -6,7 +6,8 @@ with the closest one, a benchmark not fetched, a damaged file), the traceback on
 ``INSTIR_DEBUG=1``; what the command exports to standard output is written as it is. Where ir_datasets' export
 answers in a way of its own, it is answered as the kit's: a ``--fields`` name it does not know is one line (its tsv
 and jsonl exporters raised a KeyError), and Ctrl-C exits 130 (it closed standard error and exited 0, so that
-``export … > file && …`` took a cut export for a whole one)."""
+``export … > file && …`` took a cut export for a whole one); one of its own datasets that cannot be downloaded
+(offline) is one line naming the sources tried."""
 
 from __future__ import annotations
 
@@ -69,6 +70,12 @@ def main(argv: list[str]) -> int:
             table.update({name: _checked(exporter) for name, exporter in table.items()})
         try:
             ir_datasets.main(args)
+        except RuntimeError as err:  # one of ir_datasets' own datasets, when no source it names can be reached
+            if err.args[:1] != ("All download sources failed",) or len(err.args) < 2:
+                raise
+            tried = ", ".join(str(getattr(source, "url", source)) for source, _ in err.args[1])
+            raise ConnectionError(f"ir_datasets could not download the dataset's files (offline?); tried {tried}") \
+                from err
         finally:
             ir_datasets.load, sys.stderr = load, stderr
             signal.signal(signal.SIGINT, previous)

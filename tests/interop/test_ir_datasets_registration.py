@@ -201,6 +201,25 @@ def test_an_unknown_export_field_is_one_line_and_an_interrupted_export_never_exi
     print("stderr is still open")  # ir_datasets closed it: the kit's own line and what follows are still written
 
 
+def test_an_ir_datasets_dataset_that_cannot_be_downloaded_is_one_line_naming_the_sources(irds, monkeypatch, capsys):
+    import ir_datasets.commands.export as export
+    from ir_datasets.util.download import RequestsDownload
+
+    from instir.interop.__main__ import main
+
+    def offline(data_cls, out, fields=None):  # as ir_datasets' Download.path raises when every mirror fails
+        raise RuntimeError("All download sources failed", [(RequestsDownload(f"https://{host}/npl.tar.gz"),
+                                                            ConnectionError("Name or service not known"))
+                                                           for host in ("ir.example", "mirror.example")])
+
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    monkeypatch.setitem(export.DEFAULT_EXPORTERS, "tsv", offline)
+    assert main(["export", "instir/ifir-sample/fiqa", "docs"]) == 2
+    (line,) = [e for e in capsys.readouterr().err.splitlines() if not e.startswith("[INFO]")]
+    assert line == ("python -m instir.interop: ir_datasets could not download the dataset's files (offline?); tried "
+                    "https://ir.example/npl.tar.gz, https://mirror.example/npl.tar.gz")
+
+
 #: slices as ir_datasets takes them: ranges, steps, negative ends, fractions, empty and past the end
 SLICES = [slice(None, 3), slice(3, 7), slice(-3, None), slice(3, -4, 4), slice(None, None, 5), slice(0.25, 0.5),
           slice(None, 0.5), slice(7, 2), slice(30, 100), slice(-10, -2, 3)]
