@@ -347,10 +347,14 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     return fd, journal
 
 
+#: what names a file the kit kept aside (:func:`aside_path`)
+ASIDE = ".set-aside-"
+
+
 def aside_path(path: Path) -> Path:
     """``<name>.set-aside-<UTC time>`` beside ``path``: where the kit keeps a file it cannot show it wrote."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")  # the name cut so the new one fits in 255 bytes
-    return path.with_name(f"{path.name.encode()[:200].decode(errors='ignore')}.set-aside-{stamp}")
+    return path.with_name(f"{path.name.encode()[:200].decode(errors='ignore')}{ASIDE}{stamp}")
 
 
 def set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("",)) -> Path:

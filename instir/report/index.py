@@ -56,8 +56,9 @@ def read_reports(reports_root: str | Path) -> list[dict]:
     only stages wrote, is left out). Each dict gains ``folder`` (the folder name), ``href`` (its path
     from the index) and ``stale`` (notebook -> why its page or files disagree with the folder:
     :func:`instir.report.provenance.stale_pages`), and a finished run with stale pages has the status
-    ``stale``. A damaged record becomes an entry with an ``error`` so the index still shows the folder;
-    nothing in one folder's record stops the others being listed."""
+    ``stale``, and ``kept`` (the files the kit kept aside in it, :func:`instir.atomic.aside_path`: edited by hand
+    or another's, which it would have replaced). A damaged record becomes an entry with an ``error`` so the index
+    still shows the folder; nothing in one folder's record stops the others being listed."""
     root = Path(reports_root)
     entries = []
     for meta_path in [*root.glob(REPORT_FILE), *sorted(root.glob(f"*/{REPORT_FILE}"))]:
@@ -73,6 +74,8 @@ def read_reports(reports_root: str | Path) -> list[dict]:
         meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent, record)}
         if meta["stale"] and meta.get("status") == "ok":
             meta["status"] = "stale"  # its pages disagree with the folder's files: never "ok"
+        meta["kept"] = sorted(str(path.relative_to(meta_path.parent)) for pattern in ("*", "*/*")
+                              for path in meta_path.parent.glob(pattern + atomic.ASIDE + "*"))
         meta["folder"], meta["folder_path"] = meta_path.parent.name, str(meta_path.parent)
         meta["href"] = "." if meta_path.parent == root else meta_path.parent.name
         entries.append(meta)
@@ -204,6 +207,10 @@ def _report_section(meta: dict) -> str:
         out.append(f'<p class="stale">Stale: these pages disagree with the folder\'s files (a notebook, the lab or '
                    f"another command wrote it after this run). Rerun the chain (instir run) to make them agree.</p>"
                    f"<ul>{items}</ul>")
+    if meta.get("kept"):
+        items = "".join(f"<li>{_link(meta['href'], name, name)}</li>" for name in meta["kept"])
+        out.append("<p>Kept aside: files the kit would have replaced but could not show it wrote (edited by hand, "
+                   f"or another's); never read. Move or delete each when done.</p><ul>{items}</ul>")
     params, defaults = meta.get("parameters", {}), meta.get("defaults", {})
     out.append("<h3>Parameters</h3>")
     names = list(defaults) + [k for k in params if k not in defaults]

@@ -61,7 +61,7 @@ def _kit_paths(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     files = [folder / "runs.csv"] if folder.name == "runs" else folder.iterdir()
-    return sorted(p for p in files if p.is_file() and not p.name.startswith(".") and ".set-aside-" not in p.name
+    return sorted(p for p in files if p.is_file() and not p.name.startswith(".") and atomic.ASIDE not in p.name
                   and ".sqlite" not in p.name)
 
 

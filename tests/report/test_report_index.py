@@ -36,6 +36,22 @@ def test_index_lists_every_report_newest_first_with_resolving_links(tmp_path):
     assert "torch not installed" in html and "3.2 s" in html
 
 
+def test_index_lists_the_files_the_kit_kept_aside_in_a_folder(tmp_path):
+    # a page edited by hand and re-rendered by the README's plain papermill call is kept aside with a warning that
+    # only the executed notebook's last cell shows: on the commit before, nothing else said where it went
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00")
+    (tmp_path / "r" / "01_a.html.set-aside-20260101T000000000000").write_text("my notes")
+    (tmp_path / "r" / "runs").mkdir()
+    (tmp_path / "r" / "runs" / "bm25 <x>.trec.set-aside-20260102T000000000000").write_text("q Q0 d 1 1 t")
+    html = write_index(tmp_path).read_text()
+    kept = re.findall(r'<li><a href="([^"]+)">([^<]+)</a></li>', html.split("Kept aside")[1])
+    assert [text for _, text in kept] == ["01_a.html.set-aside-20260101T000000000000",
+                                          "runs/bm25 &lt;x&gt;.trec.set-aside-20260102T000000000000"]
+    assert all((tmp_path / href.replace("%20", " ").replace("%3C", "<").replace("%3E", ">")).is_file()
+               for href, _ in kept)
+    assert read_reports(tmp_path)[0]["status"] == "ok"  # what was kept is the user's, not a fault of the run
+
+
 def test_index_escapes_parameters_and_errors(tmp_path):
     make_report(tmp_path, "bad", "2026-01-01T00:00:00+00:00", status="failed",
                 parameters={"title": "<script>x</script>"}, error="ValueError: <b>boom</b>")
