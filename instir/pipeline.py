@@ -451,6 +451,8 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             result.notebooks.append(step)
             if step.html:  # which stage run the page shows, and that the kit left it and its notebook
                 record_page(out, path.stem, step.html)
+            elif step.executed:  # a notebook whose page could not be rendered
+                note_made(out, [out / step.executed])
             result.wall_s = time.perf_counter() - start
             if unwritten is not None:  # a file of the report could not be written: ends the run (rc 2 in the CLI)
                 result.error = step.error

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from instir.report.lock import INHERITED_VAR, holder_of
-from instir.report.provenance import edited_since_made, page_records, stage_records
+from instir.report.provenance import page_records, stage_records, unvouched
 from tests.conftest import copy_caches, copy_report
 
 pytestmark = pytest.mark.notebooks
@@ -88,7 +88,7 @@ def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_page
     (kept,) = out.glob("02_retrieval.html.set-aside-*")  # on the commit before, the remark was lost without a word
     assert "my remark" in kept.read_text()
     # papermill saved the notebook once more after its last cell noted it: still the kit's, no edit
-    assert edited_since_made(out, [out / "02_retrieval.ipynb", out / "02_retrieval.html"]) == []
+    assert unvouched(out, [out / "02_retrieval.ipynb", out / "02_retrieval.html"]) == []
     noted = json.loads((out / "report.json").read_text())["made"]["."]
     assert {"02_retrieval.ipynb", "02_retrieval.html"} <= set(noted)
     assert page_records(out)["02_retrieval"]["stamp"] == stage_records(out)["02_retrieval"][0]["stamp"]

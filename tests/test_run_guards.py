@@ -126,19 +126,25 @@ def test_an_executed_notebook_is_edited_when_a_cell_is_and_not_when_papermill_no
     assert not made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
 
 
-@pytest.mark.parametrize("made", ['"a string"', '["a", "list"]', '{"01_table.html": 5}'])
-def test_where_the_records_made_is_damaged_no_page_is_vouched_for(tmp_path, made):
-    # on the commit before, a damaged made['.'] read as "nothing noted", and an edited page was replaced unkept
-    from instir.report.provenance import edited_since_made
-    from instir.report.record import RecordWarning
+@pytest.mark.parametrize("record", ['{"status": "ok", "made": {".": "a string"}}', '{"made": ["a", "list"]}',
+                                    '{"made": {".": {"01_table.html": 5}}}', '{"made": {"metrics": {}}}',
+                                    '{"status": "ok", "ma', "[]", None])
+def test_a_page_the_record_does_not_note_as_the_kits_is_not_vouched_for(tmp_path, record):
+    """On the commit before, a record damaged, missing or without ``made['.']`` read as "nothing noted", and an
+    edited page was replaced unkept (``instir run`` rewrote the record first, so its damage was forgotten)."""
+    import warnings
 
-    (tmp_path / "01_table.html").write_text("<html>my edited page</html>")
-    (tmp_path / "report.json").write_text('{"status": "ok", "made": {".": %s}}' % made)
-    with pytest.warns(RecordWarning, match="made"):
-        assert edited_since_made(tmp_path, [tmp_path / "01_table.html", tmp_path / "02_none.html"]) == [
-            tmp_path / "01_table.html"]
-    (tmp_path / "report.json").write_text('{"status": "ok", "made": {"metrics": {}}}')  # a whole record: none noted
-    assert edited_since_made(tmp_path, [tmp_path / "01_table.html"]) == []
+    from instir.report.provenance import record_page, unvouched
+
+    page = tmp_path / "01_table.html"
+    page.write_text("<html>my edited page</html>")
+    if record is not None:
+        (tmp_path / "report.json").write_text(record)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the record's one warning, where it is damaged
+        assert unvouched(tmp_path, [page, tmp_path / "02_none.html"]) == [page]
+        record_page(tmp_path, "01_table", page.name)  # the kit's page, as it rendered it
+    assert unvouched(tmp_path, [page]) == []
 
 
 @pytest.mark.notebooks  # runs a notebook in a kernel
@@ -178,7 +184,7 @@ def test_an_executed_notebook_or_page_edited_since_the_run_is_kept_when_the_next
     notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["my notes on the table"]})
     (out / "01_table.ipynb").write_text(json.dumps(notebook))
     (out / "01_table.html").write_text((out / "01_table.html").read_text() + "<p>my remark</p>")
-    with pytest.warns(UserWarning, match="edited since the kit left it") as caught:
+    with pytest.warns(UserWarning, match="cannot show it left as it is") as caught:
         run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)
     assert len(caught) == 2
     (kept_notebook,) = out.glob("01_table.ipynb.set-aside-*")
@@ -186,6 +192,12 @@ def test_an_executed_notebook_or_page_edited_since_the_run_is_kept_when_the_next
     assert "my notes on the table" in kept_notebook.read_text() and "my remark" in kept_page.read_text()
     assert "my notes" not in (out / "01_table.ipynb").read_text()
     assert "my remark" not in (out / "01_table.html").read_text()
+    record = (out / "report.json").read_text()
+    (out / "report.json").write_text(record[:100])  # damaged: it vouches for nothing, and the run rewrites it first
+    (out / "01_table.html").write_text((out / "01_table.html").read_text() + "<p>my second remark</p>")
+    with pytest.warns(UserWarning, match="not noted in its record"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, out)
+    assert any("my second remark" in kept.read_text() for kept in out.glob("01_table.html.set-aside-*"))
 
 
 @pytest.mark.notebooks  # runs notebooks in a kernel

@@ -220,23 +220,19 @@ def made_digest(path: Path) -> str:
 
 @contextlib.contextmanager
 def keeping_edits(folder: Path, paths: Iterable[Path]) -> Iterator[None]:
-    """Run a block that replaces or removes report files ``paths`` (executed notebooks, pages), keeping those
-    edited since the kit left them (:func:`edited_since_made`) as :func:`instir.atomic.keeping` keeps them."""
-    with atomic.keeping(edited_since_made(folder, paths), f"{folder} held a notebook or page edited since the kit "
-                                                          "left it"):
+    """Run a block that replaces or removes report files ``paths`` (executed notebooks, pages), keeping those the
+    record does not show the kit left as they are (:func:`unvouched`) as :func:`instir.atomic.keeping` keeps them."""
+    with atomic.keeping(unvouched(folder, paths), f"{folder} held a notebook or page the kit cannot show it left "
+                                                  "as it is (edited since, or not noted in its record)"):
         yield
 
 
-def edited_since_made(folder: Path, paths: Iterable[Path]) -> list[Path]:
-    """Those of ``paths`` (a report folder's executed notebooks and pages) that the record notes the kit left
-    (:func:`record_page`) and that differ now: edited since, so not the kit's to replace; where the record's
-    ``made`` was damaged, also those it does not note. One a whole record does not note is judged by what it holds
-    (:func:`instir.pipeline.check_apart_from_sources`)."""
-    record = read_record(folder)
-    own = record.get("made", {}).get(".", {})
-    damaged = any(name == "made" or name.startswith("made['.']") for name in record.dropped)  # none vouched for
-    return [path for path in paths if path.is_file()
-            and (made_digest(path) != own[path.name] if path.name in own else damaged)]
+def unvouched(folder: Path, paths: Iterable[Path]) -> list[Path]:
+    """Those of ``paths`` (a report folder's executed notebooks and pages) that exist and that the record's ``made``
+    does not note as the kit left them (:func:`record_page`): edited since, or never noted (a record damaged,
+    missing or from before pages were noted), so not the kit's to replace."""
+    own = read_record(folder).get("made", {}).get(".", {})
+    return [path for path in paths if path.is_file() and own.get(path.name) != made_digest(path)]
 
 
 @dataclass(frozen=True)

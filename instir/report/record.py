@@ -150,8 +150,6 @@ class Record(dict):
     present and valid, as JSON holds them (plain dicts and lists); ``problem`` says what was left out."""
 
     problem: str | None = None
-    #: what was left out, section by section or entry by entry (``made['.']``)
-    dropped: tuple[str, ...] = ()
 
     @property
     def is_run(self) -> bool:
@@ -199,7 +197,6 @@ def read_record(folder: str | Path) -> Record:
     if dropped:
         shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
         _damaged(path, f"left out what does not fit instir's record: {shown}", record)
-        record.dropped = tuple(dropped)
     return record
 
 
