@@ -93,7 +93,7 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
     ``mteb_model_meta`` gives), listed by its path (relative to ``out`` when inside it)."""
     from instir.report.layout import ReportLayout
     from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
-    from instir.retrieval.runs import read_run, read_sidecar, refuse_unanswered
+    from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, refuse_unanswered
     from instir.stages.evaluate import as_scored
     from instir.stages.retrieve import listed_row
 
@@ -118,10 +118,8 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
         listed = resolved.relative_to(out.resolve()).as_posix() if resolved.is_relative_to(out.resolve()) \
             else str(resolved)
         template = (sidecar.get("template") or {}).get("name")
-        # no sidecar: the depth every query reaches (a query ranked 10 deep scores nDCG@20 on 10, however deep the rest)
-        ranked = [len(docs) for docs in run.values()] if isinstance(run, dict) else run.df["qid"].value_counts()
         rows.append(listed_row(benchmark, names[i] or name, listed, template=template,
-                               k=sidecar.get("k") or int(min(ranked, default=0))))
+                               k=ranked_depth(run, sidecar.get("k"))))
         read[listed] = run
     systems = [row["system"] for row in rows]
     if len(set(systems)) != len(systems):

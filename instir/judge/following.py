@@ -35,7 +35,7 @@ from instir.errors import UsageError, expect
 from instir.judge.outcomes import judgment_columns, judgment_counts
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest, Judgment
-from instir.retrieval.runs import Run, ShallowRunsWarning, as_run
+from instir.retrieval.runs import Run, ShallowRunsWarning, as_run, ranked_depth
 
 #: List cut-off of IFIR's InstFol@20.
 K = 20
@@ -207,16 +207,17 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
-    depth = max((len(ranked) for by_qid in lists.values() for ranked in by_qid.values()), default=0)
+    depth = min(ranked_depth(run, run.meta.get("k")) for run in (instructed, query_only))  # the shallower run
     if 0 < depth < min(k, benchmark.rankable()):  # as evaluate says of a cutoff past a run's depth
-        warnings.warn(f"the runs rank at most {depth} passages per instance, fewer than k = {k}: this InstFol@{k} "
-                      f"judges their top {depth} (retrieve at k = {k} for InstFol@{k})", ShallowRunsWarning)
+        warnings.warn(f"a run ranks as few as {depth} passages for an instance, fewer than k = {k}: this "
+                      f"InstFol@{k} judges its top {depth} there (retrieve both runs at k = {k} for InstFol@{k})",
+                      ShallowRunsWarning)
     requests, slots = _judge_requests(benchmark, selected, lists)
     judgments = judge.judge(list(requests)) if requests else []
     positions = _positions(slots, judgments)
     instances = _instances(benchmark, selected, positions)
     meta = {
-        "k": k, "seed": seed, "max_instances": max_instances, "benchmark": benchmark.name,
+        "k": k, "depth": depth, "seed": seed, "max_instances": max_instances, "benchmark": benchmark.name,
         "sample": benchmark.is_sample, "selected": selected,
         "judge": {"name": judge.name, "model": judge.model},
         "instfol_max": INSTFOL_MAX,

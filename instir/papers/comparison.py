@@ -90,7 +90,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     :func:`instir.retrieval.run_windowing` and :func:`instir.retrieval.run_engine` read them from the
     sidecars, ``k`` its depth) gives every reproduced number the windowing mode and BM25 engine of the run(s)
     behind it (an IFIR average: of all its subsets' runs, ``mixed`` when they differ; ``unknown`` without
-    ``runs`` or without a matching run) and their least depth.
+    ``runs`` or without a matching run) and their least depth; a reproduced row's own ``depth`` takes its place
+    (an InstFol's: the shallower of the two runs it compares, as the judge stage writes it).
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
@@ -135,8 +136,9 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"], ours["engine"] = (_one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine"))
-    ours["depth"] = [min(depths) if depths and None not in depths else None
-                     for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
+    listed = [min(depths) if depths and None not in depths else None
+              for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
+    ours["depth"] = [_depth(str(d)) if pd.notna(d) else k for d, k in zip(ours["depth"], listed)]
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
@@ -337,6 +339,7 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
         "widen": (pd.to_numeric(reproduced["widen"]).fillna(0.0).to_numpy(dtype=float)
                   if "widen" in reproduced.columns else 0.0),
         "sample": reproduced["_not_comparable"].to_numpy(dtype=bool) if "_not_comparable" in reproduced else False,
+        "depth": reproduced["depth"].to_numpy(dtype=object) if "depth" in reproduced else None,
     })
     ours["judge"] = [f"{backend}: {model}" if model else "" for backend, model in
                      zip(ours["judge_backend"], ours["judge_model"])]

@@ -36,7 +36,7 @@ from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import read_datasets
 from instir.report.provenance import stage_records
 from instir.report.stage_writer import writes_stage
-from instir.retrieval.runs import read_sidecar, run_engine, run_windowing
+from instir.retrieval.runs import listed_depth, read_sidecar, run_engine, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS
 from instir.systems.coverage import coverage_matrix
 
@@ -148,7 +148,8 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     """The metrics and (where the judge stage ran) InstFol values of the report, one row per
     system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its lists were cut at, as
     ``judge/instfol.csv`` says; a table of an earlier version says none: the k its stage's record holds, else
-    20), so an InstFol@10 is never aligned with a paper's InstFol@20."""
+    20), so an InstFol@10 is never aligned with a paper's InstFol@20; and with the ``depth`` its shallower run
+    ranks, which its verdict needs."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
@@ -158,8 +159,9 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     ks = pd.to_numeric(instfol["k"], errors="coerce") if "k" in instfol else pd.Series(recorded, index=instfol.index)
     measure = [str(InstFol(int(k))) if isinstance(k, numbers.Real) and float(k).is_integer() and k > 0
                else f"InstFol@{k}" if "k" in instfol else str(InstFol()) for k in ks]
+    depth = ["depth"] if "depth" in instfol else []  # of both runs an InstFol compares (none in earlier versions)
     return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=measure)],
-                     ignore_index=True)[REPRODUCED_COLUMNS + judged]
+                     ignore_index=True)[REPRODUCED_COLUMNS + judged + depth]
 
 
 def data_checks(layout: ReportLayout) -> dict[str, str | None]:
@@ -197,10 +199,10 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     runs = (read_runs_table(layout) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
-    listed = runs["k"] if "k" in runs else [None] * len(runs)  # a run of one's own has no sidecar: its depth
+    # each run's depth as it is now (a run edited since its sidecar, or one of one's own: measured), never as listed
     windowing = runs[["benchmark", "system"]].assign(windowing=[run_windowing(meta) for meta in sidecars],
                                                      engine=[run_engine(meta) for meta in sidecars],
-                                                     k=[(meta or {}).get("k", k) for meta, k in zip(sidecars, listed)])
+                                                     k=[listed_depth(layout.root / f) for f in runs["run_file"]])
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)

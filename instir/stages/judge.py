@@ -119,11 +119,11 @@ JUDGE_COLUMNS = ("judge_backend", "judge_model")
 def summarise_instfol(instances: pd.DataFrame) -> pd.DataFrame:
     """InstFol per level, subset and Average of every system on every collection of benchmarks
     (a family's subsets: :func:`instir.benchmarks.catalog.collection_of`;
-    :func:`instir.judge.following.aggregate`), in the instances' order, with the judge behind it and the ``k`` its
-    lists were cut at."""
+    :func:`instir.judge.following.aggregate`), in the instances' order, with the judge behind it, the ``k`` its
+    lists were cut at and the ``depth`` its shallower run ranks (:func:`instir.retrieval.runs.ranked_depth`)."""
     parts = [aggregate(part).assign(system=system, benchmark=name,
                                     **{c: "; ".join(dict.fromkeys(part[c].astype(str))) for c in JUDGE_COLUMNS
-                                       if c in part}, **({"k": part["k"].min()} if "k" in part else {}))
+                                       if c in part}, **{c: part[c].min() for c in ("k", "depth") if c in part})
              for (system, name), part in instances.groupby(["system", "collection"], sort=False)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
@@ -149,7 +149,8 @@ def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Seque
         raise ValueError("no run pair to judge: InstFol needs a system's instructed and query-only runs")
     instances = pd.concat([r.instances.assign(benchmark=p.benchmark, collection=collection_of(p.benchmark),
                                               system=p.system, judge_backend=r.meta["judge"]["name"],
-                                              judge_model=r.meta["judge"]["model"], k=r.meta["k"])
+                                              judge_model=r.meta["judge"]["model"], k=r.meta["k"],
+                                              depth=r.meta["depth"])
                            for p, r in zip(pairs, results)], ignore_index=True)
     positions = pd.concat([r.positions.assign(benchmark=p.benchmark, system=p.system) for p, r in zip(pairs, results)],
                           ignore_index=True)

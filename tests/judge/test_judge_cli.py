@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from judge_fakes import FakeChatServer, Reply, scored_reply
 from says import raises_saying
@@ -301,15 +302,18 @@ def test_no_instances_or_a_cutoff_of_none_is_one_line_before_any_judgment(tmp_pa
 
 
 def test_runs_shallower_than_k_are_said_once_by_instir_judge(capsys, tmp_path):
-    # the pair's InstFol and the spread's judge the same sample: the warning came twice
+    # the pair's InstFol and the spread's judge the same sample: the warning came twice. The query-only run is the
+    # shallower: on the commit before, the deeper instructed run hid it (no warning, and InstFol@20 earned a verdict)
     from instir.benchmarks import load_benchmark
     from instir.retrieval import retrieve
     from instir.retrieval.lexical import BM25Retriever
 
     benchmark, retriever = load_benchmark("instructir-sample"), BM25Retriever(show_progress=False)
-    runs = [retrieve(benchmark, retriever, template=t, k=10, out_dir=tmp_path / "runs").meta["path"]
-            for t in (None, "query-only")]
+    runs = [retrieve(benchmark, retriever, template=t, k=k, out_dir=tmp_path / "runs").meta["path"]
+            for t, k in ((None, 20), ("query-only", 10))]
     assert main(["judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", runs[0],
                  "--query-only-run", runs[1], "--k", "20", "--max-instances", "2", "--out", str(tmp_path / "j")]) == 0
     err = capsys.readouterr().err
-    assert err.count("warning: the runs rank at most 10 passages per instance, fewer than k = 20") == 1
+    assert err.count("warning: a run ranks as few as 10 passages for an instance, fewer than k = 20") == 1
+    assert pd.read_csv(tmp_path / "j" / "judge" / "instfol.csv")[["k", "depth"]].drop_duplicates().values.tolist() == [
+        [20, 10]]

@@ -99,6 +99,48 @@ def test_an_instfol_judged_at_another_k_is_never_aligned_with_the_papers_instfol
     assert "InstFol@20" not in compared_bm25(folder).index
 
 
+def test_an_instfol_needs_both_its_runs_deep_enough(tmp_path):
+    # on the commit before, a query-only run cut at 10 (instir judge's depth: the shallower run) went unchecked: the
+    # instructed run, 100 deep, earned InstFol@20 its verdict
+    folder = real_fiqa_folder(tmp_path)
+    pd.read_csv(folder / "judge" / "instfol.csv").assign(k=20, depth=10).to_csv(folder / "judge" / "instfol.csv",
+                                                                               index=False)
+    table3 = compared_bm25(folder)
+    assert table3.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
+    says(table3.loc["InstFol@20", "verdict"], "not comparable", "its run ranks 10 documents a query", "InstFol@20")
+
+
+def test_a_run_edited_since_its_sidecar_is_measured_not_taken_at_its_listed_depth(tmp_path):
+    # on the commit before, the runs list's k (100) stood for a run cut by hand to one document a query: GTR-XL's
+    # nDCG@20 on IFIR's FiQA earned 'within tolerance'
+    from instir.report.record import update_record
+    from instir.retrieval import Run, write_run
+
+    for name in ("metrics", "runs"):
+        (tmp_path / name).mkdir()
+    system = "dense:sentence-transformers/gtr-t5-xl"
+    frame = pd.DataFrame({"qid": ["q"] * 100, "docid": [f"d{i}" for i in range(100)], "score": range(100, 0, -1)})
+    write_run(Run(frame, {"search": {"retriever": {"name": "dense", "params": {"windowing": "ifir"}}}, "k": 100}),
+              tmp_path / "runs" / "gtr.trec")
+    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": system, "run_file": "runs/gtr.trec", "k": 100}]).to_csv(
+        tmp_path / "runs" / "runs.csv", index=False)
+    pd.DataFrame([{"system": system, "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa",
+                   "level": "all", "measure": "nDCG@20[ifir-native]", "value": 0.44, "n_queries": 1718}]).to_csv(
+        tmp_path / "metrics" / "metrics.csv", index=False)
+    update_record(tmp_path, datasets={"ifir/fiqa": {"revision": "local", "layout": "songtingyu", "sample": False,
+                                                    "verified": True, "check": "record counts as published"}})
+
+    def verdict() -> str:
+        paper_tables(tmp_path)
+        compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
+        (found,) = compared[(compared["table"] == "Table 3") & (compared["system"] == system)]["verdict"]
+        return found
+
+    assert verdict() == "within tolerance"
+    (tmp_path / "runs" / "gtr.trec").write_text("q Q0 d0 1 100 edited\n")  # cut by hand: no sidecar vouches
+    says(verdict(), "not comparable", "its run ranks 1 documents a query")
+
+
 def test_paper_tables_name_each_runs_windowing(tmp_path):
     """05's stage shows the long-text windowing each run recorded in its sidecar, and a compared row of a
     model IFIR encoded in windows carries the long-doc-windows note unless its run used 'ifir'."""
