@@ -34,7 +34,7 @@ from instir.errors import UsageError, unknown
 from instir.inputs import file_problem, read_head
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
-from instir.report.layout import NOTEBOOK_PATTERN, user_path
+from instir.report.layout import NOTEBOOK_PATTERN, text_path, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
 from instir.report.provenance import keeping_edits, note_made, record_page, stage_records
@@ -359,7 +359,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     refuses, and ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is
     writing into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` there that instir
     did not write are refused too."""
-    paths = [Path(n).resolve() for n in ([notebooks] if isinstance(notebooks, (str, Path)) else notebooks)]
+    paths = [text_path(Path(n).resolve()) for n in ([notebooks] if isinstance(notebooks, (str, Path)) else notebooks)]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"notebook(s) not found: {', '.join(missing)}")
@@ -372,7 +372,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     check_data_root(parameters)
     check_runnable(request)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
-    out = Path(out_dir).expanduser().resolve()
+    out = text_path(Path(out_dir).expanduser().resolve())
     check_apart_from_sources(out, paths)
     check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from says import says
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.catalog import SAMPLE_ROOT
 from instir.cli import main
+from instir.errors import UsageError
 from instir.terminal import MAX_MESSAGE_CHARS
 
 TOY_NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
@@ -395,6 +396,21 @@ def test_a_parameter_given_twice_is_refused_not_the_last_one_kept(capsys, tmp_pa
     # on the commit before, the last one won without a word (a grid refuses a duplicate key)
     assert fails(capsys, "run", *argv, "--out", str(tmp_path / "out")) == f"instir run: {said}"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_report_folder_whose_path_is_no_utf8_text_is_one_line_before_anything_is_written(capsys, tmp_path):
+    # on the commit before, a UnicodeEncodeError traceback after the folder was made, on every later run into it
+    import os
+
+    from instir.stages import score_runs
+
+    out = tmp_path / os.fsdecode(b"bad\xffdir")
+    assert fails(capsys, "run", "--benchmark", "instructir-sample", "--out", str(out)) == (
+        f"instir run: '{tmp_path}/bad\\udcffdir': a path that is no UTF-8 text; the kit writes its paths into its "
+        "records and pages: rename it")
+    with pytest.raises(UsageError, match="no UTF-8 text"):  # a stage, as a notebook calls it
+        score_runs(out)
+    assert not out.exists()
 
 
 def test_a_notebook_that_is_no_json_is_one_line_naming_it(capsys, tmp_path):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from instir import atomic
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark, FormatError
-from instir.errors import UserError
+from instir.errors import UsageError, UserError, quoted
 from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import record_dataset
@@ -44,12 +44,23 @@ def user_path(path: str | Path) -> Path:
     JupyterLab runs a notebook in its own folder, ``notebooks/`` or a working copy), where it is
     relative to the folder above, the repository. So ``reports/sample`` and ``data/…`` mean the
     same folder in JupyterLab, in ``papermill`` run from the repository and in ``instir run``
-    (which makes paths absolute before the kernels start)."""
+    (which makes paths absolute before the kernels start); refused as :func:`text_path` refuses it."""
     path = Path(path).expanduser()
-    if path.is_absolute():
-        return path
-    here = Path.cwd()
-    return (here.parent if any(here.glob(NOTEBOOK_PATTERN)) else here) / path
+    if not path.is_absolute():
+        here = Path.cwd()
+        path = (here.parent if any(here.glob(NOTEBOOK_PATTERN)) else here) / path
+    return text_path(path)
+
+
+def text_path(path: Path) -> Path:
+    """``path``, refused in one line where it is no UTF-8 text (a byte such as 0xff in a name): the kit writes the
+    paths of its folders and files into records and pages, which hold UTF-8 only."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{quoted(str(path))}: a path that is no UTF-8 text; the kit writes its paths into its "
+                         "records and pages: rename it") from None
+    return path
 
 
 def report_layout(out_dir: str | Path) -> ReportLayout:

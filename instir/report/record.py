@@ -210,7 +210,9 @@ def _fitting(kind: Any, value: Any, where: str, dropped: list[str]) -> Any:
     Raises what validation raises for anything else."""
     adapter = _adapter(kind)
     try:
-        return adapter.dump_python(adapter.validate_python(value), mode="json")
+        fitted = adapter.dump_python(adapter.validate_python(value), mode="json")
+        json.dumps(fitted, ensure_ascii=False).encode("utf-8")  # a lone surrogate ("\ud800"): no record can hold it
+        return fitted
     except _UNFIT:
         if not (get_origin(kind) is dict and isinstance(value, dict) or get_origin(kind) is list
                 and isinstance(value, list)):
