@@ -4,8 +4,9 @@ ir_datasets 0.6 loads no other package's datasets (:func:`instir.interop.registe
 The kit's failures are answered as the ``instir`` command answers them: one line (a misspelt dataset id
 with the closest one, a benchmark not fetched, a damaged file), the traceback only with ``--debug`` or
 ``INSTIR_DEBUG=1``; what the command exports to standard output is written as it is. Where ir_datasets' export
-answers in a way of its own, it is answered as the kit's: a ``--fields`` name it does not know is one line (its tsv
-and jsonl exporters raised a KeyError), and Ctrl-C exits 130 (it closed standard error and exited 0, so that
+answers in a way of its own, it is answered as the kit's: a ``--fields`` name it does not know, a kind the dataset
+does not provide, no command or a misspelt one, each one line (a KeyError, exit 0, its usage line and exit 1), and
+Ctrl-C exits 130 (it closed standard error and exited 0, so that
 ``export … > file && …`` took a cut export for a whole one); one of its own datasets that cannot be downloaded
 (offline) is one line naming the sources tried."""
 
@@ -27,15 +28,23 @@ class _KeptOpen(TerminalStream):
         """Left open."""
 
 
-def _checked(exporter):
-    """ir_datasets' ``exporter`` (a class taking ``data_cls, out, fields``), refusing a field ``data_cls`` lacks."""
-    def make(data_cls, out, fields=None):
-        known = list(data_cls.__annotations__)  # what the exporters look each field up in (a NamedTuple's fields)
-        wrong = next((f for f in fields or () if f not in known), None)
+#: what ir_datasets' export exports, each by its ``main_<kind>``
+EXPORTED = ("docs", "queries", "qrels", "scoreddocs", "docpairs")
+
+
+def _exporting(kind: str, export):
+    """ir_datasets' ``export`` of ``kind`` (its ``main_<kind>``), its mistakes refused first as the kit's one line: a
+    kind the dataset does not provide (it printed its AssertionError and exited 0), a ``--fields`` name the data
+    lacks (its tsv and jsonl exporters raised a KeyError)."""
+    def checked(dataset, args):
+        if not hasattr(dataset, f"{kind}_handler"):
+            raise UsageError(f"{args.dataset} provides no {kind}")
+        known = list(getattr(dataset, f"{kind}_cls")().__annotations__)  # what the exporters look each field up in
+        wrong = next((f for f in args.fields or () if f not in known), None)
         if wrong is not None:
             raise unknown("field", wrong, known, where="in --fields")
-        return exporter(data_cls, out, fields)
-    return make
+        return export(dataset, args)
+    return checked
 
 
 def main(argv: list[str]) -> int:
@@ -54,10 +63,12 @@ def main(argv: list[str]) -> int:
                                          more=", and ir_datasets' own (python -m instir.interop list)"))) from None
 
     def command() -> None:
-        from ir_datasets.commands import export
+        from ir_datasets.commands import COMMANDS, export
 
-        tables = (export.DEFAULT_EXPORTERS, export.QRELS_EXPORTERS, export.SCOREDDOCS_EXPORTERS)
-        kept = [dict(table) for table in tables]
+        if not args or args[0] not in COMMANDS:  # ir_datasets printed its usage and exited 1
+            raise unknown("command", args[0] if args else "", COMMANDS, more=" (python -m instir.interop COMMAND -h)")
+
+        kept = {kind: getattr(export, f"main_{kind}") for kind in EXPORTED}
         heard: list[int] = []
 
         def interrupt(signum, frame):
@@ -66,8 +77,8 @@ def main(argv: list[str]) -> int:
 
         ir_datasets.load, stderr = known_load, sys.stderr  # the commands look the dataset id up through it
         previous, sys.stderr = signal.signal(signal.SIGINT, interrupt), _KeptOpen(stderr)
-        for table in tables:
-            table.update({name: _checked(exporter) for name, exporter in table.items()})
+        for kind, exporting in kept.items():  # its parser binds them when the command runs
+            setattr(export, f"main_{kind}", _exporting(kind, exporting))
         try:
             ir_datasets.main(args)
         except RuntimeError as err:  # one of ir_datasets' own datasets, when no source it names can be reached
@@ -79,8 +90,8 @@ def main(argv: list[str]) -> int:
         finally:
             ir_datasets.load, sys.stderr = load, stderr
             signal.signal(signal.SIGINT, previous)
-            for table, entries in zip(tables, kept):
-                table.update(entries)
+            for kind, exporting in kept.items():
+                setattr(export, f"main_{kind}", exporting)
         if heard:  # ir_datasets' export took it for the end of its output
             raise KeyboardInterrupt
 

@@ -201,6 +201,22 @@ def test_an_unknown_export_field_is_one_line_and_an_interrupted_export_never_exi
     print("stderr is still open")  # ir_datasets closed it: the kit's own line and what follows are still written
 
 
+def test_what_a_dataset_lacks_or_no_command_at_all_is_one_line_never_exit_0_or_1(irds, monkeypatch, capsys):
+    # on the commit before: ir_datasets printed "… does not provide scoreddocs" and exited 0, and its usage line
+    # (naming ir_datasets) with exit 1 for no command or a misspelt one
+    from instir.interop.__main__ import main
+
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    for argv, said in ((["export", "instir/ifir-sample/fiqa", "scoreddocs"], "instir/ifir-sample/fiqa provides no "
+                                                                            "scoreddocs"),
+                       (["exprot", "instir/ifir-sample/fiqa", "docs"], "unknown command 'exprot'; did you mean "
+                                                                       "'export'?"),
+                       ([], "unknown command ''")):
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"python -m instir.interop: {said}")
+
+
 def test_an_ir_datasets_dataset_that_cannot_be_downloaded_is_one_line_naming_the_sources(irds, monkeypatch, capsys):
     import ir_datasets.commands.export as export
     from ir_datasets.util.download import RequestsDownload
