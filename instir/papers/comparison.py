@@ -91,7 +91,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     sidecars, ``k`` its depth) gives every reproduced number the windowing mode and BM25 engine of the run(s)
     behind it (an IFIR average: of all its subsets' runs, ``mixed`` when they differ; ``unknown`` without
     ``runs`` or without a matching run) and their least depth; a reproduced row's own ``depth`` takes its place
-    (an InstFol's: the shallower of the two runs it compares, as the judge stage writes it).
+    (an InstFol's: the shallower of the two runs it compares, as the judge stage writes it; an InstFol without one
+    has no known depth: the runs list names only its instructed run).
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
@@ -138,7 +139,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ours["windowing"], ours["engine"] = (_one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine"))
     listed = [min(depths) if depths and None not in depths else None
               for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
-    ours["depth"] = [_depth(str(d)) if pd.notna(d) else k for d, k in zip(ours["depth"], listed)]
+    ours["depth"] = [_depth(str(d)) if pd.notna(d) else None if str(m).startswith("InstFol") else k
+                     for d, k, m in zip(ours["depth"], listed, ours["measure"])]  # InstFol's: both its runs', its own
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
@@ -211,7 +213,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
         needs = f"the authors' depth ({cutoff}) that {row['measure']} depends on"
     depth = row.get("depth")
     if cutoff and (depth is None or pd.isna(depth)):
-        return "the depth of its run is unknown (no k for it in the runs list or its sidecar)"
+        return ("the depth of its run is unknown (no k for it in the runs list or its sidecar; an InstFol's is the "
+                "judge stage's, which an earlier version did not write: judge again)")
     if cutoff and depth < cutoff:
         return f"its run ranks {int(depth)} documents a query, fewer than {needs}: retrieve at k = {cutoff} or more"
     return None

@@ -46,7 +46,7 @@ from instir.benchmarks.readers import (
     decode_utf8,
 )
 from instir.benchmarks.types import Benchmark, FormatError, quoted
-from instir.errors import UsageError, UserError, expect
+from instir.errors import UsageError, expect
 from instir.extras import package_versions
 from instir.inputs import file_problem, read_json
 from instir.stamps import utc_now
@@ -462,18 +462,6 @@ def ranked_depth(run: Run | Mapping[str, Mapping], k: object = None) -> int:
         return int(k)
     ranked = [len(docs) for docs in run.values()] if isinstance(run, Mapping) else run.df["qid"].value_counts()
     return int(min(ranked, default=0))
-
-
-def listed_depth(path: str | Path) -> int | None:
-    """:func:`ranked_depth` of the run file ``path`` (its sidecar's k where the sidecar vouches for the file, else
-    measured); None where no run can be read there."""
-    meta = read_sidecar(path)
-    if meta and meta.get("k"):
-        return int(meta["k"])
-    try:
-        return ranked_depth(read_run(path))
-    except (UserError, OSError):
-        return None
 
 
 def run_windowing(meta: Mapping | None) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir import atomic
+from instir.errors import UserError
 from instir.judge.stability import tolerance_widening
 from instir.metrics.measures import InstFol
 from instir.papers import (
@@ -36,7 +37,8 @@ from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import read_datasets
 from instir.report.provenance import stage_records
 from instir.report.stage_writer import writes_stage
-from instir.retrieval.runs import listed_depth, read_sidecar, run_engine, run_windowing
+from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
+from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS
 from instir.systems.coverage import coverage_matrix
 
@@ -182,6 +184,18 @@ def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.Dat
     return reported
 
 
+def _depth_now(path: Path, sidecar: dict | None, listed: object) -> object:
+    """A listed run's depth as its file holds it now (:func:`instir.retrieval.runs.ranked_depth`: its vouched
+    sidecar's k, else measured, in a TREC run or MTEB's predictions: a run edited since its sidecar, or one of one's
+    own); the runs list's k where no run can be read there any more (moved or deleted since it was scored)."""
+    if sidecar and sidecar.get("k"):
+        return sidecar["k"]
+    try:
+        return ranked_depth(read_mteb_predictions(path).scores if is_mteb_predictions(path) else read_run(path))
+    except (UserError, OSError):
+        return listed
+
+
 @writes_stage("05_paper_tables")
 def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None = None, *,
                  papers: Sequence[str] | None = None) -> PaperComparison:
@@ -199,10 +213,10 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     runs = (read_runs_table(layout) if layout.runs_table.is_file()
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
-    # each run's depth as it is now (a run edited since its sidecar, or one of one's own: measured), never as listed
-    windowing = runs[["benchmark", "system"]].assign(windowing=[run_windowing(meta) for meta in sidecars],
-                                                     engine=[run_engine(meta) for meta in sidecars],
-                                                     k=[listed_depth(layout.root / f) for f in runs["run_file"]])
+    listed = runs["k"] if "k" in runs else [None] * len(runs)
+    windowing = runs[["benchmark", "system"]].assign(
+        windowing=[run_windowing(meta) for meta in sidecars], engine=[run_engine(meta) for meta in sidecars],
+        k=[_depth_now(layout.root / f, meta, k) for f, meta, k in zip(runs["run_file"], sidecars, listed)])
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)

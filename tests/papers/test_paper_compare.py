@@ -37,11 +37,14 @@ PAPERS_JUDGE = {"judge_backend": "openai-compatible", "judge_model": "gpt-4o-min
 
 def grounded(ours, reported, **options):
     """:func:`compare_to_papers` where every verdict's grounds hold: verified data, each BM25 run by its paper's
-    engine (``runs``), InstFol by the paper's judge (when ``ours`` names none)."""
+    engine (``runs``), runs 1,000 deep, InstFol by the paper's judge (when ``ours`` names none) on two runs as
+    deep (the judge stage's ``depth``)."""
     runs = ours[["benchmark", "system"]].drop_duplicates().assign(windowing="unknown", k=1000)
     runs["engine"] = [catalog.family(catalog.family_of(b)).bm25.get("engine") for b in runs["benchmark"]]
     if "judge_model" not in ours:
         ours = ours.assign(**PAPERS_JUDGE)
+    if "depth" not in ours:
+        ours = ours.assign(depth=[1000 if str(m).startswith("InstFol") else None for m in ours["measure"]])
     return compare_to_papers(ours, reported, runs=runs, data=VERIFIED, **options)
 
 
@@ -285,7 +288,7 @@ def test_a_verdict_needs_verified_data_the_papers_engine_and_the_papers_judge(re
     """Each ground alone turns a within-tolerance number into 'not comparable', naming that ground."""
     table3 = reported[reported["table"] == "Table 3"]
     ndcg = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.25)])
-    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)])
+    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)]).assign(depth=100)
     runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
                          "engine": ["elasticsearch"], "k": [100]})
     assert grounded(ndcg, table3)["verdict"].tolist() == ["within tolerance"]
@@ -315,9 +318,10 @@ def test_a_number_from_a_run_shallower_than_its_cutoff_earns_no_verdict(reported
     instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)]).assign(**PAPERS_JUDGE)
     runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
                          "engine": ["elasticsearch"], "k": [10]})
-    for ours in (ndcg, instfol):
+    for ours in (ndcg, instfol.assign(depth=10)):  # an InstFol's depth: both its runs', as the judge stage writes it
         (verdict,) = compare_to_papers(ours, table3, runs=runs, data=VERIFIED)["verdict"]
         assert says(verdict, "not comparable", "ranks 10 documents a query", "@20", "k = 20")
+    for ours in (ndcg, instfol.assign(depth=20)):
         (verdict,) = compare_to_papers(ours, table3, runs=runs.assign(k=20), data=VERIFIED)["verdict"]
         assert verdict == "within tolerance"
     subsets = list(catalog.family("ifir").subsets)

@@ -2,6 +2,8 @@
 folder's files, aligns a real benchmark's numbers with the paper's rows and gives their verdicts,
 and names each run's long-text windowing."""
 
+import json
+
 import pandas as pd
 import pytest
 from says import says
@@ -34,7 +36,8 @@ def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatibl
     pd.DataFrame({
         "scope": ["level", "subset"], "subset": "fiqa", "level": [3, None], "instfol": [0.05, 0.011],
         "s_q": 1.0, "s_inst": 1.1, "instances": 10, "scored": 10, "failed": 0, "dropped": 0,
-        "system": "bm25", "benchmark": "ifir", "judge_backend": judge[0], "judge_model": judge[1],
+        "system": "bm25", "benchmark": "ifir", "judge_backend": judge[0], "judge_model": judge[1], "k": 20,
+        "depth": k,
     }).to_csv(folder / "judge" / "instfol.csv", index=False)
     update_record(folder, datasets={"ifir/fiqa": {"revision": "local", "layout": "songtingyu", "sample": False,
                                                   "verified": data[0], "check": data[1]}})
@@ -88,6 +91,8 @@ def test_an_instfol_judged_at_another_k_is_never_aligned_with_the_papers_instfol
     from instir.report.provenance import record_stage
 
     folder = real_fiqa_folder(tmp_path)
+    pd.read_csv(folder / "judge" / "instfol.csv").drop(columns="k").to_csv(folder / "judge" / "instfol.csv",
+                                                                          index=False)
     record_stage(folder, "04_judge_validation", {"k": 10}, "a notebook", {})  # a table of an earlier version
     table3 = compared_bm25(folder)
     assert "InstFol@20" not in table3.index
@@ -103,11 +108,14 @@ def test_an_instfol_needs_both_its_runs_deep_enough(tmp_path):
     # on the commit before, a query-only run cut at 10 (instir judge's depth: the shallower run) went unchecked: the
     # instructed run, 100 deep, earned InstFol@20 its verdict
     folder = real_fiqa_folder(tmp_path)
-    pd.read_csv(folder / "judge" / "instfol.csv").assign(k=20, depth=10).to_csv(folder / "judge" / "instfol.csv",
-                                                                               index=False)
+    instfol = pd.read_csv(folder / "judge" / "instfol.csv")
+    instfol.assign(depth=10).to_csv(folder / "judge" / "instfol.csv", index=False)
     table3 = compared_bm25(folder)
     assert table3.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
     says(table3.loc["InstFol@20", "verdict"], "not comparable", "its run ranks 10 documents a query", "InstFol@20")
+    instfol.drop(columns="depth").to_csv(folder / "judge" / "instfol.csv", index=False)  # an earlier version's
+    says(compared_bm25(folder).loc["InstFol@20", "verdict"], "not comparable", "depth of its run is unknown",
+         "judge again")
 
 
 def test_a_run_edited_since_its_sidecar_is_measured_not_taken_at_its_listed_depth(tmp_path):
@@ -139,6 +147,16 @@ def test_a_run_edited_since_its_sidecar_is_measured_not_taken_at_its_listed_dept
     assert verdict() == "within tolerance"
     (tmp_path / "runs" / "gtr.trec").write_text("q Q0 d0 1 100 edited\n")  # cut by hand: no sidecar vouches
     says(verdict(), "not comparable", "its run ranks 1 documents a query")
+    (tmp_path / "runs" / "gtr.trec").unlink()  # moved since it was scored: its depth as listed
+    assert verdict() == "within tolerance"
+    # MTEB's predictions, as instir evaluate lists them: measured in their own format (on the commit before, unread:
+    # 'the depth of its run is unknown')
+    predictions = {"mteb_model_meta": {"model_name": "sentence-transformers/gtr-t5-xl", "revision": "x"},
+                   "default": {"test": {"q": {f"d{i}": 100.0 - i for i in range(100)}}}}
+    (tmp_path / "runs" / "IFIRFiQA_predictions.json").write_text(json.dumps(predictions))
+    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": system, "run_file": "runs/IFIRFiQA_predictions.json",
+                   "k": None}]).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    assert verdict() == "within tolerance"
 
 
 def test_paper_tables_name_each_runs_windowing(tmp_path):
