@@ -402,15 +402,22 @@ def test_a_report_folder_whose_path_is_no_utf8_text_is_one_line_before_anything_
     # on the commit before, a UnicodeEncodeError traceback after the folder was made, on every later run into it
     import os
 
+    from instir.retrieval import retrieve
     from instir.stages import score_runs
 
     out = tmp_path / os.fsdecode(b"bad\xffdir")
-    assert fails(capsys, "run", "--benchmark", "instructir-sample", "--out", str(out)) == (
-        f"instir run: '{tmp_path}/bad\\udcffdir': a path that is no UTF-8 text; the kit writes its paths into its "
-        "records and pages: rename it")
+    run = retrieve(load_benchmark("instructir-sample"), "bm25", k=10, out_dir=tmp_path / "runs").meta["path"]
+    for command, *more in (("run",), ("evaluate", "--run", run)):  # evaluate wrote report.json and runs.csv first
+        assert fails(capsys, command, "--benchmark", "instructir-sample", *more, "--out", str(out)) == (
+            f"instir {command}: '{tmp_path}/bad\\udcffdir' is no UTF-8 text (a name, value or path the kit would "
+            "write into its records, tables and pages): give it as UTF-8")
+    # a value the kit writes into its record: on the commit before, a UnicodeEncodeError traceback after the
+    # folder was made
+    assert fails(capsys, "run", "-p", "judge_model=" + os.fsdecode(b"a\xff"), "--out", str(tmp_path / "r")).startswith(
+        "instir run: 'judge_model=a\\udcff' is no UTF-8 text")
     with pytest.raises(UsageError, match="no UTF-8 text"):  # a stage, as a notebook calls it
         score_runs(out)
-    assert not out.exists()
+    assert not out.exists() and not (tmp_path / "r").exists()
 
 
 def test_a_notebook_that_is_no_json_is_one_line_naming_it(capsys, tmp_path):

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 
 from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
 from instir.cli.options import Parser
+from instir.errors import quoted
 from instir.terminal import DEBUG_VAR, answered
 
 #: Modules that define ``register(subparsers)``, in the order the data flows.
@@ -84,4 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(samples_pointer())
         return 0
+    for arg in sys.argv[1:] if argv is None else argv:  # a byte such as 0xff, where records and pages hold UTF-8
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            print(f"{parser.prog} {args.command}: {quoted(arg)} is no UTF-8 text (a name, value or path the kit would "
+                  "write into its records, tables and pages): give it as UTF-8", file=sys.stderr)
+            return 2
     return answered(f"{parser.prog} {args.command}", lambda: args.handler(args), debug=_debugging(args))
