@@ -55,9 +55,11 @@ def cut(value: object, max_chars: int | None) -> str:
 
 def escape_text(text: object, max_chars: int | None = None) -> str:
     """``text`` as HTML-safe text (``<``, ``>``, ``&`` and quotes escaped, so it may also stand in
-    an attribute value), cut to ``max_chars`` characters with an ellipsis when longer. For HTML
-    only: Markdown reads backticks, brackets and asterisks in it (:func:`markdown_text`)."""
-    return html.escape(cut(text, max_chars), quote=True)
+    an attribute value), cut to ``max_chars`` characters with an ellipsis when longer; what no UTF-8 page can hold (a
+    file name's byte 0xff, read as ``\udcff``) is written as its escape. For HTML only: Markdown reads backticks,
+    brackets and asterisks in it (:func:`markdown_text`)."""
+    shown = cut(text, max_chars).encode("utf-8", "backslashreplace").decode("utf-8")
+    return html.escape(shown, quote=True)
 
 
 def markdown_text(value: object, max_chars: int | None = None) -> str:

@@ -126,7 +126,8 @@ def write_index(reports_root: str | Path) -> Path:
 def _link(folder: str, name: str | None, text: str) -> str:
     if not name:
         return ""
-    return f'<a href="{escape_text(quote(folder))}/{escape_text(quote(name))}">{escape_text(text)}</a>'
+    href = "/".join(quote(part, errors="surrogateescape") for part in (folder, name))  # a name's own bytes
+    return f'<a href="{escape_text(href)}">{escape_text(text)}</a>'
 
 
 def _status(meta: dict) -> str:

@@ -1,6 +1,7 @@
 """index.html lists every report folder from its report.json, escaped, with working links."""
 
 import json
+import os
 import re
 
 import pytest
@@ -43,8 +44,11 @@ def test_index_lists_the_files_the_kit_kept_aside_in_a_folder(tmp_path):
     (tmp_path / "r" / "01_a.html.set-aside-20260101T000000000000").write_text("my notes")
     (tmp_path / "r" / "runs").mkdir()
     (tmp_path / "r" / "runs" / "bm25 <x>.trec.set-aside-20260102T000000000000").write_text("q Q0 d 1 1 t")
-    html = write_index(tmp_path).read_text()
+    (tmp_path / "r" / os.fsdecode(b"\xff.set-aside-20260103T000000000000")).write_text("no UTF-8 name")
+    html = write_index(tmp_path).read_text()  # on the commit before, that last name was a UnicodeEncodeError
     kept = re.findall(r'<li><a href="([^"]+)">([^<]+)</a></li>', html.split("Kept aside")[1])
+    assert kept[-1] == ("r/%FF.set-aside-20260103T000000000000", "\\udcff.set-aside-20260103T000000000000")
+    kept = kept[:-1]
     assert [text for _, text in kept] == ["01_a.html.set-aside-20260101T000000000000",
                                           "runs/bm25 &lt;x&gt;.trec.set-aside-20260102T000000000000"]
     assert all((tmp_path / href.replace("%20", " ").replace("%3C", "<").replace("%3E", ">")).is_file()
