@@ -28,14 +28,15 @@ class _KeptOpen(TerminalStream):
         """Left open."""
 
 
-#: what ir_datasets' export exports, each by its ``main_<kind>``
+#: what ir_datasets' export exports, each by its ``main_<kind>``; its lookup, by ``qid_lookup`` and ``did_lookup``
 EXPORTED = ("docs", "queries", "qrels", "scoreddocs", "docpairs")
+LOOKED_UP = {"qid_lookup": "queries", "did_lookup": "docs"}
 
 
 def _exporting(kind: str, export):
-    """ir_datasets' ``export`` of ``kind`` (its ``main_<kind>``), its mistakes refused first as the kit's one line: a
-    kind the dataset does not provide (it printed its AssertionError and exited 0), a ``--fields`` name the data
-    lacks (its tsv and jsonl exporters raised a KeyError)."""
+    """ir_datasets' ``export`` or lookup of ``kind`` (its ``main_<kind>``, ``qid_lookup``, ``did_lookup``), its
+    mistakes refused first as the kit's one line: a kind the dataset does not provide (it printed its AssertionError
+    and exited 0), a ``--fields`` name the data lacks (its tsv and jsonl exporters raised a KeyError)."""
     def checked(dataset, args):
         if not hasattr(dataset, f"{kind}_handler"):
             raise UsageError(f"{args.dataset} provides no {kind}")
@@ -63,12 +64,13 @@ def main(argv: list[str]) -> int:
                                          more=", and ir_datasets' own (python -m instir.interop list)"))) from None
 
     def command() -> None:
-        from ir_datasets.commands import COMMANDS, export
+        from ir_datasets.commands import COMMANDS, export, lookup
 
         if not args or args[0] not in COMMANDS:  # ir_datasets printed its usage and exited 1
             raise unknown("command", args[0] if args else "", COMMANDS, more=" (python -m instir.interop COMMAND -h)")
 
-        kept = {kind: getattr(export, f"main_{kind}") for kind in EXPORTED}
+        kinds = {(export, f"main_{kind}"): kind for kind in EXPORTED} | {(lookup, f): k for f, k in LOOKED_UP.items()}
+        kept = {(module, name): getattr(module, name) for module, name in kinds}
         heard: list[int] = []
 
         def interrupt(signum, frame):
@@ -77,8 +79,8 @@ def main(argv: list[str]) -> int:
 
         ir_datasets.load, stderr = known_load, sys.stderr  # the commands look the dataset id up through it
         previous, sys.stderr = signal.signal(signal.SIGINT, interrupt), _KeptOpen(stderr)
-        for kind, exporting in kept.items():  # its parser binds them when the command runs
-            setattr(export, f"main_{kind}", _exporting(kind, exporting))
+        for (module, name), kind in kinds.items():  # looked up when the command runs
+            setattr(module, name, _exporting(kind, kept[module, name]))
         try:
             ir_datasets.main(args)
         except RuntimeError as err:  # one of ir_datasets' own datasets, when no source it names can be reached
@@ -90,8 +92,8 @@ def main(argv: list[str]) -> int:
         finally:
             ir_datasets.load, sys.stderr = load, stderr
             signal.signal(signal.SIGINT, previous)
-            for kind, exporting in kept.items():
-                setattr(export, f"main_{kind}", exporting)
+            for (module, name), exporting in kept.items():
+                setattr(module, name, exporting)
         if heard:  # ir_datasets' export took it for the end of its output
             raise KeyboardInterrupt
 

@@ -185,8 +185,12 @@ def test_an_unknown_export_field_is_one_line_and_an_interrupted_export_never_exi
     from instir.interop.__main__ import main
 
     monkeypatch.delenv("INSTIR_DEBUG", raising=False)
-    for fmt in ("tsv", "jsonl"):
+    for fmt in ("tsv", "jsonl"):  # and lookup's, which uses the same exporters
         argv = ["export", "instir/ifir-sample/fiqa", "queries", "--format", fmt, "--fields", "query_id", "txt"]
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("python -m instir.interop: unknown field 'txt' in --fields; did you mean 'text'?")
+        argv = ["lookup", "--qid", "--format", fmt, "--fields", "query_id", "txt", "--", "instir/ifir-sample/fiqa", "q"]
         assert main(argv) == 2
         (line,) = capsys.readouterr().err.splitlines()
         assert line.startswith("python -m instir.interop: unknown field 'txt' in --fields; did you mean 'text'?")
