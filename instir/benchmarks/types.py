@@ -211,9 +211,10 @@ class Benchmark:
         return f"{self.name} [{self.setting}]{tag}"
 
     def rankable(self) -> int:
-        """The most documents a run can rank for one query: the longest candidate list where queries have
-        their own (FollowIR's ``top_ranked``, IFIR's ``candidates``), else the corpus less a self-hit."""
-        lists = self.meta.get("top_ranked") or self.meta.get("candidates")
+        """The most documents a run can rank for one query: the longest candidate list of a reranking task
+        (FollowIR's ``top_ranked``), else the corpus less a self-hit. IFIR's ``candidates`` are no such lists: its
+        runs search the whole corpus, the candidates are hard negatives for judge validation."""
+        lists = self.meta.get("top_ranked")
         return max(map(len, lists.values()), default=0) if lists else len(self.corpus) - 1
 
     def groups(self) -> dict[str, list[str]]:

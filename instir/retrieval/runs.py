@@ -603,7 +603,9 @@ def drop_self_hits(run: Run | pd.DataFrame) -> Run:
 @dataclass
 class RunIdCheck:
     """Ids of a run that the benchmark does not know (reported, never silently dropped), benchmark
-    queries the run does not answer, and the run's ``depth``: the most documents it ranks for a query."""
+    queries the run does not answer, and the run's ``depth``: the k it was retrieved at where its metadata says it
+    (a query may match fewer documents: Lucene and bm25s rank only those that match), else the most documents it
+    ranks for a query."""
 
     unknown_qids: list[str]
     unknown_docids: list[str]
@@ -666,5 +668,5 @@ def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
         rows_with_unknown_qid=int(bad_q.sum()),
         rows_with_unknown_docid=int(bad_d.sum()),
         missing_qids=[q for q in benchmark.queries if q not in run_q],
-        depth=run.depth,
+        depth=int(run.meta.get("k") or run.depth),
     )

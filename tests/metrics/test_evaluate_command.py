@@ -250,16 +250,22 @@ def test_runs_mteb_cannot_pair_are_one_line_under_its_protocol(instructir_sample
 
 
 
-def test_a_run_that_ranks_every_candidate_of_its_queries_gets_no_depth_note(tmp_path):
-    # IFIR's songtingyu layout gives each query its own candidates (3 in the fixture): a run ranks at most those
+def test_ifirs_hard_negatives_are_no_ceiling_on_how_deep_a_run_can_rank(tmp_path):
+    # IFIR's songtingyu layout gives each query candidates (3 in the fixture): hard negatives for judge validation,
+    # not a reranking task's lists, since IFIR's runs search the whole corpus. On the commit before they capped
+    # rankable(), so a run cut at 2 of a corpus of 5 got no depth note (nor instir judge's shallow-run warning)
     from real_data import data_root
 
     from instir.retrieval.lexical import BM25Retriever
     from instir.retrieval.search import retrieve
 
     fiqa = load_benchmark("ifir/fiqa", root=data_root(tmp_path / "root"))
+    assert fiqa.rankable() == len(fiqa.corpus) - 1 == 4
+    (note,) = evaluate_runs({"bm25": retrieve(fiqa, BM25Retriever(show_progress=False), k=2)}, fiqa, ["nDCG@20"]).notes
+    assert note.startswith("bm25: ranks at most 2 documents per query, fewer than the cutoff of nDCG@20")
+    # BM25 ranks only the documents that match (3 here): a run asked for 100 is as deep as the corpus allows
     run = retrieve(fiqa, BM25Retriever(show_progress=False), k=100)
-    assert run.df["qid"].value_counts().max() < 20 and not evaluate_runs({"bm25": run}, fiqa, ["nDCG@20"]).notes
+    assert run.df["qid"].value_counts().max() == 3 and not evaluate_runs({"bm25": run}, fiqa, ["nDCG@20"]).notes
 
 
 @pytest.mark.parametrize("damage", ["zeroed", "values edited", "manifest gone"])
