@@ -207,11 +207,11 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
-    depth = min(ranked_depth(run, run.meta.get("k")) for run in (instructed, query_only))  # the shallower run
-    if 0 < depth < min(k, benchmark.rankable()):  # as evaluate says of a cutoff past a run's depth
-        warnings.warn(f"a run ranks as few as {depth} passages for an instance, fewer than k = {k}: this "
-                      f"InstFol@{k} judges its top {depth} there (retrieve both runs at k = {k} for InstFol@{k})",
-                      ShallowRunsWarning)
+    depth = min(ranked_depth(run, run.meta.get("k")) for run in (instructed, query_only))  # a verdict's: the shallower
+    reach = min(run.meta.get("k") or run.depth for run in (instructed, query_only))  # as evaluate's note takes a run
+    if 0 < reach < min(k, benchmark.rankable()):
+        warnings.warn(f"a run ranks at most {reach} passages per instance, fewer than k = {k}: this InstFol@{k} "
+                      f"judges its top {reach} (retrieve both runs at k = {k} for InstFol@{k})", ShallowRunsWarning)
     requests, slots = _judge_requests(benchmark, selected, lists)
     judgments = judge.judge(list(requests)) if requests else []
     positions = _positions(slots, judgments)

@@ -123,11 +123,15 @@ def write_index(reports_root: str | Path) -> Path:
     return path
 
 
+def _quoted(name: str) -> str:
+    """A file or folder name in a URL, by its own bytes (one that is no UTF-8, byte 0xff, as ``%FF``)."""
+    return quote(name, errors="surrogateescape")
+
+
 def _link(folder: str, name: str | None, text: str) -> str:
     if not name:
         return ""
-    href = "/".join(quote(part, errors="surrogateescape") for part in (folder, name))  # a name's own bytes
-    return f'<a href="{escape_text(href)}">{escape_text(text)}</a>'
+    return f'<a href="{escape_text(_quoted(folder))}/{escape_text(_quoted(name))}">{escape_text(text)}</a>'
 
 
 def _status(meta: dict) -> str:
@@ -182,7 +186,7 @@ def _summary_table(reports: list[dict]) -> str:
                 " (stale pages of an earlier run in the folder)" if any(page for _, page in missing) else "")
         commit = _commit(meta.get("manifest") or {})
         rows.append(
-            f'<tr><td><a href="#{escape_text(quote(folder))}">{escape_text(folder)}</a></td><td>{_status(meta)}</td>'
+            f'<tr><td><a href="#{escape_text(_quoted(folder))}">{escape_text(folder)}</a></td><td>{_status(meta)}</td>'
             f"<td>{_data_cell(meta)}</td><td>{escape_text(str(meta.get('started', '')))}</td>"
             f"<td>{_seconds(meta.get('wall_s'))}</td><td>{escape_text(commit[:12] + commit[40:])}</td>"
             f"<td>{links}</td></tr>"
@@ -193,7 +197,7 @@ def _summary_table(reports: list[dict]) -> str:
 
 def _report_section(meta: dict) -> str:
     folder = meta["folder"]
-    out = [f'<section id="{escape_text(quote(folder))}">', f"<h2>{escape_text(folder)} — {_status(meta)}</h2>"]
+    out = [f'<section id="{escape_text(_quoted(folder))}">', f"<h2>{escape_text(folder)} — {_status(meta)}</h2>"]
     samples = _samples(meta)
     if samples:
         out.append(f'<p class="sample"><b>SAMPLE.</b> This report ran on the bundled sample(s) '

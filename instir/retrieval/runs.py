@@ -225,8 +225,9 @@ class Run:
         return int(self.df["qid"].value_counts().max()) if len(self.df) else 0
 
     def top(self, k: int) -> "Run":
-        """The first ``k`` documents of every query."""
-        return Run(self.df[self.df["rank"] <= k], {**self.meta, "k": min(k, self.meta.get("k", k))})
+        """The first ``k`` documents of every query; its ``k`` no more than the run's own (the k it was retrieved at,
+        else the most documents it ranks for a query): a run 10 deep cut at 100 is still 10 deep."""
+        return Run(self.df[self.df["rank"] <= k], {**self.meta, "k": min(k, self.meta.get("k") or self.depth)})
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}`` for pytrec_eval / ir-measures."""

@@ -123,8 +123,8 @@ def test_instfol_per_instance_by_hand(toy):
 def test_a_k_past_the_runs_depth_is_said_not_printed_as_instfol_at_k_alone(toy):
     # on the commit before, instir judge --k 1000000 on runs 100 deep printed InstFol@1000000 without a word
     judge = ScriptedJudge(SCORES)
-    with pytest.warns(UserWarning, match="a run ranks as few as 2 passages for an instance, fewer than k = 5: this "
-                                         "InstFol@5 judges its top 2 there"):
+    with pytest.warns(UserWarning, match="a run ranks at most 3 passages per instance, fewer than k = 5: this "
+                                         "InstFol@5 judges its top 3"):
         deep = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=5)
     assert deep.meta["depth"] == 2
     assert deep.instances.equals(instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3).instances)

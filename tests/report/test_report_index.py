@@ -54,6 +54,8 @@ def test_index_lists_the_files_the_kit_kept_aside_in_a_folder(tmp_path):
     assert all((tmp_path / href.replace("%20", " ").replace("%3C", "<").replace("%3E", ">")).is_file()
                for href, _ in kept)
     assert read_reports(tmp_path)[0]["status"] == "ok"  # what was kept is the user's, not a fault of the run
+    (tmp_path / "r").rename(tmp_path / os.fsdecode(b"r\xff"))  # a folder renamed so: every link by its own bytes
+    assert 'id="r%FF"' in write_index(tmp_path).read_text()
 
 
 def test_index_escapes_parameters_and_errors(tmp_path):

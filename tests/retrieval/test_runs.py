@@ -155,6 +155,25 @@ def test_from_scores_top_and_to_dict():
     assert len(Run.from_scores({})) == 0
 
 
+def test_a_run_cut_deeper_than_it_ranks_keeps_its_own_depth(instructir_sample):
+    # on the commit before, top(100) of a 10-deep run without a k said k 100: evaluate's depth note (which trusts
+    # the k a run was retrieved at) no longer said that nDCG@20 counts ranks 11-20 as non-relevant
+    from instir.metrics import evaluate_runs
+
+    shallow = Run.from_scores({"q1": {f"d{i}": 10.0 - i for i in range(10)}})
+    assert shallow.top(100).meta["k"] == 10 and shallow.top(5).meta["k"] == 5
+    asked = Run.from_scores({"q1": {"a": 1.0}}, {"k": 100})  # retrieved at 100, one document matched
+    assert asked.top(50).meta["k"] == 50
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    run = retrieve(instructir_sample, BM25Retriever(show_progress=False), k=100)
+    assert not evaluate_runs({"bm25": run.top(100)}, instructir_sample, ["nDCG@20"]).notes
+    cut = Run(run.df[run.df["rank"] <= 10]).top(100)  # a run of one's own, cut at 10: no k of its own
+    (note,) = evaluate_runs({"cut": cut}, instructir_sample, ["nDCG@20"]).notes
+    assert note.startswith("cut: ranks at most 10 documents per query")
+
+
 def test_trec_write_read_round_trip(tmp_path):
     run = Run(random_tied_frame(5), {"benchmark": {"name": "toy"}, "k": 30})
     path = write_run(run, tmp_path / "toy.trec")
