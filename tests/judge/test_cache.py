@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from contextlib import closing
 from pathlib import Path
@@ -245,9 +246,22 @@ def test_a_cache_locked_for_longer_than_the_busy_timeout_is_named(tmp_path):
 @pytest.mark.processes
 def test_two_processes_share_one_cache(tmp_path):
     db = tmp_path / "c.sqlite"
-    with FakeChatServer(responder=slow_valid(0.005)) as server:
-        a, b = worker(db, server.url, 0, 60, 4), worker(db, server.url, 30, 60, 4)
-        results = [p.communicate(timeout=120) for p in (a, b)]
+    second_waits = threading.Event()
+
+    def held_until_the_second_waits(body):  # the first judges until the second is known to wait for it
+        second_waits.wait(timeout=60)
+        return scored_reply(2)
+
+    with FakeChatServer(responder=held_until_the_second_waits) as server:
+        a = worker(db, server.url, 0, 60, 4)
+        deadline = time.monotonic() + 60
+        while server.count < 1 and time.monotonic() < deadline and a.poll() is None:
+            time.sleep(0.01)  # the first one holds the cache: its first request is in
+        b = worker(db, server.url, 30, 60, 4)
+        said = b.stderr.readline()  # its first line, before it judges anything
+        second_waits.set()
+        out_b, err_b = b.communicate(timeout=120)
+        results = [a.communicate(timeout=120), (out_b, said + err_b)]
     for p, (out, err) in zip((a, b), results):
         assert p.returncode == 0, err
         assert json.loads(out)["ok"] == 60
