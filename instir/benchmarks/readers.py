@@ -17,6 +17,7 @@ import csv
 import glob
 import json
 import math
+import numbers
 import os
 import re
 import unicodedata
@@ -209,7 +210,11 @@ def grade(value: Any, path: Path, where: int | str, name: str = "score") -> int:
             number = int(text)
         except ValueError:
             number = float(text)
-    if isinstance(number, float) and math.isfinite(number) and number.is_integer():
+    if isinstance(number, bool):
+        pass  # refused below: True is no grade
+    elif isinstance(number, numbers.Integral):
+        number = int(number)  # numpy's integers too, as a DataFrame or an array hands them over
+    elif isinstance(number, numbers.Real) and math.isfinite(number) and float(number).is_integer():
         number = int(number)
     if not isinstance(number, int) or isinstance(number, bool):
         raise FormatError(path, where, name, f"expected an integer grade, got {quoted(value)} "

@@ -11,7 +11,7 @@ Nothing here is imported by ``import instir``; each library is imported when a f
 from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "qrels": ("qrels_to_ranx", "qrels_from_ranx", "qrels_to_pyterrier", "qrels_from_pyterrier"),
+    "qrels": ("qrels_to_ranx", "qrels_to_pyterrier"),
     "irds": ("PREFIX", "dataset_ids", "register_ir_datasets", "ensure_registered", "InstirDoc", "InstirQuery"),
     "pyterrier": ("KitTransformer", "transformer"),
-})
+}, deprecated={"qrels_from_ranx": "instir.metrics:qrels_of", "qrels_from_pyterrier": "instir.metrics:qrels_of"})

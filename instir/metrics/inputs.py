@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from instir.benchmarks.readers import check_id_column
-from instir.benchmarks.types import Benchmark, Qrels
+from instir.benchmarks.readers import check_id_column, grade
+from instir.benchmarks.types import Benchmark, FormatError, Qrels, quoted
 from instir.errors import UsageError
 from instir.retrieval.runs import Run, read_run
 
@@ -27,6 +27,8 @@ from instir.retrieval.runs import Run, read_run
 DOC_COLUMNS = ("docid", "docno", "doc_id")
 GRADE_COLUMNS = ("relevance", "label", "grade", "rel")
 QUERY_COLUMNS = ("qid", "query_id")
+#: what an error about qrels given in memory names in place of a file
+GIVEN_QRELS = "the given qrels"
 
 
 def qrels_of(qrels: object) -> Qrels:
@@ -40,8 +42,8 @@ def qrels_of(qrels: object) -> Qrels:
         return read_qrels(Path(qrels))[0]
     given = _given_qrels(qrels)
     pairs = [(q, d) for q, docs in given.items() for d in docs]
-    check_id_column((q for q, _ in pairs), "the given qrels", "query id")
-    check_id_column((d for _, d in pairs), "the given qrels", "document id")
+    check_id_column((q for q, _ in pairs), GIVEN_QRELS, "query id")
+    check_id_column((d for _, d in pairs), GIVEN_QRELS, "document id")
     return given
 
 
@@ -49,21 +51,30 @@ def _given_qrels(qrels: object) -> Qrels:
     if isinstance(qrels, pd.DataFrame):
         qid, doc, grade = (_column(qrels, QUERY_COLUMNS, "query id"), _column(qrels, DOC_COLUMNS, "document id"),
                            _column(qrels, GRADE_COLUMNS, "relevance"))
-        out: Qrels = {}
-        for q, d, g in zip(qrels[qid].astype(str), qrels[doc].astype(str), qrels[grade]):
-            out.setdefault(q, {})[d] = int(g)
-        return out
+        return _judged(zip(qrels[qid], qrels[doc], qrels[grade]), {})
     as_dict = _to_dict(qrels)
-    if as_dict is not None:
-        return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in as_dict.items()}
+    if as_dict is not None:  # a query without judgments stays, as a benchmark's does
+        return _judged(((q, d, g) for q, docs in as_dict.items() for d, g in docs.items()),
+                       {str(q): {} for q in as_dict})
     rows = _named_rows(qrels, "relevance")
     if rows is not None:
-        out = {}
-        for q, d, g in rows:
-            out.setdefault(str(q), {})[str(d)] = int(g)
-        return out
+        return _judged(rows, {})
     raise UsageError(f"cannot read qrels from a {type(qrels).__name__}: give a Benchmark, a {{qid: {{docid: grade}}}} "
                      "dict, a DataFrame, a qrels file, a ranx Qrels or ir_measures qrels")
+
+
+def _judged(rows: Iterable[tuple], out: Qrels) -> Qrels:
+    """``out`` with each ``(query, document, grade)`` of ``rows`` added under a qrels file's rules: a grade is a
+    whole number (:func:`~instir.benchmarks.readers.grade`: 0.5 is refused, never cut to 0) and a document is judged
+    once per query (the two grades cannot both hold)."""
+    for q, d, value in rows:
+        q, d = str(q), str(d)
+        where = f"query {quoted(q)}, document {quoted(d)}"
+        docs = out.setdefault(q, {})
+        if d in docs:
+            raise FormatError(GIVEN_QRELS, where, "document id", "the document is judged twice for this query")
+        docs[d] = grade(value, GIVEN_QRELS, where, "relevance")
+    return out
 
 
 def run_of(run: object) -> Run:

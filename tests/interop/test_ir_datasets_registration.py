@@ -16,7 +16,7 @@ import pytest
 
 from instir.benchmarks.registry import load_benchmark
 from instir.formatting import default_template
-from instir.interop import qrels_from_pyterrier
+from instir.metrics import qrels_of
 from instir.metrics.scoring import evaluate_runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,7 +284,7 @@ def test_pyterrier_reads_the_registered_sample_and_scores_a_kit_run_on_its_qrels
     assert list(topics.columns) == ["qid", "query"]
     assert topics["query"].tolist() == [q for _, q, *_ in _kit_records(instructir_sample)[1]]
     qrels = dataset.get_qrels()
-    assert qrels_from_pyterrier(qrels) == instructir_sample.qrels
+    assert qrels_of(qrels) == instructir_sample.qrels
     frame = pt.text.get_text(dataset, "text")(bm25_run.to_pyterrier())  # PyTerrier's text loader on the docstore
     texts = {d.id: d.text for d in instructir_sample.corpus}
     assert frame["text"].tolist() == [texts[d] for d in frame["docno"]]
@@ -316,4 +316,4 @@ def test_the_declared_entry_point_gives_pyterrier_the_instir_datasets(interop, p
     monkeypatch.syspath_prepend(str(tmp_path))
     dataset = pt.get_dataset("instir:instructir-sample/query-only")
     assert len(dataset.get_topics("text")) == 12
-    assert qrels_from_pyterrier(dataset.get_qrels()) == load_benchmark("instructir-sample", "query-only").qrels
+    assert qrels_of(dataset.get_qrels()) == load_benchmark("instructir-sample", "query-only").qrels

@@ -5,7 +5,8 @@ import ir_measures
 import pandas as pd
 import pytest
 
-from instir.interop import qrels_from_pyterrier, qrels_to_pyterrier
+from instir.interop import qrels_to_pyterrier
+from instir.metrics import qrels_of
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.runs import Run
 
@@ -82,14 +83,14 @@ def test_frames_without_the_result_columns_are_refused(pt):
 def test_qrels_go_to_a_pyterrier_frame_and_back(pt, instructir_sample):
     frame = qrels_to_pyterrier(instructir_sample.qrels)
     assert list(frame.columns) == ["qid", "docno", "label"] and frame["label"].dtype == "int64"
-    assert qrels_from_pyterrier(frame) == instructir_sample.qrels
+    assert qrels_of(frame) == instructir_sample.qrels
     graded = {"q1": {"d1": 2, "d2": 0}, "q2": {"d3": 1}}
-    assert qrels_from_pyterrier(qrels_to_pyterrier(graded).assign(iteration="0")) == graded
+    assert qrels_of(qrels_to_pyterrier(graded).assign(iteration="0")) == graded
 
 
 def test_a_pyterrier_qrels_frame_judging_a_document_twice_is_refused():
     frame = pd.DataFrame({"qid": ["q1", "q1"], "docno": ["d1", "d1"], "label": [1, 0]})
     with pytest.raises(ValueError, match="judged twice"):
-        qrels_from_pyterrier(frame)
+        qrels_of(frame)
     with pytest.raises(ValueError, match="whole numbers"):
-        qrels_from_pyterrier(frame.assign(docno=["d1", "d2"], label=[0.5, 1.0]))
+        qrels_of(frame.assign(docno=["d1", "d2"], label=[0.5, 1.0]))

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from instir.benchmarks.registry import load_benchmark
-from instir.interop import qrels_from_ranx, qrels_to_ranx
+from instir.interop import qrels_to_ranx
+from instir.metrics import qrels_of
 from instir.metrics.scoring import evaluate_runs
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.runs import Run, content_sha256, trec_bytes
@@ -92,16 +93,26 @@ def test_qrels_go_to_ranx_and_back_with_their_grades(ranx, instructir_sample):
     graded = {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}, "unjudged": {}}
     converted = qrels_to_ranx(graded, name="toy")
     assert isinstance(converted, ranx.Qrels) and converted.name == "toy"
-    assert qrels_from_ranx(converted) == {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}}
-    assert qrels_from_ranx(qrels_to_ranx(instructir_sample.qrels)) == instructir_sample.qrels
+    assert qrels_of(converted) == {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}}
+    assert qrels_of(qrels_to_ranx(instructir_sample.qrels)) == instructir_sample.qrels
 
 
-@pytest.mark.parametrize("grade", [2.7, 0.5, float("nan"), float("inf"), "1", True])
+@pytest.mark.parametrize("grade", [2.7, 0.5, float("nan"), float("inf"), "1.5", True])
 def test_a_grade_that_is_no_whole_number_is_refused_not_cut(ranx, grade):
     # on the commit before, 2.7 went to ranx as 2 and 0.5 to PyTerrier as 0: a relevant document made non-relevant
     from instir.interop import qrels_to_pyterrier
 
     for convert in (qrels_to_ranx, qrels_to_pyterrier):
-        with pytest.raises(ValueError, match="qrels grade of document 'd' for query 'q' must be a whole number"):
+        with pytest.raises(ValueError, match="query 'q', document 'd', field 'relevance'.*grades are whole numbers"):
             convert({"q": {"d": grade}})
     assert qrels_to_pyterrier({"q": {"d": 2.0}})["label"].tolist() == [2]
+
+
+def test_the_old_names_of_qrels_back_from_ranx_and_pyterrier_still_read_them_with_a_warning():
+    import instir.interop
+    from instir.interop import qrels_to_pyterrier
+
+    for old in ("qrels_from_ranx", "qrels_from_pyterrier"):
+        with pytest.warns(DeprecationWarning, match="instir.metrics.qrels_of"):
+            convert = getattr(instir.interop, old)
+        assert convert(qrels_to_pyterrier({"q": {"d": 2}})) == {"q": {"d": 2}}

@@ -4,13 +4,15 @@ alike, Robustness and IFIR-native nDCG only when asked, the same numbers as ``ev
 import math
 from collections import namedtuple
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import instir
 from instir.benchmarks import load_benchmark
+from instir.benchmarks.types import FormatError
 from instir.errors import UsageError
-from instir.metrics import evaluate_runs
+from instir.metrics import evaluate_runs, qrels_of
 from instir.retrieval import retrieve, write_run
 from instir.retrieval.lexical import BM25Retriever
 
@@ -65,6 +67,22 @@ def test_every_input_shape_gives_the_same_numbers(tmp_path):
     for qrels in qrels_shapes:
         for run in run_shapes:
             assert instir.evaluate(qrels, run, ["nDCG@10", "Robustness@10"]) == pytest.approx(want), (qrels, run)
+
+
+def test_qrels_in_every_shape_refuse_a_fractional_grade_or_a_document_judged_twice():
+    # before, a DataFrame, a dict and ir_measures rows cut 0.5 to 0 (a relevant document made non-relevant, silently)
+    # and kept the last of two judgments, where a qrels file refuses both
+    Qrel = namedtuple("Qrel", "query_id doc_id relevance")
+    fractional = [{"q": {"d": 0.5}}, pd.DataFrame({"qid": ["q"], "docno": ["d"], "label": [0.5]}),
+                  [Qrel("q", "d", 0.5)]]
+    for qrels in fractional:
+        with pytest.raises(FormatError, match="query 'q', document 'd', field 'relevance'.*whole numbers"):
+            instir.evaluate(qrels, RUN, "nDCG@10")
+    twice = [pd.DataFrame({"qid": ["q", "q"], "docno": ["d", "d"], "label": [1, 0]}), [Qrel("q", "d", 1)] * 2]
+    for qrels in twice:
+        with pytest.raises(FormatError, match="judged twice"):
+            qrels_of(qrels)
+    assert qrels_of({"q": {"d": np.int64(2), "e": 1.0}, "unjudged": {}}) == {"q": {"d": 2, "e": 1}, "unjudged": {}}
 
 
 def test_a_benchmark_gives_evaluate_runs_numbers(sample_run):
