@@ -210,8 +210,8 @@ def _ir_measure(text: str) -> Any:
     errors (``NameError``, ``ValueError``, ``AssertionError``) one :class:`UsageError`."""
     import ir_measures
 
-    head, at, cutoff = text.partition("@")
-    text = LOWER_CASE_NAMES.get(head.lower(), head) + at + cutoff
+    head, at, cutoff = re.fullmatch(r"(.*?)(@|_at_(?=\d)|$)(.*)", text, re.DOTALL).groups()  # MTEB's ndcg_at_10 too
+    text = LOWER_CASE_NAMES.get(head.lower(), head) + ("@" if at else "") + cutoff
     try:
         return ir_measures.parse_measure(text)
     except NameError:

@@ -32,6 +32,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import FormatError, quoted
 from instir.inputs import file_problem
+from instir.metrics.measures import LOWER_CASE_NAMES
 
 #: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
 #: and MTEB's results store
@@ -55,20 +56,9 @@ MODEL_ALIASES = {
 #: model keys of IFIR's hybrid rows look like ``hybrid:gritlm/gritlm-7b+bm25``
 HYBRID_PREFIX = "hybrid:"
 
-#: measure names as sources spell them -> the kit's names (ir-measures style)
-_MEASURE_NAMES = {
-    "ndcg": "nDCG",
-    "mrr": "RR",
-    "rr": "RR",
-    "map": "AP",
-    "ap": "AP",
-    "recall": "R",
-    "r": "R",
-    "p": "P",
-    "precision": "P",
-    "robustness": "Robustness",
-    "instfol": "InstFol",
-}
+#: measure names as sources spell them -> the kit's names (ir-measures style): ranx's and MTEB's, and the papers' own
+_MEASURE_NAMES = {**LOWER_CASE_NAMES, "rr": "RR", "ap": "AP", "r": "R", "p": "P", "robustness": "Robustness",
+                  "instfol": "InstFol"}
 
 #: IFIR table name -> the variant of the system it reports (None: the plain model)
 _IFIR_VARIANTS = {

@@ -33,6 +33,7 @@ def run(instructir_sample):
 @pytest.mark.parametrize(("given", "kind", "name"), [
     ("nDCG@10", Standard, "nDCG@10"), ("ndcg@10", Standard, "nDCG@10"), ("mrr@10", Standard, "RR@10"),
     ("recall@100", Standard, "R@100"), (ir_measures.nDCG @ 10, Standard, "nDCG@10"),
+    ("ndcg_at_10", Standard, "nDCG@10"), ("map_at_1000", Standard, "AP@1000"),  # MTEB's names
     ("Robustness@10", Robustness, "Robustness@10"), ("Robustness(RR@10)", Robustness, "Robustness(RR@10)"),
     ("robustness(nDCG@10)", Robustness, "Robustness@10"), ("nDCG@20[ifir-native]", Native, "nDCG@20[ifir-native]"),
     ("InstFol@20", InstFol, "InstFol@20"),
