@@ -38,7 +38,7 @@ from instir.report.layout import NOTEBOOK_PATTERN, text_path, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
 from instir.report.provenance import keeping_edits, note_made, record_page, stage_records
-from instir.report.record import RUN_SECTIONS, update_record
+from instir.report.record import RUN_SECTIONS, NotebookEntry, update_record
 from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
 from instir.stamps import utc_now
 
@@ -60,20 +60,6 @@ PATH_PARAMETERS = ("out_dir", "data_root")
 
 
 @dataclass
-class NotebookResult:
-    """One executed notebook: file names are relative to the report folder."""
-
-    name: str
-    source: str
-    executed: str
-    html: str | None
-    wall_s: float
-    render_s: float
-    status: str
-    error: str | None = None
-
-
-@dataclass
 class ReportResult:
     """A report run: its folder, parameters, the notebooks it will run (``planned``) and those
     it ran (in order), total wall time, environment manifest and status (``running``, ``ok`` or
@@ -87,7 +73,7 @@ class ReportResult:
     started: str
     manifest: dict
     planned: list[str] = field(default_factory=list)
-    notebooks: list[NotebookResult] = field(default_factory=list)
+    notebooks: list[NotebookEntry] = field(default_factory=list)
     wall_s: float = 0.0
     finished: str | None = None
     status: str = "running"
@@ -101,7 +87,7 @@ class ReportResult:
 
     def to_json(self) -> dict:
         """The run as the folder's record holds it (:func:`_save`)."""
-        data = asdict(self)
+        data = {**asdict(self), "notebooks": [entry.model_dump() for entry in self.notebooks]}
         data["out_dir"] = home_path(self.out_dir)
         for name in PATH_PARAMETERS:  # a report may be published: no user's home folder in it
             if isinstance(data["parameters"].get(name), str) and data["parameters"][name]:
@@ -366,7 +352,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     if not paths:
         raise UsageError("no notebooks to run")
     check_parameters(parameters)
-    check_kernel(kernel)
+    arguments = kernel_arguments(kernel)
     known = notebook_parameters(paths)
     request = validate_parameters(parameters, known)
     check_data_root(parameters)
@@ -377,7 +363,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "instir run"):
-        return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel)
+        return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel, arguments=arguments)
 
 
 def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
@@ -423,9 +409,9 @@ def _kit_page(path: Path) -> bool:
 
 
 def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],
-               out: Path, *, show_code: bool, kernel: str) -> ReportResult:
-    """:func:`run_reports` once the folder is this run's: report.json and the index say at once
-    that the run started and what it will run, then each notebook in turn."""
+               out: Path, *, show_code: bool, kernel: str, arguments: Sequence[str]) -> ReportResult:
+    """:func:`run_reports` once the folder is this run's (``arguments``: the kernel's, :func:`kernel_arguments`):
+    report.json and the index say at once that the run started and what it will run, then each notebook in turn."""
     from tqdm import tqdm
 
     from instir.progress import enabled as progress_enabled
@@ -447,7 +433,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                    if name in known and path.name in known[name].notebooks}
             # the kernels' bars are off (the pages stay clean) and report to a line of this console instead
             with relay_to_console(path.stem) if bars else contextlib.nullcontext(), _batch_environment():
-                step, exc, unwritten = _run_one(path, result, own, cell_bar=bars)
+                step, exc, unwritten = _run_one(path, result, own, arguments, cell_bar=bars)
             result.notebooks.append(step)
             if step.html:  # which stage run the page shows, and that the kit left it and its notebook
                 record_page(out, path.stem, step.html)
@@ -458,43 +444,34 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                 result.error = step.error
                 raise unwritten
             if exc is not None:
-                result.status, result.error, result.finished = "failed", step.error, utc_now()
-                _save(result)
-                write_index(result.index.parent)
+                _end(result, "failed", step.error)
                 raise NotebookFailed(step.error or path.name, result) from exc
             _save(result)
-        result.status, result.finished = "ok", utc_now()
-        _save(result)
-        write_index(result.index.parent)
-    except OSError as err:  # a report file could not be written (a full disk, an I/O error)
-        _record_write_failure(result, err)
+        _end(result, "ok")
+    except OSError as err:  # a report file could not be written (a full disk, an I/O error): said as far as it can be
+        _end(result, "failed", write_failure(err), best_effort=True)
         raise
     except KeyboardInterrupt:  # Ctrl-C: the record and the folder's index said "running" ever after
-        result.status, result.finished = "interrupted", utc_now()
-        with contextlib.suppress(OSError):
-            _save(result)
-        with contextlib.suppress(OSError, UsageError):
-            write_index(result.index.parent)
+        _end(result, "interrupted", best_effort=True)
         raise
     return result
+
+
+def _end(result: ReportResult, status: str, error: str | None = None, *, best_effort: bool = False) -> None:
+    """End ``result`` as ``status`` in report.json and the index; ``error`` unless one is said already (the file a
+    notebook could not write). ``best_effort`` (the run is ending on an error or Ctrl-C): as far as they can still
+    be written (a failed write's temporary file is gone, so its space is free again)."""
+    result.status, result.finished, result.error = status, utc_now(), result.error or error
+    with contextlib.suppress(OSError) if best_effort else contextlib.nullcontext():
+        _save(result)
+    with contextlib.suppress(OSError, UsageError) if best_effort else contextlib.nullcontext():
+        write_index(result.index.parent)
 
 
 def write_failure(err: OSError) -> str:
     """One line for a file the report could not write: ``could not write /r/03_metrics.html: No
     space left on device``."""
     return f"could not write {err.filename}: {err.strerror}" if err.filename else f"could not write: {err}"
-
-
-def _record_write_failure(result: ReportResult, err: OSError) -> None:
-    """End ``result`` as ``failed`` with the line naming the file that could not be written, in
-    report.json and the index as far as they can still be written (the failed write's temporary
-    file is gone, so its space is free again)."""
-    result.status, result.finished = "failed", utc_now()
-    result.error = result.error or write_failure(err)
-    with contextlib.suppress(OSError):
-        _save(result)
-    with contextlib.suppress(OSError, UsageError):
-        write_index(result.index.parent)
 
 
 def _batch_environment() -> contextlib.AbstractContextManager[None]:
@@ -507,33 +484,24 @@ def _batch_environment() -> contextlib.AbstractContextManager[None]:
     return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None})
 
 
-def check_kernel(kernel: str) -> None:
-    """Refuse, before any folder is made, a Jupyter kernel name that is not installed (naming those that are),
-    rather than a chain whose every notebook fails."""
+def kernel_arguments(kernel: str) -> list[str]:
+    """The command-line arguments each notebook's ``kernel`` starts with: for an IPython kernel, those that keep
+    its start-up warnings (``Kernel is running over TCP without encryption`` from every kernel, on the terminal of
+    a batch run) out of the output, errors still shown; other kernels get none (they may not take the option).
+    A kernel that is not installed is refused (naming those that are) before any folder is made, rather than a
+    chain whose every notebook fails."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel, get_kernel_spec
-
-    try:
-        get_kernel_spec(kernel)
-    except NoSuchKernel:
-        raise unknown("Jupyter kernel", kernel, sorted(KernelSpecManager().find_kernel_specs()),
-                      more=" (jupyter kernelspec list)") from None
-
-
-def _quiet_kernel_arguments(kernel: str) -> list[str]:
-    """Kernel command-line arguments that keep an IPython kernel's start-up warnings (``Kernel is
-    running over TCP without encryption`` from every kernel, on the terminal of a batch run) out
-    of the output; errors still show. Other kernels get none: they may not take the option."""
-    from jupyter_client.kernelspec import NoSuchKernel, get_kernel_spec
 
     try:
         argv = get_kernel_spec(kernel).argv
     except NoSuchKernel:
-        return []  # papermill says so in its own words
+        raise unknown("Jupyter kernel", kernel, sorted(KernelSpecManager().find_kernel_specs()),
+                      more=" (jupyter kernelspec list)") from None
     return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
 
 
-def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object], *,
-             cell_bar: bool = False) -> tuple[NotebookResult, BaseException | None, OSError | None]:
+def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object], arguments: Sequence[str], *,
+             cell_bar: bool = False) -> tuple[NotebookEntry, BaseException | None, OSError | None]:
     """Execute and render one notebook with ``parameters`` (those of the run its parameters cell
     declares: papermill would warn of any other); a failure is returned, not raised, and when it is a file
     that could not be written (the executed notebook, its page: a full disk, an I/O error) that
@@ -559,7 +527,7 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
                                    cwd=str(result.out_dir),
                                    progress_bar={"desc": path.stem, "leave": False, "position": 1,
                                                  "disable": False} if cell_bar else False,
-                                   extra_arguments=_quiet_kernel_arguments(result.kernel))
+                                   extra_arguments=list(arguments))
     except PapermillExecutionError as err:
         failure = err
         cell = "\n".join(str(err.source).splitlines()[:5])
@@ -595,7 +563,7 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
             render = time.perf_counter() - t1
     if unwritten is not None:
         error = f"{path.name}: {write_failure(unwritten)}"
-    step = NotebookResult(name=path.stem, source=str(path), executed=executed.name if executed.is_file() else "",
+    step = NotebookEntry(name=path.stem, source=str(path), executed=executed.name if executed.is_file() else "",
                           html=html_name, wall_s=round(wall, 3), render_s=round(render, 3),
                           status="failed" if failure else "ok", error=error)
     return step, failure, unwritten
