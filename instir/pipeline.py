@@ -392,15 +392,22 @@ def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
 PAGE_MARK = b'class="instir-nav"'
 
 
-def _executed_copy(path: Path) -> bool:
-    """Whether ``path`` is a notebook papermill executed (its metadata records the run)."""
+def _papermill_record(path: Path) -> dict | None:
+    """Papermill's record of the run that executed the notebook at ``path`` (its metadata), or None: not a
+    notebook papermill executed, or unreadable."""
     try:
         with path.open("rb") as fh:
             notebook = json.load(fh)
     except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(notebook, dict) and isinstance(notebook.get("metadata"), dict) \
-        and isinstance(notebook["metadata"].get("papermill"), dict)
+        return None
+    meta = notebook.get("metadata") if isinstance(notebook, dict) else None
+    record = meta.get("papermill") if isinstance(meta, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def _executed_copy(path: Path) -> bool:
+    """Whether ``path`` is a notebook papermill executed (its metadata records the run)."""
+    return _papermill_record(path) is not None
 
 
 def _kit_page(path: Path) -> bool:
@@ -572,13 +579,11 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
 def _papermill_run_of(executed: Path, stage_run: dict) -> bool:
     """Whether ``executed`` is the notebook plain papermill is writing in the run that made
     ``stage_run`` (it started before the stage finished and was saved after)."""
-    import nbformat
-
+    meta = _papermill_record(executed) or {}
     try:
-        meta = nbformat.read(executed, as_version=4).metadata.get("papermill") or {}
         started = datetime.fromisoformat(str(meta.get("start_time")))
         finished = datetime.fromisoformat(str(stage_run.get("finished")))
-    except (OSError, ValueError, TypeError, nbformat.reader.NotJSONError):
+    except ValueError:
         return False
     saved = datetime.fromtimestamp(executed.stat().st_mtime, timezone.utc)
     return Path(str(meta.get("output_path", ""))).name == executed.name and started < finished < saved
