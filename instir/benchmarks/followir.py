@@ -33,8 +33,10 @@ from instir.benchmarks.readers import (
     check_qrels,
     data_folder,
     field_str,
+    find_files,
     read_instructions,
     read_qrels,
+    read_qrels_files,
     read_records,
     require_files,
 )
@@ -43,19 +45,17 @@ from instir.benchmarks.types import Benchmark, FormatError, Qrels, Query, quoted
 #: The family's instance forms (its spec's ``forms``): the original instruction's and the changed one's.
 FORMS = catalog.family("followir").forms
 OG, CHANGED = (f"-{form}" for form in FORMS.names)
-#: File suffixes a config of the mteb layout may be stored in.
-_SUFFIXES = (".parquet", ".jsonl")
 
 
 def load(root: str | Path, *, subset: str | None, setting: str, name: str, revision: str,
          is_sample: bool) -> Benchmark:
     """The family's loader (the catalog's ``loader``): one dataset, in its only setting."""
     folder = data_folder(root, subset)
-    if (folder / "queries.jsonl").is_file() and (folder / "qrels_og").is_dir():
-        layout, corpus = "jhu-clsp", IndexedCorpus([folder / "corpus.jsonl"])
+    if find_files(folder, ["queries.jsonl"]) and (folder / "qrels_og").is_dir():
+        layout, corpus = "jhu-clsp", IndexedCorpus(_release_file(folder, "corpus.jsonl"))
         parts = _read_release(folder, corpus.id_set())
-    elif _config_files(folder, "queries"):
-        layout, corpus = "mteb", IndexedCorpus([_config(folder, "corpus")])
+    elif find_files(folder, _config_patterns("queries")):
+        layout, corpus = "mteb", IndexedCorpus(_config(folder, "corpus"))
         parts = _read_mteb(folder, corpus.id_set())
     else:
         raise FormatError(folder, None, None, "no FollowIR files found (expected the jhu-clsp release: queries.jsonl, "
@@ -65,10 +65,8 @@ def load(root: str | Path, *, subset: str | None, setting: str, name: str, revis
     for qid in queries:
         queries[qid] = Query(id=qid, query=queries[qid].query, instruction=queries[qid].instruction,
                              group=FORMS.split(qid)[0], subset=subset or "")
-    for path, judged, lines in files["qrels"]:
-        check_qrels(judged, lines, path, frozenset(queries), corpus.id_set())
     meta = {"subset": subset, "top_ranked": top_ranked, "changed": changed,
-            "files": {k: str(v) for k, v in files.items() if k != "qrels"}}
+            "files": {k: [str(p) for p in paths] for k, paths in files.items()}}
     return Benchmark(name=name, layout=layout, revision=revision, setting=setting, corpus=corpus, queries=queries,
                      qrels=qrels, source=str(folder), is_sample=is_sample, meta=meta)
 
@@ -76,7 +74,7 @@ def load(root: str | Path, *, subset: str | None, setting: str, name: str, revis
 def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
     """The jhu-clsp layout: both instances of every topic, qrels, candidates, changed documents."""
     queries: dict[str, Query] = {}
-    path = folder / "queries.jsonl"
+    path = folder / "queries.jsonl"  # found by load
     for n, rec in read_records(path):
         topic = field_str(rec, "_id", path, n)
         text = field_str(rec, "text", path, n)
@@ -93,7 +91,7 @@ def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
         qrels.update(renamed)
         qrels_files.append((qpath, renamed, {(q + suffix, d): n for (q, d), n in lines.items()}))
     changed = FORMS.regraded(qrels)
-    top_path = folder / "top_ranked.jsonl"
+    top_path = _release_file(folder, "top_ranked.jsonl")[0]
     topics = {q.removesuffix(OG) for q in queries if q.endswith(OG)}
     per_topic: dict[str, dict[str, None]] = {}
     for n, rec in read_records(top_path):
@@ -103,46 +101,52 @@ def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
         _check_candidate(per_topic.setdefault(topic, {}), doc, doc_ids, top_path, n, "pid", topic)
     top_ranked = {qid: list(per_topic.get(FORMS.split(qid)[0], ())) for qid in queries}
     _require_candidates(top_ranked, top_path)
-    files = {"corpus": folder / "corpus.jsonl", "queries": path, "top_ranked": top_path, "qrels": qrels_files}
+    for qpath, judged, lines in qrels_files:
+        check_qrels(judged, lines, qpath, queries, doc_ids)
+    files = {"corpus": [folder / "corpus.jsonl"], "queries": [path], "top_ranked": [top_path],
+             "qrels": [qpath for qpath, _, _ in qrels_files]}
     return queries, qrels, top_ranked, changed, files
 
 
 def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
-    """The mteb layout: queries with their instructions, qrels, candidates and ``qrel_diff``."""
+    """The mteb layout: queries with their instructions, qrels, candidates and ``qrel_diff``; every
+    config read from all of its shards, in name order."""
     texts: dict[str, str] = {}
-    qpath = _config(folder, "queries")
-    for n, rec in read_records(qpath):
-        qid = field_str(rec, "_id", qpath, n)
-        if qid in texts:
-            raise FormatError(qpath, n, "_id", f"duplicate query id {quoted(qid)}")
-        if not qid.endswith((OG, CHANGED)):
-            raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
-        texts[qid] = field_str(rec, "text", qpath, n)
-    ipath = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
-    instructions = read_instructions([ipath], texts, qpath.name)
+    qpaths = _config(folder, "queries")
+    for qpath in qpaths:
+        for n, rec in read_records(qpath):
+            qid = field_str(rec, "_id", qpath, n)
+            if qid in texts:
+                raise FormatError(qpath, n, "_id", f"duplicate query id {quoted(qid)}")
+            if not qid.endswith((OG, CHANGED)):
+                raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
+            texts[qid] = field_str(rec, "text", qpath, n)
+    ipaths = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
+    instructions = read_instructions(ipaths, texts, "the queries config")
     queries = {}
     for qid, text in texts.items():
         if qid not in instructions:
-            raise FormatError(ipath, None, "query-id", f"no instruction for query {quoted(qid)}")
+            raise FormatError(ipaths[0], None, "query-id", f"no instruction for query {quoted(qid)}")
         queries[qid] = Query(qid, text, instructions[qid][0])
-    rpath = _config(folder, "qrels", "data")
-    qrels, lines = read_qrels(rpath)
-    tpath = _config(folder, "top_ranked")
+    rpaths = _config(folder, "qrels", "data")
+    qrels = read_qrels_files(rpaths, queries, doc_ids)
+    tpaths = _config(folder, "top_ranked")
     top_ranked: dict[str, dict[str, None]] = {}
-    for n, rec in read_records(tpath):
-        qid = field_str(rec, "query-id", tpath, n)
-        if qid not in queries:
-            raise FormatError(tpath, n, "query-id", f"unknown query id {quoted(qid)} (not in {qpath.name})")
-        listed = top_ranked.setdefault(qid, {})
-        for doc in _id_list(rec, "corpus-ids", tpath, n):
-            _check_candidate(listed, doc, doc_ids, tpath, n, "corpus-ids", qid)
-    dpath = _config(folder, "qrel_diff")
+    for tpath in tpaths:
+        for n, rec in read_records(tpath):
+            qid = field_str(rec, "query-id", tpath, n)
+            if qid not in queries:
+                raise FormatError(tpath, n, "query-id", f"unknown query id {quoted(qid)} (not in the queries config)")
+            listed = top_ranked.setdefault(qid, {})
+            for doc in _id_list(rec, "corpus-ids", tpath, n):
+                _check_candidate(listed, doc, doc_ids, tpath, n, "corpus-ids", qid)
+    dpaths = _config(folder, "qrel_diff")
     changed = {field_str(rec, "query-id", dpath, n): _id_list(rec, "corpus-ids", dpath, n)
-               for n, rec in read_records(dpath)}
-    files = {"corpus": _config(folder, "corpus"), "queries": qpath, "instruction": ipath, "top_ranked": tpath,
-             "qrel_diff": dpath, "qrels": [(rpath, qrels, lines)]}
+               for dpath in dpaths for n, rec in read_records(dpath)}
+    files = {"corpus": _config(folder, "corpus"), "queries": qpaths, "instruction": ipaths, "top_ranked": tpaths,
+             "qrel_diff": dpaths, "qrels": rpaths}
     candidates = {q: list(top_ranked.get(q, ())) for q in queries}
-    _require_candidates(candidates, tpath)
+    _require_candidates(candidates, tpaths[0])
     return queries, qrels, candidates, changed, files
 
 
@@ -171,21 +175,19 @@ def _require_candidates(top_ranked: dict[str, list[str]], path: Path) -> None:
         raise FormatError(path, None, None, f"no candidate list for query {quoted(empty)}")
 
 
-def _config_files(folder: Path, *names: str) -> list[Path]:
-    """The files of the first of ``names`` (a config of the mteb layout): ``<name>/*`` or ``<name>.*``."""
-    for name in names:
-        sub = folder / name
-        found = sorted(p for p in sub.glob("*") if p.suffix in _SUFFIXES) if sub.is_dir() else []
-        found = found or [folder / f"{name}{s}" for s in _SUFFIXES if (folder / f"{name}{s}").is_file()]
-        if found:
-            return found
-    return []
+def _release_file(folder: Path, name: str) -> list[Path]:
+    """A file of the jhu-clsp layout, found by the shared finder (:func:`require_files`)."""
+    return require_files(folder, [name], "the jhu-clsp layout")
 
 
-def _config(folder: Path, *names: str) -> Path:
-    """The one file of a config of the mteb layout (MTEB's copies hold one shard each)."""
-    found = _config_files(folder, *names)
-    if len(found) != 1:
-        problem = "file not found" if not found else f"{len(found)} files where one was expected"
-        raise FormatError(folder / names[0], None, None, f"{problem} (the mteb layout's {names[0]} config)")
-    return found[0]
+def _config_patterns(*names: str) -> list[str]:
+    """The file patterns of a config of the mteb layout, the first of ``names`` first: the shards in
+    its folder (``<name>/**/*.parquet``, else ``.jsonl``), else one ``<name>.parquet`` or ``<name>.jsonl``."""
+    return [pattern for name in names
+            for pattern in (f"{name}/**/*.parquet", f"{name}/**/*.jsonl", f"{name}.parquet", f"{name}.jsonl")]
+
+
+def _config(folder: Path, *names: str) -> list[Path]:
+    """Every file of a config of the mteb layout (a Hugging Face config may be stored as several
+    shards; each is read, in name order, as InstructIR's configs are), by the shared finder."""
+    return require_files(folder, _config_patterns(*names), f"the mteb layout's {names[0]} config")

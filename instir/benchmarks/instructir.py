@@ -11,17 +11,16 @@ every average. The files of each layout and setting are in docs/formats.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
-    check_qrels,
     field_str,
     find_files,
     read_instructions,
-    read_qrels,
+    read_qrels_files,
     read_records,
     require_files,
 )
@@ -86,7 +85,7 @@ def load_instructir(root: str | Path, setting: str = "instructed", *, name: str 
         queries, where = _read_queries(query_files, shape)
         qrels_files = _require(root, (qrels_name,), setting, layout)
     corpus = _corpus(root, setting, layout)
-    qrels = _load_qrels(qrels_files, queries.keys(), corpus.id_set())
+    qrels = read_qrels_files(qrels_files, queries, corpus.id_set())
     _check_judged(queries, where, qrels, qrels_files)
     return Benchmark(
         name=name, layout=layout, revision=revision, setting=setting, corpus=corpus,
@@ -267,22 +266,6 @@ def _check_agree(primary: dict[str, Query], primary_path: Path, other: dict[str,
         path = next(iter(where.values()))[0]
         raise FormatError(path, None, "_id", f"{len(missing)} instances of {primary_path.name} are missing "
                                              f"(first: {quoted(missing[0])})")
-
-
-def _load_qrels(paths: list[Path], query_ids: Iterable[str], doc_ids: frozenset[str]) -> Qrels:
-    """Judgments of one or more qrels files, each checked against the queries and corpus."""
-    query_ids = frozenset(query_ids)
-    merged: Qrels = {}
-    for path in paths:
-        qrels, lines = read_qrels(path)
-        check_qrels(qrels, lines, path, query_ids, doc_ids)
-        for (qid, did), n in lines.items():
-            if did in merged.get(qid, {}):
-                raise FormatError(path, n, "corpus-id",
-                                  f"({quoted(qid)}, {quoted(did)}) is judged in an earlier qrels file too")
-        for qid, rel in qrels.items():
-            merged.setdefault(qid, {}).update(rel)
-    return merged
 
 
 def _check_judged(queries: dict[str, Query], where: _Where, qrels: Qrels, qrels_files: list[Path]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import csv
 import glob
+import itertools
 import json
 import math
 import numbers
@@ -411,13 +412,30 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
 
 
 def check_qrels(qrels: Qrels, lines: dict[tuple[str, str], int], path: Path,
-                query_ids: set[str] | frozenset[str], doc_ids: frozenset[str]) -> None:
+                query_ids: Container[str], doc_ids: Container[str]) -> None:
     """Raise if a judgment points at a query or a document the benchmark does not have."""
     for (qid, did), n in lines.items():
         if qid not in query_ids:
             raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in the query file)")
         if did not in doc_ids:
             raise FormatError(path, n, "corpus-id", f"unknown document id {quoted(did)} (not in the corpus)")
+
+
+def read_qrels_files(paths: Sequence[Path], query_ids: Container[str], doc_ids: Container[str]) -> Qrels:
+    """The judgments of one or more qrels files (a setting's files, a config's shards), each checked
+    against the queries and the corpus (:func:`check_qrels`): one rule for every family's loader. A
+    pair judged in an earlier file is refused, as :func:`read_qrels` refuses it twice in one file."""
+    merged: Qrels = {}
+    for path in paths:
+        qrels, lines = read_qrels(path)
+        check_qrels(qrels, lines, path, query_ids, doc_ids)
+        for (qid, did), n in lines.items():
+            if did in merged.get(qid, {}):
+                raise FormatError(path, n, "corpus-id",
+                                  f"({quoted(qid)}, {quoted(did)}) is judged in an earlier qrels file too")
+        for qid, rel in qrels.items():
+            merged.setdefault(qid, {}).update(rel)
+    return merged
 
 
 def data_folder(root: str | Path, subset: str | None) -> Path:
@@ -445,10 +463,13 @@ def find_files(folder: Path, patterns: Sequence[str]) -> list[Path]:
 
 
 def require_files(folder: Path, patterns: Sequence[str], needs: str, hint: str = "") -> list[Path]:
-    """:func:`find_files`, or a :class:`FormatError` at the first pattern: ``file not found (<needs>
-    needs <patterns>)<hint>``. One rule and one message for every family's loader."""
+    """:func:`find_files`, or a :class:`FormatError` at the first pattern (its part before any
+    wildcard: ``qrels/**/*.parquet`` names the folder ``qrels``): ``file not found (<needs> needs
+    <patterns>)<hint>``. One rule and one message for every family's loader."""
     found = find_files(folder, patterns)
     if not found:
-        raise FormatError(folder / patterns[0], None, None,
+        parts = Path(patterns[0]).parts
+        fixed = list(itertools.takewhile(lambda part: not glob.has_magic(part), parts))
+        raise FormatError(folder.joinpath(*fixed), None, None,
                           f"file not found ({needs} needs {' or '.join(patterns)}){hint}")
     return found

@@ -221,6 +221,38 @@ def test_a_qrels_name_that_is_no_regular_file_is_named_for_what_it_is_not_called
     assert err.path == str(path) and "FIFO" in str(err)
 
 
+def test_a_release_query_file_that_is_no_regular_file_is_named_for_what_it_is_not_called_missing(jhu):
+    # before FollowIR used the shared finder (readers.find_files): "no FollowIR files found"
+    path = jhu / "queries.jsonl"
+    path.unlink()
+    os.mkfifo(path)
+    err = _error(jhu)
+    assert err.path == str(path) and "FIFO" in str(err)
+
+
+def test_mteb_config_in_several_shards_reads_every_shard(tmp_path):
+    # before FollowIR used the shared finder: "2 files where one was expected" (InstructIR read every shard)
+    one, sharded = write_mteb(tmp_path / "one"), write_mteb(tmp_path / "sharded")
+    for config in ("corpus", "queries", "instruction", "qrels", "top_ranked"):
+        path = sharded / config / "test.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        path.unlink()
+        for k, half in enumerate((lines[:len(lines) // 2], lines[len(lines) // 2:])):
+            (sharded / config / f"test-{k:05d}-of-00002.jsonl").write_text("".join(half))
+    expected, bench = _load(one), _load(sharded)
+    assert (bench.queries, bench.qrels) == (expected.queries, expected.qrels)
+    assert bench.meta["top_ranked"] == expected.meta["top_ranked"] and bench.corpus.ids() == expected.corpus.ids()
+    assert len(bench.meta["files"]["queries"]) == 2
+
+
+def test_mteb_pair_judged_in_two_qrels_shards_is_refused(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    _jsonl(folder / "qrels" / "test2.jsonl", _qrels_rows({"301": {"d1": 1}}, "-og"))
+    err = _error(folder)
+    assert err.path == str(folder / "qrels" / "test2.jsonl") and (err.where, err.field) == (1, "corpus-id")
+    assert "judged in an earlier qrels file too" in str(err)
+
+
 def test_mteb_missing_qrels_config_is_named(tmp_path):
     folder = write_mteb(tmp_path / "mteb")
     shutil.rmtree(folder / "qrels")
