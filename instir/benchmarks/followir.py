@@ -112,6 +112,7 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
     """The mteb layout: queries with their instructions, qrels, candidates and ``qrel_diff``; every
     config read from all of its shards, in name order."""
     texts: dict[str, str] = {}
+    where: dict[str, tuple[Path, int]] = {}
     qpaths = _config(folder, "queries")
     for qpath in qpaths:
         for n, rec in read_records(qpath):
@@ -121,13 +122,10 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
             if not qid.endswith((OG, CHANGED)):
                 raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
             texts[qid] = field_str(rec, "text", qpath, n)
+            where[qid] = (qpath, n)
     ipaths = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
-    instructions = read_instructions(ipaths, texts, "the queries config")
-    queries = {}
-    for qid, text in texts.items():
-        if qid not in instructions:
-            raise FormatError(ipaths[0], None, "query-id", f"no instruction for query {quoted(qid)}")
-        queries[qid] = Query(qid, text, instructions[qid][0])
+    instructions = read_instructions(ipaths, where)
+    queries = {qid: Query(qid, text, instructions[qid][0]) for qid, text in texts.items()}
     rpaths = _config(folder, "qrels", "data")
     qrels = read_qrels_files(rpaths, queries, doc_ids)
     tpaths = _config(folder, "top_ranked")

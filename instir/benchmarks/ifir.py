@@ -263,17 +263,17 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
 
 def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
     """Instances of MTEB's ``if-ir/<subset>``: bare queries joined with their instructions."""
-    instruction_of = read_instructions([instruction_path])
+    records: dict[str, tuple[int, dict]] = {}
+    for n, rec in read_records(query_path):
+        qid = field_str(rec, "_id", query_path, n)
+        if qid in records:
+            raise FormatError(query_path, n, "_id", f"duplicate query id {quoted(qid)}")
+        records[qid] = (n, rec)
+    instruction_of = read_instructions([instruction_path], {qid: (query_path, n) for qid, (n, _) in records.items()})
     out: list[_Instance] = []
     by_source: dict[str, _Instance] = {}
     levels_of: dict[str, Counter] = {}
-    for n, rec in read_records(query_path):
-        qid = field_str(rec, "_id", query_path, n)
-        if qid in by_source:
-            raise FormatError(query_path, n, "_id", f"duplicate query id {quoted(qid)}")
-        if qid not in instruction_of:
-            raise FormatError(query_path, n, "_id",
-                              f"no instruction for query {quoted(qid)} in {instruction_path.name}")
+    for qid, (n, rec) in records.items():
         group, level = level_from_mteb_id(qid)
         if IFIR.subset(subset).multi_level:
             if level is None:
@@ -290,10 +290,6 @@ def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subse
                          qid)
         out.append(inst)
         by_source[qid] = inst
-    for qid, (_, _, line) in instruction_of.items():
-        if qid not in by_source:
-            raise FormatError(instruction_path, line, "query-id",
-                              f"unknown query id {quoted(qid)} (not in {query_path.name})")
     _attach_qrels(qrels_path, query_path, by_source, by_source)
     return out
 

@@ -242,11 +242,7 @@ def _instructed(root: Path, layout: str) -> tuple[dict[str, Query], _Where, list
 
 def _attach_instructions(bare: dict[str, Query], where: _Where, paths: list[Path]) -> dict[str, Query]:
     """MTEB keeps instructions in their own config (``query-id``, ``instruction``)."""
-    instructions = read_instructions(paths, bare, "the queries config")
-    for qid, query in bare.items():
-        if qid not in instructions:
-            path, n = where[qid]
-            raise FormatError(path, n, "_id", f"query {quoted(qid)} has no instruction in {paths[0].parent.name}/")
+    instructions = read_instructions(paths, where)
     return {qid: Query(id=q.id, query=q.query, instruction=instructions[qid][0].strip(), group=q.group)
             for qid, q in bare.items()}
 

@@ -22,7 +22,7 @@ import numbers
 import os
 import re
 import unicodedata
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -288,24 +288,38 @@ def read_json_array(path: Path) -> list[Any]:
     return data
 
 
-def read_instructions(paths: Sequence[Path], queries: Container[str] | None = None,
-                      query_file: str = "") -> dict[str, tuple[str, Path, int]]:
+def read_instructions(paths: Sequence[Path],
+                      queries: Mapping[str, tuple[Path, int | str]]) -> dict[str, tuple[str, Path, int]]:
     """MTEB's instruction config (records of ``query-id`` and ``instruction``) across ``paths``: each query's
-    instruction with the file and line that hold it. One rule for every family's reader: a query given a second
-    instruction is refused naming the first one's line; with ``queries`` (the ids of ``query_file``), an id not
-    among them is refused."""
+    instruction with the file and line that hold it. One rule for every family's reader, given ``queries`` (each
+    query id with the file and line that hold it): an id not among them is refused at its instruction's line, a
+    query given a second instruction naming the first one's line, and every query must have one (a query without
+    is refused at its own file and line, as every other mistake in a query is)."""
     found: dict[str, tuple[str, Path, int]] = {}
     for path in paths:
         for n, rec in read_records(path):
             qid = field_str(rec, "query-id", path, n)
-            if queries is not None and qid not in queries:
-                raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in {query_file})")
+            if qid not in queries:
+                query_files = _files_name(file for file, _ in queries.values())
+                raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in {query_files})")
             if qid in found:
                 _, first, line = found[qid]
                 at = f"line {line}" if first == path else f"{first.name} line {line}"
                 raise FormatError(path, n, "query-id", f"duplicate instruction for query {quoted(qid)} (first on {at})")
             found[qid] = (field_str(rec, "instruction", path, n), path, n)
+    for qid, (path, n) in queries.items():
+        if qid not in found:
+            raise FormatError(path, n, "_id", f"no instruction for query {quoted(qid)} in {_files_name(paths)}")
     return found
+
+
+def _files_name(paths: Iterable[Path]) -> str:
+    """How a message names a config's files: ``<folder>/<file>`` for one, ``<folder>/`` for its shards."""
+    distinct = list(dict.fromkeys(Path(p) for p in paths))
+    if not distinct:
+        return "no file"
+    first = distinct[0]
+    return f"{first.parent.name}/{first.name}" if len(distinct) == 1 else f"{first.parent.name}/"
 
 
 def field_str(record: dict, name: str, path: Path, where: int | str, *, required: bool = True,

@@ -178,13 +178,15 @@ def test_mteb_second_instruction_for_a_query_is_refused_naming_the_first(tmp_pat
     assert f"duplicate instruction for query '{first['query-id']}' (first on line 1)" in str(err)
 
 
-def test_mteb_missing_instruction_names_the_query(tmp_path):
+def test_mteb_query_without_an_instruction_is_refused_at_the_query_line(tmp_path):
+    # one rule for every family's instruction config (readers.read_instructions): before it, FollowIR alone
+    # named the instruction file with no line, where InstructIR and IFIR named the query's file and line
     folder = write_mteb(tmp_path / "mteb")
     path = folder / "instruction" / "test.jsonl"
     path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if "302-changed" not in line))
     err = _error(folder)
-    assert err.path.endswith("instruction/test.jsonl") and err.field == "query-id"
-    assert "no instruction for query '302-changed'" in str(err)
+    assert err.path == str(folder / "queries" / "test.jsonl") and (err.where, err.field) == (4, "_id")
+    assert "no instruction for query '302-changed' in instruction/test.jsonl" in str(err)
 
 
 def test_jhu_missing_changed_instruction_names_line_and_field(jhu):

@@ -149,7 +149,7 @@ def test_mteb_query_without_an_instruction_is_refused(tmp_path):
     path.write_text(path.read_text().splitlines()[0] + "\n")
     err = _error(root, "fire")
     assert err.path.endswith("fire/queries.jsonl") and (err.where, err.field) == (2, "_id")
-    assert "no instruction for query 'F40'" in str(err)
+    assert "no instruction for query 'F40' in fire/instructions.jsonl" in str(err)
 
 
 def test_mteb_multi_level_query_id_without_a_level_token_is_refused(tmp_path):
@@ -242,7 +242,7 @@ def test_a_layout_without_one_of_its_files_names_the_file(tmp_path, layout, miss
     ("instructions.jsonl", {"query-id": "4102_v1", "instruction": "Again."}, 7, "query-id",
      "duplicate instruction for query '4102_v1' (first on line 1)"),
     ("instructions.jsonl", {"query-id": "999_v1", "instruction": "Nobody asked."}, 7, "query-id",
-     "unknown query id '999_v1' (not in queries.jsonl)"),
+     "unknown query id '999_v1' (not in fiqa/queries.jsonl)"),
     ("queries.jsonl", {"_id": "4102_v1", "text": "Is it worth paying a financial advisor?"}, 7, "_id",
      "duplicate query id '4102_v1'"),
 ])

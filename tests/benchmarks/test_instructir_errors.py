@@ -175,7 +175,7 @@ def test_mteb_query_without_instruction_is_rejected(tmp_path):
     root = copy("mteb", tmp_path)
     edit_parquet(root / "instruction" / "test-00000-of-00001.parquet", lambda rows: rows.pop(12))
     message = load_error(root, root / "queries" / "test-00000-of-00001.parquet", 13, "_id")
-    assert "'91422_1' has no instruction" in message
+    assert "no instruction for query '91422_1' in instruction/test-00000-of-00001.parquet" in message
 
 
 def test_unrecognised_folder_lists_the_expected_layouts(tmp_path):
