@@ -31,6 +31,7 @@ from instir.benchmarks.docstore import IndexedCorpus
 from instir.benchmarks.readers import (
     check_id,
     check_qrels,
+    check_unique,
     data_folder,
     field_str,
     find_files,
@@ -74,13 +75,13 @@ def load(root: str | Path, *, subset: str | None, setting: str, name: str, revis
 def _read_release(folder: Path, doc_ids: frozenset[str]) -> tuple:
     """The jhu-clsp layout: both instances of every topic, qrels, candidates, changed documents."""
     queries: dict[str, Query] = {}
+    topics_at: dict[str, tuple[Path, int | str]] = {}
     path = folder / "queries.jsonl"  # found by load
     for n, rec in read_records(path):
         topic = field_str(rec, "_id", path, n)
+        check_unique(topics_at, topic, path, n, "_id", "topic id")
         text = field_str(rec, "text", path, n)
         for suffix, key in ((OG, "instruction_og"), (CHANGED, "instruction_changed")):
-            if topic + suffix in queries:
-                raise FormatError(path, n, "_id", f"duplicate topic id {quoted(topic)}")
             queries[topic + suffix] = Query(topic + suffix, text, field_str(rec, key, path, n))
     qrels: Qrels = {}
     qrels_files = []
@@ -112,17 +113,15 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
     """The mteb layout: queries with their instructions, qrels, candidates and ``qrel_diff``; every
     config read from all of its shards, in name order."""
     texts: dict[str, str] = {}
-    where: dict[str, tuple[Path, int]] = {}
+    where: dict[str, tuple[Path, int | str]] = {}
     qpaths = _config(folder, "queries")
     for qpath in qpaths:
         for n, rec in read_records(qpath):
             qid = field_str(rec, "_id", qpath, n)
-            if qid in texts:
-                raise FormatError(qpath, n, "_id", f"duplicate query id {quoted(qid)}")
+            check_unique(where, qid, qpath, n, "_id")
             if not qid.endswith((OG, CHANGED)):
                 raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
             texts[qid] = field_str(rec, "text", qpath, n)
-            where[qid] = (qpath, n)
     ipaths = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
     instructions = read_instructions(ipaths, where)
     queries = {qid: Query(qid, text, instructions[qid][0]) for qid, text in texts.items()}

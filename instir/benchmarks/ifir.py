@@ -31,6 +31,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.mteb import level_from_mteb_id
 from instir.benchmarks.readers import (
+    check_unique,
     data_folder,
     field_str,
     find_files,
@@ -148,15 +149,12 @@ def _read_test_data(path: Path, subset: str) -> tuple[list[_Instance], dict[str,
     and each query's candidate list (its ``corpus``: the passages the annotators judged)."""
     out: list[_Instance] = []
     judged: dict[str, list[str]] = {}
-    first_at: dict[str, int] = {}
+    first_at: dict[str, tuple[Path, int | str]] = {}
     for i, element in enumerate(read_json_array(path)):
         at = f"array index {i}"
         element = json_object(element, path, at)
         qid = field_str(element, "_id", path, at)
-        if qid in first_at:
-            raise FormatError(path, at, "_id",
-                              f"duplicate query id {quoted(qid)} (first at array index {first_at[qid]})")
-        first_at[qid] = i
+        check_unique(first_at, qid, path, at, "_id")
         text = field_str(element, "text", path, at)
         candidates = judged[qid] = _candidate_ids(element, path, at)
         instructions = element.get("instructions")
@@ -217,12 +215,10 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
     queries are not kept."""
     bare: dict[str, tuple[str, int | str]] = {}
     instructed: list[tuple[str, str, int, str, int | str]] = []
-    first_at: dict[str, int | str] = {}
+    first_at: dict[str, tuple[Path, int | str]] = {}
     for at, rec in _query_records(query_path):
         fid = field_str(rec, "_id", query_path, at)
-        if fid in first_at:
-            raise FormatError(query_path, at, "_id", f"duplicate query id {quoted(fid)} (first at {first_at[fid]})")
-        first_at[fid] = at
+        check_unique(first_at, fid, query_path, at, "_id")
         text = field_str(rec, "text", query_path, at)
         group, sep, suffix = fid.rpartition("_")
         if not sep or not group or not suffix.isdigit():
@@ -264,12 +260,12 @@ def _read_beir(query_path: Path, qrels_path: Path, subset: str) -> list[_Instanc
 def _read_mteb(query_path: Path, instruction_path: Path, qrels_path: Path, subset: str) -> list[_Instance]:
     """Instances of MTEB's ``if-ir/<subset>``: bare queries joined with their instructions."""
     records: dict[str, tuple[int, dict]] = {}
+    where: dict[str, tuple[Path, int | str]] = {}
     for n, rec in read_records(query_path):
         qid = field_str(rec, "_id", query_path, n)
-        if qid in records:
-            raise FormatError(query_path, n, "_id", f"duplicate query id {quoted(qid)}")
+        check_unique(where, qid, query_path, n, "_id")
         records[qid] = (n, rec)
-    instruction_of = read_instructions([instruction_path], {qid: (query_path, n) for qid, (n, _) in records.items()})
+    instruction_of = read_instructions([instruction_path], where)
     out: list[_Instance] = []
     by_source: dict[str, _Instance] = {}
     levels_of: dict[str, Counter] = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
 from instir.benchmarks.readers import (
+    check_unique,
     field_str,
     find_files,
     read_instructions,
@@ -203,17 +204,13 @@ def _read_queries(paths: list[Path], shape: _Shape) -> tuple[dict[str, Query], _
     for path in paths:
         for n, rec in read_records(path):
             qid = field_str(rec, "_id", path, n)
-            if qid in where:
-                first, first_n = where[qid]
-                raise FormatError(path, n, "_id",
-                                  f"duplicate query id {quoted(qid)} (first at {first.name} line {first_n})")
+            check_unique(where, qid, path, n, "_id")
             query, instruction = shape(rec, path, n)
             if not query:
                 raise FormatError(path, n, "text", "empty query")
             if shape is not _bare and not instruction:
                 raise FormatError(path, n, "text", "empty instruction")
             queries[qid] = Query(id=qid, query=query, instruction=instruction, group=group_of(qid))
-            where[qid] = (path, n)
     if not queries:
         raise FormatError(paths[0], None, None, "no queries found")
     return queries, where

@@ -288,6 +288,24 @@ def read_json_array(path: Path) -> list[Any]:
     return data
 
 
+def first_place(first: Path, at: int | str, path: Path) -> str:
+    """Where something was first seen, said from ``path`` (the file of the second): ``on line 3``,
+    ``at array index 2``, and with the file's name when it is another file (``on queries.jsonl line 3``)."""
+    file = "" if Path(first) == Path(path) else f"{Path(first).name} "
+    return f"on {file}line {at}" if isinstance(at, int) else f"at {file}{at}"
+
+
+def check_unique(seen: dict[str, tuple[Path, int | str]], value: str, path: Path, where: int | str, field: str,
+                 what: str = "query id") -> None:
+    """Note that ``value`` (an id read at ``path``, ``where``) is in ``seen``, or, when it already is, raise
+    :class:`FormatError` at this one: ``duplicate <what> 'x' (first on line 3)`` (:func:`first_place`). One rule
+    and one message for every reader's duplicate ids."""
+    if value in seen:
+        first = first_place(*seen[value], path)
+        raise FormatError(path, where, field, f"duplicate {what} {quoted(value)} (first {first})")
+    seen[value] = (path, where)
+
+
 def read_instructions(paths: Sequence[Path],
                       queries: Mapping[str, tuple[Path, int | str]]) -> dict[str, tuple[str, Path, int]]:
     """MTEB's instruction config (records of ``query-id`` and ``instruction``) across ``paths``: each query's
@@ -296,16 +314,14 @@ def read_instructions(paths: Sequence[Path],
     query given a second instruction naming the first one's line, and every query must have one (a query without
     is refused at its own file and line, as every other mistake in a query is)."""
     found: dict[str, tuple[str, Path, int]] = {}
+    seen: dict[str, tuple[Path, int | str]] = {}
     for path in paths:
         for n, rec in read_records(path):
             qid = field_str(rec, "query-id", path, n)
             if qid not in queries:
                 query_files = _files_name(file for file, _ in queries.values())
                 raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in {query_files})")
-            if qid in found:
-                _, first, line = found[qid]
-                at = f"line {line}" if first == path else f"{first.name} line {line}"
-                raise FormatError(path, n, "query-id", f"duplicate instruction for query {quoted(qid)} (first on {at})")
+            check_unique(seen, qid, path, n, "query-id", "instruction for query")
             found[qid] = (field_str(rec, "instruction", path, n), path, n)
     for qid, (path, n) in queries.items():
         if qid not in found:

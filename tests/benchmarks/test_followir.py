@@ -189,6 +189,23 @@ def test_mteb_query_without_an_instruction_is_refused_at_the_query_line(tmp_path
     assert "no instruction for query '302-changed' in instruction/test.jsonl" in str(err)
 
 
+def test_jhu_duplicate_topic_id_names_the_line_it_was_first_on(jhu):
+    # one rule for every reader's duplicate ids (readers.check_unique): FollowIR's said "duplicate topic id" only
+    _edit_jsonl(jhu / "queries.jsonl", 2, lambda r: r.update(_id="301"))
+    err = _error(jhu)
+    assert err.path == str(jhu / "queries.jsonl") and (err.where, err.field) == (2, "_id")
+    assert "duplicate topic id '301' (first on line 1)" in str(err)
+
+
+def test_mteb_duplicate_query_id_names_the_shard_and_line_it_was_first_on(tmp_path):
+    folder = write_mteb(tmp_path / "mteb")
+    first = (folder / "queries" / "test.jsonl").read_text().splitlines()[2]
+    path = _jsonl(folder / "queries" / "test2.jsonl", [json.loads(first)])
+    err = _error(folder)
+    assert err.path == str(path) and (err.where, err.field) == (1, "_id")
+    assert f"duplicate query id '{json.loads(first)['_id']}' (first on test.jsonl line 3)" in str(err)
+
+
 def test_jhu_missing_changed_instruction_names_line_and_field(jhu):
     _edit_jsonl(jhu / "queries.jsonl", 2, lambda r: r.pop("instruction_changed"))
     err = _error(jhu)

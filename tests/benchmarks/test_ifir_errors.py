@@ -208,7 +208,7 @@ def _append_line(path: Path, record: dict) -> None:
 
 @pytest.mark.parametrize("record, line, named", [
     ({"_id": "4102_1", "text": "Is it worth paying a financial advisor? Again."}, 9,
-     "duplicate query id '4102_1' (first at 2)"),
+     "duplicate query id '4102_1' (first on line 2)"),
     ({"_id": "77_1", "text": "A question of its own? With an instruction."}, 9, "no bare query '77_0'"),
     ({"_id": "88_0", "text": "A bare question alone?"}, 9, "has only its bare '_0' record"),
 ])
@@ -244,7 +244,7 @@ def test_a_layout_without_one_of_its_files_names_the_file(tmp_path, layout, miss
     ("instructions.jsonl", {"query-id": "999_v1", "instruction": "Nobody asked."}, 7, "query-id",
      "unknown query id '999_v1' (not in fiqa/queries.jsonl)"),
     ("queries.jsonl", {"_id": "4102_v1", "text": "Is it worth paying a financial advisor?"}, 7, "_id",
-     "duplicate query id '4102_v1'"),
+     "duplicate query id '4102_v1' (first on line 1)"),
 ])
 def test_mteb_records_that_repeat_or_match_nothing_name_their_line(tmp_path, file, record, line, field, named):
     root = _copy(tmp_path, "ifir-mteb")

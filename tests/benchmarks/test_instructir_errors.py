@@ -81,7 +81,7 @@ def test_instruction_without_origin_query_is_rejected(tmp_path):
 def test_duplicate_query_id_is_rejected(tmp_path):
     root = copy("hf", tmp_path)
     edit_json(root / "queries.jsonl", 3, lambda rec: rec.update(_id="1019179_1"))
-    assert "duplicate query id '1019179_1' (first at queries.jsonl line 1)" in load_error(
+    assert "duplicate query id '1019179_1' (first on line 1)" in load_error(
         root, root / "queries.jsonl", 3, "_id")
 
 
