@@ -34,6 +34,7 @@ import numpy as np
 from instir import atomic
 from instir.benchmarks.readers import (
     check_file,
+    check_unique,
     corpus_doc,
     decode_utf8,
     field_str,
@@ -483,12 +484,28 @@ class IndexedCorpus(Corpus):
         return self._where
 
 
-def jsonl_corpus(path: Path, *, skip_empty: bool = False) -> IndexedCorpus:
-    """A :class:`~instir.benchmarks.docstore.IndexedCorpus` over one corpus file (JSON lines or
-    Parquet): ids, length and content hash come from its cached index, iterating streams.
-    Raises at once if the file is missing or holds no document."""
-    path = Path(path)
-    first = next(iter_corpus_docs(path, skip_empty=skip_empty), None)
+def jsonl_corpus(paths: str | Path | Sequence[str | Path], *, skip_empty: bool = False) -> IndexedCorpus:
+    """A :class:`~instir.benchmarks.docstore.IndexedCorpus` over a corpus file or the files of one
+    corpus in order (JSON lines or Parquet: a config's shards): ids, length and content hash come from
+    its cached index, iterating streams. The one way every loader makes a corpus from files: raises
+    at once if a file is missing or none holds a document, and, for several files, if one id is in
+    two of them (at the second, naming the first: the index, which keeps per-file checks only,
+    would read the first and hide the other)."""
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    first = next(chain.from_iterable(iter_corpus_docs(p, skip_empty=skip_empty) for p in paths), None)
     if first is None:
-        raise FormatError(path, None, None, "empty corpus (no documents)")
-    return IndexedCorpus([path], skip_empty=skip_empty)
+        where = paths[0] if len(paths) == 1 else paths[0].parent
+        files = "" if len(paths) == 1 else f" in its {len(paths)} files"
+        raise FormatError(where, None, None, f"empty corpus (no documents{files})")
+    corpus = IndexedCorpus(paths, skip_empty=skip_empty)
+    if len(paths) > 1 and len(corpus.id_set()) != len(corpus):
+        _refuse_repeated_id(corpus.index())
+    return corpus
+
+
+def _refuse_repeated_id(index: CorpusIndex) -> None:
+    """Raise :class:`FormatError` at the first id of ``index`` that an earlier file holds too
+    (:func:`~instir.benchmarks.readers.check_unique`, the readers' one rule for repeated ids)."""
+    seen: dict[str, tuple[Path, int | str]] = {}
+    for i, doc_id in enumerate(index.ids):
+        check_unique(seen, doc_id, index.paths[int(index.file[i])], int(index.line[i]), "_id", "document id")

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from instir.benchmarks import catalog
-from instir.benchmarks.docstore import IndexedCorpus
+from instir.benchmarks.docstore import jsonl_corpus
 from instir.benchmarks.readers import (
     check_id,
     check_qrels,
@@ -53,10 +53,10 @@ def load(root: str | Path, *, subset: str | None, setting: str, name: str, revis
     """The family's loader (the catalog's ``loader``): one dataset, in its only setting."""
     folder = data_folder(root, subset)
     if find_files(folder, ["queries.jsonl"]) and (folder / "qrels_og").is_dir():
-        layout, corpus = "jhu-clsp", IndexedCorpus(_release_file(folder, "corpus.jsonl"))
+        layout, corpus = "jhu-clsp", jsonl_corpus(_release_file(folder, "corpus.jsonl"))
         parts = _read_release(folder, corpus.id_set())
     elif find_files(folder, _config_patterns("queries")):
-        layout, corpus = "mteb", IndexedCorpus(_config(folder, "corpus"))
+        layout, corpus = "mteb", jsonl_corpus(_config(folder, "corpus"))
         parts = _read_mteb(folder, corpus.id_set())
     else:
         raise FormatError(folder, None, None, "no FollowIR files found (expected the jhu-clsp release: queries.jsonl, "

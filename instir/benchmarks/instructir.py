@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from instir.benchmarks import catalog
-from instir.benchmarks.docstore import IndexedCorpus, jsonl_corpus
+from instir.benchmarks.docstore import jsonl_corpus
 from instir.benchmarks.readers import (
     check_unique,
     field_str,
@@ -185,16 +185,11 @@ def _detect_layout(root: Path) -> str:
 
 
 def _corpus(root: Path, setting: str, layout: str) -> Corpus:
+    """The corpus of any layout: its files (one, or a config's shards) by the shared finder, read by
+    :func:`jsonl_corpus` (no document, or an id in two files, is refused there)."""
     hint = ("; the GitHub release has no corpus: put corpus.jsonl from Hugging Face "
             "kaist-ai/InstructIR beside its files") if layout == "github" else ""
-    paths = _require(root, _CORPUS, setting, layout, hint)
-    if len(paths) == 1:
-        return jsonl_corpus(paths[0])
-    corpus = IndexedCorpus(paths)
-    if len(corpus.id_set()) != len(corpus.ids()):
-        raise FormatError(paths[0].parent, None, "_id",
-                          f"the same document id occurs in more than one of {len(paths)} corpus files")
-    return corpus
+    return jsonl_corpus(_require(root, _CORPUS, setting, layout, hint))
 
 
 def _read_queries(paths: list[Path], shape: _Shape) -> tuple[dict[str, Query], _Where]:

@@ -25,6 +25,7 @@ from instir.benchmarks.docstore import (
     IndexedCorpus,
     build_index,
     cache_folder,
+    jsonl_corpus,
     load_index,
 )
 from instir.benchmarks.ifir import load_ifir
@@ -506,8 +507,16 @@ def test_a_duplicate_id_across_corpus_shards_is_still_refused_by_the_loader(tmp_
     (root / "corpus.jsonl").unlink()
     write_corpus(root / "corpus" / "a.jsonl", docs)
     write_corpus(root / "corpus" / "b.jsonl", docs[:1])
-    with pytest.raises(FormatError, match="more than one of 2 corpus files"):
+    with pytest.raises(FormatError, match=r"duplicate document id .* \(first on a\.jsonl line 1\)"):
         load_instructir(root)
+
+
+def test_jsonl_corpus_of_several_files_reads_past_an_empty_one_and_refuses_only_a_corpus_without_documents(tmp_path):
+    empty = write_corpus(tmp_path / "a.jsonl", [])
+    full = write_corpus(tmp_path / "b.jsonl", [{"_id": "d1", "text": "x"}])
+    assert jsonl_corpus([empty, full]).ids() == ["d1"] and jsonl_corpus(full).ids() == ["d1"]
+    with pytest.raises(FormatError, match=r"empty corpus \(no documents in its 2 files\)"):
+        jsonl_corpus([empty, write_corpus(tmp_path / "c.jsonl", [])])
 
 
 def test_an_id_with_a_lone_surrogate_escape_is_indexed_hashed_and_cached(tmp_path):

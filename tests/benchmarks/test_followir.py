@@ -272,6 +272,26 @@ def test_mteb_pair_judged_in_two_qrels_shards_is_refused(tmp_path):
     assert "judged in an earlier qrels file too" in str(err)
 
 
+def test_mteb_document_id_repeated_across_corpus_shards_is_refused_naming_the_first(tmp_path):
+    # one rule for every loader's corpus files (docstore.jsonl_corpus): FollowIR's IndexedCorpus kept the first
+    folder = write_mteb(tmp_path / "mteb")
+    path = _jsonl(folder / "corpus" / "test2.jsonl", _corpus_rows()[1:2])
+    err = _error(folder)
+    assert err.path == str(path) and (err.where, err.field) == (1, "_id")
+    assert "duplicate document id 'd2' (first on test.jsonl line 2)" in str(err)
+
+
+@pytest.mark.parametrize("layout", ["jhu-clsp", "mteb"])
+def test_a_corpus_without_documents_is_refused_as_empty(tmp_path, layout):
+    # one rule for every loader's corpus files (docstore.jsonl_corpus): FollowIR's said the candidates were
+    # not in the corpus
+    folder = write_jhu(tmp_path / "d") if layout == "jhu-clsp" else write_mteb(tmp_path / "d")
+    path = folder / ("corpus.jsonl" if layout == "jhu-clsp" else "corpus/test.jsonl")
+    path.write_text("\n")
+    err = _error(folder)
+    assert err.path == str(path) and "empty corpus (no documents)" in str(err)
+
+
 def test_mteb_missing_qrels_config_is_named(tmp_path):
     folder = write_mteb(tmp_path / "mteb")
     shutil.rmtree(folder / "qrels")

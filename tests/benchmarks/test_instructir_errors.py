@@ -155,13 +155,17 @@ def test_duplicate_document_id_is_rejected(tmp_path):
     load_error(root, root / "corpus.jsonl", 20, "_id")
 
 
-def test_document_id_repeated_across_corpus_shards_is_rejected(tmp_path):
+def test_document_id_repeated_across_corpus_shards_is_rejected_at_its_line_naming_the_first(tmp_path):
+    # one rule for every loader's corpus files (docstore.jsonl_corpus): before it, InstructIR named the corpus
+    # folder with no line ("the same document id occurs in more than one of 2 corpus files")
     root = copy("mteb", tmp_path)
     shard = root / "corpus" / "test-00000-of-00001.parquet"
     rows = pq.read_table(shard).to_pylist()
     pq.write_table(pa.Table.from_pylist(rows[:12]), shard)
-    pq.write_table(pa.Table.from_pylist(rows[11:]), root / "corpus" / "test-00001-of-00001.parquet")
-    assert "more than one of 2 corpus files" in load_error(root, root / "corpus", None, "_id")
+    second = root / "corpus" / "test-00001-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows[11:]), second)
+    message = load_error(root, second, 1, "_id")
+    assert f"duplicate document id '{rows[11]['_id']}' (first on test-00000-of-00001.parquet line 12)" in message
 
 
 def test_mteb_instruction_for_unknown_query_is_rejected(tmp_path):
