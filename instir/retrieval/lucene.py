@@ -37,6 +37,7 @@ import pandas as pd
 from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
+from instir.extras import install_hint
 from instir.formatting import Template
 from instir.home import instir_home
 from instir.progress import enabled as progress_enabled
@@ -45,7 +46,7 @@ from instir.stamps import json_sha256
 from instir.verified_store import VerifiedStore
 
 #: What installs the engine.
-INSTALL = "pip install 'instir[engines]'"
+INSTALL = install_hint("pyserini")
 #: Queries Anserini searches at once (its output does not depend on it; the index is built by one thread, so
 #: its document order, and with it Lucene's order of tied documents, is the corpus's).
 SEARCH_THREADS = max(1, min(8, os.cpu_count() or 1))

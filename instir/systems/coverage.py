@@ -21,12 +21,12 @@ from pathlib import Path
 import pandas as pd
 
 from instir.benchmarks import catalog
+from instir.extras import install_hint
 from instir.papers.loader import HYBRID_PREFIX, family_papers, load_reported, model_key
 from instir.systems.cards import UNAVAILABLE, SystemCard, base_name, get_card, load_cards
 from instir.systems.registry import (
     API_ADAPTERS,
     card_weights,
-    install_hint,
     missing_requirements,
     requirements,
     system_status,

