@@ -79,23 +79,22 @@ class ExplorerData:
     def __init__(self, out_dir: str | Path, data_root: str | Path | None = None):
         self.out = Path(out_dir)
         self.data_root = data_root or None
-        for folder in ("runs", "metrics", "judge"):  # sets a killed stage left half-replaced are finished
-            atomic.settle(self.out / folder)
-        self.runs_table = read_runs_table(ReportLayout(self.out))
+        layout = ReportLayout(self.out)
+        for folder in (layout.runs, layout.metrics, layout.judge):  # sets a killed stage left half-replaced
+            atomic.settle(folder)
+        self.runs_table = read_runs_table(layout)
         self._loaded: dict[str, Benchmark] = {}
         self._runs: dict[str, pd.DataFrame] = {}
         self._docs: dict[str, dict[str, Doc]] = {}
-        per_query = self.out / "metrics" / "per_query.parquet"
-        self.per_query = pd.read_parquet(per_query) if per_query.is_file() else None
-        judged = self.out / "judge" / "instfol_instances.csv"
+        self.per_query = pd.read_parquet(layout.per_query) if layout.per_query.is_file() else None
+        judged = layout.instfol_instances
         self.instfol = pd.read_csv(judged, dtype={"qid": str}) if judged.is_file() else None
         self._cache = None
         self._judges: list[tuple[str, str]] = []
-        cache_file = self.out / "judge" / "judgments.sqlite"
-        if cache_file.is_file():
+        if layout.judgments.is_file():
             from instir.judge.cache import JudgmentCache
 
-            self._cache = JudgmentCache(cache_file)
+            self._cache = JudgmentCache(layout.judgments)
             self._judges = self._cache.judges()
 
     @property
