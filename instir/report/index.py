@@ -14,6 +14,7 @@ from instir.errors import UsageError
 from instir.inputs import file_problem, read_head
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
+from instir.report.manifest import data_checks
 from instir.report.provenance import stale_pages
 from instir.report.record import REPORT_FILE, read_record
 from instir.stamps import utc_now
@@ -156,8 +157,7 @@ def _data_cell(meta: dict) -> str:
         return ""
     if _samples(meta):
         return '<span class="tag">SAMPLE</span>'
-    unverified = [f"{name}: {info.get('check') or 'not checked'}" for name, info in datasets.items()
-                  if not info.get("verified")]
+    unverified = [f"{name}: {check}" for name, check in data_checks(datasets).items() if check]
     if not unverified:
         return "real data, verified"
     return f'<span title="{escape_text("; ".join(unverified))}">real data, not verified</span>'

@@ -9,7 +9,7 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,3 +112,15 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
 def read_datasets(out_dir: str | Path) -> dict:
     """The benchmarks recorded in ``out_dir`` by :func:`record_dataset` (empty if none)."""
     return dict(read_record(out_dir).get("datasets", {}))
+
+
+def data_checks(datasets: Mapping[str, Mapping], names: Sequence[str] | None = None) -> dict[str, str | None]:
+    """Per benchmark of ``names`` (default: every one of ``datasets``, a record's section :func:`read_datasets`
+    reads), None when its data was verified as the paper's, else why not: the check :func:`record_dataset` noted,
+    or that none is noted (a record of an earlier version of the kit, which did not check, or a damaged one).
+    One rule for every page that says it."""
+    entries = {name: datasets.get(name) if isinstance(datasets.get(name), Mapping) else {}
+               for name in (datasets if names is None else names)}
+    return {name: None if entry.get("verified") else entry.get("check")
+            or "not checked (no check is noted in the report's record): load it again"
+            for name, entry in entries.items()}

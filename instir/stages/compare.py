@@ -34,7 +34,7 @@ from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.parameters import choices
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, read_runs_table, report_layout
-from instir.report.manifest import read_datasets
+from instir.report.manifest import data_checks, read_datasets
 from instir.report.provenance import stage_records
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
@@ -166,14 +166,6 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
                      ignore_index=True)[REPRODUCED_COLUMNS + judged + depth]
 
 
-def data_checks(layout: ReportLayout) -> dict[str, str | None]:
-    """Per benchmark the report's notebooks loaded (its record's ``datasets``), None when its data was verified as
-    the paper's, else why not (a record of an earlier version, which did not check, says so)."""
-    return {name: None if entry.get("verified") else
-            entry.get("check") or "not checked when it was loaded (an earlier version of the kit): load it again"
-            for name, entry in read_datasets(layout.root).items()}
-
-
 def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
     """The reported tables by paper (each family's, and ``mteb``); the MTEB ``TaskResult``
     files or folders in ``mteb_results`` (:func:`instir.papers.load_mteb_results`) join MTEB's
@@ -224,7 +216,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                                ignore_index=True)
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
-    data = data_checks(layout)
+    data = data_checks(read_datasets(layout.root))
     scored = (stage_records(layout.root).get("03_metrics") or [{}])[0].get("parameters", {})
     protocol = str(scored.get("protocol") or "authors")  # what the evaluate stage scored the numbers under
     compared = compare_to_papers(reproduced, every_reported, runs=windowing, data=data, sample_ok=True,

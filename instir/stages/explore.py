@@ -20,7 +20,7 @@ from instir.benchmarks.types import Benchmark, Query
 from instir.papers.views import ReportedView, statistics_views
 from instir.report.html import markdown_code, markdown_text
 from instir.report.layout import LoadedBenchmarks, start_report
-from instir.report.manifest import read_datasets
+from instir.report.manifest import data_checks, read_datasets
 from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 
@@ -161,8 +161,5 @@ def describe_benchmarks(out_dir: str | Path, benchmarks: Sequence[str], data_roo
     instances = pd.concat([_instances(name, bench) for name, bench in loaded.items()], ignore_index=True)
     documents = pd.concat([pd.DataFrame({"benchmark": name, "document_words": bench.corpus.word_counts()})
                            for name, bench in loaded.items()], ignore_index=True)
-    recorded = read_datasets(out_dir)  # the data check made as each benchmark was loaded
-    checks = {name: None if recorded.get(name, {}).get("verified") else recorded.get(name, {}).get("check")
-              or "not checked" for name in loaded}
     return Exploration(overview, instances, documents, [_example(bench) for bench in loaded.values()], report.summary,
-                       checks)
+                       data_checks(read_datasets(out_dir), list(loaded)))  # made as each benchmark was loaded

