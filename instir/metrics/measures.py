@@ -227,6 +227,20 @@ def _ir_measure(text: str) -> Any:
         raise UsageError(f"cannot read measure {quoted(text)}: {err}") from None
 
 
+#: Measures whose cutoff pytrec_eval cannot apply itself: for these, the uncut measure is
+#: computed on the run truncated to its top ``cutoff`` documents (exact for RR, whose value
+#: depends only on the first relevant document).
+CUT_BY_TRUNCATION = frozenset({"RR"})
+
+
+def uncut(measure: Any) -> Any:
+    """The ir_measures ``measure`` itself, or its cutoff-free form when its cutoff is applied by truncating the run
+    (:data:`CUT_BY_TRUNCATION`): what pytrec_eval is asked for."""
+    if measure.NAME in CUT_BY_TRUNCATION and "cutoff" in measure.params:
+        return type(measure)(**{k: v for k, v in measure.params.items() if k != "cutoff"})
+    return measure
+
+
 #: The largest cutoff pytrec_eval holds (a C int).
 MAX_CUTOFF = 2**31 - 1
 
@@ -242,10 +256,7 @@ def standard(measure: Any) -> Standard:
         # pytrec_eval aborts the process on a cutoff of 0 (a failed C assertion), ir-measures asserts on 10.5, and
         # a cutoff past a C int came back under another name (a KeyError)
         raise UsageError(f"measure {measure.NAME}@{cutoff}: the cutoff is a whole number from 1 to {MAX_CUTOFF:,}")
-    uncut = measure
-    if measure.NAME == "RR" and "cutoff" in measure.params:  # cut by truncating the run (standard.py)
-        uncut = type(measure)(**{k: v for k, v in measure.params.items() if k != "cutoff"})
-    if not ir_measures.pytrec_eval.supports(uncut):
+    if not ir_measures.pytrec_eval.supports(uncut(measure)):
         raise UsageError(f"measure {measure} is not supported by the pytrec_eval provider")
     return Standard(measure)
 

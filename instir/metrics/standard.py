@@ -22,14 +22,10 @@ from ir_measures.measures.base import Measure
 
 from instir.benchmarks.types import Qrels, quoted
 from instir.errors import UsageError
-from instir.metrics.measures import Standard, parse_measures
+from instir.metrics.measures import Standard, parse_measures, uncut
 from instir.retrieval.runs import Run
 
 RunLike = Union[Run, pd.DataFrame]
-#: Measures whose cutoff pytrec_eval cannot apply itself: for these, the uncut measure is
-#: computed on the run truncated to its top ``cutoff`` documents (exact for RR, whose value
-#: depends only on the first relevant document).
-_CUT_BY_TRUNCATION = frozenset({"RR"})
 #: Measures that, given a cutoff k, look at nothing below rank k (trec_eval's P_k, recall_k,
 #: ndcg_cut_k, map_cut_k, success_k, and RR@k above): the run can be pruned to its top k.
 _TOP_K_LOCAL = frozenset({"P", "R", "nDCG", "AP", "Success", "RR"})
@@ -110,13 +106,6 @@ def _trec(measure: object) -> Measure:
     return measure.measure
 
 
-def _uncut(measure: Measure) -> Measure:
-    """The measure itself, or its cutoff-free form when the cutoff is applied by truncation."""
-    if measure.NAME in _CUT_BY_TRUNCATION and "cutoff" in measure.params:
-        return type(measure)(**{k: v for k, v in measure.params.items() if k != "cutoff"})
-    return measure
-
-
 def relevant_queries(qrels: Qrels) -> list[str]:
     """Query ids with at least one relevant document (grade > 0): the averaged set."""
     return [q for q, docs in qrels.items() if any(g > 0 for g in docs.values())]
@@ -150,15 +139,15 @@ class Evaluator:
             raise ValueError("the qrels have no relevant document for any query: nothing to average")
         self.excluded = sorted(set(qrels) - set(self.qids))
         kept = {q: {d: int(g) for d, g in qrels[q].items()} for q in self.qids}
-        direct = [m for m in self.measures if _uncut(m) is m]
+        direct = [m for m in self.measures if uncut(m) is m]
         self._direct = ir_measures.pytrec_eval.evaluator(direct, kept) if direct else None
         #: cutoff → (measure as labelled, cutoff-free measure) for the truncation path
         self._cut: dict[int, list[tuple[Measure, Measure]]] = {}
         for m in self.measures:
-            if _uncut(m) is not m:
-                self._cut.setdefault(m["cutoff"], []).append((m, _uncut(m)))
-        uncut = list(dict.fromkeys(u for pairs in self._cut.values() for _, u in pairs))
-        self._uncut = ir_measures.pytrec_eval.evaluator(uncut, kept) if uncut else None
+            if uncut(m) is not m:
+                self._cut.setdefault(m["cutoff"], []).append((m, uncut(m)))
+        cut_free = list(dict.fromkeys(u for pairs in self._cut.values() for _, u in pairs))
+        self._uncut = ir_measures.pytrec_eval.evaluator(cut_free, kept) if cut_free else None
         #: how deep runs need to be read: the largest cutoff, or everything (None)
         local = all(m.NAME in _TOP_K_LOCAL and "cutoff" in m.params for m in self.measures)
         self.depth: int | None = max(m["cutoff"] for m in self.measures) if local else None
