@@ -338,8 +338,7 @@ def _files_name(paths: Iterable[Path]) -> str:
     return f"{first.parent.name}/{first.name}" if len(distinct) == 1 else f"{first.parent.name}/"
 
 
-def field_str(record: dict, name: str, path: Path, where: int | str, *, required: bool = True,
-              allow_empty: bool = False) -> str:
+def field_str(record: dict, name: str, path: Path, where: int | str, *, required: bool = True) -> str:
     """A string field of a record; ids given as numbers are accepted and turned into strings, and an id
     field (:data:`ID_FIELDS`) is checked by :func:`check_id`."""
     value = record.get(name)
@@ -351,7 +350,7 @@ def field_str(record: dict, name: str, path: Path, where: int | str, *, required
         value = str(value)
     if not isinstance(value, str):
         raise FormatError(path, where, name, f"expected a string, got {type(value).__name__}")
-    if required and not allow_empty and not value.strip():
+    if required and not value.strip():
         raise FormatError(path, where, name, "empty (expected a non-empty string)")
     return check_id(value, path, where, name) if name in ID_FIELDS else value
 

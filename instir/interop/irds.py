@@ -39,8 +39,8 @@ class InstirDoc(NamedTuple):
     title: str
 
     def default_text(self) -> str:
-        """What the kit's retrievers index: ``title + " " + text`` when there is a title."""
-        return f"{self.title} {self.text}" if self.title else self.text
+        """What the kit's retrievers index (:meth:`instir.benchmarks.types.Doc.indexed_text`)."""
+        return Doc(self.doc_id, self.text, self.title).indexed_text
 
 
 class InstirQuery(NamedTuple):
