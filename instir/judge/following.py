@@ -32,9 +32,9 @@ import pandas as pd
 from instir import parameters
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError, expect
-from instir.judge.outcomes import judgment_columns, judgment_counts
+from instir.judge.outcomes import judge_each, judgment_counts, judgment_frame
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
-from instir.judge.types import Judge, JudgeRequest, Judgment
+from instir.judge.types import Judge, JudgeRequest
 from instir.retrieval.runs import Run, ShallowRunsWarning, as_run, ranked_depth
 
 #: List cut-off of IFIR's InstFol@20.
@@ -212,16 +212,16 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     if 0 < reach < min(k, benchmark.rankable()):
         warnings.warn(f"a run ranks at most {reach} passages per instance, fewer than k = {k}: this InstFol@{k} "
                       f"judges its top {reach} (retrieve both runs at k = {k} for InstFol@{k})", ShallowRunsWarning)
-    requests, slots = _judge_requests(benchmark, selected, lists)
-    judgments = judge.judge(list(requests)) if requests else []
-    positions = _positions(slots, judgments)
+    where, requests = _list_positions(benchmark, selected, lists)
+    picked, judgments = judge_each(judge, requests, "document not in the corpus")
+    positions = judgment_frame(where, picked)
     instances = _instances(benchmark, selected, positions)
     meta = {
         "k": k, "depth": depth, "seed": seed, "max_instances": max_instances, "benchmark": benchmark.name,
         "sample": benchmark.is_sample, "selected": selected,
         "judge": {"name": judge.name, "model": judge.model},
         "instfol_max": INSTFOL_MAX,
-        "requests": len(slots), "unique_requests": len(requests), **judgment_counts(judgments),
+        "requests": len(requests), "unique_requests": len(judgments), **judgment_counts(judgments),
         "missing_from_query_only_run": sorted(wanted - in_q),
         "missing_from_instructed_run": sorted(wanted - in_inst),
         "runs": {name: {"path": run.meta.get("path"), "template": (run.meta.get("template") or {}).get("name")}
@@ -229,10 +229,6 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "weighting": positions["weighting"].value_counts().to_dict(),
     }
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
-
-
-#: One judged list position: qid, list name, rank, docid, index of its request (None: not in the corpus).
-_Slot = tuple[str, str, int, str, "int | None"]
 
 
 def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run) -> list[Query]:
@@ -252,34 +248,16 @@ def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run) -
     return answered
 
 
-def _judge_requests(benchmark: Benchmark, selected: Sequence[str],
-                    lists: dict[str, dict[str, list[str]]]) -> tuple[dict[JudgeRequest, int], list[_Slot]]:
-    """The distinct judge requests of every list position (identical ones once), and the slots
-    that point each position at its request."""
+def _list_positions(benchmark: Benchmark, selected: Sequence[str],
+                    lists: dict[str, dict[str, list[str]]]) -> tuple[pd.DataFrame, list[JudgeRequest | None]]:
+    """Every list position to judge (``qid``, ``list``, ``rank``, ``docid``) and its judge request (None: a document
+    not in the corpus)."""
     docs = benchmark.corpus.get({d for per_list in lists.values() for ids in per_list.values() for d in ids})
-    requests: dict[JudgeRequest, int] = {}
-    slots: list[_Slot] = []
-    for qid in selected:
-        for name in _LISTS:
-            for rank, docid in enumerate(lists[name].get(qid, []), start=1):
-                doc = docs.get(docid)
-                index = None
-                if doc is not None:
-                    request = JudgeRequest.for_instance(benchmark.queries[qid], doc)
-                    index = requests.setdefault(request, len(requests))
-                slots.append((qid, name, rank, docid, index))
-    return requests, slots
-
-
-def _positions(slots: Sequence[_Slot], judgments: Sequence[Judgment]) -> pd.DataFrame:
-    """One row per judged list position (see :class:`InstFolResult`)."""
-    missing = Judgment.failure("document not in the corpus")
-    picked = [judgments[index] if index is not None else missing for *_, index in slots]
-    where = pd.DataFrame([slot[:4] for slot in slots], columns=["qid", "list", "rank", "docid"])
-    positions = where.assign(**judgment_columns(picked))
-    positions["score"] = positions["score"].astype("Int64")
-    positions["weighted"] = positions["weighted"].astype("float64")
-    return positions
+    where = [(qid, name, rank, docid) for qid in selected for name in _LISTS
+             for rank, docid in enumerate(lists[name].get(qid, []), start=1)]
+    requests = [None if docs.get(docid) is None else JudgeRequest.for_instance(benchmark.queries[qid], docs[docid])
+                for qid, _, _, docid in where]
+    return pd.DataFrame(where, columns=["qid", "list", "rank", "docid"]), requests
 
 
 def _instances(benchmark: Benchmark, selected: Sequence[str], positions: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from typing import get_args
 import pandas as pd
 
 from instir.errors import UserError
-from instir.judge.types import Judgment, Weighting
+from instir.judge.types import Judge, JudgeRequest, Judgment, Weighting
 
 #: Weightings in the order reports list them.
 WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
@@ -31,13 +31,25 @@ JUDGMENT_COLUMNS = ("score", "weighted", "weighting", "error", "warning", "serve
                     "cost")
 
 
-def judgment_columns(judgments: Sequence[Judgment]) -> dict[str, list]:
-    """:data:`JUDGMENT_COLUMNS` of ``judgments``, one list each; a failed judgment has no
-    ``score`` and no ``weighted`` (None)."""
+def judge_each(judge: Judge, requests: Sequence[JudgeRequest | None],
+               missing: str) -> tuple[list[Judgment], list[Judgment]]:
+    """A judgment per request of ``requests``, in their order, each distinct request judged once (identical ones
+    share its judgment); None (a document not in the corpus) is a failed judgment saying ``missing``. Returns those
+    and the distinct judgments made (what :func:`judgment_counts` counts): InstFol's and judge validation's rule."""
+    distinct: dict[JudgeRequest, int] = {}
+    index = [None if request is None else distinct.setdefault(request, len(distinct)) for request in requests]
+    judged = judge.judge(list(distinct)) if distinct else []
+    failed = Judgment.failure(missing)
+    return [failed if i is None else judged[i] for i in index], judged
+
+
+def judgment_frame(rows: pd.DataFrame, judgments: Sequence[Judgment]) -> pd.DataFrame:
+    """``rows`` (one per judgment) with :data:`JUDGMENT_COLUMNS` of ``judgments``: a failed judgment has no
+    ``score`` (``Int64``) and no ``weighted`` (float, NaN)."""
     columns = {name: [getattr(j, name) for j in judgments] for name in JUDGMENT_COLUMNS}
-    columns["score"] = [j.score if j.ok else None for j in judgments]
-    columns["weighted"] = [j.weighted if j.ok else None for j in judgments]
-    return columns
+    columns["score"] = pd.array([j.score if j.ok else None for j in judgments], dtype="Int64")
+    columns["weighted"] = pd.array([j.weighted if j.ok else None for j in judgments], dtype="float64")
+    return rows.assign(**columns)
 
 
 def judgment_counts(judgments: Sequence[Judgment]) -> dict[str, object]:

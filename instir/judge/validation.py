@@ -35,7 +35,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 from instir.benchmarks.types import Benchmark
 from instir.errors import expect
 from instir.judge.following import stratum_rng
-from instir.judge.outcomes import judgment_columns, judgment_counts
+from instir.judge.outcomes import judge_each, judgment_counts, judgment_frame
 from instir.judge.types import LABELS, Judge, JudgeRequest
 from instir.parameters import count_within
 
@@ -133,23 +133,15 @@ def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | Non
     if pairs is None:
         pairs = gold_pairs(benchmark, per_stratum=per_stratum, seed=seed)
     docs = benchmark.corpus.get(set(pairs["docid"]))
-    requests: dict[JudgeRequest, int] = {}
-    index = []
-    for qid, docid in zip(pairs["qid"], pairs["docid"]):
-        request = JudgeRequest.for_instance(benchmark.queries[qid], docs[docid])
-        index.append(requests.setdefault(request, len(requests)))
-    judgments = judge.judge(list(requests)) if requests else []
-    maxima = [r.rubric.max_score for r in requests]
-    picked = [judgments[i] for i in index]
-    out = pairs.assign(**judgment_columns(picked), max_score=[maxima[i] for i in index])
-    out["score"] = out["score"].astype("Int64")
-    out["weighted"] = out["weighted"].astype("float64")
+    requests = [JudgeRequest.for_instance(benchmark.queries[q], docs[d]) for q, d in zip(pairs["qid"], pairs["docid"])]
+    picked, judgments = judge_each(judge, requests, "document not in the corpus")
+    out = judgment_frame(pairs, picked).assign(max_score=[r.rubric.max_score for r in requests])
     out["norm"] = out["weighted"] / out["max_score"]
     out["judge_grade"] = pd.array([judge_grade(j.score, m) if j.ok else None for j, m in zip(picked, out["max_score"])],
                                   dtype="Int64")
     meta = {"benchmark": benchmark.name, "sample": benchmark.is_sample,
             "judge": {"name": judge.name, "model": judge.model},
-            "per_stratum": per_stratum, "seed": seed, "unique_requests": len(requests), **judgment_counts(judgments)}
+            "per_stratum": per_stratum, "seed": seed, "unique_requests": len(judgments), **judgment_counts(judgments)}
     return ValidationResult(pairs=out, agreement=agreement(out), confusion=confusion(out), meta=meta)
 
 
