@@ -90,8 +90,10 @@ class Template:
         if not self.domains:
             return ""
         if subset not in self.domains:
+            mixed = ("; a benchmark whose queries span several subsets (or name none) has no one domain word for "
+                     "its documents: retrieve each subset apart, as IFIR's authors do") if not subset else ""
             raise UsageError(f"template {self.name!r} has no domain word for subset {subset!r} "
-                             f"(known: {sorted(self.domains)})")
+                             f"(known: {sorted(self.domains)}){mixed}")
         return self.domains[subset]
 
     @staticmethod
@@ -205,13 +207,6 @@ _REGISTRY: dict[str, Template] = {}
 def _templates() -> dict[str, Template]:
     """Every template by name: the families', the kit's, then the users'."""
     return {**_family_templates(), **{t.name: t for t in _KIT}, **_REGISTRY}
-
-
-def shared_subset(benchmark: Benchmark) -> str:
-    """The IFIR subset every query of ``benchmark`` belongs to, else ``""``: the subset whose
-    domain word fills a template's ``{domain}`` in the documents (one corpus per subset)."""
-    subsets = {q.subset for q in benchmark.queries.values()}
-    return subsets.pop() if len(subsets) == 1 else ""
 
 
 def get_template(name: str) -> Template:

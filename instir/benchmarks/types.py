@@ -200,9 +200,12 @@ class Benchmark:
         return catalog.family(self.family) if self.family else None
 
     @property
-    def first_subset(self) -> str:
-        """The subset of the first query (what fills a document format's ``{domain}``; one benchmark, one subset)."""
-        return next(iter(self.queries.values())).subset if self.queries else ""
+    def shared_subset(self) -> str:
+        """The subset every query belongs to, else ``""`` (queries of several subsets, or none): what fills a
+        document format's ``{domain}`` for every retriever, and a table's subset. IFIR's authors format each
+        subset's corpus apart, so a benchmark mixing subsets has no one domain word for its documents."""
+        subsets = {q.subset for q in self.queries.values()}
+        return subsets.pop() if len(subsets) == 1 else ""
 
     @property
     def label(self) -> str:

@@ -366,7 +366,7 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
     """Stage 1: encode large corpora with Ray Data for every dense system and document format;
     returns the chunks written per (benchmark, system, template)."""
     from instir.distributed.encode import dense_part, encode_corpus, encoder_pool
-    from instir.formatting import get_template, shared_subset
+    from instir.formatting import get_template
     from instir.retrieval import template_for
 
     encoded: dict[str, int] = {}
@@ -397,7 +397,7 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
                 n_actors, num_cpus = encoder_pool(num_gpus, actors)
                 if unplaceable({"num_gpus": num_gpus, "num_cpus": num_cpus}):
                     continue  # its cells fail with the reason
-                done = encode_corpus(factory, bench.corpus, get_template(template), shared_subset(bench),
+                done = encode_corpus(factory, bench.corpus, get_template(template), bench.shared_subset,
                                      actors=n_actors, num_gpus=num_gpus, num_cpus=num_cpus)
                 encoded[f"{name} {system.name} {template}"] = len(done.written)
     return encoded

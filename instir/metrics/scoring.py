@@ -176,9 +176,8 @@ class Scorer:
             tables.append(table.with_slice(robustness.average_minima(minima), benchmark, system))
             per_group.append(minima.assign(system=system))
         if pairs is not None and len(pairs):
-            subsets = {q.subset for q in benchmark.queries.values()}
             tables.append(table.with_slice(robustness.average_minima(pairs), benchmark, system,
-                                           subset=subsets.pop() if len(subsets) == 1 and "" not in subsets else "all"))
+                                           subset=benchmark.shared_subset or "all"))
             per_group.append(pairs.assign(system=system))
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
                                   checks={system: check},

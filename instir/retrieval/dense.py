@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
-from instir.formatting import ModelInput, Template, family_of_model, shared_subset
+from instir.formatting import ModelInput, Template, family_of_model
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
     CorpusTexts,
@@ -412,7 +412,7 @@ class DenseRetriever:
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents for every query of ``benchmark``; documents whose id equals
         the query id are dropped (as the official code does) without shortening the list."""
-        subset = shared_subset(benchmark)
+        subset = benchmark.shared_subset
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs = self.embed_corpus(benchmark.corpus, template, subset)
         meta = search_meta(self, template, queries, docs)

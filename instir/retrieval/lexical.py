@@ -148,7 +148,7 @@ class BM25Retriever:
         and the tokeniser. Query formats, ``k`` and the queries are not in it."""
         _require_text(template)
         params = self.resolved(benchmark)
-        subset = benchmark.first_subset
+        subset = benchmark.shared_subset
         fields = _doc_fields(template)
         doc = {"format": template.doc, "domain": template.describe()["domains"].get(subset, "")
                if "domain" in fields else ""}
@@ -201,7 +201,7 @@ class BM25Retriever:
         into the cache: the index memory-mapped from its entry, and the entry's path. Without a cache (or
         one that cannot be written) the index is read into memory and the path is None. ``stats`` receives
         the tokenizer's counts."""
-        subset = benchmark.first_subset
+        subset = benchmark.shared_subset
         bars = self.show_progress and len(benchmark.corpus) >= PROGRESS_MIN_DOCS
         texts = (template.format_doc(doc, subset) for doc in tqdm(
             benchmark.corpus, desc="BM25 tokenise corpus", unit="doc", disable=not bars, leave=False))

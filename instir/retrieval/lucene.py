@@ -130,7 +130,7 @@ class LuceneBM25Retriever(ABC):
         the document format and the jar (by name and size)."""
         jar = anserini_jar()
         return {"engine": self.engine, **self.analysis(), "corpus_sha256": benchmark.corpus.content_hash(),
-                "doc": template.doc, "domain": template.describe()["domains"].get(benchmark.first_subset, ""),
+                "doc": template.doc, "domain": template.describe()["domains"].get(benchmark.shared_subset, ""),
                 "jar": {"name": jar.name, "bytes": jar.stat().st_size}}
 
     def index(self, benchmark: Benchmark, template: Template) -> tuple[Path, dict]:
@@ -143,7 +143,7 @@ class LuceneBM25Retriever(ABC):
         if found is not None:
             return found, {"origin": "loaded", "cache_entry": str(found),
                            "seconds": round(time.perf_counter() - start, 3)}
-        subset = benchmark.first_subset
+        subset = benchmark.shared_subset
         with tempfile.TemporaryDirectory(prefix="instir-lucene-") as work:
             collection = Path(work) / "collection" / "docs.jsonl"
             collection.parent.mkdir()

@@ -67,7 +67,7 @@ class CandidateOkapiRetriever:
             raise UsageError(f"{benchmark.name}: this BM25 (the FollowIR authors') scores each query's candidate "
                              "list, and the benchmark has none; use bm25 for a search of the whole corpus")
         start = time.perf_counter()
-        subset = benchmark.first_subset
+        subset = benchmark.shared_subset
         listed = {doc for docs in candidates.values() for doc in docs}
         texts = {doc.id: doc for doc in benchmark.corpus.get(listed).values()}
         cleaned: dict[str, list[str]] = {}

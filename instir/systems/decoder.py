@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
-from instir.formatting import ModelInput, Template, family_of_model, shared_subset
+from instir.formatting import ModelInput, Template, family_of_model
 from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
@@ -271,7 +271,7 @@ class DecoderRetriever:
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact search over the cached vectors."""
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
-        docs, doc_ids = self.embed_corpus(benchmark.corpus, template, shared_subset(benchmark))
+        docs, doc_ids = self.embed_corpus(benchmark.corpus, template, benchmark.shared_subset)
         meta = search_meta(self, template, queries, docs)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta, doc_ids=doc_ids,
                                   device=default_device(self.device), progress=self.progress)

@@ -36,7 +36,7 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError
-from instir.formatting import Template, shared_subset
+from instir.formatting import Template
 from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy, check_concurrency
 from instir.progress import tqdm
 from instir.retrieval.dense import document_format, search_meta
@@ -237,7 +237,7 @@ class OpenAIEmbeddingsRetriever:
         if any(not isinstance(x, str) for x in inputs):
             raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; an embeddings API "
                              "takes one string per input (use a plain template such as 'ifir')")
-        subset = shared_subset(benchmark)
+        subset = benchmark.shared_subset
         queries = self.cache.embed({**self.encoder_description(), "kind": "queries"}, list(inputs), self.embed_texts,
                                    label=self.name, desc="embedding queries")
         doc_encoder = {**self.encoder_description(), "kind": "documents", **document_format(template, subset)}

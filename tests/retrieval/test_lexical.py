@@ -7,8 +7,10 @@ import pytest
 from says import raises_saying
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
-from instir.formatting import get_template
+from instir.errors import UsageError
+from instir.formatting import Template, get_template
 from instir.retrieval import retrieve
+from instir.retrieval.dense import document_format
 from instir.retrieval.lexical import LUCENE_ENGLISH_STOPWORDS, BM25Retriever, bm25_defaults
 
 PLAIN = dict(k1=1.2, b=0.75, stemmer="none", stopwords="none", show_progress=False)
@@ -94,6 +96,22 @@ def test_instructions_pick_the_right_sibling_target(toy_benchmark):
 def test_pair_templates_are_refused(toy_benchmark):
     with pytest.raises(ValueError, match="BM25 cannot take"):
         BM25Retriever(show_progress=False).search(toy_benchmark(), get_template("instructir-instructor"), k=3)
+
+
+def test_a_benchmark_mixing_subsets_gives_its_documents_no_domain_word_in_bm25_as_in_every_retriever():
+    """IFIR formats each subset's corpus apart: BM25 (like the dense, decoder, ColBERT and OpenAI retrievers and
+    the sweep, through Benchmark.shared_subset) refuses a domain-word document format on queries of two subsets,
+    where it once gave every document the first query's domain word."""
+    template = Template("domains", "raw", "", "{query}", doc="{domain}: {text}",
+                        domains={"fiqa": "financial", "aila": "legal"})
+    docs = [Doc("d1", "stock market"), Doc("d2", "court ruling")]
+    mixed = small(docs, [Query("q1", "stock", subset="fiqa"), Query("q2", "court", subset="aila")])
+    with raises_saying(UsageError, "no domain word for subset ''", "several subsets", "each subset apart"):
+        BM25Retriever(**PLAIN).search(mixed, template, k=2)
+    assert BM25Retriever(**PLAIN).index_description(mixed, template)["doc"]["domain"] == \
+        document_format(template, mixed.shared_subset)["domain"] == ""
+    one = small(docs, [Query("q1", "stock", subset="fiqa"), Query("q3", "market", subset="fiqa")])
+    assert BM25Retriever(**PLAIN).index_description(one, template)["doc"]["domain"] == "financial"
 
 
 def test_unknown_stemmer_is_refused():
