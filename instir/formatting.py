@@ -209,6 +209,16 @@ def _templates() -> dict[str, Template]:
     return {**_family_templates(), **{t.name: t for t in _KIT}, **_REGISTRY}
 
 
+def require_text(template: Template, taker: str, *, documents: bool = True) -> None:
+    """Refuse, before any work, a template whose query formats (and, with ``documents``, its document
+    format) make [instruction, text] pairs: ``taker`` (BM25, ColBERT, an embeddings API …) takes one text
+    per input. The one refusal of every retriever and export that cannot take INSTRUCTOR's pairs."""
+    formats = (template.query, template.bare_query, *((template.doc,) if documents else ()))
+    if any(isinstance(fmt, tuple) for fmt in formats):
+        raise UsageError(f"template {template.name!r} makes [instruction, text] pairs, which {taker} cannot take "
+                         "(one text per input); use a text template (e.g. instructir, ifir, mteb)")
+
+
 def get_template(name: str) -> Template:
     """A registered template by name."""
     expect(name, str, "get_template(name)")

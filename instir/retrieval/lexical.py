@@ -32,8 +32,7 @@ import Stemmer
 from instir.benchmarks import catalog
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark, Query
-from instir.errors import UsageError
-from instir.formatting import Template
+from instir.formatting import Template, require_text
 from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
 from instir.retrieval import bm25_build, bm25_tokens
@@ -71,14 +70,6 @@ def _stopwords_arg(stopwords: str | Sequence[str]) -> str | list[str]:
     if stopwords == "lucene":
         return list(LUCENE_ENGLISH_STOPWORDS)
     return stopwords if isinstance(stopwords, str) else list(stopwords)
-
-
-def _require_text(template: Template) -> None:
-    """Refuse, before any work, a template whose query or document is an [instruction, text]
-    pair (a tuple format): BM25 takes one text."""
-    if any(isinstance(fmt, tuple) for fmt in (template.query, template.bare_query, template.doc)):
-        raise UsageError(f"template {template.name!r} produces [instruction, text] pairs, which BM25 cannot "
-                         f"take; use a text template (e.g. instructir, ifir, mteb)")
 
 
 def _doc_fields(template: Template) -> set[str]:
@@ -146,7 +137,7 @@ class BM25Retriever:
         cache key hashes): the corpus content, the resolved settings and stop-word list, the
         document format (and the subset's domain word or the titles where the format uses them)
         and the tokeniser. Query formats, ``k`` and the queries are not in it."""
-        _require_text(template)
+        require_text(template, "BM25")
         params = self.resolved(benchmark)
         subset = benchmark.shared_subset
         fields = _doc_fields(template)
@@ -292,7 +283,7 @@ class BM25Index:
 
         A document whose id is the query id is dropped (as the official InstructIR code
         does); one more document is fetched then, so such a query still gets ``k``."""
-        _require_text(template)
+        require_text(template, "BM25")
         queries = list(queries)
         qids = np.asarray([q.id for q in queries], dtype=object)
         texts = [cut_long_tokens(template.format_query(q)) for q in queries]  # as the documents were cut

@@ -38,7 +38,7 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.extras import install_hint
-from instir.formatting import Template
+from instir.formatting import Template, require_text
 from instir.home import instir_home
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.runs import Run
@@ -170,6 +170,7 @@ class LuceneBM25Retriever(ABC):
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """Top-``k`` results per query by the engine; a document whose id is the query's is dropped
         (as the official InstructIR code does; one more is fetched then)."""
+        require_text(template, f"{self.engine}'s BM25")
         index, source = self.index(benchmark, template)
         queries = list(benchmark.queries.values())
         doc_ids = set(benchmark.corpus.ids())

@@ -39,7 +39,7 @@ from instir.benchmarks.mteb import MtebIds, mteb_ids
 from instir.benchmarks.readers import check_id, read_text
 from instir.benchmarks.types import Benchmark, FormatError, quoted
 from instir.errors import UsageError, shorten
-from instir.formatting import Template, get_template
+from instir.formatting import Template, get_template, require_text
 from instir.inputs import file_problem, read_head
 from instir.retrieval.runs import Run, as_run
 from instir.retrieval.search import file_slug
@@ -321,16 +321,14 @@ def write_mteb_dataset(benchmark: Benchmark, out: str | Path, *, template: str |
         template = task.dataset_template
     if isinstance(template, str):
         template = get_template(template)
+    if template is not None:
+        require_text(template, "MTEB's queries", documents=False)  # its documents are written as they are
     queries = []
     for qid, query in benchmark.queries.items():
         if template is None:
             record = {"_id": ids.mteb_id(qid), "text": query.query}
         else:
-            text = template.format_query(query)
-            if not isinstance(text, str):
-                raise UsageError(f"template {template.name!r} gives an [instruction, text] pair; MTEB's queries "
-                                 "hold one text")
-            record = {"_id": ids.mteb_id(qid), "text": text}
+            record = {"_id": ids.mteb_id(qid), "text": template.format_query(query)}
             if task.origin_query:  # the bare query beside the text, as the family's release keeps it
                 record["metadata"] = {"origin_query": query.query}
         queries.append(record)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
-from instir.formatting import Template
+from instir.formatting import Template, require_text
 from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
 from instir.retrieval.runs import Run
@@ -62,6 +62,7 @@ class CandidateOkapiRetriever:
         not a cut: a reranking task keeps each query's candidates)."""
         from rank_bm25 import BM25Okapi
 
+        require_text(template, "rank_bm25's BM25")
         candidates = benchmark.meta.get("top_ranked")
         if not candidates:
             raise UsageError(f"{benchmark.name}: this BM25 (the FollowIR authors') scores each query's candidate "

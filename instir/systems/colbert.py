@@ -49,7 +49,7 @@ import numpy as np
 from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError
 from instir.extras import package_versions
-from instir.formatting import Template
+from instir.formatting import Template, require_text
 from instir.progress import tqdm
 from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, CorpusTexts
@@ -344,10 +344,8 @@ class ColBERTRetriever:
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact MaxSim over the cached token vectors."""
+        require_text(template, "ColBERT")
         inputs = template.format_queries(benchmark.queries.values())
-        if any(not isinstance(x, str) for x in inputs):
-            raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; ColBERT takes one string "
-                             "per query (use a plain template such as 'instructir')")
         subset = benchmark.shared_subset
         base = self.encoder_description()
         queries = self.cache.embed({**base, "kind": "queries"}, list(inputs),

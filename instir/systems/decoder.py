@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
-from instir.formatting import ModelInput, Template, family_of_model
+from instir.formatting import ModelInput, Template, family_of_model, require_text
 from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
@@ -55,6 +55,8 @@ DOC_ORDERS = ("", "length-desc")
 
 
 def input_text(item: ModelInput) -> str:
+    """``item`` as the one text a decoder embedder takes: inputs given to :meth:`DecoderRetriever.encode`
+    directly are checked here (a search refuses a pair template at once, :func:`~instir.formatting.require_text`)."""
     if not isinstance(item, str):
         raise ValueError("decoder embedders take text templates, not [instruction, text] pairs")
     return item
@@ -256,6 +258,7 @@ class DecoderRetriever:
 
     def embed_corpus(self, corpus: Corpus, template: Template, subset: str = "") -> tuple[Embeddings, list[str]]:
         """Document vectors through the cache, and the doc ids of their rows."""
+        require_text(template, "a decoder embedder")
         view, ids = self._doc_view(corpus)
         encoder = {**self.encoder_description(), "kind": "documents", **document_format(template, subset),
                    "max_length": self.doc_max_length, "doc_order": self.doc_order}
@@ -270,6 +273,7 @@ class DecoderRetriever:
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact search over the cached vectors."""
+        require_text(template, "a decoder embedder")
         queries = self.embed_queries(template.format_queries(benchmark.queries.values()))
         docs, doc_ids = self.embed_corpus(benchmark.corpus, template, benchmark.shared_subset)
         meta = search_meta(self, template, queries, docs)

@@ -36,7 +36,7 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError
-from instir.formatting import Template
+from instir.formatting import Template, require_text
 from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy, check_concurrency
 from instir.progress import tqdm
 from instir.retrieval.dense import document_format, search_meta
@@ -233,10 +233,8 @@ class OpenAIEmbeddingsRetriever:
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact cosine over the cached vectors."""
+        require_text(template, "an embeddings API")
         inputs = template.format_queries(benchmark.queries.values())
-        if any(not isinstance(x, str) for x in inputs):
-            raise ValueError(f"template {template.name!r} makes [instruction, text] pairs; an embeddings API "
-                             "takes one string per input (use a plain template such as 'ifir')")
         subset = benchmark.shared_subset
         queries = self.cache.embed({**self.encoder_description(), "kind": "queries"}, list(inputs), self.embed_texts,
                                    label=self.name, desc="embedding queries")

@@ -114,6 +114,21 @@ def test_a_benchmark_mixing_subsets_gives_its_documents_no_domain_word_in_bm25_a
     assert BM25Retriever(**PLAIN).index_description(one, template)["doc"]["domain"] == "financial"
 
 
+@pytest.mark.parametrize("engine", ["anserini", "elasticsearch", "rank_bm25"])
+def test_the_papers_bm25_engines_refuse_pair_templates_before_any_work(engine, toy_benchmark, tmp_path):
+    """Like the kit's BM25, the papers' own engines take one text per input: a pair template is refused in
+    one line (instir.formatting.require_text) instead of failing inside the engine's formatting."""
+    from instir.retrieval.lucene import AnseriniBM25Retriever, ElasticsearchBM25Retriever
+    from instir.retrieval.okapi import CandidateOkapiRetriever
+
+    retriever = {"anserini": lambda: AnseriniBM25Retriever(cache_dir=tmp_path, show_progress=False),
+                 "elasticsearch": lambda: ElasticsearchBM25Retriever(cache_dir=tmp_path, show_progress=False),
+                 "rank_bm25": lambda: CandidateOkapiRetriever(show_progress=False)}[engine]()
+    bench = toy_benchmark(meta={"top_ranked": {"1_1": ["10_1", "900"]}})
+    with raises_saying(UsageError, "'instructir-instructor'", "[instruction, text] pairs", engine):
+        retriever.search(bench, get_template("instructir-instructor"), k=3)
+
+
 def test_unknown_stemmer_is_refused():
     with pytest.raises(ValueError, match="unknown stemmer 'lancaster'"):
         BM25Retriever(stemmer="lancaster")

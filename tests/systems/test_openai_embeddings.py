@@ -11,6 +11,7 @@ import pytest
 from says import raises_saying
 
 from instir.errors import UsageError, UserError
+from instir.formatting import Template
 from instir.http_retry import RetryPolicy
 from instir.retrieval import retrieve
 from instir.retrieval.windows import ifir_windows, tiktoken_adapter
@@ -176,6 +177,16 @@ def test_pair_template_is_refused(toy_benchmark, tmp_path):
     with FakeChatServer(responder=embeddings_reply) as server:
         with pytest.raises(ValueError, match="makes \\[instruction, text\\] pairs"):
             retrieve(toy_benchmark(), make(server, tmp_path), template="instructir-instructor", k=3)
+
+
+def test_a_template_whose_documents_are_pairs_is_refused_before_anything_is_sent(toy_benchmark, tmp_path):
+    """Text queries do not make a template a text template: its documents would reach the API as
+    [instruction, text] pairs. The one refusal (instir.formatting.require_text) reads every format."""
+    template = Template("pair-docs", "raw", "", "{query} {instruction}", doc=("Represent the paragraph: ", "{text}"))
+    with FakeChatServer(responder=embeddings_reply) as server:
+        with raises_saying(UsageError, "'pair-docs'", "[instruction, text] pairs", "an embeddings API"):
+            make(server, tmp_path).search(toy_benchmark(), template, k=3)
+        assert server.count == 0
 
 
 def test_from_card_reads_windowing_and_params(tmp_path):
