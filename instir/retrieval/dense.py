@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc
-from instir.formatting import ModelInput, Template, family_of_model
+from instir.formatting import ModelInput, Template, family_of_model, require_text
 from instir.retrieval.embedding_cache import (
     DEFAULT_CHUNK_SIZE,
     CorpusTexts,
@@ -117,6 +117,31 @@ def document_format(template: Template, subset: str = "") -> dict:
     it gives ``subset``."""
     described = template.describe()
     return {"doc_format": described["doc"], "domain": described["domains"].get(subset, "")}
+
+
+def cached_vectors(retriever, benchmark: Benchmark, template: Template, taker: str,
+                   encode_queries: Callable[[list[str]], Any], encode_documents: Callable[[list[str]], Any], *,
+                   verb: str) -> tuple[Any, Any]:
+    """The query and document vectors of ``benchmark`` through ``retriever.cache`` (an embedding or a
+    token cache), for a retriever that takes one text per input (``taker``: a pair template is refused
+    before any work): the formatted queries keyed by ``retriever.encoder_description()`` of kind
+    ``queries``, the corpus (each record's title and text, formatted as a document) by it of kind
+    ``documents`` and :func:`document_format`. The one flow of ColBERT's and the OpenAI embeddings
+    retriever's searches; ``verb`` names the progress bars."""
+    require_text(template, taker)
+    subset = benchmark.shared_subset
+    encoder = retriever.encoder_description()
+    queries = retriever.cache.embed({**encoder, "kind": "queries"},
+                                    template.format_queries(benchmark.queries.values()), encode_queries,
+                                    label=retriever.name, desc=f"{verb} queries")
+
+    def encode_docs(items: list[list[str]]) -> Any:
+        return encode_documents([template.format_doc(Doc("", text, title), subset) for title, text in items])
+
+    docs = retriever.cache.embed({**encoder, "kind": "documents", **document_format(template, subset)},
+                                 CorpusTexts(benchmark.corpus), encode_docs, label=retriever.name,
+                                 desc=f"{verb} corpus")
+    return queries, docs
 
 
 def search_meta(retriever, template: Template, queries, docs, **more) -> dict:

@@ -46,13 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from instir.benchmarks.types import Benchmark, Doc
+from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
 from instir.extras import package_versions
-from instir.formatting import Template, require_text
+from instir.formatting import Template
 from instir.progress import tqdm
-from instir.retrieval.dense import default_device, document_format, search_meta, weights_fingerprint
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, CorpusTexts
+from instir.retrieval.dense import cached_vectors, default_device, search_meta, weights_fingerprint
+from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
 from instir.retrieval.model_files import model_folder, remembered
 from instir.retrieval.runs import Run
 from instir.retrieval.token_cache import TokenEmbeddingCache, TokenEmbeddings
@@ -344,21 +344,11 @@ class ColBERTRetriever:
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact MaxSim over the cached token vectors."""
-        require_text(template, "ColBERT")
-        inputs = template.format_queries(benchmark.queries.values())
-        subset = benchmark.shared_subset
-        base = self.encoder_description()
-        queries = self.cache.embed({**base, "kind": "queries"}, list(inputs),
-                                   lambda texts: list(self.encoder.queries(texts)), label=self.name,
-                                   desc="encoding queries")
-        doc_encoder = {**base, "kind": "documents", **document_format(template, subset)}
-
-        def encode_docs(items: list[list[str]]) -> list[np.ndarray]:
-            return self.encoder.documents([template.format_doc(Doc("", text, title), subset) for title, text in items])
-
-        docs = self.cache.embed(doc_encoder, CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
-                                desc="encoding corpus")
-        q_matrix = np.asarray(queries.tokens).reshape(len(queries), base["query_maxlen"], -1)
+        queries, docs = cached_vectors(self, benchmark, template, "ColBERT",
+                                       lambda texts: list(self.encoder.queries(texts)),
+                                       lambda texts: self.encoder.documents(texts), verb="encoding")
+        query_maxlen = self.encoder_description()["query_maxlen"]
+        q_matrix = np.asarray(queries.tokens).reshape(len(queries), query_maxlen, -1)
         meta = search_meta(self, template, queries, docs, document_tokens=int(docs.tokens.shape[0]),
                            model_calls=self._encoder.forward_calls if self._encoder is not None else 0)
         return run_from_top_k(benchmark, lambda depth: maxsim_top_k(

@@ -34,13 +34,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from instir.benchmarks.types import Benchmark, Doc
+from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
-from instir.formatting import Template, require_text
+from instir.formatting import Template
 from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy, check_concurrency
 from instir.progress import tqdm
-from instir.retrieval.dense import document_format, search_meta
-from instir.retrieval.embedding_cache import CorpusTexts, EmbeddingCache
+from instir.retrieval.dense import cached_vectors, search_meta
+from instir.retrieval.embedding_cache import EmbeddingCache
 from instir.retrieval.runs import Run
 from instir.retrieval.topk import rank_by_embeddings
 from instir.retrieval.windows import (
@@ -233,18 +233,8 @@ class OpenAIEmbeddingsRetriever:
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
         """Top-``k`` documents per query by exact cosine over the cached vectors."""
-        require_text(template, "an embeddings API")
-        inputs = template.format_queries(benchmark.queries.values())
-        subset = benchmark.shared_subset
-        queries = self.cache.embed({**self.encoder_description(), "kind": "queries"}, list(inputs), self.embed_texts,
-                                   label=self.name, desc="embedding queries")
-        doc_encoder = {**self.encoder_description(), "kind": "documents", **document_format(template, subset)}
-
-        def encode_docs(items: list[list[str]]) -> np.ndarray:
-            return self.embed_texts([template.format_doc(Doc("", text, title), subset) for title, text in items])
-
-        docs = self.cache.embed(doc_encoder, CorpusTexts(benchmark.corpus), encode_docs, label=self.name,
-                                desc="embedding corpus")
+        queries, docs = cached_vectors(self, benchmark, template, "an embeddings API", self.embed_texts,
+                                       self.embed_texts, verb="embedding")
         meta = search_meta(self, template, queries, docs, requests=self.client.requests)
         return rank_by_embeddings(benchmark, queries.matrix, docs.matrix, k, self.similarity, meta,
                                   progress=self.progress)
