@@ -9,8 +9,8 @@ could keep part of it).
 Every attempt is bounded by wall clock and by size, whatever the server does: ``deadline_s``
 covers connect, headers and body together (a server that trickles one byte at a time passes
 every per-read timeout), enforced by shutting the attempt's socket down when the time is up
-(:class:`_Deadline`, over httpx's ``trace`` extension; :func:`client` opens a new connection per
-request so every attempt's socket is seen); the body is streamed and cut at ``max_bytes``, so a
+(:class:`_Deadline`, over httpx's ``trace`` extension; :meth:`Endpoint.client` opens a new connection
+per request so every attempt's socket is seen); the body is streamed and cut at ``max_bytes``, so a
 flood costs at most that much memory per request in flight."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 #: Characters of a server's error body kept in an error message.
 ERROR_BODY_CHARS = 300
 
-#: Bytes of a successful answer read at most (:func:`post_with_retries`' default ``max_bytes``).
+#: Bytes of a successful answer read at most (:meth:`Endpoint.post`'s default ``max_bytes``).
 MAX_ANSWER_BYTES = 64 << 20
 
 #: Bytes of an error answer read (enough for any message worth keeping; the rest is not read).
@@ -54,14 +54,6 @@ def check_concurrency(value: object, what: str = "concurrency") -> int:
     """``value`` as a count of requests in flight, refused in one line when it is no whole number
     in 1..:data:`MAX_CONCURRENCY` (a typo of 10,000 would start that many threads against a paid API)."""
     return count_within(value, 1, MAX_CONCURRENCY, what)
-
-
-def client(base_url: str, timeout_s: float) -> httpx.Client:
-    """An HTTP client for :func:`post_with_retries`: ``timeout_s`` per connect and read, no
-    redirects followed, and no connection kept alive between requests (a reused connection is
-    opened before its request's deadline starts, so it could not be cut when time is up)."""
-    return httpx.Client(base_url=base_url, timeout=timeout_s, follow_redirects=False,
-                        limits=httpx.Limits(max_keepalive_connections=0))
 
 
 class _Deadline:
@@ -169,59 +161,6 @@ class RetryPolicy:
         return min(self.max_backoff_s, max(0.0, seconds))
 
 
-def post_with_retries(client: httpx.Client, path: str, body: Any, *, policy: RetryPolicy,
-                      headers: Callable[[], Mapping[str, str]] = dict, params: Mapping[str, str] | None = None,
-                      scrub: Callable[[str], str] = str, what: str = "request", deadline_s: float | None = None,
-                      max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
-    """POST ``body`` as JSON to ``path``; the successful response (its body read), or
-    :class:`RequestFailed`. ``headers`` is called per attempt (so a key is read from the
-    environment when sent). Each attempt ends within ``deadline_s`` seconds (default: the
-    client's read timeout) and reads at most ``max_bytes`` of an answer; a longer answer fails
-    at once (it is not retried). Use a :func:`client`."""
-    deadline_s = deadline_s if deadline_s is not None else client.timeout.read
-    attempt = 0
-    while True:
-        wait: float | None = None
-        deadline = _Deadline(deadline_s) if deadline_s else None
-        extensions = {"trace": deadline.trace} if deadline else None
-        try:
-            with client.stream("POST", path, json=body, headers={"Accept-Encoding": "identity", **headers()},
-                               params=params or None, extensions=extensions) as streamed:
-                response = _answer(streamed, max_bytes)
-        except _TooLarge:
-            raise RequestFailed(f"the answer is larger than {max_bytes} bytes (cut there, the rest not read)") \
-                from None
-        except (httpx.TimeoutException, httpx.TransportError) as err:
-            if deadline is not None and deadline.expired:
-                reason = f"timeout: no complete answer within {deadline_s:g} s (the deadline of an attempt)"
-            elif isinstance(err, httpx.TimeoutException):
-                reason = f"timeout ({type(err).__name__})"
-            else:
-                reason = f"connection error ({type(err).__name__})"
-        else:
-            if response.is_success:
-                return response
-            reason = f"HTTP {response.status_code}: {scrub(response.text)[:ERROR_BODY_CHARS]}"
-            if response.is_redirect:
-                location = scrub(response.headers.get("location", "(no Location header)"))[:ERROR_BODY_CHARS]
-                raise RequestFailed(f"HTTP {response.status_code} redirect to {location} (not followed, so the "
-                                    "key is never sent on: give that URL as the base URL if you trust it)")
-            if response.status_code not in RETRY_STATUSES and response.status_code < 500:
-                raise RequestFailed(reason)
-            wait = policy.retry_after(response)
-        finally:
-            if deadline is not None:
-                deadline.cancel()
-        if attempt == policy.max_retries:
-            raise RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
-        wait = policy.backoff(attempt) if wait is None else wait
-        attempt += 1
-        # INFO, not WARNING: an outage would print one line per retry of every request into a report
-        log.info("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
-                 policy.max_retries, wait)
-        time.sleep(wait)
-
-
 class Endpoint:
     """An OpenAI-compatible server as the kit's clients (the judge, the embeddings backend) call it, under one set of
     rules: ``base_url`` holds no credentials (refused); the key is read at request time from the environment
@@ -254,14 +193,57 @@ class Endpoint:
         return mask_secret(text, os.environ.get(self.api_key_env, ""))
 
     def client(self) -> httpx.Client:
-        """A :func:`client` for this server."""
-        return client(self.base_url, self.timeout_s)
+        """An HTTP client for :meth:`post` to this server: ``timeout_s`` per connect and read, no
+        redirects followed, and no connection kept alive between requests (a reused connection is
+        opened before its request's deadline starts, so it could not be cut when time is up)."""
+        return httpx.Client(base_url=self.base_url, timeout=self.timeout_s, follow_redirects=False,
+                            limits=httpx.Limits(max_keepalive_connections=0))
 
     def post(self, http: httpx.Client, path: str, body: Any, *, policy: RetryPolicy, what: str,
              max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
-        """:func:`post_with_retries` to ``path`` with this server's key, query parameters, masking and deadline."""
-        return post_with_retries(http, path, body, policy=policy, headers=self.headers, params=self.query_params,
-                                 scrub=self.scrub, what=what, deadline_s=self.timeout_s, max_bytes=max_bytes)
+        """POST ``body`` as JSON to ``path`` through ``http`` (a :meth:`client`) with this server's key (read
+        per attempt: :meth:`headers`), query parameters and masking (:meth:`scrub`); the successful response
+        (its body read), or :class:`RequestFailed`. Each attempt ends within ``timeout_s`` seconds and reads at
+        most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried)."""
+        attempt = 0
+        while True:
+            wait: float | None = None
+            deadline = _Deadline(self.timeout_s)
+            try:
+                with http.stream("POST", path, json=body, headers={"Accept-Encoding": "identity", **self.headers()},
+                                 params=self.query_params or None, extensions={"trace": deadline.trace}) as streamed:
+                    response = _answer(streamed, max_bytes)
+            except _TooLarge:
+                raise RequestFailed(f"the answer is larger than {max_bytes} bytes (cut there, the rest not read)") \
+                    from None
+            except (httpx.TimeoutException, httpx.TransportError) as err:
+                if deadline.expired:
+                    reason = f"timeout: no complete answer within {self.timeout_s:g} s (the deadline of an attempt)"
+                elif isinstance(err, httpx.TimeoutException):
+                    reason = f"timeout ({type(err).__name__})"
+                else:
+                    reason = f"connection error ({type(err).__name__})"
+            else:
+                if response.is_success:
+                    return response
+                reason = f"HTTP {response.status_code}: {self.scrub(response.text)[:ERROR_BODY_CHARS]}"
+                if response.is_redirect:
+                    location = self.scrub(response.headers.get("location", "(no Location header)"))[:ERROR_BODY_CHARS]
+                    raise RequestFailed(f"HTTP {response.status_code} redirect to {location} (not followed, so the "
+                                        "key is never sent on: give that URL as the base URL if you trust it)")
+                if response.status_code not in RETRY_STATUSES and response.status_code < 500:
+                    raise RequestFailed(reason)
+                wait = policy.retry_after(response)
+            finally:
+                deadline.cancel()
+            if attempt == policy.max_retries:
+                raise RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
+            wait = policy.backoff(attempt) if wait is None else wait
+            attempt += 1
+            # INFO, not WARNING: an outage would print one line per retry of every request into a report
+            log.info("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
+                     policy.max_retries, wait)
+            time.sleep(wait)
 
 
 def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:

@@ -119,7 +119,7 @@ class OpenAICompatibleJudge:
     the name sent to the server.
 
     Requests run ``concurrency`` at a time, each retried as
-    :func:`instir.http_retry.post_with_retries` says (``max_retries``, ``backoff_s``,
+    :meth:`instir.http_retry.Endpoint.post` says (``max_retries``, ``backoff_s``,
     ``max_backoff_s``); every attempt ends within ``timeout_s`` seconds of wall clock, connect,
     headers and body together, and reads at most :data:`MAX_ANSWER_BYTES`. ``price_per_1m`` = (input, output) price
     per million tokens fills ``Judgment.cost``. Whatever a server answers becomes a judgment or a
