@@ -255,7 +255,10 @@ def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"{base_url!r} is not an http(s) URL"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port that is no number in 0..65535: no connection to try
+        return f"{base_url!r} has no valid port"
     try:
         with socket.create_connection((parts.hostname, port), timeout=timeout_s):
             return None

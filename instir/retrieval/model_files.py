@@ -21,10 +21,8 @@ import functools
 import json
 import os
 import re
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from instir import atomic
 from instir.errors import UsageError
@@ -106,25 +104,27 @@ def check_model(model: str | None, adapter: str = "", what: str = "model") -> No
                          "cache that holds it")
 
 
-def hub_reachable(timeout_s: float = 3.0) -> bool:
-    """Whether weights can be downloaded now: not with ``HF_HUB_OFFLINE`` set, nor when the Hub's host
-    (``HF_ENDPOINT``) takes no connection within ``timeout_s``; asked once per process."""
-    return _hub_reachable(timeout_s)
+def _offline() -> bool:
+    """Whether the Hugging Face Hub is offline, read as ``huggingface_hub.constants`` reads it
+    (``HF_HUB_OFFLINE``, else ``TRANSFORMERS_OFFLINE``, one of 1/ON/YES/TRUE in any case, not stripped):
+    the hub's own flag, fixed when it was imported (its downloads obey it), or the environment now (set
+    after that import, as a notebook or a test may)."""
+    from huggingface_hub import constants
+
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return bool(constants.HF_HUB_OFFLINE) or value.upper() in constants.ENV_VARS_TRUE_VALUES
 
 
 @functools.cache
-def _hub_reachable(timeout_s: float) -> bool:
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether weights can be downloaded now: not when the Hub is offline (:func:`_offline`), nor when
+    its host (``HF_ENDPOINT``) takes no connection within ``timeout_s``
+    (:func:`~instir.http_retry.unreachable`); asked once per process."""
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        return False
-    endpoint = urlsplit(constants.ENDPOINT)
-    try:
-        socket.create_connection((endpoint.hostname, endpoint.port or (80 if endpoint.scheme == "http" else 443)),
-                                 timeout_s).close()
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
+    from instir.http_retry import unreachable  # httpx: imported only when the Hub is asked
+
+    return not _offline() and unreachable(constants.ENDPOINT, timeout_s) is None
 
 
 def weights_present(model: str, revision: str = "") -> bool:
@@ -158,8 +158,7 @@ def model_folder(model: str, revision: str | None = None, *, download: bool = Fa
 
     if download:
         return Path(snapshot_download(model, revision=revision or None))
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    if not (offline or (revision and _COMMIT.fullmatch(revision))) or model.count("/") != 1:
+    if not (_offline() or (revision and _COMMIT.fullmatch(revision))) or model.count("/") != 1:
         return None
     try:
         return Path(snapshot_download(model, revision=revision or None, local_files_only=True))

@@ -147,10 +147,45 @@ def test_a_hub_id_is_found_on_disk_only_offline_or_at_a_commit(tmp_path, monkeyp
     commit = "0123456789abcdef0123456789abcdef01234567"
     snapshot = _hub_cache(tmp_path, "org/model", commit)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the suite's offline hub, online for this test
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     assert model_folder("org/model") is None  # online, main may have moved: the loader decides
     assert model_folder("org/model", commit) == snapshot
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert model_folder("org/model") == snapshot
     assert model_folder("org/absent") is None
     assert model_folder(str(snapshot)) == snapshot  # a folder is itself
+
+
+@pytest.mark.parametrize(("env", "offline"), [
+    ({"TRANSFORMERS_OFFLINE": "1"}, True),  # the hub reads it where HF_HUB_OFFLINE is unset or empty
+    ({"HF_HUB_OFFLINE": "", "TRANSFORMERS_OFFLINE": "yes"}, True),
+    ({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "1"}, False),  # HF_HUB_OFFLINE set: it alone counts
+    ({"HF_HUB_OFFLINE": " 1 "}, False),  # not stripped: the hub itself is online
+    ({"HF_HUB_OFFLINE": "On"}, True),
+])
+def test_offline_is_read_as_huggingface_hub_reads_it_by_model_folder_and_hub_reachable(env, offline, tmp_path,
+                                                                                      monkeypatch):
+    """One rule for HF_HUB_OFFLINE (huggingface_hub.constants'), where model_folder once stripped the value
+    and ignored TRANSFORMERS_OFFLINE, and hub_reachable read TRANSFORMERS_OFFLINE only at the hub's import."""
+    from huggingface_hub import constants
+
+    from instir import http_retry
+    from instir.retrieval import model_files
+
+    snapshot = _hub_cache(tmp_path, "org/model", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert model_folder("org/model") == (snapshot if offline else None)
+    asked = []
+    monkeypatch.setattr(http_retry, "unreachable", lambda url, timeout_s: asked.append(url))  # None: it answers
+    model_files.hub_reachable.cache_clear()
+    try:
+        assert model_files.hub_reachable(0.5) is not offline and bool(asked) is not offline
+    finally:
+        model_files.hub_reachable.cache_clear()
