@@ -48,6 +48,8 @@ from instir.retrieval.runs import Run
 from instir.retrieval.topk import rank_by_embeddings
 
 if TYPE_CHECKING:
+    import torch
+
     from instir.systems.cards import SystemCard
 
 POOLINGS = ("batch-last", "last-token", "eos")
@@ -219,20 +221,27 @@ class DecoderRetriever:
         last = mask.sum(dim=1) - 1
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
+    def embed_batch(self, texts: list[str], max_length: int) -> torch.Tensor:
+        """One forward pass over one batch of ``texts``: their pooled vectors in float32, not yet
+        normalised (the hook a subclass overrides: GritLM's instruction mask and mean)."""
+        import torch
+
+        model = self.model
+        batch = {key: value.to(model.device) for key, value in self._batch(texts, max_length).items()}
+        hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        return self._pool(hidden, batch["attention_mask"]).to(torch.float32)
+
     def encode(self, inputs: Sequence[ModelInput], max_length: int) -> np.ndarray:
-        """Vectors (float32) of formatted inputs, in order, in batches of ``batch_size``."""
+        """Vectors (float32) of formatted inputs, in order, in batches of ``batch_size``: each batch one
+        :meth:`embed_batch` (one forward call), normalised when ``normalize`` is set."""
         import torch
 
         texts = [input_text(item) for item in inputs]
         out = []
-        model = self.model
         with torch.no_grad():
             for start in range(0, len(texts), self.batch_size):
-                batch = {key: value.to(model.device) for key, value in
-                         self._batch(texts[start:start + self.batch_size], max_length).items()}
-                hidden = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+                reps = self.embed_batch(texts[start:start + self.batch_size], max_length)
                 self.forward_calls += 1
-                reps = self._pool(hidden, batch["attention_mask"]).to(torch.float32)
                 if self.normalize:
                     reps = torch.nn.functional.normalize(reps, p=2, dim=-1)
                 out.append(reps.cpu().numpy())

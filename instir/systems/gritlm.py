@@ -36,19 +36,17 @@ vector, where upstream divides by zero (NaN).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from instir.errors import UserError
-from instir.formatting import ModelInput
 from instir.retrieval.dense import default_device, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
-from instir.systems.decoder import DecoderRetriever, input_text
+from instir.systems.decoder import DecoderRetriever
 
 if TYPE_CHECKING:
+    import torch
+
     from instir.systems.cards import SystemCard
 
 #: GritLM's ``attn`` settings (``GritLM.__init__``): the first two letters are the embedding mode's
@@ -160,30 +158,22 @@ class GritLMRetriever(DecoderRetriever):
                                                     add_special_tokens=True)["input_ids"])
         return known[instruction]
 
-    def encode(self, inputs: Sequence[ModelInput], max_length: int) -> np.ndarray:
-        """Vectors (float32) of formatted inputs, in order, in batches of ``batch_size``."""
+    def embed_batch(self, texts: list[str], max_length: int) -> torch.Tensor:
+        """One batch as ``GritLM.encode`` embeds it: ``embed_eos`` appended, bidirectional attention where
+        ``attn`` says, and the mean over each text's tokens after its instruction (up to ``instruction_end``);
+        the batching, counting and normalising are :meth:`DecoderRetriever.encode`'s."""
         import torch
 
-        texts = [input_text(item) + self.embed_eos for item in inputs]
-        instructions = [split_instruction(text, self.instruction_end)[0] for text in texts]
+        texts = [text + self.embed_eos for text in texts]
         known: dict[str, int] = {}
         model, tok = self.model, self.tokenizer
         extra = {"is_causal": False} if self.bidirectional else {}
-        out = []
-        with torch.no_grad():
-            for start in range(0, len(texts), self.batch_size):
-                batch = tok(texts[start:start + self.batch_size], padding=True, truncation=True,
-                            max_length=max_length, add_special_tokens=True, return_tensors="pt")
-                ids, mask = batch["input_ids"].to(model.device), batch["attention_mask"].to(model.device)
-                hidden = model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
-                self.forward_calls += 1
-                skip = torch.tensor([self._instruction_length(instruction, max_length, known)
-                                     for instruction in instructions[start:start + self.batch_size]],
-                                    device=mask.device)
-                keep = torch.arange(mask.shape[1], device=mask.device)[None, :] >= skip[:, None]
-                weights = (mask * keep).unsqueeze(-1).to(torch.float32)
-                reps = (hidden.to(torch.float32) * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-                if self.normalize:
-                    reps = torch.nn.functional.normalize(reps, dim=-1)
-                out.append(reps.cpu().numpy())
-        return np.concatenate(out, axis=0) if out else np.zeros((0, 0), dtype=np.float32)
+        batch = tok(texts, padding=True, truncation=True, max_length=max_length, add_special_tokens=True,
+                    return_tensors="pt")
+        ids, mask = batch["input_ids"].to(model.device), batch["attention_mask"].to(model.device)
+        hidden = model(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
+        skip = torch.tensor([self._instruction_length(split_instruction(text, self.instruction_end)[0], max_length,
+                                                      known) for text in texts], device=mask.device)
+        keep = torch.arange(mask.shape[1], device=mask.device)[None, :] >= skip[:, None]
+        weights = (mask * keep).unsqueeze(-1).to(torch.float32)
+        return (hidden.to(torch.float32) * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
