@@ -208,15 +208,11 @@ class OpenAICompatibleJudge:
             body["response_format"] = {"type": "json_object", "schema": answer_schema(request.rubric)}
         return body
 
-    def _post(self, http: httpx.Client, body: dict[str, Any]) -> httpx.Response:
-        """POST with retries; returns the successful response or raises :class:`RequestFailed`."""
-        return self.endpoint.post(http, "/chat/completions", body, policy=self.policy, what="judge request",
-                                  max_bytes=MAX_ANSWER_BYTES)
-
     def _judgment(self, client: httpx.Client, request: JudgeRequest) -> Judgment:
         start = time.perf_counter()
         try:
-            response = self._post(client, self._body(request))
+            response = self.endpoint.post(client, "/chat/completions", self._body(request), policy=self.policy,
+                                          what="judge request", max_bytes=MAX_ANSWER_BYTES)
         except RequestFailed as err:
             return Judgment.failure(str(err), latency_s=time.perf_counter() - start)
         latency = time.perf_counter() - start

@@ -64,10 +64,6 @@ class BM25IndexCache:
         self.entries = VerifiedStore(root if root is not None else default_cache_dir(), "BM25 index cache")
         self.root = self.entries.root
 
-    def entry_dir(self, key: str) -> Path:
-        """Directory of one cache entry."""
-        return self.entries.entry_dir(key[:32])
-
     def load(self, key: str, doc_ids: Sequence[str]) -> CachedIndex | None:
         """The verified entry of ``key`` opened with ``bm25s.BM25.load(mmap=True)``, or None when
         there is none or it is damaged; ``doc_ids`` are the corpus's ids in order, which the

@@ -83,7 +83,7 @@ class OpenAIEmbeddingClient:
     make the :attr:`endpoint` (:class:`~instir.http_retry.Endpoint`, the judge's rules). ``batch_size`` texts
     per request, ``concurrency`` requests
     at a time; ``dimensions`` is sent when set (text-embedding-3 shortening). ``requests``
-    counts requests that succeeded and ``sent`` the texts they held.
+    counts requests that succeeded.
     """
 
     def __init__(self, model: str, base_url: str = "https://api.openai.com/v1", *,
@@ -100,7 +100,6 @@ class OpenAIEmbeddingClient:
         self.policy = policy
         self.progress = progress
         self.requests = 0
-        self.sent = 0
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -126,7 +125,6 @@ class OpenAIEmbeddingClient:
                                f"{vectors.shape[0] if vectors.ndim else 0} vectors for {len(texts)} inputs")
         with self._lock:
             self.requests += 1
-            self.sent += len(texts)
         return vectors
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
