@@ -122,6 +122,8 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
             if not qid.endswith((OG, CHANGED)):
                 raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
             texts[qid] = field_str(rec, "text", qpath, n)
+    if not texts:
+        raise FormatError(qpaths[0], None, None, "no queries found")
     ipaths = _config(folder, "instruction", "instructions")  # MTEB's name; instir mteb-export's file
     instructions = read_instructions(ipaths, where)
     queries = {qid: Query(qid, text, instructions[qid][0]) for qid, text in texts.items()}
@@ -138,8 +140,13 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
             for doc in _id_list(rec, "corpus-ids", tpath, n):
                 _check_candidate(listed, doc, doc_ids, tpath, n, "corpus-ids", qid)
     dpaths = _config(folder, "qrel_diff")
-    changed = {field_str(rec, "query-id", dpath, n): _id_list(rec, "corpus-ids", dpath, n)
-               for dpath in dpaths for n, rec in read_records(dpath)}
+    changed: dict[str, list[str]] = {}
+    seen: dict[str, tuple[Path, int | str]] = {}
+    for dpath in dpaths:
+        for n, rec in read_records(dpath):
+            qid = field_str(rec, "query-id", dpath, n)  # the topic's, without -og / -changed
+            check_unique(seen, qid, dpath, n, "query-id", "qrel_diff entry for query")
+            changed[qid] = _id_list(rec, "corpus-ids", dpath, n)
     files = {"corpus": _config(folder, "corpus"), "queries": qpaths, "instruction": ipaths, "top_ranked": tpaths,
              "qrel_diff": dpaths, "qrels": rpaths}
     candidates = {q: list(top_ranked.get(q, ())) for q in queries}

@@ -291,7 +291,8 @@ def read_json_array(path: Path) -> list[Any]:
 def first_place(first: Path, at: int | str, path: Path) -> str:
     """Where something was first seen, said from ``path`` (the file of the second): ``on line 3``,
     ``at array index 2``, and with the file's name when it is another file (``on queries.jsonl line 3``)."""
-    file = "" if Path(first) == Path(path) else f"{Path(first).name} "
+    file = "" if Path(first) == Path(path) else f"{Path(first).name} " if Path(first).parent == Path(path).parent \
+        else f"{first} "
     return f"on {file}line {at}" if isinstance(at, int) else f"at {file}{at}"
 
 
@@ -480,10 +481,13 @@ def data_folder(root: str | Path, subset: str | None) -> Path:
 
 def find_files(folder: Path, patterns: Sequence[str]) -> list[Path]:
     """The files of the first of ``patterns`` (globs under ``folder``, tried in order) that matches
-    any. A plain name that is there but no regular file (a FIFO, a folder, a symlink loop) counts as
-    found, so its reader says what it is instead of the loader saying the file is missing."""
+    any, hidden ones aside (``.ipynb_checkpoints/``, ``.cache/``: no shard of a dataset). A name that
+    is there but no regular file (a FIFO, a folder, a broken link, a symlink loop) counts as found, a
+    shard's as a plain name's, so its reader says what it is instead of the loader saying the file is
+    missing or reading the config without it."""
     for pattern in patterns:
-        hits = sorted(p for p in folder.glob(pattern) if p.is_file())
+        hits = sorted(p for p in folder.glob(pattern)
+                      if not any(part.startswith(".") for part in p.relative_to(folder).parts))
         if hits:
             return hits
         if not glob.has_magic(pattern) and os.path.lexists(folder / pattern):

@@ -353,3 +353,36 @@ def test_bm25_run_on_a_sample_holds_exactly_each_instances_candidates(followir_s
     assert set(held) == set(followir_sample.queries)
     for qid, docs in followir_sample.meta["top_ranked"].items():
         assert sorted(held[qid]) == sorted(docs), qid
+
+
+def test_a_shard_that_is_no_regular_file_is_refused_and_a_hidden_folder_is_no_shard(tmp_path):
+    # before, a qrels shard left a broken link (a Hugging Face blob missing) was skipped: the config loaded with
+    # fewer judgments, silently; and corpus/.ipynb_checkpoints/ was read as a shard (a duplicate of every id)
+    folder = write_mteb(tmp_path / "mteb")
+    path = folder / "qrels" / "test.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.unlink()
+    (folder / "qrels" / "a.jsonl").write_text("".join(lines[:2]))
+    (folder / "qrels" / "b.jsonl").symlink_to(tmp_path / "missing-blob")
+    err = _error(folder)
+    assert err.path == str(folder / "qrels" / "b.jsonl") and "broken" in str(err)
+    clean = write_mteb(tmp_path / "clean")
+    expected = _load(clean)
+    checkpoints = clean / "corpus" / ".ipynb_checkpoints"
+    checkpoints.mkdir()
+    shutil.copy(clean / "corpus" / "test.jsonl", checkpoints / "test-checkpoint.jsonl")
+    assert _load(clean).corpus.ids() == expected.corpus.ids()
+
+
+def test_mteb_queries_config_without_queries_or_a_topic_changed_twice_is_refused(tmp_path):
+    # before, an empty queries config said "unknown query id '301-og' (not in no file)" at the instruction file,
+    # and a second qrel_diff entry for a topic replaced the first without a word
+    folder = write_mteb(tmp_path / "empty")
+    (folder / "queries" / "test.jsonl").write_text("")
+    err = _error(folder)
+    assert err.path == str(folder / "queries" / "test.jsonl") and "no queries found" in str(err)
+    folder = write_mteb(tmp_path / "twice")
+    with open(folder / "qrel_diff" / "qrel_diff.jsonl", "a") as out:
+        out.write(json.dumps({"query-id": "301", "corpus-ids": []}) + "\n")
+    err = _error(folder)
+    assert (err.where, err.field) == (3, "query-id") and "first on line 1" in str(err)
