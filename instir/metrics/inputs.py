@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from instir.benchmarks.readers import check_id_column, grade
+from instir.benchmarks.readers import GRADE_LIMIT, check_id_column, grade
 from instir.benchmarks.types import Benchmark, FormatError, Qrels, quoted
 from instir.errors import UsageError
 from instir.retrieval.runs import Run, read_run
 
-#: column names of the document id, the grade and the score, as the kit, PyTerrier and ir_datasets name them
-DOC_COLUMNS = ("docid", "docno", "doc_id")
+#: column names of the document id, the grade and the score, as the kit, PyTerrier and ir_datasets name them;
+#: PyTerrier's ``docno`` before ``docid``, which in its frames is the index's internal number
+DOC_COLUMNS = ("docno", "docid", "doc_id")
 GRADE_COLUMNS = ("relevance", "label", "grade", "rel")
 QUERY_COLUMNS = ("qid", "query_id")
 #: what an error about qrels given in memory names in place of a file
@@ -41,9 +42,8 @@ def qrels_of(qrels: object) -> Qrels:
 
         return read_qrels(Path(qrels))[0]
     given = _given_qrels(qrels)
-    pairs = [(q, d) for q, docs in given.items() for d in docs]
-    check_id_column((q for q, _ in pairs), GIVEN_QRELS, "query id")
-    check_id_column((d for _, d in pairs), GIVEN_QRELS, "document id")
+    check_id_column(given, GIVEN_QRELS, "query id")  # every query's, a query without judgments too
+    check_id_column((d for docs in given.values() for d in docs), GIVEN_QRELS, "document id")
     return given
 
 
@@ -69,12 +69,18 @@ def _judged(rows: Iterable[tuple], out: Qrels) -> Qrels:
     once per query (the two grades cannot both hold)."""
     for q, d, value in rows:
         q, d = str(q), str(d)
-        where = f"query {quoted(q)}, document {quoted(d)}"
         docs = out.setdefault(q, {})
         if d in docs:
-            raise FormatError(GIVEN_QRELS, where, "document id", "the document is judged twice for this query")
-        docs[d] = grade(value, GIVEN_QRELS, where, "relevance")
+            raise FormatError(GIVEN_QRELS, _where(q, d), "document id", "the document is judged twice for this query")
+        # an int needs no check (the common case, at dict speed); anything else the rule's
+        docs[d] = value if type(value) is int and abs(value) <= GRADE_LIMIT else grade(value, GIVEN_QRELS,
+                                                                                      _where(q, d), "relevance")
     return out
+
+
+def _where(query: str, doc: str) -> str:
+    """Where a judgment given in memory is, for an error about it."""
+    return f"query {quoted(query)}, document {quoted(doc)}"
 
 
 def run_of(run: object) -> Run:
@@ -126,11 +132,16 @@ def _given_rows(run: object) -> pd.DataFrame:
 
 
 def _column(frame: pd.DataFrame, names: Iterable[str], what: str) -> str:
-    found = next((n for n in names if n in frame.columns), None)
-    if found is None:
+    """The column of ``frame`` that holds ``what``: the first of ``names`` it has (a document id: PyTerrier's
+    ``docno`` over its internal ``docid``); two of the others (``label`` and ``relevance``) are refused, as
+    either could be meant."""
+    found = [n for n in names if n in frame.columns]
+    if not found:
         raise UsageError(f"the DataFrame has no {what} column (one of {', '.join(names)}); it has "
                          f"{', '.join(map(str, frame.columns))}")
-    return found
+    if len(found) > 1 and names is not DOC_COLUMNS:
+        raise UsageError(f"the DataFrame has {len(found)} {what} columns ({', '.join(found)}): keep the one meant")
+    return found[0]
 
 
 def _to_dict(value: object) -> Mapping | None:

@@ -128,3 +128,15 @@ def test_what_is_neither_qrels_nor_a_run_is_named():
         instir.evaluate(3, RUN, "nDCG@10")
     with pytest.raises(UsageError, match="has no document id column"):
         instir.evaluate(QRELS, pd.DataFrame({"qid": ["a_1"], "score": [1.0]}), "nDCG@10")
+
+
+def test_a_pyterrier_frame_is_read_by_its_docno_and_two_grade_columns_are_refused():
+    # before, PyTerrier's internal docid (a number) was taken over its docno: every document unknown, nDCG 0
+    frame = pd.DataFrame({"qid": ["q1"], "docid": [10], "docno": ["d1"], "label": [1]})
+    assert qrels_of(frame) == {"q1": {"d1": 1}}
+    results = pd.DataFrame({"qid": ["q1"], "docid": [10], "docno": ["d1"], "score": [1.0]})
+    assert instir.evaluate({"q1": {"d1": 1}}, results, "nDCG@10") == pytest.approx(1.0)
+    with pytest.raises(UsageError, match="2 relevance columns"):
+        qrels_of(frame.assign(relevance=0))
+    with pytest.raises(FormatError, match="query id"):
+        qrels_of({"q1": {"d1": 1}, "q\x00": {}})
