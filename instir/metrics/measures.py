@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 #: (MTEB 2.26's task definitions, :mod:`instir.metrics.mteb`).
 PROTOCOLS = ("authors", "mteb")
 
-#: ranx's and MTEB's lower-case measure names (``ndcg@10``, ``ndcg_at_10``) -> the ir-measures names
-LOWER_CASE_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success"}
+#: ranx's and MTEB's lower-case measure names (``ndcg@10``, ``ndcg_at_10``; MTEB's first for each) and the short
+#: ones papers print (``p@10``, ``rr@10``) -> the ir-measures names
+LOWER_CASE_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success",
+                    "rr": "RR", "r": "R", "p": "P", "ap": "AP"}
 
 #: the tag of the IFIR authors' measures in result tables
 NATIVE_TAG = "ifir-native"
@@ -210,7 +212,7 @@ def _ir_measure(text: str) -> Any:
     errors (``NameError``, ``ValueError``, ``AssertionError``) one :class:`UsageError`."""
     import ir_measures
 
-    head, at, cutoff = re.fullmatch(r"(.*?)(@|_at_(?=\d)|$)(.*)", text, re.DOTALL).groups()  # MTEB's ndcg_at_10 too
+    head, at, cutoff = re.fullmatch(r"(.*?)(@|_at_(?=\d)|$)(.*)", text, re.DOTALL | re.IGNORECASE).groups()
     text = LOWER_CASE_NAMES.get(head.lower(), head) + ("@" if at else "") + cutoff
     try:
         return ir_measures.parse_measure(text)

@@ -48,7 +48,7 @@ def half_of(qid: str) -> str:
 
 
 #: the kit's measure names (ir-measures style) -> MTEB's prefix, for ``--measures nDCG@10`` in either protocol
-_KIT_NAMES = {kit: lower for lower, kit in LOWER_CASE_NAMES.items()}
+_KIT_NAMES = {kit: lower for lower, kit in reversed(LOWER_CASE_NAMES.items())}  # MTEB's, listed first
 _MEASURE = re.compile(r"(ndcg|map|recall|precision|mrr|hit_rate)_at_(\d+)")
 #: the measure MTEB's robustness and level scores are built on
 _ROBUSTNESS_BASE, _LEVEL_BASE = "ndcg_cut_10", "ndcg_cut_20"

@@ -57,8 +57,7 @@ MODEL_ALIASES = {
 HYBRID_PREFIX = "hybrid:"
 
 #: measure names as sources spell them -> the kit's names (ir-measures style): ranx's and MTEB's, and the papers' own
-_MEASURE_NAMES = {**LOWER_CASE_NAMES, "rr": "RR", "ap": "AP", "r": "R", "p": "P", "robustness": "Robustness",
-                  "instfol": "InstFol"}
+_MEASURE_NAMES = {**LOWER_CASE_NAMES, "robustness": "Robustness", "instfol": "InstFol"}
 
 #: IFIR table name -> the variant of the system it reports (None: the plain model)
 _IFIR_VARIANTS = {
@@ -98,7 +97,7 @@ def canonical_measure(name: str) -> tuple[str, str]:
     if robust:
         inner, _ = canonical_measure(robust.group(1))
         return (inner.replace("nDCG@", "Robustness@") if inner.startswith("nDCG@") else text), variant
-    parts = re.fullmatch(r"([A-Za-z]+)(?:@|_at_)(\d+)", text)
+    parts = re.fullmatch(r"([A-Za-z_]+?)(?:@|_at_)(\d+)", text, re.IGNORECASE)
     if parts and parts.group(1).lower() in _MEASURE_NAMES:
         return f"{_MEASURE_NAMES[parts.group(1).lower()]}@{parts.group(2)}", variant
     return text, variant

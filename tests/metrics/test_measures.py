@@ -34,6 +34,8 @@ def run(instructir_sample):
     ("nDCG@10", Standard, "nDCG@10"), ("ndcg@10", Standard, "nDCG@10"), ("mrr@10", Standard, "RR@10"),
     ("recall@100", Standard, "R@100"), (ir_measures.nDCG @ 10, Standard, "nDCG@10"),
     ("ndcg_at_10", Standard, "nDCG@10"), ("map_at_1000", Standard, "AP@1000"),  # MTEB's names
+    ("NDCG_AT_10", Standard, "nDCG@10"), ("hit_rate_at_10", Standard, "Success@10"),
+    ("p@10", Standard, "P@10"), ("rr_at_10", Standard, "RR@10"), ("ap@1000", Standard, "AP@1000"),  # papers' short
     ("Robustness@10", Robustness, "Robustness@10"), ("Robustness(RR@10)", Robustness, "Robustness(RR@10)"),
     ("robustness(nDCG@10)", Robustness, "Robustness@10"), ("nDCG@20[ifir-native]", Native, "nDCG@20[ifir-native]"),
     ("InstFol@20", InstFol, "InstFol@20"),

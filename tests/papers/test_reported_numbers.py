@@ -121,6 +121,7 @@ def test_paper_names_and_hf_ids_map_both_ways():
     ("nDCG@20[ifir-native]", ("nDCG@20", "ifir-native")),
     ("ndcg_at_20", ("nDCG@20", "")),
     ("recall_at_20", ("R@20", "")),
+    ("hit_rate_at_10", ("Success@10", "")), ("NDCG_AT_10", ("nDCG@10", "")),  # the measures' one table
     ("Robustness(nDCG@10)", ("Robustness@10", "")),
     ("InstFol@20", ("InstFol@20", "")),
     ("main_score(ndcg_at_20)", ("main_score(ndcg_at_20)", "")),
