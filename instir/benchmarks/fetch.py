@@ -219,6 +219,11 @@ def _found_counts(bench: Benchmark, expected: Mapping[str, int]) -> dict[str, in
     return {key: count[key]() for key in expected if key in count}
 
 
+#: What every page says of a benchmark whose report notes no check of its data (a record of an earlier version of
+#: the kit, which did not check, or a damaged one): never verified.
+NOT_CHECKED = "not checked (no check is noted in the report's record): load it again"
+
+
 def data_check(bench: Benchmark) -> str | None:
     """Why ``bench`` cannot be taken for the data a paper measured, or None when it can: a real benchmark of the
     catalog whose record counts equal the published ones and whose files, when fetched, are those its manifest

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from instir.benchmarks import catalog
+from instir.benchmarks.fetch import NOT_CHECKED
 from instir.errors import UsageError, expect, quoted
 from instir.papers.divergences import reasons_for
 from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
@@ -185,7 +186,7 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     names = ([f"{family}/{s}" for s in catalog.family(family).subsets] if family and row["subset_id"] == "avg"
              else [f"{row['benchmark']}/{row['subset_id']}" if row["subset_id"] else str(row["benchmark"])])
     for name in names:
-        problem = (data or {}).get(name, "not verified (no check of the data it came from)")
+        problem = (data or {}).get(name, NOT_CHECKED)
         if problem:
             return f"data of {name}: {problem}"
     theirs = "mteb" if row["paper"] == "mteb" else "authors"

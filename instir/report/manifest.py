@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from instir.benchmarks.fetch import data_check
+from instir.benchmarks.fetch import NOT_CHECKED, data_check
 from instir.extras import package_versions
 from instir.parameters import home_path
 from instir.report.record import read_record, update_record
@@ -121,6 +121,5 @@ def data_checks(datasets: Mapping[str, Mapping], names: Sequence[str] | None = N
     One rule for every page that says it."""
     entries = {name: datasets.get(name) if isinstance(datasets.get(name), Mapping) else {}
                for name in (datasets if names is None else names)}
-    return {name: None if entry.get("verified") else entry.get("check")
-            or "not checked (no check is noted in the report's record): load it again"
+    return {name: None if entry.get("verified") is True else entry.get("check") or NOT_CHECKED
             for name, entry in entries.items()}

@@ -25,7 +25,16 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    WrapValidator,
+)
 
 from instir import atomic
 from instir.errors import quoted
@@ -108,17 +117,27 @@ class Page(_Part):
     stamp: str | None = None
 
 
+def _unknown_if_damaged(value: Any, handler: Any) -> Any:
+    """The value as its field holds it, or None (unknown) where it does not fit."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
+
+
 class Dataset(_Part):
     """A benchmark a notebook loaded: its revision, layout, source, whether it is a bundled sample, and whether
     it is the data the papers measured (``verified``; ``check`` says how it was verified or why not:
-    :func:`instir.benchmarks.fetch.data_check`). A record of an earlier version has neither: unknown."""
+    :func:`instir.benchmarks.fetch.data_check`). A record of an earlier version has neither: unknown, as a
+    damaged one is (``"verified": "maybe"`` keeps the benchmark, unverified, where dropping it would leave the
+    others to say "verified")."""
 
     revision: str | None = None
     layout: str | None = None
     source: str | None = None
     sample: bool = False
-    verified: bool | None = None
-    check: str | None = None
+    verified: Annotated[StrictBool | None, WrapValidator(_unknown_if_damaged)] = None
+    check: Annotated[str | None, WrapValidator(_unknown_if_damaged)] = None
 
 
 #: The sections and their types; the run's fields first.

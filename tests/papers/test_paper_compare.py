@@ -296,7 +296,7 @@ def test_a_verdict_needs_verified_data_the_papers_engine_and_the_papers_judge(re
     (verdict,) = compare_to_papers(ndcg, table3, runs=runs, data=unverified)["verdict"]
     assert says(verdict, "not comparable", "ifir/fiqa", "180 queries", "1,718")
     (verdict,) = compare_to_papers(ndcg, table3, runs=runs)["verdict"]  # nothing says the data was checked
-    assert says(verdict, "not comparable", "ifir/fiqa", "not verified")
+    assert says(verdict, "not comparable", "ifir/fiqa", "not checked")
     fast = runs.assign(engine="bm25s")
     (verdict,) = compare_to_papers(ndcg, table3, runs=fast, data=VERIFIED)["verdict"]
     assert says(verdict, "not comparable", "bm25s", "elasticsearch")

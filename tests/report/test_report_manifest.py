@@ -101,3 +101,23 @@ def test_a_benchmark_whose_check_is_not_noted_is_said_one_way_on_every_page(tmp_
     assert data_checks({"ifir/fiqa": "damaged"}) == {"ifir/fiqa": said["ifir/fiqa"]}
     explored = describe_benchmarks(tmp_path / "sample", ["instructir-sample"])
     assert explored.checks == data_checks(read_datasets(tmp_path / "sample"), ["instructir-sample"])
+
+
+def test_a_damaged_check_in_the_record_reads_as_not_checked_and_never_lets_the_index_say_verified(tmp_path):
+    # before, "verified": "maybe" dropped the whole entry on reading: the index said "real data, verified" from the
+    # other benchmark, and the paper tables had their own words for the same ("not verified (no check of ...)")
+    import warnings
+
+    from instir.benchmarks.fetch import NOT_CHECKED
+    from instir.papers.comparison import ungrounded
+    from instir.report.manifest import data_checks
+    from instir.report.record import update_record
+
+    update_record(tmp_path, datasets={"instructir": {"sample": False, "verified": True},
+                                      "ifir/fiqa": {"sample": False, "verified": "maybe", "check": 5}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recorded = read_datasets(tmp_path)
+    assert data_checks(recorded) == {"instructir": None, "ifir/fiqa": NOT_CHECKED}
+    row = {"sample": False, "source": "", "benchmark": "ifir", "subset_id": "fiqa", "paper": "ifir"}
+    assert ungrounded(row, data={}) == f"data of ifir/fiqa: {NOT_CHECKED}"
