@@ -351,6 +351,9 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
         raise FileNotFoundError(f"notebook(s) not found: {', '.join(missing)}")
     if not paths:
         raise UsageError("no notebooks to run")
+    unnamed = next((p for p in paths if not atomic.plain_name(p.name)), None)
+    if unnamed is not None:
+        raise UsageError(f"notebook {unnamed}: a name with a backslash cannot name its report page; rename it")
     check_parameters(parameters)
     arguments = kernel_arguments(kernel)
     known = notebook_parameters(paths)
@@ -455,8 +458,13 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                 raise NotebookFailed(step.error or path.name, result) from exc
             _save(result)
         _end(result, "ok")
+    except NotebookFailed:
+        raise
     except OSError as err:  # a report file could not be written (a full disk, an I/O error): said as far as it can be
         _end(result, "failed", write_failure(err), best_effort=True)
+        raise
+    except Exception as err:  # what no one foresaw: the record and the index never say "running" ever after
+        _end(result, "failed", f"{type(err).__name__}: {err}", best_effort=True)
         raise
     except KeyboardInterrupt:  # Ctrl-C: the record and the folder's index said "running" ever after
         _end(result, "interrupted", best_effort=True)

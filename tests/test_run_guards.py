@@ -372,6 +372,35 @@ def test_a_failed_notebooks_error_cannot_drive_the_terminal(tmp_path, capsys, mo
     assert "FAILED: 02_retrieval.ipynb, cell 3: ValueError: '\\x1b[2J" in err
 
 
+def test_a_run_ended_by_what_no_one_foresaw_says_failed_not_running_and_an_unnameable_notebook_is_refused(
+        tmp_path, monkeypatch):
+    # before, a notebook named 01_a\\b.ipynb ran, then its entry failed validation: a pydantic traceback, and
+    # report.json and the index said "running" ever after
+    import shutil
+
+    import instir.pipeline
+    from instir.report.record import read_record
+
+    source = Path(__file__).parents[1] / "notebooks" / "01_data_exploration.ipynb"
+    odd = tmp_path / "nb" / "01_a\\b.ipynb"
+    odd.parent.mkdir()
+    shutil.copy(source, odd)
+    with pytest.raises(UsageError, match="backslash"):
+        run_reports([odd], {}, tmp_path / "reports" / "odd")
+    assert not (tmp_path / "reports").exists()
+
+    def unforeseen(path, result, *args, **kwargs):
+        raise RuntimeError("no one foresaw this")
+
+    monkeypatch.setattr(instir.pipeline, "_run_one", unforeseen)
+    out = tmp_path / "reports" / "r"
+    with pytest.raises(RuntimeError):
+        run_reports([source], {"benchmarks": ["instructir-sample"]}, out)
+    record = read_record(out)
+    assert record["status"] == "failed" and record["error"] == "RuntimeError: no one foresaw this"
+    assert "<span class=\"failed\">failed</span>" in (tmp_path / "reports" / "index.html").read_text()
+
+
 def test_a_run_interrupted_says_so_in_its_record_and_index_not_running(tmp_path, monkeypatch):
     # on the commit before, Ctrl-C left report.json "running" and the folder's index "running … not run yet"
     import instir.pipeline
