@@ -36,6 +36,7 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark
 from instir.errors import UserError
+from instir.extras import install_hint
 from instir.formatting import Template
 from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy, check_concurrency
 from instir.progress import tqdm
@@ -66,7 +67,7 @@ def tiktoken_tokenizer(model: str) -> Any:
     try:
         import tiktoken
     except ModuleNotFoundError:
-        raise RuntimeError("windowing OpenAI inputs needs tiktoken (pip install 'instir[systems]') or a "
+        raise RuntimeError(f"windowing OpenAI inputs needs tiktoken ({install_hint('tiktoken')}) or a "
                            "tokenizer= argument") from None
     try:
         return tiktoken.encoding_for_model(model)
