@@ -252,7 +252,10 @@ def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     endpoint fails in seconds instead of after every retry of every request."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(base_url)
+    try:
+        parts = urlsplit(base_url)
+    except ValueError as err:  # "http://[::1": no URL to connect to
+        return f"{base_url!r} is not a URL ({err})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"{base_url!r} is not an http(s) URL"
     try:
@@ -264,3 +267,5 @@ def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
             return None
     except OSError as err:
         return f"nothing answers at {parts.hostname}:{port} ({err.strerror or type(err).__name__})"
+    except UnicodeError:  # a host name no DNS query can hold ("a..b", a label past 63 characters)
+        return f"{base_url!r} has no valid host name"

@@ -133,13 +133,13 @@ def _given_rows(run: object) -> pd.DataFrame:
 
 def _column(frame: pd.DataFrame, names: Iterable[str], what: str) -> str:
     """The column of ``frame`` that holds ``what``: the first of ``names`` it has (a document id: PyTerrier's
-    ``docno`` over its internal ``docid``); two of the others (``label`` and ``relevance``) are refused, as
+    ``docno`` over its internal ``docid``); two grade columns (``label`` and ``relevance``) are refused, as
     either could be meant."""
     found = [n for n in names if n in frame.columns]
     if not found:
         raise UsageError(f"the DataFrame has no {what} column (one of {', '.join(names)}); it has "
                          f"{', '.join(map(str, frame.columns))}")
-    if len(found) > 1 and names is not DOC_COLUMNS:
+    if len(found) > 1 and names is GRADE_COLUMNS:
         raise UsageError(f"the DataFrame has {len(found)} {what} columns ({', '.join(found)}): keep the one meant")
     return found[0]
 

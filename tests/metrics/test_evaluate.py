@@ -138,5 +138,6 @@ def test_a_pyterrier_frame_is_read_by_its_docno_and_two_grade_columns_are_refuse
     assert instir.evaluate({"q1": {"d1": 1}}, results, "nDCG@10") == pytest.approx(1.0)
     with pytest.raises(UsageError, match="2 relevance columns"):
         qrels_of(frame.assign(relevance=0))
+    assert qrels_of(frame.assign(query_id="other")) == {"q1": {"d1": 1}}  # the kit's and PyTerrier's qid first
     with pytest.raises(FormatError, match="query id"):
         qrels_of({"q1": {"d1": 1}, "q\x00": {}})

@@ -189,3 +189,24 @@ def test_offline_is_read_as_huggingface_hub_reads_it_by_model_folder_and_hub_rea
         assert model_files.hub_reachable(0.5) is not offline and bool(asked) is not offline
     finally:
         model_files.hub_reachable.cache_clear()
+
+
+@pytest.mark.parametrize("endpoint", ["http://a..b", f"http://{'x' * 70}.org", "http://[::1"])
+def test_a_hub_endpoint_no_connection_can_be_made_to_is_unreachable_not_a_traceback(endpoint, monkeypatch):
+    # after 983fda5 hub_reachable went through http_retry.unreachable, which let the host name's UnicodeError through
+    # (instir retrieve ended in a traceback where it had said the Hub cannot be reached); "http://[::1" always had
+    from instir import http_retry
+    from instir.retrieval import model_files
+
+    assert http_retry.unreachable(endpoint, 0.5) is not None
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    model_files.hub_reachable.cache_clear()
+    try:
+        assert model_files.hub_reachable(0.5) is False
+    finally:
+        model_files.hub_reachable.cache_clear()
