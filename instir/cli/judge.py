@@ -19,7 +19,7 @@ from instir.cli.options import (
     positive_seconds,
     whole_number,
 )
-from instir.judge.factory import BACKENDS, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge
+from instir.judge.factory import BACKENDS, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge, require_reachable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,10 +90,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cli_judge(args: argparse.Namespace) -> CachedJudge:
-    """The judge the command-line options ask for."""
-    return make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
-                      api_key_env=args.api_key_env, timeout_s=args.timeout, max_retries=args.max_retries,
-                      cache=args.cache)
+    """The judge the command-line options ask for; an openai endpoint nothing answers at is refused before any
+    request, as the judge stage and ``instir run`` refuse it (:func:`require_reachable`)."""
+    judge = make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
+                       api_key_env=args.api_key_env, timeout_s=args.timeout, max_retries=args.max_retries,
+                       cache=args.cache)
+    if args.backend == "openai":  # after the model and key are checked, as the judge stage does
+        require_reachable(args.base_url, min(args.timeout, 5.0), where=f"--base-url {args.base_url or OPENAI_BASE_URL}")
+    return judge
 
 
 def _judge_line(meta: dict) -> str:

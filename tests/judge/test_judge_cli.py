@@ -317,3 +317,20 @@ def test_runs_shallower_than_k_are_said_once_by_instir_judge(capsys, tmp_path):
     assert err.count("warning: a run ranks at most 10 passages per instance, fewer than k = 20") == 1
     assert pd.read_csv(tmp_path / "j" / "judge" / "instfol.csv")[["k", "depth"]].drop_duplicates().values.tolist() == [
         [20, 10]]
+
+
+@pytest.mark.parametrize("base_url", ["http://a..b/v1", "http://127.0.0.1:9/v1"])
+def test_instir_judge_refuses_an_endpoint_nothing_answers_at_before_any_request(base_url, tmp_path, capsys,
+                                                                                  sample_runs, monkeypatch):
+    # before, instir judge and judge-validate sent every request to it (105 failures of a host name DNS cannot
+    # hold), where the judge stage and instir run refuse it up front
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key-0000")
+    instructed, query_only = sample_runs
+    for argv in (["judge-validate", "--benchmark", "ifir-sample/fiqa", "--per-stratum", "1"],
+                 ["judge", "--benchmark", "ifir-sample/fiqa", "--run", str(instructed), "--query-only-run",
+                  str(query_only), "--out", str(tmp_path / "out")]):
+        code = main([*argv, "--backend", "openai", "--model", "served", "--base-url", base_url,
+                     "--cache", str(tmp_path / "j.sqlite")])
+        err = capsys.readouterr().err
+        assert code == 2 and f"--base-url {base_url}" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
