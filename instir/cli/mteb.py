@@ -49,14 +49,19 @@ def run_identity(meta: dict, path: Path) -> tuple[str, str | None]:
 
 def mteb_export_command(args: argparse.Namespace) -> int:
     """Handler of ``instir mteb-export``."""
-    from instir.retrieval.mteb import write_mteb_dataset, write_mteb_predictions
+    from instir.retrieval.mteb import dataset_template, write_mteb_dataset, write_mteb_predictions
     from instir.retrieval.runs import read_run
 
     if not args.runs and not args.dataset:
         raise UsageError("nothing to write: give --run FILE and/or --dataset")
     if len(args.runs) > 1:
         raise UsageError("MTEB keeps one prediction file per task in a folder: write one --run per --out folder")
+    if args.template != "default" and not args.dataset:
+        raise UsageError("--template shapes the dataset's queries: give --dataset too (prediction files hold no text)")
     benchmark = benchmark_from_args(args)
+    template = None if args.template == "mteb" else args.template
+    if args.dataset:
+        dataset_template(benchmark, template)  # a template MTEB cannot take, before anything is written
     out = output_folder(args.out)
     for run_path in map(Path, args.runs):
         run = read_run(run_path)
@@ -65,7 +70,6 @@ def mteb_export_command(args: argparse.Namespace) -> int:
                                       revision=args.revision or revision)
         print(f"{run_path} -> {path} (model {args.model_name or model!r}, {run.df['qid'].nunique()} queries)")
     if args.dataset:
-        template = None if args.template == "mteb" else args.template
         folder = write_mteb_dataset(benchmark, out, template=template)
         print(f"{benchmark.label} -> {folder} (corpus.jsonl, queries.jsonl, qrels/test.jsonl, README.md)")
     return 0

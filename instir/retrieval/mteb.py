@@ -294,6 +294,19 @@ def _readme(task: str, benchmark: Benchmark, configs: Mapping[str, str], text_ru
     return "\n".join(lines)
 
 
+def dataset_template(benchmark: Benchmark, template: str | Template | None = "default") -> Template | None:
+    """The template an MTEB dataset of ``benchmark`` writes its queries with (:func:`write_mteb_dataset`'s
+    ``template``: ``"default"`` is the family spec's), refused when it makes ``[instruction, text]`` pairs, which no
+    MTEB query file can hold: what ``instir mteb-export`` checks before it writes anything."""
+    if template == "default":
+        template = mteb_ids(benchmark).task.dataset_template
+    if isinstance(template, str):
+        template = get_template(template)
+    if template is not None:
+        require_text(template, "MTEB's queries", documents=False)  # its documents are written as they are
+    return template
+
+
 def write_mteb_dataset(benchmark: Benchmark, out: str | Path, *, template: str | Template | None = "default"
                        ) -> Path:
     """Write ``benchmark`` as a dataset folder in MTEB's retrieval layout under ``out`` and return
@@ -317,12 +330,7 @@ def write_mteb_dataset(benchmark: Benchmark, out: str | Path, *, template: str |
     ``origin_query``, a templated query also keeps ``metadata.origin_query`` (InstructIR's)."""
     ids = mteb_ids(benchmark)
     task = ids.task
-    if template == "default":
-        template = task.dataset_template
-    if isinstance(template, str):
-        template = get_template(template)
-    if template is not None:
-        require_text(template, "MTEB's queries", documents=False)  # its documents are written as they are
+    template = dataset_template(benchmark, template)
     queries = []
     for qid, query in benchmark.queries.items():
         if template is None:

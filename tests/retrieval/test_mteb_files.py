@@ -171,3 +171,18 @@ def test_another_models_predictions_are_refused_the_same_models_other_ones_set_a
     other.write_text('{"default": {}}')
     with raises_saying(UsageError, "holds no predictions"):
         write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample")
+
+
+def test_mteb_export_refuses_a_pair_template_or_a_template_without_a_dataset_before_writing_anything(tmp_path,
+                                                                                                      capsys):
+    # before, --run X --dataset --template <a pair template> wrote the predictions, then refused the template; and
+    # --template without --dataset was ignored without a word
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    run = retrieve(load_benchmark("ifir-sample/fiqa"), BM25Retriever(show_progress=False), k=5, out_dir=tmp_path)
+    base = ["mteb-export", "--benchmark", "ifir-sample/fiqa", "--run", run.meta["path"]]
+    assert main([*base, "--dataset", "--template", "ifir-instructor", "--out", str(tmp_path / "a")]) == 2
+    assert "[instruction, text] pairs" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    assert main([*base, "--template", "instructir", "--out", str(tmp_path / "b")]) == 2
+    assert "give --dataset too" in capsys.readouterr().err and not (tmp_path / "b").exists()
