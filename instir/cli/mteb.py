@@ -59,9 +59,8 @@ def mteb_export_command(args: argparse.Namespace) -> int:
     if args.template != "default" and not args.dataset:
         raise UsageError("--template shapes the dataset's queries: give --dataset too (prediction files hold no text)")
     benchmark = benchmark_from_args(args)
-    template = None if args.template == "mteb" else args.template
-    if args.dataset:
-        dataset_template(benchmark, template)  # a template MTEB cannot take, before anything is written
+    # resolved and checked once, before anything is written (a template MTEB cannot take is refused here)
+    template = dataset_template(benchmark, None if args.template == "mteb" else args.template) if args.dataset else None
     out = output_folder(args.out)
     for run_path in map(Path, args.runs):
         run = read_run(run_path)
