@@ -386,3 +386,13 @@ def test_mteb_queries_config_without_queries_or_a_topic_changed_twice_is_refused
         out.write(json.dumps({"query-id": "301", "corpus-ids": []}) + "\n")
     err = _error(folder)
     assert (err.where, err.field) == (3, "query-id") and "first on line 1" in str(err)
+
+
+def test_a_config_in_two_forms_is_refused_naming_both_never_read_in_part(tmp_path):
+    # before, qrels/ holding test.parquet and a test.jsonl shard read the parquet shard only (the finder's first
+    # pattern won): the judgments in the jsonl shard were dropped without a word
+    folder = write_mteb(tmp_path / "mteb", parquet=True)
+    _jsonl(folder / "qrels" / "extra.jsonl", _qrels_rows({"301": {"d6": 1}}, "-og"))
+    err = _error(folder)
+    assert err.path == str(folder / "qrels" / "extra.jsonl")
+    assert "two forms" in str(err) and "qrels/test.parquet" in str(err)

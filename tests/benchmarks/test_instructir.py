@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from instir.benchmarks.instructir import INSTRUCTIR_SETTINGS, group_of, load_instructir
-from instir.benchmarks.types import Doc, Query
+from instir.benchmarks.types import Doc, FormatError, Query
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GITHUB = FIXTURES / "instructir-github"
@@ -194,3 +194,15 @@ def test_github_files_with_hf_queries_beside_load_the_same(tmp_path):
 ])
 def test_group_is_the_original_query_id(query_id, group):
     assert group_of(query_id) == group
+
+
+def test_a_corpus_in_two_forms_is_refused_naming_both(tmp_path):
+    # before, corpus.jsonl beside the corpus/ config was read and the config's shards were not, silently
+    root = tmp_path / "mteb"
+    shutil.copytree(MTEB, root)
+    load_instructir(root)
+    (root / "corpus.jsonl").write_text(json.dumps({"_id": "extra", "title": "", "text": "more"}) + "\n")
+    with pytest.raises(FormatError) as info:
+        load_instructir(root)
+    assert info.value.path == str(next((root / "corpus").glob("*.parquet")))
+    assert "'corpus' is here in two forms, corpus.jsonl and corpus/" in str(info.value)
