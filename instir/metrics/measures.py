@@ -212,21 +212,29 @@ def _ir_measure(text: str) -> Any:
     errors (``NameError``, ``ValueError``, ``AssertionError``) one :class:`UsageError`."""
     import ir_measures
 
-    head, at, cutoff = re.fullmatch(r"(.*?)(@|_at_(?=\d)|$)(.*)", text, re.DOTALL | re.IGNORECASE).groups()
-    text = LOWER_CASE_NAMES.get(head.lower(), head) + ("@" if at else "") + cutoff
+    head, cutoff = split_cutoff(text)
+    spelled = LOWER_CASE_NAMES.get(head.lower(), head) + ("" if cutoff is None else f"@{cutoff}")
     try:
-        return ir_measures.parse_measure(text)
+        return ir_measures.parse_measure(spelled)
     except NameError:
         try:  # trec_eval's own name (ndcg_cut_10, map, recip_rank, P_10): its one measure
-            (measure,) = ir_measures.parse_trec_measure(text)
+            (measure,) = ir_measures.parse_trec_measure(spelled)
             return measure
         except (ValueError, KeyError, NameError, AssertionError):
             pass
-        name = text.split("@")[0].split("(")[0]
-        raise unknown("measure", name, sorted({m.NAME for m in ir_measures.pytrec_eval.SUPPORTED_MEASURES}),
+        known = sorted({m.NAME for m in ir_measures.pytrec_eval.SUPPORTED_MEASURES})
+        raise unknown("measure", head.split("(")[0], known,
                       where=f"in {quoted(text)}", more=" (e.g. nDCG@10, RR@10, R@100, P@10)") from None
     except (ValueError, AssertionError) as err:
         raise UsageError(f"cannot read measure {quoted(text)}: {err}") from None
+
+
+def split_cutoff(name: str) -> tuple[str, str | None]:
+    """A measure name's head and what follows its cutoff mark (``@``, or ranx's and MTEB's ``_at_`` before a
+    digit, in any case), None without one: ``ndcg_at_10`` -> ``("ndcg", "10")``. One reading of the mark for
+    :func:`parse_measure` and the papers' tables."""
+    head, at, cutoff = re.fullmatch(r"(.*?)(@|_at_(?=\d)|$)(.*)", name, re.DOTALL | re.IGNORECASE).groups()
+    return head, (cutoff if at else None)
 
 
 #: Measures whose cutoff pytrec_eval cannot apply itself: for these, the uncut measure is

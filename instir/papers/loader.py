@@ -32,7 +32,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.readers import read_text
 from instir.benchmarks.types import FormatError, quoted
 from instir.inputs import file_problem
-from instir.metrics.measures import LOWER_CASE_NAMES
+from instir.metrics.measures import LOWER_CASE_NAMES, split_cutoff
 
 #: paper name -> CSV file under ``instir/papers/reported/``: each family's (its spec's ``[papers] file``),
 #: and MTEB's results store
@@ -97,9 +97,9 @@ def canonical_measure(name: str) -> tuple[str, str]:
     if robust:
         inner, _ = canonical_measure(robust.group(1))
         return (inner.replace("nDCG@", "Robustness@") if inner.startswith("nDCG@") else text), variant
-    parts = re.fullmatch(r"([A-Za-z_]+?)(?:@|_at_)(\d+)", text, re.IGNORECASE)
-    if parts and parts.group(1).lower() in _MEASURE_NAMES:
-        return f"{_MEASURE_NAMES[parts.group(1).lower()]}@{parts.group(2)}", variant
+    head, cutoff = split_cutoff(text)
+    if cutoff and cutoff.isascii() and cutoff.isdigit() and head.lower() in _MEASURE_NAMES:
+        return f"{_MEASURE_NAMES[head.lower()]}@{cutoff}", variant
     return text, variant
 
 

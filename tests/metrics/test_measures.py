@@ -63,6 +63,14 @@ def test_a_measure_that_cannot_be_is_refused_in_one_line():
         parse_measures([])
 
 
+@pytest.mark.parametrize("bad", ["ndcg_at_10@5", "ndcg@ten", "foo_at_10"])
+def test_a_measure_that_cannot_be_is_quoted_as_the_user_wrote_it(bad):
+    # before, the message quoted the name the kit had rewritten it to ('nDCG@10@5', 'foo@10'): a name the user
+    # never wrote, which a search of their command or notebook does not find
+    with pytest.raises(UsageError, match=f"{bad!r}"):
+        parse_measure(bad)
+
+
 @pytest.mark.parametrize("bad", ["nDCG@0", "ndcg_cut_0", "Robustness@0", "P@10.5", "nDCG@1e9", "RR@0",
                                  "R@100000000000000000000", "nDCG@2147483648"])
 def test_a_cutoff_that_is_no_whole_number_of_at_least_1_is_one_line_not_an_abort(bad):

@@ -125,6 +125,7 @@ def test_paper_names_and_hf_ids_map_both_ways():
     ("Robustness(nDCG@10)", ("Robustness@10", "")),
     ("InstFol@20", ("InstFol@20", "")),
     ("main_score(ndcg_at_20)", ("main_score(ndcg_at_20)", "")),
+    ("ndcg@\u0661\u0660", ("ndcg@\u0661\u0660", "")),  # no cutoff pytrec_eval reads: left as it is, as parse_measure
 ])
 def test_canonical_measure_names(name, expected):
     assert canonical_measure(name) == expected
