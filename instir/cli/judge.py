@@ -96,7 +96,8 @@ def _cli_judge(args: argparse.Namespace) -> CachedJudge:
                        api_key_env=args.api_key_env, timeout_s=args.timeout, max_retries=args.max_retries,
                        cache=args.cache)
     if args.backend == "openai":  # after the model and key are checked, as the judge stage does
-        require_reachable(args.base_url, min(args.timeout, 5.0), where=f"--base-url {args.base_url or OPENAI_BASE_URL}")
+        require_reachable(args.base_url, min(args.timeout, 5.0), where=f"--base-url {args.base_url or OPENAI_BASE_URL}",
+                          names=("--base-url", "--backend"))
     return judge
 
 

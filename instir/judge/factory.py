@@ -105,15 +105,17 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     return CachedJudge(judge, Path(cache))
 
 
-def require_reachable(base_url: str | None, timeout_s: float = 5.0, *, where: str | None = None) -> None:
+def require_reachable(base_url: str | None, timeout_s: float = 5.0, *, where: str | None = None,
+                      names: tuple[str, str] = ("judge_base_url", "judge_backend")) -> None:
     """Refuse (:class:`~instir.errors.UsageError`) an openai judge endpoint (empty:
     :data:`OPENAI_BASE_URL`) where nothing answers within ``timeout_s``: a run would otherwise
     wait out every retry of every request in silence. The message starts with ``where``
-    (default: ``judge endpoint <url>``)."""
+    (default: ``judge endpoint <url>``) and names the caller's endpoint and backend settings
+    (``names``: the parameters' by default, a command's options from the CLI)."""
     from instir.http_retry import unreachable
 
     url = base_url or OPENAI_BASE_URL
     reason = unreachable(url, timeout_s)
     if reason:
-        raise UsageError(f"{where or 'judge endpoint ' + url}: {reason}; start the server, fix judge_base_url, "
-                         "or choose another judge_backend")
+        raise UsageError(f"{where or 'judge endpoint ' + url}: {reason}; start the server, fix {names[0]}, "
+                         f"or choose another {names[1]}")

@@ -333,4 +333,6 @@ def test_instir_judge_refuses_an_endpoint_nothing_answers_at_before_any_request(
                      "--cache", str(tmp_path / "j.sqlite")])
         err = capsys.readouterr().err
         assert code == 2 and f"--base-url {base_url}" in err and len(err.strip().splitlines()) == 1
+        # the fix is named as this command spells it, not as the notebooks' parameters do
+        assert "fix --base-url, or choose another --backend" in err and "judge_" not in err
     assert not (tmp_path / "out").exists()
