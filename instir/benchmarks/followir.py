@@ -142,11 +142,19 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
     dpaths = _config(folder, "qrel_diff")
     changed: dict[str, list[str]] = {}
     seen: dict[str, tuple[Path, int | str]] = {}
+    topics = {FORMS.split(qid)[0] for qid in queries}
     for dpath in dpaths:
         for n, rec in read_records(dpath):
             qid = field_str(rec, "query-id", dpath, n)  # the topic's, without -og / -changed
             check_unique(seen, qid, dpath, n, "query-id", "qrel_diff entry for query")
+            if qid not in topics:  # p-MRR would skip it with a warning blaming the run, on every evaluation
+                raise FormatError(dpath, n, "query-id", f"unknown topic {quoted(qid)} (the queries config has no "
+                                                        f"{qid}{OG} or {qid}{CHANGED})")
             changed[qid] = _id_list(rec, "corpus-ids", dpath, n)
+            stray = next((doc for doc in changed[qid] if doc not in doc_ids), None)
+            if stray is not None:  # no run can rank it: p-MRR would count it as unmoved
+                raise FormatError(dpath, n, "corpus-ids", f"changed document {quoted(stray)} of topic {quoted(qid)} "
+                                                          "is not in the corpus")
     files = {"corpus": _config(folder, "corpus"), "queries": qpaths, "instruction": ipaths, "top_ranked": tpaths,
              "qrel_diff": dpaths, "qrels": rpaths}
     candidates = {q: list(top_ranked.get(q, ())) for q in queries}

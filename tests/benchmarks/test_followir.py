@@ -396,3 +396,18 @@ def test_a_config_in_two_forms_is_refused_naming_both_never_read_in_part(tmp_pat
     err = _error(folder)
     assert err.path == str(folder / "qrels" / "extra.jsonl")
     assert "two forms" in str(err) and "qrels/test.parquet" in str(err)
+
+
+@pytest.mark.parametrize("entry, field, message", [
+    ({"query-id": "399", "corpus-ids": ["d1"]}, "query-id", "unknown topic '399'"),
+    ({"query-id": "302", "corpus-ids": ["d4", "d99"]}, "corpus-ids", "changed document 'd99' of topic '302'"),
+])
+def test_a_qrel_diff_naming_a_topic_or_document_the_data_lacks_is_refused_at_its_line(tmp_path, entry, field, message):
+    # before, a stray topic made p-MRR warn on every evaluation that the run lacked it, and a document not in the
+    # corpus counted as unmoved in both rankings: a p-MRR pulled towards 0, silently
+    folder = write_mteb(tmp_path / "mteb")
+    path = folder / "qrel_diff" / "qrel_diff.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    _jsonl(path, [row for row in lines if row["query-id"] != entry["query-id"]] + [entry])
+    err = _error(folder)
+    assert (err.path, err.field) == (str(path), field) and message in str(err)
