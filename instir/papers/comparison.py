@@ -348,7 +348,9 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
     ours["judge"] = [f"{backend}: {model}" if model else "" for backend, model in
                      zip(ours["judge_backend"], ours["judge_model"])]
     ours = _without_partial_averages(ours)
-    keys = _KEYS + ["measure_reproduced", "sample"]  # a sample and the benchmark it samples may share a report
+    # a sample and the benchmark it samples may share a report; two systems of one model (a card's run beside a
+    # run named after the model) are each compared with its row
+    keys = _KEYS + ["system", "measure_reproduced", "sample"]
     zero_dupes = ours["level_was_zero"] & ours.duplicated(keys, keep=False)
     ours = ours[~zero_dupes]
     clash = ours[ours.duplicated(keys, keep=False)]

@@ -10,7 +10,7 @@ results store. Reads only files: no benchmark is loaded.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
 from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS
-from instir.systems.coverage import coverage_matrix
+from instir.systems.coverage import card_row_keys, coverage_matrix
 
 #: The columns of a reproduced number.
 REPRODUCED_COLUMNS = ["system", "benchmark", "subset", "level", "measure", "value"]
@@ -219,14 +219,15 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     data = data_checks(read_datasets(layout.root))
     scored = (stage_records(layout.root).get("03_metrics") or [{}])[0].get("parameters", {})
     protocol = str(scored.get("protocol") or "authors")  # what the evaluate stage scored the numbers under
-    compared = compare_to_papers(reproduced, every_reported, runs=windowing, data=data, sample_ok=True,
-                                 protocol=protocol)
+    model_map = run_row_keys(runs["system"], sidecars)
+    compared = compare_to_papers(reproduced, every_reported, model_map=model_map, runs=windowing, data=data,
+                                 sample_ok=True, protocol=protocol)
     widened = None
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
         widen = tolerance_widening(pd.read_csv(layout.stability))
         widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
-                                    runs=windowing, data=data, sample_ok=True, protocol=protocol)
+                                    model_map=model_map, runs=windowing, data=data, sample_ok=True, protocol=protocol)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
     coverage = coverage_matrix(layout.root)
     # one set: an earlier run's verdict note or widened table never stays beside this run's comparison
@@ -240,4 +241,20 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     tables.mkdir(parents=True, exist_ok=True)
     atomic.write_files(files, remove=[tables / name for name in ("comparison_widened.csv", "not_comparable.txt")
                                       if tables / name not in files])
-    return PaperComparison(compared, reason, windowing, match_systems(instructed), widened, coverage, reported)
+    return PaperComparison(compared, reason, windowing, match_systems(instructed, model_map), widened, coverage,
+                           reported)
+
+
+def run_row_keys(systems: Sequence[str], sidecars: Sequence[Mapping | None]) -> dict[str, str]:
+    """System name -> the model key of the paper row its run's system card reproduces (the card its sidecar
+    records, joined to rows as the coverage matrix joins them: :func:`card_row_keys`), so a run named after its
+    card (``BM25 (FollowIR)``) or renamed (``--run mine=FILE``) meets that row. A run of no card, or of a kit
+    variant, is matched by its name."""
+    row_keys = card_row_keys()
+    out: dict[str, str] = {}
+    for system, meta in zip(systems, sidecars):
+        card = (meta or {}).get("system")
+        key = row_keys.get(str(card.get("name"))) if isinstance(card, Mapping) and not card.get("variant_of") else None
+        if key:
+            out.setdefault(str(system), key)
+    return out

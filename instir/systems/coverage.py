@@ -15,7 +15,7 @@ the card of its paper with that name, ``(…)`` suffix aside. Kit variants (card
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -35,7 +35,7 @@ from instir.systems.registry import (
 
 def paper_row_key(card: SystemCard, cards: Mapping[str, SystemCard]) -> str:
     """The model key of the paper row ``card`` reproduces."""
-    if card.adapter == "bm25":
+    if card.adapter in ("bm25", "paper-bm25"):
         return "bm25"
     if card.adapter == "hybrid":
         return f"{HYBRID_PREFIX}{paper_row_key(get_card(card.params['dense'], cards), cards)}+bm25"
@@ -145,29 +145,48 @@ def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, Syste
     needs (:func:`card_needs`; ``instir systems NAME`` says it whole) and the values reproduced for
     it in ``out_dir`` (runs named after the card, as notebook 02 names its ``systems``)."""
     cards = load_cards() if cards is None else cards
+    reproduced = _reproduced(Path(out_dir) if out_dir is not None else None)
+    rows = []
+    for paper, model, key, card in paper_rows(cards):
+        if card is None:
+            runnable, reason = False, "no system card"
+        else:
+            runnable, reason = system_status(card, cards)
+            if card.paper != paper:
+                borrowed = f"the {card.paper} paper's card of this model (settings as that paper ran it)"
+                reason = f"{borrowed}; {reason}" if reason else borrowed
+        rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
+                     "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
+                     "what you need": card_needs(card, cards) if card else "a system card (--cards FILE)",
+                     "reproduced": reproduced.get(card.name, "") if card else ""})
+    return pd.DataFrame(rows)
+
+
+def paper_rows(cards: Mapping[str, SystemCard]) -> Iterator[tuple[str, str, str, SystemCard | None]]:
+    """Every model row of the families' reported tables as ``(paper, printed model, model key, card)``: the
+    card of its paper with its key, else the one named as the row is, else another paper's card of the model
+    (None: no card). The one join of rows and cards, for the coverage matrix and :func:`card_row_keys`."""
     by_key: dict[tuple[str, str], SystemCard] = {}
     by_name: dict[tuple[str, str], SystemCard] = {}
     for card in cards.values():
         if card.paper in family_papers() and not card.variant_of:
             by_key.setdefault((card.paper, paper_row_key(card, cards)), card)
             by_name.setdefault((card.paper, base_name(card.name)), card)
-    reproduced = _reproduced(Path(out_dir) if out_dir is not None else None)
-    rows = []
     for paper in family_papers():
         reported = load_reported(paper)
         models = reported[reported["model"].notna() & (reported["model"].astype(str) != "")]
         for (model, key), _ in models.groupby(["model", "model_key"], sort=False):
-            card = (by_key.get((paper, key)) or by_name.get((paper, base_name(model)))
-                    or _other_papers_card(by_key, paper, key))
-            if card is None:
-                runnable, reason = False, "no system card"
-            else:
-                runnable, reason = system_status(card, cards)
-                if card.paper != paper:
-                    borrowed = f"the {card.paper} paper's card of this model (settings as that paper ran it)"
-                    reason = f"{borrowed}; {reason}" if reason else borrowed
-            rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
-                         "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
-                         "what you need": card_needs(card, cards) if card else "a system card (--cards FILE)",
-                         "reproduced": reproduced.get(card.name, "") if card else ""})
-    return pd.DataFrame(rows)
+            yield paper, model, key, (by_key.get((paper, key)) or by_name.get((paper, base_name(model)))
+                                      or _other_papers_card(by_key, paper, key))
+
+
+def card_row_keys(cards: Mapping[str, SystemCard] | None = None) -> dict[str, str]:
+    """Card name -> the model key of the row of its own paper it reproduces (as :func:`paper_rows` joins them):
+    what a run of the card is compared with (``model_map`` of :func:`instir.papers.compare_to_papers`), whatever
+    the run is named. Kit variants and cards no row of their paper joins are not here."""
+    cards = load_cards() if cards is None else cards
+    out: dict[str, str] = {}
+    for paper, _, key, card in paper_rows(cards):
+        if card is not None and card.paper == paper:
+            out.setdefault(card.name, key)
+    return out

@@ -14,29 +14,30 @@ from instir.stages.compare import reproduced_numbers
 
 
 def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatible", "gpt-4o-mini [ifir]"),
-                     data=(True, "record counts as published"), k=100):
+                     data=(True, "record counts as published"), k=100, system="bm25", card=None):
     """A report folder of BM25 on the real IFIR FiQA as the stages leave it: the run (its engine and depth in its
-    sidecar),
-    metrics, InstFol with its judge, and the record of the data loaded."""
+    sidecar, and ``card``'s fields where a card ran it), metrics, InstFol with its judge, and the record of the
+    data loaded; the system named ``system``."""
     from instir.report.record import update_record
     from instir.retrieval import Run, write_run
 
     for name in ("metrics", "judge", "runs"):
         (folder / name).mkdir()
+    meta = {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}, "k": k}
     run = Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]}),
-              {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}, "k": k})
+              {**meta, "system": card.to_dict()} if card else meta)
     write_run(run, folder / "runs" / "bm25.trec")
-    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": "bm25", "run_file": "runs/bm25.trec"}]).to_csv(
+    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": system, "run_file": "runs/bm25.trec"}]).to_csv(
         folder / "runs" / "runs.csv", index=False)
     pd.DataFrame({
-        "system": ["bm25", "bm25", "bm25 (query-only)"], "benchmark": "ifir/fiqa", "setting": "instructed",
+        "system": [system, system, f"{system} (query-only)"], "benchmark": "ifir/fiqa", "setting": "instructed",
         "subset": "fiqa", "level": "all", "measure": ["nDCG@20[ifir-native]", "nDCG@20", "nDCG@20"],
         "value": [0.251, 0.10, 0.2], "n_queries": 1718,
     }).to_csv(folder / "metrics" / "metrics.csv", index=False)
     pd.DataFrame({
         "scope": ["level", "subset"], "subset": "fiqa", "level": [3, None], "instfol": [0.05, 0.011],
         "s_q": 1.0, "s_inst": 1.1, "instances": 10, "scored": 10, "failed": 0, "dropped": 0,
-        "system": "bm25", "benchmark": "ifir", "judge_backend": judge[0], "judge_model": judge[1], "k": 20,
+        "system": system, "benchmark": "ifir", "judge_backend": judge[0], "judge_model": judge[1], "k": 20,
         "depth": k,
     }).to_csv(folder / "judge" / "instfol.csv", index=False)
     update_record(folder, datasets={"ifir/fiqa": {"revision": "local", "layout": "songtingyu", "sample": False,
@@ -44,10 +45,10 @@ def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatibl
     return folder
 
 
-def compared_bm25(folder) -> pd.DataFrame:
+def compared_bm25(folder, system="bm25") -> pd.DataFrame:
     paper_tables(folder)
     compared = pd.read_csv(folder / "paper_tables" / "comparison.csv")
-    return compared[(compared["table"] == "Table 3") & (compared["system"] == "bm25")].set_index("measure_reproduced")
+    return compared[(compared["table"] == "Table 3") & (compared["system"] == system)].set_index("measure_reproduced")
 
 
 def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path):
@@ -64,6 +65,26 @@ def test_paper_tables_compare_numbers_from_a_real_benchmark(tmp_path):
     assert "ifir-native-ndcg" in table3.loc["nDCG@20[ifir-native]", "reasons"]
     assert not (tmp_path / "paper_tables" / "not_comparable.txt").exists()
     assert "bm25 (query-only)" not in set(pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")["system"])
+
+
+@pytest.mark.parametrize("system", ["BM25 (IFIR)", "my bm25"])
+def test_a_run_of_a_papers_card_meets_that_papers_row_whatever_the_run_is_named(tmp_path, system):
+    # before, a run was matched to a paper row by its name only: a card's run ("BM25 (IFIR)", as notebook 02 and the
+    # sweep name it) or a renamed one (--run NAME=FILE) met no row, so no card's run could earn a verdict, while
+    # coverage.csv said the card reproduced the row
+    from instir.systems.cards import get_card
+
+    table3 = compared_bm25(real_fiqa_folder(tmp_path, system=system, card=get_card("BM25 (IFIR)")), system)
+    assert list(table3.index) == ["nDCG@20[ifir-native]", "InstFol@20"]
+    assert set(table3["model"]) == {"BM25"} and set(table3["verdict"]) == {"within tolerance"}
+
+
+def test_a_run_of_a_kit_variant_card_meets_no_paper_row(tmp_path):
+    from instir.systems.cards import get_card
+
+    variant = get_card("RepLLaMA-7B (fixed)")
+    paper_tables(real_fiqa_folder(tmp_path, system="RepLLaMA-7B (fixed)", card=variant))
+    assert pd.read_csv(tmp_path / "paper_tables" / "comparison.csv").empty
 
 
 @pytest.mark.parametrize("ground, words", [
