@@ -404,9 +404,13 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None, *, paper:
     ``ColBERT (IFIR, mean-pooled)``); when several do (``BM25`` -> ``BM25 (IFIR)``,
     ``BM25 (InstructIR)``) it is refused with the candidates listed. With ``paper`` (``ifir``: the family of
     the benchmark a system runs on), that paper's cards are asked first, so every name its tables print finds
-    its card (``GTR-XL`` on IFIR is ``GTR-XL (IFIR)``).
+    its card (``GTR-XL`` on IFIR is ``GTR-XL (IFIR)``), after a user's own card of exactly that name (paper
+    ``user``: a card ``bm25`` is never replaced by a paper's ``BM25 (…)``).
     """
     cards = load_cards() if cards is None else cards
+    mine = _named(name, {key: card for key, card in cards.items() if card.paper == "user"})
+    if mine is not None:
+        return mine
     if paper is not None:
         own = {key: card for key, card in cards.items() if card.paper == paper and not card.variant_of}
         try:
@@ -416,12 +420,18 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None, *, paper:
     return _find_card(name, cards)
 
 
+def _named(name: str, cards: Mapping[str, SystemCard]) -> SystemCard | None:
+    """The card named ``name`` (case and outer spaces aside), None when there is none."""
+    low = name.strip().lower()
+    return next((card for card in cards.values() if card.name.lower() == low), None)
+
+
 def _find_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
     """:func:`get_card` among ``cards``."""
     low = name.strip().lower()
-    for card in cards.values():
-        if card.name.lower() == low:
-            return card
+    exact = _named(name, cards)
+    if exact is not None:
+        return exact
     by_model = [c for c in cards.values() if c.model.lower() == low and not c.variant_of]
     if len(by_model) == 1:
         return by_model[0]

@@ -200,3 +200,20 @@ def test_instir_retrieve_takes_the_name_the_benchmarks_paper_prints(tmp_path, ca
     sidecar = next(tmp_path.glob("*.json"))
     assert json.loads(sidecar.read_text())["system"]["name"] == "BM25 (FollowIR)"
     assert get_card("BM25", paper="ifir").name == "BM25 (IFIR)"  # each family's own
+
+
+def test_a_card_named_exactly_as_asked_comes_before_a_papers_card_of_that_name(tmp_path, capsys):
+    # before, with the benchmark's paper asked first, a user's card "bm25" was replaced by "BM25 (InstructIR)"
+    # (Anserini, k1=0.9, b=0.4) without a word, while `instir systems bm25` showed the user's card
+    from instir.cli import main
+
+    path = tmp_path / "mine.toml"
+    path.write_text('[[card]]\nname = "bm25"\npaper = "user"\nkind = "retriever"\nadapter = "bm25"\n'
+                    "params = {k1 = 3.0, b = 0.1}\n")
+    cards = load_cards([path])
+    assert get_card("bm25", cards, paper="instructir").params == {"k1": 3.0, "b": 0.1}
+    assert get_card("BM25", cards, paper="instructir").name == "bm25"  # the case aside, as every name
+    assert main(["retrieve", "--system", "bm25", "--cards", str(path), "--benchmark", "instructir-sample",
+                 "--k", "5", "--out", str(tmp_path / "out")]) == 0
+    sidecar = next((tmp_path / "out").glob("*.json"))
+    assert json.loads(sidecar.read_text())["system"]["params"] == {"k1": 3.0, "b": 0.1}
