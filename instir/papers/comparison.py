@@ -20,7 +20,7 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import NOT_CHECKED
 from instir.errors import UsageError, expect, quoted
-from instir.papers.divergences import reasons_for
+from instir.papers.divergences import reasons_for, voiding
 from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
@@ -172,7 +172,8 @@ PROTOCOLS = {"authors": "the authors'", "mteb": "MTEB's"}
 
 def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: str = "authors") -> str | None:
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
-    ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use, the data (not
+    ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use or that measures
+    something else (a known reason that ``voids`` it: another task, other data, a mislabelled file), the data (not
     verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
     authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
     run by the paper's engine), the judge (an InstFol not judged by the paper's judge) and the run's depth (unknown,
@@ -182,6 +183,9 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
         return "SAMPLE"
     if "do not use" in str(row.get("source") or ""):
         return "its source says not to use it as this model's number"
+    void = voiding(row)
+    if void is not None:
+        return void.title
     family = row["benchmark"] if row["benchmark"] in catalog.families() else None
     names = ([f"{family}/{s}" for s in catalog.family(family).subsets] if family and row["subset_id"] == "avg"
              else [f"{row['benchmark']}/{row['subset_id']}" if row["subset_id"] else str(row["benchmark"])])

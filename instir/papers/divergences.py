@@ -32,6 +32,8 @@ class Divergence:
     ``clean``, ``none``, ``n/a``; ``unknown`` when the row does not say, ``mixed`` when the
     runs behind an average differ); ``engines`` the BM25 engines of the run it applies to
     (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``).
+    ``voids``: the reported number measures something the kit does not rerun (another task, other data, a
+    mislabelled file), so a row it applies to earns no verdict (:func:`voiding`), only the reason.
     """
 
     key: str
@@ -46,6 +48,7 @@ class Divergence:
     secondary_only: bool = False
     windowing: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
+    voids: bool = False
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
@@ -181,17 +184,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "mair-legacy-task", "MAIR legacy task, not InstructIR's setup",
         "These MTEB results come from a legacy MAIR InstructIR task (its own instruction, dataset "
         "revision 7d24eac) that was later removed from MTEB's results store.",
-        papers=("mteb",), benchmarks=("instructir",)),
+        papers=("mteb",), benchmarks=("instructir",), voids=True),
     Divergence(
         "mteb-data-revision", "MTEB copy has fewer queries",
         "MTEB's copies of IFIR hold 135 SciFact-open, 167 FIRE and 42 TREC-CDS queries where the paper "
         "has 152, 168 and 43.",
-        papers=("mteb",), subsets=("scifact_open", "fire", "cds")),
+        papers=("mteb",), subsets=("scifact_open", "fire", "cds"), voids=True),
     Divergence(
         "mteb-mislabelled-file", "Identical MTEB result files",
         "MTEB's GritLM-7B and e5-mistral-7b-instruct IFIR result files are byte-identical, so one is "
         "mislabelled; neither is a reliable per-model reference.",
-        papers=("mteb",), benchmarks=("ifir",), models=("gritlm/gritlm-7b", "intfloat/e5-mistral-7b-instruct")),
+        papers=("mteb",), benchmarks=("ifir",), models=("gritlm/gritlm-7b", "intfloat/e5-mistral-7b-instruct"),
+        voids=True),
     Divergence(
         "colbert-plaid", "ColBERTv2: exact MaxSim instead of a PLAID index",
         "InstructIR searched colbertv2.0 with colbert-ai's PLAID index (nbits=2, kmeans_niters=4, "
@@ -246,3 +250,9 @@ def known_divergences(measure: str | None = None) -> pd.DataFrame:
 def reasons_for(row: Mapping) -> list[str]:
     """Keys of the known reasons that apply to one aligned (or reported) row."""
     return [d.key for d in DIVERGENCES if d.applies(row)]
+
+
+def voiding(row: Mapping) -> Divergence | None:
+    """The first known reason that applies to ``row`` and leaves its reported number nothing to verify a rerun
+    against (``voids``), None when there is none."""
+    return next((d for d in DIVERGENCES if d.voids and d.applies(row)), None)
