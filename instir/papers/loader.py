@@ -151,7 +151,9 @@ def paper_models(paper: str = "ifir") -> pd.DataFrame:
         "model": models["model"].astype(str),
         "model_hf_id": models[id_col].fillna("").astype(str),
     })
-    out["model_key"] = [model_key(m) for m in out["model"]]
+    # by the paper's own id where it gives one: a name two papers print for two models (FollowIR's "Contriever" is
+    # contriever-msmarco, IFIR's facebook/contriever) keys as that paper's rows do (load_reported)
+    out["model_key"] = [model_key(i or m) for m, i in zip(out["model"], out["model_hf_id"])]
     return out.reset_index(drop=True)
 
 

@@ -129,3 +129,17 @@ def test_paper_names_and_hf_ids_map_both_ways():
 ])
 def test_canonical_measure_names(name, expected):
     assert canonical_measure(name) == expected
+
+
+@pytest.mark.parametrize("paper", ["ifir", "instructir", "followir"])
+def test_the_names_a_paper_prints_for_a_model_are_those_of_its_rows_the_comparison_aligns(paper):
+    # before, FollowIR's "Contriever" (its row: contriever-msmarco) was named for facebook/contriever, IFIR's model:
+    # notebook 05's "how system names match" table sent a run of one model to the row the comparison gave the other
+    reported = load_reported(paper)
+    rows = reported[(reported["model_key"] != "") & ~reported["model_key"].str.startswith("hybrid:")]  # the model's name
+    rows = rows.drop_duplicates(["model", "model_key"])
+    for model, key in rows[["model", "model_key"]].itertuples(index=False):
+        assert model in paper_names_for(key, paper), (model, key)
+    if paper == "followir":
+        assert paper_names_for("facebook/contriever-msmarco", paper) == ["Contriever"]
+        assert "Contriever" not in paper_names_for("facebook/contriever", paper)
