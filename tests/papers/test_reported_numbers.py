@@ -136,7 +136,8 @@ def test_the_names_a_paper_prints_for_a_model_are_those_of_its_rows_the_comparis
     # before, FollowIR's "Contriever" (its row: contriever-msmarco) was named for facebook/contriever, IFIR's model:
     # notebook 05's "how system names match" table sent a run of one model to the row the comparison gave the other
     reported = load_reported(paper)
-    rows = reported[(reported["model_key"] != "") & ~reported["model_key"].str.startswith("hybrid:")]  # the model's name
+    # a hybrid row prints its dense model's name
+    rows = reported[(reported["model_key"] != "") & ~reported["model_key"].str.startswith("hybrid:")]
     rows = rows.drop_duplicates(["model", "model_key"])
     for model, key in rows[["model", "model_key"]].itertuples(index=False):
         assert model in paper_names_for(key, paper), (model, key)
