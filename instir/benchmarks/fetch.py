@@ -48,7 +48,8 @@ def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: 
 
 
 #: Set to 1 to check every fetched file's SHA-256 against its manifest when a benchmark loads (about a
-#: second per 500 MB); sizes and the Hub's download records are always checked (milliseconds).
+#: second per 500 MB); sizes, the Hub's download records and the SHA-256 of each file written since the fetch
+#: (its modification time changed) are always checked.
 VERIFY_DIGESTS_VAR = "INSTIR_VERIFY_DIGESTS"
 
 
@@ -97,7 +98,7 @@ def changes_since_fetch(folder: str | Path, manifest: dict, *, digests: bool | N
             changes.append(f"{name} is missing")
         elif path.stat().st_size != entry.get("bytes"):
             changes.append(f"{name} has {path.stat().st_size:,} bytes, not {entry.get('bytes')}")
-        elif digests and atomic.file_sha256(path) != entry.get("sha256"):
+        elif (digests or _touched(path, entry)) and atomic.file_sha256(path) != entry.get("sha256"):
             changes.append(f"{name} has other bytes (SHA-256)")
     changes += [f"{p.relative_to(folder)} is not in the manifest" for p in sorted(_data_files(folder))
                 if str(p.relative_to(folder)) not in listed]
@@ -109,6 +110,29 @@ def changes_since_fetch(folder: str | Path, manifest: dict, *, digests: bool | N
         if commit != manifest["resolved_revision"]:
             changes.append(f"{record.relative_to(folder)} names commit {commit[:12]!r}")
     return changes
+
+
+def _touched(path: Path, entry: dict) -> bool:
+    """Whether ``path`` was written since the manifest listed it (its modification time differs from the one
+    recorded): only such a file's digest is computed on every load, so an edit that keeps the size is found
+    at the cost of reading the files touched. A manifest of an earlier version records no time: sizes only."""
+    recorded = entry.get("mtime_ns")
+    return isinstance(recorded, int) and path.stat().st_mtime_ns != recorded
+
+
+def folder_revision(folder: Path) -> str:
+    """The revision to report for a benchmark's data ``folder``: :func:`fetched_revision` where
+    :func:`fetch` left its manifest; ``local+changed`` where the Hub's download records say it was fetched but
+    the manifest is gone (nothing can tell what changed since, so the data is not taken for the paper's), with
+    a warning; else ``local`` (a folder of the user's, checked by its record counts)."""
+    manifest = read_manifest(folder)
+    if manifest:
+        return fetched_revision(folder, manifest)
+    if (folder / ".cache" / "huggingface" / "download").is_dir():
+        warnings.warn(f"{folder} was downloaded from the Hub but holds no {MANIFEST_NAME}: reported as "
+                      "local+changed, not as a fetched revision; instir fetch it again", stacklevel=3)
+        return "local+changed"
+    return "local"
 
 
 def _data_files(folder: Path) -> list[Path]:
@@ -230,6 +254,8 @@ def data_check(bench: Benchmark) -> str | None:
     lists (:func:`fetched_revision`). A comparison with a paper gives a verdict only on such data."""
     if bench.is_sample:
         return "a bundled sample"
+    if bench.revision == "local+changed":
+        return "downloaded from the Hub, but its instir manifest is missing: fetch it again"
     if bench.revision.endswith("+changed"):
         return f"files changed since instir fetch at {bench.revision[:12]}"
     try:
@@ -248,8 +274,8 @@ def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, r
     found = {"queries": 0, "groups": 0, "documents": 0, **_found_counts(bench, expected)}
     counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value}
               for key, value in expected.items()}
-    files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "sha256": atomic.file_sha256(p)}
-             for p in sorted(_data_files(folder))]
+    files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns,
+              "sha256": atomic.file_sha256(p)} for p in sorted(_data_files(folder))]
     manifest = {
         "benchmark": bench.name, "layout": layout, "loader_layout": bench.layout, "repo": repo,
         "requested_revision": requested, "resolved_revision": resolved,

@@ -79,7 +79,8 @@ def test_ifir_subset_is_fetched_at_main_resolved_to_a_commit_with_a_manifest(hub
                                   "documents": {"expected": 57638, "found": 6, "ok": False}}
     assert manifest["verified"] is False and manifest["describe"]["revision"] == COMMIT
     corpus = FIXTURES / "ifir-songtingyu" / "fiqa" / "fiqa-corpus.jsonl"
-    assert {"path": "fiqa-corpus.jsonl", "bytes": corpus.stat().st_size,
+    fetched = root / "fiqa" / "fiqa-corpus.jsonl"
+    assert {"path": "fiqa-corpus.jsonl", "bytes": corpus.stat().st_size, "mtime_ns": fetched.stat().st_mtime_ns,
             "sha256": hashlib.sha256(corpus.read_bytes()).hexdigest()} in manifest["files"]
     assert [f["path"] for f in manifest["files"]] == ["fiqa-corpus.jsonl", "test_data.json"]
 
@@ -303,3 +304,32 @@ def test_a_damaged_manifest_is_one_error_naming_it(hub, tmp_path, monkeypatch):
     (folder / "instir-manifest.json").write_text('{"files": ')
     with pytest.raises(UserError, match=rf"{folder / 'instir-manifest.json'}: unreadable fetch manifest"):
         _loaded_revision()
+
+
+def test_an_edit_that_keeps_a_files_size_is_found_by_its_time_without_asking_for_digests(hub, tmp_path, monkeypatch):
+    # before, a same-size edit (5,000 qrels grades zeroed) kept the fetched revision unless INSTIR_VERIFY_DIGESTS=1:
+    # only a file written since the fetch has its digest computed now, on every load
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    monkeypatch.delenv("INSTIR_VERIFY_DIGESTS", raising=False)
+    corpus = folder / "fiqa-corpus.jsonl"  # one letter of a document: another text, the same size
+    corpus.write_bytes(corpus.read_bytes().replace(b"a", b"b", 1))
+    with pytest.warns(UserWarning, match=r"fiqa-corpus.jsonl has other bytes \(SHA-256\)"):
+        assert _loaded_revision() == f"{COMMIT}+changed"
+    untouched = _fetched_fiqa(hub, tmp_path / "again", monkeypatch)
+    corpus = next(p for p in sorted(untouched.rglob("*.jsonl")) if "corpus" in p.name)
+    os.utime(corpus)  # written again with the same bytes: read, found equal
+    assert _loaded_revision() == COMMIT
+
+
+def test_a_hub_download_whose_manifest_was_removed_is_not_taken_for_the_papers_data(hub, tmp_path, monkeypatch):
+    # before, removing instir-manifest.json turned a changed download into "local" data checked by counts alone
+    from instir.benchmarks import load_benchmark
+    from instir.benchmarks.fetch import data_check
+
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    (folder / ".cache" / "huggingface" / "download").mkdir(parents=True)  # what snapshot_download(local_dir=) leaves
+    (folder / "instir-manifest.json").unlink()
+    with pytest.warns(UserWarning, match="downloaded from the Hub but holds no instir-manifest.json"):
+        bench = load_benchmark("ifir/fiqa", root=folder.parent)
+    assert bench.revision == "local+changed"
+    assert data_check(bench) == "downloaded from the Hub, but its instir manifest is missing: fetch it again"
