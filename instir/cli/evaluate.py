@@ -119,7 +119,7 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
             else str(resolved)
         template = (sidecar.get("template") or {}).get("name")
         rows.append(listed_row(benchmark, names[i] or name, listed, template=template,
-                               k=ranked_depth(run, sidecar.get("k"))))
+                               k=ranked_depth(run, sidecar.get("k"), benchmark.queries)))
         read[listed] = run
     systems = [row["system"] for row in rows]
     if len(set(systems)) != len(systems):

@@ -35,7 +35,14 @@ from instir.errors import UsageError, expect
 from instir.judge.outcomes import judge_each, judgment_counts, judgment_frame
 from instir.judge.rubrics import INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest
-from instir.retrieval.runs import Run, ShallowRunsWarning, as_run, ranked_depth
+from instir.retrieval.runs import (
+    Run,
+    ShallowRunsWarning,
+    as_run,
+    ranked_depth,
+    ranked_phrase,
+    shallowest_query,
+)
 
 #: List cut-off of IFIR's InstFol@20.
 K = 20
@@ -207,11 +214,15 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     selection["subset"] = selection["subset"].replace("", benchmark.name)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
-    depth = min(ranked_depth(run, run.meta.get("k")) for run in (instructed, query_only))  # a verdict's: the shallower
-    reach = min(run.meta.get("k") or run.depth for run in (instructed, query_only))  # as evaluate's note takes a run
-    if 0 < reach < min(k, benchmark.rankable()):
-        warnings.warn(f"a run ranks at most {reach} passages per instance, fewer than k = {k}: this InstFol@{k} "
-                      f"judges its top {reach} (retrieve both runs at k = {k} for InstFol@{k})", ShallowRunsWarning)
+    runs = (instructed, query_only)
+    depths = [ranked_depth(run, run.meta.get("k"), benchmark.queries) for run in runs]
+    depth = min(depths)  # a verdict's depth, and the note's: the shallower run's
+    if 0 < depth < min(k, benchmark.rankable()):
+        shallower = runs[depths.index(depth)]
+        shallowest = None if shallower.meta.get("k") else shallowest_query(shallower, benchmark.queries)
+        warnings.warn(f"a run {ranked_phrase(depth, shallowest, 'passages', 'instance')}, fewer than k = {k}: this "
+                      f"InstFol@{k} judges its top {depth} (retrieve both runs at k = {k} for InstFol@{k})",
+                      ShallowRunsWarning)
     where, requests = _list_positions(benchmark, selected, lists)
     picked, judgments = judge_each(judge, requests, "document not in the corpus")
     positions = judgment_frame(where, picked)

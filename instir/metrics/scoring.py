@@ -34,7 +34,15 @@ from instir.metrics.measures import (
 )
 from instir.metrics.standard import Evaluator, RunLike, mean_by_measure, run_frame
 from instir.progress import tqdm
-from instir.retrieval.runs import Run, RunIdCheck, ShallowRunsWarning, check_run_ids, drop_self_hits, refuse_unanswered
+from instir.retrieval.runs import (
+    Run,
+    RunIdCheck,
+    ShallowRunsWarning,
+    check_run_ids,
+    drop_self_hits,
+    ranked_phrase,
+    refuse_unanswered,
+)
 
 #: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
 GENERIC_MEASURES = ("nDCG@10", "RR@10", "R@100", "P@10")
@@ -181,18 +189,20 @@ class Scorer:
             per_group.append(pairs.assign(system=system))
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
                                   checks={system: check},
-                                  notes=self.depth_notes(system, check.depth, benchmark.rankable()))
+                                  notes=self.depth_notes(system, check.depth, benchmark.rankable(),
+                                                          check.shallowest))
 
-    def depth_notes(self, system: str, depth: int, most: int) -> list[str]:
-        """A note when a run ranks fewer documents per query (``depth``; 0: not known) than a measure's cutoff and
-        than a query can have ranked (``most``, :meth:`Benchmark.rankable`): trec_eval counts the ranks past its
-        depth as non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
+    def depth_notes(self, system: str, depth: int, most: int, shallowest: str | None = None) -> list[str]:
+        """A note when a run ranks fewer documents per query (``depth``, :func:`~instir.retrieval.runs.ranked_depth`;
+        0: not known) than a measure's cutoff and than a query can have ranked (``most``, :meth:`Benchmark.rankable`),
+        naming the query that ranks fewest where others rank more (``shallowest``): trec_eval counts the ranks past
+        its depth as non-relevant, so R@100 of a run cut at 10 is no recall at 100."""
         cutoffs = {m.name: int(m.cutoff if isinstance(m, Native) else m.measure.params.get("cutoff") or 0)
                    for m in (*self.standard, *self.native)}
         deeper = [name for name, cutoff in cutoffs.items() if min(cutoff, most) > depth]
         if not depth or not deeper:
             return []
-        return [f"{system}: ranks at most {depth} documents per query, fewer than the cutoff of {', '.join(deeper)}: "
+        return [f"{system}: {ranked_phrase(depth, shallowest)}, fewer than the cutoff of {', '.join(deeper)}: "
                 f"the ranks past {depth} count as non-relevant (retrieve at k = {max(cutoffs.values())} for these)"]
 
 
@@ -356,7 +366,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
                    else ": no query of the run is in the qrels")
             raise UsageError(f"{quoted(str(key))} has no value on {getattr(qrels, 'name', 'these qrels')}{why}")
     if check is not None:  # on a benchmark, as evaluate_runs notes it
-        for note in scorer.depth_notes("the run", check.depth, benchmark.rankable()):
+        for note in scorer.depth_notes("the run", check.depth, benchmark.rankable(), check.shallowest):
             warnings.warn(note, ShallowRunsWarning, stacklevel=2)
     values = {key: float(means[str(asked[i])]) for i, key in enumerate(given)}
     return values[given[0]] if _single(measures) else values

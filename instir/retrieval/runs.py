@@ -455,14 +455,44 @@ def read_sidecar(path: str | Path) -> dict | None:
         return None
 
 
-def ranked_depth(run: Run | Mapping[str, Mapping], k: object = None) -> int:
-    """How deep ``run`` ranks, as a verdict takes it: ``k`` where its vouched sidecar says the depth asked (a query
-    may match fewer documents), else what every query reaches, the fewest documents it ranks for one (a query
-    ranked 10 deep scores nDCG@20 on 10, however deep the rest). ``run`` may be MTEB's ``{qid: {doc: score}}``."""
+def _query_depths(run: Run | Mapping[str, Mapping], queries: Collection[str] | None) -> pd.Series:
+    """The documents ``run`` ranks for each query it answers (a Series by query id), of ``queries`` only when
+    given: what :func:`ranked_depth` and :func:`shallowest_query` measure."""
+    if isinstance(run, Mapping):
+        counts = pd.Series({str(q): len(docs) for q, docs in run.items() if docs}, dtype="int64")
+    else:
+        counts = run.df["qid"].value_counts(sort=False)
+    return counts if queries is None else counts[[q in queries for q in counts.index]]
+
+
+def ranked_depth(run: Run | Mapping[str, Mapping], k: object = None, queries: Collection[str] | None = None) -> int:
+    """How deep ``run`` ranks, as a verdict, a depth note and ``runs.csv`` take it (the one rule of a run's depth):
+    ``k`` where its vouched sidecar says the depth asked (a query may match fewer documents), else what every query
+    reaches, the fewest documents it ranks for one (a query ranked 10 deep scores nDCG@20 on 10, however deep the
+    rest). Only ``queries`` count when given (the benchmark's): a line of a query the benchmark lacks scores nothing,
+    so it sets no depth; a query the run does not answer neither (it scores 0, named as missing by
+    :func:`check_run_ids`). 0 when no query counts. ``run`` may be MTEB's ``{qid: {doc: score}}``."""
     if k:
         return int(k)
-    ranked = [len(docs) for docs in run.values()] if isinstance(run, Mapping) else run.df["qid"].value_counts()
-    return int(min(ranked, default=0))
+    depths = _query_depths(run, queries)
+    return int(depths.min()) if len(depths) else 0
+
+
+def shallowest_query(run: Run | Mapping[str, Mapping], queries: Collection[str] | None = None) -> str | None:
+    """The query (of ``queries`` when given, as :func:`ranked_depth` counts them) that ranks the fewest documents
+    where another ranks more: the one that sets a measured depth, which a depth note names (a run cut short for
+    one query looks as deep as the rest); None when every such query ranks as many."""
+    depths = _query_depths(run, queries)
+    return str(depths.idxmin()) if len(depths) and depths.min() < depths.max() else None
+
+
+def ranked_phrase(depth: int, shallowest: str | None, unit: str = "documents", per: str = "query") -> str:
+    """How a note says a run's ``depth`` (:func:`ranked_depth`): ``ranks at most 5 documents per query``, or, where
+    one query (``shallowest``, :func:`shallowest_query`) ranks fewer than the rest, ``ranks 5 documents for query
+    'q' (its shallowest query: the others rank more)``, so a query cut short is named, not hidden in a mean."""
+    if shallowest is None:
+        return f"ranks at most {depth} {unit} per {per}"
+    return f"ranks {depth} {unit} for {per} {quoted(shallowest)} (its shallowest {per}: the others rank more)"
 
 
 def run_windowing(meta: Mapping | None) -> str:
@@ -604,9 +634,10 @@ def drop_self_hits(run: Run | pd.DataFrame) -> Run:
 @dataclass
 class RunIdCheck:
     """Ids of a run that the benchmark does not know (reported, never silently dropped), benchmark
-    queries the run does not answer, and the run's ``depth``: the k it was retrieved at where its metadata says it
-    (a query may match fewer documents: Lucene and bm25s rank only those that match), else the most documents it
-    ranks for a query."""
+    queries the run does not answer, and the run's ``depth`` (:func:`ranked_depth` over the benchmark's queries):
+    the k it was retrieved at where its metadata says it (a query may match fewer documents: Lucene and bm25s rank
+    only those that match), else the fewest documents it ranks for a query of the benchmark, that query
+    ``shallowest`` where others rank more (:func:`shallowest_query`; None otherwise)."""
 
     unknown_qids: list[str]
     unknown_docids: list[str]
@@ -614,6 +645,7 @@ class RunIdCheck:
     rows_with_unknown_docid: int
     missing_qids: list[str]
     depth: int = 0
+    shallowest: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -669,5 +701,6 @@ def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
         rows_with_unknown_qid=int(bad_q.sum()),
         rows_with_unknown_docid=int(bad_d.sum()),
         missing_qids=[q for q in benchmark.queries if q not in run_q],
-        depth=int(run.meta.get("k") or run.depth),
+        depth=ranked_depth(run, run.meta.get("k"), benchmark.queries),
+        shallowest=None if run.meta.get("k") else shallowest_query(run, benchmark.queries),
     )

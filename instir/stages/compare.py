@@ -176,14 +176,27 @@ def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.Dat
     return reported
 
 
-def _depth_now(path: Path, sidecar: dict | None, listed: object) -> object:
+def _scored_queries(layout: ReportLayout) -> dict[tuple[str, str], set[str]]:
+    """The queries each run's numbers were scored on, by (benchmark, system), from ``metrics/per_query.parquet``:
+    its benchmark's, which :func:`_depth_now` measures a run over as the evaluate stage did, without loading the
+    benchmark (empty where the file is absent or unreadable)."""
+    try:
+        scored = pd.read_parquet(layout.per_query, columns=["benchmark", "system", "qid"]).drop_duplicates()
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {(str(b), str(s)): set(part["qid"].astype(str)) for (b, s), part in scored.groupby(["benchmark", "system"])}
+
+
+def _depth_now(path: Path, sidecar: dict | None, listed: object, queries: set[str] | None) -> object:
     """A listed run's depth as its file holds it now (:func:`instir.retrieval.runs.ranked_depth`: its vouched
-    sidecar's k, else measured, in a TREC run or MTEB's predictions: a run edited since its sidecar, or one of one's
+    sidecar's k, else the fewest documents it ranks for one of ``queries``, those its numbers were scored on (None:
+    every query it answers), in a TREC run or MTEB's predictions: a run edited since its sidecar, or one of one's
     own); the runs list's k where no run can be read there any more (moved or deleted since it was scored)."""
     if sidecar and sidecar.get("k"):
         return sidecar["k"]
     try:
-        return ranked_depth(read_mteb_predictions(path).scores if is_mteb_predictions(path) else read_run(path))
+        return ranked_depth(read_mteb_predictions(path).scores if is_mteb_predictions(path) else read_run(path),
+                            queries=queries)
     except (UserError, OSError):
         return listed
 
@@ -206,9 +219,11 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
             else pd.DataFrame(columns=["benchmark", "system", "run_file"]))
     sidecars = [read_sidecar(layout.root / run_file) for run_file in runs["run_file"]]
     listed = runs["k"] if "k" in runs else [None] * len(runs)
+    scored = _scored_queries(layout)
     windowing = runs[["benchmark", "system"]].assign(
         windowing=[run_windowing(meta) for meta in sidecars], engine=[run_engine(meta) for meta in sidecars],
-        k=[_depth_now(layout.root / f, meta, k) for f, meta, k in zip(runs["run_file"], sidecars, listed)])
+        k=[_depth_now(layout.root / f, meta, k, scored.get((str(b), str(s))))
+           for f, meta, k, b, s in zip(runs["run_file"], sidecars, listed, runs["benchmark"], runs["system"])])
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)

@@ -56,8 +56,9 @@ def stage_tables(folder: Path) -> list[Path]:
 #: The files of a run's stored scores (an entry of the verified store ``metrics/runs/``): per-query values, and
 #: per-group values where a measure is computed over query groups.
 _VALUES, _PAIRS = "scores.parquet", "pairs.parquet"
-#: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew.
-SCORES_VERSION = 1
+#: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew. 2: the stored
+#: run check's depth is :func:`~instir.retrieval.runs.ranked_depth`'s (version 1 kept the deepest query's).
+SCORES_VERSION = 2
 
 
 def qrels_sha256(benchmark: Benchmark) -> str:

@@ -121,10 +121,11 @@ def test_instfol_per_instance_by_hand(toy):
 
 
 def test_a_k_past_the_runs_depth_is_said_not_printed_as_instfol_at_k_alone(toy):
-    # on the commit before, instir judge --k 1000000 on runs 100 deep printed InstFol@1000000 without a word
+    # on the commit before, instir judge --k 1000000 on runs 100 deep printed InstFol@1000000 without a word; and
+    # (before the one depth rule) the warning said 3, its deepest instance, while the depth recorded said 2
     judge = ScriptedJudge(SCORES)
-    with pytest.warns(UserWarning, match="a run ranks at most 3 passages per instance, fewer than k = 5: this "
-                                         "InstFol@5 judges its top 3"):
+    with pytest.warns(UserWarning, match="a run ranks 2 passages for instance 'n_0' \\(its shallowest instance: the "
+                                         "others rank more\\), fewer than k = 5: this InstFol@5 judges its top 2"):
         deep = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=5)
     assert deep.meta["depth"] == 2
     assert deep.instances.equals(instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3).instances)

@@ -64,9 +64,9 @@ def test_evaluate_prints_the_table_and_writes_the_evaluate_stages_folder(instruc
     runs = pd.read_csv(report / "runs" / "runs.csv")  # the baseline first: the stage's baseline
     assert runs["system"].tolist() == ["strong", "weak"] and runs["sample"].all()
     assert runs["run_file"].tolist() == [str(strong.resolve()), str(weak.resolve())]  # listed, not copied
-    # no sidecar: the depth every query reaches
-    assert runs["k"].tolist() == [read_run(strong).df["qid"].value_counts().min(),
-                                  read_run(weak).df["qid"].value_counts().min()] != [read_run(strong).depth] * 2
+    # no k in its sidecar: the depth every query of the benchmark reaches (weak's stray line of a query the
+    # benchmark lacks sets none)
+    assert runs["k"].tolist() == [read_run(strong).df["qid"].value_counts().min()] * 2 == [5, 5]
     assert read_record(report)["datasets"]["instructir-sample"]["sample"] is True
     comparisons = pd.read_csv(report / "metrics" / "comparisons.csv")
     assert set(comparisons["measure"]) == {"nDCG@10", "RR@10", "Robustness@10", "Robustness(RR@10)"}
@@ -216,6 +216,23 @@ def test_a_run_shallower_than_a_cutoff_is_said_on_every_scoring_also_a_reused_on
     with warnings.catch_warnings():
         warnings.simplefilter("error", ShallowRunsWarning)
         evaluate(instructir_sample, read_run(run), ["nDCG@5", "RR@5"])
+
+
+def test_a_query_cut_short_is_named_and_listed_at_the_depth_its_note_gives(instructir_sample, tmp_path, capsys):
+    # on the commit before, a run 5 deep but for one query cut to 2 got no depth note (the note took the deepest
+    # query) while runs.csv listed k 2 (the shallowest), and a stray line of a query the benchmark lacks listed k 1
+    full = _runs(instructir_sample, {})
+    first = full["qid"].iloc[0]
+    cut = write_run(Run(full[(full["qid"] != first) | (full.groupby("qid").cumcount() < 2)]), tmp_path / "cut.trec")
+    stray = write_run(Run(pd.concat([full, pd.DataFrame({"qid": ["no-such-query"], "docid": [first],
+                                                         "score": [1.0]})])), tmp_path / "stray.trec")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(cut), "--run", str(stray),
+                 "--measures", "nDCG@5", "RR@5", "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    assert (f"cut: ranks 2 documents for query '{first}' (its shallowest query: the others rank more), fewer than "
+            "the cutoff of nDCG@5, RR@5: the ranks past 2 count as non-relevant") in out
+    assert "stray: ranks" not in out  # 5 deep for every query of the benchmark: as deep as the cutoffs
+    assert pd.read_csv(tmp_path / "report" / "runs" / "runs.csv")["k"].tolist() == [2, 5]
 
 
 def test_a_run_of_another_benchmark_is_refused_in_every_scoring_path(instructir_sample, tmp_path, capsys):

@@ -18,6 +18,7 @@ from instir.retrieval.runs import (
     as_run,
     check_run_ids,
     drop_self_hits,
+    ranked_depth,
     read_run,
     run_is_complete,
     sidecar_path,
@@ -372,6 +373,23 @@ def test_bring_your_own_run_reports_unknown_ids_without_dropping_them(toy_benchm
     assert "2 document ids not in the corpus (2 rows): 'ghost-doc', 'x'" in summary
     assert "2 benchmark queries have no results" in summary
     assert len(run) == 5
+
+
+def test_a_runs_depth_is_its_shallowest_benchmark_query_in_the_id_check_and_the_runs_list(toy_benchmark):
+    # on the commit before, the id check (the depth notes') took the deepest query, 3, while ranked_depth (runs.csv's
+    # k, the verdicts') took the shallowest of all, 1: a stray line of a query the benchmark lacks
+    bench = toy_benchmark()
+    rows = [("1_1", d, 3.0 - i) for i, d in enumerate(["10_1", "20_1", "30_1"])] + [("2_1", "10_1", 1.0),
+                                                                                     ("2_1", "20_1", 0.5)]
+    run = Run(frame([*rows, ("9_9", "10_1", 1.0)]))
+    check = check_run_ids(run, bench)
+    assert check.depth == ranked_depth(run, queries=bench.queries) == 2 and check.shallowest == "2_1"
+    assert ranked_depth(run.to_dict(), queries=bench.queries) == 2  # MTEB's {qid: {doc: score}} alike
+    even = check_run_ids(Run(frame([r for r in rows if r[0] == "1_1"] + [("2_1", "10_1", 1.0), ("2_1", "30_1", 0.9),
+                                                                         ("2_1", "20_1", 0.8)])), bench)
+    assert (even.depth, even.shallowest) == (3, None)  # every query as deep: the same number as before
+    vouched = check_run_ids(Run(frame(rows), {"k": 100}), bench)  # its sidecar's k: a query may match fewer
+    assert (vouched.depth, vouched.shallowest) == (100, None)
 
 
 def test_a_clean_run_passes_the_id_check(toy_benchmark):

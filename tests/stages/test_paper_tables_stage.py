@@ -180,6 +180,38 @@ def test_a_run_edited_since_its_sidecar_is_measured_not_taken_at_its_listed_dept
     assert verdict() == "within tolerance"
 
 
+def test_a_stray_line_of_a_query_the_benchmark_lacks_sets_no_depth_in_the_verdict(tmp_path):
+    """A run of one's own (no sidecar's k) is as deep as the fewest documents it ranks for a query its numbers were
+    scored on (``metrics/per_query.parquet``), as the evaluate stage measured it; on the commit before, one stray
+    line of another query made it 1 deep and its number 'not comparable'."""
+    from instir.report.record import update_record
+
+    system = "dense:sentence-transformers/gtr-t5-xl"
+    for name in ("metrics", "judge", "runs"):
+        (tmp_path / name).mkdir()
+    lines = [f"q Q0 d{i} {i + 1} {100 - i} mine" for i in range(100)] + ["other Q0 d0 1 1 mine"]
+    (tmp_path / "runs" / "gtr.trec").write_text("\n".join(lines) + "\n")
+    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": system, "run_file": "runs/gtr.trec", "k": 1}]).to_csv(
+        tmp_path / "runs" / "runs.csv", index=False)
+    pd.DataFrame([{"system": system, "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa",
+                   "level": "all", "measure": "nDCG@20[ifir-native]", "value": 0.44, "n_queries": 1718}]).to_csv(
+        tmp_path / "metrics" / "metrics.csv", index=False)
+    pd.DataFrame({"benchmark": "ifir/fiqa", "system": system, "qid": ["q"], "measure": "nDCG@20",
+                  "value": 0.1}).to_parquet(tmp_path / "metrics" / "per_query.parquet")
+    update_record(tmp_path, datasets={"ifir/fiqa": {"revision": "local", "layout": "songtingyu", "sample": False,
+                                                    "verified": True, "check": "record counts as published"}})
+
+    def verdict() -> str:
+        paper_tables(tmp_path)
+        compared = pd.read_csv(tmp_path / "paper_tables" / "comparison.csv")
+        (found,) = compared[(compared["table"] == "Table 3") & (compared["system"] == system)]["verdict"]
+        return found
+
+    assert verdict() == "within tolerance"
+    (tmp_path / "runs" / "gtr.trec").write_text("\n".join(lines[:10] + lines[100:]) + "\n")  # q cut at 10
+    says(verdict(), "not comparable", "its run ranks 10 documents a query")
+
+
 def test_paper_tables_name_each_runs_windowing(tmp_path):
     """05's stage shows the long-text windowing each run recorded in its sidecar, and a compared row of a
     model IFIR encoded in windows carries the long-doc-windows note unless its run used 'ifir'."""
