@@ -25,6 +25,7 @@ import hashlib
 import json
 import platform
 import re
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -539,9 +540,11 @@ def run_is_complete(path: str | Path) -> bool:
 
 # ---------------------------------------------------------------- reading
 
-def _parse_slowly(path: Path, text: str) -> pd.DataFrame:
-    """Whitespace-tolerant line-by-line parse; raises FormatError at the first bad line."""
+def _parse_slowly(path: Path, text: str) -> tuple[pd.DataFrame, list[int]]:
+    """Whitespace-tolerant line-by-line parse, and the rank column in line order; raises FormatError at the first
+    bad line."""
     rows: list[tuple[str, str, float]] = []
+    ranks: list[int] = []
     seen: dict[tuple[str, str], int] = {}
     for n, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):  # lines end as pyarrow ends them
         parts = ascii_fields(line)
@@ -555,7 +558,7 @@ def _parse_slowly(path: Path, text: str) -> pd.DataFrame:
         check_id(docid, path, n, "docid")
         digits = ascii_number(rank, path, n, "rank", "an integer")
         try:
-            int(digits)
+            ranks.append(int(digits))
         except ValueError:
             raise FormatError(path, n, "rank", f"expected an integer, got {quoted(rank)}") from None
         value = float(ascii_number(score, path, n, "score", "a number"))
@@ -566,7 +569,17 @@ def _parse_slowly(path: Path, text: str) -> pd.DataFrame:
                                                 f"(first on line {seen[(qid, docid)]})")
         seen[(qid, docid)] = n
         rows.append((qid, docid, value))
-    return pd.DataFrame(rows, columns=["qid", "docid", "score"]) if rows else _empty_frame()
+    return (pd.DataFrame(rows, columns=["qid", "docid", "score"]) if rows else _empty_frame()), ranks
+
+
+def _lowest_first(same_query: np.ndarray, rank: np.ndarray, score: np.ndarray) -> bool:
+    """Whether a run file's rank column puts the lowest score first in every query (``same_query``: each line's
+    query is the one before it; lines in file order): a later rank of a query never scores lower, and some score
+    higher. Such a run was written for "lower is better" (a distance), which trec_eval, ranking by score, reads
+    upside down."""
+    step = same_query & (np.diff(rank) > 0)
+    rises = np.diff(score)[step]
+    return bool(rises.size and (rises >= 0).all() and (rises > 0).any())
 
 
 def read_run(path: str | Path) -> Run:
@@ -605,14 +618,22 @@ def read_run(path: str | Path) -> Run:
                     and pc.any(pc.match_substring_regex(ids, REFUSED_IN_IDS_RE2)).as_py()):
                 raise ValueError(f"a {column} holds a character ids may not hold")
         tags = table["tag"].unique().to_pylist()
-        run = Run(pd.DataFrame({"qid": _to_str_series(table["qid"].combine_chunks()),
-                                "docid": _to_str_series(table["docid"].combine_chunks()),
-                                "score": table["score"].to_numpy()}))
+        qids = table["qid"].combine_chunks()
+        frame = pd.DataFrame({"qid": _to_str_series(qids), "docid": _to_str_series(table["docid"].combine_chunks()),
+                              "score": table["score"].to_numpy()})
+        same = pc.equal(qids.slice(1), qids.slice(0, len(qids) - 1)).to_numpy(zero_copy_only=False)
+        ranks = table["rank"].to_numpy()
     except (pa.ArrowInvalid, ValueError):
         # slow path: tolerant of other whitespace, and names the first bad line
         text = decode_utf8(path, body.to_pybytes())
-        run = Run(_parse_slowly(path, text))
+        frame, ranks = _parse_slowly(path, text)
+        same = (frame["qid"].to_numpy()[1:] == frame["qid"].to_numpy()[:-1])
         tags = sorted({line.split()[-1] for line in text.splitlines() if line.strip()})
+    if _lowest_first(same, np.asarray(ranks), frame["score"].to_numpy()):
+        warnings.warn(f"{path}: in every query the rank column puts the lowest score first; trec_eval and the kit "
+                      "rank by score, highest first, so rank 1 is read as the last (if lower is better for this "
+                      "system, negate its scores)", stacklevel=2)
+    run = Run(frame)
     meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags}
     run.meta = {**meta, "path": str(path)}
     return run
