@@ -7,13 +7,24 @@ strings, which any walk over the value expands; an anchor alone is accepted), ne
 than :data:`MAX_DEPTH` (a ``RecursionError`` in PyYAML) and a file larger than
 :data:`MAX_CONFIG_BYTES`. Every refusal is an :class:`InputRefused` with the problem and, when
 known, the 1-based line.
+
+A plain (unquoted) value is read as YAML 1.2's core schema reads it, not as PyYAML's YAML 1.1:
+``true``/``false`` (any case PyYAML knows: ``True``, ``TRUE``), ``null``/``~``/nothing, whole
+numbers in decimal digits (``010`` is 10) and decimal fractions (``1e3``, ``.5``, ``.inf``);
+everything else is text. YAML 1.1 read ``k: 1:00`` as 60 (base 60), ``0x14`` as 20, ``0b101``
+as 5, ``1_0`` as 10, ``010`` as 8, ``yes``/``no``/``on``/``off`` as booleans and ``2024-05-01``
+as a date, each without a word; here each stays the text it is, which the field's own check
+then refuses at its line (``takes a whole number …, got '1:00'``) unless text is what the field
+takes. A value tagged ``!!int`` that is no decimal whole number is refused at its line.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -110,17 +121,40 @@ def read_config(path: str | Path, what: str = "file") -> str:
 
 def load_yaml(text: str) -> Any:
     """The value of one YAML document (``None`` for an empty one), as ``yaml.safe_load`` builds
-    it, or :class:`InputRefused` (see the module docstring); other parse errors are PyYAML's own
-    ``yaml.YAMLError``."""
-    import yaml
-
+    it but with YAML 1.2's plain scalars, or :class:`InputRefused` (see the module docstring);
+    other parse errors are PyYAML's own ``yaml.YAMLError``."""
     if len(text) > MAX_CONFIG_BYTES:
         raise InputRefused(f"{len(text)} characters, more than a YAML file may hold here ({MAX_CONFIG_BYTES})")
+    loader = _bounded_loader()(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+#: YAML 1.2 core schema's plain scalars (https://yaml.org/spec/1.2.2/#1032-tag-resolution), without its
+#: ``0o``/``0x`` integers: a count in a grid or card is written in decimal digits. Each tag's pattern and the
+#: first characters (``""``: the empty value) by which PyYAML's resolver looks it up.
+CORE_SCALARS = (
+    ("bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("null", r"~|null|Null|NULL|", ("~", "n", "N", "")),
+    ("int", r"[-+]?[0-9]+", "-+0123456789"),
+    ("float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+     "-+.0123456789"),
+)
+
+
+@functools.cache
+def _bounded_loader() -> type:
+    """PyYAML's safe loader, refusing aliases and deep nesting while composing (before any value is built)
+    and a key given twice, and resolving plain scalars by :data:`CORE_SCALARS` (plus ``<<`` merge keys)."""
+    import yaml
 
     class BoundedLoader(yaml.SafeLoader):
-        """The safe loader, refusing aliases and deep nesting while composing, before any value is built."""
+        """The safe loader with the kit's bounds and YAML 1.2's plain scalars."""
 
         depth = 0
+        yaml_implicit_resolvers: dict = {}
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
@@ -146,8 +180,20 @@ def load_yaml(text: str) -> Any:
                     lines[key.value] = key.start_mark.line + 1
             return super().construct_mapping(node, deep)
 
-    loader = BoundedLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+        def construct_yaml_int(self, node: Any) -> int:
+            """A whole number in decimal digits (YAML 1.1's ``010`` was octal 8, ``1:00`` 60, ``0x14`` 20)."""
+            value = self.construct_scalar(node)
+            try:
+                if re.fullmatch(r"[-+]?[0-9]+", value):
+                    return int(value)
+            except ValueError:  # Python's limit on the digits of an int (4300)
+                raise InputRefused(f"a number of {len(value)} digits, more than Python reads (4300)",
+                                   node.start_mark.line + 1) from None
+            raise InputRefused(f"{value[:40]!r} is tagged !!int but is no whole number in decimal digits",
+                               node.start_mark.line + 1)
+
+    for tag, pattern, first in CORE_SCALARS:
+        BoundedLoader.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(f"^(?:{pattern})$"), list(first))
+    BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+    BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+    return BoundedLoader

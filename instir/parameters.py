@@ -8,11 +8,16 @@ request from these rules."""
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from instir.errors import UnknownNameError, UsageError, quoted, unknown
+
+#: The largest depth or count: pytrec_eval holds a measure's cutoff in a C int, so a run deeper than this could
+#: never be scored at its depth (and no corpus, judge sample or resample count comes near it).
+MAX_CUTOFF = 2**31 - 1
 
 
 def _where(parameter: str) -> str:
@@ -68,11 +73,15 @@ def benchmark_names(value: str | Sequence[str], *, where: str = "parameter 'benc
 
 
 def depth(value: object, parameter: str = "k", *, where: str | None = None) -> int:
-    """A count (the cut-off ``k``, a number of instances) as a whole number of at least 1; text such
-    as ``"10"``, a fraction or a boolean refused in one line naming the parameter."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{where or _where(parameter)} takes a whole number of at least 1, got {quoted(value)}")
-    return value
+    """A count (the cut-off ``k``, a measure's cutoff, a number of instances) as a whole number from 1 to
+    :data:`MAX_CUTOFF`: the one rule of every depth, whether from a grid, a parameter, an option or a call;
+    text such as ``"10"``, a fraction, a boolean or ``10**20`` refused in one line naming the parameter
+    (``where=""``: the line begins ``takes …``, for an option's type, whose name argparse puts before it)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_CUTOFF:
+        where = _where(parameter) if where is None else where
+        raise UsageError(f"{where} takes a whole number of at least 1 (at most {MAX_CUTOFF:,}), "
+                         f"got {quoted(value)}".lstrip())
+    return int(value)
 
 
 def count_within(value: object, low: int, high: int, what: str) -> int:

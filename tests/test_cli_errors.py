@@ -240,6 +240,17 @@ def test_judge_counts_below_one(capsys, tmp_path, option):
     assert f"argument {option}: must be at least 1, got -3" in line
 
 
+@pytest.mark.parametrize("given,said", [
+    ("100000000000000000000", "takes a whole number of at least 1 (at most 2,147,483,647), got 100000000000000000000"),
+    ("1_0", "expected a whole number, got '1_0'")])
+def test_k_past_the_deepest_cutoff_or_with_underscores_is_refused_before_any_run(capsys, tmp_path, given, said):
+    # on the commit before, --k 100000000000000000000 wrote runs (nDCG at that cutoff is refused) and --k 1_0 was 10
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", given,
+                 "--out", str(tmp_path / "runs"))
+    assert f"argument --k: {said}" in line
+    assert not (tmp_path / "runs").exists()
+
+
 def test_count_that_is_not_a_number(capsys, tmp_path):
     line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
                  "--per-stratum", "many")
@@ -299,12 +310,12 @@ def test_run_with_no_system_at_all_is_refused_before_any_notebook(capsys, tmp_pa
 
 def test_run_k_that_is_not_a_number(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "k=abc")
-    assert "parameter 'k' takes a whole number of at least 1, got 'abc'" in line
+    assert "parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), got 'abc'" in line
 
 
 def test_run_k_zero(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "k=0")
-    assert "parameter 'k' takes a whole number of at least 1, got 0" in line
+    assert "parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), got 0" in line
 
 
 def test_run_unknown_retriever_in_a_comma_list(capsys, tmp_path):

@@ -132,3 +132,51 @@ def test_a_grid_or_card_file_that_is_no_regular_file_is_named_for_what_it_is(odd
         load_grid(odd_paths[kind])  # a FIFO would block for ever in read(), /dev/zero never end
     with pytest.raises(FormatError, match=re.escape(f"card file {EXPECTED[kind]}")):
         load_cards([odd_paths[kind]])
+
+
+@pytest.mark.parametrize("written", ["1:00", "0x14", "0b101", "1_0", "yes", "No", "on", "OFF", "2024-05-01",
+                                     "="])
+def test_a_plain_value_yaml_1_1_would_turn_into_a_number_boolean_or_date_stays_its_text(written):
+    # on the commit before, PyYAML's YAML 1.1 read 1:00 as 60 (base 60), 0x14 as 20, 0b101 as 5, 1_0 as 10, yes/on as
+    # True, 2024-05-01 as a date, and '=' failed with a traceback (no constructor for tag:yaml.org,2002:value)
+    from instir import inputs
+
+    assert inputs.load_yaml(f"value: {written}\nlisted: [{written}]\n") == {"value": written, "listed": [written]}
+
+
+def test_decimal_numbers_booleans_and_nulls_are_read_as_yaml_1_2_reads_them():
+    from instir import inputs
+
+    text = "a: 010\nb: -7\nc: 1e3\nd: .5\ne: -.inf\nf: True\ng: FALSE\nh: ~\ni:\nj: 100000000000000000000\nk: '10'\n"
+    assert inputs.load_yaml(text) == {"a": 10, "b": -7, "c": 1000.0, "d": 0.5, "e": float("-inf"), "f": True,
+                                      "g": False, "h": None, "i": None, "j": 10**20, "k": "10"}  # 010 was octal 8
+
+
+@pytest.mark.parametrize("value,said", [
+    pytest.param("!!int 0x14", "'0x14' is tagged !!int but is no whole number", id="hex"),
+    pytest.param("1" * 5000, "a number of 5000 digits", id="5000-digits")])
+def test_an_int_that_is_no_decimal_whole_number_is_refused_at_its_line(value, said):
+    # on the commit before, !!int 0x14 was 20, and 5000 digits a ValueError traceback (Python's 4300-digit limit)
+    from instir import inputs
+
+    with pytest.raises(inputs.InputRefused) as err:
+        inputs.load_yaml(f"benchmarks: [instructir-sample]\nk: {value}\n")
+    assert err.value.line == 2 and said in err.value.problem
+
+
+@pytest.mark.parametrize("written", ["1:00", "0x14", "1_0"])
+def test_a_grid_k_written_as_yaml_1_1_would_read_it_is_refused_not_run_at_another_depth(tmp_path, written):
+    # on the commit before, k: 1:00 ran every cell at k=60, 0x14 at 20, 1_0 at 10, without a word
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"benchmarks: [instructir-sample]\nsystems: [bm25]\nk: {written}\n")
+    with raises_saying(GridError, "grid.yaml", "field 'k' takes a whole number", f"got {written!r}"):
+        load_grid(path)
+
+
+def test_a_card_files_yes_or_on_is_no_boolean_and_its_field_says_true_or_false(tmp_path):
+    # on the commit before, normalize: on was True; the same word in a text field would have been True too
+    path = tmp_path / "cards.yaml"
+    path.write_text("card:\n  - {name: mine, paper: user, kind: retriever, adapter: sentence-transformers,\n"
+                    "     model: m, normalize: on}\n")
+    with raises_saying(FormatError, str(path), "field 'normalize'", "must be true or false, got 'on'"):
+        load_cards([path])

@@ -76,7 +76,7 @@ def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_
 
 @pytest.mark.parametrize(("call", "message"), [
     (lambda out: retrieve_runs(out, ["instructir-sample"], ["bm25"], k="10"),
-     "parameter 'k' takes a whole number of at least 1, got '10'"),
+     "parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), got '10'"),
     (lambda out: retrieve_runs(out, [], ["bm25"]), "parameter 'benchmarks' is empty"),
     (lambda out: retrieve_runs(out, ["instructir-sample"], []), "no system to run"),
     (lambda out: score_runs(out, ["instructir-sample", "ifir-sampel"]),

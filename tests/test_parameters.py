@@ -23,3 +23,30 @@ def test_the_notebooks_retrievers_and_systems_given_as_text_are_names_not_charac
     assert notebook_systems(["hybrid"], "", []) == ["hybrid"]
     with pytest.raises(UsageError, match="parameter 'systems' takes names"):
         notebook_systems(["bm25"], "", [3])
+
+
+@pytest.mark.parametrize("value", [2**31, 10**20])
+def test_a_depth_past_the_deepest_cutoff_is_refused_by_the_grid_the_parameters_and_retrieve(value, instructir_sample):
+    # on the commit before, k: 100000000000000000000 ran (runs written) while nDCG@100000000000000000000 was refused
+    from says import raises_saying
+
+    from instir.parameters import MAX_CUTOFF, depth
+    from instir.retrieval.search import retrieve
+    from instir.stages.request import run_request
+
+    assert depth(MAX_CUTOFF) == MAX_CUTOFF
+    with raises_saying(UsageError, "parameter 'k' takes a whole number", "at most 2,147,483,647", f"got {value}"):
+        depth(value)
+    with raises_saying(UsageError, "grid.yaml: field 'k' takes a whole number", "at most 2,147,483,647"):
+        run_request({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": value},
+                     lambda field: f"grid.yaml: field {field!r}")
+    with raises_saying(UsageError, "retrieve(…, k) takes a whole number", "at most 2,147,483,647"):
+        retrieve(instructir_sample, "bm25", k=value)
+
+
+def test_a_depth_from_numpy_is_a_depth_and_a_python_int():
+    import numpy as np
+
+    from instir.parameters import depth
+
+    assert depth(np.int64(10)) == 10 and type(depth(np.int64(10))) is int

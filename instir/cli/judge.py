@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from instir.cli.options import (
     add_benchmark_arguments,
     benchmark_from_args,
+    depth_option,
     output_folder,
     positive_int,
     positive_seconds,
@@ -73,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="report folder (default: ./judgment-<benchmark>-<setting>)")
     p.add_argument("--max-instances", type=positive_int, default=None,
                    help="judge a stratified sample of at most N instances (default: all)")
-    p.add_argument("--k", type=positive_int, default=20, help="list cut-off (default: 20, as InstFol@20)")
+    p.add_argument("--k", type=depth_option, default=20, help="list cut-off (default: 20, as InstFol@20)")
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="judge the sample R times (own cache entries per repeat) and print the spread of InstFol "
                         "the judge causes next to the spread the query sample causes (default: 1)")

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir.errors import UsageError
+from instir.parameters import depth
 from instir.terminal import terminal_text
 
 if TYPE_CHECKING:
@@ -28,14 +30,23 @@ class Parser(argparse.ArgumentParser):
 
 
 def positive_int(text: str) -> int:
-    """argparse type of counts and depths (``--k``, ``--max-instances`` …): an integer ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    """argparse type of counts (``--max-instances``, ``--resamples`` …): a whole number of at least 1 written in
+    decimal digits (Python's ``int`` would also read ``1_0`` as 10); the command checks a count's own bound."""
+    if not re.fullmatch(r"[-+]?[0-9]+", text.strip()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def depth_option(text: str) -> int:
+    """argparse type of a depth (``--k``, ``--depth``): a :func:`positive_int` that :func:`instir.parameters.depth`,
+    the rule of every depth, accepts (at most :data:`~instir.parameters.MAX_CUTOFF`)."""
+    try:
+        return depth(positive_int(text), where="")  # where="": argparse puts the option's name before the line
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def output_folder(path: str | Path, option: str = "--out") -> Path:

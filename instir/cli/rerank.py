@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from instir.cli.options import add_benchmark_arguments, benchmark_from_args, positive_int
+from instir.cli.options import add_benchmark_arguments, benchmark_from_args, depth_option, positive_int
 from instir.errors import UsageError
 
 
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     who.add_argument("--reranker", choices=("monot5", "cross-encoder", "llm-ptrue"),
                      help="reranker kind, with --model")
     p.add_argument("--model", default=None, help="model id or local path (with --reranker)")
-    p.add_argument("--depth", type=positive_int, default=None,
+    p.add_argument("--depth", type=depth_option, default=None,
                    help="documents rescored per query (default: 100; on a reranking task such as FollowIR, every "
                         "candidate)")
     p.add_argument("--batch-size", type=positive_int, default=64,

@@ -10,8 +10,8 @@ from instir.cli.options import (
     TEXT_WIDTH,
     add_benchmark_arguments,
     benchmark_from_args,
+    depth_option,
     output_folder,
-    positive_int,
     text_table,
 )
 from instir.errors import UsageError
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--template", default=None,
                    help="query/document template name (default: the system card's, else the authors' template "
                         "for the model family)")
-    p.add_argument("--k", type=positive_int, default=None,
+    p.add_argument("--k", type=depth_option, default=None,
                    help="documents per query (default: the family's depth, FollowIR's 1000; else 100)")
     p.add_argument("--out", required=True, help="output directory for runs")
     p.set_defaults(handler=_retrieve)

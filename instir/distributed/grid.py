@@ -9,7 +9,7 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
               "BM25 (IFIR)", "Promptriever-7B"]   # ... and any retriever system card name (instir systems)
     variants: [instructed, query-only]     # of each family's variants (its spec's [variants]); default: all
     settings: [instructed]                 # InstructIR settings; IFIR has only "instructed"
-    k: 100                                 # default: each family's depth (its spec's; FollowIR 1000, else 100)
+    k: 100                                 # 1 to 2,147,483,647; default: each family's depth (FollowIR 1000, else 100)
     data_root: ""                          # real data; empty: the fetch cache
     cache_dir: ""                          # embedding cache; empty: <instir home>/embeddings
     shard_min_docs: 20000                  # corpora this large are encoded by Ray Data first
@@ -20,7 +20,8 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 :func:`parse_grid` checks every value before any cell runs, by the run request's rules
 (:mod:`instir.stages.request`: one :class:`GridError` naming the file, the field and the value);
 :func:`grid_estimate` says what the grid amounts to. The file is read by :mod:`instir.inputs`
-(YAML aliases refused, at most 1 MiB).
+(YAML aliases refused, at most 1 MiB; plain values read as YAML 1.2 reads them: ``k: 1:00`` is the text
+``'1:00'``, refused, not YAML 1.1's 60).
 """
 
 from __future__ import annotations

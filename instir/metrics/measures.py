@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from instir.benchmarks import catalog
 from instir.benchmarks.forms import Forms
 from instir.errors import UsageError, quoted, unknown
+from instir.parameters import depth
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -251,21 +252,16 @@ def uncut(measure: Any) -> Any:
     return measure
 
 
-#: The largest cutoff pytrec_eval holds (a C int).
-MAX_CUTOFF = 2**31 - 1
-
-
 def standard(measure: Any) -> Standard:
     """A :class:`Standard` of an ir_measures object, refused when the pytrec_eval provider cannot
     compute it (ir-measures would otherwise fall back to another provider, or silently score 0)."""
     import ir_measures
 
     cutoff = measure.params.get("cutoff")
-    whole = isinstance(cutoff, int) and not isinstance(cutoff, bool)
-    if cutoff is not None and not (whole and 1 <= cutoff <= MAX_CUTOFF):
+    if cutoff is not None:
         # pytrec_eval aborts the process on a cutoff of 0 (a failed C assertion), ir-measures asserts on 10.5, and
-        # a cutoff past a C int came back under another name (a KeyError)
-        raise UsageError(f"measure {measure.NAME}@{cutoff}: the cutoff is a whole number from 1 to {MAX_CUTOFF:,}")
+        # a cutoff past a C int (parameters.MAX_CUTOFF) came back under another name (a KeyError)
+        depth(cutoff, where=f"measure {measure.NAME}@{cutoff}: the cutoff")
     if not ir_measures.pytrec_eval.supports(uncut(measure)):
         raise UsageError(f"measure {measure} is not supported by the pytrec_eval provider")
     return Standard(measure)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import numbers
 import os
 import re
 import time
@@ -18,6 +17,7 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark, quoted
 from instir.errors import UsageError, expect, unknown
 from instir.formatting import Template, default_template, family_of_model, get_template
+from instir.parameters import depth
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.model_files import check_model
 from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, write_run
@@ -209,13 +209,13 @@ def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Templat
     of them in the system's order (``k`` becomes the longest list): every candidate scored as
     the task asks, by any retriever. ``template`` defaults as :func:`template_for` says. With
     ``out_dir`` the run and its sidecar are written there, and a complete run with the same key
-    is read back instead of searching again. A system's full card is recorded as ``meta["system"]``. ``k`` below 1 is
-    refused (a run of nothing is no result).
+    is read back instead of searching again. A system's full card is recorded as ``meta["system"]``. A ``k`` that
+    is no whole number from 1 to :data:`instir.parameters.MAX_CUTOFF` is refused (a run of nothing is no result,
+    and no measure scores a run deeper).
     """
     expect(benchmark, Benchmark, "retrieve(benchmark, …)", f"; load one: instir.load_benchmark({quoted(benchmark)})")
     expect(template, (Template, str, type(None)), "retrieve(…, template)")
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a whole number of documents per query, at least 1; got {quoted(k)}")
+    k = depth(k, where="retrieve(…, k)")
     if isinstance(retriever, str):  # a kind, as make_retriever takes it ("bm25"); a card: build_system(name)
         if retriever not in RETRIEVER_KINDS:
             raise UsageError(f"retrieve takes a retriever: make_retriever(kind) for one of {', '.join(RETRIEVER_KINDS)}"

@@ -129,19 +129,16 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
     for key in ("model", "base_url", "api_key_env"):
         if values.get(key) is not None:
             checked[key] = text(values[key], where=where(f"judge.{key}"))
-    for key in ("max_instances", "repeats"):
-        if values.get(key) is not None:
-            checked[key] = depth(values[key], where=where(f"judge.{key}"))
     from instir.judge.stability import check_repeats
     from instir.judge.validation import check_per_stratum
 
     def check_instances(value: object) -> int:  # also the judge validation's pairs per stratum
         return check_per_stratum(value, "max_instances")
 
-    for key, check in (("repeats", check_repeats), ("max_instances", check_instances)):
+    for key, check in (("repeats", check_repeats), ("max_instances", check_instances)):  # bounded counts
         try:
-            if key in checked:
-                check(checked[key])
+            if values.get(key) is not None:
+                checked[key] = check(values[key])
         except UsageError as err:
             raise UsageError(f"{where('judge.' + key)}: {err}") from None
     for key in ("timeout_s", "requests_per_minute"):

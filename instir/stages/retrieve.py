@@ -161,7 +161,7 @@ def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Seque
     serves every benchmark before the next is built, so a machine holds one model, and one BM25
     index, at a time. Each run's depth is ``k``, or without one its family's (the spec's ``depth``, else
     :data:`~instir.stages.plan.DEFAULT_DEPTH`; ``runs.csv`` says which). An empty ``systems``, and a ``k`` that
-    is not a whole number of at least 1, are refused before any work."""
+    is not a whole number from 1 to :data:`~instir.parameters.MAX_CUTOFF`, are refused before any work."""
     k = None if k is None else depth(k)
     if not names(systems, "systems"):
         raise UsageError("no system to run: parameters 'retrievers' and 'systems' are both empty (e.g. retrievers = "

@@ -17,7 +17,8 @@ same layout::
     model = "sentence-transformers/all-MiniLM-L6-v2"
     template = "ifir"
 
-(YAML: a top-level ``card:`` list of mappings). ``resources`` holds the hints a scale-out
+(YAML: a top-level ``card:`` list of mappings, read as YAML 1.2 reads it: ``normalize: on`` is the text
+``on``, refused, not true). ``resources`` holds the hints a scale-out
 run (``instir sweep``, a grid naming the card) gives Ray for the system's tasks:
 ``num_gpus`` (GPUs per task, may be fractional) and ``memory_gb`` (host memory per task);
 e.g. ``resources = { num_gpus = 1, memory_gb = 20 }``. Every problem in a card file (unknown
@@ -44,6 +45,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, UsageError, unknown
 from instir.inputs import InputRefused, load_yaml, read_config
+from instir.parameters import depth
 from instir.retrieval.windows import WINDOWING_MODES
 from instir.secrets import refuse_url_credentials, require_env_name
 
@@ -236,11 +238,12 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
             check(params[key], "the value")
         except UsageError as err:
             raise FormatError(path, label, f"params.{key}", str(err)) from None
-    for key in COUNT_PARAMS:  # read as counts by the adapters: 0, -3, 1e9 or "many" would fail late or oddly
-        value = params.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise FormatError(path, label, f"params.{key}",
-                              f"must be a whole number of at least 1, got {quoted(value)}")
+    for key in COUNT_PARAMS:  # read as counts by the adapters: 0, -3, 1e9, 10**20 or "many" would fail late or oddly
+        try:
+            if params.get(key) is not None:
+                depth(params[key], where="")
+        except UsageError as err:
+            raise FormatError(path, label, f"params.{key}", str(err)) from None
     for key, value in params.items() if adapter in BM25_PARAMS else ():
         if key not in BM25_PARAMS[adapter]:
             raise FormatError(path, label, f"params.{shorten(str(key))}",

@@ -104,7 +104,7 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
      "field 'judge': unknown key 'modle'; did you mean 'model'?"),
     ({"judge": {"backend": "baselin"}}, "field 'judge.backend': backend 'baselin'; use one of openai, hf, baseline"),
     ({"judge": {"backend": "baseline", "max_instances": "x"}},
-     "field 'judge.max_instances' takes a whole number of at least 1, got 'x'"),
+     "field 'judge.max_instances': max_instances must be a whole number from 1 to 10,000, got 'x'"),
     ({"judge": {"backend": "baseline", "requests_per_minute": "fast"}},
      "field 'judge.requests_per_minute' takes a positive number, got 'fast'"),
     ({"judge": {"backend": "openai"}}, "field 'judge.model': the openai backend needs a model"),
@@ -121,7 +121,7 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
     ({"systems": ["BM25 (IFIR)", "bm25 (ifir)"]}, "field 'systems': 'BM25 (IFIR)' and 'bm25 (ifir)' are one system"),
     ({"benchmarks": ["instructir-sample", "instructir-sample"]},
      "field 'benchmarks': 'instructir-sample' is given twice"),
-    ({"k": "10"}, "field 'k' takes a whole number of at least 1, got '10'"),
+    ({"k": "10"}, "field 'k' takes a whole number of at least 1 (at most 2,147,483,647), got '10'"),
     ({"systems": []}, "field 'systems' is empty: name at least one, e.g. 'bm25'"),  # ran 0 cells, exit 0
 ])
 def test_a_bad_grid_value_is_refused_before_any_cell_naming_file_field_and_value(tmp_path, extra, words):

@@ -296,7 +296,7 @@ def test_no_instances_or_a_cutoff_of_none_is_one_line_before_any_judgment(tmp_pa
             judge_runs(tmp_path, judge=Counting(), max_instances=0)
         assert not (tmp_path / "judge").exists()
     else:
-        with raises_saying(UsageError, "parameter 'k' takes a whole number of at least 1, got 0"):
+        with raises_saying(UsageError, "parameter 'k' takes a whole number of at least 1", "got 0"):
             instfol(None, None, None, Counting(), k=0)
     assert Counting.calls == 0
 

@@ -76,7 +76,7 @@ def test_a_measure_that_cannot_be_is_quoted_as_the_user_wrote_it(bad):
 def test_a_cutoff_that_is_no_whole_number_of_at_least_1_is_one_line_not_an_abort(bad):
     # nDCG@0 reached pytrec_eval, whose failed C assertion killed the process (no message, no exit status of ours),
     # P@10.5 was an AssertionError traceback, and a cutoff past a C int a KeyError (pytrec_eval names it otherwise)
-    with raises_saying(UsageError, "the cutoff is a whole number from 1 to 2,147,483,647"):
+    with raises_saying(UsageError, "the cutoff takes a whole number of at least 1 (at most 2,147,483,647)"):
         parse_measure(bad)
     if bad.startswith("Robustness"):  # named as given
         with raises_saying(UsageError, f"'{bad}': measure nDCG@0"):

@@ -43,7 +43,7 @@ MISTAKES = [  # (grid fields, notebook parameters, what both say after their "wh
     ({"judge": {"backend": "baseline", "api_key_env": "sk-abcdefghijklmnopqrstuvwxyz123456"}},
      {"judge_api_key_env": "sk-abcdefghijklmnopqrstuvwxyz123456"}, ("api_key_env", "environment variable")),
     ({"judge": {"backend": "baseline", "max_instances": 0}}, {"judge_max_instances": 0},
-     ("max_instances", "whole number of at least 1", "got 0")),
+     ("max_instances", "whole number from 1 to", "got 0")),
     ({"judge": {"backend": "baseline", "timeout_s": -1}}, {"judge_timeout_s": -1.0},
      ("timeout_s", "positive number", "got -1")),
     # was accepted: notebook 04 failed on it after the chain had run (a grid's sweep ran every cell first)

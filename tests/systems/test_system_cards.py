@@ -116,7 +116,7 @@ def test_a_card_holding_a_key_is_refused_when_its_file_loads_naming_file_card_an
 
 
 @pytest.mark.parametrize("params", ["{ batch_size = 0 }", "{ batch_size = -3 }", '{ batch_size = "many" }',
-                                    "{ max_length = 1e9 }", "{ depth = true }"])
+                                    "{ max_length = 1e9 }", "{ depth = true }", "{ depth = 100000000000000000000 }"])
 def test_a_count_param_that_is_no_whole_number_of_at_least_1_is_refused_at_load(tmp_path, params):
     # on the commit before, 0, -3 and 1e9 ran (a run under their own key), and "many" was a ValueError traceback
     path = _write(tmp_path, GOOD.replace('template = "ifir"', f'template = "ifir"\nparams = {params}'))
