@@ -1,21 +1,21 @@
-"""Checks on a user's input files before they are read: what a path is when it is not a regular
-file (:func:`file_problem`), and the small configuration files (a sweep grid, a ``--cards`` file)
-read whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml`: PyYAML's safe
-loader with the three ways a small file can stand for an unbounded value refused: aliases
-(``*name`` and merge keys: ten lines of nested aliases, the "billion laughs", stand for a billion
-strings, which any walk over the value expands; an anchor alone is accepted), nesting deeper
-than :data:`MAX_DEPTH` (a ``RecursionError`` in PyYAML) and a file larger than
-:data:`MAX_CONFIG_BYTES`. Every refusal is an :class:`InputRefused` with the problem and, when
-known, the 1-based line.
+"""Checks on a user's input files before they are read: what a path is when it is not a regular file
+(:func:`file_problem`), and the small configuration files (a sweep grid, a ``--cards`` file) read
+whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml` (:func:`load_yaml_lines`:
+with the line of each key, for an error about its value to name): PyYAML's safe loader with the
+three ways a small file can stand for an unbounded value refused: aliases (``*name`` and merge keys:
+ten lines of nested aliases, the "billion laughs", stand for a billion strings, which any walk over
+the value expands; an anchor alone is accepted), nesting deeper than :data:`MAX_DEPTH` (a
+``RecursionError`` in PyYAML) and a file larger than :data:`MAX_CONFIG_BYTES`. Every refusal is an
+:class:`InputRefused` with the problem and, when known, the 1-based line.
 
 A plain (unquoted) value is read as YAML 1.2's core schema reads it, not as PyYAML's YAML 1.1:
-``true``/``false`` (any case PyYAML knows: ``True``, ``TRUE``), ``null``/``~``/nothing, whole
-numbers in decimal digits (``010`` is 10) and decimal fractions (``1e3``, ``.5``, ``.inf``);
-everything else is text. YAML 1.1 read ``k: 1:00`` as 60 (base 60), ``0x14`` as 20, ``0b101``
-as 5, ``1_0`` as 10, ``010`` as 8, ``yes``/``no``/``on``/``off`` as booleans and ``2024-05-01``
-as a date, each without a word; here each stays the text it is, which the field's own check
-then refuses at its line (``takes a whole number …, got '1:00'``) unless text is what the field
-takes. A value tagged ``!!int`` that is no decimal whole number is refused at its line.
+``true``/``false`` (also ``True``, ``TRUE``), ``null``/``~``/nothing, whole numbers in decimal
+digits (``010`` is 10) and decimal fractions (``1e3``, ``.5``, ``.inf``); everything else is text.
+YAML 1.1 read ``k: 1:00`` as 60 (base 60), ``0x14`` as 20, ``0b101`` as 5, ``1_0`` as 10, ``010`` as
+8, ``yes``/``no``/``on``/``off`` as booleans and ``2024-05-01`` as a date, each without a word; here
+each stays the text it is, which the field's own check then refuses at its line (``takes a whole
+number …, got '1:00'``) unless text is what the field takes. A value tagged ``!!int`` that is no
+decimal whole number is refused at its line.
 """
 
 from __future__ import annotations
@@ -123,11 +123,34 @@ def load_yaml(text: str) -> Any:
     """The value of one YAML document (``None`` for an empty one), as ``yaml.safe_load`` builds
     it but with YAML 1.2's plain scalars, or :class:`InputRefused` (see the module docstring);
     other parse errors are PyYAML's own ``yaml.YAMLError``."""
+    return load_yaml_lines(text)[0]
+
+
+def load_yaml_lines(text: str) -> tuple[Any, dict[str, int]]:
+    """:func:`load_yaml`'s value and the 1-based line of each key of its mappings, by its path from the top
+    (``k``, ``judge.model``; keys inside lists left out), read from the same parse: so an error about a
+    field's value can name the line the user wrote it on."""
     if len(text) > MAX_CONFIG_BYTES:
         raise InputRefused(f"{len(text)} characters, more than a YAML file may hold here ({MAX_CONFIG_BYTES})")
+    import yaml
+
     loader = _bounded_loader()(text)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        lines: dict[str, int] = {}
+
+        def walk(mapping: Any, prefix: str) -> None:
+            for key, value in mapping.value:
+                if isinstance(key, yaml.ScalarNode):
+                    lines.setdefault(prefix + key.value, key.start_mark.line + 1)
+                    if isinstance(value, yaml.MappingNode):
+                        walk(value, f"{prefix}{key.value}.")
+
+        if isinstance(node, yaml.MappingNode):
+            walk(node, "")
+        return loader.construct_document(node), lines
     finally:
         loader.dispose()
 

@@ -1,5 +1,5 @@
 """The rules every front end's values go through, one per kind of value, each naming where the
-value came from (``where``: ``parameter 'k'`` for a notebook parameter, ``grid.yaml: field 'k'`` for
+value came from (``where``: ``parameter 'k'`` for a notebook parameter, ``grid.yaml:3: field 'k'`` for
 a grid file) in its one-line error. Notebook parameters arrive as papermill hands them over:
 ``-p benchmarks instructir-sample`` gives the kernel a string where the parameters cell has a list,
 so every list-of-names value goes through :func:`names`. :mod:`instir.stages.request` builds a run

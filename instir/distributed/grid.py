@@ -18,7 +18,8 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
     # requests_per_minute, max_instances, repeats (instir.stages.request.JudgeRequest)
 
 :func:`parse_grid` checks every value before any cell runs, by the run request's rules
-(:mod:`instir.stages.request`: one :class:`GridError` naming the file, the field and the value);
+(:mod:`instir.stages.request`: one :class:`GridError` naming the file, the line, the field and the value:
+``grid.yaml:3: field 'k' takes a whole number …``);
 :func:`grid_estimate` says what the grid amounts to. The file is read by :mod:`instir.inputs`
 (YAML aliases refused, at most 1 MiB; plain values read as YAML 1.2 reads them: ``k: 1:00`` is the text
 ``'1:00'``, refused, not YAML 1.1's 60).
@@ -27,13 +28,14 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
 from instir.errors import UsageError, UserError, quoted, shorten
-from instir.inputs import InputRefused, load_yaml, read_config
+from instir.inputs import InputRefused, load_yaml_lines, read_config
 from instir.parameters import depth
 from instir.stages.request import RunRequest, run_request
 
@@ -43,7 +45,7 @@ GRID_KEYS = frozenset({"benchmarks", "systems", "variants", "settings", "k", "da
 
 
 class GridError(UserError, ValueError):
-    """A grid file that cannot be used; the message names the file and the field."""
+    """A grid file that cannot be used; the message names the file, the line and the field."""
 
 
 @dataclass(frozen=True)
@@ -94,23 +96,32 @@ def describe_estimate(grid: Grid) -> str:
     return "; ".join(parts)
 
 
-def parse_grid(data: Any, source: str = "<grid>") -> Grid:
+def parse_grid(data: Any, source: str = "<grid>", lines: Mapping[str, int] | None = None) -> Grid:
     """A :class:`Grid` from the mapping a YAML file holds; every mistake is one
-    :class:`GridError` naming ``source``, the field and the value (quoted, capped), found before
-    any cell runs: an unknown field, and every mistake :func:`instir.stages.request.run_request`
-    refuses (a value of the wrong type, an unknown benchmark, setting, variant or system, a name
-    given twice, a bad ``judge`` mapping)."""
+    :class:`GridError` naming ``source``, the line of the field (``lines``: by field, ``judge.model``
+    for a judge key, as :func:`instir.inputs.load_yaml_lines` gives them), the field and the value
+    (quoted, capped), found before any cell runs: an unknown field, and every mistake
+    :func:`instir.stages.request.run_request` refuses (a value of the wrong type, an unknown benchmark,
+    setting, variant or system, a name given twice, a bad ``judge`` mapping)."""
+    lines = lines or {}
+
+    def at(field: str) -> str:
+        """``source`` with the line of ``field``, else of the field it is in (``judge`` for ``judge.model``)."""
+        while field not in lines and "." in field:
+            field = field.rpartition(".")[0]
+        return f"{source}:{lines[field]}" if field in lines else source
+
     if not isinstance(data, dict):
         raise GridError(f"{source}: a grid is a mapping with benchmarks and systems, got {quoted(data)}")
     unknown = sorted(str(key) for key in set(data) - GRID_KEYS)
     if unknown:
         close = difflib.get_close_matches(unknown[0], GRID_KEYS, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise GridError(f"{source}: unknown field(s) {shorten(', '.join(unknown), 200)}{hint}; "
+        raise GridError(f"{at(unknown[0])}: unknown field(s) {shorten(', '.join(unknown), 200)}{hint}; "
                         f"known: {', '.join(sorted(GRID_KEYS))}")
 
     def where(field: str) -> str:
-        return f"{source}: field {field!r}"
+        return f"{at(field)}: field {field!r}"
 
     try:
         request = run_request(data, where)
@@ -118,7 +129,7 @@ def parse_grid(data: Any, source: str = "<grid>") -> Grid:
     except UsageError as err:
         raise GridError(str(err)) from None
     if not request.cells():  # each benchmark skips the settings its family lacks: these left none
-        raise GridError(f"{source}: the grid asks for no run: {', '.join(request.benchmarks)} "
+        raise GridError(f"{at('settings')}: the grid asks for no run: {', '.join(request.benchmarks)} "
                         f"{'has' if len(request.benchmarks) == 1 else 'have'} none of the settings "
                         f"{', '.join(request.settings)} (field 'settings')")
     return Grid(**vars(request), shard_min_docs=shard_min_docs)
@@ -130,7 +141,7 @@ def load_grid(path: str | Path) -> Grid:
 
     path = Path(path)
     try:
-        data = load_yaml(read_config(path, "grid file"))
+        data, lines = load_yaml_lines(read_config(path, "grid file"))
     except InputRefused as e:
         raise GridError(f"{path}{f':{e.line}' if e.line else ''}: {e.problem}") from None
     except OSError as e:
@@ -139,4 +150,4 @@ def load_grid(path: str | Path) -> Grid:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise GridError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    return parse_grid(data, str(path))
+    return parse_grid(data, str(path), lines)

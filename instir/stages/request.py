@@ -4,7 +4,7 @@ and variants, the depth ``k``, the folders and the judge. A sweep's grid file
 :func:`instir.pipeline.validate_parameters` before any kernel starts) both become a :class:`RunRequest`
 through :func:`run_request`, each value through the one rule of its kind (:mod:`instir.parameters`);
 the stages a notebook calls apply the same rules to what they are given. A mistake is one line that
-names where the value came from (``grid.yaml: field 'k'``, ``parameter 'k'``), the value, and the
+names where the value came from (``grid.yaml:3: field 'k'``, ``parameter 'k'``), the value, and the
 closest known name.
 """
 

@@ -72,6 +72,30 @@ def test_bad_system_in_grid_file_names_file_and_field(tmp_path):
         load_grid(path)
 
 
+HEAD = "# my grid\nbenchmarks: [instructir-sample]\n\nsystems: [bm25]\n"  # benchmarks on line 2, systems on 4
+
+
+@pytest.mark.parametrize("rest,said", [
+    ('k: "10"\n', "grid.yaml:5: field 'k' takes a whole number"),
+    ("variants: [yes]\n", "grid.yaml:5: field 'variants': unknown variant 'yes'"),
+    ("judge: {backend: baseline, modl: x}\n", "grid.yaml:5: field 'judge': unknown key 'modl'"),
+    ("judge:\n  backend: baseline\n\n  max_instances: 0\n", "grid.yaml:8: field 'judge.max_instances'"),
+    ("judge:\n  backend: openai\n", "grid.yaml:5: field 'judge.model': the openai backend needs a model"),
+    ("settings: [instructed]\nshard_min_docs: -1\n", "grid.yaml:6: field 'shard_min_docs'"),
+    ("bogus: 1\n", "grid.yaml:5: unknown field(s) bogus"),
+])
+def test_a_bad_grid_value_names_the_line_of_its_field(tmp_path, rest, said):
+    # on the commit before, each named the file and the field but no line: "grid.yaml: field 'k' takes …"
+    path = tmp_path / "grid.yaml"
+    path.write_text(HEAD + rest)
+    with raises_saying(GridError, f"{path.parent}/{said}"):
+        load_grid(path)
+    path.write_text(HEAD.replace("[bm25]", "[bm26]") + rest)
+    if "bogus" not in rest:  # the first mistake, on its line
+        with raises_saying(GridError, f"{path.parent}/grid.yaml:4: field 'systems': unknown system 'bm26'"):
+            load_grid(path)
+
+
 def test_unknown_field_and_broken_yaml_are_one_line_errors(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nsytems: [dense]\n")
@@ -138,7 +162,7 @@ def test_instir_sweep_refuses_a_bad_grid_with_one_line_and_status_2_before_writi
     path.write_text("benchmarks: [instructir-sample, no-such-benchmark]\nsystems: [bm25]\n")
     assert main(["sweep", str(path), "--serial", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"instir sweep: {path}: field 'benchmarks': unknown benchmark 'no-such-benchmark'")
+    assert err.startswith(f"instir sweep: {path}:1: field 'benchmarks': unknown benchmark 'no-such-benchmark'")
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
 
 
