@@ -30,8 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    """Handler of ``instir sweep``: exit status 1 when any cell or the judge step failed; failed
-    judgments are counted, not a failure of the sweep."""
+    """Handler of ``instir sweep``: exit status 1 when any cell, the judge step or the compare step failed
+    (the compare step runs whatever the judge step did); failed judgments are counted, not a failure of the
+    sweep."""
     from instir.distributed.grid import describe_estimate, load_grid
     from instir.errors import UsageError
     from instir.extras import MissingExtraError, require
@@ -61,6 +62,10 @@ def sweep_command(args: argparse.Namespace) -> int:
               f"{judge['warnings']} with a warning")
     elif judge.get("state") == "failed" and "error" in judge:
         print(f"  FAILED judge: {judge['error']} (details in {judge['detail']})")
+    if report.compare.get("state") == "failed":
+        print(f"  FAILED compare: {report.compare['error']} (details in {report.compare['detail']})")
+    elif report.compare and judge.get("state") == "failed":
+        print("compare: paper_tables/ written all the same; its InstFol rows only as judge/ holds them")
     for name, path in report.written.items():
         print(f"{name}: {path}")
-    return 1 if report.failed or judge.get("state") == "failed" else 0
+    return 1 if report.failed or "failed" in (judge.get("state"), report.compare.get("state")) else 0

@@ -13,7 +13,8 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
     data_root: ""                          # real data; empty: the fetch cache
     cache_dir: ""                          # embedding cache; empty: <instir home>/embeddings
     shard_min_docs: 20000                  # corpora this large are encoded by Ray Data first
-    judge: {backend: baseline, model: lexical, max_instances: 1}   # optional judge stage (notebook 04's)
+    judge: {backend: baseline, model: lexical, max_instances: 1}   # optional judge stage (notebook 04's): needs
+    # an instructed and a query-only run of one system in the instructed setting (what InstFol compares)
     # judge keys: backend (openai, hf, baseline), model, base_url, api_key_env, timeout_s,
     # requests_per_minute, max_instances, repeats (instir.stages.request.JudgeRequest)
 
@@ -28,7 +29,7 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from instir.benchmarks import catalog
 from instir.errors import UsageError, UserError, quoted, shorten
 from instir.inputs import InputRefused, load_yaml_lines, read_config
 from instir.parameters import depth
+from instir.stages.plan import paired_runs, variant_pair
 from instir.stages.request import RunRequest, run_request
 
 #: Keys a grid file may hold.
@@ -100,16 +102,20 @@ def parse_grid(data: Any, source: str = "<grid>", lines: Mapping[str, int] | Non
     """A :class:`Grid` from the mapping a YAML file holds; every mistake is one
     :class:`GridError` naming ``source``, the line of the field (``lines``: by field, ``judge.model``
     for a judge key, as :func:`instir.inputs.load_yaml_lines` gives them), the field and the value
-    (quoted, capped), found before any cell runs: an unknown field, and every mistake
+    (quoted, capped), found before any cell runs: an unknown field, every mistake
     :func:`instir.stages.request.run_request` refuses (a value of the wrong type, an unknown benchmark,
-    setting, variant or system, a name given twice, a bad ``judge`` mapping)."""
+    setting, variant or system, a name given twice, a bad ``judge`` mapping), a grid of no run, and a judge
+    with no pair of runs to judge (:func:`instir.stages.plan.paired_runs`)."""
     lines = lines or {}
 
-    def at(field: str) -> str:
-        """``source`` with the line of ``field``, else of the field it is in (``judge`` for ``judge.model``)."""
+    def line_of(field: str) -> int | None:
+        """The line of ``field``, else of the field it is in (``judge`` for ``judge.model``); None: not known."""
         while field not in lines and "." in field:
             field = field.rpartition(".")[0]
-        return f"{source}:{lines[field]}" if field in lines else source
+        return lines.get(field)
+
+    def at(field: str) -> str:
+        return source if line_of(field) is None else f"{source}:{line_of(field)}"
 
     if not isinstance(data, dict):
         raise GridError(f"{source}: a grid is a mapping with benchmarks and systems, got {quoted(data)}")
@@ -128,11 +134,33 @@ def parse_grid(data: Any, source: str = "<grid>", lines: Mapping[str, int] | Non
         shard_min_docs = depth(data.get("shard_min_docs", 20000), where=where("shard_min_docs"))
     except UsageError as err:
         raise GridError(str(err)) from None
-    if not request.cells():  # each benchmark skips the settings its family lacks: these left none
+    cells = request.cells()
+    if not cells:  # each benchmark skips the settings its family lacks: these left none
         raise GridError(f"{at('settings')}: the grid asks for no run: {', '.join(request.benchmarks)} "
                         f"{'has' if len(request.benchmarks) == 1 else 'have'} none of the settings "
                         f"{', '.join(request.settings)} (field 'settings')")
+    if request.judge is not None and not paired_runs(cells, lambda c: (c.benchmark, c.setting, c.system.name,
+                                                                        c.variant)):
+        raise GridError(f"{where('judge')}: {_nothing_to_judge(request, line_of)}")
     return Grid(**vars(request), shard_min_docs=shard_min_docs)
+
+
+def _nothing_to_judge(request: RunRequest, line_of: Callable[[str], int | None]) -> str:
+    """Why a grid with a judge plans no pair of runs for it (:func:`instir.stages.plan.paired_runs`), and the fix
+    (``line_of``: a field's line in the file): the judge stage would fail after every cell ran."""
+    said = ("the judge compares each system's instructed and query-only runs in the instructed setting (InstFol), "
+            "and the grid plans no such pair")
+
+    def field(name: str) -> str:
+        return f"{name!r}" + ("" if line_of(name) is None else f" (line {line_of(name)})")
+
+    if "instructed" not in request.settings:
+        return f"{said}: add 'instructed' to {field('settings')}, or drop the judge"
+    pairs = {pair for pair in map(variant_pair, request.benchmarks) if pair is not None}
+    missing = sorted({v for pair in pairs for v in pair} - set(request.variants or ()))
+    if request.variants is not None and missing:
+        return f"{said}: add {', '.join(map(repr, missing))} to {field('variants')}, or drop the judge"
+    return f"{said}: no benchmark's family pairs two variants (its spec's 'pair'); drop the judge"
 
 
 def load_grid(path: str | Path) -> Grid:

@@ -37,13 +37,15 @@ WORKER_LOSS_RETRIES = 3
 
 @dataclass
 class SweepReport:
-    """What a sweep did: each cell's :class:`CellResult`, the written tables, the wall time."""
+    """What a sweep did: each cell's :class:`CellResult`, the written tables, the wall time, and with a
+    judge the judge step's and the compare step's outcomes (``state`` done or failed)."""
 
     results: dict[str, CellResult]
     written: dict[str, Path] = field(default_factory=dict)
     wall_s: float = 0.0
     encoded: dict[str, int] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
+    compare: dict[str, Any] = field(default_factory=dict)
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.results.values())
@@ -141,23 +143,28 @@ def _sweep(grid: Grid, out: Path, *, executor: str, address: str | None, num_cpu
             if grid.judge:
                 judged = _judge_step(grid, out, loaded, remote=True)
                 written.update(judged.pop("written", {}))
-    report = SweepReport(results, written, time.perf_counter() - start, encoded, judged)
+    compared: dict[str, Any] = {}
+    if grid.judge:  # whatever the judge did: its failure leaves InstFol out of the tables, not the tables out
+        compared = _compare_step(out)
+        written.update(compared.pop("written", {}))
+    report = SweepReport(results, written, time.perf_counter() - start, encoded, judged, compared)
     extra: dict[str, Any] = {"executor": executor, "address": address, "wall_s": round(report.wall_s, 3),
                              "encoded_chunks": encoded, "explore": described}
     if judged:
         extra["judge"] = judged
+    if compared:
+        extra["compare"] = compared
     write_summary(out, results, extra)
     return report
 
 
 def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool) -> dict[str, Any]:
     """The judge stage on the sweep's folder (``remote``: every judge call through one judge actor
-    holding the cache and the rate limit), then the compare stage; it never ends the sweep: its
-    outcome for the record's ``sweep`` section (``state`` done or failed, the counts), the traceback of a step
-    that raised in ``sweep/judge.error.txt``. The runs and metrics are written before it, the
+    holding the cache and the rate limit); it never ends the sweep: its outcome for the record's ``sweep``
+    section (``state`` done or failed, the counts), the traceback of a stage that raised in
+    ``sweep/judge.error.txt``. The runs and metrics are written before it, the compare step and the
     summary after it, whatever it does."""
     from instir.judge.outcomes import AllJudgmentsFailed
-    from instir.stages.compare import paper_tables
     from instir.stages.judge import judge_runs
 
     spec = grid.judge
@@ -170,22 +177,40 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
         judging = judge_runs(out, backend=spec.backend, model=spec.model, base_url=spec.base_url,
                              api_key_env=spec.api_key_env, timeout_s=spec.timeout_s, max_instances=spec.max_instances,
                              repeats=spec.repeats, judge=judge, data_root=grid.data_root, loaded=loaded)
-        paper_tables(out)
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
-        from instir import atomic
-
-        path = out / "sweep" / "judge.error.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, traceback.format_exc())
-        return {"state": "failed", "error": one_line(e), "detail": "sweep/judge.error.txt"}
+        return _step_failed(out, "judge", e)
     outcome = {"state": "done", "pairs": len(judging.instfol.costs), "failed_judgments": judging.failed_judgments(),
                "warnings": int(judging.instfol.costs["warnings"].sum()),
-               "written": {"instfol": out / "judge" / "instfol.csv", "paper_tables": out / "paper_tables"}}
+               "written": {"instfol": out / "judge" / "instfol.csv"}}
     try:
         judging.require_judgments()
     except AllJudgmentsFailed as e:
         return {**outcome, "state": "failed", "error": one_line(e), "detail": "judge/instfol_positions.csv"}
     return outcome
+
+
+def _compare_step(out: Path) -> dict[str, Any]:
+    """The compare stage (``paper_tables/``) on the sweep's folder, after the judge step whatever it did (InstFol
+    joins in where ``judge/`` holds it); it never ends the sweep: its outcome (``state`` done or failed), the
+    traceback of a stage that raised in ``sweep/compare.error.txt``."""
+    from instir.stages.compare import paper_tables
+
+    try:
+        paper_tables(out)
+    except Exception as e:  # noqa: BLE001 - reported as the judge's is; the sweep's files are still written
+        return _step_failed(out, "compare", e)
+    return {"state": "done", "written": {"paper_tables": out / "paper_tables"}}
+
+
+def _step_failed(out: Path, step: str, error: Exception) -> dict[str, Any]:
+    """The outcome of a ``step`` (judge, compare) that raised ``error``, its traceback kept in
+    ``sweep/<step>.error.txt``."""
+    from instir import atomic
+
+    path = out / "sweep" / f"{step}.error.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, traceback.format_exc())
+    return {"state": "failed", "error": one_line(error), "detail": f"sweep/{step}.error.txt"}
 
 
 def _bar(total: int):

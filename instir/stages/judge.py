@@ -20,7 +20,6 @@ from typing import Any
 import pandas as pd
 
 from instir import atomic
-from instir.benchmarks import catalog
 from instir.benchmarks.catalog import collection_of
 from instir.benchmarks.types import Benchmark
 from instir.judge import stability
@@ -48,6 +47,7 @@ from instir.report.layout import (
 from instir.report.stage_writer import writes_stage
 from instir.report.tables import integer_rows
 from instir.retrieval.runs import ShallowRunsWarning, read_run
+from instir.stages.plan import paired_runs
 
 #: Keys of an InstFol result's meta that the cost table shows.
 COST_KEYS = ("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments", "warnings", "cost")
@@ -79,28 +79,15 @@ class RunPair:
     query_only: str
 
 
-#: The variants InstFol compares on a benchmark of no family: the instructed run and the query-only run.
-DEFAULT_PAIR = ("instructed", "query-only")
-
-
 def run_pairs(runs: pd.DataFrame) -> list[RunPair]:
     """The run pairs of ``runs/runs.csv`` rows: per benchmark and retriever (in the rows' order),
     the instructed-setting runs of the two variants its family's spec pairs (``pair``: the
     instructed run and the query-only run; a family without one has none); a retriever missing one of them has
-    none."""
-    pairs = []
-    rows = runs[runs["setting"] == "instructed"]
-    for (benchmark, retriever), part in rows.groupby(["benchmark", "retriever"], sort=False):
-        family = catalog.family_of(benchmark)
-        pair = catalog.family(family).pair if family else DEFAULT_PAIR
-        if pair is None:  # a family whose spec pairs no runs has no InstFol
-            continue
-        instructed, query_only = pair
-        by_variant = {row.variant: row for row in part.itertuples(index=False)}
-        if {instructed, query_only} <= by_variant.keys():
-            pairs.append(RunPair(benchmark, retriever, by_variant[instructed].system,
-                                 by_variant[instructed].run_file, by_variant[query_only].run_file))
-    return pairs
+    none (:func:`instir.stages.plan.paired_runs`, by which a grid with a judge is checked too)."""
+    rows = runs.itertuples(index=False)
+    return [RunPair(instructed.benchmark, instructed.retriever, instructed.system, instructed.run_file,
+                    query_only.run_file)
+            for instructed, query_only in paired_runs(rows, lambda r: (r.benchmark, r.setting, r.retriever, r.variant))]
 
 
 def judge_pair(root: str | Path, benchmark: Benchmark, pair: RunPair, judge: Any,

@@ -7,8 +7,9 @@ settings and variants its family's spec has (IFIR has no setting but ``instructe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from instir.benchmarks import catalog
 from instir.parameters import benchmark_names, choices, names
@@ -16,6 +17,10 @@ from instir.systems.specs import SystemSpec, resolve_system
 
 #: The depth of a run (its ``k``) when neither the request nor the family's spec (``depth``) says one.
 DEFAULT_DEPTH = 100
+#: The variants InstFol compares on a benchmark of no family: the instructed run and the query-only run.
+DEFAULT_PAIR = ("instructed", "query-only")
+
+Run = TypeVar("Run")
 
 
 @dataclass(frozen=True)
@@ -86,3 +91,28 @@ def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
             plan += [PlannedRun(name, setting, spec, variant, k or depth_of(name)) for spec in specs
                      for variant in variants if variant in family.variants]
     return plan
+
+
+def variant_pair(benchmark: str) -> tuple[str, str] | None:
+    """The two variants whose runs InstFol compares on ``benchmark`` (the instructed run, the query-only run): its
+    family's spec's ``pair`` (None: a family that pairs none), :data:`DEFAULT_PAIR` for a benchmark of no family."""
+    family = catalog.family_of(benchmark)
+    return catalog.family(family).pair if family else DEFAULT_PAIR
+
+
+def paired_runs(runs: Iterable[Run], key: Callable[[Run], tuple[str, str, str, str]]) -> list[tuple[Run, Run]]:
+    """The (instructed, query-only) pairs InstFol judges among ``runs`` (``key``: a run's benchmark, setting, system
+    and variant): per benchmark and system, in the runs' order, the instructed-setting runs of the two variants of
+    :func:`variant_pair`; a system missing one of them has none. The one rule of what the judge stage judges
+    (:func:`instir.stages.judge.run_pairs`) and of whether a grid with a judge plans anything to judge."""
+    groups: dict[tuple[str, str], dict[str, Run]] = {}
+    for run in runs:
+        benchmark, setting, system, variant = key(run)
+        if setting == "instructed":
+            groups.setdefault((benchmark, system), {}).setdefault(variant, run)
+    pairs = []
+    for (benchmark, _), by_variant in groups.items():
+        pair = variant_pair(benchmark)
+        if pair is not None and set(pair) <= by_variant.keys():
+            pairs.append((by_variant[pair[0]], by_variant[pair[1]]))
+    return pairs

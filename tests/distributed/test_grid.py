@@ -219,3 +219,20 @@ def test_a_grid_whose_settings_no_benchmark_has_is_refused_not_run_as_zero_cells
                                         r"settings order-sensitivity"):
         parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "settings": ["order-sensitivity"]},
                    "grid.yaml")
+
+
+@pytest.mark.parametrize("rest,said", [
+    ("variants: [instructed]\n", "add 'query-only' to 'variants' (line 5)"),
+    ("variants: [query-only]\n", "add 'instructed' to 'variants' (line 5)"),
+    ("settings: [order-sensitivity]\n", "add 'instructed' to 'settings' (line 5)"),
+])
+def test_a_grid_whose_judge_has_no_run_pair_to_judge_is_refused_before_any_cell(tmp_path, rest, said):
+    # on the commit before, the sweep retrieved every cell, then said "FAILED judge: … lists no instructed and
+    # query-only run" and exited 1, without paper_tables/
+    path = tmp_path / "grid.yaml"
+    path.write_text(HEAD + rest + "judge: {backend: baseline, model: lexical}\n")
+    with raises_saying(GridError, "grid.yaml:6: field 'judge'", "instructed and query-only runs", said):
+        load_grid(path)
+    path.write_text(HEAD + rest)  # without a judge, the same cells are a grid
+    assert load_grid(path).cells()
+

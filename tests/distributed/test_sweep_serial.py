@@ -97,6 +97,45 @@ def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_
     assert (tmp_path / "out" / "metrics" / "metrics.csv").is_file()
 
 
+def test_the_compare_stage_runs_when_the_judge_step_fails(tmp_path, monkeypatch, capsys):
+    # on the commit before, the compare stage sat in the judge step's try: a judge that raised left no paper_tables/
+    # and the output said nothing of it
+    from instir.cli import main
+
+    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n"
+                    "judge: {backend: openai, model: m, api_key_env: NO_SUCH_JUDGE_KEY, max_instances: 1}\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED judge: UsageError: the environment variable NO_SUCH_JUDGE_KEY" in out
+    assert "compare: paper_tables/ written all the same" in out and f"paper_tables: {tmp_path / 'out'}" in out
+    assert (tmp_path / "out" / "paper_tables").is_dir()
+    summary = read_record(tmp_path / "out")["sweep"]
+    assert summary["judge"]["state"] == "failed" and summary["compare"] == {"state": "done"}
+
+
+def test_a_compare_stage_that_raises_is_reported_as_the_compare_steps_failure(tmp_path, monkeypatch, capsys):
+    # on the commit before, it was reported as "FAILED judge: …" after a judge step that had worked
+    from instir.cli import main
+    from instir.stages import compare
+
+    def broken(out_dir, *args, **kwargs):
+        raise RuntimeError("the papers' tables are unreadable")
+
+    monkeypatch.setattr(compare, "paper_tables", broken)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n"
+                    "judge: {backend: baseline, model: lexical, max_instances: 1}\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED judge" not in out and "judge: 1 run pair(s) judged" in out
+    assert "FAILED compare: RuntimeError: the papers' tables are unreadable (details in sweep/compare.error.txt)" in out
+    summary = read_record(tmp_path / "out")["sweep"]
+    assert summary["judge"]["state"] == "done" and summary["compare"]["state"] == "failed"
+    assert "Traceback" in (tmp_path / "out" / "sweep" / "compare.error.txt").read_text()
+
+
 def test_an_unknown_executor_is_refused_before_the_folder_is_made(tmp_path):
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 20})
     with pytest.raises(ValueError, match="'threads'.*ray or serial"):
