@@ -622,18 +622,20 @@ def read_run(path: str | Path) -> Run:
         frame = pd.DataFrame({"qid": _to_str_series(qids), "docid": _to_str_series(table["docid"].combine_chunks()),
                               "score": table["score"].to_numpy()})
         same = pc.equal(qids.slice(1), qids.slice(0, len(qids) - 1)).to_numpy(zero_copy_only=False)
-        ranks = table["rank"].to_numpy()
+        reversed_ranks = _lowest_first(same, table["rank"].to_numpy(), frame["score"].to_numpy())
+        run = Run(frame)  # a NaN score or a document listed twice: the slow path names its line
     except (pa.ArrowInvalid, ValueError):
         # slow path: tolerant of other whitespace, and names the first bad line
         text = decode_utf8(path, body.to_pybytes())
         frame, ranks = _parse_slowly(path, text)
-        same = (frame["qid"].to_numpy()[1:] == frame["qid"].to_numpy()[:-1])
+        qids = frame["qid"].to_numpy()
+        reversed_ranks = _lowest_first(qids[1:] == qids[:-1], np.asarray(ranks), frame["score"].to_numpy())
+        run = Run(frame)
         tags = sorted({line.split()[-1] for line in text.splitlines() if line.strip()})
-    if _lowest_first(same, np.asarray(ranks), frame["score"].to_numpy()):
+    if reversed_ranks:
         warnings.warn(f"{path}: in every query the rank column puts the lowest score first; trec_eval and the kit "
                       "rank by score, highest first, so rank 1 is read as the last (if lower is better for this "
                       "system, negate its scores)", stacklevel=2)
-    run = Run(frame)
     meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags}
     run.meta = {**meta, "path": str(path)}
     return run
