@@ -35,6 +35,7 @@ from instir.errors import UsageError, expect
 from instir.progress import tqdm
 from instir.retrieval.runs import (
     Run,
+    ranked_depth,
     read_run,
     trec_bytes,
 )
@@ -197,7 +198,9 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
             "reranker": key["reranker"],
             "template": {"name": identity.get("template_name", reranker.name), "prompt": identity.get("template")},
             "first_stage": source, "depth": depth, "query_split": query_split, "doc_field": doc_field,
-            "k": reranked.depth,  # what it ranks a query: no more than its first stage, however deep the reranking
+            # what it ranks a query: no deeper than its first stage (by the one rule of a run's depth), however deep
+            # the reranking
+            "k": min(depth, ranked_depth(run, run.meta.get("k"), benchmark.queries)),
             "pairs": len(inputs), "scored": scored, "score_cache": str(score_cache.path)}
 
     return keyed_run(rerank_path(out_dir, key, source["path"]) if out_dir is not None else None, key, rescore)

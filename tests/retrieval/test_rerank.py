@@ -95,7 +95,23 @@ def test_a_reranked_runs_k_is_what_it_ranks_not_the_depth_asked(first_stage, tmp
     out = rerank(run, bench, WordOverlap(), depth=100, out_dir=tmp_path / "rr", cache=tmp_path / "s.sqlite",
                  progress=False)
     side = json.loads((tmp_path / "rr" / (out.meta["path"].split("/")[-1] + ".json")).read_text())
-    assert side["depth"] == 100 and side["k"] == out.depth == run.depth < 6
+    assert side["depth"] == 100 and side["k"] == run.meta["k"] == 6  # the depth its first stage was retrieved at
+    assert out.depth == run.depth < 6  # a query matches fewer documents: ranked all the same
+
+
+def test_a_reranked_run_of_an_uneven_first_stage_is_as_deep_as_its_shallowest_query(first_stage, tmp_path):
+    # before, a first stage of one's own (no sidecar) ranking one query 2 deep and the rest deeper gave the reranked
+    # run's sidecar k = its deepest query: a vouched k, which the paper comparison took as every query's depth
+    bench, run = first_stage
+    shallow = run.df[(run.df["qid"] != run.df["qid"].iloc[0]) | (run.df["rank"] <= 2)]
+    write_run(Run(shallow[["qid", "docid", "score"]]), tmp_path / "mine.trec")
+    (tmp_path / "mine.trec.json").unlink(missing_ok=True)
+    mine = read_run(tmp_path / "mine.trec")
+    assert mine.depth > 2
+    out = rerank(tmp_path / "mine.trec", bench, WordOverlap(), depth=100, out_dir=tmp_path / "rr",
+                 cache=tmp_path / "s.sqlite", progress=False)
+    side = json.loads((tmp_path / "rr" / (out.meta["path"].split("/")[-1] + ".json")).read_text())
+    assert side["k"] == 2
 
 
 def test_complete_reranked_run_is_reused_without_scoring(first_stage, tmp_path):
