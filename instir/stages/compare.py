@@ -234,7 +234,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     data = data_checks(read_datasets(layout.root))
     scored = (stage_records(layout.root).get("03_metrics") or [{}])[0].get("parameters", {})
     protocol = str(scored.get("protocol") or "authors")  # what the evaluate stage scored the numbers under
-    model_map = run_row_keys(runs["system"], sidecars)
+    model_map = run_row_keys(runs, sidecars)
     compared = compare_to_papers(reproduced, every_reported, model_map=model_map, runs=windowing, data=data,
                                  sample_ok=True, protocol=protocol)
     widened = None
@@ -260,16 +260,18 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                            reported)
 
 
-def run_row_keys(systems: Sequence[str], sidecars: Sequence[Mapping | None]) -> dict[str, str]:
+def run_row_keys(runs: pd.DataFrame, sidecars: Sequence[Mapping | None]) -> dict[str, str]:
     """System name -> the model key of the paper row its run's system card reproduces (the card its sidecar
     records, joined to rows as the coverage matrix joins them: :func:`card_row_keys`), so a run named after its
-    card (``BM25 (FollowIR)``) or renamed (``--run mine=FILE``) meets that row. A run of no card, or of a kit
-    variant, is matched by its name."""
+    card (``BM25 (FollowIR)``) or renamed (``--run mine=FILE``) meets that row. Only an instructed run (``runs``'
+    ``variant``; none given: instructed) meets a paper's row: the query-only run of the same card is InstFol's other
+    half, no number the paper's row reports. A run of no card, or of a kit variant, is matched by its name."""
     row_keys = card_row_keys()
+    variants = runs["variant"].fillna("instructed") if "variant" in runs else ["instructed"] * len(runs)
     out: dict[str, str] = {}
-    for system, meta in zip(systems, sidecars):
+    for system, variant, meta in zip(runs["system"], variants, sidecars):
         card = (meta or {}).get("system")
         key = row_keys.get(str(card.get("name"))) if isinstance(card, Mapping) and not card.get("variant_of") else None
-        if key:
+        if key and variant in ("instructed", ""):
             out.setdefault(str(system), key)
     return out

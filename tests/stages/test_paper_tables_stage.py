@@ -74,9 +74,15 @@ def test_a_run_of_a_papers_card_meets_that_papers_row_whatever_the_run_is_named(
     # coverage.csv said the card reproduced the row
     from instir.systems.cards import get_card
 
-    table3 = compared_bm25(real_fiqa_folder(tmp_path, system=system, card=get_card("BM25 (IFIR)")), system)
+    folder = real_fiqa_folder(tmp_path, system=system, card=get_card("BM25 (IFIR)"))
+    runs = pd.read_csv(folder / "runs" / "runs.csv").assign(variant="instructed")
+    query_only = runs.assign(system=f"{system} (query-only)", variant="query-only")  # the same card: InstFol's half
+    pd.concat([runs, query_only]).to_csv(folder / "runs" / "runs.csv", index=False)
+    table3 = compared_bm25(folder, system)
     assert list(table3.index) == ["nDCG@20[ifir-native]", "InstFol@20"]
     assert set(table3["model"]) == {"BM25"} and set(table3["verdict"]) == {"within tolerance"}
+    # a review found the query-only run compared with the paper's instructed row (a regression of this change)
+    assert set(pd.read_csv(folder / "paper_tables" / "comparison.csv")["system"]) == {system}
 
 
 def test_a_run_of_a_kit_variant_card_meets_no_paper_row(tmp_path):
