@@ -122,17 +122,10 @@ def _touched(path: Path, entry: dict) -> bool:
 
 def folder_revision(folder: Path) -> str:
     """The revision to report for a benchmark's data ``folder``: :func:`fetched_revision` where
-    :func:`fetch` left its manifest; ``local+changed`` where the Hub's download records say it was fetched but
-    the manifest is gone (nothing can tell what changed since, so the data is not taken for the paper's), with
-    a warning; else ``local`` (a folder of the user's, checked by its record counts)."""
+    :func:`fetch` left its manifest, else ``local`` (a folder of the user's, a download of their own included:
+    checked by its record counts only, as :func:`data_check` says)."""
     manifest = read_manifest(folder)
-    if manifest:
-        return fetched_revision(folder, manifest)
-    if (folder / ".cache" / "huggingface" / "download").is_dir():
-        warnings.warn(f"{folder} was downloaded from the Hub but holds no {MANIFEST_NAME}: reported as "
-                      "local+changed, not as a fetched revision; instir fetch it again", stacklevel=3)
-        return "local+changed"
-    return "local"
+    return fetched_revision(folder, manifest) if manifest else "local"
 
 
 def _data_files(folder: Path) -> list[Path]:
@@ -254,8 +247,6 @@ def data_check(bench: Benchmark) -> str | None:
     lists (:func:`fetched_revision`). A comparison with a paper gives a verdict only on such data."""
     if bench.is_sample:
         return "a bundled sample"
-    if bench.revision == "local+changed":
-        return "downloaded from the Hub, but its instir manifest is missing: fetch it again"
     if bench.revision.endswith("+changed"):
         return f"files changed since instir fetch at {bench.revision[:12]}"
     try:

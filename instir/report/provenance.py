@@ -257,6 +257,15 @@ def _described(run: dict) -> str:
     return f"at {str(run.get('finished', '?'))[:19].replace('T', ' ')} by {run.get('by', '?')}"
 
 
+def rewritten_inputs(folder: str | Path, notebook: str, record: Record | None = None) -> list[str]:
+    """The stage folders (:data:`READS`) that ``notebook``'s stage last read and that were written again since (their
+    digest differs): what it computed came from other files than the folder holds now. Empty when it never ran or
+    read nothing."""
+    runs = stage_records(folder, record).get(notebook)
+    inputs = (runs[0].get("inputs") or {}) if runs else {}
+    return [name for name, digest in inputs.items() if folder_digest(Path(folder) / name) != digest]
+
+
 def stale_pages(folder: str | Path, record: Record | None = None) -> list[Stale]:
     """Every notebook of ``folder`` whose HTML page shows an older run of its stage than the
     folder's, whose stage read files an earlier stage has rewritten since, or whose own files were
@@ -282,9 +291,8 @@ def stale_pages(folder: str | Path, record: Record | None = None) -> list[Stale]
         if folder_digest(folder / WRITES[notebook]) != last.get("output"):
             reasons.append(f"{WRITES[notebook]}/ was changed after its last run ({_described(last)}) by a writer that "
                            "recorded none")
-        for name, digest in (last.get("inputs") or {}).items():
-            if folder_digest(folder / name) == digest:
-                continue
+        for name in rewritten_inputs(folder, notebook, record):
+            digest = last["inputs"][name]
             producer = writer_of_folder[name]  # the record's schema admits only the stages' folders
             made = records.get(producer) or []
             read = next((run for run in made if run.get("output") == digest), None)

@@ -10,6 +10,7 @@ results store. Reads only files: no benchmark is loaded.
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from instir.parameters import choices
 from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import data_checks, read_datasets
-from instir.report.provenance import stage_records
+from instir.report.provenance import rewritten_inputs, stage_records
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
 from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_windowing
@@ -151,9 +152,15 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its lists were cut at, as
     ``judge/instfol.csv`` says; a table of an earlier version says none: the k its stage's record holds, else
     20), so an InstFol@10 is never aligned with a paper's InstFol@20; and with the ``depth`` its shallower run
-    ranks, which its verdict needs."""
+    ranks, which its verdict needs. InstFol judged on runs that were written again since (another retrieval into the
+    folder, then a judge stage that failed or did not run) is left out, with a warning: it is no number of these
+    runs."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
+        return metrics[REPRODUCED_COLUMNS]
+    if "runs" in rewritten_inputs(layout.root, "04_judge_validation"):
+        warnings.warn(f"{layout.instfol} judged runs that were written again since: its InstFol is left out of the "
+                      "comparison (judge these runs again)", stacklevel=2)
         return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
     judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]

@@ -320,16 +320,3 @@ def test_an_edit_that_keeps_a_files_size_is_found_by_its_time_without_asking_for
     os.utime(corpus)  # written again with the same bytes: read, found equal
     assert _loaded_revision() == COMMIT
 
-
-def test_a_hub_download_whose_manifest_was_removed_is_not_taken_for_the_papers_data(hub, tmp_path, monkeypatch):
-    # before, removing instir-manifest.json turned a changed download into "local" data checked by counts alone
-    from instir.benchmarks import load_benchmark
-    from instir.benchmarks.fetch import data_check
-
-    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
-    (folder / ".cache" / "huggingface" / "download").mkdir(parents=True)  # what snapshot_download(local_dir=) leaves
-    (folder / "instir-manifest.json").unlink()
-    with pytest.warns(UserWarning, match="downloaded from the Hub but holds no instir-manifest.json"):
-        bench = load_benchmark("ifir/fiqa", root=folder.parent)
-    assert bench.revision == "local+changed"
-    assert data_check(bench) == "downloaded from the Hub, but its instir manifest is missing: fetch it again"

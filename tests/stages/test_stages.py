@@ -164,6 +164,22 @@ def test_the_judge_stage_writes_the_k_of_its_lists_with_the_instfol_numbers(tmp_
     assert "InstFol@10" in measures and "InstFol@20" not in measures
 
 
+def test_instfol_judged_on_runs_written_again_since_is_left_out_of_the_comparison_with_a_warning(tmp_path):
+    # a review found a sweep whose judge failed comparing the runs it had just made with the InstFol of an earlier
+    # sweep's runs (depth 100 where the runs now ranked 3)
+    from instir.stages.compare import reproduced_numbers
+
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1, validate=False)
+    assert any(m.startswith("InstFol") for m in reproduced_numbers(report_layout(tmp_path))["measure"])
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=5)  # other runs; no judge stage after them
+    score_runs(tmp_path)
+    with pytest.warns(UserWarning, match="judged runs that were written again since: its InstFol is left out"):
+        measures = set(reproduced_numbers(report_layout(tmp_path))["measure"])
+    assert measures and not any(m.startswith("InstFol") for m in measures)
+
+
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
     data = describe_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
     bench = load_benchmark("ifir/fiqa", root=str(ifir_root))
