@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import functools
 import math
 import re
 import tomllib
@@ -407,12 +408,12 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None, *, paper:
     ``ColBERT (IFIR, mean-pooled)``); when several do (``BM25`` -> ``BM25 (IFIR)``,
     ``BM25 (InstructIR)``) it is refused with the candidates listed. With ``paper`` (``ifir``: the family of
     the benchmark a system runs on), that paper's cards are asked first, so every name its tables print finds
-    its card (``GTR-XL`` on IFIR is ``GTR-XL (IFIR)``), after a user's own card of exactly that name (paper
-    ``user``: a card ``bm25`` is never replaced by a paper's ``BM25 (…)``).
+    its card (``GTR-XL`` on IFIR is ``GTR-XL (IFIR)``), after a user's own card of exactly that name (one of no
+    built-in file, whatever its paper: a card ``bm25`` is never replaced by a paper's ``BM25 (…)``).
     """
     cards = load_cards() if cards is None else cards
-    mine = _named(name, {key: card for key, card in cards.items() if card.paper == "user"})
-    if mine is not None:
+    mine = _named(name, cards)
+    if mine is not None and mine.name.lower() not in _builtin_names():
         return mine
     if paper is not None:
         own = {key: card for key, card in cards.items() if card.paper == paper and not card.variant_of}
@@ -421,6 +422,13 @@ def get_card(name: str, cards: Mapping[str, SystemCard] | None = None, *, paper:
         except UnknownNameError:
             pass
     return _find_card(name, cards)
+
+
+@functools.cache
+def _builtin_names() -> frozenset[str]:
+    """The lower-case names of the built-in cards: a user's card (from ``--cards``) is any other."""
+    return frozenset(str(item.get("name", "")).lower() for name, text in builtin_card_files()
+                     for item in _parse(Path(name), text) if isinstance(item, Mapping))
 
 
 def _named(name: str, cards: Mapping[str, SystemCard]) -> SystemCard | None:

@@ -212,6 +212,9 @@ def test_a_card_named_exactly_as_asked_comes_before_a_papers_card_of_that_name(t
                     "params = {k1 = 3.0, b = 0.1}\n")
     cards = load_cards([path])
     assert get_card("bm25", cards, paper="instructir").params == {"k1": 3.0, "b": 0.1}
+    claimed = tmp_path / "claimed.toml"  # a user's card saying which paper it reproduces: still the user's
+    claimed.write_text(path.read_text().replace('paper = "user"', 'paper = "ifir"'))
+    assert get_card("bm25", load_cards([claimed]), paper="instructir").params == {"k1": 3.0, "b": 0.1}
     assert get_card("BM25", cards, paper="instructir").name == "bm25"  # the case aside, as every name
     assert main(["retrieve", "--system", "bm25", "--cards", str(path), "--benchmark", "instructir-sample",
                  "--k", "5", "--out", str(tmp_path / "out")]) == 0
