@@ -484,18 +484,16 @@ def find_files(folder: Path, patterns: Sequence[str]) -> list[Path]:
     any, hidden ones aside (``.ipynb_checkpoints/``, ``.cache/``: no shard of a dataset). A name that
     is there but no regular file (a FIFO, a folder, a broken link, a symlink loop) counts as found, a
     shard's as a plain name's, so its reader says what it is instead of the loader saying the file is
-    missing or reading the config without it. One file in two forms (``corpus.jsonl`` beside
-    ``corpus.parquet`` or ``corpus/``) is refused: reading either would drop the other silently."""
+    missing or reading the config without it. ``patterns`` are the forms of one thing (``corpus.jsonl``,
+    ``corpus.parquet``, ``corpus/``; MTEB's ``data/`` or ``qrels/test.jsonl``): two of them here are refused,
+    as reading either would leave the other unread, silently."""
     found = [(pattern, hits) for pattern in patterns if (hits := _matches(folder, pattern))]
-    if not found:
-        return []
-    pattern, hits = found[0]
-    for other, twins in found[1:]:
-        if _config_name(other) == _config_name(pattern):
-            raise FormatError(twins[0], None, None,
-                              f"{_config_name(pattern)!r} is here in two forms, {hits[0].relative_to(folder)} and "
-                              f"{twins[0].relative_to(folder)}: keep one, so that no part of it is left unread")
-    return hits
+    if len(found) > 1:
+        (_, first), (_, second) = found[:2]
+        raise FormatError(second[0], None, None,
+                          f"{first[0].relative_to(folder)} and {second[0].relative_to(folder)} are two forms of one "
+                          "file here: keep one, so that no part of it is left unread")
+    return found[0][1] if found else []
 
 
 def _matches(folder: Path, pattern: str) -> list[Path]:
@@ -504,14 +502,6 @@ def _matches(folder: Path, pattern: str) -> list[Path]:
         return [folder / pattern] if os.path.lexists(folder / pattern) else []
     return sorted(p for p in folder.glob(pattern)
                   if not any(part.startswith(".") for part in p.relative_to(folder).parts))
-
-
-def _config_name(pattern: str) -> str:
-    """What a file pattern holds, its form aside: ``corpus`` for ``corpus.jsonl``,
-    ``corpus.parquet`` and ``corpus/**/*.jsonl``."""
-    if not glob.has_magic(pattern):
-        return str(Path(pattern).with_suffix(""))
-    return str(Path(*itertools.takewhile(lambda part: not glob.has_magic(part), Path(pattern).parts)))
 
 
 def require_files(folder: Path, patterns: Sequence[str], needs: str, hint: str = "") -> list[Path]:

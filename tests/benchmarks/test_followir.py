@@ -396,6 +396,11 @@ def test_a_config_in_two_forms_is_refused_naming_both_never_read_in_part(tmp_pat
     err = _error(folder)
     assert err.path == str(folder / "qrels" / "extra.jsonl")
     assert "two forms" in str(err) and "qrels/test.parquet" in str(err)
+    # two names of one config too (MTEB's instruction/, the kit's older instructions/): a review found one read
+    folder = write_mteb(tmp_path / "named", parquet=True)
+    shutil.copytree(folder / "instruction", folder / "instructions")
+    err = _error(folder)
+    assert err.path == str(folder / "instructions" / "test.jsonl") and "two forms of one file" in str(err)
 
 
 @pytest.mark.parametrize("entry, field, message", [

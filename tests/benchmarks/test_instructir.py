@@ -205,4 +205,4 @@ def test_a_corpus_in_two_forms_is_refused_naming_both(tmp_path):
     with pytest.raises(FormatError) as info:
         load_instructir(root)
     assert info.value.path == str(next((root / "corpus").glob("*.parquet")))
-    assert "'corpus' is here in two forms, corpus.jsonl and corpus/" in str(info.value)
+    assert "corpus.jsonl and corpus/test-00000-of-00001.parquet are two forms of one file here" in str(info.value)
