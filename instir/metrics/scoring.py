@@ -202,8 +202,12 @@ class Scorer:
         deeper = [name for name, cutoff in cutoffs.items() if min(cutoff, most) > depth]
         if not depth or not deeper:
             return []
+        deeper_run = f"retrieve at k = {max(cutoffs.values())} for these"
+        advice = deeper_run if shallowest is None else (  # measured, no k given: cut short, or all its system found
+            f"if the run was cut short, {deeper_run}; if its system found no more documents for that query, nothing "
+            "is lost")
         return [f"{system}: {ranked_phrase(depth, shallowest)}, fewer than the cutoff of {', '.join(deeper)}: "
-                f"the ranks past {depth} count as non-relevant (retrieve at k = {max(cutoffs.values())} for these)"]
+                f"the ranks past {depth} count as non-relevant ({advice})"]
 
 
 def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[object] | None = None, *,

@@ -230,7 +230,8 @@ def test_a_query_cut_short_is_named_and_listed_at_the_depth_its_note_gives(instr
                  "--measures", "nDCG@5", "RR@5", "--out", str(tmp_path / "report")]) == 0
     out = capsys.readouterr().out
     assert (f"cut: ranks 2 documents for query '{first}' (its shallowest query: the others rank more), fewer than "
-            "the cutoff of nDCG@5, RR@5: the ranks past 2 count as non-relevant") in out
+            "the cutoff of nDCG@5, RR@5: the ranks past 2 count as non-relevant (if the run was cut short, retrieve "
+            "at k = 5 for these; if its system found no more documents for that query, nothing is lost)") in out
     assert "stray: ranks" not in out  # 5 deep for every query of the benchmark: as deep as the cutoffs
     assert pd.read_csv(tmp_path / "report" / "runs" / "runs.csv")["k"].tolist() == [2, 5]
 
