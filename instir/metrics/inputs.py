@@ -86,6 +86,8 @@ def _plain_grades(column: pd.Series) -> Iterable:
     values = column.to_numpy()
     if values.dtype.kind not in "iuf" or not len(values):
         return column
+    if values.dtype.kind == "f":
+        values = values.astype(np.float64)  # float16 cannot hold the limit it is compared with
     if values.dtype.kind == "f" and not (np.isfinite(values).all() and (values == np.trunc(values)).all()):
         return column
     return values.astype(np.int64).tolist() if np.abs(values).max() <= GRADE_LIMIT else column
