@@ -572,12 +572,14 @@ def _parse_slowly(path: Path, text: str) -> tuple[pd.DataFrame, list[int]]:
     return (pd.DataFrame(rows, columns=["qid", "docid", "score"]) if rows else _empty_frame()), ranks
 
 
-def _lowest_first(same_query: np.ndarray, rank: np.ndarray, score: np.ndarray) -> bool:
-    """Whether a run file's rank column puts the lowest score first in every query (``same_query``: each line's
-    query is the one before it; lines in file order): a later rank of a query never scores lower, and some score
-    higher. Such a run was written for "lower is better" (a distance), which trec_eval, ranking by score, reads
-    upside down."""
-    step = same_query & (np.diff(rank) > 0)
+def _lowest_first(query: np.ndarray, rank: np.ndarray, score: np.ndarray) -> bool:
+    """Whether a run file's rank column puts the lowest score first in every query (``query``: each line's query
+    as an integer code; lines in file order, a query's lines together or not): a later rank of a query never
+    scores lower, and some score higher. Such a run was written for "lower is better" (a distance), which
+    trec_eval, ranking by score, reads upside down."""
+    order = np.argsort(query, kind="stable")  # each query's lines together, in file order
+    query, rank, score = query[order], rank[order], score[order]
+    step = (query[1:] == query[:-1]) & (np.diff(rank) > 0)
     rises = np.diff(score)[step]
     return bool(rises.size and (rises >= 0).all() and (rises > 0).any())
 
@@ -621,15 +623,14 @@ def read_run(path: str | Path) -> Run:
         qids = table["qid"].combine_chunks()
         frame = pd.DataFrame({"qid": _to_str_series(qids), "docid": _to_str_series(table["docid"].combine_chunks()),
                               "score": table["score"].to_numpy()})
-        same = pc.equal(qids.slice(1), qids.slice(0, len(qids) - 1)).to_numpy(zero_copy_only=False)
-        reversed_ranks = _lowest_first(same, table["rank"].to_numpy(), frame["score"].to_numpy())
+        codes = pc.dictionary_encode(qids).indices.to_numpy(zero_copy_only=False)
+        reversed_ranks = _lowest_first(codes, table["rank"].to_numpy(), frame["score"].to_numpy())
         run = Run(frame)  # a NaN score or a document listed twice: the slow path names its line
     except (pa.ArrowInvalid, ValueError):
         # slow path: tolerant of other whitespace, and names the first bad line
         text = decode_utf8(path, body.to_pybytes())
         frame, ranks = _parse_slowly(path, text)
-        qids = frame["qid"].to_numpy()
-        reversed_ranks = _lowest_first(qids[1:] == qids[:-1], np.asarray(ranks), frame["score"].to_numpy())
+        reversed_ranks = _lowest_first(pd.factorize(frame["qid"])[0], np.asarray(ranks), frame["score"].to_numpy())
         run = Run(frame)
         tags = sorted({line.split()[-1] for line in text.splitlines() if line.strip()})
     if reversed_ranks:

@@ -438,13 +438,14 @@ def test_a_run_file_whose_ranks_put_the_lowest_score_first_is_said_once_and_read
                                                                                                     separator):
     # before, a run of distances (lower is better) with its rank column scored nDCG 0 without a word: trec_eval
     # ranks by score and ignores the rank column, and so does the kit
-    lines = ["q1 Q0 d1 1 0.1 t", "q1 Q0 d2 2 0.5 t", "q2 Q0 d1 1 0.2 t", "q2 Q0 d4 2 0.2 t", "q2 Q0 d5 3 0.7 t"]
+    # the queries' lines interleaved, as a file merged from two may hold them
+    lines = ["q1 Q0 d1 1 0.1 t", "q2 Q0 d1 1 0.2 t", "q1 Q0 d2 2 0.5 t", "q2 Q0 d4 2 0.2 t", "q2 Q0 d5 3 0.7 t"]
     path = tmp_path / "distances.trec"
     path.write_text("\n".join(line.replace(" ", separator, 1) for line in lines) + "\n")
     with pytest.warns(UserWarning, match=r"distances.trec: in every query the rank column puts the lowest score first"):
         run = read_run(path)
     assert list(run.df[run.df.qid == "q1"]["docid"]) == ["d2", "d1"]  # by score, as trec_eval
-    lines[1] = "q1 Q0 d2 2 0.05 t"  # one query ranked highest first: no warning
+    lines[2] = "q1 Q0 d2 2 0.05 t"  # one query ranked highest first: no warning
     path.write_text("\n".join(lines) + "\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
