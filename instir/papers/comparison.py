@@ -71,7 +71,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
             tolerance: float | Mapping[str, float] = DEFAULT_TOLERANCE, *,
             model_map: Mapping[str, str] | None = None, runs: pd.DataFrame | None = None,
             data: Mapping[str, str | None] | None = None, sample_ok: bool = False,
-            protocol: str = "authors") -> pd.DataFrame:
+            protocol: str = "authors", mteb_data: Mapping[str, str | None] | None = None) -> pd.DataFrame:
     """Align reproduced numbers with reported ones (from :func:`load_reported`).
 
     ``reproduced`` has one row per system x measure x slice: ``benchmark`` (``instructir``,
@@ -104,7 +104,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ``depth`` for one without, such as p-MRR); otherwise the verdict is ``not comparable (<the
     reason that decides it>)``. ``protocol`` is the one the reproduced numbers were scored under (``authors`` or
     ``mteb``, as :func:`instir.metrics.evaluate_runs` takes it): MTEB's results store is compared with ``mteb``
-    numbers only, the papers' tables with the authors' only.
+    numbers only, the papers' tables with the authors' only. ``mteb_data`` is ``data`` for the rows of MTEB's store
+    (its data checks against MTEB's copy, which holds fewer queries of some IFIR subsets; None: ``data``).
 
     Returns one row per reported number, in its printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
@@ -155,7 +156,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
                            zip(merged["measure"], merged["scale"], merged["rounding"], merged["widened_by"])]
     merged = _one_row_per_number(merged)
     within = merged["delta"].abs() <= merged["tolerance"] + 1e-12
-    grounds = [ungrounded(row, data, protocol) for row in merged.to_dict("records")]
+    grounds = [ungrounded(row, mteb_data if row["paper"] == "mteb" and mteb_data is not None else data, protocol)
+               for row in merged.to_dict("records")]
     merged["within_tolerance"] = within.astype("boolean").mask(merged["delta"].isna() | pd.Series(
         [g is not None for g in grounds], index=merged.index))
     merged["verdict"] = [SAMPLE_VERDICT if why == "SAMPLE" else f"not comparable ({why})" if why

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from instir.benchmarks import catalog
 from instir.benchmarks.fetch import NOT_CHECKED, data_check
+from instir.errors import UserError
 from instir.extras import package_versions
 from instir.parameters import home_path
 from instir.report.record import read_record, update_record
@@ -114,12 +116,29 @@ def read_datasets(out_dir: str | Path) -> dict:
     return dict(read_record(out_dir).get("datasets", {}))
 
 
-def data_checks(datasets: Mapping[str, Mapping], names: Sequence[str] | None = None) -> dict[str, str | None]:
+def data_checks(datasets: Mapping[str, Mapping], names: Sequence[str] | None = None, *,
+                counted_by: str | None = None) -> dict[str, str | None]:
     """Per benchmark of ``names`` (default: every one of ``datasets``, a record's section :func:`read_datasets`
-    reads), None when its data was verified as the paper's, else why not: the check :func:`record_dataset` noted,
-    or that none is noted (a record of an earlier version of the kit, which did not check, or a damaged one).
-    One rule for every page that says it."""
+    reads), None when its data was verified as the data the numbers compared with were computed on (the paper's;
+    ``counted_by="mteb"``: MTEB's copy, which holds fewer queries of some IFIR subsets), else why not: the check
+    :func:`record_dataset` noted, that none is noted (a record of an earlier version of the kit, which did not
+    check, or a damaged one), or that it was verified as the other copy. One rule for every page that says it."""
     entries = {name: datasets.get(name) if isinstance(datasets.get(name), Mapping) else {}
                for name in (datasets if names is None else names)}
-    return {name: None if entry.get("verified") is True else entry.get("check") or NOT_CHECKED
-            for name, entry in entries.items()}
+    return {name: (_other_copy(name, entry, counted_by) if entry.get("verified") is True
+                   else entry.get("check") or NOT_CHECKED) for name, entry in entries.items()}
+
+
+def _other_copy(name: str, entry: Mapping, counted_by: str | None) -> str | None:
+    """Why data verified against the published counts of its own layout (``entry``'s) is not the data counted by
+    ``counted_by``'s (None: the paper's), where the two counts differ; None where they agree."""
+    try:
+        found = catalog.entry(name)
+    except UserError:
+        return None
+    layout = str(entry.get("layout") or "")
+    mine, theirs = found.expected_counts(layout), found.expected_counts(counted_by)
+    whose = "MTEB's copy" if counted_by == "mteb" else "the paper"
+    off = [f"{mine[key]:,} {key} where {whose} has {theirs[key]:,}" for key in mine
+           if key in theirs and mine[key] != theirs[key]]
+    return f"the {layout} copy: {'; '.join(off)}" if off else None

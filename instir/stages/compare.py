@@ -238,18 +238,20 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                                ignore_index=True)
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
-    data = data_checks(read_datasets(layout.root))
+    datasets = read_datasets(layout.root)
+    data, mteb_data = data_checks(datasets), data_checks(datasets, counted_by="mteb")
     scored = (stage_records(layout.root).get("03_metrics") or [{}])[0].get("parameters", {})
     protocol = str(scored.get("protocol") or "authors")  # what the evaluate stage scored the numbers under
     model_map = run_row_keys(runs, sidecars)
     compared = compare_to_papers(reproduced, every_reported, model_map=model_map, runs=windowing, data=data,
-                                 sample_ok=True, protocol=protocol)
+                                 sample_ok=True, protocol=protocol, mteb_data=mteb_data)
     widened = None
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
         widen = tolerance_widening(pd.read_csv(layout.stability))
         widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
-                                    model_map=model_map, runs=windowing, data=data, sample_ok=True, protocol=protocol)
+                                    model_map=model_map, runs=windowing, data=data, sample_ok=True, protocol=protocol,
+                                    mteb_data=mteb_data)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
     coverage = coverage_matrix(layout.root)
     # one set: an earlier run's verdict note or widened table never stays beside this run's comparison

@@ -201,3 +201,30 @@ def test_a_stored_number_of_another_task_earns_no_verdict(benchmark, subset, key
     compared = compare_to_papers(reproduced, reported, runs=runs, data={benchmark: None}, protocol="mteb")
     assert len(compared) and set(compared["verdict"]) == {f"not comparable ({reason})"}
     assert compared["within_tolerance"].isna().all()
+
+
+@pytest.mark.parametrize("layout, paper", [("songtingyu", "mteb"), ("mteb", "ifir")])
+def test_data_verified_as_one_copy_earns_no_verdict_against_numbers_of_the_other(layout, paper):
+    # before, on SciFact-open (152 queries in the paper's data, 135 in MTEB's copy), MTEB's store numbers earned a
+    # verdict against the paper's data, and a run on MTEB's copy, verified against MTEB's counts, against the paper
+    from instir.report.manifest import data_checks
+
+    datasets = {"ifir/scifact_open": {"layout": layout, "verified": True, "check": "record counts as published"}}
+    data, mteb_data = data_checks(datasets), data_checks(datasets, counted_by="mteb")
+    reported = pd.concat([load_reported("mteb"), load_reported("ifir")], ignore_index=True)
+    theirs = reported[(reported["paper"] == paper) & (reported["subset_id"] == "scifact_open")
+                      & (reported["setting"] == "instructed") & (reported["measure"] == "nDCG@20")
+                      & (reported["model_key"] == "hkunlp/instructor-base")]
+    assert len(theirs), "the row is reported"
+    row = theirs.iloc[0]
+    value = float(row["value"]) / float(row["scale"])
+    reproduced = pd.DataFrame({"system": ["dense:hkunlp/instructor-base"], "benchmark": ["ifir/scifact_open"],
+                               "subset": ["scifact_open"], "level": ["all"], "measure": [row["measure"]],
+                               "value": [value]})
+    runs = pd.DataFrame({"benchmark": ["ifir/scifact_open"], "system": ["dense:hkunlp/instructor-base"],
+                         "windowing": ["ifir"], "k": [1000]})
+    compared = compare_to_papers(reproduced, theirs, runs=runs, data=data, mteb_data=mteb_data,
+                                 protocol="mteb" if paper == "mteb" else "authors")
+    assert len(compared)
+    for verdict in compared["verdict"]:
+        assert verdict.startswith(f"not comparable (data of ifir/scifact_open: the {layout} copy: "), verdict
