@@ -106,7 +106,7 @@ def positive_seconds(text: str) -> float:
 def whole_number(text: str) -> int:
     """argparse type of counts that may be 0 (``--max-retries``) and of seeds (numpy's generators take no negative
     one)."""
-    if not text.isdecimal():
+    if not (text.isascii() and text.isdecimal()):  # "١٢" is decimal to Python, and to no reader of the command
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return int(text)
 

@@ -46,7 +46,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, UsageError, unknown
 from instir.inputs import InputRefused, load_yaml, read_config
-from instir.parameters import depth
+from instir.parameters import MAX_CUTOFF, depth
 from instir.retrieval.windows import WINDOWING_MODES
 from instir.secrets import refuse_url_credentials, require_env_name
 
@@ -148,8 +148,9 @@ _CHOICES = {"paper": PAPERS, "kind": KINDS, "pooling": POOLINGS, "dtype": DTYPES
 
 def _type_ok(name: str, value: Any) -> str | None:
     """None when ``value`` fits field ``name``, else what was expected."""
-    if name in ("query_max_length", "doc_max_length"):
-        return None if isinstance(value, int) and not isinstance(value, bool) and value > 0 else "a positive integer"
+    if name in ("query_max_length", "doc_max_length"):  # a count, as the params' counts are (parameters.depth)
+        return None if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CUTOFF else (
+            f"a whole number from 1 to {MAX_CUTOFF:,}")
     if name == "normalize":
         return None if isinstance(value, bool) else "true or false"
     if name == "params":

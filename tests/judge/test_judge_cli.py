@@ -230,7 +230,8 @@ def test_timeout_and_max_retries_reach_the_backend(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--timeout", "soon"), ("--max-retries", "-1"),
-                                               ("--seed", "-1")])  # a negative seed was a ValueError traceback
+                                               ("--seed", "-1"),  # a negative seed was a ValueError traceback
+                                               ("--seed", "\u0661\u0662")])  # Arabic-Indic 12: read as 12 before
 def test_bad_timeout_or_retry_values_are_usage_errors(option, value, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:  # argparse's own exit, with its one line
         main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline", option, value])

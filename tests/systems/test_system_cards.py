@@ -48,7 +48,9 @@ def test_user_yaml_card_is_read_like_toml(tmp_path):
 @pytest.mark.parametrize("change,field,words", [
     (('adapter = "sentence-transformers"', 'adapter = "faiss-magic"'), "adapter", "unknown adapter"),
     (('paper = "user"\n', ""), "paper", "missing"),
-    (("query_max_length = 128", 'query_max_length = "long"'), "query_max_length", "positive integer"),
+    (("query_max_length = 128", 'query_max_length = "long"'), "query_max_length", "whole number from 1"),
+    (("doc_max_length = 128", "doc_max_length = 100000000000000000000"), "doc_max_length",
+     "whole number from 1 to 2,147,483,647"),  # before, any positive integer: a tokenizer's failure, late
     (('template = "ifir"', 'template = "no-such-template"'), "template", "unknown template"),
     (('template = "ifir"', 'template = "ifir"\ncolour = "blue"'), "colour", "unknown field"),
     (('kind = "retriever"', 'kind = "reranker"'), "kind", "builds a retriever"),
