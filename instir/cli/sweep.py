@@ -48,6 +48,16 @@ def sweep_command(args: argparse.Namespace) -> int:
             require("ray")
         except MissingExtraError as err:
             raise MissingExtraError(f"{err} (or --serial: one loop, no Ray)") from None
+    if grid.judge is not None and grid.judge.backend == "openai":  # before any cell, as instir run and instir judge
+        from instir.judge.factory import OPENAI_BASE_URL, key_env_for, require_reachable
+
+        url = grid.judge.base_url or OPENAI_BASE_URL
+        try:  # the judge stage checks its key, then its endpoint: here before hours of retrieval, not after
+            key_env_for(grid.judge.api_key_env, url)
+        except UsageError as err:
+            raise UsageError(f"{args.grid}: field 'judge.api_key_env': {err}") from None
+        require_reachable(url, min(grid.judge.timeout_s, 5.0), where=f"{args.grid}: field 'judge.base_url' {url}",
+                          names=("judge.base_url", "judge.backend"))
     from instir.distributed.sweep import run_sweep
 
     report = run_sweep(grid, args.out, executor="serial" if args.serial else "ray", address=args.address,

@@ -76,22 +76,30 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
     assert positions["error"].str.startswith("malformed log-probabilities").all()
 
 
-def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_path, monkeypatch, capsys):
+def _judge_that_falls_over(monkeypatch) -> None:
+    """The judge stage raises, as a judge that dies in the middle of a sweep does."""
+    from instir.stages import judge
 
+    def falls_over(*args, **kwargs):
+        raise RuntimeError("the judge server went away")
+
+    monkeypatch.setattr(judge, "judge_runs", falls_over)
+
+
+def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_path, monkeypatch, capsys):
     from instir.cli import main
 
-    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    _judge_that_falls_over(monkeypatch)
     grid = tmp_path / "grid.yaml"
     grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n"
-                    "judge: {backend: openai, model: m, base_url: 'http://127.0.0.1:1/v1', "
-                    "api_key_env: NO_SUCH_JUDGE_KEY, max_instances: 1}\n")
+                    "judge: {backend: baseline, model: lexical, max_instances: 1}\n")
     code = main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"])
     out = capsys.readouterr().out
     assert code == 1 and "2 done, 0 reused, 0 failed" in out
-    assert "FAILED judge: UsageError: the environment variable NO_SUCH_JUDGE_KEY named by api_key_env is not set" in out
+    assert "FAILED judge: RuntimeError: the judge server went away" in out
     summary = read_record(tmp_path / "out")["sweep"]
     assert summary["counts"]["done"] == 2 and summary["judge"]["state"] == "failed"
-    assert "NO_SUCH_JUDGE_KEY" in summary["judge"]["error"]
+    assert "went away" in summary["judge"]["error"]
     assert "Traceback" in (tmp_path / "out" / "sweep" / "judge.error.txt").read_text()
     assert (tmp_path / "out" / "runs" / "runs.csv").is_file()
     assert (tmp_path / "out" / "metrics" / "metrics.csv").is_file()
@@ -102,13 +110,13 @@ def test_the_compare_stage_runs_when_the_judge_step_fails(tmp_path, monkeypatch,
     # and the output said nothing of it
     from instir.cli import main
 
-    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    _judge_that_falls_over(monkeypatch)
     grid = tmp_path / "grid.yaml"
     grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n"
-                    "judge: {backend: openai, model: m, api_key_env: NO_SUCH_JUDGE_KEY, max_instances: 1}\n")
+                    "judge: {backend: baseline, model: lexical, max_instances: 1}\n")
     assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 1
     out = capsys.readouterr().out
-    assert "FAILED judge: UsageError: the environment variable NO_SUCH_JUDGE_KEY" in out
+    assert "FAILED judge: RuntimeError: the judge server went away" in out
     assert "compare: paper_tables/ written all the same" in out and f"paper_tables: {tmp_path / 'out'}" in out
     assert (tmp_path / "out" / "paper_tables").is_dir()
     summary = read_record(tmp_path / "out")["sweep"]
@@ -134,6 +142,26 @@ def test_a_compare_stage_that_raises_is_reported_as_the_compare_steps_failure(tm
     summary = read_record(tmp_path / "out")["sweep"]
     assert summary["judge"]["state"] == "done" and summary["compare"]["state"] == "failed"
     assert "Traceback" in (tmp_path / "out" / "sweep" / "compare.error.txt").read_text()
+
+
+@pytest.mark.parametrize("judge, field, said", [
+    ("api_key_env: NO_SUCH_JUDGE_KEY, base_url: 'http://127.0.0.1:9/v1'", "judge.api_key_env",
+     "the environment variable NO_SUCH_JUDGE_KEY named by api_key_env is not set"),
+    ("base_url: 'http://127.0.0.1:9/v1'", "judge.base_url", "fix judge.base_url, or choose another judge.backend"),
+])
+def test_an_openai_judge_without_its_key_or_endpoint_is_refused_before_any_cell(tmp_path, monkeypatch, capsys, judge,
+                                                                                field, said):
+    # before, every cell ran (hours at real size), then the judge step failed on what was known at the start
+    from instir.cli import main
+
+    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n"
+                    f"judge: {{backend: openai, model: m, {judge}, max_instances: 1}}\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert f"{grid}: field '{field}'" in err and said in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out" / "runs").exists()
 
 
 def test_an_unknown_executor_is_refused_before_the_folder_is_made(tmp_path):
