@@ -120,7 +120,7 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
 
     for key in values:
         if key not in JUDGE_KEYS:
-            raise UnknownNameError(f"{where('judge')}: {unknown('key', str(key), JUDGE_KEYS)}")
+            raise UnknownNameError(f"{where(f'judge.{key}')}: {unknown('key', str(key), JUDGE_KEYS)}")
     backend = values.get("backend")
     if not isinstance(backend, str) or backend not in BACKENDS:
         given = "no backend" if backend is None else f"backend {quoted(backend)}"

@@ -78,7 +78,8 @@ HEAD = "# my grid\nbenchmarks: [instructir-sample]\n\nsystems: [bm25]\n"  # benc
 @pytest.mark.parametrize("rest,said", [
     ('k: "10"\n', "grid.yaml:5: field 'k' takes a whole number"),
     ("variants: [yes]\n", "grid.yaml:5: field 'variants': unknown variant 'yes'"),
-    ("judge: {backend: baseline, modl: x}\n", "grid.yaml:5: field 'judge': unknown key 'modl'"),
+    ("judge: {backend: baseline, modl: x}\n", "grid.yaml:5: field 'judge.modl': unknown key 'modl'"),
+    ("judge:\n  backend: baseline\n  colour: blue\n", "grid.yaml:7: field 'judge.colour': unknown key 'colour'"),
     ("judge:\n  backend: baseline\n\n  max_instances: 0\n", "grid.yaml:8: field 'judge.max_instances'"),
     ("judge:\n  backend: openai\n", "grid.yaml:5: field 'judge.model': the openai backend needs a model"),
     ("settings: [instructed]\nshard_min_docs: -1\n", "grid.yaml:6: field 'shard_min_docs'"),
@@ -125,7 +126,7 @@ def test_cell_groups_put_model_systems_first_and_keep_one_benchmark_per_group():
     ({"data_root": 123}, "field 'data_root' takes a folder path (a string), got 123"),
     ({"cache_dir": {"x": 1}}, "field 'cache_dir' takes a folder path (a string), got {'x': 1}"),
     ({"judge": {"backend": "baseline", "modle": "lexical"}},
-     "field 'judge': unknown key 'modle'; did you mean 'model'?"),
+     "field 'judge.modle': unknown key 'modle'; did you mean 'model'?"),
     ({"judge": {"backend": "baselin"}}, "field 'judge.backend': backend 'baselin'; use one of openai, hf, baseline"),
     ({"judge": {"backend": "baseline", "max_instances": "x"}},
      "field 'judge.max_instances': max_instances must be a whole number from 1 to 10,000, got 'x'"),
