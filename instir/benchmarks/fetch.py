@@ -120,14 +120,6 @@ def _touched(path: Path, entry: dict) -> bool:
     return isinstance(recorded, int) and path.stat().st_mtime_ns != recorded
 
 
-def folder_revision(folder: Path) -> str:
-    """The revision to report for a benchmark's data ``folder``: :func:`fetched_revision` where
-    :func:`fetch` left its manifest, else ``local`` (a folder of the user's, a download of their own included:
-    checked by its record counts only, as :func:`data_check` says)."""
-    manifest = read_manifest(folder)
-    return fetched_revision(folder, manifest) if manifest else "local"
-
-
 def _data_files(folder: Path) -> list[Path]:
     """The files of a fetched folder that its manifest lists (not the manifest, not the Hub's ``.cache``)."""
     return [p for p in folder.rglob("*")

@@ -14,7 +14,7 @@ import importlib.metadata
 from pathlib import Path
 
 from instir.benchmarks import catalog
-from instir.benchmarks.fetch import data_dir, folder_revision, layouts, read_manifest
+from instir.benchmarks.fetch import data_dir, fetched_revision, layouts, read_manifest
 from instir.benchmarks.readers import data_folder
 from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError, unknown
@@ -55,7 +55,8 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     else:
         data_root = _located(fam, subset, Path(root) if root else None)
         folder = data_folder(data_root, subset)
-        revision = folder_revision(folder)
+        manifest = read_manifest(folder)  # none: a folder of the user's, checked by its record counts only
+        revision = fetched_revision(folder, manifest) if manifest else "local"
     return fam.loader_module().load(data_root, subset=subset, setting=setting, name=name, revision=revision,
                                     is_sample=found.sample)
 

@@ -37,6 +37,7 @@ from instir.report.html import markdown_text
 from instir.report.layout import ReportLayout, read_runs_table, report_layout
 from instir.report.manifest import data_checks, read_datasets
 from instir.report.provenance import rewritten_inputs, stage_records
+from instir.report.record import read_record
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
 from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_windowing
@@ -158,13 +159,14 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
-    if "runs" in rewritten_inputs(layout.root, "04_judge_validation"):
+    record = read_record(layout.root)  # once: what the judge stage read, and the k it judged at
+    if "runs" in rewritten_inputs(layout.root, "04_judge_validation", record):
         warnings.warn(f"{layout.instfol} judged runs that were written again since: its InstFol is left out of the "
                       "comparison (judge these runs again)", stacklevel=2)
         return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
     judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]
-    recorded = (stage_records(layout.root).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")
+    recorded = (stage_records(layout.root, record).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")
     ks = pd.to_numeric(instfol["k"], errors="coerce") if "k" in instfol else pd.Series(recorded, index=instfol.index)
     measure = [str(InstFol(int(k))) if isinstance(k, numbers.Real) and float(k).is_integer() and k > 0
                else f"InstFol@{k}" if "k" in instfol else str(InstFol()) for k in ks]
