@@ -1,7 +1,7 @@
 """Checks on a user's input files before they are read: what a path is when it is not a regular file
 (:func:`file_problem`), and the small configuration files (a sweep grid, a ``--cards`` file) read
-whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml` (:func:`load_yaml_lines`:
-with the line of each key, for an error about its value to name): PyYAML's safe loader with the
+whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml` (:func:`key_line`: the
+line of a key, for an error about its value to name, in YAML or TOML): PyYAML's safe loader with the
 three ways a small file can stand for an unbounded value refused: aliases (``*name`` and merge keys:
 ten lines of nested aliases, the "billion laughs", stand for a billion strings, which any walk over
 the value expands; an anchor alone is accepted), nesting deeper than :data:`MAX_DEPTH` (a
@@ -20,12 +20,14 @@ decimal whole number is refused at its line.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import functools
 import json
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ from typing import Any
 MAX_CONFIG_BYTES = 1 << 20
 #: Deepest nesting of YAML sequences and mappings accepted.
 MAX_DEPTH = 64
+#: The longest config file (in lines) whose errors name their line (:func:`key_line` parses it up to a line).
+MAX_LINED = 5000
 
 
 class InputRefused(ValueError):
@@ -123,36 +127,47 @@ def load_yaml(text: str) -> Any:
     """The value of one YAML document (``None`` for an empty one), as ``yaml.safe_load`` builds
     it but with YAML 1.2's plain scalars, or :class:`InputRefused` (see the module docstring);
     other parse errors are PyYAML's own ``yaml.YAMLError``."""
-    return load_yaml_lines(text)[0]
-
-
-def load_yaml_lines(text: str) -> tuple[Any, dict[str, int]]:
-    """:func:`load_yaml`'s value and the 1-based line of each key of its mappings, by its path from the top
-    (``k``, ``judge.model``; keys inside lists left out), read from the same parse: so an error about a
-    field's value can name the line the user wrote it on."""
     if len(text) > MAX_CONFIG_BYTES:
         raise InputRefused(f"{len(text)} characters, more than a YAML file may hold here ({MAX_CONFIG_BYTES})")
-    import yaml
-
     loader = _bounded_loader()(text)
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, {}
-        lines: dict[str, int] = {}
-
-        def walk(mapping: Any, prefix: str) -> None:
-            for key, value in mapping.value:
-                if isinstance(key, yaml.ScalarNode):
-                    lines.setdefault(prefix + key.value, key.start_mark.line + 1)
-                    if isinstance(value, yaml.MappingNode):
-                        walk(value, f"{prefix}{key.value}.")
-
-        if isinstance(node, yaml.MappingNode):
-            walk(node, "")
-        return loader.construct_document(node), lines
+        return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) -> int | None:
+    """The 1-based line (counted by newlines, as editors count) on which a configuration file's ``text``, read by
+    ``parse`` (TOML or YAML), gives the value at ``keys`` (mapping keys and list positions from the top:
+    ``("card", 2, "params", "k1")``); where it lacks that value, the line of the nearest value holding it (a
+    card's first line for a field it lacks); None for a file over :data:`MAX_LINED` lines. The one way every
+    config file's errors find their line: the file is parsed up to a line, as its loader parses it, so a
+    comment, a string or a quoted key never misleads it (a bisection: a few parses, and only on an error)."""
+    lines = text.split("\n")
+    if len(lines) > MAX_LINED:
+        return None
+
+    def holds(line: int, keys: Sequence[str | int]) -> bool:
+        """Whether the file up to ``line`` (and on to where that much parses) holds ``keys``."""
+        for end in range(line + 1, len(lines) + 1):
+            try:
+                node = parse("\n".join(lines[:end]))
+            except Exception:  # a prefix cut inside a value fails as its parser fails it
+                continue
+            for key in keys:
+                if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node) or (
+                        isinstance(key, str) and isinstance(node, Mapping) and key in node):
+                    node = node[key]
+                else:
+                    return False
+            return True
+        return False
+
+    for held in range(len(keys), 0, -1):
+        line = bisect.bisect_left(range(len(lines)), True, key=lambda n: holds(n, keys[:held]))
+        if line < len(lines):
+            return line + 1
+    return None
 
 
 #: YAML 1.2 core schema's plain scalars (https://yaml.org/spec/1.2.2/#1032-tag-resolution), without its

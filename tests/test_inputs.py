@@ -5,11 +5,13 @@ size in bounded space, and a path that is not a regular file says what it is."""
 import os
 import re
 import time
+import tomllib
 import tracemalloc
 
 import pytest
 from says import raises_saying
 
+from instir import inputs
 from instir.benchmarks.types import FormatError, quoted
 from instir.distributed.grid import GridError, load_grid
 from instir.systems import load_cards
@@ -57,7 +59,6 @@ def test_an_alias_bomb_in_a_cards_yaml_file_is_refused_with_file_and_line(tmp_pa
 
 
 def test_anchors_without_aliases_are_accepted_and_deep_nesting_is_refused():
-    from instir import inputs
 
     assert inputs.load_yaml("a: &x [1, 2]\nb: 3\n") == {"a": [1, 2], "b": 3}
     with pytest.raises(inputs.InputRefused, match="nested more than 64 levels deep"):
@@ -84,7 +85,6 @@ def test_a_deeply_nested_toml_card_file_is_one_line(tmp_path):
 
 
 def test_an_oversized_grid_is_refused_before_it_is_read(tmp_path):
-    from instir import inputs
 
     path = tmp_path / "grid.yaml"
     path.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\n# " + "x" * inputs.MAX_CONFIG_BYTES + "\n")
@@ -121,7 +121,6 @@ EXPECTED = {"fifo": "is a FIFO (named pipe), not a regular file", "loop": "is a 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_file_problem_says_what_a_path_is(odd_paths, kind):
-    from instir import inputs
 
     assert inputs.file_problem(odd_paths[kind]).startswith(EXPECTED[kind])
 
@@ -139,13 +138,11 @@ def test_a_grid_or_card_file_that_is_no_regular_file_is_named_for_what_it_is(odd
 def test_a_plain_value_yaml_1_1_would_turn_into_a_number_boolean_or_date_stays_its_text(written):
     # on the commit before, PyYAML's YAML 1.1 read 1:00 as 60 (base 60), 0x14 as 20, 0b101 as 5, 1_0 as 10, yes/on as
     # True, 2024-05-01 as a date, and '=' failed with a traceback (no constructor for tag:yaml.org,2002:value)
-    from instir import inputs
 
     assert inputs.load_yaml(f"value: {written}\nlisted: [{written}]\n") == {"value": written, "listed": [written]}
 
 
 def test_decimal_numbers_booleans_and_nulls_are_read_as_yaml_1_2_reads_them():
-    from instir import inputs
 
     text = "a: 010\nb: -7\nc: 1e3\nd: .5\ne: -.inf\nf: True\ng: FALSE\nh: ~\ni:\nj: 100000000000000000000\nk: '10'\n"
     assert inputs.load_yaml(text) == {"a": 10, "b": -7, "c": 1000.0, "d": 0.5, "e": float("-inf"), "f": True,
@@ -157,7 +154,6 @@ def test_decimal_numbers_booleans_and_nulls_are_read_as_yaml_1_2_reads_them():
     pytest.param("1" * 5000, "a number of 5000 digits", id="5000-digits")])
 def test_an_int_that_is_no_decimal_whole_number_is_refused_at_its_line(value, said):
     # on the commit before, !!int 0x14 was 20, and 5000 digits a ValueError traceback (Python's 4300-digit limit)
-    from instir import inputs
 
     with pytest.raises(inputs.InputRefused) as err:
         inputs.load_yaml(f"benchmarks: [instructir-sample]\nk: {value}\n")
@@ -180,3 +176,36 @@ def test_a_card_files_yes_or_on_is_no_boolean_and_its_field_says_true_or_false(t
                     "     model: m, normalize: on}\n")
     with raises_saying(FormatError, str(path), "field 'normalize'", "must be true or false, got 'on'"):
         load_cards([path])
+
+
+TOML_TEXT = '''# k1 = 0 in a comment
+title = """
+k1 = 1 inside a string
+"""
+[[card]]
+name = "a"
+[[card]]
+name = "b"
+"k1" = 2
+[card.params]
+k1 = 3
+'''
+YAML_TEXT = '''# k1: 0 in a comment
+title: "k1: 1 inside a string"
+card:
+  - name: a
+  - name: b
+    "k1": 2
+    params:
+      k1: 3
+'''
+
+
+@pytest.mark.parametrize("text, parse", [(TOML_TEXT, tomllib.loads), (YAML_TEXT, inputs.load_yaml)],
+                         ids=["toml", "yaml"])
+def test_the_line_of_a_key_is_where_the_parser_reads_it_never_a_comment_or_string_alike(text, parse):
+    assert inputs.key_line(text, parse, ["card", 1, "k1"]) == (9 if parse is tomllib.loads else 6)
+    assert inputs.key_line(text, parse, ["card", 1, "params", "k1"]) == (11 if parse is tomllib.loads else 8)
+    # a value the file lacks: the line of the nearest value holding it (here card b's first line)
+    assert inputs.key_line(text, parse, ["card", 1, "colour"]) == (7 if parse is tomllib.loads else 5)
+    assert inputs.key_line(text, parse, ["nothing"]) is None

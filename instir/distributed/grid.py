@@ -29,14 +29,14 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
 from instir.errors import UsageError, UserError, quoted, shorten
-from instir.inputs import InputRefused, load_yaml_lines, read_config
+from instir.inputs import InputRefused, key_line, load_yaml, read_config
 from instir.parameters import depth
 from instir.stages.plan import paired_runs, variant_pair
 from instir.stages.request import RunRequest, run_request
@@ -98,22 +98,14 @@ def describe_estimate(grid: Grid) -> str:
     return "; ".join(parts)
 
 
-def parse_grid(data: Any, source: str = "<grid>", lines: Mapping[str, int] | None = None) -> Grid:
+def parse_grid(data: Any, source: str = "<grid>", line_of: Callable[[str], int | None] = lambda field: None) -> Grid:
     """A :class:`Grid` from the mapping a YAML file holds; every mistake is one
-    :class:`GridError` naming ``source``, the line of the field (``lines``: by field, ``judge.model``
-    for a judge key, as :func:`instir.inputs.load_yaml_lines` gives them), the field and the value
+    :class:`GridError` naming ``source``, the line of the field (``line_of``: a field's line in the file,
+    ``judge.model`` for a judge key, else the line of the field it is in), the field and the value
     (quoted, capped), found before any cell runs: an unknown field, every mistake
     :func:`instir.stages.request.run_request` refuses (a value of the wrong type, an unknown benchmark,
     setting, variant or system, a name given twice, a bad ``judge`` mapping), a grid of no run, and a judge
     with no pair of runs to judge (:func:`instir.stages.plan.paired_runs`)."""
-    lines = lines or {}
-
-    def line_of(field: str) -> int | None:
-        """The line of ``field``, else of the field it is in (``judge`` for ``judge.model``); None: not known."""
-        while field not in lines and "." in field:
-            field = field.rpartition(".")[0]
-        return lines.get(field)
-
     def at(field: str) -> str:
         return source if line_of(field) is None else f"{source}:{line_of(field)}"
 
@@ -169,7 +161,8 @@ def load_grid(path: str | Path) -> Grid:
 
     path = Path(path)
     try:
-        data, lines = load_yaml_lines(read_config(path, "grid file"))
+        text = read_config(path, "grid file")
+        data = load_yaml(text)
     except InputRefused as e:
         raise GridError(f"{path}{f':{e.line}' if e.line else ''}: {e.problem}") from None
     except OSError as e:
@@ -178,4 +171,4 @@ def load_grid(path: str | Path) -> Grid:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise GridError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    return parse_grid(data, str(path), lines)
+    return parse_grid(data, str(path), lambda field: key_line(text, load_yaml, field.split(".")))

@@ -28,7 +28,6 @@ adapter or template, missing or mistyped field, duplicate name) is one
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import dataclasses
 import functools
@@ -45,7 +44,7 @@ from typing import Any
 from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, UsageError, unknown
-from instir.inputs import InputRefused, load_yaml, read_config
+from instir.inputs import InputRefused, key_line, load_yaml, read_config
 from instir.parameters import MAX_CUTOFF, depth
 from instir.retrieval.windows import WINDOWING_MODES
 from instir.secrets import refuse_url_credentials, require_env_name
@@ -57,8 +56,6 @@ KINDS = ("retriever", "reranker")
 POOLINGS = ("mean", "cls", "last-token", "eos", "batch-last")
 DTYPES = ("float32", "float16", "bfloat16")
 SIMILARITIES = ("cosine", "dot")
-#: The longest card file (in lines) whose errors name the line: finding it parses the file up to each candidate.
-MAX_LINED = 5000
 #: keys of a card's ``resources`` (Ray hints for sweeps): GPUs and host memory (GiB) per task
 RESOURCE_KEYS = ("num_gpus", "memory_gb")
 
@@ -342,47 +339,11 @@ def _on_its_line(path: Path, text: str, index: int) -> Iterator[None]:
     try:
         yield
     except FormatError as err:
-        line = _card_line(path, text, index, err.field) if isinstance(err.where, str) else None
+        keys = ["card", index, *(err.field.split(".") if err.field else ())]
+        line = key_line(text, lambda prefix: _document(path, prefix), keys) if isinstance(err.where, str) else None
         if line is None:
             raise
         raise FormatError(err.path, f"line {line}, {err.where}", err.field, err.problem) from None
-
-
-def _card_line(path: Path, text: str, index: int, field: str | None) -> int | None:
-    """The line (counted by newlines, as editors count) of card ``index``'s ``field`` (``params.k1``: ``k1``'s) in
-    a card file's ``text``, or of the card's first line when it lacks the field; None for a file over
-    :data:`MAX_LINED` lines. The lines that could hold either are tried by parsing the file up to them, as the
-    loader parses it: a comment, a string or a quoted key never misleads it."""
-    lines = text.split("\n")
-    keys = field.split(".") if field else []
-
-    def holds(line: int, keys: list[str]) -> bool:
-        """Whether the card holds ``keys`` in the file up to ``line`` (and on to where that much parses)."""
-        for end in range(line + 1, len(lines) + 1):
-            try:
-                node = _document(path, "\n".join(lines[:end]))
-            except FormatError:
-                continue  # within a value over several lines
-            cards = node.get("card") if isinstance(node, Mapping) else None
-            if not isinstance(cards, list) or len(cards) <= index:
-                return False
-            node = cards[index]
-            for key in keys:
-                if not isinstance(node, Mapping) or key not in node:
-                    return False
-                node = node[key]
-            return True
-        return False
-
-    if len(lines) > MAX_LINED:
-        return None
-    starts = [n for n, line in enumerate(lines) if re.search(r"\[\[|\{|^\s*-", line)]
-    first = bisect.bisect_left(starts, True, key=lambda n: holds(n, []))
-    if first == len(starts):
-        return None
-    leaf = re.compile(re.escape(keys[-1]) + r"\W*[=:]") if keys else None
-    found = (n for n in range(starts[first], len(lines)) if leaf and leaf.search(lines[n]) and holds(n, keys))
-    return 1 + next(found, starts[first])
 
 
 def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: Path) -> None:
