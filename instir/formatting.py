@@ -162,11 +162,14 @@ def _family_templates() -> dict[str, Template]:
     out = {}
     for name in catalog.families():
         fam = catalog.family(name)
-        for spec in fam.template_formats:
-            out[spec["name"]] = Template(spec["name"], spec["family"], spec["description"], _format(spec["query"]),
-                                         doc=_format(spec.get("doc", "{text}")),
-                                         bare_query=_format(spec.get("bare_query")),
-                                         domains=spec.get("domains", {}), source=fam.template_source)
+        for i, spec in enumerate(fam.template_formats):
+            try:
+                out[spec["name"]] = Template(spec["name"], spec["family"], spec["description"],
+                                             _format(spec["query"]), doc=_format(spec.get("doc", "{text}")),
+                                             bare_query=_format(spec.get("bare_query")),
+                                             domains=spec.get("domains", {}), source=fam.template_source)
+            except ValueError as err:  # a field no instance fills, in a spec from outside the package
+                raise UsageError(f"{fam.at('template', i)}: field 'template': {err}") from None
     return out
 
 

@@ -5,6 +5,9 @@ package's ``instir.families`` entry point, with no edit to ``instir/``, and runs
 and its group measure is computed by the one scoring path; both are checked against independent computations."""
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -163,15 +166,23 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    (("order = 50", "order = 50\ncolour = \"blue\""), r"unknown spec key 'colour' in .*trio\.toml"),
+    (("order = 50", "order = 50\ncolour = \"blue\""), r"unknown spec key 'colour' in .*trio\.toml:5"),
     (("printed = \"Trio\"\n", ""), r"trio\.toml: no key 'printed'"),
     (('forms = ["og", "changed", "reversed"]', 'forms = ["og"]'),
-     r"trio\.toml: field 'forms': forms are two or more distinct names"),
+     r"trio\.toml:14: field 'forms': forms are two or more distinct names"),
     (('pair = ["instructed", "query-only"]', 'pair = ["instructed", "mirrored"]'),
-     r"trio\.toml: field 'pair': two of the variants \(instructed, query-only, instruction-only\)"),
+     r"trio\.toml:18: field 'pair': two of the variants \(instructed, query-only, instruction-only\)"),
     (('about = """every topic in three forms: the original instruction,\n   a changed and a reversed one"""',
       'about = ["three forms"]'),
-     r"trio\.toml: field 'about': a few sentences of Markdown, got "),
+     r"trio\.toml:7: field 'about': should be a valid string, got \['three forms'\]"),
+    # a value of the wrong type is named at its line, never a traceback when the family is built
+    (('settings = ["instructed"]', 'settings = "instructed"'),
+     r"trio\.toml:16: field 'settings': should be a valid list, got 'instructed'"),
+    (("depth = 7", "depth = true"), r"trio\.toml:25: field 'depth': should be a valid integer, got True"),
+    (("order = 50", 'order = "first"'), r"trio\.toml:4: field 'order': should be a valid integer, got 'first'"),
+    (('method = "lucene"', 'method = "lucene"\nk3 = 8'), r"trio\.toml:51: field 'bm25.k3': no key of its table"),
+    (("k1 = 1.2", 'k1 = "1.2"'), r"trio\.toml:48: field 'bm25.k1': should be a valid number, got '1.2'"),
+    (("[bm25]", '[[subsets]]\nid = "a"\n\n[bm25]'), r"trio\.toml:47: field 'subsets.printed': required, and missing"),
 ])
 def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkeypatch, change, message):
     text = (TRIO / "trio.toml").read_text(encoding="utf-8")
@@ -185,6 +196,40 @@ def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkey
     finally:
         monkeypatch.delenv(catalog.FAMILIES_VAR)
         catalog.reload()
+
+
+@pytest.mark.parametrize("change, use, message", [
+    (('query = "{query} {instruction}"', 'query = "{qeury}"'), lambda: get_template("trio"),
+     r"trio\.toml:39: field 'template': template 'trio', query: unknown field\(s\) \['qeury'\]"),
+    (('loader = "trio_loader.py"', 'loader = "trio_loadr.py"'), lambda: load_benchmark("trio-sample"),
+     r"trio\.toml:10: field 'loader': no module file 'trio_loadr\.py' beside the spec"),
+])
+def test_a_spec_value_a_stage_reads_later_is_named_at_its_line(tmp_path, monkeypatch, change, use, message):
+    shutil.copytree(TRIO, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (tmp_path / "trio.toml").read_text(encoding="utf-8")
+    (tmp_path / "trio.toml").write_text(text.replace(*change), encoding="utf-8")
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
+    catalog.reload()
+    try:
+        with pytest.raises(UsageError, match=message):
+            use()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()
+
+
+def test_a_spec_mistake_is_one_line_from_the_command_never_a_traceback_at_its_start(tmp_path):
+    """The commands' options are built from the specs: a mistake in one from outside the package is the command's
+    one line and exit 2 (it was a traceback while the command's modules were imported)."""
+    for name in ("trio.toml", "trio_loader.py"):
+        (tmp_path / name).write_bytes((TRIO / name).read_bytes())
+    text = (tmp_path / "trio.toml").read_text(encoding="utf-8")
+    (tmp_path / "trio.toml").write_text(text.replace("depth = 7", "depth = 0"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "instir.cli", "summary"], capture_output=True, text=True,
+                          env={**os.environ, catalog.FAMILIES_VAR: str(tmp_path)}, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"instir: {tmp_path / 'trio.toml'}:25: field 'depth': should be greater than or equal "
+                           "to 1, got 0\n")
 
 
 def test_a_family_from_outside_may_not_take_a_bundled_familys_name(tmp_path, monkeypatch):

@@ -27,10 +27,14 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from typing_extensions import Required, TypedDict
 
 from instir.benchmarks.forms import Forms
 from instir.errors import UsageError, quoted, unknown
+from instir.inputs import key_line
 
 #: Folder of the bundled sample benchmarks (package data).
 SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
@@ -40,13 +44,6 @@ ENTRY_POINT_GROUP = "instir.families"
 #: Folders of family specs to add (``<family>.toml`` each, beside its loader), separated by ``os.pathsep``:
 #: a family for a notebook user without a package.
 FAMILIES_VAR = "INSTIR_FAMILIES"
-#: The keys a spec may hold; any other is refused (a misspelt key would otherwise be silently ignored).
-SPEC_KEYS = frozenset({"order", "printed", "paper", "loader", "sample", "counts", "settings", "variants", "pair",
-                       "measures", "derived", "headline", "average", "local_layouts", "rerank", "template_source",
-                       "sources", "bm25", "templates", "setting_templates", "template", "mteb", "papers", "report",
-                       "subsets", "forms", "reference_form", "group_measures", "depth", "about"})
-#: The keys every spec must hold.
-REQUIRED_KEYS = ("printed", "paper", "loader", "settings", "variants", "measures", "headline")
 #: A variant's template in a spec's ``[variants]``: the family's template for the system's model family.
 FAMILY_TEMPLATE = "family"
 
@@ -155,6 +152,11 @@ class Family:
     about: str = ""
     variant_templates: Mapping[str, str] = field(default_factory=dict)
 
+    def at(self, *keys: str | int) -> str:
+        """Where the value at ``keys`` stands in the family's spec, ``<file>:<line>``: for an error about a value a
+        stage reads later (a template's format, a loader file) to point at it as the spec's own checks do."""
+        return spec_at(self.spec_file, *keys)
+
     @property
     def bundled(self) -> bool:
         """Whether the spec ships in the package (else an entry point or :data:`FAMILIES_VAR` added it)."""
@@ -254,6 +256,20 @@ class Entry:
 BM25_ENGINES = ("anserini", "elasticsearch", "rank_bm25")
 
 
+def spec_at(spec_file: Path | None, *keys: str | int, text: str | None = None) -> str:
+    """``<spec file>:<line>`` of the value at ``keys`` in a family spec (its ``text``, else the file read again;
+    :func:`instir.inputs.key_line`), the file alone where the line is not found."""
+    if spec_file is None:
+        return "<family spec>"
+    if text is None:
+        try:
+            text = spec_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+    line = key_line(text, tomllib.loads, keys) if text else None
+    return f"{spec_file}:{line}" if line else str(spec_file)
+
+
 def _module(name: str, spec_file: Path | None, field: str = "loader") -> ModuleType:
     """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own); a
     missing file is one line naming the spec and its ``field``."""
@@ -264,55 +280,234 @@ def _module(name: str, spec_file: Path | None, field: str = "loader") -> ModuleT
     if key not in sys.modules:
         found = importlib.util.spec_from_file_location(key, path)
         if found is None or not path.is_file():
-            raise UsageError(f"{spec_file}: field {field!r}: no module file {quoted(str(path))}")
+            raise UsageError(f"{spec_at(spec_file, field)}: field {field!r}: no module file {quoted(name)} beside "
+                             "the spec")
         module = importlib.util.module_from_spec(found)
         sys.modules[key] = module
         found.loader.exec_module(module)
     return sys.modules[key]
 
 
-def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
-    where = str(spec_file) if spec_file else f"families/{name}.toml"
+#: A non-empty text, a whole number of 0 or more, of 1 or more (a spec's values, strictly typed: TOML's 1 is no
+#: text, ``true`` no number).
+Name = Annotated[str, StringConstraints(min_length=1)]
+Count = Annotated[int, Field(ge=0)]
+_STRICT = ConfigDict(strict=True, extra="forbid")
+
+
+class _SubsetSpec(TypedDict, total=False):
+    """One ``[[subsets]]`` table (:class:`Subset`)."""
+
+    __pydantic_config__ = _STRICT
+    id: Required[Name]
+    printed: Required[Name]
+    domain: str
+    levels: Annotated[list[Count], Field(min_length=1)]
+    mteb_task: str
+    mteb_revision: str
+    queries: Count
+    documents: Count
+    mteb_queries: Count
+    mteb_ignore_identical_ids: bool
+
+
+class _SourceSpec(TypedDict):
+    """One ``[[sources]]`` table (:class:`Source`): a revision, or one per subset (``"per-subset"``: the subsets'
+    own ``mteb_revision``)."""
+
+    __pydantic_config__ = _STRICT
+    layout: Name
+    repo: Name
+    revision: Name | dict[str, Name]
+
+
+class _MtebSpec(TypedDict, total=False):
+    """The ``[mteb]`` table (:class:`MtebTask`)."""
+
+    __pydantic_config__ = _STRICT
+    task: Name
+    main_score: Required[Name]
+    measures: list[Name]
+    ids: Literal["same", "levels"]
+    robustness: bool
+    pairwise: bool
+    dataset_template: Name
+    origin_query: bool
+
+
+class _Bm25Spec(TypedDict, total=False):
+    """The ``[bm25]`` table: the family's BM25 as its authors ran it."""
+
+    __pydantic_config__ = _STRICT
+    k1: float
+    b: float
+    method: Name
+    stemmer: Name
+    stopwords: Name
+    engine: Literal[BM25_ENGINES]  # type: ignore[valid-type]
+    template_source: str
+
+
+#: A template's format: a string, or an [instruction, text] pair (:mod:`instir.formatting` checks its fields).
+Format = Name | Annotated[list[str], Field(min_length=2, max_length=2)]
+
+
+class _TemplateSpec(TypedDict, total=False):
+    """One ``[[template]]`` table (:class:`instir.formatting.Template`)."""
+
+    __pydantic_config__ = _STRICT
+    name: Required[Name]
+    family: Required[Name]
+    description: Required[str]
+    query: Required[Format]
+    doc: Format
+    bare_query: Format
+    domains: dict[Name, str]
+
+
+class _PapersSpec(TypedDict, total=False):
+    """The ``[papers]`` table: the file of the papers' numbers and how its tables are read (:mod:`instir.papers`)."""
+
+    __pydantic_config__ = _STRICT
+    file: Name
+    judge: Name
+    tables: Name
+    curves: Name
+    statistics: Name
+    listed: bool
+    protocol: dict[Name, Name]
+    names: dict[Name, Name]
+
+
+class _ReportSpec(TypedDict, total=False):
+    """The ``[report]`` table: how notebook 03 titles and explains the family's numbers (:mod:`instir.report`)."""
+
+    __pydantic_config__ = _STRICT
+    title: str
+    per: Literal["family", "benchmark"]
+    note: str
+    agree: Annotated[list[Name], Field(min_length=2, max_length=2)]
+    agree_why: str
+    group_minima: Name
+    missed: str
+    missed_why: str
+
+
+class _RequiredSpec(TypedDict):
+    """The keys every spec holds."""
+
+    __pydantic_config__ = _STRICT
+    printed: Name
+    paper: Name
+    loader: Name
+    settings: Annotated[list[Name], Field(min_length=1)]
+    variants: Annotated[dict[Name, Name], Field(min_length=1)]
+    measures: Annotated[list[Name], Field(min_length=1)]
+    headline: Annotated[list[Name], Field(min_length=1)]
+
+
+class _Spec(_RequiredSpec, total=False):
+    """A family spec's keys and the type of each, down to its tables' (docs/layout.md): checked as the spec is
+    read, so a mistake is one line naming file, line and field, never a traceback when a stage reads it."""
+
+    order: int
+    sample: str
+    about: str
+    counts: dict[Name, Count]
+    pair: Annotated[list[Name], Field(min_length=2, max_length=2)]
+    derived: list[Name]
+    average: bool
+    local_layouts: list[Name]
+    rerank: bool
+    template_source: str
+    sources: list[_SourceSpec]
+    bm25: _Bm25Spec
+    templates: dict[Name, Name]
+    setting_templates: dict[Name, dict[Name, Name]]
+    template: list[_TemplateSpec]
+    mteb: _MtebSpec
+    papers: _PapersSpec
+    report: _ReportSpec
+    subsets: list[_SubsetSpec]
+    forms: list[Name]
+    reference_form: Name
+    group_measures: list[Name]
+    depth: Annotated[int, Field(ge=1)]
+
+
+#: The keys a spec may hold; any other is refused (a misspelt key would otherwise be silently ignored).
+SPEC_KEYS = frozenset(_Spec.__annotations__) | frozenset(_RequiredSpec.__annotations__)
+#: The keys every spec must hold.
+REQUIRED_KEYS = tuple(_RequiredSpec.__annotations__)
+
+
+@cache
+def _spec_shape() -> TypeAdapter:
+    return TypeAdapter(_Spec)
+
+
+def _shape_problem(raw: dict, err: ValidationError) -> tuple[list[str | int], str]:
+    """The keys (from the top) of the deepest value ``err`` finds wrong in ``raw`` and what it should be: the
+    problems of one value (each form a union allows) said together."""
+    found = []
+    for error in err.errors(include_url=False):
+        node, keys = raw, []
+        for part in error["loc"]:  # a union's member names stand in loc too: keep the spec's own keys
+            if isinstance(node, dict) and part in node or (
+                    isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+                node = node[part]
+                keys.append(part)
+        if error["type"] == "missing":
+            keys.append(error["loc"][-1])
+        found.append((keys, error))
+    deepest = max(len(keys) for keys, _ in found)
+    keys = next(keys for keys, _ in found if len(keys) == deepest)
+    said = [error for k, error in found if k == keys]
+    if said[0]["type"] in ("missing", "extra_forbidden"):
+        return keys, "required, and missing" if said[0]["type"] == "missing" else "no key of its table (misspelt?)"
+    should = list(dict.fromkeys(error["msg"].removeprefix("Input should be ") for error in said))
+    return keys, f"should be {' or '.join(should)}, got {quoted(said[0]['input'])}"
+
+
+def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "") -> Family:
+    """The family a spec's parsed ``raw`` (of ``text``, the spec file's) describes; every mistake one
+    :class:`UsageError` naming the file, the line (:func:`instir.inputs.key_line`) and the field."""
+    file = spec_file or Path(f"families/{name}.toml")
+
+    def at(*keys: str | int) -> str:
+        return spec_at(file, *keys, text=text)
+
     stray = sorted(set(raw) - SPEC_KEYS)
     if stray:
-        raise unknown("spec key", stray[0], sorted(SPEC_KEYS), where=f"in {where}")
+        raise unknown("spec key", stray[0], sorted(SPEC_KEYS), where=f"in {at(stray[0])}")
     missing = [key for key in REQUIRED_KEYS if key not in raw]
     if missing:
-        raise UsageError(f"{where}: no key {quoted(missing[0])} (a family spec holds {', '.join(REQUIRED_KEYS)})")
-    engine = raw.get("bm25", {}).get("engine")
-    if engine is not None and engine not in BM25_ENGINES:
-        raise unknown("BM25 engine", engine, BM25_ENGINES, where=f"in {where} [bm25] engine")
+        raise UsageError(f"{file}: no key {quoted(missing[0])} (a family spec holds {', '.join(REQUIRED_KEYS)})")
+    try:
+        _spec_shape().validate_python(raw)
+    except ValidationError as err:
+        keys, problem = _shape_problem(raw, err)
+        field = ".".join(key for key in keys if isinstance(key, str))
+        raise UsageError(f"{at(*keys)}: field {field!r}: {problem}") from None
     forms = None
     if "forms" in raw:
         try:
             forms = Forms(tuple(raw["forms"]), raw.get("reference_form", raw["forms"][0]))
-        except (UsageError, IndexError, TypeError) as err:
-            raise UsageError(f"{where}: field 'forms': {err}") from None
+        except (UsageError, IndexError) as err:
+            raise UsageError(f"{at('forms')}: field 'forms': {err}") from None
     variants = raw["variants"]
-    if not isinstance(variants, dict) or not variants or not all(isinstance(t, str) and t for t in variants.values()):
-        raise UsageError(f"{where}: field 'variants': a table of variant = template (\"{FAMILY_TEMPLATE}\" or a "
-                         f"template's name), got {quoted(variants)}")
     pair = tuple(raw["pair"]) if "pair" in raw else None
-    if pair is not None and (len(pair) != 2 or not set(pair) <= set(variants)):
-        raise UsageError(f"{where}: field 'pair': two of the variants ({', '.join(variants)}), got "
+    if pair is not None and not set(pair) <= set(variants):
+        raise UsageError(f"{at('pair')}: field 'pair': two of the variants ({', '.join(variants)}), got "
                          f"{quoted(raw['pair'])}")
-    depth = raw.get("depth")
-    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
-        raise UsageError(f"{where}: field 'depth': the authors' retrieval depth, a whole number of 1 or more, got "
-                         f"{quoted(depth)}")
-    if not isinstance(raw.get("about", ""), str):
-        raise UsageError(f"{where}: field 'about': a few sentences of Markdown, got {quoted(raw['about'])}")
     if "forms" in raw.get("derived", ()) and forms is None:
-        raise UsageError(f"{where}: field 'derived': 'forms' needs the spec's forms")
+        raise UsageError(f"{at('derived')}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
-    for n, item in enumerate(raw.get("subsets", [])):
+    for item in raw.get("subsets", []):
         item = dict(item)
         item.setdefault("mteb_queries", item.get("queries"))
         item["levels"] = tuple(item.get("levels", (0,)))
-        try:
-            subsets[item["id"]] = Subset(**item)
-        except (KeyError, TypeError) as err:
-            raise UsageError(f"{where}: [[subsets]] {n + 1}: {err}") from None
+        subsets[item["id"]] = Subset(**item)
     per_subset = MappingProxyType({s.id: s.mteb_revision for s in subsets.values()})
     tasks = MappingProxyType({s.id: s.mteb_task for s in subsets.values()})
 
@@ -335,8 +530,8 @@ def _family(name: str, raw: dict, spec_file: Path | None = None) -> Family:
                                                                                        {}).items()}),
         template_formats=tuple(MappingProxyType(t) for t in raw.get("template", [])),
         template_source=raw.get("template_source", ""), forms=forms,
-        group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, order=int(raw.get("order", 99)),
-        depth=depth, about=" ".join(raw.get("about", "").split()), **frozen)
+        group_measures=tuple(raw.get("group_measures", ())), spec_file=spec_file, order=raw.get("order", 99),
+        depth=raw.get("depth"), about=" ".join(raw.get("about", "").split()), **frozen)
 
 
 def _spec_files() -> list[Path]:
@@ -363,7 +558,7 @@ def _spec(path: Path, text: str) -> Family:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"{path}: not a readable family spec: {err}") from None
-    return _family(path.stem, raw, path)
+    return _family(path.stem, raw, path, text)
 
 
 @cache

@@ -23,13 +23,10 @@ import os
 import sys
 import textwrap
 
-from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
 from instir.cli.options import Parser
 from instir.errors import quoted
 from instir.terminal import DEBUG_VAR, answered
 
-#: Modules that define ``register(subparsers)``, in the order the data flows.
-COMMAND_MODULES = (data, retrieve, rerank, mteb, evaluate, judge, run, sweep)
 
 def samples_pointer() -> str:
     """What bare ``instir`` prints after the help: where to look next (no benchmark is loaded)."""
@@ -55,7 +52,9 @@ def family_names() -> list[str]:
 
 def build_parser() -> Parser:
     """The full argument parser (subcommands import their heavy dependencies lazily); every
-    subcommand also takes ``--debug``."""
+    subcommand also takes ``--debug``. Building it reads the family specs (names and choices come from them)."""
+    from instir.cli import data, evaluate, judge, mteb, rerank, retrieve, run, sweep
+
     parser = Parser(
         prog="instir",
         description=f"Reproducibility kit for instruction-following retrieval ({', '.join(family_names())}).",
@@ -64,7 +63,7 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--debug", action="store_true", help=f"show the traceback of an error (also: {DEBUG_VAR}=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMAND_MODULES:
+    for module in (data, retrieve, rerank, mteb, evaluate, judge, run, sweep):  # in the order the data flows
         module.register(sub)
     for subparser in {id(p): p for p in sub.choices.values()}.values():  # aliases share a parser
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -79,14 +78,20 @@ def _debugging(args: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script: run the subcommand, answer its errors (see the module
     docstring; :func:`instir.terminal.answered`) and return the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    built: list[Parser] = []  # a family spec from outside the package (INSTIR_FAMILIES) may hold a user's mistake
+    status = answered("instir", lambda: built.append(build_parser()),
+                      debug=_debugging(argparse.Namespace(debug="--debug" in argv)))
+    if not built:
+        return status
+    parser = built[0]
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         print()
         print(samples_pointer())
         return 0
-    for arg in sys.argv[1:] if argv is None else argv:  # a byte such as 0xff, where records and pages hold UTF-8
+    for arg in argv:  # a byte such as 0xff, where records and pages hold UTF-8
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
