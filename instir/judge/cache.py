@@ -216,8 +216,10 @@ class JudgmentCache:
 
 
 def _within_rubric(judgment: Judgment, rubric) -> bool:
-    """Whether a stored success lies on ``rubric``'s scale (0 to its top step)."""
-    return 0 <= judgment.weighted <= rubric.max_score and (judgment.score is None or judgment.score in rubric.scores)
+    """Whether a stored success lies in the range a judgment on ``rubric`` is taken with (0 to
+    :attr:`~instir.judge.rubrics.Rubric.taken_top`, as an answer is: a stored one the backend would take is kept)."""
+    return 0 <= judgment.weighted <= rubric.taken_top and (
+        judgment.score is None or judgment.score in range(rubric.taken_top + 1))
 
 
 def _judgment(values: Sequence) -> Judgment:

@@ -9,8 +9,10 @@ and counted (a failure is never a score of 0). With S_q and S_inst the mean weig
     InstFol = (S_inst - S_q) / (3 - S_q);   0 when S_inst == S_q;   S_inst - S_q when S_q == 3.
 
 The constant is 3 for every rubric, as in the official code, so a value is at most 1 but not
-bounded below. :func:`aggregate` averages the instances as IFIR's Table 3 does, each value with
-its failed and parsed judgment counts.
+bounded below while both S are at most 3; a judge may answer up to 5 on any rubric (the official code
+takes it, :data:`~instir.judge.rubrics.IFIR_MAX_DIGIT`), and an instance whose S_q passes 3 gets a value the
+formula turns over (:func:`instfol` warns). :func:`aggregate` averages the instances as IFIR's Table 3 does,
+each value with its failed and parsed judgment counts.
 
 Where the kit departs from the official release, the reason is kept once, as data, in
 :data:`instir.papers.divergences.DIVERGENCES`: ``aila-judge-prompt``, ``query-only-overwrite``,
@@ -31,9 +33,9 @@ import pandas as pd
 
 from instir import parameters
 from instir.benchmarks.types import Benchmark, Query
-from instir.errors import UsageError, expect
+from instir.errors import UsageError, expect, quoted
 from instir.judge.outcomes import judge_each, judgment_counts, judgment_frame
-from instir.judge.rubrics import INSTFOL_MAX, rubric_for
+from instir.judge.rubrics import IFIR_MAX_DIGIT, INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest
 from instir.retrieval.runs import (
     Run,
@@ -220,13 +222,22 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     if 0 < depth < min(k, benchmark.rankable()):
         shallower = runs[depths.index(depth)]
         shallowest = None if shallower.meta.get("k") else shallowest_query(shallower, benchmark.queries)
-        warnings.warn(f"a run {ranked_phrase(depth, shallowest, 'passages', 'instance')}, fewer than k = {k}: this "
-                      f"InstFol@{k} judges its top {depth} (retrieve both runs at k = {k} for InstFol@{k})",
+        name = "instructed" if shallower is instructed else "query-only"
+        warnings.warn(f"the {name} run {ranked_phrase(depth, shallowest, 'passages', 'instance')}, fewer than k = "
+                      f"{k}: each list of this InstFol@{k} is averaged over the passages it holds, so S_q and S_inst "
+                      f"may average different depths (retrieve both runs at k = {k} for InstFol@{k})",
                       ShallowRunsWarning)
     where, requests = _list_positions(benchmark, selected, lists)
     picked, judgments = judge_each(judge, requests, "document not in the corpus")
     positions = judgment_frame(where, picked)
     instances = _instances(benchmark, selected, positions)
+    above = instances[(instances["s_q"] > INSTFOL_MAX) | (instances["s_inst"] > INSTFOL_MAX)]
+    if len(above):
+        warnings.warn(f"{len(above)} instance(s) (first {quoted(above['qid'].iloc[0])}) have S_q or S_inst above "
+                      f"{INSTFOL_MAX}: the judge scored passages above its rubric's top step, which the official code "
+                      f"takes (to {IFIR_MAX_DIGIT}); (S_inst - S_q) / ({INSTFOL_MAX} - S_q) is then no relative gain "
+                      "(its sign turns over once S_q passes 3): read those instances' InstFol as the judge's mistake",
+                      UserWarning)
     meta = {
         "k": k, "depth": depth, "seed": seed, "max_instances": max_instances, "benchmark": benchmark.name,
         "sample": benchmark.is_sample, "selected": selected,

@@ -21,6 +21,9 @@ from functools import cached_property
 
 #: The constant InstFol divides by, for every rubric (the official code uses 3 throughout).
 INSTFOL_MAX = 3
+#: The highest score a judge's answer is taken with, on every rubric, and the highest digit its weighting keeps: the
+#: official code (geval.py) skips only ``score > 5``, so a weighted score above a rubric's top step can be its own.
+IFIR_MAX_DIGIT = 5
 
 #: The start of the judge's answer, up to the score digit; in-process backends append it to the
 #: prompt and read the score distribution from the next token's logits.
@@ -72,6 +75,12 @@ class Rubric:
     def scores(self) -> tuple[int, ...]:
         """Every allowed score, 0 to ``max_score``."""
         return tuple(range(self.max_score + 1))
+
+    @property
+    def taken_top(self) -> int:
+        """The highest score (and weighted score) a judgment on this rubric is taken with, from an answer or from the
+        cache: one range for both (:data:`IFIR_MAX_DIGIT`, or the rubric's top step if higher)."""
+        return max(self.max_score, IFIR_MAX_DIGIT)
 
     @cached_property
     def system_text(self) -> str:

@@ -16,16 +16,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from instir.errors import quoted
-from instir.judge.rubrics import Rubric
+from instir.judge.rubrics import IFIR_MAX_DIGIT, Rubric
 from instir.judge.types import Judgment
 from instir.progress import tqdm
 
 #: Digits below this probability are dropped before renormalising (the official code skips
 #: alternatives with logprob < log(0.01)).
 MIN_DIGIT_PROB = 0.01
-
-#: Highest digit the official weighting keeps, on every rubric (geval.py skips ``score > 5``).
-IFIR_MAX_DIGIT = 5
 
 #: Longest answer a judge may give, in characters: one that is longer is a failed judgment, not read
 #: (a judge asked for at most 512 tokens writes a few thousand characters; more means the server
@@ -177,7 +174,7 @@ def judgment_from_chat(content: str, logprobs: Sequence[Mapping[str, Any]] | Non
     log-probabilities :func:`checked_logprobs` refuses (see the module docstring). Never raises
     for anything a server can send.
     """
-    top = max(rubric.max_score, IFIR_MAX_DIGIT)
+    top = rubric.taken_top
     if len(content) > MAX_ANSWER_CHARS:
         return Judgment.failure(f"malformed answer: {len(content):,} characters, more than the {MAX_ANSWER_CHARS:,} "
                                 "a judge answer may have (the server did not keep to max_tokens)", raw=content,

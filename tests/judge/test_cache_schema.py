@@ -15,6 +15,7 @@ from says import warns_saying
 from scripted_judge import ScriptedJudge
 
 from instir.judge.cache import CachedJudge, row_checksum
+from instir.judge.scoring import judgment_from_chat
 
 SCORES = [2.0, 0.0, 1.5, 3.0]
 
@@ -75,7 +76,7 @@ def test_a_cache_of_an_earlier_version_is_set_aside_not_sealed(tmp_path):
     assert len(backend.requests) == len(SCORES) and len(set_aside(path)) == 1
 
 
-@pytest.mark.parametrize("weighted", ["1e300", "-1", "3.5"])
+@pytest.mark.parametrize("weighted", ["1e300", "-1", "5.5"])
 def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_checksum(tmp_path, weighted):
     path = tmp_path / "judgments.sqlite"
     judged(path)
@@ -87,6 +88,30 @@ def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_
         judge, backend, got = judged(path)
     assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
     assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
+
+
+def test_an_answer_above_the_rubrics_top_step_that_the_backend_takes_is_kept_not_paid_for_again(tmp_path):
+    """The official weighting takes answers and digits to 5 on every rubric (geval.py); the cache keeps what the
+    backend took (it judged them again on every lookup: paid twice in a run and again on every rerun)."""
+    requests = numbered_requests(3, subset="fiqa", level=1)  # a 0-1 rubric
+    assert requests[0].rubric.max_score == 1
+    answers = {r.passage: judgment_from_chat('{"score": 5, "reason": "r"}', None, r.rubric) for r in requests}
+    assert all(j.ok and j.weighted == 5.0 for j in answers.values())
+
+    class Answering(ScriptedJudge):
+        def judge(self, batch, on_result=None):
+            self.requests.extend(batch)
+            return [answers[r.passage] for r in batch]
+
+    path = tmp_path / "judgments.sqlite"
+    for run in range(2):
+        backend = Answering({})
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with CachedJudge(backend, path) as judge:
+                got = judge.judge(requests + requests)  # a passage in both lists of an instance
+        assert [j.weighted for j in got] == [5.0] * 6
+        assert len(backend.requests) == (3 if run == 0 else 0)
 
 
 _CRASH = """

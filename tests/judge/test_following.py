@@ -124,11 +124,23 @@ def test_a_k_past_the_runs_depth_is_said_not_printed_as_instfol_at_k_alone(toy):
     # on the commit before, instir judge --k 1000000 on runs 100 deep printed InstFol@1000000 without a word; and
     # (before the one depth rule) the warning said 3, its deepest instance, while the depth recorded said 2
     judge = ScriptedJudge(SCORES)
-    with pytest.warns(UserWarning, match="a run ranks 2 passages for instance 'n_0' \\(its shallowest instance: the "
-                                         "others rank more\\), fewer than k = 5: this InstFol@5 judges its top 2"):
+    with pytest.warns(UserWarning, match="the instructed run ranks 2 passages for instance 'n_0' \\(its shallowest "
+                                         "instance: the others rank more\\), fewer than k = 5: each list of this "
+                                         "InstFol@5 is averaged over the passages it holds"):
         deep = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=5)
     assert deep.meta["depth"] == 2
     assert deep.instances.equals(instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3).instances)
+
+
+def test_an_instance_whose_s_passes_the_formulas_3_is_said_with_its_value_as_the_official_formula_gives_it(toy):
+    # a judge may answer 5 on any rubric (the official code takes it): n_0's query-only list averages 4.5, so
+    # (S_inst - S_q) / (3 - S_q) turns over: an instructed list judged worse reads as a gain
+    judge = ScriptedJudge({**SCORES, "e1": 5.0, "e2": 4.0})
+    with pytest.warns(UserWarning, match="1 instance\\(s\\) \\(first 'n_0'\\) have S_q or S_inst above 3: the judge "
+                                         "scored passages above its rubric's top step"):
+        result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, judge, k=3)
+    got = result.instances.set_index("qid")
+    assert got.loc["n_0", ["s_q", "s_inst", "instfol"]].tolist() == pytest.approx([4.5, 2.5, (2.5 - 4.5) / (3 - 4.5)])
 
 
 def test_both_lists_are_judged_against_the_instance_instruction_once_per_distinct_pair(toy):

@@ -315,7 +315,7 @@ def test_runs_shallower_than_k_are_said_once_by_instir_judge(capsys, tmp_path):
     assert main(["judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", runs[0],
                  "--query-only-run", runs[1], "--k", "20", "--max-instances", "2", "--out", str(tmp_path / "j")]) == 0
     err = capsys.readouterr().err
-    assert err.count("warning: a run ranks at most 10 passages per instance, fewer than k = 20") == 1
+    assert err.count("warning: the query-only run ranks at most 10 passages per instance, fewer than k = 20") == 1
     assert pd.read_csv(tmp_path / "j" / "judge" / "instfol.csv")[["k", "depth"]].drop_duplicates().values.tolist() == [
         [20, 10]]
 
