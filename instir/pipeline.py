@@ -39,7 +39,7 @@ from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
 from instir.report.provenance import keeping_edits, note_made, record_page, stage_records
 from instir.report.record import RUN_SECTIONS, NotebookEntry, update_record
-from instir.secrets import find_token, refuse_url_credentials, require_env_name, secret_env_values
+from instir.secrets import leaked_secret, refuse_url_credentials, require_env_name
 from instir.stamps import utc_now
 
 if TYPE_CHECKING:
@@ -107,8 +107,8 @@ class NotebookFailed(RuntimeError):
 def check_parameters(parameters: Mapping[str, object]) -> None:
     """Refuse parameters that could carry a secret into notebooks, outputs or HTML: a name
     that looks like a key/token/password; a value containing something shaped like an API key
-    (a known key prefix, :func:`instir.secrets.find_token`); a value containing the value of an
-    environment variable whose name says KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL. A name
+    (a known key prefix) or the value of an environment variable whose name says KEY, TOKEN, SECRET, PASSWORD or
+    CREDENTIAL, in any of its forms (:func:`instir.secrets.leaked_secret`). A name
     ending in ``_env`` (such as ``judge_api_key_env``) is allowed when its value is an
     environment variable's *name* that does not itself look like a key
     (:func:`instir.secrets.require_env_name`): that is how notebooks learn where to read a key.
@@ -125,18 +125,14 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
         elif SECRET_NAME.search(str(name)):
             raise UsageError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
     try:
-        text = json.dumps(dict(parameters))
+        json.dumps(dict(parameters))
     except TypeError as err:
         raise UsageError(f"parameters must be JSON values (strings, numbers, lists, dicts): {err}") from None
     for name, value in parameters.items():
-        prefix = find_token(json.dumps(value))
-        if prefix:
-            raise UsageError(f"parameter {name!r} contains what looks like an API key ({prefix!r} …); secrets are "
-                             "read from the environment by the notebooks, never passed as parameters")
-    for var, value in secret_env_values().items():
-        if value in text:
-            raise UsageError(f"a parameter value contains the value of ${var}; secrets are read from the "
-                             "environment by the notebooks, never passed as parameters")
+        found = leaked_secret(json.dumps(value, ensure_ascii=False))  # non-ASCII text as it is, not \u-escaped
+        if found:
+            raise UsageError(f"parameter {name!r} contains {found}; secrets are read from the environment by the "
+                             "notebooks, never passed as parameters")
 
 
 #: The largest output (characters of its text, or of one image's base64) a page embeds: a larger one is left

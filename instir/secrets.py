@@ -3,8 +3,8 @@
 Keys reach instir only through environment variables; options and notebook parameters carry the
 variable's name (``judge_api_key_env``, ``--api-key-env``). A key pasted where a name belongs
 would be copied into report.json, the executed notebook and the HTML, so such values go through
-:func:`require_env_name`, and :func:`instir.pipeline.check_parameters` refuses any parameter
-holding a token (:func:`find_token`) or a secret variable's value (:func:`secret_env_values`).
+:func:`require_env_name`, and :func:`instir.pipeline.check_parameters` and the ``instir`` command refuse any
+parameter or argument holding a token or a secret variable's value, in any of its forms (:func:`leaked_secret`).
 The checks name the parameter and the reason, never the value.
 """
 
@@ -15,7 +15,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from instir.errors import UsageError
 
@@ -97,6 +97,21 @@ def secret_env_values() -> dict[str, str]:
             if SECRET_ENV_NAME.search(var) and len(value) >= MIN_SECRET_LENGTH}
 
 
+def leaked_secret(text: str) -> str | None:
+    """What in ``text`` is a secret, said without it: something shaped like an API key (:func:`find_token`), or
+    the value of a secret environment variable (:func:`secret_env_values`) whole in any of its forms
+    (:func:`secret_forms`: any letter case, URL-encoded, hex, base64); None when there is neither. The one check of
+    what a user gives the kit to keep (notebook parameters, command-line arguments)."""
+    prefix = find_token(text)
+    if prefix is not None:
+        return f"what looks like an API key ({prefix!r} …)"
+    folded = text.lower()
+    for var, value in secret_env_values().items():
+        if any(form.text in (folded if form.fold else text) for form in secret_forms(value)):
+            return f"the value of ${var}"
+    return None
+
+
 #: a variable *name* never starts with a lower-case key prefix followed by a tail holding digits
 #: (``sk_LEAKCHECK_123456``: an upper-case key the mixed-case rule of :func:`token_reason` lets by)
 _LOWER_PREFIXES = [p for p in TOKEN_PREFIXES if p.islower() or p.endswith(("-", "_"))]
@@ -123,6 +138,10 @@ def require_env_name(value: object, what: str) -> str:
 
 #: an echo of this many leading characters of a key (or of one of its encoded forms) is masked too
 MIN_ECHO = 8
+
+#: the pieces of each form looked for, at every multiple of their length: a run of MIN_ECHO characters from
+#: anywhere in a form holds one whole, so a scan looks for a few dozen short pieces, not every run of MIN_ECHO
+_WINDOW = MIN_ECHO // 2
 
 #: the base64 alphabets: standard (RFC 4648 section 4) and URL-safe (section 5)
 _BASE64 = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
@@ -178,28 +197,26 @@ def _base64_forms(raw: bytes) -> list[EchoForm]:
 
 @functools.lru_cache(maxsize=32)
 def secret_forms(secret: str) -> tuple[EchoForm, ...]:
-    """The forms a key is echoed in, longest first: itself in any letter case, its bytes in hex
+    """The forms a key is echoed in, longest first: itself in any letter case, URL-encoded, its bytes in hex
     (any case), and base64 (standard and URL-safe, padded or not) of any string holding it at
     any offset (:func:`_base64_forms`), as when a server echoes the encoded ``Authorization``
     header ``Bearer <key>``. Computed once per key."""
     raw = secret.encode()
-    forms = {EchoForm(secret.lower(), fold=True), EchoForm(raw.hex(), fold=True), *_base64_forms(raw)}
+    forms = {EchoForm(secret.lower(), fold=True), EchoForm(quote(secret, safe="").lower(), fold=True),
+             EchoForm(raw.hex(), fold=True), *_base64_forms(raw)}
     return tuple(sorted(forms, key=lambda f: (-len(f.text), f.text, f.alphabet)))
 
 
-def _matching(text: str, at: int, form: EchoForm) -> int:
-    """How many leading characters of ``form.text`` stand in ``text`` at ``at`` (binary search
-    over slice comparisons, so a long echo costs a few string compares, not a Python loop)."""
-    target = form.text
-    same = ((lambda m: text[at:at + m].lower() == target[:m]) if form.fold
-            else (lambda m: text.startswith(target[:m], at)))
-    low, high = 0, min(len(target), len(text) - at)
-    if same(high):
-        return high
-    while high - low > 1:  # same(low) holds, same(high) does not
-        mid = (low + high) // 2
-        low, high = (mid, high) if same(mid) else (low, mid)
-    return low
+def _run(text: str, at: int, form: EchoForm, offset: int, step: int) -> int:
+    """How many characters of ``text`` from ``at`` on, going ``step`` (+1 or -1), stand as ``form.text`` does from
+    ``offset`` on (a key is short: a character loop)."""
+    target, count = form.text, 0
+    while 0 <= at + step * count < len(text) and 0 <= offset + step * count < len(target):
+        char = text[at + step * count]
+        if (char.lower() if form.fold else char) != target[offset + step * count]:
+            break
+        count += 1
+    return count
 
 
 def _reach(text: str, at: int, step: int, shared: str, more: int, also: str) -> int:
@@ -215,39 +232,43 @@ def _reach(text: str, at: int, step: int, shared: str, more: int, also: str) -> 
 
 
 class _Masker:
-    """Every echo of one key in a text, found with one compiled pattern of the forms' first
-    :data:`MIN_ECHO` characters and extended in place (see :func:`mask_secret`)."""
+    """Every echo of one key in a text: one compiled pattern of the pieces of every form, each match extended in
+    place both ways and kept when it spans :data:`MIN_ECHO` characters or more (see :func:`mask_secret`)."""
 
     def __init__(self, secret: str):
-        #: the forms by their first MIN_ECHO characters, lower-cased (empty for a short key)
-        self.heads: dict[str, list[EchoForm]] = {}
+        #: each piece of a form at a multiple of _WINDOW, lower-cased: the forms it stands in, and where
+        self.windows: dict[str, list[tuple[EchoForm, int]]] = {}
         if len(secret) < MIN_ECHO:
             self.pattern = re.compile(f"(?<![{_WORD_EDGE}]){re.escape(secret)}(?![{_WORD_EDGE}])")
             return
-        forms = [f for f in secret_forms(secret) if len(f.text) >= MIN_ECHO]
-        for form in forms:
-            self.heads.setdefault(form.text[:MIN_ECHO].lower(), []).append(form)
-        alternatives = sorted({f"(?i:{re.escape(f.text[:MIN_ECHO])})" if f.fold else re.escape(f.text[:MIN_ECHO])
-                               for f in forms})
-        self.pattern = re.compile("|".join(alternatives))
+        alternatives = set()
+        for form in (f for f in secret_forms(secret) if len(f.text) >= MIN_ECHO):
+            for offset in range(0, len(form.text) - _WINDOW + 1, _WINDOW):  # every run of MIN_ECHO holds one
+                window = form.text[offset:offset + _WINDOW]
+                self.windows.setdefault(window.lower(), []).append((form, offset))
+                alternatives.add(f"(?i:{re.escape(window)})" if form.fold else re.escape(window))
+        self.pattern = re.compile("|".join(sorted(alternatives)))
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """The (start, end) of every echo in ``text``, merged where they overlap."""
-        if not self.heads:
+        if not self.windows:
             return [m.span() for m in self.pattern.finditer(text)]
         found, pos = [], 0
         while (match := self.pattern.search(text, pos)) is not None:
-            at = pos = match.start()
-            pos += 1  # every start: an echo may begin inside the first characters of another match
-            for form in self.heads.get(text[at:at + MIN_ECHO].lower(), ()):
-                length = _matching(text, at, form)
-                if length < MIN_ECHO:
+            at = match.start()
+            pos = at + 1  # every start: an echo of another form may begin inside this one
+            for form, offset in self.windows.get(text[at:at + _WINDOW].lower(), ()):
+                back = _run(text, at - 1, form, offset - 1, -1)
+                ahead = _run(text, at, form, offset, 1)
+                if back + ahead < MIN_ECHO:
                     continue
-                end = at + length
-                if length == len(form.text):
+                start, end = at - back, at + ahead
+                if offset - back == 0:  # from the form's first character: the one before may hold key bits
+                    start -= _reach(text, start - 1, -1, form.before, form.before_more, form.alphabet)
+                if offset + ahead == len(form.text):
                     end += _reach(text, end, 1, form.after, form.after_more, form.alphabet + "=")
-                start = at - _reach(text, at - 1, -1, form.before, form.before_more, form.alphabet)
                 found.append((start, end))
+                pos = max(pos, end - _WINDOW + 1)
         merged: list[tuple[int, int]] = []
         for start, end in sorted(found):
             if merged and start < merged[-1][1]:
@@ -265,10 +286,11 @@ def _masker(secret: str) -> _Masker:
 def mask_secret(text: str | None, secret: str) -> str | None:
     """``text`` with every echo of ``secret`` replaced by ``***``.
 
-    An echo is any run of :data:`MIN_ECHO` or more leading characters (a server that echoes a
-    truncated key) of one of the key's forms (:func:`secret_forms`): the key in any letter
-    case, its hex in any case, and base64 of any string holding it (``Bearer <key>`` in an
-    error body), standard or URL-safe, at any of the three byte alignments. A base64 echo is
+    An echo is any run of :data:`MIN_ECHO` or more characters from anywhere in one of the key's forms
+    (:func:`secret_forms`: a server that echoes a truncated key or its end; a key broken across lines, each
+    piece a run of its own): the key in any letter case, URL-encoded, its hex in any case, and base64 of any
+    string holding it (``Bearer <key>`` in an error body), standard or URL-safe, at any of the three byte
+    alignments; a piece shorter than :data:`MIN_ECHO` between two escaped characters stays. A base64 echo is
     masked out to its 4-character group boundaries, so no character holding a bit of the key
     stays. A key shorter than :data:`MIN_ECHO` is a placeholder (``EMPTY``, ``none``) that no
     provider issues: it is masked only where it stands as a whole word, exactly, since masking

@@ -439,3 +439,17 @@ def test_a_notebook_that_is_no_json_is_one_line_naming_it(capsys, tmp_path):
     line = fails(capsys, "run", "--notebooks", str(notebooks), "--out", str(tmp_path / "out"))
     assert line.startswith(f"instir run: {notebooks / '00_x.ipynb'}: not a notebook papermill can read (NotJSONError")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [["judge", "--timeout", "{key}"], ["judge", "--model", "{key}"],
+                                  ["retrieve", "--name", "run-{key}"], ["evaluate", "--run", "{upper}"]])
+def test_a_key_in_any_argument_is_refused_before_any_option_quotes_it(argv, capsys, monkeypatch, tmp_path):
+    # argparse quoted --timeout's value back; --model and --name went into the judge's tables, the cache, runs.csv
+    key = "Zk0LmN-3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    monkeypatch.setenv("LAB_GATEWAY_KEY", key)
+    monkeypatch.chdir(tmp_path)
+    assert main([arg.format(key=key, upper=key.upper()) for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"instir {argv[0]}: an argument holds the value of $LAB_GATEWAY_KEY: keys are read from environment "
+                   "variables only (--api-key-env names one); nothing was run or written\n")
+    assert not list(tmp_path.iterdir())

@@ -2,13 +2,16 @@
 environment variables, and names that must stay accepted."""
 
 import base64
+import json
 import re
+import urllib.parse
 
 import pytest
 from says import raises_saying
 
 from instir.secrets import (
     find_token,
+    leaked_secret,
     mask_secret,
     refuse_url_credentials,
     require_env_name,
@@ -185,3 +188,29 @@ def test_masking_a_long_text_is_one_scan():
     text = f"{KEY.upper()} {filler}{base64.b64encode(('xy' + KEY).encode()).decode()}"
     masked = mask_secret(text, KEY)
     assert masked == f"*** {filler}***" and _leaked(masked, KEY) == []
+
+
+KEY50 = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_Q7-Zk0LmN"
+
+
+@pytest.mark.parametrize("echo", [f"{KEY50[:10]}\n{KEY50[10:]}", KEY50[-30:], KEY50[12:40], KEY50[5:13],
+                                  base64.b64encode(f"Bearer {KEY50}".encode()).decode()[20:],
+                                  urllib.parse.quote(KEY50, safe="")],
+                         ids=["broken across lines", "its end", "its middle", "eight of its characters",
+                              "a base64 echo's end", "url-encoded"])
+def test_a_piece_of_the_key_from_anywhere_in_it_is_masked(echo):
+    masked = mask_secret(f"server said: bad key {echo}!", KEY50)
+    assert KEY50[-8:] not in masked and "***" in masked
+    assert masked.startswith("server said: bad key ") and masked.endswith("!")
+    assert _leaked(masked.replace("\n", " "), KEY50) == []
+
+
+@pytest.mark.parametrize("written", [lambda k: k.lower(), lambda k: k.encode().hex(),
+                                     lambda k: base64.b64encode(f"user:{k}".encode()).decode(),
+                                     lambda k: urllib.parse.quote(k, safe=""), lambda k: k],
+                         ids=["lower case", "hex", "base64", "url-encoded", "non-ascii as it is"])
+def test_a_secret_variables_value_in_any_form_is_found_without_saying_it(written, monkeypatch):
+    secret = "Zürich-Pässwort-8841"  # a value json.dumps would escape to \\u00fc
+    monkeypatch.setenv("THIRD_SECRET", secret)
+    found = leaked_secret(json.dumps({"note": f"see {written(secret)}"}, ensure_ascii=False))
+    assert found == "the value of $THIRD_SECRET" and secret not in found

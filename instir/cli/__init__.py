@@ -25,6 +25,7 @@ import textwrap
 
 from instir.cli.options import Parser
 from instir.errors import quoted
+from instir.secrets import leaked_secret
 from instir.terminal import DEBUG_VAR, answered
 
 
@@ -85,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     if not built:
         return status
     parser = built[0]
+    for arg in argv:  # before argparse, which quotes a bad value back (--timeout <key>: the key on the terminal)
+        found = leaked_secret(arg)
+        if found:
+            command = "" if argv[0].startswith("-") else f" {argv[0]}"
+            print(f"{parser.prog}{command}: an argument holds {found}: keys are read from environment variables "
+                  "only (--api-key-env names one); nothing was run or written", file=sys.stderr)
+            return 2
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
