@@ -111,7 +111,7 @@ lint: $(TEST_STAMP)
 
 # JupyterLab on working copies of the notebooks (lab/, git-ignored): running and saving them changes the
 # copies, never the tracked notebooks. A notebook missing from lab/ is copied in; `make lab-fresh` moves
-# the copies aside (to lab/previous-<time>/, nothing is lost) and copies fresh ones (LAB_REPORTS=1: the
+# the copies aside (to a new lab/previous-<time>[-n]/, nothing is lost, twice in a second too) and copies fresh ones (LAB_REPORTS=1: the
 # reports they wrote too, made again), refused while a
 # Jupyter server serves lab/ (its kernels hold the previous answers: instir.lab_servers). LAB_ARGS go to
 # `jupyter lab` as they are (a classroom server: make lab LAB_ARGS="--ip=0.0.0.0 --port=8888").
@@ -129,7 +129,8 @@ LAB_REPORTS ?=
 LAB_REPORTS_DIR := reports/sample
 lab-fresh:
 	@if test -x $(BIN)/jupyter; then $(BIN)/python -m instir.lab_servers $(LAB_DIR) || exit 1; fi
-	@old=$(LAB_DIR)/previous-$$(date +%Y%m%d-%H%M%S); \
+	@old=$(LAB_DIR)/previous-$$(date +%Y%m%d-%H%M%S); base=$$old; n=1; \
+	while test -e $$old; do old=$$base-$$n; n=$$((n + 1)); done; \
 	if ls $(LAB_DIR)/*.ipynb >/dev/null 2>&1; then \
 	mkdir -p $$old && mv $(LAB_DIR)/*.ipynb $$old/ && echo "your copies are in $$old"; fi; \
 	if test "$(LAB_REPORTS)" = 1 && test -d $(LAB_REPORTS_DIR); then \

@@ -80,6 +80,18 @@ def test_lab_fresh_with_lab_reports_moves_the_previous_groups_reports_aside_and_
     assert "the previous reports are in" in done.stdout
 
 
+def test_lab_fresh_twice_in_one_second_keeps_both_groups_copies(tmp_path):
+    # the folder was named by the second alone: the second move put the fresh copies over the student's
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "00_tour.ipynb").write_text('{"by": "the student"}')
+    for _ in range(2):
+        done = _make("lab-fresh", f"LAB_DIR={lab}", f"BIN={tmp_path / 'none'}")
+        assert done.returncode == 0, done.stderr
+    kept = sorted(p.read_text() for p in lab.glob("previous-*/00_tour.ipynb"))
+    assert len(kept) == 2 and '{"by": "the student"}' in kept
+
+
 @pytest.mark.processes
 def test_git_reads_a_tracked_notebook_saved_with_outputs_as_the_output_free_one(tmp_path):
     clone = tmp_path / "clone"
