@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from instir.inputs import expanded
+
 #: Environment variable naming the cache root.
 HOME_VAR = "INSTIR_HOME"
 
 
 def instir_home() -> Path:
     """The instir cache folder: ``$INSTIR_HOME``, default ``~/.cache/instir``."""
-    return Path(os.environ.get(HOME_VAR) or "~/.cache/instir").expanduser()
+    return expanded(os.environ.get(HOME_VAR) or "~/.cache/instir")

@@ -51,6 +51,18 @@ class InputRefused(ValueError):
         return f"line {self.line}: {self.problem}" if self.line else self.problem
 
 
+def expanded(path: str | Path) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` made the home folder it names; one no account here has
+    (``~nouser``, or no home at all) is a :class:`~instir.errors.UsageError` naming the path, not Python's
+    ``RuntimeError`` traceback. Every path a user gives goes through it."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        from instir.errors import UsageError
+
+        raise UsageError(f"{path}: {str(path).split(os.sep)[0]!r} is no home folder here (no such user)") from None
+
+
 def file_problem(path: str | Path) -> str | None:
     """None when ``path`` is a regular file (or a symlink to one); else what it is, as the end of
     a message: ``not found``, ``is a directory, not a file``, ``is a FIFO (named pipe), not a

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from instir.errors import UnknownNameError, UsageError, quoted, unknown
+from instir.inputs import expanded
 
 #: The largest depth or count: pytrec_eval holds a measure's cutoff in a C int, so a run deeper than this could
 #: never be scored at its depth (and no corpus, judge sample or resample count comes near it).
@@ -120,7 +121,7 @@ def home_path(path: str | Path) -> str:
     """``path`` made absolute, with the home folder written ``~`` (``~/work/reports/sample``): how
     instir writes paths into parameters, report.json and the index, which a user may publish.
     :func:`instir.report.layout.user_path` expands it again."""
-    absolute = Path(os.path.abspath(Path(path).expanduser()))  # symlinks kept: a venv's python stays itself
+    absolute = Path(os.path.abspath(expanded(path)))  # symlinks kept: a venv's python stays itself
     try:
         return str(Path("~") / absolute.relative_to(Path.home()))
     except (ValueError, RuntimeError):  # outside the home folder, or no home

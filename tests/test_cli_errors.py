@@ -453,3 +453,14 @@ def test_a_key_in_any_argument_is_refused_before_any_option_quotes_it(argv, caps
     assert err == (f"instir {argv[0]}: an argument holds the value of $LAB_GATEWAY_KEY: keys are read from environment "
                    "variables only (--api-key-env names one); nothing was run or written\n")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv", [["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out",
+                                   "~no-such-user-here/r"],
+                                  ["run", "--out", "~no-such-user-here/r"],
+                                  ["run", "-p", "data_root=~no-such-user-here/x", "--out", "{tmp}/r"]])
+def test_a_home_folder_no_account_has_is_one_line(argv, capsys, tmp_path):
+    # Python's expanduser raised RuntimeError("Could not determine home directory."): a traceback, exit 1
+    assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
+    assert capsys.readouterr().err == (f"instir {argv[0]}: ~no-such-user-here/{'x' if '-p' in argv else 'r'}: "
+                                       "'~no-such-user-here' is no home folder here (no such user)\n")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir.errors import UsageError
+from instir.inputs import expanded
 from instir.parameters import depth
 from instir.terminal import terminal_text
 
@@ -54,7 +55,7 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     cache root, or with subfolders symlinked elsewhere, is refused (:func:`instir.report.lock.refuse_unsafe_folder`)."""
     from instir.report.lock import refuse_unsafe_folder
 
-    refuse_unsafe_folder(Path(path).expanduser().resolve())
+    refuse_unsafe_folder(expanded(path).resolve())
     return writable_folder(path, option)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir.errors import UsageError
+from instir.inputs import expanded
 
 if TYPE_CHECKING:
     from instir.pipeline import NotebookParameter, ReportResult
@@ -86,7 +87,7 @@ def cli_parameters(args: argparse.Namespace, known: Mapping[str, NotebookParamet
         params["benchmarks"] = benchmark_names(given)  # a collection (followir-sample) stands for its benchmarks
     for name in PATH_PARAMETERS:  # the kernels run in the report folder: paths are taken from here
         if isinstance(params.get(name), str) and params[name]:
-            params[name] = str(Path(params[name]).expanduser().resolve())
+            params[name] = str(expanded(params[name]).resolve())
     return params
 
 

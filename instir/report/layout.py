@@ -15,6 +15,7 @@ from instir import atomic
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark, FormatError
 from instir.errors import UsageError, UserError, quoted
+from instir.inputs import expanded
 from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import record_dataset
@@ -45,7 +46,7 @@ def user_path(path: str | Path) -> Path:
     relative to the folder above, the repository. So ``reports/sample`` and ``data/…`` mean the
     same folder in JupyterLab, in ``papermill`` run from the repository and in ``instir run``
     (which makes paths absolute before the kernels start); refused as :func:`text_path` refuses it."""
-    path = Path(path).expanduser()
+    path = expanded(path)
     if not path.is_absolute():
         here = Path.cwd()
         path = (here.parent if any(here.glob(NOTEBOOK_PATTERN)) else here) / path

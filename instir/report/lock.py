@@ -29,7 +29,7 @@ from pathlib import Path
 
 from instir.errors import UsageError
 from instir.home import HOME_VAR, instir_home
-from instir.inputs import file_problem, read_json
+from instir.inputs import expanded, file_problem, read_json
 from instir.stamps import utc_now
 
 LOCK_FILE = ".instir-run.lock"
@@ -83,7 +83,7 @@ class FolderLock:
     started this one, or raises :class:`instir.errors.UsageError` naming the writer that holds it."""
 
     def __init__(self, folder: str | Path, who: str = "instir run"):
-        self.folder = Path(folder).expanduser().resolve()
+        self.folder = expanded(folder).resolve()
         self.path = self.folder / LOCK_FILE
         self.who = who
         self._fd: int | None = None
@@ -159,7 +159,7 @@ STAGE_WRITER = "a notebook or Python session"
 def writer_of(folder: str | Path) -> str | None:
     """Who holds ``folder``'s lock for this process's work (its own hold or the one it
     inherited), or None when this process writes without one."""
-    resolved = Path(folder).expanduser().resolve()
+    resolved = expanded(folder).resolve()
     with _GUARD:
         held = _HELD.get(resolved)
     if held is not None:

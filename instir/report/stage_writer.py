@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from instir.errors import UsageError
+from instir.inputs import expanded
 from instir.report.index import INDEX_FILE, index_folder, write_index
 from instir.report.layout import report_layout
 from instir.report.lock import STAGE_WRITER, FolderLock, writer_of
@@ -46,7 +47,7 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
 
         @functools.wraps(stage)
         def written(out_dir, *args, **kwargs):
-            folder = report_layout(out_dir).root.expanduser().resolve()
+            folder = expanded(report_layout(out_dir).root).resolve()
             with FolderLock(folder, STAGE_WRITER):
                 inputs = input_digests(folder, notebook)
                 with replacing(folder, WRITES[notebook]):

@@ -27,7 +27,7 @@ from pathlib import Path
 from instir import atomic
 from instir.errors import UsageError
 from instir.extras import package_versions
-from instir.inputs import file_problem
+from instir.inputs import expanded, file_problem
 from instir.stamps import json_sha256
 from instir.verified_store import Damaged, Entry, VerifiedStore
 
@@ -55,7 +55,7 @@ def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str 
     path."""
     if not model:
         return None
-    path = Path(model).expanduser()
+    path = expanded(model)
     if not is_local_path(model):
         return None
     problem = file_problem(path)
@@ -74,7 +74,7 @@ def local_model_problem(model: str, adapter: str, *, base: bool = False) -> str 
 
 def is_local_path(model: str) -> bool:
     """Whether a model names a local path (see :func:`local_model_problem`), not a Hugging Face id."""
-    return model.startswith(("/", "./", "../", "~")) or os.path.lexists(Path(model).expanduser())
+    return model.startswith(("/", "./", "../", "~")) or os.path.lexists(expanded(model))
 
 
 def model_name_problem(model: str) -> str | None:
@@ -131,7 +131,7 @@ def weights_present(model: str, revision: str = "") -> bool:
     """A local directory, or a Hugging Face cache snapshot holding the repo's config."""
     if not model:
         return True
-    if Path(model).expanduser().is_dir():
+    if expanded(model).is_dir():
         return True
     from huggingface_hub import try_to_load_from_cache
 
@@ -151,7 +151,7 @@ def model_folder(model: str, revision: str | None = None, *, download: bool = Fa
     folder; else, for a Hugging Face id, its snapshot at ``revision``: with ``download``, fetched as the
     hub has it now (errors raise); without, from the local cache only and only when the hub is offline or
     ``revision`` is a commit. None when there is no such folder (the model must be loaded to be described)."""
-    path = Path(model).expanduser()
+    path = expanded(model)
     if path.is_dir():
         return path
     from huggingface_hub import snapshot_download
