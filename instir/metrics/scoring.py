@@ -294,18 +294,24 @@ class RunIdWarning(UserWarning):
 
 def check_ids_belong(run: Run, qrels: Benchmark | Mapping[str, Mapping[str, int]]) -> RunIdCheck | None:
     """Refuse in one line a run none of whose queries ``qrels`` holds (a run of another benchmark scores 0 on every
-    measure), and warn (:class:`RunIdWarning`, :meth:`RunIdCheck.summary`) about query or document ids it does not
-    know; returns the benchmark's :class:`RunIdCheck` (None for plain qrels)."""
+    measure), and warn (:class:`RunIdWarning`, :meth:`RunIdCheck.summary`) about query or document
+    ids it does not know and queries it leaves out (each scores 0); returns the benchmark's :class:`RunIdCheck` (None
+    for plain qrels)."""
     if not isinstance(qrels, Benchmark):
         asked = run.df["qid"].unique()
         refuse_unanswered(run, asked, qrels, "the qrels")
         unknown_q = [q for q in asked if q not in qrels]
+        answered = set(asked)
+        missing = [q for q in qrels if q not in answered]
         if unknown_q:
             warnings.warn(f"{len(unknown_q)} query ids of the run are not in the qrels (they score nothing): "
                           f"{', '.join(quoted(str(q)) for q in unknown_q[:5])}", RunIdWarning, stacklevel=3)
+        if missing:
+            warnings.warn(f"{len(missing)} queries of the qrels have no results in the run (they score 0): "
+                          f"{', '.join(quoted(str(q)) for q in missing[:5])}", RunIdWarning, stacklevel=3)
         return None
     check = check_run_ids(run, qrels)
-    if not check.ok:
+    if not check.ok or check.missing_qids:  # a query the run leaves out scores 0: said, as instir evaluate says it
         warnings.warn(f"{qrels.name}: {check.summary()}", RunIdWarning, stacklevel=3)
     return check
 
@@ -353,6 +359,10 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
     spec = benchmark.spec if benchmark is not None else None
     scorer = Scorer(the_qrels, list(dict.fromkeys(asked.values())), spec.forms if spec else None, release)
     scores = scorer.per_query(the_run)
+    if scorer.excluded:  # the kit's one aggregation rule (instir.metrics.standard), said where a mean is asked for
+        warnings.warn(f"{len(scorer.excluded)} queries of the qrels have no relevant document and are not averaged "
+                      "(trec_eval, ir-measures and ranx count each as 0): "
+                      f"{', '.join(quoted(q) for q in scorer.excluded[:5])}", UserWarning, stacklevel=2)
     if per_query:
         wide = scores.pivot(index="qid", columns="measure", values="value")
         return pd.DataFrame({str(key): wide[str(asked[i])] for i, key in enumerate(given)})

@@ -44,3 +44,30 @@ def test_a_run_that_retrieved_nothing_scores_zero_for_every_query(tmp_path, name
         assert (evaluation.per_group["value"] == 0).all() and len(evaluation.per_group)
     else:
         assert {"nDCG@20[ifir-native]", "RR@20[ifir-native]"} <= set(evaluation.per_query["measure"])
+
+
+def test_a_run_that_leaves_queries_out_is_said_by_the_python_api_as_by_instir_evaluate():
+    # instir.evaluate scored an empty run, or one answering 1 of 2 queries, without a word (the CLI warned)
+    import instir
+    from instir.metrics.scoring import RunIdWarning
+
+    bench = disjoint_benchmark("instructir-sample")
+    with pytest.warns(RunIdWarning, match="2 benchmark queries have no results \\(they score 0\\)"):
+        assert instir.evaluate(bench, {}, "nDCG@10") == 0.0
+    one = {"1_1": {"d1": 1.0}}
+    with pytest.warns(RunIdWarning, match="1 benchmark queries have no results \\(they score 0\\): '1_2'"):
+        assert instir.evaluate(bench, one, "nDCG@10") == 0.5
+    with pytest.warns(RunIdWarning, match="1 queries of the qrels have no results in the run \\(they score 0\\): "
+                                          "'1_2'"):
+        assert instir.evaluate(bench.qrels, one, "nDCG@10") == 0.5
+
+
+def test_a_query_judged_all_non_relevant_is_left_out_of_the_mean_and_said():
+    # the kit's rule (instir.metrics.standard); trec_eval, ir-measures and ranx average it in as 0 (0.5 here)
+    import instir
+
+    qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 0, "d": 0}}
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"c": 2.0, "d": 1.0}}
+    with pytest.warns(UserWarning, match="1 queries of the qrels have no relevant document and are not averaged "
+                                         "\\(trec_eval, ir-measures and ranx count each as 0\\): 'q2'"):
+        assert instir.evaluate(qrels, run, "nDCG@10") == 1.0
