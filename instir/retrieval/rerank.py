@@ -183,6 +183,11 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
     if doc_field not in ("text", "indexed"):
         raise ValueError(f"unknown doc_field {doc_field!r}; use 'text' or 'indexed'")
     run, source = _first_stage(run)
+    made_on = run.meta.get("benchmark")
+    if isinstance(made_on, dict) and made_on.get("name") not in (None, benchmark.name):  # a sample's ids are the
+        # real benchmark's too: reranked against it, the run would lose its sample label and its missing queries
+        raise UsageError(f"{source['path'] or 'the first-stage run'} was retrieved on {quoted(made_on['name'])} (its "
+                         f"sidecar), not on {quoted(benchmark.name)}: rerank it with the benchmark it was made from")
     key = rerank_key(benchmark, reranker, source, depth, query_split, doc_field)
 
     def rescore() -> tuple[Run, dict]:

@@ -184,3 +184,17 @@ def test_unknown_document_is_refused_with_the_run_file(toy_benchmark, tmp_path):
     path = write_run(Run.from_scores({"1_1": {"10_1": 2.0, "nope": 1.0}}), tmp_path / "bad.trec")
     with pytest.raises(FormatError, match=r"bad\.trec.*docid.*not in the corpus"):
         rerank(path, bench, WordOverlap(), cache=tmp_path / "s.sqlite", progress=False)
+
+
+def test_a_first_stage_retrieved_on_another_benchmark_is_refused_naming_both(first_stage, tmp_path):
+    # a sample's ids are its benchmark's too: the reranked run was labelled the full benchmark, no longer a sample
+    from dataclasses import replace
+
+    from instir.errors import UsageError
+
+    bench, run = first_stage
+    other = replace(bench, name="ifir/fiqa")
+    with pytest.raises(UsageError, match=rf"{run.meta['path']} was retrieved on '{bench.name}' \(its sidecar\), not "
+                                         "on 'ifir/fiqa': rerank it with the benchmark it was made from"):
+        rerank(run.meta["path"], other, WordOverlap(), cache=tmp_path / "s.sqlite", progress=False)
+    assert rerank(run.meta["path"], bench, WordOverlap(), cache=tmp_path / "s.sqlite", progress=False).df.size
