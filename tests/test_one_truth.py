@@ -61,6 +61,33 @@ def test_files_changed_by_a_writer_that_records_nothing_make_the_stage_stale(tmp
     assert "metrics/ was changed after its last run" in reason.reasons[0]
 
 
+@pytest.mark.parametrize("change", ["edited", "deleted"])
+def test_a_run_file_edited_in_place_or_deleted_makes_the_pages_made_from_it_stale(tmp_path, change):
+    # the digest hashed the folder's tables only: runs.csv stayed as it was, and the index said ok
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    run = sorted((out / "runs").glob("*.trec"))[0]
+    if change == "edited":  # the same documents, the ranking turned over: another run under the same name
+        lines = run.read_text().splitlines()
+        run.write_text("\n".join(lines[::-1]) + "\n")
+    else:
+        run.unlink()
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert "runs/ was changed after its last run" in stale["02_retrieval"]
+    assert "it read runs/" in stale["03_metrics"]
+    if change == "deleted":  # a listed run that is gone: the notebook that writes it is named (a bare OSError before)
+        with pytest.raises(UserError, match=f"{run.name} is missing: run notebook 02_retrieval into"):
+            score_runs(out, ["instructir-sample"])
+
+
+def test_a_report_folder_copied_with_its_times_or_without_stays_as_it_was(tmp_path):
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    for copy, copier in ((tmp_path / "a" / "r", shutil.copy2), (tmp_path / "b" / "r", shutil.copy)):
+        shutil.copytree(out, copy, copy_function=copier)
+        assert stale_pages(copy) == []
+
+
 def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_path, monkeypatch):
     """JupyterLab runs a notebook in its own folder (lab/), where ``reports/sample`` means the
     repository's folder: the stage must lock that folder, not lab/reports/sample."""

@@ -40,18 +40,35 @@ READS = {"01_data_exploration": (), "02_retrieval": (), "03_metrics": ("runs",),
 
 
 def folder_digest(folder: Path) -> str | None:
-    """SHA-256 over the names and bytes of a stage folder's tables (its top-level ``.csv`` files:
-    ``runs.csv`` lists every run and changes with any of them, so the run files themselves, which
-    reach gigabytes at real size, are never read here), None when the folder holds none."""
+    """SHA-256 over the names and bytes of a stage folder's tables (its top-level ``.csv`` files) and over the
+    state of each of its runs (``*.trec``: as written, or changed since its sidecar), None when it holds neither.
+    ``runs.csv`` lists every run the kit wrote; a run file, which reaches gigabytes at real size, is read only when
+    it is newer than its sidecar (written last, :func:`instir.retrieval.runs.write_run`): an edit in place, or a
+    deleted run, then changes the digest, and the pages made from the run read as stale."""
     if not folder.is_dir():
         return None
     files = sorted(p for p in folder.glob("*.csv") if p.is_file() and not p.name.startswith("."))
-    if not files:
+    runs = sorted(p for p in folder.glob("*.trec") if p.is_file() and not p.name.startswith("."))
+    if not files and not runs:
         return None
     h = hashlib.sha256()
     for path in files:
         h.update(path.name.encode() + b"\0" + atomic.file_sha256(path).encode() + b"\0")
+    for path in runs:
+        h.update(path.name.encode() + b"\0" + _run_state(path).encode() + b"\0")
     return h.hexdigest()
+
+
+def _run_state(path: Path) -> str:
+    """``as written`` when a run file is the one its sidecar describes (its bytes hashed only when it is newer than
+    the sidecar, as after an edit or a copy), else ``changed since its sidecar`` (or ``no sidecar``)."""
+    from instir.retrieval.runs import read_sidecar, sidecar_path
+
+    try:
+        newer = path.stat().st_mtime_ns > sidecar_path(path).stat().st_mtime_ns
+    except OSError:
+        return "no sidecar"
+    return "as written" if not newer or read_sidecar(path) is not None else "changed since its sidecar"
 
 
 def _kit_paths(folder: Path) -> list[Path]:

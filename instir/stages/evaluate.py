@@ -105,7 +105,7 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
     on IFIR) and stored there. ``scorer`` (for this benchmark's measures) may be passed when
     scoring many runs, and ``run`` when the caller has read the file already."""
     scorer = scorer or Scorer.for_benchmark(benchmark, scored_measures(benchmark))
-    path = layout.root / run_file
+    path = layout.require(layout.root / run_file)  # listed, then deleted: the notebook that writes it is named
     description = scores_key(benchmark, path, system, [str(m) for m in scorer.measures])
     key = json_sha256(description)
     store = VerifiedStore(layout.scores, "stored scores")

@@ -94,8 +94,10 @@ def judge_pair(root: str | Path, benchmark: Benchmark, pair: RunPair, judge: Any
                max_instances: int | None, seed: int = 0, k: int = K) -> InstFolResult:
     """InstFol@k of one run pair (:func:`instir.judge.following.instfol`), its runs read from
     the report folder ``root``; a stratified sample of ``max_instances`` instances (seeded)."""
-    return instfol(read_run(Path(root) / pair.instructed), read_run(Path(root) / pair.query_only), benchmark, judge,
-                   k=k, max_instances=max_instances, seed=seed)
+    layout = ReportLayout(root)
+    return instfol(read_run(layout.require(layout.root / pair.instructed)),
+                   read_run(layout.require(layout.root / pair.query_only)), benchmark, judge, k=k,
+                   max_instances=max_instances, seed=seed)
 
 
 #: The columns of ``judge/instfol.csv`` that name the judge behind each value (backend and model string), which the
@@ -279,8 +281,9 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
     for pair in pairs:
         with warnings.catch_warnings():  # the pair's InstFol said it already (judge_pair): once per pair
             warnings.simplefilter("ignore", ShallowRunsWarning)
-            frames = stability.judge_repeats(read_run(layout.root / pair.instructed),
-                                             read_run(layout.root / pair.query_only), loaded[pair.benchmark], judge,
+            frames = stability.judge_repeats(read_run(layout.require(layout.root / pair.instructed)),
+                                             read_run(layout.require(layout.root / pair.query_only)),
+                                             loaded[pair.benchmark], judge,
                                              repeats, k=k, max_instances=max_instances, seed=seed)
         metas.append(frames.attrs["meta"])
         tables.append(frames.assign(system=pair.system, benchmark=collection_of(pair.benchmark)))
