@@ -29,6 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from instir.errors import UserError
+from instir.inputs import file_problem
+
 #: bytes handed to one ``write(2)``
 BLOCK = 1 << 20
 
@@ -345,6 +348,40 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
         journal.unlink(missing_ok=True)
         raise
     return fd, journal
+
+
+@contextmanager
+def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = UserWarning) -> Iterator[None]:
+    """Hold the lock file ``path`` (an advisory ``flock``) for a whole piece of work on ``what``: another process or
+    thread wanting it waits, warning ``waiting`` once, and is let in when the holder ends, however it ends. The
+    holder removes the file as it lets go (so none is left behind), which is why a lock is held only on the file
+    found at ``path``. A ``path`` that is not a regular file is a :class:`~instir.errors.UserError` naming it."""
+    problem = file_problem(path)
+    if problem not in (None, "not found"):
+        raise UserError(f"{path} {problem}: the kit keeps the lock of the {what}'s writers there; remove it")
+    warned = False
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not warned:
+                warnings.warn(waiting, category, stacklevel=4)
+                warned = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            found, held = os.stat(path), os.fstat(fd)
+            if (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the holder removed this file as it let go: take the one at ``path`` now
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)  # releases the lock
 
 
 #: what names a file the kit kept aside (:func:`aside_path`)

@@ -21,14 +21,11 @@ I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import secrets
 import shlex
 import sqlite3
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -145,26 +142,13 @@ class SQLiteStore:
                     raise CorruptStoreError(self.path, self.what, str(err)) from None
                 raise
 
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Hold the store's ``-lock`` file (an advisory ``flock``) for a whole piece of work, such as paid
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the store's ``-lock`` file (:func:`instir.atomic.exclusive`) for a whole piece of work, such as paid
         judgments: another process wanting it waits, with one warning, and then finds this one's results stored
         instead of paying for them again."""
-        path = Path(f"{self.path}-lock")
-        problem = file_problem(path)
-        if problem not in (None, "not found"):
-            raise UserError(f"{path} {problem}: the kit keeps the lock of the {self.what}'s writers there; remove it")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                warnings.warn(f"{self.what} {self.path}: another process is working with it; waiting for it to "
-                              "finish (its results are then read, not made again)", stacklevel=4)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+        return atomic.exclusive(Path(f"{self.path}-lock"), self.what,
+                                f"{self.what} {self.path}: another process is working with it; waiting for it to "
+                                "finish (its results are then read, not made again)")
 
     def close(self) -> None:
         """Checkpoint the write-ahead log into the file and close the connection (twice: nothing)."""

@@ -9,11 +9,14 @@ a random build id, what the caller describes (the encoder, the index settings), 
 Writing (:meth:`VerifiedStore.put`). The files are written into a temporary folder beside the entry
 (``.<name>.<pid>@<host>.<build>.tmp``), flushed, the manifest written last, and the folder renamed into
 place: the last writer wins and a reader never sees a half-written entry. Work that takes hours is
-resumable: its parts go to ``<name>.partial/`` (:meth:`VerifiedStore.work_dir`), each ``.npy`` part with
-its SHA-256 beside it, written first (:func:`write_part`); a part is reused only when it matches
-(:func:`part_ok`), and the folder is removed once the entry is published. A cache folder that cannot be
-written warns once and the caller keeps what it computed in memory, or (``fallback=False``) raises the
-``OSError`` naming the entry's file.
+resumable (:meth:`VerifiedStore.build`): its parts go to ``<name>.partial/`` (:meth:`VerifiedStore.work_dir`),
+each ``.npy`` part with its SHA-256 beside it, written first (:func:`write_part`); a part is reused only when
+it matches (:func:`part_ok`). One process at a time builds such an entry, holding its lock (``.<name>.lock``,
+:func:`instir.atomic.exclusive`, released however the process ends): another one waits, then reads the
+entry the first published instead of computing it again, and the next build after a crash resumes from
+the parts. The work folder is removed, under the lock, once the entry is published (or found published).
+A cache folder that cannot be written warns once and the caller keeps what it computed in memory, or
+(``fallback=False``) raises the ``OSError`` naming the entry's file.
 
 Verification (:meth:`VerifiedStore.read`), on every load: the manifest's format and key; each file's size,
 and each ``.npy`` header against that size; the SHA-256 of the files, smallest first, up to
@@ -223,8 +226,8 @@ class VerifiedStore:
             description: Any = None, meta: Mapping[str, Any] | None = None, fallback: bool = True) -> Entry | None:
         """Publish the entry ``name`` whose files ``write(folder)`` makes in a temporary folder; ``write``
         may return the SHA-256 of files it hashed while writing (by name), the others are hashed here.
-        The entry's work folder goes once it is published. A cache folder that cannot be written: a
-        warning (once per folder) and None when ``fallback``, else the ``OSError`` naming the entry's file."""
+        A cache folder that cannot be written: a warning (once per folder) and None when ``fallback``, else
+        the ``OSError`` naming the entry's file."""
         entry = self.entry_dir(name)
         build = uuid.uuid4().hex
         tmp = entry.with_name(f".{name}.{WRITER}.{build}.tmp")
@@ -255,8 +258,28 @@ class VerifiedStore:
                 warnings.warn(f"{self.what}: folder {self.root} cannot be written ({type(err).__name__}: {err}): "
                               "what it would hold is kept in memory only", self.category, stacklevel=3)
             return None
-        shutil.rmtree(self.work_dir(name), ignore_errors=True)
         return Entry(entry, info)
+
+    def build(self, name: str, key: str, load: Callable[[Entry], T], make: Callable[[Path], T], *,
+              required: tuple[str, ...] = ()) -> T:
+        """``load(entry)`` of the verified entry ``name`` (as :meth:`read`), else what ``make(work folder)``
+        returns, made while holding the entry's lock: one process at a time builds it from its resumable parts,
+        so another never removes parts in use, and one that waited loads what the first published instead of
+        computing it again. ``make`` publishes with :meth:`put`; the work folder goes once the entry is there
+        (a crashed builder's too), and stays when ``make`` raises, for the next build to resume."""
+        work = self.work_dir(name)
+        found = self.read(name, key, load, required=required)
+        if found is not None and not work.exists():
+            return found
+        self.root.mkdir(parents=True, exist_ok=True)
+        waiting = (f"{self.what}: another process is building {self.entry_dir(name)}; waiting for it to finish "
+                   "(its entry is then read, not computed again)")
+        with atomic.exclusive(self.root / f".{name}.lock", self.what, waiting, category=self.category):
+            found = self.read(name, key, load, required=required)  # published by the builder this one waited for
+            if found is None:
+                found = make(work)
+            shutil.rmtree(work, ignore_errors=True)
+            return found
 
     @contextmanager
     def scratch(self, name: str) -> Iterator[Path]:

@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -227,11 +228,66 @@ def test_a_failed_write_names_the_entrys_file_or_keeps_the_value_in_memory(tmp_p
 def test_the_work_folder_survives_a_crash_and_goes_when_the_entry_is_published(tmp_path):
     store = VerifiedStore(tmp_path, "test cache")
     part = store.work_dir("e") / "part-0.npy"
-    part.parent.mkdir()
-    write_part(part, np.ones((2, 3)))
+
+    def crash(work: Path) -> list[str]:
+        work.mkdir()
+        write_part(part, np.ones((2, 3)))
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        store.build("e", KEY, load_ids, crash)
     assert part_ok(part, 2)
-    store.put("e", KEY, write_two)
-    assert not store.work_dir("e").exists()
+    assert store.build("e", KEY, load_ids, lambda work: load_ids(store.put("e", KEY, write_two))) == list("abcd")
+    assert [p.name for p in tmp_path.iterdir()] == ["e"]  # no work folder, no lock file left
+
+
+def test_a_second_builder_of_an_entry_waits_and_reads_the_first_ones_not_building_it_again(tmp_path):
+    """Two processes encoding one corpus into one cache: the first removed the shared work folder on publishing,
+    and the second, still encoding into it, failed on a missing part and left its own parts there for ever."""
+    store = VerifiedStore(tmp_path, "test cache")
+    building, made, first = threading.Event(), [], []
+
+    def make(work: Path) -> list[str]:
+        made.append(work)
+        building.set()
+        work.mkdir()
+        write_part(work / "part-0.npy", np.ones((2, 3)))
+        time.sleep(0.3)  # the second builder comes meanwhile
+        return load_ids(store.put("e", KEY, write_two))
+
+    thread = threading.Thread(target=lambda: first.append(store.build("e", KEY, load_ids, make)))
+    thread.start()
+    assert building.wait(10)
+    with warns_saying(CacheWarning, "another process is building", str(tmp_path / "e"), "waiting"):
+        second = store.build("e", KEY, load_ids, make)
+    thread.join(10)
+    assert first == [second] == [list("abcd")] and len(made) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["e"]
+
+
+@pytest.mark.processes
+def test_a_builder_killed_mid_way_holds_no_lock_and_its_parts_are_resumed(tmp_path):
+    store = VerifiedStore(tmp_path, "test cache")
+    part = store.work_dir("e") / "part-0.npy"
+    script = (f"import time, numpy as np\nfrom instir.verified_store import VerifiedStore, write_part\n"
+              f"def make(work):\n    work.mkdir(); write_part(work / 'part-0.npy', np.ones((2, 3))); time.sleep(60)\n"
+              f"VerifiedStore({str(tmp_path)!r}, 'test cache').build('e', {KEY!r}, lambda e: e, make)\n")
+    killed = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while killed.poll() is None and not part_ok(part, 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    killed.kill()
+    killed.wait()
+    resumed = []
+
+    def make(work: Path) -> list[str]:
+        resumed.append(part_ok(work / "part-0.npy", 2))
+        return load_ids(store.put("e", KEY, write_two))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no wait for the killed builder
+        assert store.build("e", KEY, load_ids, make) == list("abcd")
+    assert resumed == [True] and [p.name for p in tmp_path.iterdir()] == ["e"]
 
 
 @pytest.mark.parametrize("how", ["truncated", "zeroed", "checksum gone", "other rows"])

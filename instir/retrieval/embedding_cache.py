@@ -6,8 +6,9 @@ over a description of the encoder (model identity and fingerprint, precision, wi
 and over every model input in order (so it changes with the corpus content, its order and the
 template). Encoding runs in chunks of ``chunk_size`` inputs; each finished chunk is a checksummed
 part in the entry's work folder (:func:`~instir.verified_store.write_part`), so a crash mid-encode
-keeps the finished chunks and a rerun encodes only the missing ones. When every chunk exists they
-are joined into one ``embeddings.npy`` (its SHA-256 computed while it is written), the entry is
+keeps the finished chunks and a rerun encodes only the missing ones; one process at a time encodes an
+entry (:meth:`~instir.verified_store.VerifiedStore.build`: another waits, then reads it). When every chunk
+exists they are joined into one ``embeddings.npy`` (its SHA-256 computed while it is written), the entry is
 published, the chunks removed, and the matrix is opened memory-mapped. On a load the matrix must be
 float32 with the number of rows its manifest records.
 
@@ -128,20 +129,23 @@ class EmbeddingCache:
         kept in the manifest. ``label`` (the model's name) starts the entry's directory name.
         """
         key, entry = self.entry_of(encoder, items, label)
-        matrix = self.verified_matrix(entry, key)
-        if matrix is not None:
-            return Embeddings(matrix, key, entry, 0)
-        chunk_files: list[Path] = []
-        encoded = n_items = 0
-        for i, chunk in self.chunks(items, desc):
-            chunk_files.append(self.chunk_path(entry, i))
-            n_items += len(chunk)
-            encoded += len(chunk) if self.write_chunk(entry, i, chunk, encode) else 0
-        published = self.entries.put(entry.name, key, lambda folder: join_chunks(folder / MATRIX, chunk_files,
-                                                                                 n_items),
-                                     description=encoder, meta={"rows": n_items, "chunk_size": self.chunk_size},
-                                     fallback=False)
-        return Embeddings(np.load(published.path / MATRIX, mmap_mode="r"), key, entry, encoded)
+        _take_over_earlier_entry(entry, key)
+
+        def make(_work: Path) -> Embeddings:
+            chunk_files: list[Path] = []
+            encoded = n_items = 0
+            for i, chunk in self.chunks(items, desc):
+                chunk_files.append(self.chunk_path(entry, i))
+                n_items += len(chunk)
+                encoded += len(chunk) if self.write_chunk(entry, i, chunk, encode) else 0
+            published = self.entries.put(entry.name, key, lambda folder: join_chunks(folder / MATRIX, chunk_files,
+                                                                                     n_items),
+                                         description=encoder, meta={"rows": n_items, "chunk_size": self.chunk_size},
+                                         fallback=False)
+            return Embeddings(np.load(published.path / MATRIX, mmap_mode="r"), key, entry, encoded)
+
+        return self.entries.build(entry.name, key, lambda found: Embeddings(_open_matrix(found), key, entry, 0), make,
+                                  required=(MATRIX,))
 
     # ------------------------------------------------------------ chunks
 

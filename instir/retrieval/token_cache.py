@@ -81,41 +81,39 @@ class TokenEmbeddingCache:
                                                     "token rows")
             return TokenEmbeddings(tokens, doclens, key, found.path, encoded)
 
-        found = store.read(entry.name, key, open_packed, required=(TOKENS, DOCLENS))
-        if found is not None:
-            return found
+        def make(work: Path) -> TokenEmbeddings:
+            token_files: list[Path] = []
+            length_files: list[Path] = []
+            encoded = n_items = n_tokens = 0
+            for i, chunk in self._cache.chunks(items, desc):
+                stem = work / f"chunk{self.chunk_size}-{i:06d}"
+                tok_path, len_path = stem.with_name(f"{stem.name}.{TOKENS}"), stem.with_name(f"{stem.name}.{DOCLENS}")
+                token_files.append(tok_path)
+                length_files.append(len_path)
+                n_items += len(chunk)
+                lengths = _done_chunk(tok_path, len_path, len(chunk))
+                if lengths is None:
+                    mats = [np.asarray(m, dtype=np.float32) for m in encode(chunk)]
+                    if len(mats) != len(chunk) or any(m.ndim != 2 or m.shape[0] < 1 for m in mats):
+                        raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
+                                         "be (n_tokens >= 1, dim)")
+                    lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
+                    work.mkdir(parents=True, exist_ok=True)
+                    write_part(tok_path, np.concatenate(mats))
+                    write_part(len_path, lengths[:, None].astype(np.float32))
+                    encoded += len(chunk)
+                n_tokens += int(lengths.sum())
 
-        token_files: list[Path] = []
-        length_files: list[Path] = []
-        encoded = n_items = n_tokens = 0
-        work = self._cache.work_dir(entry)
-        for i, chunk in self._cache.chunks(items, desc):
-            stem = work / f"chunk{self.chunk_size}-{i:06d}"
-            tok_path, len_path = stem.with_name(f"{stem.name}.{TOKENS}"), stem.with_name(f"{stem.name}.{DOCLENS}")
-            token_files.append(tok_path)
-            length_files.append(len_path)
-            n_items += len(chunk)
-            lengths = _done_chunk(tok_path, len_path, len(chunk))
-            if lengths is None:
-                mats = [np.asarray(m, dtype=np.float32) for m in encode(chunk)]
-                if len(mats) != len(chunk) or any(m.ndim != 2 or m.shape[0] < 1 for m in mats):
-                    raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
-                                     "be (n_tokens >= 1, dim)")
-                lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
-                work.mkdir(parents=True, exist_ok=True)
-                write_part(tok_path, np.concatenate(mats))
-                write_part(len_path, lengths[:, None].astype(np.float32))
-                encoded += len(chunk)
-            n_tokens += int(lengths.sum())
+            def write(folder: Path) -> dict[str, str]:
+                return {**join_chunks(folder / TOKENS, token_files, n_tokens),
+                        **join_chunks(folder / DOCLENS, length_files, n_items)}
 
-        def write(folder: Path) -> dict[str, str]:
-            return {**join_chunks(folder / TOKENS, token_files, n_tokens),
-                    **join_chunks(folder / DOCLENS, length_files, n_items)}
+            published = store.put(entry.name, key, write, description=encoder, fallback=False,
+                                  meta={"inputs": n_items, "tokens": n_tokens, "chunk_size": self.chunk_size,
+                                        "layout": "packed tokens + doclens"})
+            return open_packed(published, encoded)
 
-        published = store.put(entry.name, key, write, description=encoder, fallback=False,
-                              meta={"inputs": n_items, "tokens": n_tokens, "chunk_size": self.chunk_size,
-                                    "layout": "packed tokens + doclens"})
-        return open_packed(published, encoded)
+        return store.build(entry.name, key, open_packed, make, required=(TOKENS, DOCLENS))
 
 
 def _done_chunk(tok_path: Path, len_path: Path, n_inputs: int) -> np.ndarray | None:

@@ -5,10 +5,13 @@ import hashlib
 import json
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from says import warns_saying
 
 from instir import verified_store
 from instir.retrieval.embedding_cache import MANIFEST, MATRIX, EmbeddingCache, default_cache_dir
@@ -90,6 +93,46 @@ def test_crash_mid_encode_keeps_finished_chunks_and_rerun_encodes_only_the_rest(
     assert resumed.encoded == items[6:]
     assert got.encoded == 4
     np.testing.assert_array_equal(got.matrix, FakeEncoder()(items))
+
+
+class SlowEncoder(FakeEncoder):
+    """A :class:`FakeEncoder` taking ``seconds`` per chunk; ``started`` is set at its first call."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds, self.started = seconds, threading.Event()
+
+    def __call__(self, items: list[str]) -> np.ndarray:
+        self.started.set()
+        time.sleep(self.seconds)
+        return super().__call__(items)
+
+
+def test_two_encodes_of_one_corpus_at_once_encode_it_once_and_both_get_it(tmp_path):
+    """The second of two processes encoding one corpus failed (``No such file or directory: ….partial/chunk…``:
+    the first removed the shared chunks on publishing) and left its own chunks behind for ever."""
+    cache = EmbeddingCache(tmp_path, chunk_size=2, progress=False)
+    items, first, second, got = texts(8), SlowEncoder(0.05), SlowEncoder(0.1), []
+    thread = threading.Thread(target=lambda: got.append(cache.embed(ENCODER, items, first, label="fake")))
+    thread.start()
+    assert first.started.wait(10)
+    with warns_saying(verified_store.CacheWarning, "another process is building", "waiting"):
+        waited = cache.embed(ENCODER, items, second, label="fake")
+    thread.join(10)
+    assert first.encoded == items and second.calls == 0 and (got[0].encoded, waited.encoded) == (8, 0)
+    np.testing.assert_array_equal(waited.matrix, FakeEncoder()(items))
+    assert [p.name for p in tmp_path.iterdir()] == [waited.path.name]  # no chunks, no lock left
+
+
+def test_chunks_left_beside_a_published_entry_go_at_its_next_load(tmp_path):
+    """What the loser of that race left was never removed: a later run found the entry and looked no further."""
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed(ENCODER, texts(10), FakeEncoder(), label="fake").path
+    cache.work_dir(entry).mkdir()
+    verified_store.write_part(cache.chunk_path(entry, 0), np.ones((4, 3)))
+    again = FakeEncoder()
+    assert cache.embed(ENCODER, texts(10), again, label="fake").encoded == 0 and again.calls == 0
+    assert not cache_work_left(entry)
 
 
 def test_rerun_with_another_chunk_size_ignores_chunks_of_the_old_size(tmp_path):

@@ -1,5 +1,8 @@
 """The ragged token-embedding cache: packed layout, resume after a crash, damaged files rebuilt."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from says import warns_saying
@@ -49,6 +52,31 @@ def test_rerun_after_a_crash_encodes_only_the_missing_chunks(tmp_path):
     np.testing.assert_array_equal(got.tokens, np.concatenate(fake_encode(ITEMS)))
     warm = Counting()
     assert cache.embed({"m": 1}, ITEMS, warm).encoded == 0 and warm.calls == 0
+
+
+def test_two_encodes_of_the_same_inputs_at_once_encode_them_once_and_both_get_them(tmp_path):
+    """The token cache shares the embedding cache's chunk loop: the second of two encoders failed on a chunk
+    the first had removed on publishing."""
+    cache = TokenEmbeddingCache(tmp_path, chunk_size=2, progress=False)
+    started, got = threading.Event(), []
+
+    def slow(seconds, counting):
+        def encode(items):
+            started.set()
+            time.sleep(seconds)
+            return counting(items)
+        return encode
+
+    first, second = Counting(), Counting()
+    thread = threading.Thread(target=lambda: got.append(cache.embed({"m": 1}, ITEMS, slow(0.05, first))))
+    thread.start()
+    assert started.wait(10)
+    with warns_saying(UserWarning, "another process is building", "waiting"):
+        waited = cache.embed({"m": 1}, ITEMS, slow(0.1, second))
+    thread.join(10)
+    assert (first.inputs, second.calls, got[0].encoded, waited.encoded) == (10, 0, 10, 0)
+    np.testing.assert_array_equal(waited.tokens, np.concatenate(fake_encode(ITEMS)))
+    assert [p.name for p in tmp_path.iterdir()] == [waited.path.name]
 
 
 def test_damaged_chunk_is_re_encoded_with_a_warning(tmp_path):
