@@ -211,6 +211,7 @@ class DenseRetriever:
         self.cache = EmbeddingCache(cache_dir, chunk_size=chunk_size, progress=progress)
         self.progress = progress
         self._fingerprint: str | None = None
+        self._weights_seen: str | None = None  # the fingerprint of the weights as they are in use (after .half())
         self._facts: dict | None = None
         self._corpus_vectors: tuple[tuple[str, str], Embeddings] | None = None
 
@@ -229,6 +230,7 @@ class DenseRetriever:
             self._fingerprint = model_fingerprint(self._model)
             if self._model.device.type == "cuda":
                 self._model.half()
+            self._weights_seen = model_fingerprint(self._model)
         return self._model
 
     def facts(self) -> dict:
@@ -237,6 +239,9 @@ class DenseRetriever:
         the similarity and the tokenizer's special-token count. Remembered under the model's files
         (:func:`~instir.retrieval.model_files.remembered`), so a rerun whose runs and vectors exist
         loads no model."""
+        if self._facts is not None and not self._from_files and model_fingerprint(self._model) != self._weights_seen:
+            # a model object the caller holds, trained (or changed) since: its caches and runs are another model's
+            self._fingerprint = self._facts = self._corpus_vectors = None
         if self._facts is None:
             if self._from_files:
                 options = {"max_length": self.max_length, "device": default_device(self.device)}

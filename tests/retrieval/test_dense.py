@@ -123,6 +123,22 @@ def test_changed_model_weights_miss_the_cache(model, tmp_path):
     assert run.meta["embeddings"]["documents_encoded"] == len(DOCS)
 
 
+def test_a_model_object_trained_after_a_search_is_searched_as_the_model_it_is_now(model, tmp_path):
+    # a class fine-tunes the model it passed in and searches again with the same retriever: the first search's
+    # fingerprint was kept, so the second returned the first run (nDCG@10 0.785 where the tuned model gives 0.151)
+    tuned = copy.deepcopy(model)
+    dense = retriever(tuned, tmp_path)
+    first = dense.search(make_benchmark(), TEMPLATE, k=3)
+    with torch.no_grad():
+        for parameter in tuned.parameters():
+            parameter.mul_(-1.0)
+    again = dense.search(make_benchmark(), TEMPLATE, k=3)
+    fresh = retriever(tuned, tmp_path / "fresh").search(make_benchmark(), TEMPLATE, k=3)
+    assert again.meta["embeddings"]["documents_encoded"] == len(DOCS)
+    assert again.df[["qid", "docid", "score"]].equals(fresh.df[["qid", "docid", "score"]])
+    assert not again.df["score"].equals(first.df["score"])
+
+
 def test_changed_max_length_misses_the_cache(model, tmp_path):
     first = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
     shorter = retriever(copy.deepcopy(model), tmp_path, max_length=8).search(make_benchmark(), TEMPLATE, k=3)
