@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from instir.systems.cards import BM25_PARAMS, SystemCard
+from instir.errors import UsageError
+from instir.systems.cards import READS, SystemCard
 
 
 def bm25_from_card(card: SystemCard, **_: object):
@@ -19,11 +20,7 @@ def bm25_from_card(card: SystemCard, **_: object):
     benchmark's defaults)."""
     from instir.retrieval.lexical import BM25Retriever
 
-    unknown = set(card.params) - set(BM25_PARAMS["bm25"])
-    if unknown:  # a card built in Python (a card file's params are checked as it is read)
-        raise ValueError(f"system {card.name!r}: unknown BM25 params {sorted(unknown)}; "
-                         f"known: {', '.join(BM25_PARAMS['bm25'])}")
-    kwargs = {key: card.params[key] for key in BM25_PARAMS["bm25"] if key in card.params}
+    kwargs = {key: card.params[key] for key in READS["bm25"].params if key in card.params}  # checked: cards.READS
     return BM25Retriever(**kwargs)
 
 
@@ -37,10 +34,6 @@ def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_:
     from instir.benchmarks import catalog
 
     spec = dict(catalog.family(card.paper).bm25)
-    unknown = set(card.params) - set(BM25_PARAMS["paper-bm25"])
-    if unknown:
-        raise ValueError(f"system {card.name!r}: unknown params {sorted(unknown)}; "
-                         f"known: {', '.join(BM25_PARAMS['paper-bm25'])}")
     settings = {"k1": card.params.get("k1", spec["k1"]), "b": card.params.get("b", spec["b"]),
                 "show_progress": progress}
     if spec.get("engine") == "rank_bm25":
@@ -117,7 +110,26 @@ def sentence_transformers_from_card(card: SystemCard, *, device: str | None = No
                                 model_kwargs={"dtype": dtype} if dtype is not None else None)
     if "padding_side" in card.params:
         model.tokenizer.padding_side = card.params["padding_side"]
+    _check_pooling(card, model)
     return _dense(card, model, device=device, cache_dir=cache_dir, progress=progress)
+
+
+#: a card's pooling -> sentence-transformers' name of it (``Pooling.pooling_mode``)
+_ST_POOLINGS = {"mean": "mean", "cls": "cls", "last-token": "lasttoken"}
+
+
+def _check_pooling(card: SystemCard, model) -> None:
+    """Refuse a card whose pooling is not the one its model's own modules run: the adapter runs the model as it is
+    (a card saying ``cls`` of a mean-pooled model ran mean pooling, and its sidecar said ``cls``)."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    if not card.pooling:
+        return
+    own = [module.pooling_mode for module in model if isinstance(module, Pooling)]
+    if own != [_ST_POOLINGS[card.pooling]]:
+        pools = f"pools by {', '.join(map(str, own))}" if own else "has no Pooling module"
+        raise UsageError(f"system {card.name!r}, field 'pooling': {card.model} {pools}, not {card.pooling!r}; the "
+                         f"sentence-transformers adapter runs the model's own pooling (hf-mean-pool: mean pooling)")
 
 
 def hf_mean_pool_from_card(card: SystemCard, *, device: str | None = None, cache_dir: str | Path | None = None,
@@ -127,8 +139,6 @@ def hf_mean_pool_from_card(card: SystemCard, *, device: str | None = None, cache
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-    if card.pooling not in ("", "mean"):
-        raise ValueError(f"system {card.name!r}: the hf-mean-pool adapter pools by mean, not {card.pooling!r}")
     dtype = _torch_dtype(card, device)
     model_kwargs = {"revision": card.revision} if card.revision else {}
     if dtype is not None:

@@ -22,7 +22,8 @@ same layout::
 run (``instir sweep``, a grid naming the card) gives Ray for the system's tasks:
 ``num_gpus`` (GPUs per task, may be fractional) and ``memory_gb`` (host memory per task);
 e.g. ``resources = { num_gpus = 1, memory_gb = 20 }``. Every problem in a card file (unknown
-adapter or template, missing or mistyped field, duplicate name) is one
+adapter or template, missing or mistyped field, a field or param its adapter does not read (:data:`READS`),
+duplicate name) is one
 :class:`~instir.benchmarks.types.FormatError` naming the file, the line, the card and the field.
 """
 
@@ -30,11 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import functools
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -46,7 +48,7 @@ from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, UsageError, unknown
 from instir.inputs import InputRefused, key_line, load_yaml, read_config
 from instir.parameters import MAX_CUTOFF, depth
-from instir.retrieval.windows import WINDOWING_MODES
+from instir.retrieval.windows import AUTHORS_CUT, WINDOWING_MODES
 from instir.secrets import refuse_url_credentials, require_env_name
 
 #: where a card's recipe comes from: a benchmark family's paper's code, MTEB's model wrappers (cards
@@ -163,31 +165,57 @@ def _type_ok(name: str, value: Any) -> str | None:
     return None if isinstance(value, str) else "a string"
 
 
-#: The params every adapter reads as a count (its batches, lengths, depth, vector size; ``concurrency`` is
-#: bounded by :func:`instir.http_retry.check_concurrency`).
-COUNT_PARAMS = ("batch_size", "max_length", "depth", "dimensions", "pad_to_multiple_of", "rrf_k")
+#: A param's check: None when the value suits it, else the problem (``must be …, got …``).
+Check = Callable[[Any], "str | None"]
 
 
-#: The params each BM25 adapter reads (:mod:`instir.systems.adapters`); bm25s' scoring methods.
-BM25_PARAMS = {"bm25": ("k1", "b", "method", "stemmer", "stopwords"), "paper-bm25": ("k1", "b", "epsilon")}
-BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+def _must(test: Callable[[Any], bool], expected: str) -> Check:
+    """The check that ``test(value)`` holds, else ``must be <expected>, got <value>``."""
+    return lambda value: None if test(value) else f"must be {expected}, got {quoted(value)}"
 
 
-def _bm25_param_problem(key: str, value: Any) -> str | None:
-    """None when ``value`` suits BM25 param ``key``, else what it must be (a k1 of 1e308 overflowed
-    every score into a run of no rows; a nan or a string failed in the index cache)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if key in ("k1", "b", "epsilon"):
-        top = 100 if key == "k1" else 1
-        return None if number and 0 <= value <= top else f"a number from 0 to {top}"
-    if key == "method":
-        return None if value in BM25_METHODS else f"one of {', '.join(BM25_METHODS)}"
-    if key == "stemmer":
-        import Stemmer
+def _one_of(*values: str) -> Check:
+    """The check that the value is one of ``values`` (one value: the only way the adapter runs, as the card records)."""
+    expected = f"one of {', '.join(values)}" if len(values) > 1 else f"{values[0]!r} (the one way the adapter runs)"
+    return _must(lambda value: isinstance(value, str) and value in values, expected)
 
-        return None if value == "none" or value in Stemmer.algorithms() else "'none' or a PyStemmer algorithm"
-    if isinstance(value, list):  # stopwords
-        return None if all(isinstance(word, str) for word in value) else "a list of words"
+
+def _number(value: Any) -> bool:
+    """A finite int or float (not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _raised(check: Callable[[Any, str], Any]) -> Check:
+    """A check from a function that raises a :class:`UsageError` (or ValueError) saying what is wrong."""
+    def problem(value: Any) -> str | None:
+        try:  # its client refuses it too; here the card's file and field are named
+            check(value, "the value")
+        except (UsageError, ValueError) as err:
+            return str(err)
+        return None
+    return problem
+
+
+def _concurrency(value: Any) -> str | None:
+    """Requests in flight at once (:func:`instir.http_retry.check_concurrency`: a typo of 10,000 would start that
+    many threads against a paid API)."""
+    from instir.http_retry import check_concurrency
+
+    return _raised(check_concurrency)(value)
+
+
+def _stemmer(value: Any) -> str | None:
+    """``none`` or a PyStemmer algorithm (BM25's ``stemmer``)."""
+    import Stemmer
+
+    return None if value == "none" or value in Stemmer.algorithms() else (
+        f"must be 'none' or a PyStemmer algorithm, got {quoted(value)}")
+
+
+def _stopwords(value: Any) -> str | None:
+    """``none``, ``lucene``, a bm25s language or a list of words (BM25's ``stopwords``)."""
+    if isinstance(value, list):
+        return None if all(isinstance(word, str) for word in value) else f"must be a list of words, got {quoted(value)}"
     if value in ("none", "lucene"):
         return None
     if isinstance(value, str):
@@ -196,7 +224,123 @@ def _bm25_param_problem(key: str, value: Any) -> str | None:
         with contextlib.suppress(ValueError):  # a language bm25s does not know
             bm25s.tokenize(["a"], stopwords=value, show_progress=False)
             return None
-    return "'none', 'lucene', a bm25s language such as 'en', or a list of words"
+    return f"must be 'none', 'lucene', a bm25s language such as 'en', or a list of words, got {quoted(value)}"
+
+
+#: a count (batches, lengths, depth, vector size), by the one rule of counts (:func:`instir.parameters.depth`):
+#: 0, -3, 1e9, 10**20 or "many" would fail late or oddly
+_COUNT = _raised(lambda value, what: depth(value, where=""))
+_TEXT = _must(lambda value: isinstance(value, str), "a string")
+_FLAG = _must(lambda value: isinstance(value, bool), "true or false")
+_SIDE = _one_of("left", "right")
+#: BM25's k1 and b (a k1 of 1e308 overflowed every score into a run of no rows; a nan or a string failed in the
+#: index cache), and rank_bm25's epsilon
+_K1 = _must(lambda value: _number(value) and 0 <= value <= 100, "a number from 0 to 100")
+_FRACTION = _must(lambda value: _number(value) and 0 <= value <= 1, "a number from 0 to 1")
+_TEXT_TABLE = _must(lambda value: isinstance(value, Mapping) and all(
+    isinstance(v, str) for v in value.values()), "a table of strings")
+#: a hybrid's RRF weights (dense, lexical): one weight, or a string, ran both halves and then failed in the fusion
+_WEIGHTS = _must(lambda value: isinstance(value, list) and len(value) == 2 and all(
+    _number(v) and v >= 0 for v in value) and any(value), "two non-negative numbers (dense, lexical), not both 0")
+#: bm25s' scoring methods
+BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+#: what a peft-decoder card may pool by, and the orders it may encode documents in (:mod:`instir.systems.decoder`)
+DECODER_POOLINGS = ("batch-last", "last-token", "eos")
+DOC_ORDERS = ("", "length-desc")
+#: GritLM's ``attn`` settings (``GritLM.__init__``): the first two letters are the embedding mode's
+ATTN_MODES = ("bbcc", "cccc", "bb", "cc")
+#: where a card's key must come from (its variable's name) and where it may not hide: checked for every adapter's
+#: card (a key in a card file is refused before anything echoes it)
+SECRET_PARAMS = {"api_key_env": _raised(require_env_name), "base_url": _raised(refuse_url_credentials)}
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What one adapter reads of a card besides :data:`COMMON_FIELDS`: its ``fields``, each with the values it takes
+    (None: any the field allows), and its ``params``, each with its value's check. A card giving anything else is
+    refused as it is read: the run's sidecar records the whole card, so a field the adapter ignored was reported as
+    applied."""
+
+    fields: Mapping[str, tuple[str, ...] | None]
+    params: Mapping[str, Check]
+
+
+#: the fields every card has, whatever its adapter (its identity, where it comes from, what a sweep gives it)
+COMMON_FIELDS = ("name", "paper", "kind", "adapter", "params", "requires", "resources", "source", "variant_of")
+#: the fields an embedding model's adapter reads (sentence-transformers, hf-mean-pool, peft-decoder, gritlm)
+_ENCODER = {"model": None, "revision": None, "dtype": None, "query_max_length": None, "doc_max_length": None,
+            "normalize": None, "similarity": None, "template": None}
+_RERANKER_FIELDS = {"model": None, "revision": None, "dtype": None}
+#: ``first_stage`` and ``depth``: the run a reranker row reranks and how deep, as its paper did (``instir rerank``
+#: takes them as ``--run`` and ``--depth``; ``first_stage`` must name a card)
+_RERANKER_PARAMS = {"batch_size": _COUNT, "max_length": _COUNT, "query_format": _TEXT, "first_stage": _TEXT,
+                    "depth": _COUNT}
+#: What each adapter of :data:`ADAPTERS` reads of a card (its code: ``card.<field>``, ``params.get``); None: all
+#: (``unavailable`` runs nothing, it records the recipe of a row the kit cannot run).
+READS: dict[str, Reads | None] = {
+    "bm25": Reads({"template": None}, {"k1": _K1, "b": _FRACTION, "method": _one_of(*BM25_METHODS),
+                                       "stemmer": _stemmer, "stopwords": _stopwords}),
+    "paper-bm25": Reads({"template": None}, {"k1": _K1, "b": _FRACTION, "epsilon": _FRACTION}),
+    "hybrid": Reads({"template": None}, {"dense": _TEXT, "lexical": _TEXT, "weights": _WEIGHTS, "rrf_k": _COUNT}),
+    "sentence-transformers": Reads(
+        {**_ENCODER, "windowing": None, "pooling": ("mean", "cls", "last-token")},  # the model's own, when built
+        {"batch_size": _COUNT, "trust_remote_code": _FLAG, "padding_side": _SIDE}),
+    "hf-mean-pool": Reads({**_ENCODER, "windowing": None, "pooling": ("mean",)}, {"batch_size": _COUNT}),
+    "peft-decoder": Reads({**_ENCODER, "base_model": None, "pooling": DECODER_POOLINGS},
+                          {"batch_size": _COUNT, "padding_side": _SIDE, "pad_to_multiple_of": _COUNT,
+                           "doc_order": _must(lambda value: value in DOC_ORDERS, "'length-desc' or empty"),
+                           "tokenizer": _TEXT}),
+    "gritlm": Reads({**_ENCODER, "pooling": ("mean",)},
+                    {"batch_size": _COUNT, "attn": _one_of(*ATTN_MODES), "embed_eos": _TEXT, "instruction_end": _TEXT,
+                     "mode": _one_of("embedding")}),
+    "openai-embeddings": Reads({"model": None, "similarity": None, "template": None, "windowing": (AUTHORS_CUT,)},
+                               {**SECRET_PARAMS, "auth_header": _TEXT, "query_params": _TEXT_TABLE,
+                                "dimensions": _COUNT, "batch_size": _COUNT, "concurrency": _concurrency,
+                                "tokenizer": _one_of("tiktoken")}),
+    "colbert-late": Reads({"model": None, "revision": None, "query_max_length": None, "doc_max_length": None,
+                           "template": None},
+                          {"attend_to_mask_tokens": _FLAG, "mask_punctuation": _FLAG, "batch_size": _COUNT}),
+    "monot5": Reads({**_RERANKER_FIELDS, "doc_max_length": None},
+                    {**_RERANKER_PARAMS, "prompt": _TEXT, "false_token": _TEXT, "true_token": _TEXT}),
+    "cross-encoder": Reads({**_RERANKER_FIELDS, "doc_max_length": None},
+                           {**_RERANKER_PARAMS, "truncation": _one_of("only_second")}),
+    "llm-ptrue": Reads(_RERANKER_FIELDS, {**_RERANKER_PARAMS, "prompt": _TEXT, "false_token": _one_of("false"),
+                                          "true_token": _one_of("true"), "padding_side": _one_of("left")}),
+    UNAVAILABLE: None,
+}
+
+
+def reads_problem(card: Mapping) -> tuple[str, str] | None:
+    """``(field, problem)`` of the first field or param of ``card`` (a card file's mapping, or
+    :meth:`SystemCard.to_dict`) that its adapter does not read or cannot take (:data:`READS`); None when all fit.
+    Empty fields (``""``, none) are not given."""
+    adapter = card["adapter"]
+    params = card.get("params") or {}
+    for key, check in SECRET_PARAMS.items():
+        problem = check(params[key]) if key in params else None
+        if problem:
+            return f"params.{key}", problem
+    reads = READS[adapter]
+    if reads is None:
+        return None
+    for key, value in card.items():
+        if key in COMMON_FIELDS or value in ("", None):
+            continue
+        if key not in reads.fields:
+            return key, f"the {adapter} adapter reads no {key}; it reads: {', '.join(reads.fields) or 'none'}"
+        choices = reads.fields[key]
+        if choices is not None and value not in choices:
+            return key, f"the {adapter} adapter takes {' or '.join(map(repr, choices))}, got {quoted(value)}"
+    for key, value in params.items():
+        if key not in reads.params:
+            close = difflib.get_close_matches(str(key), list(reads.params), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return (f"params.{shorten(str(key))}", f"the {adapter} adapter reads no such param{hint}; it reads: "
+                                                  f"{', '.join(reads.params) or 'none'}")
+        problem = reads.params[key](value)
+        if problem:
+            return f"params.{key}", problem
+    return None
 
 
 def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard:
@@ -226,30 +370,9 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     if ADAPTERS[adapter][0] not in (None, data["kind"]):
         raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTERS[adapter][0]}, "
                                                f"not a {data['kind']}")
-    params = data.get("params") or {}
-    from instir.http_retry import check_concurrency
-
-    for key, check in (("api_key_env", require_env_name), ("base_url", refuse_url_credentials),
-                       ("concurrency", check_concurrency)):
-        if key not in params:
-            continue
-        try:  # the client refuses it too (http_retry.Endpoint); here the card's file and field are named
-            check(params[key], "the value")
-        except UsageError as err:
-            raise FormatError(path, label, f"params.{key}", str(err)) from None
-    for key in COUNT_PARAMS:  # read as counts by the adapters: 0, -3, 1e9, 10**20 or "many" would fail late or oddly
-        try:
-            if params.get(key) is not None:
-                depth(params[key], where="")
-        except UsageError as err:
-            raise FormatError(path, label, f"params.{key}", str(err)) from None
-    for key, value in params.items() if adapter in BM25_PARAMS else ():
-        if key not in BM25_PARAMS[adapter]:
-            raise FormatError(path, label, f"params.{shorten(str(key))}",
-                              f"unknown param of adapter {adapter!r}; known: {', '.join(BM25_PARAMS[adapter])}")
-        expected = _bm25_param_problem(key, value)
-        if expected is not None:
-            raise FormatError(path, label, f"params.{key}", f"must be {expected}, got {quoted(value)}")
+    problem = reads_problem(data)
+    if problem is not None:
+        raise FormatError(path, label, *problem)
     template = data.get("template", "")
     if template and template not in list_templates():
         raise FormatError(path, label, "template", f"unknown template {quoted(template)}; known: "

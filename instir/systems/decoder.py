@@ -46,14 +46,12 @@ from instir.retrieval.embedding_cache import (
 from instir.retrieval.model_files import model_folder, remembered
 from instir.retrieval.runs import Run
 from instir.retrieval.topk import rank_by_embeddings
+from instir.systems.cards import DECODER_POOLINGS, DOC_ORDERS
 
 if TYPE_CHECKING:
     import torch
 
     from instir.systems.cards import SystemCard
-
-POOLINGS = ("batch-last", "last-token", "eos")
-DOC_ORDERS = ("", "length-desc")
 
 
 def input_text(item: ModelInput) -> str:
@@ -74,7 +72,7 @@ class DecoderRetriever:
     """
 
     #: pooling names this class accepts (a subclass with its own pooling narrows them)
-    poolings: tuple[str, ...] = POOLINGS
+    poolings: tuple[str, ...] = DECODER_POOLINGS
 
     def __init__(self, model: str, *, base_model: str = "", revision: str = "", tokenizer: str = "",
                  pooling: str = "last-token", dtype: str = "float32", query_max_length: int = 512,

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from instir.errors import UserError
 from instir.retrieval.dense import default_device, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
+from instir.systems.cards import ATTN_MODES
 from instir.systems.decoder import DecoderRetriever
 
 if TYPE_CHECKING:
@@ -49,12 +50,8 @@ if TYPE_CHECKING:
 
     from instir.systems.cards import SystemCard
 
-#: GritLM's ``attn`` settings (``GritLM.__init__``): the first two letters are the embedding mode's
-ATTN_MODES = ("bbcc", "cccc", "bb", "cc")
 #: the marker that ends every GritLM instruction (IFIR ``gritlm_instruction``)
 EMBED_MARKER = "<|embed|>\n"
-#: card params the gritlm adapter reads
-CARD_PARAMS = ("batch_size", "attn", "embed_eos", "instruction_end", "mode")
 
 
 def split_instruction(text: str, marker: str = EMBED_MARKER) -> tuple[str, str]:
@@ -92,14 +89,7 @@ class GritLMRetriever(DecoderRetriever):
                   progress: bool = True) -> GritLMRetriever:
         """The embedder a ``gritlm`` card describes (params: batch_size, attn, embed_eos,
         instruction_end; ``mode`` must be ``embedding``, the only mode IFIR used)."""
-        p = card.params
-        unknown = sorted(set(p) - set(CARD_PARAMS))
-        if unknown:
-            raise ValueError(f"system {card.name!r}: unknown gritlm params {unknown}; known: {', '.join(CARD_PARAMS)}")
-        if p.get("mode", "embedding") != "embedding":
-            raise ValueError(f"system {card.name!r}: the gritlm adapter embeds (mode 'embedding'), not {p['mode']!r}")
-        if card.pooling not in ("", "mean"):
-            raise ValueError(f"system {card.name!r}: the gritlm adapter pools by mean, not {card.pooling!r}")
+        p = card.params  # what the card may give is checked before (cards.READS)
         return cls(card.model, revision=card.revision, dtype=card.dtype or "float32",
                    query_max_length=card.query_max_length or 512, doc_max_length=card.doc_max_length or 512,
                    normalize=True if card.normalize is None else card.normalize,

@@ -28,7 +28,7 @@ from instir.retrieval.model_files import (
 )
 from instir.retrieval.runs import Run
 from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
-from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards
+from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards, reads_problem
 
 #: python packages each adapter needs beyond the kit's main dependencies (import names)
 ADAPTER_REQUIRES = {
@@ -112,7 +112,12 @@ def unavailable_from_card(card: SystemCard, **_: object):
 
 
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
-    """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked."""
+    """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked, and what the card gives
+    checked against what its adapter reads (:func:`~instir.systems.cards.reads_problem`: a card file's are as it is
+    read; a card built in Python, or changed, here)."""
+    problem = reads_problem(card.to_dict())
+    if problem is not None:
+        raise UsageError(f"system {card.name!r}, field '{problem[0]}': {problem[1]}")
     check_dependencies(card)
     check_local_models(card)
     factory = _resolve(ADAPTERS[card.adapter][1])

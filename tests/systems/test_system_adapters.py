@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from says import raises_saying, says
 
-from instir.errors import UnknownNameError
+from instir.errors import UnknownNameError, UsageError
 from instir.formatting import get_template
 from instir.retrieval import BUNDLED_MODEL_ID, retrieve
 from instir.retrieval.dense import DenseRetriever
@@ -220,3 +220,19 @@ def test_a_card_named_exactly_as_asked_comes_before_a_papers_card_of_that_name(t
                  "--k", "5", "--out", str(tmp_path / "out")]) == 0
     sidecar = next((tmp_path / "out").glob("*.json"))
     assert json.loads(sidecar.read_text())["system"]["params"] == {"k1": 3.0, "b": 0.1}
+
+
+def test_a_card_built_in_python_is_refused_when_built_if_its_adapter_does_not_read_a_param():
+    # a card file's are refused as it is read; on the commit before, this one ran with batch_size 64
+    card = dataclasses.replace(MINILM, params={"batchsize": 2})
+    with raises_saying(UsageError, "system 'MiniLM (user)', field 'params.batchsize'", "did you mean 'batch_size'?"):
+        build_system(card, cards=_cards(card))
+
+
+def test_a_sentence_transformers_card_pooling_other_than_its_models_is_refused_when_built(tmp_path):
+    # on the commit before, pooling = "cls" ran the model's mean pooling and the sidecar recorded "cls"
+    cls = dataclasses.replace(MINILM, pooling="cls")
+    with raises_saying(UsageError, "system 'MiniLM (user)', field 'pooling'", "pools by mean, not 'cls'"):
+        build_system(cls, cards=_cards(cls), cache_dir=tmp_path, progress=False)
+    mean = dataclasses.replace(MINILM, pooling="mean")
+    assert build_system(mean, cards=_cards(mean), cache_dir=tmp_path, progress=False).card.pooling == "mean"

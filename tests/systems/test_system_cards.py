@@ -19,6 +19,9 @@ query_max_length = 128
 doc_max_length = 128
 '''
 
+RERANKER = '[[card]]\nname = "my-monot5"\npaper = "user"\nkind = "reranker"\nadapter = "monot5"\nmodel = "m"\n'
+API = '[[card]]\nname = "my-api"\npaper = "user"\nkind = "retriever"\nadapter = "openai-embeddings"\nmodel = "m"\n'
+
 
 def _write(tmp_path, text, name="mine.toml"):
     path = tmp_path / name
@@ -121,18 +124,17 @@ def test_a_card_holding_a_key_is_refused_when_its_file_loads_naming_file_card_an
                                     "{ max_length = 1e9 }", "{ depth = true }", "{ depth = 100000000000000000000 }"])
 def test_a_count_param_that_is_no_whole_number_of_at_least_1_is_refused_at_load(tmp_path, params):
     # on the commit before, 0, -3 and 1e9 ran (a run under their own key), and "many" was a ValueError traceback
-    path = _write(tmp_path, GOOD.replace('template = "ifir"', f'template = "ifir"\nparams = {params}'))
+    path = _write(tmp_path, RERANKER + f"params = {params}\n")
     field = params.split()[1]
-    with raises_saying(FormatError, str(path), "my-minilm", f"field 'params.{field}'", "whole number of at least 1"):
+    with raises_saying(FormatError, str(path), "my-monot5", f"field 'params.{field}'", "whole number of at least 1"):
         load_cards([path])
 
 
 @pytest.mark.parametrize("value", ["0", "65", "10000", '"many"'])
 def test_a_concurrency_out_of_bounds_is_refused_at_load_and_by_the_clients(tmp_path, value):
     # on the commit before, 10000 was accepted: as many threads, each a request to a paid API, at once
-    card = GOOD.replace('template = "ifir"', f'template = "ifir"\nparams = {{ concurrency = {value} }}')
-    path = _write(tmp_path, card)
-    with raises_saying(FormatError, str(path), "my-minilm", "field 'params.concurrency'", "from 1 to 64"):
+    path = _write(tmp_path, API + f"params = {{ concurrency = {value} }}\n")
+    with raises_saying(FormatError, str(path), "my-api", "field 'params.concurrency'", "from 1 to 64"):
         load_cards([path])
     from instir.errors import UsageError
     from instir.judge.chat import OpenAICompatibleJudge
@@ -148,14 +150,15 @@ def test_a_concurrency_out_of_bounds_is_refused_at_load_and_by_the_clients(tmp_p
     ("bm25", "{ k1 = nan }", "k1", "a number from 0 to 100"),
     ("bm25", "{ k1 = 1e308, b = 1e308 }", "k1", "a number from 0 to 100"),  # was a trusted run of no rows
     ("bm25", "{ b = -5.0 }", "b", "a number from 0 to 1"),
-    ("bm25", "{ bb = 0.75 }", "bb", "unknown param of adapter 'bm25'; known: k1, b, method, stemmer, stopwords"),
+    ("bm25", "{ bb = 0.75 }", "bb",
+     "the bm25 adapter reads no such param (did you mean 'b'?); it reads: k1, b, method, stemmer, stopwords"),
     ("bm25", '{ method = "nonsense" }', "method", "one of robertson, lucene, atire, bm25l, bm25+"),
     ("bm25", '{ stemmer = "klingon" }', "stemmer", "'none' or a PyStemmer algorithm"),
     ("bm25", '{ stopwords = "xx" }', "stopwords", "a bm25s language such as 'en'"),
     ("bm25", "{ stopwords = { a = 1 } }", "stopwords", "a bm25s language such as 'en'"),
     ("bm25", '{ stopwords = ["a", 1] }', "stopwords", "a list of words"),
     ("paper-bm25", "{ epsilon = 7 }", "epsilon", "a number from 0 to 1"),
-    ("paper-bm25", '{ stemmer = "porter" }', "stemmer", "known: k1, b, epsilon"),
+    ("paper-bm25", '{ stemmer = "porter" }', "stemmer", "reads no such param; it reads: k1, b, epsilon"),
 ])
 def test_a_bm25_param_it_cannot_run_is_refused_at_load_naming_file_card_and_field(tmp_path, adapter, params, field,
                                                                                     said):
@@ -205,3 +208,82 @@ def test_to_dict_is_plain_json():
 def test_a_missing_card_file_is_one_clear_error(tmp_path):
     with pytest.raises(FormatError, match="no such card file"):
         load_cards([tmp_path / "nope.toml"])
+
+
+def _card(adapter, kind="retriever", fields="", params="{}"):
+    return (f'[[card]]\nname = "mine"\npaper = "user"\nkind = "{kind}"\nadapter = "{adapter}"\n{fields}'
+            f'params = {params}\n')
+
+
+@pytest.mark.parametrize(("card", "field", "said"), [
+    (_card("sentence-transformers", fields='model = "m"\n', params="{ batchsize = 2, window = 3 }"), "params.batchsize",
+     "the sentence-transformers adapter reads no such param (did you mean 'batch_size'?); it reads: batch_size, "
+     "trust_remote_code, padding_side"),
+    (_card("hf-mean-pool", params='{ padding_side = "left" }'), "params.padding_side", "it reads: batch_size"),
+    (_card("colbert-late", params="{ nbits = 2 }"), "params.nbits", "the colbert-late adapter reads no such param"),
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", k = 60 }'), "params.k",
+     "it reads: dense, lexical, weights, rrf_k"),
+    (_card("openai-embeddings", params='{ batch = 8 }'), "params.batch", "did you mean 'batch_size'?"),
+    (_card("monot5", "reranker", params='{ truncation = "only_second" }'), "params.truncation", "reads no such param"),
+    (_card("cross-encoder", "reranker", params='{ prompt = "x" }'), "params.prompt", "reads no such param"),
+    (_card("llm-ptrue", "reranker", params='{ temperature = 0 }'), "params.temperature", "reads no such param"),
+    (_card("peft-decoder", fields='windowing = "ifir"\n'), "windowing", "the peft-decoder adapter reads no windowing"),
+    (_card("colbert-late", fields='dtype = "float16"\n'), "dtype", "the colbert-late adapter reads no dtype"),
+    (_card("openai-embeddings", fields="normalize = true\n"), "normalize", "reads no normalize"),
+    (_card("llm-ptrue", "reranker", fields="doc_max_length = 512\n"), "doc_max_length", "reads no doc_max_length"),
+    (_card("bm25", fields='model = "m"\n'), "model", "the bm25 adapter reads no model; it reads: template"),
+    (_card("hybrid", fields='pooling = "cls"\n'), "pooling", "the hybrid adapter reads no pooling"),
+])
+def test_a_param_or_field_its_adapter_does_not_read_is_refused_at_load_naming_file_line_and_field(tmp_path, card,
+                                                                                                  field, said):
+    # on the commit before, each loaded, ran (exit 0) without it, and the run's sidecar recorded it as applied
+    path = _write(tmp_path, card)
+    line = next(i for i, text in enumerate(card.splitlines(), 1) if text.startswith(field.split(".")[0]))
+    with raises_saying(FormatError, f"{path}, line {line}, card 'mine', field '{field}'", said):
+        load_cards([path])
+
+
+@pytest.mark.parametrize(("card", "field", "said"), [
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [1.0] }'), "params.weights",
+     "must be two non-negative numbers (dense, lexical), not both 0, got [1.0]"),
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = ["a", "b"] }'),
+     "params.weights", "two non-negative numbers"),
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [0, 0] }'), "params.weights",
+     "not both 0"),
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [-1, 2] }'), "params.weights",
+     "non-negative"),
+    (_card("hybrid", params='{ dense = 3, lexical = "BM25 (IFIR)" }'), "params.dense", "must be a string, got 3"),
+    (_card("hf-mean-pool", fields='pooling = "cls"\n'), "pooling", "the hf-mean-pool adapter takes 'mean', got 'cls'"),
+    (_card("peft-decoder", fields='pooling = "mean"\n'), "pooling", "takes 'batch-last' or 'last-token' or 'eos'"),
+    (_card("sentence-transformers", fields='pooling = "eos"\n'), "pooling", "takes 'mean' or 'cls' or 'last-token'"),
+    (_card("openai-embeddings", fields='windowing = "clean"\n'), "windowing", "takes 'ifir', got 'clean'"),
+    (_card("gritlm", params='{ attn = "xx" }'), "params.attn", "one of bbcc, cccc, bb, cc"),
+    (_card("gritlm", params='{ mode = "generative" }'), "params.mode", "'embedding' (the one way the adapter runs)"),
+    (_card("sentence-transformers", params='{ trust_remote_code = "yes" }'), "params.trust_remote_code",
+     "must be true or false"),
+    (_card("peft-decoder", params='{ padding_side = "up" }'), "params.padding_side", "one of left, right"),
+    (_card("peft-decoder", params='{ doc_order = "random" }'), "params.doc_order", "'length-desc' or empty"),
+    (_card("llm-ptrue", "reranker", params='{ true_token = "yes" }'), "params.true_token", "'true' (the one way"),
+    (_card("openai-embeddings", params='{ query_params = { v = 1 } }'), "params.query_params", "a table of strings"),
+])
+def test_a_param_or_field_value_its_adapter_cannot_take_is_refused_at_load(tmp_path, card, field, said):
+    # on the commit before, a hybrid's odd weights ran both halves, then failed in a traceback; the others ran anyway
+    with raises_saying(FormatError, "card 'mine'", f"field '{field}'", said):
+        load_cards([_write(tmp_path, card)])
+
+
+def test_every_builtin_card_gives_only_what_its_adapter_reads():
+    from instir.systems.cards import reads_problem
+
+    assert {card.name: reads_problem(card.to_dict()) for card in load_cards().values()} == {
+        name: None for name in load_cards()}
+
+
+def test_what_each_adapter_reads_loads(tmp_path):
+    text = (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [0.3, 0], rrf_k = 60 }')
+            + _card("peft-decoder", fields='pooling = "eos"\nbase_model = "b"\n',
+                    params='{ doc_order = "", padding_side = "left", tokenizer = "t" }').replace('"mine"', '"d"')
+            + _card("unavailable", fields='pooling = "cls"\n', params='{ reason = "no client", anything = 1 }')
+            .replace('"mine"', '"u"'))
+    cards = load_cards([_write(tmp_path, text)])
+    assert cards["mine"].params["weights"] == [0.3, 0] and cards["d"].pooling == "eos" and cards["u"].pooling == "cls"
