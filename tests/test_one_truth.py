@@ -80,6 +80,21 @@ def test_a_run_file_edited_in_place_or_deleted_makes_the_pages_made_from_it_stal
             score_runs(out, ["instructir-sample"])
 
 
+def test_a_page_edited_or_deleted_after_the_kit_rendered_it_is_named_on_the_index(tmp_path):
+    # the record held each page's digest, but only the next instir run looked: the index said ok and linked a
+    # deleted page, and a page reading "nDCG@10 99.9" passed for the kit's
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    (out / "03_metrics.html").write_text("<html>nDCG@10 (EDITED: 99.9)</html>")
+    (out / "02_retrieval.html").unlink()
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert stale == {"02_retrieval": "its page 02_retrieval.html is gone",
+                     "03_metrics": "its page 03_metrics.html was changed after the kit rendered it"}
+    write_index(out.parent)
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert '<span class="ok">' not in index and "03_metrics.html was changed after the kit rendered it" in index
+
+
 def test_a_report_folder_copied_with_its_times_or_without_stays_as_it_was(tmp_path):
     out = tmp_path / "reports" / "r"
     _finished_report(out)

@@ -284,21 +284,30 @@ def rewritten_inputs(folder: str | Path, notebook: str, record: Record | None = 
 
 
 def stale_pages(folder: str | Path, record: Record | None = None) -> list[Stale]:
-    """Every notebook of ``folder`` whose HTML page shows an older run of its stage than the
-    folder's, whose stage read files an earlier stage has rewritten since, or whose own files were
-    changed by something that recorded no run (in chain order), each with what differs (from
+    """Every notebook of ``folder`` whose HTML page is gone or was changed since the kit rendered it, shows an older
+    run of its stage than the folder's, whose stage read files an earlier stage has rewritten since, or whose own
+    files were changed by something that recorded no run (in chain order), each with what differs (from
     ``record``, the folder's record, read once when not given)."""
     folder = Path(folder)
     record = read_record(folder) if record is None else record
     records, pages = stage_records(folder, record), page_records(folder, record)
     writer_of_folder = {name: notebook for notebook, name in WRITES.items()}
     stale = []
-    for notebook in WRITES:
-        runs = records.get(notebook)
+    own = record.get("made", {}).get(".", {})
+    for notebook in dict.fromkeys([*WRITES, *pages]):
+        page, reasons = pages.get(notebook), []
+        if page and isinstance(page.get("html"), str) and page["html"] in own:  # the kit noted the page it rendered
+            shown = folder / page["html"]
+            if not shown.is_file():
+                reasons.append(f"its page {page['html']} is gone")
+            elif made_digest(shown) != own[page["html"]]:
+                reasons.append(f"its page {page['html']} was changed after the kit rendered it")
+        runs = records.get(notebook) if notebook in WRITES else None
         if not runs:
+            if reasons:
+                stale.append(Stale(notebook, tuple(reasons)))
             continue
-        last, reasons = runs[0], []
-        page = pages.get(notebook)
+        last = runs[0]
         shows_older = bool(page and page.get("stamp") and page["stamp"] != last.get("stamp"))
         if shows_older and (folder / str(page.get("html"))).is_file():
             shown = next((run for run in runs if run.get("stamp") == page["stamp"]), None)
