@@ -12,21 +12,22 @@ query + instruction join nor the authors' P(true) LLM prompts, so the authors' s
 have to be passed through anyway; the few transformers calls below reproduce
 ``rerankers.py`` line by line and keep the dependency list short.
 
-Models load lazily, on the first :meth:`score` call, so a fully cached rerun loads nothing.
+Models load lazily, on the first :meth:`score` call or the first description of their weights (the
+``fingerprint`` of an identity, remembered under their files), so a fully cached rerun loads nothing.
 ``calls`` counts model forward passes (batches) and ``scored`` the inputs they held.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from instir.errors import unknown
 from instir.formatting import check_format
-from instir.retrieval.dense import default_device
-from instir.retrieval.model_files import check_model
+from instir.home import instir_home
+from instir.retrieval.dense import default_device, weights_fingerprint
+from instir.retrieval.model_files import check_model, model_folder, remembered
 from instir.systems.cards import DTYPES
 
 _SRC = "kaistAI/InstructIR eval/src/rerankers.py"
@@ -92,25 +93,6 @@ def authors_llm_prompt(model: str) -> str:
     return "llama-chat" if "chat" in model else "llama"
 
 
-def local_model_digest(model: str) -> str | None:
-    """For a local model folder: SHA-256 over its file names, sizes and first/last MiB (a
-    cheap content check that keys the score cache without loading the model); None for a
-    Hub id."""
-    root = Path(model)
-    if not root.is_dir():
-        return None
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        size = path.stat().st_size
-        h.update(f"|{path.relative_to(root).as_posix()}|{size}|".encode())
-        with path.open("rb") as fh:
-            h.update(fh.read(1 << 20))
-            if size > 2 << 20:
-                fh.seek(-(1 << 20), 2)
-                h.update(fh.read())
-    return h.hexdigest()
-
-
 def _card_params(card: Any) -> dict:
     return dict(getattr(card, "params", None) or {})
 
@@ -147,7 +129,7 @@ class _HFReranker:
         self.scored = 0
         self._model = None
         self._tokenizer = None
-        self._digest = local_model_digest(self.model_name)
+        self._fingerprint: str | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model_name!r}, dtype={self.dtype!r})"
@@ -159,7 +141,24 @@ class _HFReranker:
 
     def _base_identity(self) -> dict:
         return {"kind": self.kind, "model": self.model_name, "revision": self.revision,
-                "local_files_sha256": self._digest, "dtype": self.dtype, "max_length": self.max_length}
+                "fingerprint": self.fingerprint(), "dtype": self.dtype, "max_length": self.max_length}
+
+    def fingerprint(self) -> str:
+        """The loaded model's :func:`~instir.retrieval.dense.weights_fingerprint` (it keys the score cache and a
+        reranked run), remembered under its files in the kit's cache home
+        (:func:`~instir.retrieval.model_files.remembered`): a rerun whose scores exist loads no model, and any
+        rewritten file (or a Hub id not on disk, which is loaded) is described from its weights again."""
+        if self._fingerprint is None:
+            described = remembered(instir_home(), [model_folder(self.model_name, self.revision)],
+                                   {"class": type(self).__name__, "dtype": self.dtype},
+                                   lambda: {"fingerprint": self._loaded_fingerprint()})
+            self._fingerprint = described["fingerprint"]
+        return self._fingerprint
+
+    def _loaded_fingerprint(self) -> str:
+        """:func:`~instir.retrieval.dense.weights_fingerprint` of the model and tokenizer as :meth:`loaded`."""
+        model, tokenizer = self.loaded()
+        return weights_fingerprint(f"{model!r}|dtype={self.dtype}", tokenizer, model.state_dict())
 
     def joined_query(self, query: str, instruction: str) -> str:
         """The query text the model sees: ``query_format`` filled, stripped."""

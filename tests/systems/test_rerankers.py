@@ -172,7 +172,46 @@ def test_changed_model_files_change_the_cache_identity(tmp_path):
     a = build_t5(tmp_path / "a", TEXTS, seed=0)
     b = build_t5(tmp_path / "b", TEXTS, seed=1)
     ida, idb = MonoT5Reranker(str(a)).identity(), MonoT5Reranker(str(b)).identity()
-    assert ida["local_files_sha256"] != idb["local_files_sha256"]
+    assert ida["fingerprint"] != idb["fingerprint"]
+
+
+def test_weights_changed_in_the_middle_of_a_file_are_a_new_model_scored_again(toy_benchmark, tmp_path):
+    """A checkpoint saved over the old one (same size, its first and last MiB as they were) was once the old
+    model to the score cache: its scores were served."""
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    words = [" ".join(f"w{i}" for i in range(40_000))]  # a 2.5 MiB embedding: the file's middle is in it
+    folder = build_t5(tmp_path / "t5", [*TEXTS, *words])
+    bench = toy_benchmark()
+    first = retrieve(bench, BM25Retriever(), k=5)
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    old = MonoT5Reranker(str(folder), batch_size=4)
+    rerank(first, bench, old, depth=5, cache=cache, progress=False)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    middle = len(data) // 2 & ~7
+    data[middle:middle + 4096] = torch.randn(1024, generator=torch.Generator().manual_seed(1)).numpy().tobytes()
+    weights.write_bytes(bytes(data))
+    assert len(data) > 2 << 20 and weights.stat().st_size == len(data)
+
+    new = MonoT5Reranker(str(folder), batch_size=4)
+    assert new.identity() != old.identity()
+    after = rerank(first, bench, new, depth=5, cache=cache, progress=False)
+    assert after.meta["scored"] == len(after) and new.calls > 0  # (words the pairs hold are the file's first MiB)
+    warm = MonoT5Reranker(str(folder), batch_size=4)
+    assert rerank(first, bench, warm, depth=5, cache=cache, progress=False).df.equals(after.df)
+    assert warm._model is None and warm.calls == 0  # the changed files' description is remembered in turn
+
+
+def test_a_hub_id_not_on_disk_is_described_by_loading_it(t5_dir, monkeypatch):
+    import transformers
+
+    for auto in (transformers.AutoModelForSeq2SeqLM, transformers.AutoTokenizer):  # the Hub, served from t5_dir
+        monkeypatch.setattr(auto, "from_pretrained", lambda _, *a, load=auto.from_pretrained, **k: load(t5_dir, **k))
+    hub = MonoT5Reranker("org/tiny-monot5")
+    assert hub.identity()["fingerprint"] == MonoT5Reranker(str(t5_dir)).identity()["fingerprint"]
+    assert hub._model is not None
 
 
 def test_from_card_reads_the_duck_typed_card(t5_dir):
