@@ -263,6 +263,8 @@ class Reads:
 
     fields: Mapping[str, tuple[str, ...] | None]
     params: Mapping[str, Check]
+    #: the params it cannot run without (a hybrid's two cards)
+    needs: tuple[str, ...] = ()
 
 
 #: the fields every card has, whatever its adapter (its identity, where it comes from, what a sweep gives it)
@@ -281,7 +283,8 @@ READS: dict[str, Reads | None] = {
     "bm25": Reads({"template": None}, {"k1": _K1, "b": _FRACTION, "method": _one_of(*BM25_METHODS),
                                        "stemmer": _stemmer, "stopwords": _stopwords}),
     "paper-bm25": Reads({"template": None}, {"k1": _K1, "b": _FRACTION, "epsilon": _FRACTION}),
-    "hybrid": Reads({"template": None}, {"dense": _TEXT, "lexical": _TEXT, "weights": _WEIGHTS, "rrf_k": _COUNT}),
+    "hybrid": Reads({"template": None}, {"dense": _TEXT, "lexical": _TEXT, "weights": _WEIGHTS, "rrf_k": _COUNT},
+                    needs=("dense", "lexical")),
     "sentence-transformers": Reads(
         {**_ENCODER, "windowing": None, "pooling": ("mean", "cls", "last-token")},  # the model's own, when built
         {"batch_size": _COUNT, "trust_remote_code": _FLAG, "padding_side": _SIDE}),
@@ -340,6 +343,9 @@ def reads_problem(card: Mapping) -> tuple[str, str] | None:
         problem = reads.params[key](value)
         if problem:
             return f"params.{key}", problem
+    for key in reads.needs:
+        if key not in params:
+            return f"params.{key}", f"the {adapter} adapter cannot run without it (a card's name)"
     return None
 
 

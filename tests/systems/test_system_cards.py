@@ -253,6 +253,8 @@ def test_a_param_or_field_its_adapter_does_not_read_is_refused_at_load_naming_fi
     (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [-1, 2] }'), "params.weights",
      "non-negative"),
     (_card("hybrid", params='{ dense = 3, lexical = "BM25 (IFIR)" }'), "params.dense", "must be a string, got 3"),
+    # a hybrid without one of its two cards: a KeyError when built
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)" }'), "params.lexical", "the hybrid adapter cannot run without it"),
     (_card("hf-mean-pool", fields='pooling = "cls"\n'), "pooling", "the hf-mean-pool adapter takes 'mean', got 'cls'"),
     (_card("peft-decoder", fields='pooling = "mean"\n'), "pooling", "takes 'batch-last' or 'last-token' or 'eos'"),
     (_card("sentence-transformers", fields='pooling = "eos"\n'), "pooling", "takes 'mean' or 'cls' or 'last-token'"),
