@@ -32,8 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from instir import atomic
 from instir.benchmarks.mteb import MtebIds, mteb_ids
 from instir.benchmarks.readers import check_id, read_text
@@ -41,7 +39,7 @@ from instir.benchmarks.types import Benchmark, FormatError, quoted
 from instir.errors import UsageError, shorten
 from instir.formatting import Template, get_template, require_text
 from instir.inputs import file_problem, read_head
-from instir.retrieval.runs import Run, as_run
+from instir.retrieval.runs import Run, as_run, score_problem
 from instir.retrieval.search import file_slug
 
 #: Largest prediction file read, in bytes (refused before reading): MTEB's top 1,000 of 10,000
@@ -49,8 +47,6 @@ from instir.retrieval.search import file_slug
 MAX_PREDICTIONS_BYTES = 1 << 30
 #: Most digits of an integer in a prediction file (Python refuses beyond 4,300, a traceback).
 MAX_DIGITS = 400
-#: Largest score magnitude: runs hold float32 scores, as trec_eval compares them.
-MAX_SCORE = float(np.finfo(np.float32).max)
 
 #: the suffix of MTEB's prediction files (``AbsTask.prediction_file_name``)
 PREDICTIONS_SUFFIX = "_predictions.json"
@@ -171,10 +167,9 @@ def read_mteb_predictions(path: str | Path) -> MtebPredictions:
             if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
                 raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
                                   f"expected a finite number (the score), got {quoted(json.dumps(score))}")
-            if abs(score) > MAX_SCORE:
-                raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
-                                  f"the score {score:.6g} does not fit a 32-bit float, in which runs hold scores "
-                                  "(as trec_eval compares them)")
+            problem = score_problem(score)
+            if problem is not None:
+                raise FormatError(path, f"{where} > query {quoted(qid)}", docid, problem)
             ranked[docid] = float(score)
         scores[qid] = ranked
     for key in ("model_name", "revision"):

@@ -23,10 +23,11 @@ import codecs
 import copy
 import hashlib
 import json
+import math
 import platform
 import re
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,45 @@ RUN_COLUMNS = ("qid", "docid", "score", "rank")
 #: ESC: a control character, which no id may hold) sends the file to the slow path, which names its line.
 _FAST_BYTES = bytes(range(0x20, 0x7F)) + b"\n\r" + bytes(range(0x80, 0x100))
 TREC_FIELDS = ("qid", "Q0", "docid", "rank", "score", "tag")
+#: The largest score magnitude a run holds: scores are single-precision floats, as trec_eval reads them (a C
+#: ``float``); a larger one would become infinity there and here, or NaN once a tie below it is broken.
+MAX_SCORE = float(np.finfo(np.float32).max)
 SIDECAR_FORMAT = "instir-run/1"
 _VERSIONED = ("instir", "numpy", "pandas", "pyarrow", "bm25s", "PyStemmer", "sentence-transformers", "torch",
               "transformers", "ir-measures")
+
+
+def score_problem(score: float) -> str | None:
+    """What makes ``score`` no run score (NaN, infinity, beyond :data:`MAX_SCORE`), None when it is one: the one
+    rule of a run's scores, whether read from a TREC run file, an MTEB prediction file or given in memory. An int
+    of any size is compared as it is (a float of it could overflow)."""
+    if isinstance(score, float) and not math.isfinite(score):
+        return f"expected a finite number, got {score!r}"
+    if abs(score) > MAX_SCORE:
+        return (f"the score {score:.6g} does not fit a 32-bit float, in which runs hold scores (trec_eval reads "
+                "scores as single-precision floats)")
+    return None
+
+
+def _check_scores(scores: np.ndarray, qid_at: Callable[[int], str], docid_at: Callable[[int], str]) -> None:
+    """Refuse the first score of ``scores`` (float64) that :func:`score_problem` refuses, naming its query
+    (``qid_at(i)``) and document (``docid_at(i)``): checked at once for the array, named for the first bad one."""
+    bad = np.flatnonzero(~(np.abs(scores) <= MAX_SCORE))  # NaN compares False: refused with infinity
+    if len(bad):
+        i = int(bad[0])
+        raise UsageError(f"run score of document {quoted(docid_at(i))} for query {quoted(qid_at(i))}: "
+                         f"{score_problem(float(scores[i]))}")
+
+
+def _check_room(lowered: np.ndarray, qid_at: Callable[[int], str]) -> None:
+    """Refuse tied scores that cannot be made strictly decreasing within :data:`MAX_SCORE`: ``lowered`` holds the
+    scores as :func:`_ordered_ints` after the ties are broken, in run order (``qid_at(i)``: the query of the i-th);
+    ties at the lowest score a run holds would go to minus infinity, then NaN."""
+    below = np.flatnonzero(lowered < _LOWEST)
+    if len(below):
+        raise UsageError(f"run scores of query {quoted(qid_at(int(below[0])))} are tied at or near {-MAX_SCORE:.6g}, "
+                         "the lowest 32-bit float, with no room below to break the ties (a run lowers each tied "
+                         "score by the fewest float steps): raise them")
 
 
 def _ordered_ints(s32: np.ndarray) -> np.ndarray:
@@ -69,8 +106,13 @@ def _ordered_ints(s32: np.ndarray) -> np.ndarray:
 
 
 def _floats_from_ordered(o: np.ndarray) -> np.ndarray:
+    """The float32 values of :func:`_ordered_ints` values."""
     bits = np.where(o >= 0, o, (-o) | 0x80000000).astype(np.uint32)
     return bits.view(np.float32)
+
+
+#: :data:`MAX_SCORE` below zero, as :func:`_ordered_ints` orders it: the lowest score a run holds.
+_LOWEST = int(_ordered_ints(np.array([-MAX_SCORE], dtype=np.float32))[0])
 
 
 def _arrow_strings(values) -> pa.Array:
@@ -114,8 +156,7 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"a run needs columns qid, docid, score; missing {missing}")
     scores = pd.to_numeric(df["score"], errors="raise").to_numpy(dtype=np.float64)
-    if not np.isfinite(scores).all():
-        raise ValueError("run scores must be finite numbers (found NaN or infinity)")
+    _check_scores(scores, lambda i: str(df["qid"].iloc[i]), lambda i: str(df["docid"].iloc[i]))
     qenc = _arrow_strings(df["qid"]).dictionary_encode()
     denc = _arrow_strings(df["docid"]).dictionary_encode()
     qcodes = qenc.indices.to_numpy().astype(np.int64)
@@ -134,9 +175,10 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     starts = np.r_[0, np.flatnonzero(np.diff(qsorted)) + 1] if n else np.zeros(0, dtype=np.int64)
     pos = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     # strictly decreasing: o'_i = min(o_i, o'_{i-1} - 1)  <=>  (o'_i + i) = cummin(o_i + i) per query
-    shifted = pd.Series(_ordered_ints(s32) + pos).groupby(qsorted).cummin().to_numpy()
+    lowered = pd.Series(_ordered_ints(s32) + pos).groupby(qsorted).cummin().to_numpy() - pos
+    _check_room(lowered, lambda i: qenc.dictionary[int(qsorted[i])].as_py())
     columns = (_to_str_series(qenc.dictionary.take(qsorted)), _to_str_series(denc.dictionary.take(dcodes[order])),
-               _floats_from_ordered(shifted - pos).astype(np.float64), (pos + 1).astype(np.int64))
+               _floats_from_ordered(lowered).astype(np.float64), (pos + 1).astype(np.int64))
     return pd.DataFrame(dict(zip(RUN_COLUMNS, columns)))
 
 
@@ -182,8 +224,9 @@ class Run:
         qarr, darr = _arrow_strings(qids), _arrow_strings(doc_ids)
         if len(pc.unique(qarr)) != len(qarr):
             raise ValueError("query ids of the rows must be unique")
-        if not np.isfinite(scores[keep]).all():
-            raise ValueError("run scores must be finite numbers (found NaN or infinity)")
+        rows, cols = np.nonzero(keep)
+        _check_scores(scores[rows, cols].astype(np.float64), lambda i: qarr[int(rows[i])].as_py(),
+                      lambda i: darr[int(indices[rows[i], cols[i]])].as_py())
         width = indices.shape[1]
         distinct = np.sort(np.where(keep, indices, -1 - np.arange(width)), axis=1)
         rows, cols = np.nonzero(distinct[:, 1:] == distinct[:, :-1])
@@ -196,7 +239,9 @@ class Run:
         s32 = np.take_along_axis(s32, order, axis=1)
         kept = np.take_along_axis(keep, order, axis=1)
         pos = np.arange(width)
-        strict = _floats_from_ordered(np.minimum.accumulate(_ordered_ints(s32) + pos, axis=1) - pos)
+        lowered = np.minimum.accumulate(_ordered_ints(s32) + pos, axis=1) - pos
+        _check_room(np.where(kept, lowered, _LOWEST), lambda i: qarr[i // width].as_py())
+        strict = _floats_from_ordered(np.where(kept, lowered, _LOWEST))
         df = pd.DataFrame({
             "qid": _to_str_series(qarr.take(np.repeat(np.arange(len(qarr)), kept.sum(axis=1)))),
             "docid": _to_str_series(darr.take(indices[kept])),
@@ -564,6 +609,9 @@ def _parse_slowly(path: Path, text: str) -> tuple[pd.DataFrame, list[int]]:
         value = float(ascii_number(score, path, n, "score", "a number"))
         if not np.isfinite(value):
             raise FormatError(path, n, "score", f"expected a finite number, got {quoted(score)}")
+        problem = score_problem(value)
+        if problem is not None:
+            raise FormatError(path, n, "score", problem)
         if (qid, docid) in seen:
             raise FormatError(path, n, "docid", f"document {quoted(docid)} listed twice for query {quoted(qid)} "
                                                 f"(first on line {seen[(qid, docid)]})")

@@ -13,6 +13,7 @@ from says import raises_saying
 
 from instir import atomic
 from instir.benchmarks.types import FormatError
+from instir.errors import UserError
 from instir.retrieval import runs
 from instir.retrieval.runs import (
     Run,
@@ -130,6 +131,29 @@ def test_bad_frames_are_rejected():
         Run(frame([("q", "d", 1.0), ("q", "d", 2.0)]))
     with pytest.raises(ValueError, match="finite"):
         Run(frame([("q", "d", float("nan"))]))
+
+
+@pytest.mark.parametrize("score", [2e39, -1e39, -2e39, 1e300])
+def test_a_score_beyond_single_precision_is_refused_naming_its_query_and_document(score):
+    # on the commit before: 2e39 became inf and 1e39 3.4e38 with a RuntimeWarning, -1e39 and -2e39 -inf and NaN
+    # ("run has NaN scores" from evaluate)
+    said = ("document 'a'", "query 'q'", f"{score:.6g}", "does not fit a 32-bit float", "single-precision")
+    with raises_saying(UserError, *said):
+        Run(frame([("q", "b", 1.0), ("q", "a", score)]))
+    with raises_saying(UserError, *said):
+        Run.from_scores({"q": {"b": 1.0, "a": score}})
+    with raises_saying(UserError, *said):
+        Run.from_arrays(["p", "q"], ["a", "b"], np.array([[1, 0], [1, 0]]), np.array([[2.0, 1.0], [1.0, score]]))
+
+
+def test_the_largest_single_precision_scores_are_kept_and_ties_below_the_lowest_are_refused():
+    top = float(np.finfo(np.float32).max)
+    assert Run.from_scores({"q": {"a": top, "b": -top}}).df["score"].tolist() == [top, -top]
+    # on the commit before: the tie was broken to -inf and the next to NaN
+    with raises_saying(UserError, "query 'q'", "tied", "the lowest 32-bit float"):
+        Run.from_scores({"q": {"a": -top, "b": -top, "c": -top}})
+    with raises_saying(UserError, "query 'q'", "tied", "the lowest 32-bit float"):
+        Run.from_arrays(["p", "q"], ["a", "b"], np.array([[0, 1], [0, 1]]), np.array([[1.0, 0.5], [-top, -top]]))
 
 
 def test_columns_and_dtypes_follow_the_run_contract():
@@ -252,6 +276,8 @@ def test_external_run_with_tabs_reads_and_reports_its_tag(tmp_path):
     ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 high t\n", 2, "score", "expected a number, got 'high'"),
     ("q1 Q0 d1 first 2.0 t\n", 1, "rank", "expected an integer, got 'first'"),
     ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 nan t\n", 2, "score", "expected a finite number"),
+    ("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 -1e39 t\n", 2, "score", "the score -1e+39 does not fit a 32-bit float"),
+    ("q1 Q0 d1 1 2e39 t\nq1 Q0 d2 2 1e39 t\n", 1, "score", "the score 2e+39 does not fit a 32-bit float"),
     ("q1 Q0 d1 1 2.0 t\nq2 Q0 d1 1 2.0 t\nq1 Q0 d1 3 1.0 t\n", 3, "docid",
      "document 'd1' listed twice for query 'q1' (first on line 1)"),
 ])
