@@ -10,7 +10,7 @@ brings along (``derived``); the ``mteb`` protocol is a parameter of the same pat
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import pandas as pd
 
@@ -255,6 +255,31 @@ def instance_groups(qids: Sequence[str]) -> dict[str, str]:
     return {q: q.rpartition("_")[0] for q in qids}
 
 
+def _given_groups(groups: object, qids: Sequence[str]) -> Mapping[str, str]:
+    """``evaluate``'s ``groups`` when it is a ``{qid: group}`` mapping that groups every scored query in ``qids``:
+    Robustness is the mean of each group's minimum, and a query left out would leave its group's minimum higher."""
+    if not isinstance(groups, Mapping):
+        raise UsageError(f"evaluate(…, groups) takes {{query id: group}} (a dict), got a {type(groups).__name__}")
+    lone = [q for q in qids if q not in groups]
+    if lone:
+        raise UsageError(f"evaluate(…, groups) gives no group to {len(lone)} scored queries, e.g. "
+                         f"{', '.join(quoted(q) for q in lone[:3])}: Robustness needs the group of each")
+    return groups
+
+
+def _given_changed(changed: object) -> Mapping[str, Sequence[str]]:
+    """``evaluate``'s ``changed`` when it is a ``{query: [changed document ids]}`` mapping (a string in place of the
+    list would read as its characters)."""
+    if not isinstance(changed, Mapping):
+        raise UsageError(f"evaluate(…, changed) takes {{query id: [changed document ids]}} (a dict), got a "
+                         f"{type(changed).__name__}")
+    for query, docs in changed.items():
+        if isinstance(docs, (str, bytes)) or not isinstance(docs, (Sequence, Set)):
+            raise UsageError(f"evaluate(…, changed) takes {{query id: [changed document ids]}}; query "
+                             f"{quoted(str(query))} has {quoted(docs)} (a {type(docs).__name__}), not a list")
+    return changed
+
+
 def _single(measures: object) -> bool:
     """Whether ``measures`` is one measure (a name, an object) rather than a sequence of them."""
     return isinstance(measures, str) or not isinstance(measures, Sequence)
@@ -355,7 +380,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
                          "per_query")
     release = dict(benchmark.meta) if benchmark is not None else {}
     if changed is not None:
-        release["changed"] = changed
+        release["changed"] = _given_changed(changed)
     spec = benchmark.spec if benchmark is not None else None
     scorer = Scorer(the_qrels, list(dict.fromkeys(asked.values())), spec.forms if spec else None, release)
     scores = scorer.per_query(the_run)
@@ -371,6 +396,8 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
         if groups is None:
             groups = (robustness.query_groups(benchmark) if benchmark is not None
                       else instance_groups(sorted(set(scores["qid"]))))
+        else:
+            groups = _given_groups(groups, scores["qid"].unique())
         means.update(mean_by_measure(scorer.group_minima(scores, groups)))
     if grouped:  # the rows as given: p-MRR's insertion tie rule ranks ties in their order
         means.update(mean_by_measure(scorer.group_values(the_run if benchmark is not None else given_rows(run))))

@@ -7,6 +7,7 @@ from collections import namedtuple
 import numpy as np
 import pandas as pd
 import pytest
+from says import raises_saying
 
 import instir
 from instir.benchmarks import load_benchmark
@@ -144,6 +145,21 @@ def test_what_is_neither_qrels_nor_a_run_is_named():
         instir.evaluate(3, RUN, "nDCG@10")
     with pytest.raises(UsageError, match="has no document id column"):
         instir.evaluate(QRELS, pd.DataFrame({"qid": ["a_1"], "score": [1.0]}), "nDCG@10")
+
+
+def test_groups_or_changed_given_in_another_shape_or_leaving_queries_out_are_one_line():
+    # on the commit before: a bare KeyError for a list or partial groups, an AttributeError for a list as changed
+    with raises_saying(UsageError, "evaluate(…, groups)", "{query id: group}", "list"):
+        instir.evaluate(QRELS, RUN, "Robustness@10", groups=list(QRELS))
+    with raises_saying(UsageError, "evaluate(…, groups)", "no group to 1 scored queries", "'b_1'"):
+        instir.evaluate(QRELS, RUN, "Robustness@10", groups={"a_1": "a", "a_2": "a"})
+    pmrr_qrels = {"q-og": {"a": 1}, "q-changed": {"a": 0}}
+    pmrr_run = {"q-og": {"a": 2.0, "b": 1.0}, "q-changed": {"b": 2.0, "a": 1.0}}
+    assert instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed={"q": ["a"]}) == pytest.approx(0.5)
+    with raises_saying(UsageError, "evaluate(…, changed)", "{query id: [changed document ids]}", "list"):
+        instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed=["a"])
+    with raises_saying(UsageError, "evaluate(…, changed)", "query 'q'", "'a'", "not a list"):
+        instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed={"q": "a"})
 
 
 def test_a_pyterrier_frame_is_read_by_its_docno_and_two_grade_columns_are_refused():
