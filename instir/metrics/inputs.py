@@ -35,12 +35,17 @@ GIVEN_QRELS = "the given qrels"
 
 def qrels_of(qrels: object) -> Qrels:
     """``qrels`` in any of the shapes the module docstring lists, as ``{qid: {docid: grade}}``; ids holding a
-    character no id may hold (:func:`instir.benchmarks.readers.check_id`: NUL, ESC …) are refused."""
+    character no id may hold (:func:`instir.benchmarks.readers.check_id`: NUL, ESC …) are refused, and so is a
+    benchmark's name where no such file is (it would read as a qrels file that is not found)."""
     if isinstance(qrels, Benchmark):
         return qrels.qrels
     if isinstance(qrels, (str, Path)):
+        from instir.benchmarks import catalog
         from instir.benchmarks.readers import read_qrels
 
+        if str(qrels) in catalog.entries() and not Path(qrels).exists():
+            raise UsageError(f"{quoted(str(qrels))} is a benchmark's name, not a qrels file: pass the benchmark, "
+                             f"instir.load_benchmark({quoted(str(qrels))})")
         return read_qrels(Path(qrels))[0]
     given = _given_qrels(qrels)
     check_id_column(given, GIVEN_QRELS, "query id")  # every query's, a query without judgments too

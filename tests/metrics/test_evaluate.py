@@ -162,6 +162,16 @@ def test_groups_or_changed_given_in_another_shape_or_leaving_queries_out_are_one
         instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed={"q": "a"})
 
 
+def test_a_benchmarks_name_in_place_of_the_qrels_says_to_load_it(tmp_path, monkeypatch, sample_run):
+    # on the commit before: "FormatError: instructir-sample: file not found", the name read as a qrels path
+    bench, run = sample_run
+    monkeypatch.chdir(tmp_path)
+    with raises_saying(UsageError, "'instructir-sample'", "benchmark", "instir.load_benchmark('instructir-sample')"):
+        instir.evaluate("instructir-sample", run, "nDCG@10")
+    with raises_saying(FormatError, "nope-sample", "not found"):  # any other missing file is one, as before
+        instir.evaluate("nope-sample", run, "nDCG@10")
+
+
 def test_a_pyterrier_frame_is_read_by_its_docno_and_two_grade_columns_are_refused():
     # before, PyTerrier's internal docid (a number) was taken over its docno: every document unknown, nDCG 0
     frame = pd.DataFrame({"qid": ["q1"], "docid": [10], "docno": ["d1"], "label": [1]})
