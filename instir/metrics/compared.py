@@ -13,7 +13,17 @@ import pandas as pd
 
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.latex import MAX_P, best_systems, evaluation_marks, latex_table, tests_said
+from instir.parameters import count_within
 from instir.report.html import NO_MATH, escape_text
+
+#: Most decimals a table shows a mean with: a double holds about 15 significant digits.
+MAX_DIGITS = 15
+
+
+def check_digits(digits: object) -> int:
+    """``digits`` when it is a whole number of decimals from 0 to :data:`MAX_DIGITS`, else a one-line
+    :class:`~instir.errors.UsageError` (``-1`` gave Python's "Format specifier missing precision")."""
+    return count_within(digits, 0, MAX_DIGITS, "digits (the decimals a table shows a mean with)")
 
 
 @dataclass(frozen=True, repr=False)
@@ -26,6 +36,10 @@ class RunComparison:
     marks: pd.DataFrame
     scale: float = 100.0
     digits: int = 1
+
+    def __post_init__(self) -> None:
+        """A ``digits`` no format can show is refused as the comparison is made, not when the table is first shown."""
+        check_digits(self.digits)
 
     @property
     def systems(self) -> list[str]:
@@ -118,6 +132,7 @@ def compare_runs(benchmark, runs: Mapping[str, object], measures: Sequence[objec
     from instir.metrics.scoring import check_ids_belong, evaluate_runs, require_runs, scored_measures
 
     require_runs(runs, benchmark, "compare_runs(benchmark, runs)")
+    check_digits(digits)  # before the runs are scored
     if len(runs) < 2:
         raise ValueError(f"compare_runs compares two runs or more, got {len(runs)}")
     for name, run in runs.items():  # as instir.evaluate: a run of another benchmark is refused, stray ids warned

@@ -2,6 +2,8 @@
 systems tested per measure (checked here against scipy's paired t-test and Holm's correction worked by hand), the
 means ×100, the letters each system beats, and the same table as HTML, Markdown and ranx's LaTeX."""
 
+import re
+
 import numpy as np
 import pytest
 from says import raises_saying
@@ -103,6 +105,15 @@ def test_a_run_of_another_benchmark_is_refused_naming_the_system(bench, runs):
 def test_a_comparison_needs_two_runs(bench, runs):
     with pytest.raises(ValueError, match="two runs or more, got 1"):
         compare_runs(bench, {"bm25": runs["bm25"]})
+
+
+@pytest.mark.parametrize("digits", [-1, 1.5, True, 16])
+def test_decimals_no_table_can_show_are_refused_in_one_line(bench, runs, digits):
+    # on the commit before: -1 gave "ValueError: Format specifier missing precision" when the table was shown
+    pair = {"bm25": runs["bm25"], "bm25 (query-only)": runs["bm25 (query-only)"]}
+    with raises_saying(UsageError, "digits", "whole number from 0 to 15", repr(digits)):
+        compare_runs(bench, pair, ["nDCG@10"], digits=digits).to_markdown()
+    assert re.search(r"\| \*\*\d+\*\*", compare_runs(bench, pair, ["nDCG@10"], digits=0).to_markdown())  # 0: whole
 
 
 def test_compare_runs_is_one_public_name():
