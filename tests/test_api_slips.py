@@ -78,6 +78,10 @@ def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, r
     (lambda b, r, run: instir.retrieve("instructir-sample", r), "retrieve(benchmark, …) takes a Benchmark, got "
      "'instructir-sample' (a str); load one: instir.load_benchmark('instructir-sample')"),
     (lambda b, r, run: instir.retrieve(b, r, 3), "retrieve(…, template) takes a Template or str or NoneType, got 3"),
+    (lambda b, r, run: instir.retrieve(r, b), "retrieve(benchmark, retriever, …) got the two swapped: a "
+     "BM25Retriever, then the benchmark 'instructir-sample'"),
+    (lambda b, r, run: instir.retrieve(run, r), "retrieve(benchmark, …) takes a Benchmark, got a Run; load one: "
+     "instir.load_benchmark(name)"),
     (lambda b, r, run: instir.build_system(None), "build_system(name) takes a SystemCard or str, got None"),
     (lambda b, r, run: instir.build_system(["bm25"]), "build_system(name) takes a SystemCard or str, got ['bm25']"),
     (lambda b, r, run: instir.write_run(run.df, "x.trec"), "write_run(run, …) takes a Run, got a DataFrame; a "

@@ -213,7 +213,11 @@ def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Templat
     is no whole number from 1 to :data:`instir.parameters.MAX_CUTOFF` is refused (a run of nothing is no result,
     and no measure scores a run deeper).
     """
-    expect(benchmark, Benchmark, "retrieve(benchmark, …)", f"; load one: instir.load_benchmark({quoted(benchmark)})")
+    if isinstance(retriever, Benchmark) and not isinstance(benchmark, Benchmark):
+        raise UsageError(f"retrieve(benchmark, retriever, …) got the two swapped: a {type(benchmark).__name__}, then "
+                         f"the benchmark {quoted(retriever.name)}")
+    expect(benchmark, Benchmark, "retrieve(benchmark, …)",
+           f"; load one: instir.load_benchmark({quoted(benchmark) if isinstance(benchmark, str) else 'name'})")
     expect(template, (Template, str, type(None)), "retrieve(…, template)")
     k = depth(k, where="retrieve(…, k)")
     if isinstance(retriever, str):  # a kind, as make_retriever takes it ("bm25"); a card: build_system(name)
