@@ -60,6 +60,12 @@ def test_slips_in_the_top_level_functions_are_one_line(instructir_sample, runs):
     assert result.meta["judge"]["name"] == "baseline-lexical"  # a backend name, as make_judge takes it
 
 
+def test_a_kind_with_spaces_around_it_builds_the_kind_as_a_cards_name_would():
+    # on the commit before: build_system(" bm25") was "ambiguous" among the BM25 cards, though "bm25" builds the kind
+    assert type(instir.build_system(" bm25")) is type(instir.build_system("bm25"))
+    assert type(instir.build_system("dense: ")) is type(instir.build_system("dense"))
+
+
 def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, runs):
     # on the commit before: TypeError "object of type 'Benchmark' has no len()", AttributeError, or
     # "No objects to concatenate"; and evaluate(bench, run, []) returned {}
@@ -82,6 +88,8 @@ def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, r
      "BM25Retriever, then the benchmark 'instructir-sample'"),
     (lambda b, r, run: instir.retrieve(run, r), "retrieve(benchmark, …) takes a Benchmark, got a Run; load one: "
      "instir.load_benchmark(name)"),
+    (lambda b, r, run: instir.build_system("bm25", colour="red"), "build_system('bm25') takes the options windowing, "
+     "device, cache_dir, progress; got 'colour'"),
     (lambda b, r, run: instir.build_system(None), "build_system(name) takes a SystemCard or str, got None"),
     (lambda b, r, run: instir.build_system(["bm25"]), "build_system(name) takes a SystemCard or str, got ['bm25']"),
     (lambda b, r, run: instir.write_run(run.df, "x.trec"), "write_run(run, …) takes a Run, got a DataFrame; a "

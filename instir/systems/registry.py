@@ -135,13 +135,20 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
     card or card name: a retriever (wrapped in :class:`SystemRetriever`) or a reranker. The
     names are those ``instir run --systems``, a sweep grid and the reports use.
 
-    ``options`` (``device``, ``cache_dir``, ``progress``) go to adapters that accept them.
+    ``options`` (``device``, ``cache_dir``, ``progress``) go to adapters that accept them; one that
+    :func:`~instir.retrieval.make_retriever` does not take is refused for a kind's name.
     A missing optional package raises :class:`MissingDependency` naming the card and the
     ``pip install`` that fixes it.
     """
     expect(card, (SystemCard, str), "build_system(name)", "; e.g. 'bm25', 'dense' or a card's name")
-    if isinstance(card, str) and card.partition(":")[0] in RETRIEVER_KINDS:
-        kind, _, model = card.partition(":")
+    if isinstance(card, str) and card.strip().partition(":")[0] in RETRIEVER_KINDS:  # outer spaces aside, as a card's
+        kind, _, model = card.strip().partition(":")
+        accepted = [name for name, p in inspect.signature(make_retriever).parameters.items()
+                    if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        unknown_options = [name for name in options if name not in accepted]
+        if unknown_options:
+            raise UsageError(f"build_system({card!r}) takes the options {', '.join(accepted)}; got "
+                             f"{', '.join(map(repr, unknown_options))}")
         return make_retriever(kind, model.strip() or None, **options)
     cards = load_cards() if cards is None else cards
     if isinstance(card, str):
