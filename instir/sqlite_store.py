@@ -3,8 +3,12 @@ set of rules: WAL mode with short write transactions under a busy timeout, so se
 and a killed run loses at most what was in flight; the schema checked on every opening; closed with its log
 checkpointed into the file (when the last connection closes, SQLite removes the ``-wal`` and ``-shm``).
 
-What a store will not trust is set aside beside it (renamed ``<name>.set-aside-<UTC time>``, kept for
-inspection, never read or re-sealed), with a warning:
+A store removes or replaces only what it can show it wrote. A file that shows no sign of being a store of its kind
+(not an SQLite database, such as a TREC run named by mistake, or a database holding none of the store's tables, such
+as the user's own) is refused in one line and left untouched, with nothing beside it moved.
+
+What a store will not trust in a file of its kind is set aside beside it (renamed ``<name>.set-aside-<UTC time>``,
+kept for inspection, never read or re-sealed), with a warning:
 
 - a file holding anything but the tables its schema makes (a trigger, a view, another table or index, an
   earlier version's columns): a new store is started;
@@ -31,9 +35,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from instir import atomic
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 from instir.inputs import file_problem
 
+#: The first bytes of every SQLite database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 #: SQLite's result codes for a file that is not a database or is damaged.
 _CORRUPT = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
 
@@ -62,6 +68,7 @@ class SQLiteStore:
         self.lock = threading.Lock()
         self._functions = functions
         self._expected = _made_by(schema)
+        _refuse_other_file(self.path, what, self._expected)  # first: beside another file, nothing is moved
         _set_aside_foreign_log(self.path, what)
         self._connect(busy_timeout_s)
         # Switching to WAL while another process writes fails at once (SQLite calls no busy
@@ -187,9 +194,39 @@ def _foreign_schema(db: sqlite3.Connection, expected: list[tuple[str, str, str]]
     return "has tables other than the kit's (an earlier version's, or edited)"
 
 
+def _refuse_other_file(path: Path, what: str, expected: list[tuple[str, str, str]]) -> None:
+    """A :class:`~instir.errors.UsageError` naming ``path`` when it shows no sign of being a store of the tables
+    ``expected`` lists: neither empty nor an SQLite database, or a database (read as it is on disk, no log replayed,
+    nothing written) holding objects but none of those tables. A store of its kind that was edited, or is damaged,
+    is the opening's to find (set aside, or :class:`CorruptStoreError`); a missing file, a folder or a FIFO its
+    other checks'."""
+    if file_problem(path) is not None:
+        return
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+    except OSError:  # gone meanwhile, or unreadable: the opening says so
+        return
+    if not header:  # empty: SQLite starts a store in it, as in a new file
+        return
+    hint = f"name a new file or an instir {what}"
+    if not header.startswith(_SQLITE_MAGIC):
+        raise UsageError(f"{path} is not a {what} (not an SQLite database): {hint}")
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)) as db:
+            objects = db.execute("SELECT type, name FROM sqlite_master").fetchall()
+    except sqlite3.Error:  # damaged: the opening names it
+        return
+    tables = sorted(name for kind, name, _ in expected if kind == "table")
+    if objects and not any(("table", name) in objects for name in tables):
+        held = ", ".join(f"{kind} {name!r}" for kind, name in sorted(objects)[:5])
+        raise UsageError(f"{path} is not a {what} (an SQLite database without its table "
+                         f"{', '.join(map(repr, tables))}; it holds {held}): {hint}")
+
+
 def _header_id(page: bytes) -> int | None:
     """The id (``user_version``) in a database header (the first page), None when it is not one."""
-    return int.from_bytes(page[60:64], "big") if page[:16] == b"SQLite format 3\x00" and len(page) >= 100 else None
+    return int.from_bytes(page[60:64], "big") if page[:16] == _SQLITE_MAGIC and len(page) >= 100 else None
 
 
 def _set_aside_foreign_log(path: Path, what: str) -> None:

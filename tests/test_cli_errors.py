@@ -17,6 +17,7 @@ from instir.benchmarks import load_benchmark
 from instir.benchmarks.catalog import SAMPLE_ROOT
 from instir.cli import main
 from instir.errors import UsageError
+from instir.judge.cache import JudgmentCache
 from instir.terminal import MAX_MESSAGE_CHARS
 
 TOY_NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
@@ -99,7 +100,8 @@ def test_benchmark_not_fetched(capsys):
 
 def test_corrupt_judgment_cache(capsys, tmp_path):
     cache = tmp_path / "judgments.sqlite"
-    cache.write_bytes(bytes(range(256)) * 16)
+    JudgmentCache(cache).close()
+    cache.write_bytes(cache.read_bytes()[:16] + bytes(range(256)) * 16)  # SQLite's mark, then no database
     line = fails(capsys, "judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline",
                  "--cache", str(cache), "--per-stratum", "1")
     assert str(cache) in line and "damaged" in line and f"mv {cache} {cache}.corrupt" in line

@@ -17,8 +17,9 @@ replaced. A stored judgment outside its rubric's range (a weighted score above t
 judged again the same way. The checksum guards against accidents and careless edits, not against
 someone who recomputes it. The bookkeeping columns (``attempts``, ``created_at``) are not covered.
 
-The file is an :class:`~instir.sqlite_store.SQLiteStore`: its schema is checked on opening (a file holding
-anything but the one table the kit makes is set aside, never re-sealed), another database's write-ahead log
+The file is an :class:`~instir.sqlite_store.SQLiteStore`: its schema is checked on opening (a file that is no
+judgment cache, such as the user's own database, is refused and left untouched; a judgment cache holding anything
+but the one table the kit makes is set aside, never re-sealed), another database's write-ahead log
 beside it is set aside before SQLite could replay it, and closing it (:meth:`JudgmentCache.close`, its context
 manager, or at the latest at exit) checkpoints its log into the file.
 """

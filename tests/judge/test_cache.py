@@ -122,9 +122,10 @@ def test_cache_file_is_in_wal_mode(tmp_path):
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_a_file_that_is_not_a_database_is_named_with_the_command_to_move_it_aside(tmp_path):
+def test_a_damaged_cache_is_named_with_the_command_to_move_it_aside(tmp_path):
     path = tmp_path / "judgments.sqlite"
-    garbage = b"not a database " * 500
+    JudgmentCache(path).close()
+    garbage = path.read_bytes()[:16] + b"\xff" * 84 + path.read_bytes()[100:]  # the header past SQLite's mark
     path.write_bytes(garbage)
     with pytest.raises(CorruptStoreError) as err:
         CachedJudge(scripted([]), path)

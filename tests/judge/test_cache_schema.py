@@ -1,9 +1,10 @@
-"""The judgment cache holds only what the kit writes: a file whose schema differs (a trigger that rewrites
-stored scores, a dropped checksum column, a view, an earlier version's table) is set aside with a warning, kept,
-and never read or re-sealed; a stored judgment outside its rubric's range (a weighted score of 1e300 with a
-checksum recomputed to match) is judged again, so no InstFol is made from it; another database's write-ahead
-log beside the cache is set aside before SQLite could replay it, while the cache's own log (a killed run's) is
-replayed."""
+"""The judgment cache holds only what the kit writes, and moves only what it wrote: a file that is no judgment
+cache (a TREC run, the user's own SQLite database) is refused in one line and left as it is; a cache whose schema
+differs (a trigger that rewrites stored scores, a dropped checksum column, a view, an earlier version's table) is
+set aside with a warning, kept, and never read or re-sealed; a stored judgment outside its rubric's range (a
+weighted score of 1e300 with a checksum recomputed to match) is judged again, so no InstFol is made from it;
+another database's write-ahead log beside the cache is set aside before SQLite could replay it, while the cache's
+own log (a killed run's) is replayed."""
 
 import sqlite3
 import warnings
@@ -11,11 +12,13 @@ from contextlib import closing
 
 import pytest
 from judge_fakes import numbered_requests, stored_rows
-from says import warns_saying
+from says import raises_saying, warns_saying
 from scripted_judge import ScriptedJudge
 
+from instir.errors import UsageError
 from instir.judge.cache import CachedJudge, row_checksum
 from instir.judge.scoring import judgment_from_chat
+from instir.retrieval.score_cache import ScoreCache
 
 SCORES = [2.0, 0.0, 1.5, 3.0]
 
@@ -74,6 +77,38 @@ def test_a_cache_of_an_earlier_version_is_set_aside_not_sealed(tmp_path):
     with pytest.warns(UserWarning, match="has tables other than the kit's"):
         judge, backend, _ = judged(path)
     assert len(backend.requests) == len(SCORES) and len(set_aside(path)) == 1
+
+
+def _other_database(path):
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE results (x)")
+        db.execute("INSERT INTO results VALUES (42)")
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda path: path.write_text("q1 Q0 d1 1 2.0 t\n"), "not an SQLite database"),
+    (lambda path: path.write_bytes(b"SQLite"), "not an SQLite database"),
+    (_other_database, "an SQLite database without its table 'judgments'; it holds table 'results'"),
+], ids=["a TREC run", "a few bytes", "another SQLite database"])
+def test_a_file_that_is_no_judgment_cache_is_refused_in_one_line_and_left_untouched(tmp_path, make, said):
+    # on the commit before: a TREC run was "damaged" with `mv … .corrupt` suggested, and the user's own database
+    # was renamed to .set-aside-… with a warning and a judgment cache made under its name
+    path = tmp_path / "mine.sqlite"
+    make(path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with raises_saying(UsageError, str(path), "is not a judgment cache", said, "name a new file or an instir "
+                                                                                "judgment cache"):
+        CachedJudge(ScriptedJudge({}), path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_the_score_cache_refuses_another_database_as_the_judgment_cache_does(tmp_path):
+    path = tmp_path / "theirs.db"
+    _other_database(path)
+    before = path.read_bytes()
+    with raises_saying(UsageError, str(path), "is not a score cache", "'rerankers', 'scores'", "table 'results'"):
+        ScoreCache(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["theirs.db"] and path.read_bytes() == before
 
 
 @pytest.mark.parametrize("weighted", ["1e300", "-1", "5.5"])
