@@ -43,6 +43,7 @@ from instir.retrieval.runs import (
     as_run,
     ranked_depth,
     ranked_phrase,
+    same_rankings,
     shallowest_query,
 )
 
@@ -254,11 +255,15 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
 
 
 def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run) -> list[Query]:
-    """The benchmark's instances either run answers; refuses one run given as both (the same object or file:
-    InstFol would be 0 by construction) and runs that share no instance."""
-    paths = [run.meta.get("path") for run in (instructed, query_only)]
-    if instructed is query_only or (None not in paths and Path(paths[0]).resolve() == Path(paths[1]).resolve()):
-        raise UsageError(f"the instructed and the query-only run are one run ({paths[0] or 'the same object'}): "
+    """The benchmark's instances either run answers; refuses one run given as both (the same object, file or
+    rankings, :func:`~instir.retrieval.runs.same_rankings`: InstFol would be 0 by construction) and runs that share no
+    instance."""
+    if same_rankings(instructed, query_only):
+        paths = [run.meta.get("path") for run in (instructed, query_only)]
+        one_file = None not in paths and Path(paths[0]).resolve() == Path(paths[1]).resolve()
+        where = (paths[0] if one_file else "the same object" if instructed is query_only
+                 else "the same documents with the same scores for every query")
+        raise UsageError(f"the instructed and the query-only run are one run ({where}): "
                          "InstFol is the gain of one over the other, 0 by construction here; give the query-only "
                          "run (the bare query's) as the second")
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())

@@ -418,6 +418,18 @@ def _restored(run: Run, stash: object, meta: dict | None, source: dict, name: st
     return run
 
 
+def same_rankings(a: Run, b: Run) -> bool:
+    """Whether two runs rank the same documents with the same scores for every query (the order of the queries
+    aside): a copy of a run, or a file read twice, is one run however it was handed over."""
+    if a is b:
+        return True
+    if len(a.df) != len(b.df):
+        return False
+    x, y = (run.df.sort_values(["qid", "rank"], kind="stable") for run in (a, b))
+    return all(np.array_equal(x[c].to_numpy(dtype=object), y[c].to_numpy(dtype=object)) for c in ("qid", "docid")) \
+        and np.array_equal(x["score"].to_numpy(dtype=np.float64), y["score"].to_numpy(dtype=np.float64))
+
+
 def as_run(obj: Run | pd.DataFrame) -> Run:
     """A :class:`Run` from a Run (returned as is) or a bare DataFrame with qid/docid/score."""
     if isinstance(obj, Run):

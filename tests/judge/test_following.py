@@ -5,9 +5,11 @@ import math
 
 import pandas as pd
 import pytest
+from says import raises_saying
 from scripted_judge import ScriptedJudge, toy_benchmark
 
 from instir.benchmarks.types import Query
+from instir.errors import UsageError
 from instir.judge.cache import CachedJudge
 from instir.judge.following import (
     aggregate,
@@ -18,6 +20,7 @@ from instir.judge.following import (
     score_list_pair,
     select_instances,
 )
+from instir.retrieval.runs import Run
 
 
 def run_frame(lists: dict[str, list[str]]) -> pd.DataFrame:
@@ -270,6 +273,17 @@ def test_runs_without_a_shared_instance_are_refused(toy):
     bare = run_frame({"a": ["d1"], "n": ["e1"]})  # group ids, as a query-only *setting* would have
     with pytest.raises(ValueError, match="share no instance"):
         instfol(run_frame(INSTRUCTED), bare, toy, ScriptedJudge(SCORES), k=3)
+
+
+def test_two_runs_with_the_same_rankings_are_refused_as_one_run_given_twice(toy):
+    # on the commit before: a copy of the instructed run as the query-only one gave InstFol 0.0 on every instance
+    inst = Run(run_frame(INSTRUCTED))
+    reordered = Run(run_frame(dict(reversed(list(INSTRUCTED.items())))))  # the queries in another order
+    for copy in (Run(inst.df.copy()), reordered, run_frame(INSTRUCTED)):
+        with raises_saying(UsageError, "are one run", "the same documents with the same scores", "0 by construction"):
+            instfol(inst, copy, toy, ScriptedJudge(SCORES), k=3)
+    one_lower = run_frame(INSTRUCTED).assign(score=lambda f: f["score"].where(f["docid"] != "e4", 0.5))
+    assert instfol(inst, one_lower, toy, ScriptedJudge(SCORES), k=3).instances["instfol"].notna().any()
 
 
 def test_an_instance_missing_from_one_run_is_reported_and_not_scored(toy):
