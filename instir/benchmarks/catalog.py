@@ -343,7 +343,7 @@ class _Bm25Spec(TypedDict, total=False):
     b: float
     method: Name
     stemmer: Name
-    stopwords: Name
+    stopwords: Name | list[Name]  # a language bm25s knows, "lucene", "none", or the words
     engine: Literal[BM25_ENGINES]  # type: ignore[valid-type]
     template_source: str
 
