@@ -255,17 +255,20 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
 
 
 def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run) -> list[Query]:
-    """The benchmark's instances either run answers; refuses one run given as both (the same object, file or
-    rankings, :func:`~instir.retrieval.runs.same_rankings`: InstFol would be 0 by construction) and runs that share no
-    instance."""
-    if same_rankings(instructed, query_only):
-        paths = [run.meta.get("path") for run in (instructed, query_only)]
-        one_file = None not in paths and Path(paths[0]).resolve() == Path(paths[1]).resolve()
-        where = (paths[0] if one_file else "the same object" if instructed is query_only
-                 else "the same documents with the same scores for every query")
-        raise UsageError(f"the instructed and the query-only run are one run ({where}): "
+    """The benchmark's instances either run answers; refuses one run given as both (the same object or file:
+    InstFol would be 0 by construction) and runs that share no instance, and warns when two runs rank alike
+    (:func:`~instir.retrieval.runs.same_rankings`): a copy handed over by mistake, or a system that never sees the
+    instruction (a query cut to its first tokens), whose InstFol is truly 0."""
+    paths = [run.meta.get("path") for run in (instructed, query_only)]
+    if instructed is query_only or (None not in paths and Path(paths[0]).resolve() == Path(paths[1]).resolve()):
+        raise UsageError(f"the instructed and the query-only run are one run ({paths[0] or 'the same object'}): "
                          "InstFol is the gain of one over the other, 0 by construction here; give the query-only "
                          "run (the bare query's) as the second")
+    if same_rankings(instructed, query_only):
+        warnings.warn("the instructed and the query-only run rank the same documents with the same scores for every "
+                      "query: InstFol is 0 on every instance. If the second is a copy of the first, give the "
+                      "query-only run (the bare query's); if the system never sees the instruction (a query cut to its "
+                      "first tokens), 0 is its answer", UserWarning, stacklevel=3)
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
     answered = [q for q in benchmark.queries.values() if q.id in in_inst or q.id in in_q]
     if not any(q.id in in_inst and q.id in in_q for q in answered):

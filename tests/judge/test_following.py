@@ -275,13 +275,19 @@ def test_runs_without_a_shared_instance_are_refused(toy):
         instfol(run_frame(INSTRUCTED), bare, toy, ScriptedJudge(SCORES), k=3)
 
 
-def test_two_runs_with_the_same_rankings_are_refused_as_one_run_given_twice(toy):
-    # on the commit before: a copy of the instructed run as the query-only one gave InstFol 0.0 on every instance
+def test_two_runs_with_the_same_rankings_are_said_and_scored_0_as_a_system_blind_to_the_instruction_would_be(toy):
+    # a copy of the instructed run as the query-only one gave InstFol 0.0 on every instance without a word; refusing
+    # it (as the same object or file is refused) refused a system that never sees the instruction (its queries cut
+    # to their first tokens), whose InstFol is truly 0
     inst = Run(run_frame(INSTRUCTED))
     reordered = Run(run_frame(dict(reversed(list(INSTRUCTED.items())))))  # the queries in another order
     for copy in (Run(inst.df.copy()), reordered, run_frame(INSTRUCTED)):
-        with raises_saying(UsageError, "are one run", "the same documents with the same scores", "0 by construction"):
-            instfol(inst, copy, toy, ScriptedJudge(SCORES), k=3)
+        with pytest.warns(UserWarning, match="rank the same documents with the same scores for every query: InstFol is "
+                                             "0 on every instance"):
+            result = instfol(inst, copy, toy, ScriptedJudge(SCORES), k=3)
+        assert (result.instances["instfol"].dropna() == 0).all()
+    with raises_saying(UsageError, "are one run", "the same object", "0 by construction"):
+        instfol(inst, inst, toy, ScriptedJudge(SCORES), k=3)
     one_lower = run_frame(INSTRUCTED).assign(score=lambda f: f["score"].where(f["docid"] != "e4", 0.5))
     assert instfol(inst, one_lower, toy, ScriptedJudge(SCORES), k=3).instances["instfol"].notna().any()
 
