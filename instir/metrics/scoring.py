@@ -10,7 +10,7 @@ brings along (``derived``); the ``mteb`` protocol is a parameter of the same pat
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -273,11 +273,13 @@ def _given_changed(changed: object) -> Mapping[str, Sequence[str]]:
     if not isinstance(changed, Mapping):
         raise UsageError(f"evaluate(…, changed) takes {{query id: [changed document ids]}} (a dict), got a "
                          f"{type(changed).__name__}")
-    for query, docs in changed.items():
-        if isinstance(docs, (str, bytes)) or not isinstance(docs, (Sequence, Set)):
+    out = {}
+    for query, docs in changed.items():  # a list, a set, an array or a Series (groupby(...).unique()) of ids
+        if isinstance(docs, (str, bytes, Mapping)) or not isinstance(docs, Iterable):
             raise UsageError(f"evaluate(…, changed) takes {{query id: [changed document ids]}}; query "
                              f"{quoted(str(query))} has {quoted(docs)} (a {type(docs).__name__}), not a list")
-    return changed
+        out[query] = list(docs)
+    return out
 
 
 def _single(measures: object) -> bool:

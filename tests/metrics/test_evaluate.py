@@ -156,6 +156,9 @@ def test_groups_or_changed_given_in_another_shape_or_leaving_queries_out_are_one
     pmrr_qrels = {"q-og": {"a": 1}, "q-changed": {"a": 0}}
     pmrr_run = {"q-og": {"a": 2.0, "b": 1.0}, "q-changed": {"b": 2.0, "a": 1.0}}
     assert instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed={"q": ["a"]}) == pytest.approx(0.5)
+    # an array or a Series of ids (df.groupby("qid").docid.unique().to_dict()) is a list of ids too
+    for ids in (np.array(["a"], dtype=object), pd.Series(["a"]), {"a"}):
+        assert instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed={"q": ids}) == pytest.approx(0.5)
     with raises_saying(UsageError, "evaluate(…, changed)", "{query id: [changed document ids]}", "list"):
         instir.evaluate(pmrr_qrels, pmrr_run, "p-MRR", changed=["a"])
     with raises_saying(UsageError, "evaluate(…, changed)", "query 'q'", "'a'", "not a list"):
