@@ -219,6 +219,13 @@ def _run(text: str, at: int, form: EchoForm, offset: int, step: int) -> int:
     return count
 
 
+def _random_looking(piece: str) -> bool:
+    """Whether a piece of a key reads as a random key does (a digit, or upper and lower case letters), not as words:
+    a piece from inside a key is masked only then, so an answer saying "is required" keeps its words when the
+    placeholder key is ``sk-no-key-required``."""
+    return any(c.isdigit() for c in piece) or (any(c.isupper() for c in piece) and any(c.islower() for c in piece))
+
+
 def _reach(text: str, at: int, step: int, shared: str, more: int, also: str) -> int:
     """How many characters from ``at`` on, going ``step`` (+1 or -1), belong to the echo's
     outer groups: one in ``shared`` (the character holding the key's first or last bits), then
@@ -260,9 +267,9 @@ class _Masker:
             for form, offset in self.windows.get(text[at:at + _WINDOW].lower(), ()):
                 back = _run(text, at - 1, form, offset - 1, -1)
                 ahead = _run(text, at, form, offset, 1)
-                if back + ahead < MIN_ECHO:
-                    continue
                 start, end = at - back, at + ahead
+                if end - start < MIN_ECHO or (offset - back > 0 and not _random_looking(text[start:end])):
+                    continue  # a piece from inside the key that reads as words ("required" of sk-no-key-required)
                 if offset - back == 0:  # from the form's first character: the one before may hold key bits
                     start -= _reach(text, start - 1, -1, form.before, form.before_more, form.alphabet)
                 if offset + ahead == len(form.text):
@@ -290,7 +297,8 @@ def mask_secret(text: str | None, secret: str) -> str | None:
     (:func:`secret_forms`: a server that echoes a truncated key or its end; a key broken across lines, each
     piece a run of its own): the key in any letter case, URL-encoded, its hex in any case, and base64 of any
     string holding it (``Bearer <key>`` in an error body), standard or URL-safe, at any of the three byte
-    alignments; a piece shorter than :data:`MIN_ECHO` between two escaped characters stays. A base64 echo is
+    alignments; a piece shorter than :data:`MIN_ECHO` between two escaped characters stays, and so does a piece from
+    inside the key that reads as words (no digit, one letter case: :func:`_random_looking`). A base64 echo is
     masked out to its 4-character group boundaries, so no character holding a bit of the key
     stays. A key shorter than :data:`MIN_ECHO` is a placeholder (``EMPTY``, ``none``) that no
     provider issues: it is masked only where it stands as a whole word, exactly, since masking

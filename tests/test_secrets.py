@@ -214,3 +214,13 @@ def test_a_secret_variables_value_in_any_form_is_found_without_saying_it(written
     monkeypatch.setenv("THIRD_SECRET", secret)
     found = leaked_secret(json.dumps({"note": f"see {written(secret)}"}, ensure_ascii=False))
     assert found == "the value of $THIRD_SECRET" and secret not in found
+
+
+@pytest.mark.parametrize("key, text", [
+    ("sk-no-key-required", 'the passage says knowledge is required; "msg": "Field required"'),
+    ("my-secret-instructions-key", "the passage follows the instructions")])
+def test_a_word_inside_a_placeholder_key_is_not_masked_in_an_answer(key, text):
+    # the pieces from inside a key are masked only where they read as a random key does: "required" of
+    # llama.cpp's documented placeholder key had become "***" in every judge answer saying it
+    assert mask_secret(text, key) == text
+    assert mask_secret(f"bad key {key}!", key) == "bad key ***!"
