@@ -95,6 +95,21 @@ def test_a_page_edited_or_deleted_after_the_kit_rendered_it_is_named_on_the_inde
     assert '<span class="ok">' not in index and "03_metrics.html was changed after the kit rendered it" in index
 
 
+def test_a_folder_whose_runs_are_as_written_keeps_the_digest_an_earlier_version_recorded(tmp_path):
+    # the digest of the runs folder took in every run's state: every report made before read as stale
+    import hashlib
+
+    from instir import atomic
+    from instir.report.provenance import folder_digest
+
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    tables_only = hashlib.sha256()
+    for path in sorted((out / "runs").glob("*.csv")):
+        tables_only.update(path.name.encode() + b"\0" + atomic.file_sha256(path).encode() + b"\0")
+    assert folder_digest(out / "runs") == tables_only.hexdigest()
+
+
 def test_a_report_folder_copied_with_its_times_or_without_stays_as_it_was(tmp_path):
     out = tmp_path / "reports" / "r"
     _finished_report(out)

@@ -19,6 +19,7 @@ own files were changed by something else), are stale, each with the reason and w
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import json
 import secrets
@@ -40,35 +41,49 @@ READS = {"01_data_exploration": (), "02_retrieval": (), "03_metrics": ("runs",),
 
 
 def folder_digest(folder: Path) -> str | None:
-    """SHA-256 over the names and bytes of a stage folder's tables (its top-level ``.csv`` files) and over the
-    state of each of its runs (``*.trec``: as written, or changed since its sidecar), None when it holds neither.
-    ``runs.csv`` lists every run the kit wrote; a run file, which reaches gigabytes at real size, is read only when
-    it is newer than its sidecar (written last, :func:`instir.retrieval.runs.write_run`): an edit in place, or a
-    deleted run, then changes the digest, and the pages made from the run read as stale."""
+    """SHA-256 over the names and bytes of a stage folder's tables (its top-level ``.csv`` files), None when it holds
+    none; and, where a run the folder lists (``runs.csv``'s ``run_file``) is gone or changed since its sidecar, over
+    those runs' names too, so the pages made from them read as stale. A run file, which reaches gigabytes at real
+    size, is read only when it is newer than its sidecar (written last, :func:`instir.retrieval.runs.write_run`);
+    a folder whose runs are as written keeps the digest of its tables alone, the one its record holds."""
     if not folder.is_dir():
         return None
     files = sorted(p for p in folder.glob("*.csv") if p.is_file() and not p.name.startswith("."))
-    runs = sorted(p for p in folder.glob("*.trec") if p.is_file() and not p.name.startswith("."))
-    if not files and not runs:
+    if not files:
         return None
     h = hashlib.sha256()
     for path in files:
         h.update(path.name.encode() + b"\0" + atomic.file_sha256(path).encode() + b"\0")
-    for path in runs:
-        h.update(path.name.encode() + b"\0" + _run_state(path).encode() + b"\0")
+    for name, state in _runs_not_as_written(folder):
+        h.update(f"run|{name}|{state}".encode() + b"\0")
     return h.hexdigest()
 
 
-def _run_state(path: Path) -> str:
-    """``as written`` when a run file is the one its sidecar describes (its bytes hashed only when it is newer than
-    the sidecar, as after an edit or a copy), else ``changed since its sidecar`` (or ``no sidecar``)."""
+def _runs_not_as_written(folder: Path) -> list[tuple[str, str]]:
+    """The runs ``folder/runs.csv`` lists that are gone or changed since their sidecar, with which; [] elsewhere."""
     from instir.retrieval.runs import read_sidecar, sidecar_path
 
+    table = folder / "runs.csv"
+    if not table.is_file():
+        return []
     try:
-        newer = path.stat().st_mtime_ns > sidecar_path(path).stat().st_mtime_ns
-    except OSError:
-        return "no sidecar"
-    return "as written" if not newer or read_sidecar(path) is not None else "changed since its sidecar"
+        with table.open(encoding="utf-8", newline="") as fh:
+            listed = sorted({row.get("run_file") or "" for row in csv.DictReader(fh)} - {""})
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []  # a damaged table: its own digest says it changed
+    found = []
+    for name in listed:
+        path = folder.parent / name
+        if not path.is_file():
+            found.append((name, "gone"))
+            continue
+        try:
+            newer = path.stat().st_mtime_ns > sidecar_path(path).stat().st_mtime_ns
+        except OSError:  # a run without a sidecar (brought by the user): nothing to hold it against
+            continue
+        if newer and read_sidecar(path) is None:
+            found.append((name, "changed since its sidecar"))
+    return found
 
 
 def _kit_paths(folder: Path) -> list[Path]:
