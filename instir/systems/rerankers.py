@@ -140,17 +140,24 @@ class _HFReranker:
         return getattr(torch, self.dtype)
 
     def _base_identity(self) -> dict:
-        return {"kind": self.kind, "model": self.model_name, "revision": self.revision,
-                "fingerprint": self.fingerprint(), "dtype": self.dtype, "max_length": self.max_length}
+        weights = self.fingerprint()
+        # a Hub id not on disk keeps the identity it always had (no content): loading it only to name it would cost
+        # every warm rerun the model (a 7B one on a GPU), and its cached scores would all be made again once
+        described = {"fingerprint": weights} if weights else {"local_files_sha256": None}
+        return {"kind": self.kind, "model": self.model_name, "revision": self.revision, **described,
+                "dtype": self.dtype, "max_length": self.max_length}
 
-    def fingerprint(self) -> str:
+    def fingerprint(self) -> str | None:
         """The loaded model's :func:`~instir.retrieval.dense.weights_fingerprint` (it keys the score cache and a
         reranked run), remembered under its files in the kit's cache home
         (:func:`~instir.retrieval.model_files.remembered`): a rerun whose scores exist loads no model, and any
-        rewritten file (or a Hub id not on disk, which is loaded) is described from its weights again."""
+        rewritten file is described from its weights again. None for a Hub id whose files are not on disk under a
+        name that stays put (:func:`~instir.retrieval.model_files.model_folder`: online at a branch)."""
         if self._fingerprint is None:
-            described = remembered(instir_home(), [model_folder(self.model_name, self.revision)],
-                                   {"class": type(self).__name__, "dtype": self.dtype},
+            folder = model_folder(self.model_name, self.revision)
+            if folder is None:
+                return None
+            described = remembered(instir_home(), [folder], {"class": type(self).__name__, "dtype": self.dtype},
                                    lambda: {"fingerprint": self._loaded_fingerprint()})
             self._fingerprint = described["fingerprint"]
         return self._fingerprint
