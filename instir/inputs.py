@@ -167,9 +167,13 @@ def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) 
             except Exception:  # a prefix cut inside a value fails as its parser fails it
                 continue
             for key in keys:
-                if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node) or (
-                        isinstance(key, str) and isinstance(node, Mapping) and key in node):
+                if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
                     node = node[key]
+                elif isinstance(key, str) and isinstance(node, Mapping):  # a key written 1 or true: by its text
+                    found = [value for name, value in node.items() if name == key or str(name) == key]
+                    if not found:
+                        return False
+                    node = found[0]
                 else:
                     return False
             return True

@@ -209,3 +209,4 @@ def test_the_line_of_a_key_is_where_the_parser_reads_it_never_a_comment_or_strin
     # a value the file lacks: the line of the nearest value holding it (here card b's first line)
     assert inputs.key_line(text, parse, ["card", 1, "colour"]) == (7 if parse is tomllib.loads else 5)
     assert inputs.key_line(text, parse, ["nothing"]) is None
+    assert inputs.key_line("a: 1\n1: x\n", inputs.load_yaml, ["1"]) == 2  # a key YAML reads as a number

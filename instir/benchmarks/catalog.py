@@ -466,7 +466,9 @@ def _shape_problem(raw: dict, err: ValidationError) -> tuple[list[str | int], st
     if said[0]["type"] in ("missing", "extra_forbidden"):
         return keys, "required, and missing" if said[0]["type"] == "missing" else "no key of its table (misspelt?)"
     should = list(dict.fromkeys(error["msg"].removeprefix("Input should be ") for error in said))
-    return keys, f"should be {' or '.join(should)}, got {quoted(said[0]['input'])}"
+    if all(error["msg"].startswith("Input should be ") for error in said):
+        return keys, f"should be {' or '.join(should)}, got {quoted(said[0]['input'])}"
+    return keys, f"{'; '.join(msg[0].lower() + msg[1:] for msg in should)}, got {quoted(said[0]['input'])}"
 
 
 def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "") -> Family:
