@@ -45,7 +45,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
@@ -271,10 +271,15 @@ class VerifiedStore:
         found = self.read(name, key, load, required=required)
         if found is not None and not work.exists():
             return found
-        self.root.mkdir(parents=True, exist_ok=True)
         waiting = (f"{self.what}: another process is building {self.entry_dir(name)}; waiting for it to finish "
                    "(its entry is then read, not computed again)")
-        with atomic.exclusive(self.root / f".{name}.lock", self.what, waiting, category=self.category):
+        with ExitStack() as held:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                held.enter_context(atomic.exclusive(self.root / f".{name}.lock", self.what, waiting,
+                                                    category=self.category))
+            except OSError:  # a cache folder that cannot be written (a shared, read-only one): no lock to take
+                return found if found is not None else make(work)  # make's put warns and keeps it in memory
             found = self.read(name, key, load, required=required)  # published by the builder this one waited for
             if found is None:
                 found = make(work)

@@ -341,3 +341,18 @@ def test_a_fifo_in_an_entry_is_damage_not_a_read_that_blocks(tmp_path, name):
     with pytest.warns(CacheWarning, match=rf"e/{re.escape(name)} is .*not a regular file: removed, rebuilding it"):
         assert store.read("e", KEY, load_ids) is None
     assert not (tmp_path / "e").exists()
+
+
+def test_a_cache_folder_that_cannot_be_written_is_read_or_computed_without_its_lock(tmp_path, monkeypatch):
+    # the build took the entry's lock first: a read-only shared cache failed with PermissionError on a hit beside
+    # leftover parts, and on a miss (before the lock, the miss was computed and kept in memory with a warning)
+    from instir import atomic
+    from instir.verified_store import VerifiedStore
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".x.lock"))
+
+    store = VerifiedStore(tmp_path / "store", "test store")
+    monkeypatch.setattr(atomic, "exclusive", refused)
+    made = store.build("x", "key", lambda entry: "read", lambda work: "computed")
+    assert made == "computed"
