@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from instir.errors import UsageError
+
 #: Largest configuration file (grid, card file) read, in bytes.
 MAX_CONFIG_BYTES = 1 << 20
 #: Deepest nesting of YAML sequences and mappings accepted.
@@ -58,8 +60,6 @@ def expanded(path: str | Path) -> Path:
     try:
         return Path(path).expanduser()
     except RuntimeError:
-        from instir.errors import UsageError
-
         raise UsageError(f"{path}: {str(path).split(os.sep)[0]!r} is no home folder here (no such user)") from None
 
 

@@ -164,10 +164,10 @@ def read_mteb_predictions(path: str | Path) -> MtebPredictions:
         ranked = {}
         for docid, score in docs.items():
             check_id(docid, path, f"{where} > query {quoted(qid)}", "document id")
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
                 raise FormatError(path, f"{where} > query {quoted(qid)}", docid,
                                   f"expected a finite number (the score), got {quoted(json.dumps(score))}")
-            problem = score_problem(score)
+            problem = score_problem(score)  # the one rule of a run's scores: finite, within single precision
             if problem is not None:
                 raise FormatError(path, f"{where} > query {quoted(qid)}", docid, problem)
             ranked[docid] = float(score)

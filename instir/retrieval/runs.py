@@ -619,8 +619,6 @@ def _parse_slowly(path: Path, text: str) -> tuple[pd.DataFrame, list[int]]:
         except ValueError:
             raise FormatError(path, n, "rank", f"expected an integer, got {quoted(rank)}") from None
         value = float(ascii_number(score, path, n, "score", "a number"))
-        if not np.isfinite(value):
-            raise FormatError(path, n, "score", f"expected a finite number, got {quoted(score)}")
         problem = score_problem(value)
         if problem is not None:
             raise FormatError(path, n, "score", problem)
