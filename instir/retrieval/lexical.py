@@ -16,12 +16,14 @@ re-indexes.
 from __future__ import annotations
 
 import hashlib
+import os
 import string
 import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from contextlib import ExitStack
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, nullcontext
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -39,7 +41,8 @@ from instir.retrieval import bm25_build, bm25_tokens
 from instir.retrieval.bm25_cache import BM25IndexCache
 from instir.retrieval.bm25_cache import entry_key as cache_key
 from instir.retrieval.bm25_tokens import PARALLEL_MIN_TEXTS, TOKEN_PATTERN, cut_long_tokens, tokenized_chunks, workers
-from instir.retrieval.runs import Run
+from instir.retrieval.runs import Run, tie_ranks
+from instir.retrieval.topk import top_k_row
 
 #: Progress bars (the kit's and bm25s') only from these sizes on: below them indexing or searching
 #: takes under a second or two, and a short script would print a screen of finished bars.
@@ -80,12 +83,13 @@ def _doc_fields(template: Template) -> set[str]:
 class BM25Retriever:
     """BM25 over a benchmark's corpus with bm25s; the corpus is indexed once per BM25 setting
     and document format (kept on disk under ``cache_dir`` and in this object, see the module
-    docstring) and all queries are scored in one batched call.
+    docstring); bm25s scores each query and :func:`~instir.retrieval.topk.top_k_row` cuts its list, so tied
+    documents are kept in trec_eval's order, also at the cut.
 
     ``k1``, ``b``, ``stemmer`` and ``stopwords`` left as ``None`` take the benchmark's
     defaults (:func:`bm25_defaults`). ``stemmer``: a PyStemmer algorithm name or ``"none"``;
     ``stopwords``: ``"lucene"``, a bm25s language name (``"en"``), ``"none"`` or a list.
-    ``n_threads`` is passed to bm25s (0: the calling thread only; -1: all cores); ``n_jobs``
+    ``n_threads`` threads score queries (0: the calling thread only; -1: all cores); ``n_jobs``
     worker processes tokenise a large corpus (:func:`~instir.retrieval.bm25_tokens.tokenized_chunks`;
     None: one per CPU this process may use; 1: none).
     ``cache_dir`` defaults to ``<instir home>/bm25``; ``cache=False`` keeps indexes in memory
@@ -277,9 +281,12 @@ class BM25Index:
         self.stemmer, self.stopwords = stemmer, stopwords
         self.meta, self.n_threads, self.show_progress = meta, n_threads, show_progress
         self.source = dict(source or {})
+        self._ranks: np.ndarray | None = None
 
     def search(self, queries: Iterable[Query], template: Template, k: int) -> Run:
-        """Top-``k`` results per query, all queries tokenised and scored in one batched call.
+        """Top-``k`` results per query, all queries tokenised in one batched call, then scored one by one by
+        bm25s and cut in trec_eval's order (:func:`~instir.retrieval.topk.top_k_row`), so a run cut at k holds the
+        top k of a deeper run.
 
         A document whose id is the query id is dropped (as the official InstructIR code
         does); one more document is fetched then, so such a query still gets ``k``."""
@@ -291,8 +298,22 @@ class BM25Index:
         tokens = bm25s.tokenize(texts, token_pattern=TOKEN_PATTERN, stopwords=self.stopwords, stemmer=self.stemmer,
                                 return_ids=False, show_progress=bars)
         has_self = not set(qids.tolist()).isdisjoint(self.doc_ids.tolist())
-        top, scores = self.model.retrieve(tokens, k=min(k + has_self, len(self.doc_ids)), n_threads=self.n_threads,
-                                          show_progress=bars)
+        depth = min(k + has_self, len(self.doc_ids))
+        if self._ranks is None:
+            self._ranks = tie_ranks(self.doc_ids)
+        top = np.zeros((len(qids), depth), dtype=np.int64)
+        scores = np.zeros((len(qids), depth), dtype=np.float32)
+
+        def search_one(row: int) -> None:  # bm25s's scores, the kit's cut (a document scoring 0 matches no term)
+            full = self.model.get_scores(tokens[row]) if tokens[row] else np.zeros(len(self.doc_ids), np.float32)
+            found = top_k_row(full, depth, self._ranks, above=0.0)
+            top[row, :len(found)], scores[row, :len(found)] = found, full[found]
+
+        workers = os.cpu_count() if self.n_threads == -1 else self.n_threads
+        with ThreadPoolExecutor(max_workers=workers) if workers else nullcontext() as pool:
+            for _ in tqdm((pool.map if pool else map)(search_one, range(len(qids))), total=len(qids),
+                          desc="BM25 search", unit="query", disable=not bars):
+                pass
         not_self = self.doc_ids[top] != qids[:, None] if has_self else np.ones(top.shape, dtype=bool)
         keep = (scores > 0) & not_self & (np.cumsum(not_self, axis=1) <= k)
         meta = {"retriever": self.meta, "self_hits_dropped": int((~not_self & (scores > 0)).sum()),

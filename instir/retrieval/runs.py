@@ -138,6 +138,14 @@ def _doc_order(doc_ids: pa.Array) -> np.ndarray:
     return order
 
 
+def tie_ranks(doc_ids: Sequence[str] | np.ndarray | pa.Array) -> np.ndarray:
+    """Each document's place in trec_eval's order among equal scores (document id descending, byte-wise; 0 goes
+    first). Every top-k the kit cuts keeps tied documents in this order (:mod:`instir.retrieval.topk`, BM25), so a
+    run cut at k holds the top k of any deeper run as trec_eval reads it."""
+    arr = doc_ids if isinstance(doc_ids, pa.Array) else _arrow_strings(doc_ids)
+    return len(arr) - 1 - _doc_order(arr)
+
+
 def _trec_order(qcodes: np.ndarray, scores: np.ndarray, doc_order: np.ndarray) -> np.ndarray:
     """The row order by query code, then score descending, then docid descending (ids unique
     per query): the rows' own order when they already are in it, as :func:`write_run` and the
@@ -234,7 +242,7 @@ class Run:
             raise ValueError(f"duplicate document {quoted(darr[int(distinct[rows[0], cols[0]])].as_py())} "
                              f"for query {quoted(qarr[int(rows[0])].as_py())}")
         s32 = np.where(keep, scores.astype(np.float32), -np.inf).astype(np.float32)
-        order = np.lexsort((-_doc_order(darr)[indices], -s32), axis=1)  # kept entries first
+        order = np.lexsort((tie_ranks(darr)[indices], -s32), axis=1)  # kept entries first
         indices = np.take_along_axis(indices, order, axis=1)
         s32 = np.take_along_axis(s32, order, axis=1)
         kept = np.take_along_axis(keep, order, axis=1)

@@ -2,10 +2,12 @@
 (dense bi-encoders, ColBERT's MaxSim, decoder embedders, OpenAI embeddings, the Ray sweep).
 
 Scores are computed block by block (documents may be a memory-mapped matrix, read once), the
-running top-k is merged block after block, and ties are always broken by document index
-ascending, also at the cut, so a run never depends on torch's unspecified tie order or on the
-block sizes. :func:`run_from_top_k` turns a top-k into a :class:`~instir.retrieval.runs.Run`
-without self-hits (documents whose id is the query id, dropped as the official code does).
+running top-k is merged block after block, and ties are broken in trec_eval's order (document id
+descending, :func:`~instir.retrieval.runs.tie_ranks`), also at the cut: a run never depends on
+torch's unspecified tie order or on the block sizes, and a run cut at k holds the top k of a deeper
+run as trec_eval reads it. :func:`run_from_top_k` turns a top-k into a
+:class:`~instir.retrieval.runs.Run` without self-hits (documents whose id is the query id, dropped
+as the official code does).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from instir.benchmarks.types import Benchmark
 from instir.progress import tqdm
-from instir.retrieval.runs import Run
+from instir.retrieval.runs import Run, tie_ranks
 
 if TYPE_CHECKING:
     import torch
@@ -26,30 +28,54 @@ if TYPE_CHECKING:
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 
 
-def top_k_block(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k of each row ordered by (score desc, column asc); ties at the cut keep the lowest
-    columns, so the selection never depends on torch's unspecified tie order."""
+def top_k_block(scores: torch.Tensor, k: int, ranks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k of each row ordered by score descending, equal scores by ``ranks`` (one per column, lower first;
+    default the column), also at the cut, so the selection never depends on torch's unspecified tie order."""
     import torch
 
+    ranks = torch.arange(scores.shape[1]) if ranks is None else ranks.to(scores.device)
     vals, idx = torch.topk(scores, k, dim=1)
     kth = vals[:, -1:]
     split_ties = ((scores == kth).sum(1) > (vals == kth).sum(1)).nonzero().flatten()
     for r in split_ties.tolist():
-        row_vals, row_idx = torch.sort(scores[r], descending=True, stable=True)
-        vals[r], idx[r] = row_vals[:k], row_idx[:k]
-    by_col = torch.argsort(idx, dim=1)
-    vals, idx = vals.gather(1, by_col), idx.gather(1, by_col)
+        tied = (scores[r] >= kth[r]).nonzero().flatten()
+        tied = tied[torch.argsort(ranks[tied])]
+        keep = torch.sort(scores[r, tied], descending=True, stable=True).indices[:k]
+        vals[r], idx[r] = scores[r, tied[keep]], tied[keep]
+    return _ordered(vals, idx, ranks[idx])
+
+
+def _ordered(vals: torch.Tensor, idx: torch.Tensor, row_ranks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's entries by score descending, equal scores by their rank ascending (ranks are distinct)."""
+    import torch
+
+    by_rank = torch.argsort(row_ranks, dim=1)
+    vals, idx = vals.gather(1, by_rank), idx.gather(1, by_rank)
     order = torch.sort(vals, dim=1, descending=True, stable=True).indices
     return vals.gather(1, order), idx.gather(1, order)
 
 
+def top_k_row(scores: np.ndarray, k: int, ranks: np.ndarray, *, above: float = -np.inf) -> np.ndarray:
+    """Indices of the top ``k`` entries of one score vector that score above ``above`` (fewer when fewer do), in
+    :func:`top_k_block`'s order: score descending, equal scores by ``ranks``, also at the cut. The numpy form of
+    the cut for a retriever that scores one query at a time (BM25)."""
+    n = len(scores)
+    chosen = scores > above
+    if k < n:
+        chosen &= scores >= np.partition(scores, n - k)[n - k]
+    chosen = np.flatnonzero(chosen)
+    return chosen[np.lexsort((ranks[chosen], -scores[chosen]))[:k]]
+
+
 def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str = "cosine", *,
-                normalize: bool = False, query_block: int = 1024, doc_block: int = 16384,
-                device: str | None = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                normalize: bool = False, ranks: np.ndarray | None = None, query_block: int = 1024,
+                doc_block: int = 16384, device: str | None = None,
+                progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` documents per query: returns ``(scores, indices)``, each
-    ``(n_queries, min(k, n_docs))``, rows ordered by score descending, ties by document
-    index ascending (deterministic, also at the cut). ``normalize`` L2-normalises both
-    sides first.
+    ``(n_queries, min(k, n_docs))``, rows ordered by score descending, equal scores by ``ranks``
+    (one per document, lower first: :func:`~instir.retrieval.runs.tie_ranks` of the ids gives
+    trec_eval's order; default the document index), also at the cut. ``normalize`` L2-normalises
+    both sides first.
 
     ``docs`` may be a memory-mapped matrix: it is read block by block (``doc_block`` rows at
     a time, once), and at most ``query_block × doc_block`` scores are held (16 M floats,
@@ -64,6 +90,7 @@ def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str =
         raise ValueError(f"k must be positive, got {k}")
     score_fn = SimilarityFunction.to_similarity_fn(similarity)
     n_q, n_d = queries.shape[0], docs.shape[0]
+    all_ranks = torch.arange(n_d) if ranks is None else torch.as_tensor(np.asarray(ranks, dtype=np.int64))
     k_out = min(k, n_d)
     best_vals = torch.full((n_q, 0), float("-inf"))
     best_idx = torch.zeros((n_q, 0), dtype=torch.long)
@@ -77,24 +104,23 @@ def exact_top_k(queries: np.ndarray, docs: np.ndarray, k: int, similarity: str =
         kk = min(k_out, d.shape[0])
         vals, idx = [], []
         for q0 in range(0, n_q, query_block):
-            v, i = top_k_block(score_fn(q_all[q0:q0 + query_block], d).float(), kk)
+            v, i = top_k_block(score_fn(q_all[q0:q0 + query_block], d).float(), kk,
+                               all_ranks[start:start + d.shape[0]])
             vals.append(v.cpu())
             idx.append(i.cpu() + start)
-        best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out)
+        best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out, all_ranks)
     return best_vals.numpy(), best_idx.numpy()
 
 
 def merge_top_k(best_vals: torch.Tensor, best_idx: torch.Tensor, vals: torch.Tensor, idx: torch.Tensor,
-                k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The top ``k`` of a running top-k and a later block's top-k (rows = queries). The later
-    block must hold higher document indices: a stable sort of [best, new] then keeps index
-    order in ties."""
+                k: int, ranks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top ``k`` of a running top-k and a later block's top-k (rows = queries, ``idx`` document indices),
+    equal scores by ``ranks`` (one per document, lower first) as in :func:`top_k_block`."""
     import torch
 
-    merged_vals = torch.cat([best_vals, vals], dim=1)
     merged_idx = torch.cat([best_idx, idx], dim=1)
-    order = torch.sort(merged_vals, dim=1, descending=True, stable=True).indices[:, :k]
-    return merged_vals.gather(1, order), merged_idx.gather(1, order)
+    vals, idx = _ordered(torch.cat([best_vals, vals], dim=1), merged_idx, ranks[merged_idx])
+    return vals[:, :k], idx[:, :k]
 
 
 def rank_by_embeddings(benchmark: Benchmark, queries: np.ndarray, docs: np.ndarray, k: int, similarity: str,
@@ -103,9 +129,10 @@ def rank_by_embeddings(benchmark: Benchmark, queries: np.ndarray, docs: np.ndarr
     """The top-``k`` run of query vectors (rows in ``benchmark.queries`` order) against document
     vectors (rows in ``doc_ids`` order, default the corpus order) by :func:`exact_top_k`, through
     :func:`run_from_top_k` (self-hits dropped and counted)."""
+    ranks = tie_ranks(benchmark.corpus.ids() if doc_ids is None else doc_ids)
     return run_from_top_k(benchmark, lambda depth: exact_top_k(
-        queries, docs, depth, similarity, normalize=normalize, device=device, progress=progress), k, meta,
-        doc_ids=doc_ids)
+        queries, docs, depth, similarity, normalize=normalize, ranks=ranks, device=device, progress=progress), k,
+        meta, doc_ids=doc_ids)
 
 
 def run_from_top_k(benchmark: Benchmark, top_k: Callable[[int], tuple[np.ndarray, np.ndarray]], k: int, meta: dict,

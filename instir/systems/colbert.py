@@ -54,7 +54,7 @@ from instir.progress import tqdm
 from instir.retrieval.dense import cached_vectors, default_device, search_meta, weights_fingerprint
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE
 from instir.retrieval.model_files import model_folder, remembered
-from instir.retrieval.runs import Run
+from instir.retrieval.runs import Run, tie_ranks
 from instir.retrieval.token_cache import TokenEmbeddingCache, TokenEmbeddings
 from instir.retrieval.topk import merge_top_k, run_from_top_k, top_k_block
 
@@ -239,14 +239,14 @@ class ColBERTEncoder:
         return [np.asarray(v, dtype=np.float32) for v in vectors]
 
 
-def maxsim_top_k(queries: np.ndarray, docs: TokenEmbeddings, k: int, *, token_block: int = 8192,
-                 query_block: int = 64, device: str | None = None,
+def maxsim_top_k(queries: np.ndarray, docs: TokenEmbeddings, k: int, *, ranks: np.ndarray | None = None,
+                 token_block: int = 8192, query_block: int = 64, device: str | None = None,
                  progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` documents by MaxSim for ``queries`` ``(n, Lq, dim)`` over packed document
-    tokens: ``(scores, indices)``, each ``(n, min(k, n_docs))``, score descending, ties by
-    document index ascending. Documents are scored ``token_block`` tokens at a time (whole
-    documents), ``query_block`` queries at a time, so at most ``query_block × Lq × token_block``
-    similarities are held (16 M floats, 64 MB, by default)."""
+    tokens: ``(scores, indices)``, each ``(n, min(k, n_docs))``, score descending, equal scores
+    by ``ranks`` as :func:`~instir.retrieval.topk.exact_top_k` orders them. Documents are scored
+    ``token_block`` tokens at a time (whole documents), ``query_block`` queries at a time, so at
+    most ``query_block × Lq × token_block`` similarities are held (16 M floats, 64 MB, by default)."""
     import torch
 
     if k < 1:
@@ -256,6 +256,7 @@ def maxsim_top_k(queries: np.ndarray, docs: TokenEmbeddings, k: int, *, token_bl
     k_out = min(k, n_docs)
     dev = torch.device(device or "cpu")
     q_all = torch.from_numpy(np.array(queries, dtype=np.float32)).to(dev)
+    all_ranks = torch.arange(n_docs) if ranks is None else torch.as_tensor(np.asarray(ranks, dtype=np.int64))
     best_vals = torch.full((n_q, 0), float("-inf"))
     best_idx = torch.zeros((n_q, 0), dtype=torch.long)
     starts = [0]
@@ -273,10 +274,10 @@ def maxsim_top_k(queries: np.ndarray, docs: TokenEmbeddings, k: int, *, token_bl
             sims = q.reshape(-1, dim) @ d.T  # (queries × Lq, tokens)
             best_tok = torch.full((sims.shape[0], d1 - d0), float("-inf"), device=dev)
             best_tok.scatter_reduce_(1, owner.expand_as(sims), sims, reduce="amax", include_self=True)
-            v, i = top_k_block(best_tok.view(q.shape[0], n_qtok, -1).sum(1), kk)
+            v, i = top_k_block(best_tok.view(q.shape[0], n_qtok, -1).sum(1), kk, all_ranks[d0:d1])
             vals.append(v.cpu())
             idx.append(i.cpu() + d0)
-        best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out)
+        best_vals, best_idx = merge_top_k(best_vals, best_idx, torch.cat(vals), torch.cat(idx), k_out, all_ranks)
     return best_vals.numpy(), best_idx.numpy()
 
 
@@ -351,5 +352,6 @@ class ColBERTRetriever:
         q_matrix = np.asarray(queries.tokens).reshape(len(queries), query_maxlen, -1)
         meta = search_meta(self, template, queries, docs, document_tokens=int(docs.tokens.shape[0]),
                            model_calls=self._encoder.forward_calls if self._encoder is not None else 0)
+        ranks = tie_ranks(benchmark.corpus.ids())
         return run_from_top_k(benchmark, lambda depth: maxsim_top_k(
-            q_matrix, docs, depth, device=self.device, progress=self.progress), k, meta)
+            q_matrix, docs, depth, ranks=ranks, device=self.device, progress=self.progress), k, meta)

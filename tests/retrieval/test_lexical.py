@@ -142,6 +142,27 @@ def test_self_hits_are_dropped_and_k_still_filled():
     assert run.meta["self_hits_dropped"] == 1
 
 
+@pytest.mark.parametrize("with_self_hit", [False, True])
+def test_a_bm25_run_cut_at_k_holds_the_top_k_of_a_deeper_run_as_trec_eval_reads_it(with_self_hit):
+    import ir_measures
+
+    texts = ["saffron paella rice", "saffron crocus", "saffron price", "paella pan", "rice crocus saffron"]
+    docs = [Doc(f"d{copy}{n}", text) for n, text in enumerate(texts) for copy in range(6)]  # each text 6 times
+    queries = [Query("q1", "saffron rice"), Query("q2", "crocus paella")]
+    if with_self_hit:
+        docs.append(Doc("q1", "saffron rice saffron rice"))
+    bench = small(docs, queries)
+    qrels = {"q1": {d.id: int(d.id[1] in "024") for d in docs}, "q2": {d.id: int(d.id[1] in "135") for d in docs}}
+    retriever = BM25Retriever(**PLAIN)
+    deep = retriever.search(bench, QUERY_ONLY, k=100)
+    for k in (1, 4, 6, 9, 13):
+        cut = retriever.search(bench, QUERY_ONLY, k=k)
+        assert cut.df[["qid", "docid"]].values.tolist() == deep.top(k).df[["qid", "docid"]].values.tolist()
+        measure = ir_measures.nDCG @ k
+        assert ir_measures.calc_aggregate([measure], qrels, cut.to_dict())[measure] == pytest.approx(
+            ir_measures.calc_aggregate([measure], qrels, deep.to_dict())[measure])
+
+
 def test_k_larger_than_the_corpus_returns_every_match(toy_benchmark):
     run = BM25Retriever(show_progress=False).search(toy_benchmark(), get_template("instructir"), k=1000)
     assert run.df.groupby("qid").size().max() <= 8

@@ -1,13 +1,14 @@
 """The exact top-k every vector retriever calls: blocked search equals a full sort, ties go
-to the lowest document index whatever the block sizes, and a run from a top-k drops self-hits
-without shortening the list."""
+by the ranks given (trec_eval's order for a run, the document index by default) whatever the
+block sizes, and a run from a top-k drops self-hits without shortening the list."""
 
 import numpy as np
 import pytest
 import torch
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
-from instir.retrieval.topk import exact_top_k, merge_top_k, run_from_top_k, top_k_block
+from instir.retrieval.runs import Run, tie_ranks
+from instir.retrieval.topk import exact_top_k, merge_top_k, rank_by_embeddings, run_from_top_k, top_k_block
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
@@ -39,8 +40,45 @@ def test_top_k_block_breaks_ties_by_column_also_when_torch_would_not():
 
 def test_merging_a_later_block_keeps_the_earlier_document_on_a_tie():
     best_vals, best_idx = torch.tensor([[1.0, 0.5]]), torch.tensor([[3, 4]])
-    vals, idx = merge_top_k(best_vals, best_idx, torch.tensor([[0.5, 0.2]]), torch.tensor([[10, 11]]), 3)
+    vals, idx = merge_top_k(best_vals, best_idx, torch.tensor([[0.5, 0.2]]), torch.tensor([[10, 11]]), 3,
+                            torch.arange(12))
     assert idx.tolist() == [[3, 4, 10]] and vals.tolist() == [[1.0, 0.5, 0.5]]
+
+
+def test_ties_at_the_cut_go_by_the_ranks_given_whatever_the_blocks():
+    q = np.array([[1.0, 0.0]], dtype=np.float32)
+    d = np.array([[0.5, 1.0]] * 9 + [[1.0, 0.0]], dtype=np.float32)  # docs 0-8 tie, doc 9 best
+    ranks = np.array([5, 0, 7, 1, 8, 2, 6, 3, 4, 9])  # among the tied: 1, 3, 5, 7 first
+    for doc_block in (2, 3, 4, 10):
+        scores, idx = exact_top_k(q, d, 4, "dot", ranks=ranks, doc_block=doc_block)
+        assert idx.tolist() == [[9, 1, 3, 5]] and scores.tolist() == [[1.0, 0.5, 0.5, 0.5]]
+    vals, idx = top_k_block(torch.tensor([[0.5] * 6 + [0.9]]), 3, torch.tensor([6, 5, 4, 3, 2, 1, 0]))
+    assert idx.tolist() == [[6, 5, 4]]
+
+
+def test_tie_ranks_are_trec_evals_order_document_id_descending_byte_wise():
+    assert tie_ranks(["d10", "d9", "D1", "d1", "é"]).tolist() == [2, 1, 4, 3, 0]
+
+
+def test_a_vector_run_cut_at_k_holds_the_top_k_of_a_deeper_run_as_trec_eval_reads_it():
+    import ir_measures
+
+    ids = [f"d{i}" for i in range(30)]
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(5, 4)).astype(np.float32)[rng.integers(0, 5, size=30)]  # each vector ~6 times
+    corpus = Corpus.from_docs([Doc(i, "x") for i in ids])
+    queries = {f"q{j}": Query(f"q{j}", "x") for j in range(4)}
+    qrels = {q: {i: int(i[-1] in "137") for i in ids} for q in queries}
+    bench = Benchmark("user", "test", "local", "instructed", corpus, queries, qrels)
+    q = rng.normal(size=(4, 4)).astype(np.float32)
+    for k in (3, 7, 10):
+        cut = rank_by_embeddings(bench, q, vectors, k, "dot", {})
+        deep = rank_by_embeddings(bench, q, vectors, 30, "dot", {})
+        as_trec_eval_reads = Run(deep.df[["qid", "docid", "score"]]).top(k)  # trec_eval's order of the deep run
+        assert cut.df[["qid", "docid"]].values.tolist() == as_trec_eval_reads.df[["qid", "docid"]].values.tolist()
+        measure = ir_measures.nDCG @ k
+        assert ir_measures.calc_aggregate([measure], qrels, cut.to_dict())[measure] == pytest.approx(
+            ir_measures.calc_aggregate([measure], qrels, deep.to_dict())[measure])
 
 
 def test_a_run_from_top_k_drops_a_self_hit_and_still_holds_k_documents():
