@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from instir.cli.options import positive_int
+
 #: Cells ``instir sweep`` starts without ``--yes``; a larger grid is refused (with its estimate) until confirmed.
 CONFIRM_CELLS = 200
 
@@ -22,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--address", default=None,
                    help="Ray cluster: 'auto' (the cluster this machine belongs to) or ray://HOST:PORT; "
                         "default: start Ray locally in this process")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
+    p.add_argument("--num-cpus", type=positive_int, default=None, help="CPUs of a local Ray (default: all)")
     p.add_argument("--serial", action="store_true", help="run the cells in a plain loop, without Ray")
     p.add_argument("--yes", action="store_true",
                    help=f"start a grid of more than {CONFIRM_CELLS} cells (refused without it, with its estimate)")
@@ -37,6 +39,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     from instir.errors import UsageError
     from instir.extras import MissingExtraError, require
 
+    for option, given in (("--num-cpus", args.num_cpus is not None), ("--serial", args.serial)):
+        if given and args.address is not None:  # each is about a local run; the cluster would ignore it
+            raise UsageError(f"{option} is for a run on this machine; with --address the cluster's CPUs run the cells")
     grid = load_grid(args.grid)
     plan = describe_estimate(grid)
     cells = len(grid.cells())

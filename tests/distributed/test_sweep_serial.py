@@ -1,6 +1,7 @@
 """The sweep's plain loop (no Ray): the judge step writes notebook 04's InstFol files."""
 
 import re
+from contextlib import nullcontext
 
 import pandas as pd
 import pytest
@@ -168,4 +169,23 @@ def test_an_unknown_executor_is_refused_before_the_folder_is_made(tmp_path):
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 20})
     with pytest.raises(ValueError, match="'threads'.*ray or serial"):
         run_sweep(grid, tmp_path / "out", executor="threads")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--num-cpus", "-1"], "argument --num-cpus: must be at least 1, got -1"),
+    (["--num-cpus", "0"], "argument --num-cpus: must be at least 1, got 0"),
+    (["--num-cpus", "2", "--address", "auto"], "--num-cpus is for a run on this machine"),
+    (["--serial", "--address", "auto"], "--serial is for a run on this machine"),
+])
+def test_cpu_and_cluster_options_that_cannot_hold_are_one_line_before_anything_runs(tmp_path, capsys, options, said):
+    # before, --num-cpus -1 was Ray's traceback, 0 failed every cell, and with --address both were ignored
+    from instir.cli import main
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\n")
+    with pytest.raises(SystemExit) if "argument" in said else nullcontext():
+        assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), *options]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "out").exists()
