@@ -64,7 +64,8 @@ class HFCausalLMJudge:
     score distribution is the next-token distribution restricted to the rubric's digits
     (``weighting="logits"``): an exact expected score, no sampling. ``model`` is a local folder or
     a Hugging Face model id; ``gguf_file`` names a GGUF file in it. With neither, the offline
-    default (:func:`default_gguf`) is used. Runs on CUDA when available. A prompt longer than the
+    default (:func:`default_gguf`) is used. Runs on CUDA in bfloat16 when available (its ``model``, the
+    judgment cache's key, then says so). A prompt longer than the
     model's context is a failed judgment, never silently truncated; so is a distribution that
     puts no finite probability on the score digits, and a batch the model fails on (out of
     memory) fails its judgments, not the run.
@@ -74,6 +75,8 @@ class HFCausalLMJudge:
 
     def __init__(self, model: str | Path | None = None, *, gguf_file: str | None = None, batch_size: int = 8,
                  progress: bool = True):
+        import torch
+
         if model is None:
             folder, gguf_file = default_gguf()
             self._source, self._gguf = str(folder), gguf_file
@@ -81,7 +84,9 @@ class HFCausalLMJudge:
         else:
             self._source, self._gguf = str(model), gguf_file
             self.model = f"{model}/{gguf_file}" if gguf_file else str(model)
-        self.device: str | None = None  # CUDA when available, chosen on first use
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if self.device != "cpu":  # bfloat16 scores differ from float32's, so they are another model in the cache
+            self.model += " (bfloat16)"
         self.batch_size = max(1, batch_size)
         self.progress = progress
         self._digit_plan: tuple[int, list[int]] | None = None
@@ -90,10 +95,6 @@ class HFCausalLMJudge:
         return f"HFCausalLMJudge(model={self.model!r}, device={self.device!r}, batch_size={self.batch_size})"
 
     def _loaded(self):
-        import torch
-
-        if self.device is None:
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
         with _LOAD_LOCK:
             return _load_causal_lm(self._source, self._gguf, self.device)
 

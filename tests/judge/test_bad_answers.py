@@ -235,6 +235,19 @@ def test_local_lm_digit_probabilities_that_are_nan_or_zero_are_failures():
         assert j.prompt_tokens == 50
 
 
+def test_the_local_judge_in_bfloat16_on_a_gpu_is_another_model_in_the_cache_than_in_float32(monkeypatch, tmp_path):
+    # before, both keyed as the GGUF file alone: judgments made on a GPU were served to a CPU run (0.047 apart)
+    import torch
+
+    from instir.judge.local_lm import HFCausalLMJudge
+
+    on_cpu = HFCausalLMJudge("no-model-loaded", gguf_file="m.gguf", progress=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    on_gpu = HFCausalLMJudge("no-model-loaded", gguf_file="m.gguf", progress=False)
+    assert on_cpu.model == "no-model-loaded/m.gguf" and on_gpu.device == "cuda"
+    assert CachedJudge(on_gpu, tmp_path / "c.sqlite").model != CachedJudge(on_cpu, tmp_path / "c.sqlite").model
+
+
 def test_baseline_similarity_that_is_not_a_number_is_a_failure(monkeypatch):
     from instir.judge.baseline import BaselineJudge
 
