@@ -49,6 +49,10 @@ MAX_ERROR_BYTES = 64 << 10
 #: Requests a client runs at once at most: each is a thread and a connection to a (paid) API.
 MAX_CONCURRENCY = 64
 
+#: Requests in a row that gave up on connection errors, after which an :class:`Endpoint` sends a request only when
+#: a TCP connect to its host answers (a server that died mid-run fails the rest at once, not after every retry).
+DOWN_AFTER = 3
+
 
 def check_concurrency(value: object, what: str = "concurrency") -> int:
     """``value`` as a count of requests in flight, refused in one line when it is no whole number
@@ -177,6 +181,7 @@ class Endpoint:
         self.base_url = base_url.rstrip("/")
         self.api_key_env = require_env_name(api_key_env, "api_key_env")
         self.auth_header, self.query_params, self.timeout_s = auth_header, dict(query_params or {}), timeout_s
+        self._lock, self._refused_in_row = threading.Lock(), 0
 
     def __repr__(self) -> str:
         return f"Endpoint(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
@@ -204,7 +209,14 @@ class Endpoint:
         """POST ``body`` as JSON to ``path`` through ``http`` (a :meth:`client`) with this server's key (read
         per attempt: :meth:`headers`), query parameters and masking (:meth:`scrub`); the successful response
         (its body read), or :class:`RequestFailed`. Each attempt ends within ``timeout_s`` seconds and reads at
-        most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried)."""
+        most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried). After :data:`DOWN_AFTER`
+        requests in a row gave up on connection errors, a request is sent only if the host takes a TCP connect
+        (:func:`unreachable`); else it fails at once, unsent (a rerun resumes what failed)."""
+        if self._refused_in_row >= DOWN_AFTER:
+            why = unreachable(self.base_url, min(self.timeout_s, 5.0))
+            if why:
+                raise RequestFailed(f"connection error: not sent, {why} ({self._refused_in_row} requests in a row "
+                                    "failed to connect)")
         attempt = 0
         while True:
             wait: float | None = None
@@ -225,6 +237,8 @@ class Endpoint:
                     reason = f"connection error ({type(err).__name__})"
             else:
                 if response.is_success:
+                    with self._lock:
+                        self._refused_in_row = 0
                     return response
                 reason = f"HTTP {response.status_code}: {self.scrub(response.text)[:ERROR_BODY_CHARS]}"
                 if response.is_redirect:
@@ -237,6 +251,9 @@ class Endpoint:
             finally:
                 deadline.cancel()
             if attempt == policy.max_retries:
+                if reason.startswith("connection error"):
+                    with self._lock:
+                        self._refused_in_row += 1
                 raise RequestFailed(f"gave up after {attempt + 1} attempts; last: {reason}")
             wait = policy.backoff(attempt) if wait is None else wait
             attempt += 1

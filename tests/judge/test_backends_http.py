@@ -89,6 +89,30 @@ def test_connection_refused_is_a_failed_judgment():
     assert not j.ok and "connection error" in j.error
 
 
+def test_a_server_gone_fails_the_rest_unsent_after_a_few_requests_in_a_row_gave_up(monkeypatch):
+    # before, every request went through every retry (about 48 s each at the defaults), twice in the judge stage
+    from instir import http_retry
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    waits = []
+    monkeypatch.setattr(http_retry.time, "sleep", waits.append)
+    out = make_judge(f"http://127.0.0.1:{port}/v1", max_retries=2, concurrency=1).judge(numbered_requests(10))
+    assert all(not j.ok and "connection error" in j.error for j in out)
+    assert sum("not sent" in j.error for j in out) == 10 - http_retry.DOWN_AFTER
+    assert len(waits) == http_retry.DOWN_AFTER * 2  # the retries of the requests that were sent
+
+
+def test_a_server_back_after_requests_gave_up_is_sent_to_again():
+    judge = make_judge("http://127.0.0.1:9/v1", max_retries=0)
+    judge.judge(numbered_requests(3))  # port 9: nothing answers
+    with FakeChatServer(script=[scored_reply(2)] * 2) as server:
+        judge.endpoint.base_url = server.url  # the same client, its server back (here: on another port)
+        out = judge.judge(numbered_requests(2))
+    assert [j.score for j in out] == [2, 2]
+
+
 def test_results_come_back_in_input_order_with_bounded_concurrency():
     def by_passage(body):
         number = int(re.search(r"passage number (\d+)", body["messages"][1]["content"]).group(1))
