@@ -61,14 +61,17 @@ class HFCausalLMJudge:
 
     The prompt is the rubric's chat messages through the model's chat template, followed by the
     start of the answer up to the score digit (:data:`~instir.judge.rubrics.ANSWER_PREFIX`). The
-    score distribution is the next-token distribution restricted to the rubric's digits
-    (``weighting="logits"``): an exact expected score, no sampling. ``model`` is a local folder or
-    a Hugging Face model id; ``gguf_file`` names a GGUF file in it. With neither, the offline
-    default (:func:`default_gguf`) is used. Runs on CUDA in bfloat16 when available (its ``model``, the
-    judgment cache's key, then says so). A prompt longer than the
-    model's context is a failed judgment, never silently truncated; so is a distribution that
-    puts no finite probability on the score digits, and a batch the model fails on (out of
-    memory) fails its judgments, not the run.
+    score is weighted by the model's next-token probabilities of the digits under the authors' rule, as
+    the chat judges read it from log-probabilities (:func:`~instir.judge.scoring.ifir_digit_probs`: digits
+    0-5 whose probability is 1 % or more, renormalised; ``weighting="logits"``): no sampling, and the same
+    model served over HTTP is weighted alike. Its ``model`` (the judgment cache's key) says the rule,
+    ``[ifir]``, so judgments of the earlier rule (the rubric's digits, renormalised before the floor)
+    are not reused. ``model`` is a local folder or a Hugging Face model id; ``gguf_file`` names a GGUF
+    file in it. With neither, the offline default (:func:`default_gguf`) is used. Runs on CUDA in
+    bfloat16 when available (its ``model`` then says so). A prompt longer than the model's context is
+    a failed judgment, never silently truncated; so is a distribution that puts no finite probability
+    on the score digits, and a batch the model fails on (out of memory) fails its judgments, not the
+    run.
     """
 
     name = "hf-causal-lm"
@@ -84,6 +87,7 @@ class HFCausalLMJudge:
         else:
             self._source, self._gguf = str(model), gguf_file
             self.model = f"{model}/{gguf_file}" if gguf_file else str(model)
+        self.model += " [ifir]"
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         if self.device != "cpu":  # bfloat16 scores differ from float32's, so they are another model in the cache
             self.model += " (bfloat16)"
@@ -167,14 +171,15 @@ class HFCausalLMJudge:
         half-precision overflow gives) is a failed judgment, as is any error reading it."""
         usage = {"latency_s": latency, "prompt_tokens": prompt_tokens, "completion_tokens": 0}
         try:
-            max_score = request.rubric.max_score
-            mass = probs[digit_ids[:max_score + 1]]
+            top = request.rubric.taken_top
+            mass = probs[digit_ids[:top + 1]]
             total = float(mass.sum())
             if not math.isfinite(total) or total <= 0:
                 return Judgment.failure(f"malformed answer: the model's probability of the score digits is {total!r}",
                                         **usage)
-            dist_in = {d: float(v) for d, v in enumerate(mass / total)}
-            weighted = expected_score(dist_in, max_score)  # argmax digit always >= 1/(max+1)
+            # the authors' rule, as the chat judges read it from log-probabilities: digits 0-5 whose own
+            # probability is 1 % or more, renormalised
+            weighted = expected_score({d: float(v) for d, v in enumerate(mass)}, top)
             if weighted is None:
                 return Judgment.failure("malformed answer: no score digit has a probability of 1% or more", **usage)
             value, dist = weighted

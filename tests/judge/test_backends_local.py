@@ -35,7 +35,7 @@ def test_in_process_judge_reads_a_digit_distribution_from_logits(batched):
     requests, out, seen = batched
     assert sorted(seen) == list(range(len(requests)))
     for request, j in zip(requests, out):
-        top = request.rubric.max_score
+        top = request.rubric.taken_top
         assert j.ok and j.weighting == "logits" and j.completion_tokens == 0 and j.prompt_tokens > 100
         assert set(j.probs) <= {str(d) for d in range(top + 1)}
         assert sum(j.probs.values()) == pytest.approx(1.0)

