@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
+from instir.benchmarks import catalog
 from instir.benchmarks.registry import benchmark_settings, list_benchmarks, load_benchmark
 from instir.benchmarks.types import Benchmark, Doc
 from instir.extras import require
@@ -21,7 +22,7 @@ from instir.formatting import default_template
 ir_datasets = require("ir_datasets")
 
 from ir_datasets.datasets.base import Dataset  # noqa: E402  (after the check that ir_datasets is there)
-from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries, TrecQrel  # noqa: E402
+from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries, BaseScoredDocs, GenericScoredDoc, TrecQrel  # noqa: E402
 from ir_datasets.indices import Docstore  # noqa: E402
 
 #: the first part of every id registered here
@@ -117,7 +118,11 @@ def ensure_registered() -> list[str]:
         if dataset_id in _STATE.registered:
             continue
         handler = docs.setdefault(name, _Docs(name))
-        ir_datasets.registry.register(dataset_id, Dataset(handler, _Queries(name, setting), _Qrels(name, setting)))
+        parts = [handler, _Queries(name, setting), _Qrels(name, setting)]
+        family = catalog.family_of(name)
+        if family and catalog.family(family).rerank:  # a reranking task: its candidate lists are part of it
+            parts.append(_Candidates(name, setting))
+        ir_datasets.registry.register(dataset_id, Dataset(*parts))
         _STATE.registered.add(dataset_id)
     return list(ids)
 
@@ -272,3 +277,20 @@ class _Qrels(BaseQrels):
 
     def qrels_defs(self) -> dict[int, str]:
         return dict(QRELS_DEFS)
+
+
+class _Candidates(BaseScoredDocs):
+    """A reranking task's candidate lists (FollowIR's ``top_ranked``) as scoreddocs, so a system run through
+    ir_datasets or PyTerrier ranks what the task ranks: each list in its order, scored from its length down to 1
+    (the lists carry no first-stage scores)."""
+
+    def __init__(self, name: str, setting: str):
+        self.name, self.setting = name, setting
+
+    def scoreddocs_iter(self) -> Iterator[GenericScoredDoc]:
+        for qid, doc_ids in _STATE.benchmark(self.name, self.setting).meta["top_ranked"].items():
+            for place, doc_id in enumerate(doc_ids):
+                yield GenericScoredDoc(qid, doc_id, float(len(doc_ids) - place))
+
+    def scoreddocs_cls(self) -> type:
+        return GenericScoredDoc

@@ -205,6 +205,18 @@ def test_an_unknown_export_field_is_one_line_and_an_interrupted_export_never_exi
     print("stderr is still open")  # ir_datasets closed it: the kit's own line and what follows are still written
 
 
+@pytest.mark.parametrize("name", ["followir-sample/news21", "followir-sample/core17"])
+def test_a_reranking_tasks_candidate_lists_are_its_scoreddocs_in_their_order(interop, irds, name):
+    # before, FollowIR had no scoreddocs: a system run through ir_datasets ranked the whole corpus, not the task's lists
+    dataset, benchmark = irds.load(f"instir/{name}"), load_benchmark(name)
+    lists = {}
+    for scored in dataset.scoreddocs_iter():
+        lists.setdefault(scored.query_id, []).append((scored.doc_id, scored.score))
+    assert {q: [d for d, _ in docs] for q, docs in lists.items()} == benchmark.meta["top_ranked"]
+    assert all([s for _, s in docs] == sorted((s for _, s in docs), reverse=True) for docs in lists.values())
+    assert not irds.load("instir/instructir-sample").has_scoreddocs()
+
+
 def test_what_a_dataset_lacks_or_no_command_at_all_is_one_line_never_exit_0_or_1(irds, monkeypatch, capsys):
     # on the commit before: ir_datasets printed "… does not provide scoreddocs" and exited 0, and its usage line
     # (naming ir_datasets) with exit 1 for no command or a misspelt one
