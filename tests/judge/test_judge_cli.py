@@ -219,8 +219,8 @@ def test_a_key_given_as_the_key_variable_ends_the_command_without_echoing_it(val
 
 def test_timeout_and_max_retries_reach_the_backend(tmp_path, capsys):
     # the first request hangs past the timeout and, with no retries, fails; the others are answered
-    with FakeChatServer([Reply(body=scored_reply(1).body, delay_s=1.0)]) as server:
-        assert validate_openai(server, tmp_path, "--timeout", "0.1", "--max-retries", "0") == 0
+    with FakeChatServer([Reply(body=scored_reply(1).body, delay_s=2.0)]) as server:
+        assert validate_openai(server, tmp_path, "--timeout", "0.5", "--max-retries", "0") == 0
     out = capsys.readouterr().out
     assert "openai-compatible / fake-4o [ifir]" in out
     bodies = [body for _, body in server.received]
