@@ -144,9 +144,10 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ours["depth"] = [_depth(str(d)) if pd.notna(d) else None if str(m).startswith("InstFol") else k
                      for d, k, m in zip(ours["depth"], listed, ours["measure"])]  # InstFol's: both its runs', its own
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
-    theirs["_number"] = range(len(theirs))
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
+    theirs = _repeats_folded(theirs)
+    theirs["_number"] = range(len(theirs))
     merged = theirs.merge(ours, on=_KEYS, how="inner", suffixes=("", "_ours"))
     merged["reported"] = merged["value"]
     merged["reproduced"] = merged["value_ours"] * merged["scale"]
@@ -232,6 +233,24 @@ def _paper_protocol(paper: str, measure: str) -> str:
     also for a paper of no family such as MTEB's results)."""
     spec = catalog.family(paper).papers if paper in catalog.families() else {}
     return spec.get("protocol", {}).get(measure, "")
+
+
+def _repeats_folded(theirs: pd.DataFrame) -> pd.DataFrame:
+    """The reported rows less those that print a number of one paper again (another table, the same setup,
+    slice, measure, model and printed value: IFIR's Table 8 repeats Table 3's nDCG@20), each named in the
+    ``reference`` of the row that stays, so a reproduced number is judged against it once."""
+    keys = ["paper", *_KEYS, "variant", "value", "rounding"]
+    keys = [k for k in keys if k in theirs.columns]
+    setup = theirs[keys].astype(str).agg("\x1f".join, axis=1)
+    repeated = setup.duplicated()
+    if not repeated.any():
+        return theirs
+    first = theirs[~repeated].copy()
+    again = theirs[repeated].groupby(setup[repeated], sort=False)["table"].agg(lambda t: ", ".join(dict.fromkeys(t)))
+    also = setup[~repeated].map(again)
+    first["reference"] = [f"{ref}; the same number in {tables}" if isinstance(tables, str) else ref
+                          for ref, tables in zip(first["reference"], also)]
+    return first
 
 
 def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:

@@ -31,9 +31,12 @@ class Divergence:
     reproduced run it applies to (:func:`instir.retrieval.run_windowing`: ``ifir``,
     ``clean``, ``none``, ``n/a``; ``unknown`` when the row does not say, ``mixed`` when the
     runs behind an average differ); ``engines`` the BM25 engines of the run it applies to
-    (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``).
-    ``voids``: the reported number measures something the kit does not rerun (another task, other data, a
-    mislabelled file), so a row it applies to earns no verdict (:func:`voiding`), only the reason.
+    (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``);
+    ``variants`` the reported row's ``variant`` (:func:`instir.papers.load_reported`: the setup a table reports,
+    such as IFIR Table 9's prompts).
+    ``voids``: the reported number measures something the kit does not rerun (another task, other data, another
+    setup, a mislabelled file) or repeats a number another row judges, so a row it applies to earns no verdict
+    (:func:`voiding`), only the reason.
     """
 
     key: str
@@ -48,11 +51,12 @@ class Divergence:
     secondary_only: bool = False
     windowing: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
     voids: bool = False
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
-        ``subset_id``, ``level``, ``model_key``, ``secondary`` and ``windowing`` fields."""
+        ``subset_id``, ``level``, ``model_key``, ``secondary``, ``windowing``, ``engine`` and ``variant`` fields."""
         level = row.get("level")
         level = 0 if level is None or pd.isna(level) else int(level)
         windowing = row.get("windowing")
@@ -69,6 +73,7 @@ class Divergence:
             not self.secondary_only or bool(row.get("secondary")),
             not self.windowing or windowing in self.windowing,
             not self.engines or engine in self.engines,
+            not self.variants or row.get("variant") in self.variants,
         )
         return all(checks)
 
@@ -152,6 +157,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "long-document subsets.",
         papers=("ifir",), models=_IFIR_WINDOWED_MODELS + tuple(f"hybrid:{m}" for m in _IFIR_WINDOWED_MODELS),
         windowing=("none", "clean", "mixed", "unknown")),
+    Divergence(
+        "own-task-prompt", "IFIR Table 9, the model's own task prompt: another prompt than this run's",
+        "Table 9 reruns Instructor, E5-mistral and GritLM with each model's own task prompt in place of the prompts "
+        "of the authors' code (Table 3's runs), which the kit's IFIR templates copy (ifir-instructor, ifir-e5-mistral, "
+        "ifir-gritlm): another setup, shown beside the run's number but not judged.",
+        papers=("ifir",), variants=("model's own task prompt",), voids=True),
+    Divergence(
+        "no-model-prompt", "IFIR Table 9, no model prompt: Table 3's runs to three decimals, judged by Table 3's row",
+        "Table 9's other half, without a model's own task prompt, is the setup of Table 3's runs printed one decimal "
+        "longer: 38 of its 40 numbers round to Table 3's, the other two are half-way (0.345 and 0.575 print as 0.34 "
+        "and 0.57 there). A reproduced number is judged once, against Table 3's row; this one is shown beside it.",
+        papers=("ifir",), variants=("no model prompt",), voids=True),
     Divergence(
         "query-order", "Query text order (MTEB vs official)",
         "MTEB sends '<query> <instruction>' for InstructIR (mteb/_create_dataloaders.py "

@@ -67,8 +67,11 @@ class PaperComparison:
     reported: dict[str, pd.DataFrame]
 
     def verdicts(self) -> pd.DataFrame:
-        """How many numbers got each verdict, per paper."""
-        return self.compared.groupby(["paper", "verdict"]).size().rename("numbers").reset_index()
+        """How many reproduced numbers got each verdict, per paper: a number two rows of one paper judge alike (the
+        paper's and a secondary source's) counts once."""
+        number = ["system", "benchmark", "subset_id", "level", "setting", "measure_reproduced"]
+        distinct = self.compared.drop_duplicates(["paper", "verdict", *number])
+        return distinct.groupby(["paper", "verdict"]).size().rename("numbers").reset_index()
 
     def sources(self) -> pd.DataFrame:
         """The table and source of every reported number compared."""

@@ -214,8 +214,8 @@ def test_data_verified_as_one_copy_earns_no_verdict_against_numbers_of_the_other
     reported = pd.concat([load_reported("mteb"), load_reported("ifir")], ignore_index=True)
     theirs = reported[(reported["paper"] == paper) & (reported["subset_id"] == "scifact_open")
                       & (reported["setting"] == "instructed") & (reported["measure"] == "nDCG@20")
-                      & (reported["model_key"] == "hkunlp/instructor-base")]
-    assert len(theirs), "the row is reported"
+                      & (reported["model_key"] == "hkunlp/instructor-base") & (reported["variant"] == "")]
+    assert len(theirs), "the row is reported"  # (Table 9's prompt study is not judged whatever the data)
     row = theirs.iloc[0]
     value = float(row["value"]) / float(row["scale"])
     reproduced = pd.DataFrame({"system": ["dense:hkunlp/instructor-base"], "benchmark": ["ifir/scifact_open"],

@@ -414,3 +414,16 @@ def test_system_names_are_matched_to_the_names_the_papers_print():
 def test_the_tolerance_rule_is_stated_in_points():
     text = tolerance_statement()
     assert "2 points" in text and "InstFol: 3" in text and "rounding" in text
+
+
+def test_a_reproduced_number_gets_one_verdict_from_the_row_of_the_setup_it_ran(reported):
+    # on the commit before, one Instructor-Base TREC-PM nDCG@20 of 0.17 was within tolerance of Table 3, of Table 8's
+    # copy of it and of Table 9's no-model-prompt row, and outside that of Table 9's run with the model's own prompt
+    ours = table([("hkunlp/instructor-base", "ifir/pm", "instructed", "pm", "all", "nDCG@20[ifir-native]", 0.17)])
+    out = grounded(ours, reported[reported["paper"] == "ifir"]).set_index("table")
+    judged = out[~out["verdict"].str.startswith("not comparable")]
+    assert judged.index.tolist() == ["Table 3"] and judged["verdict"].tolist() == ["within tolerance"]
+    assert "Table 8 (end-to-end retrieval)" in out.loc["Table 3", "reference"]  # the same printed number, one row
+    says(out.loc["Table 9 (with model's own task prompt)", "verdict"], "not comparable", "own task prompt")
+    says(out.loc["Table 9 (no model prompt)", "verdict"], "not comparable", "no model prompt", "Table 3")
+    assert len(out) == 3

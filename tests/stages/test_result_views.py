@@ -42,3 +42,13 @@ def test_the_appendix_lists_each_known_reason_once_instfol_first():
     (instfol_title, instfol), (other_title, other) = _comparison(_rows([])).divergences()
     assert "InstFol" in instfol_title and "aila-judge-prompt" in set(instfol["key"])
     assert not set(instfol["key"]) & set(other["key"]) and "ifir-native-ndcg" in set(other["key"])
+
+
+def test_verdict_counts_count_each_reproduced_number_once():
+    # on the commit before, a number that two rows of one paper print (InstructIR's RepLLaMA in the paper and again in
+    # the Promptriever paper's table) counted twice among that paper's "within tolerance"
+    compared = pd.DataFrame({"paper": "instructir", "table": ["InstructIR paper", "SECONDARY: Promptriever Table 2"],
+                             "system": "repllama", "benchmark": "instructir", "subset_id": "", "level": pd.NA,
+                             "setting": "instructed", "measure_reproduced": "nDCG@10", "verdict": "within tolerance"})
+    counts = _comparison(compared).verdicts()
+    assert counts.to_dict("records") == [{"paper": "instructir", "verdict": "within tolerance", "numbers": 1}]
