@@ -93,7 +93,9 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     behind it (an IFIR average: of all its subsets' runs, ``mixed`` when they differ; ``unknown`` without
     ``runs`` or without a matching run) and their least depth; a reproduced row's own ``depth`` takes its place
     (an InstFol's: the shallower of the two runs it compares, as the judge stage writes it; an InstFol without one
-    has no known depth: the runs list names only its instructed run).
+    has no known depth: the runs list names only its instructed run). An optional ``card_paper`` column of ``runs``
+    names the paper of the system card each run ran (empty: none): a card's run is compared with rows of its own
+    family's benchmark only (a FollowIR card runs FollowIR's settings, whatever model key it shares with an IFIR row).
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
@@ -138,7 +140,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
         samples = [s or bool(flag) for s, flag in zip(samples, reproduced["is_sample"].fillna(False))]
     reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
-    ours["windowing"], ours["engine"] = (_one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine"))
+    ours["windowing"], ours["engine"], ours["card_paper"] = (_one_of(_of_runs(ours, runs, c))
+                                                             for c in ("windowing", "engine", "card_paper"))
     listed = [min(depths) if depths and None not in depths else None
               for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
     ours["depth"] = [_depth(str(d)) if pd.notna(d) else None if str(m).startswith("InstFol") else k
@@ -176,7 +179,8 @@ PROTOCOLS = {"authors": "the authors'", "mteb": "MTEB's"}
 def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: str = "authors") -> str | None:
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
     ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use or that measures
-    something else (a known reason that ``voids`` it: another task, other data, a mislabelled file), the data (not
+    something else (a known reason that ``voids`` it: another task, other data, a mislabelled file), a system card of
+    another family's paper (its settings are that paper's), the data (not
     verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
     authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
     run by the paper's engine), the judge (an InstFol not judged by the paper's judge) and the run's depth (unknown,
@@ -189,6 +193,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     void = voiding(row)
     if void is not None:
         return void.title
+    card = row.get("card_paper")
+    if card in catalog.families() and card != row["benchmark"] and row["benchmark"] in catalog.families():
+        theirs = catalog.family(card).printed
+        return f"a {theirs} card: its settings are {theirs}'s, not {catalog.family(row['benchmark']).printed}'s"
     family = row["benchmark"] if row["benchmark"] in catalog.families() else None
     names = ([f"{family}/{s}" for s in catalog.family(family).subsets] if family and row["subset_id"] == "avg"
              else [f"{row['benchmark']}/{row['subset_id']}" if row["subset_id"] else str(row["benchmark"])])

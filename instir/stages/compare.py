@@ -234,6 +234,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     scored = _scored_queries(layout)
     windowing = runs[["benchmark", "system"]].assign(
         windowing=[run_windowing(meta) for meta in sidecars], engine=[run_engine(meta) for meta in sidecars],
+        card_paper=[run_card_paper(meta) for meta in sidecars],
         k=[_depth_now(layout.root / f, meta, k, scored.get((str(b), str(s))))
            for f, meta, k, b, s in zip(runs["run_file"], sidecars, listed, runs["benchmark"], runs["system"])])
     if mteb_results is None:
@@ -274,12 +275,21 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                            reported)
 
 
+def run_card_paper(meta: Mapping | None) -> str:
+    """The paper of the system card a run's sidecar records ("" for a run of no card): its run is compared with that
+    paper's rows only (``card_paper`` of :func:`instir.papers.compare_to_papers`)."""
+    card = (meta or {}).get("system")
+    return str(card.get("paper") or "") if isinstance(card, Mapping) else ""
+
+
 def run_row_keys(runs: pd.DataFrame, sidecars: Sequence[Mapping | None]) -> dict[str, str]:
     """System name -> the model key of the paper row its run's system card reproduces (the card its sidecar
     records, joined to rows as the coverage matrix joins them: :func:`card_row_keys`), so a run named after its
     card (``BM25 (FollowIR)``) or renamed (``--run mine=FILE``) meets that row. Only an instructed run (``runs``'
     ``variant``; none given: instructed) meets a paper's row: the query-only run of the same card is InstFol's other
-    half, no number the paper's row reports. A run of no card, or of a kit variant, is matched by its name."""
+    half, no number the paper's row reports. A run of no card, or of a kit variant, is matched by its name. A card's
+    run on another family's benchmark meets that family's row of its model too, and is told not comparable there
+    (:func:`run_card_paper`)."""
     row_keys = card_row_keys()
     variants = runs["variant"].fillna("instructed") if "variant" in runs else ["instructed"] * len(runs)
     out: dict[str, str] = {}

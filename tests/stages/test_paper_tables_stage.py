@@ -85,6 +85,18 @@ def test_a_run_of_a_papers_card_meets_that_papers_row_whatever_the_run_is_named(
     assert set(pd.read_csv(folder / "paper_tables" / "comparison.csv")["system"]) == {system}
 
 
+def test_a_run_of_another_papers_card_is_not_comparable_with_this_papers_row(tmp_path):
+    # on the commit before, a run of the FollowIR paper's BM25 card on IFIR's FiQA met IFIR's BM25 row by its model
+    # key and earned IFIR's verdicts, though the card runs FollowIR's settings
+    from instir.systems.cards import get_card
+
+    system = "BM25 (FollowIR)"
+    table3 = compared_bm25(real_fiqa_folder(tmp_path, system=system, card=get_card(system)), system)
+    assert list(table3.index) == ["nDCG@20[ifir-native]", "InstFol@20"]
+    for verdict in table3["verdict"]:
+        says(verdict, "not comparable", "a FollowIR card", "FollowIR's")
+
+
 def test_a_run_of_a_kit_variant_card_meets_no_paper_row(tmp_path):
     from instir.systems.cards import get_card
 
