@@ -20,7 +20,7 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import NOT_CHECKED
 from instir.errors import UsageError, expect, quoted
-from instir.papers.divergences import reasons_for, voiding
+from instir.papers.divergences import reasons_for, voiding, withholding
 from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
 
 #: allowed |reproduced - reported| on the unit scale (0-1 for nDCG, Robustness and InstFol),
@@ -179,13 +179,14 @@ PROTOCOLS = {"authors": "the authors'", "mteb": "MTEB's"}
 def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: str = "authors") -> str | None:
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
     ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use or that measures
-    something else (a known reason that ``voids`` it: another task, other data, a mislabelled file), a system card of
-    another family's paper (its settings are that paper's), the data (not
-    verified as the paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the
-    authors'), the variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not
-    run by the paper's engine), the judge (an InstFol not judged by the paper's judge) and the run's depth (unknown,
-    or fewer documents a query than the measure's cutoff, the ranks past it counting as non-relevant; a measure
-    without one, such as p-MRR, needs the family's retrieval ``depth``), the first that fails."""
+    something else (a known reason that ``voids`` it: another task, other data, another setup, a mislabelled file),
+    a system card of another family's paper (its settings are that paper's), the data (not verified as the
+    paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the authors'), the
+    variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not run by the paper's
+    engine), the windowing of long texts (a known reason that ``withholds`` it: not IFIR's windows), the judge (an
+    InstFol not judged by the paper's judge) and the run's depth (unknown, or fewer documents a query than the
+    measure's cutoff, the ranks past it counting as non-relevant; a measure without one, such as p-MRR, needs the
+    family's retrieval ``depth``), the first that fails."""
     if row["sample"]:
         return "SAMPLE"
     if "do not use" in str(row.get("source") or ""):
@@ -217,6 +218,9 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     engine = paper_family.bm25.get("engine") if paper_family else None
     if engine and str(row["model_key"]).startswith(("bm25", "hybrid:")) and row["engine"] != engine:
         return f"BM25 by {row['engine']}, the paper's by {engine}"
+    withheld = withholding(row)  # long texts cut otherwise than IFIR's windows
+    if withheld is not None:
+        return f"{withheld.title}: IFIR's windows are windowing 'ifir', its run's is {row['windowing']}"
     judge = spec.get("judge")
     if judge and str(row["measure"]).startswith("InstFol"):
         model = str(row["judge_model"]).split(" [")[0]

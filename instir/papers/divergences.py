@@ -36,7 +36,9 @@ class Divergence:
     such as IFIR Table 9's prompts).
     ``voids``: the reported number measures something the kit does not rerun (another task, other data, another
     setup, a mislabelled file) or repeats a number another row judges, so a row it applies to earns no verdict
-    (:func:`voiding`), only the reason.
+    (:func:`voiding`), only the reason. ``withholds``: the run was made otherwise than the paper's in a way the kit
+    can make it as the paper did (long texts windowed otherwise than IFIR's code): a row it applies to earns no
+    verdict until rerun so (:func:`withholding`), as a BM25 run by another engine or a number in another protocol.
     """
 
     key: str
@@ -53,6 +55,7 @@ class Divergence:
     engines: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
     voids: bool = False
+    withholds: bool = False
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
@@ -154,9 +157,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "the model. The kit does the same with windowing 'ifir'; this run used another mode (see its "
         "windowing): 'none' lets the model truncate long texts, 'clean' cuts documents only, only until "
         "the text is covered and at most the model's input long. Either changes the scores on "
-        "long-document subsets.",
+        "long-document subsets, so such a run earns no verdict on these models' rows.",
         papers=("ifir",), models=_IFIR_WINDOWED_MODELS + tuple(f"hybrid:{m}" for m in _IFIR_WINDOWED_MODELS),
-        windowing=("none", "clean", "mixed", "unknown")),
+        windowing=("none", "clean", "mixed", "unknown"), withholds=True),
     Divergence(
         "own-task-prompt", "IFIR Table 9, the model's own task prompt: another prompt than this run's",
         "Table 9 reruns Instructor, E5-mistral and GritLM with each model's own task prompt in place of the prompts "
@@ -273,3 +276,9 @@ def voiding(row: Mapping) -> Divergence | None:
     """The first known reason that applies to ``row`` and leaves its reported number nothing to verify a rerun
     against (``voids``), None when there is none."""
     return next((d for d in DIVERGENCES if d.voids and d.applies(row)), None)
+
+
+def withholding(row: Mapping) -> Divergence | None:
+    """The first known reason that applies to ``row`` and says its run was made otherwise than the paper's where the
+    kit can make it as the paper did (``withholds``), None when there is none."""
+    return next((d for d in DIVERGENCES if d.withholds and d.applies(row)), None)
