@@ -100,7 +100,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
     :func:`instir.benchmarks.fetch.data_check` says; a benchmark it does not name is unverified), in the
-    paper's protocol (a family spec's ``[papers.protocol]``: IFIR's nDCG@20 is the ``ifir-native`` one), for a
+    paper's protocol (a family spec's ``[papers.protocol]``: IFIR's nDCG@20 is the ``ifir-native`` one; a number of
+    MTEB's, the rule of the mteb version its source names: :data:`MTEB_RULE_CHANGES`), for a
     BM25 row by the paper's engine (from ``runs``) and for InstFol by the paper's judge (the reproduced
     table's ``judge_backend`` and ``judge_model`` columns), from a run as deep as the measure's cutoff (the family's
     ``depth`` for one without, such as p-MRR); otherwise the verdict is ``not comparable (<the
@@ -211,7 +212,7 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
                 f"{PROTOCOLS[theirs]}")
     paper_family = catalog.family(row["paper"]) if row["paper"] in catalog.families() else None
     spec = paper_family.papers if paper_family else {}
-    protocol = _paper_protocol(row["paper"], row["measure"])
+    protocol = _paper_protocol(row["paper"], row["measure"], row.get("source"))
     if row["measure_variant"] != protocol:
         ours = row["measure_variant"] or "standard"
         return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
@@ -240,9 +241,21 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     return None
 
 
-def _paper_protocol(paper: str, measure: str) -> str:
-    """The variant of ``measure`` the paper computed (its family spec's ``[papers.protocol]``; "" = the standard one,
-    also for a paper of no family such as MTEB's results)."""
+#: measures whose rule MTEB changed: measure -> (the first mteb version that computes the kit's standard one, the
+#: kit's variant of the rule before it). mteb ranks p-MRR's ties by document id descending from 2.19.5 (PR #5241),
+#: in insertion order before (divergence ``pmrr-ties``)
+MTEB_RULE_CHANGES: dict[str, tuple[tuple[int, ...], str]] = {"p-MRR": ((2, 19, 5), "insertion-ties")}
+
+
+def _paper_protocol(paper: str, measure: str, source: object = "") -> str:
+    """The variant of ``measure`` the paper computed (its family spec's ``[papers.protocol]``; "" = the standard one);
+    for a number of MTEB's (results store or file), the rule of the mteb version its ``source`` names
+    (:data:`MTEB_RULE_CHANGES`; the standard one where the source names none)."""
+    if paper == "mteb":
+        change = MTEB_RULE_CHANGES.get(measure)
+        version = re.search(r"\bmteb (\d+(?:\.\d+)*)", str(source or ""))
+        older = change and version and tuple(int(part) for part in version.group(1).split(".")) < change[0]
+        return change[1] if older else ""
     spec = catalog.family(paper).papers if paper in catalog.families() else {}
     return spec.get("protocol", {}).get(measure, "")
 
@@ -267,11 +280,12 @@ def _repeats_folded(theirs: pd.DataFrame) -> pd.DataFrame:
 
 def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:
     """One row per reported number and system: where the kit computed the number in two protocols (IFIR's standard
-    and native nDCG@20), the paper's (its family spec's ``[papers.protocol]``; else the standard one) stays and the
-    other is named beside it (``other_measure``, ``other_reproduced``)."""
+    and native nDCG@20), the paper's (its family spec's ``[papers.protocol]``, for MTEB's numbers their mteb
+    version's rule; else the standard one) stays and the other is named beside it (``other_measure``,
+    ``other_reproduced``)."""
     keep, others = [], {}
     for _, rows in merged.groupby(["_number", "system"], sort=False):
-        wanted = _paper_protocol(rows["paper"].iloc[0], rows["measure"].iloc[0])
+        wanted = _paper_protocol(rows["paper"].iloc[0], rows["measure"].iloc[0], rows["source"].iloc[0])
         chosen = rows.index[rows["measure_variant"] == wanted]
         first = chosen[0] if len(chosen) else rows.index[0]
         keep.append(first)

@@ -228,3 +228,24 @@ def test_data_verified_as_one_copy_earns_no_verdict_against_numbers_of_the_other
     assert len(compared)
     for verdict in compared["verdict"]:
         assert verdict.startswith(f"not comparable (data of ifir/scifact_open: the {layout} copy: "), verdict
+
+
+def test_a_stored_p_mrr_is_judged_by_the_tie_rule_of_the_mteb_version_that_computed_it():
+    # on the commit before, monoT5-3B's Core17 p-MRR in MTEB's store (computed by mteb 1.7.32, which ranked ties in
+    # insertion order) was judged by the kit's current-rule p-MRR, p-MRR[insertion-ties] only shown beside it
+    system = "castorini/monot5-3b-msmarco-10k"
+    stored = load_reported("mteb")
+    stored = stored[(stored["model_key"] == system) & (stored["measure"] == "p-MRR")]
+    assert "mteb 1.7.32" in stored["source"].iloc[0]
+    ours = pd.DataFrame({"benchmark": "followir/core17", "system": system, "level": "all",
+                         "measure": ["p-MRR", "p-MRR[insertion-ties]"], "value": [0.0183, 0.05]})
+    runs = pd.DataFrame({"benchmark": ["followir/core17"], "system": [system], "k": [1000]})
+
+    def judged(reported):
+        (row,) = compare_to_papers(ours, reported, runs=runs, data={"followir/core17": None},
+                                   protocol="mteb").to_dict("records")
+        return row["measure_reproduced"], row["other_measure"], row["verdict"]
+
+    assert judged(stored) == ("p-MRR[insertion-ties]", "p-MRR", "outside tolerance")
+    newer = stored.assign(source=stored["source"].str.replace("mteb 1.7.32", "mteb 2.26.0", regex=False))
+    assert judged(newer) == ("p-MRR", "p-MRR[insertion-ties]", "within tolerance")
