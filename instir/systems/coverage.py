@@ -153,7 +153,8 @@ def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, Syste
         else:
             runnable, reason = system_status(card, cards)
             if card.paper != paper:
-                borrowed = f"the {card.paper} paper's card of this model (settings as that paper ran it)"
+                borrowed = (f"the {card.paper} paper's card of this model (settings as that paper ran it: its number "
+                            "is shown beside this row, not judged)")
                 reason = f"{borrowed}; {reason}" if reason else borrowed
         rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
                      "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
