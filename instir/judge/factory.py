@@ -55,7 +55,7 @@ def key_env_for(api_key_env: str | None, base_url: str) -> str:
                          f"(a local server that needs no key can go without: leave api_key_env at {DEFAULT_KEY_ENV})")
     if not is_local_url(base_url):
         raise UsageError(f"{DEFAULT_KEY_ENV} is not set, and {base_url} is not a local server: set it to the key, "
-                         "or name the variable that holds it with api_key_env")
+                         "or name the variable that holds it with api_key_env (--api-key-env of a command)")
     return name
 
 
