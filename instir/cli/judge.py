@@ -169,6 +169,10 @@ def _print_spread(judging, args: argparse.Namespace) -> None:
             print(f"repeat {m['repeat']}: repeat {m['copied_from']}'s judgments (a deterministic judge is not "
                   "judged again)")
             continue
+        if "from_instfol" in m:
+            print(f"repeat {m['repeat']}: the InstFol judgments above, {m['judged']} made now, {m['from_cache']} from "
+                  f"the cache, {m['failed_judgments']} failed")
+            continue
         print(f"repeat {m['repeat']}: {m['unique_requests']} distinct judgments, {m['judged']} made now, "
               f"{m['from_cache']} from the cache, {m['failed_judgments']} failed")
     print(judging.stability_table().reset_index().drop(columns=["benchmark", "system"]).to_string(index=False))

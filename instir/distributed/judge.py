@@ -66,7 +66,7 @@ class JudgeService:
         return judge.judge(requests)
 
     def stats(self) -> dict[str, int]:
-        """Cache hits, backend judgments and failures since the actor started (repeat 0's)."""
+        """Cache hits, backend judgments and failures since the actor started (every repeat's)."""
         return asdict(self.judge_.stats)
 
 

@@ -246,8 +246,8 @@ def _judgment(values: Sequence) -> Judgment:
 
 @dataclass
 class CacheStats:
-    """Counts since a :class:`CachedJudge` was made: requests answered from the cache, sent to
-    the backend, and of those, failed."""
+    """Counts since a :class:`CachedJudge` was made (its :meth:`~CachedJudge.with_repeat` judges' included):
+    requests answered from the cache, sent to the backend, and of those, failed."""
 
     hits: int = 0
     judged: int = 0
@@ -287,8 +287,11 @@ class CachedJudge:
         self.close()
 
     def with_repeat(self, repeat: int) -> CachedJudge:
-        """The same backend and cache with the cache entries of ``repeat`` (its own judgments)."""
-        return CachedJudge(self.backend, self.cache, repeat=repeat)
+        """The same backend and cache with the cache entries of ``repeat`` (its own judgments), counting in this
+        judge's ``stats``, so a stage's counts hold every repeat's requests."""
+        judge = CachedJudge(self.backend, self.cache, repeat=repeat)
+        judge.stats = self.stats
+        return judge
 
     @property
     def deterministic(self) -> bool:

@@ -6,8 +6,8 @@ prompt differently from call to call (even at temperature 0), so one run of the 
 draw. :func:`judge_repeats` calls :func:`instir.judge.following.instfol` once per repeat, each
 time through a :class:`~instir.judge.cache.CachedJudge` with its own ``repeat`` (distinct cache
 entries; repeat 0 is the ordinary judgment, so an existing cache is reused, and every rerun is
-free). :func:`stability` then reports, per level, subset and Average
-(:func:`instir.judge.following.aggregate` rows):
+free; the judge stage hands its InstFol over as repeat 0, judged once). :func:`stability` then
+reports, per level, subset and Average (:func:`instir.judge.following.aggregate` rows):
 
 - **judge spread** (instances fixed, judge redrawn): a bootstrap over repeats. Each draw takes,
   for every instance independently, the InstFol of one repeat picked at random and aggregates
@@ -31,7 +31,7 @@ import pandas as pd
 
 from instir.benchmarks.types import Benchmark
 from instir.judge.cache import CachedJudge
-from instir.judge.following import K, aggregate, instfol
+from instir.judge.following import InstFolResult, K, aggregate, instfol
 from instir.parameters import count_within
 from instir.progress import tqdm
 from instir.retrieval.runs import Run
@@ -60,11 +60,14 @@ def check_repeats(repeats: object) -> int:
 
 def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benchmark: Benchmark,
                   judge: CachedJudge, repeats: int, *, k: int = K, max_instances: int | None = None,
-                  seed: int = 0) -> pd.DataFrame:
+                  seed: int = 0, first: InstFolResult | None = None) -> pd.DataFrame:
     """Per-instance InstFol of ``repeats`` independent judgments of the same sample.
 
     Repeat r judges through ``judge.with_repeat(r)`` (its own cache entries); every repeat
-    sees the same instances (same ``max_instances`` and ``seed``). A ``judge.deterministic``
+    sees the same instances (same ``max_instances`` and ``seed``). ``first``: this sample's
+    InstFol judged already through ``judge`` (the judge stage's), which is repeat 0 (request
+    counts with ``from_instfol``): judging it again would send its failed judgments twice and
+    make repeat 0 another judgment than that InstFol. A ``judge.deterministic``
     backend is judged once: its repeats r > 0 are repeat 0's values (``judged`` false; request
     counts with ``copied_from`` 0). Returns :attr:`InstFolResult.instances
     <instir.judge.following.InstFolResult>` of every repeat with ``repeat`` and ``judged``
@@ -80,11 +83,13 @@ def judge_repeats(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame
             frames.append(frames[0].assign(repeat=r, judged=False))
             metas.append({**metas[0], "repeat": r, "judged": 0, "from_cache": 0, "cost": None, "copied_from": 0})
             continue
-        judge_r = judge.with_repeat(r)
-        result = instfol(instructed, query_only, benchmark, judge_r, k=k, max_instances=max_instances, seed=seed)
+        reused = r == 0 and first is not None
+        result = first if reused else instfol(instructed, query_only, benchmark, judge.with_repeat(r), k=k,
+                                              max_instances=max_instances, seed=seed)
         frames.append(result.instances.assign(repeat=r, judged=True))
         metas.append({"repeat": r, **{key: result.meta[key] for key in (
-            "unique_requests", "judged", "from_cache", "failed_judgments", "cost")}})
+            "unique_requests", "judged", "from_cache", "failed_judgments", "cost")},
+                      **({"from_instfol": True} if reused else {})})
     out = pd.concat(frames, ignore_index=True)
     out.attrs["meta"] = metas
     return out

@@ -174,10 +174,10 @@ class Judging:
 
     def failed_judgments(self) -> int:
         """The judgments that failed in this stage: of the validation, of InstFol, and of the
-        repeats judged again for the spread."""
+        repeats judged again for the spread (repeat 0 is InstFol's)."""
         validation = int(self.pairs["error"].notna().sum()) if "error" in self.pairs else 0
         repeats = sum(m.get("failed_judgments", 0) for pair in self.spread.attrs.get("repeats", [])
-                      for m in pair if "copied_from" not in m)
+                      for m in pair if "copied_from" not in m and "from_instfol" not in m)
         return validation + int(self.instfol.costs["failed_judgments"].sum()) + repeats
 
     def require_judgments(self) -> None:
@@ -271,20 +271,22 @@ def rank_systems(summary: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequence[RunPair], judge: Any,
-                 repeats: int, max_instances: int | None, seed: int = 0,
-                 k: int = K) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+                 repeats: int, max_instances: int | None, seed: int = 0, k: int = K,
+                 results: Sequence[InstFolResult] | None = None) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
     """The judge's spread over ``repeats`` judgments of every pair's InstFol sample next to the
     query-sample spread (:mod:`instir.judge.stability`), written to ``judge/stability.csv``, and
     each (collection, system)'s verdict; the spread's ``attrs["repeats"]`` holds every pair's
-    repeats' request counts (``judge_repeats``' meta)."""
+    repeats' request counts (``judge_repeats``' meta). ``results``: the pairs' InstFol (same order,
+    :func:`judge_pair`), each its pair's repeat 0, so it is judged once."""
     tables, metas = [], []
-    for pair in pairs:
+    for n, pair in enumerate(pairs):
         with warnings.catch_warnings():  # the pair's InstFol said it already (judge_pair): once per pair
             warnings.simplefilter("ignore", ShallowRunsWarning)
             frames = stability.judge_repeats(read_run(layout.require(layout.root / pair.instructed)),
                                              read_run(layout.require(layout.root / pair.query_only)),
                                              loaded[pair.benchmark], judge,
-                                             repeats, k=k, max_instances=max_instances, seed=seed)
+                                             repeats, k=k, max_instances=max_instances, seed=seed,
+                                             first=results[n] if results is not None else None)
         metas.append(frames.attrs["meta"])
         tables.append(frames.assign(system=pair.system, benchmark=collection_of(pair.benchmark)))
     if not tables:
@@ -348,7 +350,8 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     results = [judge_pair(layout.root, report.benchmarks[p.benchmark], p, judge, max_instances, seed, k)
                for p in judged]
     tables = write_instfol(layout, judged, results)
-    spread, verdicts = judge_spread(layout, report.benchmarks, judged, judge, repeats, max_instances, seed, k)
+    spread, verdicts = judge_spread(layout, report.benchmarks, judged, judge, repeats, max_instances, seed, k,
+                                    results)
     metrics = (pd.read_csv(layout.metrics_table, dtype={"level": str}) if layout.metrics_table.is_file()
                else pd.DataFrame(columns=["benchmark", "subset", "level", "measure", "system", "value"]))
     return Judging(judge=judge, backend=backend, max_instances=max_instances, validations=validations, pairs=pairs,

@@ -45,6 +45,30 @@ def backend_calls(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def flaky_backend(monkeypatch):
+    """The baseline backend failing every fourth request it has not been sent before (as a flaky server answers
+    without JSON now and then); records every request sent."""
+    from instir.judge.types import Judgment
+
+    sent = []
+    original = BaselineJudge.judge
+
+    def flaky(self, requests, on_result=None):
+        out = []
+        for i, (request, judgment) in enumerate(zip(requests, original(self, requests))):
+            if request not in sent and len(sent) % 4 == 0:
+                judgment = Judgment.failure("malformed answer: no JSON", raw="no idea")
+            sent.append(request)
+            out.append(judgment)
+            if on_result is not None:
+                on_result(i, judgment)
+        return out
+
+    monkeypatch.setattr(BaselineJudge, "judge", flaky)
+    return sent
+
+
 def judge_args(runs, cache):
     return ["judge", "--benchmark", "ifir-sample/fiqa", "--run", runs[0], "--query-only-run", runs[1],
             "--backend", "baseline", "--cache", str(cache), "--out", str(Path(cache).parent / "report")]
@@ -337,3 +361,16 @@ def test_instir_judge_refuses_an_endpoint_nothing_answers_at_before_any_request(
         # the fix is named as this command spells it, not as the notebooks' parameters do
         assert "fix --base-url, or choose another --backend" in err and "judge_" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_spreads_repeat_zero_is_the_instfol_judgment_sent_once(sample_runs, tmp_path, capsys, flaky_backend):
+    # before, the spread judged repeat 0 again: the failed judgments were sent twice, and judge/stability.csv held the
+    # second pass's InstFol while judge/instfol.csv held the first's (0.0106 against 0.0625 with a flaky server)
+    main(judge_args(sample_runs, tmp_path / "j.sqlite") + ["--repeats", "2"])
+    out = capsys.readouterr().out
+    assert len(flaky_backend) == len(set(flaky_backend)) > 0  # each distinct text sent once
+    judged = tmp_path / "report" / "judge"
+    instfol_csv, stability_csv = pd.read_csv(judged / "instfol.csv"), pd.read_csv(judged / "stability.csv")
+    assert instfol_csv["failed"].sum() > 0
+    pd.testing.assert_series_equal(instfol_csv["instfol"], stability_csv["instfol"])  # deterministic: repeat 1 = 0
+    assert "repeat 0: the InstFol judgments above" in out

@@ -110,6 +110,32 @@ def test_an_existing_cache_is_repeat_zero_and_reruns_are_free(tmp_path):
     assert any(v.endswith("#repeat=2") for v in versions) and any("#" not in v for v in versions)
 
 
+def test_every_repeats_requests_count_in_the_judges_stats(tmp_path):
+    # before, with_repeat gave each repeat fresh counts: the stage said it made one repeat's judgments, not all
+    bench, inst, query, base = toy(per_stratum=2, depth=3)
+    backend = NoisyJudge(base, sigma=0.2, on_scale=True)
+    judge = CachedJudge(backend, tmp_path / "j.sqlite")
+    judge_repeats(inst, query, bench, judge, repeats=3)
+    assert judge.stats.judged == len(backend.requests) > 0 and judge.stats.hits == 0
+    judge_repeats(inst, query, bench, judge, repeats=3)
+    assert judge.stats.judged == len(backend.requests) and judge.stats.hits == len(backend.requests)
+
+
+def test_a_given_repeat_zero_is_used_and_not_judged_again(tmp_path):
+    # before, repeat 0 of the spread judged the pair's InstFol sample again: what failed was paid for twice and the
+    # spread's repeat 0 was another judgment than the InstFol beside it
+    bench, inst, query, base = toy(per_stratum=2, depth=3)
+    backend = NoisyJudge(base, sigma=0.2, on_scale=True)
+    judge = CachedJudge(backend, tmp_path / "j.sqlite")
+    first = instfol(inst, query, bench, judge)
+    sent = len(backend.requests)
+    frames = judge_repeats(inst, query, bench, judge, repeats=2, first=first)
+    assert len(backend.requests) == 2 * sent  # repeat 1 alone was judged
+    pd.testing.assert_frame_equal(frames[frames["repeat"] == 0].drop(columns=["repeat", "judged"]),
+                                  first.instances)
+    assert frames.attrs["meta"][0]["from_instfol"] and "from_instfol" not in frames.attrs["meta"][1]
+
+
 def test_the_reported_judge_spread_recovers_the_scripted_noise(tmp_path):
     per_stratum, depth, sigma, repeats = 6, 4, 0.3, 25
     bench, inst, query, base = toy(per_stratum, depth)
