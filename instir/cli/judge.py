@@ -118,9 +118,24 @@ def _warning_lines(frame: pd.DataFrame, what: str) -> list[str]:
     return [f"warning: {row.judgments} {what} {row.error}" for row in counts.itertuples(index=False)]
 
 
+def _failure_lines(frame: pd.DataFrame, what: str) -> list[str]:
+    """One line per distinct reason the failed judgments in ``frame`` (one row per judged pair or list position:
+    columns qid, docid, error) failed, counted, each pair once, with a few of them as ``qid/docid``."""
+    from instir.judge.outcomes import error_counts
+
+    failed = frame[frame["error"].notna()].drop_duplicates(["qid", "docid"])
+    counts = error_counts(failed["error"], limit=3, max_chars=160,
+                          examples=failed["qid"].astype(str) + "/" + failed["docid"].astype(str))
+    return [f"failed: {row.judgments} {what}: {row.error}" + (f" (e.g. {row.examples})" if row.examples else "")
+            for row in counts.itertuples(index=False)]
+
+
 def judge_command(args: argparse.Namespace) -> int:
     """Print InstFol per level, subset and Average with failure counts (and, with ``--repeats``,
-    the judge's spread next to the query sample's)."""
+    the judge's spread next to the query sample's). Exit status 1, after the reasons, when some
+    judgments failed (their values are missing or stand on fewer passages); a rerun judges only those."""
+    import sys
+
     from instir.judge.following import answered_instances, printable
     from instir.judge.stability import check_repeats
     from instir.report.layout import ReportLayout
@@ -158,7 +173,16 @@ def judge_command(args: argparse.Namespace) -> int:
         _print_spread(judging, args)
     print(f"\nwrote {ReportLayout(out).instfol}")
     judging.require_judgments()
-    return 0
+    failed = judging.failed_judgments()
+    if not failed:
+        return 0
+    for line in _failure_lines(result.positions, "judgment(s)"):
+        print(line)
+    repeated = failed - meta["failed_judgments"]
+    where = f" ({meta['failed_judgments']} of InstFol, {repeated} of its repeats)" if repeated else ""
+    print(f"instir judge: {failed} judgment(s) failed{where} and are left out of InstFol; run the same command again "
+          "to judge only those (the judgment cache keeps every success)", file=sys.stderr)
+    return 1
 
 
 def _print_spread(judging, args: argparse.Namespace) -> None:

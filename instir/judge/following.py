@@ -12,7 +12,8 @@ The constant is 3 for every rubric, as in the official code, so a value is at mo
 bounded below while both S are at most 3; a judge may answer up to 5 on any rubric (the official code
 takes it, :data:`~instir.judge.rubrics.IFIR_MAX_DIGIT`), and an instance whose S_q passes 3 gets a value the
 formula turns over (:func:`instfol` warns). :func:`aggregate` averages the instances as IFIR's Table 3 does,
-each value with its failed and parsed judgment counts.
+each value with its failed and parsed judgment counts; a subset with a level left without a value has none (nor
+has the Average), and :func:`instfol` says which instances and levels are missing (:class:`UnscoredWarning`).
 
 Where the kit departs from the official release, the reason is kept once, as data, in
 :data:`instir.papers.divergences.DIVERGENCES`: ``aila-judge-prompt``, ``query-only-overwrite``,
@@ -56,6 +57,11 @@ MAX_INSTANCES = 1_000_000
 _EPS = 1e-12
 
 _LISTS = ("query", "instructed")
+
+
+class UnscoredWarning(UserWarning):
+    """Instances of an InstFol left without a value (every rank of a list failed, or a run lacks them): a level
+    with none has no value, nor has its subset or the Average (:func:`unscored_note` says which)."""
 
 
 def instfol_score(s_q: float, s_inst: float, max_score: float = INSTFOL_MAX) -> float:
@@ -232,6 +238,9 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     picked, judgments = judge_each(judge, requests, "document not in the corpus")
     positions = judgment_frame(where, picked)
     instances = _instances(benchmark, selected, positions)
+    note = unscored_note(instances)
+    if note:
+        warnings.warn(note, UnscoredWarning, stacklevel=2)
     above = instances[(instances["s_q"] > INSTFOL_MAX) | (instances["s_inst"] > INSTFOL_MAX)]
     if len(above):
         warnings.warn(f"{len(above)} instance(s) (first {quoted(above['qid'].iloc[0])}) have S_q or S_inst above "
@@ -313,6 +322,36 @@ def _instances(benchmark: Benchmark, selected: Sequence[str], positions: pd.Data
     return instances
 
 
+def unscored_note(instances: pd.DataFrame, examples: int = 3) -> str:
+    """What :func:`aggregate` of ``instances`` (:attr:`InstFolResult.instances`) lacks, in a few plain sentences;
+    empty when every instance has a value, or none has (no figure then to take for a whole one; the front ends say
+    that every judgment failed, :func:`~instir.judge.outcomes.require_judged`): how many instances have no InstFol,
+    per subset and level with the first ``examples`` ids, the levels left with none (their subset, and the Average,
+    then have no value: IFIR's subset value is the mean of all its levels, not of those left), and that failed
+    judgments are judged again by a rerun, which the judgment cache makes pay for nothing else."""
+    unscored = instances[instances["instfol"].isna()]
+    if len(unscored) in (0, len(instances)):
+        return ""
+    per_level, empty = [], []
+    for (subset, level), part in unscored.groupby(["subset", "level"], dropna=False, sort=True):
+        where = f"{subset}" if pd.isna(level) or level == 0 else f"{subset} level {level}"
+        of = instances[(instances["subset"] == subset) & (instances["level"].isna() if pd.isna(level)
+                                                           else instances["level"] == level)]
+        ids = ", ".join(quoted(q) for q in part["qid"].head(examples)) + (", …" if len(part) > examples else "")
+        per_level.append(f"{where}: {ids}" if len(part) == len(of) else f"{where}: {len(part)} of {len(of)}, {ids}")
+        if len(part) == len(of):
+            empty.append((where, subset))
+    text = (f"{len(unscored)} of {len(instances)} instance(s) have no InstFol ({'; '.join(per_level)}): every rank "
+            "of a list failed, or a run lacks them.")
+    for where, subset in empty:
+        text += (f" {where} has no scored instance, so {'it' if where == subset else subset} has no value"
+                 f"{' (nor has the Average)' if instances['subset'].nunique() > 1 else ''}.")
+    if unscored["failed"].sum():
+        text += (" Their failed judgments are judged again when you run again; the judgment cache keeps every "
+                 "success, so nothing else is paid twice.")
+    return text
+
+
 _SUMMARY_COLUMNS = ["scope", "subset", "level", "instfol", "s_q", "s_inst", "instances", "scored", "failed",
                     "dropped", "parsed"]
 _COUNTS = ("failed", "dropped", "parsed")
@@ -323,7 +362,10 @@ def aggregate(instances: pd.DataFrame) -> pd.DataFrame:
     :attr:`InstFolResult.instances`).
 
     Rows with ``scope`` ``level`` (mean over a subset's scored instances of one level),
-    ``subset`` (unweighted mean of its level values) and ``average`` (mean over subsets).
+    ``subset`` (unweighted mean of its level values) and ``average`` (mean over subsets). A level
+    without a scored instance has no value, and neither has its subset nor the Average: a mean of
+    the levels or subsets left would be another quantity than Table 3's (:func:`unscored_note`
+    says what is missing).
     Only rows that say something of their own are made, as the metrics table does: ``level``
     rows for instruction levels 1-3 (a level-0 subset has one instruction per query, and
     InstructIR has no levels, so their subset row is the value) and the ``average`` row when
@@ -344,9 +386,12 @@ def aggregate(instances: pd.DataFrame) -> pd.DataFrame:
                .agg(instfol=("instfol", "mean"), s_q=("s_q", "mean"), s_inst=("s_inst", "mean"),
                     instances=("instances", "sum"), scored=("scored", "sum"), **sums)
                .reset_index().assign(scope="subset", level=pd.NA))
+    values = ["instfol", "s_q", "s_inst"]
+    gaps = levels[values].isna().groupby(levels["subset"], sort=True).any()  # a level without a value
+    subsets[values] = subsets[values].mask(gaps.loc[subsets["subset"]].to_numpy())
     average = pd.DataFrame([{
         "scope": "average", "subset": "average", "level": pd.NA,
-        "instfol": subsets["instfol"].mean(), "s_q": subsets["s_q"].mean(), "s_inst": subsets["s_inst"].mean(),
+        **{col: subsets[col].mean(skipna=False) for col in values},
         **{col: int(subsets[col].sum()) for col in ("instances", "scored", *_COUNTS)},
     }])
     levelled = levels[levels["level"].notna() & (levels["level"] > 0)]

@@ -76,17 +76,26 @@ def _failed(errors: Iterable[object]) -> pd.Series:
     return messages[messages.notna()].astype("string")
 
 
-def error_counts(errors: Iterable[object], limit: int = 5, max_chars: int = 200) -> pd.DataFrame:
+def error_counts(errors: Iterable[object], limit: int = 5, max_chars: int = 200,
+                 examples: Iterable[object] | None = None, per_error: int = 3) -> pd.DataFrame:
     """The distinct error messages among ``errors`` (``None``/NaN = success), most frequent first,
     as rows ``error, judgments``: at most ``limit`` messages, each cut to ``max_chars``
     characters (a server's error page can be long), and one last row counting the judgments
-    behind the messages left out."""
-    counts = _failed(errors).value_counts(sort=True)
+    behind the messages left out. ``examples``: what each judgment judged (e.g. ``qid/docid``),
+    in the order of ``errors``; an ``examples`` column then names the first ``per_error`` of each
+    message's (empty in the row of the messages left out), so a reader can look them up."""
+    failed = _failed(errors)
+    counts = failed.value_counts(sort=True)
     rows = [(_shorten(message, max_chars), int(n)) for message, n in counts.head(limit).items()]
     rest = counts.iloc[limit:]
     if len(rest):
         rows.append((f"… {len(rest)} other message(s)", int(rest.sum())))
-    return pd.DataFrame(rows, columns=["error", "judgments"])
+    table = pd.DataFrame(rows, columns=["error", "judgments"])
+    if examples is not None:
+        named = pd.Series(list(examples), dtype="object").loc[failed.index].astype(str)
+        table["examples"] = [", ".join(named[failed == message].head(per_error)) for message in counts.index[:limit]
+                             ] + [""] * len(rest[:1])
+    return table
 
 
 class AllJudgmentsFailed(UserError, RuntimeError):

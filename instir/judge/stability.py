@@ -101,13 +101,15 @@ _SEP = "\x1f"
 def _aggregate_draws(draws: pd.DataFrame, n_draws: int) -> pd.DataFrame:
     """:func:`aggregate` of many bootstrap draws in one call: each draw's subsets are renamed
     ``<draw><SEP><subset>`` so its level and subset rows come out separately; a draw's Average is
-    the mean of its subset rows (aggregate's own rule; its pooled average row is dropped).
+    the mean of its subset rows, none when one has none (aggregate's own rule; its pooled average row is dropped).
     Returns one column per draw, indexed by (scope, subset, level)."""
     summary = aggregate(draws)
     summary = summary[summary["scope"] != "average"]
     parts = summary["subset"].str.partition(_SEP)
     summary = summary.assign(draw=parts[0].astype(int), subset=parts[2])
-    average = (summary[summary["scope"] == "subset"].groupby("draw")["instfol"].mean().reset_index()
+    subsets = summary[summary["scope"] == "subset"]
+    gaps = subsets["instfol"].isna().groupby(subsets["draw"]).any()
+    average = (subsets.groupby("draw")["instfol"].mean().mask(gaps).reset_index()
                .assign(scope="average", subset="average", level=pd.NA))
     rows = pd.concat([summary[["draw", "scope", "subset", "level", "instfol"]], average], ignore_index=True)
     rows["level"] = rows["level"].astype("string").fillna("")

@@ -26,10 +26,12 @@ from instir.judge import stability
 from instir.judge.following import (
     InstFolResult,
     K,
+    UnscoredWarning,
     aggregate,
     check_max_instances,
     instfol,
     overall,
+    unscored_note,
 )
 from instir.judge.outcomes import error_counts, require_judged
 from instir.judge.validation import ValidationResult, agreement, check_per_stratum, ranking_agreement, validate_judge
@@ -232,6 +234,15 @@ class Judging:
         return (f" **{int(counts['judgments'].sum())} judgment(s) carry a warning** and are counted nonetheless: "
                 f"{listed}.")
 
+    def unscored_statement(self) -> str:
+        """Which instances and levels of each system's InstFol have no value, and what a rerun does about it
+        (Markdown, escaped, one item per collection and system; empty when every instance is scored):
+        :func:`instir.judge.following.unscored_note`, what :func:`~instir.judge.following.instfol` warns."""
+        notes = [(name, system, unscored_note(part))
+                 for (name, system), part in self.instfol.instances.groupby(["collection", "system"], sort=False)]
+        return "\n".join(f"- **{markdown_text(f'{name} / {system}')}**: {markdown_text(note)}"
+                         for name, system, note in notes if note)
+
     def stability_statement(self) -> str:
         """Each system's verdict on the judge's spread (Markdown, escaped), after what a
         deterministic judge's spread is, said once (:func:`instir.judge.stability.deterministic_note`)."""
@@ -282,6 +293,7 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
     for n, pair in enumerate(pairs):
         with warnings.catch_warnings():  # the pair's InstFol said it already (judge_pair): once per pair
             warnings.simplefilter("ignore", ShallowRunsWarning)
+            warnings.simplefilter("ignore", UnscoredWarning)  # the spread's table shows a repeat's missing values
             frames = stability.judge_repeats(read_run(layout.require(layout.root / pair.instructed)),
                                              read_run(layout.require(layout.root / pair.query_only)),
                                              loaded[pair.benchmark], judge,

@@ -2,6 +2,7 @@
 constant 3 on 0-1 and 0-2 rubrics, Table 3 aggregation, stratified selection, and reruns."""
 
 import math
+import warnings
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ from instir.benchmarks.types import Query
 from instir.errors import UsageError
 from instir.judge.cache import CachedJudge
 from instir.judge.following import (
+    UnscoredWarning,
     aggregate,
     instfol,
     instfol_score,
@@ -188,6 +190,59 @@ def test_multi_level_subset_takes_the_unweighted_mean_of_its_levels():
     assert summary.loc[("average", "average"), "failed"] == 43
     assert summary.loc[("level", "fiqa")]["parsed"].tolist() == [3, 2]
     assert (fiqa["parsed"], summary.loc[("average", "average"), "parsed"]) == (5, 10)
+
+
+def test_a_subset_with_a_level_left_without_a_value_has_none_nor_has_the_average():
+    # before, pandas' mean skipped the level every judgment of which failed: fiqa was printed as the mean of the two
+    # levels left (6.3 where the complete judgment gave 4.2), and the Average as the mean of what was left of it
+    instances = pd.DataFrame({
+        "qid": ["x1", "x2", "x3", "x4", "y1"],
+        "subset": ["fiqa", "fiqa", "fiqa", "fiqa", "cds"],
+        "level": pd.array([1, 1, 2, 3, 0], dtype="Int64"),
+        "s_q": [1.0, 1.0, math.nan, 1.0, 0.0], "s_inst": [1.0, 1.0, math.nan, 1.0, 0.0],
+        "instfol": [0.2, math.nan, math.nan, 0.6, -0.5],
+        "failed": [0, 40, 40, 0, 0], "dropped": [0, 20, 20, 0, 0], "parsed": 0,
+    })
+    summary = aggregate(instances).set_index(["scope", "subset"])
+    assert summary.loc[("level", "fiqa")]["instfol"].tolist() == pytest.approx([0.2, math.nan, 0.6], nan_ok=True)
+    assert summary.loc[("subset", "fiqa"), ["instfol", "s_q", "s_inst"]].isna().all()  # not (0.2 + 0.6) / 2
+    assert summary.loc[("subset", "cds"), "instfol"] == pytest.approx(-0.5)
+    assert math.isnan(summary.loc[("average", "average"), "instfol"])  # not cds's -0.5 alone
+    assert summary.loc[("subset", "fiqa"), "scored"] == 2 and summary.loc[("average", "average"), "failed"] == 80
+
+
+def test_instances_left_without_a_value_are_said_with_their_level_and_that_a_rerun_resumes(toy):
+    # before, nothing said that fiqa's value stood on level 1 alone once every judgment of level 2 failed
+    scores = {**SCORES, "d5": None, "d7": None, "d8": None}
+    with pytest.warns(UnscoredWarning) as said:
+        result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge(scores), k=3)
+    message = " ".join(str(w.message) for w in said if issubclass(w.category, UnscoredWarning))
+    assert "1 of 3 instance(s) have no InstFol" in message and "fiqa level 2: 'a_2'" in message
+    assert "fiqa level 2 has no scored instance, so fiqa has no value (nor has the Average)" in message
+    assert "run again" in message and "judged again" in message
+    assert math.isnan(result.summary().set_index(["scope", "subset"]).loc[("subset", "fiqa"), "instfol"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnscoredWarning)  # every instance scored: nothing said
+        instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge({**SCORES, "d6": 1.0}), k=3)
+
+
+def test_the_judge_page_says_which_instances_have_no_value_as_text():
+    from types import SimpleNamespace
+
+    from markdown_render import rendered_html
+
+    from instir.stages.judge import Judging
+
+    hostile = "bm25 *x* <b>"
+    instances = pd.DataFrame({"qid": ["x1", "x2", "y1"], "subset": ["fiqa", "fiqa", "cds"],
+                              "level": pd.array([1, 2, 0], dtype="Int64"), "instfol": [0.2, math.nan, 0.1],
+                              "failed": [0, 40, 0], "collection": "ifir", "system": [hostile, hostile, hostile]})
+    said = rendered_html(Judging.unscored_statement(SimpleNamespace(instfol=SimpleNamespace(instances=instances))))
+    assert said.startswith("<ul>\n<li><strong>ifir / bm25 *x* &lt;b&gt;</strong>: 1 of 3 instance(s) have no "
+                           "InstFol (fiqa level 2: 'x2')")
+    assert "fiqa level 2 has no scored instance, so fiqa has no value (nor has the Average)" in said
+    complete = SimpleNamespace(instfol=SimpleNamespace(instances=instances.assign(instfol=0.1)))
+    assert Judging.unscored_statement(complete) == ""
 
 
 def test_a_benchmark_without_levels_or_subsets_gets_one_row():

@@ -374,3 +374,21 @@ def test_the_spreads_repeat_zero_is_the_instfol_judgment_sent_once(sample_runs, 
     assert instfol_csv["failed"].sum() > 0
     pd.testing.assert_series_equal(instfol_csv["instfol"], stability_csv["instfol"])  # deterministic: repeat 1 = 0
     assert "repeat 0: the InstFol judgments above" in out
+
+
+def test_failed_judgments_are_counted_by_reason_and_end_instir_judge_with_status_1(sample_runs, tmp_path, capsys,
+                                                                                   flaky_backend):
+    # before, instir judge exited 0 when some judgments failed, printed no reason (only when all failed) and a subset
+    # value averaged over what was left: a batch took it for a complete result
+    argv = judge_args(sample_runs, tmp_path / "j.sqlite")
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    failed = int(captured.out.split(" failed, ")[0].rsplit(", ", 1)[1])
+    assert failed > 0
+    assert f"failed: {failed} judgment(s): malformed answer: no JSON (e.g. " in captured.out
+    assert captured.err.splitlines()[-1] == (
+        f"instir judge: {failed} judgment(s) failed and are left out of InstFol; run the same command again to judge "
+        "only those (the judgment cache keeps every success)")
+    assert main(argv) == 0  # the flaky backend answers what it failed: the rerun completes the result
+    again = capsys.readouterr()
+    assert f"{failed} made now" in again.out and "\nfailed: " not in again.out and "instir judge:" not in again.err

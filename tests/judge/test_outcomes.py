@@ -14,6 +14,15 @@ def test_error_counts_lists_distinct_messages_most_frequent_first_and_caps_them(
     assert table.values.tolist() == [["HTTP 500: down", 3], ["timeout (ReadTimeout)", 2], ["… 2 other message(s)", 3]]
 
 
+def test_error_counts_name_a_few_judgments_of_each_message_when_given_what_each_judged():
+    errors = ["HTTP 500: down", None, "HTTP 500: down", "no JSON", "HTTP 500: down", "b", "c"]
+    judged = ["q1/d1", "q1/d2", "q2/d1", "q2/d2", "q3/d1", "q3/d2", "q4/d1"]
+    table = error_counts(errors, limit=3, examples=judged, per_error=2)
+    assert table.values.tolist() == [["HTTP 500: down", 3, "q1/d1, q2/d1"], ["no JSON", 1, "q2/d2"],
+                                      ["b", 1, "q3/d2"], ["… 1 other message(s)", 1, ""]]
+    assert list(error_counts(errors).columns) == ["error", "judgments"]
+
+
 def test_error_counts_cuts_long_messages_and_is_empty_without_failures():
     table = error_counts(["x" * 5000], max_chars=50)
     assert len(table.loc[0, "error"]) == 50 and table.loc[0, "error"].endswith("…")
