@@ -38,6 +38,20 @@ def _fields(fmt: Format) -> set[str]:
     return {name for part in parts for _, name, _, _ in string.Formatter().parse(part) if name is not None}
 
 
+def reads_instruction(described: object) -> bool | None:
+    """Whether a template, as :meth:`Template.describe` writes it (a run sidecar's ``template``), puts the
+    instruction into the query text: whether its ``query`` format has an ``{instruction}`` field (``query-only``'s
+    has none). None when ``described`` is no such description (no sidecar, or one written by another tool)."""
+    query = described.get("query") if isinstance(described, Mapping) else None
+    query = tuple(query) if isinstance(query, list) else query
+    if not isinstance(query, (str, tuple)) or not all(isinstance(part, str) for part in query):
+        return None
+    try:
+        return "instruction" in _fields(query)
+    except ValueError:  # not a format string
+        return None
+
+
 def check_format(fmt: Format, allowed: Iterable[str], where: str) -> None:
     """Refuse (``ValueError`` naming ``where``) a format string with a field outside ``allowed``, or with a format
     spec or a conversion: a template fills its fields with text as it is, while ``{query:>999999999}`` would build

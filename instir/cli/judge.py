@@ -148,7 +148,7 @@ def judge_command(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
-    answered_instances(benchmark, instructed, query_only)
+    answered_instances(benchmark, instructed, query_only, names=("--run", "--query-only-run"))
     out = output_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
     rows = [listed_row(benchmark, args.name + ("" if variant == "instructed" else " (query-only)"),
                        str(Path(path).resolve()), variant, retriever=args.name)

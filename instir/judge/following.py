@@ -35,6 +35,7 @@ import pandas as pd
 from instir import parameters
 from instir.benchmarks.types import Benchmark, Query
 from instir.errors import UsageError, expect, quoted
+from instir.formatting import reads_instruction
 from instir.judge.outcomes import judge_each, judgment_counts, judgment_frame
 from instir.judge.rubrics import IFIR_MAX_DIGIT, INSTFOL_MAX, rubric_for
 from instir.judge.types import Judge, JudgeRequest
@@ -263,16 +264,28 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
 
 
-def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run) -> list[Query]:
+def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run,
+                       names: tuple[str, str] = ("instructed", "query_only")) -> list[Query]:
     """The benchmark's instances either run answers; refuses one run given as both (the same object or file:
-    InstFol would be 0 by construction) and runs that share no instance, and warns when two runs rank alike
+    InstFol would be 0 by construction), runs whose sidecars say they are swapped (the instructed one's
+    ``template`` leaves the instruction out and the query-only one's reads it,
+    :func:`~instir.formatting.reads_instruction`: InstFol would come out with its sign flipped; a run without a
+    sidecar says nothing) and runs that share no instance, and warns when two runs rank alike
     (:func:`~instir.retrieval.runs.same_rankings`): a copy handed over by mistake, or a system that never sees the
-    instruction (a query cut to its first tokens), whose InstFol is truly 0."""
+    instruction (a query cut to its first tokens), whose InstFol is truly 0. ``names``: the two runs as the
+    refusals name them (the command line's options)."""
     paths = [run.meta.get("path") for run in (instructed, query_only)]
     if instructed is query_only or (None not in paths and Path(paths[0]).resolve() == Path(paths[1]).resolve()):
         raise UsageError(f"the instructed and the query-only run are one run ({paths[0] or 'the same object'}): "
                          "InstFol is the gain of one over the other, 0 by construction here; give the query-only "
                          "run (the bare query's) as the second")
+    templates = [run.meta.get("template") for run in (instructed, query_only)]
+    if [reads_instruction(template) for template in templates] == [False, True]:
+        bare, read = (quoted(str(template.get("name", "?"))) for template in templates)
+        raise UsageError(f"{names[0]}'s sidecar records the template {bare} (its \"template\" field), which leaves "
+                         f"the instruction out, and {names[1]}'s records {read}, which reads it: the two runs are "
+                         f"swapped, and InstFol would come out with its sign flipped; give the instructed run as "
+                         f"{names[0]} and the bare query's as {names[1]}")
     if same_rankings(instructed, query_only):
         warnings.warn("the instructed and the query-only run rank the same documents with the same scores for every "
                       "query: InstFol is 0 on every instance. If the second is a copy of the first, give the "

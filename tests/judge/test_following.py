@@ -347,6 +347,20 @@ def test_two_runs_with_the_same_rankings_are_said_and_scored_0_as_a_system_blind
     assert instfol(inst, one_lower, toy, ScriptedJudge(SCORES), k=3).instances["instfol"].notna().any()
 
 
+def test_runs_whose_sidecars_say_they_are_swapped_are_refused(toy):
+    # before, a query-only run given as the instructed one was judged so, and InstFol came out with its sign flipped
+    bare = {"name": "query-only", "query": "{query}", "bare_query": "{query}"}
+    instructed = {"name": "ifir", "query": "{query} {instruction}", "bare_query": "{query}"}
+    with raises_saying(UsageError, "instructed's sidecar records the template 'query-only'", "\"template\"",
+                       "query_only's records 'ifir'", "swapped"):
+        instfol(Run(run_frame(QUERY_ONLY), {"template": bare}), Run(run_frame(INSTRUCTED), {"template": instructed}),
+                toy, ScriptedJudge(SCORES), k=3)
+    paired = {"name": "instructor", "query": ["Represent the {domain} query: {instruction}", "{query}"]}
+    for first, second in ((instructed, bare), (paired, bare), ({}, instructed), (bare, {"name": "user"})):
+        instfol(Run(run_frame(INSTRUCTED), {"template": first}), Run(run_frame(QUERY_ONLY), {"template": second}),
+                toy, ScriptedJudge(SCORES), k=3)
+
+
 def test_an_instance_missing_from_one_run_is_reported_and_not_scored(toy):
     query_only = {q: docs for q, docs in QUERY_ONLY.items() if q != "n_0"}
     result = instfol(run_frame(INSTRUCTED), run_frame(query_only), toy, ScriptedJudge(SCORES), k=3)

@@ -392,3 +392,20 @@ def test_failed_judgments_are_counted_by_reason_and_end_instir_judge_with_status
     assert main(argv) == 0  # the flaky backend answers what it failed: the rerun completes the result
     again = capsys.readouterr()
     assert f"{failed} made now" in again.out and "\nfailed: " not in again.out and "instir judge:" not in again.err
+
+
+def test_runs_given_the_wrong_way_round_are_refused_naming_the_option_and_the_sidecar_field(sample_runs, tmp_path,
+                                                                                           capsys, backend_calls):
+    # before, the query-only run given as --run was judged as the instructed one: InstFol came out with its sign flipped
+    instructed, query_only = sample_runs
+    assert main(judge_args([query_only, instructed], tmp_path / "j.sqlite")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("instir judge: --run's sidecar records the template 'query-only'")
+    assert "\"template\"" in err and "--query-only-run's records 'ifir'" in err and "swapped" in err
+    assert backend_calls == [] and not (tmp_path / "report").exists()
+    bare = tmp_path / "bare"  # the same runs without their sidecars: nothing says which is which, so they are judged
+    bare.mkdir()
+    copies = [str(bare / Path(path).name) for path in (query_only, instructed)]
+    for path, copy in zip((query_only, instructed), copies):
+        Path(copy).write_bytes(Path(path).read_bytes())
+    assert main(judge_args(copies, tmp_path / "k.sqlite")) == 0
