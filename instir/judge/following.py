@@ -62,7 +62,8 @@ _LISTS = ("query", "instructed")
 
 class UnscoredWarning(UserWarning):
     """Instances of an InstFol left without a value (every rank of a list failed, or a run lacks them): a level
-    with none has no value, nor has its subset or the Average (:func:`unscored_note` says which)."""
+    with none has no value, nor has its subset or the Average (:func:`unscored_note` says which); or levels of a
+    subset left out of a sample too small to hold one instance a level."""
 
 
 def instfol_score(s_q: float, s_inst: float, max_score: float = INSTFOL_MAX) -> float:
@@ -222,6 +223,13 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())
     selected, selection = select_instances(answered, max_instances, seed)
     selection["subset"] = selection["subset"].replace("", benchmark.name)
+    unsampled = selection[(selection["selected"] == 0) & (selection["level"].fillna(0) > 0)
+                          & selection["subset"].isin(selection.loc[selection["selected"] > 0, "subset"])]
+    if len(unsampled):
+        levels = ", ".join(f"{subset} level {level}" for subset, level in zip(unsampled["subset"], unsampled["level"]))
+        warnings.warn(f"max_instances = {max_instances} leaves {levels} out of the sample: such a subset's InstFol is "
+                      "the mean of the levels sampled, not of all its levels as IFIR's Table 3 (give max_instances "
+                      f"of at least {len(selection)}, one instance a level)", UnscoredWarning)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
     runs = (instructed, query_only)

@@ -226,6 +226,18 @@ def test_instances_left_without_a_value_are_said_with_their_level_and_that_a_rer
         instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge({**SCORES, "d6": 1.0}), k=3)
 
 
+def test_a_sample_too_small_to_hold_every_level_of_a_subset_is_said_naming_the_levels_left_out(toy):
+    # before, max_instances = 2 judged fiqa's level 1 (or 2) alone and printed that as fiqa's value without a word
+    with pytest.warns(UnscoredWarning, match=r"max_instances = 2 leaves fiqa level \d out of the sample: such a "
+                                             r"subset's InstFol is the mean of the levels sampled.*at least 3"):
+        instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge({**SCORES, "d6": 1.0}), k=3,
+                max_instances=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnscoredWarning)  # one instance a level: nothing said
+        instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge({**SCORES, "d6": 1.0}), k=3,
+                max_instances=3)
+
+
 def test_the_judge_page_says_which_instances_have_no_value_as_text():
     from types import SimpleNamespace
 
