@@ -42,6 +42,7 @@ from instir.retrieval.runs import (
     drop_self_hits,
     ranked_phrase,
     refuse_unanswered,
+    tied_again,
 )
 
 #: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
@@ -167,7 +168,7 @@ class Scorer:
         ``group``, ``measure``, ``value``, ``n_queries``; None when no group measure is scored."""
         if not self.grouped:
             return None
-        frame = run_frame(run)
+        frame = tied_again(run) if isinstance(run, Run) else run_frame(run)  # p-MRR's insertion rule reads ties
         values = [m.per_group(frame, self.scope).assign(measure=m.name) for m in self.grouped]
         return pd.concat(values, ignore_index=True)[["group", "measure", "value", "n_queries"]]
 

@@ -146,6 +146,24 @@ def tie_ranks(doc_ids: Sequence[str] | np.ndarray | pa.Array) -> np.ndarray:
     return len(arr) - 1 - _doc_order(arr)
 
 
+def tied_again(run: "Run") -> pd.DataFrame:
+    """``run``'s frame with the ties its canonical form broke made ties again, for a rule that reads ties (p-MRR's
+    insertion order). A run holds a tie as scores one float32 step apart, the higher-ranked document with the greater
+    id (:func:`_canonical` lowers each tied document one step below the one before it, in trec_eval's order), so such
+    neighbours take the score of the first of them. Two scores truly one step apart read as tied too: a difference
+    below float32's rounding of the arithmetic that made them."""
+    df = run.df
+    if len(df) < 2:
+        return df
+    steps = _ordered_ints(df["score"].to_numpy(np.float32))
+    qids, docs = df["qid"].to_numpy(), _doc_order(_arrow_strings(df["docid"]))
+    linked = (qids[1:] == qids[:-1]) & (steps[:-1] - steps[1:] == 1) & (docs[:-1] > docs[1:])
+    if not linked.any():
+        return df
+    first = np.maximum.accumulate(np.where(np.r_[True, ~linked], np.arange(len(df)), 0))
+    return df.assign(score=df["score"].to_numpy()[first])
+
+
 def _trec_order(qcodes: np.ndarray, scores: np.ndarray, doc_order: np.ndarray) -> np.ndarray:
     """The row order by query code, then score descending, then docid descending (ids unique
     per query): the rows' own order when they already are in it, as :func:`write_run` and the

@@ -57,8 +57,13 @@ def stage_tables(folder: Path) -> list[Path]:
 #: per-group values where a measure is computed over query groups.
 _VALUES, _PAIRS = "scores.parquet", "pairs.parquet"
 #: Version of the stored per-run scores (``metrics/runs/``); a new version scores every run anew. 2: the stored
-#: run check's depth is :func:`~instir.retrieval.runs.ranked_depth`'s (version 1 kept the deepest query's).
-SCORES_VERSION = 2
+#: run check's depth is :func:`~instir.retrieval.runs.ranked_depth`'s (version 1 kept the deepest query's). 3: p-MRR's
+#: insertion rule reads a run's ties (:func:`~instir.retrieval.runs.tied_again`; version 2 read them broken).
+SCORES_VERSION = 3
+
+#: What a benchmark's release brings that a measure reads besides its qrels (FollowIR's changed documents and
+#: candidate lists, which p-MRR reads), so stored scores follow them.
+_RELEASE_READ = ("changed", "top_ranked")
 
 
 def qrels_sha256(benchmark: Benchmark) -> str:
@@ -71,11 +76,14 @@ def qrels_sha256(benchmark: Benchmark) -> str:
 
 def scores_key(benchmark: Benchmark, run_file: Path, system: str, measures: Sequence[str]) -> dict:
     """Everything a run's scores depend on: the run file's bytes, the benchmark (revision,
-    setting, queries, qrels, corpus), the system's name and the measures."""
+    setting, queries, qrels, corpus, what its release brings that a measure reads), the system's name and the
+    measures."""
+    release = {name: benchmark.meta[name] for name in _RELEASE_READ if benchmark.meta.get(name) is not None}
     return {"version": SCORES_VERSION, "run_sha256": atomic.file_sha256(run_file), "system": system,
             "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
             "queries_sha256": queries_sha256(benchmark), "qrels_sha256": qrels_sha256(benchmark),
-            "corpus_sha256": benchmark.corpus.content_hash(), "measures": list(measures)}
+            "corpus_sha256": benchmark.corpus.content_hash(), "measures": list(measures),
+            **({"release_sha256": json_sha256(release)} if release else {})}
 
 
 def listed_run(path: Path, benchmark: Benchmark, protocol: str = "authors") -> Run | dict:

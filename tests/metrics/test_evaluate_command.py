@@ -320,3 +320,22 @@ def test_a_run_file_with_a_long_name_has_its_scores_stored_and_reused(instructir
     assert _cli(argv) == 0 and _cli(argv) == 0
     (entry,) = (tmp_path / "report" / "metrics" / "runs").iterdir()
     assert entry.name.startswith("r" * 48 + "-") and len(entry.name) < 80 and (entry / "manifest.json").is_file()
+
+
+def test_stored_scores_follow_what_the_release_brings_that_p_mrr_reads(tmp_path):
+    # before, the key held the run, queries, qrels and corpus only: FollowIR's changed documents or candidate lists
+    # edited under one revision served the p-MRR stored before
+    import copy
+
+    from instir.stages.evaluate import scores_key
+
+    bench = load_benchmark("followir-sample/news21")
+    run = tmp_path / "r.trec"
+    run.write_text("x Q0 d 1 1.0 t\n")
+    key = scores_key(bench, run, "s", ["p-MRR"])
+    for name in ("changed", "top_ranked"):
+        edited = copy.deepcopy(bench)
+        first = next(iter(edited.meta[name]))
+        edited.meta[name][first] = list(edited.meta[name][first])[:-1]
+        assert scores_key(edited, run, "s", ["p-MRR"]) != key
+    assert "release_sha256" not in scores_key(load_benchmark("instructir-sample"), run, "s", ["nDCG@10"])

@@ -174,6 +174,33 @@ def test_evaluate_ranks_insertion_ties_in_the_given_order(as_frame):
     assert got == {"p-MRR": 0.0, "p-MRR[insertion-ties]": pytest.approx(2 / 3)}
 
 
+@pytest.mark.parametrize("way", ["Run", "kit's file", "file of equal scores"])
+def test_a_run_on_a_benchmark_keeps_its_ties_for_the_insertion_rule_in_candidate_order(way, tmp_path):
+    # before, a Run (and so every TREC file and the evaluate stage) broke its ties by document id before p-MRR saw
+    # them: p-MRR[insertion-ties] was p-MRR (-0.225 here, where the candidate lists' order gives 0.0)
+    from instir.retrieval.runs import read_run, write_run
+
+    bench = instir.load_benchmark("followir-sample/news21")
+    lists, changed = bench.meta["top_ranked"], bench.meta["changed"]
+    frame = pd.DataFrame([(q, d, 2.0 if i == 0 and q.endswith("-og") else 1.0) for q, docs in lists.items()
+                          for i, d in enumerate(docs)], columns=["qid", "docid", "score"])
+    by_candidates = {q: {d: s for d, s in zip(part["docid"], part["score"])}  # the lists' order, as mteb 1.x held it
+                     for q, part in frame.groupby("qid", sort=False)}
+    expected, _ = mteb_pmrr(by_candidates, changed, old_ties=True)
+    assert expected != mteb_pmrr(by_candidates, changed)[0]  # the two rules differ on this run
+    path = tmp_path / "tied.trec"
+    if way == "Run":
+        run = instir.Run(frame)
+    elif way == "kit's file":
+        run = read_run(write_run(instir.Run(frame), path))
+    else:
+        path.write_text("".join(f"{q} Q0 {d} 0 {s} ext\n" for q, d, s in frame.itertuples(index=False)))
+        run = read_run(path)
+    got = evaluate_quietly(bench, run, ["p-MRR", "p-MRR[insertion-ties]"])
+    assert got["p-MRR[insertion-ties]"] == pytest.approx(expected, abs=1e-12)
+    assert got["p-MRR"] == pytest.approx(mteb_pmrr(by_candidates, changed)[0], abs=1e-12)
+
+
 def test_scores_that_differ_beyond_float32_precision_rank_as_mteb_ranks_them():
     """A run given as a dict or frame is ranked at its own precision, as mteb ranks it (a Run, and
     so a TREC file, holds trec_eval's float32 scores)."""

@@ -476,3 +476,23 @@ def test_a_run_file_whose_ranks_put_the_lowest_score_first_is_said_once_and_read
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read_run(path)
+
+
+def test_the_ties_a_run_broke_are_ties_again_for_a_rule_that_reads_them_and_nothing_else_moves():
+    from instir.retrieval.runs import tied_again
+
+    below = float(np.nextafter(np.float32(0.5), np.float32(0)))
+    run = Run(pd.DataFrame({"qid": ["q"] * 7 + ["r"] * 2,
+                            "docid": ["a", "c", "b", "e", "g", "f", "h", "x", "y"],
+                            "score": [2.0, 1.0, 1.0, 1.0, 0.5, below, 0.25, 3.0, 3.0]}))
+    assert run.df["score"].is_unique  # the ties were broken: e, c, b lowered one step after another
+    again = tied_again(run)
+    assert again["docid"].tolist() == run.df["docid"].tolist() and again["rank"].tolist() == run.df["rank"].tolist()
+    by_doc = dict(zip(again["docid"], again["score"]))
+    assert by_doc["e"] == by_doc["c"] == by_doc["b"] == 1.0 and by_doc["x"] == by_doc["y"] == 3.0
+    assert (by_doc["a"], by_doc["h"]) == (2.0, 0.25)
+    # g and f were truly one float32 step apart, g first: read as tied, a difference below the rounding ...
+    assert by_doc["g"] == by_doc["f"] == 0.5
+    # ... but not when the lower has the greater id, which no broken tie leaves
+    swapped = tied_again(Run(pd.DataFrame({"qid": ["q", "q"], "docid": ["f", "g"], "score": [0.5, below]})))
+    assert swapped["score"].tolist() == [0.5, below]
