@@ -285,8 +285,9 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
     per-query values, group minima, every benchmark's systems against its first one (on its
     family's ``headline`` measures, or ``compare="all"`` of them; ``options``: the tests'
     ``n_resamples`` and ``seed``) and, for a benchmark of several systems, its LaTeX table with
-    ranx's significance marks on those measures (``metrics/<benchmark>.tex``, captioned with the
-    benchmark's label from ``labels``), written as one set (:func:`instir.atomic.write_files`)."""
+    ranx's significance marks on those measures, Holm-corrected as :func:`instir.compare_runs` marks
+    them (``metrics/<benchmark>.tex``, captioned with the benchmark's label from ``labels``), written
+    as one set (:func:`instir.atomic.write_files`)."""
     benchmarks = runs["benchmark"].tolist()
     table = with_averages(combine([e.table for e in evaluations]))
     per_query = pd.concat([e.per_query.assign(benchmark=b) for b, e in zip(benchmarks, evaluations)],
@@ -302,7 +303,8 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
         comparisons.append(compare_to_baseline(*values, baseline, **options).assign(benchmark=name))
         query_sets = {frozenset(part["qid"]) for _, part in values[0].groupby("system")}
         if values[0]["system"].nunique() > 1 and len(query_sets) == 1:  # one setting's systems, one query set
-            compared[name] = compare_scores(Evaluation(values[0], values[1], pd.DataFrame()), **options)
+            compared[name] = compare_scores(Evaluation(values[0], values[1], pd.DataFrame()), correction="holm",
+                                            **options)  # instir.compare_runs's test: Holm across a measure's pairs
             tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = (TEX_MARK + compared[name].to_latex(
                 caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.")).encode()
     comparisons = pd.concat(comparisons, ignore_index=True)
