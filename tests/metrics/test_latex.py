@@ -128,3 +128,23 @@ def test_instir_evaluate_writes_the_marked_table_for_several_runs(sample_runs, t
     assert "instructir-sample [instructed] (bundled SAMPLE, not the benchmark)" in text
     assert "(paired by query and by query group)" in text and "Robustness@10" in text
     assert "a &\nbm25 &\n\\textbf{93.6}$^{b}$" in text
+
+
+def test_the_stages_table_marks_the_pairs_as_compare_runs_does_holm_corrected(sample_runs, tmp_path):
+    # before, the evaluate stage's table took the uncorrected p while instir.compare_runs (and the README) corrected
+    # by Holm: one report folder held two verdicts on the same pair
+    import instir
+
+    benchmark, runs = sample_runs
+    chosen = dict(list(runs.items())[:3])
+    paths = [write_run(run, tmp_path / f"{name}.trec") for name, run in chosen.items()]
+    parser = argparse.ArgumentParser(prog="instir")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["evaluate", "--benchmark", "instructir-sample", "--measures", "nDCG@10", "P@10",
+                              "--run", *map(str, paths), "--out", str(tmp_path / "report")])
+    assert args.handler(args) == 0
+    text = (tmp_path / "report" / "metrics" / "instructir-sample.tex").read_text()
+    assert "Holm-corrected across the pairs" in text
+    measures = ["nDCG@10", "P@10", "Robustness@10", "Robustness(P@10)"]  # the stage derives the Robustness ones
+    theirs = instir.compare_runs(benchmark, chosen, measures).to_latex()
+    assert text.split("\\midrule\n")[1] == theirs.split("\\midrule\n")[1]  # the rows and their letters
