@@ -279,12 +279,12 @@ def _repeats_folded(theirs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:
-    """One row per reported number and system: where the kit computed the number in two protocols (IFIR's standard
-    and native nDCG@20), the paper's (its family spec's ``[papers.protocol]``, for MTEB's numbers their mteb
-    version's rule; else the standard one) stays and the other is named beside it (``other_measure``,
-    ``other_reproduced``)."""
+    """One row per reported number, system and data (a bundled sample's or the benchmark's it samples: each keeps its
+    own row): where the kit computed the number in two protocols (IFIR's standard and native nDCG@20), the paper's
+    (its family spec's ``[papers.protocol]``, for MTEB's numbers their mteb version's rule; else the standard one)
+    stays and the other is named beside it (``other_measure``, ``other_reproduced``)."""
     keep, others = [], {}
-    for _, rows in merged.groupby(["_number", "system"], sort=False):
+    for _, rows in merged.groupby(["_number", "system", "sample"], sort=False):
         wanted = _paper_protocol(rows["paper"].iloc[0], rows["measure"].iloc[0], rows["source"].iloc[0])
         chosen = rows.index[rows["measure_variant"] == wanted]
         first = chosen[0] if len(chosen) else rows.index[0]
@@ -428,22 +428,24 @@ def _without_partial_averages(ours: pd.DataFrame) -> pd.DataFrame:
 def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str, *, whole: bool = False) -> list[set[str]]:
     """Per reproduced row, what the run(s) behind it say in ``column`` of ``runs`` (their windowing
     mode, their BM25 engine, their depth; see :func:`compare_to_papers`), for a family's average those of its
-    subsets' runs; an empty set where none does, and with ``whole`` for an average where a subset has no run."""
+    subsets' runs; an empty set where none does, and with ``whole`` for an average where a subset has no run.
+    A bundled sample's row (renamed after the benchmark it samples) reads the sample's runs, a real row the real
+    benchmark's."""
     if runs is None or column not in runs.columns:
         return [set() for _ in range(len(ours))]
-    values: dict[tuple[str, str, str], set[str]] = {}
+    values: dict[tuple[str, str, str, bool], set[str]] = {}
     for benchmark, system, value in runs[["benchmark", "system", column]].itertuples(index=False):
-        family, _, subset = str(benchmark).partition("/")
-        values.setdefault((str(system), family, subset), set()).add(str(value))
+        family, _, subset = catalog.unsampled(str(benchmark)).partition("/")
+        values.setdefault((str(system), family, subset, catalog.is_sample(str(benchmark))), set()).add(str(value))
 
-    def behind(system: str, benchmark: str, subset: str) -> set[str]:
+    def behind(system: str, benchmark: str, subset: str, sample: bool) -> set[str]:
         if subset != "avg" or benchmark not in catalog.families():
-            return values.get((system, benchmark, subset), set())
-        each = [values.get((system, benchmark, s), set()) for s in catalog.family(benchmark).subsets]
+            return values.get((system, benchmark, subset, sample), set())
+        each = [values.get((system, benchmark, s, sample), set()) for s in catalog.family(benchmark).subsets]
         return set().union(*each) if all(each) or not whole else set()
 
-    return [behind(system, benchmark, subset)
-            for system, benchmark, subset in ours[["system", "benchmark", "subset_id"]].itertuples(index=False)]
+    rows = ours[["system", "benchmark", "subset_id", "sample"]].itertuples(index=False)
+    return [behind(system, benchmark, subset, bool(sample)) for system, benchmark, subset, sample in rows]
 
 
 def _depth(value: str) -> int | None:

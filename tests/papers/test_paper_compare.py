@@ -441,3 +441,37 @@ def test_a_model_ifir_encoded_in_windows_earns_a_verdict_only_from_a_run_windowe
     says(verdict, "not comparable", "windows", windowing)
     assert compare_to_papers(ours, table3, runs=runs.assign(windowing="ifir"), data=VERIFIED)["verdict"].tolist() == [
         "within tolerance"]
+
+
+@pytest.mark.parametrize("sample_first", [False, True])
+def test_a_sample_and_the_benchmark_it_samples_keep_a_row_each_whatever_their_order(reported, sample_first):
+    # on the commit before, one row per reported number and system was kept: the real number vanished when the sample
+    # came first, or the sample's standard nDCG@20 stood as the real row's other protocol
+    real = [("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.255),
+            ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20", 0.21)]
+    sample = [("bm25", "ifir-sample/fiqa", *row[2:-1], value) for row, value in zip(real, (0.95, 0.90))]
+    ours = table(sample + real if sample_first else real + sample)
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa", "ifir-sample/fiqa"], "system": "bm25", "windowing": "n/a",
+                         "engine": "elasticsearch", "k": 100})
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"], runs=runs, data=VERIFIED, sample_ok=True)
+    by_verdict = out.set_index("verdict")
+    assert sorted(out["verdict"]) == ["not comparable (SAMPLE)", "within tolerance"]
+    assert by_verdict.loc["within tolerance", "reproduced"] == pytest.approx(0.255)
+    assert by_verdict.loc["within tolerance", "other_reproduced"] == pytest.approx(0.21)
+    assert by_verdict.loc["not comparable (SAMPLE)", "other_reproduced"] == pytest.approx(0.90)
+
+
+def test_a_samples_rows_carry_the_engine_windowing_and_depth_its_runs_record(reported):
+    # on the commit before, the runs were looked up under the sample's name while the rows were renamed after the
+    # benchmark it samples: every sample row said engine 'unknown' (with the bm25-engine reason) and had no depth
+    ours = table([("bm25", "ifir-sample/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.3),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.3)])
+    runs = pd.DataFrame({"benchmark": ["ifir-sample/fiqa", "ifir/fiqa"], "system": "bm25", "windowing": "n/a",
+                         "engine": ["elasticsearch", "bm25s"], "k": [100, 10]})
+    out = compare_to_papers(ours, reported[reported["table"] == "Table 3"], runs=runs, data=VERIFIED,
+                            sample_ok=True).set_index("verdict")
+    sample = out.loc["not comparable (SAMPLE)"]
+    assert (sample["engine"], sample["windowing"]) == ("elasticsearch", "n/a")
+    assert "bm25-engine" not in sample["reasons"]
+    (real_verdict,) = [v for v in out.index if v != "not comparable (SAMPLE)"]
+    says(real_verdict, "not comparable", "bm25s")  # the real run's own engine, not mixed with the sample's
