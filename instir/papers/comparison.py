@@ -32,7 +32,7 @@ _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
     "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance", "verdict",
-    "other_measure", "other_reproduced", "scale", "secondary", "windowing", "engine", "judge", "reasons", "reference",
+    "other_measure", "other_reproduced", "scale", "secondary", "paper_row_too", "sample", "windowing", "engine", "judge", "reasons", "reference",
     "source",
 ]
 
@@ -116,7 +116,9 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ``within_tolerance`` (empty without a verdict), ``verdict`` (``within tolerance``, ``outside tolerance``,
     ``no value``, ``not comparable (…)``), ``other_measure`` and ``other_reproduced`` (the same number computed
     in the other protocol, shown beside it: IFIR's standard nDCG@20), ``scale`` (printed units per unit: 100
-    where the paper prints ×100), ``windowing``, ``engine``, ``judge`` and ``reasons`` (keys of
+    where the paper prints ×100), ``secondary`` (a number the paper does not print itself), ``paper_row_too`` (a
+    secondary source's number the paper prints a row of its own for: shown beside that row, not judged),
+    ``sample`` (a bundled sample's number), ``windowing``, ``engine``, ``judge`` and ``reasons`` (keys of
     :func:`known_divergences` that apply).
 
     Raises :class:`NotComparableError` for sample data, unless ``sample_ok``: then a bundled
@@ -151,6 +153,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
     theirs = _repeats_folded(theirs)
+    theirs["paper_row_too"] = _printed_by_the_paper_too(theirs)
     theirs["_number"] = range(len(theirs))
     merged = theirs.merge(ours, on=_KEYS, how="inner", suffixes=("", "_ours"))
     merged["reported"] = merged["value"]
@@ -276,6 +279,17 @@ def _repeats_folded(theirs: pd.DataFrame) -> pd.DataFrame:
     first["reference"] = [f"{ref}; the same number in {tables}" if isinstance(tables, str) else ref
                           for ref, tables in zip(first["reference"], also)]
     return first
+
+
+def _printed_by_the_paper_too(theirs: pd.DataFrame) -> pd.Series:
+    """Per reported row, whether it is a secondary source's number that its paper prints a row of its own for (same
+    benchmark, slice, setting, measure, model and variant: InstructIR's RepLLaMA in the Promptriever paper's Table 2),
+    so a reproduced number is judged once, by the paper's row (divergence ``secondary-beside-paper``)."""
+    keys = [k for k in ["paper", *_KEYS, "variant"] if k in theirs.columns]
+    secondary = theirs["secondary"].fillna(False).astype(bool)
+    own = set(theirs.loc[~secondary, keys].astype(str).itertuples(index=False, name=None))
+    setups = theirs[keys].astype(str).itertuples(index=False, name=None)
+    return pd.Series([bool(s) and setup in own for s, setup in zip(secondary, setups)], index=theirs.index)
 
 
 def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:

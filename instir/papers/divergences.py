@@ -33,7 +33,8 @@ class Divergence:
     runs behind an average differ); ``engines`` the BM25 engines of the run it applies to
     (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``);
     ``variants`` the reported row's ``variant`` (:func:`instir.papers.load_reported`: the setup a table reports,
-    such as IFIR Table 9's prompts).
+    such as IFIR Table 9's prompts); ``beside_paper_row`` limits it to a secondary source's number that the paper
+    itself prints a row for (the aligned row's ``paper_row_too``, set by :func:`instir.papers.compare_to_papers`).
     ``voids``: the reported number measures something the kit does not rerun (another task, other data, another
     setup, a mislabelled file) or repeats a number another row judges, so a row it applies to earns no verdict
     (:func:`voiding`), only the reason. ``withholds``: the run was made otherwise than the paper's in a way the kit
@@ -54,12 +55,14 @@ class Divergence:
     windowing: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
+    beside_paper_row: bool = False
     voids: bool = False
     withholds: bool = False
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
-        ``subset_id``, ``level``, ``model_key``, ``secondary``, ``windowing``, ``engine`` and ``variant`` fields."""
+        ``subset_id``, ``level``, ``model_key``, ``secondary``, ``windowing``, ``engine``, ``variant`` and
+        ``paper_row_too`` fields."""
         level = row.get("level")
         level = 0 if level is None or pd.isna(level) else int(level)
         windowing = row.get("windowing")
@@ -77,6 +80,7 @@ class Divergence:
             not self.windowing or windowing in self.windowing,
             not self.engines or engine in self.engines,
             not self.variants or row.get("variant") in self.variants,
+            not self.beside_paper_row or bool(row.get("paper_row_too")),
         )
         return all(checks)
 
@@ -253,9 +257,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "computed on data before the correction are not comparable (the FollowIR README).",
         papers=("followir", "mteb"), benchmarks=("followir",)),
     Divergence(
-        "secondary-source", "Secondary source",
-        "The number is not printed in the benchmark's own paper (e.g. InstructIR scores from the "
-        "Promptriever paper's Table 2, or MTEB's results store); its setup may differ from the paper's.",
+        "secondary-beside-paper", "A secondary source's rerun of a number the paper prints: judged by the paper's row",
+        "The benchmark's own paper prints this number (same benchmark, setting, model and measure), and a secondary "
+        "source reran the model in its own setup and printed another value (InstructIR's RepLLaMA: 87.62 nDCG@10 in "
+        "the InstructIR paper, 85.7 in the Promptriever paper's Table 2). A reproduced number is judged once, against "
+        "the paper's own row; the secondary source's is shown beside it.",
+        secondary_only=True, beside_paper_row=True, voids=True),
+    Divergence(
+        "secondary-source", "Secondary source: its own rerun",
+        "The number is not printed in the benchmark's own paper but by another source that ran the model in its own "
+        "setup (e.g. InstructIR scores from the Promptriever paper's Table 2, or MTEB's results store): a verdict "
+        "on it measures the reproduction against that source's own rerun, not the benchmark's paper, whose setup "
+        "may differ.",
         secondary_only=True),
 )
 

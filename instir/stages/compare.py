@@ -30,7 +30,7 @@ from instir.papers import (
     match_systems,
     not_comparable_reason,
 )
-from instir.papers.comparison import OUTSIDE, WITHIN
+from instir.papers.comparison import NO_VALUE, OUTSIDE, WITHIN
 from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.parameters import choices
 from instir.report.html import markdown_text
@@ -67,10 +67,14 @@ class PaperComparison:
     reported: dict[str, pd.DataFrame]
 
     def verdicts(self) -> pd.DataFrame:
-        """How many reproduced numbers got each verdict, per paper: a number two rows of one paper judge alike (the
-        paper's and a secondary source's) counts once."""
-        number = ["system", "benchmark", "subset_id", "level", "setting", "measure_reproduced"]
-        distinct = self.compared.drop_duplicates(["paper", "verdict", *number])
+        """How many reproduced numbers got each verdict, per paper: each number (a sample's apart from the benchmark's
+        it samples) counts once, under the verdict of the row that judges it; the rows shown beside it, not judged (a
+        secondary source's rerun of the paper's number, IFIR Table 9's copy of Table 3's), do not count it again."""
+        number = [c for c in ("system", "benchmark", "subset_id", "level", "setting", "measure_reproduced", "sample")
+                  if c in self.compared.columns]
+        judged_first = self.compared["verdict"].map({WITHIN: 0, OUTSIDE: 0, NO_VALUE: 1}).fillna(2)
+        distinct = (self.compared.assign(_order=judged_first).sort_values("_order", kind="stable")
+                    .drop_duplicates(["paper", *number]))
         return distinct.groupby(["paper", "verdict"]).size().rename("numbers").reset_index()
 
     def sources(self) -> pd.DataFrame:

@@ -475,3 +475,23 @@ def test_a_samples_rows_carry_the_engine_windowing_and_depth_its_runs_record(rep
     assert "bm25-engine" not in sample["reasons"]
     (real_verdict,) = [v for v in out.index if v != "not comparable (SAMPLE)"]
     says(real_verdict, "not comparable", "bm25s")  # the real run's own engine, not mixed with the sample's
+
+
+def test_a_number_the_paper_prints_is_judged_by_its_row_and_a_secondary_rerun_shown_beside_it(reported):
+    # on the commit before, RepLLaMA's 88.62 was within tolerance of the InstructIR paper's 87.62 and outside that of
+    # the Promptriever paper's rerun (85.70): one number, two opposite verdicts
+    ours = table([("repllama", "instructir", "instructed", "all", "all", "nDCG@10", 0.8862),
+                  ("bm25", "instructir", "instructed", "all", "all", "nDCG@10", 0.80)])
+    runs = pd.DataFrame({"benchmark": "instructir", "system": ["repllama", "bm25"], "windowing": "n/a",
+                         "engine": ["n/a", "anserini"], "k": 100})
+    out = compare_to_papers(ours, reported[reported["paper"] == "instructir"], runs=runs, data=VERIFIED,
+                            model_map={"repllama": "castorini/repllama-v1-7b-lora-passage"})
+    repllama = out[out["system"] == "repllama"].set_index("secondary")
+    assert repllama.loc[False, "verdict"] == "within tolerance" and repllama.loc[False, "reported"] == 87.62
+    says(repllama.loc[True, "verdict"], "not comparable", "secondary source", "paper's row")
+    assert repllama.loc[True, "reported"] == 85.7 and "secondary-beside-paper" in repllama.loc[True, "reasons"]
+    # where only a secondary source prints the number (InstructIR's BM25), it is judged, said to be that source's rerun
+    (bm25,) = out[out["system"] == "bm25"].to_dict("records")
+    assert bm25["verdict"] == "outside tolerance" and "secondary-source" in bm25["reasons"]
+    secondary = {d.key: d for d in DIVERGENCES}["secondary-source"]
+    assert says(secondary.title + " " + secondary.explanation, "own rerun", "not the benchmark's paper")

@@ -52,3 +52,17 @@ def test_verdict_counts_count_each_reproduced_number_once():
                              "setting": "instructed", "measure_reproduced": "nDCG@10", "verdict": "within tolerance"})
     counts = _comparison(compared).verdicts()
     assert counts.to_dict("records") == [{"paper": "instructir", "verdict": "within tolerance", "numbers": 1}]
+
+
+def test_verdict_counts_count_a_number_once_under_the_row_that_judges_it():
+    # on the commit before, a number judged by the paper's row and shown, not judged, beside a secondary source's rerun
+    # of it counted under both verdicts; a sample and the benchmark it samples are two numbers
+    compared = pd.DataFrame({"paper": "instructir", "table": ["SECONDARY: Promptriever Table 2", "InstructIR paper",
+                                                              "InstructIR paper"],
+                             "system": "repllama", "benchmark": "instructir", "subset_id": "", "level": pd.NA,
+                             "setting": "instructed", "measure_reproduced": "nDCG@10", "sample": [False, False, True],
+                             "verdict": ["not comparable (a secondary source's rerun)", "within tolerance",
+                                         "not comparable (SAMPLE)"]})
+    counts = _comparison(compared).verdicts()
+    assert counts.to_dict("records") == [{"paper": "instructir", "verdict": "not comparable (SAMPLE)", "numbers": 1},
+                                         {"paper": "instructir", "verdict": "within tolerance", "numbers": 1}]
