@@ -32,8 +32,8 @@ _KEYS = ["benchmark", "subset_id", "level_key", "setting", "measure", "model_key
 _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
     "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance", "verdict",
-    "other_measure", "other_reproduced", "scale", "secondary", "paper_row_too", "sample", "windowing", "engine", "judge", "reasons", "reference",
-    "source",
+    "other_measure", "other_reproduced", "scale", "secondary", "paper_row_too", "sample", "windowing", "engine",
+    "judge", "reasons", "reference", "source",
 ]
 
 
@@ -103,7 +103,9 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     paper's protocol (a family spec's ``[papers.protocol]``: IFIR's nDCG@20 is the ``ifir-native`` one; a number of
     MTEB's, the rule of the mteb version its source names: :data:`MTEB_RULE_CHANGES`), for a
     BM25 row by the paper's engine (from ``runs``) and for InstFol by the paper's judge (the reproduced
-    table's ``judge_backend`` and ``judge_model`` columns), from a run as deep as the measure's cutoff (the family's
+    table's ``judge_backend`` and ``judge_model`` columns) on every instance of its slice (the reproduced table's
+    ``instances``, as the judge stage's ``judge/instfol.csv`` counts them, against the published count; a level's: its
+    subset's row's), from a run as deep as the measure's cutoff (the family's
     ``depth`` for one without, such as p-MRR); otherwise the verdict is ``not comparable (<the
     reason that decides it>)``. ``protocol`` is the one the reproduced numbers were scored under (``authors`` or
     ``mteb``, as :func:`instir.metrics.evaluate_runs` takes it): MTEB's results store is compared with ``mteb``
@@ -149,6 +151,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
               for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
     ours["depth"] = [_depth(str(d)) if pd.notna(d) else None if str(m).startswith("InstFol") else k
                      for d, k, m in zip(ours["depth"], listed, ours["measure"])]  # InstFol's: both its runs', its own
+    ours["instances"], ours["instances_of"] = _judged_of(ours)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
@@ -188,9 +191,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the authors'), the
     variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not run by the paper's
     engine), the windowing of long texts (a known reason that ``withholds`` it: not IFIR's windows), the judge (an
-    InstFol not judged by the paper's judge) and the run's depth (unknown, or fewer documents a query than the
-    measure's cutoff, the ranks past it counting as non-relevant; a measure without one, such as p-MRR, needs the
-    family's retrieval ``depth``), the first that fails."""
+    InstFol not judged by the paper's judge), the instances judged (an InstFol judged on a sample of its slice's
+    instances, or on an unknown number: the paper's is the mean over all of them) and the run's depth (unknown, or
+    fewer documents a query than the measure's cutoff, the ranks past it counting as non-relevant; a measure without
+    one, such as p-MRR, needs the family's retrieval ``depth``), the first that fails."""
     if row["sample"]:
         return "SAMPLE"
     if "do not use" in str(row.get("source") or ""):
@@ -235,6 +239,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     if not cutoff and family and catalog.family(family).depth:  # p-MRR: a document missing ranks below the last
         cutoff = catalog.family(family).depth
         needs = f"the authors' depth ({cutoff}) that {row['measure']} depends on"
+    if str(row["measure"]).startswith("InstFol"):
+        short = _judged_short(row, names)
+        if short:
+            return short
     depth = row.get("depth")
     if cutoff and (depth is None or pd.isna(depth)):
         return ("the depth of its run is unknown (no k for it in the runs list or its sidecar; an InstFol's is the "
@@ -409,6 +417,7 @@ def _normalise_reproduced(reproduced: pd.DataFrame, model_map: Mapping[str, str]
                   if "widen" in reproduced.columns else 0.0),
         "sample": reproduced["_not_comparable"].to_numpy(dtype=bool) if "_not_comparable" in reproduced else False,
         "depth": reproduced["depth"].to_numpy(dtype=object) if "depth" in reproduced else None,
+        "instances": reproduced["instances"].to_numpy(dtype=object) if "instances" in reproduced else None,
     })
     ours["judge"] = [f"{backend}: {model}" if model else "" for backend, model in
                      zip(ours["judge_backend"], ours["judge_model"])]
@@ -460,6 +469,51 @@ def _of_runs(ours: pd.DataFrame, runs: pd.DataFrame | None, column: str, *, whol
 
     rows = ours[["system", "benchmark", "subset_id", "sample"]].itertuples(index=False)
     return [behind(system, benchmark, subset, bool(sample)) for system, benchmark, subset, sample in rows]
+
+
+def _judged_of(ours: pd.DataFrame) -> tuple[list[object], list[int | None]]:
+    """Per reproduced row, for an InstFol, how many instances of its slice were judged and how many the slice has
+    (the published count: :meth:`instir.benchmarks.catalog.Entry.expected_counts`; an Average's, of every
+    subset); a level's are its subset's (the catalog counts no level, and a subset judged whole judged each level
+    whole). None where not InstFol or not known."""
+    keys = ["system", "benchmark", "subset_id", "measure_reproduced", "sample"]
+    rows = ours[[*keys, "level_key", "instances"]].itertuples(index=False, name=None)
+    pooled = {tuple(key): n for *key, level, n in rows if level == 0}
+    judged, of = [], []
+    for *key, level, n, measure in ours[[*keys, "level_key", "instances", "measure"]].itertuples(index=False,
+                                                                                                   name=None):
+        instfol = str(measure).startswith("InstFol")
+        count = pooled.get(tuple(key)) if level else n
+        judged.append(count if instfol and count is not None and pd.notna(count) else None)
+        of.append(_slice_instances(key[1], key[2]) if instfol else None)
+    return judged, of
+
+
+def _slice_instances(family: str, subset: str) -> int | None:
+    """The published instance count of a family's subset (``avg``: of all its subsets; none: the family's), None
+    where the catalog has none."""
+    if family not in catalog.families():
+        return None
+    spec = catalog.family(family)
+    names = spec.benchmarks() if subset == "avg" else [f"{family}/{subset}" if subset else family]
+    counts = [catalog.entry(name).expected_counts().get("queries") for name in names]
+    return None if None in counts else sum(counts)
+
+
+def _judged_short(row: Mapping, names: list[str]) -> str | None:
+    """Why an InstFol ``row`` was not judged on every instance of its slice (its data ``names``), None when it was."""
+    judged, total = row.get("instances"), row.get("instances_of")
+    if judged is None or pd.isna(judged):
+        return ("how many of its instances were judged is unknown (judge/instfol.csv without an 'instances' count: "
+                "judge again)")
+    if total is None or pd.isna(total) or int(judged) >= int(total):
+        return None
+    total = int(total)
+    largest = max(_slice_instances(*name.partition("/")[::2]) or 0 for name in names)
+    where = names[0] if len(names) == 1 else f"{row['benchmark']}'s {len(names)} subsets"
+    return (f"judged on {int(judged):,} of the {total:,} instances of {where}, the paper's value is the mean over all "
+            f"of them: judge every one (instir run -p judge_max_instances={largest} or more; instir judge without "
+            "--max-instances)")
 
 
 def _depth(value: str) -> int | None:

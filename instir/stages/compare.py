@@ -160,9 +160,9 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its lists were cut at, as
     ``judge/instfol.csv`` says; a table of an earlier version says none: the k its stage's record holds, else
     20), so an InstFol@10 is never aligned with a paper's InstFol@20; and with the ``depth`` its shallower run
-    ranks, which its verdict needs. InstFol judged on runs that were written again since (another retrieval into the
-    folder, then a judge stage that failed or did not run) is left out, with a warning: it is no number of these
-    runs."""
+    ranks and the ``instances`` judged, which its verdict needs. InstFol judged on runs that were written again
+    since (another retrieval into the folder, then a judge stage that failed or did not run) is left out, with a
+    warning: it is no number of these runs."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
@@ -178,8 +178,9 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     measure = [str(InstFol(int(k))) if isinstance(k, numbers.Real) and float(k).is_integer() and k > 0
                else f"InstFol@{k}" if "k" in instfol else str(InstFol()) for k in ks]
     depth = ["depth"] if "depth" in instfol else []  # of both runs an InstFol compares (none in earlier versions)
+    counted = ["instances"] if "instances" in instfol else []  # judged: a verdict needs every one of the slice's
     return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=measure)],
-                     ignore_index=True)[REPRODUCED_COLUMNS + judged + depth]
+                     ignore_index=True)[REPRODUCED_COLUMNS + judged + depth + counted]
 
 
 def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:

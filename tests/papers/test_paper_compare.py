@@ -35,16 +35,27 @@ VERIFIED = {name: None for family in catalog.families() for name in catalog.fami
 PAPERS_JUDGE = {"judge_backend": "openai-compatible", "judge_model": "gpt-4o-mini [ifir]"}
 
 
+def every_instance(benchmark, subset):
+    """How many instances the slice has (the published count; an Average's: of every subset), as the judge stage's
+    ``instances`` says when it judged them all."""
+    if subset in ("average", "avg"):
+        return sum(catalog.entry(b).expected_counts().get("queries", 0) for b in catalog.family(benchmark).benchmarks())
+    return catalog.entry(benchmark).expected_counts().get("queries")
+
+
 def grounded(ours, reported, **options):
     """:func:`compare_to_papers` where every verdict's grounds hold: verified data, each BM25 run by its paper's
     engine (``runs``), long texts windowed as IFIR's code windows them, runs 1,000 deep, InstFol by the paper's
-    judge (when ``ours`` names none) on two runs as deep (the judge stage's ``depth``)."""
+    judge (when ``ours`` names none) on two runs as deep (the judge stage's ``depth``), on every instance of its slice
+    (when ``ours`` does not say how many were judged)."""
     runs = ours[["benchmark", "system"]].drop_duplicates().assign(windowing="ifir", k=1000)
     runs["engine"] = [catalog.family(catalog.family_of(b)).bm25.get("engine") for b in runs["benchmark"]]
     if "judge_model" not in ours:
         ours = ours.assign(**PAPERS_JUDGE)
     if "depth" not in ours:
         ours = ours.assign(depth=[1000 if str(m).startswith("InstFol") else None for m in ours["measure"]])
+    if "instances" not in ours:
+        ours = ours.assign(instances=[every_instance(b, s) for b, s in zip(ours["benchmark"], ours["subset"])])
     return compare_to_papers(ours, reported, runs=runs, data=VERIFIED, **options)
 
 
@@ -288,7 +299,8 @@ def test_a_verdict_needs_verified_data_the_papers_engine_and_the_papers_judge(re
     """Each ground alone turns a within-tolerance number into 'not comparable', naming that ground."""
     table3 = reported[reported["table"] == "Table 3"]
     ndcg = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.25)])
-    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)]).assign(depth=100)
+    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)])
+    instfol = instfol.assign(depth=100, instances=1718)
     runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
                          "engine": ["elasticsearch"], "k": [100]})
     assert grounded(ndcg, table3)["verdict"].tolist() == ["within tolerance"]
@@ -315,7 +327,8 @@ def test_a_number_from_a_run_shallower_than_its_cutoff_earns_no_verdict(reported
     paper's, even where it happens to lie within tolerance; an average takes its shallowest subset's run."""
     table3 = reported[reported["table"] == "Table 3"]
     ndcg = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.25)])
-    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)]).assign(**PAPERS_JUDGE)
+    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)])
+    instfol = instfol.assign(**PAPERS_JUDGE, instances=1718)
     runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
                          "engine": ["elasticsearch"], "k": [10]})
     for ours in (ndcg, instfol.assign(depth=10)):  # an InstFol's depth: both its runs', as the judge stage writes it
@@ -495,3 +508,23 @@ def test_a_number_the_paper_prints_is_judged_by_its_row_and_a_secondary_rerun_sh
     assert bm25["verdict"] == "outside tolerance" and "secondary-source" in bm25["reasons"]
     secondary = {d.key: d for d in DIVERGENCES}["secondary-source"]
     assert says(secondary.title + " " + secondary.explanation, "own rerun", "not the benchmark's paper")
+
+
+def test_an_instfol_judged_on_a_sample_of_its_instances_earns_no_verdict(reported):
+    # on the commit before, InstFol judged on 5 of FiQA's 1,718 instances (judge_max_instances' default) earned
+    # "within tolerance" of Table 3's value, which is the mean over all of them
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.015),
+                  ("bm25", "ifir/fiqa", "instructed", "fiqa", "1", "InstFol@20", -0.0376)])
+    ifir = reported[reported["table"].isin(["Table 3", "Table 11"])]
+    sampled = grounded(ours.assign(instances=[5, 2]), ifir).set_index("table")
+    says(sampled.loc["Table 3", "verdict"], "not comparable", "judged on 5 of the 1,718 instances of ifir/fiqa",
+         "judge_max_instances=1718", "--max-instances")
+    says(sampled.loc["Table 11", "verdict"], "not comparable", "5 of the 1,718 instances of ifir/fiqa")
+    assert sampled["within_tolerance"].isna().all()
+    whole = grounded(ours.assign(instances=[1718, 600]), ifir).set_index("table")
+    assert set(whole["verdict"]) == {"within tolerance"}
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": "bm25", "windowing": "n/a", "engine": "elasticsearch",
+                         "k": 100})
+    (unknown,) = compare_to_papers(ours.drop(index=1).assign(**PAPERS_JUDGE, depth=100),
+                                   ifir[ifir["table"] == "Table 3"], runs=runs, data=VERIFIED)["verdict"]
+    says(unknown, "not comparable", "how many", "instances", "judge again")

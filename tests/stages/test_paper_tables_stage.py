@@ -36,7 +36,7 @@ def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatibl
     }).to_csv(folder / "metrics" / "metrics.csv", index=False)
     pd.DataFrame({
         "scope": ["level", "subset"], "subset": "fiqa", "level": [3, None], "instfol": [0.05, 0.011],
-        "s_q": 1.0, "s_inst": 1.1, "instances": 10, "scored": 10, "failed": 0, "dropped": 0,
+        "s_q": 1.0, "s_inst": 1.1, "instances": [10, 1718], "scored": [10, 1718], "failed": 0, "dropped": 0,
         "system": system, "benchmark": "ifir", "judge_backend": judge[0], "judge_model": judge[1], "k": 20,
         "depth": k,
     }).to_csv(folder / "judge" / "instfol.csv", index=False)
@@ -155,6 +155,19 @@ def test_an_instfol_needs_both_its_runs_deep_enough(tmp_path):
     instfol.drop(columns="depth").to_csv(folder / "judge" / "instfol.csv", index=False)  # an earlier version's
     says(compared_bm25(folder).loc["InstFol@20", "verdict"], "not comparable", "depth of its run is unknown",
          "judge again")
+
+
+def test_an_instfol_judged_on_a_sample_of_the_subsets_instances_is_not_comparable(tmp_path):
+    # on the commit before, the judge stage's default sample (judge_max_instances = 5) earned Table 3's verdict
+    folder = real_fiqa_folder(tmp_path)
+    instfol = pd.read_csv(folder / "judge" / "instfol.csv")
+    instfol.assign(instances=[2, 5]).to_csv(folder / "judge" / "instfol.csv", index=False)
+    table3 = compared_bm25(folder)
+    assert table3.loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
+    says(table3.loc["InstFol@20", "verdict"], "not comparable", "5 of the 1,718 instances of ifir/fiqa",
+         "judge_max_instances=1718")
+    instfol.drop(columns="instances").to_csv(folder / "judge" / "instfol.csv", index=False)
+    says(compared_bm25(folder).loc["InstFol@20", "verdict"], "not comparable", "instances", "unknown", "judge again")
 
 
 #: a model IFIR encodes whole: a run of it earns a verdict whatever windowing its run records
