@@ -9,6 +9,7 @@ The table and the comparisons are printed as well."""
 from __future__ import annotations
 
 import argparse
+import re
 import warnings
 from pathlib import Path
 
@@ -150,15 +151,29 @@ def comparison_text(comparisons) -> str:
         return shown.to_string(index=False)
 
 
+def table_label(table: str) -> str:
+    """Where a reported number comes from, short: a secondary source's table as ``<source> <table> (secondary)``
+    (``SECONDARY: Promptriever (arXiv:2409.11136) Table 2 - NOT the InstructIR paper`` -> ``Promptriever Table 2
+    (secondary)``), a paper's own ``Table N (…)`` as printed, another label without its trailing remark
+    (``InstructIR paper, results text (largest …)`` -> ``InstructIR paper, results text``)."""
+    text = str(table)
+    if text.startswith("SECONDARY:"):
+        source = re.sub(r"\s*\([^)]*\)", "", text.removeprefix("SECONDARY:").split(" - ")[0]).strip()
+        return f"{source} (secondary)"
+    return text if text.startswith("Table") else re.sub(r"\s*\([^)]*\)$", "", text)
+
+
 def papers_text(compared) -> str:
-    """The aligned numbers as printed (×100 as the papers print them, one line per number)."""
+    """The aligned numbers as printed (×100 as the papers print them, one line per number), each with the table
+    (and source, where not the paper's own) it is compared with (:func:`table_label`)."""
     import pandas as pd
 
     from instir.papers import comparison_view
     from instir.report.tables import format_fixed
 
     view = comparison_view(compared)
-    shown = view[["paper", "paper model", "system", "subset", "level", "measure", "reported", "reproduced",
+    view["table"] = view["table"].map(table_label)
+    shown = view[["paper", "table", "paper model", "system", "subset", "level", "measure", "reported", "reproduced",
                   "delta", "verdict"]].copy()
     for column in ("reported", "reproduced", "delta"):
         shown[column] = [format_fixed(100 * v, 2) for v in shown[column]]

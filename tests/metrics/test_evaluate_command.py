@@ -339,3 +339,22 @@ def test_stored_scores_follow_what_the_release_brings_that_p_mrr_reads(tmp_path)
         edited.meta[name][first] = list(edited.meta[name][first])[:-1]
         assert scores_key(edited, run, "s", ["p-MRR"]) != key
     assert "release_sha256" not in scores_key(load_benchmark("instructir-sample"), run, "s", ["nDCG@10"])
+
+
+def test_the_papers_table_names_the_table_and_source_of_each_number():
+    # on the commit before, `instir evaluate --papers` printed "instructir … BM25 … 76.00 … outside tolerance" with no
+    # word that 76.00 is the Promptriever paper's rerun, not the InstructIR paper's number
+    from instir.cli.evaluate import papers_text
+    from instir.papers import compare_to_papers, load_reported
+
+    ours = pd.DataFrame({"system": ["bm25", "repllama"], "benchmark": "instructir", "measure": "nDCG@10",
+                         "value": [0.8, 0.88]})
+    compared = compare_to_papers(ours, load_reported("instructir"),
+                                 model_map={"repllama": "castorini/repllama-v1-7b-lora-passage"})
+    lines = papers_text(compared).splitlines()
+    assert "table" in lines[0].split()
+    (bm25,) = [line for line in lines if " bm25 " in f" {line} "]
+    assert "Promptriever Table 2 (secondary)" in bm25 and "76.00" in bm25
+    repllama = [line for line in lines if "repllama" in line]
+    assert any("InstructIR paper" in line and "87.62" in line for line in repllama)
+    assert any("Promptriever Table 2 (secondary)" in line and "85.70" in line for line in repllama)
