@@ -490,12 +490,14 @@ def _judged_of(ours: pd.DataFrame) -> tuple[list[object], list[int | None]]:
 
 
 def _slice_instances(family: str, subset: str) -> int | None:
-    """The published instance count of a family's subset (``avg``: of all its subsets; none: the family's), None
-    where the catalog has none."""
+    """The published instance count of a family's subset (``avg``: of all its subsets; a family without subsets:
+    its own), None where the catalog has none."""
     if family not in catalog.families():
         return None
     spec = catalog.family(family)
-    names = spec.benchmarks() if subset == "avg" else [f"{family}/{subset}" if subset else family]
+    names = spec.benchmarks() if subset == "avg" or not spec.subsets else [f"{family}/{subset}"]
+    if subset not in ("avg", "") and spec.subsets and subset not in spec.subsets:
+        return None
     counts = [catalog.entry(name).expected_counts().get("queries") for name in names]
     return None if None in counts else sum(counts)
 
