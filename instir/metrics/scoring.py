@@ -9,6 +9,7 @@ brings along (``derived``); the ``mteb`` protocol is a parameter of the same pat
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -44,6 +45,7 @@ from instir.retrieval.runs import (
     refuse_unanswered,
     tied_again,
 )
+from instir.retrieval.search import OtherDataWarning, other_data
 
 #: Measures scored on a benchmark of no family when none are asked for: trec_eval's staples.
 GENERIC_MEASURES = ("nDCG@10", "RR@10", "R@100", "P@10")
@@ -211,6 +213,22 @@ class Scorer:
                 f"the ranks past {depth} count as non-relevant ({advice})"]
 
 
+def data_differs(meta: Mapping | None, benchmark: Benchmark, check: RunIdCheck, name: str = "the run", *,
+                 stacklevel: int = 3) -> RunIdCheck:
+    """``check`` with what of ``benchmark``'s data the run of ``meta`` (its sidecar, or ``run.meta``) was not
+    retrieved over (:func:`~instir.retrieval.search.other_data`), said in one :class:`OtherDataWarning` naming its
+    file (else ``name``): a run may be scored on other data on purpose, but its numbers are not that data's."""
+    differs = other_data(meta, benchmark)
+    if differs:
+        file = (meta or {}).get("path") or name
+        what = " and ".join({"corpus": "a corpus"}.get(d, d) for d in differs)
+        warnings.warn(f"{file} was retrieved over {what} other than {benchmark.name}'s (its "
+                      f"sidecar's {' and '.join(d + ' hash' for d in differs)} differ from the benchmark's): it is "
+                      f"scored as asked, but its numbers are not numbers of {benchmark.name}'s data",
+                      OtherDataWarning, stacklevel=stacklevel)
+    return dataclasses.replace(check, other_data=differs)
+
+
 def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: Sequence[object] | None = None, *,
                   derived: bool = True, protocol: str = "authors") -> Evaluation:
     """Score ``runs`` (``{system name: Run or DataFrame}``) on ``benchmark``: the measures of
@@ -224,12 +242,16 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     if protocol == "mteb":
         from instir.metrics import mteb
 
-        return mteb.evaluation(runs, benchmark, measures)
+        result = mteb.evaluation(runs, benchmark, measures)
+        result.checks = {system: data_differs(getattr(runs[system], "meta", None), benchmark, check, system)
+                         for system, check in result.checks.items()}
+        return result
     scorer = Scorer.for_benchmark(benchmark, scored_measures(benchmark, measures, derived=derived))
     evaluations = []
     for system, run in tqdm(runs.items(), desc="scoring runs", disable=len(runs) < 2):
         kept = without_self_hits(run)
-        evaluations.append(scorer.evaluation(scorer.per_query(kept), benchmark, system, check_run_ids(run, benchmark),
+        check = data_differs(getattr(run, "meta", None), benchmark, check_run_ids(run, benchmark), system)
+        evaluations.append(scorer.evaluation(scorer.per_query(kept), benchmark, system, check,
                                              scorer.group_values(kept)))
     return Evaluation.join(evaluations)
 
@@ -338,7 +360,7 @@ def check_ids_belong(run: Run, qrels: Benchmark | Mapping[str, Mapping[str, int]
             warnings.warn(f"{len(missing)} queries of the qrels have no results in the run (they score 0): "
                           f"{', '.join(quoted(str(q)) for q in missing[:5])}", RunIdWarning, stacklevel=3)
         return None
-    check = check_run_ids(run, qrels)
+    check = data_differs(run.meta, qrels, check_run_ids(run, qrels), stacklevel=4)
     if not check.ok or check.missing_qids:  # a query the run leaves out scores 0: said, as instir evaluate says it
         warnings.warn(f"{qrels.name}: {check.summary()}", RunIdWarning, stacklevel=3)
     return check

@@ -119,6 +119,13 @@ class ReportLayout:
         return self.metrics / "comparisons.csv"
 
     @property
+    def run_checks(self) -> Path:
+        """Each scored run checked against its benchmark (``benchmark, system, run_file``, ``run ids``: the ids it has
+        that the benchmark lacks; ``other_data``: ``corpus``, ``queries`` or both, comma-separated, where its sidecar
+        says it was retrieved over other data than the benchmark's it was scored on, else empty)."""
+        return self.metrics / "run_checks.csv"
+
+    @property
     def scores(self) -> Path:
         """Each run's per-query values, kept while its run file and benchmark stay the same."""
         return self.metrics / "runs"

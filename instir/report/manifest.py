@@ -93,8 +93,10 @@ def environment_manifest(*, packages: Iterable[str] = KEY_PACKAGES, repo: Path =
 
 def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
     """Note in ``out_dir``'s record (its ``datasets``: :mod:`instir.report.record`) which benchmark (name,
-    revision, layout, source, sample or not) a notebook loaded, so the report names the exact data.
-    Returns everything recorded so far."""
+    revision, layout, source, sample or not) a notebook loaded, so the report names the exact data, and how it was
+    checked (:func:`~instir.benchmarks.fetch.data_check`: ``verified`` where it passed, ``check`` saying what was
+    compared: record counts, and files as fetched where the kit fetched them; a folder the kit did not fetch is
+    checked by its counts only, and ``check`` says so). Returns everything recorded so far."""
     recorded = read_datasets(out_dir)
     problem = data_check(benchmark)
     fetched = re.fullmatch(r"[0-9a-f]{40}", benchmark.revision)
@@ -104,8 +106,9 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
         "source": benchmark.source,
         "sample": benchmark.is_sample,
         "verified": problem is None,
-        "check": problem or "record counts as published" + (f"; files as fetched at {benchmark.revision[:12]}"
-                                                            if fetched else ""),
+        "check": problem or "record counts match the published ones" + (
+            f"; files as fetched at {benchmark.revision[:12]}" if fetched
+            else " (a folder the kit did not fetch: its counts are checked, not its contents)"),
     }
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     return update_record(out_dir, datasets=recorded)["datasets"]

@@ -745,7 +745,9 @@ class RunIdCheck:
     queries the run does not answer, and the run's ``depth`` (:func:`ranked_depth` over the benchmark's queries):
     the k it was retrieved at where its metadata says it (a query may match fewer documents: Lucene and bm25s rank
     only those that match), else the fewest documents it ranks for a query of the benchmark, that query
-    ``shallowest`` where others rank more (:func:`shallowest_query`; None otherwise)."""
+    ``shallowest`` where others rank more (:func:`shallowest_query`; None otherwise); and ``other_data``, what of
+    the benchmark's data (``corpus``, ``queries``) its sidecar says it was not retrieved over (filled in where it is
+    scored: :func:`instir.metrics.scoring.data_differs`)."""
 
     unknown_qids: list[str]
     unknown_docids: list[str]
@@ -754,6 +756,7 @@ class RunIdCheck:
     missing_qids: list[str]
     depth: int = 0
     shallowest: str | None = None
+    other_data: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -114,6 +114,30 @@ def queries_sha256(benchmark: Benchmark) -> str:
     for q in benchmark.queries.values():
         h.update(json.dumps([q.id, q.query, q.instruction, q.level, q.subset]).encode())
     return h.hexdigest()
+
+
+class OtherDataWarning(UserWarning):
+    """A run is scored on a benchmark whose corpus or queries are not those its sidecar's key says it was retrieved
+    over (:func:`other_data`): it is scored as asked, yet its numbers are no numbers of that benchmark's data."""
+
+
+def other_data(meta: Mapping | None, benchmark: Benchmark) -> list[str]:
+    """What of ``benchmark``'s data a run was not retrieved over, by the key its sidecar (or ``run.meta``) holds
+    (:func:`keyed`): ``corpus`` where the key's corpus hash is not the benchmark's content hash, ``queries`` where
+    its queries' hash is not :func:`queries_sha256` (compared in the run's own setting only: another setting's queries
+    differ by design); empty for a run whose key records no hash (an external run, one of an earlier version)."""
+    key = (meta or {}).get("key")
+    if not isinstance(key, Mapping):
+        return []
+    recorded = key.get("benchmark")
+    setting = recorded.get("setting") if isinstance(recorded, Mapping) else None
+    differs = []
+    if isinstance(key.get("corpus_sha256"), str) and key["corpus_sha256"] != benchmark.corpus.content_hash():
+        differs.append("corpus")
+    if (isinstance(key.get("queries_sha256"), str) and setting in (None, benchmark.setting)
+            and key["queries_sha256"] != queries_sha256(benchmark)):
+        differs.append("queries")
+    return differs
 
 
 def keyed(benchmark: Benchmark, **parts: object) -> dict:

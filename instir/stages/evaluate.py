@@ -27,13 +27,20 @@ from instir.metrics import latex, stats
 from instir.metrics.compared import RunComparison, compare_scores
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.measures import parse_measure
-from instir.metrics.scoring import Scorer, evaluate_runs, headline, scored_measures, without_self_hits
+from instir.metrics.scoring import (
+    Scorer,
+    data_differs,
+    evaluate_runs,
+    headline,
+    scored_measures,
+    without_self_hits,
+)
 from instir.metrics.table import combine, subset_average, wide
 from instir.parameters import benchmark_names
 from instir.report.explain import explain_agreement, explain_runs
 from instir.report.layout import LoadedBenchmarks, ReportLayout, read_runs_table, report_layout
 from instir.report.stage_writer import writes_stage
-from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run
+from instir.retrieval.runs import Run, RunIdCheck, check_run_ids, read_run, read_sidecar
 from instir.retrieval.search import queries_sha256
 from instir.stamps import json_sha256
 from instir.verified_store import Entry, VerifiedStore
@@ -143,6 +150,8 @@ def run_scores(layout: ReportLayout, benchmark: Benchmark, run_file: str, system
         for other in store.root.iterdir():  # what the listed run stored for other measures, or an older run file
             if other.name.startswith(listed) and other.name != name:
                 store.remove(other.name)
+    meta = run.meta if isinstance(run, Run) else read_sidecar(path)  # said on every scoring, a stored one's too
+    check = data_differs({**(meta or {}), "path": str(path)}, benchmark, check)
     return scorer.evaluation(scores, benchmark, system, check, pairs), found is not None
 
 
@@ -308,11 +317,13 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
             tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = (TEX_MARK + compared[name].to_latex(
                 caption=f"{latex.escape((labels or {}).get(name, name))}, scores $\\times 100$.")).encode()
     comparisons = pd.concat(comparisons, ignore_index=True)
+    first = [next(iter(e.checks.values())) for e in evaluations]
     checks = pd.DataFrame({"benchmark": benchmarks, "system": runs["system"].tolist(),
-                           "run ids": [next(iter(e.checks.values())).summary() for e in evaluations]})
+                           "run_file": runs["run_file"].tolist(), "run ids": [c.summary() for c in first],
+                           "other_data": [", ".join(c.other_data) for c in first]})
     layout.metrics.mkdir(parents=True, exist_ok=True)
     frames = {layout.metrics_table: table, layout.metrics / "metrics.parquet": table, layout.per_query: per_query,
-              layout.per_group: per_group, layout.comparisons: comparisons}
+              layout.per_group: per_group, layout.comparisons: comparisons, layout.run_checks: checks}
     stale = [path for path in stage_tables(layout.metrics) if path not in tex]
     atomic.write_files({**{path: atomic.frame_bytes(path, frame) for path, frame in frames.items()}, **tex},
                        remove=stale)

@@ -16,6 +16,7 @@ from instir.errors import UsageError
 from instir.metrics.scoring import evaluate, evaluate_runs
 from instir.report.record import read_record
 from instir.retrieval.runs import Run, ShallowRunsWarning, read_run, write_run
+from instir.retrieval.search import OtherDataWarning, keyed
 
 MTEB_PREDICTIONS = Path(__file__).parents[1] / "fixtures" / "mteb" / "predictions" / "IFIRFiQA_predictions.json"
 
@@ -358,3 +359,37 @@ def test_the_papers_table_names_the_table_and_source_of_each_number():
     repllama = [line for line in lines if "repllama" in line]
     assert any("InstructIR paper" in line and "87.62" in line for line in repllama)
     assert any("Promptriever Table 2 (secondary)" in line and "85.70" in line for line in repllama)
+
+
+def test_a_run_retrieved_over_other_data_is_said_once_in_every_scoring_path_and_its_row_says_so(instructir_sample,
+                                                                                               tmp_path):
+    # on the commit before, a run retrieved over another corpus (its sidecar's key records the corpus's hash) was
+    # scored, and compared with the papers, as a run of the benchmark's data without a word
+    key = keyed(instructir_sample)
+    other = write_run(Run(_runs(instructir_sample, {}), {"key": {**key, "corpus_sha256": "0" * 64}}),
+                      tmp_path / "other.trec")
+    same = write_run(Run(_runs(instructir_sample, {}), {"key": key}), tmp_path / "same.trec")
+    external = write_run(Run(_runs(instructir_sample, {})), tmp_path / "external.trec")
+    said = rf"{re.escape(str(other))} was retrieved over a corpus other than instructir-sample's"
+    for _ in range(2):  # the second time its scores are read back from metrics/runs/
+        with pytest.warns(OtherDataWarning) as caught:
+            assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(other), "--run", str(same),
+                         "--run", str(external), "--measures", "nDCG@5", "--out", str(tmp_path / "report")]) == 0
+        assert [re.search(said, str(w.message)) is not None for w in caught.list
+                if w.category is OtherDataWarning] == [True]
+        checks = pd.read_csv(tmp_path / "report" / "metrics" / "run_checks.csv", keep_default_na=False)
+        assert checks.set_index("system")["other_data"].to_dict() == {"other": "corpus", "same": "", "external": ""}
+    with pytest.warns(OtherDataWarning, match=said):
+        result = evaluate_runs({"other": read_run(other)}, instructir_sample, ["nDCG@5"])
+    assert result.checks["other"].other_data == ["corpus"]
+    with pytest.warns(OtherDataWarning, match=said):
+        evaluate(instructir_sample, read_run(other), "nDCG@5")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OtherDataWarning)
+        evaluate_runs({"same": read_run(same), "external": read_run(external)}, instructir_sample, ["nDCG@5"])
+        evaluate(instructir_sample, read_run(same), "nDCG@5")
+    queries = write_run(Run(_runs(instructir_sample, {}), {"key": {**key, "queries_sha256": "0" * 64}}),
+                        tmp_path / "queries.trec")
+    with pytest.warns(OtherDataWarning, match="retrieved over queries other than"):
+        assert evaluate_runs({"q": read_run(queries)}, instructir_sample, ["nDCG@5"]).checks["q"].other_data == [
+            "queries"]

@@ -121,3 +121,20 @@ def test_a_damaged_check_in_the_record_reads_as_not_checked_and_never_lets_the_i
     assert data_checks(recorded) == {"instructir": None, "ifir/fiqa": NOT_CHECKED}
     row = {"sample": False, "source": "", "benchmark": "ifir", "subset_id": "fiqa", "paper": "ifir"}
     assert ungrounded(row, data={}) == f"data of ifir/fiqa: {NOT_CHECKED}"
+
+
+def test_a_local_folder_checked_by_its_counts_is_recorded_as_counts_matching_not_as_the_papers_data(tmp_path,
+                                                                                                    monkeypatch):
+    # on the commit before, report.json said "check": "record counts as published" for a folder checked by its
+    # counts only (a corpus padded to the published count passes it), which read as the paper's data verified
+    import instir.report.manifest as manifest
+
+    monkeypatch.setattr(manifest, "data_check", lambda bench: None)  # its counts equal the published ones
+    bench = Benchmark(name="instructir", layout="kaistai", revision="local", setting="instructed",
+                      corpus=Corpus.from_docs([]), queries={}, qrels={}, source="local", is_sample=False)
+    local = manifest.record_dataset(tmp_path, bench)["instructir"]
+    assert local["verified"] is True  # what is decided stays: a local folder is checked by its counts
+    assert local["check"] == ("record counts match the published ones (a folder the kit did not fetch: its counts "
+                              "are checked, not its contents)")
+    fetched = manifest.record_dataset(tmp_path, Benchmark(**{**bench.__dict__, "revision": "ab" * 20}))["instructir"]
+    assert fetched["check"] == "record counts match the published ones; files as fetched at abababababab"
