@@ -36,7 +36,7 @@ import functools
 import math
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -528,6 +528,17 @@ def _named(name: str, cards: Mapping[str, SystemCard]) -> SystemCard | None:
     return next((card for card in cards.values() if card.name.lower() == low), None)
 
 
+def _resolving(candidates: Sequence[str], cards: Mapping[str, SystemCard]) -> str:
+    """What resolves an ambiguous name: one of the ``candidates``, or, where they are cards of several papers, that
+    paper (``--paper`` of ``instir systems``, ``paper=`` of :func:`get_card`): a name as a paper prints it finds that
+    paper's card."""
+    papers = sorted({cards[c].paper for c in candidates if cards[c].paper})
+    named = ", ".join(candidates)
+    by_paper = (f"; or name the paper that prints it: `instir systems NAME --paper PAPER`, get_card(name, "
+                f"paper=PAPER) (PAPER one of {', '.join(papers)})") if len(papers) > 1 else ""
+    return f"use one of: {named}{by_paper}"
+
+
 def _find_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
     """:func:`get_card` among ``cards``."""
     low = name.strip().lower()
@@ -547,5 +558,5 @@ def _find_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
     if len(candidates) == 1:
         return cards[candidates[0]]
     if candidates:
-        raise UnknownNameError(f"system {quoted(name)} is ambiguous; use one of: {', '.join(sorted(candidates))}")
+        raise UnknownNameError(f"system {quoted(name)} is ambiguous; {_resolving(sorted(candidates), cards)}")
     raise unknown("system", name, sorted(cards), more=" (`instir systems` describes them)")

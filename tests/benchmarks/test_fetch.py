@@ -220,6 +220,16 @@ def test_fetch_command_offline_exits_with_the_instructions(tmp_path, monkeypatch
         _cli(["fetch", "instructir", "--cache-dir", str(tmp_path)])
 
 
+def test_the_offline_instructions_give_the_data_root_option_of_every_command(tmp_path, monkeypatch):
+    # on the commit before, they said only "pass --root DIR", which instir run does not take (-p data_root=DIR)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(FetchError) as raised:
+        _cli(["fetch", "instructir", "--cache-dir", str(tmp_path)])
+    said = " ".join(str(raised.value).split())
+    assert ("--root DIR (instir retrieve, evaluate, judge, …), -p data_root=DIR (instir run), "
+            "load_benchmark(name, root=DIR) (Python)") in said
+
+
 def test_a_cache_folder_that_is_a_file_is_one_line_before_the_hub_is_asked(tmp_path, monkeypatch, capsys):
     # on the commit before, the offline steps, telling to copy the data under the file
     from instir.cli import main

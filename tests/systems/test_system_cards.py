@@ -289,3 +289,13 @@ def test_what_each_adapter_reads_loads(tmp_path):
             .replace('"mine"', '"u"'))
     cards = load_cards([_write(tmp_path, text)])
     assert cards["mine"].params["weights"] == [0.3, 0] and cards["d"].pooling == "eos" and cards["u"].pooling == "cls"
+
+
+def test_an_ambiguous_name_says_the_paper_option_that_resolves_it():
+    # on the commit before, `instir systems E5-mistral-7b-inst` listed the three cards without saying that the name,
+    # as a paper prints it, finds that paper's card with --paper (paper= in Python)
+    cards = load_cards()
+    with raises_saying(KeyError, "ambiguous", "E5-mistral-7B,", "--paper PAPER", "paper=PAPER",
+                       "followir, ifir, instructir"):
+        get_card("E5-mistral-7b-inst", cards)
+    assert get_card("E5-mistral-7b-inst", cards, paper="ifir").name == "E5-mistral-7B"
