@@ -158,9 +158,27 @@ def coverage_matrix(out_dir: str | Path | None = None, cards: Mapping[str, Syste
                 reason = f"{borrowed}; {reason}" if reason else borrowed
         rows.append({"paper": paper, "model": model, "model_key": key, "card": card.name if card else "",
                      "adapter": card.adapter if card else "", "runnable": runnable, "reason": reason,
-                     "what you need": card_needs(card, cards) if card else "a system card (--cards FILE)",
+                     "what you need": row_needs(paper, card, cards),
                      "reproduced": reproduced.get(card.name, "") if card else ""})
     return pd.DataFrame(rows)
+
+
+#: How to give a paper row a card of its own (the coverage table's "what you need" for a row that has none).
+WRITE_A_CARD = ("no card reproduces this row's setup: write one ([[card]] entries in a TOML or YAML file, fields as "
+                "in instir/systems/cards/<paper>.toml; README.md, Paper systems), pass --cards FILE")
+
+
+def row_needs(paper: str, card: SystemCard | None, cards: Mapping[str, SystemCard]) -> str:
+    """What a paper row needs for a verdict (the coverage table's "what you need"): what running its own card needs
+    (:func:`card_needs`), else a card of its setup (:data:`WRITE_A_CARD`), and for a row joined to another paper's
+    card, that card's needs said as that card's: its number is shown beside the row, never judged."""
+    if card is None:
+        return WRITE_A_CARD
+    if card.paper == paper:
+        return card_needs(card, cards)
+    needs = card_needs(card, cards) or "nothing more here"
+    return (f"{WRITE_A_CARD}; {card.name}, the {card.paper} paper's card (shown beside this row, not judged), "
+            f"needs: {needs}")
 
 
 def paper_rows(cards: Mapping[str, SystemCard]) -> Iterator[tuple[str, str, str, SystemCard | None]]:

@@ -66,3 +66,23 @@ def test_each_row_says_what_running_its_card_needs(tmp_path, monkeypatch):
     assert "download meta-llama/Llama-2-7b-hf (gated), samaya-ai/promptriever-llama2-7b-v1" in promptriever
     needs = matrix["what you need"]
     assert needs[("ifir", "BM25")] == "" and matrix.loc[("ifir", "BM25"), "runnable"]
+
+
+def test_a_row_of_no_card_of_its_own_says_how_to_write_one_and_keeps_a_borrowed_cards_needs_as_the_cards():
+    # on the commit before, InstructIR's Promptriever row (whose only card is IFIR's) gave the IFIR card's GPU and
+    # downloads as what it needs, though that card's number is only shown beside the row, never judged; a row of no
+    # card said only "a system card (--cards FILE)", with no pointer to what a card file holds
+    from instir.systems import load_cards
+
+    matrix = coverage_matrix().set_index(["paper", "model_key"])
+    borrowed = matrix.loc[("instructir", "samaya-ai/promptriever-llama2-7b-v1"), "what you need"]
+    assert borrowed.startswith("no card reproduces this row's setup: write one ([[card]] entries in a TOML or YAML")
+    assert "README.md, Paper systems" in borrowed and "--cards FILE" in borrowed
+    said = "Promptriever-7B, the ifir paper's card (shown beside this row, not judged), needs: 1 GPU, 20 GiB"
+    assert said in borrowed
+    own = matrix.loc[("ifir", "samaya-ai/promptriever-llama2-7b-v1"), "what you need"]
+    assert own.startswith("1 GPU, 20 GiB")
+    cards = {name: card for name, card in load_cards().items() if "RepLLaMA" not in name}
+    bare = coverage_matrix(cards=cards).set_index(["paper", "model_key"])
+    none = bare.loc[("instructir", "castorini/repllama-v1-7b-lora-passage")]
+    assert none["card"] == "" and none["what you need"].startswith("no card reproduces this row's setup: write one")
