@@ -66,6 +66,13 @@ def wide(table: pd.DataFrame, *, index: Sequence[str] = ("system",),
          scale: float = 100.0, digits: int = 1) -> pd.DataFrame:
     """A paper-style view: ``index`` down, ``columns`` across (levels of the column index
     that hold a single value are dropped), values × ``scale`` rounded to ``digits``."""
+    return (pivoted(table, index=index, columns=columns) * scale).round(digits)
+
+
+def pivoted(table: pd.DataFrame, *, index: Sequence[str] = ("system",),
+            columns: Sequence[str] = ("benchmark", "setting", "subset", "level", "measure")) -> pd.DataFrame:
+    """:func:`wide`'s layout of the ``value`` column, its values as they are (numbers, or text already formatted:
+    a paper's numbers as printed); one value per cell, else ValueError."""
     duplicated = table.duplicated([*index, *columns])
     if duplicated.any():
         raise ValueError(f"several values for one cell, e.g. {table[duplicated].iloc[0].to_dict()}")
@@ -74,7 +81,7 @@ def wide(table: pd.DataFrame, *, index: Sequence[str] = ("system",),
         constant = [name for name, lv in zip(view.columns.names, view.columns.levels) if len(lv) == 1]
         if len(constant) < view.columns.nlevels:
             view.columns = view.columns.droplevel(constant)
-    return (view * scale).round(digits)
+    return view
 
 
 def export(table: pd.DataFrame, path: str | Path, **wide_options) -> Path:
