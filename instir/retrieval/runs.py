@@ -19,6 +19,7 @@ not complete (:func:`run_is_complete`), so a crash never leaves a half run that 
 
 from __future__ import annotations
 
+import base64
 import codecs
 import copy
 import hashlib
@@ -146,21 +147,34 @@ def tie_ranks(doc_ids: Sequence[str] | np.ndarray | pa.Array) -> np.ndarray:
     return len(arr) - 1 - _doc_order(arr)
 
 
+def _with_ties(meta: dict, tied: np.ndarray) -> dict:
+    """``meta`` with the ties a canonical form broke recorded (``ties``: the row count and a bit a row, set where the
+    row's score equalled the one before it, packed and base64-encoded), for :func:`tied_again`; as it was when none
+    was broken."""
+    if not tied.any():
+        return meta
+    return {**meta, "ties": {"rows": len(tied), "bits": base64.b64encode(np.packbits(tied)).decode("ascii")}}
+
+
 def tied_again(run: "Run") -> pd.DataFrame:
     """``run``'s frame with the ties its canonical form broke made ties again, for a rule that reads ties (p-MRR's
-    insertion order). A run holds a tie as scores one float32 step apart, the higher-ranked document with the greater
-    id (:func:`_canonical` lowers each tied document one step below the one before it, in trec_eval's order), so such
-    neighbours take the score of the first of them. Two scores truly one step apart read as tied too: a difference
-    below float32's rounding of the arithmetic that made them."""
-    df = run.df
-    if len(df) < 2:
+    insertion order): each tied document, lowered one float32 step below the one before it, takes the score of the
+    first of its tie. Only the ties the run recorded when it broke them (``meta["ties"]``, kept in its sidecar) are
+    read, and only where the frame still shows each of them (one step below, a smaller id): a record of another frame
+    (a run cut or filtered since) is not used, so nothing is read as tied that was not."""
+    df, record = run.df, run.meta.get("ties") if isinstance(run.meta, Mapping) else None
+    try:
+        bits = np.unpackbits(np.frombuffer(base64.b64decode(record["bits"]), np.uint8))[:len(df)].astype(bool)
+        if record["rows"] != len(df) or len(bits) != len(df) or bits[:1].any():
+            return df
+    except (TypeError, KeyError, ValueError):
         return df
     steps = _ordered_ints(df["score"].to_numpy(np.float32))
     qids, docs = df["qid"].to_numpy(), _doc_order(_arrow_strings(df["docid"]))
-    linked = (qids[1:] == qids[:-1]) & (steps[:-1] - steps[1:] == 1) & (docs[:-1] > docs[1:])
-    if not linked.any():
+    broken = (qids[1:] == qids[:-1]) & (steps[:-1] - steps[1:] == 1) & (docs[:-1] > docs[1:])
+    if not broken[bits[1:]].all():
         return df
-    first = np.maximum.accumulate(np.where(np.r_[True, ~linked], np.arange(len(df)), 0))
+    first = np.maximum.accumulate(np.where(~bits, np.arange(len(df)), 0))
     return df.assign(score=df["score"].to_numpy()[first])
 
 
@@ -175,9 +189,10 @@ def _trec_order(qcodes: np.ndarray, scores: np.ndarray, doc_order: np.ndarray) -
     return np.lexsort((-doc_order, -scores, qcodes))
 
 
-def _canonical(df: pd.DataFrame) -> pd.DataFrame:
+def _canonical(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Sort like trec_eval (float32 score desc, docid desc), 1-based ranks, strictly
-    decreasing float32 scores per query; queries keep their first-appearance order."""
+    decreasing float32 scores per query; queries keep their first-appearance order. Also returns, a bit a row,
+    where a tie was broken (the row's float32 score equalled the one before it)."""
     missing = [c for c in ("qid", "docid", "score") if c not in df.columns]
     if missing:
         raise ValueError(f"a run needs columns qid, docid, score; missing {missing}")
@@ -205,7 +220,8 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     _check_room(lowered, lambda i: qenc.dictionary[int(qsorted[i])].as_py())
     columns = (_to_str_series(qenc.dictionary.take(qsorted)), _to_str_series(denc.dictionary.take(dcodes[order])),
                _floats_from_ordered(lowered).astype(np.float64), (pos + 1).astype(np.int64))
-    return pd.DataFrame(dict(zip(RUN_COLUMNS, columns)))
+    tied = np.r_[False, (qsorted[1:] == qsorted[:-1]) & (s32[1:] == s32[:-1])] if n else np.zeros(0, dtype=bool)
+    return pd.DataFrame(dict(zip(RUN_COLUMNS, columns))), tied
 
 
 class ShallowRunsWarning(UserWarning):
@@ -227,7 +243,8 @@ class Run:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.df = _canonical(self.df)
+        self.df, tied = _canonical(self.df)
+        self.meta = _with_ties(self.meta, tied)
 
     @classmethod
     def from_scores(cls, scores: Mapping[str, Mapping[str, float]], meta: dict | None = None) -> "Run":
@@ -268,13 +285,15 @@ class Run:
         lowered = np.minimum.accumulate(_ordered_ints(s32) + pos, axis=1) - pos
         _check_room(np.where(kept, lowered, _LOWEST), lambda i: qarr[i // width].as_py())
         strict = _floats_from_ordered(np.where(kept, lowered, _LOWEST))
+        tied = np.zeros(kept.shape, dtype=bool)
+        tied[:, 1:] = (s32[:, 1:] == s32[:, :-1]) & kept[:, 1:]
         df = pd.DataFrame({
             "qid": _to_str_series(qarr.take(np.repeat(np.arange(len(qarr)), kept.sum(axis=1)))),
             "docid": _to_str_series(darr.take(indices[kept])),
             "score": strict[kept].astype(np.float64),
             "rank": np.broadcast_to(pos + 1, kept.shape)[kept].astype(np.int64),
         })
-        return cls._canonical_frame(df, dict(meta or {}))
+        return cls._canonical_frame(df, _with_ties(dict(meta or {}), tied[kept]))
 
     @classmethod
     def _canonical_frame(cls, df: pd.DataFrame, meta: dict) -> "Run":
@@ -721,7 +740,8 @@ def read_run(path: str | Path) -> Run:
         warnings.warn(f"{path}: in every query the rank column puts the lowest score first; trec_eval and the kit "
                       "rank by score, highest first, so rank 1 is read as the last (if lower is better for this "
                       "system, negate its scores)", stacklevel=2)
-    meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags}
+    meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags,
+                                  **({"ties": run.meta["ties"]} if "ties" in run.meta else {})}  # the file's own
     run.meta = {**meta, "path": str(path)}
     return run
 

@@ -201,6 +201,23 @@ def test_a_run_on_a_benchmark_keeps_its_ties_for_the_insertion_rule_in_candidate
     assert got["p-MRR"] == pytest.approx(mteb_pmrr(by_candidates, changed)[0], abs=1e-12)
 
 
+def test_scores_one_float32_step_apart_are_no_tie_for_the_insertion_rule():
+    # found by this stop's regression review: reading any one-step chain as a broken tie gave 0.425 on a run that
+    # ranks every candidate alike in both instances (0.0 under either rule, as its frame gives)
+    import numpy as np
+
+    bench = instir.load_benchmark("followir-sample/core17")
+    base, rows = np.float32(0.8), []
+    for instance, docs in bench.meta["top_ranked"].items():
+        for i, doc in enumerate(sorted(docs, reverse=True)):  # trec_eval's order, with no tie
+            score = base - np.float32(i) * np.spacing(base) if instance.endswith("-og") else len(docs) - i
+            rows.append((instance, doc, float(score)))
+    frame = pd.DataFrame(rows, columns=["qid", "docid", "score"])
+    for run in (frame, instir.Run(frame)):
+        assert evaluate_quietly(bench, run, ["p-MRR", "p-MRR[insertion-ties]"]) == {"p-MRR": 0.0,
+                                                                                   "p-MRR[insertion-ties]": 0.0}
+
+
 def test_scores_that_differ_beyond_float32_precision_rank_as_mteb_ranks_them():
     """A run given as a dict or frame is ranked at its own precision, as mteb ranks it (a Run, and
     so a TREC file, holds trec_eval's float32 scores)."""

@@ -111,8 +111,9 @@ def test_from_arrays_equals_building_the_frame():
     qids = [f"q{i}" for i in range(20)]
     fast = Run.from_arrays(qids, doc_ids, indices, scores, {"k": 12}, keep=keep)
     rows = [(qids[i], doc_ids[indices[i, j]], float(scores[i, j])) for i in range(20) for j in range(12) if keep[i, j]]
-    pd.testing.assert_frame_equal(fast.df, Run(frame(rows)).df)
-    assert fast.meta == {"k": 12}
+    slow = Run(frame(rows))
+    pd.testing.assert_frame_equal(fast.df, slow.df)
+    assert fast.meta == {"k": 12, "ties": slow.meta["ties"]}  # the ties both broke, recorded alike
 
 
 def test_from_arrays_rejects_duplicates_and_bad_shapes():
@@ -478,7 +479,7 @@ def test_a_run_file_whose_ranks_put_the_lowest_score_first_is_said_once_and_read
         read_run(path)
 
 
-def test_the_ties_a_run_broke_are_ties_again_for_a_rule_that_reads_them_and_nothing_else_moves():
+def test_the_ties_a_run_broke_are_ties_again_for_a_rule_that_reads_them_and_nothing_else_moves(tmp_path):
     from instir.retrieval.runs import tied_again
 
     below = float(np.nextafter(np.float32(0.5), np.float32(0)))
@@ -486,13 +487,13 @@ def test_the_ties_a_run_broke_are_ties_again_for_a_rule_that_reads_them_and_noth
                             "docid": ["a", "c", "b", "e", "g", "f", "h", "x", "y"],
                             "score": [2.0, 1.0, 1.0, 1.0, 0.5, below, 0.25, 3.0, 3.0]}))
     assert run.df["score"].is_unique  # the ties were broken: e, c, b lowered one step after another
-    again = tied_again(run)
-    assert again["docid"].tolist() == run.df["docid"].tolist() and again["rank"].tolist() == run.df["rank"].tolist()
-    by_doc = dict(zip(again["docid"], again["score"]))
-    assert by_doc["e"] == by_doc["c"] == by_doc["b"] == 1.0 and by_doc["x"] == by_doc["y"] == 3.0
-    assert (by_doc["a"], by_doc["h"]) == (2.0, 0.25)
-    # g and f were truly one float32 step apart, g first: read as tied, a difference below the rounding ...
-    assert by_doc["g"] == by_doc["f"] == 0.5
-    # ... but not when the lower has the greater id, which no broken tie leaves
-    swapped = tied_again(Run(pd.DataFrame({"qid": ["q", "q"], "docid": ["f", "g"], "score": [0.5, below]})))
-    assert swapped["score"].tolist() == [0.5, below]
+    for kept in (run, read_run(write_run(run, tmp_path / "r.trec"))):  # the record travels in the sidecar
+        again = tied_again(kept)
+        assert again["docid"].tolist() == run.df["docid"].tolist()
+        by_doc = dict(zip(again["docid"], again["score"]))
+        assert by_doc["e"] == by_doc["c"] == by_doc["b"] == 1.0 and by_doc["x"] == by_doc["y"] == 3.0
+        assert (by_doc["a"], by_doc["h"]) == (2.0, 0.25)
+        # g and f were one float32 step apart, g first, as a broken tie would be: they were no tie, and stay apart
+        assert (by_doc["g"], by_doc["f"]) == (0.5, below)
+    # a record of another frame (the run cut since) is not read
+    assert tied_again(Run(run.df[run.df["rank"] <= 2], run.meta))["score"].is_unique
