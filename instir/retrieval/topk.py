@@ -38,7 +38,7 @@ def top_k_block(scores: torch.Tensor, k: int, ranks: torch.Tensor | None = None)
     kth = vals[:, -1:]
     split_ties = ((scores == kth).sum(1) > (vals == kth).sum(1)).nonzero().flatten()
     for r in split_ties.tolist():
-        tied = (scores[r] >= kth[r]).nonzero().flatten()
+        tied = ((scores[r] >= kth[r]) | scores[r].isnan()).nonzero().flatten()  # topk ranks NaN first; so do we
         tied = tied[torch.argsort(ranks[tied])]
         keep = torch.sort(scores[r, tied], descending=True, stable=True).indices[:k]
         vals[r], idx[r] = scores[r, tied[keep]], tied[keep]

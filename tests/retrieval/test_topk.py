@@ -93,3 +93,18 @@ def test_a_run_from_top_k_drops_a_self_hit_and_still_holds_k_documents():
     run = run_from_top_k(bench, top_k, 2, {})
     assert asked == [3]  # one deeper, since a query id is also a document id
     assert run.df["docid"].tolist() == ["d1", "d2"] and run.meta["self_hits_dropped"] == 1
+
+
+def test_nan_scores_with_a_tie_at_the_cut_reach_the_runs_clear_refusal_not_a_torch_error():
+    # found by this stop's regression review: the tie fix left NaNs (which torch.topk ranks first) out of the
+    # candidates, and a model's NaN vectors became "The expanded size of the tensor (3) must match …"
+    from instir.errors import UsageError
+
+    q = np.array([[1.0, 0.0]], np.float32)
+    d = np.array([[np.nan, 0], [np.nan, 0], [1, 0], [1, 0], [0.5, 0]], np.float32)
+    scores, idx = exact_top_k(q, d, 3, "dot")
+    assert sorted(idx[0].tolist()) == [0, 1, 2] and np.isnan(scores[0, :2]).all()
+    corpus = Corpus.from_docs([Doc(f"d{i}", "x") for i in range(5)])
+    bench = Benchmark("user", "test", "local", "instructed", corpus, {"q": Query("q", "x")}, {"q": {"d2": 1}})
+    with pytest.raises(UsageError, match="expected a finite number, got nan"):
+        rank_by_embeddings(bench, q, d, 3, "dot", {})
