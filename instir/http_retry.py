@@ -211,8 +211,9 @@ class Endpoint:
         (its body read), or :class:`RequestFailed`. Each attempt ends within ``timeout_s`` seconds and reads at
         most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried). After :data:`DOWN_AFTER`
         requests in a row gave up on connection errors, a request is sent only if the host takes a TCP connect
-        (:func:`unreachable`); else it fails at once, unsent (a rerun resumes what failed)."""
-        if self._refused_in_row >= DOWN_AFTER:
+        (:func:`unreachable`); else it fails at once, unsent (a rerun resumes what failed). A server reached through a
+        proxy (:func:`through_proxy`) is always sent to: only the proxy knows whether it answers."""
+        if self._refused_in_row >= DOWN_AFTER and not through_proxy(self.base_url):
             why = unreachable(self.base_url, min(self.timeout_s, 5.0))
             if why:
                 raise RequestFailed(f"connection error: not sent, {why} ({self._refused_in_row} requests in a row "
@@ -261,6 +262,17 @@ class Endpoint:
             log.info("%s failed (%s); retry %d/%d in %.2f s", what, reason.split(":")[0], attempt,
                      policy.max_retries, wait)
             time.sleep(wait)
+
+
+def through_proxy(base_url: str) -> bool:
+    """Whether requests to ``base_url`` go through a proxy the environment names (``HTTP_PROXY``, ``HTTPS_PROXY``,
+    ``ALL_PROXY``, less ``NO_PROXY``), as httpx sends them: a TCP connect to its host then says nothing."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(base_url)
+    proxies = getproxies()
+    return bool(proxies.get(parts.scheme) or proxies.get("all")) and not proxy_bypass(parts.hostname or "")
 
 
 def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:

@@ -104,6 +104,23 @@ def test_a_server_gone_fails_the_rest_unsent_after_a_few_requests_in_a_row_gave_
     assert len(waits) == http_retry.DOWN_AFTER * 2  # the retries of the requests that were sent
 
 
+def test_a_server_behind_a_proxy_is_always_sent_to_after_requests_gave_up(monkeypatch):
+    # found by this stop's regression review: the breaker probed the host itself, which only the proxy can reach, so
+    # three dropped requests stopped every later one for good
+    from instir import http_retry
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")  # a proxy that is down: every request fails
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setattr(http_retry.time, "sleep", lambda s: None)
+    assert http_retry.through_proxy("http://judge.invalid/v1")
+    out = make_judge("http://judge.invalid/v1", max_retries=0, concurrency=1).judge(numbered_requests(6))
+    assert all("gave up after 1 attempts" in j.error for j in out)  # each sent, none refused unsent
+
+
 def test_a_server_back_after_requests_gave_up_is_sent_to_again():
     judge = make_judge("http://127.0.0.1:9/v1", max_retries=0)
     judge.judge(numbered_requests(3))  # port 9: nothing answers
