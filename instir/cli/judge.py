@@ -118,6 +118,11 @@ def _warning_lines(frame: pd.DataFrame, what: str) -> list[str]:
     return [f"warning: {row.judgments} {what} {row.error}" for row in counts.itertuples(index=False)]
 
 
+#: Failure reasons a rerun meets again: what was sent is refused (a client error other than a timeout, a conflict or
+#: a rate limit), longer than the model's context, or names a document the corpus lacks.
+LASTING_FAILURE = r"HTTP 4(?!08|09|29)\d\d|exceeds the model's|document not in the corpus"
+
+
 def _failure_lines(frame: pd.DataFrame, what: str) -> list[str]:
     """One line per distinct reason the failed judgments in ``frame`` (one row per judged pair or list position:
     columns qid, docid, error) failed, counted, each pair once, with a few of them as ``qid/docid``."""
@@ -176,12 +181,15 @@ def judge_command(args: argparse.Namespace) -> int:
     failed = judging.failed_judgments()
     if not failed:
         return 0
-    for line in _failure_lines(result.positions, "judgment(s)"):
+    for line in _failure_lines(result.positions, "distinct judgment(s)"):
         print(line)
     repeated = failed - meta["failed_judgments"]
     where = f" ({meta['failed_judgments']} of InstFol, {repeated} of its repeats)" if repeated else ""
-    print(f"instir judge: {failed} judgment(s) failed{where} and are left out of InstFol; run the same command again "
-          "to judge only those (the judgment cache keeps every success)", file=sys.stderr)
+    errors = result.positions["error"].dropna().astype(str)
+    lasting = errors.str.contains(LASTING_FAILURE).all()  # else a rerun may judge some (a server back, an answer)
+    advice = ("each failed on what was sent (see the reasons above), so running again fails them again" if lasting
+              else "run the same command again to judge only those (the judgment cache keeps every success)")
+    print(f"instir judge: {failed} judgment(s) failed{where} and are left out of InstFol; {advice}", file=sys.stderr)
     return 1
 
 

@@ -385,13 +385,36 @@ def test_failed_judgments_are_counted_by_reason_and_end_instir_judge_with_status
     captured = capsys.readouterr()
     failed = int(captured.out.split(" failed, ")[0].rsplit(", ", 1)[1])
     assert failed > 0
-    assert f"failed: {failed} judgment(s): malformed answer: no JSON (e.g. " in captured.out
+    assert f"failed: {failed} distinct judgment(s): malformed answer: no JSON (e.g. " in captured.out
     assert captured.err.splitlines()[-1] == (
         f"instir judge: {failed} judgment(s) failed and are left out of InstFol; run the same command again to judge "
         "only those (the judgment cache keeps every success)")
     assert main(argv) == 0  # the flaky backend answers what it failed: the rerun completes the result
     again = capsys.readouterr()
     assert f"{failed} made now" in again.out and "\nfailed: " not in again.out and "instir judge:" not in again.err
+
+
+def test_failures_a_rerun_meets_again_are_said_so_not_sent_back_to_run_again(sample_runs, tmp_path, capsys,
+                                                                             monkeypatch):
+    # found by this stop's regression review: a judge refusing what it is sent (HTTP 400, a context too long) was
+    # told "run the same command again", which fails them again on every run
+    from instir.judge.types import Judgment
+
+    original = BaselineJudge.judge
+
+    def refusing(self, requests, on_result=None):
+        out = [Judgment.failure("HTTP 400: context too long") if i % 3 == 0 else judgment
+               for i, judgment in enumerate(original(self, requests))]
+        for i, judgment in enumerate(out):
+            if on_result is not None:
+                on_result(i, judgment)
+        return out
+
+    monkeypatch.setattr(BaselineJudge, "judge", refusing)
+    argv = judge_args(sample_runs, tmp_path / "j.sqlite")
+    assert main(argv) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith("so running again fails them again") and "run the same command again" not in err
 
 
 def test_runs_given_the_wrong_way_round_are_refused_naming_the_option_and_the_sidecar_field(sample_runs, tmp_path,
