@@ -96,6 +96,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     has no known depth: the runs list names only its instructed run). An optional ``card_paper`` column of ``runs``
     names the paper of the system card each run ran (empty: none): a card's run is compared with rows of its own
     family's benchmark only (a FollowIR card runs FollowIR's settings, whatever model key it shares with an IFIR row).
+    An optional ``other_data`` column names what a run was retrieved over other than the benchmark it was scored on
+    (``corpus``, ``queries``: the evaluate stage's ``metrics/run_checks.csv``); such a run earns no verdict.
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
@@ -147,6 +149,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ours = _normalise_reproduced(reproduced, model_map)
     ours["windowing"], ours["engine"], ours["card_paper"] = (_one_of(_of_runs(ours, runs, c))
                                                              for c in ("windowing", "engine", "card_paper"))
+    ours["other_data"] = [", ".join(sorted(v - {"", "nan"})) for v in _of_runs(ours, runs, "other_data")]
     listed = [min(depths) if depths and None not in depths else None
               for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
     ours["depth"] = [_depth(str(d)) if pd.notna(d) else None if str(m).startswith("InstFol") else k
@@ -202,6 +205,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     void = voiding(row)
     if void is not None:
         return void.title
+    if row.get("other_data"):
+        return f"its run was retrieved over another {row['other_data']} than the benchmark it was scored on"
     card = row.get("card_paper")
     if card in catalog.families() and card != row["benchmark"] and row["benchmark"] in catalog.families():
         theirs = catalog.family(card).printed

@@ -241,7 +241,8 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
         windowing=[run_windowing(meta) for meta in sidecars], engine=[run_engine(meta) for meta in sidecars],
         card_paper=[run_card_paper(meta) for meta in sidecars],
         k=[_depth_now(layout.root / f, meta, k, scored.get((str(b), str(s))))
-           for f, meta, k, b, s in zip(runs["run_file"], sidecars, listed, runs["benchmark"], runs["system"])])
+           for f, meta, k, b, s in zip(runs["run_file"], sidecars, listed, runs["benchmark"], runs["system"])],
+        other_data=_other_data(layout, runs))
     if mteb_results is None:
         mteb_results = [layout.mteb_results] if layout.mteb_results.is_dir() else []
     reported = reported_tables(mteb_results)
@@ -278,6 +279,18 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                                       if tables / name not in files])
     return PaperComparison(compared, reason, windowing, match_systems(instructed, model_map), widened, coverage,
                            reported)
+
+
+def _other_data(layout: ReportLayout, runs: pd.DataFrame) -> list[str]:
+    """Per listed run, what the evaluate stage found it was retrieved over other than the benchmark it scored
+    (``metrics/run_checks.csv``'s ``other_data``: ``corpus``, ``queries``; empty when the same or not known)."""
+    if not layout.run_checks.is_file() or runs.empty:
+        return [""] * len(runs)
+    checks = pd.read_csv(layout.run_checks, dtype=str, keep_default_na=False)
+    if not {"benchmark", "system", "other_data"} <= set(checks.columns):
+        return [""] * len(runs)
+    found = dict(zip(zip(checks["benchmark"], checks["system"]), checks["other_data"]))
+    return [found.get((str(b), str(s)), "") for b, s in zip(runs["benchmark"], runs["system"])]
 
 
 def run_card_paper(meta: Mapping | None) -> str:

@@ -97,6 +97,19 @@ def test_a_run_of_another_papers_card_is_not_comparable_with_this_papers_row(tmp
         says(verdict, "not comparable", "a FollowIR card", "FollowIR's")
 
 
+def test_a_run_retrieved_over_other_data_than_it_was_scored_on_earns_no_verdict(tmp_path):
+    # the evaluate stage says it (metrics/run_checks.csv's other_data); before, the comparison did not read it and a
+    # run made over an old corpus, scored on a corpus padded to the paper's counts, got the paper's verdict
+    folder = real_fiqa_folder(tmp_path)
+    pd.DataFrame([{"benchmark": "ifir/fiqa", "system": "bm25", "run_file": "runs/bm25.trec", "run ids": "ok",
+                   "other_data": "corpus"}]).to_csv(folder / "metrics" / "run_checks.csv", index=False)
+    table3 = compared_bm25(folder)
+    says(table3.loc["nDCG@20[ifir-native]", "verdict"], "not comparable", "retrieved over another corpus")
+    (folder / "metrics" / "run_checks.csv").write_text("benchmark,system,run_file,run ids,other_data\n"
+                                                      "ifir/fiqa,bm25,runs/bm25.trec,ok,\n")
+    assert compared_bm25(folder).loc["nDCG@20[ifir-native]", "verdict"] == "within tolerance"
+
+
 def test_a_run_of_a_kit_variant_card_meets_no_paper_row(tmp_path):
     from instir.systems.cards import get_card
 
