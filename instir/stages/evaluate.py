@@ -319,7 +319,8 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
     comparisons = pd.concat(comparisons, ignore_index=True)
     first = [next(iter(e.checks.values())) for e in evaluations]
     checks = pd.DataFrame({"benchmark": benchmarks, "system": runs["system"].tolist(),
-                           "run_file": runs["run_file"].tolist(), "run ids": [c.summary() for c in first],
+                           "run_file": runs["run_file"].tolist() if "run_file" in runs else [""] * len(runs),
+                           "run ids": [c.summary() for c in first],
                            "other_data": [", ".join(c.other_data) for c in first]})
     layout.metrics.mkdir(parents=True, exist_ok=True)
     frames = {layout.metrics_table: table, layout.metrics / "metrics.parquet": table, layout.per_query: per_query,

@@ -310,7 +310,7 @@ def test_instir_judge_counts_broken_answers_as_failures_and_finishes(fiqa_runs, 
     assert code == 1  # it finishes, and a batch notices the failures (it exited 0)
     failed = int(out.split(" failed, ")[0].rsplit(" ", 1)[1])
     assert 0 < failed < server.count and "0 with a warning" in out
-    assert f"failed: {failed} judgment(s): " in out
+    assert f"failed: {failed} distinct judgment(s): " in out
 
 
 def test_instir_judge_validate_prints_the_warning_of_another_model(tmp_path, capsys, monkeypatch):

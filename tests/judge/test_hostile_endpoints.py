@@ -152,7 +152,7 @@ def test_instir_judge_whose_judgments_all_fail_ends_non_zero_with_the_reasons_co
     with FakeChatServer(responder=lambda body: Reply(302, "", {"Location": "http://127.0.0.1:9/v1"})) as server:
         code = main(["judge", "--benchmark", "ifir-sample/fiqa", "--run", runs[0], "--query-only-run", runs[1],
                      "--backend", "openai", "--model", "fake-model", "--base-url", server.url, "--max-instances",
-                     "1", "--cache", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report")])
+                     "3", "--cache", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "report")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1, err  # was rc 0 with every judgment failed
     assert re.fullmatch(r"instir judge: all (\d+) judgments failed, so InstFol has no value: \1x HTTP 302 redirect to "
