@@ -34,7 +34,7 @@ def test_ties_keep_the_kits_trec_order_in_ranx_and_on_the_way_back(ranx, tied_fr
     assert run.df.loc[run.df["qid"] == "q2", "docid"].tolist() == ["d3", "d2", "d1", "d10"]  # docid descending
     back = Run.from_ranx(converted)
     pd.testing.assert_frame_equal(back.df, run.df)
-    assert back.qids == ["q2", "q1"] and back.meta == {"name": "tied"}
+    assert back.qids == ["q2", "q1"] and back.meta == run.meta and run.meta["name"] == "tied"  # its ties record too
 
 
 def test_the_name_given_to_ranx_is_what_its_reports_print(ranx, bm25_run):
