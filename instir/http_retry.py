@@ -211,9 +211,8 @@ class Endpoint:
         (its body read), or :class:`RequestFailed`. Each attempt ends within ``timeout_s`` seconds and reads at
         most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried). After :data:`DOWN_AFTER`
         requests in a row gave up on connection errors, a request is sent only if the host takes a TCP connect
-        (:func:`unreachable`); else it fails at once, unsent (a rerun resumes what failed). A server reached through a
-        proxy (:func:`through_proxy`) is always sent to: only the proxy knows whether it answers."""
-        if self._refused_in_row >= DOWN_AFTER and not through_proxy(self.base_url):
+        (:func:`unreachable`: always, through a proxy); else it fails at once, unsent (a rerun resumes what failed)."""
+        if self._refused_in_row >= DOWN_AFTER:
             why = unreachable(self.base_url, min(self.timeout_s, 5.0))
             if why:
                 raise RequestFailed(f"connection error: not sent, {why} ({self._refused_in_row} requests in a row "
@@ -270,15 +269,22 @@ def through_proxy(base_url: str) -> bool:
     from urllib.parse import urlsplit
     from urllib.request import getproxies, proxy_bypass
 
-    parts = urlsplit(base_url)
+    try:
+        parts = urlsplit(base_url)
+        host = parts.hostname or ""
+    except ValueError:  # no URL: nothing to send through a proxy
+        return False
     proxies = getproxies()
-    return bool(proxies.get(parts.scheme) or proxies.get("all")) and not proxy_bypass(parts.hostname or "")
+    return bool(proxies.get(parts.scheme) or proxies.get("all")) and not proxy_bypass(host)
 
 
 def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     """Why nothing answers at ``base_url``'s host and port within ``timeout_s`` (a TCP connect,
     no request sent), or None when something does: checked before a long run starts, so a dead
-    endpoint fails in seconds instead of after every retry of every request."""
+    endpoint fails in seconds instead of after every retry of every request. None too for a URL reached through a
+    proxy (:func:`through_proxy`): only the proxy knows whether its host answers."""
+    if through_proxy(base_url):
+        return None
     from urllib.parse import urlsplit
 
     try:

@@ -121,6 +121,19 @@ def test_a_server_behind_a_proxy_is_always_sent_to_after_requests_gave_up(monkey
     assert all("gave up after 1 attempts" in j.error for j in out)  # each sent, none refused unsent
 
 
+def test_a_host_behind_a_proxy_is_never_called_unreachable_before_a_run_either(monkeypatch):
+    # the check before a run (require_reachable, the Hub's online test) shares the breaker's probe: a host only the
+    # proxy resolves was "unreachable" there too
+    from instir.http_retry import unreachable
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert unreachable("https://judge.invalid/v1", 1.0) is None
+    monkeypatch.setenv("NO_PROXY", "judge.invalid")
+    assert unreachable("https://judge.invalid/v1", 1.0) is not None
+
+
 def test_a_server_back_after_requests_gave_up_is_sent_to_again():
     judge = make_judge("http://127.0.0.1:9/v1", max_retries=0)
     judge.judge(numbered_requests(3))  # port 9: nothing answers
