@@ -283,10 +283,12 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
 
 def _other_data(layout: ReportLayout, runs: pd.DataFrame) -> list[str]:
     """Per listed run, what the evaluate stage found it was retrieved over other than the benchmark it scored
-    (``metrics/run_checks.csv``'s ``other_data``: ``corpus``, ``queries``; empty when the same or not known)."""
-    if not layout.run_checks.is_file() or runs.empty:
+    (``metrics/run_checks.csv``'s ``other_data``: ``corpus``, ``queries``; empty when the same or not known, the
+    file absent or unreadable, as :func:`_scored_queries` reads its file)."""
+    try:
+        checks = pd.read_csv(layout.run_checks, dtype=str, keep_default_na=False)
+    except (OSError, ValueError):
         return [""] * len(runs)
-    checks = pd.read_csv(layout.run_checks, dtype=str, keep_default_na=False)
     if not {"benchmark", "system", "other_data"} <= set(checks.columns):
         return [""] * len(runs)
     found = dict(zip(zip(checks["benchmark"], checks["system"]), checks["other_data"]))
