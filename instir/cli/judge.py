@@ -118,9 +118,14 @@ def _warning_lines(frame: pd.DataFrame, what: str) -> list[str]:
     return [f"warning: {row.judgments} {what} {row.error}" for row in counts.itertuples(index=False)]
 
 
-#: Failure reasons a rerun meets again: what was sent is refused (a client error other than a timeout, a conflict or
-#: a rate limit), longer than the model's context, or names a document the corpus lacks.
-LASTING_FAILURE = r"HTTP 4(?!08|09|29)\d\d|exceeds the model's|document not in the corpus"
+def lasting_failure() -> str:
+    """The failure reasons a rerun meets again, as a pattern: what was sent is refused (a client error the requests
+    do not retry, :data:`~instir.http_retry.RETRY_STATUSES`), longer than the model's context, or names a document
+    the corpus lacks."""
+    from instir.http_retry import RETRY_STATUSES
+
+    retried = "|".join(str(status)[1:] for status in sorted(RETRY_STATUSES) if 400 <= status < 500)
+    return rf"HTTP 4(?!{retried})\d\d|exceeds the model's|document not in the corpus"
 
 
 def _failure_lines(frame: pd.DataFrame, what: str) -> list[str]:
@@ -186,7 +191,7 @@ def judge_command(args: argparse.Namespace) -> int:
     repeated = failed - meta["failed_judgments"]
     where = f" ({meta['failed_judgments']} of InstFol, {repeated} of its repeats)" if repeated else ""
     errors = result.positions["error"].dropna().astype(str)
-    lasting = errors.str.contains(LASTING_FAILURE).all()  # else a rerun may judge some (a server back, an answer)
+    lasting = errors.str.contains(lasting_failure()).all()  # else a rerun may judge some (a server back, an answer)
     advice = ("each failed on what was sent (see the reasons above), so running again fails them again" if lasting
               else "run the same command again to judge only those (the judgment cache keeps every success)")
     print(f"instir judge: {failed} judgment(s) failed{where} and are left out of InstFol; {advice}", file=sys.stderr)
