@@ -149,10 +149,11 @@ def tie_ranks(doc_ids: Sequence[str] | np.ndarray | pa.Array) -> np.ndarray:
 
 def _with_ties(meta: dict, tied: np.ndarray) -> dict:
     """``meta`` with the ties a canonical form broke recorded (``ties``: the row count and a bit a row, set where the
-    row's score equalled the one before it, packed and base64-encoded), for :func:`tied_again`; as it was when none
-    was broken."""
-    if not tied.any():
-        return meta
+    row's score equalled the one before it, packed and base64-encoded), for :func:`tied_again`; without one when none
+    was broken. A run made from part of another (:meth:`Run.top`, :func:`drop_self_hits`) is made from its
+    :func:`tied_again` frame, so its own ties are found again."""
+    if not tied.any():  # a record another frame left (the run this one was cut from) says nothing of this one
+        return {key: value for key, value in meta.items() if key != "ties"}
     return {**meta, "ties": {"rows": len(tied), "bits": base64.b64encode(np.packbits(tied)).decode("ascii")}}
 
 
@@ -318,7 +319,8 @@ class Run:
     def top(self, k: int) -> "Run":
         """The first ``k`` documents of every query; its ``k`` no more than the run's own (the k it was retrieved at,
         else the most documents it ranks for a query): a run 10 deep cut at 100 is still 10 deep."""
-        return Run(self.df[self.df["rank"] <= k], {**self.meta, "k": min(k, self.meta.get("k") or self.depth)})
+        frame = tied_again(self)
+        return Run(frame[frame["rank"] <= k], {**self.meta, "k": min(k, self.meta.get("k") or self.depth)})
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}`` for pytrec_eval / ir-measures."""
@@ -756,7 +758,7 @@ def drop_self_hits(run: Run | pd.DataFrame) -> Run:
     meta = {**run.meta, "self_hits_dropped": int(self_hit.sum()) + int(run.meta.get("self_hits_dropped", 0))}
     if not self_hit.any():
         return Run._canonical_frame(run.df, meta)
-    return Run(run.df[~self_hit], meta)
+    return Run(tied_again(run)[~self_hit], meta)
 
 
 @dataclass

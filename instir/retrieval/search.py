@@ -20,7 +20,7 @@ from instir.formatting import Template, default_template, family_of_model, get_t
 from instir.parameters import depth
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.model_files import check_model
-from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, write_run
+from instir.retrieval.runs import Run, drop_self_hits, read_run, read_sidecar, tied_again, write_run
 from instir.stamps import json_sha256
 
 #: The retriever kinds :func:`make_retriever` builds.
@@ -217,9 +217,10 @@ def only_candidates(run: Run, candidates: dict[str, list[str]]) -> Run:
     import pandas as pd
 
     wanted = pd.DataFrame([(q, d) for q, docs in candidates.items() for d in docs], columns=["qid", "docid"])
-    kept = run.df.merge(wanted, on=["qid", "docid"], how="right")
+    frame = tied_again(run)  # its ties as ties, so the candidates' run records those among them
+    kept = frame.merge(wanted, on=["qid", "docid"], how="right")
     if kept["score"].isna().any():
-        floor = (run.df["score"].min() if len(run.df) else 0.0) - 1.0
+        floor = (frame["score"].min() if len(frame) else 0.0) - 1.0
         kept["score"] = kept["score"].fillna(floor)
     return Run(kept[["qid", "docid", "score"]], dict(run.meta, candidates=True))
 

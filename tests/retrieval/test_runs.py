@@ -497,3 +497,16 @@ def test_the_ties_a_run_broke_are_ties_again_for_a_rule_that_reads_them_and_noth
         assert (by_doc["g"], by_doc["f"]) == (0.5, below)
     # a record of another frame (the run cut since) is not read
     assert tied_again(Run(run.df[run.df["rank"] <= 2], run.meta))["score"].is_unique
+
+
+def test_a_run_made_from_part_of_a_tied_run_keeps_the_ties_of_that_part(tmp_path):
+    # a run cut at k, cleared of self-hits, or kept to a task's candidates (FollowIR) was made from the parent's broken
+    # scores, so its own record found no tie and p-MRR's insertion rule saw none
+    from instir.retrieval.runs import drop_self_hits, tied_again
+    from instir.retrieval.search import only_candidates
+
+    run = Run(pd.DataFrame({"qid": ["q"] * 5, "docid": ["a", "q", "c", "b", "z"], "score": [3.0, 2.0, 1.0, 1.0, 0.5]}))
+    for part in (run.top(4), drop_self_hits(run), only_candidates(run, {"q": ["b", "c", "a"]})):
+        again = dict(zip(part.df["docid"], tied_again(part)["score"]))
+        assert again["b"] == again["c"] == 1.0 and again["a"] == 3.0
+    assert "ties" not in run.top(2).meta  # a 2-deep cut holds no tie: no record of the parent's
