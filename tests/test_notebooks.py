@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
-from judge.judge_fakes import FakeChatServer, Reply
+from judge.judge_fakes import FakeChatServer, Reply, chat_body, scored_reply
 from markdown_render import rendered_html
 
 from instir.benchmarks import catalog, load_benchmark
@@ -337,6 +337,49 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(sample_c
     summary = pd.read_csv(tmp_path / "judge" / "instfol.csv")
     assert summary["instfol"].isna().all() and (summary["scored"] == 0).all()
     assert "No ranking to compare" in text
+
+
+def test_instir_run_whose_judge_left_judgments_failed_says_why_ends_with_status_1_and_a_rerun_completes_it(
+        sample_chain, tmp_path, capsys):
+    # before, instir run ended with status 0 and the index said "ok" when notebook 04 left judgments failed (a flaky
+    # judge server), where instir judge exits 1 with the reasons: a batch took the report for a complete result
+    import json
+
+    from instir.cli import main
+    from instir.report.index import read_reports
+
+    out, _ = sample_chain
+    _copy_retrieval_and_metrics(out, tmp_path / "reports" / "r")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    shutil.copy(NOTEBOOKS / "04_judge_validation.ipynb", notebooks)
+    seen: set[str] = set()
+
+    def flaky(body: dict) -> Reply:  # every fourth text it has not been sent before gets no JSON
+        text = json.dumps(body["messages"])
+        first = text not in seen
+        seen.add(text)
+        return Reply(body=chat_body("no idea")) if first and len(seen) % 4 == 0 else scored_reply(1)
+
+    argv = ["run", "--notebooks", str(notebooks), "--out", str(tmp_path / "reports" / "r"), "--benchmark",
+            "instructir-sample", "--judge", "openai", "-p", "judge_model=served", "-p", "judge_max_instances=1",
+            "-p", "judge_repeats=1"]
+    with FakeChatServer(responder=flaky) as server:
+        code = main([*argv, "-p", f"judge_base_url={server.url}"])
+        captured = capsys.readouterr()
+        assert code == 1
+        said = captured.err.strip().splitlines()[-1]
+        assert said.startswith("04_judge_validation: ") and " judgment(s) failed" in said
+        assert said.endswith("run the same command again to judge only those (the judgment cache keeps every "
+                             "success)")
+        assert "04_judge_validation: failed: " in captured.out and "malformed answer" in captured.out
+        [entry] = read_reports(tmp_path / "reports")
+        assert entry["status"] == "incomplete" and entry["incomplete"]["04_judge_validation"][-1] == said.split(
+            ": ", 1)[1]
+        assert "Incomplete: these stages left values" in (tmp_path / "reports" / "index.html").read_text()
+        assert main([*argv, "-p", f"judge_base_url={server.url}"]) == 0  # judged what failed: complete
+    assert "judgment(s) failed" not in capsys.readouterr().err
+    assert read_reports(tmp_path / "reports")[0]["status"] == "ok"
 
 
 def test_judge_notebook_counts_how_each_judgment_was_weighted(sample_chain):

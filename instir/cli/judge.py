@@ -118,28 +118,6 @@ def _warning_lines(frame: pd.DataFrame, what: str) -> list[str]:
     return [f"warning: {row.judgments} {what} {row.error}" for row in counts.itertuples(index=False)]
 
 
-def lasting_failure() -> str:
-    """The failure reasons a rerun meets again, as a pattern: what was sent is refused (a client error the requests
-    do not retry, :data:`~instir.http_retry.RETRY_STATUSES`), longer than the model's context, or names a document
-    the corpus lacks."""
-    from instir.http_retry import RETRY_STATUSES
-
-    retried = "|".join(str(status)[1:] for status in sorted(RETRY_STATUSES) if 400 <= status < 500)
-    return rf"HTTP 4(?!{retried})\d\d|exceeds the model's|document not in the corpus"
-
-
-def _failure_lines(frame: pd.DataFrame, what: str) -> list[str]:
-    """One line per distinct reason the failed judgments in ``frame`` (one row per judged pair or list position:
-    columns qid, docid, error) failed, counted, each pair once, with a few of them as ``qid/docid``."""
-    from instir.judge.outcomes import error_counts
-
-    failed = frame[frame["error"].notna()].drop_duplicates(["qid", "docid"])
-    counts = error_counts(failed["error"], limit=3, max_chars=160,
-                          examples=failed["qid"].astype(str) + "/" + failed["docid"].astype(str))
-    return [f"failed: {row.judgments} {what}: {row.error}" + (f" (e.g. {row.examples})" if row.examples else "")
-            for row in counts.itertuples(index=False)]
-
-
 def judge_command(args: argparse.Namespace) -> int:
     """Print InstFol per level, subset and Average with failure counts (and, with ``--repeats``,
     the judge's spread next to the query sample's). Exit status 1, after the reasons, when some
@@ -183,18 +161,12 @@ def judge_command(args: argparse.Namespace) -> int:
         _print_spread(judging, args)
     print(f"\nwrote {ReportLayout(out).instfol}")
     judging.require_judgments()
-    failed = judging.failed_judgments()
-    if not failed:
-        return 0
-    for line in _failure_lines(result.positions, "distinct judgment(s)"):
+    *reasons, said = judging.incomplete() or [None]
+    for line in reasons:
         print(line)
-    repeated = failed - meta["failed_judgments"]
-    where = f" ({meta['failed_judgments']} of InstFol, {repeated} of its repeats)" if repeated else ""
-    errors = result.positions["error"].dropna().astype(str)
-    lasting = errors.str.contains(lasting_failure()).all()  # else a rerun may judge some (a server back, an answer)
-    advice = ("each failed on what was sent (see the reasons above), so running again fails them again" if lasting
-              else "run the same command again to judge only those (the judgment cache keeps every success)")
-    print(f"instir judge: {failed} judgment(s) failed{where} and are left out of InstFol; {advice}", file=sys.stderr)
+    if said is None:
+        return 0
+    print(f"instir judge: {said}", file=sys.stderr)
     return 1
 
 

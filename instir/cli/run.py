@@ -192,7 +192,12 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"\nFAILED: {failed}", file=TerminalStream(sys.stderr))  # it quotes the notebook's error
         return 1
     _print_times(result)
-    return 0
+    incomplete = [(nb.name, nb.incomplete) for nb in result.notebooks if nb.incomplete]
+    for name, (*reasons, said) in incomplete:  # the reasons, then the line saying what a rerun does
+        for line in reasons:
+            print(f"{name}: {line}")
+        print(f"{name}: {said}", file=TerminalStream(sys.stderr))
+    return 1 if incomplete else 0
 
 
 def _print_times(result: ReportResult) -> None:

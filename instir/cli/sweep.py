@@ -5,6 +5,7 @@ the handler, so the command list needs no Ray."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from instir.cli.options import positive_int
 
@@ -33,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def sweep_command(args: argparse.Namespace) -> int:
     """Handler of ``instir sweep``: exit status 1 when any cell, the judge step or the compare step failed
-    (the compare step runs whatever the judge step did); failed judgments are counted, not a failure of the
-    sweep."""
+    (the compare step runs whatever the judge step did), or some judgments failed (counted by reason; a rerun
+    judges only those)."""
     from instir.distributed.grid import describe_estimate, load_grid
     from instir.errors import UsageError
     from instir.extras import MissingExtraError, require
@@ -83,4 +84,9 @@ def sweep_command(args: argparse.Namespace) -> int:
         print("compare: paper_tables/ written all the same; its InstFol rows only as judge/ holds them")
     for name, path in report.written.items():
         print(f"{name}: {path}")
-    return 1 if report.failed or "failed" in (judge.get("state"), report.compare.get("state")) else 0
+    *reasons, said = judge.get("incomplete") or [None]
+    for line in reasons:
+        print(f"judge: {line}")
+    if said is not None:
+        print(f"instir sweep: {said}", file=sys.stderr)
+    return 1 if report.failed or said or "failed" in (judge.get("state"), report.compare.get("state")) else 0

@@ -162,8 +162,8 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
     """The judge stage on the sweep's folder (``remote``: every judge call through one judge actor
     holding the cache and the rate limit); it never ends the sweep: its outcome for the record's ``sweep``
     section (``state`` done or failed, the counts), the traceback of a stage that raised in
-    ``sweep/judge.error.txt``. The runs and metrics are written before it, the compare step and the
-    summary after it, whatever it does."""
+    ``sweep/judge.error.txt``, and what it left incomplete (:meth:`instir.stages.judge.Judging.incomplete`). The
+    runs and metrics are written before it, the compare step and the summary after it, whatever it does."""
     from instir.judge.outcomes import AllJudgmentsFailed
     from instir.stages.judge import judge_runs
 
@@ -186,7 +186,8 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
         judging.require_judgments()
     except AllJudgmentsFailed as e:
         return {**outcome, "state": "failed", "error": one_line(e), "detail": "judge/instfol_positions.csv"}
-    return outcome
+    incomplete = judging.incomplete()
+    return {**outcome, "incomplete": incomplete} if incomplete else outcome
 
 
 def _compare_step(out: Path) -> dict[str, Any]:

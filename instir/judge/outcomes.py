@@ -98,6 +98,29 @@ def error_counts(errors: Iterable[object], limit: int = 5, max_chars: int = 200,
     return table
 
 
+def lasting_failure() -> str:
+    """The failure reasons a rerun meets again, as a pattern: what was sent is refused (a client error the requests
+    do not retry, :data:`~instir.http_retry.RETRY_STATUSES`), longer than the model's context, or names a document
+    the corpus lacks."""
+    from instir.http_retry import RETRY_STATUSES
+
+    retried = "|".join(str(status)[1:] for status in sorted(RETRY_STATUSES) if 400 <= status < 500)
+    return rf"HTTP 4(?!{retried})\d\d|exceeds the model's|document not in the corpus"
+
+
+def failure_lines(frame: pd.DataFrame, what: str) -> list[str]:
+    """One line per distinct reason the failed judgments in ``frame`` (one row per judged pair or list position:
+    columns qid, docid, error) failed, counted, each pair once, with a few of them as ``qid/docid``."""
+    failed = frame[frame["error"].notna()] if "error" in frame else frame.iloc[:0]
+    if failed.empty:
+        return []
+    failed = failed.drop_duplicates(["qid", "docid"])
+    counts = error_counts(failed["error"], limit=3, max_chars=160,
+                          examples=failed["qid"].astype(str) + "/" + failed["docid"].astype(str))
+    return [f"failed: {row.judgments} {what}: {row.error}" + (f" (e.g. {row.examples})" if row.examples else "")
+            for row in counts.itertuples(index=False)]
+
+
 class AllJudgmentsFailed(UserError, RuntimeError):
     """Every judgment a result needed failed (a dead or misconfigured endpoint): no value exists, so the
     front end ends non-zero with the reasons counted rather than as a success."""

@@ -29,7 +29,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 .ok { color: #146c2e; font-weight: bold; }
-.failed, .running, .interrupted, .stale { color: #a4161a; font-weight: bold; }
+.failed, .running, .interrupted, .stale, .incomplete { color: #a4161a; font-weight: bold; }
 .sample { background: #fff3cd; border: 1px solid #e0c36c; padding: 0.4em 0.8em; margin: 0.5em 0; }
 .tag { background: #fff3cd; padding: 0 0.4em; font-size: 0.85em; }
 pre { white-space: pre-wrap; margin: 0; }
@@ -57,7 +57,8 @@ def read_reports(reports_root: str | Path) -> list[dict]:
     only stages wrote, is left out). Each dict gains ``folder`` (the folder name), ``href`` (its path
     from the index) and ``stale`` (notebook -> why its page or files disagree with the folder:
     :func:`instir.report.provenance.stale_pages`), and a finished run with stale pages has the status
-    ``stale``, and ``kept`` (the files the kit kept aside in it, :func:`instir.atomic.aside_path`: edited by hand
+    ``stale``, ``incomplete`` (notebook -> what its stage left incomplete; a finished run with some has the status
+    ``incomplete``), and ``kept`` (the files the kit kept aside in it, :func:`instir.atomic.aside_path`: edited by hand
     or another's, which it would have replaced). A damaged record becomes an entry with an ``error`` so the index
     still shows the folder; nothing in one folder's record stops the others being listed."""
     root = Path(reports_root)
@@ -75,6 +76,9 @@ def read_reports(reports_root: str | Path) -> list[dict]:
         meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent, record)}
         if meta["stale"] and meta.get("status") == "ok":
             meta["status"] = "stale"  # its pages disagree with the folder's files: never "ok"
+        meta["incomplete"] = {nb.get("name", ""): nb["incomplete"] for nb in meta["notebooks"] if nb.get("incomplete")}
+        if meta["incomplete"] and meta.get("status") == "ok":
+            meta["status"] = "incomplete"  # a stage left values without judgments: never "ok"
         meta["kept"] = sorted(str(path.relative_to(meta_path.parent)) for pattern in ("*", "*/*")
                               for path in meta_path.parent.glob(pattern + atomic.ASIDE + "*"))
         meta["folder"], meta["folder_path"] = meta_path.parent.name, str(meta_path.parent)
@@ -212,6 +216,12 @@ def _report_section(meta: dict) -> str:
         out.append(f'<p class="stale">Stale: these pages disagree with the folder\'s files (a notebook, the lab or '
                    f"another command wrote it after this run). Rerun the chain (instir run) to make them agree.</p>"
                    f"<ul>{items}</ul>")
+    incomplete = meta.get("incomplete") or {}
+    if incomplete:
+        items = "".join(f"<li><b>{escape_text(name)}</b>: {escape_text(line)}</li>"
+                        for name, lines in incomplete.items() for line in lines)
+        out.append(f'<p class="incomplete">Incomplete: these stages left values without what they need.</p>'
+                   f"<ul>{items}</ul>")
     if meta.get("kept"):
         items = "".join(f"<li>{_link(meta['href'], name, name)}</li>" for name in meta["kept"])
         out.append("<p>Kept aside: files the kit would have replaced but could not show it wrote (edited by hand, "
@@ -232,7 +242,8 @@ def _report_section(meta: dict) -> str:
     out.append("<h3>Notebooks</h3><table><tr><th>notebook</th><th>status</th><th>run</th><th>render</th>"
                "<th>report</th><th>executed notebook</th></tr>")
     for nb in meta.get("notebooks", []):
-        status = _status({"status": "stale"}) if nb.get("name") in stale else _status(nb)
+        shown = "incomplete" if nb.get("name") in incomplete and nb.get("status") == "ok" else nb.get("status")
+        status = _status({"status": "stale" if nb.get("name") in stale else shown or "unknown"})
         out.append(
             f"<tr><td>{escape_text(nb.get('name', ''))}</td><td>{status}</td><td>{_seconds(nb.get('wall_s'))}</td>"
             f"<td>{_seconds(nb.get('render_s'))}</td><td>{_link(meta['href'], nb.get('html'), 'HTML')}</td>"

@@ -23,7 +23,7 @@ import csv
 import hashlib
 import json
 import secrets
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,12 +188,14 @@ def _json_value(value: object) -> object:
 
 
 def record_stage(folder: Path, notebook: str, parameters: Mapping[str, object], by: str,
-                 inputs: Mapping[str, str | None]) -> dict:
+                 inputs: Mapping[str, str | None], incomplete: Sequence[str] = ()) -> dict:
     """Add a run of ``notebook``'s stage to the folder's record: its parameters, the digests of
-    the folders it read (taken before it ran), the digest of the folder it wrote, who ran it."""
+    the folders it read (taken before it ran), the digest of the folder it wrote, who ran it, and what
+    it left incomplete (one line each)."""
     record = {"stamp": secrets.token_hex(8), "finished": utc_now("microseconds"), "by": by,
               "parameters": {name: _json_value(value) for name, value in parameters.items()},
-              "inputs": dict(inputs), "output": folder_digest(folder / WRITES[notebook])}
+              "inputs": dict(inputs), "output": folder_digest(folder / WRITES[notebook]),
+              "incomplete": list(incomplete)}
     records = stage_records(folder)
     records[notebook] = [record, *records.get(notebook, [])][:HISTORY]
     update_record(folder, stages=records)

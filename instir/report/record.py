@@ -75,7 +75,8 @@ FileName = Annotated[str, AfterValidator(_in_folder)]
 
 
 class NotebookEntry(_Part):
-    """One notebook ``instir run`` ran: file names relative to the folder, its status and times."""
+    """One notebook ``instir run`` ran: file names relative to the folder, its status and times, and what its stage
+    left incomplete (:attr:`StageRun.incomplete`)."""
 
     name: str
     source: str = ""
@@ -85,6 +86,7 @@ class NotebookEntry(_Part):
     render_s: float | None = None
     status: str = "unknown"
     error: str | None = None
+    incomplete: list[str] = Field(default_factory=list)
 
 
 class Manifest(_Part):
@@ -99,7 +101,9 @@ class Manifest(_Part):
 
 
 class StageRun(_Part):
-    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote, who ran it."""
+    """One run of a notebook's stage: its parameters, the digests of the folders it read and wrote, who ran it, and
+    what it left incomplete (one line each; the judge stage's failed judgments), which ends ``instir run`` with
+    status 1."""
 
     stamp: str | None = None
     finished: str = ""
@@ -107,6 +111,7 @@ class StageRun(_Part):
     parameters: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[StageFolder, str | None] = Field(default_factory=dict)
     output: str | None = None
+    incomplete: list[str] = Field(default_factory=list)
 
 
 class Page(_Part):

@@ -41,7 +41,8 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
     folder (a parameter as :func:`instir.report.layout.report_layout` reads it): it runs holding
     the folder's lock (as :data:`~instir.report.lock.STAGE_WRITER` unless a front end holds it
     already), keeps what it replaces that the kit did not write, and records its run in the
-    folder's record (``stages``)."""
+    folder's record (``stages``), with what the result's ``incomplete()`` says it left undone, where it has one
+    (:meth:`instir.stages.judge.Judging.incomplete`)."""
     def decorate(stage: Callable[..., T]) -> Callable[..., T]:
         signature = inspect.signature(stage)
 
@@ -59,8 +60,9 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
                     if parameter.kind is inspect.Parameter.VAR_KEYWORD:
                         arguments.update(arguments.pop(name, {}))
                 by = writer_of(folder) or STAGE_WRITER
+                incomplete = getattr(result, "incomplete", None)  # what the stage says it left undone
                 record_stage(folder, notebook, {k: v for k, v in arguments.items() if k not in _NOT_PARAMETERS},
-                             by, inputs)
+                             by, inputs, incomplete() if callable(incomplete) else ())
             if by != "instir run":
                 refresh_index(folder)
             return result

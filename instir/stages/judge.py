@@ -33,7 +33,7 @@ from instir.judge.following import (
     overall,
     unscored_note,
 )
-from instir.judge.outcomes import error_counts, require_judged
+from instir.judge.outcomes import error_counts, failure_lines, lasting_failure, require_judged
 from instir.judge.validation import ValidationResult, agreement, check_per_stratum, ranking_agreement, validate_judge
 from instir.metrics.scoring import headline
 from instir.parameters import benchmark_names, depth
@@ -174,13 +174,39 @@ class Judging:
     bundled: bool = False
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)
 
+    def _failed_by_part(self) -> dict[str, int]:
+        """The judgments that failed in this stage, by part: InstFol's, the validation's, and the repeats' judged
+        again for the spread (repeat 0 is InstFol's)."""
+        repeats = sum(m.get("failed_judgments", 0) for pair in self.spread.attrs.get("repeats", [])
+                      for m in pair if "copied_from" not in m and "from_instfol" not in m)
+        return {"of InstFol": int(self.instfol.costs["failed_judgments"].sum()),
+                "of the validation": int(self.pairs["error"].notna().sum()) if "error" in self.pairs else 0,
+                "of its repeats": repeats}
+
     def failed_judgments(self) -> int:
         """The judgments that failed in this stage: of the validation, of InstFol, and of the
         repeats judged again for the spread (repeat 0 is InstFol's)."""
-        validation = int(self.pairs["error"].notna().sum()) if "error" in self.pairs else 0
-        repeats = sum(m.get("failed_judgments", 0) for pair in self.spread.attrs.get("repeats", [])
-                      for m in pair if "copied_from" not in m and "from_instfol" not in m)
-        return validation + int(self.instfol.costs["failed_judgments"].sum()) + repeats
+        return sum(self._failed_by_part().values())
+
+    def incomplete(self) -> list[str]:
+        """What the stage left without a judgment, for its front ends to print before they end with status 1
+        (``instir judge``, ``instir sweep``, and ``instir run`` through the folder's record: the stage writer keeps
+        it): the failed judgments counted by reason with a few named, then one line saying how many failed and
+        whether running the same command again can judge them (the cache keeps every success). Empty when none
+        failed."""
+        parts = self._failed_by_part()
+        failed = sum(parts.values())
+        if not failed:
+            return []
+        positions = self.instfol.positions
+        lines = failure_lines(positions, "distinct judgment(s)") + failure_lines(self.pairs, "validation pair(s)")
+        errors = pd.concat([frame["error"] for frame in (positions, self.pairs) if "error" in frame]).dropna()
+        lasting = errors.astype(str).str.contains(lasting_failure()).all()  # else a rerun may judge some
+        advice = ("each failed on what was sent (see the reasons above), so running again fails them again" if lasting
+                  else "run the same command again to judge only those (the judgment cache keeps every success)")
+        where = (" (" + ", ".join(f"{n} {part}" for part, n in parts.items() if n) + ")"
+                 if parts["of InstFol"] != failed else "")
+        return [*lines, f"{failed} judgment(s) failed{where} and are left out of the values; {advice}"]
 
     def require_judgments(self) -> None:
         """Raise :class:`AllJudgmentsFailed`, the failures counted by reason, when every judgment

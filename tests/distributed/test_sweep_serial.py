@@ -189,3 +189,26 @@ def test_cpu_and_cluster_options_that_cannot_hold_are_one_line_before_anything_r
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_judgments_that_failed_are_said_by_reason_and_end_the_sweep_with_status_1(tmp_path, monkeypatch, capsys):
+    # before, a sweep whose judge step left judgments failed ended with status 0, only "N failed judgment(s)" in its
+    # summary, where instir judge exits 1 with the reasons: a batch took it for a complete result
+    from instir.cli import main
+    from tests.judge.judge_fakes import flaky_baseline
+
+    flaky_baseline(monkeypatch)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [ifir-sample/fiqa]\nsystems: [bm25]\nk: 20\n"
+                    "judge: {backend: baseline, model: lexical, max_instances: 3, repeats: 1}\n")
+    argv = ["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    failed = read_record(tmp_path / "out")["sweep"]["judge"]["failed_judgments"]
+    assert failed > 0
+    assert "judge: failed: " in captured.out and "malformed answer: no JSON (e.g. " in captured.out
+    assert captured.err.splitlines()[-1].startswith(f"instir sweep: {failed} judgment(s) failed")
+    assert captured.err.splitlines()[-1].endswith("run the same command again to judge only those (the judgment "
+                                                  "cache keeps every success)")
+    assert main(argv) == 0  # the rerun judges what failed, and the result is complete
+    assert "judgment(s) failed" not in capsys.readouterr().err

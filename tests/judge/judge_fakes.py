@@ -152,3 +152,27 @@ def stored_rows(cache: str | Path) -> pd.DataFrame:
     """Every row of the judgment cache file ``cache``, oldest first (``probs`` as JSON text)."""
     with contextlib.closing(sqlite3.connect(cache)) as db:
         return pd.read_sql_query("SELECT * FROM judgments ORDER BY created_at", db)
+
+
+def flaky_baseline(monkeypatch) -> list[JudgeRequest]:
+    """Make the baseline backend fail every fourth request it has not been sent before (as a flaky server answers
+    without JSON now and then), so a rerun judges what failed; returns every request sent, in order."""
+    from instir.judge import BaselineJudge
+    from instir.judge.types import Judgment
+
+    sent: list[JudgeRequest] = []
+    original = BaselineJudge.judge
+
+    def flaky(self, requests, on_result=None):
+        out = []
+        for i, (request, judgment) in enumerate(zip(requests, original(self, requests))):
+            if request not in sent and len(sent) % 4 == 0:
+                judgment = Judgment.failure("malformed answer: no JSON", raw="no idea")
+            sent.append(request)
+            out.append(judgment)
+            if on_result is not None:
+                on_result(i, judgment)
+        return out
+
+    monkeypatch.setattr(BaselineJudge, "judge", flaky)
+    return sent

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from judge_fakes import FakeChatServer, Reply, scored_reply
+from judge_fakes import FakeChatServer, Reply, flaky_baseline, scored_reply
 from says import raises_saying
 
 from instir.benchmarks import load_benchmark
@@ -47,26 +47,8 @@ def backend_calls(monkeypatch):
 
 @pytest.fixture
 def flaky_backend(monkeypatch):
-    """The baseline backend failing every fourth request it has not been sent before (as a flaky server answers
-    without JSON now and then); records every request sent."""
-    from instir.judge.types import Judgment
-
-    sent = []
-    original = BaselineJudge.judge
-
-    def flaky(self, requests, on_result=None):
-        out = []
-        for i, (request, judgment) in enumerate(zip(requests, original(self, requests))):
-            if request not in sent and len(sent) % 4 == 0:
-                judgment = Judgment.failure("malformed answer: no JSON", raw="no idea")
-            sent.append(request)
-            out.append(judgment)
-            if on_result is not None:
-                on_result(i, judgment)
-        return out
-
-    monkeypatch.setattr(BaselineJudge, "judge", flaky)
-    return sent
+    """The baseline backend failing every fourth request it has not been sent before; every request sent."""
+    return flaky_baseline(monkeypatch)
 
 
 def judge_args(runs, cache):
@@ -387,8 +369,8 @@ def test_failed_judgments_are_counted_by_reason_and_end_instir_judge_with_status
     assert failed > 0
     assert f"failed: {failed} distinct judgment(s): malformed answer: no JSON (e.g. " in captured.out
     assert captured.err.splitlines()[-1] == (
-        f"instir judge: {failed} judgment(s) failed and are left out of InstFol; run the same command again to judge "
-        "only those (the judgment cache keeps every success)")
+        f"instir judge: {failed} judgment(s) failed and are left out of the values; run the same command again to "
+        "judge only those (the judgment cache keeps every success)")
     assert main(argv) == 0  # the flaky backend answers what it failed: the rerun completes the result
     again = capsys.readouterr()
     assert f"{failed} made now" in again.out and "\nfailed: " not in again.out and "instir judge:" not in again.err
