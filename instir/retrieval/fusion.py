@@ -81,6 +81,12 @@ class HybridRetriever:
                 "lexical": {"name": self.lexical.name, **self.lexical.params()},
                 "weights": list(self.weights), "rrf_k": self.rrf_k}
 
+    def resolved(self, benchmark: Benchmark) -> dict:
+        """:meth:`params` with each component's settings as a search on ``benchmark`` takes them."""
+        parts = {name: {"name": part.name, **(part.resolved(benchmark) if hasattr(part, "resolved") else part.params())}
+                 for name, part in (("dense", self.dense), ("lexical", self.lexical))}
+        return {**self.params(), **parts}
+
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """Top-``k`` fused results for every query; BM25 searches with :func:`lexical_template`."""
         bm25_template = lexical_template(template, benchmark)

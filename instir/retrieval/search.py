@@ -36,8 +36,9 @@ class Retriever(Protocol):
     ``name`` is the one name reports, sidecars and run files (slugged) give it (``bm25``,
     ``dense:sentence-transformers/all-MiniLM-L6-v2``, a card's name: :func:`system_name`);
     ``params()`` returns the JSON-ready settings that change results (recorded and part of
-    the reuse key); ``search`` formats queries/docs with ``template`` and returns the top
-    ``k`` per query (its ``run.meta`` is kept under ``meta["search"]``). A retriever may
+    the reuse key; one that leaves settings to the benchmark's defaults also gives ``resolved(benchmark)``, the
+    settings a search on it takes, which the key holds instead); ``search`` formats queries/docs with ``template`` and
+    returns the top ``k`` per query (its ``run.meta`` is kept under ``meta["search"]``). A retriever may
     also declare ``family`` (one of :data:`instir.formatting.MODEL_FAMILIES`), which picks the
     default template; see :func:`retriever_family`.
     """
@@ -182,10 +183,20 @@ def keyed_run(path: Path | None, key: dict, make: Callable[[], tuple[Run, dict]]
     return run
 
 
+#: Version of the kit's retrieval rules in a run's key; a new version makes every run anew, as a run of the old rules
+#: is another run. 2: tied documents at the cut go by trec_eval's order (:func:`instir.retrieval.runs.tie_ranks`) and
+#: a setting left to the benchmark's default is keyed by the value it takes (version 1 keyed it as ``None``).
+RUN_VERSION = 2
+
+
 def run_key(benchmark: Benchmark, retriever: Retriever, template: Template, k: int) -> dict:
-    """The :func:`keyed` key of a retrieval run."""
-    return keyed(benchmark, k=k, template=template.describe(), retriever={
-        "name": retriever.name, "family": retriever_family(retriever), "params": retriever.params()})
+    """The :func:`keyed` key of a retrieval run: the settings as the search on ``benchmark`` takes them
+    (``resolved(benchmark)`` where a retriever leaves some to the benchmark's defaults, so an edited default is
+    another run), the template, ``k`` and :data:`RUN_VERSION`."""
+    resolved = getattr(retriever, "resolved", None)
+    params = resolved(benchmark) if callable(resolved) else retriever.params()
+    return keyed(benchmark, k=k, template=template.describe(), version=RUN_VERSION, retriever={
+        "name": retriever.name, "family": retriever_family(retriever), "params": params})
 
 
 def run_path(out_dir: str | Path, key: dict) -> Path:

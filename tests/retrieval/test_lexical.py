@@ -83,6 +83,23 @@ def test_unset_parameters_resolve_per_benchmark_and_are_recorded(toy_benchmark):
     assert configured.meta["retriever"]["params"]["k1"] == 1.2
 
 
+def test_a_run_left_to_the_benchmarks_bm25_defaults_is_made_anew_when_a_default_changes(tmp_path, monkeypatch):
+    # before, the run's key held the unset settings as None: after the family spec's [bm25] changed, retrieving into
+    # the same folder reused the run made with the old defaults, "(reused)", one key, the same file
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval import lexical
+    from instir.retrieval.fusion import HybridRetriever
+
+    benchmark = load_benchmark("instructir-sample")
+    first = retrieve(benchmark, BM25Retriever(show_progress=False), k=10, out_dir=tmp_path)
+    monkeypatch.setattr(lexical, "bm25_defaults", lambda bench: {**bm25_defaults(bench), "k1": 2.5})  # spec edited
+    again = retrieve(benchmark, BM25Retriever(show_progress=False), k=10, out_dir=tmp_path)
+    assert not again.meta.get("reused") and again.meta["path"] != first.meta["path"]
+    assert again.meta["key"]["retriever"]["params"]["k1"] == 2.5 == again.meta["retriever"]["params"]["k1"]
+    fused = HybridRetriever(BM25Retriever(show_progress=False), BM25Retriever(show_progress=False)).resolved(benchmark)
+    assert fused["lexical"]["k1"] == 2.5 and fused["weights"]
+
+
 def test_instructions_pick_the_right_sibling_target(toy_benchmark):
     bench = toy_benchmark()
     instructed = BM25Retriever(show_progress=False).search(bench, get_template("instructir"), k=5)
