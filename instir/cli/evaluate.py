@@ -239,7 +239,8 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
     with pd.option_context("display.width", 200, "display.max_columns", 50):
         print(table.wide(result.table).to_string())
     if len(rows) > 1:
-        print(f"\nagainst baseline {baseline!r} (scores ×100; p-values Holm-corrected across systems):")
+        print(f"\nagainst baseline {baseline!r} (scores ×100; p-values Holm-corrected across systems; significant at "
+              f"p ≤ {stats.SIGNIFICANCE_LEVEL}, the level of the .tex's letters, which correct across every pair):")
         print(comparison_text(result.comparisons))
     written = [layout.runs_table, layout.metrics_table, layout.per_query, layout.comparisons,
                *stage_tables(layout.metrics)]

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from instir.metrics.stats import N_RESAMPLES, holm, paired_permutation_p, paired_ttest, paired_values
+from instir.metrics.stats import (
+    N_RESAMPLES,
+    SIGNIFICANCE_LEVEL,
+    holm,
+    paired_permutation_p,
+    paired_ttest,
+    paired_values,
+)
 
 if TYPE_CHECKING:
     from instir.metrics.evaluation import Evaluation
@@ -23,8 +30,8 @@ if TYPE_CHECKING:
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 #: the tests :func:`significance_marks` runs, as a caption names them
 TESTS = {"ttest": "paired Student's t-test", "perm": "paired permutation test"}
-#: ranx's default threshold (``ranx.compare(max_p=0.01)``)
-MAX_P = 0.01
+#: the threshold of the letters: the kit's one significance level, ranx's default (``ranx.compare(max_p=0.01)``)
+MAX_P = SIGNIFICANCE_LEVEL
 
 #: how the caption names the units the tests pair
 UNIT_WORDS = {"qid": "query", "group": "query group"}

@@ -21,6 +21,10 @@ from instir.progress import tqdm
 #: Resamples for the permutation test and the bootstrap (p-values resolve to 1/2001), and the
 #: batch size that bounds their memory.
 N_RESAMPLES = 2_000
+#: The kit's one significance level: a Holm-corrected p at most this is significant, against a baseline
+#: (:func:`paired_tests`) and between every two systems (:func:`instir.metrics.latex.pairwise_tests`); ranx's
+#: ``compare`` default (``max_p=0.01``).
+SIGNIFICANCE_LEVEL = 0.01
 #: The most resamples a test draws: p-values then resolve to 1/100,001, far finer than any level tested;
 #: more only take longer (10^9 would take about 3 hours per comparison: 100,000 took 1.15 s on 86 queries).
 MAX_RESAMPLES = 100_000
@@ -133,13 +137,14 @@ def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: 
 
 
 def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", measures: Sequence[str] | None = None,
-            n_resamples: int = N_RESAMPLES, seed: int = 0, alpha: float = 0.05, test: str = "ttest") -> pd.DataFrame:
+            n_resamples: int = N_RESAMPLES, seed: int = 0, alpha: float = SIGNIFICANCE_LEVEL,
+            test: str = "ttest") -> pd.DataFrame:
     """Every system of ``per_unit`` (columns ``system``, ``unit``, ``measure``, ``value``)
     against ``baseline``, per measure. One row per measure × system with the columns of
     :func:`paired_comparison`, ``p_ttest_holm``, ``p_perm_holm`` (Holm across the systems of
     that measure) and ``significant`` (the Holm-corrected p of ``test`` — ``ttest`` as in
-    pt.Experiment, or ``perm`` — below ``alpha``). Every system must have a value for the
-    same units as the baseline."""
+    pt.Experiment, or ``perm`` — at most ``alpha``, the rule of the pairs' letters). Every system must have a value
+    for the same units as the baseline."""
     if test not in ("ttest", "perm"):
         raise ValueError(f"test must be 'ttest' or 'perm', got {test!r}")
     needed = {"system", unit, "measure", "value"}
@@ -168,5 +173,5 @@ def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", me
     out = pd.DataFrame(rows, columns=columns)
     for p in ("p_ttest", "p_perm"):
         out[f"{p}_holm"] = out.groupby("measure", sort=False)[p].transform(lambda s: holm(s.to_numpy()))
-    out["significant"] = out[f"p_{test}_holm"] < alpha
+    out["significant"] = out[f"p_{test}_holm"] <= alpha
     return out

@@ -57,6 +57,24 @@ def test_holm_makes_marks_rarer_and_the_permutation_test_is_offered():
         pairwise_tests(TOY, test="wilcoxon")
 
 
+def test_a_system_is_significant_against_the_baseline_exactly_when_its_letter_says_so_for_two_systems():
+    # before, the comparisons' "significant" took Holm p < 0.05 and the letters Holm p <= 0.01: on one page, B was
+    # significant against A (p = 0.02) and carried no letter over it
+    from instir.metrics.stats import SIGNIFICANCE_LEVEL, paired_tests
+
+    between = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        a = rng.uniform(size=30)
+        frame = pd.DataFrame({"system": ["A"] * 30 + ["B"] * 30, "qid": [f"q{i}" for i in range(30)] * 2,
+                              "measure": "m", "value": np.r_[a, a + rng.normal(0.05, 0.1, size=30)]})
+        tested = paired_tests(frame, "A").iloc[0]
+        marks = significance_marks(frame, correction="holm").set_index("system")["beats"]
+        assert bool(tested["significant"]) == (marks["B"] == "a" or marks["A"] == "b"), seed
+        between += SIGNIFICANCE_LEVEL < tested["p_ttest_holm"] < 0.05
+    assert between  # some seeds fall where the two rules differed
+
+
 @pytest.mark.parametrize("max_p", [0, 5, -0.1, True, "0.05", float("nan")])
 def test_a_max_p_that_is_no_probability_is_refused(max_p):
     # on the commit before, compare_runs(max_p=5) marked every difference significant
