@@ -179,7 +179,8 @@ class Scorer:
         """One run's evaluation from its per-query values (:meth:`per_query`) and, when the
         measures hold group measures, their values per group (:meth:`group_values`): the table's rows
         per subset and level, the group minima and Robustness of every Robustness measure, and
-        every group measure per group and averaged."""
+        every group measure per group and averaged; a run shallower than a measure's cutoff is noted and warned
+        (:class:`~instir.retrieval.runs.ShallowRunsWarning`, :meth:`depth_notes`)."""
         tables = [table.summarise(scores, benchmark, system)] if len(scores) else []
         per_group = []
         if self.robust:
@@ -190,10 +191,11 @@ class Scorer:
             tables.append(table.with_slice(robustness.average_minima(pairs), benchmark, system,
                                            subset=benchmark.shared_subset or "all"))
             per_group.append(pairs.assign(system=system))
+        notes = self.depth_notes(system, check.depth, benchmark.rankable(), check.shallowest)
+        for note in notes:  # said wherever a run is scored (the API, the stage, compare_runs), as instir.evaluate does
+            warnings.warn(note, ShallowRunsWarning, stacklevel=3)
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
-                                  checks={system: check},
-                                  notes=self.depth_notes(system, check.depth, benchmark.rankable(),
-                                                          check.shallowest))
+                                  checks={system: check}, notes=notes)
 
     def depth_notes(self, system: str, depth: int, most: int, shallowest: str | None = None) -> list[str]:
         """A note when a run ranks fewer documents per query (``depth``, :func:`~instir.retrieval.runs.ranked_depth`;

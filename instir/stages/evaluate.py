@@ -196,6 +196,12 @@ class Metrics(Evaluation):
     runs: pd.DataFrame | None = None
     compared: dict[str, RunComparison] = field(default_factory=dict)
 
+    def checks_table(self) -> pd.DataFrame:
+        """``run_checks`` as notebook 03 shows it: each run's benchmark, system, ids checked, and the columns that say
+        something of some run (``other_data``: data it was not retrieved over; ``notes``: a cutoff deeper than it)."""
+        checks = self.run_checks.drop(columns="run_file")
+        return checks[[c for c in checks if c in ("benchmark", "system", "run ids") or checks[c].astype(bool).any()]]
+
     @property
     def samples(self) -> list[str]:
         """The bundled sample benchmarks among the scored ones (their numbers are no results)."""
@@ -321,7 +327,8 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
     checks = pd.DataFrame({"benchmark": benchmarks, "system": runs["system"].tolist(),
                            "run_file": runs["run_file"].tolist() if "run_file" in runs else [""] * len(runs),
                            "run ids": [c.summary() for c in first],
-                           "other_data": [", ".join(c.other_data) for c in first]})
+                           "other_data": [", ".join(c.other_data) for c in first],
+                           "notes": ["; ".join(e.notes) for e in evaluations]})
     layout.metrics.mkdir(parents=True, exist_ok=True)
     frames = {layout.metrics_table: table, layout.metrics / "metrics.parquet": table, layout.per_query: per_query,
               layout.per_group: per_group, layout.comparisons: comparisons, layout.run_checks: checks}

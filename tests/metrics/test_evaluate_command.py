@@ -219,6 +219,30 @@ def test_a_run_shallower_than_a_cutoff_is_said_on_every_scoring_also_a_reused_on
         evaluate(instructir_sample, read_run(run), ["nDCG@5", "RR@5"])
 
 
+def test_a_run_shallower_than_a_cutoff_is_warned_by_every_scorer_and_kept_in_the_stages_run_checks(
+        instructir_sample, tmp_path, capsys):
+    # before, evaluate_runs and compare_runs kept the note in .notes only (compare_runs printed R@100 100.0 without a
+    # word), and notebook 03's page and metrics/ held no trace of it
+    from instir import compare_runs
+    from instir.stages import score_runs
+
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "five.trec")  # 5 documents per query
+    said = "five: ranks at most 5 documents per query, fewer than the cutoff of nDCG@10, R@100"
+    for score in (lambda: evaluate_runs({"five": read_run(run)}, instructir_sample, ["nDCG@10", "R@100"]),
+                  lambda: compare_runs(instructir_sample, {"five": read_run(run), "again": read_run(run)},
+                                       ["nDCG@10", "R@100"])):
+        with pytest.warns(ShallowRunsWarning, match=said):
+            score()
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--measures", "nDCG@10",
+                 "R@100", "--out", str(tmp_path / "report")]) == 0
+    assert capsys.readouterr().err.count("fewer than the cutoff") == 0  # printed once, as a note under its benchmark
+    checks = pd.read_csv(tmp_path / "report" / "metrics" / "run_checks.csv", keep_default_na=False)
+    assert checks["notes"].str.startswith(said).tolist() == [True]
+    with pytest.warns(ShallowRunsWarning):
+        shown = score_runs(tmp_path / "report").checks_table()
+    assert list(shown.columns) == ["benchmark", "system", "run ids", "notes"]  # no other_data: none differs
+
+
 def test_a_query_cut_short_is_named_and_listed_at_the_depth_its_note_gives(instructir_sample, tmp_path, capsys):
     # on the commit before, a run 5 deep but for one query cut to 2 got no depth note (the note took the deepest
     # query) while runs.csv listed k 2 (the shallowest), and a stray line of a query the benchmark lacks listed k 1
