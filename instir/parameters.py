@@ -7,6 +7,7 @@ request from these rules."""
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import os
@@ -27,10 +28,16 @@ def _where(parameter: str) -> str:
 
 def names(value: str | Sequence[str], parameter: str = "names", *, where: str | None = None,
           unique: bool = False) -> list[str]:
-    """A list parameter as a list: a list as it is, a string as its comma-separated items
-    (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list);
+    """A list parameter as a list: a list as it is, a string as ``instir run -p`` reads one, a JSON list or its
+    comma-separated items (``-p benchmarks instructir-sample`` to papermill gives a string, not a one-item list);
     ``unique``: a name given twice is refused."""
     where = where or _where(parameter)
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{where}: {quoted(value)} is no JSON list ({err.msg}); give names, comma-separated") \
+                from None
     if isinstance(value, str):
         given = [item.strip() for item in value.split(",") if item.strip()]
     elif isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):

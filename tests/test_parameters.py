@@ -25,6 +25,17 @@ def test_the_notebooks_retrievers_and_systems_given_as_text_are_names_not_charac
         notebook_systems(["bm25"], "", [3])
 
 
+def test_a_list_parameter_given_as_a_json_list_in_text_is_read_as_instir_run_reads_it():
+    # before, papermill's -p retrievers '["bm25"]' reached the kernel as text and was split at commas: notebook 02
+    # asked for the system '["bm25"]', notebook 03 for the benchmark '["instructir-sample"', while instir run took it
+    assert names('["instructir-sample", "ifir-sample/fiqa"]') == ["instructir-sample", "ifir-sample/fiqa"]
+    assert notebook_systems('["bm25"]', "", "[]") == ["bm25"]
+    with pytest.raises(UsageError, match="parameter 'benchmarks': '\\[\"a\"' is no JSON list"):
+        names('["a"', "benchmarks")
+    with pytest.raises(UsageError, match="parameter 'benchmarks' takes names"):
+        names("[1]", "benchmarks")
+
+
 @pytest.mark.parametrize("value", [2**31, 10**20])
 def test_a_depth_past_the_deepest_cutoff_is_refused_by_the_grid_the_parameters_and_retrieve(value, instructir_sample):
     # on the commit before, k: 100000000000000000000 ran (runs written) while nDCG@100000000000000000000 was refused
