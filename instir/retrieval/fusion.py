@@ -82,10 +82,10 @@ class HybridRetriever:
                 "weights": list(self.weights), "rrf_k": self.rrf_k}
 
     def resolved(self, benchmark: Benchmark) -> dict:
-        """:meth:`params` with each component's settings as a search on ``benchmark`` takes them."""
-        parts = {name: {"name": part.name, **(part.resolved(benchmark) if hasattr(part, "resolved") else part.params())}
-                 for name, part in (("dense", self.dense), ("lexical", self.lexical))}
-        return {**self.params(), **parts}
+        """:meth:`params` with the lexical part's settings as a search on ``benchmark`` takes them (BM25's
+        ``resolved``: the benchmark's defaults for those it leaves unset)."""
+        lexical = getattr(self.lexical, "resolved", lambda _: self.lexical.params())(benchmark)
+        return {**self.params(), "lexical": {"name": self.lexical.name, **lexical}}
 
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """Top-``k`` fused results for every query; BM25 searches with :func:`lexical_template`."""

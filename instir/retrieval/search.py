@@ -193,10 +193,15 @@ def run_key(benchmark: Benchmark, retriever: Retriever, template: Template, k: i
     """The :func:`keyed` key of a retrieval run: the settings as the search on ``benchmark`` takes them
     (``resolved(benchmark)`` where a retriever leaves some to the benchmark's defaults, so an edited default is
     another run), the template, ``k`` and :data:`RUN_VERSION`."""
-    resolved = getattr(retriever, "resolved", None)
-    params = resolved(benchmark) if callable(resolved) else retriever.params()
     return keyed(benchmark, k=k, template=template.describe(), version=RUN_VERSION, retriever={
-        "name": retriever.name, "family": retriever_family(retriever), "params": params})
+        "name": retriever.name, "family": retriever_family(retriever), "params": settings(retriever, benchmark)})
+
+
+def settings(retriever: Retriever, benchmark: Benchmark) -> dict:
+    """The settings a search of ``retriever`` on ``benchmark`` takes: its ``resolved(benchmark)`` where it leaves
+    some to the benchmark's defaults (BM25's), else its ``params()``."""
+    resolved = getattr(retriever, "resolved", None)
+    return resolved(benchmark) if callable(resolved) else retriever.params()
 
 
 def run_path(out_dir: str | Path, key: dict) -> Path:
@@ -271,7 +276,8 @@ def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Templat
     def search() -> tuple[Run, dict]:
         found = retriever.search(benchmark, template, len(benchmark.corpus) if candidates else k)
         found = only_candidates(found, candidates) if candidates else found
-        meta = {"retriever": key["retriever"], "template": key["template"], "k": k, "search": found.meta}
+        meta = {"retriever": {**key["retriever"], "params": retriever.params()}, "template": key["template"], "k": k,
+                "search": found.meta}  # the settings as configured; the key's as the search took them
         return found, meta if card is None else {**meta, "system": card.to_dict()}
 
     return keyed_run(run_path(out_dir, key) if out_dir is not None else None, key, search)

@@ -27,7 +27,7 @@ from instir.retrieval.model_files import (
     weights_present,
 )
 from instir.retrieval.runs import Run
-from instir.retrieval.search import RETRIEVER_KINDS, make_retriever
+from instir.retrieval.search import RETRIEVER_KINDS, make_retriever, settings
 from instir.systems.cards import ADAPTERS, UNAVAILABLE, SystemCard, get_card, load_cards, reads_problem
 
 #: python packages each adapter needs beyond the kit's main dependencies (import names)
@@ -95,6 +95,10 @@ class SystemRetriever:
     def params(self) -> dict:
         """The card and the adapter retriever's own settings."""
         return {"system": self.card.to_dict(), "retriever": {"name": self.inner.name, **self.inner.params()}}
+
+    def resolved(self, benchmark: Benchmark) -> dict:
+        """:meth:`params` with the adapter's settings as a search on ``benchmark`` takes them."""
+        return {**self.params(), "retriever": {"name": self.inner.name, **settings(self.inner, benchmark)}}
 
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """The adapter retriever's search."""

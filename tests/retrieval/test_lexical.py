@@ -89,15 +89,20 @@ def test_a_run_left_to_the_benchmarks_bm25_defaults_is_made_anew_when_a_default_
     from instir.benchmarks import load_benchmark
     from instir.retrieval import lexical
     from instir.retrieval.fusion import HybridRetriever
+    from instir.retrieval.search import settings
+    from instir.systems.cards import get_card
+    from instir.systems.registry import SystemRetriever
 
     benchmark = load_benchmark("instructir-sample")
     first = retrieve(benchmark, BM25Retriever(show_progress=False), k=10, out_dir=tmp_path)
     monkeypatch.setattr(lexical, "bm25_defaults", lambda bench: {**bm25_defaults(bench), "k1": 2.5})  # spec edited
     again = retrieve(benchmark, BM25Retriever(show_progress=False), k=10, out_dir=tmp_path)
     assert not again.meta.get("reused") and again.meta["path"] != first.meta["path"]
-    assert again.meta["key"]["retriever"]["params"]["k1"] == 2.5 == again.meta["retriever"]["params"]["k1"]
+    assert again.meta["key"]["retriever"]["params"]["k1"] == 2.5 == again.meta["search"]["retriever"]["params"]["k1"]
     fused = HybridRetriever(BM25Retriever(show_progress=False), BM25Retriever(show_progress=False)).resolved(benchmark)
     assert fused["lexical"]["k1"] == 2.5 and fused["weights"]
+    carded = SystemRetriever(get_card("BM25 (IFIR)"), BM25Retriever(show_progress=False))  # a card over it
+    assert settings(carded, benchmark)["retriever"]["k1"] == 2.5 and settings(carded, benchmark)["system"]
 
 
 def test_instructions_pick_the_right_sibling_target(toy_benchmark):
