@@ -35,3 +35,25 @@ def test_exercise_2_names_a_near_miss_instead_of_calling_it_the_target():
     assert verdict.ok and "A near miss" in verdict.message and "9000043" in verdict.message
     right = tour.check_top_document(tour.TOP_DOCUMENT_EXAMPLE, sample, build_system("bm25"), query)
     assert right.ok and f"It is the target of {query.id}" in right.message and "near miss" not in right.message
+
+
+def test_every_numeric_exercise_takes_the_x100_scale_and_names_a_known_mistake_there():
+    # before, exercise 6 answered 60 (0.6 on the x100 scale p-MRR is printed in) with "60 is not it", while exercises
+    # 1 and 3 took 50 for 0.5, and its hints matched only unrounded answers
+    assert tour.check_pmrr_change(60).ok and tour.check_pmrr_change(0.6).ok
+    assert "wrong sign" in tour.check_pmrr_change(-60).message and not tour.check_pmrr_change(-0.6).ok
+    assert "moved-up formula" in tour.check_pmrr_change(1.5).message
+
+
+@pytest.mark.parametrize("answer", ["1/log2(4)", "abc", [0.5], float("nan"), True])
+def test_an_answer_that_is_no_number_is_said_so_not_taken_for_an_empty_cell(answer):
+    # before, each got "put your answer in answer_1 and run this cell again", as if the cell held none
+    for verdict in (tour.check_ndcg_single_target(answer, rank=3), tour.check_pmrr_change(answer),
+                    tour.check_robustness(answer, tour.robustness_exercise())):
+        assert verdict.ok is False and "is not a number" in verdict.message and "put your answer" not in verdict.message
+    assert tour.check_ndcg_single_target(None, rank=3).ok is None  # the placeholder: not answered yet
+
+
+def test_the_template_exercise_takes_the_name_in_any_case():
+    # before, "Instructir-E5-Mistral" was not the template while exercise 5 took "B" for "b"
+    assert tour.check_template("Instructir-E5-Mistral").ok and tour.check_template(" instructir-e5-mistral ").ok

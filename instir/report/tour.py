@@ -280,15 +280,19 @@ class Verdict:
                 f"<strong>{'correct' if self.ok else 'not yet'}:</strong> {escape_text(self.message)}</div>")
 
 
-def _number(answer: object) -> float | None:
-    """The answer as a number, None when it is none (placeholder, empty, not a number)."""
-    if answer is None or isinstance(answer, bool):
-        return None
+def _number(answer: object, where: str) -> float | Verdict:
+    """The answer as a number; else the verdict: put an answer in ``where`` (the placeholder ``None`` or empty
+    text), or it is no number (``"1/log2(4)"``, ``[0.5]``, NaN: written as a number, it is checked)."""
+    if answer is None or (isinstance(answer, str) and not answer.strip()):
+        return _unanswered(where)
     try:
-        value = float(answer)
+        value = float(answer) if not isinstance(answer, bool) else math.nan
     except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
+        value = math.nan
+    if math.isnan(value):
+        return Verdict(False, f"{answer!r} is not a number: write the value itself, such as 0.25 (or 25 on the ×100 "
+                              "scale the reports print)")
+    return value
 
 
 def _near_miss(value: float, right: float) -> str:
@@ -321,9 +325,9 @@ def _unanswered(where: str) -> Verdict:
 
 def check_ndcg_single_target(answer: object, rank: int, k: int = 10) -> Verdict:
     """nDCG@k of a list whose only relevant document (grade 1) is at ``rank``: 1/log2(rank + 1)."""
-    value = _number(answer)
-    if value is None:
-        return _unanswered("`answer_1`")
+    value = _number(answer, "`answer_1`")
+    if isinstance(value, Verdict):
+        return value
     right = 1 / math.log2(rank + 1) if rank <= k else 0.0
     if _on_scale(value, right):
         return Verdict(True, f"DCG = 1/log2({rank} + 1) = {right:.4f}; the ideal DCG of one relevant document is "
@@ -375,7 +379,7 @@ def check_template(answer: object, family: str = "e5-mistral", benchmark: str = 
     if not isinstance(answer, str) or not answer.strip():
         return _unanswered("`answer_4` (a template name)")
     template = default_template(family, benchmark)
-    if answer.strip() in (template.name, template.query):
+    if answer.strip() == template.query or answer.strip().lower() == template.name:
         return Verdict(True, f"{template.name}: query {template.query!r}, documents {template.doc!r}. Why: the kit "
                              f"gives each model family the text the authors' code gave it ({template.source}). "
                              + WHY_TEMPLATE.get(family, template.description))
@@ -395,9 +399,9 @@ def check_robustness(answer: object, table: pd.DataFrame, value: str = "nDCG@10"
     kit computes it (:func:`instir.metrics.robustness.robustness`)."""
     from instir.metrics.robustness import robustness
 
-    number = _number(answer)
-    if number is None:
-        return _unanswered("`answer_3`")
+    number = _number(answer, "`answer_3`")
+    if isinstance(number, Verdict):
+        return number
     per_query = table.rename(columns={value: "value"}).assign(measure=value)[["qid", "measure", "value"]]
     right = float(robustness(per_query, dict(zip(table["qid"], table["group"])))["value"].iloc[0])
     if _on_scale(number, right):
@@ -439,17 +443,17 @@ def check_pmrr_change(answer: object, r_og: int = 2, r_new: int = 5) -> Verdict:
     (original instruction) to ``r_new`` (changed), by the kit's own arithmetic (mteb's)."""
     from instir.metrics.pmrr import rank_score
 
-    value = _number(answer)
-    if value is None:
-        return _unanswered("`answer_6` (a number)")
+    value = _number(answer, "`answer_6` (a number)")
+    if isinstance(value, Verdict):
+        return value
     right = float(rank_score(np.array([r_og]), np.array([r_new]))[0])
-    if math.isclose(value, right, abs_tol=5e-4):
+    if _on_scale(value, right):
         moved = "moved down" if r_new > r_og else "moved up or stayed"
         return Verdict(True, f"it {moved} ({r_og} → {r_new}): {right:.4f}"
                              + (f" = 1 − {r_og}/{r_new}, positive." if r_new > r_og else "."))
     hints = [(r_new / r_og - 1, "that is the moved-up formula, R_new / R_og − 1; this document moved down"),
              (-right, "right size, wrong sign: moving down is positive"), (r_og / r_new, "that is R_og / R_new alone")]
-    hint = next((h for wrong, h in hints if math.isclose(value, wrong, abs_tol=5e-4)), "")
+    hint = _near_miss(value, right) or _mistake(value, hints)
     return Verdict(False, f"{value:g} is not it{': ' + hint if hint else ''}. Down: 1 − R_og / R_new.")
 
 
