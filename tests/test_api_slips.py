@@ -102,6 +102,8 @@ def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, r
     (lambda b, r, run: instir.instfol(run, run, "instructir-sample", "baseline"), "instfol(instructed, query_only, "
      "benchmark, judge) takes a Benchmark"),
     (lambda b, r, run: instir.compare_to_papers(None, None), "compare_to_papers(reproduced, …) takes a DataFrame"),
+    (lambda b, r, run: instir.Run({"q1": {"d1": 1.0}}), "Run takes a DataFrame with columns qid, docid, score, got a "
+     "dict; for {qid: {docid: score}}: Run.from_scores(...)"),  # the pytrec_eval / ranx shape
 ])
 def test_a_wrong_type_given_to_a_public_function_is_one_line_naming_the_argument(instructir_sample, runs, call,
                                                                                   said, tmp_path, monkeypatch):

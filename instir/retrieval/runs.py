@@ -194,6 +194,9 @@ def _canonical(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Sort like trec_eval (float32 score desc, docid desc), 1-based ranks, strictly
     decreasing float32 scores per query; queries keep their first-appearance order. Also returns, a bit a row,
     where a tie was broken (the row's float32 score equalled the one before it)."""
+    if not isinstance(df, pd.DataFrame):
+        raise UsageError(f"Run takes a DataFrame with columns qid, docid, score, got a {type(df).__name__}"
+                         + ("; for {qid: {docid: score}}: Run.from_scores(...)" if isinstance(df, Mapping) else ""))
     missing = [c for c in ("qid", "docid", "score") if c not in df.columns]
     if missing:
         raise ValueError(f"a run needs columns qid, docid, score; missing {missing}")
