@@ -161,9 +161,15 @@ class Scorer:
         return scores
 
     def group_minima(self, per_query: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
-        """Each Robustness measure's minimum per group (:func:`instir.metrics.robustness.group_minima`)."""
+        """Each Robustness measure's minimum per group (:func:`instir.metrics.robustness.group_minima`), warned when
+        every group holds one query (InstructIR's query-only setting): each minimum is then the query's own value."""
         bases = [str(m.base) for m in self.robust]
-        return robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
+        minima = robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
+        if len(minima) and (minima["n_queries"] == 1).all():
+            warnings.warn(f"every query group holds one query here, so {', '.join(m.name for m in self.robust)} is "
+                          f"the mean of {', '.join(bases)}: a worst case over instructions needs groups of several "
+                          "(the instructed setting)", UserWarning, stacklevel=3)
+        return minima
 
     def group_values(self, run: RunLike) -> pd.DataFrame | None:
         """Each group measure per group (:meth:`~instir.metrics.measures.GroupMeasure.per_group`):

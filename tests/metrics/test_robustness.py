@@ -76,3 +76,21 @@ def test_ndcg_robustness_is_spelled_as_instructir_prints_it_and_others_keep_thei
     assert label("RR@10") == "Robustness(RR@10)"
     assert label("nDCG@20[ifir-native]") == "Robustness(nDCG@20[ifir-native])"
     assert canonical_measure(label("nDCG@10")) == ("Robustness@10", "")
+
+
+def test_robustness_where_every_group_holds_one_query_is_said_to_be_the_mean_of_its_measure():
+    # before, InstructIR's query-only setting (each query its own group) gave Robustness@10 = nDCG@10 without a word
+    import warnings
+
+    import instir
+    from instir.benchmarks import load_benchmark
+
+    alone = load_benchmark("instructir-sample", "query-only")
+    with pytest.warns(UserWarning, match="every query group holds one query here, so Robustness@10 is the mean of "
+                                         "nDCG@10"):
+        values = instir.evaluate(alone, instir.retrieve(alone, "bm25", k=10), ["nDCG@10", "Robustness@10"])
+    assert values["nDCG@10"] == values["Robustness@10"]
+    grouped = load_benchmark("instructir-sample")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        instir.evaluate(grouped, instir.retrieve(grouped, "bm25", k=10), ["Robustness@10"])
