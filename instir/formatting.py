@@ -241,7 +241,10 @@ def get_template(name: str) -> Template:
     expect(name, str, "get_template(name)")
     found = _REGISTRY.get(name) or _templates().get(name)
     if found is None:
-        raise unknown("template", name, list_templates())
+        settings = {setting for family in catalog.families() for setting in catalog.family(family).settings}
+        raise unknown("template", name, list_templates(), more=(
+            f" ({name!r} is a benchmark setting: load_benchmark(name, {name!r}); a run takes its family's template "
+            "when none is named)" if name in settings else ""))
     return found
 
 

@@ -111,3 +111,14 @@ def test_a_wrong_type_given_to_a_public_function_is_one_line_naming_the_argument
     monkeypatch.chdir(tmp_path)
     with raises_saying(UserError, said):
         call(instructir_sample, make_retriever("bm25"), runs["instructed"])
+
+
+def test_a_setting_given_as_a_template_is_said_to_be_a_setting():
+    # before, retrieve(benchmark, bm25, "instructed") answered only "did you mean 'instructir'", the wrong template
+    # on an IFIR benchmark
+    with raises_saying(UserError, "'instructed' is a benchmark setting: load_benchmark(name, 'instructed'); a run "
+                                  "takes its family's template when none is named"):
+        instir.get_template("instructed")
+    with pytest.raises(UserError) as err:
+        instir.get_template("instructr")
+    assert "is a benchmark setting" not in str(err.value)
