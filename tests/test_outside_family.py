@@ -6,6 +6,7 @@ and its group measure is computed by the one scoring path; both are checked agai
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from instir.benchmarks import catalog, load_benchmark
 from instir.cli import main
 from instir.errors import UsageError, UserError
 from instir.formatting import get_template
+from instir.metrics.measures import parse_measure
 from instir.retrieval import retrieve, write_run
 from instir.systems import build_system
 
@@ -303,3 +305,46 @@ def test_a_run_without_a_depth_takes_its_familys(trio, tmp_path):
     assert {p.k for p in plan_runs(["trio-sample"], ["bm25"], k=3)} == {3}
     planned = plan_runs(["followir-sample/core17", "instructir-sample"], ["bm25"], variants=["instructed"])
     assert [p.k for p in planned] == [1000, 100]  # FollowIR's authors' depth; a family without one: the kit's 100
+
+
+@pytest.fixture
+def outside(tmp_path, monkeypatch):
+    """A copy of the Trio folder in ``tmp_path`` (its spec changed by ``(old, new)`` pairs) registered through
+    INSTIR_FAMILIES; the catalog read again after the test."""
+    def register(*changes, folder=tmp_path):
+        shutil.copytree(TRIO, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        text = (folder / "trio.toml").read_text(encoding="utf-8")
+        for old, new in changes:
+            assert old in text
+            text = text.replace(old, new)
+        (folder / "trio.toml").write_text(text, encoding="utf-8")
+        monkeypatch.setenv(catalog.FAMILIES_VAR, str(folder))
+        catalog.reload()
+        return folder
+    yield register
+    monkeypatch.delenv(catalog.FAMILIES_VAR, raising=False)
+    catalog.reload()
+
+
+def test_a_plugin_group_measure_that_reads_a_standard_measures_name_is_refused_naming_its_spec_and_class(outside):
+    folder = outside(('group_measures = ["trio_measures.py:Swing"]', 'group_measures = ["greedy.py:Greedy"]'))
+    text = (folder / "trio_measures.py").read_text(encoding="utf-8")
+    (folder / "greedy.py").write_text(text.replace('r"swing@', 'r"ndcg@').replace("class Swing", "class Greedy"),
+                                      encoding="utf-8")
+    # before, the plugin's class read nDCG@10 for every family (InstructIR's nDCG@10 became the plugin's number)
+    with pytest.raises(UsageError, match=r"trio\.toml:23: group measure Greedy reads 'nDCG@10', the name of the "
+                                         r"kit's nDCG@10$"):
+        parse_measure("nDCG@10")
+
+
+@pytest.mark.parametrize("entry, problem", [
+    ("trio_measures.py:Nope", "'trio_measures.py' defines no 'Nope'"),
+    ("nofile.py:Swing", "no module 'nofile.py'"),
+    ("trio_measures.py", "should be 'module:Class'"),
+    ("instir.metrics.nomodule:PMRR", "no module 'instir.metrics.nomodule'"),
+])
+def test_a_group_measure_entry_naming_no_class_is_refused_when_the_spec_is_read(outside, entry, problem):
+    outside(('group_measures = ["trio_measures.py:Swing"]', f'group_measures = ["{entry}"]'))
+    # before, the spec was read; scoring any benchmark, a bundled one too, then ended in a traceback
+    with pytest.raises(UsageError, match=rf"trio\.toml:23: field 'group_measures': {re.escape(problem)}, got"):
+        catalog.families()

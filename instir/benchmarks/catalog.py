@@ -14,6 +14,7 @@ named by an installed package's ``instir.families`` entry point, or found in a f
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.metadata
@@ -272,7 +273,7 @@ def spec_at(spec_file: Path | None, *keys: str | int, text: str | None = None) -
 
 def _module(name: str, spec_file: Path | None, field: str = "loader") -> ModuleType:
     """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own); a
-    missing file is one line naming the spec and its ``field``."""
+    missing file is one line naming the spec and its ``field``, and so is a module that fails to import."""
     if not name.endswith(".py"):
         return importlib.import_module(name)
     path = (spec_file.parent if spec_file else Path.cwd()) / name
@@ -286,6 +287,27 @@ def _module(name: str, spec_file: Path | None, field: str = "loader") -> ModuleT
         sys.modules[key] = module
         found.loader.exec_module(module)
     return sys.modules[key]
+
+
+def _defines(name: str, spec_file: Path | None) -> set[str] | None:
+    """The names a module a spec names (a module's name, or a ``.py`` file beside the spec) binds at its top level
+    (classes, functions, imports), read without running it; None when there is no such module."""
+    path = (spec_file.parent if spec_file else Path.cwd()) / name
+    if not name.endswith(".py"):
+        try:
+            found = importlib.util.find_spec(name)
+        except (ImportError, ValueError):  # a missing parent package, a name such as ".x"
+            found = None
+        path = Path(found.origin) if found and found.origin else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        body = ast.parse(path.read_bytes()).body
+    except (SyntaxError, ValueError):
+        return set()
+    return {node.name for node in body if isinstance(node, (ast.ClassDef, ast.FunctionDef))} | {
+        alias.asname or alias.name for node in body if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names}
 
 
 #: A non-empty text, a whole number of 0 or more, of 1 or more (a spec's values, strictly typed: TOML's 1 is no
@@ -502,6 +524,13 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
     if pair is not None and not set(pair) <= set(variants):
         raise UsageError(f"{at('pair')}: field 'pair': two of the variants ({', '.join(variants)}), got "
                          f"{quoted(raw['pair'])}")
+    for i, item in enumerate(raw.get("group_measures", ())):  # checked now: a name read later asks every family's
+        module, _, kind = item.partition(":")
+        bound = _defines(module, spec_file)
+        problem = ("should be 'module:Class'" if not kind.isidentifier() else f"no module {quoted(module)}"
+                   if bound is None else f"{quoted(module)} defines no {quoted(kind)}" if kind not in bound else "")
+        if problem:
+            raise UsageError(f"{at('group_measures', i)}: field 'group_measures': {problem}, got {quoted(item)}")
     if "forms" in raw.get("derived", ()) and forms is None:
         raise UsageError(f"{at('derived')}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}

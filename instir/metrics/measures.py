@@ -279,6 +279,27 @@ def parse_measure(value: object) -> Measure:
             return standard(value)
         raise UsageError(f"a measure is a name such as 'nDCG@10' or an ir_measures measure, got {quoted(value)}")
     text = value.strip()
+    try:
+        kit, refused = _kit_measure(text), None
+    except UsageError as err:
+        kit, refused = None, err
+    for name in catalog.families():
+        spec = catalog.family(name)
+        for kind in spec.group_measure_classes():
+            grouped = kind.parse(text)
+            if grouped is not None and kit is not None:  # a plugin's class would change every family's numbers
+                raise UsageError(f"{spec.at('group_measures')}: group measure {kind.__qualname__} reads "
+                                 f"{quoted(text)}, the name of the kit's {kit.name}")
+            if grouped is not None:
+                return grouped
+    if kit is None:
+        raise refused
+    return kit
+
+
+def _kit_measure(text: str) -> Measure:
+    """The measure the kit itself reads in a name (its own or ir-measures'; a form's of any), one
+    :class:`UsageError` when it reads none."""
     robust = _ROBUSTNESS.match(text)
     if robust:
         try:
@@ -291,11 +312,6 @@ def parse_measure(value: object) -> Measure:
     instfol = _INSTFOL.match(text)
     if instfol:
         return InstFol(int(instfol[1]))
-    for name in catalog.families():
-        for kind in catalog.family(name).group_measure_classes():
-            grouped = kind.parse(text)
-            if grouped is not None:
-                return grouped
     form = _FORM.match(text)
     if form:
         return Form(parse_measure(form[1]), form[2])
