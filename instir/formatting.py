@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark, Doc, Query
-from instir.errors import UsageError, expect, unknown
+from instir.errors import UsageError, expect, quoted, unknown
 
 #: A format: one format string, or an (instruction, text) pair of format strings.
 Format = str | tuple[str, str]
@@ -173,10 +173,14 @@ def _format(value: str | list[str] | None) -> Format | None:
 def _family_templates() -> dict[str, Template]:
     """The templates of every benchmark family's spec, each with the spec's ``template_source``: read from the
     catalog at each call (a family registered later, from outside the package, brings its templates)."""
-    out = {}
+    out, defined = {}, dict.fromkeys((t.name for t in _KIT), "the kit's templates (instir/formatting.py)")
     for name in catalog.families():
         fam = catalog.family(name)
         for i, spec in enumerate(fam.template_formats):
+            if spec["name"] in defined:  # one would silently replace the other, for every family
+                raise UsageError(f"{fam.at('template', i, 'name')}: field 'template': a template "
+                                 f"{quoted(spec['name'])} is already defined by {defined[spec['name']]}")
+            defined[spec["name"]] = fam.spec_file
             try:
                 out[spec["name"]] = Template(spec["name"], spec["family"], spec["description"],
                                              _format(spec["query"]), doc=_format(spec.get("doc", "{text}")),

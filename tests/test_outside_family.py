@@ -348,3 +348,14 @@ def test_a_group_measure_entry_naming_no_class_is_refused_when_the_spec_is_read(
     # before, the spec was read; scoring any benchmark, a bundled one too, then ended in a traceback
     with pytest.raises(UsageError, match=rf"trio\.toml:23: field 'group_measures': {re.escape(problem)}, got"):
         catalog.families()
+
+
+@pytest.mark.parametrize("name, other", [("instructir", r"instir/benchmarks/families/instructir\.toml"),
+                                         ("query-only", r"the kit's templates \(instir/formatting\.py\)")])
+def test_a_plugin_template_named_as_a_bundled_one_is_refused_naming_both_files(outside, name, other):
+    outside(('name = "trio-instruction-only"', f'name = "{name}"'),
+            ('instruction-only = "trio-instruction-only"', f'instruction-only = "{name}"'))
+    # before, the plugin's template silently replaced InstructIR's (or the kit's stood in for the plugin's)
+    with pytest.raises(UsageError, match=rf"trio\.toml:\d+: field 'template': a template '{name}' is already "
+                                         rf"defined by .*{other}$"):
+        get_template("instructir")
