@@ -359,3 +359,51 @@ def test_a_plugin_template_named_as_a_bundled_one_is_refused_naming_both_files(o
     with pytest.raises(UsageError, match=rf"trio\.toml:\d+: field 'template': a template '{name}' is already "
                                          rf"defined by .*{other}$"):
         get_template("instructir")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("ifir-sample.toml", r"ifir-sample\.toml: a benchmark family 'ifir-sample' is already defined by "
+                         r".*instir/benchmarks/families/ifir\.toml$"),
+    ("IFIR.toml", r"IFIR\.toml: a family's name \(its file's\) is lower-case ASCII letters, .* got 'IFIR'$"),
+    ("new ir.toml", r"got 'new ir'$"),
+    ("newir\u200b.toml", r"got 'newir\\u200b'$"),
+    ("ifir\u0307.toml", r"got 'ifir\\u0307'$"),
+    ("-x.toml", r"got '-x'$"),
+])
+def test_a_family_file_named_as_a_bundled_benchmark_or_outside_the_name_rule_is_refused(outside, tmp_path, spec,
+                                                                                          message):
+    folder = outside(folder=tmp_path / "plug")
+    (folder / "trio.toml").rename(folder / spec)
+    catalog.reload()
+    # before, the name was taken: ifir-sample/fiqa became the plugin's, IFIR a second family beside ifir
+    with pytest.raises(UsageError, match=message):
+        catalog.families()
+
+
+def test_a_plugin_sample_named_as_a_bundled_one_is_refused_naming_both_files(outside):
+    outside(('sample = "trio-sample"', 'sample = "instructir-sample"'))
+    # before, instructir-sample loaded the plugin's family
+    with pytest.raises(UsageError, match=r"trio\.toml:12: the sample 'instructir-sample' is already defined by "
+                                         r".*instir/benchmarks/families/instructir\.toml$"):
+        catalog.families()
+
+
+def test_a_linked_spec_is_named_as_the_file_it_links_to_and_checked_by_that_name(outside, tmp_path, monkeypatch):
+    target = outside(folder=tmp_path / "target")
+    (target / "trio.toml").rename(target / "instructir.toml")
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "mine.toml").symlink_to(target / "instructir.toml")
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path / "plug"))
+    catalog.reload()
+    # before, the check passed for 'mine' and the family was named 'instructir': it replaced InstructIR's benchmark
+    with pytest.raises(UsageError, match=r"target/instructir\.toml: a benchmark family 'instructir' is already "
+                                         r"defined by .*instir/benchmarks/families/instructir\.toml$"):
+        catalog.families()
+
+
+def test_a_folder_named_twice_in_the_environment_is_one_family(outside, monkeypatch):
+    folder = outside()
+    monkeypatch.setenv(catalog.FAMILIES_VAR, f"{folder}{os.pathsep}{folder}{os.sep}")
+    catalog.reload()
+    # before, 'a benchmark family trio is already defined by' the same file
+    assert catalog.families().count("trio") == 1

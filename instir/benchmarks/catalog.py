@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -578,7 +579,7 @@ def _spec_files() -> list[Path]:
         if not Path(folder).is_dir():
             raise UsageError(f"{FAMILIES_VAR}: {quoted(folder)} is not a folder")
         files += sorted(Path(folder).glob("*.toml"))
-    return files
+    return list(dict.fromkeys(path.resolve() for path in files))  # a folder named twice is read once
 
 
 @cache
@@ -592,19 +593,29 @@ def _spec(path: Path, text: str) -> Family:
     return _family(path.stem, raw, path, text)
 
 
+#: A family's name (its spec file's, a link's target's): a name on a command line, in a path and in a report.
+FAMILY_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+
+
 @cache
 def _families() -> dict[str, Family]:
     loaded: dict[str, Family] = {}
+    taken: dict[str, Path] = {}  # every family's and sample's name, in lower case: a name of the catalog once
     for path in _spec_files():
-        name = path.stem
-        if name in loaded:
-            raise UsageError(f"{path}: a benchmark family {quoted(name)} is already defined by "
-                             f"{loaded[name].spec_file}")
+        if not FAMILY_NAME.fullmatch(path.stem):
+            raise UsageError(f"{path}: a family's name (its file's) is lower-case ASCII letters, digits, '-' and '_' "
+                             f"from a letter on, got {ascii(path.stem)}")
+        if path.stem in taken:
+            raise UsageError(f"{path}: a benchmark family {quoted(path.stem)} is already defined by {taken[path.stem]}")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise UsageError(f"{path}: not a readable family spec: {err}") from None
-        loaded[name] = _spec(path.resolve(), text)
+        fam = loaded[path.stem] = _spec(path, text)
+        if fam.sample and fam.sample.lower() in (*taken, fam.name):
+            raise UsageError(f"{spec_at(path, 'sample')}: the sample {quoted(fam.sample)} is already defined by "
+                             f"{taken.get(fam.sample.lower(), path)}")
+        taken.update({key: path for key in (fam.name, fam.sample.lower()) if key})
     order = sorted(loaded, key=lambda name: (loaded[name].order, name))
     return {name: loaded[name] for name in order}
 
