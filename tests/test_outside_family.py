@@ -338,15 +338,15 @@ def test_a_plugin_group_measure_that_reads_a_standard_measures_name_is_refused_n
 
 
 @pytest.mark.parametrize("entry, problem", [
-    ("trio_measures.py:Nope", "'trio_measures.py' defines no 'Nope'"),
-    ("nofile.py:Swing", "no module 'nofile.py'"),
-    ("trio_measures.py", "should be 'module:Class'"),
+    ("trio_measures.py:Nope", "should be 'module:Class' of a class the module defines, got 'trio_measures.py:Nope'"),
+    ("trio_measures.py", "should be 'module:Class' of a class the module defines, got 'trio_measures.py'"),
+    ("nofile.py:Swing", "no module file 'nofile.py' beside the spec"),
     ("instir.metrics.nomodule:PMRR", "no module 'instir.metrics.nomodule'"),
 ])
 def test_a_group_measure_entry_naming_no_class_is_refused_when_the_spec_is_read(outside, entry, problem):
     outside(('group_measures = ["trio_measures.py:Swing"]', f'group_measures = ["{entry}"]'))
     # before, the spec was read; scoring any benchmark, a bundled one too, then ended in a traceback
-    with pytest.raises(UsageError, match=rf"trio\.toml:23: field 'group_measures': {re.escape(problem)}, got"):
+    with pytest.raises(UsageError, match=rf"trio\.toml:23: field 'group_measures': {re.escape(problem)}$"):
         catalog.families()
 
 
@@ -407,3 +407,24 @@ def test_a_folder_named_twice_in_the_environment_is_one_family(outside, monkeypa
     catalog.reload()
     # before, 'a benchmark family trio is already defined by' the same file
     assert catalog.families().count("trio") == 1
+
+
+def test_a_loader_module_that_is_not_there_is_one_line_naming_the_specs_loader_field(outside):
+    outside(('loader = "trio_loader.py"', 'loader = "instir.benchmarks.trio_loader"'))
+    # before, a 37-line ModuleNotFoundError when a benchmark was loaded
+    with pytest.raises(UsageError,
+                       match=r"trio\.toml:10: field 'loader': no module 'instir\.benchmarks\.trio_loader'$"):
+        catalog.families()
+
+
+def test_a_loader_that_fails_to_import_is_one_line_and_imports_once_fixed(outside):
+    folder = outside()
+    good = (folder / "trio_loader.py").read_text(encoding="utf-8")
+    (folder / "trio_loader.py").write_text("raise RuntimeError('typo in my loader')\n" + good, encoding="utf-8")
+    with pytest.raises(UsageError, match=r"trio\.toml:10: field 'loader': 'trio_loader\.py' fails to import: "
+                                         r"RuntimeError: typo in my loader$"):
+        load_benchmark("trio-sample")
+    (folder / "trio_loader.py").write_text(good, encoding="utf-8")
+    catalog.reload()
+    # before, the half-imported module stayed in sys.modules: the fixed loader's load was never found
+    assert len(load_benchmark("trio-sample").queries) == 9

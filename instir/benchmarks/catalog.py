@@ -273,26 +273,30 @@ def spec_at(spec_file: Path | None, *keys: str | int, text: str | None = None) -
 
 
 def _module(name: str, spec_file: Path | None, field: str = "loader") -> ModuleType:
-    """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own); a
-    missing file is one line naming the spec and its ``field``, and so is a module that fails to import."""
-    if not name.endswith(".py"):
-        return importlib.import_module(name)
-    path = (spec_file.parent if spec_file else Path.cwd()) / name
-    key = f"instir_family_{path.stem}_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    """A module by name, or a ``.py`` file beside ``spec_file`` (imported once, under a name of its own); a missing
+    module, or one that fails to import (left out of ``sys.modules``, to import again once fixed), is one line naming
+    the spec and its ``field``."""
+    path = _source(name, spec_file, field)
+    key = f"instir_family_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}" if name.endswith(
+        ".py") else name
     if key not in sys.modules:
-        found = importlib.util.spec_from_file_location(key, path)
-        if found is None or not path.is_file():
-            raise UsageError(f"{spec_at(spec_file, field)}: field {field!r}: no module file {quoted(name)} beside "
-                             "the spec")
-        module = importlib.util.module_from_spec(found)
-        sys.modules[key] = module
-        found.loader.exec_module(module)
+        try:
+            if key == name:
+                importlib.import_module(name)
+            else:
+                found = importlib.util.spec_from_file_location(key, path)
+                sys.modules[key] = importlib.util.module_from_spec(found)
+                found.loader.exec_module(sys.modules[key])
+        except Exception as err:
+            sys.modules.pop(key, None)
+            raise UsageError(f"{spec_at(spec_file, field)}: field {field!r}: {quoted(name)} fails to import: "
+                             f"{type(err).__name__}: {err}") from err
     return sys.modules[key]
 
 
-def _defines(name: str, spec_file: Path | None) -> set[str] | None:
-    """The names a module a spec names (a module's name, or a ``.py`` file beside the spec) binds at its top level
-    (classes, functions, imports), read without running it; None when there is no such module."""
+def _source(name: str, spec_file: Path | None, *keys: str | int) -> Path:
+    """The file of a module a spec's value at ``keys`` names (a module's name, or a ``.py`` file beside the spec),
+    found without running it; none is one line naming the spec's line and field."""
     path = (spec_file.parent if spec_file else Path.cwd()) / name
     if not name.endswith(".py"):
         try:
@@ -301,7 +305,13 @@ def _defines(name: str, spec_file: Path | None) -> set[str] | None:
             found = None
         path = Path(found.origin) if found and found.origin else None
     if path is None or not path.is_file():
-        return None
+        said = f"no module file {quoted(name)} beside the spec" if name.endswith(".py") else f"no module {quoted(name)}"
+        raise UsageError(f"{spec_at(spec_file, *keys)}: field {keys[0]!r}: {said}")
+    return path.resolve()
+
+
+def _defines(path: Path) -> set[str]:
+    """The names a module's file binds at its top level (classes, functions, imports), read without running it."""
     try:
         body = ast.parse(path.read_bytes()).body
     except (SyntaxError, ValueError):
@@ -525,13 +535,12 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
     if pair is not None and not set(pair) <= set(variants):
         raise UsageError(f"{at('pair')}: field 'pair': two of the variants ({', '.join(variants)}), got "
                          f"{quoted(raw['pair'])}")
+    _source(raw["loader"], spec_file, "loader")
     for i, item in enumerate(raw.get("group_measures", ())):  # checked now: a name read later asks every family's
         module, _, kind = item.partition(":")
-        bound = _defines(module, spec_file)
-        problem = ("should be 'module:Class'" if not kind.isidentifier() else f"no module {quoted(module)}"
-                   if bound is None else f"{quoted(module)} defines no {quoted(kind)}" if kind not in bound else "")
-        if problem:
-            raise UsageError(f"{at('group_measures', i)}: field 'group_measures': {problem}, got {quoted(item)}")
+        if not kind.isidentifier() or kind not in _defines(_source(module, spec_file, "group_measures", i)):
+            raise UsageError(f"{at('group_measures', i)}: field 'group_measures': should be 'module:Class' of a class "
+                             f"the module defines, got {quoted(item)}")
     if "forms" in raw.get("derived", ()) and forms is None:
         raise UsageError(f"{at('derived')}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
