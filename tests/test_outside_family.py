@@ -73,7 +73,7 @@ def test_notebook_01_lists_every_family_from_its_spec_the_outside_one_too(trio):
 
     listed = Exploration.families().splitlines()
     assert len(listed) == len(catalog.families()) and listed[-1].startswith("- **Trio** (a test family")
-    assert listed[-1].endswith("every topic in three forms: the original instruction, a changed and a reversed one")
+    assert listed[-1].endswith(r"every topic in three forms\: the original instruction, a changed and a reversed one")
     assert [line.split("**")[1] for line in listed] == [catalog.family(f).printed for f in catalog.families()]
 
 
@@ -428,3 +428,13 @@ def test_a_loader_that_fails_to_import_is_one_line_and_imports_once_fixed(outsid
     catalog.reload()
     # before, the half-imported module stayed in sys.modules: the fixed loader's load was never found
     assert len(load_benchmark("trio-sample").queries) == 9
+
+
+def test_markup_in_a_plugins_about_reaches_notebook_01_as_text(outside):
+    outside(('about = """every topic', 'about = """<img src=x onerror=alert(1)> [x](javascript:alert(1)) every topic'))
+    from instir.stages.explore import Exploration
+
+    listed = Exploration.families().splitlines()[-1]
+    # before, the raw <img onerror=…> and the javascript: link reached the page's HTML
+    assert "<img" not in listed and "](javascript:" not in listed
+    assert r"&lt;img src\=x onerror\=alert\(1\)&gt; \[x\]" in listed

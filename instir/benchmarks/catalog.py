@@ -150,7 +150,7 @@ class Family:
     spec_file: Path | None = None
     order: int = 99
     depth: int | None = None
-    #: what the family measures and how its queries come, in a few sentences of Markdown (notebook 01's list)
+    #: what the family measures and how its queries come, in a few sentences of text (notebook 01's list)
     about: str = ""
     variant_templates: Mapping[str, str] = field(default_factory=dict)
 

@@ -79,7 +79,7 @@ class Exploration:
         items = []
         for name in catalog.families():
             fam = catalog.family(name)
-            about = f": {fam.about}" if fam.about else ""
+            about = f": {markdown_text(fam.about)}" if fam.about else ""  # text, as every spec value: no markup
             items.append(f"- **{markdown_text(fam.printed)}** ({markdown_text(fam.paper)}){about}")
         return "\n".join(items)
 
