@@ -493,10 +493,12 @@ def _batch_environment() -> contextlib.AbstractContextManager[None]:
     """The environment kernels inherit while they run: progress bars off, the kit's and the
     libraries' (:data:`instir.progress.QUIET_BARS`; they would only clutter the HTML), and
     ``MPLBACKEND`` unset, because a backend such as ``Agg`` (common in CI and test setups) stops
-    ipykernel from choosing the inline backend, so the figures would be missing from the reports."""
+    ipykernel from choosing the inline backend, so the figures would be missing from the reports; the
+    families' folders absolute (the kernels run in the report's folder)."""
+    from instir.benchmarks.catalog import FAMILIES_VAR, families_var
     from instir.progress import ENV_VAR, QUIET_BARS, environment
 
-    return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None})
+    return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None, FAMILIES_VAR: families_var() or None})
 
 
 def kernel_arguments(kernel: str) -> list[str]:

@@ -450,3 +450,24 @@ def test_each_notebook_is_handed_only_the_parameters_its_cell_declares(tmp_path,
     assert handed["02_retrieval.ipynb"]["k"] == 7
     assert set(handed["04_judge_validation.ipynb"]) == {"judge_backend", "benchmarks", "out_dir"}
     assert set(handed["05_paper_tables.ipynb"]) == {"out_dir"}
+
+
+def test_a_relative_families_folder_reaches_the_kernels_absolute(tmp_path, monkeypatch):
+    import papermill
+
+    from instir.benchmarks.catalog import FAMILIES_VAR
+
+    seen = {}
+
+    def execute(*args, cwd, **kwargs):
+        seen["families"], seen["cwd"] = os.environ.get(FAMILIES_VAR), cwd
+        raise RuntimeError("stop here")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "families").mkdir()
+    monkeypatch.setenv(FAMILIES_VAR, "families")
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
+    # before, the kernels got 'families', read from the report's folder they run in: no family was found
+    assert seen == {"families": str(tmp_path / "families"), "cwd": str(tmp_path / "reports" / "r")}

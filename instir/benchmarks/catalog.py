@@ -584,11 +584,18 @@ def _spec_files() -> list[Path]:
             files.append(Path(point.load()))
         except Exception as err:  # a broken plug-in is named, not a traceback in every command
             raise UsageError(f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP}): {err}") from None
-    for folder in filter(None, os.environ.get(FAMILIES_VAR, "").split(os.pathsep)):
+    for folder in filter(None, families_var().split(os.pathsep)):
         if not Path(folder).is_dir():
             raise UsageError(f"{FAMILIES_VAR}: {quoted(folder)} is not a folder")
         files += sorted(Path(folder).glob("*.toml"))
     return list(dict.fromkeys(path.resolve() for path in files))  # a folder named twice is read once
+
+
+def families_var() -> str:
+    """:data:`FAMILIES_VAR`'s folders made absolute: what the catalog reads, and what a process that starts elsewhere
+    (a kernel in the report's folder, a Ray worker) is handed, so a relative folder names the same one there."""
+    return os.pathsep.join(str(Path(folder).absolute()) for folder in os.environ.get(FAMILIES_VAR, "").split(
+        os.pathsep) if folder)
 
 
 @cache

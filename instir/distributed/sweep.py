@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instir.benchmarks.catalog import FAMILIES_VAR
+from instir.benchmarks.catalog import FAMILIES_VAR, families_var
 from instir.distributed.cells import CellResult, collect, import_collect, one_line, run_cell, write_summary
 from instir.distributed.grid import Grid
 from instir.errors import UserError
@@ -86,7 +86,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     if address is None:  # "local": a new instance even where another one runs on this machine
         options["num_cpus"] = num_cpus
     elif os.environ.get(FAMILIES_VAR):
-        options["runtime_env"] = {"env_vars": {FAMILIES_VAR: os.environ[FAMILIES_VAR]}}
+        options["runtime_env"] = {"env_vars": {FAMILIES_VAR: families_var()}}
     start_with_retries(lambda: ray.init(**options))
     try:
         yield

@@ -89,3 +89,12 @@ def test_a_start_that_timed_out_is_tried_again_and_any_other_failure_is_raised(r
     with pytest.raises(RuntimeError, match="no such address"), ray_session("auto"):
         pass
     assert [name for name, _ in ray.calls] == ["init"]
+
+
+def test_a_cluster_gets_a_relative_families_folder_absolute(ray, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(FAMILIES_VAR, "families")
+    with ray_session("auto"):
+        pass
+    # before, the workers got 'families', read from wherever each of them runs
+    assert ray.calls[0][1]["runtime_env"] == {"env_vars": {FAMILIES_VAR: str(tmp_path / "families")}}
