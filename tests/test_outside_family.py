@@ -438,3 +438,32 @@ def test_markup_in_a_plugins_about_reaches_notebook_01_as_text(outside):
     # before, the raw <img onerror=…> and the javascript: link reached the page's HTML
     assert "<img" not in listed and "](javascript:" not in listed
     assert r"&lt;img src\=x onerror\=alert\(1\)&gt; \[x\]" in listed
+
+
+@pytest.mark.parametrize("change, message", [
+    (("k1 = 1.2", "k1 = nan"), r"trio\.toml:48: field 'bm25\.k1': should be a finite number, got nan$"),
+    (("k1 = 1.2", "k1 = -5.0"), r"trio\.toml:48: field 'bm25\.k1': should be greater than or equal to 0, got -5\.0$"),
+    (("b = 0.75", "b = 1.5"), r"trio\.toml:49: field 'bm25\.b': should be less than or equal to 1, got 1\.5$"),
+    (('stemmer = "porter"', 'stemmer = "portr"'), r"trio\.toml:51: field 'bm25\.stemmer': should be 'none', "
+                                                  r"'arabic', .*, got 'portr'$"),
+    (('stopwords = "en"', 'stopwords = "klingon"'), r"trio\.toml:52: field 'bm25\.stopwords': should be 'none', "
+                                                    r"'lucene', 'en', .* or a valid list, got 'klingon'$"),
+    (('stemmer = "porter"\n', ""), r"trio\.toml:\d+: field 'bm25\.stemmer': required, and missing$"),
+])
+def test_a_bm25_table_that_bm25_cannot_run_is_refused_when_the_spec_is_read(outside, change, message):
+    outside(change)
+    # before, the spec was read: BM25 then ended in a library's traceback (nan, a stemmer, stop words, a key it
+    # lacked) or made a run of 0 rows with exit 0 (k1 = -5)
+    with pytest.raises(UsageError, match=message):
+        catalog.families()
+
+
+def test_bm25_asked_of_a_family_without_bm25_defaults_is_one_line_naming_its_spec(outside):
+    folder = outside()
+    text = (folder / "trio.toml").read_text(encoding="utf-8")
+    (folder / "trio.toml").write_text(text[:text.index("# BM25 as a family")] + text[text.index("[[template]]\nname "
+                                      '= "trio-instruction-only"'):], encoding="utf-8")
+    catalog.reload()
+    # before, a ValueError traceback naming no spec
+    with pytest.raises(UsageError, match=r"trio\.toml has no \[bm25\]: no BM25 defaults for benchmark 'trio-sample'"):
+        retrieve(load_benchmark("trio-sample"), build_system("bm25"), template=get_template("trio"), k=5)

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Annotated, Any, Literal
 
+import Stemmer
 from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 from typing_extensions import Required, TypedDict
 
@@ -368,15 +369,22 @@ class _MtebSpec(TypedDict, total=False):
     origin_query: bool
 
 
+#: What a spec's ``[bm25] stopwords`` may name besides its own words: none, Lucene's English set, or a language
+#: bm25s knows (its code); ``stemmer``: "none" or a PyStemmer algorithm (checked as the spec is read, not when BM25
+#: first runs).
+BM25_STOPWORDS = ("none", "lucene", "en", "en_plus", "da", "de", "es", "fr", "it", "ko", "nl", "no", "pt", "ru", "sv",
+                  "tr", "zh")
+
+
 class _Bm25Spec(TypedDict, total=False):
     """The ``[bm25]`` table: the family's BM25 as its authors ran it."""
 
     __pydantic_config__ = _STRICT
-    k1: float
-    b: float
+    k1: Required[Annotated[float, Field(ge=0, allow_inf_nan=False)]]
+    b: Required[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]]
     method: Name
-    stemmer: Name
-    stopwords: Name | list[Name]  # a language bm25s knows, "lucene", "none", or the words
+    stemmer: Required[Literal[("none", *Stemmer.algorithms())]]  # type: ignore[valid-type]
+    stopwords: Required[Literal[BM25_STOPWORDS] | list[Name]]  # type: ignore[valid-type]
     engine: Literal[BM25_ENGINES]  # type: ignore[valid-type]
     template_source: str
 

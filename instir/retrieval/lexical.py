@@ -34,6 +34,7 @@ import Stemmer
 from instir.benchmarks import catalog
 from instir.benchmarks.catalog import family_of
 from instir.benchmarks.types import Benchmark, Query
+from instir.errors import UsageError
 from instir.formatting import Template, require_text
 from instir.progress import enabled as progress_enabled
 from instir.progress import tqdm
@@ -61,8 +62,9 @@ def bm25_defaults(benchmark: Benchmark | str) -> dict:
     family = benchmark.family if isinstance(benchmark, Benchmark) else family_of(benchmark)
     name = benchmark.name if isinstance(benchmark, Benchmark) else benchmark
     defaults = catalog.family(family).bm25 if family else None
-    if not defaults:
-        raise ValueError(f"no BM25 defaults for benchmark {name!r}; pass k1, b, stemmer and stopwords")
+    if not defaults:  # a benchmark of one's own, or a family whose spec has no [bm25]
+        spec = f"{catalog.family(family).spec_file} has no [bm25]: " if family else ""
+        raise UsageError(f"{spec}no BM25 defaults for benchmark {name!r}; pass k1, b, stemmer and stopwords")
     return dict(defaults)
 
 

@@ -200,3 +200,12 @@ def test_bundled_instructir_sample_ranks_the_written_target_first():
     bare = retrieve(bench, BM25Retriever(show_progress=False), template="query-only", k=10)
     bare_top = bare.df[bare.df["rank"] == 1]
     assert sum(bench.qrels[q].get(d, 0) > 0 for q, d in zip(bare_top["qid"], bare_top["docid"])) < hits
+
+
+def test_every_stop_word_language_a_spec_may_name_is_one_bm25s_knows():
+    import bm25s
+
+    from instir.benchmarks.catalog import BM25_STOPWORDS
+
+    for name in BM25_STOPWORDS[2:]:  # past "none" and "lucene", the kit's own
+        assert bm25s.tokenize(["the cat"], stopwords=name, show_progress=False)
