@@ -467,3 +467,21 @@ def test_bm25_asked_of_a_family_without_bm25_defaults_is_one_line_naming_its_spe
     # before, a ValueError traceback naming no spec
     with pytest.raises(UsageError, match=r"trio\.toml has no \[bm25\]: no BM25 defaults for benchmark 'trio-sample'"):
         retrieve(load_benchmark("trio-sample"), build_system("bm25"), template=get_template("trio"), k=5)
+
+
+def test_a_subset_id_given_twice_is_refused_at_its_line(outside):
+    subsets = '[[subsets]]\nid = "a"\nprinted = "A"\n\n[[subsets]]\nid = "a"\nprinted = "A again"\n\n'
+    outside(("[bm25]", subsets + "[bm25]"))
+    # before, the two subsets were silently one
+    with pytest.raises(UsageError, match=r"trio\.toml:52: field 'subsets\.id': 'a' is already a subset's$"):
+        catalog.families()
+
+
+def test_a_headline_the_family_does_not_score_is_refused_before_any_run_is_scored(outside):
+    from instir.metrics.scoring import scored_measures
+
+    outside(('headline = ["Swing@3", "nDCG@3[og]"]', 'headline = ["Swing@3", "AP@1000"]'))
+    # before, the runs were scored and notebook 03 then failed with KeyError: 'n'
+    with pytest.raises(UsageError, match=r"trio\.toml:22: field 'headline': 'AP@1000' is none of the measures the "
+                                         r"family scores \(Swing@3, nDCG@3, nDCG@3\[og\], .*\)$"):
+        scored_measures(load_benchmark("trio-sample"))

@@ -552,7 +552,10 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
     if "forms" in raw.get("derived", ()) and forms is None:
         raise UsageError(f"{at('derived')}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
-    for item in raw.get("subsets", []):
+    for i, item in enumerate(raw.get("subsets", [])):
+        if item["id"] in subsets:  # one would silently stand for both
+            raise UsageError(f"{at('subsets', i, 'id')}: field 'subsets.id': {quoted(item['id'])} is already a "
+                             "subset's")
         item = dict(item)
         item.setdefault("mteb_queries", item.get("queries"))
         item["levels"] = tuple(item.get("levels", (0,)))

@@ -75,10 +75,16 @@ def _spec(name: str):
 def scored_measures(benchmark: Benchmark, measures: Sequence[object] | object | None = None, *,
                     derived: bool = True) -> list[Measure]:
     """The measures :func:`evaluate_runs` scores: those asked for (default
-    :func:`default_measures`) and, with ``derived``, what the family's spec says each brings along."""
+    :func:`default_measures`) and, with ``derived``, what the family's spec says each brings along; a spec whose
+    ``headline`` names a measure it does not score (or judge) is one line at that line, before any is scored."""
     asked = parse_measures(_as_list(measures) if measures is not None else default_measures(benchmark))
     spec = benchmark.spec
-    return with_derived(asked, spec.derived, spec.forms) if derived and spec else asked
+    scored = with_derived(asked, spec.derived, spec.forms) if derived and spec else asked
+    for i, name in enumerate(spec.headline if measures is None and derived and spec else ()):
+        if parse_measure(name).unit != "instance" and parse_measure(name) not in scored:
+            raise UsageError(f"{spec.at('headline', i)}: field 'headline': {quoted(name)} is none of the measures the "
+                             f"family scores ({', '.join(map(str, scored))})")
+    return scored
 
 
 def without_self_hits(run: RunLike) -> RunLike:
