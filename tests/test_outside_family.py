@@ -485,3 +485,12 @@ def test_a_headline_the_family_does_not_score_is_refused_before_any_run_is_score
     with pytest.raises(UsageError, match=r"trio\.toml:22: field 'headline': 'AP@1000' is none of the measures the "
                                          r"family scores \(Swing@3, nDCG@3, nDCG@3\[og\], .*\)$"):
         scored_measures(load_benchmark("trio-sample"))
+
+
+def test_reported_numbers_in_a_family_from_outside_are_refused_at_the_specs_line(outside):
+    outside(("[bm25]", '[papers]\nfile = "trio_reported.csv"\n\n[bm25]'))
+    # before, the spec was read, and every `instir evaluate --papers` then failed, the bundled families' too: the
+    # file was looked for in instir/papers/reported/
+    with pytest.raises(UsageError, match=r"trio\.toml:\d+: field 'papers\.file': a family from outside the package "
+                                         r"brings no reported numbers"):
+        catalog.families()

@@ -544,6 +544,9 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
         raise UsageError(f"{at('pair')}: field 'pair': two of the variants ({', '.join(variants)}), got "
                          f"{quoted(raw['pair'])}")
     _source(raw["loader"], spec_file, "loader")
+    if "file" in raw.get("papers", {}) and spec_file is not None and spec_file.parent != BUNDLED:
+        raise UsageError(f"{at('papers', 'file')}: field 'papers.file': a family from outside the package brings no "
+                         "reported numbers (their file and the function that shapes it live in instir/papers/)")
     for i, item in enumerate(raw.get("group_measures", ())):  # checked now: a name read later asks every family's
         module, _, kind = item.partition(":")
         if not kind.isidentifier() or kind not in _defines(_source(module, spec_file, "group_measures", i)):
@@ -586,10 +589,13 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
         depth=raw.get("depth"), about=" ".join(raw.get("about", "").split()), **frozen)
 
 
+#: The folder of the package's own family specs.
+BUNDLED = Path(str(resources.files("instir.benchmarks").joinpath("families"))).resolve()
+
+
 def _spec_files() -> list[Path]:
     """The spec files: the bundled ones, then each entry point's, then each :data:`FAMILIES_VAR` folder's."""
-    bundled = Path(str(resources.files("instir.benchmarks").joinpath("families")))
-    files = sorted(bundled.glob("*.toml"))
+    files = sorted(BUNDLED.glob("*.toml"))
     for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             files.append(Path(point.load()))
