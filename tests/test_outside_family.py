@@ -494,3 +494,17 @@ def test_reported_numbers_in_a_family_from_outside_are_refused_at_the_specs_line
     with pytest.raises(UsageError, match=r"trio\.toml:\d+: field 'papers\.file': a family from outside the package "
                                          r"brings no reported numbers"):
         catalog.families()
+
+
+def test_stored_scores_are_keyed_by_the_code_of_the_familys_group_measures(outside, tmp_path):
+    from instir.stages.evaluate import scores_key
+
+    folder = outside(folder=tmp_path / "trio")
+    run_file = tmp_path / "run.trec"
+    run_file.write_text("q1 Q0 d1 1 1.0 x\n", encoding="utf-8")
+    key = scores_key(load_benchmark("trio-sample"), run_file, "s", ["Swing@3"])
+    measures = folder / "trio_measures.py"
+    measures.write_text(measures.read_text(encoding="utf-8") + "\n# the measure fixed\n", encoding="utf-8")
+    # before, the key held the measures' names only: a fixed group measure served the old stored scores (Swing@3
+    # 16.7 against 50.0 in a fresh folder)
+    assert scores_key(load_benchmark("trio-sample"), run_file, "s", ["Swing@3"]) != key

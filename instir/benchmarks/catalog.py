@@ -187,6 +187,14 @@ class Family:
         return [getattr(_module(module, self.spec_file, "group_measures"), name)
                 for module, _, name in (path.partition(":") for path in self.group_measures)]
 
+    def measure_code(self) -> str:
+        """The sha256 of the files of the family's group measures (their modules' source), which stored scores are
+        keyed by: an edited measure (a plugin's, or the kit's in another version) scores every run anew."""
+        digest = hashlib.sha256()
+        for i, item in enumerate(self.group_measures):
+            digest.update(_source(item.partition(":")[0], self.spec_file, "group_measures", i).read_bytes())
+        return digest.hexdigest()
+
     def benchmarks(self) -> list[str]:
         """The real benchmarks' names: one per subset, or the family's own name."""
         return [f"{self.name}/{s}" for s in self.subsets] if self.subsets else [self.name]

@@ -83,14 +83,16 @@ def qrels_sha256(benchmark: Benchmark) -> str:
 
 def scores_key(benchmark: Benchmark, run_file: Path, system: str, measures: Sequence[str]) -> dict:
     """Everything a run's scores depend on: the run file's bytes, the benchmark (revision,
-    setting, queries, qrels, corpus, what its release brings that a measure reads), the system's name and the
-    measures."""
+    setting, queries, qrels, corpus, what its release brings that a measure reads), the system's name, the
+    measures and the code of the family's group measures (:meth:`~instir.benchmarks.catalog.Family.measure_code`)."""
     release = {name: benchmark.meta[name] for name in _RELEASE_READ if benchmark.meta.get(name) is not None}
+    spec = benchmark.spec
     return {"version": SCORES_VERSION, "run_sha256": atomic.file_sha256(run_file), "system": system,
             "benchmark": benchmark.name, "setting": benchmark.setting, "revision": benchmark.revision,
             "queries_sha256": queries_sha256(benchmark), "qrels_sha256": qrels_sha256(benchmark),
             "corpus_sha256": benchmark.corpus.content_hash(), "measures": list(measures),
-            **({"release_sha256": json_sha256(release)} if release else {})}
+            **({"release_sha256": json_sha256(release)} if release else {}),
+            **({"measure_code_sha256": spec.measure_code()} if spec and spec.group_measures else {})}
 
 
 def listed_run(path: Path, benchmark: Benchmark, protocol: str = "authors") -> Run | dict:
