@@ -34,7 +34,7 @@ PROTOCOLS = ("authors", "mteb")
 #: ranx's and MTEB's lower-case measure names (``ndcg@10``, ``ndcg_at_10``; MTEB's first for each) and the short
 #: ones papers print (``p@10``, ``rr@10``) -> the ir-measures names
 LOWER_CASE_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success",
-                    "rr": "RR", "r": "R", "p": "P", "ap": "AP"}
+                    "rr": "RR", "r": "R", "p": "P", "ap": "AP", "r-precision": "Rprec"}
 
 #: the tag of the IFIR authors' measures in result tables
 NATIVE_TAG = "ifir-native"
@@ -214,6 +214,8 @@ def _ir_measure(text: str) -> Any:
     import ir_measures
 
     head, cutoff = split_cutoff(text)
+    if cutoff is not None and re.fullmatch(r"-\d+", cutoff):  # ir-measures cannot read it; the depth rule says why
+        depth(int(cutoff), where=f"measure {head}@{cutoff}: the cutoff")
     spelled = LOWER_CASE_NAMES.get(head.lower(), head) + ("" if cutoff is None else f"@{cutoff}")
     try:
         return ir_measures.parse_measure(spelled)

@@ -38,7 +38,7 @@ def run(instructir_sample):
     ("p@10", Standard, "P@10"), ("rr_at_10", Standard, "RR@10"), ("ap@1000", Standard, "AP@1000"),  # papers' short
     ("Robustness@10", Robustness, "Robustness@10"), ("Robustness(RR@10)", Robustness, "Robustness(RR@10)"),
     ("robustness(nDCG@10)", Robustness, "Robustness@10"), ("nDCG@20[ifir-native]", Native, "nDCG@20[ifir-native]"),
-    ("InstFol@20", InstFol, "InstFol@20"),
+    ("InstFol@20", InstFol, "InstFol@20"), ("r-precision", Standard, "Rprec"),  # ranx's R-precision
 ])
 def test_a_measure_reads_from_every_spelling_and_names_itself_one_way(given, kind, name):
     measure = parse_measure(given)
@@ -72,10 +72,11 @@ def test_a_measure_that_cannot_be_is_quoted_as_the_user_wrote_it(bad):
 
 
 @pytest.mark.parametrize("bad", ["nDCG@0", "ndcg_cut_0", "Robustness@0", "P@10.5", "nDCG@1e9", "RR@0",
-                                 "R@100000000000000000000", "nDCG@2147483648"])
+                                 "R@100000000000000000000", "nDCG@2147483648", "nDCG@-1"])
 def test_a_cutoff_that_is_no_whole_number_of_at_least_1_is_one_line_not_an_abort(bad):
     # nDCG@0 reached pytrec_eval, whose failed C assertion killed the process (no message, no exit status of ours),
     # P@10.5 was an AssertionError traceback, and a cutoff past a C int a KeyError (pytrec_eval names it otherwise)
+    # (and nDCG@-1 ir-measures' own words: "values must be str, float, int, bool, etc.")
     with raises_saying(UsageError, "the cutoff takes a whole number of at least 1 (at most 2,147,483,647)"):
         parse_measure(bad)
     if bad.startswith("Robustness"):  # named as given
