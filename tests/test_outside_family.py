@@ -140,6 +140,49 @@ def test_an_id_of_no_form_is_refused_never_pooled(trio, tmp_path):
                                   is_sample=False)
 
 
+def test_a_query_id_twice_is_refused_by_the_example_loader_never_kept_once(trio, tmp_path):
+    # before, the example loader kept the second instance under the id silently
+    for name in ("corpus.jsonl", "qrels.tsv"):
+        (tmp_path / name).write_bytes((TRIO / "trio-sample" / name).read_bytes())
+    lines = (TRIO / "trio-sample" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "queries.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match=rf"queries\.jsonl, line {len(lines) + 1}, field '_id': duplicate query id "
+                                        r"'sample-301-og' \(first on line 1\)"):
+        load_benchmark("trio", root=tmp_path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ("bench = (bench.corpus, bench.queries, bench.qrels)", r"load\(\) returned a tuple, not a Benchmark$"),
+    ("bench.name = 'trio'", r"field 'name': the benchmark 'trio-sample' was asked for, got 'trio'$"),
+    ("bench.queries = {i: q for i, q in enumerate(bench.queries.values())}",
+     r"field 'queries': id 0 is not a str but int$"),
+    ("bench.queries = {k + 'x': q for k, q in bench.queries.items()}",
+     r"field 'queries': key 'sample-301-ogx' holds the query 'sample-301-og'$"),
+    ("bench.corpus = Corpus.from_docs([*bench.corpus, Doc('sample-c01\\x00junk', 'text')])",
+     r"row 19, field 'corpus': 'sample-c01\\x00junk' holds U\+0000"),
+    ("bench.corpus = Corpus.from_docs([*bench.corpus, next(iter(bench.corpus))])",
+     r"row 19, field 'corpus': duplicate document id 'sample-c01' \(first at row 1\)$"),
+    ("bench.qrels['ghost'] = {'sample-c01': 1}", r"field 'qrels': judges the query 'ghost', not in its queries$"),
+    ("bench.qrels['sample-301-og']['gone'] = 1",
+     r"field 'qrels': judges the document 'gone' for the query 'sample-301-og', not in its corpus$"),
+])
+def test_what_a_loader_returns_is_checked_once_naming_the_loader(tmp_path, monkeypatch, change, message):
+    # before, a loader's tuple, int ids, a NUL in an id (a silently lower nDCG) or a stray judgment went through
+    shutil.copytree(TRIO, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    loader = tmp_path / "trio_loader.py"
+    loader.write_text(loader.read_text(encoding="utf-8") + "\n\nfrom instir.benchmarks.types import Corpus, Doc\n"
+                      f"_load = load\n\n\ndef load(root, **kw):\n    bench = _load(root, **kw)\n    {change}\n"
+                      "    return bench\n", encoding="utf-8")
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
+    catalog.reload()
+    try:
+        with pytest.raises(UserError, match=rf"^{re.escape(str(loader))}[:,] .*{message}"):
+            load_benchmark("trio-sample")
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()
+
+
 def test_a_measure_on_a_form_the_family_lacks_is_refused(trio_run):
     bench, run = trio_run
     with pytest.raises(UsageError, match=r"unknown instance form 'mirrored'.*nDCG@3\[mirrored\]"):

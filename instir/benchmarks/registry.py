@@ -15,9 +15,9 @@ from pathlib import Path
 
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import data_dir, fetched_revision, layouts, read_manifest
-from instir.benchmarks.readers import data_folder
-from instir.benchmarks.types import Benchmark
-from instir.errors import UsageError, unknown
+from instir.benchmarks.readers import check_id_column, check_unique, data_folder
+from instir.benchmarks.types import Benchmark, FormatError
+from instir.errors import UsageError, quoted, unknown
 
 
 def list_benchmarks() -> list[str]:
@@ -57,8 +57,41 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
         folder = data_folder(data_root, subset)
         manifest = read_manifest(folder)  # none: a folder of the user's, checked by its record counts only
         revision = fetched_revision(folder, manifest) if manifest else "local"
-    return fam.loader_module().load(data_root, subset=subset, setting=setting, name=name, revision=revision,
-                                    is_sample=found.sample)
+    loader = fam.loader_module()
+    return _checked(loader.load(data_root, subset=subset, setting=setting, name=name, revision=revision,
+                                is_sample=found.sample), name, Path(loader.__file__))
+
+
+def _checked(bench: object, name: str, loader: Path) -> Benchmark:
+    """``bench`` once it holds what every later stage takes for granted, else one line naming the family's
+    ``loader`` and the wrong field: a Benchmark named ``name``, text ids the readers accept (:func:`check_id_column`:
+    a NUL would cut an id in the scorer), each query under its own id, no document id twice, judgments of its own
+    queries and documents. A loader that builds the Benchmark by hand skips the readers' checks."""
+    if not isinstance(bench, Benchmark):
+        raise UsageError(f"{loader}: load() returned a {type(bench).__name__}, not a Benchmark")
+    if bench.name != name:
+        raise FormatError(loader, None, "name", f"the benchmark {quoted(name)} was asked for, got {quoted(bench.name)}")
+    docs = bench.corpus.ids()
+    for field, ids in (("queries", list(bench.queries)), ("corpus", docs)):
+        odd = next((i for i in ids if type(i) is not str), None)
+        if odd is not None:
+            raise FormatError(loader, None, field, f"id {quoted(odd)} is not a str but {type(odd).__name__}")
+        check_id_column(ids, loader, field)
+    odd = next((qid for qid, query in bench.queries.items() if query.id != qid), None)
+    if odd is not None:
+        raise FormatError(loader, None, "queries", f"key {quoted(odd)} holds the query {quoted(bench.queries[odd].id)}")
+    if len(bench.corpus.id_set()) != len(docs):
+        seen: dict[str, tuple[Path, int | str]] = {}
+        for row, doc_id in enumerate(docs, 1):
+            check_unique(seen, doc_id, loader, f"row {row}", "corpus", "document id")
+    for qid, judged in bench.qrels.items():
+        if qid not in bench.queries:
+            raise FormatError(loader, None, "qrels", f"judges the query {quoted(qid)}, not in its queries")
+        odd = next((d for d in judged if d not in bench.corpus.id_set()), None)
+        if odd is not None:
+            raise FormatError(loader, None, "qrels", f"judges the document {quoted(odd)} for the query {quoted(qid)}, "
+                                                     "not in its corpus")
+    return bench
 
 
 def check_located(name: str, root: str | Path | None = None, *, knob: str = "root= / --root") -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from instir.benchmarks import catalog
 from instir.benchmarks.docstore import IndexedCorpus
-from instir.benchmarks.readers import check_qrels, field_str, read_qrels, read_records
+from instir.benchmarks.readers import check_qrels, check_unique, field_str, read_qrels, read_records
 from instir.benchmarks.types import Benchmark, FormatError, Query
 
 
@@ -13,10 +13,11 @@ def load(root, *, subset, setting, name, revision, is_sample):
     folder = Path(root)
     forms = catalog.family("trio").forms
     corpus = IndexedCorpus([folder / "corpus.jsonl"])
-    queries = {}
+    queries, seen = {}, {}
     path = folder / "queries.jsonl"
     for n, rec in read_records(path):
         qid = field_str(rec, "_id", path, n)
+        check_unique(seen, qid, path, n, "_id")
         try:
             topic, _ = forms.split(qid)
         except ValueError as err:
