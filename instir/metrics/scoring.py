@@ -10,6 +10,9 @@ brings along (``derived``); the ``mteb`` protocol is a parameter of the same pat
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import math
+import numbers
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -92,6 +95,31 @@ def without_self_hits(run: RunLike) -> RunLike:
     InstructIR authors score), or the run itself when it has none (dropping re-sorts the run)."""
     frame = run_frame(run)
     return drop_self_hits(run) if (frame["qid"] == frame["docid"]).any() else run
+
+
+def _group_rows(measure: GroupMeasure, frame: pd.DataFrame, scope: GroupScope) -> pd.DataFrame:
+    """A group measure's :meth:`~instir.metrics.measures.GroupMeasure.per_group` rows once they hold one row per group
+    and a finite number in ``value`` and ``n_queries``; anything else is one line naming the measure's class and
+    file, never a mean over what is left (a mean skips NaN) nor a traceback from the table."""
+    where = f"group measure {type(measure).__name__} ({inspect.getfile(type(measure))})"
+    try:
+        rows = measure.per_group(frame, scope)
+    except Exception as err:
+        err.add_note(f"raised by the {where}")
+        raise
+    columns = ["group", "value", "n_queries"]
+    if not isinstance(rows, pd.DataFrame) or not set(columns) <= set(rows.columns):
+        got = f"the columns {list(rows.columns)}" if isinstance(rows, pd.DataFrame) else f"a {type(rows).__name__}"
+        raise UsageError(f"{where}: per_group returned {got}, not a DataFrame with the columns {columns}")
+    for column in columns[1:]:
+        bad = rows[~rows[column].map(lambda v: isinstance(v, numbers.Real) and math.isfinite(v))]
+        if len(bad):
+            raise UsageError(f"{where}: per_group gave the group {quoted(bad['group'].iloc[0])} the {column} "
+                             f"{quoted(bad[column].tolist()[0])}, not a finite number")
+    twice = rows["group"][rows["group"].duplicated()]
+    if len(twice):
+        raise UsageError(f"{where}: per_group gave the group {quoted(twice.iloc[0])} more than one row")
+    return rows.assign(measure=measure.name)
 
 
 class Scorer:
@@ -183,7 +211,7 @@ class Scorer:
         if not self.grouped:
             return None
         frame = tied_again(run) if isinstance(run, Run) else run_frame(run)  # p-MRR's insertion rule reads ties
-        values = [m.per_group(frame, self.scope).assign(measure=m.name) for m in self.grouped]
+        values = [_group_rows(m, frame, self.scope) for m in self.grouped]
         return pd.concat(values, ignore_index=True)[["group", "measure", "value", "n_queries"]]
 
     def evaluation(self, scores: pd.DataFrame, benchmark: Benchmark, system: str, check: RunIdCheck,
