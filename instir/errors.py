@@ -86,7 +86,8 @@ def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", m
     known: …``. ``where`` follows the name (``for instructir``); ``more`` ends the message (a
     hint such as which command adds a name)."""
     known = [str(k) for k in known]
-    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+    close = [k for k in known if k.lower() == str(name).lower()][:1] or difflib.get_close_matches(str(name), known,
+                                                                                                  n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ";"
     where = f" {where}" if where else ""
     return UnknownNameError(f"unknown {kind} {quoted(name)}{where}{hint} known: {', '.join(known)}{more}")

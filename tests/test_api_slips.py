@@ -2,6 +2,7 @@
 answers only some of a benchmark's ids is warned about), a paper's name of a measure is scored as the paper computed
 it (with a note), trec_eval's names are read, and plausible slips are one-line errors, not tracebacks from internals."""
 
+import pandas as pd
 import pytest
 from says import raises_saying
 
@@ -58,6 +59,15 @@ def test_slips_in_the_top_level_functions_are_one_line(instructir_sample, runs):
         paired_tests({"a": runs["instructed"]}, baseline="a")
     result = instir.instfol(runs["instructed"], runs["query-only"], instructir_sample, "baseline", max_instances=2)
     assert result.meta["judge"]["name"] == "baseline-lexical"  # a backend name, as make_judge takes it
+
+
+@pytest.mark.parametrize("protocol, closest", [("author", "authors"), ("MTEB", "mteb")])
+def test_compare_to_papers_takes_the_protocols_evaluate_runs_takes(instructir_sample, runs, protocol, closest):
+    # before, compare_to_papers took "author" and "MTEB" and judged every verdict "scored under author protocol"
+    for call in (lambda: instir.compare_to_papers(pd.DataFrame(), pd.DataFrame(), protocol=protocol),
+                 lambda: instir.evaluate_runs(runs, instructir_sample, protocol=protocol)):
+        with raises_saying(UserError, f"unknown protocol {protocol!r}", f"did you mean {closest!r}?", "authors, mteb"):
+            call()
 
 
 def test_a_kind_with_spaces_around_it_builds_the_kind_as_a_cards_name_would():

@@ -31,6 +31,13 @@ if TYPE_CHECKING:
 #: (MTEB 2.26's task definitions, :mod:`instir.metrics.mteb`).
 PROTOCOLS = ("authors", "mteb")
 
+
+def check_protocol(protocol: object) -> None:
+    """Refuse a ``protocol`` not in :data:`PROTOCOLS` with the closest (scoring's and the comparison with papers'
+    one rule: a typo would score, or judge verdicts, under a protocol nobody asked for)."""
+    if protocol not in PROTOCOLS:
+        raise unknown("protocol", protocol, PROTOCOLS)
+
 #: ranx's and MTEB's lower-case measure names (``ndcg@10``, ``ndcg_at_10``; MTEB's first for each) and the short
 #: ones papers print (``p@10``, ``rr@10``) -> the ir-measures names
 LOWER_CASE_NAMES = {"ndcg": "nDCG", "mrr": "RR", "recall": "R", "precision": "P", "map": "AP", "hit_rate": "Success",

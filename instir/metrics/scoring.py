@@ -25,13 +25,13 @@ from instir.metrics import native, robustness, table
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.inputs import given_rows, qrels_of, run_of
 from instir.metrics.measures import (
-    PROTOCOLS,
     Form,
     GroupMeasure,
     GroupScope,
     Measure,
     Native,
     Robustness,
+    check_protocol,
     parse_measure,
     parse_measures,
     with_derived,
@@ -278,8 +278,7 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     and as the tidy table (per subset and level). ``protocol="mteb"`` scores as MTEB does instead
     (:func:`instir.metrics.mteb.evaluation`: MTEB's measure names, averaging, rounding and
     self-hit rule; ``derived`` does not apply)."""
-    if protocol not in PROTOCOLS:
-        raise unknown("protocol", protocol, PROTOCOLS)
+    check_protocol(protocol)
     require_runs(runs, benchmark, "evaluate_runs(runs, benchmark)")
     if protocol == "mteb":
         from instir.metrics import mteb

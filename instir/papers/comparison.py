@@ -20,6 +20,7 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.benchmarks.fetch import NOT_CHECKED
 from instir.errors import UsageError, expect, quoted
+from instir.metrics.measures import check_protocol
 from instir.papers.divergences import reasons_for, voiding, withholding
 from instir.papers.loader import canonical_measure, family_papers, model_key, paper_names_for
 
@@ -110,9 +111,10 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     subset's row's), from a run as deep as the measure's cutoff (the family's
     ``depth`` for one without, such as p-MRR); otherwise the verdict is ``not comparable (<the
     reason that decides it>)``. ``protocol`` is the one the reproduced numbers were scored under (``authors`` or
-    ``mteb``, as :func:`instir.metrics.evaluate_runs` takes it): MTEB's results store is compared with ``mteb``
-    numbers only, the papers' tables with the authors' only. ``mteb_data`` is ``data`` for the rows of MTEB's store
-    (its data checks against MTEB's copy, which holds fewer queries of some IFIR subsets; None: ``data``).
+    ``mteb``, as :func:`instir.metrics.evaluate_runs` takes it, another refused as there): MTEB's results store is
+    compared with ``mteb`` numbers only, the papers' tables with the authors' only. ``mteb_data`` is ``data`` for
+    the rows of MTEB's store (its data checks against MTEB's copy, which holds fewer queries of some IFIR subsets;
+    None: ``data``).
 
     Returns one row per reported number, in its printed units: ``reported``,
     ``reproduced``, ``delta`` (reproduced - reported), ``tolerance`` (``tolerance`` x scale +
@@ -130,6 +132,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     every sample row's verdict is ``not comparable (SAMPLE)``, ``within_tolerance`` empty; the rows
     of real benchmarks in the same table are compared as usual.
     """
+    check_protocol(protocol)
     for name, frame in (("reproduced", reproduced), ("reported", reported)):
         expect(frame, pd.DataFrame, f"compare_to_papers({name}, …)", "; the tidy table of evaluate_runs, load_reported")
     widths = [*(tolerance.values() if isinstance(tolerance, Mapping) else [tolerance]),
@@ -220,7 +223,7 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
             return f"data of {name}: {problem}"
     theirs = "mteb" if row["paper"] == "mteb" else "authors"
     if protocol != theirs:
-        return (f"scored under {PROTOCOLS.get(protocol, protocol)} protocol, the reported number under "
+        return (f"scored under {PROTOCOLS[protocol]} protocol, the reported number under "
                 f"{PROTOCOLS[theirs]}")
     paper_family = catalog.family(row["paper"]) if row["paper"] in catalog.families() else None
     spec = paper_family.papers if paper_family else {}
