@@ -138,8 +138,8 @@ def test_fetch_without_network(capsys, tmp_path, monkeypatch):
 # -- names ------------------------------------------------------------------------------------
 
 def test_unknown_benchmark(capsys):
-    line = fails(capsys, "summary", "ifir-sample")
-    says(line, "'ifir-sample'", "did you mean 'ifir-sample/fiqa'?", "ifir/cds")
+    line = fails(capsys, "summary", "ifir-sample/fiq")
+    says(line, "'ifir-sample/fiq'", "did you mean 'ifir-sample/fiqa'?", "ifir/cds")
 
 
 def test_unknown_template(capsys, tmp_path):
@@ -338,15 +338,15 @@ def test_run_list_of_numbers_where_names_are_needed(capsys, tmp_path):
 # -- --debug, unexpected errors, interrupts, a real process ------------------------------------
 
 def test_debug_shows_the_traceback(capsys):
-    assert main(["summary", "ifir-sample", "--debug"]) == 2
+    assert main(["summary", "ifir-smaple", "--debug"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Traceback") and "UnknownNameError" in err
-    assert err.splitlines()[-1].startswith("instir summary: unknown benchmark 'ifir-sample'")
+    assert err.splitlines()[-1].startswith("instir summary: unknown benchmark 'ifir-smaple'")
 
 
 def test_instir_debug_variable_shows_the_traceback(capsys, monkeypatch):
     monkeypatch.setenv("INSTIR_DEBUG", "1")
-    assert main(["summary", "ifir-sample"]) == 2
+    assert main(["summary", "ifir-smaple"]) == 2
     assert "Traceback" in capsys.readouterr().err
 
 

@@ -36,7 +36,7 @@ from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, Validati
 from typing_extensions import Required, TypedDict
 
 from instir.benchmarks.forms import Forms
-from instir.errors import UsageError, quoted, unknown
+from instir.errors import UnknownNameError, UsageError, quoted, unknown
 from instir.inputs import key_line
 
 #: Folder of the bundled sample benchmarks (package data).
@@ -704,8 +704,16 @@ def sample_benchmarks() -> list[str]:
 
 
 def entry(name: str) -> Entry:
-    """The catalog's entry of a benchmark name (an unknown name is refused with the closest one)."""
-    found = _entries().get(str(name))
+    """The catalog's entry of a benchmark name; refused in one line: a name that is no str (a Path: a name is not a
+    folder), a collection's (it names several benchmarks) and an unknown one (with the closest)."""
+    if not isinstance(name, str):
+        raise UsageError(f"a benchmark's name is a str, got {quoted(name)} (a {type(name).__name__}): pass the name "
+                         "as text, a folder as root=")
+    found = _entries().get(name)
+    members = expand([name]) if found is None else []
+    if members not in ([], [name]):
+        raise UnknownNameError(f"{quoted(name)} is a collection of {len(members)} benchmarks "
+                               f"({', '.join(members)}): this takes one of them")
     if found is None:
         raise unknown("benchmark", name, _entries())
     return found

@@ -40,7 +40,8 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     (``<root>/<family>/<layout>/[<subset>/]``, recognised by a family's folder in it; the
     downloadable layouts first, then the local ones, the first present being used) or the
     benchmark's own folder in any layout its loader reads (for IFIR, also the folder holding
-    ``<subset>/``). ``setting`` must be one of :func:`benchmark_settings`.
+    ``<subset>/``). ``setting`` must be one of :func:`benchmark_settings`. ``name`` is one benchmark's, as text:
+    a collection's (``ifir-sample``) or a Path is refused in one line.
     """
     found = catalog.entry(name)
     fam = found.family

@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "summary", help="dataset statistics of benchmarks (default: the bundled samples)",
         description="Print queries, groups, documents, levels and average relevant documents per benchmark.")
-    p.add_argument("names", nargs="*", help="benchmark names (default: every bundled sample)")
+    p.add_argument("names", nargs="*", help="benchmark or collection names (default: every bundled sample)")
     p.add_argument("--setting", default="instructed", help="benchmark setting (default: instructed)")
     p.add_argument("--root", default=None, help="local benchmark files (only with one name)")
     p.set_defaults(handler=summary_command)
@@ -60,7 +60,7 @@ def summary_command(args: argparse.Namespace) -> int:
 
     from instir.benchmarks.registry import load_benchmark
 
-    names = args.names or catalog.sample_benchmarks()
+    names = catalog.expand(args.names) if args.names else catalog.sample_benchmarks()
     if args.root and len(names) != 1:
         raise UsageError("--root needs exactly one benchmark name")
     rows = [load_benchmark(name, args.setting, root=args.root).describe() for name in names]

@@ -79,7 +79,7 @@ def test_an_unknown_subset_or_name_is_refused_with_the_closest_one():
     with pytest.raises(UnknownNameError, match="did you mean 'scifact_open'"):
         IFIR.subset("scifact")
     with pytest.raises(UnknownNameError, match="did you mean 'ifir-sample/fiqa'"):
-        catalog.entry("ifir-sample")
+        catalog.entry("ifir-sample/fiq")
 
 
 def test_sources_keep_the_default_layout_first_and_pin_mteb_per_subset():

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
+from says import raises_saying, says
 
 from instir.benchmarks import list_benchmarks, load_benchmark, sample_benchmarks
+from instir.cli import main
 from instir.cli.data import register
 from instir.errors import UsageError
 from tests.benchmarks import bundled_specs
@@ -59,11 +61,34 @@ def test_ifir_has_only_the_instructed_setting():
         load_benchmark("ifir-sample/fiqa", "query-only")
 
 
-@pytest.mark.parametrize("name", ["msmarco", "ifir", "ifir/robust04", "ifir-sample/pm", "instructir/fiqa"])
+@pytest.mark.parametrize("name", ["msmarco", "ifir/robust04", "ifir-sample/pm", "instructir/fiqa"])
 def test_unknown_names_are_refused_with_the_known_ones(name):
     with pytest.raises(ValueError) as info:
         load_benchmark(name)
     assert f"unknown benchmark {name!r}" in str(info.value) and "ifir-sample/fiqa" in str(info.value)
+
+
+@pytest.mark.parametrize("name, members", [
+    ("followir-sample", "2 benchmarks (followir-sample/news21, followir-sample/core17)"),
+    ("ifir", "7 benchmarks (ifir/fiqa, ifir/scifact_open, ifir/nfcorpus, ifir/aila, ifir/fire, ifir/pm, ifir/cds)"),
+])
+def test_a_collections_name_is_refused_naming_its_benchmarks(name, members, tmp_path, capsys):
+    # before, "unknown benchmark 'followir-sample'; did you mean 'followir-sample/news21'?", as if a typo
+    with raises_saying(UsageError, f"{name!r} is a collection of {members}: this takes one of them"):
+        load_benchmark(name)
+    for command in (["evaluate", "--run", str(tmp_path / "x.trec")], ["retrieve", "--retriever", "bm25"]):
+        assert main([*command, "--benchmark", name, "--out", str(tmp_path / "out")]) == 2
+        says(capsys.readouterr().err, f"{name!r} is a collection of {members}")
+    if name == "followir-sample":  # instir summary takes several names: a collection's are its benchmarks
+        assert main(["summary", name]) == 0
+        assert capsys.readouterr().out.count("followir-sample/") == 2
+
+
+@pytest.mark.parametrize("name", [Path("instructir-sample"), Path("ifir-sample/fiqa")])
+def test_a_path_is_refused_as_a_benchmarks_name(name):
+    # before, Path("instructir-sample") loaded with a PosixPath for its name, Path("ifir-sample/fiqa") an AttributeError
+    with raises_saying(UsageError, "a benchmark's name is a str, got PosixPath(", "pass the name as text"):
+        load_benchmark(name)
 
 
 @pytest.mark.parametrize("name,command", [("ifir/fiqa", "instir fetch ifir --subset fiqa"),
@@ -200,4 +225,4 @@ def test_each_benchmark_names_the_settings_it_loads_in():
     for setting in benchmark_settings("instructir-sample"):
         assert load_benchmark("instructir-sample", setting).setting == setting
     with pytest.raises(KeyError, match="unknown benchmark"):
-        benchmark_settings("ifir-sample")
+        benchmark_settings("ifir-smaple/fiqa")
