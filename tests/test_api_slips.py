@@ -70,6 +70,14 @@ def test_compare_to_papers_takes_the_protocols_evaluate_runs_takes(instructir_sa
             call()
 
 
+def test_validate_judge_takes_a_judges_name_as_instfol_does():
+    # before, validate_judge(benchmark, "baseline") was an AttributeError ('str' object has no attribute 'name')
+    fiqa = load_benchmark("ifir-sample/fiqa")
+    assert instir.validate_judge(fiqa, "baseline", per_stratum=2).meta["judge"]["name"] == "baseline-lexical"
+    with raises_saying(UserError, "'baselin'", "did you mean 'baseline'?"):
+        instir.validate_judge(fiqa, "baselin", per_stratum=2)
+
+
 def test_a_kind_with_spaces_around_it_builds_the_kind_as_a_cards_name_would():
     # on the commit before: build_system(" bm25") was "ambiguous" among the BM25 cards, though "bm25" builds the kind
     assert type(instir.build_system(" bm25")) is type(instir.build_system("bm25"))

@@ -15,6 +15,7 @@ from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
     from instir.judge.cache import CachedJudge
+    from instir.judge.types import Judge
 
 #: judge backends :func:`make_judge` builds
 BACKENDS = ("openai", "hf", "baseline")
@@ -103,6 +104,12 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
 
         cache = instir_home() / "judgments.sqlite"
     return CachedJudge(judge, Path(cache))
+
+
+def as_judge(judge: Judge | str) -> Judge:
+    """``judge``, or for a backend name (``"baseline"``) :func:`make_judge`'s judge with its defaults: the one rule
+    of the functions that take a judge (:func:`~instir.judge.instfol`, :func:`~instir.judge.validate_judge`)."""
+    return make_judge(judge) if isinstance(judge, str) else judge
 
 
 def require_reachable(base_url: str | None, timeout_s: float = 5.0, *, where: str | None = None,

@@ -214,10 +214,9 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     """
     k, max_instances = parameters.depth(k), check_max_instances(max_instances)  # before the judge loads
     expect(benchmark, Benchmark, "instfol(instructed, query_only, benchmark, judge)")
-    if isinstance(judge, str):  # a backend name, as make_judge takes it (with its defaults)
-        from instir.judge.factory import make_judge
+    from instir.judge.factory import as_judge
 
-        judge = make_judge(judge)
+    judge = as_judge(judge)
     instructed, query_only = as_run(instructed), as_run(query_only)
     answered = answered_instances(benchmark, instructed, query_only)
     in_inst, in_q = set(instructed.df["qid"].unique()), set(query_only.df["qid"].unique())

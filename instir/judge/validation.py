@@ -124,12 +124,16 @@ class ValidationResult:
     meta: dict = field(default_factory=dict)
 
 
-def validate_judge(benchmark: Benchmark, judge: Judge, pairs: pd.DataFrame | None = None, *, per_stratum: int = 20,
-             seed: int = 0) -> ValidationResult:
+def validate_judge(benchmark: Benchmark, judge: Judge | str, pairs: pd.DataFrame | None = None, *,
+                   per_stratum: int = 20, seed: int = 0) -> ValidationResult:
     """Judge gold pairs (``pairs``, or :func:`gold_pairs` of ``benchmark``) and compare the
     answers with the gold labels. Each pair is judged against its instance's query and
-    instruction on the instance's rubric; identical requests are judged once."""
+    instruction on the instance's rubric; identical requests are judged once. ``judge`` may be a
+    backend name (``"baseline"``), as :func:`~instir.judge.instfol` takes it."""
+    from instir.judge.factory import as_judge
+
     expect(benchmark, Benchmark, "validate_judge(benchmark, judge)")
+    judge = as_judge(judge)
     if pairs is None:
         pairs = gold_pairs(benchmark, per_stratum=per_stratum, seed=seed)
     docs = benchmark.corpus.get(set(pairs["docid"]))
