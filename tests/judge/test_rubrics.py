@@ -3,8 +3,10 @@
 import dataclasses
 
 import pytest
+from says import raises_saying
 
 from instir.benchmarks import catalog
+from instir.errors import UserError
 from instir.judge.rubrics import RUBRICS, rubric_for
 from instir.judge.types import JudgeRequest, judged_text
 
@@ -26,10 +28,26 @@ def test_single_level_rubric_scores_zero_to_three(subset, level):
     assert rubric_for(subset, level).max_score == 3
 
 
-@pytest.mark.parametrize("subset", ["", None, "instructir", "my-benchmark"])
+@pytest.mark.parametrize("subset", ["", None, "instructir", "my-benchmark", "news21", "scidocs", "pmc"])
 def test_other_benchmarks_get_the_generic_rubric(subset):
     rubric = rubric_for(subset, None)
     assert rubric.name == "generic" and rubric.max_score == 3
+
+
+@pytest.mark.parametrize("subset, closest", [("fiqaa", "fiqa"), ("scifact-open", "scifact_open"),
+                                             ("nfcorpu", "nfcorpus")])
+def test_a_slip_in_an_ifir_subsets_name_is_refused_never_judged_on_the_generic_rubric(subset, closest):
+    # before, rubric_for("fiqaa", 2) gave the generic rubric (scores 0-3 where fiqa's level 2 has 0-2)
+    with raises_saying(UserError, f"unknown IFIR subset {subset!r}", f"did you mean {closest!r}?"):
+        rubric_for(subset, 2)
+
+
+@pytest.mark.parametrize("level", ["2", 2.0, True])
+def test_a_level_that_is_no_integer_is_refused(level):
+    # before, rubric_for("fiqa", "2") said "has instruction levels 1-3, got '2'"; rubric_for("", "2") was generic
+    for subset in ("fiqa", ""):
+        with raises_saying(UserError, "an instruction level is an integer or None", repr(level)):
+            rubric_for(subset, level)
 
 
 def test_every_ifir_subset_and_level_has_its_own_rubric():
