@@ -80,17 +80,20 @@ class UnknownNameError(UsageError, KeyError):
     parameter …); also a ``KeyError``, as a failed look-up."""
 
 
-def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", more: str = "") -> UnknownNameError:
+def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", more: str = "",
+            listed: bool = True) -> UnknownNameError:
     """The error for ``name`` not being a known ``kind``: suggests the closest known name and
     lists them all, e.g. ``unknown benchmark 'ifir-sample'; did you mean 'ifir-sample/fiqa'?
     known: …``. ``where`` follows the name (``for instructir``); ``more`` ends the message (a
-    hint such as which command adds a name)."""
+    hint such as which command adds a name, or, with ``listed=False``, where the names too many
+    for one line are listed)."""
     known = [str(k) for k in known]
     close = [k for k in known if k.lower() == str(name).lower()][:1] or difflib.get_close_matches(str(name), known,
                                                                                                   n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ";"
+    hint = f"; did you mean {close[0]!r}?" if close else ""
     where = f" {where}" if where else ""
-    return UnknownNameError(f"unknown {kind} {quoted(name)}{where}{hint} known: {', '.join(known)}{more}")
+    listing = f"{'' if close else ';'} known: {', '.join(known)}" if listed else ""
+    return UnknownNameError(f"unknown {kind} {quoted(name)}{where}{hint}{listing}{more}")
 
 
 def expect(value: object, kind: type | tuple[type, ...], what: str, hint: str = "") -> None:

@@ -78,6 +78,15 @@ def test_validate_judge_takes_a_judges_name_as_instfol_does():
         instir.validate_judge(fiqa, "baselin", per_stratum=2)
 
 
+@pytest.mark.parametrize("name, closest", [("bm52", "bm25"), ("dence", "dense"), ("BM25 (IFR)", "BM25 (IFIR)")])
+def test_an_unknown_systems_name_is_one_short_line_with_the_built_in_names(name, closest):
+    # before, a 1,438-character list of every card, with no "did you mean" and without bm25, dense …
+    with raises_saying(UserError, f"unknown system {name!r}", f"did you mean {closest!r}?",
+                       "bm25, dense, dense:MODEL, hybrid, hybrid:MODEL", "`instir systems`") as info:
+        instir.build_system(name)
+    assert len(str(info.value)) < 200
+
+
 def test_a_kind_with_spaces_around_it_builds_the_kind_as_a_cards_name_would():
     # on the commit before: build_system(" bm25") was "ambiguous" among the BM25 cards, though "bm25" builds the kind
     assert type(instir.build_system(" bm25")) is type(instir.build_system("bm25"))

@@ -25,6 +25,8 @@ from instir.stamps import json_sha256
 
 #: The retriever kinds :func:`make_retriever` builds.
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+#: The system names besides cards: the kinds, dense and hybrid also with a model (what an unknown system's line shows).
+KIND_NAMES = ("bm25", "dense", "dense:MODEL", "hybrid", "hybrid:MODEL")
 #: Hugging Face id of the bundled offline encoder, the default ``model`` of dense and hybrid.
 BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

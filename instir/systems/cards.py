@@ -48,6 +48,7 @@ from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, UsageError, unknown
 from instir.inputs import InputRefused, key_line, load_yaml, read_config
 from instir.parameters import MAX_CUTOFF, depth
+from instir.retrieval.search import KIND_NAMES
 from instir.retrieval.windows import AUTHORS_CUT, WINDOWING_MODES
 from instir.secrets import refuse_url_credentials, require_env_name
 
@@ -559,4 +560,5 @@ def _find_card(name: str, cards: Mapping[str, SystemCard]) -> SystemCard:
         return cards[candidates[0]]
     if candidates:
         raise UnknownNameError(f"system {quoted(name)} is ambiguous; {_resolving(sorted(candidates), cards)}")
-    raise unknown("system", name, sorted(cards), more=" (`instir systems` describes them)")
+    raise unknown("system", name, [*KIND_NAMES, *sorted(cards)], listed=False,
+                  more=f" (known: {', '.join(KIND_NAMES)} and {len(cards)} cards, which `instir systems` lists)")

@@ -69,8 +69,7 @@ def _card_system(name: str) -> SystemSpec:
     try:
         card = retriever_card(name, load_cards())
     except UserError as e:  # no such card (or an ambiguous name), or a reranker card
-        hint = "; besides cards: bm25, dense, dense:MODEL, hybrid, hybrid:MODEL" if isinstance(e, KeyError) else ""
-        raise ValueError(f"{e}{hint}") from None
+        raise ValueError(str(e)) from None
     resources = {key: float(card.resources[key]) for key in RESOURCE_KEYS if key in card.resources}
     return SystemSpec(name=name, label=card.name, kind="system", model=card.model or None, resources=resources,
                       card=card.name)
