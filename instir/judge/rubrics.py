@@ -21,6 +21,7 @@ import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
+from instir.benchmarks import catalog
 from instir.errors import UsageError, quoted, unknown
 
 #: The constant InstFol divides by, for every rubric (the official code uses 3 throughout).
@@ -184,8 +185,8 @@ def rubric_for(subset: str | None, level: int | None = None) -> Rubric:
     Multi-level subsets (fiqa, scifact_open, aila, pm) need level 1, 2 or 3; single-level ones
     (nfcorpus, fire, cds) take level 0 or ``None``. Any other subset name (``""`` for
     InstructIR, user benchmarks) gets the generic rubric, except one a character or so from an
-    IFIR subset's (``fiqaa``, ``scifact-open``): refused with the closest, as a slip would judge on
-    another ladder. A level that is no integer is refused.
+    IFIR subset's (``fiqaa``, ``scifact-open``) that no family declares: refused with the closest, as a slip
+    would judge on another ladder. A level that is no integer is refused.
     """
     if level is not None and (isinstance(level, bool) or not isinstance(level, numbers.Integral)):
         raise UsageError(f"an instruction level is an integer or None, got {quoted(level)} (a {type(level).__name__})")
@@ -199,6 +200,7 @@ def rubric_for(subset: str | None, level: int | None = None) -> Rubric:
             raise UsageError(f"IFIR subset {key!r} has a single instruction level (0), got {level!r}")
         return RUBRICS[key]
     subsets = sorted({name.partition("/")[0] for name in RUBRICS} - {"generic"})
-    if difflib.get_close_matches(key.replace("-", "_"), subsets, n=1, cutoff=0.81):
+    declared = {s.lower() for family in catalog.families() for s in catalog.family(family).subsets}
+    if key not in declared and difflib.get_close_matches(key.replace("-", "_"), subsets, n=1, cutoff=0.81):
         raise unknown("IFIR subset", subset, subsets, more=" (any other name gets the generic rubric)")
     return RUBRICS["generic"]
