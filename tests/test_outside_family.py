@@ -259,6 +259,10 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
     (('method = "lucene"', 'method = "lucene"\nk3 = 8'), r"trio\.toml:51: field 'bm25.k3': no key of its table"),
     (("k1 = 1.2", 'k1 = "1.2"'), r"trio\.toml:48: field 'bm25.k1': should be a valid number, got '1.2'"),
     (("[bm25]", '[[subsets]]\nid = "a"\n\n[bm25]'), r"trio\.toml:47: field 'subsets.printed': required, and missing"),
+    # before, a pair of one variant twice and an Average without subsets were taken
+    (('pair = ["instructed", "query-only"]', 'pair = ["instructed", "instructed"]'),
+     r"trio\.toml:18: field 'pair': two of the variants"),
+    (("order = 50", "order = 50\naverage = true"), r"trio\.toml:5: field 'average': an Average is over subsets"),
 ])
 def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkeypatch, change, message):
     text = (TRIO / "trio.toml").read_text(encoding="utf-8")

@@ -548,9 +548,11 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
             raise UsageError(f"{at('forms')}: field 'forms': {err}") from None
     variants = raw["variants"]
     pair = tuple(raw["pair"]) if "pair" in raw else None
-    if pair is not None and not set(pair) <= set(variants):
+    if pair is not None and (not set(pair) <= set(variants) or len(set(pair)) != 2):
         raise UsageError(f"{at('pair')}: field 'pair': two of the variants ({', '.join(variants)}), got "
                          f"{quoted(raw['pair'])}")
+    if raw.get("average") and not raw.get("subsets"):
+        raise UsageError(f"{at('average')}: field 'average': an Average is over subsets, and the spec has none")
     _source(raw["loader"], spec_file, "loader")
     if "file" in raw.get("papers", {}) and spec_file is not None and spec_file.parent != BUNDLED:
         raise UsageError(f"{at('papers', 'file')}: field 'papers.file': a family from outside the package brings no "
