@@ -209,7 +209,10 @@ def test_the_pmrr_check_says_correct_to_the_right_answer_hints_wrong_ones_and_ne
     for wrong, hint in ((1.5, "moved-up formula"), (-0.6, "wrong sign"), (0.4, "R_og / R_new alone"), (0.5, "")):
         verdict = tour.check_pmrr_change(wrong)
         assert verdict.ok is False and hint in verdict.message and str(verdict).startswith("not yet"), wrong
-    for placeholder in (None, "", True, float("nan"), [0.6]):
+    for placeholder in (None, "", "  "):
         verdict = tour.check_pmrr_change(placeholder)
         assert verdict.ok is None and "answer_6" in verdict.message
+    for no_number in (True, float("nan"), [0.6]):  # an answer, but no number: said so, not taken for an empty cell
+        verdict = tour.check_pmrr_change(no_number)
+        assert verdict.ok is False and "is not a number" in verdict.message
 
