@@ -37,7 +37,7 @@ def trio(monkeypatch):
     monkeypatch.setenv(catalog.FAMILIES_VAR, str(TRIO))
     catalog.reload()
     yield catalog.family("trio")
-    monkeypatch.delenv(catalog.FAMILIES_VAR)
+    monkeypatch.delenv(catalog.FAMILIES_VAR, raising=False)
     catalog.reload()
 
 
@@ -166,21 +166,14 @@ def test_a_query_id_twice_is_refused_by_the_example_loader_never_kept_once(trio,
     ("bench.qrels['sample-301-og']['gone'] = 1",
      r"field 'qrels': judges the document 'gone' for the query 'sample-301-og', not in its corpus$"),
 ])
-def test_what_a_loader_returns_is_checked_once_naming_the_loader(tmp_path, monkeypatch, change, message):
+def test_what_a_loader_returns_is_checked_once_naming_the_loader(outside, change, message):
     # before, a loader's tuple, int ids, a NUL in an id (a silently lower nDCG) or a stray judgment went through
-    shutil.copytree(TRIO, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    loader = tmp_path / "trio_loader.py"
+    loader = outside() / "trio_loader.py"
     loader.write_text(loader.read_text(encoding="utf-8") + "\n\nfrom instir.benchmarks.types import Corpus, Doc\n"
                       f"_load = load\n\n\ndef load(root, **kw):\n    bench = _load(root, **kw)\n    {change}\n"
                       "    return bench\n", encoding="utf-8")
-    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
-    catalog.reload()
-    try:
-        with pytest.raises(UserError, match=rf"^{re.escape(str(loader))}[:,] .*{message}"):
-            load_benchmark("trio-sample")
-    finally:
-        monkeypatch.delenv(catalog.FAMILIES_VAR)
-        catalog.reload()
+    with pytest.raises(UserError, match=rf"^{re.escape(str(loader))}[:,] .*{message}"):
+        load_benchmark("trio-sample")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -193,25 +186,17 @@ def test_what_a_loader_returns_is_checked_once_naming_the_loader(tmp_path, monke
      r"'value', 'n_queries'\]$"),
     ("rows = rows.values.tolist()", r"returned a list, not a DataFrame"),
 ])
-def test_a_group_measures_result_is_checked_naming_the_measure(trio_run, tmp_path, monkeypatch, change, message):
+def test_a_group_measures_result_is_checked_naming_the_measure(trio_run, outside, change, message):
     # before, a NaN group was left out of instir.evaluate's mean (inf kept), other shapes were a traceback
     bench, run = trio_run
-    shutil.copytree(TRIO, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    measures = tmp_path / "trio_measures.py"
+    measures = outside() / "trio_measures.py"
     measures.write_text(measures.read_text(encoding="utf-8") + "\n\n_per_group = Swing.per_group\n\n\n"
                         f"def _changed(self, run, scope):\n    rows = _per_group(self, run, scope)\n    {change}\n"
                         "    return rows\n\n\nSwing.per_group = _changed\n", encoding="utf-8")
-    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
-    catalog.reload()
-    try:
-        for score in (lambda: instir.evaluate(bench, run, "Swing@3"),
-                      lambda: instir.evaluate_runs({"bm25": run}, bench)):
-            with pytest.raises(UsageError, match=rf"^group measure Swing \({re.escape(str(measures))}\): per_group "
-                                                 rf"{message}"):
-                score()
-    finally:
-        monkeypatch.setenv(catalog.FAMILIES_VAR, str(TRIO))  # the trio fixture's, which it takes away after
-        catalog.reload()
+    for score in (lambda: instir.evaluate(bench, run, "Swing@3"), lambda: instir.evaluate_runs({"bm25": run}, bench)):
+        with pytest.raises(UsageError, match=rf"^group measure Swing \({re.escape(str(measures))}\): per_group "
+                                             rf"{message}"):
+            score()
 
 
 def test_a_measure_on_a_form_the_family_lacks_is_refused(trio_run):
