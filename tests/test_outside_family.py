@@ -400,6 +400,21 @@ def test_a_plugin_group_measure_that_reads_a_standard_measures_name_is_refused_n
         parse_measure("nDCG@10")
 
 
+@pytest.mark.parametrize("bound", ["Alias = Swing", "try:\n    Alias = Swing\nexcept ImportError:\n    pass",
+                                   "from trio_measures_impl import *"])
+def test_a_group_measure_bound_otherwise_than_by_a_class_statement_is_taken_as_before(outside, bound):
+    # found by this stop's regression review: the spec check read class statements and plain imports only, so a
+    # class bound by an assignment, inside a try, or through a star import took the whole catalog down
+    folder = outside(('group_measures = ["trio_measures.py:Swing"]', 'group_measures = ["trio_measures.py:Alias"]'))
+    text = (folder / "trio_measures.py").read_text(encoding="utf-8")
+    if "import *" in bound:
+        (folder / "trio_measures_impl.py").write_text(text + "\nAlias = Swing\n", encoding="utf-8")
+        text = f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
+    (folder / "trio_measures.py").write_text(text + "\n" + bound + "\n", encoding="utf-8")
+    catalog.reload()
+    assert [kind.__name__ for kind in catalog.family("trio").group_measure_classes()] == ["Swing"]
+
+
 @pytest.mark.parametrize("entry, problem", [
     ("trio_measures.py:Nope", "should be 'module:Class' of a class the module defines, got 'trio_measures.py:Nope'"),
     ("trio_measures.py", "should be 'module:Class' of a class the module defines, got 'trio_measures.py'"),

@@ -319,15 +319,28 @@ def _source(name: str, spec_file: Path | None, *keys: str | int) -> Path:
     return path.resolve()
 
 
-def _defines(path: Path) -> set[str]:
-    """The names a module's file binds at its top level (classes, functions, imports), read without running it."""
+def _defines(path: Path) -> set[str] | None:
+    """The names a module's file binds at its top level (classes, functions, imports, assignments, also inside a
+    ``try`` or an ``if``), read without running it; None where that cannot be told so (a star import, a file Python
+    cannot parse: importing it then says why)."""
     try:
-        body = ast.parse(path.read_bytes()).body
+        stack, names = list(ast.parse(path.read_bytes()).body), set()
     except (SyntaxError, ValueError):
-        return set()
-    return {node.name for node in body if isinstance(node, (ast.ClassDef, ast.FunctionDef))} | {
-        alias.asname or alias.name for node in body if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names}
+        return None
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return None
+            names |= {alias.asname or alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+        else:  # a try, an if, a with: what their bodies bind is bound at the top level too
+            stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+    return names
 
 
 #: A non-empty text, a whole number of 0 or more, of 1 or more (a spec's values, strictly typed: TOML's 1 is no
@@ -378,10 +391,11 @@ class _MtebSpec(TypedDict, total=False):
 
 
 #: What a spec's ``[bm25] stopwords`` may name besides its own words: none, Lucene's English set, or a language
-#: bm25s knows (its code); ``stemmer``: "none" or a PyStemmer algorithm (checked as the spec is read, not when BM25
-#: first runs).
-BM25_STOPWORDS = ("none", "lucene", "en", "en_plus", "da", "de", "es", "fr", "it", "ko", "nl", "no", "pt", "ru", "sv",
-                  "tr", "zh")
+#: bm25s knows (its code or its name, as bm25s reads either); ``stemmer``: "none" or a PyStemmer algorithm (checked
+#: as the spec is read, not when BM25 first runs).
+BM25_STOPWORDS = ("none", "lucene", "en", "english", "en_plus", "english_plus", "da", "danish", "de", "german", "es",
+                  "spanish", "fr", "french", "it", "italian", "ko", "korean", "nl", "dutch", "no", "norwegian", "pt",
+                  "portuguese", "ru", "russian", "sv", "swedish", "tr", "turkish", "zh", "chinese")
 
 
 class _Bm25Spec(TypedDict, total=False):
@@ -559,7 +573,8 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
                          "reported numbers (their file and the function that shapes it live in instir/papers/)")
     for i, item in enumerate(raw.get("group_measures", ())):  # checked now: a name read later asks every family's
         module, _, kind = item.partition(":")
-        if not kind.isidentifier() or kind not in _defines(_source(module, spec_file, "group_measures", i)):
+        defined = _defines(_source(module, spec_file, "group_measures", i))
+        if not kind.isidentifier() or (defined is not None and kind not in defined):
             raise UsageError(f"{at('group_measures', i)}: field 'group_measures': should be 'module:Class' of a class "
                              f"the module defines, got {quoted(item)}")
     if "forms" in raw.get("derived", ()) and forms is None:
