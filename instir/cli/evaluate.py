@@ -217,7 +217,6 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
 
     from instir.metrics import stats, table
     from instir.report.layout import LoadedBenchmarks, ReportLayout
-    from instir.retrieval.runs import ShallowRunsWarning
     from instir.stages.compare import paper_tables
     from instir.stages.evaluate import score_runs, stage_tables
     from instir.stages.retrieve import write_runs_table
@@ -226,10 +225,8 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
     write_runs_table(layout, rows)
     loaded = LoadedBenchmarks(args.root, record_in=out)
     loaded.add(benchmark)
-    with warnings.catch_warnings():  # its notes are printed below, under the benchmark they belong to
-        warnings.simplefilter("ignore", ShallowRunsWarning)
-        result = score_runs(out, measures=args.measures, protocol=args.protocol, compare="all", loaded=loaded,
-                            read=read, n_resamples=args.resamples or stats.N_RESAMPLES, seed=args.seed)
+    result = score_runs(out, measures=args.measures, protocol=args.protocol, compare="all", loaded=loaded, read=read,
+                        n_resamples=args.resamples or stats.N_RESAMPLES, seed=args.seed)
     print(f"benchmark: {benchmark.label}, revision {benchmark.revision}, protocol {args.protocol}")
     for name, check in result.checks.items():
         if not check.ok or check.missing_qids:

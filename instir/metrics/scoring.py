@@ -195,15 +195,17 @@ class Scorer:
         return scores
 
     def group_minima(self, per_query: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
-        """Each Robustness measure's minimum per group (:func:`instir.metrics.robustness.group_minima`), warned when
-        every group holds one query (InstructIR's query-only setting): each minimum is then the query's own value."""
+        """Each Robustness measure's minimum per group (:func:`instir.metrics.robustness.group_minima`)."""
         bases = [str(m.base) for m in self.robust]
-        minima = robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
-        if len(minima) and (minima["n_queries"] == 1).all():
+        return robustness.group_minima(per_query[per_query["measure"].isin(bases)], groups)
+
+    def warn_alone(self, groups: Mapping[str, str], stacklevel: int = 3) -> None:
+        """Warn, once per scoring, when Robustness is scored where every query group holds one query (InstructIR's
+        query-only setting): each minimum is then the query's own value, and Robustness the mean of its measure."""
+        if self.robust and groups and len(set(groups.values())) == len(groups):
             warnings.warn(f"every query group holds one query here, so {', '.join(m.name for m in self.robust)} is "
-                          f"the mean of {', '.join(bases)}: a worst case over instructions needs groups of several "
-                          "(the instructed setting)", UserWarning, stacklevel=3)
-        return minima
+                          f"the mean of {', '.join(str(m.base) for m in self.robust)}: a worst case over instructions "
+                          "needs groups of several (the instructed setting)", UserWarning, stacklevel=stacklevel)
 
     def group_values(self, run: RunLike) -> pd.DataFrame | None:
         """Each group measure per group (:meth:`~instir.metrics.measures.GroupMeasure.per_group`):
@@ -219,8 +221,8 @@ class Scorer:
         """One run's evaluation from its per-query values (:meth:`per_query`) and, when the
         measures hold group measures, their values per group (:meth:`group_values`): the table's rows
         per subset and level, the group minima and Robustness of every Robustness measure, and
-        every group measure per group and averaged; a run shallower than a measure's cutoff is noted and warned
-        (:class:`~instir.retrieval.runs.ShallowRunsWarning`, :meth:`depth_notes`)."""
+        every group measure per group and averaged; a run shallower than a measure's cutoff is noted
+        (:meth:`depth_notes`)."""
         tables = [table.summarise(scores, benchmark, system)] if len(scores) else []
         per_group = []
         if self.robust:
@@ -231,11 +233,9 @@ class Scorer:
             tables.append(table.with_slice(robustness.average_minima(pairs), benchmark, system,
                                            subset=benchmark.shared_subset or "all"))
             per_group.append(pairs.assign(system=system))
-        notes = self.depth_notes(system, check.depth, benchmark.rankable(), check.shallowest)
-        for note in notes:  # said wherever a run is scored (the API, the stage, compare_runs), as instir.evaluate does
-            warnings.warn(note, ShallowRunsWarning, stacklevel=3)
         return Evaluation.collect([scores.assign(system=system)], per_group, tables, excluded=self.excluded,
-                                  checks={system: check}, notes=notes)
+                                  checks={system: check},
+                                  notes=self.depth_notes(system, check.depth, benchmark.rankable(), check.shallowest))
 
     def depth_notes(self, system: str, depth: int, most: int, shallowest: str | None = None) -> list[str]:
         """A note when a run ranks fewer documents per query (``depth``, :func:`~instir.retrieval.runs.ranked_depth`;
@@ -294,6 +294,9 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
         check = data_differs(getattr(run, "meta", None), benchmark, check_run_ids(run, benchmark), system)
         evaluations.append(scorer.evaluation(scorer.per_query(kept), benchmark, system, check,
                                              scorer.group_values(kept)))
+    for note in (note for e in evaluations for note in e.notes):  # said here, as instir.evaluate says them; the
+        warnings.warn(note, ShallowRunsWarning, stacklevel=2)  # evaluate stage keeps them in run_checks.csv instead
+    scorer.warn_alone(robustness.query_groups(benchmark))
     return Evaluation.join(evaluations)
 
 
@@ -465,6 +468,7 @@ def evaluate(qrels: object, run: object, measures: object, *, groups: Mapping[st
         else:
             groups = _given_groups(groups, scores["qid"].unique())
         means.update(mean_by_measure(scorer.group_minima(scores, groups)))
+        scorer.warn_alone(groups)
     if grouped:  # the rows as given: p-MRR's insertion tie rule ranks ties in their order
         means.update(mean_by_measure(scorer.group_values(the_run if benchmark is not None else given_rows(run))))
     for i, key in enumerate(given):

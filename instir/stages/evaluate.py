@@ -23,7 +23,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.types import Benchmark
 from instir.errors import UnknownNameError, unknown
 from instir.inputs import read_head
-from instir.metrics import latex, stats
+from instir.metrics import latex, robustness, stats
 from instir.metrics.compared import RunComparison, compare_scores
 from instir.metrics.evaluation import Evaluation
 from instir.metrics.measures import parse_measure
@@ -365,7 +365,10 @@ def score_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *,
         bench = loaded.get(row.benchmark, row.setting)
         if protocol == "authors":
             key = (row.benchmark, row.setting)
-            scorer = scorers.setdefault(key, Scorer.for_benchmark(bench, scored_measures(bench, measures)))
+            if key not in scorers:
+                scorers[key] = Scorer.for_benchmark(bench, scored_measures(bench, measures))
+                scorers[key].warn_alone(robustness.query_groups(bench))  # once per benchmark, not per run
+            scorer = scorers[key]
             evaluations.append(run_scores(layout, bench, row.run_file, row.system, scorer, read.get(row.run_file))[0])
         else:
             run = read.get(row.run_file) or listed_run(layout.root / row.run_file, bench, protocol)

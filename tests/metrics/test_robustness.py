@@ -94,3 +94,8 @@ def test_robustness_where_every_group_holds_one_query_is_said_to_be_the_mean_of_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         instir.evaluate(grouped, instir.retrieve(grouped, "bm25", k=10), ["Robustness@10"])
+    runs = {name: instir.retrieve(alone, "bm25", k=10) for name in ("a", "b")}
+    with warnings.catch_warnings(record=True) as caught:  # once per scoring, not once per run (regression review)
+        warnings.simplefilter("always")
+        evaluate_runs(runs, alone, ["nDCG@10", "Robustness@10"])
+    assert sum("every query group holds one query" in str(w.message) for w in caught) == 1
