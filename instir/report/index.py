@@ -15,7 +15,7 @@ from instir.inputs import file_problem, read_head
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
 from instir.report.manifest import counted_only, data_checks
-from instir.report.provenance import stale_pages
+from instir.report.provenance import stage_records, stale_pages
 from instir.report.record import REPORT_FILE, read_record
 from instir.stamps import utc_now
 
@@ -57,10 +57,11 @@ def read_reports(reports_root: str | Path) -> list[dict]:
     only stages wrote, is left out). Each dict gains ``folder`` (the folder name), ``href`` (its path
     from the index) and ``stale`` (notebook -> why its page or files disagree with the folder:
     :func:`instir.report.provenance.stale_pages`), and a finished run with stale pages has the status
-    ``stale``, ``incomplete`` (notebook -> what its stage left incomplete; a finished run with some has the status
-    ``incomplete``), and ``kept`` (the files the kit kept aside in it, :func:`instir.atomic.aside_path`: edited by hand
-    or another's, which it would have replaced). A damaged record becomes an entry with an ``error`` so the index
-    still shows the folder; nothing in one folder's record stops the others being listed."""
+    ``stale``, ``incomplete`` (notebook -> what its newest stage run left incomplete, whichever ``instir run`` made
+    it; a finished run with some has the status ``incomplete``), and ``kept`` (the files the kit kept aside in it,
+    :func:`instir.atomic.aside_path`: edited by hand or another's, which it would have replaced). A damaged record
+    becomes an entry with an ``error`` so the index still shows the folder; nothing in one folder's record stops the
+    others being listed."""
     root = Path(reports_root)
     entries = []
     for meta_path in [*root.glob(REPORT_FILE), *sorted(root.glob(f"*/{REPORT_FILE}"))]:
@@ -76,7 +77,8 @@ def read_reports(reports_root: str | Path) -> list[dict]:
         meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent, record)}
         if meta["stale"] and meta.get("status") == "ok":
             meta["status"] = "stale"  # its pages disagree with the folder's files: never "ok"
-        meta["incomplete"] = {nb.get("name", ""): nb["incomplete"] for nb in meta["notebooks"] if nb.get("incomplete")}
+        newest = {name: runs[0] for name, runs in stage_records(meta_path.parent, record).items()}
+        meta["incomplete"] = {name: run["incomplete"] for name, run in newest.items() if run.get("incomplete")}
         if meta["incomplete"] and meta.get("status") == "ok":
             meta["status"] = "incomplete"  # a stage left values without judgments: never "ok"
         meta["kept"] = sorted(str(path.relative_to(meta_path.parent)) for pattern in ("*", "*/*")

@@ -152,3 +152,15 @@ def test_index_says_real_data_is_not_verified_and_why(tmp_path):
 
     said = data_checks({"ifir/fiqa": {}})["ifir/fiqa"].replace("'", "&#x27;")
     assert f"instructir: 12,906 documents where the paper has 16,072; ifir/fiqa: {said}" in html
+
+
+def test_a_report_whose_newest_judge_stage_left_judgments_failed_is_incomplete_whichever_run_made_it(tmp_path):
+    # found by this stop's regression review: after an instir run of notebook 05 alone, the index took the mark from
+    # that run's notebooks only and said "ok", while the folder's judge stage still had judgments failed
+    said = "3 judgment(s) failed and are left out of the values; run the same command again to judge only those"
+    make_report(tmp_path, "r", "2026-02-01T00:00:00+00:00",
+                stages={"04_judge_validation": [{"stamp": "a1", "finished": "2026-02-01T00:00:01+00:00",
+                                                 "by": "instir run", "incomplete": [said]}]})
+    [entry] = read_reports(tmp_path)
+    assert entry["status"] == "incomplete" and entry["incomplete"] == {"04_judge_validation": [said]}
+    assert f"<li><b>04_judge_validation</b>: {said}</li>" in write_index(tmp_path).read_text()
