@@ -201,7 +201,7 @@ class Judging:
         positions = self.instfol.positions
         lines = failure_lines(positions, "distinct judgment(s)") + failure_lines(self.pairs, "validation pair(s)")
         errors = pd.concat([frame["error"] for frame in (positions, self.pairs) if "error" in frame]).dropna()
-        lasting = errors.astype(str).str.contains(lasting_failure()).all()  # else a rerun may judge some
+        lasting = not errors.empty and errors.astype(str).str.contains(lasting_failure()).all()  # else a rerun may
         advice = ("each failed on what was sent (see the reasons above), so running again fails them again" if lasting
                   else "run the same command again to judge only those (the judgment cache keeps every success)")
         where = (" (" + ", ".join(f"{n} {part}" for part, n in parts.items() if n) + ")"

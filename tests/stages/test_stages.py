@@ -227,3 +227,22 @@ def test_a_family_table_names_each_subset_once_and_its_average_plainly():
     two = pd.DataFrame({"benchmark": ["ifir-sample/fiqa", "ifir/fiqa", "ifir-sample", "ifir"],
                         "subset": ["fiqa", "fiqa", "average", "average"]})
     assert column_labels(two).tolist() == ["ifir-sample/fiqa", "ifir/fiqa", "ifir-sample Average", "ifir Average"]
+
+
+def test_judgments_failed_only_in_the_spreads_repeats_are_said_to_be_judged_again_by_a_rerun():
+    # found re-reading this stop's change: with no failed InstFol or validation judgment to read a reason from, the
+    # advice said "running again fails them again" (all of no reasons were lasting), where a rerun judges them
+    import pandas as pd
+
+    from instir.stages.judge import InstFolTables, Judging
+
+    spread = pd.DataFrame()
+    spread.attrs["repeats"] = [[{"repeat": 0, "from_instfol": True, "failed_judgments": 0},
+                                {"repeat": 1, "failed_judgments": 2}]]
+    none = pd.DataFrame(columns=["qid", "docid", "error"])
+    judging = Judging(judge=None, backend="baseline", max_instances=1, validations={},
+                      pairs=pd.DataFrame(columns=["benchmark", "norm", "error", "warning"]), agreement=pd.DataFrame(),
+                      instfol=InstFolTables(none, none, pd.DataFrame(), pd.DataFrame({"failed_judgments": [0]})),
+                      rankings=pd.DataFrame(), spread=spread, summary="")
+    assert judging.incomplete() == ["2 judgment(s) failed (2 of its repeats) and are left out of the values; run the "
+                                    "same command again to judge only those (the judgment cache keeps every success)"]
