@@ -26,7 +26,7 @@ EXPECTED = {
                    "Saffron Saffron is a spice."),
     "instructir-query-first": ("what is saffron [SEP] I am a chef planning a menu.", "what is saffron",
                                "Saffron Saffron is a spice."),
-    "instructir-instructor": (["I am a chef planning a menu.", "what is saffron"], ["", "what is saffron"],
+    "instructir-instructor": (["I am a chef planning a menu. ", " what is saffron"], ["", "what is saffron"],
                               ["Represent the document for retrieval:", "Saffron Saffron is a spice."]),
     "instructir-e5-mistral": (
         "Instruct: I am a chef planning a menu.\nQuery: what is saffron",
@@ -44,7 +44,7 @@ EXPECTED = {
                         E5_IFIR + "Saffron Saffron is a spice."),
     "ifir-gritlm": (GRIT + "what is saffron I am a chef planning a menu.", GRIT + "what is saffron",
                     "<|embed|>\nSaffron Saffron is a spice."),
-    "ifir-promptriever": ("query:  what is saffron I am a chef planning a menu.", "query:  what is saffron",
+    "ifir-promptriever": ("passage:  what is saffron I am a chef planning a menu.", "passage:  what is saffron",
                           "passage:  Saffron Saffron is a spice."),
     "ifir-nv-embed": (NV + "what is saffron I am a chef planning a menu.</s>", NV + "what is saffron</s>",
                       "Saffron Saffron is a spice.</s>"),

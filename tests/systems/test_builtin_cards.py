@@ -58,7 +58,8 @@ def test_promptriever_follows_ifir_inst_llms():
     assert card.params["pad_to_multiple_of"] == 8 and card.params["padding_side"] == "right"
     assert card.similarity == "cosine" and card.normalize is True
     template = get_template(card.template)
-    assert template.query.startswith("query:  ") and template.doc.startswith("passage:  ")
+    # embed_query sends the query through embed_documents without is_query: 'passage:  ' on queries too
+    assert template.query.startswith("passage:  ") and template.doc.startswith("passage:  ")
 
 
 def test_e5_mistral_prompts_per_paper():

@@ -130,7 +130,8 @@ def test_promptriever_vectors_equal_the_ifir_code_path(tiny_llama, benchmark, tm
                 out.append(torch.nn.functional.normalize(reps, p=2, dim=-1))
         return torch.cat(out).numpy()
 
-    q_texts = ["query:  " + (f"{q.query} {q.instruction}" if q.instruction else q.query)
+    # embed_query(query) = embed_documents([query]): is_query stays False, so queries get the passage prefix too
+    q_texts = ["passage:  " + (f"{q.query} {q.instruction}" if q.instruction else q.query)
                for q in benchmark.queries.values()]
     d_texts = ["passage:  " + (f"{d.title} {d.text}" if d.title else d.text) for d in benchmark.corpus]
     np.testing.assert_allclose(queries.matrix, reference(q_texts), atol=2e-3)
