@@ -15,8 +15,9 @@ euclidean, manhattan; override with ``similarity=``) computed with sentence-tran
 similarity functions. The model's own Normalize module, if any, applies as usual;
 ``normalize=True`` additionally L2-normalises embeddings of a model without one.
 Embeddings are cached as the model outputs them (windowed inputs: the mean of the window
-vectors), so the cache does not depend on ``similarity`` or ``normalize``. On CUDA the
-model runs in float16 (recorded as ``precision``); scoring is float32 everywhere.
+vectors), so the cache does not depend on ``similarity`` or ``normalize``. On CUDA a model given by name runs
+in float16 and a card's in its card's dtype (recorded as ``precision``, read from its weights); scoring is float32
+everywhere.
 
 Windows (``windowing``, :mod:`instir.retrieval.windows`). ``None``: every input is encoded whole
 (the model truncates it). ``"ifir"``: the IFIR authors' cut of documents *and* queries, as their
@@ -170,7 +171,8 @@ class DenseRetriever:
 
     ``model`` is a model id, a local path, or an already loaded ``SentenceTransformer``
     (loaded lazily, once; a given model is used as is, except that ``max_length`` sets its
-    ``max_seq_length`` and CUDA makes it float16).
+    ``max_seq_length`` and, with ``half``, CUDA makes it float16: a card's model keeps the dtype its card loads it
+    in, the authors' own).
     ``windowing`` (``None``, ``"ifir"`` or ``"clean"``, see the module docstring) encodes
     long inputs as the mean of their windows of ``window`` tokens every ``stride`` tokens
     (IFIR: 512/384); in ``"clean"`` mode the window is capped at what the model takes
@@ -182,7 +184,7 @@ class DenseRetriever:
                  max_length: int | None = None, windowing: str | None = None, window: int = IFIR_WINDOW,
                  stride: int = IFIR_STRIDE, normalize: bool | None = None, similarity: str | None = None,
                  device: str | None = None, cache_dir: str | Path | None = None,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = True):
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = True, half: bool = True):
         if similarity is not None and similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {similarity!r}; known: {', '.join(SIMILARITIES)}")
         if windowing is not None and windowing not in WINDOWING_MODES:
@@ -208,6 +210,7 @@ class DenseRetriever:
         self.normalize = normalize
         self.similarity_override = similarity
         self.device = device
+        self.half = half
         self.cache = EmbeddingCache(cache_dir, chunk_size=chunk_size, progress=progress)
         self.progress = progress
         self._fingerprint: str | None = None
@@ -219,7 +222,7 @@ class DenseRetriever:
 
     @property
     def model(self) -> SentenceTransformer:
-        """The sentence-transformers model, loaded on first use (float16 on CUDA)."""
+        """The sentence-transformers model, loaded on first use (float16 on CUDA with ``half``)."""
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
@@ -228,7 +231,7 @@ class DenseRetriever:
             if self.max_length is not None:
                 self._model.max_seq_length = self.max_length
             self._fingerprint = model_fingerprint(self._model)
-            if self._model.device.type == "cuda":
+            if self.half and self._model.device.type == "cuda":
                 self._model.half()
             self._weights_seen = model_fingerprint(self._model)
         return self._model
@@ -244,7 +247,7 @@ class DenseRetriever:
             self._fingerprint = self._facts = self._corpus_vectors = None
         if self._facts is None:
             if self._from_files:
-                options = {"max_length": self.max_length, "device": default_device(self.device)}
+                options = {"max_length": self.max_length, "device": default_device(self.device), "half": self.half}
                 self._facts = remembered(self.cache.root, [model_folder(self._model_path)], options, self._loaded_facts)
             else:
                 self._facts = self._loaded_facts()
@@ -253,6 +256,7 @@ class DenseRetriever:
     def _loaded_facts(self) -> dict:
         model = self.model
         return {"fingerprint": self._fingerprint, "max_seq_length": model.max_seq_length, "device": str(model.device),
+                "precision": str(next(model.parameters()).dtype).removeprefix("torch."),
                 "modules": [type(m).__name__ for m in model],
                 "prompt_excluded_from_pooling": any(getattr(m, "include_prompt", True) is False for m in model),
                 "similarity": model.similarity_fn_name,
@@ -314,7 +318,7 @@ class DenseRetriever:
         facts = self.facts()
         return {"model": self.model_name, "fingerprint": facts["fingerprint"],
                 "max_seq_length": facts["max_seq_length"],
-                "precision": "float16" if facts["device"].startswith("cuda") else "float32",
+                "precision": facts["precision"],
                 "prompt_excluded_from_pooling": facts["prompt_excluded_from_pooling"]}
 
     def params(self) -> dict:

@@ -95,7 +95,8 @@ def _dense(card: SystemCard, model, *, device: str | None, cache_dir: str | Path
 
     return DenseRetriever(model, batch_size=int(card.params.get("batch_size", 64)), max_length=_single_max_length(card),
                           normalize=card.normalize, similarity=card.similarity or None, device=device,
-                          cache_dir=cache_dir, progress=progress, windowing=card.windowing or None)
+                          cache_dir=cache_dir, progress=progress, windowing=card.windowing or None,
+                          half=False)  # the card's dtype, as _torch_dtype loaded it (the authors' float32 by default)
 
 
 def sentence_transformers_from_card(card: SystemCard, *, device: str | None = None,

@@ -236,3 +236,19 @@ def test_a_sentence_transformers_card_pooling_other_than_its_models_is_refused_w
         build_system(cls, cards=_cards(cls), cache_dir=tmp_path, progress=False)
     mean = dataclasses.replace(MINILM, pooling="mean")
     assert build_system(mean, cards=_cards(mean), cache_dir=tmp_path, progress=False).card.pooling == "mean"
+
+
+def test_a_cards_model_keeps_its_cards_dtype_on_cuda_where_a_model_by_name_runs_in_float16(tmp_path, monkeypatch):
+    # found by a review against the authors' code: DenseRetriever halved every model on CUDA, so a card saying
+    # float32 (Contriever, TART, E5-mistral on InstructIR; the authors' own) ran in float16 all the same
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    halved = []
+    monkeypatch.setattr(SentenceTransformer, "device", property(lambda self: torch.device("cuda")))
+    monkeypatch.setattr(SentenceTransformer, "half", lambda self: halved.append(self) or self)
+    carded = build_system(MINILM, cache_dir=tmp_path, progress=False)
+    assert carded.inner.half is False and carded.inner.model is not None and not halved
+    assert carded.inner.params()["precision"] == "float32"  # read from the weights, not from the device
+    by_name = DenseRetriever(cache_dir=tmp_path, progress=False)
+    assert by_name.model is not None and halved == [by_name.model]
