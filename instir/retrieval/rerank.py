@@ -13,8 +13,10 @@ loaded fields back; for a bare query (no `` [SEP] ``) *both* are the whole text,
 sees the query twice (``"q q"``). ``"authors"`` (default) reproduces that; ``"fields"`` uses the
 benchmark's query and instruction as loaded (an empty instruction stays empty).
 
-Documents (``doc_field``): the authors pass ``corpus[doc]['text']`` — the text without its
-title — which is ``"text"`` (default); ``"indexed"`` uses title + text as the retrievers see it.
+Documents (``doc_field``): the papers' rerankers see a document's title and text: FollowIR's (mteb 1.x
+``search_cross_encoder``: ``(title + " " + text).strip()``) as the retrievers see it, ``"indexed"`` (default);
+InstructIR's authors pass ``corpus[doc]['text']``, the same text, as its documents have no title. ``"text"``
+leaves a title out.
 
 Scores are cached (:class:`~instir.retrieval.score_cache.ScoreCache`) under the reranker's
 identity and the exact model input, so a rerun scores nothing and a killed run resumes. With
@@ -165,7 +167,7 @@ def score_inputs(reranker: Reranker, inputs: Sequence[str | list[str]], cache: S
 
 def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, depth: int = 100,
            out_dir: str | Path | None = None, *, cache: ScoreCache | str | Path | None = None,
-           query_split: QuerySplit = "authors", doc_field: DocField = "text", progress: bool = True) -> Run:
+           query_split: QuerySplit = "authors", doc_field: DocField = "indexed", progress: bool = True) -> Run:
     """Rescore the top-``depth`` documents of every query of a first-stage ``run`` (a
     :class:`Run` or a TREC file) with ``reranker`` and return the reranked run.
 

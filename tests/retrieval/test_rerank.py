@@ -85,7 +85,7 @@ def test_sidecar_records_reranker_first_stage_hash_and_depth(first_stage, tmp_pa
     assert side["first_stage"]["trec_sha256"] == hashlib.sha256(open(run.meta["path"], "rb").read()).hexdigest()
     assert side["depth"] == 2 and side["reranker"]["name"] == "overlap"
     assert side["template"] == {"name": "fake", "prompt": "Q: {query} | D: {text}"}
-    assert side["query_split"] == "authors" and side["doc_field"] == "text"
+    assert side["query_split"] == "authors" and side["doc_field"] == "indexed"
 
 
 def test_a_reranked_runs_k_is_what_it_ranks_not_the_depth_asked(first_stage, tmp_path):
@@ -198,3 +198,18 @@ def test_a_first_stage_retrieved_on_another_benchmark_is_refused_naming_both(fir
                                          "on 'ifir/fiqa': rerank it with the benchmark it was made from"):
         rerank(run.meta["path"], other, WordOverlap(), cache=tmp_path / "s.sqlite", progress=False)
     assert rerank(run.meta["path"], bench, WordOverlap(), cache=tmp_path / "s.sqlite", progress=False).df.size
+
+
+def test_a_reranker_sees_a_documents_title_with_its_text_as_followirs_authors_gave_it(tmp_path):
+    # found by a review against the authors' code: the rerank stage passed the text alone, so every FollowIR
+    # reranker card scored news articles without their headlines (mteb's search_cross_encoder joins them)
+    from instir.benchmarks import load_benchmark
+
+    bench = load_benchmark("followir-sample/core17")
+    run = retrieve(bench, BM25Retriever(show_progress=False), k=3)
+    reranker = WordOverlap()
+    rerank(run, bench, reranker, depth=1, cache=tmp_path / "s.sqlite", progress=False)
+    docs = bench.corpus.get({d for d in run.df["docid"]})
+    assert all(doc.title for doc in docs.values())
+    shown = {item.split(" | D: ")[1] for item in reranker.inputs}
+    assert shown <= {f"{doc.title} {doc.text}".strip() for doc in docs.values()} and shown
