@@ -25,8 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=depth_option, default=None,
                    help="documents rescored per query (default: 100; on a reranking task such as FollowIR, every "
                         "candidate)")
-    p.add_argument("--batch-size", type=positive_int, default=64,
-                   help="inputs per model call (default: 64, as the authors)")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="inputs per model call (default: the card's, the authors' for that model; 64 with --reranker)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
                    help="model dtype (default: the authors' for that model)")
     p.add_argument("--query-split", default="authors", choices=("authors", "fields"),

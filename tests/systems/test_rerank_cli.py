@@ -43,3 +43,23 @@ def test_rerank_on_a_reranking_task_rescores_every_candidate_by_default(tmp_path
                  "--model", str(model), "--out", str(tmp_path / "rr"), "--cache", str(tmp_path / "s.sqlite")]) == 0
     side = json.loads(open(capsys.readouterr().out.strip().splitlines()[-1] + ".json").read())
     assert side["depth"] == 6 and side["pairs"] == 36  # six candidates for each of the six instances
+
+
+def test_rerank_system_keeps_its_cards_batch_size_unless_one_is_given(tmp_path, monkeypatch, capsys):
+    # found by a review against the authors' code: --batch-size defaulted to 64 and always replaced the card's (the
+    # FollowIR cards' 8, the authors' own), and batches change left-padded scores in bfloat16
+    from instir.systems import rerankers
+
+    asked = []
+
+    def stop_here(name, **options):
+        asked.append(options["batch_size"])
+        raise SystemExit(0)
+
+    monkeypatch.setattr(rerankers, "reranker_from_name", stop_here)
+    argv = ["rerank", "--run", "x.trec", "--benchmark", "followir-sample/core17", "--system", "MonoT5-base (FollowIR)",
+            "--out", str(tmp_path)]
+    for extra in ([], ["--batch-size", "16"]):
+        with pytest.raises(SystemExit):
+            main([*argv, *extra])
+    assert asked == [None, 16]
