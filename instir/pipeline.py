@@ -438,12 +438,8 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
             own = {name: value for name, value in result.parameters.items()
                    if name in known and path.name in known[name].notebooks}
             # the kernels' bars are off (the pages stay clean) and report to a line of this console instead
-            before = _last_stage_run(out, path.stem).get("stamp")
             with relay_to_console(path.stem) if bars else contextlib.nullcontext(), _batch_environment():
                 step, exc, unwritten = _run_one(path, result, own, arguments, cell_bar=bars)
-            ran = _last_stage_run(out, path.stem)
-            if ran.get("stamp") != before:  # the stage ran in this notebook: what it left incomplete
-                step.incomplete = list(ran.get("incomplete", []))
             result.notebooks.append(step)
             if step.html:  # which stage run the page shows, and that the kit left it and its notebook
                 record_page(out, path.stem, step.html)
@@ -584,11 +580,6 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
                           html=html_name, wall_s=round(wall, 3), render_s=round(render, 3),
                           status="failed" if failure else "ok", error=error)
     return step, failure, unwritten
-
-
-def _last_stage_run(folder: Path, notebook: str) -> dict:
-    """The newest run of ``notebook``'s stage in the folder's record (empty: none)."""
-    return (stage_records(folder).get(notebook) or [{}])[0]
 
 
 def _papermill_run_of(executed: Path, stage_run: dict) -> bool:

@@ -177,6 +177,7 @@ def register(subparsers) -> None:
 
 def _run_command(args: argparse.Namespace) -> int:
     from instir.pipeline import NOTEBOOK_PATTERN, NotebookFailed, find_notebooks, notebook_parameters, run_reports
+    from instir.report.provenance import incomplete_stages
     from instir.terminal import TerminalStream
 
     if args.out is None:
@@ -192,7 +193,7 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"\nFAILED: {failed}", file=TerminalStream(sys.stderr))  # it quotes the notebook's error
         return 1
     _print_times(result)
-    incomplete = [(nb.name, nb.incomplete) for nb in result.notebooks if nb.incomplete]
+    incomplete = incomplete_stages(result.out_dir, since=result.started).items()  # of the stages this run ran
     for name, (*reasons, said) in incomplete:  # the reasons, then the line saying what a rerun does
         for line in reasons:
             print(f"{name}: {line}")

@@ -15,7 +15,7 @@ from instir.inputs import file_problem, read_head
 from instir.report.html import escape_text
 from instir.report.lock import holder_of
 from instir.report.manifest import counted_only, data_checks
-from instir.report.provenance import stage_records, stale_pages
+from instir.report.provenance import incomplete_stages, stale_pages
 from instir.report.record import REPORT_FILE, read_record
 from instir.stamps import utc_now
 
@@ -77,8 +77,7 @@ def read_reports(reports_root: str | Path) -> list[dict]:
         meta["stale"] = {found.notebook: list(found.reasons) for found in stale_pages(meta_path.parent, record)}
         if meta["stale"] and meta.get("status") == "ok":
             meta["status"] = "stale"  # its pages disagree with the folder's files: never "ok"
-        newest = {name: runs[0] for name, runs in stage_records(meta_path.parent, record).items()}
-        meta["incomplete"] = {name: run["incomplete"] for name, run in newest.items() if run.get("incomplete")}
+        meta["incomplete"] = incomplete_stages(meta_path.parent, record)
         if meta["incomplete"] and meta.get("status") == "ok":
             meta["status"] = "incomplete"  # a stage left values without judgments: never "ok"
         meta["kept"] = sorted(str(path.relative_to(meta_path.parent)) for pattern in ("*", "*/*")

@@ -25,6 +25,7 @@ import json
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from instir import atomic
@@ -171,6 +172,21 @@ def stage_records(folder: str | Path, record: Record | None = None) -> dict[str,
     stage's runs, newest first."""
     record = read_record(folder) if record is None else record
     return {name: runs for name, runs in record.get("stages", {}).items() if runs}
+
+
+def incomplete_stages(folder: str | Path, record: Record | None = None, since: str | None = None) -> dict[str, list]:
+    """What each notebook's newest stage run left incomplete (:attr:`~instir.report.record.StageRun.incomplete`), by
+    notebook; ``since`` (an ISO time, such as an ``instir run``'s start): only the runs finished since then."""
+    out = {}
+    for name, runs in stage_records(folder, record).items():
+        run = runs[0]
+        try:
+            recent = since is None or datetime.fromisoformat(run.get("finished", "")) >= datetime.fromisoformat(since)
+        except ValueError:  # no time recorded: not this run's
+            recent = False
+        if run.get("incomplete") and recent:
+            out[name] = list(run["incomplete"])
+    return out
 
 
 def page_records(folder: str | Path, record: Record | None = None) -> dict[str, dict]:

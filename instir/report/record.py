@@ -75,8 +75,7 @@ FileName = Annotated[str, AfterValidator(_in_folder)]
 
 
 class NotebookEntry(_Part):
-    """One notebook ``instir run`` ran: file names relative to the folder, its status and times, and what its stage
-    left incomplete (:attr:`StageRun.incomplete`)."""
+    """One notebook ``instir run`` ran: file names relative to the folder, its status and times."""
 
     name: str
     source: str = ""
@@ -86,7 +85,6 @@ class NotebookEntry(_Part):
     render_s: float | None = None
     status: str = "unknown"
     error: str | None = None
-    incomplete: list[str] = Field(default_factory=list)
 
 
 class Manifest(_Part):

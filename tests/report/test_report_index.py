@@ -164,3 +164,17 @@ def test_a_report_whose_newest_judge_stage_left_judgments_failed_is_incomplete_w
     [entry] = read_reports(tmp_path)
     assert entry["status"] == "incomplete" and entry["incomplete"] == {"04_judge_validation": [said]}
     assert f"<li><b>04_judge_validation</b>: {said}</li>" in write_index(tmp_path).read_text()
+
+
+def test_an_instir_run_reports_only_what_the_stages_it_ran_left_incomplete(tmp_path):
+    # instir run takes the lines from the folder's record (one source, as the index): a stage run finished before the
+    # run started is an earlier run's, and ends no later run with status 1
+    from instir.report.provenance import incomplete_stages
+
+    make_report(tmp_path, "r", "2026-02-01T00:00:00+00:00",
+                stages={"04_judge_validation": [{"stamp": "a1", "finished": "2026-02-01T00:00:01.5+00:00",
+                                                 "by": "instir run", "incomplete": ["2 judgment(s) failed"]}]})
+    folder = tmp_path / "r"
+    assert incomplete_stages(folder, since="2026-02-01T00:00:01+00:00") == {"04_judge_validation":
+                                                                             ["2 judgment(s) failed"]}
+    assert incomplete_stages(folder, since="2026-02-01T00:00:02+00:00") == {}

@@ -106,7 +106,7 @@ def test_a_damaged_record_is_remade_by_the_next_writer(tmp_path):
         record = read_record(folder)
     assert record["datasets"]["instructir-sample"]["sample"] is True and not record.get("stages")
     assert record["notebooks"] == [{**GOOD["notebooks"][0], "source": "", "executed": "", "html": None,
-                                    "wall_s": None, "render_s": None, "error": None, "incomplete": []}]
+                                    "wall_s": None, "render_s": None, "error": None}]
 
 
 @pytest.mark.parametrize("text", ["{not json", "\x00\x01", '{"status": "ok", "notebooks": [' * 50_000],
