@@ -84,7 +84,7 @@ def scored_measures(benchmark: Benchmark, measures: Sequence[object] | object | 
     spec = benchmark.spec
     scored = with_derived(asked, spec.derived, spec.forms) if derived and spec else asked
     for i, name in enumerate(spec.headline if measures is None and derived and spec else ()):
-        if parse_measure(name).unit != "instance" and parse_measure(name) not in scored:
+        if (measure := parse_measure(name)).unit != "instance" and measure not in scored:
             raise UsageError(f"{spec.at('headline', i)}: field 'headline': {quoted(name)} is none of the measures the "
                              f"family scores ({', '.join(map(str, scored))})")
     return scored
