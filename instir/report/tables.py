@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Doc, Query
+from instir.metrics.stats import SIGNIFICANCE_LEVEL
 from instir.report.html import HTML, NO_MATH, cut, escape_text, safe_url
 
 #: shown for a missing value (None, NaN, NA, empty text)
@@ -151,11 +152,18 @@ def format_fixed(value: object, digits: int = 1) -> str:
 
 
 def format_p(value: object) -> str:
-    """A p-value as printed in the reports: ``<0.001`` below 0.001, else three decimals."""
+    """A p-value as printed in the reports: ``<0.001`` below 0.001, else three decimals, or more where three
+    would put it on the other side of :data:`~instir.metrics.stats.SIGNIFICANCE_LEVEL` (0.01027 is ``0.0103``,
+    not ``0.010`` beside "significant: no")."""
     if _missing(value):
         return MISSING
     p = float(value)
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    if p < 0.001:
+        return "<0.001"
+    digits = 3
+    while digits < 8 and (float(f"{p:.{digits}f}") <= SIGNIFICANCE_LEVEL) != (p <= SIGNIFICANCE_LEVEL):
+        digits += 1
+    return f"{p:.{digits}f}"
 
 
 def small_n_warning(n: Iterable[object], what: str = "queries", threshold: int = SMALL_N) -> str | None:

@@ -184,3 +184,11 @@ def test_a_long_path_without_spaces_stays_inside_its_cell_in_chromium(tmp_path):
                           "--window-size=1200,900", "--dump-dom", page.as_uri()], check=True, capture_output=True,
                          text=True, timeout=120, env={"HOME": str(tmp_path)}).stdout
     assert "spill=0 cells=10" in dom, dom[-300:]
+
+
+def test_a_p_value_next_to_the_significance_level_prints_on_its_own_side_of_it():
+    # 0.01027 printed as 0.010 read as significant at p <= 0.01 beside "significant: no"
+    assert format_p(0.01027) == "0.0103"
+    assert format_p(0.010004) == "0.010004"
+    assert format_p(0.00996) == "0.010" and format_p(0.01) == "0.010"
+    assert format_p(0.0153) == "0.015"
