@@ -508,6 +508,19 @@ def test_a_loader_that_fails_to_import_is_one_line_and_imports_once_fixed(outsid
     assert len(load_benchmark("trio-sample").queries) == 9
 
 
+@pytest.mark.parametrize("signature", ["def load(root, *, subset, setting, name, revision):",
+                                       "def load_benchmark(root, *, subset, setting, name, revision, is_sample):"])
+def test_a_loader_whose_load_takes_other_arguments_is_one_line_naming_the_specs_loader_field(outside, signature):
+    folder = outside()
+    loader = folder / "trio_loader.py"
+    loader.write_text(loader.read_text(encoding="utf-8").replace(
+        "def load(root, *, subset, setting, name, revision, is_sample):", signature), encoding="utf-8")
+    # before, a TypeError (an unexpected keyword 'is_sample') or an AttributeError traceback from the kit's registry
+    with pytest.raises(UsageError, match=r"trio\.toml:10: field 'loader': 'trio_loader\.py' should define "
+                                         r"load\(root, \*, subset, setting, name, revision, is_sample\): "):
+        load_benchmark("trio-sample")
+
+
 def test_markup_in_a_plugins_about_reaches_notebook_01_as_text(outside):
     outside(('about = """every topic', 'about = """<img src=x onerror=alert(1)> [x](javascript:alert(1)) every topic'))
     from instir.stages.explore import Exploration

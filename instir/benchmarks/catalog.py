@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -178,8 +179,15 @@ class Family:
 
     def loader_module(self) -> ModuleType:
         """The family's loader module (imported on first use): a module name, or for a family from
-        outside the package a ``.py`` file beside its spec."""
-        return _module(self.loader, self.spec_file)
+        outside the package a ``.py`` file beside its spec. Its ``load`` is checked to take what the kit passes
+        (docs/layout.md), so a loader written to another signature is one line naming the spec, not a TypeError."""
+        module = _module(self.loader, self.spec_file)
+        try:
+            inspect.signature(module.load).bind(Path(), subset=None, setting="", name="", revision="", is_sample=False)
+        except (AttributeError, TypeError, ValueError) as err:
+            raise UsageError(f"{spec_at(self.spec_file, 'loader')}: field 'loader': {quoted(self.loader)} should define "
+                             f"load(root, *, subset, setting, name, revision, is_sample): {err}") from None
+        return module
 
     def group_measure_classes(self) -> list[type]:
         """The group measures the family brings (``group_measures``: ``module:Class`` each, imported on first
