@@ -185,8 +185,8 @@ class Family:
         try:
             inspect.signature(module.load).bind(Path(), subset=None, setting="", name="", revision="", is_sample=False)
         except (AttributeError, TypeError, ValueError) as err:
-            raise UsageError(f"{spec_at(self.spec_file, 'loader')}: field 'loader': {quoted(self.loader)} should define "
-                             f"load(root, *, subset, setting, name, revision, is_sample): {err}") from None
+            raise UsageError(f"{spec_at(self.spec_file, 'loader')}: field 'loader': {quoted(self.loader)} should "
+                             f"define load(root, *, subset, setting, name, revision, is_sample): {err}") from None
         return module
 
     def group_measure_classes(self) -> list[type]:
