@@ -133,6 +133,10 @@ def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = 
     return factory(card, **kwargs)
 
 
+#: What :func:`build_system` passes on to a card's adapter, where the adapter takes it.
+CARD_OPTIONS = ("device", "cache_dir", "progress")
+
+
 def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The one way to build a system from its name: ``bm25``, ``dense`` / ``hybrid`` (the bundled
     MiniLM), ``dense:MODEL`` / ``hybrid:MODEL`` (:func:`instir.retrieval.make_retriever`), or a
@@ -154,6 +158,11 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
             raise UsageError(f"build_system({card!r}) takes the options {', '.join(accepted)}; got "
                              f"{', '.join(map(repr, unknown_options))}")
         return make_retriever(kind, model.strip() or None, **options)
+    odd = [name for name in options if name not in CARD_OPTIONS]
+    if odd:  # an adapter would drop it silently: a k1 given here ran the card's own
+        raise UsageError(f"build_system({getattr(card, 'name', card)!r}) takes the options {', '.join(CARD_OPTIONS)}; "
+                         f"got {', '.join(map(repr, odd))} (a card's settings are its fields: "
+                         "dataclasses.replace(card, params=...))")
     cards = load_cards() if cards is None else cards
     if isinstance(card, str):
         card = get_card(card, cards)

@@ -252,3 +252,12 @@ def test_a_cards_model_keeps_its_cards_dtype_on_cuda_where_a_model_by_name_runs_
     assert carded.inner.params()["precision"] == "float32"  # read from the weights, not from the device
     by_name = DenseRetriever(cache_dir=tmp_path, progress=False)
     assert by_name.model is not None and halved == [by_name.model]
+
+
+@pytest.mark.parametrize("name", ["BM25 (IFIR)", "monoT5-base"])
+def test_an_option_a_cards_adapter_would_drop_is_refused_naming_the_options_it_takes(name):
+    # before, build_system("BM25 (IFIR)", k1=2.0) ran the card's own k1 without a word, and a reranker dropped device
+    option = {"k1": 2.0} if name.startswith("BM25") else {"batch_size": 2}
+    with raises_saying(UsageError, f"build_system({name!r}) takes the options device, cache_dir, progress; got",
+                       "a card's settings are its fields"):
+        build_system(name, **option)
