@@ -521,6 +521,21 @@ def test_a_loader_whose_load_takes_other_arguments_is_one_line_naming_the_specs_
         load_benchmark("trio-sample")
 
 
+@pytest.mark.parametrize("change, line, field", [
+    (('instruction-only = "trio-instruction-only"', 'instruction-only = "trio-instrction-only"'), 33, "variants"),
+    (('dense = "trio"', 'dense = "tiro"'), 37, "templates")])
+def test_a_misspelt_template_in_a_spec_is_one_line_at_its_line_before_any_run(outside, tmp_path, change, line, field):
+    outside(change, folder=tmp_path / "trio")
+    from instir.stages import retrieve_runs
+
+    # before, the variant's typo was said without its spec's line, and the [templates] one passed unseen until a
+    # system of that model family ran
+    with pytest.raises(UsageError, match=rf"unknown template '(trio-instrction-only|tiro)' in .*trio\.toml:{line}, "
+                                         rf"field '{field}'; did you mean '(trio-instruction-only|trio)'\?"):
+        retrieve_runs(tmp_path / "out", ["trio-sample"], ["bm25"], k=5)
+    assert not (tmp_path / "out" / "runs").exists()
+
+
 def test_markup_in_a_plugins_about_reaches_notebook_01_as_text(outside):
     outside(('about = """every topic', 'about = """<img src=x onerror=alert(1)> [x](javascript:alert(1)) every topic'))
     from instir.stages.explore import Exploration
