@@ -34,7 +34,7 @@ _COLUMNS = [
     "paper", "table", "model", "system", "benchmark", "subset_id", "level", "setting", "metric",
     "measure_reproduced", "reported", "reproduced", "delta", "tolerance", "widened_by", "within_tolerance", "verdict",
     "other_measure", "other_reproduced", "scale", "secondary", "paper_row_too", "sample", "windowing", "engine",
-    "judge", "reasons", "reference", "source",
+    "template", "judge", "reasons", "reference", "source",
 ]
 
 
@@ -98,7 +98,11 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     names the paper of the system card each run ran (empty: none): a card's run is compared with rows of its own
     family's benchmark only (a FollowIR card runs FollowIR's settings, whatever model key it shares with an IFIR row).
     An optional ``other_data`` column names what a run was retrieved over other than the benchmark it was scored on
-    (``corpus``, ``queries``: the evaluate stage's ``metrics/run_checks.csv``); such a run earns no verdict.
+    (``corpus``, ``queries``: the evaluate stage's ``metrics/run_checks.csv``); such a run earns no verdict. An
+    optional ``template`` column names the template each run's queries were formatted with (its sidecar's:
+    :func:`instir.retrieval.run_template`); a row whose own card (``reported``'s ``card_template``, by default the
+    template of the row's card of its paper: :func:`instir.systems.coverage.row_templates`) runs another earns no
+    verdict. A run whose template nothing says (a file of one's own) is taken as it is.
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
     benchmark name -> None when its data was verified, else why not, as
@@ -150,8 +154,8 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
         samples = [s or bool(flag) for s, flag in zip(samples, reproduced["is_sample"].fillna(False))]
     reproduced = reproduced.assign(benchmark=[catalog.unsampled(b) for b in names], _not_comparable=samples)
     ours = _normalise_reproduced(reproduced, model_map)
-    ours["windowing"], ours["engine"], ours["card_paper"] = (_one_of(_of_runs(ours, runs, c))
-                                                             for c in ("windowing", "engine", "card_paper"))
+    ours["windowing"], ours["engine"], ours["card_paper"], ours["template"] = (
+        _one_of(_of_runs(ours, runs, c)) for c in ("windowing", "engine", "card_paper", "template"))
     ours["other_data"] = [", ".join(sorted(v - {"", "nan"})) for v in _of_runs(ours, runs, "other_data")]
     listed = [min(depths) if depths and None not in depths else None
               for depths in ({_depth(k) for k in ks} for ks in _of_runs(ours, runs, "k", whole=True))]
@@ -159,6 +163,12 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
                      for d, k, m in zip(ours["depth"], listed, ours["measure"])]  # InstFol's: both its runs', its own
     ours["instances"], ours["instances_of"] = _judged_of(ours)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
+    if "card_template" not in theirs.columns:  # the template each row's own card runs: the paper's setup
+        from instir.systems.coverage import row_templates
+
+        templates = row_templates()
+        theirs["card_template"] = [templates.get((str(p), str(k)), "") for p, k in zip(theirs["paper"],
+                                                                                       theirs["model_key"])]
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
     theirs = _repeats_folded(theirs)
@@ -193,7 +203,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
     ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use or that measures
     something else (a known reason that ``voids`` it: another task, other data, another setup, a mislabelled file),
-    a system card of another family's paper (its settings are that paper's), the data (not verified as the
+    a system card of another family's paper (its settings are that paper's), the template (another than the
+    paper's card formats queries with), the data (not verified as the
     paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the authors'), the
     variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not run by the paper's
     engine), the windowing of long texts (a known reason that ``withholds`` it: not IFIR's windows), the judge (an
@@ -214,6 +225,10 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     if card in catalog.families() and card != row["benchmark"] and row["benchmark"] in catalog.families():
         theirs = catalog.family(card).printed
         return f"a {theirs} card: its settings are {theirs}'s, not {catalog.family(row['benchmark']).printed}'s"
+    theirs, used = str(row.get("card_template") or ""), row.get("template", "unknown")
+    if theirs and used not in ("unknown", theirs):  # the paper's setup: the queries as its card formats them
+        said = "templates differ across its runs" if used == "mixed" else f"template is {quoted(used)}"
+        return f"its run's {said}, the paper's card runs {quoted(theirs)}"
     family = row["benchmark"] if row["benchmark"] in catalog.families() else None
     names = ([f"{family}/{s}" for s in catalog.family(family).subsets] if family and row["subset_id"] == "avg"
              else [f"{row['benchmark']}/{row['subset_id']}" if row["subset_id"] else str(row["benchmark"])])

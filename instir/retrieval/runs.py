@@ -619,6 +619,14 @@ def run_windowing(meta: Mapping | None) -> str:
     return "n/a"
 
 
+def run_template(meta: Mapping | None) -> str:
+    """The name of the template a run's queries were formatted with, from its sidecar (or ``run.meta``);
+    ``"unknown"`` where none says (a run of one's own, MTEB's predictions)."""
+    template = (meta or {}).get("template")
+    name = template.get("name") if isinstance(template, Mapping) else None
+    return name if isinstance(name, str) and name else "unknown"
+
+
 def run_engine(meta: Mapping | None) -> str:
     """The BM25 engine behind a run, from its sidecar (or ``run.meta``): ``anserini`` or
     ``elasticsearch`` (Lucene, as :mod:`instir.retrieval.lucene` runs them), ``rank_bm25``

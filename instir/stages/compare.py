@@ -40,7 +40,7 @@ from instir.report.provenance import rewritten_inputs, stage_records
 from instir.report.record import read_record
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
-from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_windowing
+from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_template, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS
 from instir.systems.coverage import card_row_keys, coverage_matrix
 
@@ -239,7 +239,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     scored = _scored_queries(layout)
     windowing = runs[["benchmark", "system"]].assign(
         windowing=[run_windowing(meta) for meta in sidecars], engine=[run_engine(meta) for meta in sidecars],
-        card_paper=[run_card_paper(meta) for meta in sidecars],
+        card_paper=[run_card_paper(meta) for meta in sidecars], template=[run_template(meta) for meta in sidecars],
         k=[_depth_now(layout.root / f, meta, k, scored.get((str(b), str(s))))
            for f, meta, k, b, s in zip(runs["run_file"], sidecars, listed, runs["benchmark"], runs["system"])],
         other_data=_other_data(layout, runs))

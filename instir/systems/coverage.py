@@ -181,6 +181,15 @@ def row_needs(paper: str, card: SystemCard | None, cards: Mapping[str, SystemCar
             f"needs: {needs}")
 
 
+def row_templates(cards: Mapping[str, SystemCard] | None = None) -> dict[tuple[str, str], str]:
+    """(paper, model key) -> the template the row's own card formats queries with: the setup a run must share to
+    earn a verdict on that row (``card_template`` of :func:`instir.papers.compare_to_papers`). Rows without a card
+    of their own paper, or whose card names none (a reranker), are not here."""
+    cards = load_cards() if cards is None else cards
+    return {(paper, key): card.template for paper, _, key, card in paper_rows(cards)
+            if card is not None and card.paper == paper and card.template}
+
+
 def paper_rows(cards: Mapping[str, SystemCard]) -> Iterator[tuple[str, str, str, SystemCard | None]]:
     """Every model row of the families' reported tables as ``(paper, printed model, model key, card)``: the
     card of its paper with its key, else the one named as the row is, else another paper's card of the model

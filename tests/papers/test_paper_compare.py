@@ -528,3 +528,17 @@ def test_an_instfol_judged_on_a_sample_of_its_instances_earns_no_verdict(reporte
     (unknown,) = compare_to_papers(ours.drop(index=1).assign(**PAPERS_JUDGE, depth=100),
                                    ifir[ifir["table"] == "Table 3"], runs=runs, data=VERIFIED)["verdict"]
     says(unknown, "not comparable", "how many", "instances", "judge again")
+
+
+@pytest.mark.parametrize("template, verdict", [
+    ("mteb", "not comparable (its run's template is 'mteb', the paper's card runs 'followir-e5')"),
+    ("followir-e5", "within tolerance"), ("unknown", "within tolerance")])
+def test_a_run_formatted_otherwise_than_the_papers_card_earns_no_verdict(template, verdict):
+    # before, a run of E5-base-v2 without the authors' 'query: ' prefix (FollowIR's default for a dense run of no card,
+    # or a card's run given --template) was judged against the paper's row like the card's own run
+    reported = load_reported("followir")
+    ours = table([("dense:intfloat/e5-base-v2", "followir/core17", "instructed", "", "", "AP@1000[og]", 0.1402)])
+    runs = pd.DataFrame([{"benchmark": "followir/core17", "system": "dense:intfloat/e5-base-v2", "k": 1000,
+                          "windowing": "none", "engine": "n/a", "template": template}])
+    compared = compare_to_papers(ours, reported, runs=runs, data=VERIFIED)
+    assert list(compared["verdict"]) == [verdict] and list(compared["template"]) == [template]

@@ -14,16 +14,17 @@ from instir.stages.compare import reproduced_numbers
 
 
 def real_fiqa_folder(folder, *, engine="elasticsearch", judge=("openai-compatible", "gpt-4o-mini [ifir]"),
-                     data=(True, "record counts as published"), k=100, system="bm25", card=None):
+                     data=(True, "record counts as published"), k=100, system="bm25", card=None, template=None):
     """A report folder of BM25 on the real IFIR FiQA as the stages leave it: the run (its engine and depth in its
-    sidecar, and ``card``'s fields where a card ran it), metrics, InstFol with its judge, and the record of the
-    data loaded; the system named ``system``."""
+    sidecar, and ``card``'s fields and the ``template`` where given), metrics, InstFol with its judge, and the
+    record of the data loaded; the system named ``system``."""
     from instir.report.record import update_record
     from instir.retrieval import Run, write_run
 
     for name in ("metrics", "judge", "runs"):
         (folder / name).mkdir()
-    meta = {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}, "k": k}
+    meta = {"search": {"retriever": {"name": "bm25", "params": {"engine": engine}}}, "k": k,
+            **({"template": {"name": template}} if template else {})}
     run = Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]}),
               {**meta, "system": card.to_dict()} if card else meta)
     write_run(run, folder / "runs" / "bm25.trec")
@@ -95,6 +96,21 @@ def test_a_run_of_another_papers_card_is_not_comparable_with_this_papers_row(tmp
     assert list(table3.index) == ["nDCG@20[ifir-native]", "InstFol@20"]
     for verdict in table3["verdict"]:
         says(verdict, "not comparable", "a FollowIR card", "FollowIR's")
+
+
+@pytest.mark.parametrize("template, verdict", [("ifir", "within tolerance"),
+                                               ("instructir", "its run's template is 'instructir'")])
+def test_a_run_of_a_papers_card_given_another_template_earns_no_verdict(tmp_path, template, verdict):
+    # before, instir retrieve --system "BM25 (IFIR)" --template instructir met the row of the card's paper as the
+    # card's own run did: the template its sidecar names was read by no check
+    from instir.systems.cards import get_card
+
+    system = "BM25 (IFIR)"
+    folder = real_fiqa_folder(tmp_path, system=system, card=get_card(system), template=template)
+    table3 = compared_bm25(folder, system)
+    assert set(table3["template"]) == {template}
+    for found in table3["verdict"]:
+        says(found, verdict, *(["the paper's card runs 'ifir'"] if template != "ifir" else []))
 
 
 def test_a_run_retrieved_over_other_data_than_it_was_scored_on_earns_no_verdict(tmp_path):
