@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from instir.benchmarks.types import Doc, Query
-from instir.metrics.stats import SIGNIFICANCE_LEVEL
 from instir.report.html import HTML, NO_MATH, cut, escape_text, safe_url
 
 #: shown for a missing value (None, NaN, NA, empty text)
@@ -160,6 +159,8 @@ def format_p(value: object) -> str:
     p = float(value)
     if p < 0.001:
         return "<0.001"
+    from instir.metrics.stats import SIGNIFICANCE_LEVEL  # here: the stats module brings tqdm, the tour imports none
+
     digits = 3
     while digits < 8 and (float(f"{p:.{digits}f}") <= SIGNIFICANCE_LEVEL) != (p <= SIGNIFICANCE_LEVEL):
         digits += 1
