@@ -245,7 +245,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     protocol = _paper_protocol(row["paper"], row["measure"], row.get("source"))
     if row["measure_variant"] != protocol:
         ours = row["measure_variant"] or "standard"
-        return f"the paper's {row['measure']} is {protocol or 'the standard one'}, not {ours}"
+        whose = "MTEB's" if row["paper"] == "mteb" else "the paper's"  # a number of MTEB's store is no paper's
+        return f"{whose} {row['measure']} is {protocol or 'the standard one'}, not {ours}"
     engine = paper_family.bm25.get("engine") if paper_family else None
     if engine and str(row["model_key"]).startswith(("bm25", "hybrid:")) and row["engine"] != engine:
         return f"BM25 by {row['engine']}, the paper's by {engine}"

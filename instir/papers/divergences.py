@@ -34,7 +34,8 @@ class Divergence:
     (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``);
     ``variants`` the reported row's ``variant`` (:func:`instir.papers.load_reported`: the setup a table reports,
     such as IFIR Table 9's prompts); ``beside_paper_row`` limits it to a secondary source's number that the paper
-    itself prints a row for (the aligned row's ``paper_row_too``, set by :func:`instir.papers.compare_to_papers`).
+    itself prints a row for (the aligned row's ``paper_row_too``, set by :func:`instir.papers.compare_to_papers`);
+    ``sources`` to rows whose ``source`` holds one of these texts (a store's rows, not a file of one's own).
     ``voids``: the reported number measures something the kit does not rerun (another task, other data, another
     setup, a mislabelled file) or repeats a number another row judges, so a row it applies to earns no verdict
     (:func:`voiding`), only the reason. ``withholds``: the run was made otherwise than the paper's in a way the kit
@@ -56,6 +57,7 @@ class Divergence:
     engines: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
     beside_paper_row: bool = False
+    sources: tuple[str, ...] = ()
     voids: bool = False
     withholds: bool = False
 
@@ -81,6 +83,7 @@ class Divergence:
             not self.engines or engine in self.engines,
             not self.variants or row.get("variant") in self.variants,
             not self.beside_paper_row or bool(row.get("paper_row_too")),
+            not self.sources or any(text in str(row.get("source") or "") for text in self.sources),
         )
         return all(checks)
 
@@ -220,6 +223,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "mislabelled; neither is a reliable per-model reference.",
         papers=("mteb",), benchmarks=("ifir",), models=("gritlm/gritlm-7b", "intfloat/e5-mistral-7b-instruct"),
         voids=True),
+    Divergence(
+        "mteb-removed-results", "MTEB removed these results: no MTEB implementation behind them",
+        "MTEB's results store held these IFIR results of the INSTRUCTOR models from PR #228 (commit 2a4630579, "
+        "by IFIR's authors) until commit 198c98f4c removed them as results of models with missing implementations "
+        "in MTEB: no MTEB wrapper (its prompts, its cut of long texts) stands behind them, so the setup they measure "
+        "is not known.",
+        papers=("mteb",), benchmarks=("ifir",), sources=("deleted from repo in commit 198c98f4c",), voids=True),
     Divergence(
         "colbert-plaid", "ColBERTv2: exact MaxSim instead of a PLAID index",
         "InstructIR searched colbertv2.0 with colbert-ai's PLAID index (nbits=2, kmeans_niters=4, "

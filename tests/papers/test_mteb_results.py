@@ -216,6 +216,8 @@ def test_data_verified_as_one_copy_earns_no_verdict_against_numbers_of_the_other
                       & (reported["setting"] == "instructed") & (reported["measure"] == "nDCG@20")
                       & (reported["model_key"] == "hkunlp/instructor-base") & (reported["variant"] == "")]
     assert len(theirs), "the row is reported"  # (Table 9's prompt study is not judged whatever the data)
+    if paper == "mteb":  # a TaskResult of one's own (the store's row is one MTEB removed: mteb-removed-results)
+        theirs = theirs.assign(source="results/hkunlp__instructor-base/IFIRSciFact.json")
     row = theirs.iloc[0]
     value = float(row["value"]) / float(row["scale"])
     reproduced = pd.DataFrame({"system": ["dense:hkunlp/instructor-base"], "benchmark": ["ifir/scifact_open"],
@@ -249,3 +251,36 @@ def test_a_stored_p_mrr_is_judged_by_the_tie_rule_of_the_mteb_version_that_compu
     assert judged(stored) == ("p-MRR[insertion-ties]", "p-MRR", "outside tolerance")
     newer = stored.assign(source=stored["source"].str.replace("mteb 1.7.32", "mteb 2.26.0", regex=False))
     assert judged(newer) == ("p-MRR", "p-MRR[insertion-ties]", "within tolerance")
+
+
+def test_results_mteb_removed_for_lack_of_an_implementation_earn_no_verdict():
+    # before, an INSTRUCTOR run was judged within tolerance against IFIR results MTEB deleted (commit 198c98f4c)
+    # because no MTEB implementation stood behind them: which setup they measure is not known
+    store = load_reported("mteb")
+    model = "hkunlp/instructor-xl"
+    theirs = store[(store["benchmark"] == "ifir") & (store["subset_id"] == "fiqa") & (store["model_key"] == model)
+                   & (store["measure"] == "nDCG@20") & (store["level"].isna())]
+    assert len(theirs) == 1
+    value = float(theirs["value"].iloc[0])
+    ours = pd.DataFrame([{"system": f"dense:{model}", "benchmark": "ifir/fiqa", "setting": "instructed",
+                          "subset": "fiqa", "level": "", "measure": "nDCG@20", "value": value}])
+    runs = pd.DataFrame([{"benchmark": "ifir/fiqa", "system": f"dense:{model}", "k": 100, "windowing": "none",
+                          "engine": "n/a"}])
+    verified = {"ifir/fiqa": None}
+    compared = compare_to_papers(ours, store, runs=runs, data=verified, mteb_data=verified, protocol="mteb")
+    assert list(compared["verdict"]) == ["not comparable (MTEB removed these results: no MTEB implementation behind "
+                                         "them)"]
+    own = store.assign(source="results/hkunlp__instructor-xl/IFIRFiQA.json")  # a TaskResult of one's own
+    compared = compare_to_papers(ours, own, runs=runs, data=verified, mteb_data=verified, protocol="mteb")
+    assert list(compared["verdict"]) == ["within tolerance"]
+
+
+def test_a_number_of_mtebs_store_in_another_variant_is_said_to_be_mtebs_not_a_papers():
+    # before, the reason read "the paper's p-MRR is insertion-ties" for a number MTEB computed, not a paper
+    store = load_reported("mteb")
+    ours = pd.DataFrame([{"system": "google/flan-t5-base", "benchmark": "followir/core17", "setting": "instructed",
+                          "subset": "core17", "level": "", "measure": "p-MRR", "value": -0.0331}])
+    runs = pd.DataFrame([{"benchmark": "followir/core17", "system": "google/flan-t5-base", "k": 1000}])
+    verified = {"followir/core17": None}
+    compared = compare_to_papers(ours, store, runs=runs, data=verified, mteb_data=verified, protocol="mteb")
+    assert list(compared["verdict"]) == ["not comparable (MTEB's p-MRR is insertion-ties, not standard)"]
