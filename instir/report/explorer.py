@@ -96,6 +96,11 @@ class ExplorerData:
 
             self._cache = JudgmentCache(layout.judgments)
             self._judges = self._cache.judges()
+        if self.instfol is not None and {"judge_backend", "judge_model"} <= set(self.instfol.columns):
+            # the passages' scores are the judge's whose InstFol is shown beside them, never another's in the cache
+            shown = {(str(b), str(m).split(" [")[0]) for b, m in zip(self.instfol["judge_backend"],
+                                                                     self.instfol["judge_model"])}
+            self._judges = [judge for judge in self._judges if judge in shown]
 
     @property
     def benchmarks(self) -> list[str]:
@@ -190,7 +195,7 @@ class ExplorerData:
 
     def _judged(self, lists: pd.DataFrame, bench: Benchmark, docs: dict[str, Doc]) -> tuple[list[float], str | None]:
         """Weighted score of each listed passage for its instance, from the first judge in the
-        cache that has any of them (repeat 0); NaN where none is stored."""
+        cache that has any of them (repeat 0; where InstFol was judged, only its judge); NaN where none is stored."""
         nan = [float("nan")] * len(lists)
         if self._cache is None or not len(lists):
             return nan, None

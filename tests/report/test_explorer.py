@@ -200,3 +200,17 @@ def test_the_cache_lists_the_judges_it_holds(out_dir):
 
     with JudgmentCache(out_dir / "judge" / "judgments.sqlite") as cache:
         assert cache.judges() == [("baseline-lexical", "stemmed-term-overlap")]
+
+
+def test_the_passages_scores_are_those_of_the_judge_whose_instfol_is_shown(tmp_path):
+    # before, the passages carried the scores of the cache's first judge by name (an earlier embedding baseline)
+    # beside the InstFol of the judge notebook 04 ran last (the lexical baseline)
+    from instir.stages import judge_runs, retrieve_runs
+
+    retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"])
+    judge_runs(tmp_path, ["ifir-sample/fiqa"], backend="baseline", model="embedding", max_instances=3, repeats=1)
+    judge_runs(tmp_path, ["ifir-sample/fiqa"], backend="baseline", model="lexical", max_instances=3, repeats=1)
+    data = ExplorerData(tmp_path)
+    qid = data.instfol["qid"].iloc[0]
+    view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
+    assert view.judge == "baseline-lexical / stemmed-term-overlap"
