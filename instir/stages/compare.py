@@ -41,7 +41,7 @@ from instir.report.record import read_record
 from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
 from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_template, run_windowing
-from instir.stages.judge import JUDGE_COLUMNS
+from instir.stages.judge import JUDGE_COLUMNS, RUN_FILES
 from instir.systems.coverage import card_row_keys, coverage_matrix
 
 #: The columns of a reproduced number.
@@ -160,18 +160,23 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     system, benchmark, subset, level and measure (InstFol as ``InstFol@<k>``, the k its lists were cut at, as
     ``judge/instfol.csv`` says; a table of an earlier version says none: the k its stage's record holds, else
     20), so an InstFol@10 is never aligned with a paper's InstFol@20; and with the ``depth`` its shallower run
-    ranks and the ``instances`` judged, which its verdict needs. InstFol judged on runs that were written again
-    since (another retrieval into the folder, then a judge stage that failed or did not run) is left out, with a
-    warning: it is no number of these runs."""
+    ranks and the ``instances`` judged, which its verdict needs. Where a retrieval wrote the runs folder again
+    since the judge stage read it (and the judge stage then failed or did not run), an InstFol whose runs are no
+    longer the ones ``runs/runs.csv`` lists, or were changed since, is left out with a warning: it is no number of
+    the folder's runs; one of runs still listed and unchanged (another benchmark retrieved into the folder) stays."""
     metrics = pd.read_csv(layout.require(layout.metrics_table))
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
     record = read_record(layout.root)  # once: what the judge stage read, and the k it judged at
-    if "runs" in rewritten_inputs(layout.root, "04_judge_validation", record):
-        warnings.warn(f"{layout.instfol} judged runs that were written again since: its InstFol is left out of the "
-                      "comparison (judge these runs again)", stacklevel=2)
-        return metrics[REPRODUCED_COLUMNS]
     instfol = pd.read_csv(layout.require(layout.instfol))
+    if "runs" in rewritten_inputs(layout.root, "04_judge_validation", record):  # a retrieval since: which runs?
+        kept = _of_listed_runs(layout, instfol)
+        if not kept.all():
+            left = sorted({f"{s} on {b}" for s, b in zip(instfol["system"][~kept], instfol["benchmark"][~kept])})
+            warnings.warn(f"{layout.instfol}: the InstFol of {', '.join(left)} is left out of the comparison: its runs "
+                          "are no longer the ones runs/runs.csv lists, or were changed since they were judged "
+                          "(judge these runs again)", stacklevel=2)
+        instfol = instfol[kept]
     judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]
     recorded = (stage_records(layout.root, record).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")
     ks = pd.to_numeric(instfol["k"], errors="coerce") if "k" in instfol else pd.Series(recorded, index=instfol.index)
@@ -181,6 +186,17 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     counted = ["instances"] if "instances" in instfol else []  # judged: a verdict needs every one of the slice's
     return pd.concat([metrics, instfol.rename(columns={"instfol": "value"}).assign(measure=measure)],
                      ignore_index=True)[REPRODUCED_COLUMNS + judged + depth + counted]
+
+
+def _of_listed_runs(layout: ReportLayout, instfol: pd.DataFrame) -> pd.Series:
+    """Per row of ``judge/instfol.csv``, whether every run file it compared (:data:`RUN_FILES`) is still listed in
+    ``runs/runs.csv`` and unchanged since its sidecar (a file's name holds its run's key): False for a table of an
+    earlier version, which names none."""
+    if RUN_FILES not in instfol.columns or not layout.runs_table.is_file():
+        return pd.Series(False, index=instfol.index)
+    listed = set(read_runs_table(layout)["run_file"].astype(str))
+    unchanged = {f: read_sidecar(layout.root / f) is not None for f in listed}
+    return instfol[RUN_FILES].astype(str).map(lambda files: all(unchanged.get(f, False) for f in files.split("; ")))
 
 
 def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:

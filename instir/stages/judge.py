@@ -106,14 +106,20 @@ def judge_pair(root: str | Path, benchmark: Benchmark, pair: RunPair, judge: Any
 #: compare stage checks against the paper's judge.
 JUDGE_COLUMNS = ("judge_backend", "judge_model")
 
+#: The column of ``judge/instfol.csv`` that names the run files behind each value (``; ``-separated, relative to the
+#: report folder), by which the compare stage tells InstFol of runs the folder still lists from InstFol of others.
+RUN_FILES = "run_files"
+
 
 def summarise_instfol(instances: pd.DataFrame) -> pd.DataFrame:
     """InstFol per level, subset and Average of every system on every collection of benchmarks
     (a family's subsets: :func:`instir.benchmarks.catalog.collection_of`;
     :func:`instir.judge.following.aggregate`), in the instances' order, with the judge behind it, the ``k`` its
-    lists were cut at and the ``depth`` its shallower run ranks (:func:`instir.retrieval.runs.ranked_depth`)."""
+    lists were cut at, the ``depth`` its shallower run ranks (:func:`instir.retrieval.runs.ranked_depth`) and the
+    :data:`RUN_FILES` it compared."""
     parts = [aggregate(part).assign(system=system, benchmark=name,
-                                    **{c: "; ".join(dict.fromkeys(part[c].astype(str))) for c in JUDGE_COLUMNS
+                                    **{c: "; ".join(dict.fromkeys(part[c].astype(str))) for c in (*JUDGE_COLUMNS,
+                                                                                                   RUN_FILES)
                                        if c in part}, **{c: part[c].min() for c in ("k", "depth") if c in part})
              for (system, name), part in instances.groupby(["system", "collection"], sort=False)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
@@ -141,7 +147,7 @@ def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Seque
     instances = pd.concat([r.instances.assign(benchmark=p.benchmark, collection=collection_of(p.benchmark),
                                               system=p.system, judge_backend=r.meta["judge"]["name"],
                                               judge_model=r.meta["judge"]["model"], k=r.meta["k"],
-                                              depth=r.meta["depth"])
+                                              depth=r.meta["depth"], **{RUN_FILES: f"{p.instructed}; {p.query_only}"})
                            for p, r in zip(pairs, results)], ignore_index=True)
     positions = pd.concat([r.positions.assign(benchmark=p.benchmark, system=p.system) for p, r in zip(pairs, results)],
                           ignore_index=True)

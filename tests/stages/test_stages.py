@@ -175,9 +175,35 @@ def test_instfol_judged_on_runs_written_again_since_is_left_out_of_the_compariso
     assert any(m.startswith("InstFol") for m in reproduced_numbers(report_layout(tmp_path))["measure"])
     retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=5)  # other runs; no judge stage after them
     score_runs(tmp_path)
-    with pytest.warns(UserWarning, match="judged runs that were written again since: its InstFol is left out"):
+    with pytest.warns(UserWarning, match="the InstFol of bm25 on instructir-sample is left out of the comparison: "
+                                         "its runs are no longer the ones runs/runs.csv lists"):
         measures = set(reproduced_numbers(report_layout(tmp_path))["measure"])
     assert measures and not any(m.startswith("InstFol") for m in measures)
+
+
+def test_instfol_of_runs_the_folder_still_lists_unchanged_stays_after_another_system_is_retrieved(tmp_path):
+    # before, adding a system to a judged folder (notebook 02 again, no judge stage after it) left out every InstFol,
+    # saying its runs "were written again since": the judged bm25 runs were untouched and still listed
+    import warnings
+
+    from instir.stages.compare import reproduced_numbers
+
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1, validate=False)
+    judged = reproduced_numbers(report_layout(tmp_path))
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25", "dense"], k=20)
+    score_runs(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = reproduced_numbers(report_layout(tmp_path))
+    instfol = again[again["measure"].str.startswith("InstFol")]
+    assert len(instfol) and set(instfol["system"]) == {"bm25"}
+    assert instfol["value"].tolist() == judged[judged["measure"].str.startswith("InstFol")]["value"].tolist()
+    run = next((tmp_path / "runs").glob("instructir-sample__instructed__bm25__instructir__*.trec"))
+    run.write_text(run.read_text().replace(" 1 ", " 1 ", 1) + "\n", encoding="utf-8")  # edited since its sidecar
+    with pytest.warns(UserWarning, match="were changed since they were judged"):
+        assert not reproduced_numbers(report_layout(tmp_path))["measure"].str.startswith("InstFol").any()
 
 
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
