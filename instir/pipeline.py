@@ -618,9 +618,10 @@ def publish_page(out_dir: str | Path, notebook: str):
             with keeping_edits(folder, [page]):  # papermill itself has just replaced the notebook
                 render_html(executed, page)
             record_page(folder, notebook, page.name)
-        refresh_index(folder)
-        return Markdown(f"Page `{page.name}` rendered from this run into `{home_path(folder)}`; the reports index "
-                        "that lists the folder is up to date.")
+        index = refresh_index(folder)
+        listed = (f"the reports index `{home_path(index)}` is up to date" if index else
+                  "no reports index lists the folder (`instir run` writes `index.html` beside the folders it makes)")
+        return Markdown(f"Page `{page.name}` rendered from this run into `{home_path(folder)}`; {listed}.")
     if page.is_file():
         return Markdown(f"**This run is not on the page** `{home_path(page)}`: that page shows an earlier run, and "
                         "the reports index marks it stale. `instir run --out "

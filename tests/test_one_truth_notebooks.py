@@ -85,6 +85,9 @@ def test_the_readme_papermill_call_renders_its_page_and_the_index_marks_the_page
 
     page = (out / "02_retrieval.html").read_text()
     assert page != old_page and "my remark" not in page  # rendered anew from this run
+    outputs = nbformat.read(out / "02_retrieval.ipynb", as_version=4).cells[-1]["outputs"]
+    said = [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
+    assert len(said) == 1 and said[0].endswith("/reports/index.html` is up to date.")  # the index it rewrote
     (kept,) = out.glob("02_retrieval.html.set-aside-*")  # on the commit before, the remark was lost without a word
     assert "my remark" in kept.read_text()
     # papermill saved the notebook once more after its last cell noted it: still the kit's, no edit

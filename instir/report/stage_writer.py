@@ -27,13 +27,16 @@ T = TypeVar("T")
 _NOT_PARAMETERS = ("out_dir", "loaded", "read", "judge")
 
 
-def refresh_index(folder: Path) -> None:
+def refresh_index(folder: Path) -> Path | None:
     """Rewrite the instir index that lists ``folder`` (:func:`instir.report.index.index_folder`)
-    when there is one (a user's own ``index.html`` and a folder no index lists are left alone)."""
+    when there is one (a user's own ``index.html`` and a folder no index lists are left alone); the index
+    rewritten, or None."""
     root = index_folder(folder)
     if (root / INDEX_FILE).is_file():
         with contextlib.suppress(UsageError, OSError):  # write_index refuses a user's own index.html
             write_index(root)
+            return root / INDEX_FILE
+    return None
 
 
 def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]]:

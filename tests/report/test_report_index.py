@@ -178,3 +178,13 @@ def test_an_instir_run_reports_only_what_the_stages_it_ran_left_incomplete(tmp_p
     assert incomplete_stages(folder, since="2026-02-01T00:00:01+00:00") == {"04_judge_validation":
                                                                              ["2 judgment(s) failed"]}
     assert incomplete_stages(folder, since="2026-02-01T00:00:02+00:00") == {}
+
+
+def test_refreshing_the_index_of_a_folder_says_which_index_it_rewrote_and_none_where_no_index_lists_it(tmp_path):
+    # before, the publishing cell said "the reports index that lists the folder is up to date" where none existed
+    from instir.report.stage_writer import refresh_index
+
+    make_report(tmp_path, "sample", "2026-01-01T00:00:00+00:00")
+    assert refresh_index(tmp_path / "sample") is None and not (tmp_path / "index.html").exists()
+    written = write_index(tmp_path)
+    assert refresh_index(tmp_path / "sample") == written
