@@ -155,6 +155,23 @@ def test_a_students_mistake_in_a_stage_is_one_line_before_any_work(tmp_path, cal
     assert (out / "runs" / "runs.csv").read_bytes() == listed
 
 
+@pytest.mark.parametrize(("retrievers", "systems", "where"), [
+    (["bm25", "dense"], ["bm25"], "'retrievers' or 'systems'"), (["bm25", "bm25"], [], "'retrievers'")])
+def test_a_system_given_twice_to_notebook_02_is_refused_as_instir_run_refuses_it(tmp_path, retrievers, systems, where):
+    """Notebook 02 wrote bm25 twice into runs.csv and notebook 03 died in pandas ("Index contains duplicate
+    entries"); ``instir run --retrievers bm25 --systems bm25`` refused it in one line."""
+    from instir.pipeline import notebook_parameters, validate_parameters
+    from instir.stages import notebook_systems
+
+    known = notebook_parameters(sorted((REPO / "notebooks").glob("0[1-5]_*.ipynb")))
+    with pytest.raises(UsageError) as cli:
+        validate_parameters({"retrievers": retrievers, "systems": systems}, known)
+    with pytest.raises(UsageError) as notebook:
+        retrieve_runs(tmp_path, ["instructir-sample"], notebook_systems(retrievers, "", systems), k=10)
+    assert str(notebook.value) == str(cli.value) == f"parameter {where}: 'bm25' is given twice"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_one_name_where_a_list_is_asked_is_a_list_of_one(tmp_path):
     # on 60bbc2d, paper_tables(out, papers="ifir") failed ("No objects to concatenate"), paper_tables(out, "/m")
     # read "/", "m" as MTEB result files, run_reports("nb.ipynb", …) looked for the notebooks "n", "b", …

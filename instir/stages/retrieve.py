@@ -29,6 +29,7 @@ from instir.report.stage_writer import writes_stage
 from instir.retrieval import Retriever, retrieve, template_for
 from instir.retrieval.runs import Run, run_engine
 from instir.stages.plan import PlannedRun, plan_runs
+from instir.stages.request import system_specs
 
 #: The columns of ``runs/runs.csv``, in order; ``written_by`` is the front end that wrote the row
 #: (:func:`front_end`).
@@ -160,13 +161,14 @@ def retrieve_runs(out_dir: str | Path, benchmarks: Sequence[str], systems: Seque
     ``runs/runs.csv`` in the plan's order. One system is built (its model loaded) at a time and
     serves every benchmark before the next is built, so a machine holds one model, and one BM25
     index, at a time. Each run's depth is ``k``, or without one its family's (the spec's ``depth``, else
-    :data:`~instir.stages.plan.DEFAULT_DEPTH`; ``runs.csv`` says which). An empty ``systems``, and a ``k`` that
-    is not a whole number from 1 to :data:`~instir.parameters.MAX_CUTOFF`, are refused before any work."""
+    :data:`~instir.stages.plan.DEFAULT_DEPTH`; ``runs.csv`` says which). An empty ``systems``, a system given
+    twice (as ``instir run`` refuses it: :func:`~instir.stages.request.system_specs`), and a ``k`` that is not a
+    whole number from 1 to :data:`~instir.parameters.MAX_CUTOFF`, are refused before any work."""
     k = None if k is None else depth(k)
     if not names(systems, "systems"):
         raise UsageError("no system to run: parameters 'retrievers' and 'systems' are both empty (e.g. retrievers = "
                          "[\"bm25\"])")
-    plan = plan_runs(benchmarks, systems, k=k)
+    plan = plan_runs(benchmarks, system_specs(systems, "parameter 'retrievers' or 'systems'"), k=k)
     report = start_report(out_dir, benchmarks, data_root)
     # before any retrieval: a list that would drop another front end's runs fails in seconds
     refuse_dropping(report.layout, [(p.benchmark, p.setting, p.label, p.variant, p.k) for p in plan],

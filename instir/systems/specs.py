@@ -79,7 +79,8 @@ def notebook_systems(retrievers: str | Sequence[str], dense_model: str = "",
                      systems: str | Sequence[str] = ()) -> list[str]:
     """The system names the notebooks' parameters choose: each retriever kind (``dense`` and
     ``hybrid`` with ``dense_model`` when one is set: ``dense:MODEL``), then the card names (each
-    list as :func:`instir.parameters.names` reads it: papermill's ``-p retrievers bm25`` is a string)."""
+    list as :func:`instir.parameters.names` reads it: papermill's ``-p retrievers bm25`` is a string; a retriever
+    given twice refused, as ``instir run`` refuses it)."""
     model = f":{dense_model}" if dense_model else ""
-    return ([kind if kind == "bm25" else f"{kind}{model}" for kind in names(retrievers, "retrievers")]
+    return ([kind if kind == "bm25" else f"{kind}{model}" for kind in names(retrievers, "retrievers", unique=True)]
             + names(systems, "systems"))
