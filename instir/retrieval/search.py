@@ -69,6 +69,7 @@ def make_retriever(kind: str, model: str | None = None, *, windowing: str | None
     from instir.retrieval.lexical import BM25Retriever
 
     _check_kind(kind, model, windowing)
+    model = model and model_location(model)
     check_model(model, "sentence-transformers")
     if kind == "bm25":
         return BM25Retriever(show_progress=progress)
@@ -81,6 +82,16 @@ def make_retriever(kind: str, model: str | None = None, *, windowing: str | None
     from instir.retrieval.fusion import HybridRetriever
 
     return HybridRetriever(dense, BM25Retriever(show_progress=progress))
+
+
+def model_location(model: str) -> str:
+    """The bundled MiniLM's local path for its Hugging Face id :data:`BUNDLED_MODEL_ID` (the name reports give it
+    loads its weights offline, the run of ``dense``); any other id or path as is."""
+    if model != BUNDLED_MODEL_ID:
+        return model
+    from instir.retrieval.dense import bundled_model_path
+
+    return bundled_model_path()
 
 
 def system_name(kind: str, model: str | None = None) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from instir.errors import UsageError
+from instir.retrieval.search import model_location
 from instir.systems.cards import READS, SystemCard
 
 
@@ -72,14 +73,6 @@ def _single_max_length(card: SystemCard) -> int | None:
     return d if d is not None else q
 
 
-def _model_location(model: str) -> str:
-    """The bundled MiniLM's local path for its Hugging Face id (offline); any other id as is."""
-    from instir.retrieval import BUNDLED_MODEL_ID
-    from instir.retrieval.dense import bundled_model_path
-
-    return bundled_model_path() if model == BUNDLED_MODEL_ID else model
-
-
 def _torch_dtype(card: SystemCard, device: str | None):
     """The card's dtype on CUDA; float32 on CPU (half precision there is slow and not what
     the authors ran; DenseRetriever records the precision used)."""
@@ -106,7 +99,7 @@ def sentence_transformers_from_card(card: SystemCard, *, device: str | None = No
     from sentence_transformers import SentenceTransformer
 
     dtype = _torch_dtype(card, device)
-    model = SentenceTransformer(_model_location(card.model), device=device, revision=card.revision or None,
+    model = SentenceTransformer(model_location(card.model), device=device, revision=card.revision or None,
                                 trust_remote_code=bool(card.params.get("trust_remote_code", False)),
                                 model_kwargs={"dtype": dtype} if dtype is not None else None)
     if "padding_side" in card.params:
@@ -144,7 +137,7 @@ def hf_mean_pool_from_card(card: SystemCard, *, device: str | None = None, cache
     model_kwargs = {"revision": card.revision} if card.revision else {}
     if dtype is not None:
         model_kwargs["dtype"] = dtype
-    transformer = Transformer(_model_location(card.model), max_seq_length=_single_max_length(card),
+    transformer = Transformer(model_location(card.model), max_seq_length=_single_max_length(card),
                               model_kwargs=model_kwargs or None)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
     return _dense(card, SentenceTransformer(modules=[transformer, pooling], device=device), device=device,

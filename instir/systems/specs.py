@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from instir.errors import UserError, quoted
 from instir.parameters import names
-from instir.retrieval import Retriever, system_name
+from instir.retrieval import BUNDLED_MODEL_ID, Retriever, system_name
 from instir.retrieval.model_files import model_name_problem
 
 
@@ -43,7 +43,8 @@ class SystemSpec:
 def resolve_system(name: str) -> SystemSpec:
     """The system a grid names: ``bm25``, ``dense`` / ``hybrid`` (bundled MiniLM),
     ``dense:MODEL`` / ``hybrid:MODEL``, or a retriever system card's name (as ``instir
-    retrieve --system`` takes it). Resource hints: a GPU for any model but the bundled
+    retrieve --system`` takes it). The bundled MiniLM by its id (``dense:`` :data:`~instir.retrieval.BUNDLED_MODEL_ID`)
+    is the bundled MiniLM (its ``model`` None). Resource hints: a GPU for any model but the bundled
     MiniLM, none for BM25; a card's own ``resources`` (``num_gpus``, ``memory_gb``) instead."""
     kind, _, model = name.partition(":")
     if kind not in ("bm25", "dense", "hybrid"):
@@ -54,6 +55,7 @@ def resolve_system(name: str) -> SystemSpec:
     why = model_name_problem(model or "")
     if why:
         raise ValueError(f"system {quoted(name)}: the model is {why}")
+    model = None if model == BUNDLED_MODEL_ID else model
     label = system_name(kind, model)
     resources: dict[str, float] = {}
     if kind != "bm25" and model is not None:
