@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import pytrec_eval
@@ -109,6 +109,10 @@ class MtebScores:
     notes: list[str] = field(default_factory=list)
 
 
+#: How :func:`mteb_scores` notes the qrels queries a run leaves out (:func:`evaluation` says them by the run's check).
+_UNANSWERED = "qrels queries have no results"
+
+
 def _results(run: RunLike | Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """``{qid: {docid: score}}`` of a run given as a Run, a frame or already as that dict."""
     if isinstance(run, Mapping):
@@ -168,7 +172,7 @@ def mteb_scores(run: RunLike | Mapping[str, Mapping[str, float]], benchmark: Ben
                      f"would stop on them), e.g. {outside[:3]}")
     missing = [q for q in qrels if q not in results]
     if missing:
-        notes.append(f"{len(missing)} qrels queries have no results: MTEB averages over the {len(results)} "
+        notes.append(f"{len(missing)} {_UNANSWERED}: MTEB averages over the {len(results)} "
                      f"queries of the run (the authors' protocol scores them 0)")
     measures = {f"{trec}.{','.join(map(str, MTEB_K_VALUES))}" for trec in TREC_MEASURES.values()}
     scored = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(results) if results else {}
@@ -247,9 +251,11 @@ def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], 
     subset = task.subset or "all"
     tables, per_query, per_group, checks, notes = [], [], [], {}, []
     for system, run in tqdm(runs.items(), desc="scoring runs (mteb)", disable=len(runs) < 2):
-        checks[system] = check_run_ids(run if not isinstance(run, Mapping) else Run.from_scores(run), benchmark)
         result = mteb_scores(run, benchmark, ids)
-        notes += [f"{system}: {note}" for note in result.notes]
+        checks[system] = replace(check_run_ids(run if not isinstance(run, Mapping) else Run.from_scores(run),
+                                               benchmark), mean_of=result.n_scored)
+        # the queries the run leaves out: said once, by its check's summary (with their ids)
+        notes += [f"{system}: {note}" for note in result.notes if _UNANSWERED not in note]
         rows = []
         for measure in asked:
             if measure not in result.scores:

@@ -780,7 +780,8 @@ class RunIdCheck:
     only those that match), else the fewest documents it ranks for a query of the benchmark, that query
     ``shallowest`` where others rank more (:func:`shallowest_query`; None otherwise); and ``other_data``, what of
     the benchmark's data (``corpus``, ``queries``) its sidecar says it was not retrieved over (filled in where it is
-    scored: :func:`instir.metrics.scoring.data_differs`)."""
+    scored: :func:`instir.metrics.scoring.data_differs`); ``mean_of``: under MTEB's protocol, the number of queries
+    its mean is over (a query the run leaves out is left out of it), None under the authors' (such a query scores 0)."""
 
     unknown_qids: list[str]
     unknown_docids: list[str]
@@ -790,6 +791,7 @@ class RunIdCheck:
     depth: int = 0
     shallowest: str | None = None
     other_data: list[str] = field(default_factory=list)
+    mean_of: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -811,7 +813,9 @@ class RunIdCheck:
             parts.append(f"{len(self.unknown_docids)} document ids not in the corpus "
                          f"({self.rows_with_unknown_docid} rows): {few(self.unknown_docids)}")
         if self.missing_qids:
-            parts.append(f"{len(self.missing_qids)} benchmark queries have no results (they score 0): "
+            counted = ("they score 0" if self.mean_of is None else
+                       f"left out of MTEB's mean, which is over the {self.mean_of} queries of the run")
+            parts.append(f"{len(self.missing_qids)} benchmark queries have no results ({counted}): "
                          f"{few(self.missing_qids)}")
         return "; ".join(parts) if parts else "all run ids are in the benchmark"
 

@@ -39,6 +39,22 @@ def test_the_mteb_protocol_gives_the_numbers_mteb_stored_for_the_same_prediction
         assert {f"level_{lv}": round(v, 6) for lv, v in levels.items()} == stored["level_scores"]
 
 
+def test_a_query_missing_from_the_predictions_is_said_once_to_be_left_out_of_mtebs_mean(tmp_path, capsys):
+    """Before, one line said the query scored 0 and the next that MTEB averaged over the others (which it did)."""
+    data = json.loads((MTEB / "predictions" / "InstructIR_predictions.json").read_text())
+    answered = data["default"]["test"]
+    answered.pop(next(iter(answered)))
+    predictions = tmp_path / "InstructIR_predictions.json"
+    predictions.write_text(json.dumps(data))
+    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(predictions), "--protocol", "mteb",
+                 "--out", str(tmp_path / "report")]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "have no results" in line]
+    assert len(said) == 1 and "score 0" not in said[0], said
+    assert f"left out of MTEB's mean, which is over the {len(answered)} queries of the run" in said[0]
+    table = pd.read_csv(tmp_path / "report" / "metrics" / "metrics.csv", dtype={"level": str})
+    assert table.loc[table["measure"] == "ndcg_at_10", "n_queries"].tolist() == [len(answered)]
+
+
 def test_the_authors_protocol_adds_robustness_native_ndcg_and_significance_to_mteb_runs(tmp_path, capsys):
     mine = shutil.copy(MTEB / "predictions" / "IFIRFiQA_predictions.json", tmp_path)
     other = tmp_path / "other" / "IFIRFiQA_predictions.json"
