@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from types import UnionType
+from typing import Union, get_args, get_origin
 
 from instir.errors import UsageError, unknown
 from instir.interop.irds import ir_datasets, register_ir_datasets
@@ -36,7 +38,8 @@ LOOKED_UP = {"qid_lookup": "queries", "did_lookup": "docs"}
 def _exporting(kind: str, export):
     """ir_datasets' ``export`` or lookup of ``kind`` (its ``main_<kind>``, ``qid_lookup``, ``did_lookup``), its
     mistakes refused first as the kit's one line: a kind the dataset does not provide (it printed its AssertionError
-    and exited 0), a ``--fields`` name the data lacks (its tsv and jsonl exporters raised a KeyError)."""
+    and exited 0), a ``--fields`` name the data lacks (its tsv and jsonl exporters raised a KeyError). The
+    exporters see the record class through :class:`_Exported`."""
     def checked(dataset, args):
         if not hasattr(dataset, f"{kind}_handler"):
             raise UsageError(f"{args.dataset} provides no {kind}")
@@ -44,8 +47,33 @@ def _exporting(kind: str, export):
         wrong = next((f for f in args.fields or () if f not in known), None)
         if wrong is not None:
             raise unknown("field", wrong, known, where="in --fields")
-        return export(dataset, args)
+        return export(_Exported(dataset, kind), args)
     return checked
+
+
+class _Exported:
+    """``dataset`` as ir_datasets' exporters see it: its record class with each ``Optional[X]`` field typed ``X``.
+    They write only fields typed str, int or float and skipped the others with an INFO line, exit 0, even when
+    ``--fields`` named them (InstirQuery's ``level``, IFIR's key field); a None is written as ``None`` in a tsv,
+    ``null`` in jsonl."""
+
+    def __init__(self, dataset, kind: str):
+        self._dataset, self._kind = dataset, kind
+
+    def __getattr__(self, name: str):
+        if name != f"{self._kind}_cls":
+            return getattr(self._dataset, name)
+        record = getattr(self._dataset, name)()
+        plain = {field: _present(kind) for field, kind in record.__annotations__.items()}
+        return lambda: type(record.__name__, (record,), {"__annotations__": plain, "__slots__": ()})
+
+
+def _present(kind):
+    """``X`` for ``Optional[X]`` (``X | None``), any other type as it is."""
+    parts = get_args(kind)
+    if get_origin(kind) in (Union, UnionType) and len(parts) == 2 and type(None) in parts:
+        return next(part for part in parts if part is not type(None))
+    return kind
 
 
 def main(argv: list[str]) -> int:

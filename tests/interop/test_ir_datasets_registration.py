@@ -205,6 +205,28 @@ def test_an_unknown_export_field_is_one_line_and_an_interrupted_export_never_exi
     print("stderr is still open")  # ir_datasets closed it: the kit's own line and what follows are still written
 
 
+def test_the_level_of_a_query_is_exported_and_looked_up(irds, monkeypatch, capsys):
+    """ir_datasets' exporters skipped ``level`` (typed Optional[int]) with an INFO line and exit 0, even when
+    ``--fields`` named it: IFIR's key field, which docs/interop.md lists among the queries' fields."""
+    from instir.interop.__main__ import main
+
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    levels = {q.id: q.level for q in load_benchmark("ifir-sample/fiqa").queries.values()}
+    assert main(["export", "instir/ifir-sample/fiqa", "queries", "--format", "jsonl"]) == 0
+    out = capsys.readouterr()
+    assert {r["query_id"]: r["level"] for r in map(json.loads, out.out.splitlines())} == levels
+    assert "Skipping" not in out.err
+    assert main(["export", "instir/ifir-sample/fiqa", "queries", "--fields", "query_id", "level"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows == [[qid, str(level)] for qid, level in levels.items()]
+    qid = next(iter(levels))
+    argv = ["lookup", "--qid", "--format", "jsonl", "--fields", "level", "--", "instir/ifir-sample/fiqa", qid]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"level": levels[qid]}
+    assert main(["export", "instir/instructir-sample", "queries", "--format", "jsonl", "--fields", "level"]) == 0
+    assert {json.loads(line)["level"] for line in capsys.readouterr().out.splitlines()} == {None}  # no levels: null
+
+
 @pytest.mark.parametrize("name", ["followir-sample/news21", "followir-sample/core17"])
 def test_a_reranking_tasks_candidate_lists_are_its_scoreddocs_in_their_order(interop, irds, name):
     # before, FollowIR had no scoreddocs: a system run through ir_datasets ranked the whole corpus, not the task's lists
