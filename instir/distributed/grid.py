@@ -13,7 +13,7 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
     data_root: ""                          # real data; empty: the fetch cache
     cache_dir: ""                          # embedding cache; empty: <instir home>/embeddings
     shard_min_docs: 20000                  # corpora this large are encoded by Ray Data first
-    judge: {backend: baseline, model: lexical, max_instances: 1}   # optional judge stage (notebook 04's): needs
+    judge: {backend: baseline, model: lexical, max_instances: 3}   # optional judge stage (notebook 04's): needs
     # an instructed and a query-only run of one system in the instructed setting (what InstFol compares)
     # judge keys: backend (openai, hf, baseline), model, base_url, api_key_env, timeout_s,
     # requests_per_minute, max_instances, repeats (instir.stages.request.JudgeRequest)
