@@ -157,6 +157,8 @@ def judge_command(args: argparse.Namespace) -> int:
         if meta[name]:
             print(f"{len(meta[name])} instances {name.replace('_', ' ')}: {', '.join(meta[name][:5])}")
     print(printable(result.summary()).to_string(index=False))
+    for note in judging.instfol_notes():
+        print(note)
     if args.repeats > 1:
         _print_spread(judging, args)
     print(f"\nwrote {ReportLayout(out).instfol}")

@@ -176,8 +176,10 @@ class InstFolResult:
     per judged list position (qid, list ``query``/``instructed``, rank, docid and
     :data:`~instir.judge.outcomes.JUDGMENT_COLUMNS`). ``selection``: available and selected
     instances per (subset, level). ``meta``: k, seed, max_instances, the selected ids, judge name
-    and model, the distinct requests' counts (:func:`~instir.judge.outcomes.judgment_counts`) and
-    ``weighting``, how each list position was weighted.
+    and model, the distinct requests' counts (:func:`~instir.judge.outcomes.judgment_counts`),
+    ``weighting``, how each list position was weighted, and ``same_passages``: whether every candidate list holds at
+    most k documents and both lists of every instance hold the same ones, so InstFol is 0 by construction
+    (:func:`same_passages_note`).
     """
 
     instances: pd.DataFrame
@@ -231,6 +233,8 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
                       f"of at least {len(selection)}, one instance a level)", UnscoredWarning)
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
+    same = 0 < benchmark.rankable() <= k and all(set(lists["query"].get(q, ())) == set(lists["instructed"].get(q, ()))
+                                                 for q in selected)  # S_inst = S_q whatever the judge says
     runs = (instructed, query_only)
     depths = [ranked_depth(run, run.meta.get("k"), benchmark.queries) for run in runs]
     depth = min(depths)  # a verdict's depth, and the note's: the shallower run's
@@ -266,9 +270,17 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "missing_from_instructed_run": sorted(wanted - in_inst),
         "runs": {name: {"path": run.meta.get("path"), "template": (run.meta.get("template") or {}).get("name")}
                  for name, run in (("instructed", instructed), ("query_only", query_only))},
-        "weighting": positions["weighting"].value_counts().to_dict(),
+        "weighting": positions["weighting"].value_counts().to_dict(), "same_passages": same,
     }
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
+
+
+def same_passages_note(benchmarks: Sequence[str], k: int = K) -> str:
+    """What an InstFol table says of ``benchmarks`` whose runs' two lists hold the same passages (``same_passages`` in
+    :attr:`InstFolResult.meta`, e.g. FollowIR's sample, 6 candidates an instance): its 0 is no finding. Empty for
+    none."""
+    return (f"InstFol@{k} is 0 by construction on {', '.join(benchmarks)}: every instance's candidate list holds at "
+            f"most {k} documents, so both runs rank the same passages (S_inst = S_q)") if benchmarks else ""
 
 
 def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run,

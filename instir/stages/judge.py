@@ -31,6 +31,7 @@ from instir.judge.following import (
     check_max_instances,
     instfol,
     overall,
+    same_passages_note,
     unscored_note,
 )
 from instir.judge.outcomes import error_counts, failure_lines, lasting_failure, require_judged
@@ -274,6 +275,13 @@ class Judging:
                  for (name, system), part in self.instfol.instances.groupby(["collection", "system"], sort=False)]
         return "\n".join(f"- **{markdown_text(f'{name} / {system}')}**: {markdown_text(note)}"
                          for name, system, note in notes if note)
+
+    def instfol_notes(self) -> list[str]:
+        """The notes InstFol's table carries (notebook 04): the benchmarks whose value is 0 by construction, named
+        once (:func:`~instir.judge.following.same_passages_note`)."""
+        results = self.instfol.results
+        same = dict.fromkeys(r.meta["benchmark"] for r in results if r.meta.get("same_passages"))
+        return [same_passages_note(list(same), results[0].meta["k"])] if same else []
 
     def stability_statement(self) -> str:
         """Each system's verdict on the judge's spread (Markdown, escaped), after what a

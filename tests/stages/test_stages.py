@@ -206,6 +206,16 @@ def test_instfol_of_runs_the_folder_still_lists_unchanged_stays_after_another_sy
         assert not reproduced_numbers(report_layout(tmp_path))["measure"].str.startswith("InstFol").any()
 
 
+def test_an_instfol_that_is_0_by_construction_is_said_so_beside_its_table(tmp_path):
+    # a review: on followir-sample (6 candidates an instance) both top-20 lists hold the same passages, so InstFol@20
+    # is 0 for every system; notebook 04 printed it as a result without a word
+    retrieve_runs(tmp_path, ["followir-sample", "instructir-sample"], ["bm25"], k=20)
+    judging = judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1, validate=False)
+    assert judging.instfol_notes() == [
+        "InstFol@20 is 0 by construction on followir-sample/news21, followir-sample/core17: every instance's "
+        "candidate list holds at most 20 documents, so both runs rank the same passages (S_inst = S_q)"]
+
+
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
     data = describe_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
     bench = load_benchmark("ifir/fiqa", root=str(ifir_root))
