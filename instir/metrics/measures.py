@@ -197,6 +197,9 @@ class GroupMeasure(Measure):
 
     unit: ClassVar[str] = "group"
     requires: ClassVar[str] = ""
+    #: what the measure is, and why, for a query-only run (every instance of a group given the same text), said
+    #: beside its value; empty when that fixes nothing
+    query_only: ClassVar[str] = ""
 
     @classmethod
     def parse(cls, text: str) -> GroupMeasure | None:

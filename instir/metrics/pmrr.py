@@ -52,6 +52,8 @@ class PMRR(GroupMeasure):
                              "rank_score)")
     requires: ClassVar[str] = ("p-MRR compares each query's -og and -changed instances (FollowIR's ids), which these "
                                "qrels do not have")
+    query_only: ClassVar[str] = ("0 by construction: a query-only run gives a pair's og and changed halves the same "
+                                 "text, so no document's rank can move")
 
     def __post_init__(self) -> None:
         if self.ties not in PMRR_TIES:

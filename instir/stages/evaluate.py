@@ -26,7 +26,7 @@ from instir.inputs import read_head
 from instir.metrics import latex, robustness, stats
 from instir.metrics.compared import RunComparison, compare_scores
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.measures import parse_measure
+from instir.metrics.measures import GroupMeasure, parse_measure
 from instir.metrics.scoring import (
     Scorer,
     data_differs,
@@ -225,7 +225,7 @@ class Metrics(Evaluation):
                 pooled = wide(rows[rows["level"] == "all"], columns=("column", "measure"))
                 instances = self.per_query[self.per_query["benchmark"].map(catalog.family_of) == name]
                 leveled = ", ".join(dict.fromkeys(by_level["column"]))  # a table of one subset drops its name
-                out.append(MetricsView(title, pooled, levels, spec.report.get("note", ""),
+                out.append(MetricsView(title, pooled, levels, self._noted(rows, spec),
                                        explain_agreement(instances, spec),
                                        f"Per instruction level ({leveled})" if leveled else "Per instruction level"))
                 continue
@@ -233,8 +233,18 @@ class Metrics(Evaluation):
                 first = self.per_query[(self.per_query["benchmark"] == bench)
                                        & (self.per_query["measure"] == spec.headline[0])]
                 out.append(MetricsView(f"{bench}: {title.partition(': ')[2]}", wide(part), None,
-                                       spec.report.get("note", ""), explain_runs(part, first, spec)))
+                                       self._noted(part, spec), explain_runs(part, first, spec)))
         return out
+
+    def _noted(self, rows: pd.DataFrame, spec: catalog.Family) -> str:
+        """The spec's note on a table of ``rows``, and what a query-only run's group measure is by construction (its
+        ``query_only``: p-MRR's 0), said once."""
+        alone = [] if self.runs is None or not spec.pair else list(dict.fromkeys(
+            self.runs.loc[(self.runs["variant"] == spec.pair[1]) & self.runs["system"].isin(rows["system"]), "system"]))
+        fixed = [(m, parse_measure(m)) for m in dict.fromkeys(rows["measure"])] if alone else []
+        said = [f"{m} of {', '.join(alone)} is {measure.query_only}." for m, measure in fixed
+                if isinstance(measure, GroupMeasure) and measure.query_only]
+        return " ".join([spec.report.get("note", ""), *said]).strip()
 
     def group_minima(self, benchmark: str) -> list[tuple[str, str, pd.Series, pd.Series]]:
         """Per system of a benchmark whose family plots group minima (its spec's

@@ -216,6 +216,16 @@ def test_an_instfol_that_is_0_by_construction_is_said_so_beside_its_table(tmp_pa
         "candidate list holds at most 20 documents, so both runs rank the same passages (S_inst = S_q)"]
 
 
+def test_a_query_only_runs_p_mrr_is_said_to_be_0_by_construction_beside_its_table(tmp_path):
+    # a review: a query-only run's og and changed halves see one text, so its p-MRR is 0; notebook 03 listed
+    # `bm25 (query-only)` p-MRR 0.0 as a result
+    retrieve_runs(tmp_path, ["followir-sample", "instructir-sample"], ["bm25"], k=20)
+    notes = {view.title.partition(":")[0]: view.note for view in score_runs(tmp_path).views()}
+    assert notes["FollowIR"].endswith(" p-MRR of bm25 (query-only) is 0 by construction: a query-only run gives a "
+                                      "pair's og and changed halves the same text, so no document's rank can move.")
+    assert [title for title, note in notes.items() if "by construction" in note] == ["FollowIR"]
+
+
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
     data = describe_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
     bench = load_benchmark("ifir/fiqa", root=str(ifir_root))
