@@ -188,17 +188,22 @@ def _family_templates() -> dict[str, Template]:
                                              domains=spec.get("domains", {}), source=fam.template_source)
             except ValueError as err:  # a field no instance fills, in a spec from outside the package
                 raise UsageError(f"{fam.at('template', i)}: field 'template': {err}") from None
-    known = {*out, *(t.name for t in _KIT), *_REGISTRY, catalog.FAMILY_TEMPLATE}
-    for name in catalog.families():  # a misspelt name, said at its line before any run (not when its variant runs)
-        fam = catalog.family(name)
-        named = [(("variants", v), t) for v, t in fam.variant_templates.items()]
-        named += [(("templates", m), t) for m, t in fam.templates.items()]
-        named += [(("setting_templates", s, m), t) for s, ts in fam.setting_templates.items() for m, t in ts.items()]
-        for keys, template in named:
-            if template not in known:
-                raise unknown("template", template, sorted(known - {catalog.FAMILY_TEMPLATE}),
-                              where=f"in {fam.at(*keys)}, field {keys[0]!r}")
     return out
+
+
+def check_spec_templates(family: str) -> None:
+    """Refuse in one line, at the spec's line, a template name a family's spec gives (``[variants]``,
+    ``[templates]``, ``[setting_templates]``) that no template has (the families', the kit's, or one registered by
+    now): what a plan checks before any run, not when the variant or the model family first runs."""
+    fam = catalog.family(family)
+    known = {*_templates(), catalog.FAMILY_TEMPLATE}
+    named = [(("variants", v), t) for v, t in fam.variant_templates.items()]
+    named += [(("templates", m), t) for m, t in fam.templates.items()]
+    named += [(("setting_templates", s, m), t) for s, ts in fam.setting_templates.items() for m, t in ts.items()]
+    for keys, template in named:
+        if template not in known:
+            raise unknown("template", template, sorted(known - {catalog.FAMILY_TEMPLATE}),
+                          where=f"in {fam.at(*keys)}, field {keys[0]!r}")
 
 
 #: The kit's own templates (MTEB's inputs, the bare query); the families' come from their specs.

@@ -536,6 +536,21 @@ def test_a_misspelt_template_in_a_spec_is_one_line_at_its_line_before_any_run(ou
     assert not (tmp_path / "out" / "runs").exists()
 
 
+def test_a_spec_naming_a_template_registered_in_python_runs_with_it(outside, tmp_path, monkeypatch):
+    # a review of the check above: it refused the name inside every template lookup, register_template's own too,
+    # so the template could never be registered and no template of any family could be looked up
+    from instir import formatting
+    from instir.formatting import register_template
+    from instir.stages import retrieve_runs
+
+    monkeypatch.setattr(formatting, "_REGISTRY", dict(formatting._REGISTRY))
+    outside(('bm25 = "trio"', 'bm25 = "mine"'), folder=tmp_path / "trio")
+    assert get_template("ifir").name == "ifir"
+    register_template("mine", "{query} :: {instruction}", bare_query="{query}")
+    runs = retrieve_runs(tmp_path / "out", ["trio-sample"], ["bm25"], k=5).runs
+    assert "__mine__" in runs["run_file"].iloc[0]
+
+
 def test_markup_in_a_plugins_about_reaches_notebook_01_as_text(outside):
     outside(('about = """every topic', 'about = """<img src=x onerror=alert(1)> [x](javascript:alert(1)) every topic'))
     from instir.stages.explore import Exploration

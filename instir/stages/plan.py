@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from instir.benchmarks import catalog
+from instir.formatting import check_spec_templates
 from instir.parameters import benchmark_names, choices, names
 from instir.systems.specs import SystemSpec, resolve_system
 
@@ -78,14 +79,18 @@ def plan_runs(benchmarks: Sequence[str], systems: Sequence[str | SystemSpec], *,
     or resolved specs) on ``benchmarks`` in the plan's order (see the module docstring). A
     benchmark is planned in each of ``settings`` its family has, with each of ``variants`` (None:
     all of them) its family has, to depth ``k`` (None: its family's ``depth``, else
-    :data:`DEFAULT_DEPTH`); an unknown benchmark, setting or variant is refused."""
+    :data:`DEFAULT_DEPTH`); an unknown benchmark, setting or variant, and a spec naming a template there is none
+    of (:func:`~instir.formatting.check_spec_templates`), are refused."""
     listed = names(systems, "systems") if isinstance(systems, str) else systems
     specs = [s if isinstance(s, SystemSpec) else resolve_system(s) for s in listed]
     settings = choices(settings, every_setting(), "setting", where="parameter 'settings'")
     variants = choices(every_variant() if variants is None else variants, every_variant(), "variant",
                        where="parameter 'variants'")
     plan = []
-    for name in benchmark_names(benchmarks):
+    benchmarks = benchmark_names(benchmarks)
+    for family in dict.fromkeys(catalog.entry(name).family.name for name in benchmarks):
+        check_spec_templates(family)  # a misspelt template in its spec, before any run
+    for name in benchmarks:
         family = catalog.entry(name).family
         for setting in (s for s in settings if s in family.settings):
             plan += [PlannedRun(name, setting, spec, variant, k or depth_of(name)) for spec in specs
