@@ -98,8 +98,7 @@ class ExplorerData:
             self._judges = self._cache.judges()
         if self.instfol is not None and {"judge_backend", "judge_model"} <= set(self.instfol.columns):
             # the passages' scores are the judge's whose InstFol is shown beside them, never another's in the cache
-            shown = {(str(b), str(m).split(" [")[0]) for b, m in zip(self.instfol["judge_backend"],
-                                                                     self.instfol["judge_model"])}
+            shown = set(zip(self.instfol["judge_backend"].astype(str), self.instfol["judge_model"].astype(str)))
             self._judges = [judge for judge in self._judges if judge in shown]
 
     @property
