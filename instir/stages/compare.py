@@ -172,10 +172,13 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     if "runs" in rewritten_inputs(layout.root, "04_judge_validation", record):  # a retrieval since: which runs?
         kept = _of_listed_runs(layout, instfol)
         if not kept.all():
-            left = sorted({f"{s} on {b}" for s, b in zip(instfol["system"][~kept], instfol["benchmark"][~kept])})
-            warnings.warn(f"{layout.instfol}: the InstFol of {', '.join(left)} is left out of the comparison: its runs "
-                          "are no longer the ones runs/runs.csv lists, or were changed since they were judged "
-                          "(judge these runs again)", stacklevel=2)
+            gone = instfol[~kept]
+            left = list(dict.fromkeys(f"{s} on {b}" + (f" ({sub})" if isinstance(sub, str) and sub != b else "")
+                                      for s, b, sub in zip(gone["system"], gone["benchmark"], gone["subset"])))
+            why = ("its runs are no longer the ones runs/runs.csv lists, or were changed since they were judged"
+                   if RUN_FILES in instfol.columns else "the table, of an earlier version, names no run files")
+            warnings.warn(f"{layout.instfol}: the InstFol of {', '.join(left)} is left out of the comparison after "
+                          f"a later retrieval: {why} (judge these runs again)", stacklevel=2)
         instfol = instfol[kept]
     judged = [c for c in JUDGE_COLUMNS if c in instfol.columns]
     recorded = (stage_records(layout.root, record).get("04_judge_validation") or [{}])[0].get("parameters", {}).get("k")

@@ -118,12 +118,27 @@ def summarise_instfol(instances: pd.DataFrame) -> pd.DataFrame:
     :func:`instir.judge.following.aggregate`), in the instances' order, with the judge behind it, the ``k`` its
     lists were cut at, the ``depth`` its shallower run ranks (:func:`instir.retrieval.runs.ranked_depth`) and the
     :data:`RUN_FILES` it compared."""
-    parts = [aggregate(part).assign(system=system, benchmark=name,
-                                    **{c: "; ".join(dict.fromkeys(part[c].astype(str))) for c in (*JUDGE_COLUMNS,
-                                                                                                   RUN_FILES)
-                                       if c in part}, **{c: part[c].min() for c in ("k", "depth") if c in part})
+    parts = [_run_files(aggregate(part).assign(system=system, benchmark=name,
+                                               **{c: _joined(part[c]) for c in JUDGE_COLUMNS if c in part},
+                                               **{c: part[c].min() for c in ("k", "depth") if c in part}), part)
              for (system, name), part in instances.groupby(["system", "collection"], sort=False)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _joined(values: pd.Series) -> str:
+    """The distinct values, in order, ``; ``-separated."""
+    return "; ".join(dict.fromkeys(values.astype(str)))
+
+
+def _run_files(rows: pd.DataFrame, instances: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` of one system's collection with the :data:`RUN_FILES` behind each: a subset's and its levels' those
+    of its own runs, the Average every subset's (so a subset whose runs are unchanged keeps its value)."""
+    if RUN_FILES not in instances:
+        return rows
+    by_subset = instances.groupby("subset", sort=False)[RUN_FILES].agg(_joined)
+    every = _joined(instances[RUN_FILES])
+    return rows.assign(**{RUN_FILES: [every if scope == "average" else by_subset.get(subset, every)
+                                      for scope, subset in zip(rows["scope"], rows["subset"])]})
 
 
 @dataclass

@@ -175,8 +175,9 @@ def test_instfol_judged_on_runs_written_again_since_is_left_out_of_the_compariso
     assert any(m.startswith("InstFol") for m in reproduced_numbers(report_layout(tmp_path))["measure"])
     retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=5)  # other runs; no judge stage after them
     score_runs(tmp_path)
-    with pytest.warns(UserWarning, match="the InstFol of bm25 on instructir-sample is left out of the comparison: "
-                                         "its runs are no longer the ones runs/runs.csv lists"):
+    with pytest.warns(UserWarning, match="the InstFol of bm25 on instructir-sample is left out of the comparison "
+                                         "after a later retrieval: its runs are no longer the ones runs/runs.csv "
+                                         "lists"):
         measures = set(reproduced_numbers(report_layout(tmp_path))["measure"])
     assert measures and not any(m.startswith("InstFol") for m in measures)
 
@@ -204,6 +205,22 @@ def test_instfol_of_runs_the_folder_still_lists_unchanged_stays_after_another_sy
     run.write_text(run.read_text().replace(" 1 ", " 1 ", 1) + "\n", encoding="utf-8")  # edited since its sidecar
     with pytest.warns(UserWarning, match="were changed since they were judged"):
         assert not reproduced_numbers(report_layout(tmp_path))["measure"].str.startswith("InstFol").any()
+
+
+def test_a_subsets_instfol_stays_when_its_runs_do_while_another_subsets_and_the_average_go(tmp_path):
+    # a review: every row of a collection named all its subsets' run files, so FiQA's InstFol was left out when only
+    # NFCorpus's runs left the list
+    from instir.stages.compare import reproduced_numbers
+
+    retrieve_runs(tmp_path, ["ifir-sample/fiqa", "ifir-sample/nfcorpus"], ["bm25"], k=20)
+    score_runs(tmp_path)
+    judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1, validate=False)
+    retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=20)  # FiQA's runs: the same files, still listed
+    score_runs(tmp_path)
+    with pytest.warns(UserWarning, match=r"the InstFol of bm25 on ifir-sample \(nfcorpus\), bm25 on ifir-sample "
+                                         r"\(average\) is left out"):
+        numbers = reproduced_numbers(report_layout(tmp_path))
+    assert set(numbers.loc[numbers["measure"].str.startswith("InstFol"), "subset"]) == {"fiqa"}
 
 
 def test_an_instfol_that_is_0_by_construction_is_said_so_beside_its_table(tmp_path):
