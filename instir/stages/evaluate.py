@@ -239,7 +239,7 @@ class Metrics(Evaluation):
     def _noted(self, rows: pd.DataFrame, spec: catalog.Family) -> str:
         """The spec's note on a table of ``rows``, and what a query-only run's group measure is by construction (its
         ``query_only``: p-MRR's 0), said once."""
-        alone = [] if self.runs is None or not spec.pair else list(dict.fromkeys(
+        alone = [] if self.runs is None or not spec.pair or "variant" not in self.runs else list(dict.fromkeys(
             self.runs.loc[(self.runs["variant"] == spec.pair[1]) & self.runs["system"].isin(rows["system"]), "system"]))
         fixed = [(m, parse_measure(m)) for m in dict.fromkeys(rows["measure"])] if alone else []
         said = [f"{m} of {', '.join(alone)} is {measure.query_only}." for m, measure in fixed
