@@ -16,7 +16,7 @@ from instir.retrieval.search import model_location
 from instir.systems.cards import READS, SystemCard
 
 
-def bm25_from_card(card: SystemCard, **_: object):
+def bm25_from_card(card: SystemCard):
     """BM25 with the card's params (k1, b, method, stemmer, stopwords; missing ones take the
     benchmark's defaults)."""
     from instir.retrieval.lexical import BM25Retriever
@@ -25,7 +25,7 @@ def bm25_from_card(card: SystemCard, **_: object):
     return BM25Retriever(**kwargs)
 
 
-def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None, **_: object):
+def paper_bm25_from_card(card: SystemCard, *, progress: bool | None = None):
     """The BM25 engine the card's paper ran: its family spec's ``[bm25] engine`` (Anserini, Elasticsearch's
     BM25 on Lucene, or rank_bm25 over the candidates: :mod:`instir.retrieval.lucene`, :mod:`instir.retrieval.okapi`)
     with the spec's ``k1`` and ``b`` (the card's params, where given, override them; ``epsilon`` for rank_bm25).
@@ -93,7 +93,7 @@ def _dense(card: SystemCard, model, *, device: str | None, cache_dir: str | Path
 
 
 def sentence_transformers_from_card(card: SystemCard, *, device: str | None = None,
-                                    cache_dir: str | Path | None = None, progress: bool = True, **_: object):
+                                    cache_dir: str | Path | None = None, progress: bool = True):
     """A sentence-transformers model as the card loads it (revision, dtype on CUDA, params
     ``trust_remote_code`` and ``padding_side``), searched by DenseRetriever."""
     from sentence_transformers import SentenceTransformer
@@ -127,7 +127,7 @@ def _check_pooling(card: SystemCard, model) -> None:
 
 
 def hf_mean_pool_from_card(card: SystemCard, *, device: str | None = None, cache_dir: str | Path | None = None,
-                           progress: bool = True, **_: object):
+                           progress: bool = True):
     """``AutoModel`` + masked mean pooling (one vector per input), whatever the repository's
     own sentence-transformers config says: the card's pooling is ``mean`` by definition."""
     from sentence_transformers import SentenceTransformer

@@ -110,15 +110,20 @@ def unavailable_reason(card: SystemCard) -> str:
     return f"no adapter in the kit: {card.params.get('reason') or 'not given'}"
 
 
-def unavailable_from_card(card: SystemCard, **_: object):
+def unavailable_from_card(card: SystemCard):
     """Refuse a card the kit has no adapter for, saying why (:func:`unavailable_reason`)."""
     raise UsageError(f"system {card.name!r} cannot run here: {unavailable_reason(card)}")
+
+
+#: The options every front end gives a card's adapter (where the adapter takes them; a reranker places itself).
+CARD_OPTIONS = ("device", "cache_dir", "progress")
 
 
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked, and what the card gives
     checked against what its adapter reads (:func:`~instir.systems.cards.reads_problem`: a card file's are as it is
-    read; a card built in Python, or changed, here)."""
+    read; a card built in Python, or changed, here). An option other than :data:`CARD_OPTIONS` that the adapter
+    neither names nor passes on is refused, not dropped."""
     problem = reads_problem(card.to_dict())
     if problem is not None:
         raise UsageError(f"system {card.name!r}, field '{problem[0]}': {problem[1]}")
@@ -126,15 +131,17 @@ def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = 
     check_local_models(card)
     factory = _resolve(ADAPTERS[card.adapter][1])
     accepted = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())  # passes them on
+    odd = [key for key in options if not (takes_any or key in accepted or key in CARD_OPTIONS)]
+    if odd:  # the adapter would drop it silently: a k1 given here ran the card's own
+        taken = [key for key in accepted if key not in ("card", "cards")]
+        raise UsageError(f"system {card.name!r} ({card.adapter}) takes the options "
+                         f"{', '.join(dict.fromkeys([*CARD_OPTIONS, *taken]))}; got {', '.join(map(repr, odd))} "
+                         "(a card's settings are its fields: dataclasses.replace(card, params=...))")
     kwargs = {key: value for key, value in options.items() if takes_any or key in accepted}
     if "cards" in accepted:  # only adapters that name other cards (hybrid) take the whole set
         kwargs["cards"] = cards if cards is not None else load_cards()
     return factory(card, **kwargs)
-
-
-#: What :func:`build_system` passes on to a card's adapter, where the adapter takes it.
-CARD_OPTIONS = ("device", "cache_dir", "progress")
 
 
 def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | None = None, **options):
@@ -144,7 +151,8 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
     names are those ``instir run --systems``, a sweep grid and the reports use.
 
     ``options`` (``device``, ``cache_dir``, ``progress``) go to adapters that accept them; one that
-    :func:`~instir.retrieval.make_retriever` does not take is refused for a kind's name.
+    :func:`~instir.retrieval.make_retriever` does not take is refused for a kind's name, and one a card's adapter would
+    drop for a card (:func:`build_adapter`).
     A missing optional package raises :class:`MissingDependency` naming the card and the
     ``pip install`` that fixes it.
     """
@@ -158,11 +166,6 @@ def build_system(card: SystemCard | str, *, cards: Mapping[str, SystemCard] | No
             raise UsageError(f"build_system({card!r}) takes the options {', '.join(accepted)}; got "
                              f"{', '.join(map(repr, unknown_options))}")
         return make_retriever(kind, model.strip() or None, **options)
-    odd = [name for name in options if name not in CARD_OPTIONS]
-    if odd:  # an adapter would drop it silently: a k1 given here ran the card's own
-        raise UsageError(f"build_system({getattr(card, 'name', card)!r}) takes the options {', '.join(CARD_OPTIONS)}; "
-                         f"got {', '.join(map(repr, odd))} (a card's settings are its fields: "
-                         "dataclasses.replace(card, params=...))")
     cards = load_cards() if cards is None else cards
     if isinstance(card, str):
         card = get_card(card, cards)

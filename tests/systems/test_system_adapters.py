@@ -254,10 +254,22 @@ def test_a_cards_model_keeps_its_cards_dtype_on_cuda_where_a_model_by_name_runs_
     assert by_name.model is not None and halved == [by_name.model]
 
 
-@pytest.mark.parametrize("name", ["BM25 (IFIR)", "monoT5-base"])
-def test_an_option_a_cards_adapter_would_drop_is_refused_naming_the_options_it_takes(name):
-    # before, build_system("BM25 (IFIR)", k1=2.0) ran the card's own k1 without a word, and a reranker dropped device
-    option = {"k1": 2.0} if name.startswith("BM25") else {"batch_size": 2}
-    with raises_saying(UsageError, f"build_system({name!r}) takes the options device, cache_dir, progress; got",
-                       "a card's settings are its fields"):
+@pytest.mark.parametrize("name, option, takes", [
+    ("BM25 (IFIR)", {"k1": 2.0}, "takes the options device, cache_dir, progress"),
+    ("monoT5-base", {"batch_size": 2}, "takes the options device, cache_dir, progress")])
+def test_an_option_a_cards_adapter_would_drop_is_refused_naming_the_options_it_takes(name, option, takes):
+    # before, build_system("BM25 (IFIR)", k1=2.0) ran the card's own k1 without a word, and a reranker its own batch
+    with raises_saying(UsageError, f"system {name!r}", takes, "a card's settings are its fields"):
         build_system(name, **option)
+
+
+def test_an_option_an_adapter_passes_on_still_reaches_it():
+    # a review of the check above: it refused what the OpenAI embeddings adapter passes on (cache, tokenizer …)
+    from instir.systems.openai_embeddings import OpenAIEmbeddingsRetriever
+
+    cards = load_cards()
+    card = next(c for c in cards.values() if c.adapter == "openai-embeddings")
+    built = build_system(card, cards=cards, progress=False)
+    assert isinstance(built.inner, OpenAIEmbeddingsRetriever)
+    with pytest.raises(TypeError):  # passed on: the retriever itself says what it does not take
+        build_system(card, cards=cards, no_such_option=1)
