@@ -178,8 +178,8 @@ class InstFolResult:
     instances per (subset, level). ``meta``: k, seed, max_instances, the selected ids, judge name
     and model, the distinct requests' counts (:func:`~instir.judge.outcomes.judgment_counts`),
     ``weighting``, how each list position was weighted, and ``same_passages``: whether every candidate list holds at
-    most k documents and both lists of every instance hold the same ones, so InstFol is 0 by construction
-    (:func:`same_passages_note`).
+    most k documents, both lists of every instance hold the same ones and no judgment failed (a failed rank is dropped
+    from both lists), so InstFol is 0 by construction (:func:`same_passages_note`).
     """
 
     instances: pd.DataFrame
@@ -234,7 +234,7 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
     wanted = set(selected)
     lists = {"query": _top_lists(query_only, wanted, k), "instructed": _top_lists(instructed, wanted, k)}
     same = 0 < benchmark.rankable() <= k and all(set(lists["query"].get(q, ())) == set(lists["instructed"].get(q, ()))
-                                                 for q in selected)  # S_inst = S_q whatever the judge says
+                                                 for q in selected)  # S_inst = S_q whatever the judge says …
     runs = (instructed, query_only)
     depths = [ranked_depth(run, run.meta.get("k"), benchmark.queries) for run in runs]
     depth = min(depths)  # a verdict's depth, and the note's: the shallower run's
@@ -270,7 +270,8 @@ def instfol(instructed: Run | pd.DataFrame, query_only: Run | pd.DataFrame, benc
         "missing_from_instructed_run": sorted(wanted - in_inst),
         "runs": {name: {"path": run.meta.get("path"), "template": (run.meta.get("template") or {}).get("name")}
                  for name, run in (("instructed", instructed), ("query_only", query_only))},
-        "weighting": positions["weighting"].value_counts().to_dict(), "same_passages": same,
+        "weighting": positions["weighting"].value_counts().to_dict(),
+        "same_passages": same and not instances["failed"].sum(),  # … unless a failure drops a rank from both lists
     }
     return InstFolResult(instances=instances, positions=positions, selection=selection, meta=meta)
 

@@ -380,3 +380,15 @@ def test_an_instance_missing_from_one_run_is_reported_and_not_scored(toy):
     assert math.isnan(result.instances.set_index("qid").loc["n_0", "instfol"])
     summary = result.summary().set_index(["scope", "subset"])
     assert (summary.loc[("subset", "nfcorpus"), "instances"], summary.loc[("subset", "nfcorpus"), "scored"]) == (1, 0)
+
+
+@pytest.mark.parametrize("failing, same", [(None, True), ("d1", False)])
+def test_lists_of_the_same_passages_are_0_by_construction_only_where_no_judgment_failed(failing, same):
+    # a review: a failed rank is dropped from both lists by position, so two orders of the same passages keep
+    # different ones (S_q 1.0, S_inst 3.0): the note "0 by construction" was then false
+    queries = [Query("q_og", "q", "i", group="q")]
+    lists = {"q_og": ["d1", "d2", "d3"]}
+    bench = toy_benchmark(queries, {"q_og": {"d3": 1}}, ["d1", "d2", "d3"], meta={"top_ranked": lists})
+    judge = ScriptedJudge({"d1": None if failing else 0.0, "d2": 1.0, "d3": 3.0})
+    result = instfol(run_frame({"q_og": ["d2", "d3", "d1"]}), run_frame(lists), bench, judge, k=20)
+    assert result.meta["same_passages"] is same
