@@ -620,7 +620,7 @@ def publish_page(out_dir: str | Path, notebook: str):
             record_page(folder, notebook, page.name)
         index = refresh_index(folder)
         listed = (f"the reports index `{home_path(index)}` is up to date" if index else
-                  "no reports index lists the folder (`instir run` writes `index.html` beside the folders it makes)")
+                  "no instir index lists the folder (`instir run` writes `index.html` beside the folders it makes)")
         return Markdown(f"Page `{page.name}` rendered from this run into `{home_path(folder)}`; {listed}.")
     if page.is_file():
         return Markdown(f"**This run is not on the page** `{home_path(page)}`: that page shows an earlier run, and "
