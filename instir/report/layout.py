@@ -45,11 +45,17 @@ def user_path(path: str | Path) -> Path:
     JupyterLab runs a notebook in its own folder, ``notebooks/`` or a working copy), where it is
     relative to the folder above, the repository. So ``reports/sample`` and ``data/…`` mean the
     same folder in JupyterLab, in ``papermill`` run from the repository and in ``instir run``
-    (which makes paths absolute before the kernels start); refused as :func:`text_path` refuses it."""
+    (which makes paths absolute before the kernels start). A report folder's own notebook, rerun where it lies, that
+    names the folder it lies in (``reports/sample`` in ``reports/sample/``) means that folder. Refused as
+    :func:`text_path` refuses it."""
     path = expanded(path)
     if not path.is_absolute():
         here = Path.cwd()
-        path = (here.parent if any(here.glob(NOTEBOOK_PATTERN)) else here) / path
+        inside = any(here.glob(NOTEBOOK_PATTERN))
+        if inside and path.parts and ".." not in path.parts and here.parts[-len(path.parts):] == path.parts:
+            path = here  # a report folder's own notebook naming that folder (reports/sample from reports/sample)
+        else:
+            path = (here.parent if inside else here) / path
     return text_path(path)
 
 

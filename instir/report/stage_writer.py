@@ -10,16 +10,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from instir.errors import UsageError
 from instir.inputs import expanded
+from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, index_folder, write_index
-from instir.report.layout import report_layout
+from instir.report.layout import NOTEBOOK_PATTERN, report_layout
 from instir.report.lock import STAGE_WRITER, FolderLock, writer_of
 from instir.report.provenance import WRITES, input_digests, record_stage, replacing
+from instir.report.record import REPORT_FILE
 
 T = TypeVar("T")
 
@@ -52,6 +55,11 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
         @functools.wraps(stage)
         def written(out_dir, *args, **kwargs):
             folder = expanded(report_layout(out_dir).root).resolve()
+            here = Path.cwd().resolve()
+            if here != folder and (here / REPORT_FILE).is_file() and any(here.glob(NOTEBOOK_PATTERN)):
+                warnings.warn(f"this notebook lies in the report folder {home_path(here)}, but its stage writes into "
+                              f"{home_path(folder)} (its out_dir): a copy of a report remakes itself with out_dir "
+                              "set to its own folder", UserWarning, stacklevel=2)
             with FolderLock(folder, STAGE_WRITER):
                 inputs = input_digests(folder, notebook)
                 with replacing(folder, WRITES[notebook]):

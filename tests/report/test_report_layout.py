@@ -37,6 +37,41 @@ def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(
     assert user_path(tmp_path / "x") == tmp_path / "x"
 
 
+def test_a_report_folders_own_notebook_rerun_where_it_lies_writes_into_that_folder(tmp_path, monkeypatch):
+    # a review: the README's papermill call leaves reports/sample/01_data_exploration.ipynb (out_dir
+    # "reports/sample"); opened and run again there, it wrote reports/reports/sample
+    folder = tmp_path / "reports" / "sample"
+    folder.mkdir(parents=True)
+    (folder / "01_data_exploration.ipynb").write_text("{}")
+    monkeypatch.chdir(folder)
+    assert user_path("reports/sample") == folder
+    assert user_path("reports/other") == tmp_path / "reports" / "reports" / "other"  # the lab's rule, as before
+
+
+def test_a_copied_reports_notebook_that_writes_into_another_folder_is_warned(tmp_path, monkeypatch):
+    # a review: a copy of a report folder, its 01 run again there, rewrote the original (an absolute out_dir)
+    from says import warns_saying
+
+    from instir.stages import describe_benchmarks
+
+    original, copy = tmp_path / "sweep", tmp_path / "sweep-copy"
+    describe_benchmarks(original, ["instructir-sample"])
+    copy.mkdir()
+    (copy / "report.json").write_text((original / "report.json").read_text())
+    (copy / "01_data_exploration.ipynb").write_text("{}")
+    monkeypatch.chdir(copy)
+    with warns_saying(UserWarning, "this notebook lies in the report folder", "but its stage writes into",
+                      "sweep"):
+        describe_benchmarks(original, ["instructir-sample"])
+    monkeypatch.chdir(original)  # instir run's kernels run in the folder they write: nothing to say
+    (original / "01_data_exploration.ipynb").write_text("{}")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        describe_benchmarks(original, ["instructir-sample"])
+
+
 def test_a_relative_path_elsewhere_means_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # papermill run from the repository
     assert user_path("reports/sample") == tmp_path / "reports" / "sample"
