@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -55,8 +56,9 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
         @functools.wraps(stage)
         def written(out_dir, *args, **kwargs):
             folder = expanded(report_layout(out_dir).root).resolve()
-            here = Path.cwd().resolve()
-            if here != folder and (here / REPORT_FILE).is_file() and any(here.glob(NOTEBOOK_PATTERN)):
+            here = Path.cwd().resolve()  # a notebook's kernel runs in the notebook's folder
+            if ("ipykernel" in sys.modules and here != folder and (here / REPORT_FILE).is_file()
+                    and any(here.glob(NOTEBOOK_PATTERN))):
                 warnings.warn(f"this notebook lies in the report folder {home_path(here)}, but its stage writes into "
                               f"{home_path(folder)} (its out_dir): a copy of a report remakes itself with out_dir "
                               "set to its own folder", UserWarning, stacklevel=2)

@@ -1,5 +1,7 @@
 """The report folder layout and the setup every notebook starts with."""
 
+import sys
+import types
 
 import pytest
 from markdown_render import rendered_html, rendered_text
@@ -60,6 +62,7 @@ def test_a_copied_reports_notebook_that_writes_into_another_folder_is_warned(tmp
     (copy / "report.json").write_text((original / "report.json").read_text())
     (copy / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(copy)
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     with warns_saying(UserWarning, "this notebook lies in the report folder", "but its stage writes into",
                       "sweep"):
         describe_benchmarks(original, ["instructir-sample"])
