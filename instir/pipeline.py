@@ -34,7 +34,7 @@ from instir.errors import UsageError, unknown
 from instir.inputs import expanded, file_problem, read_head
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
-from instir.report.layout import NOTEBOOK_PATTERN, text_path, user_path
+from instir.report.layout import NOTEBOOK_PATTERN, check_report_folder, text_path, user_path
 from instir.report.lock import FolderLock
 from instir.report.manifest import environment_manifest
 from instir.report.provenance import keeping_edits, note_made, record_page, stage_records
@@ -357,7 +357,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     check_data_root(parameters)
     check_runnable(request)
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
-    out = text_path(expanded(out_dir).resolve())
+    out = check_report_folder(text_path(expanded(out_dir).resolve()))
     check_apart_from_sources(out, paths)
     check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)

@@ -71,8 +71,19 @@ def text_path(path: Path) -> Path:
 
 
 def report_layout(out_dir: str | Path) -> ReportLayout:
-    """The layout of the report folder a parameter names (:func:`user_path`)."""
-    return ReportLayout(user_path(out_dir))
+    """The layout of the report folder a parameter names (:func:`user_path`; :func:`check_report_folder`)."""
+    return ReportLayout(check_report_folder(user_path(out_dir)))
+
+
+def check_report_folder(folder: Path) -> Path:
+    """``folder``, refused in one line where it is the filesystem's root or the home folder: a report writes its
+    record, lock and stage folders into the folder it is given (``out_dir="/"`` wrote ``/report.json``)."""
+    resolved = folder.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        what = "the filesystem root" if resolved == Path(resolved.anchor) else "your home folder"
+        raise UsageError(f"{quoted(str(folder))} is {what}: a report writes its files into the folder it is given; "
+                         "name one of its own (reports/NAME)")
+    return folder
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from markdown_render import rendered_html, rendered_text
@@ -88,3 +89,21 @@ def test_a_missing_input_shows_in_a_notebook_as_one_line_naming_the_notebook_tha
     assert "MissingInput" in line and "runs.csv is missing: run notebook 02_retrieval" in line
     monkeypatch.setenv("INSTIR_DEBUG", "1")
     assert len(caught.value._render_traceback_()) > 1  # the traceback, on request
+
+
+@pytest.mark.parametrize("where", ["/", "~"])
+def test_the_filesystem_root_or_the_home_folder_is_refused_as_a_report_folder(tmp_path, monkeypatch, where):
+    # a review: describe_benchmarks("/", …) wrote /report.json, /.instir-run.lock and /data/statistics.csv
+    from says import raises_saying
+
+    from instir.errors import UsageError
+    from instir.pipeline import run_reports
+    from instir.stages import describe_benchmarks
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    with raises_saying(UsageError, "a report writes its files into the folder it is given"):
+        describe_benchmarks(where, ["instructir-sample"])
+    with raises_saying(UsageError, "name one of its own (reports/NAME)"):
+        run_reports(sorted((Path(__file__).parents[2] / "notebooks").glob("0[1-5]_*.ipynb")), {}, where)  # none runs
+    assert not (tmp_path / "home" / "report.json").exists()
