@@ -101,7 +101,7 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     (``corpus``, ``queries``: the evaluate stage's ``metrics/run_checks.csv``); such a run earns no verdict. An
     optional ``template`` column names the template each run's queries were formatted with (its sidecar's:
     :func:`instir.retrieval.run_template`); a row whose own card (``reported``'s ``card_template``, by default the
-    template of the row's card of its paper: :func:`instir.systems.coverage.row_templates`) runs another earns no
+    template of the row's card of its paper: :func:`instir.systems.coverage.with_row_templates`) runs another earns no
     verdict. A run whose template nothing says (a file of one's own) is taken as it is.
 
     A verdict is given only where it is earned (:func:`ungrounded`): on the data the paper measured (``data``:
@@ -164,11 +164,9 @@ def compare_to_papers(reproduced: pd.DataFrame, reported: pd.DataFrame,
     ours["instances"], ours["instances_of"] = _judged_of(ours)
     theirs = reported[(reported["model_key"] != "") & (reported["setting"] != "")].copy()
     if "card_template" not in theirs.columns:  # the template each row's own card runs: the paper's setup
-        from instir.systems.coverage import row_templates
+        from instir.systems.coverage import with_row_templates
 
-        templates = row_templates()
-        theirs["card_template"] = [templates.get((str(p), str(k)), "") for p, k in zip(theirs["paper"],
-                                                                                       theirs["model_key"])]
+        theirs = with_row_templates(theirs)
     theirs["level_key"] = theirs["level"].fillna(0).astype(int)
     theirs["subset_id"] = theirs["subset_id"].fillna("").astype(str)
     theirs = _repeats_folded(theirs)

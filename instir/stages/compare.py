@@ -42,7 +42,7 @@ from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
 from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_template, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS, RUN_FILES
-from instir.systems.coverage import card_row_keys, coverage_matrix
+from instir.systems.coverage import card_row_keys, coverage_matrix, with_row_templates
 
 #: The columns of a reproduced number.
 REPRODUCED_COLUMNS = ["system", "benchmark", "subset", "level", "measure", "value"]
@@ -198,8 +198,10 @@ def _of_listed_runs(layout: ReportLayout, instfol: pd.DataFrame) -> pd.Series:
     if RUN_FILES not in instfol.columns or not layout.runs_table.is_file():
         return pd.Series(False, index=instfol.index)
     listed = set(read_runs_table(layout)["run_file"].astype(str))
-    unchanged = {f: read_sidecar(layout.root / f) is not None for f in listed}
-    return instfol[RUN_FILES].astype(str).map(lambda files: all(unchanged.get(f, False) for f in files.split("; ")))
+    named = instfol[RUN_FILES].astype(str).str.split("; ")
+    unchanged = {f: f in listed and read_sidecar(layout.root / f) is not None  # each named file hashed once
+                 for f in set().union(*named)}
+    return named.map(lambda files: all(unchanged[f] for f in files))
 
 
 def reported_tables(mteb_results: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
@@ -267,6 +269,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     reported = reported_tables(mteb_results)
     every_reported = pd.concat([table for paper, table in reported.items() if papers is None or paper in papers],
                                ignore_index=True)
+    every_reported = with_row_templates(every_reported)  # once, for both comparisons below
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
     datasets = read_datasets(layout.root)

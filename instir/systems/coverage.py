@@ -181,13 +181,15 @@ def row_needs(paper: str, card: SystemCard | None, cards: Mapping[str, SystemCar
             f"needs: {needs}")
 
 
-def row_templates(cards: Mapping[str, SystemCard] | None = None) -> dict[tuple[str, str], str]:
-    """(paper, model key) -> the template the row's own card formats queries with: the setup a run must share to
-    earn a verdict on that row (``card_template`` of :func:`instir.papers.compare_to_papers`). Rows without a card
-    of their own paper, or whose card names none (a reranker), are not here."""
+def with_row_templates(reported: pd.DataFrame, cards: Mapping[str, SystemCard] | None = None) -> pd.DataFrame:
+    """``reported`` (rows with ``paper`` and ``model_key``) with ``card_template``: the template each row's own card
+    formats queries with, the setup a run must share to earn a verdict on that row (:func:`instir.papers.
+    compare_to_papers`); empty for a row without a card of its own paper, or whose card names none (a reranker)."""
     cards = load_cards() if cards is None else cards
-    return {(paper, key): card.template for paper, _, key, card in paper_rows(cards)
-            if card is not None and card.paper == paper and card.template}
+    templates = {(paper, key): card.template for paper, _, key, card in paper_rows(cards)
+                 if card is not None and card.paper == paper and card.template}
+    return reported.assign(card_template=[templates.get((str(p), str(k)), "")
+                                          for p, k in zip(reported["paper"], reported["model_key"])])
 
 
 def paper_rows(cards: Mapping[str, SystemCard]) -> Iterator[tuple[str, str, str, SystemCard | None]]:
