@@ -34,18 +34,23 @@ KEY_PACKAGES = (
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def git_state(repo: Path = _PROJECT_ROOT, timeout: float = 20) -> dict[str, object] | None:
-    """``{"commit": sha or None, "dirty": bool or None}`` for the git checkout at ``repo``; None when
-    ``repo`` is not in a git checkout or git is missing. ``commit`` is None before the first
-    commit; ``dirty`` says whether tracked files differ from it, None when ``git status`` did not
-    answer within ``timeout`` seconds (it reads every notebook whose file stamp changed through the
-    nbstripout filter): a slow status costs the report one fact, never the run."""
+def git_state(repo: Path | None = None, timeout: float = 20) -> dict[str, object] | None:
+    """``{"commit": sha or None, "dirty": bool or None}`` for the git checkout at ``repo`` (default: the kit's own,
+    the checkout its source files are tracked in); None when there is none or git is missing. A kit installed in a
+    venv inside another project's checkout is not tracked there: that project's commit is not the kit's.
+    ``commit`` is None before the first commit; ``dirty`` says whether tracked files differ from it, None when
+    ``git status`` did not answer within ``timeout`` seconds (it reads every notebook whose file stamp changed through
+    the nbstripout filter): a slow status costs the report one fact, never the run."""
+    own, repo = repo is None, _PROJECT_ROOT if repo is None else repo
+
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout)
 
     try:
         inside = git("rev-parse", "--is-inside-work-tree")
         if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        if own and git("ls-files", "--error-unmatch", "--", str(Path(__file__).resolve())).returncode != 0:
             return None
         head = git("rev-parse", "--verify", "--quiet", "HEAD")
     except (OSError, subprocess.TimeoutExpired):
@@ -73,7 +78,7 @@ def bundled_models() -> list[dict[str, str | None]]:
             for role, model, wheel in BUNDLED_MODELS]
 
 
-def environment_manifest(*, packages: Iterable[str] = KEY_PACKAGES, repo: Path = _PROJECT_ROOT) -> dict:
+def environment_manifest(*, packages: Iterable[str] = KEY_PACKAGES, repo: Path | None = None) -> dict:
     """The environment a report ran in, as a JSON-ready dict: ``python``, ``platform``,
     ``cpu_count``, ``packages`` (name -> version), ``models`` (:func:`bundled_models`), ``git`` (see :func:`git_state`)
     and ``created`` (UTC, ISO 8601); the data a report loaded is its record's ``datasets`` (:func:`record_dataset`).

@@ -64,6 +64,26 @@ def test_git_state_outside_a_checkout_is_none(tmp_path):
     assert git_state(tmp_path) is None
 
 
+@pytest.mark.processes
+def test_a_kit_installed_inside_another_projects_checkout_records_no_commit_of_that_project(tmp_path):
+    """A venv in a project's checkout (``project/.venv``, ignored there) holds an installed kit: the project's commit
+    is not the kit's, so the report records no commit (it recorded the project's)."""
+    import shutil
+    from pathlib import Path
+
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text(".venv\n")
+    git(tmp_path, "add", ".gitignore")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "c")
+    site = tmp_path / ".venv" / "site"
+    shutil.copytree(Path(git_state.__code__.co_filename).parents[1], site / "instir",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    script = "import json; from instir.report.manifest import git_state; print(json.dumps(git_state()))"
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(site)},
+                          cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "null"
+
+
 def test_record_dataset_accumulates_benchmarks(tmp_path):
     def bench(name, revision, sample):
         return Benchmark(name=name, layout="songtingyu", revision=revision, setting="instructed",
