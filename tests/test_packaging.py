@@ -6,6 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,3 +62,32 @@ def test_notebooks_are_committed_without_outputs_and_with_one_parameters_cell():
         assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), path.name
         tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(tagged) == 1, path.name
+
+
+@pytest.mark.processes
+def test_a_kit_installed_from_its_wheel_finds_its_notebooks_and_package_data(tmp_path):
+    """``pip install .`` (no checkout beside the installed kit): ``instir run``'s default notebooks folder holds the six
+    report notebooks (it named site-packages/notebooks, which no install has) and the bundled samples load."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")  # this environment's libraries, after the kit
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--prefix", str(venv),
+                    *map(str, (tmp_path / "dist").glob("instir-*.whl"))], check=True, capture_output=True)
+    script = ("from instir.cli.run import NOTEBOOKS_DIR; from instir.pipeline import find_notebooks; "
+              "from instir.benchmarks import load_benchmark; import instir; "
+              "print(instir.__file__); print(NOTEBOOKS_DIR); print(*[p.name for p in find_notebooks(NOTEBOOKS_DIR)]); "
+              "print(len(load_benchmark('instructir-sample').queries))")
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "INSTIR_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    module, notebooks, names, queries = done.stdout.splitlines()
+    assert Path(module).is_relative_to(site) and Path(notebooks) == venv / "share" / "instir" / "notebooks"
+    assert names.split() == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert int(queries) > 0

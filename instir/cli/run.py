@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,8 +18,11 @@ from instir.inputs import expanded
 if TYPE_CHECKING:
     from instir.pipeline import NotebookParameter, ReportResult
 
-#: the notebooks ``instir run`` executes unless ``--notebooks`` names another folder
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+#: where a checkout keeps the report notebooks, and where a wheel installs them (pyproject.toml's data-files)
+CHECKOUT_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+INSTALLED_NOTEBOOKS = Path(sysconfig.get_path("data")) / "share" / "instir" / "notebooks"
+#: the notebooks ``instir run`` executes unless ``--notebooks`` names another folder: the checkout's, else the wheel's
+NOTEBOOKS_DIR = CHECKOUT_NOTEBOOKS if CHECKOUT_NOTEBOOKS.is_dir() else INSTALLED_NOTEBOOKS
 
 #: ``instir run`` option -> notebook parameter name; the only place the two are tied.
 CLI_PARAMETERS = {
