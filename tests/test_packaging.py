@@ -68,18 +68,26 @@ def test_notebooks_are_committed_without_outputs_and_with_one_parameters_cell():
 def test_a_kit_installed_from_its_wheel_finds_its_notebooks_and_package_data(tmp_path):
     """``pip install .`` (no checkout beside the installed kit): ``instir run``'s default notebooks folder holds the six
     report notebooks (it named site-packages/notebooks, which no install has) and the bundled samples load."""
+    import shutil
     import subprocess
     import sys
     import sysconfig
 
+    source = tmp_path / "source"  # a copy: setuptools builds in the source tree (build/, *.egg-info)
+    for name in ("instir", "notebooks"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
+                    str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")  # this environment's libraries, after the kit
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--prefix", str(venv),
-                    *map(str, (tmp_path / "dist").glob("instir-*.whl"))], check=True, capture_output=True)
+    # --ignore-installed: else pip uninstalls this environment's own instir (the checkout's editable install) first
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--ignore-installed",
+                    "--prefix", str(venv), *map(str, (tmp_path / "dist").glob("instir-*.whl"))],
+                   check=True, capture_output=True)
     script = ("from instir.cli.run import NOTEBOOKS_DIR; from instir.pipeline import find_notebooks; "
               "from instir.benchmarks import load_benchmark; import instir; "
               "print(instir.__file__); print(NOTEBOOKS_DIR); print(*[p.name for p in find_notebooks(NOTEBOOKS_DIR)]); "
