@@ -78,7 +78,8 @@ def card_sheet(name: str, paths: Iterable[str | Path] = (), cards: Mapping[str, 
     family = catalog.family(card.paper) if card.paper in catalog.families() else None
     judge = family.papers.get("judge") if family else None
     sheet = [("card", card.name + (f" (a variant of {card.variant_of})" if card.variant_of else "")),
-             ("paper", card.paper), ("kind", f"{card.kind}, adapter {card.adapter}"), ("runs", runs or "—"),
+             ("paper", card.paper + (f" ({paper} has no card of that name)" if paper and paper != card.paper else "")),
+             ("kind", f"{card.kind}, adapter {card.adapter}"), ("runs", runs or "—"),
              ("weights", "; ".join(f"{w.model}" + (f" @ {w.revision}" if w.revision else "") + f" ({w.role}: "
                                    + ("here" if w.present else "not here") + (", gated: accept its licence on "
                                    f"https://huggingface.co/{w.model}, then huggingface-cli login" if w.gated else "")

@@ -162,6 +162,19 @@ def test_instir_systems_name_shows_one_card_whole_with_what_it_needs(capsys, tmp
     says(capsys.readouterr().err.strip(), "unknown system", "no such card")
 
 
+def test_a_card_shown_for_a_paper_that_has_none_of_that_name_says_so(capsys):
+    """``instir systems RepLLaMA --paper ifir``: IFIR has no RepLLaMA row; the InstructIR card shown says it is not
+    IFIR's (it was shown as if it were)."""
+    from instir.cli import main
+
+    assert main(["systems", "RepLLaMA", "--paper", "ifir"]) == 0
+    shown = dict(line.split(":", 1) for line in capsys.readouterr().out.replace("\n           ", " ").splitlines())
+    assert shown["paper"].strip() == "instructir (ifir has no card of that name)"
+    assert main(["systems", "Promptriever-7B", "--paper", "ifir"]) == 0
+    shown = dict(line.split(":", 1) for line in capsys.readouterr().out.replace("\n           ", " ").splitlines())
+    assert shown["paper"].strip() == "ifir"
+
+
 def test_card_weights_say_what_is_here_what_is_gated_and_how_to_download(tmp_path):
     from instir.systems.registry import card_weights
 
