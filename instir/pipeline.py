@@ -331,12 +331,14 @@ def find_notebooks(folder: str | Path) -> list[Path]:
 
 
 def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mapping[str, object], out_dir: str | Path, *,
-                show_code: bool = False, kernel: str = "python3") -> ReportResult:
+                show_code: bool = False, kernel: str | None = None) -> ReportResult:
     """Execute ``notebooks`` in order into ``out_dir``, each with the ``parameters`` its
     parameters cell declares, render each to HTML, write ``out_dir/report.json`` and rebuild
     the ``index.html`` that lists it: next to ``out_dir`` in a reports root, else inside it
     (:func:`instir.report.index.index_folder`). Raises :class:`NotebookFailed` when a notebook fails
-    (after saving everything); before any kernel starts, :class:`instir.errors.UsageError` (a
+    (after saving everything). ``kernel``: a Jupyter kernel's name, or None for this Python's own (the
+    environment that runs the chain: a user's ``python3`` kernel spec may run another Python, without the kit).
+    Before any kernel starts, :class:`instir.errors.UsageError` (a
     ``ValueError``) for secret-looking parameters and for those :func:`validate_parameters`
     refuses, and ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is
     writing into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` there that instir
@@ -351,7 +353,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     if unnamed is not None:
         raise UsageError(f"notebook {unnamed}: a name with a backslash cannot name its report page; rename it")
     check_parameters(parameters)
-    arguments = kernel_arguments(kernel)
+    options = kernel_options(kernel)
     known = notebook_parameters(paths)
     request = validate_parameters(parameters, known)
     check_data_root(parameters)
@@ -362,7 +364,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "instir run"):
-        return _run_chain(paths, parameters, known, out, show_code=show_code, kernel=kernel, arguments=arguments)
+        return _run_chain(paths, parameters, known, out, show_code=show_code, options=options)
 
 
 def check_apart_from_sources(out: Path, notebooks: Sequence[Path]) -> None:
@@ -415,9 +417,10 @@ def _kit_page(path: Path) -> bool:
 
 
 def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: Mapping[str, NotebookParameter],
-               out: Path, *, show_code: bool, kernel: str, arguments: Sequence[str]) -> ReportResult:
-    """:func:`run_reports` once the folder is this run's (``arguments``: the kernel's, :func:`kernel_arguments`):
-    report.json and the index say at once that the run started and what it will run, then each notebook in turn."""
+               out: Path, *, show_code: bool, options: Mapping[str, object]) -> ReportResult:
+    """:func:`run_reports` once the folder is this run's (``options``: papermill's for the kernel,
+    :func:`kernel_options`): report.json and the index say at once that the run started and what it will run, then
+    each notebook in turn."""
     from tqdm import tqdm
 
     from instir.progress import enabled as progress_enabled
@@ -427,7 +430,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
     # The defaults as written in the cells tell which values a run used where it set none.
     result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
-                          kernel=kernel, started=utc_now(), manifest=environment_manifest(),
+                          kernel=str(options["kernel_name"]), started=utc_now(), manifest=environment_manifest(),
                           planned=[p.stem for p in paths])
     try:
         _save(result)
@@ -439,7 +442,7 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
                    if name in known and path.name in known[name].notebooks}
             # the kernels' bars are off (the pages stay clean) and report to a line of this console instead
             with relay_to_console(path.stem) if bars else contextlib.nullcontext(), _batch_environment():
-                step, exc, unwritten = _run_one(path, result, own, arguments, cell_bar=bars)
+                step, exc, unwritten = _run_one(path, result, own, options, cell_bar=bars)
             result.notebooks.append(step)
             if step.html:  # which stage run the page shows, and that the kit left it and its notebook
                 record_page(out, path.stem, step.html)
@@ -497,23 +500,38 @@ def _batch_environment() -> contextlib.AbstractContextManager[None]:
     return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None, FAMILIES_VAR: families_var() or None})
 
 
-def kernel_arguments(kernel: str) -> list[str]:
-    """The command-line arguments each notebook's ``kernel`` starts with: for an IPython kernel, those that keep
-    its start-up warnings (``Kernel is running over TCP without encryption`` from every kernel, on the terminal of
-    a batch run) out of the output, errors still shown; other kernels get none (they may not take the option).
-    A kernel that is not installed is refused (naming those that are) before any folder is made, rather than a
-    chain whose every notebook fails."""
+def kernel_options(kernel: str | None) -> dict[str, object]:
+    """papermill's options for each notebook's kernel. None: this Python's own IPython kernel (a user-level ``python3``
+    kernel spec, found before the environment's own, may run another Python that lacks the kit or holds another
+    version of it, while report.json records this one's). A name: that installed kernel, refused (naming those that
+    are) before any folder is made rather than a chain whose every notebook fails. An IPython kernel starts with the
+    arguments that keep its start-up warnings (``Kernel is running over TCP without encryption``, on the terminal of a
+    batch run) out of the output, errors still shown; other kernels get none (they may not take the option)."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel, get_kernel_spec
 
+    quiet = ["--IPKernelApp.log_level=ERROR"]
+    if kernel is None:
+        from jupyter_client.kernelspec import NATIVE_KERNEL_NAME
+        from jupyter_client.manager import AsyncKernelManager
+        from traitlets import default
+
+        class ThisPythonKernel(AsyncKernelManager):
+            """The IPython kernel of ``sys.executable``: kernel specs in Jupyter's folders are not looked at."""
+
+            @default("kernel_spec_manager")
+            def _no_kernel_folders(self) -> KernelSpecManager:
+                return KernelSpecManager(kernel_dirs=[], parent=self)
+
+        return {"kernel_name": NATIVE_KERNEL_NAME, "kernel_manager_class": ThisPythonKernel, "extra_arguments": quiet}
     try:
         argv = get_kernel_spec(kernel).argv
     except NoSuchKernel:
         raise unknown("Jupyter kernel", kernel, sorted(KernelSpecManager().find_kernel_specs()),
                       more=" (jupyter kernelspec list)") from None
-    return ["--IPKernelApp.log_level=ERROR"] if any("ipykernel" in part for part in argv) else []
+    return {"kernel_name": kernel, "extra_arguments": quiet if any("ipykernel" in part for part in argv) else []}
 
 
-def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object], arguments: Sequence[str], *,
+def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object], options: Mapping[str, object], *,
              cell_bar: bool = False) -> tuple[NotebookEntry, BaseException | None, OSError | None]:
     """Execute and render one notebook with ``parameters`` (those of the run its parameters cell
     declares: papermill would warn of any other); a failure is returned, not raised, and when it is a file
@@ -536,11 +554,9 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
     unwritten: OSError | None = None
     t0 = time.perf_counter()
     try:
-        papermill.execute_notebook(str(path), str(partial), parameters=dict(parameters), kernel_name=result.kernel,
-                                   cwd=str(result.out_dir),
+        papermill.execute_notebook(str(path), str(partial), parameters=dict(parameters), cwd=str(result.out_dir),
                                    progress_bar={"desc": path.stem, "leave": False, "position": 1,
-                                                 "disable": False} if cell_bar else False,
-                                   extra_arguments=list(arguments))
+                                                 "disable": False} if cell_bar else False, **options)
     except PapermillExecutionError as err:
         failure = err
         cell = "\n".join(str(err.source).splitlines()[:5])

@@ -324,8 +324,15 @@ def test_cli_refuses_secret_parameters_without_running(tmp_path, capsys):
 @pytest.mark.notebooks  # runs notebooks in a kernel
 def test_cli_run_executes_a_notebook_folder_and_prints_no_kernel_warnings(tmp_path, monkeypatch, capfd):
     """One kernel run checks both the CLI's folder handling and its batch output (stdout and
-    stderr at the file-descriptor level, where kernel and transport warnings would land)."""
+    stderr at the file-descriptor level, where kernel and transport warnings would land). A ``python3`` kernel spec
+    of another Python, found first (a user-level one), is not the chain's kernel: this Python's own is."""
     isolate(monkeypatch, tmp_path)
+    elsewhere = tmp_path / "jupyter" / "kernels" / "python3"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "kernel.json").write_text(json.dumps({
+        "argv": [str(tmp_path / "another-python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "another Python", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     folder = tmp_path / "nbs"
     folder.mkdir()
     shutil.copy(NOTEBOOKS / "01_table.ipynb", folder / "01_table.ipynb")

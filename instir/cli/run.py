@@ -173,7 +173,8 @@ def register(subparsers) -> None:
     p.add_argument("--show-code", action="store_true", help="keep code cells in the HTML")
     p.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR,
                    help=f"folder holding the NN_name.ipynb notebooks (default: {NOTEBOOKS_DIR})")
-    p.add_argument("--kernel", default="python3", help="Jupyter kernel to run them with (default: python3)")
+    p.add_argument("--kernel", default=None, help="Jupyter kernel to run them with (default: this Python's own, "
+                   "whatever kernel specs name python3)")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="any other notebook parameter (repeatable; listed below)")
     p.set_defaults(handler=_run_command)
