@@ -4,6 +4,8 @@ with the folder's files as stale (never "ok"), naming what differs; a stage run 
 folder takes the same folder's lock as the batch."""
 
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,7 @@ def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_
     shutil.copy(REPO / "notebooks" / "02_retrieval.ipynb", checkout / "lab")
     folder = checkout / "reports" / "sample"
     monkeypatch.chdir(checkout / "lab")
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in the notebook's kernel
     with Holder(folder, "instir run"), pytest.raises(UsageError, match=r"another writer \(instir run, pid"):
         retrieve_runs("reports/sample", ["instructir-sample"], ["bm25"])
     assert not (checkout / "lab" / "reports").exists()

@@ -17,8 +17,8 @@ from instir.cli.options import (
     add_benchmark_arguments,
     benchmark_from_args,
     file_system_name,
-    output_folder,
     positive_int,
+    report_folder,
     whole_number,
 )
 from instir.errors import UsageError, quoted, unknown
@@ -204,7 +204,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     baseline = args.baseline or systems[0]
     if baseline not in systems:
         raise unknown("--baseline", baseline, systems, more=" (the systems are named after the run files, or --name)")
-    output_folder(out)  # after the runs are found, before anything is written
+    report_folder(out)  # after the runs are found, before anything is written
     from instir.report.lock import FolderLock
 
     with FolderLock(out, "instir evaluate"):

@@ -15,9 +15,9 @@ from instir.cli.options import (
     add_benchmark_arguments,
     benchmark_from_args,
     depth_option,
-    output_folder,
     positive_int,
     positive_seconds,
+    report_folder,
     whole_number,
 )
 from instir.judge.factory import BACKENDS, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge, require_reachable
@@ -137,7 +137,7 @@ def judge_command(args: argparse.Namespace) -> int:
     judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
     answered_instances(benchmark, instructed, query_only, names=("--run", "--query-only-run"))
-    out = output_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
+    out = report_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
     rows = [listed_row(benchmark, args.name + ("" if variant == "instructed" else " (query-only)"),
                        str(Path(path).resolve()), variant, retriever=args.name)
             for variant, path in (("instructed", args.run), ("query-only", args.query_only_run))]

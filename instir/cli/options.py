@@ -59,6 +59,15 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     return writable_folder(path, option)
 
 
+def report_folder(path: str | Path, option: str = "--out") -> Path:
+    """The report folder an output option names, refused where it is the filesystem root or the home folder
+    (:func:`instir.report.layout.check_report_folder`) before anything is written, then made as
+    :func:`output_folder` makes it."""
+    from instir.report.layout import check_report_folder
+
+    return output_folder(check_report_folder(Path(path)), option)
+
+
 def writable_folder(path: str | Path, option: str) -> Path:
     """Create the folder ``option`` names, before any work: a folder that cannot be written fails at once, not
     after minutes of downloading, retrieval or scoring."""

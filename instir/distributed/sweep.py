@@ -25,7 +25,7 @@ from instir.distributed.cells import CellResult, collect, import_collect, one_li
 from instir.distributed.grid import Grid
 from instir.errors import UserError
 from instir.progress import tqdm
-from instir.report.layout import LoadedBenchmarks, ReportLayout
+from instir.report.layout import LoadedBenchmarks, ReportLayout, report_layout
 from instir.report.lock import FolderLock
 from instir.stages.plan import PlannedRun
 from instir.systems.specs import SystemSpec
@@ -99,7 +99,7 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, executor: str = "ray", address
     """Run every cell of ``grid`` into ``out_dir`` (see the module docstring)."""
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use ray or serial")
-    out = Path(out_dir)
+    out = report_layout(out_dir).root  # the filesystem root or the home folder refused before any cell runs
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "instir sweep"):
         return _sweep(grid, out, executor=executor, address=address, num_cpus=num_cpus,

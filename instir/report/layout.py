@@ -6,6 +6,7 @@ the command that make it), and the setup every stage that reads benchmarks start
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,19 +40,24 @@ class MissingInput(UserError, FileNotFoundError):
     notebook (or ``instir run`` call) that writes it."""
 
 
+def in_a_kernel() -> bool:
+    """Whether this process is a notebook's kernel (ipykernel loaded): JupyterLab runs one in the notebook's folder."""
+    return "ipykernel" in sys.modules
+
+
 def user_path(path: str | Path) -> Path:
     """A path from a parameter as the user meant it: an absolute one as it is; a relative one
-    from the working directory, except in a folder of report notebooks (``NN_name.ipynb``:
+    from the working directory, except in a notebook's kernel in a folder of report notebooks (``NN_name.ipynb``:
     JupyterLab runs a notebook in its own folder, ``notebooks/`` or a working copy), where it is
     relative to the folder above, the repository. So ``reports/sample`` and ``data/…`` mean the
     same folder in JupyterLab, in ``papermill`` run from the repository and in ``instir run``
-    (which makes paths absolute before the kernels start). A report folder's own notebook, rerun where it lies, that
-    names the folder it lies in (``reports/sample`` in ``reports/sample/``) means that folder. Refused as
-    :func:`text_path` refuses it."""
+    (which makes paths absolute before the kernels start); a command's, as a shell means it. A report folder's own
+    notebook, rerun where it lies, that names the folder it lies in (``reports/sample`` in ``reports/sample/``) means
+    that folder. Refused as :func:`text_path` refuses it."""
     path = expanded(path)
     if not path.is_absolute():
         here = Path.cwd()
-        inside = any(here.glob(NOTEBOOK_PATTERN))
+        inside = in_a_kernel() and any(here.glob(NOTEBOOK_PATTERN))
         if inside and path.parts and ".." not in path.parts and here.parts[-len(path.parts):] == path.parts:
             path = here  # a report folder's own notebook naming that folder (reports/sample from reports/sample)
         else:
@@ -78,8 +84,12 @@ def report_layout(out_dir: str | Path) -> ReportLayout:
 def check_report_folder(folder: Path) -> Path:
     """``folder``, refused in one line where it is the filesystem's root or the home folder: a report writes its
     record, lock and stage folders into the folder it is given (``out_dir="/"`` wrote ``/report.json``)."""
-    resolved = folder.resolve()
-    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+    resolved = expanded(folder).resolve()
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry (a container run as a bare uid): no home folder
+        home = None
+    if resolved == Path(resolved.anchor) or resolved == home:
         what = "the filesystem root" if resolved == Path(resolved.anchor) else "your home folder"
         raise UsageError(f"{quoted(str(folder))} is {what}: a report writes its files into the folder it is given; "
                          "name one of its own (reports/NAME)")

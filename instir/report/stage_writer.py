@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from instir.errors import UsageError
 from instir.inputs import expanded
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, index_folder, write_index
-from instir.report.layout import NOTEBOOK_PATTERN, report_layout
+from instir.report.layout import NOTEBOOK_PATTERN, in_a_kernel, report_layout
 from instir.report.lock import STAGE_WRITER, FolderLock, writer_of
 from instir.report.provenance import WRITES, input_digests, record_stage, replacing
 from instir.report.record import REPORT_FILE
@@ -57,11 +56,10 @@ def writes_stage(notebook: str) -> Callable[[Callable[..., T]], Callable[..., T]
         def written(out_dir, *args, **kwargs):
             folder = expanded(report_layout(out_dir).root).resolve()
             here = Path.cwd().resolve()  # a notebook's kernel runs in the notebook's folder
-            if ("ipykernel" in sys.modules and here != folder and (here / REPORT_FILE).is_file()
-                    and any(here.glob(NOTEBOOK_PATTERN))):
+            if in_a_kernel() and here != folder and (here / REPORT_FILE).is_file() and any(here.glob(NOTEBOOK_PATTERN)):
                 warnings.warn(f"this notebook lies in the report folder {home_path(here)}, but its stage writes into "
-                              f"{home_path(folder)} (its out_dir): a copy of a report remakes itself with out_dir "
-                              "set to its own folder", UserWarning, stacklevel=2)
+                              f"{home_path(folder)} (its out_dir); to remake its own folder, set out_dir to "
+                              f"{str(here)!r}", UserWarning, stacklevel=2)
             with FolderLock(folder, STAGE_WRITER):
                 inputs = input_digests(folder, notebook)
                 with replacing(folder, WRITES[notebook]):

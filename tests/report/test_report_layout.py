@@ -35,9 +35,28 @@ def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(
     notebooks.mkdir()
     (notebooks / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(notebooks)  # where JupyterLab runs a notebook
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     assert user_path("reports/sample") == tmp_path / "reports" / "sample"
     assert report_layout("reports/sample").root == tmp_path / "reports" / "sample"
     assert user_path(tmp_path / "x") == tmp_path / "x"
+
+
+def test_a_commands_relative_path_in_a_folder_of_report_notebooks_means_the_working_directory(tmp_path, monkeypatch):
+    # a review: instir evaluate --out ev run in a report folder wrote ./ev/runs/runs.csv, then its stage read ../ev
+    from instir.benchmarks import load_benchmark
+    from instir.cli import main
+
+    folder = tmp_path / "reports" / "sample"
+    folder.mkdir(parents=True)
+    (folder / "01_data_exploration.ipynb").write_text("{}")
+    monkeypatch.chdir(folder)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)  # a command, not a notebook's kernel
+    assert user_path("ev") == folder / "ev"
+    benchmark = load_benchmark("instructir-sample")
+    run = tmp_path / "bm25.trec"
+    run.write_text("".join(f"{qid} Q0 {next(iter(benchmark.corpus.ids()))} 1 1.0 t\n" for qid in benchmark.queries))
+    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", "ev"]) == 0
+    assert (folder / "ev" / "metrics" / "metrics.csv").is_file() and not (tmp_path / "reports" / "ev").exists()
 
 
 def test_a_report_folders_own_notebook_rerun_where_it_lies_writes_into_that_folder(tmp_path, monkeypatch):
@@ -47,6 +66,7 @@ def test_a_report_folders_own_notebook_rerun_where_it_lies_writes_into_that_fold
     folder.mkdir(parents=True)
     (folder / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(folder)
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     assert user_path("reports/sample") == folder
     assert user_path("reports/other") == tmp_path / "reports" / "reports" / "other"  # the lab's rule, as before
 
@@ -65,7 +85,7 @@ def test_a_copied_reports_notebook_that_writes_into_another_folder_is_warned(tmp
     monkeypatch.chdir(copy)
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     with warns_saying(UserWarning, "this notebook lies in the report folder", "but its stage writes into",
-                      "sweep"):
+                      "sweep", f"to remake its own folder, set out_dir to {str(copy)!r}"):
         describe_benchmarks(original, ["instructir-sample"])
     monkeypatch.chdir(original)  # instir run's kernels run in the folder they write: nothing to say
     (original / "01_data_exploration.ipynb").write_text("{}")
@@ -107,3 +127,39 @@ def test_the_filesystem_root_or_the_home_folder_is_refused_as_a_report_folder(tm
     with raises_saying(UsageError, "name one of its own (reports/NAME)"):
         run_reports(sorted((Path(__file__).parents[2] / "notebooks").glob("0[1-5]_*.ipynb")), {}, where)  # none runs
     assert not (tmp_path / "home" / "report.json").exists()
+
+
+def test_every_command_that_writes_a_report_folder_refuses_the_home_folder_before_writing_anything(tmp_path,
+                                                                                                   monkeypatch):
+    # a review: instir evaluate and instir judge --out ~ left ~/.instir-run.lock, ~/report.json and ~/runs/runs.csv
+    # before the stage refused the folder; instir sweep --out ~ ran every cell into it first
+    from instir.benchmarks import load_benchmark
+    from instir.cli import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    benchmark = load_benchmark("instructir-sample")
+    doc = next(iter(benchmark.corpus.ids()))
+    run = tmp_path / "bm25.trec"
+    run.write_text("".join(f"{qid} Q0 {doc} 1 1.0 t\n" for qid in benchmark.queries))
+    (tmp_path / "grid.yaml").write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nvariants: [instructed]\n")
+    for command in (["evaluate", "--benchmark", "instructir-sample", "--run", str(run)],
+                    ["judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", str(run),
+                     "--query-only-run", str(run), "--max-instances", "1"],
+                    ["sweep", "--serial", "grid.yaml"]):
+        assert main([*command, "--out", "~"]) == 2, command
+        assert not list(home.iterdir()), (command, list(home.iterdir()))
+
+
+def test_a_stage_runs_where_the_process_has_no_home_folder(tmp_path, monkeypatch):
+    # a review: with no HOME and no passwd entry (a container run as a bare uid) every stage failed in Path.home()
+    from instir.stages import describe_benchmarks
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    describe_benchmarks(tmp_path / "report", ["instructir-sample"])
+    assert (tmp_path / "report" / "data" / "statistics.csv").is_file()
