@@ -39,6 +39,7 @@ Encoding runs in float32 (colbert-ai uses float16 autocast on GPU).
 
 from __future__ import annotations
 
+import inspect
 import string
 from collections.abc import Sequence
 from pathlib import Path
@@ -306,19 +307,32 @@ class ColBERTRetriever:
         self._description: dict | None = None
 
     @classmethod
-    def from_card(cls, card: Any, **options: Any) -> "ColBERTRetriever":
-        """From a system card (duck-typed): ``model``, ``name``, ``revision``, ``query_max_length``,
-        ``doc_max_length`` and ``params`` (``attend_to_mask_tokens``, ``mask_punctuation``,
-        ``batch_size``); ``options`` (cache_dir, device, progress …) pass through. The card's
-        ``template`` is for :func:`instir.retrieval.retrieve`, not for the retriever."""
+    def card_settings(cls, card: Any) -> dict[str, Any]:
+        """The constructor's settings a system card (duck-typed) gives: ``name``, ``revision``, ``query_max_length``,
+        ``doc_max_length`` and ``params`` (``attend_to_mask_tokens``, ``mask_punctuation``, ``batch_size``)."""
         params = dict(getattr(card, "params", None) or {})
-        settings: dict[str, Any] = {k: params[k] for k in ("attend_to_mask_tokens", "mask_punctuation", "batch_size")
-                                    if k in params}
+        settings: dict[str, Any] = {"name": card.name, "revision": getattr(card, "revision", None),
+                                    **{k: params[k] for k in ("attend_to_mask_tokens", "mask_punctuation",
+                                                              "batch_size") if k in params}}
         if getattr(card, "query_max_length", None) is not None:
             settings["query_maxlen"] = card.query_max_length
         if getattr(card, "doc_max_length", None) is not None:
             settings["doc_maxlen"] = card.doc_max_length
-        return cls(card.model, name=card.name, revision=getattr(card, "revision", None), **settings, **options)
+        return settings
+
+    @classmethod
+    def passed_options(cls, card: Any) -> tuple[str, ...]:
+        """The options :meth:`from_card` passes on for ``card``: the constructor's, less the model and
+        :meth:`card_settings` (a card's settings are its fields)."""
+        settings = cls.card_settings(card)
+        return tuple(key for key in inspect.signature(cls).parameters if key != "model" and key not in settings)
+
+    @classmethod
+    def from_card(cls, card: Any, **options: Any) -> "ColBERTRetriever":
+        """From a system card (duck-typed): its ``model`` and :meth:`card_settings`; ``options``
+        (:meth:`passed_options`: cache_dir, device, progress …) pass through. The card's ``template`` is for
+        :func:`instir.retrieval.retrieve`, not for the retriever."""
+        return cls(card.model, **cls.card_settings(card), **options)
 
     @property
     def encoder(self) -> ColBERTEncoder:

@@ -25,6 +25,7 @@ and sent only in the request header; it is never stored, logged or part of any c
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -183,26 +184,40 @@ class OpenAIEmbeddingsRetriever:
         self.progress = progress
 
     @classmethod
-    def from_card(cls, card: Any, **options: Any) -> "OpenAIEmbeddingsRetriever":
-        """From a system card (duck-typed): ``model``, ``name``, ``similarity``, ``windowing``
-        (``"ifir"``: IFIR's windows of 512 tokens every 384; empty: whole texts) and ``params``
-        (``base_url``, ``api_key_env`` — the variable's *name* —, ``auth_header``, ``query_params``,
-        ``dimensions``, ``batch_size``, ``concurrency``); ``options`` (tokenizer, cache, progress …) pass through."""
+    def card_settings(cls, card: Any) -> dict[str, Any]:
+        """The constructor's settings a system card (duck-typed) gives: ``name``, ``similarity``, ``windowing``
+        (``"ifir"``: IFIR's windows of 512 tokens every 384; empty: whole texts) and ``params`` (``base_url``,
+        ``api_key_env`` — the variable's *name* —, ``auth_header``, ``query_params``, ``dimensions``,
+        ``batch_size``, ``concurrency``)."""
         params = dict(getattr(card, "params", None) or {})
         windowing = getattr(card, "windowing", None) or ""
         if windowing == CLEAN_CUT:  # the clean cut needs the tokens' character offsets
             raise ValueError(f"system {card.name!r}: the openai-embeddings adapter cuts IFIR's windows "
                              f"(windowing = {AUTHORS_CUT!r}) or none, not {CLEAN_CUT!r}")
-        settings: dict[str, Any] = {"windows": windowing == AUTHORS_CUT}
+        settings: dict[str, Any] = {"name": card.name, "similarity": getattr(card, "similarity", None) or "cosine",
+                                    "windows": windowing == AUTHORS_CUT}
         for key in ("base_url", "api_key_env", "auth_header", "query_params", "dimensions", "batch_size",
                     "concurrency"):
             if key in params:
                 settings[key] = params[key]
+        return settings
+
+    @classmethod
+    def passed_options(cls, card: Any) -> tuple[str, ...]:
+        """The options :meth:`from_card` passes on for ``card``: the constructor's, less the model and
+        :meth:`card_settings` (a card's settings are its fields)."""
+        settings = cls.card_settings(card)
+        return tuple(key for key in inspect.signature(cls).parameters if key != "model" and key not in settings)
+
+    @classmethod
+    def from_card(cls, card: Any, **options: Any) -> "OpenAIEmbeddingsRetriever":
+        """From a system card (duck-typed): its ``model`` and :meth:`card_settings`; ``options``
+        (:meth:`passed_options`: tokenizer, cache, progress …; ``cache_dir`` for ``cache``, ``device`` ignored) pass
+        through."""
         if "cache_dir" in options:  # the registry's name for where embeddings are cached
             options["cache"] = options.pop("cache_dir")
         options.pop("device", None)  # an API: nothing runs here
-        return cls(card.model, name=card.name, similarity=getattr(card, "similarity", None) or "cosine",
-                   **settings, **options)
+        return cls(card.model, **cls.card_settings(card), **options)
 
     @property
     def tokenizer(self) -> Any:

@@ -119,28 +119,45 @@ def unavailable_from_card(card: SystemCard):
 CARD_OPTIONS = ("device", "cache_dir", "progress")
 
 
+def adapter_options(card: SystemCard, cards: Mapping[str, SystemCard]) -> tuple[str, ...]:
+    """The options :func:`build_system` takes for ``card``: :data:`CARD_OPTIONS` and those its adapter names, or, for
+    a class's ``from_card`` that passes them on to the class, its ``passed_options`` (the constructor's, less what
+    the card sets); a hybrid's are those both its cards take, as it passes them to both."""
+    if card.adapter == "hybrid":
+        dense, lexical = (adapter_options(get_card(card.params[part], cards), cards) for part in ("dense", "lexical"))
+        return tuple(key for key in dense if key in lexical)
+    factory = _resolve(ADAPTERS[card.adapter][1])
+    named = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in named.values()):  # a Class.from_card passing them on
+        taken = factory.__self__.passed_options(card)
+    else:
+        taken = [key for key in named if key not in ("card", "cards")]
+    return tuple(dict.fromkeys([*CARD_OPTIONS, *taken]))
+
+
 def build_adapter(card: SystemCard, *, cards: Mapping[str, SystemCard] | None = None, **options):
     """The adapter's own object for ``card`` (a retriever or reranker), dependencies checked, and what the card gives
     checked against what its adapter reads (:func:`~instir.systems.cards.reads_problem`: a card file's are as it is
-    read; a card built in Python, or changed, here). An option other than :data:`CARD_OPTIONS` that the adapter
-    neither names nor passes on is refused, not dropped."""
+    read; a card built in Python, or changed, here). An option not in :func:`adapter_options` is refused in one line
+    naming the card, not dropped nor left to the adapter's TypeError."""
     problem = reads_problem(card.to_dict())
     if problem is not None:
         raise UsageError(f"system {card.name!r}, field '{problem[0]}': {problem[1]}")
     check_dependencies(card)
     check_local_models(card)
+    cards = load_cards() if cards is None else cards
+    taken = adapter_options(card, cards)
+    odd = [key for key in options if key not in taken]
+    if odd:  # dropped, a k1 given here ran the card's own; passed on, a TypeError traceback
+        raise UsageError(f"system {card.name!r} ({card.adapter}) takes the options {', '.join(taken)}; got "
+                         f"{', '.join(map(repr, odd))} (a card's settings are its fields: "
+                         "dataclasses.replace(card, params=...))")
     factory = _resolve(ADAPTERS[card.adapter][1])
     accepted = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())  # passes them on
-    odd = [key for key in options if not (takes_any or key in accepted or key in CARD_OPTIONS)]
-    if odd:  # the adapter would drop it silently: a k1 given here ran the card's own
-        taken = [key for key in accepted if key not in ("card", "cards")]
-        raise UsageError(f"system {card.name!r} ({card.adapter}) takes the options "
-                         f"{', '.join(dict.fromkeys([*CARD_OPTIONS, *taken]))}; got {', '.join(map(repr, odd))} "
-                         "(a card's settings are its fields: dataclasses.replace(card, params=...))")
     kwargs = {key: value for key, value in options.items() if takes_any or key in accepted}
     if "cards" in accepted:  # only adapters that name other cards (hybrid) take the whole set
-        kwargs["cards"] = cards if cards is not None else load_cards()
+        kwargs["cards"] = cards
     return factory(card, **kwargs)
 
 

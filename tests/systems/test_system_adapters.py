@@ -282,7 +282,19 @@ def test_an_option_an_adapter_passes_on_still_reaches_it():
 
     cards = load_cards()
     card = next(c for c in cards.values() if c.adapter == "openai-embeddings")
-    built = build_system(card, cards=cards, progress=False)
+    built = build_system(card, cards=cards, progress=False, tokenizer_name="mine", concurrency=2)
     assert isinstance(built.inner, OpenAIEmbeddingsRetriever)
-    with pytest.raises(TypeError):  # passed on: the retriever itself says what it does not take
-        build_system(card, cards=cards, no_such_option=1)
+    assert built.inner.tokenizer_name == "mine" and built.inner.client.concurrency == 2
+
+
+@pytest.mark.parametrize("name, option, takes", [
+    ("OpenAI-v3-small", {"k1": 1.2}, "takes the options device, cache_dir, progress, base_url"),
+    ("OpenAI-v3-small", {"batch_size": 8}, "tokenizer"),  # the card sets its batch size
+    ("ColBERTv2", {"k1": 1.2}, "takes the options device, cache_dir, progress, query_maxlen"),
+    ("GTR-XL + BM25 (hybrid)", {"k1": 1.2}, "takes the options device, cache_dir, progress;")])
+def test_an_option_an_adapter_passing_options_on_would_not_take_is_refused_naming_the_card_built(name, option, takes):
+    # a review of the check above: these were a TypeError traceback (unexpected keyword argument, or multiple values
+    # for one the card sets), and a hybrid's refusal named its dense card, not the card the user built
+    with raises_saying(UsageError, f"system {name!r}", takes, f"got {next(iter(option))!r}",
+                       "a card's settings are its fields"):
+        build_system(name, **option)
