@@ -107,8 +107,12 @@ class ExplorerData:
         return list(dict.fromkeys(self.runs_table["benchmark"]))
 
     def systems(self, benchmark: str) -> list[str]:
-        """Systems run on ``benchmark``: per retriever the instructed run, then its query-only run."""
+        """Systems run on ``benchmark``: per retriever the instructed run, then its query-only run (a runs list without
+        the retrieve stage's ``retriever`` and ``variant`` columns, one's own, lists its runs as instructed ones, in
+        its order: as far as the kit can tell, they are)."""
         rows = self.runs_table[self.runs_table["benchmark"] == benchmark]
+        if not {"retriever", "variant"} <= set(rows):
+            return list(rows["system"])
         order = {retriever: i for i, retriever in enumerate(dict.fromkeys(rows["retriever"]))}
         ranked = sorted(zip(rows["retriever"], rows["variant"], rows["system"]),
                         key=lambda r: (order[r[0]], r[1] != "instructed"))

@@ -264,8 +264,12 @@ class Metrics(Evaluation):
     def instructed_vs_query_only(self, benchmark: str) -> tuple[str, list[tuple[str, pd.Series, pd.Series]]]:
         """The benchmark's first per-query headline measure (FollowIR's p-MRR has one value per
         query pair, so its AP@1000[og]) and, per retriever, its query-only and instructed values
-        per instance (×100, aligned on the instance ids): the two runs its family's spec pairs."""
+        per instance (×100, aligned on the instance ids): the two runs its family's spec pairs. A runs list without
+        the retrieve stage's ``retriever`` and ``variant`` columns (one's own, of the required columns) pairs none:
+        its runs are instructed ones, as far as the kit can tell."""
         measure = next(m for m in headline(benchmark) if parse_measure(m).unit == "query")
+        if not {"retriever", "variant"} <= set(self.runs):
+            return measure, []
         values = self.per_query[(self.per_query["benchmark"] == benchmark) & (self.per_query["measure"] == measure)]
         wide_values = values.pivot(index="qid", columns="system", values="value") * 100
         runs = self.runs[self.runs["benchmark"] == benchmark]

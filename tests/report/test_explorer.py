@@ -219,3 +219,14 @@ def test_the_passages_scores_are_those_of_the_judge_whose_instfol_is_shown(tmp_p
     view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
     # a review: the rubric label in the model's name ("[ifir]") was cut before matching, and no judge was kept
     assert view.judge == "openai-compatible / gpt-4o-mini [ifir]"
+
+
+def test_a_runs_list_of_the_required_columns_shows_its_runs_in_its_order(out_dir, tmp_path):
+    # a review: instir.explore(out_dir) was a KeyError ('retriever') on one's own list of the required columns;
+    # without variant and retriever its runs are instructed ones, as far as the kit can tell
+    own = shutil.copytree(out_dir, tmp_path / "own")
+    listed = pd.read_csv(own / "runs" / "runs.csv")
+    listed[["benchmark", "system", "run_file"]].iloc[::-1].to_csv(own / "runs" / "runs.csv", index=False)
+    data = ExplorerData(own)
+    assert data.systems("instructir-sample") == ["bm25 (query-only)", "bm25"]
+    assert data.group("instructir-sample", data.groups("instructir-sample")[0]).systems == ["bm25 (query-only)", "bm25"]

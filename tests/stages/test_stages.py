@@ -247,6 +247,17 @@ def test_a_query_only_runs_p_mrr_is_said_to_be_0_by_construction_beside_its_tabl
     assert not any("by construction" in view.note for view in score_runs(tmp_path).views())
 
 
+def test_a_runs_list_of_the_required_columns_pairs_no_run_with_a_query_only_one(tmp_path):
+    # a review: notebook 03's instructed-vs-query-only plot was a KeyError ('retriever') on one's own list of the
+    # required columns; without variant and retriever its runs are instructed ones, as far as the kit can tell
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    measure, pairs = score_runs(tmp_path).instructed_vs_query_only("instructir-sample")
+    assert [retriever for retriever, _, _ in pairs] == ["bm25"]
+    listed = pd.read_csv(tmp_path / "runs" / "runs.csv")
+    listed[["benchmark", "system", "run_file"]].to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    assert score_runs(tmp_path).instructed_vs_query_only("instructir-sample") == (measure, [])
+
+
 def test_the_explore_stage_counts_document_words_from_the_corpus_index(ifir_root, tmp_path):
     data = describe_benchmarks(tmp_path, ["ifir/fiqa"], str(ifir_root))
     bench = load_benchmark("ifir/fiqa", root=str(ifir_root))
