@@ -39,7 +39,6 @@ Encoding runs in float32 (colbert-ai uses float16 autocast on GPU).
 
 from __future__ import annotations
 
-import inspect
 import string
 from collections.abc import Sequence
 from pathlib import Path
@@ -321,16 +320,9 @@ class ColBERTRetriever:
         return settings
 
     @classmethod
-    def passed_options(cls, card: Any) -> tuple[str, ...]:
-        """The options :meth:`from_card` passes on for ``card``: the constructor's, less the model and
-        :meth:`card_settings` (a card's settings are its fields)."""
-        settings = cls.card_settings(card)
-        return tuple(key for key in inspect.signature(cls).parameters if key != "model" and key not in settings)
-
-    @classmethod
     def from_card(cls, card: Any, **options: Any) -> "ColBERTRetriever":
         """From a system card (duck-typed): its ``model`` and :meth:`card_settings`; ``options``
-        (:meth:`passed_options`: cache_dir, device, progress …) pass through. The card's ``template`` is for
+        (the constructor's others: cache_dir, device, progress …) pass through. The card's ``template`` is for
         :func:`instir.retrieval.retrieve`, not for the retriever."""
         return cls(card.model, **cls.card_settings(card), **options)
 

@@ -25,7 +25,6 @@ and sent only in the request header; it is never stored, logged or part of any c
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -203,16 +202,9 @@ class OpenAIEmbeddingsRetriever:
         return settings
 
     @classmethod
-    def passed_options(cls, card: Any) -> tuple[str, ...]:
-        """The options :meth:`from_card` passes on for ``card``: the constructor's, less the model and
-        :meth:`card_settings` (a card's settings are its fields)."""
-        settings = cls.card_settings(card)
-        return tuple(key for key in inspect.signature(cls).parameters if key != "model" and key not in settings)
-
-    @classmethod
     def from_card(cls, card: Any, **options: Any) -> "OpenAIEmbeddingsRetriever":
         """From a system card (duck-typed): its ``model`` and :meth:`card_settings`; ``options``
-        (:meth:`passed_options`: tokenizer, cache, progress …; ``cache_dir`` for ``cache``, ``device`` ignored) pass
+        (the constructor's others: tokenizer, cache, progress …; ``cache_dir`` for ``cache``, ``device`` ignored) pass
         through."""
         if "cache_dir" in options:  # the registry's name for where embeddings are cached
             options["cache"] = options.pop("cache_dir")

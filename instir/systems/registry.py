@@ -121,15 +121,17 @@ CARD_OPTIONS = ("device", "cache_dir", "progress")
 
 def adapter_options(card: SystemCard, cards: Mapping[str, SystemCard]) -> tuple[str, ...]:
     """The options :func:`build_system` takes for ``card``: :data:`CARD_OPTIONS` and those its adapter names, or, for
-    a class's ``from_card`` that passes them on to the class, its ``passed_options`` (the constructor's, less what
-    the card sets); a hybrid's are those both its cards take, as it passes them to both."""
+    a class's ``from_card`` that passes them on to the class, the class's (its constructor's, less what the card's
+    ``card_settings`` set); a hybrid's are those both its cards take, as it passes them to both."""
     if card.adapter == "hybrid":
         dense, lexical = (adapter_options(get_card(card.params[part], cards), cards) for part in ("dense", "lexical"))
         return tuple(key for key in dense if key in lexical)
     factory = _resolve(ADAPTERS[card.adapter][1])
     named = inspect.signature(factory).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in named.values()):  # a Class.from_card passing them on
-        taken = factory.__self__.passed_options(card)
+        owner = factory.__self__  # the constructor's options, less the model and what the card sets
+        settings = owner.card_settings(card)
+        taken = [key for key in inspect.signature(owner).parameters if key != "model" and key not in settings]
     else:
         taken = [key for key in named if key not in ("card", "cards")]
     return tuple(dict.fromkeys([*CARD_OPTIONS, *taken]))
