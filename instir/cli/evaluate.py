@@ -204,7 +204,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     baseline = args.baseline or systems[0]
     if baseline not in systems:
         raise unknown("--baseline", baseline, systems, more=" (the systems are named after the run files, or --name)")
-    report_folder(out)  # after the runs are found, before anything is written
+    out = report_folder(out)  # after the runs are found, before anything is written
     from instir.report.lock import FolderLock
 
     with FolderLock(out, "instir evaluate"):

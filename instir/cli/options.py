@@ -60,12 +60,12 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
 
 
 def report_folder(path: str | Path, option: str = "--out") -> Path:
-    """The report folder an output option names, refused where it is the filesystem root or the home folder
-    (:func:`instir.report.layout.check_report_folder`) before anything is written, then made as
-    :func:`output_folder` makes it."""
+    """The report folder an output option names (``~`` expanded, as the stages read it), refused where it is the
+    filesystem root or the home folder (:func:`instir.report.layout.check_report_folder`) before anything is
+    written, then made as :func:`output_folder` makes it."""
     from instir.report.layout import check_report_folder
 
-    return output_folder(check_report_folder(Path(path)), option)
+    return output_folder(check_report_folder(expanded(path)), option)
 
 
 def writable_folder(path: str | Path, option: str) -> Path:

@@ -151,6 +151,8 @@ def test_every_command_that_writes_a_report_folder_refuses_the_home_folder_befor
                     ["sweep", "--serial", "grid.yaml"]):
         assert main([*command, "--out", "~"]) == 2, command
         assert not list(home.iterdir()), (command, list(home.iterdir()))
+    assert main(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", "~/ev"]) == 0
+    assert (home / "ev" / "metrics" / "metrics.csv").is_file() and not (tmp_path / "~").exists()  # not ./~/ev
 
 
 def test_a_stage_runs_where_the_process_has_no_home_folder(tmp_path, monkeypatch):
