@@ -17,6 +17,16 @@ def test_importing_instir_loads_no_heavy_library():
     assert out.strip() == "[]"
 
 
+def test_the_evaluate_commands_modules_load_no_model_or_statistics_library():
+    """``instir evaluate`` scores and compares runs: a review found it 1.75 times slower than when perf/cli_speed.py
+    set its target, 1.9 s of it importing scikit-learn and scipy (the compare stage imports the judge stage's
+    module, whose agreement statistics needed them at import)."""
+    code = ("import sys, instir.cli, instir.cli.evaluate, instir.stages.compare, instir.stages.evaluate; "
+            "print(sorted(m for m in ('torch', 'sklearn', 'scipy', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_renamed_names_still_work_for_one_release_with_a_deprecation_warning():
     import pytest
 

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
 from instir.benchmarks.types import Benchmark
 from instir.errors import expect
@@ -165,6 +163,9 @@ def agreement(pairs: pd.DataFrame) -> pd.DataFrame:
     the mean over judgments made now (not read from the cache); cost sums them where the backend
     reports cost.
     """
+    from scipy import stats  # scipy and scikit-learn only where agreement is computed: instir evaluate imports this
+    from sklearn.metrics import cohen_kappa_score, roc_auc_score  # module (through the compare stage) in 1.9 s else
+
     ok = pairs["error"].isna() & pairs["norm"].notna()
     good = pairs[ok]
     gold = good["grade"].to_numpy(dtype=int)
@@ -198,6 +199,8 @@ def agreement(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def confusion(pairs: pd.DataFrame) -> pd.DataFrame:
     """Gold label (rows) by judge label (columns), counts over the successful judgments."""
+    from sklearn.metrics import confusion_matrix
+
     good = pairs[pairs["error"].isna() & pairs["judge_grade"].notna()]
     matrix = (confusion_matrix(good["grade"].to_numpy(dtype=int), good["judge_grade"].to_numpy(dtype=int),
                                labels=list(range(len(LABELS))))
@@ -228,6 +231,8 @@ def ranking_agreement(judge_scores: Mapping[str, float], gold_scores: Mapping[st
     """Kendall's tau (tau-b, ties allowed) between the system ranking by a judge-based score
     (e.g. InstFol per run) and by a gold measure (e.g. nDCG@20), over the systems in both.
     Returns ``tau``, ``p_value`` and ``systems``; needs at least two systems."""
+    from scipy import stats
+
     systems = sorted(set(judge_scores) & set(gold_scores))
     if len(systems) < 2:
         raise ValueError(f"Kendall's tau needs at least two systems scored both ways, got {systems}")
