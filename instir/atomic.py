@@ -26,11 +26,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from instir.errors import UserError
 from instir.inputs import file_problem
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: bytes handed to one ``write(2)``
 BLOCK = 1 << 20
@@ -237,6 +239,8 @@ def write_text(path: str | Path, text: str) -> None:
 
 def array_bytes(array: np.ndarray) -> bytes:
     """``array`` as the bytes of a ``.npy`` file."""
+    import numpy as np  # numpy only where arrays are written: every command imports this module at start
+
     buffer = io.BytesIO()
     np.save(buffer, array)
     return buffer.getvalue()
@@ -245,6 +249,8 @@ def array_bytes(array: np.ndarray) -> bytes:
 def npy_prefix(dtype: str | np.dtype, shape: tuple[int, ...]) -> bytes:
     """The bytes ``np.save`` writes before the data of a C-ordered array of ``dtype`` and ``shape``: a ``.npy``
     file can then be streamed (:func:`stream`) without the array in memory."""
+    import numpy as np
+
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
                                                   "fortran_order": False, "shape": tuple(shape)})

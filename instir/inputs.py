@@ -33,6 +33,16 @@ from typing import Any
 
 from instir.errors import UsageError
 
+#: C0 and C1 control characters and DEL: pytrec_eval cuts an id at NUL (``<relevant id>\x00junk`` scores as the
+#: relevant id), a TREC file cannot hold a tab or a newline in an id, and a terminal acts on ESC.
+CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+#: Characters that show as nothing yet change what is shown: the soft hyphen, zero-width marks and joiners, the
+#: bidirectional marks, embeddings, overrides and isolates (an id holding U+202E reads backwards on a terminal or a
+#: report page), invisible operators and the byte order mark. Ids may not hold them (:mod:`instir.benchmarks.readers`)
+#: and the terminal escapes them (:mod:`instir.terminal`).
+INVISIBLE = "\xad\u061c\u180e" + "".join(map(chr, [*range(0x200B, 0x2010), *range(0x202A, 0x202F),
+                                                    *range(0x2060, 0x2065), *range(0x2066, 0x2070)])) + "\ufeff"
+
 #: Largest configuration file (grid, card file) read, in bytes.
 MAX_CONFIG_BYTES = 1 << 20
 #: Deepest nesting of YAML sequences and mappings accepted.

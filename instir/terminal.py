@@ -11,8 +11,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 
-from instir.benchmarks.readers import CONTROLS, INVISIBLE
 from instir.errors import UserError
+from instir.inputs import CONTROLS, INVISIBLE
 
 #: environment variable that shows tracebacks of expected failures when set (to anything but 0)
 DEBUG_VAR = "INSTIR_DEBUG"

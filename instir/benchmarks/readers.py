@@ -28,7 +28,7 @@ from typing import Any
 
 from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
 from instir.errors import UsageError
-from instir.inputs import file_problem
+from instir.inputs import CONTROLS, INVISIBLE, file_problem
 
 #: Longest document read, in characters (title and text together): ten million, some 2,000 pages
 #: of text; IFIR's longest legal documents hold a few hundred thousand.
@@ -122,14 +122,6 @@ _ASCII_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-
 #: Characters that look like a space or like nothing, which trec_eval keeps inside an id while
 #: Python's ``split()`` / ``strip()`` (and so other tools) treat them as separators.
 ODD_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200C))) + "\u2028\u2029\u202f\u205f\u2060\u3000\ufeff"
-#: C0 and C1 control characters and DEL: pytrec_eval cuts an id at NUL (``<relevant id>\x00junk`` scores as the
-#: relevant id), a TREC file cannot hold a tab or a newline in an id, and a terminal acts on ESC.
-CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
-#: Characters that show as nothing yet change what is shown: the soft hyphen, zero-width marks and joiners, the
-#: bidirectional marks, embeddings, overrides and isolates (an id holding U+202E reads backwards on a terminal or a
-#: report page), invisible operators and the byte order mark. The terminal escapes them too (``cli.options``).
-INVISIBLE = "\xad\u061c\u180e" + "".join(map(chr, [*range(0x200B, 0x2010), *range(0x202A, 0x202F),
-                                                    *range(0x2060, 0x2065), *range(0x2066, 0x2070)])) + "\ufeff"
 #: Every character an id may not hold (:func:`check_id`: these and the space), as a regular expression class;
 #: :data:`REFUSED_IN_IDS_RE2` is the same class for pyarrow's RE2.
 _REFUSED = "".join(dict.fromkeys(" " + CONTROLS + ODD_SPACES + INVISIBLE))
@@ -154,9 +146,9 @@ def _char(c: str) -> str:
 def check_id(value: str, path: Path, where: int | str, name: str) -> str:
     """``value`` (a query or document id read from a file) unless it holds a space (no TREC file could hold the
     id), a control character (NUL, ESC, a tab …), a character that is a space to some tools and part of the id to
-    trec_eval (a no-break space, a zero-width space …) or an invisible one (:data:`INVISIBLE`: a bidirectional
-    override …): then :class:`FormatError` naming the file, line, field and the character. Every reader checks its
-    ids here, before any scorer sees them."""
+    trec_eval (a no-break space, a zero-width space …) or an invisible one (:data:`instir.inputs.INVISIBLE`: a
+    bidirectional override …): then :class:`FormatError` naming the file, line, field and the character. Every reader
+    checks its ids here, before any scorer sees them."""
     refused = _REFUSED_IN_IDS.search(value)
     if refused is None:
         return value

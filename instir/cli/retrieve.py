@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from instir.benchmarks import catalog
 from instir.cli.options import (
     TEXT_WIDTH,
     add_benchmark_arguments,
@@ -16,8 +17,17 @@ from instir.cli.options import (
 )
 from instir.errors import UsageError
 from instir.retrieval.windows import WINDOWING_MODES
-from instir.systems.cards import PAPERS
 from instir.terminal import terminal_text
+
+
+def paper_name(text: str) -> str:
+    """``--paper``'s value, one of the cards' papers (:data:`instir.systems.cards.PAPERS`): read when given, so the
+    cards (and pandas) load for the command that names one, not at every command's start."""
+    from instir.systems.cards import PAPERS
+
+    if text not in PAPERS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(PAPERS)})")
+    return text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,9 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="one card's name (or its model id): show it whole")
     s.add_argument("--cards", action="append", default=[], metavar="FILE",
                    help="extra system card file (TOML/YAML); may be repeated")
-    s.add_argument("--paper", choices=PAPERS, default=None,
-                   help="only this paper's cards (mteb: MTEB-comparable variants); with NAME, the name as this "
-                        "paper prints it")
+    s.add_argument("--paper", type=paper_name, default=None, metavar="PAPER",
+                   help=f"only this paper's cards ({', '.join(catalog.families())}, mteb: MTEB-comparable variants, "
+                        "user: --cards files); with NAME, the name as this paper prints it")
     s.set_defaults(handler=_systems)
 
 
@@ -70,7 +80,6 @@ def _retrieve(args: argparse.Namespace) -> int:
     if args.system is not None:
         if args.model is not None or args.windowing is not None:
             raise UsageError("--model and --windowing apply to --retriever dense/hybrid; a system card sets its own")
-        from instir.benchmarks import catalog
         from instir.systems import build_system, load_cards
         from instir.systems.registry import check_weights_reachable, retriever_card
 

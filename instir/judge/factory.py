@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from instir.errors import UsageError, unknown
-from instir.retrieval.model_files import check_model
 from instir.secrets import require_env_name
 
 if TYPE_CHECKING:
@@ -95,6 +94,8 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
                                       **{k: v for k, v in options.items() if v is not None})
     elif backend == "hf":
         if not gguf_file:  # a GGUF's folder holds no config.json
+            from instir.retrieval.model_files import check_model  # numpy's store: not at every command's start
+
             check_model(model)
         judge = HFCausalLMJudge(model or None, gguf_file=gguf_file or None)
     else:
