@@ -87,7 +87,7 @@ def generate(out: Path, n_docs: int, chars: int, seed: int = 0) -> None:
 
 
 def benchmark(root: Path):
-    from instir.benchmarks.readers import jsonl_corpus
+    from instir.benchmarks.docstore import jsonl_corpus
     from instir.benchmarks.types import Benchmark, Query
 
     texts = json.loads((root / "queries.json").read_text())
