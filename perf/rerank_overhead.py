@@ -110,8 +110,7 @@ def time_embeddings(benchmark, repeat: int) -> None:
 
     from instir.formatting import get_template
     from instir.systems.openai_embeddings import OpenAIEmbeddingsRetriever
-    from tests.judge.judge_fakes import FakeChatServer
-    from tests.systems.test_openai_embeddings import embeddings_reply
+    from tests.judge.judge_fakes import FakeChatServer, embeddings_reply
 
     template = get_template("ifir")
     qtexts = template.format_queries(benchmark.queries.values())

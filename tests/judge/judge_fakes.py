@@ -1,9 +1,11 @@
 """Test helpers for the judge tests: a real OpenAI-style HTTP server on 127.0.0.1 whose
-replies follow a script, chat-completion bodies with log-probabilities, and request builders."""
+replies follow a script, chat-completion and embeddings bodies, and request builders. No pytest
+imports: ``perf/`` scripts use the server too."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import sqlite3
@@ -61,6 +63,24 @@ def scored_reply(score: int, p_score: float = 0.7) -> Reply:
     tokens = [('{"', {}), ("score", {}), ('":', {}), (" ", {}),
               (str(score), {str(score): p_score, other: 1 - p_score}), (', "reason": "ok"}', {})]
     return Reply(body=chat_body("".join(t for t, _ in tokens), tokens))
+
+
+#: length of :func:`fake_vector`'s vectors
+DIM = 8
+
+
+def fake_vector(text: str) -> list[float]:
+    """A deterministic vector per exact text (what the fake /v1/embeddings returns)."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(b - 127.5) / 64 for b in digest[:DIM]]
+
+
+def embeddings_reply(body: dict) -> Reply:
+    """A /v1/embeddings answer of :func:`fake_vector` for each input, listed in reverse order (the
+    index field orders them)."""
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(texts)]
+    return Reply(body={"object": "list", "data": list(reversed(data)), "model": body["model"]})
 
 
 class FakeChatServer:

@@ -3,7 +3,6 @@ windows-then-mean recipe recomputed independently, batching, bounded concurrency
 Retry-After, the key from the named environment variable only, and a warm rerun that sends
 nothing."""
 
-import hashlib
 import json
 
 import numpy as np
@@ -19,21 +18,7 @@ from instir.systems.openai_embeddings import (
     OpenAIEmbeddingClient,
     OpenAIEmbeddingsRetriever,
 )
-from tests.judge.judge_fakes import FakeChatServer, Reply
-
-DIM = 8
-
-
-def fake_vector(text: str) -> list[float]:
-    """A deterministic vector per exact text (what the fake server returns)."""
-    digest = hashlib.sha256(text.encode()).digest()
-    return [(b - 127.5) / 64 for b in digest[:DIM]]
-
-
-def embeddings_reply(body: dict) -> Reply:
-    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(texts)]
-    return Reply(body={"object": "list", "data": list(reversed(data)), "model": body["model"]})
+from tests.judge.judge_fakes import DIM, FakeChatServer, Reply, embeddings_reply, fake_vector
 
 
 class WordTokenizer:
