@@ -3,8 +3,9 @@
 Data: ``--queries`` queries and ``--docs`` passages of random words (48 per passage) from a
 600-word vocabulary, which the tiny models' word-level tokenizers know. Models
 (``tests/tiny_models.py``): a random Llama (hidden 32, 2 layers) + random LoRA, and
-a random BERT of the same size; plus the bundled all-MiniLM-L6-v2. Each model is loaded
-once; every timed side starts from a fresh embedding cache.
+a random BERT of the same size; plus the bundled all-MiniLM-L6-v2. Every cold kit side is a
+new system on an empty cache, its model loaded before the clock starts (a retriever keeps the last
+corpus's vectors, so a reused one would encode nothing); that it encoded every document is asserted.
 
 - ``peft-decoder`` (card RepLLaMA-7B: batch 4, batch-last pooling, corpus sorted by length):
   bare = the authors' loop (tokenise a batch, forward, ``[:, -1]``, normalise) + one matrix
@@ -13,7 +14,10 @@ once; every timed side starts from a fresh embedding cache.
   batch of 64 + cosine top-k; kit as above;
 - ``sentence-transformers`` (a MiniLM user card): the card-built retriever against today's
   ``DenseRetriever()``, in documents per second;
-- ``bm25`` (card BM25 (IFIR)): against ``BM25Retriever`` with the same settings.
+- ``bm25``: the kit's ``bm25`` adapter built from a card with IFIR's settings (k1 1.2, b 0.75, no
+  stemmer, no stop words), on an empty index cache (build, store, search, Run), against bare bm25s
+  (tokenise, index, ``retrieve``) with the same settings on the same texts. (The paper card
+  ``BM25 (IFIR)`` runs Elasticsearch's BM25 on Lucene: ``perf/bm25_vs_lucene.py`` compares engines.)
 
 The warm rerun (same cache) is timed and its model forward calls counted. Each side runs
 ``--repeat`` times, interleaved, after one uncounted warm-up round; medians are printed.
@@ -95,6 +99,27 @@ def bare_mean_pool(model, tok, q_texts, d_texts, batch_size=64):
     return _topk(encode(q_texts), encode(d_texts), K, cosine=True)
 
 
+def bare_bm25(q_texts, d_texts, k1=1.2, b=0.75):
+    """bm25s as its README runs it: tokenise (no stemmer, no stop words), index, top-k."""
+    import bm25s
+
+    model = bm25s.BM25(k1=k1, b=b, method="lucene")
+    model.index(bm25s.tokenize(d_texts, stopwords=[], show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize(q_texts, stopwords=[], return_ids=False, show_progress=False)
+    return model.retrieve(tokens, k=min(K, len(d_texts)), show_progress=False)
+
+
+def cold_search(system, bench, template) -> float:
+    """Seconds of a new system's first search, which must build its index or encode every document."""
+    start = time.perf_counter()
+    meta = system.search(bench, template, K).meta
+    seconds = time.perf_counter() - start
+    done = meta["index"] if "index" in meta else meta["embeddings"]
+    assert done.get("origin") == "built" or done.get("documents_encoded") == len(bench.corpus), \
+        f"a cold search reused a cache: {done}"
+    return seconds
+
+
 def parse_args(doc: str) -> argparse.Namespace:
     """The options every adapter-overhead script takes (``--docs``, ``--queries``, ``--repeat``,
     ``--threads``); sets torch's thread count when ``--threads`` is given."""
@@ -119,9 +144,8 @@ def main() -> None:
 
     from instir.formatting import get_template
     from instir.retrieval import BUNDLED_MODEL_ID
+    from instir.retrieval.bm25_cache import BM25IndexCache
     from instir.retrieval.dense import DenseRetriever
-    from instir.retrieval.embedding_cache import EmbeddingCache
-    from instir.retrieval.lexical import BM25Retriever
     from instir.systems import SystemCard, build_system, get_card, load_cards
     from tests.tiny_models import build_tiny_bert, build_tiny_llama
 
@@ -139,50 +163,48 @@ def main() -> None:
     minilm = SystemCard(name="MiniLM (user)", paper="user", kind="retriever", adapter="sentence-transformers",
                         model=BUNDLED_MODEL_ID, template="ifir")
 
-    decoder = build_system(repllama, cards=cards, cache_dir=tmp / "c0", progress=False)
-    mean_pool = build_system(contriever, cards=cards, cache_dir=tmp / "c1", progress=False)
-    st_card = build_system(minilm, cards=cards, cache_dir=tmp / "c2", progress=False)
-    st_today = DenseRetriever(cache_dir=tmp / "c3", progress=False)
-    bm25_card = build_system(get_card("BM25 (IFIR)", cards), cards=cards)
-    bm25_plain = BM25Retriever(1.2, 0.75, stemmer="none", stopwords="none", show_progress=False)
+    bm25 = SystemCard(name="bm25 (IFIR settings)", paper="user", kind="retriever", adapter="bm25", template="ifir",
+                      params={"k1": 1.2, "b": 0.75, "stemmer": "none", "stopwords": "none"})
 
     t_rep, t_ifir = get_template("instructir-repllama"), get_template("ifir")
     rep_q = t_rep.format_queries(bench.queries.values())
     rep_d = [t_rep.format_doc(d) for d in sorted(bench.corpus, key=lambda d: len(d.title + d.text), reverse=True)]
     ifir_q = t_ifir.format_queries(bench.queries.values())
     ifir_d = [t_ifir.format_doc(d) for d in bench.corpus]
-    llama, llama_tok = decoder.inner.model, decoder.inner.tokenizer
+    bare_decoder_system = build_system(repllama, cards=cards, cache_dir=tmp / "bare", progress=False)
+    llama, llama_tok = bare_decoder_system.inner.model, bare_decoder_system.inner.tokenizer
     bert, bert_tok = AutoModel.from_pretrained(bert_dir).eval(), AutoTokenizer.from_pretrained(bert_dir)
-    mean_pool.inner.model  # load
-    st_card.inner.model
-    st_today.model
 
     times: dict[str, list[float]] = {}
     warm_calls = []
     for r in range(-1, args.repeat):  # round -1 warms every side up and is not counted
-        def fresh(system, name):
-            system.cache = EmbeddingCache(tmp / f"{name}-{r}", progress=False)
+        def new(card, name):
+            """A new system of ``card`` on an empty cache, its model loaded."""
+            system = build_system(card, cards=cards, cache_dir=tmp / f"{name}-{r}", progress=False)
+            system.inner.model
             return system
 
         times.setdefault("decoder bare", []).append(_timed(lambda: bare_decoder(llama, llama_tok, rep_q, rep_d)))
-        kit = fresh(decoder.inner, "dec")
-        times.setdefault("decoder kit cold", []).append(_timed(lambda: decoder.search(bench, t_rep, K)))
-        before = kit.forward_calls
+        decoder = new(repllama, "dec")
+        times.setdefault("decoder kit cold", []).append(cold_search(decoder, bench, t_rep))
+        before = decoder.inner.forward_calls
         times.setdefault("decoder kit warm", []).append(_timed(lambda: decoder.search(bench, t_rep, K)))
-        warm_calls.append(kit.forward_calls - before)
+        warm_calls.append(decoder.inner.forward_calls - before)
 
         times.setdefault("mean-pool bare", []).append(_timed(lambda: bare_mean_pool(bert, bert_tok, ifir_q, ifir_d)))
-        fresh(mean_pool.inner, "mp")
-        times.setdefault("mean-pool kit cold", []).append(_timed(lambda: mean_pool.search(bench, t_ifir, K)))
+        mean_pool = new(contriever, "mp")
+        times.setdefault("mean-pool kit cold", []).append(cold_search(mean_pool, bench, t_ifir))
         times.setdefault("mean-pool kit warm", []).append(_timed(lambda: mean_pool.search(bench, t_ifir, K)))
 
-        fresh(st_today, "today")
-        times.setdefault("minilm today cold", []).append(_timed(lambda: st_today.search(bench, t_ifir, K)))
-        fresh(st_card.inner, "card")
-        times.setdefault("minilm card cold", []).append(_timed(lambda: st_card.search(bench, t_ifir, K)))
+        st_today = DenseRetriever(cache_dir=tmp / f"today-{r}", progress=False)
+        st_today.model
+        times.setdefault("minilm today cold", []).append(cold_search(st_today, bench, t_ifir))
+        times.setdefault("minilm card cold", []).append(cold_search(new(minilm, "card"), bench, t_ifir))
 
-        times.setdefault("bm25 plain", []).append(_timed(lambda: bm25_plain.search(bench, t_ifir, K)))
-        times.setdefault("bm25 card", []).append(_timed(lambda: bm25_card.search(bench, t_ifir, K)))
+        times.setdefault("bm25 bare bm25s", []).append(_timed(lambda: bare_bm25(ifir_q, ifir_d)))
+        kit_bm25 = build_system(bm25, cards=cards)  # the bm25 adapter takes no cache_dir
+        kit_bm25.inner.cache, kit_bm25.inner.show_progress = BM25IndexCache(tmp / f"bm25-{r}"), False
+        times.setdefault("bm25 kit cold", []).append(cold_search(kit_bm25, bench, t_ifir))
 
     med = {name: statistics.median(values[1:]) for name, values in times.items()}
     warm_calls = warm_calls[1:]
@@ -197,7 +219,7 @@ def main() -> None:
     print(f"  decoder warm rerun model forward calls: {warm_calls}")
     n = args.docs + args.queries
     print(f"  MiniLM inputs/s: today {n / med['minilm today cold']:.0f}, card {n / med['minilm card cold']:.0f}")
-    print(f"  bm25 card / plain = {med['bm25 card'] / med['bm25 plain']:.3f}")
+    print(f"  bm25 kit cold / bare bm25s = {med['bm25 kit cold'] / med['bm25 bare bm25s']:.3f}")
 
 
 if __name__ == "__main__":
