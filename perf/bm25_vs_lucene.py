@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--work", default=None, help="scratch folder (default: a new temporary one)")
     args = parser.parse_args()
     args.work = str(Path(args.work or tempfile.mkdtemp(prefix="bm25-engines-")).resolve())
+    Path(args.work).mkdir(parents=True, exist_ok=True)
 
     from instir.metrics import evaluate_runs
     from instir.retrieval import read_run
