@@ -3,8 +3,8 @@
 release, the corpus generated as ``tests/real_data.py`` generates it; the run as
 ``perf.metrics_scale`` draws it: 100 documents per instance). Each command runs ``--repeats``
 times as a fresh process into a new folder, after one warm-up run that builds the corpus index
-in a scratch ``INSTIR_HOME`` (a user's first load pays that once); medians are printed beside the targets
-(``--help`` ≤ 0.4 s, ``evaluate`` ≤ 1.2 s).
+in a scratch ``INSTIR_HOME`` (a user's first load pays that once); medians are checked against the targets
+(``--help`` ≤ 0.4 s, ``evaluate`` ≤ 1.2 s; exit status 1 if one is missed).
 
     .venv/bin/python -m perf.cli_speed [--repeats 5]
 """
@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from perf.common import REPO, instructir_data
+from perf.common import REPO, check_targets, instructir_data
 
-TARGETS = {"help": 0.4, "evaluate": 1.2}
+TARGETS = {"help": "<= 0.4 s", "evaluate": "<= 1.2 s"}
 
 
 def prepared(scratch: Path) -> tuple[Path, Path]:
@@ -61,7 +61,7 @@ def timed(argv: list[str], env: dict[str, str], repeats: int) -> list[float]:
     return walls
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -75,13 +75,14 @@ def main() -> None:
         times = {"help": timed(["--help"], env, args.repeats),
                  "evaluate": timed(["evaluate", "--benchmark", "instructir", "--root", str(data), "--run", str(run),
                                     "--out", str(scratch / "out-{run}")], env, args.repeats)}
+    medians = {name: statistics.median(walls) for name, walls in times.items()}
     for name, walls in times.items():
-        median = statistics.median(walls)
-        verdict = "met" if median <= TARGETS[name] else "MISSED"
-        print(f"{name:<9} median {median:.3f} s over {len(walls)} runs (min {min(walls):.3f}, max {max(walls):.3f}); "
-              f"target ≤ {TARGETS[name]} s: {verdict}")
-    print(json.dumps({name: statistics.median(walls) for name, walls in times.items()}))
+        print(f"{name:<9} median {medians[name]:.3f} s over {len(walls)} runs (min {min(walls):.3f}, "
+              f"max {max(walls):.3f})")
+    status = check_targets(medians, TARGETS)
+    print(json.dumps(medians))
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

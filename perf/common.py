@@ -1,4 +1,5 @@
-"""What the speed scripts share: where the real InstructIR query files are, and a fresh child process."""
+"""What the speed scripts share: where the real InstructIR query files are, a fresh child process, and the
+check of a script's figures against its stated targets (its exit status)."""
 
 import sys
 from pathlib import Path
@@ -31,3 +32,22 @@ def run_child(module: str, args: list[str], **env: str) -> dict:
     if done.returncode:
         sys.exit(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def check_targets(figures: dict[str, float | None], targets: dict[str, str]) -> int:
+    """Print each figure beside its target (``"<= 0.5 s"``, ``">= 15 x"``: a comparison, a number, a unit) as met
+    or MISSED, and return the exit status the script ends with: 1 if any is missed, else 0. A figure of None (its
+    part failed) is missed."""
+    missed = 0
+    print("targets:")
+    for name, value in figures.items():
+        op, limit, *unit = targets[name].split(maxsplit=2)
+        if op not in ("<=", ">="):
+            raise ValueError(f"target {targets[name]!r} of {name!r}: say '<= N unit' or '>= N unit'")
+        limit = float(limit.replace(",", ""))
+        met = value is not None and (value <= limit if op == "<=" else value >= limit)
+        missed += not met
+        shown = "failed" if value is None else (f"{value:,.0f}" if abs(value) >= 1000 else f"{value:#.4g}") + \
+            "".join(f" {u}" for u in unit)
+        print(f"  {name:<30} {shown:>18}   target {targets[name]:<20} {'met' if met else 'MISSED'}")
+    return 1 if missed else 0

@@ -4,7 +4,7 @@
    one transaction each (as a judging run writes them), then read back through
    :class:`CachedJudge` in batches of 1,000 requests (rendering + hashing each request, one
    batched SQLite lookup, no backend call) and through :meth:`JudgmentCache.lookup` with
-   precomputed keys. Target: >= 10,000 lookups/s.
+   precomputed keys. Target: >= 10,000 lookups/s (wall) through CachedJudge (exit status 1 if missed).
 2. Warm rerun: BM25 runs (instructed and query-only templates) on the bundled samples
    ``ifir-sample/fiqa`` and ``ifir-sample/nfcorpus``, InstFol judged twice through one cache
    with the lexical baseline; the second pass must send nothing to the backend.
@@ -34,6 +34,7 @@ from instir.judge.following import instfol
 from instir.judge.types import JudgeRequest, Judgment
 from instir.retrieval import retrieve
 from instir.retrieval.lexical import BM25Retriever
+from perf.common import check_targets
 
 SAMPLES = ("ifir-sample/fiqa", "ifir-sample/nfcorpus")
 BATCH = 1_000
@@ -170,7 +171,7 @@ def backend_speed(requests: list[JudgeRequest], skip_hf: bool) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stored", type=int, default=50_000, help="judgments in the cache (default 50,000)")
     parser.add_argument("--pairs", type=int, default=32, help="requests per local backend (default 32)")
@@ -185,8 +186,9 @@ def main() -> None:
         for label, n, took in speed["rows"]:
             print(f"{label:<54}{n / took['wall']:>12,.0f}{n / took['cpu']:>12,.0f}")
         _, n, took = speed["rows"][1]
-        verdict = "meets" if n / took["wall"] >= 10_000 else "MISSES"
-        print(f"target >= 10,000 lookups/s (wall) through CachedJudge: {verdict}\n")
+        status = check_targets({"CachedJudge lookups (wall)": n / took["wall"]},
+                               {"CachedJudge lookups (wall)": ">= 10,000 per s"})
+        print()
 
         runs = sample_runs(folder)
         print(f"InstFol@20 on {', '.join(SAMPLES)} (BM25 instructed vs query-only), lexical baseline judge")
@@ -204,7 +206,8 @@ def main() -> None:
             took = row["took"]
             print(f"{row['backend']:<40}{row['load_and_first_2_s']:>10.2f}{took['wall']:>8.2f}{took['cpu']:>8.2f}"
                   f"{len(requests) / took['wall']:>12.1f}{len(requests) / took['cpu']:>11.1f}{row['failed']:>8}")
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

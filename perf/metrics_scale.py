@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from instir.metrics.robustness import robustness
 from instir.metrics.scoring import without_self_hits
 from instir.metrics.standard import Evaluator
 from instir.retrieval.runs import Run
-from perf.common import instructir_data
+from perf.common import check_targets, instructir_data
 
 CORPUS_SIZE, DEPTH, HIT_RATE, RANK_P = 16_072, 100, 0.9, 0.3
 
@@ -113,11 +114,7 @@ def timed(fn, repeats: int):
     return result, best_wall, best_cpu, growth
 
 
-def _verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -146,10 +143,12 @@ def main() -> None:
     print(f"speed-up {ratio:.1f}x wall, {auth_cpu / kit_cpu:.1f}x CPU; process peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     # wall time suffers when other jobs share the cores; CPU time shows the work itself
-    print(f"targets (wall / CPU): kit <= 1 s: {_verdict(kit_wall <= 1)} / {_verdict(kit_cpu <= 1)}; "
-          f">= 15x: {_verdict(ratio >= 15)} / {_verdict(auth_cpu / kit_cpu >= 15)}; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return check_targets({"kit wall": kit_wall, "kit CPU": kit_cpu, "speed-up wall": ratio,
+                          "speed-up CPU": auth_cpu / kit_cpu},
+                         {"kit wall": "<= 1 s", "kit CPU": "<= 1 s", "speed-up wall": ">= 15 x",
+                          "speed-up CPU": ">= 15 x"})
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,7 +16,7 @@ load falls on both alike:
 
 Each writes its own cache folder; the two matrices must be identical (asserted, every
 repetition). Printed: docs/s of both, the wall times, the median of the per-repetition
-ratios ``ray / one process`` (target: ≤ 1.15) and Ray's start-up.
+ratios ``ray / one process`` (target: ≤ 1.15; exit status 1 if missed) and Ray's start-up.
 
     python -m perf.ray_encoding [--docs 20000 | --sizes 5000,10000,20000] [--repeat 3]
     python -m perf.ray_encoding --quick      # 1,000 documents, chunks of 250: < 2 minutes
@@ -29,11 +29,12 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from perf.common import run_child
+from perf.common import check_targets, run_child
 
 SAMPLES = ("instructir-sample", "ifir-sample/fiqa")
 
@@ -115,7 +116,7 @@ def measure(n_docs: int, chunk: int, cpus: int, repeat: int) -> dict:
             "ray_runs_s": [round(x, 2) for x in spread]}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=20000)
     parser.add_argument("--sizes", default="", help="comma-separated document counts (overrides --docs)")
@@ -128,12 +129,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.docs, args.chunk, args.cpus, args.folder)))
-        return
+        return 0
     sizes = [1000] if args.quick else [int(n) for n in args.sizes.split(",") if n] or [args.docs]
     chunk = 250 if args.quick else args.chunk
+    ratios = {}
     for n_docs in sizes:
-        print("encode", measure(n_docs, chunk, args.cpus, 1 if args.quick else args.repeat), flush=True)
+        result = measure(n_docs, chunk, args.cpus, 1 if args.quick else args.repeat)
+        print("encode", result, flush=True)
+        ratios[f"ray / one process, {n_docs} docs"] = result["ratio"]
+    return check_targets(ratios, dict.fromkeys(ratios, "<= 1.15"))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

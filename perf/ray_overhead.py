@@ -6,7 +6,7 @@
   and embedding and pay their own imports and model loads), alternated serial, Ray, serial, …,
   so the shared machine's load falls on both alike. Ray's start-up (``ray.init``) is timed
   apart from the sweep. Printed: medians, the median of the per-repetition ratios
-  ``ray / serial`` (target ≤ 1.20) and with start-up included.
+  ``ray / serial`` (target ≤ 1.20; exit status 1 if missed) and with start-up included.
 - ``tasks``: the scheduling cost of one small Ray task (submit + run + get of a no-op, in
   batches of 1,000) and of one actor call.
 - Corpus encoding (Ray Data against one process): ``perf/ray_encoding.py``.
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from perf.common import run_child
+from perf.common import check_targets, run_child
 
 GRID = {"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25", "dense"]}
 
@@ -115,7 +115,7 @@ def bench_tasks(repeat: int, cpus: int, n: int = 1000) -> dict:
     return {"task_ms": 1000 * _median(tasks), "actor_call_ms": 1000 * _median(calls)}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="sweep,tasks")
     parser.add_argument("--repeat", type=int, default=3)
@@ -126,15 +126,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.folder, args.cpus)))
-        return
+        return 0
     os.environ.setdefault("INSTIR_PROGRESS", "0")
     repeat = 1 if args.quick else args.repeat
     parts = args.parts.split(",")
     if "tasks" in parts:
         print("tasks ", bench_tasks(repeat, args.cpus, 200 if args.quick else 1000), flush=True)
-    if "sweep" in parts:
-        print("sweep ", bench_sweep(repeat, args.cpus), flush=True)
+    if "sweep" not in parts:
+        return 0
+    sweep = bench_sweep(repeat, args.cpus)
+    print("sweep ", sweep, flush=True)
+    return check_targets({"sweep ray / serial": sweep["ratio"]}, {"sweep ray / serial": "<= 1.20"})
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
