@@ -51,18 +51,20 @@ def depth_option(text: str) -> int:
 
 
 def output_folder(path: str | Path, option: str = "--out") -> Path:
-    """Create the folder an output option names, before any work (:func:`writable_folder`); one inside the
-    cache root, or with subfolders symlinked elsewhere, is refused (:func:`instir.report.lock.refuse_unsafe_folder`)."""
+    """Create the folder an output option names (``~`` expanded: a quoted ``'~/out'`` means what the stages read),
+    before any work (:func:`writable_folder`), and return it; one inside the cache root, or with subfolders
+    symlinked elsewhere, is refused (:func:`instir.report.lock.refuse_unsafe_folder`)."""
     from instir.report.lock import refuse_unsafe_folder
 
-    refuse_unsafe_folder(expanded(path).resolve())
+    path = expanded(path)
+    refuse_unsafe_folder(path.resolve())
     return writable_folder(path, option)
 
 
 def report_folder(path: str | Path, option: str = "--out") -> Path:
-    """The report folder an output option names (``~`` expanded, as the stages read it), refused where it is the
-    filesystem root or the home folder (:func:`instir.report.layout.check_report_folder`) before anything is
-    written, then made as :func:`output_folder` makes it."""
+    """The report folder an output option names, refused where it is the filesystem root or the home folder
+    (:func:`instir.report.layout.check_report_folder`) before anything is written, then made as
+    :func:`output_folder` makes it."""
     from instir.report.layout import check_report_folder
 
     return output_folder(check_report_folder(expanded(path)), option)

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from instir.cli.options import add_benchmark_arguments, benchmark_from_args, depth_option, positive_int
+from instir.cli.options import (
+    add_benchmark_arguments,
+    benchmark_from_args,
+    depth_option,
+    output_folder,
+    positive_int,
+)
 from instir.errors import UsageError
 
 
@@ -53,7 +59,8 @@ def _rerank(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     candidates = benchmark.meta.get("top_ranked")
     depth = args.depth or (max(map(len, candidates.values())) if candidates else 100)
-    run = rerank(args.run, benchmark, reranker, depth=depth, out_dir=args.out, cache=args.cache,
+    out = output_folder(args.out)  # before the scoring, with "~" expanded
+    run = rerank(args.run, benchmark, reranker, depth=depth, out_dir=out, cache=args.cache,
                  query_split=args.query_split)
     scored = f"{run.meta['scored']} pairs scored in {run.meta['wall_time_s']:.1f} s"
     state = "reused" if run.meta.get("reused") else scored

@@ -90,10 +90,10 @@ def _retrieve(args: argparse.Namespace) -> int:
     else:
         retriever = make_retriever(args.retriever, args.model, windowing=args.windowing)
     benchmark = benchmark_from_args(args)
-    output_folder(args.out)  # before the retrieval, after the benchmark is found
+    out = output_folder(args.out)  # before the retrieval, after the benchmark is found
     try:
         k = args.k or depth_of(benchmark.name)
-        run = retrieve(benchmark, retriever, template=template, k=k, out_dir=args.out)
+        run = retrieve(benchmark, retriever, template=template, k=k, out_dir=out)
     except OSError as err:  # weights neither cached nor downloadable
         if card is None:
             raise

@@ -165,3 +165,15 @@ def test_a_stage_runs_where_the_process_has_no_home_folder(tmp_path, monkeypatch
     monkeypatch.setattr(Path, "home", staticmethod(no_home))
     describe_benchmarks(tmp_path / "report", ["instructir-sample"])
     assert (tmp_path / "report" / "data" / "statistics.csv").is_file()
+
+
+def test_a_quoted_tilde_in_a_commands_out_is_the_home_folder(tmp_path, monkeypatch):
+    # a review: instir retrieve --out '~/rr' wrote ./~/rr/…trec and printed ~/rr/…, a file that did not exist
+    from instir.cli import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", "~/rr"]) == 0
+    assert list((home / "rr").glob("*.trec")) and not (tmp_path / "~").exists()
