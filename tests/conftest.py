@@ -5,6 +5,7 @@ import contextlib
 import functools
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,6 +109,16 @@ def notebook_home(home: Path) -> Iterator[Path]:
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.delenv("MPLBACKEND", raising=False)
         yield home
+
+
+@pytest.fixture
+def notebook_kernel(monkeypatch):
+    """This process taken for a notebook's kernel (a running IPython kernel app), as JupyterLab starts one in the
+    notebook's folder (:func:`instir.report.layout.in_a_kernel`)."""
+    import types
+
+    kernel_app = types.SimpleNamespace(IPKernelApp=types.SimpleNamespace(initialized=lambda: True))
+    monkeypatch.setitem(sys.modules, "ipykernel.kernelapp", kernel_app)
 
 
 @pytest.fixture(scope="module")

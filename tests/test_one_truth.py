@@ -4,8 +4,6 @@ with the folder's files as stale (never "ok"), naming what differs; a stage run 
 folder takes the same folder's lock as the batch."""
 
 import shutil
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -120,7 +118,7 @@ def test_a_report_folder_copied_with_its_times_or_without_stays_as_it_was(tmp_pa
         assert stale_pages(copy) == []
 
 
-def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_path, monkeypatch):
+def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_path, monkeypatch, notebook_kernel):
     """JupyterLab runs a notebook in its own folder (lab/), where ``reports/sample`` means the
     repository's folder: the stage must lock that folder, not lab/reports/sample."""
     checkout = tmp_path / "checkout"
@@ -128,7 +126,6 @@ def test_a_stage_called_from_the_labs_folder_takes_the_lock_the_batch_holds(tmp_
     shutil.copy(REPO / "notebooks" / "02_retrieval.ipynb", checkout / "lab")
     folder = checkout / "reports" / "sample"
     monkeypatch.chdir(checkout / "lab")
-    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in the notebook's kernel
     with Holder(folder, "instir run"), pytest.raises(UsageError, match=r"another writer \(instir run, pid"):
         retrieve_runs("reports/sample", ["instructir-sample"], ["bm25"])
     assert not (checkout / "lab" / "reports").exists()

@@ -41,8 +41,10 @@ class MissingInput(UserError, FileNotFoundError):
 
 
 def in_a_kernel() -> bool:
-    """Whether this process is a notebook's kernel (ipykernel loaded): JupyterLab runs one in the notebook's folder."""
-    return "ipykernel" in sys.modules
+    """Whether this process is a notebook's kernel (a running IPython kernel app), which JupyterLab starts in the
+    notebook's folder; a process that only imported ipykernel (jupyter_client's kernel spec lookup does) is none."""
+    app = sys.modules.get("ipykernel.kernelapp")
+    return app is not None and app.IPKernelApp.initialized()
 
 
 def user_path(path: str | Path) -> Path:

@@ -1,7 +1,5 @@
 """The report folder layout and the setup every notebook starts with."""
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -30,12 +28,12 @@ def test_start_report_loads_the_benchmarks_and_records_their_data(tmp_path):
     assert "revision <code>bundled-" in rendered_html(report.summary)
 
 
-def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(tmp_path, monkeypatch):
+def test_a_relative_path_in_a_folder_of_report_notebooks_means_the_folder_above(tmp_path, monkeypatch,
+                                                                                   notebook_kernel):
     notebooks = tmp_path / "lab"
     notebooks.mkdir()
     (notebooks / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(notebooks)  # where JupyterLab runs a notebook
-    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     assert user_path("reports/sample") == tmp_path / "reports" / "sample"
     assert report_layout("reports/sample").root == tmp_path / "reports" / "sample"
     assert user_path(tmp_path / "x") == tmp_path / "x"
@@ -50,7 +48,9 @@ def test_a_commands_relative_path_in_a_folder_of_report_notebooks_means_the_work
     folder.mkdir(parents=True)
     (folder / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(folder)
-    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)  # a command, not a notebook's kernel
+    from jupyter_client.kernelspec import get_kernel_spec
+
+    get_kernel_spec("python3")  # imports ipykernel (as run_reports does), which makes no kernel of this process
     assert user_path("ev") == folder / "ev"
     benchmark = load_benchmark("instructir-sample")
     run = tmp_path / "bm25.trec"
@@ -59,19 +59,19 @@ def test_a_commands_relative_path_in_a_folder_of_report_notebooks_means_the_work
     assert (folder / "ev" / "metrics" / "metrics.csv").is_file() and not (tmp_path / "reports" / "ev").exists()
 
 
-def test_a_report_folders_own_notebook_rerun_where_it_lies_writes_into_that_folder(tmp_path, monkeypatch):
+def test_a_report_folders_own_notebook_rerun_where_it_lies_writes_into_that_folder(tmp_path, monkeypatch,
+                                                                                     notebook_kernel):
     # a review: the README's papermill call leaves reports/sample/01_data_exploration.ipynb (out_dir
     # "reports/sample"); opened and run again there, it wrote reports/reports/sample
     folder = tmp_path / "reports" / "sample"
     folder.mkdir(parents=True)
     (folder / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(folder)
-    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     assert user_path("reports/sample") == folder
     assert user_path("reports/other") == tmp_path / "reports" / "reports" / "other"  # the lab's rule, as before
 
 
-def test_a_copied_reports_notebook_that_writes_into_another_folder_is_warned(tmp_path, monkeypatch):
+def test_a_copied_reports_notebook_that_writes_into_another_folder_is_warned(tmp_path, monkeypatch, notebook_kernel):
     # a review: a copy of a report folder, its 01 run again there, rewrote the original (an absolute out_dir)
     from says import warns_saying
 
@@ -83,7 +83,6 @@ def test_a_copied_reports_notebook_that_writes_into_another_folder_is_warned(tmp
     (copy / "report.json").write_text((original / "report.json").read_text())
     (copy / "01_data_exploration.ipynb").write_text("{}")
     monkeypatch.chdir(copy)
-    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # in a notebook's kernel
     with warns_saying(UserWarning, "this notebook lies in the report folder", "but its stage writes into",
                       "sweep", f"to remake its own folder, set out_dir to {str(copy)!r}"):
         describe_benchmarks(original, ["instructir-sample"])
