@@ -84,18 +84,23 @@ def test_a_kit_installed_from_its_wheel_finds_its_notebooks_and_package_data(tmp
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")  # this environment's libraries, after the kit
-    # --ignore-installed: else pip uninstalls this environment's own instir (the checkout's editable install) first
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--ignore-installed",
-                    "--prefix", str(venv), *map(str, (tmp_path / "dist").glob("instir-*.whl"))],
-                   check=True, capture_output=True)
+    wheel = str(next((tmp_path / "dist").glob("instir-*.whl")))
+    target = tmp_path / "target"  # pip install --target: the package and share/ in one folder
+    for where in (["--prefix", str(venv)], ["--target", str(target)]):
+        # --ignore-installed: else pip uninstalls this environment's own instir (the checkout's editable install) first
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--ignore-installed",
+                        *where, wheel], check=True, capture_output=True)
     script = ("from instir.cli.run import NOTEBOOKS_DIR; from instir.pipeline import find_notebooks; "
               "from instir.benchmarks import load_benchmark; import instir; "
               "print(instir.__file__); print(NOTEBOOKS_DIR); print(*[p.name for p in find_notebooks(NOTEBOOKS_DIR)]); "
               "print(len(load_benchmark('instructir-sample').queries))")
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "INSTIR_HOME": str(tmp_path / "home")})
-    assert done.returncode == 0, done.stderr[-2000:]
-    module, notebooks, names, queries = done.stdout.splitlines()
-    assert Path(module).is_relative_to(site) and Path(notebooks) == venv / "share" / "instir" / "notebooks"
-    assert names.split() == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    assert int(queries) > 0
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "INSTIR_HOME": str(tmp_path / "home")}
+    for kit, shared, extra in ((site, venv, {}), (target, target, {"PYTHONPATH": str(target)})):
+        done = subprocess.run([str(venv / "bin" / "python"), "-c", script], cwd=tmp_path, capture_output=True,
+                              text=True, env={**env, **extra})
+        assert done.returncode == 0, done.stderr[-2000:]
+        module, notebooks, names, queries = done.stdout.splitlines()
+        # the install's own notebooks: the --target kit took the venv's before (another install's, maybe older)
+        assert Path(module).is_relative_to(kit) and Path(notebooks) == shared / "share" / "instir" / "notebooks"
+        assert names.split() == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        assert int(queries) > 0

@@ -18,11 +18,31 @@ from instir.inputs import expanded
 if TYPE_CHECKING:
     from instir.pipeline import NotebookParameter, ReportResult
 
-#: where a checkout keeps the report notebooks, and where a wheel installs them (pyproject.toml's data-files)
+#: where a checkout keeps the report notebooks
 CHECKOUT_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-INSTALLED_NOTEBOOKS = Path(sysconfig.get_path("data")) / "share" / "instir" / "notebooks"
+
+
+def installed_notebooks() -> Path:
+    """The report notebooks this kit's wheel installed (pyproject.toml's data-files, ``share/instir/notebooks``):
+    where its own install record puts them (a venv's prefix, ``--user``'s base), beside the package (``--target``),
+    else where this Python's installs put data files (the folder ``instir run`` then names as empty)."""
+    from importlib import metadata
+
+    kit = Path(__file__).resolve().parents[1]
+    try:
+        distribution = metadata.Distribution.at(next(kit.parent.glob("instir-*.dist-info")))
+        recorded = [Path(f.locate()).resolve().parent for f in distribution.files or ()
+                    if f.suffix == ".ipynb" and f.parts[-4:-1] == ("share", "instir", "notebooks")]
+    except StopIteration:  # no record beside the package: an editable install or a copy
+        recorded = []
+    for folder in (*recorded, kit.parent / "share" / "instir" / "notebooks"):
+        if folder.is_dir():
+            return folder
+    return Path(sysconfig.get_path("data")) / "share" / "instir" / "notebooks"
+
+
 #: the notebooks ``instir run`` executes unless ``--notebooks`` names another folder: the checkout's, else the wheel's
-NOTEBOOKS_DIR = CHECKOUT_NOTEBOOKS if CHECKOUT_NOTEBOOKS.is_dir() else INSTALLED_NOTEBOOKS
+NOTEBOOKS_DIR = CHECKOUT_NOTEBOOKS if CHECKOUT_NOTEBOOKS.is_dir() else installed_notebooks()
 
 #: ``instir run`` option -> notebook parameter name; the only place the two are tied.
 CLI_PARAMETERS = {
