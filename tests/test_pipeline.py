@@ -345,6 +345,7 @@ def test_cli_run_executes_a_notebook_folder_and_prints_no_kernel_warnings(tmp_pa
     assert re.search(r"01_table\s+ok\s+run\s+[\d.]+ s", printed) and "total" in printed
     meta = json.loads((tmp_path / "reports" / "cli" / "report.json").read_text())
     assert meta["parameters"] == {"out_dir": str((tmp_path / "reports" / "cli").resolve()), "rows": 2}
+    assert meta["kernel"] == "python3 (this Python's own)"  # not the spec of that name, which --kernel python3 runs
     assert (tmp_path / "reports" / "index.html").is_file()
 
 
