@@ -35,7 +35,7 @@ import httpx
 import numpy as np
 
 from instir.benchmarks.types import Benchmark
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 from instir.extras import install_hint
 from instir.formatting import Template
 from instir.http_retry import ERROR_BODY_CHARS, Endpoint, RequestFailed, RetryPolicy, check_concurrency
@@ -207,6 +207,8 @@ class OpenAIEmbeddingsRetriever:
         (the constructor's others: tokenizer, cache, progress …; ``cache_dir`` for ``cache``, ``device`` ignored) pass
         through."""
         if "cache_dir" in options:  # the registry's name for where embeddings are cached
+            if "cache" in options:
+                raise UsageError(f"system {card.name!r}: give cache or cache_dir (the same option), not both")
             options["cache"] = options.pop("cache_dir")
         options.pop("device", None)  # an API: nothing runs here
         return cls(card.model, **cls.card_settings(card), **options)

@@ -285,6 +285,8 @@ def test_an_option_an_adapter_passes_on_still_reaches_it():
     built = build_system(card, cards=cards, progress=False, tokenizer_name="mine", concurrency=2)
     assert isinstance(built.inner, OpenAIEmbeddingsRetriever)
     assert built.inner.tokenizer_name == "mine" and built.inner.client.concurrency == 2
+    with raises_saying(UsageError, "give cache or cache_dir (the same option), not both"):  # one was dropped
+        build_system(card, cards=cards, cache="a", cache_dir="b")
 
 
 @pytest.mark.parametrize("name, option, takes", [
