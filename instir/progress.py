@@ -18,9 +18,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from tqdm.auto import tqdm as _tqdm
-from tqdm.std import tqdm as _text_bar
-
 #: environment variable that turns every progress bar of the kit off when set to ``0``
 ENV_VAR = "INSTIR_PROGRESS"
 #: environment variables that switch third-party progress bars off: every tqdm bar whose caller
@@ -41,14 +38,18 @@ def enabled() -> bool:
 
 def tqdm(*args, **kwargs):
     """``tqdm.auto.tqdm``, disabled when :func:`enabled` says so; then, where a relay is set
-    (:data:`RELAY_VAR`), a text bar that reports to it instead of showing itself."""
+    (:data:`RELAY_VAR`), a text bar that reports to it instead of showing itself. tqdm is imported here, not with
+    this module, which every command imports at its start (tqdm.auto brings asyncio)."""
+    from tqdm.auto import tqdm as bar
+    from tqdm.std import tqdm as text_bar
+
     if not enabled():
         relay = os.environ.get(RELAY_VAR)
         if relay:
-            return _text_bar(*args, **{**kwargs, "disable": False, "file": _RelayFile(relay), "ncols": 100,
+            return text_bar(*args, **{**kwargs, "disable": False, "file": _RelayFile(relay), "ncols": 100,
                                        "mininterval": RELAY_INTERVAL_S, "position": None})
         kwargs["disable"] = True
-    return _tqdm(*args, **kwargs)
+    return bar(*args, **kwargs)
 
 
 class _RelayFile:
@@ -83,7 +84,9 @@ def relay_to_console(label: str) -> Iterator[None]:
     folder = Path(tempfile.mkdtemp(prefix="instir-progress-"))
     relay = folder / "bars.txt"
     relay.touch()
-    status = _text_bar(total=0, bar_format="{desc}", position=2, leave=False)
+    from tqdm.std import tqdm as text_bar
+
+    status = text_bar(total=0, bar_format="{desc}", position=2, leave=False)
     stop = threading.Event()
 
     def follow() -> None:

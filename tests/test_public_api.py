@@ -32,7 +32,7 @@ def test_the_commands_parser_loads_no_pandas_or_numpy():
     ``--help`` at 1.1 s against perf/cli_speed.py's 0.4 s, 0.6 s of it pandas and numpy, imported for a list of
     papers, two constants of the id check and the judge's model check."""
     code = ("import sys; from instir.cli import build_parser; build_parser(); "
-            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'huggingface_hub') if m in sys.modules))")
+            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'huggingface_hub', 'tqdm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
