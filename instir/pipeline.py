@@ -428,10 +428,10 @@ def _run_chain(paths: Sequence[Path], parameters: Mapping[str, object], known: M
 
     # Notebooks exchange files through their out_dir: always the report folder in batch runs.
     # The defaults as written in the cells tell which values a run used where it set none.
-    own = " (this Python's own)" if "kernel_manager_class" in options else ""  # --kernel python3 may run another
+    whose = " (this Python's own)" if "kernel_manager_class" in options else ""  # --kernel python3 may run another
     result = ReportResult(out_dir=out, parameters={**parameters, "out_dir": str(out)},
                           defaults={name: p.default for name, p in known.items()}, show_code=show_code,
-                          kernel=f"{options['kernel_name']}{own}", started=utc_now(), manifest=environment_manifest(),
+                          kernel=f"{options['kernel_name']}{whose}", started=utc_now(), manifest=environment_manifest(),
                           planned=[p.stem for p in paths])
     try:
         _save(result)
