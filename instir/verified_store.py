@@ -174,7 +174,7 @@ class VerifiedStore:
             ok = (info.get("key") == key and info.get("format") == FORMAT_VERSION and isinstance(files, dict)
                   and all(isinstance(f.get("bytes"), int) and isinstance(f.get("sha256"), str)
                           for f in files.values()))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             ok = False
         if not ok:
             raise Damaged(path, "is not a complete manifest of this entry (truncated, zeroed or overwritten)")

@@ -71,6 +71,11 @@ def _file_outside_the_entry(entry: Path) -> tuple[str, str]:
     return MANIFEST, "outside its entry"
 
 
+def _manifest_nested_too_deep(entry: Path) -> tuple[str, str]:
+    (entry / MANIFEST).write_text("[" * 200_000)  # json.loads raises RecursionError, not ValueError
+    return MANIFEST, "not a complete manifest"
+
+
 def _required_file_unlisted(entry: Path) -> tuple[str, str]:
     info = json.loads((entry / MANIFEST).read_text())
     del info["files"]["ids.json"]
@@ -88,7 +93,8 @@ def _callers_check(entry: Path) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("damage", [_truncate, _same_size_overwrite, _foreign_key, _file_outside_the_entry,
-                                    _required_file_unlisted, _manifest_gone, _callers_check],
+                                    _manifest_nested_too_deep, _required_file_unlisted, _manifest_gone,
+                                    _callers_check],
                          ids=lambda f: f.__name__.strip("_"))
 def test_an_entry_that_fails_a_check_warns_naming_the_file_and_is_removed(tmp_path, damage):
     (tmp_path / "victim").write_text("kept")

@@ -336,7 +336,7 @@ def _verified(entry: Entry, paths: list[Path], files: tuple[FileStamp, ...], ski
               and all(0 <= a < len(ids) and 0 <= b < len(ids) for a, b in clashes)
               and isinstance(content_hash, str) and table.dtype == np.int64 and table.shape == (len(ids), 5)
               and [FileStamp(**f) for f in meta["files"]] == list(files) and meta["skip_empty"] == skip_empty)
-    except (ValueError, KeyError, TypeError, OSError) as err:
+    except (ValueError, KeyError, TypeError, OSError, RecursionError) as err:
         raise Damaged(entry.path / _RECORDS, f"holds unreadable index data ({type(err).__name__}: {err})") from None
     if not ok:
         raise Damaged(entry.path / _INDEX_JSON, "holds contents that do not match each other or the corpus files")

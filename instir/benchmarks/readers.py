@@ -35,6 +35,8 @@ from instir.inputs import CONTROLS, INVISIBLE, file_problem
 MAX_DOC_CHARS = 10_000_000
 #: Environment variable that sets another document limit (a positive whole number).
 MAX_DOC_CHARS_VAR = "INSTIR_MAX_DOC_CHARS"
+#: what a JSON value nested deeper than Python parses is refused with (a hostile ``[[[…`` line is a RecursionError)
+TOO_DEEP = "JSON nested deeper than Python reads (no record of these files nests more than a few levels)"
 
 
 def max_doc_chars() -> int:
@@ -243,6 +245,8 @@ def json_line(line: str, path: Path, n: int) -> dict[str, Any] | None:
         record = json.loads(line)
     except json.JSONDecodeError as err:
         raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise FormatError(path, n, None, TOO_DEEP) from None
     return json_object(record, path, n)
 
 
@@ -275,6 +279,8 @@ def read_json_array(path: Path) -> list[Any]:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise FormatError(path, err.lineno, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise FormatError(path, None, None, TOO_DEEP) from None
     if not isinstance(data, list):
         raise FormatError(path, None, None, f"expected a JSON array at top level, got {type(data).__name__}")
     return data

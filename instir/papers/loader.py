@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from instir.benchmarks import catalog
-from instir.benchmarks.readers import read_text
+from instir.benchmarks.readers import TOO_DEEP, read_text
 from instir.benchmarks.types import FormatError, quoted
 from instir.inputs import file_problem
 from instir.metrics.measures import LOWER_CASE_NAMES, split_cutoff
@@ -341,6 +341,8 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise FormatError(path, err.lineno, None, f"not valid JSON: {err.msg} (column {err.colno})") from None
+    except RecursionError:
+        raise FormatError(path, None, None, TOO_DEEP) from None
     if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
         raise FormatError(path, None, "scores", 'expected an MTEB TaskResult {"task_name": …, "scores": {split: '
                                                 "[{measure: value, …}]}, …}")

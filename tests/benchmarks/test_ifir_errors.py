@@ -100,6 +100,13 @@ def test_malformed_test_data_json_names_the_line(tmp_path):
     assert err.where == 4 and "malformed JSON" in str(err)
 
 
+def test_a_test_data_json_nested_deeper_than_python_parses_is_a_format_error_naming_the_file(tmp_path):
+    root = _copy(tmp_path, "ifir-songtingyu")
+    (root / "fiqa" / "test_data.json").write_text("[" * 200_000)  # json.loads raises RecursionError
+    err = _error(root, "fiqa")
+    assert err.path.endswith("test_data.json") and "nested deeper than Python reads" in str(err)
+
+
 def test_duplicate_corpus_document_names_the_line(tmp_path):
     root = _copy(tmp_path, "ifir-songtingyu")
     path = root / "fire" / "fire-corpus.jsonl"

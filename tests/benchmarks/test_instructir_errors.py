@@ -60,6 +60,12 @@ def test_malformed_json_names_file_and_line(tmp_path):
     assert "malformed JSON" in load_error(root, root / "queries.jsonl", 4, None)
 
 
+def test_a_json_line_nested_deeper_than_python_parses_is_a_format_error_naming_its_line(tmp_path):
+    root = copy("hf", tmp_path)
+    replace_line(root / "queries.jsonl", 4, "[" * 200_000)  # json.loads raises RecursionError
+    assert "nested deeper than Python reads" in load_error(root, root / "queries.jsonl", 4, None)
+
+
 def test_query_without_id_is_rejected(tmp_path):
     root = copy("hf", tmp_path)
     edit_json(root / "queries.jsonl", 2, lambda rec: rec.pop("_id"))

@@ -53,6 +53,7 @@ def test_without_model_meta_the_model_is_the_results_folder_name(tmp_path):
     ('{"task_name": "IFIRFiQA", "scores": {"test": {"default": {}}}}', "field 'test': expected a list"),
     ('{"task_name": "IFIRFiQA"}', "field 'scores': expected an MTEB TaskResult"),
     ("{", "line 1: not valid JSON"),
+    pytest.param("[" * 200_000, "JSON nested deeper than Python reads", id="nested-too-deep"),  # a RecursionError
 ])
 def test_a_file_that_is_no_task_result_is_one_error_naming_it(tmp_path, content, message):
     path = tmp_path / "org__m" / "r" / "IFIRFiQA.json"
