@@ -94,6 +94,31 @@ def test_a_sweep_is_refused_while_instir_run_writes_the_folder(tmp_path):
     assert not (out / "runs").exists()
 
 
+ASK = ("import sys, time; from pathlib import Path; from instir.report.lock import holder_of\n"
+       "print('asking', flush=True); end = time.monotonic() + 60\n"
+       "while not Path(sys.argv[2]).exists() and time.monotonic() < end:\n    holder_of(sys.argv[1])\n")
+
+
+def test_a_writer_is_not_refused_for_a_reader_asking_who_holds_the_folder(tmp_path):
+    """holder_of (every index rewrite asks it of a running report) holds the lock shared for an instant."""
+    out, done = tmp_path / "r", tmp_path / "done"
+    out.mkdir()
+    reader = subprocess.Popen([sys.executable, "-c", ASK, str(out), str(done)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "asking"
+        refused = 0
+        for _ in range(300):  # one in ten was refused beside the reader
+            try:
+                with FolderLock(out, "instir evaluate"):
+                    pass
+            except UsageError:
+                refused += 1
+        assert refused == 0
+    finally:
+        done.touch()
+        reader.wait(timeout=60)
+
+
 def test_the_processes_a_holder_starts_write_under_its_lock_and_others_do_not(tmp_path):
     out = tmp_path / "k:a=b;c"  # a separator of environment lists in the name: the lock still passes down
     take = f"from instir.report.lock import FolderLock\nwith FolderLock({str(out)!r}, 'a notebook'):\n    print('in')"

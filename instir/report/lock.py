@@ -25,6 +25,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from pathlib import Path
 
 from instir.errors import UsageError
@@ -36,6 +37,10 @@ LOCK_FILE = ".instir-run.lock"
 #: Environment variable through which child processes inherit their parent's locks: a JSON
 #: object ``{folder: token}`` (a folder name may hold any character but NUL).
 INHERITED_VAR = "INSTIR_FOLDER_LOCKS"
+
+#: How often, and how far apart, a writer tries a busy lock before it names the holder: a reader
+#: (:func:`holder_of`, as every index rewrite asks) holds it shared for an instant, a writer for its whole work.
+BUSY_TRIES, BUSY_WAIT_S = 20, 0.025
 
 #: folders this process holds: resolved path -> (lock, depth)
 _HELD: dict[Path, list] = {}
@@ -106,18 +111,19 @@ class FolderLock:
                 raise UsageError(f"{self.path} {problem}: the kit keeps the lock of the folder's writers there; "
                                  "remove it")
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            if not _taken(fd):
                 holder = holder_of(self.folder) or {}
                 if holder.get("token") and _inherited().get(str(self.folder)) == holder["token"]:
+                    os.close(fd)
                     self._joined = True  # the parent holds it for this process's work
                     return self
-                raise UsageError(f"another writer ({holder.get('who', 'instir run')}, pid {holder.get('pid', '?')} on "
-                                 f"{holder.get('host', '?')}, started {holder.get('started', '?')}) is writing into "
-                                 f"{self.folder}: wait for it to finish, or write elsewhere (another --out / "
-                                 "out_dir)") from None
+                if not _taken(fd, BUSY_TRIES):
+                    os.close(fd)
+                    holder = holder_of(self.folder) or {}
+                    raise UsageError(f"another writer ({holder.get('who', 'instir run')}, pid {holder.get('pid', '?')} "
+                                     f"on {holder.get('host', '?')}, started {holder.get('started', '?')}) is writing "
+                                     f"into {self.folder}: wait for it to finish, or write elsewhere (another --out / "
+                                     "out_dir)")
             self._token = secrets.token_hex(16)
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"who": self.who, "pid": os.getpid(), "host": socket.gethostname(),
@@ -149,6 +155,21 @@ class FolderLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _taken(fd: int, tries: int = 1) -> bool:
+    """Whether ``fd``'s exclusive lock was taken within ``tries`` tries, :data:`BUSY_WAIT_S` apart: a reader asking
+    :func:`holder_of` holds it for an instant, and a writer meeting one is not refused for it (one attempt in ten
+    was, beside an index being rewritten)."""
+    for n in range(tries):
+        if n:
+            time.sleep(BUSY_WAIT_S)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue
+        return True
+    return False
 
 
 #: Who a stage says writes when no front end holds the folder for it: a notebook (in JupyterLab
