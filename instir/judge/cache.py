@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from instir.judge.rubrics import Rubric
 from instir.judge.types import Judge, JudgeRequest, Judgment, OnResult, capped, judged_text
 from instir.sqlite_store import SQLiteStore
 from instir.stamps import utc_now
@@ -216,7 +217,7 @@ class JudgmentCache:
                 "SELECT DISTINCT backend, model FROM judgments ORDER BY backend, model").fetchall()]
 
 
-def _within_rubric(judgment: Judgment, rubric) -> bool:
+def within_rubric(judgment: Judgment, rubric: Rubric) -> bool:
     """Whether a stored success lies in the range a judgment on ``rubric`` is taken with (0 to
     :attr:`~instir.judge.rubrics.Rubric.taken_top`, as an answer is: a stored one the backend would take is kept)."""
     return 0 <= judgment.weighted <= rubric.taken_top and (
@@ -316,7 +317,7 @@ class CachedJudge:
         out: list[Judgment | None] = [None] * len(requests)
         missing: dict[Key, list[int]] = {}
         outside = {key for i, key in enumerate(keys)
-                   if key in found and found[key].ok and not _within_rubric(found[key], requests[i].rubric)}
+                   if key in found and found[key].ok and not within_rubric(found[key], requests[i].rubric)}
         for key in outside:
             self.cache.distrust(self.name, self.model, key)
             del found[key]

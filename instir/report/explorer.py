@@ -198,19 +198,24 @@ class ExplorerData:
 
     def _judged(self, lists: pd.DataFrame, bench: Benchmark, docs: dict[str, Doc]) -> tuple[list[float], str | None]:
         """Weighted score of each listed passage for its instance, from the first judge in the
-        cache that has any of them (repeat 0; where InstFol was judged, only its judge); NaN where none is stored."""
+        cache that has any of them (repeat 0; where InstFol was judged, only its judge); NaN where none is stored,
+        or the stored one lies outside its rubric's range (the judge would judge it again)."""
         nan = [float("nan")] * len(lists)
         if self._cache is None or not len(lists):
             return nan, None
-        from instir.judge.cache import request_key
+        from instir.judge.cache import request_key, within_rubric
         from instir.judge.types import JudgeRequest
 
-        keys = [None if docid not in docs else request_key(JudgeRequest.for_instance(bench.queries[qid], docs[docid]))
-                for qid, docid in zip(lists["qid"], lists["docid"])]
+        requests = [None if docid not in docs else JudgeRequest.for_instance(bench.queries[qid], docs[docid])
+                    for qid, docid in zip(lists["qid"], lists["docid"])]
+        keys = [None if request is None else request_key(request) for request in requests]
         for backend, model in self._judges:
             found = self._cache.lookup(backend, model, [key for key in keys if key is not None])
             if any(j.ok for j in found.values()):
-                scores = [found[key].weighted if key in found and found[key].ok else float("nan") for key in keys]
+                # a stored score outside its rubric's range (an edited cache) is one the judge would judge again
+                scores = [found[key].weighted if key in found and found[key].ok
+                          and within_rubric(found[key], request.rubric) else float("nan")
+                          for key, request in zip(keys, requests)]
                 return scores, f"{backend} / {model}"
         return nan, None
 

@@ -230,3 +230,25 @@ def test_a_runs_list_of_the_required_columns_shows_its_runs_in_its_order(out_dir
     data = ExplorerData(own)
     assert data.systems("instructir-sample") == ["bm25 (query-only)", "bm25"]
     assert data.group("instructir-sample", data.groups("instructir-sample")[0]).systems == ["bm25 (query-only)", "bm25"]
+
+
+def test_a_stored_score_outside_its_rubrics_range_is_not_shown(out_dir, tmp_path):
+    """An edited cache (weighted 1e300, its checksum made to match) is judged again by the judge; the explorer
+    showed the number as the passage's score."""
+    import sqlite3
+    from contextlib import closing
+
+    from instir.judge.cache import row_checksum
+
+    shutil.copytree(out_dir, tmp_path / "out")
+    columns = ("backend, model, rubric_version, text_sha256, rubric, score, weighted, probs, weighting, raw, error, "
+               "latency_s, prompt_tokens, completion_tokens, cost, served_model, warning")
+    with closing(sqlite3.connect(tmp_path / "out" / "judge" / "judgments.sqlite")) as db, db:
+        db.create_function("instir_row_checksum", 17, row_checksum, deterministic=True)
+        db.execute("UPDATE judgments SET weighted = 1e300")
+        db.execute(f"UPDATE judgments SET checksum = instir_row_checksum({columns})")
+    qid = pd.read_csv(out_dir / "judge" / "instfol_instances.csv")["qid"].iloc[0]
+    data = ExplorerData(tmp_path / "out")
+    view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
+    judged = view.lists.loc[view.lists["qid"] == qid, "judged"]
+    assert len(judged) and judged.isna().all() and "1e+300" not in str(render_group(view))
