@@ -36,12 +36,16 @@ from instir.errors import UsageError
 #: C0 and C1 control characters and DEL: pytrec_eval cuts an id at NUL (``<relevant id>\x00junk`` scores as the
 #: relevant id), a TREC file cannot hold a tab or a newline in an id, and a terminal acts on ESC.
 CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
-#: Characters that show as nothing yet change what is shown: the soft hyphen, zero-width marks and joiners, the
-#: bidirectional marks, embeddings, overrides and isolates (an id holding U+202E reads backwards on a terminal or a
-#: report page), invisible operators and the byte order mark. Ids may not hold them (:mod:`instir.benchmarks.readers`)
-#: and the terminal escapes them (:mod:`instir.terminal`).
-INVISIBLE = "\xad\u061c\u180e" + "".join(map(chr, [*range(0x200B, 0x2010), *range(0x202A, 0x202F),
-                                                    *range(0x2060, 0x2065), *range(0x2066, 0x2070)])) + "\ufeff"
+#: Characters that show as nothing yet change what is shown: Unicode's Default_Ignorable_Code_Point set (the soft
+#: hyphen, zero-width marks and joiners, the bidirectional marks, embeddings, overrides and isolates: an id holding
+#: U+202E reads backwards on a terminal or a report page; invisible operators, Hangul fillers, variation selectors,
+#: the byte order mark, and the tag characters, with which ``d1\U000E0041`` prints as ``d1``). Ids may not hold them
+#: (:mod:`instir.benchmarks.readers`) and the terminal escapes them (:mod:`instir.terminal`).
+INVISIBLE = "".join(chr(c) for first, last in (
+    (0xAD, 0xAD), (0x34F, 0x34F), (0x61C, 0x61C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+    for c in range(first, last + 1))
 
 #: Largest configuration file (grid, card file) read, in bytes.
 MAX_CONFIG_BYTES = 1 << 20
