@@ -45,6 +45,31 @@ def test_native_gains_are_binary():
     assert values.iloc[0] == pytest.approx((1 + 1 / L2(4)) / (1 + 1 / L2(3)))
 
 
+def test_native_measures_treat_a_grade_0_judgment_as_not_relevant():
+    # z (grade 0) at rank 1, a (grade 1) at rank 2: one relevant retrieved, so the ideal is 1/log2(2) = 1
+    # and nDCG = (1/log2(3)) / 1; RR = 1/2 (hand-worked, as trec_eval reads grade 0)
+    qrels = {"q": {"a": 1, "z": 0}}
+    native = native_per_query(_run(["z", "a"]), qrels, ["nDCG@10", "RR@10"]).set_index("measure")["value"]
+    assert native["nDCG@10[ifir-native]"] == pytest.approx(1 / L2(3))
+    assert native["RR@10[ifir-native]"] == pytest.approx(0.5)
+
+
+def test_native_measures_leave_out_queries_without_a_relevant_document():
+    # p is judged only 0: not averaged (standard.py's rule); q retrieves its one relevant doc at rank 1 = 1.0
+    qrels = {"q": {"a": 1}, "p": {"b": 0}}
+    values = native_per_query(_run(["a"]), qrels, ["nDCG@10"])
+    assert values[["qid", "value"]].values.tolist() == [["q", 1.0]]
+
+
+def test_native_measures_with_mixed_cutoffs_each_read_their_own_depth():
+    # r (the one relevant doc) at rank 8: nDCG@10 = (1/log2(9)) / 1 (hand-worked), RR@5 = 0 (r below rank 5)
+    qrels = {"q": {"r": 1}}
+    run = _run([f"n{i}" for i in range(7)] + ["r"])
+    native = native_per_query(run, qrels, ["nDCG@10", "RR@5"]).set_index("measure")["value"]
+    assert native["nDCG@10[ifir-native]"] == pytest.approx(1 / L2(9))
+    assert native["RR@5[ifir-native]"] == 0.0
+
+
 def test_native_measures_are_labelled_and_limited_to_ndcg_and_rr():
     assert Native(parse_measure("nDCG@20")).name == "nDCG@20[ifir-native]"
     with pytest.raises(ValueError, match="nDCG@k and RR@k"):

@@ -103,6 +103,17 @@ def test_scores_equal_at_float32_precision_are_ties():
     assert mean_by_measure(Evaluator(qrels, ["RR", "RR@1"]).per_query(run)) == pytest.approx({"RR": 0.5, "RR@1": 0.0})
 
 
+def test_a_document_a_hair_below_the_kth_in_float64_but_tied_in_float32_stays_in_the_top_k():
+    """1.0 and 0.99999999999 are one float32 value: trec_eval ties them and puts b (id descending)
+    first, so b is at rank 1 (pytrec_eval called directly: recip_rank = P_1 = ndcg_cut_1 = 1.0)."""
+    qrels = {"q": {"b": 1}}
+    run = {"q": {"a": 1.0, "b": 0.99999999999}}
+    direct = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "P_1", "ndcg_cut_1"}).evaluate(run)
+    assert direct["q"] == pytest.approx({"recip_rank": 1.0, "P_1": 1.0, "ndcg_cut_1": 1.0})
+    values = mean_by_measure(Evaluator(qrels, ["RR@1", "P@1", "nDCG@1"]).per_query(_frame(run)))
+    assert values == pytest.approx({"RR@1": 1.0, "P@1": 1.0, "nDCG@1": 1.0})
+
+
 def test_a_query_without_retrieved_documents_scores_zero_and_is_averaged():
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
     run = pd.DataFrame({"qid": ["q1"], "docid": ["a"], "score": [1.0]})
@@ -143,6 +154,19 @@ def test_a_run_object_and_its_bare_frame_score_the_same():
     frame = _frame(run)
     ev = Evaluator(qrels, ["nDCG@10", "RR@10", "AP"])
     pd.testing.assert_frame_equal(ev.per_query(Run(frame)), ev.per_query(frame))
+
+
+def test_rr_at_k_counts_a_first_relevant_document_at_rank_k_in_a_run_read_from_a_file():
+    """The only relevant document sits at rank exactly 10: RR@10 = 1/10 (pytrec_eval's recip_rank on
+    the same run gives 0.1), for a Run object as for its bare frame."""
+    qrels = {"q": {"d09": 1}}
+    frame = pd.DataFrame({"qid": "q", "docid": [f"d{i:02d}" for i in range(12)],
+                          "score": [float(12 - i) for i in range(12)]})  # d00 first, ..., d09 at rank 10
+    direct = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run_dict(frame))
+    assert direct["q"]["recip_rank"] == pytest.approx(0.1)
+    ev = Evaluator(qrels, ["RR@10"])
+    assert _values(ev.per_query(Run(frame)), "RR@10") == {"q": pytest.approx(0.1)}
+    assert _values(ev.per_query(frame), "RR@10") == {"q": pytest.approx(0.1)}
 
 
 def test_per_query_frame_has_one_row_per_query_and_measure_in_order():
