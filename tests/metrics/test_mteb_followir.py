@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 import instir
@@ -41,6 +42,22 @@ def test_the_mteb_evaluation_has_one_p_mrr_value_per_topic_for_the_paired_tests(
     assert sorted(result.per_group["group"]) == ["sample-301", "sample-302", "sample-303"]
     assert set(result.per_query["measure"]) == {"og.map_at_1000", "og.ndcg_at_5"}
     assert all(q.endswith("-og") for q in result.per_query["qid"])
+
+
+def test_the_mteb_protocols_p_mrr_breaks_ties_by_document_id_as_mteb_does():
+    """mteb's get_rank_from_dict sorts by (score, doc id) descending (mteb/_evaluators/retrieval_metrics.py, since
+    PR #5241); the expected value is test_pmrr's independent re-statement of it, not the insertion rule's."""
+    from tests.metrics.test_pmrr import mteb_pmrr
+
+    bench = load_benchmark("followir-sample/news21")
+    lists, changed = bench.meta["top_ranked"], bench.meta["changed"]
+    frame = pd.DataFrame([(q, d, 2.0 if i == 0 and q.endswith("-og") else 1.0) for q, docs in lists.items()
+                          for i, d in enumerate(docs)], columns=["qid", "docid", "score"])
+    by_candidates = {q: dict(zip(part["docid"], part["score"])) for q, part in frame.groupby("qid", sort=False)}
+    expected, _ = mteb_pmrr(by_candidates, changed)
+    assert expected != mteb_pmrr(by_candidates, changed, old_ties=True)[0]  # the two tie rules differ here
+    assert mteb_scores(frame, bench).scores["p-MRR"] == pytest.approx(expected, abs=1e-12)
+    assert expected == pytest.approx(-0.225)
 
 
 def test_p_mrr_is_refused_on_a_task_without_pairs():

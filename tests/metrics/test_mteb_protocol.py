@@ -124,6 +124,69 @@ def test_means_are_rounded_to_five_decimals_and_mrr_is_not(instructir):
     assert scores["mrr_at_10"] == (7 + 1 / 3 + 1 / 7) / 9 != round(scores["mrr_at_10"], 5)
 
 
+def test_mrr_counts_a_first_relevant_document_at_rank_exactly_k(instructir):
+    # relevant documents at ranks 10, 3 and 5 (the others at 1): each is inside the top k from k = its rank on
+    results = _results(instructir, {"100_1": 10, "200_1": 3, "300_1": 5})
+    scores = mteb_scores(results, instructir).scores
+    for k in MTEB_K_VALUES:
+        assert scores[f"mrr_at_{k}"] == pytest.approx(mteb_mrr_at(results, instructir.qrels, k), abs=1e-15), k
+    assert scores["mrr_at_10"] == pytest.approx((6 + 1 / 10 + 1 / 3 + 1 / 5) / 9)  # hand-worked
+
+
+@pytest.fixture
+def zero_graded(make_benchmark):
+    """Four InstructIR-style instances: 100_1 judges x1 0 beside its relevant document, 200_2 is judged
+    only 0 (as FollowIR's and BEIR's qrels files write non-relevant documents)."""
+    from instir.benchmarks.types import Query
+
+    queries = [Query(id=f"{g}_{k}", query=f"query {g}", instruction=f"instruction {k}", group=g)
+               for g in ("100", "200") for k in (1, 2)]
+    qrels = {"100_1": {"p100_1": 1, "x1": 0}, "100_2": {"p100_2": 1}, "200_1": {"p200_1": 1}, "200_2": {"x2": 0}}
+    return make_benchmark("instructir-sample", queries, qrels, extra_docs=tuple(f"x{i}" for i in range(1, 12)))
+
+
+ZERO_GRADED_RESULTS = {"100_1": {"x1": 2.0, "p100_1": 1.0}, "100_2": {"p100_2": 1.0}, "200_1": {"p200_1": 1.0},
+                       "200_2": {"x2": 1.0}}
+
+
+def test_mrr_does_not_count_a_document_judged_0_as_relevant(zero_graded):
+    # MTEB's mrr keeps the documents graded above 0: 100_1 finds its relevant one at rank 2 (x1, graded 0, is
+    # first), 200_2 none: (1/2 + 1 + 1 + 0) / 4
+    scores = mteb_scores(ZERO_GRADED_RESULTS, zero_graded).scores
+    assert scores["mrr_at_10"] == pytest.approx(mteb_mrr_at(ZERO_GRADED_RESULTS, zero_graded.qrels, 10)) == 0.625
+
+
+def test_mteb_averages_in_a_query_judged_only_0(zero_graded):
+    """MTEB drops only the queries with no judgment at all (mteb/abstasks/retrieval.py,
+    ``_filter_queries_without_positives``: ``len(relevant_docs[idx]) == 0``); pytrec_eval scores a query
+    judged only 0 with ndcg 0 and ``parse_metrics_from_scores`` divides by every scored query."""
+    scores = mteb_scores(ZERO_GRADED_RESULTS, zero_graded)
+    # 100_1: x1 (0) then p100_1 (1): 1/log2(3); 100_2, 200_1: 1; 200_2: 0
+    assert scores.n_scored == 4
+    assert scores.scores["ndcg_at_10"] == mteb_ndcg_at(ZERO_GRADED_RESULTS, zero_graded.qrels, 10) == round(
+        (1 / math.log2(3) + 1 + 1 + 0) / 4, 5)
+
+
+def test_mrr_breaks_ties_by_document_id_descending(instructir):
+    """MTEB's ``mrr`` sorts by (score, doc id) descending (mteb/_evaluators/retrieval_metrics.py ``mrr``, since
+    PR #5136, to match pytrec_eval): x9 sorts before every p<qid>, so each relevant document is second."""
+    results = {qid: {f"p{qid}": 1.0, "x9": 1.0} for qid in instructir.qrels}
+    scores = mteb_scores(results, instructir).scores
+    assert scores["mrr_at_10"] == mteb_mrr_at(results, instructir.qrels, 10) == 0.5
+
+
+def test_ifir_level_scores_are_ndcg_at_20(ifir_like):
+    # MTEB's IFIR task_specific_scores (mteb/tasks/instruction_retrieval/eng/ifir_fi_qa_retrieval.py: metric =
+    # "ndcg_cut_20") average ndcg_cut_20 per level: q1_3's one relevant document c is at
+    # rank 13, inside the top 20 but not the top 10: 1/log2(14) (hand-worked; its ideal DCG is 1)
+    fillers = {f"f{i:02d}": 30.0 - i for i in range(12)}
+    results = {"q1_1": {"a": 9.0, "b": 8.0, "c": 7.0}, "q1_2": {"b": 9.0, "c": 8.0}, "q1_3": {**fillers, "c": 1.0}}
+    levels = mteb_scores(results, ifir_like).level_scores
+    assert levels["level_3"] == pytest.approx(ndcg_cut(ranked(results["q1_3"]), ifir_like.qrels["q1_3"], 20))
+    assert levels["level_3"] == pytest.approx(1 / math.log2(14))
+    assert levels["level_1"] == levels["level_2"] == 1.0
+
+
 def test_ifir_levels_come_from_v_tokens_and_fiqa_drops_self_hits_under_mtebs_ids(ifir_like):
     # kit ids q1_1..q1_3 are MTEB's q1_v1..q1_v3 (IFIRFiQA sets ignore_identical_ids)
     results = {"q1_1": {"q1_v1": 9.0, "a": 8.0, "n1": 7.0, "b": 6.0, "c": 5.0},  # self-hit under MTEB's id
