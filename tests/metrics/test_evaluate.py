@@ -53,6 +53,14 @@ def test_robustness_is_the_mean_of_group_minima_and_only_there_when_asked():
         instir.evaluate({"q": {"d1": 1}}, {"q": {"d1": 1.0}}, "Robustness@10")
 
 
+def test_robustness_groups_plain_qrels_by_the_id_before_its_last_underscore():
+    # METRICS.md: the group key is the id before the last "_": x_y_1 and x_y_2 form group x_y, x_z_1 group x_z.
+    # x_y_1 finds a (nDCG 1), x_y_2 nothing (0), x_z_1 finds c (1): (min(1, 0) + 1) / 2 = 0.5
+    qrels = {"x_y_1": {"a": 1}, "x_y_2": {"b": 1}, "x_z_1": {"c": 1}}
+    run = {"x_y_1": {"a": 1.0}, "x_y_2": {"n": 1.0}, "x_z_1": {"c": 1.0}}
+    assert instir.evaluate(qrels, run, "Robustness@10") == pytest.approx(0.5)
+
+
 def test_every_input_shape_gives_the_same_numbers(tmp_path):
     Qrel = namedtuple("Qrel", "query_id doc_id relevance")
     ScoredDoc = namedtuple("ScoredDoc", "query_id doc_id score")
@@ -108,6 +116,43 @@ def test_a_benchmark_gives_evaluate_runs_numbers(sample_run):
     want = table[(table.level == "all")].set_index("measure")["value"]
     got = instir.evaluate(bench, run, ["nDCG@10", "Robustness@10", "RR@10"])
     assert got == pytest.approx({m: float(want[m]) for m in got})
+
+
+def test_evaluate_on_a_benchmark_drops_the_self_hits_as_evaluate_runs_does(make_benchmark):
+    # every query retrieves a document carrying its own id first, then its relevant one: the official InstructIR
+    # code drops the self-hit (METRICS.md), leaving the relevant document first: nDCG@10 = Robustness@10 = 1.0
+    from instir.benchmarks.types import Query
+
+    queries = [Query(id=f"{g}_{k}", query=f"query {g}", instruction=f"instruction {k}", group=g)
+               for g in ("100", "200") for k in (1, 2, 3)]
+    bench = make_benchmark("instructir-sample", queries, {q.id: {f"p{q.id}": 1} for q in queries},
+                           extra_docs=tuple(q.id for q in queries))
+    run = pd.DataFrame([r for q in bench.queries for r in ((q, q, 3.0), (q, f"p{q}", 2.0))],
+                       columns=["qid", "docid", "score"])
+    assert instir.evaluate(bench, run, ["nDCG@10", "Robustness@10"]) == {"nDCG@10": 1.0, "Robustness@10": 1.0}
+    table = evaluate_runs({"s": run}, bench, ["nDCG@10"]).table.set_index("measure")["value"]
+    assert table["nDCG@10"] == table["Robustness@10"] == 1.0
+
+
+def test_a_benchmark_of_no_family_is_scored_with_trec_evals_staples(make_benchmark):
+    """nDCG@10, RR@10, R@100 and P@10 when no measure is asked (scoring.GENERIC_MEASURES), each as
+    pytrec_eval computes it: b, relevant, at rank 15 counts for R@100 (1.0), not at 10."""
+    import pytrec_eval
+
+    from instir.benchmarks.types import Query
+
+    bench = make_benchmark("my-own-bench", [Query(id="q", query="query")], {"q": {"a": 1, "b": 1}},
+                           extra_docs=tuple(f"n{i:02d}" for i in range(13)))
+    assert bench.family is None
+    docs = ["a", *(f"n{i:02d}" for i in range(13)), "b"]
+    run = {"q": {d: float(len(docs) - i) for i, d in enumerate(docs)}}
+    table = evaluate_runs({"s": instir.Run.from_scores(run)}, bench).table.set_index("measure")["value"]
+    assert list(table.index) == ["nDCG@10", "RR@10", "R@100", "P@10"]
+    direct = pytrec_eval.RelevanceEvaluator(bench.qrels, {"ndcg_cut.10", "recip_rank", "recall.100", "P.10"}
+                                            ).evaluate(run)["q"]
+    assert direct["recall_100"] == 1.0
+    assert table.to_dict() == pytest.approx({"nDCG@10": direct["ndcg_cut_10"], "RR@10": direct["recip_rank"],
+                                             "R@100": direct["recall_100"], "P@10": direct["P_10"]})
 
 
 def test_ifir_native_ndcg_only_by_name_and_as_evaluate_runs_computes_it():

@@ -201,6 +201,48 @@ def test_a_run_on_a_benchmark_keeps_its_ties_for_the_insertion_rule_in_candidate
     assert got["p-MRR"] == pytest.approx(mteb_pmrr(by_candidates, changed)[0], abs=1e-12)
 
 
+def _news21_tied_frame(bench) -> pd.DataFrame:
+    """Every candidate scored 1.0 but the first of each -og list (2.0): ties everywhere else."""
+    return pd.DataFrame([(q, d, 2.0 if i == 0 and q.endswith("-og") else 1.0)
+                         for q, docs in bench.meta["top_ranked"].items() for i, d in enumerate(docs)],
+                        columns=["qid", "docid", "score"])
+
+
+def test_evaluate_runs_table_holds_the_p_mrr_of_the_query_pairs_and_counts_both_instances():
+    """The table's p-MRR row: mteb's p-MRR (re-stated above) of the run; n_queries counts both instances of
+    each of news21's 2 query pairs (4)."""
+    from instir.metrics.scoring import evaluate_runs
+
+    bench = instir.load_benchmark("followir-sample/news21")
+    frame = _news21_tied_frame(bench)
+    by_candidates = {q: dict(zip(part["docid"], part["score"])) for q, part in frame.groupby("qid", sort=False)}
+    expected, _ = mteb_pmrr(by_candidates, bench.meta["changed"])
+    assert expected < 0  # the pairs' values are negative
+    table = evaluate_runs({"s": frame}, bench, ["p-MRR"]).table
+    row = table[(table["measure"] == "p-MRR") & (table["level"] == "all")]
+    assert row["value"].tolist() == [pytest.approx(expected, abs=1e-12)]
+    assert row["n_queries"].tolist() == [4] == [len(bench.queries)]
+
+
+def test_a_document_outside_the_candidate_list_ranks_after_the_listed_ones_for_the_insertion_rule():
+    """The insertion rule follows the candidate lists (mteb 1.x scored only those, in their order); a document
+    outside them comes after every listed one. Each -og instance gains a tied unlisted document on the frame's first
+    row: the old rule on the lists' order with it last gives 0 (both halves' lists are identical: nothing moves)."""
+    bench = instir.load_benchmark("followir-sample/news21")
+    lists = bench.meta["top_ranked"]
+    rows = []
+    for q, docs in lists.items():
+        if q.endswith("-og"):
+            rows.append((q, "unlisted-doc", 1.0))
+        rows += [(q, d, 1.0) for d in docs]
+    frame = pd.DataFrame(rows, columns=["qid", "docid", "score"])
+    in_list_order = {q: {**dict.fromkeys(docs, 1.0), **({"unlisted-doc": 1.0} if q.endswith("-og") else {})}
+                     for q, docs in lists.items()}
+    expected, _ = mteb_pmrr(in_list_order, bench.meta["changed"], old_ties=True)
+    assert expected == 0.0
+    assert evaluate_quietly(bench, frame, "p-MRR[insertion-ties]") == pytest.approx(expected, abs=1e-12)
+
+
 def test_scores_one_float32_step_apart_are_no_tie_for_the_insertion_rule():
     # found by this stop's regression review: reading any one-step chain as a broken tie gave 0.425 on a run that
     # ranks every candidate alike in both instances (0.0 under either rule, as its frame gives)
@@ -225,6 +267,14 @@ def test_scores_that_differ_beyond_float32_precision_rank_as_mteb_ranks_them():
     expected, _ = mteb_pmrr(run, {"q": ["a"]})
     assert expected == 0.5  # a: rank 1 -> 2
     assert instir.evaluate(TIED_QRELS, run, "p-MRR", changed={"q": ["a"]}) == expected
+
+
+def test_scores_of_a_frame_that_differ_beyond_float32_precision_rank_as_mteb_ranks_them():
+    """The case above given as a DataFrame: its scores are read at their own (float64) precision too."""
+    run = {"q-og": {"b": 1.0, "a": 1.0 + 1e-9}, "q-changed": {"b": 1.0 + 1e-9, "a": 1.0}}
+    expected, _ = mteb_pmrr(run, {"q": ["a"]})
+    assert expected == 0.5  # a: rank 1 -> 2, 1 - (1/2)/(1/1)
+    assert instir.evaluate(TIED_QRELS, frame_of(run), "p-MRR", changed={"q": ["a"]}) == expected
 
 
 # ------------------------------------------------------------------ changed documents derived

@@ -49,6 +49,13 @@ def test_self_hits_are_dropped_before_scoring(instructir_like):
     assert table["nDCG@10"] == 1.0 and table["Robustness(RR@10)"] == 1.0
 
 
+def test_without_derived_measures_the_table_holds_only_the_robustness_asked_for(instructir_like):
+    # RR@10 asked beside Robustness@10 (nDCG@10's): no Robustness(RR@10) row that was not asked for
+    run = pd.DataFrame([(q, f"p{q}", 1.0) for q in instructir_like.queries], columns=["qid", "docid", "score"])
+    table = evaluate_runs({"s": run}, instructir_like, ["nDCG@10", "RR@10", "Robustness@10"], derived=False).table
+    assert sorted(table["measure"]) == ["RR@10", "Robustness@10", "nDCG@10"]
+
+
 def test_robustness_works_for_any_measure(instructir_like):
     rows = [(q, f"p{q}", 1.0) if q.endswith("_1") else (q, "x1", 1.0) for q in instructir_like.queries]
     rows += [(q, f"p{q}", 0.5) for q in instructir_like.queries if not q.endswith("_1")]
