@@ -55,6 +55,24 @@ def test_a_constant_difference_is_certain_for_the_t_test_and_the_interval():
     assert res["p_perm"] == pytest.approx(2 / 2 ** len(X))  # only the all-plus and all-minus flips
 
 
+def test_an_exactly_constant_difference_gets_its_value_as_the_interval_without_a_warning():
+    # every difference is exactly 0.25 (binary fractions): every resampled mean is 0.25, so the interval is [0.25, 0.25]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = paired_comparison(np.array([0.75, 0.5, 0.25, 1.0]), np.array([0.5, 0.25, 0.0, 0.75]), n_resamples=99)
+    assert (res["ci_low"], res["ci_high"]) == (0.25, 0.25)
+
+
+def test_bootstrap_interval_is_scipys_95_percent_bca_interval_of_the_differences():
+    """The interval scipy.stats.bootstrap gives, called directly: BCa (its default), 95 %, the same seed."""
+    ci = sps.bootstrap((X - Y,), np.mean, vectorized=True, n_resamples=999, confidence_level=0.95, method="BCa",
+                       rng=np.random.default_rng(0)).confidence_interval
+    res = paired_comparison(X, Y, n_resamples=999, seed=0)
+    assert (res["ci_low"], res["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
 def test_bootstrap_interval_covers_the_true_mean_difference_about_95_percent():
     rng = np.random.default_rng(11)
     hits = 0
@@ -96,6 +114,30 @@ def test_compare_applies_holm_across_the_systems_of_a_measure():
     raw = out["p_ttest"].to_numpy()
     assert out["p_ttest_holm"].to_numpy() == pytest.approx(holm(raw))
     assert out.loc["better", "diff"] == pytest.approx((better - base).mean())
+
+
+def test_significant_reads_the_holm_corrected_p_not_the_raw_one():
+    i = np.arange(20)
+    base = np.round(np.linspace(0.1, 0.9, 20), 3)
+    a = np.round(base + 0.04 + 0.09 * np.sin(1.7 * i), 3)
+    b = np.round(base + 0.1 * np.cos(2.3 * i), 3)
+    p_a, p_b = sps.ttest_rel(a, base).pvalue, sps.ttest_rel(b, base).pvalue
+    # Holm by hand: a's p (the smaller of two) doubled, b's kept: a is significant raw, not after Holm
+    assert p_a <= 0.01 < 2 * p_a < p_b
+    out = paired_tests(_long({"base": base, "a": a, "b": b}), "base", n_resamples=999).set_index("system")
+    assert out.loc["a", "p_ttest"] == pytest.approx(p_a)
+    assert out.loc["a", "p_ttest_holm"] == pytest.approx(2 * p_a)
+    assert not out.loc["a", "significant"]
+    assert (out["significant"] == (out["p_ttest_holm"] <= 0.01)).all()
+
+
+def test_holm_corrects_across_the_systems_of_one_measure_not_across_measures():
+    # one system per measure: Holm over one p-value leaves it as it is (scipy's ttest_rel p)
+    frame = pd.concat([_long({"base": Y, "s": X}, "m1"), _long({"base": Y, "s": X + 0.001}, "m2")], ignore_index=True)
+    out = paired_tests(frame, "base", n_resamples=999).set_index("measure")
+    assert out.loc["m1", "p_ttest_holm"] == pytest.approx(sps.ttest_rel(X, Y).pvalue)
+    assert out.loc["m2", "p_ttest_holm"] == pytest.approx(sps.ttest_rel(X + 0.001, Y).pvalue)
+    assert (out["p_ttest_holm"] == out["p_ttest"]).all() and (out["p_perm_holm"] == out["p_perm"]).all()
 
 
 def test_compare_works_on_group_units_and_refuses_unpaired_data():
