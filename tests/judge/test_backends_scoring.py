@@ -8,7 +8,13 @@ import pytest
 from judge_fakes import chat_body
 
 from instir.judge.rubrics import rubric_for
-from instir.judge.scoring import expected_score, ifir_digit_probs, judgment_from_chat, parse_answer
+from instir.judge.scoring import (
+    checked_logprobs,
+    expected_score,
+    ifir_digit_probs,
+    judgment_from_chat,
+    parse_answer,
+)
 
 LEVEL3 = rubric_for("fiqa", 3)
 LEVEL1 = rubric_for("fiqa", 1)
@@ -191,6 +197,7 @@ AUTHORS_CASES = {
                                                                                     "1": 0.084}), ("}", {})]),
     "one digit spelled two ways is summed": (LEVEL3, SCORE_2 + [("3", {"3": 0.6, "٣": 0.2, "2": 0.2}), ("}", {})]),
     "non-ascii digits skipped": (LEVEL3, SCORE_2 + [("2", {"2": 0.6, "²": 0.2, "1": 0.2}), ("}", {})]),
+    "an alternative at exactly 1 % kept": (LEVEL3, SCORE_2 + [("2", {"2": 0.99, "1": 0.01}), ("}", {})]),
 }
 
 
@@ -236,3 +243,21 @@ def test_ifir_rule_falls_back_to_the_parsed_integer_where_the_authors_score_zero
 
 def test_ifir_digit_probs_is_none_without_a_matching_token():
     assert ifir_digit_probs(logprob_tokens([("x", {}), (" 2", {" 2": 1.0})]), 2) is None
+
+
+def test_ifir_rule_matches_the_score_token_exactly_not_after_stripping_spaces():
+    # the authors compare token == str(score): " 2" is not "2", so no token matches (they score 0.0, the kit falls
+    # back to the parsed integer) even though its alternative "2" is a decimal digit
+    tokens = [('{"score":', {}), (" 2", {" 2": 0.6, "2": 0.4}), ("}", {})]
+    content = "".join(t for t, _ in tokens)
+    assert authors_weighted(content, logprob_tokens(tokens)) == 0.0
+    assert ifir_digit_probs(logprob_tokens(tokens), 2) is None
+    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3)
+    assert j.ok and j.weighting == "parsed" and j.weighted == 2.0
+
+
+def test_a_log_probability_clearly_above_0_is_refused_and_one_within_float_rounding_read_as_0():
+    # e^0.05 = 1.05: no probability; 1e-7 above 0 is a probability of 1 rounded in single precision
+    with pytest.raises(ValueError, match="token 0: logprob 0.05 is not the log of a probability"):
+        checked_logprobs([{"token": "2", "logprob": 0.05}])
+    assert checked_logprobs([{"token": "2", "logprob": 1e-7}]) == [{"token": "2", "logprob": 0.0, "top_logprobs": []}]

@@ -192,6 +192,27 @@ def test_multi_level_subset_takes_the_unweighted_mean_of_its_levels():
     assert (fiqa["parsed"], summary.loc[("average", "average"), "parsed"]) == (5, 10)
 
 
+def test_a_three_level_subset_is_the_mean_of_its_three_level_values_not_their_median():
+    # METRICS.md (InstFol step 6): Table 3's subset value is the unweighted mean of its three level values
+    instances = pd.DataFrame({
+        "qid": ["x1", "x2", "x3"], "subset": "fiqa", "level": pd.array([1, 2, 3], dtype="Int64"),
+        "s_q": [0.0, 0.5, 2.5], "s_inst": [0.3, 1.0, 2.8], "instfol": [0.1, 0.2, 0.9],
+        "failed": 0, "dropped": 0, "parsed": 0,
+    })
+    fiqa = aggregate(instances).set_index(["scope", "subset"]).loc[("subset", "fiqa")]
+    assert fiqa["instfol"] == pytest.approx((0.1 + 0.2 + 0.9) / 3)  # 0.4; the median would be 0.2
+    assert fiqa["s_q"] == pytest.approx((0.0 + 0.5 + 2.5) / 3)
+    assert fiqa["s_inst"] == pytest.approx((0.3 + 1.0 + 2.8) / 3)
+
+
+def test_printable_shows_s_values_to_three_decimals():
+    instances = pd.DataFrame({"qid": ["y1"], "subset": "nfcorpus", "level": pd.array([0], dtype="Int64"),
+                              "s_q": [1 / 3], "s_inst": [2 / 3], "instfol": [0.125], "failed": 0, "dropped": 0,
+                              "parsed": 0})
+    shown = printable(aggregate(instances)).iloc[0]
+    assert (shown["s_q"], shown["s_inst"], shown["InstFol x100"]) == (0.333, 0.667, 12.5)  # (1/3 -> 2/3: 1/8 x 100)
+
+
 def test_a_subset_with_a_level_left_without_a_value_has_none_nor_has_the_average():
     # before, pandas' mean skipped the level every judgment of which failed: fiqa was printed as the mean of the two
     # levels left (6.3 where the complete judgment gave 4.2), and the Average as the mean of what was left of it
@@ -392,3 +413,16 @@ def test_lists_of_the_same_passages_are_0_by_construction_only_where_no_judgment
     judge = ScriptedJudge({"d1": None if failing else 0.0, "d2": 1.0, "d3": 3.0})
     result = instfol(run_frame({"q_og": ["d2", "d3", "d1"]}), run_frame(lists), bench, judge, k=20)
     assert result.meta["same_passages"] is same
+
+
+def test_lists_of_the_same_top_k_are_not_said_to_be_so_by_construction_where_a_list_holds_more_than_k():
+    # the note "0 by construction" rests on every candidate list holding at most k documents; here the list holds 3
+    # and k = 2: both runs' top 2 are {d1, d2} by this run's choice, not by construction
+    queries = [Query("q_og", "q", "i", group="q")]
+    lists = {"q_og": ["d1", "d2", "d3"]}
+    bench = toy_benchmark(queries, {"q_og": {"d3": 1}}, ["d1", "d2", "d3"], meta={"top_ranked": lists})
+    judge = ScriptedJudge({"d1": 0.0, "d2": 1.0, "d3": 3.0})
+    result = instfol(run_frame({"q_og": ["d2", "d1", "d3"]}), run_frame(lists), bench, judge, k=2)
+    assert bench.rankable() == 3 > 2
+    assert result.instances["instfol"].tolist() == [0.0]  # the same two passages: S_q = S_inst = 0.5
+    assert result.meta["same_passages"] is False

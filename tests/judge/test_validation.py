@@ -147,6 +147,18 @@ def test_validate_judges_each_pair_on_its_instance_rubric(cumulative):
     assert int(result.confusion.to_numpy().sum()) == (~failed).sum()
 
 
+def test_judge_scores_are_normalised_by_their_own_rubrics_top_score(cumulative):
+    # a_1 is judged on the 0-1 ladder: d2 scored 1 is its top, norm 1 / 1 = 1.0; on a_3's 0-3 ladder 1 / 3
+    pairs = gold_pairs(cumulative, per_stratum=100)
+    judge = ScriptedJudge({"d1": 1.0, "d2": 1.0, "d3": 0.0, "c1": 0.0, "d9": 0.0})
+    result = validate_judge(cumulative, judge, pairs)
+    by_pair = result.pairs.set_index(["qid", "docid"])
+    assert by_pair.loc[("a_1", "d2"), ["max_score", "weighted", "norm"]].tolist() == [1, 1.0, 1.0]
+    assert by_pair.loc[("a_3", "d2"), "norm"] == pytest.approx(1 / 3)
+    ok = result.pairs["norm"].notna()
+    assert (result.pairs.loc[ok, "norm"] == result.pairs.loc[ok, "weighted"] / result.pairs.loc[ok, "max_score"]).all()
+
+
 def test_a_judge_whose_every_judgment_fails_gives_nan_statistics_and_an_empty_confusion(cumulative):
     """A judge outage: every request fails. The validation must still finish (no sklearn error on
     an empty array), with failure rate 1, undefined statistics and no sentence about agreement."""
@@ -178,6 +190,14 @@ def test_ranking_agreement_is_scipy_kendall_tau_over_common_systems():
     assert got["p_value"] == pytest.approx(expected.pvalue)
     with pytest.raises(ValueError, match="at least two systems"):
         ranking_agreement({"bm25": 0.1}, gold)
+
+
+def test_ranking_agreement_with_tied_judge_scores_is_tau_b():
+    # a and b tie on the judge's side: pairs (a,b) tied in x, (a,c) and (b,c) concordant; tau-b = (C - D) /
+    # sqrt((n0 - ties_x)(n0 - ties_y)) = 2 / sqrt((3 - 1)(3 - 0)) = 2 / sqrt(6) (tau-c would be 8/9)
+    got = ranking_agreement({"a": 1, "b": 1, "c": 2}, {"a": 1, "b": 2, "c": 3})
+    assert got["tau"] == pytest.approx(2 / math.sqrt(6))
+    assert got["tau"] == pytest.approx(stats.kendalltau([1, 1, 2], [1, 2, 3], variant="b").statistic)
 
 
 def test_single_level_ifir_subsets_get_hard_negatives_from_the_candidate_lists():
