@@ -168,6 +168,24 @@ def test_a_busy_database_is_not_reported_as_damaged(tmp_path):
         holder.close()
 
 
+
+def test_a_store_that_failed_mid_write_rolls_back_and_takes_the_next_judgment(tmp_path):
+    """A write that fails inside its transaction (a value SQLite cannot bind here; Ctrl-C in a notebook alike) is
+    rolled back: left open, every later store of the process would fail ("cannot start a transaction within a
+    transaction": judgments paid for and not kept) and every other process sharing the cache meet a locked file."""
+    path = tmp_path / "judgments.sqlite"
+    [request] = numbered_requests(1)
+    cache = JudgmentCache(path, busy_timeout_s=0.2)
+    unbindable = Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="1", prompt_tokens=object())
+    with pytest.raises(sqlite3.ProgrammingError):
+        cache.store("b", "m", request, unbindable)
+    cache.store("b", "m", request, Judgment(score=1, weighted=1.0, probs=None, weighting="parsed", raw="1"))
+    assert cache.lookup("b", "m", [request_key(request)])[request_key(request)].weighted == 1.0
+    with closing(sqlite3.connect(path, timeout=0.2, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process can write
+        other.execute("ROLLBACK")
+    cache.close()
+
 def slow_valid(delay):
     def reply(body):
         r = scored_reply(2)
@@ -233,6 +251,28 @@ def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
     cache.close()
     writer.close()
 
+
+
+def test_opening_waits_for_another_process_writing_a_cache_that_has_its_id(tmp_path):
+    """As above for a store file that already carries its id (no id transaction to wait in on opening): in rollback
+    mode, opening it while another connection writes waits for the lock, it does not fail with "database is
+    locked"."""
+    import threading
+
+    db = tmp_path / "c.sqlite"
+    writer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    writer.execute(_kit_table(tmp_path))
+    writer.execute("PRAGMA user_version = 7")
+    writer.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, writer.execute, ("COMMIT",)).start()
+    start = time.monotonic()
+    cache = JudgmentCache(db, busy_timeout_s=10)
+    assert 0.25 <= time.monotonic() - start < 10
+    with closing(sqlite3.connect(db)) as reader:
+        assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert reader.execute("PRAGMA user_version").fetchone() == (7,)  # its id, kept
+    cache.close()
+    writer.close()
 
 def test_a_cache_locked_for_longer_than_the_busy_timeout_is_named(tmp_path):
     db = tmp_path / "c.sqlite"

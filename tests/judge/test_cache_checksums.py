@@ -15,7 +15,7 @@ from judge_fakes import numbered_requests, stored_rows
 from says import warns_saying
 from scripted_judge import ScriptedJudge
 
-from instir.judge.cache import CachedJudge, JudgmentCache, request_key
+from instir.judge.cache import CachedJudge, JudgmentCache, request_key, row_checksum
 from instir.judge.types import Judgment
 
 SCORES = [2.0, 0.0, 1.5, 3.0]
@@ -84,6 +84,22 @@ def test_several_edited_rows_give_one_warning_with_their_count(tmp_path):
                                                                "(edited or damaged)"]
     assert len(backend.requests) == 3 and judge.stats.hits == 1
 
+
+
+def test_the_row_checksum_is_the_documented_digest_so_existing_caches_keep_hitting():
+    """Every stored row's checksum is compared with this function's: a release that changed it (NULLs kept, another
+    key order, separators or digest size) would take every existing cache as edited and pay every judgment again.
+    The rule (row_checksum's docstring): BLAKE2b, 16 bytes, hex, of the JSON object of the columns that are not
+    NULL, keys sorted, no spaces; the text below is written out by hand from it, and the hex is its digest (computed
+    once with hashlib, which holds it fixed whatever the kit's code becomes)."""
+    import hashlib
+
+    values = ("b", "m", "v", "0" * 64, "r", 2, 2.0, None, "parsed", "2", None, None, None, None, None, None, None)
+    text = ('{"backend":"b","model":"m","raw":"2","rubric":"r","rubric_version":"v","score":2,'
+            f'"text_sha256":"{"0" * 64}","weighted":2.0,"weighting":"parsed"}}')
+    golden = "73bf26ae4ac75e00fa186fa28f58115b"
+    assert hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest() == golden
+    assert row_checksum(*values) == golden
 
 def test_an_untouched_cache_hits_without_a_warning(tmp_path):
     path = tmp_path / "c.sqlite"

@@ -12,7 +12,7 @@ from contextlib import closing
 
 import pytest
 from judge_fakes import numbered_requests, stored_rows
-from says import raises_saying, warns_saying
+from says import raises_saying, says, warns_saying
 from scripted_judge import ScriptedJudge
 
 from instir.errors import UsageError
@@ -124,6 +124,32 @@ def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_
     assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
     assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
 
+
+
+@pytest.mark.parametrize("change, said", [
+    ("score = 9", "outside their rubric's range"),  # a score above the 0-3 rubric's top step
+    ("probs = '{\"0\": 1.5}'", None),  # a probability above 1: read back as a failure, judged again
+    ("probs = 'not json'", None),  # no distribution at all: the same
+], ids=["a score outside the rubric", "a probability above one", "probabilities that are no JSON"])
+def test_a_stored_success_that_cannot_be_one_is_judged_once_again_and_replaced(tmp_path, change, said):
+    """Even with its checksum recomputed to match, it is never served; it is judged again once, and the new
+    judgment replaces it (a row kept as a success would be paid for again on every run, never replaced)."""
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    columns = ("backend, model, rubric_version, text_sha256, rubric, score, weighted, probs, weighting, raw, error, "
+               "latency_s, prompt_tokens, completion_tokens, cost, served_model, warning")
+    edit(path, f"UPDATE judgments SET {change} WHERE raw = '0.0'",
+         f"UPDATE judgments SET checksum = instir_row_checksum({columns})")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        judge, backend, got = judged(path)
+    assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
+    assert all(j.score is None or j.score <= 3 for j in got)
+    assert said is None or any(said in str(w.message) for w in seen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        judge, backend, got = judged(path)  # the replacement is served
+    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
 
 def test_an_answer_above_the_rubrics_top_step_that_the_backend_takes_is_kept_not_paid_for_again(tmp_path):
     """The official weighting takes answers and digits to 5 on every rubric (geval.py); the cache keeps what the
@@ -238,3 +264,44 @@ def test_the_caches_own_log_left_by_a_killed_process_is_replayed(tmp_path):
         warnings.simplefilter("error")
         judge, backend, _ = judged(path)
     assert backend.requests == [] and judge.stats.hits == len(SCORES)
+
+
+def test_a_new_cache_carries_its_id_in_its_own_header_before_its_first_judgment(tmp_path):
+    """The log check reads the id in the file's header: a new cache that got it only through its first log would,
+    killed before a checkpoint, say 0 there, and another database's log beside it would be replayed."""
+    path = tmp_path / "judgments.sqlite"
+    cache = CachedJudge(ScriptedJudge({}), path)
+    header_id = int.from_bytes(path.read_bytes()[60:64], "big")
+    assert header_id != 0
+    cache.close()
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (header_id,)
+
+
+_OPEN = """
+import sys
+from instir.errors import UserError
+from instir.judge.cache import JudgmentCache
+try:
+    JudgmentCache(sys.argv[1])
+except UserError as err:
+    print(err)
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("fifo", ["judgments.sqlite-wal", "judgments.sqlite"])
+def test_a_fifo_in_place_of_the_cache_or_its_log_is_refused_not_waited_on(tmp_path, fifo):
+    """Reading a FIFO blocks for ever: opening the cache names it instead (in a process of its own, so that a
+    regression fails here rather than hanging the suite)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    (tmp_path / fifo).unlink(missing_ok=True)
+    os.mkfifo(tmp_path / fifo)
+    done = subprocess.run([sys.executable, "-c", _OPEN, str(path)], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    says(done.stdout, f"cannot open the judgment cache {path}", str(tmp_path / fifo), "is a FIFO")
