@@ -97,3 +97,23 @@ def test_a_file_with_a_name_near_the_limit_is_set_aside_with_its_companion_under
         aside = atomic.set_aside(path, "not the kit's", "made anew", suffixes=("", ".json"))
     assert aside.read_text() == "run" and (tmp_path / f"{aside.name}.json").read_text() == "{}"
     assert not path.exists() and len(f"{aside.name}.json".encode()) <= 255
+
+
+def test_a_file_kept_around_a_rewrite_is_set_aside_where_no_hard_link_can_be_made(tmp_path, monkeypatch):
+    """On a file system without hard links (vfat, exFAT, some FUSE or SMB mounts) the user's file is renamed aside
+    before the block, not lost to it."""
+    import errno
+
+    path = tmp_path / "metrics.csv"
+    path.write_text("the user's own")
+
+    def no_links(*args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "link", no_links)
+    with pytest.warns(UserWarning, match="kept, never read"):
+        with atomic.keeping([path], "not the kit's"):
+            path.unlink(missing_ok=True)
+            path.write_text("the kit's")
+    (aside,) = tmp_path.glob("metrics.csv.set-aside-*")
+    assert aside.read_text() == "the user's own" and path.read_text() == "the kit's"

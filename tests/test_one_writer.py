@@ -348,3 +348,34 @@ def test_what_a_killed_stage_wrote_is_the_kits_when_the_next_one_runs(tmp_path):
         stage(tmp_path)
     assert sorted(p.name for p in (tmp_path / "metrics").iterdir()) == ["metrics.csv"]
     assert not list(tmp_path.glob(".instir-replacing-*"))
+
+
+@pytest.mark.processes
+def test_a_copied_lock_variable_naming_no_token_of_the_holder_joins_no_one(tmp_path, monkeypatch):
+    """A process whose environment names the folder in INSTIR_FOLDER_LOCKS (a stale export, a kernel of an earlier
+    run) with a token other than the holder's is a second writer: refused, never joined."""
+    import json
+
+    out = tmp_path / "r"
+    with Holder(out, "instir sweep") as holder:
+        monkeypatch.setenv(INHERITED_VAR, json.dumps({str(out.resolve()): "0" * 32}))
+        with raises_saying(UsageError, "another writer", "instir sweep", f"pid {holder.pid}", str(out)):
+            FolderLock(out, "a notebook").__enter__()
+
+
+_STATUS = "import sys; from instir.report.index import read_reports; print(read_reports(sys.argv[1])[0]['status'])"
+
+
+@pytest.mark.processes
+def test_a_fifo_where_the_lock_file_goes_is_no_writer_and_the_index_says_interrupted_not_hangs(tmp_path):
+    """Opening a FIFO blocks for ever: a folder whose record says running and whose lock file is a FIFO is listed as
+    interrupted (in a process of its own, so that a regression fails here rather than hanging the suite)."""
+    import json
+
+    folder = tmp_path / "reports" / "r1"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps({"status": "running", "notebooks": []}))
+    os.mkfifo(folder / ".instir-run.lock")
+    listed = subprocess.run([sys.executable, "-c", _STATUS, str(folder.parent)], capture_output=True, text=True,
+                            timeout=20)
+    assert listed.returncode == 0 and listed.stdout.strip() == "interrupted", listed.stderr

@@ -158,3 +158,21 @@ def test_a_local_folder_checked_by_its_counts_is_recorded_as_counts_matching_not
                               "are checked, not its contents)")
     fetched = manifest.record_dataset(tmp_path, Benchmark(**{**bench.__dict__, "revision": "ab" * 20}))["instructir"]
     assert fetched["check"] == "record counts match the published ones; files as fetched at abababababab"
+
+
+@pytest.mark.parametrize("revision, said", [
+    ("local", "0 queries where the paper has "),  # a folder of the catalog's benchmark with fewer queries
+    ("ab" * 20 + "+changed", "files changed since instir fetch at abababababab"),  # fetched, then edited
+], ids=["counts unlike the paper's", "files changed since fetch"])
+def test_data_that_fails_its_check_is_recorded_as_not_verified_with_what_failed(tmp_path, revision, said):
+    """The record's ``verified`` is what the index's "real data, verified" and the comparison's verdicts stand on:
+    data whose counts differ from the paper's, or whose files changed since they were fetched, is never verified,
+    and ``check`` says why."""
+    from instir.report.record import read_record
+
+    bench = Benchmark(name="instructir", layout="kaistai", revision=revision, setting="instructed",
+                      corpus=Corpus.from_docs([]), queries={}, qrels={}, source="local", is_sample=False)
+    record_dataset(tmp_path, bench)
+    entry = read_record(tmp_path)["datasets"]["instructir"]
+    assert entry["verified"] is False
+    assert entry["check"].startswith(said)
