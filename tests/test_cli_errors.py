@@ -78,6 +78,14 @@ def test_a_huge_field_is_not_echoed_in_full(capsys, tmp_path):
     assert "huge.trec, line 1" in line and len(line) < MAX_MESSAGE_CHARS + 200 and "(1000000 chars)" in line
 
 
+
+def test_a_message_of_any_length_is_cut_to_the_bound_saying_how_much_more_there_was():
+    # the readers cut a huge field themselves (above); whatever else quotes a 10 MB id is cut here
+    from instir.terminal import describe
+
+    line = describe(UsageError("x" * (MAX_MESSAGE_CHARS + 3000)))
+    assert len(line) < MAX_MESSAGE_CHARS + 100 and line.endswith("(3000 more characters)")
+
 def test_missing_qrels_file_in_a_root_folder(capsys, tmp_path):
     root = tmp_path / "instructir"
     shutil.copytree(SAMPLE_ROOT / "instructir-sample", root)

@@ -128,7 +128,8 @@ def test_instir_evaluate_escapes_the_names_it_prints(tmp_path, capsys):
     assert "evil\\x1b]0;owned\\x07\\x1b[2Jname" in out  # shown as what it holds
 
 
-@pytest.mark.parametrize("mark", ["\u202e", "\u2067", "\u200b", "\xad", "\x9b", "\U000e0041", "\u115f", "\ufe00"])
+@pytest.mark.parametrize("mark", ["\u202e", "\u2067", "\u200b", "\xad", "\x9b", "\u2028", "\u2029", "\U000e0041",
+                                  "\u115f", "\ufe00"])
 def test_the_terminal_escapes_every_character_an_id_may_not_hold(mark):
     # one rule for both: what a reader refuses in an id, a command never prints raw
     from instir.benchmarks.readers import check_id

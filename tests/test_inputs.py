@@ -210,3 +210,12 @@ def test_the_line_of_a_key_is_where_the_parser_reads_it_never_a_comment_or_strin
     assert inputs.key_line(text, parse, ["card", 1, "colour"]) == (7 if parse is tomllib.loads else 5)
     assert inputs.key_line(text, parse, ["nothing"]) is None
     assert inputs.key_line("a: 1\n1: x\n", inputs.load_yaml, ["1"]) == 2  # a key YAML reads as a number
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' * 100_000, "{not json"],
+                         ids=["nested past the recursion limit", "nested objects", "broken"])
+def test_a_json_file_no_reader_can_take_reads_as_none_never_raised(tmp_path, text):
+    # a lock, a journal or a manifest of "[" * 100000 would raise RecursionError out of every reader of it
+    path = tmp_path / "lock.json"
+    path.write_text(text)
+    assert inputs.read_json(path) is None

@@ -125,6 +125,20 @@ def test_beyond_the_hash_budget_sizes_and_npy_headers_are_still_checked(tmp_path
         assert store.read("e", KEY, lambda e: True) is None
 
 
+
+def test_beyond_the_hash_budget_a_npy_header_whose_shape_disagrees_with_the_files_size_is_damage(tmp_path,
+                                                                                                   monkeypatch):
+    """A header rewritten to a smaller shape of the same length (the file's size unchanged, so its manifest's size
+    still matches) would serve the wrong rows or dimensions: the size the header gives is checked too."""
+    monkeypatch.setattr(verified_store, "FULL_HASH_BYTES", 0)
+    store = VerifiedStore(tmp_path, "test cache")
+    entry = store.put("e", KEY, write_two).path
+    data = (entry / "vectors.npy").read_bytes()
+    assert data.count(b"(4, 3)") == 1
+    (entry / "vectors.npy").write_bytes(data.replace(b"(4, 3)", b"(4, 2)"))
+    with pytest.warns(CacheWarning, match="vectors.npy has 176 bytes where its .npy header says 160"):
+        assert store.read("e", KEY, lambda e: np.load(e.path / "vectors.npy")) is None
+
 def test_a_loader_error_counts_as_damage(tmp_path):
     store = VerifiedStore(tmp_path, "test cache")
     store.put("e", KEY, write_two)
@@ -210,6 +224,25 @@ def test_crashed_writers_leftovers_go_at_the_next_write_live_remote_and_other_on
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["e", live.name, remote.name,
                                                                  *(u.name for u in users)])
 
+
+
+def test_a_temporary_of_a_live_writer_of_another_user_stays_at_the_next_write(tmp_path, monkeypatch):
+    """A writer of another user on a shared cache answers the liveness probe with EPERM: it runs, and its
+    temporary folder is left to it (deleted under it, its publish would fail)."""
+    here, build, pid = socket.gethostname(), "0" * 32, 999_999_937
+    theirs = tmp_path / f".other.{pid}@{here}.{build}.tmp"
+    theirs.mkdir()
+    (theirs / "vectors.npy").write_bytes(b"half")
+    kill = os.kill
+
+    def another_users(target, signal):
+        if target == pid:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return kill(target, signal)
+
+    monkeypatch.setattr(verified_store.os, "kill", another_users)
+    VerifiedStore(tmp_path, "test cache").put("e", KEY, write_two)
+    assert (theirs / "vectors.npy").read_bytes() == b"half"
 
 def test_a_failed_write_names_the_entrys_file_or_keeps_the_value_in_memory(tmp_path):
     store = VerifiedStore(tmp_path, "test cache")

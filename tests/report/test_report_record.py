@@ -79,6 +79,29 @@ def test_a_damaged_section_is_left_out_with_one_warning_naming_the_file(tmp_path
         read_record(folder)  # said once per version of the file
 
 
+
+@pytest.mark.parametrize("field", ["wall_s", "render_s"])
+def test_a_notebook_entry_holding_an_infinite_time_is_left_out_not_written_back(tmp_path, field):
+    """A time of Infinity (as Python's json reads and writes it) would reach the index as "inf s" and be written
+    back into report.json: the entry holding it is left out, the others kept."""
+    second = {"name": "02_b", "status": "ok", field: 1.5}
+    folder = _write(tmp_path / "r", json.dumps({**GOOD, "notebooks": [{"name": "01_a", field: float("inf")}, second]}))
+    with pytest.warns(RecordWarning, match=rf"{folder / 'report.json'}: left out .*notebooks\[0\]") as caught:
+        record = read_record(folder)
+    assert len(caught) == 1 and [nb["name"] for nb in record["notebooks"]] == ["02_b"]
+    update_record(folder, status="ok")
+    assert "Infinity" not in (folder / "report.json").read_text()
+
+
+def test_a_record_larger_than_the_bound_is_unreadable_not_read_whole(tmp_path, monkeypatch):
+    from instir.report import record as records
+
+    folder = _write(tmp_path / "r", GOOD)
+    monkeypatch.setattr(records, "MAX_RECORD_BYTES", 10)
+    with pytest.warns(RecordWarning, match=rf"{folder / 'report.json'}: unreadable \(larger than") as caught:
+        record = read_record(folder)
+    assert len(caught) == 1 and record == {} and record.problem.startswith("unreadable (larger than")
+
 @pytest.mark.parametrize(("name", "body", "left_out"), DAMAGED, ids=[d[0] for d in DAMAGED])
 def test_a_damaged_sibling_never_stops_the_index_or_a_stage(tmp_path, name, body, left_out):
     root = tmp_path / "reports"
