@@ -148,6 +148,14 @@ def test_jhu_candidate_not_in_the_corpus_names_its_line(jhu):
     assert (err.where, err.field) == (6, "pid")
 
 
+
+def test_jhu_candidate_id_holding_a_control_character_is_refused_as_an_id_at_its_line(jhu):
+    # pytrec_eval cuts an id at NUL: "d5\x00x" is refused for what it holds, as every id field is
+    _edit_jsonl(jhu / "top_ranked.jsonl", 6, lambda r: r.update(pid="d5\x00x"))
+    err = _error(jhu)
+    assert err.path.endswith("top_ranked.jsonl") and (err.where, err.field) == (6, "pid")
+    assert "U+0000" in str(err) and "not in the corpus" not in str(err)
+
 def test_mteb_candidate_not_in_the_corpus_names_its_line(tmp_path):
     folder = write_mteb(tmp_path / "mteb")
     _edit_jsonl(folder / "top_ranked" / "test.jsonl", 3, lambda r: r["corpus-ids"].append("ghost"))

@@ -262,3 +262,29 @@ def test_a_corpus_holding_two_unicode_forms_of_one_id_warns_naming_both_lines(tm
         f"{second!r} ({path}, line 3)")
     with pytest.warns(IdFormWarning):  # again from the cached index
         jsonl_corpus(path).ids()
+
+
+_READ_TEXT = """
+import sys
+from pathlib import Path
+from instir.benchmarks.readers import read_text
+from instir.benchmarks.types import FormatError
+try:
+    read_text(Path(sys.argv[1]))
+except FormatError as err:
+    print(err)
+"""
+
+
+@pytest.mark.processes
+def test_a_whole_file_reader_given_a_fifo_names_it_instead_of_waiting_for_ever(tmp_path):
+    # the readers of whole JSON files (IFIR's, a JSON array) read through read_text; run in a process of its own,
+    # so that a regression fails here rather than hanging the suite
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "queries.json"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-c", _READ_TEXT, str(fifo)], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0 and str(fifo) in done.stdout and "FIFO" in done.stdout, done.stderr

@@ -84,7 +84,7 @@ def test_unknown_baseline_is_refused(instructir_sample, tmp_path):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--baseline", "b"])
 
 
-@pytest.mark.parametrize("where", ["runs/runs.csv", "report.json", "metrics/mine.trec", "link"])
+@pytest.mark.parametrize("where", ["runs/runs.csv", "report.json", "metrics/mine.trec", "judge/mine.trec", "link"])
 def test_a_run_where_evaluate_writes_in_its_out_is_refused_before_anything_is_written(instructir_sample, tmp_path,
                                                                                     where):
     # on the commit before, --run OUT/runs/runs.csv --out OUT replaced the run with the runs table: its only copy lost
