@@ -117,3 +117,81 @@ def test_a_file_kept_around_a_rewrite_is_set_aside_where_no_hard_link_can_be_mad
             path.write_text("the kit's")
     (aside,) = tmp_path.glob("metrics.csv.set-aside-*")
     assert aside.read_text() == "the user's own" and path.read_text() == "the kit's"
+
+
+def _flushed_before_renamed(monkeypatch) -> list[tuple]:
+    """Record, in order, each ``os.fsync`` (by the path its descriptor names) and each ``os.replace``/``os.rename``
+    (source, target) the kit makes."""
+    events: list[tuple] = []
+    fsync, replace, rename = os.fsync, os.replace, os.rename
+
+    def flushing(fd):
+        events.append(("fsync", os.path.realpath(f"/proc/self/fd/{fd}")))
+        return fsync(fd)
+
+    def replacing(src, dst, *args, **kwargs):
+        events.append(("rename", os.path.realpath(src), os.path.realpath(dst)))
+        return replace(src, dst, *args, **kwargs)
+
+    def renaming(src, dst, *args, **kwargs):
+        events.append(("rename", os.path.realpath(src), os.path.realpath(dst)))
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "fsync", flushing)
+    monkeypatch.setattr(atomic.os, "replace", replacing)
+    monkeypatch.setattr(atomic.os, "rename", renaming)
+    return events
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+def test_an_atomic_write_flushes_its_temporary_before_renaming_it_into_place(tmp_path, monkeypatch):
+    """Not observable without a crash: a rename that reaches the disk before the data leaves an empty or torn file
+    under the name after a power cut, the old content gone."""
+    events = _flushed_before_renamed(monkeypatch)
+    atomic.write_text(tmp_path / "run.trec", "new")
+    (rename,) = [e for e in events if e[0] == "rename" and e[2] == str(tmp_path / "run.trec")]
+    assert ("fsync", rename[1]) in events[:events.index(rename)]
+
+
+def test_a_waiter_that_gets_the_lock_of_a_file_its_holder_removed_waits_for_the_one_at_the_path(tmp_path,
+                                                                                                 monkeypatch):
+    """The holder removes the lock file as it lets go. A waiter blocked on that file gets its lock then, while a
+    third caller may already hold the new file at the path: the waiter must wait for that one, or two hold the lock
+    at once (two processes judging into one cache, paying twice)."""
+    import threading
+    import types
+
+    path = tmp_path / "c.sqlite-lock"
+    inside, most, guard = [0], [0], threading.Lock()
+    b_waits, c_in = threading.Event(), threading.Event()
+
+    def hold(seconds: float, entered: threading.Event | None = None) -> None:
+        with atomic.exclusive(path, "test", "waiting"):
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            if entered is not None:
+                entered.set()
+            threading.Event().wait(seconds)
+            with guard:
+                inside[0] -= 1
+
+    real_unlink = os.unlink
+    third = threading.Thread(target=hold, args=(0.5, c_in))
+
+    def unlink_then_a_third_takes_the_path(target, *args, **kwargs):
+        real_unlink(target, *args, **kwargs)
+        if str(target) == str(path) and not third.is_alive() and not c_in.is_set():
+            third.start()  # between the holder's unlink and its letting go: a new file, held
+            assert c_in.wait(10)
+
+    monkeypatch.setattr(atomic, "warnings", types.SimpleNamespace(warn=lambda *a, **k: b_waits.set()))
+    waiter = threading.Thread(target=hold, args=(0,))
+    with atomic.exclusive(path, "test", "waiting"):
+        waiter.start()
+        assert b_waits.wait(10)  # the waiter has opened the file and waits for its lock
+        monkeypatch.setattr(atomic.os, "unlink", unlink_then_a_third_takes_the_path)
+    waiter.join(20)
+    third.join(20)
+    assert not waiter.is_alive() and not third.is_alive()
+    assert most[0] == 1

@@ -138,6 +138,29 @@ def test_a_live_writers_journal_is_left_to_it(tmp_path):
     assert (tmp_path / "a.csv").read_text() == "new a\n" and not (tmp_path / "b.csv").exists()
 
 
+
+def test_a_journal_its_writer_finished_while_a_reader_opened_it_is_not_applied_again(tmp_path, monkeypatch):
+    """A reader that opened a journal just before its writer finished and removed it would apply that stale plan:
+    its removals delete the files a later set wrote under those names."""
+    _old_set(tmp_path)
+    (tmp_path / ".a.csv.x.tmp").write_text("new a\n")
+    journal = tmp_path / f"{atomic.JOURNAL_PREFIX}x.json"
+    plan = {"replace": [[".a.csv.x.tmp", "a.csv"]], "remove": ["b.csv"]}
+    journal.write_text(json.dumps(plan))
+    real_open = os.open
+
+    def opened_as_the_writer_ends(path, *args, **kwargs):
+        fd = real_open(path, *args, **kwargs)
+        if str(path) == str(journal):
+            atomic._apply(tmp_path, plan)  # the writer's end: its renames, the journal removed
+            os.unlink(journal)
+            (tmp_path / "b.csv").write_text("a later set's b.csv\n")
+        return fd
+
+    monkeypatch.setattr(atomic.os, "open", opened_as_the_writer_ends)
+    assert atomic.settle(tmp_path) == 0
+    assert (tmp_path / "b.csv").read_text() == "a later set's b.csv\n" and (tmp_path / "a.csv").read_text() == "new a\n"
+
 def test_a_journal_naming_files_outside_its_folder_is_not_followed(tmp_path):
     (tmp_path / "victim").write_text("kept")
     inner = tmp_path / "set"
