@@ -305,3 +305,31 @@ def test_a_fifo_in_place_of_the_cache_or_its_log_is_refused_not_waited_on(tmp_pa
     done = subprocess.run([sys.executable, "-c", _OPEN, str(path)], capture_output=True, text=True, timeout=20)
     assert done.returncode == 0, done.stderr
     says(done.stdout, f"cannot open the judgment cache {path}", str(tmp_path / fifo), "is a FIFO")
+
+
+def test_a_log_holding_the_caches_id_and_another_is_set_aside_too(tmp_path):
+    """A log of a copy of the cache whose id was then changed holds first pages of both ids: it is not the cache's
+    own log (only its own id may appear), so it is set aside, never replayed."""
+    import shutil
+
+    path = tmp_path / "judgments.sqlite"
+    judged(path)
+    with closing(sqlite3.connect(path)) as db:
+        (own,) = db.execute("PRAGMA user_version").fetchone()
+    other = tmp_path / "other" / "judgments.sqlite"
+    other.parent.mkdir()
+    shutil.copy(path, other)
+    with closing(sqlite3.connect(other, isolation_level=None)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        db.execute(f"PRAGMA user_version = {own}")  # a first page with the cache's id
+        db.execute("DELETE FROM judgments WHERE raw = '2.0'")
+        db.execute("PRAGMA user_version = 99")  # and one with another id
+        db.execute("DELETE FROM judgments WHERE raw = '0.0'")
+        wal = other.with_name(other.name + "-wal").read_bytes()
+    path.with_name(path.name + "-wal").write_bytes(wal)
+    with warns_saying(UserWarning, "write-ahead log", "not its own", "set aside"):
+        judge, backend, got = judged(path)
+    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (own,)
