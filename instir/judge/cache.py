@@ -160,9 +160,10 @@ class JudgmentCache:
     def lookup(self, backend: str, model: str, keys: Sequence[Key]) -> dict[Key, Judgment]:
         """Stored judgments (successes and failures) for these keys, in batched queries. A row
         whose checksum does not match is left out (a miss: the next :meth:`store` of its key
-        replaces it), with one warning counting such rows."""
+        replaces it), with one warning counting such rows; a success that cannot be one comes back as a failure that
+        the next :meth:`store` replaces, with one warning counting those."""
         found: dict[Key, Judgment] = {}
-        mismatched = 0
+        mismatched = unreadable = 0
         by_version: dict[str, list[str]] = {}
         for version, digest in set(keys):
             by_version.setdefault(version, []).append(digest)
@@ -184,10 +185,15 @@ class JudgmentCache:
                             continue
                         judgment = found[(version, digest)] = _judgment(values)
                         if judgment.error is not None and values[_FIELDS.index("error")] is None:
+                            unreadable += 1
                             self._unreadable.add((backend, model, version, digest))
         if mismatched:
             warnings.warn(f"judgment cache {self.path}: {mismatched} stored judgment(s) do not match their checksum "
                           "(edited or damaged): judging them again", stacklevel=3)
+        if unreadable:
+            warnings.warn(f"judgment cache {self.path}: {unreadable} stored judgment(s) unreadable as one (a weighted "
+                          "score that is no finite number, a distribution that is none): judging them again",
+                          stacklevel=3)
         return found
 
     def store(self, backend: str, model: str, request: JudgeRequest, judgment: Judgment,
