@@ -232,15 +232,19 @@ def _kit_table(tmp_path) -> str:
         return db.execute("SELECT sql FROM sqlite_master").fetchone()[0]
 
 
-def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
+@pytest.mark.parametrize("own_id", [None, 7], ids=["a new cache", "a cache that has its id"])
+def test_opening_waits_for_another_process_writing_the_cache(tmp_path, own_id):
     """Switching a cache to WAL while another connection holds a write lock fails at once
     (SQLite calls no busy handler there; two processes opening a new cache together under
-    load met it): opening waits for the lock as a write does."""
+    load met it): opening waits for the lock as a write does. A file that already carries its id has no id
+    transaction to wait in on opening: in rollback mode it waits all the same, not "database is locked"."""
     import threading
 
     db = tmp_path / "c.sqlite"
     writer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     writer.execute(_kit_table(tmp_path))
+    if own_id is not None:
+        writer.execute(f"PRAGMA user_version = {own_id}")
     writer.execute("BEGIN IMMEDIATE")
     threading.Timer(0.3, writer.execute, ("COMMIT",)).start()
     start = time.monotonic()
@@ -248,31 +252,11 @@ def test_opening_waits_for_another_process_writing_a_new_cache(tmp_path):
     assert 0.25 <= time.monotonic() - start < 10
     with closing(sqlite3.connect(db)) as reader:
         assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        if own_id is not None:
+            assert reader.execute("PRAGMA user_version").fetchone() == (own_id,)  # its id, kept
     cache.close()
     writer.close()
 
-
-
-def test_opening_waits_for_another_process_writing_a_cache_that_has_its_id(tmp_path):
-    """As above for a store file that already carries its id (no id transaction to wait in on opening): in rollback
-    mode, opening it while another connection writes waits for the lock, it does not fail with "database is
-    locked"."""
-    import threading
-
-    db = tmp_path / "c.sqlite"
-    writer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    writer.execute(_kit_table(tmp_path))
-    writer.execute("PRAGMA user_version = 7")
-    writer.execute("BEGIN IMMEDIATE")
-    threading.Timer(0.3, writer.execute, ("COMMIT",)).start()
-    start = time.monotonic()
-    cache = JudgmentCache(db, busy_timeout_s=10)
-    assert 0.25 <= time.monotonic() - start < 10
-    with closing(sqlite3.connect(db)) as reader:
-        assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert reader.execute("PRAGMA user_version").fetchone() == (7,)  # its id, kept
-    cache.close()
-    writer.close()
 
 def test_a_cache_locked_for_longer_than_the_busy_timeout_is_named(tmp_path):
     db = tmp_path / "c.sqlite"

@@ -111,25 +111,13 @@ def test_the_score_cache_refuses_another_database_as_the_judgment_cache_does(tmp
     assert [p.name for p in tmp_path.iterdir()] == ["theirs.db"] and path.read_bytes() == before
 
 
-@pytest.mark.parametrize("weighted", ["1e300", "-1", "5.5"])
-def test_a_stored_score_outside_the_rubric_is_judged_again_even_with_a_matching_checksum(tmp_path, weighted):
-    path = tmp_path / "judgments.sqlite"
-    judged(path)
-    columns = ("backend, model, rubric_version, text_sha256, rubric, score, weighted, probs, weighting, raw, error, "
-               "latency_s, prompt_tokens, completion_tokens, cost, served_model, warning")
-    edit(path, f"UPDATE judgments SET weighted = {weighted} WHERE raw = '0.0'",
-         f"UPDATE judgments SET checksum = instir_row_checksum({columns})")
-    with warns_saying(UserWarning, "1 stored judgment", "range", "again"):
-        judge, backend, got = judged(path)
-    assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
-    assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
-
-
 @pytest.mark.parametrize("change, said", [
+    *((f"weighted = {w}", "1 stored judgment(s) outside their rubric's range") for w in ("1e300", "-1", "5.5")),
     ("score = 9", "1 stored judgment(s) outside their rubric's range"),  # above the 0-3 rubric's top step
     ("probs = '{\"0\": 1.5}'", "1 stored judgment(s) unreadable"),  # a probability above 1: read back as a failure
     ("probs = 'not json'", "1 stored judgment(s) unreadable"),  # no distribution at all: the same
-], ids=["a score outside the rubric", "a probability above one", "probabilities that are no JSON"])
+], ids=["weighted 1e300", "weighted -1", "weighted 5.5", "a score outside the rubric", "a probability above one",
+        "probabilities that are no JSON"])
 def test_a_stored_success_that_cannot_be_one_is_judged_once_again_and_replaced(tmp_path, change, said):
     """Even with its checksum recomputed to match, it is never served; it is judged again once, and the new
     judgment replaces it (a row kept as a success would be paid for again on every run, never replaced)."""
@@ -144,6 +132,7 @@ def test_a_stored_success_that_cannot_be_one_is_judged_once_again_and_replaced(t
         judge, backend, got = judged(path)
     assert len(backend.requests) == 1 and [j.weighted for j in got] == SCORES
     assert all(j.score is None or j.score <= 3 for j in got)
+    assert stored_rows(path)["weighted"].max() <= 3  # replaced by the new judgment
     assert any(said in str(w.message) for w in seen)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
