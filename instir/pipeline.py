@@ -532,6 +532,13 @@ def kernel_options(kernel: str | None) -> dict[str, object]:
     return {"kernel_name": kernel, "extra_arguments": quiet if any("ipykernel" in part for part in argv) else []}
 
 
+def _keeping_saved(out_dir: Path, paths: tuple[Path, ...]) -> contextlib.AbstractContextManager:
+    """Keep each of ``paths`` that exists (saved by something else while the notebook ran: the run removed them
+    before it) when the block replaces it."""
+    return atomic.keeping([p for p in paths if p.is_file()], f"{out_dir} had a notebook or page saved while the kit "
+                                                             "ran it")
+
+
 def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object], options: Mapping[str, object], *,
              cell_bar: bool = False) -> tuple[NotebookEntry, BaseException | None, OSError | None]:
     """Execute and render one notebook with ``parameters`` (those of the run its parameters cell
@@ -569,15 +576,14 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
         if isinstance(err, OSError) and atomic.device_error(err):  # papermill could not write the notebook
             unwritten = atomic.named(err, executed, partial)
     except BaseException:  # interrupted: keep the cells that ran when papermill left a whole notebook
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), _keeping_saved(result.out_dir, (executed,)):
             _publish_executed(partial, executed)
             note_made(result.out_dir, [executed])  # the kit's, for the next run
         partial.unlink(missing_ok=True)
         raise
     wall = time.perf_counter() - t0
     html_name, render = None, 0.0
-    saved = [p for p in (executed, html) if p.is_file()]  # by something else while the notebook ran
-    with atomic.keeping(saved, f"{result.out_dir} had a notebook or page saved while the kit ran it"):
+    with _keeping_saved(result.out_dir, (executed, html)):
         if unwritten is None and partial.is_file():
             try:
                 _publish_executed(partial, executed)

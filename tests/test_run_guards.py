@@ -417,3 +417,27 @@ def test_a_run_interrupted_says_so_in_its_record_and_index_not_running(tmp_path,
     record = read_record(out)
     assert record["status"] == "interrupted" and record["finished"]
     assert "interrupted" in (tmp_path / "reports" / "index.html").read_text()
+
+
+def test_a_notebook_saved_while_an_interrupted_run_ran_it_is_kept_when_the_kit_keeps_the_cells_that_ran(
+        tmp_path, monkeypatch):
+    """Interrupted, the run publishes the cells that ran as the executed notebook: it wrote over one saved there
+    meanwhile (a lab's save of the report's notebook) with no copy kept, where a run that ends keeps it."""
+    import papermill
+
+    source = tmp_path / "nbs" / "01_table.ipynb"
+    source.parent.mkdir()
+    source.write_text((NOTEBOOKS / "01_table.ipynb").read_text())
+    out = tmp_path / "reports" / "r"
+
+    def interrupted(notebook, partial, **kwargs):
+        Path(partial).write_text(Path(notebook).read_text())  # the cells that ran, as papermill leaves them
+        (out / "01_table.ipynb").write_text('{"saved": "meanwhile"}')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    with pytest.raises(KeyboardInterrupt), pytest.warns(UserWarning, match="saved while the kit ran it"):
+        run_reports([source], {}, out)
+    (kept,) = out.glob("01_table.ipynb.set-aside-*")
+    assert kept.read_text() == '{"saved": "meanwhile"}'
+    assert json.loads((out / "01_table.ipynb").read_text())["cells"]  # the cells that ran
