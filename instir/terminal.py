@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from instir.errors import UserError
-from instir.inputs import CONTROLS, INVISIBLE
+from instir.inputs import CONTROLS, INVISIBLE, char_class
 
 #: environment variable that shows tracebacks of expected failures when set (to anything but 0)
 DEBUG_VAR = "INSTIR_DEBUG"
@@ -27,9 +27,9 @@ MAX_MESSAGE_CHARS = 2000
 #: characters (ESC starts the sequences that move the cursor, retitle the window or fake a prompt), DEL, the line
 #: separators, and the invisible marks and bidirectional overrides that make a name read differently from its bytes.
 _UNSHOWN = CONTROLS + "\u2028\u2029" + INVISIBLE
-_CONTROLS = re.compile(f"[{re.escape(_UNSHOWN)}]")
+_CONTROLS = char_class(_UNSHOWN)
 #: :data:`_CONTROLS` less the newline and the tab, which lay out what a command prints.
-_INLINE_CONTROLS = re.compile(f"[{re.escape(_UNSHOWN.replace(chr(10), '').replace(chr(9), ''))}]")
+_INLINE_CONTROLS = char_class(_UNSHOWN.replace(chr(10), "").replace(chr(9), ""))
 
 
 def _escaped(match: re.Match) -> str:

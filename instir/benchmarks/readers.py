@@ -28,7 +28,7 @@ from typing import Any
 
 from instir.benchmarks.types import Doc, FormatError, Qrels, quoted
 from instir.errors import UsageError
-from instir.inputs import CONTROLS, INVISIBLE, file_problem
+from instir.inputs import CONTROLS, INVISIBLE, char_class, code_point_runs, file_problem
 
 #: Longest document read, in characters (title and text together): ten million, some 2,000 pages
 #: of text; IFIR's longest legal documents hold a few hundred thousand.
@@ -124,21 +124,12 @@ _ASCII_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-
 #: Characters that look like a space or like nothing, which trec_eval keeps inside an id while
 #: Python's ``split()`` / ``strip()`` (and so other tools) treat them as separators.
 ODD_SPACES = "\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200C))) + "\u2028\u2029\u202f\u205f\u2060\u3000\ufeff"
-
-
-def _runs(codes: list[int]) -> Iterator[tuple[int, int]]:
-    """(first, last) of each run of consecutive numbers in ``codes`` (sorted)."""
-    for _, run in itertools.groupby(enumerate(codes), lambda pair: pair[1] - pair[0]):
-        run = [code for _, code in run]
-        yield run[0], run[-1]
-
-
 #: Every character an id may not hold (:func:`check_id`: these and the space), as a regular expression class;
 #: :data:`REFUSED_IN_IDS_RE2` is the same class for pyarrow's RE2.
 _REFUSED = "".join(dict.fromkeys(" " + CONTROLS + ODD_SPACES + INVISIBLE))
-_REFUSED_IN_IDS = re.compile(f"[{re.escape(_REFUSED)}]")
-REFUSED_IN_IDS_RE2 = "[" + "".join(f"\\x{{{first:x}}}-\\x{{{last:x}}}"
-                                  for first, last in _runs(sorted(map(ord, _REFUSED)))) + "]"
+_REFUSED_IN_IDS = char_class(_REFUSED)
+REFUSED_IN_IDS_RE2 = "[" + "".join(f"\\x{{{first:x}}}-\\x{{{last:x}}}" for first, last in code_point_runs(_REFUSED)) \
+    + "]"
 #: The record fields that hold a query or a document id (BEIR, MTEB, IFIR and FollowIR layouts): every reader
 #: reads them through :func:`field_str`, which checks them with :func:`check_id`.
 ID_FIELDS = frozenset({"_id", "query-id", "corpus-id", "qid", "pid"})
