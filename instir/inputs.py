@@ -58,7 +58,7 @@ def code_point_runs(chars: str) -> list[tuple[int, int]]:
 
 def char_class(chars: str) -> re.Pattern:
     """A pattern matching any one of ``chars``, written as ranges: a class of thousands of single characters (the
-    default-ignorable code points) made every search 300 times slower (73 µs an id against 0.2 µs)."""
+    default-ignorable code points) made every search about 250 times slower (58 µs an id against 0.23 µs)."""
     return re.compile("[" + "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}"
                                     for first, last in code_point_runs(chars)) + "]")
 

@@ -159,8 +159,8 @@ class FolderLock:
 
 def _taken(fd: int, tries: int = 1) -> bool:
     """Whether ``fd``'s exclusive lock was taken within ``tries`` tries, :data:`BUSY_WAIT_S` apart: a reader asking
-    :func:`holder_of` holds it for an instant, and a writer meeting one is not refused for it (one attempt in ten
-    was, beside an index being rewritten)."""
+    :func:`holder_of` holds it for an instant, and a writer meeting one is not refused for it (4 to 10 % of attempts
+    were, beside a process asking in a loop)."""
     for n in range(tries):
         if n:
             time.sleep(BUSY_WAIT_S)
