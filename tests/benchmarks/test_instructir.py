@@ -191,6 +191,7 @@ def test_github_files_with_hf_queries_beside_load_the_same(tmp_path):
     ("1078446_6.1", "1078446"),
     ("1078446", "1078446"),
     ("5001_10", "5001"),
+    ("dev_1078446_6.1", "dev_1078446"),  # the part before the last "_" (docs/formats.md)
 ])
 def test_group_is_the_original_query_id(query_id, group):
     assert group_of(query_id) == group
@@ -206,3 +207,27 @@ def test_a_corpus_in_two_forms_is_refused_naming_both(tmp_path):
         load_instructir(root)
     assert info.value.path == str(next((root / "corpus").glob("*.parquet")))
     assert "corpus.jsonl and corpus/test-00000-of-00001.parquet are two forms of one file here" in str(info.value)
+
+
+def test_the_text_is_split_on_its_first_sep(tmp_path):
+    # docs/formats.md (InstructIR): "Split the text on the first [SEP] and strip both sides to get
+    # (instruction, query)"; a second [SEP] stays in the query, which origin_query then confirms
+    root = tmp_path / "hf"
+    shutil.copytree(HF, root)
+    path = root / "queries.jsonl"
+    lines = path.read_text().splitlines()
+    lines[7] = json.dumps({"_id": "1088800_2", "text": "An investor. [SEP] washington [SEP] county",
+                           "metadata": {"origin_query": "washington [SEP] county"}})
+    path.write_text("\n".join(lines) + "\n")
+    query = load_instructir(root).queries["1088800_2"]
+    assert (query.instruction, query.query) == ("An investor.", "washington [SEP] county")
+
+
+def test_mteb_instructions_are_stripped_as_the_other_layouts_strip_theirs(tmp_path):
+    root = tmp_path / "mteb"
+    shutil.copytree(MTEB, root)
+    path = next((root / "instruction").glob("*.parquet"))
+    rows = pq.read_table(path).to_pylist()
+    rows = [{**row, "instruction": f"  {row['instruction']}\n"} for row in rows]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert same_content(load_instructir(root), load_instructir(GITHUB))

@@ -215,3 +215,19 @@ def test_unknown_setting_is_a_value_error():
 
 def test_missing_root_is_rejected(tmp_path):
     assert "not a directory" in load_error(tmp_path / "absent", tmp_path / "absent", None, None)
+
+
+def test_empty_query_part_is_rejected(tmp_path):
+    root = copy("hf", tmp_path)
+    edit_json(root / "queries.jsonl", 8, lambda rec: (rec.update(text=rec["text"].split("[SEP]")[0] + "[SEP] "),
+                                                      rec.pop("metadata")))
+    assert "empty query" in load_error(root, root / "queries.jsonl", 8, "text")
+
+
+def test_hf_queries_beside_github_files_missing_an_instance_are_rejected(tmp_path):
+    root = copy("github", tmp_path)
+    lines = (FIXTURES / "instructir-hf" / "queries.jsonl").read_text().splitlines()
+    (root / "queries.jsonl").write_text("\n".join(lines[:5] + lines[6:]) + "\n")
+    message = load_error(root, root / "queries.jsonl", None, "_id")
+    assert "1 instances of only_instruction_queries.jsonl are missing" in message
+    assert json.loads(lines[5])["_id"] in message
