@@ -150,7 +150,7 @@ def test_beir_instance_text_without_the_bare_query_is_taken_as_the_instruction(t
 
 
 @pytest.mark.parametrize("qid,group,level", [("q7_v2", "q7", 2), ("7v3", "7", 3), ("v1-q7", "q7", 1),
-                                             ("dev1_v2", "dev1", 2)])
+                                             ("dev1_v2", "dev1", 2), ("q-v1_v2", "q-v1", 2)])
 def test_mteb_level_token_is_found_anywhere_in_the_query_id(tmp_path, qid, group, level):
     root = _copy(tmp_path, "ifir-mteb")
     folder = root / "fiqa"
@@ -177,3 +177,27 @@ def test_a_document_repeated_in_rel_or_corpus_is_one_judgment(tmp_path):
     data[0]["instructions"][0]["rel"] = [0, 2, 2, 3]
     path.write_text(json.dumps(data))
     assert load_ifir(root, "fire").qrels == FIRE_QRELS
+
+
+def test_a_beir_query_id_holding_an_underscore_keeps_it_in_the_group(tmp_path):
+    # the level is what follows the last "_" of "<query id>_<level>" (the authors' BEIR files append it)
+    root = _copy(tmp_path, "ifir-beir")
+    for name in ("fiqa-query.jsonl", "fiqa-qrel.tsv"):
+        path = root / "fiqa" / name
+        path.write_text(path.read_text().replace("4102_", "dev_4102_"))
+    bench = load_ifir(root, "fiqa")
+    assert list(bench.queries) == ["dev_4102_1", "dev_4102_2", "dev_4102_3", "877_1", "877_2", "877_3"]
+    assert (bench.queries["dev_4102_2"].group, bench.queries["dev_4102_2"].level) == ("dev_4102", 2)
+    assert bench.qrels["dev_4102_2"] == {"7420": 1, "15031": 1}
+
+
+def test_beir_qrels_grades_are_kept_as_written_a_zero_among_them(tmp_path):
+    # each judgment keeps the grade its file gives: a 2 stays 2, a judged 0 stays a judged non-relevant document
+    # (neither promoted to relevant nor dropped), as in every other reader of the kit (readers.read_qrels)
+    root = _copy(tmp_path, "ifir-beir")
+    path = root / "fiqa" / "fiqa-qrel.tsv"
+    text = path.read_text().replace("4102_1\t7420\t1", "4102_1\t7420\t2")
+    path.write_text(text.replace("877_1\t311\t1", "877_1\t311\t0"))
+    bench = load_ifir(root, "fiqa")
+    assert bench.qrels["4102_1"] == {"311": 1, "7420": 2, "15031": 1}
+    assert bench.qrels["877_1"] == {"2090": 1, "311": 0}

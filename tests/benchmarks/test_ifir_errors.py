@@ -266,3 +266,17 @@ def test_an_mteb_query_id_that_is_only_a_level_token_is_refused(tmp_path):
     _append_line(root / "fiqa" / "instructions.jsonl", {"query-id": "v1", "instruction": "Any."})
     err = _error(root, "fiqa")
     assert (err.where, err.field) == (7, "_id") and "'v1' is only a level token" in str(err)
+
+
+def test_a_test_data_json_that_is_no_regular_file_is_named_not_taken_for_a_missing_layout(tmp_path):
+    root = _copy(tmp_path, "ifir-songtingyu")
+    (root / "fire" / "test_data.json").unlink()
+    (root / "fire" / "test_data.json").mkdir()
+    err = _error(root, "fire")
+    assert err.path.endswith("test_data.json") and "no IFIR files found" not in str(err)
+
+
+def test_query_text_of_only_whitespace_is_refused_as_empty(tmp_path):
+    root = _edit_test_data(tmp_path, "fiqa", lambda d: d[1].update(text=" \n\t "))
+    err = _error(root, "fiqa")
+    assert (err.where, err.field) == ("array index 1", "text") and "empty" in str(err)

@@ -63,3 +63,16 @@ def test_other_spellings_of_the_level_token_read_back_and_strangers_do_not():
 def test_only_the_instructed_setting_is_an_mteb_task():
     with raises_saying(UsageError, "InstructIR", "instructed"):
         mteb_ids(load_benchmark("instructir-sample", "query-only"))
+
+
+def test_two_queries_given_one_mteb_id_are_refused_naming_it():
+    # single-level ids are the bare query id, ".<n>" for a repeated level: F12's second instance and the query
+    # F12.2 would both be "F12.2" in MTEB
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+
+    queries = {qid: Query(qid, "q", "i", group=group, level=0, subset="fire")
+               for qid, group in (("F12_0", "F12"), ("F12_0.2", "F12"), ("F12.2_0", "F12.2"))}
+    bench = Benchmark(name="ifir/fire", layout="songtingyu", revision="local", setting="instructed",
+                      corpus=Corpus.from_docs([Doc("d", "t")]), queries=queries, qrels={})
+    with raises_saying(UsageError, "two queries would have the MTEB id 'F12.2'"):
+        mteb_ids(bench)
