@@ -424,3 +424,44 @@ def test_a_qrel_diff_naming_a_topic_or_document_the_data_lacks_is_refused_at_its
     _jsonl(path, [row for row in lines if row["query-id"] != entry["query-id"]] + [entry])
     err = _error(folder)
     assert (err.path, err.field) == (str(path), field) and message in str(err)
+
+
+def test_jhu_judgment_of_a_document_not_in_the_corpus_names_its_qrels_line(jhu):
+    with (jhu / "qrels_changed" / "test.jsonl").open("a") as fh:
+        fh.write(json.dumps({"query-id": "301", "corpus-id": "ghost", "score": 1}) + "\n")  # line 5
+    err = _error(jhu)
+    assert err.path.endswith(os.path.join("qrels_changed", "test.jsonl")) and (err.where, err.field) == (5, "corpus-id")
+    assert "unknown document id 'ghost'" in str(err)
+
+
+def test_jhu_candidate_listed_twice_for_a_topic_names_the_second_line(jhu):
+    with (jhu / "top_ranked.jsonl").open("a") as fh:
+        fh.write(json.dumps({"qid": "301", "pid": "d2"}) + "\n")  # line 8; 301's second candidate again
+    err = _error(jhu)
+    assert err.path.endswith("top_ranked.jsonl") and (err.where, err.field) == (8, "pid")
+    assert "lists candidate 'd2' twice" in str(err)
+
+
+def test_jhu_topic_without_candidates_in_top_ranked_is_refused(jhu):
+    path = jhu / "top_ranked.jsonl"
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if '"302"' not in line))
+    err = _error(jhu)
+    assert err.path.endswith("top_ranked.jsonl") and "no candidate list for query '302-og'" in str(err)
+
+
+def test_mteb_configs_as_single_files_beside_each_other_load_as_the_mteb_layout(tmp_path):
+    # _config_patterns: a config is <name>/**/*.jsonl or one <name>.jsonl; a flat queries.jsonl without qrels_og/
+    # is MTEB's copy, not the jhu-clsp release
+    folder = write_mteb(tmp_path / "mteb")
+    for name in ("corpus", "queries", "instruction", "qrels", "top_ranked"):
+        (folder / name / "test.jsonl").rename(folder / f"{name}.jsonl")
+        (folder / name).rmdir()
+    bench = _load(folder)
+    assert bench.layout == "mteb" and bench.meta["changed"] == CHANGED
+
+
+def test_a_document_judged_zero_before_and_relevant_after_is_a_changed_document(jhu):
+    # mteb 1.x create_qrel_diff keeps every og-judged document whose grade differs under the changed instruction,
+    # in either direction: 301's d3 goes from 0 to 1
+    _edit_jsonl(jhu / "qrels_changed" / "test.jsonl", 3, lambda r: r.update(score=1.0))
+    assert _load(jhu).meta["changed"] == {"301": ["d2", "d3"], "302": ["d4", "d5"]}
