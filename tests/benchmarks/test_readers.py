@@ -288,3 +288,40 @@ def test_a_whole_file_reader_given_a_fifo_names_it_instead_of_waiting_for_ever(t
     os.mkfifo(fifo)
     done = subprocess.run([sys.executable, "-c", _READ_TEXT, str(fifo)], capture_output=True, text=True, timeout=20)
     assert done.returncode == 0 and str(fifo) in done.stdout and "FIFO" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("kind", ["tsv", "trec", "jsonl", "parquet"])
+def test_a_pair_judged_twice_in_one_qrels_file_is_refused_at_the_second_line(tmp_path, kind):
+    path = qrels_file(tmp_path, kind, [1, 2])
+    if kind == "parquet":
+        pq.write_table(pa.table({"query-id": ["q0", "q1", "q0"], "corpus-id": ["d0", "d1", "d0"], "score": [1, 2, 0]}),
+                       path)
+    else:
+        first = path.read_text().splitlines()[1 if kind == "tsv" else 0]
+        with path.open("a") as fh:
+            fh.write(first.replace("\t1", "\t0").replace(" 1", " 0") + "\n")  # q0, d0 again, another grade
+    first, line = (2, 4) if kind == "tsv" else (1, 3)
+    with raises_saying(FormatError, f"line {line}", "duplicate judgment for ('q0', 'd0')", f"first on line {first}"):
+        read_qrels(path)
+
+
+def test_a_header_row_is_skipped_on_the_first_line_only(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\nquery-id\tcorpus-id\tscore\n")
+    with raises_saying(FormatError, "line 3", "field 'score'", "'score'"):
+        read_qrels(path)
+
+
+def test_a_document_whose_title_and_text_together_pass_the_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "1000")
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"_id": "d0", "title": "t" * 600, "text": "x" * 500}) + "\n")
+    with raises_saying(FormatError, "line 1", "field 'title'", "holds 1,100 characters"):
+        list(jsonl_corpus(path))
+
+
+def test_an_id_given_as_true_or_false_is_refused_not_read_as_text(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"_id": True, "text": "a document"}) + "\n")
+    with raises_saying(FormatError, "line 1", "field '_id'", "expected a string, got bool"):
+        list(jsonl_corpus(path))
