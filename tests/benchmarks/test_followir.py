@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from instir.benchmarks import FormatError, Query, catalog, load_benchmark
+from instir.errors import UsageError
 from instir.retrieval import make_retriever, retrieve
 
 TOPICS = {  # topic: (query, original narrative, changed narrative)
@@ -465,3 +466,11 @@ def test_a_document_judged_zero_before_and_relevant_after_is_a_changed_document(
     # in either direction: 301's d3 goes from 0 to 1
     _edit_jsonl(jhu / "qrels_changed" / "test.jsonl", 3, lambda r: r.update(score=1.0))
     assert _load(jhu).meta["changed"] == {"301": ["d2", "d3"], "302": ["d4", "d5"]}
+
+
+def test_an_id_that_is_only_a_form_suffix_names_no_query():
+    forms = catalog.family("followir").forms
+    assert forms.split("301-og") == ("301", "og") and forms.split("a-changed") == ("a", "changed")
+    for qid in ("-og", "-changed", "301"):
+        with pytest.raises(UsageError):
+            forms.split(qid)
