@@ -121,6 +121,8 @@ def _read_mteb(folder: Path, doc_ids: frozenset[str]) -> tuple:
             check_unique(where, qid, qpath, n, "_id")
             if not qid.endswith((OG, CHANGED)):
                 raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} ends neither in {OG} nor in {CHANGED}")
+            if qid in (OG, CHANGED):  # no topic before the form: FORMS.split would refuse it later, naming no line
+                raise FormatError(qpath, n, "_id", f"query id {quoted(qid)} names no topic before its {qid}")
             texts[qid] = field_str(rec, "text", qpath, n)
     if not texts:
         raise FormatError(qpaths[0], None, None, "no queries found")

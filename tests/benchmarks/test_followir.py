@@ -468,6 +468,19 @@ def test_a_document_judged_zero_before_and_relevant_after_is_a_changed_document(
     assert _load(jhu).meta["changed"] == {"301": ["d2", "d3"], "302": ["d4", "d5"]}
 
 
+@pytest.mark.parametrize("qid", ["-og", "-changed"])
+def test_mteb_query_id_that_is_only_a_form_suffix_is_refused_at_its_line(tmp_path, qid):
+    # before, "-og" passed the suffix check and Forms.split raised a UsageError naming no file, line or field
+    folder = write_mteb(tmp_path / "mteb")
+    for name in ("queries", "instruction", "qrels", "top_ranked"):
+        path = folder / name / "test.jsonl"
+        path.write_text(path.read_text().replace(f'"301{qid}"', f'"{qid}"'))
+    err = _error(folder)
+    assert err.path.endswith(os.path.join("queries", "test.jsonl")) and (err.where, err.field) == (
+        1 if qid == "-og" else 2, "_id")
+    assert f"query id '{qid}' names no topic" in str(err)
+
+
 def test_an_id_that_is_only_a_form_suffix_names_no_query():
     forms = catalog.family("followir").forms
     assert forms.split("301-og") == ("301", "og") and forms.split("a-changed") == ("a", "changed")
