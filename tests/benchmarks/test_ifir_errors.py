@@ -280,3 +280,10 @@ def test_query_text_of_only_whitespace_is_refused_as_empty(tmp_path):
     root = _edit_test_data(tmp_path, "fiqa", lambda d: d[1].update(text=" \n\t "))
     err = _error(root, "fiqa")
     assert (err.where, err.field) == ("array index 1", "text") and "empty" in str(err)
+
+
+def test_a_test_data_json_that_is_an_object_not_an_array_is_refused(tmp_path):
+    root = _copy(tmp_path, "ifir-songtingyu")
+    (root / "fiqa" / "test_data.json").write_text("{}\n")
+    err = _error(root, "fiqa")
+    assert err.path.endswith("test_data.json") and "expected a JSON array at top level, got dict" in str(err)

@@ -231,3 +231,12 @@ def test_mteb_instructions_are_stripped_as_the_other_layouts_strip_theirs(tmp_pa
     rows = [{**row, "instruction": f"  {row['instruction']}\n"} for row in rows]
     pq.write_table(pa.Table.from_pylist(rows), path)
     assert same_content(load_instructir(root), load_instructir(GITHUB))
+
+
+def test_a_github_copy_holding_only_the_query_only_files_loads_that_setting(tmp_path):
+    # only_queries.jsonl is a marker of the GitHub release as much as only_instruction_queries.jsonl is
+    root = tmp_path / "github"
+    shutil.copytree(GITHUB, root)
+    (root / "only_instruction_queries.jsonl").unlink()
+    bench = load_instructir(root, "query-only")
+    assert bench.layout == "github" and len(bench.queries) == 3

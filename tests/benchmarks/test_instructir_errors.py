@@ -231,3 +231,10 @@ def test_hf_queries_beside_github_files_missing_an_instance_are_rejected(tmp_pat
     message = load_error(root, root / "queries.jsonl", None, "_id")
     assert "1 instances of only_instruction_queries.jsonl are missing" in message
     assert json.loads(lines[5])["_id"] in message
+
+
+def test_an_empty_query_file_is_refused_naming_it(tmp_path):
+    root = copy("github", tmp_path)
+    (root / "only_queries.jsonl").write_text("")
+    assert "no queries found" in load_error(root, root / "only_queries.jsonl", None, None, "query-only")
+

@@ -76,3 +76,16 @@ def test_two_queries_given_one_mteb_id_are_refused_naming_it():
                       corpus=Corpus.from_docs([Doc("d", "t")]), queries=queries, qrels={})
     with raises_saying(UsageError, "two queries would have the MTEB id 'F12.2'"):
         mteb_ids(bench)
+
+
+def test_a_benchmark_read_from_mtebs_files_keeps_their_own_spelling_of_each_id(tmp_path):
+    import shutil
+
+    root = tmp_path / "ifir-mteb"
+    shutil.copytree(FIXTURES / "ifir-mteb", root)
+    for name in ("queries.jsonl", "instructions.jsonl", "qrels/test.jsonl"):
+        path = root / "fiqa" / name
+        path.write_text(path.read_text().replace('"4102_v1"', '"v1-4102"'))
+    ids = mteb_ids(load_ifir(root, "fiqa"))
+    assert ids.mteb_id("4102_1") == "v1-4102" and ids.mteb_id("4102_2") == "4102_v2"
+    assert ids.kit_id("v1-4102") == "4102_1"

@@ -325,3 +325,16 @@ def test_an_id_given_as_true_or_false_is_refused_not_read_as_text(tmp_path):
     path.write_text(json.dumps({"_id": True, "text": "a document"}) + "\n")
     with raises_saying(FormatError, "line 1", "field '_id'", "expected a string, got bool"):
         list(jsonl_corpus(path))
+
+
+def test_a_qrels_file_holding_only_its_header_is_refused_as_holding_no_judgments(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\n")
+    with raises_saying(FormatError, str(path), "no judgments found"):
+        read_qrels(path)
+
+
+def test_lines_of_only_spaces_or_tabs_in_a_qrels_file_are_skipped_as_blank(tmp_path):
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\n   \n\t\t\nq1\td1\t2\n")
+    assert read_qrels(path) == ({"q0": {"d0": 1}, "q1": {"d1": 2}}, {("q0", "d0"): 2, ("q1", "d1"): 5})
