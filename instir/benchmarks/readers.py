@@ -415,8 +415,9 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
 
     if path.suffix in (".jsonl", ".parquet"):
         for n, rec in read_records(path):
-            add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec.get("score", 1), n,
-                "score")
+            if rec.get("score") is None:  # no grade is no judgment: never read as relevant
+                raise FormatError(path, n, "score", "missing (expected an integer grade)")
+            add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec["score"], n, "score")
     else:
         rows = csv.reader((line for _, line in text_lines(path)), delimiter="\t")
         for row in rows:

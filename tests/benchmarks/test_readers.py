@@ -338,3 +338,12 @@ def test_lines_of_only_spaces_or_tabs_in_a_qrels_file_are_skipped_as_blank(tmp_p
     path = tmp_path / "test.tsv"
     path.write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\n   \n\t\t\nq1\td1\t2\n")
     assert read_qrels(path) == ({"q0": {"d0": 1}, "q1": {"d1": 2}}, {("q0", "d0"): 2, ("q1", "d1"): 5})
+
+
+@pytest.mark.parametrize("score", ["absent", None])
+def test_a_json_lines_judgment_without_a_grade_is_refused_naming_its_line_not_read_as_relevant(tmp_path, score):
+    path = tmp_path / "test.jsonl"
+    second = {"query-id": "q1", "corpus-id": "d1"} | ({} if score == "absent" else {"score": score})
+    path.write_text(json.dumps({"query-id": "q0", "corpus-id": "d0", "score": 1}) + "\n" + json.dumps(second) + "\n")
+    with raises_saying(FormatError, str(path), "line 2", "field 'score'", "missing"):
+        read_qrels(path)
