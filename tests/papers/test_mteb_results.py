@@ -285,3 +285,19 @@ def test_a_number_of_mtebs_store_in_another_variant_is_said_to_be_mtebs_not_a_pa
     verified = {"followir/core17": None}
     compared = compare_to_papers(ours, store, runs=runs, data=verified, mteb_data=verified, protocol="mteb")
     assert list(compared["verdict"]) == ["not comparable (MTEB's p-MRR is insertion-ties, not standard)"]
+
+
+def test_mteb_2_19_5_is_the_first_version_whose_p_mrr_is_the_kits_standard_one():
+    # PR #5241 shipped in mteb 2.19.5: a p-MRR stored by that version is judged by the kit's current-rule p-MRR
+    system = "castorini/monot5-3b-msmarco-10k"
+    stored = load_reported("mteb")
+    stored = stored[(stored["model_key"] == system) & (stored["measure"] == "p-MRR")]
+    ours = pd.DataFrame({"benchmark": "followir/core17", "system": system, "level": "all",
+                         "measure": ["p-MRR", "p-MRR[insertion-ties]"], "value": [0.0183, 0.05]})
+    runs = pd.DataFrame({"benchmark": ["followir/core17"], "system": [system], "k": [1000]})
+    for version, measure in (("2.19.4", "p-MRR[insertion-ties]"), ("2.19.5", "p-MRR")):
+        theirs = stored.assign(source=stored["source"].str.replace("mteb 1.7.32", f"mteb {version}", regex=False))
+        (row,) = compare_to_papers(ours, theirs, runs=runs, data={"followir/core17": None},
+                                   protocol="mteb").to_dict("records")
+        assert row["measure_reproduced"] == measure, version
+

@@ -542,3 +542,138 @@ def test_a_run_formatted_otherwise_than_the_papers_card_earns_no_verdict(templat
                           "windowing": "none", "engine": "n/a", "template": template}])
     compared = compare_to_papers(ours, reported, runs=runs, data=VERIFIED)
     assert list(compared["verdict"]) == [verdict] and list(compared["template"]) == [template]
+
+
+# ---- the mutation review's tests (each verdict rule at its edge)
+
+FIQA_NATIVE = ("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]")
+
+
+@pytest.mark.parametrize(("value", "verdict"), [(0.275, "within tolerance"), (0.2751, "outside tolerance")])
+def test_a_delta_exactly_at_the_tolerance_is_within_and_one_past_it_outside(reported, value, verdict):
+    # Table 3 prints BM25's FiQA nDCG@20 as 0.25: tolerance 0.02 + the rounding 0.005 = 0.025, so 0.275 is on the
+    # edge (|delta| <= tolerance, whatever the float arithmetic's last bit) and 0.2751 past it
+    (row,) = grounded(table([(*FIQA_NATIVE, value)]), reported[reported["table"] == "Table 3"]).to_dict("records")
+    assert row["verdict"] == verdict
+
+
+def test_a_tolerance_prefix_matches_the_start_of_a_measure_name_only(reported):
+    # "DCG" is no prefix of nDCG@20: the row takes the default (0 + the rounding 0.005), not DCG's 0.5
+    (row,) = grounded(table([(*FIQA_NATIVE, 0.262)]), reported[reported["table"] == "Table 3"],
+                      tolerance={"default": 0.0, "DCG": 0.5}).to_dict("records")
+    assert row["tolerance"] == pytest.approx(0.005) and row["verdict"] == "outside tolerance"
+
+
+def test_rows_flagged_is_sample_are_samples_whatever_their_benchmark_is_named(reported):
+    ours = table([(*FIQA_NATIVE, 0.25)]).assign(is_sample=True)
+    assert says(not_comparable_reason(ours), "SAMPLE", "ifir/fiqa")
+    with pytest.raises(NotComparableError):
+        grounded(ours, reported[reported["table"] == "Table 3"])
+    (row,) = grounded(ours, reported[reported["table"] == "Table 3"], sample_ok=True).to_dict("records")
+    assert row["verdict"] == "not comparable (SAMPLE)" and pd.isna(row["within_tolerance"])
+
+
+def test_a_table_without_benchmark_names_is_refused_even_with_sample_ok(reported):
+    ours = table([(*FIQA_NATIVE, 0.25)]).drop(columns="benchmark")
+    with pytest.raises(NotComparableError, match="no 'benchmark' column"):
+        compare_to_papers(ours, reported, sample_ok=True)
+
+
+def test_a_hybrid_row_run_by_another_bm25_engine_than_the_papers_earns_no_verdict(reported):
+    hybrid = reported[reported["table"] == "Table 8 (hybrid retrieval with BM25)"]
+    ours = table([("my-hybrid", "ifir/fiqa", "instructed", "fiqa", "all", "nDCG@20[ifir-native]", 0.59)])
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["my-hybrid"], "windowing": ["ifir"], "k": [100]})
+    mapped = {"my-hybrid": "hybrid:gritlm/gritlm-7b+bm25"}
+    for engine, verdict in (("elasticsearch", "within tolerance"), ("bm25s", "not comparable")):
+        (said,) = compare_to_papers(ours, hybrid, model_map=mapped, runs=runs.assign(engine=engine),
+                                    data=VERIFIED)["verdict"]
+        assert said.startswith(verdict), said
+    assert says(said, "bm25s", "elasticsearch")
+
+
+@pytest.mark.parametrize(("backend", "model"), [("hf", "gpt-4o-mini"), ("openai-compatible", "gpt-4o-mini2 [ifir]")])
+def test_an_instfol_needs_the_papers_judge_model_through_the_papers_backend(reported, backend, model):
+    # gpt-4o-mini's name on another backend (a local model so named, without its log-probabilities) is not the
+    # paper's judge; nor is a model whose name merely begins with it (a dated one is: gpt-4o-mini-2024-07-18)
+    table3 = reported[reported["table"] == "Table 3"]
+    instfol = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)])
+    (verdict,) = grounded(instfol.assign(judge_backend=backend, judge_model=model), table3)["verdict"]
+    assert says(verdict, "not comparable", "judged by", "gpt-4o-mini")
+
+
+@pytest.mark.parametrize(("k", "verdict"), [(19, "not comparable"), (20, "within tolerance")])
+def test_a_run_one_document_short_of_the_cutoff_earns_no_verdict(reported, k, verdict):
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
+                         "engine": ["elasticsearch"], "k": [k]})
+    (said,) = compare_to_papers(table([(*FIQA_NATIVE, 0.25)]), reported[reported["table"] == "Table 3"], runs=runs,
+                                data=VERIFIED)["verdict"]
+    assert said.startswith(verdict), said
+
+
+def test_a_run_depth_that_is_no_whole_number_is_unknown(reported):
+    runs = pd.DataFrame({"benchmark": ["ifir/fiqa"], "system": ["bm25"], "windowing": ["n/a"],
+                         "engine": ["elasticsearch"], "k": ["100.5"]})
+    (verdict,) = compare_to_papers(table([(*FIQA_NATIVE, 0.25)]), reported[reported["table"] == "Table 3"],
+                                   runs=runs, data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "depth of its run is unknown")
+
+
+def test_a_followir_score_over_several_cutoffs_needs_a_run_as_deep_as_the_deepest(reported):
+    # Score is the mean of MAP@1000, nDCG@5 and MAP@1000 over the three subsets: runs cut at 100 rank too few
+    # documents for MAP@1000, though enough for nDCG@5
+    followir = load_reported("followir")
+    row = followir[followir["measure"].str.startswith("Score")].iloc[0]
+    subsets = list(catalog.family("followir").subsets)
+    ours = pd.DataFrame([{"system": row["model_key"], "benchmark": f"followir/{s}" if s else "followir",
+                          "setting": "instructed", "subset": s or "average", "level": "all", "measure": row["measure"],
+                          "value": row["value"] / row["scale"]} for s in [*subsets, ""]])
+    runs = pd.DataFrame({"benchmark": [f"followir/{s}" for s in subsets], "system": row["model_key"],
+                         "windowing": "n/a", "engine": "n/a", "k": 100})
+    (verdict,) = compare_to_papers(ours, followir[followir.index == row.name], runs=runs, data=VERIFIED)["verdict"]
+    assert says(verdict, "not comparable", "ranks 100 documents", "k = 1000")
+
+
+def test_an_instfol_judged_on_all_but_one_instance_earns_no_verdict(reported):
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.011)])
+    (verdict,) = grounded(ours.assign(instances=1717), reported[reported["table"] == "Table 3"])["verdict"]
+    assert says(verdict, "not comparable", "judged on 1,717 of the 1,718 instances")
+
+
+def test_the_tolerance_rule_of_one_number_is_stated_in_points_too():
+    assert says(tolerance_statement(0.02), "≤ 2 points on the ×100 scale")
+
+
+def test_comparison_view_puts_the_tolerance_on_the_unit_scale_too(reported):
+    # InstFol prints ×100: tolerance 0.03 x 100 + 0.005 printed is 0.03005 on the unit scale
+    ours = table([("bm25", "ifir/fiqa", "instructed", "fiqa", "all", "InstFol@20", 0.02)])
+    view = comparison_view(grounded(ours, reported[reported["table"] == "Table 3"]))
+    assert view.loc[0, "tolerance"] == pytest.approx(0.03005) and view.loc[0, "delta"] == pytest.approx(0.009)
+
+
+def test_the_secondary_source_reason_attaches_to_secondary_numbers_only(reported):
+    (own,) = grounded(table([(*FIQA_NATIVE, 0.25)]), reported[reported["table"] == "Table 3"])["reasons"]
+    assert "secondary-source" not in own.split("; ")
+    robust = table([("bm25", "instructir", "instructed", "all", "all", "Robustness@10", 0.25)])
+    (theirs,) = compare_to_papers(robust, reported[reported["paper"] == "instructir"])["reasons"]
+    assert "secondary-source" in theirs.split("; ")
+
+
+@pytest.mark.parametrize("engine", [None, float("nan"), ""])
+def test_a_bm25_row_that_names_no_engine_gets_the_engine_reason(engine):
+    # a reported row (no run behind it) or a run whose engine nothing says: its engine is unknown, not the paper's
+    from instir.papers import reasons_for
+
+    row = {"paper": "ifir", "benchmark": "ifir", "measure": "nDCG@20", "model_key": "bm25", "engine": engine}
+    assert "bm25-engine" in reasons_for(row)
+    assert "bm25-engine" not in reasons_for({**row, "engine": "elasticsearch"})
+
+
+def test_an_instfol_of_a_subset_the_family_lacks_meets_no_row_and_raises_nothing(reported):
+    ours = table([("bm25", "ifir/nosuch", "instructed", "nosuch", "all", "InstFol@20", 0.011)])
+    assert compare_to_papers(ours.assign(instances=5), reported[reported["table"] == "Table 3"], data=VERIFIED).empty
+
+
+def test_the_reasons_listed_for_a_measure_are_those_that_concern_it():
+    listed = known_divergences("InstFol")
+    assert "judge-model" in set(listed["key"]) and "bm25-engine" not in set(listed["key"])
+    assert set(listed["key"]) == {d.key for d in DIVERGENCES if "InstFol" in d.measures}

@@ -144,3 +144,17 @@ def test_the_names_a_paper_prints_for_a_model_are_those_of_its_rows_the_comparis
     if paper == "followir":
         assert paper_names_for("facebook/contriever-msmarco", paper) == ["Contriever"]
         assert "Contriever" not in paper_names_for("facebook/contriever", paper)
+
+
+def test_every_ifir_number_keeps_the_paper_url_it_was_copied_from():
+    table = load_reported("ifir")
+    assert table["source"].str.startswith("https://").all()
+    assert table["source"].tolist() == table["source_url"].tolist()
+
+
+def test_instructir_reranking_rows_are_the_reranker_variant_not_a_retrieval_setup():
+    # Promptriever's Table 2 reranks with FollowIR-7B and Mistral-7B-instruct (its setting ..._reranking)
+    table = load_reported("instructir")
+    rerankers = table["model"].isin(["FollowIR-7B", "Mistral-7B-instruct"])
+    assert rerankers.sum() == 4 and set(table.loc[rerankers, "variant"]) == {"reranker"}
+    assert set(table.loc[~rerankers, "variant"]) == {""}
