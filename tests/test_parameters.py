@@ -61,3 +61,12 @@ def test_a_depth_from_numpy_is_a_depth_and_a_python_int():
     from instir.parameters import depth
 
     assert depth(np.int64(10)) == 10 and type(depth(np.int64(10))) is int
+
+
+def test_a_bounded_count_takes_both_its_bounds_and_nothing_past_them():
+    from instir.parameters import count_within
+
+    assert count_within(1, 1, 10, "repeats") == 1 and count_within(10, 1, 10, "repeats") == 10
+    for value in (0, 11):
+        with pytest.raises(UsageError, match=f"repeats must be a whole number from 1 to 10, got {value}"):
+            count_within(value, 1, 10, "repeats")

@@ -73,3 +73,59 @@ def test_an_openai_judge_without_a_model_is_refused_before_any_kernel(known):
     with raises_saying(UsageError, "parameter 'judge_model'", "needs a model"):
         validate_parameters({"judge_backend": "openai"}, known)
     validate_parameters({"judge_backend": "openai", "judge_model": "gpt-4o-mini"}, known)
+
+
+def test_a_grids_judge_takes_the_notebooks_defaults_for_what_it_leaves_out(known):
+    # instir sweep and instir run judge alike: the keys a grid's judge leaves out get notebook 04's defaults
+    import ast
+
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "judge": {"backend": "baseline"}},
+                      "grid.yaml")
+    for key in ("api_key_env", "timeout_s", "max_instances", "repeats"):
+        assert getattr(grid.judge, key) == ast.literal_eval(known[f"judge_{key}"].default), key
+
+
+@pytest.mark.parametrize("judge", ["baseline", [], ["backend", "baseline"]])
+def test_a_judge_that_is_no_mapping_is_refused_saying_so(judge):
+    with raises_saying(GridError, "grid.yaml: field 'judge'", "takes a mapping with a backend"):
+        parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "judge": judge}, "grid.yaml")
+
+
+def test_two_system_names_that_would_share_a_run_id_are_refused():
+    # "model x" and "model/x" are two folders, but every file of their runs would have one name (dense---org-model-x)
+    with raises_saying(GridError, "field 'systems'", "'dense:~/org/model x'", "'dense:~/org/model/x'", "list it once"):
+        parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense:~/org/model x", "dense:~/org/model/x"]},
+                   "grid.yaml")
+
+
+def test_a_notebook_chain_that_retrieves_must_be_given_a_system():
+    with raises_saying(UsageError, "parameter 'retrievers' or 'systems'", "empty"):
+        notebook_request({"benchmarks": ["instructir-sample"], "retrievers": [], "systems": []})
+
+
+def test_an_unknown_retriever_kind_is_named_as_a_retriever_with_the_closest_kind():
+    with raises_saying(UsageError, "parameter 'retrievers'", "unknown retriever 'bm2'", "did you mean 'bm25'"):
+        notebook_request({"benchmarks": ["instructir-sample"], "retrievers": ["bm2"]})
+
+
+@pytest.mark.parametrize(("extra", "parts"), [
+    ({"k": True}, ("field 'k'", "whole number of at least 1")),
+    ({"judge": {"backend": "baseline", "timeout_s": 0}}, ("judge.timeout_s", "positive number", "got 0")),
+    ({"judge": {"backend": "baseline", "requests_per_minute": float("inf")}},
+     ("judge.requests_per_minute", "positive number")),
+    ({"data_root": "data\x00root"}, ("field 'data_root'", "folder path")),
+])
+def test_a_value_at_the_edge_of_its_rule_is_refused_naming_its_field(extra, parts):
+    with raises_saying(GridError, "grid.yaml:", *parts):
+        parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], **extra}, "grid.yaml")
+
+
+def test_the_bundled_model_named_by_its_id_is_the_bundled_dense_system_listed_once():
+    from instir.retrieval import BUNDLED_MODEL_ID
+    from instir.systems.specs import resolve_system
+
+    named = resolve_system(f"dense:{BUNDLED_MODEL_ID}")
+    assert (named.model, named.label, named.resources) == (None, resolve_system("dense").label, {})
+    with raises_saying(GridError, "field 'systems'", "'dense'", f"'dense:{BUNDLED_MODEL_ID}'", "list it once"):
+        parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense", f"dense:{BUNDLED_MODEL_ID}"]},
+                   "grid.yaml")
