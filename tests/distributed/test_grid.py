@@ -237,3 +237,10 @@ def test_a_grid_whose_judge_has_no_run_pair_to_judge_is_refused_before_any_cell(
     path.write_text(HEAD + rest)  # without a judge, the same cells are a grid
     assert load_grid(path).cells()
 
+
+
+def test_a_systems_factory_builds_it_with_the_grids_embedding_cache():
+    # the sweep's workers build each system with the grid's cache_dir (its embedding cache), not the default one
+    factory = resolve_system("dense").factory("/tmp/embeddings")
+    assert factory.args == ("dense",) and factory.keywords == {"cache_dir": "/tmp/embeddings"}
+    assert resolve_system("bm25").factory().keywords == {}

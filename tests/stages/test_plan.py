@@ -43,3 +43,37 @@ def test_systems_come_as_names_a_comma_separated_text_or_resolved_specs():
 def test_an_unknown_benchmark_setting_or_variant_is_refused(arguments, message):
     with pytest.raises(UnknownNameError, match=message):
         plan_runs(**{"benchmarks": ["instructir-sample"], "systems": ["bm25"], **arguments})
+
+
+def test_a_run_is_as_deep_as_asked_else_its_familys_depth_else_100():
+    # FollowIR's spec says 1000 (the authors' depth, which p-MRR depends on); InstructIR's and IFIR's say none
+    plan = plan_runs(["instructir-sample", "ifir-sample/fiqa", "followir-sample/core17"], ["bm25"],
+                     variants=["instructed"])
+    assert [(p.benchmark, p.k) for p in plan] == [("instructir-sample", 100), ("ifir-sample/fiqa", 100),
+                                                  ("followir-sample/core17", 1000)]
+    assert {p.k for p in plan_runs(["instructir-sample", "followir-sample/core17"], ["bm25"], k=20)} == {20}
+
+
+def test_a_benchmark_of_no_family_pairs_its_instructed_run_with_its_query_only_run():
+    from instir.stages.plan import variant_pair
+
+    assert variant_pair("my-own-benchmark") == ("instructed", "query-only")
+
+
+def test_paired_runs_put_the_instructed_run_first_and_skip_other_settings_and_lone_runs():
+    from instir.stages.plan import paired_runs
+
+    runs = [("ifir-sample/fiqa", "instructed", "bm25", "query-only"), ("ifir-sample/fiqa", "instructed", "bm25",
+                                                                      "instructed"),
+            ("instructir-sample", "order-sensitivity", "bm25", "instructed"),
+            ("instructir-sample", "order-sensitivity", "bm25", "query-only"),
+            ("instructir-sample", "instructed", "dense", "instructed")]
+    assert paired_runs(runs, lambda run: run) == [(runs[1], runs[0])]
+
+
+@pytest.mark.parametrize("field", ["settings", "variants"])
+def test_an_empty_list_of_settings_or_variants_is_refused_not_planned_as_no_run(field):
+    from instir.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"parameter '{field}' is empty: name at least one of instructed"):
+        plan_runs(["instructir-sample"], ["bm25"], **{field: []})
