@@ -231,3 +231,15 @@ def test_a_model_option_neither_cached_nor_downloadable_is_one_line_at_once(caps
         assert line == (f"instir {argv[0]}: model org/not-cached is not in the Hugging Face cache and the Hub cannot "
                         "be reached (offline): run `huggingface-cli download org/not-cached` where there is network, "
                         "or point HF_HOME at a cache that holds it")
+
+
+def test_a_time_limit_must_be_above_zero_and_a_count_written_in_ascii_digits():
+    import argparse
+
+    from instir.cli.options import positive_seconds, whole_number
+
+    assert positive_seconds("0.5") == 0.5 and whole_number("12") == 12
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a positive number of seconds, got '0'"):
+        positive_seconds("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a whole number >= 0"):
+        whole_number("\u0661\u0662")  # Arabic-Indic 12: decimal to Python, to no reader of the command

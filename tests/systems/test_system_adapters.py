@@ -300,3 +300,14 @@ def test_an_option_an_adapter_passing_options_on_would_not_take_is_refused_namin
     with raises_saying(UsageError, f"system {name!r}", takes, f"got {next(iter(option))!r}",
                        "a card's settings are its fields"):
         build_system(name, **option)
+
+
+def test_card_weights_carry_the_revision_the_card_pins_into_the_download_command():
+    from instir.systems.registry import card_weights
+
+    cards = load_cards()
+    card = get_card("RepLLaMA-7B (MTEB)", cards)
+    (base, lora) = card_weights(card, cards)
+    assert card.revision and lora.revision == card.revision  # the LoRA's; the base model is not pinned by it
+    assert lora.download == f"huggingface-cli download {lora.model} --revision {card.revision}"
+    assert base.revision == "" and base.download == f"huggingface-cli download {base.model}"

@@ -267,6 +267,10 @@ def test_a_param_or_field_its_adapter_does_not_read_is_refused_at_load_naming_fi
     (_card("peft-decoder", params='{ doc_order = "random" }'), "params.doc_order", "'length-desc' or empty"),
     (_card("llm-ptrue", "reranker", params='{ true_token = "yes" }'), "params.true_token", "'true' (the one way"),
     (_card("openai-embeddings", params='{ query_params = { v = 1 } }'), "params.query_params", "a table of strings"),
+    (_card("bm25", params='{ b = 1.5 }'), "params.b", "must be a number from 0 to 1, got 1.5"),
+    # a card of any adapter, even one the kit cannot run, holds a variable's name, never a key
+    (_card("unavailable", params='{ reason = "no client", api_key_env = "sk-abcdefghijklmnopqrstuvwxyz123456" }'),
+     "params.api_key_env", "environment variable"),
 ])
 def test_a_param_or_field_value_its_adapter_cannot_take_is_refused_at_load(tmp_path, card, field, said):
     # on the commit before, a hybrid's odd weights ran both halves, then failed in a traceback; the others ran anyway
