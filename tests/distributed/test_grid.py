@@ -238,7 +238,6 @@ def test_a_grid_whose_judge_has_no_run_pair_to_judge_is_refused_before_any_cell(
     assert load_grid(path).cells()
 
 
-
 def test_a_systems_factory_builds_it_with_the_grids_embedding_cache():
     # the sweep's workers build each system with the grid's cache_dir (its embedding cache), not the default one
     factory = resolve_system("dense").factory("/tmp/embeddings")
