@@ -284,38 +284,6 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
     return notebook_request({**defaults, **{k: v for k, v in parameters.items() if k not in PIPELINE_PARAMETERS}})
 
 
-def check_data_root(parameters: Mapping[str, object]) -> None:
-    """Refuse a ``data_root`` that is not a folder before any kernel starts (notebook 01 would
-    fail on it in a cell)."""
-    root = parameters.get("data_root")
-    if isinstance(root, str) and root and not user_path(root).is_dir():
-        raise UsageError(f"parameter 'data_root': {user_path(root)} is not a folder (give the folder that holds the "
-                         "benchmarks' data, or leave it empty for the instir fetch cache)")
-
-
-def check_runnable(request: RunRequest) -> None:
-    """Refuse in one line, before any kernel starts, what notebook 01 or 02 would fail on after the tour: a real
-    benchmark neither in ``data_root`` nor fetched (the fetch command and ``-p data_root=`` named), a system card
-    whose packages are not installed (the extra named) or whose weights cannot be had offline, a local model
-    folder that holds no model."""
-    from instir.benchmarks.registry import check_located
-    from instir.retrieval.model_files import check_model
-    from instir.systems.cards import get_card, load_cards
-    from instir.systems.registry import check_dependencies, check_weights_reachable
-
-    for name in request.benchmarks:
-        check_located(name, user_path(request.data_root) if request.data_root else None,
-                      knob="-p data_root=FOLDER (instir run)")
-    cards = load_cards()
-    for system in request.systems:
-        if system.card:
-            card = get_card(system.card, cards)
-            check_dependencies(card)
-            check_weights_reachable(card, cards)
-        elif system.model:  # dense:MODEL, hybrid:MODEL
-            check_model(system.model, "sentence-transformers", what=f"system {system.name!r}: model")
-
-
 def check_judge_endpoint(values: Mapping[str, object], timeout_s: float = 5.0) -> None:
     """With ``judge_backend = "openai"``, refuse a ``judge_base_url`` where nothing answers within
     ``timeout_s`` (:func:`instir.judge.factory.require_reachable`)."""
@@ -343,6 +311,8 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     refuses, and ``FileNotFoundError`` for a missing notebook; a folder another ``instir run`` is
     writing into (:class:`instir.report.lock.FolderLock`) and an ``index.html`` there that instir
     did not write are refused too."""
+    from instir.stages.request import check_runnable
+
     paths = [text_path(Path(n).resolve()) for n in ([notebooks] if isinstance(notebooks, (str, Path)) else notebooks)]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -355,9 +325,7 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     check_parameters(parameters)
     options = kernel_options(kernel)
     known = notebook_parameters(paths)
-    request = validate_parameters(parameters, known)
-    check_data_root(parameters)
-    check_runnable(request)
+    check_runnable(validate_parameters(parameters, known))
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = check_report_folder(text_path(expanded(out_dir).resolve()))
     check_apart_from_sources(out, paths)

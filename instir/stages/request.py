@@ -187,3 +187,31 @@ def _notebook_parameter(field: str) -> str:
         return "parameter 'retrievers' or 'systems'"
     return f"parameter {'judge_backend' if field == 'judge' else field.replace('.', '_')!r}"
 
+
+def check_runnable(request: RunRequest, *, where: Callable[[str], str] = _notebook_parameter,
+                   knob: str = "-p data_root=FOLDER (instir run)") -> None:
+    """Refuse in one line, before any kernel or cell starts, what a stage would fail on hours later: a ``data_root``
+    that is no folder, a real benchmark neither in it nor fetched (the fetch command and ``knob``, the way to give a
+    data root, named), a system card whose packages are not installed (the extra named) or whose weights cannot be
+    had offline, a local model folder that holds no model. ``where(field)`` names a field as its front end takes it.
+    ``instir run`` and ``instir sweep`` on this machine call it (a cluster's cells read the cluster's files)."""
+    from instir.benchmarks.registry import check_located
+    from instir.report.layout import user_path
+    from instir.retrieval.model_files import check_model
+    from instir.systems.cards import get_card, load_cards
+    from instir.systems.registry import check_dependencies, check_weights_reachable
+
+    root = user_path(request.data_root) if request.data_root else None
+    if root is not None and not root.is_dir():
+        raise UsageError(f"{where('data_root')}: {root} is not a folder (give the folder that holds the benchmarks' "
+                         "data, or leave it empty for the instir fetch cache)")
+    for name in request.benchmarks:
+        check_located(name, root, knob=knob)
+    cards = load_cards()
+    for system in request.systems:
+        if system.card:
+            card = get_card(system.card, cards)
+            check_dependencies(card)
+            check_weights_reachable(card, cards)
+        elif system.model:  # dense:MODEL, hybrid:MODEL
+            check_model(system.model, "sentence-transformers", what=f"system {system.name!r}: model")

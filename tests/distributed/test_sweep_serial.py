@@ -165,6 +165,27 @@ def test_an_openai_judge_without_its_key_or_endpoint_is_refused_before_any_cell(
     assert not (tmp_path / "out" / "runs").exists()
 
 
+@pytest.mark.parametrize("grid_text, said", [
+    ("benchmarks: [ifir/fiqa]\nsystems: [bm25]\n", ("not in the instir cache", "`instir fetch ifir --subset fiqa`",
+                                                     "data_root: FOLDER in")),
+    ("benchmarks: [instructir-sample]\nsystems: [bm25]\ndata_root: {tmp}/nodata\n",
+     ("field 'data_root'", "nodata is not a folder")),
+    ("benchmarks: [instructir-sample]\nsystems: ['dense:{tmp}']\n",
+     ("system 'dense:", "a folder without modules.json or config.json")),
+], ids=["not-fetched", "no-data-root", "no-model"])
+def test_what_every_cell_would_fail_on_is_refused_before_any_cell_as_instir_run_refuses_it(tmp_path, capsys,
+                                                                                         grid_text, said):
+    # before, the sweep started, and each cell failed on it in turn (a real grid's other cells ran for hours first)
+    from instir.cli import main
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(grid_text.format(tmp=tmp_path))
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"instir sweep: {grid}: ") and all(part in err for part in said), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
 def test_an_unknown_executor_is_refused_before_the_folder_is_made(tmp_path):
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "k": 20})
     with pytest.raises(ValueError, match="'threads'.*ray or serial"):
