@@ -24,6 +24,7 @@ from instir.retrieval.runs import (
     read_run,
     run_is_complete,
     sidecar_path,
+    tied_again,
     write_run,
 )
 
@@ -510,3 +511,82 @@ def test_a_run_made_from_part_of_a_tied_run_keeps_the_ties_of_that_part(tmp_path
         again = dict(zip(part.df["docid"], tied_again(part)["score"]))
         assert again["b"] == again["c"] == 1.0 and again["a"] == 3.0
     assert "ties" not in run.top(2).meta  # a 2-deep cut holds no tie: no record of the parent's
+
+
+def test_scores_equal_in_single_precision_are_a_tie_broken_by_docid_as_trec_eval_reads_them():
+    # trec_eval reads each score into a C float: 1 + 1e-9 and 1.0 are one float32, a tie, which "b" (the larger id)
+    # wins; 1 + 1e-6 is a float32 of its own and ranks first. pytrec_eval (trec_eval's code) says the same.
+    qrels = {"q": {"a": 0, "b": 1}}
+    for above, first in ((1e-9, "b"), (1e-6, "a")):
+        scores = {"q": {"a": 1.0 + above, "b": 1.0}}
+        run = Run.from_scores(scores)
+        assert run.df["docid"].tolist() == [first, "a" if first == "b" else "b"]
+        evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"P_1"})
+        assert evaluator.evaluate(run.to_dict()) == evaluator.evaluate(scores) == {"q": {"P_1": float(first == "b")}}
+
+
+def test_a_querys_rows_given_apart_are_ranked_together():
+    # rows of q1, then q2, then q1 again (two files concatenated), each query's rows already best first
+    run = Run(frame([("q1", "a", 2.0), ("q2", "x", 1.0), ("q1", "b", 1.0)]))
+    assert run.df[["qid", "docid", "rank"]].values.tolist() == [["q1", "a", 1], ["q1", "b", 2], ["q2", "x", 1]]
+    assert run.top(1).df["docid"].tolist() == ["a", "x"]
+
+
+def test_a_tie_record_given_to_another_runs_frame_is_not_read_where_its_rows_are_no_broken_tie():
+    tied = Run(frame([("q", "a", 1.0), ("q", "b", 1.0)]))  # b, then a one float32 step below: a broken tie
+    other = Run(frame([("q", "a", 1.0), ("q", "b", 2.0)]))  # same rows, same order, no tie
+    other.meta = dict(tied.meta)  # its meta copied over, record and all
+    assert other.df["docid"].tolist() == tied.df["docid"].tolist() == ["b", "a"]
+    assert tied_again(other)["score"].tolist() == [2.0, 1.0]
+    assert tied_again(tied)["score"].tolist() == [1.0, 1.0]
+    assert np.all(np.diff(tied.df["score"]) < 0)
+
+
+@pytest.mark.parametrize("sep", [" ", "\t"])  # the fast reader and the whitespace-tolerant one
+def test_the_ties_of_a_run_file_without_a_sidecar_are_ties_again_for_a_rule_that_reads_them(tmp_path, sep):
+    # p-MRR's insertion rule reads ties: a run of another tool, read from its TREC file alone, keeps the record of the
+    # ties the kit broke when it read it, as a run the kit wrote keeps it in its sidecar
+    path = tmp_path / "theirs.trec"
+    path.write_text("".join(sep.join(["q", "Q0", d, str(r), s, "t"]) + "\n"
+                            for r, (d, s) in enumerate([("a", "2.0"), ("b", "1.0"), ("c", "1.0")], 1)))
+    run = read_run(path)
+    assert run.meta["source"] == "external" and run.df["docid"].tolist() == ["a", "c", "b"]
+    assert run.df["score"].is_unique
+    assert tied_again(run)["score"].tolist() == [2.0, 1.0, 1.0]
+
+
+def test_scores_are_written_in_their_shortest_single_precision_form(tmp_path):
+    # float32(0.1) is 0.100000001490116…: the file says 0.1, the shortest text that reads back as that float32 (as
+    # trec_eval reads it), not 0.10000000149011612
+    run = Run(frame([("q", "a", 0.1), ("q", "b", 0.05), ("q", "c", 1e-7)]))
+    text = write_run(run, tmp_path / "r.trec").read_text()
+    assert text == "q Q0 a 1 0.1 instir\nq Q0 b 2 0.05 instir\nq Q0 c 3 1e-7 instir\n"
+
+
+@pytest.mark.parametrize("qid, docid, bad", [("q", "", "docid ''"), ("", "d", "qid ''")])
+def test_an_empty_id_is_refused_before_a_run_file_is_written(tmp_path, qid, docid, bad):
+    # written, "q Q0  1 1 instir" would be a line of 5 fields for trec_eval and the kit's reader
+    with raises_saying(ValueError, bad, "empty or contains whitespace", "not writable as TREC"):
+        write_run(Run(frame([(qid, docid, 1.0)])), tmp_path / "r.trec")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_file_listed_last_rank_first_with_rank_1_on_the_best_score_reads_without_a_warning(tmp_path):
+    # the rank column agrees with the scores (rank 1 scores highest): only the lines are in reverse order
+    path = tmp_path / "reversed_lines.trec"
+    path.write_text("q Q0 c 3 0.1 t\nq Q0 b 2 0.5 t\nq Q0 a 1 0.9 t\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = read_run(path)
+    assert run.df["docid"].tolist() == ["a", "b", "c"]
+
+
+def test_a_candidate_the_system_did_not_return_ranks_below_every_one_it_did():
+    # the lowest score found minus one (0.5 - 1): z, which the system never returned, ranks last; given the lowest
+    # score itself it would tie c and, "z" > "c", go above it
+    from instir.retrieval.search import only_candidates
+
+    run = Run(frame([("q", "a", 2.0), ("q", "b", 1.0), ("q", "c", 0.5)]))
+    kept = only_candidates(run, {"q": ["z", "b", "a", "c"]})
+    assert kept.df[["docid", "score", "rank"]].values.tolist() == [["a", 2.0, 1], ["b", 1.0, 2], ["c", 0.5, 3],
+                                                                   ["z", -0.5, 4]]
