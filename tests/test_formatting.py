@@ -8,6 +8,7 @@ from says import raises_saying
 
 from instir import formatting
 from instir.benchmarks.types import Doc, Query
+from instir.errors import UsageError
 from instir.formatting import default_template, family_of_model, get_template, list_templates, register_template
 
 Q = Query("5001_2", " what is saffron ", "I am a chef planning a menu.", group="5001", level=2, subset="fiqa")
@@ -204,3 +205,32 @@ def test_default_template_refuses_combinations_the_authors_never_ran():
 ])
 def test_family_of_model_from_model_id(model, family):
     assert family_of_model(model) == family
+
+
+def test_an_instruction_of_only_whitespace_is_no_instruction_and_an_instructions_edges_are_trimmed():
+    # a blank instruction takes each template's bare form (no stray "[SEP]" or prompt for nothing); an instruction
+    # read with its line end or padding is rendered as its words: the same model input as the clean one
+    blank = Query("5001", "what is saffron", " \t\n", group="5001", level=None, subset="pm")
+    padded = Query("5001_2", " what is saffron ", "  I am a chef planning a menu.\n", group="5001", level=2,
+                   subset="fiqa")
+    for name in list_templates():
+        assert get_template(name).format_query(blank) == EXPECTED[name][1], name
+        assert get_template(name).format_query(padded) == EXPECTED[name][0], name
+
+
+def test_a_one_text_taker_refuses_a_template_with_a_pair_in_any_query_format(registry):
+    query_pair = register_template("query-pair", ("{instruction}", "{query}"), bare_query="{query}")
+    bare_pair = register_template("bare-pair", "{instruction} {query}", bare_query=("Represent:", "{query}"))
+    for template in (query_pair, bare_pair):
+        with raises_saying(UsageError, f"template {template.name!r} makes [instruction, text] pairs", "BM25"):
+            formatting.require_text(template, "BM25")
+    doc_pair = register_template("doc-pair", "{query}", doc=("Represent:", "{text}"))
+    formatting.require_text(doc_pair, "an embeddings API", documents=False)  # its queries are text: taken
+    with raises_saying(UsageError, "template 'doc-pair' makes [instruction, text] pairs", "BM25"):
+        formatting.require_text(doc_pair, "BM25")
+
+
+def test_a_setting_named_with_a_benchmark_object_picks_that_settings_template(instructir_sample):
+    assert instructir_sample.setting == "instructed"
+    assert default_template("bm25", instructir_sample).name == "instructir"
+    assert default_template("bm25", instructir_sample, "order-sensitivity").name == "instructir-query-first"
