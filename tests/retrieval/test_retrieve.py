@@ -19,7 +19,7 @@ from instir.retrieval import (
     system_name,
 )
 from instir.retrieval.lexical import BM25Retriever
-from instir.retrieval.runs import sidecar_path
+from instir.retrieval.runs import Run, sidecar_path
 
 
 class CountingBM25(BM25Retriever):
@@ -171,3 +171,53 @@ def test_cli_retrieve_writes_then_reuses(tmp_path, capsys):
     assert run_is_complete(path) and read_run(path).meta["template"]["name"] == "instructir"
     assert _cli(argv) == 0
     assert "(reused)" in capsys.readouterr().out
+
+
+def test_an_edited_instruction_searches_again_into_a_new_file(toy_benchmark, tmp_path):
+    # the run's key holds a hash of every query's text and instruction: a query file whose instruction was edited is
+    # another benchmark's queries, never the run made before
+    from dataclasses import replace
+
+    retrieve(toy_benchmark(), CountingBM25(), k=3, out_dir=tmp_path)
+    edited = toy_benchmark()
+    edited.queries["1_1"] = replace(edited.queries["1_1"], instruction="I am a chef cooking a curry")
+    retriever = CountingBM25()
+    again = retrieve(edited, retriever, k=3, out_dir=tmp_path)
+    assert retriever.searches == 1 and "reused" not in again.meta and len(list(tmp_path.glob("*.trec"))) == 2
+
+
+def test_a_run_of_candidate_lists_is_as_deep_as_the_longest_list(toy_benchmark):
+    # a reranking task (FollowIR): every candidate kept in the system's order, k the longest list, not the shortest
+    lists = {"1_1": ["10_1", "10_2", "900"], "1_2": ["10_2"], "2_1": ["20_1", "20_2"], "2_2": ["20_2", "901"]}
+    run = retrieve(toy_benchmark(meta={"top_ranked": lists}), BM25Retriever(show_progress=False), k=1)
+    assert run.meta["k"] == 3
+    assert {q: sorted(g["docid"]) for q, g in run.df.groupby("qid")} == {q: sorted(d) for q, d in lists.items()}
+
+
+def test_each_candidate_keeps_the_score_a_search_of_the_whole_corpus_gives_it(toy_benchmark):
+    # one candidate per query, each its query's sibling target, which BM25 ranks below the query's own target: the
+    # system ranks the whole corpus, not the top k = 1, so the candidate keeps its own score (not the floor)
+    from instir.formatting import get_template
+
+    sibling = {"1_1": ["10_2"], "1_2": ["10_1"], "2_1": ["20_2"], "2_2": ["20_1"]}
+    whole = BM25Retriever(show_progress=False).search(toy_benchmark(), get_template("instructir"), 8).to_dict()
+    run = retrieve(toy_benchmark(meta={"top_ranked": sibling}), BM25Retriever(show_progress=False), k=1)
+    assert run.to_dict() == {q: {d: whole[q][d]} for q, (d,) in sibling.items()}
+    assert all(score > 0 for docs in run.to_dict().values() for score in docs.values())
+
+
+def test_a_retriever_of_ones_own_that_returns_self_hits_gets_them_dropped_and_counted(toy_benchmark):
+    # the official InstructIR code drops a document whose id is the query id before scoring; retrieve does it for any
+    # retriever, not only the kit's (which drop them while searching)
+    class SelfHitting:
+        name, family = "self-hitting", "dense"
+
+        def params(self):
+            return {}
+
+        def search(self, benchmark, template, k):
+            return Run.from_scores({q: {q: 9.0, "900": 1.0} for q in benchmark.queries})
+
+    run = retrieve(toy_benchmark(), SelfHitting(), k=2)
+    assert set(run.df["docid"]) == {"900"} and run.df["rank"].tolist() == [1, 1, 1, 1]
+    assert run.meta["self_hits_dropped"] == 4
