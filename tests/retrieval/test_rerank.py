@@ -7,6 +7,7 @@ import sqlite3
 from contextlib import closing
 
 import pytest
+from says import raises_saying
 
 from instir.benchmarks.types import FormatError, Query
 from instir.retrieval import retrieve
@@ -213,3 +214,39 @@ def test_a_reranker_sees_a_documents_title_with_its_text_as_followirs_authors_ga
     assert all(doc.title for doc in docs.values())
     shown = {item.split(" | D: ")[1] for item in reranker.inputs}
     assert shown <= {f"{doc.title} {doc.text}".strip() for doc in docs.values()} and shown
+
+
+@pytest.mark.parametrize("extra", [-1, 1])
+def test_a_reranker_that_returns_another_number_of_scores_than_inputs_is_refused_naming_it(first_stage, tmp_path,
+                                                                                           extra):
+    # one score short would leave a pair unscored (a KeyError); one too many would pair scores with the wrong inputs
+    bench, run = first_stage
+
+    class Miscounting(WordOverlap):
+        def score(self, inputs):
+            scores = super().score(inputs)
+            return scores[:-1] if extra < 0 else [*scores, 0.0]
+
+    cache = tmp_path / "s.sqlite"
+    with raises_saying(ValueError, "reranker overlap returned", "scores for 3 inputs"):
+        rerank(run, bench, Miscounting(batch_size=3), depth=3, cache=cache, progress=False)
+
+
+@pytest.mark.parametrize("depth", [0, -3])
+def test_a_depth_below_one_is_refused_before_any_scoring(first_stage, tmp_path, depth):
+    bench, run = first_stage
+    fake = WordOverlap()
+    with raises_saying(ValueError, "depth must be positive", str(depth)):
+        rerank(run, bench, fake, depth=depth, cache=tmp_path / "s.sqlite", progress=False)
+    assert fake.calls == 0
+
+
+def test_the_first_stored_score_of_an_input_is_kept_when_another_process_scores_it_again(tmp_path):
+    # two processes sharing the cache may score one input twice (GPU non-determinism, another batch): the first
+    # answer stays, so every run made from the cache sees one score per input
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    identity = {"kind": "fake"}
+    cache.put(identity, [("input-1", 0.25)])
+    cache.put(identity, [("input-1", 0.75), ("input-2", 0.5)])
+    assert cache.get(identity, ["input-1", "input-2"]) == {"input-1": 0.25, "input-2": 0.5}
+    cache.close()
