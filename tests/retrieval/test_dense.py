@@ -212,3 +212,17 @@ def test_retrieve_writes_a_reusable_dense_run(model, tmp_path):
 def test_normalize_false_on_a_normalizing_model_is_refused(model, tmp_path):
     with pytest.raises(ValueError, match="Normalize"):
         retriever(model, tmp_path, normalize=False).search(make_benchmark(), TEMPLATE, k=1)
+
+
+def test_normalize_true_on_a_model_without_normalize_scores_unit_vectors(model, tmp_path):
+    # MiniLM without its Normalize module: raw vectors several units long. normalize=True with dot similarity scores
+    # the cosine, which the full model (its own Normalize) scores with dot
+    from sentence_transformers import SentenceTransformer
+
+    bare = SentenceTransformer(modules=[model[0], model[1]], device="cpu")
+    assert np.linalg.norm(bare.encode(["what is saffron"])[0]) > 1.5
+    unit = retriever(bare, tmp_path / "unit", normalize=True, similarity="dot").search(make_benchmark(), TEMPLATE, k=3)
+    full = retriever(model, tmp_path / "full", similarity="dot").search(make_benchmark(), TEMPLATE, k=3)
+    assert unit.meta["retriever"]["params"]["normalize"] is True
+    assert unit.df[["qid", "docid"]].values.tolist() == full.df[["qid", "docid"]].values.tolist()
+    np.testing.assert_allclose(unit.df["score"], full.df["score"], atol=1e-5)

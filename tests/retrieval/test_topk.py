@@ -8,7 +8,14 @@ import torch
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
 from instir.retrieval.runs import Run, tie_ranks
-from instir.retrieval.topk import exact_top_k, merge_top_k, rank_by_embeddings, run_from_top_k, top_k_block
+from instir.retrieval.topk import (
+    exact_top_k,
+    merge_top_k,
+    rank_by_embeddings,
+    run_from_top_k,
+    top_k_block,
+    top_k_row,
+)
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
@@ -108,3 +115,21 @@ def test_nan_scores_with_a_tie_at_the_cut_reach_the_runs_clear_refusal_not_a_tor
     bench = Benchmark("user", "test", "local", "instructed", corpus, {"q": Query("q", "x")}, {"q": {"d2": 1}})
     with pytest.raises(UsageError, match="expected a finite number, got nan"):
         rank_by_embeddings(bench, q, d, 3, "dot", {})
+
+
+def test_normalize_ranks_by_the_cosine_of_the_vectors_whatever_their_lengths():
+    # dot: d0 (10·1 = 10) beats d1 (0.9); normalised first, d1 points almost along q:
+    # cos(q, d1) = 0.9 / sqrt(0.9² + 0.1²) = 0.9 / 0.905539 = 0.993884 > cos(q, d0) = 10 / sqrt(200) = 0.707107
+    q = np.array([[2.0, 0.0]], dtype=np.float32)
+    d = np.array([[10.0, 10.0], [0.9, 0.1]], dtype=np.float32)
+    scores, idx = exact_top_k(q, d, 2, "dot")
+    assert idx.tolist() == [[0, 1]] and scores[0].tolist() == pytest.approx([20.0, 1.8])
+    scores, idx = exact_top_k(q, d, 2, "dot", normalize=True)
+    assert idx.tolist() == [[1, 0]] and scores[0].tolist() == pytest.approx([0.993884, 0.707107], abs=1e-6)
+
+
+def test_the_numpy_cut_keeps_only_entries_scoring_strictly_above_the_floor():
+    # BM25's cut: a document scoring 0 matches no query term and is no result
+    scores = np.array([0.0, 2.0, 0.0, 1.0], dtype=np.float32)
+    assert top_k_row(scores, 3, np.arange(4), above=0.0).tolist() == [1, 3]
+    assert top_k_row(scores, 3, np.arange(4)).tolist() == [1, 3, 0]

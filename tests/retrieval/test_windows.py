@@ -131,3 +131,12 @@ def test_clean_windows_stop_once_the_text_is_covered_and_keep_the_original_strin
     assert clean_windows(text, offsets, window=10, stride=3) == [text]
     got = clean_windows(text, offsets, window=4, stride=3)
     assert got == ["Word0 Word1 Word2 Word3", "Word3 Word4 Word5 Word6", "Word6 Word7 Word8 Word9"]
+
+
+def test_a_window_that_detokenises_to_nothing_is_dropped_as_the_authors_loop_drops_it():
+    # characters as tokens, a detokeniser that strips (as T5's convert_tokens_to_string does): the second window holds
+    # only spaces and renders as "", which the authors' segment_text leaves out ("if len(s) > 0")
+    text, tokenize, detokenize = "ab  ", list, lambda tokens: "".join(tokens).strip()
+    want = authors_segment_text(tokenize, detokenize, text, max_seq_length=2, stride=2)
+    assert want == ["ab"]
+    assert ifir_windows(text, tokenize, detokenize, window=2, stride=2) == want
