@@ -221,3 +221,27 @@ def test_a_retriever_of_ones_own_that_returns_self_hits_gets_them_dropped_and_co
     run = retrieve(toy_benchmark(), SelfHitting(), k=2)
     assert set(run.df["docid"]) == {"900"} and run.df["rank"].tolist() == [1, 1, 1, 1]
     assert run.meta["self_hits_dropped"] == 4
+
+
+def test_a_runs_queries_are_compared_with_the_benchmarks_only_in_the_runs_own_setting(toy_benchmark):
+    # another setting's queries differ by design (InstructIR's order-sensitivity text): no "queries" differ note there
+    from instir.retrieval.search import keyed, other_data
+
+    bench = toy_benchmark()
+    own = {"key": {**keyed(bench), "queries_sha256": "0" * 64}}  # the run's key: the same setting, other queries
+    assert other_data(own, bench) == ["queries"]
+    other_setting = {"key": {**own["key"], "benchmark": {**own["key"]["benchmark"], "setting": "order-sensitivity"}}}
+    assert other_data(other_setting, bench) == []
+    assert other_data({"key": keyed(bench)}, bench) == []
+
+
+def test_a_template_named_for_a_run_wins_over_the_one_its_system_card_gives(toy_benchmark):
+    from types import SimpleNamespace
+
+    from instir.retrieval.search import template_for
+
+    carded = CountingBM25()
+    carded.card = SimpleNamespace(template="instructir-query-first")
+    assert template_for(toy_benchmark(), carded).name == "instructir-query-first"  # the card's, when none is named
+    assert template_for(toy_benchmark(), carded, "mteb").name == "mteb"
+    assert template_for(toy_benchmark(), CountingBM25()).name == "instructir"  # no card: the family's default
