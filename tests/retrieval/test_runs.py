@@ -590,3 +590,12 @@ def test_a_candidate_the_system_did_not_return_ranks_below_every_one_it_did():
     kept = only_candidates(run, {"q": ["z", "b", "a", "c"]})
     assert kept.df[["docid", "score", "rank"]].values.tolist() == [["a", 2.0, 1], ["b", 1.0, 2], ["c", 0.5, 3],
                                                                    ["z", -0.5, 4]]
+
+
+def test_two_runs_rank_alike_only_with_the_same_documents_in_the_same_order_and_the_same_scores():
+    from instir.retrieval.runs import same_rankings
+
+    run = Run(frame([("q", "a", 2.0), ("q", "b", 1.0), ("r", "a", 1.0)]))
+    assert same_rankings(run, Run(run.df[["qid", "docid", "score"]].iloc[::-1]))  # the queries' order aside
+    assert not same_rankings(run, Run(frame([("q", "a", 3.0), ("q", "b", 1.0), ("r", "a", 1.0)])))  # one score
+    assert not same_rankings(run, Run(frame([("q", "b", 2.0), ("q", "a", 1.0), ("r", "a", 1.0)])))  # the order
