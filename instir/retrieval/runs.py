@@ -642,6 +642,9 @@ def run_engine(meta: Mapping | None) -> str:
                 found.append(value["engine"])
             for item in value.values():
                 walk(item)
+        elif isinstance(value, list):  # a hybrid's components: its lexical part's engine is only there
+            for item in value:
+                walk(item)
 
     walk(meta.get("search"))
     names = {name.split()[0].lower() for name in found if name.strip()}

@@ -132,3 +132,14 @@ def test_a_model_template_without_the_instruction_gives_bm25_the_bare_query(toy_
     prompt_only = Template("prompt-only", "e5-mistral", "a model prompt around the bare query",
                            "Instruct: find passages\nQuery: {query}")
     assert lexical_template(prompt_only, toy_benchmark("ifir-toy/fiqa")).name == "query-only"
+
+
+def test_a_hybrid_run_reports_the_engine_of_its_lexical_part(toy_benchmark):
+    # on the commit before, the kit's own hybrid (bm25s) said "n/a": its BM25 engine is named only in the list of its
+    # components, which run_engine did not read, so runs.csv and the paper comparison showed no engine for it
+    from instir.retrieval.runs import run_engine
+
+    bench = toy_benchmark("ifir-toy/fiqa")
+    hybrid = HybridRetriever(FixedDense({q: ["900"] for q in bench.queries}), BM25Retriever(show_progress=False))
+    run = retrieve(bench, hybrid, template="ifir", k=3)
+    assert run_engine(run.meta) == run_engine(retrieve(bench, BM25Retriever(show_progress=False), k=3).meta) == "bm25s"

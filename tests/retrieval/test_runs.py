@@ -599,3 +599,12 @@ def test_two_runs_rank_alike_only_with_the_same_documents_in_the_same_order_and_
     assert same_rankings(run, Run(run.df[["qid", "docid", "score"]].iloc[::-1]))  # the queries' order aside
     assert not same_rankings(run, Run(frame([("q", "a", 3.0), ("q", "b", 1.0), ("r", "a", 1.0)])))  # one score
     assert not same_rankings(run, Run(frame([("q", "b", 2.0), ("q", "a", 1.0), ("r", "a", 1.0)])))  # the order
+
+
+def test_a_run_whose_sidecar_names_two_bm25_engines_is_said_to_mix_them():
+    from instir.retrieval.runs import run_engine
+
+    one = {"search": {"retriever": {"engine": "bm25s 0.2.14"}, "index": {"engine": "BM25S"}}}
+    two = {"search": {"components": [{"engine": "bm25s 0.2.14"}, {"params": {"engine": "Anserini 0.24"}}]}}
+    assert (run_engine(one), run_engine(two), run_engine({"search": {}}), run_engine({})) == (
+        "bm25s", "mixed", "n/a", "unknown")
