@@ -53,6 +53,19 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     return shorten(_BOUNDED_REPR.repr(value), limit)
 
 
+def utf8_problem(text: str) -> str | None:
+    """Where ``text`` is no UTF-8 text, None when it is: the first byte a file name or an argument held that is no
+    UTF-8 (Python gives it as a lone surrogate, ``\\udcff`` for 0xff) or the lone surrogate itself, and its
+    character's position, which a long quoted path (:func:`quoted` cuts it) may not show."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(text[err.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        return f"{what} at character {err.start + 1}"
+    return None
+
+
 class UserError(Exception):
     """A failure the user can fix from the message alone: it names the file, line and field,
     or the bad name or value, and where it helps what would be accepted."""

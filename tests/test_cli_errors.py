@@ -16,7 +16,7 @@ from says import says
 from instir.benchmarks import load_benchmark
 from instir.benchmarks.catalog import SAMPLE_ROOT
 from instir.cli import main
-from instir.errors import UsageError
+from instir.errors import UsageError, quoted
 from instir.judge.cache import JudgmentCache
 from instir.terminal import MAX_MESSAGE_CHARS
 
@@ -429,9 +429,10 @@ def test_a_report_folder_whose_path_is_no_utf8_text_is_one_line_before_anything_
     out = tmp_path / os.fsdecode(b"bad\xffdir")
     run = retrieve(load_benchmark("instructir-sample"), "bm25", k=10, out_dir=tmp_path / "runs").meta["path"]
     for command, *more in (("run",), ("evaluate", "--run", run)):  # evaluate wrote report.json and runs.csv first
+        # the character is named by its place: a long path is quoted cut short (under pytest-xdist tmp_path is long)
         assert fails(capsys, command, "--benchmark", "instructir-sample", *more, "--out", str(out)) == (
-            f"instir {command}: '{tmp_path}/bad\\udcffdir' is no UTF-8 text (a name, value or path the kit would "
-            "write into its records, tables and pages): give it as UTF-8")
+            f"instir {command}: {quoted(str(out))} is no UTF-8 text (byte 0xff at character {len(str(tmp_path)) + 5}; "
+            "a name, value or path the kit would write into its records, tables and pages): give it as UTF-8")
     # a value the kit writes into its record: on the commit before, a UnicodeEncodeError traceback after the
     # folder was made
     assert fails(capsys, "run", "-p", "judge_model=" + os.fsdecode(b"a\xff"), "--out", str(tmp_path / "r")).startswith(
@@ -439,6 +440,14 @@ def test_a_report_folder_whose_path_is_no_utf8_text_is_one_line_before_anything_
     with pytest.raises(UsageError, match="no UTF-8 text"):  # a stage, as a notebook calls it
         score_runs(out)
     assert not out.exists() and not (tmp_path / "r").exists()
+
+
+def test_what_is_no_utf8_is_named_by_its_byte_and_place_however_long_the_text():
+    from instir.errors import utf8_problem
+
+    assert utf8_problem("/a/b") is None
+    assert utf8_problem("/" + "a" * 200 + "\udcffb") == "byte 0xff at character 202"  # a file name's byte 0xff
+    assert utf8_problem("x\ud800") == "U+D800 at character 2"  # a lone surrogate of no byte
 
 
 def test_a_notebook_that_is_no_json_is_one_line_naming_it(capsys, tmp_path):

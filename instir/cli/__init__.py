@@ -24,7 +24,7 @@ import sys
 import textwrap
 
 from instir.cli.options import Parser
-from instir.errors import quoted
+from instir.errors import quoted, utf8_problem
 from instir.secrets import leaked_secret
 from instir.terminal import DEBUG_VAR, answered
 
@@ -100,10 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         print(samples_pointer())
         return 0
     for arg in argv:  # a byte such as 0xff, where records and pages hold UTF-8
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
-            print(f"{parser.prog} {args.command}: {quoted(arg)} is no UTF-8 text (a name, value or path the kit would "
-                  "write into its records, tables and pages): give it as UTF-8", file=sys.stderr)
+        problem = utf8_problem(arg)
+        if problem is not None:
+            print(f"{parser.prog} {args.command}: {quoted(arg)} is no UTF-8 text ({problem}; a name, value or path the "
+                  "kit would write into its records, tables and pages): give it as UTF-8", file=sys.stderr)
             return 2
     return answered(f"{parser.prog} {args.command}", lambda: args.handler(args), debug=_debugging(args))

@@ -44,6 +44,10 @@ def sweep_command(args: argparse.Namespace) -> int:
         if given and args.address is not None:  # each is about a local run; the cluster would ignore it
             raise UsageError(f"{option} is for a run on this machine; with --address the cluster's CPUs run the cells")
     grid = load_grid(args.grid)
+    plan = describe_estimate(grid)
+    cells = len(grid.cells())
+    if cells > CONFIRM_CELLS and not args.yes:
+        raise UsageError(f"{args.grid}: {plan}: more than {CONFIRM_CELLS} cells; add --yes to start them")
     if args.address is None:  # what a cell would fail on, before any cell (a cluster's cells read its own files)
         from instir.errors import UserError
         from instir.stages.request import check_runnable
@@ -52,10 +56,6 @@ def sweep_command(args: argparse.Namespace) -> int:
             check_runnable(grid, where=lambda field: f"field {field!r}", knob=f"data_root: FOLDER in {args.grid}")
         except UserError as err:
             raise type(err)(f"{args.grid}: {err}") from None
-    plan = describe_estimate(grid)
-    cells = len(grid.cells())
-    if cells > CONFIRM_CELLS and not args.yes:
-        raise UsageError(f"{args.grid}: {plan}: more than {CONFIRM_CELLS} cells; add --yes to start them")
     print(f"{args.grid}: {plan}", flush=True)
     if not args.serial:
         try:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from instir import atomic
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark, FormatError
-from instir.errors import UsageError, UserError, quoted
+from instir.errors import UsageError, UserError, quoted, utf8_problem
 from instir.inputs import expanded
 from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
@@ -70,11 +70,10 @@ def user_path(path: str | Path) -> Path:
 def text_path(path: Path) -> Path:
     """``path``, refused in one line where it is no UTF-8 text (a byte such as 0xff in a name): the kit writes the
     paths of its folders and files into records and pages, which hold UTF-8 only."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError(f"{quoted(str(path))}: a path that is no UTF-8 text; the kit writes its paths into its "
-                         "records and pages: rename it") from None
+    problem = utf8_problem(str(path))
+    if problem is not None:
+        raise UsageError(f"{quoted(str(path))}: a path that is no UTF-8 text ({problem}); the kit writes its paths "
+                         "into its records and pages: rename it")
     return path
 
 
