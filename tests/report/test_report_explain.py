@@ -83,3 +83,23 @@ def test_ifirs_two_ndcgs_are_said_equal_with_why_or_counted_where_they_differ():
     apart = rendered_text(explain_agreement(_instances([0.5, 0.9, 1.0]), IFIR))
     assert "are equal on 2 of 3 instance scores" in apart and "on the other 1 they differ" in apart
     assert explain_agreement(_instances([0.5, 0.8, 1.0]), INSTRUCTIR) == ""  # a family without the pair
+
+
+def test_an_instruction_that_leaves_the_score_unchanged_is_not_said_to_help():
+    table = _table([("dense", "nDCG@10", 0.5), ("dense", "Robustness@10", 0.5), ("dense (query-only)", "nDCG@10", 0.5)])
+    text = rendered_text(explain_runs(table, pd.DataFrame(columns=["system", "qid", "measure", "value"]), INSTRUCTIR))
+    assert "(+0.0 points): the instruction does not help" in text and "steers" not in text
+
+
+def test_the_reading_takes_the_pooled_value_not_a_levels():
+    table = pd.DataFrame({"system": ["bm25", "bm25", "bm25", "bm25 (query-only)", "bm25 (query-only)"],
+                          "measure": ["nDCG@10", "nDCG@10", "Robustness@10", "nDCG@10", "nDCG@10"],
+                          "value": [0.9, 0.2, 0.6, 0.4, 0.1], "level": ["all", "1", "all", "all", "1"]})
+    text = rendered_text(explain_runs(table, pd.DataFrame(columns=["system", "qid", "measure", "value"]), INSTRUCTIR))
+    assert "nDCG@10 90.0 with the instruction against 40.0 with the query alone (+50.0 points)" in text
+    assert "Robustness@10 is 60.0, 30.0 points lower" in text
+
+
+def test_one_successfully_judged_pair_does_not_make_a_judge_constant():
+    assert constant_judge(pd.DataFrame({"judge_grade": [2, None], "error": [None, "HTTP 500"]})) is None
+    assert constant_judge(pd.DataFrame({"judge_grade": [2, 2], "error": [None, None]})) is not None

@@ -192,3 +192,62 @@ def test_a_p_value_next_to_the_significance_level_prints_on_its_own_side_of_it()
     assert format_p(0.010004) == "0.010004"
     assert format_p(0.00996) == "0.010" and format_p(0.01) == "0.010"
     assert format_p(0.0153) == "0.015"
+
+
+def test_a_test_resting_on_exactly_the_threshold_of_queries_is_warned_about():
+    # SMALL_N = 20: "at most 20 paired units" is small, 21 is not
+    assert "only 20 queries (≤ 20)" in small_n_warning([20, 40])
+    assert small_n_warning([3, 9], what="query groups", threshold=3) is not None
+    assert small_n_warning([4, 9], threshold=3) is None
+
+
+def test_a_flag_column_with_one_verdict_in_every_row_stays_a_coloured_column():
+    frame = pd.DataFrame({"system": ["a", "b"], "verdict": ["within", "within"]})
+    out = present(frame, "t", flag_column="verdict", flags={"within": "good"})
+    assert "<th>verdict</th>" in out and out.count('class="good">within') == 2
+    assert "Same in every row — verdict" not in out
+
+
+def test_a_table_whose_every_column_is_constant_still_shows_its_rows():
+    frame = pd.DataFrame({"system": ["bm25", "bm25"], "nDCG@10": [0.5, 0.5]})
+    out = present(frame, "t", scale=100, scaled=["nDCG@10"])
+    assert "Same in every row" not in out and "<th>system</th>" in out and out.count(">50.0<") == 2
+
+
+def test_a_table_of_one_row_is_not_folded_into_a_note():
+    frame = pd.DataFrame({"system": ["bm25"], "nDCG@10": [0.5], "n": [24]})
+    out = present(frame, "t", scale=100, scaled=["nDCG@10"], keep=["system"])
+    assert "Same in every row" not in out and "<th>nDCG@10 ×100</th>" in out and ">50.0<" in out and ">24<" in out
+
+
+def _toy_benchmark():
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+
+    queries = [Query(id="q1", query="one two three", instruction="only four words here", group="g1"),
+               Query(id="q2", query="five", instruction="six seven", group="g2")]
+    qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d2": 1}}
+    corpus = Corpus.from_docs(Doc(id=d, text=f"text of {d}") for d in ("d1", "d2", "d3"))
+    return Benchmark(name="toy", layout="test", revision="local", setting="instructed", corpus=corpus,
+                     queries={q.id: q for q in queries}, qrels=qrels, is_sample=True)
+
+
+def test_the_exploration_counts_words_and_relevant_passages_a_judged_irrelevant_one_apart():
+    from instir.stages.explore import _example, _instances
+
+    instances = _instances("toy", _toy_benchmark()).set_index("id")
+    assert instances["query_words"].tolist() == [3, 1] and instances["instruction_words"].tolist() == [4, 2]
+    assert instances["relevant"].tolist() == [2, 1]  # q1's d2 is judged, with grade 0: not relevant
+    example = _example(_toy_benchmark())
+    assert example.group == "g1" and list(zip(example.relevant["document"], example.relevant["grade"])) == [
+        ("d1", 1), ("d3", 2)]
+
+
+def test_the_data_statement_names_a_benchmark_whose_data_is_not_the_papers():
+    from instir.stages.explore import Exploration
+
+    overview = pd.DataFrame({"benchmark": ["ifir/fiqa", "instructir"], "sample": [False, False]})
+    data = Exploration(overview, pd.DataFrame(), pd.DataFrame(), [], "",
+                       checks={"ifir/fiqa": "6 queries where the paper has 1,718", "instructir": None})
+    text = data.data_statement()
+    assert text.startswith("**Not the papers' data.**") and "6 queries where the paper has 1,718" in text
+    assert "instructir" not in text
