@@ -170,3 +170,10 @@ def test_the_sample_and_the_real_benchmark_are_averaged_over_their_own_subsets()
     avg = subset_average(table).set_index("benchmark")
     assert avg.loc["ifir-sample", "value"] == pytest.approx(0.5)  # its one subset, not refused for lacking fire
     assert avg.loc["ifir", "value"] == pytest.approx(0.4)
+
+
+def test_an_average_over_named_subsets_leaves_the_other_subsets_out():
+    table = pd.DataFrame([_pooled("bm25", "fiqa", 0.2, 10), _pooled("bm25", "aila", 0.6, 20),
+                          _pooled("bm25", "fire", 0.9, 40)])[COLUMNS]
+    avg = subset_average(table, subsets=["fiqa", "aila"]).iloc[0]
+    assert avg["value"] == pytest.approx((0.2 + 0.6) / 2) and avg["n_queries"] == 10 + 20

@@ -9,7 +9,7 @@ import pytest
 
 from instir.benchmarks import load_benchmark
 from instir.cli.evaluate import register
-from instir.metrics.latex import escape, latex_table, pairwise_tests, significance_marks
+from instir.metrics.latex import best_systems, escape, latex_table, pairwise_tests, significance_marks
 from instir.metrics.scoring import evaluate_runs
 from instir.metrics.stats import paired_comparison
 from instir.retrieval.lexical import BM25Retriever
@@ -166,3 +166,19 @@ def test_the_stages_table_marks_the_pairs_as_compare_runs_does_holm_corrected(sa
     measures = ["nDCG@10", "P@10", "Robustness@10", "Robustness(P@10)"]  # the stage derives the Robustness ones
     theirs = instir.compare_runs(benchmark, chosen, measures).to_latex()
     assert text.split("\\midrule\n")[1] == theirs.split("\\midrule\n")[1]  # the rows and their letters
+
+
+def test_with_holm_a_pair_is_significant_by_its_corrected_p_not_its_raw_one():
+    # a against c: raw p 0.635, Holm-corrected 0.963 (six pairs); at max_p 0.7 only the raw p is below it
+    pairs = pairwise_tests(TOY, correction="holm", max_p=0.7).set_index(["system", "other"])
+    assert pairs.loc[("a", "c"), "p"] < 0.7 < pairs.loc[("a", "c"), "p_adjusted"]
+    assert not pairs.loc[("a", "c"), "significant"]
+    assert (pairs["significant"] == (pairs["p_adjusted"] <= 0.7)).all()
+    assert pairwise_tests(TOY, max_p=0.7).set_index(["system", "other"]).loc[("a", "c"), "significant"]
+
+
+def test_a_tie_in_the_printed_score_bolds_the_first_system_as_ranx_does():
+    # 0.5004 and 0.4996 both print as 50.0: the later one is not above the earlier, so the first stays bold
+    marks = pd.DataFrame({"system": ["a", "b", "c"], "measure": "nDCG@10", "mean": [0.5004, 0.4996, 0.2]})
+    assert best_systems(marks) == {"nDCG@10": "a"}
+    assert best_systems(marks.assign(mean=[0.0, 0.0, 0.0])) == {"nDCG@10": None}  # nothing above 0
