@@ -2,10 +2,22 @@
 (all failed says so), and judgments counted per weighting."""
 
 import math
+from dataclasses import replace
 
 import pandas as pd
+import pytest
 
-from instir.judge.outcomes import PARSED_MEANING, WEIGHTINGS, error_counts, failure_statement, weighting_counts
+from instir.judge.outcomes import (
+    PARSED_MEANING,
+    WEIGHTINGS,
+    AllJudgmentsFailed,
+    error_counts,
+    failure_statement,
+    judgment_counts,
+    require_judged,
+    weighting_counts,
+)
+from instir.judge.types import Judgment
 
 
 def test_error_counts_lists_distinct_messages_most_frequent_first_and_caps_them():
@@ -48,3 +60,17 @@ def test_weighting_counts_count_each_weighting_and_the_failures_per_frame():
                                                        "failed": 1, "total": 4}
     assert table.loc["InstFol positions", "logits"] == 3
     assert "parsed" in PARSED_MEANING and "log-probabilities" in PARSED_MEANING
+
+
+def test_judgments_are_required_only_when_every_one_failed():
+    require_judged([None, "HTTP 500", "HTTP 500"], "InstFol has no value")  # one success: a value exists
+    require_judged([], "InstFol has no value")
+    with pytest.raises(AllJudgmentsFailed, match="all 2 judgments failed, so InstFol has no value: 2x HTTP 500"):
+        require_judged(["HTTP 500", "HTTP 500"], "InstFol has no value")
+
+
+def test_a_failed_judgment_counts_as_failed_never_as_parsed_or_warned():
+    ok = Judgment(score=2, weighted=2.0, probs=None, weighting="parsed", raw="2", warning="served by m2")
+    failed = replace(Judgment.failure("HTTP 500"), weighting="parsed", warning="served by m2")
+    counts = judgment_counts([ok, failed])
+    assert (counts["failed_judgments"], counts["parsed_judgments"], counts["warnings"]) == (1, 1, 1)

@@ -294,3 +294,56 @@ def test_instir_judge_repeats_prints_both_spreads_and_reruns_free(tmp_path, caps
     with pytest.raises(SystemExit):
         parser.parse_args(argv[:-1] + ["0"])
     assert "at least 1" in capsys.readouterr().err
+
+
+def _repeated(values: dict[str, list[list[float]]], level: int = 0) -> pd.DataFrame:
+    """Per-instance InstFol of each repeat, by subset: ``values[subset][instance][repeat]``."""
+    rows = [{"subset": subset, "level": level, "qid": f"{subset}{i}", "repeat": r, "judged": True, "instfol": v,
+             "s_q": 0.0, "s_inst": 0.0, "failed": 0, "dropped": 0, "parsed": 0}
+            for subset, instances in values.items() for i, repeats in enumerate(instances)
+            for r, v in enumerate(repeats)]
+    return pd.DataFrame(rows)
+
+
+def test_the_judge_spread_is_the_unbiased_spread_of_one_run_with_a_95_percent_interval():
+    # 200 instances, each judged 0 in one repeat and 1 in the other: one run's value is the mean of 200 draws of
+    # 0.5 +- sqrt(2) * 0.5 (the spread of 2 repeats made unbiased), so its sd is sqrt(2) * 0.5 / sqrt(200) = 0.05
+    # and its 95% interval 0.5 -+ 1.96 * 0.05 (a 90% one would be 0.5 -+ 1.645 * 0.05)
+    table = stability(_repeated({"s": [[0.0, 1.0]] * 200}), n_boot=2000, seed=0)
+    (row,) = table.to_dict("records")
+    assert row["instfol"] == 0.5 and row["judge_mean"] == pytest.approx(0.5, abs=0.005)
+    assert row["judge_sd"] == pytest.approx(0.05, rel=0.05)
+    assert row["judge_low"] == pytest.approx(0.5 - 1.96 * 0.05, abs=0.007)
+    assert row["judge_high"] == pytest.approx(0.5 + 1.96 * 0.05, abs=0.007)
+    assert row["sample_sd"] == 0 and row["dominant"] == "judge"  # every instance's mean is 0.5
+
+
+def test_a_draw_in_which_a_subset_has_no_value_has_no_average():
+    # subset a: an unscored instance and 0.5; subset b: 0 and 1. A draw of a's two instances picks the unscored one
+    # twice with probability 1/4: that draw has no value for a, nor an Average (a mean of b alone is another quantity)
+    # the Average's draws are then (0.5 + mean of b) / 2: 0.25, 0.5, 0.75 with 1/4, 1/2, 1/4, sd 0.25 * sqrt(1/2)
+    table = stability(_repeated({"a": [[math.nan], [0.5]], "b": [[0.0], [1.0]]}), n_boot=4000, seed=0)
+    average = table[table["scope"] == "average"].iloc[0]
+    assert average["sample_sd"] == pytest.approx(0.25 * math.sqrt(0.5), rel=0.05)
+
+
+def test_the_verdict_reads_the_average_x100_not_a_subsets_row():
+    rows = [{"scope": "subset", "subset": "fiqa", "instances": 3, "repeats": 3, "judged_repeats": 3,
+             "judge_sd": 0.5, "sample_sd": 0.1, "identical_repeats": False, "dominant": "judge"},
+            {"scope": "average", "subset": "average", "instances": 6, "repeats": 3, "judged_repeats": 3,
+             "judge_sd": 0.0123, "sample_sd": 0.0456, "identical_repeats": False, "dominant": "query sample"}]
+    assert verdict(pd.DataFrame(rows)) == ("Average InstFol x100: judge sd 1.23, query-sample sd 4.56 over 6 "
+                                           "instances: the query sample dominates.")
+
+
+def test_the_query_sample_is_redrawn_within_each_level_as_it_was_drawn():
+    # level 1 holds instances 0 and 1, level 2 six of 0.5: redrawn within its level, level 1's mean is that of two
+    # draws from {0, 1}, sd 0.5 / sqrt(2); redrawn across levels it would rest on a varying number of instances
+    instances = pd.concat([_repeated({"s": [[0.0], [1.0]]}, level=1),
+                           _repeated({"s": [[0.5]] * 6}, level=2).assign(qid=lambda f: "b" + f["qid"])],
+                          ignore_index=True)
+    table = stability(instances, n_boot=4000, seed=0)
+    level1 = table[(table["scope"] == "level") & (table["level"] == 1)].iloc[0]
+    assert level1["sample_sd"] == pytest.approx(0.5 / math.sqrt(2), rel=0.03)
+    level2 = table[(table["scope"] == "level") & (table["level"] == 2)].iloc[0]
+    assert level2["sample_sd"] == 0
