@@ -1,0 +1,131 @@
+"""The judge stage's tables from its frames, built by hand (:mod:`instir.stages.judge`): InstFol's summary with
+the k, depth and run files behind each value, the ranking against gold, the spread ×100, the agreement table,
+and the counts and warnings the page says in words."""
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from instir.stages.judge import InstFolTables, Judging, rank_systems, summarise_instfol
+
+
+def _instances(system, subset, values, k, depth, run_files, collection="ifir-sample"):
+    return pd.DataFrame({"system": system, "collection": collection, "benchmark": f"{collection}/{subset}",
+                         "subset": subset, "level": [1, 2][:len(values)], "qid": [f"{subset}{i}" for i in
+                                                                                  range(len(values))],
+                         "instfol": values, "s_q": 0.0, "s_inst": values, "failed": 0, "dropped": 0, "parsed": 0,
+                         "judge_backend": "baseline", "judge_model": "overlap", "k": k, "depth": depth,
+                         "run_files": run_files})
+
+
+def test_instfols_summary_names_the_shallowest_depth_and_each_subsets_own_run_files():
+    instances = pd.concat([_instances("bm25", "fiqa", [0.2, 0.4], 20, [20, 20], "f.trec; fq.trec"),
+                           _instances("bm25", "nfcorpus", [0.6, 0.8], 20, [20, 7], "n.trec; nq.trec")],
+                          ignore_index=True)
+    summary = summarise_instfol(instances).set_index(["scope", "subset", "level"])
+    average = summary[summary.index.get_level_values(0) == "average"].iloc[0]
+    assert average["instfol"] == pytest.approx(((0.2 + 0.4) / 2 + (0.6 + 0.8) / 2) / 2)
+    assert average["depth"] == 7 and average["k"] == 20  # the shallower run of the two bounds every value
+    assert average["run_files"] == "f.trec; fq.trec; n.trec; nq.trec"
+    fiqa = summary[(summary.index.get_level_values(0) == "subset") & (summary.index.get_level_values(1) == "fiqa")]
+    assert fiqa["run_files"].tolist() == ["f.trec; fq.trec"]  # its own runs only: it stays while they do
+
+
+def test_the_judges_ranking_is_compared_with_gold_on_pooled_values_and_the_collections_average():
+    summary = pd.DataFrame({"benchmark": ["instructir-sample"] * 3 + ["ifir-sample"] * 2,
+                            "system": ["a", "b", "c", "a", "b"], "scope": ["subset"] * 3 + ["average"] * 2,
+                            "subset": ["all"] * 3 + ["average"] * 2, "instfol": [0.1, 0.2, 0.3, 0.1, 0.2]})
+    metrics = pd.DataFrame({
+        "benchmark": ["instructir-sample"] * 6 + ["ifir-sample"] * 2 + ["ifir-sample/fiqa"] * 2,
+        "subset": ["all"] * 6 + ["average"] * 2 + ["fiqa"] * 2,
+        "level": ["all"] * 3 + ["1"] * 3 + ["all"] * 4,
+        "measure": ["nDCG@10"] * 6 + ["nDCG@20"] * 4, "system": ["a", "b", "c"] * 2 + ["a", "b"] * 2,
+        # pooled gold reverses InstFol's order (tau -1); a level's rows, listed after, agree with it
+        # on ifir-sample the Average agrees (tau 1); fiqa's own rows, listed after, reverse it
+        "value": [0.3, 0.2, 0.1, 0.1, 0.2, 0.3, 0.1, 0.2, 0.2, 0.1]})
+    tau = rank_systems(summary, metrics).set_index("benchmark")["tau"]
+    assert tau.to_dict() == {"ifir-sample": pytest.approx(1.0), "instructir-sample": pytest.approx(-1.0)}
+
+
+def _judging(**parts) -> Judging:
+    none = pd.DataFrame(columns=["qid", "docid", "error"])
+    defaults = dict(judge=None, backend="baseline", max_instances=1, validations={},
+                    pairs=pd.DataFrame(columns=["benchmark", "norm", "error", "warning"]), agreement=pd.DataFrame(),
+                    instfol=InstFolTables(none, none, pd.DataFrame(), pd.DataFrame({"failed_judgments": [0]})),
+                    rankings=pd.DataFrame(), spread=pd.DataFrame(), summary="")
+    return Judging(**{**defaults, **parts})
+
+
+def test_the_spread_table_shows_instfol_and_both_spreads_x100():
+    spread = pd.DataFrame([{"benchmark": "b", "system": "s", "scope": "subset", "subset": "all", "level": pd.NA,
+                            "instances": 3, "repeats": 2, "judged_repeats": 2, "instfol": 0.125,
+                            "judge_mean": 0.12, "judge_sd": 0.01, "judge_low": 0.1, "judge_high": 0.14,
+                            "sample_mean": 0.12, "sample_sd": 0.05, "sample_low": 0.02, "sample_high": 0.2,
+                            "identical_repeats": False, "dominant": "query sample"}])
+    row = _judging(spread=spread).stability_table().iloc[0]
+    assert row["instfol"] == 12.5 and row["judge_sd"] == 1.0 and row["sample_high"] == 20.0
+    assert row["instances"] == 3 and row["repeats"] == 2
+
+
+def test_the_agreement_table_keeps_the_statistics_order_and_counts_pairs_as_integers():
+    agreement = pd.DataFrame({"statistic": ["pairs", "kappa"] * 2, "benchmark": ["x", "x", "all", "all"],
+                              "value": [15.0, 0.25, 15.0, 0.25]})
+    table = _judging(agreement=agreement).agreement_table()
+    assert table.index.tolist() == ["pairs", "kappa"]
+    assert table.loc["pairs", "all"] == 15 and isinstance(table.loc["pairs", "all"], int)
+
+
+def test_the_warning_statement_counts_only_judgments_that_count():
+    pairs = pd.DataFrame({"benchmark": "x", "norm": [0.5, None, 0.5], "error": [None, "HTTP 500", None],
+                          "warning": ["served by m2", "served by m2", None]})
+    assert "**1 judgment(s) carry a warning**" in _judging(pairs=pairs).warning_statement()
+
+
+def test_failed_judgments_are_summed_over_pairs_and_repeat_0_is_instfols_own():
+    spread = pd.DataFrame()
+    spread.attrs["repeats"] = [[{"repeat": 0, "from_instfol": True, "failed_judgments": 1},
+                                {"repeat": 1, "failed_judgments": 2}]]
+    positions = pd.DataFrame({"qid": ["q1", "q2", "q3"], "docid": ["d", "d", "d"], "error": ["HTTP 503"] * 3})
+    judging = _judging(spread=spread, instfol=InstFolTables(positions, positions, pd.DataFrame(),
+                                                            pd.DataFrame({"failed_judgments": [1, 2]})))
+    assert judging.failed_judgments() == 3 + 2  # InstFol's 1 + 2, the repeats' 2 (repeat 0 is InstFol's 1)
+    assert judging.incomplete()[-1].startswith("5 judgment(s) failed (3 of InstFol, 2 of its repeats) and")
+    alone = _judging(instfol=InstFolTables(positions, positions, pd.DataFrame(),
+                                           pd.DataFrame({"failed_judgments": [1, 2]})))
+    assert alone.incomplete()[-1].startswith("3 judgment(s) failed and are left out")
+
+
+def test_the_judged_statement_counts_each_instance_once_whatever_the_systems():
+    instances = pd.DataFrame({"benchmark": "x", "system": ["a", "a", "b", "b"], "qid": ["q1", "q2", "q1", "q2"]})
+    judge = SimpleNamespace(name="baseline", model="overlap", stats=SimpleNamespace(judged=4, failed=0, hits=0))
+    none = pd.DataFrame(columns=["qid", "docid", "error"])
+    text = _judging(judge=judge, instfol=InstFolTables(instances, none, pd.DataFrame(), pd.DataFrame())
+                    ).judged_statement()
+    assert "**2 instance(s)** for InstFol@20 (x\\: 2)" in text and "top-20 of 2 retriever(s)" in text
+
+
+def test_a_deterministic_judge_judged_once_gets_no_note_on_repeats():
+    spread = pd.DataFrame({"repeats": [1]})
+    judge = SimpleNamespace(deterministic=True)
+    said = _judging(judge=judge, spread=spread, verdicts=[("ifir", "bm25", "One repeat per judgment.")])
+    assert said.stability_statement() == "- **ifir / bm25**: One repeat per judgment\\."  # Markdown-escaped
+    again = _judging(judge=judge, spread=spread.assign(repeats=3), verdicts=said.verdicts).stability_statement()
+    assert again.startswith("This judge is deterministic") and "stands for all 3 repeats" in again
+
+
+def test_instfols_files_name_both_runs_each_value_compared(tmp_path):
+    from instir.report.layout import ReportLayout
+    from instir.stages.judge import RunPair, write_instfol
+
+    instances = _instances("x", "fiqa", [0.2, 0.4], 20, [20, 20], "").drop(
+        columns=["system", "collection", "benchmark", "judge_backend", "judge_model", "k", "depth", "run_files"])
+    meta = {"judge": {"name": "baseline", "model": "overlap"}, "k": 20, "depth": 20,
+            **dict.fromkeys(("unique_requests", "judged", "from_cache", "failed_judgments", "parsed_judgments",
+                             "warnings"), 0), "cost": None}
+    result = SimpleNamespace(instances=instances, positions=pd.DataFrame({"qid": ["fiqa0"], "docid": ["d"]}),
+                             meta=meta)
+    pair = RunPair("ifir-sample/fiqa", "bm25", "bm25", "runs/i.trec", "runs/q.trec")
+    tables = write_instfol(ReportLayout(tmp_path), [pair], [result])
+    assert set(tables.summary["run_files"]) == {"runs/i.trec; runs/q.trec"}
+    assert set(pd.read_csv(tmp_path / "judge" / "instfol.csv")["run_files"]) == {"runs/i.trec; runs/q.trec"}
