@@ -66,3 +66,33 @@ def test_verdict_counts_count_a_number_once_under_the_row_that_judges_it():
     counts = _comparison(compared).verdicts()
     assert counts.to_dict("records") == [{"paper": "instructir", "verdict": "not comparable (SAMPLE)", "numbers": 1},
                                          {"paper": "instructir", "verdict": "within tolerance", "numbers": 1}]
+
+
+def test_the_verdicts_the_judges_spread_changed_are_counted():
+    compared = pd.DataFrame({"within_tolerance": pd.array([False, False, True, pd.NA], dtype="boolean")})
+    widened = pd.DataFrame({"within_tolerance": pd.array([True, False, True, pd.NA], dtype="boolean")})
+    assert PaperComparison(compared, None, pd.DataFrame(), pd.DataFrame(), widened, pd.DataFrame(),
+                           {}).changed_verdicts() == 1
+    assert _comparison(compared).changed_verdicts() == 0  # no widened comparison
+
+
+def test_a_number_outside_tolerance_is_flagged_bad_and_every_not_comparable_muted():
+    compared = pd.DataFrame({"verdict": ["within tolerance", "outside tolerance", "not comparable (SAMPLE)"]})
+    assert _comparison(compared).verdict_flags == {"within tolerance": "good", "outside tolerance": "bad",
+                                                   "not comparable (SAMPLE)": "muted"}
+
+
+def test_plotted_numbers_are_x100_whatever_scale_a_paper_prints():
+    rows = pd.concat([_rows([None]), _rows([None]).assign(reported=0.25, reproduced=0.5, scale=1.0)],
+                     ignore_index=True)
+    scaled = _comparison(rows).scatter_rows()
+    assert scaled["reported"].tolist() == [10.0, 25.0] and scaled["reproduced"].tolist() == [12.0, 50.0]
+
+
+def test_a_papers_curve_is_drawn_once_however_many_systems_meet_its_row():
+    rows = pd.concat([_rows([1.0, 2.0]), _rows([1.0, 2.0]).assign(system="bm25-again", reproduced=[5.0, 6.0])],
+                     ignore_index=True)
+    ((_, curves),) = _comparison(rows).per_level()
+    lines = curves.groupby("line")["value"].apply(list).to_dict()
+    assert lines == {"bm25 · InstFol@20": [12.0, 12.0], "bm25-again · InstFol@20": [5.0, 6.0],
+                     "BM25 · paper": [10.0, 10.0]}
