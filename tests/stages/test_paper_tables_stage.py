@@ -306,3 +306,8 @@ def test_the_compare_stage_compares_the_numbers_under_the_protocol_the_evaluate_
     score_runs(tmp_path, protocol=protocol)
     paper_tables(tmp_path)
     assert seen == [protocol]
+
+
+def test_only_instructed_systems_are_matched_with_the_papers_models(tmp_path):
+    # the folder's metrics hold "bm25 (query-only)" too: InstFol's other half, no system a paper's row reports
+    assert paper_tables(real_fiqa_folder(tmp_path)).matches["system"].tolist() == ["bm25"]
