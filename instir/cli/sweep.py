@@ -54,8 +54,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
         try:
             check_runnable(grid, where=lambda field: f"field {field!r}", knob=f"data_root: FOLDER in {args.grid}")
-        except UserError as err:
-            raise type(err)(f"{args.grid}: {err}") from None
+        except UserError as err:  # one line naming the grid (not the error's own class: a FormatError takes a path)
+            raise UsageError(f"{args.grid}: {err}") from None
     print(f"{args.grid}: {plan}", flush=True)
     if not args.serial:
         try:
