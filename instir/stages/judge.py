@@ -261,9 +261,10 @@ class Judging:
         per_benchmark = markdown_text(", ".join(f"{name}: {n}" for name, n in judged.items()))
         stats = self.judge.stats
         systems = self.instfol.instances["system"].nunique()
+        k = self.instfol.results[0].meta["k"] if self.instfol.results else K  # the cut-off the stage was given
         return (f"Judge {markdown_code(self.judge.name)} / {markdown_code(self.judge.model)} judged "
                 f"**{len(self.pairs)} gold pairs** for the validation and **{judged.sum()} instance(s)** for "
-                f"InstFol@20 ({per_benchmark}), each with the instructed and the query-only top-20 of {systems} "
+                f"InstFol@{k} ({per_benchmark}), each with the instructed and the query-only top-{k} of {systems} "
                 f"retriever(s). "
                 f"{stats.judged} judgments were made in this run ({stats.failed} failed) and {stats.hits} answered "
                 f"from the cache.{self.warning_statement()}")

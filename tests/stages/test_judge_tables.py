@@ -105,6 +105,16 @@ def test_the_judged_statement_counts_each_instance_once_whatever_the_systems():
     assert "**2 instance(s)** for InstFol@20 (x\\: 2)" in text and "top-20 of 2 retriever(s)" in text
 
 
+
+def test_the_judged_statement_names_the_cut_off_the_stage_judged_at():
+    instances = pd.DataFrame({"benchmark": "x", "system": ["a"], "qid": ["q1"]})
+    judge = SimpleNamespace(name="baseline", model="overlap", stats=SimpleNamespace(judged=2, failed=0, hits=0))
+    none = pd.DataFrame(columns=["qid", "docid", "error"])
+    at_10 = SimpleNamespace(meta={"k": 10})  # judge_runs(k=10): each pair's InstFolResult carries its k
+    text = _judging(judge=judge, instfol=InstFolTables(instances, none, pd.DataFrame(), pd.DataFrame(), [at_10])
+                    ).judged_statement()
+    assert "for InstFol@10 (x\\: 1)" in text and "top-10 of 1 retriever(s)" in text and "20" not in text
+
 def test_a_deterministic_judge_judged_once_gets_no_note_on_repeats():
     spread = pd.DataFrame({"repeats": [1]})
     judge = SimpleNamespace(deterministic=True)
