@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from instir.errors import UsageError, unknown
-from instir.secrets import require_env_name
+from instir.secrets import refuse_url_credentials, require_env_name
 
 if TYPE_CHECKING:
     from instir.judge.cache import CachedJudge
@@ -89,6 +89,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
             raise UsageError("the openai judge backend needs a model name, e.g. 'gpt-4o-mini' "
                              "or the name of the model a local server serves")
         url = base_url or OPENAI_BASE_URL
+        refuse_url_credentials(url, "base_url")  # before the key's check, whose message repeats the URL
         options = {"timeout_s": timeout_s, "max_retries": max_retries}
         judge = OpenAICompatibleJudge(model, url, api_key_env=key_env_for(api_key_env, url),
                                       **{k: v for k, v in options.items() if v is not None})

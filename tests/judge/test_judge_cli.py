@@ -414,3 +414,32 @@ def test_runs_given_the_wrong_way_round_are_refused_naming_the_option_and_the_si
     for path, copy in zip((query_only, instructed), copies):
         Path(copy).write_bytes(Path(path).read_bytes())
     assert main(judge_args(copies, tmp_path / "k.sqlite")) == 0
+
+
+def test_a_key_variable_set_to_nothing_is_not_set(monkeypatch):
+    # an empty key would send every request unauthenticated: each a 401 after the run started
+    monkeypatch.setenv("MY_JUDGE_KEY", "")
+    with raises_saying(ValueError, "MY_JUDGE_KEY named by api_key_env is not set"):
+        factory.key_env_for("MY_JUDGE_KEY", "https://api.openai.com/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    with raises_saying(ValueError, "OPENAI_API_KEY is not set"):
+        factory.key_env_for(None, "https://api.openai.com/v1")
+
+
+def test_a_host_under_dot_localhost_is_a_local_server():
+    assert factory.is_local_url("http://judge.localhost:8000/v1")
+    assert not factory.is_local_url("http://localhost.example.org/v1")
+
+
+@pytest.mark.parametrize("url", ["https://user:hunter2pass@gw.example/v1", "https://gw.example/v1?api-key=hunter2pass"])
+def test_credentials_in_the_base_url_are_refused_unrepeated_when_no_key_is_set_either(url, tmp_path, monkeypatch,
+                                                                                        capsys):
+    # the unset key was named first, in a message that repeated the whole URL and its password
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UsageError, match="base_url holds") as err:
+        factory.make_judge("openai", model="m", base_url=url, cache=tmp_path / "j.sqlite")
+    assert "hunter2pass" not in str(err.value)
+    assert main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "openai", "--model", "m",
+                 "--base-url", url, "--cache", str(tmp_path / "j.sqlite")]) == 2
+    said = capsys.readouterr()
+    assert "base_url holds" in said.err and "hunter2pass" not in said.err + said.out
