@@ -1,6 +1,7 @@
 """OpenAICompatibleJudge against a real HTTP server on 127.0.0.1: retries, Retry-After,
 timeouts, garbage, authentication, key masking, call settings, concurrency, usage and cost."""
 
+import json
 import re
 import socket
 import time
@@ -249,6 +250,7 @@ def test_timeout_and_max_retries_bound_a_hung_server():
         [j] = make_judge(server.url, timeout_s=0.1, max_retries=1).judge(numbered_requests(1))
     assert not j.ok and "gave up after 2 attempts" in j.error and "timeout" in j.error
     assert server.count == 2
+    assert j.latency_s >= 0.2  # a failure's latency is the time spent on it (two attempts of 0.1 s), not 0
 
 
 @pytest.mark.parametrize(("option", "value", "problem"), [
@@ -256,6 +258,7 @@ def test_timeout_and_max_retries_bound_a_hung_server():
     ("timeout_s", -1.0, "timeout must be a positive number"),
     ("max_retries", -1, "max_retries must be a whole number"),
     ("max_retries", 1.5, "max_retries must be a whole number"),
+    ("max_retries", True, "max_retries must be a whole number"),
 ])
 def test_timeout_and_retry_counts_out_of_range_are_refused(option, value, problem):
     with pytest.raises(ValueError, match=problem):
@@ -318,3 +321,138 @@ def test_the_key_is_masked_in_a_completion_that_echoes_it(tmp_path, monkeypatch)
         out = judge.judge(numbered_requests(1))
     assert out[0].ok and out[0].score == 1 and out[0].raw == '{"score": 1, "reason": "the header was Bearer ***"}'
     assert_secret_absent(tmp_path, out)
+
+
+def test_a_top_p_of_none_is_left_out_of_the_request():
+    # CallSettings: top_p=None leaves it out (OpenAI refuses a null top_p: every request would be a 400)
+    with FakeChatServer() as server:
+        judge = make_judge(server.url, top_p=None)
+        [j] = judge.judge(numbered_requests(1))
+    _, body = server.received[0]
+    assert j.ok and "top_p" not in body and judge.model == "fake-model [ifir+top_p=None]"
+
+
+def test_usage_without_completion_tokens_leaves_the_cost_unknown_and_the_judgment_counts():
+    body = chat_body('{"score": 2, "reason": "x"}')
+    body["usage"] = {"prompt_tokens": 100}
+    with FakeChatServer([Reply(body=body)]) as server:
+        [j] = make_judge(server.url, price_per_1m=(0.15, 0.60)).judge(numbered_requests(1))
+    assert j.ok and j.score == 2 and (j.prompt_tokens, j.completion_tokens, j.cost) == (100, None, None)
+
+
+def test_a_count_of_zero_tokens_is_a_count_and_costs_nothing_for_its_side():
+    with FakeChatServer([Reply(body=chat_body('{"score": 2, "reason": "x"}', usage=(100, 0)))]) as server:
+        [j] = make_judge(server.url, price_per_1m=(0.15, 0.60)).judge(numbered_requests(1))
+    assert (j.prompt_tokens, j.completion_tokens) == (100, 0) and j.cost == pytest.approx(100 * 0.15 / 1e6)
+
+
+def test_request_timeouts_and_conflicts_are_retried():
+    with FakeChatServer([Reply(408, "request timeout"), Reply(409, "conflict")]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert j.ok and server.count == 3
+
+
+def test_a_server_error_with_a_long_body_is_retried_not_taken_for_an_oversized_answer():
+    with FakeChatServer([Reply(503, "<html>" + "busy " * 20_000 + "</html>")]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert j.ok and server.count == 2
+
+
+def test_a_success_starts_the_count_of_requests_in_a_row_that_gave_up_again(monkeypatch):
+    # a server that was down, came back and answered: a later outage retries each request again, as the first did
+    from instir import http_retry
+
+    monkeypatch.setattr(http_retry.time, "sleep", lambda s: None)
+    judge = make_judge("http://127.0.0.1:9/v1", max_retries=1, concurrency=1)
+    judge.judge(numbered_requests(3))  # port 9: nothing answers
+    with FakeChatServer(script=[scored_reply(2)]) as server:
+        judge.endpoint.base_url = server.url
+        assert judge.judge(numbered_requests(1))[0].ok
+    judge.endpoint.base_url = "http://127.0.0.1:9/v1"
+    [j] = judge.judge(numbered_requests(1, start=5))
+    assert j.error.startswith("gave up after 2 attempts; last: connection error"), j.error
+
+
+def test_retry_waits_double_per_attempt_up_to_the_cap_and_a_retry_after_is_capped_too():
+    import email.utils
+    from datetime import datetime, timedelta, timezone
+
+    import httpx
+
+    from instir.http_retry import RetryPolicy
+
+    policy = RetryPolicy(max_retries=6, backoff_s=1.0, max_backoff_s=10.0)
+    for attempt, full in enumerate([1, 2, 4, 8, 10, 10]):
+        assert full / 2 <= policy.backoff(attempt) <= full, attempt  # jittered in [half, all] of the wait
+
+    def waits(value):
+        return policy.retry_after(httpx.Response(429, headers={"Retry-After": value}))
+
+    assert (waits("3"), waits("86400"), waits("-5"), waits("soon")) == (3.0, 10.0, 0.0, None)
+    in_8_s = email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(seconds=8), usegmt=True)
+    assert 6.0 <= waits(in_8_s) <= 8.0  # an HTTP date: the seconds until then
+    assert waits(email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(days=1), usegmt=True)) == 10.0
+
+
+def test_a_concurrency_past_the_bound_is_refused():
+    with raises_saying(ValueError, "concurrency"):
+        make_judge("http://127.0.0.1:1/v1", concurrency=65)
+    assert make_judge("http://127.0.0.1:1/v1", concurrency=64).concurrency == 64
+
+
+def test_the_default_port_of_a_url_without_one_is_the_schemes(monkeypatch):
+    from instir import http_retry
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    tried = []
+
+    def connect(address, timeout):
+        tried.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(http_retry.socket, "create_connection", connect)
+    refused = "(Connection refused)"
+    assert http_retry.unreachable("https://judge.example/v1") == f"nothing answers at judge.example:443 {refused}"
+    assert http_retry.unreachable("http://judge.example/v1") == f"nothing answers at judge.example:80 {refused}"
+    assert tried == [("judge.example", 443), ("judge.example", 80)]
+
+
+def test_an_answer_of_exactly_the_byte_cap_is_read(monkeypatch):
+    from instir.judge import chat
+
+    body = json.dumps(chat_body('{"score": 2, "reason": "x"}', model="fake-model"))
+    monkeypatch.setattr(chat, "MAX_ANSWER_BYTES", len(body.encode()))
+    with FakeChatServer([Reply(body=body)]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert j.ok and j.score == 2
+    monkeypatch.setattr(chat, "MAX_ANSWER_BYTES", len(body.encode()) - 1)
+    with FakeChatServer([Reply(body=body)]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert not j.ok and j.error.startswith("the answer is larger than")
+
+
+@pytest.mark.parametrize(("status", "cut", "field"), [(401, ERROR_BODY_CHARS, "error"), (200, RAW_BODY_CHARS, "raw")],
+                         ids=["error body", "malformed body"])
+def test_a_key_the_cut_falls_a_few_characters_into_is_masked_whole_before_the_cut(monkeypatch, status, cut, field):
+    # five characters of the key before the cut: too few to be found as an echo once cut, so masking must come first
+    monkeypatch.setenv("MY_JUDGE_KEY", SECRET)
+    body = "x" * (cut - len("Bearer ") - 5) + ECHO_AUTH + " and the rest of the echo"
+    with FakeChatServer([Reply(status, body)]) as server:
+        [j] = make_judge(server.url, api_key_env="MY_JUDGE_KEY").judge(numbered_requests(1))
+    text = getattr(j, field)
+    assert not j.ok and "Bearer ***" in text and SECRET[:5] not in text, text[-40:]
+
+
+def test_a_redirect_to_a_location_holding_the_key_is_named_masked_by_the_endpoint_itself(monkeypatch):
+    # the embeddings backend raises the endpoint's error as it is: no judgment masks it afterwards
+    from instir.http_retry import Endpoint, RequestFailed, RetryPolicy
+
+    monkeypatch.setenv("MY_JUDGE_KEY", SECRET)
+    target = f"https://elsewhere.example/v1/embeddings?key={SECRET}"
+    with FakeChatServer([Reply(302, "", {"Location": target})]) as server:
+        endpoint = Endpoint(server.url, api_key_env="MY_JUDGE_KEY")
+        with endpoint.client() as http, pytest.raises(RequestFailed) as err:
+            endpoint.post(http, "/embeddings", {"input": ["x"]}, policy=RetryPolicy(max_retries=0), what="embedding")
+    assert str(err.value).startswith("HTTP 302 redirect to https://elsewhere.example/v1/embeddings?key=*** (not")
+    assert not any(p in str(err.value) for p in pieces(SECRET))

@@ -14,10 +14,10 @@ from judge_fakes import FakeChatServer, Reply, chat_body, numbered_requests, sco
 
 from instir.cli import main
 from instir.judge.cache import CachedJudge, request_key
-from instir.judge.chat import OpenAICompatibleJudge, model_mismatch
+from instir.judge.chat import RAW_BODY_CHARS, OpenAICompatibleJudge, model_mismatch
 from instir.judge.rubrics import rubric_for
 from instir.judge.scoring import MAX_ANSWER_CHARS, expected_score, judgment_from_chat
-from instir.judge.types import MAX_RAW_CHARS, JudgeRequest
+from instir.judge.types import MAX_MODEL_CHARS, MAX_RAW_CHARS, JudgeRequest
 
 ANSWER = '{"score": 2, "reason": "ok"}'
 
@@ -119,7 +119,8 @@ def test_bodies_that_are_not_chat_completions_are_failures(body, problem):
 
 
 def test_usage_of_the_wrong_shape_leaves_the_counts_unknown_not_a_traceback():
-    for usage in ([100, 10], {"prompt_tokens": "100", "completion_tokens": -1}, "lots"):
+    for usage in ([100, 10], {"prompt_tokens": "100", "completion_tokens": -1}, "lots",
+                  {"prompt_tokens": True, "completion_tokens": False}):
         body = {**scored_reply(2).body, "usage": usage}
         with FakeChatServer([Reply(body=body)]) as server:
             [j] = make_judge(server.url, price_per_1m=(1.0, 1.0)).judge(numbered_requests(1))
@@ -366,3 +367,30 @@ def test_judge_requests_are_judgments_in_the_order_asked_whatever_arrives():
         out = make_judge(server.url, concurrency=4).judge(requests)
     assert [j.ok for j in out] == [i % 2 == 0 for i in range(12)]
     assert [j.score for j in out[::2]] == [i % 3 for i in range(0, 12, 2)]
+
+
+def test_a_snapshot_is_a_date_or_version_suffix_alone_not_any_name_that_starts_with_one():
+    assert model_mismatch("gpt-4", "gpt-4-1106-preview") == ("answered by model 'gpt-4-1106-preview', not 'gpt-4' "
+                                                              "as asked")
+    assert model_mismatch("gpt-4o-mini", "gpt-4o-mini-2024-07-18-ft") is not None
+
+
+def test_a_long_served_model_name_is_kept_cut_to_its_cap():
+    with FakeChatServer([Reply(body=chat_body(ANSWER, model="m" * 5000))]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert j.ok and len(j.served_model) == MAX_MODEL_CHARS and j.served_model.endswith("[cut: 5,000 characters]")
+
+
+def test_the_reason_of_a_failure_is_kept_cut_to_its_cap():
+    # the reason quotes the score it could not read: a 5,000-character "score" is not stored whole
+    content = '{"score": "' + "z" * 5000 + '"}'
+    with FakeChatServer([Reply(body=chat_body(content))]) as server:
+        [j] = make_judge(server.url).judge(numbered_requests(1))
+    assert not j.ok and j.error.startswith("malformed answer: score is not an integer: 'zzz")
+    assert len(j.error) == RAW_BODY_CHARS and j.error.endswith("[cut: 5,045 characters]")
+
+
+def test_a_nan_log_probability_fails_the_answer_even_on_an_alternative_that_is_not_weighed():
+    tokens = score_token(-0.1, {"2": -0.1, "3": -2.5, " two": math.nan})["content"]
+    j = judgment_from_chat(ANSWER, tokens, rubric_for("fiqa", 3))
+    assert not j.ok and j.error.startswith("malformed log-probabilities: token 1, alternative 2: logprob nan"), j.error
