@@ -9,6 +9,7 @@ from judge_fakes import chat_body
 
 from instir.judge.rubrics import rubric_for
 from instir.judge.scoring import (
+    MAX_ANSWER_CHARS,
     checked_logprobs,
     expected_score,
     ifir_digit_probs,
@@ -261,3 +262,29 @@ def test_a_log_probability_clearly_above_0_is_refused_and_one_within_float_round
     with pytest.raises(ValueError, match="token 0: logprob 0.05 is not the log of a probability"):
         checked_logprobs([{"token": "2", "logprob": 0.05}])
     assert checked_logprobs([{"token": "2", "logprob": 1e-7}]) == [{"token": "2", "logprob": 0.0, "top_logprobs": []}]
+
+
+def test_parse_answer_passes_over_objects_without_a_score_to_the_first_with_one():
+    assert parse_answer('{"step": 1, "met": true} then {"score": 2, "reason": "x"}', 3) == 2
+    assert parse_answer('{"verdict": {"score": 1, "reason": "x"}}', 3) == 1
+
+
+def test_only_the_first_score_token_is_weighted_even_when_its_alternatives_hold_no_digit():
+    # geval.py stops at the first token equal to str(score); no digit above 1 % there is 0/0 for the authors and the
+    # parsed integer for the kit, never the weights of a later "2"
+    tokens = [('{"reason": "', {}), ("2", {"two": 0.99, "2": 0.005}), (' steps", "score": ', {}),
+              ("2", {"2": 0.8, "3": 0.2}), ("}", {})]
+    content = "".join(t for t, _ in tokens)
+    j = judgment_from_chat(content, logprob_tokens(tokens), LEVEL3)
+    assert j.ok and (j.weighting, j.weighted) == ("parsed", 2.0)
+
+
+def test_an_answer_of_exactly_the_longest_allowed_length_is_read():
+    content = '{"score": 2, "reason": "' + "y" * (MAX_ANSWER_CHARS - 26) + '"}'
+    assert len(content) == MAX_ANSWER_CHARS
+    assert judgment_from_chat(content, None, LEVEL3).score == 2
+    assert not judgment_from_chat(content + " ", None, LEVEL3).ok
+
+
+def test_expected_score_of_digits_that_all_have_probability_zero_is_none():
+    assert expected_score({1: 0.0, 2: 0.0}, 3, min_prob=0.0) is None

@@ -113,3 +113,23 @@ def test_a_subset_a_family_declares_is_judged_on_the_generic_rubric_however_clos
     mine = type("Spec", (), {"subsets": {"fiqa2": None}})()  # a family declaring the subset fiqa2
     monkeypatch.setattr(catalog, "family", lambda name: family(name) if name == "ifir" else mine)
     assert rubric_for("fiqa2", 2) is RUBRICS["generic"]
+
+
+def test_a_subset_name_in_another_letter_case_gets_its_own_rubric():
+    assert rubric_for("FiQA", 3) is RUBRICS["fiqa/3"] and rubric_for(" NFCorpus ", None) is RUBRICS["nfcorpus"]
+
+
+def test_a_request_for_an_instance_shows_its_query_and_its_instruction_each_in_its_field():
+    from instir.benchmarks.types import Doc, Query
+
+    query = Query("q1", QUERY, INSTRUCTION, group="g", level=2, subset="fiqa")
+    request = JudgeRequest.for_instance(query, Doc("d1", PASSAGE, title="ztitlez"))
+    assert request.rubric is RUBRICS["fiqa/2"]
+    assert request.messages[1]["content"] == (f"Query:\n{QUERY}\n\nInstruction:\n{INSTRUCTION}\n\n"
+                                              f"Passage:\nztitlez {PASSAGE}")
+
+
+def test_judged_text_keeps_non_ascii_characters_as_they_are():
+    # the judgment cache keys on its hash: escaping them would give every stored non-ASCII judgment a new key
+    text = judged_text(JudgeRequest("Zürich rent", "für Studenten", "Miete in Zürich", rubric_for("fiqa", 1)))
+    assert "Zürich rent" in text and "für Studenten" in text and "\\u00fc" not in text
