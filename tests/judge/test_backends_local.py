@@ -96,3 +96,40 @@ def test_unknown_baseline_method_is_an_error():
 
     with pytest.raises(UnknownNameError, match="unknown baseline judge method 'bm25'.* known: lexical, embedding"):
         BaselineJudge("bm25")
+
+
+def test_lexical_baseline_rounds_half_up_counts_the_instruction_and_leaves_out_stopwords():
+    level1, generic = rubric_for("fiqa", 1), rubric_for("", None)
+    judge = BaselineJudge("lexical", progress=False)
+    half, instructed, stopwords, nothing = judge.judge([
+        JudgeRequest("retirement savings", "", "Retirement.", level1),  # 1 of 2 terms: 0.5 on 0-1, score 1
+        JudgeRequest("retirement", "savings", "Savings accounts.", generic),  # the instruction's term counts
+        JudgeRequest("the retirement of them", "", "Retirement.", generic),  # "the", "of", "them" are no terms
+        JudgeRequest("the of", "", "The of.", generic),  # no content term to look for: 0
+    ])
+    assert (half.weighted, half.score) == (0.5, 1)
+    assert (instructed.weighted, instructed.score) == (1.5, 2)
+    assert (stopwords.weighted, stopwords.score) == (3.0, 3)
+    assert (nothing.weighted, nothing.score) == (0.0, 0)
+
+
+def test_embedding_baseline_clips_a_negative_similarity_to_zero(monkeypatch):
+    import numpy as np
+
+    class Opposite:
+        def encode(self, texts, batch_size=None, normalize_embeddings=None):
+            return np.array([[1.0, 0.0] if t.startswith("need") else [-1.0, 0.0] for t in texts])
+
+    judge = BaselineJudge("embedding", progress=False)
+    monkeypatch.setattr(judge, "_encoder", Opposite)
+    [j] = judge.judge([JudgeRequest("need", "", "passage", rubric_for("fiqa", 3))])
+    assert j.ok and (j.weighted, j.score) == (0.0, 0)
+
+
+def test_a_baseline_judgments_latency_is_its_share_of_its_batch(monkeypatch):
+    import time
+
+    judge = BaselineJudge("lexical", progress=False)
+    monkeypatch.setattr(judge, "_similarities", lambda batch: time.sleep(0.4) or [0.5] * len(batch))
+    out = judge.judge([JudgeRequest("q", "", f"p{i}", rubric_for("", None)) for i in range(4)])
+    assert all(0.09 <= j.latency_s <= 0.3 for j in out), [j.latency_s for j in out]

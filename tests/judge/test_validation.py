@@ -210,3 +210,24 @@ def test_single_level_ifir_subsets_get_hard_negatives_from_the_candidate_lists()
     for qid, docid in siblings[["qid", "docid"]].itertuples(index=False):
         assert docid in bench.meta["candidates"][bench.queries[qid].group]
         assert docid not in bench.qrels[qid]
+
+
+def test_confusion_has_every_label_even_one_neither_side_used():
+    frame = pd.DataFrame({"grade": [2, 0, 0], "judge_grade": pd.array([2, 0, 2], dtype="Int64"), "error": [None] * 3})
+    matrix = confusion(frame)
+    assert matrix.loc["sibling"].tolist() == [0, 0, 0] and matrix["sibling"].tolist() == [0, 0, 0]
+    assert matrix.loc["not_relevant"].tolist() == [1, 0, 1] and matrix.loc["relevant"].tolist() == [0, 0, 1]
+
+
+def test_kappa_on_relevant_vs_rest_is_defined_when_only_the_gold_side_is_one_class():
+    # gold all relevant, the judge split: kappa is 0 (chance), as scikit-learn computes it, not undefined
+    got = agreement(hand_made().iloc[:3]).set_index("statistic")["value"]
+    assert got["kappa_binary"] == pytest.approx(cohen_kappa_score([1, 1, 1], [1, 0, 1])) == 0.0
+
+
+def test_gold_pairs_leave_out_relevant_ids_the_corpus_lacks():
+    # such a pair could only fail ("document not in the corpus") and raise the failure rate
+    bench = toy_benchmark([Query("g_1", "q", "i", group="g")], {"g_1": {"t1": 1, "gone": 1}}, ["t1", *NEGATIVES])
+    pairs = gold_pairs(bench, per_stratum=50)
+    assert "gone" not in set(pairs["docid"])
+    assert pairs.loc[pairs["label"] == "relevant", "docid"].tolist() == ["t1"]
