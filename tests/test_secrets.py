@@ -224,3 +224,34 @@ def test_a_word_inside_a_placeholder_key_is_not_masked_in_an_answer(key, text):
     # llama.cpp's documented placeholder key had become "***" in every judge answer saying it
     assert mask_secret(text, key) == text
     assert mask_secret(f"bad key {key}!", key) == "bad key ***!"
+
+
+def test_a_secret_variable_named_in_lower_case_or_shorter_than_twelve_characters_is_found(monkeypatch):
+    monkeypatch.setenv("my_gateway_token", "Zürich-Pässwort-8841")  # "token" in lower case still marks a secret
+    monkeypatch.setenv("SHORT_PASSWORD", "pw-4f9a1c")  # 9 characters: at least MIN_SECRET_LENGTH
+    assert leaked_secret("see Zürich-Pässwort-8841") == "the value of $my_gateway_token"
+    assert leaked_secret("--password pw-4f9a1c") == "the value of $SHORT_PASSWORD"
+
+
+def test_a_bare_token_at_the_least_length_and_switch_rate_is_recognised():
+    assert token_reason("Ab3dE9fGh2JkL7mNp4Qr") == "it has the length and randomness of an API key"  # 20 characters
+    # 21 characters, 7 switches between upper case, lower case and digits in 20 pairs: 35 % exactly
+    assert token_reason("AB1CD2EF3GHIJKLMNOPQr") == "it has the length and randomness of an API key"
+    assert token_reason("ASIA_ROLE_SESSION_NAME_FOR_CI") is None  # an AWS prefix, but no 16 upper-case or digits
+
+
+def test_a_json_web_token_is_found_by_its_prefix():
+    assert find_token("Authorization: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl") == "eyJ"
+
+
+@pytest.mark.parametrize("url", ["https://s3cr3tv4lue@gw.example/v1", "https://gw.example/v1?x-api-key=abc123",
+                                 "https://gw.example/v1?client_secret=abc123"])
+def test_a_user_name_alone_or_a_prefixed_key_parameter_is_a_credential_in_a_url(url):
+    with pytest.raises(ValueError, match="holds") as err:
+        refuse_url_credentials(url, "parameter 'judge_base_url'")
+    assert "s3cr3t" not in str(err.value) and "abc123" not in str(err.value)
+
+
+def test_a_piece_from_inside_the_key_in_mixed_case_without_digits_is_masked():
+    key = "sk-proj-AbCdEfGhIjKlMnOpQr12"
+    assert mask_secret("server said: bad key EfGhIjKlMn!", key) == "server said: bad key ***!"
