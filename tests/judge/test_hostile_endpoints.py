@@ -175,3 +175,23 @@ def test_judge_validate_whose_judgments_all_fail_ends_non_zero_with_the_reasons_
     assert re.fullmatch(r"instir judge-validate: all (\d+) judgments failed, so no agreement statistic has a value: "
                         r"\1x HTTP 302 redirect to http://127\.0\.0\.1:9/v1 \(not followed, .*\)", err[0]), err[0]
     assert "judge validation on" in captured.out  # the tables (of failures) are printed first
+
+
+def test_a_gzipped_answer_from_a_server_that_ignores_the_asked_encoding_is_read_once():
+    # the kit asks for identity; a server that compresses anyway is decoded while streamed, and the read copy must
+    # not say gzip again (it was decoded a second time: every judgment a "malformed response body")
+    import gzip
+    import json
+
+    from judge_fakes import chat_body
+
+    body = gzip.compress(json.dumps(chat_body('{"score": 2, "reason": "ok"}', model="fake-model")).encode())
+
+    def serve(server: RawServer, conn: socket.socket) -> None:
+        server.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        conn.close()
+
+    with RawServer(serve) as server:
+        [j] = judge_for(server.url, timeout_s=5.0, max_retries=0).judge(numbered_requests(1))
+    assert j.ok and j.score == 2, j.error
