@@ -250,3 +250,112 @@ def test_every_llm_card_prompt_is_one_of_the_authors_templates(name):
     card = get_card(name, load_cards())
     reranker = reranker_from_name(name)
     assert reranker.template == card.params["prompt"] and reranker.dtype == (card.dtype or reranker.dtype)
+
+
+def test_gritlm_by_its_hub_name_takes_the_authors_gritlm_prompt_and_dtype():
+    # the name is matched whatever its case, as FollowIR and Mistral are: GritLM/GritLM-7B was given Llama's prompt
+    assert authors_llm_prompt("GritLM/GritLM-7B") == "gritlm"
+    kit = CausalLMPTrueReranker("GritLM/GritLM-7B")
+    assert (kit.prompt, kit.dtype) == ("gritlm", "bfloat16")
+
+
+def test_an_unknown_dtype_is_refused_naming_it():
+    from instir.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="'float8'"):
+        MonoT5Reranker("org/tiny-monot5", dtype="float8")
+
+
+def test_a_reranker_given_no_name_is_named_by_its_kind_and_model_folder(t5_dir):
+    assert MonoT5Reranker(str(t5_dir)).name == f"monot5-{t5_dir.name}"
+
+
+@pytest.mark.parametrize("changed", [{"dtype": "float16"}, {"max_length": 8}])
+def test_another_dtype_or_max_length_is_another_score_cache_identity(changed):
+    # a Hub id not on disk has no fingerprint: its identity alone keeps float16 or truncated scores apart
+    assert MonoT5Reranker("org/tiny-monot5", **changed).identity() != MonoT5Reranker("org/tiny-monot5").identity()
+
+
+def test_a_reranker_card_without_dtype_or_max_length_runs_float32_at_its_doc_max_length():
+    card = SimpleNamespace(name="mine", model="org/tiny-monot5", doc_max_length=16, params={})
+    kit = MonoT5Reranker.from_card(card)
+    assert (kit.dtype, kit.max_length) == ("float32", 16)
+    assert MonoT5Reranker.from_card(SimpleNamespace(**{**vars(card), "params": {"max_length": 8}})).max_length == 8
+
+
+def test_a_flan_t5_card_scores_by_its_own_label_tokens():
+    # FollowIR's FLAN-T5 rerankers read "▁no"/"▁yes" (the card's false_token/true_token), not monoT5's "▁false"/"▁true"
+    assert reranker_from_name("FLAN-T5-base").identity()["tokens"] == ["▁no", "▁yes"]
+
+
+def test_a_monot5_max_length_truncates_as_a_tokenizer_of_that_length_does(t5_dir, tmp_path):
+    short = build_t5(tmp_path / "t5", TEXTS, model_max_length=10)  # the same seed: the same weights
+    kit = MonoT5Reranker(str(t5_dir), max_length=10)
+    inputs = [kit.model_input(*t) for t in _pairs()[:4]]
+    truncated = kit.score(inputs)
+    assert truncated == pytest.approx(MonoT5Reranker(str(short)).score(inputs), abs=1e-6)
+    assert truncated != pytest.approx(MonoT5Reranker(str(t5_dir)).score(inputs), abs=1e-6)
+
+
+def test_a_dtype_or_batch_size_given_by_name_keeps_the_rest_of_the_card():
+    # --batch-size once replaced the card's params: its query join and prompt were dropped for the class's own
+    assert reranker_from_name("monoT5-base", dtype="float16").dtype == "float16"
+    kit = reranker_from_name("Llama-2-7B-chat (FollowIR)", batch_size=2)
+    assert kit.batch_size == 2 and "Query: wine cabinet I am a sommelier\n" in kit.model_input(
+        "wine cabinet", "I am a sommelier", "D")
+
+
+def test_a_monot5_template_with_a_field_it_cannot_fill_is_refused():
+    with pytest.raises(ValueError, match="MonoT5Reranker template"):
+        MonoT5Reranker("org/tiny-monot5", template="Query: {query} Passage: {passage} Relevant:")
+
+
+def test_a_cross_encoder_truncates_the_passage_only_as_the_authors_do(bert_dir):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(bert_dir)
+    query, instruction, passage = QUERIES[0], INSTRUCTIONS[0], max(PASSAGES, key=len)
+    joined = f"{query} {instruction}".strip()
+    limit = len(tok(joined)["input_ids"]) + 4  # the whole query and a few words of the passage
+    kit = CrossEncoderReranker(str(bert_dir), max_length=limit)
+    score = kit.score([kit.model_input(query, instruction, passage)])
+    tokens = tok([joined], [passage], truncation="only_second", max_length=limit, return_tensors="pt")
+    model = AutoModelForSequenceClassification.from_pretrained(bert_dir).eval()
+    with torch.inference_mode():
+        expected = torch.log_softmax(model(**tokens)[0], dim=1)[:, 1].exp().tolist()
+    assert score == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_single_logit_cross_encoder_scores_by_its_raw_logit(bert_dir, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(bert_dir, num_labels=1, ignore_mismatched_sizes=True)
+    model.save_pretrained(tmp_path / "one")
+    AutoTokenizer.from_pretrained(bert_dir).save_pretrained(tmp_path / "one")
+    kit = CrossEncoderReranker(str(tmp_path / "one"))
+    triples = _pairs()[:3]
+    scores = kit.score([kit.model_input(*t) for t in triples])
+    tok = AutoTokenizer.from_pretrained(tmp_path / "one")
+    tokens = tok([f"{q} {i}".strip() for q, i, _ in triples], [p for _, _, p in triples], padding=True,
+                 truncation="only_second", return_tensors="pt")
+    with torch.inference_mode():
+        expected = model.eval()(**tokens)[0][:, 0].tolist()
+    assert scores == pytest.approx(expected, abs=1e-6)
+
+
+def test_an_llm_prompt_is_cut_at_2048_tokens_when_its_tokenizer_sets_no_lower_limit(tmp_path):
+    # Llama-2's and Mistral's tokenizers say model_max_length 1e30: the authors' min(2048, …) is what truncates
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = build_llama(tmp_path / "llama", TEXTS, model_max_length=10**30)
+    kit = CausalLMPTrueReranker(str(folder), prompt="llama")
+    long = kit.model_input(QUERIES[0], INSTRUCTIONS[0], " ".join(PASSAGES * 200))
+    tok = AutoTokenizer.from_pretrained(folder)
+    tokens = tok([long], truncation=True, max_length=2048, return_tensors="pt")
+    assert len(tok(long)["input_ids"]) > 2048 == tokens["input_ids"].shape[1]
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        logits = model(**tokens).logits[:, -1, :]
+    vocab = tok.get_vocab()
+    pair = torch.log_softmax(torch.stack([logits[:, vocab["false"]], logits[:, vocab["true"]]], dim=1), dim=1)
+    assert kit.score([long]) == pytest.approx(pair[:, 1].exp().tolist(), abs=1e-6)
