@@ -311,3 +311,72 @@ def test_card_weights_carry_the_revision_the_card_pins_into_the_download_command
     assert card.revision and lora.revision == card.revision  # the LoRA's; the base model is not pinned by it
     assert lora.download == f"huggingface-cli download {lora.model} --revision {card.revision}"
     assert base.revision == "" and base.download == f"huggingface-cli download {base.model}"
+
+
+BM25_MINE = SystemCard(name="bm25 (mine)", paper="user", kind="retriever", adapter="bm25", params={"k1": 3.0, "b": 0.1})
+
+
+def test_a_bm25_cards_params_reach_the_retriever():
+    built = build_system(BM25_MINE, cards=_cards(BM25_MINE))
+    assert (built.inner.k1, built.inner.b) == (3.0, 0.1)
+
+
+def test_a_paper_bm25_card_runs_its_papers_engine_settings_unless_its_params_say_otherwise(monkeypatch):
+    from instir.benchmarks import catalog
+    from instir.retrieval import lucene
+
+    card = get_card("BM25 (FollowIR)")
+    spec = catalog.family("followir").bm25
+    plain = build_system(card).inner
+    assert (plain.k1, plain.b, plain.epsilon) == (spec["k1"], spec["b"], 0.25)
+    mine = build_system(dataclasses.replace(card, params={"k1": 2.0, "epsilon": 0.5})).inner
+    assert (mine.k1, mine.b, mine.epsilon) == (2.0, spec["b"], 0.5)
+    monkeypatch.setattr(lucene, "java", lambda: "java")  # no JVM is started: the retriever is only built
+    monkeypatch.setattr(lucene, "anserini_jar", lambda: "anserini.jar")
+    anserini = build_system("BM25 (InstructIR)").inner
+    assert (anserini.k1, anserini.b, anserini.analyzer) == (0.9, 0.4, "english")  # InstructIR's porter stemmer
+
+
+def test_a_hybrid_card_fuses_its_dense_and_lexical_cards_with_its_weights(tmp_path):
+    hybrid = SystemCard(name="hybrid (mine)", paper="user", kind="retriever", adapter="hybrid",
+                        params={"dense": MINILM.name, "lexical": BM25_MINE.name, "weights": [0.3, 0.7], "rrf_k": 10})
+    built = build_system(hybrid, cards=_cards(MINILM, BM25_MINE, hybrid), cache_dir=tmp_path, progress=False).inner
+    assert (built.dense.name, built.lexical.name) == (MINILM.name, BM25_MINE.name)
+    assert (built.weights, built.rrf_k) == ((0.3, 0.7), 10)
+
+
+def test_a_sentence_transformers_card_settings_reach_the_dense_retriever(tmp_path):
+    card = dataclasses.replace(MINILM, query_max_length=32, normalize=True, similarity="dot", dtype="float16",
+                               windowing="ifir")
+    built = build_system(card, cards=_cards(card), cache_dir=tmp_path, progress=False).inner
+    assert (built.batch_size, built.max_length, built.normalize, built.windowing) == (16, 32, True, "ifir")
+    assert built.similarity == "dot"
+    assert built.params()["precision"] == "float32"  # the card's float16 is for CUDA; on a CPU the authors' float32
+    both = dataclasses.replace(MINILM, query_max_length=128, doc_max_length=256)
+    with raises_saying(ValueError, "system 'MiniLM (user)'", "one max length", "query 128 and doc 256"):
+        build_system(both, cards=_cards(both), cache_dir=tmp_path, progress=False)
+
+
+def test_a_cards_revision_and_remote_code_setting_reach_the_model_loaders(monkeypatch):
+    import sentence_transformers
+    from sentence_transformers.sentence_transformer import modules
+
+    asked = {}
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        asked.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", stop)
+    monkeypatch.setattr(modules, "Transformer", stop)
+    card = dataclasses.replace(MINILM, revision="0123456789abcdef0123456789abcdef01234567", query_max_length=40)
+    with pytest.raises(Stop):
+        registry.build_adapter(card, cards=_cards(card))
+    assert asked["revision"] == card.revision and asked["trust_remote_code"] is False
+    pooled = dataclasses.replace(card, adapter="hf-mean-pool", template="", pooling="")
+    with pytest.raises(Stop):
+        registry.build_adapter(pooled, cards=_cards(pooled))
+    assert asked["model_kwargs"] == {"revision": card.revision} and asked["max_seq_length"] == 40
