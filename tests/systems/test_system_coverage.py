@@ -86,3 +86,41 @@ def test_a_row_of_no_card_of_its_own_says_how_to_write_one_and_keeps_a_borrowed_
     bare = coverage_matrix(cards=cards).set_index(["paper", "model_key"])
     none = bare.loc[("instructir", "castorini/repllama-v1-7b-lora-passage")]
     assert none["card"] == "" and none["what you need"].startswith("no card reproduces this row's setup: write one")
+
+
+def test_a_row_joined_to_another_papers_card_gets_no_template_so_no_verdict():
+    # the template is the setup a run must share to be judged on a row: a borrowed card's never is
+    from instir.systems import get_card
+    from instir.systems.coverage import with_row_templates
+
+    rows = pd.DataFrame({"paper": ["instructir", "ifir"], "model_key": ["samaya-ai/promptriever-llama2-7b-v1"] * 2})
+    templates = with_row_templates(rows)["card_template"].tolist()
+    assert templates == ["", get_card("Promptriever-7B").template] and templates[1]
+
+
+def test_a_row_of_no_card_cannot_run_and_a_borrowed_card_shows_its_own_numbers_beside_it(tmp_path):
+    from instir.systems import load_cards
+
+    (tmp_path / "metrics").mkdir()
+    pd.DataFrame([{"system": "Promptriever-7B", "benchmark": "ifir/fiqa", "setting": "instructed", "subset": "fiqa",
+                   "level": "all", "measure": "nDCG@20", "value": 0.25, "n_queries": 10}]
+                 ).to_csv(tmp_path / "metrics" / "metrics.csv", index=False)
+    matrix = coverage_matrix(tmp_path).set_index(["paper", "model_key"])
+    borrowed = matrix.loc[("instructir", "samaya-ai/promptriever-llama2-7b-v1")]
+    assert borrowed["reproduced"] == "ifir/fiqa fiqa nDCG@20=25.0"  # named by its benchmark: never taken for the row's
+    cards = {name: card for name, card in load_cards().items() if "RepLLaMA" not in name}
+    none = coverage_matrix(cards=cards).set_index(["paper", "model_key"]).loc[
+        ("instructir", "castorini/repllama-v1-7b-lora-passage")]
+    assert (none["runnable"], none["reason"], none["reproduced"]) == (False, "no system card", "")
+
+
+def test_a_kit_variant_is_never_a_paper_rows_card_whatever_the_order_of_the_cards():
+    import dataclasses
+
+    from instir.systems import load_cards
+
+    cards = load_cards()
+    base = cards["Contriever"]
+    mine = dataclasses.replace(base, name="Contriever (mine)", variant_of=base.name)
+    matrix = coverage_matrix(cards={mine.name: mine, **cards})  # the variant first
+    assert base.name in set(matrix["card"]) and mine.name not in set(matrix["card"])
