@@ -210,3 +210,103 @@ def test_a_hub_endpoint_no_connection_can_be_made_to_is_unreachable_not_a_traceb
         assert model_files.hub_reachable(0.5) is False
     finally:
         model_files.hub_reachable.cache_clear()
+
+
+def test_a_hub_id_at_a_branch_is_not_read_from_the_local_cache_online(tmp_path, monkeypatch):
+    # online, "main" may have moved since the cache was filled: the remembered description would be another model's
+    from huggingface_hub import constants
+
+    snapshot = _hub_cache(tmp_path, "org/model", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    assert model_folder("org/model", "main") is None
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert model_folder("org/model", "main") == snapshot
+
+
+def test_a_description_is_not_remembered_while_one_of_its_models_is_not_on_disk(tmp_path):
+    # a base model on disk and a LoRA not on disk: the pair is described each time, never from a record
+    from instir.retrieval.model_files import remembered
+
+    folder = tmp_path / "base"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    calls = []
+
+    def describe():
+        calls.append(1)
+        return {"fingerprint": f"f{len(calls)}"}
+
+    assert remembered(tmp_path / "cache", [folder, None], {}, describe) == {"fingerprint": "f1"}
+    assert remembered(tmp_path / "cache", [folder, None], {}, describe) == {"fingerprint": "f2"}
+    assert remembered(tmp_path / "cache", [folder], {}, describe) == {"fingerprint": "f3"}
+    assert remembered(tmp_path / "cache", [folder], {}, describe) == {"fingerprint": "f3"}
+
+
+def test_an_upgraded_library_describes_the_model_again(model_copy, tmp_path, loads, monkeypatch):
+    from instir.retrieval import model_files
+
+    DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    real = model_files.package_versions
+    monkeypatch.setattr(model_files, "package_versions",
+                        lambda names: {**real(names), "transformers": "999.0"})
+    DenseRetriever(str(model_copy), cache_dir=tmp_path, progress=False).params()
+    assert len(loads) == 2
+
+
+def test_a_folder_named_without_a_leading_dot_slash_is_checked_as_a_local_folder(tmp_path, monkeypatch):
+    from instir.retrieval.model_files import is_local_path, local_model_problem
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mymodel").mkdir()
+    assert is_local_path("mymodel") and not is_local_path("org/absent")
+    assert local_model_problem("mymodel", "cross-encoder") == "a folder without config.json (not a cross-encoder model)"
+
+
+@pytest.mark.parametrize("only", ["adapter_config.json", "modules.json"])
+def test_a_cached_hub_repo_holding_only_a_lora_or_sentence_transformers_config_is_present(tmp_path, monkeypatch, only):
+    from huggingface_hub import constants
+
+    from instir.retrieval.model_files import weights_present
+
+    snapshot = _hub_cache(tmp_path, "org/model", "0123456789abcdef0123456789abcdef01234567")
+    (snapshot / "config.json").rename(snapshot / only)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert weights_present("org/model") and not weights_present("org/absent")
+
+
+def test_a_lora_folder_given_as_a_base_model_is_refused(tmp_path):
+    # a LoRA card's base_model must be a whole model (config.json and weights), not another adapter
+    from instir.retrieval.model_files import local_model_problem
+
+    lora = tmp_path / "lora"
+    lora.mkdir()
+    (lora / "adapter_config.json").write_text("{}")
+    (lora / "adapter_model.safetensors").write_bytes(b"")
+    assert local_model_problem(str(lora), "peft-decoder") is None
+    assert local_model_problem(str(lora), "peft-decoder", base=True) == \
+        "a folder without config.json (not a peft-decoder model)"
+
+
+def test_weights_neither_cached_nor_downloadable_are_refused_and_a_local_folder_never_is(tmp_path, monkeypatch):
+    from instir.errors import UsageError
+    from instir.retrieval import model_files
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
+    monkeypatch.setattr(model_files, "hub_reachable", lambda: False)
+    model_files.check_model(str(folder))  # offline, a folder on disk is all there is to load
+    with pytest.raises(UsageError, match="org/absent is not in the Hugging Face cache and the Hub cannot be reached"):
+        model_files.check_model("org/absent")
+    monkeypatch.setattr(model_files, "hub_reachable", lambda: True)
+    model_files.check_model("org/absent")  # online, the library downloads it
+
+
+def test_no_model_at_all_is_no_local_folder_to_check():
+    from instir.retrieval.model_files import local_model_problem
+
+    assert local_model_problem("", "bm25") is None  # a card without a model (BM25), not the current folder
