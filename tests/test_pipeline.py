@@ -479,3 +479,63 @@ def test_a_relative_families_folder_reaches_the_kernels_absolute(tmp_path, monke
         run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
     # before, the kernels got 'families', read from the report's folder they run in: no family was found
     assert seen == {"families": str(tmp_path / "families"), "cwd": str(tmp_path / "reports" / "r")}
+
+
+def test_a_url_with_credentials_inside_a_list_parameter_is_refused():
+    with raises_saying(ValueError, "parameter 'endpoints'"):
+        check_parameters({"endpoints": ["http://localhost:8000/v1", "http://user:hunter2@example.org/v1"]})
+
+
+def test_an_output_too_large_for_a_page_is_left_out_with_a_note_and_a_small_one_kept(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(x)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="small output\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="y" * 2_000_001)])])
+    executed = tmp_path / "01_big.ipynb"
+    nbformat.write(notebook, executed)
+    html = render_html(executed, tmp_path / "01_big.html").read_text()
+    assert "small output" in html and "y" * 1000 not in html
+    assert "An output of 2,000,001 characters is left out of this page" in html and "01_big.ipynb, cell 1" in html
+
+
+def test_a_list_parameter_of_numbers_refuses_a_word_in_it():
+    known = {"ks": NotebookParameter("ks", "[10, 20]", "list", "", ("01_table.ipynb",))}
+    with raises_saying(ValueError, "parameter 'ks' expects a list of int values (default: [10, 20])", '"ten"'):
+        validate_parameters({"ks": [10, "ten"]}, known)
+
+
+def test_no_notebooks_at_all_is_refused_before_anything_is_written(tmp_path):
+    with raises_saying(ValueError, "no notebooks to run"):
+        run_reports([], {}, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_file_the_report_could_not_write_is_named_with_the_reason():
+    from instir.pipeline import write_failure
+
+    assert write_failure(OSError(28, "No space left on device", "/r/03_metrics.html")) == \
+        "could not write /r/03_metrics.html: No space left on device"
+
+
+def test_a_notebook_asking_for_its_code_shows_it_on_its_page_without_show_code(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("tour_step = 41 + 1")],
+                                        metadata={"instir": {"show_code": True}})
+    nbformat.write(notebook, tmp_path / "00_tour.ipynb")
+    assert "tour_step" in render_html(tmp_path / "00_tour.ipynb", tmp_path / "00_tour.html").read_text()
+    del notebook.metadata["instir"]
+    nbformat.write(notebook, tmp_path / "01_plain.ipynb")
+    assert "tour_step" not in render_html(tmp_path / "01_plain.ipynb", tmp_path / "01_plain.html").read_text()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["-p", "out_dir=elsewhere"], "-p out_dir: the report folder is given as --out, not as a parameter"),
+    (["--judge", "baseline", "-p", "judge_backend=openai"], "judge_backend is given twice (also as --judge)"),
+    (["-p", "k=10", "-p", "k=20"], "k is given twice (also as -p k=10)")])
+def test_a_parameter_given_twice_or_the_report_folder_as_a_parameter_is_refused(argv, said):
+    from instir.cli import build_parser
+
+    with raises_saying(ValueError, said):
+        cli_parameters(build_parser().parse_args(["run", *argv]))
