@@ -233,3 +233,67 @@ def test_judgments_that_failed_are_said_by_reason_and_end_the_sweep_with_status_
                                                   "cache keeps every success)")
     assert main(argv) == 0  # the rerun judges what failed, and the result is complete
     assert "judgment(s) failed" not in capsys.readouterr().err
+
+
+def test_a_rerun_reuses_every_cell_and_still_lists_its_runs(tmp_path):
+    # a rerun of the same grid computes nothing and keeps every run in runs.csv (a reused cell is as good as a done one)
+    grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 10})
+    first = run_sweep(grid, tmp_path, executor="serial")
+    listed = pd.read_csv(tmp_path / "runs" / "runs.csv")["run_file"].tolist()
+    again = run_sweep(grid, tmp_path, executor="serial")
+    assert (first.count("done"), again.count("reused"), again.count("done")) == (2, 2, 0)
+    assert pd.read_csv(tmp_path / "runs" / "runs.csv")["run_file"].tolist() == listed and len(listed) == 2
+    assert read_record(tmp_path)["sweep"]["counts"] == {"done": 0, "reused": 2, "failed": 0}
+
+
+def test_a_cell_whose_scores_are_computed_again_is_done_not_reused(tmp_path):
+    # its run file was reused, its scores were not: the summary says the cell computed something
+    import shutil
+
+    grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 10})
+    run_sweep(grid, tmp_path, executor="serial")
+    shutil.rmtree(tmp_path / "metrics" / "runs")
+    again = run_sweep(grid, tmp_path, executor="serial")
+    assert (again.count("done"), again.count("reused")) == (2, 0)
+    assert all(r.row["reused"] for r in again.results.values())
+
+
+def test_a_rerun_whose_every_cell_fails_leaves_the_earlier_runs_listed(tmp_path, monkeypatch):
+    # the runs.csv of the earlier sweep stays as it was: an all-failed rerun writes no empty list over it
+    from instir.stages import retrieve
+
+    grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 10})
+    run_sweep(grid, tmp_path, executor="serial")
+    before = (tmp_path / "runs" / "runs.csv").read_bytes()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(retrieve, "retrieve_planned", broken)
+    again = run_sweep(grid, tmp_path, executor="serial")
+    assert again.count("failed") == 2 and "the disk went away" in again.failed[0].error
+    assert (tmp_path / "runs" / "runs.csv").read_bytes() == before
+
+
+def test_each_system_of_a_serial_sweep_runs_its_own_retriever(tmp_path):
+    # the in-process worker replaces its retriever when a group of another system comes (one model in memory)
+    import json
+
+    report = run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["dense", "bm25"], "k": 10,
+                                   "variants": ["instructed"]}), tmp_path, executor="serial")
+    assert report.count("done") == 2
+    runs = pd.read_csv(tmp_path / "runs" / "runs.csv").set_index("retriever")
+    made_by = {system: json.loads((tmp_path / f"{path}.json").read_text())["retriever"]["name"]
+               for system, path in runs["run_file"].items()}
+    assert made_by["bm25"] == "bm25" and made_by["dense"] != "bm25", made_by
+
+
+def test_the_dense_half_of_a_hybrid_is_what_sharded_encoding_encodes():
+    from instir.distributed.encode import dense_part
+    from instir.retrieval.dense import DenseRetriever
+    from instir.retrieval.fusion import HybridRetriever
+    from instir.retrieval.lexical import BM25Retriever
+
+    dense, lexical = DenseRetriever(progress=False), BM25Retriever()
+    assert dense_part(HybridRetriever(dense, lexical)) is dense
+    assert dense_part(dense) is dense and dense_part(lexical) is None
