@@ -539,3 +539,12 @@ def test_a_parameter_given_twice_or_the_report_folder_as_a_parameter_is_refused(
 
     with raises_saying(ValueError, said):
         cli_parameters(build_parser().parse_args(["run", *argv]))
+
+
+def test_a_whole_number_is_a_number_and_true_is_no_whole_number():
+    # -p k=true once passed for an int parameter; -p alpha=1 must pass for a float one (JSON reads it as an int)
+    known = {"k": NotebookParameter("k", "10", "int", "", ("01_table.ipynb",)),
+             "alpha": NotebookParameter("alpha", "0.5", "float", "", ("01_table.ipynb",))}
+    with raises_saying(ValueError, "parameter 'k' expects a whole number (default: 10), got true"):
+        validate_parameters({"k": True}, known)
+    validate_parameters({"alpha": 1, "k": 20}, known)

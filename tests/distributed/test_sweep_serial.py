@@ -297,3 +297,14 @@ def test_the_dense_half_of_a_hybrid_is_what_sharded_encoding_encodes():
     dense, lexical = DenseRetriever(progress=False), BM25Retriever()
     assert dense_part(HybridRetriever(dense, lexical)) is dense
     assert dense_part(dense) is dense and dense_part(lexical) is None
+
+
+def test_a_grown_grid_lists_its_reused_runs_beside_the_new_ones(tmp_path):
+    # a rerun with one more benchmark: the cells reused from the first sweep stay in runs.csv with the new cells
+    first = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 10})
+    run_sweep(first, tmp_path, executor="serial")
+    grown = run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa", "instructir-sample"], "systems": ["bm25"],
+                                  "k": 10}), tmp_path, executor="serial")
+    assert (grown.count("reused"), grown.count("done")) == (2, 2)
+    assert sorted(pd.read_csv(tmp_path / "runs" / "runs.csv")["benchmark"]) == ["ifir-sample/fiqa"] * 2 + \
+        ["instructir-sample"] * 2
