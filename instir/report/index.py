@@ -6,6 +6,7 @@ folder outside a reports root keeps its own ``index.html`` (:func:`index_folder`
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -183,6 +184,12 @@ def _commit(manifest: dict) -> str:
     return commit
 
 
+def _short(commit: str) -> str:
+    """A commit as the summary shows it: a sha's first 12 characters and what is said after it; anything else (no
+    git checkout, no commit yet) whole."""
+    return commit[:12] + commit[40:] if re.fullmatch(r"[0-9a-f]{40}", commit[:40]) else commit
+
+
 def _summary_table(reports: list[dict]) -> str:
     rows = ["<table>", "<tr><th>report</th><th>status</th><th>data</th><th>started</th><th>wall time</th>"
                        "<th>git commit</th><th>notebooks</th></tr>"]
@@ -198,7 +205,7 @@ def _summary_table(reports: list[dict]) -> str:
         rows.append(
             f'<tr><td><a href="#{escape_text(_quoted(folder))}">{escape_text(folder)}</a></td><td>{_status(meta)}</td>'
             f"<td>{_data_cell(meta)}</td><td>{escape_text(str(meta.get('started', '')))}</td>"
-            f"<td>{_seconds(meta.get('wall_s'))}</td><td>{escape_text(commit[:12] + commit[40:])}</td>"
+            f"<td>{_seconds(meta.get('wall_s'))}</td><td>{escape_text(_short(commit))}</td>"
             f"<td>{links}</td></tr>"
         )
     rows.append("</table>")

@@ -238,3 +238,17 @@ def test_a_planned_notebook_not_run_links_an_earlier_page_only_where_one_is_in_t
     assert "<tr><td>03_c</td><td>not run</td><td></td><td></td><td></td><td></td></tr>" in html
     assert "2 not run yet (stale pages of an earlier run in the folder)" in html
 
+
+def test_the_summary_names_the_commit_in_short_and_a_checkout_without_one_in_full(tmp_path):
+    # before, the summary cut every commit cell to 12 characters and kept what follows a sha's 40: a kit installed
+    # from a wheel read "not a git ch", a checkout before its first commit "no commit ye" (its changes unsaid)
+    make_report(tmp_path, "wheel", "2026-01-03T00:00:00+00:00", manifest={"python": "3.11.7"})
+    make_report(tmp_path, "fresh", "2026-01-02T00:00:00+00:00", manifest={"git": {"commit": None, "dirty": True}})
+    make_report(tmp_path, "edited", "2026-01-01T00:00:00+00:00", manifest={"git": {"commit": "e" * 40, "dirty": True}})
+    html = write_index(tmp_path).read_text()
+    summary = html[:html.index("</table>")]
+    assert "<td>not a git checkout</td>" in summary
+    assert "<td>no commit yet (with uncommitted changes)</td>" in summary
+    assert "<td>eeeeeeeeeeee (with uncommitted changes)</td>" in summary
+    wheel = html[html.index('id="wheel"'):html.index('id="fresh"')]
+    assert "<td>not a git checkout</td>" in wheel and "not checked" not in wheel
