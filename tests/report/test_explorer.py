@@ -2,8 +2,10 @@
 data, the static rendering (escaped, relevant documents marked), the widget's callbacks driven
 without a browser, and the static page in headless Chromium."""
 
+import re
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -252,3 +254,88 @@ def test_a_stored_score_outside_its_rubrics_range_is_not_shown(out_dir, tmp_path
     view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
     judged = view.lists.loc[view.lists["qid"] == qid, "judged"]
     assert len(judged) and judged.isna().all() and "1e+300" not in str(render_group(view))
+
+
+def test_each_list_shows_exactly_the_top_k_ranks(data):
+    group = data.groups("instructir-sample")[0]
+    for k in (3, 10):
+        view = data.group("instructir-sample", group, k=k)
+        depth = view.lists.groupby(["system", "qid"])["rank"].agg(["min", "max", "size"])
+        assert (depth["min"] == 1).all() and (depth["max"] == k).all() and (depth["size"] == k).all()
+        rows = str(render_group(view)).count("<tr><th>")
+        assert rows == len(view.instances) * (k + 2)  # the head, k ranks, the scores
+
+
+def test_only_relevant_documents_are_green_and_carry_a_grade(data):
+    view = data.group("instructir-sample", data.groups("instructir-sample")[0])
+    html = str(render_group(view))
+    relevant = view.lists[view.lists["grade"] > 0]
+    assert 0 < len(relevant) < len(view.lists)
+    assert html.count("<td class='ix-rel'>") == len(relevant) and " (0)" not in html
+
+
+def test_documents_judged_not_relevant_are_neither_relevant_nor_graded_below_zero(out_dir):
+    fresh = ExplorerData(out_dir)
+    bench = fresh.benchmark("instructir-sample")
+    group = fresh.groups("instructir-sample")[0]
+    unjudged = fresh.group("instructir-sample", group).lists.query("grade == 0")
+    (q0, d0), (q1, d1) = zip(unjudged["qid"].iloc[:2], unjudged["docid"].iloc[:2])
+    bench.qrels[q0][d0], bench.qrels[q1][d1] = 0, -1  # judged: not relevant, and harmful
+    view = fresh.group("instructir-sample", group)
+    assert not {(q0, d0), (q1, d1)} & set(zip(view.relevant["qid"], view.relevant["docid"]))
+    listed = view.lists.set_index(["qid", "docid"])["grade"]
+    assert (listed.loc[[(q0, d0), (q1, d1)]] == 0).all()
+
+
+def test_an_instruction_a_query_and_an_id_holding_markup_show_as_text(data):
+    view = data.group("instructir-sample", data.groups("instructir-sample")[0])
+    instances = view.instances.copy()
+    instances.loc[0, "instruction"], instances.loc[0, "qid"] = "<i>only</i> reviews", "<b>q</b>"
+    html = str(render_group(replace(view, instances=instances, query="<u>q</u>", judge="<s>judge</s>")))
+    assert not re.search(r"<(i|b|u|s)>", html)
+    assert "&lt;i&gt;only&lt;/i&gt; reviews" in html and "&lt;b&gt;q&lt;/b&gt;" in html
+    assert "&lt;u&gt;q&lt;/u&gt;" in html and "judge &lt;s&gt;judge&lt;/s&gt;" in html
+
+
+def test_a_long_passage_is_cut_with_an_ellipsis_on_the_page(data):
+    view = data.group("instructir-sample", data.groups("instructir-sample")[0])
+    docid = view.lists["docid"].iloc[0]
+    docs = {**view.docs, docid: Doc(docid, "word " * 400 + "THE END")}
+    html = str(render_group(replace(view, docs=docs), max_chars=100))
+    assert "THE END" not in html and "word word…" in html
+
+
+def test_no_instance_is_marked_as_the_minimum_where_the_benchmark_has_no_robustness(data):
+    group = data.groups("ifir-sample/fiqa")[0]
+    view = data.group("ifir-sample/fiqa", group)
+    assert not view.marks_minimum and view.scores["group_min"].any()
+    assert "class='ix-min'" not in str(render_group(view))
+
+
+def test_the_static_rendering_picks_the_group_whose_instances_differ_most_and_at_most_n(data):
+    assert len(pick_groups(data, n=1)) == 1
+    pq = data.per_query
+    part = pq[(pq["benchmark"] == "instructir-sample") & (pq["system"] == "bm25") & (pq["measure"] == "nDCG@10")]
+    groups = {qid: q.group for qid, q in data.benchmark("instructir-sample").queries.items()}
+    spread = part.assign(group=part["qid"].map(groups)).groupby("group")["value"].agg(lambda v: v.max() - v.min())
+    [(benchmark, picked)] = pick_groups(data, n=1)
+    assert benchmark == "instructir-sample" and spread[picked] == spread.max() > spread.min()
+
+
+def test_instfol_under_a_list_is_on_the_tables_scale(data, out_dir):
+    judged = pd.read_csv(out_dir / "judge" / "instfol_instances.csv", dtype={"qid": str})
+    row = judged.loc[judged["instfol"].abs().idxmax()]
+    assert row.instfol != 0
+    view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[row.qid].group)
+    assert f"InstFol ×100 {row.instfol * 100:.1f}" in str(render_group(view))
+
+
+def test_the_widgets_passage_shows_an_id_and_text_holding_markup_as_text(data):
+    pytest.importorskip("ipywidgets")
+    ex = Explorer(data)
+    docid = "<b>d1</b>"
+    ex.view.docs[docid] = Doc(docid, "<i>text</i>", title="<u>title</u>")
+    ex.passage.options = [*ex.passage.options, docid]
+    ex.passage.value = docid
+    assert not re.search(r"<(b|i|u)>", ex.text.value)
+    assert "&lt;b&gt;d1&lt;/b&gt;" in ex.text.value and "&lt;i&gt;text&lt;/i&gt;" in ex.text.value
