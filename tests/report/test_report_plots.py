@@ -129,3 +129,49 @@ def test_a_scatter_panels_labels_never_reach_the_next_panel():
     for left, right in zip(fig.axes, fig.axes[1:]):
         label = right.yaxis.label.get_window_extent(renderer)
         assert left.get_tightbbox(renderer).x1 <= label.x0
+
+
+def _collection_at(ax, point):
+    return next(c for c in ax.collections if len(c.get_offsets()) and tuple(c.get_offsets()[0]) == point)
+
+
+def test_scatter_fills_points_within_tolerance_leaves_those_outside_hollow_and_crosses_a_metric_without_verdicts():
+    compared = pd.DataFrame({"metric": ["nDCG@20", "nDCG@20", "InstFol"], "reported": [0.4, 0.5, 0.7],
+                             "reproduced": [0.41, 0.2, 0.9],
+                             "within_tolerance": pd.array([True, False, pd.NA], dtype="boolean")})
+    ax = plot_reproduced_vs_reported(compared)
+    assert _collection_at(ax, (0.4, 0.41)).get_facecolors()[0][3] == 1
+    assert len(_collection_at(ax, (0.5, 0.2)).get_facecolors()) == 0  # hollow: no face
+    legend = ax.get_legend()
+    markers = {t.get_text(): h.get_marker() for t, h in zip(legend.get_texts(), legend.legend_handles)}
+    assert markers["nDCG@20"] == "s" and markers["InstFol"] == "x"  # InstFol has no verdict: a cross, as its point
+
+
+def test_a_scatter_of_one_point_is_square_around_it_and_draws_without_a_warning():
+    import warnings
+
+    compared = pd.DataFrame({"metric": ["nDCG@20"], "reported": [0.5], "reproduced": [0.5],
+                             "within_tolerance": pd.array([True], dtype="boolean")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = plot_reproduced_vs_reported(compared)
+        ax.figure.canvas.draw()
+    assert ax.get_xlim() == ax.get_ylim() and ax.get_xlim()[0] < 0.5 < ax.get_xlim()[1]
+    assert ax.get_aspect() == 1.0
+
+
+def test_group_minima_on_the_papers_scale_keep_every_value_and_the_line_at_the_mean():
+    ax = plot_group_minima([0.0, 0.1, 1.0], instance_values=[0.2, 0.3], bins=4, scale=100)
+    minima = [p for p in ax.patches if p.get_facecolor()[:3] == ax.patches[-1].get_facecolor()[:3]]
+    assert sum(p.get_height() for p in ax.patches) == 5 and sum(p.get_height() for p in minima) == 3
+    mean = (0.0 + 10.0 + 100.0) / 3
+    assert any(line.get_xdata()[0] == pytest.approx(mean) for line in ax.lines)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(f"Robustness@10 = {mean:.1f}" in text for text in texts)
+
+
+def test_instructed_vs_query_only_puts_the_query_only_run_on_x():
+    query_only, instructed = pd.Series([10.0, 20.0]), pd.Series([70.0, 90.0])
+    fig = plot_instructed_vs_query_only([("bm25", query_only, instructed)], "nDCG@10", "t")
+    assert [tuple(p) for p in fig.axes[0].collections[0].get_offsets()] == [(10.0, 70.0), (20.0, 90.0)]
+    assert "query-only" in fig.axes[0].get_xlabel() and "instructed" in fig.axes[0].get_ylabel()
