@@ -180,7 +180,7 @@ def _commit(manifest: dict) -> str:
     if git.get("dirty"):
         commit += " (with uncommitted changes)"
     elif git and git.get("dirty") is None:
-        commit += " (uncommitted changes not checked: git status timed out)"
+        commit += " (uncommitted changes not checked: git status timed out or failed)"
     return commit
 
 

@@ -39,8 +39,8 @@ def git_state(repo: Path | None = None, timeout: float = 20) -> dict[str, object
     the checkout its source files are tracked in); None when there is none or git is missing. A kit installed in a
     venv inside another project's checkout is not tracked there: that project's commit is not the kit's.
     ``commit`` is None before the first commit; ``dirty`` says whether tracked files differ from it, None when
-    ``git status`` did not answer within ``timeout`` seconds (it reads every notebook whose file stamp changed through
-    the nbstripout filter): a slow status costs the report one fact, never the run."""
+    ``git status`` failed or did not answer within ``timeout`` seconds (it reads every notebook whose file stamp changed
+    through the nbstripout filter): a slow or failed status costs the report one fact, never the run."""
     own, repo = repo is None, _PROJECT_ROOT if repo is None else repo
 
     def git(*args: str) -> subprocess.CompletedProcess:
@@ -59,6 +59,8 @@ def git_state(repo: Path | None = None, timeout: float = 20) -> dict[str, object
     try:
         status = git("status", "--porcelain", "--untracked-files=no")
     except subprocess.TimeoutExpired:
+        return {"commit": commit or None, "dirty": None}
+    if status.returncode != 0:  # a damaged index, an unreadable file: printed nothing, which is not "clean"
         return {"commit": commit or None, "dirty": None}
     return {"commit": commit or None, "dirty": bool(status.stdout.strip())}
 

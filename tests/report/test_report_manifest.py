@@ -60,6 +60,19 @@ def test_a_git_status_that_times_out_leaves_dirtiness_unknown_and_keeps_the_comm
     assert state["dirty"] is None and len(state["commit"]) == 40
 
 
+def test_a_git_status_that_fails_leaves_dirtiness_unknown_never_clean(tmp_path):
+    # before, a status that failed (here on a damaged index) printed nothing, and an edited checkout was recorded as
+    # its commit without uncommitted changes
+    git(tmp_path, "init", "-q")
+    (tmp_path / "f.txt").write_text("1")
+    git(tmp_path, "add", "f.txt")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "c")
+    (tmp_path / "f.txt").write_text("2")
+    (tmp_path / ".git" / "index").write_bytes(b"damaged")
+    state = git_state(tmp_path)
+    assert state["dirty"] is None and len(state["commit"]) == 40
+
+
 def test_git_state_outside_a_checkout_is_none(tmp_path):
     assert git_state(tmp_path) is None
 
