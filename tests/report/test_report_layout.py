@@ -176,3 +176,26 @@ def test_a_quoted_tilde_in_a_commands_out_is_the_home_folder(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", "~/rr"]) == 0
     assert list((home / "rr").glob("*.trec")) and not (tmp_path / "~").exists()
+
+
+def test_a_process_that_only_imported_the_kernel_app_reads_paths_from_the_working_directory(tmp_path, monkeypatch):
+    # jupyter_client's kernel spec lookup imports ipykernel's kernel app without starting a kernel: a command run
+    # in a folder of report notebooks then is no notebook, and its paths are the shell's
+    import sys
+    import types
+
+    idle = types.SimpleNamespace(IPKernelApp=types.SimpleNamespace(initialized=lambda: False))
+    monkeypatch.setitem(sys.modules, "ipykernel.kernelapp", idle)
+    (tmp_path / "01_data_exploration.ipynb").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert user_path("reports/r") == tmp_path / "reports" / "r"
+
+
+def test_a_runs_list_written_before_settings_existed_reads_as_instructed_runs(tmp_path):
+    from instir.report.layout import read_runs_table
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "runs.csv").write_text("benchmark,system,run_file\ninstructir-sample,bm25,runs/a.trec\n")
+    table = read_runs_table(ReportLayout(tmp_path))
+    assert list(table.columns) == ["benchmark", "setting", "system", "run_file"]
+    assert table["setting"].tolist() == ["instructed"]

@@ -42,6 +42,8 @@ def test_git_state_reads_commit_and_dirtiness(tmp_path):
     head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
     assert git_state(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "new.txt").write_text("untracked")  # a file git does not track changes no tracked file
+    assert git_state(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "f.txt").write_text("2")
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
 
@@ -73,8 +75,15 @@ def test_a_git_status_that_fails_leaves_dirtiness_unknown_never_clean(tmp_path):
     assert state["dirty"] is None and len(state["commit"]) == 40
 
 
+def test_the_manifest_records_the_git_state_of_the_checkout_it_is_given(tmp_path):
+    git(tmp_path, "init", "-q")
+    assert environment_manifest(packages=[], repo=tmp_path)["git"] == {"commit": None, "dirty": False}
+
+
 def test_git_state_outside_a_checkout_is_none(tmp_path):
     assert git_state(tmp_path) is None
+    git(tmp_path, "init", "-q")
+    assert git_state(tmp_path / ".git") is None  # the repository's own folder is no checkout
 
 
 @pytest.mark.processes
@@ -189,3 +198,13 @@ def test_data_that_fails_its_check_is_recorded_as_not_verified_with_what_failed(
     entry = read_record(tmp_path)["datasets"]["instructir"]
     assert entry["verified"] is False
     assert entry["check"].startswith(said)
+
+
+def test_data_verified_as_one_copy_names_how_it_differs_from_the_copy_the_numbers_were_counted_on():
+    from instir.report.manifest import data_checks
+
+    papers, mtebs = ({"ifir/scifact_open": {"layout": layout, "verified": True}} for layout in ("songtingyu", "mteb"))
+    assert data_checks(papers) == {"ifir/scifact_open": None} == data_checks(mtebs, counted_by="mteb")
+    assert data_checks(papers, counted_by="mteb") == {
+        "ifir/scifact_open": "the songtingyu copy: 152 queries where MTEB's copy has 135"}
+    assert data_checks(mtebs) == {"ifir/scifact_open": "the mteb copy: 135 queries where the paper has 152"}
