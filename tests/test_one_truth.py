@@ -187,3 +187,28 @@ def test_one_name_where_a_list_is_asked_is_a_list_of_one(tmp_path):
         run_reports(str(tmp_path / "nb.ipynb"), {}, out)
     with pytest.raises(UserError, match="parameters are a mapping {name: value}, got a list"):
         run_reports(REPO / "notebooks" / "00_tour.ipynb", ["k"], tmp_path / "other")
+
+
+def test_a_hidden_table_beside_a_stages_files_leaves_its_pages_as_they_were(tmp_path):
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    (out / "metrics" / ".scratch.csv").write_text("a\n1\n")  # an editor's or one's own hidden file: not the stage's
+    assert stale_pages(out) == []
+
+
+def test_a_stale_page_names_only_the_parameters_that_differ(tmp_path):
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert "(k 100 → 20)" in stale["02_retrieval"]  # the benchmarks and systems, the same, are not named
+
+
+def test_a_page_that_is_gone_is_said_gone_not_said_to_show_an_earlier_run(tmp_path):
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    (out / "02_retrieval.html").unlink()
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert "its page 02_retrieval.html is gone" in stale["02_retrieval"]
+    assert "shows an earlier run" not in stale["02_retrieval"]

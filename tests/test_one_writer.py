@@ -379,3 +379,42 @@ def test_a_fifo_where_the_lock_file_goes_is_no_writer_and_the_index_says_interru
     listed = subprocess.run([sys.executable, "-c", _STATUS, str(folder.parent)], capture_output=True, text=True,
                             timeout=20)
     assert listed.returncode == 0 and listed.stdout.strip() == "interrupted", listed.stderr
+
+
+def test_a_folder_of_an_earlier_version_whose_table_was_edited_vouches_for_none_of_it(tmp_path):
+    # a record without `made` vouches for the tables a stage run recorded as they are: an edited one is not the kit's
+    out = tmp_path / "r"
+    retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
+    score_runs(out, ["instructir-sample"])
+    update_record(out, made=None)
+    (out / "metrics" / "metrics.csv").write_text("benchmark,system\nmy,numbers\n")
+    with pytest.warns(UserWarning, match="held files the kit did not leave there as they are"):
+        score_runs(out, ["instructir-sample"])
+    (kept,) = (out / "metrics").glob("metrics.csv.set-aside-*")
+    assert kept.read_text() == "benchmark,system\nmy,numbers\n"
+
+
+def test_a_process_that_did_not_inherit_a_lock_writes_under_no_one_however_busy_the_folder(tmp_path):
+    from instir.report.lock import writer_of
+
+    out = tmp_path / "r"
+    with Holder(out, "instir sweep"):
+        assert holder_of(out)["who"] == "instir sweep" and writer_of(out) is None
+    with FolderLock(out, "instir evaluate"):
+        assert writer_of(out) == "instir evaluate"
+
+
+def test_a_held_lock_whose_file_says_nothing_readable_yet_still_reads_as_held(tmp_path):
+    # the instant between a writer taking the lock and writing who it is: a running report, never "interrupted"
+    import fcntl
+
+    from instir.report.lock import LOCK_FILE
+
+    (tmp_path / LOCK_FILE).write_text("")
+    fd = os.open(tmp_path / LOCK_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert holder_of(tmp_path) == {}
+    finally:
+        os.close(fd)
+    assert holder_of(tmp_path) is None

@@ -444,3 +444,22 @@ def test_a_notebook_saved_while_an_interrupted_run_ran_it_is_kept_when_the_kit_k
     (kept,) = out.glob("01_table.ipynb.set-aside-*")
     assert kept.read_text() == '{"saved": "meanwhile"}'
     assert json.loads((out / "01_table.ipynb").read_text())["cells"]  # the cells that ran
+
+
+def test_a_page_edited_since_the_kit_rendered_it_is_kept_aside_when_replaced_and_the_kits_own_is_not(tmp_path):
+    from instir import atomic
+    from instir.report.provenance import keeping_edits, record_page
+
+    out = tmp_path / "r"
+    out.mkdir()
+    page, mine = out / "02_retrieval.html", out / "03_metrics.html"
+    for path in (page, mine):
+        path.write_text("<html>the kit's</html>")
+        record_page(out, path.stem, path.name)
+    mine.write_text("<html>my notes</html>")
+    with pytest.warns(UserWarning, match="the kit cannot show it left as it is .*kept as"):
+        with keeping_edits(out, [page, mine]):
+            for path in (page, mine):
+                atomic.write_text(path, "<html>rendered again</html>")
+    (kept,) = out.glob("03_metrics.html.set-aside-*")
+    assert kept.read_text() == "<html>my notes</html>" and not list(out.glob("02_retrieval.html.set-aside-*"))

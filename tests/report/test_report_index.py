@@ -178,6 +178,11 @@ def test_an_instir_run_reports_only_what_the_stages_it_ran_left_incomplete(tmp_p
     assert incomplete_stages(folder, since="2026-02-01T00:00:01+00:00") == {"04_judge_validation":
                                                                              ["2 judgment(s) failed"]}
     assert incomplete_stages(folder, since="2026-02-01T00:00:02+00:00") == {}
+    assert incomplete_stages(folder, since="2026-02-01T00:00:01.5+00:00") == {"04_judge_validation":  # at its end
+                                                                               ["2 judgment(s) failed"]}
+    make_report(tmp_path, "old", "2026-02-01T00:00:00+00:00",  # a stage run that recorded no time: not this run's
+                stages={"04_judge_validation": [{"stamp": "a0", "by": "instir run", "incomplete": ["1 failed"]}]})
+    assert incomplete_stages(tmp_path / "old", since="2026-02-01T00:00:00+00:00") == {}
 
 
 def test_refreshing_the_index_of_a_folder_says_which_index_it_rewrote_and_none_where_no_index_lists_it(tmp_path):
@@ -252,3 +257,14 @@ def test_the_summary_names_the_commit_in_short_and_a_checkout_without_one_in_ful
     assert "<td>eeeeeeeeeeee (with uncommitted changes)</td>" in summary
     wheel = html[html.index('id="wheel"'):html.index('id="fresh"')]
     assert "<td>not a git checkout</td>" in wheel and "not checked" not in wheel
+
+
+def test_only_the_newest_run_of_a_stage_says_what_is_incomplete(tmp_path):
+    # an earlier judge run left judgments failed; the newest judged them all: the report is whole again
+    make_report(tmp_path, "r", "2026-02-01T00:00:00+00:00",
+                stages={"04_judge_validation": [
+                    {"stamp": "a2", "finished": "2026-02-01T00:00:02+00:00", "by": "instir run", "incomplete": []},
+                    {"stamp": "a1", "finished": "2026-02-01T00:00:01+00:00", "by": "instir run",
+                     "incomplete": ["2 judgment(s) failed"]}]})
+    [entry] = read_reports(tmp_path)
+    assert entry["status"] == "ok" and entry["incomplete"] == {}
