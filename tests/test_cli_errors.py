@@ -483,3 +483,52 @@ def test_a_home_folder_no_account_has_is_one_line(argv, capsys, tmp_path):
     assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
     assert capsys.readouterr().err == (f"instir {argv[0]}: ~no-such-user-here/{'x' if '-p' in argv else 'r'}: "
                                        "'~no-such-user-here' is no home folder here (no such user)\n")
+
+
+def test_a_message_over_several_lines_is_one_line_with_its_breaks_as_spaces():
+    from instir.terminal import describe
+
+    assert describe(UsageError("first line\n   second line\n")) == "first line second line"
+
+
+def test_what_a_command_prints_keeps_its_newlines_and_tabs_and_escapes_every_other_control():
+    import io
+
+    from instir.terminal import TerminalStream
+
+    out = io.StringIO()
+    TerminalStream(out).write("name\tvalue\nbm25\x1b[2J\t0.5\n")
+    assert out.getvalue() == "name\tvalue\nbm25\\x1b[2J\t0.5\n"
+
+
+def test_a_message_at_the_bound_is_whole():
+    from instir.terminal import describe
+
+    assert describe(UsageError("x" * MAX_MESSAGE_CHARS)) == "x" * MAX_MESSAGE_CHARS
+
+
+def test_an_error_is_described_by_its_kind_when_it_says_nothing_and_names_both_files_of_a_rename():
+    import errno
+    import sqlite3
+
+    from instir.terminal import describe
+
+    assert describe(UsageError()) == "UsageError"
+    assert describe(OSError(errno.EEXIST, "File exists", "/r/a.trec", None, "/r/b.trec")) == (
+        "File exists: /r/a.trec -> /r/b.trec")
+    assert describe(sqlite3.DatabaseError("file is not a database")) == "database error: file is not a database"
+
+
+def test_with_debug_a_warning_is_pythons_own_form_saying_where(capsys):
+    import warnings
+
+    from instir.terminal import answered
+
+    def call():
+        warnings.warn("careful", UserWarning)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert answered("instir x", call, debug=True) == 0
+    err = capsys.readouterr().err
+    assert "UserWarning: careful" in err and "instir x: warning" not in err

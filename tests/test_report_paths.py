@@ -100,3 +100,13 @@ def test_instir_retrieve_refuses_an_out_inside_the_cache_root_in_one_line(capsys
     line = fails(capsys, "retrieve", "--benchmark", "ifir-sample/fiqa", "--retriever", "bm25", "--out", str(out))
     assert line.startswith("instir retrieve: ") and "lies inside the cache root" in line  # was: accepted
     assert not out.exists()
+
+
+def test_a_symlink_back_to_the_folder_itself_is_accepted(tmp_path):
+    from instir.report.lock import FolderLock
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "here").symlink_to(out)  # the folder itself: nothing leads outside it
+    with FolderLock(out, "instir evaluate") as lock:
+        assert lock.path.is_file()
