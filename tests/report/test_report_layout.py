@@ -199,3 +199,10 @@ def test_a_runs_list_written_before_settings_existed_reads_as_instructed_runs(tm
     table = read_runs_table(ReportLayout(tmp_path))
     assert list(table.columns) == ["benchmark", "setting", "system", "run_file"]
     assert table["setting"].tolist() == ["instructed"]
+
+
+def test_a_run_file_in_runs_is_an_input_one_may_list_and_what_the_stages_write_is_not(tmp_path):
+    layout = ReportLayout(tmp_path)
+    assert not layout.stage_writes(tmp_path / "runs" / "mine.trec")  # instir evaluate --run OUT/runs/mine.trec
+    assert all(map(layout.stage_writes, (tmp_path / "runs" / "runs.csv", tmp_path / "report.json",
+                                         tmp_path / "metrics" / "mine.trec", tmp_path / "judge" / "x.csv")))
