@@ -330,3 +330,57 @@ def test_an_edit_that_keeps_a_files_size_is_found_by_its_time_without_asking_for
     os.utime(corpus)  # written again with the same bytes: read, found equal
     assert _loaded_revision() == COMMIT
 
+
+
+def test_a_file_of_another_size_with_its_fetch_time_kept_is_found_by_its_size(hub, tmp_path, monkeypatch):
+    # a copy that keeps the modification time (cp -p, rsync -t): only the size tells it from the fetched file
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    monkeypatch.delenv("INSTIR_VERIFY_DIGESTS", raising=False)
+    corpus = folder / "fiqa-corpus.jsonl"
+    fetched = corpus.stat()
+    corpus.write_text(corpus.read_text() + '{"_id": "extra", "text": "added later"}\n')
+    os.utime(corpus, ns=(fetched.st_atime_ns, fetched.st_mtime_ns))
+    with pytest.warns(UserWarning, match=r"fiqa-corpus.jsonl has [\d,]+ bytes, not \d+"):
+        assert _loaded_revision() == f"{COMMIT}+changed"
+
+
+def test_verify_digests_finds_a_same_size_edit_whose_fetch_time_was_kept(hub, tmp_path, monkeypatch):
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    corpus = folder / "fiqa-corpus.jsonl"
+    fetched = corpus.stat()
+    corpus.write_bytes(corpus.read_bytes().replace(b"a", b"b", 1))
+    os.utime(corpus, ns=(fetched.st_atime_ns, fetched.st_mtime_ns))
+    monkeypatch.delenv("INSTIR_VERIFY_DIGESTS", raising=False)
+    assert _loaded_revision() == COMMIT  # sizes and times only, by default: not read
+    monkeypatch.setenv("INSTIR_VERIFY_DIGESTS", "1")
+    with pytest.warns(UserWarning, match=r"fiqa-corpus.jsonl has other bytes \(SHA-256\)"):
+        assert _loaded_revision() == f"{COMMIT}+changed"
+
+
+def test_a_hub_download_record_of_the_fetched_commit_is_no_change(hub, tmp_path, monkeypatch):
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    record = folder / ".cache" / "huggingface" / "download" / "fiqa-corpus.jsonl.metadata"
+    record.parent.mkdir(parents=True)
+    record.write_text(f"{COMMIT}\netag\n1.0\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _loaded_revision() == COMMIT
+
+
+@pytest.mark.parametrize("text", ['{"files": []}', '{"resolved_revision": "' + COMMIT + '"}',
+                                  '{"resolved_revision": "' + COMMIT + '", "files": {}}'])
+def test_a_manifest_without_a_revision_or_a_file_list_is_one_error_naming_it(hub, tmp_path, monkeypatch, text):
+    # never loaded as a local folder (no revision to report) nor a crash over the missing list
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    (folder / "instir-manifest.json").write_text(text)
+    with pytest.raises(UserError, match=rf"{folder / 'instir-manifest.json'}: not a fetch manifest"):
+        _loaded_revision()
+
+
+def test_fetch_command_downloads_at_the_revision_it_is_given(hub, tmp_path, monkeypatch, capsys):
+    fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path))
+    with pytest.warns(UserWarning):
+        assert _cli(["fetch", "ifir", "--subset", "fire", "--revision", "abc1234"]) == 0
+    assert fake.calls[0] == ("resolve", "songtingyu/IFIR", "abc1234")
+    assert read_manifest(tmp_path / "ifir" / "songtingyu" / "fire")["requested_revision"] == "abc1234"
