@@ -419,3 +419,49 @@ def test_a_run_retrieved_over_other_data_is_said_once_in_every_scoring_path_and_
     with pytest.warns(OtherDataWarning, match="retrieved over queries other than"):
         assert evaluate_runs({"q": read_run(queries)}, instructir_sample, ["nDCG@5"]).checks["q"].other_data == [
             "queries"]
+
+
+def test_the_baseline_asked_for_is_the_one_compared_against_not_the_first_run(instructir_sample, tmp_path, capsys):
+    qids = list(instructir_sample.qrels)
+    strong = write_run(Run(_runs(instructir_sample, {})), tmp_path / "strong.trec")
+    weak = write_run(Run(_runs(instructir_sample, {q: 3 for q in qids[::2]})), tmp_path / "weak.trec")
+    report = tmp_path / "report"
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), str(weak), "--baseline", "weak",
+                 "--measures", "RR@10", "--resamples", "199", "--out", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "against baseline 'weak'" in out
+    assert pd.read_csv(report / "runs" / "runs.csv")["system"].tolist() == ["weak", "strong"]
+    comparisons = pd.read_csv(report / "metrics" / "comparisons.csv").set_index("measure")
+    printed = next(line.split() for line in out.split("against baseline")[1].splitlines()
+                   if line.split()[:2] == ["RR@10", "strong"])
+    assert printed[-1] == ("yes" if comparisons.loc["RR@10", "significant"] else "no")  # as written
+    assert set(comparisons["baseline"]) == {"weak"} and set(comparisons["system"]) == {"strong"}
+    assert comparisons.loc["RR@10", "better"] == len(qids[::2]) and comparisons.loc["RR@10", "worse"] == 0
+
+
+def test_resamples_and_seed_reach_the_permutation_test_and_the_bootstrap(instructir_sample, tmp_path):
+    from instir.metrics.stats import paired_tests
+
+    qids = list(instructir_sample.qrels)
+    strong = write_run(Run(_runs(instructir_sample, {q: 1 + i % 3 for i, q in enumerate(qids)})),
+                       tmp_path / "strong.trec")
+    weak = write_run(Run(_runs(instructir_sample, {q: 1 + i % 4 for i, q in enumerate(qids)})), tmp_path / "weak.trec")
+    report = tmp_path / "report"
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(strong), str(weak),
+                 "--measures", "RR@10", "--resamples", "101", "--seed", "7", "--out", str(report)]) == 0
+    written = pd.read_csv(report / "metrics" / "comparisons.csv").set_index("measure").loc["RR@10"]
+    per_query = pd.read_parquet(report / "metrics" / "per_query.parquet")
+    expected = paired_tests(per_query[per_query["measure"] == "RR@10"], "strong", n_resamples=101, seed=7).iloc[0]
+    assert 0 < expected["p_perm"] < 1 and expected["ci_low"] < expected["ci_high"]  # both resampled
+    for column in ("p_perm", "ci_low", "ci_high"):
+        assert written[column] == pytest.approx(expected[column], abs=1e-12), column
+    default = paired_tests(per_query[per_query["measure"] == "RR@10"], "strong", seed=0).iloc[0]
+    assert (default["ci_low"], default["ci_high"]) != (expected["ci_low"], expected["ci_high"])
+
+
+def test_an_empty_name_is_refused(instructir_sample, tmp_path):
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
+    with pytest.raises(UsageError, match="--name: empty system name"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "",
+              "--out", str(tmp_path / "report")])
+    assert not (tmp_path / "report").exists()

@@ -123,3 +123,25 @@ def test_bad_prediction_files_are_one_error_line_naming_file_and_field(tmp_path,
     assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "field 'q-unknown': unknown query id" in err
+
+
+def test_mteb_results_alone_line_the_scores_up_with_them_as_papers_does(tmp_path, capsys):
+    predictions = shutil.copy(MTEB / "predictions" / "IFIRFiQA_predictions.json", tmp_path)
+    report = tmp_path / "report"
+    assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(predictions), "--protocol", "mteb",
+                 "--mteb-results", str(MTEB / "results"), "--out", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "against the reported numbers (×100):" in out and "paper_tables/comparison.csv" in out.splitlines()[-1]
+    papers = pd.read_csv(report / "paper_tables" / "comparison.csv")
+    row = papers[(papers["measure_reproduced"] == "nDCG@20") & papers["level"].isna()]
+    assert row["reported"].item() == _stored("IFIRFiQA")["ndcg_at_20"]
+
+
+def test_under_mtebs_protocol_the_scores_are_lined_up_with_mtebs_numbers_only(tmp_path, capsys):
+    # the papers' numbers were measured under the authors' protocol: never set beside MTEB's measures
+    predictions = shutil.copy(MTEB / "predictions" / "IFIRFiQA_predictions.json", tmp_path)
+    report = tmp_path / "report"
+    assert main(["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", f"BM25={predictions}", "--protocol", "mteb",
+                 "--papers", "--out", str(report)]) == 0
+    papers = pd.read_csv(report / "paper_tables" / "comparison.csv")
+    assert not papers["table"].astype(str).str.startswith("Table").any(), papers["table"].unique()
