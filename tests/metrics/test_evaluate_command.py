@@ -465,3 +465,12 @@ def test_an_empty_name_is_refused(instructir_sample, tmp_path):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--name", "",
               "--out", str(tmp_path / "report")])
     assert not (tmp_path / "report").exists()
+
+
+def test_a_reported_numbers_source_is_printed_short():
+    from instir.cli.evaluate import table_label
+
+    assert table_label("InstructIR paper, results text (largest model)") == "InstructIR paper, results text"
+    assert table_label("Table 2 (nDCG@10)") == "Table 2 (nDCG@10)"
+    assert table_label("SECONDARY: Promptriever (arXiv:2409.11136) Table 2 - NOT the InstructIR paper") == \
+        "Promptriever Table 2 (secondary)"
