@@ -474,3 +474,10 @@ def test_a_reported_numbers_source_is_printed_short():
     assert table_label("Table 2 (nDCG@10)") == "Table 2 (nDCG@10)"
     assert table_label("SECONDARY: Promptriever (arXiv:2409.11136) Table 2 - NOT the InstructIR paper") == \
         "Promptriever Table 2 (secondary)"
+
+
+def test_a_run_inside_the_report_folder_is_listed_relative_to_it_so_the_folder_can_move(instructir_sample, tmp_path):
+    report = tmp_path / "report"
+    run = write_run(Run(_runs(instructir_sample, {})), report / "runs" / "mine.trec")
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(report)]) == 0
+    assert pd.read_csv(report / "runs" / "runs.csv")["run_file"].tolist() == ["runs/mine.trec"]
