@@ -481,3 +481,12 @@ def test_a_run_inside_the_report_folder_is_listed_relative_to_it_so_the_folder_c
     run = write_run(Run(_runs(instructir_sample, {})), report / "runs" / "mine.trec")
     assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--out", str(report)]) == 0
     assert pd.read_csv(report / "runs" / "runs.csv")["run_file"].tolist() == ["runs/mine.trec"]
+
+
+@pytest.mark.parametrize("count", ["50", "100001"])
+def test_resamples_out_of_bounds_are_refused_before_anything_is_written(instructir_sample, tmp_path, count):
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
+    with pytest.raises(UsageError, match="resamples"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), str(run), "--name", "a", "b",
+              "--resamples", count, "--out", str(tmp_path / "report")])
+    assert not (tmp_path / "report").exists()
