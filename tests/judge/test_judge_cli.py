@@ -443,3 +443,39 @@ def test_credentials_in_the_base_url_are_refused_unrepeated_when_no_key_is_set_e
                  "--base-url", url, "--cache", str(tmp_path / "j.sqlite")]) == 2
     said = capsys.readouterr()
     assert "base_url holds" in said.err and "hunter2pass" not in said.err + said.out
+
+
+@pytest.fixture
+def failing_backend(monkeypatch):
+    """The baseline backend failing every request (a dead endpoint)."""
+    from instir.judge.types import Judgment
+
+    def failing(self, requests, on_result=None):
+        out = [Judgment.failure("malformed answer: no JSON", raw="no idea") for _ in requests]
+        for i, judgment in enumerate(out):
+            if on_result is not None:
+                on_result(i, judgment)
+        return out
+
+    monkeypatch.setattr(BaselineJudge, "judge", failing)
+
+
+def test_every_judgment_failing_ends_instir_judge_with_status_2_and_the_reasons(sample_runs, tmp_path, capsys,
+                                                                              failing_backend):
+    assert main(judge_args(sample_runs, tmp_path / "j.sqlite")) == 2
+    err = capsys.readouterr().err
+    assert "judgments failed, so InstFol has no value" in err and "malformed answer: no JSON" in err
+
+
+def test_every_judgment_failing_ends_judge_validate_with_status_2_and_no_statistic(tmp_path, capsys,
+                                                                                failing_backend):
+    assert main(["judge-validate", "--benchmark", "ifir-sample/fiqa", "--backend", "baseline", "--per-stratum", "2",
+                 "--cache", str(tmp_path / "j.sqlite")]) == 2
+    assert "judgments failed, so no agreement statistic has a value" in capsys.readouterr().err
+
+
+def test_instir_judge_lists_both_runs_under_the_name_given(sample_runs, tmp_path, capsys):
+    assert main(judge_args(sample_runs, tmp_path / "j.sqlite") + ["--name", "mine"]) == 0
+    runs = pd.read_csv(tmp_path / "report" / "runs" / "runs.csv")
+    assert runs["system"].tolist() == ["mine", "mine (query-only)"]
+    assert runs["run_file"].tolist() == [str(Path(p).resolve()) for p in sample_runs]
