@@ -479,3 +479,15 @@ def test_instir_judge_lists_both_runs_under_the_name_given(sample_runs, tmp_path
     runs = pd.read_csv(tmp_path / "report" / "runs" / "runs.csv")
     assert runs["system"].tolist() == ["mine", "mine (query-only)"]
     assert runs["run_file"].tolist() == [str(Path(p).resolve()) for p in sample_runs]
+
+
+def test_instir_judge_judges_the_lists_at_the_k_and_seed_it_is_given(sample_runs, tmp_path, capsys):
+    assert main(judge_args(sample_runs, tmp_path / "j.sqlite") + ["--k", "5", "--max-instances", "3",
+                                                                  "--seed", "4"]) == 0
+    assert "InstFol@5 on ifir-sample/fiqa" in capsys.readouterr().out
+    judge = tmp_path / "report" / "judge"
+    assert pd.read_csv(judge / "instfol_positions.csv")["rank"].max() == 5
+    assert set(pd.read_csv(judge / "instfol.csv")["k"]) == {5}
+    sampled = set(pd.read_csv(judge / "instfol_positions.csv")["qid"])
+    assert main(judge_args(sample_runs, tmp_path / "j.sqlite") + ["--k", "5", "--max-instances", "3"]) == 0
+    assert set(pd.read_csv(judge / "instfol_positions.csv")["qid"]) != sampled  # seed 0 draws another sample
