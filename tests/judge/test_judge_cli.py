@@ -491,3 +491,20 @@ def test_instir_judge_judges_the_lists_at_the_k_and_seed_it_is_given(sample_runs
     sampled = set(pd.read_csv(judge / "instfol_positions.csv")["qid"])
     assert main(judge_args(sample_runs, tmp_path / "j.sqlite") + ["--k", "5", "--max-instances", "3"]) == 0
     assert set(pd.read_csv(judge / "instfol_positions.csv")["qid"]) != sampled  # seed 0 draws another sample
+
+
+@pytest.mark.parametrize("option", ["--run", "--query-only-run"])
+def test_a_run_where_instir_judge_writes_in_its_out_is_refused_before_anything_is_written(sample_runs, tmp_path,
+                                                                                        capsys, option):
+    # on the commit before, --run OUT/runs/runs.csv --out OUT moved the run aside, wrote the runs table over it and
+    # then failed reading the table as the run (exit 2, the run no longer where the user had it)
+    report = tmp_path / "report"
+    (report / "runs").mkdir(parents=True)
+    given = report / "runs" / "runs.csv"
+    given.write_bytes(Path(sample_runs[0] if option == "--run" else sample_runs[1]).read_bytes())
+    before = given.read_bytes()
+    runs = [str(given), sample_runs[1]] if option == "--run" else [sample_runs[0], str(given)]
+    assert main(judge_args(runs, tmp_path / "j.sqlite")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{option} {given}: instir writes there in the report folder" in err
+    assert given.read_bytes() == before and sorted(p.name for p in report.rglob("*")) == ["runs", "runs.csv"]
