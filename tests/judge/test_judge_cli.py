@@ -508,3 +508,13 @@ def test_a_run_where_instir_judge_writes_in_its_out_is_refused_before_anything_i
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{option} {given}: instir writes there in the report folder" in err
     assert given.read_bytes() == before and sorted(p.name for p in report.rglob("*")) == ["runs", "runs.csv"]
+
+
+def test_judge_validate_draws_its_sample_with_the_seed_it_is_given(tmp_path, capsys):
+    def made_now(seed: str) -> int:
+        assert main(["judge-validate", "--benchmark", "instructir-sample", "--backend", "baseline", "--per-stratum",
+                     "1", "--seed", seed, "--cache", str(tmp_path / "j.sqlite")]) == 0
+        return int(capsys.readouterr().out.split(" made now")[0].split()[-1])
+
+    assert made_now("0") > 0 and made_now("0") == 0  # the same sample: every judgment from the cache
+    assert made_now("3") > 0  # another seed, another sample: pairs not judged before
