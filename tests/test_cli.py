@@ -77,3 +77,33 @@ def test_instir_run_takes_a_collection_name_for_its_benchmarks():
     args = build_parser().parse_args(["run", "--benchmark", "followir-sample", "instructir-sample"])
     assert cli_parameters(args)["benchmarks"] == ["followir-sample/news21", "followir-sample/core17",
                                                   "instructir-sample"]
+
+
+def test_retrieve_without_k_ranks_to_the_depth_the_plan_gives_the_benchmark(tmp_path, capsys, monkeypatch):
+    from instir.stages import plan
+
+    asked = []
+    monkeypatch.setattr(plan, "depth_of", lambda name: asked.append(name) or 3)  # the family's depth, made small
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", str(tmp_path)]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    queries = int(said.split(": ")[1].split()[0])
+    assert asked == ["instructir-sample"] and f"{queries} queries, {3 * queries} rows" in said
+
+
+@pytest.mark.parametrize("extra", [["--model", "some/model"], ["--windowing", "clean"]])
+def test_retrieve_refuses_a_model_or_windowing_beside_a_system_card(tmp_path, capsys, extra):
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--system", "BM25", *extra,
+                 "--out", str(tmp_path / "runs")]) == 2
+    assert "--model and --windowing apply to --retriever dense/hybrid" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_systems_lists_only_the_paper_asked_for_and_refuses_an_unknown_one(capsys):
+    assert main(["systems", "--paper", "ifir"]) == 0
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.endswith("can run here")]
+    assert headers and all(line.startswith("ifir: ") for line in headers), headers
+    cards, runnable = (int(headers[0].split()[i]) for i in (1, 3))  # ifir: N cards, M can run here
+    assert 0 < runnable < cards  # here (no weights downloaded) the bundled BM25 runs, the model cards do not
+    with pytest.raises(SystemExit) as ended:
+        main(["systems", "--paper", "nopaper"])
+    assert ended.value.code == 2 and "invalid choice: 'nopaper'" in capsys.readouterr().err
