@@ -186,3 +186,39 @@ def test_mteb_export_refuses_a_pair_template_or_a_template_without_a_dataset_bef
     assert "[instruction, text] pairs" in capsys.readouterr().err and not (tmp_path / "a").exists()
     assert main([*base, "--template", "instructir", "--out", str(tmp_path / "b")]) == 2
     assert "give --dataset too" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_mteb_export_with_nothing_to_write_is_one_line_and_writes_nothing(tmp_path, capsys):
+    assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--out", str(tmp_path / "out")]) == 2
+    assert "nothing to write: give --run FILE and/or --dataset" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_mteb_export_refuses_two_runs_for_one_folder_where_the_second_would_replace_the_first(tmp_path, capsys):
+    # both are predictions of one task: MTEB's one <Task>_predictions.json per folder
+    assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--run", str(tmp_path / "a.trec"),
+                 "--run", str(tmp_path / "b.trec"), "--out", str(tmp_path / "out")]) == 2
+    assert "write one --run per --out folder" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_mteb_export_names_the_predictions_after_the_runs_card_model_or_retriever(tmp_path):
+    from instir.cli.mteb import run_identity
+
+    path = tmp_path / "e5.trec"
+    carded = {"system": {"model": "org/card-model", "revision": "abc123"},
+              "retriever": {"name": "dense", "params": {"model": "org/other"}}}
+    assert run_identity(carded, path) == ("org/card-model", "abc123")
+    bundled = {"retriever": {"name": "dense", "params": {"model": "all-MiniLM-L6-v2 (bundled by instir)"}}}
+    assert run_identity(bundled, path) == ("all-MiniLM-L6-v2", None)
+    assert run_identity({"retriever": {"name": "bm25", "params": {}}}, path) == ("bm25", None)
+
+
+def test_mteb_export_writes_the_model_name_and_revision_it_is_given(tmp_path, capsys):
+    from instir.retrieval import retrieve
+    from instir.retrieval.lexical import BM25Retriever
+
+    run = retrieve(load_benchmark("ifir-sample/fiqa"), BM25Retriever(show_progress=False), k=5, out_dir=tmp_path)
+    assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--run", run.meta["path"], "--model-name", "org/m",
+                 "--revision", "r1", "--out", str(tmp_path / "out")]) == 0
+    written = json.loads(next((tmp_path / "out").glob("*_predictions.json")).read_text())
+    assert (written["mteb_model_meta"]["model_name"], written["mteb_model_meta"]["revision"]) == ("org/m", "r1")
