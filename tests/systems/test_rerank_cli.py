@@ -63,3 +63,24 @@ def test_rerank_system_keeps_its_cards_batch_size_unless_one_is_given(tmp_path, 
         with pytest.raises(SystemExit):
             main([*argv, *extra])
     assert asked == [None, 16]
+
+
+def test_rerank_command_scores_with_the_query_split_and_into_the_cache_it_is_given(tmp_path, capsys):
+    model = build_t5(tmp_path / "t5", ["wine cabinet definition Query: Document: Relevant:"])
+    assert main(["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", "3",
+                 "--out", str(tmp_path / "runs")]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    cache = tmp_path / "scores" / "s.sqlite"
+    cache.parent.mkdir()
+    assert main(["rerank", "--run", first, "--benchmark", "instructir-sample", "--reranker", "monot5", "--model",
+                 str(model), "--depth", "2", "--query-split", "fields", "--out", str(tmp_path / "rr"),
+                 "--cache", str(cache)]) == 0
+    side = json.loads(open(capsys.readouterr().out.strip().splitlines()[-1] + ".json").read())
+    assert side["query_split"] == "fields" and side["score_cache"] == str(cache) and cache.is_file()
+
+
+def test_rerank_command_refuses_a_model_beside_a_system(tmp_path, capsys):
+    assert main(["rerank", "--run", "x.trec", "--benchmark", "instructir-sample", "--system", "monoT5-base",
+                 "--model", "some/model", "--out", str(tmp_path / "rr")]) == 2
+    assert "--model goes with --reranker, not --system" in capsys.readouterr().err
+    assert not (tmp_path / "rr").exists()
