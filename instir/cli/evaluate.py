@@ -18,6 +18,7 @@ from instir.cli.options import (
     benchmark_from_args,
     file_system_name,
     positive_int,
+    refuse_written_input,
     report_folder,
     whole_number,
 )
@@ -92,7 +93,6 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
     file is refused before anything is written, named by ``names`` (one per path, None where
     not given: then after its file, an MTEB prediction file after the model its
     ``mteb_model_meta`` gives), listed by its path (relative to ``out`` when inside it)."""
-    from instir.report.layout import ReportLayout
     from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
     from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, refuse_unanswered
     from instir.stages.evaluate import as_scored
@@ -100,10 +100,7 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
 
     rows, read = [], {}
     for i, path in enumerate(paths):
-        if ReportLayout(out).stage_writes(path):  # it would be overwritten: maybe the only copy of a run
-            raise UsageError(f"--run {path}: instir writes there in the report folder {out} (report.json, "
-                             "runs/runs.csv, data/, metrics/, judge/, paper_tables/); copy the run out of it or "
-                             "choose another --out")
+        refuse_written_input(out, "--run", path)
         if is_mteb_predictions(path):
             predictions = read_mteb_predictions(path)
             run, name = as_scored(predictions, benchmark, protocol), predictions.model_name or path.stem

@@ -17,10 +17,10 @@ from instir.cli.options import (
     depth_option,
     positive_int,
     positive_seconds,
+    refuse_written_input,
     report_folder,
     whole_number,
 )
-from instir.errors import UsageError
 from instir.judge.factory import BACKENDS, DEFAULT_KEY_ENV, OPENAI_BASE_URL, make_judge, require_reachable
 
 if TYPE_CHECKING:
@@ -138,12 +138,10 @@ def judge_command(args: argparse.Namespace) -> int:
     judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
     answered_instances(benchmark, instructed, query_only, names=("--run", "--query-only-run"))
-    out = report_folder(args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}"))
+    out = args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}")
     for option, path in (("--run", args.run), ("--query-only-run", args.query_only_run)):
-        if ReportLayout(out).stage_writes(Path(path)):  # it would be replaced: maybe the only copy of a run
-            raise UsageError(f"{option} {path}: instir writes there in the report folder {out} (report.json, "
-                             "runs/runs.csv, data/, metrics/, judge/, paper_tables/); copy the run out of it or "
-                             "choose another --out")
+        refuse_written_input(out, option, path)
+    out = report_folder(out)
     rows = [listed_row(benchmark, args.name + ("" if variant == "instructed" else " (query-only)"),
                        str(Path(path).resolve()), variant, retriever=args.name)
             for variant, path in (("instructed", args.run), ("query-only", args.query_only_run))]
