@@ -147,8 +147,8 @@ def _new_temporary(path: Path) -> tuple[int, Path]:
     """An open, empty temporary file beside ``path`` (mode from :func:`file_mode`)."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise named(err, path) from err
+    except OSError as err:  # it names the temporary it tried to make
+        raise named(err, path, err.filename) from err
     try:
         os.fchmod(fd, file_mode())
     except BaseException:
@@ -335,8 +335,8 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     and locked, with its path."""
     try:
         fd, name = tempfile.mkstemp(dir=folder, prefix=JOURNAL_PREFIX, suffix=".tmp")
-    except OSError as err:
-        raise named(err, folder) from err
+    except OSError as err:  # it names the journal it tried to make
+        raise named(err, folder, err.filename) from err
     tmp = Path(name)
     journal = tmp.with_suffix(".json")
     try:

@@ -195,3 +195,13 @@ def test_a_waiter_that_gets_the_lock_of_a_file_its_holder_removed_waits_for_the_
     third.join(20)
     assert not waiter.is_alive() and not third.is_alive()
     assert most[0] == 1
+
+
+def test_an_error_creating_the_temporary_names_the_file_asked_for_not_the_temporary(tmp_path):
+    target = tmp_path / "no such folder" / "metrics.csv"
+    for write in (lambda: atomic.write_text(target, "x"), lambda: atomic.write_files({target: "x"}),
+                  lambda: atomic.stream(target).__enter__()):
+        with pytest.raises(FileNotFoundError) as failed:
+            write()
+        assert failed.value.filename == str(target)
+
