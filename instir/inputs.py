@@ -185,7 +185,7 @@ def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) 
     config file's errors find their line: the file is parsed up to a line, as its loader parses it, so a
     comment, a string or a quoted key never misleads it (a bisection: a few parses, and only on an error)."""
     lines = text.split("\n")
-    if len(lines) > MAX_LINED:
+    if len(lines) - (lines[-1] == "") > MAX_LINED:  # the newline that ends the last line starts none
         return None
 
     def holds(line: int, keys: Sequence[str | int]) -> bool:

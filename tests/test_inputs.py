@@ -219,3 +219,11 @@ def test_a_json_file_no_reader_can_take_reads_as_none_never_raised(tmp_path, tex
     path = tmp_path / "lock.json"
     path.write_text(text)
     assert inputs.read_json(path) is None
+
+
+def test_the_line_of_a_key_is_named_in_a_file_of_the_most_lines_and_not_beyond():
+    import tomllib
+
+    text = "".join(f"k{i} = {i}\n" for i in range(inputs.MAX_LINED))  # MAX_LINED lines, each ended by a newline
+    assert inputs.key_line(text, tomllib.loads, ["k4999"]) == inputs.MAX_LINED
+    assert inputs.key_line(text + "k5000 = 0\n", tomllib.loads, ["k5000"]) is None
