@@ -1,5 +1,7 @@
 """Atomic writes leave the old file or the new one, never a torn one or a stray temp file."""
 
+import errno
+import json
 import os
 
 import numpy as np
@@ -205,3 +207,220 @@ def test_an_error_creating_the_temporary_names_the_file_asked_for_not_the_tempor
             write()
         assert failed.value.filename == str(target)
 
+
+# ------------------------------------------------------------------ review72z: bounds, flushes and errors a user meets
+
+
+def test_a_stream_without_room_for_its_announced_size_fails_before_the_writer_runs(tmp_path, monkeypatch):
+    """The size is reserved first: a disk without room fails at once, naming the file, before a long copy starts."""
+    from full_disk import SimulatedDisk
+
+    (tmp_path / "matrix.npy").write_bytes(b"the earlier file")
+    disk = SimulatedDisk.under(monkeypatch, tmp_path, free=100)
+    ran = []
+    with pytest.raises(OSError) as failed:
+        with atomic.stream(tmp_path / "matrix.npy", size=1000) as out:
+            ran.append(True)
+            out.write(b"x" * 1000)
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(tmp_path / "matrix.npy")
+    assert ran == [] and disk.refused
+    assert os.listdir(tmp_path) == ["matrix.npy"] and (tmp_path / "matrix.npy").read_bytes() == b"the earlier file"
+
+
+@pytest.mark.parametrize("size, written", [(2, b"more"), (0, b"x")])
+def test_a_stream_longer_than_announced_replaces_nothing(tmp_path, size, written):
+    (tmp_path / "out.bin").write_bytes(b"the earlier file")
+    with pytest.raises(ValueError, match=f"{len(written)} bytes written where {size} were announced"):
+        with atomic.stream(tmp_path / "out.bin", size=size) as out:
+            out.write(written)
+    assert os.listdir(tmp_path) == ["out.bin"] and (tmp_path / "out.bin").read_bytes() == b"the earlier file"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+def test_a_streamed_file_is_flushed_before_it_is_renamed_into_place(tmp_path, monkeypatch):
+    events = _flushed_before_renamed(monkeypatch)
+    with atomic.stream(tmp_path / "matrix.npy", size=3) as out:
+        out.write(b"abc")
+    (rename,) = [e for e in events if e[0] == "rename" and e[2] == str(tmp_path / "matrix.npy")]
+    assert ("fsync", rename[1]) in events[:events.index(rename)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+def test_a_sets_journal_and_its_folder_entry_are_flushed_before_the_first_file_is_replaced(tmp_path, monkeypatch):
+    """A set is finished after a crash only if its journal reached the disk before any of its files was renamed."""
+    (tmp_path / "a.csv").write_text("old")
+    events = _flushed_before_renamed(monkeypatch)
+    atomic.write_files({tmp_path / "a.csv": "new a", tmp_path / "b.csv": "new b"})
+    renames = [e for e in events if e[0] == "rename"]
+    journal = next(e for e in renames if os.path.basename(e[2]).startswith(atomic.JOURNAL_PREFIX))
+    first = next(e for e in renames if e[2] in (str(tmp_path / "a.csv"), str(tmp_path / "b.csv")))
+    between = events[events.index(journal):events.index(first)]
+    assert ("fsync", journal[1]) in events[:events.index(journal)]  # the journal's bytes
+    assert ("fsync", str(tmp_path)) in between  # its name in the folder
+
+
+def test_a_temporary_whose_mode_cannot_be_set_is_removed(tmp_path, monkeypatch):
+    def refused(fd, mode):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "fchmod", refused)
+    with pytest.raises(PermissionError):
+        atomic.write_text(tmp_path / "run.trec", "new")
+    assert os.listdir(tmp_path) == []
+
+
+def test_text_that_is_no_utf8_is_refused_not_written_with_question_marks(tmp_path):
+    with pytest.raises(UnicodeEncodeError):
+        atomic.write_text(tmp_path / "run.trec", "d\udcff")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS])
+def test_a_full_or_failing_device_is_the_disks_error(code):
+    assert atomic.device_error(OSError(code, os.strerror(code)))
+
+
+@pytest.mark.parametrize("err", [OSError(errno.ENOENT, "No such file"), OSError(errno.EACCES, "Permission denied"),
+                                 ValueError("no OSError")])
+def test_a_missing_file_or_a_refused_permission_is_no_device_error(err):
+    assert not atomic.device_error(err)
+
+
+class _SQLiteError(Exception):
+    """What ``sqlite3`` raises: its error name in ``sqlite_errorname``, no file named."""
+
+    def __init__(self, name: str):
+        super().__init__("disk I/O error" if "IOERR" in name else "database or disk is full")
+        self.sqlite_errorname = name
+
+
+@pytest.mark.parametrize("name, code", [("SQLITE_FULL", errno.ENOSPC), ("SQLITE_IOERR", errno.EIO),
+                                        ("SQLITE_IOERR_WRITE", errno.EIO), ("SQLITE_IOERR_FSYNC", errno.EIO)])
+def test_a_full_or_failing_disk_under_sqlite_is_an_oserror_naming_the_database(tmp_path, name, code):
+    database = tmp_path / "judgments.sqlite"
+    with pytest.raises(OSError) as failed:
+        with atomic.sqlite_errors(database):
+            raise _SQLiteError(name)
+    assert failed.value.errno == code and failed.value.filename == str(database)
+
+
+def test_a_sqlite_full_disk_wrapped_by_a_library_is_still_an_oserror_naming_the_database(tmp_path):
+    database = tmp_path / "judgments.sqlite"
+    with pytest.raises(OSError) as failed:
+        with atomic.sqlite_errors(database):
+            try:
+                raise _SQLiteError("SQLITE_FULL")
+            except _SQLiteError as err:
+                raise RuntimeError("the cache could not store a judgment") from err
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(database)
+
+
+def test_another_sqlite_error_passes_unchanged(tmp_path):
+    with pytest.raises(_SQLiteError):
+        with atomic.sqlite_errors(tmp_path / "judgments.sqlite"):
+            raise _SQLiteError("SQLITE_CONSTRAINT")
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.parquet"])
+def test_a_filtered_table_is_written_without_its_index(tmp_path, name):
+    import pandas as pd
+
+    frame = pd.DataFrame({"qid": ["q1", "q2"], "value": [0.0, 0.5]})
+    atomic.write_frame(tmp_path / name, frame[frame.value > 0])
+    read = pd.read_csv if name.endswith(".csv") else pd.read_parquet
+    assert read(tmp_path / name).equals(pd.DataFrame({"qid": ["q2"], "value": [0.5]}))
+
+
+@pytest.mark.parametrize("name", ["t.txt", "t.tsv", "t.CSV"])
+def test_a_table_named_for_another_format_is_refused_and_nothing_written(tmp_path, name):
+    import pandas as pd
+
+    with pytest.raises(ValueError, match=name):
+        atomic.write_frame(tmp_path / name, pd.DataFrame({"qid": ["q1"]}))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_reader_leaves_a_set_to_its_writer_while_the_writer_renames(tmp_path, monkeypatch):
+    """The writer holds its journal's lock until its last rename: a reader settling the folder meanwhile finishes
+    nothing (two processes renaming one set at once)."""
+    (tmp_path / "a.csv").write_text("old a")
+    real, settled = os.replace, []
+
+    def replace(src, dst):
+        if str(dst) == str(tmp_path / "b.csv"):
+            settled.append(atomic.settle(tmp_path))  # a reader, between the writer's renames
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    atomic.write_files({tmp_path / "a.csv": "new a", tmp_path / "b.csv": "new b"})
+    assert settled == [0]
+    assert (tmp_path / "a.csv").read_text() == "new a" and (tmp_path / "b.csv").read_text() == "new b"
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "b.csv"]
+
+
+def test_a_fifo_where_a_lock_file_goes_is_refused_naming_it_and_left_alone(tmp_path):
+    from instir.errors import UserError
+
+    path = tmp_path / "judgments.sqlite-lock"
+    os.mkfifo(path)
+    with pytest.raises(UserError, match=f"{path} is a FIFO"):
+        with atomic.exclusive(path, "judgment cache", "waiting"):
+            pass
+    assert os.listdir(tmp_path) == ["judgments.sqlite-lock"]
+
+
+def test_two_files_set_aside_one_after_the_other_are_both_kept(tmp_path):
+    path = tmp_path / "metrics.csv"
+    for content in ("the first edit", "the second edit"):
+        path.write_text(content)
+        with pytest.warns(UserWarning, match="kept, never read"):
+            atomic.set_aside(path, "not the kit's", "made anew")
+    kept = sorted(p.read_text() for p in tmp_path.glob("metrics.csv.set-aside-*"))
+    assert kept == ["the first edit", "the second edit"] and not path.exists()
+
+
+def test_a_file_that_cannot_be_set_aside_is_an_error_not_a_warning_that_it_was(tmp_path, monkeypatch):
+    import pathlib
+
+    path = tmp_path / "metrics.csv"
+    path.write_text("the user's own")
+
+    def refused(self, target):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "rename", refused)
+    with pytest.raises(PermissionError):
+        atomic.set_aside(path, "not the kit's", "made anew")
+    assert path.read_text() == "the user's own"
+
+
+def test_a_file_a_rewrite_removes_is_kept_aside_with_a_warning_and_one_it_leaves_alone_stays(tmp_path):
+    removed, left = tmp_path / "compared.csv", tmp_path / "metrics.csv"
+    removed.write_text("the user's comparison")
+    left.write_text("the user's metrics")
+    with pytest.warns(UserWarning, match="kept as .*compared.csv.set-aside-.*the kit replaced or removed it") as said:
+        with atomic.keeping([removed, left], "not the kit's"):
+            removed.unlink()
+    (aside,) = tmp_path.glob("*.set-aside-*")
+    assert aside.name.startswith("compared.csv") and aside.read_text() == "the user's comparison"
+    assert left.read_text() == "the user's metrics" and len(said) == 1
+
+
+@pytest.mark.parametrize("plan", [{"replace": [], "remove": [".."]}, {"replace": [["..", "a.csv"]], "remove": []}],
+                         ids=["remove the parent", "rename the parent"])
+def test_a_journal_naming_the_parent_folder_is_not_followed(tmp_path, plan):
+    inner = tmp_path / "set"
+    inner.mkdir()
+    journal = inner / f"{atomic.JOURNAL_PREFIX}x.json"
+    journal.write_text(json.dumps(plan))
+    with pytest.warns(UserWarning, match="unreadable journal"):
+        assert atomic.settle(inner) == 0
+    assert inner.is_dir() and os.listdir(inner) == []
+
+
+def test_a_set_whose_rename_fails_names_the_file_not_its_temporary(tmp_path):
+    (tmp_path / "metrics.csv").mkdir()  # a folder where the set's file goes
+    (tmp_path / "metrics.csv" / "kept").write_text("x")
+    with pytest.raises(OSError) as failed:
+        atomic.write_files({tmp_path / "metrics.csv": "new"})
+    assert failed.value.filename == str(tmp_path / "metrics.csv")
