@@ -221,6 +221,71 @@ def test_a_json_file_no_reader_can_take_reads_as_none_never_raised(tmp_path, tex
     assert inputs.read_json(path) is None
 
 
+# ------------------------------------------------------------------ review72z: bounds at their edge, lines named
+
+
+def test_a_config_file_of_the_largest_size_is_read_and_one_byte_more_is_refused(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_bytes(b"#" + b"x" * (inputs.MAX_CONFIG_BYTES - 2) + b"\n")
+    assert len(inputs.read_config(path, "grid file")) == inputs.MAX_CONFIG_BYTES
+    path.write_bytes(b"#" + b"x" * (inputs.MAX_CONFIG_BYTES - 1) + b"\n")
+    with pytest.raises(inputs.InputRefused, match=f"grid file is larger than {inputs.MAX_CONFIG_BYTES} bytes"):
+        inputs.read_config(path, "grid file")
+
+
+def test_yaml_text_of_the_largest_size_is_parsed_and_one_character_more_is_refused():
+    text = "a: 1\n#" + "x" * (inputs.MAX_CONFIG_BYTES - 7) + "\n"
+    assert len(text) == inputs.MAX_CONFIG_BYTES and inputs.load_yaml(text) == {"a": 1}
+    with pytest.raises(inputs.InputRefused, match=f"more than a YAML file may hold here \\({inputs.MAX_CONFIG_BYTES}"):
+        inputs.load_yaml(text + "#")
+
+
+def test_nesting_at_the_deepest_level_is_read_and_one_level_more_is_refused():
+    deepest = inputs.MAX_DEPTH - 1  # the top mapping is a level too
+    assert inputs.load_yaml("a: " + "[" * deepest + "]" * deepest) is not None
+    with pytest.raises(inputs.InputRefused, match=f"line 1: nested more than {inputs.MAX_DEPTH} levels deep"):
+        inputs.load_yaml("a: " + "[" * (deepest + 1) + "]" * (deepest + 1))
+
+
+def test_a_config_file_saved_with_a_byte_order_mark_reads_as_its_text(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_bytes("\ufeffk: 10\n".encode())
+    assert inputs.read_config(path) == "k: 10\n"
+
+
+def test_bytes_that_are_no_utf8_are_refused_naming_their_line_and_byte(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_bytes(b"benchmarks: [instructir-sample]\nsystems: [b\xe9m25]\n")
+    with pytest.raises(inputs.InputRefused) as err:
+        inputs.read_config(path)
+    assert str(err.value) == "line 2: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+
+
+def test_a_json_file_of_the_limit_is_read_and_one_byte_more_is_not(tmp_path):
+    path = tmp_path / "lock.json"
+    path.write_text('{"pid": 12}')
+    assert inputs.read_json(path, limit=11) == {"pid": 12}
+    assert inputs.read_json(path, limit=10) is None
+    path.write_text('{"pid": 12}\n')  # whole JSON in its first 11 bytes, 12 in all
+    assert inputs.read_json(path, limit=11) is None
+
+
+def test_a_path_through_a_file_is_not_found_saying_why(tmp_path):
+    (tmp_path / "grid.yaml").write_text("k: 10\n")
+    assert inputs.file_problem(tmp_path / "grid.yaml" / "x") == "not found (a part of the path is a file, not a folder)"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/loop0"), reason="needs a block device")
+def test_a_block_device_is_named_for_what_it_is():
+    assert inputs.file_problem("/dev/loop0") == "is a block device, not a regular file"
+
+
+def test_a_key_given_twice_names_the_line_of_its_first_value():
+    with pytest.raises(inputs.InputRefused) as err:
+        inputs.load_yaml("k: 10\nsystems: [bm25]\nk: 20\n")
+    assert str(err.value) == "line 3: key 'k' is given twice (first on line 1)"
+
+
 def test_the_line_of_a_key_is_named_in_a_file_of_the_most_lines_and_not_beyond():
     import tomllib
 
