@@ -424,3 +424,13 @@ def test_a_set_whose_rename_fails_names_the_file_not_its_temporary(tmp_path):
     with pytest.raises(OSError) as failed:
         atomic.write_files({tmp_path / "metrics.csv": "new"})
     assert failed.value.filename == str(tmp_path / "metrics.csv")
+
+
+@pytest.mark.parametrize("plan", [{"replace": 5, "remove": []}, {"replace": [], "remove": None}, ["replace"]],
+                         ids=["replace no list", "remove no list", "no mapping"])
+def test_a_journal_of_the_wrong_shape_is_removed_with_a_warning_never_raised_into_a_reader(tmp_path, plan):
+    journal = tmp_path / f"{atomic.JOURNAL_PREFIX}x.json"
+    journal.write_text(json.dumps(plan))
+    with pytest.warns(UserWarning, match="unreadable journal"):
+        assert atomic.settle(tmp_path) == 0
+    assert os.listdir(tmp_path) == []

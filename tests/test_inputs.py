@@ -292,3 +292,16 @@ def test_the_line_of_a_key_is_named_in_a_file_of_the_most_lines_and_not_beyond()
     text = "".join(f"k{i} = {i}\n" for i in range(inputs.MAX_LINED))  # MAX_LINED lines, each ended by a newline
     assert inputs.key_line(text, tomllib.loads, ["k4999"]) == inputs.MAX_LINED
     assert inputs.key_line(text + "k5000 = 0\n", tomllib.loads, ["k5000"]) is None
+
+
+def test_a_merge_key_with_a_mapping_written_out_is_merged():
+    assert inputs.load_yaml("<<: {k: 10, systems: [bm25]}\nk: 20\n") == {"k": 20, "systems": ["bm25"]}
+
+
+def test_a_path_from_the_home_folder_is_expanded_and_one_of_no_user_here_is_one_line(monkeypatch, tmp_path):
+    from instir.errors import UsageError
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert inputs.expanded("~/grid.yaml") == tmp_path / "grid.yaml"
+    with pytest.raises(UsageError, match="~no-such-user-72z/grid.yaml: '~no-such-user-72z' is no home folder here"):
+        inputs.expanded("~no-such-user-72z/grid.yaml")
