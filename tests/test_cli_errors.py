@@ -532,3 +532,62 @@ def test_with_debug_a_warning_is_pythons_own_form_saying_where(capsys):
         assert answered("instir x", call, debug=True) == 0
     err = capsys.readouterr().err
     assert "UserWarning: careful" in err and "instir x: warning" not in err
+
+
+# ------------------------------------------------------------------ review72z: messages at their bounds
+
+
+def test_a_value_of_the_quote_limit_is_quoted_whole_and_one_character_more_is_cut():
+    from instir.errors import QUOTE_LIMIT, shorten
+
+    whole = "d" * QUOTE_LIMIT
+    assert quoted(whole) == repr(whole) and shorten(whole) == whole
+    assert quoted(whole + "x") == f"{whole!r}… ({QUOTE_LIMIT + 1} chars)"
+    assert shorten(whole + "x") == f"{whole}… ({QUOTE_LIMIT + 1} chars)"
+
+
+def test_an_integer_of_sixty_digits_is_quoted_whole_and_a_longer_one_by_its_size():
+    assert quoted(10**59) == str(10**59)  # 60 digits
+    assert quoted([10**59]) == f"[{10**59}]"
+    assert quoted(10**70) == "<an integer of about 71 digits>"
+
+
+def test_a_nested_value_is_quoted_three_levels_deep():
+    assert quoted([[[[1]]]]) == "[[[[...]]]]"
+    assert quoted({"a": {"b": {"c": {"d": 1}}}}) == "{'a': {'b': {'c': {...}}}}"
+
+
+def test_the_first_byte_that_is_no_utf8_is_named_at_its_place():
+    from instir.errors import utf8_problem
+
+    assert utf8_problem("\udc80") == "byte 0x80 at character 1"
+    assert utf8_problem("ab\udcff") == "byte 0xff at character 3"
+
+
+def test_a_user_error_reads_as_its_message_and_in_a_notebook_as_one_line(monkeypatch):
+    error = UsageError("grid.yaml:3: field 'k' takes a whole number")
+    assert str(error) == "grid.yaml:3: field 'k' takes a whole number"
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    assert error._render_traceback_() == ["\x1b[31mUsageError\x1b[0m: grid.yaml:3: field 'k' takes a whole number"]
+
+
+def test_an_unknown_name_suggests_the_known_one_of_another_case_and_lists_them_all():
+    from instir.errors import UnknownNameError, unknown
+
+    err = unknown("benchmark", "FollowIR-Core17", ["followir-core17", "instructir-sample"])
+    assert isinstance(err, KeyError) and isinstance(err, ValueError) and isinstance(err, UnknownNameError)
+    assert str(err) == ("unknown benchmark 'FollowIR-Core17'; did you mean 'followir-core17'? known: followir-core17, "
+                        "instructir-sample")
+    assert str(unknown("benchmark", "instructir-sampel", ["instructir-sample"])) == (
+        "unknown benchmark 'instructir-sampel'; did you mean 'instructir-sample'? known: instructir-sample")
+    assert str(unknown("measure", "zzz", ["nDCG@10"], more=" (instir measures)")) == (
+        "unknown measure 'zzz'; known: nDCG@10 (instir measures)")
+
+
+def test_a_wrong_type_names_the_argument_and_quotes_a_plain_value():
+    from instir.errors import expect
+
+    with pytest.raises(ValueError, match=r"retrieve\(benchmark, …\) takes a str, got 12 \(a int\)"):
+        expect(12, str, "retrieve(benchmark, …)")
+    with pytest.raises(UsageError, match=r"takes a str or Path, got a object"):
+        expect(object(), (str, Path), "load(path)")
