@@ -65,3 +65,38 @@ def test_a_relay_that_cannot_be_written_never_stops_the_loop(monkeypatch, tmp_pa
     monkeypatch.setenv(ENV_VAR, "0")
     monkeypatch.setenv(RELAY_VAR, str(tmp_path / "gone" / "bars.txt"))
     assert list(tqdm(range(3), desc="encoding documents")) == [0, 1, 2]
+
+
+def _shown(monkeypatch, value) -> str:
+    """What a kit bar writes, with ``INSTIR_PROGRESS`` at ``value`` (None: unset) and no relay."""
+    import io
+
+    if value is None:
+        monkeypatch.delenv(ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(ENV_VAR, value)
+    monkeypatch.delenv(RELAY_VAR, raising=False)
+    out = io.StringIO()
+    list(tqdm(range(3), desc="encoding documents", file=out))
+    return out.getvalue()
+
+
+def test_bars_show_unless_instir_progress_is_0(monkeypatch):
+    assert "encoding documents" in _shown(monkeypatch, None)
+    assert "encoding documents" in _shown(monkeypatch, "1")
+    assert _shown(monkeypatch, "0") == ""
+
+
+def test_with_the_kits_bars_off_the_libraries_bars_are_off_for_the_block_then_as_they_were(monkeypatch):
+    from instir.progress import QUIET_BARS, quiet_libraries
+
+    monkeypatch.setenv(ENV_VAR, "0")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    with quiet_libraries():
+        assert {name: os.environ.get(name) for name in QUIET_BARS} == {"TQDM_DISABLE": "1",
+                                                                        "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    assert "TQDM_DISABLE" not in os.environ and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
+    monkeypatch.setenv(ENV_VAR, "1")
+    with quiet_libraries():
+        assert "TQDM_DISABLE" not in os.environ and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
