@@ -418,3 +418,42 @@ def test_a_held_lock_whose_file_says_nothing_readable_yet_still_reads_as_held(tm
     finally:
         os.close(fd)
     assert holder_of(tmp_path) is None
+
+
+def test_a_stage_records_its_parameters_who_ran_it_and_what_it_left_incomplete(tmp_path):
+    from instir.report.lock import STAGE_WRITER
+    from instir.report.provenance import stage_records
+    from instir.report.stage_writer import writes_stage
+
+    class Judged:
+        def incomplete(self):
+            return ["2 judgment(s) failed and are left out of the values"]
+
+    @writes_stage("03_metrics")
+    def stage(out_dir, measures, resamples=99, loaded=None, **options):
+        (out_dir / "metrics").mkdir(exist_ok=True)
+        (out_dir / "metrics" / "metrics.csv").write_text("system,value\n")
+        return Judged()
+
+    stage(tmp_path / "r", ["nDCG@10"], loaded=object(), seed=7)
+    (run,) = stage_records(tmp_path / "r")["03_metrics"]
+    assert run["parameters"] == {"measures": ["nDCG@10"], "resamples": 99, "seed": 7}
+    assert run["by"] == STAGE_WRITER and run["incomplete"] == ["2 judgment(s) failed and are left out of the values"]
+    assert run["output"] is not None
+
+
+def test_a_stage_run_alone_rewrites_the_index_that_lists_its_folder(tmp_path):
+    from instir.report.index import write_index
+    from instir.report.stage_writer import writes_stage
+
+    @writes_stage("03_metrics")
+    def stage(out_dir):
+        (out_dir / "metrics").mkdir(exist_ok=True)
+        (out_dir / "metrics" / "metrics.csv").write_text("system,value\n")
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    write_index(reports)
+    os.utime(reports / "index.html", (0, 0))
+    stage(reports / "r")
+    assert (reports / "index.html").stat().st_mtime > 0  # rewritten
