@@ -422,7 +422,7 @@ def test_a_held_lock_whose_file_says_nothing_readable_yet_still_reads_as_held(tm
 
 def test_a_stage_records_its_parameters_who_ran_it_and_what_it_left_incomplete(tmp_path):
     from instir.report.lock import STAGE_WRITER
-    from instir.report.provenance import stage_records
+    from instir.report.provenance import READS, stage_records
     from instir.report.stage_writer import writes_stage
 
     class Judged:
@@ -439,7 +439,7 @@ def test_a_stage_records_its_parameters_who_ran_it_and_what_it_left_incomplete(t
     (run,) = stage_records(tmp_path / "r")["03_metrics"]
     assert run["parameters"] == {"measures": ["nDCG@10"], "resamples": 99, "seed": 7}
     assert run["by"] == STAGE_WRITER and run["incomplete"] == ["2 judgment(s) failed and are left out of the values"]
-    assert run["output"] is not None
+    assert run["output"] is not None and set(run["inputs"]) == set(READS["03_metrics"])  # the folders it read
 
 
 def test_a_stage_run_alone_rewrites_the_index_that_lists_its_folder(tmp_path):
