@@ -222,3 +222,64 @@ def test_mteb_export_writes_the_model_name_and_revision_it_is_given(tmp_path, ca
                  "--revision", "r1", "--out", str(tmp_path / "out")]) == 0
     written = json.loads(next((tmp_path / "out").glob("*_predictions.json")).read_text())
     assert (written["mteb_model_meta"]["model_name"], written["mteb_model_meta"]["revision"]) == ("org/m", "r1")
+
+
+def test_a_prediction_file_name_in_capitals_is_still_read_as_mteb_predictions():
+    from instir.retrieval.mteb import is_mteb_predictions
+
+    assert is_mteb_predictions("out/IFIRFIQA_PREDICTIONS.JSON") and is_mteb_predictions("x.Json")
+    assert not is_mteb_predictions("run.trec")
+
+
+def test_a_file_with_one_split_other_than_test_reads_that_split(tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps({"default": {"dev": {"sample-fiqa-q1_v1": {"d1": 2.0}}}}))
+    predictions = read_mteb_predictions(path)
+    assert predictions.split == "dev" and predictions.scores == {"sample-fiqa-q1_v1": {"d1": 2.0}}
+
+
+def test_a_boolean_score_is_refused_and_integer_scores_read_as_floats(tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text('{"default": {"test": {"sample-fiqa-q1_v1": {"d1": true}}}}')
+    with raises_saying(FormatError, "query 'sample-fiqa-q1_v1'", "field 'd1'", "expected a finite number", "true"):
+        read_mteb_predictions(path)
+    path.write_text('{"default": {"test": {"sample-fiqa-q1_v1": {"d1": 3, "d2": 1}}}}')
+    scores = read_mteb_predictions(path).scores["sample-fiqa-q1_v1"]
+    assert scores == {"d1": 3.0, "d2": 1.0} and all(type(s) is float for s in scores.values())
+
+
+@pytest.mark.parametrize("key", ["model_name", "revision"])
+def test_a_model_name_or_revision_that_is_no_string_is_refused_naming_it(tmp_path, key):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps({"mteb_model_meta": {key: 5}, "default": {"test": {}}}))
+    with raises_saying(FormatError, "mteb_model_meta", f"field '{key}'", "expected a string, got int"):
+        read_mteb_predictions(path)
+
+
+def test_two_mteb_ids_of_one_query_are_refused_not_one_silently_kept(fiqa, tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps({"default": {"test": {"sample-fiqa-q1_v1": {"d1": 1.0},
+                                                     "sample-fiqa-q1-v1": {"d2": 5.0}}}}))
+    with raises_saying(FormatError, "field 'sample-fiqa-q1-v1'", "a second MTEB id for query 'sample-fiqa-q1_1'"):
+        read_predictions_run(path, fiqa)
+
+
+def test_an_indented_prediction_file_of_the_same_model_is_set_aside_not_refused(fiqa, tmp_path):
+    other = tmp_path / "IFIRFiQA_predictions.json"
+    before = json.dumps(json.loads((MTEB / other.name).read_text()), indent=2)  # pretty-printed by hand
+    other.write_text(before)
+    run = Run.from_scores({next(iter(fiqa.queries)): {"d": 1.0}})
+    with pytest.warns(UserWarning, match="holds other predictions of 'instir/bm25s-sample'"):
+        write_mteb_predictions(run, fiqa, tmp_path, model_name="instir/bm25s-sample")
+    [aside] = tmp_path.glob("IFIRFiQA_predictions.json.set-aside-*")
+    assert aside.read_text() == before
+
+
+def test_the_instructir_copy_keeps_each_bare_query_as_origin_query(tmp_path):
+    sample = load_benchmark("instructir-sample")
+    folder = write_mteb_dataset(sample, tmp_path / "instructir")
+    queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    assert {q["_id"]: q["metadata"]["origin_query"] for q in queries} == {
+        qid: query.query for qid, query in sample.queries.items()}
+    ifir = write_mteb_dataset(load_benchmark("ifir-sample/fiqa"), tmp_path / "fiqa")
+    assert all("metadata" not in json.loads(line) for line in (ifir / "queries.jsonl").read_text().splitlines())

@@ -74,3 +74,13 @@ def test_instir_evaluate_answers_a_bad_predictions_file_in_one_line(tmp_path, ca
     line = fails(capsys, "evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(path), "--out",
                  str(tmp_path / "out"))
     assert line.startswith(f"instir evaluate: {path}, ") and "does not fit a 32-bit float" in line
+
+
+def test_a_file_of_exactly_the_cap_is_read(tmp_path, monkeypatch):
+    path = predictions(tmp_path, f'{{"default": {{"test": {{"{QUERY}": {{"d1": 1.5}}}}}}}}')
+    monkeypatch.setattr(mteb, "MAX_PREDICTIONS_BYTES", path.stat().st_size)
+    assert read_mteb_predictions(path).scores == {QUERY: {"d1": 1.5}}
+    monkeypatch.setattr(mteb, "MAX_PREDICTIONS_BYTES", path.stat().st_size - 1)
+    with raises_saying(FormatError, "bytes, more than the"):
+        read_mteb_predictions(path)
+
