@@ -30,6 +30,7 @@ import re
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,11 @@ def score_problem(score: float) -> str | None:
     if isinstance(score, float) and not math.isfinite(score):
         return f"expected a finite number, got {score!r}"
     if abs(score) > MAX_SCORE:
-        return (f"the score {score:.6g} does not fit a 32-bit float, in which runs hold scores (trec_eval reads "
+        try:
+            shown = f"{score:.6g}"
+        except OverflowError:  # an int beyond float64 (an MTEB prediction file's has up to 400 digits)
+            shown = f"{Decimal(score):.6g}"
+        return (f"the score {shown} does not fit a 32-bit float, in which runs hold scores (trec_eval reads "
                 "scores as single-precision floats)")
     return None
 
