@@ -385,3 +385,34 @@ def test_a_pickled_retriever_leaves_its_indexes_behind(builds):
     copy = pickle.loads(pickle.dumps(retriever))
     assert copy.params() == retriever.params() and len(pickle.dumps(retriever)) < 2000
     assert copy.search(small(DOCS), get_template("query-only"), 3).meta["index"]["origin"] == "loaded"
+
+
+def test_a_retriever_drops_the_least_recently_used_index_first(builds):
+    one, two, three = small(DOCS), small([*DOCS, Doc("d9", "fig")]), small([*DOCS, Doc("d8", "kiwi")])
+    template = get_template("query-only")
+    retriever = bm25(**PLAIN, keep_indexes=2)
+    used = [retriever.search(bench, template, 3).meta["index"]["reused_in_memory"]
+            for bench in (one, two, one, three, one, two)]
+    # one was used after two, so three's index displaces two's, and one is still held
+    assert used == [False, False, True, False, True, False]
+
+
+
+@pytest.mark.parametrize("change", ["lucene stop words", "token limit", "PyStemmer version"])
+def test_a_changed_stop_list_token_limit_or_stemmer_version_is_a_new_index_not_the_stored_one(change, builds,
+                                                                                             monkeypatch):
+    from instir.retrieval import bm25_tokens, lexical
+
+    template = get_template("query-only")
+    settings = {**PLAIN, "stopwords": "lucene", "stemmer": "porter"}
+    before = bm25(**settings).search(small(DOCS), template, 5)
+    if change == "lucene stop words":  # q2 is "banana": a stop word now, so it finds nothing
+        monkeypatch.setattr(lexical, "LUCENE_ENGLISH_STOPWORDS", (*LUCENE_ENGLISH_STOPWORDS, "banana"))
+    elif change == "token limit":
+        monkeypatch.setattr(bm25_tokens, "MAX_TOKEN_CHARS", 100)
+    else:
+        real = lexical.package_version
+        monkeypatch.setattr(lexical, "package_version", lambda name: "999.0" if name == "PyStemmer" else real(name))
+    after = bm25(**settings).search(small(DOCS), template, 5)  # a kit or PyStemmer that changed: its own index
+    assert builds.n == 2 and after.meta["index"]["origin"] == "built"
+    assert ("q2" in set(after.df["qid"])) == (change != "lucene stop words") and "q2" in set(before.df["qid"])
