@@ -211,3 +211,23 @@ def test_every_stop_word_language_a_spec_may_name_is_one_bm25s_knows():
         assert bm25s.tokenize(["the cat"], stopwords=name, show_progress=False)
     # found by this stop's regression review: "english" (bm25s' name beside the code "en") was refused in a spec
     assert {"english", "english_plus", "german"} <= set(BM25_STOPWORDS)
+
+
+def test_a_stop_word_list_of_ones_own_drops_its_words_and_is_copied():
+    bench = small([Doc("d1", "apple pie"), Doc("d2", "cherry pie")], [Query("q1", "apple"), Query("q2", "pie")])
+    words = ["apple"]
+    retriever = BM25Retriever(**{**PLAIN, "stopwords": words})
+    words.append("pie")  # the caller's list changing later changes nothing
+    run = retriever.search(bench, QUERY_ONLY, 10)
+    assert run.df["qid"].tolist() == ["q2", "q2"] and retriever.params()["stopwords"] == ["apple"]
+
+
+def test_a_document_whose_id_is_the_query_id_counts_as_a_dropped_self_hit_only_where_it_matched():
+    # "q1" is a document that q1 does not match: no self-hit was dropped, though the id is in the corpus
+    bench = small([Doc("q1", "apple"), Doc("d2", "banana")], [Query("q1", "banana"), Query("q2", "apple")])
+    run = BM25Retriever(**PLAIN).search(bench, QUERY_ONLY, 5)
+    assert run.df[["qid", "docid"]].values.tolist() == [["q1", "d2"], ["q2", "q1"]]
+    assert run.meta["self_hits_dropped"] == 0
+    hit = small([Doc("q1", "banana"), Doc("d2", "banana split")], [Query("q1", "banana")])
+    run = BM25Retriever(**PLAIN).search(hit, QUERY_ONLY, 5)
+    assert run.df["docid"].tolist() == ["d2"] and run.meta["self_hits_dropped"] == 1
