@@ -283,3 +283,30 @@ def test_the_instructir_copy_keeps_each_bare_query_as_origin_query(tmp_path):
         qid: query.query for qid, query in sample.queries.items()}
     ifir = write_mteb_dataset(load_benchmark("ifir-sample/fiqa"), tmp_path / "fiqa")
     assert all("metadata" not in json.loads(line) for line in (ifir / "queries.jsonl").read_text().splitlines())
+
+
+@pytest.mark.parametrize(("key", "value"), [("query", "sample-fiqa q1_v1"), ("document", "d\x00 1")])
+def test_a_query_or_document_id_no_trec_file_could_hold_is_refused_naming_it(tmp_path, key, value):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    qid, docid = (value, "d1") if key == "query" else ("sample-fiqa-q1_v1", value)
+    path.write_text(json.dumps({"default": {"test": {qid: {docid: 1.0}}}}))
+    with raises_saying(FormatError, f"{key} id", "remove it"):
+        read_mteb_predictions(path)
+
+
+def test_a_missing_subset_names_the_subsets_the_file_has_not_its_model_meta(tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps({"mteb_model_meta": {"model_name": "m"}, "Default": {"test": {}}}))
+    with pytest.raises(FormatError) as err:
+        read_mteb_predictions(path)
+    assert str(err.value).endswith("missing subset; the file has 'Default'")
+
+
+def test_other_predictions_of_the_same_model_and_size_are_set_aside_too(fiqa, tmp_path):
+    qid = next(iter(fiqa.queries))
+    first = write_mteb_predictions(Run.from_scores({qid: {"d": 1.0}}), fiqa, tmp_path, model_name="m")
+    before = first.read_text()
+    with pytest.warns(UserWarning, match="holds other predictions of 'm'"):
+        write_mteb_predictions(Run.from_scores({qid: {"d": 2.0}}), fiqa, tmp_path, model_name="m")  # same length
+    [aside] = tmp_path.glob("IFIRFiQA_predictions.json.set-aside-*")
+    assert aside.read_text() == before and '"d": 2.0' in first.read_text()
