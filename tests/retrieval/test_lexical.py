@@ -231,3 +231,16 @@ def test_a_document_whose_id_is_the_query_id_counts_as_a_dropped_self_hit_only_w
     hit = small([Doc("q1", "banana"), Doc("d2", "banana split")], [Query("q1", "banana")])
     run = BM25Retriever(**PLAIN).search(hit, QUERY_ONLY, 5)
     assert run.df["docid"].tolist() == ["d2"] and run.meta["self_hits_dropped"] == 1
+
+
+def test_settings_left_unset_take_the_benchmarks_defaults_whichever_are_given(toy_benchmark):
+    retriever = BM25Retriever(k1=1.0, b=0.5, stemmer="none", show_progress=False)  # stop words left to the benchmark
+    run = retriever.search(toy_benchmark("ifir-toy/fiqa"), get_template("ifir"), k=3)
+    assert run.meta["retriever"]["params"] == {"k1": 1.0, "b": 0.5, "method": "lucene", "stemmer": "none",
+                                               "stopwords": "none"}
+
+
+def test_changing_the_returned_defaults_leaves_the_benchmarks_defaults_alone():
+    defaults = bm25_defaults("instructir")
+    defaults["k1"] = 99.0
+    assert bm25_defaults("instructir")["k1"] == 0.9
