@@ -310,3 +310,18 @@ def test_other_predictions_of_the_same_model_and_size_are_set_aside_too(fiqa, tm
         write_mteb_predictions(Run.from_scores({qid: {"d": 2.0}}), fiqa, tmp_path, model_name="m")  # same length
     [aside] = tmp_path.glob("IFIRFiQA_predictions.json.set-aside-*")
     assert aside.read_text() == before and '"d": 2.0' in first.read_text()
+
+
+def test_a_subset_with_no_split_is_one_error_naming_it(tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text('{"default": {}}')
+    with raises_saying(FormatError, "subset 'default'", "field 'test'", "missing split; the subset has none"):
+        read_mteb_predictions(path)
+
+
+def test_a_long_model_name_is_recognised_in_its_own_earlier_predictions(fiqa, tmp_path):
+    name = "an-organisation-with-a-long-name/" + "a-model-" * 10 + "v2"
+    qid = next(iter(fiqa.queries))
+    write_mteb_predictions(Run.from_scores({qid: {"d": 1.0}}), fiqa, tmp_path, model_name=name)
+    with pytest.warns(UserWarning, match="holds other predictions"):  # set aside, not refused as another model's
+        write_mteb_predictions(Run.from_scores({qid: {"d": 2.5}}), fiqa, tmp_path, model_name=name)

@@ -85,8 +85,10 @@ def test_a_file_of_exactly_the_cap_is_read(tmp_path, monkeypatch):
         read_mteb_predictions(path)
 
 
-def test_an_integer_of_exactly_the_digit_limit_is_judged_as_a_score_not_by_its_length(tmp_path):
-    path = predictions(tmp_path, f'{{"default": {{"test": {{"{QUERY}": {{"d1": {"9" * mteb.MAX_DIGITS}}}}}}}}}')
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_integer_of_exactly_the_digit_limit_is_judged_as_a_score_not_by_its_length(tmp_path, sign):
+    number = sign + "9" * mteb.MAX_DIGITS  # the minus sign is no digit
+    path = predictions(tmp_path, f'{{"default": {{"test": {{"{QUERY}": {{"d1": {number}}}}}}}}}')
     with pytest.raises(FormatError) as err:
         read_mteb_predictions(path)
     assert "does not fit a 32-bit float" in str(err.value) and "digits" not in str(err.value)
