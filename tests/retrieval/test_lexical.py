@@ -244,3 +244,8 @@ def test_changing_the_returned_defaults_leaves_the_benchmarks_defaults_alone():
     defaults = bm25_defaults("instructir")
     defaults["k1"] = 99.0
     assert bm25_defaults("instructir")["k1"] == 0.9
+
+
+def test_a_stop_word_language_name_drops_that_languages_words():
+    bench = small([Doc("d1", "the tower"), Doc("d2", "a bridge")], [Query("q", "the")])
+    assert len(BM25Retriever(**{**PLAIN, "stopwords": "en"}).search(bench, QUERY_ONLY, 10)) == 0
