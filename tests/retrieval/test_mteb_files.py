@@ -325,3 +325,18 @@ def test_a_long_model_name_is_recognised_in_its_own_earlier_predictions(fiqa, tm
     write_mteb_predictions(Run.from_scores({qid: {"d": 1.0}}), fiqa, tmp_path, model_name=name)
     with pytest.warns(UserWarning, match="holds other predictions"):  # set aside, not refused as another model's
         write_mteb_predictions(Run.from_scores({qid: {"d": 2.5}}), fiqa, tmp_path, model_name=name)
+
+
+def test_a_run_read_from_predictions_records_their_subset_and_split(fiqa, tmp_path):
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps({"default": {"dev": {"sample-fiqa-q1_v1": {"d1": 2.0}}}}))
+    meta = read_predictions_run(path, fiqa).meta
+    assert (meta["mteb_subset"], meta["mteb_split"]) == ("default", "dev")
+
+
+@pytest.mark.parametrize("name", ['org/café-model', 'org/"quoted"\\model'])
+def test_a_model_name_json_escapes_is_recognised_in_its_own_earlier_predictions(fiqa, tmp_path, name):
+    qid = next(iter(fiqa.queries))
+    write_mteb_predictions(Run.from_scores({qid: {"d": 1.0}}), fiqa, tmp_path, model_name=name)
+    with pytest.warns(UserWarning, match="holds other predictions"):  # set aside, not refused as another model's
+        write_mteb_predictions(Run.from_scores({qid: {"d": 2.5}}), fiqa, tmp_path, model_name=name)
