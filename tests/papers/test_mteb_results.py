@@ -301,3 +301,59 @@ def test_mteb_2_19_5_is_the_first_version_whose_p_mrr_is_the_kits_standard_one()
                                    protocol="mteb").to_dict("records")
         assert row["measure_reproduced"] == measure, version
 
+
+
+def _result_file(tmp_path, task, scores, **fields):
+    path = tmp_path / "org__m" / "r" / f"{task}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"task_name": task, "scores": scores, **fields}))
+    return path
+
+
+def test_scores_are_read_from_the_test_split_and_its_default_subset_only(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {
+        "dev": [{"hf_subset": "default", "ndcg_at_20": 0.9}],
+        "test": [{"hf_subset": "fr", "ndcg_at_20": 0.8}, {"hf_subset": "default", "ndcg_at_20": 0.3}]})
+    found = load_mteb_results([path])
+    assert found[["metric", "value"]].values.tolist() == [["ndcg_at_20", 0.3]]
+
+
+def test_a_boolean_in_the_scores_is_no_score(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {"test": [{"ndcg_at_20": 0.3, "is_cached": True}]})
+    assert load_mteb_results([path])["metric"].tolist() == ["ndcg_at_20"]
+
+
+def test_a_negative_p_mrr_spelled_with_an_underscore_is_a_score(tmp_path):
+    path = _result_file(tmp_path, "InstructIR", {"test": [{"p_mrr": -0.25}]})
+    assert load_mteb_results([path])["value"].tolist() == [-0.25]
+
+
+def test_a_dataset_revision_abbreviated_shorter_than_the_pinned_one_is_the_same_data(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {"test": [{"ndcg_at_20": 0.3}]}, dataset_revision="1670")
+    assert load_mteb_results([path])["value"].tolist() == [0.3]
+
+
+def test_a_model_meta_that_is_no_object_is_one_error_naming_it(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {"test": [{"ndcg_at_20": 0.3}]})
+    (path.parent / "model_meta.json").write_text('["GritLM/GritLM-7B"]')
+    with raises_saying(FormatError, "model_meta.json", "field 'name'", "not a JSON object with the model's name"):
+        load_mteb_results([path])
+
+
+def test_a_model_meta_with_an_empty_name_falls_back_to_the_folder_name(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {"test": [{"ndcg_at_20": 0.3}]})
+    (path.parent / "model_meta.json").write_text('{"name": ""}')
+    assert load_mteb_results([path])["model"].tolist() == ["org/m"]
+
+
+def test_a_file_one_folder_below_results_names_no_model(tmp_path):
+    path = tmp_path / "results" / "rev" / "IFIRFiQA.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"task_name": "IFIRFiQA", "scores": {"test": [{"ndcg_at_20": 0.3}]}}))
+    with raises_saying(FormatError, str(path), "no model name"):
+        load_mteb_results([path])
+
+
+def test_rows_of_a_result_file_say_they_come_from_a_result_file_not_the_store(rows):
+    assert set(rows["table"]) == {"MTEB result file, InstructIR", "MTEB result file, IFIRFiQA"}
+    assert set(rows["reference"]) == set(rows["table"])

@@ -158,3 +158,14 @@ def test_instructir_reranking_rows_are_the_reranker_variant_not_a_retrieval_setu
     rerankers = table["model"].isin(["FollowIR-7B", "Mistral-7B-instruct"])
     assert rerankers.sum() == 4 and set(table.loc[rerankers, "variant"]) == {"reranker"}
     assert set(table.loc[~rerankers, "variant"]) == {""}
+
+
+def test_followir_scores_over_both_halves_are_not_read_as_the_original_half():
+    rows = load_reported("followir")
+    scores = rows[rows["metric"].str.startswith("Score")]
+    assert len(scores) and (scores["measure"] == scores["metric"]).all()
+
+
+def test_ifir_numbers_printed_for_all_subsets_keep_the_all_subset():
+    rows = load_reported("ifir")
+    assert set(rows.loc[rows["subset"] == "all", "subset_id"]) == {"all"}
