@@ -357,3 +357,13 @@ def test_a_file_one_folder_below_results_names_no_model(tmp_path):
 def test_rows_of_a_result_file_say_they_come_from_a_result_file_not_the_store(rows):
     assert set(rows["table"]) == {"MTEB result file, InstructIR", "MTEB result file, IFIRFiQA"}
     assert set(rows["reference"]) == set(rows["table"])
+
+
+def test_the_model_given_names_the_rows_over_the_files_own(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {"test": [{"ndcg_at_20": 0.3}]})
+    assert load_mteb_results([path], model="GritLM/GritLM-7B")["model_key"].tolist() == ["gritlm/gritlm-7b"]
+
+
+def test_a_score_object_with_an_empty_language_list_is_read(tmp_path):
+    path = _result_file(tmp_path, "IFIRFiQA", {"test": [{"ndcg_at_20": 0.3, "languages": []}]})
+    assert load_mteb_results([path])["value"].tolist() == [0.3]

@@ -169,3 +169,9 @@ def test_followir_scores_over_both_halves_are_not_read_as_the_original_half():
 def test_ifir_numbers_printed_for_all_subsets_keep_the_all_subset():
     rows = load_reported("ifir")
     assert set(rows.loc[rows["subset"] == "all", "subset_id"]) == {"all"}
+
+
+def test_a_number_printed_without_decimals_rounds_to_half_a_unit():
+    rows = load_reported("ifir")
+    whole = rows[~rows["value_printed"].str.contains(".", regex=False)]
+    assert len(whole) and set(whole["rounding"]) == {0.5}
