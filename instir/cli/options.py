@@ -70,13 +70,13 @@ def report_folder(path: str | Path, option: str = "--out") -> Path:
     return output_folder(check_report_folder(expanded(path)), option)
 
 
-def refuse_written_input(out: Path, option: str, path: str | Path) -> None:
+def refuse_written_input(out: str | Path, option: str, path: str | Path) -> None:
     """Refuse in one line an input file (a run) that ``option`` names at a path a stage writes in the report folder
-    ``out`` (:meth:`instir.report.layout.ReportLayout.stage_writes`), before anything is written: the stage would
-    replace it, and it may be the only copy of a run."""
+    ``out`` (``~`` expanded, as :func:`report_folder` makes it; :meth:`instir.report.layout.ReportLayout.stage_writes`),
+    before anything is written: the stage would replace it, and it may be the only copy of a run."""
     from instir.report.layout import ReportLayout
 
-    if ReportLayout(out).stage_writes(Path(path)):
+    if ReportLayout(expanded(out)).stage_writes(Path(path)):
         raise UsageError(f"{option} {path}: instir writes there in the report folder {out} (report.json, "
                          "runs/runs.csv, data/, metrics/, judge/, paper_tables/); copy the run out of it or "
                          "choose another --out")

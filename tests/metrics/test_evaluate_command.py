@@ -99,6 +99,18 @@ def test_a_run_where_evaluate_writes_in_its_out_is_refused_before_anything_is_wr
     assert run.read_bytes() == before and not (out / "metrics" / "metrics.csv").exists()
 
 
+
+def test_a_run_where_evaluate_writes_is_refused_also_under_an_out_with_a_quoted_tilde(instructir_sample, tmp_path,
+                                                                                       monkeypatch):
+    # --out '~/ev' (the tilde quoted) is the home folder's ev, as report_folder makes it; the check read a folder
+    # named '~' instead, so the run at ~/ev/runs/runs.csv was set aside and replaced by the runs table
+    monkeypatch.setenv("HOME", str(tmp_path))
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "ev" / "runs" / "runs.csv")
+    before = run.read_bytes()
+    with pytest.raises(UsageError, match=r"instir writes there in the report folder ~/ev .*choose another --out"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", f"x={run}", "--out", "~/ev"])
+    assert run.read_bytes() == before and not (tmp_path / "ev" / "metrics").exists()
+
 def test_a_sidecar_whose_rows_are_not_its_runs_is_said_and_not_used(tmp_path, capsys):
     # on the commit before, a sidecar edited to say 10 rows and k 5 (its digest made to match) was taken at its word:
     # runs.csv recorded k 5 for a run 100 deep
