@@ -30,7 +30,6 @@ import re
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +77,8 @@ def score_problem(score: float) -> str | None:
         try:
             shown = f"{score:.6g}"
         except OverflowError:  # an int beyond float64 (an MTEB prediction file's has up to 400 digits)
+            from decimal import Decimal
+
             shown = f"{Decimal(score):.6g}"
         return (f"the score {shown} does not fit a 32-bit float, in which runs hold scores (trec_eval reads "
                 "scores as single-precision floats)")
