@@ -153,20 +153,31 @@ def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = Non
 
     root = data_dir(benchmark, layout, cache_dir=cache_dir)
     repo_per_subset = not isinstance(source.revision, str)
-    resolved_of: dict[tuple[str, str], str] = {}
+    resolved_of: dict[tuple[str, str], tuple[str, set[str]]] = {}
     for name in names:
         repo, requested = source.pinned(name)
         requested = revision or requested
         dest = root / name if repo_per_subset else root
         with _hub_errors(repo, requested, dest, benchmark, name):
             if (repo, requested) not in resolved_of:  # resolved once: every subset of one repo at one commit
-                resolved_of[(repo, requested)] = huggingface_hub.HfApi().dataset_info(repo, revision=requested).sha
-            resolved = resolved_of[(repo, requested)]
+                resolved_of[(repo, requested)] = _resolve(huggingface_hub.HfApi(), repo, requested)
+            resolved, repo_files = resolved_of[(repo, requested)]
             huggingface_hub.snapshot_download(repo, repo_type="dataset", revision=resolved, local_dir=dest,
                                               allow_patterns=[f"{name}/*"] if name and not repo_per_subset else None)
         folder, bench, expected = _load_fetched(fam, root, name, layout, resolved)
-        _write_manifest(folder, bench, repo, requested, resolved, layout, expected)
+        prefix = f"{name}/" if name and not repo_per_subset else ""
+        in_repo = {path.removeprefix(prefix) for path in repo_files if path.startswith(prefix)}
+        _write_manifest(folder, bench, repo, requested, resolved, layout, expected, in_repo)
     return root
+
+
+def _resolve(api, repo: str, requested: str) -> tuple[str, set[str]]:
+    """The full commit the Hub names for ``requested`` and the paths of the files the repository holds there."""
+    info = api.dataset_info(repo, revision=requested)
+    siblings = info.siblings
+    if siblings is None:  # the Hub left the file list out: ask for it at the commit
+        return info.sha, set(api.list_repo_files(repo, repo_type="dataset", revision=info.sha))
+    return info.sha, {sibling.rfilename for sibling in siblings}
 
 
 def _load_fetched(fam: catalog.Family, root: Path, subset: str | None, layout: str,
@@ -253,13 +264,22 @@ def data_check(bench: Benchmark) -> str | None:
 
 
 def _write_manifest(folder: Path, bench: Benchmark, repo: str, requested: str, resolved: str,
-                    layout: str, expected: dict[str, int]) -> dict:
-    """Write ``instir-manifest.json`` into ``folder``; warn about counts that differ from ``expected``."""
+                    layout: str, expected: dict[str, int], in_repo: set[str]) -> dict:
+    """Write ``instir-manifest.json`` into ``folder``, listing the files of ``in_repo`` (the repository's at
+    ``resolved``) only; warn about counts that differ from ``expected`` and about files the folder holds that the
+    repository does not (an earlier fetch's, or the user's), which loading then reports as a change."""
     found = {"queries": 0, "groups": 0, "documents": 0, **_found_counts(bench, expected)}
     counts = {key: {"expected": value, "found": found[key], "ok": found[key] == value}
               for key, value in expected.items()}
+    present = sorted(_data_files(folder))
+    stray = [str(p.relative_to(folder)) for p in present if p.relative_to(folder).as_posix() not in in_repo]
+    if stray:
+        warnings.warn(f"{folder} holds {len(stray)} file(s) that {repo} does not at {resolved[:12]} (left from an "
+                      f"earlier fetch, or added): {', '.join(stray[:3])}" + (" …" if len(stray) > 3 else "")
+                      + "; they are not in the manifest, and the data is reported as changed until they are removed",
+                      stacklevel=3)
     files = [{"path": str(p.relative_to(folder)), "bytes": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns,
-              "sha256": atomic.file_sha256(p)} for p in sorted(_data_files(folder))]
+              "sha256": atomic.file_sha256(p)} for p in present if p.relative_to(folder).as_posix() in in_repo]
     manifest = {
         "benchmark": bench.name, "layout": layout, "loader_layout": bench.layout, "repo": repo,
         "requested_revision": requested, "resolved_revision": resolved,

@@ -38,7 +38,9 @@ class FakeHub:
         self.calls.append(("resolve", repo_id, revision))
         if self.fail:
             raise self.fail
-        return SimpleNamespace(sha=COMMIT)
+        source = self.repos[repo_id]
+        return SimpleNamespace(sha=COMMIT, siblings=[SimpleNamespace(rfilename=p.relative_to(source).as_posix())
+                                                     for p in sorted(source.rglob("*")) if p.is_file()])
 
     def snapshot_download(self, repo_id, *, repo_type, revision, local_dir, allow_patterns=None):
         self.calls.append(("download", repo_id, revision, allow_patterns))
@@ -384,3 +386,30 @@ def test_fetch_command_downloads_at_the_revision_it_is_given(hub, tmp_path, monk
         assert _cli(["fetch", "ifir", "--subset", "fire", "--revision", "abc1234"]) == 0
     assert fake.calls[0] == ("resolve", "songtingyu/IFIR", "abc1234")
     assert read_manifest(tmp_path / "ifir" / "songtingyu" / "fire")["requested_revision"] == "abc1234"
+
+
+@pytest.mark.parametrize("file_list", ["dataset_info", "list_repo_files"])
+def test_a_file_the_repository_lacks_at_the_commit_is_left_out_of_the_manifest_and_reported_as_a_change(
+        hub, tmp_path, monkeypatch, file_list):
+    # before, the manifest listed whatever the folder held, so a file left by a fetch of another revision (or
+    # added by hand) was certified as part of the fetched commit and the data reported as that revision
+    fake = hub({"songtingyu/IFIR": FIXTURES / "ifir-songtingyu"})
+    if file_list == "list_repo_files":  # the Hub left the file list out of dataset_info: asked for at the commit
+        info = fake.dataset_info
+        fake.dataset_info = lambda repo_id, *, revision=None: SimpleNamespace(sha=info(repo_id, revision=revision).sha,
+                                                                              siblings=None)
+        fake.list_repo_files = lambda repo_id, *, repo_type, revision: (
+            [s.rfilename for s in info(repo_id, revision=revision).siblings] if revision == COMMIT else [])
+    stale = tmp_path / "ifir" / "songtingyu" / "fiqa" / "fiqa-corpus-v0.jsonl"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"_id": "old", "text": "from an earlier revision"}\n')
+    with pytest.warns(UserWarning) as said:
+        fetch("ifir", "fiqa", cache_dir=tmp_path)
+    assert any("holds 1 file(s) that songtingyu/IFIR does not at c0ffee000000" in str(w.message)
+               and "fiqa-corpus-v0.jsonl" in str(w.message) for w in said)
+    assert [f["path"] for f in read_manifest(stale.parent)["files"]] == ["fiqa-corpus.jsonl", "test_data.json"]
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path))
+    with pytest.warns(UserWarning, match=r"fiqa-corpus-v0.jsonl is not in the manifest"):
+        assert _loaded_revision() == f"{COMMIT}+changed"
+    stale.unlink()
+    assert _loaded_revision() == COMMIT
