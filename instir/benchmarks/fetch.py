@@ -102,14 +102,22 @@ def changes_since_fetch(folder: str | Path, manifest: dict, *, digests: bool | N
             changes.append(f"{name} has other bytes (SHA-256)")
     changes += [f"{p.relative_to(folder)} is not in the manifest" for p in sorted(_data_files(folder))
                 if str(p.relative_to(folder)) not in listed]
-    for record in sorted((folder / ".cache" / "huggingface" / "download").rglob("*.metadata")):
+    for record in _download_records(folder):
         if not record.is_file():  # a FIFO would block the read for ever
-            changes.append(f"{record.relative_to(folder)} is not a file")
+            changes.append(f"{record} is not a file")
             continue
         commit = record.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
         if commit != manifest["resolved_revision"]:
-            changes.append(f"{record.relative_to(folder)} names commit {commit[:12]!r}")
+            changes.append(f"{record} names commit {commit[:12]!r}")
     return changes
+
+
+def _download_records(folder: Path) -> list[Path]:
+    """The Hub's download records of ``folder``'s files: in its own ``.cache`` (a repository per folder), and in
+    its parent's under the folder's name (a subset of a repository downloaded into the family root, as IFIR's)."""
+    own = (folder / ".cache" / "huggingface" / "download").rglob("*.metadata")
+    parents = (folder.parent / ".cache" / "huggingface" / "download" / folder.name).rglob("*.metadata")
+    return sorted(own) + sorted(parents)
 
 
 def _touched(path: Path, entry: dict) -> bool:
