@@ -6,6 +6,7 @@ import codecs
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -531,3 +532,232 @@ def test_an_id_with_a_lone_surrogate_escape_is_indexed_hashed_and_cached(tmp_pat
         warnings.simplefilter("error")
         cached = load_index([path])
     assert cached.ids == first.ids and cached.content_hash == first.content_hash and len(entries()) == 1
+
+
+# --- review: what the index holds, its messages, and the cache's own rules ------------------------------
+
+def write_ids(path: Path, ids: list[str]) -> Path:
+    return write_corpus(path, [{"_id": i, "text": f"text of {i}"} for i in ids])
+
+
+def test_clash_text_lists_the_first_pairs_then_how_many_more(tmp_path):
+    pairs = [("caf\u00e9", "cafe\u0301"), ("\u00f1", "n\u0303"), ("\u00fc", "u\u0308"), ("\u00e0", "a\u0300")]
+    index = build_index([write_ids(tmp_path / "c.jsonl", [i for pair in pairs for i in pair])])
+    assert index.id_clashes == ((0, 1), (2, 3), (4, 5), (6, 7))
+    text = index.clash_text()
+    assert text.count(") and ") == 3 and "; and 1 more pairs;" in text
+    assert "more pairs" not in index.clash_text(limit=4) and index.clash_text(limit=4).count(") and ") == 4
+    three = build_index([write_ids(tmp_path / "d.jsonl", [i for pair in pairs[:3] for i in pair])])
+    assert "more pairs" not in three.clash_text()
+    assert build_index([write_ids(tmp_path / "e.jsonl", ["a", "b"])]).clash_text() is None
+
+
+def test_three_forms_of_one_id_are_each_paired_with_the_first(tmp_path):
+    # the A with a ring above: one code point, A + a combining ring, the Angstrom sign (NFC: the first)
+    index = build_index([write_ids(tmp_path / "c.jsonl", ["\u00c5", "A\u030a", "\u212b"])])
+    assert index.id_clashes == ((0, 1), (0, 2))
+
+
+def test_the_kelvin_sign_before_a_k_in_one_file_warns(tmp_path):
+    path = write_ids(tmp_path / "c.jsonl", ["\u212a", "y", "K"])
+    assert build_index([path]).id_clashes == ((0, 2),)
+
+
+def test_the_arrays_of_an_index_are_read_only(tmp_path):
+    corpus = IndexedCorpus([write_corpus(tmp_path / "c.jsonl", [songtingyu_doc(i) for i in range(3)])])
+    with pytest.raises(ValueError, match="read-only"):
+        corpus.word_counts()[0] = 99
+    for index in (corpus.index(), IndexedCorpus(corpus.paths).index(), build_index(corpus.paths)):
+        assert not any(a.flags.writeable for a in (index.file, index.offset, index.length, index.line,
+                                                   index.word_counts))
+
+
+def test_both_skip_empty_options_of_one_file_are_cached_side_by_side(tmp_path):
+    path = write_corpus(tmp_path / "c.jsonl", [songtingyu_doc(i) for i in range(5)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for skip_empty in (True, False, True, False):
+            assert_matches_stream(load_index([path], skip_empty=skip_empty), [path], skip_empty)
+    assert len(entries()) == 2
+
+
+def test_a_cached_index_of_a_file_without_a_final_newline_is_used_again(tmp_path, parses):
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(json.dumps(songtingyu_doc(i)) for i in range(50)), encoding="utf-8")
+    settle(path)
+    load_index([path])
+    parses.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_matches_stream(load_index([path]), [path])
+
+
+def test_an_index_with_no_documents_is_cached_and_loads_again(tmp_path):
+    path = write_corpus(tmp_path / "c.jsonl", [{"_id": "e1", "text": ""}, {"_id": "e2", "text": " "}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            index = load_index([path], skip_empty=True)
+            assert (index.ids, index.skipped_ids, len(entries())) == ([], ["e1", "e2"], 1)
+
+
+def test_corpora_of_one_file_name_in_two_folders_keep_their_own_cache_entries(tmp_path, parses):
+    a = write_corpus(tmp_path / "a" / "corpus.jsonl", [songtingyu_doc(i) for i in range(20)])
+    b = write_corpus(tmp_path / "b" / "corpus.jsonl", [songtingyu_doc(i) for i in range(20, 40)])
+    load_index([a]), load_index([b])
+    assert len(entries()) == 2
+    parses.clear()
+    assert load_index([a]).ids[0] == "d0" and load_index([b]).ids[0] == "d20"
+    assert len(parses.of(a)) <= 2 + docstore.SPOT_CHECKS and len(parses.of(b)) <= 2 + docstore.SPOT_CHECKS
+
+
+def test_a_corpus_read_before_its_file_changed_answers_from_the_new_file(tmp_path):
+    path = write_corpus(tmp_path / "c.jsonl", [songtingyu_doc(i) for i in range(10)])
+    corpus = IndexedCorpus([path])
+    assert "d3" in corpus and corpus.get(["d3"]) == {"d3": streamed([path])[3]}
+    rewrite(path, [songtingyu_doc(i) for i in range(100, 110)], "size")
+    assert corpus.get(["d103"]) == {"d103": streamed([path])[3]} and corpus.get(["d3"]) == {}
+    assert "d103" in corpus and "d3" not in corpus
+
+
+def test_a_record_that_is_not_where_the_index_says_is_named_at_its_line(tmp_path):
+    path = write_ids(tmp_path / "c.jsonl", [f"d{i}" for i in range(10, 20)])
+    index = build_index([path])
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[4], lines[5] = lines[5], lines[4]  # the same bytes per line: only the ids moved
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(docstore.StaleIndexError) as caught:
+        index.read([4])
+    assert (caught.value.path, caught.value.where, caught.value.field) == (str(path), 5, "_id")
+    assert "document 'd15' where the corpus index has 'd14'" in str(caught.value)
+
+
+def test_a_removed_corpus_file_is_said_missing_without_a_damage_warning(tmp_path):
+    path = write_corpus(tmp_path / "c.jsonl", [songtingyu_doc(i) for i in range(10)])
+    corpus = IndexedCorpus([path])
+    corpus.ids()
+    path.unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FormatError, match="file not found"):
+            corpus.get(["d3"])
+
+
+def test_an_empty_corpus_of_several_files_is_refused_naming_their_folder(tmp_path):
+    empty = [write_corpus(tmp_path / "shards" / f"{k}.jsonl", []) for k in range(2)]
+    with pytest.raises(FormatError) as caught:
+        jsonl_corpus(empty)
+    assert (caught.value.path, caught.value.where) == (str(tmp_path / "shards"), None)
+    with pytest.raises(FormatError) as caught:
+        jsonl_corpus(empty[0])
+    assert caught.value.path == str(empty[0]) and str(caught.value).endswith("empty corpus (no documents)")
+
+
+def test_an_id_in_two_files_is_refused_at_its_second_file_and_line(tmp_path):
+    a = write_ids(tmp_path / "a.jsonl", ["x", "y", "z"])
+    b = write_ids(tmp_path / "b.jsonl", ["w", "y"])
+    with pytest.raises(FormatError) as caught:
+        jsonl_corpus([a, b])
+    assert (caught.value.path, caught.value.where, caught.value.field) == (str(b), 2, "_id")
+    assert str(caught.value).endswith("duplicate document id 'y' (first on a.jsonl line 2)")
+
+
+def forge(entry: Path, change) -> None:
+    """Change a cache entry's index.json and records.npy with ``change(meta, table)``, checksums made to match (as a
+    copy written by another tool, or an entry edited by hand, may be)."""
+    meta = json.loads((entry / "index.json").read_text(encoding="utf-8"))
+    table = np.load(entry / "records.npy")
+    meta, table = change(meta, table)
+    (entry / "index.json").write_text(json.dumps(meta), encoding="utf-8")
+    np.save(entry / "records.npy", table)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    for name in ("index.json", "records.npy"):
+        data = (entry / name).read_bytes()
+        manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+
+
+def set_cell(row: int, column: int, value: int):
+    def change(meta, table):
+        table[row, column] = value
+        return meta, table
+    return change
+
+
+FORGED = {
+    "an id fewer than records": lambda meta, table: ({**meta, "ids": meta["ids"][:-1]}, table),
+    "a clash beyond the ids": lambda meta, table: ({**meta, "id_clashes": [[0, len(meta["ids"])]]}, table),
+    "a file number past the files": set_cell(3, 0, 1),
+    "a negative word count": set_cell(3, 4, -1),
+    "a negative length": set_cell(3, 2, -1),
+    "a record past the end": set_cell(3, 2, 10**6),
+}
+
+
+@pytest.mark.parametrize("how", FORGED)
+def test_an_entry_whose_parts_disagree_warns_and_is_rebuilt(tmp_path, how):
+    path = write_corpus(tmp_path / "c.jsonl", [songtingyu_doc(i) for i in range(30)])
+    load_index([path])
+    [entry] = entries()
+    forge(entry, FORGED[how])
+    with pytest.warns(CorpusIndexWarning, match=rf"{entry.name}/(index\.json|records\.npy) .*removed, rebuilding it"):
+        corpus = IndexedCorpus([path])
+        assert_matches_stream(corpus.index(), [path])
+    assert corpus.index().clash_text() is None
+
+
+def test_a_file_given_its_old_mtime_back_is_indexed_again_without_a_damage_warning(tmp_path):
+    path = write_ids(tmp_path / "c.jsonl", [f"d{i}" for i in range(10, 40)])
+    load_index([path])
+    stamp = path.stat()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[::-1]), encoding="utf-8")
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_index([path]).ids == [f"d{i}" for i in range(39, 9, -1)]
+
+
+def test_the_spot_check_reads_the_last_record(tmp_path, monkeypatch):
+    path = write_ids(tmp_path / "c.jsonl", [f"d{i}" for i in range(10, 40)])
+    load_index([path])
+    [entry] = entries()
+
+    def last_points_at_the_one_before(meta, table):
+        table[-1, 1:4] = table[-2, 1:4]
+        return meta, table
+
+    forge(entry, last_points_at_the_one_before)
+    monkeypatch.setattr(docstore, "SPOT_CHECKS", 0)
+    with pytest.warns(CorpusIndexWarning, match="fails a spot check: .*'d38' where the corpus index has 'd39'"):
+        assert_matches_stream(IndexedCorpus([path]).index(), [path])
+
+
+def test_the_spot_check_reads_records_between_the_first_and_the_last(tmp_path):
+    path = write_ids(tmp_path / "c.jsonl", [f"d{i}" for i in range(10, 40)])
+    load_index([path])
+    [entry] = entries()
+
+    def middle_rotated(meta, table):
+        table[1:-1, 1:4] = np.roll(table[1:-1, 1:4], 1, axis=0)
+        return meta, table
+
+    forge(entry, middle_rotated)
+    with pytest.warns(CorpusIndexWarning, match="fails a spot check"):
+        assert_matches_stream(IndexedCorpus([path]).index(), [path])
+
+
+def test_an_indexed_corpus_over_files_repeating_an_id_gets_the_first(tmp_path):
+    a = write_corpus(tmp_path / "a.jsonl", [{"_id": "y", "text": "first"}])
+    b = write_corpus(tmp_path / "b.jsonl", [{"_id": "y", "text": "second"}])
+    assert IndexedCorpus([a, b]).get(["y"])["y"].text == "first"
+
+
+def test_a_warning_about_the_index_of_several_files_says_how_many_more(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the instir home should be")
+    monkeypatch.setenv("INSTIR_HOME", str(blocker))
+    a = write_ids(tmp_path / "a.jsonl", ["x"])
+    b, c = write_ids(tmp_path / "b.jsonl", ["y"]), write_ids(tmp_path / "c.jsonl", ["z"])
+    with pytest.warns(CorpusIndexWarning, match=rf"^corpus index of {re.escape(str(a))} \(\+2 more files\): folder"):
+        assert IndexedCorpus([a, b, c]).ids() == ["x", "y", "z"]
