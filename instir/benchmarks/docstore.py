@@ -48,7 +48,7 @@ from instir.home import instir_home
 from instir.verified_store import CacheWarning, Damaged, Entry, VerifiedStore
 
 #: Version of the on-disk index format; part of every cache key (a new version builds anew).
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 #: A corpus file modified this recently (ns) before the build is not cached (see the module docstring).
 FRESH_NS = 2_000_000_000
 #: Random documents (besides the first and the last) whose records are re-read when a cached index loads.
@@ -221,6 +221,7 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
     h = hashlib.sha256()
     forms: dict[str, int] = {}  # NFC form -> position of the first non-ASCII id that has it (few, if any)
     clashes: list[tuple[int, int]] = []
+    late: list[tuple[str, int]] = []  # (NFC form, position) of ids whose NFC form an earlier file may hold
     for k, path in enumerate(paths):
         seen: set[str] = set()
         for n, offset, length, record in _located_records(path):
@@ -239,6 +240,8 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
                     clashes.append((forms[form], len(ids)))
                 elif form != doc.id and form in seen:  # the NFC form came first (in this file)
                     clashes.append((ids.index(form), len(ids)))
+                elif form != doc.id and k:  # the NFC form may be in an earlier file: looked for once all are read
+                    late.append((form, len(ids)))
                 forms.setdefault(form, len(ids))
             ids.append(doc.id)
             add_to_content_hash(h, doc)
@@ -247,6 +250,12 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
             lengths.append(length)
             lines.append(n)
             words.append(len(doc.indexed_text.split()))
+    if late:
+        wanted, first = {form for form, _ in late}, {}
+        for i, doc_id in enumerate(ids):
+            if doc_id in wanted:
+                first.setdefault(doc_id, i)
+        clashes += [(first[form], i) for form, i in late if first.get(form, i) < i]
     arrays = [_frozen(np.frombuffer(column, dtype=np.int64)) if len(column) else _frozen(np.zeros(0, np.int64))
               for column in columns]
     return CorpusIndex(list(paths), files, skip_empty, ids, skipped, *arrays, content_hash=h.hexdigest(),

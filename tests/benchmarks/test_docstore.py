@@ -761,3 +761,15 @@ def test_a_warning_about_the_index_of_several_files_says_how_many_more(tmp_path,
     b, c = write_ids(tmp_path / "b.jsonl", ["y"]), write_ids(tmp_path / "c.jsonl", ["z"])
     with pytest.warns(CorpusIndexWarning, match=rf"^corpus index of {re.escape(str(a))} \(\+2 more files\): folder"):
         assert IndexedCorpus([a, b, c]).ids() == ["x", "y", "z"]
+
+
+@pytest.mark.parametrize("first, second", [(["\u212a"], ["K"]), (["K"], ["\u212a"]), (["cafe\u0301"], ["caf\u00e9"]),
+                                           (["caf\u00e9"], ["cafe\u0301"])])
+def test_two_forms_of_one_id_in_two_files_warn_naming_each_file(tmp_path, first, second):
+    a, b = write_ids(tmp_path / "a.jsonl", ["x", *first]), write_ids(tmp_path / "b.jsonl", second)
+    with pytest.warns(docstore.IdFormWarning) as caught:
+        assert jsonl_corpus([a, b]).ids() == ["x", *first, *second]
+    (warning,) = caught
+    assert str(warning.message).startswith(
+        f"document ids that differ only in Unicode normalization (NFC / NFD): {first[0]!r} ({a}, line 2) and "
+        f"{second[0]!r} ({b}, line 1);")
