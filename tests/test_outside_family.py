@@ -629,3 +629,88 @@ def test_stored_scores_are_keyed_by_the_code_of_the_familys_group_measures(outsi
     # before, the key held the measures' names only: a fixed group measure served the old stored scores (Swing@3
     # 16.7 against 50.0 in a fresh folder)
     assert scores_key(load_benchmark("trio-sample"), run_file, "s", ["Swing@3"]) != key
+
+
+# --- review: the spec's rules that no test above held -----------------------------------------------------------
+
+def test_a_group_measure_imported_under_another_name_is_taken(outside):
+    folder = outside(('group_measures = ["trio_measures.py:Swing"]', 'group_measures = ["trio_alias.py:Swung"]'))
+    (folder / "trio_alias.py").write_text(f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
+                                          "from trio_measures import Swing as Swung\n", encoding="utf-8")
+    catalog.reload()
+    assert [kind.__name__ for kind in catalog.family("trio").group_measure_classes()] == ["Swing"]
+
+
+def test_a_group_measure_module_that_fails_to_import_names_the_group_measures_field(outside):
+    folder = outside()
+    measures = folder / "trio_measures.py"
+    measures.write_text("raise RuntimeError('typo in my measure')\n" + measures.read_text(encoding="utf-8"),
+                        encoding="utf-8")
+    with pytest.raises(UsageError, match=r"trio\.toml:23: field 'group_measures': 'trio_measures\.py' fails to "
+                                         r"import: RuntimeError: typo in my measure$"):
+        catalog.family("trio").group_measure_classes()
+
+
+def test_a_wrong_item_in_a_list_is_named_rather_than_the_whole_list(outside):
+    outside(('stopwords = "en"', 'stopwords = ["the", 5]'))
+    with pytest.raises(UsageError, match=r"trio\.toml:52: field 'bm25\.stopwords': should be a valid string, got 5$"):
+        catalog.families()
+
+
+def test_the_first_form_is_the_reference_when_the_spec_names_none(outside):
+    outside(('reference_form = "og"\n', ""))
+    assert catalog.family("trio").forms.reference == "og"
+
+
+def test_derived_forms_without_the_specs_forms_are_refused(outside):
+    outside(('forms = ["og", "changed", "reversed"]\nreference_form = "og"\n', ""))
+    with pytest.raises(UsageError, match=r"trio\.toml:\d+: field 'derived': 'forms' needs the spec's forms$"):
+        catalog.families()
+
+
+def test_a_folder_in_the_environment_that_is_not_there_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path / "missing"))
+    catalog.reload()
+    try:
+        with pytest.raises(UsageError, match=rf"^{catalog.FAMILIES_VAR}: '.*missing' is not a folder$"):
+            catalog.families()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()
+
+
+def test_a_relative_folder_in_the_environment_is_handed_on_as_an_absolute_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(catalog.FAMILIES_VAR, os.pathsep.join(["plug", "", str(tmp_path / "other")]))
+    assert catalog.families_var() == os.pathsep.join([str(tmp_path / "plug"), str(tmp_path / "other")])
+
+
+def test_a_plugin_sample_named_as_a_bundled_one_in_other_letters_is_refused(outside):
+    outside(('sample = "trio-sample"', 'sample = "InstructIR-Sample"'))
+    with pytest.raises(UsageError, match=r"trio\.toml:12: the sample 'InstructIR-Sample' is already defined by "
+                                         r".*instir/benchmarks/families/instructir\.toml$"):
+        catalog.families()
+
+
+SUBSET_A = '[[subsets]]\nid = "a"\nprinted = "A"\nmteb_task = "TrioA"\n'
+
+
+def test_a_subset_without_published_counts_or_levels_expects_none(outside):
+    outside(("[bm25]", '[mteb]\nmain_score = "ndcg_at_10"\n\n' + SUBSET_A + '\n[[subsets]]\nid = "b"\nprinted = "B"\n'
+             'queries = 4\ndocuments = 9\n\n[bm25]'))
+    a, b = catalog.entry("trio/a"), catalog.entry("trio/b")
+    assert a.expected_counts() == a.expected_counts("mteb") == {}
+    assert b.expected_counts() == b.expected_counts("mteb") == {"queries": 4, "documents": 9}
+    assert a.subset.levels == (0,) and not a.subset.multi_level and not a.mteb_task().level_scores
+
+
+@pytest.mark.parametrize("ids, level_scores", [("", False), ('ids = "levels"\n', True), ('ids = "same"\n', False)])
+def test_a_subsets_levels_reach_its_mteb_task_only_when_its_ids_carry_them(outside, ids, level_scores):
+    outside(("[bm25]", f'[mteb]\nmain_score = "ndcg_at_10"\n{ids}\n{SUBSET_A}levels = [1, 2, 3]\n\n[bm25]'))
+    task = catalog.entry("trio/a").mteb_task()
+    assert (task.name, task.subset, task.level_scores) == ("TrioA", "a", level_scores)
+
+
+def test_a_family_without_an_order_comes_after_the_bundled_ones(outside):
+    outside(("order = 50\n", ""))
+    assert catalog.family("trio").order == 99 and catalog.families()[-1] == "trio"

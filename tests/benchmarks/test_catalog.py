@@ -151,3 +151,26 @@ def test_the_mteb_results_tasks_are_the_catalogs_mteb_task_names():
     assert list(catalog.mteb_tasks()) == ["InstructIR", *(s.mteb_task for s in IFIR.subsets.values()),
                                           "Robust04InstructionRetrieval", "News21InstructionRetrieval",
                                           "Core17InstructionRetrieval"]
+
+
+def test_an_unknown_variant_is_refused_with_the_closest_one():
+    with pytest.raises(UnknownNameError, match="unknown IFIR variant 'query_only'.*did you mean 'query-only'"):
+        IFIR.variant_template("query_only")
+
+
+def test_an_mteb_task_carries_its_specs_measures_flags_and_revision():
+    for family in ("instructir", "followir"):
+        spec = bundled_specs.SPECS[family]
+        task = catalog.entry(catalog.family(family).benchmarks()[0]).mteb_task()
+        assert task.measures == tuple(spec["mteb"]["measures"])
+        assert (task.origin_query, task.pairwise) == (spec["mteb"].get("origin_query", False),
+                                                      spec["mteb"].get("pairwise", False))
+    assert catalog.entry("instructir").mteb_task().origin_query  # the two flags differ: a swap shows
+    assert catalog.entry("instructir").mteb_task().revision == next(
+        s["revision"] for s in bundled_specs.SPECS["instructir"]["sources"] if s["layout"] == "mteb")
+    assert catalog.entry("ifir/aila").mteb_task().revision == IFIR.subsets["aila"].mteb_revision != ""
+
+
+def test_a_name_outside_the_catalog_is_its_own_collection():
+    assert catalog.collection_of("ifir-sample/fiqa") == "ifir-sample" and catalog.collection_of("ifir") == "ifir"
+    assert catalog.collection_of("mine/part") == "mine/part" and catalog.collection_of("toy") == "toy"
