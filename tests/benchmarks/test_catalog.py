@@ -174,3 +174,8 @@ def test_an_mteb_task_carries_its_specs_measures_flags_and_revision():
 def test_a_name_outside_the_catalog_is_its_own_collection():
     assert catalog.collection_of("ifir-sample/fiqa") == "ifir-sample" and catalog.collection_of("ifir") == "ifir"
     assert catalog.collection_of("mine/part") == "mine/part" and catalog.collection_of("toy") == "toy"
+
+
+def test_a_family_without_a_spec_file_points_at_its_spec_by_name():
+    assert replace(INSTRUCTIR, spec_file=None).at("loader") == "<family spec>"
+    assert INSTRUCTIR.at("loader").startswith(f"{INSTRUCTIR.spec_file}:")

@@ -773,3 +773,15 @@ def test_two_forms_of_one_id_in_two_files_warn_naming_each_file(tmp_path, first,
     assert str(warning.message).startswith(
         f"document ids that differ only in Unicode normalization (NFC / NFD): {first[0]!r} ({a}, line 2) and "
         f"{second[0]!r} ({b}, line 1);")
+
+
+def test_jsonl_corpus_takes_a_path_given_as_text(tmp_path):
+    path = write_ids(tmp_path / "c.jsonl", ["a", "b"])
+    assert jsonl_corpus(str(path)).ids() == ["a", "b"]
+
+
+def test_one_non_ascii_id_in_two_files_is_no_clash_of_forms(tmp_path):
+    a, b = write_ids(tmp_path / "a.jsonl", ["caf\u00e9"]), write_ids(tmp_path / "b.jsonl", ["x", "caf\u00e9"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert IndexedCorpus([a, b]).index().id_clashes == ()
