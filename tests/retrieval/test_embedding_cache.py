@@ -313,3 +313,64 @@ def test_cache_files_respect_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert {(got.path / name).stat().st_mode & 0o777 for name in (MATRIX, MANIFEST)} == {0o644}
+
+
+def test_the_cache_key_is_the_sha256_of_the_sorted_encoder_then_each_input_as_written():
+    """Pinned: a key that changed between kit versions would re-encode every cached corpus (hours on a GPU)."""
+    items = ["Café", ["Title", "naïve text"]]
+    key = EmbeddingCache.key({"model": "m", "fingerprint": "f"}, items)
+    assert key == "08ec817fb8a19d979ff46c19578df0a7056d1f26002d1f390a715f8c9b0ce015"
+    assert key == EmbeddingCache.key({"fingerprint": "f", "model": "m"}, items)  # the encoder's key order is no part
+
+
+def test_inputs_differing_in_case_or_only_in_where_one_ends_have_different_keys():
+    assert EmbeddingCache.key(ENCODER, ["Apple"]) != EmbeddingCache.key(ENCODER, ["apple"])
+    assert EmbeddingCache.key(ENCODER, [1, 23]) != EmbeddingCache.key(ENCODER, [12, 3])
+
+
+def test_a_chunk_size_of_one_is_taken_and_zero_is_refused(tmp_path):
+    got = EmbeddingCache(tmp_path, chunk_size=1, progress=False).embed(ENCODER, texts(3), FakeEncoder(), label="fake")
+    np.testing.assert_array_equal(got.matrix, FakeEncoder()(texts(3)))
+    with pytest.raises(ValueError, match="chunk_size must be positive, got 0"):
+        EmbeddingCache(tmp_path, chunk_size=0)
+
+
+def test_an_entry_folder_is_named_by_the_labels_last_48_characters_or_the_model_and_24_of_the_key(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    long_label = "organisation-with-a-long-name/" + "m" * 40 + "-v2"
+    got = cache.embed(ENCODER, texts(2), FakeEncoder(), label=long_label)
+    assert got.path.name == "name-" + "m" * 40 + "-v2-" + got.key[:24]
+    assert cache.entry_of(ENCODER, texts(2))[1].name == "fake-" + got.key[:24]  # no label: the encoder's model
+    assert cache.entry_of({"fingerprint": "abc"}, texts(2))[1].name.startswith("model-")
+
+
+def test_no_inputs_at_all_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="nothing to embed \\(no inputs\\)"):
+        EmbeddingCache(tmp_path, progress=False).embed(ENCODER, [], FakeEncoder())
+
+
+def test_an_encoder_returning_one_number_per_input_is_refused_before_a_chunk_is_written(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    with pytest.raises(ValueError, match="encode returned shape \\(3,\\) for 3 inputs"):
+        cache.embed(ENCODER, texts(3), lambda items: np.ones(len(items)), label="fake")
+    assert not list(tmp_path.glob("*.partial/chunk*"))
+
+
+def test_an_earlier_kits_entry_recorded_under_another_key_is_not_taken_over(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = earlier_kit_entry(cache, texts(6), checksum=True)
+    info = json.loads((entry / MANIFEST).read_text())
+    (entry / MANIFEST).write_text(json.dumps({**info, "key": "0" * 64}))  # another corpus's entry in this folder
+    again = FakeEncoder()
+    with pytest.warns(UserWarning, match=re.escape(str(entry / MANIFEST))):
+        assert cache.embed(ENCODER, texts(6), again, label="fake").encoded == 6
+
+
+def test_a_chunk_of_another_width_is_refused_when_the_matrix_is_joined_naming_it(tmp_path):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    items = texts(8)
+    entry = cache.entry_of(ENCODER, items, "fake")[1]
+    cache.write_chunk(entry, 1, items[4:], lambda chunk: np.ones((len(chunk), 2)))  # a chunk by another encoder
+    with pytest.raises(ValueError, match=re.escape(f"{cache.chunk_path(entry, 1)} holds (4, 2) float32 where "
+                                                   "(rows, 3) float32 is expected")):
+        cache.embed(ENCODER, items, FakeEncoder(), label="fake")

@@ -1,5 +1,6 @@
 """The ragged token-embedding cache: packed layout, resume after a crash, damaged files rebuilt."""
 
+import json
 import threading
 import time
 
@@ -109,3 +110,17 @@ def test_damaged_joined_matrix_is_rebuilt(tmp_path):
 def test_encoder_returning_an_empty_matrix_is_refused(tmp_path):
     with pytest.raises(ValueError, match="each must be \\(n_tokens >= 1, dim\\)"):
         TokenEmbeddingCache(tmp_path, progress=False).embed({"m": 1}, ["a"], lambda items: [np.zeros((0, 2))])
+
+
+@pytest.mark.parametrize(("returned", "what"), [(lambda items: fake_encode(items)[:-1], "3 matrices for 4 inputs"),
+                                                (lambda items: [np.ones(3) for _ in items], "4 matrices for 4 inputs")])
+def test_an_encoder_returning_too_few_or_one_dimensional_matrices_is_refused_naming_it(tmp_path, returned, what):
+    with pytest.raises(ValueError, match=f"encode returned {what}, each must be \\(n_tokens >= 1, dim\\)"):
+        TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, returned)
+
+
+def test_the_manifest_records_the_inputs_and_tokens_and_the_lengths_are_int64(tmp_path):
+    got = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, Counting())
+    meta = json.loads((got.path / "manifest.json").read_text())["meta"]
+    assert (meta["inputs"], meta["tokens"]) == (10, sum(i % 3 + 1 for i in range(10)))
+    assert got.doclens.dtype == np.int64 and got.offsets.dtype == np.int64
