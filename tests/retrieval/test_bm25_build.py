@@ -68,3 +68,14 @@ def test_a_block_smaller_than_one_terms_documents_holds_that_term_alone(tmp_path
     index = bm25s.BM25.load(tmp_path / "index")
     assert index.scores["indptr"].tolist() == [0, 30, 60, 61]
     assert index.scores["indices"].tolist() == [*range(30), *range(30), 30]
+
+
+def test_a_chunk_of_documents_without_a_single_token_is_indexed_as_empty_documents(tmp_path):
+    vocab: dict[str, int] = {}
+    texts = ["of the", "", "w1 w2 w1", "the"]  # the first chunk of two holds stop words only
+    spilled = spill(tokenized_chunks(texts, ["of", "the"], "none", vocab, chunk=2), tmp_path / "triples")
+    assert spilled.lengths.tolist() == [0, 0, 3, 0] and spilled.pairs == 2 and spilled.df.tolist() == [1, 1]
+    (tmp_path / "index").mkdir()
+    write_index(tmp_path / "index", spilled, vocab, k1=0.9, b=0.4, method="lucene")
+    index = bm25s.BM25.load(tmp_path / "index")
+    assert index.scores["num_docs"] == 4 and index.scores["indices"].tolist() == [2, 2]

@@ -2,13 +2,15 @@
 chunk size and the number of workers), and a BM25 index built that way ranks as one built in
 one process."""
 
+import warnings
+
 import numpy as np
 import pytest
 from says import warns_saying
 
 from instir.benchmarks import load_benchmark
 from instir.formatting import get_template
-from instir.retrieval.bm25_tokens import tokenized_chunks, workers
+from instir.retrieval.bm25_tokens import cut_long_tokens, tokenized_chunks, workers
 from instir.retrieval.lexical import BM25Retriever
 
 TEXTS = ["The cats were running; the dog ran.", "", "the a an of", "Running runners run RUN runs 3.5 x y",
@@ -103,3 +105,19 @@ def test_a_query_with_a_long_token_finds_the_document_cut_the_same_way():
         run = BM25Retriever(k1=0.9, b=0.4, stemmer="porter", stopwords="none", cache=False,
                             show_progress=False).search(bench, get_template("instructir"), k=5)
     assert run.df["docid"].tolist() == ["d1"] and run.meta["index"]["long_tokens_cut"] == 1
+
+
+def test_a_query_token_one_character_past_the_limit_is_cut_as_in_the_documents():
+    assert cut_long_tokens("Find " + "X" * 256) == "find " + "x" * 255
+
+
+def test_a_token_of_exactly_the_limit_is_kept_whole_and_not_counted_as_cut():
+    stats: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ids, vocab = tokenize(["b" * 255 + " word"], [], "none", stats=stats)
+    assert stats == {"long_tokens_cut": 0} and vocab == {"b" * 255: 0, "word": 1} and ids == [[0, 1]]
+
+
+def test_any_pystemmer_algorithm_stems_the_documents_not_only_porter():
+    assert tokenize(["Running runs"], [], "english")[1] == {"run": 0}
