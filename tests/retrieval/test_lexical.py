@@ -1,8 +1,12 @@
 """BM25 (bm25s): Lucene BM25 scores by hand, per-benchmark defaults, tokenisation options,
 and rankings on the toy benchmark and the bundled InstructIR sample."""
 
+import json
 import math
+import shutil
+from pathlib import Path
 
+import pandas as pd
 import pytest
 from says import raises_saying
 
@@ -12,6 +16,7 @@ from instir.formatting import Template, get_template
 from instir.retrieval import retrieve
 from instir.retrieval.dense import document_format
 from instir.retrieval.lexical import LUCENE_ENGLISH_STOPWORDS, BM25Retriever, bm25_defaults
+from instir.retrieval.lucene import LuceneBM25Retriever
 
 PLAIN = dict(k1=1.2, b=0.75, stemmer="none", stopwords="none", show_progress=False)
 QUERY_ONLY = get_template("query-only")
@@ -249,3 +254,147 @@ def test_changing_the_returned_defaults_leaves_the_benchmarks_defaults_alone():
 def test_a_stop_word_language_name_drops_that_languages_words():
     bench = small([Doc("d1", "the tower"), Doc("d2", "a bridge")], [Query("q", "the")])
     assert len(BM25Retriever(**{**PLAIN, "stopwords": "en"}).search(bench, QUERY_ONLY, 10)) == 0
+
+
+def test_a_stop_word_language_name_drops_that_languages_words_from_the_documents_lengths_too():
+    docs = [Doc("d1", "the tower"), Doc("d2", "tower bridge")]
+    run = BM25Retriever(**{**PLAIN, "stopwords": "en"}).search(small(docs, [Query("q", "tower")]), QUERY_ONLY, 10)
+    n, avgdl, k1, b = 2, (1 + 2) / 2, 1.2, 0.75  # "the" counts in no length: d1 holds 1 token, d2 2
+    idf = math.log(1 + (n - 2 + 0.5) / (2 + 0.5))
+    expected = [idf * 1 / (1 + k1 * (1 - b + b * length / avgdl)) for length in (1, 2)]
+    assert run.df["docid"].tolist() == ["d1", "d2"]
+    assert run.df["score"].tolist() == pytest.approx(expected, rel=1e-6)
+
+
+class WordCountEngine(LuceneBM25Retriever):
+    """A stand-in for a Java engine (no JVM): its index is a copy of the collection, a document scores the number of
+    distinct query words it holds; it keeps the topics it was given."""
+
+    name = engine = "word-count"
+
+    def analysis(self) -> dict:
+        return {"analyzer": "words"}
+
+    def _build(self, collection, folder) -> None:
+        shutil.copy(collection, folder / "docs.jsonl")
+        (folder / "write.lock").touch()  # as Lucene leaves it
+
+    def _search(self, index, topics, out, hits) -> pd.DataFrame:
+        docs = [json.loads(line) for line in (index / "docs.jsonl").read_text().splitlines()]
+        self.topics = topics.read_text()
+        rows = []
+        for line in self.topics.splitlines():
+            qid, text = line.split("\t")
+            scored = sorted(((len(set(text.split()) & set(d["contents"].split())), d["id"]) for d in docs),
+                            reverse=True)
+            rows += [(qid, doc, float(score)) for score, doc in scored[:hits] if score]
+        return pd.DataFrame(rows, columns=["qid", "docid", "score"])
+
+
+@pytest.fixture
+def engine_jar(tmp_path, monkeypatch):
+    jar = tmp_path / "anserini-0-fatjar.jar"
+    jar.write_bytes(b"jar")
+    monkeypatch.setenv("INSTIR_ANSERINI_JAR", str(jar))
+    return jar
+
+
+def test_a_lucene_engines_run_drops_the_query_itself_and_still_holds_k(engine_jar, tmp_path):
+    docs = [Doc("q1", "saffron rice paella"), Doc("d1", "saffron rice"), Doc("d2", "saffron"), Doc("d3", "rice"),
+            Doc("d4", "pan")]
+    bench = small(docs, [Query("q1", "saffron rice paella"), Query("q2", "saffron rice")])
+    run = WordCountEngine(1.2, 0.75, cache_dir=tmp_path / "cache", show_progress=False).search(bench, QUERY_ONLY, 2)
+    assert run.df[["qid", "docid"]].values.tolist() == [["q1", "d1"], ["q1", "d3"], ["q2", "q1"], ["q2", "d1"]]
+
+
+def test_a_query_holding_tabs_and_line_breaks_reaches_the_engine_as_one_topic_line(engine_jar, tmp_path):
+    bench = small([Doc("d1", "saffron rice")], [Query("q1", "saffron\trice\n of\r\nspain ")])
+    engine = WordCountEngine(1.2, 0.75, cache_dir=tmp_path / "cache", show_progress=False)
+    assert engine.search(bench, QUERY_ONLY, 5).df["docid"].tolist() == ["d1"]
+    assert engine.topics == "q1\tsaffron rice of spain\n"
+
+
+def test_a_lucene_index_is_kept_after_a_search_and_rebuilt_for_another_document_format_or_jar(engine_jar, tmp_path):
+    bench = small([Doc("d1", "saffron rice", title="paella")], [Query("q1", "saffron")])
+    engine = WordCountEngine(1.2, 0.75, cache_dir=tmp_path / "cache", show_progress=False)
+    first = engine.search(bench, QUERY_ONLY, 5)
+    entry = Path(first.meta["index"]["cache_entry"])
+    assert (entry / "docs.jsonl").is_file() and not (entry / "write.lock").exists()
+    assert engine.search(bench, QUERY_ONLY, 5).meta["index"]["origin"] == "loaded"
+    entries = {str(entry)}
+    titled = Template("titled", "raw", "", "{query}", doc="{title} {text}")
+    again = engine.search(bench, titled, 5)
+    assert again.meta["index"]["origin"] == "built" and again.meta["index"]["cache_entry"] not in entries
+    entries.add(again.meta["index"]["cache_entry"])
+    engine_jar.write_bytes(b"another release under the same name")
+    newer = engine.search(bench, QUERY_ONLY, 5)
+    assert newer.meta["index"]["origin"] == "built" and newer.meta["index"]["cache_entry"] not in entries
+
+
+def test_a_lucene_engine_indexes_the_documents_with_their_subsets_domain_word(engine_jar, tmp_path):
+    template = Template("domains", "raw", "", "{query}", doc="{domain} {text}", domains={"fiqa": "financial"})
+    bench = small([Doc("d1", "stock market")], [Query("q1", "financial", subset="fiqa")])
+    run = WordCountEngine(1.2, 0.75, cache_dir=tmp_path / "cache", show_progress=False).search(bench, template, 5)
+    assert run.df["docid"].tolist() == ["d1"]
+    entry = Path(run.meta["index"]["cache_entry"])
+    assert json.loads((entry / "docs.jsonl").read_text())["contents"] == "financial stock market"
+
+
+def test_anserinis_run_file_is_read_in_its_order_with_document_ids_holding_spaces(tmp_path):
+    from instir.retrieval.lucene import read_anserini_run
+
+    out = tmp_path / "run.trec"
+    out.write_text("q1 Q0 doc one 1 2.5 Anserini\nq1 Q0 d2 2 1.25 Anserini\n\n", encoding="utf-8")
+    assert read_anserini_run(out).values.tolist() == [["q1", "doc one", 1, 2.5], ["q1", "d2", 2, 1.25]]
+
+
+def test_an_engine_that_fails_is_an_error_with_the_last_lines_of_its_log(engine_jar, tmp_path, monkeypatch):
+    from instir.retrieval.lucene import AnseriniBM25Retriever
+
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\nfor n in 1 2 3 4 5 6 7; do echo \"log line $n\" >&2; done\nexit 1\n")
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    bench = small([Doc("d1", "saffron")], [Query("q1", "saffron")])
+    with pytest.raises(RuntimeError, match=r"^Anserini index\.IndexCollection failed \(exit 1\): log line 3 "
+                                           r"\| log line 4 \| log line 5 \| log line 6 \| log line 7$"):
+        AnseriniBM25Retriever(cache_dir=tmp_path / "cache", show_progress=False).search(bench, QUERY_ONLY, 5)
+
+
+@pytest.mark.parametrize(("written", "expected"),
+                         [("", []), ('q1\tNA\t1.5\nq1\td"2\t0.5\n', [["q1", "NA"], ["q1", 'd"2']])])
+def test_elasticsearchs_run_file_is_read_whatever_the_document_ids_and_when_nothing_matched(
+        engine_jar, tmp_path, monkeypatch, written, expected):
+    from instir.retrieval.lucene import ElasticsearchBM25Retriever
+
+    engine = ElasticsearchBM25Retriever(cache_dir=tmp_path / "cache", show_progress=False)
+
+    def jvm(command, *arguments):  # the Lucene process: an index of one file, a run file as it writes them
+        if command == "index":
+            Path(arguments[1], "segment").write_text("index")
+        else:
+            Path(arguments[2]).write_text(written)
+
+    monkeypatch.setattr(engine, "_jvm", jvm)
+    bench = small([Doc("NA", "saffron"), Doc('d"2', "rice")], [Query("q1", "saffron rice")])
+    assert engine.search(bench, QUERY_ONLY, 5).df[["qid", "docid"]].values.tolist() == expected
+
+
+def test_the_lucene_engines_default_to_their_papers_settings_and_refuse_an_unknown_analyzer(tmp_path):
+    from instir.retrieval.lucene import AnseriniBM25Retriever, ElasticsearchBM25Retriever
+
+    assert AnseriniBM25Retriever(cache_dir=tmp_path).params() == {"engine": "anserini", "k1": 0.9, "b": 0.4,
+                                                                  "analyzer": "english"}  # Pyserini's defaults
+    assert ElasticsearchBM25Retriever(cache_dir=tmp_path).params() == {"engine": "elasticsearch", "k1": 1.2,
+                                                                       "b": 0.75, "analyzer": "standard"}
+    with pytest.raises(ValueError, match="unknown Anserini analyzer 'porter'; use one of english, plain"):
+        AnseriniBM25Retriever(analyzer="porter")
+
+
+def test_an_anserini_jar_named_in_the_environment_must_be_a_file(tmp_path, monkeypatch):
+    from instir.retrieval.lucene import EngineMissing, anserini_jar
+
+    monkeypatch.setenv("INSTIR_ANSERINI_JAR", str(tmp_path))
+    with pytest.raises(EngineMissing, match=f"INSTIR_ANSERINI_JAR={tmp_path} is not a file"):
+        anserini_jar()

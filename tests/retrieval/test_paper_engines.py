@@ -276,3 +276,17 @@ def test_at_instructir_real_size_the_card_gives_anserinis_own_run(tmp_path):
     assert (len(bench.corpus), len(bench.queries)) == (N_DOCS, 9_906)
     run = retrieve(bench, build_system("BM25 (InstructIR)"), template=template, k=100)
     assert_anserinis_run(run, anserini_cli_run(tmp_path, bench, template, threads=2))
+
+
+def test_the_plain_analyzer_keeps_stop_words_and_leaves_words_unstemmed(tmp_path):
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+
+    docs = [Doc("d1", "the towers"), Doc("d2", "a tower")]
+    queries = {"q1": Query("q1", "the"), "q2": Query("q2", "tower")}
+    bench = Benchmark("plain", "hand-made", "local", "instructed", Corpus.from_docs(docs), queries,
+                      {q: {} for q in queries})
+    template = get_template("query-only")
+    plain = AnseriniBM25Retriever(analyzer="plain", cache_dir=tmp_path, show_progress=False).search(bench, template, 5)
+    assert plain.df[["qid", "docid"]].values.tolist() == [["q1", "d1"], ["q2", "d2"]]
+    english = AnseriniBM25Retriever(cache_dir=tmp_path, show_progress=False).search(bench, template, 5)
+    assert sorted(english.df[["qid", "docid"]].values.tolist()) == [["q2", "d1"], ["q2", "d2"]]
