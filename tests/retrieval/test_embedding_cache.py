@@ -374,3 +374,25 @@ def test_a_chunk_of_another_width_is_refused_when_the_matrix_is_joined_naming_it
     with pytest.raises(ValueError, match=re.escape(f"{cache.chunk_path(entry, 1)} holds (4, 2) float32 where "
                                                    "(rows, 3) float32 is expected")):
         cache.embed(ENCODER, items, FakeEncoder(), label="fake")
+
+
+def rewrite_recorded(entry: Path, name: str, array: np.ndarray) -> None:
+    """Replace one file of an entry and record its new size and checksum in the manifest (as a consistent entry
+    by another writer would be): only the loader's own checks stand between it and a caller."""
+    np.save(entry / name, array)
+    info = json.loads((entry / MANIFEST).read_text())
+    data = (entry / name).read_bytes()
+    info["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (entry / MANIFEST).write_text(json.dumps(info))
+
+
+@pytest.mark.parametrize("stored", [np.ones((9, 3), np.float32), np.ones((10, 3), np.float64)])
+def test_a_recorded_matrix_of_another_row_count_or_dtype_is_refused_and_encoded_again(tmp_path, stored):
+    cache = EmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed(ENCODER, texts(10), FakeEncoder(), label="fake").path
+    rewrite_recorded(entry, MATRIX, stored)
+    again = FakeEncoder()
+    with pytest.warns(UserWarning, match="where \\(10, dim\\) float32 is expected"):
+        got = cache.embed(ENCODER, texts(10), again, label="fake")
+    assert got.encoded == 10
+    np.testing.assert_array_equal(got.matrix, FakeEncoder()(texts(10)))

@@ -1,5 +1,6 @@
 """The ragged token-embedding cache: packed layout, resume after a crash, damaged files rebuilt."""
 
+import hashlib
 import json
 import threading
 import time
@@ -124,3 +125,18 @@ def test_the_manifest_records_the_inputs_and_tokens_and_the_lengths_are_int64(tm
     meta = json.loads((got.path / "manifest.json").read_text())["meta"]
     assert (meta["inputs"], meta["tokens"]) == (10, sum(i % 3 + 1 for i in range(10)))
     assert got.doclens.dtype == np.int64 and got.offsets.dtype == np.int64
+
+
+@pytest.mark.parametrize("lengths", [[2, 2, 3, 1, 2, 3, 1, 2, 3, 1], [0, 3, 3, 1, 2, 3, 1, 2, 3, 1]])
+def test_recorded_lengths_that_miss_the_token_rows_or_hold_an_empty_input_are_refused(tmp_path, lengths):
+    cache = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed({"m": 1}, ITEMS, Counting()).path
+    np.save(entry / "doclens.npy", np.array(lengths, dtype=np.float32)[:, None])
+    info = json.loads((entry / "manifest.json").read_text())  # recorded as a consistent entry by another writer
+    data = (entry / "doclens.npy").read_bytes()
+    info["files"]["doclens.npy"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (entry / "manifest.json").write_text(json.dumps(info))
+    again = Counting()
+    with warns_saying(UserWarning, "doclens.npy", "do not add up to the 19 token rows"):
+        got = cache.embed({"m": 1}, ITEMS, again)
+    assert again.inputs == 10 and got.doclens.tolist() == [i % 3 + 1 for i in range(10)]
