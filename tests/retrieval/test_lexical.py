@@ -398,3 +398,25 @@ def test_an_anserini_jar_named_in_the_environment_must_be_a_file(tmp_path, monke
     monkeypatch.setenv("INSTIR_ANSERINI_JAR", str(tmp_path))
     with pytest.raises(EngineMissing, match=f"INSTIR_ANSERINI_JAR={tmp_path} is not a file"):
         anserini_jar()
+
+
+def test_a_lucene_index_is_rebuilt_when_the_corpus_or_the_subsets_domain_word_changes(engine_jar, tmp_path):
+    engine = WordCountEngine(1.2, 0.75, cache_dir=tmp_path / "cache", show_progress=False)
+    assert len(engine.search(small([Doc("d1", "saffron rice")], [Query("q1", "paella")]), QUERY_ONLY, 5)) == 0
+    changed = engine.search(small([Doc("d1", "paella rice")], [Query("q1", "paella")]), QUERY_ONLY, 5)
+    assert changed.df["docid"].tolist() == ["d1"] and changed.meta["index"]["origin"] == "built"
+    template = Template("domains", "raw", "", "{query}", doc="{domain} {text}",
+                        domains={"fiqa": "financial", "aila": "legal"})
+    docs = [Doc("d1", "stock market")]
+    fiqa = engine.search(small(docs, [Query("q1", "financial", subset="fiqa")]), template, 5)
+    aila = engine.search(small(docs, [Query("q1", "legal", subset="aila")]), template, 5)
+    assert fiqa.df["docid"].tolist() == aila.df["docid"].tolist() == ["d1"]
+
+
+def test_a_lucene_engine_whose_cache_cannot_be_written_still_searches(engine_jar, tmp_path):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder would be")
+    engine = WordCountEngine(1.2, 0.75, cache_dir=blocked, show_progress=False)
+    with pytest.warns(UserWarning, match="cannot be written"):
+        run = engine.search(small([Doc("d1", "saffron rice")], [Query("q1", "saffron")]), QUERY_ONLY, 5)
+    assert run.df["docid"].tolist() == ["d1"] and run.meta["index"]["cache_entry"] is None

@@ -140,3 +140,16 @@ def test_recorded_lengths_that_miss_the_token_rows_or_hold_an_empty_input_are_re
     with warns_saying(UserWarning, "doclens.npy", "do not add up to the 19 token rows"):
         got = cache.embed({"m": 1}, ITEMS, again)
     assert again.inputs == 10 and got.doclens.tolist() == [i % 3 + 1 for i in range(10)]
+
+
+def test_an_entry_whose_manifest_does_not_record_the_lengths_is_encoded_again(tmp_path):
+    cache = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False)
+    entry = cache.embed({"m": 1}, ITEMS, Counting()).path
+    info = json.loads((entry / "manifest.json").read_text())
+    del info["files"]["doclens.npy"]
+    (entry / "manifest.json").write_text(json.dumps(info))
+    (entry / "doclens.npy").unlink()
+    again = Counting()
+    with pytest.warns(UserWarning, match="doclens.npy"):
+        got = cache.embed({"m": 1}, ITEMS, again)
+    assert again.inputs == 10 and len(got) == 10
