@@ -420,3 +420,11 @@ def test_a_lucene_engine_whose_cache_cannot_be_written_still_searches(engine_jar
     with pytest.warns(UserWarning, match="cannot be written"):
         run = engine.search(small([Doc("d1", "saffron rice")], [Query("q1", "saffron")]), QUERY_ONLY, 5)
     assert run.df["docid"].tolist() == ["d1"] and run.meta["index"]["cache_entry"] is None
+
+
+def test_a_lucene_run_records_the_engine_with_its_jar_and_the_settings(engine_jar, tmp_path):
+    engine = WordCountEngine(1.2, 0.75, cache_dir=tmp_path / "cache", show_progress=False)
+    run = engine.search(small([Doc("d1", "saffron rice")], [Query("q1", "saffron")]), QUERY_ONLY, 5)
+    assert run.meta["retriever"] == {"name": "word-count", "family": "bm25",
+                                     "engine": "word-count (anserini-0-fatjar.jar)",
+                                     "params": {"engine": "word-count", "k1": 1.2, "b": 0.75, "analyzer": "words"}}

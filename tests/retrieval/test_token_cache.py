@@ -153,3 +153,18 @@ def test_an_entry_whose_manifest_does_not_record_the_lengths_is_encoded_again(tm
     with pytest.warns(UserWarning, match="doclens.npy"):
         got = cache.embed({"m": 1}, ITEMS, again)
     assert again.inputs == 10 and len(got) == 10
+
+
+def test_a_token_matrix_that_cannot_be_written_is_an_error_naming_it_and_the_chunks_stay(tmp_path, monkeypatch):
+    import errno
+
+    import instir.retrieval.token_cache as token_cache
+
+    def full_disk(path, chunk_files, n_rows):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(token_cache, "join_chunks", full_disk)
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, Counting())
+    assert raised.value.filename.endswith("/tokens.npy") and ".tmp" not in raised.value.filename
+    assert len(list(tmp_path.glob("*.partial/chunk4-*.tokens.npy"))) == 3  # kept for the rerun
