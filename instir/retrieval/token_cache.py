@@ -76,7 +76,9 @@ class TokenEmbeddingCache:
         def open_packed(found: Entry, encoded: int = 0) -> TokenEmbeddings:
             tokens = np.load(found.path / TOKENS, mmap_mode="r")
             doclens = np.asarray(np.load(found.path / DOCLENS, mmap_mode="r")[:, 0], dtype=np.int64)
-            if int(doclens.sum()) != tokens.shape[0] or (doclens < 1).any():
+            if (doclens < 1).any():
+                raise Damaged(found.path / DOCLENS, "holds a length below 1 (every input has a token)")
+            if int(doclens.sum()) != tokens.shape[0]:
                 raise Damaged(found.path / DOCLENS, f"holds lengths that do not add up to the {tokens.shape[0]} "
                                                     "token rows")
             return TokenEmbeddings(tokens, doclens, key, found.path, encoded)

@@ -127,8 +127,10 @@ def test_the_manifest_records_the_inputs_and_tokens_and_the_lengths_are_int64(tm
     assert got.doclens.dtype == np.int64 and got.offsets.dtype == np.int64
 
 
-@pytest.mark.parametrize("lengths", [[2, 2, 3, 1, 2, 3, 1, 2, 3, 1], [0, 3, 3, 1, 2, 3, 1, 2, 3, 1]])
-def test_recorded_lengths_that_miss_the_token_rows_or_hold_an_empty_input_are_refused(tmp_path, lengths):
+@pytest.mark.parametrize("lengths,said", [([2, 2, 3, 1, 2, 3, 1, 2, 3, 1], "do not add up to the 19 token rows"),
+                                          ([0, 3, 3, 1, 2, 3, 1, 2, 3, 1], "holds a length below 1")])
+def test_recorded_lengths_that_miss_the_token_rows_or_hold_an_empty_input_are_refused(tmp_path, lengths, said):
+    # the second adds up to the 19 rows: it was said not to, which sent a reader looking for a missing row
     cache = TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False)
     entry = cache.embed({"m": 1}, ITEMS, Counting()).path
     np.save(entry / "doclens.npy", np.array(lengths, dtype=np.float32)[:, None])
@@ -137,7 +139,7 @@ def test_recorded_lengths_that_miss_the_token_rows_or_hold_an_empty_input_are_re
     info["files"]["doclens.npy"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     (entry / "manifest.json").write_text(json.dumps(info))
     again = Counting()
-    with warns_saying(UserWarning, "doclens.npy", "do not add up to the 19 token rows"):
+    with warns_saying(UserWarning, "doclens.npy", said):
         got = cache.embed({"m": 1}, ITEMS, again)
     assert again.inputs == 10 and got.doclens.tolist() == [i % 3 + 1 for i in range(10)]
 
