@@ -26,16 +26,16 @@ def _card(model_dir, **changes):
     return dataclasses.replace(get_card("GritLM-7B"), model=str(model_dir), dtype="float32", **changes)
 
 
-def _gritlm_encode(model_dir, sentences, instruction, max_length=2048, causal=False):
+def _gritlm_encode(model_dir, sentences, instruction, max_length=2048, causal=False, embed_eos=""):
     """GritLM.encode(sentences, instruction=..., max_length=...) with pooling_method='mean',
-    normalized=True, attn='bbcc', embed_eos='', one batch, step by step."""
+    normalized=True, attn='bbcc' (``causal``: 'cccc'), ``embed_eos``, one batch, step by step."""
     from transformers import AutoModel, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir, padding_side="right")  # GritLM.__init__
     if not tok.pad_token and tok.eos_token:
         tok.pad_token = tok.eos_token
     model = AutoModel.from_pretrained(model_dir).eval()  # mode='embedding'
-    inputs = tok([instruction + s for s in sentences], padding=True, truncation=True, return_tensors="pt",
+    inputs = tok([instruction + s + embed_eos for s in sentences], padding=True, truncation=True, return_tensors="pt",
                  max_length=max_length, add_special_tokens=True)
     mask = inputs["attention_mask"]
     if causal:
@@ -167,3 +167,35 @@ def test_cli_retrieves_with_gritlm_cards_and_a_warm_rerun_encodes_nothing(tiny_m
     run = retrieve(benchmark, again, k=3)
     assert first.inner.forward_calls > 0 and again.inner.forward_calls == 0
     assert run.df.equals(retrieve(benchmark, first, k=3).df)
+
+
+def test_embed_eos_is_appended_after_each_sentence_as_gritlm_encode_does(tiny_mistral, benchmark, tmp_path):
+    inner = build_system(_card(tiny_mistral, params={"embed_eos": "</s>"}), cache_dir=tmp_path, progress=False).inner
+    texts = [get_template("ifir").format_doc(doc, "fiqa") for doc in benchmark.corpus]
+    got = inner.encode([IFIR_DOC_INSTRUCTION + t for t in texts], 2048)
+    expected = _gritlm_encode(tiny_mistral, texts, IFIR_DOC_INSTRUCTION, embed_eos="</s>")
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert np.abs(expected - _gritlm_encode(tiny_mistral, texts, IFIR_DOC_INSTRUCTION)).max() > 1e-3
+
+
+def test_every_bb_attention_mode_is_bidirectional_and_every_cc_mode_causal(tiny_mistral, benchmark, tmp_path):
+    texts = [get_template("ifir").format_doc(doc, "fiqa") for doc in benchmark.corpus]
+    for attn, causal in (("bb", False), ("cc", True)):
+        inner = build_system(_card(tiny_mistral, params={"attn": attn}), cache_dir=tmp_path, progress=False).inner
+        np.testing.assert_allclose(inner.encode([IFIR_DOC_INSTRUCTION + t for t in texts], 2048),
+                                   _gritlm_encode(tiny_mistral, texts, IFIR_DOC_INSTRUCTION, causal=causal),
+                                   atol=1e-5)
+
+
+def test_an_unknown_attention_mode_is_refused_naming_the_known_ones():
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown GritLM attn 'bc'; use one of bbcc, cccc, bb, cc"):
+        GritLMRetriever("GritLM/GritLM-7B", attn="bc")
+
+
+def test_a_text_with_nothing_after_its_instruction_pools_to_a_zero_vector_not_nan(tiny_mistral, tmp_path):
+    inner = build_system(_card(tiny_mistral), cache_dir=tmp_path, progress=False).inner
+    empty, saffron = inner.encode([IFIR_DOC_INSTRUCTION, IFIR_DOC_INSTRUCTION + "saffron"], 2048)
+    np.testing.assert_array_equal(empty, np.zeros_like(empty))
+    np.testing.assert_allclose(saffron, _gritlm_encode(tiny_mistral, ["saffron"], IFIR_DOC_INSTRUCTION)[0], atol=1e-5)
