@@ -171,3 +171,124 @@ def test_a_rewritten_adapter_is_loaded_and_fingerprinted_again(tiny_llama, tmp_p
     config.write_text(config.read_text())  # the same bytes, a new modification time: described again
     again = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
     assert again.fingerprint() == fingerprint and again._model is not None
+
+
+def _last_token_alone(model, tok, texts, max_length=512):
+    """Each text encoded alone (no padding at all), its last token's hidden state: what last-token pooling
+    must give whatever the padding side."""
+    out = []
+    with torch.no_grad():
+        for text in texts:
+            enc = tok([text], max_length=max_length, truncation=True, return_tensors="pt")
+            out.append(model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state[0, -1])
+    return torch.stack(out).numpy()
+
+
+def _plain_retriever(tiny_llama, tmp_path, **options):
+    from instir.systems.decoder import DecoderRetriever
+
+    base_dir, adapter_dir = tiny_llama
+    return DecoderRetriever(str(adapter_dir), base_model=str(base_dir), cache_dir=tmp_path, progress=False,
+                            **options)
+
+
+TEXTS = ["what is saffron", "keep the wine cabinet away from the oven and sunlight", "volcanoes erupt"]
+
+
+def test_last_token_pooling_with_left_padding_reads_each_texts_last_real_token(tiny_llama, tmp_path):
+    retriever = _plain_retriever(tiny_llama, tmp_path, padding_side="left", normalize=False)
+    expected = _last_token_alone(_merged(tiny_llama[1]), _tokenizer(tiny_llama[0]), TEXTS)
+    np.testing.assert_allclose(retriever.encode(TEXTS, 512), expected, atol=1e-4)
+
+
+def test_normalize_false_keeps_the_pooled_vectors_as_they_are(tiny_llama, tmp_path):
+    got = _plain_retriever(tiny_llama, tmp_path, normalize=False).encode(TEXTS, 512)
+    expected = _last_token_alone(_merged(tiny_llama[1]), _tokenizer(tiny_llama[0]), TEXTS)
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert not np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-3)
+
+
+def test_last_token_pooling_truncates_at_max_length_and_the_tokenizer_is_the_base_models(tiny_llama, tmp_path):
+    retriever = _plain_retriever(tiny_llama, tmp_path)  # no tokenizer given: the base model's (the adapter has none)
+    expected = _last_token_alone(_merged(tiny_llama[1]), _tokenizer(tiny_llama[0]), TEXTS, max_length=4)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(retriever.encode(TEXTS, 4), expected, atol=1e-4)
+
+
+def test_a_rewritten_base_model_is_loaded_and_fingerprinted_again(tiny_llama, tmp_path):
+    """The fingerprint remembered under the model's files is not used once a file of its base changed."""
+    import shutil
+
+    base = shutil.copytree(tiny_llama[0], tmp_path / "base")
+    card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B"), base_model=str(base))
+    first = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
+    fingerprint = first.fingerprint()
+    config = base / "config.json"
+    config.write_text(config.read_text())  # the same bytes, a new modification time: described again
+    again = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
+    assert again.fingerprint() == fingerprint and again._model is not None
+
+
+def test_a_merged_adapter_and_full_weights_run_in_the_dtype_asked(tiny_llama, tmp_path):
+    from instir.systems.decoder import DecoderRetriever
+
+    merged = _plain_retriever(tiny_llama, tmp_path, dtype="float16")
+    full = DecoderRetriever(str(tiny_llama[0]), dtype="float16", cache_dir=tmp_path, progress=False)
+    for retriever in (merged, full):
+        assert {p.dtype for p in retriever.model.parameters()} == {torch.float16}
+
+
+def test_vectors_cached_under_one_setting_are_not_served_for_another(tiny_llama, tmp_path):
+    model, tok = _merged(tiny_llama[1]), _tokenizer(tiny_llama[0])
+    raw = _last_token_alone(model, tok, TEXTS)
+    short = _last_token_alone(model, tok, TEXTS, max_length=4)
+    _plain_retriever(tiny_llama, tmp_path).embed_queries(TEXTS)  # normalised, 512 tokens: cached first
+    got = _plain_retriever(tiny_llama, tmp_path, normalize=False).embed_queries(TEXTS).matrix
+    np.testing.assert_allclose(got, raw, atol=1e-4)
+    got = _plain_retriever(tiny_llama, tmp_path, query_max_length=4).embed_queries(TEXTS).matrix
+    np.testing.assert_allclose(got, short / np.linalg.norm(short, axis=1, keepdims=True), atol=1e-4)
+
+
+def test_a_card_with_normalize_false_gives_vectors_as_pooled(tiny_llama, tmp_path):
+    card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B (fixed)"), normalize=False)
+    inner = build_system(card, cache_dir=tmp_path, progress=False).inner
+    expected = _last_token_alone(_merged(tiny_llama[1]), _tokenizer(tiny_llama[0]), TEXTS)
+    np.testing.assert_allclose(inner.encode(TEXTS, 512), expected, atol=1e-4)
+
+
+def test_a_search_over_documents_encoded_longest_first_scores_each_document_under_its_own_id(
+        tiny_llama, benchmark, tmp_path):
+    from instir.retrieval import retrieve
+
+    card = _repllama_card(tiny_llama, "RepLLaMA-7B")
+    assert card.params["doc_order"] == "length-desc"
+    run = retrieve(benchmark, build_system(card, cache_dir=tmp_path, progress=False), k=6)
+    model, tok = _merged(tiny_llama[1]), _tokenizer(tiny_llama[0])
+    q_texts = [(f"{q.instruction} [SEP] {q.query}" if q.instruction else q.query) + "</s>"
+               for q in benchmark.queries.values()]
+    ordered = _beir_corpus_order(benchmark)
+    d_texts = [(d.title + " " + d.text if d.title else d.text) + "</s>" for d in ordered]
+    queries = _repllama_reference(model, tok, q_texts, 4, 512, True)
+    docs = dict(zip([d.id for d in ordered], _repllama_reference(model, tok, d_texts, 4, 512, True)))
+    assert [d.id for d in ordered] != benchmark.corpus.ids()  # the encoding order is not the corpus order
+    for row, qid in enumerate(benchmark.queries):
+        got = run.df[run.df["qid"] == qid]
+        assert len(got) == len(docs)
+        for docid, score in zip(got["docid"], got["score"]):
+            assert score == pytest.approx(float(queries[row] @ docs[docid]), abs=1e-4)
+
+
+def test_a_cards_padding_side_reaches_the_tokenizer_and_unknown_settings_are_refused(tiny_llama, tmp_path):
+    from instir.systems.decoder import DecoderRetriever
+
+    card = _repllama_card(tiny_llama, "RepLLaMA-7B (fixed)")
+    card = dataclasses.replace(card, params={**card.params, "padding_side": "left"})
+    inner = build_system(card, cache_dir=tmp_path, progress=False).inner
+    assert inner.tokenizer.padding_side == "left"
+    expected = _last_token_alone(_merged(tiny_llama[1]), _tokenizer(tiny_llama[0]), TEXTS)
+    np.testing.assert_allclose(inner.encode(TEXTS, 512), expected / np.linalg.norm(expected, axis=1, keepdims=True),
+                               atol=1e-4)
+    with pytest.raises(ValueError, match="padding_side must be 'left' or 'right', got 'middle'"):
+        DecoderRetriever("m", padding_side="middle")
+    with pytest.raises(ValueError, match="unknown doc_order 'random'"):
+        DecoderRetriever("m", doc_order="random")
