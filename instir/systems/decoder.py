@@ -123,7 +123,9 @@ class DecoderRetriever:
         from transformers import AutoModel, AutoTokenizer
 
         dtype = getattr(torch, self.dtype)
-        tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_id)
+        # the model's own tokenizer at the model's revision; a base model's or another tokenizer's at its main
+        tokenizer = AutoTokenizer.from_pretrained(
+            self.tokenizer_id, revision=(self.revision or None) if self.tokenizer_id == self.model_id else None)
         tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = self.padding_side
         if self.base_model:  # merged in float32, then cast, as both papers' code does

@@ -292,3 +292,22 @@ def test_a_cards_padding_side_reaches_the_tokenizer_and_unknown_settings_are_ref
         DecoderRetriever("m", padding_side="middle")
     with pytest.raises(ValueError, match="unknown doc_order 'random'"):
         DecoderRetriever("m", doc_order="random")
+
+
+def test_full_weights_at_a_pinned_revision_load_that_revisions_tokenizer(tiny_llama, tmp_path, monkeypatch):
+    """A model pinned at a commit, downloaded at that commit alone (no ``main`` in the cache), encodes
+    offline with its own tokenizer, as its weights are loaded."""
+    import shutil
+
+    from huggingface_hub import constants
+    from transformers import AutoModel
+
+    from instir.systems.decoder import DecoderRetriever
+
+    base_dir, commit = tiny_llama[0], "0123456789abcdef0123456789abcdef01234567"
+    shutil.copytree(base_dir, tmp_path / "hub" / "models--org--tiny" / "snapshots" / commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    retriever = DecoderRetriever("org/tiny", revision=commit, normalize=False, cache_dir=tmp_path / "emb",
+                                 progress=False)
+    expected = _last_token_alone(AutoModel.from_pretrained(base_dir).eval(), _tokenizer(base_dir), TEXTS)
+    np.testing.assert_allclose(retriever.encode(TEXTS, 512), expected, atol=1e-4)
