@@ -189,3 +189,70 @@ def test_from_card_reads_windowing_and_params(tmp_path):
     # the kit's clean cut is not IFIR's: a card asking for it is refused, not run with the authors' windows
     with raises_saying(ValueError, "'ifir'", "'clean'"):
         OpenAIEmbeddingsRetriever.from_card(SimpleNamespace(**{**vars(card), "windowing": "clean"}), cache=tmp_path)
+
+
+def test_dimensions_are_sent_when_set_and_key_the_cache(toy_benchmark, tmp_path):
+    with FakeChatServer(responder=embeddings_reply) as server:
+        OpenAIEmbeddingClient("m", server.url, dimensions=256, progress=False).embed(["x"])
+        OpenAIEmbeddingClient("m", server.url, progress=False).embed(["x"])
+        assert server.received[0][1]["dimensions"] == 256 and "dimensions" not in server.received[1][1]
+        bench = toy_benchmark()
+        retrieve(bench, make(server, tmp_path), template="ifir", k=3)
+        sent = server.count
+        retrieve(bench, make(server, tmp_path, dimensions=8), template="ifir", k=3)  # other vectors: sent again
+        assert server.count > sent
+
+
+def test_an_answer_with_fewer_vectors_than_inputs_is_refused():
+    def short(body):
+        reply = embeddings_reply(body)
+        reply.body["data"] = reply.body["data"][1:]
+        return reply
+
+    with FakeChatServer(responder=short) as server:
+        with raises_saying(RuntimeError, "/embeddings returned 1 vectors for 2 inputs"):
+            OpenAIEmbeddingClient("m", server.url, progress=False).embed(["x", "y"])
+
+
+def test_a_malformed_answer_is_said_with_the_key_masked(monkeypatch):
+    monkeypatch.setenv("MY_EMB_KEY", "sk-secret-456")
+    with FakeChatServer(responder=lambda body: Reply(body={"echo": "sk-secret-456"})) as server:
+        client = OpenAIEmbeddingClient("m", server.url, api_key_env="MY_EMB_KEY", progress=False)
+        with pytest.raises(RuntimeError, match="returned a malformed body") as err:
+            client.embed(["x"])
+    assert "sk-secret-456" not in str(err.value)
+
+
+def test_stride_may_equal_the_window_but_not_exceed_it_or_be_zero(tmp_path):
+    with FakeChatServer(responder=embeddings_reply) as server:
+        kit = make(server, tmp_path, window=3, stride=3)
+        np.testing.assert_allclose(kit.embed_texts(["a b c d e"])[0], ifir_vector("a b c d e", 3, 3), atol=1e-6)
+        for window, stride in ((3, 4), (3, 0), (0, 0)):
+            with raises_saying(ValueError, "1 <= stride <= window", f"window={window}", f"stride={stride}"):
+                make(server, tmp_path, window=window, stride=stride)
+
+
+def test_a_text_without_tokens_and_every_text_without_windows_is_sent_whole(tmp_path):
+    with FakeChatServer(responder=embeddings_reply) as server:
+        np.testing.assert_allclose(make(server, tmp_path).embed_texts(["   "])[0], fake_vector("   "), atol=1e-6)
+        whole = make(server, tmp_path, windows=False).embed_texts([" a b c d e f g "])
+        assert server.received[-1][1]["input"] == [" a b c d e f g "]
+    np.testing.assert_allclose(whole[0], fake_vector(" a b c d e f g "), atol=1e-6)
+
+
+def test_the_default_name_is_the_models_last_path_part_and_cache_dir_is_the_cache(tmp_path):
+    from types import SimpleNamespace
+
+    assert OpenAIEmbeddingsRetriever("org/emb-model", cache=tmp_path).name == "api-emb-model"
+    card = SimpleNamespace(name="v3", model="m", similarity="cosine", windowing="", params={})
+    kit = OpenAIEmbeddingsRetriever.from_card(card, cache_dir=tmp_path / "emb", device="cuda")
+    assert kit.cache.root == tmp_path / "emb"
+    with raises_saying(UsageError, "'v3'", "cache or cache_dir"):
+        OpenAIEmbeddingsRetriever.from_card(card, cache_dir=tmp_path, cache=tmp_path)
+
+
+def test_nothing_to_embed_and_a_tokenizer_without_a_name_are_refused(tmp_path):
+    with raises_saying(ValueError, "nothing to embed (no texts)"):
+        OpenAIEmbeddingClient("m", "http://127.0.0.1:1/v1", progress=False).embed([])
+    with raises_saying(ValueError, "a custom tokenizer needs tokenizer_name"):
+        OpenAIEmbeddingsRetriever("m", tokenizer=WordTokenizer(), cache=tmp_path)
