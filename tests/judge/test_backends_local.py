@@ -133,3 +133,100 @@ def test_a_baseline_judgments_latency_is_its_share_of_its_batch(monkeypatch):
     monkeypatch.setattr(judge, "_similarities", lambda batch: time.sleep(0.4) or [0.5] * len(batch))
     out = judge.judge([JudgeRequest("q", "", f"p{i}", rubric_for("", None)) for i in range(4)])
     assert all(0.09 <= j.latency_s <= 0.3 for j in out), [j.latency_s for j in out]
+
+
+# --------------------------------------------- the in-process judge on a tiny random Llama (no SmolLM2 load)
+
+TINY_CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} \n{% endfor %}"
+                      "{% if add_generation_prompt %}assistant : {% endif %}")
+
+
+@pytest.fixture(scope="module")
+def tiny_judge_model(tmp_path_factory):
+    """A tiny random Llama with a plain chat template, whose vocabulary holds the digits and a few
+    passage words (everything else is <unk>), so each digit keeps about 1/30 of the next-token mass."""
+    import json
+
+    from tiny_models import build_llama
+    from transformers import AutoTokenizer
+
+    folder = build_llama(tmp_path_factory.mktemp("tiny-judge"),
+                         [" ".join(str(d) for d in range(10)), "Bananas potassium early savings rate index funds"])
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = TINY_CHAT_TEMPLATE
+    tok.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 4096}))
+    return folder
+
+
+def _tiny_reference(folder, request):
+    """What the judge must read for ``request``, step by step: the whole prompt (chat template, then
+    '{"score": '), one unbatched forward pass, the softmax at its last position, digits 0..top with
+    1 % or more renormalised; with the prompt's length and the digits' whole mass."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    text = tok.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=False) + '{"score": '
+    ids = tok(text, add_special_tokens=False).input_ids
+    with torch.no_grad():
+        probs = torch.softmax(lm(input_ids=torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+    mass = {d: float(probs[tok.convert_tokens_to_ids(str(d))]) for d in range(request.rubric.taken_top + 1)}
+    kept = {d: p for d, p in mass.items() if p >= 0.01}
+    return {str(d): p / sum(kept.values()) for d, p in kept.items()}, len(ids), mass
+
+
+def test_batched_judgments_with_a_shared_prefix_read_each_prompts_own_last_token(tiny_judge_model):
+    import json
+
+    judge = HFCausalLMJudge(str(tiny_judge_model), batch_size=2, progress=False)
+    if judge.device != "cpu":
+        pytest.skip("the reference is float32 on the CPU")
+    level3 = rubric_for("fiqa", 3)
+    requests = [JudgeRequest(QUERY, INSTRUCTION, p, level3) for p in PASSAGES]  # one rubric: a shared prefix
+    requests += [JudgeRequest(QUERY, INSTRUCTION, "Bananas potassium", rubric_for("fiqa", 1)),
+                 JudgeRequest(QUERY, "", "early savings rate", level3)]
+    seen = []
+    out = judge.judge(requests, on_result=lambda i, j: seen.append(i))
+    assert sorted(seen) == list(range(len(requests)))
+    for request, j in zip(requests, out):
+        probs, n_tokens, mass = _tiny_reference(tiny_judge_model, request)
+        assert j.ok, j.error
+        assert j.prompt_tokens == n_tokens
+        assert j.probs == pytest.approx(probs, abs=1e-5)
+        assert j.weighted == pytest.approx(sum(int(d) * p for d, p in probs.items()), abs=1e-5)
+        assert j.score == max(mass, key=mass.get)
+        assert json.loads(j.raw)["digit_mass"] == pytest.approx(sum(mass.values()), abs=1e-5)
+
+
+def test_a_prompt_of_exactly_the_models_context_is_judged_and_one_token_more_is_a_failure(tiny_judge_model, tmp_path):
+    import json
+    import shutil
+
+    rubric = rubric_for("fiqa", 3)
+    fits, longer = (JudgeRequest(QUERY, INSTRUCTION, p, rubric) for p in ("Bananas", "Bananas potassium"))
+    _, n_tokens, _ = _tiny_reference(tiny_judge_model, fits)
+    assert _tiny_reference(tiny_judge_model, longer)[1] == n_tokens + 1
+    folder = shutil.copytree(tiny_judge_model, tmp_path / "short-context")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": n_tokens}))
+    seen = []
+    ok, failed = HFCausalLMJudge(str(folder), progress=False).judge([fits, longer],
+                                                                   on_result=lambda i, j: seen.append(i))
+    assert ok.ok and ok.prompt_tokens == n_tokens
+    assert not failed.ok and failed.prompt_tokens == n_tokens + 1
+    assert f"prompt of {n_tokens + 1} tokens exceeds the model's {n_tokens}" in failed.error
+    assert sorted(seen) == [0, 1]
+
+
+def test_the_same_request_twice_and_a_batch_size_of_0_judge_as_one_request_alone(tiny_judge_model):
+    request = JudgeRequest(QUERY, INSTRUCTION, "Bananas potassium", rubric_for("fiqa", 2))
+    probs, _, _ = _tiny_reference(tiny_judge_model, request)
+    judge = HFCausalLMJudge(str(tiny_judge_model), batch_size=0, progress=False)
+    if judge.device != "cpu":
+        pytest.skip("the reference is float32 on the CPU")
+    for j in judge.judge([request, request]):  # whole prompts alike: each keeps its last token of its own
+        assert j.ok, j.error
+        assert j.probs == pytest.approx(probs, abs=1e-5)
