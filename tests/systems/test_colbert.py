@@ -373,3 +373,77 @@ def test_checkpoint_missing_encoder_weights_is_refused(tmp_path):
     save_file({k: v for k, v in state.items() if ".layer.1." not in k}, str(folder / "model.safetensors"))
     with raises_saying(ValueError, "encoder weights", "colbert-ai checkpoint"):
         ColBERTEncoder(str(folder))
+
+
+def test_lengths_from_4_to_the_models_positions_are_accepted_and_nothing_beyond(checkpoint):
+    assert ColBERTEncoder(str(checkpoint), query_maxlen=512, doc_maxlen=4).queries(["saffron"]).shape == (1, 512, 8)
+    assert ColBERTEncoder(str(checkpoint), query_maxlen=4).query_maxlen == 4
+    for bad in ({"query_maxlen": 3}, {"doc_maxlen": 513}, {"doc_maxlen": 3}, {"query_maxlen": 32.0}):
+        with raises_saying(ValueError, next(iter(bad)), "whole number from 4 to 512"):
+            ColBERTEncoder(str(checkpoint), **bad)
+
+
+def test_without_mask_punctuation_every_document_token_keeps_its_vector(checkpoint, reference):
+    got = ColBERTEncoder(str(checkpoint), mask_punctuation=False).documents([PUNCTUATED.text])[0]
+    ids = reference.doc_inputs(PUNCTUATED.text)
+    np.testing.assert_allclose(got, reference._vectors(ids, [1] * len(ids)), atol=2e-6)
+
+
+def test_a_checkpoint_without_pooler_weights_is_read_as_colbert_ai_reads_it(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = build_colbert(tmp_path / "ckpt", TEXTS)
+    state = load_file(str(folder / "model.safetensors"))
+    assert any(".pooler." in k for k in state)
+    save_file({k: v for k, v in state.items() if ".pooler." not in k}, str(folder / "model.safetensors"))
+    got = ColBERTEncoder(str(folder)).documents([PUNCTUATED.text])[0]
+    np.testing.assert_allclose(got, Reference(folder).doc(PUNCTUATED.text), atol=2e-6)
+
+
+def test_maxsim_keeps_a_query_tokens_best_similarity_even_when_it_is_negative(tmp_path):
+    vectors = {"a": [[-1.0, 0.0]], "b": [[0.0, 1.0], [-0.6, -0.8]], "c": [[0.6, -0.8], [-1.0, 0.0]]}
+    docs = TokenEmbeddingCache(tmp_path, progress=False).embed(
+        {"hand-made": 1}, list(vectors), lambda texts: [np.array(vectors[t], dtype=np.float32) for t in texts])
+    queries = np.array([[[1.0, 0.0], [0.0, -1.0]]], dtype=np.float32)
+    every = [sum(max(float(np.dot(q, t)) for t in vectors[d]) for q in queries[0]) for d in vectors]  # -1, -0.6, 1.4
+    scores, indices = maxsim_top_k(queries, docs, 3)
+    assert indices.tolist() == [[2, 1, 0]]
+    np.testing.assert_allclose(scores[0], sorted(every, reverse=True), atol=1e-6)
+    assert maxsim_top_k(queries, docs, 10)[1].tolist() == [[2, 1, 0]]  # k beyond the corpus: every document
+    with raises_saying(ValueError, "k must be positive, got 0"):
+        maxsim_top_k(queries, docs, 0)
+
+
+def test_a_checkpoint_that_says_mask_punctuation_false_keeps_every_document_token(tmp_path):
+    folder = build_colbert(tmp_path / "ckpt", TEXTS, metadata={"mask_punctuation": False})
+    enc = ColBERTEncoder(str(folder))
+    assert enc.settings["mask_punctuation"] is False
+    reference = Reference(folder)
+    ids = reference.doc_inputs(PUNCTUATED.text)
+    np.testing.assert_allclose(enc.documents([PUNCTUATED.text])[0], reference._vectors(ids, [1] * len(ids)), atol=2e-6)
+
+
+def test_no_texts_encode_to_empty_results_of_the_right_shape(checkpoint):
+    enc = ColBERTEncoder(str(checkpoint), query_maxlen=12)
+    assert enc.queries([]).shape == (0, 12, 8) and enc.documents([]) == []
+
+
+def test_the_default_name_is_colbert_and_the_checkpoints_last_path_part(tmp_path):
+    assert ColBERTRetriever("colbert-ir/colbertv2.0/", cache_dir=tmp_path, progress=False).name == "colbert-colbertv2.0"
+
+
+def test_at_the_cut_of_k_equal_documents_are_kept_in_trec_order(checkpoint, toy_benchmark, tmp_path):
+    twins = (Doc("a-twin", TOY_DOCS[0].text), Doc("z-twin", TOY_DOCS[0].text))
+    bench = toy_benchmark(extra_docs=twins)
+    retriever = ColBERTRetriever(str(checkpoint), cache_dir=tmp_path, progress=False)
+    whole = retriever.search(bench, get_template("instructir"), 10).df
+    ranked = list(whole[whole["qid"] == "1_1"]["docid"])
+    cut = retriever.search(bench, get_template("instructir"), ranked.index("z-twin") + 1).df
+    assert list(cut[cut["qid"] == "1_1"]["docid"])[-1] == "z-twin"  # equal scores: docid descending, as TREC
+
+
+def test_from_card_reads_attend_to_mask_tokens(checkpoint, tmp_path):
+    card = SimpleNamespace(name="ColBERTv2 (attend)", model=str(checkpoint), revision=None, query_max_length=None,
+                           doc_max_length=None, params={"attend_to_mask_tokens": True})
+    retriever = ColBERTRetriever.from_card(card, cache_dir=tmp_path, progress=False)
+    assert retriever.params()["attend_to_mask_tokens"] is True
