@@ -26,7 +26,7 @@ def _card(model_dir, **changes):
     return dataclasses.replace(get_card("GritLM-7B"), model=str(model_dir), dtype="float32", **changes)
 
 
-def _gritlm_encode(model_dir, sentences, instruction, max_length=2048, causal=False, embed_eos=""):
+def _gritlm_encode(model_dir, sentences, instruction, max_length=2048, causal=False, embed_eos="", normalized=True):
     """GritLM.encode(sentences, instruction=..., max_length=...) with pooling_method='mean',
     normalized=True, attn='bbcc' (``causal``: 'cccc'), ``embed_eos``, one batch, step by step."""
     from transformers import AutoModel, AutoTokenizer
@@ -52,7 +52,7 @@ def _gritlm_encode(model_dir, sentences, instruction, max_length=2048, causal=Fa
         mask[:, :n] = 0
     s = torch.sum(last_hidden_state * mask.unsqueeze(-1).float(), dim=1)  # GritLM.pooling, 'mean'
     d = mask.sum(dim=1, keepdim=True).float()
-    return torch.nn.functional.normalize(s / d, dim=-1).numpy()
+    return (torch.nn.functional.normalize(s / d, dim=-1) if normalized else s / d).numpy()
 
 
 def _ifir_query_texts(benchmark):
@@ -199,3 +199,28 @@ def test_a_text_with_nothing_after_its_instruction_pools_to_a_zero_vector_not_na
     empty, saffron = inner.encode([IFIR_DOC_INSTRUCTION, IFIR_DOC_INSTRUCTION + "saffron"], 2048)
     np.testing.assert_array_equal(empty, np.zeros_like(empty))
     np.testing.assert_allclose(saffron, _gritlm_encode(tiny_mistral, ["saffron"], IFIR_DOC_INSTRUCTION)[0], atol=1e-5)
+
+
+def test_a_cards_instruction_end_and_attn_reach_the_encoder_and_key_the_cache(tiny_mistral, tmp_path):
+    text = IFIR_QUERY_INSTRUCTION + "what is saffron"
+    first = build_system(_card(tiny_mistral), cache_dir=tmp_path, progress=False).inner
+    np.testing.assert_allclose(first.embed_queries([text]).matrix,
+                               _gritlm_encode(tiny_mistral, ["what is saffron"], IFIR_QUERY_INSTRUCTION), atol=1e-5)
+    user = "<|user|>\n"  # the instruction ends at the first "<|user|>\n": the rest of the prompt is averaged in
+    other_end = build_system(_card(tiny_mistral, params={"instruction_end": user}), cache_dir=tmp_path,
+                             progress=False).inner
+    np.testing.assert_allclose(other_end.embed_queries([text]).matrix,
+                               _gritlm_encode(tiny_mistral, [text[len(user):]], user), atol=1e-5)
+    causal = build_system(_card(tiny_mistral, params={"attn": "cccc"}), cache_dir=tmp_path, progress=False).inner
+    np.testing.assert_allclose(causal.embed_queries([text]).matrix,
+                               _gritlm_encode(tiny_mistral, ["what is saffron"], IFIR_QUERY_INSTRUCTION, causal=True),
+                               atol=1e-5)
+
+
+def test_a_card_with_normalize_false_gives_the_mean_as_it_is_and_the_name_is_the_models_last_path_part(
+        tiny_mistral, tmp_path):
+    inner = build_system(_card(tiny_mistral, normalize=False), cache_dir=tmp_path, progress=False).inner
+    np.testing.assert_allclose(inner.encode([IFIR_DOC_INSTRUCTION + "saffron paella"], 2048),
+                               _gritlm_encode(tiny_mistral, ["saffron paella"], IFIR_DOC_INSTRUCTION, normalized=False),
+                               atol=1e-5)
+    assert inner.name == "gritlm-" + tiny_mistral.name
