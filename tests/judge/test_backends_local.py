@@ -230,3 +230,23 @@ def test_the_same_request_twice_and_a_batch_size_of_0_judge_as_one_request_alone
     for j in judge.judge([request, request]):  # whole prompts alike: each keeps its last token of its own
         assert j.ok, j.error
         assert j.probs == pytest.approx(probs, abs=1e-5)
+
+
+def test_a_batch_the_model_fails_on_fails_its_judgments_and_the_next_batch_is_judged(tiny_judge_model, monkeypatch):
+    import torch
+
+    judge = HFCausalLMJudge(str(tiny_judge_model), batch_size=1, progress=False)
+    softmax, calls = torch.softmax, []
+
+    def out_of_memory_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("CUDA out of memory")
+        return softmax(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "softmax", out_of_memory_once)
+    rubric = rubric_for("fiqa", 3)
+    requests = [JudgeRequest(QUERY, INSTRUCTION, p, rubric) for p in ("Bananas", "Bananas potassium")]
+    failed, judged = judge.judge(requests)
+    assert not failed.ok and "the model failed on this batch (RuntimeError: CUDA out of memory)" in failed.error
+    assert judged.ok and len(calls) == 2

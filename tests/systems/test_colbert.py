@@ -447,3 +447,10 @@ def test_from_card_reads_attend_to_mask_tokens(checkpoint, tmp_path):
                            doc_max_length=None, params={"attend_to_mask_tokens": True})
     retriever = ColBERTRetriever.from_card(card, cache_dir=tmp_path, progress=False)
     assert retriever.params()["attend_to_mask_tokens"] is True
+
+
+def test_sentence_transformers_of_the_checked_release_itself_is_accepted(checkpoint, monkeypatch):
+    import sentence_transformers
+
+    monkeypatch.setattr(sentence_transformers, "__version__", "6.2.0")
+    assert ColBERTEncoder(str(checkpoint)).query_maxlen == 32
