@@ -454,3 +454,13 @@ def test_sentence_transformers_of_the_checked_release_itself_is_accepted(checkpo
 
     monkeypatch.setattr(sentence_transformers, "__version__", "6.2.0")
     assert ColBERTEncoder(str(checkpoint)).query_maxlen == 32
+
+
+def test_a_pre_release_of_an_older_sentence_transformers_is_refused(checkpoint, monkeypatch):
+    import sentence_transformers
+
+    from instir.errors import UserError
+
+    monkeypatch.setattr(sentence_transformers, "__version__", "6.1rc1")
+    with raises_saying(UserError, "sentence-transformers>=6.2", "6.1rc1"):
+        ColBERTEncoder(str(checkpoint))
