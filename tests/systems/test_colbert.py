@@ -464,3 +464,14 @@ def test_a_pre_release_of_an_older_sentence_transformers_is_refused(checkpoint, 
     monkeypatch.setattr(sentence_transformers, "__version__", "6.1rc1")
     with raises_saying(UserError, "sentence-transformers>=6.2", "6.1rc1"):
         ColBERTEncoder(str(checkpoint))
+
+
+def test_a_checkpoint_saved_in_float16_encodes_in_float32(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = build_colbert(tmp_path / "ckpt", TEXTS)
+    state = load_file(str(folder / "model.safetensors"))
+    save_file({k: v.half() for k, v in state.items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    got = ColBERTEncoder(str(folder)).documents([PUNCTUATED.text])[0]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, Reference(folder).doc(PUNCTUATED.text), atol=2e-6)
