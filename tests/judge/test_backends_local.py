@@ -144,14 +144,22 @@ TINY_CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] 
 @pytest.fixture(scope="module")
 def tiny_judge_model(tmp_path_factory):
     """A tiny random Llama with a plain chat template, whose vocabulary holds the digits and a few
-    passage words (everything else is <unk>), so each digit keeps about 1/30 of the next-token mass."""
+    passage words (everything else is <unk>), so each digit keeps about 1/30 of the next-token mass;
+    its query and key weights are scaled up so that attention, hence the result, depends on positions."""
     import json
 
+    import torch
     from tiny_models import build_llama
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = build_llama(tmp_path_factory.mktemp("tiny-judge"),
                          [" ".join(str(d) for d in range(10)), "Bananas potassium early savings rate index funds"])
+    lm = AutoModelForCausalLM.from_pretrained(folder)
+    with torch.no_grad():
+        for layer in lm.model.layers:
+            layer.self_attn.q_proj.weight.mul_(30)
+            layer.self_attn.k_proj.weight.mul_(30)
+    lm.save_pretrained(folder)
     tok = AutoTokenizer.from_pretrained(folder)
     tok.chat_template = TINY_CHAT_TEMPLATE
     tok.save_pretrained(folder)
@@ -250,3 +258,48 @@ def test_a_batch_the_model_fails_on_fails_its_judgments_and_the_next_batch_is_ju
     failed, judged = judge.judge(requests)
     assert not failed.ok and "the model failed on this batch (RuntimeError: CUDA out of memory)" in failed.error
     assert judged.ok and len(calls) == 2
+
+
+@pytest.fixture(scope="module")
+def tiny_metaspace_judge_model(tmp_path_factory):
+    """A tiny random Llama whose tokenizer (Metaspace, SentencePiece-like) merges the space before a digit into
+    the digit's token ('▁3'), while the answer prefix alone ends with a lone '▁'."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-metaspace-judge")
+    vocab = {t: i for i, t in enumerate(["<unk>", "<s>", "</s>", "▁", *(f"▁{d}" for d in range(10)), "▁Bananas"])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast.chat_template = TINY_CHAT_TEMPLATE
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096)
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def test_a_digit_token_that_holds_the_space_before_it_is_read_after_the_prompt_without_that_space(
+        tiny_metaspace_judge_model):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    request = JudgeRequest(QUERY, INSTRUCTION, "Bananas", rubric_for("fiqa", 3))
+    judge = HFCausalLMJudge(str(tiny_metaspace_judge_model), progress=False)
+    if judge.device != "cpu":
+        pytest.skip("the reference is float32 on the CPU")
+    [j] = judge.judge([request])
+    tok = AutoTokenizer.from_pretrained(tiny_metaspace_judge_model)
+    lm = AutoModelForCausalLM.from_pretrained(tiny_metaspace_judge_model, dtype=torch.float32).eval()
+    text = tok.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=False) + '{"score":'
+    ids = tok(text, add_special_tokens=False).input_ids  # the prompt up to the space, which the digit token holds
+    assert tok.convert_ids_to_tokens(ids[-1]) != "▁"
+    with torch.no_grad():
+        probs = torch.softmax(lm(input_ids=torch.tensor([ids])).logits[0, -1], dim=-1)
+    mass = {d: float(probs[tok.convert_tokens_to_ids(f"▁{d}")]) for d in range(request.rubric.taken_top + 1)}
+    kept = {d: p for d, p in mass.items() if p >= 0.01}
+    assert j.ok and j.prompt_tokens == len(ids)
+    assert j.probs == pytest.approx({str(d): p / sum(kept.values()) for d, p in kept.items()}, abs=1e-5)
