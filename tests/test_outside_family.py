@@ -248,6 +248,16 @@ def test_instir_sweep_serial_runs_the_familys_grid(trio, tmp_path):
     (('pair = ["instructed", "query-only"]', 'pair = ["instructed", "instructed"]'),
      r"trio\.toml:18: field 'pair': two of the variants"),
     (("order = 50", "order = 50\naverage = true"), r"trio\.toml:5: field 'average': an Average is over subsets"),
+    # before, an [mteb] table without a task name was a KeyError when MTEB's tasks were listed, and subsets
+    # without one were all the one task ""
+    (("[bm25]", '[mteb]\nmain_score = "ndcg_at_3"\n\n[bm25]'),
+     r"trio\.toml:47: field 'mteb.task': required, and missing"),
+    (("[bm25]", '[mteb]\nmain_score = "ndcg_at_3"\n\n[[subsets]]\nid = "a"\nprinted = "A"\n\n'
+                '[[subsets]]\nid = "b"\nprinted = "B"\nmteb_task = "TrioB"\n\n[bm25]'),
+     r"trio\.toml:50: field 'subsets.mteb_task': the spec has an \[mteb\] table, so each subset names its own"),
+    (("[bm25]", '[mteb]\nmain_score = "ndcg_at_3"\n\n[[subsets]]\nid = "a"\nprinted = "A"\nmteb_task = "T"\n\n'
+                '[[subsets]]\nid = "b"\nprinted = "B"\nmteb_task = "T"\n\n[bm25]'),
+     r"trio\.toml:55: field 'subsets.mteb_task': .* \('T' is subset 'a''s\)"),
 ])
 def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkeypatch, change, message):
     text = (TRIO / "trio.toml").read_text(encoding="utf-8")
@@ -697,7 +707,7 @@ SUBSET_A = '[[subsets]]\nid = "a"\nprinted = "A"\nmteb_task = "TrioA"\n'
 
 def test_a_subset_without_published_counts_or_levels_expects_none(outside):
     outside(("[bm25]", '[mteb]\nmain_score = "ndcg_at_10"\n\n' + SUBSET_A + '\n[[subsets]]\nid = "b"\nprinted = "B"\n'
-             'queries = 4\ndocuments = 9\n\n[bm25]'))
+             'mteb_task = "TrioB"\nqueries = 4\ndocuments = 9\n\n[bm25]'))
     a, b = catalog.entry("trio/a"), catalog.entry("trio/b")
     assert a.expected_counts() == a.expected_counts("mteb") == {}
     assert b.expected_counts() == b.expected_counts("mteb") == {"queries": 4, "documents": 9}

@@ -562,6 +562,17 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
         keys, problem = _shape_problem(raw, err)
         field = ".".join(key for key in keys if isinstance(key, str))
         raise UsageError(f"{at(*keys)}: field {field!r}: {problem}") from None
+    if "mteb" in raw:  # each benchmark of the family is one MTEB task, named: no task "" standing for several
+        named: dict[str, str] = {}
+        for i, item in enumerate(raw.get("subsets", ())):
+            task = item.get("mteb_task", "")
+            if not task or task in named:
+                raise UsageError(f"{at('subsets', i)}: field 'subsets.mteb_task': the spec has an [mteb] table, so "
+                                 "each subset names its own MTEB task"
+                                 + (f" ({quoted(task)} is subset {quoted(named[task])}'s)" if task else ""))
+            named[task] = item["id"]
+        if not raw.get("subsets") and "task" not in raw["mteb"]:
+            raise UsageError(f"{at('mteb')}: field 'mteb.task': required, and missing (the family's MTEB task)")
     forms = None
     if "forms" in raw:
         try:
