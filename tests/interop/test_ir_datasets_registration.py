@@ -351,3 +351,56 @@ def test_the_declared_entry_point_gives_pyterrier_the_instir_datasets(interop, p
     dataset = pt.get_dataset("instir:instructir-sample/query-only")
     assert len(dataset.get_topics("text")) == 12
     assert qrels_of(dataset.get_qrels()) == load_benchmark("instructir-sample", "query-only").qrels
+
+
+def test_a_reranking_tasks_candidates_are_scored_from_the_list_length_down_to_1(interop, irds):
+    lists = {}
+    for scored in irds.load("instir/followir-sample/news21").scoreddocs_iter():
+        lists.setdefault(scored.query_id, []).append(scored.score)
+    assert lists and all(scores == [float(n) for n in range(len(scores), 0, -1)] for scores in lists.values())
+
+
+def test_graded_qrels_keep_their_grades_through_ir_datasets(interop, irds):
+    benchmark = load_benchmark("followir-sample/news21")
+    grades = {g for docs in benchmark.qrels.values() for g in docs.values()}
+    assert grades == {0, 1, 2}  # the sample judges not relevant, relevant and highly relevant
+    assert irds.load("instir/followir-sample/news21").qrels_dict() == benchmark.qrels
+
+
+def test_a_documents_default_text_is_what_the_kit_indexes_title_included(interop, irds):
+    corpus = {d.id: d for d in load_benchmark("ifir-sample/fiqa").corpus}
+    docs = list(irds.load("instir/ifir-sample/fiqa").docs_iter())
+    assert any(d.title for d in docs)
+    assert all(d.default_text() == corpus[d.doc_id].indexed_text for d in docs)
+
+
+def test_the_docstore_refuses_a_field_other_than_doc_id(interop, irds):
+    with pytest.raises(ValueError, match="by doc_id, not 'title'"):
+        irds.load("instir/ifir-sample/fiqa").docs_store("title")
+
+
+def test_debug_after_double_dash_is_an_argument_not_the_flag(irds, monkeypatch, capsys):
+    from instir.interop.__main__ import main
+
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    qid = next(iter(load_benchmark("ifir-sample/fiqa").queries))
+    assert main(["lookup", "--qid", "--format", "jsonl", "--fields", "query_id", "--", "instir/ifir-sample/fiqa",
+                 qid, "--debug"]) == 0
+    out = capsys.readouterr()
+    assert [json.loads(line) for line in out.out.splitlines()] == [{"query_id": qid}] and "--debug" in out.err
+
+
+def test_the_command_leaves_ir_datasets_and_the_sigint_handler_as_it_found_them(irds, monkeypatch, capsys):
+    # a notebook that runs the command, then ir_datasets itself, gets ir_datasets' own load, exporters and Ctrl-C
+    import ir_datasets.commands.export as export
+    import ir_datasets.commands.lookup as lookup
+
+    from instir.interop.__main__ import main
+
+    monkeypatch.delenv("INSTIR_DEBUG", raising=False)
+    before = (irds.load, export.main_docs, export.main_queries, lookup.qid_lookup, signal.getsignal(signal.SIGINT))
+    assert main(["export", "instir/ifir-sample/fiqa", "queries", "--fields", "query_id"]) == 0
+    assert main(["export", "instir/ifir-sample/fiqq", "queries"]) == 2
+    capsys.readouterr()
+    assert (irds.load, export.main_docs, export.main_queries, lookup.qid_lookup,
+            signal.getsignal(signal.SIGINT)) == before
