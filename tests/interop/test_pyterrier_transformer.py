@@ -12,6 +12,7 @@ from instir.benchmarks.registry import load_benchmark
 from instir.errors import UsageError
 from instir.metrics.scoring import evaluate
 from instir.retrieval.rerank import rerank
+from instir.retrieval.runs import Run
 from instir.retrieval.search import retrieve
 from instir.systems.registry import build_system
 
@@ -159,3 +160,44 @@ def test_what_cannot_be_scored_as_the_kit_does_is_one_line(kit, instructir_sampl
     with pytest.raises(UsageError, match=message) as info:
         mistake(kit, instructir_sample)
     assert "\n" not in str(info.value)
+
+
+def test_a_reranker_rescores_every_candidate_of_lists_of_different_lengths(kit, instructir_sample, tmp_path):
+    top = kit("bm25", instructir_sample)(pd.DataFrame({"qid": list(instructir_sample.queries)[:2], "query": "q"}))
+    first, second = top["qid"].unique()
+    frame = pd.concat([top[top["qid"] == first].head(3), top[top["qid"] == second].head(6)])
+    out = kit(Overlap(), instructir_sample, cache=tmp_path / "scores.sqlite")(frame)
+    expected = rerank(Run.from_pyterrier(frame), instructir_sample, Overlap(), depth=6,
+                      cache=tmp_path / "other.sqlite", progress=False)
+    _same_rows(out, expected)
+    assert set(zip(out["qid"], out["docno"])) == set(zip(frame["qid"], frame["docno"]))
+
+
+def test_a_retriever_given_some_of_the_candidates_ranks_only_those(kit):
+    news = load_benchmark("followir-sample/news21")
+    given = pd.DataFrame([(q, d) for q, docs in news.meta["top_ranked"].items() for d in docs[:3]],
+                         columns=["qid", "docno"])
+    frame = kit("bm25", news)(given)
+    assert sorted(zip(frame["qid"], frame["docno"])) == sorted(zip(given["qid"], given["docno"]))
+
+
+@pytest.mark.parametrize("mistake, message", [
+    (lambda kit, s, tmp: kit(Overlap(), s, k=5), r"k do\(es\) not apply to 'overlap', a reranker"),
+    (lambda kit, s, tmp: kit(Overlap(), s, out_dir=tmp), r"out_dir do\(es\) not apply to 'overlap', a reranker"),
+    (lambda kit, s, tmp: kit("bm25", s, cache=tmp / "c.sqlite"), r"cache do\(es\) not apply to 'bm25', a retriever"),
+    (lambda kit, s, tmp: kit("bm25", s, root=tmp), r"setting and root go with a benchmark name"),
+])
+def test_an_option_the_system_would_ignore_is_refused(kit, instructir_sample, tmp_path, mistake, message):
+    with pytest.raises(UsageError, match=message):
+        mistake(kit, instructir_sample, tmp_path)
+
+
+def test_the_count_of_unknown_qids_counts_each_qid_once(kit, instructir_sample):
+    with pytest.raises(UsageError, match=r"^1 qid\(s\) of the frame"):
+        kit("bm25", instructir_sample)(pd.DataFrame({"qid": ["no-such-query"] * 2, "query": ["q", "q"]}))
+
+
+def test_a_retrievers_k_is_the_depth_of_its_lists(kit, instructir_sample):
+    qids = list(instructir_sample.queries)[:2]
+    frame = kit("bm25", instructir_sample, k=5)(pd.DataFrame({"qid": qids, "query": "q"}))
+    assert frame.groupby("qid").size().to_dict() == dict.fromkeys(qids, 5)
