@@ -57,3 +57,13 @@ def test_an_answer_that_is_no_number_is_said_so_not_taken_for_an_empty_cell(answ
 def test_the_template_exercise_takes_the_name_in_any_case():
     # before, "Instructir-E5-Mistral" was not the template while exercise 5 took "B" for "b"
     assert tour.check_template("Instructir-E5-Mistral").ok and tour.check_template(" instructir-e5-mistral ").ok
+
+
+def test_exercise_1_counts_a_target_at_rank_k_itself():
+    assert tour.check_ndcg_single_target(0.2891, rank=10, k=10).ok  # 1/log2(11)
+    assert tour.check_ndcg_single_target(0, rank=11, k=10).ok
+
+
+def test_exercise_1_at_rank_1_answers_a_wrong_number_without_raising():
+    verdict = tour.check_ndcg_single_target(0.5, rank=1)
+    assert verdict.ok is False and "Discount at rank r" in verdict.message

@@ -216,3 +216,61 @@ def test_the_pmrr_check_says_correct_to_the_right_answer_hints_wrong_ones_and_ne
         verdict = tour.check_pmrr_change(no_number)
         assert verdict.ok is False and "is not a number" in verdict.message
 
+
+
+def test_release_targets_and_provenance_count_only_relevant_judgments(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    rows = [{"_id": f"{GROUP}_1", "text": "x", "metadata": {"origin_query": "wine cabinets definition"}}]
+    (tmp_path / "only_instruction_queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "qrels" / "test.tsv").write_text(f"qid\tpid\tscore\n{GROUP}_1\t7865137_1\t1\n{GROUP}_1\tzz\t0\n")
+    assert tour.release_group(tmp_path, GROUP)["target"].tolist() == ["7865137_1"]
+    sample = load_benchmark("instructir-sample")
+    judged = replace(sample, qrels={**sample.qrels, f"{GROUP}_1": {**sample.qrels[f"{GROUP}_1"], "zz": 0}})
+    release = pd.DataFrame({"qid": [f"{GROUP}_1"], "query": ["q"], "instruction": ["i"], "target": ["7865137_1"]})
+    assert tour.provenance(judged, release)["target (sample)"].tolist() == ["7865137_1"]
+
+
+def test_marks_star_the_only_instance_and_skip_grade_0_and_keep_the_first_label():
+    bench = replace(toy(), qrels={"g_1": {"d2": 1, "d4": 0}, "g_2": {"d3": 1, "d2": 1}})
+    assert tour.marks_for(bench, ["g_1"]) == {"d2": tour.TARGET}
+    assert tour.marks_for(bench, ["g_1", "g_2"], focus="g_2") == {"d2": "target of _1", "d3": tour.TARGET}
+
+
+def test_side_by_side_shows_the_kth_document():
+    lists = {"A": pd.DataFrame({"qid": "q", "rank": [1, 2, 3], "docid": ["d1", "d2", "d3"]})}
+    assert tour.side_by_side(lists, "q", {}, k=2)["A"].tolist() == ["d1", "d2"]
+    assert tour.side_by_side(lists, "q", {}, k=3)["A"].tolist() == ["d1", "d2", "d3"]
+
+
+def test_target_ranks_give_the_best_placed_relevant_document_not_a_grade_0_one():
+    qrels = {"q": {"d2": 1, "d3": 1, "d1": 0}}
+    lists = {"run": pd.DataFrame({"qid": "q", "rank": [1, 2, 3], "docid": ["d1", "d2", "d3"]})}
+    assert tour.target_ranks(lists, qrels, ["q"])["run"].tolist() == [2]
+
+
+def test_a_top_document_judged_not_relevant_is_not_called_the_target():
+    bench = replace(toy(), qrels={"g_1": {"d2": 1}, "g_2": {"d3": 0, "d1": 1}})
+    verdict = tour.check_top_document("convert an old armoire", bench, bm25(), bench.queries["g_2"])
+    assert "is the target" not in verdict.message and "it is not the target of g_2" in verdict.message
+
+
+def test_the_pmrr_check_says_a_document_that_stayed_did_not_move_down():
+    verdict = tour.check_pmrr_change(0, r_og=3, r_new=3)
+    assert verdict.ok and "moved up or stayed" in verdict.message
+
+
+def test_an_unanswered_verdict_is_shown_as_not_yet_in_amber():
+    html = tour.Verdict(None, "put your answer in x")._repr_html_()
+    assert "not yet" in html and "#fff3cd" in html and "#d4edda" not in html
+
+
+def test_the_tours_judgments_live_in_the_tour_folder_of_the_report(tmp_path):
+    path = tour.judgments_file(tmp_path)
+    assert (path.parent.name, path.name) == ("tour", "judgments.sqlite") and tmp_path in path.parents
+
+
+def test_a_release_folder_without_the_queries_file_is_no_release(tmp_path, monkeypatch):
+    monkeypatch.setattr(tour, "RELEASE_DIR", tmp_path)
+    assert tour.release_folder() is None
+    (tmp_path / "only_instruction_queries.jsonl").write_text("")
+    assert tour.release_folder() == tmp_path
