@@ -3,6 +3,8 @@ reranks in pipelines and ``pt.Experiment``, named as the kit names the system, w
 scores bit for bit; the qid chooses the query instance, and what cannot be scored as the kit
 does is one line."""
 
+from dataclasses import replace
+
 import ir_measures
 import numpy as np
 import pandas as pd
@@ -10,6 +12,7 @@ import pytest
 
 from instir.benchmarks.registry import load_benchmark
 from instir.errors import UsageError
+from instir.formatting import default_template
 from instir.metrics.scoring import evaluate
 from instir.retrieval.rerank import rerank
 from instir.retrieval.runs import Run
@@ -201,3 +204,47 @@ def test_a_retrievers_k_is_the_depth_of_its_lists(kit, instructir_sample):
     qids = list(instructir_sample.queries)[:2]
     frame = kit("bm25", instructir_sample, k=5)(pd.DataFrame({"qid": qids, "query": "q"}))
     assert frame.groupby("qid").size().to_dict() == dict.fromkeys(qids, 5)
+
+
+class QueryLength:
+    """A reranker of the kit's protocol that scores the length of the query part it is given."""
+
+    name = "query-length"
+    batch_size = 16
+
+    def identity(self):
+        return {"kind": "fake-query-length"}
+
+    def model_input(self, query, instruction, text):
+        return [query, text]
+
+    def score(self, inputs):
+        return [float(len(q)) for q, _ in inputs]
+
+
+def test_a_rerankers_query_split_and_score_cache_are_used(kit, instructir_sample, tmp_path):
+    qid = next(iter(instructir_sample.queries))
+    query = replace(instructir_sample.queries[qid], query="wine [SEP] cabinets")
+    bench = replace(instructir_sample, queries={qid: query}, qrels={})
+    frame = pd.DataFrame({"qid": qid, "docno": instructir_sample.corpus.ids()[:2], "score": [2.0, 1.0]})
+    fields = kit(QueryLength(), bench, query_split="fields", cache=tmp_path / "scores.sqlite")(frame)
+    assert fields["score"].tolist() == pytest.approx([float(len("wine [SEP] cabinets"))] * 2)  # not " cabinets"
+    assert (tmp_path / "scores.sqlite").is_file()
+
+
+def test_a_template_objects_name_is_in_the_systems_name(kit, instructir_sample):
+    template = default_template("e5-mistral", instructir_sample)
+    assert str(kit("bm25", instructir_sample, template=template)) == f"bm25 ({template.name})"
+
+
+def test_a_system_option_goes_to_build_system(kit, instructir_sample):
+    with pytest.raises(UsageError, match="no_such_option"):
+        kit("bm25", instructir_sample, no_such_option=1)
+
+
+def test_a_retriever_scores_candidates_with_its_template(kit):
+    news = load_benchmark("followir-sample/news21")
+    candidates = pd.DataFrame([(q, d) for q, docs in news.meta["top_ranked"].items() for d in docs],
+                              columns=["qid", "docno"])
+    _same_rows(kit("bm25", news, template="query-only")(candidates),
+               retrieve(news, build_system("bm25"), "query-only"))

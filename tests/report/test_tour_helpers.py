@@ -274,3 +274,32 @@ def test_a_release_folder_without_the_queries_file_is_no_release(tmp_path, monke
     assert tour.release_folder() is None
     (tmp_path / "only_instruction_queries.jsonl").write_text("")
     assert tour.release_folder() == tmp_path
+
+
+def test_provenance_notices_an_edited_query_and_targets_in_another_order(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    rows = [{"_id": f"{GROUP}_1", "text": "x", "metadata": {"origin_query": "edited"}}]
+    (tmp_path / "only_instruction_queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "qrels" / "test.tsv").write_text(f"qid\tpid\tscore\n{GROUP}_1\tb_1\t1\n{GROUP}_1\ta_1\t1\n")
+    release = tour.release_group(tmp_path, GROUP)
+    assert release["target"].tolist() == ["a_1,b_1"]
+    sample = load_benchmark("instructir-sample")
+    check = tour.provenance(replace(sample, qrels={**sample.qrels, f"{GROUP}_1": {"a_1": 1, "b_1": 1}}), release)
+    assert check["same target"].tolist() == [True] and check["same query"].tolist() == [False]
+    assert tour.provenance(sample, release)["same target"].tolist() == [False]
+
+
+def test_shorten_cuts_a_title_at_100_characters():
+    cut = tour.shorten("x" * 150)
+    assert tour.shorten("x" * 100) == "x" * 100 and cut.startswith("x" * 100) and len(cut) == 101  # and the "…"
+
+
+def test_robustness_check_names_the_mean_of_group_means():
+    table = tour.robustness_exercise()
+    means = table.groupby("group")["nDCG@10"].mean().mean()
+    assert "each group's mean" in tour.check_robustness(round(means, 4), table).message
+
+
+def test_the_playground_shows_its_note_under_the_title():
+    playground = tour.Playground(toy(), {"BM25": bm25()}, "wine cabinet", "an old armoire", note="Scores are BM25's")
+    assert "Scores are BM25" in str(playground.html("an old armoire"))
