@@ -276,7 +276,11 @@ class _Qrels(BaseQrels):
         return TrecQrel
 
     def qrels_defs(self) -> dict[int, str]:
-        return dict(QRELS_DEFS)
+        """Every grade the judgments hold: 0 and 1 as InstructIR and IFIR judge, and a grade above 1 (FollowIR's
+        TREC judgments grade 2) as relevance of that degree, so no grade a dataset gives is left undefined."""
+        grades = {grade for docs in _STATE.benchmark(self.name, self.setting).qrels.values() for grade in docs.values()}
+        return {**QRELS_DEFS, **{grade: f"relevant, grade {grade} (a higher grade is more relevant)" if grade > 1
+                                 else f"not relevant (grade {grade})" for grade in sorted(grades - set(QRELS_DEFS))}}
 
 
 class _Candidates(BaseScoredDocs):

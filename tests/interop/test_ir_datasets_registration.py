@@ -364,7 +364,12 @@ def test_graded_qrels_keep_their_grades_through_ir_datasets(interop, irds):
     benchmark = load_benchmark("followir-sample/news21")
     grades = {g for docs in benchmark.qrels.values() for g in docs.values()}
     assert grades == {0, 1, 2}  # the sample judges not relevant, relevant and highly relevant
-    assert irds.load("instir/followir-sample/news21").qrels_dict() == benchmark.qrels
+    dataset = irds.load("instir/followir-sample/news21")
+    assert dataset.qrels_dict() == benchmark.qrels
+    # before, qrels_defs defined 0 and 1 only: FollowIR's grade 2 was left without a meaning
+    assert sorted(dataset.qrels_defs()) == [0, 1, 2]
+    assert dataset.qrels_defs()[2] == "relevant, grade 2 (a higher grade is more relevant)"
+    assert sorted(irds.load("instir/ifir-sample/fiqa").qrels_defs()) == [0, 1]
 
 
 def test_a_documents_default_text_is_what_the_kit_indexes_title_included(interop, irds):
