@@ -143,3 +143,42 @@ def test_a_hybrid_run_reports_the_engine_of_its_lexical_part(toy_benchmark):
     hybrid = HybridRetriever(FixedDense({q: ["900"] for q in bench.queries}), BM25Retriever(show_progress=False))
     run = retrieve(bench, hybrid, template="ifir", k=3)
     assert run_engine(run.meta) == run_engine(retrieve(bench, BM25Retriever(show_progress=False), k=3).meta) == "bm25s"
+
+
+def test_rrf_scores_use_the_given_k_and_equal_unit_weights_and_the_meta_says_so():
+    a, b = run_of({"q": ["x", "y"]}), run_of({"q": ["y"]})
+    fused = rrf([a, b], k=10)
+    assert fused.df[["docid", "score"]].values.tolist() == [["y", pytest.approx(1 / 12 + 1 / 11)],
+                                                            ["x", pytest.approx(1 / 11)]]
+    assert fused.meta["fusion"] == {"method": "rrf", "k": 10, "weights": [1.0, 1.0]}
+
+
+def test_a_hybrid_fuses_with_its_own_rrf_k_and_says_which(toy_benchmark):
+    bench = toy_benchmark("ifir-toy/fiqa")
+    dense = FixedDense({q: ["900", "901", "902"] for q in bench.queries})
+    hybrid = HybridRetriever(dense, BM25Retriever(show_progress=False), weights=(1.0, 0.5), rrf_k=5)
+    run = retrieve(bench, hybrid, template="ifir", k=3)
+    bm25 = BM25Retriever(show_progress=False).search(bench, get_template("ifir"), 3)
+    expected = rrf([dense.search(bench, get_template("ifir"), 3), bm25], [1.0, 0.5], k=5, depth=3)
+    pd.testing.assert_frame_equal(run.df, expected.df)
+    assert run.meta["retriever"]["params"]["rrf_k"] == 5 and run.meta["retriever"]["params"]["weights"] == [1.0, 0.5]
+
+
+def test_a_hybrid_is_named_after_its_dense_model_without_the_dense_prefix():
+    dense = FixedDense({})
+    dense.name = "dense:org/model"
+    assert HybridRetriever(dense, BM25Retriever(show_progress=False)).name == "hybrid:org/model+bm25"
+
+
+def test_a_hybrids_resolved_settings_are_the_lexical_parts_benchmark_defaults(toy_benchmark):
+    bench = toy_benchmark("ifir-toy/fiqa")
+    lexical = BM25Retriever(show_progress=False)
+    resolved = HybridRetriever(FixedDense({}), lexical).resolved(bench)
+    assert resolved["lexical"] == {"name": lexical.name, **lexical.resolved(bench)}
+    assert resolved["lexical"]["k1"] is not None and resolved["lexical"]["k1"] != lexical.params()["k1"]
+
+
+def test_a_pair_template_with_the_instruction_in_its_second_part_gives_bm25_the_instructed_text(toy_benchmark):
+    pair = Template("pair-second", "instructor", "a fixed prompt, then the instructed query",
+                    ("Represent the question:", "{instruction} {query}"))
+    assert lexical_template(pair, toy_benchmark("ifir-toy/fiqa")).name == "ifir"

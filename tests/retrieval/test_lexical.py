@@ -428,3 +428,62 @@ def test_a_lucene_run_records_the_engine_with_its_jar_and_the_settings(engine_ja
     assert run.meta["retriever"] == {"name": "word-count", "family": "bm25",
                                      "engine": "word-count (anserini-0-fatjar.jar)",
                                      "params": {"engine": "word-count", "k1": 1.2, "b": 0.75, "analyzer": "words"}}
+
+
+def _authors_rank_bm25_scores(bench, template, **settings):
+    """orionw/FollowIR models/bm25/evaluate_bm25.py by hand: clean() (lower-case, split on single spaces, NLTK's
+    stop words dropped, Porter stems, punctuation removed), BM25Okapi over each query's candidates."""
+    import string
+
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+    from nltk.stem import PorterStemmer
+    from rank_bm25 import BM25Okapi
+
+    stemmer, stop_words = PorterStemmer(), set(STOPWORDS_EN_PLUS)
+
+    def clean(s):
+        s = " ".join(stemmer.stem(w) for w in s.lower().split(" ") if w not in stop_words)
+        return s.translate(str.maketrans("", "", string.punctuation)).strip()
+
+    rows = []
+    for query in bench.queries.values():
+        passages = [d for d in bench.meta["top_ranked"].get(query.id, ()) if d in bench.corpus.get([d])]
+        if not passages:
+            continue
+        tokenized = [[t for t in clean(template.format_doc(bench.corpus.get([d])[d])).split(" ") if t]
+                     for d in passages]
+        scores = BM25Okapi(tokenized, **settings).get_scores([t for t in clean(template.format_query(query)).split(" ")
+                                                               if t])
+        rows += [(query.id, d, pytest.approx(float(s), rel=1e-6, abs=1e-9)) for d, s in zip(passages, scores)]
+    return sorted(rows)
+
+
+def test_rank_bm25_scores_each_querys_candidates_as_the_authors_sequence_does():
+    """Texts with a newline inside a word, a word of punctuation alone, capitals and stop words, a candidate the
+    corpus lacks and a query with no candidates: every score is the one the authors' clean() and BM25Okapi give."""
+    pytest.importorskip("rank_bm25")
+    from instir.retrieval.okapi import CandidateOkapiRetriever
+
+    docs = [Doc("d1", "Saffron rice - the\npaella of Valencia"), Doc("d2", "saffron crocus, the flower"),
+            Doc("d3", "rice  pudding with saffron"), Doc("d4", "crocus bulbs"), Doc("d5", "a saffron\ncrocus")]
+    queries = [Query("q1", "Saffron rice", "the\npaella - recipes"), Query("q2", "crocus flower"),
+               Query("q3", "saffron")]
+    bench = small(docs, queries)
+    bench.meta["top_ranked"] = {"q1": ["d1", "d2", "d3", "d5", "gone"], "q2": ["d4", "d2", "d5", "d1"]}
+    template = get_template("mteb")
+    for settings in ({}, {"k1": 0.9, "b": 0.4, "epsilon": 0.5}):
+        run = CandidateOkapiRetriever(**settings, show_progress=False).search(bench, template, k=1)
+        got = sorted(run.df[["qid", "docid", "score"]].itertuples(index=False, name=None))
+        assert got == _authors_rank_bm25_scores(bench, template, **settings)
+        assert {key: run.meta["retriever"]["params"][key] for key in ("k1", "b", "epsilon")} == \
+            {"k1": 1.5, "b": 0.75, "epsilon": 0.25, **settings}
+
+
+def test_rank_bm25_refuses_a_benchmark_whose_candidate_lists_are_empty():
+    pytest.importorskip("rank_bm25")
+    from instir.retrieval.okapi import CandidateOkapiRetriever
+
+    bench = small([Doc("d1", "saffron")], [Query("q1", "saffron")])
+    bench.meta["top_ranked"] = {}
+    with raises_saying(UsageError, "lexical-test", "has none", "use bm25"):
+        CandidateOkapiRetriever(show_progress=False).search(bench, get_template("mteb"), k=1)

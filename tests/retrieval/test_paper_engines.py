@@ -290,3 +290,16 @@ def test_the_plain_analyzer_keeps_stop_words_and_leaves_words_unstemmed(tmp_path
     assert plain.df[["qid", "docid"]].values.tolist() == [["q1", "d1"], ["q2", "d2"]]
     english = AnseriniBM25Retriever(cache_dir=tmp_path, show_progress=False).search(bench, template, 5)
     assert sorted(english.df[["qid", "docid"]].values.tolist()) == [["q2", "d1"], ["q2", "d2"]]
+
+
+def test_elasticsearchs_bm25_keeps_k_hits_per_query_and_a_query_of_no_token_matches_nothing(tmp_path):
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+    from instir.retrieval.lucene import ElasticsearchBM25Retriever
+
+    docs = [Doc("d1", "saffron rice"), Doc("d2", "saffron crocus"), Doc("d3", "saffron price"), Doc("d4", "paella")]
+    queries = {"q1": Query("q1", "saffron"), "q2": Query("q2", "?! -"), "q3": Query("q3", "paella")}
+    bench = Benchmark("es", "hand-made", "local", "instructed", Corpus.from_docs(docs), queries,
+                      {q: {} for q in queries})
+    retriever = ElasticsearchBM25Retriever(cache_dir=tmp_path, show_progress=False)
+    run = retriever.search(bench, get_template("query-only"), 2)
+    assert run.df.groupby("qid").size().to_dict() == {"q1": 2, "q3": 1}
