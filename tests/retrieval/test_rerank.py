@@ -250,3 +250,31 @@ def test_the_first_stored_score_of_an_input_is_kept_when_another_process_scores_
     cache.put(identity, [("input-1", 0.75), ("input-2", 0.5)])
     assert cache.get(identity, ["input-1", "input-2"]) == {"input-1": 0.25, "input-2": 0.5}
     cache.close()
+
+
+def test_the_score_cache_finds_every_stored_input_of_a_batch_longer_than_one_lookup(tmp_path):
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    identity = {"model": "m"}
+    keys = [ScoreCache.input_key(f"input {n}") for n in range(1001)]
+    cache.put(identity, [(key, float(n)) for n, key in enumerate(keys)])
+    assert cache.get(identity, keys) == {key: float(n) for n, key in enumerate(keys)}
+    cache.close()
+
+
+def test_a_stored_score_that_is_not_a_number_is_missing_not_returned(tmp_path):
+    path = tmp_path / "s.sqlite"
+    cache = ScoreCache(path)
+    identity, keys = {"model": "m"}, [ScoreCache.input_key("a"), ScoreCache.input_key("b")]
+    cache.put(identity, [(keys[0], 1.0), (keys[1], 2.0)])
+    cache.close()
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE scores SET score = x'00' WHERE input_sha256 = ?", (keys[0],))
+    cache = ScoreCache(path)
+    assert cache.get(identity, keys) == {keys[1]: 2.0}
+    cache.close()
+
+
+def test_the_score_cache_lives_in_the_instir_home_as_rerank_scores_sqlite(own_home):
+    from instir.retrieval.score_cache import default_score_cache_path
+
+    assert default_score_cache_path() == own_home / "rerank-scores.sqlite"
