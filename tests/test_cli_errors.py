@@ -86,6 +86,13 @@ def test_a_message_of_any_length_is_cut_to_the_bound_saying_how_much_more_there_
     line = describe(UsageError("x" * (MAX_MESSAGE_CHARS + 3000)))
     assert len(line) < MAX_MESSAGE_CHARS + 100 and line.endswith("(3000 more characters)")
 
+
+def test_a_message_one_over_the_bound_keeps_exactly_the_bound_and_says_one_more():
+    from instir.terminal import describe
+
+    assert describe(UsageError("x" * (MAX_MESSAGE_CHARS + 1))) == "x" * MAX_MESSAGE_CHARS + "… (1 more characters)"
+
+
 def test_missing_qrels_file_in_a_root_folder(capsys, tmp_path):
     root = tmp_path / "instructir"
     shutil.copytree(SAMPLE_ROOT / "instructir-sample", root)
@@ -499,6 +506,46 @@ def test_what_a_command_prints_keeps_its_newlines_and_tabs_and_escapes_every_oth
     out = io.StringIO()
     TerminalStream(out).write("name\tvalue\nbm25\x1b[2J\t0.5\n")
     assert out.getvalue() == "name\tvalue\nbm25\\x1b[2J\t0.5\n"
+
+
+def test_a_carriage_return_printed_is_escaped_so_it_cannot_overwrite_the_line():
+    import io
+
+    from instir.terminal import TerminalStream
+
+    out = io.StringIO()
+    TerminalStream(out).write("fake ok\rbm25\n")
+    assert out.getvalue() == "fake ok\\rbm25\n"
+
+
+def test_a_name_shown_on_the_terminal_has_its_newline_and_tab_escaped_too():
+    from instir.terminal import terminal_text
+
+    assert terminal_text("run\n\tfake: ok\r") == "run\\n\\tfake: ok\\r"
+
+
+def test_a_command_leaves_warnings_shown_as_python_shows_them_after_it():
+    import warnings
+
+    from instir.terminal import escaped_stdout
+
+    before = warnings.showwarning
+    with escaped_stdout("instir"):
+        assert warnings.showwarning is not before
+    assert warnings.showwarning is before
+
+
+def test_a_database_error_is_one_line_exit_2_and_a_commands_own_status_is_its_exit(capsys):
+    import sqlite3
+
+    from instir.terminal import answered
+
+    def broken():
+        raise sqlite3.DatabaseError("file is not a database")
+
+    assert answered("instir", broken) == 2
+    assert capsys.readouterr().err == "instir: database error: file is not a database\n"
+    assert answered("instir", lambda: 3) == 3 and answered("instir", lambda: None) == 0
 
 
 def test_a_message_at_the_bound_is_whole():

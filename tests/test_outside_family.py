@@ -725,3 +725,11 @@ def test_a_subsets_levels_reach_its_mteb_task_only_when_its_ids_carry_them(outsi
 def test_a_family_without_an_order_comes_after_the_bundled_ones(outside):
     outside(("order = 50\n", ""))
     assert catalog.family("trio").order == 99 and catalog.families()[-1] == "trio"
+
+
+def test_mteb_ids_of_a_family_without_an_mteb_task_are_refused_in_one_line(outside):
+    from instir.benchmarks.mteb import mteb_task
+
+    outside()
+    with pytest.raises(UsageError, match=r"^MTEB has no task for trio-sample \(tasks: .*InstructIR"):
+        mteb_task("trio-sample")

@@ -481,6 +481,32 @@ def test_mteb_query_id_that_is_only_a_form_suffix_is_refused_at_its_line(tmp_pat
     assert f"query id '{qid}' names no topic" in str(err)
 
 
+def test_an_instance_id_is_split_at_the_longest_form_name_that_ends_it():
+    from instir.benchmarks.forms import Forms
+
+    forms = Forms(("b", "a-b"), "b")
+    assert forms.split("q-a-b") == ("q", "a-b") and forms.split("q-b") == ("q", "b")
+    with pytest.raises(UsageError, match="'qb' is of none of the forms b, a-b"):
+        forms.split("qb")  # a form name not after a dash ends no instance id
+
+
+def test_the_changed_documents_are_those_regraded_on_the_first_other_form_by_default():
+    from instir.benchmarks.forms import Forms
+
+    forms = Forms(("og", "changed", "reversed"), "og")
+    qrels = {"t-og": {"a": 1, "b": 1, "c": 0}, "t-changed": {"a": 1, "b": 0}, "t-reversed": {"a": 0, "b": 1, "c": 2}}
+    assert forms.regraded(qrels) == {"t": ["b"]}
+    assert forms.regraded(qrels, "reversed") == {"t": ["a", "c"]}
+
+
+@pytest.mark.parametrize("names, reference", [(("og", "og", "changed"), "og"), (("og", "changed"), "reversed")])
+def test_forms_named_twice_or_a_reference_among_none_of_them_are_refused(names, reference):
+    from instir.benchmarks.forms import Forms
+
+    with pytest.raises(UsageError, match="forms are two or more distinct names with the reference among them"):
+        Forms(names, reference)
+
+
 def test_an_id_that_is_only_a_form_suffix_names_no_query():
     forms = catalog.family("followir").forms
     assert forms.split("301-og") == ("301", "og") and forms.split("a-changed") == ("a", "changed")

@@ -89,3 +89,12 @@ def test_a_benchmark_read_from_mtebs_files_keeps_their_own_spelling_of_each_id(t
     ids = mteb_ids(load_ifir(root, "fiqa"))
     assert ids.mteb_id("4102_1") == "v1-4102" and ids.mteb_id("4102_2") == "4102_v2"
     assert ids.kit_id("v1-4102") == "4102_1"
+
+
+def test_a_level_token_is_v_and_one_digit_not_after_a_letter_and_the_last_one_wins():
+    from instir.benchmarks.mteb import level_from_mteb_id
+
+    assert level_from_mteb_id("v2-rev1") == ("rev1", 2)  # "v1" after a letter is part of the query id
+    assert level_from_mteb_id("q7_v12") == ("q7_v12", None)  # v12 is no level
+    assert level_from_mteb_id("v1_q7_v3") == ("v1_q7", 3)
+    assert level_from_mteb_id("q7.v2") == ("q7", 2)
