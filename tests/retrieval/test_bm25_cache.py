@@ -420,13 +420,3 @@ def test_a_changed_stop_list_token_limit_or_stemmer_version_is_a_new_index_not_t
 
 def test_the_bm25_index_cache_lives_in_the_instir_home_under_bm25(own_home):
     assert default_cache_dir() == own_home / "bm25"
-
-
-def test_an_entry_without_its_document_ids_warns_and_is_rebuilt(builds):
-    bench = small(DOCS)
-    first = bm25(**PLAIN).search(bench, get_template("query-only"), 5)
-    (Path(first.meta["index"]["cache_entry"]) / bm25_cache.DOC_IDS).unlink()
-    with warns_saying(UserWarning, "doc_ids.json"):
-        again = bm25(**PLAIN).search(bench, get_template("query-only"), 5)
-    assert builds.n == 2 and again.meta["index"]["origin"] == "built"
-    assert_same_run(first, again)
