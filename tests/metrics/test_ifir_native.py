@@ -70,6 +70,15 @@ def test_native_measures_with_mixed_cutoffs_each_read_their_own_depth():
     assert native["RR@5[ifir-native]"] == 0.0
 
 
+def test_native_ndcg_at_a_small_cutoff_counts_only_the_relevant_documents_within_it_for_its_ideal():
+    # asked beside nDCG@5, nDCG@2 still re-sorts only its own top 2: n1, r1 -> one relevant retrieved,
+    # ideal 1/log2(2) = 1, nDCG@2 = 1/log2(3) (hand-worked); r2 at rank 3 belongs to nDCG@5's ideal only
+    qrels = {"q": {"r1": 1, "r2": 1}}
+    native = native_per_query(_run(["n1", "r1", "r2"]), qrels, ["nDCG@2", "nDCG@5"]).set_index("measure")["value"]
+    assert native["nDCG@2[ifir-native]"] == pytest.approx(1 / L2(3))
+    assert native["nDCG@5[ifir-native]"] == pytest.approx((1 / L2(3) + 1 / L2(4)) / (1 + 1 / L2(3)))
+
+
 def test_native_measures_are_labelled_and_limited_to_ndcg_and_rr():
     assert Native(parse_measure("nDCG@20")).name == "nDCG@20[ifir-native]"
     with pytest.raises(ValueError, match="nDCG@k and RR@k"):

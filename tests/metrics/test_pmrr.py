@@ -14,6 +14,7 @@ from says import warns_saying
 import instir
 from instir.errors import UsageError
 from instir.metrics import pmrr
+from instir.metrics.measures import parse_measure
 from instir.metrics.pmrr import PAIRED
 
 # ---------------------------------------------------------------------------------------------
@@ -316,6 +317,12 @@ def test_mteb_unit_test_example(og, new, expected):
     run = {"a-og": og, "a-changed": new}
     assert instir.evaluate(MTEB_QRELS, run, "p-MRR", changed={"a": ["0"]}) == expected
     assert mteb_pmrr(run, {"a": ["0"]})[0] == expected
+
+
+def test_a_p_mrr_measure_made_without_a_tie_rule_is_the_one_named_p_mrr():
+    # pmrr.PMRR() and the name "p-MRR" are one measure: mteb 2.26's ties (doc id descending)
+    measure = pmrr.PMRR()
+    assert measure == parse_measure("p-MRR") and measure.name == "p-MRR" and measure.ties == "mteb"
 
 
 # ----------------------------------------------------------------------- halves and refusals

@@ -55,6 +55,19 @@ def test_a_constant_difference_is_certain_for_the_t_test_and_the_interval():
     assert res["p_perm"] == pytest.approx(2 / 2 ** len(X))  # only the all-plus and all-minus flips
 
 
+def test_a_constant_loss_is_certain_with_a_negative_t():
+    # the system is 0.25 below the baseline on every query: t = -inf (the sign of the mean difference), p = 0
+    res = paired_comparison(X, X + 0.25, n_resamples=999)
+    assert (res["t"], res["p_ttest"]) == (-np.inf, 0.0)
+    assert (res["worse"], res["better"]) == (len(X), 0)
+
+
+def test_float_noise_differences_count_as_equal_so_the_counts_add_up_to_n():
+    # 0.1 + 0.2 - 0.3 is 5.6e-17, not 0: the query is a tie, neither better nor worse
+    res = paired_comparison(np.array([0.1 + 0.2, 0.5, 0.7]), np.array([0.3, 0.4, 0.7]), n_resamples=99)
+    assert (res["better"], res["worse"], res["equal"]) == (1, 0, 2)
+
+
 def test_an_exactly_constant_difference_gets_its_value_as_the_interval_without_a_warning():
     # every difference is exactly 0.25 (binary fractions): every resampled mean is 0.25, so the interval is [0.25, 0.25]
     import warnings
