@@ -63,9 +63,25 @@ def test_a_constant_loss_is_certain_with_a_negative_t():
 
 
 def test_float_noise_differences_count_as_equal_so_the_counts_add_up_to_n():
-    # 0.1 + 0.2 - 0.3 is 5.6e-17, not 0: the query is a tie, neither better nor worse
-    res = paired_comparison(np.array([0.1 + 0.2, 0.5, 0.7]), np.array([0.3, 0.4, 0.7]), n_resamples=99)
-    assert (res["better"], res["worse"], res["equal"]) == (1, 0, 2)
+    # 0.1 + 0.2 - 0.3 is 5.6e-17 and 0.3 - (0.1 + 0.2) is -5.6e-17, not 0: both queries are ties
+    res = paired_comparison(np.array([0.1 + 0.2, 0.3, 0.5, 0.7]), np.array([0.3, 0.1 + 0.2, 0.4, 0.7]),
+                            n_resamples=99)
+    assert (res["better"], res["worse"], res["equal"]) == (1, 0, 3)
+
+
+def test_a_comparison_on_one_query_is_refused():
+    # one paired value has no variance: a t of +-inf and p = 0 would call one query's difference certain
+    with pytest.raises(ValueError, match="at least 2"):
+        paired_comparison(np.array([0.5]), np.array([0.25]), n_resamples=99)
+
+
+def test_the_permutation_p_value_is_scipys_sign_flip_test_with_seed_0():
+    # 20 units: 2^20 sign flips > 999 resamples, so the p-value is scipy's Monte Carlo one under the fixed seed 0
+    rng = np.random.default_rng(5)
+    x, y = rng.random(20), rng.random(20)
+    expected = sps.permutation_test((x - y,), np.mean, permutation_type="samples", vectorized=True, n_resamples=999,
+                                    rng=np.random.default_rng(0)).pvalue
+    assert paired_comparison(x, y, n_resamples=999)["p_perm"] == pytest.approx(expected)
 
 
 def test_an_exactly_constant_difference_gets_its_value_as_the_interval_without_a_warning():
