@@ -118,3 +118,23 @@ def test_decimals_no_table_can_show_are_refused_in_one_line(bench, runs, digits)
 
 def test_compare_runs_is_one_public_name():
     assert instir.compare_runs is compare_runs and "compare_runs" in instir.__all__
+
+
+def test_compare_scores_shows_the_measures_in_the_order_asked_not_the_order_scored(bench, runs):
+    from instir.metrics.compared import compare_scores
+
+    pair = {"bm25": runs["bm25"], "bm25 (query-only)": runs["bm25 (query-only)"]}
+    evaluation = evaluate_runs(pair, bench, ["nDCG@10", "P@10"], derived=False)
+    compared = compare_scores(evaluation, measures=["P@10", "nDCG@10"])
+    assert compared.measures == ["P@10", "nDCG@10"] and list(compared.means().columns) == ["P@10", "nDCG@10"]
+    assert compared.to_markdown().startswith("| # | system | P@10 | nDCG@10 |")
+
+
+def test_the_table_rows_follow_the_systems_order_given_not_the_alphabet(bench, runs):
+    from instir.metrics.compared import compare_scores
+
+    pair = {"bm25": runs["bm25"], "bm25 (query-only)": runs["bm25 (query-only)"]}
+    evaluation = evaluate_runs(pair, bench, ["nDCG@10"], derived=False)
+    compared = compare_scores(evaluation, systems=["bm25 (query-only)", "bm25"])
+    assert compared.means().index.tolist() == ["bm25 (query-only)", "bm25"]
+    assert compared.to_markdown().splitlines()[2].startswith("| a | bm25 (query-only) |")

@@ -231,3 +231,18 @@ def test_a_pyterrier_frame_is_read_by_its_docno_and_two_grade_columns_are_refuse
     assert qrels_of(frame.assign(query_id="other")) == {"q1": {"d1": 1}}  # the kit's and PyTerrier's qid first
     with pytest.raises(FormatError, match="query id"):
         qrels_of({"q1": {"d1": 1}, "q\x00": {}})
+
+
+def test_evaluate_runs_keeps_the_queries_left_out_and_every_runs_notes(instructir_like):
+    # 200_3 is judged only 0: not averaged, and listed; the second run ranks one document per query, fewer than
+    # nDCG@10's cutoff and than the 9 a query can have ranked: its note is kept beside the first run's (none)
+    bench = instructir_like
+    bench.qrels["200_3"] = {"p200_3": 0}
+    docs = sorted(bench.corpus.ids())
+    full = pd.DataFrame([(q, d, float(-i)) for q in bench.queries for i, d in enumerate(docs)],
+                        columns=["qid", "docid", "score"])
+    shallow = full.groupby("qid").head(1)
+    with pytest.warns(Warning):
+        evaluation = evaluate_runs({"full": full, "shallow": shallow}, bench, ["nDCG@10"])
+    assert evaluation.excluded == ["200_3"]
+    assert len(evaluation.notes) == 1 and evaluation.notes[0].startswith("shallow:")

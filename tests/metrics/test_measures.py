@@ -9,6 +9,7 @@ from says import raises_saying
 
 import instir
 from instir.benchmarks import load_benchmark
+from instir.benchmarks.forms import Forms
 from instir.errors import UsageError
 from instir.metrics.measures import (
     InstFol,
@@ -130,3 +131,11 @@ def test_evaluate_runs_takes_objects_and_names_alike(instructir_sample, run):
 def test_a_judged_measure_is_not_computed_from_a_run(instructir_sample, run):
     with pytest.raises(UsageError, match="InstFol@20 is judged"):
         instir.evaluate(instructir_sample, run, "InstFol@20")
+
+
+def test_robustness_and_forms_derive_from_per_query_measures_only_and_never_twice():
+    # InstFol is one value per judged instance, not per query: no Robustness of it; a form's measure gets no form
+    assert with_derived([InstFol(20)], ["Robustness"]) == [InstFol(20)]
+    ndcg = parse_measure("nDCG@5")
+    derived = with_derived([ndcg], ["forms"], Forms(("og", "changed"), "og"))
+    assert [str(m) for m in derived] == ["nDCG@5", "nDCG@5[og]", "nDCG@5[changed]"]

@@ -193,3 +193,13 @@ def test_a_resample_count_out_of_bounds_is_one_line_not_hours_of_resampling(n, c
                      "--resamples", str(n)]) == 2  # refused before the run is read
         said = capsys.readouterr().err
         assert said == f"instir evaluate: resamples must be a whole number from 99 to 100,000, got {n}\n"
+
+
+def test_a_holm_corrected_p_equal_to_alpha_is_significant():
+    # a constant difference over 8 units: the exact sign-flip test's p is 2/2^8 (the all-plus and all-minus flips);
+    # one system, so Holm leaves it; at alpha = 2/2^8 exactly it is significant ("at most alpha")
+    per_unit = pd.DataFrame([(s, f"q{i}", "nDCG@10", v + (0.25 if s == "b" else 0.0))
+                             for s in ("a", "b") for i, v in enumerate(X)],
+                            columns=["system", "qid", "measure", "value"])
+    row = paired_tests(per_unit, "a", n_resamples=999, alpha=2 / 2 ** 8, test="perm").iloc[0]
+    assert row["p_perm_holm"] == 2 / 2 ** 8 and bool(row["significant"])
