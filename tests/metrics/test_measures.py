@@ -139,3 +139,10 @@ def test_robustness_and_forms_derive_from_per_query_measures_only_and_never_twic
     ndcg = parse_measure("nDCG@5")
     derived = with_derived([ndcg], ["forms"], Forms(("og", "changed"), "og"))
     assert [str(m) for m in derived] == ["nDCG@5", "nDCG@5[og]", "nDCG@5[changed]"]
+
+
+def test_a_later_derivation_applies_to_the_measures_an_earlier_one_added():
+    # derived = ["ifir-native", "Robustness"]: the native nDCG@20 is a per-query measure too, so it gets its Robustness
+    derived = with_derived([parse_measure("nDCG@20")], ["ifir-native", "Robustness"])
+    assert [str(m) for m in derived] == ["nDCG@20", "nDCG@20[ifir-native]", "Robustness@20",
+                                         "Robustness(nDCG@20[ifir-native])"]
