@@ -18,6 +18,7 @@ from instir.metrics.measures import (
     Standard,
     parse_measure,
     parse_measures,
+    split_cutoff,
     with_derived,
 )
 from instir.metrics.scoring import scored_measures
@@ -146,3 +147,8 @@ def test_a_later_derivation_applies_to_the_measures_an_earlier_one_added():
     derived = with_derived([parse_measure("nDCG@20")], ["ifir-native", "Robustness"])
     assert [str(m) for m in derived] == ["nDCG@20", "nDCG@20[ifir-native]", "Robustness@20",
                                          "Robustness(nDCG@20[ifir-native])"]
+
+
+def test_a_cutoff_mark_is_at_or_an_underscore_at_before_a_digit_only():
+    assert split_cutoff("ndcg_at_10") == ("ndcg", "10") and split_cutoff("nDCG@10") == ("nDCG", "10")
+    assert split_cutoff("recall_at_k") == ("recall_at_k", None)
