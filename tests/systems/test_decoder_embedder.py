@@ -158,16 +158,23 @@ def test_a_warm_rerun_loads_no_model_and_runs_it_zero_times(tiny_llama, benchmar
     assert rerun.meta["system"]["pooling"] == "batch-last"
 
 
-def test_a_rewritten_adapter_is_loaded_and_fingerprinted_again(tiny_llama, tmp_path):
-    """The fingerprint remembered under the adapter's files is not used once a file of it changed."""
+@pytest.mark.parametrize("rewritten", ["adapter", "base model"])
+def test_a_rewritten_adapter_or_base_model_is_loaded_and_fingerprinted_again(tiny_llama, tmp_path, rewritten):
+    """The fingerprint remembered under the model's files is not used once a file of the adapter or of its base
+    changed."""
     import shutil
 
     base_dir, adapter_dir = tiny_llama
-    adapter = shutil.copytree(adapter_dir, tmp_path / "adapter")
-    card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B"), model=str(adapter))
+    if rewritten == "adapter":
+        adapter = shutil.copytree(adapter_dir, tmp_path / "adapter")
+        card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B"), model=str(adapter))
+        config = adapter / "adapter_config.json"
+    else:
+        base = shutil.copytree(base_dir, tmp_path / "base")
+        card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B"), base_model=str(base))
+        config = base / "config.json"
     first = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
     fingerprint = first.fingerprint()
-    config = adapter / "adapter_config.json"
     config.write_text(config.read_text())  # the same bytes, a new modification time: described again
     again = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
     assert again.fingerprint() == fingerprint and again._model is not None
@@ -213,20 +220,6 @@ def test_last_token_pooling_truncates_at_max_length_and_the_tokenizer_is_the_bas
     expected = _last_token_alone(_merged(tiny_llama[1]), _tokenizer(tiny_llama[0]), TEXTS, max_length=4)
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(retriever.encode(TEXTS, 4), expected, atol=1e-4)
-
-
-def test_a_rewritten_base_model_is_loaded_and_fingerprinted_again(tiny_llama, tmp_path):
-    """The fingerprint remembered under the model's files is not used once a file of its base changed."""
-    import shutil
-
-    base = shutil.copytree(tiny_llama[0], tmp_path / "base")
-    card = dataclasses.replace(_repllama_card(tiny_llama, "RepLLaMA-7B"), base_model=str(base))
-    first = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
-    fingerprint = first.fingerprint()
-    config = base / "config.json"
-    config.write_text(config.read_text())  # the same bytes, a new modification time: described again
-    again = build_system(card, cache_dir=tmp_path / "cache", progress=False).inner
-    assert again.fingerprint() == fingerprint and again._model is not None
 
 
 def test_a_merged_adapter_and_full_weights_run_in_the_dtype_asked(tiny_llama, tmp_path):
