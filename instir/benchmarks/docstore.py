@@ -221,7 +221,7 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
     h = hashlib.sha256()
     forms: dict[str, int] = {}  # NFC form -> position of the first non-ASCII id that has it (few, if any)
     clashes: list[tuple[int, int]] = []
-    late: list[tuple[str, int]] = []  # (NFC form, position) of ids whose NFC form an earlier file may hold
+    earlier: list[tuple[str, int]] = []  # (NFC form, position) of ids whose NFC form may come before them
     for k, path in enumerate(paths):
         seen: set[str] = set()
         for n, offset, length, record in _located_records(path):
@@ -238,10 +238,8 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
                 form = unicodedata.normalize("NFC", doc.id)
                 if form in forms and ids[forms[form]] != doc.id:
                     clashes.append((forms[form], len(ids)))
-                elif form != doc.id and form in seen:  # the NFC form came first (in this file)
-                    clashes.append((ids.index(form), len(ids)))
-                elif form != doc.id and k:  # the NFC form may be in an earlier file: looked for once all are read
-                    late.append((form, len(ids)))
+                elif form != doc.id:  # its NFC form may have come first (in any file): looked for once all are read
+                    earlier.append((form, len(ids)))
                 forms.setdefault(form, len(ids))
             ids.append(doc.id)
             add_to_content_hash(h, doc)
@@ -250,12 +248,12 @@ def build_index(paths: Iterable[str | Path], *, skip_empty: bool = False) -> Cor
             lengths.append(length)
             lines.append(n)
             words.append(len(doc.indexed_text.split()))
-    if late:
-        wanted, first = {form for form, _ in late}, {}
+    if earlier:
+        wanted, first = {form for form, _ in earlier}, {}
         for i, doc_id in enumerate(ids):
             if doc_id in wanted:
                 first.setdefault(doc_id, i)
-        clashes += [(first[form], i) for form, i in late if first.get(form, i) < i]
+        clashes += [(first[form], i) for form, i in earlier if first.get(form, i) < i]
     arrays = [_frozen(np.frombuffer(column, dtype=np.int64)) if len(column) else _frozen(np.zeros(0, np.int64))
               for column in columns]
     return CorpusIndex(list(paths), files, skip_empty, ids, skipped, *arrays, content_hash=h.hexdigest(),
