@@ -44,6 +44,7 @@ from instir.benchmarks.readers import (
     text_lines,
 )
 from instir.benchmarks.types import Corpus, Doc, FormatError, add_to_content_hash, quoted
+from instir.errors import QUOTE_LIMIT
 from instir.home import instir_home
 from instir.verified_store import CacheWarning, Damaged, Entry, VerifiedStore
 
@@ -121,13 +122,17 @@ class CorpusIndex:
     id_clashes: tuple[tuple[int, int], ...] = ()
 
     def clash_text(self, limit: int = 3) -> str | None:
-        """The id pairs of :attr:`id_clashes` as one message naming both files and lines (the
-        first ``limit``, then how many more), or None when there are none."""
+        """The id pairs of :attr:`id_clashes` as one message naming both files and lines and each
+        non-ASCII id's code points (two forms look alike), the first ``limit`` pairs, then how
+        many more; None when there are none."""
         if not self.id_clashes:
             return None
 
         def where(i: int) -> str:
-            return f"{quoted(self.ids[i])} ({self.paths[int(self.file[i])]}, line {int(self.line[i])})"
+            doc_id = self.ids[i]  # a form that looks like the other also shows its code points: 'K' = '\u212a'
+            cut = "…" if len(doc_id) > QUOTE_LIMIT else ""
+            points = "" if doc_id.isascii() else f" = {ascii(doc_id[:QUOTE_LIMIT])}{cut}"
+            return f"{quoted(doc_id)}{points} ({self.paths[int(self.file[i])]}, line {int(self.line[i])})"
 
         pairs = "; ".join(f"{where(a)} and {where(b)}" for a, b in self.id_clashes[:limit])
         more = f"; and {len(self.id_clashes) - limit} more pairs" if len(self.id_clashes) > limit else ""

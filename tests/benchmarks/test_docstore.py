@@ -763,16 +763,21 @@ def test_a_warning_about_the_index_of_several_files_says_how_many_more(tmp_path,
         assert IndexedCorpus([a, b, c]).ids() == ["x", "y", "z"]
 
 
-@pytest.mark.parametrize("first, second", [(["\u212a"], ["K"]), (["K"], ["\u212a"]), (["cafe\u0301"], ["caf\u00e9"]),
-                                           (["caf\u00e9"], ["cafe\u0301"])])
-def test_two_forms_of_one_id_in_two_files_warn_naming_each_file(tmp_path, first, second):
+#: how the warning shows each form: a non-ASCII id also by its code points, as the two look alike on a terminal
+KELVIN, K, NFD, NFC = "'\u212a' = '\\u212a'", "'K'", "'cafe\u0301' = 'cafe\\u0301'", "'caf\u00e9' = 'caf\\xe9'"
+
+
+@pytest.mark.parametrize("first, second, shown", [(["\u212a"], ["K"], (KELVIN, K)), (["K"], ["\u212a"], (K, KELVIN)),
+                                                  (["cafe\u0301"], ["caf\u00e9"], (NFD, NFC)),
+                                                  (["caf\u00e9"], ["cafe\u0301"], (NFC, NFD))])
+def test_two_forms_of_one_id_in_two_files_warn_naming_each_file_and_code_point(tmp_path, first, second, shown):
     a, b = write_ids(tmp_path / "a.jsonl", ["x", *first]), write_ids(tmp_path / "b.jsonl", second)
     with pytest.warns(docstore.IdFormWarning) as caught:
         assert jsonl_corpus([a, b]).ids() == ["x", *first, *second]
     (warning,) = caught
     assert str(warning.message).startswith(
-        f"document ids that differ only in Unicode normalization (NFC / NFD): {first[0]!r} ({a}, line 2) and "
-        f"{second[0]!r} ({b}, line 1);")
+        f"document ids that differ only in Unicode normalization (NFC / NFD): {shown[0]} ({a}, line 2) and "
+        f"{shown[1]} ({b}, line 1);")
 
 
 def test_jsonl_corpus_takes_a_path_given_as_text(tmp_path):

@@ -247,9 +247,11 @@ def test_a_no_break_or_zero_width_space_in_a_qrels_id_is_refused(tmp_path, line,
         read_qrels(path)
 
 
-@pytest.mark.parametrize("first,second", [("caf\u00e9", "cafe\u0301"), ("cafe\u0301", "caf\u00e9"),
-                                          ("K", "\u212a")])  # the Kelvin sign is K once NFC-normalized
-def test_a_corpus_holding_two_unicode_forms_of_one_id_warns_naming_both_lines(tmp_path, first, second):
+@pytest.mark.parametrize("first,second,shown", [  # the Kelvin sign is K once NFC-normalized
+    ("caf\u00e9", "cafe\u0301", ("'caf\u00e9' = 'caf\\xe9'", "'cafe\u0301' = 'cafe\\u0301'")),
+    ("cafe\u0301", "caf\u00e9", ("'cafe\u0301' = 'cafe\\u0301'", "'caf\u00e9' = 'caf\\xe9'")),
+    ("K", "\u212a", ("'K'", "'\u212a' = '\\u212a'"))])
+def test_a_corpus_holding_two_unicode_forms_of_one_id_warns_naming_both_lines(tmp_path, first, second, shown):
     from instir.benchmarks.docstore import IdFormWarning
 
     path = tmp_path / "corpus.jsonl"
@@ -258,8 +260,8 @@ def test_a_corpus_holding_two_unicode_forms_of_one_id_warns_naming_both_lines(tm
         assert jsonl_corpus(path).ids() == [first, "other", second]
     (warning,) = caught
     assert str(warning.message).startswith(
-        f"document ids that differ only in Unicode normalization (NFC / NFD): {first!r} ({path}, line 1) and "
-        f"{second!r} ({path}, line 3)")
+        f"document ids that differ only in Unicode normalization (NFC / NFD): {shown[0]} ({path}, line 1) and "
+        f"{shown[1]} ({path}, line 3)")
     with pytest.warns(IdFormWarning):  # again from the cached index
         jsonl_corpus(path).ids()
 
