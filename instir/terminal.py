@@ -5,6 +5,7 @@ holds escaped, and an expected failure as one line (``<command>: <message>``, ex
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
 import sys
@@ -83,10 +84,13 @@ def escaped_stdout(prefix: str | None = None, *, data: bool = False) -> Iterator
 
 def describe(err: BaseException) -> str:
     """One line for an expected failure: the message, with an ``OSError``'s reason and file
-    (``Permission denied: /x/run.trec``), newlines folded, at most :data:`MAX_MESSAGE_CHARS`."""
-    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+    (``Permission denied: /x/run.trec``; the system's reason for its number when it gives none),
+    newlines folded, at most :data:`MAX_MESSAGE_CHARS`."""
+    if isinstance(err, OSError) and err.filename is not None:
         files = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
-        text = f"{err.strerror}: {files}"
+        # a library may give the number alone (OSError(ENOENT, None, path)): its reason is the system's
+        reason = err.strerror or (os.strerror(err.errno) if isinstance(err.errno, int) else type(err).__name__)
+        text = f"{reason}: {files}"
     elif isinstance(err, sqlite3.DatabaseError):
         text = f"database error: {err}"
     else:

@@ -566,6 +566,15 @@ def test_an_error_is_described_by_its_kind_when_it_says_nothing_and_names_both_f
     assert describe(sqlite3.DatabaseError("file is not a database")) == "database error: file is not a database"
 
 
+def test_an_os_error_naming_a_file_without_a_reason_says_the_systems_reason_for_its_number():
+    import errno
+
+    from instir.terminal import describe
+
+    assert describe(FileNotFoundError(errno.ENOENT, None, "/r/run.trec")) == "No such file or directory: /r/run.trec"
+    assert describe(OSError(None, None, "/r/run.trec")) == "OSError: /r/run.trec"
+
+
 def test_with_debug_a_warning_is_pythons_own_form_saying_where(capsys):
     import warnings
 
