@@ -135,7 +135,8 @@ class CorpusIndex:
             return f"{quoted(doc_id)}{points} ({self.paths[int(self.file[i])]}, line {int(self.line[i])})"
 
         pairs = "; ".join(f"{where(a)} and {where(b)}" for a, b in self.id_clashes[:limit])
-        more = f"; and {len(self.id_clashes) - limit} more pairs" if len(self.id_clashes) > limit else ""
+        left = len(self.id_clashes) - limit
+        more = f"; and {left} more pair{'s' if left > 1 else ''}" if left > 0 else ""
         return (f"document ids that differ only in Unicode normalization (NFC / NFD): {pairs}{more}; they look "
                 "alike and a tool that normalizes merges them: qrels and runs must use each exact form")
 

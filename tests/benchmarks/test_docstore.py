@@ -545,10 +545,11 @@ def test_clash_text_lists_the_first_pairs_then_how_many_more(tmp_path):
     index = build_index([write_ids(tmp_path / "c.jsonl", [i for pair in pairs for i in pair])])
     assert index.id_clashes == ((0, 1), (2, 3), (4, 5), (6, 7))
     text = index.clash_text()
-    assert text.count(") and ") == 3 and "; and 1 more pairs;" in text
-    assert "more pairs" not in index.clash_text(limit=4) and index.clash_text(limit=4).count(") and ") == 4
+    assert text.count(") and ") == 3 and "; and 1 more pair;" in text
+    assert "; and 2 more pairs;" in index.clash_text(limit=2)
+    assert "more pair" not in index.clash_text(limit=4) and index.clash_text(limit=4).count(") and ") == 4
     three = build_index([write_ids(tmp_path / "d.jsonl", [i for pair in pairs[:3] for i in pair])])
-    assert "more pairs" not in three.clash_text()
+    assert "more pair" not in three.clash_text()
     assert build_index([write_ids(tmp_path / "e.jsonl", ["a", "b"])]).clash_text() is None
 
 
