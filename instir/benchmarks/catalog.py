@@ -600,6 +600,9 @@ def _family(name: str, raw: dict, spec_file: Path | None = None, text: str = "")
         raise UsageError(f"{at('derived')}: field 'derived': 'forms' needs the spec's forms")
     subsets = {}
     for i, item in enumerate(raw.get("subsets", [])):
+        if not SUBSET_ID.fullmatch(item["id"]):  # a folder's name: `a/b` or `..` would reach another folder
+            raise UsageError(f"{at('subsets', i, 'id')}: field 'subsets.id': should be letters, digits, '_', '-' "
+                             f"or '.', starting with a letter or a digit (it names a folder), got {quoted(item['id'])}")
         if item["id"] in subsets:  # one would silently stand for both
             raise UsageError(f"{at('subsets', i, 'id')}: field 'subsets.id': {quoted(item['id'])} is already a "
                              "subset's")
@@ -672,6 +675,8 @@ def _spec(path: Path, text: str) -> Family:
 
 #: A family's name (its spec file's, a link's target's): a name on a command line, in a path and in a report.
 FAMILY_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+#: what a subset's id may be: the name of its folder in the family's data, never a path
+SUBSET_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @cache
