@@ -2,7 +2,8 @@
 copies under a running lab: its kernels still hold the previous student's variables (a check
 would call ``answer_1 = None`` correct), and its open tabs would save the old notebooks over the
 fresh ones. ``python -m instir.lab_servers FOLDER`` prints one line per server and exits 1 when
-one serves FOLDER (or a folder inside it)."""
+one serves FOLDER: rooted at it, inside it, or above it (a plain ``jupyter lab`` at the repository's
+root opens ``lab/``'s notebooks as well)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 
 def running_servers(folder: str | Path) -> list[dict]:
     """The Jupyter servers of this user (``jupyter server list --json``) whose root folder is
-    ``folder`` or inside it, each as Jupyter lists it (``url``, ``port``, ``pid``, ``root_dir``)."""
+    ``folder``, inside it or above it (each can open its notebooks), each as Jupyter lists it
+    (``url``, ``port``, ``pid``, ``root_dir``)."""
     folder = Path(folder).resolve()
     try:
         listed = subprocess.run([sys.executable, "-m", "jupyter", "server", "list", "--json"], capture_output=True,
@@ -28,7 +30,7 @@ def running_servers(folder: str | Path) -> list[dict]:
             root = Path(server.get("root_dir") or server.get("notebook_dir") or "").resolve()
         except (ValueError, TypeError, AttributeError):
             continue
-        if root == folder or folder in root.parents:
+        if root == folder or folder in root.parents or root in folder.parents:
             found.append(server)
     return found
 
@@ -37,10 +39,13 @@ def main(argv: list[str]) -> int:
     """Refuse (exit 1, one line per server) while a Jupyter server serves ``argv[0]``."""
     servers = running_servers(argv[0])
     for server in servers:
-        print(f"JupyterLab is running on {argv[0]} (port {server.get('port')}, pid {server.get('pid')}): its kernels "
-              "still hold the previous answers and its open tabs would save the old notebooks over fresh copies; "
-              f"stop it first (Ctrl-C in its terminal, or: .venv/bin/jupyter server stop {server.get('port')}), "
-              "then make lab-fresh again", file=sys.stderr)
+        root, lab = Path(server.get("root_dir") or server.get("notebook_dir")).resolve(), Path(argv[0]).resolve()
+        above = root in lab.parents
+        root = argv[0] if root == lab else root  # the folder as it was named
+        print(f"JupyterLab is running on {root} (port {server.get('port')}, pid {server.get('pid')})"
+              f"{f', a folder above {argv[0]}' if above else ''}: its kernels still hold the previous answers and "
+              "its open tabs would save the old notebooks over fresh copies; stop it first (Ctrl-C in its terminal, "
+              f"or: .venv/bin/jupyter server stop {server.get('port')}), then make lab-fresh again", file=sys.stderr)
     return 1 if servers else 0
 
 

@@ -2,6 +2,7 @@
 folder (its kernels hold the previous answers), and git reads the tracked notebooks without
 outputs however they were opened and saved (the nbstripout filter ``make`` configures)."""
 
+import json
 import os
 import socket
 import subprocess
@@ -56,6 +57,23 @@ def test_lab_fresh_refuses_while_a_jupyter_server_serves_the_lab_and_goes_on_onc
     done = _make("lab-fresh", f"LAB_DIR={lab}")
     assert done.returncode == 0, done.stderr
     assert "answer_1 = 0.63" not in answer.read_text() and list(lab.glob("previous-*/00_tour.ipynb"))
+
+
+@pytest.mark.parametrize("served, refused", [("lab", True), ("lab/week1", True), ("", True), ("elsewhere", False),
+                                             ("lab-old", False)])
+def test_a_jupyter_server_rooted_at_inside_or_above_the_lab_folder_refuses_fresh_copies(tmp_path, monkeypatch, capsys,
+                                                                                        served, refused):
+    """A plain ``jupyter lab`` at the repository's root opens lab/'s notebooks too: its kernels hold the previous
+    answers as a server rooted at lab/ does (it was let through)."""
+    from instir import lab_servers
+
+    lab, root = tmp_path / "lab", tmp_path / served
+    listed = json.dumps({"url": "http://127.0.0.1:8899/", "port": 8899, "pid": 4242, "root_dir": str(root)})
+    monkeypatch.setattr(lab_servers.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, listed + "\n"))
+    assert lab_servers.main([str(lab)]) == int(refused)
+    said = capsys.readouterr().err
+    assert said.startswith(f"JupyterLab is running on {root} (port 8899, pid 4242)") is refused
+    assert (f", a folder above {lab}:" in said) is (refused and served == "")
 
 
 def test_lab_fresh_with_lab_reports_moves_the_previous_groups_reports_aside_and_makes_them_again(tmp_path):
