@@ -273,31 +273,18 @@ def test_a_spec_from_outside_is_checked_as_the_bundled_ones_are(tmp_path, monkey
         catalog.reload()
 
 
-@pytest.mark.parametrize("bad", ["..", "a/b", "-x", "a b"])
-def test_a_subset_id_that_is_no_folder_name_is_refused_at_its_line(tmp_path, monkeypatch, bad):
-    """A subset's id names its folder: `..` stood for the sample folder's parent, `a/b` for a folder below."""
-    shutil.copytree(TRIO, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    text = (tmp_path / "trio.toml").read_text(encoding="utf-8")
-    subsets = f'[[subsets]]\nid = "a"\nprinted = "A"\n\n[[subsets]]\nid = "{bad}"\nprinted = "B"\n\n[bm25]'
-    (tmp_path / "trio.toml").write_text(text.replace("[bm25]", subsets), encoding="utf-8")
-    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
-    catalog.reload()
-    try:
-        with pytest.raises(UsageError, match=rf"trio\.toml:52: field 'subsets.id': should be letters, digits, .* \(it "
-                                             rf"names a folder\), got {re.escape(repr(bad))}$"):
-            catalog.families()
-    finally:
-        monkeypatch.delenv(catalog.FAMILIES_VAR)
-        catalog.reload()
-
-
 @pytest.mark.parametrize("change, use, message", [
     (('query = "{query} {instruction}"', 'query = "{qeury}"'), lambda: get_template("trio"),
      r"trio\.toml:39: field 'template': template 'trio', query: unknown field\(s\) \['qeury'\]"),
     (('loader = "trio_loader.py"', 'loader = "trio_loadr.py"'), lambda: load_benchmark("trio-sample"),
      r"trio\.toml:10: field 'loader': no module file 'trio_loadr\.py' beside the spec"),
+    # a subset's id names its folder: `..` stood for the sample folder's parent, `a/b` for a folder below
+    *[(("[bm25]", f'[[subsets]]\nid = "a"\nprinted = "A"\n\n[[subsets]]\nid = "{bad}"\nprinted = "B"\n\n[bm25]'),
+       catalog.families, rf"trio\.toml:52: field 'subsets.id': should be letters, digits, .* \(it names a folder\), "
+                         rf"got {re.escape(repr(bad))}$") for bad in ("..", "a/b", "-x", "a b")],
 ])
-def test_a_spec_value_a_stage_reads_later_is_named_at_its_line(tmp_path, monkeypatch, change, use, message):
+def test_a_spec_mistake_with_the_loader_beside_it_is_named_at_its_line(tmp_path, monkeypatch, change, use, message):
+    """Mistakes found when a stage reads a value, or once the spec's loader is found beside it."""
     shutil.copytree(TRIO, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     text = (tmp_path / "trio.toml").read_text(encoding="utf-8")
     (tmp_path / "trio.toml").write_text(text.replace(*change), encoding="utf-8")
