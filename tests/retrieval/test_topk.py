@@ -133,3 +133,52 @@ def test_the_numpy_cut_keeps_only_entries_scoring_strictly_above_the_floor():
     scores = np.array([0.0, 2.0, 0.0, 1.0], dtype=np.float32)
     assert top_k_row(scores, 3, np.arange(4), above=0.0).tolist() == [1, 3]
     assert top_k_row(scores, 3, np.arange(4)).tolist() == [1, 3, 0]
+
+
+@pytest.mark.parametrize("doc_block", [700, 16384])
+def test_a_top_k_of_many_tied_scores_equals_numpys_sort_by_score_then_rank(doc_block):
+    # small whole-number vectors: dot scores are whole numbers, dozens of documents tie at every cut, more than
+    # torch sorts stably by chance; numpy's lexsort (score descending, then the rank given) is the order asked for
+    rng = np.random.default_rng(7)
+    q = rng.integers(0, 3, size=(4, 3)).astype(np.float32)
+    d = rng.integers(0, 3, size=(2000, 3)).astype(np.float32)
+    ranks = rng.permutation(2000)
+    full = q @ d.T
+    for k in (1, 50, 333):
+        scores, idx = exact_top_k(q, d, k, "dot", ranks=ranks, doc_block=doc_block)
+        expected = np.stack([np.lexsort((ranks, -row))[:k] for row in full])
+        np.testing.assert_array_equal(idx, expected)
+        np.testing.assert_array_equal(scores, np.take_along_axis(full, expected, 1))
+    for row in full:  # the numpy cut of a one-query retriever (BM25), the same order
+        assert top_k_row(row, 50, ranks).tolist() == np.lexsort((ranks, -row))[:50].tolist()
+
+
+def test_top_k_block_orders_tied_scores_inside_the_top_k_by_the_ranks_given():
+    # no tie at the cut (all four kept): the order among the three 0.5s is still the ranks' (2, 1, 0), not torch's
+    vals, idx = top_k_block(torch.tensor([[0.5, 0.5, 0.5, 0.9]]), 4, torch.tensor([3, 2, 1, 0]))
+    assert idx.tolist() == [[3, 2, 1, 0]] and vals.tolist() == [[pytest.approx(0.9), 0.5, 0.5, 0.5]]
+
+
+def test_a_top_k_of_no_documents_is_refused():
+    q = np.ones((1, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match="k must be positive, got 0"):
+        exact_top_k(q, q, 0, "dot")
+
+
+def test_a_run_from_top_k_keeps_k_documents_when_the_deeper_list_holds_no_self_hit():
+    # the query id is a document id, so one more is asked for; here it was not retrieved: the run still holds k
+    corpus = Corpus.from_docs([Doc("q1", "self"), Doc("d1", "a"), Doc("d2", "b"), Doc("d3", "c")])
+    bench = Benchmark("user", "test", "local", "instructed", corpus, {"q1": Query("q1", "query")}, {"q1": {"d1": 1}})
+    run = run_from_top_k(bench, lambda depth: (np.array([[0.9, 0.8, 0.7][:depth]]), np.array([[1, 2, 3][:depth]])),
+                         2, {})
+    assert run.df["docid"].tolist() == ["d1", "d2"] and run.meta["self_hits_dropped"] == 0
+
+
+def test_a_run_of_vectors_normalised_first_ranks_by_their_cosine():
+    # dot: d0 (2·10 = 20) before d1 (1.8); cos(q, d1) = 0.993884 > cos(q, d0) = 0.707107
+    corpus = Corpus.from_docs([Doc("d0", "x"), Doc("d1", "y")])
+    bench = Benchmark("user", "test", "local", "instructed", corpus, {"q": Query("q", "x")}, {"q": {"d1": 1}})
+    q, d = np.array([[2.0, 0.0]], np.float32), np.array([[10.0, 10.0], [0.9, 0.1]], np.float32)
+    run = rank_by_embeddings(bench, q, d, 2, "dot", {}, normalize=True)
+    assert run.df["docid"].tolist() == ["d1", "d0"]
+    assert run.df["score"].tolist() == pytest.approx([0.993884, 0.707107], abs=1e-6)
