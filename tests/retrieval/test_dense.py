@@ -226,3 +226,64 @@ def test_normalize_true_on_a_model_without_normalize_scores_unit_vectors(model, 
     assert unit.meta["retriever"]["params"]["normalize"] is True
     assert unit.df[["qid", "docid"]].values.tolist() == full.df[["qid", "docid"]].values.tolist()
     np.testing.assert_allclose(unit.df["score"], full.df["score"], atol=1e-5)
+
+
+def test_an_instruction_is_joined_to_its_text_as_it_is_no_space_added(model, tmp_path):
+    # INSTRUCTOR and sentence-transformers' prompt= concatenate: an instruction not ending in a space runs into
+    # the text ("saffronthreads", one unknown word), which a space would have kept two words
+    got = retriever(model, tmp_path).encode([["saffron", "threads"]])[0]
+    np.testing.assert_allclose(got, model.encode(["saffronthreads"])[0], atol=1e-6)
+    assert not np.allclose(got, model.encode(["saffron threads"])[0], atol=1e-3)
+
+
+def test_searches_cut_in_other_windows_share_no_cached_vectors(model, tmp_path):
+    text = " ".join(f"tower {i} stands in Paris" for i in range(15))  # 75 words: several windows of 32 tokens
+    a = retriever(model, tmp_path, windowing="ifir", window=32, stride=24)
+    b = retriever(model, tmp_path, windowing="ifir", window=32, stride=16)  # same cache folder, another stride
+    first, second = a.embed_queries([text]), b.embed_queries([text])
+    assert second.encoded == 1 and not np.allclose(first.matrix, second.matrix, atol=1e-4)
+    corpus = Corpus.from_docs([Doc("long", text)])
+    a.embed_corpus(corpus, TEMPLATE)
+    assert b.embed_corpus(corpus, TEMPLATE).encoded == 1
+    # "clean" keys its documents by [window, stride], the form of the caches written before the modes were named
+    clean = retriever(model, tmp_path, windowing="clean", window=32, stride=24)
+    assert clean.document_encoder(TEMPLATE)["windows"] == [32, 24]
+
+
+def test_one_retriever_reuses_its_corpus_vectors_only_for_the_same_document_format(model, tmp_path):
+    # the instructed and the query-only run of one benchmark share the corpus's vectors, held from the first;
+    # a template formatting documents otherwise ("passage: " first) encodes them anew
+    r = retriever(model, tmp_path)
+    first = r.search(make_benchmark(), TEMPLATE, k=2)
+    second = r.search(make_benchmark(queries={"q4": QUERIES["q4"]}), TEMPLATE, k=2)
+    prefixed = r.search(make_benchmark(), get_template("ifir-promptriever"), k=2)
+    assert first.meta["embeddings"]["documents_encoded"] == len(DOCS)
+    assert second.meta["embeddings"]["documents_encoded"] == 0
+    assert prefixed.meta["embeddings"]["documents_encoded"] == len(DOCS)
+
+
+def test_a_corpus_edited_in_place_is_encoded_anew_by_the_same_retriever(model, tmp_path):
+    r = retriever(model, tmp_path)
+    before = r.embed_corpus(make_benchmark().corpus, TEMPLATE).matrix
+    edited = [Doc("saffron", "Whales sing long songs across the cold ocean."), *DOCS[1:]]  # as many documents
+    after = r.embed_corpus(Corpus.from_docs(edited), TEMPLATE).matrix
+    assert not np.allclose(after[0], before[0], atol=1e-3)
+    np.testing.assert_allclose(after[1:], before[1:], atol=1e-5)
+
+
+def test_a_similarity_given_is_the_one_the_run_is_scored_by(model, tmp_path):
+    cosine = retriever(model, tmp_path).search(make_benchmark(), TEMPLATE, k=3)
+    euclidean = retriever(model, tmp_path, similarity="euclidean").search(make_benchmark(), TEMPLATE, k=3)
+    assert euclidean.meta["retriever"]["params"]["similarity"] == "euclidean"
+    # the model's vectors are unit vectors: -|q - d| = -sqrt(2 - 2 cos(q, d)), the same order
+    assert euclidean.df[["qid", "docid"]].values.tolist() == cosine.df[["qid", "docid"]].values.tolist()
+    np.testing.assert_allclose(euclidean.df["score"], -np.sqrt(2 - 2 * cosine.df["score"]), atol=1e-3)
+
+
+def test_clean_windows_keep_a_documents_title(model, tmp_path):
+    # a short document is one window: encoded as the whole document, its title included, as without windows
+    items = [["Saffron", "A spice from the crocus flower."], ["", "A spice from the crocus flower."]]
+    windowed = retriever(model, tmp_path, windowing="clean").encode_documents(TEMPLATE, "", items)
+    whole = retriever(model, tmp_path).encode_documents(TEMPLATE, "", items)
+    np.testing.assert_allclose(windowed, whole, atol=1e-5)
+    assert not np.allclose(windowed[0], windowed[1], atol=1e-3)
