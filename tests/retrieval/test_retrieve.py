@@ -245,3 +245,28 @@ def test_a_template_named_for_a_run_wins_over_the_one_its_system_card_gives(toy_
     assert template_for(toy_benchmark(), carded).name == "instructir-query-first"  # the card's, when none is named
     assert template_for(toy_benchmark(), carded, "mteb").name == "mteb"
     assert template_for(toy_benchmark(), CountingBM25()).name == "instructir"  # no card: the family's default
+
+
+@pytest.mark.parametrize("option", [{"model": ""}, {"windowing": "ifir"}])
+def test_bm25_refuses_an_encoders_option(option):
+    from instir.errors import UsageError
+
+    with pytest.raises(UsageError, match="applies to dense and hybrid retrievers, not bm25"):
+        make_retriever("bm25", **option)
+
+
+def test_a_run_files_name_parts_are_slugged_without_dashes_at_their_ends():
+    from instir.retrieval.search import file_slug
+
+    assert file_slug(" BM25 (IFIR) ") == "BM25-IFIR" and file_slug("dense:org/model") == "dense-org-model"
+
+
+def test_queries_differing_only_in_their_subset_are_other_queries_to_a_runs_key():
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+    from instir.retrieval.search import queries_sha256
+
+    def bench(subset):
+        return Benchmark("user", "t", "local", "instructed", Corpus.from_docs([Doc("d", "x")]),
+                         {"q": Query("q", "x", subset=subset)}, {"q": {"d": 1}})
+
+    assert queries_sha256(bench("fiqa")) != queries_sha256(bench("aila"))
