@@ -677,3 +677,100 @@ def test_the_reasons_listed_for_a_measure_are_those_that_concern_it():
     listed = known_divergences("InstFol")
     assert "judge-model" in set(listed["key"]) and "bm25-engine" not in set(listed["key"])
     assert set(listed["key"]) == {d.key for d in DIVERGENCES if "InstFol" in d.measures}
+
+
+#: one filter of a Divergence each: the reason, a row it concerns, and the same row changed in that one field
+ONE_FILTER = [
+    ({"papers": ("ifir",)}, {"paper": "ifir"}, {"paper": "mteb"}),
+    ({"benchmarks": ("ifir",)}, {"benchmark": "ifir"}, {"benchmark": "instructir"}),
+    ({"measures": ("nDCG",)}, {"measure": "nDCG@20"}, {"measure": "InstFol@20"}),
+    ({"measures": ("nDCG",)}, {"measure": "nDCG@20"}, {"measure": "p-nDCG@20"}),
+    ({"subsets": ("aila",)}, {"subset_id": "aila"}, {"subset_id": "fiqa"}),
+    ({"levels": (0, 2)}, {"level": None}, {"level": 1}),
+    ({"levels": (0, 2)}, {"level": float("nan")}, {"level": 3}),
+    ({"levels": (2,)}, {"level": 2.0}, {"level": None}),
+    ({"models": ("colbert-ir/",)}, {"model_key": "colbert-ir/colbertv2.0"}, {"model_key": "bm25"}),
+    ({"secondary_only": True}, {"secondary": True}, {"secondary": False}),
+    ({"windowing": ("unknown",)}, {"windowing": ""}, {"windowing": "ifir"}),
+    ({"windowing": ("unknown",)}, {"windowing": None}, {"windowing": "none"}),
+    ({"engines": ("unknown",)}, {"engine": float("nan")}, {"engine": "anserini"}),
+    ({"variants": ("no model prompt",)}, {"variant": "no model prompt"}, {"variant": ""}),
+    ({"beside_paper_row": True}, {"paper_row_too": True}, {"paper_row_too": False}),
+    ({"sources": ("deleted",)}, {"source": "MTEB results (deleted in 198c)"}, {"source": "MTEB results"}),
+]
+
+
+@pytest.mark.parametrize(("filters", "concerned", "other"), ONE_FILTER)
+def test_a_divergence_is_attached_to_the_rows_its_filter_names_and_to_no_other(filters, concerned, other):
+    from instir.papers import Divergence
+
+    base = {"paper": "ifir", "benchmark": "ifir", "measure": "nDCG@20", "subset_id": "aila", "level": 2,
+            "model_key": "colbert-ir/colbertv2.0", "secondary": True, "windowing": "", "engine": "",
+            "variant": "no model prompt", "paper_row_too": True, "source": "deleted"}
+    reason = Divergence("k", "title", "explanation", **filters)
+    assert reason.applies({**base, **concerned})
+    assert not reason.applies({**base, **other})
+    assert Divergence("k", "title", "explanation").applies({**base, **other})  # no filter: every row
+
+
+def test_the_first_voiding_and_withholding_reasons_are_those_that_void_or_withhold():
+    from instir.papers import reasons_for
+    from instir.papers.divergences import voiding, withholding
+
+    # MTEB's byte-identical GritLM / e5-mistral IFIR files: the mteb-mislabelled-file reason voids the row;
+    # the pooled nDCG of IFIR's own row is concerned by ifir-native-ndcg, which voids nothing
+    mteb = {"paper": "mteb", "benchmark": "ifir", "measure": "nDCG@20", "model_key": "gritlm/gritlm-7b",
+            "subset_id": "fiqa", "secondary": True, "windowing": "ifir", "engine": "n/a"}
+    assert voiding(mteb).key == "mteb-mislabelled-file"
+    own = {"paper": "ifir", "benchmark": "ifir", "measure": "nDCG@20", "model_key": "bm25", "subset_id": "fiqa",
+           "secondary": False, "windowing": "n/a", "engine": "elasticsearch"}
+    assert "ifir-native-ndcg" in reasons_for(own) and voiding(own) is None and withholding(own) is None
+    # Contriever run with the kit's own cut of long texts: withheld until rerun as IFIR's code cuts them
+    clean = {**own, "model_key": "facebook/contriever", "windowing": "clean"}
+    assert withholding(clean).key == "long-doc-windows" and voiding(clean) is None
+    assert withholding({**clean, "windowing": "ifir"}) is None
+
+
+IFIR_ROW = {"paper": "ifir", "benchmark": "ifir", "measure": "nDCG@20", "subset_id": "fiqa", "level": None,
+            "model_key": "bm25", "secondary": False, "windowing": "n/a", "engine": "elasticsearch"}
+MTEB_ROW = {**IFIR_ROW, "paper": "mteb", "secondary": True, "model_key": "facebook/contriever",
+            "source": "MTEB results"}
+FOLLOWIR_ROW = {**IFIR_ROW, "paper": "followir", "benchmark": "followir", "measure": "p-MRR", "subset_id": "robust04",
+                "secondary": False, "engine": "bm25s"}
+
+
+#: (row, reason, whether it concerns the row), each worked from the reason's own explanation
+@pytest.mark.parametrize(("row", "key", "concerned"), [
+    # AILA's level-2 and level-3 judge prompts lack the passage: the pooled AILA InstFol holds those levels
+    ({**IFIR_ROW, "measure": "InstFol@20", "subset_id": "aila"}, "aila-judge-prompt", True),
+    ({**IFIR_ROW, "measure": "InstFol@20", "subset_id": "aila", "level": 1}, "aila-judge-prompt", False),
+    # MTEB's copies hold fewer SciFact-open, FIRE and TREC-CDS queries; FiQA's are whole
+    ({**MTEB_ROW, "subset_id": "cds"}, "mteb-data-revision", True),
+    ({**MTEB_ROW, "subset_id": "fiqa"}, "mteb-data-revision", False),
+    # MTEB's byte-identical GritLM / e5-mistral IFIR files, not its Contriever file
+    ({**MTEB_ROW, "model_key": "intfloat/e5-mistral-7b-instruct"}, "mteb-mislabelled-file", True),
+    (MTEB_ROW, "mteb-mislabelled-file", False),
+    # the INSTRUCTOR results MTEB deleted: the rows whose source says so, not every MTEB IFIR row
+    ({**MTEB_ROW, "source": "MTEB results (deleted from repo in commit 198c98f4c)"}, "mteb-removed-results", True),
+    (MTEB_ROW, "mteb-removed-results", False),
+    # FollowIR's BM25 scored per query over its candidates: any other engine, or none named
+    ({**FOLLOWIR_ROW, "measure": "nDCG@5"}, "followir-bm25", True),
+    ({**FOLLOWIR_ROW, "measure": "nDCG@5", "engine": ""}, "followir-bm25", True),
+    ({**FOLLOWIR_ROW, "measure": "nDCG@5", "engine": "rank_bm25"}, "followir-bm25", False),
+    # p-MRR's tie rule: in FollowIR's numbers and MTEB's alike
+    (FOLLOWIR_ROW, "pmrr-ties", True),
+    ({**FOLLOWIR_ROW, "paper": "mteb"}, "pmrr-ties", True),
+    ({**FOLLOWIR_ROW, "measure": "nDCG@5"}, "pmrr-ties", False),
+    # a secondary rerun is judged by the paper's row only where the paper prints one
+    ({**MTEB_ROW, "paper_row_too": True}, "secondary-beside-paper", True),
+    (MTEB_ROW, "secondary-beside-paper", False),
+])
+def test_a_known_reason_is_attached_to_the_rows_its_explanation_names_and_only_there(row, key, concerned):
+    from instir.papers import reasons_for
+    from instir.papers.divergences import voiding
+
+    assert (key in reasons_for(row)) is concerned
+    if key in ("mteb-mislabelled-file", "mteb-removed-results", "secondary-beside-paper") and concerned:
+        assert voiding(row).key == key  # a number that measures nothing the kit reruns earns no verdict
+    if not concerned and key in ("mteb-mislabelled-file", "secondary-beside-paper"):
+        assert voiding(row) is None
