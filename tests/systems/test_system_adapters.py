@@ -380,3 +380,64 @@ def test_a_cards_revision_and_remote_code_setting_reach_the_model_loaders(monkey
     with pytest.raises(Stop):
         registry.build_adapter(pooled, cards=_cards(pooled))
     assert asked["model_kwargs"] == {"revision": card.revision} and asked["max_seq_length"] == 40
+
+
+@pytest.mark.parametrize(("name", "package"), [
+    ("Promptriever-7B", "peft"),  # the peft-decoder adapter's, though the card below lists none of its own
+    ("BM25 (InstructIR)", "pyserini"), ("BM25 (IFIR)", "jnius"), ("BM25 (FollowIR)", "rank_bm25"),  # the engines'
+])
+def test_a_card_needs_its_adapters_packages_and_its_papers_bm25_engines(monkeypatch, name, package):
+    real = registry.importlib.util.find_spec
+    monkeypatch.setattr(registry.importlib.util, "find_spec", lambda mod: None if mod == package else real(mod))
+    card = dataclasses.replace(get_card(name), requires=())
+    ok, why = system_status(card)
+    assert not ok and why.startswith(f"needs {package} (")
+    with pytest.raises(MissingDependency) as err:
+        build_system(card)
+    assert f"system {name!r} needs the python package(s) {package}, not installed here" in str(err.value)
+
+
+def test_every_missing_package_is_named_with_its_install():
+    card = dataclasses.replace(MINILM, requires=("no_such_a", "no_such_b"))
+    with pytest.raises(MissingDependency) as err:
+        build_system(card)
+    assert str(err.value).endswith("needs the python package(s) no_such_a, no_such_b, not installed here: "
+                                   "pip install no_such_a; pip install no_such_b")
+
+
+def test_a_card_the_kit_cannot_run_says_its_reason():
+    card = SystemCard(name="x", paper="user", kind="retriever", adapter="unavailable",
+                      params={"reason": "an API without a client here"})
+    assert system_status(card) == (False, "no adapter in the kit: an API without a client here")
+    with raises_saying(UsageError, "system 'x' cannot run here: no adapter in the kit: an API without a client here"):
+        build_system(card)
+
+
+def test_a_hybrid_takes_only_the_options_both_its_cards_take(tmp_path):
+    path = tmp_path / "h.toml"
+    path.write_text('[[card]]\nname = "h"\npaper = "user"\nkind = "retriever"\nadapter = "hybrid"\n'
+                    'params = { dense = "ColBERTv2", lexical = "BM25 (IFIR)" }\n', encoding="utf-8")
+    cards = load_cards([path])
+    with raises_saying(UsageError, "system 'h' (hybrid) takes the options device, cache_dir, progress;",
+                       "got 'query_maxlen'"):
+        build_system("h", cards=cards, query_maxlen=64)  # ColBERT's option, which BM25 would not take
+
+
+def test_a_reranker_card_builds_the_reranker_itself_not_a_retriever():
+    from instir.systems.registry import SystemRetriever
+    from instir.systems.rerankers import MonoT5Reranker
+
+    built = build_system("monoT5-base")
+    assert isinstance(built, MonoT5Reranker) and not isinstance(built, SystemRetriever)
+
+
+def test_a_kinds_name_may_hold_spaces_around_its_model():
+    # as a card's name is found with outer spaces aside, so is "dense: MODEL" (typed after a comma in a list)
+    assert build_system(" dense: sentence-transformers/all-MiniLM-L6-v2 ").name == f"dense:{BUNDLED_MODEL_ID}"
+
+
+def test_a_base_model_folder_that_is_no_model_is_refused_naming_the_base_model_field():
+    card = SystemCard(name="x", paper="user", kind="retriever", adapter="peft-decoder", model="org/lora",
+                      base_model="/etc")
+    with raises_saying(UsageError, "system 'x', field 'base_model': /etc: a folder without config.json"):
+        build_system(card)

@@ -51,7 +51,8 @@ def test_user_yaml_card_is_read_like_toml(tmp_path):
 @pytest.mark.parametrize("change,field,words", [
     (('adapter = "sentence-transformers"', 'adapter = "faiss-magic"'), "adapter", "unknown adapter"),
     (('paper = "user"\n', ""), "paper", "missing"),
-    (("query_max_length = 128", 'query_max_length = "long"'), "query_max_length", "whole number from 1"),
+    (("query_max_length = 128", 'query_max_length = "long"'), "query_max_length",
+     "must be a whole number from 1 to 2,147,483,647, got 'long'"),
     (("doc_max_length = 128", "doc_max_length = 100000000000000000000"), "doc_max_length",
      "whole number from 1 to 2,147,483,647"),  # before, any positive integer: a tokenizer's failure, late
     (('template = "ifir"', 'template = "no-such-template"'), "template", "unknown template"),
@@ -59,6 +60,11 @@ def test_user_yaml_card_is_read_like_toml(tmp_path):
     (('kind = "retriever"', 'kind = "reranker"'), "kind", "builds a retriever"),
     (('template = "ifir"', 'template = "ifir"\nresources = { gpus = 1 }'), "resources", "keys among num_gpus"),
     (('template = "ifir"', 'template = "ifir"\nresources = { memory_gb = -2 }'), "resources", "non-negative"),
+    (("query_max_length = 128", "query_max_length = true"), "query_max_length", "whole number from 1"),
+    (('paper = "user"', 'paper = ""'), "paper", "missing"),
+    (('paper = "user"', 'paper = "nosuch"'), "paper", "unknown value 'nosuch'"),
+    (('template = "ifir"', 'template = "ifir"\ndtype = "float8"'), "dtype", "unknown value 'float8'"),
+    (('template = "ifir"', 'template = "ifir"\nrequires = ["peft", 3]'), "requires", "a list of python import names"),
 ])
 def test_a_bad_card_is_refused_with_file_card_and_field(tmp_path, change, field, words):
     path = _write(tmp_path, GOOD.replace(*change))
@@ -180,16 +186,27 @@ def test_a_duplicate_name_is_refused_naming_the_first_definition(tmp_path):
         load_cards([path])
 
 
-def test_a_hybrid_naming_a_missing_card_is_refused(tmp_path):
-    text = ('[[card]]\nname = "h"\npaper = "user"\nkind = "retriever"\nadapter = "hybrid"\n'
-            'params = { dense = "No Such Model", lexical = "BM25 (IFIR)" }\n')
-    with raises_saying(FormatError, "card 'h'", "field 'params.dense'", "'No Such Model'"):
+HYBRID = '[[card]]\nname = "h"\npaper = "user"\nkind = "retriever"\nadapter = "hybrid"\n'
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    (HYBRID + 'params = { dense = "No Such Model", lexical = "BM25 (IFIR)" }\n', "card 'h', field 'params.dense'"),
+    (RERANKER + 'params = { first_stage = "No Such Model" }\n', "card 'my-monot5', field 'params.first_stage'"),
+])
+def test_a_card_naming_a_missing_card_is_refused(tmp_path, text, where):
+    with raises_saying(FormatError, where, "names no card: 'No Such Model'"):
         load_cards([_write(tmp_path, text)])
+
+
+def test_a_card_may_name_another_card_in_any_case(tmp_path):
+    text = HYBRID + 'params = { dense = "bm25 (ifir)", lexical = "BM25 (ifir)" }\n'
+    assert load_cards([_write(tmp_path, text)])["h"].params["dense"] == "bm25 (ifir)"
 
 
 def test_get_card_by_name_suffixless_name_and_model_id():
     cards = load_cards()
     assert get_card("promptriever-7b", cards).name == "Promptriever-7B"
+    assert get_card(" bm25 (ifir) ", cards).name == "BM25 (IFIR)"  # outer spaces aside
     assert get_card("ColBERT", cards).name == "ColBERT (IFIR, mean-pooled)"
     assert get_card("castorini/repllama-v1-7b-lora-passage", cards).name == "RepLLaMA-7B"
     with raises_saying(KeyError, "ambiguous", "BM25 (FollowIR), BM25 (IFIR), BM25 (InstructIR)"):
@@ -252,6 +269,8 @@ def test_a_param_or_field_its_adapter_does_not_read_is_refused_at_load_naming_fi
      "not both 0"),
     (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [-1, 2] }'), "params.weights",
      "non-negative"),
+    (_card("hybrid", params='{ dense = "BM25 (IFIR)", lexical = "BM25 (IFIR)", weights = [inf, 1] }'), "params.weights",
+     "two non-negative numbers"),
     (_card("hybrid", params='{ dense = 3, lexical = "BM25 (IFIR)" }'), "params.dense", "must be a string, got 3"),
     # a hybrid without one of its two cards: a KeyError when built
     (_card("hybrid", params='{ dense = "BM25 (IFIR)" }'), "params.lexical", "the hybrid adapter cannot run without it"),
@@ -303,3 +322,23 @@ def test_an_ambiguous_name_says_the_paper_option_that_resolves_it():
                        "followir, ifir, instructir"):
         get_card("E5-mistral-7b-inst", cards)
     assert get_card("E5-mistral-7b-inst", cards, paper="ifir").name == "E5-mistral-7B"
+
+
+NAMELESS = '[[card]]\npaper = "user"\nkind = "retriever"\nadapter = "bm25"\n'
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("mine.toml", '[[card]]\nname = "x"\nname = "y"\n',
+     "mine.toml: not valid TOML: Cannot overwrite a value (at line 3"),
+    ("mine.toml", GOOD + NAMELESS, "mine.toml, line 11, card #2, field 'name': missing"),
+    ("mine.yaml", "base: &b {paper: user}\ncard:\n  - name: x\n    <<: *b\n",
+     "mine.yaml, line 4: YAML aliases are not"),
+    ("mine.yaml", "card:\n  - {name: x, paper: user, kind: retriever, adapter: bm25}\n  - just a string\n",
+     "mine.yaml, card #2: each card must be a table (mapping)"),
+])
+def test_a_card_file_that_does_not_parse_or_holds_a_nameless_card_is_one_line_naming_file_and_where(tmp_path, name,
+                                                                                                    text, said):
+    path = _write(tmp_path, text, name)
+    with pytest.raises(FormatError) as err:
+        load_cards([path])
+    assert str(err.value).startswith(str(tmp_path)) and said in str(err.value) and "\n" not in str(err.value)
