@@ -178,3 +178,65 @@ def test_a_record_that_is_no_regular_file_reads_as_unreadable_at_once(tmp_path, 
     assert record == {} and record.problem.startswith("unreadable")
     update_record(folder, status="ok") if kind != "folder" else None  # the next writer remakes a file's record
     assert kind == "folder" or read_record(folder)["status"] == "ok"
+
+
+def test_another_tools_key_in_a_record_is_not_read_and_not_warned_about(tmp_path):
+    folder = _write(tmp_path / "r", {**GOOD, "their_tool": {"anything": [1, 2]}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        record = read_record(folder)
+    assert sorted(record) == ["notebooks", "started", "status"] and record.problem is None
+
+
+def test_every_section_left_out_is_named_in_the_one_warning(tmp_path):
+    folder = _write(tmp_path / "r", {**GOOD, "wall_s": "slow", "datasets": "instructir", "planned": 3})
+    with pytest.warns(RecordWarning, match="left out what does not fit instir's record: wall_s, datasets, planned;"
+                      ) as caught:
+        record = read_record(folder)
+    assert len(caught) == 1 and sorted(record) == ["notebooks", "started", "status"]
+
+
+def test_a_section_none_of_whose_entries_fits_is_named_once_as_a_whole(tmp_path):
+    folder = _write(tmp_path / "r", {**GOOD, "notebooks": ["01_a", "02_b"]})
+    with pytest.warns(RecordWarning, match="left out what does not fit instir's record: notebooks; the next writer"):
+        assert "notebooks" not in read_record(folder)
+
+
+def test_a_section_given_as_none_is_removed_and_the_sections_keep_the_records_order(tmp_path):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    update_record(folder, made={"metrics": {"m.csv": "0" * 64}}, wall_s=2.5)
+    update_record(folder, status="ok", wall_s=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_record(folder) == {"status": "ok", "made": {"metrics": {"m.csv": "0" * 64}}}
+    assert list(json.loads((folder / "report.json").read_text())) == ["status", "made"]  # the run's fields first
+
+
+def test_a_run_record_whose_status_is_damaged_is_listed_as_unreadable_not_as_a_run(tmp_path):
+    _write(tmp_path / "reports" / "r", {**GOOD, "status": 3})
+    with pytest.warns(RecordWarning):
+        (entry,) = read_reports(tmp_path / "reports")
+    assert entry["status"] == "failed" and entry["error"].startswith("unreadable report.json: left out")
+    assert entry["error"].endswith("record: status")
+
+
+def test_instir_run_writes_only_the_runs_own_sections():
+    # the notebooks write datasets, the stages stages/pages/made, a sweep its cells: instir run's write of its own
+    # sections (None removes one) must leave them as they are
+    from instir.report.record import RUN_SECTIONS
+
+    assert set(RUN_SECTIONS) == {"status", "out_dir", "parameters", "defaults", "show_code", "kernel", "started",
+                                 "manifest", "planned", "notebooks", "wall_s", "finished", "error"}
+
+
+def test_a_record_damaged_again_after_a_warning_is_warned_about_again(tmp_path):
+    import os
+
+    folder = _write(tmp_path / "r", {**GOOD, "wall_s": "slow"})
+    with pytest.warns(RecordWarning, match="wall_s"):
+        read_record(folder)
+    _write(folder, {**GOOD, "planned": 3})  # another version of the file, damaged otherwise
+    os.utime(folder / "report.json", ns=(1_000_000_000, 1_000_000_000))
+    with pytest.warns(RecordWarning, match="planned"):
+        read_record(folder)
