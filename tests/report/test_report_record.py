@@ -240,3 +240,11 @@ def test_a_record_damaged_again_after_a_warning_is_warned_about_again(tmp_path):
     os.utime(folder / "report.json", ns=(1_000_000_000, 1_000_000_000))
     with pytest.warns(RecordWarning, match="planned"):
         read_record(folder)
+
+
+def test_a_record_that_is_not_utf8_is_unreadable_with_one_warning_not_a_traceback(tmp_path):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    (folder / "report.json").write_bytes(b'{"status": "\xff"}')
+    with pytest.warns(RecordWarning, match=rf"{folder / 'report.json'}: unreadable \("):
+        assert read_record(folder) == {}
