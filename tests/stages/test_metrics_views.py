@@ -110,3 +110,30 @@ def test_the_average_over_subsets_is_added_for_two_subsets_and_not_for_one():
 
 def test_the_bundled_samples_among_the_scored_benchmarks_are_named():
     assert _instructir().samples == ["instructir-sample"]
+
+
+def test_the_run_checks_table_keeps_a_column_that_says_something_of_one_run():
+    checks = pd.DataFrame({"benchmark": "instructir-sample", "system": ["a", "b"], "run_file": ["a.trec", "b.trec"],
+                           "run ids": "all known", "other_data": ["", "corpus"], "notes": ""})
+    shown = Metrics(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), run_checks=checks).checks_table()
+    assert shown.columns.tolist() == ["benchmark", "system", "run ids", "other_data"]
+    assert shown["other_data"].tolist() == ["", "corpus"]
+
+
+def test_followirs_instructed_and_query_only_values_are_paired_on_its_first_per_query_measure():
+    # p-MRR, FollowIR's first headline measure, has one value per query pair: the pairs are of AP@1000[og]
+    bench = "followir-sample/core17"
+    per_query = pd.concat([_per_query(bench, "bm25", "AP@1000[og]", [0.5, 0.25]),
+                           _per_query(bench, "bm25 (query-only)", "AP@1000[og]", [0.25, 0.125])], ignore_index=True)
+    per_group = pd.DataFrame({"benchmark": bench, "system": ["bm25", "bm25 (query-only)"], "group": "q0",
+                              "measure": "p-MRR", "value": [0.1, 0.0], "n_queries": 2})
+    metrics = Metrics(per_query, per_group, pd.DataFrame(columns=COLUMNS), runs=_runs(bench, "bm25"))
+    measure, ((retriever, query_only, instructed),) = metrics.instructed_vs_query_only(bench)
+    assert (measure, retriever) == ("AP@1000[og]", "bm25")
+    assert query_only.tolist() == [25.0, 12.5] and instructed.tolist() == [50.0, 25.0]
+
+
+def test_a_retriever_with_only_its_instructed_run_is_paired_with_nothing():
+    metrics = _instructir()
+    metrics.runs = metrics.runs[metrics.runs["variant"] == "instructed"]  # its query-only run not retrieved
+    assert metrics.instructed_vs_query_only("instructir-sample") == ("nDCG@10", [])

@@ -2,6 +2,8 @@
 hand: each benchmark's systems against its first listed one on its headline measures, its paper table with Holm's
 letters under the benchmark's label, each run's notes, and no table left from an earlier run."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -68,3 +70,82 @@ def test_a_paper_table_written_earlier_is_removed_when_the_benchmark_no_longer_h
     mine.write_text("% a table of one's own\n")
     metrics = _write(tmp_path, [_evaluation("a", **A)], ["a"])
     assert metrics.compared == {} and not tex.exists() and mine.is_file()
+
+
+
+def _toy(qrels: dict[str, int], docs=("d1", "d2", "d3")):
+    """A one-query benchmark ``q`` in memory with these qrels."""
+    from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
+
+    return Benchmark(name="toy", layout="memory", revision="local", setting="instructed",
+                     corpus=Corpus.from_docs(Doc(d, d) for d in docs), queries={"q": Query("q", "q", "i", group="q")},
+                     qrels={"q": qrels}, meta={})
+
+
+def _scored(tmp_path, benchmark, ranked: list[str]) -> tuple[float, bool]:
+    """nDCG@10 of a run ranking ``ranked`` for ``q``, scored by the evaluate stage, and whether it was stored."""
+    from instir.retrieval.runs import Run, write_run
+    from instir.stages.evaluate import run_scores
+
+    run = tmp_path / "runs" / "r.trec"
+    if not run.is_file():
+        write_run(Run(pd.DataFrame({"qid": "q", "docid": ranked, "score": [float(len(ranked) - i)
+                                                                         for i in range(len(ranked))]})), run)
+    evaluation, stored = run_scores(ReportLayout(tmp_path), benchmark, "runs/r.trec", "r")
+    return evaluation.per_query.set_index("measure").loc["nDCG@10", "value"], stored
+
+
+def test_stored_scores_are_computed_again_when_the_qrels_grades_change(tmp_path):
+    # a rerun reads a run's scores back only for the same qrels, grades included: d1 and d2 relevant at ranks 1 and 2,
+    # graded 1 and 2 (nDCG@10 = (1 + 2/log2 3) / (2 + 1/log2 3)), then 2 and 1 (the ideal order: 1.0)
+    third = 1 / math.log2(3)
+    got = [_scored(tmp_path, _toy(grades), ["d1", "d2", "d3"])
+           for grades in ({"d1": 1, "d2": 2}, {"d1": 2, "d2": 1}, {"d1": 2, "d2": 1})]
+    assert got == [(pytest.approx((1 + 2 * third) / (2 + third)), False), (pytest.approx(1.0), False),
+                   (pytest.approx(1.0), True)]
+
+
+def test_the_evaluate_stage_drops_a_document_carrying_the_querys_id_before_scoring(tmp_path):
+    # InstructIR's authors drop it: d1, relevant, ranked second after the document 'q', is first (1.0, not 1/log2 3)
+    assert _scored(tmp_path, _toy({"d1": 1}, docs=("q", "d1", "d2")), ["q", "d1", "d2"]) == (1.0, False)
+
+
+
+def test_a_subsets_paper_table_is_named_after_the_benchmark_with_its_slash_replaced(tmp_path):
+    runs = _runs("a", "b").assign(benchmark="ifir-sample/fiqa")
+    write_metrics(ReportLayout(tmp_path), runs, [_evaluation("a", **A), _evaluation("b", **B)], compare="all",
+                  n_resamples=99, labels={"ifir-sample/fiqa": "IFIR FiQA (sample)"})
+    (tex,) = (tmp_path / "metrics").glob("*.tex")
+    assert tex.name == "ifir-sample_fiqa.tex" and "IFIR FiQA (sample), scores" in tex.read_text()
+
+
+def test_the_evaluate_stage_captions_a_benchmarks_paper_table_with_its_label(tmp_path):
+    # runs listed by hand: two systems ranking three instances' relevant documents in two orders
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval.runs import Run, write_run
+    from instir.stages import score_runs
+
+    bench = load_benchmark("instructir-sample")
+    qids = list(bench.qrels)[:3]
+    docs = [d for q in qids for d in bench.qrels[q]]
+    for system, order in (("a", docs), ("b", docs[::-1])):
+        write_run(Run(pd.DataFrame([(q, d, float(len(order) - i)) for q in qids for i, d in enumerate(order)],
+                                   columns=["qid", "docid", "score"])), tmp_path / "runs" / f"{system}.trec")
+    pd.DataFrame({"benchmark": BENCH, "setting": "instructed", "system": ["a", "b"],
+                  "run_file": ["runs/a.trec", "runs/b.trec"]}).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    score_runs(tmp_path, n_resamples=99)
+    tex = (tmp_path / "metrics" / f"{BENCH}.tex").read_text()
+    assert "(bundled SAMPLE, not the benchmark), scores $\\times 100$." in tex
+
+
+def test_scoring_one_run_again_keeps_the_stored_scores_of_the_others(tmp_path):
+    from instir.retrieval.runs import Run, write_run
+    from instir.stages.evaluate import run_scores
+
+    bench = _toy({"d1": 1})
+    for name, ranked in (("r1", ["d1", "d2"]), ("r2", ["d2", "d1"])):
+        write_run(Run(pd.DataFrame({"qid": "q", "docid": ranked, "score": [2.0, 1.0]})),
+                  tmp_path / "runs" / f"{name}.trec")
+    layout = ReportLayout(tmp_path)
+    stored = [run_scores(layout, bench, f"runs/{name}.trec", name)[1] for name in ("r1", "r2", "r1", "r2")]
+    assert stored == [False, False, True, True]
