@@ -426,3 +426,59 @@ def test_lists_of_the_same_top_k_are_not_said_to_be_so_by_construction_where_a_l
     assert bench.rankable() == 3 > 2
     assert result.instances["instfol"].tolist() == [0.0]  # the same two passages: S_q = S_inst = 0.5
     assert result.meta["same_passages"] is False
+
+
+def test_the_same_scores_in_another_order_give_an_instfol_of_exactly_0():
+    # (0.1 + 0.2 + 0.3) / 3 and (0.3 + 0.2 + 0.1) / 3 differ in the last bit: float noise, not a gain
+    pair = score_list_pair([0.1, 0.2, 0.3], [0.3, 0.2, 0.1])
+    assert pair.instfol == 0.0 and math.copysign(1.0, pair.instfol) == 1.0
+
+
+def test_an_instance_one_run_lacks_has_neither_s_value_nor_instfol():
+    # the query-only run lacks it: S_inst alone would enter its level's mean S_inst while InstFol leaves it out
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no mean of an empty list
+        for pair in (score_list_pair([], [1.0, 2.0]), score_list_pair([1.0, 2.0], [])):
+            assert math.isnan(pair.s_q) and math.isnan(pair.s_inst) and math.isnan(pair.instfol)
+
+
+@pytest.mark.parametrize(("rows", "said"), [
+    # one subset: a level with no scored instance leaves the subset without a value; no Average to speak of; three
+    # ids are all named, without an ellipsis
+    ([("x1", "fiqa", 1, 0.2), ("y1", "fiqa", 2, math.nan), ("y2", "fiqa", 2, math.nan), ("y3", "fiqa", 2, math.nan)],
+     "3 of 4 instance(s) have no InstFol (fiqa level 2: 'y1', 'y2', 'y3'): every rank of a list failed, or a run "
+     "lacks them. fiqa level 2 has no scored instance, so fiqa has no value."),
+    # a subset of one instruction per query (level 0) is named alone, with how many of its instances lack a value
+    ([("n1", "nfcorpus", 0, 0.1), ("n2", "nfcorpus", 0, math.nan), ("x1", "fiqa", 1, 0.2)],
+     "1 of 3 instance(s) have no InstFol (nfcorpus: 1 of 2, 'n2'): every rank of a list failed, or a run lacks them."),
+    # none has a value: no figure to take for a whole one, nothing to say (the front ends say every judgment failed)
+    ([("n1", "nfcorpus", 0, math.nan), ("x1", "fiqa", 1, math.nan)], ""),
+])
+def test_the_unscored_note_names_each_level_once_with_its_count_and_the_subset_left_without_a_value(rows, said):
+    from instir.judge.following import unscored_note
+
+    instances = pd.DataFrame(rows, columns=["qid", "subset", "level", "instfol"]).assign(failed=0)
+    instances["level"] = instances["level"].astype("Int64")
+    assert unscored_note(instances) == said
+
+
+def test_instances_of_a_benchmark_without_subsets_are_counted_under_its_name(toy):
+    # InstructIR's instances have no subset: instfol.csv names the benchmark, as the metrics table does
+    bare = toy_benchmark([Query(q.id, q.query, q.instruction, group=q.group) for q in QUERIES],
+                         {"a_1": {"d2": 1}, "a_2": {"d8": 1}, "n_0": {"e3": 1}}, DOCS)
+    result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), bare, ScriptedJudge({**SCORES, "d6": 1.0}), k=3)
+    assert set(result.instances["subset"]) == {"toy"}
+    assert result.summary()[["scope", "subset"]].values.tolist() == [["subset", "toy"]]
+
+
+def test_an_s_q_of_exactly_3_is_no_score_above_the_rubric(toy):
+    # n_0's query-only list is judged 3 and 3: S_q = 3, the formula's own case (S_inst - S_q), nothing to warn of
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*above 3")
+        result = instfol(run_frame(INSTRUCTED), run_frame(QUERY_ONLY), toy, ScriptedJudge({**SCORES, "d6": 1.0}), k=3)
+    assert result.instances.set_index("qid").loc["n_0", "s_q"] == 3.0
+
+
+def test_a_list_pairs_instfol_is_taken_against_the_maximum_it_is_given():
+    # (2 - 1) / (5 - 1): the official constant is 3, a caller may give another
+    assert score_list_pair([1.0], [2.0], max_score=5.0).instfol == pytest.approx(0.25)

@@ -80,6 +80,8 @@ def test_the_warning_statement_counts_only_judgments_that_count():
     pairs = pd.DataFrame({"benchmark": "x", "norm": [0.5, None, 0.5], "error": [None, "HTTP 500", None],
                           "warning": ["served by m2", "served by m2", None]})
     assert "**1 judgment(s) carry a warning**" in _judging(pairs=pairs).warning_statement()
+    two = pairs.assign(warning=["served by m2", "served by m2", "served by m2"])  # the failed one's is not counted
+    assert "**2 judgment(s) carry a warning**" in _judging(pairs=two).warning_statement()
 
 
 def test_failed_judgments_are_summed_over_pairs_and_repeat_0_is_instfols_own():
@@ -139,3 +141,75 @@ def test_instfols_files_name_both_runs_each_value_compared(tmp_path):
     tables = write_instfol(ReportLayout(tmp_path), [pair], [result])
     assert set(tables.summary["run_files"]) == {"runs/i.trec; runs/q.trec"}
     assert set(pd.read_csv(tmp_path / "judge" / "instfol.csv")["run_files"]) == {"runs/i.trec; runs/q.trec"}
+
+
+def test_instfols_files_name_the_judges_backend_and_model_each_in_its_column_and_the_costs_each_count(tmp_path):
+    # the compare stage checks the two columns against the paper's judge (openai-compatible, gpt-4o-mini)
+    from instir.report.layout import ReportLayout
+    from instir.stages.judge import RunPair, write_instfol
+
+    instances = _instances("x", "fiqa", [0.2, 0.4], 20, [20, 20], "")[["qid", "subset", "level", "instfol", "s_q",
+                                                                         "s_inst", "failed", "dropped", "parsed"]]
+    meta = {"judge": {"name": "openai", "model": "gpt-4o-mini"}, "k": 20, "depth": 20,
+            **dict.fromkeys(("unique_requests", "judged", "failed_judgments", "parsed_judgments", "warnings"), 0),
+            "from_cache": 7, "cost": None}
+    result = SimpleNamespace(instances=instances, positions=pd.DataFrame({"qid": ["fiqa0"], "docid": ["d"]}),
+                             meta=meta)
+    tables = write_instfol(ReportLayout(tmp_path), [RunPair("ifir-sample/fiqa", "bm25", "bm25", "i.trec", "q.trec")],
+                           [result])
+    written = pd.read_csv(tmp_path / "judge" / "instfol.csv")
+    assert set(zip(written["judge_backend"], written["judge_model"])) == {("openai", "gpt-4o-mini")}
+    assert tables.costs.to_dict("records") == [{"benchmark": "ifir-sample/fiqa", "system": "bm25", "unique_requests": 0,
+                                                "judged": 0, "from_cache": 7, "failed_judgments": 0,
+                                                "parsed_judgments": 0, "warnings": 0, "cost": None}]
+
+
+def test_the_judges_ranking_is_not_compared_with_one_subsets_gold_when_the_collection_has_no_average():
+    # two subsets scored, no Average row (the metrics of an earlier version, or another measure's): neither subset's
+    # gold values stand for the collection, so no tau
+    summary = pd.DataFrame({"benchmark": "ifir-sample", "system": ["a", "b"], "scope": "average",
+                            "subset": "average", "instfol": [0.1, 0.2]})
+    metrics = pd.DataFrame({"benchmark": ["ifir-sample/fiqa"] * 2 + ["ifir-sample/nfcorpus"] * 2,
+                            "subset": ["fiqa"] * 2 + ["nfcorpus"] * 2, "level": "all", "measure": "nDCG@20",
+                            "system": ["a", "b"] * 2, "value": [0.1, 0.2, 0.2, 0.1]})
+    assert rank_systems(summary, metrics).empty
+
+
+def test_a_runs_list_without_a_query_only_run_is_refused_naming_it_before_any_judgment(tmp_path, monkeypatch):
+    from says import raises_saying
+
+    from instir.report.layout import MissingInput
+    from instir.retrieval import Run, write_run
+    from instir.stages import judge_runs
+
+    write_run(Run(pd.DataFrame({"qid": ["q"], "docid": ["d"], "score": [1.0]})), tmp_path / "runs" / "a.trec")
+    pd.DataFrame([{"benchmark": "instructir-sample", "setting": "instructed", "system": "bm25", "retriever": "bm25",
+                   "variant": "instructed", "run_file": "runs/a.trec"}]).to_csv(tmp_path / "runs" / "runs.csv",
+                                                                                index=False)
+    monkeypatch.setattr("instir.judge.factory.make_judge", lambda *a, **k: pytest.fail("a judge was made"))
+    with raises_saying(MissingInput, "runs.csv lists no instructed and query-only run of one system"):
+        judge_runs(tmp_path, backend="baseline", repeats=1)
+
+
+def test_the_judge_stage_writes_its_validation_pairs_and_their_agreement(tmp_path):
+    # a runs folder made by hand: three instances, their relevant documents in one order and the other
+    from instir.benchmarks import load_benchmark
+    from instir.retrieval import Run, write_run
+    from instir.stages import judge_runs
+
+    bench = load_benchmark("instructir-sample")
+    qids = list(bench.qrels)[:3]
+    docs = [d for q in qids for d in bench.qrels[q]]
+    rows = []
+    for variant, order in (("instructed", docs), ("query-only", docs[::-1])):
+        write_run(Run(pd.DataFrame([(q, d, float(len(order) - i)) for q in qids for i, d in enumerate(order)],
+                                   columns=["qid", "docid", "score"])), tmp_path / "runs" / f"{variant}.trec")
+        rows.append({"benchmark": "instructir-sample", "setting": "instructed", "system": f"bm25 {variant}",
+                     "retriever": "bm25", "variant": variant, "run_file": f"runs/{variant}.trec"})
+    pd.DataFrame(rows).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    with pytest.warns(UserWarning, match="fewer than k = 20"):
+        judging = judge_runs(tmp_path, backend="baseline", max_instances=1, repeats=1)
+    pairs = pd.read_csv(tmp_path / "judge" / "validation_pairs.csv")
+    stats = pd.read_csv(tmp_path / "judge" / "validation.csv").set_index(["benchmark", "statistic"])["value"]
+    assert len(pairs) == len(judging.pairs) > 0 and set(pairs["benchmark"]) == {"instructir-sample"}
+    assert stats[("instructir-sample", "pairs")] == stats[("all", "pairs")] == len(pairs)
