@@ -311,3 +311,34 @@ def test_the_compare_stage_compares_the_numbers_under_the_protocol_the_evaluate_
 def test_only_instructed_systems_are_matched_with_the_papers_models(tmp_path):
     # the folder's metrics hold "bm25 (query-only)" too: InstFol's other half, no system a paper's row reports
     assert paper_tables(real_fiqa_folder(tmp_path)).matches["system"].tolist() == ["bm25"]
+
+
+def test_a_rerun_removes_the_not_comparable_note_and_the_widened_table_it_no_longer_makes(tmp_path):
+    folder = real_fiqa_folder(tmp_path)
+    metrics = pd.read_csv(folder / "metrics" / "metrics.csv")
+    metrics.assign(benchmark="ifir-sample/fiqa").to_csv(folder / "metrics" / "metrics.csv", index=False)  # a sample
+    pd.DataFrame({"system": "bm25", "benchmark": "ifir", "scope": "subset", "subset": "fiqa", "level": [None],
+                  "judge_sd": 0.01, "judge_low": 0.0, "judge_high": 0.04}).to_csv(folder / "judge" / "stability.csv",
+                                                                                   index=False)
+    tables = folder / "paper_tables"
+    paper_tables(folder)
+    assert "SAMPLE" in (tables / "not_comparable.txt").read_text() and (tables / "comparison_widened.csv").is_file()
+    metrics.to_csv(folder / "metrics" / "metrics.csv", index=False)  # the real benchmark's numbers, no spread
+    (folder / "judge" / "stability.csv").unlink()
+    paper_tables(folder)
+    assert not (tables / "not_comparable.txt").exists() and not (tables / "comparison_widened.csv").exists()
+
+
+def test_an_instfol_table_naming_no_run_files_is_left_out_after_a_later_retrieval(tmp_path):
+    # judge/instfol.csv of an earlier version names no run files: once the runs folder was written again since the
+    # judge stage read it, nothing shows its InstFol is of the runs the folder lists
+    from instir.report.record import update_record
+
+    folder = real_fiqa_folder(tmp_path)
+    assert "InstFol@20" in set(reproduced_numbers(report_layout(folder))["measure"])
+    update_record(folder, stages={"04_judge_validation": [{"inputs": {"runs": "0" * 64}, "parameters": {"k": 20}}]})
+    with pytest.warns(UserWarning, match="the InstFol of bm25 on ifir \\(fiqa\\) is left out of the comparison after "
+                                         "a later retrieval: the table, of an earlier version, names no run files"):
+        measures = set(reproduced_numbers(report_layout(folder))["measure"])
+    assert measures == {"nDCG@20[ifir-native]", "nDCG@20"}
+

@@ -96,3 +96,34 @@ def test_a_papers_curve_is_drawn_once_however_many_systems_meet_its_row():
     lines = curves.groupby("line")["value"].apply(list).to_dict()
     assert lines == {"bm25 · InstFol@20": [12.0, 12.0], "bm25-again · InstFol@20": [5.0, 6.0],
                      "BM25 · paper": [10.0, 10.0]}
+
+
+def test_verdict_counts_count_a_number_judged_in_one_row_and_without_a_value_in_another_under_its_verdict():
+    # a number two tables of one paper print, one of them without a reported value: it counts once, under the verdict
+    # of the row that judged it, whichever row comes first
+    rows = pd.DataFrame({"paper": "ifir", "table": ["Table 9", "Table 3"], "system": "bm25", "benchmark": "ifir",
+                         "subset_id": "fiqa", "level": pd.NA, "setting": "instructed",
+                         "measure_reproduced": "nDCG@20", "verdict": ["no value", "outside tolerance"]})
+    for compared in (rows, rows.iloc[::-1]):
+        assert _comparison(compared).verdicts().to_dict("records") == [
+            {"paper": "ifir", "verdict": "outside tolerance", "numbers": 1}]
+
+
+def test_a_papers_curve_keeps_the_values_of_every_subset_it_reports():
+    # IFIR reports InstFol per level for fiqa and for aila: the paper's points of both are drawn, not fiqa's alone
+    rows = pd.concat([_rows([1.0, 2.0]).assign(reported=[10.0, 20.0]),
+                      _rows([1.0, 2.0]).assign(subset_id="aila", reported=[30.0, 40.0])], ignore_index=True)
+    ((_, curves),) = _comparison(rows).per_level()
+    paper = curves[curves["line"] == "BM25 · paper"]
+    assert sorted(zip(paper["subset_id"], paper["level"], paper["value"])) == [
+        ("aila", 1.0, 30.0), ("aila", 2.0, 40.0), ("fiqa", 1.0, 10.0), ("fiqa", 2.0, 20.0)]
+
+
+def test_verdict_counts_count_a_number_once_for_each_paper_that_reports_it():
+    # one nDCG@20 against IFIR's Table 3 and against MTEB's results store: each paper counts it once
+    compared = pd.DataFrame({"paper": ["ifir", "mteb"], "table": ["Table 3", "MTEB results"], "system": "bm25",
+                             "benchmark": "ifir/fiqa", "subset_id": "fiqa", "level": pd.NA, "setting": "instructed",
+                             "measure_reproduced": "nDCG@20", "verdict": ["within tolerance", "outside tolerance"]})
+    assert _comparison(compared).verdicts().to_dict("records") == [
+        {"paper": "ifir", "verdict": "within tolerance", "numbers": 1},
+        {"paper": "mteb", "verdict": "outside tolerance", "numbers": 1}]
