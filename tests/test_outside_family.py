@@ -61,6 +61,25 @@ def test_each_variant_of_the_spec_is_one_run_with_the_template_the_spec_names(tr
     assert not list(instruction_only["docid"]) == list(trio_run[1].df["docid"])
 
 
+def test_a_grid_beside_a_bundled_family_plans_each_benchmark_only_the_variants_its_family_has(trio):
+    from instir.stages.plan import plan_runs
+
+    plan = plan_runs(["instructir-sample", "trio-sample"], ["bm25"])
+    assert [(p.benchmark, p.variant) for p in plan] == [
+        ("instructir-sample", "instructed"), ("instructir-sample", "query-only"),
+        ("trio-sample", "instructed"), ("trio-sample", "query-only"), ("trio-sample", "instruction-only")]
+
+
+def test_a_family_whose_spec_pairs_no_variants_has_no_run_pair_for_the_judge(outside):
+    from instir.stages.plan import paired_runs
+
+    outside(('pair = ["instructed", "query-only"]\n', ""))
+    runs = [("trio-sample", "instructed", "bm25", "instructed"), ("trio-sample", "instructed", "bm25", "query-only"),
+            ("ifir-sample/fiqa", "instructed", "bm25", "instructed"),
+            ("ifir-sample/fiqa", "instructed", "bm25", "query-only")]
+    assert paired_runs(runs, lambda run: run) == [(runs[2], runs[3])]
+
+
 def test_a_folder_named_by_the_environment_adds_a_family_with_its_sample(trio):
     assert "trio" in catalog.families() and "trio-sample" in catalog.sample_benchmarks()
     bench = load_benchmark("trio-sample")

@@ -345,6 +345,9 @@ def test_a_data_root_that_is_not_a_folder_fails_before_any_notebook(tmp_path):
 
     with raises_saying(UsageError, "parameter 'data_root'", str(tmp_path / "nodata"), "not a folder"):
         check(str(tmp_path / "nodata"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with raises_saying(UsageError, "parameter 'data_root'", str(tmp_path / "a-file"), "not a folder"):
+        check(str(tmp_path / "a-file"))
     check(str(tmp_path))
     check("")
 

@@ -54,6 +54,14 @@ def test_grid_cells_skip_settings_ifir_lacks():
     assert labels == ["bm25", "bm25 [order-sensitivity]", "bm25"]
 
 
+def test_every_cell_of_a_grid_runs_to_the_grids_k_else_to_its_familys_depth():
+    benchmarks = ["instructir-sample", "followir-sample/core17"]
+    asked = parse_grid({"benchmarks": benchmarks, "systems": ["bm25"], "k": 20})
+    assert [(c.benchmark, c.k) for c in asked.cells()] == [(b, 20) for b in benchmarks for _ in range(2)]
+    default = parse_grid({"benchmarks": benchmarks, "systems": ["bm25"]})
+    assert [c.k for c in default.cells()] == [100, 100, 1000, 1000]  # FollowIR's spec says 1000
+
+
 def test_a_collection_name_in_a_grid_stands_for_its_benchmarks():
     grid = parse_grid({"benchmarks": ["followir-sample"], "systems": ["bm25"], "variants": ["instructed"]})
     assert [c.benchmark for c in grid.cells()] == ["followir-sample/news21", "followir-sample/core17"]

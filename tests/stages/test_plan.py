@@ -26,6 +26,8 @@ def test_a_planned_run_is_labelled_as_every_table_names_it_and_has_a_file_name_i
     assert PlannedRun("instructir", "instructed", bm25, "query-only").label == "bm25 (query-only)"
     assert PlannedRun("instructir", "prompt-sensitivity", bm25, "query-only").label == \
         "bm25 (query-only) [prompt-sensitivity]"
+    # a variant of a family registered from outside the package is named too: two runs never share a label
+    assert PlannedRun("my-benchmark", "instructed", bm25, "instruction-only").label == "bm25 (instruction-only)"
     dense = PlannedRun("ifir/fiqa", "instructed", resolve_system("dense:~/org/model x"), "instructed")  # a folder
     assert dense.run_id == "ifir-fiqa__instructed__dense---org-model-x__instructed"
 
@@ -69,6 +71,18 @@ def test_paired_runs_put_the_instructed_run_first_and_skip_other_settings_and_lo
             ("instructir-sample", "order-sensitivity", "bm25", "query-only"),
             ("instructir-sample", "instructed", "dense", "instructed")]
     assert paired_runs(runs, lambda run: run) == [(runs[1], runs[0])]
+
+
+def test_paired_runs_pair_each_system_apart_and_take_its_first_listed_run_of_a_variant():
+    from instir.stages.plan import paired_runs
+
+    # (benchmark, setting, system, variant, k): the same run listed again at another depth is not the pair's
+    runs = [("ifir-sample/fiqa", "instructed", "bm25", "instructed", 10),
+            ("ifir-sample/fiqa", "instructed", "dense", "instructed", 10),
+            ("ifir-sample/fiqa", "instructed", "bm25", "query-only", 10),
+            ("ifir-sample/fiqa", "instructed", "dense", "query-only", 10),
+            ("ifir-sample/fiqa", "instructed", "bm25", "instructed", 20)]
+    assert paired_runs(runs, lambda run: run[:4]) == [(runs[0], runs[2]), (runs[1], runs[3])]
 
 
 @pytest.mark.parametrize("field", ["settings", "variants"])

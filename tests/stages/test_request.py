@@ -7,7 +7,7 @@ import pytest
 from says import raises_saying
 
 from instir.distributed.grid import GridError, parse_grid
-from instir.errors import UsageError
+from instir.errors import UsageError, UserError
 from instir.pipeline import find_notebooks, notebook_parameters, validate_parameters
 from instir.stages.request import JudgeRequest, notebook_request, run_request
 
@@ -98,9 +98,19 @@ def test_two_system_names_that_would_share_a_run_id_are_refused():
                    "grid.yaml")
 
 
-def test_a_notebook_chain_that_retrieves_must_be_given_a_system():
+@pytest.mark.parametrize("given", [{"retrievers": [], "systems": []}, {"retrievers": []}, {"systems": []}])
+def test_a_notebook_chain_that_retrieves_must_be_given_a_system(given):
+    # a chain with either parameter retrieves: one of them alone, empty, is no system either
     with raises_saying(UsageError, "parameter 'retrievers' or 'systems'", "empty"):
-        notebook_request({"benchmarks": ["instructir-sample"], "retrievers": [], "systems": []})
+        notebook_request({"benchmarks": ["instructir-sample"], **given})
+
+
+@pytest.mark.parametrize("field", ["benchmarks", "systems"])
+def test_a_grid_field_left_empty_in_yaml_is_refused_as_required_not_as_a_grid_of_no_run(field):
+    # "benchmarks:" with nothing after it is None in YAML: the field is missing, not a list of no names
+    grid = {"benchmarks": ["instructir-sample"], "systems": ["bm25"], field: None}
+    with raises_saying(GridError, f"grid.yaml: field {field!r} is required"):
+        parse_grid(grid, "grid.yaml")
 
 
 def test_an_unknown_retriever_kind_is_named_as_a_retriever_with_the_closest_kind():
@@ -129,3 +139,15 @@ def test_the_bundled_model_named_by_its_id_is_the_bundled_dense_system_listed_on
     with raises_saying(GridError, "field 'systems'", "'dense'", f"'dense:{BUNDLED_MODEL_ID}'", "list it once"):
         parse_grid({"benchmarks": ["instructir-sample"], "systems": ["dense", f"dense:{BUNDLED_MODEL_ID}"]},
                    "grid.yaml")
+
+
+def test_a_grid_system_whose_packages_are_missing_is_refused_naming_the_card_and_the_package(monkeypatch):
+    import importlib.util
+
+    from instir.stages.request import check_runnable
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
+    grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["Promptriever-7B"]}, "grid.yaml")
+    with raises_saying(UserError, "system 'Promptriever-7B'", "peft", "pip install"):
+        check_runnable(grid, where=lambda field: f"field {field!r}")
