@@ -457,3 +457,46 @@ def test_a_stage_run_alone_rewrites_the_index_that_lists_its_folder(tmp_path):
     os.utime(reports / "index.html", (0, 0))
     stage(reports / "r")
     assert (reports / "index.html").stat().st_mtime > 0  # rewritten
+
+
+@pytest.mark.parametrize(("holder", "written_by"), [(None, "notebooks"), ("instir run", "notebooks"),
+                                                    ("instir sweep", "instir sweep")])
+def test_runs_written_under_instir_run_are_the_notebooks_as_in_the_lab(tmp_path, holder, written_by):
+    # instir run executes the notebooks: their runs.csv rows are the lab's, so neither refuses the other's runs
+    from contextlib import nullcontext
+
+    from instir.stages.retrieve import front_end
+
+    out = tmp_path / "r"
+    with FolderLock(out, holder) if holder else nullcontext():
+        assert front_end(out) == written_by
+
+
+def test_a_run_file_made_outside_the_kit_is_listed_under_its_system_and_variant():
+    from instir.benchmarks import load_benchmark
+    from instir.stages.retrieve import RUNS_COLUMNS, listed_row
+
+    row = listed_row(load_benchmark("ifir-sample/fiqa"), "my-system", "runs/mine.trec", "query-only", k=10)
+    assert list(row) == RUNS_COLUMNS
+    assert {key: value for key, value in row.items() if value is not None} == {
+        "benchmark": "ifir-sample/fiqa", "setting": "instructed", "sample": True, "retriever": "my-system",
+        "system": "my-system", "variant": "query-only", "reused": False, "run_file": "runs/mine.trec", "k": 10}
+
+
+@pytest.mark.parametrize(("listed_k", "kept_k", "refused"), [
+    ("20.0", 20, False), ("20", 20.0, False), ("", None, False), ("", float("nan"), False), ("50", 20, True)])
+def test_another_front_ends_run_is_the_same_run_at_the_same_k_however_the_k_is_spelt(tmp_path, listed_k, kept_k,
+                                                                                     refused):
+    # a k read back through pandas is 20.0 where a column has a gap, and a run of no k is "" or NaN
+    from contextlib import nullcontext
+
+    from instir.report.layout import ReportLayout
+    from instir.stages.retrieve import RUNS_COLUMNS, refuse_dropping
+
+    layout = ReportLayout(tmp_path)
+    layout.runs.mkdir()
+    row = {**dict.fromkeys(RUNS_COLUMNS, ""), "benchmark": "ifir-sample/fiqa", "setting": "instructed",
+           "system": "bm25", "variant": "instructed", "k": listed_k, "written_by": "instir sweep"}
+    pd.DataFrame([row], columns=RUNS_COLUMNS).to_csv(layout.runs_table, index=False)
+    with raises_saying(UsageError, "lists 1 run(s) written by instir sweep") if refused else nullcontext():
+        refuse_dropping(layout, [("ifir-sample/fiqa", "instructed", "bm25", "instructed", kept_k)], "notebooks")

@@ -195,6 +195,23 @@ def test_a_large_grid_is_refused_without_yes_with_its_cell_count_and_estimate(tm
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("systems", "options", "said"), [
+    (200, [], "is not in the instir cache"),  # 200 cells start without --yes (here stopped by the data they lack)
+    (201, [], "201 cells (1 benchmark x 1 setting x 201 systems x 1 variant)"),
+    (201, ["--yes"], "is not in the instir cache")])
+def test_a_grid_of_more_than_200_cells_waits_for_yes_and_one_of_200_does_not(tmp_path, capsys, systems, options,
+                                                                             said):
+    from instir.cli import main
+
+    path = tmp_path / "grid.yaml"
+    listed = ", ".join(f"'dense:org/model-{i}'" for i in range(systems))
+    path.write_text(f"benchmarks: [ifir/fiqa]\nsystems: [{listed}]\nvariants: [instructed]\n")
+    assert main(["sweep", str(path), "--serial", "--out", str(tmp_path / "out"), *options]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert ("add --yes" in err) == (said.startswith("201 cells"))
+
+
 def test_the_estimate_counts_published_sizes_once_per_corpus_and_system():
     from instir.benchmarks import catalog
     from instir.distributed.grid import describe_estimate, grid_estimate
