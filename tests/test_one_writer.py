@@ -500,3 +500,20 @@ def test_another_front_ends_run_is_the_same_run_at_the_same_k_however_the_k_is_s
     pd.DataFrame([row], columns=RUNS_COLUMNS).to_csv(layout.runs_table, index=False)
     with raises_saying(UsageError, "lists 1 run(s) written by instir sweep") if refused else nullcontext():
         refuse_dropping(layout, [("ifir-sample/fiqa", "instructed", "bm25", "instructed", kept_k)], "notebooks")
+
+
+@pytest.mark.parametrize(("lost", "more"), [(3, ""), (4, " and 1 more")])
+def test_runs_that_would_be_dropped_are_named_three_at_most_with_a_count_of_the_rest(tmp_path, lost, more):
+    from instir.report.layout import ReportLayout
+    from instir.stages.retrieve import RUNS_COLUMNS, refuse_dropping
+
+    layout = ReportLayout(tmp_path)
+    layout.runs.mkdir()
+    rows = [{**dict.fromkeys(RUNS_COLUMNS, ""), "benchmark": "ifir-sample/fiqa", "setting": "instructed",
+             "system": system, "variant": "instructed", "k": "10", "written_by": "instir sweep"}
+            for system in ["kept", *(f"s{i}" for i in range(lost))]]  # the sweep's run the notebooks keep is no loss
+    pd.DataFrame(rows, columns=RUNS_COLUMNS).to_csv(layout.runs_table, index=False)
+    shown = "; ".join(f"s{i} instructed on ifir-sample/fiqa (k 10)" for i in range(3))
+    with raises_saying(UsageError, f"lists {lost} run(s) written by instir sweep that notebooks would drop: "
+                                   f"{shown}{more}; write into another folder"):
+        refuse_dropping(layout, [("ifir-sample/fiqa", "instructed", "kept", "instructed", 10)], "notebooks")

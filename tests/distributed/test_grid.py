@@ -239,6 +239,33 @@ def test_instir_sweep_without_ray_says_what_to_install_in_one_line(tmp_path, cap
     says(err.strip(), "instir sweep", "ray", "pip install 'instir[distributed]'", "--serial")
 
 
+def test_a_grid_of_samples_only_is_described_without_published_sizes_and_names_the_settings_a_family_lacks():
+    from instir.distributed.grid import describe_estimate
+
+    grid = parse_grid({"benchmarks": ["instructir-sample", "ifir-sample/fiqa"], "systems": ["bm25"],
+                       "settings": ["instructed", "order-sensitivity", "query-only"]})
+    # InstructIR: 3 settings x 2 variants, IFIR: 1 x 2
+    assert describe_estimate(grid) == ("8 cells (2 benchmarks x 3 settings x 1 system x 2 variants, IFIR in the "
+                                       "instructed setting only); 8 cells on bundled samples")
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("# my grid\nbenchmarks: [ifir-sample/fiqa]\nsystems: [bm25]\nsettings: [order-sensitivity]\n",
+     "grid.yaml:4: the grid asks for no run"),
+    ("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: @x\n", "grid.yaml:3: not valid YAML")])
+def test_a_grid_of_no_run_and_broken_yaml_are_named_at_their_line(tmp_path, text, said):
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    with raises_saying(GridError, f"{path.parent}/{said}"):
+        load_grid(path)
+
+
+def test_a_grids_shard_min_docs_is_the_sweeps_else_20000():
+    grid = {"benchmarks": ["instructir-sample"], "systems": ["dense"]}
+    assert parse_grid({**grid, "shard_min_docs": 500}).shard_min_docs == 500
+    assert parse_grid(grid).shard_min_docs == 20000
+
+
 def test_a_grid_whose_settings_no_benchmark_has_is_refused_not_run_as_zero_cells():
     # on the commit before, instir sweep ran "0 cells: 0 done" and exited 0
     with pytest.raises(GridError, match=r"grid.yaml: the grid asks for no run: ifir-sample/fiqa has none of the "

@@ -299,6 +299,23 @@ def test_the_dense_half_of_a_hybrid_is_what_sharded_encoding_encodes():
     assert dense_part(dense) is dense and dense_part(lexical) is None
 
 
+@pytest.mark.parametrize(("nodes", "asked", "pool"), [
+    ([8, 4], (0, None), (2, 4)),  # one actor per node, each with the smallest node's CPUs
+    ([8, 4], (0, 6), (6, 2)),  # six actors share the 12 CPUs: more CPUs each could never all be placed
+    ([8, 4, {"GPU": 2}, {"GPU": 1}], (1, None), (3, 1)),  # one per GPU, one CPU each
+    ([8, 4, {"GPU": 2}, {"GPU": 1}], (0.5, None), (6, 1)),
+    ([8, 4], (1, None), (1, 1)),  # a model asking a GPU of a cluster that has none: one actor, never none
+])
+def test_the_encoders_are_one_per_node_or_gpu_and_their_cpus_fit_the_alive_nodes(monkeypatch, nodes, asked, pool):
+    ray = pytest.importorskip("ray")
+    from instir.distributed.encode import encoder_pool
+
+    listed = [{"Alive": True, "Resources": {"CPU": n} if isinstance(n, int) else {"CPU": 1, **n}} for n in nodes]
+    listed.append({"Alive": False, "Resources": {"CPU": 64, "GPU": 8}})  # a node gone: none of its resources
+    monkeypatch.setattr(ray, "nodes", lambda: listed)
+    assert encoder_pool(*asked) == pool
+
+
 def test_a_grown_grid_lists_its_reused_runs_beside_the_new_ones(tmp_path):
     # a rerun with one more benchmark: the cells reused from the first sweep stay in runs.csv with the new cells
     first = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 10})
