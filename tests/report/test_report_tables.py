@@ -251,3 +251,28 @@ def test_the_data_statement_names_a_benchmark_whose_data_is_not_the_papers():
     text = data.data_statement()
     assert text.startswith("**Not the papers' data.**") and "6 queries where the paper has 1,718" in text
     assert "instructir" not in text
+
+
+def test_the_length_table_describes_the_query_and_instruction_words_apart(tmp_path):
+    from instir.benchmarks import load_benchmark
+
+    lengths = describe_benchmarks(tmp_path, ["followir-sample/core17"]).lengths()["followir-sample/core17"]
+    queries = load_benchmark("followir-sample/core17").queries.values()
+    for measure, words in (("query_words", [len(q.query.split()) for q in queries]),
+                           ("instruction_words", [len(q.instruction.split()) for q in queries])):
+        assert (lengths[measure, "min"], lengths[measure, "max"]) == (min(words), max(words)), measure
+        assert lengths[measure, "mean"] == pytest.approx(sum(words) / len(words)), measure
+
+
+def test_the_data_statement_says_the_samples_are_samples_and_never_that_their_counts_are_the_papers():
+    from instir.stages.explore import Exploration
+
+    overview = pd.DataFrame({"benchmark": ["instructir-sample", "ifir/fiqa"], "sample": [True, False]})
+    data = Exploration(overview, pd.DataFrame(), pd.DataFrame(), [], "",
+                       checks={"instructir-sample": "a bundled sample", "ifir/fiqa": None})
+    assert data.samples == ["instructir-sample"]
+    text = data.data_statement()
+    assert text.startswith("**SAMPLE statistics.**") and "are bundled samples" in text
+    assert "Not the papers' data" not in text and "published ones" not in text
+    only_real = Exploration(overview.iloc[1:], pd.DataFrame(), pd.DataFrame(), [], "", checks={"ifir/fiqa": None})
+    assert only_real.data_statement().startswith("The counts above are the published ones for every benchmark")
