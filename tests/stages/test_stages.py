@@ -86,6 +86,16 @@ def test_runs_are_listed_benchmark_by_benchmark_in_the_order_of_the_systems(tmp_
     assert set(pd.read_csv(ReportLayout(tmp_path).runs_table)["system"]) == set(runs["system"])
 
 
+def test_runs_csv_counts_each_runs_queries_and_rows_and_says_a_rerun_reused_it(tmp_path):
+    bench = load_benchmark("ifir-sample/fiqa")
+    runs = retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=3).runs
+    files = [pd.read_csv(tmp_path / f, sep=" ", header=None, dtype={0: str}) for f in runs["run_file"]]
+    assert runs["queries"].tolist() == [len(bench.queries)] * 2 == [f[0].nunique() for f in files]
+    assert runs["rows"].tolist() == [len(f) for f in files] and runs["k"].tolist() == [3, 3]
+    assert not runs["reused"].any()
+    assert retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=3).runs["reused"].all()
+
+
 @pytest.mark.parametrize("stage", [score_runs, lambda out: judge_runs(out, backend="baseline")])
 def test_a_stage_without_its_input_names_the_notebook_that_writes_it(tmp_path, stage):
     with raises_saying(MissingInput, "runs/runs.csv", "02_retrieval"):
