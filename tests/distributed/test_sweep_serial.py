@@ -97,6 +97,9 @@ def test_a_judge_step_that_raises_is_reported_and_the_summary_still_written(tmp_
     code = main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"])
     out = capsys.readouterr().out
     assert code == 1 and "2 done, 0 reused, 0 failed" in out
+    # what will run, said before it runs
+    assert out.startswith(f"{grid}: 2 cells (1 benchmark x 1 setting x 1 system x 2 variants); 2 cells on bundled "
+                          "samples\n")
     assert "FAILED judge: RuntimeError: the judge server went away" in out
     summary = read_record(tmp_path / "out")["sweep"]
     assert summary["counts"]["done"] == 2 and summary["judge"]["state"] == "failed"
