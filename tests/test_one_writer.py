@@ -517,3 +517,20 @@ def test_runs_that_would_be_dropped_are_named_three_at_most_with_a_count_of_the_
     with raises_saying(UsageError, f"lists {lost} run(s) written by instir sweep that notebooks would drop: "
                                    f"{shown}{more}; write into another folder"):
         refuse_dropping(layout, [("ifir-sample/fiqa", "instructed", "kept", "instructed", 10)], "notebooks")
+
+
+def test_a_runs_list_written_over_another_front_ends_runs_is_refused_and_left_as_it_was(tmp_path):
+    # the last guard, when the list changed between the stage's first look and its write
+    from instir.report.layout import ReportLayout
+    from instir.stages.retrieve import RUNS_COLUMNS, write_runs_table
+
+    layout = ReportLayout(tmp_path)
+    layout.runs.mkdir()
+    row = {**dict.fromkeys(RUNS_COLUMNS, ""), "benchmark": "ifir-sample/fiqa", "setting": "instructed",
+           "system": "bm25", "variant": "instructed", "k": "10", "written_by": "instir sweep"}
+    pd.DataFrame([row], columns=RUNS_COLUMNS).to_csv(layout.runs_table, index=False)
+    before = layout.runs_table.read_bytes()
+    mine = {**row, "benchmark": "instructir-sample", "written_by": None}
+    with raises_saying(UsageError, "lists 1 run(s) written by instir sweep that notebooks would drop"):
+        write_runs_table(layout, [mine])
+    assert layout.runs_table.read_bytes() == before
