@@ -134,6 +134,19 @@ def test_a_run_of_a_kit_variant_card_meets_no_paper_row(tmp_path):
     assert pd.read_csv(tmp_path / "paper_tables" / "comparison.csv").empty
 
 
+def test_a_run_whose_sidecar_records_a_kit_variant_meets_no_paper_row_though_its_card_name_now_names_one(tmp_path):
+    # the sidecar says what the run was: a run of a variant card (its results folder from a kit whose "BM25 (IFIR)"
+    # was a variant of FollowIR's card) is not the paper card's run, whatever card bears that name now; nothing held
+    # that it was not matched to IFIR's BM25 row by the card name alone and given that row's verdicts
+    import dataclasses
+
+    from instir.systems.cards import get_card
+
+    variant = dataclasses.replace(get_card("BM25 (IFIR)"), variant_of="BM25 (FollowIR)")
+    paper_tables(real_fiqa_folder(tmp_path, system="my bm25", card=variant))
+    assert pd.read_csv(tmp_path / "paper_tables" / "comparison.csv").empty
+
+
 @pytest.mark.parametrize("ground, words", [
     ({"data": (False, "12,906 documents where the paper has 57,638")}, ("data of ifir/fiqa", "12,906 documents")),
     ({"data": (None, None)}, ("data of ifir/fiqa", "not checked")),
