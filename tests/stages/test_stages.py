@@ -86,6 +86,15 @@ def test_runs_are_listed_benchmark_by_benchmark_in_the_order_of_the_systems(tmp_
     assert set(pd.read_csv(ReportLayout(tmp_path).runs_table)["system"]) == set(runs["system"])
 
 
+def test_the_retrieve_stage_shows_each_benchmarks_first_instance_as_each_variant_formats_it(tmp_path):
+    first = next(iter(load_benchmark("instructir-sample").queries.values()))
+    inputs = retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=3).inputs
+    assert inputs[["benchmark", "retriever", "template"]].values.tolist() == [["instructir-sample", "bm25",
+                                                                                "instructir"]]
+    assert inputs.loc[0, "query-only text"] == first.query
+    assert first.query in inputs.loc[0, "instructed text"] and first.instruction in inputs.loc[0, "instructed text"]
+
+
 def test_runs_csv_counts_each_runs_queries_and_rows_and_says_a_rerun_reused_it(tmp_path):
     bench = load_benchmark("ifir-sample/fiqa")
     runs = retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=3).runs
@@ -203,7 +212,15 @@ def test_instfol_of_runs_the_folder_still_lists_unchanged_stays_after_another_sy
     score_runs(tmp_path)
     judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1, validate=False)
     judged = reproduced_numbers(report_layout(tmp_path))
-    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25", "dense"], k=20)
+    retrieval = retrieve_runs(tmp_path, ["instructir-sample"], ["bm25", "dense"], k=20)
+    # runs.csv's retriever (and the timing table's rows) is the system as written, its system as reports name it
+    assert retrieval.runs["retriever"].tolist() == ["bm25", "bm25", "dense", "dense"]
+    assert retrieval.runs["system"].tolist()[2:] == ["dense:sentence-transformers/all-MiniLM-L6-v2",
+                                                    "dense:sentence-transformers/all-MiniLM-L6-v2 (query-only)"]
+    seconds = retrieval.runs.groupby("retriever")["elapsed_s"].sum()  # both variants' runs of a system
+    assert list(retrieval.timing.index) == ["bm25", "dense", "total"]
+    assert retrieval.timing["instructir-sample"].tolist() == pytest.approx([*seconds[["bm25", "dense"]],
+                                                                            seconds.sum()])
     score_runs(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
