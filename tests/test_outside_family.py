@@ -585,6 +585,15 @@ def test_a_spec_naming_a_template_registered_in_python_runs_with_it(outside, tmp
     assert "__mine__" in runs["run_file"].iloc[0]
 
 
+def test_a_family_without_an_about_is_listed_by_notebook_01_without_a_dangling_colon(outside):
+    outside(('about = """every topic in three forms: the original instruction,\n   a changed and a reversed one"""\n',
+             ""))
+    from instir.stages.explore import Exploration
+
+    listed = Exploration.families().splitlines()[-1]
+    assert listed.startswith("- **Trio** (a test family") and listed.endswith(")"), listed  # its paper, no ": "
+
+
 def test_markup_in_a_plugins_about_reaches_notebook_01_as_text(outside):
     outside(('about = """every topic', 'about = """<img src=x onerror=alert(1)> [x](javascript:alert(1)) every topic'))
     from instir.stages.explore import Exploration

@@ -240,6 +240,31 @@ def test_the_exploration_counts_words_and_relevant_passages_a_judged_irrelevant_
     example = _example(_toy_benchmark())
     assert example.group == "g1" and list(zip(example.relevant["document"], example.relevant["grade"])) == [
         ("d1", 1), ("d3", 2)]
+    lacking = _toy_benchmark()
+    lacking.qrels["q1"]["d9"] = 1  # judged relevant, not in the corpus (real qrels have such ids): no KeyError
+    assert _example(lacking).relevant["document"].tolist() == ["d1", "d3"]
+
+
+def test_the_exploration_tables_keep_the_benchmarks_order_a_level_less_benchmark_and_whole_counts():
+    from instir.stages.explore import Exploration
+
+    # zeta: no levels, groups of 2 and 1 instances; alpha (given second): levels 1 and 2, one group of 2
+    instances = pd.DataFrame({"benchmark": ["zeta"] * 3 + ["alpha"] * 2, "group": ["g1", "g1", "g2", "h1", "h1"],
+                              "level": pd.array([None, None, None, 1, 2], dtype="Int64"),
+                              "relevant": [1, 3, 2, 1, 1], "query_words": [1, 2, 3, 4, 5],
+                              "instruction_words": [2, 3, 4, 5, 6]})
+    documents = pd.DataFrame({"benchmark": ["zeta", "alpha"], "document_words": [10, 20]})
+    data = Exploration(pd.DataFrame({"benchmark": ["zeta", "alpha"], "sample": False}), instances, documents, [], "")
+    groups = data.group_sizes()
+    assert list(groups.index) == ["zeta", "alpha"]
+    assert [str(groups.loc["zeta", s]) for s in ("count", "min", "max", "mean")] == ["2", "1", "2", "1.5"]
+    levels = data.levels()["instances"]
+    assert [(b, None if pd.isna(level) else level, n) for (b, level), n in levels.items()] == [
+        ("zeta", None, 3), ("alpha", 1, 1), ("alpha", 2, 1)]
+    relevant = data.relevant()
+    assert relevant["count"].tolist() == [3, 1, 1] and str(relevant["max"].iloc[0]) == "3"
+    lengths = data.lengths()
+    assert [str(lengths.loc[("query_words", s), "zeta"]) for s in ("count", "min", "max")] == ["3", "1", "3"]
 
 
 def test_the_data_statement_names_a_benchmark_whose_data_is_not_the_papers():
