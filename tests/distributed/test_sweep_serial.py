@@ -168,6 +168,29 @@ def test_an_openai_judge_without_its_key_or_endpoint_is_refused_before_any_cell(
     assert not (tmp_path / "out" / "runs").exists()
 
 
+@pytest.mark.parametrize("timeout_s, waited", [(600, 5.0), (2, 2.0)])
+def test_an_openai_judge_endpoint_is_waited_for_at_most_five_seconds_before_any_cell(tmp_path, monkeypatch, capsys,
+                                                                                    timeout_s, waited):
+    # the endpoint is only asked whether it answers: a silent one holds the sweep's start 5 s, not the judge's timeout
+    from instir.cli import main
+    from instir.errors import UsageError
+    from instir.judge import factory
+
+    asked = []
+
+    def silent(url, timeout_s=5.0, **kw):
+        asked.append(timeout_s)
+        raise UsageError(f"{kw['where']}: no answer")
+
+    monkeypatch.setattr(factory, "require_reachable", silent)
+    monkeypatch.setenv("SOME_JUDGE_KEY", "k")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 20\njudge: {backend: openai, model: m, "
+                    f"base_url: 'http://127.0.0.1:9/v1', api_key_env: SOME_JUDGE_KEY, timeout_s: {timeout_s}}}\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 2
+    assert asked == [waited] and "no answer" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("grid_text, said", [
     ("benchmarks: [ifir/fiqa]\nsystems: [bm25]\n", ("not in the instir cache", "`instir fetch ifir --subset fiqa`",
                                                      "data_root: FOLDER in")),
@@ -276,6 +299,23 @@ def test_a_rerun_whose_every_cell_fails_leaves_the_earlier_runs_listed(tmp_path,
     again = run_sweep(grid, tmp_path, executor="serial")
     assert again.count("failed") == 2 and "the disk went away" in again.failed[0].error
     assert (tmp_path / "runs" / "runs.csv").read_bytes() == before
+
+
+def test_instir_sweep_prints_each_failed_cells_error_and_ends_with_status_1(tmp_path, monkeypatch, capsys):
+    from instir.cli import main
+    from instir.stages import retrieve
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(retrieve, "retrieve_planned", broken)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: 10\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--serial"]) == 1
+    out = capsys.readouterr().out
+    assert "2 cells: 0 done, 0 reused, 2 failed" in out
+    failed = [line for line in out.splitlines() if line.startswith("  FAILED ")]
+    assert len(failed) == 2 and all("the disk went away" in line for line in failed), out
 
 
 def test_each_system_of_a_serial_sweep_runs_its_own_retriever(tmp_path):
