@@ -1,9 +1,11 @@
 """Grid files and system names (no Ray needed)."""
 
+import dataclasses
+
 import pytest
 from says import raises_saying, says
 
-from instir.distributed.grid import GridError, load_grid, parse_grid
+from instir.distributed.grid import Grid, GridError, load_grid, parse_grid
 from instir.retrieval import BUNDLED_MODEL_ID
 from instir.systems.specs import resolve_system
 
@@ -108,10 +110,33 @@ def test_a_bad_grid_value_names_the_line_of_its_field(tmp_path, rest, said):
 def test_unknown_field_and_broken_yaml_are_one_line_errors(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\nsytems: [dense]\n")
-    with pytest.raises(GridError, match="unknown field.*sytems"):
+    with pytest.raises(GridError, match=r"unknown field\(s\) sytems \(did you mean 'systems'\?\)"):
         load_grid(path)
     path.write_text("benchmarks: [instructir-sample\nsystems: [bm25]\n")
     with pytest.raises(GridError, match=r"grid\.yaml:\d+: not valid YAML"):
+        load_grid(path)
+
+
+@pytest.mark.parametrize("text, got", [("- instructir-sample\n- bm25\n", "['instructir-sample', 'bm25']"),
+                                       ("just words\n", "'just words'"), ("", "None")],
+                         ids=["list", "words", "empty"])
+def test_a_grid_file_that_holds_no_mapping_is_one_line_saying_what_a_grid_is(tmp_path, text, got):
+    # without the check, a list's items or a string's letters were called unknown fields, an empty file a TypeError
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    with raises_saying(GridError, f"{path}: a grid is a mapping with benchmarks and systems, got {got}"):
+        load_grid(path)
+
+
+@pytest.mark.parametrize("text, said", [
+    (b"benchmarks: [instructir-sample]\nsystems: [bm25]\nsystems: [dense]\n",
+     "grid.yaml:3: key 'systems' is given twice (first on line 2)"),
+    (b"benchmarks: [instructir-sample]\nsystems: [bm25]\n# caf\xe9\n", "grid.yaml:3: not UTF-8 text (byte 0xe9)")],
+    ids=["twice", "not-utf8"])
+def test_a_grid_file_the_reader_refuses_is_named_at_its_line(tmp_path, text, said):
+    path = tmp_path / "grid.yaml"
+    path.write_bytes(text)
+    with raises_saying(GridError, f"{path.parent}/{said}"):
         load_grid(path)
 
 
@@ -264,6 +289,9 @@ def test_a_grids_shard_min_docs_is_the_sweeps_else_20000():
     grid = {"benchmarks": ["instructir-sample"], "systems": ["dense"]}
     assert parse_grid({**grid, "shard_min_docs": 500}).shard_min_docs == 500
     assert parse_grid(grid).shard_min_docs == 20000
+    # a Grid made in Python (public) without the field shards as a grid file without it does
+    parsed = {f.name: getattr(parse_grid(grid), f.name) for f in dataclasses.fields(Grid) if f.name != "shard_min_docs"}
+    assert Grid(**parsed).shard_min_docs == 20000
 
 
 def test_a_grid_whose_settings_no_benchmark_has_is_refused_not_run_as_zero_cells():
