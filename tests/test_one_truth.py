@@ -212,3 +212,22 @@ def test_a_page_that_is_gone_is_said_gone_not_said_to_show_an_earlier_run(tmp_pa
     stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
     assert "its page 02_retrieval.html is gone" in stale["02_retrieval"]
     assert "shows an earlier run" not in stale["02_retrieval"]
+
+
+def test_judging_again_after_the_paper_tables_makes_the_paper_tables_stale_naming_what_changed(tmp_path):
+    # notebook 05 compares judge/instfol.csv with the papers: InstFol judged again (another number of instances)
+    # after it ran leaves its tables showing the earlier InstFol, and the index must not say ok
+    from instir.stages import judge_runs
+
+    out = tmp_path / "reports" / "r"
+    _finished_report(out)
+    judge_runs(out, backend="baseline", max_instances=2, repeats=1, validate=False)
+    paper_tables(out)
+    assert "05_paper_tables" not in {found.notebook for found in stale_pages(out)}
+
+    judge_runs(out, backend="baseline", max_instances=3, repeats=1, validate=False)
+
+    stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
+    assert "it read judge/, which 04_judge_validation wrote again" in stale["05_paper_tables"]
+    assert "max_instances 2 → 3" in stale["05_paper_tables"]
+    assert "it read runs/" not in stale["05_paper_tables"] and "it read metrics/" not in stale["05_paper_tables"]

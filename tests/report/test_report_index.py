@@ -268,3 +268,65 @@ def test_only_the_newest_run_of_a_stage_says_what_is_incomplete(tmp_path):
                      "incomplete": ["2 judgment(s) failed"]}]})
     [entry] = read_reports(tmp_path)
     assert entry["status"] == "ok" and entry["incomplete"] == {}
+
+
+@pytest.mark.parametrize(("older", "newer", "said"), [
+    ({"k": 20, "depth": 5}, {"k": 20, "seed": 1}, "depth 5 → null; seed null → 1"),  # added and dropped both named
+    ({"k": 20}, {"k": 20}, "the same parameters"),  # run again alike: said so, not "()"
+])
+def test_a_stale_page_names_the_parameters_the_newer_run_added_or_dropped(tmp_path, older, newer, said):
+    from instir.report.provenance import stale_pages
+
+    stages = {"02_retrieval": [{"stamp": "new", "finished": "2026-01-01T00:00:02+00:00", "by": "a notebook",
+                                "parameters": newer},
+                               {"stamp": "old", "finished": "2026-01-01T00:00:01+00:00", "by": "instir run",
+                                "parameters": older}]}
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", stages=stages,
+                pages={"02_retrieval": {"html": "01_a.html", "stamp": "old"}})
+    (stale,) = stale_pages(tmp_path / "r")
+    assert stale.notebook == "02_retrieval"
+    assert stale.reasons == ("its page 01_a.html shows an earlier run; the stage ran again at 2026-01-01 00:00:02 by "
+                             f"a notebook ({said})",)
+
+
+def test_a_page_rendered_after_two_runs_of_its_stage_shows_the_newest_and_is_not_stale(tmp_path):
+    from instir.report.provenance import page_records, record_page, stale_pages
+
+    stages = {"02_retrieval": [{"stamp": "new", "finished": "2026-01-01T00:00:02+00:00", "parameters": {"k": 20}},
+                               {"stamp": "old", "finished": "2026-01-01T00:00:01+00:00", "parameters": {"k": 100}}]}
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", stages=stages)
+    record_page(tmp_path / "r", "02_retrieval", "01_a.html")
+    assert page_records(tmp_path / "r")["02_retrieval"]["stamp"] == "new"
+    assert stale_pages(tmp_path / "r") == []
+
+
+def test_a_stage_that_read_an_earlier_run_names_what_changed_since_that_run_and_stale_pages_come_in_chain_order(
+        tmp_path):
+    # 02 ran with k 100, 50, 20; 03's newest run read the k 50 runs (its older one the k 100): it is the k 50 → 20
+    # that made its page stale; and the pages come in the chain's order (02 before 03) whatever the record's order
+    from instir.report.provenance import stale_pages
+
+    stages = {"02_retrieval": [{"stamp": s, "finished": f"2026-01-01T00:00:0{i}+00:00", "by": "a notebook",
+                                "parameters": {"k": k}, "output": s * 64}
+                               for i, s, k in ((3, "c", 20), (2, "b", 50), (1, "a", 100))],
+              "03_metrics": [{"stamp": "m2", "finished": "2026-01-01T00:00:02+00:00", "inputs": {"runs": "b" * 64}},
+                             {"stamp": "m1", "finished": "2026-01-01T00:00:01+00:00", "inputs": {"runs": "a" * 64}}]}
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", stages=stages,
+                pages={"03_metrics": {"html": "01_a.html", "stamp": "m2"},
+                       "02_retrieval": {"html": "01_a.html", "stamp": "c"}})
+    (tmp_path / "r" / "runs").mkdir()
+    (tmp_path / "r" / "runs" / "runs.csv").write_text("run_file\n")  # written since by something else
+    stale = stale_pages(tmp_path / "r")
+    assert [found.notebook for found in stale] == ["02_retrieval", "03_metrics"]
+    assert stale[1].reasons == ("it read runs/, which 02_retrieval wrote again at 2026-01-01 00:00:03 by a notebook "
+                                "(k 50 → 20)",)
+
+
+def test_a_stage_with_no_runs_listed_is_a_stage_that_never_ran(tmp_path):
+    from instir.report.provenance import incomplete_stages, stale_pages
+
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00", stages={"04_judge_validation": []},
+                pages={"04_judge_validation": {"html": "01_a.html", "stamp": "j"}})
+    assert incomplete_stages(tmp_path / "r") == {} and stale_pages(tmp_path / "r") == []
+    [entry] = read_reports(tmp_path)
+    assert entry["status"] == "ok"
