@@ -131,9 +131,12 @@ def test_a_grid_file_that_holds_no_mapping_is_one_line_saying_what_a_grid_is(tmp
 @pytest.mark.parametrize("text, said", [
     (b"benchmarks: [instructir-sample]\nsystems: [bm25]\nsystems: [dense]\n",
      "grid.yaml:3: key 'systems' is given twice (first on line 2)"),
-    (b"benchmarks: [instructir-sample]\nsystems: [bm25]\n# caf\xe9\n", "grid.yaml:3: not UTF-8 text (byte 0xe9)")],
-    ids=["twice", "not-utf8"])
-def test_a_grid_file_the_reader_refuses_is_named_at_its_line(tmp_path, text, said):
+    (b"benchmarks: [instructir-sample]\nsystems: [bm25]\n# caf\xe9\n", "grid.yaml:3: not UTF-8 text (byte 0xe9)"),
+    (b"# my grid\nbenchmarks: [ifir-sample/fiqa]\nsystems: [bm25]\nsettings: [order-sensitivity]\n",
+     "grid.yaml:4: the grid asks for no run"),
+    (b"benchmarks: [instructir-sample]\nsystems: [bm25]\nk: @x\n", "grid.yaml:3: not valid YAML")],
+    ids=["twice", "not-utf8", "no-run", "broken-yaml"])
+def test_a_grid_file_the_reader_refuses_or_that_asks_for_no_run_is_named_at_its_line(tmp_path, text, said):
     path = tmp_path / "grid.yaml"
     path.write_bytes(text)
     with raises_saying(GridError, f"{path.parent}/{said}"):
@@ -272,17 +275,6 @@ def test_a_grid_of_samples_only_is_described_without_published_sizes_and_names_t
     # InstructIR: 3 settings x 2 variants, IFIR: 1 x 2
     assert describe_estimate(grid) == ("8 cells (2 benchmarks x 3 settings x 1 system x 2 variants, IFIR in the "
                                        "instructed setting only); 8 cells on bundled samples")
-
-
-@pytest.mark.parametrize(("text", "said"), [
-    ("# my grid\nbenchmarks: [ifir-sample/fiqa]\nsystems: [bm25]\nsettings: [order-sensitivity]\n",
-     "grid.yaml:4: the grid asks for no run"),
-    ("benchmarks: [instructir-sample]\nsystems: [bm25]\nk: @x\n", "grid.yaml:3: not valid YAML")])
-def test_a_grid_of_no_run_and_broken_yaml_are_named_at_their_line(tmp_path, text, said):
-    path = tmp_path / "grid.yaml"
-    path.write_text(text)
-    with raises_saying(GridError, f"{path.parent}/{said}"):
-        load_grid(path)
 
 
 def test_a_grids_shard_min_docs_is_the_sweeps_else_20000():
