@@ -27,7 +27,7 @@ def running_servers(folder: str | Path) -> list[dict]:
     for line in listed.splitlines():
         try:
             server = json.loads(line)
-            root = Path(server.get("root_dir") or server.get("notebook_dir") or "").resolve()
+            root = Path(server.get("root_dir") or server.get("notebook_dir")).resolve()  # none: not a server's line
         except (ValueError, TypeError, AttributeError):
             continue
         if root == folder or folder in root.parents or root in folder.parents:

@@ -68,11 +68,14 @@ def test_a_jupyter_server_rooted_at_inside_or_above_the_lab_folder_refuses_fresh
     from instir import lab_servers
 
     lab, root = tmp_path / "lab", tmp_path / served
-    listed = json.dumps({"url": "http://127.0.0.1:8899/", "port": 8899, "pid": 4242, "root_dir": str(root)})
+    monkeypatch.chdir(tmp_path)  # where make runs: a folder above the lab
+    listed = "\n".join([json.dumps({"port": 1, "pid": 1}),  # a line naming no root folder: no server of ours
+                        json.dumps({"url": "http://x:8899/", "port": 8899, "pid": 4242, "root_dir": str(root)})])
     monkeypatch.setattr(lab_servers.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, listed + "\n"))
     assert lab_servers.main([str(lab)]) == int(refused)
     said = capsys.readouterr().err
     assert said.startswith(f"JupyterLab is running on {root} (port 8899, pid 4242)") is refused
+    assert said.count("JupyterLab is running") == int(refused)
     assert (f", a folder above {lab}:" in said) is (refused and served == "")
 
 
