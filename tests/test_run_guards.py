@@ -106,10 +106,10 @@ def test_an_executed_notebook_is_edited_when_a_cell_is_and_not_when_papermill_no
     those cells out let such an edit be replaced without a word)."""
     from instir.report.provenance import made_digest
 
-    def notebook(injected: str, source: str, failed: bool = False) -> Path:
+    def notebook(injected: str, source: str, failed: bool = False, kind: str = "code") -> Path:
         cells = [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["rows = 3"]},
                  {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": [injected]},
-                 {"cell_type": "code", "metadata": {}, "source": [source], "outputs": []}]
+                 {"cell_type": kind, "metadata": {}, "source": [source], "outputs": []}]
         if failed:
             cells.insert(0, {"cell_type": "markdown", "metadata": {"tags": ["papermill-error-cell-tag"]},
                              "source": ['<span id="papermill-error-cell">An Exception was encountered</span>']})
@@ -121,6 +121,7 @@ def test_an_executed_notebook_is_edited_when_a_cell_is_and_not_when_papermill_no
     assert made_digest(notebook("rows = 5", "table = make(rows)", failed=True)) == kits
     assert made_digest(notebook("rows = 50", "table = make(rows)")) != kits
     assert made_digest(notebook("rows = 5", "table = make(rows)  # my change")) != kits
+    assert made_digest(notebook("rows = 5", "table = make(rows)", kind="markdown")) != kits  # a cell made text
     assert made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
     (tmp_path / "01_table.ipynb").write_text("[" * 100_000)  # no notebook: its bytes, never a RecursionError
     assert not made_digest(tmp_path / "01_table.ipynb").startswith("cells:")
