@@ -130,8 +130,7 @@ class CorpusIndex:
 
         def where(i: int) -> str:
             doc_id = self.ids[i]  # a form that looks like the other also shows its code points: 'K' = '\u212a'
-            cut = "…" if len(doc_id) > QUOTE_LIMIT else ""
-            points = "" if doc_id.isascii() else f" = {ascii(doc_id[:QUOTE_LIMIT])}{cut}"
+            points = "" if doc_id.isascii() else f" = {ascii(doc_id[:QUOTE_LIMIT])}"  # the characters quoted() shows
             return f"{quoted(doc_id)}{points} ({self.paths[int(self.file[i])]}, line {int(self.line[i])})"
 
         pairs = "; ".join(f"{where(a)} and {where(b)}" for a, b in self.id_clashes[:limit])
