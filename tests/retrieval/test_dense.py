@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from instir.benchmarks.types import Benchmark, Corpus, Doc, Query
-from instir.formatting import get_template
+from instir.formatting import Template, get_template
 from instir.retrieval import retrieve, system_name
 from instir.retrieval.dense import DenseRetriever, bundled_model_path, model_fingerprint
 from instir.retrieval.runs import Run
@@ -144,6 +144,27 @@ def test_changed_max_length_misses_the_cache(model, tmp_path):
     shorter = retriever(copy.deepcopy(model), tmp_path, max_length=8).search(make_benchmark(), TEMPLATE, k=3)
     assert shorter.meta["retriever"]["params"]["max_seq_length"] == 8
     assert shorter.meta["embeddings"]["document_cache_key"] != first.meta["embeddings"]["document_cache_key"]
+
+
+def test_the_facts_of_a_model_folder_are_remembered_apart_for_each_max_length(tmp_path):
+    # a second retriever of the same model files with another max_length is that length (its vectors keyed by it),
+    # not the length the first one remembered
+    def facts(max_length):
+        return DenseRetriever(bundled_model_path(), max_length=max_length, cache_dir=tmp_path, device="cpu",
+                              progress=False).facts()
+
+    assert (facts(8)["max_seq_length"], facts(16)["max_seq_length"], facts(8)["max_seq_length"]) == (8, 16, 8)
+
+
+def test_the_same_corpus_under_another_subsets_domain_word_is_encoded_anew(model, tmp_path):
+    # IFIR formats each subset's documents with its own domain word: another subset's word is other text
+    template = Template("domains", "custom", "a domain word before each document", "{query}",
+                        doc="{domain}: {text}", domains={"fiqa": "finance", "aila": "law"})
+    corpus = make_benchmark().corpus
+    retriever(model, tmp_path).embed_corpus(corpus, template, "fiqa")
+    law = retriever(model, tmp_path).embed_corpus(corpus, template, "aila")
+    assert law.encoded == len(DOCS)
+    np.testing.assert_allclose(law.matrix[0], model.encode(["law: " + DOCS[0].text])[0], atol=1e-5)
 
 
 def test_clean_mode_document_embedding_is_the_mean_of_its_window_embeddings(model, tmp_path):
