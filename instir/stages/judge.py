@@ -378,7 +378,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
                loaded: LoadedBenchmarks | None = None) -> Judging:
     """The judge stage: the judge (``backend``/``model``/``base_url``; the key from the
     environment variable named ``api_key_env``, never a value; or ``judge``, one already built,
-    such as the sweep's judge actor) validated on at most ``max_instances`` gold pairs per
+    such as the sweep's judge actor) validated on at most ``max_instances`` (None: 20) gold pairs per
     (subset, level, label) stratum of each benchmark (unless ``validate`` is False), InstFol@20
     of every run pair of ``runs/runs.csv`` on a stratified sample (``seed``) of at most
     ``max_instances`` instances per benchmark (None: all), its ranking against
