@@ -17,7 +17,7 @@ TEST_STAMP := $(VENV)/.instir-test
 LAB_STAMP := $(VENV)/.instir-lab
 # Test-only extras (llama.cpp's server compiles from source once; pip reuses the built wheel); interop:
 # ranx, PyTerrier, ir_datasets, whose round trips tests/interop/ checks against the libraries themselves;
-# engines: Anserini and a Java runtime, whose runs tests/retrieval/test_lucene.py compares with Anserini's own.
+# engines: Anserini and a Java runtime, whose runs tests/retrieval/test_paper_engines.py compares with Anserini's own.
 TEST_EXTRAS := dev,lab,systems,distributed,interop,engines
 # ranx's numba cache, filled while pip installs (the suite's NUMBA_CACHE_DIR; ranx imports ir_datasets, which makes
 # folders under its home).
