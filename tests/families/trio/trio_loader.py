@@ -11,7 +11,8 @@ from instir.benchmarks.types import Benchmark, FormatError, Query
 
 def load(root, *, subset, setting, name, revision, is_sample):
     folder = Path(root)
-    forms = catalog.family("trio").forms
+    family = catalog.family_of(name)  # "trio" (a copy renamed in its spec needs no edit here)
+    forms = catalog.family(family).forms
     corpus = IndexedCorpus([folder / "corpus.jsonl"])
     queries, seen = {}, {}
     path = folder / "queries.jsonl"
@@ -25,5 +26,5 @@ def load(root, *, subset, setting, name, revision, is_sample):
         queries[qid] = Query(qid, field_str(rec, "text", path, n), field_str(rec, "instruction", path, n), group=topic)
     qrels, lines = read_qrels(folder / "qrels.tsv")
     check_qrels(qrels, lines, folder / "qrels.tsv", frozenset(queries), corpus.id_set())
-    return Benchmark(name=name, layout="trio", revision=revision, setting=setting, corpus=corpus, queries=queries,
+    return Benchmark(name=name, layout=family, revision=revision, setting=setting, corpus=corpus, queries=queries,
                      qrels=qrels, source=str(folder), is_sample=is_sample)
