@@ -330,6 +330,12 @@ def test_run_k_that_is_not_a_number(capsys, tmp_path):
     assert "parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), got 'abc'" in line
 
 
+def test_run_judge_max_instances_null_is_refused_not_taken_as_every_instance(capsys, tmp_path):
+    # docs/reproducing-a-paper-row.md: "the parameter takes a whole number, not `null`" (null would judge them all)
+    line = run_fails(capsys, tmp_path, "-p", "judge_max_instances=null")
+    assert "parameter 'judge_max_instances' expects a whole number (default: 5), got null" in line
+
+
 def test_run_k_zero(capsys, tmp_path):
     line = run_fails(capsys, tmp_path, "-p", "k=0")
     assert "parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), got 0" in line
