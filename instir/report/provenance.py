@@ -294,12 +294,16 @@ class Stale:
 
 
 def _differences(old: Mapping[str, object], new: Mapping[str, object]) -> str:
-    """``k 100 → 20; systems ['bm25', 'dense'] → ['bm25']`` (parameters that differ)."""
+    """``k 100 → 20; systems ['bm25', 'dense'] → ['bm25']`` (parameters that differ; an empty text, a notebook's way
+    of leaving a parameter unset, is no different from the API's None or a parameter not given)."""
     def shown(value: object) -> str:
         return json.dumps(value, ensure_ascii=False)
 
+    def unset(value: object) -> object:
+        return None if value == "" else value
+
     changed = [f"{name} {shown(old.get(name))} → {shown(new.get(name))}"
-               for name in dict.fromkeys([*old, *new]) if old.get(name) != new.get(name)]
+               for name in dict.fromkeys([*old, *new]) if unset(old.get(name)) != unset(new.get(name))]
     return "; ".join(changed) if changed else "the same parameters"
 
 

@@ -273,6 +273,8 @@ def test_only_the_newest_run_of_a_stage_says_what_is_incomplete(tmp_path):
 @pytest.mark.parametrize(("older", "newer", "said"), [
     ({"k": 20, "depth": 5}, {"k": 20, "seed": 1}, "depth 5 → null; seed null → 1"),  # added and dropped both named
     ({"k": 20}, {"k": 20}, "the same parameters"),  # run again alike: said so, not "()"
+    # a notebook's empty data_root and the API's None both mean the fetch cache: no difference to name
+    ({"k": None, "data_root": "", "judge_model": ""}, {"k": 20, "data_root": None}, "k null → 20"),
 ])
 def test_a_stale_page_names_the_parameters_the_newer_run_added_or_dropped(tmp_path, older, newer, said):
     from instir.report.provenance import stale_pages
