@@ -70,5 +70,6 @@ def mteb_export_command(args: argparse.Namespace) -> int:
         print(f"{run_path} -> {path} (model {args.model_name or model!r}, {run.df['qid'].nunique()} queries)")
     if args.dataset:
         folder = write_mteb_dataset(benchmark, out, template=template)
-        print(f"{benchmark.label} -> {folder} (corpus.jsonl, queries.jsonl, qrels/test.jsonl, README.md)")
+        written = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        print(f"{benchmark.label} -> {folder} ({', '.join(written)})")
     return 0

@@ -340,3 +340,13 @@ def test_a_model_name_json_escapes_is_recognised_in_its_own_earlier_predictions(
     write_mteb_predictions(Run.from_scores({qid: {"d": 1.0}}), fiqa, tmp_path, model_name=name)
     with pytest.warns(UserWarning, match="holds other predictions"):  # set aside, not refused as another model's
         write_mteb_predictions(Run.from_scores({qid: {"d": 2.5}}), fiqa, tmp_path, model_name=name)
+
+
+def test_mteb_export_dataset_names_every_file_it_wrote(tmp_path, capsys):
+    # a FollowIR export also writes instructions.jsonl, top_ranked.jsonl and qrel_diff.jsonl: the line names them
+    assert main(["mteb-export", "--benchmark", "followir-sample/core17", "--dataset", "--out", str(tmp_path)]) == 0
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    written = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert {"instructions.jsonl", "top_ranked.jsonl", "qrel_diff.jsonl"} <= written
+    printed = capsys.readouterr().out
+    assert all(name in printed for name in written)
