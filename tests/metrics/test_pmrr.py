@@ -135,6 +135,16 @@ def test_query_missing_both_instances_is_skipped_with_a_warning():
         assert instir.evaluate(qrels, run, "p-MRR") == 0.5  # a only: rank 1 -> 2, 1 - 1/2
 
 
+
+def test_a_topic_without_changed_documents_adds_nothing():
+    # docs/metrics.md: "a topic without changed documents adds nothing" (b keeps y's grade: no changed document)
+    qrels = {"a-og": {"x": 1}, "a-changed": {"x": 0}, "b-og": {"y": 1}, "b-changed": {"y": 1}}
+    run = {"a-og": {"x": 2.0, "z": 1.0}, "a-changed": {"z": 2.0, "x": 1.0},
+           "b-og": {"y": 2.0, "z": 1.0}, "b-changed": {"z": 2.0, "y": 1.0}}
+    assert instir.evaluate(qrels, run, "p-MRR") == 0.5  # a alone: rank 1 -> 2, 1 - 1/2; b is no 0 beside it
+    assert instir.evaluate(qrels, run, "p-MRR", changed={"a": ["x"], "b": []}) == 0.5
+
+
 # ------------------------------------------------------------------------- the old tie rule
 
 
