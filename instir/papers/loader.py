@@ -297,15 +297,16 @@ _NOT_MEASURES = frozenset({"hf_subset", "languages", "mteb_version", "accuracy",
 def _task_result_files(paths: Iterable[str | Path]) -> list[Path]:
     """The result files named by ``paths``: files as given, and in folders (recursively) every
     ``<task>.json`` of a task the catalog knows (MTEB's other tasks and ``model_meta.json``
-    are not InstructIR's or IFIR's)."""
+    are none of the kit's)."""
     tasks = catalog.mteb_tasks()
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(f for f in p.rglob("*.json") if f.stem in tasks)
             if not found:
-                raise FormatError(p, None, None, "no MTEB result file of an InstructIR or IFIR task in this folder "
-                                                 f"(<task>.json: {', '.join(f'{t}.json' for t in list(tasks)[:3])} …)")
+                examples = ", ".join(f"{t}.json" for t in list(tasks)[:3])
+                raise FormatError(p, None, None, "no MTEB result file of an InstructIR, IFIR or FollowIR task in this "
+                                                 f"folder (<task>.json: {examples} …)")
             files += found
         else:
             problem = file_problem(p)
@@ -349,7 +350,7 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
     task = data.get("task_name")
     tasks = catalog.mteb_tasks()
     if task not in tasks:
-        raise FormatError(path, None, "task_name", f"{task!r} is not an InstructIR or IFIR task of MTEB "
+        raise FormatError(path, None, "task_name", f"{task!r} is not an InstructIR, IFIR or FollowIR task of MTEB "
                                                    f"(known: {', '.join(tasks)})")
     if path.stem in tasks and path.stem != task:  # MTEB names each result file after its task
         raise FormatError(path, None, "task_name", f"{task!r} in the file of {path.stem}")

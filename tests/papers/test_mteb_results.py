@@ -49,7 +49,8 @@ def test_without_model_meta_the_model_is_the_results_folder_name(tmp_path):
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ('{"task_name": "SciFact", "scores": {"test": []}}', "field 'task_name': 'SciFact' is not an InstructIR or IFIR"),
+    ('{"task_name": "SciFact", "scores": {"test": []}}',
+     "field 'task_name': 'SciFact' is not an InstructIR, IFIR or FollowIR"),
     ('{"task_name": "IFIRFiQA", "scores": {"test": {"default": {}}}}', "field 'test': expected a list"),
     ('{"task_name": "IFIRFiQA"}', "field 'scores': expected an MTEB TaskResult"),
     ("{", "line 1: not valid JSON"),
@@ -101,7 +102,7 @@ def test_a_results_path_with_no_result_to_read_is_one_error_naming_it(tmp_path, 
             "nothing": tmp_path / "none"}[given]
     if "fifo" in given:
         os.mkfifo(folder / "IFIRFiQA.json" if "folder" in given else path)
-    expected = {"an empty folder": "no MTEB result file of an InstructIR or IFIR task in this folder",
+    expected = {"an empty folder": "no MTEB result file of an InstructIR, IFIR or FollowIR task in this folder",
                 "a fifo in the folder": "is a FIFO (named pipe)", "a fifo": "is a FIFO (named pipe)",
                 "nothing": "MTEB result file or folder not found"}[given]
     with pytest.raises(FormatError, match=str(path)) as err:
