@@ -203,3 +203,11 @@ def test_a_holm_corrected_p_equal_to_alpha_is_significant():
                             columns=["system", "qid", "measure", "value"])
     row = paired_tests(per_unit, "a", n_resamples=999, alpha=2 / 2 ** 8, test="perm").iloc[0]
     assert row["p_perm_holm"] == 2 / 2 ** 8 and bool(row["significant"])
+
+
+def test_the_default_is_2000_resamples_as_docs_metrics_md_says():
+    rng = np.random.default_rng(7)
+    x, y = rng.random(30), rng.random(30)
+    default = paired_comparison(x, y)
+    assert default == paired_comparison(x, y, n_resamples=2000)
+    assert default != paired_comparison(x, y, n_resamples=1000)
