@@ -286,7 +286,6 @@ def test_an_answer_of_exactly_the_longest_allowed_length_is_read():
     assert not judgment_from_chat(content + " ", None, LEVEL3).ok
 
 
-
 def test_the_limits_docs_metrics_md_states_hold_an_answer_of_100_000_characters_and_a_log_probability_1e_6_above_0():
     # docs/metrics.md: an answer "longer than 100,000 characters" fails; "up to 1e-6 above 0 is read as 0"
     answer = '{"score": 2, "reason": "' + "y" * (100_000 - 26) + '"}'
@@ -295,6 +294,7 @@ def test_the_limits_docs_metrics_md_states_hold_an_answer_of_100_000_characters_
     assert checked_logprobs([{"token": "2", "logprob": 1e-6}])[0]["logprob"] == 0.0
     with pytest.raises(ValueError, match="is not the log of a probability"):
         checked_logprobs([{"token": "2", "logprob": 2e-6}])
+
 
 def test_expected_score_of_digits_that_all_have_probability_zero_is_none():
     assert expected_score({1: 0.0, 2: 0.0}, 3, min_prob=0.0) is None

@@ -148,7 +148,6 @@ def test_a_10_mb_answer_is_a_failure_and_stores_at_most_the_cap(tmp_path):
     assert stored < 200_000, stored  # was 10 MB per judgment
 
 
-
 def test_the_judgment_cache_keeps_8000_characters_of_an_answer_as_docs_metrics_md_says(tmp_path):
     content = '{"score": 1, "reason": "' + "y" * 20_000 + '"}'
     with FakeChatServer([Reply(body=chat_body(content))]) as server:
@@ -157,6 +156,7 @@ def test_the_judgment_cache_keeps_8000_characters_of_an_answer_as_docs_metrics_m
     [row] = stored_rows(judge.cache.path).to_dict("records")
     judge.cache.close()
     assert j.ok and len(row["raw"]) == 8_000
+
 
 def test_a_long_answer_within_the_limit_counts_and_is_stored_cut(tmp_path):
     content = '{"score": 1, "reason": "' + "y" * 50_000 + '"}'

@@ -115,7 +115,6 @@ def test_mteb_averages_over_the_queries_in_the_run_where_the_authors_score_missi
         (7 + 1 / math.log2(3)) / 9)
 
 
-
 def test_mtebs_robustness_groups_are_the_id_before_its_first_underscore_the_authors_before_its_last(make_benchmark):
     # docs/mteb.md: MTEB groups qrels ids by id.split("_")[0], the kit by the id before its last "_"
     from instir.benchmarks.types import Query
@@ -128,6 +127,7 @@ def test_mtebs_robustness_groups_are_the_id_before_its_first_underscore_the_auth
     assert mteb_scores(results, bench).scores["robustness_at_10"] == mteb_robustness_at_10(results, bench.qrels) == 0.0
     authors = evaluate_runs({"s": Run.from_scores(results)}, bench, ["nDCG@10"]).table
     assert authors.loc[authors["measure"] == "Robustness@10", "value"].item() == 0.5  # a_x: 1, a_y: 0
+
 
 def test_means_are_rounded_to_five_decimals_and_mrr_is_not(instructir):
     results = _results(instructir, {"100_1": 3, "200_2": 7})

@@ -135,7 +135,6 @@ def test_query_missing_both_instances_is_skipped_with_a_warning():
         assert instir.evaluate(qrels, run, "p-MRR") == 0.5  # a only: rank 1 -> 2, 1 - 1/2
 
 
-
 def test_a_topic_without_changed_documents_adds_nothing():
     # docs/metrics.md: "a topic without changed documents adds nothing" (b keeps y's grade: no changed document)
     qrels = {"a-og": {"x": 1}, "a-changed": {"x": 0}, "b-og": {"y": 1}, "b-changed": {"y": 1}}
