@@ -94,10 +94,9 @@ test: $(TEST_STAMP)
 
 # The edit-test loop: no notebook runs, no browser, no llama.cpp server, no Ray, no in-process LLM judge, no
 # interop round trips, no JVM, no fresh kit processes outside the hostile suite; on both workers. Measured on idle
-# 2-core machines (2,249 tests), whose speed differs by day: 49.4 s (median of five, 47.9-50.0 s; the first run in a
-# new checkout 63 s, compiling bytecode) on a day the 2,142 tests of c9b2d2d took 47.2-47.4 s side by side; 76.1 s
-# (median of 3) on a day they took 67.4-68.9 s. About 8-12 s of it is each worker's collection (the test modules'
-# imports).
+# 2-core machines, whose speed differs by day: 3,748 tests in 127 s (2026-12-07, at 7cd66e4); 3,770 in 161.5, 162.7
+# and 172.4 s later that day; 2,249 tests in 49.4 s (median of five) on a day the 2,142 tests of c9b2d2d took
+# 47.2-47.4 s side by side. About 8-12 s of it is each worker's collection (the test modules' imports).
 test-quick: $(TEST_STAMP)
 	$(PYTEST) $(XDIST) -m "$(QUICK)" $(TEST_ARGS)
 
