@@ -209,6 +209,7 @@ def verdict(table: pd.DataFrame) -> str:
     leaves that to :func:`deterministic_note`."""
     top = table[table["scope"] == "average"]
     avg = (top if len(top) else table[table["scope"] == "subset"]).iloc[0]  # one subset: no Average row
+    what = "Average InstFol" if len(top) else f"InstFol of {avg['subset']}"
     if avg["repeats"] < 2:
         return ("One repeat per judgment: the judge's own spread is unknown. Judge again with more repeats "
                 "(instir judge --repeats R) to measure it.")
@@ -219,8 +220,8 @@ def verdict(table: pd.DataFrame) -> str:
         lead = (f"All {int(avg['repeats'])} repeats gave identical judgments: this judge is deterministic, so its "
                 "spread is exactly 0 and says nothing about an API judge's noise. ")
     if avg["dominant"] == "neither":
-        return lead + f"Average InstFol x100: {judge}, {sample}; neither varies."
-    return (lead + f"Average InstFol x100: {judge}, {sample} over {int(avg['instances'])} instances: "
+        return lead + f"{what} x100: {judge}, {sample}; neither varies."
+    return (lead + f"{what} x100: {judge}, {sample} over {int(avg['instances'])} instances: "
             f"the {avg['dominant']} dominates.")
 
 

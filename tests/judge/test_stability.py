@@ -336,6 +336,13 @@ def test_the_verdict_reads_the_average_x100_not_a_subsets_row():
                                            "instances: the query sample dominates.")
 
 
+def test_the_verdict_of_a_collection_without_an_average_names_its_one_subset_not_an_average():
+    rows = [{"scope": "subset", "subset": "instructir", "instances": 5, "repeats": 3, "judged_repeats": 3,
+             "judge_sd": 0.0123, "sample_sd": 0.0456, "identical_repeats": False, "dominant": "query sample"}]
+    assert verdict(pd.DataFrame(rows)) == ("InstFol of instructir x100: judge sd 1.23, query-sample sd 4.56 over 5 "
+                                           "instances: the query sample dominates.")
+
+
 def test_the_query_sample_is_redrawn_within_each_level_as_it_was_drawn():
     # level 1 holds instances 0 and 1, level 2 six of 0.5: redrawn within its level, level 1's mean is that of two
     # draws from {0, 1}, sd 0.5 / sqrt(2); redrawn across levels it would rest on a varying number of instances
