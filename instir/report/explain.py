@@ -40,15 +40,17 @@ def explain_runs(table: pd.DataFrame, per_query: pd.DataFrame, spec: Family) -> 
         mean = float(values[(system, measure)])
         text = f"- **{markdown_text(system)}**: {markdown_text(measure)} {_pct(mean)}"
         alone = (system + QUERY_ONLY, measure)
-        if alone in values:
-            gain = mean - float(values[alone])
+        if alone in values:  # differences of the printed values, so the sentence adds up as a reader reads it
+            gain = round(float(_pct(mean)) - float(_pct(float(values[alone]))), 1)
             text += (f" with the instruction against {_pct(float(values[alone]))} with the query alone "
-                     f"({'+' if gain >= 0 else '−'}{_pct(abs(gain))} points): "
+                     f"({'+' if gain >= 0 else '−'}{abs(gain):.1f} points): "
                      + ("the instruction steers the ranking towards what it asks for." if gain > 0 else
                         "the instruction does not help this retriever here."))
         if robust:
             worst = float(values[(system, robust)])
-            text += (f" {markdown_text(robust)} is {_pct(worst)}, {_pct(mean - worst)} points lower: it keeps only "
+            gap = round(float(_pct(mean)) - float(_pct(worst)), 1)
+            text += (f" {markdown_text(robust)} is {_pct(worst)}, {abs(gap):.1f} points "
+                     f"{'lower' if gap >= 0 else 'higher'}: it keeps only "
                      "the worst instance of each query group, so one instruction the retriever fails costs the whole "
                      "group.")
         scores = per_query.loc[per_query["system"] == system, "value"]

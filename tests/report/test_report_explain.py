@@ -91,6 +91,19 @@ def test_an_instruction_that_leaves_the_score_unchanged_is_not_said_to_help():
     assert "(+0.0 points): the instruction does not help" in text and "steers" not in text
 
 
+def test_the_reading_says_the_differences_of_the_values_it_prints():
+    table = _table([("bm25", "nDCG@10", 0.9364), ("bm25", "Robustness@10", 0.6926),
+                    ("bm25 (query-only)", "nDCG@10", 0.4006)])
+    text = rendered_text(explain_runs(table, pd.DataFrame(columns=["system", "qid", "measure", "value"]), INSTRUCTIR))
+    assert "nDCG@10 93.6 with the instruction against 40.1 with the query alone (+53.5 points)" in text
+    assert "Robustness@10 is 69.3, 24.3 points lower" in text
+    level = _table([("dense", "nDCG@10", 0.50004), ("dense", "Robustness@10", 0.6),
+                    ("dense (query-only)", "nDCG@10", 0.5)])
+    text = rendered_text(explain_runs(level, pd.DataFrame(columns=["system", "qid", "measure", "value"]), INSTRUCTIR))
+    assert "(+0.0 points): the instruction does not help" in text and "steers" not in text
+    assert "Robustness@10 is 60.0, 10.0 points higher" in text  # groups of unequal size: the minima's mean can exceed
+
+
 def test_the_reading_takes_the_pooled_value_not_a_levels():
     table = pd.DataFrame({"system": ["bm25", "bm25", "bm25", "bm25 (query-only)", "bm25 (query-only)"],
                           "measure": ["nDCG@10", "nDCG@10", "Robustness@10", "nDCG@10", "nDCG@10"],
