@@ -88,7 +88,7 @@ def explain_agreement(per_query: pd.DataFrame, spec: Family) -> str:
     why = spec.report.get("agree_why", "")
     if equal == len(both):
         return (f"**{names} are equal on all {len(both)} instance scores here** (every system and subset). "
-                f"{why} On these runs neither happens.")
+                f"{why} On these runs neither changes a score.")
     return (f"**{names} are equal on {equal} of {len(both)} instance scores** (every system and subset); on the "
             f"other {len(both) - equal} they differ. {why}")
 

@@ -79,7 +79,7 @@ def _instances(native):
 def test_ifirs_two_ndcgs_are_said_equal_with_why_or_counted_where_they_differ():
     same = rendered_text(explain_agreement(_instances([0.5, 0.8, 1.0]), IFIR))
     assert "nDCG@20 and nDCG@20[ifir-native] are equal on all 3 instance scores here" in same
-    assert "retrieved top 20 re-sorted" in same and "On these runs neither happens." in same
+    assert "retrieved top 20 re-sorted" in same and "On these runs neither changes a score." in same
     apart = rendered_text(explain_agreement(_instances([0.5, 0.9, 1.0]), IFIR))
     assert "are equal on 2 of 3 instance scores" in apart and "on the other 1 they differ" in apart
     assert explain_agreement(_instances([0.5, 0.8, 1.0]), INSTRUCTIR) == ""  # a family without the pair
