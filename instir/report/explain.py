@@ -96,12 +96,18 @@ def explain_agreement(per_query: pd.DataFrame, spec: Family) -> str:
 def constant_judge(pairs: pd.DataFrame) -> str | None:
     """A plain sentence when every successful judgment of the validation got the same label
     (the judge is constant, so it separates nothing here), else None. ``pairs``: the
-    validation pairs (``judge_grade``, ``error``)."""
+    validation pairs (``judge_grade``, ``error``; with ``norm``, weighted scores that differ are said to be
+    what the correlations, ROC AUC and InstFol still read)."""
     good = pairs[pairs["error"].isna() & pairs["judge_grade"].notna()]
     grades = set(good["judge_grade"].astype(int))
     if len(good) < 2 or len(grades) != 1:
         return None
     label = LABELS[next(iter(grades))].replace("_", " ")
+    if "norm" in good and good["norm"].nunique() > 1:  # one label, weighted scores that still differ
+        return (f"**The judge's labels are constant here:** it labelled all {len(good)} successfully judged pairs "
+                f"**{markdown_text(label)}**, whatever their gold label, so its kappa figures are at chance or "
+                "undefined; only its weighted scores differ from pair to pair, and the correlations, ROC AUC and "
+                "InstFol read those.")
     return (f"**The judge is constant here:** it labelled all {len(good)} successfully judged pairs "
             f"**{markdown_text(label)}**, whatever their gold label. It does not tell passages apart on these pairs, "
             "so its agreement figures are undefined or at chance and its InstFol values carry no information about "

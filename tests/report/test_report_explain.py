@@ -60,6 +60,15 @@ def test_a_judge_that_gives_one_label_is_called_constant():
     assert constant_judge(varied) is None
 
 
+def test_a_judge_of_one_label_whose_weighted_scores_differ_is_not_said_to_carry_no_information():
+    pairs = pd.DataFrame({"judge_grade": [1, 1, 1], "norm": [0.2, 0.5, 0.6], "error": [None, None, None]})
+    text = rendered_html(constant_judge(pairs))
+    assert "labels are constant" in text and "all 3 successfully judged pairs <strong>sibling</strong>" in text
+    assert "carry no information" not in text and "only its weighted scores differ" in text
+    same = pairs.assign(norm=0.5)
+    assert "carry no information" in constant_judge(same)
+
+
 def test_labels_and_texts_are_escaped_for_markdown():
     hostile = "g`[clk](javascript:alert(1))` *x* <b>"
     table = _table([(hostile, "nDCG@10", 0.9), (hostile, "Robustness@10", 0.6)])
