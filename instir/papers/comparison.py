@@ -2,8 +2,8 @@
 measure and model, with the delta, a tolerance verdict and the known reasons for divergence.
 
 Numbers from a bundled SAMPLE benchmark are never judged against the papers: they come from
-a few dozen queries, so any agreement or disagreement would be meaningless. A report may still
-show them aligned (``compare_to_papers(..., sample_ok=True)``), every row with the verdict
+under a hundred queries each, so any agreement or disagreement would be meaningless. A report
+may still show them aligned (``compare_to_papers(..., sample_ok=True)``), every row with the verdict
 "not comparable (SAMPLE)", so a student sees the shape of the comparison before running on the
 real data.
 """
@@ -63,8 +63,8 @@ def not_comparable_reason(reproduced: pd.DataFrame) -> str | None:
     if "is_sample" in reproduced.columns and reproduced["is_sample"].fillna(False).astype(bool).any():
         samples = samples or names
     if samples:
-        return (f"the numbers of the bundled SAMPLE benchmark(s) {', '.join(samples)} come from a few dozen queries, "
-                "not the benchmark the papers measured, so they are not comparable")
+        return (f"the numbers of the bundled SAMPLE benchmark(s) {', '.join(samples)} come from under a hundred "
+                "queries each, not the benchmark the papers measured, so they are not comparable")
     return None
 
 

@@ -218,8 +218,8 @@ def _report_section(meta: dict) -> str:
     samples = _samples(meta)
     if samples:
         out.append(f'<p class="sample"><b>SAMPLE.</b> This report ran on the bundled sample(s) '
-                   f"{escape_text(', '.join(samples))}: a few dozen instances for offline demos. Its numbers "
-                   "illustrate the method and are not comparable with the papers'.</p>")
+                   f"{escape_text(', '.join(samples))}: under a hundred instances each, for offline demos. Its "
+                   "numbers illustrate the method and are not comparable with the papers'.</p>")
     if meta.get("error"):
         out.append(f"<p><b>Error:</b></p><pre>{escape_text(str(meta['error']))}</pre>")
     stale = meta.get("stale") or {}

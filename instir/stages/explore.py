@@ -59,9 +59,10 @@ class Exploration:
         no verdict."""
         parts = []
         if self.samples:
-            parts.append(f"**SAMPLE statistics.** {markdown_text(', '.join(self.samples))} are bundled samples, a few "
-                         "dozen instances written for offline demos. Their counts describe the sample only and are "
-                         "**not comparable** with the benchmark statistics below, which are shown for reference.")
+            parts.append(f"**SAMPLE statistics.** {markdown_text(', '.join(self.samples))} are bundled samples, "
+                         "under a hundred instances each, written for offline demos. Their counts describe the sample "
+                         "only and are **not comparable** with the benchmark statistics below, which are shown for "
+                         "reference.")
         off = {name: why for name, why in self.checks.items() if why and name not in self.samples}
         if off:
             parts.append("**Not the papers' data.** " + "; ".join(f"{markdown_code(name)}: {markdown_text(why)}"
