@@ -152,9 +152,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "bm25-engine", "BM25 engine and parameters",
         "InstructIR used Pyserini/Anserini (k1=0.9, b=0.4, Lucene analyzer); IFIR used Elasticsearch "
-        "8.11 defaults (k1=1.2, b=0.75, standard analyzer). This run used bm25s, whose tokenisation, "
-        "stemming and stopwords differ from both (docs/bm25-vs-lucene.md measures by how much); the "
-        "'BM25 (InstructIR)' card runs Anserini itself.",
+        "8.11 defaults (k1=1.2, b=0.75, standard analyzer). The row's run used bm25s (or does not say which "
+        "engine), whose tokenisation, stemming and stopwords differ from both (docs/bm25-vs-lucene.md measures "
+        "by how much); the 'BM25 (InstructIR)' and 'BM25 (IFIR)' cards run the authors' engines.",
         models=("bm25", "hybrid:"), engines=("bm25s", "unknown", "mixed")),
     Divergence(
         "long-doc-windows", "Long texts not cut as IFIR's code cuts them",
