@@ -262,11 +262,13 @@ def data_check(bench: Benchmark) -> str | None:
     if bench.revision.endswith("+changed"):
         return f"files changed since instir fetch at {bench.revision[:12]}"
     try:
-        expected = catalog.entry(bench.name).expected_counts(bench.layout)
+        entry = catalog.entry(bench.name)
     except UserError:
         return f"{bench.name} is not a benchmark of the catalog, so no published counts"
+    expected, papers = entry.expected_counts(bench.layout), entry.expected_counts()
     found = _found_counts(bench, expected)
-    off = [f"{found[key]:,} {key} where the paper has {value:,}" for key, value in expected.items()
+    whose = {key: "the paper" if papers.get(key) == value else "MTEB's copy" for key, value in expected.items()}
+    off = [f"{found[key]:,} {key} where {whose[key]} has {value:,}" for key, value in expected.items()
            if key in found and found[key] != value]
     return "; ".join(off) or None
 

@@ -200,6 +200,18 @@ def test_data_that_fails_its_check_is_recorded_as_not_verified_with_what_failed(
     assert entry["check"].startswith(said)
 
 
+def test_an_mteb_copy_short_of_its_count_is_said_short_of_mteb_copys_count_not_the_papers():
+    from instir.benchmarks.fetch import data_check
+
+    bench = Benchmark(name="ifir/scifact_open", layout="mteb", revision="local", setting="instructed",
+                      corpus=Corpus.from_docs([]), queries={}, qrels={}, source="local", is_sample=False)
+    said = data_check(bench)
+    assert "0 queries where MTEB's copy has 135" in said and "where the paper has 135" not in said
+    assert "0 documents where the paper has 500,000" in said  # MTEB's copy has the paper's corpus
+    songtingyu = data_check(Benchmark(**{**bench.__dict__, "layout": "songtingyu"}))
+    assert "0 queries where the paper has 152" in songtingyu
+
+
 def test_data_verified_as_one_copy_names_how_it_differs_from_the_copy_the_numbers_were_counted_on():
     from instir.report.manifest import data_checks
 
