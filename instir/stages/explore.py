@@ -59,8 +59,8 @@ class Exploration:
         no verdict."""
         parts = []
         if self.samples:
-            parts.append(f"**SAMPLE statistics.** {markdown_text(', '.join(self.samples))} are bundled samples, "
-                         "under a hundred instances each, written for offline demos. Their counts describe the sample "
+            parts.append(f"**SAMPLE statistics.** {markdown_text(', '.join(self.samples))} are bundled samples made "
+                         "for offline demos, under a hundred instances each. Their counts describe the sample "
                          "only and are **not comparable** with the benchmark statistics below, which are shown for "
                          "reference.")
         off = {name: why for name, why in self.checks.items() if why and name not in self.samples}
