@@ -229,7 +229,8 @@ def test_a_model_option_neither_cached_nor_downloadable_is_one_line_at_once(caps
                  ["judge-validate", "--backend", "hf"]):
         line = fails(capsys, *argv, "--model", "org/not-cached", "--benchmark", "instructir-sample")
         assert line == (f"instir {argv[0]}: model org/not-cached is not in the Hugging Face cache and the Hub cannot "
-                        "be reached (offline): run `huggingface-cli download org/not-cached` where there is network, "
+                        f"be reached (offline): run `{model_files.hub_command('download', 'org/not-cached')}` where "
+                        "there is network, "
                         "or point HF_HOME at a cache that holds it")
 
 
@@ -243,3 +244,24 @@ def test_a_time_limit_must_be_above_zero_and_a_count_written_in_ascii_digits():
         positive_seconds("0")
     with pytest.raises(argparse.ArgumentTypeError, match="expected a whole number >= 0"):
         whole_number("\u0661\u0662")  # Arabic-Indic 12: decimal to Python, to no reader of the command
+
+
+def test_a_missing_model_names_a_download_command_the_installed_huggingface_hub_has(capsys, tmp_path, monkeypatch):
+    # huggingface_hub 1.0 removed huggingface-cli (its command is hf): the line told a user to run a command
+    # that was not there
+    from importlib.metadata import distribution
+
+    from instir.retrieval import model_files
+    from instir.systems import get_card, load_cards
+    from instir.systems.registry import card_weights
+
+    commands = {e.name for e in distribution("huggingface_hub").entry_points if e.group == "console_scripts"}
+    monkeypatch.setattr(model_files, "hub_reachable", lambda: False)
+    line = fails(capsys, "retrieve", "--retriever", "dense", "--model", "org/not-cached", "--benchmark",
+                 "instructir-sample", "--out", str(tmp_path / "runs"))
+    suggested = line.split("`")[1]
+    assert suggested.split()[0] in commands and suggested.endswith("download org/not-cached")
+    cards = load_cards()
+    for weights in card_weights(get_card("Promptriever-7B", cards), cards):
+        assert weights.download.split()[0] in commands
+    assert model_files.hub_command("login").split()[0] in commands

@@ -16,6 +16,7 @@ from instir.parameters import home_path
 from instir.pipeline import ReportResult, run_reports
 from instir.report.index import GENERATOR, write_index
 from instir.report.lock import FolderLock, holder_of
+from instir.retrieval.model_files import hub_command
 
 NOTEBOOKS = Path(__file__).resolve().parent / "fixtures" / "notebooks"
 
@@ -316,7 +317,7 @@ def test_missing_data_or_a_card_that_cannot_run_is_refused_before_the_tour(tmp_p
     says(capsys.readouterr().err.strip(), "ifir/fiqa", "instir fetch ifir --subset fiqa", "-p data_root=")
     assert main(["run", "--benchmark", "instructir-sample", "--systems", "Promptriever-7B",
                  "--out", str(tmp_path / "reports" / "r")]) == 2
-    says(capsys.readouterr().err.strip(), "'Promptriever-7B'", "huggingface-cli download")
+    says(capsys.readouterr().err.strip(), "'Promptriever-7B'", hub_command("download"))
     assert time.perf_counter() - start < 30 and not (tmp_path / "reports" / "r").exists()  # no kernel, no folder
 
 

@@ -219,15 +219,17 @@ def _hub_errors(repo: str, revision: str, dest: Path, benchmark: str, subset: st
 
 def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None,
                      err: Exception) -> str:
+    from instir.retrieval.model_files import hub_command
+
     again = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "")
     return (
         f"could not download {repo} @ {revision} from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
         "Loading local files never needs the network; to go on without it:\n"
         f"  1. on a machine with internet run `{again}`, copy its instir cache (INSTIR_HOME, default "
         f"~/.cache/instir) here and set INSTIR_HOME to the copy (this machine looks for {dest});\n"
-        f"  2. or download the files elsewhere (`hf download {repo} --repo-type dataset --revision {revision} "
-        "--local-dir DIR`), copy DIR here and point the kit at it: --root DIR (instir retrieve, evaluate, judge, "
-        "…), -p data_root=DIR (instir run), load_benchmark(name, root=DIR) (Python);\n"
+        f"  2. or download the files elsewhere (`{hub_command('download', repo, '--repo-type', 'dataset')} --revision "
+        f"{revision} --local-dir DIR`), copy DIR here and point the kit at it: --root DIR (instir retrieve, "
+        "evaluate, judge, …), -p data_root=DIR (instir run), load_benchmark(name, root=DIR) (Python);\n"
         "  3. or set INSTIR_HOME to a folder that already holds a fetched copy.\n"
         f"The bundled samples ({', '.join(catalog.sample_benchmarks())}) work offline as they are."
     )

@@ -90,6 +90,18 @@ def model_name_problem(model: str) -> str | None:
     return None
 
 
+def hub_command(*words: str) -> str:
+    """The Hugging Face command line that does ``words`` (``download ID``, ``login``) with the installed
+    huggingface_hub: ``hf`` from 0.34 on (1.0 removed ``huggingface-cli``; its login is ``hf auth login``),
+    else ``huggingface-cli``."""
+    from importlib.metadata import version
+
+    major, minor = (int(part) for part in re.findall(r"\d+", version("huggingface_hub"))[:2])
+    if (major, minor) < (0, 34):
+        return " ".join(("huggingface-cli", *words))
+    return " ".join(("hf", *(("auth", *words) if words[:1] == ("login",) else words)))
+
+
 def check_model(model: str | None, adapter: str = "", what: str = "model") -> None:
     """Refuse in one line a ``model`` that is no Hugging Face id (:func:`model_name_problem`), a local folder
     that cannot be what ``adapter`` loads (:func:`local_model_problem`), or weights neither in the Hugging Face
@@ -100,7 +112,7 @@ def check_model(model: str | None, adapter: str = "", what: str = "model") -> No
         raise UsageError(f"{what} {model}: {why}")
     if model and not weights_present(model) and not hub_reachable():
         raise UsageError(f"{what} {model} is not in the Hugging Face cache and the Hub cannot be reached (offline): "
-                         f"run `huggingface-cli download {model}` where there is network, or point HF_HOME at a "
+                         f"run `{hub_command('download', model)}` where there is network, or point HF_HOME at a "
                          "cache that holds it")
 
 

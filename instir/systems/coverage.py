@@ -23,6 +23,7 @@ import pandas as pd
 from instir.benchmarks import catalog
 from instir.extras import install_hint
 from instir.papers.loader import HYBRID_PREFIX, family_papers, load_reported, model_key
+from instir.retrieval.model_files import hub_command
 from instir.systems.cards import UNAVAILABLE, SystemCard, base_name, get_card, load_cards
 from instir.systems.registry import (
     API_ADAPTERS,
@@ -82,7 +83,7 @@ def card_sheet(name: str, paths: Iterable[str | Path] = (), cards: Mapping[str, 
              ("kind", f"{card.kind}, adapter {card.adapter}"), ("runs", runs or "—"),
              ("weights", "; ".join(f"{w.model}" + (f" @ {w.revision}" if w.revision else "") + f" ({w.role}: "
                                    + ("here" if w.present else "not here") + (", gated: accept its licence on "
-                                   f"https://huggingface.co/{w.model}, then huggingface-cli login" if w.gated else "")
+                                   f"https://huggingface.co/{w.model}, then {hub_command('login')}" if w.gated else "")
                                    + ")" for w in weights) or "none to download"),
              ("download", "; ".join(w.download for w in weights if not w.present) or "nothing"),
              ("needs", ", ".join(requirements(card)) + (f" ({'; '.join(dict.fromkeys(map(install_hint, missing)))})"

@@ -20,6 +20,7 @@ from instir.errors import UsageError, UserError, expect
 from instir.extras import install_hint
 from instir.formatting import Template
 from instir.retrieval.model_files import (
+    hub_command,
     hub_reachable,
     is_local_path,
     local_model_problem,
@@ -225,7 +226,7 @@ def check_local_models(card: SystemCard) -> None:
 
 
 #: Hugging Face organisations whose repositories are gated: a download needs the licence accepted on the model's page
-#: and ``huggingface-cli login`` (Meta's Llama 2 licence; Mistral AI's sharing of contact details)
+#: and a Hub login (``hf auth login``; Meta's Llama 2 licence; Mistral AI's sharing of contact details)
 GATED_ORGS = ("meta-llama/", "mistralai/")
 
 
@@ -244,7 +245,7 @@ class Weights:
     @property
     def download(self) -> str:
         """The command that puts these weights into the Hugging Face cache."""
-        return f"huggingface-cli download {self.model}" + (f" --revision {self.revision}" if self.revision else "")
+        return hub_command("download", self.model, *(("--revision", self.revision) if self.revision else ()))
 
 
 def card_weights(card: SystemCard, cards: Mapping[str, SystemCard] | None = None) -> list[Weights]:

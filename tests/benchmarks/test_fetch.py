@@ -21,6 +21,7 @@ from instir.benchmarks import catalog
 from instir.benchmarks.fetch import FetchError, fetch, instir_home, read_manifest
 from instir.cli.data import register
 from instir.errors import UserError
+from instir.retrieval.model_files import hub_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COMMIT = "c0ffee" + "0" * 34
@@ -154,7 +155,8 @@ def test_offline_fetch_says_what_to_do_without_network(tmp_path, monkeypatch):
     message = str(info.value)
     assert "OfflineModeIsEnabled" in message and "songtingyu/IFIR @ main" in message
     assert "`instir fetch ifir --subset fiqa`" in message and "INSTIR_HOME" in message and "--root" in message
-    assert "hf download songtingyu/IFIR --repo-type dataset" in message and "instructir-sample" in message
+    assert hub_command("download", "songtingyu/IFIR", "--repo-type", "dataset") in message
+    assert "instructir-sample" in message
 
 
 def test_a_network_failure_gives_the_offline_steps(hub, tmp_path):

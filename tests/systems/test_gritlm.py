@@ -13,6 +13,7 @@ from says import says
 from instir.formatting import get_template
 from instir.retrieval import retrieve
 from instir.retrieval.fusion import HybridRetriever
+from instir.retrieval.model_files import hub_command
 from instir.systems import build_system, get_card, load_cards
 from instir.systems.gritlm import GritLMRetriever, split_instruction
 
@@ -158,7 +159,7 @@ def test_cli_retrieves_with_gritlm_cards_and_a_warm_rerun_encodes_nothing(tiny_m
     assert sidecar["system"]["adapter"] == "gritlm" and sidecar["template"]["name"] == "ifir-gritlm"
     assert main(["retrieve", "--system", "GritLM-7B", "--benchmark", "ifir-sample/fiqa", "--out", str(out)]) == 2
     says(capsys.readouterr().err.strip().splitlines()[-1], "GritLM/GritLM-7B", "not in the Hugging Face cache",
-         "huggingface-cli download GritLM/GritLM-7B")
+         hub_command("download", "GritLM/GritLM-7B"))
 
     card = get_card("GritLM tiny", load_cards([cards]))
     first = build_system(card, cache_dir=tmp_path / "emb", progress=False)

@@ -16,6 +16,7 @@ from instir.errors import UnknownNameError, UsageError
 from instir.formatting import get_template
 from instir.retrieval import BUNDLED_MODEL_ID, retrieve
 from instir.retrieval.dense import DenseRetriever
+from instir.retrieval.model_files import hub_command
 from instir.systems import MissingDependency, SystemCard, build_system, get_card, load_cards, registry, system_status
 
 MINILM = SystemCard(name="MiniLM (user)", paper="user", kind="retriever", adapter="sentence-transformers",
@@ -132,7 +133,7 @@ def test_offline_a_card_whose_weights_are_not_cached_fails_at_once_in_one_line(m
     code = main(["retrieve", "--system", "NV-Embed-v2", "--benchmark", "ifir-sample/fiqa", "--out", "runs"])
     err = capsys.readouterr().err.strip()
     assert code != 0 and time.perf_counter() - start < 5
-    assert says(err, "'NV-Embed-v2'", "nvidia/NV-Embed-v2", "offline", "huggingface-cli download nvidia/NV-Embed-v2")
+    assert says(err, "'NV-Embed-v2'", "nvidia/NV-Embed-v2", "offline", hub_command("download", "nvidia/NV-Embed-v2"))
     monkeypatch.setattr(registry, "hub_reachable", lambda: True)  # online, the library downloads (not here)
     registry.check_weights_reachable(get_card("NV-Embed-v2", load_cards()))
     registry.check_weights_reachable(MINILM)  # the bundled model is always there
@@ -147,10 +148,10 @@ def test_instir_systems_name_shows_one_card_whole_with_what_it_needs(capsys, tmp
     assert main(["systems", "Promptriever-7B"]) == 0
     shown = dict(line.split(":", 1) for line in capsys.readouterr().out.replace("\n           ", " ").splitlines())
     assert shown["card"].strip() == "Promptriever-7B" and shown["paper"].strip() == "ifir"
-    says(shown["weights"], "meta-llama/Llama-2-7b-hf", "not here", "gated", "huggingface-cli login",
+    says(shown["weights"], "meta-llama/Llama-2-7b-hf", "not here", "gated", hub_command("login"),
          "samaya-ai/promptriever-llama2-7b-v1", "not here")
-    says(shown["download"], "huggingface-cli download meta-llama/Llama-2-7b-hf",
-         "huggingface-cli download samaya-ai/promptriever-llama2-7b-v1")
+    says(shown["download"], hub_command("download", "meta-llama/Llama-2-7b-hf"),
+         hub_command("download", "samaya-ai/promptriever-llama2-7b-v1"))
     says(shown["needs"], "peft")
     says(shown["resources"], "1 GPU", "20 GiB")
     says(shown["InstFol"], "gpt-4o-mini", "--judge openai", "judge_model=gpt-4o-mini")
@@ -182,7 +183,7 @@ def test_card_weights_say_what_is_here_what_is_gated_and_how_to_download(tmp_pat
     (base, lora) = card_weights(get_card("RepLLaMA-7B", cards), cards)
     assert (base.role, base.model, base.gated, base.present) == ("base_model", "meta-llama/Llama-2-7b-hf", True, False)
     assert (lora.role, lora.gated) == ("model", False)
-    assert lora.download.startswith(f"huggingface-cli download {lora.model}")
+    assert lora.download.startswith(hub_command("download", lora.model))
     (bundled,) = card_weights(MINILM, cards)
     assert bundled.present and not bundled.gated
     hybrid = card_weights(get_card("GTR-XL + BM25 (hybrid)", cards), cards)
@@ -309,8 +310,8 @@ def test_card_weights_carry_the_revision_the_card_pins_into_the_download_command
     card = get_card("RepLLaMA-7B (MTEB)", cards)
     (base, lora) = card_weights(card, cards)
     assert card.revision and lora.revision == card.revision  # the LoRA's; the base model is not pinned by it
-    assert lora.download == f"huggingface-cli download {lora.model} --revision {card.revision}"
-    assert base.revision == "" and base.download == f"huggingface-cli download {base.model}"
+    assert lora.download == hub_command("download", lora.model, "--revision", card.revision)
+    assert base.revision == "" and base.download == hub_command("download", base.model)
 
 
 BM25_MINE = SystemCard(name="bm25 (mine)", paper="user", kind="retriever", adapter="bm25", params={"k1": 3.0, "b": 0.1})
