@@ -162,11 +162,12 @@ def fetch(benchmark: str, subset: str | None = None, *, layout: str | None = Non
     root = data_dir(benchmark, layout, cache_dir=cache_dir)
     repo_per_subset = not isinstance(source.revision, str)
     resolved_of: dict[tuple[str, str], tuple[str, set[str]]] = {}
+    options = (f" --layout {layout}" if layout != offered[0] else "") + (f" --revision {revision}" if revision else "")
     for name in names:
         repo, requested = source.pinned(name)
         requested = revision or requested
         dest = root / name if repo_per_subset else root
-        with _hub_errors(repo, requested, dest, benchmark, name):
+        with _hub_errors(repo, requested, dest, benchmark, name, options):
             if (repo, requested) not in resolved_of:  # resolved once: every subset of one repo at one commit
                 resolved_of[(repo, requested)] = _resolve(huggingface_hub.HfApi(), repo, requested)
             resolved, repo_files = resolved_of[(repo, requested)]
@@ -199,8 +200,10 @@ def _load_fetched(fam: catalog.Family, root: Path, subset: str | None, layout: s
 
 
 @contextmanager
-def _hub_errors(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None) -> Iterator[None]:
-    """Turn Hub failures into a :class:`FetchError` that says what to do (offline included)."""
+def _hub_errors(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None,
+                options: str = "") -> Iterator[None]:
+    """Turn Hub failures into a :class:`FetchError` that says what to do (offline included); ``options``: the
+    ``--layout`` / ``--revision`` of the fetch, which its rerun elsewhere needs to fill ``dest``."""
     from huggingface_hub.errors import (
         HTTPError,
         RepositoryNotFoundError,
@@ -214,14 +217,14 @@ def _hub_errors(repo: str, revision: str, dest: Path, benchmark: str, subset: st
                          "Pass a full commit hash with --revision (fetch(..., revision=...)) if a short one "
                          "is refused.") from err
     except (OSError, HTTPError) as err:
-        raise FetchError(_offline_message(repo, revision, dest, benchmark, subset, err)) from err
+        raise FetchError(_offline_message(repo, revision, dest, benchmark, subset, err, options)) from err
 
 
 def _offline_message(repo: str, revision: str, dest: Path, benchmark: str, subset: str | None,
-                     err: Exception) -> str:
+                     err: Exception, options: str = "") -> str:
     from instir.retrieval.model_files import hub_command
 
-    again = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "")
+    again = f"instir fetch {benchmark}" + (f" --subset {subset}" if subset else "") + options
     return (
         f"could not download {repo} @ {revision} from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
         "Loading local files never needs the network; to go on without it:\n"

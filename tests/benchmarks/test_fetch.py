@@ -166,6 +166,18 @@ def test_a_network_failure_gives_the_offline_steps(hub, tmp_path):
     assert "`instir fetch instructir`" in str(info.value) and str(tmp_path / "instructir" / "hf") in str(info.value)
 
 
+def test_the_offline_steps_repeat_the_layout_and_revision_that_fill_the_folder_named(hub, tmp_path):
+    # the command to run elsewhere dropped --layout and --revision: it filled another folder than the one named
+    hub({}, fail=ConnectionRefusedError("connection refused"))
+    with pytest.raises(FetchError) as info:
+        fetch("ifir", "cds", layout="mteb", revision="abc1234", cache_dir=tmp_path)
+    assert "`instir fetch ifir --subset cds --layout mteb --revision abc1234`" in str(info.value)
+    assert str(tmp_path / "ifir" / "mteb" / "cds") in str(info.value)
+    with pytest.raises(FetchError) as info:
+        fetch("ifir", "cds", layout="songtingyu", cache_dir=tmp_path)  # the default layout: no option needed
+    assert "`instir fetch ifir --subset cds`" in str(info.value)
+
+
 class _RevisionNotFound(RevisionNotFoundError):
     """The Hub's error without an HTTP response object (its constructor needs one)."""
 
