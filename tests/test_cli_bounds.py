@@ -265,3 +265,20 @@ def test_a_missing_model_names_a_download_command_the_installed_huggingface_hub_
     for weights in card_weights(get_card("Promptriever-7B", cards), cards):
         assert weights.download.split()[0] in commands
     assert model_files.hub_command("login").split()[0] in commands
+
+
+def test_rerank_system_whose_weights_are_neither_cached_nor_downloadable_is_one_line_at_once(capsys, tmp_path,
+                                                                                            monkeypatch):
+    # offline, instir rerank --system monoT5-base spent 45 s in the Hub client's retries (printed line by line)
+    # before the library's own error; instir retrieve --system and rerank --reranker refused at once
+    from instir.systems import registry
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    monkeypatch.setattr(registry, "hub_reachable", lambda: False)
+    run = tmp_path / "run.trec"
+    run.write_text("q Q0 d 1 1.0 t\n")
+    line = fails(capsys, "rerank", "--system", "monoT5-base", "--run", str(run), "--benchmark", "instructir-sample",
+                 "--out", str(tmp_path / "re"))
+    assert line.startswith("instir rerank: system 'monoT5-base")
+    assert "castorini/monot5-base-msmarco-10k is not in the Hugging Face cache" in line and "offline" in line
+    assert not (tmp_path / "re").exists()

@@ -51,7 +51,12 @@ def _rerank(args: argparse.Namespace) -> int:
     if args.system:
         if args.model:
             raise UsageError("--model goes with --reranker, not --system")
-        reranker = reranker_from_name(args.system, dtype=options["dtype"], batch_size=args.batch_size)
+        from instir.systems import get_card, load_cards
+        from instir.systems.registry import check_weights_reachable
+
+        cards = load_cards()
+        reranker = reranker_from_name(args.system, cards=cards, dtype=options["dtype"], batch_size=args.batch_size)
+        check_weights_reachable(get_card(args.system, cards), cards)  # offline: one line, not the Hub's retries
     else:
         if not args.model:
             raise UsageError("--reranker needs --model (a model id or local path)")
