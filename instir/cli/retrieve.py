@@ -51,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="query/document template name (default: the system card's, else the authors' template "
                         "for the model family)")
     p.add_argument("--k", type=depth_option, default=None,
-                   help="documents per query (default: the family's depth, FollowIR's 1000; else 100)")
+                   help="documents per query (default: the family's depth, else 100; on a reranking task such as "
+                        "FollowIR, every candidate, whatever --k)")
     p.add_argument("--out", required=True, help="output directory for runs")
     p.set_defaults(handler=_retrieve)
 
