@@ -41,7 +41,7 @@ def samples_pointer() -> str:
                            break_on_hyphens=False, break_long_words=False)
     return (f"{listed}\n"
             "  instir summary   their counts (queries, groups, documents, levels)\n"
-            "  instir run       the five report notebooks on them, as HTML pages")
+            "  instir run       the tour and the five report notebooks on them, as HTML pages")
 
 
 def family_names() -> list[str]:
