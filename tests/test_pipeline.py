@@ -309,6 +309,7 @@ def test_run_help_lists_every_parameter_with_its_default_and_valid_examples(caps
     for name, param in params.items():
         assert f"  {name} = {param.default}" in out
     assert "k = None\n      depth of every run (None: its family's)" in out and "[--benchmark]" in out
+    assert 'out_dir = "reports/sample"  [--out, which defaults to reports/<UTC date-time>]' in out  # not the cell's
     assert "ifir-sample " not in out and "ifir-sample/fiqa" in out
     for _, argv in run_examples():
         assert f"instir run {' '.join(argv)}".rstrip() in out

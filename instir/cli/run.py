@@ -44,6 +44,9 @@ def installed_notebooks() -> Path:
 #: the notebooks ``instir run`` executes unless ``--notebooks`` names another folder: the checkout's, else the wheel's
 NOTEBOOKS_DIR = CHECKOUT_NOTEBOOKS if CHECKOUT_NOTEBOOKS.is_dir() else installed_notebooks()
 
+#: where ``instir run`` writes without ``--out`` (the date-time is the run's start, UTC)
+DEFAULT_OUT = "reports/<UTC date-time>"
+
 #: ``instir run`` option -> notebook parameter name; the only place the two are tied.
 CLI_PARAMETERS = {
     "benchmark": "benchmarks",
@@ -138,12 +141,14 @@ def run_examples() -> list[tuple[str, list[str]]]:
 def parameters_help(notebooks: Sequence[Path]) -> str:
     """The part of ``instir run --help`` after the options: every notebook parameter with its
     default, the comment of its parameters cell and the option that sets it, then examples."""
-    from instir.pipeline import notebook_parameters
+    from instir.pipeline import PIPELINE_PARAMETERS, notebook_parameters
 
     options = {name: f"--{option.replace('_', '-')}" for option, name in CLI_PARAMETERS.items()}
     lines = ["notebook parameters (-p NAME=VALUE; lists as JSON or comma-separated), default first:"]
     for name, param in notebook_parameters(notebooks).items():
         via = f"  [{options[name]}]" if name in options else ""
+        if name in PIPELINE_PARAMETERS:  # always set from --out: the notebooks' default is never this command's
+            via = f"  [{options[name]}, which defaults to {DEFAULT_OUT}]"
         lines.append(f"  {name} = {param.default}{via}")
         if param.help:
             lines.append(f"      {param.help}")
@@ -187,7 +192,7 @@ def register(subparsers) -> None:
                    help="system cards to run as well, by name (see `instir systems`; default: none)")
     p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
     p.add_argument("--out", type=Path, default=None,
-                   help="report folder (default: reports/<UTC date-time>); the index.html that lists it goes "
+                   help=f"report folder (default: {DEFAULT_OUT}); the index.html that lists it goes "
                         "beside it in a reports root (a folder named reports, or one holding an instir index), "
                         "else inside it")
     p.add_argument("--show-code", action="store_true", help="keep code cells in the HTML")
