@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fetch", help="download a benchmark from the Hugging Face Hub at its pinned revision",
         description=f"Download {' or '.join(f.printed for f in families)} into the instir cache ($INSTIR_HOME, "
                     "default ~/.cache/instir) at the pinned revision, check files and record counts, and write "
-                    "instir-manifest.json. The only command that uses the network.")
+                    "instir-manifest.json. The only command that downloads benchmarks: loading one never uses the "
+                    "network.")
     p.add_argument("benchmark", choices=catalog.families())
     p.add_argument("--subset", choices=[s for f in families for s in f.subsets], default=None,
                    help="one subset of a family with subsets (default: all of them)")
