@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="TREC run file to write as MTEB predictions; repeat for several (each needs its own --out "
                         "folder, so give one run per call when there are several)")
     p.add_argument("--model-name", default=None,
-                   help="mteb_model_meta.model_name of the predictions (default: the run's model, else its file name)")
+                   help="mteb_model_meta.model_name of the predictions (default: the run's model or retriever, "
+                        "e.g. bm25, else its file name)")
     p.add_argument("--revision", default=None, help="mteb_model_meta.revision (default: the run's, else null)")
     p.add_argument("--dataset", action="store_true",
                    help="also write the benchmark as an MTEB-ready dataset folder, OUT/<benchmark>-<setting>-<hash12> "
