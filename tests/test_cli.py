@@ -107,3 +107,5 @@ def test_systems_lists_only_the_paper_asked_for_and_refuses_an_unknown_one(capsy
     with pytest.raises(SystemExit) as ended:
         main(["systems", "--paper", "nopaper"])
     assert ended.value.code == 2 and "invalid choice: 'nopaper'" in capsys.readouterr().err
+    assert main(["systems", "--paper", "user"]) == 0  # none given: said, not an empty line
+    assert capsys.readouterr().out == "user: no cards (cards of your own are read from --cards FILE)\n"

@@ -118,6 +118,9 @@ def _systems(args: argparse.Namespace) -> int:
     table = systems_table(args.cards)
     if args.paper:
         table = table[table["paper"] == args.paper]
+        if table.empty:  # only "user" can be empty: cards of one's own come from files
+            print(f"{args.paper}: no cards (cards of your own are read from --cards FILE)")
+            return 0
     print(systems_text(table))
     return 0
 
