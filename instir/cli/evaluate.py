@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "--run may repeat")
     p.add_argument("--name", dest="names", action="extend", nargs="+", default=[], metavar="NAME",
                    help="the systems' names, one per --run in order, instead of NAME=FILE (default: a TREC file's "
-                        "name without .trec, an MTEB file's model)")
+                        "name without .trec, .run or .txt, an MTEB file's model)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="authors",
                    help="authors: the papers' official scoring (default); mteb: MTEB 2.26's (its measure names, "
                         "averaging over the queries in the run, 5-decimal rounding, its self-hit rule)")

@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="inputs per model call (default: the card's, the authors' for that model; 64 with --reranker)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
-                   help="model dtype (default: the authors' for that model)")
+                   help="model dtype (default: a --system card's; with --reranker llm-ptrue, its prompt's authors'; "
+                        "else float32)")
     p.add_argument("--query-split", default="authors", choices=("authors", "fields"),
                    help="'authors': split 'instruction [SEP] query' as the InstructIR code does (a bare query "
                         "is seen twice); 'fields': the loaded query and instruction")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from instir.errors import UsageError
 from instir.inputs import expanded
+from instir.judge.factory import BACKENDS
 
 if TYPE_CHECKING:
     from instir.pipeline import NotebookParameter, ReportResult
@@ -190,7 +191,8 @@ def register(subparsers) -> None:
     p.add_argument("--retrievers", nargs="+", metavar="NAME", help="retrievers to run (default: the notebooks' own)")
     p.add_argument("--systems", nargs="+", metavar="CARD",
                    help="system cards to run as well, by name (see `instir systems`; default: none)")
-    p.add_argument("--judge", metavar="BACKEND", help="judge backend for InstFol (default: the notebooks' own)")
+    p.add_argument("--judge", metavar="BACKEND",
+                   help=f"judge backend for InstFol, one of {', '.join(BACKENDS)} (default: the notebooks' own)")
     p.add_argument("--out", type=Path, default=None,
                    help=f"report folder (default: {DEFAULT_OUT}); the index.html that lists it goes "
                         "beside it in a reports root (a folder named reports, or one holding an instir index), "
