@@ -208,11 +208,17 @@ def confusion(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(matrix, index=pd.Index(LABELS, name="gold"), columns=pd.Index(LABELS, name="judge"))
 
 
+#: below this many successful judgments the agreement figures are said to be a rough indication (at 100 pairs,
+#: half of them relevant, ROC AUC's standard error is still about 0.03-0.05)
+FEW_PAIRS = 100
+
+
 def describe_agreement(rows: pd.DataFrame) -> str:
     """One Markdown sentence on :func:`agreement` rows (``statistic``, ``value``, ``n``): ROC AUC
     and binary kappa on how many successful judgments, each figure read for the reader; a
-    statistic the data leave undefined (one class only) is said to be so. Empty when no
-    judgment succeeded: then there is nothing to state but the failures."""
+    statistic the data leave undefined (one class only) is said to be so, and figures from fewer than
+    100 judgments (:data:`FEW_PAIRS`) a rough indication. Empty when no judgment succeeded: then there is nothing to
+    state but the failures."""
     value = rows.set_index("statistic")["value"]
     n = int(rows.set_index("statistic").loc["roc_auc", "n"])
     if n == 0:
@@ -221,10 +227,11 @@ def describe_agreement(rows: pd.DataFrame) -> str:
     def shown(name: str) -> str:
         return "undefined (one class only)" if pd.isna(value[name]) else f"{value[name]:.2f}"
 
+    caution = (" These are few pairs: treat the figures as a rough indication, not a measurement."
+               if n < FEW_PAIRS else "")
     return (f"On {n} successfully judged of {int(value['pairs'])} labelled pairs this judge reaches ROC AUC "
             f"{shown('roc_auc')} (0.5 is chance, 1 is perfect separation of relevant from other passages) and "
-            f"Cohen's kappa {shown('kappa_binary')} on relevant-vs-rest (0 is chance agreement). These are few "
-            "pairs: treat the figures as a rough indication, not a measurement.")
+            f"Cohen's kappa {shown('kappa_binary')} on relevant-vs-rest (0 is chance agreement).{caution}")
 
 
 def ranking_agreement(judge_scores: Mapping[str, float], gold_scores: Mapping[str, float]) -> dict:

@@ -180,6 +180,15 @@ def test_describe_agreement_reads_the_pooled_figures_and_names_undefined_ones():
     assert "ROC AUC undefined (one class only)" in one_class
 
 
+def test_only_figures_from_fewer_than_100_judgments_are_called_a_rough_indication():
+    caution = "These are few pairs: treat the figures as a rough indication"
+    assert caution in describe_agreement(agreement(hand_made()))  # 9 judged
+    many = pd.concat([hand_made()] * 12, ignore_index=True)  # 108 judged of 132
+    text = describe_agreement(agreement(many))
+    assert "On 108 successfully judged of 132 labelled pairs" in text and caution not in text
+    assert caution in describe_agreement(agreement(pd.concat([hand_made()] * 11, ignore_index=True)))  # 99
+
+
 def test_ranking_agreement_is_scipy_kendall_tau_over_common_systems():
     judge = {"bm25": 0.10, "dense": 0.25, "hybrid": 0.20, "only-judged": 0.9}
     gold = {"bm25": 0.40, "dense": 0.55, "hybrid": 0.60}
