@@ -149,7 +149,7 @@ def test_a_given_revision_overrides_the_pin(hub, tmp_path):
 
 
 def test_offline_fetch_says_what_to_do_without_network(tmp_path, monkeypatch):
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the real client, kept offline
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # the real client, kept offline
     with pytest.raises(FetchError) as info:
         fetch("ifir", "fiqa", cache_dir=tmp_path)
     message = str(info.value)
