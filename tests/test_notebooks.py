@@ -329,7 +329,7 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(sample_c
     positions = pd.read_csv(tmp_path / "judge" / "instfol_positions.csv")
     assert pairs["error"].notna().all() and positions["error"].notna().all()
     assert f"**All {len(pairs)} judgments for the validation failed (100%)**" in text
-    assert f"**All {len(positions)} judgments for InstFol failed (100%)**" in text
+    assert f"**All {len(positions)} judgments for InstFol's list positions failed (100%)**" in text
     assert "gave up after 7 attempts; last: HTTP 500: upstream model is down" in text
     assert "successfully judged" not in text and "kappa_binary" not in text  # statistics skipped
     validation = pd.read_csv(tmp_path / "judge" / "validation.csv")
