@@ -147,12 +147,25 @@ def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, r
     (lambda b, r, run: instir.compare_to_papers(None, None), "compare_to_papers(reproduced, …) takes a DataFrame"),
     (lambda b, r, run: instir.Run({"q1": {"d1": 1.0}}), "Run takes a DataFrame with columns qid, docid, score, got a "
      "dict; for {qid: {docid: score}}: Run.from_scores(...)"),  # the pytrec_eval / ranx shape
+    # before: AttributeError ('int' object has no attribute 'name'), pathlib's TypeError, or a TypeError from
+    # inside the scoring ("expected a Run or a pandas DataFrame") after compare_runs had read the dict as a run
+    (lambda b, r, run: instir.retrieve(b, 42), ("retrieve(…, retriever) takes a retriever", "got 42")),
+    (lambda b, r, run: instir.read_run(run), "read_run(path) takes a str or PathLike, got a Run"),
+    (lambda b, r, run: instir.explore(b), "explore(out_dir, …) takes a str or PathLike, got a Benchmark"),
+    (lambda b, r, run: instir.evaluate_runs({"bm25": "bm25.trec"}, b), ("evaluate_runs(runs, benchmark) takes each "
+     "run as a Run or a DataFrame; 'bm25' is a str", "instir.read_run(path)")),
+    (lambda b, r, run: instir.compare_runs(b, {"a": run, "b": {"q": {"d": 1.0}}}), ("compare_runs(benchmark, runs) "
+     "takes each run as a Run or a DataFrame; 'b' is a dict", "instir.Run.from_scores")),
+    # before: a builtin ValueError, which the instir command shows as a bug's traceback
+    (lambda b, r, run: instir.compare_runs(b, {"a": run}), "compare_runs compares two runs or more, got 1"),
+    (lambda b, r, run: instir.compare_runs(b, {"a": run, "b": run}, ["nDCG@10"], test="wilcoxon"),
+     "test must be one of ['perm', 'ttest'], got 'wilcoxon'"),
 ])
 def test_a_wrong_type_given_to_a_public_function_is_one_line_naming_the_argument(instructir_sample, runs, call,
                                                                                   said, tmp_path, monkeypatch):
     # on the commit before, an AttributeError or a TypeError from inside each (the review's calls)
     monkeypatch.chdir(tmp_path)
-    with raises_saying(UserError, said):
+    with raises_saying(UserError, *([said] if isinstance(said, str) else said)):
         call(instructir_sample, make_retriever("bm25"), runs["instructed"])
 
 

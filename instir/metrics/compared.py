@@ -134,7 +134,7 @@ def compare_runs(benchmark, runs: Mapping[str, object], measures: Sequence[objec
     require_runs(runs, benchmark, "compare_runs(benchmark, runs)")
     check_digits(digits)  # before the runs are scored
     if len(runs) < 2:
-        raise ValueError(f"compare_runs compares two runs or more, got {len(runs)}")
+        raise UsageError(f"compare_runs compares two runs or more, got {len(runs)}")
     for name, run in runs.items():  # as instir.evaluate: a run of another benchmark is refused, stray ids warned
         try:
             check_ids_belong(run_of(run), benchmark)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from instir.errors import UsageError
 from instir.metrics.stats import (
     N_RESAMPLES,
     SIGNIFICANCE_LEVEL,
@@ -49,11 +50,11 @@ def pairwise_tests(per_unit: pd.DataFrame, *, unit: str = "qid", systems: Sequen
     (Holm across the pairs of that measure with ``correction="holm"``, else ``p``) and
     ``significant`` (``p_adjusted`` ≤ ``max_p``). Every system must have a value for the same units."""
     if test not in TESTS:
-        raise ValueError(f"test must be one of {sorted(TESTS)}, got {test!r}")
+        raise UsageError(f"test must be one of {sorted(TESTS)}, got {test!r}")
     if correction not in (None, "holm"):
-        raise ValueError(f"correction must be None or 'holm', got {correction!r}")
+        raise UsageError(f"correction must be None or 'holm', got {correction!r}")
     if isinstance(max_p, bool) or not isinstance(max_p, (int, float)) or not 0 < max_p <= 1:
-        raise ValueError(f"max_p must be a probability above 0 and at most 1, got {max_p!r}")
+        raise UsageError(f"max_p must be a probability above 0 and at most 1, got {max_p!r}")
     systems = list(systems) if systems is not None else list(dict.fromkeys(per_unit["system"]))
     if len(systems) > len(LETTERS):
         raise ValueError(f"at most {len(LETTERS)} systems can be lettered, got {len(systems)}")

@@ -279,7 +279,7 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     (:func:`instir.metrics.mteb.evaluation`: MTEB's measure names, averaging, rounding and
     self-hit rule; ``derived`` does not apply)."""
     check_protocol(protocol)
-    require_runs(runs, benchmark, "evaluate_runs(runs, benchmark)")
+    require_runs(runs, benchmark, "evaluate_runs(runs, benchmark)", mteb_scores=protocol == "mteb")
     if protocol == "mteb":
         from instir.metrics import mteb
 
@@ -300,15 +300,22 @@ def evaluate_runs(runs: Mapping[str, RunLike], benchmark: Benchmark, measures: S
     return Evaluation.join(evaluations)
 
 
-def require_runs(runs: object, benchmark: object, signature: str) -> None:
-    """Refuse in one line ``runs`` that are no ``{system name: run}`` mapping of one run or more, or a
-    ``benchmark`` that is no :class:`Benchmark` (the two swapped, say), naming the function's ``signature``."""
+def require_runs(runs: object, benchmark: object, signature: str, *, mteb_scores: bool = False) -> None:
+    """Refuse in one line ``runs`` that are no ``{system name: run}`` mapping of one run or more, each a :class:`Run`
+    or a DataFrame (under MTEB's protocol also ``{qid: {docid: score}}``), or a ``benchmark`` that is no
+    :class:`Benchmark` (the two swapped, say), naming the function's ``signature``."""
     if not isinstance(runs, Mapping) or not isinstance(benchmark, Benchmark):
         swapped = " (the two swapped?)" if isinstance(runs, Benchmark) else ""
         raise UsageError(f"{signature} takes runs as a mapping {{system name: run}} and a Benchmark; runs is a "
                          f"{type(runs).__name__} and benchmark a {type(benchmark).__name__}{swapped}")
     if not runs:
         raise UsageError(f"{signature}: no runs given (a mapping {{system name: run}})")
+    kinds = (Run, pd.DataFrame, Mapping) if mteb_scores else (Run, pd.DataFrame)
+    for system, run in runs.items():
+        if not isinstance(run, kinds):
+            raise UsageError(f"{signature} takes each run as a Run or a DataFrame; {quoted(str(system))} is a "
+                             f"{type(run).__name__} (a TREC file: instir.read_run(path); a {{qid: {{docid: score}}}} "
+                             "dict: instir.Run.from_scores(scores))")
 
 
 def instance_groups(qids: Sequence[str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ environment.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import pandas as pd
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark, Doc
+from instir.errors import expect
 from instir.report.html import HTML, NO_MATH, escape_text, has_widgets
 from instir.report.layout import ReportLayout, read_runs_table, user_path
 
@@ -411,6 +413,8 @@ def explore(out_dir: str | Path, data_root: str | Path | None = None, *, k: int 
     rendering for reports without a kernel), else the static rendering of ``static_groups``
     groups. ``data_root``: where the real benchmarks live, as in the notebooks' parameters (both
     paths as :func:`instir.report.layout.user_path` reads them)."""
+    expect(out_dir, (str, os.PathLike), "explore(out_dir, …)")
+    expect(data_root, (str, os.PathLike, type(None)), "explore(…, data_root)")
     data = ExplorerData(user_path(out_dir), user_path(data_root) if data_root else None)
     if has_widgets():
         return Explorer(data, k=k, static_groups=static_groups)

@@ -25,6 +25,7 @@ import copy
 import hashlib
 import json
 import math
+import os
 import platform
 import re
 import warnings
@@ -720,6 +721,7 @@ def read_run(path: str | Path) -> Run:
     has 0 rows, as :func:`write_run` leaves it; any other empty file is refused.
     Bad lines raise :class:`FormatError` naming the file, line and field.
     """
+    expect(path, (str, os.PathLike), "read_run(path)")
     path = Path(path)
     check_file(path, "run file")
     data = path.read_bytes()

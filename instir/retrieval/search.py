@@ -279,6 +279,9 @@ def retrieve(benchmark: Benchmark, retriever: Retriever | str, template: Templat
             raise UsageError(f"retrieve takes a retriever: make_retriever(kind) for one of {', '.join(RETRIEVER_KINDS)}"
                              f", or instir.build_system(name) for a system card; got {quoted(retriever)}")
         retriever = make_retriever(retriever)
+    if not callable(getattr(retriever, "search", None)):
+        raise UsageError(f"retrieve(…, retriever) takes a retriever (instir.build_system('bm25'), a card's name, or a "
+                         f"kind such as 'bm25'), got {quoted(retriever)}")
     card = getattr(retriever, "card", None)
     template = template_for(benchmark, retriever, template)
     candidates = benchmark.meta.get("top_ranked")
