@@ -135,7 +135,7 @@ def plot_per_level(table: pd.DataFrame, *, value: str = "value", level: str = "l
 
     rows = table[table[level].notna()].copy()
     rows[level] = rows[level].astype(int)
-    panels = sorted(rows[facet].unique()) if facet and facet in rows.columns else [None]
+    panels = (sorted(rows[facet].unique()) if facet and facet in rows.columns else []) or [None]
     names = sorted(rows[line].astype(str).unique())
     style = {name: _line_style(i) for i, name in enumerate(names)}  # the same look in every panel
     # tall enough for the legend's column beside the panels (about 0.2 in a line at SMALLEST_TEXT)
@@ -186,10 +186,15 @@ def plot_instructed_vs_query_only(pairs: Sequence[tuple[str, pd.Series, pd.Serie
     """One scatter per retriever (``pairs``: its name, query-only and instructed values per
     instance, ×100, as :meth:`instir.stages.evaluate.Metrics.instructed_vs_query_only` gives them): x the
     query-only run, y the instructed run, the diagonal where the instruction changed nothing; each
-    panel titled ``title`` over the retriever, laid out so no label reaches the next panel. Returns the figure."""
+    panel titled ``title`` over the retriever, laid out so no label reaches the next panel (no pair: one empty panel
+    saying so). Returns the figure."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 4.2), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, max(len(pairs), 1), figsize=(4.2 * max(len(pairs), 1), 4.2), squeeze=False,
+                             layout="constrained")
+    if not pairs:  # no retriever with both runs (Metrics.instructed_vs_query_only of instructed runs alone)
+        axes[0][0].set_title(plot_text(f"{title}\nno retriever has both an instructed and a query-only run"),
+                             fontsize=10)
     for ax, (retriever, query_only, instructed) in zip(axes[0], pairs):
         ax.scatter(query_only, instructed, alpha=0.5)
         ax.plot([0, 100], [0, 100], color="grey", linestyle="--", linewidth=0.8)

@@ -175,3 +175,15 @@ def test_instructed_vs_query_only_puts_the_query_only_run_on_x():
     fig = plot_instructed_vs_query_only([("bm25", query_only, instructed)], "nDCG@10", "t")
     assert [tuple(p) for p in fig.axes[0].collections[0].get_offsets()] == [(10.0, 70.0), (20.0, 90.0)]
     assert "query-only" in fig.axes[0].get_xlabel() and "instructed" in fig.axes[0].get_ylabel()
+
+
+def test_no_pair_and_no_levelled_row_draw_one_empty_panel_not_a_matplotlib_error():
+    # before: ValueError "Number of columns must be a positive integer, not 0" from matplotlib, for what
+    # Metrics.instructed_vs_query_only gives on instructed runs alone, and for a per-subset table of pooled rows
+    from instir import show
+
+    fig = show.instructed_vs_query_only([], "nDCG@10", "instructir-sample")
+    assert len(fig.axes) == 1 and "no retriever has both" in fig.axes[0].get_title()
+    pooled = pd.DataFrame({"model": ["bm25"], "subset_id": ["fiqa"], "level": [None], "value": [0.5]})
+    fig = show.per_level(pooled)
+    assert len(fig.axes) == 1 and not fig.axes[0].lines
