@@ -1,7 +1,7 @@
 """The bundled notebooks' tables and figures, for anyone's runs and frames: one namespace, the one the
 notebooks themselves use (``from instir import show``).
 
-Tables are escaped HTML (a notebook shows them; ``.data`` holds the markup); figures are matplotlib's.
+Tables are escaped HTML (a notebook shows them; each is a ``str`` of the markup); figures are matplotlib's.
 Values from the data (names, queries, documents) are shown as the text they are, never as markup.
 
 - :func:`table`: a DataFrame as the reports print it (×100 where asked, "—" for a missing value,
