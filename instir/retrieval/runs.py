@@ -244,7 +244,7 @@ class ShallowRunsWarning(UserWarning):
 class Run:
     """A ranked list per query: ``df`` has columns qid (str), docid (str), score (float),
     rank (int, 1-based), in trec_eval order (see the module docstring); ``meta`` is the
-    sidecar content (benchmark, setting, retriever, template, k, versions, ...).
+    sidecar content (benchmark, setting, retriever, template, k, ...; read from a file, also versions and counts).
 
     Any frame with qid/docid/score columns is accepted and put into canonical order; its
     own rank column, if any, is ignored (as trec_eval ignores it).
