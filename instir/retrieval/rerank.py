@@ -34,6 +34,7 @@ from typing import Literal, Protocol, runtime_checkable
 from instir import atomic
 from instir.benchmarks.types import Benchmark, FormatError, Query, quoted
 from instir.errors import UsageError, expect
+from instir.parameters import depth as check_depth
 from instir.progress import tqdm
 from instir.retrieval.runs import (
     Run,
@@ -180,10 +181,9 @@ def rerank(run: Run | str | Path, benchmark: Benchmark, reranker: Reranker, dept
     if not callable(getattr(reranker, "model_input", None)):
         raise UsageError(f"rerank(…, reranker) takes a reranker (instir.build_system of a reranker card, e.g. "
                          f"'MonoT5-base (FollowIR)'), got {quoted(reranker)}")
-    if depth < 1:
-        raise ValueError(f"depth must be positive, got {depth}")
+    depth = check_depth(depth, where="rerank(…, depth)")
     if doc_field not in ("text", "indexed"):
-        raise ValueError(f"unknown doc_field {doc_field!r}; use 'text' or 'indexed'")
+        raise UsageError(f"unknown doc_field {doc_field!r}; use 'text' or 'indexed'")
     run, source = _first_stage(run)
     made_on = run.meta.get("benchmark")
     if isinstance(made_on, dict) and made_on.get("name") not in (None, benchmark.name):  # a sample's ids are the

@@ -10,6 +10,7 @@ import pytest
 from says import raises_saying
 
 from instir.benchmarks.types import FormatError, Query
+from instir.errors import UserError
 from instir.retrieval import retrieve
 from instir.retrieval.lexical import BM25Retriever
 from instir.retrieval.rerank import query_parts, rerank
@@ -232,11 +233,12 @@ def test_a_reranker_that_returns_another_number_of_scores_than_inputs_is_refused
         rerank(run, bench, Miscounting(batch_size=3), depth=3, cache=cache, progress=False)
 
 
-@pytest.mark.parametrize("depth", [0, -3])
+@pytest.mark.parametrize("depth", [0, -3, "10", 2.5, True])
 def test_a_depth_below_one_is_refused_before_any_scoring(first_stage, tmp_path, depth):
+    # a depth that is no whole number ("10", 2.5) was a TypeError from inside, or a run cut at a fraction
     bench, run = first_stage
     fake = WordOverlap()
-    with raises_saying(ValueError, "depth must be positive", str(depth)):
+    with raises_saying(UserError, "rerank(…, depth) takes a whole number of at least 1", repr(depth)):
         rerank(run, bench, fake, depth=depth, cache=tmp_path / "s.sqlite", progress=False)
     assert fake.calls == 0
 
