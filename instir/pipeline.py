@@ -21,16 +21,17 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir import atomic
-from instir.errors import UsageError, unknown
+from instir.errors import UsageError, quoted, unknown
 from instir.inputs import expanded, file_problem, read_head
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
@@ -313,7 +314,12 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     did not write are refused too."""
     from instir.stages.request import check_runnable
 
-    paths = [text_path(Path(n).resolve()) for n in ([notebooks] if isinstance(notebooks, (str, Path)) else notebooks)]
+    given = [notebooks] if isinstance(notebooks, (str, os.PathLike)) else notebooks
+    given = list(given) if isinstance(given, Iterable) else [given]
+    if not all(isinstance(n, (str, os.PathLike)) for n in given):
+        raise UsageError(f"run_reports(notebooks, …) takes a notebook's path or a list of them, got "
+                         f"{quoted(notebooks)}")
+    paths = [text_path(Path(n).resolve()) for n in given]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"notebook(s) not found: {', '.join(missing)}")

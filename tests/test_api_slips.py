@@ -158,6 +158,8 @@ def test_runs_and_benchmark_swapped_or_no_runs_are_one_line(instructir_sample, r
      "takes each run as a Run or a DataFrame; 'b' is a dict", "instir.Run.from_scores")),
     # before: a builtin ValueError, which the instir command shows as a bug's traceback
     (lambda b, r, run: instir.compare_runs(b, {"a": run}), "compare_runs compares two runs or more, got 1"),
+    (lambda b, r, run: instir.run_reports(42, {}, "out"), "run_reports(notebooks, …) takes a notebook's path or a "
+     "list of them, got 42"),  # before: TypeError 'int' object is not iterable
     (lambda b, r, run: instir.compare_runs(b, {"a": run, "b": run}, ["nDCG@10"], test="wilcoxon"),
      "test must be one of ['perm', 'ttest'], got 'wilcoxon'"),
 ])
