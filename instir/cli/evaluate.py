@@ -184,6 +184,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Handler of ``instir evaluate``."""
     from instir.metrics import mteb, stats
     from instir.metrics.measures import parse_measures
+    from instir.metrics.scoring import refuse_judged
 
     if args.resamples is not None:  # a bad value fails before anything is read
         stats.check_resamples(args.resamples)
@@ -192,7 +193,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         for measure in args.measures:
             mteb.mteb_measure(measure)
     elif args.measures:
-        parse_measures(args.measures)
+        refuse_judged(parse_measures(args.measures))
     benchmark = benchmark_from_args(args)
     suffix = "" if args.protocol == "authors" else f"-{args.protocol}"
     out = args.out or Path("reports") / f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}{suffix}"

@@ -122,6 +122,14 @@ def _group_rows(measure: GroupMeasure, frame: pd.DataFrame, scope: GroupScope) -
     return rows.assign(measure=measure.name)
 
 
+def refuse_judged(measures: Iterable[Measure]) -> None:
+    """Refuse a judged measure (InstFol): a judge computes it, not a run and qrels."""
+    judged = next((m for m in measures if m.unit == "instance"), None)
+    if judged is not None:
+        raise UsageError(f"{judged} is judged, not computed from a run and qrels: the judge stage computes it "
+                         "(instir judge, instir.stages.judge_runs)")
+
+
 class Scorer:
     """The providers of a list of measures, built once for one qrels and applied to any number
     of runs: per-query values of every per-query measure (and of every Robustness and form's
@@ -133,9 +141,7 @@ class Scorer:
     def __init__(self, qrels: Qrels, measures: Sequence[Measure], forms: Forms | None = None,
                  release: Mapping[str, object] | None = None):
         self.measures = list(measures)
-        if any(m.unit == "instance" for m in self.measures):
-            raise UsageError(f"{next(m for m in self.measures if m.unit == 'instance')} is judged, not computed from "
-                             "a run and qrels: the judge stage computes it (instir judge, instir.stages.judge_runs)")
+        refuse_judged(self.measures)
         self.robust = [m for m in self.measures if isinstance(m, Robustness)]
         self.grouped = [m for m in self.measures if isinstance(m, GroupMeasure)]
         self.forms = [m for m in self.measures if isinstance(m, Form)]

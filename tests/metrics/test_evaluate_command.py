@@ -502,3 +502,11 @@ def test_resamples_out_of_bounds_are_refused_before_anything_is_written(instruct
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), str(run), "--name", "a", "b",
               "--resamples", count, "--out", str(tmp_path / "report")])
     assert not (tmp_path / "report").exists()
+
+
+def test_a_judged_measure_is_refused_before_anything_is_written(instructir_sample, tmp_path):
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
+    with pytest.raises(UsageError, match="InstFol@20 is judged"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--measures", "InstFol@20",
+              "--out", str(tmp_path / "report")])
+    assert not (tmp_path / "report").exists()
