@@ -185,6 +185,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     from instir.metrics import mteb, stats
     from instir.metrics.measures import parse_measures
     from instir.metrics.scoring import refuse_judged
+    from instir.papers.loader import load_mteb_results
 
     if args.resamples is not None:  # a bad value fails before anything is read
         stats.check_resamples(args.resamples)
@@ -194,6 +195,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
             mteb.mteb_measure(measure)
     elif args.measures:
         refuse_judged(parse_measures(args.measures))
+    if args.mteb_results:  # a missing or unreadable result file fails before anything is written
+        load_mteb_results(args.mteb_results)
     benchmark = benchmark_from_args(args)
     suffix = "" if args.protocol == "authors" else f"-{args.protocol}"
     out = args.out or Path("reports") / f"evaluation-{benchmark.name.replace('/', '_')}-{benchmark.setting}{suffix}"

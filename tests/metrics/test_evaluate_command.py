@@ -12,7 +12,7 @@ import pytest
 
 from instir.benchmarks import load_benchmark
 from instir.cli.evaluate import file_system_name, register
-from instir.errors import UsageError
+from instir.errors import UsageError, UserError
 from instir.metrics.scoring import evaluate, evaluate_runs
 from instir.report.record import read_record
 from instir.retrieval.runs import Run, ShallowRunsWarning, read_run, write_run
@@ -509,4 +509,12 @@ def test_a_judged_measure_is_refused_before_anything_is_written(instructir_sampl
     with pytest.raises(UsageError, match="InstFol@20 is judged"):
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--measures", "InstFol@20",
               "--out", str(tmp_path / "report")])
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_missing_mteb_result_file_is_refused_before_anything_is_written(instructir_sample, tmp_path):
+    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
+    with pytest.raises(UserError, match="nope.json: MTEB result file or folder not found"):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--mteb-results",
+              str(tmp_path / "nope.json"), "--out", str(tmp_path / "report")])
     assert not (tmp_path / "report").exists()
