@@ -334,6 +334,8 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     check_runnable(validate_parameters(parameters, known))
     check_judge_endpoint({**{name: p.value for name, p in known.items()}, **parameters})
     out = check_report_folder(text_path(expanded(out_dir).resolve()))
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"the report folder {out} is a file, not a folder; choose another --out")
     check_apart_from_sources(out, paths)
     check_index_owned(index_folder(out))
     out.mkdir(parents=True, exist_ok=True)

@@ -139,6 +139,12 @@ def test_out_that_is_a_file(capsys, a_file):
     assert line == f"instir retrieve: --out {a_file} is a file, not a folder"
 
 
+def test_out_of_run_that_is_a_file_is_said_to_be_one(capsys, a_file):
+    line = fails(capsys, "run", "--notebooks", str(TOY_NOTEBOOKS), "--out", str(a_file))
+    assert line == f"instir run: the report folder {a_file.resolve()} is a file, not a folder; choose another --out"
+    assert a_file.read_text() == "x\n"
+
+
 def test_unwritable_out_of_run_before_any_kernel(capsys, a_file):
     line = fails(capsys, "run", "--notebooks", str(TOY_NOTEBOOKS), "--out", str(a_file / "report"))
     assert str(a_file / "report") in line and "Not a directory" in line
