@@ -45,6 +45,7 @@ from instir.retrieval.runs import (
     as_run,
     ranked_depth,
     ranked_phrase,
+    refuse_unanswered,
     same_rankings,
     shallowest_query,
 )
@@ -290,7 +291,8 @@ def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run,
     InstFol would be 0 by construction), runs whose sidecars say they are swapped (the instructed one's
     ``template`` leaves the instruction out and the query-only one's reads it,
     :func:`~instir.formatting.reads_instruction`: InstFol would come out with its sign flipped; a run without a
-    sidecar says nothing) and runs that share no instance, and warns when two runs rank alike
+    sidecar says nothing), an instructed run that answers none of the benchmark's instances (a run of another
+    benchmark) and runs that share no instance, and warns when two runs rank alike
     (:func:`~instir.retrieval.runs.same_rankings`): a copy handed over by mistake, or a system that never sees the
     instruction (a query cut to its first tokens), whose InstFol is truly 0. ``names``: the two runs as the
     refusals name them (the command line's options)."""
@@ -306,6 +308,7 @@ def answered_instances(benchmark: Benchmark, instructed: Run, query_only: Run,
                          f"the instruction out, and {names[1]}'s records {read}, which reads it: the two runs are "
                          f"swapped, and InstFol would come out with its sign flipped; give the instructed run as "
                          f"{names[0]} and the bare query's as {names[1]}")
+    refuse_unanswered(instructed, instructed.df["qid"].unique(), benchmark.queries, benchmark.name)
     if same_rankings(instructed, query_only):
         warnings.warn("the instructed and the query-only run rank the same documents with the same scores for every "
                       "query: InstFol is 0 on every instance. If the second is a copy of the first, give the "

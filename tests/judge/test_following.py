@@ -363,6 +363,12 @@ def test_runs_without_a_shared_instance_are_refused(toy):
         instfol(run_frame(INSTRUCTED), bare, toy, ScriptedJudge(SCORES), k=3)
 
 
+def test_an_instructed_run_of_another_benchmark_is_named_not_the_query_only_run(toy):
+    other = Run(run_frame({"zz_1": ["d1"]}), meta={"path": "other.trec"})
+    with pytest.raises(UsageError, match=r"the run other.trec answers none of the 3 queries of .*'zz_1'"):
+        instfol(other, run_frame(QUERY_ONLY), toy, ScriptedJudge(SCORES), k=3)
+
+
 def test_two_runs_with_the_same_rankings_are_said_and_scored_0_as_a_system_blind_to_the_instruction_would_be(toy):
     # a copy of the instructed run as the query-only one gave InstFol 0.0 on every instance without a word; refusing
     # it (as the same object or file is refused) refused a system that never sees the instruction (its queries cut
