@@ -50,7 +50,12 @@ def run_identity(meta: dict, path: Path) -> tuple[str, str | None]:
 
 def mteb_export_command(args: argparse.Namespace) -> int:
     """Handler of ``instir mteb-export``."""
-    from instir.retrieval.mteb import dataset_template, write_mteb_dataset, write_mteb_predictions
+    from instir.retrieval.mteb import (
+        check_mteb_queries,
+        dataset_template,
+        write_mteb_dataset,
+        write_mteb_predictions,
+    )
     from instir.retrieval.runs import read_run
 
     if not args.runs and not args.dataset:
@@ -62,9 +67,11 @@ def mteb_export_command(args: argparse.Namespace) -> int:
     benchmark = benchmark_from_args(args)
     # resolved and checked once, before anything is written (a template MTEB cannot take is refused here)
     template = dataset_template(benchmark, None if args.template == "mteb" else args.template) if args.dataset else None
+    runs = [(run_path, read_run(run_path)) for run_path in map(Path, args.runs)]
+    for _, run in runs:  # a run MTEB has no ids for fails before anything is written
+        check_mteb_queries(run, benchmark)
     out = output_folder(args.out)
-    for run_path in map(Path, args.runs):
-        run = read_run(run_path)
+    for run_path, run in runs:
         model, revision = run_identity(run.meta, run_path)
         path = write_mteb_predictions(run, benchmark, out, model_name=args.model_name or model,
                                       revision=args.revision or revision)

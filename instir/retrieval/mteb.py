@@ -221,6 +221,16 @@ def read_predictions_run(path: str | Path, benchmark: Benchmark) -> Run:
     return predictions_run(read_mteb_predictions(path), benchmark)
 
 
+def check_mteb_queries(run: Run, benchmark: Benchmark, ids: MtebIds | None = None) -> None:
+    """Refuse a run with queries that are not in ``benchmark``: MTEB has no id for them."""
+    ids = ids or mteb_ids(benchmark)
+    unknown = [q for q in dict.fromkeys(as_run(run).df["qid"]) if q not in ids.to_mteb]
+    if unknown:
+        named = f" {run.meta['path']}" if run.meta.get("path") else ""
+        raise UsageError(f"{len(unknown)} queries of the run{named} are not in {benchmark.label} (e.g. "
+                         f"{', '.join(map(quoted, unknown[:3]))}); MTEB has no id for them")
+
+
 def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *, model_name: str,
                            revision: str | None = None) -> Path:
     """Write ``run`` as MTEB's ``<task>_predictions.json`` in ``folder`` (atomically; an existing file of the
@@ -232,10 +242,7 @@ def write_mteb_predictions(run: Run, benchmark: Benchmark, folder: str | Path, *
     ``benchmark`` are refused (MTEB has no id for them)."""
     run = as_run(run)
     ids = mteb_ids(benchmark)
-    unknown = [q for q in dict.fromkeys(run.df["qid"]) if q not in ids.to_mteb]
-    if unknown:
-        raise UsageError(f"{len(unknown)} queries of the run are not in {benchmark.label} (e.g. "
-                         f"{', '.join(map(quoted, unknown[:3]))}); MTEB has no id for them")
+    check_mteb_queries(run, benchmark, ids)
     predictions: dict[str, dict[str, float]] = {}
     for qid, docid, score in zip(run.df["qid"].tolist(), run.df["docid"].tolist(), run.df["score"].tolist()):
         predictions.setdefault(ids.mteb_id(qid), {})[docid] = score

@@ -188,6 +188,14 @@ def test_mteb_export_refuses_a_pair_template_or_a_template_without_a_dataset_bef
     assert "give --dataset too" in capsys.readouterr().err and not (tmp_path / "b").exists()
 
 
+def test_mteb_export_of_a_run_of_another_benchmark_names_the_run_file(tmp_path, capsys):
+    (tmp_path / "r.trec").write_text("zz Q0 d1 1 3.0 t\n")
+    assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--run", str(tmp_path / "r.trec"),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert f"1 queries of the run {tmp_path / 'r.trec'} are not in ifir-sample/fiqa" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_mteb_export_with_nothing_to_write_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert main(["mteb-export", "--benchmark", "ifir-sample/fiqa", "--out", str(tmp_path / "out")]) == 2
     assert "nothing to write: give --run FILE and/or --dataset" in capsys.readouterr().err
