@@ -25,7 +25,7 @@ def test_a_users_own_index_html_is_never_replaced(tmp_path):
     mine = tmp_path / "reports" / "index.html"
     mine.parent.mkdir()
     mine.write_text("<html>my own page</html>")
-    with raises_saying(UsageError, "index.html", "--out"):
+    with raises_saying(UsageError, "index.html", f"give an --out outside {tmp_path / 'reports'} or move that file"):
         run_reports([NOTEBOOKS / "01_table.ipynb"], {}, tmp_path / "reports" / "mine")
     assert mine.read_text() == "<html>my own page</html>" and not (tmp_path / "reports" / "mine").exists()
     with pytest.raises(UsageError, match="was not written by instir"):

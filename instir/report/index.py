@@ -104,8 +104,11 @@ def check_index_owned(reports_root: str | Path) -> None:
     except OSError as err:
         raise UsageError(f"{path}: cannot read it ({err.strerror}); instir writes the reports index there") from None
     if GENERATOR not in head:
+        # in a folder named reports, every reports/NAME is listed there: another one would meet the same file
+        other = (f"an --out outside {path.parent}" if path.parent.name == "reports"
+                 else "another --out (e.g. reports/NAME)")
         raise UsageError(f"{path} exists and was not written by instir: the reports index goes beside the report "
-                         "folder, so give another --out (e.g. reports/NAME) or move that file")
+                         f"folder, so give {other} or move that file")
 
 
 def write_index(reports_root: str | Path) -> Path:
