@@ -173,8 +173,9 @@ def compare_to_baseline(per_query: pd.DataFrame, per_group: pd.DataFrame, baseli
 class MetricsView:
     """One table notebook 03 shows for a benchmark family (its spec's ``[report]``): the title,
     the headline measures ×100 (of one benchmark, or of the family's benchmarks side by side),
-    the same per instruction level (for a family's view; empty without levels, None for one
-    benchmark's) under a title naming its subsets, and what the numbers show (Markdown)."""
+    the same per instruction level (for a family's view; empty when none of its loaded benchmarks has levels, None
+    when none of its subsets can have any, as FollowIR's, and for one benchmark's) under a title naming its subsets,
+    and what the numbers show (Markdown)."""
 
     title: str
     table: pd.DataFrame
@@ -220,8 +221,9 @@ class Metrics(Evaluation):
             if spec.report.get("per") == "family":
                 rows = rows.assign(column=column_labels(rows))
                 by_level = rows[rows["level"] != "all"]
-                levels = pd.DataFrame() if not len(by_level) else wide(
-                    by_level.assign(level="level " + by_level["level"]), columns=("column", "measure", "level"))
+                levels = wide(by_level.assign(level="level " + by_level["level"]),
+                              columns=("column", "measure", "level")) if len(by_level) else (
+                    pd.DataFrame() if _levelled(spec) else None)
                 pooled = wide(rows[rows["level"] == "all"], columns=("column", "measure"))
                 instances = self.per_query[self.per_query["benchmark"].map(catalog.family_of) == name]
                 leveled = ", ".join(dict.fromkeys(by_level["column"]))  # a table of one subset drops its name
@@ -281,6 +283,11 @@ class Metrics(Evaluation):
             if pair and set(pair) <= by_variant.keys():
                 pairs.append((retriever, wide_values[by_variant[pair[1]]], wide_values[by_variant[pair[0]]]))
         return measure, pairs
+
+
+def _levelled(spec: catalog.Family) -> bool:
+    """Whether a subset of the family has instruction levels (IFIR's fiqa: 1-3), so a table per level can show."""
+    return any(subset.multi_level for subset in spec.subsets.values())
 
 
 def column_labels(rows: pd.DataFrame) -> pd.Series:

@@ -97,6 +97,18 @@ def test_a_familys_view_shows_its_subsets_and_their_average_pooled_and_its_level
     assert pooled.loc["bm25", ("fiqa", "nDCG@20[ifir-native]")] == 55.0
 
 
+def test_a_family_without_levels_has_no_per_level_table_to_say_is_empty():
+    # FollowIR's subsets have no levels: notebook 03 says "No benchmark with instruction levels loaded." only of a
+    # family that can have them (IFIR with nfcorpus alone), not under FollowIR beside IFIR's per-level table
+    followir = pd.DataFrame([_row("followir-sample/core17", "bm25", "p-MRR", 0.05, "core17")])[COLUMNS]
+    (view,) = Metrics(_per_query("followir-sample/core17", "bm25", "AP@1000[og]", [0.5]), pd.DataFrame(),
+                      followir).views()
+    assert view.title.startswith("FollowIR") and view.by_level is None
+    nfcorpus = pd.DataFrame([_row("ifir-sample/nfcorpus", "bm25", "nDCG@20", 0.2, "nfcorpus")])[COLUMNS]
+    (view,) = Metrics(_per_query("ifir-sample/nfcorpus", "bm25", "nDCG@20", [0.2]), pd.DataFrame(), nfcorpus).views()
+    assert view.by_level is not None and view.by_level.empty
+
+
 def test_the_average_over_subsets_is_added_for_two_subsets_and_not_for_one():
     two = _ifir().table
     average = two[(two["subset"] == "average") & (two["measure"] == "nDCG@20")].set_index("system")
