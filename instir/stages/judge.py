@@ -1,6 +1,6 @@
 """The judge stage (notebook 04, ``instir judge``, ``instir sweep``'s judge step): the judge's
 agreement with gold labels, InstFol@20 of every system's instructed run against its query-only
-run, the ranking the judge gives the systems against gold nDCG, and the judge's own spread over
+run, the ranking the judge gives the systems against the gold headline measure, and the judge's own spread over
 repeated judgments, written under ``judge/``.
 
 InstFol of one run pair is :func:`judge_pair`; the pairs' results are joined by
@@ -180,7 +180,7 @@ def write_instfol(layout: ReportLayout, pairs: Sequence[RunPair], results: Seque
 class Judging:
     """What the judge stage did: the judge (name, model, call counts in ``judge.stats``), the
     validation per benchmark and its pooled ``agreement``, InstFol of every run pair, the
-    judge's ranking of the systems against gold nDCG (``rankings``), and the judge's own spread
+    judge's ranking of the systems against the gold headline measure (``rankings``), and the judge's own spread
     over ``repeats`` judgments (``spread``, ``judge/stability.csv``)."""
 
     judge: Any
