@@ -203,6 +203,14 @@ def deterministic_note(repeats: int) -> str:
             "exactly 0 by construction and says nothing about an API judge's noise.")
 
 
+def deterministic_once_note() -> str:
+    """What the spread of a deterministic judge judged once is: 0 by construction, so no repeat is missing (the
+    verdict on one repeat, ``judge again with more repeats``, is for a judge that varies)."""
+    return ("This judge is deterministic (the in-process and baseline judges always are): its spread is exactly 0 by "
+            "construction, so more repeats would only repeat its judgments, and it says nothing about an API judge's "
+            "noise.")
+
+
 def verdict(table: pd.DataFrame) -> str:
     """One plain sentence on which spread dominates the Average, or the only subset's value (or
     why that is unknown). A deterministic backend's repeats are not judged again; its verdict

@@ -305,6 +305,8 @@ class Judging:
         lines = "\n".join(f"- **{markdown_text(f'{name} / {system}')}**: {markdown_text(verdict)}"
                           for name, system, verdict in self.verdicts)
         repeats = int(self.spread["repeats"].max()) if len(self.spread) else 1
+        if self.judge.deterministic and repeats == 1 and len(self.spread):  # nothing unknown: no "judge again"
+            return markdown_text(stability.deterministic_once_note())
         if not (self.judge.deterministic and repeats > 1):
             return lines
         return f"{markdown_text(stability.deterministic_note(repeats))}\n\n{lines}"

@@ -117,11 +117,15 @@ def test_the_judged_statement_names_the_cut_off_the_stage_judged_at():
                     ).judged_statement()
     assert "for InstFol@10 (x\\: 1)" in text and "top-10 of 1 retriever(s)" in text and "20" not in text
 
-def test_a_deterministic_judge_judged_once_gets_no_note_on_repeats():
+def test_a_deterministic_judge_judged_once_is_said_to_have_no_spread_not_told_to_judge_again():
+    # judge_repeats=1 with the baseline judge: its spread is 0 by construction, not unknown
     spread = pd.DataFrame({"repeats": [1]})
     judge = SimpleNamespace(deterministic=True)
     said = _judging(judge=judge, spread=spread, verdicts=[("ifir", "bm25", "One repeat per judgment.")])
-    assert said.stability_statement() == "- **ifir / bm25**: One repeat per judgment\\."  # Markdown-escaped
+    text = said.stability_statement()
+    assert "exactly 0 by construction" in text and "One repeat" not in text and "stands for all" not in text
+    varies = _judging(judge=SimpleNamespace(deterministic=False), spread=spread, verdicts=said.verdicts)
+    assert varies.stability_statement() == "- **ifir / bm25**: One repeat per judgment\\."  # Markdown-escaped
     again = _judging(judge=judge, spread=spread.assign(repeats=3), verdicts=said.verdicts).stability_statement()
     assert again.startswith("This judge is deterministic") and "stands for all 3 repeats" in again
 
