@@ -339,6 +339,18 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(sample_c
     assert "No ranking to compare" in text
 
 
+def test_judge_notebook_says_what_the_judge_warns_of_in_a_note_not_a_warning_box(sample_chain, tmp_path):
+    """judge_max_instances=1 leaves two of fiqa's levels out of InstFol's sample (as k < 20 leaves lists short):
+    the page says so in a note, not in a red box of stderr naming the kit's file and line."""
+    out, _ = sample_chain
+    _copy_retrieval_and_metrics(out, tmp_path)
+    executed = _execute("04_judge_validation", str(tmp_path), tmp_path, benchmarks=["ifir-sample/fiqa"],
+                        judge_max_instances=1, judge_repeats=1)
+    assert "Warning" not in _stderr(executed) and "following.py" not in _text_outputs(executed)
+    shown = _markdown_shown(executed)
+    assert "<strong>Note:</strong> max_instances = 1 leaves fiqa level" in shown and "out of the sample" in shown
+
+
 def test_instir_run_whose_judge_left_judgments_failed_says_why_ends_with_status_1_and_a_rerun_completes_it(
         sample_chain, tmp_path, capsys):
     # before, instir run ended with status 0 and the index said "ok" when notebook 04 left judgments failed (a flaky
