@@ -339,6 +339,17 @@ def test_judge_notebook_states_a_total_judge_outage_instead_of_crashing(sample_c
     assert "No ranking to compare" in text
 
 
+def test_metrics_notebook_says_why_it_plots_no_group_minima_without_instructir(sample_chain, tmp_path):
+    """IFIR alone has no Robustness: the section of group minima says there is nothing to plot, not an empty
+    heading."""
+    out, _ = sample_chain
+    shutil.copytree(out / "runs", tmp_path / "runs")
+    executed = _execute("03_metrics", str(tmp_path), tmp_path, benchmarks=["ifir-sample/fiqa"])
+    shown = _markdown_shown(executed)
+    assert "Nothing to plot: no benchmark here has a Robustness measure" in shown
+    assert "Nothing to plot: no retriever" not in shown  # bm25 and dense each have both runs
+
+
 def test_judge_notebook_says_what_the_judge_warns_of_in_a_note_not_a_warning_box(sample_chain, tmp_path):
     """judge_max_instances=1 leaves two of fiqa's levels out of InstFol's sample (as k < 20 leaves lists short):
     the page says so in a note, not in a red box of stderr naming the kit's file and line."""
