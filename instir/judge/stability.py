@@ -144,8 +144,8 @@ def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -
     ``identical_repeats`` is true where every repeat gave every instance the same value (the
     judge spread is then exactly 0, not an estimate), ``judged_repeats`` counts the repeats
     really judged (:func:`judge_repeats`), and ``dominant`` is ``judge``, ``query sample`` or
-    ``neither`` (both zero). With one repeat the judge spread is unknown (NaN) and ``dominant``
-    is empty.
+    ``neither`` (both zero). With one repeat the judge spread is unknown (NaN), with one instance in every
+    (subset, level) stratum the query-sample spread (NaN), and ``dominant`` is empty.
     """
     repeats = int(instances["repeat"].nunique())
     keys = ["subset", "qid"]  # ids are unique within a subset (several IFIR subsets may be pooled)
@@ -178,6 +178,8 @@ def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -
     strata = [np.flatnonzero(codes == code) for code in np.unique(codes)]
     rows = np.concatenate([idx[rng.integers(0, len(idx), (n_boot, len(idx)))] for idx in strata], axis=1)
     out = out.join(_spread(_aggregate_draws(_stacked(base, means[rows], rows), n_boot), "sample"))
+    if strata and max(len(idx) for idx in strata) < 2:  # one instance a stratum: each draw is the sample, no spread
+        out[["sample_mean", "sample_sd", "sample_low", "sample_high"]] = np.nan
 
     out["identical_repeats"] = same if repeats > 1 else pd.NA
     out["dominant"] = [_dominant(j, s) for j, s in zip(out["judge_sd"], out["sample_sd"])]
@@ -190,7 +192,7 @@ def stability(instances: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = 0) -
 def _dominant(judge_sd: float, sample_sd: float) -> str:
     if pd.isna(judge_sd) or pd.isna(sample_sd):
         return ""
-    if judge_sd == 0 and sample_sd == 0:
+    if judge_sd < 1e-12 and sample_sd < 1e-12:  # bootstrap draws of one value: 0 but for rounding
         return "neither"
     return "judge" if judge_sd > sample_sd else "query sample"
 
@@ -227,6 +229,9 @@ def verdict(table: pd.DataFrame) -> str:
     if bool(avg["identical_repeats"]) and avg.get("judged_repeats", avg["repeats"]) == avg["repeats"]:
         lead = (f"All {int(avg['repeats'])} repeats gave identical judgments: this judge is deterministic, so its "
                 "spread is exactly 0 and says nothing about an API judge's noise. ")
+    if pd.isna(avg["sample_sd"]):
+        return (lead + f"{what} x100: {judge}; the query-sample spread is unknown: every subset and level holds "
+                "one instance (raise judge_max_instances to measure it).")
     if avg["dominant"] == "neither":
         return lead + f"{what} x100: {judge}, {sample}; neither varies."
     return (lead + f"{what} x100: {judge}, {sample} over {int(avg['instances'])} instances: "

@@ -354,3 +354,20 @@ def test_the_query_sample_is_redrawn_within_each_level_as_it_was_drawn():
     assert level1["sample_sd"] == pytest.approx(0.5 / math.sqrt(2), rel=0.03)
     level2 = table[(table["scope"] == "level") & (table["level"] == 2)].iloc[0]
     assert level2["sample_sd"] == 0
+
+
+def test_one_instance_in_every_stratum_leaves_the_query_sample_spread_unknown_not_dominant():
+    # judge_max_instances=1: a bootstrap of one instance draws it every time, so its sd 0.00 is no measurement, and
+    # a deterministic judge's 0.00 beside it must not read "the query sample dominates"
+    table = stability(_repeated({"fiqa": [[0.029, 0.029]], "nfcorpus": [[0.0058, 0.0058]]}), n_boot=200, seed=0)
+    assert table["sample_sd"].isna().all() and (table["dominant"] == "").all()
+    said = verdict(table)
+    assert "the query-sample spread is unknown: every subset and level holds one instance" in said
+    assert "dominates" not in said
+
+
+def test_equal_instances_whose_bootstrap_sd_is_rounding_say_neither_varies():
+    # two equal instances a subset: every draw's mean is the same number, its sd ~1e-17 from rounding alone
+    table = stability(_repeated({"fiqa": [[0.029, 0.029]] * 2, "nfcorpus": [[0.0058, 0.0058]] * 2}), n_boot=200)
+    assert (table["dominant"] == "neither").all()
+    assert verdict(table).endswith("query-sample sd 0.00; neither varies.")
