@@ -267,7 +267,7 @@ CHAIN = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.i
 def test_parameters_are_read_from_the_cells_with_their_kind_and_help():
     params = notebook_parameters(CHAIN)
     assert params["k"].kind == "" and params["k"].default == "None"  # any value: the run request checks it
-    assert params["k"].help == "depth of every run (None: its family's)"
+    assert params["k"].help == "run depth (None: its family's; reranking: all candidates)"
     assert params["benchmarks"].kind == "list" and params["judge_backend"].kind == "str"
     assert params["k"].notebooks == ("02_retrieval.ipynb",)  # each notebook declares only what it uses
     assert params["out_dir"].notebooks == tuple(p.name for p in CHAIN)
@@ -308,7 +308,7 @@ def test_run_help_lists_every_parameter_with_its_default_and_valid_examples(caps
     params = notebook_parameters(CHAIN)
     for name, param in params.items():
         assert f"  {name} = {param.default}" in out
-    assert "k = None\n      depth of every run (None: its family's)" in out and "[--benchmark]" in out
+    assert "k = None\n      run depth (None: its family's; reranking: all candidates)" in out and "[--benchmark]" in out
     assert 'out_dir = "reports/sample"  [--out, which defaults to reports/<UTC date-time>]' in out  # not the cell's
     assert "ifir-sample " not in out and "ifir-sample/fiqa" in out
     for _, argv in run_examples():
