@@ -3,7 +3,10 @@ nfcorpus, BM25 instructed vs query-only, every instance, top 20) through a fresh
 cache, with the lexical baseline and with the in-process SmolLM2-135M-Instruct judge (backend
 ``hf``; its model load is timed apart: the first load in a machine dequantises the GGUF once
 into INSTIR_HOME/models, later loads read that copy). Per judge: the time of all R repeats, the
-judgments made, the stability table's time, and a warm rerun (all from the cache).
+judgments made, the stability table's time, and a warm rerun (all from the cache). Both judges
+are deterministic (``CachedJudge.deterministic``), so ``judge_repeats`` judges repeat 0 only and
+copies it for the others: the time is that of one judging, and the line says how many repeats
+were judged.
 
     .venv/bin/python -m perf.judge_stability_cost [--repeats 3] [--skip-hf] [--subsets ifir-sample/nfcorpus]
 """
@@ -19,7 +22,7 @@ import pandas as pd
 
 from instir.benchmarks import load_benchmark
 from instir.judge import BaselineJudge, CachedJudge, HFCausalLMJudge
-from instir.judge.stability import judge_repeats, stability, verdict
+from instir.judge.stability import deterministic_note, judge_repeats, stability, verdict
 from instir.retrieval import retrieve
 from instir.retrieval.lexical import BM25Retriever
 
@@ -58,11 +61,14 @@ def main() -> None:
             t = time.perf_counter()
             table = stability(instances)
             spread_s = time.perf_counter() - t
+            judged = int(table["judged_repeats"].iloc[0])
             print(f"{label} [{attempt}] model load {load:.1f} s; {instances['qid'].nunique()} instances x "
-                  f"{args.repeats} repeats judged in {judging:.2f} s ({made} judgments made); "
-                  f"stability table {spread_s:.2f} s")
+                  f"{args.repeats} repeats ({judged} judged, {args.repeats - judged} copied) in {judging:.2f} s "
+                  f"({made} judgments made); stability table {spread_s:.2f} s")
             load = 0.0
         print("   ", verdict(table))
+        if judged < args.repeats:
+            print("   ", deterministic_note(args.repeats))
 
 
 if __name__ == "__main__":
