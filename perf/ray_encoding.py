@@ -12,7 +12,8 @@ load falls on both alike:
 - Ray Data: ``instir.distributed.encode.encode_corpus`` on the actors ``instir sweep`` would
   use (:func:`~instir.distributed.encode.encoder_pool`: on one node, one actor with all
   ``--cpus`` CPUs as torch threads; one Ray Data row per cache chunk), after Ray starts as
-  ``instir sweep`` starts it (timed apart). The driver's model load for the cache key counts.
+  ``instir sweep`` starts it (timed apart). The model load for the cache key counts (a Ray task
+  loads it, as ``encode_corpus`` does: the driver loads no model).
 
 Each writes its own cache folder; the two matrices must be identical (asserted, every
 repetition). Printed: docs/s of both, the wall times, the median of the per-repetition
