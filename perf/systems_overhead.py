@@ -13,7 +13,7 @@ corpus's vectors, so a reused one would encode nothing); that it encoded every d
 - ``hf-mean-pool`` (card Contriever on the tiny BERT): bare = AutoModel + masked mean per
   batch of 64 + cosine top-k; kit as above;
 - ``sentence-transformers`` (a MiniLM user card): the card-built retriever against today's
-  ``DenseRetriever()``, in documents per second;
+  ``DenseRetriever()``, in inputs (documents and queries) per second;
 - ``bm25``: the kit's ``bm25`` adapter built from a card with IFIR's settings (k1 1.2, b 0.75, no
   stemmer, no stop words), on an empty index cache (build, store, search, Run), against bare bm25s
   (tokenise, index, ``retrieve``) with the same settings on the same texts. (The paper card
