@@ -10,8 +10,9 @@ document, plus a stop-word-only and an empty query.
 Each measurement runs in a fresh process (peak RSS is per process):
 - ``former``: the build ``BM25Retriever.index`` did before the cache (every formatted text in a
   list, ``bm25s.tokenize``, ``model.index``), then the kit's search on it;
-- ``build``: ``BM25Retriever.index`` on an empty cache: the streamed build, then the store
-  (``bm25s.BM25.save`` into a temporary folder, fsync, SHA-256 manifest, rename);
+- ``build``: ``BM25Retriever.index`` on an empty cache: the corpus tokenised as a stream and spilled
+  as (document, term, count) triples, then the store (the index written from them in bm25s's files,
+  ``instir.retrieval.bm25_build.write_index``, into a temporary folder, fsync, SHA-256 manifest, rename);
 - ``load``: a fresh retriever on the stored entry (manifest, sizes, headers and SHA-256 checks,
   ``bm25s.BM25.load(mmap=True)``, the document ids).
 Each part hashes the corpus first (``content_hash()``, which ``run_key`` pays in every
@@ -233,8 +234,9 @@ def report(setting: str, args, results: dict[str, list[dict]]) -> None:
     for name in ("former", "build", "load"):
         print(f"{name:<8}{med(name, 'index_s'):>9.2f}{med(name, 'index_cpu_s'):>13.2f}{med(name, 'search_s'):>10.2f}"
               f"{med(name, 'peak_rss_mb'):>13.0f}{med(name, 'rss_before_mb'):>15.0f}")
-    print(f"build = streamed build {statistics.median(r['source']['seconds'] for r in built):.2f} s + store "
-          f"{statistics.median(r['source']['store_seconds'] for r in built):.2f} s; entry "
+    print(f"build = streamed build {statistics.median(r['source']['seconds'] for r in built):.2f} s, of which the "
+          f"store (index written into the entry) {statistics.median(r['source']['store_seconds'] for r in built):.2f}"
+          f" s; entry "
           f"{built[0]['entry_mb']:.0f} MiB; verified load {med('load', 'index_s'):.2f} s (of which the SHA-256 of "
           f"every file alone: {med('load', 'sha256_all_files_s'):.2f} s); corpus content_hash "
           f"{med('former', 'hash_s'):.2f} s (paid by run_key in every retrieve)")
