@@ -64,7 +64,7 @@ def generate_corpus(data: Path, out: Path, seed: int = 0) -> None:
         for doc in docs:
             fh.write(json.dumps(doc) + "\n")
     for name in ("only_instruction_queries.jsonl", "only_queries.jsonl", "qrels"):
-        (out / name).symlink_to(data / name)
+        (out / name).symlink_to((data / name).resolve())  # a relative --data would make broken links
 
 
 class Clock:
