@@ -7,7 +7,7 @@ times as a fresh process into a new folder, after one warm-up run that builds th
 in a scratch ``INSTIR_HOME`` (a user's first load pays that once); medians are checked against the targets
 (``--help`` ≤ 0.4 s, ``evaluate`` ≤ 1.2 s; exit status 1 if one is missed).
 
-    .venv/bin/python -m perf.cli_speed [--repeats 5]
+    .venv/bin/python -m perf.cli_speed [--repeats 3]
 """
 
 from __future__ import annotations
