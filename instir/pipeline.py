@@ -63,8 +63,9 @@ PATH_PARAMETERS = ("out_dir", "data_root")
 @dataclass
 class ReportResult:
     """A report run: its folder, parameters, the notebooks it will run (``planned``) and those
-    it ran (in order), total wall time, environment manifest and status (``running``, ``ok`` or
-    ``failed``; the index says ``interrupted`` for a ``running`` one no process holds)."""
+    it ran (in order), total wall time, environment manifest and status (``running``, ``ok``,
+    ``failed`` or ``interrupted`` by Ctrl-C; the index says ``interrupted`` also for a ``running`` one no
+    process holds)."""
 
     out_dir: Path
     parameters: dict
