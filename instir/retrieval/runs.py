@@ -637,8 +637,9 @@ def run_template(meta: Mapping | None) -> str:
 def run_engine(meta: Mapping | None) -> str:
     """The BM25 engine behind a run, from its sidecar (or ``run.meta``): ``anserini`` or
     ``elasticsearch`` (Lucene, as :mod:`instir.retrieval.lucene` runs them), ``rank_bm25``
-    (:mod:`instir.retrieval.okapi`), ``bm25s`` (the kit's fast path), ``n/a`` for a run
-    without BM25, ``unknown`` without metadata. A hybrid run reports its lexical part."""
+    (:mod:`instir.retrieval.okapi`), ``bm25s`` (the kit's fast path), ``mixed`` where its parts name
+    different engines, ``n/a`` for a run without BM25, ``unknown`` without metadata. A hybrid run reports its
+    lexical part."""
     if not meta:
         return "unknown"
     found = []
