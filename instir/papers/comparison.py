@@ -201,7 +201,8 @@ def ungrounded(row: Mapping, data: Mapping[str, str | None] | None, protocol: st
     """The one reason a verdict on an aligned row (of :func:`compare_to_papers`) is not earned, None when it is:
     ``SAMPLE`` for a bundled sample's number, then a reported number its source says not to use or that measures
     something else (a known reason that ``voids`` it: another task, other data, another setup, a mislabelled file),
-    a system card of another family's paper (its settings are that paper's), the template (another than the
+    the run's own data (retrieved over another corpus or queries than it was scored on), a system card of another
+    family's paper (its settings are that paper's), the template (another than the
     paper's card formats queries with), the data (not verified as the
     paper's), the scoring ``protocol`` (MTEB's store is scored under MTEB's, the papers under the authors'), the
     variant of the measure (another than the paper's), the BM25 engine (a BM25 or hybrid row not run by the paper's
