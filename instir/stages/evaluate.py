@@ -322,7 +322,7 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
     row, in the rows' order) into ``metrics/``: the tidy table with the subset Averages,
     per-query values, group minima, every benchmark's systems against its first one (on its
     family's ``headline`` measures, or ``compare="all"`` of them; ``options``: the tests'
-    ``n_resamples`` and ``seed``) and, for a benchmark of several systems, its LaTeX table with
+    ``n_resamples`` and ``seed``) and, for a benchmark of several systems on one query set, its LaTeX table with
     ranx's significance marks on those measures, Holm-corrected as :func:`instir.compare_runs` marks
     them (``metrics/<benchmark>.tex``, captioned with the benchmark's label from ``labels``), written
     as one set (:func:`instir.atomic.write_files`)."""
