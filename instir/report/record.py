@@ -7,14 +7,15 @@ Sections, each written by one part of the kit:
 - the run (``status``, ``parameters``, ``notebooks`` …): what ``instir run`` ran (:mod:`instir.pipeline`);
 - ``stages`` and ``pages``: what each stage's files and each HTML page were made from
   (:mod:`instir.report.provenance`);
-- ``datasets``: the benchmarks the notebooks loaded, by name (:func:`record_dataset`);
+- ``datasets``: the benchmarks the notebooks loaded, by name (:func:`instir.report.manifest.record_dataset`);
 - ``sweep``: the last sweep's cells (:mod:`instir.distributed.cells`);
 - ``made``: what the kit left in each stage folder, file by file (:func:`instir.report.provenance.replacing`),
   and of the folder's executed notebooks and pages (:func:`instir.report.provenance.record_page`).
 
-A record that cannot be read (not JSON, not an object) reads as empty, and a section that does not fit the
-schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning naming the file
-and the sections: a damaged folder never blocks another report, and the next writer remakes the record.
+A record that cannot be read (not JSON, not an object) reads as empty, and a section, or an entry of one, that
+does not fit the schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning
+naming the file and what was left out: a damaged folder never blocks another report, and the next writer remakes
+the record.
 """
 
 from __future__ import annotations
