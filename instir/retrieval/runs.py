@@ -726,7 +726,7 @@ def read_run(path: str | Path) -> Run:
     path = Path(path)
     check_file(path, "run file")
     data = path.read_bytes()
-    if not data.strip():
+    if not data.removeprefix(codecs.BOM_UTF8).strip():  # a byte-order mark alone is an empty file too
         meta = read_sidecar(path)
         if meta is None or meta.get("rows") != 0:
             raise FormatError(path, None, None, "empty run file (no sidecar records it as a run with 0 rows)")

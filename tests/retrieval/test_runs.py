@@ -300,6 +300,14 @@ def test_missing_or_empty_run_file(tmp_path):
         read_run(tmp_path / "empty.trec")
 
 
+@pytest.mark.parametrize("text", [b"\xef\xbb\xbf", b"\xef\xbb\xbf\n \n"])
+def test_a_run_file_holding_only_a_byte_order_mark_is_refused_as_empty(tmp_path, text):
+    path = tmp_path / "saved-empty.trec"
+    path.write_bytes(text)  # an editor's "empty" UTF-8 file: no run, not a run of every query scoring 0
+    with pytest.raises(FormatError, match="empty run file"):
+        read_run(path)
+
+
 def test_a_run_with_no_results_round_trips_as_an_empty_run(tmp_path):
     path = write_run(Run.from_scores({}, {"k": 10}), tmp_path / "nothing.trec")
     assert path.read_bytes() == b"" and run_is_complete(path)
