@@ -2,7 +2,7 @@
 lab, plain papermill, the CLI and ``instir run`` writing one folder can never leave an index
 that says "ok" over pages that disagree.
 
-Two sections of the folder's record (:mod:`instir.report.record`):
+Three sections of the folder's record (:mod:`instir.report.record`):
 
 - ``stages``: per notebook (the stage it calls), its last runs, newest first: the parameters
   it was called with, the digest of each earlier stage's folder it read (:data:`READS`), the
