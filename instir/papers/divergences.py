@@ -4,7 +4,7 @@ Each :class:`Divergence` says which numbers it affects (paper, benchmark, measur
 level, model, source kind, the reproduced run's long-text windowing), so
 :func:`instir.papers.compare_to_papers` can attach the applicable reasons to every aligned row and
 a notebook can list them next to the numbers.
-Sources: the project's METRICS.md and FORMATS.md notes on the official code.
+Sources: the project's docs/metrics.md and docs/formats.md notes on the official code.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class Divergence:
     reproduced run it applies to (:func:`instir.retrieval.run_windowing`: ``ifir``,
     ``clean``, ``none``, ``n/a``; ``unknown`` when the row does not say, ``mixed`` when the
     runs behind an average differ); ``engines`` the BM25 engines of the run it applies to
-    (:func:`instir.retrieval.run_engine`: ``anserini``, ``bm25s``, ``n/a``; ``unknown``, ``mixed``);
+    (:func:`instir.retrieval.run_engine`: ``anserini``, ``elasticsearch``, ``rank_bm25``, ``bm25s``, ``n/a``;
+    ``unknown``, ``mixed``);
     ``variants`` the reported row's ``variant`` (:func:`instir.papers.load_reported`: the setup a table reports,
     such as IFIR Table 9's prompts); ``beside_paper_row`` limits it to a secondary source's number that the paper
     itself prints a row for (the aligned row's ``paper_row_too``, set by :func:`instir.papers.compare_to_papers`);
@@ -63,8 +64,8 @@ class Divergence:
 
     def applies(self, row: Mapping) -> bool:
         """Whether this reason concerns a row with ``paper``, ``benchmark``, ``measure``,
-        ``subset_id``, ``level``, ``model_key``, ``secondary``, ``windowing``, ``engine``, ``variant`` and
-        ``paper_row_too`` fields."""
+        ``subset_id``, ``level``, ``model_key``, ``secondary``, ``windowing``, ``engine``, ``variant``,
+        ``paper_row_too`` and ``source`` fields."""
         level = row.get("level")
         level = 0 if level is None or pd.isna(level) else int(level)
         windowing = row.get("windowing")
@@ -285,7 +286,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
 
 def known_divergences(measure: str | None = None) -> pd.DataFrame:
     """The known reasons as a table (``key``, ``title``, ``explanation``) for a notebook to list;
-    with ``measure`` (``InstFol``, ``nDCG`` …), only the reasons that concern it."""
+    with ``measure`` (``InstFol``, ``nDCG`` …), only the reasons whose ``measures`` name it."""
     chosen = [d for d in DIVERGENCES if measure is None or measure in d.measures]
     return pd.DataFrame([(d.key, d.title, d.explanation) for d in chosen], columns=["key", "title", "explanation"])
 
