@@ -6,14 +6,15 @@ batch at once, sends only what is missing to its backend, and writes every judgm
 is made, so a run killed at any point loses at most the judgments in flight and never pays twice
 for a stored one. Failed judgments are stored as failures (with their error, never as a score)
 and retried on the next run. Several processes may share one cache file: writes are short
-transactions and a busy timeout makes them wait for each other. Two processes judging the *same*
-missing item at the same moment may both pay for it; the first answer stored is kept.
+transactions and a busy timeout makes them wait for each other. One judging holds the cache at a time
+(:meth:`JudgmentCache.exclusive`): a second process waits, then reads the first one's judgments instead of paying
+for them again; a stored success is never replaced.
 
 Every row carries a checksum (:func:`row_checksum`: BLAKE2b over its key and every stored field
 of the judgment, as SQLite holds them), written in the same transaction as the row. A row whose
 checksum does not match (a value edited by hand, a damaged page that still reads) is never
 served: one warning per lookup counts such rows and names the file, and each is judged again and
-replaced. A stored judgment outside its rubric's range (a weighted score above the top step) is
+replaced. A stored judgment outside the range a judgment on its rubric is taken with (:func:`within_rubric`) is
 judged again the same way. The checksum guards against accidents and careless edits, not against
 someone who recomputes it. The bookkeeping columns (``attempts``, ``created_at``) are not covered.
 
