@@ -1,7 +1,7 @@
 """Download benchmark files from the Hugging Face Hub at pinned revisions into the instir
 cache, verify them, and write a manifest that names the exact data a report used.
 
-The only module that touches the network, and only when :func:`fetch` is called. Each data
+The only module that downloads benchmark data, and only when :func:`fetch` is called. Each data
 folder (:func:`data_dir`: ``<family>/<layout>/[<subset>/]`` under ``instir_home()``) gets
 ``instir-manifest.json``: repository, requested and resolved revision, files with sizes and
 SHA-256, and record counts checked against the published ones. Every requested revision (the
