@@ -150,7 +150,8 @@ class ReportLayout:
     def run_checks(self) -> Path:
         """Each scored run checked against its benchmark (``benchmark, system, run_file``, ``run ids``: the ids it has
         that the benchmark lacks; ``other_data``: ``corpus``, ``queries`` or both, comma-separated, where its sidecar
-        says it was retrieved over other data than the benchmark's it was scored on, else empty)."""
+        says it was retrieved over other data than the benchmark's it was scored on, else empty; ``notes``: a
+        cutoff deeper than the run, else empty)."""
         return self.metrics / "run_checks.csv"
 
     @property
@@ -240,7 +241,7 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
 class LoadedBenchmarks:
     """Benchmarks by (name, setting), each loaded once (real ones from ``data_root``, ``""`` or
     None meaning the fetch cache; read as :func:`user_path` reads it) and, with ``record_in``, noted
-    in that report folder's datasets file, so its manifest names the exact data every number
+    in that report folder's record (its ``datasets``), so its manifest names the exact data every number
     comes from. What the stages, the sweep's cells and its driver all load benchmarks through."""
 
     def __init__(self, data_root: str | Path | None = None, record_in: Path | None = None):
@@ -281,7 +282,7 @@ def start_report(out_dir: str | Path, benchmarks: Sequence[str], data_root: str 
     """Make the report folder, load ``benchmarks`` (real ones from ``data_root`` when given, ``""``
     meaning none, as the notebooks' parameters say; both paths as :func:`user_path` reads them;
     or from ``loaded``, which a caller running several stages shares) and record each in the
-    folder's datasets file, so the report's manifest names the exact data every number comes from."""
+    folder's record (its ``datasets``), so the report's manifest names the exact data every number comes from."""
     layout = report_layout(out_dir)
     layout.root.mkdir(parents=True, exist_ok=True)
     cache = loaded or LoadedBenchmarks(data_root, record_in=layout.root)
