@@ -154,7 +154,8 @@ class ExplorerData:
 
     def group(self, benchmark: str, group: str, systems: Sequence[str] | None = None, k: int = TOP_K) -> GroupView:
         """The :class:`GroupView` of one group: instances, relevant documents, each system's top
-        ``k`` per instance with grades and stored judgments, nDCG and the group minimum."""
+        ``k`` per instance with grades and stored judgments, the benchmark's first measure (p-MRR on FollowIR, else
+        nDCG) and the group minimum."""
         from instir.metrics.scoring import default_measures
 
         bench = self.benchmark(benchmark)
@@ -259,8 +260,8 @@ def _passage(doc: Doc | None, label: str, max_chars: int) -> str:
 def render_group(view: GroupView, max_chars: int = 600) -> HTML:
     """Static, escaped HTML of a :class:`GroupView`: per instance its instruction, relevant
     documents and each system's top-k side by side (relevant ranks green, with the grade; the
-    judge's weighted score where one is stored), nDCG per system ×100 as every table of the
-    reports prints it (and InstFol ×100 where judged) and, for InstructIR, the instance(s) that
+    judge's weighted score where one is stored), the view's ``measure`` per system ×100 as every table of
+    the reports prints it (and InstFol ×100 where judged) and, for InstructIR, the instance(s) that
     set the group's Robustness minimum."""
     out = [_CSS, f"<div class='instir-explorer {NO_MATH}'>",
            f"<h3>{escape_text(view.benchmark)} &middot; group {escape_text(view.group)}</h3>",
