@@ -238,8 +238,8 @@ class DenseRetriever:
 
     def facts(self) -> dict:
         """What the loaded model says of itself that the kit records and keys its caches on: the weights'
-        fingerprint, ``max_seq_length``, the device, the module stack, whether pooling skips prompt tokens,
-        the similarity and the tokenizer's special-token count. Remembered under the model's files
+        fingerprint, ``max_seq_length``, the device, the precision, the module stack, whether pooling skips prompt
+        tokens, the similarity and the tokenizer's special-token count. Remembered under the model's files
         (:func:`~instir.retrieval.model_files.remembered`), so a rerun whose runs and vectors exist
         loads no model."""
         if self._facts is not None and not self._from_files and model_fingerprint(self._model) != self._weights_seen:
