@@ -1,6 +1,6 @@
 """The numbers the papers report, as package data, loaded into one tidy shape.
 
-Three CSV files travel with the package (``instir/papers/reported/``), copied unchanged from
+Four CSV files travel with the package (``instir/papers/reported/``), copied unchanged from
 the project's reference notes, each keeping its own source column:
 
 - ``ifir_reported.csv``: every number printed in the IFIR paper (arXiv:2503.04644v1).
@@ -169,8 +169,8 @@ def load_reported(paper: str) -> pd.DataFrame:
     """Reported numbers of ``paper`` (a family's, :func:`family_papers`, or ``"mteb"``).
 
     Every CSV column is kept (``value`` becomes a float, the printed text stays in
-    ``value_printed``). Added columns: ``paper``; ``benchmark`` (``ifir`` or
-    ``instructir``); ``subset_id`` (kit subset id, ``avg`` for the paper's Average, empty for
+    ``value_printed``). Added columns: ``paper``; ``benchmark`` (``ifir``, ``instructir`` or
+    ``followir``); ``subset_id`` (kit subset id, ``avg`` for the paper's Average, empty for
     InstructIR); ``level`` (nullable int, NA = pooled over levels); ``measure`` and
     ``variant`` (canonical measure name, e.g. ``RR@20`` for the printed ``MRR@20``);
     ``setting`` (``instructed``/``query-only``, empty for statistics); ``scale`` (printed
@@ -399,8 +399,8 @@ def _task_result_rows(path: Path, model: str | None) -> list[dict]:
 def load_mteb_results(paths: Iterable[str | Path], model: str | None = None) -> pd.DataFrame:
     """MTEB ``TaskResult`` files (``<task>.json``, as ``mteb.evaluate`` writes them to its results
     cache: ``results/<model with __>/<revision>/<task>.json`` beside ``model_meta.json``) of the
-    InstructIR and IFIR tasks, in the layout of :func:`load_reported` ``("mteb")`` so they sit
-    beside the papers' numbers in :func:`instir.papers.compare`. ``paths`` are files or folders
+    InstructIR, IFIR and FollowIR tasks, in the layout of :func:`load_reported` ``("mteb")`` so they sit
+    beside the papers' numbers in :func:`instir.papers.compare_to_papers`. ``paths`` are files or folders
     (searched recursively for the tasks' files); ``model`` names the model when the files do not
     say it. Measures are read from the test split's ``default`` subset as MTEB stored them
     (``TaskResult.to_disk`` rounds to 6 decimals); ``level_scores`` become ``<main>_level_<n>``
