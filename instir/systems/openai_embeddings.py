@@ -240,7 +240,7 @@ class OpenAIEmbeddingsRetriever:
         return encode_window_means(pieces, self.client.embed)
 
     def search(self, benchmark: Benchmark, template: Template, k: int = 100) -> Run:
-        """Top-``k`` documents per query by exact cosine over the cached vectors."""
+        """Top-``k`` documents per query by exact ``similarity`` (cosine unless set) over the cached vectors."""
         queries, docs = cached_vectors(self, benchmark, template, "an embeddings API", self.embed_texts,
                                        self.embed_texts, verb="embedding")
         meta = search_meta(self, template, queries, docs, requests=self.client.requests)
