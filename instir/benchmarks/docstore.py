@@ -143,7 +143,7 @@ class CorpusIndex:
         return len(self.ids)
 
     def is_current(self) -> bool:
-        """Whether every corpus file still has the size and mtime it had when indexed."""
+        """Whether every corpus file still has the :class:`FileStamp` (size, mtime, ctime) it had when indexed."""
         try:
             return tuple(FileStamp.of(p) for p in self.paths) == self.files
         except FormatError:
