@@ -119,7 +119,8 @@ class ReportLayout:
 
     @property
     def runs_table(self) -> Path:
-        """One row per run: benchmark, setting, system, variant, template, ``run_file`` (relative to ``root``)."""
+        """One row per run: benchmark, setting, system, variant, template, ``run_file`` (relative to ``root``;
+        absolute for a run from elsewhere, as ``instir judge`` lists its ``--run`` files)."""
         return self.runs / "runs.csv"
 
     # evaluate (notebook 03)
