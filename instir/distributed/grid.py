@@ -61,7 +61,7 @@ class Grid(RunRequest):
 def grid_estimate(grid: Grid) -> dict[str, int]:
     """What a grid amounts to before it runs: ``cells``; ``queries`` searched and ``documents``
     indexed or encoded (each corpus once per system), from the published sizes of the real
-    benchmarks (:func:`instir.benchmarks.catalog.expected_counts`; every setting counted at the
+    benchmarks (:meth:`instir.benchmarks.catalog.Entry.expected_counts`; every setting counted at the
     instructed one's size); ``sample_cells``, the cells on bundled samples (seconds each)."""
     cells = grid.cells()
     real = [c for c in cells if not catalog.is_sample(c.benchmark)]
