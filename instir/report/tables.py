@@ -59,14 +59,13 @@ def present(frame: pd.DataFrame, title: str, *, scale: float = 1.0, scaled: Sequ
     """``frame`` as one escaped HTML table (or several, see ``max_columns``) under ``title`` (none
     when empty): the one table renderer of notebooks and reports.
 
-    - A meaningful index (anything but a plain 0..n-1 range) becomes leading columns; a
+    - A meaningful index (anything but unnamed integer row numbers) becomes leading columns; a
       column MultiIndex is flattened to ``a · b`` headers.
     - ``scaled`` columns are multiplied by ``scale`` and shown at ``digits`` decimals, their
       header marked ``×100`` (for ``scale=100``); other floats at ``other_digits``; integers
       (integer columns, and integer values anywhere: see :func:`integer_rows`) as integers; a
       value that rounds to zero without its minus sign; a mapping as ``key: value, …``.
-    - p-value columns (named ``p`` or starting with ``p_``) show ``<0.001`` below 0.001, else
-      three decimals.
+    - p-value columns (named ``p`` or starting with ``p_``) show as :func:`format_p` prints them.
     - Link columns (:data:`LINK_COLUMNS`) become ``<a href>`` links when the value is an
       http(s) URL (a list of them: one link each); any other text stays plain escaped text.
     - Columns with one value in every row (unless listed in ``keep``, or ``fold_constant`` is
