@@ -34,6 +34,7 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import expect
 from instir.judge.following import stratum_rng
 from instir.judge.outcomes import judge_each, judgment_counts, judgment_frame
+from instir.judge.rubrics import rubric_for
 from instir.judge.types import LABELS, Judge, JudgeRequest
 from instir.parameters import count_within
 
@@ -135,9 +136,12 @@ def validate_judge(benchmark: Benchmark, judge: Judge | str, pairs: pd.DataFrame
     if pairs is None:
         pairs = gold_pairs(benchmark, per_stratum=per_stratum, seed=seed)
     docs = benchmark.corpus.get(set(pairs["docid"]))
-    requests = [JudgeRequest.for_instance(benchmark.queries[q], docs[d]) for q, d in zip(pairs["qid"], pairs["docid"])]
+    requests = [JudgeRequest.for_instance(benchmark.queries[q], docs[d]) if d in docs else None
+                for q, d in zip(pairs["qid"], pairs["docid"])]
     picked, judgments = judge_each(judge, requests, "document not in the corpus")
-    out = judgment_frame(pairs, picked).assign(max_score=[r.rubric.max_score for r in requests])
+    out = judgment_frame(pairs, picked).assign(max_score=[rubric_for(benchmark.queries[q].subset,
+                                                                     benchmark.queries[q].level).max_score
+                                                          for q in pairs["qid"]])
     out["norm"] = out["weighted"] / out["max_score"]
     out["judge_grade"] = pd.array([judge_grade(j.score, m) if j.ok else None for j, m in zip(picked, out["max_score"])],
                                   dtype="Int64")

@@ -240,3 +240,13 @@ def test_gold_pairs_leave_out_relevant_ids_the_corpus_lacks():
     pairs = gold_pairs(bench, per_stratum=50)
     assert "gone" not in set(pairs["docid"])
     assert pairs.loc[pairs["label"] == "relevant", "docid"].tolist() == ["t1"]
+
+
+def test_a_pair_whose_document_is_not_in_the_corpus_is_a_failed_judgment(cumulative):
+    pairs = pd.DataFrame({"qid": ["a_3", "a_3"], "docid": ["d1", "gone"], "subset": "fiqa", "level": [3, 3],
+                          "label": ["relevant", "not_relevant"], "grade": [2, 0]})
+    result = validate_judge(cumulative, ScriptedJudge({"d1": 3.0}), pairs)
+    by_doc = result.pairs.set_index("docid")
+    assert by_doc.loc["gone", "error"] == "document not in the corpus" and pd.isna(by_doc.loc["gone", "judge_grade"])
+    assert by_doc.loc["gone", "max_score"] == 3 and by_doc.loc["d1", "judge_grade"] == 2
+    assert result.agreement.set_index("statistic").loc["failure_rate", "value"] == 0.5
