@@ -128,7 +128,7 @@ def validate_judge(benchmark: Benchmark, judge: Judge | str, pairs: pd.DataFrame
     """Judge gold pairs (``pairs``, or :func:`gold_pairs` of ``benchmark``) and compare the
     answers with the gold labels. Each pair is judged against its instance's query and
     instruction on the instance's rubric; identical requests are judged once. ``judge`` may be a
-    backend name (``"baseline"``), as :func:`~instir.judge.instfol` takes it."""
+    backend name (``"baseline"``), as :func:`~instir.judge.following.instfol` takes it."""
     from instir.judge.factory import as_judge
 
     expect(benchmark, Benchmark, "validate_judge(benchmark, judge)")
