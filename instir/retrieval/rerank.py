@@ -3,8 +3,9 @@
 Follows kaistAI/InstructIR ``eval/eval_instructir_bm25_rerank.py`` (``main``): for every query
 the first-stage documents are sorted by score and the top ``rerank_n`` (100) are rescored by the
 reranker; the reranked run holds exactly those documents with the reranker's scores (documents
-below the cut are not kept, as in the authors' pickles), and self-hits are dropped as the
-authors' ``eval_instructir_bm25_rerank_combine_and_score.py`` does before scoring.
+below the cut are not kept, as in the authors' pickles); self-hits are kept in it and dropped when it is
+scored (:func:`instir.metrics.scoring.without_self_hits`), as the authors'
+``eval_instructir_bm25_rerank_combine_and_score.py`` does before scoring.
 
 Query and instruction (``query_split``). The authors read the query file's text
 (``instruction [SEP] query``) and split it: ``query = text.split(" [SEP] ")[-1]``,
