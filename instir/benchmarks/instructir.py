@@ -33,7 +33,7 @@ INSTRUCTIR_SETTINGS = catalog.family("instructir").settings
 
 _SEP = "[SEP]"
 
-# File patterns per dataset config, tried in order; the first pattern with matches wins.
+# File patterns per dataset config, the forms of one file: find_files takes the one present, two are refused.
 _CORPUS = ("corpus.jsonl", "corpus.parquet", "corpus/**/*.parquet", "corpus/**/*.jsonl")
 _QUERIES = ("queries.jsonl", "queries.parquet", "queries/**/*.parquet", "queries/**/*.jsonl")
 _INSTRUCTIONS = ("instruction.jsonl", "instruction.parquet", "instruction/**/*.parquet",
