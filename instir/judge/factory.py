@@ -70,7 +70,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     ``$INSTIR_HOME/judgments.sqlite``). Options of the openai backend only (others ignore them):
     ``base_url``, the endpoint before ``/chat/completions`` (default: :data:`OPENAI_BASE_URL`);
     ``api_key_env``, the *name* of the environment variable holding the API key (checked by
-    :func:`key_env_for`); ``timeout_s``, seconds each connect or read may wait (default 60);
+    :func:`key_env_for`); ``timeout_s``, seconds each attempt may take, connect to body (default 60);
     ``max_retries``, retries per request (default 6). Empty strings count as not given, as the
     notebooks' parameters use them. Raises :class:`instir.errors.UsageError` (a ``ValueError``)
     for an unknown backend, an openai judge without a model, a key variable :func:`key_env_for`
@@ -110,7 +110,8 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
 
 def as_judge(judge: Judge | str) -> Judge:
     """``judge``, or for a backend name (``"baseline"``) :func:`make_judge`'s judge with its defaults: the one rule
-    of the functions that take a judge (:func:`~instir.judge.instfol`, :func:`~instir.judge.validate_judge`)."""
+    of the functions that take a judge (:func:`~instir.judge.following.instfol`,
+    :func:`~instir.judge.validation.validate_judge`)."""
     return make_judge(judge) if isinstance(judge, str) else judge
 
 
