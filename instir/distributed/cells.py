@@ -107,8 +107,8 @@ def _node_id() -> str:
 
 
 def import_collect() -> None:
-    """Import what :func:`collect` uses (the metric tables, scipy's statistics), for a driver to
-    do while it waits on the cells rather than after them."""
+    """Import what :func:`collect` uses (the evaluate stage; scipy loads only when a test runs), for a
+    driver to do while it waits on the cells rather than after them."""
     import instir.stages.evaluate  # noqa: F401
 
 
