@@ -195,8 +195,9 @@ def _release_file(folder: Path, name: str) -> list[Path]:
 
 
 def _config_patterns(*names: str) -> list[str]:
-    """The file patterns of a config of the mteb layout, the first of ``names`` first: the shards in
-    its folder (``<name>/**/*.parquet``, else ``.jsonl``), else one ``<name>.parquet`` or ``<name>.jsonl``."""
+    """The file patterns of a config of the mteb layout, the forms of one file (:func:`find_files` refuses two
+    present): the shards in its folder (``<name>/**/*.parquet`` or ``.jsonl``), or one ``<name>.parquet`` or
+    ``<name>.jsonl``."""
     return [pattern for name in names
             for pattern in (f"{name}/**/*.parquet", f"{name}/**/*.jsonl", f"{name}.parquet", f"{name}.jsonl")]
 
