@@ -296,8 +296,8 @@ def _number(answer: object, where: str) -> float | Verdict:
 
 
 def _near_miss(value: float, right: float) -> str:
-    """The hint for an answer that is the right number rounded too far (``0.5`` given as ``0.51``
-    or ``49.5``), else ``""``."""
+    """The hint for an answer that is the right number rounded too far (``0.6309`` given as ``0.63``
+    or ``63``), else ``""``."""
     if any(math.isclose(value, scale * right, abs_tol=scale * 6e-3) for scale in (1, 100)):
         return (f"close, but rounded too far: it is {right:.4f} (×100: {100 * right:.2f}), and the check allows "
                 "±0.0005 (±0.05 on the ×100 scale)")
