@@ -179,8 +179,9 @@ def model_folder(model: str, revision: str | None = None, *, download: bool = Fa
 
 
 def files_stamp(folder: Path) -> list[list]:
-    """Every file under ``folder`` (links followed, hidden names left out): its relative path, size
-    and modification and change times in nanoseconds (the change time no one can set back), sorted."""
+    """Every file under ``folder`` (links to files followed, a linked folder not walked, hidden names left
+    out): its relative path, size and modification and change times in nanoseconds (the change time no one
+    can set back), sorted."""
     stamp = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
