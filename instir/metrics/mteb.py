@@ -238,7 +238,7 @@ def evaluation(runs: Mapping[str, RunLike | Mapping[str, Mapping[str, float]]], 
     measure names and values (its rounding), and, on the multi-level IFIR tasks, one
     ``ndcg_at_20`` row per level (MTEB's ``level_scores``); ``per_query`` with MTEB's
     per-query values of the asked measures (for the paired tests); ``per_group`` with the
-    ``robustness_at_10`` group minima. ``notes`` say what was left out and why."""
+    ``robustness_at_10`` group minima (FollowIR: each pair's ``p-MRR``). ``notes`` say what was left out and why."""
     asked = [mteb_measure(str(m)) for m in (measures or default_mteb_measures(benchmark.name))]
     asked = list(dict.fromkeys(asked))
     ids = mteb_ids(benchmark)
