@@ -6,7 +6,7 @@ level-3 and single-level rubrics, 0-2 for level 2, 0-1 for level 1; InstFol divi
 :data:`INSTFOL_MAX` = 3 for all of them, as the official code does. The judge answers
 ``{"score": …, "reason": …}``, score first, so the score token comes before any free text.
 
-The ladders follow the conditions of the IFIR authors' judge prompts (METRICS.md, "InstFol@20")
+The ladders follow the conditions of the IFIR authors' judge prompts (docs/metrics.md, "InstFol@20")
 in our own words, and every rubric shows the query, the instruction (in its own labelled field,
 where the authors' prompts put both in one "instruction" slot) and the passage. Where this
 departs from the release, see ``aila-judge-prompt`` and ``judge-call-settings`` in
