@@ -1,7 +1,8 @@
 """Errors a user can fix from their message alone, as opposed to bugs.
 
 The ``instir`` command prints a :class:`UserError` as one line (``instir <command>: <message>``)
-and exits 2; any other exception is a bug and keeps its traceback (exit 1). Each also derives
+and exits 2, as it does an ``OSError`` or a damaged cache (:mod:`instir.cli`); any other exception
+is a bug and keeps its traceback (exit 1). Each also derives
 from the built-in exception that code catching errors of that kind expects (``ValueError``,
 ``KeyError``, ``RuntimeError``). A base class rather than catching every ``ValueError`` in the
 CLI, because numpy, pandas and scikit-learn raise ``ValueError`` for bugs too: one line would
