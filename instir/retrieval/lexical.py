@@ -56,6 +56,10 @@ LUCENE_ENGLISH_STOPWORDS = (
     "will", "with",
 )
 
+#: bm25s's scoring variant where neither the retriever nor the family's spec names one
+DEFAULT_METHOD = "lucene"
+
+
 def bm25_defaults(benchmark: Benchmark | str) -> dict:
     """BM25 settings the benchmark family's authors used (its spec's ``[bm25]``, see the module
     docstring; ``engine`` says whose): of a Benchmark's family, or of a benchmark name's."""
@@ -88,9 +92,10 @@ class BM25Retriever:
     docstring); bm25s scores each query and :func:`~instir.retrieval.topk.top_k_row` cuts its list, so tied
     documents are kept in trec_eval's order, also at the cut.
 
-    ``k1``, ``b``, ``stemmer`` and ``stopwords`` left as ``None`` take the benchmark's
-    defaults (:func:`bm25_defaults`). ``stemmer``: a PyStemmer algorithm name or ``"none"``;
-    ``stopwords``: ``"lucene"``, a bm25s language name (``"en"``), ``"none"`` or a list.
+    ``k1``, ``b``, ``method``, ``stemmer`` and ``stopwords`` left as ``None`` take the benchmark's
+    defaults (:func:`bm25_defaults`; ``method``: bm25s's ``lucene`` where the family's spec names none).
+    ``stemmer``: a PyStemmer algorithm name or ``"none"``; ``stopwords``: ``"lucene"``, a bm25s language name
+    (``"en"``), ``"none"`` or a list.
     ``n_threads`` threads score queries (0: the calling thread only; -1: all cores); ``n_jobs``
     worker processes tokenise a large corpus (:func:`~instir.retrieval.bm25_tokens.tokenized_chunks`;
     None: one per CPU this process may use; 1: none).
@@ -103,7 +108,7 @@ class BM25Retriever:
     name = "bm25"
     family = "bm25"
 
-    def __init__(self, k1: float | None = None, b: float | None = None, *, method: str = "lucene",
+    def __init__(self, k1: float | None = None, b: float | None = None, *, method: str | None = None,
                  stemmer: str | None = None, stopwords: str | Sequence[str] | None = None, n_threads: int = 0,
                  show_progress: bool | None = None, cache_dir: str | Path | None = None, cache: bool = True,
                  keep_indexes: int = 1, n_jobs: int | None = None):
@@ -131,11 +136,13 @@ class BM25Retriever:
         return {"k1": self.k1, "b": self.b, "method": self.method, "stemmer": self.stemmer, "stopwords": stopwords}
 
     def resolved(self, benchmark: Benchmark) -> dict:
-        """The settings a search on this benchmark uses: configured values, defaults for the rest."""
+        """The settings a search on this benchmark uses: configured values, the family's defaults for the rest (a
+        benchmark of no family needs all but ``method``, which is then bm25s's ``lucene``)."""
         configured = self.params()
         if all(configured[key] is not None for key in ("k1", "b", "stemmer", "stopwords")):
-            return configured
-        defaults = bm25_defaults(benchmark)
+            spec = catalog.family(benchmark.family).bm25 if benchmark.family else {}
+            return {**configured, "method": configured["method"] or spec.get("method", DEFAULT_METHOD)}
+        defaults = {"method": DEFAULT_METHOD, **bm25_defaults(benchmark)}
         return {key: defaults[key] if value is None else value for key, value in configured.items()}
 
     def index_description(self, benchmark: Benchmark, template: Template) -> dict:

@@ -18,7 +18,7 @@ from instir.systems.cards import READS, SystemCard
 
 def bm25_from_card(card: SystemCard):
     """BM25 with the card's params (k1, b, method, stemmer, stopwords; missing ones take the
-    benchmark's defaults, but a missing method is ``lucene``: :class:`~instir.retrieval.lexical.BM25Retriever`)."""
+    benchmark's defaults: :class:`~instir.retrieval.lexical.BM25Retriever`)."""
     from instir.retrieval.lexical import BM25Retriever
 
     kwargs = {key: card.params[key] for key in READS["bm25"].params if key in card.params}  # checked: cards.READS

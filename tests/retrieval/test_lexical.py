@@ -78,7 +78,7 @@ def test_defaults_follow_each_benchmarks_engine():
 
 def test_unset_parameters_resolve_per_benchmark_and_are_recorded(toy_benchmark):
     retriever = BM25Retriever(b=0.5, show_progress=False)
-    assert retriever.params() == {"k1": None, "b": 0.5, "method": "lucene", "stemmer": None, "stopwords": None}
+    assert retriever.params() == {"k1": None, "b": 0.5, "method": None, "stemmer": None, "stopwords": None}
     run = retriever.search(toy_benchmark("ifir-toy/fiqa"), get_template("ifir"), k=3)
     assert run.meta["retriever"]["params"] == {"k1": 1.2, "b": 0.5, "method": "lucene", "stemmer": "none",
                                                "stopwords": "none"}
@@ -86,6 +86,23 @@ def test_unset_parameters_resolve_per_benchmark_and_are_recorded(toy_benchmark):
         retriever.search(toy_benchmark("toy"), QUERY_ONLY, k=3)
     configured = BM25Retriever(**PLAIN).search(toy_benchmark("toy"), QUERY_ONLY, k=3)
     assert configured.meta["retriever"]["params"]["k1"] == 1.2
+
+
+def test_the_bm25_method_a_familys_spec_names_is_the_one_searched_unless_one_is_given(tmp_path):
+    # followir.toml names rank_bm25's Okapi IDF, bm25s's "robertson"; plain bm25 searched with "lucene" whatever it said
+    from instir.benchmarks import load_benchmark
+    news = load_benchmark("followir-sample/news21")
+    assert BM25Retriever().resolved(news)["method"] == "robertson"
+    assert BM25Retriever(**PLAIN).resolved(news)["method"] == "robertson"  # the other four given, the method not
+    assert BM25Retriever(method="lucene").resolved(news)["method"] == "lucene"
+    assert BM25Retriever(**PLAIN).resolved(small([Doc("d", "x")], [Query("q", "x")]))["method"] == "lucene"
+
+    def run(**method):
+        return BM25Retriever(k1=1.5, b=0.75, stemmer="porter", stopwords="en", show_progress=False,
+                             cache_dir=tmp_path, **method).search(news, QUERY_ONLY, 20).df
+    left = run()
+    pd.testing.assert_frame_equal(left, run(method="robertson"))
+    assert not left.equals(run(method="lucene"))  # the two IDFs rank this sample apart
 
 
 def test_a_run_left_to_the_benchmarks_bm25_defaults_is_made_anew_when_a_default_changes(tmp_path, monkeypatch):
