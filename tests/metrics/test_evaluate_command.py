@@ -495,26 +495,17 @@ def test_a_run_inside_the_report_folder_is_listed_relative_to_it_so_the_folder_c
     assert pd.read_csv(report / "runs" / "runs.csv")["run_file"].tolist() == ["runs/mine.trec"]
 
 
-@pytest.mark.parametrize("count", ["50", "100001"])
-def test_resamples_out_of_bounds_are_refused_before_anything_is_written(instructir_sample, tmp_path, count):
+@pytest.mark.parametrize(("options", "said"), [
+    (["--name", "a", "b", "--resamples", "50"], "resamples"),
+    (["--name", "a", "b", "--resamples", "100001"], "resamples"),
+    (["--measures", "InstFol@20"], "InstFol@20 is judged"),
+    (["--mteb-results", "nope.json"], "nope.json: MTEB result file or folder not found"),
+])
+def test_a_bad_option_is_refused_before_anything_is_written(instructir_sample, tmp_path, monkeypatch, options, said):
     run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
-    with pytest.raises(UsageError, match="resamples"):
-        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), str(run), "--name", "a", "b",
-              "--resamples", count, "--out", str(tmp_path / "report")])
-    assert not (tmp_path / "report").exists()
-
-
-def test_a_judged_measure_is_refused_before_anything_is_written(instructir_sample, tmp_path):
-    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
-    with pytest.raises(UsageError, match="InstFol@20 is judged"):
-        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--measures", "InstFol@20",
+    monkeypatch.chdir(tmp_path)  # nope.json: a file named relative to here that is not there
+    runs = [str(run), str(run)] if "--name" in options else [str(run)]
+    with pytest.raises(UserError, match=said):
+        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", *runs, *options,
               "--out", str(tmp_path / "report")])
-    assert not (tmp_path / "report").exists()
-
-
-def test_a_missing_mteb_result_file_is_refused_before_anything_is_written(instructir_sample, tmp_path):
-    run = write_run(Run(_runs(instructir_sample, {})), tmp_path / "a.trec")
-    with pytest.raises(UserError, match="nope.json: MTEB result file or folder not found"):
-        _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--mteb-results",
-              str(tmp_path / "nope.json"), "--out", str(tmp_path / "report")])
     assert not (tmp_path / "report").exists()
