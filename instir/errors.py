@@ -94,6 +94,14 @@ class UnknownNameError(UsageError, KeyError):
     parameter …); also a ``KeyError``, as a failed look-up."""
 
 
+def closest(name: object, known: Iterable[str]) -> str | None:
+    """The known name a mistyped ``name`` most likely means: one that differs only in case, else difflib's closest
+    (ratio 0.6 or more); None when none is close. The one rule behind every "did you mean" the kit says."""
+    known = [str(k) for k in known]
+    same = [k for k in known if k.lower() == str(name).lower()]
+    return same[0] if same else next(iter(difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)), None)
+
+
 def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", more: str = "",
             listed: bool = True) -> UnknownNameError:
     """The error for ``name`` not being a known ``kind``: suggests the closest known name and
@@ -102,9 +110,8 @@ def unknown(kind: str, name: object, known: Iterable[str], *, where: str = "", m
     hint such as which command adds a name, or, with ``listed=False``, where the names too many
     for one line are listed)."""
     known = [str(k) for k in known]
-    close = [k for k in known if k.lower() == str(name).lower()][:1] or difflib.get_close_matches(str(name), known,
-                                                                                                  n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(name, known)
+    hint = f"; did you mean {close!r}?" if close else ""
     where = f" {where}" if where else ""
     listing = f"{'' if close else ';'} known: {', '.join(known)}" if listed else ""
     return UnknownNameError(f"unknown {kind} {quoted(name)}{where}{hint}{listing}{more}")

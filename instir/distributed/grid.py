@@ -28,14 +28,13 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from instir.benchmarks import catalog
-from instir.errors import UsageError, UserError, quoted, shorten
+from instir.errors import UsageError, UserError, closest, quoted, shorten
 from instir.inputs import InputRefused, key_line, load_yaml, read_config
 from instir.parameters import depth
 from instir.stages.plan import paired_runs, variant_pair
@@ -113,8 +112,8 @@ def parse_grid(data: Any, source: str = "<grid>", line_of: Callable[[str], int |
         raise GridError(f"{source}: a grid is a mapping with benchmarks and systems, got {quoted(data)}")
     unknown = sorted(str(key) for key in set(data) - GRID_KEYS)
     if unknown:
-        close = difflib.get_close_matches(unknown[0], GRID_KEYS, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest(unknown[0], GRID_KEYS)
+        hint = f" (did you mean {close!r}?)" if close else ""
         raise GridError(f"{at(unknown[0])}: unknown field(s) {shorten(', '.join(unknown), 200)}{hint}; "
                         f"known: {', '.join(sorted(GRID_KEYS))}")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from instir.errors import UnknownNameError, UsageError, quoted, unknown
+from instir.errors import UnknownNameError, UsageError, closest, quoted, unknown
 from instir.parameters import benchmark_names, choices, depth, folder, names, positive_number, text
 from instir.stages.plan import PlannedRun, every_setting, every_variant, file_part, plan_runs
 from instir.systems.specs import SystemSpec, resolve_system
@@ -123,8 +123,10 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
             raise UnknownNameError(f"{where(f'judge.{key}')}: {unknown('key', str(key), JUDGE_KEYS)}")
     backend = values.get("backend")
     if not isinstance(backend, str) or backend not in BACKENDS:
+        close = None if backend is None else closest(backend, BACKENDS)
         given = "no backend" if backend is None else f"backend {quoted(backend)}"
-        raise UsageError(f"{where('judge.backend')}: {given}; use one of {', '.join(BACKENDS)}")
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise UsageError(f"{where('judge.backend')}: {given}{hint}; use one of {', '.join(BACKENDS)}")
     checked: dict[str, Any] = {"backend": backend}
     for key in ("model", "base_url", "api_key_env"):
         if values.get(key) is not None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import functools
 import math
 import re
@@ -45,7 +44,7 @@ from typing import Any
 
 from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
-from instir.errors import UnknownNameError, UsageError, unknown
+from instir.errors import UnknownNameError, UsageError, closest, unknown
 from instir.inputs import InputRefused, key_line, load_yaml, read_config
 from instir.parameters import MAX_CUTOFF, depth
 from instir.retrieval.search import KIND_NAMES
@@ -331,15 +330,15 @@ def reads_problem(card: Mapping) -> tuple[str, str] | None:
         if key in COMMON_FIELDS or value in ("", None):
             continue
         if key not in reads.fields:
-            return key, f"the {adapter} adapter reads no {key}; it reads: {', '.join(reads.fields) or 'none'}"
+            return key, (f"the {adapter} adapter reads no {key}{_meant(key, reads.fields)}; it reads: "
+                         f"{', '.join(reads.fields) or 'none'}")
         choices = reads.fields[key]
         if choices is not None and value not in choices:
             return key, f"the {adapter} adapter takes {' or '.join(map(repr, choices))}, got {quoted(value)}"
     for key, value in params.items():
         if key not in reads.params:
-            close = difflib.get_close_matches(str(key), list(reads.params), n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            return (f"params.{shorten(str(key))}", f"the {adapter} adapter reads no such param{hint}; it reads: "
+            return (f"params.{shorten(str(key))}", f"the {adapter} adapter reads no such param"
+                                                  f"{_meant(key, reads.params)}; it reads: "
                                                   f"{', '.join(reads.params) or 'none'}")
         problem = reads.params[key](value)
         if problem:
@@ -350,6 +349,12 @@ def reads_problem(card: Mapping) -> tuple[str, str] | None:
     return None
 
 
+def _meant(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` after a mistyped ``name``, where a known one is close; empty otherwise."""
+    close = closest(name, known)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
 def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard:
     """Build and check one card from a parsed mapping (``index``: its position in the file)."""
     from instir.formatting import list_templates
@@ -358,7 +363,8 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     known = {f.name for f in dataclasses.fields(SystemCard)}
     for key in data:
         if key not in known:
-            raise FormatError(path, label, shorten(str(key)), f"unknown field; known: {', '.join(sorted(known))}")
+            raise FormatError(path, label, shorten(str(key)),
+                              f"unknown field{_meant(key, known)}; known: {', '.join(sorted(known))}")
     for key in _REQUIRED:
         if key not in data or data[key] in ("", None):
             raise FormatError(path, label, key, "missing (required: name, paper, kind, adapter)")
@@ -369,11 +375,12 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
     for key, choices in _CHOICES.items():
         value = data.get(key, "")
         if value and value not in choices:
-            raise FormatError(path, label, key, f"unknown value {quoted(value)}; use one of {', '.join(choices)}")
+            raise FormatError(path, label, key,
+                              f"unknown value {quoted(value)}{_meant(value, choices)}; use one of {', '.join(choices)}")
     adapter = data["adapter"]
     if adapter not in ADAPTERS:
         raise FormatError(path, label, "adapter",
-                          f"unknown adapter {quoted(adapter)}; known: {', '.join(ADAPTERS)}")
+                          f"unknown adapter {quoted(adapter)}{_meant(adapter, ADAPTERS)}; known: {', '.join(ADAPTERS)}")
     if ADAPTERS[adapter][0] not in (None, data["kind"]):
         raise FormatError(path, label, "kind", f"adapter {adapter!r} builds a {ADAPTERS[adapter][0]}, "
                                                f"not a {data['kind']}")

@@ -38,6 +38,8 @@ MISTAKES = [  # (grid fields, notebook parameters, what both say after their "wh
      ("'benchmarks'", "'ifir-sampel'", "did you mean 'ifir-sample'?")),
     ({"systems": ["bm25", "bm25"]}, {"retrievers": ["bm25"], "systems": ["bm25"]}, ("'systems'", "'bm25'", "twice")),
     ({"systems": ["NoSuchCard"]}, {"systems": ["NoSuchCard"]}, ("'systems'", "'NoSuchCard'")),
+    ({"judge": {"backend": "opena"}}, {"judge_backend": "opena"},
+     ("judge", "backend 'opena' (did you mean 'openai'?); use one of openai, hf, baseline")),
     ({"judge": {"backend": "openai"}}, {"judge_backend": "openai", "judge_model": ""},
      ("judge", "model", "openai backend needs a model")),
     ({"judge": {"backend": "baseline", "api_key_env": "sk-abcdefghijklmnopqrstuvwxyz123456"}},

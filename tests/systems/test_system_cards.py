@@ -56,7 +56,12 @@ def test_user_yaml_card_is_read_like_toml(tmp_path):
     (("doc_max_length = 128", "doc_max_length = 100000000000000000000"), "doc_max_length",
      "whole number from 1 to 2,147,483,647"),  # before, any positive integer: a tokenizer's failure, late
     (('template = "ifir"', 'template = "no-such-template"'), "template", "unknown template"),
-    (('template = "ifir"', 'template = "ifir"\ncolour = "blue"'), "colour", "unknown field"),
+    (('template = "ifir"', 'template = "ifir"\ncolour = "blue"'), "colour", "unknown field; known: adapter"),
+    # a slip of the pen is answered with the name meant, as the other unknown names are
+    (('template = "ifir"', 'template = "ifir"\nmodle = "m"'), "modle", "unknown field (did you mean 'model'?)"),
+    (('kind = "retriever"', 'kind = "retreiver"'), "kind", "'retreiver' (did you mean 'retriever'?); use one of"),
+    (('adapter = "sentence-transformers"', 'adapter = "sentence-transformer"'), "adapter",
+     "(did you mean 'sentence-transformers'?); known: bm25"),
     (('kind = "retriever"', 'kind = "reranker"'), "kind", "builds a retriever"),
     (('template = "ifir"', 'template = "ifir"\nresources = { gpus = 1 }'), "resources", "keys among num_gpus"),
     (('template = "ifir"', 'template = "ifir"\nresources = { memory_gb = -2 }'), "resources", "non-negative"),
