@@ -1,6 +1,6 @@
 """Checks on a user's input files before they are read: what a path is when it is not a regular file
 (:func:`file_problem`), and the small configuration files (a sweep grid, a ``--cards`` file) read
-whole by :func:`read_config` and, for YAML, parsed by :func:`load_yaml` (:func:`key_line`: the
+whole by :func:`read_config` and parsed by :func:`load_config`, TOML or YAML (:func:`key_line`: the
 line of a key, for an error about its value to name, in YAML or TOML): PyYAML's safe loader with the
 three ways a small file can stand for an unbounded value refused: aliases (``*name`` and merge keys:
 ten lines of nested aliases, the "billion laughs", stand for a billion strings, which any walk over
@@ -175,6 +175,29 @@ def load_yaml(text: str) -> Any:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def load_config(path: str | Path, text: str) -> Any:
+    """The value of a configuration file's ``text`` in the language its name says: TOML for ``.toml``, YAML
+    (:func:`load_yaml`) otherwise; a text that does not parse is :class:`InputRefused` naming the language (and
+    the line, where YAML's parser gives one). Card files and sweep grids are read by this one rule."""
+    if Path(path).suffix == ".toml":
+        import tomllib
+
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise InputRefused(f"not valid TOML: {err}") from None
+        except RecursionError:
+            raise InputRefused("not valid TOML: nested too deeply") from None
+    import yaml
+
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise InputRefused(f"not valid YAML ({getattr(err, 'problem', None) or err})",
+                           mark.line + 1 if mark is not None else None) from None
 
 
 def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) -> int | None:

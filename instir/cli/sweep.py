@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run every cell of GRID.yaml (retrieve -> evaluate; with a judge, the judge and compare "
                     "stages) as Ray tasks into --out, laid out as notebooks 03-05 read it. Rerunning finishes only "
                     "what is missing.")
-    p.add_argument("grid", metavar="GRID.yaml", help="the grid file (see instir.distributed.grid)")
+    p.add_argument("grid", metavar="GRID.yaml",
+                   help="the grid file, YAML or (*.toml) TOML (see instir.distributed.grid)")
     p.add_argument("--out", required=True, help="output folder (runs/, metrics/, judge/, sweep/)")
     p.add_argument("--address", default=None,
                    help="Ray cluster: 'auto' (the cluster this machine belongs to) or ray://HOST:PORT; "

@@ -2,7 +2,8 @@
 from YAML; its cells are the stages' plan (:func:`instir.stages.plan.plan_runs`), each system
 resolved as the notebooks' systems are.
 
-Grid file (every key but ``benchmarks`` and ``systems`` optional)::
+Grid file, YAML (or TOML, named ``*.toml``, as a card file may be; every key but ``benchmarks`` and ``systems``
+optional)::
 
     benchmarks: [instructir-sample, ifir-sample/fiqa]
     systems: [bm25, dense, "dense:sentence-transformers/all-MiniLM-L6-v2", "hybrid:BAAI/bge-base-en-v1.5",
@@ -21,7 +22,7 @@ Grid file (every key but ``benchmarks`` and ``systems`` optional)::
 :func:`parse_grid` checks every value before any cell runs, by the run request's rules
 (:mod:`instir.stages.request`: one :class:`GridError` naming the file, the line, the field and the value:
 ``grid.yaml:3: field 'k' takes a whole number …``);
-:func:`grid_estimate` says what the grid amounts to. The file is read by :mod:`instir.inputs`
+:func:`grid_estimate` says what the grid amounts to. The file is read by :func:`instir.inputs.load_config`
 (YAML aliases refused, at most 1 MiB; plain values read as YAML 1.2 reads them: ``k: 1:00`` is the text
 ``'1:00'``, refused, not YAML 1.1's 60).
 """
@@ -35,7 +36,7 @@ from typing import Any
 
 from instir.benchmarks import catalog
 from instir.errors import UsageError, UserError, closest, quoted, shorten
-from instir.inputs import InputRefused, key_line, load_yaml, read_config
+from instir.inputs import InputRefused, key_line, load_config, read_config
 from instir.parameters import depth
 from instir.stages.plan import paired_runs, variant_pair
 from instir.stages.request import RunRequest, run_request
@@ -155,19 +156,13 @@ def _nothing_to_judge(request: RunRequest, line_of: Callable[[str], int | None])
 
 
 def load_grid(path: str | Path) -> Grid:
-    """Read a grid YAML file (see the module docstring)."""
-    import yaml
-
+    """Read a grid file, YAML or (named ``*.toml``) TOML (see the module docstring)."""
     path = Path(path)
     try:
         text = read_config(path, "grid file")
-        data = load_yaml(text)
+        data = load_config(path, text)
     except InputRefused as e:
         raise GridError(f"{path}{f':{e.line}' if e.line else ''}: {e.problem}") from None
     except OSError as e:
         raise GridError(f"{path}: cannot read the grid file ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise GridError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    return parse_grid(data, str(path), lambda field: key_line(text, load_yaml, field.split(".")))
+    return parse_grid(data, str(path), lambda field: key_line(text, lambda t: load_config(path, t), field.split(".")))

@@ -34,7 +34,6 @@ import dataclasses
 import functools
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -45,7 +44,7 @@ from typing import Any
 from instir.benchmarks import catalog
 from instir.benchmarks.types import FormatError, quoted, shorten
 from instir.errors import UnknownNameError, UsageError, closest, unknown
-from instir.inputs import InputRefused, key_line, load_yaml, read_config
+from instir.inputs import InputRefused, key_line, load_config, read_config
 from instir.parameters import MAX_CUTOFF, depth
 from instir.retrieval.search import KIND_NAMES
 from instir.retrieval.windows import AUTHORS_CUT, WINDOWING_MODES
@@ -396,27 +395,12 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
 
 def _document(path: Path, text: str) -> Any:
     """The parsed TOML or YAML text of a card file (a :class:`FormatError` where it does not parse)."""
-    if path.suffix == ".toml":
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise FormatError(path, None, None, f"not valid TOML: {err}") from None
-        except RecursionError:
-            raise FormatError(path, None, None, "not valid TOML: nested too deeply") from None
-    elif path.suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise FormatError(path, None, None, "YAML card files need PyYAML: pip install pyyaml") from None
-        try:
-            doc = load_yaml(text) or {}
-        except InputRefused as err:
-            raise FormatError(path, err.line, None, err.problem) from None
-        except yaml.YAMLError as err:
-            raise FormatError(path, None, None, f"not valid YAML: {err}") from None
-    else:
+    if path.suffix not in (".toml", ".yaml", ".yml"):
         raise FormatError(path, None, None, "card files end in .toml, .yaml or .yml")
-    return doc
+    try:
+        return load_config(path, text) or {}
+    except InputRefused as err:
+        raise FormatError(path, err.line, None, err.problem) from None
 
 
 def _parse(path: Path, text: str) -> list:

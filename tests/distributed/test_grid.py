@@ -117,6 +117,21 @@ def test_unknown_field_and_broken_yaml_are_one_line_errors(tmp_path):
         load_grid(path)
 
 
+def test_a_toml_grid_is_read_as_a_card_file_is_and_its_mistakes_are_named_at_their_line(tmp_path):
+    # before, a grid.toml was read as YAML: "a grid is a mapping with benchmarks and systems, got 'benchmarks = …'"
+    path = tmp_path / "grid.toml"
+    path.write_text('benchmarks = ["instructir-sample"]\nsystems = ["bm25"]\n[judge]\nbackend = "baseline"\n')
+    grid = load_grid(path)
+    assert grid == parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"],
+                               "judge": {"backend": "baseline"}})
+    path.write_text('benchmarks = ["instructir-sample"]\nsystems = ["bm25"]\nk = "x"\n')
+    with raises_saying(GridError, f"{path}:3: field 'k' takes a whole number"):
+        load_grid(path)
+    path.write_text('benchmarks = ["instructir-sample"\nsystems = ["bm25"]\n')
+    with raises_saying(GridError, f"{path}: not valid TOML: ", "(at line 2"):
+        load_grid(path)
+
+
 @pytest.mark.parametrize("text, got", [("- instructir-sample\n- bm25\n", "['instructir-sample', 'bm25']"),
                                        ("just words\n", "'just words'"), ("", "None")],
                          ids=["list", "words", "empty"])

@@ -338,6 +338,8 @@ NAMELESS = '[[card]]\npaper = "user"\nkind = "retriever"\nadapter = "bm25"\n'
     ("mine.toml", GOOD + NAMELESS, "mine.toml, line 11, card #2, field 'name': missing"),
     ("mine.yaml", "base: &b {paper: user}\ncard:\n  - name: x\n    <<: *b\n",
      "mine.yaml, line 4: YAML aliases are not"),
+    # before, PyYAML's message of four lines: "not valid YAML: while parsing a flow sequence\n  in …"
+    ("mine.yaml", "card:\n  - name: x\n    paper: [user\n", "mine.yaml, line 4: not valid YAML (expected ','"),
     ("mine.yaml", "card:\n  - {name: x, paper: user, kind: retriever, adapter: bm25}\n  - just a string\n",
      "mine.yaml, card #2: each card must be a table (mapping)"),
 ])
