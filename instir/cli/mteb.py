@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "calls no combine_query_and_instruction hook).")
     add_benchmark_arguments(p)
     p.add_argument("--run", dest="runs", action="append", default=[], metavar="FILE",
-                   help="TREC run file to write as MTEB predictions; repeat for several (each needs its own --out "
-                        "folder, so give one run per call when there are several)")
+                   help="TREC run file to write as MTEB predictions; one per call (MTEB keeps one prediction file "
+                        "per task in a folder: each run needs its own --out folder)")
     p.add_argument("--model-name", default=None,
                    help="mteb_model_meta.model_name of the predictions (default: the run's model or retriever, "
                         "e.g. bm25, else its file name)")
