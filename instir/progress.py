@@ -27,7 +27,7 @@ QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 #: environment variable naming the file a process whose bars are off reports its bars to, one line each
 #: (set by :func:`relay_to_console` for the kernels of ``instir run``)
 RELAY_VAR = "INSTIR_PROGRESS_RELAY"
-#: seconds between two reports of one relayed bar, and between two looks at the relay file
+#: seconds between two reports of one relayed bar (the relay file is looked at twice as often)
 RELAY_INTERVAL_S = 1.0
 
 
