@@ -22,7 +22,7 @@ from instir.errors import UsageError
 #: what a value naming an environment variable may look like
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-#: environment variables whose value is a secret: the name says KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL
+#: environment variables whose value is a secret: the name says KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL
 SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 #: shorter secret values are not looked for in parameters (too many accidental matches)
@@ -148,7 +148,7 @@ _BASE64 = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _TO_URLSAFE = str.maketrans("+/", "-_")
 
-#: what may stand around a key too short to look for in parts (see :func:`mask_secret`)
+#: what may not stand next to a key too short to look for in parts, for it to be masked (see :func:`mask_secret`)
 _WORD_EDGE = "A-Za-z0-9_-"
 
 
