@@ -43,7 +43,7 @@ _NAME = re.compile(r"p-?mrr(?:\[(.+)\])?$", re.IGNORECASE)
 @dataclass(frozen=True)
 class PMRR(GroupMeasure):
     """FollowIR's p-MRR (Weller et al. 2024, arXiv:2403.15246): per query, over the documents
-    whose relevance the changed instruction took away, how their rank moved from the reference
+    whose grade the changed instruction altered, how their rank moved from the reference
     instance's run to the changed one's (:func:`per_query`); one value per query pair. ``ties`` is
     the rule for equal scores (:data:`PMRR_TIES`)."""
 
