@@ -8,7 +8,7 @@ from instir._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "cells": ("CellResult", "collect", "run_cell"),
-    "grid": ("Cell", "Grid", "GridError", "load_grid", "parse_grid"),
+    "grid": ("Grid", "GridError", "load_grid", "parse_grid"),
     "sweep": ("run_sweep",),
     "encode": ("encode_corpus",),
     "judge": ("start_judge",),
