@@ -18,8 +18,9 @@ class Evaluation:
     ``per_query``: system, qid, measure, value; ``per_group``: system, group, measure (e.g.
     ``Robustness@10``), value, n_queries; ``table``: the tidy table
     (:data:`instir.metrics.table.COLUMNS`); ``excluded``: qrels queries without a relevant
-    document (not averaged); ``checks``: per system, the ids its run has that the benchmark
-    lacks; ``notes``: what the scoring left out and why (the ``mteb`` protocol's, one line each).
+    document (not averaged); ``checks``: per system, its run's :class:`~instir.retrieval.runs.RunIdCheck`
+    (ids the benchmark lacks, queries left unanswered, depth); ``notes``: one line each, what the
+    scoring left out and why (the ``mteb`` protocol's) and a run ranking fewer documents than a cutoff.
     """
 
     per_query: pd.DataFrame
