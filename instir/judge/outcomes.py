@@ -22,7 +22,7 @@ WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
 
 #: What ``parsed`` means, in one sentence for readers of a report.
 PARSED_MEANING = ("`parsed`: the score is the integer parsed from the judge's answer, because the answer came "
-                  "without usable log-probabilities for the score (the other weightings take the expected score "
+                  "without usable log-probabilities for the score (`logprobs` and `logits` take the expected score "
                   "under the judge's probabilities).")
 
 
