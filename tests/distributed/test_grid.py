@@ -332,10 +332,3 @@ def test_a_systems_factory_builds_it_with_the_grids_embedding_cache():
     assert factory.args == ("dense",) and factory.keywords == {"cache_dir": "/tmp/embeddings"}
     assert resolve_system("bm25").factory().keywords == {}
 
-
-def test_a_star_import_of_instir_distributed_gives_every_name_it_lists():
-    import instir.distributed as distributed
-
-    namespace: dict = {}
-    exec("from instir.distributed import *", namespace)  # every name of __all__, each imported from its module
-    assert set(distributed.__all__) <= namespace.keys() and "Grid" in namespace
