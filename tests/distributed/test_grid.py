@@ -331,4 +331,3 @@ def test_a_systems_factory_builds_it_with_the_grids_embedding_cache():
     factory = resolve_system("dense").factory("/tmp/embeddings")
     assert factory.args == ("dense",) and factory.keywords == {"cache_dir": "/tmp/embeddings"}
     assert resolve_system("bm25").factory().keywords == {}
-
