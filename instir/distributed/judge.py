@@ -20,8 +20,9 @@ from instir.judge.types import JudgeRequest, Judgment, OnResult
 
 
 class RateLimit:
-    """At most ``per_minute`` backend requests per rolling minute (None: no limit); ``wait``
-    blocks until ``n`` more may start."""
+    """Paces backend requests to ``per_minute`` on average (None: no limit): ``wait(n)`` blocks until the
+    requests of earlier calls have used up their time (60 / ``per_minute`` seconds each), then lets all
+    ``n`` start at once."""
 
     def __init__(self, per_minute: float | None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
