@@ -29,7 +29,8 @@ from instir.retrieval.embedding_cache import in_chunks
 
 #: bm25s's token pattern (its default, named here so documents and queries provably share it).
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-#: Texts from which :func:`tokenize` uses worker processes (fewer: starting them costs more than they save).
+#: Documents from which a BM25 index build tokenises on worker processes (fewer: starting them costs more than they
+#: save).
 PARALLEL_MIN_TEXTS = 50_000
 #: Texts per chunk a worker tokenises.
 CHUNK_TEXTS = 20_000
