@@ -80,11 +80,12 @@ class ScoreCache:
 
     def put(self, identity: Mapping, scored: Iterable[tuple[str, float]]) -> None:
         """Store ``(input_key, score)`` pairs in one transaction (an existing row is kept, unless its score
-        is not a finite number)."""
+        is not a finite number; a score that is not a finite number is not stored)."""
         rkey = self.reranker_key(identity)
         with self._store.lock, self._store.readable(), self._store.transaction() as con:
             con.execute("INSERT OR IGNORE INTO rerankers VALUES (?, ?)",
                         (rkey, json.dumps(dict(identity), sort_keys=True, default=str)))
             con.executemany("INSERT INTO scores VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET score = excluded.score "
                             "WHERE typeof(scores.score) != 'real' OR abs(scores.score) > 1.7976931348623157e308",
-                            [(rkey, key, float(score)) for key, score in scored])
+                            [(rkey, key, float(score)) for key, score in scored
+                             if math.isfinite(float(score))])  # else: not kept, scored again

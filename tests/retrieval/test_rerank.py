@@ -3,6 +3,7 @@ sidecar provenance, run reuse, score cache (a rerun scores nothing) and resume a
 
 import hashlib
 import json
+import math
 import sqlite3
 from contextlib import closing
 
@@ -231,6 +232,22 @@ def test_a_reranker_that_returns_another_number_of_scores_than_inputs_is_refused
     cache = tmp_path / "s.sqlite"
     with raises_saying(ValueError, "reranker overlap returned", "scores for 3 inputs"):
         rerank(run, bench, Miscounting(batch_size=3), depth=3, cache=cache, progress=False)
+
+
+def test_a_reranker_score_that_is_not_a_number_is_refused_naming_its_document_and_not_stored(first_stage, tmp_path):
+    # a NaN met the score cache's NOT NULL column: a bare sqlite3.IntegrityError, and its batch's other scores lost
+    bench, run = first_stage
+
+    class FirstOfEachBatchNaN(WordOverlap):
+        def score(self, inputs):
+            return [math.nan, *super().score(inputs)[1:]]
+
+    cache, broken = tmp_path / "s.sqlite", FirstOfEachBatchNaN(batch_size=3)
+    with raises_saying(UserError, "run score of document", "expected a finite number, got nan"):
+        rerank(run, bench, broken, depth=3, cache=cache, progress=False)
+    fake = WordOverlap(batch_size=3)
+    rerank(run, bench, fake, depth=3, cache=cache, progress=False)
+    assert len(fake.inputs) == broken.calls  # only the inputs scored NaN are scored again
 
 
 @pytest.mark.parametrize("depth", [0, -3, "10", 2.5, True])
