@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import math
 import os
 import random
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from instir.errors import UsageError
-from instir.parameters import count_within
+from instir.parameters import count_within, positive_number
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 log = logging.getLogger(__name__)
@@ -165,22 +166,49 @@ class RetryPolicy:
         return min(self.max_backoff_s, max(0.0, seconds))
 
 
+class Pace:
+    """At most ``per_minute`` requests started in any minute, spread evenly (None: no limit): each request takes the
+    next free start, 60 / ``per_minute`` seconds after the one before, and waits for it. Shared by every thread of a
+    client, and by every attempt (a retry is a request the provider counts), so a provider's rate limit holds
+    whatever the concurrency and however many requests one call brings."""
+
+    def __init__(self, per_minute: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.interval = 0.0 if per_minute is None else 60.0 / positive_number(per_minute, where="requests_per_minute")
+        self.clock, self.sleep = clock, sleep
+        self._next, self._lock = -math.inf, threading.Lock()
+
+    def wait(self) -> None:
+        """Block until this request's start comes."""
+        if not self.interval:
+            return
+        with self._lock:
+            now = self.clock()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            self.sleep(start - now)
+
+
 class Endpoint:
     """An OpenAI-compatible server as the kit's clients (the judge, the embeddings backend) call it, under one set of
     rules: ``base_url`` holds no credentials (refused); the key is read at request time from the environment
     variable *named* ``api_key_env`` (checked to be a name, never a key: :func:`~instir.secrets.require_env_name`)
     and sent only in ``auth_header`` (``Authorization: Bearer <key>``; the key alone in another header, as Azure's
     ``api-key``); ``query_params`` go with every request (Azure's ``api-version``); every attempt ends within
-    ``timeout_s`` seconds; and a server's text is masked of the key (:meth:`scrub`) before the kit keeps or shows it."""
+    ``timeout_s`` seconds and starts at most ``requests_per_minute`` a minute (:class:`Pace`); and a server's text is
+    masked of the key (:meth:`scrub`) before the kit keeps or shows it."""
 
     def __init__(self, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
-                 query_params: Mapping[str, str] | None = None, timeout_s: float = 60.0):
+                 query_params: Mapping[str, str] | None = None, timeout_s: float = 60.0,
+                 requests_per_minute: float | None = None):
         if not timeout_s > 0:
             raise UsageError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
         refuse_url_credentials(base_url, "base_url")
         self.base_url = base_url.rstrip("/")
         self.api_key_env = require_env_name(api_key_env, "api_key_env")
         self.auth_header, self.query_params, self.timeout_s = auth_header, dict(query_params or {}), timeout_s
+        self.pace = Pace(requests_per_minute)
         self._lock, self._refused_in_row = threading.Lock(), 0
 
     def __repr__(self) -> str:
@@ -207,7 +235,7 @@ class Endpoint:
     def post(self, http: httpx.Client, path: str, body: Any, *, policy: RetryPolicy, what: str,
              max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
         """POST ``body`` as JSON to ``path`` through ``http`` (a :meth:`client`) with this server's key (read
-        per attempt: :meth:`headers`), query parameters and masking (:meth:`scrub`); the successful response
+        per attempt: :meth:`headers`), query parameters, pace and masking (:meth:`scrub`); the successful response
         (its body read), or :class:`RequestFailed`. Each attempt ends within ``timeout_s`` seconds and reads at
         most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried). After :data:`DOWN_AFTER`
         requests in a row gave up on connection errors, a request is sent only if the host takes a TCP connect
@@ -220,6 +248,7 @@ class Endpoint:
         attempt = 0
         while True:
             wait: float | None = None
+            self.pace.wait()
             deadline = _Deadline(self.timeout_s)
             try:
                 with http.stream("POST", path, json=body, headers={"Accept-Encoding": "identity", **self.headers()},

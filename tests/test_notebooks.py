@@ -103,7 +103,7 @@ def test_the_chain_declares_each_parameter_alike_in_the_notebooks_that_use_it():
     assert set(_own("05_paper_tables")) == {"out_dir"}  # it reads files only
     assert set(_defaults()) == {"benchmarks", "data_root", "retrievers", "systems", "dense_model", "k", "judge_backend",
                                 "judge_model", "judge_base_url", "judge_api_key_env", "judge_timeout_s",
-                                "judge_max_instances", "judge_repeats", "out_dir"}
+                                "judge_requests_per_minute", "judge_max_instances", "judge_repeats", "out_dir"}
 
 
 def test_papermill_reads_every_parameter_with_its_help():

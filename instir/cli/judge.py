@@ -16,6 +16,7 @@ from instir.cli.options import (
     benchmark_from_args,
     depth_option,
     positive_int,
+    positive_rate,
     positive_seconds,
     refuse_written_input,
     report_folder,
@@ -55,6 +56,9 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
                    help="openai: retries of a request after a timeout, connection error, 408/409/429 or 5xx "
                         "(default: 6); a dead or slow server costs at most SECONDS x (N + 1) per request, plus "
                         "the waits between retries (1 s doubling, at most 60 s)")
+    p.add_argument("--requests-per-minute", type=positive_rate, default=None, metavar="N",
+                   help="openai: the provider's rate limit; every attempt of a request waits for its turn, spread "
+                        "evenly over the minute (default: no pacing)")
     p.add_argument("--cache", default=None, help="judgment cache file (default: $INSTIR_HOME/judgments.sqlite)")
     p.add_argument("--seed", type=whole_number, default=0, help="seed of the stratified sample (default: 0)")
 
@@ -96,7 +100,7 @@ def _cli_judge(args: argparse.Namespace) -> CachedJudge:
     request, as the judge stage and ``instir run`` refuse it (:func:`require_reachable`)."""
     judge = make_judge(args.backend, model=args.model, gguf_file=args.gguf_file, base_url=args.base_url,
                        api_key_env=args.api_key_env, timeout_s=args.timeout, max_retries=args.max_retries,
-                       cache=args.cache)
+                       requests_per_minute=args.requests_per_minute, cache=args.cache)
     if args.backend == "openai":  # after the model and key are checked, as the judge stage does
         require_reachable(args.base_url, min(args.timeout, 5.0), where=f"--base-url {args.base_url or OPENAI_BASE_URL}",
                           names=("--base-url", "--backend"))

@@ -5,6 +5,7 @@ benchmark (what the terminal is shown, and how an error is answered, is :mod:`in
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from pathlib import Path
@@ -117,13 +118,22 @@ def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tup
 
 
 def positive_seconds(text: str) -> float:
-    """argparse type of time limits (``--timeout``): a number of seconds above 0."""
+    """argparse type of time limits (``--timeout``): a finite number of seconds above 0."""
+    return _positive(text, "a positive number of seconds")
+
+
+def positive_rate(text: str) -> float:
+    """argparse type of rates (``--requests-per-minute``): a finite number above 0."""
+    return _positive(text, "a positive number")
+
+
+def _positive(text: str, expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
 
 

@@ -1,8 +1,8 @@
-"""One place for every judge call of a sweep: a Ray actor that owns the SQLite judgment cache
-(:class:`~instir.judge.cache.CachedJudge`) and the provider's rate limit, and a
-:class:`RemoteJudge` proxy that any task passes to :func:`instir.judge.following.instfol` like a
-local judge. Only the actor's process opens the cache file, so no two nodes write one SQLite
-file, and one limiter paces the whole cluster's requests.
+"""One place for every judge call of a sweep: a Ray actor that owns the judge, its SQLite judgment cache
+(:class:`~instir.judge.cache.CachedJudge`) and its endpoint's pace (the provider's rate limit:
+:class:`instir.http_retry.Pace`), and a :class:`RemoteJudge` proxy that any task passes to
+:func:`instir.judge.following.instfol` like a local judge. Only the actor's process opens the cache file, so no
+two nodes write one SQLite file, and one pace holds for the whole cluster's requests.
 
 The actor runs its calls one at a time (Ray's default for an actor), so the hit/miss counts
 are exact and concurrent tasks asking for the same text pay for it once.
@@ -10,7 +10,6 @@ are exact and concurrent tasks asking for the same text pay for it once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -19,37 +18,15 @@ from instir.judge.cache import CachedJudge
 from instir.judge.types import JudgeRequest, Judgment, OnResult
 
 
-class RateLimit:
-    """Paces backend requests to ``per_minute`` on average (None: no limit): ``wait(n)`` blocks until the
-    requests of earlier calls have used up their time (60 / ``per_minute`` seconds each), then lets all
-    ``n`` start at once."""
-
-    def __init__(self, per_minute: float | None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.interval = 60.0 / per_minute if per_minute else 0.0
-        self.clock, self.sleep = clock, sleep
-        self.next_free = 0.0
-
-    def wait(self, n: int) -> None:
-        if not self.interval or n <= 0:
-            return
-        now = self.clock()
-        start = max(now, self.next_free)
-        if start > now:
-            self.sleep(start - now)
-        self.next_free = start + n * self.interval
-
-
 class JudgeService:
     """The body of the judge actor: ``make_judge()`` builds the cached judge in the actor's
     process (e.g. ``functools.partial(instir.judge.factory.make_judge, "openai", model=…,
     cache=…)``: API keys are read there from its environment, never shipped; the SQLite file
     is opened only by this process)."""
 
-    def __init__(self, make_judge: Callable[[], CachedJudge], requests_per_minute: float | None = None):
+    def __init__(self, make_judge: Callable[[], CachedJudge]):
         self.judge_ = make_judge()
         self.repeats = {0: self.judge_}
-        self.limit = RateLimit(requests_per_minute)
 
     def identity(self) -> tuple[str, str, bool]:
         """The judge's name, model and whether it is deterministic."""
@@ -57,13 +34,8 @@ class JudgeService:
 
     def judge(self, requests: Sequence[JudgeRequest], repeat: int = 0) -> list[Judgment]:
         """Judgments in input order (of ``repeat``'s cache entries); only requests the cache lacks
-        reach the backend, after the rate limit allows that many."""
-        from instir.judge.cache import request_key
-
+        reach the backend."""
         judge = self.repeats.setdefault(repeat, self.judge_.with_repeat(repeat))
-        keys = [request_key(r, repeat) for r in requests]
-        found = judge.cache.lookup(judge.name, judge.model, keys)
-        self.limit.wait(len(set(keys) - {k for k, j in found.items() if j.ok}))
         return judge.judge(requests)
 
     def stats(self) -> dict[str, int]:
@@ -94,8 +66,7 @@ class RemoteJudge:
         return out
 
 
-def start_judge(make_judge: Callable[[], CachedJudge], *,
-                requests_per_minute: float | None = None) -> tuple[Any, RemoteJudge]:
+def start_judge(make_judge: Callable[[], CachedJudge]) -> tuple[Any, RemoteJudge]:
     """Start the judge actor (Ray must be initialised) and return it with its proxy.
 
     The actor is pinned to the driver's node, so the cache file lives where the sweep's
@@ -107,6 +78,6 @@ def start_judge(make_judge: Callable[[], CachedJudge], *,
     actor = ray.remote(JudgeService).options(
         num_cpus=0, max_restarts=-1, max_task_retries=-1,
         scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-    ).remote(make_judge, requests_per_minute)
+    ).remote(make_judge)
     name, model, deterministic = ray.get(actor.identity.remote())
     return actor, RemoteJudge(actor, name, model, deterministic)

@@ -173,9 +173,10 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
         if remote:
             from instir.distributed.judge import start_judge
 
-            _, judge = start_judge(_judge_factory(grid, out), requests_per_minute=spec.requests_per_minute)
+            _, judge = start_judge(_judge_factory(grid, out))
         judging = judge_runs(out, backend=spec.backend, model=spec.model, base_url=spec.base_url,
-                             api_key_env=spec.api_key_env, timeout_s=spec.timeout_s, max_instances=spec.max_instances,
+                             api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
+                             requests_per_minute=spec.requests_per_minute, max_instances=spec.max_instances,
                              repeats=spec.repeats, judge=judge, data_root=grid.data_root, loaded=loaded)
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
         return _step_failed(out, "judge", e)
@@ -438,6 +439,6 @@ def _judge_factory(grid: Grid, out: Path) -> functools.partial:
     spec = grid.judge
     return functools.partial(make_judge, spec.backend, model=spec.model or None, base_url=spec.base_url or None,
                              api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
-                             cache=out / "judge" / "judgments.sqlite")
+                             requests_per_minute=spec.requests_per_minute, cache=out / "judge" / "judgments.sqlite")
 
 

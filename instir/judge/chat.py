@@ -110,7 +110,8 @@ class OpenAICompatibleJudge:
     v1 API, vLLM, Ollama, llama.cpp server, LM Studio).
 
     ``base_url`` ends before ``/chat/completions``; it, ``api_key_env``, ``auth_header`` (Azure: ``"api-key"``),
-    ``query_params`` (Azure's ``api-version``) and ``timeout_s`` make the :attr:`endpoint`
+    ``query_params`` (Azure's ``api-version``), ``timeout_s`` and ``requests_per_minute`` (the provider's rate
+    limit, kept by pacing every attempt: :class:`~instir.http_retry.Pace`) make the :attr:`endpoint`
     (:class:`~instir.http_retry.Endpoint`: the key read from the environment variable so named at request
     time, no header when it is unset, as local servers need none). ``call_settings`` is a preset
     name of :data:`CALL_SETTINGS` or a :class:`CallSettings`; keyword ``overrides`` change single
@@ -134,9 +135,10 @@ class OpenAICompatibleJudge:
                  auth_header: str = "Authorization", query_params: Mapping[str, str] | None = None,
                  concurrency: int = 4, timeout_s: float = 60.0, max_retries: int = 6, backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, price_per_1m: tuple[float, float] | None = None,
-                 progress: bool = True, **overrides: Any):
+                 requests_per_minute: float | None = None, progress: bool = True, **overrides: Any):
         self.endpoint = Endpoint(base_url, api_key_env=api_key_env, auth_header=auth_header,
-                                 query_params=query_params, timeout_s=timeout_s)
+                                 query_params=query_params, timeout_s=timeout_s,
+                                 requests_per_minute=requests_per_minute)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise UsageError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
         self.settings = resolve_call_settings(call_settings, **overrides)

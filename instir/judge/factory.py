@@ -61,7 +61,8 @@ def key_env_for(api_key_env: str | None, base_url: str) -> str:
 
 def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None = None,
                base_url: str | None = None, api_key_env: str | None = None, timeout_s: float | None = None,
-               max_retries: int | None = None, cache: str | Path | None = None) -> CachedJudge:
+               max_retries: int | None = None, requests_per_minute: float | None = None,
+               cache: str | Path | None = None) -> CachedJudge:
     """The judge ``backend`` names (one of :data:`BACKENDS`), behind the SQLite judgment cache.
 
     ``model``: openai: the served model name (required); hf: a local folder or model id (default:
@@ -71,7 +72,8 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
     ``base_url``, the endpoint before ``/chat/completions`` (default: :data:`OPENAI_BASE_URL`);
     ``api_key_env``, the *name* of the environment variable holding the API key (checked by
     :func:`key_env_for`); ``timeout_s``, seconds each attempt may take, connect to body (default 60);
-    ``max_retries``, retries per request (default 6). Empty strings count as not given, as the
+    ``max_retries``, retries per request (default 6); ``requests_per_minute``, the provider's rate limit, kept by
+    pacing every request (default: none). Empty strings count as not given, as the
     notebooks' parameters use them. Raises :class:`instir.errors.UsageError` (a ``ValueError``)
     for an unknown backend, an openai judge without a model, a key variable :func:`key_env_for`
     refuses or a timeout/retry count out of range."""
@@ -90,7 +92,7 @@ def make_judge(backend: str, *, model: str | None = None, gguf_file: str | None 
                              "or the name of the model a local server serves")
         url = base_url or OPENAI_BASE_URL
         refuse_url_credentials(url, "base_url")  # before the key's check, whose message repeats the URL
-        options = {"timeout_s": timeout_s, "max_retries": max_retries}
+        options = {"timeout_s": timeout_s, "max_retries": max_retries, "requests_per_minute": requests_per_minute}
         judge = OpenAICompatibleJudge(model, url, api_key_env=key_env_for(api_key_env, url),
                                       **{k: v for k, v in options.items() if v is not None})
     elif backend == "hf":

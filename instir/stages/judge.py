@@ -375,14 +375,15 @@ def judge_spread(layout: ReportLayout, loaded: dict[str, Benchmark], pairs: Sequ
 @writes_stage("04_judge_validation")
 def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, backend: str = "hf", model: str = "",
                base_url: str = "", api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0,
+               requests_per_minute: float | None = None,
                max_instances: int | None = 5, repeats: int = 2, validate: bool = True, judge: Any = None,
                k: int = K, seed: int = 0, data_root: str | None = None,
                loaded: LoadedBenchmarks | None = None) -> Judging:
     """The judge stage: the judge (``backend``/``model``/``base_url``; the key from the
-    environment variable named ``api_key_env``, never a value; or ``judge``, one already built,
-    such as the sweep's judge actor) validated on at most ``max_instances`` (None: 20) gold pairs per
-    (subset, level, label) stratum of each benchmark (unless ``validate`` is False), InstFol@20
-    of every run pair of ``runs/runs.csv`` on a stratified sample (``seed``) of at most
+    environment variable named ``api_key_env``, never a value; at most ``requests_per_minute`` requests a minute;
+    or ``judge``, one already built, such as the sweep's judge actor) validated on at most ``max_instances``
+    (None: 20) gold pairs per (subset, level, label) stratum of each benchmark (unless ``validate`` is False),
+    InstFol@20 of every run pair of ``runs/runs.csv`` on a stratified sample (``seed``) of at most
     ``max_instances`` instances per benchmark (None: all), its ranking against
     ``metrics/metrics.csv`` (when the evaluate stage wrote it), and its spread over ``repeats``
     judgments (one: no judge spread, the query-sample spread alone); ``k`` is the lists' cut-off
@@ -405,7 +406,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
                           data_root, loaded)
     if judge is None:
         judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
-                           cache=layout.judgments)
+                           requests_per_minute=requests_per_minute, cache=layout.judgments)
         if backend == "openai":
             require_reachable(base_url, min(timeout_s, 5.0))
     validations = ({name: validate_judge(bench, judge, per_stratum=per_stratum, seed=seed)

@@ -77,6 +77,24 @@ def test_a_judge_whose_answers_are_malformed_still_leaves_runs_metrics_and_summa
     assert positions["error"].str.startswith("malformed log-probabilities").all()
 
 
+def test_the_grids_rate_limit_paces_every_request_of_a_serial_sweeps_judge(tmp_path, monkeypatch):
+    # before, only the Ray sweep's judge actor read requests_per_minute (and let each call's requests start at
+    # once): a serial sweep sent its requests as fast as the server answered. The pace itself:
+    # tests/judge/test_backends_http.py
+    from instir.http_retry import Pace
+    from tests.judge.judge_fakes import FakeChatServer, Reply
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    paced, wait = [], Pace.wait
+    monkeypatch.setattr(Pace, "wait", lambda self: paced.append(self.interval) or wait(self))
+    with FakeChatServer(responder=lambda body: Reply(400, "no")) as server:  # answered or not, a request is paced
+        grid = parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["bm25"], "k": 20,
+                           "judge": {"backend": "openai", "model": "fake-model", "base_url": server.url,
+                                     "max_instances": 1, "repeats": 1, "requests_per_minute": 600_000}})
+        run_sweep(grid, tmp_path, executor="serial")
+    assert server.count > 20 and paced == [60 / 600_000] * server.count
+
+
 def _judge_that_falls_over(monkeypatch) -> None:
     """The judge stage raises, as a judge that dies in the middle of a sweep does."""
     from instir.stages import judge

@@ -159,6 +159,57 @@ def test_results_come_back_in_input_order_with_bounded_concurrency():
     assert server.max_in_flight == 3
 
 
+def _paced(judge, per_minute):
+    """``judge`` with its endpoint's pace on a clock that stands still at 100 s, recording the waits it asks for."""
+    from instir.http_retry import Pace
+
+    waits = []
+    judge.endpoint.pace = Pace(per_minute, clock=lambda: 100.0, sleep=waits.append)
+    return judge, waits
+
+
+def test_a_rate_limit_spreads_every_attempt_of_one_call_over_the_minute_whatever_the_concurrency():
+    # before, the limit (the Ray sweep's alone) let a whole call's requests start at once: 200 requests of one call
+    # under a limit of 60 a minute all began within seconds, and their retries were not counted
+    with FakeChatServer([Reply(500, "boom")]) as server:  # the first attempt fails: its retry is a request too
+        judge, waits = _paced(make_judge(server.url, concurrency=4, requests_per_minute=60), 60)
+        out = judge.judge(numbered_requests(5))
+    assert all(j.ok for j in out) and server.count == 6
+    assert sorted(waits) == [1.0, 2.0, 3.0, 4.0, 5.0]  # one start a second: never two within one 60/60 s
+
+
+def test_the_pace_starts_at_most_the_rate_in_any_minute():
+    from instir.http_retry import Pace
+
+    now, starts = [0.0], []
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    pace = Pace(7, clock=lambda: now[0], sleep=sleep)
+    for step in [0.0] * 20 + [3.0, 50.0, 0.0, 0.0, 120.0] + [0.0] * 10:  # bursts and pauses between requests
+        now[0] += step
+        pace.wait()
+        starts.append(now[0])
+    assert max(sum(t <= s < t + 60 - 1e-9 for s in starts) for t in starts) == 7  # (60 / 7) * 7 is 59.999…
+    assert Pace(None).interval == 0.0
+
+
+def test_judgments_the_cache_holds_are_not_paced(tmp_path):
+    with FakeChatServer() as server:
+        judge, waits = _paced(make_judge(server.url, requests_per_minute=30), 30)
+        cached = CachedJudge(judge, tmp_path / "j.sqlite")
+        cached.judge(numbered_requests(3))
+        cached.judge(numbered_requests(3))
+    assert waits == [2.0, 4.0] and server.count == 3
+
+
+@pytest.mark.parametrize("value", [0, -1, float("inf"), "fast", True])
+def test_a_rate_limit_that_is_no_positive_number_is_refused(value):
+    with raises_saying(ValueError, "requests_per_minute takes a positive number"):
+        make_judge("http://127.0.0.1:1/v1", requests_per_minute=value)
+
+
 def test_default_call_settings_are_the_authors():
     # SighingSnow/IFIR src/utils/llm_metrics/evaluator.py, OpenAIEvaluator.score
     with FakeChatServer() as server:

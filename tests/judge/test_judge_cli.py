@@ -235,7 +235,19 @@ def test_timeout_and_max_retries_reach_the_backend(tmp_path, capsys):
     assert float(failure_rate[1]) == pytest.approx(1 / len(bodies), abs=1e-4)
 
 
+def test_requests_per_minute_paces_every_request_of_the_command(tmp_path, monkeypatch):
+    from instir.http_retry import Pace
+
+    paced, wait = [], Pace.wait
+    monkeypatch.setattr(Pace, "wait", lambda self: paced.append(self.interval) or wait(self))
+    with FakeChatServer() as server:
+        assert validate_openai(server, tmp_path, "--requests-per-minute", "600000") == 0
+    assert server.count > 0 and paced == [60 / 600_000] * server.count
+
+
 @pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--timeout", "soon"), ("--max-retries", "-1"),
+                                               ("--timeout", "inf"), ("--requests-per-minute", "0"),
+                                               ("--requests-per-minute", "nan"),
                                                ("--seed", "-1"),  # a negative seed was a ValueError traceback
                                                ("--seed", "\u0661\u0662")])  # Arabic-Indic 12: read as 12 before
 def test_bad_timeout_or_retry_values_are_usage_errors(option, value, tmp_path, capsys):
