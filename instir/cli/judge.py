@@ -139,9 +139,9 @@ def judge_command(args: argparse.Namespace) -> int:
 
     check_repeats(args.repeats)  # before the benchmark, the judge and the runs load
     benchmark = benchmark_from_args(args)
-    judge = _cli_judge(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
     answered_instances(benchmark, instructed, query_only, names=("--run", "--query-only-run"))
+    judge = _cli_judge(args)  # (its cache file is made here)
     out = args.out or Path(f"judgment-{benchmark.name.replace('/', '_')}-{benchmark.setting}")
     for option, path in (("--run", args.run), ("--query-only-run", args.query_only_run)):
         refuse_written_input(out, option, path)

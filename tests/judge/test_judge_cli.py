@@ -102,6 +102,7 @@ def test_one_run_given_as_both_is_refused_before_any_judgment(sample_runs, tmp_p
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the instructed and the query-only run are one run" in err
     assert backend_calls == [] and not (tmp_path / "report").exists()
+    assert not (tmp_path / "j.sqlite").exists()  # the judge (its cache file) is made after the runs are read
     run = read_run(sample_runs[0])
     with raises_saying(ValueError, "one run", "0 by construction"):
         instfol(run, run, load_benchmark("ifir-sample/fiqa"), BaselineJudge(progress=False))
