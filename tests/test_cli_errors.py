@@ -659,3 +659,19 @@ def test_a_wrong_type_names_the_argument_and_quotes_a_plain_value():
         expect(12, str, "retrieve(benchmark, …)")
     with pytest.raises(UsageError, match=r"takes a str or Path, got a object"):
         expect(object(), (str, Path), "load(path)")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    # before: "the following arguments are required: --benchmark, --out", blaming what the slip left out
+    (["retrieve", "--benchmrk", "instructir-sample", "--retriever", "bm25", "--out", "x"],
+     "unrecognized argument --benchmrk (did you mean --benchmark?)"),
+    # before: "instir: unrecognized arguments: --mesures nDCG@10", said by the parser of commands
+    (["evaluate", "--benchmark", "instructir-sample", "--run", "r.trec", "--mesures", "nDCG@10"],
+     "unrecognized argument --mesures (did you mean --measures?)"),
+    (["retrieve", "--benchmark", "instructir-sample", "--colour=red"], "unrecognized argument --colour"),
+    # a known option's abbreviation is argparse's to take; the mistake after it is the one said
+    (["retrieve", "--bench", "instructir-sample", "--retriever", "bm25", "--out", "x", "--k", "0"],
+     "argument --k: must be at least 1, got 0"),
+])
+def test_an_option_a_command_does_not_take_is_said_by_the_command_with_the_one_meant(capsys, argv, said):
+    assert fails(capsys, *argv) == f"instir {argv[0]}: {said} (see instir {argv[0]} --help)"

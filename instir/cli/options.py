@@ -8,10 +8,12 @@ import argparse
 import math
 import os
 import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from instir.errors import UsageError
+from instir.errors import UsageError, closest
 from instir.inputs import expanded
 from instir.parameters import depth
 from instir.terminal import terminal_text
@@ -25,10 +27,44 @@ TEXT_WIDTH = 120
 
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (subparsers inherit it): ``instir retrieve: argument
-    --k: must be at least 1, got 0 (see instir retrieve --help)``, exit 2."""
+    --k: must be at least 1, got 0 (see instir retrieve --help)``, exit 2. An option a command does not know is said
+    by the command, with the one meant (``instir retrieve: unrecognized argument --benchmrk (did you mean
+    --benchmark?)``), before argparse's complaint about the required option the slip left out."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.commands = False
+        self.given: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
+        self.commands = True
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self.given = list(sys.argv[1:] if args is None else args)
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and not self.commands:  # a command's own parser says what it does not take
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {self.unknown_option() or message} (see {self.prog} --help)\n")
+
+    def unknown_option(self) -> str | None:
+        """The first ``--option`` given that this command does not take (nor abbreviates), with the closest one it
+        takes; None for the parser of commands and where every option is known."""
+        if self.commands:
+            return None
+        options = list(self._option_string_actions)  # argparse's own table, groups' options included
+        for arg in self.given:
+            if arg == "--":
+                break
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and not any(option.startswith(name) for option in options):
+                close = closest(name[2:], [option[2:] for option in options if option.startswith("--")])
+                return f"unrecognized argument {name}" + (f" (did you mean --{close}?)" if close else "")
+        return None
 
 
 def positive_int(text: str) -> int:
