@@ -224,8 +224,13 @@ def _ir_measure(text: str) -> Any:
     import ir_measures
 
     head, cutoff = split_cutoff(text)
-    if cutoff is not None and re.fullmatch(r"-\d+", cutoff):  # ir-measures cannot read it; the depth rule says why
-        depth(int(cutoff), where=f"measure {head}@{cutoff}: the cutoff")
+    if cutoff is not None and not re.fullmatch(r"[0-9]+", cutoff):  # ir-measures said "invalid decimal literal" …
+        apart = "; measures are given apart: nDCG@10 R@100" if "," in cutoff else ""
+        try:  # the depth rule says what a cutoff takes
+            depth(int(cutoff) if re.fullmatch(r"-[0-9]+", cutoff) else cutoff,
+                  where=f"measure {quoted(text)}: the cutoff")
+        except UsageError as err:
+            raise UsageError(f"{err}{apart}") from None
     spelled = LOWER_CASE_NAMES.get(head.lower(), head) + ("" if cutoff is None else f"@{cutoff}")
     try:
         return ir_measures.parse_measure(spelled)

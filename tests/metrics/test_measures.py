@@ -56,13 +56,25 @@ def test_a_measure_is_a_value_with_a_unit_and_a_base():
 
 
 def test_a_measure_that_cannot_be_is_refused_in_one_line():
-    for bad, message in (("ERR@10", "not supported by the pytrec_eval provider"), ("nDCG@@10", "cannot read measure"),
+    for bad, message in (("ERR@10", "not supported by the pytrec_eval provider"),
+                         ("nDCG@@10", "'nDCG@@10': the cutoff takes a whole number"),
                          ("nDGC@10", "unknown measure 'nDGC'"),
                          ("P@10[ifir-native]", "IFIR-native measures are nDCG@k and RR@k"), (3, "got 3")):
         with pytest.raises(UsageError, match=message):
             parse_measure(bad)
     with pytest.raises(UsageError, match="no measures given"):
         parse_measures([])
+
+
+@pytest.mark.parametrize(("bad", "said"), [
+    # before, ir-measures' parser's words: "problem parsing measure invalid decimal literal (<unknown>, line 1) …"
+    ("nDCG@1O", "measure 'nDCG@1O': the cutoff takes a whole number of at least 1 (at most 2,147,483,647), got '1O'"),
+    ("R@\u0661\u0660", "got '\u0661\u0660'"),  # Arabic-Indic 10
+    ("nDCG@10,R@100", "got '10,R@100'; measures are given apart: nDCG@10 R@100"),
+])
+def test_a_cutoff_that_is_no_whole_number_is_said_so_by_the_depth_rule(bad, said):
+    with raises_saying(UsageError, said):
+        parse_measure(bad)
 
 
 @pytest.mark.parametrize("bad", ["ndcg_at_10@5", "ndcg@ten", "foo_at_10"])
