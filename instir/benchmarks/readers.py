@@ -394,6 +394,21 @@ def corpus_doc(rec: dict[str, Any], path: Path, n: int | str, *, skip_empty: boo
     return Doc(id=doc_id, text=text, title=title)
 
 
+#: The first header field of a qrels TSV (BEIR's ``query-id``, the InstructIR release's ``qid`` …).
+QRELS_HEADS = ("qid", "query-id", "query_id", "query")
+
+
+def qrels_fields(path: Path) -> tuple[str, str, str]:
+    """The names an error gives the query, document and grade fields of a qrels file: a TSV's header's where it has
+    one (the InstructIR release's ``qid``, ``pid``, ``score``), else the Hugging Face and MTEB layouts' ``query-id``,
+    ``corpus-id`` and ``score``."""
+    if Path(path).suffix not in (".jsonl", ".parquet"):
+        first = next((line for _, line in text_lines(Path(path))), "").rstrip("\r\n").split("\t")
+        if first[0].strip().lower() in QRELS_HEADS and len(first) in (3, 4):
+            return first[0].strip(), first[-2].strip(), first[-1].strip()
+    return "query-id", "corpus-id", "score"
+
+
 def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
     """Read qrels from a TSV (``qid pid score`` with or without header, as BEIR and the
     InstructIR release write it), a 4-column TREC qrels file, or JSON lines / Parquet with
@@ -404,12 +419,13 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
     path = Path(path)
     qrels: Qrels = {}
     lines: dict[tuple[str, str], int] = {}
+    query_field, doc_field, grade_field = qrels_fields(path)
 
-    def add(qid: str, did: str, value: Any, n: int, field: str) -> None:
-        g = grade(value, path, n, field)
+    def add(qid: str, did: str, value: Any, n: int) -> None:
+        g = grade(value, path, n, grade_field)
         if (qid, did) in lines:
-            raise FormatError(path, n, "corpus-id", f"duplicate judgment for ({quoted(qid)}, {quoted(did)}) "
-                                                    f"(first on line {lines[(qid, did)]})")
+            raise FormatError(path, n, doc_field, f"duplicate judgment for ({quoted(qid)}, {quoted(did)}) "
+                                                  f"(first on line {lines[(qid, did)]})")
         qrels.setdefault(qid, {})[did] = g
         lines[(qid, did)] = n
 
@@ -417,7 +433,7 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
         for n, rec in read_records(path):
             if rec.get("score") is None:  # no grade is no judgment: never read as relevant
                 raise FormatError(path, n, "score", "missing (expected an integer grade)")
-            add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec["score"], n, "score")
+            add(field_str(rec, "query-id", path, n), field_str(rec, "corpus-id", path, n), rec["score"], n)
     else:
         rows = csv.reader((line for _, line in text_lines(path)), delimiter="\t")
         for row in rows:
@@ -426,7 +442,7 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
                 continue
             if len(row) == 1:
                 row = ascii_fields(row[0])
-            if n == 1 and row[0].strip().lower() in ("qid", "query-id", "query_id", "query"):
+            if n == 1 and row[0].strip().lower() in QRELS_HEADS:
                 continue
             if len(row) == 3:
                 qid, did, value = row
@@ -434,8 +450,8 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
                 qid, _, did, value = row
             else:
                 raise FormatError(path, n, None, f"expected 3 tab-separated columns (qid, pid, score), got {len(row)}")
-            add(check_id(qid.strip(ASCII_SPACE), path, n, "query-id"), check_id(did.strip(ASCII_SPACE), path, n,
-                                                                                "corpus-id"), value, n, "score")
+            add(check_id(qid.strip(ASCII_SPACE), path, n, query_field),
+                check_id(did.strip(ASCII_SPACE), path, n, doc_field), value, n)
     if not qrels:
         raise FormatError(path, None, None, "no judgments found")
     return qrels, lines
@@ -443,12 +459,13 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
 
 def check_qrels(qrels: Qrels, lines: dict[tuple[str, str], int], path: Path,
                 query_ids: Container[str], doc_ids: Container[str]) -> None:
-    """Raise if a judgment points at a query or a document the benchmark does not have."""
+    """Raise if a judgment points at a query or a document the benchmark does not have (naming the field as the
+    file does: :func:`qrels_fields`)."""
     for (qid, did), n in lines.items():
         if qid not in query_ids:
-            raise FormatError(path, n, "query-id", f"unknown query id {quoted(qid)} (not in the query file)")
+            raise FormatError(path, n, qrels_fields(path)[0], f"unknown query id {quoted(qid)} (not in the query file)")
         if did not in doc_ids:
-            raise FormatError(path, n, "corpus-id", f"unknown document id {quoted(did)} (not in the corpus)")
+            raise FormatError(path, n, qrels_fields(path)[1], f"unknown document id {quoted(did)} (not in the corpus)")
 
 
 def read_qrels_files(paths: Sequence[Path], query_ids: Container[str], doc_ids: Container[str]) -> Qrels:
@@ -461,7 +478,7 @@ def read_qrels_files(paths: Sequence[Path], query_ids: Container[str], doc_ids: 
         check_qrels(qrels, lines, path, query_ids, doc_ids)
         for (qid, did), n in lines.items():
             if did in merged.get(qid, {}):
-                raise FormatError(path, n, "corpus-id",
+                raise FormatError(path, n, qrels_fields(path)[1],
                                   f"({quoted(qid)}, {quoted(did)}) is judged in an earlier qrels file too")
         for qid, rel in qrels.items():
             merged.setdefault(qid, {}).update(rel)

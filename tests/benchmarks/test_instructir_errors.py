@@ -128,14 +128,15 @@ def test_judgment_of_unknown_document_is_rejected(tmp_path):
     root = copy("hf", tmp_path)
     path = root / "qrels" / "test.tsv"
     path.write_text(path.read_text().replace("91422_3\t7564348_3", "91422_3\t7564348_99"))
-    assert "'7564348_99'" in load_error(root, path, 16, "corpus-id")
+    # the field as the file's header names it (qid, pid, score): before, 'corpus-id', a name the file does not hold
+    assert "'7564348_99'" in load_error(root, path, 16, "pid")
 
 
 def test_judgment_of_unknown_query_is_rejected(tmp_path):
     root = copy("github", tmp_path)
     path = root / "qrels" / "for_only_query_test.tsv"
     path.write_text(path.read_text() + "1234\t7749348_1\t1\n")
-    assert "'1234'" in load_error(root, path, 21, "query-id", "query-only")
+    assert "'1234'" in load_error(root, path, 21, "qid", "query-only")
 
 
 def test_unjudged_instance_is_rejected(tmp_path):
