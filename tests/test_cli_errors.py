@@ -675,3 +675,10 @@ def test_a_wrong_type_names_the_argument_and_quotes_a_plain_value():
 ])
 def test_an_option_a_command_does_not_take_is_said_by_the_command_with_the_one_meant(capsys, argv, said):
     assert fails(capsys, *argv) == f"instir {argv[0]}: {said} (see instir {argv[0]} --help)"
+
+
+def test_a_rerank_of_a_run_file_that_is_not_there_names_the_file_before_any_model_is_looked_for(capsys, tmp_path):
+    # before, offline: "… castorini/monot5-base-msmarco-10k is not in the Hugging Face cache …", the run never named
+    line = fails(capsys, "rerank", "--benchmark", "instructir-sample", "--system", "monoT5-base", "--run",
+                 str(tmp_path / "nope.trec"), "--out", str(tmp_path / "out"))
+    assert line.endswith("nope.trec: run file not found") and not (tmp_path / "out").exists()

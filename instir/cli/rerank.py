@@ -46,9 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _rerank(args: argparse.Namespace) -> int:
     from instir.retrieval.rerank import rerank
+    from instir.retrieval.runs import read_run
     from instir.systems.rerankers import make_reranker, reranker_from_name
 
     options = {"batch_size": args.batch_size, "dtype": args.dtype or None}
+    benchmark = benchmark_from_args(args)
+    first_stage = read_run(args.run)  # a bad run file is said before a model is looked for (offline: a long wait)
     if args.system:
         if args.model:
             raise UsageError("--model goes with --reranker, not --system")
@@ -62,11 +65,10 @@ def _rerank(args: argparse.Namespace) -> int:
         if not args.model:
             raise UsageError("--reranker needs --model (a model id or local path)")
         reranker = make_reranker(args.reranker, args.model, **{k: v for k, v in options.items() if v is not None})
-    benchmark = benchmark_from_args(args)
     candidates = benchmark.meta.get("top_ranked")
     depth = args.depth or (max(map(len, candidates.values())) if candidates else 100)
     out = output_folder(args.out)  # before the scoring, with "~" expanded
-    run = rerank(args.run, benchmark, reranker, depth=depth, out_dir=out, cache=args.cache,
+    run = rerank(first_stage, benchmark, reranker, depth=depth, out_dir=out, cache=args.cache,
                  query_split=args.query_split)
     scored = f"{run.meta['scored']} pairs scored in {run.meta['wall_time_s']:.1f} s"
     state = "reused" if run.meta.get("reused") else scored
