@@ -50,11 +50,13 @@ def _rerank(args: argparse.Namespace) -> int:
     from instir.systems.rerankers import make_reranker, reranker_from_name
 
     options = {"batch_size": args.batch_size, "dtype": args.dtype or None}
+    if args.system and args.model:
+        raise UsageError("--model goes with --reranker, not --system")
+    if not args.system and not args.model:
+        raise UsageError("--reranker needs --model (a model id or local path)")
     benchmark = benchmark_from_args(args)
     first_stage = read_run(args.run)  # a bad run file is said before a model is looked for (offline: a long wait)
     if args.system:
-        if args.model:
-            raise UsageError("--model goes with --reranker, not --system")
         from instir.systems import get_card, load_cards
         from instir.systems.registry import check_weights_reachable
 
@@ -62,8 +64,6 @@ def _rerank(args: argparse.Namespace) -> int:
         reranker = reranker_from_name(args.system, cards=cards, dtype=options["dtype"], batch_size=args.batch_size)
         check_weights_reachable(get_card(args.system, cards), cards)  # offline: one line, not the Hub's retries
     else:
-        if not args.model:
-            raise UsageError("--reranker needs --model (a model id or local path)")
         reranker = make_reranker(args.reranker, args.model, **{k: v for k, v in options.items() if v is not None})
     candidates = benchmark.meta.get("top_ranked")
     depth = args.depth or (max(map(len, candidates.values())) if candidates else 100)

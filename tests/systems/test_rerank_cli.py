@@ -57,7 +57,9 @@ def test_rerank_system_keeps_its_cards_batch_size_unless_one_is_given(tmp_path, 
         raise SystemExit(0)
 
     monkeypatch.setattr(rerankers, "reranker_from_name", stop_here)
-    argv = ["rerank", "--run", "x.trec", "--benchmark", "followir-sample/core17", "--system", "MonoT5-base (FollowIR)",
+    run = tmp_path / "x.trec"  # read before the reranker is built
+    run.write_text("q1 Q0 d1 1 1.0 first\n")
+    argv = ["rerank", "--run", str(run), "--benchmark", "followir-sample/core17", "--system", "MonoT5-base (FollowIR)",
             "--out", str(tmp_path)]
     for extra in ([], ["--batch-size", "16"]):
         with pytest.raises(SystemExit):
