@@ -50,8 +50,9 @@ MAX_ERROR_BYTES = 64 << 10
 #: Requests a client runs at once at most: each is a thread and a connection to a (paid) API.
 MAX_CONCURRENCY = 64
 
-#: Requests in a row that gave up on connection errors, after which an :class:`Endpoint` sends a request only when
-#: a TCP connect to its host answers (a server that died mid-run fails the rest at once, not after every retry).
+#: Requests that gave up on connection errors since the last one answered, after which an :class:`Endpoint` sends a
+#: request only when a TCP connect to its host answers (a server that died mid-run fails the rest at once, not after
+#: every retry).
 DOWN_AFTER = 3
 
 
@@ -238,13 +239,14 @@ class Endpoint:
         per attempt: :meth:`headers`), query parameters, pace and masking (:meth:`scrub`); the successful response
         (its body read), or :class:`RequestFailed`. Each attempt ends within ``timeout_s`` seconds and reads at
         most ``max_bytes`` of an answer; a longer answer fails at once (it is not retried). After :data:`DOWN_AFTER`
-        requests in a row gave up on connection errors, a request is sent only if the host takes a TCP connect
-        (:func:`unreachable`: always, through a proxy); else it fails at once, unsent (a rerun resumes what failed)."""
+        requests gave up on connection errors since the last success, a request is sent only if the host takes a
+        TCP connect (:func:`unreachable`: always, through a proxy); else it fails at once, unsent (a rerun resumes
+        what failed)."""
         if self._refused_in_row >= DOWN_AFTER:
             why = unreachable(self.base_url, min(self.timeout_s, 5.0))
             if why:
-                raise RequestFailed(f"connection error: not sent, {why} ({self._refused_in_row} requests in a row "
-                                    "failed to connect)")
+                raise RequestFailed(f"connection error: not sent, {why} ({self._refused_in_row} requests failed to "
+                                    "connect since the last answer)")
         attempt = 0
         while True:
             wait: float | None = None

@@ -16,7 +16,9 @@ kept for inspection, never read or re-sealed), with a warning:
   (``PRAGMA user_version``), and every write transaction stamps it again, so every log the store writes holds
   its first page with that id. A ``-wal`` beside it whose frames do not (another database's, even one that
   rewrote only a table's page) is moved aside before SQLite could replay it over the store; the store's own
-  log, left by a killed run, is replayed.
+  log, left by a killed run, is replayed;
+- a rollback ``-journal`` beside a store in WAL mode, which never writes one (SQLite would roll another database's
+  pages into it).
 
 A damaged file is :class:`CorruptStoreError` naming it and the command that moves it aside; a full disk or an
 I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never a bare ``sqlite3`` error.

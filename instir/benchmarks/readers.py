@@ -137,7 +137,7 @@ ID_FIELDS = frozenset({"_id", "query-id", "corpus-id", "qid", "pid"})
 
 def ascii_fields(line: str) -> list[str]:
     """The fields of a whitespace-separated line (TREC runs and qrels) split as trec_eval splits
-    them: on ASCII spaces and tabs only, so a no-break space stays inside its field (and is then
+    them: on ASCII whitespace only (:data:`ASCII_SPACE`), so a no-break space stays inside its field (and is then
     refused by :func:`check_id`)."""
     return _ASCII_FIELDS.split(line.strip(ASCII_SPACE)) if line.strip(ASCII_SPACE) else []
 

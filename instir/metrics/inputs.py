@@ -2,7 +2,7 @@
 qrels ``{qid: {docid: grade}}`` and a :class:`~instir.retrieval.runs.Run`.
 
 :func:`qrels_of` takes a :class:`~instir.benchmarks.types.Benchmark`, a ``{qid: {docid: grade}}``
-dict, a DataFrame (``qid`` + ``docid``/``docno``/``doc_id`` + ``relevance``/``label``/``grade``,
+dict, a DataFrame (``qid``/``query_id`` + ``docid``/``docno``/``doc_id`` + ``relevance``/``label``/``grade``/``rel``,
 PyTerrier's and the kit's column names), a qrels file path (TREC or BEIR TSV, as
 :func:`instir.benchmarks.readers.read_qrels` reads them), a ranx ``Qrels`` or an iterable of
 ir_measures / ir_datasets qrels (``query_id, doc_id, relevance``). :func:`run_of` takes a Run,
