@@ -109,14 +109,15 @@ class NotebookFailed(RuntimeError):
 def check_parameters(parameters: Mapping[str, object]) -> None:
     """Refuse parameters that could carry a secret into notebooks, outputs or HTML: a name
     that looks like a key/token/password; a value containing something shaped like an API key
-    (a known key prefix) or the value of an environment variable whose name says KEY, TOKEN, SECRET, PASSWORD or
-    CREDENTIAL, in any of its forms (:func:`instir.secrets.leaked_secret`). A name
+    (a known key prefix) or the value of an environment variable whose name says KEY, TOKEN, SECRET, PASSWORD, PASSWD
+    or CREDENTIAL, in any of its forms (:func:`instir.secrets.leaked_secret`). A name
     ending in ``_env`` (such as ``judge_api_key_env``) is allowed when its value is an
     environment variable's *name* that does not itself look like a key
     (:func:`instir.secrets.require_env_name`): that is how notebooks learn where to read a key.
     A URL with credentials in it (user-info, a key-like query parameter) is refused too
-    (:func:`instir.secrets.refuse_url_credentials`). Also refuses values JSON cannot hold.
-    Messages name the parameter or variable, never the value."""
+    (:func:`instir.secrets.refuse_url_credentials`). Also refuses values JSON cannot hold (NaN and infinity
+    among them: a notebook would read ``nan`` as a name it does not know). Messages name the parameter or
+    variable, never the value."""
     if not isinstance(parameters, Mapping):
         raise UsageError(f"parameters are a mapping {{name: value}}, got a {type(parameters).__name__}")
     for name, value in parameters.items():
@@ -127,8 +128,8 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
         elif SECRET_NAME.search(str(name)):
             raise UsageError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
     try:
-        json.dumps(dict(parameters))
-    except TypeError as err:
+        json.dumps(dict(parameters), allow_nan=False)
+    except (TypeError, ValueError) as err:
         raise UsageError(f"parameters must be JSON values (strings, numbers, lists, dicts): {err}") from None
     for name, value in parameters.items():
         found = leaked_secret(json.dumps(value, ensure_ascii=False))  # non-ASCII text as it is, not \u-escaped

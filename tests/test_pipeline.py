@@ -202,6 +202,14 @@ def test_ordinary_parameter_names_pass():
     check_parameters({"max_tokens": 5, "keywords": ["a"], "benchmarks": ["instructir-sample"], "out_dir": "x"})
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [1.0, float("-inf")]])
+def test_a_parameter_json_cannot_hold_is_refused_as_said(value):
+    # before, NaN and infinity passed (json.dumps writes them, as no JSON reader but Python's reads them) into
+    # the report's record and index
+    with raises_saying(ValueError, "parameters must be JSON values", "Out of range float values"):
+        check_parameters({"threshold": value})
+
+
 def test_a_parameter_naming_the_key_variable_passes_but_cannot_hold_a_key():
     check_parameters({"judge_api_key_env": "OPENAI_API_KEY"})
     with pytest.raises(ValueError, match="must name an environment variable"):
