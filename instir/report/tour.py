@@ -57,7 +57,8 @@ def release_folder() -> Path | None:
 
 
 def shorten(text: str, limit: int = 100) -> str:
-    """``text`` cut to ``limit`` characters with an ellipsis (a title, not a quotation)."""
+    """``text`` cut to ``limit`` characters and an ellipsis when longer (:func:`instir.report.html.cut`; a title,
+    not a quotation)."""
     return cut(text, limit)
 
 
