@@ -111,6 +111,9 @@ def test_fingerprint_is_unchanged_by_using_the_model():
     before = model_fingerprint(fresh)
     fresh.encode(["any text at all"])
     assert model_fingerprint(fresh) == before
+    # the tokenizer's spec is remembered between fingerprints: a changed vocabulary is another spec all the same
+    fresh.tokenizer.add_tokens(["<an-added-token>"])
+    assert model_fingerprint(fresh) != before
 
 
 def test_changed_model_weights_miss_the_cache(model, tmp_path):
