@@ -205,12 +205,12 @@ def test_the_cache_lists_the_judges_it_holds(out_dir):
 
 
 def test_the_passages_scores_are_those_of_the_judge_whose_instfol_is_shown(tmp_path):
-    # before, the passages carried the scores of the cache's first judge by name (an earlier embedding baseline)
-    # beside the InstFol of the judge notebook 04 ran last (the lexical baseline)
+    # before, the passages carried the scores of the cache's first judge by name (an earlier baseline, here the
+    # lexical one: its name sorts first, and it loads no model) beside the InstFol of the judge notebook 04 ran last
     from instir.stages import judge_runs, retrieve_runs
 
     retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"])
-    judge_runs(tmp_path, ["ifir-sample/fiqa"], backend="baseline", model="embedding", max_instances=3, repeats=1)
+    judge_runs(tmp_path, ["ifir-sample/fiqa"], backend="baseline", model="lexical", max_instances=3, repeats=1)
     lexical = BaselineJudge("lexical")
     lexical.name, lexical.model = "openai-compatible", "gpt-4o-mini [ifir]"  # named as the papers' judge names itself
     judge = CachedJudge(lexical, tmp_path / "judge" / "judgments.sqlite")
