@@ -18,6 +18,21 @@ from tests.test_one_writer import Holder
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A reports folder holding ``r`` as :func:`_finished_report` leaves it, made once for the module: each test
+    changes a copy of it (:func:`copy_finished`)."""
+    reports = tmp_path_factory.mktemp("finished") / "reports"
+    _finished_report(reports / "r")
+    return reports
+
+
+def copy_finished(finished: Path, out: Path) -> None:
+    """``out`` (``<reports>/r``) and its index as :func:`_finished_report` leaves them: a copy of ``finished``
+    that keeps the files' times, as a report folder copied stays as it was (tested below)."""
+    shutil.copytree(finished, out.parent, copy_function=shutil.copy2)
+
+
 def _finished_report(out: Path) -> None:
     """``out`` as a finished ``instir run`` of 02 and 03 leaves it (pages rendered, report.json ok)."""
     retrieve_runs(out, ["instructir-sample"], ["bm25"], k=100)
@@ -31,9 +46,9 @@ def _finished_report(out: Path) -> None:
     write_index(out.parent)
 
 
-def test_a_folder_whose_pages_agree_is_ok_and_a_later_stage_run_makes_the_pages_after_it_stale(tmp_path):
+def test_a_folder_whose_pages_agree_is_ok_and_a_later_stage_run_makes_the_pages_after_it_stale(tmp_path, finished):
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     assert stale_pages(out) == []
     assert '<span class="ok">ok</span>' in (tmp_path / "reports" / "index.html").read_text()
 
@@ -53,19 +68,19 @@ def test_a_folder_whose_pages_agree_is_ok_and_a_later_stage_run_makes_the_pages_
     assert "it read runs/" not in stale["03_metrics"] and "03_metrics.html shows an earlier run" in stale["03_metrics"]
 
 
-def test_files_changed_by_a_writer_that_records_nothing_make_the_stage_stale(tmp_path):
+def test_files_changed_by_a_writer_that_records_nothing_make_the_stage_stale(tmp_path, finished):
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     (out / "metrics" / "metrics.csv").write_text("benchmark,system\nx,y\n")
     (reason,) = [found for found in stale_pages(out) if found.notebook == "03_metrics"]
     assert "metrics/ was changed after its last run" in reason.reasons[0]
 
 
 @pytest.mark.parametrize("change", ["edited", "deleted"])
-def test_a_run_file_edited_in_place_or_deleted_makes_the_pages_made_from_it_stale(tmp_path, change):
+def test_a_run_file_edited_in_place_or_deleted_makes_the_pages_made_from_it_stale(tmp_path, change, finished):
     # the digest hashed the folder's tables only: runs.csv stayed as it was, and the index said ok
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     run = sorted((out / "runs").glob("*.trec"))[0]
     if change == "edited":  # the same documents, the ranking turned over: another run under the same name
         lines = run.read_text().splitlines()
@@ -80,11 +95,11 @@ def test_a_run_file_edited_in_place_or_deleted_makes_the_pages_made_from_it_stal
             score_runs(out, ["instructir-sample"])
 
 
-def test_a_page_edited_or_deleted_after_the_kit_rendered_it_is_named_on_the_index(tmp_path):
+def test_a_page_edited_or_deleted_after_the_kit_rendered_it_is_named_on_the_index(tmp_path, finished):
     # the record held each page's digest, but only the next instir run looked: the index said ok and linked a
     # deleted page, and a page reading "nDCG@10 99.9" passed for the kit's
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     (out / "03_metrics.html").write_text("<html>nDCG@10 (EDITED: 99.9)</html>")
     (out / "02_retrieval.html").unlink()
     stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
@@ -95,7 +110,7 @@ def test_a_page_edited_or_deleted_after_the_kit_rendered_it_is_named_on_the_inde
     assert '<span class="ok">' not in index and "03_metrics.html was changed after the kit rendered it" in index
 
 
-def test_a_folder_whose_runs_are_as_written_keeps_the_digest_an_earlier_version_recorded(tmp_path):
+def test_a_folder_whose_runs_are_as_written_keeps_the_digest_an_earlier_version_recorded(tmp_path, finished):
     # the digest of the runs folder took in every run's state: every report made before read as stale
     import hashlib
 
@@ -103,16 +118,15 @@ def test_a_folder_whose_runs_are_as_written_keeps_the_digest_an_earlier_version_
     from instir.report.provenance import folder_digest
 
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     tables_only = hashlib.sha256()
     for path in sorted((out / "runs").glob("*.csv")):
         tables_only.update(path.name.encode() + b"\0" + atomic.file_sha256(path).encode() + b"\0")
     assert folder_digest(out / "runs") == tables_only.hexdigest()
 
 
-def test_a_report_folder_copied_with_its_times_or_without_stays_as_it_was(tmp_path):
-    out = tmp_path / "reports" / "r"
-    _finished_report(out)
+def test_a_report_folder_copied_with_its_times_or_without_stays_as_it_was(tmp_path, finished):
+    out = finished / "r"  # the folder the stages wrote, only read here
     for copy, copier in ((tmp_path / "a" / "r", shutil.copy2), (tmp_path / "b" / "r", shutil.copy)):
         shutil.copytree(out, copy, copy_function=copier)
         assert stale_pages(copy) == []
@@ -189,24 +203,24 @@ def test_one_name_where_a_list_is_asked_is_a_list_of_one(tmp_path):
         run_reports(REPO / "notebooks" / "00_tour.ipynb", ["k"], tmp_path / "other")
 
 
-def test_a_hidden_table_beside_a_stages_files_leaves_its_pages_as_they_were(tmp_path):
+def test_a_hidden_table_beside_a_stages_files_leaves_its_pages_as_they_were(tmp_path, finished):
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     (out / "metrics" / ".scratch.csv").write_text("a\n1\n")  # an editor's or one's own hidden file: not the stage's
     assert stale_pages(out) == []
 
 
-def test_a_stale_page_names_only_the_parameters_that_differ(tmp_path):
+def test_a_stale_page_names_only_the_parameters_that_differ(tmp_path, finished):
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
     stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
     assert "(k 100 → 20)" in stale["02_retrieval"]  # the benchmarks and systems, the same, are not named
 
 
-def test_a_page_that_is_gone_is_said_gone_not_said_to_show_an_earlier_run(tmp_path):
+def test_a_page_that_is_gone_is_said_gone_not_said_to_show_an_earlier_run(tmp_path, finished):
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     retrieve_runs(out, ["instructir-sample"], ["bm25"], k=20)
     (out / "02_retrieval.html").unlink()
     stale = {found.notebook: " ".join(found.reasons) for found in stale_pages(out)}
@@ -214,13 +228,13 @@ def test_a_page_that_is_gone_is_said_gone_not_said_to_show_an_earlier_run(tmp_pa
     assert "shows an earlier run" not in stale["02_retrieval"]
 
 
-def test_judging_again_after_the_paper_tables_makes_the_paper_tables_stale_naming_what_changed(tmp_path):
+def test_judging_again_after_the_paper_tables_makes_the_paper_tables_stale_naming_what_changed(tmp_path, finished):
     # notebook 05 compares judge/instfol.csv with the papers: InstFol judged again (another number of instances)
     # after it ran leaves its tables showing the earlier InstFol, and the index must not say ok
     from instir.stages import judge_runs
 
     out = tmp_path / "reports" / "r"
-    _finished_report(out)
+    copy_finished(finished, out)
     judge_runs(out, backend="baseline", max_instances=2, repeats=1, validate=False)
     paper_tables(out)
     assert "05_paper_tables" not in {found.notebook for found in stale_pages(out)}
