@@ -88,9 +88,9 @@ def test_a_server_that_trickles_its_answer_fails_the_attempt_at_the_deadline(tra
     headers = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + transfer + b"\r\n"
     with RawServer(trickle(headers)) as server:
         start = time.perf_counter()
-        [j] = judge_for(server.url, timeout_s=1.0, max_retries=0).judge(numbered_requests(1))
+        [j] = judge_for(server.url, timeout_s=0.5, max_retries=0).judge(numbered_requests(1))
         took = time.perf_counter() - start
-    assert not j.ok and "no complete answer within 1 s" in j.error
+    assert not j.ok and "no complete answer within 0.5 s" in j.error
     assert took < 3.0, took  # was: waiting as long as the server trickles (each read arrives within the timeout)
 
 
@@ -101,10 +101,10 @@ def test_a_server_that_trickles_its_headers_fails_the_attempt_at_the_deadline():
             time.sleep(0.2)
     with RawServer(serve) as server:
         start = time.perf_counter()
-        [j] = judge_for(server.url, timeout_s=1.0, max_retries=1).judge(numbered_requests(1))
+        [j] = judge_for(server.url, timeout_s=0.5, max_retries=1).judge(numbered_requests(1))
         took = time.perf_counter() - start
-    assert not j.ok and "gave up after 2 attempts" in j.error and "no complete answer within 1 s" in j.error
-    assert took < 4.5, took  # two attempts of at most 1 s each, and the wait between them
+    assert not j.ok and "gave up after 2 attempts" in j.error and "no complete answer within 0.5 s" in j.error
+    assert took < 4.5, took  # two attempts of at most 0.5 s each, and the wait between them
 
 
 def flood(server: RawServer, conn: socket.socket) -> None:
