@@ -170,22 +170,16 @@ def _format(value: str | list[str] | None) -> Format | None:
     return tuple(value) if isinstance(value, list) else value
 
 
-#: :func:`_family_templates`' last templates, with the catalog's families they were made from.
-_FAMILY_TEMPLATES: list[tuple[tuple, dict[str, Template]]] = []
-
-
 def _family_templates() -> dict[str, Template]:
-    """The templates of every benchmark family's spec, each with the spec's ``template_source``: read from the
-    catalog at each call (a family registered later, from outside the package, brings its templates). Made again
-    only when the catalog's families are other objects than last time (:func:`catalog.reload` keeps the family of
-    an unchanged spec the same object): every template lookup asks for them."""
-    families = tuple(catalog.family(name) for name in catalog.families())
-    if _FAMILY_TEMPLATES:
-        (seen, made), = _FAMILY_TEMPLATES
-        if len(seen) == len(families) and all(a is b for a, b in zip(seen, families)):
-            return dict(made)
+    """The templates of every benchmark family's spec, each with the spec's ``template_source`` (a family registered
+    later, from outside the package, brings its templates): a copy of :func:`_made_family_templates`'."""
+    return dict(_made_family_templates())
+
+
+@catalog.remembered  # every template lookup asks for them
+def _made_family_templates() -> dict[str, Template]:
     out, defined = {}, dict.fromkeys((t.name for t in _KIT), "the kit's templates (instir/formatting.py)")
-    for fam in families:
+    for fam in (catalog.family(name) for name in catalog.families()):
         for i, spec in enumerate(fam.template_formats):
             if spec["name"] in defined:  # one would silently replace the other, for every family
                 raise UsageError(f"{fam.at('template', i, 'name')}: field 'template': a template "
@@ -198,8 +192,7 @@ def _family_templates() -> dict[str, Template]:
                                              domains=spec.get("domains", {}), source=fam.template_source)
             except ValueError as err:  # a field no instance fills, in a spec from outside the package
                 raise UsageError(f"{fam.at('template', i)}: field 'template': {err}") from None
-    _FAMILY_TEMPLATES[:] = [(families, out)]
-    return dict(out)
+    return out
 
 
 def check_spec_templates(family: str) -> None:

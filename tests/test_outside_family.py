@@ -21,7 +21,7 @@ import instir
 from instir.benchmarks import catalog, load_benchmark
 from instir.cli import main
 from instir.errors import UsageError, UserError
-from instir.formatting import get_template
+from instir.formatting import get_template, list_templates
 from instir.metrics.measures import parse_measure
 from instir.retrieval import retrieve, write_run
 from instir.systems import build_system
@@ -766,3 +766,22 @@ def test_mteb_ids_of_a_family_without_an_mteb_task_are_refused_in_one_line(outsi
     outside()
     with pytest.raises(UsageError, match=r"^MTEB has no task for trio-sample \(tasks: .*InstructIR"):
         mteb_task("trio-sample")
+
+
+def test_what_is_made_from_the_specs_is_made_again_only_when_a_family_changes(monkeypatch):
+    # the templates and the papers' shaped tables are kept between calls (each was made anew thousands of times per
+    # page); a family registered from outside must still bring its own
+    made = []
+    count = catalog.remembered(lambda paper: made.append(paper) or len(catalog.families()))
+    assert count("ifir") == count("ifir") and made == ["ifir"]
+    catalog.reload()  # the same specs: the same families, nothing made again
+    assert count("ifir") == len(catalog.families()) and made == ["ifir"]
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(TRIO))
+    catalog.reload()
+    try:
+        assert count("ifir") == len(catalog.families()) and made == ["ifir", "ifir"]
+        assert "trio" in list_templates()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()
+    assert "trio" not in list_templates()

@@ -24,13 +24,13 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, wraps
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import Stemmer
 from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
@@ -718,6 +718,27 @@ def _entries() -> dict[str, Entry]:
                 sub = fam.subsets[name.partition("/")[2]] if fam.subsets else None
                 (samples if is_sample else real)[name] = Entry(name, fam, sub, is_sample)
     return {**samples, **real}
+
+
+T = TypeVar("T")
+
+
+def remembered(make: Callable[..., T]) -> Callable[..., T]:
+    """``make`` remembered per argument tuple while the catalog's families stay the same objects (:func:`reload`
+    keeps an unchanged spec's family; a changed spec or a family from outside makes it anew): the one rule for what
+    is derived from the specs and asked for many times per page (the templates, the papers' shaped tables). The
+    result is shared: a caller that changes it takes a copy."""
+    kept: dict[tuple, tuple[tuple[Family, ...], T]] = {}
+
+    @wraps(make)
+    def get(*args: Any) -> T:
+        current = tuple(_families().values())
+        hit = kept.get(args)
+        if hit is None or len(hit[0]) != len(current) or any(a is not b for a, b in zip(hit[0], current)):
+            hit = kept[args] = (current, make(*args))
+        return hit[1]
+
+    return get
 
 
 def families() -> tuple[str, ...]:

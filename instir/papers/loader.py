@@ -180,21 +180,14 @@ def load_reported(paper: str) -> pd.DataFrame:
     ``reference`` (who printed it); ``source`` (URL or repository path); ``model_key``
     (see :func:`model_key`).
     """
-    families = tuple(catalog.family(name) for name in catalog.families())
-    shaped = _SHAPED.get(paper)
-    if shaped is None or len(shaped[0]) != len(families) or any(a is not b for a, b in zip(shaped[0], families)):
-        raw = _read_csv(paper)
-        builders = {"ifir": _shape_ifir, "instructir": _shape_instructir, "followir": _shape_followir,
-                    "mteb": _shape_mteb}
-        shaped = _SHAPED[paper] = (families, _with_values(builders[paper](raw), raw, paper))
-    return shaped[1].copy()
+    return _shaped(paper).copy()
 
 
-#: :func:`load_reported`'s tables as shaped, each with the catalog's families it was shaped under (the subsets'
-#: printed names, the MTEB tasks and the instance forms come from them; :func:`catalog.reload` keeps the family of
-#: an unchanged spec the same object): the coverage and the compare stage ask for each paper's table many times
-#: per page (~20 ms each), callers get a copy they may change.
-_SHAPED: dict[str, tuple[tuple, pd.DataFrame]] = {}
+@catalog.remembered  # the subsets' printed names, the MTEB tasks and the instance forms come from the families;
+def _shaped(paper: str) -> pd.DataFrame:  # the coverage and the compare stage ask for each table many times per page
+    raw = _read_csv(paper)
+    builders = {"ifir": _shape_ifir, "instructir": _shape_instructir, "followir": _shape_followir, "mteb": _shape_mteb}
+    return _with_values(builders[paper](raw), raw, paper)
 
 
 def _with_values(out: pd.DataFrame, raw: pd.DataFrame, paper: str) -> pd.DataFrame:
