@@ -190,6 +190,10 @@ def load_config(path: str | Path, text: str) -> Any:
             raise InputRefused(f"not valid TOML: {err}") from None
         except RecursionError:
             raise InputRefused("not valid TOML: nested too deeply") from None
+        except ValueError:  # Python's limit on the digits of an int (4300), which tomllib meets as a bare ValueError
+            long = re.search(r"[0-9_]{4301,}", text)
+            raise InputRefused(f"a number of {len(long.group()) if long else 'over 4300'} digits, more than "
+                               "Python reads (4300)", text.count("\n", 0, long.start()) + 1 if long else None) from None
     import yaml
 
     try:

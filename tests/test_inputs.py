@@ -305,3 +305,19 @@ def test_a_path_from_the_home_folder_is_expanded_and_one_of_no_user_here_is_one_
     assert inputs.expanded("~/grid.yaml") == tmp_path / "grid.yaml"
     with pytest.raises(UsageError, match="~no-such-user-72z/grid.yaml: '~no-such-user-72z' is no home folder here"):
         inputs.expanded("~no-such-user-72z/grid.yaml")
+
+
+# ------------------------------------------------------------------ lim76: at the limits, every line ending
+
+
+@pytest.mark.parametrize("name", ["grid.toml", "cards.toml"])
+def test_a_toml_number_of_more_digits_than_python_reads_is_refused_at_its_line_not_a_traceback(tmp_path, name):
+    path = tmp_path / name
+    path.write_text('benchmarks = ["instructir-sample"]\nsystems = ["bm25"]\nk = ' + "9" * 5000 + "\n")
+    with pytest.raises(inputs.InputRefused) as err:
+        inputs.load_config(path, path.read_text())
+    assert str(err.value) == "line 3: a number of 5000 digits, more than Python reads (4300)"
+    with pytest.raises(GridError, match=r"grid.toml:3: a number of 5000 digits") if name == "grid.toml" else \
+            pytest.raises(FormatError, match=r"cards.toml, line 3: a number of 5000 digits"):
+        load_grid(path) if name == "grid.toml" else load_cards([path])
+
