@@ -218,8 +218,8 @@ def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) 
     def holds(line: int, keys: Sequence[str | int]) -> bool:
         """Whether the file up to ``line`` (and on to where that much parses) holds ``keys``."""
         for end in range(line + 1, len(lines) + 1):
-            try:
-                node = parse("\n".join(lines[:end]))
+            try:  # with its line's newline: a CR ending a CRLF line is no line end without it (TOML refuses it)
+                node = parse("\n".join(lines[:end]) + ("\n" if end < len(lines) else ""))
             except Exception:  # a prefix cut inside a value fails as its parser fails it
                 continue
             for key in keys:

@@ -321,3 +321,10 @@ def test_a_toml_number_of_more_digits_than_python_reads_is_refused_at_its_line_n
             pytest.raises(FormatError, match=r"cards.toml, line 3: a number of 5000 digits"):
         load_grid(path) if name == "grid.toml" else load_cards([path])
 
+
+@pytest.mark.parametrize("parse", [tomllib.loads, inputs.load_yaml], ids=["toml", "yaml"])
+def test_the_line_of_a_key_in_a_file_with_crlf_line_ends_is_its_own_line(parse):
+    text = ("# a comment\r\n" * 5 + "k = 1\r\nj = 2\r\n") if parse is tomllib.loads else \
+        ("# a comment\r\n" * 5 + "k: 1\r\nj: 2\r\n")
+    assert inputs.key_line(text, parse, ["j"]) == 7
+    assert inputs.key_line(text.replace("\r\n", "\n"), parse, ["j"]) == 7
