@@ -95,7 +95,12 @@ def describe(err: BaseException) -> str:
         text = f"database error: {err}"
     else:
         text = str(err) or type(err).__name__
-    text = terminal_text(re.sub(r"\s*\n\s*", " ", text.strip()))
+    return cut_message(terminal_text(re.sub(r"\s*\n\s*", " ", text.strip())))
+
+
+def cut_message(text: str) -> str:
+    """``text`` itself, or its first :data:`MAX_MESSAGE_CHARS` characters and how many more it held: every message
+    a command answers with (:func:`describe`, and argparse's, :class:`instir.cli.options.Parser`)."""
     if len(text) > MAX_MESSAGE_CHARS:
         text = f"{text[:MAX_MESSAGE_CHARS]}… ({len(text) - MAX_MESSAGE_CHARS} more characters)"
     return text

@@ -282,3 +282,24 @@ def test_rerank_system_whose_weights_are_neither_cached_nor_downloadable_is_one_
     assert line.startswith("instir rerank: system 'monoT5-base")
     assert "castorini/monot5-base-msmarco-10k is not in the Hugging Face cache" in line and "offline" in line
     assert not (tmp_path / "re").exists()
+
+
+# ------------------------------------------------------------------ lim76: counts and messages at their limits
+
+
+@pytest.mark.parametrize("argv", [["evaluate", "--resamples"], ["retrieve", "--k"], ["evaluate", "--seed"]],
+                         ids=["count", "depth", "seed"])
+def test_a_count_of_more_digits_than_python_reads_is_one_short_line_saying_so(capsys, argv):
+    # on main: argparse's "invalid positive_int value: '999…'", the 5000 digits quoted whole
+    line = fails(capsys, *argv, "9" * 5000)
+    assert f"argument {argv[1]}: a number of 5000 digits, more than any count or seed here" in line
+    assert len(line) < 200
+
+
+def test_a_value_argparse_quotes_back_is_cut_at_the_message_limit(capsys):
+    from instir.terminal import MAX_MESSAGE_CHARS
+
+    line = fails(capsys, "evaluate", "--protocol", "x" * 100_000)  # an argument may be 128 KiB long
+    assert line.startswith("instir evaluate: argument --protocol: invalid choice: 'xxx")
+    assert len(line) < MAX_MESSAGE_CHARS + 100 and "more characters)" in line
+

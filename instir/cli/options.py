@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from instir.errors import UsageError, closest
+from instir.errors import UsageError, closest, quoted
 from instir.inputs import expanded
 from instir.parameters import depth
-from instir.terminal import terminal_text
+from instir.terminal import cut_message, terminal_text
 
 if TYPE_CHECKING:
     from instir.benchmarks.types import Benchmark
@@ -49,7 +49,7 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: {self.unknown_option() or message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {cut_message(self.unknown_option() or message)} (see {self.prog} --help)\n")
 
     def unknown_option(self) -> str | None:
         """The first ``--option`` given that this command does not take (nor abbreviates), with the closest one it
@@ -71,8 +71,8 @@ def positive_int(text: str) -> int:
     """argparse type of counts (``--max-instances``, ``--resamples`` …): a whole number of at least 1 written in
     decimal digits (Python's ``int`` would also read ``1_0`` as 10); the command checks a count's own bound."""
     if not re.fullmatch(r"[-+]?[0-9]+", text.strip()):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    value = int(text)
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {quoted(text)}")
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -169,7 +169,7 @@ def _positive(text: str, expected: str) -> float:
     except ValueError:
         value = math.nan
     if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {quoted(text)}")
     return value
 
 
@@ -177,8 +177,18 @@ def whole_number(text: str) -> int:
     """argparse type of counts that may be 0 (``--max-retries``) and of seeds (numpy's generators take no negative
     one)."""
     if not (text.isascii() and text.isdecimal()):  # "١٢" is decimal to Python, and to no reader of the command
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return int(text)
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {quoted(text)}")
+    return _whole(text)
+
+
+def _whole(text: str) -> int:
+    """``int(text)`` of a text of decimal digits; one of more digits than Python reads (4300, a ``ValueError`` that
+    argparse would answer with the whole text) is an ``ArgumentTypeError`` saying so."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of {len(text.strip().lstrip('+-'))} digits, more than any count "
+                                         "or seed here") from None
 
 
 def file_system_name(path: Path) -> str:
