@@ -303,3 +303,9 @@ def test_a_value_argparse_quotes_back_is_cut_at_the_message_limit(capsys):
     assert line.startswith("instir evaluate: argument --protocol: invalid choice: 'xxx")
     assert len(line) < MAX_MESSAGE_CHARS + 100 and "more characters)" in line
 
+
+def test_a_notebook_parameter_of_more_digits_than_python_reads_is_refused_by_its_rule(capsys, tmp_path):
+    # on main: json.loads raised ValueError (not JSONDecodeError) out of parse_parameter: a traceback
+    line = fails(capsys, "run", "--out", str(tmp_path / "r"), "-p", "k=" + "9" * 5000)
+    assert line.startswith("instir run: parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), "
+                           "got '999") and line.endswith("(5000 chars)")

@@ -68,7 +68,7 @@ def parse_parameter(text: str, param: NotebookParameter | None) -> object:
     kind = param.kind if param else ""
     try:
         parsed = json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # no JSON, or a number of more digits than Python reads (4300): the text, which its rule refuses
         parsed = text
     if kind == "str":
         return parsed if isinstance(parsed, str) else text
