@@ -21,6 +21,7 @@ import math
 import numbers
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,13 +40,20 @@ MAX_DOC_CHARS_VAR = "INSTIR_MAX_DOC_CHARS"
 TOO_DEEP = "JSON nested deeper than Python reads (no record of these files nests more than a few levels)"
 
 
+#: The largest document limit the environment may set: six times it plus 2^20 (:func:`line_limit`) is the most
+#: characters a line is read in at once, which must fit in a C ``ssize_t``.
+MAX_DOC_CHARS_CEILING = (sys.maxsize - (1 << 20) - 2) // 6
+
+
 def max_doc_chars() -> int:
-    """The document limit in force: ``$INSTIR_MAX_DOC_CHARS`` when set, else :data:`MAX_DOC_CHARS`."""
+    """The document limit in force: ``$INSTIR_MAX_DOC_CHARS`` when set (1 to :data:`MAX_DOC_CHARS_CEILING`), else
+    :data:`MAX_DOC_CHARS`."""
     text = os.environ.get(MAX_DOC_CHARS_VAR, "").strip()
     if not text:
         return MAX_DOC_CHARS
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise UsageError(f"{MAX_DOC_CHARS_VAR} must be a positive whole number of characters, got {quoted(text)}")
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or not 1 <= int(text) <= MAX_DOC_CHARS_CEILING:
+        raise UsageError(f"{MAX_DOC_CHARS_VAR} must be a positive whole number of characters (at most "
+                         f"{MAX_DOC_CHARS_CEILING:,}), got {quoted(text)}")
     return int(text)
 
 

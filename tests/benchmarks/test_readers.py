@@ -18,6 +18,7 @@ from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import load_instructir
 from instir.benchmarks.readers import grade, read_json_array, read_qrels, read_records
 from instir.benchmarks.types import FormatError, quoted
+from instir.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -349,3 +350,18 @@ def test_a_json_lines_judgment_without_a_grade_is_refused_naming_its_line_not_re
     path.write_text(json.dumps({"query-id": "q0", "corpus-id": "d0", "score": 1}) + "\n" + json.dumps(second) + "\n")
     with raises_saying(FormatError, str(path), "line 2", "field 'score'", "missing"):
         read_qrels(path)
+
+
+@pytest.mark.parametrize("value", ["1537228672808954539", "1" + "0" * 20, "9" * 5000],
+                         ids=["one past the ceiling", "past a C ssize_t", "past 4300 digits"])
+def test_a_document_limit_in_the_environment_too_large_to_read_a_line_by_is_one_line(tmp_path, monkeypatch, value):
+    # on main: OverflowError (readline's size past a C ssize_t) or ValueError (past 4300 digits), a traceback
+    from instir.benchmarks.readers import MAX_DOC_CHARS_CEILING
+
+    path = _corpus(tmp_path, "text")
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", str(MAX_DOC_CHARS_CEILING))
+    assert len(list(jsonl_corpus(path))) == 1
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", value)
+    with raises_saying(UsageError, "INSTIR_MAX_DOC_CHARS must be a positive whole number of characters (at most "
+                                   f"{MAX_DOC_CHARS_CEILING:,}), got '{value[:80]}'"):
+        list(jsonl_corpus(path))
