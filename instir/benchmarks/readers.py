@@ -40,9 +40,9 @@ MAX_DOC_CHARS_VAR = "INSTIR_MAX_DOC_CHARS"
 TOO_DEEP = "JSON nested deeper than Python reads (no record of these files nests more than a few levels)"
 
 
-#: The largest document limit the environment may set: six times it plus 2^20 (:func:`line_limit`) is the most
+#: The largest document limit the environment may set: twelve times it plus 2^20 (:func:`line_limit`) is the most
 #: characters a line is read in at once, which must fit in a C ``ssize_t``.
-MAX_DOC_CHARS_CEILING = (sys.maxsize - (1 << 20) - 2) // 6
+MAX_DOC_CHARS_CEILING = (sys.maxsize - (1 << 20) - 2) // 12
 
 
 def max_doc_chars() -> int:
@@ -59,8 +59,9 @@ def max_doc_chars() -> int:
 
 def line_limit() -> int:
     """The longest line of an input text file, in characters: room for a document at the limit
-    written with JSON escapes (``\\uXXXX`` is six characters for one) and its other fields."""
-    return 6 * max_doc_chars() + (1 << 20)
+    written with JSON escapes (a character past U+FFFF, an emoji, is twelve: ``\\ud83d\\ude00``, as ``json.dumps``
+    writes it) and its other fields."""
+    return 12 * max_doc_chars() + (1 << 20)
 
 
 def _too_long(path: Path, n: int, length: int, limit: int) -> FormatError:

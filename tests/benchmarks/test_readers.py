@@ -6,6 +6,7 @@ import codecs
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -352,7 +353,7 @@ def test_a_json_lines_judgment_without_a_grade_is_refused_naming_its_line_not_re
         read_qrels(path)
 
 
-@pytest.mark.parametrize("value", ["1537228672808954539", "1" + "0" * 20, "9" * 5000],
+@pytest.mark.parametrize("value", [str((sys.maxsize - (1 << 20) - 2) // 12 + 1), "1" + "0" * 20, "9" * 5000],
                          ids=["one past the ceiling", "past a C ssize_t", "past 4300 digits"])
 def test_a_document_limit_in_the_environment_too_large_to_read_a_line_by_is_one_line(tmp_path, monkeypatch, value):
     # on main: OverflowError (readline's size past a C ssize_t) or ValueError (past 4300 digits), a traceback
@@ -364,4 +365,16 @@ def test_a_document_limit_in_the_environment_too_large_to_read_a_line_by_is_one_
     monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", value)
     with raises_saying(UsageError, "INSTIR_MAX_DOC_CHARS must be a positive whole number of characters (at most "
                                    f"{MAX_DOC_CHARS_CEILING:,}), got '{value[:80]}'"):
+        list(jsonl_corpus(path))
+
+
+def test_a_document_at_the_limit_written_with_json_escapes_of_emoji_is_read_and_one_more_is_refused(tmp_path,
+                                                                                                   monkeypatch):
+    # on main: a line of 12 characters per emoji (json.dumps writes each as a surrogate pair, \\ud83d\\ude00) was
+    # refused as longer than 6 per character allow, though the document held no more than the limit
+    monkeypatch.setenv("INSTIR_MAX_DOC_CHARS", "200000")
+    path = _corpus(tmp_path, "\U0001F600" * 200_000)
+    assert [len(doc.text) for doc in jsonl_corpus(path)] == [200_000]
+    path = _corpus(tmp_path, "\U0001F600" * 200_001)
+    with raises_saying(FormatError, "line 1", "field 'text'", "200,001 characters, more than the 200,000"):
         list(jsonl_corpus(path))
