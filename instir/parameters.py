@@ -95,10 +95,11 @@ def depth(value: object, parameter: str = "k", *, where: str | None = None) -> i
 def count_within(value: object, low: int, high: int, what: str) -> int:
     """``value`` when it is a whole number from ``low`` to ``high``, else a :class:`UsageError` naming ``what``:
     the one rule of the bounded counts (resamples, repeats, pairs per stratum, requests at once), where one
-    wrong keystroke would mean hours of work or a million paid calls."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UsageError(f"{what} must be a whole number from {low:,} to {high:,}, got {value!r}")
-    return value
+    wrong keystroke would mean hours of work or a million paid calls. numpy's integers count too (as :func:`depth`'s
+    do: a DataFrame hands them over); the value is quoted bounded (:func:`~instir.errors.quoted`), whatever its size."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise UsageError(f"{what} must be a whole number from {low:,} to {high:,}, got {quoted(value)}")
+    return int(value)
 
 
 def positive_number(value: object, *, where: str) -> float:

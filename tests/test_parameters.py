@@ -70,3 +70,27 @@ def test_a_bounded_count_takes_both_its_bounds_and_nothing_past_them():
     for value in (0, 11):
         with pytest.raises(UsageError, match=f"repeats must be a whole number from 1 to 10, got {value}"):
             count_within(value, 1, 10, "repeats")
+
+
+def test_a_bounded_count_from_numpy_is_a_count_and_a_python_int_as_a_depth_is():
+    # on main: check_repeats(np.int64(2)) was refused ("got np.int64(2)") where depth(np.int64(10)) was taken
+    import numpy as np
+
+    from instir.judge.stability import check_repeats
+    from instir.parameters import count_within
+
+    assert count_within(np.int64(10), 1, 10, "repeats") == 10 and type(count_within(np.int64(10), 1, 10, "")) is int
+    assert check_repeats(np.int32(2)) == 2
+    with pytest.raises(UsageError, match=r"repeats must be a whole number from 1 to 10, got np.int64\(11\)"):
+        count_within(np.int64(11), 1, 10, "repeats")
+
+
+def test_a_bounded_count_of_more_digits_than_python_prints_is_refused_in_a_short_line():
+    # on main: the message's repr of 10**5000 raised ValueError (Python's 4300-digit limit): a traceback
+    from instir.judge.stability import check_repeats
+
+    for value in (10**5000, "x" * 10_000):
+        with pytest.raises(UsageError) as err:
+            check_repeats(value)
+        assert str(err.value).startswith("repeats must be a whole number from 1 to 100, got ") \
+            and len(str(err.value)) < 200
