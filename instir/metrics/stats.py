@@ -110,9 +110,11 @@ def paired_values(per_unit: pd.DataFrame, measure: str, systems: Sequence[str], 
 
 def paired_comparison(system: np.ndarray, baseline: np.ndarray, *, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, confidence: float = 0.95) -> dict[str, float]:
-    """Paired statistics of ``system`` against ``baseline`` (same units, same order)."""
+    """Paired statistics of ``system`` against ``baseline`` (same units, same order); ``n_resamples`` checked
+    (:func:`check_resamples`) whether or not the two differ."""
     from scipy import stats
 
+    check_resamples(n_resamples)
     x, y = np.asarray(system, dtype=float), np.asarray(baseline, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError("paired comparison needs two 1-d arrays of the same length (at least 2)")
@@ -147,6 +149,7 @@ def paired_tests(per_unit: pd.DataFrame, baseline: str, *, unit: str = "qid", me
     for the same units as the baseline."""
     if test not in ("ttest", "perm"):
         raise ValueError(f"test must be 'ttest' or 'perm', got {test!r}")
+    check_resamples(n_resamples)  # also where no system differs from the baseline and nothing is resampled
     needed = {"system", unit, "measure", "value"}
     if not isinstance(per_unit, pd.DataFrame) or not needed <= set(per_unit.columns):
         raise UsageError(f"paired_tests takes per-{unit} scores (columns system, {unit}, measure, value: "

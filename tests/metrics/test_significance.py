@@ -211,3 +211,16 @@ def test_the_default_is_2000_resamples_as_docs_metrics_md_says():
     default = paired_comparison(x, y)
     assert default == paired_comparison(x, y, n_resamples=2000)
     assert default != paired_comparison(x, y, n_resamples=1000)
+
+
+@pytest.mark.parametrize("n", [0, 98, 100_001, True])
+def test_a_resample_count_out_of_bounds_is_refused_also_where_no_system_differs(n):
+    # on main: two equal systems returned at once, before the count was looked at: the same call passed or failed
+    # with the data
+    from instir.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"resamples must be a whole number from 99 to 100,000, got"):
+        paired_comparison(np.zeros(6), np.zeros(6), n_resamples=n)
+    per_unit = pd.DataFrame({"system": ["a"] * 3, "qid": ["1", "2", "3"], "measure": ["m"] * 3, "value": [0.1] * 3})
+    with pytest.raises(UsageError, match=r"resamples must be a whole number from 99 to 100,000, got"):
+        paired_tests(per_unit, "a", n_resamples=n)
