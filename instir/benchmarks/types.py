@@ -28,7 +28,9 @@ class FormatError(UserError, ValueError):
     """Bad benchmark input: the message names the file, the line (or array index) and the field.
 
     ``problem`` is capped at :data:`PROBLEM_LIMIT` characters; values in it should be quoted
-    with :func:`quoted`."""
+    with :func:`quoted`. In the message the place is capped too (``where`` at :data:`PROBLEM_LIMIT`, ``field``, which
+    may be an id from the file, such as a prediction file's document id, at :data:`~instir.errors.QUOTE_LIMIT`);
+    the attributes keep them whole."""
 
     def __init__(self, path: str | Path, where: str | int | None, field: str | None, problem: str):
         self.path = str(path)
@@ -37,9 +39,9 @@ class FormatError(UserError, ValueError):
         self.problem = problem = shorten(problem, PROBLEM_LIMIT)
         loc = self.path
         if where is not None:
-            loc += f", line {where}" if isinstance(where, int) else f", {where}"
+            loc += f", line {where}" if isinstance(where, int) else f", {shorten(str(where), PROBLEM_LIMIT)}"
         if field:
-            loc += f", field '{field}'"
+            loc += f", field '{shorten(str(field))}'"
         super().__init__(f"{loc}: {problem}")
 
 

@@ -92,3 +92,16 @@ def test_an_integer_of_exactly_the_digit_limit_is_judged_as_a_score_not_by_its_l
     with pytest.raises(FormatError) as err:
         read_mteb_predictions(path)
     assert "does not fit a 32-bit float" in str(err.value) and "digits" not in str(err.value)
+
+
+def test_a_document_id_of_100k_characters_is_quoted_cut_in_the_message_of_its_bad_score(tmp_path):
+    # on main: the id, the field of the FormatError, went into the message whole (100 KB), past PROBLEM_LIMIT
+    from instir.benchmarks.types import PROBLEM_LIMIT
+
+    doc = "d" * 100_000
+    path = predictions(tmp_path, f'{{"default": {{"test": {{"{QUERY}": {{"{doc}": "x"}}}}}}}}')
+    with pytest.raises(FormatError) as err:
+        read_mteb_predictions(path)
+    assert f"field '{'d' * 80}… (100000 chars)': expected a finite number" in str(err.value)
+    assert len(str(err.value)) < len(str(path)) + PROBLEM_LIMIT and err.value.field == doc
+
