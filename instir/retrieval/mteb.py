@@ -84,11 +84,12 @@ def _object(value, path: Path, where: str | None, name: str | None, expected: st
 
 
 class _Refused(ValueError):
-    """A value the JSON parser's hooks refuse: ``field`` (the key, when known) and ``problem``."""
+    """A value the JSON parser's hooks refuse: ``field`` (the key, when known), ``problem`` and ``literal`` (a number's
+    text as written, by which its line is found)."""
 
-    def __init__(self, field: str | None, problem: str):
+    def __init__(self, field: str | None, problem: str, literal: str | None = None):
         super().__init__(problem)
-        self.field, self.problem = field, problem
+        self.field, self.problem, self.literal = field, problem, literal
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
@@ -105,14 +106,15 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
 
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_DIGITS:
-        raise _Refused(None, f"an integer of {len(text.lstrip('-')):,} digits (more than {MAX_DIGITS}) is no score")
+        raise _Refused(None, f"an integer of {len(text.lstrip('-')):,} digits (more than {MAX_DIGITS}) is no score",
+                       text)
     return int(text)
 
 
 def _bounded_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise _Refused(None, f"the number {shorten(text, 40)} lies outside 64-bit floats")
+        raise _Refused(None, f"the number {shorten(text, 40)} lies outside 64-bit floats", text)
     return value
 
 
@@ -130,13 +132,14 @@ def read_mteb_predictions(path: str | Path) -> MtebPredictions:
     if size > MAX_PREDICTIONS_BYTES:
         raise FormatError(path, None, None, f"{size:,} bytes, more than the {MAX_PREDICTIONS_BYTES:,} a prediction "
                                             "file may have (MTEB's top 1,000 of 10,000 queries take about 0.4 GB)")
+    text = read_text(path)
     try:
-        data = json.loads(read_text(path), object_pairs_hook=_unique_keys, parse_int=_bounded_int,
-                          parse_float=_bounded_float)
+        data = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_bounded_int, parse_float=_bounded_float)
     except json.JSONDecodeError as err:
         raise FormatError(path, err.lineno, None, f"not valid JSON: {err.msg} (column {err.colno})") from None
-    except _Refused as err:
-        raise FormatError(path, None, err.field, err.problem) from None
+    except _Refused as err:  # a number is found by its text: the hooks are not told where they are
+        at = -1 if err.literal is None else text.find(err.literal)
+        raise FormatError(path, None if at < 0 else text.count("\n", 0, at) + 1, err.field, err.problem) from None
     except RecursionError:
         raise FormatError(path, None, None, "nested deeper than Python reads (MTEB's layout is 4 objects deep)") \
             from None

@@ -105,3 +105,13 @@ def test_a_document_id_of_100k_characters_is_quoted_cut_in_the_message_of_its_ba
     assert f"field '{'d' * 80}… (100000 chars)': expected a finite number" in str(err.value)
     assert len(str(err.value)) < len(str(path)) + PROBLEM_LIMIT and err.value.field == doc
 
+
+@pytest.mark.parametrize(("score", "problem"), [("9" * 401, "an integer of 401 digits (more than 400) is no score"),
+                                                ("1e400", "the number 1e400 lies outside 64-bit floats")],
+                         ids=["401 digits", "past float64"])
+def test_a_number_past_the_limits_names_its_line(tmp_path, score, problem):
+    # on main: only the file was named, in a prediction file of a million lines
+    path = predictions(tmp_path, f'{{"default": {{"test": {{\n"{QUERY}": {{\n"d0": 1.5,\n"d1": {score}}}}}}}}}')
+    with pytest.raises(FormatError) as err:
+        read_mteb_predictions(path)
+    assert str(err.value) == f"{path}, line 4: {problem}"
