@@ -102,10 +102,17 @@ def count_within(value: object, low: int, high: int, what: str) -> int:
     return int(value)
 
 
-def positive_number(value: object, *, where: str) -> float:
-    """A positive finite number (a rate, a timeout)."""
+#: The longest time limit, in seconds (a day): the socket an HTTP attempt waits on takes no more than about 9.2e9 s
+#: (2^63 ns), and one longer failed every judgment with "OverflowError: timestamp out of range for platform time_t".
+MAX_SECONDS = 86_400
+
+
+def positive_number(value: object, *, where: str, at_most: float = math.inf) -> float:
+    """A positive finite number (a rate, a timeout), at most ``at_most`` (a timeout: :data:`MAX_SECONDS`)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise UsageError(f"{where} takes a positive number, got {quoted(value)}")
+    if value > at_most:
+        raise UsageError(f"{where} takes a positive number of at most {at_most:,g}, got {quoted(value)}")
     return float(value)
 
 

@@ -94,3 +94,22 @@ def test_a_bounded_count_of_more_digits_than_python_prints_is_refused_in_a_short
             check_repeats(value)
         assert str(err.value).startswith("repeats must be a whole number from 1 to 100, got ") \
             and len(str(err.value)) < 200
+
+
+@pytest.mark.parametrize("value", [86_401, 1e10, 1e300])
+def test_a_judge_timeout_past_a_day_is_refused_in_one_line_not_a_failure_of_every_judgment(value):
+    # on main: taken; every request then failed with "OverflowError: timestamp out of range for platform time_t"
+    import argparse
+    import re
+
+    from instir.cli.options import positive_seconds
+    from instir.parameters import MAX_SECONDS
+    from instir.stages.request import judge_request
+
+    assert judge_request({"backend": "baseline", "timeout_s": MAX_SECONDS}, str).timeout_s == MAX_SECONDS
+    with pytest.raises(UsageError, match=re.escape(f"judge.timeout_s takes a positive number of at most 86,400, got "
+                                                   f"{value!r}")):
+        judge_request({"backend": "baseline", "timeout_s": value}, str)
+    assert positive_seconds(str(MAX_SECONDS)) == MAX_SECONDS
+    with pytest.raises(argparse.ArgumentTypeError, match="; at most 86,400 \\(a day\\)"):
+        positive_seconds(str(value))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from instir.errors import UsageError, closest, quoted
 from instir.inputs import expanded
-from instir.parameters import depth
+from instir.parameters import MAX_SECONDS, depth
 from instir.terminal import cut_message, terminal_text
 
 if TYPE_CHECKING:
@@ -154,22 +154,25 @@ def text_table(rows: list[dict[str, object]], width: int = TEXT_WIDTH, wrap: tup
 
 
 def positive_seconds(text: str) -> float:
-    """argparse type of time limits (``--timeout``): a finite number of seconds above 0."""
-    return _positive(text, "a positive number of seconds")
+    """argparse type of time limits (``--timeout``): a number of seconds above 0, at most
+    :data:`~instir.parameters.MAX_SECONDS` (a day)."""
+    return _positive(text, "a positive number of seconds", 0.0, MAX_SECONDS, f"; at most {MAX_SECONDS:,} (a day)")
 
 
 def positive_rate(text: str) -> float:
-    """argparse type of rates (``--requests-per-minute``): a finite number above 0."""
-    return _positive(text, "a positive number")
+    """argparse type of rates per minute (``--requests-per-minute``): at least one a day (the longest wait,
+    :data:`~instir.parameters.MAX_SECONDS`), finite."""
+    return _positive(text, "a positive number", 60 / MAX_SECONDS, math.inf, f"; at least {60 / MAX_SECONDS:.6g} "
+                                                                          "(one a day)")
 
 
-def _positive(text: str, expected: str) -> float:
+def _positive(text: str, expected: str, low: float, high: float, bound: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {quoted(text)}")
+    if not (0 < value < math.inf and low <= value <= high):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {quoted(text)}{bound}")
     return value
 
 

@@ -10,12 +10,13 @@ closest known name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from instir.errors import UnknownNameError, UsageError, closest, quoted, unknown
-from instir.parameters import benchmark_names, choices, depth, folder, names, positive_number, text
+from instir.parameters import MAX_SECONDS, benchmark_names, choices, depth, folder, names, positive_number, text
 from instir.stages.plan import PlannedRun, every_setting, every_variant, file_part, plan_runs
 from instir.systems.specs import SystemSpec, resolve_system
 
@@ -143,9 +144,9 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
                 checked[key] = check(values[key])
         except UsageError as err:
             raise UsageError(f"{where('judge.' + key)}: {err}") from None
-    for key in ("timeout_s", "requests_per_minute"):
+    for key, at_most in (("timeout_s", MAX_SECONDS), ("requests_per_minute", math.inf)):
         if values.get(key) is not None:
-            checked[key] = positive_number(values[key], where=where(f"judge.{key}"))
+            checked[key] = positive_number(values[key], where=where(f"judge.{key}"), at_most=at_most)
     if backend == "baseline" and checked.get("model"):  # notebook 04 would fail on it after the chain ran
         from instir.judge.baseline import BASELINE_METHODS
 
