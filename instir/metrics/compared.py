@@ -12,18 +12,16 @@ from dataclasses import dataclass
 import pandas as pd
 
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.latex import MAX_P, best_systems, evaluation_marks, latex_table, tests_said
-from instir.parameters import count_within
+from instir.metrics.latex import (  # noqa: F401 - MAX_DIGITS and check_digits were defined here: still importable
+    MAX_DIGITS,
+    MAX_P,
+    best_systems,
+    check_digits,
+    evaluation_marks,
+    latex_table,
+    tests_said,
+)
 from instir.report.html import NO_MATH, escape_text
-
-#: Most decimals a table shows a mean with: a double holds about 15 significant digits.
-MAX_DIGITS = 15
-
-
-def check_digits(digits: object) -> int:
-    """``digits`` when it is a whole number of decimals from 0 to :data:`MAX_DIGITS`, else a one-line
-    :class:`~instir.errors.UsageError` (``-1`` gave Python's "Format specifier missing precision")."""
-    return count_within(digits, 0, MAX_DIGITS, "digits (the decimals a table shows a mean with)")
 
 
 @dataclass(frozen=True, repr=False)

@@ -23,6 +23,7 @@ from instir.metrics.stats import (
     paired_ttest,
     paired_values,
 )
+from instir.parameters import count_within
 
 if TYPE_CHECKING:
     from instir.metrics.evaluation import Evaluation
@@ -33,6 +34,18 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 TESTS = {"ttest": "paired Student's t-test", "perm": "paired permutation test"}
 #: the threshold of the letters: the kit's one significance level, ranx's default (``ranx.compare(max_p=0.01)``)
 MAX_P = SIGNIFICANCE_LEVEL
+
+#: Most decimals a table shows a mean with: a double holds about 15 significant digits.
+MAX_DIGITS = 15
+
+
+def check_digits(digits: object) -> int:
+    """``digits`` when it is a whole number of decimals from 0 to :data:`MAX_DIGITS`, else a one-line
+    :class:`~instir.errors.UsageError` (``-1`` gave Python's "Format specifier missing precision"): the rule of
+    every table's decimals, :func:`latex_table`'s and :func:`best_systems`' as
+    :class:`~instir.metrics.compared.RunComparison`'s."""
+    return count_within(digits, 0, MAX_DIGITS, "digits (the decimals a table shows a mean with)")
+
 
 #: how the caption names the units the tests pair
 UNIT_WORDS = {"qid": "query", "group": "query group"}
@@ -133,6 +146,7 @@ def _format(value: float, scale: float, digits: int) -> str:
 def best_systems(marks: pd.DataFrame, scale: float = 100.0, digits: int = 1) -> dict[str, str | None]:
     """The system shown in bold per measure of :func:`significance_marks`, by ranx's rule: the first system whose
     printed score (× ``scale``, ``digits`` decimals) is above every earlier one and above 0 (None: none is)."""
+    check_digits(digits)
     systems = list(dict.fromkeys(marks["system"]))
     mean = {(r.system, r.measure): r.mean for r in marks.itertuples()}
     best: dict[str, str | None] = {}

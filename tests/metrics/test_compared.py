@@ -138,3 +138,17 @@ def test_the_table_rows_follow_the_systems_order_given_not_the_alphabet(bench, r
     compared = compare_scores(evaluation, systems=["bm25 (query-only)", "bm25"])
     assert compared.means().index.tolist() == ["bm25 (query-only)", "bm25"]
     assert compared.to_markdown().splitlines()[2].startswith("| a | bm25 (query-only) |")
+
+
+@pytest.mark.parametrize("digits", [-1, 1.5, True, 16, 10**5000], ids=["-1", "1.5", "True", "16", "10**5000"])
+def test_decimals_no_table_can_show_are_refused_by_latex_table_too(bench, runs, digits):
+    # on main: latex_table, a public name, took the digits unchecked: -1 gave "Format specifier missing precision",
+    # 10**5000 Python's 4300-digit ValueError, 1.5 a TypeError
+    from instir.metrics.latex import best_systems
+
+    marks = compare_runs(bench, {"bm25": runs["bm25"], "bm25 (query-only)": runs["bm25 (query-only)"]},
+                         ["nDCG@10"]).marks
+    assert "tabular" in latex_table(marks, digits=15)
+    for call in (lambda: latex_table(marks, digits=digits), lambda: best_systems(marks, digits=digits)):
+        with raises_saying(UsageError, "digits", "whole number from 0 to 15"):
+            call()
