@@ -92,9 +92,11 @@ def find_token(text: str) -> str | None:
 
 def secret_env_values() -> dict[str, str]:
     """Environment variables whose name says they hold a secret (:data:`SECRET_ENV_NAME`) and
-    whose value is long enough to look for (:data:`MIN_SECRET_LENGTH`)."""
-    return {var: value for var, value in os.environ.items()
-            if SECRET_ENV_NAME.search(var) and len(value) >= MIN_SECRET_LENGTH}
+    whose value is long enough to look for (:data:`MIN_SECRET_LENGTH`), each value without the whitespace around it:
+    a ``.env`` file saved with CRLF line ends leaves a ``\\r`` at a key's end, which no argument echoing the key
+    holds (and which made a 7-character key 8 long)."""
+    values = {var: value.strip() for var, value in os.environ.items() if SECRET_ENV_NAME.search(var)}
+    return {var: value for var, value in values.items() if len(value) >= MIN_SECRET_LENGTH}
 
 
 def leaked_secret(text: str) -> str | None:

@@ -255,3 +255,15 @@ def test_a_user_name_alone_or_a_prefixed_key_parameter_is_a_credential_in_a_url(
 def test_a_piece_from_inside_the_key_in_mixed_case_without_digits_is_masked():
     key = "sk-proj-AbCdEfGhIjKlMnOpQr12"
     assert mask_secret("server said: bad key EfGhIjKlMn!", key) == "server said: bad key ***!"
+
+
+def test_a_key_saved_with_a_crlf_line_end_is_still_found_in_an_argument_and_its_length_is_the_keys(monkeypatch):
+    # on main: "abcdefgh\r" (a .env file with CRLF line ends) was looked for with its \r, so an argument holding the key
+    # passed; "abcdefg\r", a 7-character key, was 8 long and looked for
+    from instir.secrets import MIN_SECRET_LENGTH, leaked_secret
+
+    monkeypatch.setenv("MY_API_KEY", "k" * MIN_SECRET_LENGTH + "\r")
+    assert secret_env_values()["MY_API_KEY"] == "k" * MIN_SECRET_LENGTH
+    assert leaked_secret("--model " + "k" * MIN_SECRET_LENGTH) == "the value of $MY_API_KEY"
+    monkeypatch.setenv("MY_API_KEY", "k" * (MIN_SECRET_LENGTH - 1) + "\r")
+    assert "MY_API_KEY" not in secret_env_values()
