@@ -138,9 +138,10 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
                              "notebooks, never passed as parameters")
 
 
-#: The largest output (characters of its text, or of one image's base64) a page embeds: a larger one is left
-#: out of the page with a note naming the executed notebook that keeps it, so rendering stays bounded in time
-#: and memory (nbconvert takes minutes and gigabytes over a 100 MB image or 50 MB of text).
+#: The largest output (characters of its text, or of all its representations together: an image's base64 and its
+#: ``text/plain``) a page embeds: a larger one is left out of the page with a note naming the executed notebook
+#: that keeps it, so rendering stays bounded in time and memory (nbconvert takes minutes and gigabytes over a
+#: 100 MB image or 50 MB of text).
 MAX_EMBEDDED_OUTPUT = 2_000_000
 
 
