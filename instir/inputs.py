@@ -68,6 +68,10 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_DEPTH = 64
 #: The longest config file (in lines) whose errors name their line (:func:`key_line` parses it up to a line).
 MAX_LINED = 5000
+#: Characters :func:`key_line` may parse, in all, to find a line (its prefixes of a file: a few seconds).
+KEY_LINE_CHARS = 64 << 20
+#: A prefix of a config file that does not parse (:func:`key_line`).
+_FAILED = object()
 
 
 class InputRefused(ValueError):
@@ -204,23 +208,43 @@ def load_config(path: str | Path, text: str) -> Any:
                            mark.line + 1 if mark is not None else None) from None
 
 
+class _OverBudget(Exception):
+    """:func:`key_line` parsed more than its budget of characters."""
+
+
 def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) -> int | None:
     """The 1-based line (counted by newlines, as editors count) on which a configuration file's ``text``, read by
     ``parse`` (TOML or YAML), gives the value at ``keys`` (mapping keys and list positions from the top:
     ``("card", 2, "params", "k1")``); where it lacks that value, the line of the nearest value holding it (a
-    card's first line for a field it lacks); None for a file over :data:`MAX_LINED` lines. The one way every
+    card's first line for a field it lacks); None for a file over :data:`MAX_LINED` lines, or where finding the
+    line would parse more than :data:`KEY_LINE_CHARS` characters in all (a string spanning thousands of lines,
+    inside which every prefix fails: the search was quadratic, minutes for a 5,000-line card file). The one way every
     config file's errors find their line: the file is parsed up to a line, as its loader parses it, so a
     comment, a string or a quoted key never misleads it (a bisection: a few parses, and only on an error)."""
     lines = text.split("\n")
     if len(lines) - (lines[-1] == "") > MAX_LINED:  # the newline that ends the last line starts none
         return None
+    parsed: dict[int, Any] = {}  # the value of the first ``end`` lines, by end (_FAILED: they do not parse)
+    budget = [KEY_LINE_CHARS]
+
+    def prefix(end: int) -> Any:
+        if end not in parsed:
+            # with its line's newline: a CR ending a CRLF line is no line end without it (TOML refuses it)
+            chunk = "\n".join(lines[:end]) + ("\n" if end < len(lines) else "")
+            budget[0] -= len(chunk) + 1
+            if budget[0] < 0:
+                raise _OverBudget
+            try:
+                parsed[end] = parse(chunk)
+            except Exception:  # a prefix cut inside a value fails as its parser fails it
+                parsed[end] = _FAILED
+        return parsed[end]
 
     def holds(line: int, keys: Sequence[str | int]) -> bool:
         """Whether the file up to ``line`` (and on to where that much parses) holds ``keys``."""
         for end in range(line + 1, len(lines) + 1):
-            try:  # with its line's newline: a CR ending a CRLF line is no line end without it (TOML refuses it)
-                node = parse("\n".join(lines[:end]) + ("\n" if end < len(lines) else ""))
-            except Exception:  # a prefix cut inside a value fails as its parser fails it
+            node = prefix(end)
+            if node is _FAILED:
                 continue
             for key in keys:
                 if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
@@ -235,10 +259,13 @@ def key_line(text: str, parse: Callable[[str], Any], keys: Sequence[str | int]) 
             return True
         return False
 
-    for held in range(len(keys), 0, -1):
-        line = bisect.bisect_left(range(len(lines)), True, key=lambda n: holds(n, keys[:held]))
-        if line < len(lines):
-            return line + 1
+    try:
+        for held in range(len(keys), 0, -1):
+            line = bisect.bisect_left(range(len(lines)), True, key=lambda n: holds(n, keys[:held]))
+            if line < len(lines):
+                return line + 1
+    except _OverBudget:
+        return None
     return None
 
 

@@ -328,3 +328,28 @@ def test_the_line_of_a_key_in_a_file_with_crlf_line_ends_is_its_own_line(parse):
         ("# a comment\r\n" * 5 + "k: 1\r\nj: 2\r\n")
     assert inputs.key_line(text, parse, ["j"]) == 7
     assert inputs.key_line(text.replace("\r\n", "\n"), parse, ["j"]) == 7
+
+
+class _Spent(BaseException):
+    """Raised by a counting parser past its allowance (a BaseException: key_line's own ``except Exception`` lets
+    it through)."""
+
+
+def test_the_line_of_a_key_after_a_string_of_thousands_of_lines_costs_bounded_parsing(monkeypatch):
+    # on main: each probe of the bisection parsed every longer prefix inside the string, quadratic: a 5,000-line
+    # card file with its error after such a string took minutes (over 2 at 0.75 MB)
+    monkeypatch.setattr(inputs, "KEY_LINE_CHARS", 1 << 20)
+    text = 'note = """\n' + "a line of a long string\n" * (inputs.MAX_LINED - 4) + '"""\nk = 1\n'
+    spent = [0]
+
+    def counting(chunk: str):
+        spent[0] += len(chunk)
+        if spent[0] > inputs.KEY_LINE_CHARS + len(text):
+            raise _Spent
+        return tomllib.loads(chunk)
+
+    assert inputs.key_line(text, counting, ["k"]) is None  # over the allowance: no line, as over MAX_LINED
+    assert spent[0] <= inputs.KEY_LINE_CHARS + len(text)
+    spent[0] = 0
+    short = 'note = """\n' + "a line\n" * 300 + '"""\nk = 1\n'
+    assert inputs.key_line(short, counting, ["k"]) == 303  # a string of hundreds of lines: found, within it
