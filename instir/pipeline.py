@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir import atomic
-from instir.errors import UsageError, quoted, unknown
+from instir.errors import UsageError, quoted, shorten, unknown
 from instir.inputs import expanded, file_problem, read_head
 from instir.parameters import home_path
 from instir.report.index import INDEX_FILE, check_index_owned, index_folder, write_index
@@ -129,8 +129,9 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
             raise UsageError(f"parameter {name!r} looks like a secret; pass keys through environment variables only")
     try:
         json.dumps(dict(parameters), allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise UsageError(f"parameters must be JSON values (strings, numbers, lists, dicts): {err}") from None
+    except (TypeError, ValueError) as err:  # ValueError: NaN, an int of more digits than Python writes, or a circle
+        said = "a number of more than 4300 digits" if "4300" in str(err) else str(err)
+        raise UsageError(f"parameters must be JSON values (strings, numbers, lists, dicts): {said}") from None
     for name, value in parameters.items():
         found = leaked_secret(json.dumps(value, ensure_ascii=False))  # non-ASCII text as it is, not \u-escaped
         if found:
@@ -261,6 +262,15 @@ _KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or fa
                "list": "a list", "dict": "a JSON object"}
 
 
+def _shown(value: object) -> str:
+    """``value`` as JSON writes it (``true``, ``null``), cut as :func:`~instir.errors.quoted` cuts a value; one JSON
+    cannot write (an int of more than 4300 digits) as :func:`~instir.errors.quoted` shows it."""
+    try:
+        return shorten(json.dumps(value))
+    except (TypeError, ValueError):
+        return quoted(value)
+
+
 def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, NotebookParameter]) -> RunRequest:
     """Refuse, before any kernel starts, a parameter that no notebook of the chain takes (with
     the closest known name), a value of another kind than the default's, and whatever the run
@@ -277,13 +287,13 @@ def validate_parameters(parameters: Mapping[str, object], known: Mapping[str, No
         param = known[name]
         if not _is_kind(value, param.kind):
             raise UsageError(f"parameter {name!r} expects {_KIND_WORDS[param.kind]} (default: {param.default}), "
-                             f"got {json.dumps(value)}")
+                             f"got {_shown(value)}")
         if param.kind == "list" and param.value:
             element = _KINDS.get(type(param.value[0]), "")
             for item in value:
                 if element and not _is_kind(item, element):
                     raise UsageError(f"parameter {name!r} expects a list of {element} values "
-                                     f"(default: {param.default}), got {json.dumps(item)} in it")
+                                     f"(default: {param.default}), got {_shown(item)} in it")
     defaults = {name: param.value for name, param in known.items() if param.kind}
     return notebook_request({**defaults, **{k: v for k, v in parameters.items() if k not in PIPELINE_PARAMETERS}})
 

@@ -16,6 +16,7 @@ from says import raises_saying
 
 from instir.cli import main
 from instir.cli.run import cli_parameters, parse_parameter, register, run_examples
+from instir.errors import UsageError
 from instir.pipeline import (
     NotebookFailed,
     NotebookParameter,
@@ -557,3 +558,15 @@ def test_a_whole_number_is_a_number_and_true_is_no_whole_number():
     with raises_saying(ValueError, "parameter 'k' expects a whole number (default: 10), got true"):
         validate_parameters({"k": True}, known)
     validate_parameters({"alpha": 1, "k": 20}, known)
+
+
+def test_a_parameter_of_more_digits_than_json_writes_or_of_100k_characters_is_one_short_line():
+    # on main: json.dumps in the message raised Python's 4300-digit ValueError (a traceback out of run_reports), and
+    # a 100,000-character value went into the message whole
+    known = notebook_parameters(CHAIN)
+    with raises_saying(UsageError, "parameters must be JSON values", "a number of more than 4300 digits"):
+        check_parameters({"k": 10**5000})
+    for value in (10**5000, ["x" * 100_000]):
+        with pytest.raises(UsageError) as err:
+            validate_parameters({"judge_model": value}, known)
+        assert str(err.value).startswith("parameter 'judge_model' expects a string") and len(str(err.value)) < 200
