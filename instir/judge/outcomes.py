@@ -83,7 +83,15 @@ def error_counts(errors: Iterable[object], limit: int = 5, max_chars: int = 200,
     characters (a server's error page can be long), and one last row counting the judgments
     behind the messages left out. ``examples``: what each judgment judged (e.g. ``qid/docid``),
     in the order of ``errors``; an ``examples`` column then names the first ``per_error`` of each
-    message's (empty in the row of the messages left out), so a reader can look them up."""
+    message's (empty in the row of the messages left out), so a reader can look them up. ``limit`` (0 or more),
+    ``max_chars`` and ``per_error`` (1 or more) are whole numbers, else a one-line
+    :class:`~instir.errors.UsageError` (a ``limit`` of -1 showed all but one message, a ``max_chars`` of 0 two
+    characters each, True or 2.5 a pandas TypeError)."""
+    from instir.parameters import MAX_CUTOFF, count_within
+
+    limit = count_within(limit, 0, MAX_CUTOFF, "error_counts' limit (the messages shown)")
+    max_chars = count_within(max_chars, 1, MAX_CUTOFF, "error_counts' max_chars (the characters of a message)")
+    per_error = count_within(per_error, 1, MAX_CUTOFF, "error_counts' per_error (the examples of a message)")
     failed = _failed(errors)
     counts = failed.value_counts(sort=True)
     rows = [(_shorten(message, max_chars), int(n)) for message, n in counts.head(limit).items()]

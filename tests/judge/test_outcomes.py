@@ -74,3 +74,18 @@ def test_a_failed_judgment_counts_as_failed_never_as_parsed_or_warned():
     failed = replace(Judgment.failure("HTTP 500"), weighting="parsed", warning="served by m2")
     counts = judgment_counts([ok, failed])
     assert (counts["failed_judgments"], counts["parsed_judgments"], counts["warnings"]) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(("option", "value"), [("limit", -1), ("limit", True), ("limit", 2.5), ("max_chars", 0),
+                                               ("per_error", 0)])
+def test_error_counts_refuses_a_limit_no_table_can_keep_in_one_line(option, value):
+    # on main: limit=-1 showed all messages but one, max_chars=0 two characters each ('e…'), True or 2.5 a pandas
+    # TypeError
+    from instir.errors import UsageError
+    from instir.judge.outcomes import error_counts
+
+    errors = [f"e{i}" for i in range(10)] + [None]
+    assert list(error_counts(errors, limit=0)["error"]) == ["… 10 other message(s)"]
+    assert list(error_counts(["long message"], max_chars=1)["error"]) == ["…"]
+    with pytest.raises(UsageError, match=f"error_counts' {option} .* must be a whole number from"):
+        error_counts(errors, examples=[str(i) for i in range(11)], **{option: value})
