@@ -107,12 +107,15 @@ def count_within(value: object, low: int, high: int, what: str) -> int:
 MAX_SECONDS = 86_400
 
 
-def positive_number(value: object, *, where: str, at_most: float = math.inf) -> float:
-    """A positive finite number (a rate, a timeout), at most ``at_most`` (a timeout: :data:`MAX_SECONDS`)."""
+def positive_number(value: object, *, where: str, at_least: float = 0.0, at_most: float = math.inf) -> float:
+    """A positive finite number (a rate, a timeout), from ``at_least`` (a rate per minute: one a day, the longest
+    wait, :data:`MAX_SECONDS`) to ``at_most`` (a timeout: :data:`MAX_SECONDS`)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise UsageError(f"{where} takes a positive number, got {quoted(value)}")
     if value > at_most:
         raise UsageError(f"{where} takes a positive number of at most {at_most:,g}, got {quoted(value)}")
+    if value < at_least:
+        raise UsageError(f"{where} takes a positive number of at least {at_least:.6g}, got {quoted(value)}")
     return float(value)
 
 

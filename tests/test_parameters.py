@@ -113,3 +113,21 @@ def test_a_judge_timeout_past_a_day_is_refused_in_one_line_not_a_failure_of_ever
     assert positive_seconds(str(MAX_SECONDS)) == MAX_SECONDS
     with pytest.raises(argparse.ArgumentTypeError, match="; at most 86,400 \\(a day\\)"):
         positive_seconds(str(value))
+
+
+@pytest.mark.parametrize("value", [1e-9, 1e-300])
+def test_a_judge_rate_below_one_request_a_day_is_refused_in_one_line_not_a_wait_no_clock_holds(tmp_path, value):
+    # on main: taken; the sweep's judge then waited 60 / value seconds per request (1,900 years at 1e-9) or, at
+    # 1e-300, stopped with "OverflowError: timestamp out of range for platform time_t"
+    from instir.distributed.grid import GridError, load_grid
+    from instir.parameters import MAX_SECONDS
+    from instir.stages.request import judge_request
+
+    assert judge_request({"backend": "baseline", "requests_per_minute": 60 / MAX_SECONDS}, str).requests_per_minute \
+        == 60 / MAX_SECONDS
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("benchmarks: [instructir-sample]\nsystems: [bm25]\n"
+                    f"judge: {{backend: baseline, model: lexical, requests_per_minute: {value}}}\n")
+    with pytest.raises(GridError, match=f"grid.yaml:3: field 'judge.requests_per_minute' takes a positive number of "
+                                        f"at least 0.000694444, got {value}"):
+        load_grid(grid)

@@ -144,9 +144,12 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
                 checked[key] = check(values[key])
         except UsageError as err:
             raise UsageError(f"{where('judge.' + key)}: {err}") from None
-    for key, at_most in (("timeout_s", MAX_SECONDS), ("requests_per_minute", math.inf)):
+    # a timeout of at most a day; at least a request a day (1e-300 a minute paced a wait past what a clock holds)
+    for key, at_least, at_most in (("timeout_s", 0.0, MAX_SECONDS),
+                                   ("requests_per_minute", 60 / MAX_SECONDS, math.inf)):
         if values.get(key) is not None:
-            checked[key] = positive_number(values[key], where=where(f"judge.{key}"), at_most=at_most)
+            checked[key] = positive_number(values[key], where=where(f"judge.{key}"), at_least=at_least,
+                                           at_most=at_most)
     if backend == "baseline" and checked.get("model"):  # notebook 04 would fail on it after the chain ran
         from instir.judge.baseline import BASELINE_METHODS
 
