@@ -785,3 +785,23 @@ def test_what_is_made_from_the_specs_is_made_again_only_when_a_family_changes(mo
         monkeypatch.delenv(catalog.FAMILIES_VAR)
         catalog.reload()
     assert "trio" not in list_templates()
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda path: os.mkfifo(path), "family spec is a FIFO (named pipe), not a regular file"),
+    (lambda path: path.write_text("order = " + "9" * 5000 + "\n"), "a number of more than 4300 digits"),
+    (lambda path: path.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n"), "nested too deeply"),
+    (lambda path: path.write_bytes(b"#" * ((1 << 20) + 1)), "family spec is larger than 1048576 bytes"),
+], ids=["fifo", "digits", "deep", "large"])
+def test_a_spec_from_outside_past_the_config_limits_is_one_line_never_a_hang_or_traceback(tmp_path, monkeypatch,
+                                                                                            make, message):
+    # on main: a FIFO named *.toml blocked every command for ever (read_text), 5000 digits or 5000 levels of nesting
+    # were a ValueError / RecursionError traceback, and a spec of any size was read whole
+    make(tmp_path / "odd.toml")
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
+    catalog.reload()
+    try:
+        with pytest.raises(UsageError, match=re.escape(f"{tmp_path / 'odd.toml'}: not a readable family spec: "
+                                                       f"{message}")):
+            catalog.families()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()

@@ -38,7 +38,7 @@ from typing_extensions import Required, TypedDict
 
 from instir.benchmarks.forms import Forms
 from instir.errors import UnknownNameError, UsageError, quoted, unknown
-from instir.inputs import key_line
+from instir.inputs import InputRefused, key_line, read_config
 
 #: Folder of the bundled sample benchmarks (package data).
 SAMPLE_ROOT = Path(__file__).resolve().parent / "sample"
@@ -670,6 +670,10 @@ def _spec(path: Path, text: str) -> Family:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"{path}: not a readable family spec: {err}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a readable family spec: nested too deeply") from None
+    except ValueError:  # Python's limit on the digits of an int (4300), which tomllib meets as a bare ValueError
+        raise UsageError(f"{path}: not a readable family spec: a number of more than 4300 digits") from None
     return _family(path.stem, raw, path, text)
 
 
@@ -689,9 +693,12 @@ def _families() -> dict[str, Family]:
                              f"from a letter on, got {ascii(path.stem)}")
         if path.stem in taken:
             raise UsageError(f"{path}: a benchmark family {quoted(path.stem)} is already defined by {taken[path.stem]}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
+        try:  # as a grid or a card file: a regular file (a FIFO blocked every command), at most MAX_CONFIG_BYTES
+            text = read_config(path, "family spec")
+        except InputRefused as err:
+            raise UsageError(f"{path}{f':{err.line}' if err.line else ''}: not a readable family spec: {err.problem}") \
+                from None
+        except OSError as err:
             raise UsageError(f"{path}: not a readable family spec: {err}") from None
         fam = loaded[path.stem] = _spec(path, text)
         if fam.sample and fam.sample.lower() in (*taken, fam.name):
