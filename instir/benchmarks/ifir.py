@@ -200,8 +200,8 @@ def _query_records(path: Path) -> Iterator[tuple[int | str, dict]]:
     if path.suffix == ".json":
         try:
             data = json.loads(read_text(path))
-        except (json.JSONDecodeError, RecursionError):
-            data = None  # several JSON documents (JSON lines), or one too deep: read (and refused) below
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError, as is an int of 4300+ digits
+            data = None  # several JSON documents (JSON lines), or one too deep or long: read (and refused) below
         if isinstance(data, list):
             for i, rec in enumerate(data):
                 yield f"array index {i}", json_object(rec, path, f"array index {i}")

@@ -114,7 +114,7 @@ def _origin_query(rec: dict, path: Path, n: int, *, required: bool) -> str:
     if isinstance(meta, str):
         try:
             meta = json.loads(meta)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # no JSON, too deep, or an int of more than 4300 digits
             raise FormatError(path, n, "metadata", "not a JSON object") from None
     origin = meta.get("origin_query") if isinstance(meta, dict) else None
     return field_str({"metadata.origin_query": origin}, "metadata.origin_query", path, n,

@@ -38,6 +38,8 @@ MAX_DOC_CHARS = 10_000_000
 MAX_DOC_CHARS_VAR = "INSTIR_MAX_DOC_CHARS"
 #: what a JSON value nested deeper than Python parses is refused with (a hostile ``[[[…`` line is a RecursionError)
 TOO_DEEP = "JSON nested deeper than Python reads (no record of these files nests more than a few levels)"
+#: what a JSON number of more digits than Python reads (4300) is refused with (it was Python's ValueError, a traceback)
+TOO_MANY_DIGITS = "a number of more than 4300 digits (more than Python reads; no record of these files holds one)"
 
 
 #: The largest document limit the environment may set: twelve times it plus 2^20 (:func:`line_limit`) is the most
@@ -257,6 +259,8 @@ def json_line(line: str, path: Path, n: int) -> dict[str, Any] | None:
         raise FormatError(path, n, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
     except RecursionError:
         raise FormatError(path, n, None, TOO_DEEP) from None
+    except ValueError:  # Python's limit on the digits of an int
+        raise FormatError(path, n, None, TOO_MANY_DIGITS) from None
     return json_object(record, path, n)
 
 
@@ -285,12 +289,17 @@ def _parquet_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_json_array(path: Path) -> list[Any]:
     """A whole-file JSON array (IFIR's ``test_data.json``)."""
     path = Path(path)
+    text = read_text(path)
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise FormatError(path, err.lineno, None, f"malformed JSON ({err.msg} at column {err.colno})") from None
     except RecursionError:
         raise FormatError(path, None, None, TOO_DEEP) from None
+    except ValueError:  # Python's limit on the digits of an int: the line of the first such run of digits
+        long = re.search(r"[0-9]{4301,}", text)
+        raise FormatError(path, text.count("\n", 0, long.start()) + 1 if long else None, None, TOO_MANY_DIGITS) \
+            from None
     if not isinstance(data, list):
         raise FormatError(path, None, None, f"expected a JSON array at top level, got {type(data).__name__}")
     return data

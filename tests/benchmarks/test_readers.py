@@ -378,3 +378,17 @@ def test_a_document_at_the_limit_written_with_json_escapes_of_emoji_is_read_and_
     path = _corpus(tmp_path, "\U0001F600" * 200_001)
     with raises_saying(FormatError, "line 1", "field 'text'", "200,001 characters, more than the 200,000"):
         list(jsonl_corpus(path))
+
+
+def test_a_json_number_of_more_digits_than_python_reads_is_refused_at_its_line_in_every_json_reader(tmp_path):
+    # on main: json.loads raised Python's 4300-digit ValueError out of every JSON reader (JSON lines, a JSON array,
+    # a Parquet export's metadata string): a traceback from instir summary / evaluate
+    big = "9" * 5000
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "d0", "text": "a"}\n{"_id": "d1", "text": "b", "n": ' + big + "}\n")
+    with raises_saying(FormatError, f"{path}, line 2: a number of more than 4300 digits"):
+        list(read_records(path))
+    array = tmp_path / "test_data.json"
+    array.write_text('[\n{"a": 1},\n{"a": ' + big + "}\n]\n")
+    with raises_saying(FormatError, f"{array}, line 3: a number of more than 4300 digits"):
+        read_json_array(array)
