@@ -309,3 +309,13 @@ def test_a_notebook_parameter_of_more_digits_than_python_reads_is_refused_by_its
     line = fails(capsys, "run", "--out", str(tmp_path / "r"), "-p", "k=" + "9" * 5000)
     assert line.startswith("instir run: parameter 'k' takes a whole number of at least 1 (at most 2,147,483,647), "
                            "got '999") and line.endswith("(5000 chars)")
+
+
+def test_rerank_batch_size_past_the_cards_limit_is_refused_as_the_card_refuses_it(capsys, tmp_path):
+    # on main: --batch-size 2147483648 was taken (a whole number >= 1) where a card's params.batch_size is refused
+    # past 2,147,483,647
+    line = fails(capsys, "rerank", "--benchmark", "instructir-sample", "--run", str(tmp_path / "r.trec"),
+                 "--reranker", "cross-encoder", "--model", "m", "--out", str(tmp_path / "o"), "--batch-size",
+                 "2147483648")
+    assert line == ("instir rerank: argument --batch-size: takes a whole number of at least 1 (at most 2,147,483,647), "
+                    "got 2147483648 (see instir rerank --help)")

@@ -10,7 +10,6 @@ from instir.cli.options import (
     benchmark_from_args,
     depth_option,
     output_folder,
-    positive_int,
 )
 from instir.errors import UsageError
 
@@ -31,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=depth_option, default=None,
                    help="documents rescored per query (default: 100; on a reranking task such as FollowIR, every "
                         "candidate)")
-    p.add_argument("--batch-size", type=positive_int, default=None,
+    p.add_argument("--batch-size", type=depth_option, default=None,  # a card's batch_size rule: 1 to MAX_CUTOFF
                    help="inputs per model call (default: the card's, the authors' for that model; 64 with --reranker)")
     p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
                    help="model dtype (default: a --system card's; with --reranker llm-ptrue, its prompt's authors'; "
