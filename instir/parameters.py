@@ -44,8 +44,9 @@ def names(value: str | Sequence[str], parameter: str = "names", *, where: str | 
         given = list(value)
     else:
         raise UsageError(f"{where} takes names, got {quoted(value if not isinstance(value, tuple) else list(value))}")
-    if unique:
-        twice = next((name for i, name in enumerate(given) if name in given[:i]), None)
+    if unique:  # by a set: a grid of 120,000 names (1 MiB) took minutes, each name looked for among those before it
+        seen: set[str] = set()
+        twice = next((name for name in given if name in seen or seen.add(name)), None)
         if twice is not None:
             raise UsageError(f"{where}: {quoted(twice)} is given twice")
     return given
