@@ -99,15 +99,22 @@ def system_specs(value: Any, where: str) -> tuple[SystemSpec, ...]:
     """Each name resolved (:func:`instir.systems.specs.resolve_system`); none given twice, also not
     under two names of one system (``dense`` and ``dense:<the bundled model>``)."""
     specs: list[SystemSpec] = []
+    # the first system of each label and of each file name, by its place: each name is looked up, not compared with
+    # every one before it (3,000 systems took 47 s, the 40,000 a 1 MiB grid may name hours)
+    by_label: dict[str, int] = {}
+    by_part: dict[str, int] = {}
     for name in names(value, where=where, unique=True):
         try:
             system = resolve_system(name)
         except ValueError as err:
             raise UsageError(f"{where}: {err}") from None
-        same = next((s for s in specs if s.label == system.label or file_part(s.name) == file_part(name)), None)
-        if same is not None:
+        earlier = [i for i in (by_label.get(system.label), by_part.get(file_part(name))) if i is not None]
+        if earlier:
+            same = specs[min(earlier)]
             raise UsageError(f"{where}: {quoted(same.name)} and {quoted(name)} are one system "
                              f"({quoted(system.label)}); list it once")
+        by_label.setdefault(system.label, len(specs))
+        by_part.setdefault(file_part(system.name), len(specs))
         specs.append(system)
     return tuple(specs)
 

@@ -153,3 +153,23 @@ def test_a_grid_system_whose_packages_are_missing_is_refused_naming_the_card_and
     grid = parse_grid({"benchmarks": ["instructir-sample"], "systems": ["Promptriever-7B"]}, "grid.yaml")
     with raises_saying(UserError, "system 'Promptriever-7B'", "peft", "pip install"):
         check_runnable(grid, where=lambda field: f"field {field!r}")
+
+
+def test_systems_named_twice_are_found_without_comparing_each_with_every_one_before_it(monkeypatch):
+    # on main: each system was compared with every one before it (file_part of each, again): 3,000 systems took 47 s,
+    # and the 40,000 a 1 MiB grid may name would have taken hours before the grid was refused or run
+    from instir.errors import UsageError
+    from instir.stages import request
+
+    calls = [0]
+    file_part = request.file_part
+
+    def counted(name):
+        calls[0] += 1
+        return file_part(name)
+
+    monkeypatch.setattr(request, "file_part", counted)
+    assert len(request.system_specs([f"dense:org/m{i}" for i in range(1000)], "w")) == 1000
+    assert calls[0] <= 2 * 1000  # on main: 1,000,000
+    with pytest.raises(UsageError, match="w: 'dense' and 'dense:sentence-transformers/all-MiniLM-L6-v2' are one "):
+        request.system_specs(["dense:org/m0", "dense", "bm25", "dense:sentence-transformers/all-MiniLM-L6-v2"], "w")
