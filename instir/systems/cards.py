@@ -34,7 +34,7 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -447,10 +447,11 @@ def load_cards(paths: Iterable[str | Path] = ()) -> dict[str, SystemCard]:
                                       f"duplicate name (already defined in {origin[low][0]})")
             cards[card.name] = card
             origin[low] = (path, text, i)
+    known = set(origin)  # every card's name in lower case, once (made again per card: 13,500 cards took 37 s)
     for card in cards.values():
         path, text, i = origin[card.name.lower()]
         with _on_its_line(path, text, i):
-            _check_references(card, cards, path)
+            _check_references(card, known, path)
     return cards
 
 
@@ -467,9 +468,9 @@ def _on_its_line(path: Path, text: str, index: int) -> Iterator[None]:
         raise FormatError(err.path, f"line {line}, {err.where}", err.field, err.problem) from None
 
 
-def _check_references(card: SystemCard, cards: Mapping[str, SystemCard], path: Path) -> None:
-    """Cards named inside a card (hybrid parts, first stage, variant_of) must exist."""
-    names = {c.lower() for c in cards}
+def _check_references(card: SystemCard, names: Container[str], path: Path) -> None:
+    """Cards named inside a card (hybrid parts, first stage, variant_of) must exist (``names``: every card's, in
+    lower case)."""
     refs = [("variant_of", card.variant_of)] if card.variant_of else []
     refs += [(f"params.{key}", card.params.get(key)) for key in ("dense", "lexical", "first_stage")
              if key in card.params]
