@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from instir.errors import UsageError
-from instir.parameters import count_within, positive_number
+from instir.parameters import MAX_SECONDS, count_within, positive_number
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """The jittered wait before retry number ``attempt + 1``."""
-        return min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
+        return min(self.max_backoff_s, self.backoff_s * 2.0 ** min(attempt, 64)) * random.uniform(0.5, 1.0)
 
     def retry_after(self, response: httpx.Response) -> float | None:
         """Seconds a ``Retry-After`` header asks for (delta or HTTP date), capped; None if absent."""
@@ -175,7 +175,8 @@ class Pace:
 
     def __init__(self, per_minute: float | None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
-        self.interval = 0.0 if per_minute is None else 60.0 / positive_number(per_minute, where="requests_per_minute")
+        self.interval = 0.0 if per_minute is None else 60.0 / positive_number(
+            per_minute, where="requests_per_minute", at_least=60 / MAX_SECONDS)  # one a day: a wait a clock holds
         self.clock, self.sleep = clock, sleep
         self._next, self._lock = -math.inf, threading.Lock()
 
@@ -203,8 +204,10 @@ class Endpoint:
     def __init__(self, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", auth_header: str = "Authorization",
                  query_params: Mapping[str, str] | None = None, timeout_s: float = 60.0,
                  requests_per_minute: float | None = None):
-        if not timeout_s > 0:
-            raise UsageError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s <= MAX_SECONDS:
+            # past a day, the socket's wait overflows: every attempt failed with "timestamp out of range"
+            raise UsageError(f"timeout must be a positive number of seconds, at most {MAX_SECONDS:,} (a day), got "
+                             f"{timeout_s!r}")
         refuse_url_credentials(base_url, "base_url")
         self.base_url = base_url.rstrip("/")
         self.api_key_env = require_env_name(api_key_env, "api_key_env")

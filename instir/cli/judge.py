@@ -129,7 +129,7 @@ def judge_command(args: argparse.Namespace) -> int:
     judgments failed (their values are missing or stand on fewer passages); a rerun judges only those."""
     import sys
 
-    from instir.judge.following import answered_instances, printable
+    from instir.judge.following import answered_instances, check_max_instances, printable
     from instir.judge.stability import check_repeats
     from instir.report.layout import ReportLayout
     from instir.report.lock import FolderLock
@@ -138,6 +138,7 @@ def judge_command(args: argparse.Namespace) -> int:
     from instir.stages.retrieve import listed_row, write_runs_table
 
     check_repeats(args.repeats)  # before the benchmark, the judge and the runs load
+    check_max_instances(args.max_instances)
     benchmark = benchmark_from_args(args)
     instructed, query_only = read_run(args.run), read_run(args.query_only_run)  # refused before anything is written
     answered_instances(benchmark, instructed, query_only, names=("--run", "--query-only-run"))

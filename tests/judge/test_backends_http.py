@@ -204,7 +204,7 @@ def test_judgments_the_cache_holds_are_not_paced(tmp_path):
     assert waits == [2.0, 4.0] and server.count == 3
 
 
-@pytest.mark.parametrize("value", [0, -1, float("inf"), "fast", True])
+@pytest.mark.parametrize("value", [0, -1, float("inf"), "fast", True, 1e-300])  # 1e-300: a wait no clock holds
 def test_a_rate_limit_that_is_no_positive_number_is_refused(value):
     with raises_saying(ValueError, "requests_per_minute takes a positive number"):
         make_judge("http://127.0.0.1:1/v1", requests_per_minute=value)
@@ -307,6 +307,7 @@ def test_timeout_and_max_retries_bound_a_hung_server():
 @pytest.mark.parametrize(("option", "value", "problem"), [
     ("timeout_s", 0, "timeout must be a positive number"),
     ("timeout_s", -1.0, "timeout must be a positive number"),
+    ("timeout_s", 1e300, r"at most 86,400 \(a day\)"),  # every attempt failed: "timestamp out of range"
     ("max_retries", -1, "max_retries must be a whole number"),
     ("max_retries", 1.5, "max_retries must be a whole number"),
     ("max_retries", True, "max_retries must be a whole number"),
@@ -443,6 +444,14 @@ def test_retry_waits_double_per_attempt_up_to_the_cap_and_a_retry_after_is_cappe
     in_8_s = email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(seconds=8), usegmt=True)
     assert 6.0 <= waits(in_8_s) <= 8.0  # an HTTP date: the seconds until then
     assert waits(email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(days=1), usegmt=True)) == 10.0
+
+
+def test_the_wait_before_a_late_retry_stays_at_its_cap():
+    # before, 2 ** 1024 met a float at the 1025th retry: OverflowError, where the wait is capped at max_backoff_s
+    from instir.http_retry import RetryPolicy
+
+    policy = RetryPolicy(max_retries=5000, backoff_s=1.0, max_backoff_s=60.0)
+    assert all(30.0 <= policy.backoff(attempt) <= 60.0 for attempt in (6, 1024, 4999))
 
 
 def test_a_concurrency_past_the_bound_is_refused():

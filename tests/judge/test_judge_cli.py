@@ -274,6 +274,14 @@ def test_repeats_past_the_bound_are_one_line_in_every_front_end_before_any_judgm
         judge_repeats(None, None, None, None, repeats)
 
 
+def test_max_instances_past_the_bound_is_one_line_before_the_runs_are_read(capsys, tmp_path):
+    # before, --max-instances 1000001 was refused only after both runs were read (--repeats before them)
+    assert main(["judge", "--benchmark", "instructir-sample", "--backend", "baseline", "--run", "none.trec",
+                 "--query-only-run", "none-either.trec", "--max-instances", "1000001", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("instir judge: max_instances must be a whole number from 1 to 1,000,000, got "
+                                       "1000001\n")
+
+
 @pytest.mark.parametrize("count", [10_001, 10**23])
 def test_pairs_per_stratum_past_the_bound_are_one_line_in_every_front_end_before_any_judgment(capsys, tmp_path, count):
     # on the commit before, judge-validate --per-stratum 1000000 (and instir run -p judge_max_instances=10**23, which
