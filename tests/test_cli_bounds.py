@@ -101,7 +101,7 @@ def test_summary_refuses_a_no_break_space_in_a_qrels_id(capsys, instructir_root)
     lines[1] = f"{qid}\u00a0\t{did}\t{score}"  # on main: stripped silently
     qrels.write_text("\n".join(lines) + "\n", encoding="utf-8")
     line = fails(capsys, "summary", "instructir", "--root", str(instructir_root))
-    assert line.startswith(f"instir summary: {qrels}, line 2, field 'query-id': {qid + chr(0xa0)!r} holds U+00A0 "
+    assert line.startswith(f"instir summary: {qrels}, line 2, field 'qid': {qid + chr(0xa0)!r} holds U+00A0 "
                            "NO-BREAK SPACE")
 
 
