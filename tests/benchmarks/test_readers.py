@@ -17,7 +17,7 @@ from says import raises_saying
 from instir.benchmarks.docstore import jsonl_corpus
 from instir.benchmarks.ifir import load_ifir
 from instir.benchmarks.instructir import load_instructir
-from instir.benchmarks.readers import grade, read_json_array, read_qrels, read_records
+from instir.benchmarks.readers import grade, read_json_array, read_qrels, read_qrels_files, read_records
 from instir.benchmarks.types import FormatError, quoted
 from instir.errors import UsageError
 
@@ -392,3 +392,37 @@ def test_a_json_number_of_more_digits_than_python_reads_is_refused_at_its_line_i
     array.write_text('[\n{"a": 1},\n{"a": ' + big + "}\n]\n")
     with raises_saying(FormatError, f"{array}, line 3: a number of more than 4300 digits"):
         read_json_array(array)
+
+
+# ------------------------------------------------------------------ mut76: the field a qrels error names
+
+
+@pytest.mark.parametrize(("header", "row", "where", "field"), [
+    # a 4-column TREC-style header: the document is its third name, not its second
+    ("query\titer\tdocno\trel", "q1\t0\td\u00a01\t1", 3, "docno"),
+    ("query\titer\tdocno\trel", "q1\t0\td1\tx", 3, "rel"),
+    ("qid\tpid\tscore", "q\u00a01\td1\t1", 3, "qid"),
+    ("qid\tpid\tscore", "q1\td\u00a01\t1", 3, "pid"),
+    ("query_id\tdoc_id\tgrade", "q1\td1\tx", 3, "grade"),
+    ("query_id\tdoc_id\tgrade", "q0\td0\t0", 3, "doc_id"),  # the pair of line 2 again
+    # a first line of two fields is no header of a qrels file: the names are the layouts' own
+    ("qid\tpid", "q1\td\u00a01\t1", 3, "corpus-id"),
+    ("q0\td0\t1", "q1\td1\tx", 2, "score"),  # no header: the first line is a judgment
+])
+def test_a_qrels_error_names_the_field_as_the_files_header_names_it(tmp_path, header, row, where, field):
+    path = tmp_path / "qrels.tsv"
+    first = "" if header.startswith("q0") else ("q0\t0\td0\t1\n" if header.count("\t") == 3 else "q0\td0\t1\n")
+    path.write_text(f"{header}\n{first}{row}\n", encoding="utf-8")
+    with pytest.raises(FormatError) as err:
+        read_qrels(path)
+    assert (err.value.where, err.value.field) == (where, field)
+
+
+def test_a_pair_judged_in_an_earlier_qrels_file_names_the_document_field_as_its_header_does(tmp_path):
+    first, second = tmp_path / "a.tsv", tmp_path / "b.tsv"
+    first.write_text("qid\tpid\tscore\nq0\td0\t1\n")
+    second.write_text("qid\tpid\tscore\nq1\td1\t1\nq0\td0\t2\n")
+    with pytest.raises(FormatError) as err:
+        read_qrels_files([first, second], {"q0", "q1"}, {"d0", "d1"})
+    assert (Path(err.value.path).name, err.value.where, err.value.field) == ("b.tsv", 3, "pid")
+    assert "judged in an earlier qrels file too" in err.value.problem
