@@ -319,3 +319,42 @@ def test_rerank_batch_size_past_the_cards_limit_is_refused_as_the_card_refuses_i
                  "2147483648")
     assert line == ("instir rerank: argument --batch-size: takes a whole number of at least 1 (at most 2,147,483,647), "
                     "got 2147483648 (see instir rerank --help)")
+
+
+# ------------------------------------------------------------------ mut76: the bounds of the judge's options
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [
+    # every attempt failed with "timestamp out of range" past a day
+    ("--timeout", "1e300", "expected a positive number of seconds, got '1e300'; at most 86,400 (a day)"),
+    ("--timeout", "86400.5", "expected a positive number of seconds, got '86400.5'; at most 86,400 (a day)"),
+    # a wait of 60/rate seconds per request: 1e-300 a minute is one no clock holds
+    ("--requests-per-minute", "1e-300", "expected a positive number, got '1e-300'; at least 0.000694444 (one a day)"),
+    ("--requests-per-minute", "0.0006944", "expected a positive number, got '0.0006944'; at least 0.000694444"),
+])
+def test_a_judge_time_limit_past_a_day_or_a_rate_below_one_a_day_is_refused_saying_the_bound(capsys, option, value,
+                                                                                             said):
+    line = fails(capsys, "judge", "--benchmark", "instructir-sample", "--run", "a.trec", "--query-only-run", "b.trec",
+                 option, value)
+    assert line.startswith(f"instir judge: argument {option}: {said}")
+
+
+def test_a_judge_time_limit_of_a_day_and_a_rate_of_one_a_day_are_taken():
+    from instir.cli.options import positive_rate, positive_seconds
+
+    assert positive_seconds("86400") == 86_400.0
+    assert positive_rate(repr(60 / 86_400)) == 60 / 86_400  # the least rate, written as Python writes it
+
+
+@pytest.mark.parametrize("written", ["+" + "9" * 5000, " " + "9" * 5000])
+def test_a_count_of_more_digits_than_python_reads_counts_its_digits_not_its_sign_or_spaces(capsys, written):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", "x",
+                 "--k", written)
+    assert "argument --k: a number of 5000 digits, more than any count or seed here" in line
+
+
+def test_a_long_count_that_is_no_number_is_quoted_cut_not_whole(capsys):
+    line = fails(capsys, "retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--out", "x",
+                 "--k", "x" * 100_000)
+    assert "argument --k: expected a whole number, got 'xxx" in line and line.endswith("(see instir retrieve --help)")
+    assert len(line) < 400  # the value cut as every quoted value is, not the line at the message limit

@@ -682,3 +682,17 @@ def test_a_rerank_of_a_run_file_that_is_not_there_names_the_file_before_any_mode
     line = fails(capsys, "rerank", "--benchmark", "instructir-sample", "--system", "monoT5-base", "--run",
                  str(tmp_path / "nope.trec"), "--out", str(tmp_path / "out"))
     assert line.endswith("nope.trec: run file not found") and not (tmp_path / "out").exists()
+
+
+def test_an_unknown_command_is_said_as_such_not_as_an_unknown_option_of_the_parser_of_commands(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["retreive", "--benchmark", "instructir-sample"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert done.value.code == 2 and "--benchmark" not in line
+    assert line.startswith("instir: argument COMMAND: invalid choice: 'retreive'")
+
+
+def test_what_follows_a_double_dash_is_no_option_to_be_said_unknown(capsys):
+    # after "--" every argument is a positional one: the command's own complaint is said, not "--weird"
+    line = fails(capsys, "systems", "--paper", "nope", "--", "--weird")
+    assert line.startswith("instir systems: argument --paper: invalid choice: 'nope'") and "--weird" not in line
