@@ -805,3 +805,16 @@ def test_a_spec_from_outside_past_the_config_limits_is_one_line_never_a_hang_or_
     finally:
         monkeypatch.delenv(catalog.FAMILIES_VAR)
         catalog.reload()
+
+
+def test_a_spec_from_outside_that_is_not_utf8_is_refused_naming_the_line_of_its_byte(tmp_path, monkeypatch):
+    (tmp_path / "odd.toml").write_bytes(b"# a spec\nname = 'odd'\nprinted = 'caf\xe9'\n")  # Latin-1, line 3
+    monkeypatch.setenv(catalog.FAMILIES_VAR, str(tmp_path))
+    catalog.reload()
+    try:
+        with pytest.raises(UsageError, match=re.escape(f"{tmp_path / 'odd.toml'}:3: not a readable family spec: "
+                                                       "not UTF-8 text (byte 0xe9)")):
+            catalog.families()
+    finally:
+        monkeypatch.delenv(catalog.FAMILIES_VAR)
+        catalog.reload()

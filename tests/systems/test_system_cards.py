@@ -41,10 +41,11 @@ def test_user_toml_card_is_added_to_the_builtins(tmp_path):
     assert "Promptriever-7B" in cards
 
 
-def test_user_yaml_card_is_read_like_toml(tmp_path):
+@pytest.mark.parametrize("name", ["mine.yaml", "mine.yml"])
+def test_user_yaml_card_is_read_like_toml(tmp_path, name):
     yaml_text = ("card:\n  - name: yaml-bm25\n    paper: user\n    kind: retriever\n    adapter: bm25\n"
                  "    template: ifir\n    params: {k1: 1.5, b: 0.5}\n")
-    card = load_cards([_write(tmp_path, yaml_text, "mine.yaml")])["yaml-bm25"]
+    card = load_cards([_write(tmp_path, yaml_text, name)])["yaml-bm25"]
     assert dict(card.params) == {"k1": 1.5, "b": 0.5}
 
 
@@ -254,6 +255,8 @@ def _card(adapter, kind="retriever", fields="", params="{}"):
     (_card("openai-embeddings", fields="normalize = true\n"), "normalize", "reads no normalize"),
     (_card("llm-ptrue", "reranker", fields="doc_max_length = 512\n"), "doc_max_length", "reads no doc_max_length"),
     (_card("bm25", fields='model = "m"\n'), "model", "the bm25 adapter reads no model; it reads: template"),
+    (_card("sentence-transformers", fields='model = "m"\nbase_model = "b"\n'), "base_model",
+     "the sentence-transformers adapter reads no base_model (did you mean 'model'?); it reads: model, "),
     (_card("hybrid", fields='pooling = "cls"\n'), "pooling", "the hybrid adapter reads no pooling"),
 ])
 def test_a_param_or_field_its_adapter_does_not_read_is_refused_at_load_naming_file_line_and_field(tmp_path, card,
