@@ -308,6 +308,7 @@ def test_timeout_and_max_retries_bound_a_hung_server():
     ("timeout_s", 0, "timeout must be a positive number"),
     ("timeout_s", -1.0, "timeout must be a positive number"),
     ("timeout_s", 1e300, r"at most 86,400 \(a day\)"),  # every attempt failed: "timestamp out of range"
+    ("timeout_s", True, "timeout must be a positive number"),  # not a timeout of 1 s
     ("max_retries", -1, "max_retries must be a whole number"),
     ("max_retries", 1.5, "max_retries must be a whole number"),
     ("max_retries", True, "max_retries must be a whole number"),
@@ -315,6 +316,10 @@ def test_timeout_and_max_retries_bound_a_hung_server():
 def test_timeout_and_retry_counts_out_of_range_are_refused(option, value, problem):
     with pytest.raises(ValueError, match=problem):
         make_judge("http://127.0.0.1:1/v1", **{option: value})
+
+
+def test_a_timeout_of_a_day_is_taken():
+    assert make_judge("http://127.0.0.1:1/v1", timeout_s=86_400).endpoint.timeout_s == 86_400
 
 
 def test_a_key_pasted_as_the_variable_name_is_refused(monkeypatch):

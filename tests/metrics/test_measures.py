@@ -71,6 +71,7 @@ def test_a_measure_that_cannot_be_is_refused_in_one_line():
     ("nDCG@1O", "measure 'nDCG@1O': the cutoff takes a whole number of at least 1 (at most 2,147,483,647), got '1O'"),
     ("R@\u0661\u0660", "got '\u0661\u0660'"),  # Arabic-Indic 10
     ("nDCG@10,R@100", "got '10,R@100'; measures are given apart: nDCG@10 R@100"),
+    ("nDCG@-5", "measure 'nDCG@-5': the cutoff takes a whole number of at least 1 (at most 2,147,483,647), got -5"),
 ])
 def test_a_cutoff_that_is_no_whole_number_is_said_so_by_the_depth_rule(bad, said):
     with raises_saying(UsageError, said):

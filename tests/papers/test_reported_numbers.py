@@ -175,3 +175,11 @@ def test_a_number_printed_without_decimals_rounds_to_half_a_unit():
     rows = load_reported("ifir")
     whole = rows[~rows["value_printed"].str.contains(".", regex=False)]
     assert len(whole) and set(whole["rounding"]) == {0.5}
+
+
+def test_a_reported_table_changed_by_its_caller_is_not_what_the_next_caller_gets():
+    mine = load_reported("ifir")
+    mine["value"] = -1.0  # a notebook rescaling the numbers in place
+    mine["model"] = "mine"
+    again = load_reported("ifir")
+    assert again["value"].iloc[0] == 0.44 and again["model"].iloc[0] == "GTR-XL"  # as printed (Table 3, FiQA)

@@ -311,3 +311,21 @@ def test_clean_windows_keep_a_documents_title(model, tmp_path):
     whole = retriever(model, tmp_path).encode_documents(TEMPLATE, "", items)
     np.testing.assert_allclose(windowed, whole, atol=1e-5)
     assert not np.allclose(windowed[0], windowed[1], atol=1e-3)
+
+
+def test_a_tokenizer_spec_is_fingerprinted_whatever_the_order_its_keys_are_written_in():
+    from types import SimpleNamespace
+
+    from instir.retrieval.dense import weights_fingerprint
+
+    def tokenizer(written: str):
+        return SimpleNamespace(backend_tokenizer=SimpleNamespace(to_str=lambda: written))
+
+    state = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
+    one = '{"version": "1.0", "truncation": null, "model": {"vocab": {"a": 0, "b": 1}, "type": "WordPiece"}}'
+    # the same spec written by another version of tokenizers: keys in another order, truncation state set
+    other = ('{"model": {"type": "WordPiece", "vocab": {"b": 1, "a": 0}}, "truncation": {"max_length": 8}, '
+             '"version": "1.0"}')
+    more = '{"version": "1.0", "model": {"vocab": {"a": 0, "b": 1, "c": 2}, "type": "WordPiece"}}'
+    assert weights_fingerprint("m", tokenizer(one), state) == weights_fingerprint("m", tokenizer(other), state)
+    assert weights_fingerprint("m", tokenizer(one), state) != weights_fingerprint("m", tokenizer(more), state)
