@@ -170,14 +170,10 @@ def _format(value: str | list[str] | None) -> Format | None:
     return tuple(value) if isinstance(value, list) else value
 
 
+@catalog.remembered  # every template lookup asks for them
 def _family_templates() -> dict[str, Template]:
     """The templates of every benchmark family's spec, each with the spec's ``template_source`` (a family registered
-    later, from outside the package, brings its templates): a copy of :func:`_made_family_templates`'."""
-    return dict(_made_family_templates())
-
-
-@catalog.remembered  # every template lookup asks for them
-def _made_family_templates() -> dict[str, Template]:
+    later, from outside the package, brings its templates); shared, so read only."""
     out, defined = {}, dict.fromkeys((t.name for t in _KIT), "the kit's templates (instir/formatting.py)")
     for fam in (catalog.family(name) for name in catalog.families()):
         for i, spec in enumerate(fam.template_formats):

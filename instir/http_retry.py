@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from instir.errors import UsageError
-from instir.parameters import MAX_SECONDS, count_within, positive_number
+from instir.parameters import MAX_SECONDS, MIN_PER_MINUTE, count_within, positive_number
 from instir.secrets import mask_secret, refuse_url_credentials, require_env_name
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class Pace:
     def __init__(self, per_minute: float | None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         self.interval = 0.0 if per_minute is None else 60.0 / positive_number(
-            per_minute, where="requests_per_minute", at_least=60 / MAX_SECONDS)  # one a day: a wait a clock holds
+            per_minute, where="requests_per_minute", at_least=MIN_PER_MINUTE)  # one a day: a wait a clock holds
         self.clock, self.sleep = clock, sleep
         self._next, self._lock = -math.inf, threading.Lock()
 

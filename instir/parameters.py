@@ -106,6 +106,8 @@ def count_within(value: object, low: int, high: int, what: str) -> int:
 #: The longest time limit, in seconds (a day): the socket an HTTP attempt waits on takes no more than about 9.2e9 s
 #: (2^63 ns), and one longer failed every judgment with "OverflowError: timestamp out of range for platform time_t".
 MAX_SECONDS = 86_400
+#: The lowest rate of requests per minute (one a day): a request's wait for its turn is at most :data:`MAX_SECONDS`.
+MIN_PER_MINUTE = 60 / MAX_SECONDS
 
 
 def positive_number(value: object, *, where: str, at_least: float = 0.0, at_most: float = math.inf) -> float:

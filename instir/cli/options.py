@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from instir.errors import UsageError, closest, quoted
 from instir.inputs import expanded
-from instir.parameters import MAX_SECONDS, depth
+from instir.parameters import MAX_SECONDS, MIN_PER_MINUTE, depth
 from instir.terminal import cut_message, terminal_text
 
 if TYPE_CHECKING:
@@ -162,8 +162,8 @@ def positive_seconds(text: str) -> float:
 def positive_rate(text: str) -> float:
     """argparse type of rates per minute (``--requests-per-minute``): at least one a day (the longest wait,
     :data:`~instir.parameters.MAX_SECONDS`), finite."""
-    return _positive(text, "a positive number", 60 / MAX_SECONDS, math.inf, f"; at least {60 / MAX_SECONDS:.6g} "
-                                                                          "(one a day)")
+    return _positive(text, "a positive number", MIN_PER_MINUTE, math.inf,
+                     f"; at least {MIN_PER_MINUTE:.6g} (one a day)")
 
 
 def _positive(text: str, expected: str, low: float, high: float, bound: str) -> float:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from instir.metrics.evaluation import Evaluation
-from instir.metrics.latex import (  # noqa: F401 - MAX_DIGITS and check_digits were defined here: still importable
-    MAX_DIGITS,
+from instir.metrics.latex import (
     MAX_P,
     best_systems,
     check_digits,

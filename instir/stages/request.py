@@ -16,7 +16,17 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from instir.errors import UnknownNameError, UsageError, closest, quoted, unknown
-from instir.parameters import MAX_SECONDS, benchmark_names, choices, depth, folder, names, positive_number, text
+from instir.parameters import (
+    MAX_SECONDS,
+    MIN_PER_MINUTE,
+    benchmark_names,
+    choices,
+    depth,
+    folder,
+    names,
+    positive_number,
+    text,
+)
 from instir.stages.plan import PlannedRun, every_setting, every_variant, file_part, plan_runs
 from instir.systems.specs import SystemSpec, resolve_system
 
@@ -153,7 +163,7 @@ def judge_request(values: Mapping[str, Any], where: Where) -> JudgeRequest:
             raise UsageError(f"{where('judge.' + key)}: {err}") from None
     # a timeout of at most a day; at least a request a day (1e-300 a minute paced a wait past what a clock holds)
     for key, at_least, at_most in (("timeout_s", 0.0, MAX_SECONDS),
-                                   ("requests_per_minute", 60 / MAX_SECONDS, math.inf)):
+                                   ("requests_per_minute", MIN_PER_MINUTE, math.inf)):
         if values.get(key) is not None:
             checked[key] = positive_number(values[key], where=where(f"judge.{key}"), at_least=at_least,
                                            at_most=at_most)
