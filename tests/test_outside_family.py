@@ -785,6 +785,8 @@ def test_what_is_made_from_the_specs_is_made_again_only_when_a_family_changes(mo
         monkeypatch.delenv(catalog.FAMILIES_VAR)
         catalog.reload()
     assert "trio" not in list_templates()
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda path: os.mkfifo(path), "family spec is a FIFO (named pipe), not a regular file"),
     (lambda path: path.write_text("order = " + "9" * 5000 + "\n"), "a number of more than 4300 digits"),
