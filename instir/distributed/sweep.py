@@ -9,7 +9,6 @@ docs/scale-out.md, "How cells run"; a rerun recomputes only what is missing.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
 import time
@@ -169,15 +168,17 @@ def _judge_step(grid: Grid, out: Path, loaded: LoadedBenchmarks, *, remote: bool
 
     spec = grid.judge
     try:
-        judge = None
+        host = None
         if remote:
             from instir.distributed.judge import start_judge
 
-            _, judge = start_judge(_judge_factory(grid, out))
+            def host(make: Callable[[], Any]) -> Any:
+                return start_judge(make)[1]
+
         judging = judge_runs(out, backend=spec.backend, model=spec.model, base_url=spec.base_url,
                              api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
                              requests_per_minute=spec.requests_per_minute, max_instances=spec.max_instances,
-                             repeats=spec.repeats, judge=judge, data_root=grid.data_root, loaded=loaded)
+                             repeats=spec.repeats, host=host, data_root=grid.data_root, loaded=loaded)
     except Exception as e:  # noqa: BLE001 - the judge's failure is reported, the sweep's files are still written
         return _step_failed(out, "judge", e)
     outcome = {"state": "done", "pairs": len(judging.instfol.costs), "failed_judgments": judging.failed_judgments(),
@@ -428,17 +429,5 @@ def _shard_encodings(grid: Grid, actors: int | None) -> dict[str, int]:
                                      actors=n_actors, num_gpus=num_gpus, num_cpus=num_cpus)
                 encoded[f"{name} {system.name} {template}"] = len(done.written)
     return encoded
-
-
-# ------------------------------------------------------------------ judge (InstFol), as notebook 04
-
-
-def _judge_factory(grid: Grid, out: Path) -> functools.partial:
-    from instir.judge.factory import make_judge
-
-    spec = grid.judge
-    return functools.partial(make_judge, spec.backend, model=spec.model or None, base_url=spec.base_url or None,
-                             api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
-                             requests_per_minute=spec.requests_per_minute, cache=out / "judge" / "judgments.sqlite")
 
 

@@ -11,8 +11,9 @@ judge reads only the passages it judges (the corpus index serves them by id).
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -377,11 +378,12 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
                base_url: str = "", api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0,
                requests_per_minute: float | None = None,
                max_instances: int | None = 5, repeats: int = 2, validate: bool = True, judge: Any = None,
-               k: int = K, seed: int = 0, data_root: str | None = None,
-               loaded: LoadedBenchmarks | None = None) -> Judging:
+               host: Callable[[Callable[[], Any]], Any] | None = None, k: int = K, seed: int = 0,
+               data_root: str | None = None, loaded: LoadedBenchmarks | None = None) -> Judging:
     """The judge stage: the judge (``backend``/``model``/``base_url``; the key from the
     environment variable named ``api_key_env``, never a value; at most ``requests_per_minute`` requests a minute;
-    or ``judge``, one already built, such as the sweep's judge actor) validated on at most ``max_instances``
+    or ``judge``, one already built; ``host``, given, builds it from its maker elsewhere: the sweep's judge actor,
+    which keeps the cache and the rate limit for the whole cluster) validated on at most ``max_instances``
     (None: 20) gold pairs per (subset, level, label) stratum of each benchmark (unless ``validate`` is False),
     InstFol@20 of every run pair of ``runs/runs.csv`` on a stratified sample (``seed``) of at most
     ``max_instances`` instances per benchmark (None: all), its ranking against
@@ -405,8 +407,9 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     report = start_report(out_dir, benchmarks if benchmarks is not None else list(dict.fromkeys(runs["benchmark"])),
                           data_root, loaded)
     if judge is None:
-        judge = make_judge(backend, model=model, base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s,
-                           requests_per_minute=requests_per_minute, cache=layout.judgments)
+        make = functools.partial(make_judge, backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                                 timeout_s=timeout_s, requests_per_minute=requests_per_minute, cache=layout.judgments)
+        judge = host(make) if host is not None else make()
         if backend == "openai":
             require_reachable(base_url, min(timeout_s, 5.0))
     validations = ({name: validate_judge(bench, judge, per_stratum=per_stratum, seed=seed)

@@ -163,6 +163,21 @@ def test_the_compare_stage_loads_no_benchmark(tmp_path, monkeypatch):
     assert (tmp_path / "paper_tables" / "comparison.csv").is_file()
 
 
+def test_a_judge_stage_given_a_host_builds_its_one_judge_there_with_the_folders_cache(tmp_path):
+    # the sweep's judge actor is such a host: the stage's own settings and cache, built in the actor's process
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    hosted = []
+
+    def host(make):
+        hosted.append(make())
+        return hosted[-1]
+
+    judging = judge_runs(tmp_path, backend="baseline", max_instances=2, repeats=1, validate=False, host=host)
+    assert len(hosted) == 1 and judging.judge is hosted[0] and hosted[0].name == "baseline-lexical"
+    assert Path(hosted[0].cache.path).resolve() == (tmp_path / "judge" / "judgments.sqlite").resolve()
+    assert hosted[0].stats.judged > 0  # it judged the pairs
+
+
 def test_one_judge_repeat_still_gives_the_query_sample_spread(tmp_path):
     retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
     judging = judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1)
