@@ -13,6 +13,7 @@ they would only pull every mean towards 0. Documents are in trec_eval's order
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Union
 
 import ir_measures
@@ -88,11 +89,13 @@ def run_dict(run: RunLike) -> dict[str, dict[str, float]]:
     a (qid, docid) pair occurs twice: a dict would silently keep only one of them."""
     df = run_frame(run)
     codes, qids = pd.factorize(df["qid"])
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(qids) + 1))
-    docs = df["docid"].to_numpy(dtype=object)[order].tolist()
-    scores = df["score"].to_numpy()[order].tolist()
-    out = {q: dict(zip(docs[a:b], scores[a:b])) for q, a, b in zip(qids, bounds[:-1], bounds[1:])}
+    docs, scores = df["docid"].to_numpy(dtype=object), df["score"].to_numpy()
+    if not bool((codes[1:] >= codes[:-1]).all()):  # a query's rows apart (a Run's are together, in first-seen order)
+        order = np.argsort(codes, kind="stable")
+        codes, docs, scores = codes[order], docs[order], scores[order]
+    # plain lists: slicing and iterating them is twice as fast as numpy's or Arrow's scalars
+    bounds, docs, scores = np.searchsorted(codes, np.arange(len(qids) + 1)).tolist(), docs.tolist(), scores.tolist()
+    out = {q: dict(zip(docs[a:b], scores[a:b])) for q, a, b in zip(qids.tolist(), bounds[:-1], bounds[1:])}
     if sum(map(len, out.values())) != len(df):
         dup = df[df.duplicated(["qid", "docid"])].iloc[0]
         raise ValueError(f"run lists document {quoted(dup['docid'])} more than once for query {quoted(dup['qid'])}")
@@ -121,6 +124,35 @@ def labelled(metrics: Iterable[ir_measures.Metric], labels: Mapping[Measure, str
             names[id(m.measure)] = labels.get(m.measure)
         if (name := names[id(m.measure)]) is not None:
             rows.append((m.query_id, name, float(m.value)))
+    return rows
+
+
+def metric_rows(evaluator, run: dict[str, dict[str, float]],
+                labels: Mapping[Measure, str]) -> list[tuple[str, str, float]]:
+    """:func:`labelled` of ``evaluator.iter_calc(run)``: an ir_measures pytrec_eval evaluator's per-query values
+    read straight from pytrec_eval's answer, as its ``iter_calc`` reads them (a measure's default, 0, for a query
+    of the qrels the run does not answer), without a Metric and a set of (measure, query) pairs a value; any other
+    evaluator through its ``iter_calc``."""
+    invokers = getattr(evaluator, "invokers", None)
+    if type(evaluator).__name__ != "PytrecEvalEvaluator" or not isinstance(invokers, list) or not all(
+            hasattr(invoker, "evaluator") and isinstance(getattr(invoker, "measure_map", None), dict)
+            for invoker in invokers):
+        return labelled(evaluator.iter_calc(run), labels)
+    rows = []
+    answered: list[tuple[Measure, set[str]]] = []  # each measure pytrec_eval was asked, and the queries it answered
+    for invoker in invokers:
+        by_string = {text: (measure, labels.get(measure), set()) for text, (measure, _) in invoker.measure_map.items()}
+        for qid, values in invoker.evaluator.evaluate(run).items():
+            for text, value in values.items():
+                _, name, seen = by_string[text]
+                seen.add(qid)
+                if name is not None:
+                    rows.append((qid, name, float(value)))
+        answered += [(measure, seen) for measure, _, seen in by_string.values()]
+    for measure in evaluator.measures:
+        if (name := labels.get(measure)) is not None:
+            seen = set().union(*(qids for other, qids in answered if other == measure))
+            rows += [(qid, name, float(measure.DEFAULT)) for qid in evaluator.qrel_qids if qid not in seen]
     return rows
 
 
@@ -165,13 +197,19 @@ class Evaluator:
         if self.depth is not None:
             frame = top_candidates(frame, self.depth)
         rows: list[tuple[str, str, float]] = []
-        if self._direct is not None:
-            rows += labelled(self._direct.iter_calc(run_dict(frame)), {m: str(m) for m in self.measures})
+        whole = run_dict(frame) if self._direct is not None else None
+        if whole is not None:
+            rows += metric_rows(self._direct, whole, {m: str(m) for m in self.measures})
         for cutoff, pairs in self._cut.items():
             # a Run's frame stays in trec_eval's order, its ranks intact, when whole queries and
-            # each query's tail are dropped: its top k are the rows ranked k or better
-            top = frame[frame["rank"] <= cutoff] if isinstance(run, Run) else ranked(frame, cutoff)
-            rows += labelled(self._uncut.iter_calc(run_dict(top)), {u: str(m) for m, u in pairs})
+            # each query's tail are dropped: its top k are the rows ranked k or better, the first k
+            # of each query's documents in the run's dict (which keeps the frame's order)
+            if isinstance(run, Run):
+                top = {q: dict(islice(docs.items(), cutoff)) for q, docs in whole.items()} if whole is not None \
+                    else run_dict(frame[frame["rank"] <= cutoff])
+            else:
+                top = run_dict(ranked(frame, cutoff))
+            rows += metric_rows(self._uncut, top, {u: str(m) for m, u in pairs})
         out = pd.DataFrame(rows, columns=["qid", "measure", "value"])
         # Sort into a stable layout: measures in the order asked, queries in qrels order.
         out["measure"] = pd.Categorical(out["measure"], categories=self.labels)
