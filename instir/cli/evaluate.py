@@ -104,10 +104,12 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
         if is_mteb_predictions(path):
             predictions = read_mteb_predictions(path)
             run, name = as_scored(predictions, benchmark, protocol), predictions.model_name or path.stem
+            sidecar = read_sidecar(path) or {}
         else:
             run, name = read_run(path), file_system_name(path)
             refuse_unanswered(run, run.df["qid"].unique(), benchmark.queries, benchmark.name)  # before any writing
-        sidecar = read_sidecar(path) or {}
+            # read_run's meta is the sidecar that vouches for the bytes it read (their hash), where one does
+            sidecar = run.meta if "trec_sha256" in run.meta else {}
         if sidecar and sidecar.get("rows") != len(run):  # its digest matches, yet it was edited: not this run's
             warnings.warn(f"{path}'s sidecar says {quoted(sidecar.get('rows'))} rows, the run holds {len(run)}: "
                           "its template and k are not used")

@@ -209,8 +209,8 @@ def _canonical(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         raise ValueError(f"a run needs columns qid, docid, score; missing {missing}")
     scores = pd.to_numeric(df["score"], errors="raise").to_numpy(dtype=np.float64)
     _check_scores(scores, lambda i: str(df["qid"].iloc[i]), lambda i: str(df["docid"].iloc[i]))
-    qenc = _arrow_strings(df["qid"]).dictionary_encode()
-    denc = _arrow_strings(df["docid"]).dictionary_encode()
+    qarr, darr = _arrow_strings(df["qid"]), _arrow_strings(df["docid"])
+    qenc, denc = qarr.dictionary_encode(), darr.dictionary_encode()
     qcodes = qenc.indices.to_numpy().astype(np.int64)
     dcodes = denc.indices.to_numpy().astype(np.int64)
     ndocs = len(denc.dictionary)
@@ -229,7 +229,9 @@ def _canonical(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     # strictly decreasing: o'_i = min(o_i, o'_{i-1} - 1)  <=>  (o'_i + i) = cummin(o_i + i) per query
     lowered = pd.Series(_ordered_ints(s32) + pos).groupby(qsorted).cummin().to_numpy() - pos
     _check_room(lowered, lambda i: qenc.dictionary[int(qsorted[i])].as_py())
-    columns = (_to_str_series(qenc.dictionary.take(qsorted)), _to_str_series(denc.dictionary.take(dcodes[order])),
+    kept = bool((order == np.arange(n)).all())  # already in trec_eval's order (a file the kit wrote): ids as given
+    columns = (_to_str_series(qarr if kept else qenc.dictionary.take(qsorted)),
+               _to_str_series(darr if kept else denc.dictionary.take(dcodes[order])),
                _floats_from_ordered(lowered).astype(np.float64), (pos + 1).astype(np.int64))
     tied = np.r_[False, (qsorted[1:] == qsorted[:-1]) & (s32[1:] == s32[:-1])] if n else np.zeros(0, dtype=bool)
     return pd.DataFrame(dict(zip(RUN_COLUMNS, columns))), tied
@@ -559,13 +561,15 @@ def write_run(run: Run, path: str | Path, *, tag: str | None = None) -> Path:
     return path
 
 
-def read_sidecar(path: str | Path) -> dict | None:
-    """The sidecar of a TREC run if it exists and matches the file's content hash, else None."""
+def read_sidecar(path: str | Path, data: bytes | None = None) -> dict | None:
+    """The sidecar of a TREC run if it exists and matches the file's content hash, else None; ``data``: the file's
+    bytes where the caller has read them (:func:`read_run`), hashed instead of reading the file again."""
     meta = read_json(sidecar_path(path))
     if not isinstance(meta, dict) or file_problem(path) is not None:
         return None
     try:
-        return meta if meta.get("trec_sha256") == atomic.file_sha256(path) else None
+        digest = atomic.file_sha256(path) if data is None else hashlib.sha256(data).hexdigest()
+        return meta if meta.get("trec_sha256") == digest else None
     except OSError:
         return None
 
@@ -726,8 +730,9 @@ def read_run(path: str | Path) -> Run:
     path = Path(path)
     check_file(path, "run file")
     data = path.read_bytes()
-    if not data.removeprefix(codecs.BOM_UTF8).strip():  # a byte-order mark alone is an empty file too
-        meta = read_sidecar(path)
+    text = data.removeprefix(codecs.BOM_UTF8)
+    if not text or text.isspace():  # a byte-order mark alone is an empty file too (no stripped copy of the file)
+        meta = read_sidecar(path, data)
         if meta is None or meta.get("rows") != 0:
             raise FormatError(path, None, None, "empty run file (no sidecar records it as a run with 0 rows)")
         return Run(_empty_frame(), {**meta, "path": str(path)})
@@ -765,7 +770,7 @@ def read_run(path: str | Path) -> Run:
         warnings.warn(f"{path}: in every query the rank column puts the lowest score first; trec_eval and the kit "
                       "rank by score, highest first, so rank 1 is read as the last (if lower is better for this "
                       "system, negate its scores)", stacklevel=2)
-    meta = read_sidecar(path) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags,
+    meta = read_sidecar(path, data) or {"source": "external", "tag": tags[0] if len(tags) == 1 else tags,
                                   **({"ties": run.meta["ties"]} if "ties" in run.meta else {})}  # the file's own
     run.meta = {**meta, "path": str(path)}
     return run
