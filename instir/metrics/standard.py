@@ -193,9 +193,15 @@ class Evaluator:
         """One row per averaged query and measure: columns ``qid``, ``measure``, ``value``.
         Queries the run does not retrieve anything for get 0."""
         frame = run_frame(run)
-        frame = frame[frame["qid"].isin(self.qids)]
-        if self.depth is not None:
-            frame = top_candidates(frame, self.depth)
+        if isinstance(run, Run):  # its scores strictly decrease in a query: its top k are the rows ranked k or better
+            keep = frame["qid"].isin(self.qids).to_numpy()
+            if self.depth is not None:
+                keep = keep & (frame["rank"].to_numpy() <= self.depth)
+            frame = frame if keep.all() else frame[keep]  # no copy of a run that holds nothing else
+        else:
+            frame = frame[frame["qid"].isin(self.qids)]
+            if self.depth is not None:
+                frame = top_candidates(frame, self.depth)
         rows: list[tuple[str, str, float]] = []
         whole = run_dict(frame) if self._direct is not None else None
         if whole is not None:
