@@ -581,27 +581,31 @@ def _query_depths(run: Run | Mapping[str, Mapping], queries: Collection[str] | N
         counts = pd.Series({str(q): len(docs) for q, docs in run.items() if docs}, dtype="int64")
     else:
         counts = run.df["qid"].value_counts(sort=False)
-    return counts if queries is None else counts[[q in queries for q in counts.index]]
+    return counts if queries is None else counts[[q in queries for q in counts.index.tolist()]]
 
 
-def ranked_depth(run: Run | Mapping[str, Mapping], k: object = None, queries: Collection[str] | None = None) -> int:
+def ranked_depth(run: Run | Mapping[str, Mapping], k: object = None, queries: Collection[str] | None = None, *,
+                 depths: pd.Series | None = None) -> int:
     """How deep ``run`` ranks, as a verdict, a depth note and ``runs.csv`` take it (the one rule of a run's depth):
     ``k`` where its vouched sidecar says the depth asked (a query may match fewer documents), else what every query
     reaches, the fewest documents it ranks for one (a query ranked 10 deep scores nDCG@20 on 10, however deep the
     rest). Only ``queries`` count when given (the benchmark's): a line of a query the benchmark lacks scores nothing,
     so it sets no depth; a query the run does not answer neither (it scores 0, named as missing by
-    :func:`check_run_ids`). 0 when no query counts. ``run`` may be MTEB's ``{qid: {doc: score}}``."""
+    :func:`check_run_ids`). 0 when no query counts. ``run`` may be MTEB's ``{qid: {doc: score}}``; ``depths``: its
+    :func:`_query_depths` over ``queries`` where the caller has counted them."""
     if k:
         return int(k)
-    depths = _query_depths(run, queries)
+    depths = _query_depths(run, queries) if depths is None else depths
     return int(depths.min()) if len(depths) else 0
 
 
-def shallowest_query(run: Run | Mapping[str, Mapping], queries: Collection[str] | None = None) -> str | None:
+def shallowest_query(run: Run | Mapping[str, Mapping], queries: Collection[str] | None = None, *,
+                     depths: pd.Series | None = None) -> str | None:
     """The query (of ``queries`` when given, as :func:`ranked_depth` counts them) that ranks the fewest documents
     where another ranks more: the one that sets a measured depth, which a depth note names (a run cut short for
-    one query looks as deep as the rest); None when every such query ranks as many."""
-    depths = _query_depths(run, queries)
+    one query looks as deep as the rest); None when every such query ranks as many. ``depths``: as
+    :func:`ranked_depth` takes them."""
+    depths = _query_depths(run, queries) if depths is None else depths
     return str(depths.idxmin()) if len(depths) and depths.min() < depths.max() else None
 
 
@@ -853,19 +857,21 @@ def check_run_ids(run: Run | pd.DataFrame, benchmark: Benchmark) -> RunIdCheck:
     known_d = benchmark.corpus.id_set()
     # the run's distinct ids against the benchmark's sets: a run holds far fewer distinct documents
     # than a large corpus, whose id set pandas' isin would copy on every call
-    asked = run.df["qid"].unique()
+    asked = run.df["qid"].unique().tolist()  # a list: iterating Arrow's scalars costs several times more
     refuse_unanswered(run, asked, benchmark.queries, benchmark.name)
     unknown_q = sorted(q for q in asked if q not in benchmark.queries)
-    unknown_d = sorted(d for d in run.df["docid"].unique() if d not in known_d)
+    unknown_d = sorted(d for d in run.df["docid"].unique().tolist() if d not in known_d)
     bad_q = run.df["qid"].isin(unknown_q).to_numpy()
     bad_d = run.df["docid"].isin(unknown_d).to_numpy()
-    run_q = set(run.df["qid"].unique())
+    run_q = set(asked)
+    k = run.meta.get("k")
+    depths = None if k else _query_depths(run, benchmark.queries)  # counted once for the depth and its query
     return RunIdCheck(
         unknown_qids=unknown_q,
         unknown_docids=unknown_d,
         rows_with_unknown_qid=int(bad_q.sum()),
         rows_with_unknown_docid=int(bad_d.sum()),
         missing_qids=[q for q in benchmark.queries if q not in run_q],
-        depth=ranked_depth(run, run.meta.get("k"), benchmark.queries),
-        shallowest=None if run.meta.get("k") else shallowest_query(run, benchmark.queries),
+        depth=ranked_depth(run, k, benchmark.queries, depths=depths),
+        shallowest=None if k else shallowest_query(run, benchmark.queries, depths=depths),
     )
