@@ -220,7 +220,6 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
 
     from instir.metrics import stats, table
     from instir.report.layout import LoadedBenchmarks, ReportLayout
-    from instir.stages.compare import paper_tables
     from instir.stages.evaluate import score_runs, stage_tables
     from instir.stages.retrieve import write_runs_table
 
@@ -248,6 +247,8 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
     written = [layout.runs_table, layout.metrics_table, layout.per_query, layout.comparisons,
                *stage_tables(layout.metrics)]
     if args.papers or args.mteb_results:
+        from instir.stages.compare import paper_tables  # only here: the compare stage's modules cost a start-up
+
         compared = paper_tables(out, args.mteb_results or [], papers=["mteb"] if args.protocol == "mteb" else None)
         if len(compared.compared):
             print("\nagainst the reported numbers (×100):")
