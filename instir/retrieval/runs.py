@@ -712,8 +712,9 @@ def _lowest_first(query: np.ndarray, rank: np.ndarray, score: np.ndarray) -> boo
     as an integer code; lines in file order, a query's lines together or not): a later rank of a query never
     scores lower, and some score higher. Such a run was written for "lower is better" (a distance), which
     trec_eval, ranking by score, reads upside down."""
-    order = np.argsort(query, kind="stable")  # each query's lines together, in file order
-    query, rank, score = query[order], rank[order], score[order]
+    if not bool((query[1:] >= query[:-1]).all()):  # each query's lines together, in file order (as written, they are)
+        order = np.argsort(query, kind="stable")
+        query, rank, score = query[order], rank[order], score[order]
     step = (query[1:] == query[:-1]) & (np.diff(rank) > 0)
     rises = np.diff(score)[step]
     return bool(rises.size and (rises >= 0).all() and (rises > 0).any())
