@@ -339,8 +339,9 @@ def write_metrics(layout: ReportLayout, runs: pd.DataFrame, evaluations: Sequenc
         values = [frame[(frame["benchmark"] == name) & (True if measures is None else frame["measure"].isin(measures))]
                   .drop(columns="benchmark") for frame in (per_query, per_group)]
         comparisons.append(compare_to_baseline(*values, baseline, **options).assign(benchmark=name))
-        query_sets = {frozenset(part["qid"]) for _, part in values[0].groupby("system")}
-        if values[0]["system"].nunique() > 1 and len(query_sets) == 1:  # one setting's systems, one query set
+        # one setting's systems, one query set (the sets made only where there are several systems)
+        if values[0]["system"].nunique() > 1 and len({frozenset(part["qid"]) for _, part in
+                                                      values[0].groupby("system")}) == 1:
             compared[name] = compare_scores(Evaluation(values[0], values[1], pd.DataFrame()), correction="holm",
                                             **options)  # instir.compare_runs's test: Holm across a measure's pairs
             tex[layout.metrics / f"{name.replace('/', '_')}.tex"] = (TEX_MARK + compared[name].to_latex(
