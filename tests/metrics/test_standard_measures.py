@@ -2,6 +2,7 @@
 
 import math
 
+import ir_measures
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,20 +72,18 @@ def test_every_measure_matches_pytrec_eval_called_directly(seed):
             assert ours[qid] == pytest.approx(expected, abs=1e-12), (measure, qid)
 
 
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_values_read_from_pytrec_eval_directly_are_ir_measures_own(seed):
     """:func:`metric_rows` reads pytrec_eval's answer as ir_measures' ``iter_calc`` does: the same rows (a query the run
-    misses at the measure's default), for the direct measures and the cut-free ones, whatever the labels name."""
+    misses at the measure's default), for measures with and without a cutoff, whatever the labels name."""
     qrels, run = _random_case(seed)
-    ev = Evaluator(qrels, list(TREC_NAMES) + ["RR@10", "P@5"])
-    whole = run_dict(_frame(run))
-    for evaluator, labels in ((ev._direct, {m: str(m) for m in ev.measures}),
-                              (ev._uncut, {u: str(m) for pairs in ev._cut.values() for m, u in pairs}),
-                              (ev._direct, {ev.measures[0]: "only this"})):
-        assert sorted(metric_rows(evaluator, whole, labels)) == sorted(labelled(evaluator.iter_calc(whole), labels))
-    assert sorted(metric_rows(ev._direct, {}, {m: str(m) for m in ev.measures})) == \
-        sorted(labelled(ev._direct.iter_calc({}), {m: str(m) for m in ev.measures}))
+    measures = [ir_measures.parse_measure(m) for m in [*TREC_NAMES, "RR@10", "P@5", "nDCG", "R@1000"]]
+    evaluator = ir_measures.pytrec_eval.evaluator(measures, qrels)
+    assert type(evaluator).__name__ == "PytrecEvalEvaluator"  # the evaluator metric_rows reads directly
+    for labels in ({m: str(m) for m in measures}, {measures[0]: "only this"}):
+        for answered in (run, {}):
+            assert sorted(metric_rows(evaluator, answered, labels)) == \
+                sorted(labelled(evaluator.iter_calc(answered), labels))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -96,6 +95,7 @@ def test_a_run_and_its_frame_in_another_row_order_score_the_same_at_every_cutoff
     frame = _frame(run).sample(frac=1, random_state=seed)
     pd.testing.assert_frame_equal(Evaluator(qrels, measures).per_query(Run(frame)),
                                   Evaluator(qrels, measures).per_query(frame))
+
 
 def _rr_at_k_by_hand(run: dict[str, float], relevant: set[str], k: int) -> float:
     """trec_eval order written out: float32 score descending, then document id descending."""
