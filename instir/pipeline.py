@@ -642,6 +642,10 @@ def publish_page(out_dir: str | Path, notebook: str):
     return None
 
 
+#: The tag papermill gives the cell of parameters it injects, and the id the kit gives that cell.
+_INJECTED = "injected-parameters"
+
+
 def _publish_executed(partial: Path, executed: Path) -> None:
     """Make papermill's finished temporary the executed notebook, atomically, with the name it
     records as its output the one it is published under."""
@@ -650,6 +654,13 @@ def _publish_executed(partial: Path, executed: Path) -> None:
     notebook = nbformat.read(partial, as_version=4)
     if isinstance(notebook.metadata.get("papermill"), dict):
         notebook.metadata["papermill"]["output_path"] = str(executed)
+    # papermill gives the cell it injects a new random id on every run: one id, so that two runs of the same
+    # request write the same notebook and page (unless a cell of the notebook has that id already)
+    ids = {cell.get("id") for cell in notebook.cells}
+    for cell in notebook.cells:
+        if _INJECTED in cell.get("metadata", {}).get("tags", ()) and _INJECTED not in ids:
+            cell["id"] = _INJECTED
+            break
     atomic.write_text(executed, nbformat.writes(notebook))
     partial.unlink(missing_ok=True)
 

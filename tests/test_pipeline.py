@@ -570,3 +570,18 @@ def test_a_parameter_of_more_digits_than_json_writes_or_of_100k_characters_is_on
         with pytest.raises(UsageError) as err:
             validate_parameters({"judge_model": value}, known)
         assert str(err.value).startswith("parameter 'judge_model' expects a string") and len(str(err.value)) < 200
+
+
+def test_two_runs_of_one_request_give_the_injected_parameters_cell_one_id(tmp_path, monkeypatch):
+    """papermill gives the cell it injects a random id; the executed notebook and its page keep one id, so two runs
+    of the same request write the same page."""
+    isolate(monkeypatch, tmp_path)
+    ids, pages = [], []
+    for name in ("first", "second"):
+        out = tmp_path / "reports" / name
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {"out_dir": str(out), "rows": 2}, out)
+        cells = json.loads((out / "01_table.ipynb").read_text(encoding="utf-8"))["cells"]
+        ids.append([cell["id"] for cell in cells if "injected-parameters" in cell["metadata"].get("tags", [])])
+        pages.append(re.findall(r'id="cell-id=([^"]+)"', (out / "01_table.html").read_text(encoding="utf-8")))
+    assert len(ids[0]) == 1 and ids[0] == ids[1]
+    assert pages[0] == pages[1] and ids[0][0] in pages[0]
