@@ -483,11 +483,13 @@ def _batch_environment() -> contextlib.AbstractContextManager[None]:
     libraries' (:data:`instir.progress.QUIET_BARS`; they would only clutter the HTML), and
     ``MPLBACKEND`` unset, because a backend such as ``Agg`` (common in CI and test setups) stops
     ipykernel from choosing the inline backend, so the figures would be missing from the reports; the
-    families' folders absolute (the kernels run in the report's folder)."""
+    families' folders and the cache folder absolute (the kernels run in the report's folder)."""
     from instir.benchmarks.catalog import FAMILIES_VAR, families_var
+    from instir.home import HOME_VAR, instir_home
     from instir.progress import ENV_VAR, QUIET_BARS, environment
 
-    return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None, FAMILIES_VAR: families_var() or None})
+    return environment({ENV_VAR: "0", **QUIET_BARS, "MPLBACKEND": None, FAMILIES_VAR: families_var() or None,
+                        HOME_VAR: str(instir_home()) if os.environ.get(HOME_VAR) else None})
 
 
 def kernel_options(kernel: str | None) -> dict[str, object]:

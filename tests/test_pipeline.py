@@ -491,6 +491,28 @@ def test_a_relative_families_folder_reaches_the_kernels_absolute(tmp_path, monke
     assert seen == {"families": str(tmp_path / "families"), "cwd": str(tmp_path / "reports" / "r")}
 
 
+def test_a_relative_instir_home_is_one_folder_for_the_kit_and_its_kernels(tmp_path, monkeypatch):
+    import papermill
+
+    from instir.home import instir_home
+
+    seen = {}
+
+    def execute(*args, cwd, **kwargs):
+        seen["home"] = os.environ.get("INSTIR_HOME")
+        raise RuntimeError("stop here")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INSTIR_HOME", "cache")
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
+    # before, the kernels got 'cache', read from the report's folder they run in: a second cache in the report,
+    # every index and embedding paid for again; and a run's sidecar named its cache entries 'cache/...'
+    assert seen == {"home": str(tmp_path / "cache")}
+    assert instir_home() == tmp_path / "cache"
+
+
 def test_a_url_with_credentials_inside_a_list_parameter_is_refused():
     with raises_saying(ValueError, "parameter 'endpoints'"):
         check_parameters({"endpoints": ["http://localhost:8000/v1", "http://user:hunter2@example.org/v1"]})
