@@ -130,6 +130,15 @@ def test_a_root_without_a_manifest_loads_as_local():
     assert load_benchmark("instructir", root=FIXTURES / "instructir-hf").revision == "local"
 
 
+def test_a_relative_root_is_recorded_as_the_folder_it_names(tmp_path, monkeypatch):
+    shutil.copytree(FIXTURES / "ifir-beir", tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    bench = load_benchmark("ifir/fire", root="data")
+    # before, 'data/fire': a report's record named a folder only the shell it was run from could find
+    assert bench.source == str(tmp_path / "data" / "fire")
+    assert bench.queries == load_benchmark("ifir/fire", root=tmp_path / "data").queries
+
+
 def test_samples_come_from_the_package_whatever_the_root(tmp_path):
     for root in (FIXTURES / "instructir-hf", FIXTURES / "ifir-mteb", tmp_path / "missing"):
         for name in sample_benchmarks():
