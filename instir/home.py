@@ -14,7 +14,7 @@ HOME_VAR = "INSTIR_HOME"
 
 
 def instir_home() -> Path:
-    """The instir cache folder: ``$INSTIR_HOME``, default ``~/.cache/instir``; absolute (a relative one is taken from
-    the current folder), so that the records that name a cache entry say the same whatever the spelling, and a
-    process that starts elsewhere (a report's kernel) is handed the same folder."""
-    return expanded(os.environ.get(HOME_VAR) or "~/.cache/instir").absolute()
+    """The instir cache folder: ``$INSTIR_HOME``, default ``~/.cache/instir``; resolved (a relative one is taken from
+    the current folder, ``..`` and symlinks followed), so that the records that name a cache entry say the same
+    whatever the spelling, and a process that starts elsewhere (a report's kernel) is handed the same folder."""
+    return expanded(os.environ.get(HOME_VAR) or "~/.cache/instir").resolve()

@@ -503,12 +503,14 @@ def test_a_relative_instir_home_is_one_folder_for_the_kit_and_its_kernels(tmp_pa
         raise RuntimeError("stop here")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("INSTIR_HOME", "cache")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "work")
+    monkeypatch.setenv("INSTIR_HOME", "link/../cache")
     monkeypatch.setattr(papermill, "execute_notebook", execute)
     with pytest.raises(RuntimeError, match="stop here"):
         run_reports([NOTEBOOKS / "01_table.ipynb"], {"rows": 2}, tmp_path / "reports" / "r")
-    # before, the kernels got 'cache', read from the report's folder they run in: a second cache in the report,
-    # every index and embedding paid for again; and a run's sidecar named its cache entries 'cache/...'
+    # before, the kernels got 'link/../cache', read from the report's folder they run in: a second cache in the
+    # report, every index and embedding paid for again; and a run's sidecar named its cache entries as spelled
     assert seen == {"home": str(tmp_path / "cache")}
     assert instir_home() == tmp_path / "cache"
 

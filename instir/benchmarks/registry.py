@@ -54,8 +54,8 @@ def load_benchmark(name: str, setting: str = "instructed", root: str | Path | No
     if found.sample:
         data_root, revision = fam.sample_root, f"bundled-{importlib.metadata.version('instir')}"
     else:
-        # absolute: the report's record names the folder read, not the spelling of the folder it was run from
-        data_root = _located(fam, subset, Path(root).absolute() if root else None)
+        # resolved: the report's record names the folder read, not the spelling of the folder it was run from
+        data_root = _located(fam, subset, Path(root).resolve() if root else None)
         folder = data_folder(data_root, subset)
         manifest = read_manifest(folder)  # none: a folder of the user's, checked by its record counts only
         revision = fetched_revision(folder, manifest) if manifest else "local"

@@ -132,9 +132,12 @@ def test_a_root_without_a_manifest_loads_as_local():
 
 def test_a_relative_root_is_recorded_as_the_folder_it_names(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES / "ifir-beir", tmp_path / "data")
+    (tmp_path / "link").symlink_to(tmp_path / "data")
     monkeypatch.chdir(tmp_path)
-    bench = load_benchmark("ifir/fire", root="data")
-    # before, 'data/fire': a report's record named a folder only the shell it was run from could find
+    assert load_benchmark("ifir/fire", root="link").source == str(tmp_path / "data" / "fire")
+    bench = load_benchmark("ifir/fire", root="data/../data")
+    # before, 'link/fire' and 'data/../data/fire': a report's record named a folder only the shell it was run
+    # from could find, and one folder two ways
     assert bench.source == str(tmp_path / "data" / "fire")
     assert bench.queries == load_benchmark("ifir/fire", root=tmp_path / "data").queries
 
