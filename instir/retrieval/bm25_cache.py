@@ -2,7 +2,8 @@
 document format, then memory-mapped by every later search (any ``k``, any query template).
 
 An entry of the kit's one verified store (:mod:`instir.verified_store`: written whole or not at
-all, verified on every load, removed with a warning when damaged) is keyed by a SHA-256 over a
+all, verified on every load, removed with a warning when damaged; built by one process at a time,
+another waiting for it and then loading its entry) is keyed by a SHA-256 over a
 JSON description of everything that changes the index (:func:`entry_key` of
 :meth:`instir.retrieval.lexical.BM25Retriever.index_description`). It holds what
 :meth:`bm25s.BM25.save` writes (:data:`BM25S_FILES`) and ``doc_ids.json`` (document ids in index
@@ -68,20 +69,15 @@ class BM25IndexCache:
         """The verified entry of ``key`` opened with ``bm25s.BM25.load(mmap=True)``, or None when
         there is none or it is damaged; ``doc_ids`` are the corpus's ids in order, which the
         entry's must equal."""
-        start = time.perf_counter()
+        return self.entries.read(key[:32], key, _opener(doc_ids), required=(*BM25S_FILES, DOC_IDS))
 
-        def open_index(entry: Entry) -> CachedIndex:
-            model = bm25s.BM25.load(entry.path, mmap=True, show_progress=False)
-            path = entry.path / DOC_IDS
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(stored, list):
-                raise Damaged(path, "holds no list of document ids")
-            if stored != list(doc_ids) or model.scores["num_docs"] != len(stored):
-                raise Damaged(path, f"holds {len(stored)} document ids that are not the corpus's "
-                                    f"{len(doc_ids)} in order")
-            return CachedIndex(model, stored, entry.path, time.perf_counter() - start)
-
-        return self.entries.read(key[:32], key, open_index, required=(*BM25S_FILES, DOC_IDS))
+    def load_or_build(self, key: str, doc_ids: Sequence[str], build: Callable[[], object]) -> object:
+        """:meth:`load`'s :class:`CachedIndex`, else what ``build()`` returns (it publishes the entry with
+        :meth:`store`), built while holding the entry's lock (:meth:`instir.verified_store.VerifiedStore.build`):
+        of two processes that want the same index at once, one builds it and the other waits, with one warning,
+        then loads it."""
+        return self.entries.build(key[:32], key, _opener(doc_ids), lambda _work: build(),
+                                  required=(*BM25S_FILES, DOC_IDS))
 
     def scratch(self, key: str) -> AbstractContextManager[Path]:
         """A folder of this build's own beside the entry of ``key``, for its scratch files (removed on exit;
@@ -101,3 +97,22 @@ class BM25IndexCache:
         entry = self.entries.put(key[:32], key, write_entry, description=description,
                                  meta={"documents": len(doc_ids), "bm25s": bm25s.__version__})
         return None if entry is None else entry.path
+
+
+def _opener(doc_ids: Sequence[str]) -> Callable[[Entry], CachedIndex]:
+    """The loader of an entry (:meth:`instir.verified_store.VerifiedStore.read`): ``bm25s.BM25.load(mmap=True)``,
+    its stored ids checked to be ``doc_ids`` (the corpus's, in order)."""
+    start = time.perf_counter()
+
+    def open_index(entry: Entry) -> CachedIndex:
+        model = bm25s.BM25.load(entry.path, mmap=True, show_progress=False)
+        path = entry.path / DOC_IDS
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(stored, list):
+            raise Damaged(path, "holds no list of document ids")
+        if stored != list(doc_ids) or model.scores["num_docs"] != len(stored):
+            raise Damaged(path, f"holds {len(stored)} document ids that are not the corpus's "
+                                f"{len(doc_ids)} in order")
+        return CachedIndex(model, stored, entry.path, time.perf_counter() - start)
+
+    return open_index

@@ -183,14 +183,19 @@ class BM25Retriever:
             self._held.popitem(last=False)
         params = description["bm25"]
         doc_ids = benchmark.corpus.ids()
-        loaded = self.cache.load(key, doc_ids) if self.cache is not None else None
-        if loaded is not None:
-            model = loaded.model
-            source = {"origin": "loaded", "cache_entry": str(loaded.path), "seconds": round(loaded.seconds, 3)}
+        start = time.perf_counter()
+        stats: dict[str, int] = {}
+
+        def build() -> tuple[bm25s.BM25, Path | None]:
+            return self._build(benchmark, template, params, key, description, stats)
+
+        # one process builds an index at a time; another waits for it and loads its entry
+        found = self.cache.load_or_build(key, doc_ids, build) if self.cache is not None else build()
+        if not isinstance(found, tuple):  # the cache's entry (a CachedIndex), not this build's (model, path)
+            model = found.model
+            source = {"origin": "loaded", "cache_entry": str(found.path), "seconds": round(found.seconds, 3)}
         else:
-            start = time.perf_counter()
-            stats: dict[str, int] = {}
-            model, path = self._build(benchmark, template, params, key, description, stats)
+            model, path = found
             source = {"origin": "built", "cache_entry": None if path is None else str(path),
                       "seconds": round(time.perf_counter() - start, 3), "store_seconds": stats["store_seconds"],
                       **({"long_tokens_cut": stats["long_tokens_cut"]} if stats.get("long_tokens_cut") else {})}

@@ -95,8 +95,8 @@ def test_a_fresh_retriever_loads_the_stored_index_and_returns_the_same_run(name,
 
 def test_the_instructed_and_query_only_runs_of_one_retriever_index_once(builds, monkeypatch):
     loads = []
-    original = BM25IndexCache.load
-    monkeypatch.setattr(BM25IndexCache, "load", lambda self, *a: loads.append(a[0]) or original(self, *a))
+    original = BM25IndexCache.load_or_build
+    monkeypatch.setattr(BM25IndexCache, "load_or_build", lambda self, *a: loads.append(a[0]) or original(self, *a))
     retriever = bm25()
     instructed = retrieve(load_benchmark("instructir-sample"), retriever, k=10)
     query_only = retrieve(load_benchmark("instructir-sample", "query-only"), retriever, k=10)
@@ -306,16 +306,63 @@ def test_concurrent_builders_leave_one_valid_entry(builds):
     threads = [threading.Thread(target=build) for _ in range(4)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", "BM25 index cache: another process is building")  # the others wait
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    assert not errors and len(runs) == 4
+    assert not errors and len(runs) == 4 and builds.n == 1
     for run in runs[1:]:
         assert_same_run(runs[0], run)
     builds.refuse()
     assert_same_run(runs[0], bm25().search(bench, template, 10))
     assert [p.name for p in default_cache_dir().iterdir()] == [Path(runs[0].meta["index"]["cache_entry"]).name]
+
+
+def test_two_builders_of_one_index_at_once_build_it_once_and_the_second_loads_it(builds, monkeypatch):
+    """Two ``instir retrieve`` of one corpus into one INSTIR_HOME at once both tokenised and indexed it (each run's
+    sidecar said ``origin: built``; the last to publish replaced the first's entry): the second now waits for the
+    first, with one warning naming the entry, and loads what it published."""
+    bench, template = small(DOCS), get_template("query-only")
+    inside, waiting, release = threading.Event(), threading.Event(), threading.Event()
+    counted, warn, started = bm25_build.spill, warnings.warn, []
+
+    def spill(*args, **kwargs):  # the first build stops half-way, holding the entry, until the second has decided
+        started.append(1)
+        if len(started) == 1:
+            inside.set()
+            assert release.wait(30)
+        else:
+            waiting.set()  # a second build: the work done twice
+        return counted(*args, **kwargs)
+
+    def noted(message, *args, **kwargs):
+        if "another process is building" in str(message):
+            waiting.set()
+        return warn(message, *args, **kwargs)
+
+    monkeypatch.setattr(bm25_build, "spill", spill)
+    monkeypatch.setattr(warnings, "warn", noted)
+    got = {}
+    name = bm25_cache.entry_key(bm25(**PLAIN).index_description(bench, template))[:32]
+    thread = threading.Thread(target=lambda: got.setdefault("first", bm25(**PLAIN).index(bench, template)))
+    thread.start()
+    try:
+        assert inside.wait(30)
+        with warns_saying(verified_store.CacheWarning, "another process is building", name, "waiting"):
+            second = threading.Thread(target=lambda: got.setdefault("second", bm25(**PLAIN).index(bench, template)))
+            second.start()
+            assert waiting.wait(30)
+            release.set()
+            second.join(30)
+    finally:
+        release.set()
+        thread.join(30)
+    built, loaded = got["first"], got["second"]
+    assert builds.n == 1
+    assert (built.source["origin"], loaded.source["origin"]) == ("built", "loaded")
+    assert built.source["cache_entry"] == loaded.source["cache_entry"]
+    assert [p.name for p in default_cache_dir().iterdir()] == [Path(built.source["cache_entry"]).name]
 
 
 def test_the_last_writer_wins(builds):
