@@ -587,6 +587,10 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
                 html_name = render_html(executed, html, show_code=result.show_code or failure is not None).name
             except OSError as err:
                 failure = unwritten = err
+            except BaseException:  # interrupted while rendering: the notebook just published is the kit's all the same
+                with contextlib.suppress(Exception):
+                    note_made(result.out_dir, [executed])  # for the next run, which replaces it
+                raise
             render = time.perf_counter() - t1
     if unwritten is not None:
         error = f"{path.name}: {write_failure(unwritten)}"

@@ -451,6 +451,43 @@ def test_a_notebook_saved_while_an_interrupted_run_ran_it_is_kept_when_the_kit_k
     assert json.loads((out / "01_table.ipynb").read_text())["cells"]  # the cells that ran
 
 
+def test_a_run_interrupted_while_rendering_a_page_leaves_its_executed_notebook_the_next_run_replaces_without_a_word(
+        tmp_path, monkeypatch):
+    """Ctrl-C while a page was rendered left the executed notebook the run had just published unnoted: the next run
+    set it aside (``….ipynb.set-aside-…``) warning that the kit "cannot show it left" it, its own file."""
+    import warnings
+
+    import papermill
+
+    import instir.pipeline
+
+    source = tmp_path / "nbs" / "01_table.ipynb"
+    source.parent.mkdir()
+    source.write_text((NOTEBOOKS / "01_table.ipynb").read_text())
+    out = tmp_path / "reports" / "r"
+    rendered = instir.pipeline.render_html
+
+    def executed(notebook, partial, **kwargs):  # every cell ran, and papermill recorded its run
+        cells = json.loads(Path(notebook).read_text())
+        cells["metadata"]["papermill"] = {"input_path": str(notebook), "output_path": str(partial)}
+        Path(partial).write_text(json.dumps(cells))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", executed)
+    monkeypatch.setattr(instir.pipeline, "render_html", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_reports([source], {}, out)
+    assert (out / "01_table.ipynb").is_file() and not (out / "01_table.html").exists()
+    monkeypatch.setattr(instir.pipeline, "render_html", rendered)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_reports([source], {}, out)
+    assert not [str(w.message) for w in caught if "cannot show it left" in str(w.message)]
+    assert not list(out.glob("*.set-aside-*")) and (out / "01_table.html").is_file()
+
+
 def test_a_page_edited_since_the_kit_rendered_it_is_kept_aside_when_replaced_and_the_kits_own_is_not(tmp_path):
     from instir import atomic
     from instir.report.provenance import keeping_edits, record_page
