@@ -356,18 +356,37 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     return fd, journal
 
 
+#: the descriptors of the locks :func:`exclusive` holds in this process, closed in a forked child (:func:`_unheld`)
+_HELD_LOCKS: set[int] = set()
+
+
+def _unheld() -> None:
+    """In a child just forked (a worker of a pool): close the parent's lock descriptors, so a lock is the holder's
+    alone and goes with it, even where its workers outlive it (a ``flock`` lasts while any copy stays open)."""
+    for fd in list(_HELD_LOCKS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unheld)
+
+
 @contextmanager
 def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = UserWarning) -> Iterator[None]:
     """Hold the lock file ``path`` (an advisory ``flock``) for a whole piece of work on ``what``: another process or
-    thread wanting it waits, warning ``waiting`` once, and is let in when the holder ends, however it ends. The
-    holder removes the file as it lets go (so none is left behind), which is why a lock is held only on the file
-    found at ``path``. A ``path`` that is not a regular file is a :class:`~instir.errors.UserError` naming it."""
+    thread wanting it waits, warning ``waiting`` once, and is let in when the holder ends, however it ends (worker
+    processes it forked, which may outlive a killed holder, do not keep it). The holder removes the file as it lets
+    go (so none is left behind), which is why a lock is held only on the file found at ``path``. A ``path`` that is
+    not a regular file is a :class:`~instir.errors.UserError` naming it."""
     problem = file_problem(path)
     if problem not in (None, "not found"):
         raise UserError(f"{path} {problem}: the kit keeps the lock of the {what}'s writers there; remove it")
     warned = False
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        _HELD_LOCKS.add(fd)  # a worker forked from now on (by another thread too) has no copy of it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -381,10 +400,12 @@ def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = 
                 break
         except FileNotFoundError:
             pass
+        _HELD_LOCKS.discard(fd)
         os.close(fd)  # the holder removed this file as it let go: take the one at ``path`` now
     try:
         yield
     finally:
+        _HELD_LOCKS.discard(fd)
         with contextlib.suppress(OSError):
             os.unlink(path)
         os.close(fd)  # releases the lock

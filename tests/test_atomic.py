@@ -434,3 +434,39 @@ def test_a_journal_of_the_wrong_shape_is_removed_with_a_warning_never_raised_int
     with pytest.warns(UserWarning, match="unreadable journal"):
         assert atomic.settle(tmp_path) == 0
     assert os.listdir(tmp_path) == []
+
+
+_KILLED_HOLDER = """
+import multiprocessing, os, signal, sys
+from pathlib import Path
+from instir import atomic
+with atomic.exclusive(Path(sys.argv[1]), "BM25 index cache", "waiting"):
+    context = multiprocessing.get_context("fork")  # as the BM25 tokeniser's pool
+    worker = context.Process(target=context.Event().wait)  # blocked for ever, as a worker whose parent died
+    worker.start()
+    print(worker.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_lock_whose_holder_was_killed_is_free_while_a_worker_it_forked_still_runs(tmp_path):
+    """kill -9 of a BM25 build left its tokenising workers running (blocked on a pipe no one reads), each with a copy
+    of the entry's lock: the next build of that index waited for ever for a holder that was gone."""
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+
+    path, said = tmp_path / ".entry.lock", tmp_path / "worker.pid"
+    with said.open("w") as out:  # a file, not a pipe: the worker outlives the holder and keeps its stdout open
+        holder = subprocess.run([sys.executable, "-c", _KILLED_HOLDER, str(path)], stdout=out, timeout=120)
+    worker = int(said.read_text().split()[0])
+    try:
+        assert holder.returncode == -signal.SIGKILL and path.exists()
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while the worker holds a copy
+        finally:
+            os.close(fd)
+    finally:
+        os.kill(worker, signal.SIGKILL)
