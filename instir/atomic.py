@@ -356,17 +356,18 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     return fd, journal
 
 
-#: the descriptors of the locks :func:`exclusive` holds in this process, closed in a forked child (:func:`_unheld`)
-_HELD_LOCKS: set[int] = set()
+#: the descriptors of the locks this process holds (:func:`exclusive`'s, a report folder's), each added as it is
+#: opened and removed before it is closed: a forked child closes them (:func:`_unheld`)
+HELD_LOCKS: set[int] = set()
 
 
 def _unheld() -> None:
     """In a child just forked (a worker of a pool): close the parent's lock descriptors, so a lock is the holder's
     alone and goes with it, even where its workers outlive it (a ``flock`` lasts while any copy stays open)."""
-    for fd in list(_HELD_LOCKS):
+    for fd in list(HELD_LOCKS):
         with contextlib.suppress(OSError):
             os.close(fd)
-    _HELD_LOCKS.clear()
+    HELD_LOCKS.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -386,7 +387,7 @@ def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = 
     warned = False
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
-        _HELD_LOCKS.add(fd)  # a worker forked from now on (by another thread too) has no copy of it
+        HELD_LOCKS.add(fd)  # a worker forked from now on (by another thread too) has no copy of it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -400,12 +401,12 @@ def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = 
                 break
         except FileNotFoundError:
             pass
-        _HELD_LOCKS.discard(fd)
+        HELD_LOCKS.discard(fd)
         os.close(fd)  # the holder removed this file as it let go: take the one at ``path`` now
     try:
         yield
     finally:
-        _HELD_LOCKS.discard(fd)
+        HELD_LOCKS.discard(fd)
         with contextlib.suppress(OSError):
             os.unlink(path)
         os.close(fd)  # releases the lock

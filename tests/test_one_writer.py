@@ -534,3 +534,32 @@ def test_a_runs_list_written_over_another_front_ends_runs_is_refused_and_left_as
     with raises_saying(UsageError, "lists 1 run(s) written by instir sweep that notebooks would drop"):
         write_runs_table(layout, [mine])
     assert layout.runs_table.read_bytes() == before
+
+
+_KILLED_WRITER = """
+import multiprocessing, os, signal, sys
+from instir.report.lock import FolderLock
+with FolderLock(sys.argv[1], "instir sweep"):
+    context = multiprocessing.get_context("fork")  # as the BM25 tokeniser's pool in a serial sweep's retrieve stage
+    worker = context.Process(target=context.Event().wait)  # blocked for ever, as a worker whose parent died
+    worker.start()
+    print(worker.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_writer_killed_while_a_worker_it_forked_still_runs_holds_the_folder_no_more(tmp_path):
+    """kill -9 of ``instir sweep --serial`` while it built a BM25 index left the tokeniser's workers running, each with
+    a copy of the folder's lock: every later run into the folder was refused, naming a writer long gone."""
+    import signal
+
+    out, said = tmp_path / "reports", tmp_path / "worker.pid"
+    with said.open("w") as stdout:  # a file, not a pipe: the worker outlives the writer and keeps its stdout open
+        writer = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(out)], stdout=stdout, timeout=120)
+    worker = int(said.read_text().split()[0])
+    try:
+        assert writer.returncode == -signal.SIGKILL
+        with FolderLock(out, "instir run"):
+            assert holder_of(out)["pid"] == os.getpid()
+    finally:
+        os.kill(worker, signal.SIGKILL)

@@ -110,14 +110,19 @@ class FolderLock:
             if problem not in (None, "not found"):
                 raise UsageError(f"{self.path} {problem}: the kit keeps the lock of the folder's writers there; "
                                  "remove it")
+            from instir import atomic
+
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            atomic.HELD_LOCKS.add(fd)  # workers it forks keep no copy: the lock goes with this process
             if not _taken(fd):
                 holder = holder_of(self.folder) or {}
                 if holder.get("token") and _inherited().get(str(self.folder)) == holder["token"]:
+                    atomic.HELD_LOCKS.discard(fd)
                     os.close(fd)
                     self._joined = True  # the parent holds it for this process's work
                     return self
                 if not _taken(fd, BUSY_TRIES):
+                    atomic.HELD_LOCKS.discard(fd)
                     os.close(fd)
                     holder = holder_of(self.folder) or {}
                     raise UsageError(f"another writer ({holder.get('who', 'instir run')}, pid {holder.get('pid', '?')} "
@@ -153,6 +158,9 @@ class FolderLock:
                     self.path.unlink()
                     self.folder.rmdir()
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+            from instir import atomic
+
+            atomic.HELD_LOCKS.discard(self._fd)
             os.close(self._fd)
             self._fd = None
 
