@@ -14,7 +14,8 @@ the authors send one window per request (100 requests/minute, up to 20 tries, a 
 becoming the string ``"Invalid Message"`` inside the matrix); here ``batch_size`` windows go in
 one request, ``concurrency`` requests run at once, 408/409/429/5xx answers are retried honouring
 ``Retry-After`` (:mod:`instir.http_retry`), and a request that fails for good stops the run — the
-embedding cache keeps every finished chunk, so the rerun resumes.
+embedding cache keeps every finished chunk (``batch_size`` x ``concurrency`` texts, one round of requests), so
+the rerun resumes and pays again for no more than the round that was in flight.
 
 Tokenizer: tiktoken's encoding for the model (it downloads its BPE file on first use; offline it
 must already be in ``TIKTOKEN_CACHE_DIR``), or any ``tokenizer=`` with its ``encode``/``decode``.
@@ -179,7 +180,9 @@ class OpenAIEmbeddingsRetriever:
         self._tokenizer = tokenizer
         self.tokenizer_name = tokenizer_name or f"tiktoken:encoding_for_model({model})"
         self.similarity = similarity
-        self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache, progress=progress)
+        # a chunk is one round of requests in flight: what a stopped run had paid for is kept, but that round
+        self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(
+            cache, chunk_size=self.client.batch_size * self.client.concurrency, progress=progress)
         self.progress = progress
 
     @classmethod

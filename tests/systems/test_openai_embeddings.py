@@ -256,3 +256,31 @@ def test_nothing_to_embed_and_a_tokenizer_without_a_name_are_refused(tmp_path):
         OpenAIEmbeddingClient("m", "http://127.0.0.1:1/v1", progress=False).embed([])
     with raises_saying(ValueError, "a custom tokenizer needs tokenizer_name"):
         OpenAIEmbeddingsRetriever("m", tokenizer=WordTokenizer(), cache=tmp_path)
+
+
+def test_a_run_stopped_by_a_failed_request_is_resumed_paying_again_for_no_text_already_answered(toy_benchmark,
+                                                                                                tmp_path):
+    """A request that failed for good (or a Ctrl-C) lost every answer of its chunk of 4,096 texts: the rerun sent
+    (and paid for) them again. A chunk is now one round of requests in flight, kept once answered."""
+    bench = toy_benchmark()
+    with FakeChatServer(responder=embeddings_reply) as server:  # the requests a whole run makes, in order
+        retrieve(bench, make(server, tmp_path / "whole", windows=False, batch_size=2, concurrency=1), template="ifir",
+                 k=3)
+    last = server.received[-1][1]["input"]
+    answered, seen = [], []
+
+    def fails_at_the_last_batch(body):
+        if body["input"] == last and not seen:
+            seen.append(1)
+            return Reply(status=400, body={"error": {"message": "stopped"}})
+        answered.append(body["input"])
+        return embeddings_reply(body)
+
+    with FakeChatServer(responder=fails_at_the_last_batch) as server:
+        with pytest.raises(UserError):
+            retrieve(bench, make(server, tmp_path, windows=False, batch_size=2, concurrency=1), template="ifir", k=3)
+        paid = [text for batch in answered for text in batch]
+        answered.clear()
+        retrieve(bench, make(server, tmp_path, windows=False, batch_size=2, concurrency=1), template="ifir", k=3)
+    again = [text for batch in answered for text in batch]
+    assert len(paid) >= 2 and again == last and not set(again) & set(paid)
