@@ -43,7 +43,7 @@ from instir.home import instir_home
 from instir.progress import enabled as progress_enabled
 from instir.retrieval.runs import Run
 from instir.stamps import json_sha256
-from instir.verified_store import VerifiedStore
+from instir.verified_store import Entry, VerifiedStore
 
 #: What installs the engine.
 INSTALL = install_hint("pyserini")
@@ -135,37 +135,42 @@ class LuceneBM25Retriever(ABC):
 
     def index(self, benchmark: Benchmark, template: Template) -> tuple[Path, dict]:
         """The Lucene index of the corpus as ``template`` formats its documents (the verified cache
-        entry, else built by the engine and stored) and where it came from."""
+        entry, else built by the engine and stored; one process builds it at a time, another waits for
+        it and then loads its entry) and where it came from."""
         description = self.index_description(benchmark, template)
         key = json_sha256(description)
         start = time.perf_counter()
-        found = self.store.read(key[:32], key, lambda entry: entry.path)
-        if found is not None:
-            return found, {"origin": "loaded", "cache_entry": str(found),
-                           "seconds": round(time.perf_counter() - start, 3)}
-        subset = benchmark.shared_subset
-        with tempfile.TemporaryDirectory(prefix="instir-lucene-") as work:
-            collection = Path(work) / "collection" / "docs.jsonl"
-            collection.parent.mkdir()
-            with atomic.stream(collection) as out:
-                for doc in benchmark.corpus:
-                    line = json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n"
-                    out.write(line.encode())
 
-            def build(folder: Path) -> None:
-                self._build(collection, folder)
-                (folder / "write.lock").unlink(missing_ok=True)
+        def loaded(entry: Entry) -> tuple[Path, dict]:
+            return entry.path, {"origin": "loaded", "cache_entry": str(entry.path),
+                                "seconds": round(time.perf_counter() - start, 3)}
 
-            if self.show_progress:
-                print(f"{self.engine}: indexing {len(benchmark.corpus):,} documents", flush=True)
-            entry = self.store.put(key[:32], key, build, description=description)
-            if entry is None:  # the cache cannot be written: build where the search can read it once
-                fallback = Path(tempfile.mkdtemp(prefix="instir-lucene-index-"))
-                build(fallback)
-                return fallback, {"origin": "built", "cache_entry": None,
-                                  "seconds": round(time.perf_counter() - start, 3)}
-        return entry.path, {"origin": "built", "cache_entry": str(entry.path),
-                            "seconds": round(time.perf_counter() - start, 3)}
+        def made(_work: Path) -> tuple[Path, dict]:
+            subset = benchmark.shared_subset
+            with tempfile.TemporaryDirectory(prefix="instir-lucene-") as work:
+                collection = Path(work) / "collection" / "docs.jsonl"
+                collection.parent.mkdir()
+                with atomic.stream(collection) as out:
+                    for doc in benchmark.corpus:
+                        line = json.dumps({"id": doc.id, "contents": template.format_doc(doc, subset)}) + "\n"
+                        out.write(line.encode())
+
+                def build(folder: Path) -> None:
+                    self._build(collection, folder)
+                    (folder / "write.lock").unlink(missing_ok=True)
+
+                if self.show_progress:
+                    print(f"{self.engine}: indexing {len(benchmark.corpus):,} documents", flush=True)
+                entry = self.store.put(key[:32], key, build, description=description)
+                if entry is None:  # the cache cannot be written: build where the search can read it once
+                    fallback = Path(tempfile.mkdtemp(prefix="instir-lucene-index-"))
+                    build(fallback)
+                    return fallback, {"origin": "built", "cache_entry": None,
+                                      "seconds": round(time.perf_counter() - start, 3)}
+            return entry.path, {"origin": "built", "cache_entry": str(entry.path),
+                                "seconds": round(time.perf_counter() - start, 3)}
+
+        return self.store.build(key[:32], key, loaded, made)
 
     def search(self, benchmark: Benchmark, template: Template, k: int) -> Run:
         """Top-``k`` results per query by the engine; a document whose id is the query's is dropped
