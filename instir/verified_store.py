@@ -272,7 +272,7 @@ class VerifiedStore:
         if found is not None and not work.exists():
             return found
         waiting = (f"{self.what}: another process is building {self.entry_dir(name)}; waiting for it to finish "
-                   "(its entry is then read, not computed again)")
+                   "(then its entry is read; if it stops first, the entry is made here, from any parts it kept)")
         with ExitStack() as held:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
