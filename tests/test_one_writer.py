@@ -148,6 +148,18 @@ def test_a_list_that_would_drop_a_sweeps_runs_is_refused_naming_them(swept, tmp_
         retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=50)  # the same runs at another k
 
 
+def test_a_list_that_would_drop_runs_listed_at_no_k_names_them_without_an_empty_k(tmp_path):
+    # instir judge lists the run files it was given at no k (it retrieves nothing): "(k )" was shown for them
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    table = tmp_path / "runs" / "runs.csv"
+    listed = pd.read_csv(table, dtype=str, keep_default_na=False).assign(k="", written_by="instir judge")
+    listed.to_csv(table, index=False)
+    with raises_saying(UsageError, "written by instir judge that notebooks would drop: bm25 instructed on "
+                       "instructir-sample; bm25 (query-only) query-only on instructir-sample; write into") as refused:
+        retrieve_runs(tmp_path, ["ifir-sample/fiqa"], ["bm25"], k=20)
+    assert "(k" not in str(refused.value)
+
+
 def test_the_same_runs_at_the_same_k_replace_a_sweeps_rows(swept, tmp_path):
     out = copy_of(swept, tmp_path / "r")
     retrieve_runs(out, ["ifir-sample/fiqa"], ["bm25"], k=20)

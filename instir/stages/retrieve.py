@@ -84,7 +84,8 @@ def refuse_dropping(layout: ReportLayout, keys: Sequence[tuple], writer: str) ->
                     for row in foreign[[*RUN_KEY, "k"]].itertuples(index=False)]]
     if len(lost):
         by = ", ".join(dict.fromkeys(lost["written_by"]))
-        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark} (k {r.k})" for r in lost.head(3).itertuples())
+        shown = "; ".join(f"{r.system} {r.variant} on {r.benchmark}" + (f" (k {r.k})" if r.k else "")
+                          for r in lost.head(3).itertuples())  # a run instir judge lists was read, at no k asked
         more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
         raise UsageError(f"{layout.runs_table} lists {len(lost)} run(s) written by {by} that {writer} would drop: "
                          f"{shown}{more}; write into another folder (--out / out_dir), or delete "
