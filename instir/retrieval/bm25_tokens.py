@@ -12,9 +12,12 @@ checks scores and rankings against ``bm25s.tokenize``).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
+import signal
+import sys
 import warnings
 from array import array
 from collections import deque
@@ -106,6 +109,19 @@ def _chunk(texts: list[str], stopwords: str | Sequence[str],
     return list(splitter.vocab), lengths, flat, splitter.cut
 
 
+def _end_with_parent(parent: int) -> None:
+    """A worker's start: on Linux, ask to be ended (SIGTERM) when the process that forked it ends, so a build
+    killed with ``kill -9`` leaves no workers behind (they blocked for ever on a pipe no one read, holding their
+    chunk's memory); a worker whose parent is already gone ends now."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 def workers(n_jobs: int | None) -> int:
     """Worker processes for ``n_jobs`` (None: the CPUs this process may use); 1 where the system
     cannot fork (a fresh interpreter per worker would re-run an unguarded ``__main__``)."""
@@ -142,7 +158,8 @@ def tokenized_chunks(texts: Iterable[str], stopwords: str | Sequence[str], stemm
         return remap[np.frombuffer(flat, dtype=np.int32)], lengths
 
     pending: deque[Future] = deque()
-    with ProcessPoolExecutor(n_jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(n_jobs, mp_context=multiprocessing.get_context("fork"), initializer=_end_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         for part in in_chunks(texts, chunk):
             pending.append(pool.submit(_chunk, part, stopwords, stemmer))
             if len(pending) > n_jobs:

@@ -2,6 +2,11 @@
 chunk size and the number of workers), and a BM25 index built that way ranks as one built in
 one process."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
 import warnings
 
 import numpy as np
@@ -121,3 +126,60 @@ def test_a_token_of_exactly_the_limit_is_kept_whole_and_not_counted_as_cut():
 
 def test_any_pystemmer_algorithm_stems_the_documents_not_only_porter():
     assert tokenize(["Running runs"], [], "english")[1] == {"run": 0}
+
+
+#: a build whose workers stop in their first chunk (each writes its pid first), in a process of its own
+STUCK_BUILD = """
+import os, sys, time
+from instir.retrieval.bm25_tokens import tokenized_chunks
+
+PARENT, OUT = os.getpid(), sys.argv[1]
+
+
+class Stuck(list):
+    def __iter__(self):  # the stop words, read by each worker as it starts its chunk
+        if os.getpid() != PARENT:
+            open(os.path.join(OUT, f"{os.getpid()}.pid"), "w").close()
+            time.sleep(600)
+        return super().__iter__()
+
+
+list(tokenized_chunks(["a b"] * 10, Stuck(["the"]), "english", {}, n_jobs=2, chunk=1))
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@needs_fork
+@pytest.mark.processes
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux ends a worker with its parent")
+def test_a_build_killed_with_kill_9_leaves_no_tokenising_worker_behind(tmp_path):
+    # on the commit before, its workers stayed, blocked for ever on a pipe no one read, holding their chunks
+    build = subprocess.Popen([sys.executable, "-c", STUCK_BUILD, str(tmp_path)])
+    pids: list[int] = []
+    try:
+        for _ in range(600):
+            pids = [int(p.stem) for p in tmp_path.glob("*.pid")]
+            if len(pids) == 2 or build.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(pids) == 2, "the workers never started their chunks"
+        build.send_signal(signal.SIGKILL)
+        build.wait(30)
+        for _ in range(100):
+            if not any(map(_alive, pids)):
+                break
+            time.sleep(0.1)
+        assert not [pid for pid in pids if _alive(pid)]
+    finally:
+        build.kill()
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
