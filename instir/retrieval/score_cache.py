@@ -8,13 +8,17 @@ in its own short transaction, so a rerun scores nothing and a killed run loses a
 batch in flight. Several processes may share the file (busy timeout, first answer kept). The file
 is an :class:`~instir.sqlite_store.SQLiteStore`, under the judgment cache's rules (its schema checked
 on opening, another database's log set aside, closed with its log checkpointed); a stored score that
-is not a finite number is scored again.
+is not a finite number is scored again. Scores stored under a reranker's ``local_files_sha256`` (an earlier kit's
+digest of its files, which a checkpoint rewritten in its middle kept, or None: a Hub id whose files were not on disk)
+are not served under its weights' ``fingerprint``: the first lookup that finds none of its inputs says so once,
+counting them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -35,6 +39,9 @@ CREATE TABLE IF NOT EXISTS rerankers (
 );
 """
 
+#: The keys of an identity that name its model's weights: today's fingerprint, an earlier kit's files' digest.
+WEIGHTS_KEYS = ("fingerprint", "local_files_sha256")
+
 
 def default_score_cache_path() -> Path:
     """``<instir home>/rerank-scores.sqlite`` (``$INSTIR_HOME``, default ``~/.cache/instir``)."""
@@ -49,6 +56,7 @@ class ScoreCache:
         # an fsync and a WAL checkpoint each time
         self._store = SQLiteStore(path if path is not None else default_score_cache_path(), _SCHEMA, "score cache")
         self.path = self._store.path
+        self._looked_back: set[str] = set()  # rerankers whose earlier-kit scores were looked for
 
     def close(self) -> None:
         """Checkpoint the log into the file and close the connection."""
@@ -76,7 +84,36 @@ class ScoreCache:
                                               f"AND input_sha256 IN ({marks})", [rkey, *chunk])
                 found.update((key, score) for key, score in rows
                              if isinstance(score, float) and math.isfinite(score))  # else: scored again
+            if input_keys and not found and rkey not in self._looked_back:
+                self._looked_back.add(rkey)
+                self._say_earlier_kit(identity, rkey)
         return found
+
+    def _say_earlier_kit(self, identity: Mapping, rkey: str) -> None:
+        """One warning where the file holds scores of this reranker (the same settings) under its files' digest or
+        its Hub id alone (``local_files_sha256``) while ``identity`` names its weights' fingerprint."""
+        def settings(value: Mapping) -> dict:
+            return json.loads(json.dumps({k: v for k, v in value.items() if k not in WEIGHTS_KEYS},
+                                         sort_keys=True, default=str))
+
+        if not identity.get("fingerprint"):
+            return
+        ours, earlier = settings(identity), 0
+        rows = self._store.db.execute("SELECT r.identity, COUNT(*) FROM rerankers r JOIN scores s "
+                                      "ON s.reranker_sha256 = r.reranker_sha256 WHERE r.reranker_sha256 != ? "
+                                      "GROUP BY r.reranker_sha256", [rkey])
+        for text, count in rows:
+            try:
+                other = json.loads(text)
+            except (TypeError, ValueError, RecursionError):
+                continue
+            if isinstance(other, dict) and "local_files_sha256" in other and settings(other) == ours:
+                earlier += count
+        if earlier:
+            warnings.warn(f"score cache {self.path}: {earlier} score(s) of {identity.get('model')} stored under "
+                          "its files' digest or its Hub id alone (an earlier kit's identity, which a checkpoint "
+                          "changed in its middle kept, or one made before its files were on disk) are not reused: "
+                          "every pair is scored again under its weights' fingerprint", stacklevel=3)
 
     def put(self, identity: Mapping, scored: Iterable[tuple[str, float]]) -> None:
         """Store ``(input_key, score)`` pairs in one transaction (an existing row is kept, unless its score

@@ -297,3 +297,40 @@ def test_the_score_cache_lives_in_the_instir_home_as_rerank_scores_sqlite(own_ho
     from instir.retrieval.score_cache import default_score_cache_path
 
     assert default_score_cache_path() == own_home / "rerank-scores.sqlite"
+
+
+@pytest.mark.parametrize("digest", ["84cb4dcf" * 8, None], ids=["a local folder's files", "a Hub id alone"])
+def test_scores_an_earlier_kit_stored_under_a_rerankers_files_digest_are_said_not_reused_once(tmp_path, digest):
+    # a kit before 2026-12-06 keyed a reranker by its files' digest (local_files_sha256; None for a Hub id), today by
+    # its weights' fingerprint: its scores are not served (the digest missed a checkpoint changed in its middle), and
+    # the rerun that scores every pair again says why, once, instead of paying for them again without a word
+    import warnings
+
+    earlier = {"kind": "cross-encoder", "model": "/models/ce", "revision": None, "dtype": "float32",
+               "max_length": None, "local_files_sha256": digest,
+               "template": ["{query} {instruction}", "{text}"]}
+    today = {**{k: v for k, v in earlier.items() if k != "local_files_sha256"}, "fingerprint": "65bfd9cb" * 8}
+    keys = [ScoreCache.input_key(text) for text in ("a", "b")]
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    cache.put(earlier, [(keys[0], 0.5), (keys[1], 0.25)])  # the rows the earlier kit wrote
+
+    def said(identity):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert cache.get(identity, keys) == {}
+        return [str(w.message) for w in caught]
+
+    original = ScoreCache._say_earlier_kit
+    try:
+        assert said({**today, "dtype": "float16"}) == []  # another reranker's settings: nothing of its own there
+        (message,) = said(today)
+        assert f"score cache {cache.path}: 2 score(s) of /models/ce stored under its files' digest" in message
+        assert "an earlier kit's identity" in message and "not reused: every pair is scored again" in message
+        assert said(today) == []  # once
+        assert cache.get(earlier, keys) == dict(zip(keys, (0.5, 0.25)))  # its own identity still finds them
+        ScoreCache._say_earlier_kit = lambda self, identity, rkey: None  # the fix reverted, in memory
+        cache._looked_back.clear()
+        assert said(today) == []  # before: scored again without a word
+    finally:
+        ScoreCache._say_earlier_kit = original
+        cache.close()
