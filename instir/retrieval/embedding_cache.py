@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from itertools import islice
@@ -215,10 +217,38 @@ def _open_matrix(entry: Entry) -> np.ndarray:
     return matrix
 
 
+#: A chunk (or its checksum) that an earlier kit's encoding wrote in its entry's own folder, before the store's
+#: ``<entry>.partial/`` work folder held them.
+_EARLIER_CHUNK = re.compile(r"chunk\d+-\d{6}\.npy(\.sha256)?")
+
+
+def _take_over_earlier_chunks(entry: Path) -> None:
+    """Move the chunks an earlier kit's interrupted encoding left in the entry's own folder (no manifest yet, each
+    chunk with its checksum) into the entry's work folder, where the next encoding resumes from each that matches its
+    checksum and row count (:func:`~instir.verified_store.part_ok`), and remove the emptied folder. A folder holding
+    anything else is left for the store to judge."""
+    try:
+        if entry.is_symlink() or not entry.is_dir() or (entry / MANIFEST).exists():
+            return
+        names = [path.name for path in entry.iterdir()]
+        if not names or not all(_EARLIER_CHUNK.fullmatch(name) for name in names):
+            return
+        work = entry.with_name(entry.name + verified_store.PARTIAL)
+        work.mkdir(exist_ok=True)
+        for name in sorted(names, key=lambda name: not name.endswith(".sha256")):  # each checksum before its chunk
+            if not (work / name).exists():
+                os.replace(entry / name, work / name)
+        shutil.rmtree(entry)  # what is left: chunks the work folder already held
+    except OSError:
+        return
+
+
 def _take_over_earlier_entry(entry: Path, key: str) -> None:
     """Rewrite the manifest of an entry written by an earlier kit (the matrix recorded under
     ``matrix``, no file list) in the store's format, once its matrix has the recorded shape and size
-    (and checksum, when recorded); anything else is left for the store to judge."""
+    (and checksum, when recorded); an earlier kit's interrupted encoding resumes from its chunks
+    (:func:`_take_over_earlier_chunks`); anything else is left for the store to judge."""
+    _take_over_earlier_chunks(entry)
     try:
         info = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
         if "files" in info or info.get("key") != key:

@@ -5,8 +5,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -396,3 +398,44 @@ def test_a_recorded_matrix_of_another_row_count_or_dtype_is_refused_and_encoded_
         got = cache.embed(ENCODER, texts(10), again, label="fake")
     assert got.encoded == 10
     np.testing.assert_array_equal(got.matrix, FakeEncoder()(texts(10)))
+
+
+def test_chunks_an_earlier_kits_interrupted_encoding_left_in_its_entry_are_resumed_not_encoded_again(tmp_path):
+    # a kit before the store's work folder (e794caf) wrote each finished chunk and its checksum in the entry's own
+    # folder until the manifest came: today's encoding resumes from them, as from its own parts, where it removed
+    # them as a damaged entry ('manifest.json is missing: removed, rebuilding it') and encoded everything again
+    from instir.retrieval import embedding_cache
+    from instir.verified_store import write_part
+
+    items, calls = ["a", "b", "c", "d", "e"], []
+
+    def encode(batch):
+        calls.append(list(batch))
+        return np.array([[float(ord(text)), 1.0] for text in batch])
+
+    def earlier_kits_entry():
+        cache = EmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False)
+        _, entry = cache.entry_of({"model": "m"}, items)
+        shutil.rmtree(entry, ignore_errors=True)
+        shutil.rmtree(cache.work_dir(entry), ignore_errors=True)
+        entry.mkdir(parents=True)
+        for index, part in enumerate([["a", "b"], ["c", "d"]]):
+            write_part(entry / f"chunk2-{index:06d}.npy", encode(part))
+        calls.clear()
+        return cache, entry
+
+    original = embedding_cache._take_over_earlier_chunks
+    try:
+        cache, entry = earlier_kits_entry()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = cache.embed({"model": "m"}, items, encode)
+        assert calls == [["e"]] and got.encoded == 1 and got.matrix[:, 0].tolist() == [97, 98, 99, 100, 101]
+        assert (entry / "manifest.json").is_file() and not cache.work_dir(entry).exists()
+        cache, entry = earlier_kits_entry()
+        embedding_cache._take_over_earlier_chunks = lambda entry: None  # the fix reverted, in memory
+        with pytest.warns(UserWarning, match="manifest.json is missing: removed, rebuilding it"):
+            got = cache.embed({"model": "m"}, items, encode)
+        assert calls == [["a", "b"], ["c", "d"], ["e"]] and got.encoded == 5  # before: all encoded again
+    finally:
+        embedding_cache._take_over_earlier_chunks = original
