@@ -18,6 +18,9 @@ Deleting any entry (or the whole root) is always safe: it is rebuilt on the next
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, EmbeddingCache, join_chunks
-from instir.verified_store import Damaged, Entry, part_ok, write_part
+from instir import atomic, verified_store
+from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, MANIFEST, EmbeddingCache, join_chunks
+from instir.verified_store import Damaged, Entry, npy_header, part_ok, write_part
 
 TOKENS, DOCLENS = "tokens.npy", "doclens.npy"
 
@@ -71,6 +75,7 @@ class TokenEmbeddingCache:
         missing. ``encode`` maps a list of items to one ``(n_tokens, dim)`` array each (at least
         one token per input). ``items`` must be re-iterable, as for :meth:`EmbeddingCache.embed`."""
         key, entry = self._cache.entry_of(encoder, items, label)
+        _take_over_earlier_entry(entry, key)
         store = self._cache.entries
 
         def open_packed(found: Entry, encoded: int = 0) -> TokenEmbeddings:
@@ -116,6 +121,40 @@ class TokenEmbeddingCache:
             return open_packed(published, encoded)
 
         return store.build(entry.name, key, open_packed, make, required=(TOKENS, DOCLENS))
+
+
+def _take_over_earlier_entry(entry: Path, key: str) -> None:
+    """Lay out an entry an earlier kit wrote (``tokens/`` and ``doclens/``, each holding ``embeddings.npy``, the
+    manifest recording both under ``parts``) as the store's, once each matrix has its recorded shape, size and
+    SHA-256; anything else is left for the store to judge (as the embedding cache takes over its earlier entries)."""
+    try:
+        info = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+        if "files" in info or info.get("key") != key or not isinstance(info.get("parts"), dict):
+            return
+        files = {}
+        for name in (TOKENS, DOCLENS):
+            part = name.removesuffix(".npy")
+            recorded, path = info["parts"][part], entry / part / "embeddings.npy"
+            with path.open("rb") as fh:
+                shape, dtype = npy_header(fh)
+            size = path.stat().st_size
+            if list(shape) != list(recorded["shape"]) or dtype != np.float32 or size != recorded["bytes"]:
+                return
+            if atomic.file_sha256(path) != recorded["sha256"]:
+                return
+            files[name] = {"bytes": recorded["bytes"], "sha256": recorded["sha256"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+    for name in files:
+        os.replace(entry / name.removesuffix(".npy") / "embeddings.npy", entry / name)
+    atomic.write_text(entry / MANIFEST, json.dumps(
+        {"format": verified_store.FORMAT_VERSION, "key": key, "build": info.get("build", "earlier kit"),
+         "description": info.get("encoder"), "meta": {"inputs": info.get("inputs"), "tokens": info.get("tokens"),
+                                                       "chunk_size": info.get("chunk_size"),
+                                                       "layout": "packed tokens + doclens"},
+         "files": files}, indent=2, sort_keys=True, default=str))
+    for name in files:
+        shutil.rmtree(entry / name.removesuffix(".npy"), ignore_errors=True)
 
 
 def _done_chunk(tok_path: Path, len_path: Path, n_inputs: int) -> np.ndarray | None:

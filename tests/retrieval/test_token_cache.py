@@ -1,9 +1,12 @@
 """The ragged token-embedding cache: packed layout, resume after a crash, damaged files rebuilt."""
 
 import hashlib
+import io
 import json
+import shutil
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -170,3 +173,47 @@ def test_a_token_matrix_that_cannot_be_written_is_an_error_naming_it_and_the_chu
         TokenEmbeddingCache(tmp_path, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, Counting())
     assert raised.value.filename.endswith("/tokens.npy") and ".tmp" not in raised.value.filename
     assert len(list(tmp_path.glob("*.partial/chunk4-*.tokens.npy"))) == 3  # kept for the rerun
+
+
+def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
+    # a kit before the one verified store (e794caf) kept a token entry as tokens/ and doclens/ (each an embeddings.npy)
+    # under a manifest recording both 'parts': today's cache lays it out as its own once both match their record,
+    # where it removed it ('is not a complete manifest … truncated, zeroed or overwritten') and encoded it again
+    from instir.retrieval import token_cache
+
+    items, calls = ["alpha beta", "gamma"], []
+
+    def encode(batch):
+        calls.append(len(batch))
+        return [np.full((len(text.split()), 2), float(len(text)), dtype=np.float32) for text in batch]
+
+    def earlier_kits_entry():
+        cache = TokenEmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False)
+        key, entry = cache._cache.entry_of({"model": "m"}, items)
+        shutil.rmtree(entry, ignore_errors=True)
+        parts = {}
+        for part, matrix in [("tokens", np.array([[10, 10], [10, 10], [5, 5]], np.float32)),
+                             ("doclens", np.array([[2], [1]], np.float32))]:
+            buffer = io.BytesIO()
+            np.save(buffer, matrix)
+            (entry / part).mkdir(parents=True)
+            (entry / part / "embeddings.npy").write_bytes(buffer.getvalue())
+            parts[part] = {"bytes": len(buffer.getvalue()), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(),
+                           "shape": list(matrix.shape)}
+        (entry / "manifest.json").write_text(json.dumps({"key": key, "encoder": {"model": "m"}, "inputs": 2,
+                                                         "tokens": 3, "chunk_size": 2, "parts": parts}))
+        return cache
+
+    original = token_cache._take_over_earlier_entry
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = earlier_kits_entry().embed({"model": "m"}, items, encode)
+        assert calls == [] and got.encoded == 0
+        assert got[0].tolist() == [[10, 10], [10, 10]] and got[1].tolist() == [[5, 5]]
+        token_cache._take_over_earlier_entry = lambda entry, key: None  # the fix reverted, in memory
+        with pytest.warns(UserWarning, match="is not a complete manifest of this entry"):
+            got = earlier_kits_entry().embed({"model": "m"}, items, encode)
+        assert calls == [2] and got.encoded == 2  # before: encoded again
+    finally:
+        token_cache._take_over_earlier_entry = original
