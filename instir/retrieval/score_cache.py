@@ -110,10 +110,9 @@ class ScoreCache:
             if isinstance(other, dict) and "local_files_sha256" in other and settings(other) == ours:
                 earlier += count
         if earlier:
-            warnings.warn(f"score cache {self.path}: {earlier} score(s) of {identity.get('model')} stored under "
-                          "its files' digest or its Hub id alone (an earlier kit's identity, which a checkpoint "
-                          "changed in its middle kept, or one made before its files were on disk) are not reused: "
-                          "every pair is scored again under its weights' fingerprint", stacklevel=3)
+            warnings.warn(f"score cache {self.path}: {earlier} score(s) of {identity.get('model')} stored by an "
+                          "earlier kit under its files' digest or its Hub id alone, not its weights' fingerprint, "
+                          "are not reused: they are scored again", stacklevel=3)
 
     def put(self, identity: Mapping, scored: Iterable[tuple[str, float]]) -> None:
         """Store ``(input_key, score)`` pairs in one transaction (an existing row is kept, unless its score
