@@ -404,7 +404,6 @@ def test_chunks_an_earlier_kits_interrupted_encoding_left_in_its_entry_are_resum
     # a kit before the store's work folder (e794caf) wrote each finished chunk and its checksum in the entry's own
     # folder until the manifest came: today's encoding resumes from them, as from its own parts, where it removed
     # them as a damaged entry ('manifest.json is missing: removed, rebuilding it') and encoded everything again
-    from instir.retrieval import embedding_cache
     from instir.verified_store import write_part
 
     items, calls = ["a", "b", "c", "d", "e"], []
@@ -424,18 +423,9 @@ def test_chunks_an_earlier_kits_interrupted_encoding_left_in_its_entry_are_resum
         calls.clear()
         return cache, entry
 
-    original = embedding_cache._take_over_earlier_chunks
-    try:
-        cache, entry = earlier_kits_entry()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            got = cache.embed({"model": "m"}, items, encode)
-        assert calls == [["e"]] and got.encoded == 1 and got.matrix[:, 0].tolist() == [97, 98, 99, 100, 101]
-        assert (entry / "manifest.json").is_file() and not cache.work_dir(entry).exists()
-        cache, entry = earlier_kits_entry()
-        embedding_cache._take_over_earlier_chunks = lambda entry: None  # the fix reverted, in memory
-        with pytest.warns(UserWarning, match="manifest.json is missing: removed, rebuilding it"):
-            got = cache.embed({"model": "m"}, items, encode)
-        assert calls == [["a", "b"], ["c", "d"], ["e"]] and got.encoded == 5  # before: all encoded again
-    finally:
-        embedding_cache._take_over_earlier_chunks = original
+    cache, entry = earlier_kits_entry()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # before: 'manifest.json is missing: removed, rebuilding it', all 5 encoded
+        got = cache.embed({"model": "m"}, items, encode)
+    assert calls == [["e"]] and got.encoded == 1 and got.matrix[:, 0].tolist() == [97, 98, 99, 100, 101]
+    assert (entry / "manifest.json").is_file() and not cache.work_dir(entry).exists()

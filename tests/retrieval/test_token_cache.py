@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from says import warns_saying
 
+from instir.retrieval.embedding_cache import EmbeddingCache
 from instir.retrieval.token_cache import TokenEmbeddingCache
 
 ITEMS = [f"text {i}" for i in range(10)]
@@ -179,8 +180,6 @@ def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
     # a kit before the one verified store (e794caf) kept a token entry as tokens/ and doclens/ (each an embeddings.npy)
     # under a manifest recording both 'parts': today's cache lays it out as its own once both match their record,
     # where it removed it ('is not a complete manifest … truncated, zeroed or overwritten') and encoded it again
-    from instir.retrieval import token_cache
-
     items, calls = ["alpha beta", "gamma"], []
 
     def encode(batch):
@@ -189,7 +188,7 @@ def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
 
     def earlier_kits_entry():
         cache = TokenEmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False)
-        key, entry = cache._cache.entry_of({"model": "m"}, items)
+        key, entry = EmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False).entry_of({"model": "m"}, items)
         shutil.rmtree(entry, ignore_errors=True)
         parts = {}
         for part, matrix in [("tokens", np.array([[10, 10], [10, 10], [5, 5]], np.float32)),
@@ -204,16 +203,8 @@ def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
                                                          "tokens": 3, "chunk_size": 2, "parts": parts}))
         return cache
 
-    original = token_cache._take_over_earlier_entry
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            got = earlier_kits_entry().embed({"model": "m"}, items, encode)
-        assert calls == [] and got.encoded == 0
-        assert got[0].tolist() == [[10, 10], [10, 10]] and got[1].tolist() == [[5, 5]]
-        token_cache._take_over_earlier_entry = lambda entry, key: None  # the fix reverted, in memory
-        with pytest.warns(UserWarning, match="is not a complete manifest of this entry"):
-            got = earlier_kits_entry().embed({"model": "m"}, items, encode)
-        assert calls == [2] and got.encoded == 2  # before: encoded again
-    finally:
-        token_cache._take_over_earlier_entry = original
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = earlier_kits_entry().embed({"model": "m"}, items, encode)
+    assert calls == [] and got.encoded == 0  # before: removed as damaged and both inputs encoded again
+    assert got[0].tolist() == [[10, 10], [10, 10]] and got[1].tolist() == [[5, 5]]
