@@ -253,12 +253,32 @@ class VerifiedStore:
                 if err.filename is not None and str(err.filename).startswith(str(tmp)):
                     raise atomic.named(err, str(entry) + str(err.filename)[len(str(tmp)):], err.filename) from err
                 raise
-            if str(self.root) not in _warned_unwritable:
-                _warned_unwritable.add(str(self.root))
-                warnings.warn(f"{self.what}: folder {self.root} cannot be written ({type(err).__name__}: {err}): "
-                              "what it would hold is kept in memory only", self.category, stacklevel=3)
+            self._unwritable(err)
             return None
         return Entry(entry, info)
+
+    def work_folder(self, name: str) -> Path | None:
+        """The work folder of the entry ``name`` (:meth:`work_dir`), made when missing; None, with the warning of a
+        cache folder that cannot be written (once per folder), when it cannot be made there (a shared, read-only
+        cache): the caller then keeps what it computes in memory."""
+        work = self.work_dir(name)
+        try:
+            work.mkdir(parents=True, exist_ok=True)
+            if not os.access(work, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(work))
+        except OSError as err:
+            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            self._unwritable(err)
+            return None
+        return work
+
+    def _unwritable(self, err: OSError) -> None:
+        """Warn (once per folder) that the cache folder cannot be written, so what it would hold stays in memory."""
+        if str(self.root) not in _warned_unwritable:
+            _warned_unwritable.add(str(self.root))
+            warnings.warn(f"{self.what}: folder {self.root} cannot be written ({type(err).__name__}: {err}): "
+                          "what it would hold is kept in memory only", self.category, stacklevel=4)
 
     def build(self, name: str, key: str, load: Callable[[Entry], T], make: Callable[[Path], T], *,
               required: tuple[str, ...] = ()) -> T:

@@ -134,6 +134,9 @@ class EmbeddingCache:
         _take_over_earlier_entry(entry, key)
 
         def make(_work: Path) -> Embeddings:
+            if self.entries.work_folder(entry.name) is None:  # a cache folder that cannot be written: in memory
+                matrix = np.concatenate([self.vectors(chunk, encode) for _, chunk in self.chunks(items, desc)])
+                return Embeddings(matrix, key, entry, len(matrix))
             chunk_files: list[Path] = []
             encoded = n_items = 0
             for i, chunk in self.chunks(items, desc):
@@ -190,13 +193,19 @@ class EmbeddingCache:
         for disjoint chunk indices, and :meth:`embed` then only joins them."""
         if self.has_chunk(entry, index, len(chunk)):
             return False
-        vectors = np.asarray(encode(list(chunk)), dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
-            raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
+        vectors = self.vectors(chunk, encode)
         path = self.chunk_path(entry, index)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_part(path, vectors)
         return True
+
+    @staticmethod
+    def vectors(chunk: Sequence[Any], encode: Callable[[list[Any]], np.ndarray]) -> np.ndarray:
+        """``encode(chunk)`` as float32, one row per input (else a ``ValueError``)."""
+        vectors = np.asarray(encode(list(chunk)), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
+            raise ValueError(f"encode returned shape {vectors.shape} for {len(chunk)} inputs")
+        return vectors
 
     # ------------------------------------------------------------ the joined matrix
 

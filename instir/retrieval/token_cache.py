@@ -92,6 +92,11 @@ class TokenEmbeddingCache:
             token_files: list[Path] = []
             length_files: list[Path] = []
             encoded = n_items = n_tokens = 0
+            if store.work_folder(entry.name) is None:  # a cache folder that cannot be written: kept in memory
+                chunks = [_encoded(chunk, encode) for _, chunk in self._cache.chunks(items, desc)]
+                doclens = np.concatenate([lengths for _, lengths in chunks])
+                return TokenEmbeddings(np.concatenate([tokens for tokens, _ in chunks]), doclens, key, entry,
+                                       len(doclens))
             for i, chunk in self._cache.chunks(items, desc):
                 stem = work / f"chunk{self.chunk_size}-{i:06d}"
                 tok_path, len_path = stem.with_name(f"{stem.name}.{TOKENS}"), stem.with_name(f"{stem.name}.{DOCLENS}")
@@ -100,13 +105,9 @@ class TokenEmbeddingCache:
                 n_items += len(chunk)
                 lengths = _done_chunk(tok_path, len_path, len(chunk))
                 if lengths is None:
-                    mats = [np.asarray(m, dtype=np.float32) for m in encode(chunk)]
-                    if len(mats) != len(chunk) or any(m.ndim != 2 or m.shape[0] < 1 for m in mats):
-                        raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
-                                         "be (n_tokens >= 1, dim)")
-                    lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
+                    tokens, lengths = _encoded(chunk, encode)
                     work.mkdir(parents=True, exist_ok=True)
-                    write_part(tok_path, np.concatenate(mats))
+                    write_part(tok_path, tokens)
                     write_part(len_path, lengths[:, None].astype(np.float32))
                     encoded += len(chunk)
                 n_tokens += int(lengths.sum())
@@ -166,3 +167,12 @@ def _done_chunk(tok_path: Path, len_path: Path, n_inputs: int) -> np.ndarray | N
         return lengths
     len_path.unlink(missing_ok=True)
     return None
+
+
+def _encoded(chunk: list[Any], encode: Callable[[list[Any]], Sequence[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The token rows of ``encode(chunk)`` packed as float32, and each input's number of rows (int64)."""
+    mats = [np.asarray(m, dtype=np.float32) for m in encode(chunk)]
+    if len(mats) != len(chunk) or any(m.ndim != 2 or m.shape[0] < 1 for m in mats):
+        raise ValueError(f"encode returned {len(mats)} matrices for {len(chunk)} inputs, each must "
+                         "be (n_tokens >= 1, dim)")
+    return np.concatenate(mats), np.array([m.shape[0] for m in mats], dtype=np.int64)

@@ -429,3 +429,43 @@ def test_chunks_an_earlier_kits_interrupted_encoding_left_in_its_entry_are_resum
         got = cache.embed({"model": "m"}, items, encode)
     assert calls == [["e"]] and got.encoded == 1 and got.matrix[:, 0].tolist() == [97, 98, 99, 100, 101]
     assert (entry / "manifest.json").is_file() and not cache.work_dir(entry).exists()
+
+
+def read_only(root, monkeypatch):
+    """Make the folder ``root`` refuse new files and folders, as another account's read-only cache does (in-process:
+    root ignores file permissions)."""
+    real_mkdir, real_open, inside = os.mkdir, os.open, str(root)
+
+    def mkdir(path, *args, **kwargs):
+        if str(path).startswith(inside + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    def open_(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT and str(path).startswith(inside + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "open", open_)
+
+
+def test_embed_into_a_cache_folder_that_cannot_be_written_keeps_the_vectors_in_memory(tmp_path, monkeypatch):
+    # a student's dense run on a teacher's read-only INSTIR_HOME stopped at "Permission denied: <entry>.partial"
+    # (the chunks' folder) where the store promises a warning and the vectors kept in memory
+    root = tmp_path / "embeddings"
+    root.mkdir()
+    read_only(root, monkeypatch)
+    monkeypatch.setattr(verified_store, "_warned_unwritable", set())
+    items = texts(10)
+    with warns_saying(verified_store.CacheWarning, str(root), "cannot be written", "in memory"):
+        got = EmbeddingCache(root, chunk_size=4, progress=False).embed(ENCODER, items, FakeEncoder(), label="fake")
+    np.testing.assert_array_equal(got.matrix, FakeEncoder()(items))
+    assert got.encoded == 10 and list(root.iterdir()) == []
+    fixed = verified_store.VerifiedStore.work_folder
+    try:  # without the fix: the work folder is taken as made
+        verified_store.VerifiedStore.work_folder = verified_store.VerifiedStore.work_dir
+        with pytest.raises(PermissionError):
+            EmbeddingCache(root, chunk_size=4, progress=False).embed(ENCODER, items, FakeEncoder(), label="fake")
+    finally:
+        verified_store.VerifiedStore.work_folder = fixed

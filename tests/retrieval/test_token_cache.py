@@ -208,3 +208,35 @@ def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
         got = earlier_kits_entry().embed({"model": "m"}, items, encode)
     assert calls == [] and got.encoded == 0  # before: removed as damaged and both inputs encoded again
     assert got[0].tolist() == [[10, 10], [10, 10]] and got[1].tolist() == [[5, 5]]
+
+
+def test_token_embed_into_a_cache_folder_that_cannot_be_written_keeps_them_in_memory(tmp_path, monkeypatch):
+    # on another account's read-only cache the chunks' folder could not be made: "Permission denied: <entry>.partial"
+    # where the store promises a warning and the token matrices kept in memory
+    import os
+
+    from instir import verified_store
+
+    root = tmp_path / "tokens"
+    root.mkdir()
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if str(path).startswith(str(root) + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(verified_store, "_warned_unwritable", set())
+    with warns_saying(verified_store.CacheWarning, str(root), "cannot be written", "in memory"):
+        got = TokenEmbeddingCache(root, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, Counting())
+    assert got.encoded == 10 and list(root.iterdir()) == []
+    for i, expected in enumerate(fake_encode(ITEMS)):
+        np.testing.assert_array_equal(got[i], expected)
+    fixed = verified_store.VerifiedStore.work_folder
+    try:  # without the fix: the work folder is taken as made
+        verified_store.VerifiedStore.work_folder = verified_store.VerifiedStore.work_dir
+        with pytest.raises(PermissionError):
+            TokenEmbeddingCache(root, chunk_size=4, progress=False).embed({"m": 1}, ITEMS, Counting())
+    finally:
+        verified_store.VerifiedStore.work_folder = fixed
