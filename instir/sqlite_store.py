@@ -27,6 +27,7 @@ I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never 
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shlex
 import sqlite3
@@ -71,7 +72,9 @@ class SQLiteStore:
         self._functions = functions
         self._expected = _made_by(schema)
         _refuse_other_file(self.path, what, self._expected)  # first: beside another file, nothing is moved
+        _refuse_unwritable(self.path, what)
         _set_aside_foreign_log(self.path, what)
+        _create(self.path, what)
         self._connect(busy_timeout_s)
         # Switching to WAL while another process writes fails at once (SQLite calls no busy
         # handler there), as when two processes open a new store together: wait as a write would.
@@ -224,6 +227,28 @@ def _refuse_other_file(path: Path, what: str, expected: list[tuple[str, str, str
         held = ", ".join(f"{kind} {name!r}" for kind, name in sorted(objects)[:5])
         raise UsageError(f"{path} is not a {what} (an SQLite database without its table "
                          f"{', '.join(map(repr, tables))}; it holds {held}): {hint}")
+
+
+def _refuse_unwritable(path: Path, what: str) -> None:
+    """A :class:`~instir.errors.UserError` naming the first of the store's files (the file, its ``-wal`` and ``-shm``)
+    that this account cannot write, such as another account's store in a shared folder: refused when it is opened,
+    before anything is computed (or paid for) that it could not keep."""
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if file_problem(file) is None and not os.access(file, os.W_OK):
+            raise UserError(f"cannot open the {what} {path}: {file} cannot be written by this account (another "
+                            "account's, or read-only): make it writable for it (chmod g+w), or name a file of its own")
+
+
+def _create(path: Path, what: str) -> None:
+    """Create a missing store file with the mode a plain ``open`` gives (``0o666`` less the umask), not SQLite's
+    ``0644``: in a folder a group shares (umask 002), each member can write the store, and its ``-wal`` and ``-shm``,
+    which SQLite gives the database file's mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        pass
+    except OSError as err:  # a folder, no permission: named in one line, as SQLite's own refusal is
+        raise UserError(f"cannot open the {what} {path}: {err.strerror or err}") from err
 
 
 def _header_id(page: bytes) -> int | None:

@@ -350,3 +350,46 @@ def test_a_lock_path_that_is_no_file_is_named_not_waited_on(tmp_path, kind):
     judge = CachedJudge(BaselineJudge(), tmp_path / "c.sqlite")
     with raises_saying(UserError, str(lock), "the kit keeps the lock of the judgment cache's writers there"):
         judge.judge(numbered_requests(1))
+
+
+def test_a_new_cache_in_a_group_folder_can_be_written_by_the_group(tmp_path):
+    # SQLite made the file 0644 whatever the umask: in a shared folder (umask 002) another account of the group could
+    # not store a judgment, and its -wal and -shm, made with the file's mode, then locked out the owner too
+    from instir import sqlite_store
+
+    def mode(name):
+        old = os.umask(0o002)
+        try:
+            JudgmentCache(tmp_path / name).close()
+        finally:
+            os.umask(old)
+        return (tmp_path / name).stat().st_mode & 0o777
+
+    assert mode("c.sqlite") == 0o664
+    fixed = sqlite_store._create
+    try:  # without the fix: SQLite's own mode
+        sqlite_store._create = lambda path, what: None
+        assert mode("d.sqlite") == 0o644
+    finally:
+        sqlite_store._create = fixed
+
+
+def test_a_cache_another_account_cannot_write_is_refused_when_opened_naming_the_file(tmp_path, monkeypatch):
+    # another account's read-only -shm beside a group's cache let it open, judge (and pay) and then fail at the first
+    # stored judgment with "database error: attempt to write a readonly database", naming no file
+    from instir import sqlite_store
+
+    db = tmp_path / "c.sqlite"
+    JudgmentCache(db).close()
+    shm = Path(f"{db}-shm")
+    shm.write_bytes(b"")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(shm) and real_access(path, mode, **kw))
+    with raises_saying(UserError, "cannot open the judgment cache", str(db), str(shm), "cannot be written"):
+        JudgmentCache(db)
+    fixed = sqlite_store._refuse_unwritable
+    try:  # without the fix: opened (and refused only at its first write)
+        sqlite_store._refuse_unwritable = lambda path, what: None
+        JudgmentCache(db).close()
+    finally:
+        sqlite_store._refuse_unwritable = fixed
