@@ -575,3 +575,62 @@ def test_a_writer_killed_while_a_worker_it_forked_still_runs_holds_the_folder_no
             assert holder_of(out)["pid"] == os.getpid()
     finally:
         os.kill(worker, signal.SIGKILL)
+
+
+def another_accounts(path: Path, monkeypatch) -> None:
+    """Make ``path`` refuse to be opened for writing, as another account's 0644 lock file does (in-process: root
+    ignores file permissions); once replaced, the file at ``path`` is this account's."""
+    real_open = os.open
+    refused = os.stat(path).st_ino
+
+    def open_(name, flags, *args, **kwargs):
+        if str(name) == str(path) and flags & (os.O_RDWR | os.O_WRONLY) and os.stat(path).st_ino == refused:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+
+
+def test_a_report_folder_another_account_wrote_is_written_by_this_one(tmp_path, monkeypatch):
+    # a group's report folder: the lock file the first account left there (0644) stopped every other account with
+    # "Permission denied: <out>/.instir-run.lock"; now the free lock is taken and a new lock file replaces it, with
+    # the mode a plain open gives (0664 under umask 002)
+    with FolderLock(tmp_path, "instir run"):
+        pass
+    lock = tmp_path / ".instir-run.lock"
+    another_accounts(lock, monkeypatch)
+    old = os.umask(0o002)
+    try:
+        with FolderLock(tmp_path, "instir judge"):
+            assert holder_of(tmp_path)["who"] == "instir judge"
+            assert lock.stat().st_mode & 0o777 == 0o664
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".instir-run.lock"]
+        lock.chmod(0o644)
+        another_accounts(lock, monkeypatch)
+        fixed = FolderLock._replace_unwritable
+        try:  # without the fix: the lock file is opened for writing, and refused
+            FolderLock._replace_unwritable = lambda self: os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            with pytest.raises(PermissionError), FolderLock(tmp_path, "instir judge"):
+                pass
+        finally:
+            FolderLock._replace_unwritable = fixed
+    finally:
+        os.umask(old)
+
+
+def test_a_report_folder_another_account_is_writing_is_refused_naming_it(tmp_path, monkeypatch):
+    # its lock file cannot be written by this account, and its writer holds it: the usual refusal naming that writer
+    import fcntl
+    import json
+
+    lock = tmp_path / ".instir-run.lock"
+    lock.write_text(json.dumps({"who": "instir run", "pid": 4242, "host": "lab", "started": "2026-12-07T22:00:00Z"}))
+    holder = os.open(lock, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    another_accounts(lock, monkeypatch)
+    try:
+        with raises_saying(UsageError, "instir run", "pid 4242", "lab", str(tmp_path)), FolderLock(tmp_path, "b"):
+            pass
+    finally:
+        os.close(holder)
+    assert lock.read_text().startswith('{"who": "instir run", "pid": 4242')

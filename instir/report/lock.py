@@ -95,6 +95,7 @@ class FolderLock:
         self._token = ""
         self._joined = False
         self._made = False
+        self._replaced: int | None = None
 
     def __enter__(self) -> FolderLock:
         with _GUARD:
@@ -112,9 +113,14 @@ class FolderLock:
                                  "remove it")
             from instir import atomic
 
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # the mode a plain open gives: in a group's folder (umask 002), each member can write it
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            except PermissionError:  # another account's lock file (0644), which this one cannot write
+                fd = self._replace_unwritable()
             atomic.HELD_LOCKS.add(fd)  # workers it forks keep no copy: the lock goes with this process
-            if not _taken(fd):
+            if self._replaced is not None:
+                pass  # taken: the file's own lock was free and is held, the new file at its place is locked
+            elif not _taken(fd):
                 holder = holder_of(self.folder) or {}
                 if holder.get("token") and _inherited().get(str(self.folder)) == holder["token"]:
                     atomic.HELD_LOCKS.discard(fd)
@@ -124,11 +130,7 @@ class FolderLock:
                 if not _taken(fd, BUSY_TRIES):
                     atomic.HELD_LOCKS.discard(fd)
                     os.close(fd)
-                    holder = holder_of(self.folder) or {}
-                    raise UsageError(f"another writer ({holder.get('who', 'instir run')}, pid {holder.get('pid', '?')} "
-                                     f"on {holder.get('host', '?')}, started {holder.get('started', '?')}) is writing "
-                                     f"into {self.folder}: wait for it to finish, or write elsewhere (another --out / "
-                                     "out_dir)")
+                    raise _busy(self.folder)
             self._token = secrets.token_hex(16)
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"who": self.who, "pid": os.getpid(), "host": socket.gethostname(),
@@ -138,6 +140,36 @@ class FolderLock:
             _HELD[self.folder] = [self, 1]
             _set_inherited({**_inherited(), str(self.folder): self._token})
             return self
+
+    def _replace_unwritable(self) -> int:
+        """The lock file of another account that this one cannot write: when no writer holds it (its lock taken on the
+        file opened to read, and kept, so a process that opened it still finds it held), a new lock file, locked, with
+        the mode a plain open gives, takes its place; else the usual refusal naming the writer that holds it."""
+        from instir import atomic
+
+        try:
+            old = os.open(self.path, os.O_RDONLY)
+        except OSError as err:
+            raise UsageError(f"{self.path} cannot be read by this account ({err.strerror}): the kit keeps the lock of "
+                             "the folder's writers there; remove it, or write elsewhere") from err
+        if not _taken(old, BUSY_TRIES):
+            os.close(old)
+            raise _busy(self.folder)
+        new, fd = self.path.with_name(f"{LOCK_FILE}.{secrets.token_hex(8)}.tmp"), None
+        try:
+            fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.replace(new, self.path)
+        except OSError as err:
+            os.close(old)
+            if fd is not None:
+                os.close(fd)
+            new.unlink(missing_ok=True)
+            raise UsageError(f"{self.path} is another account's lock file, which this one can neither write nor "
+                             f"replace ({err.strerror}): write elsewhere") from err
+        atomic.HELD_LOCKS.add(old)
+        self._replaced = old
+        return fd
 
     def __exit__(self, *exc) -> None:
         with _GUARD:
@@ -163,6 +195,18 @@ class FolderLock:
             atomic.HELD_LOCKS.discard(self._fd)
             os.close(self._fd)
             self._fd = None
+            if self._replaced is not None:
+                atomic.HELD_LOCKS.discard(self._replaced)
+                os.close(self._replaced)
+                self._replaced = None
+
+
+def _busy(folder: Path) -> UsageError:
+    """The refusal of a second writer, naming the one that holds ``folder``'s lock."""
+    holder = holder_of(folder) or {}
+    return UsageError(f"another writer ({holder.get('who', 'instir run')}, pid {holder.get('pid', '?')} on "
+                      f"{holder.get('host', '?')}, started {holder.get('started', '?')}) is writing into {folder}: "
+                      "wait for it to finish, or write elsewhere (another --out / out_dir)")
 
 
 def _taken(fd: int, tries: int = 1) -> bool:
