@@ -386,7 +386,13 @@ def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = 
         raise UserError(f"{path} {problem}: the kit keeps the lock of the {what}'s writers there; remove it")
     warned = False
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        try:  # the mode a plain open gives: in a group's folder (umask 002), each member can open it
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o666)
+        except PermissionError as refused:  # another account's lock file (0644): a lock holds on a file opened to read
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                raise refused from None
         HELD_LOCKS.add(fd)  # a worker forked from now on (by another thread too) has no copy of it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

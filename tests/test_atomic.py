@@ -470,3 +470,42 @@ def test_a_lock_whose_holder_was_killed_is_free_while_a_worker_it_forked_still_r
             os.close(fd)
     finally:
         os.kill(worker, signal.SIGKILL)
+
+
+def test_exclusive_holds_another_accounts_lock_file_it_cannot_write(tmp_path, monkeypatch):
+    # a lock file another account left (0644, after a kill -9) in a group's cache folder: opened for writing, it was
+    # a PermissionError (the store then built without its lock); a lock is held on a file opened to read just as well
+    import fcntl
+    import inspect
+    import textwrap
+
+    path = tmp_path / ".x.lock"
+    path.write_text("")
+    real_open = os.open
+
+    def open_(name, flags, *args, **kwargs):
+        if str(name) == str(path) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, flags, *args, **kwargs)
+
+    def held() -> bool:
+        fd = real_open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    monkeypatch.setattr(os, "open", open_)
+    with atomic.exclusive(path, "test cache", "waiting"):
+        assert held()
+    assert not path.exists()
+    source = textwrap.dedent(inspect.getsource(atomic.exclusive))
+    fix = source[source.index("        try:  # the mode"):source.index("        HELD_LOCKS.add(fd)")]
+    namespace = dict(vars(atomic))
+    exec(source.replace(fix, "        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)\n"), namespace)
+    path.write_text("")
+    with pytest.raises(PermissionError), namespace["exclusive"](path, "test cache", "waiting"):  # without the fix
+        pass
