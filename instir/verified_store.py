@@ -26,7 +26,8 @@ shape is the manifest's), raised as :class:`Damaged`. An entry replaced by anoth
 read is read again once.
 
 Removal: an entry that fails any check is never used: one warning names the file and the problem, the
-entry is renamed aside and deleted, and the caller rebuilds it. What crashed writers left (temporaries of
+entry is renamed aside and deleted (one this account cannot remove, in another account's folder, stays, and the
+warning says so), and the caller rebuilds it. What crashed writers left (temporaries of
 a process of this host that no longer runs, or older than :data:`STALE_SECONDS`) goes at the next write.
 Deleting any entry, or the whole root, is always safe.
 """
@@ -148,10 +149,13 @@ class VerifiedStore:
         return None
 
     def discard(self, entry: Path, damage: Damaged) -> None:
-        """Warn that ``damage`` makes ``entry`` unusable, and remove the entry."""
-        warnings.warn(f"{self.what}: {damage.file} {damage.problem}: removed, rebuilding it", self.category,
-                      stacklevel=4)
+        """Warn that ``damage`` makes ``entry`` unusable, and remove the entry (one this account cannot remove, in
+        another account's folder, is not used, and the warning says so)."""
         self.remove(entry.name)
+        done = "removed, rebuilding it" if not entry.exists() else (
+            f"not used, and left there: this account cannot remove {entry} (its owner, or one who can write "
+            f"{entry.parent}, may delete it); computing it again")
+        warnings.warn(f"{self.what}: {damage.file} {damage.problem}: {done}", self.category, stacklevel=4)
 
     @staticmethod
     def _manifest(entry: Path, key: str, required: tuple[str, ...]) -> dict | None:

@@ -417,3 +417,43 @@ def test_a_cache_folder_that_cannot_be_written_is_read_or_computed_without_its_l
     monkeypatch.setattr(atomic, "exclusive", refused)
     made = store.build("x", "key", lambda entry: "read", lambda work: "computed")
     assert made == "computed"
+
+
+def test_a_damaged_entry_this_account_cannot_remove_is_not_used_and_the_warning_says_it_stays(tmp_path, monkeypatch):
+    # another account's entry (its folder 0755) in a shared cache: the warning said "removed, rebuilding it" on every
+    # run while the damaged entry stayed where it was
+    import shutil
+
+    store = VerifiedStore(tmp_path, "test cache")
+    store.put("e", KEY, write_two)
+    entry = tmp_path / "e"
+    (entry / "ids.json").write_text("[]")
+    real_rename, real_rmtree = os.rename, shutil.rmtree
+
+    def rename(src, dst, *args, **kwargs):
+        if str(src) == str(entry):
+            raise PermissionError(13, "Permission denied", str(src))
+        return real_rename(src, dst, *args, **kwargs)
+
+    def rmtree(path, ignore_errors=False, *args, **kwargs):
+        if str(path) != str(entry):  # the entry's files are another account's: left, as ignore_errors leaves them
+            real_rmtree(path, ignore_errors, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    with warns_saying(CacheWarning, str(entry / "ids.json"), "not used", "cannot remove", str(entry)) as record:
+        assert store.read("e", KEY, load_ids) is None
+    assert entry.is_dir() and "removed" not in str(record[0].message)
+    fixed = VerifiedStore.discard
+
+    def before(self, entry, damage):
+        warnings.warn(f"{self.what}: {damage.file} {damage.problem}: removed, rebuilding it", self.category)
+        self.remove(entry.name)
+
+    try:  # without the fix: "removed", while it stays
+        VerifiedStore.discard = before
+        with pytest.warns(CacheWarning, match="removed, rebuilding it"):
+            assert store.read("e", KEY, load_ids) is None
+        assert entry.is_dir()
+    finally:
+        VerifiedStore.discard = fixed
