@@ -27,6 +27,7 @@ I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shlex
@@ -67,7 +68,13 @@ class SQLiteStore:
     def __init__(self, path: str | Path, schema: str, what: str, *, busy_timeout_s: float = 60.0,
                  functions: Sequence[tuple[str, int, Callable]] = ()):
         self.path, self.schema, self.what = Path(path), schema, what
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a folder this account cannot make (another's, read-only): named, in one line
+            if not isinstance(err, PermissionError) and err.errno != errno.EROFS:
+                raise
+            raise UserError(f"cannot open the {what} {self.path}: its folder cannot be made ({err.strerror}: "
+                            f"{err.filename}); name a file in a folder this account can write") from err
         self.lock = threading.Lock()
         self._functions = functions
         self._expected = _made_by(schema)

@@ -393,3 +393,30 @@ def test_a_cache_another_account_cannot_write_is_refused_when_opened_naming_the_
         JudgmentCache(db).close()
     finally:
         sqlite_store._refuse_unwritable = fixed
+
+
+def test_a_cache_whose_folder_cannot_be_made_is_refused_naming_the_cache_and_the_folder(tmp_path, monkeypatch):
+    # INSTIR_HOME unset and $HOME not writable: `instir judge` said only "Permission denied: ~/.cache"
+    import inspect
+    import textwrap
+
+    from instir import sqlite_store
+
+    home = tmp_path / "home"
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if str(path).startswith(str(home)):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    db = home / ".cache" / "instir" / "judgments.sqlite"
+    with raises_saying(UserError, "cannot open the judgment cache", str(db), "Permission denied", str(home)):
+        JudgmentCache(db)
+    source = textwrap.dedent(inspect.getsource(sqlite_store.SQLiteStore))
+    fix = source[source.index("        try:\n            self.path.parent.mkdir"):source.index("        self.lock = ")]
+    namespace = dict(vars(sqlite_store))
+    exec(source.replace(fix, "        self.path.parent.mkdir(parents=True, exist_ok=True)\n"), namespace)
+    with pytest.raises(PermissionError):  # without the fix: the bare error, which names the folder only
+        namespace["SQLiteStore"](db, "CREATE TABLE t (x)", "judgment cache")
