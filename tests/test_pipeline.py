@@ -609,3 +609,26 @@ def test_two_runs_of_one_request_give_the_injected_parameters_cell_one_id(tmp_pa
         pages.append(re.findall(r'id="cell-id=([^"]+)"', (out / "01_table.html").read_text(encoding="utf-8")))
     assert len(ids[0]) == 1 and ids[0] == ids[1]
     assert pages[0] == pages[1] and ids[0][0] in pages[0]
+
+
+def test_a_reports_folder_this_account_cannot_write_is_refused_before_the_run_writes_anything(tmp_path, monkeypatch):
+    # a teacher's reports/ (read-only to students) with a student's own folder in it: the run wrote its record, then
+    # stopped at "Permission denied: reports/index.html", leaving a failed report behind
+    import inspect
+    import textwrap
+
+    from instir.report import index
+
+    reports = tmp_path / "reports"
+    (reports / "mine").mkdir(parents=True)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(reports) and real_access(path, mode,
+                                                                                                        **kw))
+    with raises_saying(UsageError, str(reports / "index.html"), "cannot be written", "--out"):
+        run_reports([NOTEBOOKS / "01_table.ipynb"], {}, reports / "mine")
+    assert list((reports / "mine").iterdir()) == []
+    source = textwrap.dedent(inspect.getsource(index.check_index_owned))
+    fix = source[source.index("    if path.parent.is_dir() and not os.access"):source.index("    if not path.exists()")]
+    namespace = dict(vars(index))
+    exec(source.replace(fix, ""), namespace)
+    assert namespace["check_index_owned"](reports) is None  # without the fix: let through, to fail at the index

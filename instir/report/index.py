@@ -6,6 +6,7 @@ folder outside a reports root keeps its own ``index.html`` (:func:`index_folder`
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from urllib.parse import quote
@@ -91,8 +92,12 @@ def read_reports(reports_root: str | Path) -> list[dict]:
 
 def check_index_owned(reports_root: str | Path) -> None:
     """Refuse (:class:`instir.errors.UsageError`) when ``reports_root/index.html`` exists and
-    this module did not write it: the user's own page is never overwritten."""
+    this module did not write it: the user's own page is never overwritten; and when this account cannot write
+    ``reports_root`` (a teacher's ``reports/``, a student's folder in it), before a run starts there."""
     path = Path(reports_root) / INDEX_FILE
+    if path.parent.is_dir() and not os.access(path.parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{path} cannot be written by this account ({path.parent} is another's, or read-only), and "
+                         "the index that lists the report goes there: give an --out outside it, or make it writable")
     if not path.exists():
         return
     problem = file_problem(path)  # a FIFO would block the read for ever
