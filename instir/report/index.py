@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
@@ -95,9 +96,10 @@ def check_index_owned(reports_root: str | Path) -> None:
     this module did not write it: the user's own page is never overwritten; and when this account cannot write
     ``reports_root`` (a teacher's ``reports/``, a student's folder in it), before a run starts there."""
     path = Path(reports_root) / INDEX_FILE
-    if path.parent.is_dir() and not os.access(path.parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{path} cannot be written by this account ({path.parent} is another's, or read-only), and "
-                         "the index that lists the report goes there: give an --out outside it, or make it writable")
+    if path.parent.is_dir() and not _replaceable(path):
+        raise UsageError(f"{path} cannot be written by this account ({path.parent} is another's, or read-only, or it "
+                         "is another's in a sticky folder), and the index that lists the report goes there: give an "
+                         "--out outside it, or make it writable")
     if not path.exists():
         return
     problem = file_problem(path)  # a FIFO would block the read for ever
@@ -114,6 +116,20 @@ def check_index_owned(reports_root: str | Path) -> None:
                  else "another --out (e.g. reports/NAME)")
         raise UsageError(f"{path} exists and was not written by instir: the reports index goes beside the report "
                          f"folder, so give {other} or move that file")
+
+
+def _replaceable(path: Path) -> bool:
+    """Whether this account can put a new file at ``path`` by renaming one over it: it can write the folder, and, in a
+    sticky folder (``chmod +t``, as ``/tmp``), ``path`` is missing or its own (or the folder's, or this is root)."""
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        sticky, found = folder.stat(), path.lstat()
+    except OSError:
+        return True
+    me = os.geteuid()
+    return not sticky.st_mode & stat.S_ISVTX or me in (0, sticky.st_uid, found.st_uid)
 
 
 def write_index(reports_root: str | Path) -> Path:
