@@ -340,6 +340,7 @@ def _write_journal(folder: Path, plan: dict) -> tuple[int, Path]:
     tmp = Path(name)
     journal = tmp.with_suffix(".json")
     try:
+        os.fchmod(fd, file_mode())  # not mkstemp's 0600: another account of a group's folder can finish the set
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             write_all(fd, json.dumps(plan).encode("utf-8"))
@@ -501,6 +502,10 @@ def settle(folder: str | Path) -> int:
     for journal in journals:
         try:
             fd = os.open(journal, os.O_RDONLY)
+        except PermissionError as err:  # another account's journal (an earlier kit's 0600)
+            warnings.warn(f"{journal}: the journal of an interrupted write cannot be read by this account "
+                          f"({err.strerror}): the files in {folder} may disagree", stacklevel=2)
+            continue
         except OSError:
             continue  # finished meanwhile
         try:

@@ -1,8 +1,12 @@
 """Atomic writes leave the old file or the new one, never a torn one or a stray temp file."""
 
 import errno
+import inspect
 import json
 import os
+import re
+import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -509,3 +513,58 @@ def test_exclusive_holds_another_accounts_lock_file_it_cannot_write(tmp_path, mo
     path.write_text("")
     with pytest.raises(PermissionError), namespace["exclusive"](path, "test cache", "waiting"):  # without the fix
         pass
+
+
+def _reverted(function, fix: str, before: str = ""):
+    """``function`` compiled from its source with the text ``fix`` replaced by ``before``: the kit without a fix."""
+
+    source = textwrap.dedent(inspect.getsource(function))
+    assert fix in source
+    namespace = dict(vars(atomic))
+    exec(source.replace(fix, before), namespace)
+    return namespace[function.__name__]
+
+
+def test_a_sets_journal_another_account_of_the_group_can_read_to_finish_it(tmp_path, monkeypatch):
+    # mkstemp's 0600 journal left by a killed writer in a group's report folder: every other account skipped it
+    # without a word ("finished meanwhile") and read a half-renamed set
+    def killed(folder, plan):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "_apply", killed)
+    old = os.umask(0o002)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            atomic.write_files({tmp_path / "a.csv": "new a", tmp_path / "b.csv": "new b"})
+        (journal,) = tmp_path.glob(f"{atomic.JOURNAL_PREFIX}*.json")
+        assert journal.stat().st_mode & 0o777 == 0o664
+        fixed = atomic._write_journal
+        fix = next(line for line in inspect.getsource(fixed).splitlines(keepends=True) if "os.fchmod" in line)
+        monkeypatch.setattr(atomic, "_write_journal", _reverted(fixed, fix))
+        (tmp_path / "before").mkdir()
+        with pytest.raises(KeyboardInterrupt):  # without the fix: mkstemp's mode
+            atomic.write_files({tmp_path / "before" / "c.csv": "new c"})
+        (journal,) = (tmp_path / "before").glob(f"{atomic.JOURNAL_PREFIX}*.json")
+        assert journal.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_a_journal_this_account_cannot_read_is_named_not_skipped_in_silence(tmp_path, monkeypatch):
+    journal = tmp_path / f"{atomic.JOURNAL_PREFIX}x.json"
+    journal.write_text(json.dumps({"replace": [], "remove": []}))
+    real_open = os.open
+
+    def open_(path, flags, *args, **kwargs):
+        if str(path) == str(journal):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with pytest.warns(UserWarning, match=rf"{re.escape(str(journal))}: .*cannot be read by this account.*may disagree"):
+        assert atomic.settle(tmp_path) == 0
+    source = inspect.getsource(atomic.settle)
+    fix = source[source.index("        except PermissionError as err:"):source.index("        except OSError:\n")]
+    with warnings.catch_warnings():  # without the fix: skipped, and nothing said
+        warnings.simplefilter("error")
+        assert _reverted(atomic.settle, fix)(tmp_path) == 0
