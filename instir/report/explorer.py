@@ -13,6 +13,7 @@ environment.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ import pandas as pd
 
 from instir import atomic
 from instir.benchmarks.types import Benchmark, Doc
-from instir.errors import expect
+from instir.errors import UserError, expect
 from instir.report.html import HTML, NO_MATH, escape_text, has_widgets
 from instir.report.layout import ReportLayout, read_runs_table, user_path
 
@@ -96,8 +97,12 @@ class ExplorerData:
         if layout.judgments.is_file():
             from instir.judge.cache import JudgmentCache
 
-            self._cache = JudgmentCache(layout.judgments)
-            self._judges = self._cache.judges()
+            try:
+                self._cache = JudgmentCache(layout.judgments)
+            except UserError as err:  # another account's report, read-only to this one: shown without the scores
+                warnings.warn(f"{err} (the explorer shows the passages without their judgments)", stacklevel=3)
+            else:
+                self._judges = self._cache.judges()
         if self.instfol is not None and {"judge_backend", "judge_model"} <= set(self.instfol.columns):
             # the passages' scores are the judge's whose InstFol is shown beside them, never another's in the cache
             shown = set(zip(self.instfol["judge_backend"].astype(str), self.instfol["judge_model"].astype(str)))

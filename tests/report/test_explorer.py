@@ -339,3 +339,27 @@ def test_the_widgets_passage_shows_an_id_and_text_holding_markup_as_text(data):
     ex.passage.value = docid
     assert not re.search(r"<(b|i|u)>", ex.text.value)
     assert "&lt;b&gt;d1&lt;/b&gt;" in ex.text.value and "&lt;i&gt;text&lt;/i&gt;" in ex.text.value
+
+
+def test_another_accounts_report_is_explored_without_its_judgments_and_one_warning(out_dir, tmp_path, monkeypatch):
+    # a report folder read-only to this account: ExplorerData stopped at "cannot open the judgment cache …"
+    import os
+
+    from instir.report import explorer
+
+    shutil.copytree(out_dir, tmp_path / "out")
+    db = tmp_path / "out" / "judge" / "judgments.sqlite"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(db) and real_access(path, mode, **kw))
+    with pytest.warns(UserWarning, match=rf"{re.escape(str(db))}.*cannot be written.*without their judgments"):
+        data = ExplorerData(tmp_path / "out")
+    qid = pd.read_csv(out_dir / "judge" / "instfol_instances.csv")["qid"].iloc[0]
+    view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
+    assert view.lists["judged"].isna().all() and len(view.lists)
+    caught = explorer.UserError
+    try:  # without the fix: the except clause catches nothing, and the opening's error stops the explorer
+        explorer.UserError = type("NeverRaised", (Exception,), {})
+        with pytest.raises(caught, match="cannot be written"):
+            ExplorerData(tmp_path / "out")
+    finally:
+        explorer.UserError = caught
