@@ -262,14 +262,22 @@ class VerifiedStore:
         return Entry(entry, info)
 
     def work_folder(self, name: str) -> Path | None:
-        """The work folder of the entry ``name`` (:meth:`work_dir`), made when missing; None, with the warning of a
-        cache folder that cannot be written (once per folder), when it cannot be made there (a shared, read-only
-        cache): the caller then keeps what it computes in memory."""
+        """The work folder of the entry ``name`` (:meth:`work_dir`), made when missing (another account's, which this
+        one cannot write, is set aside with a warning); None, with the warning of a cache folder that cannot be
+        written (once per folder), when it cannot be made there (a shared, read-only cache): the caller then keeps
+        what it computes in memory."""
         work = self.work_dir(name)
         try:
             work.mkdir(parents=True, exist_ok=True)
             if not os.access(work, os.W_OK | os.X_OK):
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(work))
+                if not os.access(self.root, os.W_OK | os.X_OK):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(work))
+                # another account's parts (its umask 022) in a folder this one writes: set aside (and swept as
+                # entries set aside are), so that this one publishes the entry instead of keeping it in memory
+                os.rename(work, work.with_name(f".{work.name}.{uuid.uuid4().hex}.old"))
+                warnings.warn(f"{self.what}: {work} holds parts this account cannot add to (another account's): "
+                              "set aside, making them again", self.category, stacklevel=3)
+                work.mkdir()
         except OSError as err:
             if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise

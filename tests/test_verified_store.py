@@ -457,3 +457,40 @@ def test_a_damaged_entry_this_account_cannot_remove_is_not_used_and_the_warning_
         assert entry.is_dir()
     finally:
         VerifiedStore.discard = fixed
+
+
+def test_another_accounts_parts_this_one_cannot_add_to_are_set_aside_so_the_entry_is_published(tmp_path, monkeypatch):
+    # a build another account (umask 022) left half done in a group's cache folder: its parts' folder was read-only to
+    # this account, which then kept the entry in memory on every run (encoding it again each time), never publishing
+    store = VerifiedStore(tmp_path, "test cache")
+    work = store.work_dir("e")
+    work.mkdir()
+    (work / "part.npy").write_bytes(b"theirs")
+    real_access = os.access
+
+    def access(path, mode, **kwargs):
+        return str(path) != str(work) and real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(verified_store, "_warned_unwritable", set())
+    with warns_saying(CacheWarning, str(work), "another account's", "set aside"):
+        assert store.work_folder("e") == work
+    assert list(work.iterdir()) == []
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.endswith(".old")]
+    assert (aside / "part.npy").read_bytes() == b"theirs" and verified_store._LEFT_BEHIND.fullmatch(aside.name)
+    fixed = VerifiedStore.work_folder
+
+    def before(self, name):
+        work = self.work_dir(name)
+        work.mkdir(parents=True, exist_ok=True)
+        if not os.access(work, os.W_OK | os.X_OK):
+            self._unwritable(PermissionError(errno.EACCES, "Permission denied", str(work)))
+            return None
+        return work
+
+    try:  # without the fix: kept in memory
+        VerifiedStore.work_folder = before
+        with pytest.warns(CacheWarning, match="kept in memory"):
+            assert store.work_folder("e") is None
+    finally:
+        VerifiedStore.work_folder = fixed
