@@ -111,6 +111,16 @@ def test_a_run_where_evaluate_writes_is_refused_also_under_an_out_with_a_quoted_
         _cli(["evaluate", "--benchmark", "instructir-sample", "--run", f"x={run}", "--out", "~/ev"])
     assert run.read_bytes() == before and not (tmp_path / "ev" / "metrics").exists()
 
+def test_a_run_whose_sidecar_says_its_k_is_listed_that_deep_though_it_ranks_fewer(instructir_sample, tmp_path):
+    """A run asked for 10 a query whose queries each matched 5: runs.csv says the depth asked, 10, as its sidecar
+    records it (not the 5 a file without one would be counted to)."""
+    run = write_run(Run(_runs(instructir_sample, {}), {"k": 10}), tmp_path / "asked10.trec")
+    report = tmp_path / "report"
+    assert _cli(["evaluate", "--benchmark", "instructir-sample", "--run", str(run), "--measures", "nDCG@10",
+                 "--resamples", "99", "--out", str(report)]) == 0
+    assert pd.read_csv(report / "runs" / "runs.csv")["k"].tolist() == [10]
+
+
 def test_a_sidecar_whose_rows_are_not_its_runs_is_said_and_not_used(tmp_path, capsys):
     # on the commit before, a sidecar edited to say 10 rows and k 5 (its digest made to match) was taken at its word:
     # runs.csv recorded k 5 for a run 100 deep

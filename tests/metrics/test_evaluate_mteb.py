@@ -145,3 +145,21 @@ def test_under_mtebs_protocol_the_scores_are_lined_up_with_mtebs_numbers_only(tm
                  "--papers", "--out", str(report)]) == 0
     papers = pd.read_csv(report / "paper_tables" / "comparison.csv")
     assert not papers["table"].astype(str).str.startswith("Table").any(), papers["table"].unique()
+
+
+def test_an_mteb_predictions_files_sidecar_is_read_when_its_hash_vouches_for_the_file(tmp_path, capsys):
+    """MTEB predictions have no sidecar of the kit's: none is said to disagree with the run. One placed beside the
+    file with the file's hash is read, and its row count checked against the run, as a TREC run's is."""
+    import hashlib
+
+    from instir.retrieval.runs import sidecar_path
+
+    predictions = tmp_path / "p.json"
+    shutil.copy(MTEB / "predictions" / "IFIRFiQA_predictions.json", predictions)
+    argv = ["evaluate", "--benchmark", "ifir-sample/fiqa", "--run", str(predictions), "--protocol", "mteb"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    assert "sidecar" not in capsys.readouterr().err
+    digest = hashlib.sha256(predictions.read_bytes()).hexdigest()
+    sidecar_path(predictions).write_text(json.dumps({"trec_sha256": digest, "rows": 1, "k": 7}))
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert "p.json's sidecar says 1 rows, the run holds 18: its template and k are not used" in capsys.readouterr().err

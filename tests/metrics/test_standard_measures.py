@@ -204,6 +204,18 @@ def test_rr_at_k_counts_a_first_relevant_document_at_rank_k_in_a_run_read_from_a
     assert _values(ev.per_query(frame), "RR@10") == {"q": pytest.approx(0.1)}
 
 
+@pytest.mark.parametrize("as_run", [True, False], ids=["Run", "frame"])
+def test_several_cutoffs_of_rr_alone_each_cut_a_run_deeper_than_the_smaller(as_run):
+    """RR@3 and RR@10 with no other measure, on a run 12 deep: the only relevant document at rank 5 is past 3 and
+    within 10, so RR@3 = 0 and RR@10 = 1/5 (the run is read 10 deep for both; each cutoff still cuts its own)."""
+    qrels = {"q": {"d04": 1}}
+    frame = pd.DataFrame({"qid": "q", "docid": [f"d{i:02d}" for i in range(12)],
+                          "score": [float(12 - i) for i in range(12)]})  # d00 first, ..., d04 at rank 5
+    per_query = Evaluator(qrels, ["RR@3", "RR@10"]).per_query(Run(frame) if as_run else frame)
+    assert _values(per_query, "RR@3") == {"q": 0.0}
+    assert _values(per_query, "RR@10") == {"q": pytest.approx(0.2)}
+
+
 def test_per_query_frame_has_one_row_per_query_and_measure_in_order():
     qrels = {"q2": {"a": 1}, "q1": {"b": 1}}
     per_query = scored(pd.DataFrame({"qid": ["q1"], "docid": ["b"], "score": [1.0]}), qrels, ["P@10", "nDCG@10"])
