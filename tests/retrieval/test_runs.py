@@ -1,6 +1,7 @@
 """Runs: trec_eval-compatible ordering, strict scores, TREC + sidecar round trip, atomic
 writes, bad run files, self-hits and bring-your-own id checks."""
 
+import hashlib
 import json
 import os
 import warnings
@@ -22,7 +23,9 @@ from instir.retrieval.runs import (
     drop_self_hits,
     ranked_depth,
     read_run,
+    read_sidecar,
     run_is_complete,
+    shallowest_query,
     sidecar_path,
     tied_again,
     write_run,
@@ -317,6 +320,23 @@ def test_a_run_with_no_results_round_trips_as_an_empty_run(tmp_path):
     assert list(back.df.columns) == list(runs.RUN_COLUMNS)
 
 
+@pytest.mark.parametrize("scores", [{"q1": {"d1": 2.0, "d2": 1.0}}, {}], ids=["rows", "empty"])
+def test_a_sidecar_vouches_for_a_run_file_by_all_its_bytes_a_byte_order_mark_included(tmp_path, scores):
+    """A run saved again with a byte-order mark: the sidecar counts only when its hash is that of the file's
+    bytes as they lie on disk (mark and all), as read_sidecar(path) itself hashes them."""
+    path = write_run(Run.from_scores(scores, {"k": 10}), tmp_path / "r.trec")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    side = json.loads(sidecar_path(path).read_text())  # its hash: of the bytes without the mark
+    if scores:
+        assert read_run(path).meta["source"] == "external" and read_sidecar(path) is None
+    else:
+        with pytest.raises(FormatError, match="empty run file"):
+            read_run(path)
+    sidecar_path(path).write_text(json.dumps({**side, "trec_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}))
+    back = read_run(path)
+    assert back.meta["k"] == 10 and len(back) == sum(map(len, scores.values()))
+
+
 def test_an_empty_file_whose_sidecar_does_not_vouch_for_it_is_refused(tmp_path):
     path = write_run(Run(random_tied_frame(11)), tmp_path / "r.trec")
     path.write_bytes(b"")  # truncated: the sidecar's hash and row count no longer match
@@ -486,6 +506,54 @@ def test_a_run_file_whose_ranks_put_the_lowest_score_first_is_said_once_and_read
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read_run(path)
+
+
+def test_interleaved_queries_many_lines_deep_are_judged_on_each_querys_ranks_in_file_order(tmp_path):
+    """Two queries' lines alternating, 40 a query: every rank scores higher than the one before but rank 4, which
+    falls below rank 3 (still above rank 2); read in each query's own file order that fall is seen, so the run is
+    not said to put the lowest score first. Without rank 4 it is."""
+
+    def score(r):
+        return r / 100 if r != 4 else 0.025
+
+    lines = [f"q{q} Q0 d{r} {r} {score(r)} t" for r in range(1, 41) for q in (1, 2)]
+    path = tmp_path / "merged.trec"
+    path.write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_run(path)
+    path.write_text("\n".join(line for line in lines if " 4 " not in line) + "\n")
+    with pytest.warns(UserWarning, match="the rank column puts the lowest score first"):
+        read_run(path)
+
+
+def test_ranks_counted_across_the_whole_file_are_judged_within_each_query(tmp_path):
+    """Ranks 1..4 over two queries (a tool counting lines, not a query's ranks), each query lowest score first: the
+    step from one query's last line to the next query's first is no step of a ranking, and the warning is given."""
+    path = tmp_path / "global.trec"
+    path.write_text("q1 Q0 a 1 0.1 t\nq1 Q0 b 2 0.5 t\nq2 Q0 c 3 0.2 t\nq2 Q0 d 4 0.6 t\n")
+    with pytest.warns(UserWarning, match="the rank column puts the lowest score first"):
+        read_run(path)
+
+
+@pytest.mark.parametrize("separator", [" ", "\t"])
+def test_a_run_file_whose_scores_are_all_tied_is_not_said_to_put_the_lowest_score_first(tmp_path, separator):
+    """Ranks over equal scores say nothing of which end is best: no warning (only ranks that rise in score do)."""
+    lines = [f"q{q}{separator}Q0 d{r} {r} 1.0 t" for q in (1, 2) for r in range(1, 6)]
+    path = tmp_path / "tied.trec"
+    path.write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(read_run(path)) == 10
+
+
+def test_the_shallowest_query_and_the_depth_count_only_the_benchmarks_queries():
+    """A stray query the benchmark lacks, ranked 1 deep, neither sets the depth nor is named as the shallowest:
+    of the benchmark's queries, 2_1 ranks 2 documents, 1_1 ranks 3 (for a Run and for MTEB's dict alike)."""
+    scores = {"1_1": {"a": 3.0, "b": 2.0, "c": 1.0}, "2_1": {"a": 2.0, "b": 1.0}, "stray": {"a": 1.0}}
+    for run in (Run.from_scores(scores), scores):
+        assert shallowest_query(run, {"1_1", "2_1"}) == "2_1" and ranked_depth(run, queries={"1_1", "2_1"}) == 2
+        assert shallowest_query(run) == "stray" and ranked_depth(run) == 1
 
 
 def test_the_ties_a_run_broke_are_ties_again_for_a_rule_that_reads_them_and_nothing_else_moves(tmp_path):
