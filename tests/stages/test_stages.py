@@ -178,6 +178,25 @@ def test_a_judge_stage_given_a_host_builds_its_one_judge_there_with_the_folders_
     assert hosted[0].stats.judged > 0  # it judged the pairs
 
 
+def test_a_hosted_judge_is_built_with_every_setting_the_stage_was_given(tmp_path, monkeypatch):
+    """The maker a host gets carries the stage's endpoint settings: the key's variable, the timeout, the rate."""
+    retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-test")
+
+    class Built(Exception):
+        pass
+
+    def host(make):
+        raise Built(make())  # stop before any request: the judge as built is what is checked
+
+    with pytest.raises(Built) as built:
+        judge_runs(tmp_path, backend="openai", model="m", base_url="http://judge.localhost:9/v1",
+                   api_key_env="MY_JUDGE_KEY", timeout_s=7.0, requests_per_minute=30.0, host=host)
+    endpoint = built.value.args[0].backend.endpoint
+    assert (endpoint.base_url, endpoint.api_key_env, endpoint.timeout_s, endpoint.pace.interval) == (
+        "http://judge.localhost:9/v1", "MY_JUDGE_KEY", 7.0, 2.0)  # 30 a minute: one each 2 s
+
+
 def test_one_judge_repeat_still_gives_the_query_sample_spread(tmp_path):
     retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=20)
     judging = judge_runs(tmp_path, backend="baseline", max_instances=3, repeats=1)
