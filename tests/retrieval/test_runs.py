@@ -298,9 +298,10 @@ def test_bad_run_lines_name_file_line_and_field(tmp_path, text, line, field, pro
 def test_missing_or_empty_run_file(tmp_path):
     with pytest.raises(FormatError, match="run file not found"):
         read_run(tmp_path / "nope.trec")
-    (tmp_path / "empty.trec").write_text("\n")
-    with pytest.raises(FormatError, match="empty run file"):
-        read_run(tmp_path / "empty.trec")
+    for blank in (b"\n", b"\t\r\n", b" \x0b\x0c\n"):  # whitespace of any kind, as bytes.isspace reads it
+        (tmp_path / "empty.trec").write_bytes(blank)
+        with pytest.raises(FormatError, match="empty run file"):
+            read_run(tmp_path / "empty.trec")
 
 
 @pytest.mark.parametrize("text", [b"\xef\xbb\xbf", b"\xef\xbb\xbf\n \n"])
@@ -430,6 +431,16 @@ def test_bring_your_own_run_reports_unknown_ids_without_dropping_them(toy_benchm
     assert "2 document ids not in the corpus (2 rows): 'ghost-doc', 'x'" in summary
     assert "2 benchmark queries have no results" in summary
     assert len(run) == 5
+
+
+def test_unknown_ids_are_listed_sorted_and_every_row_of_them_counted(toy_benchmark):
+    """Unknown ids met in the order z, a: the check lists them a, z (as its summary does) and counts their rows."""
+    run = Run(frame([("zz", "10_1", 3.0), ("zz", "zdoc", 2.0), ("aa", "adoc", 1.0), ("aa", "10_1", 0.5),
+                     ("1_1", "zdoc", 1.0), ("1_1", "10_1", 0.9), ("1_2", "10_1", 1.0), ("2_1", "10_1", 1.0),
+                     ("2_2", "10_1", 1.0)]))
+    check = check_run_ids(run, toy_benchmark())
+    assert (check.unknown_qids, check.rows_with_unknown_qid) == (["aa", "zz"], 4)
+    assert (check.unknown_docids, check.rows_with_unknown_docid) == (["adoc", "zdoc"], 3)
 
 
 def test_a_runs_depth_is_its_shallowest_benchmark_query_in_the_id_check_and_the_runs_list(toy_benchmark):
