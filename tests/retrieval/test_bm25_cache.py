@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import Stemmer
+from at_once import two_builders
 from says import warns_saying
 from toy import toy_family
 
@@ -324,41 +325,9 @@ def test_two_builders_of_one_index_at_once_build_it_once_and_the_second_loads_it
     sidecar said ``origin: built``; the last to publish replaced the first's entry): the second now waits for the
     first, with one warning naming the entry, and loads what it published."""
     bench, template = small(DOCS), get_template("query-only")
-    inside, waiting, release = threading.Event(), threading.Event(), threading.Event()
-    counted, warn, started = bm25_build.spill, warnings.warn, []
-
-    def spill(*args, **kwargs):  # the first build stops half-way, holding the entry, until the second has decided
-        started.append(1)
-        if len(started) == 1:
-            inside.set()
-            assert release.wait(30)
-        else:
-            waiting.set()  # a second build: the work done twice
-        return counted(*args, **kwargs)
-
-    def noted(message, *args, **kwargs):
-        if "another process is building" in str(message):
-            waiting.set()
-        return warn(message, *args, **kwargs)
-
-    monkeypatch.setattr(bm25_build, "spill", spill)
-    monkeypatch.setattr(warnings, "warn", noted)
-    got = {}
     name = bm25_cache.entry_key(bm25(**PLAIN).index_description(bench, template))[:32]
-    thread = threading.Thread(target=lambda: got.setdefault("first", bm25(**PLAIN).index(bench, template)))
-    thread.start()
-    try:
-        assert inside.wait(30)
-        with warns_saying(verified_store.CacheWarning, "another process is building", name, "waiting"):
-            second = threading.Thread(target=lambda: got.setdefault("second", bm25(**PLAIN).index(bench, template)))
-            second.start()
-            assert waiting.wait(30)
-            release.set()
-            second.join(30)
-    finally:
-        release.set()
-        thread.join(30)
-    built, loaded = got["first"], got["second"]
+    built, loaded, said = two_builders(monkeypatch, bm25_build, "spill", lambda: bm25(**PLAIN).index(bench, template))
+    assert len(said) == 1 and name in said[0] and "waiting" in said[0]
     assert builds.n == 1
     assert (built.source["origin"], loaded.source["origin"]) == ("built", "loaded")
     assert built.source["cache_entry"] == loaded.source["cache_entry"]

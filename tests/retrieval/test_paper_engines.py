@@ -9,13 +9,13 @@ import os
 import string
 import subprocess
 import sys
-import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from at_once import two_builders
 
 from instir.benchmarks import load_benchmark
 from instir.cli import main
@@ -90,47 +90,14 @@ def test_two_builders_of_one_lucene_index_at_once_build_it_once_and_the_second_l
     first's entry, which the other's search might be reading): the second waits for the first, warning once, and
     loads what it published."""
     bench, template = load_benchmark("instructir-sample"), get_template("instructir")
-    inside, waiting, release = threading.Event(), threading.Event(), threading.Event()
-    calls, real, warn = [], lucene._anserini, warnings.warn
-
-    def anserini(main, *args):
-        calls.append(main)
-        if main == "index.IndexCollection":
-            if calls.count(main) == 1:  # the first build stops half-way, holding the entry, until the second decides
-                inside.set()
-                assert release.wait(60)
-            else:
-                waiting.set()  # a second build: the work done twice
-        return real(main, *args)
-
-    def noted(message, *args, **kwargs):
-        if "another process is building" in str(message):
-            waiting.set()
-        return warn(message, *args, **kwargs)
-
-    monkeypatch.setattr(lucene, "_anserini", anserini)
-    monkeypatch.setattr(warnings, "warn", noted)
-    got = {}
-
-    def index(name):
-        got[name] = AnseriniBM25Retriever(show_progress=False).index(bench, template)
-
-    first, second = threading.Thread(target=index, args=("first",)), threading.Thread(target=index, args=("second",))
-    first.start()
-    try:
-        assert inside.wait(60)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            second.start()
-            assert waiting.wait(60)
-            release.set()
-            second.join(120)
-    finally:
-        release.set()
-        first.join(120)
+    calls, real = [], lucene._anserini
+    monkeypatch.setattr(lucene, "_anserini", lambda main, *args: (calls.append(main), real(main, *args))[1])
+    first, second, said = two_builders(monkeypatch, lucene, "_anserini",
+                                       lambda: AnseriniBM25Retriever(show_progress=False).index(bench, template),
+                                       counts=lambda main, *args: main == "index.IndexCollection")
+    assert len(said) == 1
     assert calls.count("index.IndexCollection") == 1
-    assert (got["first"][1]["origin"], got["second"][1]["origin"]) == ("built", "loaded")
-    assert got["first"][0] == got["second"][0]
+    assert (first[1]["origin"], second[1]["origin"]) == ("built", "loaded") and first[0] == second[0]
 
 
 def test_a_damaged_index_warns_and_is_rebuilt_with_the_same_run():
