@@ -444,19 +444,6 @@ def test_a_damaged_entry_this_account_cannot_remove_is_not_used_and_the_warning_
     with warns_saying(CacheWarning, str(entry / "ids.json"), "not used", "cannot remove", str(entry)) as record:
         assert store.read("e", KEY, load_ids) is None
     assert entry.is_dir() and "removed" not in str(record[0].message)
-    fixed = VerifiedStore.discard
-
-    def before(self, entry, damage):
-        warnings.warn(f"{self.what}: {damage.file} {damage.problem}: removed, rebuilding it", self.category)
-        self.remove(entry.name)
-
-    try:  # without the fix: "removed", while it stays
-        VerifiedStore.discard = before
-        with pytest.warns(CacheWarning, match="removed, rebuilding it"):
-            assert store.read("e", KEY, load_ids) is None
-        assert entry.is_dir()
-    finally:
-        VerifiedStore.discard = fixed
 
 
 def test_another_accounts_parts_this_one_cannot_add_to_are_set_aside_so_the_entry_is_published(tmp_path, monkeypatch):
@@ -478,19 +465,3 @@ def test_another_accounts_parts_this_one_cannot_add_to_are_set_aside_so_the_entr
     assert list(work.iterdir()) == []
     (aside,) = [p for p in tmp_path.iterdir() if p.name.endswith(".old")]
     assert (aside / "part.npy").read_bytes() == b"theirs" and verified_store._LEFT_BEHIND.fullmatch(aside.name)
-    fixed = VerifiedStore.work_folder
-
-    def before(self, name):
-        work = self.work_dir(name)
-        work.mkdir(parents=True, exist_ok=True)
-        if not os.access(work, os.W_OK | os.X_OK):
-            self._unwritable(PermissionError(errno.EACCES, "Permission denied", str(work)))
-            return None
-        return work
-
-    try:  # without the fix: kept in memory
-        VerifiedStore.work_folder = before
-        with pytest.warns(CacheWarning, match="kept in memory"):
-            assert store.work_folder("e") is None
-    finally:
-        VerifiedStore.work_folder = fixed

@@ -355,30 +355,17 @@ def test_a_lock_path_that_is_no_file_is_named_not_waited_on(tmp_path, kind):
 def test_a_new_cache_in_a_group_folder_can_be_written_by_the_group(tmp_path):
     # SQLite made the file 0644 whatever the umask: in a shared folder (umask 002) another account of the group could
     # not store a judgment, and its -wal and -shm, made with the file's mode, then locked out the owner too
-    from instir import sqlite_store
-
-    def mode(name):
-        old = os.umask(0o002)
-        try:
-            JudgmentCache(tmp_path / name).close()
-        finally:
-            os.umask(old)
-        return (tmp_path / name).stat().st_mode & 0o777
-
-    assert mode("c.sqlite") == 0o664
-    fixed = sqlite_store._create
-    try:  # without the fix: SQLite's own mode
-        sqlite_store._create = lambda path, what: None
-        assert mode("d.sqlite") == 0o644
+    old = os.umask(0o002)
+    try:
+        JudgmentCache(tmp_path / "c.sqlite").close()
     finally:
-        sqlite_store._create = fixed
+        os.umask(old)
+    assert (tmp_path / "c.sqlite").stat().st_mode & 0o777 == 0o664
 
 
 def test_a_cache_another_account_cannot_write_is_refused_when_opened_naming_the_file(tmp_path, monkeypatch):
     # another account's read-only -shm beside a group's cache let it open, judge (and pay) and then fail at the first
     # stored judgment with "database error: attempt to write a readonly database", naming no file
-    from instir import sqlite_store
-
     db = tmp_path / "c.sqlite"
     JudgmentCache(db).close()
     shm = Path(f"{db}-shm")
@@ -387,21 +374,10 @@ def test_a_cache_another_account_cannot_write_is_refused_when_opened_naming_the_
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(shm) and real_access(path, mode, **kw))
     with raises_saying(UserError, "cannot open the judgment cache", str(db), str(shm), "cannot be written"):
         JudgmentCache(db)
-    fixed = sqlite_store._refuse_unwritable
-    try:  # without the fix: opened (and refused only at its first write)
-        sqlite_store._refuse_unwritable = lambda path, what: None
-        JudgmentCache(db).close()
-    finally:
-        sqlite_store._refuse_unwritable = fixed
 
 
 def test_a_cache_whose_folder_cannot_be_made_is_refused_naming_the_cache_and_the_folder(tmp_path, monkeypatch):
     # INSTIR_HOME unset and $HOME not writable: `instir judge` said only "Permission denied: ~/.cache"
-    import inspect
-    import textwrap
-
-    from instir import sqlite_store
-
     home = tmp_path / "home"
     real_mkdir = os.mkdir
 
@@ -414,9 +390,3 @@ def test_a_cache_whose_folder_cannot_be_made_is_refused_naming_the_cache_and_the
     db = home / ".cache" / "instir" / "judgments.sqlite"
     with raises_saying(UserError, "cannot open the judgment cache", str(db), "Permission denied", str(home)):
         JudgmentCache(db)
-    source = textwrap.dedent(inspect.getsource(sqlite_store.SQLiteStore))
-    fix = source[source.index("        try:\n            self.path.parent.mkdir"):source.index("        self.lock = ")]
-    namespace = dict(vars(sqlite_store))
-    exec(source.replace(fix, "        self.path.parent.mkdir(parents=True, exist_ok=True)\n"), namespace)
-    with pytest.raises(PermissionError):  # without the fix: the bare error, which names the folder only
-        namespace["SQLiteStore"](db, "CREATE TABLE t (x)", "judgment cache")

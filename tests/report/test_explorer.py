@@ -345,8 +345,6 @@ def test_another_accounts_report_is_explored_without_its_judgments_and_one_warni
     # a report folder read-only to this account: ExplorerData stopped at "cannot open the judgment cache …"
     import os
 
-    from instir.report import explorer
-
     shutil.copytree(out_dir, tmp_path / "out")
     db = tmp_path / "out" / "judge" / "judgments.sqlite"
     real_access = os.access
@@ -356,10 +354,3 @@ def test_another_accounts_report_is_explored_without_its_judgments_and_one_warni
     qid = pd.read_csv(out_dir / "judge" / "instfol_instances.csv")["qid"].iloc[0]
     view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
     assert view.lists["judged"].isna().all() and len(view.lists)
-    caught = explorer.UserError
-    try:  # without the fix: the except clause catches nothing, and the opening's error stops the explorer
-        explorer.UserError = type("NeverRaised", (Exception,), {})
-        with pytest.raises(caught, match="cannot be written"):
-            ExplorerData(tmp_path / "out")
-    finally:
-        explorer.UserError = caught
