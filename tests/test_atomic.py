@@ -532,5 +532,58 @@ def test_a_journal_this_account_cannot_read_is_named_not_skipped_in_silence(tmp_
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", open_)
-    with pytest.warns(UserWarning, match=rf"{re.escape(str(journal))}: .*cannot be read by this account.*may disagree"):
+    with pytest.warns(UserWarning, match=rf"{re.escape(str(journal))}: .*cannot be read by this account.*"
+                      rf"the files in {re.escape(str(tmp_path))} may disagree$"):
         assert atomic.settle(tmp_path) == 0
+
+
+def test_a_lock_file_made_in_a_groups_folder_can_be_opened_for_writing_by_the_group(tmp_path):
+    # exclusive's lock file was 0644: another account of the group could only open it to read
+    path = tmp_path / ".entry.lock"
+    old = os.umask(0o002)
+    try:
+        with atomic.exclusive(path, "test cache", "waiting"):
+            mode = path.stat().st_mode & 0o777
+    finally:
+        os.umask(old)
+    assert mode == 0o664
+
+
+@pytest.mark.parametrize("waited", [False, True], ids=["taken at once", "taken after waiting"])
+def test_a_descriptor_opened_after_a_lock_is_let_go_stays_open_in_a_worker_forked_later(tmp_path, monkeypatch,
+                                                                                         waited):
+    # a lock's descriptor is closed in a forked worker while held; once let go, its number (reused by the next file
+    # the process opens, such as a pool's pipe) must not be closed in the workers forked after
+    import multiprocessing
+    import threading
+    import types
+
+    path = tmp_path / ".entry.lock"
+    before = set(atomic.HELD_LOCKS)
+    if waited:  # the waiter's first descriptor is on the file the holder removes as it lets go: it takes the new one
+        waits = threading.Event()
+        monkeypatch.setattr(atomic, "warnings", types.SimpleNamespace(warn=lambda *a, **k: waits.set()))
+
+        def second() -> None:
+            with atomic.exclusive(path, "test cache", "waiting"):
+                pass
+
+        other = threading.Thread(target=second)
+        with atomic.exclusive(path, "test cache", "waiting"):
+            other.start()
+            assert waits.wait(10)  # the second has opened the file and waits for its lock
+        other.join(20)
+        assert not other.is_alive()
+    else:
+        with atomic.exclusive(path, "test cache", "waiting"):
+            pass
+    assert atomic.HELD_LOCKS == before
+    fd = os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        context = multiprocessing.get_context("fork")
+        worker = context.Process(target=os.fstat, args=(fd,))  # an OSError (exit code 1) where the copy was closed
+        worker.start()
+        worker.join(30)
+        assert worker.exitcode == 0
+    finally:
+        os.close(fd)

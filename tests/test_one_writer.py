@@ -625,3 +625,92 @@ def test_a_report_folder_another_account_is_writing_is_refused_naming_it(tmp_pat
     finally:
         os.close(holder)
     assert lock.read_text().startswith('{"who": "instir run", "pid": 4242')
+
+
+def test_a_report_folders_lock_file_made_under_a_groups_umask_can_be_written_by_the_group(tmp_path):
+    # the lock file was 0644 whatever the umask: every other account of the group was refused at it
+    old = os.umask(0o002)
+    try:
+        with FolderLock(tmp_path, "instir run"):
+            mode = (tmp_path / ".instir-run.lock").stat().st_mode & 0o777
+    finally:
+        os.umask(old)
+    assert mode == 0o664
+
+
+def test_a_lock_file_this_account_can_neither_write_nor_read_is_refused_naming_it(tmp_path, monkeypatch):
+    lock = tmp_path / ".instir-run.lock"
+    lock.write_text("")
+    real_open = os.open
+
+    def open_(name, flags, *args, **kwargs):
+        if str(name) == str(lock):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with raises_saying(UsageError, f"{lock} cannot be read by this account (Permission denied)", "remove it"):
+        with FolderLock(tmp_path, "instir run"):
+            pass
+
+
+def test_another_accounts_lock_file_that_cannot_be_replaced_is_refused_leaving_no_file_of_this_one(tmp_path,
+                                                                                                   monkeypatch):
+    # a sticky folder: the free lock file is another account's, which this one may neither write nor rename over
+    with FolderLock(tmp_path, "instir run"):
+        pass
+    lock = tmp_path / ".instir-run.lock"
+    another_accounts(lock, monkeypatch)
+    real_replace = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if str(dst) == str(lock):
+            raise PermissionError(1, "Operation not permitted", str(src), str(dst))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with raises_saying(UsageError, f"{lock} is another account's lock file", "neither write nor replace",
+                       "Operation not permitted"), FolderLock(tmp_path, "instir judge"):
+        pass
+    assert [p.name for p in tmp_path.iterdir()] == [".instir-run.lock"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts this process's descriptors in /proc")
+def test_a_lock_file_another_account_left_replaced_leaves_no_descriptor_open_once_let_go(tmp_path, monkeypatch):
+    # a notebook's kernel writes into a group's folder again and again: each lock it took over kept the old file open
+    with FolderLock(tmp_path, "instir run"):
+        pass
+    another_accounts(tmp_path / ".instir-run.lock", monkeypatch)
+    before = len(os.listdir("/proc/self/fd"))
+    with FolderLock(tmp_path, "instir judge"):
+        pass
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_writer_refused_at_a_held_folder_leaves_no_lock_its_later_workers_would_close(tmp_path):
+    # the refused writer's lock descriptor was closed but stayed listed as held: a worker forked later closed the
+    # file that reused its number (a pool's pipe, a data file) in the child
+    import fcntl
+    import multiprocessing
+
+    from instir import atomic
+
+    lock = tmp_path / ".instir-run.lock"
+    lock.write_text("{}")
+    holder = os.open(lock, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    before = set(atomic.HELD_LOCKS)
+    try:
+        with raises_saying(UsageError, "is writing into"), FolderLock(tmp_path, "instir run"):
+            pass
+    finally:
+        os.close(holder)
+    assert atomic.HELD_LOCKS == before
+    fd = os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        worker = multiprocessing.get_context("fork").Process(target=os.fstat, args=(fd,))
+        worker.start()
+        worker.join(30)
+        assert worker.exitcode == 0  # 1: the copy of the descriptor was closed in the worker
+    finally:
+        os.close(fd)
