@@ -441,7 +441,8 @@ def test_a_damaged_entry_this_account_cannot_remove_is_not_used_and_the_warning_
 
     monkeypatch.setattr(os, "rename", rename)
     monkeypatch.setattr(shutil, "rmtree", rmtree)
-    with warns_saying(CacheWarning, str(entry / "ids.json"), "not used", "cannot remove", str(entry)) as record:
+    with warns_saying(CacheWarning, str(entry / "ids.json"), "not used", f"cannot remove {entry} ",
+                      f"one who can write {tmp_path}, may delete it") as record:
         assert store.read("e", KEY, load_ids) is None
     assert entry.is_dir() and "removed" not in str(record[0].message)
 
@@ -465,3 +466,20 @@ def test_another_accounts_parts_this_one_cannot_add_to_are_set_aside_so_the_entr
     assert list(work.iterdir()) == []
     (aside,) = [p for p in tmp_path.iterdir() if p.name.endswith(".old")]
     assert (aside / "part.npy").read_bytes() == b"theirs" and verified_store._LEFT_BEHIND.fullmatch(aside.name)
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.EROFS])
+def test_a_work_folder_that_cannot_be_made_leaves_the_caller_to_keep_its_work_in_memory(tmp_path, monkeypatch, code):
+    # a shared cache read-only to this account, or on a read-only file system: one warning, nothing raised
+    store = VerifiedStore(tmp_path, "test cache")
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if str(path) == str(store.work_dir("e")):
+            raise OSError(code, os.strerror(code), str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(verified_store, "_warned_unwritable", set())
+    with warns_saying(CacheWarning, f"folder {tmp_path} cannot be written", "kept in memory only"):
+        assert store.work_folder("e") is None

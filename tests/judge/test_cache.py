@@ -371,22 +371,53 @@ def test_a_cache_another_account_cannot_write_is_refused_when_opened_naming_the_
     shm = Path(f"{db}-shm")
     shm.write_bytes(b"")
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(shm) and real_access(path, mode, **kw))
+
+    def access(path, mode, **kwargs):  # readable, as another account's 0644 file is; not writable
+        return not (str(path) == str(shm) and mode & os.W_OK) and real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
     with raises_saying(UserError, "cannot open the judgment cache", str(db), str(shm), "cannot be written"):
+        JudgmentCache(db)
+
+
+def test_a_cache_refused_for_its_log_another_account_cannot_share_is_not_created(tmp_path, monkeypatch):
+    # refused before anything is made: no empty store is left beside the log that refused it
+    db = tmp_path / "c.sqlite"
+    wal = Path(f"{db}-wal")
+    wal.write_bytes(b"")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: str(path) != str(wal) and real_access(path, mode, **kw))
+    with raises_saying(UserError, "cannot open the judgment cache", str(wal), "cannot be written"):
+        JudgmentCache(db)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite-wal"]
+
+
+def test_a_cache_file_that_cannot_be_created_is_refused_in_one_line_naming_it(tmp_path, monkeypatch):
+    db = tmp_path / "c.sqlite"
+    real_open = os.open
+
+    def open_(path, flags, *args, **kwargs):
+        if str(path) == str(db) and flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with raises_saying(UserError, f"cannot open the judgment cache {db}: Permission denied"):
         JudgmentCache(db)
 
 
 def test_a_cache_whose_folder_cannot_be_made_is_refused_naming_the_cache_and_the_folder(tmp_path, monkeypatch):
     # INSTIR_HOME unset and $HOME not writable: `instir judge` said only "Permission denied: ~/.cache"
     home = tmp_path / "home"
+    home.mkdir()
     real_mkdir = os.mkdir
 
-    def mkdir(path, *args, **kwargs):
-        if str(path).startswith(str(home)):
+    def mkdir(path, *args, **kwargs):  # a folder nothing can be made in: the missing one made there is named
+        if Path(path).parent == home:
             raise PermissionError(13, "Permission denied", str(path))
         return real_mkdir(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "mkdir", mkdir)
     db = home / ".cache" / "instir" / "judgments.sqlite"
-    with raises_saying(UserError, "cannot open the judgment cache", str(db), "Permission denied", str(home)):
+    with raises_saying(UserError, "cannot open the judgment cache", str(db), f"(Permission denied: {home / '.cache'})"):
         JudgmentCache(db)

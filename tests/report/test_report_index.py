@@ -332,3 +332,26 @@ def test_a_stage_with_no_runs_listed_is_a_stage_that_never_ran(tmp_path):
     assert incomplete_stages(tmp_path / "r") == {} and stale_pages(tmp_path / "r") == []
     [entry] = read_reports(tmp_path)
     assert entry["status"] == "ok"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives files to other accounts (chown)")
+@pytest.mark.parametrize("me, folder_owner, index_owner", [
+    (5000, 0, 5000),  # its own index in a sticky folder
+    (5000, 0, None),  # no index yet: this account's is the first
+    (4242, 4242, 0),  # the sticky folder's owner may replace any file in it
+    (0, 4242, 4242),  # root may replace any file
+], ids=["own index", "no index", "folder's owner", "root"])
+def test_a_sticky_reports_folder_lets_an_account_replace_what_it_may(tmp_path, monkeypatch, me, folder_owner,
+                                                                     index_owner):
+    # chmod 1777 (as /tmp): only another account's index.html, in a folder not this account's, is refused
+    from instir.report.index import check_index_owned
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    if index_owner is not None:
+        write_index(reports)
+        os.chown(reports / "index.html", index_owner, -1)
+    os.chown(reports, folder_owner, -1)
+    reports.chmod(0o1777)
+    monkeypatch.setattr(os, "geteuid", lambda: me)
+    check_index_owned(reports)  # no UsageError
