@@ -227,8 +227,18 @@ def _damage_ids(entry):
     return path.name, "checksum"
 
 
+def _damage_unlisted(entry):
+    # a manifest (of another kit, or edited) that no longer lists one of the index's files, that file gone with it
+    name = bm25_cache.BM25S_FILES[0]
+    manifest = json.loads((entry / verified_store.MANIFEST).read_text())
+    del manifest["files"][name]
+    (entry / verified_store.MANIFEST).write_text(json.dumps(manifest))
+    (entry / name).unlink()
+    return verified_store.MANIFEST, f"does not list {name}"
+
+
 DAMAGE = [_damage_truncate, _damage_zero, _damage_zero_npy_header, _damage_delete, _damage_manifest,
-          _damage_manifest_gone, _damage_ids]
+          _damage_manifest_gone, _damage_ids, _damage_unlisted]
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__.removeprefix("_damage_"))

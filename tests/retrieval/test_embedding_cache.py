@@ -462,3 +462,48 @@ def test_embed_into_a_cache_folder_that_cannot_be_written_keeps_the_vectors_in_m
         got = EmbeddingCache(root, chunk_size=4, progress=False).embed(ENCODER, items, FakeEncoder(), label="fake")
     np.testing.assert_array_equal(got.matrix, FakeEncoder()(items))
     assert got.encoded == 10 and list(root.iterdir()) == []
+
+
+def test_an_earlier_kits_chunk_the_work_folder_already_holds_is_not_left_in_the_entry(tmp_path):
+    # an earlier kit's chunks, the first also in today's work folder (a take-over interrupted after its first move):
+    # what is left in the entry's folder goes with it, and no entry is judged damaged
+    from instir.verified_store import write_part
+
+    items, calls = ["a", "b", "c", "d", "e"], []
+
+    def encode(batch):
+        calls.append(list(batch))
+        return np.array([[float(ord(text)), 1.0] for text in batch])
+
+    cache = EmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False)
+    _, entry = cache.entry_of({"model": "m"}, items)
+    work = cache.work_dir(entry)
+    for folder in (entry, work):
+        folder.mkdir(parents=True, exist_ok=True)
+    for index, part in enumerate([["a", "b"], ["c", "d"]]):
+        write_part(entry / f"chunk2-{index:06d}.npy", encode(part))
+    write_part(work / "chunk2-000000.npy", encode(["a", "b"]))
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 'removed, rebuilding it' of the chunk left behind
+        got = cache.embed({"model": "m"}, items, encode)
+    assert calls == [["e"]] and got.matrix[:, 0].tolist() == [97, 98, 99, 100, 101]
+    assert sorted(p.name for p in entry.iterdir()) == ["embeddings.npy", "manifest.json"]
+
+
+def test_chunks_in_a_folder_the_entry_links_to_are_left_where_they_are(tmp_path):
+    # an entry that is a symlink (to a folder of the user's) is not emptied into the cache's work folder
+    from instir.verified_store import write_part
+
+    items = ["a", "b"]
+    cache = EmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False)
+    _, entry = cache.entry_of({"model": "m"}, items)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_part(elsewhere / "chunk2-000000.npy", np.ones((2, 2), dtype=np.float32))
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.symlink_to(elsewhere, target_is_directory=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cache.embed({"model": "m"}, items, lambda batch: np.zeros((len(batch), 2)))
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["chunk2-000000.npy", "chunk2-000000.npy.sha256"]

@@ -330,3 +330,30 @@ def test_scores_an_earlier_kit_stored_under_a_rerankers_files_digest_are_said_no
         assert cache.get(earlier, keys) == dict(zip(keys, (0.5, 0.25)))  # its own identity still finds them
     finally:
         cache.close()
+
+
+_EARLIER = {"kind": "cross-encoder", "model": "/models/ce", "revision": None, "dtype": "float32", "max_length": None,
+            "local_files_sha256": "84cb4dcf" * 8, "template": ["{query} {instruction}", "{text}"]}
+_TODAY = {**{k: v for k, v in _EARLIER.items() if k != "local_files_sha256"}, "fingerprint": "65bfd9cb" * 8}
+
+
+@pytest.mark.parametrize("stored, asked, n", [
+    ([_EARLIER, _TODAY], _TODAY, 2),  # its own scores are found: nothing is scored again
+    ([{**_TODAY, "fingerprint": "0badf00d" * 8}], _TODAY, 2),  # another checkpoint's scores, not an earlier kit's
+    ([_EARLIER], {k: v for k, v in _TODAY.items() if k != "fingerprint"}, 2),  # no fingerprint asked for
+    ([_EARLIER], _TODAY, 0),  # nothing asked for, nothing scored
+], ids=["its own scores found", "another checkpoint", "no fingerprint", "no input"])
+def test_no_earlier_kit_is_said_where_none_of_its_scores_is_what_the_rerun_pays_for(tmp_path, stored, asked, n):
+    import warnings
+
+    keys = [ScoreCache.input_key(text) for text in ("a", "b")]
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    try:
+        for identity in stored:
+            cache.put(identity, [(keys[0], 0.5), (keys[1], 0.25)])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cache.get(asked, keys[:n])
+        assert [str(w.message) for w in caught] == []
+    finally:
+        cache.close()

@@ -176,6 +176,26 @@ def test_a_token_matrix_that_cannot_be_written_is_an_error_naming_it_and_the_chu
     assert len(list(tmp_path.glob("*.partial/chunk4-*.tokens.npy"))) == 3  # kept for the rerun
 
 
+def earlier_kits_token_entry(root, items, spoil=lambda manifest: None):
+    """The entry of ``items`` as a kit before the one verified store (e794caf) kept it: ``tokens/`` and ``doclens/``
+    (each an ``embeddings.npy``) under a manifest recording both ``parts``, which ``spoil`` may change."""
+    key, entry = EmbeddingCache(root, chunk_size=2, progress=False).entry_of({"model": "m"}, items)
+    shutil.rmtree(entry, ignore_errors=True)
+    parts = {}
+    for part, matrix in [("tokens", np.array([[10, 10], [10, 10], [5, 5]], np.float32)),
+                         ("doclens", np.array([[2], [1]], np.float32))]:
+        buffer = io.BytesIO()
+        np.save(buffer, matrix)
+        (entry / part).mkdir(parents=True)
+        (entry / part / "embeddings.npy").write_bytes(buffer.getvalue())
+        parts[part] = {"bytes": len(buffer.getvalue()), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(),
+                       "shape": list(matrix.shape)}
+    manifest = {"key": key, "encoder": {"model": "m"}, "inputs": 2, "tokens": 3, "chunk_size": 2, "parts": parts}
+    spoil(manifest)
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    return entry
+
+
 def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
     # a kit before the one verified store (e794caf) kept a token entry as tokens/ and doclens/ (each an embeddings.npy)
     # under a manifest recording both 'parts': today's cache lays it out as its own once both match their record,
@@ -186,27 +206,34 @@ def test_an_earlier_kits_token_entry_is_taken_over_not_encoded_again(tmp_path):
         calls.append(len(batch))
         return [np.full((len(text.split()), 2), float(len(text)), dtype=np.float32) for text in batch]
 
-    def earlier_kits_entry():
-        cache = TokenEmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False)
-        key, entry = EmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False).entry_of({"model": "m"}, items)
-        shutil.rmtree(entry, ignore_errors=True)
-        parts = {}
-        for part, matrix in [("tokens", np.array([[10, 10], [10, 10], [5, 5]], np.float32)),
-                             ("doclens", np.array([[2], [1]], np.float32))]:
-            buffer = io.BytesIO()
-            np.save(buffer, matrix)
-            (entry / part).mkdir(parents=True)
-            (entry / part / "embeddings.npy").write_bytes(buffer.getvalue())
-            parts[part] = {"bytes": len(buffer.getvalue()), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(),
-                           "shape": list(matrix.shape)}
-        (entry / "manifest.json").write_text(json.dumps({"key": key, "encoder": {"model": "m"}, "inputs": 2,
-                                                         "tokens": 3, "chunk_size": 2, "parts": parts}))
-        return cache
-
+    entry = earlier_kits_token_entry(tmp_path / "cache", items)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = earlier_kits_entry().embed({"model": "m"}, items, encode)
+        got = TokenEmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False).embed({"model": "m"}, items, encode)
     assert calls == [] and got.encoded == 0  # before: removed as damaged and both inputs encoded again
+    assert got[0].tolist() == [[10, 10], [10, 10]] and got[1].tolist() == [[5, 5]]
+    assert sorted(p.name for p in entry.iterdir()) == ["doclens.npy", "manifest.json", "tokens.npy"]
+    assert json.loads((entry / "manifest.json").read_text())["description"] == {"model": "m"}  # its encoder, kept
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda manifest: manifest.update(key="0" * 64),
+    lambda manifest: manifest["parts"]["tokens"].update(shape=[2, 2]),
+], ids=["another key", "another shape"])
+def test_an_earlier_kits_token_entry_that_does_not_match_its_record_is_encoded_again(tmp_path, spoil):
+    # an entry recorded under another key (another encoder's), or whose matrix is not the one its record names, is
+    # never served: the inputs are encoded again
+    items, calls = ["alpha beta", "gamma"], []
+
+    def encode(batch):
+        calls.append(len(batch))
+        return [np.full((len(text.split()), 2), float(len(text)), dtype=np.float32) for text in batch]
+
+    earlier_kits_token_entry(tmp_path / "cache", items, spoil)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the store's word on the entry it removes
+        got = TokenEmbeddingCache(tmp_path / "cache", chunk_size=2, progress=False).embed({"model": "m"}, items, encode)
+    assert calls == [2] and got.encoded == 2
     assert got[0].tolist() == [[10, 10], [10, 10]] and got[1].tolist() == [[5, 5]]
 
 

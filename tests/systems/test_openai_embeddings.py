@@ -284,3 +284,11 @@ def test_a_run_stopped_by_a_failed_request_is_resumed_paying_again_for_no_text_a
         retrieve(bench, make(server, tmp_path, windows=False, batch_size=2, concurrency=1), template="ifir", k=3)
     again = [text for batch in answered for text in batch]
     assert len(paid) >= 2 and again == last and not set(again) & set(paid)
+
+
+def test_the_embedding_cache_keeps_one_round_of_requests_per_chunk(tmp_path):
+    # a chunk is batch_size x concurrency texts: a stopped run pays again for no more than the round in flight
+    retriever = OpenAIEmbeddingsRetriever("text-embedding-3-small", "http://127.0.0.1:1/v1", tokenizer=WordTokenizer(),
+                                          tokenizer_name="words", cache=tmp_path / "emb", progress=False, batch_size=3,
+                                          concurrency=2)
+    assert retriever.cache.chunk_size == 6
