@@ -319,7 +319,8 @@ def test_a_second_builder_of_an_entry_waits_and_reads_the_first_ones_not_buildin
     thread = threading.Thread(target=lambda: first.append(store.build("e", KEY, load_ids, make)))
     thread.start()
     assert building.wait(10)
-    with warns_saying(CacheWarning, "another process is building", str(tmp_path / "e"), "waiting"):
+    with warns_saying(CacheWarning, "another process is building", str(tmp_path / "e"), "waiting",
+                      "if it stops first, the entry is made here, from any parts it kept"):
         second = store.build("e", KEY, load_ids, make)
     thread.join(10)
     assert first == [second] == [list("abcd")] and len(made) == 1
