@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from denied import refuse_open
 
 from instir import atomic
 
@@ -480,15 +481,10 @@ def test_exclusive_holds_another_accounts_lock_file_it_cannot_write(tmp_path, mo
 
     path = tmp_path / ".x.lock"
     path.write_text("")
-    real_open = os.open
-
-    def open_(name, flags, *args, **kwargs):
-        if str(name) == str(path) and flags & (os.O_RDWR | os.O_WRONLY):
-            raise PermissionError(13, "Permission denied", str(name))
-        return real_open(name, flags, *args, **kwargs)
+    refuse_open(monkeypatch, path, os.O_RDWR | os.O_WRONLY)
 
     def held() -> bool:
-        fd = real_open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -497,7 +493,6 @@ def test_exclusive_holds_another_accounts_lock_file_it_cannot_write(tmp_path, mo
             os.close(fd)
         return False
 
-    monkeypatch.setattr(os, "open", open_)
     with atomic.exclusive(path, "test cache", "waiting"):
         assert held()
     assert not path.exists()
@@ -524,14 +519,7 @@ def test_a_journal_this_account_cannot_read_is_named_not_skipped_in_silence(tmp_
     # on the commit before, another account's journal it could not open was skipped in silence ("finished meanwhile")
     journal = tmp_path / f"{atomic.JOURNAL_PREFIX}x.json"
     journal.write_text(json.dumps({"replace": [], "remove": []}))
-    real_open = os.open
-
-    def open_(path, flags, *args, **kwargs):
-        if str(path) == str(journal):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
+    refuse_open(monkeypatch, journal)
     with pytest.warns(UserWarning, match=rf"{re.escape(str(journal))}: .*cannot be read by this account.*"
                       rf"the files in {re.escape(str(tmp_path))} may disagree$"):
         assert atomic.settle(tmp_path) == 0

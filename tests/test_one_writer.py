@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from denied import refuse_open
 from says import raises_saying
 
 from instir.cli import main
@@ -641,14 +642,7 @@ def test_a_report_folders_lock_file_made_under_a_groups_umask_can_be_written_by_
 def test_a_lock_file_this_account_can_neither_write_nor_read_is_refused_naming_it(tmp_path, monkeypatch):
     lock = tmp_path / ".instir-run.lock"
     lock.write_text("")
-    real_open = os.open
-
-    def open_(name, flags, *args, **kwargs):
-        if str(name) == str(lock):
-            raise PermissionError(13, "Permission denied", str(name))
-        return real_open(name, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
+    refuse_open(monkeypatch, lock)
     with raises_saying(UsageError, f"{lock} cannot be read by this account (Permission denied)", "remove it"):
         with FolderLock(tmp_path, "instir run"):
             pass

@@ -14,6 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from denied import refuse_open
 from judge_fakes import FakeChatServer, Reply, numbered_requests, scored_reply, stored_rows
 from says import raises_saying
 from scripted_judge import ScriptedJudge
@@ -394,14 +395,7 @@ def test_a_cache_refused_for_its_log_another_account_cannot_share_is_not_created
 
 def test_a_cache_file_that_cannot_be_created_is_refused_in_one_line_naming_it(tmp_path, monkeypatch):
     db = tmp_path / "c.sqlite"
-    real_open = os.open
-
-    def open_(path, flags, *args, **kwargs):
-        if str(path) == str(db) and flags & os.O_CREAT:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", open_)
+    refuse_open(monkeypatch, db, os.O_CREAT)
     with raises_saying(UserError, f"cannot open the judgment cache {db}: Permission denied"):
         JudgmentCache(db)
 
