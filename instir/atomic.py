@@ -375,6 +375,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_unheld)
 
 
+def close_lock(fd: int) -> None:
+    """Close a lock's descriptor (letting the lock go, when it is its last copy), no longer listed in
+    :data:`HELD_LOCKS`."""
+    HELD_LOCKS.discard(fd)
+    os.close(fd)
+
+
 @contextmanager
 def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = UserWarning) -> Iterator[None]:
     """Hold the lock file ``path`` (an advisory ``flock``) for a whole piece of work on ``what``: another process or
@@ -408,15 +415,13 @@ def exclusive(path: Path, what: str, waiting: str, *, category: type[Warning] = 
                 break
         except FileNotFoundError:
             pass
-        HELD_LOCKS.discard(fd)
-        os.close(fd)  # the holder removed this file as it let go: take the one at ``path`` now
+        close_lock(fd)  # the holder removed this file as it let go: take the one at ``path`` now
     try:
         yield
     finally:
-        HELD_LOCKS.discard(fd)
         with contextlib.suppress(OSError):
             os.unlink(path)
-        os.close(fd)  # releases the lock
+        close_lock(fd)  # releases the lock
 
 
 #: what names a file the kit kept aside (:func:`aside_path`)

@@ -123,13 +123,11 @@ class FolderLock:
             elif not _taken(fd):
                 holder = holder_of(self.folder) or {}
                 if holder.get("token") and _inherited().get(str(self.folder)) == holder["token"]:
-                    atomic.HELD_LOCKS.discard(fd)
-                    os.close(fd)
+                    atomic.close_lock(fd)
                     self._joined = True  # the parent holds it for this process's work
                     return self
                 if not _taken(fd, BUSY_TRIES):
-                    atomic.HELD_LOCKS.discard(fd)
-                    os.close(fd)
+                    atomic.close_lock(fd)
                     raise _busy(self.folder)
             self._token = secrets.token_hex(16)
             os.ftruncate(fd, 0)
@@ -192,12 +190,10 @@ class FolderLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             from instir import atomic
 
-            atomic.HELD_LOCKS.discard(self._fd)
-            os.close(self._fd)
+            atomic.close_lock(self._fd)
             self._fd = None
             if self._replaced is not None:
-                atomic.HELD_LOCKS.discard(self._replaced)
-                os.close(self._replaced)
+                atomic.close_lock(self._replaced)
                 self._replaced = None
 
 

@@ -185,17 +185,19 @@ class BM25Retriever:
         doc_ids = benchmark.corpus.ids()
         start = time.perf_counter()
         stats: dict[str, int] = {}
+        built: list[tuple[bm25s.BM25, Path | None]] = []
 
         def build() -> tuple[bm25s.BM25, Path | None]:
-            return self._build(benchmark, template, params, key, description, stats)
+            built.append(self._build(benchmark, template, params, key, description, stats))
+            return built[0]
 
         # one process builds an index at a time; another waits for it and loads its entry
         found = self.cache.load_or_build(key, doc_ids, build) if self.cache is not None else build()
-        if not isinstance(found, tuple):  # the cache's entry (a CachedIndex), not this build's (model, path)
+        if not built:  # the cache's entry (a CachedIndex)
             model = found.model
             source = {"origin": "loaded", "cache_entry": str(found.path), "seconds": round(found.seconds, 3)}
         else:
-            model, path = found
+            model, path = built[0]
             source = {"origin": "built", "cache_entry": None if path is None else str(path),
                       "seconds": round(time.perf_counter() - start, 3), "store_seconds": stats["store_seconds"],
                       **({"long_tokens_cut": stats["long_tokens_cut"]} if stats.get("long_tokens_cut") else {})}
