@@ -113,14 +113,14 @@ def _leaked(masked: str, key: str) -> list[str]:
     """Pieces of ``key`` (4 bytes or more) that can still be read from ``masked``: in clear, in
     hex, or decoded from any run of base64 characters at any start within a group."""
     grams = {key.encode()[i:i + 4] for i in range(len(key) - 3)}
-    readable = [masked.encode(), masked.lower().encode()]
-    for run in _B64_RUN.findall(masked):
+    readable = {masked.encode(), masked.lower().encode()}  # a set: a long text repeats its runs thousands of times
+    for run in set(_B64_RUN.findall(masked)):
         run = run.replace("-", "+").replace("_", "/")
         for skip in range(4):
             body = run[skip:][:len(run[skip:]) // 4 * 4]
-            readable.append(base64.b64decode(body) if body else b"")
-    for hex_run in re.findall(r"[0-9a-fA-F]{8,}", masked):
-        readable.append(bytes.fromhex(hex_run[:len(hex_run) // 2 * 2]))
+            readable.add(base64.b64decode(body) if body else b"")
+    for hex_run in set(re.findall(r"[0-9a-fA-F]{8,}", masked)):
+        readable.add(bytes.fromhex(hex_run[:len(hex_run) // 2 * 2]))
     return sorted({g.decode() for g in grams for text in readable if g in text or g.lower() in text})
 
 
