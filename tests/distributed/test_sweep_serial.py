@@ -11,6 +11,22 @@ from instir.distributed.sweep import run_sweep
 from instir.report.record import read_record
 
 
+@pytest.fixture(scope="module")
+def tiny_dense(tmp_path_factory) -> str:
+    """A dense system (``dense:PATH``) on a tiny random BERT whose vocabulary is the FiQA sample's words: a model that
+    encodes the sample at once (the bundled model's vectors are checked in tests/retrieval/test_dense.py, its runs
+    in every chain)."""
+    from tiny_models import build_tiny_bert
+
+    from instir.benchmarks import load_benchmark
+
+    bench = load_benchmark("ifir-sample/fiqa")
+    words = {word for text in [*(d.indexed_text for d in bench.corpus),
+                               *(q.query + " " + q.instruction for q in bench.queries.values())]
+             for word in text.split()}
+    return "dense:" + str(build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), sorted(words)))
+
+
 def test_judge_step_writes_the_instfol_tables_notebook_04_writes(tmp_path):
     from instir.benchmarks import load_benchmark
     from instir.judge import BaselineJudge
@@ -336,17 +352,17 @@ def test_instir_sweep_prints_each_failed_cells_error_and_ends_with_status_1(tmp_
     assert len(failed) == 2 and all("the disk went away" in line for line in failed), out
 
 
-def test_each_system_of_a_serial_sweep_runs_its_own_retriever(tmp_path):
+def test_each_system_of_a_serial_sweep_runs_its_own_retriever(tmp_path, tiny_dense):
     # the in-process worker replaces its retriever when a group of another system comes (one model in memory)
     import json
 
-    report = run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": ["dense", "bm25"], "k": 10,
+    report = run_sweep(parse_grid({"benchmarks": ["ifir-sample/fiqa"], "systems": [tiny_dense, "bm25"], "k": 10,
                                    "variants": ["instructed"]}), tmp_path, executor="serial")
     assert report.count("done") == 2
     runs = pd.read_csv(tmp_path / "runs" / "runs.csv").set_index("retriever")
     made_by = {system: json.loads((tmp_path / f"{path}.json").read_text())["retriever"]["name"]
                for system, path in runs["run_file"].items()}
-    assert made_by["bm25"] == "bm25" and made_by["dense"] != "bm25", made_by
+    assert made_by["bm25"] == "bm25" and made_by[tiny_dense] != "bm25", made_by
 
 
 def test_the_dense_half_of_a_hybrid_is_what_sharded_encoding_encodes():
