@@ -144,6 +144,9 @@ def check_parameters(parameters: Mapping[str, object]) -> None:
 #: that keeps it, so rendering stays bounded in time and memory (nbconvert takes minutes and gigabytes over a
 #: 100 MB image or 50 MB of text).
 MAX_EMBEDDED_OUTPUT = 2_000_000
+#: The most characters of outputs one page embeds in all: past it each further output is left out with a note, as
+#: one over :data:`MAX_EMBEDDED_OUTPUT` is (sixty images of 1.9 MB each made a 112 MB page, rendered at 1 GB).
+MAX_EMBEDDED_PAGE = 10 * MAX_EMBEDDED_OUTPUT
 
 
 def _output_size(output) -> int:
@@ -157,16 +160,26 @@ def _output_size(output) -> int:
 
 
 def _bounded(notebook, executed: Path):
-    """``notebook`` with every output over :data:`MAX_EMBEDDED_OUTPUT` replaced by a one-line note."""
+    """``notebook`` with every output over :data:`MAX_EMBEDDED_OUTPUT`, and every output past the page's
+    :data:`MAX_EMBEDDED_PAGE` in all, replaced by a one-line note; without its saved widget state (the page has no
+    widget manager to read it: 50 MB of it were copied into the page whole)."""
     import nbformat
 
+    notebook.metadata.pop("widgets", None)
+    embedded = 0
     for number, cell in enumerate(notebook.cells, start=1):
         for k, output in enumerate(cell.get("outputs", [])):
             size = _output_size(output)
             if size > MAX_EMBEDDED_OUTPUT:
-                cell.outputs[k] = nbformat.v4.new_output("stream", name="stdout", text=(
-                    f"[An output of {size:,} characters is left out of this page (more than {MAX_EMBEDDED_OUTPUT:,});"
-                    f" it is in {executed.name}, cell {number}.]\n"))
+                why = f"more than {MAX_EMBEDDED_OUTPUT:,}"
+            elif embedded + size > MAX_EMBEDDED_PAGE:
+                why = f"the page holds {embedded:,} characters of outputs before it, {MAX_EMBEDDED_PAGE:,} at most"
+            else:
+                embedded += size
+                continue
+            cell.outputs[k] = nbformat.v4.new_output("stream", name="stdout", text=(
+                f"[An output of {size:,} characters is left out of this page ({why}); it is in {executed.name}, "
+                f"cell {number}.]\n"))
     return notebook
 
 
@@ -174,7 +187,8 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
     """Render an executed notebook to one self-contained HTML file (inline CSS and images,
     no CDN scripts); code cells and prompts are left out unless ``show_code`` or the notebook
     asks to show them (metadata ``instir.show_code``: the tour, whose code is what it teaches).
-    An output over :data:`MAX_EMBEDDED_OUTPUT` is left out with a note saying where it is.
+    An output over :data:`MAX_EMBEDDED_OUTPUT`, or past :data:`MAX_EMBEDDED_PAGE` of outputs in all, is left out
+    with a note saying where it is.
     The page links to the index that lists its folder (:func:`instir.report.index.index_folder`)."""
     import nbformat
     from nbconvert import HTMLExporter

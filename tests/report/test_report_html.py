@@ -285,3 +285,32 @@ def test_an_output_too_large_for_a_page_is_left_out_with_a_note_saying_where_it_
     assert "42" in page
     kept = nbformat.read(executed, as_version=4)
     assert kept.cells[0].outputs[0].text == text and kept.cells[1].outputs[0].data["image/png"] == image
+
+
+def test_a_page_embeds_its_outputs_up_to_a_bound_in_all_and_no_saved_widget_state(tmp_path):
+    """Sixty images of 1.9 MB each, every one under the bound of an output, made a 112 MB page (1 GB to render), and
+    a lab notebook's saved widget state (50 MB) was copied into its page whole, where no widget manager reads it."""
+    import base64
+    import os
+
+    import nbformat
+
+    from instir.pipeline import MAX_EMBEDDED_OUTPUT, MAX_EMBEDDED_PAGE, render_html
+
+    images = [base64.b64encode(os.urandom(MAX_EMBEDDED_OUTPUT * 3 // 4 - 3)).decode() for _ in range(11)]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"figure {i}") for i in range(len(images))]
+    for cell, image in zip(nb.cells, images):
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": image})]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"w": {"model_name": "LayoutModel", "model_module": "@jupyter-widgets/base",
+                        "model_module_version": "2.0.0", "state": {"blob": "saved-state-" * 1000}}},
+        "version_major": 2, "version_minor": 0}}
+    executed = tmp_path / "01_many.ipynb"
+    nbformat.write(nb, executed)
+    page = render_html(executed, tmp_path / "01_many.html").read_text()
+    assert len(page) < MAX_EMBEDDED_PAGE + MAX_EMBEDDED_OUTPUT and "saved-state-" not in page
+    kept = [i for i, image in enumerate(images) if image[:1000] in page]
+    assert kept == list(range(MAX_EMBEDDED_PAGE // len(images[0])))
+    assert f"it is in 01_many.ipynb, cell {len(kept) + 1}." in page and f"{MAX_EMBEDDED_PAGE:,} at most" in page
+    assert nbformat.read(executed, as_version=4).cells[-1].outputs[0].data["image/png"] == images[-1]
