@@ -193,3 +193,17 @@ def test_an_id_with_a_space_is_refused_where_it_is_read_not_after_the_search(tmp
     with raises_saying(FormatError, f"{corpus}, line 2, field '_id'", "'a b' holds U+0020 SPACE",
                        "a TREC run or qrels line cannot hold it"):
         list(iter_corpus_docs(corpus))
+
+
+@pytest.mark.parametrize("names", [["sys", "sys "], ["caf\u00e9", "cafe\u0301"]])
+def test_two_run_names_that_read_alike_are_refused_naming_both(tmp_path, capsys, names):
+    # on the commit before, both were scored as two systems, two rows of every table that read the same
+    run = tmp_path / "run.trec"
+    qid, doc = _relevant()
+    run.write_text(f"{qid} Q0 {doc} 1 3.0 t\n")
+    assert main(["evaluate", "--benchmark", FIQA, "--run", str(run), str(run), "--name", *names,
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "names that read apart" in err and ascii(names[1]) in err
+    assert not (tmp_path / "out").exists()
+

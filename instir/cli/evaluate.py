@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -125,6 +126,13 @@ def listed_runs(paths: list[Path], names: list[str | None], benchmark, out: Path
     if len(set(systems)) != len(systems):
         raise UsageError(f"run files need distinct names (got {systems}): name them as --run NAME=FILE or with "
                          "--name (an MTEB file is named after its model)")
+    alike: dict[str, str] = {}  # two names a table or a page shows alike are no two systems to a reader
+    for system in systems:
+        first = alike.setdefault(unicodedata.normalize("NFC", system).strip(), system)
+        if first != system:
+            raise UsageError(f"run files need names that read apart: {ascii(first)} and {ascii(system)} differ only in "
+                             "Unicode form (NFC/NFD) or in spaces around them, and show alike in every table; name "
+                             "them as --run NAME=FILE or with --name")
     return rows, read
 
 
