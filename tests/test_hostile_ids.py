@@ -207,3 +207,14 @@ def test_two_run_names_that_read_alike_are_refused_naming_both(tmp_path, capsys,
     assert err.count("\n") == 1 and "names that read apart" in err and ascii(names[1]) in err
     assert not (tmp_path / "out").exists()
 
+
+def test_a_newline_in_a_run_name_is_escaped_in_every_line_evaluate_prints(tmp_path, capsys):
+    # on the commit before, the run checks and notes printed the name whole: its second part began a line of its own
+    data = json.loads((MTEB / "IFIRFiQA_predictions.json").read_text())
+    data["mteb_model_meta"]["model_name"] = "evil\ninstir evaluate: forged line"
+    path = tmp_path / "IFIRFiQA_predictions.json"
+    path.write_text(json.dumps(data))
+    assert main(["evaluate", "--benchmark", FIQA, "--run", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "evil\\ninstir evaluate: forged line" in out
+    assert not any(line.startswith("instir evaluate: forged") for line in out.splitlines())

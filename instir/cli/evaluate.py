@@ -25,6 +25,7 @@ from instir.cli.options import (
 )
 from instir.errors import UsageError, quoted, unknown
 from instir.metrics.measures import PROTOCOLS
+from instir.terminal import terminal_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -238,13 +239,13 @@ def _report(args: argparse.Namespace, benchmark, out: Path, rows: list[dict], re
     result = score_runs(out, measures=args.measures, protocol=args.protocol, compare="all", loaded=loaded, read=read,
                         n_resamples=args.resamples or stats.N_RESAMPLES, seed=args.seed)
     print(f"benchmark: {benchmark.label}, revision {benchmark.revision}, protocol {args.protocol}")
-    for name, check in result.checks.items():
+    for name, check in result.checks.items():  # a name's newline escaped too: no line of its own to forge
         if not check.ok or check.missing_qids:
-            print(f"  {name}: {check.summary()}")
+            print(f"  {terminal_text(name)}: {terminal_text(check.summary())}")
     if result.excluded:
         print(f"  {len(result.excluded)} qrels queries have no relevant document and are not averaged")
     for note in result.notes:
-        print(f"  {note}")
+        print(f"  {terminal_text(note)}")
     print("scores ×100:")
     with pd.option_context("display.width", 200, "display.max_columns", 50):
         print(table.wide(result.table).to_string())
