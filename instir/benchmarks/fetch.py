@@ -49,7 +49,7 @@ def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: 
 
 #: Set to 1 to check every fetched file's SHA-256 against its manifest when a benchmark loads (about a
 #: second per 500 MB); sizes, the Hub's download records and the SHA-256 of each file written since the fetch
-#: (its modification time changed) are always checked.
+#: (its modification time changed) or swapped for a symbolic link are always checked.
 VERIFY_DIGESTS_VAR = "INSTIR_VERIFY_DIGESTS"
 
 
@@ -123,9 +123,11 @@ def _download_records(folder: Path) -> list[Path]:
 def _touched(path: Path, entry: dict) -> bool:
     """Whether ``path`` was written since the manifest listed it (its modification time differs from the one
     recorded): only such a file's digest is computed on every load, so an edit that keeps the size is found
-    at the cost of reading the files touched. A manifest of an earlier version records no time: sizes only."""
+    at the cost of reading the files touched. A manifest of an earlier version records no time: sizes only. A
+    symbolic link is always read (its target's time and size say nothing of which file it was swapped in for: a link
+    to an edited copy made with ``cp -p`` passed as the fetched file)."""
     recorded = entry.get("mtime_ns")
-    return isinstance(recorded, int) and path.stat().st_mtime_ns != recorded
+    return path.is_symlink() or (isinstance(recorded, int) and path.stat().st_mtime_ns != recorded)
 
 
 def _data_files(folder: Path) -> list[Path]:

@@ -378,6 +378,25 @@ def test_verify_digests_finds_a_same_size_edit_whose_fetch_time_was_kept(hub, tm
         assert _loaded_revision() == f"{COMMIT}+changed"
 
 
+def test_a_symlink_swapped_in_for_a_fetched_file_is_read_whatever_its_targets_size_and_time(hub, tmp_path, monkeypatch):
+    # on the commit before, a link to an edited copy of the same size, its time kept (cp -p), was the fetched revision
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    monkeypatch.delenv("INSTIR_VERIFY_DIGESTS", raising=False)
+    corpus = folder / "fiqa-corpus.jsonl"
+    fetched, original = corpus.stat(), corpus.read_bytes()
+    copy = tmp_path / "edited.jsonl"
+    copy.write_bytes(original.replace(b"a", b"b", 1))
+    os.utime(copy, ns=(fetched.st_atime_ns, fetched.st_mtime_ns))
+    corpus.unlink()
+    corpus.symlink_to(copy)
+    with pytest.warns(UserWarning, match=r"fiqa-corpus.jsonl has other bytes \(SHA-256\)"):
+        assert _loaded_revision() == f"{COMMIT}+changed"
+    copy.write_bytes(original)  # a link to the fetched bytes (an older Hub client links into its cache): no change
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _loaded_revision() == COMMIT
+
+
 def test_a_hub_download_record_of_the_fetched_commit_is_no_change(hub, tmp_path, monkeypatch):
     folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
     record = folder / ".cache" / "huggingface" / "download" / "fiqa-corpus.jsonl.metadata"
