@@ -397,6 +397,25 @@ def test_a_symlink_swapped_in_for_a_fetched_file_is_read_whatever_its_targets_si
         assert _loaded_revision() == COMMIT
 
 
+def test_a_huge_hub_download_record_is_read_by_its_first_line_only(hub, tmp_path, monkeypatch):
+    # on the commit before, a record of 200 MB without a newline was read whole (585 MB) on every load
+    import tracemalloc
+
+    from instir.benchmarks.fetch import changes_since_fetch
+
+    folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
+    record = folder / ".cache" / "huggingface" / "download" / "fiqa-corpus.jsonl.metadata"
+    record.parent.mkdir(parents=True)
+    record.write_bytes(b"deadbeef" * 5 + b"x" * 20_000_000)
+    tracemalloc.start()
+    try:
+        changes = changes_since_fetch(folder, read_manifest(folder))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(changes) == 1 and "names commit 'deadbeefdead'" in changes[0] and peak < 1_000_000
+
+
 def test_a_hub_download_record_of_the_fetched_commit_is_no_change(hub, tmp_path, monkeypatch):
     folder = _fetched_fiqa(hub, tmp_path, monkeypatch)
     record = folder / ".cache" / "huggingface" / "download" / "fiqa-corpus.jsonl.metadata"
