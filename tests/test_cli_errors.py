@@ -93,6 +93,36 @@ def test_a_message_one_over_the_bound_keeps_exactly_the_bound_and_says_one_more(
     assert describe(UsageError("x" * (MAX_MESSAGE_CHARS + 1))) == "x" * MAX_MESSAGE_CHARS + "… (1 more characters)"
 
 
+@pytest.mark.parametrize("kind, said", [("gz", "gzip-compressed, not text: decompress it first (gunzip)"),
+                                        ("parquet", "a Parquet file, not text")])
+def test_a_compressed_or_parquet_run_is_said_to_be_one_not_told_to_be_saved_as_utf8(capsys, good_run, kind, said):
+    # on the commit before: "run.trec.gz, line 1: not UTF-8 text (byte 0x8b at column 2); save the file as UTF-8"
+    import gzip
+
+    import pandas as pd
+
+    run = good_run.with_name(f"good.trec.{kind}")
+    if kind == "gz":
+        run.write_bytes(gzip.compress(good_run.read_bytes()))
+    else:
+        pd.read_csv(good_run, sep=" ", header=None).to_parquet(run)
+    line = fails(capsys, "evaluate", "--benchmark", "instructir-sample", "--run", str(run))
+    assert line.startswith(f"instir evaluate: {run}: {said}")
+    assert "UTF-8" not in line
+
+
+def test_a_gzipd_corpus_under_a_text_name_is_said_to_be_compressed(tmp_path):
+    import gzip
+
+    from instir.benchmarks.readers import iter_corpus_docs
+    from instir.benchmarks.types import FormatError
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(gzip.compress(b'{"_id": "d1", "text": "a"}\n' * 100))
+    with pytest.raises(FormatError, match=rf"^{corpus}: gzip-compressed, not text"):
+        list(iter_corpus_docs(corpus))
+
+
 def test_missing_qrels_file_in_a_root_folder(capsys, tmp_path):
     root = tmp_path / "instructir"
     shutil.copytree(SAMPLE_ROOT / "instructir-sample", root)

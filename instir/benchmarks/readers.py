@@ -80,12 +80,27 @@ def check_file(path: Path, what: str = "file") -> None:
         raise FormatError(path, None, None, f"{what} {problem}" if problem.startswith("not found") else problem)
 
 
+#: The first bytes of the files a text file is most often mistaken for, and what to do: "save it as UTF-8" told a
+#: user with a gzip'd run to re-save it in an editor.
+BINARY_FORMATS = ((b"\x1f\x8b", "gzip-compressed, not text: decompress it first (gunzip)"),
+                  (b"PK\x03\x04", "a zip archive, not text: unpack it first (unzip)"),
+                  (b"\x28\xb5\x2f\xfd", "zstd-compressed, not text: decompress it first (unzstd)"),
+                  (b"BZh", "bzip2-compressed, not text: decompress it first (bunzip2)"),
+                  (b"\xfd7zXZ\x00", "xz-compressed, not text: decompress it first (unxz)"),
+                  (b"PAR1", "a Parquet file, not text: this file is read as text (a Parquet table is read only under "
+                            "a .parquet name, where one is taken)"))
+
+
 def decode_utf8(path: Path, data: bytes, first_line: int = 1) -> str:
     """``data`` (from ``path``, starting at line ``first_line``) as text; bytes that are not
-    UTF-8 raise :class:`FormatError` naming the line and the byte's column."""
+    UTF-8 raise :class:`FormatError` naming the line and the byte's column, or, at the start of a file
+    that is compressed or a Parquet table (:data:`BINARY_FORMATS`), saying so."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
+        binary = next((said for magic, said in BINARY_FORMATS if data.startswith(magic)), None)
+        if first_line == 1 and binary is not None:
+            raise FormatError(path, None, None, binary) from None
         line = first_line + data.count(b"\n", 0, err.start)
         column = err.start - data.rfind(b"\n", 0, err.start)
         raise FormatError(path, line, None, f"not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}); "
