@@ -42,6 +42,7 @@ from instir.report.provenance import keeping_edits, note_made, record_page, stag
 from instir.report.record import RUN_SECTIONS, NotebookEntry, update_record
 from instir.secrets import leaked_secret, refuse_url_credentials, require_env_name
 from instir.stamps import utc_now
+from instir.terminal import terminal_text
 
 if TYPE_CHECKING:
     from instir.stages.request import RunRequest
@@ -355,6 +356,10 @@ def run_reports(notebooks: str | Path | Sequence[str | Path], parameters: Mappin
     unnamed = next((p for p in paths if not atomic.plain_name(p.name)), None)
     if unnamed is not None:
         raise UsageError(f"notebook {unnamed}: a name with a backslash cannot name its report page; rename it")
+    unshown = next((p for p in paths if terminal_text(p.stem) != p.stem), None)  # its progress bar, its index row
+    if unshown is not None:
+        raise UsageError(f"notebook {terminal_text(unshown)}: its name holds a control character or an invisible mark, "
+                         "which a terminal acts on and a page shows as nothing or reordered; rename it")
     check_parameters(parameters)
     options = kernel_options(kernel)
     known = notebook_parameters(paths)

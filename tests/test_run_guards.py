@@ -505,3 +505,20 @@ def test_a_page_edited_since_the_kit_rendered_it_is_kept_aside_when_replaced_and
                 atomic.write_text(path, "<html>rendered again</html>")
     (kept,) = out.glob("03_metrics.html.set-aside-*")
     assert kept.read_text() == "<html>my notes</html>" and not list(out.glob("02_retrieval.html.set-aside-*"))
+
+
+@pytest.mark.parametrize("mark", ["\x1b]0;owned\x07", "\u202e", "\u200b", "\n"])
+def test_a_notebook_whose_name_a_terminal_would_act_on_is_refused_before_anything_is_written(tmp_path, capsys, mark):
+    # on the commit before, its progress bar printed the name raw (an OSC retitled the terminal) and the index showed
+    # it reordered by the bidirectional override
+    import shutil
+
+    from instir.cli import main
+
+    odd = tmp_path / "nb" / f"01_x{mark}y.ipynb"
+    odd.parent.mkdir()
+    shutil.copy(sorted(NOTEBOOKS.glob("0*.ipynb"))[0], odd)
+    assert main(["run", "--notebooks", str(odd.parent), "--out", str(tmp_path / "reports" / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "its name holds a control character or an invisible mark" in err
+    assert mark not in err[:-1] and not (tmp_path / "reports").exists()
