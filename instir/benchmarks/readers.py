@@ -473,8 +473,8 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
             n = rows.line_num  # one source item per line, so this is the row's (last) line
             if not row or not "".join(row).strip():
                 continue
-            if len(row) == 1:
-                row = ascii_fields(row[0])
+            if len(row) == 1 or any(_ASCII_FIELDS.search(field.strip(ASCII_SPACE)) for field in row):
+                row = ascii_fields("\t".join(row))  # spaces, or tabs and spaces mixed: split as trec_eval splits
             if n == 1 and row[0].strip().lower() in QRELS_HEADS:
                 continue
             if len(row) == 3:
@@ -482,7 +482,8 @@ def read_qrels(path: Path) -> tuple[Qrels, dict[tuple[str, str], int]]:
             elif len(row) == 4:
                 qid, _, did, value = row
             else:
-                raise FormatError(path, n, None, f"expected 3 tab-separated columns (qid, pid, score), got {len(row)}")
+                raise FormatError(path, n, None, f"expected 3 columns (qid, pid, score) or TREC's 4 (qid, iteration, "
+                                                 f"docid, grade), separated by tabs or spaces, got {len(row)}")
             add(check_id(qid.strip(ASCII_SPACE), path, n, query_field),
                 check_id(did.strip(ASCII_SPACE), path, n, doc_field), value, n)
     if not qrels:

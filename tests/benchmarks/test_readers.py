@@ -426,3 +426,19 @@ def test_a_pair_judged_in_an_earlier_qrels_file_names_the_document_field_as_its_
         read_qrels_files([first, second], {"q0", "q1"}, {"d0", "d1"})
     assert (Path(err.value.path).name, err.value.where, err.value.field) == ("b.tsv", 3, "pid")
     assert "judged in an earlier qrels file too" in err.value.problem
+
+
+@pytest.mark.parametrize("line", ["q1 0\td1\t2", "q1\t0 d1 2", "q1 \t 0 d1\t2", "q1 d1\t2"])
+def test_a_qrels_line_of_tabs_and_spaces_mixed_is_read_as_trec_eval_reads_it(tmp_path, line):
+    # on the commit before, "q1 0<TAB>d1<TAB>2" was refused: "field 'query-id': 'q1 0' holds U+0020 SPACE … remove it"
+    path = tmp_path / "qrels.txt"
+    path.write_text(f"{line}\nq2 0 d2 1\n")
+    assert read_qrels(path)[0] == {"q1": {"d1": 2}, "q2": {"d2": 1}}
+
+
+def test_a_qrels_line_of_five_columns_is_refused_saying_the_columns_a_qrels_file_may_have(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 d1 1 2024-01-01\n")
+    with raises_saying(FormatError, f"{path}, line 1", "expected 3 columns (qid, pid, score) or TREC's 4",
+                       "separated by tabs or spaces, got 5"):
+        read_qrels(path)
