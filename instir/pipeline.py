@@ -148,6 +148,9 @@ MAX_EMBEDDED_OUTPUT = 2_000_000
 #: The most characters of outputs one page embeds in all: past it each further output is left out with a note, as
 #: one over :data:`MAX_EMBEDDED_OUTPUT` is (sixty images of 1.9 MB each made a 112 MB page, rendered at 1 GB).
 MAX_EMBEDDED_PAGE = 10 * MAX_EMBEDDED_OUTPUT
+#: The most outputs one page embeds: each costs nbconvert about half a millisecond whatever its size (50,000 outputs
+#: of a few characters took 27 s to render).
+MAX_EMBEDDED_OUTPUTS = 10_000
 
 
 def _output_size(output) -> int:
@@ -161,26 +164,36 @@ def _output_size(output) -> int:
 
 
 def _bounded(notebook, executed: Path):
-    """``notebook`` with every output over :data:`MAX_EMBEDDED_OUTPUT`, and every output past the page's
-    :data:`MAX_EMBEDDED_PAGE` in all, replaced by a one-line note; without its saved widget state (the page has no
-    widget manager to read it: 50 MB of it were copied into the page whole)."""
+    """``notebook`` with every output over :data:`MAX_EMBEDDED_OUTPUT` replaced by a one-line note, and the outputs
+    past the page's :data:`MAX_EMBEDDED_PAGE` characters or :data:`MAX_EMBEDDED_OUTPUTS` outputs in all by one note
+    per cell; without its saved widget state (the page has no widget manager to read it: 50 MB of it were copied
+    into the page whole)."""
     import nbformat
 
+    def note(text: str):
+        return nbformat.v4.new_output("stream", name="stdout", text=f"[{text}]\n")
+
     notebook.metadata.pop("widgets", None)
-    embedded = 0
+    embedded = shown = 0
     for number, cell in enumerate(notebook.cells, start=1):
-        for k, output in enumerate(cell.get("outputs", [])):
+        if not cell.get("outputs"):
+            continue
+        kept, left, left_size = [], 0, 0
+        for output in cell.outputs:
             size = _output_size(output)
             if size > MAX_EMBEDDED_OUTPUT:
-                why = f"more than {MAX_EMBEDDED_OUTPUT:,}"
-            elif embedded + size > MAX_EMBEDDED_PAGE:
-                why = f"the page holds {embedded:,} characters of outputs before it, {MAX_EMBEDDED_PAGE:,} at most"
+                kept.append(note(f"An output of {size:,} characters is left out of this page (more than "
+                                 f"{MAX_EMBEDDED_OUTPUT:,}); it is in {executed.name}, cell {number}."))
+            elif embedded + size > MAX_EMBEDDED_PAGE or shown >= MAX_EMBEDDED_OUTPUTS:
+                left, left_size = left + 1, left_size + size
             else:
-                embedded += size
-                continue
-            cell.outputs[k] = nbformat.v4.new_output("stream", name="stdout", text=(
-                f"[An output of {size:,} characters is left out of this page ({why}); it is in {executed.name}, "
-                f"cell {number}.]\n"))
+                embedded, shown = embedded + size, shown + 1
+                kept.append(output)
+        if left:  # one note for them all: 300,000 small outputs past the bound made 300,000 notes
+            kept.append(note(f"{left:,} output(s) of {left_size:,} characters in all are left out of this page (it "
+                             f"holds {MAX_EMBEDDED_PAGE:,} characters of outputs or {MAX_EMBEDDED_OUTPUTS:,} outputs "
+                             f"at most); they are in {executed.name}, cell {number}."))
+        cell.outputs = kept
     return notebook
 
 
@@ -188,8 +201,8 @@ def render_html(executed: Path, html_path: Path, *, show_code: bool = False) -> 
     """Render an executed notebook to one self-contained HTML file (inline CSS and images,
     no CDN scripts); code cells and prompts are left out unless ``show_code`` or the notebook
     asks to show them (metadata ``instir.show_code``: the tour, whose code is what it teaches).
-    An output over :data:`MAX_EMBEDDED_OUTPUT`, or past :data:`MAX_EMBEDDED_PAGE` of outputs in all, is left out
-    with a note saying where it is.
+    An output over :data:`MAX_EMBEDDED_OUTPUT`, or past :data:`MAX_EMBEDDED_PAGE` characters or
+    :data:`MAX_EMBEDDED_OUTPUTS` outputs in all, is left out with a note saying where it is.
     The page links to the index that lists its folder (:func:`instir.report.index.index_folder`)."""
     import nbformat
     from nbconvert import HTMLExporter

@@ -312,5 +312,30 @@ def test_a_page_embeds_its_outputs_up_to_a_bound_in_all_and_no_saved_widget_stat
     assert len(page) < MAX_EMBEDDED_PAGE + MAX_EMBEDDED_OUTPUT and "saved-state-" not in page
     kept = [i for i, image in enumerate(images) if image[:1000] in page]
     assert kept == list(range(MAX_EMBEDDED_PAGE // len(images[0])))
-    assert f"it is in 01_many.ipynb, cell {len(kept) + 1}." in page and f"{MAX_EMBEDDED_PAGE:,} at most" in page
+    for number in range(len(kept) + 1, len(images) + 1):
+        said = (f"1 output(s) of {len(images[0]):,} characters in all are left out of this page (it holds "
+                f"{MAX_EMBEDDED_PAGE:,} characters of outputs")
+        assert said in page and f"they are in 01_many.ipynb, cell {number}." in page
     assert nbformat.read(executed, as_version=4).cells[-1].outputs[0].data["image/png"] == images[-1]
+
+
+def test_outputs_past_the_pages_count_are_left_out_under_one_note_per_cell(tmp_path, monkeypatch):
+    """50,000 outputs of a few characters each took 27 s to render (each costs nbconvert the same whatever its size);
+    past the bound, a cell's outputs are one note, not one note each (the bound lowered here: 10,000 take seconds)."""
+    import nbformat
+
+    import instir.pipeline
+    from instir.pipeline import render_html
+
+    monkeypatch.setattr(instir.pipeline, "MAX_EMBEDDED_OUTPUTS", 3)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("for i in range(500): display(i)"), nbformat.v4.new_code_cell("done")]
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": f"out-{i}-put"})
+                           for i in range(500)]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="last-output\n")]
+    executed = tmp_path / "01_tiny.ipynb"
+    nbformat.write(nb, executed)
+    page = render_html(executed, tmp_path / "01_tiny.html").read_text()
+    assert [i for i in range(500) if f"out-{i}-put" in page] == [0, 1, 2] and "last-output" not in page
+    assert page.count("left out of this page") == 2
+    assert "497 output(s) of" in page and "they are in 01_tiny.ipynb, cell 1." in page and "3 outputs at most" in page
