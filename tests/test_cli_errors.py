@@ -394,6 +394,25 @@ def test_run_list_of_numbers_where_names_are_needed(capsys, tmp_path):
 
 # -- --debug, unexpected errors, interrupts, a real process ------------------------------------
 
+@pytest.mark.parametrize("argv, said", [
+    (["run", "--benchmark", "instructir-sample", "--benchmark", "ifir-sample/fiqa"],
+     "--benchmark is given twice: only the last would count; give it once with all its values"),
+    (["evaluate", "--benchmark", "instructir-sample", "--run", "r.trec", "--measures", "nDCG@10", "--measures",
+      "R@100"],
+     "--measures is given twice: only the last would count; give it once with all its values"),
+    (["retrieve", "--bench", "instructir-sample", "--benchmark", "ifir-sample/fiqa", "--retriever", "bm25", "--out",
+      "o"],
+     "--benchmark is given twice (first as --bench): only the last would count; give it once"),
+    (["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", "10", "--k=20", "--out", "o"],
+     "--k is given twice: only the last would count"),
+])
+def test_an_option_given_twice_is_refused_not_its_first_value_dropped(capsys, tmp_path, monkeypatch, argv, said):
+    # on the commit before, argparse kept the last: instir run --benchmark A --benchmark B ran B alone, without a word
+    monkeypatch.chdir(tmp_path)
+    assert said in fails(capsys, *argv)
+    assert not any(tmp_path.iterdir())
+
+
 def test_debug_shows_the_traceback(capsys):
     assert main(["summary", "ifir-smaple", "--debug"]) == 2
     err = capsys.readouterr().err

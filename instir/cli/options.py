@@ -46,7 +46,33 @@ class Parser(argparse.ArgumentParser):
         parsed, extras = super().parse_known_args(args, namespace)
         if extras and not self.commands:  # a command's own parser says what it does not take
             self.error(f"unrecognized arguments: {' '.join(extras)}")
+        twice = None if self.commands else self.option_given_twice()
+        if twice is not None:
+            self.error(twice)
         return parsed, extras
+
+    def option_given_twice(self) -> str | None:
+        """The first option given twice whose second value argparse would keep in place of the first without a word
+        (``instir run --benchmark instructir-sample --benchmark ifir-sample/fiqa`` ran FiQA alone, ``instir evaluate
+        --measures nDCG@10 --measures R@100`` scored R@100 alone); options that gather (``--run``, ``-p``) and flags
+        aside. None when there is none."""
+        seen: dict[argparse.Action, str] = {}
+        for arg in self.given:
+            if arg == "--":
+                break
+            name = arg.split("=", 1)[0]
+            action = self._option_string_actions.get(name)
+            if action is None and name.startswith("--"):  # an abbreviation argparse takes: the one option it begins
+                begun = {found for option, found in self._option_string_actions.items() if option.startswith(name)}
+                action = begun.pop() if len(begun) == 1 else None
+            if not isinstance(action, argparse._StoreAction):
+                continue
+            if action in seen:
+                every = " with all its values" if action.nargs in ("+", "*") else ""
+                first = "" if seen[action] == name else f" (first as {seen[action]})"
+                return f"{name} is given twice{first}: only the last would count; give it once{every}"
+            seen[action] = name
+        return None
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: {cut_message(self.unknown_option() or message)} (see {self.prog} --help)\n")
