@@ -522,3 +522,20 @@ def test_a_notebook_whose_name_a_terminal_would_act_on_is_refused_before_anythin
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "its name holds a control character or an invisible mark" in err
     assert mark not in err[:-1] and not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("mark", ["\u202e", "\n", "\x1b]0;owned\x07"])
+@pytest.mark.parametrize("command", ["run", "evaluate"])
+def test_a_report_folder_whose_name_a_terminal_would_act_on_is_refused_before_anything_is_written(
+        tmp_path, capsys, mark, command):
+    # on the commit before, "reports in …/x" and "y; index: …" were two lines, and the index showed a‮b reordered
+    from instir.cli import main
+
+    out = tmp_path / "reports" / f"x{mark}y"
+    argv = (["run", "--notebooks", str(NOTEBOOKS)] if command == "run" else
+            ["evaluate", "--benchmark", "ifir-sample/fiqa", "--run",
+             str(Path(__file__).parent / "fixtures" / "mteb" / "predictions" / "IFIRFiQA_predictions.json")])
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a report folder's path may not hold a control character" in err
+    assert mark not in err[:-1] and not (tmp_path / "reports").exists()
