@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -130,11 +131,17 @@ def text(value: object, *, where: str) -> str:
 
 
 def folder(value: object, *, where: str) -> str | None:
-    """A folder value: a path (a string without NUL); empty or absent: None (the default folder)."""
+    """A folder value: a path (a string without NUL); empty or absent: None (the default folder). A ``$NAME`` or
+    ``${NAME}`` in it is refused: no shell expands it here (a grid's ``cache_dir: $HOME/cache`` made a folder named
+    ``$HOME`` in the working directory, which ``rm -rf $HOME`` would then be typed to remove)."""
     if value is None or value == "":
         return None
     if not isinstance(value, str) or "\x00" in value:
         raise UsageError(f"{where} takes a folder path (a string), got {quoted(value)}")
+    variable = re.search(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)", value)
+    if variable:
+        raise UsageError(f"{where}: {quoted(value)} names the environment variable {variable.group()}, which is not "
+                         "expanded here; write the folder itself (~ stands for the home folder)")
     return value
 
 

@@ -173,3 +173,16 @@ def test_systems_named_twice_are_found_without_comparing_each_with_every_one_bef
     assert calls[0] <= 2 * 1000  # on main: 1,000,000
     with pytest.raises(UsageError, match="w: 'dense' and 'dense:sentence-transformers/all-MiniLM-L6-v2' are one "):
         request.system_specs(["dense:org/m0", "dense", "bm25", "dense:sentence-transformers/all-MiniLM-L6-v2"], "w")
+
+
+@pytest.mark.parametrize("written", ["$HOME/cache", "${HOME}/cache", "/data/$USER"])
+def test_a_folder_naming_an_environment_variable_gets_one_answer_from_the_grid_and_the_parameters(known, written):
+    # on the commit before, a grid's cache_dir: $HOME/cache made a folder named "$HOME" in the working directory
+    variable = written[written.index("$"):].split("/")[0]
+    with raises_saying(GridError, "grid.yaml: field 'cache_dir'", f"the environment variable {variable}",
+                       "not expanded here"):
+        parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "cache_dir": written}, "grid.yaml")
+    with raises_saying(UsageError, "parameter 'data_root'", f"the environment variable {variable}"):
+        validate_parameters({"data_root": written}, known)
+    assert parse_grid({"benchmarks": ["instructir-sample"], "systems": ["bm25"], "cache_dir": "/data/cost$5"},
+                      "grid.yaml").cache_dir == "/data/cost$5"  # a dollar sign that names no variable is a character
