@@ -218,3 +218,21 @@ def test_a_newline_in_a_run_name_is_escaped_in_every_line_evaluate_prints(tmp_pa
     out = capsys.readouterr().out
     assert "evil\\ninstir evaluate: forged line" in out
     assert not any(line.startswith("instir evaluate: forged") for line in out.splitlines())
+
+
+@pytest.mark.parametrize("given", [
+    pd.DataFrame({"qid": ["q", "q"], "docid": ["a", None], "score": [2.0, 1.0]}),
+    pd.DataFrame({"qid": ["q", "q"], "docid": ["a", float("nan")], "score": [2.0, 1.0]}),
+    {"q": {"a": 2.0, None: 1.0}},
+    {b"q": {"a": 1.0}},
+])
+def test_a_run_given_in_memory_without_an_id_or_with_bytes_is_refused_naming_the_row(given):
+    # on the commit before: a pyarrow traceback ("Expected bytes, got a 'float' object") or the ids 'None', "b'q'"
+    with raises_saying(FormatError, "the given run, row", "expected an id (a string or a whole number)"):
+        run_of(given)
+
+
+def test_qrels_given_in_memory_without_a_document_id_are_refused_not_judged_as_document_none():
+    with raises_saying(FormatError, "the given qrels, row 1, field 'document id'", "got None"):
+        qrels_of({"q": {None: 1}})
+    assert qrels_of({1: {2: 1}}) == {"1": {"2": 1}}  # whole numbers are ids, as in a file

@@ -31,6 +31,8 @@ GRADE_COLUMNS = ("relevance", "label", "grade", "rel")
 QUERY_COLUMNS = ("qid", "query_id")
 #: what an error about qrels given in memory names in place of a file
 GIVEN_QRELS = "the given qrels"
+#: and of a run given in memory
+GIVEN_RUN = "the given run"
 
 
 def qrels_of(qrels: object) -> Qrels:
@@ -61,7 +63,7 @@ def _given_qrels(qrels: object) -> Qrels:
     as_dict = _to_dict(qrels)
     if as_dict is not None:  # a query without judgments stays, as a benchmark's does
         return _judged(((q, d, g) for q, docs in as_dict.items() for d, g in docs.items()),
-                       {str(q): {} for q in as_dict})
+                       {_given_id(q, GIVEN_QRELS, "its query keys", "query id"): {} for q in as_dict})
     rows = _named_rows(qrels, "relevance")
     if rows is not None:
         return _judged(rows, {})
@@ -73,8 +75,10 @@ def _judged(rows: Iterable[tuple], out: Qrels) -> Qrels:
     """``out`` with each ``(query, document, grade)`` of ``rows`` added under a qrels file's rules: a grade is a
     whole number (:func:`~instir.benchmarks.readers.grade`: 0.5 is refused, never cut to 0) and a document is judged
     once per query (the two grades cannot both hold)."""
-    for q, d, value in rows:
-        q, d = str(q), str(d)
+    for n, (q, d, value) in enumerate(rows, start=1):
+        if type(q) is not str or type(d) is not str:  # strings need no check (the common case, at dict speed)
+            q = _given_id(q, GIVEN_QRELS, f"row {n}", "query id")
+            d = _given_id(d, GIVEN_QRELS, f"row {n}", "document id")
         docs = out.setdefault(q, {})
         if d in docs:
             raise FormatError(GIVEN_QRELS, _where(q, d), "document id", "the document is judged twice for this query")
@@ -96,6 +100,18 @@ def _plain_grades(column: pd.Series) -> Iterable:
     if values.dtype.kind == "f" and not (np.isfinite(values).all() and (values == np.trunc(values)).all()):
         return column
     return values.astype(np.int64).tolist() if np.abs(values).max() <= GRADE_LIMIT else column
+
+
+def _given_id(value: object, source: str, where: str, name: str) -> str:
+    """An id given in memory as text: a string as it is, anything else as ``str()`` writes it (an integer's
+    digits), but no id at all (None, NaN, pandas' NA) and bytes are refused as :class:`FormatError` naming
+    ``where`` and the field: ``str()`` made them the ids ``'None'``, ``'nan'`` and ``"b'd1'"``, judged or ranked as
+    if they were documents (and a pandas string column's NA was a pyarrow traceback)."""
+    if type(value) is str:
+        return value
+    if isinstance(value, (bytes, bytearray)) or (np.ndim(value) == 0 and pd.isna(value)):
+        raise FormatError(source, where, name, f"expected an id (a string or a whole number), got {quoted(value)}")
+    return str(value)
 
 
 def _where(query: str, doc: str) -> str:
@@ -129,8 +145,8 @@ def given_rows(run: object) -> pd.DataFrame:
 
 def _check_ids(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` (a run given in memory), once its ids passed :func:`check_id_column`."""
-    check_id_column(rows["qid"], "the given run", "query id")
-    check_id_column(rows["docid"], "the given run", "document id")
+    check_id_column(rows["qid"], GIVEN_RUN, "query id")
+    check_id_column(rows["docid"], GIVEN_RUN, "document id")
     return rows
 
 
@@ -138,17 +154,23 @@ def _given_rows(run: object) -> pd.DataFrame:
     if isinstance(run, pd.DataFrame):
         qid, doc = _column(run, QUERY_COLUMNS, "query id"), _column(run, DOC_COLUMNS, "document id")
         score = _column(run, ("score",), "score")
+        for column, name in ((qid, "query id"), (doc, "document id")):
+            missing = run[column].isna().to_numpy()
+            if missing.any():  # astype(str) made it the id 'None' or 'nan', or kept it for pyarrow to fail on
+                _given_id(run[column].iloc[int(missing.argmax())], GIVEN_RUN, f"row {int(missing.argmax()) + 1}", name)
         return pd.DataFrame({"qid": run[qid].astype(str), "docid": run[doc].astype(str),
                              "score": run[score].astype(float)})
     as_dict = _to_dict(run)
     if as_dict is not None:
-        return pd.DataFrame([(str(q), str(d), float(s)) for q, docs in as_dict.items() for d, s in docs.items()],
-                            columns=["qid", "docid", "score"])
-    rows = _named_rows(run, "score")
+        rows = [(q, d, s) for q, docs in as_dict.items() for d, s in docs.items()]
+    else:
+        rows = _named_rows(run, "score")
     if rows is None:
         raise UsageError(f"cannot read a run from a {type(run).__name__}: give a Run, a DataFrame, a "
                          "{qid: {docid: score}} dict, a TREC run file, a ranx Run or ir_measures ScoredDocs")
-    return pd.DataFrame([(str(q), str(d), float(s)) for q, d, s in rows], columns=["qid", "docid", "score"])
+    return pd.DataFrame([(q if type(q) is str else _given_id(q, GIVEN_RUN, f"row {n}", "query id"),
+                          d if type(d) is str else _given_id(d, GIVEN_RUN, f"row {n}", "document id"), float(s))
+                         for n, (q, d, s) in enumerate(rows, start=1)], columns=["qid", "docid", "score"])
 
 
 def _column(frame: pd.DataFrame, names: Iterable[str], what: str) -> str:
