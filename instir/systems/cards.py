@@ -49,6 +49,7 @@ from instir.parameters import MAX_CUTOFF, depth
 from instir.retrieval.search import KIND_NAMES
 from instir.retrieval.windows import AUTHORS_CUT, WINDOWING_MODES
 from instir.secrets import refuse_url_credentials, require_env_name
+from instir.terminal import terminal_text
 
 #: where a card's recipe comes from: a benchmark family's paper's code, MTEB's model wrappers (cards
 #: labelled "MTEB-comparable, not paper-comparable", each a ``variant_of`` a paper card), or a user
@@ -371,6 +372,9 @@ def card_from_mapping(data: Mapping, path: str | Path, index: int) -> SystemCard
         expected = _type_ok(key, value)
         if expected is not None:
             raise FormatError(path, label, key, f"must be {expected}, got {quoted(value)}")
+    if terminal_text(data["name"]) != data["name"]:  # the name of a system in every table, page and progress bar
+        raise FormatError(path, label, "name", "holds a control character, a line break or an invisible mark, which a "
+                                               "terminal acts on and a page shows as nothing or reordered; remove it")
     for key, choices in _CHOICES.items():
         value = data.get(key, "")
         if value and value not in choices:

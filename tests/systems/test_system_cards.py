@@ -1,6 +1,8 @@
 """Card files: loading built-in and user cards (TOML and YAML), one clear error per bad card,
 and lookup by name, by a name without its paper suffix, and by model id."""
 
+import json
+
 import pytest
 from says import raises_saying
 
@@ -375,3 +377,14 @@ def test_a_card_file_of_thousands_of_cards_is_checked_in_time_linear_in_their_nu
     finally:
         sys.setprofile(None)
     assert f"c{n - 1}" in cards and lowered[0] < 20 * n  # on main: over n * n
+
+
+@pytest.mark.parametrize("mark", ["\x1b]0;owned\x07", "\u202e", "\n", "\u200b"])
+def test_a_card_whose_name_a_terminal_would_act_on_is_refused_naming_file_card_and_field(tmp_path, mark):
+    # on the commit before, "my<RLO>BM25" loaded: its runs, tables and pages showed the system's name reordered
+    path = tmp_path / "cards.toml"
+    path.write_text(f'[[card]]\nname = {json.dumps(f"my{mark}BM25")}\npaper = "user"\nkind = "retriever"\n'
+                    'adapter = "bm25"\n')
+    with raises_saying(FormatError, f"{path}, line 2", "field 'name'", "holds a control character, a line break or "
+                                                                       "an invisible mark"):
+        load_cards([path])
