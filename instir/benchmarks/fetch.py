@@ -50,7 +50,7 @@ def data_dir(benchmark: str, layout: str, subset: str | None = None, cache_dir: 
 
 #: Set to 1 to check every fetched file's SHA-256 against its manifest when a benchmark loads (about a
 #: second per 500 MB); sizes, the Hub's download records and the SHA-256 of each file written since the fetch
-#: (its modification time changed) or swapped for a symbolic link are always checked.
+#: (its modification time changed) or reached through a symbolic link are always checked.
 VERIFY_DIGESTS_VAR = "INSTIR_VERIFY_DIGESTS"
 
 
@@ -99,7 +99,7 @@ def changes_since_fetch(folder: str | Path, manifest: dict, *, digests: bool | N
             changes.append(f"{name} is missing")
         elif path.stat().st_size != entry.get("bytes"):
             changes.append(f"{name} has {path.stat().st_size:,} bytes, not {entry.get('bytes')}")
-        elif (digests or _touched(path, entry)) and atomic.file_sha256(path) != entry.get("sha256"):
+        elif (digests or _touched(path, entry, folder)) and atomic.file_sha256(path) != entry.get("sha256"):
             changes.append(f"{name} has other bytes (SHA-256)")
     changes += [f"{p.relative_to(folder)} is not in the manifest" for p in sorted(_data_files(folder))
                 if str(p.relative_to(folder)) not in listed]
@@ -122,14 +122,16 @@ def _download_records(folder: Path) -> list[Path]:
     return sorted(own) + sorted(parents)
 
 
-def _touched(path: Path, entry: dict) -> bool:
+def _touched(path: Path, entry: dict, folder: Path) -> bool:
     """Whether ``path`` was written since the manifest listed it (its modification time differs from the one
     recorded): only such a file's digest is computed on every load, so an edit that keeps the size is found
-    at the cost of reading the files touched. A manifest of an earlier version records no time: sizes only. A
-    symbolic link is always read (its target's time and size say nothing of which file it was swapped in for: a link
-    to an edited copy made with ``cp -p`` passed as the fetched file)."""
+    at the cost of reading the files touched. A manifest of an earlier version records no time: sizes only. A file
+    reached through a symbolic link inside ``folder`` (the file's own, or a folder's on its way: ``qrels/``) is always
+    read (its target's time and size say nothing of which file it was swapped in for: a link to an edited copy made
+    with ``cp -p`` passed as the fetched file)."""
     recorded = entry.get("mtime_ns")
-    return path.is_symlink() or (isinstance(recorded, int) and path.stat().st_mtime_ns != recorded)
+    linked = path.resolve() != folder.resolve() / str(entry.get("path"))
+    return linked or (isinstance(recorded, int) and path.stat().st_mtime_ns != recorded)
 
 
 def _data_files(folder: Path) -> list[Path]:

@@ -397,6 +397,30 @@ def test_a_symlink_swapped_in_for_a_fetched_file_is_read_whatever_its_targets_si
         assert _loaded_revision() == COMMIT
 
 
+def test_a_fetched_folder_swapped_for_a_symlink_to_an_edited_copy_is_read_and_a_linked_home_is_not_a_change(
+        hub, tmp_path, monkeypatch):
+    # on the commit before, MTEB's qrels/ swapped for a link to a copy with one grade changed (same size, times kept
+    # by cp -p) was the pinned revision
+    hub({"if-ir/fiqa": FIXTURES / "ifir-mteb" / "fiqa"})
+    with pytest.warns(UserWarning):
+        fetch("ifir", "fiqa", layout="mteb", cache_dir=tmp_path / "real")
+    (tmp_path / "home").symlink_to(tmp_path / "real")  # a home reached by a link (~/.cache on another disk)
+    monkeypatch.setenv("INSTIR_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("INSTIR_VERIFY_DIGESTS", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _loaded_revision() == COMMIT
+    qrels = tmp_path / "real" / "ifir" / "mteb" / "fiqa" / "qrels"
+    copy = shutil.copytree(qrels, tmp_path / "edited", copy_function=shutil.copy2)
+    fetched, text = (qrels / "test.jsonl").stat(), (copy / "test.jsonl").read_text()
+    (copy / "test.jsonl").write_text(text.replace('"score": 1', '"score": 0', 1))
+    os.utime(copy / "test.jsonl", ns=(fetched.st_atime_ns, fetched.st_mtime_ns))
+    shutil.rmtree(qrels)
+    qrels.symlink_to(copy)
+    with pytest.warns(UserWarning, match=r"qrels/test.jsonl has other bytes \(SHA-256\)"):
+        assert _loaded_revision() == f"{COMMIT}+changed"
+
+
 def test_a_huge_hub_download_record_is_read_by_its_first_line_only(hub, tmp_path, monkeypatch):
     # on the commit before, a record of 200 MB without a newline was read whole (585 MB) on every load
     import tracemalloc
