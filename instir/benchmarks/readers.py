@@ -268,6 +268,9 @@ def json_line(line: str, path: Path, n: int) -> dict[str, Any] | None:
     which reads single lines by their byte offsets)."""
     if not line.strip():
         return None
+    if line.startswith(codecs.BOM_UTF8.decode("utf-8")):  # files joined with cat: each kept its own
+        raise FormatError(path, n, None, "a byte-order mark (U+FEFF) starts this line, inside the file (files joined "
+                                         "with cat keep each one's); remove it")
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:

@@ -442,3 +442,14 @@ def test_a_qrels_line_of_five_columns_is_refused_saying_the_columns_a_qrels_file
     with raises_saying(FormatError, f"{path}, line 1", "expected 3 columns (qid, pid, score) or TREC's 4",
                        "separated by tabs or spaces, got 5"):
         read_qrels(path)
+
+
+def test_a_byte_order_mark_inside_a_jsonl_file_is_named_as_one_at_its_line(tmp_path):
+    # two files joined with cat, the second saved with a BOM; on the commit before: "malformed JSON (Unexpected UTF-8
+    # BOM (decode using utf-8-sig) at column 1)"
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"_id": "d1", "text": "a"}\n' + codecs.BOM_UTF8 + b'{"_id": "d2", "text": "b"}\n')
+    with raises_saying(FormatError, f"{path}, line 2", "a byte-order mark (U+FEFF) starts this line, inside the file"):
+        list(read_records(path))
+    path.write_bytes(codecs.BOM_UTF8 + b'{"_id": "d1", "text": "a"}\n')  # at the start of the file: skipped
+    assert [record["_id"] for _, record in read_records(path)] == ["d1"]
