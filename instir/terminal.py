@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 
-from instir.errors import UserError
+from instir.errors import UsageError, UserError
 from instir.inputs import CONTROLS, INVISIBLE, char_class
 
 #: environment variable that shows tracebacks of expected failures when set (to anything but 0)
@@ -42,6 +42,16 @@ def terminal_text(text: object) -> str:
     Python escape (``\\x1b``, ``\\n``, ``\\u202e``), so a name from a card or a file shows
     what it holds and cannot drive the terminal."""
     return _CONTROLS.sub(_escaped, str(text))
+
+
+def refuse_unshown(path: object, what: str) -> None:
+    """Refuse in one line (:class:`~instir.errors.UsageError`) a folder the kit writes into and prints whose path
+    holds what :func:`terminal_text` escapes: a newline printed in it began a line of its own (``instir retrieve:
+    forged``), and a page or an index showed a bidirectional override's folder reordered. ``what`` names it."""
+    if terminal_text(path) != str(path):
+        raise UsageError(f"{terminal_text(path)}: {what} may not hold a control character, a line break or an "
+                         "invisible mark, which a terminal acts on and a page shows as nothing or reordered; name "
+                         "another")
 
 
 class TerminalStream:

@@ -413,6 +413,15 @@ def test_an_option_given_twice_is_refused_not_its_first_value_dropped(capsys, tm
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("mark", ["\ninstir retrieve: forged", "\u202e", "\x1b[2J"])
+def test_an_output_folder_a_terminal_would_act_on_is_refused_before_anything_is_written(capsys, tmp_path, mark):
+    # on the commit before, instir retrieve printed "r" and "instir retrieve: forged/….trec" as two lines
+    out = tmp_path / f"r{mark}"
+    line = fails(capsys, "retrieve", "--benchmark", "ifir-sample/fiqa", "--retriever", "bm25", "--out", str(out))
+    assert "--out's path may not hold a control character, a line break or an invisible mark" in line
+    assert mark not in line and not any(tmp_path.iterdir())
+
+
 def test_debug_shows_the_traceback(capsys):
     assert main(["summary", "ifir-smaple", "--debug"]) == 2
     err = capsys.readouterr().err

@@ -118,8 +118,10 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     before any work (:func:`writable_folder`), and return it; one inside the cache root, or with subfolders
     symlinked elsewhere, is refused (:func:`instir.report.lock.refuse_unsafe_folder`)."""
     from instir.report.lock import refuse_unsafe_folder
+    from instir.terminal import refuse_unshown
 
     path = expanded(path)
+    refuse_unshown(path.resolve(), f"{option}'s path")
     refuse_unsafe_folder(path.resolve())
     return writable_folder(path, option)
 

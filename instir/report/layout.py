@@ -21,7 +21,7 @@ from instir.parameters import benchmark_names
 from instir.report.html import markdown_code, markdown_text
 from instir.report.manifest import record_dataset
 from instir.report.provenance import WRITES
-from instir.terminal import terminal_text
+from instir.terminal import refuse_unshown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,10 +95,7 @@ def check_report_folder(folder: Path) -> Path:
         what = "the filesystem root" if resolved == Path(resolved.anchor) else "your home folder"
         raise UsageError(f"{quoted(str(folder))} is {what}: a report writes its files into the folder it is given; "
                          "name one of its own (reports/NAME)")
-    if terminal_text(resolved) != str(resolved):  # a newline began a line of its own; the index showed it reordered
-        raise UsageError(f"{terminal_text(resolved)}: a report folder's path may not hold a control character, a line "
-                         "break or an invisible mark, which a terminal acts on and the index shows as nothing or "
-                         "reordered; name another")
+    refuse_unshown(resolved, "a report folder's path")
     return folder
 
 
