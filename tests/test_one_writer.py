@@ -708,3 +708,19 @@ def test_a_writer_refused_at_a_held_folder_leaves_no_lock_its_later_workers_woul
         assert worker.exitcode == 0  # 1: the copy of the descriptor was closed in the worker
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_a_lock_file_that_is_a_link_to_a_users_file_is_refused_and_the_file_left_as_it_was(tmp_path, link):
+    # a report folder handed over as an archive: its .instir-run.lock led to a file outside it, which every writer
+    # into the folder truncated and overwrote with who held the lock
+    thesis = tmp_path / "thesis.txt"
+    thesis.write_text("my notes\n")
+    folder = tmp_path / "r"
+    folder.mkdir()
+    lock = folder / ".instir-run.lock"
+    lock.symlink_to(thesis) if link == "symlink" else os.link(thesis, lock)
+    said = "is a symlink (to" if link == "symlink" else "has other names (hard links)"
+    with raises_saying(UsageError, str(lock), said, "remove it"), FolderLock(folder, "instir evaluate"):
+        pass
+    assert thesis.read_text() == "my notes\n"

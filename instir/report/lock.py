@@ -24,11 +24,12 @@ import json
 import os
 import secrets
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
 
-from instir.errors import UsageError
+from instir.errors import UsageError, quoted
 from instir.home import HOME_VAR, instir_home
 from instir.inputs import expanded, file_problem, read_json
 from instir.stamps import utc_now
@@ -108,15 +109,20 @@ class FolderLock:
             self._made = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
             problem = file_problem(self.path)
+            if problem is None:
+                problem = _linked(self.path)
             if problem not in (None, "not found"):
                 raise UsageError(f"{self.path} {problem}: the kit keeps the lock of the folder's writers there; "
                                  "remove it")
             from instir import atomic
 
             try:  # the mode a plain open gives: in a group's folder (umask 002), each member can write it
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
             except PermissionError:  # another account's lock file (0644), which this one cannot write
                 fd = self._replace_unwritable()
+            except OSError as err:  # made a symlink since it was looked at
+                raise UsageError(f"{self.path} {err.strerror}: the kit keeps the lock of the folder's writers there; "
+                                 "remove it") from err
             atomic.HELD_LOCKS.add(fd)  # workers it forks keep no copy: the lock goes with this process
             if self._replaced is not None:
                 pass  # taken: the file's own lock was free and is held, the new file at its place is locked
@@ -195,6 +201,21 @@ class FolderLock:
             if self._replaced is not None:
                 atomic.close_lock(self._replaced)
                 self._replaced = None
+
+
+def _linked(path: Path) -> str | None:
+    """What makes the regular file ``path`` another file too, as the end of a message (None: nothing): the kit
+    writes who holds the lock into its lock file, which would overwrite the file a symlink leads to (outside the
+    folder: a report folder handed over as an archive) or that a hard link shares."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None  # gone meanwhile: made anew
+    if stat.S_ISLNK(found.st_mode):
+        return f"is a symlink (to {quoted(os.readlink(path))}), not a lock file the kit made"
+    if found.st_nlink > 1:
+        return "has other names (hard links), so is not a lock file the kit made"
+    return None
 
 
 def _busy(folder: Path) -> UsageError:
