@@ -20,6 +20,9 @@ kept for inspection, never read or re-sealed), with a warning:
 - a rollback ``-journal`` beside a store in WAL mode, which never writes one (SQLite would roll another database's
   pages into it).
 
+A store named through a symlink has its logs checked, and its lock, beside the file the link leads to, where
+SQLite keeps them (:attr:`SQLiteStore.file`).
+
 A damaged file is :class:`CorruptStoreError` naming it and the command that moves it aside; a full disk or an
 I/O error an ``OSError`` naming it (:func:`instir.atomic.sqlite_errors`); never a bare ``sqlite3`` error.
 """
@@ -79,8 +82,8 @@ class SQLiteStore:
         self._functions = functions
         self._expected = _made_by(schema)
         _refuse_other_file(self.path, what, self._expected)  # first: beside another file, nothing is moved
-        _refuse_unwritable(self.path, what)
-        _set_aside_foreign_log(self.path, what)
+        _refuse_unwritable(self.file, what)
+        _set_aside_foreign_log(self.file, what)
         _create(self.path, what)
         self._connect(busy_timeout_s)
         # Switching to WAL while another process writes fails at once (SQLite calls no busy
@@ -161,11 +164,17 @@ class SQLiteStore:
                     raise CorruptStoreError(self.path, self.what, str(err)) from None
                 raise
 
+    @property
+    def file(self) -> Path:
+        """The file :attr:`path` names, a symlink followed: SQLite keeps its logs beside it, and its ``-lock`` lies
+        there, so that stores opened through two links to one file check the same logs and share one lock."""
+        return Path(os.path.realpath(self.path))
+
     def exclusive(self) -> contextlib.AbstractContextManager[None]:
         """Hold the store's ``-lock`` file (:func:`instir.atomic.exclusive`) for a whole piece of work, such as paid
         judgments: another process wanting it waits, with one warning, and then finds this one's results stored
         instead of paying for them again."""
-        return atomic.exclusive(Path(f"{self.path}-lock"), self.what,
+        return atomic.exclusive(Path(f"{self.file}-lock"), self.what,
                                 f"{self.what} {self.path}: another process is working with it; waiting for it to "
                                 "finish (its results are then read, not made again)")
 

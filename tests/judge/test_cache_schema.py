@@ -322,3 +322,29 @@ def test_a_log_holding_the_caches_id_and_another_is_set_aside_too(tmp_path):
     assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (own,)
+
+
+def test_a_cache_named_through_a_symlink_checks_the_logs_beside_the_file_it_leads_to(tmp_path):
+    """SQLite keeps the logs beside the file a symlink leads to: on the commit before, only those beside the link
+    were checked, so another database's log beside a shared cache was replayed and its paid judgments were lost."""
+    import shutil
+
+    path = tmp_path / "shared" / "judgments.sqlite"
+    path.parent.mkdir()
+    judged(path)
+    link = tmp_path / "mine" / "judgments.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(path)
+    other = tmp_path / "other" / "judgments.sqlite"
+    other.parent.mkdir()
+    shutil.copy(path, other)
+    with closing(sqlite3.connect(other, isolation_level=None)) as db:  # a colleague's copy, emptied, its log open
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        db.execute("DELETE FROM judgments")
+        shutil.copy(other.with_name(other.name + "-wal"), path.with_name(path.name + "-wal"))
+    with warns_saying(UserWarning, "write-ahead log", "not its own", "set aside"):
+        judge, backend, got = judged(link)
+    assert backend.requests == [] and judge.stats.hits == len(SCORES) and [j.weighted for j in got] == SCORES
+    assert len(stored_rows(path)) == len(SCORES)
+    with judge.cache.exclusive():  # its lock too lies beside the file: two links to one cache share one lock
+        assert path.with_name(path.name + "-lock").is_file() and not link.with_name(link.name + "-lock").exists()
