@@ -580,6 +580,7 @@ def _run_one(path: Path, result: ReportResult, parameters: Mapping[str, object],
     # papermill writes the notebook after every cell with a plain open(): it writes a hidden
     # temporary (still ending in .ipynb) that becomes the executed notebook once papermill is done
     partial = result.out_dir / f".{path.stem}.partial.ipynb"
+    partial.unlink(missing_ok=True)  # a killed run's; or a link to a file elsewhere, which papermill's open() writes
     error: str | None = None
     failure: BaseException | None = None
     unwritten: OSError | None = None

@@ -539,3 +539,27 @@ def test_a_report_folder_whose_name_a_terminal_would_act_on_is_refused_before_an
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a report folder's path may not hold a control character" in err
     assert mark not in err[:-1] and not (tmp_path / "reports").exists()
+
+
+def test_a_link_where_the_run_keeps_its_partial_notebook_leaves_the_file_it_leads_to_as_it_was(tmp_path, monkeypatch):
+    """A report folder handed over as an archive held ``.01_table.partial.ipynb``, a symlink to a notebook of the
+    user's elsewhere: papermill writes the partial notebook with a plain open(), through the link, over that file."""
+    import papermill
+
+    source = tmp_path / "nbs" / "01_table.ipynb"
+    source.parent.mkdir()
+    source.write_text((NOTEBOOKS / "01_table.ipynb").read_text())
+    thesis = tmp_path / "thesis.ipynb"
+    thesis.write_text('{"my": "thesis"}')
+    out = tmp_path / "reports" / "r"
+    out.mkdir(parents=True)
+    (out / ".01_table.partial.ipynb").symlink_to(thesis)
+
+    def executed(notebook, partial, **kwargs):  # papermill: a plain open() of the output path
+        with open(partial, "w") as fh:
+            fh.write(Path(notebook).read_text())
+
+    monkeypatch.setattr(papermill, "execute_notebook", executed)
+    run_reports([source], {}, out)
+    assert thesis.read_text() == '{"my": "thesis"}'
+    assert json.loads((out / "01_table.ipynb").read_text())["cells"] and not (out / ".01_table.partial.ipynb").exists()
