@@ -263,11 +263,16 @@ class VerifiedStore:
 
     def work_folder(self, name: str) -> Path | None:
         """The work folder of the entry ``name`` (:meth:`work_dir`), made when missing (another account's, which this
-        one cannot write, is set aside with a warning); None, with the warning of a cache folder that cannot be
-        written (once per folder), when it cannot be made there (a shared, read-only cache): the caller then keeps
-        what it computes in memory."""
+        one cannot write, and a symlink or a file in its place, are set aside with a warning); None, with the warning
+        of a cache folder that cannot be written (once per folder), when it cannot be made there (a shared, read-only
+        cache): the caller then keeps what it computes in memory."""
         work = self.work_dir(name)
         try:
+            if work.is_symlink() or work.exists() and not work.is_dir():
+                # not a folder the store made: a link to a folder elsewhere (its parts would be written, checked and
+                # removed there) or a file; kept aside, never written into
+                atomic.set_aside(work, f"{self.what}: {work} is not a work folder the kit made (a "
+                                       f"{'symlink' if work.is_symlink() else 'file'})", "making its parts anew")
             work.mkdir(parents=True, exist_ok=True)
             if not os.access(work, os.W_OK | os.X_OK):
                 if not os.access(self.root, os.W_OK | os.X_OK):

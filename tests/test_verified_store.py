@@ -484,3 +484,25 @@ def test_a_work_folder_that_cannot_be_made_leaves_the_caller_to_keep_its_work_in
     monkeypatch.setattr(verified_store, "_warned_unwritable", set())
     with warns_saying(CacheWarning, f"folder {tmp_path} cannot be written", "kept in memory only"):
         assert store.work_folder("e") is None
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_a_work_folder_that_is_a_link_or_a_file_is_set_aside_and_nothing_is_written_or_removed_through_it(
+        tmp_path, kind):
+    # a cache a group shares: a work folder linking to a folder elsewhere had the build's parts written there, and a
+    # file there of a part's name without its checksum removed; a file in its place ended in NotADirectoryError
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "chunk-000000.npy").write_text("my data")
+    store = VerifiedStore(tmp_path / "cache", "test cache")
+    store.root.mkdir()
+    work = store.work_dir("e")
+    work.symlink_to(mine, target_is_directory=True) if kind == "symlink" else work.write_text("my notes")
+    with warns_saying(UserWarning, str(work), "not a work folder the kit made", "set aside"):
+        assert store.work_folder("e") == work
+    assert work.is_dir() and not work.is_symlink() and not part_ok(work / "chunk-000000.npy", 2)
+    write_part(work / "chunk-000000.npy", np.ones((2, 3)))
+    assert sorted(p.name for p in mine.iterdir()) == ["chunk-000000.npy"]
+    assert (mine / "chunk-000000.npy").read_text() == "my data"
+    (aside,) = store.root.glob("e.partial.set-aside-*")
+    assert aside.is_symlink() if kind == "symlink" else aside.read_text() == "my notes"
