@@ -368,6 +368,10 @@ class VerifiedStore:
                 os.rename(tmp, entry)
                 return
             except OSError as err:
+                if err.errno == errno.ENOTDIR and not os.path.isdir(entry):  # a file of the user's at its name
+                    atomic.set_aside(entry, f"{self.what}: {entry} is not an entry the kit made (a "
+                                            f"{'symlink' if entry.is_symlink() else 'file'})", "publishing the entry")
+                    continue
                 if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
             if attempt == 2:  # other writers keep replacing it: the entry that stopped this rename stands

@@ -506,3 +506,14 @@ def test_a_work_folder_that_is_a_link_or_a_file_is_set_aside_and_nothing_is_writ
     assert (mine / "chunk-000000.npy").read_text() == "my data"
     (aside,) = store.root.glob("e.partial.set-aside-*")
     assert aside.is_symlink() if kind == "symlink" else aside.read_text() == "my notes"
+
+
+def test_a_file_of_the_users_at_an_entrys_name_is_set_aside_and_the_entry_published(tmp_path):
+    # was: "folder … cannot be written (NotADirectoryError …): kept in memory only", and computed again on every run
+    store = VerifiedStore(tmp_path, "test cache")
+    (tmp_path / "e").write_text("my notes")
+    with warns_saying(UserWarning, str(tmp_path / "e"), "not an entry the kit made (a file)", "set aside"):
+        entry = store.put("e", KEY, write_two)
+    assert entry is not None and store.read("e", KEY, load_ids) == ["a", "b", "c", "d"]
+    (aside,) = tmp_path.glob("e.set-aside-*")
+    assert aside.read_text() == "my notes"
