@@ -15,13 +15,15 @@ Sections, each written by one part of the kit:
 A record that cannot be read (not JSON, not an object) reads as empty, and a section, or an entry of one, that
 does not fit the schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning
 naming the file and what was left out: a damaged folder never blocks another report, and the next writer remakes
-the record.
+the record. A ``report.json`` the kit cannot have written (a folder, a FIFO, a symlink) is set aside by the next
+writer (:func:`instir.atomic.set_aside`), with a warning.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -266,6 +268,10 @@ def update_record(folder: str | Path, **sections: Any) -> Record:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"not sections of a report record: {', '.join(sorted(unknown))}")
+    path = record_path(folder)
+    if path.is_symlink() or file_problem(path) not in (None, "not found"):  # not a file the kit wrote: kept aside
+        what = f"a symlink to {os.readlink(path)}" if path.is_symlink() else file_problem(path)
+        atomic.set_aside(path, f"{path} is not instir's record ({what})", "the kit writes the folder's record there")
     record = read_record(folder)
     for name, value in sections.items():
         if value is None:

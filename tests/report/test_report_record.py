@@ -176,8 +176,9 @@ def test_a_record_that_is_no_regular_file_reads_as_unreadable_at_once(tmp_path, 
     with pytest.warns(RecordWarning, match=rf"{path}: unreadable \(is a "):
         record = read_record(folder)
     assert record == {} and record.problem.startswith("unreadable")
-    update_record(folder, status="ok") if kind != "folder" else None  # the next writer remakes a file's record
-    assert kind == "folder" or read_record(folder)["status"] == "ok"
+    with pytest.warns(UserWarning, match="is not instir's record .*set aside"):
+        update_record(folder, status="ok")  # the next writer keeps it aside and remakes the record
+    assert read_record(folder)["status"] == "ok"
 
 
 def test_another_tools_key_in_a_record_is_not_read_and_not_warned_about(tmp_path):
@@ -248,3 +249,27 @@ def test_a_record_that_is_not_utf8_is_unreadable_with_one_warning_not_a_tracebac
     (folder / "report.json").write_bytes(b'{"status": "\xff"}')
     with pytest.warns(RecordWarning, match=rf"{folder / 'report.json'}: unreadable \("):
         assert read_record(folder) == {}
+
+
+@pytest.mark.parametrize("kind", ["folder", "symlink"])
+def test_a_record_that_is_a_folder_or_a_link_is_set_aside_by_the_next_writer_which_writes_its_own(tmp_path, kind):
+    """A folder named report.json stopped every later run and stage into the folder ("Is a directory"), after a stage
+    had written half its files; a symlink (to a file outside the folder) was replaced without a word."""
+    folder = tmp_path / "r"
+    folder.mkdir()
+    path = folder / "report.json"
+    outside = tmp_path / "mine.json"
+    outside.write_text('{"mine": 1}')
+    if kind == "folder":
+        path.mkdir()
+        (path / "notes.txt").write_text("kept")
+    else:
+        path.symlink_to(outside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecordWarning)
+        with pytest.warns(UserWarning, match=rf"{path} is not instir's record .*set aside as {path}\.set-aside-"):
+            update_record(folder, status="ok")
+    assert read_record(folder) == {"status": "ok"} and path.is_file() and not path.is_symlink()
+    (aside,) = folder.glob("report.json.set-aside-*")
+    assert (aside / "notes.txt").read_text() == "kept" if kind == "folder" else aside.resolve() == outside
+    assert outside.read_text() == '{"mine": 1}'
