@@ -31,6 +31,8 @@ NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
 
 #: The columns of ``runs/runs.csv`` every reader needs.
 RUNS_REQUIRED = ("benchmark", "system", "run_file")
+#: What tells a run of ``runs/runs.csv`` from another (those of its columns a list has).
+RUN_KEY = ("benchmark", "setting", "system", "variant")
 
 #: The stage (its notebook) that writes each folder of a report.
 WRITTEN_BY = {folder: notebook for notebook, folder in WRITES.items()}
@@ -223,11 +225,27 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
     (:data:`RUNS_REQUIRED`) the file and the column."""
     import pandas as pd
 
-    table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
+    try:
+        table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
+    except ValueError as err:  # empty, no UTF-8, an unclosed quote (pandas' errors are ValueErrors)
+        raise FormatError(layout.runs_table, None, None, f"not a list of runs ({type(err).__name__}: {err}); the "
+                          "retrieve stage writes one: run it again") from None
     missing = [column for column in RUNS_REQUIRED if column not in table]
     if missing:
         raise FormatError(layout.runs_table, 1, missing[0], "no such column: a list of runs has "
                           f"{', '.join(RUNS_REQUIRED)} (the retrieve stage writes one)")
+    unnamed = table["run_file"].isna() | (table["run_file"].astype(str).str.strip() == "")
+    if unnamed.any():
+        raise FormatError(layout.runs_table, int(unnamed.argmax()) + 2, "run_file", "empty: each run listed names "
+                          "its TREC file")
+    key = [column for column in RUN_KEY if column in table]
+    twice = table.duplicated(key, keep="first")
+    if twice.any():
+        line = int(twice.argmax()) + 2
+        first = int((table[key] == table.iloc[line - 2][key]).all(axis=1).argmax()) + 2
+        raise FormatError(layout.runs_table, line, "system", f"{quoted(table['system'].iloc[line - 2])} on "
+                          f"{quoted(table['benchmark'].iloc[line - 2])} is listed again (first at line {first}): "
+                          "each run once")
     if "setting" not in table:  # lists written before the column existed
         table.insert(1, "setting", "instructed")
     if benchmarks is None:

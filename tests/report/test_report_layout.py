@@ -206,3 +206,28 @@ def test_a_run_file_in_runs_is_an_input_one_may_list_and_what_the_stages_write_i
     assert not layout.stage_writes(tmp_path / "runs" / "mine.trec")  # instir evaluate --run OUT/runs/mine.trec
     assert all(map(layout.stage_writes, (tmp_path / "runs" / "runs.csv", tmp_path / "report.json",
                                          tmp_path / "metrics" / "mine.trec", tmp_path / "judge" / "x.csv")))
+
+
+_LIST = "benchmark,setting,system,variant,run_file\n"
+_ROW = "instructir-sample,instructed,bm25,instructed,runs/a.trec\n"
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (b"", "runs.csv: not a list of runs (EmptyDataError"),
+    (_LIST.encode() + b'"' + _ROW.encode(), "runs.csv: not a list of runs (ParserError"),
+    (_LIST.encode() + _ROW.replace("bm25", "caf\xe9").encode("latin-1"), "runs.csv: not a list of runs (UnicodeDecode"),
+    ((_LIST + _ROW.replace("runs/a.trec", "")).encode(), "runs.csv, line 2, field 'run_file': empty"),
+    ((_LIST + _ROW + _ROW).encode(), "runs.csv, line 3, field 'system': 'bm25' on 'instructir-sample' is listed again "
+                                     "(first at line 2)"),
+], ids=["empty", "an unclosed quote", "latin-1", "a run of no file", "a run listed twice"])
+def test_a_damaged_runs_list_is_one_line_naming_the_file_and_where(tmp_path, body, said):
+    # each was a traceback out of every stage reading the list (EmptyDataError, ParserError, UnicodeDecodeError,
+    # "unsupported operand type(s) for /: 'PosixPath' and 'float'", "Index contains duplicate entries, cannot reshape")
+    from instir.benchmarks.types import FormatError
+    from instir.report.layout import read_runs_table
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "runs.csv").write_bytes(body)
+    with pytest.raises(FormatError) as raised:
+        read_runs_table(ReportLayout(tmp_path))
+    assert said in str(raised.value) and str(tmp_path / "runs" / "runs.csv") in str(raised.value)
