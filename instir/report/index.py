@@ -5,6 +5,7 @@ folder outside a reports root keeps its own ``index.html`` (:func:`index_folder`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -134,7 +135,8 @@ def _replaceable(path: Path) -> bool:
 
 def write_index(reports_root: str | Path) -> Path:
     """(Re)write ``reports_root/index.html`` from every report folder's metadata (refused when
-    an ``index.html`` there is not one this module wrote: :func:`check_index_owned`)."""
+    an ``index.html`` there is not one this module wrote: :func:`check_index_owned`; one it wrote that was edited
+    since, notes added, is kept aside with a warning, :func:`instir.atomic.keeping`)."""
     root = Path(reports_root)
     check_index_owned(root)
     reports = read_reports(root)
@@ -150,8 +152,32 @@ def write_index(reports_root: str | Path) -> Path:
     parts += ["</body>", "</html>"]
     path = root / INDEX_FILE
     root.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(path, "\n".join(parts))
+    text = "\n".join(parts)
+    with atomic.keeping([path] if _edited(path) else [], f"{path} was edited since the kit wrote it"):
+        atomic.write_text(path, f"{text}\n{_SEAL.format(_sha256(text))}\n")
     return path
+
+
+#: The index's last line: the SHA-256 of the text before it, so that an index edited since (notes added) is kept.
+_SEAL = "<!-- instir index sha256={} -->"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _edited(path: Path) -> bool:
+    """Whether the index at ``path`` (one the kit wrote: :func:`check_index_owned`) was changed since: its text no
+    longer has the digest its last line says (an index of an earlier kit, which has none, is the kit's)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    seals = list(re.finditer(re.escape(_SEAL).replace(r"\{\}", "([0-9a-f]{64})"), text))
+    if not seals:
+        return False
+    seal = seals[-1]
+    return seal[1] != _sha256(text[:seal.start()].removesuffix("\n")) or bool(text[seal.end():].strip())
 
 
 def _quoted(name: str) -> str:

@@ -355,3 +355,20 @@ def test_a_sticky_reports_folder_lets_an_account_replace_what_it_may(tmp_path, m
     reports.chmod(0o1777)
     monkeypatch.setattr(os, "geteuid", lambda: me)
     check_index_owned(reports)  # no UsageError
+
+
+def test_an_index_edited_since_the_kit_wrote_it_is_kept_aside_when_rewritten_and_the_kits_own_is_not(tmp_path):
+    # notes added to reports/index.html were lost without a word at the next run or stage into any folder it lists
+    import warnings
+
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00")
+    index = write_index(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_index(tmp_path)  # the kit's own: replaced, nothing kept
+    assert sorted(p.name for p in tmp_path.glob("index.html*")) == ["index.html"]
+    index.write_text(index.read_text().replace("<h1>instir reports</h1>", "<h1>instir reports</h1><p>MY NOTES</p>"))
+    with pytest.warns(UserWarning, match=rf"{index} was edited since the kit wrote it: kept as {index}\.set-aside-"):
+        write_index(tmp_path)
+    (kept,) = tmp_path.glob("index.html.set-aside-*")
+    assert "MY NOTES" in kept.read_text() and "MY NOTES" not in index.read_text()
