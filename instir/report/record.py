@@ -14,7 +14,8 @@ Sections, each written by one part of the kit:
 
 A record that cannot be read (not JSON, not an object) reads as empty, and a section, or an entry of one, that
 does not fit the schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning
-naming the file and what was left out: a damaged folder never blocks another report, and the next writer remakes
+naming the file and what was left out (a key that is no section, a newer kit's or another tool's, is never read and
+is written back as it is): a damaged folder never blocks another report, and the next writer remakes
 the record. A ``report.json`` the kit cannot have written (a folder, a FIFO, a symlink) is set aside by the next
 writer (:func:`instir.atomic.set_aside`), with a warning.
 """
@@ -175,6 +176,9 @@ class Record(dict):
     present and valid, as JSON holds them (plain dicts and lists); ``problem`` says what was left out."""
 
     problem: str | None = None
+    #: the keys of the file that are no section of this kit's (a newer kit's, another tool's), as the file holds
+    #: them: never read, written back as they are by :func:`update_record`
+    others: dict[str, Any] = {}
 
     @property
     def is_run(self) -> bool:
@@ -212,9 +216,15 @@ def read_record(folder: str | Path) -> Record:
         _warn(path, f"not a JSON object (a {type(data).__name__}): not instir's record")
         return Record()
     record, dropped = Record(), []
+    record.others = {}
     for name, value in data.items():
-        if name not in SECTIONS:
-            continue  # another version's or another tool's key: kept out of the schema, never trusted
+        if name not in SECTIONS:  # another version's or another tool's key: kept out of the schema, never trusted
+            try:
+                json.dumps(value, ensure_ascii=False).encode("utf-8")  # one a record can hold again (no lone surrogate)
+                record.others[name] = value
+            except (ValueError, RecursionError):
+                pass
+            continue
         try:
             record[name] = _fitting(SECTIONS[name], value, name, dropped)
         except _UNFIT:
@@ -280,7 +290,7 @@ def update_record(folder: str | Path, **sections: Any) -> Record:
             adapter = _adapter(SECTIONS[name])
             record[name] = adapter.dump_python(adapter.validate_python(value), mode="json")
     ordered = Record({name: record[name] for name in SECTIONS if name in record})
-    atomic.write_text(record_path(folder), json.dumps(ordered, indent=2, ensure_ascii=False))
+    atomic.write_text(record_path(folder), json.dumps({**ordered, **record.others}, indent=2, ensure_ascii=False))
     return ordered
 
 

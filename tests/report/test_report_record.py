@@ -273,3 +273,16 @@ def test_a_record_that_is_a_folder_or_a_link_is_set_aside_by_the_next_writer_whi
     (aside,) = folder.glob("report.json.set-aside-*")
     assert (aside / "notes.txt").read_text() == "kept" if kind == "folder" else aside.resolve() == outside
     assert outside.read_text() == '{"mine": 1}'
+
+
+def test_a_newer_kits_section_is_never_read_and_is_written_back_as_it_was(tmp_path):
+    # a colleague's newer kit wrote a section this one does not know: the next writer here dropped it without a word
+    folder = _write(tmp_path / "r", {**GOOD, "costs": {"judge": {"usd": 41.7}}, "format": 3, "odd": "\ud800"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        record = read_record(folder)
+        assert "costs" not in record and "format" not in record
+        update_record(folder, status="running")
+    written = json.loads((folder / "report.json").read_text())
+    assert written["status"] == "running" and written["costs"] == {"judge": {"usd": 41.7}} and written["format"] == 3
+    assert "odd" not in written  # no UTF-8 file can hold it (a lone surrogate): left out
