@@ -219,17 +219,25 @@ class ReportLayout:
                            f"(or `instir run --out {self.root}` for the whole chain)")
 
 
+def read_table(layout: ReportLayout, path: Path, **options) -> pd.DataFrame:
+    """The stage table ``path`` of ``layout`` (a CSV file; ``options`` go to ``pandas.read_csv``), required as
+    :meth:`ReportLayout.require` requires it; one that cannot be read as a table (empty, no UTF-8, an unclosed quote:
+    edited or damaged) is a :class:`~instir.benchmarks.types.FormatError` naming it and the notebook that writes it."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(layout.require(path), **options)
+    except ValueError as err:  # pandas' errors (EmptyDataError, ParserError) and UnicodeDecodeError are ValueErrors
+        folder = path.relative_to(layout.root).parts[0]
+        raise FormatError(path, None, None, f"not a table the kit can read ({type(err).__name__}: {err}); run "
+                          f"notebook {WRITTEN_BY.get(folder, 'that writes it')} into {layout.root} again") from None
+
+
 def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
     """``runs/runs.csv`` (the retrieve stage's list), only ``benchmarks`` when given; a missing
     file names the notebook that writes it, a list without a column every reader needs
     (:data:`RUNS_REQUIRED`) the file and the column."""
-    import pandas as pd
-
-    try:
-        table = pd.read_csv(layout.require(layout.runs_table), dtype={"benchmark": str, "system": str})
-    except ValueError as err:  # empty, no UTF-8, an unclosed quote (pandas' errors are ValueErrors)
-        raise FormatError(layout.runs_table, None, None, f"not a list of runs ({type(err).__name__}: {err}); the "
-                          "retrieve stage writes one: run it again") from None
+    table = read_table(layout, layout.runs_table, dtype={"benchmark": str, "system": str})
     missing = [column for column in RUNS_REQUIRED if column not in table]
     if missing:
         raise FormatError(layout.runs_table, 1, missing[0], "no such column: a list of runs has "

@@ -34,7 +34,7 @@ from instir.papers.comparison import NO_VALUE, OUTSIDE, WITHIN
 from instir.papers.views import ReportedView, reported_curves, reported_views
 from instir.parameters import choices
 from instir.report.html import markdown_text
-from instir.report.layout import ReportLayout, read_runs_table, report_layout
+from instir.report.layout import ReportLayout, read_runs_table, read_table, report_layout
 from instir.report.manifest import data_checks, read_datasets
 from instir.report.provenance import rewritten_inputs, stage_records
 from instir.report.record import read_record
@@ -164,11 +164,11 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     since the judge stage read it (and the judge stage then failed or did not run), an InstFol whose runs are no
     longer the ones ``runs/runs.csv`` lists, or were changed since, is left out with a warning: it is no number of
     the folder's runs; one of runs still listed and unchanged (another benchmark retrieved into the folder) stays."""
-    metrics = pd.read_csv(layout.require(layout.metrics_table))
+    metrics = read_table(layout, layout.metrics_table)
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
     record = read_record(layout.root)  # once: what the judge stage read, and the k it judged at
-    instfol = pd.read_csv(layout.require(layout.instfol))
+    instfol = read_table(layout, layout.instfol)
     if "runs" in rewritten_inputs(layout.root, "04_judge_validation", record):  # a retrieval since: which runs?
         kept = _of_listed_runs(layout, instfol)
         if not kept.all():
@@ -282,7 +282,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     widened = None
     if len(compared) and layout.stability.is_file():
         keys = ["system", "benchmark", "subset", "level", "measure"]
-        widen = tolerance_widening(pd.read_csv(layout.stability))
+        widen = tolerance_widening(read_table(layout, layout.stability))
         widened = compare_to_papers(_as_key(reproduced).merge(_as_key(widen), on=keys, how="left"), every_reported,
                                     model_map=model_map, runs=windowing, data=data, sample_ok=True, protocol=protocol,
                                     mteb_data=mteb_data)

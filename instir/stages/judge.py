@@ -45,6 +45,7 @@ from instir.report.layout import (
     MissingInput,
     ReportLayout,
     read_runs_table,
+    read_table,
     report_layout,
     start_report,
 )
@@ -426,7 +427,7 @@ def judge_runs(out_dir: str | Path, benchmarks: Sequence[str] | None = None, *, 
     tables = write_instfol(layout, judged, results)
     spread, verdicts = judge_spread(layout, report.benchmarks, judged, judge, repeats, max_instances, seed, k,
                                     results)
-    metrics = (pd.read_csv(layout.metrics_table, dtype={"level": str}) if layout.metrics_table.is_file()
+    metrics = (read_table(layout, layout.metrics_table, dtype={"level": str}) if layout.metrics_table.is_file()
                else pd.DataFrame(columns=["benchmark", "subset", "level", "measure", "system", "value"]))
     return Judging(judge=judge, backend=backend, max_instances=max_instances, validations=validations, pairs=pairs,
                    agreement=stats, instfol=tables, rankings=rank_systems(tables.summary, metrics), spread=spread,

@@ -213,9 +213,9 @@ _ROW = "instructir-sample,instructed,bm25,instructed,runs/a.trec\n"
 
 
 @pytest.mark.parametrize(("body", "said"), [
-    (b"", "runs.csv: not a list of runs (EmptyDataError"),
-    (_LIST.encode() + b'"' + _ROW.encode(), "runs.csv: not a list of runs (ParserError"),
-    (_LIST.encode() + _ROW.replace("bm25", "caf\xe9").encode("latin-1"), "runs.csv: not a list of runs (UnicodeDecode"),
+    (b"", "runs.csv: not a table the kit can read (EmptyDataError"),
+    (_LIST.encode() + b'"' + _ROW.encode(), "runs.csv: not a table the kit can read (ParserError"),
+    (_LIST.encode() + _ROW.replace("bm25", "caf\xe9").encode("latin-1"), "runs.csv: not a table the kit can read (U"),
     ((_LIST + _ROW.replace("runs/a.trec", "")).encode(), "runs.csv, line 2, field 'run_file': empty"),
     ((_LIST + _ROW + _ROW).encode(), "runs.csv, line 3, field 'system': 'bm25' on 'instructir-sample' is listed again "
                                      "(first at line 2)"),
@@ -231,3 +231,19 @@ def test_a_damaged_runs_list_is_one_line_naming_the_file_and_where(tmp_path, bod
     with pytest.raises(FormatError) as raised:
         read_runs_table(ReportLayout(tmp_path))
     assert said in str(raised.value) and str(tmp_path / "runs" / "runs.csv") in str(raised.value)
+
+
+@pytest.mark.parametrize(("table", "notebook"), [("metrics/metrics.csv", "03_metrics"),
+                                                  ("judge/instfol.csv", "04_judge_validation")])
+def test_a_stage_table_that_is_no_table_is_one_line_naming_it_and_the_notebook_that_writes_it(tmp_path, table,
+                                                                                             notebook):
+    # an emptied or binary metrics.csv or instfol.csv was a traceback out of notebook 05 (EmptyDataError, ...)
+    from instir.benchmarks.types import FormatError
+    from instir.report.layout import read_table
+
+    path = tmp_path / table
+    path.parent.mkdir()
+    for body in (b"", b"\x00\x01\xff"):
+        path.write_bytes(body)
+        with pytest.raises(FormatError, match=rf"^{path}: not a table the kit can read .* run notebook {notebook} "):
+            read_table(ReportLayout(tmp_path), path)
