@@ -219,18 +219,24 @@ class ReportLayout:
                            f"(or `instir run --out {self.root}` for the whole chain)")
 
 
-def read_table(layout: ReportLayout, path: Path, **options) -> pd.DataFrame:
+def read_table(layout: ReportLayout, path: Path, required: Sequence[str] = (), **options) -> pd.DataFrame:
     """The stage table ``path`` of ``layout`` (a CSV file; ``options`` go to ``pandas.read_csv``), required as
     :meth:`ReportLayout.require` requires it; one that cannot be read as a table (empty, no UTF-8, an unclosed quote:
-    edited or damaged) is a :class:`~instir.benchmarks.types.FormatError` naming it and the notebook that writes it."""
+    edited or damaged), or that lacks a column of ``required``, is a :class:`~instir.benchmarks.types.FormatError`
+    naming it (and the column) and the notebook that writes it."""
     import pandas as pd
 
+    again = f"run notebook {WRITTEN_BY.get(path.relative_to(layout.root).parts[0], 'that writes it')} into " \
+            f"{layout.root} again"
     try:
-        return pd.read_csv(layout.require(path), **options)
+        table = pd.read_csv(layout.require(path), **options)
     except ValueError as err:  # pandas' errors (EmptyDataError, ParserError) and UnicodeDecodeError are ValueErrors
-        folder = path.relative_to(layout.root).parts[0]
-        raise FormatError(path, None, None, f"not a table the kit can read ({type(err).__name__}: {err}); run "
-                          f"notebook {WRITTEN_BY.get(folder, 'that writes it')} into {layout.root} again") from None
+        raise FormatError(path, None, None, f"not a table the kit can read ({type(err).__name__}: {err}); "
+                          f"{again}") from None
+    missing = [column for column in required if column not in table]
+    if missing:
+        raise FormatError(path, 1, missing[0], f"no such column: the table has {', '.join(required)}; {again}")
+    return table
 
 
 def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:

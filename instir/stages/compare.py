@@ -164,7 +164,7 @@ def reproduced_numbers(layout: ReportLayout) -> pd.DataFrame:
     since the judge stage read it (and the judge stage then failed or did not run), an InstFol whose runs are no
     longer the ones ``runs/runs.csv`` lists, or were changed since, is left out with a warning: it is no number of
     the folder's runs; one of runs still listed and unchanged (another benchmark retrieved into the folder) stays."""
-    metrics = read_table(layout, layout.metrics_table)
+    metrics = read_table(layout, layout.metrics_table, REPRODUCED_COLUMNS)
     if not layout.instfol.is_file():
         return metrics[REPRODUCED_COLUMNS]
     record = read_record(layout.root)  # once: what the judge stage read, and the k it judged at

@@ -247,3 +247,15 @@ def test_a_stage_table_that_is_no_table_is_one_line_naming_it_and_the_notebook_t
         path.write_bytes(body)
         with pytest.raises(FormatError, match=rf"^{path}: not a table the kit can read .* run notebook {notebook} "):
             read_table(ReportLayout(tmp_path), path)
+
+
+def test_a_metrics_table_without_a_column_notebook_05_reads_is_one_line_naming_the_file_and_the_column(tmp_path):
+    # was KeyError: 'level' out of the compare stage
+    from instir.benchmarks.types import FormatError
+    from instir.stages import paper_tables
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.csv").write_text("system,benchmark\nbm25,instructir-sample\n")
+    with pytest.raises(FormatError, match=rf"^{tmp_path / 'metrics' / 'metrics.csv'}, line 1, field 'subset': no such "
+                                          "column: .* run notebook 03_metrics "):
+        paper_tables(tmp_path)
