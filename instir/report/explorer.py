@@ -24,7 +24,7 @@ from instir import atomic
 from instir.benchmarks.types import Benchmark, Doc
 from instir.errors import UserError, expect
 from instir.report.html import HTML, NO_MATH, escape_text, has_widgets
-from instir.report.layout import ReportLayout, read_runs_table, user_path
+from instir.report.layout import ReportLayout, read_runs_table, read_table, user_path
 
 #: list depth shown per system
 TOP_K = 10
@@ -89,9 +89,9 @@ class ExplorerData:
         self._loaded: dict[str, Benchmark] = {}
         self._runs: dict[str, pd.DataFrame] = {}
         self._docs: dict[str, dict[str, Doc]] = {}
-        self.per_query = pd.read_parquet(layout.per_query) if layout.per_query.is_file() else None
+        self.per_query = read_table(layout, layout.per_query) if layout.per_query.is_file() else None
         judged = layout.instfol_instances
-        self.instfol = pd.read_csv(judged, dtype={"qid": str}) if judged.is_file() else None
+        self.instfol = read_table(layout, judged, dtype={"qid": str}) if judged.is_file() else None
         self._cache = None
         self._judges: list[tuple[str, str]] = []
         if layout.judgments.is_file():

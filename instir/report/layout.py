@@ -220,7 +220,8 @@ class ReportLayout:
 
 
 def read_table(layout: ReportLayout, path: Path, required: Sequence[str] = (), **options) -> pd.DataFrame:
-    """The stage table ``path`` of ``layout`` (a CSV file; ``options`` go to ``pandas.read_csv``), required as
+    """The stage table ``path`` of ``layout`` (a CSV or, by its suffix, Parquet file; ``options`` go to ``pandas``'
+    ``read_csv`` or ``read_parquet``), required as
     :meth:`ReportLayout.require` requires it; one that cannot be read as a table (empty, no UTF-8, an unclosed quote:
     edited or damaged), or that lacks a column of ``required``, is a :class:`~instir.benchmarks.types.FormatError`
     naming it (and the column) and the notebook that writes it."""
@@ -229,8 +230,8 @@ def read_table(layout: ReportLayout, path: Path, required: Sequence[str] = (), *
     again = f"run notebook {WRITTEN_BY.get(path.relative_to(layout.root).parts[0], 'that writes it')} into " \
             f"{layout.root} again"
     try:
-        table = pd.read_csv(layout.require(path), **options)
-    except ValueError as err:  # pandas' errors (EmptyDataError, ParserError) and UnicodeDecodeError are ValueErrors
+        table = (pd.read_parquet if path.suffix == ".parquet" else pd.read_csv)(layout.require(path), **options)
+    except ValueError as err:  # pandas' (EmptyDataError, ParserError), Arrow's (ArrowInvalid), UnicodeDecodeError
         raise FormatError(path, None, None, f"not a table the kit can read ({type(err).__name__}: {err}); "
                           f"{again}") from None
     missing = [column for column in required if column not in table]

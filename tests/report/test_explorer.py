@@ -354,3 +354,14 @@ def test_another_accounts_report_is_explored_without_its_judgments_and_one_warni
     qid = pd.read_csv(out_dir / "judge" / "instfol_instances.csv")["qid"].iloc[0]
     view = data.group("ifir-sample/fiqa", data.benchmark("ifir-sample/fiqa").queries[qid].group)
     assert view.lists["judged"].isna().all() and len(view.lists)
+
+
+@pytest.mark.parametrize("table", ["metrics/per_query.parquet", "judge/instfol_instances.csv"])
+def test_a_truncated_or_emptied_table_the_explorer_reads_is_one_line_naming_it(out_dir, tmp_path, table):
+    # was ArrowInvalid / EmptyDataError out of the notebooks' explorer
+    from instir.benchmarks.types import FormatError
+
+    copy = shutil.copytree(out_dir, tmp_path / "lab")
+    (copy / table).write_bytes(b"")
+    with pytest.raises(FormatError, match=rf"^{copy / table}: not a table the kit can read .*run notebook 0"):
+        ExplorerData(copy)
