@@ -445,6 +445,17 @@ def set_aside(path: Path, why: str, then: str, suffixes: tuple[str, ...] = ("",)
     return aside
 
 
+def set_aside_other(path: Path, what: str) -> bool:
+    """Set aside (:func:`set_aside`) what is at ``path`` where the kit keeps its own ``what``, when it cannot be a file
+    the kit wrote: a folder, a FIFO, a device, or a symlink (the kit writes by rename, never through a link). Returns
+    whether it did."""
+    found = f"a symlink to {os.readlink(path)}" if os.path.islink(path) else file_problem(path)
+    if found in (None, "not found"):
+        return False
+    set_aside(path, f"{path} is not {what} ({found})", f"the kit writes {what} there")
+    return True
+
+
 @contextmanager
 def keeping(paths: Iterable[Path], why: str) -> Iterator[None]:
     """Run a block keeping each of ``paths`` that it replaces or removes at :func:`aside_path`, with a warning
@@ -505,8 +516,15 @@ def settle(folder: str | Path) -> int:
         return 0
     finished = 0
     for journal in journals:
+        try:  # a FIFO would block the opening for ever, a folder fail the read; neither is a journal the kit wrote
+            if set_aside_other(journal, "the journal of an interrupted write"):
+                continue
+        except OSError as err:
+            warnings.warn(f"{journal} is not a journal of the kit's and cannot be set aside ({err.strerror}): the "
+                          f"files in {folder} may disagree", stacklevel=2)
+            continue
         try:
-            fd = os.open(journal, os.O_RDONLY)
+            fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)
         except PermissionError as err:  # another account's journal (an earlier kit's 0600)
             warnings.warn(f"{journal}: the journal of an interrupted write cannot be read by this account "
                           f"({err.strerror}): the files in {folder} may disagree", stacklevel=2)

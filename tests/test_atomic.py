@@ -575,3 +575,31 @@ def test_a_descriptor_opened_after_a_lock_is_let_go_stays_open_in_a_worker_forke
         assert worker.exitcode == 0
     finally:
         os.close(fd)
+
+
+_SETTLE = """
+import sys, warnings
+from instir import atomic
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print(atomic.settle(sys.argv[1]), *[str(w.message) for w in caught], sep="\\n")
+"""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_journal_that_is_a_fifo_or_a_folder_is_set_aside_never_opened(tmp_path, kind):
+    # a FIFO named as a set's journal blocked every reader of the folder for ever (in a process of its own here, so
+    # that a regression fails rather than hanging the suite); a folder stopped every one with "Is a directory: 7"
+    import subprocess
+    import sys
+
+    journal = tmp_path / f"{atomic.JOURNAL_PREFIX}abc.json"
+    os.mkfifo(journal) if kind == "fifo" else journal.mkdir()
+    settled = subprocess.run([sys.executable, "-c", _SETTLE, str(tmp_path)], capture_output=True, text=True,
+                             timeout=20)
+    assert settled.returncode == 0, settled.stderr
+    count, said = settled.stdout.split("\n", 1)
+    assert count == "0" and re.match(rf"{journal} is not the journal of an interrupted write .*set aside as", said)
+    assert not os.path.lexists(journal) and len(list(tmp_path.glob("*.set-aside-*"))) == 1
+    atomic.write_files({tmp_path / "a.csv": "x\n"})  # and the next set is written
+    assert (tmp_path / "a.csv").read_text() == "x\n"

@@ -724,3 +724,13 @@ def test_a_lock_file_that_is_a_link_to_a_users_file_is_refused_and_the_file_left
     with raises_saying(UsageError, str(lock), said, "remove it"), FolderLock(folder, "instir evaluate"):
         pass
     assert thesis.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_stage_journal_that_is_a_fifo_or_a_folder_is_set_aside_and_the_stage_writes(tmp_path, kind):
+    # a folder named .instir-replacing-runs.json stopped every stage writing runs/ ("Is a directory")
+    journal = tmp_path / ".instir-replacing-runs.json"
+    os.mkfifo(journal) if kind == "fifo" else journal.mkdir()
+    with pytest.warns(UserWarning, match=rf"{journal} is not the journal of a stage's writes .*set aside"):
+        retrieve_runs(tmp_path, ["instructir-sample"], ["bm25"], k=10)
+    assert (tmp_path / "runs" / "runs.csv").is_file() and not os.path.lexists(journal)

@@ -154,6 +154,7 @@ def replacing(root: Path, name: str) -> Iterator[None]:
         made = {file: digest for file, digest in found.items() if vouched and file.endswith(".csv")}
     foreign = [folder / file for file, digest in found.items() if made.get(file) != digest]
     _REPLACING.add(folder.resolve())
+    atomic.set_aside_other(journal, "the journal of a stage's writes")  # a folder, a FIFO, a link: kept aside
     atomic.write_text(journal, json.dumps({"inodes": inodes, "made": made}))
     try:
         with atomic.keeping(foreign, f"{folder} held files the kit did not leave there as they are"):

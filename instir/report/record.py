@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -278,10 +277,7 @@ def update_record(folder: str | Path, **sections: Any) -> Record:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"not sections of a report record: {', '.join(sorted(unknown))}")
-    path = record_path(folder)
-    if path.is_symlink() or file_problem(path) not in (None, "not found"):  # not a file the kit wrote: kept aside
-        what = f"a symlink to {os.readlink(path)}" if path.is_symlink() else file_problem(path)
-        atomic.set_aside(path, f"{path} is not instir's record ({what})", "the kit writes the folder's record there")
+    atomic.set_aside_other(record_path(folder), "instir's record")  # a folder, a FIFO, a link: kept aside
     record = read_record(folder)
     for name, value in sections.items():
         if value is None:
