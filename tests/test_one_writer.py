@@ -710,8 +710,7 @@ def test_a_writer_refused_at_a_held_folder_leaves_no_lock_its_later_workers_woul
         os.close(fd)
 
 
-@pytest.mark.parametrize("link", ["symlink", "hard link"])
-def test_a_lock_file_that_is_a_link_to_a_users_file_is_refused_and_the_file_left_as_it_was(tmp_path, link):
+def test_a_lock_file_that_is_a_symlink_to_a_users_file_is_refused_and_the_file_left_as_it_was(tmp_path):
     # a report folder handed over as an archive: its .instir-run.lock led to a file outside it, which every writer
     # into the folder truncated and overwrote with who held the lock
     thesis = tmp_path / "thesis.txt"
@@ -719,11 +718,24 @@ def test_a_lock_file_that_is_a_link_to_a_users_file_is_refused_and_the_file_left
     folder = tmp_path / "r"
     folder.mkdir()
     lock = folder / ".instir-run.lock"
-    lock.symlink_to(thesis) if link == "symlink" else os.link(thesis, lock)
-    said = "is a symlink (to" if link == "symlink" else "has other names (hard links)"
-    with raises_saying(UsageError, str(lock), said, "remove it"), FolderLock(folder, "instir evaluate"):
+    lock.symlink_to(thesis)
+    with raises_saying(UsageError, str(lock), "is a symlink (to", "remove it"), FolderLock(folder, "instir evaluate"):
         pass
     assert thesis.read_text() == "my notes\n"
+
+
+def test_a_lock_file_another_name_shares_is_replaced_by_one_of_the_folders_own_and_the_other_left_as_it_was(tmp_path):
+    # a hard link (a `cp -al` copy of the folder, or a link to a file of the user's): every writer wrote who held the
+    # lock into the file both names share
+    other = tmp_path / "other.txt"
+    other.write_text("my notes\n")
+    folder = tmp_path / "r"
+    folder.mkdir()
+    lock = folder / ".instir-run.lock"
+    os.link(other, lock)
+    with FolderLock(folder, "instir evaluate"):
+        assert holder_of(folder)["who"] == "instir evaluate" and lock.stat().st_nlink == 1
+    assert other.read_text() == "my notes\n"
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder"])

@@ -24,7 +24,6 @@ import json
 import os
 import secrets
 import socket
-import stat
 import threading
 import time
 from pathlib import Path
@@ -109,15 +108,20 @@ class FolderLock:
             self._made = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
             problem = file_problem(self.path)
-            if problem is None:
-                problem = _linked(self.path)
+            if problem is None and os.path.islink(self.path):  # writing who holds it would write the file it leads to
+                problem = f"is a symlink (to {quoted(os.readlink(self.path))}), not a lock file the kit made"
             if problem not in (None, "not found"):
                 raise UsageError(f"{self.path} {problem}: the kit keeps the lock of the folder's writers there; "
                                  "remove it")
             from instir import atomic
 
             try:  # the mode a plain open gives: in a group's folder (umask 002), each member can write it
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+                if problem is None and os.stat(self.path).st_nlink > 1:
+                    # another name shares the file (a hard link, a `cp -al` copy of the folder): a new lock file takes
+                    # its place, so that who holds the lock is written into this folder's alone
+                    fd = self._replace_unwritable()
+                else:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
             except PermissionError:  # another account's lock file (0644), which this one cannot write
                 fd = self._replace_unwritable()
             except OSError as err:  # made a symlink since it was looked at
@@ -146,9 +150,10 @@ class FolderLock:
             return self
 
     def _replace_unwritable(self) -> int:
-        """The lock file of another account that this one cannot write: when no writer holds it (its lock taken on the
-        file opened to read, and kept, so a process that opened it still finds it held), a new lock file, locked, with
-        the mode a plain open gives, takes its place; else the usual refusal naming the writer that holds it."""
+        """The lock file of another account that this one cannot write (or one another name shares): when no writer
+        holds it (its lock taken on the file opened to read, and kept, so a process that opened it still finds it
+        held), a new lock file, locked, with the mode a plain open gives, takes its place; else the usual refusal
+        naming the writer that holds it."""
         from instir import atomic
 
         try:
@@ -201,21 +206,6 @@ class FolderLock:
             if self._replaced is not None:
                 atomic.close_lock(self._replaced)
                 self._replaced = None
-
-
-def _linked(path: Path) -> str | None:
-    """What makes the regular file ``path`` another file too, as the end of a message (None: nothing): the kit
-    writes who holds the lock into its lock file, which would overwrite the file a symlink leads to (outside the
-    folder: a report folder handed over as an archive) or that a hard link shares."""
-    try:
-        found = os.lstat(path)
-    except OSError:
-        return None  # gone meanwhile: made anew
-    if stat.S_ISLNK(found.st_mode):
-        return f"is a symlink (to {quoted(os.readlink(path))}), not a lock file the kit made"
-    if found.st_nlink > 1:
-        return "has other names (hard links), so is not a lock file the kit made"
-    return None
 
 
 def _busy(folder: Path) -> UsageError:
