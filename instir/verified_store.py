@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from instir import atomic
-from instir.inputs import file_problem, read_json
+from instir.inputs import file_problem, read_head, read_json
 from instir.stamps import utc_now
 
 #: The manifest's format (the BM25 index cache's first one, which the store took over unchanged).
@@ -399,7 +399,10 @@ def part_ok(path: Path, n_rows: int, *, what: str = "cache part") -> bool:
     problem = None
     try:
         data = path.read_bytes()
-        expected = _checksum_path(path).read_text(encoding="ascii").strip()
+        checksum = read_head(_checksum_path(path), 1 << 10)  # a FIFO in its place would block a read for ever
+        if checksum is None:
+            raise ValueError("no regular file")
+        expected = checksum.decode("ascii").strip()
     except (OSError, ValueError):
         problem = "has no readable checksum file"
     else:

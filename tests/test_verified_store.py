@@ -517,3 +517,28 @@ def test_a_file_of_the_users_at_an_entrys_name_is_set_aside_and_the_entry_publis
     assert entry is not None and store.read("e", KEY, load_ids) == ["a", "b", "c", "d"]
     (aside,) = tmp_path.glob("e.set-aside-*")
     assert aside.read_text() == "my notes"
+
+
+_PART_CHECK = """
+import sys, warnings
+from pathlib import Path
+from instir.verified_store import part_ok
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print(part_ok(Path(sys.argv[1]), 2), *[str(w.message) for w in caught], sep="\\n")
+"""
+
+
+def test_a_parts_checksum_file_that_is_a_fifo_is_no_checksum_not_a_read_that_blocks(tmp_path):
+    # planted in a group's cache, it blocked the next build for ever (in a process of its own here, so that a
+    # regression fails rather than hanging the suite)
+    part = tmp_path / "chunk-000000.npy"
+    write_part(part, np.ones((2, 3)))
+    checksum = tmp_path / "chunk-000000.npy.sha256"
+    checksum.unlink()
+    os.mkfifo(checksum)
+    checked = subprocess.run([sys.executable, "-c", _PART_CHECK, str(part)], capture_output=True, text=True,
+                             timeout=20)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.split("\n")[:2] == ["False", f"cache part {part} has no readable checksum file: computing "
+                                                        "it again"]
