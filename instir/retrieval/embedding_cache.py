@@ -38,6 +38,7 @@ import numpy as np
 from instir import atomic, verified_store
 from instir.benchmarks.types import Corpus
 from instir.home import instir_home
+from instir.inputs import read_json
 from instir.progress import tqdm
 from instir.verified_store import Damaged, Entry, VerifiedStore, npy_header, part_ok, write_part
 
@@ -259,8 +260,8 @@ def _take_over_earlier_entry(entry: Path, key: str) -> None:
     (:func:`_take_over_earlier_chunks`); anything else is left for the store to judge."""
     _take_over_earlier_chunks(entry)
     try:
-        info = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
-        if "files" in info or info.get("key") != key:
+        info = read_json(entry / MANIFEST)  # a FIFO in its place would block a read for ever
+        if not isinstance(info, dict) or "files" in info or info.get("key") != key:
             return
         rows, dim = int(info["rows"]), int(info["dim"])
         path = entry / MATRIX

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from instir import atomic, verified_store
+from instir.inputs import read_json
 from instir.retrieval.embedding_cache import DEFAULT_CHUNK_SIZE, MANIFEST, EmbeddingCache, join_chunks
 from instir.verified_store import Damaged, Entry, npy_header, part_ok, write_part
 
@@ -129,8 +130,9 @@ def _take_over_earlier_entry(entry: Path, key: str) -> None:
     manifest recording both under ``parts``) as the store's, once each matrix has its recorded shape, size and
     SHA-256; anything else is left for the store to judge (as the embedding cache takes over its earlier entries)."""
     try:
-        info = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
-        if "files" in info or info.get("key") != key or not isinstance(info.get("parts"), dict):
+        info = read_json(entry / MANIFEST)  # a FIFO in its place would block a read for ever
+        if (not isinstance(info, dict) or "files" in info or info.get("key") != key
+                or not isinstance(info.get("parts"), dict)):
             return
         files = {}
         for name in (TOKENS, DOCLENS):

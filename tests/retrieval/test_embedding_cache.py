@@ -6,6 +6,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -507,3 +509,36 @@ def test_chunks_in_a_folder_the_entry_links_to_are_left_where_they_are(tmp_path)
         warnings.simplefilter("ignore")
         cache.embed({"model": "m"}, items, lambda batch: np.zeros((len(batch), 2)))
     assert sorted(p.name for p in elsewhere.iterdir()) == ["chunk2-000000.npy", "chunk2-000000.npy.sha256"]
+
+
+_FIFO_MANIFEST = """
+import os, sys, warnings
+from pathlib import Path
+import numpy as np
+from instir.retrieval.embedding_cache import EmbeddingCache
+from instir.retrieval.token_cache import TokenEmbeddingCache
+root = Path(sys.argv[2])
+if sys.argv[1] == "embedding":
+    cache, encode = EmbeddingCache(root), lambda chunk: np.ones((len(chunk), 4), dtype=np.float32)
+else:
+    cache, encode = TokenEmbeddingCache(root), lambda chunk: [np.ones((2, 4), dtype=np.float32) for _ in chunk]
+cache.embed({"model": "toy"}, ["a", "b"], encode, label="toy")
+(manifest,) = root.rglob("manifest.json")
+manifest.unlink()
+os.mkfifo(manifest)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    cache.embed({"model": "toy"}, ["a", "b"], encode, label="toy")
+print(*[str(w.message) for w in caught], sep="\\n")
+"""
+
+
+@pytest.mark.parametrize("kind", ["embedding", "token"])
+def test_an_entrys_manifest_that_is_a_fifo_is_damage_not_a_read_that_blocks_the_next_encoding(tmp_path, kind):
+    # planted in a group's cache, it blocked the earlier-kit check of the next encoding for ever (in a process of its
+    # own here, so that a regression fails rather than hanging the suite)
+    encoded = subprocess.run([sys.executable, "-c", _FIFO_MANIFEST, kind, str(tmp_path)], capture_output=True,
+                             text=True, timeout=30, env={**os.environ, "INSTIR_PROGRESS": "0"})
+    assert encoded.returncode == 0, encoded.stderr
+    assert re.search(r"manifest\.json is a FIFO \(named pipe\), not a regular file: removed, rebuilding it",
+                     encoded.stdout), encoded.stdout
