@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from instir import atomic
+from instir.benchmarks import catalog
 from instir.benchmarks.registry import load_benchmark
 from instir.benchmarks.types import Benchmark, FormatError
 from instir.errors import UsageError, UserError, quoted, utf8_problem
@@ -263,6 +264,14 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
                           "each run once")
     if "setting" not in table:  # lists written before the column existed
         table.insert(1, "setting", "instructed")
+    for line, (name, setting) in enumerate(zip(table["benchmark"], table["setting"]), start=2):
+        try:
+            family = catalog.entry(str(name)).family
+        except UserError:  # a benchmark of no family: said where a stage asks for it
+            continue
+        if setting not in family.settings:
+            raise FormatError(layout.runs_table, line, "setting", f"{quoted(setting)} is no {family.printed} setting "
+                              f"(known: {', '.join(family.settings)})")
     if benchmarks is None:
         return table
     listed = set(table["benchmark"])
