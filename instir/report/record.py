@@ -178,6 +178,9 @@ class Record(dict):
     #: the keys of the file that are no section of this kit's (a newer kit's, another tool's), as the file holds
     #: them: never read, written back as they are by :func:`update_record`
     others: dict[str, Any] = {}
+    #: whether the file is another tool's (a JSON value that is not an object, or an object holding no section of
+    #: instir's record): :func:`update_record` keeps it aside rather than write over it
+    foreign: bool = False
 
     @property
     def is_run(self) -> bool:
@@ -213,9 +216,11 @@ def read_record(folder: str | Path) -> Record:
         return _damaged(path, f"not JSON ({err})")
     if not isinstance(data, dict):  # another tool's file: no record of instir's, nothing damaged
         _warn(path, f"not a JSON object (a {type(data).__name__}): not instir's record")
-        return Record()
+        record = Record()
+        record.foreign = True
+        return record
     record, dropped = Record(), []
-    record.others = {}
+    record.others, record.foreign = {}, bool(data) and not any(name in SECTIONS for name in data)
     for name, value in data.items():
         if name not in SECTIONS:  # another version's or another tool's key: kept out of the schema, never trusted
             try:
@@ -279,6 +284,10 @@ def update_record(folder: str | Path, **sections: Any) -> Record:
         raise ValueError(f"not sections of a report record: {', '.join(sorted(unknown))}")
     atomic.set_aside_other(record_path(folder), "instir's record")  # a folder, a FIFO, a link: kept aside
     record = read_record(folder)
+    if record.foreign:
+        atomic.set_aside(record_path(folder), f"{record_path(folder)} is another tool's file, not instir's record",
+                         "the kit writes the folder's record there")
+        record = Record()
     for name, value in sections.items():
         if value is None:
             record.pop(name, None)

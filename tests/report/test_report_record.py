@@ -286,3 +286,18 @@ def test_a_newer_kits_section_is_never_read_and_is_written_back_as_it_was(tmp_pa
     written = json.loads((folder / "report.json").read_text())
     assert written["status"] == "running" and written["costs"] == {"judge": {"usd": 41.7}} and written["format"] == 3
     assert "odd" not in written  # no UTF-8 file can hold it (a lone surrogate): left out
+
+
+@pytest.mark.parametrize("body", [{"created": 1.0, "tests": [{"nodeid": "t.py::a", "outcome": "passed"}]},
+                                  [{"name": "a", "passed": True}]], ids=["an object", "a list"])
+def test_another_tools_report_json_is_set_aside_by_the_next_writer_not_written_over(tmp_path, body):
+    # pytest-json-report's report.json in a folder given as --out was replaced by instir's record without a word
+    folder = _write(tmp_path / "proj", body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecordWarning)
+        with pytest.warns(UserWarning, match=rf"{folder / 'report.json'} is another tool's file, not instir's record: "
+                                             "set aside as"):
+            update_record(folder, status="ok")
+    (aside,) = folder.glob("report.json.set-aside-*")
+    assert json.loads(aside.read_text()) == body
+    assert json.loads((folder / "report.json").read_text()) == {"status": "ok"}
