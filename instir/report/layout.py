@@ -32,7 +32,7 @@ NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
 
 #: The columns of ``runs/runs.csv`` every reader needs.
 RUNS_REQUIRED = ("benchmark", "system", "run_file")
-#: What tells a run of ``runs/runs.csv`` from another (those of its columns a list has).
+#: What identifies a run in ``runs/runs.csv`` (a list of an earlier version: those of its columns it has).
 RUN_KEY = ("benchmark", "setting", "system", "variant")
 
 #: The stage (its notebook) that writes each folder of a report.

@@ -16,8 +16,9 @@ A record that cannot be read (not JSON, not an object) reads as empty, and a sec
 does not fit the schema (a wrong type, an infinite time, an unknown stage folder) is left out, with one warning
 naming the file and what was left out (a key that is no section, a newer kit's or another tool's, is never read and
 is written back as it is): a damaged folder never blocks another report, and the next writer remakes
-the record. A ``report.json`` the kit cannot have written (a folder, a FIFO, a symlink) is set aside by the next
-writer (:func:`instir.atomic.set_aside`), with a warning.
+the record. A ``report.json`` the kit cannot have written (another tool's: a JSON list, or an object holding none of
+the sections; a folder, a FIFO, a symlink) is set aside by the next writer (:func:`instir.atomic.set_aside`), with a
+warning.
 """
 
 from __future__ import annotations

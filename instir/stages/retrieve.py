@@ -22,7 +22,7 @@ from instir.benchmarks.types import Benchmark
 from instir.errors import UsageError
 from instir.formatting import get_template
 from instir.parameters import depth, names
-from instir.report.layout import ReportLayout, start_report
+from instir.report.layout import RUN_KEY, ReportLayout, start_report
 from instir.report.lock import STAGE_WRITER, writer_of
 from instir.report.provenance import replacing
 from instir.report.stage_writer import writes_stage
@@ -35,8 +35,6 @@ from instir.stages.request import system_specs
 #: (:func:`front_end`).
 RUNS_COLUMNS = ["benchmark", "setting", "sample", "retriever", "system", "variant", "template", "engine", "k",
                 "queries", "rows", "search_s", "elapsed_s", "reused", "run_file", "written_by"]
-#: What identifies a run in ``runs/runs.csv``.
-RUN_KEY = ["benchmark", "setting", "system", "variant"]
 
 
 def listed_row(benchmark: Benchmark, system: str, run_file: str, variant: str = "instructed", **more: object) -> dict:
