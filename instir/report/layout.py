@@ -254,11 +254,11 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
     if unnamed.any():
         raise FormatError(layout.runs_table, int(unnamed.argmax()) + 2, "run_file", "empty: each run listed names "
                           "its TREC file")
-    key = [column for column in RUN_KEY if column in table]
-    twice = table.duplicated(key, keep="first")
-    if twice.any():
-        line = int(twice.argmax()) + 2
-        first = int((table[key] == table.iloc[line - 2][key]).all(axis=1).argmax()) + 2
+    seen: dict[tuple, int] = {}  # each run's first line; an empty cell is one value, as pandas' duplicated has it
+    for line, key in enumerate(table[[c for c in RUN_KEY if c in table]].astype(str).itertuples(index=False), 2):
+        first = seen.setdefault(tuple(key), line)
+        if first == line:
+            continue
         raise FormatError(layout.runs_table, line, "system", f"{quoted(table['system'].iloc[line - 2])} on "
                           f"{quoted(table['benchmark'].iloc[line - 2])} is listed again (first at line {first}): "
                           "each run once")

@@ -219,9 +219,13 @@ _ROW = "instructir-sample,instructed,bm25,instructed,runs/a.trec\n"
     ((_LIST + _ROW.replace("runs/a.trec", "")).encode(), "runs.csv, line 2, field 'run_file': empty"),
     ((_LIST + _ROW + _ROW).encode(), "runs.csv, line 3, field 'system': 'bm25' on 'instructir-sample' is listed again "
                                      "(first at line 2)"),
+    ((_LIST + _ROW + 2 * _ROW.replace("bm25,instructed", "bm25,")).encode(), "runs.csv, line 4, field 'system': "
+                                                                              "'bm25' on 'instructir-sample' is listed "
+                                                                              "again (first at line 3)"),
     ((_LIST + _ROW.replace(",instructed,bm25", ",weird,bm25")).encode(), "runs.csv, line 2, field 'setting': 'weird' "
                                                                            "is no InstructIR setting (known: "),
-], ids=["empty", "an unclosed quote", "latin-1", "a run of no file", "a run listed twice", "an unknown setting"])
+], ids=["empty", "an unclosed quote", "latin-1", "a run of no file", "a run listed twice",
+                                    "a run of an empty variant listed twice", "an unknown setting"])
 def test_a_damaged_runs_list_is_one_line_naming_the_file_and_where(tmp_path, body, said):
     # each was a traceback out of every stage reading the list (EmptyDataError, ParserError, UnicodeDecodeError,
     # "unsupported operand type(s) for /: 'PosixPath' and 'float'", "Index contains duplicate entries, cannot reshape")
