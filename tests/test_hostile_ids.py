@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from says import raises_saying
@@ -195,7 +196,7 @@ def test_an_id_with_a_space_is_refused_where_it_is_read_not_after_the_search(tmp
         list(iter_corpus_docs(corpus))
 
 
-@pytest.mark.parametrize("names", [["sys", "sys "], ["caf\u00e9", "cafe\u0301"]])
+@pytest.mark.parametrize("names", [["sys", "sys "], ["sys", " sys"], ["caf\u00e9", "cafe\u0301"]])
 def test_two_run_names_that_read_alike_are_refused_naming_both(tmp_path, capsys, names):
     # on the commit before, both were scored as two systems, two rows of every table that read the same
     run = tmp_path / "run.trec"
@@ -212,11 +213,14 @@ def test_a_newline_in_a_run_name_is_escaped_in_every_line_evaluate_prints(tmp_pa
     # on the commit before, the run checks and notes printed the name whole: its second part began a line of its own
     data = json.loads((MTEB / "IFIRFiQA_predictions.json").read_text())
     data["mteb_model_meta"]["model_name"] = "evil\ninstir evaluate: forged line"
+    queries = data["default"]["test"]
+    queries.pop(next(iter(queries)))  # a query left out: the run's check is printed under its name too
     path = tmp_path / "IFIRFiQA_predictions.json"
     path.write_text(json.dumps(data))
     assert main(["evaluate", "--benchmark", FIQA, "--run", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "evil\\ninstir evaluate: forged line" in out
+    assert "  evil\\ninstir evaluate: forged line: " in out  # the check's line
     assert not any(line.startswith("instir evaluate: forged") for line in out.splitlines())
 
 
@@ -236,3 +240,44 @@ def test_qrels_given_in_memory_without_a_document_id_are_refused_not_judged_as_d
     with raises_saying(FormatError, "the given qrels, row 1, field 'document id'", "got None"):
         qrels_of({"q": {None: 1}})
     assert qrels_of({1: {2: 1}}) == {"1": {"2": 1}}  # whole numbers are ids, as in a file
+
+
+def test_two_run_names_that_differ_in_more_than_unicode_form_or_spaces_are_two_systems(tmp_path):
+    # x² and x2 are told apart on a page (NFKC would fold them; NFC does not)
+    run = tmp_path / "run.trec"
+    qid, doc = _relevant()
+    run.write_text(f"{qid} Q0 {doc} 1 3.0 t\n")
+    assert main(["evaluate", "--benchmark", FIQA, "--run", str(run), str(run), "--name", "x\u00b2", "x2",
+                 "--out", str(tmp_path / "out")]) == 0
+
+
+@pytest.mark.parametrize("given, said", [
+    (pd.DataFrame({"qid": ["q", "q", None], "docid": ["a", "b", "c"], "score": [3.0, 2.0, 1.0]}),
+     "the given run, row 3, field 'query id'"),
+    (pd.DataFrame({"qid": ["q", "q", "r"], "docid": ["a", "b", None], "score": [3.0, 2.0, 1.0]}),
+     "the given run, row 3, field 'document id'"),
+    (pd.DataFrame({"qid": ["q", "q x"], "docid": ["a", "b"], "score": [2.0, 1.0]}),
+     "the given run, row 2, field 'query id'"),
+    ({"q": {"a": 2.0, "b": 1.0}, "r": {b"c": 1.0}}, "the given run, row 3, field 'document id'"),
+    ({"q": {"a": 2.0}, None: {"c": 1.0}}, "the given run, row 2, field 'query id'"),
+])
+def test_a_run_id_given_in_memory_that_is_refused_is_named_by_its_row_and_field(given, said):
+    with raises_saying(FormatError, said):
+        run_of(given)
+
+
+@pytest.mark.parametrize("given, said", [
+    (pd.DataFrame({"qid": ["q", "r", None], "docid": ["a", "b", "c"], "relevance": [1, 0, 1]}),
+     "the given qrels, row 3, field 'query id'"),
+    (pd.DataFrame({"qid": ["q", "r", "r"], "docid": ["a", "b", None], "relevance": [1, 0, 1]}),
+     "the given qrels, row 3, field 'document id'"),
+    ({"q": {"a": 1}, None: {}}, "the given qrels, its query keys, field 'query id'"),  # no judgment: kept as a query
+])
+def test_a_qrels_id_given_in_memory_that_is_refused_is_named_by_its_row_and_field(given, said):
+    with raises_saying(FormatError, said):
+        qrels_of(given)
+
+
+def test_numpy_whole_numbers_given_in_memory_are_ids_written_as_their_digits():
+    assert qrels_of({np.int64(1): {np.int64(2): 1}, np.int64(3): {}}) == {"1": {"2": 1}, "3": {}}
+    assert run_of({np.int64(1): {np.int64(2): 0.5}}).df[["qid", "docid"]].values.tolist() == [["1", "2"]]

@@ -2,11 +2,15 @@
 UTF-8, a byte-order mark, huge ids, and broken Parquet files. Every refusal is one
 FormatError naming the file, the line and the field; nothing is truncated silently."""
 
+import bz2
 import codecs
+import io
 import json
+import lzma
 import re
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -453,3 +457,31 @@ def test_a_byte_order_mark_inside_a_jsonl_file_is_named_as_one_at_its_line(tmp_p
         list(read_records(path))
     path.write_bytes(codecs.BOM_UTF8 + b'{"_id": "d1", "text": "a"}\n')  # at the start of the file: skipped
     assert [record["_id"] for _, record in read_records(path)] == ["d1"]
+
+
+def _zipped(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:  # a fixed time: the same bytes on every run
+        archive.writestr(zipfile.ZipInfo("corpus.jsonl", (2024, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("packed, said", [
+    (bz2.compress, "bzip2-compressed, not text: decompress it first (bunzip2)"),
+    (lzma.compress, "xz-compressed, not text: decompress it first (unxz)"),
+    (_zipped, "a zip archive, not text: unpack it first (unzip)"),
+    (lambda data: b"\x28\xb5\x2f\xfd\x04\x58\xff" + data, "zstd-compressed, not text: decompress it first (unzstd)"),
+])
+def test_a_compressed_corpus_under_a_text_name_is_said_to_be_compressed_and_how_to_open_it(tmp_path, packed, said):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(packed(b'{"_id": "d1", "text": "a"}\n' * 100))
+    with raises_saying(FormatError, f"{corpus}: {said}"):
+        list(read_records(corpus))
+
+
+def test_a_line_past_the_first_that_begins_as_an_archive_does_is_named_as_not_utf8_at_its_line(tmp_path):
+    # only a file's first bytes say what it is: a later line's are text that is not UTF-8
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b'{"_id": "d1", "text": "a"}\nPK\x03\x04\xff\n')
+    with raises_saying(FormatError, f"{corpus}, line 2", "not UTF-8 text (byte 0xff at column 5)"):
+        list(read_records(corpus))
