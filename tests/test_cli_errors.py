@@ -405,6 +405,8 @@ def test_run_list_of_numbers_where_names_are_needed(capsys, tmp_path):
      "--benchmark is given twice (first as --bench): only the last would count; give it once"),
     (["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k", "10", "--k=20", "--out", "o"],
      "--k is given twice: only the last would count"),
+    (["retrieve", "--benchmark", "instructir-sample", "--retriever", "bm25", "--k=10", "--k", "20", "--out", "o"],
+     "--k is given twice: only the last would count"),  # one spelling, with or without "=": no "(first as …)"
 ])
 def test_an_option_given_twice_is_refused_not_its_first_value_dropped(capsys, tmp_path, monkeypatch, argv, said):
     # on the commit before, argparse kept the last: instir run --benchmark A --benchmark B ran B alone, without a word
@@ -413,10 +415,11 @@ def test_an_option_given_twice_is_refused_not_its_first_value_dropped(capsys, tm
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("inside", ["", "run"])  # the folder's own name, or a folder's on its way
 @pytest.mark.parametrize("mark", ["\ninstir retrieve: forged", "\u202e", "\x1b[2J"])
-def test_an_output_folder_a_terminal_would_act_on_is_refused_before_anything_is_written(capsys, tmp_path, mark):
+def test_an_output_folder_a_terminal_would_act_on_is_refused_before_anything_is_written(capsys, tmp_path, mark, inside):
     # on the commit before, instir retrieve printed "r" and "instir retrieve: forged/….trec" as two lines
-    out = tmp_path / f"r{mark}"
+    out = tmp_path / f"r{mark}" / inside
     line = fails(capsys, "retrieve", "--benchmark", "ifir-sample/fiqa", "--retriever", "bm25", "--out", str(out))
     assert "--out's path may not hold a control character, a line break or an invisible mark" in line
     assert mark not in line and not any(tmp_path.iterdir())
