@@ -425,6 +425,23 @@ def test_an_output_folder_a_terminal_would_act_on_is_refused_before_anything_is_
     assert mark not in line and not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("path, shown", [("a\u202eb", "a\\u202eb"), ("r\ninstir: forged", "r\\ninstir: forged")])
+def test_a_folder_refused_for_a_mark_a_terminal_would_act_on_is_named_with_the_mark_escaped(path, shown):
+    # the message itself is read in a notebook's traceback too, where no escaping stream stands between it and the eye
+    from instir.errors import UsageError
+    from instir.terminal import refuse_unshown
+
+    with pytest.raises(UsageError) as err:
+        refuse_unshown(Path(path), "--out's path")
+    assert str(err.value).startswith(f"{shown}: --out's path may not hold a control character")
+
+
+def test_a_folder_whose_name_ends_in_a_space_is_no_mark_a_terminal_acts_on():
+    from instir.terminal import refuse_unshown
+
+    assert refuse_unshown(Path("reports/run "), "--out's path") is None
+
+
 def test_debug_shows_the_traceback(capsys):
     assert main(["summary", "ifir-smaple", "--debug"]) == 2
     err = capsys.readouterr().err

@@ -524,14 +524,15 @@ def test_a_notebook_whose_name_a_terminal_would_act_on_is_refused_before_anythin
     assert mark not in err[:-1] and not (tmp_path / "reports").exists()
 
 
+@pytest.mark.parametrize("inside", ["", "r"])  # the folder's own name, or a folder's on its way
 @pytest.mark.parametrize("mark", ["\u202e", "\n", "\x1b]0;owned\x07"])
 @pytest.mark.parametrize("command", ["run", "evaluate"])
 def test_a_report_folder_whose_name_a_terminal_would_act_on_is_refused_before_anything_is_written(
-        tmp_path, capsys, mark, command):
+        tmp_path, capsys, mark, command, inside):
     # on the commit before, "reports in …/x" and "y; index: …" were two lines, and the index showed a‮b reordered
     from instir.cli import main
 
-    out = tmp_path / "reports" / f"x{mark}y"
+    out = tmp_path / "reports" / f"x{mark}y" / inside
     argv = (["run", "--notebooks", str(NOTEBOOKS)] if command == "run" else
             ["evaluate", "--benchmark", "ifir-sample/fiqa", "--run",
              str(Path(__file__).parent / "fixtures" / "mteb" / "predictions" / "IFIRFiQA_predictions.json")])
