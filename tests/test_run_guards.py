@@ -524,6 +524,19 @@ def test_a_notebook_whose_name_a_terminal_would_act_on_is_refused_before_anythin
     assert mark not in err[:-1] and not (tmp_path / "reports").exists()
 
 
+def test_a_notebook_refused_for_its_name_is_named_with_the_mark_escaped(tmp_path):
+    # run_reports raises in a notebook or a script too, whose traceback shows the message as it is
+    import shutil
+
+    odd = tmp_path / "nb" / "01_x\u202ey.ipynb"
+    odd.parent.mkdir()
+    shutil.copy(sorted(NOTEBOOKS.glob("0*.ipynb"))[0], odd)
+    with pytest.raises(UsageError) as err:
+        run_reports([odd], {}, tmp_path / "reports" / "r")
+    assert "01_x\\u202ey.ipynb" in str(err.value) and "\u202e" not in str(err.value)
+    assert not (tmp_path / "reports").exists()
+
+
 @pytest.mark.parametrize("inside", ["", "r"])  # the folder's own name, or a folder's on its way
 @pytest.mark.parametrize("mark", ["\u202e", "\n", "\x1b]0;owned\x07"])
 @pytest.mark.parametrize("command", ["run", "evaluate"])

@@ -311,10 +311,10 @@ def test_a_page_embeds_its_outputs_up_to_a_bound_in_all_and_no_saved_widget_stat
     page = render_html(executed, tmp_path / "01_many.html").read_text()
     assert len(page) < MAX_EMBEDDED_PAGE + MAX_EMBEDDED_OUTPUT and "saved-state-" not in page
     kept = [i for i, image in enumerate(images) if image[:1000] in page]
-    assert kept == list(range(MAX_EMBEDDED_PAGE // len(images[0])))
+    assert len(images[0]) == 1_999_996 and kept == list(range(10))  # ten of them fit in 20,000,000 characters
     for number in range(len(kept) + 1, len(images) + 1):
         said = (f"1 output(s) of {len(images[0]):,} characters in all are left out of this page (it holds "
-                f"{MAX_EMBEDDED_PAGE:,} characters of outputs")
+                "20,000,000 characters of outputs or 10,000 outputs at most)")
         assert said in page and f"they are in 01_many.ipynb, cell {number}." in page
     assert nbformat.read(executed, as_version=4).cells[-1].outputs[0].data["image/png"] == images[-1]
 
@@ -339,3 +339,25 @@ def test_outputs_past_the_pages_count_are_left_out_under_one_note_per_cell(tmp_p
     assert [i for i in range(500) if f"out-{i}-put" in page] == [0, 1, 2] and "last-output" not in page
     assert page.count("left out of this page") == 2
     assert "497 output(s) of" in page and "they are in 01_tiny.ipynb, cell 1." in page and "3 outputs at most" in page
+
+
+def test_outputs_that_fill_the_page_exactly_are_kept_and_the_note_sums_the_ones_left_out(tmp_path, monkeypatch):
+    """The page's bound is the most it holds: outputs that reach it exactly stay; the note counts the characters of
+    every output left out (the bound lowered here to 30 characters: three outputs of 10)."""
+    import nbformat
+
+    import instir.pipeline
+    from instir.pipeline import render_html
+
+    monkeypatch.setattr(instir.pipeline, "MAX_EMBEDDED_PAGE", 30)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("show()")]
+    sizes = [10, 10, 10, 7, 12]  # 30 characters kept, then 7 + 12 = 19 left out
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": f"o{i}{'x' * (n - 3)}!"})
+                           for i, n in enumerate(sizes)]
+    executed = tmp_path / "01_full.ipynb"
+    nbformat.write(nb, executed)
+    page = render_html(executed, tmp_path / "01_full.html").read_text()
+    shown = [i for i, n in enumerate(sizes) if f"o{i}{'x' * (n - 3)}!" in page]
+    assert shown == [0, 1, 2]
+    assert "2 output(s) of 19 characters in all are left out of this page (it holds 30 characters of outputs" in page
