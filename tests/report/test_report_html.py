@@ -361,3 +361,22 @@ def test_outputs_that_fill_the_page_exactly_are_kept_and_the_note_sums_the_ones_
     shown = [i for i, n in enumerate(sizes) if f"o{i}{'x' * (n - 3)}!" in page]
     assert shown == [0, 1, 2]
     assert "2 output(s) of 19 characters in all are left out of this page (it holds 30 characters of outputs" in page
+
+
+def test_an_output_of_exactly_the_bound_of_one_output_is_kept(tmp_path, monkeypatch):
+    """The bound of an output is the most it may hold (lowered here to 10 characters): 10 stay, 11 are left out."""
+    import nbformat
+
+    import instir.pipeline
+    from instir.pipeline import render_html
+
+    monkeypatch.setattr(instir.pipeline, "MAX_EMBEDDED_OUTPUT", 10)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("show()")]
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": text})
+                           for text in ("ten-chars!", "eleven-chs!")]
+    executed = tmp_path / "01_edge.ipynb"
+    nbformat.write(nb, executed)
+    page = render_html(executed, tmp_path / "01_edge.html").read_text()
+    assert "ten-chars!" in page and "eleven-chs!" not in page
+    assert "An output of 11 characters is left out of this page (more than 10)" in page

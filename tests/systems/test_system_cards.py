@@ -388,3 +388,11 @@ def test_a_card_whose_name_a_terminal_would_act_on_is_refused_naming_file_card_a
     with raises_saying(FormatError, f"{path}, line 2", "field 'name'", "holds a control character, a line break or "
                                                                        "an invisible mark"):
         load_cards([path])
+
+
+def test_a_card_given_as_a_mapping_whose_name_a_terminal_would_act_on_is_named_by_its_name_escaped():
+    from instir.systems.cards import card_from_mapping
+
+    card = {"name": "my\u202eBM25", "paper": "user", "kind": "retriever", "adapter": "bm25"}
+    with raises_saying(FormatError, "cards.yaml, card 'my\\u202eBM25', field 'name'", "holds a control character"):
+        card_from_mapping(card, "cards.yaml", 0)
