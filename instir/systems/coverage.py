@@ -206,8 +206,10 @@ def paper_rows(cards: Mapping[str, SystemCard]) -> Iterator[tuple[str, str, str,
             by_name.setdefault((card.paper, base_name(card.name)), card)
     for paper in family_papers():
         reported = load_reported(paper)
-        models = reported[reported["model"].notna() & (reported["model"].astype(str) != "")]
-        for (model, key), _ in models.groupby(["model", "model_key"], sort=False):
+        models, keys = reported["model"], reported["model_key"]
+        named = models.notna() & (models.astype(str) != "") & keys.notna()
+        # each (model, key) pair once, in the order of its first row (as a groupby without sorting meets them)
+        for model, key in dict.fromkeys(zip(models[named], keys[named])):
             yield paper, model, key, (by_key.get((paper, key)) or by_name.get((paper, base_name(model)))
                                       or _other_papers_card(by_key, paper, key))
 
