@@ -42,6 +42,7 @@ from instir.report.stage_writer import writes_stage
 from instir.retrieval.mteb import is_mteb_predictions, read_mteb_predictions
 from instir.retrieval.runs import ranked_depth, read_run, read_sidecar, run_engine, run_template, run_windowing
 from instir.stages.judge import JUDGE_COLUMNS, RUN_FILES
+from instir.systems.cards import SystemCard, load_cards
 from instir.systems.coverage import card_row_keys, coverage_matrix, with_row_templates
 
 #: The columns of a reproduced number.
@@ -269,14 +270,15 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
     reported = reported_tables(mteb_results)
     every_reported = pd.concat([table for paper, table in reported.items() if papers is None or paper in papers],
                                ignore_index=True)
-    every_reported = with_row_templates(every_reported)  # once, for both comparisons below
+    cards = load_cards()  # once: the rows' templates, the runs' rows and the coverage table join the same cards
+    every_reported = with_row_templates(every_reported, cards)  # once, for both comparisons below
     reproduced = reproduced_numbers(layout)
     reason = not_comparable_reason(reproduced)
     datasets = read_datasets(layout.root)
     data, mteb_data = data_checks(datasets), data_checks(datasets, counted_by="mteb")
     scored = (stage_records(layout.root).get("03_metrics") or [{}])[0].get("parameters", {})
     protocol = str(scored.get("protocol") or "authors")  # what the evaluate stage scored the numbers under
-    model_map = run_row_keys(runs, sidecars)
+    model_map = run_row_keys(runs, sidecars, cards)
     compared = compare_to_papers(reproduced, every_reported, model_map=model_map, runs=windowing, data=data,
                                  sample_ok=True, protocol=protocol, mteb_data=mteb_data)
     widened = None
@@ -287,7 +289,7 @@ def paper_tables(out_dir: str | Path, mteb_results: Sequence[str | Path] | None 
                                     model_map=model_map, runs=windowing, data=data, sample_ok=True, protocol=protocol,
                                     mteb_data=mteb_data)
     instructed = [s for s in dict.fromkeys(reproduced["system"]) if not str(s).endswith("(query-only)")]
-    coverage = coverage_matrix(layout.root)
+    coverage = coverage_matrix(layout.root, cards)
     # one set: an earlier run's verdict note or widened table never stays beside this run's comparison
     tables = layout.paper_tables
     files = {tables / "comparison.csv": atomic.frame_bytes(tables / "comparison.csv", compared),
@@ -324,15 +326,16 @@ def run_card_paper(meta: Mapping | None) -> str:
     return str(card.get("paper") or "") if isinstance(card, Mapping) else ""
 
 
-def run_row_keys(runs: pd.DataFrame, sidecars: Sequence[Mapping | None]) -> dict[str, str]:
+def run_row_keys(runs: pd.DataFrame, sidecars: Sequence[Mapping | None],
+                 cards: Mapping[str, SystemCard] | None = None) -> dict[str, str]:
     """System name -> the model key of the paper row its run's system card reproduces (the card its sidecar
     records, joined to rows as the coverage matrix joins them: :func:`card_row_keys`), so a run named after its
     card (``BM25 (FollowIR)``) or renamed (``--run mine=FILE``) meets that row. Only an instructed run (``runs``'
     ``variant``; none given: instructed) meets a paper's row: the query-only run of the same card is InstFol's other
     half, no number the paper's row reports. A run of no card, or of a kit variant, is matched by its name. A card's
     run on another family's benchmark meets that family's row of its model too, and is told not comparable there
-    (:func:`run_card_paper`)."""
-    row_keys = card_row_keys()
+    (:func:`run_card_paper`). ``cards``: the cards to join (None: :func:`~instir.systems.cards.load_cards`)."""
+    row_keys = card_row_keys(cards)
     variants = runs["variant"].fillna("instructed") if "variant" in runs else ["instructed"] * len(runs)
     out: dict[str, str] = {}
     for system, variant, meta in zip(runs["system"], variants, sidecars):
