@@ -330,14 +330,22 @@ def _one_row_per_number(merged: pd.DataFrame) -> pd.DataFrame:
     (its family spec's ``[papers.protocol]``, for MTEB's numbers their mteb version's rule; else the standard one)
     stays and the other is named beside it (``other_measure``, ``other_reproduced``)."""
     keep, others = [], {}
-    for _, rows in merged.groupby(["_number", "system", "sample"], sort=False):
-        wanted = _paper_protocol(rows["paper"].iloc[0], rows["measure"].iloc[0], rows["source"].iloc[0])
-        chosen = rows.index[rows["measure_variant"] == wanted]
-        first = chosen[0] if len(chosen) else rows.index[0]
-        keep.append(first)
-        rest = rows.drop(index=first)
-        if len(rest):
-            others[first] = ("; ".join(rest["measure_reproduced"]), float(rest["reproduced"].iloc[0]))
+    # the groups' rows by position, in their order (no sub-frame per group: 22 ms for 13 groups)
+    groups: dict[int, list[int]] = {}
+    for position, code in enumerate(merged.groupby(["_number", "system", "sample"], sort=False).ngroup().tolist()):
+        if code >= 0:  # a key with a missing part: in no group
+            groups.setdefault(code, []).append(position)
+    if groups:
+        labels = merged.index
+        paper, measure, source, variant, printed, value = (merged[column].to_numpy(dtype=object) for column in (
+            "paper", "measure", "source", "measure_variant", "measure_reproduced", "reproduced"))
+        for rows in groups.values():
+            wanted = _paper_protocol(paper[rows[0]], measure[rows[0]], source[rows[0]])
+            first = next((labels[row] for row in rows if variant[row] == wanted), labels[rows[0]])
+            keep.append(first)
+            rest = [row for row in rows if labels[row] != first]
+            if rest:
+                others[first] = ("; ".join(printed[row] for row in rest), float(value[rest[0]]))
     out = merged.loc[sorted(keep)].copy()
     out["other_measure"] = [others.get(i, ("", None))[0] for i in out.index]
     out["other_reproduced"] = [others.get(i, ("", None))[1] for i in out.index]
