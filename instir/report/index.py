@@ -168,10 +168,13 @@ def _sha256(text: str) -> str:
 
 def _edited(path: Path) -> bool:
     """Whether the index at ``path`` (one the kit wrote: :func:`check_index_owned`) was changed since: its text no
-    longer has the digest its last line says (an index of an earlier kit, which has none, is the kit's)."""
+    longer has the digest its last line says (an index of an earlier kit, which has none, is the kit's; one no longer
+    UTF-8, which the kit always writes, was edited: notes saved by an editor in another encoding)."""
     try:
         text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+    except UnicodeDecodeError:
+        return True
+    except OSError:
         return False
     seals = list(re.finditer(re.escape(_SEAL).replace(r"\{\}", "([0-9a-f]{64})"), text))
     if not seals:

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import warnings
 
 import pytest
 from says import warns_saying
@@ -372,3 +373,34 @@ def test_an_index_edited_since_the_kit_wrote_it_is_kept_aside_when_rewritten_and
         write_index(tmp_path)
     (kept,) = tmp_path.glob("index.html.set-aside-*")
     assert "MY NOTES" in kept.read_text() and "MY NOTES" not in index.read_text()
+
+
+@pytest.mark.parametrize("edit", ["notes after its last line", "notes saved as Latin-1"])
+def test_an_index_edited_at_its_end_or_in_another_encoding_is_kept_aside_when_rewritten(tmp_path, edit):
+    # notes appended below the kit's last line, or saved by an editor as Latin-1, were written over without a word
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00")
+    index = write_index(tmp_path)
+    before = index.read_bytes()
+    if edit == "notes after its last line":
+        edited = before + b"<p>MY NOTES</p>\n"
+    else:
+        edited = before.replace(b"<h1>instir reports</h1>", "<h1>instir reports</h1><p>MY NOTES: Grüße</p>".encode(
+            "latin-1"))
+    index.write_bytes(edited)
+    with pytest.warns(UserWarning, match=rf"{index} was edited since the kit wrote it: kept as {index}\.set-aside-"):
+        write_index(tmp_path)
+    (kept,) = tmp_path.glob("index.html.set-aside-*")
+    assert kept.read_bytes() == edited and b"MY NOTES" not in index.read_bytes()
+
+
+def test_an_index_an_earlier_kit_wrote_without_a_digest_is_rewritten_without_a_warning(tmp_path):
+    # an earlier kit's index has no last line holding its digest: it is the kit's, replaced, nothing kept aside
+    make_report(tmp_path, "r", "2026-01-01T00:00:00+00:00")
+    index = write_index(tmp_path)
+    lines = index.read_text(encoding="utf-8").splitlines()
+    assert lines[-1].startswith("<!-- instir index sha256=")
+    index.write_text("\n".join(lines[:-1]), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_index(tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("index.html*")) == ["index.html"]
