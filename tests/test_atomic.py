@@ -4,6 +4,7 @@ import errno
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -603,3 +604,27 @@ def test_a_journal_that_is_a_fifo_or_a_folder_is_set_aside_never_opened(tmp_path
     assert not os.path.lexists(journal) and len(list(tmp_path.glob("*.set-aside-*"))) == 1
     atomic.write_files({tmp_path / "a.csv": "x\n"})  # and the next set is written
     assert (tmp_path / "a.csv").read_text() == "x\n"
+
+
+def test_a_journal_that_cannot_be_set_aside_is_named_in_a_warning_and_the_next_is_still_set_aside(tmp_path,
+                                                                                                  monkeypatch):
+    # a read-only folder, or another account's: the first not to be moved is said (not a PermissionError out of every
+    # reader of the folder), and the journals after it are still looked at
+    first, second = (tmp_path / f"{atomic.JOURNAL_PREFIX}{name}.json" for name in ("a", "b"))
+    first.mkdir()
+    second.mkdir()
+    real_set_aside = atomic.set_aside
+
+    def set_aside(path, *args, **kwargs):
+        if path == first:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_set_aside(path, *args, **kwargs)
+
+    monkeypatch.setattr(atomic, "set_aside", set_aside)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert atomic.settle(tmp_path) == 0
+    said = [str(w.message) for w in caught]
+    assert any(m.startswith(f"{first} is not a journal of the kit's and cannot be set aside (Permission denied)")
+               for m in said), said
+    assert first.is_dir() and not os.path.lexists(second) and len(list(tmp_path.glob("*.set-aside-*"))) == 1

@@ -718,8 +718,30 @@ def test_a_lock_file_that_is_a_symlink_to_a_users_file_is_refused_and_the_file_l
     folder = tmp_path / "r"
     folder.mkdir()
     lock = folder / ".instir-run.lock"
-    lock.symlink_to(thesis)
-    with raises_saying(UsageError, str(lock), "is a symlink (to", "remove it"), FolderLock(folder, "instir evaluate"):
+    lock.symlink_to(os.path.join("..", thesis.name))  # as an archive holds it: relative, to a file outside the folder
+    with raises_saying(UsageError, str(lock), "is a symlink (to '../thesis.txt')", "remove it"), \
+            FolderLock(folder, "instir evaluate"):
+        pass  # the message names the file the link leads to, the one the user would look for
+    assert thesis.read_text() == "my notes\n"
+
+
+def test_a_lock_file_made_a_symlink_after_it_was_looked_at_is_refused_and_the_file_it_leads_to_left_as_it_was(
+        tmp_path, monkeypatch):
+    # the link made between the look and the open (another process, a sync tool): the open must not follow it
+    import instir.report.lock as lock_module
+
+    thesis = tmp_path / "thesis.txt"
+    thesis.write_text("my notes\n")
+    folder = tmp_path / "r"
+    folder.mkdir()
+    lock = folder / ".instir-run.lock"
+
+    def absent_then_linked(path):
+        lock.symlink_to(thesis)
+        return "not found"
+
+    monkeypatch.setattr(lock_module, "file_problem", absent_then_linked)
+    with raises_saying(UsageError, str(lock), "remove it"), FolderLock(folder, "instir evaluate"):
         pass
     assert thesis.read_text() == "my notes\n"
 

@@ -498,7 +498,7 @@ def test_a_work_folder_that_is_a_link_or_a_file_is_set_aside_and_nothing_is_writ
     store.root.mkdir()
     work = store.work_dir("e")
     work.symlink_to(mine, target_is_directory=True) if kind == "symlink" else work.write_text("my notes")
-    with warns_saying(UserWarning, str(work), "not a work folder the kit made", "set aside"):
+    with warns_saying(UserWarning, str(work), f"not a work folder the kit made (a {kind})", "set aside"):
         assert store.work_folder("e") == work
     assert work.is_dir() and not work.is_symlink() and not part_ok(work / "chunk-000000.npy", 2)
     write_part(work / "chunk-000000.npy", np.ones((2, 3)))
@@ -508,15 +508,20 @@ def test_a_work_folder_that_is_a_link_or_a_file_is_set_aside_and_nothing_is_writ
     assert aside.is_symlink() if kind == "symlink" else aside.read_text() == "my notes"
 
 
-def test_a_file_of_the_users_at_an_entrys_name_is_set_aside_and_the_entry_published(tmp_path):
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_a_file_of_the_users_at_an_entrys_name_is_set_aside_and_the_entry_published(tmp_path, kind):
     # was: "folder … cannot be written (NotADirectoryError …): kept in memory only", and computed again on every run
-    store = VerifiedStore(tmp_path, "test cache")
-    (tmp_path / "e").write_text("my notes")
-    with warns_saying(UserWarning, str(tmp_path / "e"), "not an entry the kit made (a file)", "set aside"):
+    store = VerifiedStore(tmp_path / "cache", "test cache")
+    store.root.mkdir()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    entry_path = store.root / "e"
+    entry_path.symlink_to(notes) if kind == "symlink" else entry_path.write_text("my notes")
+    with warns_saying(UserWarning, str(entry_path), f"not an entry the kit made (a {kind})", "set aside"):
         entry = store.put("e", KEY, write_two)
     assert entry is not None and store.read("e", KEY, load_ids) == ["a", "b", "c", "d"]
-    (aside,) = tmp_path.glob("e.set-aside-*")
-    assert aside.read_text() == "my notes"
+    (aside,) = store.root.glob("e.set-aside-*")
+    assert aside.read_text() == "my notes" and notes.read_text() == "my notes"
 
 
 _PART_CHECK = """

@@ -381,6 +381,28 @@ def test_a_cache_another_account_cannot_write_is_refused_when_opened_naming_the_
         JudgmentCache(db)
 
 
+def test_a_cache_named_through_a_symlink_is_refused_for_a_log_beside_the_file_it_leads_to_it_cannot_write(
+        tmp_path, monkeypatch):
+    # SQLite writes the -shm beside the file the link leads to: one this account cannot write there is refused when
+    # opened, before anything is paid for, as it is for a cache named directly
+    db = tmp_path / "shared" / "c.sqlite"
+    db.parent.mkdir()
+    JudgmentCache(db).close()
+    shm = Path(f"{db}-shm")
+    shm.write_bytes(b"")
+    link = tmp_path / "mine" / "c.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(db)
+    real_access = os.access
+
+    def access(path, mode, **kwargs):  # readable, as another account's 0644 file is; not writable
+        return not (str(path) == str(shm) and mode & os.W_OK) and real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    with raises_saying(UserError, "cannot open the judgment cache", str(shm), "cannot be written"):
+        JudgmentCache(link)
+
+
 def test_a_cache_refused_for_its_log_another_account_cannot_share_is_not_created(tmp_path, monkeypatch):
     # refused before anything is made: no empty store is left beside the log that refused it
     db = tmp_path / "c.sqlite"

@@ -301,3 +301,16 @@ def test_another_tools_report_json_is_set_aside_by_the_next_writer_not_written_o
     (aside,) = folder.glob("report.json.set-aside-*")
     assert json.loads(aside.read_text()) == body
     assert json.loads((folder / "report.json").read_text()) == {"status": "ok"}
+
+
+@pytest.mark.parametrize("before", [None, '{"status": "running"}', "{}"], ids=["no record", "the kit's", "empty"])
+def test_a_record_of_the_kits_or_none_yet_is_written_without_a_warning_and_nothing_set_aside(tmp_path, before):
+    # only what the kit cannot have written is kept aside: a folder's first record, and the kit's own (or an empty
+    # object, which holds no other tool's keys) are written in place without a word
+    if before is not None:
+        (tmp_path / "report.json").write_text(before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        update_record(tmp_path, status="ok")
+    assert json.loads((tmp_path / "report.json").read_text()) == {"status": "ok"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
