@@ -365,3 +365,13 @@ def test_a_truncated_or_emptied_table_the_explorer_reads_is_one_line_naming_it(o
     (copy / table).write_bytes(b"")
     with pytest.raises(FormatError, match=rf"^{copy / table}: not a table the kit can read .*run notebook 0"):
         ExplorerData(copy)
+
+
+def test_the_judged_instances_qids_are_read_as_written_so_a_qid_of_leading_zeros_meets_its_query(tmp_path):
+    # a qid '007' read as the number 7 would match no query of the benchmark: its InstFol shown under no list
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "runs.csv").write_text("benchmark,system,run_file\nifir-sample/fiqa,bm25,runs/a.trec\n")
+    (tmp_path / "judge").mkdir()
+    (tmp_path / "judge" / "instfol_instances.csv").write_text(
+        "benchmark,system,qid,instfol\nifir-sample/fiqa,bm25,007,0.5\nifir-sample/fiqa,bm25,10,0.25\n")
+    assert ExplorerData(tmp_path).instfol["qid"].tolist() == ["007", "10"]

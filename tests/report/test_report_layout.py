@@ -217,6 +217,8 @@ _ROW = "instructir-sample,instructed,bm25,instructed,runs/a.trec\n"
     (_LIST.encode() + b'"' + _ROW.encode(), "runs.csv: not a table the kit can read (ParserError"),
     (_LIST.encode() + _ROW.replace("bm25", "caf\xe9").encode("latin-1"), "runs.csv: not a table the kit can read (U"),
     ((_LIST + _ROW.replace("runs/a.trec", "")).encode(), "runs.csv, line 2, field 'run_file': empty"),
+    ((_LIST + _ROW + _ROW.replace("bm25", "e5").replace("runs/a.trec", "  ")).encode(),
+     "runs.csv, line 3, field 'run_file': empty"),
     ((_LIST + _ROW + _ROW).encode(), "runs.csv, line 3, field 'system': 'bm25' on 'instructir-sample' is listed again "
                                      "(first at line 2)"),
     ((_LIST + _ROW + 2 * _ROW.replace("bm25,instructed", "bm25,")).encode(), "runs.csv, line 4, field 'system': "
@@ -224,8 +226,14 @@ _ROW = "instructir-sample,instructed,bm25,instructed,runs/a.trec\n"
                                                                               "again (first at line 3)"),
     ((_LIST + _ROW.replace(",instructed,bm25", ",weird,bm25")).encode(), "runs.csv, line 2, field 'setting': 'weird' "
                                                                            "is no InstructIR setting (known: "),
-], ids=["empty", "an unclosed quote", "latin-1", "a run of no file", "a run listed twice",
-                                    "a run of an empty variant listed twice", "an unknown setting"])
+    ((_LIST + _ROW.replace("instructir-sample", "my-own-bench") + _ROW.replace(",instructed,bm25", ",weird,bm25"))
+     .encode(), "runs.csv, line 3, field 'setting': 'weird' is no InstructIR setting (known: "),
+    ((_LIST + _ROW.replace(",instructed,bm25", ", instructed,bm25")).encode(),
+     "runs.csv, line 2, field 'setting': ' instructed' is no InstructIR setting"),
+], ids=["empty", "an unclosed quote", "latin-1", "a run of no file", "a run of spaces for its file",
+                                    "a run listed twice", "a run of an empty variant listed twice",
+                                    "an unknown setting",
+                                    "an unknown setting after a benchmark of no family", "a setting after a space"])
 def test_a_damaged_runs_list_is_one_line_naming_the_file_and_where(tmp_path, body, said):
     # each was a traceback out of every stage reading the list (EmptyDataError, ParserError, UnicodeDecodeError,
     # "unsupported operand type(s) for /: 'PosixPath' and 'float'", "Index contains duplicate entries, cannot reshape")
@@ -255,13 +263,46 @@ def test_a_stage_table_that_is_no_table_is_one_line_naming_it_and_the_notebook_t
             read_table(ReportLayout(tmp_path), path)
 
 
-def test_a_metrics_table_without_a_column_notebook_05_reads_is_one_line_naming_the_file_and_the_column(tmp_path):
+@pytest.mark.parametrize(("table", "field"), [
+    ("system,benchmark\nbm25,instructir-sample\n", "subset"),
+    ("benchmark,subset,level,measure,value\ninstructir-sample,all,all,ndcg_cut_10,0.5\n", "system"),
+], ids=["without subset", "without system, its first"])
+def test_a_metrics_table_without_a_column_notebook_05_reads_is_one_line_naming_the_file_and_the_column(tmp_path, table,
+                                                                                                    field):
     # was KeyError: 'level' out of the compare stage
     from instir.benchmarks.types import FormatError
     from instir.stages import paper_tables
 
     (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "metrics.csv").write_text("system,benchmark\nbm25,instructir-sample\n")
-    with pytest.raises(FormatError, match=rf"^{tmp_path / 'metrics' / 'metrics.csv'}, line 1, field 'subset': no such "
-                                          "column: .* run notebook 03_metrics "):
+    (tmp_path / "metrics" / "metrics.csv").write_text(table)
+    with pytest.raises(FormatError, match=rf"^{tmp_path / 'metrics' / 'metrics.csv'}, line 1, field '{field}': no "
+                                          "such column: .* run notebook 03_metrics "):
+        paper_tables(tmp_path)
+
+
+def test_a_runs_list_holding_one_system_and_variant_in_two_settings_is_two_runs_not_one_listed_twice(tmp_path):
+    # the setting is part of what names a run: the same system and variant in another setting is another run
+    from instir.report.layout import read_runs_table
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "runs.csv").write_text(_LIST + _ROW + _ROW.replace(",instructed,bm25", ",query-only,bm25")
+                                                .replace("a.trec", "b.trec"))
+    table = read_runs_table(ReportLayout(tmp_path))
+    assert table["setting"].tolist() == ["instructed", "query-only"]
+    assert table["run_file"].tolist() == ["runs/a.trec", "runs/b.trec"]
+
+
+def test_an_emptied_instfol_table_is_one_line_out_of_the_compare_stage_naming_it_and_its_notebook(tmp_path):
+    # notebook 05 read judge/instfol.csv with pandas itself: an emptied one was EmptyDataError out of the stage
+    from instir.benchmarks.types import FormatError
+    from instir.stages import paper_tables
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.csv").write_text("system,benchmark,subset,level,measure,value\n"
+                                                      "bm25,instructir-sample,all,all,ndcg_cut_10,0.5\n")
+    (tmp_path / "judge").mkdir()
+    (tmp_path / "judge" / "instfol.csv").write_text("")
+    with pytest.raises(FormatError, match=rf"^{tmp_path / 'judge' / 'instfol.csv'}: not a table the kit can read "
+                                          r"\(EmptyDataError.* run notebook 04_judge_validation "
+                                          rf"into {tmp_path} again$"):
         paper_tables(tmp_path)

@@ -2,6 +2,7 @@
 the k, depth and run files behind each value, the ranking against gold, the spread ×100, the agreement table,
 and the counts and warnings the page says in words."""
 
+import warnings
 from types import SimpleNamespace
 
 import pandas as pd
@@ -217,3 +218,30 @@ def test_the_judge_stage_writes_its_validation_pairs_and_their_agreement(tmp_pat
     stats = pd.read_csv(tmp_path / "judge" / "validation.csv").set_index(["benchmark", "statistic"])["value"]
     assert len(pairs) == len(judging.pairs) > 0 and set(pairs["benchmark"]) == {"instructir-sample"}
     assert stats[("instructir-sample", "pairs")] == stats[("all", "pairs")] == len(pairs)
+
+
+def test_an_emptied_metrics_table_is_one_line_out_of_the_judge_stage_naming_it_and_its_notebook(tmp_path):
+    # the judge stage read metrics/metrics.csv with pandas itself (to rank the systems): an emptied one was
+    # EmptyDataError out of the stage, after every judgment was paid
+    from instir.benchmarks import load_benchmark
+    from instir.benchmarks.types import FormatError
+    from instir.retrieval import Run, write_run
+    from instir.stages import judge_runs
+
+    bench = load_benchmark("instructir-sample")
+    qids = list(bench.qrels)[:2]
+    docs = [d for q in qids for d in bench.qrels[q]]
+    rows = []
+    for variant, order in (("instructed", docs), ("query-only", docs[::-1])):
+        write_run(Run(pd.DataFrame([(q, d, float(len(order) - i)) for q in qids for i, d in enumerate(order)],
+                                   columns=["qid", "docid", "score"])), tmp_path / "runs" / f"{variant}.trec")
+        rows.append({"benchmark": "instructir-sample", "setting": "instructed", "system": f"bm25 {variant}",
+                     "retriever": "bm25", "variant": variant, "run_file": f"runs/{variant}.trec"})
+    pd.DataFrame(rows).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.csv").write_text("")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # fewer than k documents listed: not what is tested here
+        with pytest.raises(FormatError, match=rf"^{tmp_path / 'metrics' / 'metrics.csv'}: not a table the kit can "
+                                              r"read \(EmptyDataError.* run notebook 03_metrics "):
+            judge_runs(tmp_path, backend="baseline", max_instances=1, repeats=1)

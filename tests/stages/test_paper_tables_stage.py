@@ -355,3 +355,14 @@ def test_an_instfol_table_naming_no_run_files_is_left_out_after_a_later_retrieva
         measures = set(reproduced_numbers(report_layout(folder))["measure"])
     assert measures == {"nDCG@20[ifir-native]", "nDCG@20"}
 
+
+
+def test_an_emptied_stability_table_is_one_line_out_of_the_compare_stage_naming_it_and_its_notebook(tmp_path):
+    # notebook 05 read judge/stability.csv with pandas itself: an emptied one was EmptyDataError out of the stage
+    from instir.benchmarks.types import FormatError
+
+    folder = real_fiqa_folder(tmp_path)
+    (folder / "judge" / "stability.csv").write_text("")
+    with pytest.raises(FormatError, match=rf"^{folder / 'judge' / 'stability.csv'}: not a table the kit can read "
+                                          r"\(EmptyDataError.* run notebook 04_judge_validation "):
+        paper_tables(folder)
