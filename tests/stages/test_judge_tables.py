@@ -196,22 +196,28 @@ def test_a_runs_list_without_a_query_only_run_is_refused_naming_it_before_any_ju
         judge_runs(tmp_path, backend="baseline", repeats=1)
 
 
-def test_the_judge_stage_writes_its_validation_pairs_and_their_agreement(tmp_path):
-    # a runs folder made by hand: three instances, their relevant documents in one order and the other
+def _hand_made_runs(folder, instances: int) -> None:
+    """A runs folder made by hand: the first ``instances`` of the InstructIR sample, their relevant documents in one
+    order (the instructed run) and the other (the query-only run), listed in ``runs/runs.csv``."""
     from instir.benchmarks import load_benchmark
     from instir.retrieval import Run, write_run
-    from instir.stages import judge_runs
 
     bench = load_benchmark("instructir-sample")
-    qids = list(bench.qrels)[:3]
+    qids = list(bench.qrels)[:instances]
     docs = [d for q in qids for d in bench.qrels[q]]
     rows = []
     for variant, order in (("instructed", docs), ("query-only", docs[::-1])):
         write_run(Run(pd.DataFrame([(q, d, float(len(order) - i)) for q in qids for i, d in enumerate(order)],
-                                   columns=["qid", "docid", "score"])), tmp_path / "runs" / f"{variant}.trec")
+                                   columns=["qid", "docid", "score"])), folder / "runs" / f"{variant}.trec")
         rows.append({"benchmark": "instructir-sample", "setting": "instructed", "system": f"bm25 {variant}",
                      "retriever": "bm25", "variant": variant, "run_file": f"runs/{variant}.trec"})
-    pd.DataFrame(rows).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    pd.DataFrame(rows).to_csv(folder / "runs" / "runs.csv", index=False)
+
+
+def test_the_judge_stage_writes_its_validation_pairs_and_their_agreement(tmp_path):
+    from instir.stages import judge_runs
+
+    _hand_made_runs(tmp_path, instances=3)
     with pytest.warns(UserWarning, match="fewer than k = 20"):
         judging = judge_runs(tmp_path, backend="baseline", max_instances=1, repeats=1)
     pairs = pd.read_csv(tmp_path / "judge" / "validation_pairs.csv")
@@ -223,21 +229,10 @@ def test_the_judge_stage_writes_its_validation_pairs_and_their_agreement(tmp_pat
 def test_an_emptied_metrics_table_is_one_line_out_of_the_judge_stage_naming_it_and_its_notebook(tmp_path):
     # the judge stage read metrics/metrics.csv with pandas itself (to rank the systems): an emptied one was
     # EmptyDataError out of the stage, after every judgment was paid
-    from instir.benchmarks import load_benchmark
     from instir.benchmarks.types import FormatError
-    from instir.retrieval import Run, write_run
     from instir.stages import judge_runs
 
-    bench = load_benchmark("instructir-sample")
-    qids = list(bench.qrels)[:2]
-    docs = [d for q in qids for d in bench.qrels[q]]
-    rows = []
-    for variant, order in (("instructed", docs), ("query-only", docs[::-1])):
-        write_run(Run(pd.DataFrame([(q, d, float(len(order) - i)) for q in qids for i, d in enumerate(order)],
-                                   columns=["qid", "docid", "score"])), tmp_path / "runs" / f"{variant}.trec")
-        rows.append({"benchmark": "instructir-sample", "setting": "instructed", "system": f"bm25 {variant}",
-                     "retriever": "bm25", "variant": variant, "run_file": f"runs/{variant}.trec"})
-    pd.DataFrame(rows).to_csv(tmp_path / "runs" / "runs.csv", index=False)
+    _hand_made_runs(tmp_path, instances=2)
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics" / "metrics.csv").write_text("")
     with warnings.catch_warnings():
