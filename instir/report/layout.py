@@ -245,11 +245,7 @@ def read_runs_table(layout: ReportLayout, benchmarks: Sequence[str] | None = Non
     """``runs/runs.csv`` (the retrieve stage's list), only ``benchmarks`` when given; a missing
     file names the notebook that writes it, a list without a column every reader needs
     (:data:`RUNS_REQUIRED`) the file and the column."""
-    table = read_table(layout, layout.runs_table, dtype={"benchmark": str, "system": str})
-    missing = [column for column in RUNS_REQUIRED if column not in table]
-    if missing:
-        raise FormatError(layout.runs_table, 1, missing[0], "no such column: a list of runs has "
-                          f"{', '.join(RUNS_REQUIRED)} (the retrieve stage writes one)")
+    table = read_table(layout, layout.runs_table, RUNS_REQUIRED, dtype={"benchmark": str, "system": str})
     unnamed = table["run_file"].isna() | (table["run_file"].astype(str).str.strip() == "")
     if unnamed.any():
         raise FormatError(layout.runs_table, int(unnamed.argmax()) + 2, "run_file", "empty: each run listed names "
