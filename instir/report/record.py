@@ -26,7 +26,9 @@ from __future__ import annotations
 import functools
 import json
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
@@ -178,7 +180,7 @@ class Record(dict):
     problem: str | None = None
     #: the keys of the file that are no section of this kit's (a newer kit's, another tool's), as the file holds
     #: them: never read, written back as they are by :func:`update_record`
-    others: dict[str, Any] = {}
+    others: Mapping[str, Any] = MappingProxyType({})  # read_record gives each record a dict of its own
     #: whether the file is another tool's (a JSON value that is not an object, or an object holding no section of
     #: instir's record): :func:`update_record` keeps it aside rather than write over it
     foreign: bool = False
